@@ -1,0 +1,513 @@
+//! `/sys/kernel/mm/transparent_hugepage`, one field per knob.
+//!
+//! Kernel sources (6.18): `mm/huge_memory.c` (`enabled_store`, `defrag_store`, `anon_enabled_store`,
+//! `hugepage_init_sysfs`, `setup_transparent_hugepage`, `setup_thp_anon`), `mm/shmem.c`
+//! (`shmem_enabled_store`, `thpsize_shmem_enabled_store`, `setup_thp_shmem`), `mm/khugepaged.c`
+//! (`khugepaged_init` and the `*_store` functions), and
+//! `tools/testing/selftests/mm/thp_settings.h`, whose `struct thp_settings` this mirrors.
+//!
+//! Paths are relative to the sysfs directory and spelled as there: `enabled`,
+//! `hugepages-64kB/enabled`, `khugepaged/max_ptes_none`. A value the kernel would refuse (an
+//! unknown word, a knob 6.18 does not have, a number out of range) is an error that lists what is
+//! valid.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use mm_types::{parse_size, Order, Orders, PMD_ORDER};
+
+/// Sysfs directory of the THP tree.
+pub const SYSFS_THP: &str = "/sys/kernel/mm/transparent_hugepage";
+
+macro_rules! word_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident = $text:literal,)* }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name { $($variant,)* }
+        impl $name {
+            pub const WORDS: &'static [&'static str] = &[$($text,)*];
+            pub fn word(self) -> &'static str {
+                match self { $($name::$variant => $text,)* }
+            }
+            pub fn parse(text: &str) -> Option<$name> {
+                match text { $($text => Some($name::$variant),)* _ => None }
+            }
+        }
+    };
+}
+
+word_enum! {
+    /// Top-level `enabled` (TRANSPARENT_HUGEPAGE_FLAG / _REQ_MADV_FLAG).
+    TopEnabled { Always = "always", Madvise = "madvise", Never = "never", }
+}
+word_enum! {
+    /// Per-size `hugepages-<N>kB/enabled` (huge_anon_orders_{always,inherit,madvise}).
+    AnonEnabled { Always = "always", Inherit = "inherit", Madvise = "madvise", Never = "never", }
+}
+word_enum! {
+    /// Top-level `defrag`.
+    Defrag {
+        Always = "always",
+        Defer = "defer",
+        DeferMadvise = "defer+madvise",
+        Madvise = "madvise",
+        Never = "never",
+    }
+}
+word_enum! {
+    /// Top-level `shmem_enabled` (the internal shm_mnt's huge= plus deny/force).
+    ShmemEnabled {
+        Always = "always",
+        WithinSize = "within_size",
+        Advise = "advise",
+        Never = "never",
+        Deny = "deny",
+        Force = "force",
+    }
+}
+word_enum! {
+    /// Per-size `hugepages-<N>kB/shmem_enabled` (huge_shmem_orders_*).
+    ShmemSizeEnabled {
+        Always = "always",
+        Inherit = "inherit",
+        WithinSize = "within_size",
+        Advise = "advise",
+        Never = "never",
+    }
+}
+
+/// `khugepaged/*` writable knobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KhugepagedSettings {
+    pub defrag: bool,
+    pub max_ptes_none: u32,
+    pub max_ptes_swap: u32,
+    pub max_ptes_shared: u32,
+    pub pages_to_scan: u32,
+    pub scan_sleep_millisecs: u32,
+    pub alloc_sleep_millisecs: u32,
+}
+
+/// The whole writable THP tree. Array slots are indexed by order; slots for orders the kernel
+/// has no knob for (anon order 0/1, shmem order 0) are kept at `Never` and never printed.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ThpSettings {
+    pub enabled: TopEnabled,
+    pub defrag: Defrag,
+    pub shmem_enabled: ShmemEnabled,
+    pub use_zero_page: bool,
+    pub shrink_underused: bool,
+    pub anon: [AnonEnabled; PMD_ORDER as usize + 1],
+    pub shmem: [ShmemSizeEnabled; PMD_ORDER as usize + 1],
+    pub khugepaged: KhugepagedSettings,
+}
+
+impl Default for ThpSettings {
+    /// 6.18 boot defaults with CONFIG_TRANSPARENT_HUGEPAGE_MADVISE (this machine kind): PMD size
+    /// `inherit`, every other size `never`, khugepaged limits derived from HPAGE_PMD_NR.
+    fn default() -> Self {
+        let mut anon = [AnonEnabled::Never; PMD_ORDER as usize + 1];
+        anon[PMD_ORDER as usize] = AnonEnabled::Inherit;
+        let mut shmem = [ShmemSizeEnabled::Never; PMD_ORDER as usize + 1];
+        shmem[PMD_ORDER as usize] = ShmemSizeEnabled::Inherit;
+        ThpSettings {
+            enabled: TopEnabled::Madvise,
+            defrag: Defrag::Madvise,
+            shmem_enabled: ShmemEnabled::Never,
+            use_zero_page: true,
+            shrink_underused: true,
+            anon,
+            shmem,
+            khugepaged: KhugepagedSettings {
+                defrag: true,
+                max_ptes_none: 511,
+                max_ptes_swap: 64,
+                max_ptes_shared: 256,
+                pages_to_scan: 4096,
+                scan_sleep_millisecs: 10000,
+                alloc_sleep_millisecs: 60000,
+            },
+        }
+    }
+}
+
+/// What went wrong applying a setting. `Display` names what is valid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    #[error("unknown setting '{path}'; valid settings are: {valid}")]
+    UnknownPath { path: String, valid: String },
+    #[error("'{path}' is read-only in the kernel and cannot be set")]
+    ReadOnly { path: String },
+    #[error("invalid value '{value}' for '{path}'; valid values are: {valid}")]
+    InvalidValue { path: String, value: String, valid: String },
+    #[error("'{text}' is not of the form PATH=VALUE (for example hugepages-64kB/enabled=always)")]
+    NotAnAssignment { text: String },
+    #[error("{file}:{line}: {error}")]
+    AtLine { file: String, line: usize, error: Box<SettingsError> },
+    #[error("invalid kernel command-line option '{option}': {why}")]
+    Cmdline { option: String, why: String },
+}
+
+/// Knobs the kernel exposes read-only; a dump of a live tree contains them and they are skipped.
+const READ_ONLY: &[&str] = &["hpage_pmd_size", "khugepaged/pages_collapsed", "khugepaged/full_scans"];
+
+fn bool_value(path: &str, value: &str) -> Result<bool, SettingsError> {
+    match value {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err(invalid(path, value, "0, 1")),
+    }
+}
+
+fn invalid(path: &str, value: &str, valid: &str) -> SettingsError {
+    SettingsError::InvalidValue { path: path.to_string(), value: value.to_string(), valid: valid.to_string() }
+}
+
+fn number(path: &str, value: &str, lo: u32, hi: u32) -> Result<u32, SettingsError> {
+    match value.parse::<u32>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(invalid(path, value, &format!("an integer from {lo} to {hi}"))),
+    }
+}
+
+fn words_of(words: &[&str]) -> String {
+    words.join(", ")
+}
+
+impl ThpSettings {
+    /// Every writable knob with its current value, in a stable order that is also a safe write
+    /// order for the live tree (per-size knobs before the top-level ones that check them, as
+    /// `shmem_enabled=force` requires the per-size inherit set to be exactly PMD).
+    pub fn knobs(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for order in (1..=PMD_ORDER).map(Order) {
+            if Orders::ALL_ANON.contains(order) {
+                out.push((format!("{}/enabled", order.sysfs_dir()), self.anon[order.0 as usize].word().into()));
+            }
+            out.push((format!("{}/shmem_enabled", order.sysfs_dir()), self.shmem[order.0 as usize].word().into()));
+        }
+        out.push(("enabled".into(), self.enabled.word().into()));
+        out.push(("defrag".into(), self.defrag.word().into()));
+        out.push(("shmem_enabled".into(), self.shmem_enabled.word().into()));
+        out.push(("use_zero_page".into(), (self.use_zero_page as u8).to_string()));
+        out.push(("shrink_underused".into(), (self.shrink_underused as u8).to_string()));
+        let k = &self.khugepaged;
+        out.push(("khugepaged/defrag".into(), (k.defrag as u8).to_string()));
+        out.push(("khugepaged/max_ptes_none".into(), k.max_ptes_none.to_string()));
+        out.push(("khugepaged/max_ptes_swap".into(), k.max_ptes_swap.to_string()));
+        out.push(("khugepaged/max_ptes_shared".into(), k.max_ptes_shared.to_string()));
+        out.push(("khugepaged/pages_to_scan".into(), k.pages_to_scan.to_string()));
+        out.push(("khugepaged/scan_sleep_millisecs".into(), k.scan_sleep_millisecs.to_string()));
+        out.push(("khugepaged/alloc_sleep_millisecs".into(), k.alloc_sleep_millisecs.to_string()));
+        out
+    }
+
+    pub fn knob_map(&self) -> BTreeMap<String, String> {
+        self.knobs().into_iter().collect()
+    }
+
+    /// Every writable path, for error messages and `thplab settings --list`.
+    pub fn valid_paths() -> Vec<String> {
+        ThpSettings::default().knobs().into_iter().map(|(p, _)| p).collect()
+    }
+
+    /// The values a path accepts, as words for an error or a help text.
+    pub fn valid_values(path: &str) -> Option<String> {
+        let v = match path {
+            "enabled" => words_of(TopEnabled::WORDS),
+            "defrag" => words_of(Defrag::WORDS),
+            "shmem_enabled" => words_of(ShmemEnabled::WORDS),
+            "use_zero_page" | "shrink_underused" | "khugepaged/defrag" => "0, 1".into(),
+            "khugepaged/max_ptes_none" | "khugepaged/max_ptes_swap" | "khugepaged/max_ptes_shared" => {
+                "an integer from 0 to 511".into()
+            }
+            "khugepaged/pages_to_scan" => "an integer from 1 to 4294967295".into(),
+            "khugepaged/scan_sleep_millisecs" | "khugepaged/alloc_sleep_millisecs" => {
+                "an integer from 0 to 4294967295".into()
+            }
+            _ => {
+                let (order, leaf) = split_size_path(path)?;
+                match leaf {
+                    "enabled" if Orders::ALL_ANON.contains(order) => words_of(AnonEnabled::WORDS),
+                    "shmem_enabled" if Orders::ALL_FILE.contains(order) => words_of(ShmemSizeEnabled::WORDS),
+                    _ => return None,
+                }
+            }
+        };
+        Some(v)
+    }
+
+    /// Set one knob, as `echo VALUE > PATH` would. `PATH` may also be the shorthand
+    /// `hugepages-64kB` for `hugepages-64kB/enabled`, and may carry the sysfs prefix.
+    pub fn set(&mut self, path: &str, value: &str) -> Result<(), SettingsError> {
+        let path = normalize_path(path);
+        let path = path.as_str();
+        let value = value.trim();
+        if READ_ONLY.contains(&path) {
+            return Err(SettingsError::ReadOnly { path: path.into() });
+        }
+        let bad = || invalid(path, value, &ThpSettings::valid_values(path).unwrap_or_default());
+        let k = &mut self.khugepaged;
+        match path {
+            "enabled" => self.enabled = TopEnabled::parse(value).ok_or_else(bad)?,
+            "defrag" => self.defrag = Defrag::parse(value).ok_or_else(bad)?,
+            "shmem_enabled" => {
+                let v = ShmemEnabled::parse(value).ok_or_else(bad)?;
+                // shmem_enabled_store → shmem_parse_huge: force needs inherit == {PMD}.
+                if v == ShmemEnabled::Force && self.shmem_inherit_orders() != Orders::single(Order::PMD) {
+                    return Err(invalid(
+                        path,
+                        value,
+                        "always, within_size, advise, never, deny (force is refused unless the only \
+                         size set to inherit is hugepages-2048kB/shmem_enabled)",
+                    ));
+                }
+                self.shmem_enabled = v;
+            }
+            "use_zero_page" => self.use_zero_page = bool_value(path, value)?,
+            "shrink_underused" => self.shrink_underused = bool_value(path, value)?,
+            "khugepaged/defrag" => k.defrag = bool_value(path, value)?,
+            "khugepaged/max_ptes_none" => k.max_ptes_none = number(path, value, 0, 511)?,
+            "khugepaged/max_ptes_swap" => k.max_ptes_swap = number(path, value, 0, 511)?,
+            "khugepaged/max_ptes_shared" => k.max_ptes_shared = number(path, value, 0, 511)?,
+            "khugepaged/pages_to_scan" => k.pages_to_scan = number(path, value, 1, u32::MAX)?,
+            "khugepaged/scan_sleep_millisecs" => k.scan_sleep_millisecs = number(path, value, 0, u32::MAX)?,
+            "khugepaged/alloc_sleep_millisecs" => k.alloc_sleep_millisecs = number(path, value, 0, u32::MAX)?,
+            _ => {
+                let unknown = || SettingsError::UnknownPath { path: path.into(), valid: valid_paths_text() };
+                let (order, leaf) = split_size_path(path).ok_or_else(unknown)?;
+                match leaf {
+                    "enabled" if Orders::ALL_ANON.contains(order) => {
+                        self.anon[order.0 as usize] = AnonEnabled::parse(value).ok_or_else(bad)?
+                    }
+                    "shmem_enabled" if Orders::ALL_FILE.contains(order) => {
+                        let v = ShmemSizeEnabled::parse(value).ok_or_else(bad)?;
+                        // thpsize_shmem_enabled_store refuses to leave inherit while top is force.
+                        self.shmem[order.0 as usize] = v;
+                    }
+                    _ => return Err(unknown()),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Apply `PATH=VALUE`.
+    pub fn apply_assignment(&mut self, text: &str) -> Result<(), SettingsError> {
+        let (path, value) =
+            text.split_once('=').ok_or_else(|| SettingsError::NotAnAssignment { text: text.into() })?;
+        self.set(path.trim(), value)
+    }
+
+    /// Apply a settings file: one `PATH=VALUE` per line, `#` comments, or the output of
+    /// `grep -r . /sys/kernel/mm/transparent_hugepage` (`PATH:always [madvise] never`), whose
+    /// read-only files and `stats/` are skipped. Errors carry the file name and line.
+    pub fn apply_file(&mut self, file_name: &str, text: &str) -> Result<(), SettingsError> {
+        for (idx, raw) in text.lines().enumerate() {
+            let line = raw.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let at = |error| SettingsError::AtLine { file: file_name.into(), line: idx + 1, error: Box::new(error) };
+            let (path, value) = parse_settings_line(line).map_err(at)?;
+            let path = normalize_path(&path);
+            if READ_ONLY.contains(&path.as_str()) || path.contains("/stats/") {
+                continue;
+            }
+            self.set(&path, &value).map_err(at)?;
+        }
+        Ok(())
+    }
+
+    /// Apply kernel command-line options: `transparent_hugepage=`, `thp_anon=`,
+    /// `transparent_hugepage_shmem=`, `thp_shmem=`. Other words (a pasted /proc/cmdline) are
+    /// ignored. Unlike the kernel, which warns and boots on, a bad value here is an error.
+    pub fn apply_cmdline(&mut self, cmdline: &str) -> Result<(), SettingsError> {
+        let mut anon_configured = false;
+        let mut shmem_configured = false;
+        for word in cmdline.split_whitespace() {
+            let Some((key, value)) = word.split_once('=') else { continue };
+            let err = |why: String| SettingsError::Cmdline { option: word.into(), why };
+            match key {
+                "transparent_hugepage" => {
+                    self.enabled =
+                        TopEnabled::parse(value).ok_or_else(|| err("valid values are always, madvise, never".into()))?
+                }
+                "transparent_hugepage_shmem" => {
+                    self.shmem_enabled = ShmemEnabled::parse(value)
+                        .ok_or_else(|| err(format!("valid values are {}", words_of(ShmemEnabled::WORDS))))?
+                }
+                "thp_anon" => {
+                    // setup_thp_anon starts from empty masks: the PMD-inherit default is only
+                    // applied by hugepage_init_sysfs when thp_anon= was not given.
+                    if !anon_configured {
+                        self.anon = [AnonEnabled::Never; PMD_ORDER as usize + 1];
+                        anon_configured = true;
+                    }
+                    for (orders, policy) in parse_size_policy_list(value, Orders::ALL_ANON).map_err(err)? {
+                        let p = AnonEnabled::parse(&policy).ok_or_else(|| {
+                            err(format!("invalid policy '{policy}'; valid: {}", words_of(AnonEnabled::WORDS)))
+                        })?;
+                        for o in orders.iter_desc() {
+                            self.anon[o.0 as usize] = p;
+                        }
+                    }
+                }
+                "thp_shmem" => {
+                    if !shmem_configured {
+                        self.shmem = [ShmemSizeEnabled::Never; PMD_ORDER as usize + 1];
+                        shmem_configured = true;
+                    }
+                    for (orders, policy) in parse_size_policy_list(value, Orders::ALL_FILE).map_err(err)? {
+                        let p = ShmemSizeEnabled::parse(&policy).ok_or_else(|| {
+                            err(format!("invalid policy '{policy}'; valid: {}", words_of(ShmemSizeEnabled::WORDS)))
+                        })?;
+                        for o in orders.iter_desc() {
+                            self.shmem[o.0 as usize] = p;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// huge_anon_orders_always / _madvise / _inherit.
+    pub fn anon_orders(&self, which: AnonEnabled) -> Orders {
+        let mut o = Orders::NONE;
+        for order in Orders::ALL_ANON.iter_desc() {
+            if self.anon[order.0 as usize] == which {
+                o = o.with(order);
+            }
+        }
+        o
+    }
+
+    /// huge_shmem_orders_{always,inherit,within_size,madvise}.
+    pub fn shmem_orders(&self, which: ShmemSizeEnabled) -> Orders {
+        let mut o = Orders::NONE;
+        for order in Orders::ALL_FILE.iter_desc() {
+            if self.shmem[order.0 as usize] == which {
+                o = o.with(order);
+            }
+        }
+        o
+    }
+
+    pub fn shmem_inherit_orders(&self) -> Orders {
+        self.shmem_orders(ShmemSizeEnabled::Inherit)
+    }
+
+    /// A one-line summary, for table headers: only what differs from the boot defaults.
+    pub fn summary(&self) -> String {
+        let defaults = ThpSettings::default().knob_map();
+        let diffs: Vec<String> = self
+            .knobs()
+            .into_iter()
+            .filter(|(p, v)| defaults.get(p) != Some(v))
+            .map(|(p, v)| format!("{p}={v}"))
+            .collect();
+        if diffs.is_empty() {
+            "boot defaults".into()
+        } else {
+            diffs.join(" ")
+        }
+    }
+}
+
+impl fmt::Display for ThpSettings {
+    /// One `PATH=VALUE` per line: the settings-file format, so the output can be read back.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (p, v) in self.knobs() {
+            writeln!(f, "{p}={v}")?;
+        }
+        Ok(())
+    }
+}
+
+fn valid_paths_text() -> String {
+    let mut v = ThpSettings::valid_paths();
+    v.sort();
+    v.join(", ")
+}
+
+/// Strip the sysfs prefix or a leading `./`, and expand the `hugepages-64kB` shorthand.
+fn normalize_path(path: &str) -> String {
+    let p = path.trim();
+    let p = p.strip_prefix(SYSFS_THP).unwrap_or(p);
+    let p = p.trim_start_matches("./").trim_start_matches('/');
+    if p.starts_with("hugepages-") && !p.contains('/') {
+        return format!("{p}/enabled");
+    }
+    p.to_string()
+}
+
+fn split_size_path(path: &str) -> Option<(Order, &str)> {
+    let rest = path.strip_prefix("hugepages-")?;
+    let (size, leaf) = rest.split_once("kB/")?;
+    let order = Order::from_size_kb(size.parse().ok()?)?;
+    Some((order, leaf))
+}
+
+/// One line of a settings file or a sysfs dump → (path, selected value).
+fn parse_settings_line(line: &str) -> Result<(String, String), SettingsError> {
+    let eq = line.find('=');
+    let colon = line.find(':');
+    match (eq, colon) {
+        (Some(e), c) if c.is_none_or(|c| e < c) => {
+            Ok((line[..e].trim().to_string(), line[e + 1..].trim().to_string()))
+        }
+        (_, Some(c)) => {
+            let (path, content) = (line[..c].trim(), line[c + 1..].trim());
+            let value = match (content.find('['), content.find(']')) {
+                (Some(a), Some(b)) if a < b => &content[a + 1..b],
+                _ => content,
+            };
+            Ok((path.to_string(), value.to_string()))
+        }
+        _ => Err(SettingsError::NotAnAssignment { text: line.into() }),
+    }
+}
+
+/// `16K-64K,2M:always;128K:inherit` → [(orders, policy)], as `setup_thp_anon` parses it.
+fn parse_size_policy_list(text: &str, supported: Orders) -> Result<Vec<(Orders, String)>, String> {
+    let mut out = Vec::new();
+    for token in text.split(';') {
+        let (range, policy) = token.split_once(':').ok_or_else(|| format!("'{token}' has no ':POLICY'"))?;
+        let mut orders = Orders::NONE;
+        for sub in range.split(',') {
+            let (a, b) = sub.split_once('-').unwrap_or((sub, sub));
+            let oa = order_from_str(a, supported)?;
+            let ob = order_from_str(b, supported)?;
+            if oa > ob {
+                return Err(format!("range '{sub}' runs backwards"));
+            }
+            for o in oa.0..=ob.0 {
+                orders = orders.with(Order(o));
+            }
+        }
+        out.push((orders, policy.to_string()));
+    }
+    Ok(out)
+}
+
+fn order_from_str(size: &str, supported: Orders) -> Result<Order, String> {
+    let valid = || {
+        let v: Vec<String> = supported.iter_desc().collect::<Vec<_>>().into_iter().rev().map(|o| {
+            let kb = o.size_kb();
+            if kb >= 1024 { format!("{}M", kb / 1024) } else { format!("{kb}K") }
+        }).collect();
+        format!("invalid size '{size}'; valid sizes are {}", v.join(", "))
+    };
+    let bytes = parse_size(size).ok_or_else(valid)?;
+    let order = Order::from_size_kb(bytes / 1024).filter(|_| bytes % 4096 == 0).ok_or_else(valid)?;
+    if supported.contains(order) {
+        Ok(order)
+    } else {
+        Err(valid())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,128 @@
+use super::*;
+use expect_test::expect;
+
+#[test]
+fn defaults_print_as_a_settings_file() {
+    // Values read from this machine's /sys/kernel/mm/transparent_hugepage at first boot (6.18.44).
+    let text = ThpSettings::default().to_string();
+    expect![[r#"
+        hugepages-8kB/shmem_enabled=never
+        hugepages-16kB/enabled=never
+        hugepages-16kB/shmem_enabled=never
+        hugepages-32kB/enabled=never
+        hugepages-32kB/shmem_enabled=never
+        hugepages-64kB/enabled=never
+        hugepages-64kB/shmem_enabled=never
+        hugepages-128kB/enabled=never
+        hugepages-128kB/shmem_enabled=never
+        hugepages-256kB/enabled=never
+        hugepages-256kB/shmem_enabled=never
+        hugepages-512kB/enabled=never
+        hugepages-512kB/shmem_enabled=never
+        hugepages-1024kB/enabled=never
+        hugepages-1024kB/shmem_enabled=never
+        hugepages-2048kB/enabled=inherit
+        hugepages-2048kB/shmem_enabled=inherit
+        enabled=madvise
+        defrag=madvise
+        shmem_enabled=never
+        use_zero_page=1
+        shrink_underused=1
+        khugepaged/defrag=1
+        khugepaged/max_ptes_none=511
+        khugepaged/max_ptes_swap=64
+        khugepaged/max_ptes_shared=256
+        khugepaged/pages_to_scan=4096
+        khugepaged/scan_sleep_millisecs=10000
+        khugepaged/alloc_sleep_millisecs=60000
+    "#]]
+    .assert_eq(&text);
+    // The printed form reads back to the same settings.
+    let mut s = ThpSettings::default();
+    s.enabled = TopEnabled::Never;
+    s.apply_file("defaults", &text).unwrap();
+    assert_eq!(s, ThpSettings::default());
+}
+
+#[test]
+fn set_accepts_kernel_paths_and_refuses_what_the_kernel_refuses() {
+    let mut s = ThpSettings::default();
+    s.set("hugepages-64kB/enabled", "always").unwrap();
+    s.set("/sys/kernel/mm/transparent_hugepage/enabled", "never\n").unwrap();
+    s.set("hugepages-16kB", "madvise").unwrap();
+    assert_eq!(s.anon[4], AnonEnabled::Always);
+    assert_eq!(s.anon[2], AnonEnabled::Madvise);
+    assert_eq!(s.enabled, TopEnabled::Never);
+
+    // 6.18 has no hugepages-8kB/enabled: order 1 is not an anonymous THP order.
+    let e = s.set("hugepages-8kB/enabled", "always").unwrap_err();
+    assert!(matches!(e, SettingsError::UnknownPath { .. }));
+    assert!(e.to_string().contains("hugepages-64kB/enabled"), "{e}");
+    let e = s.set("hugepages-64kB/enabled", "sometimes").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid value 'sometimes' for 'hugepages-64kB/enabled'; valid values are: always, inherit, madvise, never"
+    );
+    let e = s.set("khugepaged/max_ptes_none", "512").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid value '512' for 'khugepaged/max_ptes_none'; valid values are: an integer from 0 to 511"
+    );
+    assert!(matches!(s.set("khugepaged/pages_to_scan", "0"), Err(SettingsError::InvalidValue { .. })));
+    assert!(matches!(s.set("hpage_pmd_size", "4096"), Err(SettingsError::ReadOnly { .. })));
+    assert!(matches!(s.set("hugepages-48kB/enabled", "always"), Err(SettingsError::UnknownPath { .. })));
+    // shmem_enabled=force needs the per-size inherit set to be exactly PMD (shmem_parse_huge).
+    s.set("hugepages-64kB/shmem_enabled", "inherit").unwrap();
+    assert!(s.set("shmem_enabled", "force").is_err());
+    s.set("hugepages-64kB/shmem_enabled", "never").unwrap();
+    s.set("shmem_enabled", "force").unwrap();
+}
+
+#[test]
+fn sysfs_dump_is_a_settings_file() {
+    // Lines as `grep -r . /sys/kernel/mm/transparent_hugepage` prints them on this machine.
+    let dump = "\
+/sys/kernel/mm/transparent_hugepage/hugepages-64kB/enabled:always inherit madvise [never]
+/sys/kernel/mm/transparent_hugepage/hugepages-64kB/stats/anon_fault_alloc:16384
+/sys/kernel/mm/transparent_hugepage/hugepages-2048kB/enabled:[always] inherit madvise never
+/sys/kernel/mm/transparent_hugepage/enabled:always madvise [never]
+/sys/kernel/mm/transparent_hugepage/hpage_pmd_size:2097152
+/sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_none:0
+/sys/kernel/mm/transparent_hugepage/khugepaged/full_scans:12
+";
+    let mut s = ThpSettings::default();
+    s.apply_file("dump.txt", dump).unwrap();
+    assert_eq!(s.anon[9], AnonEnabled::Always);
+    assert_eq!(s.enabled, TopEnabled::Never);
+    assert_eq!(s.khugepaged.max_ptes_none, 0);
+}
+
+#[test]
+fn file_errors_name_file_and_line() {
+    let mut s = ThpSettings::default();
+    let e = s.apply_file("my.thp", "# comment\nenabled=always\n\nhugepages-64kB/enabled=yes\n").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "my.thp:4: invalid value 'yes' for 'hugepages-64kB/enabled'; valid values are: always, inherit, madvise, never"
+    );
+    let e = s.apply_file("my.thp", "enabled always\n").unwrap_err();
+    assert!(e.to_string().starts_with("my.thp:1: 'enabled always' is not of the form PATH=VALUE"), "{e}");
+}
+
+#[test]
+fn cmdline_options_follow_setup_thp_anon() {
+    let mut s = ThpSettings::default();
+    s.apply_cmdline("BOOT_IMAGE=/vmlinuz ro transparent_hugepage=always thp_anon=16K-64K:always;128K,512K:inherit;2M:never")
+        .unwrap();
+    assert_eq!(s.enabled, TopEnabled::Always);
+    assert_eq!(s.anon_orders(AnonEnabled::Always).iter_desc().map(|o| o.0).collect::<Vec<_>>(), [4, 3, 2]);
+    assert_eq!(s.anon_orders(AnonEnabled::Inherit).iter_desc().map(|o| o.0).collect::<Vec<_>>(), [7, 5]);
+    // thp_anon= given: PMD is no longer inherit by default.
+    assert_eq!(s.anon[9], AnonEnabled::Never);
+    let e = s.apply_cmdline("thp_anon=8K:always").unwrap_err();
+    assert!(e.to_string().contains("valid sizes are 16K, 32K, 64K, 128K, 256K, 512K, 1M, 2M"), "{e}");
+    assert!(s.apply_cmdline("thp_anon=64K:sometimes").is_err());
+    assert!(s.apply_cmdline("transparent_hugepage=on").is_err());
+    s.apply_cmdline("thp_shmem=8K:always").unwrap();
+    assert_eq!(s.shmem[1], ShmemSizeEnabled::Always);
+}

@@ -1,0 +1,268 @@
+//! The workload language (docs/workload-format.md, version 1): what a program does to its
+//! address space, written so that the model and the live executor run the very same operations.
+//!
+//! ```text
+//! thplab-workload 1
+//! mmap big 256M+12K              # private anonymous, placed as the kernel places it
+//! touch big write                # one write per 4 KiB page, in address order
+//! mmap small 3M align=2M offset=4K
+//! touch small read
+//! touch small write stride=8K    # every other page
+//! mmap hp 8M
+//! madvise hp hugepage
+//! touch hp write stride=64K      # every 16th page
+//! munmap big[248K+8K] every=256K # an 8 KiB hole at the end of every 256 KiB
+//! ```
+//!
+//! Parsing is the only thing here that can fail; the error names the file, the line and what is
+//! valid. Nothing in this crate does I/O: callers pass the text.
+
+mod parse;
+mod touch;
+
+pub use parse::parse;
+pub use touch::TouchPlan;
+
+use mm_types::PAGE_SIZE;
+
+/// The format version this parser reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// A parsed workload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Workload {
+    /// Where the text came from, for messages (`examples/seed-anon-1g.thpw`).
+    pub source: String,
+    pub regions: Vec<RegionDecl>,
+    pub ops: Vec<Op>,
+}
+
+/// A named mapping, declared by `mmap`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegionDecl {
+    pub name: String,
+    pub len: u64,
+    pub line: usize,
+}
+
+/// Index into [`Workload::regions`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RegionId(pub u32);
+
+/// Where `mmap` puts a region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// No hint: the kernel's rule (`__get_unmapped_area`, 2 MiB alignment for lengths that are
+    /// multiples of 2 MiB).
+    Kernel,
+    /// The highest free address with `addr % align == offset` (the workload cares).
+    Aligned { align: u64, offset: u64 },
+    /// Exactly here (MAP_FIXED_NOREPLACE).
+    Fixed(u64),
+}
+
+/// Memory protection of a mapping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Prot {
+    pub read: bool,
+    pub write: bool,
+    pub exec: bool,
+}
+
+impl Prot {
+    pub const RW: Prot = Prot { read: true, write: true, exec: false };
+    pub const NONE: Prot = Prot { read: false, write: false, exec: false };
+
+    pub fn parse(text: &str) -> Option<Prot> {
+        if text == "none" {
+            return Some(Prot::NONE);
+        }
+        let mut p = Prot::NONE;
+        for c in text.chars() {
+            match c {
+                'r' if !p.read => p.read = true,
+                'w' if !p.write => p.write = true,
+                'x' if !p.exec => p.exec = true,
+                _ => return None,
+            }
+        }
+        (!text.is_empty()).then_some(p)
+    }
+
+    /// `PROT_*` bits.
+    pub fn bits(self) -> i32 {
+        (self.read as i32) | ((self.write as i32) << 1) | ((self.exec as i32) << 2)
+    }
+}
+
+impl std::fmt::Display for Prot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if *self == Prot::NONE {
+            return f.write_str("none");
+        }
+        for (on, c) in [(self.read, 'r'), (self.write, 'w'), (self.exec, 'x')] {
+            if on {
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `madvise(2)` advice the language knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Advice {
+    /// MADV_HUGEPAGE (14)
+    Hugepage,
+    /// MADV_NOHUGEPAGE (15)
+    Nohugepage,
+    /// MADV_DONTNEED (4)
+    Dontneed,
+    /// MADV_COLLAPSE (25)
+    Collapse,
+}
+
+impl Advice {
+    pub const WORDS: &'static [&'static str] = &["hugepage", "nohugepage", "dontneed", "collapse"];
+
+    pub fn parse(text: &str) -> Option<Advice> {
+        Some(match text {
+            "hugepage" => Advice::Hugepage,
+            "nohugepage" => Advice::Nohugepage,
+            "dontneed" => Advice::Dontneed,
+            "collapse" => Advice::Collapse,
+            _ => return None,
+        })
+    }
+    pub fn word(self) -> &'static str {
+        match self {
+            Advice::Hugepage => "hugepage",
+            Advice::Nohugepage => "nohugepage",
+            Advice::Dontneed => "dontneed",
+            Advice::Collapse => "collapse",
+        }
+    }
+    /// The `MADV_*` constant.
+    pub fn madv(self) -> i32 {
+        match self {
+            Advice::Hugepage => 14,
+            Advice::Nohugepage => 15,
+            Advice::Dontneed => 4,
+            Advice::Collapse => 25,
+        }
+    }
+}
+
+/// `prctl(PR_SET_THP_DISABLE, ...)` forms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ThpDisable {
+    /// `prctl(41, 1, 0, 0, 0)`: MMF_DISABLE_THP_COMPLETELY.
+    Completely,
+    /// `prctl(41, 1, PR_THP_DISABLE_EXCEPT_ADVISED, 0, 0)` (6.18).
+    ExceptAdvised,
+    /// `prctl(41, 0, 0, 0, 0)`.
+    Clear,
+}
+
+/// A byte range inside a region: `[offset, offset + len)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Range {
+    pub region: RegionId,
+    pub offset: u64,
+    pub len: u64,
+    /// Repeat the range shifted by this many bytes while it stays inside the region.
+    pub every: Option<u64>,
+}
+
+impl Range {
+    /// The (offset, len) pieces this range stands for, with `every=` expanded.
+    pub fn pieces(&self, region_len: u64) -> Vec<(u64, u64)> {
+        match self.every {
+            None => vec![(self.offset, self.len)],
+            Some(step) => {
+                let mut v = Vec::new();
+                let mut off = self.offset;
+                while off + self.len <= region_len {
+                    v.push((off, self.len));
+                    off += step;
+                }
+                v
+            }
+        }
+    }
+}
+
+/// Order in which `touch` visits the selected pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TouchOrder {
+    Sequential,
+    Reverse,
+    /// A permutation drawn with [`mm_types::prng::Prng`] from this seed.
+    Random { seed: u64 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Touch {
+    pub range: Range,
+    pub write: bool,
+    pub order: TouchOrder,
+    /// Distance between touched pages, a multiple of 4 KiB.
+    pub stride: u64,
+    /// Touch at most this many of the selected pages.
+    pub count: Option<u64>,
+}
+
+/// One operation, in program order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    Mmap { region: RegionId, len: u64, prot: Prot, placement: Placement },
+    Munmap(Range),
+    Mprotect(Range, Prot),
+    Madvise(Range, Advice),
+    /// Move the program break by this many bytes (page-rounded like brk(2)).
+    Brk { delta: i64 },
+    Prctl(ThpDisable),
+    Touch(Touch),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Op {
+    /// 1-based line in the source.
+    pub line: usize,
+    pub kind: OpKind,
+}
+
+/// The name of the implicit region that `brk` grows.
+pub const HEAP: &str = "heap";
+
+impl Workload {
+    pub fn region(&self, id: RegionId) -> &RegionDecl {
+        &self.regions[id.0 as usize]
+    }
+    pub fn region_by_name(&self, name: &str) -> Option<RegionId> {
+        self.regions.iter().position(|r| r.name == name).map(|i| RegionId(i as u32))
+    }
+    /// Pages the workload touches in total (an upper bound on faults), for progress bars.
+    pub fn touched_pages(&self) -> u64 {
+        self.ops
+            .iter()
+            .map(|op| match &op.kind {
+                OpKind::Touch(t) => TouchPlan::new(t, 0).len(),
+                _ => 0,
+            })
+            .sum()
+    }
+}
+
+/// Errors carry the source name and the 1-based line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{source_name}:{line}: {message}")]
+pub struct WorkloadError {
+    pub source_name: String,
+    pub line: usize,
+    pub message: String,
+}
+
+pub(crate) fn pages_in(len: u64) -> u64 {
+    len.div_ceil(PAGE_SIZE)
+}

@@ -1,0 +1,313 @@
+//! The parser of the workload language. See docs/workload-format.md for the grammar.
+
+use mm_types::{parse_size, PAGE_SIZE};
+
+use crate::*;
+
+struct Ctx<'a> {
+    source: &'a str,
+    line: usize,
+}
+
+impl Ctx<'_> {
+    fn err(&self, message: impl Into<String>) -> WorkloadError {
+        WorkloadError { source_name: self.source.to_string(), line: self.line, message: message.into() }
+    }
+}
+
+const VERBS: &str = "mmap, munmap, mprotect, madvise, brk, prctl, touch";
+
+/// Parse workload text. `source` names it in errors (a path, or `<builtin>`).
+pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
+    let mut w = Workload { source: source.to_string(), regions: Vec::new(), ops: Vec::new() };
+    let mut seen_statement = false;
+    for (idx, raw) in text.lines().enumerate() {
+        let cx = Ctx { source, line: idx + 1 };
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words[0] == "thplab-workload" {
+            if seen_statement {
+                return Err(cx.err("the 'thplab-workload VERSION' header must come before any operation"));
+            }
+            match words.get(1).map(|v| v.parse::<u32>()) {
+                Some(Ok(FORMAT_VERSION)) if words.len() == 2 => {}
+                _ => {
+                    return Err(cx.err(format!(
+                        "unsupported header '{line}'; this thplab reads 'thplab-workload {FORMAT_VERSION}'"
+                    )))
+                }
+            }
+            continue;
+        }
+        seen_statement = true;
+        let kind = parse_statement(&cx, &mut w, &words)?;
+        w.ops.push(Op { line: cx.line, kind });
+    }
+    Ok(w)
+}
+
+fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind, WorkloadError> {
+    let verb = words[0];
+    let args = &words[1..];
+    match verb {
+        "mmap" => parse_mmap(cx, w, args),
+        "munmap" => {
+            let (pos, opts) = split_options(cx, args, &["every"])?;
+            expect_positional(cx, "munmap RANGE [every=SIZE]", &pos, 1)?;
+            let range = parse_range(cx, w, pos[0], &opts, true)?;
+            Ok(OpKind::Munmap(range))
+        }
+        "mprotect" => {
+            let (pos, opts) = split_options(cx, args, &["every"])?;
+            expect_positional(cx, "mprotect RANGE PROT [every=SIZE]", &pos, 2)?;
+            let range = parse_range(cx, w, pos[0], &opts, true)?;
+            let prot = Prot::parse(pos[1]).ok_or_else(|| {
+                cx.err(format!("invalid protection '{}'; valid: none, r, rw, rwx, w, x, ...", pos[1]))
+            })?;
+            Ok(OpKind::Mprotect(range, prot))
+        }
+        "madvise" => {
+            let (pos, opts) = split_options(cx, args, &["every"])?;
+            expect_positional(cx, "madvise RANGE ADVICE [every=SIZE]", &pos, 2)?;
+            let range = parse_range(cx, w, pos[0], &opts, true)?;
+            let advice = Advice::parse(pos[1]).ok_or_else(|| {
+                cx.err(format!("unknown advice '{}'; valid: {}", pos[1], Advice::WORDS.join(", ")))
+            })?;
+            Ok(OpKind::Madvise(range, advice))
+        }
+        "brk" => {
+            let (pos, _) = split_options(cx, args, &[])?;
+            expect_positional(cx, "brk +SIZE | brk -SIZE", &pos, 1)?;
+            let text = pos[0];
+            let (sign, rest) = match text.as_bytes().first() {
+                Some(b'+') => (1i64, &text[1..]),
+                Some(b'-') => (-1i64, &text[1..]),
+                _ => return Err(cx.err(format!("brk takes +SIZE or -SIZE, not '{text}'"))),
+            };
+            let n = size(cx, rest)?;
+            if w.region_by_name(HEAP).is_none() {
+                w.regions.push(RegionDecl { name: HEAP.into(), len: 0, line: cx.line });
+            }
+            Ok(OpKind::Brk { delta: sign * n as i64 })
+        }
+        "prctl" => {
+            let form = match args {
+                ["thp_disable"] => ThpDisable::Completely,
+                ["thp_disable", "except_advised"] => ThpDisable::ExceptAdvised,
+                ["thp_enable"] => ThpDisable::Clear,
+                _ => {
+                    return Err(cx.err(
+                        "valid forms: 'prctl thp_disable', 'prctl thp_disable except_advised', 'prctl thp_enable'",
+                    ))
+                }
+            };
+            Ok(OpKind::Prctl(form))
+        }
+        "touch" => parse_touch(cx, w, args),
+        _ => Err(cx.err(format!("unknown operation '{verb}'; valid: {VERBS}"))),
+    }
+}
+
+fn parse_mmap(cx: &Ctx, w: &mut Workload, args: &[&str]) -> Result<OpKind, WorkloadError> {
+    let usage = "mmap NAME SIZE [prot=PROT] [align=SIZE] [offset=SIZE] [at=ADDRESS]";
+    let (pos, opts) = split_options(cx, args, &["prot", "align", "offset", "at"])?;
+    expect_positional(cx, usage, &pos, 2)?;
+    let name = pos[0];
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') || name.is_empty() {
+        return Err(cx.err(format!("region name '{name}' may hold only letters, digits, '_' and '-'")));
+    }
+    if name == HEAP {
+        return Err(cx.err("'heap' is the region that brk grows; choose another name"));
+    }
+    if let Some(r) = w.regions.iter().find(|r| r.name == name) {
+        return Err(cx.err(format!("region '{name}' is already declared at line {}", r.line)));
+    }
+    let len = size_sum(cx, pos[1])?;
+    if len == 0 {
+        return Err(cx.err("mmap of 0 bytes: the kernel returns EINVAL"));
+    }
+    let len = len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+    let prot = match opt(&opts, "prot") {
+        Some(p) => Prot::parse(p).ok_or_else(|| cx.err(format!("invalid protection '{p}'; valid: none, r, rw, rwx")))?,
+        None => Prot::RW,
+    };
+    let placement = match (opt(&opts, "align"), opt(&opts, "offset"), opt(&opts, "at")) {
+        (None, None, None) => Placement::Kernel,
+        (_, _, Some(at)) if opt(&opts, "align").is_none() && opt(&opts, "offset").is_none() => {
+            let addr = parse_addr(at).ok_or_else(|| cx.err(format!("invalid address '{at}'; write it in hex: 0x7e0000000000")))?;
+            if addr % PAGE_SIZE != 0 {
+                return Err(cx.err(format!("address {at} is not 4 KiB aligned")));
+            }
+            Placement::Fixed(addr)
+        }
+        (_, _, Some(_)) => return Err(cx.err("at= fixes the address; it cannot be combined with align= or offset=")),
+        (align, offset, None) => {
+            let align = align.map(|a| size(cx, a)).transpose()?.unwrap_or(mm_types::PMD_SIZE);
+            if !align.is_power_of_two() || align < PAGE_SIZE {
+                return Err(cx.err(format!("align= must be a power of two of at least 4K, not {align}")));
+            }
+            let offset = offset.map(|o| size(cx, o)).transpose()?.unwrap_or(0);
+            if offset >= align || offset % PAGE_SIZE != 0 {
+                return Err(cx.err("offset= must be a multiple of 4K smaller than align="));
+            }
+            Placement::Aligned { align, offset }
+        }
+    };
+    let id = RegionId(w.regions.len() as u32);
+    w.regions.push(RegionDecl { name: name.to_string(), len, line: cx.line });
+    Ok(OpKind::Mmap { region: id, len, prot, placement })
+}
+
+fn parse_touch(cx: &Ctx, w: &Workload, args: &[&str]) -> Result<OpKind, WorkloadError> {
+    let usage = "touch RANGE read|write [order=seq|reverse|random] [stride=SIZE] [seed=N] [count=N]";
+    let (pos, opts) = split_options(cx, args, &["order", "stride", "seed", "count"])?;
+    expect_positional(cx, usage, &pos, 2)?;
+    let range = parse_range(cx, w, pos[0], &[], false)?;
+    let write = match pos[1] {
+        "read" => false,
+        "write" => true,
+        other => return Err(cx.err(format!("touch takes 'read' or 'write', not '{other}'"))),
+    };
+    let seed = opt(&opts, "seed").map(|s| s.parse::<u64>().map_err(|_| cx.err(format!("seed must be an integer, not '{s}'")))).transpose()?;
+    let order = match opt(&opts, "order").unwrap_or("seq") {
+        "seq" => TouchOrder::Sequential,
+        "reverse" => TouchOrder::Reverse,
+        "random" => TouchOrder::Random { seed: seed.unwrap_or(0) },
+        other => return Err(cx.err(format!("unknown order '{other}'; valid: seq, reverse, random"))),
+    };
+    if seed.is_some() && !matches!(order, TouchOrder::Random { .. }) {
+        return Err(cx.err("seed= only goes with order=random"));
+    }
+    let stride = opt(&opts, "stride").map(|s| size(cx, s)).transpose()?.unwrap_or(PAGE_SIZE);
+    if stride == 0 || stride % PAGE_SIZE != 0 {
+        return Err(cx.err(format!("stride= must be a positive multiple of 4K, not {stride}")));
+    }
+    let count = opt(&opts, "count")
+        .map(|s| s.parse::<u64>().map_err(|_| cx.err(format!("count must be an integer, not '{s}'"))))
+        .transpose()?;
+    Ok(OpKind::Touch(Touch { range, write, order, stride, count }))
+}
+
+/// `NAME`, `NAME[OFF..END]`, `NAME[OFF+LEN]` or `NAME[OFF..]`.
+fn parse_range(
+    cx: &Ctx,
+    w: &Workload,
+    text: &str,
+    opts: &[(&str, &str)],
+    page_aligned: bool,
+) -> Result<Range, WorkloadError> {
+    let (name, inner) = match text.find('[') {
+        Some(i) => {
+            let inner = text[i + 1..]
+                .strip_suffix(']')
+                .ok_or_else(|| cx.err(format!("range '{text}' lacks its closing ']'")))?;
+            (&text[..i], Some(inner))
+        }
+        None => (text, None),
+    };
+    let region = w.region_by_name(name).ok_or_else(|| {
+        let known: Vec<&str> = w.regions.iter().map(|r| r.name.as_str()).collect();
+        cx.err(format!(
+            "unknown region '{name}'; declared so far: {}",
+            if known.is_empty() { "none (declare one with mmap)".into() } else { known.join(", ") }
+        ))
+    })?;
+    let region_len = w.region(region).len;
+    let is_heap = name == HEAP;
+    let (offset, len) = match inner {
+        None => (0, region_len),
+        Some(inner) => {
+            if let Some((a, b)) = inner.split_once("..") {
+                let a = size(cx, a)?;
+                let b = if b.is_empty() { region_len } else { size(cx, b)? };
+                if b < a {
+                    return Err(cx.err(format!("range '{text}' ends before it starts")));
+                }
+                (a, b - a)
+            } else if let Some((a, l)) = inner.split_once('+') {
+                (size(cx, a)?, size(cx, l)?)
+            } else {
+                return Err(cx.err(format!("range '{text}': write NAME[OFFSET..END], NAME[OFFSET+LENGTH] or NAME[OFFSET..]")));
+            }
+        }
+    };
+    // The heap's length is only known as brk runs; it is checked then.
+    if !is_heap && offset + len > region_len {
+        return Err(cx.err(format!(
+            "range '{text}' runs past the end of region '{name}' ({} bytes)",
+            region_len
+        )));
+    }
+    if page_aligned && offset % PAGE_SIZE != 0 {
+        return Err(cx.err(format!("range '{text}' must start on a 4 KiB boundary (the kernel returns EINVAL)")));
+    }
+    let every = opt(opts, "every").map(|e| size(cx, e)).transpose()?;
+    if let Some(e) = every {
+        if e == 0 || e % PAGE_SIZE != 0 {
+            return Err(cx.err("every= must be a positive multiple of 4K"));
+        }
+        if e < len {
+            return Err(cx.err("every= is smaller than the range it repeats"));
+        }
+    }
+    Ok(Range { region, offset, len, every })
+}
+
+fn split_options<'a>(
+    cx: &Ctx,
+    args: &[&'a str],
+    allowed: &[&str],
+) -> Result<(Vec<&'a str>, Vec<(&'a str, &'a str)>), WorkloadError> {
+    let mut pos = Vec::new();
+    let mut opts: Vec<(&str, &str)> = Vec::new();
+    for a in args {
+        // A range such as big[0+8K] is positional even though it has no '='.
+        match a.split_once('=') {
+            Some((k, v)) if !a.contains('[') => {
+                if !allowed.contains(&k) {
+                    let valid = if allowed.is_empty() { "none".into() } else { allowed.join(", ") };
+                    return Err(cx.err(format!("unknown option '{k}='; valid options here: {valid}")));
+                }
+                if opts.iter().any(|(seen, _)| *seen == k) {
+                    return Err(cx.err(format!("option '{k}=' given twice")));
+                }
+                opts.push((k, v));
+            }
+            _ => pos.push(*a),
+        }
+    }
+    Ok((pos, opts))
+}
+
+fn expect_positional(cx: &Ctx, usage: &str, pos: &[&str], n: usize) -> Result<(), WorkloadError> {
+    if pos.len() != n {
+        return Err(cx.err(format!("expected: {usage}")));
+    }
+    Ok(())
+}
+
+fn opt<'a>(opts: &[(&str, &'a str)], key: &str) -> Option<&'a str> {
+    opts.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+}
+
+fn size(cx: &Ctx, text: &str) -> Result<u64, WorkloadError> {
+    parse_size(text).ok_or_else(|| {
+        cx.err(format!("invalid size '{text}'; write a number with an optional unit K, M, G (4K, 2M, 1G)"))
+    })
+}
+
+/// `256M+12K`: a sum of sizes.
+fn size_sum(cx: &Ctx, text: &str) -> Result<u64, WorkloadError> {
+    text.split('+').try_fold(0u64, |acc, part| Ok(acc + size(cx, part)?))
+}
+
+fn parse_addr(text: &str) -> Option<u64> {
+    let hex = text.strip_prefix("0x")?;
+    u64::from_str_radix(&hex.replace('_', ""), 16).ok()
+}
+
+#[cfg(test)]
+mod tests;

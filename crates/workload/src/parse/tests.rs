@@ -1,0 +1,83 @@
+use super::*;
+use crate::TouchPlan;
+
+fn err(text: &str) -> String {
+    parse("w.thpw", text).unwrap_err().to_string()
+}
+
+#[test]
+fn the_issue_program_parses() {
+    let text = "\
+thplab-workload 1
+# map 256 MiB + 12 KiB and write every page
+mmap big 256M+12K
+touch big write
+# map 3 MiB, read it all, then write every other page
+mmap three 3M
+touch three read
+touch three write stride=8K
+# map 8 MiB with MADV_HUGEPAGE and write every 16th page
+mmap hp 8M
+madvise hp hugepage
+touch hp write stride=64K
+# unmap 8 KiB holes every 256 KiB
+munmap big[248K+8K] every=256K
+";
+    let w = parse("issue.thpw", text).unwrap();
+    assert_eq!(w.regions.len(), 3);
+    assert_eq!(w.regions[0].len, (256 << 20) + (12 << 10));
+    assert_eq!(w.ops.len(), 9);
+    let OpKind::Touch(t) = &w.ops[4].kind else { panic!() };
+    assert_eq!(t.stride, 8192);
+    assert_eq!(TouchPlan::new(t, 0).len(), 384); // 768 pages / 2
+    let OpKind::Munmap(r) = &w.ops[8].kind else { panic!() };
+    // 256M+12K holds 1024 full 256K periods, the last hole ends at 256M exactly.
+    assert_eq!(r.pieces(w.regions[0].len).len(), 1024);
+    assert_eq!(r.pieces(w.regions[0].len)[1], (256 * 1024 + 248 * 1024, 8192));
+}
+
+#[test]
+fn touch_plans_visit_the_same_pages_in_each_order() {
+    let w = parse("t", "mmap a 64K\ntouch a write order=reverse\ntouch a[4K+12K] read order=random seed=3 count=2\ntouch a[100+10] read").unwrap();
+    let OpKind::Touch(rev) = &w.ops[1].kind else { panic!() };
+    let addrs: Vec<u64> = TouchPlan::new(rev, 0x10000).iter().collect();
+    assert_eq!(addrs.len(), 16);
+    assert_eq!(addrs[0], 0x10000 + 15 * 4096);
+    assert_eq!(addrs[15], 0x10000);
+    let OpKind::Touch(rnd) = &w.ops[2].kind else { panic!() };
+    let plan = TouchPlan::new(rnd, 0);
+    assert_eq!(plan.len(), 2);
+    for a in plan.iter() {
+        assert!((4096..16384).contains(&a) && a % 4096 == 0, "{a}");
+    }
+    let OpKind::Touch(byte) = &w.ops[3].kind else { panic!() };
+    assert_eq!(TouchPlan::new(byte, 0).iter().collect::<Vec<_>>(), [100]);
+}
+
+#[test]
+fn errors_name_file_line_and_what_is_valid() {
+    assert_eq!(err("mmap a 1M\n\nfrobnicate a"), "w.thpw:3: unknown operation 'frobnicate'; valid: mmap, munmap, mprotect, madvise, brk, prctl, touch");
+    assert_eq!(err("touch a write"), "w.thpw:1: unknown region 'a'; declared so far: none (declare one with mmap)");
+    assert_eq!(err("mmap a 1Q"), "w.thpw:1: invalid size '1Q'; write a number with an optional unit K, M, G (4K, 2M, 1G)");
+    assert_eq!(err("mmap a 1M\nmadvise a huge"), "w.thpw:2: unknown advice 'huge'; valid: hugepage, nohugepage, dontneed, collapse");
+    assert_eq!(err("mmap a 1M\nmmap a 2M"), "w.thpw:2: region 'a' is already declared at line 1");
+    assert_eq!(err("mmap a 1M\ntouch a[0..2M] write"), "w.thpw:2: range 'a[0..2M]' runs past the end of region 'a' (1048576 bytes)");
+    assert_eq!(err("mmap a 1M\nmunmap a[100+4K]"), "w.thpw:2: range 'a[100+4K]' must start on a 4 KiB boundary (the kernel returns EINVAL)");
+    assert_eq!(err("mmap a 1M\ntouch a write stride=100"), "w.thpw:2: stride= must be a positive multiple of 4K, not 100");
+    assert_eq!(err("mmap a 1M colour=red"), "w.thpw:1: unknown option 'colour='; valid options here: prot, align, offset, at");
+    assert_eq!(err("mmap a 1M\ntouch a"), "w.thpw:2: expected: touch RANGE read|write [order=seq|reverse|random] [stride=SIZE] [seed=N] [count=N]");
+    assert_eq!(err("thplab-workload 2"), "w.thpw:1: unsupported header 'thplab-workload 2'; this thplab reads 'thplab-workload 1'");
+    assert_eq!(err("mmap a 1M offset=3M"), "w.thpw:1: offset= must be a multiple of 4K smaller than align=");
+    assert_eq!(err("prctl thp_off"), "w.thpw:1: valid forms: 'prctl thp_disable', 'prctl thp_disable except_advised', 'prctl thp_enable'");
+    assert_eq!(err("mmap a[ 1M"), "w.thpw:1: region name 'a[' may hold only letters, digits, '_' and '-'");
+}
+
+#[test]
+fn placements() {
+    let w = parse("p", "mmap a 1M align=64K offset=4K\nmmap b 1M at=0x7e0000000000\nmmap c 1M offset=4K\nmmap d 4M").unwrap();
+    let pl: Vec<Placement> = w.ops.iter().map(|o| match o.kind { OpKind::Mmap { placement, .. } => placement, _ => unreachable!() }).collect();
+    assert_eq!(pl[0], Placement::Aligned { align: 65536, offset: 4096 });
+    assert_eq!(pl[1], Placement::Fixed(0x7e00_0000_0000));
+    assert_eq!(pl[2], Placement::Aligned { align: 2 << 20, offset: 4096 });
+    assert_eq!(pl[3], Placement::Kernel);
+}

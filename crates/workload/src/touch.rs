@@ -1,0 +1,63 @@
+//! Which pages a `touch` visits, in which order. Shared by the model and the live executor so
+//! that both access the same pages in the same order.
+
+use mm_types::prng::Prng;
+use mm_types::PAGE_SIZE;
+
+use crate::{Touch, TouchOrder};
+
+/// The byte offsets (inside the region) of the pages a touch visits. Each selected page is
+/// accessed once, at its first byte inside the range.
+pub struct TouchPlan {
+    start: u64,
+    end: u64,
+    stride: u64,
+    n: u64,
+    order: TouchOrder,
+    perm: Vec<u32>,
+}
+
+impl TouchPlan {
+    /// `base_offset` is added to every offset (pass the region's address to get addresses).
+    pub fn new(t: &Touch, base_offset: u64) -> TouchPlan {
+        let start = base_offset + t.range.offset;
+        let end = start + t.range.len;
+        let first_page = start / PAGE_SIZE * PAGE_SIZE;
+        let span = end.saturating_sub(first_page);
+        let selected = if t.range.len == 0 { 0 } else { span.div_ceil(t.stride) };
+        let n = t.count.map_or(selected, |c| c.min(selected));
+        let mut perm = Vec::new();
+        if let TouchOrder::Random { seed } = t.order {
+            perm = (0..selected as u32).collect();
+            Prng::new(seed).shuffle(&mut perm);
+            perm.truncate(n as usize);
+        }
+        TouchPlan { start, end, stride: t.stride, n, order: t.order, perm }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The address of the `i`-th access.
+    pub fn get(&self, i: u64) -> u64 {
+        let first_page = self.start / PAGE_SIZE * PAGE_SIZE;
+        let k = match self.order {
+            TouchOrder::Sequential => i,
+            TouchOrder::Reverse => {
+                let selected = (self.end - first_page).div_ceil(self.stride);
+                selected - 1 - i
+            }
+            TouchOrder::Random { .. } => self.perm[i as usize] as u64,
+        };
+        (first_page + k * self.stride).max(self.start)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.n).map(move |i| self.get(i))
+    }
+}
