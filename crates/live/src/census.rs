@@ -1,0 +1,429 @@
+//! The folio census: which folio sizes back a set of virtual ranges of a process, and how they
+//! are mapped.
+//!
+//! Sources: `/proc/PID/pagemap` (`fs/proc/task_mmu.c: pagemap_read`; one u64 per page, bit 63
+//! present, bit 62 swapped, bits 0–54 the PFN, shown to CAP_SYS_ADMIN only) and
+//! `/proc/kpageflags` (`fs/proc/page.c: kpageflags_read, stable_page_flags`; one u64 per PFN).
+//! A present page's folio is found from the compound flags: a large folio is naturally aligned
+//! in PFN space, so its head is the first `pfn & !(2^k - 1)` with KPF_COMPOUND_HEAD, and its
+//! size is the first `2^k` for which `head + 2^k` is not a tail page. Pagemap cannot tell a
+//! PMD mapping from 512 PTEs; as `tools/mm/thpmaps` does, the number of PMD-mapped folios of a
+//! VMA is taken from smaps (`AnonHugePages + ShmemPmdMapped + FilePmdMapped`) / 2 MiB and
+//! assigned to the 2 MiB folios that are fully mapped at a 2 MiB-aligned address of that VMA.
+//!
+//! Reads are batched: pagemap in 512 KiB preads (64 Ki pages), kpageflags for the PFNs of a
+//! batch in merged runs of 64-PFN blocks.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::time::{Duration, Instant};
+
+use mm_types::{PAGE_SIZE, PMD_SIZE};
+use uapi::{Census, CensusEntry};
+
+use crate::procfs::Vma;
+use crate::{io_err, LiveError, Result};
+
+pub const KPF_ANON: u64 = 1 << 12;
+pub const KPF_COMPOUND_HEAD: u64 = 1 << 15;
+pub const KPF_COMPOUND_TAIL: u64 = 1 << 16;
+pub const KPF_HUGE: u64 = 1 << 17;
+pub const KPF_THP: u64 = 1 << 22;
+pub const KPF_ZERO_PAGE: u64 = 1 << 24;
+
+const PM_PRESENT: u64 = 1 << 63;
+const PM_PFN_MASK: u64 = (1 << 55) - 1;
+
+/// Pages per pagemap pread.
+const PAGEMAP_BATCH: u64 = 64 * 1024;
+/// PFNs per kpageflags block (512 bytes).
+const KPF_BLOCK: u64 = 64;
+/// Merge two needed blocks into one read when at most this many blocks lie between them.
+const KPF_MERGE_GAP: u64 = 8;
+/// Largest single kpageflags read, in blocks (4 MiB).
+const KPF_MAX_RUN: u64 = 8192;
+/// Largest folio we look for (1 GiB hugetlb pages).
+const MAX_FOLIO_ORDER: u32 = 18;
+
+/// A census of some ranges, per VMA and in total.
+#[derive(Clone, Debug, Default)]
+pub struct CensusReport {
+    pub total: Census,
+    /// Parallel to the VMA list given; a folio counts in the VMA of its first mapped page.
+    pub per_vma: Vec<Census>,
+    /// Pages looked at (present or not).
+    pub pages_scanned: u64,
+    pub present_pages: u64,
+    pub elapsed: Duration,
+}
+
+/// Cached reader of /proc/kpageflags.
+struct KpageFlags {
+    file: File,
+    /// start PFN → flags of consecutive PFNs.
+    runs: BTreeMap<u64, Vec<u64>>,
+    reads: u64,
+}
+
+impl KpageFlags {
+    fn open() -> Result<KpageFlags> {
+        let file = File::open("/proc/kpageflags").map_err(|e| match e.kind() {
+            std::io::ErrorKind::PermissionDenied => {
+                LiveError::NotAvailable("/proc/kpageflags is readable by root only".into())
+            }
+            _ => io_err("cannot open", "/proc/kpageflags", e),
+        })?;
+        Ok(KpageFlags { file, runs: BTreeMap::new(), reads: 0 })
+    }
+
+    fn read_run(&mut self, start_pfn: u64, n: u64) -> Result<()> {
+        let mut buf = vec![0u8; (n * 8) as usize];
+        let mut done = 0usize;
+        while done < buf.len() {
+            match self.file.read_at(&mut buf[done..], start_pfn * 8 + done as u64) {
+                Ok(0) => break, // past the last PFN: flags stay 0
+                Ok(k) => done += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_err("cannot read", "/proc/kpageflags", e)),
+            }
+        }
+        self.reads += 1;
+        let v: Vec<u64> =
+            buf.chunks_exact(8).map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect();
+        self.runs.insert(start_pfn, v);
+        Ok(())
+    }
+
+    /// Read the blocks holding `pfns` (sorted or not), merging close ones.
+    fn prefetch(&mut self, pfns: &[u64]) -> Result<()> {
+        let mut blocks: Vec<u64> = pfns.iter().map(|p| p / KPF_BLOCK).collect();
+        blocks.sort_unstable();
+        blocks.dedup();
+        let mut i = 0;
+        while i < blocks.len() {
+            let first = blocks[i];
+            let mut last = first;
+            i += 1;
+            while i < blocks.len() && blocks[i] - last <= KPF_MERGE_GAP + 1 && blocks[i] - first < KPF_MAX_RUN {
+                last = blocks[i];
+                i += 1;
+            }
+            self.read_run(first * KPF_BLOCK, (last - first + 1) * KPF_BLOCK)?;
+        }
+        Ok(())
+    }
+
+    fn get(&mut self, pfn: u64) -> Result<u64> {
+        if let Some((start, v)) = self.runs.range(..=pfn).next_back() {
+            if let Some(f) = v.get((pfn - start) as usize) {
+                return Ok(*f);
+            }
+        }
+        let b = pfn / KPF_BLOCK;
+        self.read_run(b * KPF_BLOCK, KPF_BLOCK)?;
+        self.get_cached(pfn)
+    }
+
+    fn get_cached(&self, pfn: u64) -> Result<u64> {
+        self.runs
+            .range(..=pfn)
+            .next_back()
+            .and_then(|(start, v)| v.get((pfn - start) as usize).copied())
+            .ok_or_else(|| LiveError::Parse { path: "/proc/kpageflags".into(), message: format!("PFN {pfn:#x} missing after read") })
+    }
+
+    fn clear(&mut self) {
+        self.runs.clear();
+    }
+
+    /// The head PFN of the compound page `pfn` belongs to (`pfn` itself for a head or a page
+    /// that is not compound, or when the flags changed under us).
+    fn head_of(&mut self, pfn: u64, flags: u64) -> Result<u64> {
+        if flags & KPF_COMPOUND_TAIL == 0 {
+            return Ok(pfn);
+        }
+        for k in 1..=MAX_FOLIO_ORDER {
+            let cand = pfn & !((1u64 << k) - 1);
+            if cand == pfn {
+                continue;
+            }
+            let f = self.get(cand)?;
+            if f & KPF_COMPOUND_HEAD != 0 {
+                return Ok(cand);
+            }
+            if f & KPF_COMPOUND_TAIL == 0 {
+                break;
+            }
+        }
+        Ok(pfn)
+    }
+
+    /// Pages in the folio whose head is `head`.
+    fn nr_pages(&mut self, head: u64, head_flags: u64) -> Result<u64> {
+        if head_flags & KPF_COMPOUND_HEAD == 0 {
+            return Ok(1);
+        }
+        let mut k = 0;
+        while k < MAX_FOLIO_ORDER && self.get(head + (1u64 << k))? & KPF_COMPOUND_TAIL != 0 {
+            k += 1;
+        }
+        Ok(1u64 << k)
+    }
+}
+
+struct FolioAcc {
+    nr: u64,
+    /// Virtual address at which the folio would sit if mapped in one piece, from its first
+    /// mapped page.
+    base: u64,
+    mapped: u64,
+    matching: u64,
+    vma: usize,
+    hugetlb: bool,
+}
+
+/// Read `len` pagemap entries from `start` (a virtual address) into `out`.
+fn read_pagemap(file: &File, path: &str, start: u64, len: u64, out: &mut Vec<u64>) -> Result<()> {
+    out.clear();
+    let mut buf = vec![0u8; (len * 8) as usize];
+    let mut done = 0usize;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], (start / PAGE_SIZE) * 8 + done as u64) {
+            Ok(0) => break,
+            Ok(k) => done += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_err("cannot read", path, e)),
+        }
+    }
+    out.extend(buf[..done].chunks_exact(8).map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])));
+    Ok(())
+}
+
+/// Census of the parts of `ranges` (start, end) that lie in `vmas` (from smaps of `pid`).
+pub fn census_of_ranges(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma]) -> Result<CensusReport> {
+    let t0 = Instant::now();
+    let path = format!("/proc/{pid}/pagemap");
+    let pagemap = File::open(&path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => LiveError::NoSuchProcess { pid },
+        std::io::ErrorKind::PermissionDenied => LiveError::NotAvailable(format!("{path} needs root")),
+        _ => io_err("cannot open", &path, e),
+    })?;
+    let mut kpf = KpageFlags::open()?;
+
+    // Segments: each range clipped to each VMA, in address order.
+    let mut segs: Vec<(u64, u64, usize)> = Vec::new();
+    for (vi, v) in vmas.iter().enumerate() {
+        if v.name == "[vsyscall]" {
+            continue;
+        }
+        for &(a, b) in ranges {
+            let s = a.max(v.start);
+            let e = b.min(v.end);
+            if s < e {
+                segs.push((s / PAGE_SIZE * PAGE_SIZE, e.div_ceil(PAGE_SIZE) * PAGE_SIZE, vi));
+            }
+        }
+    }
+    segs.sort_unstable();
+
+    let nv = vmas.len();
+    let mut zero_ptes = vec![0u64; nv];
+    let mut huge_zero: Vec<HashSet<u64>> = vec![HashSet::new(); nv];
+    let mut small_seen: HashSet<u64> = HashSet::new();
+    let mut small = vec![0u64; nv];
+    let mut accs: Vec<FolioAcc> = Vec::new();
+    let mut by_head: HashMap<u64, usize> = HashMap::new();
+    let mut entries = Vec::with_capacity(PAGEMAP_BATCH as usize);
+    let mut pfns = Vec::with_capacity(PAGEMAP_BATCH as usize);
+    let mut report = CensusReport::default();
+    // The folio of the previous page: (head, nr, index).
+    let mut cur: Option<(u64, u64, usize)>;
+
+    for &(s, e, vi) in &segs {
+        let mut va = s;
+        while va < e {
+            let n = ((e - va) / PAGE_SIZE).min(PAGEMAP_BATCH);
+            read_pagemap(&pagemap, &path, va, n, &mut entries)?;
+            report.pages_scanned += n;
+            pfns.clear();
+            for &ent in &entries {
+                if ent & PM_PRESENT != 0 {
+                    pfns.push(ent & PM_PFN_MASK);
+                }
+            }
+            if pfns.is_empty() {
+                va += n * PAGE_SIZE;
+                continue;
+            }
+            if pfns.iter().all(|&p| p == 0) {
+                return Err(LiveError::NotAvailable(format!(
+                    "{path} shows no PFNs (they are hidden without CAP_SYS_ADMIN)"
+                )));
+            }
+            report.present_pages += pfns.len() as u64;
+            kpf.clear();
+            cur = None;
+            kpf.prefetch(&pfns)?;
+            for (i, &ent) in entries.iter().enumerate() {
+                if ent & PM_PRESENT == 0 {
+                    continue;
+                }
+                let page_va = va + i as u64 * PAGE_SIZE;
+                let pfn = ent & PM_PFN_MASK;
+                if let Some((head, nr, idx)) = cur {
+                    if pfn >= head && pfn < head + nr {
+                        account(&mut accs[idx], page_va, pfn - head, vi);
+                        continue;
+                    }
+                }
+                let flags = kpf.get(pfn)?;
+                let compound = flags & (KPF_COMPOUND_HEAD | KPF_COMPOUND_TAIL) != 0;
+                if flags & KPF_ZERO_PAGE != 0 {
+                    if compound {
+                        huge_zero[vi].insert(page_va / PMD_SIZE);
+                    } else {
+                        zero_ptes[vi] += 1;
+                    }
+                    cur = None;
+                    continue;
+                }
+                if !compound {
+                    if small_seen.insert(pfn) {
+                        small[vi] += 1;
+                    }
+                    cur = None;
+                    continue;
+                }
+                let head = kpf.head_of(pfn, flags)?;
+                let idx = match by_head.get(&head) {
+                    Some(&idx) => idx,
+                    None => {
+                        let hf = if head == pfn { flags } else { kpf.get(head)? };
+                        let nr = kpf.nr_pages(head, hf)?;
+                        accs.push(FolioAcc {
+                            nr,
+                            base: 0,
+                            mapped: 0,
+                            matching: 0,
+                            vma: vi,
+                            hugetlb: hf & KPF_HUGE != 0,
+                        });
+                        by_head.insert(head, accs.len() - 1);
+                        accs.len() - 1
+                    }
+                };
+                let nr = accs[idx].nr;
+                if pfn - head >= nr {
+                    // Flags changed under us (the folio was split or freed): count the page alone.
+                    if small_seen.insert(pfn) {
+                        small[vi] += 1;
+                    }
+                    cur = None;
+                    continue;
+                }
+                account(&mut accs[idx], page_va, pfn - head, vi);
+                cur = Some((head, nr, idx));
+            }
+            va += n * PAGE_SIZE;
+        }
+    }
+
+    // PMD mappings per VMA, from smaps.
+    let mut candidates: Vec<Vec<usize>> = vec![Vec::new(); nv];
+    for (i, a) in accs.iter().enumerate() {
+        if a.nr * PAGE_SIZE == PMD_SIZE && a.matching == a.nr && a.base % PMD_SIZE == 0 && !a.hugetlb {
+            let v = &vmas[a.vma];
+            if a.base >= v.start && a.base + PMD_SIZE <= v.end {
+                candidates[a.vma].push(i);
+            }
+        }
+    }
+    let mut pmd_mapped = vec![false; accs.len()];
+    for (vi, c) in candidates.iter().enumerate() {
+        let n = (vmas[vi].pmd_mapped_kb() * 1024 / PMD_SIZE) as usize;
+        for &i in c.iter().take(n) {
+            pmd_mapped[i] = true;
+        }
+    }
+
+    let mut per_vma = vec![Census::default(); nv];
+    for vi in 0..nv {
+        let c = &mut per_vma[vi];
+        c.zero_page_ptes = zero_ptes[vi];
+        c.huge_zero_pmds = huge_zero[vi].len() as u64;
+        if small[vi] > 0 {
+            let e = c.sizes.entry(label(1)).or_default();
+            e.folios += small[vi];
+            e.pte_mapped += small[vi];
+        }
+    }
+    for (i, a) in accs.iter().enumerate() {
+        let e: &mut CensusEntry = per_vma[a.vma].sizes.entry(label(a.nr)).or_default();
+        e.folios += 1;
+        if pmd_mapped[i] || (a.hugetlb && a.nr * PAGE_SIZE >= PMD_SIZE && a.matching == a.nr) {
+            e.pmd_mapped += 1;
+        } else {
+            e.pte_mapped += 1;
+            if a.matching < a.nr {
+                e.partially_mapped += 1;
+            }
+        }
+    }
+    let mut total = Census::default();
+    for c in &per_vma {
+        add_census(&mut total, c);
+    }
+    report.total = total;
+    report.per_vma = per_vma;
+    report.elapsed = t0.elapsed();
+    Ok(report)
+}
+
+fn account(a: &mut FolioAcc, va: u64, index_in_folio: u64, vma: usize) {
+    let want = va.wrapping_sub(index_in_folio * PAGE_SIZE);
+    if a.mapped == 0 {
+        a.base = want;
+        a.vma = vma;
+    }
+    a.mapped += 1;
+    if want == a.base {
+        a.matching += 1;
+    }
+}
+
+/// `4kB`, `64kB`, `2048kB` for a folio of `nr` pages.
+pub fn label(nr: u64) -> String {
+    format!("{}kB", nr * PAGE_SIZE / 1024)
+}
+
+/// Add `b` into `a`.
+pub fn add_census(a: &mut Census, b: &Census) {
+    a.zero_page_ptes += b.zero_page_ptes;
+    a.huge_zero_pmds += b.huge_zero_pmds;
+    for (k, e) in &b.sizes {
+        let t = a.sizes.entry(k.clone()).or_default();
+        t.folios += e.folios;
+        t.pmd_mapped += e.pmd_mapped;
+        t.pte_mapped += e.pte_mapped;
+        t.partially_mapped += e.partially_mapped;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_and_accounting() {
+        assert_eq!(label(1), "4kB");
+        assert_eq!(label(16), "64kB");
+        assert_eq!(label(512), "2048kB");
+        let mut a = FolioAcc { nr: 16, base: 0, mapped: 0, matching: 0, vma: 0, hugetlb: false };
+        account(&mut a, 0x10000 + 3 * 4096, 3, 0);
+        assert_eq!(a.base, 0x10000);
+        account(&mut a, 0x10000 + 4 * 4096, 4, 0);
+        account(&mut a, 0x90000, 5, 0); // moved (mremap): not at the matching position
+        assert_eq!((a.mapped, a.matching), (3, 2));
+    }
+}

@@ -1,0 +1,1022 @@
+//! The native executor: runs a workload on real memory in a child process and reports what the
+//! kernel did, as a [`uapi::RunResult`] with source `live`.
+//!
+//! The child is `thplab __exec` (any program that calls [`exec_child_main`] with the spec read
+//! from stdin), started with `personality(ADDR_NO_RANDOMIZE)` and
+//! `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=0` so that malloc never moves the program break
+//! and the heap holds only what the workload's `brk` puts there. The parent resolves every
+//! address before the child starts (regions where the model placed them, the heap relative to
+//! the child's `start_brk`), so the child allocates nothing between "go" and "done".
+//!
+//! Protocol (fd 3: child → parent lines, fd 4: parent → child lines):
+//! `ready {json}` → `go` → `o<index>` before each op → `done {json}` → `exit`.
+//! A child killed by a signal (a touch of unmapped memory) is reported with the workload line of
+//! the last `o<index>` it sent.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use mm_types::{PAGE_SIZE, PMD_SIZE};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use uapi::result::RegionPlacement;
+use uapi::{Census, MthpStat, ProcessStats, RunResult, ThpSettings};
+use workload::{OpKind, Placement, Range, RegionId, ThpDisable, Touch, TouchOrder, TouchPlan, Workload, HEAP};
+
+use crate::census::census_of_ranges;
+use crate::guard::SettingsGuard;
+use crate::procfs::{label_of_dir, read_smaps, CounterSnapshot};
+use crate::sysfs::Paths;
+use crate::{LiveError, Result};
+
+/// fd on which the child writes its status lines.
+pub const STATUS_FD: i32 = 3;
+/// fd from which the child reads `go` and `exit`.
+pub const CONTROL_FD: i32 = 4;
+
+/// Highest address the harness uses when the model gave no address for a region; the same
+/// top-of-mmap-area as the model's default machine.
+const HARNESS_MMAP_BASE: u64 = 0x7dff_fffc_5000;
+
+/// One range, absolute or relative to the child's `start_brk`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Piece {
+    pub addr: u64,
+    pub len: u64,
+    /// `addr` is an offset from `start_brk`.
+    #[serde(default)]
+    pub heap: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum ExecKind {
+    Mmap { addr: u64, len: u64, prot: i32 },
+    Munmap { pieces: Vec<Piece> },
+    Mprotect { pieces: Vec<Piece>, prot: i32 },
+    Madvise { pieces: Vec<Piece>, advice: i32 },
+    Brk { delta: i64 },
+    Prctl { arg2: u64, arg3: u64 },
+    Touch {
+        base: Piece,
+        offset: u64,
+        len: u64,
+        write: bool,
+        /// 0 sequential, 1 reverse, 2 random.
+        order: u8,
+        seed: u64,
+        stride: u64,
+        count: Option<u64>,
+    },
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExecOp {
+    pub line: usize,
+    pub kind: ExecKind,
+}
+
+/// What the parent sends the child on stdin.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExecSpec {
+    pub source: String,
+    pub ops: Vec<ExecOp>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Ready {
+    pid: i32,
+    start_brk: u64,
+    brk: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Done {
+    minflt: u64,
+    wall_ns: u64,
+    /// 0 or errno per op (touches: 0).
+    results: Vec<i32>,
+    brk_end: u64,
+}
+
+/// How the parent starts its child, and how often.
+#[derive(Clone, Debug)]
+pub struct ExecOptions {
+    /// The program to run as the child; default: this executable.
+    pub child_program: PathBuf,
+    /// Arguments before nothing else; default `["__exec"]`.
+    pub child_args: Vec<String>,
+    /// Runs (≥ 1); counters are reported as the median.
+    pub repeat: u32,
+    /// Print one line per run on stderr.
+    pub progress: bool,
+}
+
+impl Default for ExecOptions {
+    fn default() -> Self {
+        ExecOptions {
+            child_program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
+            child_args: vec!["__exec".into()],
+            repeat: 1,
+            progress: false,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parent: from a workload to a spec.
+
+/// Resolve every address of `w`: regions at the model's placement (or the harness's own, when
+/// the model gave none), heap pieces relative to `start_brk`. Returns the spec, the regions
+/// (heap length as of the end) and notes on placement.
+pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(ExecSpec, Vec<RegionPlacement>, Vec<String>)> {
+    let mut addr: Vec<Option<u64>> = vec![None; w.regions.len()];
+    let mut notes = Vec::new();
+    let mut cursor = HARNESS_MMAP_BASE;
+    let mut heap_off: i64 = 0;
+    let mut heap_len: u64 = 0;
+    let mut heap_max: u64 = 0;
+    let mut ops = Vec::new();
+    let err = |line: usize, message: String| LiveError::Workload { source_name: w.source.clone(), line, message };
+    let heap_id = w.region_by_name(HEAP);
+
+    for op in &w.ops {
+        let kind = match &op.kind {
+            OpKind::Mmap { region, len, prot, placement } => {
+                let name = &w.region(*region).name;
+                let a = match (placement, model_regions.iter().find(|r| &r.name == name)) {
+                    (Placement::Fixed(a), _) => *a,
+                    (_, Some(r)) => r.start,
+                    (p, None) => {
+                        let a = harness_place(&mut cursor, *len, *p);
+                        notes.push(format!("region {name}: no model address given; the harness placed it at {a:#x}"));
+                        a
+                    }
+                };
+                addr[region.0 as usize] = Some(a);
+                ExecKind::Mmap { addr: a, len: *len, prot: prot.bits() }
+            }
+            OpKind::Munmap(r) => ExecKind::Munmap { pieces: pieces(w, r, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))? },
+            OpKind::Mprotect(r, p) => ExecKind::Mprotect {
+                pieces: pieces(w, r, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))?,
+                prot: p.bits(),
+            },
+            OpKind::Madvise(r, a) => ExecKind::Madvise {
+                pieces: pieces(w, r, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))?,
+                advice: a.madv(),
+            },
+            OpKind::Brk { delta } => {
+                let new = heap_off + delta;
+                if new >= 0 {
+                    heap_off = new;
+                    heap_len = (heap_off as u64).div_ceil(PAGE_SIZE) * PAGE_SIZE;
+                    heap_max = heap_max.max(heap_len);
+                }
+                ExecKind::Brk { delta: *delta }
+            }
+            OpKind::Prctl(d) => {
+                let (arg2, arg3) = match d {
+                    ThpDisable::Completely => (1, 0),
+                    ThpDisable::ExceptAdvised => (1, 2),
+                    ThpDisable::Clear => (0, 0),
+                };
+                ExecKind::Prctl { arg2, arg3 }
+            }
+            OpKind::Touch(t) => {
+                let (base, len) = region_base(w, &t.range, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))?;
+                let (order, seed) = match t.order {
+                    TouchOrder::Sequential => (0, 0),
+                    TouchOrder::Reverse => (1, 0),
+                    TouchOrder::Random { seed } => (2, seed),
+                };
+                ExecKind::Touch {
+                    base,
+                    offset: t.range.offset,
+                    len,
+                    write: t.write,
+                    order,
+                    seed,
+                    stride: t.stride,
+                    count: t.count,
+                }
+            }
+        };
+        ops.push(ExecOp { line: op.line, kind });
+    }
+    let mut regions = Vec::new();
+    for (i, r) in w.regions.iter().enumerate() {
+        if Some(RegionId(i as u32)) == heap_id {
+            // Filled in by the run (start_brk is the child's).
+            regions.push(RegionPlacement { name: r.name.clone(), start: 0, len: heap_max });
+        } else if let Some(a) = addr[i] {
+            regions.push(RegionPlacement { name: r.name.clone(), start: a, len: r.len });
+        }
+    }
+    Ok((ExecSpec { source: w.source.clone(), ops }, regions, notes))
+}
+
+fn harness_place(cursor: &mut u64, len: u64, p: Placement) -> u64 {
+    let (align, offset) = match p {
+        Placement::Aligned { align, offset } => (align, offset),
+        _ if len % PMD_SIZE == 0 => (PMD_SIZE, 0),
+        _ => (PAGE_SIZE, 0),
+    };
+    let top = *cursor - len;
+    let mut a = top / align * align + offset;
+    if a > top {
+        a -= align;
+    }
+    *cursor = a;
+    a
+}
+
+/// (base of the range's region, effective length of the range).
+fn region_base(
+    w: &Workload,
+    r: &Range,
+    addr: &[Option<u64>],
+    heap_id: Option<RegionId>,
+    heap_len: u64,
+) -> std::result::Result<(Piece, u64), String> {
+    if Some(r.region) == heap_id {
+        // `heap` without brackets means the whole heap as it is now.
+        let len = if r.offset == 0 && r.len == 0 { heap_len } else { r.len };
+        return Ok((Piece { addr: 0, len: heap_len, heap: true }, len));
+    }
+    let a = addr[r.region.0 as usize]
+        .ok_or_else(|| format!("region '{}' is used before its mmap", w.region(r.region).name))?;
+    Ok((Piece { addr: a, len: w.region(r.region).len, heap: false }, r.len))
+}
+
+fn pieces(
+    w: &Workload,
+    r: &Range,
+    addr: &[Option<u64>],
+    heap_id: Option<RegionId>,
+    heap_len: u64,
+) -> std::result::Result<Vec<Piece>, String> {
+    let (base, len) = region_base(w, r, addr, heap_id, heap_len)?;
+    let mut rr = *r;
+    rr.len = len;
+    Ok(rr.pieces(base.len).into_iter().map(|(o, l)| Piece { addr: base.addr + o, len: l, heap: base.heap }).collect())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child.
+
+enum Prepared {
+    Mmap { addr: u64, len: u64, prot: i32 },
+    Ranges { kind: u8, pieces: Vec<(u64, u64)>, arg: i32 },
+    Brk { delta: i64 },
+    Prctl { arg2: u64, arg3: u64 },
+    Touch { plan: TouchPlan, write: bool },
+}
+
+const K_MUNMAP: u8 = 0;
+const K_MPROTECT: u8 = 1;
+const K_MADVISE: u8 = 2;
+
+fn raw_write_all(fd: i32, mut buf: &[u8]) -> bool {
+    while !buf.is_empty() {
+        // SAFETY: write from a valid buffer.
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if n < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return false;
+        }
+        buf = &buf[n as usize..];
+    }
+    true
+}
+
+/// Read one line (without allocating) into `buf`; `None` on EOF or error.
+fn raw_read_line(fd: i32, buf: &mut [u8; 64]) -> Option<usize> {
+    let mut n = 0;
+    loop {
+        let mut c = 0u8;
+        // SAFETY: read one byte into a valid location.
+        let r = unsafe { libc::read(fd, (&mut c as *mut u8).cast(), 1) };
+        if r == 0 {
+            return None;
+        }
+        if r < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return None;
+        }
+        if c == b'\n' {
+            return Some(n);
+        }
+        if n < buf.len() {
+            buf[n] = c;
+            n += 1;
+        }
+    }
+}
+
+/// `o<index>\n` on the status fd, formatted on the stack.
+#[inline(never)]
+fn send_op_index(i: usize) {
+    let mut buf = [0u8; 24];
+    let mut digits = [0u8; 20];
+    let mut n = 0;
+    let mut v = i;
+    loop {
+        digits[n] = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    buf[0] = b'o';
+    for k in 0..n {
+        buf[1 + k] = digits[n - 1 - k];
+    }
+    buf[1 + n] = b'\n';
+    raw_write_all(STATUS_FD, &buf[..n + 2]);
+}
+
+fn minflt_now() -> u64 {
+    // SAFETY: getrusage fills a zeroed struct.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru.ru_minflt as u64
+    }
+}
+
+fn mono_ns() -> u64 {
+    // SAFETY: clock_gettime fills a zeroed struct.
+    unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+fn sys_brk(addr: u64) -> u64 {
+    // SAFETY: brk only moves the program break.
+    unsafe { libc::syscall(libc::SYS_brk, addr) as u64 }
+}
+
+#[inline(never)]
+fn pretouch_stack() {
+    let mut buf = [0u8; 256 * 1024];
+    for i in (0..buf.len()).step_by(4096) {
+        // SAFETY: in-bounds volatile write.
+        unsafe { std::ptr::write_volatile(buf.as_mut_ptr().add(i), 1) };
+    }
+    std::hint::black_box(&mut buf);
+}
+
+/// Body of `thplab __exec`: run the spec (JSON, read from stdin by the caller) under the
+/// protocol in the module docs. Never returns.
+pub fn exec_child_main(spec_json: &str) -> ! {
+    let code = match child_run(spec_json) {
+        Ok(()) => 0,
+        Err(msg) => {
+            eprintln!("thplab __exec: {msg}");
+            2
+        }
+    };
+    // SAFETY: leave without running destructors or atexit handlers of the parent's libraries.
+    unsafe { libc::_exit(code) }
+}
+
+fn child_run(spec_json: &str) -> std::result::Result<(), String> {
+    for fd in [STATUS_FD, CONTROL_FD] {
+        // SAFETY: F_GETFD on any integer is harmless.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+            return Err(format!("fd {fd} is not open: this command is started by 'thplab live', not by hand"));
+        }
+    }
+    let spec: ExecSpec = serde_json::from_str(spec_json).map_err(|e| format!("bad spec on stdin: {e}"))?;
+    let start_brk = crate::procfs::start_brk("self").map_err(|e| e.to_string())?;
+    let brk0 = sys_brk(0);
+    let heap = |p: &Piece| if p.heap { start_brk + p.addr } else { p.addr };
+
+    let mut prepared = Vec::with_capacity(spec.ops.len());
+    for op in &spec.ops {
+        prepared.push(match &op.kind {
+            ExecKind::Mmap { addr, len, prot } => Prepared::Mmap { addr: *addr, len: *len, prot: *prot },
+            ExecKind::Munmap { pieces } => {
+                Prepared::Ranges { kind: K_MUNMAP, pieces: pieces.iter().map(|p| (heap(p), p.len)).collect(), arg: 0 }
+            }
+            ExecKind::Mprotect { pieces, prot } => Prepared::Ranges {
+                kind: K_MPROTECT,
+                pieces: pieces.iter().map(|p| (heap(p), p.len)).collect(),
+                arg: *prot,
+            },
+            ExecKind::Madvise { pieces, advice } => Prepared::Ranges {
+                kind: K_MADVISE,
+                pieces: pieces.iter().map(|p| (heap(p), p.len)).collect(),
+                arg: *advice,
+            },
+            ExecKind::Brk { delta } => Prepared::Brk { delta: *delta },
+            ExecKind::Prctl { arg2, arg3 } => Prepared::Prctl { arg2: *arg2, arg3: *arg3 },
+            ExecKind::Touch { base, offset, len, write, order, seed, stride, count } => {
+                let t = Touch {
+                    range: Range { region: RegionId(0), offset: *offset, len: *len, every: None },
+                    write: *write,
+                    order: match order {
+                        1 => TouchOrder::Reverse,
+                        2 => TouchOrder::Random { seed: *seed },
+                        _ => TouchOrder::Sequential,
+                    },
+                    stride: (*stride).max(PAGE_SIZE),
+                    count: *count,
+                };
+                let plan = TouchPlan::new(&t, heap(base));
+                if !plan.is_empty() {
+                    std::hint::black_box(plan.get(0));
+                }
+                Prepared::Touch { plan, write: *write }
+            }
+        });
+    }
+    let mut results = vec![0i32; prepared.len()];
+
+    // Warm up everything the loop calls so that its first use faults no text page.
+    pretouch_stack();
+    // SAFETY: harmless calls (zero lengths, a query).
+    unsafe {
+        libc::madvise(std::ptr::null_mut(), 0, libc::MADV_NORMAL);
+        libc::mprotect(std::ptr::null_mut(), 0, libc::PROT_NONE);
+        libc::munmap(std::ptr::null_mut(), 0);
+        libc::mmap(std::ptr::null_mut(), 0, 0, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+        libc::prctl(42, 0, 0, 0, 0);
+    }
+    let _ = errno();
+    sys_brk(0);
+    minflt_now();
+    mono_ns();
+
+    let ready = serde_json::to_string(&Ready { pid: std::process::id() as i32, start_brk, brk: brk0 })
+        .map_err(|e| e.to_string())?;
+    if !raw_write_all(STATUS_FD, format!("ready {ready}\n").as_bytes()) {
+        return Err("cannot write to the status fd".into());
+    }
+    let mut line = [0u8; 64];
+    match raw_read_line(CONTROL_FD, &mut line) {
+        Some(n) if &line[..n] == b"go" => {}
+        _ => return Err("the parent went away before 'go'".into()),
+    }
+
+    // ---- no allocation from here to 'done' ----
+    let mut cur_brk = brk0;
+    let f0 = minflt_now();
+    let t0 = mono_ns();
+    for (i, op) in prepared.iter().enumerate() {
+        send_op_index(i);
+        let rc = match op {
+            Prepared::Mmap { addr, len, prot } => {
+                // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
+                let p = unsafe {
+                    libc::mmap(
+                        *addr as *mut libc::c_void,
+                        *len as usize,
+                        *prot,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                        -1,
+                        0,
+                    )
+                };
+                if p == libc::MAP_FAILED {
+                    errno()
+                } else if p as u64 != *addr {
+                    // A kernel that ignores MAP_FIXED_NOREPLACE placed it elsewhere.
+                    // SAFETY: unmapping what we just mapped.
+                    unsafe { libc::munmap(p, *len as usize) };
+                    libc::EEXIST
+                } else {
+                    0
+                }
+            }
+            Prepared::Ranges { kind, pieces, arg } => {
+                let mut rc = 0;
+                for &(a, l) in pieces {
+                    let p = a as *mut libc::c_void;
+                    // SAFETY: the workload asked for exactly these calls on its own ranges.
+                    let r = unsafe {
+                        match *kind {
+                            K_MUNMAP => libc::munmap(p, l as usize),
+                            K_MPROTECT => libc::mprotect(p, l as usize, *arg),
+                            _ => libc::madvise(p, l as usize, *arg),
+                        }
+                    };
+                    if r != 0 {
+                        rc = errno();
+                    }
+                }
+                rc
+            }
+            Prepared::Brk { delta } => {
+                let want = (cur_brk as i64 + delta) as u64;
+                let got = sys_brk(want);
+                if got == want {
+                    cur_brk = got;
+                    0
+                } else {
+                    libc::ENOMEM
+                }
+            }
+            Prepared::Prctl { arg2, arg3 } => {
+                // SAFETY: PR_SET_THP_DISABLE with the workload's arguments.
+                let r = unsafe { libc::prctl(41, *arg2 as libc::c_ulong, *arg3 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
+                if r != 0 {
+                    errno()
+                } else {
+                    0
+                }
+            }
+            Prepared::Touch { plan, write } => {
+                let n = plan.len();
+                if *write {
+                    for k in 0..n {
+                        // SAFETY: the workload touches its own mapping; a bad address kills the
+                        // child with SIGSEGV, which the parent reports with the line.
+                        unsafe { std::ptr::write_volatile(plan.get(k) as *mut u8, 1) };
+                    }
+                } else {
+                    for k in 0..n {
+                        // SAFETY: as above.
+                        unsafe { std::ptr::read_volatile(plan.get(k) as *const u8) };
+                    }
+                }
+                0
+            }
+        };
+        results[i] = rc;
+    }
+    let t1 = mono_ns();
+    let f1 = minflt_now();
+    // ---- allocation allowed again ----
+
+    let done = serde_json::to_string(&Done { minflt: f1 - f0, wall_ns: t1 - t0, results, brk_end: sys_brk(0) })
+        .map_err(|e| e.to_string())?;
+    raw_write_all(STATUS_FD, format!("done {done}\n").as_bytes());
+    loop {
+        match raw_read_line(CONTROL_FD, &mut line) {
+            Some(n) if &line[..n] == b"exit" => return Ok(()),
+            Some(_) => {}
+            None => return Ok(()),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parent: one run.
+
+/// What one run measured.
+#[derive(Clone, Debug)]
+pub struct RunOnce {
+    pub minflt: u64,
+    pub wall_ns: u64,
+    pub rss_bytes: u64,
+    pub anon_huge_bytes: u64,
+    pub counters: CounterSnapshot,
+    pub census: Census,
+    pub census_ms: f64,
+    pub results: Vec<i32>,
+    pub start_brk: u64,
+    pub regions: Vec<RegionPlacement>,
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills two fds.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(LiveError::Child(format!("pipe2: {}", std::io::Error::last_os_error())));
+    }
+    // SAFETY: fresh fds we own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Signal name for messages.
+pub fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGSEGV => "SIGSEGV".into(),
+        libc::SIGBUS => "SIGBUS".into(),
+        libc::SIGKILL => "SIGKILL".into(),
+        libc::SIGABRT => "SIGABRT".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGINT => "SIGINT".into(),
+        _ => format!("signal {sig}"),
+    }
+}
+
+/// errno name for the `calls` list.
+pub fn errno_name(e: i32) -> String {
+    let name = match e {
+        0 => "0",
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::EINTR => "EINTR",
+        libc::EAGAIN => "EAGAIN",
+        libc::ENOMEM => "ENOMEM",
+        libc::EACCES => "EACCES",
+        libc::EFAULT => "EFAULT",
+        libc::EBUSY => "EBUSY",
+        libc::EEXIST => "EEXIST",
+        libc::EINVAL => "EINVAL",
+        libc::ENOSPC => "ENOSPC",
+        libc::ENOSYS => "ENOSYS",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::EHWPOISON => "EHWPOISON",
+        _ => return format!("E{e}"),
+    };
+    name.to_string()
+}
+
+fn run_once(
+    w: &Workload,
+    spec_json: &str,
+    spec: &ExecSpec,
+    regions: &[RegionPlacement],
+    opts: &ExecOptions,
+    paths: &Paths,
+) -> Result<RunOnce> {
+    let (status_r, status_w) = pipe()?;
+    let (control_r, control_w) = pipe()?;
+    let (sw, cr) = (status_w.as_raw_fd(), control_r.as_raw_fd());
+    let mut cmd = Command::new(&opts.child_program);
+    cmd.args(&opts.child_args)
+        .env("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let cur = libc::personality(0xffff_ffff);
+            if cur != -1 {
+                libc::personality((cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
+            }
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+            let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+            // Move both ends out of the way first, so that dup2 onto 3/4 cannot clobber them.
+            let a = libc::fcntl(sw, libc::F_DUPFD, 10);
+            let b = libc::fcntl(cr, libc::F_DUPFD, 10);
+            if a < 0 || b < 0 || libc::dup2(a, STATUS_FD) < 0 || libc::dup2(b, CONTROL_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::close(a);
+            libc::close(b);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        LiveError::Child(format!("cannot start {} {}: {e}", opts.child_program.display(), opts.child_args.join(" ")))
+    })?;
+    drop(status_w);
+    drop(control_r);
+    let mut stderr_pipe = child.stderr.take();
+    let stderr_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(p) = stderr_pipe.as_mut() {
+            let _ = p.read_to_string(&mut s);
+        }
+        s
+    });
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(spec_json.as_bytes());
+    }
+    let mut status = BufReader::new(File::from(status_r));
+    let mut control = File::from(control_w);
+    let mut last_op: Option<usize> = None;
+
+    let fail = |child: &mut std::process::Child, last_op: Option<usize>, stage: &str| -> LiveError {
+        let _ = child.kill();
+        let st = child.wait().ok();
+        let sig = st.and_then(|s| s.signal());
+        let code = st.and_then(|s| s.code());
+        let how = match (sig, code) {
+            (Some(s), _) => format!("was killed by {}", signal_name(s)),
+            (None, Some(c)) => format!("exited with status {c}"),
+            _ => "ended".into(),
+        };
+        match last_op {
+            Some(i) if i < spec.ops.len() => {
+                let hint = if sig == Some(libc::SIGSEGV) || sig == Some(libc::SIGBUS) {
+                    " (a touch of memory that is not mapped, or not accessible with its protection)"
+                } else {
+                    ""
+                };
+                LiveError::Workload {
+                    source_name: w.source.clone(),
+                    line: spec.ops[i].line,
+                    message: format!("the live run {how} while executing this operation{hint}"),
+                }
+            }
+            _ => LiveError::Child(format!("the child {how} {stage}")),
+        }
+    };
+
+    let mut line = String::new();
+    let ready: Ready = match status.read_line(&mut line) {
+        Ok(n) if n > 0 && line.starts_with("ready ") => serde_json::from_str(line[6..].trim())
+            .map_err(|e| LiveError::Child(format!("bad ready message '{}': {e}", line.trim())))?,
+        _ => {
+            let e = fail(&mut child, None, "before it was ready");
+            let err = stderr_thread.join().unwrap_or_default();
+            return Err(match e {
+                LiveError::Child(m) if !err.trim().is_empty() => LiveError::Child(format!("{m}: {}", err.trim())),
+                e => e,
+            });
+        }
+    };
+    let before = CounterSnapshot::read(&paths.sysfs)?;
+    control.write_all(b"go\n").map_err(|e| LiveError::Child(format!("cannot send 'go': {e}")))?;
+    let done: Done = loop {
+        line.clear();
+        match status.read_line(&mut line) {
+            Ok(n) if n > 0 => {
+                let l = line.trim_end();
+                if let Some(i) = l.strip_prefix('o') {
+                    last_op = i.parse().ok();
+                } else if let Some(j) = l.strip_prefix("done ") {
+                    break serde_json::from_str(j).map_err(|e| LiveError::Child(format!("bad done message: {e}")))?;
+                } else {
+                    return Err(LiveError::Child(format!("unexpected message '{l}'")));
+                }
+            }
+            _ => return Err(fail(&mut child, last_op, "during the run")),
+        }
+    };
+    let after = CounterSnapshot::read(&paths.sysfs)?;
+    let pid = ready.pid;
+
+    let mut regions: Vec<RegionPlacement> = regions.to_vec();
+    for r in regions.iter_mut() {
+        if r.name == HEAP {
+            r.start = ready.start_brk;
+            r.len = r.len.max(done.brk_end.saturating_sub(ready.start_brk).div_ceil(PAGE_SIZE) * PAGE_SIZE);
+        }
+    }
+    let ranges: Vec<(u64, u64)> = regions.iter().filter(|r| r.len > 0).map(|r| (r.start, r.start + r.len)).collect();
+    let vmas = read_smaps(pid)?;
+    let mut rss_kb = 0;
+    let mut ahp_kb = 0;
+    for v in &vmas {
+        if ranges.iter().any(|&(a, b)| v.start < b && a < v.end) {
+            rss_kb += v.rss_kb;
+            ahp_kb += v.anon_huge_kb;
+        }
+    }
+    let census = census_of_ranges(pid, &ranges, &vmas)?;
+    let _ = control.write_all(b"exit\n");
+    drop(control);
+    let st = child.wait().map_err(|e| LiveError::Child(format!("wait: {e}")))?;
+    let err = stderr_thread.join().unwrap_or_default();
+    if !st.success() {
+        return Err(LiveError::Child(format!("the child ended with {st} after the run: {}", err.trim())));
+    }
+    Ok(RunOnce {
+        minflt: done.minflt,
+        wall_ns: done.wall_ns,
+        rss_bytes: rss_kb * 1024,
+        anon_huge_bytes: ahp_kb * 1024,
+        counters: before.delta(&after),
+        census: census.total,
+        census_ms: census.elapsed.as_secs_f64() * 1e3,
+        results: done.results,
+        start_brk: ready.start_brk,
+        regions,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parent: the whole live run.
+
+/// Lower median of `v` (an observed value).
+fn median(v: &mut [i64]) -> i64 {
+    v.sort_unstable();
+    if v.is_empty() {
+        0
+    } else {
+        v[(v.len() - 1) / 2]
+    }
+}
+
+fn spread_of(v: &[i64]) -> serde_json::Value {
+    let mut s = v.to_vec();
+    let med = median(&mut s);
+    json!({"min": s.first().copied().unwrap_or(0), "median": med, "max": s.last().copied().unwrap_or(0)})
+}
+
+fn op_word(k: &ExecKind) -> &'static str {
+    match k {
+        ExecKind::Mmap { .. } => "mmap",
+        ExecKind::Munmap { .. } => "munmap",
+        ExecKind::Mprotect { .. } => "mprotect",
+        ExecKind::Madvise { .. } => "madvise",
+        ExecKind::Brk { .. } => "brk",
+        ExecKind::Prctl { .. } => "prctl",
+        ExecKind::Touch { .. } => "touch",
+    }
+}
+
+/// Run `w` under `settings` on the live kernel, `opts.repeat` times, holding the settings guard
+/// for all runs. `model_regions` gives the addresses (from the model's `RunResult.regions`).
+pub fn run_live(
+    w: &Workload,
+    settings: &ThpSettings,
+    model_regions: &[RegionPlacement],
+    opts: &ExecOptions,
+) -> Result<RunResult> {
+    let paths = Paths::from_env();
+    paths.check_available()?;
+    let (spec, regions, notes) = build_spec(w, model_regions)?;
+    let spec_json = serde_json::to_string(&spec).map_err(|e| LiveError::Child(format!("spec: {e}")))?;
+    let repeat = opts.repeat.max(1);
+    let guard = SettingsGuard::apply(settings)?;
+    if let Some(m) = guard.recovered() {
+        eprintln!("{m}");
+    }
+    let mut runs = Vec::new();
+    for i in 0..repeat {
+        let t = Instant::now();
+        let r = run_once(w, &spec_json, &spec, &regions, opts, &paths)?;
+        if opts.progress {
+            eprintln!(
+                "live run {}/{}: {} faults, {:.1} ms ops, {:.1} ms total",
+                i + 1,
+                repeat,
+                r.minflt,
+                r.wall_ns as f64 / 1e6,
+                t.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        runs.push(r);
+    }
+    guard.restore()?;
+    Ok(assemble(w, settings, &spec, runs, notes))
+}
+
+fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<RunOnce>, notes: Vec<String>) -> RunResult {
+    let mut res = RunResult::new("live", &w.source);
+    res.settings = settings.knob_map();
+    let n = runs.len();
+    // The representative run: the one with the median fault count.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| runs[i].minflt);
+    let rep = &runs[order[(n - 1) / 2]];
+
+    let mut spread = serde_json::Map::new();
+    let mut col = |name: String, vals: Vec<i64>| -> i64 {
+        let mut v = vals.clone();
+        let m = median(&mut v);
+        if n > 1 && vals.iter().any(|&x| x != 0) {
+            spread.insert(name, spread_of(&vals));
+        }
+        m
+    };
+    let minflt = col("minflt".into(), runs.iter().map(|r| r.minflt as i64).collect());
+    let rss = col("rss_bytes".into(), runs.iter().map(|r| r.rss_bytes as i64).collect());
+    let ahp = col("anon_huge_bytes".into(), runs.iter().map(|r| r.anon_huge_bytes as i64).collect());
+    for name in rep.counters.vmstat.keys() {
+        let v = col(format!("vmstat.{name}"), runs.iter().map(|r| r.counters.vmstat.get(name).copied().unwrap_or(0)).collect());
+        res.vmstat.insert(name.clone(), v);
+    }
+    for (dir, m) in &rep.counters.mthp {
+        let mut out = BTreeMap::new();
+        for stat in m.keys() {
+            let v = col(
+                format!("{dir}.{stat}"),
+                runs.iter().map(|r| r.counters.mthp.get(dir).and_then(|m| m.get(stat)).copied().unwrap_or(0)).collect(),
+            );
+            out.insert(stat.clone(), v);
+        }
+        res.mthp.insert(dir.clone(), out);
+    }
+    let mut walls: Vec<i64> = runs.iter().map(|r| (r.wall_ns / 1000) as i64).collect();
+    let wall_us = median(&mut walls);
+    res.process = ProcessStats { minflt: minflt as u64, rss_bytes: rss as u64, anon_huge_bytes: ahp as u64, bloat_bytes: None };
+    res.census = rep.census.clone();
+    res.folios = rep.census.folio_counts();
+    res.regions = rep.regions.clone();
+
+    let calls: Vec<serde_json::Value> = spec
+        .ops
+        .iter()
+        .zip(&rep.results)
+        .filter(|(op, _)| !matches!(op.kind, ExecKind::Touch { .. }))
+        .map(|(op, rc)| json!({"line": op.line, "op": op_word(&op.kind), "result": errno_name(*rc)}))
+        .collect();
+    let census_varied = runs.iter().any(|r| r.census != rep.census);
+    res.live = Some(json!({
+        "kernel_release": crate::kernel_release(),
+        "runs": n,
+        "start_brk": format!("{:#x}", rep.start_brk),
+        "wall_ms": wall_us as f64 / 1000.0,
+        "census_ms": rep.census_ms,
+        "calls": calls,
+        "spread": serde_json::Value::Object(spread),
+        "census_varied_between_runs": census_varied,
+        "placement": notes,
+        "noise": noise(rep),
+    }));
+    res
+}
+
+/// How much of the system-wide counters is not this process: per size, the `anon_fault_alloc`
+/// delta against the folios of that size the census found.
+fn noise(r: &RunOnce) -> serde_json::Value {
+    let mut per_size = serde_json::Map::new();
+    let mut total_excess = 0i64;
+    for (dir, m) in &r.counters.mthp {
+        let Some(&alloc) = m.get(MthpStat::AnonFaultAlloc.name()) else { continue };
+        let label = label_of_dir(dir).unwrap_or_default();
+        let census = r.census.sizes.get(&label).map(|e| e.folios).unwrap_or(0) as i64;
+        if alloc == 0 && census == 0 {
+            continue;
+        }
+        let excess = alloc - census;
+        total_excess += excess.max(0);
+        per_size.insert(label, json!({"anon_fault_alloc": alloc, "census_folios": census, "excess": excess}));
+    }
+    let note = if total_excess == 0 {
+        "system-wide counters match this process's census (no other activity seen)".to_string()
+    } else {
+        format!(
+            "system-wide anon_fault_alloc exceeds this process's census by {total_excess} folio(s): other processes \
+             faulted large folios during the run, or the workload freed or split some (munmap, dontneed)"
+        )
+    };
+    json!({"note": note, "anon_fault_alloc_vs_census": serde_json::Value::Object(per_size), "excess_total": total_excess})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_resolves_fixed_heap_and_every() {
+        let w = workload::parse(
+            "t",
+            "mmap a 1M at=0x7e0000000000\nmunmap a[0+4K] every=64K\nbrk +10K\ntouch heap write\nmadvise heap[0+4K] dontneed\ntouch a[4K..8K] read\nmmap b 4M\n",
+        )
+        .unwrap();
+        let (spec, regions, notes) = build_spec(&w, &[]).unwrap();
+        assert_eq!(spec.ops[0].kind, ExecKind::Mmap { addr: 0x7e00_0000_0000, len: 1 << 20, prot: 3 });
+        match &spec.ops[1].kind {
+            ExecKind::Munmap { pieces } => {
+                assert_eq!(pieces.len(), 16);
+                assert_eq!(pieces[1], Piece { addr: 0x7e00_0001_0000, len: 4096, heap: false });
+            }
+            k => panic!("{k:?}"),
+        }
+        match &spec.ops[3].kind {
+            ExecKind::Touch { base, len, .. } => {
+                assert!(base.heap);
+                assert_eq!(*len, 12 * 1024);
+            }
+            k => panic!("{k:?}"),
+        }
+        // b had no model address: 2 MiB-aligned below the harness mmap base.
+        let b = regions.iter().find(|r| r.name == "b").unwrap();
+        assert_eq!(b.start % PMD_SIZE, 0);
+        assert!(b.start + b.len <= HARNESS_MMAP_BASE);
+        assert_eq!(notes.len(), 1);
+        let h = regions.iter().find(|r| r.name == "heap").unwrap();
+        assert_eq!(h.len, 12 * 1024);
+        // Model addresses win for non-fixed regions.
+        let (spec, _, notes) =
+            build_spec(&w, &[RegionPlacement { name: "b".into(), start: 0x7d00_0000_0000, len: 4 << 20 }]).unwrap();
+        assert!(notes.is_empty());
+        assert_eq!(spec.ops.last().unwrap().kind, ExecKind::Mmap { addr: 0x7d00_0000_0000, len: 4 << 20, prot: 3 });
+    }
+
+    #[test]
+    fn harness_placement_honours_align_offset() {
+        let mut c = HARNESS_MMAP_BASE;
+        let a = harness_place(&mut c, 1 << 20, Placement::Aligned { align: 64 << 10, offset: 4096 });
+        assert_eq!(a % (64 << 10), 4096);
+        assert!(a + (1 << 20) <= HARNESS_MMAP_BASE);
+        let b = harness_place(&mut c, 8192, Placement::Kernel);
+        assert!(b + 8192 <= a);
+    }
+
+    #[test]
+    fn median_and_errno_names() {
+        assert_eq!(median(&mut [5, 1, 3]), 3);
+        assert_eq!(median(&mut [4, 1, 3, 2]), 2);
+        assert_eq!(errno_name(libc::EINVAL), "EINVAL");
+        assert_eq!(errno_name(0), "0");
+    }
+}

@@ -1,0 +1,215 @@
+//! Small readers for `/proc` and the per-size stats files.
+//!
+//! - `/proc/vmstat` (`mm/vmstat.c: vmstat_text`): `name value` lines; we keep the `thp_*` events.
+//! - `hugepages-<N>kB/stats/<stat>` (`mm/huge_memory.c: DEFINE_MTHP_STAT_ATTR`): one number.
+//! - `/proc/PID/smaps` (`fs/proc/task_mmu.c: show_smap`): a maps line per VMA followed by
+//!   `Key:  N kB` lines.
+//! - `/proc/PID/stat` (`fs/proc/array.c: do_task_stat`): field 47 is `start_brk`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use mm_types::Order;
+use uapi::counters::sysfs_orders;
+use uapi::{MthpStat, VmEvent};
+
+use crate::{io_err, LiveError, Result};
+
+/// A snapshot of the system-wide THP counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CounterSnapshot {
+    /// vmstat name → value, for every [`VmEvent`] the kernel prints.
+    pub vmstat: BTreeMap<String, i64>,
+    /// `hugepages-<N>kB` → stat → value, for every stats file that exists.
+    pub mthp: BTreeMap<String, BTreeMap<String, i64>>,
+}
+
+impl CounterSnapshot {
+    pub fn read(sysfs: &Path) -> Result<CounterSnapshot> {
+        let mut snap = CounterSnapshot::default();
+        let text = std::fs::read_to_string("/proc/vmstat").map_err(|e| io_err("cannot read", "/proc/vmstat", e))?;
+        for line in text.lines() {
+            let mut it = line.split_whitespace();
+            if let (Some(name), Some(v)) = (it.next(), it.next()) {
+                if VmEvent::from_name(name).is_some() {
+                    if let Ok(v) = v.parse() {
+                        snap.vmstat.insert(name.to_string(), v);
+                    }
+                }
+            }
+        }
+        for order in sysfs_orders() {
+            let dir = sysfs.join(order.sysfs_dir()).join("stats");
+            let mut m = BTreeMap::new();
+            for stat in MthpStat::ALL {
+                if !stat.exists_for(order) {
+                    continue;
+                }
+                let p = dir.join(stat.name());
+                match std::fs::read_to_string(&p) {
+                    Ok(t) => {
+                        let v = t.trim().parse().map_err(|_| LiveError::Parse {
+                            path: p.display().to_string(),
+                            message: format!("expected a number, found '{}'", t.trim()),
+                        })?;
+                        m.insert(stat.name().to_string(), v);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(io_err("cannot read", &p, e)),
+                }
+            }
+            if !m.is_empty() {
+                snap.mthp.insert(order.sysfs_dir(), m);
+            }
+        }
+        Ok(snap)
+    }
+
+    /// `after - self`, per counter.
+    pub fn delta(&self, after: &CounterSnapshot) -> CounterSnapshot {
+        let vmstat = after.vmstat.iter().map(|(k, v)| (k.clone(), v - self.vmstat.get(k).copied().unwrap_or(*v))).collect();
+        let mthp = after
+            .mthp
+            .iter()
+            .map(|(dir, m)| {
+                let before = self.mthp.get(dir);
+                let d = m
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v - before.and_then(|b| b.get(k)).copied().unwrap_or(*v)))
+                    .collect();
+                (dir.clone(), d)
+            })
+            .collect();
+        CounterSnapshot { vmstat, mthp }
+    }
+}
+
+/// The `hugepages-<N>kB` directory of an order, for lookups by folio label.
+pub fn label_of_dir(dir: &str) -> Option<String> {
+    let kb: u64 = dir.strip_prefix("hugepages-")?.strip_suffix("kB")?.parse().ok()?;
+    Order::from_size_kb(kb).map(|o| o.label())
+}
+
+/// One VMA from `/proc/PID/smaps`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Vma {
+    pub start: u64,
+    pub end: u64,
+    pub perms: String,
+    /// Path, `[heap]`, `[stack]`, ... or empty for anonymous memory.
+    pub name: String,
+    pub rss_kb: u64,
+    pub anon_huge_kb: u64,
+    pub shmem_pmd_kb: u64,
+    pub file_pmd_kb: u64,
+    /// `THPeligible` (1 if the VMA may get THPs).
+    pub thp_eligible: Option<bool>,
+}
+
+impl Vma {
+    /// KiB mapped by PMDs (anon, shmem or file).
+    pub fn pmd_mapped_kb(&self) -> u64 {
+        self.anon_huge_kb + self.shmem_pmd_kb + self.file_pmd_kb
+    }
+}
+
+fn hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s, 16).ok()
+}
+
+/// Parse the text of `/proc/PID/smaps` (or `/proc/PID/maps`: then the sizes stay 0).
+pub fn parse_smaps(path: &str, text: &str) -> Result<Vec<Vma>> {
+    let mut out: Vec<Vma> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let bad = || LiveError::Parse { path: path.to_string(), message: format!("line {}: unexpected '{line}'", i + 1) };
+        let first = line.split_whitespace().next().unwrap_or("");
+        if let Some((a, b)) = first.split_once('-') {
+            if let (Some(start), Some(end)) = (hex(a), hex(b)) {
+                let mut f = line.splitn(6, char::is_whitespace).filter(|s| !s.is_empty());
+                let _range = f.next();
+                let perms = f.next().ok_or_else(bad)?.to_string();
+                // offset, dev, inode, then the name (which may contain spaces).
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let name = if fields.len() > 5 {
+                    // Re-find the name start after the inode field to keep inner spaces.
+                    let mut rest = line;
+                    for _ in 0..5 {
+                        rest = rest.trim_start();
+                        rest = rest.find(char::is_whitespace).map(|i| &rest[i..]).unwrap_or("");
+                    }
+                    rest.trim().to_string()
+                } else {
+                    String::new()
+                };
+                out.push(Vma { start, end, perms, name, ..Default::default() });
+                continue;
+            }
+        }
+        let Some((key, rest)) = line.split_once(':') else { continue };
+        let Some(vma) = out.last_mut() else { return Err(bad()) };
+        let num = || rest.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+        match key {
+            "Rss" => vma.rss_kb = num(),
+            "AnonHugePages" => vma.anon_huge_kb = num(),
+            "ShmemPmdMapped" => vma.shmem_pmd_kb = num(),
+            "FilePmdMapped" => vma.file_pmd_kb = num(),
+            "THPeligible" => vma.thp_eligible = Some(num() == 1),
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// `/proc/PID/smaps`; a missing process is [`LiveError::NoSuchProcess`].
+pub fn read_smaps(pid: i32) -> Result<Vec<Vma>> {
+    let p = format!("/proc/{pid}/smaps");
+    let text = std::fs::read_to_string(&p).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => LiveError::NoSuchProcess { pid },
+        _ => io_err("cannot read", &p, e),
+    })?;
+    parse_smaps(&p, &text)
+}
+
+/// Field `n` (1-based, as proc(5) counts) of `/proc/PID/stat` text.
+pub fn stat_field(text: &str, n: usize) -> Option<u64> {
+    // The comm field (2) may contain spaces and parentheses: count from the last ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
+}
+
+/// `start_brk` of a process (field 47 of /proc/PID/stat).
+pub fn start_brk(pid: &str) -> Result<u64> {
+    let p = format!("/proc/{pid}/stat");
+    let text = std::fs::read_to_string(&p).map_err(|e| io_err("cannot read", &p, e))?;
+    stat_field(&text, 47).ok_or_else(|| LiveError::Parse { path: p, message: "no field 47 (start_brk)".into() })
+}
+
+/// The command name of a process.
+pub fn comm(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_smaps_and_stat() {
+        let text = "7e0000000000-7e0000400000 rw-p 00000000 00:00 0 \n\
+Size:               4096 kB\nRss:                4096 kB\nAnonHugePages:      4096 kB\nShmemPmdMapped:        0 kB\nFilePmdMapped:        0 kB\nTHPeligible:    1\n\
+7f0000000000-7f0000001000 r--p 00000000 08:01 1234   /usr/lib/with space.so\nRss:                   4 kB\n";
+        let v = parse_smaps("x", text).unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].start, 0x7e00_0000_0000);
+        assert_eq!(v[0].anon_huge_kb, 4096);
+        assert_eq!(v[0].thp_eligible, Some(true));
+        assert_eq!(v[0].name, "");
+        assert_eq!(v[1].name, "/usr/lib/with space.so");
+        assert_eq!(v[1].rss_kb, 4);
+        let stat = "123 (a b) c) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45";
+        assert_eq!(stat_field(stat, 3), None); // 'S' is not a number
+        assert_eq!(stat_field(stat, 4), Some(1));
+        assert_eq!(stat_field(stat, 47), Some(44));
+        assert_eq!(label_of_dir("hugepages-64kB").as_deref(), Some("64kB"));
+    }
+}

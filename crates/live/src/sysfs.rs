@@ -1,0 +1,154 @@
+//! Reading and writing single knobs of `/sys/kernel/mm/transparent_hugepage`, and where the
+//! harness keeps its state.
+//!
+//! A word knob reads back as `always [madvise] never` (`mm/huge_memory.c: enabled_show`); the
+//! selected word is the bracketed one. Numeric knobs read back as the number. Stores match with
+//! `sysfs_streq`, so the value is written without a newline.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::{io_err, LiveError, Result};
+
+/// Where the knobs are and where the guard keeps its lock and journal.
+#[derive(Clone, Debug)]
+pub struct Paths {
+    /// The THP sysfs directory (`/sys/kernel/mm/transparent_hugepage`).
+    pub sysfs: PathBuf,
+    /// `$THPLAB_STATE_DIR`, default `/run/thplab`: holds `lock` and `journal.json`.
+    pub state_dir: PathBuf,
+    /// How long [`crate::SettingsGuard::apply`] waits for the lock.
+    pub lock_wait: Duration,
+    /// Require euid 0 (off only for tests on a fake tree).
+    pub require_root: bool,
+}
+
+impl Paths {
+    /// The real tree and `$THPLAB_STATE_DIR` (default `/run/thplab`).
+    pub fn from_env() -> Paths {
+        let state_dir = std::env::var_os("THPLAB_STATE_DIR")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/run/thplab"));
+        Paths {
+            sysfs: PathBuf::from(uapi::settings::SYSFS_THP),
+            state_dir,
+            lock_wait: Duration::from_secs(60),
+            require_root: true,
+        }
+    }
+
+    pub fn lock_path(&self) -> PathBuf {
+        self.state_dir.join("lock")
+    }
+
+    pub fn journal_path(&self) -> PathBuf {
+        self.state_dir.join("journal.json")
+    }
+
+    pub fn knob(&self, rel: &str) -> PathBuf {
+        self.sysfs.join(rel)
+    }
+
+    /// `Ok` if knobs can be written here; the reason otherwise.
+    pub fn check_available(&self) -> Result<()> {
+        if !cfg!(target_os = "linux") {
+            return Err(LiveError::NotAvailable("live runs need Linux".into()));
+        }
+        if !self.sysfs.join("enabled").exists() {
+            return Err(LiveError::NotAvailable(format!(
+                "{} does not exist (kernel without CONFIG_TRANSPARENT_HUGEPAGE, or sysfs not mounted)",
+                self.sysfs.display()
+            )));
+        }
+        if self.require_root && !is_root() {
+            return Err(LiveError::NotAvailable(
+                "live runs need root: THP knobs are writable only by root and /proc/PID/pagemap hides PFNs from others"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The selected value in a knob's text: the bracketed word, or the whole trimmed text.
+pub fn selected_value(text: &str) -> String {
+    let t = text.trim();
+    match (t.find('['), t.find(']')) {
+        (Some(a), Some(b)) if a < b => t[a + 1..b].to_string(),
+        _ => t.to_string(),
+    }
+}
+
+/// The current value of knob `rel` (relative to `paths.sysfs`).
+pub fn read_knob(paths: &Paths, rel: &str) -> Result<String> {
+    let p = paths.knob(rel);
+    let text = std::fs::read_to_string(&p).map_err(|e| io_err("cannot read THP knob", &p, e))?;
+    Ok(selected_value(&text))
+}
+
+/// Write `value` to knob `rel` and read it back.
+pub fn write_knob(paths: &Paths, rel: &str, value: &str) -> Result<()> {
+    let p = paths.knob(rel);
+    let mut f = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&p)
+        .map_err(|e| io_err("cannot open THP knob for writing", &p, e))?;
+    f.write_all(value.as_bytes()).map_err(|e| LiveError::Knob {
+        path: rel.to_string(),
+        message: format!("the kernel refused '{value}': {e}"),
+    })?;
+    drop(f);
+    let back = read_knob(paths, rel)?;
+    if back != value {
+        return Err(LiveError::Knob {
+            path: rel.to_string(),
+            message: format!("wrote '{value}' but it reads back as '{back}'"),
+        });
+    }
+    Ok(())
+}
+
+/// Write several knobs in order; a write that fails is retried once after all the others
+/// (top-level `shmem_enabled=force` and the per-size `shmem_enabled` knobs constrain each
+/// other, so one order cannot suit every transition). Returns the knobs that still failed.
+pub fn write_knobs_with_retry(paths: &Paths, knobs: &[(String, String)]) -> Vec<(String, LiveError)> {
+    let mut failed = Vec::new();
+    for (rel, value) in knobs {
+        if let Err(e) = write_knob(paths, rel, value) {
+            failed.push((rel.clone(), value.clone(), e));
+        }
+    }
+    let mut still = Vec::new();
+    for (rel, value, _first) in failed {
+        if let Err(e) = write_knob(paths, &rel, &value) {
+            still.push((rel, e));
+        }
+    }
+    still
+}
+
+pub(crate) fn ensure_dir(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| io_err("cannot create the thplab state directory", dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selected_value_reads_brackets_and_numbers() {
+        assert_eq!(selected_value("always [madvise] never\n"), "madvise");
+        assert_eq!(selected_value("always defer defer+madvise [madvise] never"), "madvise");
+        assert_eq!(selected_value("511\n"), "511");
+        assert_eq!(selected_value("never"), "never");
+    }
+}
