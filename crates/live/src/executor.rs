@@ -26,7 +26,7 @@ use mm_types::{PAGE_SIZE, PMD_SIZE};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use uapi::result::RegionPlacement;
-use uapi::{Census, MthpStat, ProcessStats, RunResult, ThpSettings};
+use uapi::{CallResult, Census, MthpStat, ProcessStats, RunResult, ThpSettings};
 use workload::{OpKind, Placement, Range, RegionId, ThpDisable, Touch, TouchOrder, TouchPlan, Workload, HEAP};
 
 use crate::census::census_of_ranges;
@@ -79,6 +79,10 @@ pub enum ExecKind {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ExecOp {
     pub line: usize,
+    /// How the result names the call, as the model does: `mmap`, `madvise(collapse)`,
+    /// `mprotect(r)`, `brk`, `prctl(PR_SET_THP_DISABLE)`; empty for touches.
+    #[serde(default)]
+    pub call: String,
     pub kind: ExecKind,
 }
 
@@ -100,8 +104,8 @@ struct Ready {
 struct Done {
     minflt: u64,
     wall_ns: u64,
-    /// 0 or errno per op (touches: 0).
-    results: Vec<i32>,
+    /// Per op: 0 or errno; for brk the new break; touches 0.
+    results: Vec<i64>,
     brk_end: u64,
 }
 
@@ -147,6 +151,15 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
     let heap_id = w.region_by_name(HEAP);
 
     for op in &w.ops {
+        let call = match &op.kind {
+            OpKind::Mmap { .. } => "mmap".to_string(),
+            OpKind::Munmap(_) => "munmap".into(),
+            OpKind::Mprotect(_, p) => format!("mprotect({p})"),
+            OpKind::Madvise(_, a) => format!("madvise({})", a.word()),
+            OpKind::Brk { .. } => "brk".into(),
+            OpKind::Prctl(_) => "prctl(PR_SET_THP_DISABLE)".into(),
+            OpKind::Touch(_) => String::new(),
+        };
         let kind = match &op.kind {
             OpKind::Mmap { region, len, prot, placement } => {
                 let name = &w.region(*region).name;
@@ -175,8 +188,8 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
                 let new = heap_off + delta;
                 if new >= 0 {
                     heap_off = new;
-                    heap_len = (heap_off as u64).div_ceil(PAGE_SIZE) * PAGE_SIZE;
-                    heap_max = heap_max.max(heap_len);
+                    heap_len = heap_off as u64;
+                    heap_max = heap_max.max(heap_len.div_ceil(PAGE_SIZE) * PAGE_SIZE);
                 }
                 ExecKind::Brk { delta: *delta }
             }
@@ -207,12 +220,13 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
                 }
             }
         };
-        ops.push(ExecOp { line: op.line, kind });
+        ops.push(ExecOp { line: op.line, call, kind });
     }
     let mut regions = Vec::new();
     for (i, r) in w.regions.iter().enumerate() {
         if Some(RegionId(i as u32)) == heap_id {
-            // Filled in by the run (start_brk is the child's).
+            // Filled in by the run (start_brk is the child's); `len` here is the most the heap
+            // ever maps, page-rounded, for the census.
             regions.push(RegionPlacement { name: r.name.clone(), start: 0, len: heap_max });
         } else if let Some(a) = addr[i] {
             regions.push(RegionPlacement { name: r.name.clone(), start: a, len: r.len });
@@ -245,9 +259,9 @@ fn region_base(
     heap_len: u64,
 ) -> std::result::Result<(Piece, u64), String> {
     if Some(r.region) == heap_id {
-        // `heap` without brackets means the whole heap as it is now.
-        let len = if r.offset == 0 && r.len == 0 { heap_len } else { r.len };
-        return Ok((Piece { addr: 0, len: heap_len, heap: true }, len));
+        // As the model does: the range as parsed (bare `heap` is declared with length 0), and
+        // the heap's current length (break − start_brk) for every= expansion.
+        return Ok((Piece { addr: 0, len: heap_len, heap: true }, r.len));
     }
     let a = addr[r.region.0 as usize]
         .ok_or_else(|| format!("region '{}' is used before its mmap", w.region(r.region).name))?;
@@ -448,7 +462,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
             }
         });
     }
-    let mut results = vec![0i32; prepared.len()];
+    let mut results = vec![0i64; prepared.len()];
 
     // Warm up everything the loop calls so that its first use faults no text page.
     pretouch_stack();
@@ -496,12 +510,12 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                     )
                 };
                 if p == libc::MAP_FAILED {
-                    errno()
+                    errno() as i64
                 } else if p as u64 != *addr {
                     // A kernel that ignores MAP_FIXED_NOREPLACE placed it elsewhere.
                     // SAFETY: unmapping what we just mapped.
                     unsafe { libc::munmap(p, *len as usize) };
-                    libc::EEXIST
+                    libc::EEXIST as i64
                 } else {
                     0
                 }
@@ -519,7 +533,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                         }
                     };
                     if r != 0 {
-                        rc = errno();
+                        rc = errno() as i64;
                     }
                 }
                 rc
@@ -527,18 +541,14 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
             Prepared::Brk { delta } => {
                 let want = (cur_brk as i64 + delta) as u64;
                 let got = sys_brk(want);
-                if got == want {
-                    cur_brk = got;
-                    0
-                } else {
-                    libc::ENOMEM
-                }
+                cur_brk = got;
+                got as i64
             }
             Prepared::Prctl { arg2, arg3 } => {
                 // SAFETY: PR_SET_THP_DISABLE with the workload's arguments.
                 let r = unsafe { libc::prctl(41, *arg2 as libc::c_ulong, *arg3 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
                 if r != 0 {
-                    errno()
+                    errno() as i64
                 } else {
                     0
                 }
@@ -591,7 +601,7 @@ pub struct RunOnce {
     pub counters: CounterSnapshot,
     pub census: Census,
     pub census_ms: f64,
-    pub results: Vec<i32>,
+    pub results: Vec<i64>,
     pub start_brk: u64,
     pub regions: Vec<RegionPlacement>,
 }
@@ -762,13 +772,19 @@ fn run_once(
     let pid = ready.pid;
 
     let mut regions: Vec<RegionPlacement> = regions.to_vec();
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
     for r in regions.iter_mut() {
         if r.name == HEAP {
             r.start = ready.start_brk;
-            r.len = r.len.max(done.brk_end.saturating_sub(ready.start_brk).div_ceil(PAGE_SIZE) * PAGE_SIZE);
+            let mapped = r.len.max(done.brk_end.saturating_sub(ready.start_brk).div_ceil(PAGE_SIZE) * PAGE_SIZE);
+            ranges.push((r.start, r.start + mapped));
+            // Reported as the model reports it: break − start_brk at the end.
+            r.len = done.brk_end.saturating_sub(ready.start_brk);
+        } else {
+            ranges.push((r.start, r.start + r.len));
         }
     }
-    let ranges: Vec<(u64, u64)> = regions.iter().filter(|r| r.len > 0).map(|r| (r.start, r.start + r.len)).collect();
+    ranges.retain(|&(a, b)| b > a);
     let vmas = read_smaps(pid)?;
     let mut rss_kb = 0;
     let mut ahp_kb = 0;
@@ -785,6 +801,21 @@ fn run_once(
     let err = stderr_thread.join().unwrap_or_default();
     if !st.success() {
         return Err(LiveError::Child(format!("the child ended with {st} after the run: {}", err.trim())));
+    }
+    for (op, &rc) in spec.ops.iter().zip(&done.results) {
+        if let ExecKind::Mmap { addr, len, .. } = op.kind {
+            if rc != 0 {
+                return Err(LiveError::Workload {
+                    source_name: w.source.clone(),
+                    line: op.line,
+                    message: format!(
+                        "mmap of {len} bytes at {addr:#x} failed with {} in the live executor (the address is taken \
+                         or out of range there); the counters of this run are not comparable",
+                        errno_name(rc as i32)
+                    ),
+                });
+            }
+        }
     }
     Ok(RunOnce {
         minflt: done.minflt,
@@ -817,18 +848,6 @@ fn spread_of(v: &[i64]) -> serde_json::Value {
     let mut s = v.to_vec();
     let med = median(&mut s);
     json!({"min": s.first().copied().unwrap_or(0), "median": med, "max": s.last().copied().unwrap_or(0)})
-}
-
-fn op_word(k: &ExecKind) -> &'static str {
-    match k {
-        ExecKind::Mmap { .. } => "mmap",
-        ExecKind::Munmap { .. } => "munmap",
-        ExecKind::Mprotect { .. } => "mprotect",
-        ExecKind::Madvise { .. } => "madvise",
-        ExecKind::Brk { .. } => "brk",
-        ExecKind::Prctl { .. } => "prctl",
-        ExecKind::Touch { .. } => "touch",
-    }
 }
 
 /// Run `w` under `settings` on the live kernel, `opts.repeat` times, holding the settings guard
@@ -911,12 +930,19 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
     res.folios = rep.census.folio_counts();
     res.regions = rep.regions.clone();
 
-    let calls: Vec<serde_json::Value> = spec
+    res.calls = spec
         .ops
         .iter()
         .zip(&rep.results)
         .filter(|(op, _)| !matches!(op.kind, ExecKind::Touch { .. }))
-        .map(|(op, rc)| json!({"line": op.line, "op": op_word(&op.kind), "result": errno_name(*rc)}))
+        .map(|(op, &rc)| CallResult {
+            line: op.line,
+            call: op.call.clone(),
+            ret: match op.kind {
+                ExecKind::Brk { .. } => format!("{rc:#x}"),
+                _ => errno_name(rc as i32),
+            },
+        })
         .collect();
     let census_varied = runs.iter().any(|r| r.census != rep.census);
     res.live = Some(json!({
@@ -925,7 +951,6 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
         "start_brk": format!("{:#x}", rep.start_brk),
         "wall_ms": wall_us as f64 / 1000.0,
         "census_ms": rep.census_ms,
-        "calls": calls,
         "spread": serde_json::Value::Object(spread),
         "census_varied_between_runs": census_varied,
         "placement": notes,
@@ -984,7 +1009,7 @@ mod tests {
         match &spec.ops[3].kind {
             ExecKind::Touch { base, len, .. } => {
                 assert!(base.heap);
-                assert_eq!(*len, 12 * 1024);
+                assert_eq!(*len, 0, "bare heap is a 0-length range, as the model reads it");
             }
             k => panic!("{k:?}"),
         }
