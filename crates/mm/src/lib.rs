@@ -1,1 +1,215 @@
-//! placeholder
+//! The simulated Linux 6.18 memory manager for one process: buddy allocator, VMAs, page tables,
+//! the anonymous fault path with every mTHP size, zero pages, PMD splitting, the deferred split
+//! queue and MADV_COLLAPSE.
+//!
+//! Module map (each names the kernel file it mirrors):
+//! - [`page_alloc`]: `mm/page_alloc.c`, the buddy allocator and `mem_map`.
+//! - [`pgtable`]: page tables, `mm/pgtable-generic.c`.
+//! - [`vma`]: `mm/vma.c`, VMA tree, split, merge, `unmapped_area_topdown`.
+//! - [`mmap`]: `mm/mmap.c`, `mm/vma.c`: `do_mmap`, `__get_unmapped_area`, `do_vmi_munmap`, brk.
+//! - [`memory`]: `mm/memory.c`: `handle_mm_fault` and the PTE-level fault path, zap.
+//! - [`huge_memory`]: `mm/huge_memory.c`, `include/linux/huge_mm.h`: which orders a VMA allows,
+//!   PMD faults, the huge zero folio, PMD split, deferred split.
+//! - [`madvise`]: `mm/madvise.c`, `mm/mprotect.c`, `kernel/sys.c` (prctl).
+//! - [`khugepaged`]: `mm/khugepaged.c`: `madvise_collapse`, `hpage_collapse_scan_pmd`,
+//!   `collapse_huge_page`, `enum scan_result`.
+//! - [`vmstat`]: counters and the model-only fallback reasons.
+//! - [`debug`]: `CONFIG_DEBUG_VM`: `check_invariants`, and the census of mapped folios.
+//!
+//! Architecture invariant: nothing here does I/O, reads a clock or draws randomness. Fallbacks
+//! and failed allocations are outcomes, counted, never Rust errors; only syscall-level errors
+//! (an errno) come back to the caller.
+
+pub mod debug;
+pub mod huge_memory;
+pub mod khugepaged;
+pub mod madvise;
+pub mod memory;
+pub mod mmap;
+pub mod page_alloc;
+pub mod pgtable;
+pub mod vma;
+pub mod vmstat;
+
+use mm_types::{Order, Orders, PAGE_SIZE};
+use uapi::settings::{AnonEnabled, TopEnabled};
+use uapi::{Counters, ThpSettings};
+
+use page_alloc::Zone;
+use pgtable::PageTables;
+use vma::{Vma, VmaTree};
+use vmstat::ModelStats;
+
+/// An errno a syscall returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Errno {
+    EINVAL,
+    ENOMEM,
+    EBUSY,
+    EAGAIN,
+    EEXIST,
+}
+
+impl Errno {
+    pub fn name(self) -> &'static str {
+        match self {
+            Errno::EINVAL => "EINVAL",
+            Errno::ENOMEM => "ENOMEM",
+            Errno::EBUSY => "EBUSY",
+            Errno::EAGAIN => "EAGAIN",
+            Errno::EEXIST => "EEXIST",
+        }
+    }
+}
+
+/// What happened to one memory access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Mapped with the needed permission: no fault.
+    Hit,
+    /// A minor fault was taken and resolved.
+    Fault,
+    /// No VMA, or the VMA forbids the access: the process would get SIGSEGV.
+    Segv,
+    /// Not even an order-0 page could be allocated: VM_FAULT_OOM.
+    Oom,
+}
+
+/// Boot parameters of the simulated machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BootParams {
+    pub mem_bytes: u64,
+    /// `/proc/sys/vm/min_free_kbytes` (67584 on this machine, raised by khugepaged).
+    pub min_free_kbytes: u64,
+    pub mmap_base: u64,
+    pub brk_start: u64,
+}
+
+/// `mm->flags` bits the model uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MmFlags {
+    /// MMF_DISABLE_THP_COMPLETELY
+    pub disable_thp_completely: bool,
+    /// MMF_DISABLE_THP_EXCEPT_ADVISED
+    pub disable_thp_except_advised: bool,
+    /// MMF_HUGE_ZERO_FOLIO: this mm holds a reference on the huge zero folio.
+    pub huge_zero_folio: bool,
+}
+
+/// The sysfs masks in the form the fault path reads them (`huge_anon_orders_*`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ThpMasks {
+    pub always: Orders,
+    pub madvise: Orders,
+    pub inherit: Orders,
+    pub global_always: bool,
+    pub global_enabled: bool,
+}
+
+impl ThpMasks {
+    fn from(s: &ThpSettings) -> ThpMasks {
+        ThpMasks {
+            always: s.anon_orders(AnonEnabled::Always),
+            madvise: s.anon_orders(AnonEnabled::Madvise),
+            inherit: s.anon_orders(AnonEnabled::Inherit),
+            global_always: s.enabled == TopEnabled::Always,
+            global_enabled: s.enabled != TopEnabled::Never,
+        }
+    }
+    /// Orders that some VMA could get under these settings.
+    pub fn possible(&self) -> Orders {
+        let inherit = if self.global_enabled { self.inherit } else { Orders::NONE };
+        self.always.or(self.madvise).or(inherit)
+    }
+}
+
+/// The simulated kernel with one process.
+pub struct Kernel {
+    pub(crate) settings: ThpSettings,
+    pub(crate) masks: ThpMasks,
+    pub(crate) zone: Zone,
+    pub(crate) vmas: VmaTree,
+    pub(crate) pt: PageTables,
+    pub(crate) mm_flags: MmFlags,
+    pub(crate) mmap_base: u64,
+    pub(crate) start_brk: u64,
+    pub(crate) brk: u64,
+    /// The huge zero folio, once allocated (`huge_zero_folio`).
+    pub(crate) huge_zero: Option<mm_types::Pfn>,
+    /// Deferred split queue (`ds_queue->split_queue`), in queueing order; entries whose head
+    /// lost its DEFERRED flag are stale and skipped.
+    pub(crate) deferred: Vec<mm_types::Pfn>,
+    pub(crate) deferred_stale: usize,
+    pub(crate) next_anon_vma: u32,
+    /// One-entry VMA cache for the access path; cleared on any VMA change.
+    pub(crate) vma_cache: Option<Vma>,
+    pub counters: Counters,
+    pub stats: ModelStats,
+}
+
+impl Kernel {
+    pub fn boot(params: &BootParams, settings: &ThpSettings) -> Kernel {
+        let nr_pages = (params.mem_bytes / PAGE_SIZE).min(u32::MAX as u64 >> 6) as u32;
+        let start_brk = params.brk_start.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        Kernel {
+            settings: settings.clone(),
+            masks: ThpMasks::from(settings),
+            zone: Zone::new(nr_pages, params.min_free_kbytes),
+            vmas: VmaTree::default(),
+            pt: PageTables::default(),
+            mm_flags: MmFlags::default(),
+            mmap_base: params.mmap_base,
+            start_brk,
+            brk: start_brk,
+            huge_zero: None,
+            deferred: Vec::new(),
+            deferred_stale: 0,
+            next_anon_vma: 1,
+            vma_cache: None,
+            counters: Counters::default(),
+            stats: ModelStats::default(),
+        }
+    }
+
+    pub fn settings(&self) -> &ThpSettings {
+        &self.settings
+    }
+
+    /// Change settings at run time, as a write to sysfs would.
+    pub fn set_settings(&mut self, settings: &ThpSettings) {
+        self.settings = settings.clone();
+        self.masks = ThpMasks::from(settings);
+    }
+
+    pub fn zone(&self) -> &Zone {
+        &self.zone
+    }
+
+    pub fn vmas(&self) -> impl Iterator<Item = &Vma> {
+        self.vmas.iter()
+    }
+
+    pub fn mm_flags(&self) -> MmFlags {
+        self.mm_flags
+    }
+
+    pub fn brk_value(&self) -> u64 {
+        self.brk
+    }
+
+    pub fn start_brk(&self) -> u64 {
+        self.start_brk
+    }
+
+    /// Model memory in host bytes: mem_map, page tables, VMAs (for the benchmark).
+    pub fn host_bytes(&self) -> usize {
+        self.zone.nr_pages() as usize * std::mem::size_of::<page_alloc::Page>()
+            + self.pt.host_bytes()
+            + self.vmas.len() * 64
+            + self.deferred.capacity() * 4
+    }
+
+    pub(crate) fn order_of_head(&self, head: mm_types::Pfn) -> Order {
+        Order(self.zone.mem_map[head.idx()].order)
+    }
+}

@@ -2,16 +2,28 @@
 //!
 //! API boundary: [`run`] takes a parsed workload, resolved settings and a machine description and
 //! returns a [`uapi::RunResult`]; nothing here reads files, the clock or ambient randomness, so the
-//! same inputs give byte-identical output.
+//! same inputs give byte-identical output. Progress goes out as [`SimEvent`]s; only the CLI turns
+//! them into progress bars.
 
-use uapi::{RunResult, ThpSettings};
-use workload::Workload;
+use std::collections::BTreeMap;
+
+use mm::madvise::{Madvise, ThpDisable as MmThpDisable};
+use mm::mmap::{prot_to_vm, MmapPlacement};
+use mm::vmstat::FallbackReason;
+use mm::{Access, BootParams, Errno, Kernel};
+use mm_types::{Order, PMD_ORDER};
+use uapi::counters::sysfs_orders;
+use uapi::result::RegionPlacement;
+use uapi::{CallResult, MthpStat, RunResult, ThpSettings, VmEvent};
+use workload::{Advice, OpKind, Placement, Prot, ThpDisable, TouchPlan, Workload, HEAP};
 
 /// The simulated machine.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MachineConfig {
     /// Physical memory in bytes (one zone). Default 24 GiB, this machine kind.
     pub mem_bytes: u64,
+    /// `vm.min_free_kbytes`: 67584 on this machine (raised by khugepaged at boot).
+    pub min_free_kbytes: u64,
     /// Top of the mmap area: placement searches top-down below it (`mm->mmap_base`).
     /// Default 0x7dff_fffc_5000: 4 KiB-aligned but not 64 KiB-aligned, as the address below a
     /// real process's libraries is, and free in the live executor.
@@ -22,11 +34,12 @@ pub struct MachineConfig {
 
 impl Default for MachineConfig {
     fn default() -> Self {
-        MachineConfig { mem_bytes: 24 << 30, mmap_base: 0x7dff_fffc_5000, brk_start: 0x5555_5557_9000 }
+        MachineConfig { mem_bytes: 24 << 30, min_free_kbytes: 67584, mmap_base: 0x7dff_fffc_5000, brk_start: 0x5555_5557_9000 }
     }
 }
 
-/// Why a simulation stopped early: the workload did something the kernel would kill it for.
+/// Why a simulation stopped early: the workload did something the kernel would kill it for,
+/// or that leaves it nothing to run on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{source_name}:{line}: {message}")]
 pub struct SimError {
@@ -35,8 +48,248 @@ pub struct SimError {
     pub message: String,
 }
 
+/// What the engine reports while it runs (the CLI draws progress from these).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimEvent {
+    /// Accesses done so far of the total the workload will make.
+    Progress { accesses_done: u64, accesses_total: u64 },
+}
+
+/// Knobs of one run that are not the machine's.
+#[derive(Default)]
+pub struct RunOptions<'a> {
+    /// Run `Kernel::check_invariants` after every operation (tests and torture).
+    pub check_invariants: bool,
+    /// Called with progress events.
+    pub on_event: Option<&'a mut dyn FnMut(SimEvent)>,
+}
+
 /// Run `workload` under `settings` on `machine`.
 pub fn run(workload: &Workload, settings: &ThpSettings, machine: &MachineConfig) -> Result<RunResult, SimError> {
-    let _ = (workload, settings, machine);
-    todo!("the model is being written")
+    run_with(workload, settings, machine, &mut RunOptions::default()).map(|(r, _)| r)
 }
+
+/// Run and also return the kernel at the end, for tests that look inside.
+pub fn run_with(
+    workload: &Workload,
+    settings: &ThpSettings,
+    machine: &MachineConfig,
+    opts: &mut RunOptions,
+) -> Result<(RunResult, Kernel), SimError> {
+    let params = BootParams {
+        mem_bytes: machine.mem_bytes,
+        min_free_kbytes: machine.min_free_kbytes,
+        mmap_base: machine.mmap_base,
+        brk_start: machine.brk_start,
+    };
+    let mut k = Kernel::boot(&params, settings);
+    let mut sim = Sim {
+        w: workload,
+        k: &mut k,
+        regions: vec![None; workload.regions.len()],
+        calls: Vec::new(),
+        done: 0,
+        total: workload.touched_pages(),
+    };
+    for op in &workload.ops {
+        sim.op(op, opts)?;
+        if opts.check_invariants {
+            sim.k.check_invariants().map_err(|m| sim.err(op.line, format!("model invariant broken: {m}")))?;
+        }
+    }
+    let regions = sim.regions.clone();
+    let calls = std::mem::take(&mut sim.calls);
+    let result = report(workload, settings, &k, &regions, calls);
+    Ok((result, k))
+}
+
+struct Sim<'a> {
+    w: &'a Workload,
+    k: &'a mut Kernel,
+    /// (start, len) of each region once mapped.
+    regions: Vec<Option<(u64, u64)>>,
+    calls: Vec<CallResult>,
+    done: u64,
+    total: u64,
+}
+
+impl Sim<'_> {
+    fn err(&self, line: usize, message: String) -> SimError {
+        SimError { source_name: self.w.source.clone(), line, message }
+    }
+
+    fn region(&self, line: usize, id: workload::RegionId) -> Result<(u64, u64), SimError> {
+        let name = &self.w.region(id).name;
+        self.regions[id.0 as usize]
+            .ok_or_else(|| self.err(line, format!("region '{name}' is used before it is mapped")))
+    }
+
+    fn call(&mut self, line: usize, call: String, r: Result<(), Errno>) {
+        let ret = match r {
+            Ok(()) => "0".into(),
+            Err(e) => e.name().into(),
+        };
+        self.calls.push(CallResult { line, call, ret });
+    }
+
+    fn op(&mut self, op: &workload::Op, opts: &mut RunOptions) -> Result<(), SimError> {
+        let line = op.line;
+        match &op.kind {
+            OpKind::Mmap { region, len, prot, placement } => {
+                let placement = match *placement {
+                    Placement::Kernel => MmapPlacement::Kernel,
+                    Placement::Aligned { align, offset } => MmapPlacement::Aligned { align, offset },
+                    Placement::Fixed(a) => MmapPlacement::FixedNoReplace(a),
+                };
+                let addr = self
+                    .k
+                    .do_mmap(*len, vm_prot(*prot), placement)
+                    .map_err(|e| self.err(line, format!("mmap of {len} bytes failed with {}", e.name())))?;
+                self.regions[region.0 as usize] = Some((addr, *len));
+                self.call(line, "mmap".into(), Ok(()));
+            }
+            OpKind::Munmap(range) => {
+                let (start, len) = self.region(line, range.region)?;
+                let mut ret = Ok(());
+                for (off, l) in range.pieces(len) {
+                    ret = ret.and(self.k.do_munmap(start + off, l));
+                }
+                self.call(line, "munmap".into(), ret);
+            }
+            OpKind::Mprotect(range, prot) => {
+                let (start, len) = self.region(line, range.region)?;
+                let mut ret = Ok(());
+                for (off, l) in range.pieces(len) {
+                    let r = self.k.do_mprotect(start + off, l, vm_prot(*prot));
+                    ret = ret.and(r);
+                }
+                self.call(line, format!("mprotect({prot})"), ret);
+            }
+            OpKind::Madvise(range, advice) => {
+                let (start, len) = self.region(line, range.region)?;
+                let adv = match advice {
+                    Advice::Hugepage => Madvise::Hugepage,
+                    Advice::Nohugepage => Madvise::Nohugepage,
+                    Advice::Dontneed => Madvise::Dontneed,
+                    Advice::Collapse => Madvise::Collapse,
+                };
+                let mut ret = Ok(());
+                for (off, l) in range.pieces(len) {
+                    let r = self.k.do_madvise(start + off, l, adv);
+                    ret = ret.and(r);
+                }
+                self.call(line, format!("madvise({})", advice.word()), ret);
+            }
+            OpKind::Brk { delta } => {
+                let cur = self.k.brk_value();
+                let want = cur.checked_add_signed(*delta).unwrap_or(0);
+                let got = self.k.sys_brk(want);
+                let heap = self.w.region_by_name(HEAP).expect("parser declares heap");
+                self.regions[heap.0 as usize] = Some((self.k.start_brk(), got - self.k.start_brk()));
+                self.calls.push(CallResult { line, call: "brk".into(), ret: format!("{got:#x}") });
+            }
+            OpKind::Prctl(form) => {
+                self.k.prctl_set_thp_disable(match form {
+                    ThpDisable::Completely => MmThpDisable::Completely,
+                    ThpDisable::ExceptAdvised => MmThpDisable::ExceptAdvised,
+                    ThpDisable::Clear => MmThpDisable::Clear,
+                });
+                self.call(line, "prctl(PR_SET_THP_DISABLE)".into(), Ok(()));
+            }
+            OpKind::Touch(t) => {
+                let (start, len) = self.region(line, t.range.region)?;
+                if t.range.offset + t.range.len > len {
+                    return Err(self.err(line, format!("touch runs past the end of the {len}-byte region")));
+                }
+                let plan = TouchPlan::new(t, start);
+                let n = plan.len();
+                for i in 0..n {
+                    let addr = plan.get(i);
+                    match self.k.access(addr, t.write) {
+                        Access::Hit | Access::Fault => {}
+                        Access::Segv => {
+                            let kind = if t.write { "write" } else { "read" };
+                            return Err(self.err(line, format!("{kind} at {addr:#x} would get SIGSEGV: no mapping there or it forbids a {kind}")));
+                        }
+                        Access::Oom => {
+                            return Err(self.err(line, format!("out of memory at {addr:#x}: the simulated machine has no free page left (raise --mem)")));
+                        }
+                    }
+                    if i & 0xffff == 0xffff {
+                        self.progress(opts, 0x10000);
+                    }
+                }
+                self.progress(opts, n & 0xffff);
+            }
+        }
+        Ok(())
+    }
+
+    fn progress(&mut self, opts: &mut RunOptions, n: u64) {
+        self.done += n;
+        if let Some(f) = opts.on_event.as_mut() {
+            f(SimEvent::Progress { accesses_done: self.done, accesses_total: self.total });
+        }
+    }
+}
+
+fn vm_prot(p: Prot) -> u32 {
+    prot_to_vm(p.read, p.write, p.exec)
+}
+
+/// Build the result the CLI prints.
+fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Option<(u64, u64)>], calls: Vec<CallResult>) -> RunResult {
+    let mut r = RunResult::new("sim", &workload.source);
+    r.settings = settings.knob_map();
+    for e in VmEvent::ALL {
+        r.vmstat.insert(e.name().to_string(), k.counters.vm(*e));
+    }
+    for order in sysfs_orders() {
+        let stats: BTreeMap<String, i64> = MthpStat::ALL
+            .iter()
+            .filter(|s| s.exists_for(order))
+            .map(|s| (s.name().to_string(), k.counters.mthp(order, *s)))
+            .collect();
+        r.mthp.insert(order.sysfs_dir(), stats);
+    }
+    let ranges: Vec<(u64, u64)> = regions.iter().flatten().map(|&(s, l)| (s, s + l)).collect();
+    let census = k.census(&ranges);
+    r.process.minflt = k.stats.minflt;
+    r.process.rss_bytes = census.rss_bytes;
+    r.process.anon_huge_bytes = census.anon_huge_bytes;
+    r.process.bloat_bytes = Some(census.bloat_bytes);
+    r.folios = census.census.folio_counts();
+    r.census = census.census;
+    for o in 0..=PMD_ORDER {
+        let row = &k.stats.fallbacks[o as usize];
+        let reasons: BTreeMap<String, u64> = FallbackReason::ALL
+            .iter()
+            .filter(|reason| row[**reason as usize] > 0)
+            .map(|reason| (reason.name().to_string(), row[*reason as usize]))
+            .collect();
+        if !reasons.is_empty() {
+            r.fallbacks.insert(Order(o).sysfs_dir(), reasons);
+        }
+    }
+    r.regions = workload
+        .regions
+        .iter()
+        .zip(regions)
+        .filter_map(|(decl, placed)| placed.map(|(start, len)| RegionPlacement { name: decl.name.clone(), start, len }))
+        .collect();
+    r.calls = calls;
+    let scans: BTreeMap<String, u64> = k.stats.scan_results.iter().map(|(s, n)| (s.name(), *n)).collect();
+    r.model = Some(serde_json::json!({
+        "scan_results": scans,
+        "nr_free_pages": k.zone().nr_free_pages(),
+        "buddyinfo": k.zone().buddyinfo(),
+        "pgtable_pages": k.stats.pgtable_pages,
+        "vmas": k.vmas().count(),
+        "deferred_split_queue": k.deferred_split_queue().len(),
+        "accesses_without_fault": k.stats.hits,
+    }));
+    r
+}
+
+#[cfg(test)]
+mod tests;

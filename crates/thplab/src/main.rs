@@ -1,1 +1,282 @@
-fn main() {}
+//! `thplab`: the Linux 6.18 THP subsystem, modelled and measured.
+//!
+//! This binary is a thin layer: it parses arguments, reads files, calls `sim` (and `live`), and
+//! prints. Every table and JSON document it prints comes from a `uapi::RunResult`.
+
+mod examples;
+mod print;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use uapi::ThpSettings;
+
+/// Exit codes (documented in README.md).
+pub mod exit {
+    pub const OK: u8 = 0;
+    /// Bad input: a workload, settings file or flag that does not parse.
+    pub const USAGE: u8 = 2;
+    /// The workload would be killed (SIGSEGV, OOM) or broke a model invariant.
+    pub const SIM_FAILED: u8 = 3;
+}
+
+#[derive(Parser)]
+#[command(name = "thplab", version, about = "A laboratory for the Linux 6.18 THP/mTHP subsystem: a faithful model, checked against the live kernel.")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a workload in the model and print the kernel's counters, the folio census and why
+    /// faults fell back.
+    Sim(SimArgs),
+    /// Print the resolved settings, one sysfs PATH=VALUE per line (readable back with --settings).
+    Settings(SettingsOnly),
+    /// Run the seed experiment (1 GiB written page by page) under 4 KiB only, 64 KiB mTHP and
+    /// PMD THP, side by side.
+    Demo(DemoArgs),
+    /// List the built-in example workloads, or print one.
+    Examples {
+        /// Print this example's text.
+        name: Option<String>,
+    },
+}
+
+/// Settings given on the command line; applied in order: --cmdline, --settings, --set.
+#[derive(Args, Clone, Default)]
+pub struct SettingsArgs {
+    /// Set a knob, as a path under /sys/kernel/mm/transparent_hugepage: `enabled=always`,
+    /// `hugepages-64kB/enabled=always`, `khugepaged/max_ptes_none=0`. Repeatable.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub set: Vec<String>,
+    /// A settings file: PATH=VALUE lines, or a `grep -r . /sys/kernel/mm/transparent_hugepage` dump.
+    #[arg(long = "settings", value_name = "FILE")]
+    pub settings_file: Vec<PathBuf>,
+    /// Kernel command-line options: `transparent_hugepage=always thp_anon=16K-64K:always`.
+    #[arg(long = "cmdline", value_name = "OPTIONS")]
+    pub cmdline: Option<String>,
+}
+
+impl SettingsArgs {
+    /// Boot defaults, then the command line, the files and the --set flags.
+    pub fn resolve(&self) -> Result<ThpSettings> {
+        let mut s = ThpSettings::default();
+        if let Some(c) = &self.cmdline {
+            s.apply_cmdline(c)?;
+        }
+        for f in &self.settings_file {
+            let text = std::fs::read_to_string(f).with_context(|| format!("cannot read settings file {}", f.display()))?;
+            s.apply_file(&f.display().to_string(), &text)?;
+        }
+        for a in &self.set {
+            s.apply_assignment(a).with_context(|| format!("--set {a}"))?;
+        }
+        Ok(s)
+    }
+}
+
+#[derive(Args)]
+struct SettingsOnly {
+    #[command(flatten)]
+    settings: SettingsArgs,
+    /// Print JSON (path → value).
+    #[arg(long)]
+    json: bool,
+    /// List every settable path with the values it accepts.
+    #[arg(long)]
+    list: bool,
+}
+
+/// The simulated machine.
+#[derive(Args, Clone)]
+pub struct MachineArgs {
+    /// Physical memory of the simulated machine (4K, 2M, 24G ...).
+    #[arg(long, default_value = "24G", value_name = "SIZE")]
+    pub mem: String,
+    /// Top of the simulated mmap area (hex), below which mappings are placed top-down.
+    #[arg(long, value_name = "ADDR")]
+    pub mmap_base: Option<String>,
+    /// Start of the simulated heap (hex).
+    #[arg(long, value_name = "ADDR")]
+    pub brk_start: Option<String>,
+}
+
+impl MachineArgs {
+    pub fn resolve(&self) -> Result<sim::MachineConfig> {
+        let mut m = sim::MachineConfig::default();
+        m.mem_bytes = mm_types::parse_size(&self.mem)
+            .filter(|b| *b >= 16 << 20)
+            .with_context(|| format!("--mem {}: give a size of at least 16M, such as 4G", self.mem))?;
+        if let Some(a) = &self.mmap_base {
+            m.mmap_base = parse_hex(a).with_context(|| format!("--mmap-base {a}: give a hex address such as 0x7dfffffc5000"))?;
+        }
+        if let Some(a) = &self.brk_start {
+            m.brk_start = parse_hex(a).with_context(|| format!("--brk-start {a}: give a hex address"))?;
+        }
+        Ok(m)
+    }
+}
+
+fn parse_hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.strip_prefix("0x")?, 16).ok().filter(|a| a % 4096 == 0)
+}
+
+#[derive(Args)]
+struct SimArgs {
+    /// A workload file (docs/workload-format.md), or the name of a built-in example
+    /// (`thplab examples` lists them).
+    workload: String,
+    #[command(flatten)]
+    settings: SettingsArgs,
+    #[command(flatten)]
+    machine: MachineArgs,
+    /// Print one JSON object (schema thplab-run/1, docs/results-schema.md).
+    #[arg(long)]
+    json: bool,
+    /// Check every model invariant after every operation (slower; for debugging the model).
+    #[arg(long)]
+    check: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct DemoArgs {
+    #[command(flatten)]
+    machine: MachineArgs,
+    /// Print the three results as one JSON array.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Read a workload from a path or a built-in example name.
+pub fn load_workload(arg: &str) -> Result<workload::Workload> {
+    let path = std::path::Path::new(arg);
+    let (name, text) = if path.exists() {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read workload {arg}"))?;
+        (arg.to_string(), text)
+    } else if let Some(text) = examples::get(arg) {
+        (format!("<builtin {arg}>"), text.to_string())
+    } else {
+        bail!("no workload file '{arg}' and no built-in example of that name; built-in examples: {}", examples::names().join(", "));
+    };
+    Ok(workload::parse(&name, &text)?)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Sim(a) => cmd_sim(a),
+        Cmd::Settings(a) => cmd_settings(a),
+        Cmd::Demo(a) => cmd_demo(a),
+        Cmd::Examples { name } => cmd_examples(name),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            // A closed pipe (thplab ... | head) is not an error.
+            if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) {
+                return ExitCode::from(exit::OK);
+            }
+            eprintln!("thplab: {e:#}");
+            let code = if e.chain().any(|c| c.downcast_ref::<sim::SimError>().is_some()) { exit::SIM_FAILED } else { exit::USAGE };
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn run_sim(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, check: bool, progress: bool) -> Result<uapi::RunResult> {
+    let mut bar = print::Progress::new(progress && w.touched_pages() > 4_000_000, &w.source);
+    let mut on_event = |e: sim::SimEvent| bar.event(e);
+    let mut opts = sim::RunOptions { check_invariants: check, on_event: Some(&mut on_event) };
+    let (r, _) = sim::run_with(w, s, m, &mut opts)?;
+    drop(opts);
+    bar.finish();
+    Ok(r)
+}
+
+fn cmd_sim(a: SimArgs) -> Result<u8> {
+    let settings = a.settings.resolve()?;
+    let machine = a.machine.resolve()?;
+    let w = load_workload(&a.workload)?;
+    let r = run_sim(&w, &settings, &machine, a.check, !a.quiet && !a.json)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &r)?;
+        writeln!(out)?;
+    } else {
+        print::result_table(&mut out, &r, &settings)?;
+    }
+    Ok(exit::OK)
+}
+
+fn cmd_settings(a: SettingsOnly) -> Result<u8> {
+    let mut out = std::io::stdout().lock();
+    if a.list {
+        for p in ThpSettings::valid_paths() {
+            writeln!(out, "{p}: {}", ThpSettings::valid_values(&p).unwrap_or_default())?;
+        }
+        return Ok(exit::OK);
+    }
+    let s = a.settings.resolve()?;
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &s.knob_map())?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{s}")?;
+    }
+    Ok(exit::OK)
+}
+
+/// The three settings of the README's main command.
+pub fn demo_settings() -> Vec<(&'static str, ThpSettings)> {
+    let mut four_k = ThpSettings::default();
+    four_k.apply_assignment("enabled=never").expect("valid");
+    let mut m64 = four_k.clone();
+    m64.apply_assignment("hugepages-64kB/enabled=always").expect("valid");
+    let mut pmd = ThpSettings::default();
+    pmd.apply_assignment("enabled=always").expect("valid");
+    vec![("4 KiB only", four_k), ("64 KiB mTHP", m64), ("PMD THP", pmd)]
+}
+
+fn cmd_demo(a: DemoArgs) -> Result<u8> {
+    let machine = a.machine.resolve()?;
+    let w = load_workload("seed-anon-1g")?;
+    let mut results = Vec::new();
+    for (label, s) in demo_settings() {
+        let r = run_sim(&w, &s, &machine, false, false)?;
+        results.push((label.to_string(), s.summary(), r));
+    }
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let v: Vec<_> = results.iter().map(|(l, _, r)| serde_json::json!({ "label": l, "result": r })).collect();
+        serde_json::to_writer_pretty(&mut out, &v)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "seed-anon-1g: 1 GiB of private anonymous memory written page by page (model of Linux 6.18)\n")?;
+        print::side_by_side(&mut out, &results)?;
+    }
+    Ok(exit::OK)
+}
+
+fn cmd_examples(name: Option<String>) -> Result<u8> {
+    let mut out = std::io::stdout().lock();
+    match name {
+        None => {
+            for n in examples::names() {
+                writeln!(out, "{n}")?;
+            }
+        }
+        Some(n) => match examples::get(&n) {
+            Some(t) => write!(out, "{t}")?,
+            None => bail!("no built-in example '{n}'; built-in examples: {}", examples::names().join(", ")),
+        },
+    }
+    Ok(exit::OK)
+}

@@ -13,5 +13,5 @@ pub mod result;
 pub mod settings;
 
 pub use counters::{Counters, MthpStat, VmEvent};
-pub use result::{Census, CensusEntry, ProcessStats, RunResult};
+pub use result::{CallResult, Census, CensusEntry, ProcessStats, RegionPlacement, RunResult};
 pub use settings::{SettingsError, ThpSettings};

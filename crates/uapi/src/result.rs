@@ -61,6 +61,17 @@ pub struct RegionPlacement {
     pub len: u64,
 }
 
+/// What one syscall of the workload returned.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallResult {
+    /// Line of the workload.
+    pub line: usize,
+    /// `madvise(collapse)`, `munmap`, `mprotect(r)`, `brk`, `prctl(thp_disable)`.
+    pub call: String,
+    /// `0`, or the errno name (`EINVAL`); for brk, the new break in hex.
+    pub ret: String,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
     pub schema: String,
@@ -81,6 +92,12 @@ pub struct RunResult {
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub fallbacks: BTreeMap<String, BTreeMap<String, u64>>,
     pub regions: Vec<RegionPlacement>,
+    /// The return of every non-touch operation, in order.
+    #[serde(default)]
+    pub calls: Vec<CallResult>,
+    /// Model only: scan results, buddy state, page-table pages.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub model: Option<serde_json::Value>,
     /// Live only: kernel release, runs, spread and noise.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub live: Option<serde_json::Value>,

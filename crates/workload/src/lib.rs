@@ -23,8 +23,6 @@ mod touch;
 pub use parse::parse;
 pub use touch::TouchPlan;
 
-use mm_types::PAGE_SIZE;
-
 /// The format version this parser reads.
 pub const FORMAT_VERSION: u32 = 1;
 
@@ -261,8 +259,4 @@ pub struct WorkloadError {
     pub source_name: String,
     pub line: usize,
     pub message: String,
-}
-
-pub(crate) fn pages_in(len: u64) -> u64 {
-    len.div_ceil(PAGE_SIZE)
 }

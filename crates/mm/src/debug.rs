@@ -1,0 +1,336 @@
+//! `CONFIG_DEBUG_VM` for the model: [`Kernel::check_invariants`] walks every structure and checks
+//! that they agree; and the census of mapped folios, in the form `uapi::Census` shares with the
+//! live harness.
+//!
+//! Kernel sources (6.18): `mm/debug.c`, `mm/debug_vm_pgtable.c` (what is checked, not how),
+//! `fs/proc/task_mmu.c` (`smaps` Rss / AnonHugePages), tools/mm/thpmaps (what a census counts).
+
+use std::collections::BTreeMap;
+
+use mm_types::{Order, Pfn, Vaddr, PAGE_SIZE, PMD_ORDER, PMD_SIZE, PUD_SIZE};
+use uapi::{Census, CensusEntry, MthpStat};
+
+use crate::page_alloc::pg;
+use crate::pgtable::{pte_pfn, Pmd, PTE_PRESENT, PTE_ZERO, NO_TABLE};
+use crate::Kernel;
+
+/// What one census walk found, plus bloat (model only).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CensusReport {
+    pub census: Census,
+    /// Bytes in the counted folios that are not mapped-and-touched.
+    pub bloat_bytes: u64,
+    /// Resident bytes (4 KiB per anon PTE, 2 MiB per anon PMD) in the ranges.
+    pub rss_bytes: u64,
+    /// PMD-mapped anon bytes (AnonHugePages) in the ranges.
+    pub anon_huge_bytes: u64,
+}
+
+struct FolioSeen {
+    order: u8,
+    pmd: bool,
+    mapped: u32,
+    touched: u32,
+}
+
+impl Kernel {
+    /// Visit every mapping in `[start, end)`: `f(va, Mapping)`.
+    fn walk_mappings(&self, start: u64, end: u64, mut f: impl FnMut(u64, Mapping)) {
+        let mut addr = start & !(PMD_SIZE - 1);
+        while addr < end {
+            let va = Vaddr(addr);
+            let Some(t) = self.pt.pmd_table_ro(va) else {
+                addr = (addr & !(PUD_SIZE - 1)) + PUD_SIZE;
+                continue;
+            };
+            match self.pt.pmd(t, va) {
+                Pmd::None => {}
+                Pmd::HugeZero => f(addr, Mapping::HugeZero),
+                Pmd::Huge { pfn, .. } => f(addr, Mapping::Pmd(pfn)),
+                Pmd::Table(idx) => {
+                    let ptes = self.pt.ptes(idx);
+                    let lo = if start > addr { ((start - addr) / PAGE_SIZE) as usize } else { 0 };
+                    let hi = if end < addr + PMD_SIZE { ((end - addr).div_ceil(PAGE_SIZE)) as usize } else { 512 };
+                    for (i, &e) in ptes.iter().enumerate().take(hi).skip(lo) {
+                        let a = addr + i as u64 * PAGE_SIZE;
+                        if e & PTE_ZERO != 0 {
+                            f(a, Mapping::ZeroPte);
+                        } else if e & PTE_PRESENT != 0 {
+                            f(a, Mapping::Pte(pte_pfn(e)));
+                        }
+                    }
+                }
+            }
+            addr += PMD_SIZE;
+        }
+    }
+
+    /// The census of folios mapped in `ranges` (address ranges; overlaps are counted once).
+    pub fn census(&self, ranges: &[(u64, u64)]) -> CensusReport {
+        let mut merged: Vec<(u64, u64)> = ranges.to_vec();
+        merged.sort();
+        let mut joined: Vec<(u64, u64)> = Vec::new();
+        for (s, e) in merged {
+            match joined.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => joined.push((s, e)),
+            }
+        }
+        let mut folios: BTreeMap<u32, FolioSeen> = BTreeMap::new();
+        let mut rep = CensusReport::default();
+        for (s, e) in joined {
+            self.walk_mappings(s, e, |_, m| match m {
+                Mapping::ZeroPte => rep.census.zero_page_ptes += 1,
+                Mapping::HugeZero => rep.census.huge_zero_pmds += 1,
+                Mapping::Pmd(pfn) => {
+                    let touched = (0..512u32).filter(|i| self.page(pfn.add(*i)).flags & pg::TOUCHED != 0).count();
+                    folios.insert(pfn.0, FolioSeen { order: PMD_ORDER, pmd: true, mapped: 512, touched: touched as u32 });
+                    rep.rss_bytes += PMD_SIZE;
+                    rep.anon_huge_bytes += PMD_SIZE;
+                }
+                Mapping::Pte(pfn) => {
+                    let head = self.folio_head(pfn);
+                    let order = self.page(head).order;
+                    let entry = folios.entry(head.0).or_insert(FolioSeen { order, pmd: false, mapped: 0, touched: 0 });
+                    entry.mapped += 1;
+                    if self.page(pfn).flags & pg::TOUCHED != 0 {
+                        entry.touched += 1;
+                    }
+                    rep.rss_bytes += PAGE_SIZE;
+                }
+            });
+        }
+        for f in folios.values() {
+            let label = Order(f.order).label();
+            let c = rep.census.sizes.entry(label).or_insert_with(CensusEntry::default);
+            c.folios += 1;
+            if f.pmd {
+                c.pmd_mapped += 1;
+            } else {
+                c.pte_mapped += 1;
+                if f.mapped < 1 << f.order {
+                    c.partially_mapped += 1;
+                }
+            }
+            rep.bloat_bytes += ((1u64 << f.order) - f.touched as u64) * PAGE_SIZE;
+        }
+        rep
+    }
+
+    fn page(&self, pfn: Pfn) -> &crate::page_alloc::Page {
+        &self.zone.mem_map[pfn.idx()]
+    }
+
+    /// Check that every structure agrees with every other. Returns the first disagreement.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.check_frames()?;
+        self.check_vmas()?;
+        self.check_mappings()
+    }
+
+    /// Every frame is free in exactly one buddy block, or part of exactly one allocation.
+    fn check_frames(&self) -> Result<(), String> {
+        let n = self.zone.nr_pages() as usize;
+        let mut owner = vec![0u8; n];
+        let mut free = 0u64;
+        for (pfn, order) in self.zone.free_blocks() {
+            let size = 1usize << order;
+            if pfn as usize % size != 0 {
+                return Err(format!("free block pfn {pfn:#x} order {order} is not aligned"));
+            }
+            for o in &mut owner[pfn as usize..pfn as usize + size] {
+                if *o != 0 {
+                    return Err(format!("frame in free block {pfn:#x}/{order} is owned twice"));
+                }
+                *o = 1;
+            }
+            free += size as u64;
+        }
+        if free != self.zone.nr_free_pages() {
+            return Err(format!("free lists hold {free} pages, nr_free says {}", self.zone.nr_free_pages()));
+        }
+        let mut pfn = 0usize;
+        while pfn < n {
+            let p = self.zone.mem_map[pfn];
+            if p.flags & pg::HEAD == 0 {
+                pfn += 1;
+                continue;
+            }
+            let size = 1usize << p.order;
+            if pfn % size != 0 || pfn + size > n {
+                return Err(format!("folio at pfn {pfn:#x} of order {} is misaligned", p.order));
+            }
+            for (i, o) in owner[pfn..pfn + size].iter_mut().enumerate() {
+                if *o != 0 {
+                    return Err(format!("frame {:#x} of folio {pfn:#x} is also free or in another folio", pfn + i));
+                }
+                *o = 2;
+                let t = self.zone.mem_map[pfn + i];
+                if i > 0 && (t.flags & pg::TAIL == 0 || t.order != p.order) {
+                    return Err(format!("tail {:#x} of folio {pfn:#x} is not marked as its tail", pfn + i));
+                }
+            }
+            pfn += size;
+        }
+        if let Some(i) = owner.iter().position(|&o| o == 0) {
+            return Err(format!("frame {i:#x} is neither free nor allocated"));
+        }
+        Ok(())
+    }
+
+    fn check_vmas(&self) -> Result<(), String> {
+        let mut prev_end = 0;
+        for v in self.vmas.iter() {
+            if v.start % PAGE_SIZE != 0 || v.end % PAGE_SIZE != 0 || v.start >= v.end {
+                return Err(format!("VMA {:#x}-{:#x} is malformed", v.start, v.end));
+            }
+            if v.start < prev_end {
+                return Err(format!("VMA {:#x}-{:#x} overlaps its predecessor", v.start, v.end));
+            }
+            prev_end = v.end;
+        }
+        Ok(())
+    }
+
+    /// Page tables agree with mapcounts, RSS and the per-size gauges.
+    fn check_mappings(&self) -> Result<(), String> {
+        let n = self.zone.nr_pages() as usize;
+        let mut pte_maps = vec![0i32; n];
+        let mut pmd_maps: BTreeMap<u32, i32> = BTreeMap::new();
+        let mut rss = 0u64;
+        let mut tables = 0u64;
+        for (key, t) in self.pt.puds() {
+            tables += 1;
+            let base = key << mm_types::PUD_SHIFT;
+            for slot in 0..512u64 {
+                let addr = base + slot * PMD_SIZE;
+                let va = Vaddr(addr);
+                let pmd = self.pt.pmd(t, va);
+                if !matches!(pmd, Pmd::None) {
+                    if self.vmas.intersecting(addr, addr + PMD_SIZE).is_empty() {
+                        return Err(format!("page table at {addr:#x} outside every VMA"));
+                    }
+                }
+                match pmd {
+                    Pmd::None => {}
+                    Pmd::Table(idx) => {
+                        tables += 1;
+                        for (i, &e) in self.pt.ptes(idx).iter().enumerate() {
+                            if e & PTE_PRESENT == 0 || e & PTE_ZERO != 0 {
+                                continue;
+                            }
+                            let a = addr + i as u64 * PAGE_SIZE;
+                            if self.vmas.find(a).is_none() {
+                                return Err(format!("PTE at {a:#x} outside every VMA"));
+                            }
+                            let pfn = pte_pfn(e);
+                            let head = self.folio_head(pfn);
+                            let hp = self.zone.mem_map[head.idx()];
+                            if hp.flags & pg::ANON == 0 {
+                                return Err(format!("PTE at {a:#x} maps non-anon pfn {pfn:?}"));
+                            }
+                            let nr = 1u64 << hp.order;
+                            if ((a / PAGE_SIZE).wrapping_sub((pfn.0 - head.0) as u64)) % nr != 0 {
+                                return Err(format!("PTE at {a:#x} maps page {} of a folio at the wrong offset", pfn.0 - head.0));
+                            }
+                            pte_maps[pfn.idx()] += 1;
+                            rss += 1;
+                        }
+                    }
+                    Pmd::Huge { .. } | Pmd::HugeZero if self.pt.deposited(t, slot as usize) == NO_TABLE => {
+                        return Err(format!("huge PMD at {addr:#x} has no deposited page table"));
+                    }
+                    Pmd::Huge { pfn, .. } => {
+                        tables += 1;
+                        let v = self.vmas.find(addr);
+                        if v.is_none_or(|v| v.start > addr || v.end < addr + PMD_SIZE) {
+                            return Err(format!("huge PMD at {addr:#x} is not inside one VMA"));
+                        }
+                        if !pfn.is_aligned(Order::PMD) || self.page(pfn).order != PMD_ORDER {
+                            return Err(format!("huge PMD at {addr:#x} maps {pfn:?}, not a 2 MiB folio"));
+                        }
+                        *pmd_maps.entry(pfn.0).or_insert(0) += 1;
+                        rss += 512;
+                    }
+                    Pmd::HugeZero => {
+                        tables += 1;
+                        if self.huge_zero.is_none() || !self.mm_flags.huge_zero_folio {
+                            return Err("huge zero PMD without MMF_HUGE_ZERO_FOLIO".into());
+                        }
+                    }
+                }
+            }
+        }
+        if rss != self.stats.anon_rss_pages {
+            return Err(format!("page tables map {rss} anon pages, MM_ANONPAGES says {}", self.stats.anon_rss_pages));
+        }
+        if tables != self.stats.pgtable_pages {
+            return Err(format!("{tables} page tables exist, {} page-table pages are allocated", self.stats.pgtable_pages));
+        }
+        let mut nr_anon = [0i64; PMD_ORDER as usize + 1];
+        let mut partially = [0i64; PMD_ORDER as usize + 1];
+        let mut pfn = 0usize;
+        while pfn < n {
+            let p = self.zone.mem_map[pfn];
+            if p.flags & pg::HEAD == 0 {
+                pfn += 1;
+                continue;
+            }
+            let nr = 1usize << p.order;
+            if p.flags & pg::ANON != 0 {
+                let mut mapped = 0u32;
+                for i in 0..nr {
+                    let want = pte_maps[pfn + i];
+                    let got = self.zone.mem_map[pfn + i].mapcount;
+                    if want != got {
+                        return Err(format!("page {:#x}: {want} PTEs map it, mapcount says {got}", pfn + i));
+                    }
+                    mapped += (got > 0) as u32;
+                }
+                if mapped != p.b {
+                    return Err(format!("folio {pfn:#x}: {mapped} pages mapped, nr_pages_mapped says {}", p.b));
+                }
+                let entire = pmd_maps.get(&(pfn as u32)).copied().unwrap_or(0);
+                if entire != p.a as i32 {
+                    return Err(format!("folio {pfn:#x}: {entire} PMDs map it, entire_mapcount says {}", p.a));
+                }
+                if entire == 0 && mapped == 0 {
+                    return Err(format!("folio {pfn:#x} is allocated but mapped nowhere (leaked)"));
+                }
+                if p.flags & pg::NR_ANON != 0 {
+                    nr_anon[p.order as usize] += 1;
+                }
+                if p.flags & pg::PARTIALLY_MAPPED != 0 {
+                    partially[p.order as usize] += 1;
+                    if p.flags & pg::DEFERRED == 0 || !self.deferred.contains(&Pfn(pfn as u32)) {
+                        return Err(format!("partially mapped folio {pfn:#x} is not on the deferred split queue"));
+                    }
+                }
+            }
+            pfn += nr;
+        }
+        for o in 1..=PMD_ORDER {
+            let ord = Order(o);
+            if self.counters.mthp(ord, MthpStat::NrAnon) != nr_anon[o as usize] {
+                return Err(format!(
+                    "{} nr_anon is {}, {} such folios exist",
+                    ord.sysfs_dir(),
+                    self.counters.mthp(ord, MthpStat::NrAnon),
+                    nr_anon[o as usize]
+                ));
+            }
+            if self.counters.mthp(ord, MthpStat::NrAnonPartiallyMapped) != partially[o as usize] {
+                return Err(format!("{} nr_anon_partially_mapped disagrees with the folios", ord.sysfs_dir()));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Mapping {
+    Pte(Pfn),
+    ZeroPte,
+    Pmd(Pfn),
+    HugeZero,
+}

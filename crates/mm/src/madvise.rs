@@ -1,0 +1,194 @@
+//! madvise, mprotect and prctl(PR_SET_THP_DISABLE).
+//!
+//! Kernel sources (6.18): `mm/madvise.c` (`madvise_walk_vmas`, `madvise_update_vma`,
+//! `madvise_dontneed_free`), `mm/khugepaged.c: hugepage_madvise`, `mm/mprotect.c`
+//! (`do_mprotect_pkey`, `mprotect_fixup`, `change_pte_range`, `can_change_pte_writable`),
+//! `mm/huge_memory.c: change_huge_pmd`, `kernel/sys.c: prctl_set_thp_disable`.
+
+use mm_types::{Order, Vaddr, PAGE_SIZE, PMD_SIZE, PUD_SHIFT};
+
+use crate::pgtable::{Pmd, PTE_PRESENT, PTE_WRITE, PTE_ZERO};
+use crate::vma::{vm, Vma};
+use crate::{Errno, Kernel};
+
+/// The advice values the model implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Madvise {
+    Hugepage,
+    Nohugepage,
+    Dontneed,
+    Collapse,
+}
+
+/// `prctl(PR_SET_THP_DISABLE, ...)` forms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThpDisable {
+    Completely,
+    ExceptAdvised,
+    Clear,
+}
+
+impl Kernel {
+    fn checked_range(start: u64, len: u64) -> Result<u64, Errno> {
+        if start % PAGE_SIZE != 0 {
+            return Err(Errno::EINVAL);
+        }
+        start.checked_add(len.div_ceil(PAGE_SIZE) * PAGE_SIZE).ok_or(Errno::EINVAL)
+    }
+
+    /// Apply `f` to the flags of every VMA piece in `[start, end)`, splitting and merging as
+    /// `vma_modify_flags` does. Returns ENOMEM if part of the range is unmapped (the mapped
+    /// parts are still changed, as madvise does).
+    fn modify_flags(&mut self, start: u64, end: u64, f: impl Fn(u32) -> u32, stop_at_hole: bool) -> Result<(), Errno> {
+        let mut hole = self.vmas.intersecting(start, end).first().is_none_or(|v| v.start > start);
+        let mut cursor = start;
+        for v in self.vmas.intersecting(start, end) {
+            if v.start > cursor {
+                hole = true;
+                if stop_at_hole {
+                    break;
+                }
+            }
+            cursor = v.end;
+            let (s, e) = (v.start.max(start), v.end.min(end));
+            let new_flags = f(v.flags);
+            if new_flags == v.flags {
+                continue;
+            }
+            self.split_vmas_at(s, e);
+            let mut piece = self.vmas.find(s).expect("piece after split");
+            piece.flags = new_flags;
+            self.vmas.update(piece);
+            self.change_protection(&piece);
+            self.vmas.try_merge(piece.start);
+        }
+        if cursor < end {
+            hole = true;
+        }
+        self.vma_cache = None;
+        if hole {
+            Err(Errno::ENOMEM)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `change_protection` for a VMA whose VM_WRITE may have changed: PTEs of anon pages follow
+    /// VM_WRITE (`can_change_pte_writable`: exclusive anon pages get write back at once); the
+    /// zero page stays read-only. Whole huge PMDs change in place (`change_huge_pmd`).
+    fn change_protection(&mut self, vma: &Vma) {
+        let write = vma.flags & vm::WRITE != 0;
+        let mut addr = vma.start;
+        while addr < vma.end {
+            let va = Vaddr(addr);
+            let next = (va.align_down(Order::PMD).0 + PMD_SIZE).min(vma.end);
+            let Some(t) = self.pt.pmd_table(va) else {
+                addr = ((addr >> PUD_SHIFT) + 1) << PUD_SHIFT;
+                continue;
+            };
+            match self.pt.pmd(t, va) {
+                Pmd::Huge { pfn, young, dirty, .. } => self.pt.set_pmd(t, va, Pmd::Huge { pfn, young, dirty, write }),
+                Pmd::Table(idx) => {
+                    let first = va.pte_index();
+                    let last = first + ((next - addr) / PAGE_SIZE) as usize;
+                    for e in &mut self.pt.ptes_mut(idx)[first..last] {
+                        if *e & PTE_PRESENT != 0 && *e & PTE_ZERO == 0 {
+                            *e = if write { *e | PTE_WRITE } else { *e & !PTE_WRITE };
+                        }
+                    }
+                }
+                Pmd::None | Pmd::HugeZero => {}
+            }
+            addr = next;
+        }
+    }
+
+    /// `mprotect(start, len, prot)`.
+    pub fn do_mprotect(&mut self, start: u64, len: u64, prot_flags: u32) -> Result<(), Errno> {
+        let end = Self::checked_range(start, len)?;
+        if end == start {
+            return Ok(());
+        }
+        if self.vmas.find(start).is_none() {
+            return Err(Errno::ENOMEM);
+        }
+        self.modify_flags(start, end, |f| (f & !vm::ACCESS) | prot_flags, true)
+    }
+
+    /// `madvise(start, len, advice)`.
+    pub fn do_madvise(&mut self, start: u64, len: u64, advice: Madvise) -> Result<(), Errno> {
+        let end = Self::checked_range(start, len)?;
+        if end == start {
+            return Ok(());
+        }
+        match advice {
+            Madvise::Hugepage => self.modify_flags(start, end, |f| (f & !vm::NOHUGEPAGE) | vm::HUGEPAGE, false),
+            Madvise::Nohugepage => self.modify_flags(start, end, |f| (f & !vm::HUGEPAGE) | vm::NOHUGEPAGE, false),
+            Madvise::Dontneed => {
+                let vmas = self.vmas.intersecting(start, end);
+                for v in &vmas {
+                    self.zap_range(v.start.max(start), v.end.min(end));
+                }
+                if Self::covers(&vmas, start, end) {
+                    Ok(())
+                } else {
+                    Err(Errno::ENOMEM)
+                }
+            }
+            Madvise::Collapse => {
+                let vmas = self.vmas.intersecting(start, end);
+                for v in &vmas {
+                    // The VMA may have changed (anon_vma) since the list was taken.
+                    let cur = self.vmas.find(v.start).unwrap_or(*v);
+                    self.madvise_collapse(&cur, v.start.max(start), v.end.min(end))?;
+                }
+                if Self::covers(&vmas, start, end) {
+                    Ok(())
+                } else {
+                    Err(Errno::ENOMEM)
+                }
+            }
+        }
+    }
+
+    fn covers(vmas: &[Vma], start: u64, end: u64) -> bool {
+        let mut cursor = start;
+        for v in vmas {
+            if v.start > cursor {
+                return false;
+            }
+            cursor = v.end;
+        }
+        cursor >= end
+    }
+
+    /// `prctl(PR_SET_THP_DISABLE, ...)`.
+    pub fn prctl_set_thp_disable(&mut self, form: ThpDisable) {
+        let f = &mut self.mm_flags;
+        match form {
+            ThpDisable::Completely => {
+                f.disable_thp_completely = true;
+                f.disable_thp_except_advised = false;
+            }
+            ThpDisable::ExceptAdvised => {
+                f.disable_thp_completely = false;
+                f.disable_thp_except_advised = true;
+            }
+            ThpDisable::Clear => {
+                f.disable_thp_completely = false;
+                f.disable_thp_except_advised = false;
+            }
+        }
+    }
+
+    /// `prctl(PR_GET_THP_DISABLE)`: 1 completely, 3 except advised, else 0.
+    pub fn prctl_get_thp_disable(&self) -> u32 {
+        if self.mm_flags.disable_thp_completely {
+            1
+        } else if self.mm_flags.disable_thp_except_advised {
+            3
+        } else {
+            0
+        }
+    }
+}

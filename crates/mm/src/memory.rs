@@ -1,0 +1,487 @@
+//! The fault path at PTE level, folio allocation and rmap accounting, and zapping.
+//!
+//! Kernel sources (6.18): `mm/memory.c` (`handle_mm_fault`, `__handle_mm_fault`,
+//! `handle_pte_fault`, `do_anonymous_page`, `alloc_anon_folio`, `pte_range_none`, `do_wp_page`,
+//! `wp_page_copy`, `wp_can_reuse_anon_folio`, `zap_pte_range`, `zap_huge_pmd`,
+//! `free_pgd_range`), `mm/rmap.c` (`folio_add_new_anon_rmap`, `__folio_remove_rmap`),
+//! `mm/page_alloc.c` (`__free_pages_prepare`), `arch/x86/mm/fault.c: access_error`.
+
+use mm_types::{Order, Orders, Pfn, Vaddr, PMD_ORDER, PMD_SIZE, PUD_SHIFT, PUD_SIZE};
+use uapi::MthpStat;
+
+use crate::huge_memory::{thp_vma_suitable_order, thp_vma_suitable_orders, HugeFault, TvaType};
+use crate::page_alloc::pg;
+use crate::pgtable::{mk_pte, pte_pfn, Pmd, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, PTE_YOUNG, PTE_ZERO, ZERO_PTE};
+use crate::vma::{vm, Vma};
+use crate::vmstat::FallbackReason;
+use crate::{Access, Kernel};
+
+/// What the PTE-level path decided, for fallback attribution.
+struct PteFaultInfo {
+    chosen: Order,
+    write: bool,
+    wp_zero: bool,
+    range_not_none: Orders,
+    alloc_failed: Orders,
+}
+
+impl Kernel {
+    // ---------------------------------------------------------------- folios and rmap
+
+    /// Set up `mem_map` for a freshly allocated block (`prep_new_page`, `prep_compound_page`).
+    pub(crate) fn prep_folio(&mut self, pfn: Pfn, order: Order, extra: u16) {
+        let n = order.nr_pages() as usize;
+        let pages = &mut self.zone.mem_map[pfn.idx()..pfn.idx() + n];
+        pages[0].flags = pg::HEAD | extra;
+        pages[0].order = order.0;
+        for p in &mut pages[1..] {
+            p.flags = pg::TAIL;
+            p.order = order.0;
+        }
+    }
+
+    /// Allocate a folio of `order` (anon if `anon`).
+    pub(crate) fn alloc_folio(&mut self, order: Order, anon: bool) -> Option<Pfn> {
+        let pfn = self.zone.alloc_pages(order)?;
+        self.prep_folio(pfn, order, if anon { pg::ANON } else { 0 });
+        Some(pfn)
+    }
+
+    /// `folio_add_new_anon_rmap`: a large anon folio counts in `nr_anon` from its first map.
+    pub(crate) fn folio_add_new_anon_rmap(&mut self, folio: Pfn) {
+        let order = self.order_of_head(folio);
+        if order.0 > 0 {
+            self.counters.mod_mthp(order, MthpStat::NrAnon, 1);
+            self.zone.mem_map[folio.idx()].flags |= pg::NR_ANON;
+        }
+    }
+
+    /// Free a folio whose last mapping went away (`folio_put` → `__free_pages_prepare`).
+    pub(crate) fn free_folio(&mut self, folio: Pfn) {
+        let order = self.order_of_head(folio);
+        let flags = self.zone.mem_map[folio.idx()].flags;
+        if order.0 > 0 {
+            self.unqueue_deferred_split(folio);
+            // A folio that never got its first rmap was never counted in nr_anon.
+            if flags & pg::NR_ANON != 0 {
+                self.counters.mod_mthp(order, MthpStat::NrAnon, -1);
+            }
+        }
+        self.zone.free_pages(folio, order);
+    }
+
+    /// Add PTE mappings of `nr` pages starting at `page` (`folio_add_anon_rmap_ptes`).
+    fn rmap_add_ptes(&mut self, head: Pfn, page: Pfn, nr: u32) {
+        let mut newly = 0;
+        for p in &mut self.zone.mem_map[page.idx()..page.idx() + nr as usize] {
+            p.mapcount += 1;
+            if p.mapcount == 1 {
+                newly += 1;
+            }
+        }
+        self.zone.mem_map[head.idx()].b += newly;
+    }
+
+    /// `__folio_remove_rmap` at PTE level for `nr` pages of one folio, unmapped in one batch.
+    /// Frees the folio when nothing maps it any more; queues a partially mapped one.
+    pub(crate) fn folio_remove_rmap_ptes(&mut self, head: Pfn, page: Pfn, nr: u32) {
+        let mut last = 0;
+        for p in &mut self.zone.mem_map[page.idx()..page.idx() + nr as usize] {
+            p.mapcount -= 1;
+            if p.mapcount == 0 {
+                last += 1;
+                p.flags &= !pg::TOUCHED;
+            }
+        }
+        let h = &mut self.zone.mem_map[head.idx()];
+        h.b -= last;
+        let (entire, mapped, flags) = (h.a, h.b, h.flags);
+        let large = h.order > 0;
+        if entire == 0 && mapped == 0 {
+            self.free_folio(head);
+            return;
+        }
+        let partially_mapped = large && last > 0 && entire == 0 && mapped > 0;
+        if partially_mapped && flags & pg::ANON != 0 && flags & pg::PARTIALLY_MAPPED == 0 {
+            self.deferred_split_folio(head, true);
+        }
+    }
+
+    /// Head of the folio containing `pfn`.
+    #[inline]
+    pub(crate) fn folio_head(&self, pfn: Pfn) -> Pfn {
+        let order = self.zone.mem_map[pfn.idx()].order;
+        Pfn(pfn.0 & !((1u32 << order) - 1))
+    }
+
+    #[inline]
+    pub(crate) fn touch_page(&mut self, pfn: Pfn) {
+        self.zone.mem_map[pfn.idx()].flags |= pg::TOUCHED;
+    }
+
+    /// A page-table page (`pte_alloc_one`, `pmd_alloc_one`).
+    pub(crate) fn alloc_pgtable(&mut self) -> Option<u32> {
+        let frame = self.alloc_pgtable_frame()?;
+        Some(self.pt.new_pte_table(frame))
+    }
+
+    pub(crate) fn alloc_pgtable_frame(&mut self) -> Option<Pfn> {
+        let frame = self.zone.alloc_pages(Order::BASE)?;
+        self.prep_folio(frame, Order::BASE, pg::PGTABLE);
+        self.stats.pgtable_pages += 1;
+        Some(frame)
+    }
+
+    pub(crate) fn free_pgtable(&mut self, table: u32) {
+        let frame = self.pt.free_pte_table(table);
+        self.free_pgtable_frame(frame);
+    }
+
+    fn free_pgtable_frame(&mut self, frame: Pfn) {
+        self.stats.pgtable_pages -= 1;
+        self.zone.free_pages(frame, Order::BASE);
+    }
+
+    // ---------------------------------------------------------------- the access path
+
+    /// One user access at `addr`: a hit, or `handle_mm_fault`.
+    #[inline]
+    pub fn access(&mut self, addr: u64, write: bool) -> Access {
+        let vma = match self.vma_cache {
+            Some(v) if v.contains(addr) => v,
+            _ => match self.vmas.find(addr) {
+                Some(v) => {
+                    self.vma_cache = Some(v);
+                    v
+                }
+                None => return Access::Segv,
+            },
+        };
+        // access_error(): writes need VM_WRITE, reads any of read/write/exec.
+        if (write && vma.flags & vm::WRITE == 0) || vma.flags & vm::ACCESS == 0 {
+            return Access::Segv;
+        }
+        let va = Vaddr(addr);
+        if let Some(t) = self.pt.pmd_table(va) {
+            match self.pt.pmd(t, va) {
+                Pmd::Table(idx) => {
+                    let pte = &mut self.pt.ptes_mut(idx)[va.pte_index()];
+                    let e = *pte;
+                    if e & PTE_PRESENT != 0 && (!write || e & PTE_WRITE != 0) {
+                        *pte = e | PTE_YOUNG | if write { PTE_DIRTY } else { 0 };
+                        if e & PTE_ZERO == 0 {
+                            self.touch_page(pte_pfn(e));
+                        }
+                        self.stats.hits += 1;
+                        return Access::Hit;
+                    }
+                }
+                Pmd::Huge { pfn, write: w, .. } if !write || w => {
+                    self.touch_page(pfn.add(va.pte_index() as u32));
+                    self.stats.hits += 1;
+                    return Access::Hit;
+                }
+                Pmd::HugeZero if !write => {
+                    self.stats.hits += 1;
+                    return Access::Hit;
+                }
+                _ => {}
+            }
+        }
+        self.stats.minflt += 1;
+        self.handle_mm_fault(vma, va, write)
+    }
+
+    /// `__handle_mm_fault` for an anonymous private VMA.
+    fn handle_mm_fault(&mut self, mut vma: Vma, va: Vaddr, write: bool) -> Access {
+        let t = match self.pt.pmd_table(va) {
+            Some(t) => t,
+            None => {
+                let Some(frame) = self.alloc_pgtable_frame() else { return Access::Oom };
+                self.pt.install_pmd_table(va, frame)
+            }
+        };
+        let mut pmd_reason = None;
+        match self.pt.pmd(t, va) {
+            Pmd::None => {
+                if self.thp_vma_allowable_orders(&vma, TvaType::PageFault, Orders::single(Order::PMD)).is_empty() {
+                    pmd_reason = Some(None);
+                } else {
+                    match self.do_huge_pmd_anonymous_page(&mut vma, va, write, t) {
+                        HugeFault::Done => return Access::Fault,
+                        HugeFault::Oom => return Access::Oom,
+                        HugeFault::Fallback(r) => pmd_reason = Some(Some(r)),
+                    }
+                }
+            }
+            Pmd::Huge { .. } | Pmd::HugeZero => {
+                // Only a write to a write-protected huge PMD faults here.
+                match self.do_huge_pmd_wp_page(&vma, va, t) {
+                    HugeFault::Done => return Access::Fault,
+                    HugeFault::Oom => return Access::Oom,
+                    HugeFault::Fallback(r) => pmd_reason = Some(Some(r)),
+                }
+            }
+            Pmd::Table(_) => {}
+        }
+        self.handle_pte_fault(vma, va, write, t, pmd_reason)
+    }
+
+    /// `handle_pte_fault` → `do_anonymous_page` / `do_wp_page`.
+    fn handle_pte_fault(&mut self, mut vma: Vma, va: Vaddr, write: bool, t: u32, pmd_reason: Option<Option<FallbackReason>>) -> Access {
+        let idx = match self.pt.pmd(t, va) {
+            Pmd::Table(i) => i,
+            Pmd::None => {
+                let Some(i) = self.alloc_pgtable() else { return Access::Oom };
+                self.pt.set_pmd(t, va, Pmd::Table(i));
+                i
+            }
+            _ => unreachable!("huge PMD after fallback"),
+        };
+        let e = self.pt.ptes(idx)[va.pte_index()];
+        let mut info = PteFaultInfo { chosen: Order::BASE, write, wp_zero: false, range_not_none: Orders::NONE, alloc_failed: Orders::NONE };
+        let result = if e == 0 {
+            self.do_anonymous_page(&mut vma, va, write, idx, &mut info)
+        } else if write && e & PTE_WRITE == 0 {
+            if e & PTE_ZERO != 0 {
+                info.wp_zero = true;
+                self.wp_page_copy(&mut vma, va, idx)
+            } else {
+                // wp_can_reuse_anon_folio: the only mapper reuses the page.
+                self.pt.ptes_mut(idx)[va.pte_index()] = e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG;
+                self.touch_page(pte_pfn(e));
+                Access::Fault
+            }
+        } else {
+            // Spurious: already mapped as needed.
+            Access::Fault
+        };
+        if result == Access::Fault {
+            self.attribute_fallbacks(&vma, va, &info, pmd_reason);
+        }
+        result
+    }
+
+    /// `do_anonymous_page`.
+    fn do_anonymous_page(&mut self, vma: &mut Vma, va: Vaddr, write: bool, idx: u32, info: &mut PteFaultInfo) -> Access {
+        if !write {
+            self.pt.ptes_mut(idx)[va.pte_index()] = ZERO_PTE | PTE_YOUNG;
+            return Access::Fault;
+        }
+        self.anon_vma_prepare(vma);
+        let Some(folio) = self.alloc_anon_folio(vma, va, idx, info) else { return Access::Oom };
+        let order = self.order_of_head(folio);
+        let nr = order.nr_pages();
+        let base = va.align_down(order);
+        let bits = if vma.flags & vm::WRITE != 0 { PTE_WRITE | PTE_DIRTY } else { 0 };
+        let first = base.pte_index();
+        let ptes = self.pt.ptes_mut(idx);
+        for i in 0..nr as usize {
+            ptes[first + i] = mk_pte(folio.add(i as u32), bits);
+        }
+        ptes[va.pte_index()] |= PTE_YOUNG;
+        self.stats.anon_rss_pages += nr as u64;
+        if order.0 > 0 {
+            self.counters.count_mthp(order, MthpStat::AnonFaultAlloc);
+        }
+        self.folio_add_new_anon_rmap(folio);
+        self.rmap_add_ptes(folio, folio, nr);
+        self.touch_page(folio.add((va.pte_index() - first) as u32));
+        info.chosen = order;
+        Access::Fault
+    }
+
+    /// `alloc_anon_folio`: the highest allowed, suitable order whose aligned PTE range is all
+    /// none; on allocation failure the next order down; finally order 0.
+    fn alloc_anon_folio(&mut self, vma: &Vma, va: Vaddr, idx: u32, info: &mut PteFaultInfo) -> Option<Pfn> {
+        let mut orders = self.thp_vma_allowable_orders(vma, TvaType::PageFault, Orders::below(Order::PMD));
+        orders = thp_vma_suitable_orders(vma, va.0, orders);
+        if !orders.is_empty() {
+            let ptes = self.pt.ptes(idx);
+            let mut order = orders.highest();
+            while let Some(o) = order {
+                let first = va.align_down(o).pte_index();
+                if ptes[first..first + o.nr_pages() as usize].iter().all(|&e| e == 0) {
+                    break;
+                }
+                info.range_not_none = info.range_not_none.with(o);
+                order = orders.next_below(o);
+            }
+            while let Some(o) = order {
+                if let Some(f) = self.alloc_folio(o, true) {
+                    return Some(f);
+                }
+                self.counters.count_mthp(o, MthpStat::AnonFaultFallback);
+                info.alloc_failed = info.alloc_failed.with(o);
+                order = orders.next_below(o);
+            }
+        }
+        self.alloc_folio(Order::BASE, true)
+    }
+
+    /// `wp_page_copy` of the zero page: a fresh order-0 page replaces the zero-page PTE.
+    fn wp_page_copy(&mut self, vma: &mut Vma, va: Vaddr, idx: u32) -> Access {
+        self.anon_vma_prepare(vma);
+        let Some(page) = self.alloc_folio(Order::BASE, true) else { return Access::Oom };
+        self.pt.ptes_mut(idx)[va.pte_index()] = mk_pte(page, PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
+        self.rmap_add_ptes(page, page, 1);
+        self.stats.anon_rss_pages += 1;
+        self.touch_page(page);
+        Access::Fault
+    }
+
+    /// Record, for every size the settings enable above the one this fault got, why not.
+    fn attribute_fallbacks(&mut self, vma: &Vma, va: Vaddr, info: &PteFaultInfo, pmd_reason: Option<Option<FallbackReason>>) {
+        let possible = self.masks.possible();
+        if possible.0 >> (info.chosen.0 + 1) == 0 {
+            return;
+        }
+        let sysfs = self.sysfs_orders(vma);
+        for o in possible.iter_desc().filter(|o| *o > info.chosen) {
+            let reason = if self.mm_flags.disable_thp_completely
+                || (self.mm_flags.disable_thp_except_advised && vma.flags & vm::HUGEPAGE == 0)
+            {
+                FallbackReason::PrctlDisabled
+            } else if vma.flags & vm::NOHUGEPAGE != 0 {
+                FallbackReason::VmaNohugepage
+            } else if !sysfs.contains(o) {
+                FallbackReason::NotMadvised
+            } else if !thp_vma_suitable_order(vma, va.0, o) {
+                FallbackReason::VmaRange
+            } else if o == Order::PMD {
+                match pmd_reason {
+                    Some(Some(r)) => r,
+                    _ => FallbackReason::PteTableExists,
+                }
+            } else if !info.write {
+                FallbackReason::ReadFault
+            } else if info.wp_zero {
+                FallbackReason::ZeroPageCow
+            } else if info.range_not_none.contains(o) {
+                FallbackReason::PteRangePopulated
+            } else if info.alloc_failed.contains(o) {
+                FallbackReason::AllocFailed
+            } else {
+                // A larger sibling order was used for this fault; not a fallback for `o`.
+                continue;
+            };
+            self.stats.fallback(o.0, reason);
+        }
+    }
+
+    // ---------------------------------------------------------------- zapping
+
+    /// Unmap `[start, end)` (inside one VMA or several): `unmap_page_range`. Huge PMDs fully
+    /// inside are zapped whole (`zap_huge_pmd`); partly covered ones are split first.
+    pub(crate) fn zap_range(&mut self, start: u64, end: u64) {
+        let mut addr = start;
+        while addr < end {
+            let va = Vaddr(addr);
+            let pmd_end = (va.align_down(Order::PMD).0 + PMD_SIZE).min(end);
+            let Some(t) = self.pt.pmd_table(va) else {
+                addr = ((addr >> PUD_SHIFT) + 1) << PUD_SHIFT;
+                continue;
+            };
+            match self.pt.pmd(t, va) {
+                Pmd::None => {}
+                Pmd::Huge { .. } | Pmd::HugeZero => {
+                    if addr % PMD_SIZE == 0 && pmd_end - addr == PMD_SIZE {
+                        self.zap_huge_pmd(t, va);
+                    } else {
+                        self.split_huge_pmd(t, va.align_down(Order::PMD));
+                        self.zap_pte_range(t, va, pmd_end);
+                    }
+                }
+                Pmd::Table(_) => self.zap_pte_range(t, va, pmd_end),
+            }
+            addr = pmd_end;
+        }
+    }
+
+    fn zap_huge_pmd(&mut self, t: u32, haddr: Vaddr) {
+        let pmd = self.pt.pmd(t, haddr);
+        self.pt.set_pmd(t, haddr, Pmd::None);
+        let deposit = self.pt.withdraw(t, haddr);
+        self.free_pgtable(deposit);
+        if let Pmd::Huge { pfn, .. } = pmd {
+            self.stats.anon_rss_pages -= 1 << PMD_ORDER;
+            let h = &mut self.zone.mem_map[pfn.idx()];
+            h.a -= 1;
+            for i in 0..512u32 {
+                self.zone.mem_map[pfn.add(i).idx()].flags &= !pg::TOUCHED;
+            }
+            let h = &self.zone.mem_map[pfn.idx()];
+            if h.a == 0 && h.b == 0 {
+                self.free_folio(pfn);
+            }
+        }
+    }
+
+    /// `zap_pte_range` over `[va, end)` inside one PTE table, batching consecutive PTEs of the
+    /// same folio as `zap_present_ptes` does.
+    fn zap_pte_range(&mut self, t: u32, va: Vaddr, end: u64) {
+        let Pmd::Table(idx) = self.pt.pmd(t, va) else { return };
+        let first = va.pte_index();
+        let last = first + ((end - va.0) / mm_types::PAGE_SIZE) as usize;
+        let mut i = first;
+        while i < last {
+            let e = self.pt.ptes(idx)[i];
+            if e == 0 {
+                i += 1;
+                continue;
+            }
+            if e & PTE_ZERO != 0 {
+                self.pt.ptes_mut(idx)[i] = 0;
+                i += 1;
+                continue;
+            }
+            let pfn = pte_pfn(e);
+            let head = self.folio_head(pfn);
+            let order = self.order_of_head(head);
+            let folio_end = head.0 + order.nr_pages();
+            // Batch: following PTEs that map the following pages of the same folio.
+            let mut n = 1;
+            while i + n < last {
+                let f = self.pt.ptes(idx)[i + n];
+                if f & PTE_PRESENT == 0 || f & PTE_ZERO != 0 || pte_pfn(f).0 != pfn.0 + n as u32 || pfn.0 + (n as u32) >= folio_end {
+                    break;
+                }
+                n += 1;
+            }
+            self.pt.ptes_mut(idx)[i..i + n].fill(0);
+            self.stats.anon_rss_pages -= n as u64;
+            self.folio_remove_rmap_ptes(head, pfn, n as u32);
+            i += n;
+        }
+    }
+
+    /// `free_pgd_range` after munmap: free PTE tables whose 2 MiB no VMA covers any more, and
+    /// PMD tables whose 1 GiB no VMA covers.
+    pub(crate) fn free_pgtables(&mut self, start: u64, end: u64) {
+        let mut block = start & !(PMD_SIZE - 1);
+        while block < end {
+            let va = Vaddr(block);
+            if let Some(t) = self.pt.pmd_table(va) {
+                if let Pmd::Table(idx) = self.pt.pmd(t, va) {
+                    if self.vmas.intersecting(block, block + PMD_SIZE).is_empty() {
+                        debug_assert!(self.pt.ptes(idx).iter().all(|&e| e == 0));
+                        self.pt.set_pmd(t, va, Pmd::None);
+                        self.free_pgtable(idx);
+                    }
+                }
+            }
+            block += PMD_SIZE;
+        }
+        let mut gib = start & !(PUD_SIZE - 1);
+        while gib < end {
+            if let Some(t) = self.pt.pmd_table_ro(Vaddr(gib)) {
+                let empty = (0..512u64).all(|i| self.pt.pmd(t, Vaddr(gib + i * PMD_SIZE)) == Pmd::None);
+                if empty && self.vmas.intersecting(gib, gib + PUD_SIZE).is_empty() {
+                    let frame = self.pt.remove_pmd_table(gib >> PUD_SHIFT);
+                    self.free_pgtable_frame(frame);
+                }
+            }
+            gib += PUD_SIZE;
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! mmap, munmap and brk for private anonymous memory, with the kernel's placement rule.
+//!
+//! Kernel sources (6.18): `mm/mmap.c` (`do_mmap`, `__get_unmapped_area`, `SYSCALL_DEFINE1(brk)`,
+//! `check_brk_limits`), `mm/huge_memory.c` (`thp_get_unmapped_area_vmflags`,
+//! `__thp_get_unmapped_area`), `mm/vma.c` (`unmapped_area_topdown`, `do_vmi_munmap`,
+//! `vma_merge_new_range`, `do_brk_flags`), `arch/x86/kernel/sys_x86_64.c`
+//! (`arch_get_unmapped_area_topdown`).
+
+use mm_types::{PAGE_SIZE, PMD_SIZE, TASK_SIZE};
+
+use crate::vma::{vm, Vma};
+use crate::{Errno, Kernel};
+
+/// `mmap_min_addr` default.
+const MMAP_MIN_ADDR: u64 = 65536;
+
+/// Where a new mapping goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MmapPlacement {
+    /// No hint: `__get_unmapped_area`.
+    Kernel,
+    /// The highest free address with `addr % align == offset`.
+    Aligned { align: u64, offset: u64 },
+    /// MAP_FIXED_NOREPLACE.
+    FixedNoReplace(u64),
+}
+
+/// `PROT_*` → VM_READ/WRITE/EXEC.
+pub fn prot_to_vm(read: bool, write: bool, exec: bool) -> u32 {
+    (read as u32 * vm::READ) | (write as u32 * vm::WRITE) | (exec as u32 * vm::EXEC)
+}
+
+impl Kernel {
+    /// `__get_unmapped_area` for a private anonymous mapping.
+    pub fn get_unmapped_area(&self, len: u64, placement: MmapPlacement) -> Result<u64, Errno> {
+        let low = MMAP_MIN_ADDR.max(PAGE_SIZE);
+        let high = self.mmap_base;
+        let topdown = |len: u64, mask: u64, offset: u64| self.vmas.unmapped_area_topdown(len, low, high, mask, offset);
+        let addr = match placement {
+            MmapPlacement::FixedNoReplace(addr) => {
+                if addr % PAGE_SIZE != 0 {
+                    return Err(Errno::EINVAL);
+                }
+                if addr.checked_add(len).is_none_or(|e| e > TASK_SIZE) {
+                    return Err(Errno::ENOMEM);
+                }
+                if !self.vmas.intersecting(addr, addr + len).is_empty() {
+                    return Err(Errno::EEXIST);
+                }
+                addr
+            }
+            MmapPlacement::Kernel if len % PMD_SIZE == 0 => {
+                // __thp_get_unmapped_area: search len + 2 MiB, then align inside it; on failure
+                // the caller retries without padding.
+                match topdown(len + PMD_SIZE, 0, 0) {
+                    Some(ret) => {
+                        let off_sub = 0u64.wrapping_sub(ret) & (PMD_SIZE - 1);
+                        if off_sub == 0 {
+                            ret + PMD_SIZE
+                        } else {
+                            ret + off_sub
+                        }
+                    }
+                    None => topdown(len, 0, 0).ok_or(Errno::ENOMEM)?,
+                }
+            }
+            MmapPlacement::Kernel => topdown(len, 0, 0).ok_or(Errno::ENOMEM)?,
+            MmapPlacement::Aligned { align, offset } => topdown(len, align - 1, offset).ok_or(Errno::ENOMEM)?,
+        };
+        Ok(addr)
+    }
+
+    /// `mmap(NULL or addr, len, prot, MAP_PRIVATE|MAP_ANONYMOUS[|MAP_FIXED_NOREPLACE])`.
+    pub fn do_mmap(&mut self, len: u64, prot_flags: u32, placement: MmapPlacement) -> Result<u64, Errno> {
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let len = len.checked_add(PAGE_SIZE - 1).ok_or(Errno::ENOMEM)? & !(PAGE_SIZE - 1);
+        if len > TASK_SIZE {
+            return Err(Errno::ENOMEM);
+        }
+        let addr = self.get_unmapped_area(len, placement)?;
+        self.insert_anon_vma(addr, addr + len, prot_flags);
+        Ok(addr)
+    }
+
+    /// Insert a fresh VMA and merge it with its neighbours (`vma_merge_new_range`).
+    fn insert_anon_vma(&mut self, start: u64, end: u64, flags: u32) {
+        self.vmas.insert(Vma { start, end, flags, anon_vma: 0 });
+        self.vmas.try_merge(start);
+        self.vma_cache = None;
+    }
+
+    /// `munmap(addr, len)`.
+    pub fn do_munmap(&mut self, addr: u64, len: u64) -> Result<(), Errno> {
+        if addr % PAGE_SIZE != 0 || len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let end = addr.checked_add(len.div_ceil(PAGE_SIZE) * PAGE_SIZE).ok_or(Errno::EINVAL)?;
+        if end > TASK_SIZE {
+            return Err(Errno::EINVAL);
+        }
+        self.unmap_range(addr, end);
+        Ok(())
+    }
+
+    /// `do_vmi_align_munmap`: split at the ends, zap, remove the VMAs, free page tables.
+    pub(crate) fn unmap_range(&mut self, start: u64, end: u64) {
+        if self.vmas.intersecting(start, end).is_empty() {
+            return;
+        }
+        self.split_vmas_at(start, end);
+        self.zap_range(start, end);
+        for v in self.vmas.intersecting(start, end) {
+            self.vmas.remove(v.start);
+        }
+        self.vma_cache = None;
+        self.free_pgtables(start, end);
+    }
+
+    /// Split VMAs so that `start` and `end` are boundaries, splitting huge PMDs that would
+    /// straddle them first (`__split_vma` → `vma_adjust_trans_huge`).
+    pub(crate) fn split_vmas_at(&mut self, start: u64, end: u64) {
+        for b in [start, end] {
+            if let Some(v) = self.vmas.find(b) {
+                if v.start != b {
+                    self.vma_adjust_trans_huge(b);
+                    self.vmas.split_at(b);
+                }
+            }
+        }
+        self.vma_cache = None;
+    }
+
+    /// `brk(new)`: returns the new break, or the old one when the request is refused.
+    pub fn sys_brk(&mut self, new_brk: u64) -> u64 {
+        if new_brk < self.start_brk {
+            return self.brk;
+        }
+        let newbrk = new_brk.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        let oldbrk = self.brk.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        if oldbrk == newbrk {
+            self.brk = new_brk;
+            return self.brk;
+        }
+        if new_brk <= self.brk {
+            self.unmap_range(newbrk, oldbrk);
+            self.brk = new_brk;
+            return self.brk;
+        }
+        // check_brk_limits and the guard page before the next mapping.
+        if newbrk > TASK_SIZE {
+            return self.brk;
+        }
+        if let Some(next) = self.vmas.next(oldbrk) {
+            if newbrk + PAGE_SIZE > next.start {
+                return self.brk;
+            }
+        }
+        if self.vmas.find(oldbrk).is_some() {
+            return self.brk;
+        }
+        // do_brk_flags: the data segment is read/write like an anonymous mapping.
+        self.insert_anon_vma(oldbrk, newbrk, vm::READ | vm::WRITE);
+        self.brk = new_brk;
+        self.brk
+    }
+}

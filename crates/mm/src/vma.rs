@@ -1,0 +1,230 @@
+//! VMAs: the tree of mappings of one mm, splitting and merging.
+//!
+//! Kernel sources (6.18): `include/linux/mm_types.h` (`struct vm_area_struct`), `mm/vma.c`
+//! (`__split_vma`, `vma_merge_new_range`, `vma_merge_existing_range`, `is_mergeable_anon_vma`,
+//! `can_vma_merge_before/after`), `mm/rmap.c` (`__anon_vma_prepare`, `find_mergeable_anon_vma`),
+//! `mm/vma.c: unmapped_area_topdown`.
+//!
+//! VMAs live in a `BTreeMap` keyed by `vm_start`. Merging follows the kernel: two neighbours
+//! merge when they touch, their `vm_flags` are equal and their anon_vmas are compatible (one of
+//! them has none, or both have the same).
+
+use std::collections::BTreeMap;
+
+use mm_types::PAGE_SIZE;
+
+/// `vm_flags` bits the model uses (values are the model's, names the kernel's).
+pub mod vm {
+    pub const READ: u32 = 1 << 0;
+    pub const WRITE: u32 = 1 << 1;
+    pub const EXEC: u32 = 1 << 2;
+    /// VM_HUGEPAGE (MADV_HUGEPAGE)
+    pub const HUGEPAGE: u32 = 1 << 3;
+    /// VM_NOHUGEPAGE (MADV_NOHUGEPAGE)
+    pub const NOHUGEPAGE: u32 = 1 << 4;
+    /// The flags that `anon_vma_compatible` ignores (VM_ACCESS_FLAGS).
+    pub const ACCESS: u32 = READ | WRITE | EXEC;
+}
+
+/// `struct vm_area_struct` (private anonymous only, for now).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[doc(alias = "vm_area_struct")]
+pub struct Vma {
+    pub start: u64,
+    pub end: u64,
+    pub flags: u32,
+    /// `vma->anon_vma`: assigned at the first fault (`__anon_vma_prepare`); 0 = none.
+    pub anon_vma: u32,
+}
+
+impl Vma {
+    pub fn contains(&self, addr: u64) -> bool {
+        self.start <= addr && addr < self.end
+    }
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+}
+
+/// `is_mergeable_anon_vma` for a process without fork (anon_vma chains are singular).
+pub fn anon_vma_mergeable(a: u32, b: u32) -> bool {
+    a == 0 || b == 0 || a == b
+}
+
+#[derive(Default)]
+pub struct VmaTree {
+    map: BTreeMap<u64, Vma>,
+}
+
+impl VmaTree {
+    pub fn find(&self, addr: u64) -> Option<Vma> {
+        let (_, v) = self.map.range(..=addr).next_back()?;
+        v.contains(addr).then_some(*v)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Vma> {
+        self.map.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// VMAs that intersect `[start, end)`, in address order.
+    pub fn intersecting(&self, start: u64, end: u64) -> Vec<Vma> {
+        let mut v: Vec<Vma> = Vec::new();
+        if let Some((_, first)) = self.map.range(..start).next_back() {
+            if first.end > start {
+                v.push(*first);
+            }
+        }
+        v.extend(self.map.range(start..end).map(|(_, x)| *x));
+        v
+    }
+
+    pub fn prev(&self, addr: u64) -> Option<Vma> {
+        self.map.range(..addr).next_back().map(|(_, v)| *v)
+    }
+
+    pub fn next(&self, addr: u64) -> Option<Vma> {
+        self.map.range(addr..).next().map(|(_, v)| *v)
+    }
+
+    pub fn insert(&mut self, v: Vma) {
+        debug_assert!(v.start < v.end && v.start % PAGE_SIZE == 0 && v.end % PAGE_SIZE == 0);
+        let old = self.map.insert(v.start, v);
+        debug_assert!(old.is_none());
+    }
+
+    pub fn remove(&mut self, start: u64) -> Vma {
+        self.map.remove(&start).expect("VMA present")
+    }
+
+    pub fn update(&mut self, v: Vma) {
+        *self.map.get_mut(&v.start).expect("VMA present") = v;
+    }
+
+    /// `__split_vma`: split the VMA containing `addr` at `addr` (a no-op at a boundary).
+    pub fn split_at(&mut self, addr: u64) {
+        let Some(v) = self.find(addr) else { return };
+        if v.start == addr {
+            return;
+        }
+        self.map.insert(v.start, Vma { end: addr, ..v });
+        self.map.insert(addr, Vma { start: addr, ..v });
+    }
+
+    /// Merge the VMA starting at `start` with its neighbours where the kernel would.
+    pub fn try_merge(&mut self, start: u64) {
+        let Some(mut v) = self.map.get(&start).copied() else { return };
+        if let Some(p) = self.prev(v.start) {
+            if p.end == v.start && p.flags == v.flags && anon_vma_mergeable(p.anon_vma, v.anon_vma) {
+                self.map.remove(&v.start);
+                v = Vma { start: p.start, anon_vma: p.anon_vma.max(v.anon_vma), ..v };
+                self.map.insert(p.start, v);
+            }
+        }
+        if let Some(n) = self.next(v.end) {
+            if n.start == v.end && n.flags == v.flags && anon_vma_mergeable(n.anon_vma, v.anon_vma) {
+                self.map.remove(&n.start);
+                v = Vma { end: n.end, anon_vma: n.anon_vma.max(v.anon_vma), ..v };
+                self.map.insert(v.start, v);
+            }
+        }
+    }
+
+    /// `unmapped_area_topdown`: the highest `addr` below `high_limit` (and at or above
+    /// `low_limit`) with `[addr, addr + len)` free and `(addr - align_offset) & align_mask == 0`.
+    pub fn unmapped_area_topdown(
+        &self,
+        len: u64,
+        low_limit: u64,
+        high_limit: u64,
+        align_mask: u64,
+        align_offset: u64,
+    ) -> Option<u64> {
+        let length = len.checked_add(align_mask)?;
+        // Walk gaps from the top down: the gap above each VMA, starting with the one that
+        // ends at high_limit.
+        let mut gap_end = high_limit;
+        let mut iter = self.map.range(..high_limit).rev().peekable();
+        // A VMA straddling high_limit clips the first gap.
+        loop {
+            let (gap_start, next_end) = match iter.next() {
+                Some((_, v)) => {
+                    if v.end >= gap_end {
+                        gap_end = gap_end.min(v.start);
+                        continue;
+                    }
+                    (v.end.max(low_limit), v.start)
+                }
+                None => (low_limit, 0),
+            };
+            if gap_end >= gap_start && gap_end - gap_start >= length {
+                let mut addr = gap_end - len;
+                addr -= addr.wrapping_sub(align_offset) & align_mask;
+                return Some(addr);
+            }
+            if next_end <= low_limit {
+                return None;
+            }
+            gap_end = next_end;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RW: u32 = vm::READ | vm::WRITE;
+
+    #[test]
+    fn split_and_merge() {
+        let mut t = VmaTree::default();
+        t.insert(Vma { start: 0x10000, end: 0x20000, flags: RW, anon_vma: 0 });
+        t.split_at(0x14000);
+        t.split_at(0x18000);
+        assert_eq!(t.len(), 3);
+        let mut mid = t.find(0x15000).unwrap();
+        mid.flags |= vm::HUGEPAGE;
+        t.update(mid);
+        t.try_merge(mid.start);
+        assert_eq!(t.len(), 3);
+        mid.flags &= !vm::HUGEPAGE;
+        t.update(mid);
+        t.try_merge(mid.start);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.find(0x1f000).unwrap().start, 0x10000);
+    }
+
+    #[test]
+    fn different_anon_vmas_do_not_merge() {
+        let mut t = VmaTree::default();
+        t.insert(Vma { start: 0x10000, end: 0x20000, flags: RW, anon_vma: 1 });
+        t.insert(Vma { start: 0x20000, end: 0x30000, flags: RW, anon_vma: 2 });
+        t.try_merge(0x20000);
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn topdown_places_at_the_top_of_the_highest_gap() {
+        let mut t = VmaTree::default();
+        let top = 0x7000_0000;
+        assert_eq!(t.unmapped_area_topdown(0x1000, 0x10000, top, 0, 0), Some(top - 0x1000));
+        t.insert(Vma { start: top - 0x3000, end: top, flags: RW, anon_vma: 0 });
+        t.insert(Vma { start: top - 0x9000, end: top - 0x5000, flags: RW, anon_vma: 0 });
+        // The 0x2000 hole between them fits 0x2000 but not 0x3000.
+        assert_eq!(t.unmapped_area_topdown(0x2000, 0x10000, top, 0, 0), Some(top - 0x5000));
+        assert_eq!(t.unmapped_area_topdown(0x3000, 0x10000, top, 0, 0), Some(top - 0xc000));
+        // Aligned to 64 KiB with offset 4 KiB.
+        let a = t.unmapped_area_topdown(0x1000, 0x10000, top, 0xffff, 0x1000).unwrap();
+        assert_eq!(a % 0x10000, 0x1000);
+        assert!(a + 0x1000 <= top - 0x9000);
+        assert_eq!(a, top - 0xf000);
+    }
+}

@@ -1,0 +1,97 @@
+//! What the model counts besides the kernel's own counters (those live in `uapi::Counters`,
+//! bumped where the kernel bumps them): per-process fault and RSS counts, and why a fault did
+//! not get a given folio size.
+//!
+//! Kernel sources (6.18): `mm/vmstat.c` (`count_vm_event`), `include/linux/mm.h`
+//! (`add_mm_counter`, MM_ANONPAGES), `mm/memory.c: mm_account_fault` (min_flt).
+
+use mm_types::PMD_ORDER;
+
+/// Why a fault did not get a folio of some enabled size. Model only: the kernel keeps no such
+/// record. Checked in the order the kernel checks, the first that applies is counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FallbackReason {
+    /// prctl(PR_SET_THP_DISABLE) on this process (MMF_DISABLE_THP_*).
+    PrctlDisabled,
+    /// MADV_NOHUGEPAGE on the VMA.
+    VmaNohugepage,
+    /// The size is `madvise` (or `inherit` with top-level `madvise`) and the VMA lacks
+    /// MADV_HUGEPAGE.
+    NotMadvised,
+    /// The naturally aligned block around the address is not inside the VMA.
+    VmaRange,
+    /// PMD only: a page table already exists for this 2 MiB, so the PMD path is not tried.
+    PteTableExists,
+    /// mTHP: a read fault maps the shared zero page; sizes are only chosen on write faults.
+    ReadFault,
+    /// mTHP: some PTE in the aligned block is already populated (a page, the zero page).
+    PteRangePopulated,
+    /// A write to a zero-page PTE copies one 4 KiB page (`wp_page_copy`).
+    ZeroPageCow,
+    /// The buddy allocator had no free block of this order above the watermark.
+    AllocFailed,
+}
+
+impl FallbackReason {
+    pub const ALL: [FallbackReason; 9] = [
+        FallbackReason::PrctlDisabled,
+        FallbackReason::VmaNohugepage,
+        FallbackReason::NotMadvised,
+        FallbackReason::VmaRange,
+        FallbackReason::PteTableExists,
+        FallbackReason::ReadFault,
+        FallbackReason::PteRangePopulated,
+        FallbackReason::ZeroPageCow,
+        FallbackReason::AllocFailed,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            FallbackReason::PrctlDisabled => "prctl_thp_disabled",
+            FallbackReason::VmaNohugepage => "vma_nohugepage",
+            FallbackReason::NotMadvised => "not_madvised",
+            FallbackReason::VmaRange => "vma_range",
+            FallbackReason::PteTableExists => "pte_table_exists",
+            FallbackReason::ReadFault => "read_fault",
+            FallbackReason::PteRangePopulated => "pte_range_populated",
+            FallbackReason::ZeroPageCow => "zero_page_cow",
+            FallbackReason::AllocFailed => "alloc_failed",
+        }
+    }
+    /// One line for `thplab explain` and the docs.
+    pub fn describe(self) -> &'static str {
+        match self {
+            FallbackReason::PrctlDisabled => "prctl(PR_SET_THP_DISABLE) disables THP for this process",
+            FallbackReason::VmaNohugepage => "the VMA has MADV_NOHUGEPAGE",
+            FallbackReason::NotMadvised => "the size needs MADV_HUGEPAGE and the VMA lacks it",
+            FallbackReason::VmaRange => "the naturally aligned block is not inside the VMA",
+            FallbackReason::PteTableExists => "a PTE table already covers the 2 MiB, so no PMD fault",
+            FallbackReason::ReadFault => "read faults map the shared zero page, never an mTHP",
+            FallbackReason::PteRangePopulated => "a PTE in the aligned block is already populated",
+            FallbackReason::ZeroPageCow => "writes to the zero page copy one 4 KiB page",
+            FallbackReason::AllocFailed => "no free block of that order above the min watermark",
+        }
+    }
+}
+
+/// Per-process and model-only statistics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModelStats {
+    /// `current->min_flt`.
+    pub minflt: u64,
+    /// MM_ANONPAGES, in pages.
+    pub anon_rss_pages: u64,
+    /// `[order][reason]`: faults that did not get `order` for `reason`.
+    pub fallbacks: [[u64; FallbackReason::ALL.len()]; PMD_ORDER as usize + 1],
+    /// Accesses that hit an existing mapping (no fault).
+    pub hits: u64,
+    /// Page-table pages allocated (`PageTables` in meminfo, as a count).
+    pub pgtable_pages: u64,
+    /// How every collapse attempt ended (`enum scan_result`).
+    pub scan_results: std::collections::BTreeMap<crate::khugepaged::ScanResult, u64>,
+}
+
+impl ModelStats {
+    pub fn fallback(&mut self, order: u8, reason: FallbackReason) {
+        self.fallbacks[order as usize][reason as usize] += 1;
+    }
+}
