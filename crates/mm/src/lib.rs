@@ -213,3 +213,24 @@ impl Kernel {
         Order(self.zone.mem_map[head.idx()].order)
     }
 }
+
+impl Kernel {
+    /// Fragmentation preconditioning: take every free page, give back every other one, and
+    /// keep the rest as memory held by the rest of the system. Afterwards only order-0 blocks
+    /// are free, so every large allocation fails. Returns the number of pages held.
+    pub fn fragment_memory(&mut self) -> u64 {
+        let mut pages = Vec::new();
+        while let Some(p) = self.zone.alloc_pages(Order::BASE) {
+            pages.push(p);
+        }
+        for p in pages.iter().step_by(2) {
+            self.zone.free_pages(*p, Order::BASE);
+        }
+        let mut held = 0;
+        for p in pages.iter().skip(1).step_by(2) {
+            self.prep_folio(*p, Order::BASE, page_alloc::pg::RESERVED);
+            held += 1;
+        }
+        held
+    }
+}

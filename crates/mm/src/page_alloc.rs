@@ -36,6 +36,8 @@ pub(crate) mod pg {
     pub const TOUCHED: u16 = 1 << 8;
     /// Model bookkeeping: this large anon folio is counted in `nr_anon` (it got its first rmap).
     pub const NR_ANON: u16 = 1 << 9;
+    /// Held by the rest of the system (fragmentation preconditioning), never by this process.
+    pub const RESERVED: u16 = 1 << 10;
 }
 
 /// `struct page`, 16 bytes. For a free block head, `a`/`b` link the free list. For an

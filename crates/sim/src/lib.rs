@@ -198,10 +198,12 @@ impl Sim<'_> {
             }
             OpKind::Touch(t) => {
                 let (start, len) = self.region(line, t.range.region)?;
+                let t = t.resolved(len);
                 if t.range.offset + t.range.len > len {
-                    return Err(self.err(line, format!("touch runs past the end of the {len}-byte region")));
+                    let name = &self.w.region(t.range.region).name;
+                    return Err(self.err(line, format!("touch runs past the end of region '{name}' ({len} bytes now)")));
                 }
-                let plan = TouchPlan::new(t, start);
+                let plan = TouchPlan::new(&t, start);
                 let n = plan.len();
                 for i in 0..n {
                     let addr = plan.get(i);

@@ -1,1 +1,398 @@
+//! Data-driven tests of the engine and the model. Each fixture is settings plus a workload; the
+//! expected output is a procfs-like dump. Where a value was read from the live kernel the test
+//! says so and names the prediction in ../shared/reference/kernel-thp.md §10 (P1 …); other
+//! values are derived by hand from the 6.18 source, and the derivation is in the comment.
+//! Every run checks every model invariant after every operation.
 
+use expect_test::{expect, Expect};
+use uapi::{RunResult, ThpSettings};
+
+use super::*;
+
+fn settings(assignments: &str) -> ThpSettings {
+    let mut s = ThpSettings::default();
+    for a in assignments.split_whitespace() {
+        s.apply_assignment(a).unwrap();
+    }
+    s
+}
+
+fn machine(mem: u64) -> MachineConfig {
+    MachineConfig { mem_bytes: mem, ..MachineConfig::default() }
+}
+
+/// Run with invariant checks after every operation on a 512 MiB machine.
+fn sim(set: &str, text: &str) -> RunResult {
+    sim_on(set, text, 512 << 20)
+}
+
+fn sim_on(set: &str, text: &str, mem: u64) -> RunResult {
+    let w = workload::parse("test.thpw", text).unwrap();
+    let mut opts = RunOptions { check_invariants: true, on_event: None };
+    let (r, k) = run_with(&w, &settings(set), &machine(mem), &mut opts).unwrap_or_else(|e| panic!("{e}"));
+    k.check_invariants().unwrap();
+    r
+}
+
+/// A compact procfs-style dump of everything that moved.
+fn dump(r: &RunResult) -> String {
+    let mut s = format!(
+        "minflt {}\nRss: {} kB\nAnonHugePages: {} kB\n",
+        r.process.minflt,
+        r.process.rss_bytes / 1024,
+        r.process.anon_huge_bytes / 1024
+    );
+    let mut sizes: Vec<_> = r.census.sizes.iter().collect();
+    sizes.sort_by_key(|(k, _)| uapi::result::size_sort_key(k));
+    for (size, e) in sizes {
+        s += &format!(
+            "folios {size}: {} (pmd {} pte {} partial {})\n",
+            e.folios, e.pmd_mapped, e.pte_mapped, e.partially_mapped
+        );
+    }
+    if r.census.zero_page_ptes + r.census.huge_zero_pmds > 0 {
+        s += &format!("zero_page_ptes {} huge_zero_pmds {}\n", r.census.zero_page_ptes, r.census.huge_zero_pmds);
+    }
+    for (k, v) in &r.vmstat {
+        if *v != 0 {
+            s += &format!("{k} {v}\n");
+        }
+    }
+    let mut dirs: Vec<_> = r.mthp.iter().collect();
+    dirs.sort_by_key(|(k, _)| uapi::result::size_sort_key(k));
+    for (dir, stats) in dirs {
+        for (k, v) in stats {
+            if *v != 0 {
+                s += &format!("{dir}/stats/{k} {v}\n");
+            }
+        }
+    }
+    for c in &r.calls {
+        if c.call != "mmap" {
+            s += &format!("line {}: {} = {}\n", c.line, c.call, c.ret);
+        }
+    }
+    s
+}
+
+fn check(set: &str, text: &str, expect: Expect) {
+    expect.assert_eq(&dump(&sim(set, text)));
+}
+
+fn mthp(r: &RunResult, dir: &str, stat: &str) -> i64 {
+    r.mthp[dir][stat]
+}
+
+// ------------------------------------------------------------------ the seed experiment (live)
+
+#[test]
+fn seed_anon_1g_matches_the_live_kernel() {
+    // Live on this machine (6.18.44): 262144 / 16384 / 512 faults; 64K anon_fault_alloc 16384;
+    // thp_fault_alloc 512 (P1, P16, and issue #2).
+    let text = "mmap buf 1G\ntouch buf write\n";
+    let w = workload::parse("seed", text).unwrap();
+    let m = machine(2 << 30);
+    let four_k = run(&w, &settings("enabled=never"), &m).unwrap();
+    assert_eq!(four_k.process.minflt, 262144);
+    assert_eq!(four_k.folios["4kB"], 262144);
+    let m64 = run(&w, &settings("enabled=never hugepages-64kB/enabled=always"), &m).unwrap();
+    assert_eq!(m64.process.minflt, 16384);
+    assert_eq!(mthp(&m64, "hugepages-64kB", "anon_fault_alloc"), 16384);
+    assert_eq!(mthp(&m64, "hugepages-64kB", "nr_anon"), 16384);
+    assert_eq!(m64.process.rss_bytes, 1 << 30);
+    assert_eq!(m64.process.anon_huge_bytes, 0);
+    let pmd = run(&w, &settings("enabled=always"), &m).unwrap();
+    assert_eq!(pmd.process.minflt, 512);
+    assert_eq!(pmd.vmstat["thp_fault_alloc"], 512);
+    assert_eq!(pmd.process.anon_huge_bytes, 1 << 30);
+    assert_eq!(pmd.census.sizes["2048kB"].pmd_mapped, 512);
+}
+
+// ------------------------------------------------------------------ fault path (live, §10)
+
+#[test]
+fn p2_alignment_limits_mthp() {
+    // Live P2: 1 MiB VMA starting 4 KiB after a 64 KiB boundary → 31 faults, 15 × 64K folios:
+    // 15 leading 4K pages, 15 folios, 1 trailing 4K page.
+    check(
+        "enabled=never hugepages-64kB/enabled=always",
+        "mmap a 1M align=64K offset=4K\ntouch a write",
+        expect![[r#"
+            minflt 31
+            Rss: 1024 kB
+            AnonHugePages: 0 kB
+            folios 4kB: 16 (pmd 0 pte 16 partial 0)
+            folios 64kB: 15 (pmd 0 pte 15 partial 0)
+            hugepages-64kB/stats/anon_fault_alloc 15
+            hugepages-64kB/stats/nr_anon 15
+        "#]],
+    );
+}
+
+#[test]
+fn p3_pmd_faults_and_the_huge_zero_page() {
+    // Live P3: enabled=always, 64 MiB 2M-aligned: write → 32 faults, thp_fault_alloc 32.
+    let r = sim("enabled=always", "mmap a 64M\ntouch a write");
+    assert_eq!((r.process.minflt, r.vmstat["thp_fault_alloc"], r.process.anon_huge_bytes), (32, 32, 64 << 20));
+    // Read first → 32 faults and thp_zero_page_alloc 1, no allocation; the writes then fault
+    // once per PMD and allocate (live: 33 write faults, one of them the test program's own).
+    check(
+        "enabled=always",
+        "mmap a 64M\ntouch a read",
+        expect![[r#"
+            minflt 32
+            Rss: 0 kB
+            AnonHugePages: 0 kB
+            zero_page_ptes 0 huge_zero_pmds 32
+            thp_zero_page_alloc 1
+        "#]],
+    );
+    let r = sim("enabled=always", "mmap a 64M\ntouch a read\ntouch a write");
+    assert_eq!((r.process.minflt, r.vmstat["thp_fault_alloc"], r.vmstat["thp_zero_page_alloc"]), (64, 32, 1));
+    // use_zero_page=0: the read faults allocate 32 THPs and the writes do not fault.
+    let r = sim("enabled=always use_zero_page=0", "mmap a 64M\ntouch a read\ntouch a write");
+    assert_eq!((r.process.minflt, r.vmstat["thp_fault_alloc"], r.vmstat["thp_zero_page_alloc"]), (32, 32, 0));
+}
+
+#[test]
+fn p4_pmd_first_then_mthp_by_vma_size() {
+    // Live P4: enabled=always + 64K always: 3 MiB (2M-aligned) → 17 faults = 1 PMD + 16 × 64K.
+    check(
+        "enabled=always hugepages-64kB/enabled=always",
+        "mmap a 3M align=2M\ntouch a write",
+        expect![[r#"
+            minflt 17
+            Rss: 3072 kB
+            AnonHugePages: 2048 kB
+            folios 64kB: 16 (pmd 0 pte 16 partial 0)
+            folios 2048kB: 1 (pmd 1 pte 0 partial 0)
+            thp_fault_alloc 1
+            hugepages-64kB/stats/anon_fault_alloc 16
+            hugepages-64kB/stats/nr_anon 16
+            hugepages-2048kB/stats/anon_fault_alloc 1
+            hugepages-2048kB/stats/nr_anon 1
+        "#]],
+    );
+    // 1 MiB VMA → 16 faults, 16 × 64K, no PMD.
+    let r = sim("enabled=always hugepages-64kB/enabled=always", "mmap a 1M align=1M\ntouch a write");
+    assert_eq!((r.process.minflt, r.folios["64kB"]), (16, 16));
+    assert_eq!(r.fallbacks["hugepages-2048kB"]["vma_range"], 16);
+}
+
+#[test]
+fn p5_read_then_write_defeats_mthp() {
+    // Live P5: 64K always, 1 MiB: read pass 256 faults, write pass 256 (+1 noise live), no mTHP.
+    let r = sim("enabled=never hugepages-64kB/enabled=always", "mmap a 1M align=64K\ntouch a read\ntouch a write");
+    assert_eq!(r.process.minflt, 512);
+    assert_eq!(mthp(&r, "hugepages-64kB", "anon_fault_alloc"), 0);
+    assert_eq!(r.folios["4kB"], 256);
+    assert_eq!(r.fallbacks["hugepages-64kB"]["read_fault"], 256);
+    assert_eq!(r.fallbacks["hugepages-64kB"]["zero_page_cow"], 256);
+}
+
+#[test]
+fn p6_inherit_and_madvise() {
+    // Live P6.
+    let one = "mmap a 1M align=64K\ntouch a write";
+    let hp = "mmap a 1M align=64K\nmadvise a hugepage\ntouch a write";
+    let nohp = "mmap a 1M align=64K\nmadvise a nohugepage\ntouch a write";
+    let faults = |set: &str, text: &str| sim(set, text).process.minflt;
+    assert_eq!(faults("enabled=madvise hugepages-64kB/enabled=inherit", one), 256);
+    assert_eq!(faults("enabled=madvise hugepages-64kB/enabled=inherit", hp), 16);
+    assert_eq!(faults("enabled=never hugepages-64kB/enabled=madvise", hp), 16);
+    assert_eq!(faults("enabled=never hugepages-64kB/enabled=madvise", one), 256);
+    assert_eq!(faults("enabled=never hugepages-64kB/enabled=always", nohp), 256);
+    let r = sim("enabled=madvise hugepages-64kB/enabled=inherit", one);
+    assert_eq!(r.fallbacks["hugepages-64kB"]["not_madvised"], 256);
+}
+
+#[test]
+fn p7_prctl_thp_disable() {
+    // Live P7: enabled=always; 4 × 2 MiB plain, 4 × 2 MiB after MADV_HUGEPAGE, then
+    // MADV_COLLAPSE on a populated 2 MiB range.
+    let text = "mmap plain 8M\nmmap hp 8M\nmmap c 2M\n{prctl}\ntouch plain write\nmadvise hp hugepage\ntouch hp write\ntouch c write\nmadvise c collapse";
+    let completely = sim("enabled=always", &text.replace("{prctl}", "prctl thp_disable"));
+    assert_eq!(completely.process.minflt, 2048 + 2048 + 512);
+    assert_eq!(completely.calls.last().unwrap().ret, "EINVAL");
+    let advised = sim("enabled=always", &text.replace("{prctl}", "prctl thp_disable except_advised"));
+    assert_eq!(advised.process.minflt, 2048 + 4 + 512);
+    assert_eq!(advised.vmstat["thp_fault_alloc"], 4);
+    assert_eq!(advised.calls.last().unwrap().ret, "0");
+    assert_eq!(advised.process.anon_huge_bytes, (8 + 2) << 20);
+    assert_eq!(advised.fallbacks["hugepages-2048kB"]["prctl_thp_disabled"], 2048 + 512);
+}
+
+#[test]
+fn p8_madv_collapse_ignores_sysfs() {
+    // Live P8, all sizes never (top never): 512 pages present → rc 0, thp_collapse_alloc 1,
+    // 2048K nr_anon 1, AnonHugePages 2048 kB.
+    check(
+        "enabled=never",
+        "mmap a 2M\ntouch a write\nmadvise a collapse",
+        expect![[r#"
+            minflt 512
+            Rss: 2048 kB
+            AnonHugePages: 2048 kB
+            folios 2048kB: 1 (pmd 1 pte 0 partial 0)
+            thp_collapse_alloc 1
+            hugepages-2048kB/stats/nr_anon 1
+            line 3: madvise(collapse) = 0
+        "#]],
+    );
+    // One page present → rc 0, Rss 4 → 2048 kB.
+    let r = sim("enabled=never", "mmap a 2M\ntouch a[0+4K] write\nmadvise a collapse");
+    assert_eq!((r.calls.last().unwrap().ret.as_str(), r.process.rss_bytes), ("0", 2 << 20));
+    // No page table at all → EINVAL (SCAN_PMD_NONE aborts); MADV_NOHUGEPAGE → EINVAL.
+    let last = |r: &RunResult| r.calls.last().unwrap().ret.clone();
+    let r = sim("enabled=never", "mmap a 4M\ntouch a[2M+4K] write\nmadvise a collapse");
+    assert_eq!(last(&r), "EINVAL");
+    let r = sim("enabled=never", "mmap a 2M\ntouch a write\nmadvise a nohugepage\nmadvise a collapse");
+    assert_eq!(last(&r), "EINVAL");
+    // Never faulted (no anon_vma) → EINVAL (derived: __thp_vma_allowable_orders).
+    let r = sim("enabled=never", "mmap a 2M\nmadvise a collapse");
+    assert_eq!(last(&r), "EINVAL");
+}
+
+#[test]
+fn madv_collapse_of_mthps_frees_them() {
+    // Derived (and like live P15 for khugepaged): 2 MiB of 64K mTHPs collapse into one THP;
+    // 64K nr_anon goes 32 → 0, 2048K nr_anon 0 → 1; the batches free whole folios, so nothing
+    // is counted as split_deferred.
+    check(
+        "enabled=never hugepages-64kB/enabled=always",
+        "mmap a 2M\ntouch a write\nmadvise a collapse",
+        expect![[r#"
+            minflt 32
+            Rss: 2048 kB
+            AnonHugePages: 2048 kB
+            folios 2048kB: 1 (pmd 1 pte 0 partial 0)
+            thp_collapse_alloc 1
+            hugepages-64kB/stats/anon_fault_alloc 32
+            hugepages-2048kB/stats/nr_anon 1
+            line 3: madvise(collapse) = 0
+        "#]],
+    );
+}
+
+#[test]
+fn p11_partial_unmap_and_protect() {
+    // Live P11 with PMD THPs.
+    let r = sim("enabled=always", "mmap a 8M\ntouch a write\nmunmap a[4K+4K]");
+    assert_eq!((r.vmstat["thp_split_pmd"], r.vmstat["thp_deferred_split_page"]), (1, 1));
+    assert_eq!(mthp(&r, "hugepages-2048kB", "split_deferred"), 1);
+    let r = sim("enabled=always", "mmap a 8M\ntouch a write\nmunmap a[2M+2M]");
+    assert_eq!((mthp(&r, "hugepages-2048kB", "nr_anon"), r.vmstat["thp_split_pmd"]), (3, 0));
+    check(
+        "enabled=always",
+        "mmap a 8M\ntouch a write\nmunmap a[4K+4K]\nmadvise a[2M+8K] dontneed\nmprotect a[4M+4K] r",
+        expect![[r#"
+            minflt 4
+            Rss: 8180 kB
+            AnonHugePages: 2048 kB
+            folios 2048kB: 4 (pmd 1 pte 3 partial 2)
+            thp_deferred_split_page 2
+            thp_fault_alloc 4
+            thp_split_pmd 3
+            hugepages-2048kB/stats/anon_fault_alloc 4
+            hugepages-2048kB/stats/nr_anon 4
+            hugepages-2048kB/stats/nr_anon_partially_mapped 2
+            hugepages-2048kB/stats/split_deferred 2
+            line 3: munmap = 0
+            line 4: madvise(dontneed) = 0
+            line 5: mprotect(r) = 0
+        "#]],
+    );
+    // 64K mTHP: munmap 4K inside → 64K split_deferred 1, no vmstat change; mprotect → nothing.
+    let r = sim("enabled=never hugepages-64kB/enabled=always", "mmap a 1M align=64K\ntouch a write\nmunmap a[4K+4K]\nmprotect a[64K+4K] r");
+    assert_eq!(mthp(&r, "hugepages-64kB", "split_deferred"), 1);
+    assert_eq!(mthp(&r, "hugepages-64kB", "nr_anon_partially_mapped"), 1);
+    assert!(r.vmstat.values().all(|v| *v == 0), "{:?}", r.vmstat);
+}
+
+#[test]
+fn placement_follows_get_unmapped_area() {
+    // Derived from __thp_get_unmapped_area and unmapped_area_topdown: a multiple of 2 MiB is
+    // placed 2 MiB-aligned at the top of the free space; other lengths hug the previous mapping.
+    // mmap_base is not 2 MiB-aligned, so a 12 KiB mapping still fits above the aligned 4 MiB.
+    let r = sim("", "mmap a 4M\nmmap b 12K\nmmap c 2M");
+    let base = MachineConfig::default().mmap_base;
+    let a = r.regions[0].start;
+    assert_eq!(a, (base - (4 << 20)) & !((2 << 20) - 1));
+    assert_eq!(r.regions[1].start, base - (12 << 10));
+    assert_eq!(r.regions[2].start, a - (2 << 20));
+}
+
+#[test]
+fn adjacent_mappings_merge_into_one_vma() {
+    // Derived (vma_merge_new_range): b is placed right below a with the same flags, so the two
+    // form one VMA and a 2 MiB block spanning both can take a PMD fault.
+    let r = sim("enabled=always", "mmap a 1M at=0x7d0000100000\nmmap b 1M at=0x7d0000000000\ntouch a write\ntouch b write");
+    assert_eq!(r.regions[1].start + (1 << 20), r.regions[0].start);
+    assert_eq!(r.process.minflt, 1);
+    assert_eq!(r.model.as_ref().unwrap()["vmas"], 1);
+}
+
+#[test]
+fn brk_grows_the_heap() {
+    // Derived: the heap VMA grows from start_brk; 4 MiB of heap at an unaligned start holds one
+    // full aligned 2 MiB block for a PMD fault.
+    let r = sim("enabled=always", "brk +4M\ntouch heap write");
+    let heap = &r.regions[0];
+    assert_eq!((heap.name.as_str(), heap.len), ("heap", 4 << 20));
+    let aligned_blocks = ((heap.start + heap.len) / (2 << 20)).saturating_sub(heap.start.div_ceil(2 << 20));
+    assert_eq!(aligned_blocks, 1);
+    assert_eq!(r.vmstat["thp_fault_alloc"], 1);
+    assert_eq!(r.process.minflt, 1 + (4 << 20) / 4096 - 512);
+}
+
+#[test]
+fn bloat_counts_untouched_pages_of_mapped_folios() {
+    // Derived: one write per 64 KiB into 64K folios leaves 15 of 16 pages untouched.
+    let r = sim("enabled=never hugepages-64kB/enabled=always", "mmap a 1M align=64K\ntouch a write stride=64K");
+    assert_eq!(r.process.bloat_bytes, Some(16 * 15 * 4096));
+}
+
+#[test]
+fn a_touch_of_unmapped_memory_is_an_error_naming_the_line() {
+    let w = workload::parse("t.thpw", "mmap a 1M\nmunmap a[0+4K]\ntouch a write").unwrap();
+    let e = run(&w, &ThpSettings::default(), &machine(64 << 20)).unwrap_err();
+    assert!(e.to_string().starts_with("t.thpw:3: write at 0x"), "{e}");
+    assert!(e.to_string().contains("SIGSEGV"), "{e}");
+    let w = workload::parse("t.thpw", "mmap a 1M prot=r\ntouch a write").unwrap();
+    assert!(run(&w, &ThpSettings::default(), &machine(64 << 20)).is_err());
+}
+
+#[test]
+fn out_of_memory_is_an_error_not_a_panic() {
+    let w = workload::parse("t.thpw", "mmap a 64M\ntouch a write").unwrap();
+    let e = run(&w, &ThpSettings::default(), &machine(32 << 20)).unwrap_err();
+    assert!(e.to_string().contains("out of memory"), "{e}");
+}
+
+#[test]
+fn mthp_falls_back_size_by_size_when_memory_is_fragmented() {
+    // Derived: with only order-0 blocks free above the watermark, every mTHP order fails and is
+    // counted as anon_fault_fallback once per fault per order, highest first.
+    let text = "mmap a 64K align=64K\ntouch a[0+4K] write";
+    let w = workload::parse("t", text).unwrap();
+    let s = settings("enabled=never hugepages-64kB/enabled=always hugepages-16kB/enabled=always");
+    let params = mm::BootParams { mem_bytes: 64 << 20, min_free_kbytes: 0, mmap_base: 0x7dff_fffc_5000, brk_start: 0x5555_5557_9000 };
+    let mut k = mm::Kernel::boot(&params, &s);
+    k.fragment_memory();
+    let addr = k.do_mmap(64 << 10, mm::mmap::prot_to_vm(true, true, false), mm::mmap::MmapPlacement::Aligned { align: 65536, offset: 0 }).unwrap();
+    assert_eq!(k.access(addr, true), mm::Access::Fault);
+    assert_eq!(k.counters.mthp(mm_types::Order(4), uapi::MthpStat::AnonFaultFallback), 1);
+    assert_eq!(k.counters.mthp(mm_types::Order(2), uapi::MthpStat::AnonFaultFallback), 1);
+    assert_eq!(k.stats.fallbacks[4][mm::vmstat::FallbackReason::AllocFailed as usize], 1);
+    k.check_invariants().unwrap();
+    let _ = w;
+}
+
+#[test]
+fn output_is_deterministic() {
+    let text = "mmap a 64M\ntouch a write order=random seed=9 count=5000\nmunmap a[1M+12K] every=3M";
+    let s = "enabled=always hugepages-64kB/enabled=always hugepages-16kB/enabled=always";
+    let a = serde_json::to_string(&sim(s, text)).unwrap();
+    let b = serde_json::to_string(&sim(s, text)).unwrap();
+    assert_eq!(a, b);
+}

@@ -172,16 +172,30 @@ pub struct Range {
     pub every: Option<u64>,
 }
 
+/// `Range::len` of a range that runs to the end of a region whose length is only known when
+/// the workload runs (the heap).
+pub const TO_END: u64 = u64::MAX;
+
 impl Range {
+    /// The length, with [`TO_END`] resolved against the region's length now.
+    pub fn len_in(&self, region_len: u64) -> u64 {
+        if self.len == TO_END {
+            region_len.saturating_sub(self.offset)
+        } else {
+            self.len
+        }
+    }
+
     /// The (offset, len) pieces this range stands for, with `every=` expanded.
     pub fn pieces(&self, region_len: u64) -> Vec<(u64, u64)> {
+        let len = self.len_in(region_len);
         match self.every {
-            None => vec![(self.offset, self.len)],
+            None => vec![(self.offset, len)],
             Some(step) => {
                 let mut v = Vec::new();
                 let mut off = self.offset;
-                while off + self.len <= region_len {
-                    v.push((off, self.len));
+                while off + len <= region_len {
+                    v.push((off, len));
                     off += step;
                 }
                 v
@@ -197,6 +211,13 @@ pub enum TouchOrder {
     Reverse,
     /// A permutation drawn with [`mm_types::prng::Prng`] from this seed.
     Random { seed: u64 },
+}
+
+impl Touch {
+    /// This touch with its range's length resolved against the region's current length.
+    pub fn resolved(&self, region_len: u64) -> Touch {
+        Touch { range: Range { len: self.range.len_in(region_len), ..self.range }, ..*self }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -245,7 +266,7 @@ impl Workload {
         self.ops
             .iter()
             .map(|op| match &op.kind {
-                OpKind::Touch(t) => TouchPlan::new(t, 0).len(),
+                OpKind::Touch(t) if t.range.len != TO_END => TouchPlan::new(t, 0).len(),
                 _ => 0,
             })
             .sum()

@@ -217,11 +217,16 @@ fn parse_range(
     })?;
     let region_len = w.region(region).len;
     let is_heap = name == HEAP;
+    // The heap's length is only known as brk runs: "to the end" stays symbolic.
+    let to_end = if is_heap { None } else { Some(region_len) };
     let (offset, len) = match inner {
-        None => (0, region_len),
+        None => (0, to_end.unwrap_or(TO_END)),
         Some(inner) => {
             if let Some((a, b)) = inner.split_once("..") {
                 let a = size(cx, a)?;
+                if b.is_empty() && is_heap {
+                    return Ok(Range { region, offset: a, len: TO_END, every: None });
+                }
                 let b = if b.is_empty() { region_len } else { size(cx, b)? };
                 if b < a {
                     return Err(cx.err(format!("range '{text}' ends before it starts")));
