@@ -14,7 +14,8 @@
 //! Reads are batched: pagemap in 512 KiB preads (64 Ki pages), kpageflags for the PFNs of a
 //! batch in merged runs of 64-PFN blocks.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
@@ -37,11 +38,16 @@ const PM_PFN_MASK: u64 = (1 << 55) - 1;
 
 /// Pages per pagemap pread.
 const PAGEMAP_BATCH: u64 = 64 * 1024;
-/// PFNs per kpageflags block (512 bytes).
+/// PFNs read on a miss (512 bytes).
 const KPF_BLOCK: u64 = 64;
-/// Merge two needed blocks into one read when at most this many blocks lie between them.
-const KPF_MERGE_GAP: u64 = 8;
-/// Largest single kpageflags read, in blocks (4 MiB).
+/// Granularity of the prefetch: reading a PFN costs the kernel ~80 ns, a pread ~1–2 µs, so
+/// small blocks merged across small gaps read the least.
+const KPF_PREFETCH_BLOCK: u64 = 16;
+/// PFNs read on a miss during a head or size walk.
+const KPF_PROBE: u64 = 8;
+/// Merge two needed prefetch blocks into one read when at most this many blocks lie between.
+const KPF_MERGE_GAP: u64 = 1;
+/// Largest single kpageflags read, in prefetch blocks (1 MiB).
 const KPF_MAX_RUN: u64 = 8192;
 /// Largest folio we look for (1 GiB hugetlb pages).
 const MAX_FOLIO_ORDER: u32 = 18;
@@ -56,15 +62,44 @@ pub struct CensusReport {
     pub pages_scanned: u64,
     pub present_pages: u64,
     pub elapsed: Duration,
+    /// Time in pagemap and kpageflags reads, and the number of kpageflags reads.
+    pub pagemap_time: Duration,
+    pub kpageflags_time: Duration,
+    pub kpageflags_reads: u64,
+    pub kpageflags_pfns: u64,
 }
 
 /// Cached reader of /proc/kpageflags.
 struct KpageFlags {
     file: File,
-    /// start PFN → flags of consecutive PFNs.
-    runs: BTreeMap<u64, Vec<u64>>,
+    /// (start PFN, flags of consecutive PFNs), sorted by start, not overlapping.
+    runs: Vec<(u64, Vec<u64>)>,
+    /// Index of the run of the last hit.
+    last: usize,
     reads: u64,
+    pfns_read: u64,
+    time: Duration,
 }
+
+/// A multiplicative hasher for PFN keys (the default SipHash costs more than the census loop).
+#[derive(Default, Clone, Copy)]
+struct PfnHasher(u64);
+
+impl Hasher for PfnHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+type PfnBuild = BuildHasherDefault<PfnHasher>;
 
 impl KpageFlags {
     fn open() -> Result<KpageFlags> {
@@ -74,10 +109,11 @@ impl KpageFlags {
             }
             _ => io_err("cannot open", "/proc/kpageflags", e),
         })?;
-        Ok(KpageFlags { file, runs: BTreeMap::new(), reads: 0 })
+        Ok(KpageFlags { file, runs: Vec::new(), last: 0, reads: 0, pfns_read: 0, time: Duration::ZERO })
     }
 
     fn read_run(&mut self, start_pfn: u64, n: u64) -> Result<()> {
+        let t = Instant::now();
         let mut buf = vec![0u8; (n * 8) as usize];
         let mut done = 0usize;
         while done < buf.len() {
@@ -89,15 +125,40 @@ impl KpageFlags {
             }
         }
         self.reads += 1;
+        self.pfns_read += n;
+        self.time += t.elapsed();
         let v: Vec<u64> =
             buf.chunks_exact(8).map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect();
-        self.runs.insert(start_pfn, v);
+        // Runs never overlap: prefetch reads disjoint blocks and misses read absent ones; a miss
+        // block that overlaps a run (block sizes differ) is trimmed to the uncovered part.
+        let pos = self.runs.partition_point(|(s, _)| *s < start_pfn);
+        let mut start = start_pfn;
+        let mut v = v;
+        if pos > 0 {
+            let (ps, pv) = &self.runs[pos - 1];
+            let pend = ps + pv.len() as u64;
+            if pend > start {
+                let cut = ((pend - start) as usize).min(v.len());
+                v.drain(..cut);
+                start = pend;
+            }
+        }
+        if pos < self.runs.len() {
+            let ns = self.runs[pos].0;
+            if start + v.len() as u64 > ns {
+                v.truncate(ns.saturating_sub(start) as usize);
+            }
+        }
+        if !v.is_empty() {
+            self.runs.insert(pos, (start, v));
+            self.last = pos;
+        }
         Ok(())
     }
 
     /// Read the blocks holding `pfns` (sorted or not), merging close ones.
     fn prefetch(&mut self, pfns: &[u64]) -> Result<()> {
-        let mut blocks: Vec<u64> = pfns.iter().map(|p| p / KPF_BLOCK).collect();
+        let mut blocks: Vec<u64> = pfns.iter().map(|p| p / KPF_PREFETCH_BLOCK).collect();
         blocks.sort_unstable();
         blocks.dedup();
         let mut i = 0;
@@ -109,32 +170,44 @@ impl KpageFlags {
                 last = blocks[i];
                 i += 1;
             }
-            self.read_run(first * KPF_BLOCK, (last - first + 1) * KPF_BLOCK)?;
+            self.read_run(first * KPF_PREFETCH_BLOCK, (last - first + 1) * KPF_PREFETCH_BLOCK)?;
         }
         Ok(())
     }
 
     fn get(&mut self, pfn: u64) -> Result<u64> {
-        if let Some((start, v)) = self.runs.range(..=pfn).next_back() {
-            if let Some(f) = v.get((pfn - start) as usize) {
-                return Ok(*f);
-            }
-        }
-        let b = pfn / KPF_BLOCK;
-        self.read_run(b * KPF_BLOCK, KPF_BLOCK)?;
-        self.get_cached(pfn)
+        self.get_with(pfn, KPF_BLOCK)
     }
 
-    fn get_cached(&self, pfn: u64) -> Result<u64> {
-        self.runs
-            .range(..=pfn)
-            .next_back()
-            .and_then(|(start, v)| v.get((pfn - start) as usize).copied())
-            .ok_or_else(|| LiveError::Parse { path: "/proc/kpageflags".into(), message: format!("PFN {pfn:#x} missing after read") })
+    /// Like `get`, but a miss reads only `block` PFNs around `pfn` (the head/size walks probe
+    /// a few far-apart PFNs of a large folio and need nothing in between).
+    fn get_with(&mut self, pfn: u64, block: u64) -> Result<u64> {
+        if let Some(f) = self.lookup(pfn) {
+            return Ok(f);
+        }
+        self.read_run(pfn / block * block, block)?;
+        self.lookup(pfn).ok_or_else(|| LiveError::Parse {
+            path: "/proc/kpageflags".into(),
+            message: format!("PFN {pfn:#x} missing after read"),
+        })
+    }
+
+    fn lookup(&mut self, pfn: u64) -> Option<u64> {
+        if let Some((s, v)) = self.runs.get(self.last) {
+            if pfn >= *s && pfn < s + v.len() as u64 {
+                return Some(v[(pfn - s) as usize]);
+            }
+        }
+        let pos = self.runs.partition_point(|(s, _)| *s <= pfn);
+        let (s, v) = self.runs.get(pos.checked_sub(1)?)?;
+        let f = v.get((pfn - s) as usize).copied()?;
+        self.last = pos - 1;
+        Some(f)
     }
 
     fn clear(&mut self) {
         self.runs.clear();
+        self.last = 0;
     }
 
     /// The head PFN of the compound page `pfn` belongs to (`pfn` itself for a head or a page
@@ -148,7 +221,7 @@ impl KpageFlags {
             if cand == pfn {
                 continue;
             }
-            let f = self.get(cand)?;
+            let f = self.get_with(cand, KPF_PROBE)?;
             if f & KPF_COMPOUND_HEAD != 0 {
                 return Ok(cand);
             }
@@ -165,7 +238,7 @@ impl KpageFlags {
             return Ok(1);
         }
         let mut k = 0;
-        while k < MAX_FOLIO_ORDER && self.get(head + (1u64 << k))? & KPF_COMPOUND_TAIL != 0 {
+        while k < MAX_FOLIO_ORDER && self.get_with(head + (1u64 << k), KPF_PROBE)? & KPF_COMPOUND_TAIL != 0 {
             k += 1;
         }
         Ok(1u64 << k)
@@ -230,10 +303,10 @@ pub fn census_of_ranges(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma]) -> Result
     let nv = vmas.len();
     let mut zero_ptes = vec![0u64; nv];
     let mut huge_zero: Vec<HashSet<u64>> = vec![HashSet::new(); nv];
-    let mut small_seen: HashSet<u64> = HashSet::new();
+    let mut small_seen: HashSet<u64, PfnBuild> = HashSet::default();
     let mut small = vec![0u64; nv];
     let mut accs: Vec<FolioAcc> = Vec::new();
-    let mut by_head: HashMap<u64, usize> = HashMap::new();
+    let mut by_head: HashMap<u64, usize, PfnBuild> = HashMap::default();
     let mut entries = Vec::with_capacity(PAGEMAP_BATCH as usize);
     let mut pfns = Vec::with_capacity(PAGEMAP_BATCH as usize);
     let mut report = CensusReport::default();
@@ -244,15 +317,29 @@ pub fn census_of_ranges(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma]) -> Result
         let mut va = s;
         while va < e {
             let n = ((e - va) / PAGE_SIZE).min(PAGEMAP_BATCH);
+            let tp = Instant::now();
             read_pagemap(&pagemap, &path, va, n, &mut entries)?;
+            report.pagemap_time += tp.elapsed();
             report.pages_scanned += n;
+            // Prefetch the flags of the first page of every physically contiguous run: the
+            // rest of a large folio is covered by its head, and the pages after a run start
+            // mostly share its block (a miss reads the next block).
             pfns.clear();
+            let mut present = 0u64;
+            let mut prev: Option<u64> = None;
             for &ent in &entries {
                 if ent & PM_PRESENT != 0 {
-                    pfns.push(ent & PM_PFN_MASK);
+                    let pfn = ent & PM_PFN_MASK;
+                    present += 1;
+                    if prev != Some(pfn.wrapping_sub(1)) {
+                        pfns.push(pfn);
+                    }
+                    prev = Some(pfn);
+                } else {
+                    prev = None;
                 }
             }
-            if pfns.is_empty() {
+            if present == 0 {
                 va += n * PAGE_SIZE;
                 continue;
             }
@@ -261,7 +348,7 @@ pub fn census_of_ranges(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma]) -> Result
                     "{path} shows no PFNs (they are hidden without CAP_SYS_ADMIN)"
                 )));
             }
-            report.present_pages += pfns.len() as u64;
+            report.present_pages += present;
             kpf.clear();
             cur = None;
             kpf.prefetch(&pfns)?;
@@ -377,6 +464,9 @@ pub fn census_of_ranges(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma]) -> Result
     report.total = total;
     report.per_vma = per_vma;
     report.elapsed = t0.elapsed();
+    report.kpageflags_time = kpf.time;
+    report.kpageflags_reads = kpf.reads;
+    report.kpageflags_pfns = kpf.pfns_read;
     Ok(report)
 }
 
