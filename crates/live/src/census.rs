@@ -129,26 +129,10 @@ impl KpageFlags {
         self.time += t.elapsed();
         let v: Vec<u64> =
             buf.chunks_exact(8).map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect();
-        // Runs never overlap: prefetch reads disjoint blocks and misses read absent ones; a miss
-        // block that overlaps a run (block sizes differ) is trimmed to the uncovered part.
+        // Runs never overlap: prefetch reads disjoint blocks into an empty cache, and a miss
+        // reads only the gap between its neighbours (see `get_with`).
         let pos = self.runs.partition_point(|(s, _)| *s < start_pfn);
-        let mut start = start_pfn;
-        let mut v = v;
-        if pos > 0 {
-            let (ps, pv) = &self.runs[pos - 1];
-            let pend = ps + pv.len() as u64;
-            if pend > start {
-                let cut = ((pend - start) as usize).min(v.len());
-                v.drain(..cut);
-                start = pend;
-            }
-        }
-        if pos < self.runs.len() {
-            let ns = self.runs[pos].0;
-            if start + v.len() as u64 > ns {
-                v.truncate(ns.saturating_sub(start) as usize);
-            }
-        }
+        let start = start_pfn;
         if !v.is_empty() {
             self.runs.insert(pos, (start, v));
             self.last = pos;
@@ -185,7 +169,16 @@ impl KpageFlags {
         if let Some(f) = self.lookup(pfn) {
             return Ok(f);
         }
-        self.read_run(pfn / block * block, block)?;
+        let pos = self.runs.partition_point(|(s, _)| *s <= pfn);
+        let mut lo = pfn / block * block;
+        let mut hi = lo + block;
+        if let Some((s, v)) = pos.checked_sub(1).and_then(|i| self.runs.get(i)) {
+            lo = lo.max(s + v.len() as u64);
+        }
+        if let Some((s, _)) = self.runs.get(pos) {
+            hi = hi.min(*s);
+        }
+        self.read_run(lo, hi - lo)?;
         self.lookup(pfn).ok_or_else(|| LiveError::Parse {
             path: "/proc/kpageflags".into(),
             message: format!("PFN {pfn:#x} missing after read"),
@@ -503,6 +496,26 @@ pub fn add_census(a: &mut Census, b: &Census) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kpageflags_cache_returns_every_pfn_whatever_the_read_order() {
+        // A fake kpageflags whose entry i holds i.
+        let path = std::env::temp_dir().join(format!("thplab-kpf-{}", std::process::id()));
+        let data: Vec<u8> = (0u64..5000).flat_map(|i| i.to_ne_bytes()).collect();
+        std::fs::write(&path, data).unwrap();
+        let mut k = KpageFlags { file: File::open(&path).unwrap(), runs: Vec::new(), last: 0, reads: 0, pfns_read: 0, time: Duration::ZERO };
+        k.prefetch(&[100, 101, 130, 2000, 17]).unwrap();
+        for pfn in [100, 120, 64, 127, 128, 129, 130, 150, 3, 4095, 4998, 2001, 1999, 17, 16, 200] {
+            assert_eq!(k.get(pfn).unwrap(), pfn, "pfn {pfn}");
+            assert_eq!(k.get_with(pfn + 1, KPF_PROBE).unwrap(), pfn + 1);
+        }
+        // Past the end: flags 0.
+        assert_eq!(k.get(6000).unwrap(), 0);
+        for w in k.runs.windows(2) {
+            assert!(w[0].0 + w[0].1.len() as u64 <= w[1].0, "runs overlap");
+        }
+        let _ = std::fs::remove_file(&path);
+    }
 
     #[test]
     fn labels_and_accounting() {

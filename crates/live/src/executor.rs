@@ -259,13 +259,14 @@ fn region_base(
     heap_len: u64,
 ) -> std::result::Result<(Piece, u64), String> {
     if Some(r.region) == heap_id {
-        // As the model does: the range as parsed (bare `heap` is declared with length 0), and
-        // the heap's current length (break − start_brk) for every= expansion.
-        return Ok((Piece { addr: 0, len: heap_len, heap: true }, r.len));
+        // As the model does: a range to the end (bare `heap`, `heap[8K..]`) resolves against
+        // the heap's current length, break − start_brk, known statically from the brk deltas.
+        return Ok((Piece { addr: 0, len: heap_len, heap: true }, r.len_in(heap_len)));
     }
     let a = addr[r.region.0 as usize]
         .ok_or_else(|| format!("region '{}' is used before its mmap", w.region(r.region).name))?;
-    Ok((Piece { addr: a, len: w.region(r.region).len, heap: false }, r.len))
+    let len = w.region(r.region).len;
+    Ok((Piece { addr: a, len, heap: false }, r.len_in(len)))
 }
 
 fn pieces(
@@ -1021,7 +1022,7 @@ mod tests {
         match &spec.ops[3].kind {
             ExecKind::Touch { base, len, .. } => {
                 assert!(base.heap);
-                assert_eq!(*len, 0, "bare heap is a 0-length range, as the model reads it");
+                assert_eq!(*len, 10 * 1024, "bare heap runs to the current break, as the model reads it");
             }
             k => panic!("{k:?}"),
         }

@@ -235,7 +235,7 @@ mmap s 64K at=0x7e0001000000
 touch s write
 mprotect s[0+4K] r
 brk +64K
-touch heap[0+64K] write
+touch heap write
 ";
     let r = live(text, &["enabled=always", "hugepages-64kB/enabled=always"]).unwrap();
     let c = &r.census;
