@@ -238,7 +238,7 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
 fn harness_place(cursor: &mut u64, len: u64, p: Placement) -> u64 {
     let (align, offset) = match p {
         Placement::Aligned { align, offset } => (align, offset),
-        _ if len % PMD_SIZE == 0 => (PMD_SIZE, 0),
+        _ if len.is_multiple_of(PMD_SIZE) => (PMD_SIZE, 0),
         _ => (PAGE_SIZE, 0),
     };
     let top = *cursor - len;
