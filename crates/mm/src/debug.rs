@@ -334,3 +334,17 @@ enum Mapping {
     Pmd(Pfn),
     HugeZero,
 }
+
+impl Kernel {
+    /// Break one page's mapcount on purpose: the torture canary checks that
+    /// `check_invariants` notices.
+    #[doc(hidden)]
+    pub fn corrupt_mapcount_for_canary(&mut self, addr: u64) {
+        let va = Vaddr(addr);
+        let t = self.pt.pmd_table_ro(va).expect("mapped");
+        if let Pmd::Table(idx) = self.pt.pmd(t, va) {
+            let pfn = pte_pfn(self.pt.ptes(idx)[va.pte_index()]);
+            self.zone.mem_map[pfn.idx()].mapcount += 1;
+        }
+    }
+}

@@ -3,7 +3,9 @@
 //! This binary is a thin layer: it parses arguments, reads files, calls `sim` (and `live`), and
 //! prints. Every table and JSON document it prints comes from a `uapi::RunResult`.
 
+mod compare;
 mod examples;
+mod live_cmds;
 mod print;
 
 use std::io::Write;
@@ -21,6 +23,10 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// The workload would be killed (SIGSEGV, OOM) or broke a model invariant.
     pub const SIM_FAILED: u8 = 3;
+    /// `compare`: model and live kernel differ beyond the tolerance.
+    pub const DIFFERS: u8 = 4;
+    /// A live command cannot run here (not root, no THP sysfs tree).
+    pub const LIVE_UNAVAILABLE: u8 = 5;
 }
 
 #[derive(Parser)]
@@ -45,6 +51,60 @@ enum Cmd {
         /// Print this example's text.
         name: Option<String>,
     },
+    /// Run a workload on the live kernel under the given settings (applied to
+    /// /sys/kernel/mm/transparent_hugepage and restored afterwards; needs root). Prints the same
+    /// schema as `sim`, plus a "live" section.
+    Live(LiveArgs),
+    /// Run a workload in the model and on the live kernel and print both side by side; exits 4
+    /// when a counter differs beyond the tolerance.
+    Compare(CompareArgs),
+    /// The folio census of a running process: which folio sizes each VMA maps, PMD- or
+    /// PTE-mapped, fully or partially (a fast tools/mm/thpmaps).
+    Observe(live_cmds::ObserveArgs),
+    #[command(name = "__exec", hide = true)]
+    Exec,
+    #[command(name = "__hold", hide = true)]
+    Hold(live_cmds::HoldArgs),
+}
+
+#[derive(Args)]
+struct LiveArgs {
+    /// A workload file or built-in example name.
+    workload: String,
+    #[command(flatten)]
+    settings: SettingsArgs,
+    #[command(flatten)]
+    machine: MachineArgs,
+    /// Run N times; counters are reported as the median, with the spread in "live".
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct CompareArgs {
+    /// A workload file or built-in example name.
+    workload: String,
+    #[command(flatten)]
+    settings: SettingsArgs,
+    #[command(flatten)]
+    machine: MachineArgs,
+    /// Instead of the given settings, run the standard matrix: 4 KiB only, each mTHP size
+    /// alone, all sizes, PMD always, and madvise mode.
+    #[arg(long)]
+    matrix: bool,
+    /// Allowed differences, FIELD=N with FIELD one of minflt (default 2), census (0),
+    /// system (system-wide counters, 0).
+    #[arg(long, value_name = "FIELD=N")]
+    tolerance: Vec<String>,
+    /// Live runs per setting (median reported).
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+    /// Print JSON: one object per setting with both results and the rows.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Settings given on the command line; applied in order: --cmdline, --settings, --set.
@@ -150,6 +210,9 @@ struct SimArgs {
 struct DemoArgs {
     #[command(flatten)]
     machine: MachineArgs,
+    /// Do not run on the live kernel even where that is possible.
+    #[arg(long)]
+    model_only: bool,
     /// Print the three results as one JSON array.
     #[arg(long)]
     json: bool,
@@ -171,11 +234,20 @@ pub fn load_workload(arg: &str) -> Result<workload::Workload> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    match &cli.cmd {
+        Cmd::Exec => live_cmds::cmd_exec_child(),
+        Cmd::Hold(a) => live_cmds::cmd_hold(&a.assignments),
+        _ => live_cmds::recover_before_command(),
+    }
     let result = match cli.cmd {
         Cmd::Sim(a) => cmd_sim(a),
         Cmd::Settings(a) => cmd_settings(a),
         Cmd::Demo(a) => cmd_demo(a),
         Cmd::Examples { name } => cmd_examples(name),
+        Cmd::Live(a) => cmd_live(a),
+        Cmd::Compare(a) => cmd_compare(a),
+        Cmd::Observe(a) => a.run().map(|c| c as u8),
+        Cmd::Exec | Cmd::Hold(_) => unreachable!("handled above"),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -185,7 +257,13 @@ fn main() -> ExitCode {
                 return ExitCode::from(exit::OK);
             }
             eprintln!("thplab: {e:#}");
-            let code = if e.chain().any(|c| c.downcast_ref::<sim::SimError>().is_some()) { exit::SIM_FAILED } else { exit::USAGE };
+            let code = if e.chain().any(|c| c.downcast_ref::<sim::SimError>().is_some()) {
+                exit::SIM_FAILED
+            } else if e.chain().any(|c| matches!(c.downcast_ref::<live::LiveError>(), Some(live::LiveError::NotAvailable(_)))) {
+                exit::LIVE_UNAVAILABLE
+            } else {
+                exit::USAGE
+            };
             ExitCode::from(code)
         }
     }
@@ -242,16 +320,35 @@ pub fn demo_settings() -> Vec<(&'static str, ThpSettings)> {
     m64.apply_assignment("hugepages-64kB/enabled=always").expect("valid");
     let mut pmd = ThpSettings::default();
     pmd.apply_assignment("enabled=always").expect("valid");
-    vec![("4 KiB only", four_k), ("64 KiB mTHP", m64), ("PMD THP", pmd)]
+    vec![("4K", four_k), ("64K", m64), ("PMD", pmd)]
+}
+
+/// Why live runs cannot happen here, if they cannot.
+pub fn live_unavailable() -> Option<String> {
+    match live::sysfs::Paths::from_env().check_available() {
+        Ok(()) => None,
+        Err(e) => Some(e.to_string()),
+    }
 }
 
 fn cmd_demo(a: DemoArgs) -> Result<u8> {
     let machine = a.machine.resolve()?;
     let w = load_workload("seed-anon-1g")?;
+    let unavailable = if a.model_only { Some("--model-only".to_string()) } else { live_unavailable() };
     let mut results = Vec::new();
     for (label, s) in demo_settings() {
         let r = run_sim(&w, &s, &machine, false, false)?;
-        results.push((label.to_string(), s.summary(), r));
+        let live = match &unavailable {
+            None => Some(live_cmds::run_live(&w, &s, &r.regions, 1, false)?),
+            Some(_) => None,
+        };
+        results.push((format!("{label} sim"), s.summary(), r));
+        if let Some(l) = live {
+            results.push((format!("{label} live"), s.summary(), l));
+        }
+    }
+    if let Some(why) = &unavailable {
+        eprintln!("thplab demo: model only ({why})");
     }
     let mut out = std::io::stdout().lock();
     if a.json {
@@ -259,7 +356,7 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
         serde_json::to_writer_pretty(&mut out, &v)?;
         writeln!(out)?;
     } else {
-        writeln!(out, "seed-anon-1g: 1 GiB of private anonymous memory written page by page (model of Linux 6.18)\n")?;
+        writeln!(out, "seed-anon-1g: 1 GiB of private anonymous memory written page by page, model of Linux 6.18{}\n", if unavailable.is_none() { " and this machine's live kernel" } else { "" })?;
         print::side_by_side(&mut out, &results)?;
     }
     Ok(exit::OK)
@@ -279,4 +376,77 @@ fn cmd_examples(name: Option<String>) -> Result<u8> {
         },
     }
     Ok(exit::OK)
+}
+
+fn cmd_live(a: LiveArgs) -> Result<u8> {
+    let settings = a.settings.resolve()?;
+    let machine = a.machine.resolve()?;
+    let w = load_workload(&a.workload)?;
+    // The model decides where regions go; the live executor maps them at the same addresses.
+    let model = run_sim(&w, &settings, &machine, false, false)?;
+    let r = live_cmds::run_live(&w, &settings, &model.regions, a.repeat, !a.json)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &r)?;
+        writeln!(out)?;
+    } else {
+        print::result_table(&mut out, &r, &settings)?;
+    }
+    Ok(exit::OK)
+}
+
+/// Model, then live, then the model again if the heap matters and the live process's heap
+/// starts elsewhere than the model assumed.
+pub fn model_and_live(w: &workload::Workload, s: &ThpSettings, machine: &sim::MachineConfig, repeat: u32, progress: bool) -> Result<(uapi::RunResult, uapi::RunResult)> {
+    let model = run_sim(w, s, machine, false, false)?;
+    let live = live_cmds::run_live(w, s, &model.regions, repeat, progress)?;
+    let live_brk = live.live.as_ref().and_then(|l| l.get("start_brk")).and_then(|v| v.as_str()).and_then(parse_hex);
+    if let (Some(brk), true) = (live_brk, w.region_by_name(workload::HEAP).is_some()) {
+        if brk != machine.brk_start {
+            let m = sim::MachineConfig { brk_start: brk, ..machine.clone() };
+            return Ok((run_sim(w, s, &m, false, false)?, live));
+        }
+    }
+    Ok((model, live))
+}
+
+fn cmd_compare(a: CompareArgs) -> Result<u8> {
+    let machine = a.machine.resolve()?;
+    let w = load_workload(&a.workload)?;
+    let mut tol = compare::Tolerance::default();
+    for t in &a.tolerance {
+        tol.apply(t)?;
+    }
+    let runs: Vec<(String, ThpSettings)> = if a.matrix {
+        if !a.settings.set.is_empty() || !a.settings.settings_file.is_empty() || a.settings.cmdline.is_some() {
+            bail!("--matrix runs its own settings; leave out --set, --settings and --cmdline");
+        }
+        compare::matrix()
+    } else {
+        vec![("given settings".to_string(), a.settings.resolve()?)]
+    };
+    if let Some(why) = live_unavailable() {
+        return Err(live::LiveError::NotAvailable(why).into());
+    }
+    let mut out = std::io::stdout().lock();
+    let mut json = Vec::new();
+    let mut differing = 0;
+    for (label, s) in &runs {
+        let (model, live) = model_and_live(&w, s, &machine, a.repeat, false)?;
+        let rows = compare::rows(&model, &live, &tol);
+        let differs = rows.iter().any(|r| r.differs);
+        differing += differs as usize;
+        if a.json {
+            json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "model": model, "live": live }));
+        } else {
+            compare::print_rows(&mut out, label, s, &rows)?;
+        }
+    }
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &json)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "{} of {} settings: model = live{}", runs.len() - differing, runs.len(), if differing > 0 { format!("; {differing} differ") } else { String::new() })?;
+    }
+    Ok(if differing > 0 { exit::DIFFERS } else { exit::OK })
 }

@@ -109,7 +109,7 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
 
 /// Several results in columns (the README's main command).
 pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) -> io::Result<()> {
-    let w = 16;
+    let w = if cols.len() > 3 { 13 } else { 16 };
     write!(out, "{:<42}", "")?;
     for (label, _, _) in cols {
         write!(out, "{label:>w$}")?;
@@ -144,8 +144,13 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
         row(out, &format!("folios {s}"), &|r| r.folios.get(s).copied().unwrap_or(0).to_string())?;
     }
     writeln!(out)?;
+    let mut seen = Vec::new();
     for (label, summary, _) in cols {
-        writeln!(out, "{label}: {summary}")?;
+        let key = label.split(' ').next().unwrap_or(label);
+        if !seen.contains(&key) {
+            seen.push(key);
+            writeln!(out, "{key}: {summary}")?;
+        }
     }
     Ok(())
 }

@@ -1,0 +1,159 @@
+//! `thplab compare`: the model and the live kernel on the same workload and settings, counter by
+//! counter, in the kernel's names.
+
+use std::collections::BTreeSet;
+use std::io::{self, Write};
+
+use anyhow::{bail, Result};
+use uapi::result::size_sort_key;
+use uapi::{MthpStat, RunResult, ThpSettings};
+
+/// How far model and live may differ before a row counts as a difference.
+#[derive(Clone, Debug)]
+pub struct Tolerance {
+    /// minflt: the executor itself can take a fault or two (a stack page).
+    pub minflt: i64,
+    /// Census rows (exact for one process).
+    pub census: i64,
+    /// System-wide counters (/proc/vmstat, hugepages-*/stats): other processes can move them.
+    pub system: i64,
+}
+
+impl Default for Tolerance {
+    fn default() -> Self {
+        Tolerance { minflt: 2, census: 0, system: 0 }
+    }
+}
+
+impl Tolerance {
+    /// Parse `minflt=5`, `census=0`, `system=10` (comma-separated or repeated).
+    pub fn apply(&mut self, spec: &str) -> Result<()> {
+        for part in spec.split(',').filter(|p| !p.is_empty()) {
+            let Some((k, v)) = part.split_once('=') else { bail!("--tolerance {part}: write FIELD=N (fields: minflt, census, system)") };
+            let n: i64 = v.parse().map_err(|_| anyhow::anyhow!("--tolerance {part}: N must be a whole number"))?;
+            match k {
+                "minflt" => self.minflt = n,
+                "census" => self.census = n,
+                "system" => self.system = n,
+                _ => bail!("--tolerance {part}: unknown field '{k}'; valid fields: minflt, census, system"),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether a row can fail the comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowKind {
+    /// Exact for the process: minflt, Rss, census.
+    Process,
+    /// System-wide: other processes may move it.
+    SystemWide,
+    /// Shown, never a failure: depends on machine state before the run (the huge zero folio
+    /// may already exist), or the model alone knows it.
+    Informational,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Row {
+    pub field: String,
+    pub model: i64,
+    pub live: i64,
+    pub kind: RowKind,
+    pub differs: bool,
+}
+
+/// Counters whose live value depends on the machine's state before the run.
+const MACHINE_STATE: &[&str] = &["thp_zero_page_alloc", "thp_zero_page_alloc_failed"];
+
+pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
+    let mut out = Vec::new();
+    let mut push = |field: String, m: i64, l: i64, kind: RowKind, t: i64| {
+        let differs = kind != RowKind::Informational && (m - l).abs() > t;
+        out.push(Row { field, model: m, live: l, kind, differs });
+    };
+    push("minflt".into(), model.process.minflt as i64, live.process.minflt as i64, RowKind::Process, tol.minflt);
+    push("Rss (kB)".into(), (model.process.rss_bytes / 1024) as i64, (live.process.rss_bytes / 1024) as i64, RowKind::Process, tol.census * 4);
+    push("AnonHugePages (kB)".into(), (model.process.anon_huge_bytes / 1024) as i64, (live.process.anon_huge_bytes / 1024) as i64, RowKind::Process, tol.census * 2048);
+    let mut sizes: Vec<&String> = model.census.sizes.keys().chain(live.census.sizes.keys()).collect::<BTreeSet<_>>().into_iter().collect();
+    sizes.sort_by_key(|s| size_sort_key(s));
+    for s in sizes {
+        let m = model.census.sizes.get(s).copied().unwrap_or_default();
+        let l = live.census.sizes.get(s).copied().unwrap_or_default();
+        push(format!("census {s} folios"), m.folios as i64, l.folios as i64, RowKind::Process, tol.census);
+        push(format!("census {s} pmd-mapped"), m.pmd_mapped as i64, l.pmd_mapped as i64, RowKind::Process, tol.census);
+        push(format!("census {s} pte-mapped"), m.pte_mapped as i64, l.pte_mapped as i64, RowKind::Process, tol.census);
+        push(format!("census {s} partially-mapped"), m.partially_mapped as i64, l.partially_mapped as i64, RowKind::Process, tol.census);
+    }
+    push("census zero-page PTEs".into(), model.census.zero_page_ptes as i64, live.census.zero_page_ptes as i64, RowKind::Process, tol.census);
+    push("census huge-zero PMDs".into(), model.census.huge_zero_pmds as i64, live.census.huge_zero_pmds as i64, RowKind::Process, tol.census);
+    let mut dirs: Vec<&String> = model.mthp.keys().collect();
+    dirs.sort_by_key(|d| size_sort_key(d));
+    for dir in dirs {
+        for stat in MthpStat::ALL {
+            let m = model.mthp.get(dir).and_then(|s| s.get(stat.name())).copied();
+            let l = live.mthp.get(dir).and_then(|s| s.get(stat.name())).copied();
+            let (Some(m), l) = (m, l.unwrap_or(0)) else { continue };
+            if m != 0 || l != 0 {
+                push(format!("{dir}/stats/{}", stat.name()), m, l, RowKind::SystemWide, tol.system);
+            }
+        }
+    }
+    for (name, m) in &model.vmstat {
+        let l = live.vmstat.get(name).copied().unwrap_or(0);
+        if *m != 0 || l != 0 {
+            let kind = if MACHINE_STATE.contains(&name.as_str()) { RowKind::Informational } else { RowKind::SystemWide };
+            push(name.clone(), *m, l, kind, tol.system);
+        }
+    }
+    for (m, l) in model.calls.iter().zip(&live.calls) {
+        if m.ret != l.ret {
+            out.push(Row { field: format!("line {} {} returned {} vs {}", m.line, m.call, m.ret, l.ret), model: 0, live: 1, kind: RowKind::Process, differs: true });
+        }
+    }
+    out
+}
+
+pub fn print_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row]) -> io::Result<()> {
+    let n = rows.iter().filter(|r| r.differs).count();
+    writeln!(out, "== {label}: {}  →  {}", s.summary(), if n == 0 { "model = live".to_string() } else { format!("{n} DIFFERENCES") })?;
+    writeln!(out, "  {:<46} {:>12} {:>12} {:>9}", "field", "model", "live", "diff")?;
+    for r in rows {
+        if r.model == 0 && r.live == 0 {
+            continue;
+        }
+        let mark = match (r.differs, r.kind) {
+            (true, _) => "  <-- differs",
+            (false, RowKind::SystemWide) if r.model != r.live => "  (system-wide, within tolerance)",
+            (false, RowKind::Informational) if r.model != r.live => "  (machine state)",
+            _ => "",
+        };
+        writeln!(out, "  {:<46} {:>12} {:>12} {:>+9}{mark}", r.field, r.model, r.live, r.live - r.model)?;
+    }
+    writeln!(out)
+}
+
+/// The standard matrix: 4 KiB only, each mTHP size alone, all sizes, PMD always, madvise mode.
+pub fn matrix() -> Vec<(String, ThpSettings)> {
+    let mut v = Vec::new();
+    let mut four_k = ThpSettings::default();
+    four_k.apply_assignment("enabled=never").expect("valid");
+    v.push(("4K only".to_string(), four_k.clone()));
+    for kb in [16, 32, 64, 128, 256, 512, 1024] {
+        let mut s = four_k.clone();
+        s.apply_assignment(&format!("hugepages-{kb}kB/enabled=always")).expect("valid");
+        v.push((format!("{kb}K alone"), s));
+    }
+    let mut all = ThpSettings::default();
+    all.apply_assignment("enabled=always").expect("valid");
+    for kb in [16, 32, 64, 128, 256, 512, 1024] {
+        all.apply_assignment(&format!("hugepages-{kb}kB/enabled=always")).expect("valid");
+    }
+    v.push(("all sizes".to_string(), all));
+    let mut pmd = ThpSettings::default();
+    pmd.apply_assignment("enabled=always").expect("valid");
+    v.push(("PMD always".to_string(), pmd));
+    v.push(("madvise mode".to_string(), ThpSettings::default()));
+    v
+}

@@ -1,0 +1,241 @@
+//! Deterministic simulation testing of the model, in the spirit of TigerBeetle's VOPR and the
+//! kernel's `*torture` tests.
+//!
+//! A seed draws everything: the settings (a swarm: each run enables a different subset of
+//! sizes and modes), the machine (memory size, fragmentation preconditioning that makes large
+//! allocations fail), and a sequence of operations (mmap with every placement, munmap, mprotect,
+//! madvise, brk, prctl, settings changes, reads and writes in runs). After every operation the
+//! whole model is checked ([`mm::Kernel::check_invariants`]) together with properties that need
+//! no knowledge of the kernel: an access that succeeded succeeds again without a fault, event
+//! counters never go down, RSS equals what the census finds, and a successful MADV_COLLAPSE
+//! leaves every aligned 2 MiB block of its range PMD-mapped. A failure reports the seed and the
+//! step; `cargo run -p torture --release -- --seed N --verbose` replays it.
+
+use mm::madvise::{Madvise, ThpDisable};
+use mm::mmap::{prot_to_vm, MmapPlacement};
+use mm::{Access, BootParams, Kernel};
+use mm_types::prng::Prng;
+use mm_types::{PAGE_SIZE, PMD_SIZE};
+use uapi::settings::{AnonEnabled, TopEnabled};
+use uapi::{MthpStat, ThpSettings, VmEvent};
+
+/// One run's configuration, printed before the run (everything derived from the seed).
+#[derive(Clone, Debug)]
+pub struct Swarm {
+    pub seed: u64,
+    pub mem_bytes: u64,
+    pub fragmented: bool,
+    pub settings: ThpSettings,
+    pub steps: u32,
+}
+
+/// A failed run: where and why.
+#[derive(Debug)]
+pub struct Failure {
+    pub seed: u64,
+    pub step: u32,
+    pub op: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "torture seed {} failed at step {} ({}): {}\nreplay: cargo run -p torture --release -- --seed {} --verbose",
+            self.seed, self.step, self.op, self.message, self.seed
+        )
+    }
+}
+
+pub fn random_settings(rng: &mut Prng) -> ThpSettings {
+    let mut s = ThpSettings::default();
+    s.enabled = *rng.pick(&[TopEnabled::Always, TopEnabled::Madvise, TopEnabled::Never]);
+    for order in 2..=9usize {
+        // Swarm: most sizes off in most runs, so that each run stresses a different mix.
+        s.anon[order] = if rng.chance(1, 3) {
+            *rng.pick(&[AnonEnabled::Always, AnonEnabled::Inherit, AnonEnabled::Madvise])
+        } else {
+            AnonEnabled::Never
+        };
+    }
+    s.use_zero_page = rng.chance(3, 4);
+    s.shrink_underused = rng.chance(1, 2);
+    s
+}
+
+pub fn swarm(seed: u64, steps: u32) -> Swarm {
+    let mut rng = Prng::new(seed);
+    let mem_bytes = *rng.pick(&[24u64 << 20, 64 << 20, 256 << 20]);
+    let fragmented = rng.chance(1, 5);
+    Swarm { seed, mem_bytes, fragmented, settings: random_settings(&mut rng), steps }
+}
+
+struct Region {
+    start: u64,
+    len: u64,
+}
+
+/// Run one seed. `log` receives one line per operation when given.
+pub fn run_seed(seed: u64, steps: u32, mut log: Option<&mut dyn FnMut(&str)>) -> Result<Swarm, Failure> {
+    let cfg = swarm(seed, steps);
+    let mut rng = Prng::new(seed ^ 0x5eed_5eed);
+    let params = BootParams { mem_bytes: cfg.mem_bytes, min_free_kbytes: 256, mmap_base: 0x7dff_fffc_5000, brk_start: 0x5555_5557_9000 };
+    let mut k = Kernel::boot(&params, &cfg.settings);
+    if cfg.fragmented {
+        k.fragment_memory();
+    }
+    if let Some(l) = log.as_mut() {
+        l(&format!("seed {seed}: mem {} MiB, fragmented {}, settings: {}", cfg.mem_bytes >> 20, cfg.fragmented, cfg.settings.summary()));
+    }
+    let mut regions: Vec<Region> = Vec::new();
+    let mut prev = k.counters.clone();
+    for step in 0..steps {
+        let (op, check) = random_op(&mut rng, &mut k, &mut regions);
+        if let Some(l) = log.as_mut() {
+            l(&format!("step {step}: {op}"));
+        }
+        let fail = |message: String| Failure { seed, step, op: op.clone(), message };
+        if let Err(m) = check {
+            return Err(fail(m));
+        }
+        k.check_invariants().map_err(fail)?;
+        for e in VmEvent::ALL {
+            if k.counters.vm(*e) < prev.vm(*e) {
+                return Err(fail(format!("{} went down", e.name())));
+            }
+        }
+        for order in 1..=9u8 {
+            for s in MthpStat::ALL.iter().filter(|s| !s.is_gauge()) {
+                let o = mm_types::Order(order);
+                if k.counters.mthp(o, *s) < prev.mthp(o, *s) {
+                    return Err(fail(format!("{}/{} went down", o.sysfs_dir(), s.name())));
+                }
+            }
+        }
+        let all: Vec<(u64, u64)> = k.vmas().map(|v| (v.start, v.end)).collect();
+        let census = k.census(&all);
+        if census.rss_bytes != k.stats.anon_rss_pages * PAGE_SIZE {
+            return Err(fail(format!("census finds {} bytes, MM_ANONPAGES says {}", census.rss_bytes, k.stats.anon_rss_pages * PAGE_SIZE)));
+        }
+        prev = k.counters.clone();
+    }
+    Ok(cfg)
+}
+
+fn size(rng: &mut Prng) -> u64 {
+    match rng.below(4) {
+        0 => rng.range_inclusive(1, 64) * PAGE_SIZE,
+        1 => rng.range_inclusive(1, 6) * PMD_SIZE,
+        2 => rng.range_inclusive(1, 4096) * PAGE_SIZE,
+        _ => rng.range_inclusive(1, 4) * PMD_SIZE + rng.range_inclusive(1, 511) * PAGE_SIZE,
+    }
+}
+
+/// Pick a page-aligned sub-range of a region.
+fn subrange(rng: &mut Prng, r: &Region) -> (u64, u64) {
+    let pages = r.len / PAGE_SIZE;
+    let first = rng.below(pages);
+    let n = match rng.below(3) {
+        0 => 1,
+        1 => rng.range_inclusive(1, (pages - first).min(32)),
+        _ => rng.range_inclusive(1, pages - first),
+    };
+    (r.start + first * PAGE_SIZE, n * PAGE_SIZE)
+}
+
+fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (String, Result<(), String>) {
+    if regions.is_empty() || rng.chance(1, 10) {
+        let len = size(rng);
+        let placement = match rng.below(4) {
+            0 => MmapPlacement::Aligned { align: 1 << rng.range_inclusive(16, 21), offset: 0 },
+            1 => MmapPlacement::Aligned { align: PMD_SIZE, offset: rng.below(512) * PAGE_SIZE },
+            _ => MmapPlacement::Kernel,
+        };
+        let op = format!("mmap {len:#x} {placement:?}");
+        return match k.do_mmap(len, prot_to_vm(true, true, false), placement) {
+            Ok(start) => {
+                regions.push(Region { start, len });
+                (op, Ok(()))
+            }
+            Err(e) => (format!("{op} = {}", e.name()), Ok(())),
+        };
+    }
+    let r = &regions[rng.below(regions.len() as u64) as usize];
+    let (s, len) = subrange(rng, r);
+    match rng.below(20) {
+        0..=8 => {
+            let write = rng.chance(2, 3);
+            let stride = *rng.pick(&[1u64, 1, 1, 2, 16]) * PAGE_SIZE;
+            let mut addr = s;
+            let mut faults = 0;
+            while addr < s + len {
+                match k.access(addr, write) {
+                    Access::Hit => {}
+                    Access::Fault => {
+                        faults += 1;
+                        // A resolved access does not fault again.
+                        if k.access(addr, write) != Access::Hit {
+                            return (format!("touch {addr:#x}"), Err("a resolved access faulted again".into()));
+                        }
+                    }
+                    Access::Segv | Access::Oom => {}
+                }
+                addr += stride;
+            }
+            (format!("{} {s:#x}+{len:#x} stride {stride:#x}: {faults} faults", if write { "write" } else { "read" }), Ok(()))
+        }
+        9 | 10 => (format!("munmap {s:#x}+{len:#x} = {:?}", k.do_munmap(s, len)), Ok(())),
+        11 => {
+            let prot = *rng.pick(&[(true, true), (true, false), (false, false)]);
+            (format!("mprotect {s:#x}+{len:#x} {prot:?} = {:?}", k.do_mprotect(s, len, prot_to_vm(prot.0, prot.1, false))), Ok(()))
+        }
+        12 | 13 => {
+            let adv = *rng.pick(&[Madvise::Hugepage, Madvise::Nohugepage, Madvise::Dontneed]);
+            (format!("madvise {s:#x}+{len:#x} {adv:?} = {:?}", k.do_madvise(s, len, adv)), Ok(()))
+        }
+        14 | 15 => {
+            let r = k.do_madvise(s, len, Madvise::Collapse);
+            let op = format!("madvise {s:#x}+{len:#x} Collapse = {r:?}");
+            // Property: success means every aligned block of the range that lies inside one
+            // VMA is PMD-mapped now (madvise_collapse works per VMA on the clipped range, so a
+            // block that straddles two VMAs is never attempted, and that is not a failure).
+            if r.is_ok() {
+                let mut b = s.div_ceil(PMD_SIZE) * PMD_SIZE;
+                while b + PMD_SIZE <= s + len {
+                    let inside_one = k.vmas().any(|v| v.start <= b && b + PMD_SIZE <= v.end);
+                    if !inside_one {
+                        b += PMD_SIZE;
+                        continue;
+                    }
+                    let c = k.census(&[(b, b + PMD_SIZE)]);
+                    let pmd = c.census.sizes.get("2048kB").map_or(0, |e| e.pmd_mapped);
+                    if pmd != 1 && c.census.huge_zero_pmds != 1 {
+                        return (op, Err(format!("MADV_COLLAPSE succeeded but {b:#x} is not PMD-mapped")));
+                    }
+                    b += PMD_SIZE;
+                }
+            }
+            (op, Ok(()))
+        }
+        16 => {
+            let form = *rng.pick(&[ThpDisable::Completely, ThpDisable::ExceptAdvised, ThpDisable::Clear, ThpDisable::Clear]);
+            k.prctl_set_thp_disable(form);
+            (format!("prctl {form:?}"), Ok(()))
+        }
+        17 => {
+            let s = random_settings(rng);
+            k.set_settings(&s);
+            (format!("settings {}", s.summary()), Ok(()))
+        }
+        _ => {
+            let delta = rng.range_inclusive(1, 1024) * PAGE_SIZE;
+            let new = if rng.chance(1, 3) { k.brk_value().saturating_sub(delta) } else { k.brk_value() + delta };
+            let got = k.sys_brk(new);
+            if got > k.start_brk() && !regions.iter().any(|r| r.start == k.start_brk()) {
+                regions.push(Region { start: k.start_brk(), len: 4 << 20 });
+            }
+            (format!("brk {new:#x} = {got:#x}"), Ok(()))
+        }
+    }
+}

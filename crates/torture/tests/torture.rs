@@ -1,0 +1,27 @@
+//! The lite torture run of CI, and the canary that proves the checker can fail.
+
+#[test]
+fn lite_swarm() {
+    // 150 seeds × 200 steps in CI; RUN_SLOW_TESTS=1 runs 2000 seeds.
+    let n = if std::env::var_os("RUN_SLOW_TESTS").is_some() { 2000 } else { 150 };
+    let mut failures = Vec::new();
+    for seed in 0..n {
+        if let Err(f) = torture::run_seed(seed, 200, None) {
+            failures.push(f.to_string());
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn canary_a_broken_mapcount_is_caught() {
+    // The checker must be able to fail: corrupt one mapcount and expect the walk to say where.
+    let params = mm::BootParams { mem_bytes: 32 << 20, min_free_kbytes: 0, mmap_base: 0x7dff_fffc_5000, brk_start: 0x5555_5557_9000 };
+    let mut k = mm::Kernel::boot(&params, &uapi::ThpSettings::default());
+    let a = k.do_mmap(1 << 20, mm::mmap::prot_to_vm(true, true, false), mm::mmap::MmapPlacement::Kernel).unwrap();
+    assert_eq!(k.access(a, true), mm::Access::Fault);
+    k.check_invariants().unwrap();
+    k.corrupt_mapcount_for_canary(a);
+    let e = k.check_invariants().unwrap_err();
+    assert!(e.contains("mapcount"), "{e}");
+}
