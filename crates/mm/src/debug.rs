@@ -26,7 +26,9 @@ pub struct CensusReport {
     pub anon_huge_bytes: u64,
 }
 
-struct FolioSeen {
+#[derive(Clone, Copy)]
+struct FolioRun {
+    head: u32,
     order: u8,
     pmd: bool,
     mapped: u32,
@@ -66,9 +68,12 @@ impl Kernel {
     }
 
     /// The census of folios mapped in `ranges` (address ranges; overlaps are counted once).
+    ///
+    /// Pages of one folio are found in runs (a folio's pages sit at consecutive addresses), so
+    /// the walk keeps one run open and only sorts the runs to merge a folio seen twice.
     pub fn census(&self, ranges: &[(u64, u64)]) -> CensusReport {
         let mut merged: Vec<(u64, u64)> = ranges.to_vec();
-        merged.sort();
+        merged.sort_unstable();
         let mut joined: Vec<(u64, u64)> = Vec::new();
         for (s, e) in merged {
             match joined.last_mut() {
@@ -76,33 +81,59 @@ impl Kernel {
                 _ => joined.push((s, e)),
             }
         }
-        let mut folios: BTreeMap<u32, FolioSeen> = BTreeMap::new();
+        let mut runs: Vec<FolioRun> = Vec::new();
         let mut rep = CensusReport::default();
+        // Order-0 folios are counted directly: one page, one folio, never partial.
+        let mut small = CensusEntry::default();
+        let mut small_untouched = 0u64;
         for (s, e) in joined {
             self.walk_mappings(s, e, |_, m| match m {
                 Mapping::ZeroPte => rep.census.zero_page_ptes += 1,
                 Mapping::HugeZero => rep.census.huge_zero_pmds += 1,
                 Mapping::Pmd(pfn) => {
                     let touched = (0..512u32).filter(|i| self.page(pfn.add(*i)).flags & pg::TOUCHED != 0).count();
-                    folios.insert(pfn.0, FolioSeen { order: PMD_ORDER, pmd: true, mapped: 512, touched: touched as u32 });
+                    runs.push(FolioRun { head: pfn.0, order: PMD_ORDER, pmd: true, mapped: 512, touched: touched as u32 });
                     rep.rss_bytes += PMD_SIZE;
                     rep.anon_huge_bytes += PMD_SIZE;
                 }
                 Mapping::Pte(pfn) => {
-                    let head = self.folio_head(pfn);
-                    let order = self.page(head).order;
-                    let entry = folios.entry(head.0).or_insert(FolioSeen { order, pmd: false, mapped: 0, touched: 0 });
-                    entry.mapped += 1;
-                    if self.page(pfn).flags & pg::TOUCHED != 0 {
-                        entry.touched += 1;
-                    }
+                    let p = self.page(pfn);
+                    let touched = (p.flags & pg::TOUCHED != 0) as u32;
                     rep.rss_bytes += PAGE_SIZE;
+                    if p.order == 0 {
+                        small.folios += 1;
+                        small.pte_mapped += 1;
+                        small_untouched += 1 - touched as u64;
+                        return;
+                    }
+                    let head = pfn.0 & !((1u32 << p.order) - 1);
+                    match runs.last_mut() {
+                        Some(r) if r.head == head && !r.pmd => {
+                            r.mapped += 1;
+                            r.touched += touched;
+                        }
+                        _ => runs.push(FolioRun { head, order: p.order, pmd: false, mapped: 1, touched }),
+                    }
                 }
             });
         }
-        for f in folios.values() {
-            let label = Order(f.order).label();
-            let c = rep.census.sizes.entry(label).or_insert_with(CensusEntry::default);
+        // Merge runs of the same folio (rare: a folio whose pages were seen in two places).
+        if !runs.windows(2).all(|w| w[0].head < w[1].head) {
+            runs.sort_unstable_by_key(|r| (r.head, r.pmd));
+        }
+        let mut per_order = [CensusEntry::default(); PMD_ORDER as usize + 1];
+        per_order[0] = small;
+        rep.bloat_bytes += small_untouched * PAGE_SIZE;
+        let mut i = 0;
+        while i < runs.len() {
+            let mut f = runs[i];
+            i += 1;
+            while i < runs.len() && runs[i].head == f.head && !runs[i].pmd && !f.pmd {
+                f.mapped += runs[i].mapped;
+                f.touched += runs[i].touched;
+                i += 1;
+            }
+            let c = &mut per_order[f.order as usize];
             c.folios += 1;
             if f.pmd {
                 c.pmd_mapped += 1;
@@ -113,6 +144,11 @@ impl Kernel {
                 }
             }
             rep.bloat_bytes += ((1u64 << f.order) - f.touched as u64) * PAGE_SIZE;
+        }
+        for (order, c) in per_order.iter().enumerate() {
+            if c.folios > 0 {
+                rep.census.sizes.insert(Order(order as u8).label(), *c);
+            }
         }
         rep
     }
@@ -148,6 +184,13 @@ impl Kernel {
         }
         if free != self.zone.nr_free_pages() {
             return Err(format!("free lists hold {free} pages, nr_free says {}", self.zone.nr_free_pages()));
+        }
+        for pfn in self.zone.pcp_pages() {
+            let o = &mut owner[pfn as usize];
+            if *o != 0 || self.zone.mem_map[pfn as usize].flags != 0 {
+                return Err(format!("per-cpu list page {pfn:#x} is also free, allocated or listed twice"));
+            }
+            *o = 3;
         }
         let mut pfn = 0usize;
         while pfn < n {

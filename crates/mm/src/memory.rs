@@ -29,7 +29,14 @@ impl Kernel {
     // ---------------------------------------------------------------- folios and rmap
 
     /// Set up `mem_map` for a freshly allocated block (`prep_new_page`, `prep_compound_page`).
+    #[inline]
     pub(crate) fn prep_folio(&mut self, pfn: Pfn, order: Order, extra: u16) {
+        if order.0 == 0 {
+            let p = &mut self.zone.mem_map[pfn.idx()];
+            p.flags = pg::HEAD | extra;
+            p.order = 0;
+            return;
+        }
         let n = order.nr_pages() as usize;
         let pages = &mut self.zone.mem_map[pfn.idx()..pfn.idx() + n];
         pages[0].flags = pg::HEAD | extra;
@@ -162,7 +169,8 @@ impl Kernel {
             return Access::Segv;
         }
         let va = Vaddr(addr);
-        if let Some(t) = self.pt.pmd_table(va) {
+        let table = self.pt.pmd_table(va);
+        if let Some(t) = table {
             match self.pt.pmd(t, va) {
                 Pmd::Table(idx) => {
                     let pte = &mut self.pt.ptes_mut(idx)[va.pte_index()];
@@ -189,12 +197,13 @@ impl Kernel {
             }
         }
         self.stats.minflt += 1;
-        self.handle_mm_fault(vma, va, write)
+        self.handle_mm_fault(vma, va, write, table)
     }
 
-    /// `__handle_mm_fault` for an anonymous private VMA.
-    fn handle_mm_fault(&mut self, mut vma: Vma, va: Vaddr, write: bool) -> Access {
-        let t = match self.pt.pmd_table(va) {
+    /// `__handle_mm_fault` for an anonymous private VMA; `table` is the PMD table the access
+    /// walk found, if any.
+    fn handle_mm_fault(&mut self, mut vma: Vma, va: Vaddr, write: bool, table: Option<u32>) -> Access {
+        let t = match table {
             Some(t) => t,
             None => {
                 let Some(frame) = self.alloc_pgtable_frame() else { return Access::Oom };
@@ -202,7 +211,10 @@ impl Kernel {
             }
         };
         let mut pmd_reason = None;
+        // With no size enabled anywhere, no VMA can get a THP at fault: skip the order checks.
+        let thp_possible = !self.masks.possible().is_empty();
         match self.pt.pmd(t, va) {
+            Pmd::None if !thp_possible => {}
             Pmd::None => {
                 if self.thp_vma_allowable_orders(&vma, TvaType::PageFault, Orders::single(Order::PMD)).is_empty() {
                     pmd_reason = Some(None);
@@ -268,9 +280,27 @@ impl Kernel {
             self.pt.ptes_mut(idx)[va.pte_index()] = ZERO_PTE | PTE_YOUNG;
             return Access::Fault;
         }
-        self.anon_vma_prepare(vma);
-        let Some(folio) = self.alloc_anon_folio(vma, va, idx, info) else { return Access::Oom };
+        if vma.anon_vma == 0 {
+            self.anon_vma_prepare(vma);
+        }
+        let folio = if self.masks.possible().is_empty() {
+            self.alloc_folio(Order::BASE, true)
+        } else {
+            self.alloc_anon_folio(vma, va, idx, info)
+        };
+        let Some(folio) = folio else { return Access::Oom };
         let order = self.order_of_head(folio);
+        if order.0 == 0 {
+            // One page: the same steps as below, without the loops.
+            let bits = if vma.flags & vm::WRITE != 0 { PTE_WRITE | PTE_DIRTY } else { 0 };
+            self.pt.ptes_mut(idx)[va.pte_index()] = mk_pte(folio, bits | PTE_YOUNG);
+            self.stats.anon_rss_pages += 1;
+            let p = &mut self.zone.mem_map[folio.idx()];
+            p.mapcount = 1;
+            p.b = 1;
+            p.flags |= pg::TOUCHED;
+            return Access::Fault;
+        }
         let nr = order.nr_pages();
         let base = va.align_down(order);
         let bits = if vma.flags & vm::WRITE != 0 { PTE_WRITE | PTE_DIRTY } else { 0 };

@@ -5,9 +5,14 @@
 //! `include/linux/mmzone.h` (`struct free_area`), `include/linux/mm_types.h` (`struct page`).
 //!
 //! Modelled: one zone, free lists per order 0..=MAX_PAGE_ORDER, buddy merging on free, the min
-//! watermark (an allocation may not take the zone below it). Not modelled: migratetypes and
-//! pageblock stealing, per-cpu page lists, NUMA nodes, several zones, reclaim and compaction
-//! (an allocation that does not fit the free lists fails). docs/model.md lists these.
+//! watermark (an allocation may not take the zone below it), and the order-0 per-cpu list of
+//! one CPU (`rmqueue_pcplist`, `rmqueue_bulk`, `free_unref_folios`, `free_pcppages_bulk`):
+//! order-0 pages are taken from it and refilled in batches, freed pages go to its head, and
+//! pages on it do not count as free, as in NR_FREE_PAGES. Not modelled: migratetypes and
+//! pageblock stealing, the pcp lists of orders 1-3 and 9, NUMA nodes, several zones, reclaim and
+//! compaction (an allocation that does not fit the free lists fails). docs/model.md lists these.
+
+use std::collections::VecDeque;
 
 use mm_types::{Order, Pfn, MAX_PAGE_ORDER};
 
@@ -58,6 +63,26 @@ pub(crate) struct Page {
 
 const _: () = assert!(std::mem::size_of::<Page>() == 16);
 
+/// `mem_map` straight from zeroed memory: the host gives zero pages lazily, so booting a
+/// 24 GiB machine costs nothing until frames are used (`vec![Page::default(); n]` would write
+/// every record).
+fn zeroed_mem_map(n: usize) -> Vec<Page> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let layout = std::alloc::Layout::array::<Page>(n).expect("mem_map size fits in memory");
+    // SAFETY: `Page` is `repr(C)` and made of integers only, so all-zero bytes are a valid
+    // `Page` (it equals `Page::default()`). The pointer comes from the global allocator with
+    // the layout of `[Page; n]`, which is what `Vec::from_raw_parts` requires for capacity n.
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout) as *mut Page;
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Vec::from_raw_parts(ptr, n, n)
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct FreeArea {
     head: u32,
@@ -79,8 +104,17 @@ pub struct Zone {
     nr_free: u64,
     managed: u64,
     pub(crate) wmark: Watermarks,
-    /// Frames the model is asked to keep away from the allocator (fragmentation preconditioning).
+    /// Frames the model is asked to keep away from the allocator.
     reserved: u64,
+    /// Never-used MAX_PAGE_ORDER blocks `[wild_next, wild_end)`: free, but not yet on a list.
+    /// They are carved off in PFN order when the MAX_PAGE_ORDER list runs dry, which hands out
+    /// blocks in the same order as listing them all at boot, without touching their records.
+    wild_next: u32,
+    wild_end: u32,
+    /// The order-0 per-cpu list: taken from the front, refilled at the back, freed to the front.
+    pcp: VecDeque<u32>,
+    pcp_batch: u32,
+    pcp_high: u32,
 }
 
 impl Zone {
@@ -88,8 +122,7 @@ impl Zone {
     /// end). `min_free_kbytes` sets the watermarks as `__setup_per_zone_wmarks` does with
     /// watermark_scale_factor 10.
     pub fn new(nr_pages: u32, min_free_kbytes: u64) -> Zone {
-        // vec![Page::default(); n] is calloc: untouched frames cost no host memory.
-        let mem_map = vec![Page::default(); nr_pages as usize];
+        let mem_map = zeroed_mem_map(nr_pages as usize);
         let min = min_free_kbytes / 4;
         let scaled = (nr_pages as u64 * 10 / 10000).max(min / 4);
         let mut zone = Zone {
@@ -99,10 +132,22 @@ impl Zone {
             managed: nr_pages as u64,
             wmark: Watermarks { min, low: min + scaled, high: min + 2 * scaled },
             reserved: 0,
+            wild_next: 0,
+            wild_end: nr_pages & !((1 << MAX_PAGE_ORDER) - 1),
+            pcp: VecDeque::new(),
+            pcp_batch: 0,
+            pcp_high: 0,
         };
-        // Free from the top down so that the list heads end up in ascending PFN order.
+        // zone_batchsize and zone_highsize (percpu_pagelist_high_fraction 0, 2 CPUs).
+        let batch = (nr_pages >> 10).clamp(1, 256);
+        let x = batch + batch / 2;
+        zone.pcp_batch = ((1u32 << (31 - x.leading_zeros())) - 1).max(1);
+        zone.pcp_high = ((zone.wmark.low / 4) as u32).max(zone.pcp_batch * 4);
+        zone.nr_free = zone.wild_end as u64;
+        // The tail that is not a whole MAX_PAGE_ORDER block goes on the lists now, from the top
+        // down so that the list heads end up in ascending PFN order.
         let mut blocks = Vec::new();
-        let mut pfn = 0u32;
+        let mut pfn = zone.wild_end;
         while pfn < nr_pages {
             let mut order = MAX_PAGE_ORDER;
             while pfn % (1 << order) != 0 || pfn + (1 << order) > nr_pages {
@@ -136,7 +181,12 @@ impl Zone {
         for (o, fa) in self.free_area.iter().enumerate() {
             v[o] = fa.nr_free;
         }
+        v[MAX_PAGE_ORDER as usize] += self.wild_blocks();
         v
+    }
+
+    fn wild_blocks(&self) -> u32 {
+        (self.wild_end - self.wild_next) >> MAX_PAGE_ORDER
     }
 
     fn add_to_free_list(&mut self, pfn: Pfn, order: Order) {
@@ -151,6 +201,7 @@ impl Zone {
         }
     }
 
+    #[inline]
     fn del_from_free_list(&mut self, pfn: Pfn, order: Order) {
         let Page { a: next, b: prev, .. } = self.mem_map[pfn.idx()];
         if prev == NIL {
@@ -171,25 +222,104 @@ impl Zone {
         if free_after <= self.wmark.min as i64 {
             return false;
         }
-        (order.0..=MAX_PAGE_ORDER).any(|o| self.free_area[o as usize].nr_free > 0)
+        self.wild_blocks() > 0 || (order.0..=MAX_PAGE_ORDER).any(|o| self.free_area[o as usize].nr_free > 0)
     }
 
     /// Allocate a block of `order`: `get_page_from_freelist` → `rmqueue` →
     /// `__rmqueue_smallest` → `expand`. The caller turns it into a folio.
     #[doc(alias = "__rmqueue_smallest")]
+    #[inline]
     pub fn alloc_pages(&mut self, order: Order) -> Option<Pfn> {
+        if order.0 == 0 {
+            return self.rmqueue_pcplist();
+        }
+        self.alloc_pages_slow(order)
+    }
+
+    /// Order 0: `zone_watermark_fast`, then the per-cpu list, refilled by `rmqueue_bulk`.
+    #[inline]
+    fn rmqueue_pcplist(&mut self) -> Option<Pfn> {
+        if self.nr_free <= self.wmark.min + self.reserved {
+            return None;
+        }
+        if self.pcp.is_empty() {
+            self.rmqueue_bulk(self.pcp_batch);
+        }
+        self.pcp.pop_front().map(Pfn)
+    }
+
+    /// `rmqueue_bulk`: `n` order-0 pages onto the per-cpu list, as `n` calls of
+    /// `__rmqueue_smallest(0)` would take them. The watermark was checked once for the request,
+    /// as in `get_page_from_freelist`.
+    ///
+    /// Done a block at a time: when the smallest free block has order `o`, the lists below `o`
+    /// are empty, so successive order-0 takes return its pages in ascending order, and after
+    /// `m` of them the free blocks left are the aligned decomposition of the rest of the block,
+    /// at most one per order below `o`: what `expand` would have left, list for list.
+    fn rmqueue_bulk(&mut self, n: u32) {
+        let mut got = 0;
+        while got < n {
+            let mut o = 0u8;
+            while o <= MAX_PAGE_ORDER && self.free_area[o as usize].head == NIL {
+                o += 1;
+            }
+            let block = if o <= MAX_PAGE_ORDER {
+                let b = self.free_area[o as usize].head;
+                self.del_from_free_list(Pfn(b), Order(o));
+                b
+            } else if self.wild_blocks() > 0 {
+                o = MAX_PAGE_ORDER;
+                let b = self.wild_next;
+                self.wild_next += 1 << MAX_PAGE_ORDER;
+                b
+            } else {
+                return;
+            };
+            let size = 1u32 << o;
+            let m = (n - got).min(size);
+            self.pcp.extend(block..block + m);
+            self.nr_free -= m as u64;
+            got += m;
+            // Free the rest [block + m, block + size) as maximal aligned blocks.
+            let end = block + size;
+            let mut cur = block + m;
+            while cur < end {
+                let mut j = cur.trailing_zeros().min(o as u32);
+                while cur + (1 << j) > end {
+                    j -= 1;
+                }
+                self.add_to_free_list(Pfn(cur), Order(j as u8));
+                cur += 1 << j;
+            }
+        }
+    }
+
+    fn alloc_pages_slow(&mut self, order: Order) -> Option<Pfn> {
         if !self.watermark_ok(order) {
             return None;
         }
+        self.rmqueue_smallest(order)
+    }
+
+    /// `__rmqueue_smallest`: the smallest free block that fits, split down by `expand`.
+    #[inline]
+    fn rmqueue_smallest(&mut self, order: Order) -> Option<Pfn> {
         let mut current = order.0;
         while current <= MAX_PAGE_ORDER && self.free_area[current as usize].head == NIL {
             current += 1;
         }
-        if current > MAX_PAGE_ORDER {
+        let pfn = if current <= MAX_PAGE_ORDER {
+            let pfn = Pfn(self.free_area[current as usize].head);
+            self.del_from_free_list(pfn, Order(current));
+            pfn
+        } else if self.wild_blocks() > 0 {
+            current = MAX_PAGE_ORDER;
+            let pfn = Pfn(self.wild_next);
+            self.wild_next += 1 << MAX_PAGE_ORDER;
+            pfn
+        } else {
             return None;
-        }
-        let pfn = Pfn(self.free_area[current as usize].head);
-        self.del_from_free_list(pfn, Order(current));
+        };
         self.expand(pfn, order, Order(current));
         self.nr_free -= order.nr_pages() as u64;
         Some(pfn)
@@ -209,10 +339,26 @@ impl Zone {
     /// Free a block: `__free_one_page`, merging with free buddies of the same order.
     #[doc(alias = "__free_one_page")]
     pub fn free_pages(&mut self, pfn: Pfn, order: Order) {
-        let n = self.mem_map.len() as u32;
         for p in &mut self.mem_map[pfn.idx()..pfn.idx() + order.nr_pages() as usize] {
             *p = Page::default();
         }
+        if order.0 == 0 {
+            // free_unref_folios: to the head of the per-cpu list; past `high`, a batch from
+            // its tail goes back to the buddy lists (free_pcppages_bulk).
+            self.pcp.push_front(pfn.0);
+            if self.pcp.len() as u32 > self.pcp_high {
+                for _ in 0..self.pcp_batch {
+                    let Some(p) = self.pcp.pop_back() else { break };
+                    self.free_one_page(Pfn(p), Order::BASE);
+                }
+            }
+            return;
+        }
+        self.free_one_page(pfn, order);
+    }
+
+    fn free_one_page(&mut self, pfn: Pfn, order: Order) {
+        let n = self.mem_map.len() as u32;
         self.nr_free += order.nr_pages() as u64;
         let mut pfn = pfn.0;
         let mut order = order.0;
@@ -237,9 +383,32 @@ impl Zone {
         self.reserved = pages;
     }
 
+    #[cfg(test)]
+    fn shallow(&self) -> Zone {
+        Zone {
+            mem_map: Vec::new(),
+            free_area: self.free_area,
+            nr_free: self.nr_free,
+            managed: self.managed,
+            wmark: self.wmark,
+            reserved: self.reserved,
+            wild_next: self.wild_next,
+            wild_end: self.wild_end,
+            pcp: VecDeque::new(),
+            pcp_batch: self.pcp_batch,
+            pcp_high: self.pcp_high,
+        }
+    }
+
+    /// Pages on the per-cpu list (free, but neither on a buddy list nor counted in nr_free).
+    pub(crate) fn pcp_pages(&self) -> impl Iterator<Item = u32> + '_ {
+        self.pcp.iter().copied()
+    }
+
     /// Every free block as (pfn, order), for invariant checks.
     pub(crate) fn free_blocks(&self) -> Vec<(u32, u8)> {
-        let mut v = Vec::new();
+        let mut v: Vec<(u32, u8)> =
+            (self.wild_next..self.wild_end).step_by(1 << MAX_PAGE_ORDER).map(|p| (p, MAX_PAGE_ORDER)).collect();
         for (o, fa) in self.free_area.iter().enumerate() {
             let mut cur = fa.head;
             let mut n = 0;
@@ -264,7 +433,7 @@ mod tests {
         // 4 MiB + 8 KiB: one order-10 block and one order-1 block.
         let mut z = Zone::new(1026, 0);
         assert_eq!(z.buddyinfo(), [0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
-        let a = z.alloc_pages(Order(0)).unwrap();
+        let a = z.alloc_pages_slow(Order(0)).unwrap();
         // The order-1 block is the smallest that fits: split into two order-0 pages.
         assert_eq!(a, Pfn(1024));
         assert_eq!(z.buddyinfo(), [1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
@@ -274,7 +443,7 @@ mod tests {
         assert_eq!(z.buddyinfo(), [1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0]);
         z.free_pages(b, Order(2));
         assert_eq!(z.buddyinfo(), [1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
-        z.free_pages(a, Order(0));
+        z.free_one_page(a, Order(0));
         assert_eq!(z.buddyinfo(), [0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
         assert_eq!(z.nr_free_pages(), 1026);
         assert_eq!(z.free_blocks().len(), 2);
@@ -288,8 +457,55 @@ mod tests {
         while z.alloc_pages(Order(0)).is_some() {
             got += 1;
         }
-        // Allocation stops once free would drop to the min watermark.
+        // Allocation stops once free would drop to the min watermark; the per-cpu list
+        // refill stops there too.
         assert_eq!(got, 12);
         assert_eq!(z.nr_free_pages(), 4);
+    }
+
+    #[test]
+    fn bulk_refill_equals_repeated_rmqueue_smallest() {
+        // From a scattered state, rmqueue_bulk(n) must leave the same free lists (same blocks
+        // in the same list order) and hand out the same pages as n single takes.
+        for n in [1u32, 3, 15, 64, 255, 700, 2000] {
+            let mut a = Zone::new(4096 + 7, 0);
+            let mut taken = Vec::new();
+            for order in [0u8, 3, 0, 1, 5, 0, 2, 9, 0, 4] {
+                taken.push((a.alloc_pages_slow(Order(order)).unwrap(), order));
+            }
+            for (i, (p, o)) in taken.iter().enumerate() {
+                if i % 3 != 1 {
+                    a.free_one_page(*p, Order(*o));
+                }
+            }
+            let mut b = Zone { mem_map: a.mem_map.clone(), free_area: a.free_area, pcp: VecDeque::new(), ..a.shallow() };
+            a.rmqueue_bulk(n);
+            for _ in 0..n {
+                match b.rmqueue_smallest(Order(0)) {
+                    Some(p) => b.pcp.push_back(p.0),
+                    None => break,
+                }
+            }
+            assert_eq!(a.pcp, b.pcp, "n={n}");
+            assert_eq!(a.free_blocks(), b.free_blocks(), "n={n}");
+            assert_eq!(a.nr_free, b.nr_free, "n={n}");
+        }
+    }
+
+    #[test]
+    fn per_cpu_list_refills_in_batches_and_takes_frees_first() {
+        let mut z = Zone::new(1 << 14, 0);
+        let batch = z.pcp_batch;
+        // zone_batchsize for 16384 pages: min(16, 256) → rounddown_pow_of_two(24) - 1 = 15.
+        assert_eq!(batch, 15);
+        let a = z.alloc_pages(Order(0)).unwrap();
+        assert_eq!(a, Pfn(0));
+        assert_eq!(z.pcp.len() as u32, batch - 1);
+        assert_eq!(z.nr_free_pages(), (1 << 14) - batch as u64);
+        let b = z.alloc_pages(Order(0)).unwrap();
+        assert_eq!(b, Pfn(1));
+        z.free_pages(a, Order(0));
+        // A freed page is the next one handed out (hot first).
+        assert_eq!(z.alloc_pages(Order(0)), Some(a));
     }
 }

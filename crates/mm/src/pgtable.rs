@@ -70,10 +70,6 @@ pub(crate) struct PmdTable {
     pub frame: Pfn,
 }
 
-pub(crate) struct PteTable {
-    pub entries: Box<[u32; 512]>,
-    pub frame: Pfn,
-}
 
 /// All page tables of one mm.
 #[derive(Default)]
@@ -82,13 +78,17 @@ pub(crate) struct PageTables {
     puds: BTreeMap<u64, u32>,
     pmd_tables: Vec<Option<PmdTable>>,
     free_pmd: Vec<u32>,
-    pte_tables: Vec<Option<PteTable>>,
+    /// All PTE tables in one arena: table `i` is `pte_arena[i * 512..][..512]`.
+    pte_arena: Vec<u32>,
+    /// The frame of each PTE table; `NO_FRAME` for a free slot.
+    pte_frames: Vec<u32>,
     free_pte: Vec<u32>,
     /// One-entry cache of the last PUD lookup: (1 GiB index, PMD table).
     last_pud: Option<(u64, u32)>,
 }
 
 pub(crate) const NO_TABLE: u32 = u32::MAX;
+const NO_FRAME: u32 = u32::MAX;
 
 impl PageTables {
     /// The PMD table covering `addr`, if its PUD entry is present.
@@ -160,34 +160,38 @@ impl PageTables {
 
     /// A new, empty PTE table whose page is `frame` (not yet linked anywhere).
     pub fn new_pte_table(&mut self, frame: Pfn) -> u32 {
-        let t = PteTable { entries: Box::new([0; 512]), frame };
         match self.free_pte.pop() {
             Some(i) => {
-                self.pte_tables[i as usize] = Some(t);
+                self.pte_frames[i as usize] = frame.0;
                 i
             }
             None => {
-                self.pte_tables.push(Some(t));
-                (self.pte_tables.len() - 1) as u32
+                self.pte_arena.resize(self.pte_arena.len() + 512, 0);
+                self.pte_frames.push(frame.0);
+                (self.pte_frames.len() - 1) as u32
             }
         }
     }
 
-    /// Drop a PTE table; returns its frame for the allocator.
+    /// Drop a PTE table; returns its frame for the allocator. Its slot is zeroed for reuse.
     pub fn free_pte_table(&mut self, idx: u32) -> Pfn {
-        let t = self.pte_tables[idx as usize].take().expect("live PTE table");
+        let frame = std::mem::replace(&mut self.pte_frames[idx as usize], NO_FRAME);
+        debug_assert_ne!(frame, NO_FRAME, "free of a free PTE table");
+        self.ptes_mut(idx).fill(0);
         self.free_pte.push(idx);
-        t.frame
+        Pfn(frame)
     }
 
     #[inline]
     pub fn ptes(&self, idx: u32) -> &[u32; 512] {
-        &self.pte_tables[idx as usize].as_ref().expect("live PTE table").entries
+        let i = idx as usize * 512;
+        self.pte_arena[i..i + 512].try_into().expect("512 entries")
     }
 
     #[inline]
     pub fn ptes_mut(&mut self, idx: u32) -> &mut [u32; 512] {
-        &mut self.pte_tables[idx as usize].as_mut().expect("live PTE table").entries
+        let i = idx as usize * 512;
+        (&mut self.pte_arena[i..i + 512]).try_into().expect("512 entries")
     }
 
     /// Every PUD key (1 GiB index) with its PMD table.
@@ -204,6 +208,6 @@ impl PageTables {
 
     /// Host bytes the page tables use (for the memory benchmark).
     pub fn host_bytes(&self) -> usize {
-        self.pmd_tables.len() * (512 * 8 + 512 * 4 + 16) + self.pte_tables.len() * (512 * 4 + 16)
+        self.pmd_tables.len() * (512 * 8 + 512 * 4 + 16) + self.pte_arena.capacity() * 4 + self.pte_frames.capacity() * 4
     }
 }
