@@ -115,6 +115,18 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
     out
 }
 
+/// Whether every differing row is a system-wide counter (others' activity can explain it).
+pub fn only_system_wide_differ(rows: &[Row]) -> bool {
+    let mut any = false;
+    for r in rows.iter().filter(|r| r.differs) {
+        if r.kind != RowKind::SystemWide {
+            return false;
+        }
+        any = true;
+    }
+    any
+}
+
 pub fn print_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row]) -> io::Result<()> {
     let n = rows.iter().filter(|r| r.differs).count();
     writeln!(out, "== {label}: {}  →  {}", s.summary(), if n == 0 { "model = live".to_string() } else { format!("{n} DIFFERENCES") })?;

@@ -102,6 +102,10 @@ struct CompareArgs {
     /// Live runs per setting (median reported).
     #[arg(long, default_value_t = 1)]
     repeat: u32,
+    /// When only system-wide counters differ (other processes allocated under the same global
+    /// knobs), run that setting live again up to N times and keep the closest run.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    retries: u32,
     /// Print JSON: one object per setting with both results and the rows.
     #[arg(long)]
     json: bool,
@@ -432,8 +436,21 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
     let mut json = Vec::new();
     let mut differing = 0;
     for (label, s) in &runs {
-        let (model, live) = model_and_live(&w, s, &machine, a.repeat, false)?;
-        let rows = compare::rows(&model, &live, &tol);
+        let (model, mut live) = model_and_live(&w, s, &machine, a.repeat, false)?;
+        let mut rows = compare::rows(&model, &live, &tol);
+        let mut attempts = 1;
+        while attempts <= a.retries && compare::only_system_wide_differ(&rows) {
+            let again = live_cmds::run_live(&w, s, &model.regions, a.repeat, false)?;
+            let again_rows = compare::rows(&model, &again, &tol);
+            attempts += 1;
+            if again_rows.iter().filter(|r| r.differs).count() < rows.iter().filter(|r| r.differs).count() {
+                live = again;
+                rows = again_rows;
+            }
+        }
+        if attempts > 1 && !a.json {
+            writeln!(out, "({label}: system-wide counters moved by other processes; ran live {attempts} times, kept the closest)")?;
+        }
         let differs = rows.iter().any(|r| r.differs);
         differing += differs as usize;
         if a.json {
