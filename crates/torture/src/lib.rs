@@ -11,6 +11,8 @@
 //! leaves every aligned 2 MiB block of its range PMD-mapped. A failure reports the seed and the
 //! step; `cargo run -p torture --release -- --seed N --verbose` replays it.
 
+pub mod workload_gen;
+
 use mm::madvise::{Madvise, ThpDisable};
 use mm::mmap::{prot_to_vm, MmapPlacement};
 use mm::{Access, BootParams, Kernel};

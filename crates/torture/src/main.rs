@@ -1,6 +1,7 @@
 //! `torture`: replay one seed verbosely, or run a range of seeds.
 //!
-//! Usage: `torture --seed N [--steps S] [--verbose]` or `torture --seeds A..B [--steps S]`.
+//! Usage: `torture --seed N [--steps S] [--verbose]`, `torture --seeds A..B [--steps S]`, or
+//! `torture --emit-workload SEED` (a random workload, settings as `#set` comments).
 
 use std::process::ExitCode;
 
@@ -9,6 +10,16 @@ fn main() -> ExitCode {
     let get = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
     let steps: u32 = get("--steps").and_then(|s| s.parse().ok()).unwrap_or(300);
     let verbose = args.iter().any(|a| a == "--verbose");
+    if let Some(s) = get("--emit-workload") {
+        // Print a random workload and, as comments, the settings to run it under.
+        let Ok(seed) = s.parse::<u64>() else { return usage(&format!("--emit-workload takes a number, not '{s}'")) };
+        let (text, settings) = torture::workload_gen::random_workload(seed);
+        print!("{text}");
+        for line in settings.to_string().lines() {
+            println!("#set {line}");
+        }
+        return ExitCode::SUCCESS;
+    }
     let seeds: std::ops::Range<u64> = if let Some(s) = get("--seed") {
         match s.parse::<u64>() {
             Ok(n) => n..n + 1,
