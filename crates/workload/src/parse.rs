@@ -298,15 +298,29 @@ fn opt<'a>(opts: &[(&str, &'a str)], key: &str) -> Option<&'a str> {
     opts.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
 }
 
+/// The largest size the language accepts: the largest user address space (5-level paging,
+/// 64 PiB). Refusing more keeps every offset + length + every= sum (and a region's address plus
+/// them) far from u64 overflow, in the parser and in whoever runs the workload.
+const MAX_SIZE: u64 = 1 << 56;
+
 fn size(cx: &Ctx, text: &str) -> Result<u64, WorkloadError> {
-    parse_size(text).ok_or_else(|| {
+    let n = parse_size(text).ok_or_else(|| {
         cx.err(format!("invalid size '{text}'; write a number with an optional unit K, M, G (4K, 2M, 1G)"))
-    })
+    })?;
+    at_most_max(cx, text, n)
+}
+
+fn at_most_max(cx: &Ctx, text: &str, n: u64) -> Result<u64, WorkloadError> {
+    if n > MAX_SIZE {
+        return Err(cx.err(format!("size '{text}' is larger than any address space (at most 65536T)")));
+    }
+    Ok(n)
 }
 
 /// `256M+12K`: a sum of sizes.
 fn size_sum(cx: &Ctx, text: &str) -> Result<u64, WorkloadError> {
-    text.split('+').try_fold(0u64, |acc, part| Ok(acc + size(cx, part)?))
+    let sum = text.split('+').try_fold(0u64, |acc, part| Ok(acc.saturating_add(size(cx, part)?)))?;
+    at_most_max(cx, text, sum)
 }
 
 fn parse_addr(text: &str) -> Option<u64> {
