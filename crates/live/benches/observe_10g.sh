@@ -7,25 +7,28 @@
 # Environment:
 #   THPLAB    thplab binary (default: <workspace>/target/release/thplab, built if missing)
 #   RUNS      timed runs per mode (default 10, after 1 untimed warm-up run)
-#   LAYOUT    regions for observe_target.c (default below; sizes in MiB, total 10 GiB)
+#   LAYOUT    regions, KIND:MiB[:PUNCH_KB][@KNOB=VALUE] (see observe_target.c; KNOB is held
+#             through `thplab __hold` while the region faults; default below, 10 GiB)
 #   THPMAPS   path of the kernel's tools/mm/thpmaps (python3 + numpy); when set, it is run
 #             once on the same process (--rollup) and timed, for comparison
 #   KEEP=1    do not kill the target at the end; print its pid and wait for Enter first
 #
 # The target (observe_target.c, compiled with cc into a temp dir) faults its regions in
-# order. The default layout, under the machine's default knobs (enabled=madvise, per-size
+# order. The default layout, on the machine's default knobs (enabled=madvise, per-size
 # knobs never except hugepages-2048kB=inherit):
 #   0 thp:4096        4 GiB MADV_HUGEPAGE        -> 2048 PMD-mapped 2048kB folios
 #   1 plain:2048      2 GiB no advice            -> 524288 4kB folios
-#   2 wait:2048       2 GiB under hugepages-64kB/enabled=always  -> 32768 64kB folios
-#   3 wait:512:256    512 MiB under hugepages-256kB/enabled=always, last 4 KiB of every
-#                     256 KiB dropped            -> 2048 partially mapped 256kB folios
-#   4 wait:512        512 MiB under hugepages-16kB/enabled=always -> 32768 16kB folios
+#   2 plain:2048@hugepages-64kB/enabled=always   -> 32768 64kB folios
+#   3 plain:512:256@hugepages-256kB/enabled=always, last 4 KiB of every 256 KiB dropped
+#                                                -> 2048 partially mapped 256kB folios
+#   4 plain:512@hugepages-16kB/enabled=always    -> 32768 16kB folios
 #   5 thp:1024:2048   1 GiB MADV_HUGEPAGE, last 4 KiB of every 2 MiB dropped
 #                                                -> 512 PTE-mapped, partially mapped 2048kB folios
-# The mTHP knobs are changed ONLY through `thplab __hold` (the settings guard), one size at a
-# time around the fault of one "wait" region, and restored (SIGTERM to the holder) before the
-# next; folios keep their size afterwards. The script checks at the end that the THP sysfs
+# Every region faults while a `thplab __hold` of ours holds the settings guard (its flock
+# keeps other thplab runs from changing knobs meanwhile): with the region's @KNOB, or
+# enabled=madvise (the default, normally no write) when it has none. The holder is stopped
+# (SIGTERM: the guard restores) before the next region starts; folios keep their size.
+# Knobs are changed ONLY through the guard. The script checks at the end that the THP sysfs
 # knobs read as they did at the start. mTHP allocations can fall back to smaller sizes
 # when memory is fragmented, so the counts are the expected ones, not guaranteed.
 #
@@ -39,9 +42,16 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ws=$(cd "$here/../../.." && pwd)
 THPLAB=${THPLAB:-$ws/target/release/thplab}
 RUNS=${RUNS:-10}
-LAYOUT=${LAYOUT:-"thp:4096 plain:2048 wait:2048 wait:512:256 wait:512 thp:1024:2048"}
-# Knob held while the n-th "wait" region faults.
-WAIT_KNOBS=(hugepages-64kB/enabled=always hugepages-256kB/enabled=always hugepages-16kB/enabled=always)
+LAYOUT=${LAYOUT:-"thp:4096 plain:2048 plain:2048@hugepages-64kB/enabled=always
+    plain:512:256@hugepages-256kB/enabled=always plain:512@hugepages-16kB/enabled=always
+    thp:1024:2048"}
+# Split LAYOUT into the target's arguments and the knob held for each region.
+regions=()
+region_knobs=()
+for r in $LAYOUT; do
+    regions+=("${r%%@*}")
+    if [[ $r == *@* ]]; then region_knobs+=("${r#*@}"); else region_knobs+=("enabled=madvise"); fi
+done
 
 [ "$(id -u)" = 0 ] || { echo "observe_10g.sh: needs root (pagemap PFNs, kpageflags, THP knobs)" >&2; exit 1; }
 if [ ! -x "$THPLAB" ]; then
@@ -70,16 +80,13 @@ trap 'exit 130' INT TERM
 
 cc -O2 -Wall -o "$tmp/observe_target" "$here/observe_target.c"
 
-# shellcheck disable=SC2086
-coproc TGT { exec "$tmp/observe_target" $LAYOUT; }
+coproc TGT { exec "$tmp/observe_target" "${regions[@]}"; }
 pid=$TGT_PID
 t_fault=$(date +%s%N)
-nwait=0
 while read -r -u "${TGT[0]}" word rest; do
     case $word in
     wait)
-        knob=${WAIT_KNOBS[$nwait]:?"more wait regions than WAIT_KNOBS"}
-        nwait=$((nwait + 1))
+        knob=${region_knobs[$rest]}
         : > "$tmp/hold.out"
         "$THPLAB" __hold "$knob" > "$tmp/hold.out" &
         holder=$!
@@ -92,7 +99,8 @@ while read -r -u "${TGT[0]}" word rest; do
         kill -TERM "$holder"
         wait "$holder" || true
         holder=""
-        echo "region $rest faulted under $knob (restored)"
+        echo go >&"${TGT[1]}"
+        echo "region $rest faulted holding $knob"
         ;;
     region) echo "region $rest" ;;
     ready) break ;;

@@ -5,9 +5,12 @@
  *
  * KIND is
  *   thp    MADV_HUGEPAGE, then written (PMD-mapped 2 MiB THPs when enabled=madvise)
- *   plain  written with no advice (4 KiB pages when enabled=madvise, per-size knobs never)
- *   wait   like plain, but first prints "wait N" (N = region index) and waits for a line on
- *          stdin: the caller changes the per-size mTHP knobs around it
+ *   plain  written with no advice (4 KiB pages when enabled=madvise, per-size knobs never;
+ *          mTHPs of the sizes whose knob is "always" while it faults)
+ *
+ * Before faulting region N it prints "wait N" and waits for a line on stdin (the caller sets
+ * the knobs, through thplab's settings guard); after, it prints "done N" and waits for
+ * another line (the caller restores them) before going on.
  *
  * Every region is its own VMA, 2 MiB-aligned, with a PROT_NONE 2 MiB gap between regions
  * (so neighbouring regions never merge). Every page is written once, in address order.
@@ -59,7 +62,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "bad region '%s'\n", argv[i + 1]);
             return 2;
         }
-        if (strcmp(r[i].kind, "thp") && strcmp(r[i].kind, "plain") && strcmp(r[i].kind, "wait")) {
+        if (strcmp(r[i].kind, "thp") && strcmp(r[i].kind, "plain")) {
             fprintf(stderr, "bad kind '%s'\n", r[i].kind);
             return 2;
         }
@@ -80,13 +83,11 @@ int main(int argc, char **argv)
         p += r[i].size + PMD;
     }
     for (int i = 0; i < n; i++) {
-        if (!strcmp(r[i].kind, "wait")) {
-            char line[64];
-            printf("wait %d\n", i);
-            fflush(stdout);
-            if (!fgets(line, sizeof line, stdin))
-                return 3;
-        }
+        char line[64];
+        printf("wait %d\n", i);
+        fflush(stdout);
+        if (!fgets(line, sizeof line, stdin))
+            return 3;
         for (unsigned long off = 0; off < r[i].size; off += PAGE)
             r[i].addr[off] = 1;
         if (r[i].punch) {
@@ -96,10 +97,10 @@ int main(int argc, char **argv)
                 if (madvise(r[i].addr + off, PAGE, MADV_DONTNEED))
                     die("madvise(MADV_DONTNEED)");
         }
-        if (!strcmp(r[i].kind, "wait")) {
-            printf("done %d\n", i);
-            fflush(stdout);
-        }
+        printf("done %d\n", i);
+        fflush(stdout);
+        if (!fgets(line, sizeof line, stdin))
+            return 3;
     }
     for (int i = 0; i < n; i++)
         printf("region %d %s %lx %lx\n", i, r[i].kind, (unsigned long)r[i].addr,
