@@ -1,0 +1,40 @@
+//! The thplab trace format: a recording of what a program did to its address space (memory
+//! system calls with arguments and results, every page fault, tasks, mappings), compact and
+//! versioned, with a reader that never panics on bad input (docs/trace-format.md).
+//!
+//! This crate does no I/O of its own: [`TraceWriter`] writes to any `std::io::Write`,
+//! [`TraceReader`] reads from any `std::io::Read`. [`text`] renders records as lines of text and
+//! [`stats`] summarises a trace.
+
+mod codec;
+mod event;
+mod read;
+pub mod stats;
+pub mod text;
+mod write;
+
+pub use codec::{MAGIC, VERSION_MAJOR, VERSION_MINOR};
+pub use event::{flags, kind, kind_name, perm, Event, EventBody, Header, MapEntry, MapInfo, Syscall, SyscallKind, Trailer};
+pub use read::{read_all, TraceReader};
+pub use write::TraceWriter;
+
+/// Why a trace could not be read: where (byte offset from the start of the file) and what was
+/// expected there.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("byte {offset}: the file ends too early: expected {expected}")]
+    Truncated { offset: u64, expected: String },
+    #[error("byte {offset}: {message}")]
+    Corrupt { offset: u64, message: String },
+    #[error("byte {offset}: read error: {source}")]
+    Io { offset: u64, source: std::io::Error },
+}
+
+impl TraceError {
+    /// The byte offset the error refers to.
+    pub fn offset(&self) -> u64 {
+        match self {
+            TraceError::Truncated { offset, .. } | TraceError::Corrupt { offset, .. } | TraceError::Io { offset, .. } => *offset,
+        }
+    }
+}

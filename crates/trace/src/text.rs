@@ -1,0 +1,336 @@
+//! Records as lines of text (`thplab trace show`): system calls with symbolic flags and errno
+//! names, faults with their kind, tasks, mappings.
+
+use std::fmt::Write;
+
+use crate::event::{perm, EventBody, MapEntry, MapInfo, Syscall, SyscallKind};
+use crate::Event;
+
+/// One event as text, without a trailing newline; [`EventBody::ExecMaps`] spans several lines.
+pub fn event_line(e: &Event) -> String {
+    let mut s = format!("{}.{:06} tid {}", e.time_ns / 1_000_000_000, (e.time_ns % 1_000_000_000) / 1000, e.tid);
+    if e.pid != e.tid {
+        let _ = write!(s, " pid {}", e.pid);
+    }
+    s.push(' ');
+    s.push_str(&body_text(&e.body));
+    s
+}
+
+/// The event's body as text.
+pub fn body_text(b: &EventBody) -> String {
+    match b {
+        EventBody::Fault { addr, error_code } => fault_text(*addr, *error_code),
+        EventBody::Syscall(sc) => syscall_text(sc),
+        EventBody::TaskNew { tid, pid } if tid == pid => format!("new process {pid}"),
+        EventBody::TaskNew { tid, pid } => format!("new thread {tid} in process {pid}"),
+        EventBody::TaskExit => "exit".to_string(),
+        EventBody::Comm { comm, exec } => format!("comm {:?}{}", String::from_utf8_lossy(comm), if *exec { " (exec)" } else { "" }),
+        EventBody::Map(m) => map_text(m),
+        EventBody::ExecMaps(v) => {
+            let mut s = format!("address space after execve, {} mappings:", v.len());
+            for m in v {
+                s.push_str("\n    ");
+                s.push_str(&map_entry_text(m));
+            }
+            s
+        }
+        EventBody::Lost { count } => format!("LOST {count} events (the kernel's buffer overflowed; this trace is incomplete)"),
+    }
+}
+
+/// `fault 0x7f.. write`, with `kernel` when the kernel faulted on a user address, `present`
+/// for a protection fault (copy-on-write, mprotect), `exec` for an instruction fetch.
+pub fn fault_text(addr: u64, error_code: u64) -> String {
+    let mut s = format!("fault {addr:#x} {}", if error_code & 2 != 0 { "write" } else { "read" });
+    if error_code & 1 != 0 {
+        s.push_str(" present");
+    }
+    if error_code & 16 != 0 {
+        s.push_str(" exec");
+    }
+    if error_code & 4 == 0 {
+        s.push_str(" kernel");
+    }
+    s
+}
+
+fn hex(v: u64) -> String {
+    format!("{v:#x}")
+}
+
+fn ptr(v: u64) -> String {
+    if v == 0 {
+        "NULL".into()
+    } else {
+        hex(v)
+    }
+}
+
+fn fd(v: u64) -> String {
+    let v = v as i64 as i32;
+    if v == -100 {
+        "AT_FDCWD".into()
+    } else {
+        v.to_string()
+    }
+}
+
+/// `rw-`-style protection, `none` for PROT_NONE.
+pub fn prot_text(p: u64) -> String {
+    if p == 0 {
+        return "none".into();
+    }
+    let mut s = String::new();
+    for (bit, c) in [(1, 'r'), (2, 'w'), (4, 'x')] {
+        if p & bit != 0 {
+            s.push(c);
+        }
+    }
+    let rest = p & !7;
+    if rest != 0 {
+        let _ = write!(s, "|{rest:#x}");
+    }
+    s
+}
+
+fn bits(v: u64, names: &[(u64, &str)]) -> String {
+    let mut parts = Vec::new();
+    let mut rest = v;
+    for &(bit, name) in names {
+        if bit != 0 && v & bit == bit {
+            parts.push(name.to_string());
+            rest &= !bit;
+        }
+    }
+    if rest != 0 || parts.is_empty() {
+        parts.push(hex(rest));
+    }
+    parts.join("|")
+}
+
+const MAP_FLAGS: &[(u64, &str)] = &[
+    (0x01, "shared"),
+    (0x02, "private"),
+    (0x10, "fixed"),
+    (0x20, "anon"),
+    (0x100, "growsdown"),
+    (0x800, "denywrite"),
+    (0x1000, "executable"),
+    (0x2000, "locked"),
+    (0x4000, "noreserve"),
+    (0x8000, "populate"),
+    (0x10000, "nonblock"),
+    (0x20000, "stack"),
+    (0x40000, "hugetlb"),
+    (0x80000, "sync"),
+    (0x100000, "fixed_noreplace"),
+];
+
+const MREMAP_FLAGS: &[(u64, &str)] = &[(1, "maymove"), (2, "fixed"), (4, "dontunmap")];
+
+const OPEN_FLAGS: &[(u64, &str)] = &[
+    (0o1, "O_WRONLY"),
+    (0o2, "O_RDWR"),
+    (0o100, "O_CREAT"),
+    (0o200, "O_EXCL"),
+    (0o1000, "O_TRUNC"),
+    (0o2000, "O_APPEND"),
+    (0o4000, "O_NONBLOCK"),
+    (0o200000, "O_DIRECTORY"),
+    (0o400000, "O_NOFOLLOW"),
+    (0o2000000, "O_CLOEXEC"),
+    (0o40000, "O_DIRECT"),
+    (0o20200000, "O_TMPFILE"),
+    (0o10000000, "O_PATH"),
+];
+
+const CLONE_FLAGS: &[(u64, &str)] = &[
+    (0x100, "CLONE_VM"),
+    (0x200, "CLONE_FS"),
+    (0x400, "CLONE_FILES"),
+    (0x800, "CLONE_SIGHAND"),
+    (0x1000, "CLONE_PIDFD"),
+    (0x4000, "CLONE_VFORK"),
+    (0x8000, "CLONE_PARENT"),
+    (0x10000, "CLONE_THREAD"),
+    (0x40000, "CLONE_SYSVSEM"),
+    (0x80000, "CLONE_SETTLS"),
+    (0x100000, "CLONE_PARENT_SETTID"),
+    (0x200000, "CLONE_CHILD_CLEARTID"),
+    (0x1000000, "CLONE_CHILD_SETTID"),
+];
+
+/// MADV_* names of this architecture (x86_64 = asm-generic).
+pub fn madvise_name(v: u64) -> String {
+    match v {
+        0 => "MADV_NORMAL",
+        1 => "MADV_RANDOM",
+        2 => "MADV_SEQUENTIAL",
+        3 => "MADV_WILLNEED",
+        4 => "MADV_DONTNEED",
+        8 => "MADV_FREE",
+        9 => "MADV_REMOVE",
+        10 => "MADV_DONTFORK",
+        11 => "MADV_DOFORK",
+        12 => "MADV_MERGEABLE",
+        13 => "MADV_UNMERGEABLE",
+        14 => "MADV_HUGEPAGE",
+        15 => "MADV_NOHUGEPAGE",
+        16 => "MADV_DONTDUMP",
+        17 => "MADV_DODUMP",
+        18 => "MADV_WIPEONFORK",
+        19 => "MADV_KEEPONFORK",
+        20 => "MADV_COLD",
+        21 => "MADV_PAGEOUT",
+        22 => "MADV_POPULATE_READ",
+        23 => "MADV_POPULATE_WRITE",
+        24 => "MADV_DONTNEED_LOCKED",
+        25 => "MADV_COLLAPSE",
+        100 => "MADV_HWPOISON",
+        101 => "MADV_SOFT_OFFLINE",
+        102 => "MADV_GUARD_INSTALL",
+        103 => "MADV_GUARD_REMOVE",
+        _ => return v.to_string(),
+    }
+    .to_string()
+}
+
+fn prctl_name(v: u64) -> String {
+    match v {
+        15 => "PR_SET_NAME",
+        16 => "PR_GET_NAME",
+        41 => "PR_SET_THP_DISABLE",
+        42 => "PR_GET_THP_DISABLE",
+        35 => "PR_SET_MM",
+        38 => "PR_SET_NO_NEW_PRIVS",
+        0x53564d41 => "PR_SET_VMA",
+        _ => return v.to_string(),
+    }
+    .to_string()
+}
+
+/// The errno name for `-ret` (x86_64), or the number.
+pub fn errno_name(e: i64) -> String {
+    let n = match e {
+        1 => "EPERM",
+        2 => "ENOENT",
+        3 => "ESRCH",
+        4 => "EINTR",
+        5 => "EIO",
+        9 => "EBADF",
+        10 => "ECHILD",
+        11 => "EAGAIN",
+        12 => "ENOMEM",
+        13 => "EACCES",
+        14 => "EFAULT",
+        16 => "EBUSY",
+        17 => "EEXIST",
+        19 => "ENODEV",
+        20 => "ENOTDIR",
+        21 => "EISDIR",
+        22 => "EINVAL",
+        24 => "EMFILE",
+        27 => "EFBIG",
+        28 => "ENOSPC",
+        38 => "ENOSYS",
+        95 => "EOPNOTSUPP",
+        _ => return format!("errno {e}"),
+    };
+    n.to_string()
+}
+
+fn ret_text(k: SyscallKind, r: i64) -> String {
+    if (-4095..0).contains(&r) {
+        return format!("-{}", errno_name(-r));
+    }
+    match k {
+        SyscallKind::Mmap | SyscallKind::Mremap | SyscallKind::Brk | SyscallKind::Shmat => hex(r as u64),
+        _ => r.to_string(),
+    }
+}
+
+/// `mmap(NULL, 1048576, rw, private|anon) = 0x7ffff7a00000`.
+pub fn syscall_text(sc: &Syscall) -> String {
+    let a = |i: usize| sc.args.get(i).copied().unwrap_or(0);
+    let args: Vec<String> = match sc.kind {
+        SyscallKind::Mmap => {
+            let mut v = vec![ptr(a(0)), a(1).to_string(), prot_text(a(2)), bits(a(3), MAP_FLAGS)];
+            if a(3) & 0x20 == 0 {
+                v.push(format!("fd {}", fd(a(4))));
+                v.push(format!("off {}", hex(a(5))));
+            }
+            v
+        }
+        SyscallKind::Munmap | SyscallKind::Mlock | SyscallKind::Munlock => vec![hex(a(0)), a(1).to_string()],
+        SyscallKind::Mremap => {
+            let mut v = vec![hex(a(0)), a(1).to_string(), a(2).to_string(), bits(a(3), MREMAP_FLAGS)];
+            if a(3) & 2 != 0 {
+                v.push(hex(a(4)));
+            }
+            v
+        }
+        SyscallKind::Mprotect => vec![hex(a(0)), a(1).to_string(), prot_text(a(2))],
+        SyscallKind::Madvise => vec![hex(a(0)), a(1).to_string(), madvise_name(a(2))],
+        SyscallKind::Brk => vec![ptr(a(0))],
+        SyscallKind::Prctl => vec![prctl_name(a(0)), hex(a(1)), hex(a(2)), hex(a(3)), hex(a(4))],
+        SyscallKind::Clone => vec![bits(a(0) & !0xff, CLONE_FLAGS) + &format!("|sig {}", a(0) & 0xff)],
+        SyscallKind::ExitGroup | SyscallKind::Exit => vec![(a(0) as i64 as i32).to_string()],
+        SyscallKind::Openat => vec![fd(a(0)), hex(a(1)), bits(a(2), OPEN_FLAGS), format!("{:#o}", a(3))],
+        SyscallKind::Open => vec![hex(a(0)), bits(a(1), OPEN_FLAGS), format!("{:#o}", a(2))],
+        SyscallKind::Close => vec![fd(a(0))],
+        SyscallKind::Ftruncate => vec![fd(a(0)), a(1).to_string()],
+        SyscallKind::Fallocate => vec![fd(a(0)), hex(a(1)), a(2).to_string(), a(3).to_string()],
+        SyscallKind::MemfdCreate => vec![hex(a(0)), hex(a(1))],
+        _ => sc.args.iter().map(|&v| hex(v)).collect(),
+    };
+    let mut s = format!("{}({})", sc.kind.name(), args.join(", "));
+    match sc.ret {
+        Some(r) => {
+            let _ = write!(s, " = {}", ret_text(sc.kind, r));
+        }
+        None => s.push_str(" = ?"),
+    }
+    s
+}
+
+fn perms_text(prot: u32, shared: bool) -> String {
+    let mut s = String::new();
+    s.push(if prot & 1 != 0 { 'r' } else { '-' });
+    s.push(if prot & 2 != 0 { 'w' } else { '-' });
+    s.push(if prot & 4 != 0 { 'x' } else { '-' });
+    s.push(if shared { 's' } else { 'p' });
+    s
+}
+
+/// A new mapping: range, permissions, device, inode, offset, path.
+pub fn map_text(m: &MapInfo) -> String {
+    format!(
+        "map {:#x}-{:#x} {} {:02x}:{:02x} ino {} off {:#x} {}",
+        m.addr,
+        m.addr.wrapping_add(m.len),
+        perms_text(m.prot, m.flags & 1 != 0),
+        m.maj,
+        m.min,
+        m.ino,
+        m.pgoff,
+        String::from_utf8_lossy(&m.path)
+    )
+}
+
+/// A /proc/PID/maps line.
+pub fn map_entry_text(m: &MapEntry) -> String {
+    let p = m.perms;
+    let prot = (p & perm::READ != 0) as u32 | ((p & perm::WRITE != 0) as u32) << 1 | ((p & perm::EXEC != 0) as u32) << 2;
+    format!(
+        "{:x}-{:x} {} {:08x} {:02x}:{:02x} {} {}",
+        m.start,
+        m.end,
+        perms_text(prot, p & perm::SHARED != 0),
+        m.offset,
+        m.maj,
+        m.min,
+        m.ino,
+        String::from_utf8_lossy(&m.path)
+    )
+}

@@ -1,0 +1,192 @@
+//! [`TraceWriter`]: events in, bytes out (docs/trace-format.md). The writer checks what the
+//! reader will check (times never decrease, argument counts, the header's counts), so a file it
+//! finishes always reads back.
+
+use std::collections::HashMap;
+use std::io::{self, BufWriter, Write};
+
+use crate::codec::{put_bytes, put_varint, zigzag, Crc32, MAGIC, TAG_SWITCH, TAG_UNFINISHED, VERSION_MAJOR, VERSION_MINOR};
+use crate::event::{kind, EventBody, Header};
+use crate::Event;
+
+/// Writes a trace: [`TraceWriter::new`] writes the header, [`TraceWriter::write`] one record per
+/// event, [`TraceWriter::finish`] the trailer. The header's counts must be those of the events
+/// written (the recorder knows them: it writes the file after the program has ended).
+pub struct TraceWriter<W: Write> {
+    w: BufWriter<W>,
+    expected: [u64; 64],
+    counts: [u64; 64],
+    lost: u64,
+    records: u64,
+    crc: Crc32,
+    current: Option<(u32, u32)>,
+    last_time: u64,
+    prev_fault: HashMap<u32, u64>,
+    buf: Vec<u8>,
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+/// The header's bytes after the magic and version: a varint length, then the fields.
+pub(crate) fn encode_header(h: &Header) -> Vec<u8> {
+    let mut b = Vec::new();
+    put_bytes(&mut b, &h.program);
+    put_bytes(&mut b, &h.exec_path);
+    put_varint(&mut b, h.argv.len() as u64);
+    for a in &h.argv {
+        put_bytes(&mut b, a);
+    }
+    put_bytes(&mut b, &h.cwd);
+    put_bytes(&mut b, h.kernel_release.as_bytes());
+    put_bytes(&mut b, h.machine.as_bytes());
+    put_varint(&mut b, h.start_unix_ns);
+    put_varint(&mut b, h.start_monotonic_ns);
+    put_varint(&mut b, h.root_pid as u64);
+    put_varint(&mut b, h.page_size);
+    put_varint(&mut b, h.flags);
+    put_varint(&mut b, h.counts.len() as u64);
+    for &(k, n) in &h.counts {
+        put_varint(&mut b, k as u64);
+        put_varint(&mut b, n);
+    }
+    put_varint(&mut b, h.lost_events);
+    put_varint(&mut b, h.exit_status as u64);
+    put_varint(&mut b, h.duration_ns);
+    let mut out = Vec::with_capacity(b.len() + 16);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION_MAJOR.to_le_bytes());
+    out.extend_from_slice(&VERSION_MINOR.to_le_bytes());
+    put_varint(&mut out, b.len() as u64);
+    out.extend_from_slice(&b);
+    out
+}
+
+impl<W: Write> TraceWriter<W> {
+    pub fn new(w: W, header: &Header) -> io::Result<Self> {
+        let mut expected = [0u64; 64];
+        for &(k, n) in &header.counts {
+            if k == kind::END || k >= 64 || crate::kind_name(k).is_none() {
+                return Err(invalid(format!("header counts name an unknown record kind {k}")));
+            }
+            expected[k as usize] = n;
+        }
+        let mut w = BufWriter::with_capacity(1 << 16, w);
+        let head = encode_header(header);
+        let mut crc = Crc32::default();
+        crc.update(&head);
+        w.write_all(&head)?;
+        Ok(TraceWriter {
+            w,
+            expected,
+            counts: [0; 64],
+            lost: header.lost_events,
+            records: 0,
+            crc,
+            current: None,
+            last_time: 0,
+            prev_fault: HashMap::new(),
+            buf: Vec::with_capacity(256),
+        })
+    }
+
+    /// Append one record. Events must come in time order.
+    pub fn write(&mut self, ev: &Event) -> io::Result<()> {
+        if ev.time_ns < self.last_time {
+            return Err(invalid(format!("event at {} ns comes after one at {} ns: events must be in time order", ev.time_ns, self.last_time)));
+        }
+        let b = &mut self.buf;
+        b.clear();
+        let code = ev.body.kind_code();
+        let mut tag = code;
+        let switch = self.current != Some((ev.tid, ev.pid));
+        if switch {
+            tag |= TAG_SWITCH;
+        }
+        if let EventBody::Syscall(s) = &ev.body {
+            if s.args.len() != s.kind.args().len() {
+                return Err(invalid(format!("{}: {} arguments given, the format has {}", s.kind.name(), s.args.len(), s.kind.args().len())));
+            }
+            if s.ret.is_none() {
+                tag |= TAG_UNFINISHED;
+            }
+        }
+        b.push(tag);
+        if switch {
+            put_varint(b, ev.tid as u64);
+            put_varint(b, ev.pid as u64);
+            self.current = Some((ev.tid, ev.pid));
+        }
+        put_varint(b, ev.time_ns - self.last_time);
+        self.last_time = ev.time_ns;
+        match &ev.body {
+            EventBody::Fault { addr, error_code } => {
+                put_varint(b, *error_code);
+                let prev = self.prev_fault.insert(ev.tid, *addr).unwrap_or(0);
+                put_varint(b, zigzag(addr.wrapping_sub(prev) as i64));
+            }
+            EventBody::Syscall(s) => {
+                if s.ret.is_some() {
+                    put_varint(b, s.duration_ns);
+                }
+                for &a in &s.args {
+                    put_varint(b, a);
+                }
+                if let Some(r) = s.ret {
+                    put_varint(b, zigzag(r));
+                }
+            }
+            EventBody::TaskNew { tid, pid } => {
+                put_varint(b, *tid as u64);
+                put_varint(b, *pid as u64);
+            }
+            EventBody::TaskExit => {}
+            EventBody::Comm { comm, exec } => {
+                put_varint(b, *exec as u64);
+                put_bytes(b, comm);
+            }
+            EventBody::Map(m) => {
+                for v in [m.addr, m.len, m.pgoff, m.maj as u64, m.min as u64, m.ino, m.ino_generation, m.prot as u64, m.flags as u64] {
+                    put_varint(b, v);
+                }
+                put_bytes(b, &m.path);
+            }
+            EventBody::ExecMaps(entries) => {
+                put_varint(b, entries.len() as u64);
+                for e in entries {
+                    if e.end < e.start {
+                        return Err(invalid(format!("map entry {:#x}-{:#x} ends before it starts", e.start, e.end)));
+                    }
+                    for v in [e.start, e.end - e.start, e.perms as u64, e.offset, e.maj as u64, e.min as u64, e.ino] {
+                        put_varint(b, v);
+                    }
+                    put_bytes(b, &e.path);
+                }
+            }
+            EventBody::Lost { count } => put_varint(b, *count),
+        }
+        self.crc.update(b);
+        self.w.write_all(b)?;
+        self.counts[code as usize] += 1;
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Write the trailer and flush; checks that the records written match the header's counts.
+    pub fn finish(mut self) -> io::Result<W> {
+        for k in 0..64 {
+            if self.counts[k] != self.expected[k] {
+                let name = crate::kind_name(k as u8).unwrap_or("?");
+                return Err(invalid(format!("the header says {} {name} records, {} were written", self.expected[k], self.counts[k])));
+            }
+        }
+        let mut b = vec![kind::END];
+        put_varint(&mut b, self.records);
+        put_varint(&mut b, self.lost);
+        self.crc.update(&b);
+        b.extend_from_slice(&self.crc.value().to_le_bytes());
+        self.w.write_all(&b)?;
+        self.w.into_inner().map_err(|e| e.into_error())
+    }
+}

@@ -1,0 +1,201 @@
+//! Round trips through the writer and reader, and the reader on truncated, corrupted and random
+//! input: always an error with an offset, never a panic.
+
+use proptest::prelude::*;
+use trace::*;
+
+fn sample_events() -> Vec<Event> {
+    let sc = |kind: SyscallKind, args: Vec<u64>, ret: Option<i64>| EventBody::Syscall(Syscall { kind, args, ret, duration_ns: if ret.is_some() { 1234 } else { 0 } });
+    let mut v = vec![
+        Event { time_ns: 0, tid: 100, pid: 100, body: EventBody::Comm { comm: b"prog".to_vec(), exec: true } },
+        Event {
+            time_ns: 5,
+            tid: 100,
+            pid: 100,
+            body: EventBody::ExecMaps(vec![MapEntry {
+                start: 0x400000,
+                end: 0x401000,
+                perms: perm::READ | perm::EXEC,
+                offset: 0,
+                maj: 8,
+                min: 1,
+                ino: 1234,
+                path: b"/tmp/prog".to_vec(),
+            }]),
+        },
+        Event { time_ns: 10, tid: 100, pid: 100, body: sc(SyscallKind::Mmap, vec![0, 1 << 20, 3, 0x22, u64::MAX, 0], Some(0x7fff_f7a0_0000)) },
+        Event {
+            time_ns: 11,
+            tid: 100,
+            pid: 100,
+            body: EventBody::Map(MapInfo {
+                addr: 0x7fff_f7a0_0000,
+                len: 1 << 20,
+                pgoff: 0,
+                maj: 0,
+                min: 0,
+                ino: 0,
+                ino_generation: 0,
+                prot: 3,
+                flags: 0x22,
+                path: b"//anon".to_vec(),
+            }),
+        },
+        Event { time_ns: 20, tid: 100, pid: 100, body: sc(SyscallKind::Brk, vec![0], Some(0x555555559000)) },
+        Event { time_ns: 21, tid: 100, pid: 100, body: sc(SyscallKind::Madvise, vec![0x7fff_f7a0_0000, 4096, 14], Some(-22)) },
+        Event { time_ns: 30, tid: 100, pid: 100, body: EventBody::TaskNew { tid: 101, pid: 101 } },
+        Event { time_ns: 31, tid: 101, pid: 101, body: EventBody::Fault { addr: 0x7fff_ffff_e000, error_code: 7 } },
+        Event { time_ns: 40, tid: 100, pid: 100, body: EventBody::Lost { count: 3 } },
+        Event { time_ns: 50, tid: 101, pid: 101, body: sc(SyscallKind::ExitGroup, vec![0], None) },
+        Event { time_ns: 50, tid: 101, pid: 101, body: EventBody::TaskExit },
+    ];
+    for i in 0..300u64 {
+        v.push(Event { time_ns: 60 + i * 700, tid: 100 + (i % 3 == 0) as u32 * 2, pid: 100, body: EventBody::Fault { addr: 0x7fff_f7a0_0000 + i * 4096, error_code: 6 } });
+    }
+    v
+}
+
+fn header_for(events: &[Event], lost: u64) -> Header {
+    let mut counts: Vec<(u8, u64)> = Vec::new();
+    for e in events {
+        let k = e.body.kind_code();
+        match counts.iter_mut().find(|(c, _)| *c == k) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((k, 1)),
+        }
+    }
+    Header {
+        program: b"prog".to_vec(),
+        exec_path: b"/tmp/prog".to_vec(),
+        argv: vec![b"prog".to_vec(), b"--flag".to_vec(), vec![0xff, 0xfe]],
+        cwd: b"/tmp".to_vec(),
+        kernel_release: "6.18.44".into(),
+        machine: "x86_64".into(),
+        start_unix_ns: 1_700_000_000_000_000_000,
+        start_monotonic_ns: 123_456_789,
+        root_pid: 100,
+        page_size: 4096,
+        flags: flags::THP_DISABLED | flags::NO_RANDOMIZE,
+        counts,
+        lost_events: lost,
+        exit_status: 3,
+        duration_ns: 1_000_000,
+    }
+}
+
+fn encode(h: &Header, events: &[Event]) -> Vec<u8> {
+    let mut w = TraceWriter::new(Vec::new(), h).unwrap();
+    for e in events {
+        w.write(e).unwrap();
+    }
+    w.finish().unwrap()
+}
+
+#[test]
+fn round_trip_keeps_every_field() {
+    let ev = sample_events();
+    let h = header_for(&ev, 3);
+    let bytes = encode(&h, &ev);
+    let (h2, ev2, t) = read_all(&bytes[..]).unwrap();
+    assert_eq!(h2, h);
+    assert_eq!(ev2, ev);
+    assert_eq!(t.records, ev.len() as u64);
+    assert_eq!(t.lost_events, 3);
+    // Sequential faults cost a few bytes each.
+    let faults_only: Vec<Event> = (0..1000u64)
+        .map(|i| Event { time_ns: i * 1500, tid: 4321, pid: 4321, body: EventBody::Fault { addr: 0x7fff_f7a0_0000 + i * 4096, error_code: 6 } })
+        .collect();
+    let small = encode(&header_for(&faults_only, 0), &faults_only);
+    let per = small.len() as f64 / faults_only.len() as f64;
+    assert!(per < 6.5, "{per} bytes per sequential fault");
+}
+
+#[test]
+fn writer_refuses_what_the_reader_would_refuse() {
+    let ev = sample_events();
+    let h = header_for(&ev, 0);
+    let mut w = TraceWriter::new(Vec::new(), &h).unwrap();
+    w.write(&ev[5]).unwrap();
+    assert!(w.write(&ev[0]).is_err(), "time going backwards");
+    let mut w = TraceWriter::new(Vec::new(), &h).unwrap();
+    let bad = Event { time_ns: 0, tid: 1, pid: 1, body: EventBody::Syscall(Syscall { kind: SyscallKind::Munmap, args: vec![1], ret: Some(0), duration_ns: 0 }) };
+    assert!(w.write(&bad).is_err(), "wrong argument count");
+    let w = TraceWriter::new(Vec::new(), &h).unwrap();
+    let e = w.finish().unwrap_err().to_string();
+    assert!(e.contains("the header says"), "{e}");
+}
+
+#[test]
+fn every_truncation_is_an_error_that_names_the_offset() {
+    let ev = sample_events();
+    let bytes = encode(&header_for(&ev, 0), &ev);
+    for cut in 0..bytes.len() {
+        let e = read_all(&bytes[..cut]).expect_err("a truncated trace must not read");
+        assert!(e.offset() <= cut as u64, "cut {cut}: {e}");
+        let msg = e.to_string();
+        assert!(msg.starts_with("byte "), "{msg}");
+    }
+    let mut more = bytes.clone();
+    more.push(0);
+    let e = read_all(&more[..]).unwrap_err().to_string();
+    assert!(e.contains("after the trailer"), "{e}");
+}
+
+#[test]
+fn every_single_byte_flip_is_detected() {
+    let ev = sample_events();
+    let bytes = encode(&header_for(&ev, 0), &ev);
+    for i in 0..bytes.len() {
+        for x in [0x01u8, 0x80, 0xff] {
+            let mut b = bytes.clone();
+            b[i] ^= x;
+            assert!(read_all(&b[..]).is_err(), "flipping {x:#x} at byte {i} went unnoticed");
+        }
+    }
+}
+
+#[test]
+fn error_messages_say_what_was_expected() {
+    let e = read_all(&b"NOTATRACE......."[..]).unwrap_err().to_string();
+    assert!(e.contains("not a thplab trace"), "{e}");
+    let e = read_all(&b"THPTRACE\x02\x00\x00\x00"[..]).unwrap_err().to_string();
+    assert!(e.contains("version 2.0"), "{e}");
+    let e = read_all(&b"THPTRACE\x01\x00"[..]).unwrap_err().to_string();
+    assert_eq!(e, "byte 10: the file ends too early: expected the format version");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let _ = read_all(&bytes[..]);
+        let mut with_magic = b"THPTRACE\x01\x00\x00\x00".to_vec();
+        with_magic.extend_from_slice(&bytes);
+        let _ = read_all(&with_magic[..]);
+    }
+
+    #[test]
+    fn random_edits_of_a_real_trace_never_panic(edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8), cut in any::<prop::sample::Index>()) {
+        let ev = sample_events();
+        let mut b = encode(&header_for(&ev, 0), &ev);
+        for (i, v) in edits {
+            let i = i.index(b.len());
+            b[i] = v;
+        }
+        let n = cut.index(b.len() + 1);
+        let _ = read_all(&b[..n]);
+    }
+
+    #[test]
+    fn random_fault_streams_round_trip(faults in proptest::collection::vec((0u32..4, any::<u64>(), 0u64..32, 0u64..10_000), 0..200)) {
+        let mut t = 0;
+        let ev: Vec<Event> = faults.into_iter().map(|(tid, addr, ec, dt)| {
+            t += dt;
+            Event { time_ns: t, tid: 10 + tid, pid: 10, body: EventBody::Fault { addr, error_code: ec } }
+        }).collect();
+        let h = header_for(&ev, 0);
+        let (_, back, _) = read_all(&encode(&h, &ev)[..]).unwrap();
+        prop_assert_eq!(back, ev);
+    }
+}
