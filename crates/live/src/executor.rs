@@ -151,6 +151,17 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
     let heap_id = w.region_by_name(HEAP);
 
     for op in &w.ops {
+        // Shared memory (memfd, POSIX shm, tmpfs files, shared mappings) is not executed live yet.
+        let unsupported = match &op.kind {
+            OpKind::Mmap { backing, .. } if *backing != workload::Backing::PrivateAnon => Some("shared mappings"),
+            OpKind::Mount(_) => Some("tmpfs mounts"),
+            OpKind::Create(_) => Some("memfd, shm_open and tmpfs files"),
+            OpKind::Ftruncate { .. } | OpKind::Fallocate { .. } | OpKind::Write { .. } => Some("file operations"),
+            _ => None,
+        };
+        if let Some(what) = unsupported {
+            return Err(err(op.line, format!("{what} are not supported by the live executor yet")));
+        }
         let call = match &op.kind {
             OpKind::Mmap { .. } => "mmap".to_string(),
             OpKind::Munmap(_) => "munmap".into(),
@@ -159,9 +170,10 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
             OpKind::Brk { .. } => "brk".into(),
             OpKind::Prctl(_) => "prctl(PR_SET_THP_DISABLE)".into(),
             OpKind::Touch(_) => String::new(),
+            _ => unreachable!("refused above"),
         };
         let kind = match &op.kind {
-            OpKind::Mmap { region, len, prot, placement } => {
+            OpKind::Mmap { region, len, prot, placement, .. } => {
                 let name = &w.region(*region).name;
                 let a = match (placement, model_regions.iter().find(|r| &r.name == name)) {
                     (Placement::Fixed(a), _) => *a,
@@ -219,6 +231,7 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
                     count: t.count,
                 }
             }
+            _ => unreachable!("refused above"),
         };
         ops.push(ExecOp { line: op.line, call, kind });
     }

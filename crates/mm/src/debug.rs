@@ -24,6 +24,8 @@ pub struct CensusReport {
     pub rss_bytes: u64,
     /// PMD-mapped anon bytes (AnonHugePages) in the ranges.
     pub anon_huge_bytes: u64,
+    /// PMD-mapped shmem bytes (ShmemPmdMapped) in the ranges.
+    pub shmem_pmd_bytes: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -94,7 +96,11 @@ impl Kernel {
                     let touched = (0..512u32).filter(|i| self.page(pfn.add(*i)).flags & pg::TOUCHED != 0).count();
                     runs.push(FolioRun { head: pfn.0, order: PMD_ORDER, pmd: true, mapped: 512, touched: touched as u32 });
                     rep.rss_bytes += PMD_SIZE;
-                    rep.anon_huge_bytes += PMD_SIZE;
+                    if self.page(pfn).flags & pg::SHMEM == 0 {
+                        rep.anon_huge_bytes += PMD_SIZE;
+                    } else {
+                        rep.shmem_pmd_bytes += PMD_SIZE;
+                    }
                 }
                 Mapping::Pte(pfn) => {
                     let p = self.page(pfn);
@@ -241,6 +247,8 @@ impl Kernel {
         let mut pte_maps = vec![0i32; n];
         let mut pmd_maps: BTreeMap<u32, i32> = BTreeMap::new();
         let mut rss = 0u64;
+        let mut shmem_rss = 0u64;
+        let mut shmem_pmds = 0u64;
         let mut tables = 0u64;
         for (key, t) in self.pt.puds() {
             tables += 1;
@@ -269,16 +277,35 @@ impl Kernel {
                             let pfn = pte_pfn(e);
                             let head = self.folio_head(pfn);
                             let hp = self.zone.mem_map[head.idx()];
-                            if hp.flags & pg::ANON == 0 {
-                                return Err(format!("PTE at {a:#x} maps non-anon pfn {pfn:?}"));
-                            }
-                            let nr = 1u64 << hp.order;
-                            if ((a / PAGE_SIZE).wrapping_sub((pfn.0 - head.0) as u64)) % nr != 0 {
-                                return Err(format!("PTE at {a:#x} maps page {} of a folio at the wrong offset", pfn.0 - head.0));
+                            if hp.flags & pg::SHMEM != 0 {
+                                let (ino, start) = *self.shmem.owner.get(&head.0).ok_or(format!("PTE at {a:#x} maps a shmem folio that no page cache holds"))?;
+                                let v = self.vmas.find(a).expect("checked above");
+                                if v.file != ino + 1 || v.linear_page_index(a) != start + (pfn.0 - head.0) as u64 {
+                                    return Err(format!("PTE at {a:#x} maps the wrong file page"));
+                                }
+                                shmem_rss += 1;
+                            } else if hp.flags & pg::ANON == 0 {
+                                return Err(format!("PTE at {a:#x} maps a pfn that is neither anon nor shmem: {pfn:?}"));
+                            } else {
+                                let nr = 1u64 << hp.order;
+                                if ((a / PAGE_SIZE).wrapping_sub((pfn.0 - head.0) as u64)) % nr != 0 {
+                                    return Err(format!("PTE at {a:#x} maps page {} of a folio at the wrong offset", pfn.0 - head.0));
+                                }
+                                rss += 1;
                             }
                             pte_maps[pfn.idx()] += 1;
-                            rss += 1;
                         }
+                    }
+                    Pmd::Huge { pfn, .. } if self.page(pfn).flags & pg::SHMEM != 0 => {
+                        if self.pt.deposited(t, slot as usize) != NO_TABLE {
+                            return Err(format!("file PMD at {addr:#x} has a deposited table (x86 deposits none)"));
+                        }
+                        if self.page(pfn).order != PMD_ORDER || !pfn.is_aligned(Order::PMD) {
+                            return Err(format!("file PMD at {addr:#x} maps {pfn:?}, not a 2 MiB folio"));
+                        }
+                        *pmd_maps.entry(pfn.0).or_insert(0) += 1;
+                        shmem_rss += 512;
+                        shmem_pmds += 1;
                     }
                     Pmd::Huge { .. } | Pmd::HugeZero if self.pt.deposited(t, slot as usize) == NO_TABLE => {
                         return Err(format!("huge PMD at {addr:#x} has no deposited page table"));
@@ -307,6 +334,13 @@ impl Kernel {
         if rss != self.stats.anon_rss_pages {
             return Err(format!("page tables map {rss} anon pages, MM_ANONPAGES says {}", self.stats.anon_rss_pages));
         }
+        if shmem_rss != self.stats.shmem_rss_pages || shmem_pmds != self.stats.shmem_pmd_mapped {
+            return Err(format!(
+                "page tables map {shmem_rss} shmem pages in {shmem_pmds} PMDs, the counters say {} and {}",
+                self.stats.shmem_rss_pages, self.stats.shmem_pmd_mapped
+            ));
+        }
+        self.check_page_cache()?;
         if tables != self.stats.pgtable_pages {
             return Err(format!("{tables} page tables exist, {} page-table pages are allocated", self.stats.pgtable_pages));
         }
@@ -320,7 +354,7 @@ impl Kernel {
                 continue;
             }
             let nr = 1usize << p.order;
-            if p.flags & pg::ANON != 0 {
+            if p.flags & (pg::ANON | pg::SHMEM) != 0 {
                 let mut mapped = 0u32;
                 for i in 0..nr {
                     let want = pte_maps[pfn + i];
@@ -337,7 +371,7 @@ impl Kernel {
                 if entire != p.a as i32 {
                     return Err(format!("folio {pfn:#x}: {entire} PMDs map it, entire_mapcount says {}", p.a));
                 }
-                if entire == 0 && mapped == 0 {
+                if entire == 0 && mapped == 0 && p.flags & pg::ANON != 0 {
                     return Err(format!("folio {pfn:#x} is allocated but mapped nowhere (leaked)"));
                 }
                 if p.flags & pg::NR_ANON != 0 {
@@ -365,6 +399,36 @@ impl Kernel {
             if self.counters.mthp(ord, MthpStat::NrAnonPartiallyMapped) != partially[o as usize] {
                 return Err(format!("{} nr_anon_partially_mapped disagrees with the folios", ord.sysfs_dir()));
             }
+        }
+        Ok(())
+    }
+}
+
+impl Kernel {
+    /// Every shmem folio is in exactly one page cache, at an index aligned to its order, and
+    /// the cache entries of an inode do not overlap.
+    fn check_page_cache(&self) -> Result<(), String> {
+        let mut seen = 0;
+        for (ino, inode) in self.shmem.inodes.iter().enumerate() {
+            let mut prev_end = 0u64;
+            for (&start, f) in &inode.cache {
+                let n = 1u64 << f.order;
+                if start % n != 0 || start < prev_end {
+                    return Err(format!("inode {ino}: folio at index {start} of order {} is misaligned or overlaps", f.order));
+                }
+                prev_end = start + n;
+                let p = self.page(f.pfn);
+                if p.flags & pg::SHMEM == 0 || p.flags & pg::HEAD == 0 || p.order != f.order {
+                    return Err(format!("inode {ino}: cache entry {start} is not a shmem folio head of order {}", f.order));
+                }
+                if self.shmem.owner.get(&f.pfn.0) != Some(&(ino as u32, start)) {
+                    return Err(format!("inode {ino}: folio {:?} at {start} is not in the reverse map", f.pfn));
+                }
+                seen += 1;
+            }
+        }
+        if seen != self.shmem.owner.len() {
+            return Err(format!("{} shmem folios in the reverse map, {seen} in page caches", self.shmem.owner.len()));
         }
         Ok(())
     }

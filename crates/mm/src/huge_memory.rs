@@ -233,6 +233,17 @@ impl Kernel {
     /// (anon), or by 512 zero-page PTEs (huge zero). Counts `thp_split_pmd`.
     pub(crate) fn split_huge_pmd(&mut self, pmd_table: u32, haddr: Vaddr) {
         let pmd = self.pt.pmd(pmd_table, haddr);
+        if let Pmd::Huge { pfn, .. } = pmd {
+            if self.zone.mem_map[pfn.idx()].flags & pg::SHMEM != 0 {
+                // A file PMD is zapped, not converted: the next fault maps PTEs.
+                self.pt.set_pmd(pmd_table, haddr, Pmd::None);
+                self.zone.mem_map[pfn.idx()].a -= 1;
+                self.stats.shmem_rss_pages -= 1 << PMD_ORDER;
+                self.stats.shmem_pmd_mapped -= 1;
+                self.counters.count(VmEvent::ThpSplitPmd);
+                return;
+            }
+        }
         let deposit = self.pt.withdraw(pmd_table, haddr);
         debug_assert_ne!(deposit, crate::pgtable::NO_TABLE);
         match pmd {

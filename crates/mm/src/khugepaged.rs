@@ -91,6 +91,10 @@ pub struct CollapseControl {
 impl Kernel {
     /// `madvise_collapse` on `[start, end)` inside one VMA.
     pub(crate) fn madvise_collapse(&mut self, vma: &Vma, start: u64, end: u64) -> Result<(), Errno> {
+        if vma.file != 0 {
+            // hpage_collapse_scan_file / collapse_file are not modelled yet.
+            return Err(Errno::ENOSYS);
+        }
         if self.thp_vma_allowable_orders(vma, TvaType::ForcedCollapse, Orders::single(Order::PMD)).is_empty() {
             return Err(Errno::EINVAL);
         }

@@ -28,6 +28,7 @@ pub mod memory;
 pub mod mmap;
 pub mod page_alloc;
 pub mod pgtable;
+pub mod shmem;
 pub mod vma;
 pub mod vmstat;
 
@@ -48,6 +49,8 @@ pub enum Errno {
     EBUSY,
     EAGAIN,
     EEXIST,
+    /// The model does not implement this (for example shrinking a file with cached folios).
+    ENOSYS,
 }
 
 impl Errno {
@@ -58,6 +61,7 @@ impl Errno {
             Errno::EBUSY => "EBUSY",
             Errno::EAGAIN => "EAGAIN",
             Errno::EEXIST => "EEXIST",
+            Errno::ENOSYS => "ENOSYS",
         }
     }
 }
@@ -73,6 +77,8 @@ pub enum Access {
     Segv,
     /// Not even an order-0 page could be allocated: VM_FAULT_OOM.
     Oom,
+    /// A shared file mapping beyond the end of its file: the process would get SIGBUS.
+    Sigbus,
 }
 
 /// Boot parameters of the simulated machine.
@@ -83,6 +89,22 @@ pub struct BootParams {
     pub min_free_kbytes: u64,
     pub mmap_base: u64,
     pub brk_start: u64,
+    /// `huge=` of the machine's /dev/shm (never unless mounted otherwise).
+    pub dev_shm_huge: shmem::SbHuge,
+}
+
+impl Default for BootParams {
+    /// This machine kind: 24 GiB, min_free_kbytes 67584, the default mmap_base and heap start,
+    /// /dev/shm with huge=never.
+    fn default() -> Self {
+        BootParams {
+            mem_bytes: 24 << 30,
+            min_free_kbytes: 67584,
+            mmap_base: 0x7dff_fffc_5000,
+            brk_start: 0x5555_5557_9000,
+            dev_shm_huge: shmem::SbHuge::Never,
+        }
+    }
 }
 
 /// `mm->flags` bits the model uses.
@@ -143,6 +165,7 @@ pub struct Kernel {
     pub(crate) next_anon_vma: u32,
     /// One-entry VMA cache for the access path; cleared on any VMA change.
     pub(crate) vma_cache: Option<Vma>,
+    pub(crate) shmem: shmem::Shmem,
     pub counters: Counters,
     pub stats: ModelStats,
 }
@@ -166,6 +189,7 @@ impl Kernel {
             deferred_stale: 0,
             next_anon_vma: 1,
             vma_cache: None,
+            shmem: shmem::Shmem { sb_huge: vec![shmem::SbHuge::Never, params.dev_shm_huge], ..Default::default() },
             counters: Counters::default(),
             stats: ModelStats::default(),
         }

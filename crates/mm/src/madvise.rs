@@ -78,6 +78,8 @@ impl Kernel {
     /// zero page stays read-only. Whole huge PMDs change in place (`change_huge_pmd`).
     fn change_protection(&mut self, vma: &Vma) {
         let write = vma.flags & vm::WRITE != 0;
+        // can_change_shared_pte_writable: a shared PTE regains write only if already dirty.
+        let shared = vma.flags & vm::SHARED != 0;
         let mut addr = vma.start;
         while addr < vma.end {
             let va = Vaddr(addr);
@@ -87,13 +89,17 @@ impl Kernel {
                 continue;
             };
             match self.pt.pmd(t, va) {
-                Pmd::Huge { pfn, young, dirty, .. } => self.pt.set_pmd(t, va, Pmd::Huge { pfn, young, dirty, write }),
+                Pmd::Huge { pfn, young, dirty, .. } => {
+                    let w = write && (!shared || dirty);
+                    self.pt.set_pmd(t, va, Pmd::Huge { pfn, young, dirty, write: w })
+                }
                 Pmd::Table(idx) => {
                     let first = va.pte_index();
                     let last = first + ((next - addr) / PAGE_SIZE) as usize;
                     for e in &mut self.pt.ptes_mut(idx)[first..last] {
                         if *e & PTE_PRESENT != 0 && *e & PTE_ZERO == 0 {
-                            *e = if write { *e | PTE_WRITE } else { *e & !PTE_WRITE };
+                            let w = write && (!shared || *e & crate::pgtable::PTE_DIRTY != 0);
+                            *e = if w { *e | PTE_WRITE } else { *e & !PTE_WRITE };
                         }
                     }
                 }

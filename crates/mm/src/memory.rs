@@ -104,6 +104,10 @@ impl Kernel {
         h.b -= last;
         let (entire, mapped, flags) = (h.a, h.b, h.flags);
         let large = h.order > 0;
+        if flags & pg::SHMEM != 0 {
+            // Page-cache folios stay in the cache; only anon folios are queued for deferred split.
+            return;
+        }
         if entire == 0 && mapped == 0 {
             self.free_folio(head);
             return;
@@ -210,6 +214,9 @@ impl Kernel {
                 self.pt.install_pmd_table(va, frame)
             }
         };
+        if let Some(ino) = vma.inode() {
+            return self.do_shmem_fault(&vma, va, write, t, ino);
+        }
         let mut pmd_reason = None;
         // With no size enabled anywhere, no VMA can get a THP at fault: skip the order checks.
         let thp_possible = !self.masks.possible().is_empty();
@@ -432,8 +439,16 @@ impl Kernel {
         let pmd = self.pt.pmd(t, haddr);
         self.pt.set_pmd(t, haddr, Pmd::None);
         let deposit = self.pt.withdraw(t, haddr);
-        self.free_pgtable(deposit);
+        if deposit != crate::pgtable::NO_TABLE {
+            self.free_pgtable(deposit);
+        }
         if let Pmd::Huge { pfn, .. } = pmd {
+            if self.zone.mem_map[pfn.idx()].flags & pg::SHMEM != 0 {
+                self.zone.mem_map[pfn.idx()].a -= 1;
+                self.stats.shmem_rss_pages -= 1 << PMD_ORDER;
+                self.stats.shmem_pmd_mapped -= 1;
+                return;
+            }
             self.stats.anon_rss_pages -= 1 << PMD_ORDER;
             let h = &mut self.zone.mem_map[pfn.idx()];
             h.a -= 1;
@@ -479,7 +494,11 @@ impl Kernel {
                 n += 1;
             }
             self.pt.ptes_mut(idx)[i..i + n].fill(0);
-            self.stats.anon_rss_pages -= n as u64;
+            if self.zone.mem_map[head.idx()].flags & pg::SHMEM != 0 {
+                self.stats.shmem_rss_pages -= n as u64;
+            } else {
+                self.stats.anon_rss_pages -= n as u64;
+            }
             self.folio_remove_rmap_ptes(head, pfn, n as u32);
             i += n;
         }
@@ -512,6 +531,205 @@ impl Kernel {
                 }
             }
             gib += PUD_SIZE;
+        }
+    }
+}
+
+impl Kernel {
+    // ---------------------------------------------------------------- shmem faults
+
+    /// A fault in a shared (shmem) mapping: `do_fault` → `do_read_fault` (fault-around first)
+    /// or `do_shared_fault` → `shmem_fault` → `finish_fault`; a write to a clean shared PTE is
+    /// `wp_page_shared`.
+    fn do_shmem_fault(&mut self, vma: &Vma, va: Vaddr, write: bool, t: u32, ino: u32) -> Access {
+        match self.pt.pmd(t, va) {
+            Pmd::Huge { pfn, young, .. } => {
+                // Write to a PMD made read-only by mprotect: make it writable again.
+                self.pt.set_pmd(t, va.align_down(Order::PMD), Pmd::Huge { pfn, young, dirty: true, write: true });
+                return Access::Fault;
+            }
+            Pmd::Table(idx) => {
+                let e = self.pt.ptes(idx)[va.pte_index()];
+                if e & PTE_PRESENT != 0 {
+                    if write {
+                        self.pt.ptes_mut(idx)[va.pte_index()] = e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG;
+                    }
+                    return Access::Fault;
+                }
+            }
+            Pmd::None | Pmd::HugeZero => {}
+        }
+        let index = vma.linear_page_index(va.0);
+        if index >= self.shmem_inode(ino).pages() {
+            return Access::Sigbus;
+        }
+        if !write {
+            match self.do_fault_around(vma, va, t, ino, index) {
+                Some(Access::Fault) => return Access::Fault,
+                Some(other) => return other,
+                None => {}
+            }
+        }
+        let Some((start, head)) = self.shmem_get_folio(ino, index, 0, crate::shmem::Sgp::Cache, Some((vma, va.0))) else {
+            return Access::Oom;
+        };
+        self.finish_fault(vma, va, t, start, head, index, write)
+    }
+
+    /// Bits of a PTE in a shared mapping: writable whenever the VMA is (no write-notify for
+    /// shmem), dirty on a write fault.
+    fn shared_pte_bits(vma: &Vma, write: bool) -> u32 {
+        let w = if vma.flags & vm::WRITE != 0 { PTE_WRITE } else { 0 };
+        w | if write { PTE_DIRTY } else { 0 }
+    }
+
+    /// `do_set_pmd`: map a PMD-order shmem folio with a PMD.
+    fn do_set_pmd(&mut self, vma: &Vma, va: Vaddr, t: u32, head: Pfn, write: bool) -> bool {
+        let haddr = va.align_down(Order::PMD);
+        if self.vma_thp_disabled(vma, false)
+            || !crate::shmem::file_vma_suitable_order(vma, haddr.0, Order::PMD)
+            || self.order_of_head(head) != Order::PMD
+            || self.pt.pmd(t, va) != Pmd::None
+        {
+            return false;
+        }
+        let w = vma.flags & vm::WRITE != 0;
+        self.pt.set_pmd(t, haddr, Pmd::Huge { pfn: head, young: true, dirty: write, write: w });
+        self.zone.mem_map[head.idx()].a += 1;
+        self.stats.shmem_rss_pages += 1 << PMD_ORDER;
+        self.stats.shmem_pmd_mapped += 1;
+        self.counters.count(uapi::VmEvent::ThpFileMapped);
+        true
+    }
+
+    /// The PTE table under `t` for `va`, allocated if the PMD is empty.
+    fn pte_table_for(&mut self, t: u32, va: Vaddr) -> Option<u32> {
+        match self.pt.pmd(t, va) {
+            Pmd::Table(i) => Some(i),
+            Pmd::None => {
+                let i = self.alloc_pgtable()?;
+                self.pt.set_pmd(t, va, Pmd::Table(i));
+                Some(i)
+            }
+            _ => None,
+        }
+    }
+
+    /// Map `n` pages of a shmem folio, starting with page `first` of the folio at `addr`.
+    fn map_shmem_pages(&mut self, idx: u32, addr: u64, head: Pfn, first: u32, n: u32, bits: u32) {
+        let pte0 = Vaddr(addr).pte_index();
+        let ptes = self.pt.ptes_mut(idx);
+        for i in 0..n {
+            ptes[pte0 + i as usize] = mk_pte(head.add(first + i), bits);
+        }
+        self.rmap_add_ptes(head, head.add(first), n);
+        self.stats.shmem_rss_pages += n as u64;
+    }
+
+    /// `finish_fault` for a shmem folio starting at file index `start`.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_fault(&mut self, vma: &Vma, va: Vaddr, t: u32, start: u64, head: Pfn, index: u64, write: bool) -> Access {
+        if self.pt.pmd(t, va) == Pmd::None && self.order_of_head(head) == Order::PMD && self.do_set_pmd(vma, va, t, head, write) {
+            self.touch_page(head.add((index - start) as u32));
+            return Access::Fault;
+        }
+        let Some(idx) = self.pte_table_for(t, va) else { return Access::Fault };
+        let nr = self.order_of_head(head).nr_pages() as u64;
+        let page = index - start;
+        let vma_off = index - vma.pgoff;
+        let pte_off = va.pte_index() as u64;
+        let vma_pages = vma.len() / mm_types::PAGE_SIZE;
+        let whole = nr > 1 && !(vma_off < page || vma_off + (nr - page) > vma_pages || pte_off < page || pte_off + (nr - page) > 512);
+        let bits = Self::shared_pte_bits(vma, write);
+        if whole {
+            let addr = va.0 - page * mm_types::PAGE_SIZE;
+            let first = Vaddr(addr).pte_index();
+            if self.pt.ptes(idx)[first..first + nr as usize].iter().all(|&e| e == 0) {
+                self.map_shmem_pages(idx, addr, head, 0, nr as u32, bits);
+                self.pt.ptes_mut(idx)[va.pte_index()] |= PTE_YOUNG;
+                self.touch_page(head.add(page as u32));
+                return Access::Fault;
+            }
+        }
+        // One page (needs_fallback, or the folio does not fit).
+        if self.pt.ptes(idx)[va.pte_index()] == 0 {
+            self.map_shmem_pages(idx, va.0, head, page as u32, 1, bits | PTE_YOUNG);
+        }
+        self.touch_page(head.add(page as u32));
+        Access::Fault
+    }
+
+    /// `do_fault_around` → `filemap_map_pages`: map the uptodate page-cache folios around a read
+    /// fault (a 64 KiB window; whole shmem folios when they fit the VMA and one page table).
+    /// Returns Some(Fault) when the faulting page got mapped.
+    fn do_fault_around(&mut self, vma: &Vma, va: Vaddr, t: u32, ino: u32, pgoff: u64) -> Option<Access> {
+        const NR: u64 = 16; // fault_around_bytes 64 KiB
+        let pte_off = va.pte_index() as u64;
+        let vma_off = pgoff - vma.pgoff;
+        let vma_pages = vma.len() / mm_types::PAGE_SIZE;
+        let from = (pte_off / NR * NR).max(pte_off - pte_off.min(vma_off));
+        let to = (from + NR).min(512).min(pte_off + vma_pages - vma_off) - 1;
+        let start_pgoff = pgoff + from - pte_off;
+        let mut end_pgoff = pgoff + to - pte_off;
+        let inode = self.shmem_inode(ino);
+        let file_end = inode.pages().checked_sub(1)?;
+        let folios: Vec<(u64, crate::shmem::CacheFolio)> = {
+            let mut v: Vec<_> = inode.lookup(start_pgoff).into_iter().collect();
+            v.extend(inode.cache.range(start_pgoff + 1..=end_pgoff).map(|(k, f)| (*k, *f)));
+            v.dedup_by_key(|(k, _)| *k);
+            v.into_iter().filter(|(k, f)| f.uptodate && (*k).max(start_pgoff) < inode.pages()).collect()
+        };
+        let (first_start, first) = *folios.first()?;
+        end_pgoff = end_pgoff.min(file_end);
+        // filemap_map_pmd
+        match self.pt.pmd(t, va) {
+            Pmd::Huge { .. } => return Some(Access::Fault),
+            Pmd::None if first.order == PMD_ORDER => {
+                let _ = first_start;
+                if self.do_set_pmd(vma, va, t, first.pfn, false) {
+                    return Some(Access::Fault);
+                }
+            }
+            _ => {}
+        }
+        let Some(idx) = self.pte_table_for(t, va) else { return Some(Access::Fault) };
+        let mut hit = false;
+        let bits = Self::shared_pte_bits(vma, false);
+        for (start, f) in folios {
+            if start > end_pgoff {
+                break;
+            }
+            let nr = 1u64 << f.order;
+            // Whole folio if it lies in the VMA and in one page table.
+            let folio_addr = (vma.start + (start - vma.pgoff) * mm_types::PAGE_SIZE) as i128;
+            let in_vma = start >= vma.pgoff
+                && folio_addr >= vma.start as i128
+                && folio_addr + (nr * mm_types::PAGE_SIZE) as i128 <= vma.end as i128;
+            let one_table = in_vma && (folio_addr as u64) >> mm_types::PMD_SHIFT == ((folio_addr as u64) + nr * mm_types::PAGE_SIZE - 1) >> mm_types::PMD_SHIFT;
+            let (lo, hi) = if f.order > 0 && one_table { (start, start + nr - 1) } else { (start.max(start_pgoff), (start + nr - 1).min(end_pgoff)) };
+            for i in lo..=hi {
+                let addr = vma.start + (i - vma.pgoff) * mm_types::PAGE_SIZE;
+                // Stay inside this page table.
+                if addr >> mm_types::PMD_SHIFT != va.0 >> mm_types::PMD_SHIFT {
+                    continue;
+                }
+                let slot = Vaddr(addr).pte_index();
+                if self.pt.ptes(idx)[slot] != 0 {
+                    continue;
+                }
+                self.map_shmem_pages(idx, addr, f.pfn, (i - start) as u32, 1, bits);
+                if addr == va.0 {
+                    hit = true;
+                }
+            }
+        }
+        if hit {
+            self.pt.ptes_mut(idx)[va.pte_index()] |= PTE_YOUNG;
+            let e = self.pt.ptes(idx)[va.pte_index()];
+            self.touch_page(pte_pfn(e));
+            Some(Access::Fault)
+        } else {
+            None
         }
     }
 }

@@ -25,6 +25,17 @@ pub enum MmapPlacement {
     FixedNoReplace(u64),
 }
 
+/// What a new mapping maps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapBacking {
+    /// MAP_PRIVATE|MAP_ANONYMOUS.
+    PrivateAnon,
+    /// MAP_SHARED|MAP_ANONYMOUS: `shmem_zero_setup` makes an unlinked file on shm_mnt.
+    SharedAnon,
+    /// MAP_SHARED of a shmem file from page `pgoff`.
+    Shmem { ino: crate::shmem::InodeId, pgoff: u64 },
+}
+
 /// `PROT_*` → VM_READ/WRITE/EXEC.
 pub fn prot_to_vm(read: bool, write: bool, exec: bool) -> u32 {
     (read as u32 * vm::READ) | (write as u32 * vm::WRITE) | (exec as u32 * vm::EXEC)
@@ -72,6 +83,11 @@ impl Kernel {
 
     /// `mmap(NULL or addr, len, prot, MAP_PRIVATE|MAP_ANONYMOUS[|MAP_FIXED_NOREPLACE])`.
     pub fn do_mmap(&mut self, len: u64, prot_flags: u32, placement: MmapPlacement) -> Result<u64, Errno> {
+        self.do_mmap_backed(len, prot_flags, placement, MapBacking::PrivateAnon)
+    }
+
+    /// `mmap` of any backing the model knows.
+    pub fn do_mmap_backed(&mut self, len: u64, prot_flags: u32, placement: MmapPlacement, backing: MapBacking) -> Result<u64, Errno> {
         if len == 0 {
             return Err(Errno::EINVAL);
         }
@@ -79,14 +95,46 @@ impl Kernel {
         if len > TASK_SIZE {
             return Err(Errno::ENOMEM);
         }
-        let addr = self.get_unmapped_area(len, placement)?;
-        self.insert_anon_vma(addr, addr + len, prot_flags);
+        let (ino, pgoff) = match backing {
+            MapBacking::PrivateAnon => {
+                let addr = self.get_unmapped_area(len, placement)?;
+                self.insert_anon_vma(addr, addr + len, prot_flags);
+                return Ok(addr);
+            }
+            MapBacking::SharedAnon => (None, 0),
+            MapBacking::Shmem { ino, pgoff } => (Some(ino), pgoff),
+        };
+        let addr = match placement {
+            // shmem_get_unmapped_area: a plain search, then THP alignment by the shmem rules.
+            MmapPlacement::Kernel => {
+                let low = MMAP_MIN_ADDR.max(PAGE_SIZE);
+                let search = |l: u64| self.vmas.unmapped_area_topdown(l, low, self.mmap_base, 0, 0);
+                let addr = search(len).ok_or(Errno::ENOMEM)?;
+                self.shmem_align_unmapped_area(ino, addr, len, pgoff, search)
+            }
+            other => self.get_unmapped_area(len, other)?,
+        };
+        let ino = match ino {
+            Some(i) => i,
+            None => {
+                let i = self.shmem_create(crate::shmem::SHM_MNT, false);
+                self.shmem.inodes[i as usize].i_size = len;
+                i
+            }
+        };
+        let mut flags = prot_flags | vm::SHARED;
+        if !self.shmem_inode(ino).linked {
+            flags |= vm::ANON_SHMEM;
+        }
+        self.vmas.insert(Vma { start: addr, end: addr + len, flags, anon_vma: 0, file: ino + 1, pgoff });
+        self.vmas.try_merge(addr);
+        self.vma_cache = None;
         Ok(addr)
     }
 
     /// Insert a fresh VMA and merge it with its neighbours (`vma_merge_new_range`).
     fn insert_anon_vma(&mut self, start: u64, end: u64, flags: u32) {
-        self.vmas.insert(Vma { start, end, flags, anon_vma: 0 });
+        self.vmas.insert(Vma { start, end, flags, anon_vma: 0, file: 0, pgoff: 0 });
         self.vmas.try_merge(start);
         self.vma_cache = None;
     }

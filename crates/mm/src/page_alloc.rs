@@ -43,6 +43,8 @@ pub(crate) mod pg {
     pub const NR_ANON: u16 = 1 << 9;
     /// Held by the rest of the system (fragmentation preconditioning), never by this process.
     pub const RESERVED: u16 = 1 << 10;
+    /// A shmem page-cache folio (on the head).
+    pub const SHMEM: u16 = 1 << 11;
 }
 
 /// `struct page`, 16 bytes. For a free block head, `a`/`b` link the free list. For an

@@ -24,6 +24,11 @@ pub mod vm {
     pub const NOHUGEPAGE: u32 = 1 << 4;
     /// The flags that `anon_vma_compatible` ignores (VM_ACCESS_FLAGS).
     pub const ACCESS: u32 = READ | WRITE | EXEC;
+    /// VM_SHARED
+    pub const SHARED: u32 = 1 << 5;
+    /// Model: `vma_is_anon_shmem` (shmem_anon_vm_ops: shared anonymous, or a shmem file that was
+    /// unlinked when mapped).
+    pub const ANON_SHMEM: u32 = 1 << 6;
 }
 
 /// `struct vm_area_struct` (private anonymous only, for now).
@@ -35,6 +40,10 @@ pub struct Vma {
     pub flags: u32,
     /// `vma->anon_vma`: assigned at the first fault (`__anon_vma_prepare`); 0 = none.
     pub anon_vma: u32,
+    /// The shmem inode mapped, plus one; 0 for anonymous private memory.
+    pub file: u32,
+    /// `vm_pgoff`: file page of `start` (file VMAs only).
+    pub pgoff: u64,
 }
 
 impl Vma {
@@ -44,6 +53,23 @@ impl Vma {
     pub fn len(&self) -> u64 {
         self.end - self.start
     }
+    /// The shmem inode, for file VMAs.
+    pub fn inode(&self) -> Option<u32> {
+        self.file.checked_sub(1)
+    }
+    /// File page index of `addr` (`linear_page_index`).
+    pub fn linear_page_index(&self, addr: u64) -> u64 {
+        (addr - self.start) / PAGE_SIZE + self.pgoff
+    }
+}
+
+/// `is_mergeable_vma` + pgoff continuity: `b` directly follows `a`.
+fn can_merge(a: &Vma, b: &Vma) -> bool {
+    a.end == b.start
+        && a.flags == b.flags
+        && a.file == b.file
+        && anon_vma_mergeable(a.anon_vma, b.anon_vma)
+        && (a.file == 0 || a.pgoff + (a.end - a.start) / PAGE_SIZE == b.pgoff)
 }
 
 /// `is_mergeable_anon_vma` for a process without fork (anon_vma chains are singular).
@@ -115,21 +141,22 @@ impl VmaTree {
             return;
         }
         self.map.insert(v.start, Vma { end: addr, ..v });
-        self.map.insert(addr, Vma { start: addr, ..v });
+        let pgoff = if v.file != 0 { v.pgoff + (addr - v.start) / PAGE_SIZE } else { 0 };
+        self.map.insert(addr, Vma { start: addr, pgoff, ..v });
     }
 
     /// Merge the VMA starting at `start` with its neighbours where the kernel would.
     pub fn try_merge(&mut self, start: u64) {
         let Some(mut v) = self.map.get(&start).copied() else { return };
         if let Some(p) = self.prev(v.start) {
-            if p.end == v.start && p.flags == v.flags && anon_vma_mergeable(p.anon_vma, v.anon_vma) {
+            if can_merge(&p, &v) {
                 self.map.remove(&v.start);
-                v = Vma { start: p.start, anon_vma: p.anon_vma.max(v.anon_vma), ..v };
+                v = Vma { start: p.start, anon_vma: p.anon_vma.max(v.anon_vma), pgoff: p.pgoff, ..v };
                 self.map.insert(p.start, v);
             }
         }
         if let Some(n) = self.next(v.end) {
-            if n.start == v.end && n.flags == v.flags && anon_vma_mergeable(n.anon_vma, v.anon_vma) {
+            if can_merge(&v, &n) {
                 self.map.remove(&n.start);
                 v = Vma { end: n.end, anon_vma: n.anon_vma.max(v.anon_vma), ..v };
                 self.map.insert(v.start, v);
@@ -186,7 +213,7 @@ mod tests {
     #[test]
     fn split_and_merge() {
         let mut t = VmaTree::default();
-        t.insert(Vma { start: 0x10000, end: 0x20000, flags: RW, anon_vma: 0 });
+        t.insert(Vma { start: 0x10000, end: 0x20000, flags: RW, anon_vma: 0, file: 0, pgoff: 0 });
         t.split_at(0x14000);
         t.split_at(0x18000);
         assert_eq!(t.len(), 3);
@@ -205,8 +232,8 @@ mod tests {
     #[test]
     fn different_anon_vmas_do_not_merge() {
         let mut t = VmaTree::default();
-        t.insert(Vma { start: 0x10000, end: 0x20000, flags: RW, anon_vma: 1 });
-        t.insert(Vma { start: 0x20000, end: 0x30000, flags: RW, anon_vma: 2 });
+        t.insert(Vma { start: 0x10000, end: 0x20000, flags: RW, anon_vma: 1, file: 0, pgoff: 0 });
+        t.insert(Vma { start: 0x20000, end: 0x30000, flags: RW, anon_vma: 2, file: 0, pgoff: 0 });
         t.try_merge(0x20000);
         assert_eq!(t.len(), 2);
     }
@@ -216,8 +243,8 @@ mod tests {
         let mut t = VmaTree::default();
         let top = 0x7000_0000;
         assert_eq!(t.unmapped_area_topdown(0x1000, 0x10000, top, 0, 0), Some(top - 0x1000));
-        t.insert(Vma { start: top - 0x3000, end: top, flags: RW, anon_vma: 0 });
-        t.insert(Vma { start: top - 0x9000, end: top - 0x5000, flags: RW, anon_vma: 0 });
+        t.insert(Vma { start: top - 0x3000, end: top, flags: RW, anon_vma: 0, file: 0, pgoff: 0 });
+        t.insert(Vma { start: top - 0x9000, end: top - 0x5000, flags: RW, anon_vma: 0, file: 0, pgoff: 0 });
         // The 0x2000 hole between them fits 0x2000 but not 0x3000.
         assert_eq!(t.unmapped_area_topdown(0x2000, 0x10000, top, 0, 0), Some(top - 0x5000));
         assert_eq!(t.unmapped_area_topdown(0x3000, 0x10000, top, 0, 0), Some(top - 0xc000));

@@ -80,6 +80,10 @@ pub struct ModelStats {
     pub minflt: u64,
     /// MM_ANONPAGES, in pages.
     pub anon_rss_pages: u64,
+    /// MM_SHMEMPAGES, in pages.
+    pub shmem_rss_pages: u64,
+    /// PMD mappings of shmem folios (NR_SHMEM_PMDMAPPED, in PMDs).
+    pub shmem_pmd_mapped: u64,
     /// `[order][reason]`: faults that did not get `order` for `reason`.
     pub fallbacks: [[u64; FallbackReason::ALL.len()]; PMD_ORDER as usize + 1],
     /// Accesses that hit an existing mapping (no fault).

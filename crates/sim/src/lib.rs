@@ -8,14 +8,15 @@
 use std::collections::BTreeMap;
 
 use mm::madvise::{Madvise, ThpDisable as MmThpDisable};
-use mm::mmap::{prot_to_vm, MmapPlacement};
+use mm::mmap::{prot_to_vm, MapBacking, MmapPlacement};
+use mm::shmem::{SbHuge, DEV_SHM, SHM_MNT};
 use mm::vmstat::FallbackReason;
 use mm::{Access, BootParams, Errno, Kernel};
 use mm_types::{Order, PMD_ORDER};
 use uapi::counters::sysfs_orders;
 use uapi::result::RegionPlacement;
 use uapi::{CallResult, MthpStat, RunResult, ThpSettings, VmEvent};
-use workload::{Advice, OpKind, Placement, Prot, ThpDisable, TouchPlan, Workload, HEAP};
+use workload::{Advice, Backing, FileKind, OpKind, Placement, Prot, ThpDisable, TmpfsHuge, TouchPlan, Workload, HEAP};
 
 /// The simulated machine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,11 +31,28 @@ pub struct MachineConfig {
     pub mmap_base: u64,
     /// Start of the heap (`mm->start_brk`).
     pub brk_start: u64,
+    /// `huge=` of the machine's /dev/shm mount (this machine: none given, so never).
+    pub dev_shm_huge: TmpfsHuge,
 }
 
 impl Default for MachineConfig {
     fn default() -> Self {
-        MachineConfig { mem_bytes: 24 << 30, min_free_kbytes: 67584, mmap_base: 0x7dff_fffc_5000, brk_start: 0x5555_5557_9000 }
+        MachineConfig {
+            mem_bytes: 24 << 30,
+            min_free_kbytes: 67584,
+            mmap_base: 0x7dff_fffc_5000,
+            brk_start: 0x5555_5557_9000,
+            dev_shm_huge: TmpfsHuge::Never,
+        }
+    }
+}
+
+fn sb_huge(h: TmpfsHuge) -> SbHuge {
+    match h {
+        TmpfsHuge::Never => SbHuge::Never,
+        TmpfsHuge::Always => SbHuge::Always,
+        TmpfsHuge::WithinSize => SbHuge::WithinSize,
+        TmpfsHuge::Advise => SbHuge::Advise,
     }
 }
 
@@ -81,12 +99,15 @@ pub fn run_with(
         min_free_kbytes: machine.min_free_kbytes,
         mmap_base: machine.mmap_base,
         brk_start: machine.brk_start,
+        dev_shm_huge: sb_huge(machine.dev_shm_huge),
     };
     let mut k = Kernel::boot(&params, settings);
     let mut sim = Sim {
         w: workload,
         k: &mut k,
         regions: vec![None; workload.regions.len()],
+        mounts: vec![0; workload.mounts.len()],
+        inodes: vec![None; workload.files.len()],
         calls: Vec::new(),
         done: 0,
         total: workload.touched_pages(),
@@ -108,6 +129,10 @@ struct Sim<'a> {
     k: &'a mut Kernel,
     /// (start, len) of each region once mapped.
     regions: Vec<Option<(u64, u64)>>,
+    /// The model's mount of each declared tmpfs.
+    mounts: Vec<mm::shmem::SbId>,
+    /// The model's inode of each declared file, once created.
+    inodes: Vec<Option<mm::shmem::InodeId>>,
     calls: Vec<CallResult>,
     done: u64,
     total: u64,
@@ -132,18 +157,70 @@ impl Sim<'_> {
         self.calls.push(CallResult { line, call, ret });
     }
 
+    fn inode(&self, line: usize, f: workload::FileId) -> Result<mm::shmem::InodeId, SimError> {
+        self.inodes[f.0 as usize].ok_or_else(|| self.err(line, format!("file '{}' is used before it is created", self.w.file(f).name)))
+    }
+
+    /// A result the model cannot produce because it does not model that path.
+    fn not_modelled(&self, line: usize, r: Result<(), Errno>, what: &str) -> Result<Result<(), Errno>, SimError> {
+        match r {
+            Err(Errno::ENOSYS) => Err(self.err(line, format!("{what} is not modelled yet"))),
+            other => Ok(other),
+        }
+    }
+
     fn op(&mut self, op: &workload::Op, opts: &mut RunOptions) -> Result<(), SimError> {
         let line = op.line;
         match &op.kind {
-            OpKind::Mmap { region, len, prot, placement } => {
+            OpKind::Mount(m) => {
+                let huge = sb_huge(self.w.mount(*m).huge);
+                self.mounts[m.0 as usize] = self.k.shmem_mount(huge);
+                self.call(line, "mount(tmpfs)".into(), Ok(()));
+            }
+            OpKind::Create(f) => {
+                let (sb, linked, call) = match self.w.file(*f).kind {
+                    FileKind::Memfd => (SHM_MNT, false, "memfd_create"),
+                    FileKind::PosixShm { mount } => (mount.map_or(DEV_SHM, |m| self.mounts[m.0 as usize]), true, "shm_open"),
+                    FileKind::Tmpfs { mount } => (self.mounts[mount.0 as usize], true, "open"),
+                };
+                self.inodes[f.0 as usize] = Some(self.k.shmem_create(sb, linked));
+                self.call(line, call.into(), Ok(()));
+            }
+            OpKind::Ftruncate { file, size } => {
+                let ino = self.inode(line, *file)?;
+                let r = self.k.shmem_ftruncate(ino, *size);
+                let r = self.not_modelled(line, r, "shrinking a file that has pages cached")?;
+                self.call(line, "ftruncate".into(), r);
+            }
+            OpKind::Fallocate { file, offset, len } => {
+                let ino = self.inode(line, *file)?;
+                let r = self.k.shmem_fallocate(ino, *offset, *len);
+                self.call(line, "fallocate".into(), r);
+            }
+            OpKind::Write { file, offset, len, chunk } => {
+                let ino = self.inode(line, *file)?;
+                let r = self.k.shmem_write(ino, *offset, *len, *chunk);
+                if r == Err(Errno::ENOMEM) {
+                    return Err(self.err(line, "out of memory: the simulated machine has no free page left (raise --mem)".into()));
+                }
+                self.call(line, "pwrite".into(), r);
+            }
+            OpKind::Mmap { region, len, prot, placement, backing } => {
                 let placement = match *placement {
                     Placement::Kernel => MmapPlacement::Kernel,
                     Placement::Aligned { align, offset } => MmapPlacement::Aligned { align, offset },
                     Placement::Fixed(a) => MmapPlacement::FixedNoReplace(a),
                 };
+                let backing = match *backing {
+                    Backing::PrivateAnon => MapBacking::PrivateAnon,
+                    Backing::SharedAnon => MapBacking::SharedAnon,
+                    Backing::SharedFile { file, pgoff } => {
+                        MapBacking::Shmem { ino: self.inode(line, file)?, pgoff: pgoff / mm_types::PAGE_SIZE }
+                    }
+                };
                 let addr = self
                     .k
-                    .do_mmap(*len, vm_prot(*prot), placement)
+                    .do_mmap_backed(*len, vm_prot(*prot), placement, backing)
                     .map_err(|e| self.err(line, format!("mmap of {len} bytes failed with {}", e.name())))?;
                 self.regions[region.0 as usize] = Some((addr, *len));
                 self.call(line, "mmap".into(), Ok(()));
@@ -178,6 +255,7 @@ impl Sim<'_> {
                     let r = self.k.do_madvise(start + off, l, adv);
                     ret = ret.and(r);
                 }
+                let ret = self.not_modelled(line, ret, "MADV_COLLAPSE of shared memory (collapse_file)")?;
                 self.call(line, format!("madvise({})", advice.word()), ret);
             }
             OpKind::Brk { delta } => {
@@ -215,6 +293,9 @@ impl Sim<'_> {
                         }
                         Access::Oom => {
                             return Err(self.err(line, format!("out of memory at {addr:#x}: the simulated machine has no free page left (raise --mem)")));
+                        }
+                        Access::Sigbus => {
+                            return Err(self.err(line, format!("access at {addr:#x} is beyond the end of the mapped file: the process would get SIGBUS (ftruncate it first)")));
                         }
                     }
                     if i & 0xffff == 0xffff {
@@ -280,6 +361,10 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
         .filter_map(|(decl, placed)| placed.map(|(start, len)| RegionPlacement { name: decl.name.clone(), start, len }))
         .collect();
     r.calls = calls;
+    let (shmem, shmem_huge, shmem_pmd) = k.shmem_meminfo();
+    for (name, bytes) in [("Shmem", shmem), ("ShmemHugePages", shmem_huge), ("ShmemPmdMapped", shmem_pmd)] {
+        r.meminfo.insert(name.to_string(), (bytes / 1024) as i64);
+    }
     let scans: BTreeMap<String, u64> = k.stats.scan_results.iter().map(|(s, n)| (s.name(), *n)).collect();
     r.model = Some(serde_json::json!({
         "scan_results": scans,

@@ -376,7 +376,7 @@ fn mthp_falls_back_size_by_size_when_memory_is_fragmented() {
     let text = "mmap a 64K align=64K\ntouch a[0+4K] write";
     let w = workload::parse("t", text).unwrap();
     let s = settings("enabled=never hugepages-64kB/enabled=always hugepages-16kB/enabled=always");
-    let params = mm::BootParams { mem_bytes: 64 << 20, min_free_kbytes: 0, mmap_base: 0x7dff_fffc_5000, brk_start: 0x5555_5557_9000 };
+    let params = mm::BootParams { mem_bytes: 64 << 20, min_free_kbytes: 0, mmap_base: 0x7dff_fffc_5000, brk_start: 0x5555_5557_9000, ..mm::BootParams::default() };
     let mut k = mm::Kernel::boot(&params, &s);
     k.fragment_memory();
     let addr = k.do_mmap(64 << 10, mm::mmap::prot_to_vm(true, true, false), mm::mmap::MmapPlacement::Aligned { align: 65536, offset: 0 }).unwrap();

@@ -82,7 +82,7 @@ struct Region {
 pub fn run_seed(seed: u64, steps: u32, mut log: Option<&mut dyn FnMut(&str)>) -> Result<Swarm, Failure> {
     let cfg = swarm(seed, steps);
     let mut rng = Prng::new(seed ^ 0x5eed_5eed);
-    let params = BootParams { mem_bytes: cfg.mem_bytes, min_free_kbytes: 256, mmap_base: 0x7dff_fffc_5000, brk_start: 0x5555_5557_9000 };
+    let params = BootParams { mem_bytes: cfg.mem_bytes, min_free_kbytes: 256, mmap_base: 0x7dff_fffc_5000, brk_start: 0x5555_5557_9000, ..mm::BootParams::default() };
     let mut k = Kernel::boot(&params, &cfg.settings);
     if cfg.fragmented {
         k.fragment_memory();

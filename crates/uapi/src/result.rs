@@ -92,6 +92,10 @@ pub struct RunResult {
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub fallbacks: BTreeMap<String, BTreeMap<String, u64>>,
     pub regions: Vec<RegionPlacement>,
+    /// /proc/meminfo lines that the run moved, in kB: `Shmem`, `ShmemHugePages`, `ShmemPmdMapped`
+    /// (model: the level at the end; live: the system-wide delta).
+    #[serde(default)]
+    pub meminfo: BTreeMap<String, i64>,
     /// The return of every non-touch operation, in order.
     #[serde(default)]
     pub calls: Vec<CallResult>,

@@ -32,7 +32,85 @@ pub struct Workload {
     /// Where the text came from, for messages (`examples/seed-anon-1g.thpw`).
     pub source: String,
     pub regions: Vec<RegionDecl>,
+    /// Files: memfds, POSIX shm objects, files on tmpfs mounts.
+    pub files: Vec<FileDecl>,
+    /// Private tmpfs mounts the workload asks for.
+    pub mounts: Vec<MountDecl>,
     pub ops: Vec<Op>,
+}
+
+/// `huge=` of a tmpfs mount (`mm/shmem.c: shmem_parse_huge`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TmpfsHuge {
+    Never,
+    Always,
+    WithinSize,
+    Advise,
+}
+
+impl TmpfsHuge {
+    pub const WORDS: &'static [&'static str] = &["never", "always", "within_size", "advise"];
+    pub fn parse(t: &str) -> Option<TmpfsHuge> {
+        Some(match t {
+            "never" => TmpfsHuge::Never,
+            "always" => TmpfsHuge::Always,
+            "within_size" => TmpfsHuge::WithinSize,
+            "advise" => TmpfsHuge::Advise,
+            _ => return None,
+        })
+    }
+    pub fn word(self) -> &'static str {
+        match self {
+            TmpfsHuge::Never => "never",
+            TmpfsHuge::Always => "always",
+            TmpfsHuge::WithinSize => "within_size",
+            TmpfsHuge::Advise => "advise",
+        }
+    }
+}
+
+/// A tmpfs mount declared with `tmpfs NAME huge=...`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountDecl {
+    pub name: String,
+    pub huge: TmpfsHuge,
+    pub line: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MountId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileId(pub u32);
+
+/// What kind of file a name stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// `memfd_create(NAME, 0)`: an unlinked file on the internal shmem mount (shm_mnt).
+    Memfd,
+    /// `shm_open(NAME, O_CREAT|O_RDWR)`: a linked file on /dev/shm (None: the machine's
+    /// /dev/shm) or on a declared tmpfs mount.
+    PosixShm { mount: Option<MountId> },
+    /// `open(MOUNT/NAME, O_CREAT|O_RDWR)` on a declared tmpfs mount.
+    Tmpfs { mount: MountId },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileDecl {
+    pub name: String,
+    pub kind: FileKind,
+    pub line: usize,
+}
+
+/// What a mapping maps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// MAP_PRIVATE|MAP_ANONYMOUS.
+    PrivateAnon,
+    /// MAP_SHARED|MAP_ANONYMOUS (shmem_zero_setup: an unlinked shmem file of the mapping's size).
+    SharedAnon,
+    /// MAP_SHARED of a file, from byte `pgoff` of it.
+    SharedFile { file: FileId, pgoff: u64 },
 }
 
 /// A named mapping, declared by `mmap`.
@@ -234,7 +312,17 @@ pub struct Touch {
 /// One operation, in program order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OpKind {
-    Mmap { region: RegionId, len: u64, prot: Prot, placement: Placement },
+    Mmap { region: RegionId, len: u64, prot: Prot, placement: Placement, backing: Backing },
+    /// Mount a private tmpfs (the live executor does it in its own mount namespace).
+    Mount(MountId),
+    /// Create (and open) a file: memfd_create, shm_open or open(O_CREAT).
+    Create(FileId),
+    /// `ftruncate(fd, size)`.
+    Ftruncate { file: FileId, size: u64 },
+    /// `fallocate(fd, 0, offset, len)`.
+    Fallocate { file: FileId, offset: u64, len: u64 },
+    /// `pwrite(fd, buf, chunk, off)` calls covering `[offset, offset + len)`.
+    Write { file: FileId, offset: u64, len: u64, chunk: u64 },
     Munmap(Range),
     Mprotect(Range, Prot),
     Madvise(Range, Advice),
@@ -260,6 +348,18 @@ impl Workload {
     }
     pub fn region_by_name(&self, name: &str) -> Option<RegionId> {
         self.regions.iter().position(|r| r.name == name).map(|i| RegionId(i as u32))
+    }
+    pub fn file(&self, id: FileId) -> &FileDecl {
+        &self.files[id.0 as usize]
+    }
+    pub fn mount(&self, id: MountId) -> &MountDecl {
+        &self.mounts[id.0 as usize]
+    }
+    pub fn file_by_name(&self, name: &str) -> Option<FileId> {
+        self.files.iter().position(|f| f.name == name).map(|i| FileId(i as u32))
+    }
+    pub fn mount_by_name(&self, name: &str) -> Option<MountId> {
+        self.mounts.iter().position(|m| m.name == name).map(|i| MountId(i as u32))
     }
     /// Pages the workload touches in total (an upper bound on faults), for progress bars.
     pub fn touched_pages(&self) -> u64 {

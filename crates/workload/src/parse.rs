@@ -15,11 +15,12 @@ impl Ctx<'_> {
     }
 }
 
-const VERBS: &str = "mmap, munmap, mprotect, madvise, brk, prctl, touch";
+const VERBS: &str =
+    "mmap, munmap, mprotect, madvise, brk, prctl, touch, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write";
 
 /// Parse workload text. `source` names it in errors (a path, or `<builtin>`).
 pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
-    let mut w = Workload { source: source.to_string(), regions: Vec::new(), ops: Vec::new() };
+    let mut w = Workload { source: source.to_string(), regions: Vec::new(), files: Vec::new(), mounts: Vec::new(), ops: Vec::new() };
     let mut seen_statement = false;
     for (idx, raw) in text.lines().enumerate() {
         let cx = Ctx { source, line: idx + 1 };
@@ -107,24 +108,85 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
             Ok(OpKind::Prctl(form))
         }
         "touch" => parse_touch(cx, w, args),
+        "tmpfs" => {
+            let (pos, opts) = split_options(cx, args, &["huge"])?;
+            expect_positional(cx, "tmpfs NAME [huge=never|always|within_size|advise]", &pos, 1)?;
+            let name = new_name(cx, w, pos[0])?;
+            let huge = match opt(&opts, "huge") {
+                None => TmpfsHuge::Never,
+                Some(h) => TmpfsHuge::parse(h).ok_or_else(|| {
+                    cx.err(format!("invalid huge= '{h}'; valid: {}", TmpfsHuge::WORDS.join(", ")))
+                })?,
+            };
+            w.mounts.push(MountDecl { name, huge, line: cx.line });
+            Ok(OpKind::Mount(MountId(w.mounts.len() as u32 - 1)))
+        }
+        "memfd" | "shm_open" | "file" => {
+            let (pos, opts) = split_options(cx, args, if verb == "memfd" { &[] } else { &["on"] })?;
+            let usage = match verb {
+                "memfd" => "memfd NAME",
+                "shm_open" => "shm_open NAME [on=MOUNT]",
+                _ => "file NAME on=MOUNT",
+            };
+            expect_positional(cx, usage, &pos, 1)?;
+            let name = new_name(cx, w, pos[0])?;
+            let mount = opt(&opts, "on").map(|m| mount_ref(cx, w, m)).transpose()?;
+            let kind = match verb {
+                "memfd" => FileKind::Memfd,
+                "shm_open" => FileKind::PosixShm { mount },
+                _ => FileKind::Tmpfs { mount: mount.ok_or_else(|| cx.err(format!("expected: {usage}")))? },
+            };
+            w.files.push(FileDecl { name, kind, line: cx.line });
+            Ok(OpKind::Create(FileId(w.files.len() as u32 - 1)))
+        }
+        "ftruncate" => {
+            let (pos, _) = split_options(cx, args, &[])?;
+            expect_positional(cx, "ftruncate FILE SIZE", &pos, 2)?;
+            let file = file_ref(cx, w, pos[0])?;
+            Ok(OpKind::Ftruncate { file, size: size_sum(cx, pos[1])? })
+        }
+        "fallocate" | "write" => {
+            let (pos, opts) = split_options(cx, args, if verb == "write" { &["chunk"] } else { &[] })?;
+            let usage = if verb == "write" { "write FILE[OFFSET+LENGTH] [chunk=SIZE]" } else { "fallocate FILE[OFFSET+LENGTH]" };
+            expect_positional(cx, usage, &pos, 1)?;
+            let (file, offset, len) = file_range(cx, w, pos[0], usage)?;
+            if verb == "fallocate" {
+                return Ok(OpKind::Fallocate { file, offset, len });
+            }
+            let chunk = opt(&opts, "chunk").map(|c| size(cx, c)).transpose()?.unwrap_or(len);
+            if chunk == 0 {
+                return Err(cx.err("chunk= must be positive"));
+            }
+            Ok(OpKind::Write { file, offset, len, chunk })
+        }
         _ => Err(cx.err(format!("unknown operation '{verb}'; valid: {VERBS}"))),
     }
 }
 
 fn parse_mmap(cx: &Ctx, w: &mut Workload, args: &[&str]) -> Result<OpKind, WorkloadError> {
-    let usage = "mmap NAME SIZE [prot=PROT] [align=SIZE] [offset=SIZE] [at=ADDRESS]";
-    let (pos, opts) = split_options(cx, args, &["prot", "align", "offset", "at"])?;
+    let usage = "mmap NAME SIZE [shared | file=FILE [pgoff=SIZE]] [prot=PROT] [align=SIZE] [offset=SIZE] [at=ADDRESS]";
+    let (mut pos, opts) = split_options(cx, args, &["prot", "align", "offset", "at", "file", "pgoff"])?;
+    let shared = pos.len() == 3 && pos[2] == "shared";
+    if shared {
+        pos.pop();
+    }
     expect_positional(cx, usage, &pos, 2)?;
-    let name = pos[0];
-    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') || name.is_empty() {
-        return Err(cx.err(format!("region name '{name}' may hold only letters, digits, '_' and '-'")));
-    }
-    if name == HEAP {
-        return Err(cx.err("'heap' is the region that brk grows; choose another name"));
-    }
-    if let Some(r) = w.regions.iter().find(|r| r.name == name) {
-        return Err(cx.err(format!("region '{name}' is already declared at line {}", r.line)));
-    }
+    let backing = match (shared, opt(&opts, "file"), opt(&opts, "pgoff")) {
+        (false, None, None) => Backing::PrivateAnon,
+        (true, None, None) => Backing::SharedAnon,
+        (false, Some(f), pgoff) => {
+            let file = file_ref(cx, w, f)?;
+            let pgoff = pgoff.map(|p| size(cx, p)).transpose()?.unwrap_or(0);
+            if pgoff % PAGE_SIZE != 0 {
+                return Err(cx.err("pgoff= must be a multiple of 4K (the kernel returns EINVAL)"));
+            }
+            Backing::SharedFile { file, pgoff }
+        }
+        (true, Some(_), _) => return Err(cx.err("a file mapping is shared already: write file=FILE without 'shared'")),
+        (_, None, Some(_)) => return Err(cx.err("pgoff= goes with file=FILE")),
+    };
+    let name = new_name(cx, w, pos[0])?;
+    let name = name.as_str();
     let len = size_sum(cx, pos[1])?;
     if len == 0 {
         return Err(cx.err("mmap of 0 bytes: the kernel returns EINVAL"));
@@ -158,7 +220,7 @@ fn parse_mmap(cx: &Ctx, w: &mut Workload, args: &[&str]) -> Result<OpKind, Workl
     };
     let id = RegionId(w.regions.len() as u32);
     w.regions.push(RegionDecl { name: name.to_string(), len, line: cx.line });
-    Ok(OpKind::Mmap { region: id, len, prot, placement })
+    Ok(OpKind::Mmap { region: id, len, prot, placement, backing })
 }
 
 fn parse_touch(cx: &Ctx, w: &Workload, args: &[&str]) -> Result<OpKind, WorkloadError> {
@@ -259,6 +321,69 @@ fn parse_range(
         }
     }
     Ok(Range { region, offset, len, every })
+}
+
+/// A fresh name for a region, file or mount (they share one namespace).
+fn new_name(cx: &Ctx, w: &Workload, name: &str) -> Result<String, WorkloadError> {
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        return Err(cx.err(format!("name '{name}' may hold only letters, digits, '_' and '-'")));
+    }
+    let taken = w.regions.iter().map(|r| (&r.name, r.line)).chain(w.files.iter().map(|f| (&f.name, f.line)));
+    let taken = taken.chain(w.mounts.iter().map(|m| (&m.name, m.line)));
+    for (n, line) in taken {
+        if n == name {
+            return Err(cx.err(format!("'{name}' is already declared at line {line}")));
+        }
+    }
+    if name == HEAP {
+        return Err(cx.err("'heap' is the region that brk grows; choose another name"));
+    }
+    Ok(name.to_string())
+}
+
+fn mount_ref(cx: &Ctx, w: &Workload, name: &str) -> Result<MountId, WorkloadError> {
+    w.mount_by_name(name).ok_or_else(|| {
+        let known: Vec<&str> = w.mounts.iter().map(|m| m.name.as_str()).collect();
+        cx.err(format!(
+            "unknown tmpfs mount '{name}'; declared so far: {}",
+            if known.is_empty() { "none (declare one with tmpfs NAME huge=...)".into() } else { known.join(", ") }
+        ))
+    })
+}
+
+fn file_ref(cx: &Ctx, w: &Workload, name: &str) -> Result<FileId, WorkloadError> {
+    w.file_by_name(name).ok_or_else(|| {
+        let known: Vec<&str> = w.files.iter().map(|f| f.name.as_str()).collect();
+        cx.err(format!(
+            "unknown file '{name}'; declared so far: {}",
+            if known.is_empty() { "none (declare one with memfd, shm_open or file)".into() } else { known.join(", ") }
+        ))
+    })
+}
+
+/// `FILE[OFF+LEN]` or `FILE[OFF..END]`.
+fn file_range(cx: &Ctx, w: &Workload, text: &str, usage: &str) -> Result<(FileId, u64, u64), WorkloadError> {
+    let (name, inner) = text
+        .split_once('[')
+        .and_then(|(n, rest)| Some((n, rest.strip_suffix(']')?)))
+        .ok_or_else(|| cx.err(format!("expected: {usage}")))?;
+    let file = file_ref(cx, w, name)?;
+    let (off, len) = if let Some((a, b)) = inner.split_once("..") {
+        let (a, b) = (size(cx, a)?, size(cx, b)?);
+        if b < a {
+            return Err(cx.err(format!("range '{text}' ends before it starts")));
+        }
+        (a, b - a)
+    } else if let Some((a, l)) = inner.split_once('+') {
+        (size(cx, a)?, size(cx, l)?)
+    } else {
+        return Err(cx.err(format!("range '{text}': write FILE[OFFSET+LENGTH] or FILE[OFFSET..END]")));
+    };
+    if len == 0 {
+        return Err(cx.err(format!("range '{text}' is empty")));
+    }
+    off.checked_add(len).ok_or_else(|| cx.err(format!("range '{text}' overflows")))?;
+    Ok((file, off, len))
 }
 
 fn split_options<'a>(

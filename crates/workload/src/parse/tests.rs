@@ -56,20 +56,20 @@ fn touch_plans_visit_the_same_pages_in_each_order() {
 
 #[test]
 fn errors_name_file_line_and_what_is_valid() {
-    assert_eq!(err("mmap a 1M\n\nfrobnicate a"), "w.thpw:3: unknown operation 'frobnicate'; valid: mmap, munmap, mprotect, madvise, brk, prctl, touch");
+    assert_eq!(err("mmap a 1M\n\nfrobnicate a"), "w.thpw:3: unknown operation 'frobnicate'; valid: mmap, munmap, mprotect, madvise, brk, prctl, touch, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write");
     assert_eq!(err("touch a write"), "w.thpw:1: unknown region 'a'; declared so far: none (declare one with mmap)");
     assert_eq!(err("mmap a 1Q"), "w.thpw:1: invalid size '1Q'; write a number with an optional unit K, M, G (4K, 2M, 1G)");
     assert_eq!(err("mmap a 1M\nmadvise a huge"), "w.thpw:2: unknown advice 'huge'; valid: hugepage, nohugepage, dontneed, collapse");
-    assert_eq!(err("mmap a 1M\nmmap a 2M"), "w.thpw:2: region 'a' is already declared at line 1");
+    assert_eq!(err("mmap a 1M\nmmap a 2M"), "w.thpw:2: 'a' is already declared at line 1");
     assert_eq!(err("mmap a 1M\ntouch a[0..2M] write"), "w.thpw:2: range 'a[0..2M]' runs past the end of region 'a' (1048576 bytes)");
     assert_eq!(err("mmap a 1M\nmunmap a[100+4K]"), "w.thpw:2: range 'a[100+4K]' must start on a 4 KiB boundary (the kernel returns EINVAL)");
     assert_eq!(err("mmap a 1M\ntouch a write stride=100"), "w.thpw:2: stride= must be a positive multiple of 4K, not 100");
-    assert_eq!(err("mmap a 1M colour=red"), "w.thpw:1: unknown option 'colour='; valid options here: prot, align, offset, at");
+    assert_eq!(err("mmap a 1M colour=red"), "w.thpw:1: unknown option 'colour='; valid options here: prot, align, offset, at, file, pgoff");
     assert_eq!(err("mmap a 1M\ntouch a"), "w.thpw:2: expected: touch RANGE read|write [order=seq|reverse|random] [stride=SIZE] [seed=N] [count=N]");
     assert_eq!(err("thplab-workload 2"), "w.thpw:1: unsupported header 'thplab-workload 2'; this thplab reads 'thplab-workload 1'");
     assert_eq!(err("mmap a 1M offset=3M"), "w.thpw:1: offset= must be a multiple of 4K smaller than align=");
     assert_eq!(err("prctl thp_off"), "w.thpw:1: valid forms: 'prctl thp_disable', 'prctl thp_disable except_advised', 'prctl thp_enable'");
-    assert_eq!(err("mmap a[ 1M"), "w.thpw:1: region name 'a[' may hold only letters, digits, '_' and '-'");
+    assert_eq!(err("mmap a[ 1M"), "w.thpw:1: name 'a[' may hold only letters, digits, '_' and '-'");
 }
 
 #[test]
@@ -80,4 +80,36 @@ fn placements() {
     assert_eq!(pl[1], Placement::Fixed(0x7e00_0000_0000));
     assert_eq!(pl[2], Placement::Aligned { align: 2 << 20, offset: 4096 });
     assert_eq!(pl[3], Placement::Kernel);
+}
+
+#[test]
+fn shared_memory_statements() {
+    let text = "\
+tmpfs t huge=within_size
+memfd m
+shm_open p
+shm_open q on=t
+file f on=t
+ftruncate m 1G
+fallocate f[0+2M]
+write f[0..1M] chunk=4K
+mmap a 1G file=m at=0x7fff00000000
+mmap b 2M file=f pgoff=1M
+mmap c 1M shared
+touch a write
+";
+    let w = parse("s.thpw", text).unwrap();
+    assert_eq!(w.mounts[0].huge, TmpfsHuge::WithinSize);
+    assert_eq!(w.files.len(), 4);
+    assert_eq!(w.files[1].kind, FileKind::PosixShm { mount: None });
+    assert_eq!(w.files[2].kind, FileKind::PosixShm { mount: Some(MountId(0)) });
+    assert!(matches!(w.ops[7].kind, OpKind::Write { offset: 0, len: 0x100000, chunk: 4096, .. }));
+    assert!(matches!(w.ops[9].kind, OpKind::Mmap { backing: Backing::SharedFile { pgoff: 0x100000, .. }, .. }));
+    assert!(matches!(w.ops[10].kind, OpKind::Mmap { backing: Backing::SharedAnon, .. }));
+    assert_eq!(err("tmpfs t huge=sometimes"), "w.thpw:1: invalid huge= 'sometimes'; valid: never, always, within_size, advise");
+    assert_eq!(err("file f on=nowhere"), "w.thpw:1: unknown tmpfs mount 'nowhere'; declared so far: none (declare one with tmpfs NAME huge=...)");
+    assert_eq!(err("memfd m\nwrite m[0+0]"), "w.thpw:2: range 'm[0+0]' is empty");
+    assert_eq!(err("ftruncate x 1M"), "w.thpw:1: unknown file 'x'; declared so far: none (declare one with memfd, shm_open or file)");
+    assert_eq!(err("memfd m\nmmap a 1M file=m shared"), "w.thpw:2: a file mapping is shared already: write file=FILE without 'shared'");
+    assert_eq!(err("memfd m\nmmap m 1M"), "w.thpw:2: 'm' is already declared at line 1");
 }

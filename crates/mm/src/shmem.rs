@@ -1,0 +1,411 @@
+//! shmem and tmpfs: inodes with a page cache of folios of any file order, mounts with `huge=`,
+//! the order rules, the write/fallocate/ftruncate paths and `shmem_get_unmapped_area`. The
+//! fault side (fault-around, `finish_fault`, `do_set_pmd`) is in `memory.rs`.
+//!
+//! Kernel sources (6.18): `mm/shmem.c` (`shmem_huge_global_enabled`,
+//! `shmem_get_orders_within_size`, `shmem_allowable_huge_orders`, `shmem_suitable_orders`,
+//! `shmem_alloc_and_add_folio`, `shmem_get_folio_gfp`, `shmem_write_begin`, `shmem_write_end`,
+//! `shmem_fallocate`, `shmem_get_unmapped_area`, `shmem_zero_setup`, `shmem_mmap`),
+//! `mm/filemap.c` (`generic_perform_write` chunking), `mm/memfd.c`.
+
+use std::collections::BTreeMap;
+
+use mm_types::{Order, Orders, Pfn, PAGE_SIZE, PMD_ORDER};
+use uapi::settings::{ShmemEnabled, ShmemSizeEnabled};
+use uapi::{MthpStat, VmEvent};
+
+use crate::huge_memory::thp_vma_suitable_order;
+use crate::page_alloc::pg;
+use crate::vma::{vm, Vma};
+use crate::{Errno, Kernel};
+
+/// A mount's `huge=` (`SHMEM_HUGE_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SbHuge {
+    Never,
+    Always,
+    WithinSize,
+    Advise,
+}
+
+/// Which mount: the internal one (memfd, shared anonymous, SysV), /dev/shm, or one declared.
+pub type SbId = u32;
+/// The internal mount (`shm_mnt`): its `huge` is the top-level `shmem_enabled`.
+pub const SHM_MNT: SbId = 0;
+/// The machine's /dev/shm.
+pub const DEV_SHM: SbId = 1;
+
+pub type InodeId = u32;
+
+/// One folio in a page cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheFolio {
+    pub pfn: Pfn,
+    pub order: u8,
+    /// `folio_test_uptodate`: false for fallocated folios until first touched.
+    pub uptodate: bool,
+}
+
+/// A shmem inode.
+#[derive(Clone, Debug, Default)]
+pub struct ShmemInode {
+    pub sb: SbId,
+    pub i_size: u64,
+    /// Linked files (tmpfs, POSIX shm) follow the mount's `huge=` when mapped; unlinked ones
+    /// (memfd, shared anonymous) get the anon-shmem VMA ops and the per-size knobs (`shmem_mmap`).
+    pub linked: bool,
+    /// Folio start index → folio.
+    pub cache: BTreeMap<u64, CacheFolio>,
+}
+
+impl ShmemInode {
+    /// The folio covering `index` and its start index.
+    pub fn lookup(&self, index: u64) -> Option<(u64, CacheFolio)> {
+        let (&start, f) = self.cache.range(..=index).next_back()?;
+        (index < start + (1 << f.order)).then_some((start, *f))
+    }
+    /// Whether any entry overlaps `[first, first + n)` (`xa_find(..., XA_PRESENT)`).
+    pub fn any_in(&self, first: u64, n: u64) -> bool {
+        self.lookup(first).is_some() || self.cache.range(first..first + n).next().is_some()
+    }
+    pub fn pages(&self) -> u64 {
+        self.i_size.div_ceil(PAGE_SIZE)
+    }
+}
+
+#[derive(Default)]
+pub struct Shmem {
+    pub sb_huge: Vec<SbHuge>,
+    pub inodes: Vec<ShmemInode>,
+    /// Folio head → (inode, start index): the page cache's reverse map, for checks.
+    pub owner: BTreeMap<u32, (InodeId, u64)>,
+}
+
+/// How `shmem_get_folio_gfp` was called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sgp {
+    /// A fault: the folio is cleared and uptodate.
+    Cache,
+    /// write(): uptodate once written.
+    Write,
+    /// fallocate(): allocated but not uptodate.
+    Falloc,
+}
+
+impl Kernel {
+    /// The top-level `shmem_enabled` as `shmem_huge`.
+    fn shmem_huge(&self) -> ShmemEnabled {
+        self.settings.shmem_enabled
+    }
+
+    /// `huge=` of a mount, with shm_mnt following the top-level knob (`shmem_enabled_store`
+    /// leaves it alone for deny and force, which the model takes as never).
+    pub(crate) fn sb_huge(&self, sb: SbId) -> SbHuge {
+        if sb == SHM_MNT {
+            return match self.settings.shmem_enabled {
+                ShmemEnabled::Always => SbHuge::Always,
+                ShmemEnabled::WithinSize => SbHuge::WithinSize,
+                ShmemEnabled::Advise => SbHuge::Advise,
+                _ => SbHuge::Never,
+            };
+        }
+        self.shmem.sb_huge[sb as usize]
+    }
+
+    /// Mount a tmpfs with `huge=`.
+    pub fn shmem_mount(&mut self, huge: SbHuge) -> SbId {
+        self.shmem.sb_huge.push(huge);
+        (self.shmem.sb_huge.len() - 1) as SbId
+    }
+
+    /// A new shmem file on `sb` (`shmem_get_inode`); `linked` for files with a name.
+    pub fn shmem_create(&mut self, sb: SbId, linked: bool) -> InodeId {
+        self.shmem.inodes.push(ShmemInode { sb, linked, ..Default::default() });
+        (self.shmem.inodes.len() - 1) as InodeId
+    }
+
+    pub fn shmem_inode(&self, ino: InodeId) -> &ShmemInode {
+        &self.shmem.inodes[ino as usize]
+    }
+
+    fn orders_of(&self, which: ShmemSizeEnabled) -> Orders {
+        self.settings.shmem_orders(which)
+    }
+
+    /// `shmem_get_orders_within_size`.
+    fn orders_within_size(&self, ino: InodeId, orders: Orders, index: u64, write_end: u64) -> Orders {
+        let inode = &self.shmem.inodes[ino as usize];
+        let size_pages = write_end.max(inode.i_size).div_ceil(PAGE_SIZE);
+        let mut o = orders;
+        let mut order = o.highest();
+        while let Some(ord) = order {
+            let aligned = (index + 1).div_ceil(ord.nr_pages() as u64) * ord.nr_pages() as u64;
+            if size_pages >= aligned {
+                return o;
+            }
+            order = o.next_below(ord);
+        }
+        Orders::NONE
+    }
+
+    /// `shmem_huge_global_enabled`.
+    fn shmem_huge_global_enabled(&self, ino: InodeId, index: u64, write_end: u64, vma: Option<&Vma>) -> Orders {
+        let pmd = Orders::single(Order::PMD);
+        match self.shmem_huge() {
+            ShmemEnabled::Deny => return Orders::NONE,
+            ShmemEnabled::Force => return pmd,
+            _ => {}
+        }
+        let sb = self.shmem.inodes[ino as usize].sb;
+        match self.sb_huge(sb) {
+            SbHuge::Always => {
+                if vma.is_some() {
+                    pmd
+                } else {
+                    Orders::ALL_FILE
+                }
+            }
+            h @ (SbHuge::WithinSize | SbHuge::Advise) => {
+                if h == SbHuge::WithinSize {
+                    let cand = if vma.is_some() { pmd } else { Orders::ALL_FILE };
+                    let w = self.orders_within_size(ino, cand, index, write_end);
+                    if !w.is_empty() {
+                        return w;
+                    }
+                }
+                if vma.is_some_and(|v| v.flags & vm::HUGEPAGE != 0) {
+                    pmd
+                } else {
+                    Orders::NONE
+                }
+            }
+            SbHuge::Never => Orders::NONE,
+        }
+    }
+
+    /// `shmem_allowable_huge_orders`.
+    pub(crate) fn shmem_allowable_huge_orders(&self, ino: InodeId, vma: Option<&Vma>, index: u64, write_end: u64) -> Orders {
+        if vma.is_some_and(|v| self.vma_thp_disabled(v, false)) {
+            return Orders::NONE;
+        }
+        let global = self.shmem_huge_global_enabled(ino, index, write_end, vma);
+        let Some(v) = vma.filter(|v| v.flags & vm::ANON_SHMEM != 0) else { return global };
+        match self.shmem_huge() {
+            ShmemEnabled::Deny => return Orders::NONE,
+            ShmemEnabled::Force => return self.orders_of(ShmemSizeEnabled::Inherit),
+            _ => {}
+        }
+        let mut mask = self.orders_of(ShmemSizeEnabled::Always);
+        mask = mask.or(self.orders_within_size(ino, self.orders_of(ShmemSizeEnabled::WithinSize), index, 0));
+        if v.flags & vm::HUGEPAGE != 0 {
+            mask = mask.or(self.orders_of(ShmemSizeEnabled::Advise));
+        }
+        if !global.is_empty() {
+            mask = mask.or(self.orders_of(ShmemSizeEnabled::Inherit));
+        }
+        mask.and(Orders::ALL_FILE)
+    }
+
+    /// `shmem_suitable_orders`: VMA geometry (file alignment included), then the highest order
+    /// whose aligned index range has no page-cache entry.
+    fn shmem_suitable_orders(&self, ino: InodeId, vma: Option<(&Vma, u64)>, index: u64, orders: Orders) -> Orders {
+        let mut o = orders;
+        if let Some((v, addr)) = vma {
+            o = file_vma_suitable_orders(v, addr, o);
+        }
+        let inode = &self.shmem.inodes[ino as usize];
+        let mut order = o.highest();
+        while let Some(ord) = order {
+            let n = ord.nr_pages() as u64;
+            if !inode.any_in(index / n * n, n) {
+                break;
+            }
+            order = o.next_below(ord);
+        }
+        o
+    }
+
+    /// `shmem_get_folio_gfp`: the folio at `index`, allocated (largest allowed order first) if
+    /// absent. Returns the folio's start index and head, or None when even order 0 fails.
+    pub(crate) fn shmem_get_folio(&mut self, ino: InodeId, index: u64, write_end: u64, sgp: Sgp, vma: Option<(&Vma, u64)>) -> Option<(u64, Pfn)> {
+        if let Some((start, f)) = self.shmem.inodes[ino as usize].lookup(index) {
+            if sgp == Sgp::Cache && !f.uptodate {
+                // A fallocated folio is cleared and marked uptodate at its first fault.
+                self.shmem.inodes[ino as usize].cache.get_mut(&start).expect("entry").uptodate = true;
+            }
+            return Some((start, f.pfn));
+        }
+        let orders = self.shmem_allowable_huge_orders(ino, vma.map(|(v, _)| v), index, write_end);
+        let mut got = None;
+        if !orders.is_empty() {
+            let mut suitable = self.shmem_suitable_orders(ino, vma, index, orders);
+            let mut order = suitable.highest();
+            while let Some(o) = order {
+                if let Some(pfn) = self.alloc_folio(o, false) {
+                    got = Some((o, pfn));
+                    break;
+                }
+                if o == Order::PMD {
+                    self.counters.count(VmEvent::ThpFileFallback);
+                }
+                self.counters.count_mthp(o, MthpStat::ShmemFallback);
+                order = suitable.next_below(o);
+            }
+            if let Some((o, _)) = got {
+                if o == Order::PMD {
+                    self.counters.count(VmEvent::ThpFileAlloc);
+                }
+                self.counters.count_mthp(o, MthpStat::ShmemAlloc);
+            }
+        }
+        let (order, pfn) = match got {
+            Some(g) => g,
+            None => (Order::BASE, self.alloc_folio(Order::BASE, false)?),
+        };
+        let n = order.nr_pages() as u64;
+        let start = index / n * n;
+        self.zone.mem_map[pfn.idx()].flags |= pg::SHMEM;
+        self.shmem.inodes[ino as usize].cache.insert(start, CacheFolio { pfn, order: order.0, uptodate: sgp == Sgp::Cache });
+        self.shmem.owner.insert(pfn.0, (ino, start));
+        Some((start, pfn))
+    }
+
+    /// `ftruncate`: the model grows files; shrinking (truncating cached folios) is not modelled.
+    pub fn shmem_ftruncate(&mut self, ino: InodeId, size: u64) -> Result<(), Errno> {
+        let inode = &mut self.shmem.inodes[ino as usize];
+        if size < inode.i_size && inode.cache.range(size.div_ceil(PAGE_SIZE)..).next().is_some() {
+            return Err(Errno::ENOSYS);
+        }
+        inode.i_size = size;
+        Ok(())
+    }
+
+    /// `pwrite` of `[offset, offset + len)` in calls of `chunk` bytes, each split by
+    /// `generic_perform_write` into per-folio pieces of at most 2 MiB
+    /// (`mapping_max_folio_size`).
+    pub fn shmem_write(&mut self, ino: InodeId, offset: u64, len: u64, chunk: u64) -> Result<(), Errno> {
+        let end = offset + len;
+        let mut call = offset;
+        while call < end {
+            let call_end = (call + chunk).min(end);
+            let mut pos = call;
+            while pos < call_end {
+                let max = Order::PMD.size();
+                let bytes = (max - pos % max).min(call_end - pos);
+                let index = pos / PAGE_SIZE;
+                let (start, pfn) = self.shmem_get_folio(ino, index, pos + bytes, Sgp::Write, None).ok_or(Errno::ENOMEM)?;
+                let inode = &mut self.shmem.inodes[ino as usize];
+                let f = inode.cache.get_mut(&start).expect("entry");
+                let folio_end = (start + (1u64 << f.order)) * PAGE_SIZE;
+                let copied = bytes.min(folio_end - pos);
+                // shmem_write_end: grow i_size, and a folio not yet uptodate is zeroed around
+                // the copy and marked uptodate.
+                f.uptodate = true;
+                inode.i_size = inode.i_size.max(pos + copied);
+                let _ = pfn;
+                pos += copied;
+            }
+            call = call_end;
+        }
+        Ok(())
+    }
+
+    /// `fallocate(fd, 0, offset, len)`.
+    pub fn shmem_fallocate(&mut self, ino: InodeId, offset: u64, len: u64) -> Result<(), Errno> {
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let end = (offset + len).div_ceil(PAGE_SIZE);
+        let mut index = offset / PAGE_SIZE;
+        while index < end {
+            let (start, _) = self.shmem_get_folio(ino, index, offset + len, Sgp::Falloc, None).ok_or(Errno::ENOMEM)?;
+            let order = self.shmem.inodes[ino as usize].cache[&start].order;
+            index = start + (1u64 << order);
+        }
+        let inode = &mut self.shmem.inodes[ino as usize];
+        inode.i_size = inode.i_size.max(offset + len);
+        Ok(())
+    }
+
+    /// `shmem_get_unmapped_area` for a mapping of `ino` (None: MAP_SHARED|MAP_ANONYMOUS),
+    /// given the address `mm_get_unmapped_area` chose and a search function for padded lengths.
+    pub(crate) fn shmem_align_unmapped_area(&self, ino: Option<InodeId>, addr: u64, len: u64, pgoff: u64, search: impl Fn(u64) -> Option<u64>) -> u64 {
+        let top = self.shmem_huge();
+        if top == ShmemEnabled::Deny {
+            return addr;
+        }
+        let mut hpage_size = Order::PMD.size();
+        if top != ShmemEnabled::Force {
+            let mut order = 0u8;
+            let sb = match ino {
+                Some(i) => self.shmem.inodes[i as usize].sb,
+                None => {
+                    let mut o = self.orders_of(ShmemSizeEnabled::Always);
+                    o = o.or(self.orders_of(ShmemSizeEnabled::WithinSize)).or(self.orders_of(ShmemSizeEnabled::Advise));
+                    if self.sb_huge(SHM_MNT) != SbHuge::Never {
+                        o = o.or(self.orders_of(ShmemSizeEnabled::Inherit));
+                    }
+                    if let Some(h) = o.highest() {
+                        order = h.0;
+                        hpage_size = h.size();
+                    }
+                    SHM_MNT
+                }
+            };
+            if self.sb_huge(sb) == SbHuge::Never && order == 0 {
+                return addr;
+            }
+        }
+        if len < hpage_size {
+            return addr;
+        }
+        let offset = (pgoff * PAGE_SIZE) & (hpage_size - 1);
+        if offset != 0 && offset + len < 2 * hpage_size {
+            return addr;
+        }
+        if addr & (hpage_size - 1) == offset {
+            return addr;
+        }
+        let Some(inflated) = search(len + hpage_size - PAGE_SIZE) else { return addr };
+        let inflated_offset = inflated & (hpage_size - 1);
+        let mut a = inflated.wrapping_add(offset).wrapping_sub(inflated_offset);
+        if inflated_offset > offset {
+            a += hpage_size;
+        }
+        a
+    }
+
+    /// meminfo `Shmem`, `ShmemHugePages`, `ShmemPmdMapped` in bytes.
+    pub fn shmem_meminfo(&self) -> (u64, u64, u64) {
+        let mut shmem = 0;
+        let mut huge = 0;
+        for inode in &self.shmem.inodes {
+            for f in inode.cache.values() {
+                shmem += PAGE_SIZE << f.order;
+                if f.order == PMD_ORDER {
+                    huge += PAGE_SIZE << f.order;
+                }
+            }
+        }
+        (shmem, huge, self.stats.shmem_pmd_mapped * Order::PMD.size())
+    }
+}
+
+/// `thp_vma_suitable_orders` for file VMAs: the aligned block lies in the VMA and the VMA's
+/// start is aligned to the order in file offset terms (`(vm_start >> PAGE_SHIFT) - vm_pgoff`).
+pub fn file_vma_suitable_orders(vma: &Vma, addr: u64, orders: Orders) -> Orders {
+    let mut o = orders;
+    let mut order = o.highest();
+    while let Some(ord) = order {
+        if file_vma_suitable_order(vma, addr, ord) {
+            break;
+        }
+        order = o.next_below(ord);
+    }
+    o
+}
+
+pub fn file_vma_suitable_order(vma: &Vma, addr: u64, order: Order) -> bool {
+    let n = order.nr_pages() as u64;
+    (vma.start / PAGE_SIZE).wrapping_sub(vma.pgoff) % n == 0 && thp_vma_suitable_order(vma, addr, order)
+}
