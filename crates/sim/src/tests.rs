@@ -396,3 +396,112 @@ fn output_is_deterministic() {
     let b = serde_json::to_string(&sim(s, text)).unwrap();
     assert_eq!(a, b);
 }
+
+// ------------------------------------------------------------------ shmem, memfd, tmpfs (live P13, P14)
+
+#[test]
+fn p13_memfd_and_shared_anon_follow_the_per_size_knobs() {
+    let s64 = "hugepages-64kB/shmem_enabled=always";
+    // memfd 1 MiB mapped 2 MiB-aligned and written → 16 faults, 64K shmem_alloc 16.
+    let r = sim(s64, "memfd m\nftruncate m 1M\nmmap a 1M file=m align=2M\ntouch a write");
+    assert_eq!((r.process.minflt, mthp(&r, "hugepages-64kB", "shmem_alloc"), r.folios["64kB"]), (16, 16, 16));
+    // The same with MAP_SHARED|MAP_ANONYMOUS.
+    let r = sim(s64, "mmap a 1M shared align=2M\ntouch a write");
+    assert_eq!((r.process.minflt, mthp(&r, "hugepages-64kB", "shmem_alloc")), (16, 16));
+    // At an address that is not 64K-aligned: 256 faults, no large folio.
+    let r = sim(s64, "memfd m\nftruncate m 1M\nmmap a 1M file=m align=2M offset=4K\ntouch a write");
+    assert_eq!((r.process.minflt, mthp(&r, "hugepages-64kB", "shmem_alloc")), (256, 0));
+    // pwrite() of 1 MiB has no VMA: per-size knobs do not apply, top-level never → 4 KiB pages.
+    let r = sim(s64, "memfd m\nwrite m[0+1M]");
+    assert_eq!(mthp(&r, "hugepages-64kB", "shmem_alloc"), 0);
+    assert_eq!(r.meminfo["Shmem"], 1024);
+}
+
+#[test]
+fn p13_top_level_always() {
+    // pwrite of 1 MiB, 64 KiB, or 1 MiB in 4 KiB writes → one 2 MiB folio each.
+    for text in ["memfd m\nwrite m[0+1M]", "memfd m\nwrite m[0+64K]", "memfd m\nwrite m[0+1M] chunk=4K"] {
+        let r = sim("shmem_enabled=always", text);
+        assert_eq!((mthp(&r, "hugepages-2048kB", "shmem_alloc"), r.vmstat["thp_file_alloc"]), (1, 1), "{text}");
+    }
+    // 4 MiB memfd mapping → 2 faults, 2 PMD-mapped folios, ShmemPmdMapped 4096 kB.
+    check(
+        "shmem_enabled=always",
+        "memfd m\nftruncate m 4M\nmmap a 4M file=m\ntouch a write",
+        expect![[r#"
+            minflt 2
+            Rss: 4096 kB
+            AnonHugePages: 0 kB
+            folios 2048kB: 2 (pmd 2 pte 0 partial 0)
+            thp_file_alloc 2
+            thp_file_mapped 2
+            hugepages-2048kB/stats/shmem_alloc 2
+            line 1: memfd_create = 0
+            line 2: ftruncate = 0
+        "#]],
+    );
+    let r = sim("shmem_enabled=always", "memfd m\nftruncate m 4M\nmmap a 4M file=m\ntouch a write");
+    assert_eq!(r.meminfo["ShmemPmdMapped"], 4096);
+    // 3 MiB with 64K also always → 17 faults: 1 PMD + 16 × 64K.
+    let r = sim("shmem_enabled=always hugepages-64kB/shmem_enabled=always", "memfd m\nftruncate m 3M\nmmap a 3M file=m\ntouch a write");
+    assert_eq!((r.process.minflt, r.folios["2048kB"], r.folios["64kB"]), (17, 1, 16));
+}
+
+#[test]
+fn p13_advise_inherit_and_order_one() {
+    let set = "shmem_enabled=advise hugepages-64kB/shmem_enabled=inherit";
+    let plain = sim(set, "memfd m\nftruncate m 1M\nmmap a 1M file=m align=2M\ntouch a write");
+    assert_eq!(plain.process.minflt, 256);
+    let advised = sim(set, "memfd m\nftruncate m 1M\nmmap a 1M file=m align=2M\nmadvise a hugepage\ntouch a write");
+    assert_eq!((advised.process.minflt, advised.folios["64kB"]), (16, 16));
+    // Order 1 exists for shmem: 64 KiB of shared anon with 8K always → 8 faults.
+    let r = sim("hugepages-8kB/shmem_enabled=always", "mmap a 64K shared align=64K\ntouch a write");
+    assert_eq!((r.process.minflt, mthp(&r, "hugepages-8kB", "shmem_alloc")), (8, 8));
+}
+
+#[test]
+fn p14_tmpfs_mount_huge_options() {
+    let faults = |huge: &str, body: &str| sim("", &format!("tmpfs t huge={huge}\nfile f on=t\n{body}"));
+    // huge=always: a 4 KiB write to an empty file gets a 2 MiB folio.
+    let r = faults("always", "write f[0+4K]");
+    assert_eq!(mthp(&r, "hugepages-2048kB", "shmem_alloc"), 1);
+    // huge=always: a 1 MiB mapping faults PMD only, so 256 faults and no large folio.
+    let r = faults("always", "ftruncate f 1M\nmmap a 1M file=f\ntouch a write");
+    assert_eq!((r.process.minflt, r.folios.get("2048kB")), (256, None));
+    // 4 MiB → 2 faults, 2 PMD.
+    let r = faults("always", "ftruncate f 4M\nmmap a 4M file=f\ntouch a write");
+    assert_eq!((r.process.minflt, r.census.sizes["2048kB"].pmd_mapped), (2, 2));
+    // within_size: a 4 KiB write → nothing large; 64 KiB → one 64K folio; 1 MiB by 4 KiB
+    // writes → nothing large; a 4 MiB file mapped → 2 PMD.
+    assert!(faults("within_size", "write f[0+4K]").folios.is_empty());
+    let r = faults("within_size", "write f[0+64K]");
+    assert_eq!(mthp(&r, "hugepages-64kB", "shmem_alloc"), 1);
+    let r = faults("within_size", "write f[0+1M] chunk=4K");
+    assert!(r.mthp.values().all(|s| s["shmem_alloc"] == 0));
+    let r = faults("within_size", "ftruncate f 4M\nmmap a 4M file=f\ntouch a write");
+    assert_eq!(r.census.sizes["2048kB"].pmd_mapped, 2);
+    // advise: 1024 faults, 2 PMD with MADV_HUGEPAGE; never: 1024 faults either way.
+    assert_eq!(faults("advise", "ftruncate f 4M\nmmap a 4M file=f\ntouch a write").process.minflt, 1024);
+    assert_eq!(faults("advise", "ftruncate f 4M\nmmap a 4M file=f\nmadvise a hugepage\ntouch a write").process.minflt, 2);
+    assert_eq!(faults("never", "ftruncate f 4M\nmmap a 4M file=f\nmadvise a hugepage\ntouch a write").process.minflt, 1024);
+}
+
+#[test]
+fn shmem_read_faults_map_around_present_pages() {
+    // Derived (do_fault_around, filemap_map_pages): after pwrite of 1 MiB of 4 KiB pages, read
+    // faults map the uptodate pages of a 64 KiB window: 16 faults; a large folio is mapped whole.
+    let r = sim("", "memfd m\nwrite m[0+1M]\nmmap a 1M file=m align=2M\ntouch a read");
+    assert_eq!(r.process.minflt, 16);
+    let r = sim("shmem_enabled=always", "memfd m\nwrite m[0+1M]\nftruncate m 2M\nmmap a 2M file=m\ntouch a read");
+    assert_eq!((r.process.minflt, r.census.sizes["2048kB"].pmd_mapped), (1, 1));
+}
+
+#[test]
+fn shmem_errors_name_the_line() {
+    let w = workload::parse("t.thpw", "memfd m\nmmap a 1M file=m\ntouch a write").unwrap();
+    let e = run(&w, &ThpSettings::default(), &machine(64 << 20)).unwrap_err();
+    assert!(e.to_string().starts_with("t.thpw:3: access at 0x") && e.to_string().contains("SIGBUS"), "{e}");
+    let w = workload::parse("t.thpw", "memfd m\nftruncate m 2M\nmmap a 2M file=m\ntouch a write\nmadvise a collapse").unwrap();
+    let e = run(&w, &ThpSettings::default(), &machine(512 << 20)).unwrap_err();
+    assert!(e.to_string().contains("not modelled yet"), "{e}");
+}
