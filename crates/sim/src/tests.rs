@@ -499,7 +499,7 @@ fn shmem_read_faults_map_around_present_pages() {
 #[test]
 fn shmem_errors_name_the_line() {
     let w = workload::parse("t.thpw", "memfd m\nmmap a 1M file=m\ntouch a write").unwrap();
-    let e = run(&w, &ThpSettings::default(), &machine(64 << 20)).unwrap_err();
+    let e = run(&w, &ThpSettings::default(), &machine(512 << 20)).unwrap_err();
     assert!(e.to_string().starts_with("t.thpw:3: access at 0x") && e.to_string().contains("SIGBUS"), "{e}");
     let w = workload::parse("t.thpw", "memfd m\nftruncate m 2M\nmmap a 2M file=m\ntouch a write\nmadvise a collapse").unwrap();
     let e = run(&w, &ThpSettings::default(), &machine(512 << 20)).unwrap_err();
