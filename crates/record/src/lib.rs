@@ -1,1 +1,487 @@
-//! The recorder (Linux): runs a program and records it into the trace format.
+//! The recorder (Linux, x86_64): runs a program with THP disabled for it alone and records
+//! what it does to its address space into the trace format (crate `trace`, docs/trace-format.md).
+//!
+//! How: fork; the child sets `prctl(PR_SET_THP_DISABLE)` and `personality(ADDR_NO_RANDOMIZE)`
+//! and waits on a pipe; the parent opens, on every online CPU, one perf event per tracepoint
+//! (`exceptions:page_fault_user`, `exceptions:page_fault_kernel`, `syscalls:sys_enter_*` /
+//! `sys_exit_*` of the calls in `trace::SyscallKind`) on the child with `inherit` (threads and
+//! child processes are followed) and `enable_on_exec`, all of one CPU writing into one ring
+//! buffer; the first event of each CPU also asks for task, comm and mmap records. Then the child
+//! is released; with `PTRACE_TRACEME` it stops right after its execve, the parent reads
+//! /proc/PID/maps (the address space the kernel built) and detaches. While the program runs the
+//! ring buffers are drained; at its end the records are merged in time order, system call
+//! entries and exits are paired per thread, and the [`Recording`] is returned.
+
+mod perf;
+mod spawn;
+mod tracefs;
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::Duration;
+
+use trace::{flags, Event, EventBody, Header, MapInfo, Syscall, SyscallKind};
+
+pub use spawn::resolve_program;
+
+/// How to record.
+#[derive(Clone, Debug)]
+pub struct RecordOptions {
+    /// Ring buffer per CPU, in KiB (rounded down to a power of two pages; at least 64 KiB).
+    pub buffer_kib: usize,
+    /// Record `exceptions:page_fault_kernel` on user addresses too (the kernel faulting in user
+    /// memory in read(), execve's argument copy, ...: these count as the program's minflt).
+    pub kernel_faults: bool,
+    /// Stop the program after its execve and record its address space ([`EventBody::ExecMaps`]).
+    pub exec_snapshot: bool,
+    /// Disable THP for the program (`PR_SET_THP_DISABLE`); on by default.
+    pub thp_disable: bool,
+}
+
+impl Default for RecordOptions {
+    fn default() -> Self {
+        RecordOptions { buffer_kib: 32 * 1024, kernel_faults: true, exec_snapshot: true, thp_disable: true }
+    }
+}
+
+/// A finished recording: the header (counts filled in) and the events in time order.
+#[derive(Clone, Debug)]
+pub struct Recording {
+    pub header: Header,
+    pub events: Vec<Event>,
+    /// System call exits with no entry in the same thread (the child's side of fork/clone
+    /// returning 0, the first return of execve in a thread that was not the leader, ...).
+    pub unpaired_exits: u64,
+    /// Tracepoints that do not exist on this kernel (their calls are not recorded).
+    pub missing_tracepoints: Vec<String>,
+    /// Bytes drained from the ring buffers.
+    pub perf_bytes: u64,
+    /// The ring buffer of each CPU, in bytes.
+    pub buffer_bytes_per_cpu: usize,
+}
+
+impl Recording {
+    /// Write the recording in the trace format.
+    pub fn write_to(&self, w: impl Write) -> std::io::Result<()> {
+        let mut tw = trace::TraceWriter::new(w, &self.header)?;
+        for e in &self.events {
+            tw.write(e)?;
+        }
+        tw.finish()?.flush()
+    }
+}
+
+/// Why recording failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// Recording cannot work here (no perf_event_open, no tracepoints, no tracefs).
+    #[error("recording is not available here: {0}")]
+    Unavailable(String),
+    /// The program was not found or could not be executed.
+    #[error("{program}: {reason}")]
+    Exec { program: String, reason: String, not_found: bool },
+    #[error("{0}")]
+    Other(String),
+}
+
+enum Tp {
+    Fault,
+    Enter(SyscallKind, Vec<(usize, usize)>),
+    Exit(SyscallKind, usize),
+}
+
+struct TpTable {
+    /// Indexed by tracepoint id.
+    by_id: HashMap<u16, Tp>,
+    fault_addr: (usize, usize),
+    fault_ec: (usize, usize),
+}
+
+enum RawKind {
+    Fault { addr: u64, ec: u64 },
+    Enter(SyscallKind, Box<[u64]>),
+    Exit(SyscallKind, i64),
+    Body(Box<EventBody>),
+}
+
+struct Raw {
+    time: u64,
+    pid: u32,
+    tid: u32,
+    what: RawKind,
+}
+
+fn field(raw: &[u8], (off, size): (usize, usize)) -> u64 {
+    let Some(b) = raw.get(off..off + size) else { return 0 };
+    match size {
+        1 => b[0] as u64,
+        2 => u16::from_ne_bytes([b[0], b[1]]) as u64,
+        4 => u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as u64,
+        8 => u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+        _ => 0,
+    }
+}
+
+fn load_tracepoints(opts: &RecordOptions) -> Result<(TpTable, Vec<String>), RecordError> {
+    let mut names = vec!["exceptions/page_fault_user".to_string(), "exceptions/page_fault_kernel".to_string()];
+    for k in SyscallKind::ALL {
+        names.push(format!("syscalls/sys_enter_{}", k.name()));
+        names.push(format!("syscalls/sys_exit_{}", k.name()));
+    }
+    let formats = tracefs::formats(&names)?;
+    let Some(fault) = formats[0].clone() else {
+        return Err(RecordError::Unavailable("no tracepoint exceptions:page_fault_user on this kernel".into()));
+    };
+    let (Some(fault_addr), Some(fault_ec)) = (fault.field("address"), fault.field("error_code")) else {
+        return Err(RecordError::Unavailable("exceptions:page_fault_user has no address or error_code field".into()));
+    };
+    let mut by_id = HashMap::new();
+    by_id.insert(fault.id, Tp::Fault);
+    if opts.kernel_faults {
+        if let Some(k) = &formats[1] {
+            if k.field("address") == Some(fault_addr) && k.field("error_code") == Some(fault_ec) {
+                by_id.insert(k.id, Tp::Fault);
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    for (i, k) in SyscallKind::ALL.iter().enumerate() {
+        let (enter, exit) = (&formats[2 + 2 * i], &formats[3 + 2 * i]);
+        let (Some(enter), Some(exit)) = (enter, exit) else {
+            missing.push(format!("syscalls:sys_enter_{}", k.name()));
+            continue;
+        };
+        let mut offs = Vec::new();
+        for a in k.args() {
+            let f = enter.field(a).ok_or_else(|| RecordError::Unavailable(format!("syscalls:sys_enter_{} has no field {a}", k.name())))?;
+            offs.push(f);
+        }
+        let ret = exit.field("ret").ok_or_else(|| RecordError::Unavailable(format!("syscalls:sys_exit_{} has no field ret", k.name())))?;
+        if ret.1 != 8 {
+            return Err(RecordError::Unavailable(format!("syscalls:sys_exit_{}: ret is {} bytes, expected 8", k.name(), ret.1)));
+        }
+        by_id.insert(enter.id, Tp::Enter(*k, offs));
+        by_id.insert(exit.id, Tp::Exit(*k, ret.0));
+    }
+    Ok((TpTable { by_id, fault_addr, fault_ec }, missing))
+}
+
+struct CpuBuffer {
+    fds: Vec<OwnedFd>,
+    ring: perf::RingBuffer,
+}
+
+fn open_events(pid: i32, tps: &TpTable, buffer_kib: usize) -> Result<Vec<CpuBuffer>, RecordError> {
+    let mut ids: Vec<u16> = tps.by_id.keys().copied().collect();
+    ids.sort_unstable();
+    // The fault tracepoint first: it carries the task, comm and mmap records.
+    let fault_id = tps.by_id.iter().find(|(_, t)| matches!(t, Tp::Fault)).map(|(id, _)| *id);
+    if let Some(f) = fault_id {
+        ids.retain(|&i| i != f);
+        ids.insert(0, f);
+    }
+    let page = perf::page_size();
+    let want_pages = ((buffer_kib.max(64) * 1024) / page).max(16);
+    let mut pages = 1usize << (usize::BITS - 1 - want_pages.leading_zeros());
+    let mut out = Vec::new();
+    for cpu in perf::online_cpus() {
+        let mut fds: Vec<OwnedFd> = Vec::new();
+        let mut ring = None;
+        for (i, &id) in ids.iter().enumerate() {
+            let mut a = perf::PerfEventAttr {
+                type_: perf::PERF_TYPE_TRACEPOINT,
+                size: std::mem::size_of::<perf::PerfEventAttr>() as u32,
+                config: id as u64,
+                sample_period: 1,
+                sample_type: perf::SAMPLE_TID | perf::SAMPLE_TIME | perf::SAMPLE_CPU | perf::SAMPLE_RAW,
+                flags: perf::bit::DISABLED | perf::bit::INHERIT | perf::bit::ENABLE_ON_EXEC | perf::bit::SAMPLE_ID_ALL | perf::bit::USE_CLOCKID,
+                clockid: libc::CLOCK_MONOTONIC,
+                ..Default::default()
+            };
+            if i == 0 {
+                a.flags |= perf::bit::TASK | perf::bit::COMM | perf::bit::COMM_EXEC | perf::bit::MMAP | perf::bit::MMAP2 | perf::bit::MMAP_DATA | perf::bit::WATERMARK;
+                a.wakeup_watermark = (pages * page / 4) as u32;
+            }
+            let fd = perf::open(&a, pid, cpu).map_err(|e| {
+                let hint = match e.raw_os_error() {
+                    Some(libc::EACCES) | Some(libc::EPERM) => " (not permitted: run as root or lower /proc/sys/kernel/perf_event_paranoid)",
+                    Some(libc::ENOSYS) => " (this kernel has no perf events)",
+                    _ => "",
+                };
+                RecordError::Unavailable(format!("perf_event_open of tracepoint {id} on CPU {cpu}: {e}{hint}"))
+            })?;
+            if i == 0 {
+                loop {
+                    match perf::RingBuffer::map(&fd, pages) {
+                        Ok(r) => {
+                            ring = Some(r);
+                            break;
+                        }
+                        Err(e) if pages > 16 && matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::ENOMEM)) => pages /= 2,
+                        Err(e) => return Err(RecordError::Unavailable(format!("mapping the perf ring buffer of CPU {cpu}: {e}"))),
+                    }
+                }
+            } else {
+                perf::set_output(&fd, &fds[0]).map_err(|e| RecordError::Other(format!("PERF_EVENT_IOC_SET_OUTPUT on CPU {cpu}: {e}")))?;
+            }
+            fds.push(fd);
+        }
+        if let Some(ring) = ring {
+            out.push(CpuBuffer { fds, ring });
+        }
+    }
+    Ok(out)
+}
+
+/// Decodes ring-buffer records into [`Raw`] events.
+struct Decoder<'a> {
+    tps: &'a TpTable,
+    raws: Vec<Raw>,
+    lost: u64,
+    bytes: u64,
+    start: u64,
+}
+
+impl Decoder<'_> {
+    fn record(&mut self, ty: u32, misc: u16, body: &[u8]) {
+        self.bytes += body.len() as u64 + 8;
+        let mut b = perf::Body::new(body);
+        // sample_id (TID, TIME, CPU) at the end of non-sample records.
+        let sid = |b: &[u8]| -> Option<(u32, u32, u64)> {
+            let n = b.len().checked_sub(24)?;
+            let mut s = perf::Body::new(&b[n..]);
+            Some((s.u32()?, s.u32()?, s.u64()?))
+        };
+        let start = self.start;
+        let mut push = |time: u64, pid: u32, tid: u32, what: RawKind| self_push(&mut self.raws, time.saturating_sub(start), pid, tid, what);
+        match ty {
+            perf::RECORD_SAMPLE => {
+                let (Some(pid), Some(tid), Some(time), Some(_cpu), Some(_res), Some(size)) = (b.u32(), b.u32(), b.u64(), b.u32(), b.u32(), b.u32()) else {
+                    return;
+                };
+                let Some(raw) = body.get(b.at..b.at + size as usize) else { return };
+                let id = field(raw, (0, 2)) as u16;
+                match self.tps.by_id.get(&id) {
+                    Some(Tp::Fault) => {
+                        let addr = field(raw, self.tps.fault_addr);
+                        if addr >> 63 == 0 {
+                            push(time, pid, tid, RawKind::Fault { addr, ec: field(raw, self.tps.fault_ec) });
+                        }
+                    }
+                    Some(Tp::Enter(k, offs)) => {
+                        let args: Box<[u64]> = offs.iter().map(|&o| field(raw, o)).collect();
+                        push(time, pid, tid, RawKind::Enter(*k, args));
+                    }
+                    Some(Tp::Exit(k, off)) => push(time, pid, tid, RawKind::Exit(*k, field(raw, (*off, 8)) as i64)),
+                    None => {}
+                }
+            }
+            perf::RECORD_FORK | perf::RECORD_EXIT => {
+                let (Some(pid), Some(ppid), Some(tid), Some(ptid), Some(time)) = (b.u32(), b.u32(), b.u32(), b.u32(), b.u64()) else {
+                    return;
+                };
+                if ty == perf::RECORD_FORK {
+                    push(time, ppid, ptid, RawKind::Body(Box::new(EventBody::TaskNew { tid, pid })));
+                } else {
+                    push(time, pid, tid, RawKind::Body(Box::new(EventBody::TaskExit)));
+                }
+            }
+            perf::RECORD_COMM => {
+                let (Some(pid), Some(tid)) = (b.u32(), b.u32()) else { return };
+                let Some(comm) = b.cstr_before(24) else { return };
+                let Some((_, _, time)) = sid(body) else { return };
+                push(time, pid, tid, RawKind::Body(Box::new(EventBody::Comm { comm: comm.to_vec(), exec: misc & perf::MISC_COMM_EXEC != 0 })));
+            }
+            perf::RECORD_MMAP2 => {
+                let v: Option<[u64; 7]> = (|| Some([b.u32()? as u64 | (b.u32()? as u64) << 32, b.u64()?, b.u64()?, b.u64()?, b.u32()? as u64 | (b.u32()? as u64) << 32, b.u64()?, b.u64()?]))();
+                let (Some(v), Some(prot), Some(fl)) = (v, b.u32(), b.u32()) else { return };
+                let Some(path) = b.cstr_before(24) else { return };
+                let Some((_, _, time)) = sid(body) else { return };
+                let (pid, tid) = (v[0] as u32, (v[0] >> 32) as u32);
+                let m = MapInfo {
+                    addr: v[1],
+                    len: v[2],
+                    pgoff: v[3],
+                    maj: v[4] as u32,
+                    min: (v[4] >> 32) as u32,
+                    ino: v[5],
+                    ino_generation: v[6],
+                    prot,
+                    flags: fl,
+                    path: path.to_vec(),
+                };
+                push(time, pid, tid, RawKind::Body(Box::new(EventBody::Map(m))));
+            }
+            perf::RECORD_LOST => {
+                let (Some(_id), Some(lost)) = (b.u64(), b.u64()) else { return };
+                self.lost += lost;
+                let (pid, tid, time) = sid(body).unwrap_or((0, 0, start));
+                push(time, pid, tid, RawKind::Body(Box::new(EventBody::Lost { count: lost })));
+            }
+            _ => {}
+        }
+    }
+}
+
+fn self_push(v: &mut Vec<Raw>, time: u64, pid: u32, tid: u32, what: RawKind) {
+    v.push(Raw { time, pid, tid, what });
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn uname() -> (String, String) {
+    // SAFETY: utsname is plain data; uname fills it.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return (String::new(), String::new());
+    }
+    let s = |f: &[libc::c_char]| {
+        let b: Vec<u8> = f.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+        String::from_utf8_lossy(&b).into_owned()
+    };
+    (s(&u.release), s(&u.machine))
+}
+
+/// Run `argv` (argv\[0\] is searched in PATH) under the recorder until it exits.
+pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, RecordError> {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(program) = argv.first() else {
+        return Err(RecordError::Other("no program to record".into()));
+    };
+    let exec_path = spawn::resolve_program(program)?;
+    let (tps, missing) = load_tracepoints(opts)?;
+    let mut child = spawn::Child::fork(&exec_path, argv, opts)?;
+    let pid = child.pid();
+    let bufs = match open_events(pid, &tps, opts.buffer_kib) {
+        Ok(b) => b,
+        Err(e) => {
+            child.abort();
+            return Err(e);
+        }
+    };
+    let start_unix_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let start = monotonic_ns();
+    let mut dec = Decoder { tps: &tps, raws: Vec::new(), lost: 0, bytes: 0, start };
+    let snapshot = child.release(opts.exec_snapshot)?;
+    let mut bufs = bufs;
+    let mut flags_ = 0;
+    if opts.thp_disable {
+        flags_ |= flags::THP_DISABLED;
+    }
+    flags_ |= flags::NO_RANDOMIZE;
+    if opts.kernel_faults {
+        flags_ |= flags::KERNEL_FAULTS;
+    }
+    if let Some((t, maps)) = snapshot {
+        flags_ |= flags::EXEC_SNAPSHOT;
+        self_push(&mut dec.raws, t.saturating_sub(start), pid as u32, pid as u32, RawKind::Body(Box::new(EventBody::ExecMaps(maps))));
+    }
+    let _sig = spawn::IgnoreInterrupts::new();
+    let status = loop {
+        let mut pfds: Vec<libc::pollfd> = bufs.iter().map(|b| libc::pollfd { fd: b.fds[0].as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+        // SAFETY: pfds is a valid array of pollfd.
+        unsafe {
+            libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, POLL_INTERVAL.as_millis() as i32);
+        }
+        for b in bufs.iter_mut() {
+            b.ring.drain(|t, m, body| dec.record(t, m, body));
+        }
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+    };
+    // The program has been reaped: everything it did is in the buffers.
+    for b in bufs.iter_mut() {
+        b.ring.drain(|t, m, body| dec.record(t, m, body));
+    }
+    let end = monotonic_ns();
+    let buffer_bytes_per_cpu = bufs.first().map_or(0, |b| b.ring.data_size());
+    drop(bufs);
+    let lost = dec.lost;
+    let perf_bytes = dec.bytes;
+    let mut raws = dec.raws;
+    raws.sort_by_key(|r| r.time);
+    let (events, unpaired_exits) = pair(raws);
+    let mut counts: Vec<(u8, u64)> = Vec::new();
+    for e in &events {
+        let k = e.body.kind_code();
+        match counts.iter_mut().find(|(c, _)| *c == k) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((k, 1)),
+        }
+    }
+    counts.sort_unstable();
+    let (kernel_release, machine) = uname();
+    let header = Header {
+        program: program.as_bytes().to_vec(),
+        exec_path: exec_path.as_bytes().to_vec(),
+        argv: argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
+        cwd: std::env::current_dir().map(|p| p.as_os_str().as_bytes().to_vec()).unwrap_or_default(),
+        kernel_release,
+        machine,
+        start_unix_ns,
+        start_monotonic_ns: start,
+        root_pid: pid as u32,
+        page_size: perf::page_size() as u64,
+        flags: flags_,
+        counts,
+        lost_events: lost,
+        exit_status: status,
+        duration_ns: end.saturating_sub(start),
+    };
+    Ok(Recording { header, events, unpaired_exits, missing_tracepoints: missing, perf_bytes, buffer_bytes_per_cpu })
+}
+
+/// A system call entry waiting for its exit: raw index, time, pid, kind, arguments.
+type Pending = (usize, u64, u32, SyscallKind, Box<[u64]>);
+
+/// Pair system call entries and exits per thread; everything else passes through. The result
+/// is in time order (a system call at its entry time).
+fn pair(raws: Vec<Raw>) -> (Vec<Event>, u64) {
+    let mut out: Vec<(u64, usize, Event)> = Vec::with_capacity(raws.len());
+    let mut pending: HashMap<u32, Pending> = HashMap::new();
+    let mut unpaired = 0;
+    let unfinished = |(idx, time, pid, kind, args): Pending, tid: u32| {
+        (time, idx, Event { time_ns: time, tid, pid, body: EventBody::Syscall(Syscall { kind, args: args.into_vec(), ret: None, duration_ns: 0 }) })
+    };
+    for (idx, r) in raws.into_iter().enumerate() {
+        match r.what {
+            RawKind::Fault { addr, ec } => out.push((r.time, idx, Event { time_ns: r.time, tid: r.tid, pid: r.pid, body: EventBody::Fault { addr, error_code: ec } })),
+            RawKind::Body(b) => out.push((r.time, idx, Event { time_ns: r.time, tid: r.tid, pid: r.pid, body: *b })),
+            RawKind::Enter(kind, args) => {
+                if let Some(p) = pending.insert(r.tid, (idx, r.time, r.pid, kind, args)) {
+                    out.push(unfinished(p, r.tid));
+                }
+            }
+            RawKind::Exit(kind, ret) => match pending.remove(&r.tid) {
+                Some((eidx, etime, epid, ekind, args)) if ekind == kind => out.push((
+                    etime,
+                    eidx,
+                    Event { time_ns: etime, tid: r.tid, pid: epid, body: EventBody::Syscall(Syscall { kind, args: args.into_vec(), ret: Some(ret), duration_ns: r.time - etime }) },
+                )),
+                Some(p) => {
+                    out.push(unfinished(p, r.tid));
+                    unpaired += 1;
+                }
+                None => unpaired += 1,
+            },
+        }
+    }
+    for (tid, p) in pending {
+        out.push(unfinished(p, tid));
+    }
+    out.sort_by_key(|(t, i, _)| (*t, *i));
+    (out.into_iter().map(|(_, _, e)| e).collect(), unpaired)
+}
+
+/// Poll interval of the drain loop.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(20);

@@ -25,6 +25,11 @@ pub struct TraceReader<R: Read> {
     failed: bool,
 }
 
+/// A minor version newer than this reader's (its header may have fields this reader skips).
+fn newer_minor(minor: u16) -> bool {
+    minor > VERSION_MINOR
+}
+
 fn corrupt(offset: u64, message: impl Into<String>) -> TraceError {
     TraceError::Corrupt { offset, message: message.into() }
 }
@@ -68,7 +73,7 @@ impl<R: Read> TraceReader<R> {
             return Err(corrupt(start, format!("the header's fields take {used} bytes, its length says {len}")));
         }
         if used < len {
-            if minor <= VERSION_MINOR {
+            if !newer_minor(minor) {
                 return Err(corrupt(src.offset, format!("{} unexpected bytes at the end of the header (version {major}.{minor})", len - used)));
             }
             for _ in used..len {

@@ -68,12 +68,15 @@ pub struct ThreadStats {
     pub last_ns: u64,
 }
 
+/// A process being summed up: its stats, its threads, the pages it faulted.
+type ProcAcc = (ProcessStats, BTreeMap<u32, ThreadStats>, HashSet<u64>);
+
 /// Accumulates [`TraceStats`] one event at a time (no need to hold the trace in memory).
 #[derive(Default)]
 pub struct StatsBuilder {
     s: TraceStats,
     pages: HashSet<(u32, u64)>,
-    procs: BTreeMap<u32, (ProcessStats, BTreeMap<u32, ThreadStats>, HashSet<u64>)>,
+    procs: BTreeMap<u32, ProcAcc>,
 }
 
 impl StatsBuilder {

@@ -1,0 +1,291 @@
+//! Starting the program: PATH search, fork, the child's preparation (THP disabled, no address
+//! randomisation, waiting for the recorder, `PTRACE_TRACEME`), execve, the stop after execve
+//! (the address space is read from /proc/PID/maps, then the child is detached), and waiting.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::Path;
+
+use trace::{perm, MapEntry};
+
+use crate::{RecordOptions, RecordError};
+
+extern "C" {
+    static environ: *const *const libc::c_char;
+}
+
+/// The file `program` names: itself when it contains a `/`, else the first executable file of
+/// that name in PATH.
+pub fn resolve_program(program: &OsStr) -> Result<OsString, RecordError> {
+    let name = program.to_string_lossy().into_owned();
+    if program.as_bytes().contains(&b'/') {
+        return Ok(program.to_os_string());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
+    for dir in std::env::split_paths(&path) {
+        let cand = dir.join(program);
+        if let Ok(c) = CString::new(cand.as_os_str().as_bytes()) {
+            // SAFETY: c is a valid C string.
+            if unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0 && cand.is_file() {
+                return Ok(cand.into_os_string());
+            }
+        }
+    }
+    Err(RecordError::Exec { program: name, reason: "command not found".into(), not_found: true })
+}
+
+/// The forked program, waiting for [`Child::release`].
+pub struct Child {
+    pid: i32,
+    go: Option<OwnedFd>,
+    err: OwnedFd,
+    status: std::cell::Cell<Option<u32>>,
+    program: String,
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), RecordError> {
+    let mut fds = [0i32; 2];
+    // SAFETY: fds is a two-element array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(RecordError::Other(format!("pipe: {}", std::io::Error::last_os_error())));
+    }
+    // SAFETY: pipe2 returned two new descriptors.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+const STAGES: [&str; 5] = ["", "prctl(PR_SET_THP_DISABLE)", "personality(ADDR_NO_RANDOMIZE)", "ptrace(PTRACE_TRACEME)", "execve"];
+
+fn status_code(st: i32) -> u32 {
+    if libc::WIFEXITED(st) {
+        libc::WEXITSTATUS(st) as u32
+    } else if libc::WIFSIGNALED(st) {
+        128 + libc::WTERMSIG(st) as u32
+    } else {
+        255
+    }
+}
+
+impl Child {
+    pub fn fork(path: &OsStr, argv: &[OsString], opts: &RecordOptions) -> Result<Child, RecordError> {
+        let program = argv[0].to_string_lossy().into_owned();
+        let cpath = CString::new(path.as_bytes()).map_err(|_| RecordError::Exec { program: program.clone(), reason: "NUL byte in the path".into(), not_found: false })?;
+        let cargs: Vec<CString> = argv
+            .iter()
+            .map(|a| CString::new(a.clone().into_vec()))
+            .collect::<Result<_, _>>()
+            .map_err(|_| RecordError::Exec { program: program.clone(), reason: "NUL byte in an argument".into(), not_found: false })?;
+        let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
+        ptrs.push(std::ptr::null());
+        let (go_r, go_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let thp_disable = opts.thp_disable;
+        let traceme = opts.exec_snapshot;
+        // SAFETY: between fork and execve/_exit the child only makes async-signal-safe calls on
+        // memory prepared before the fork.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(RecordError::Other(format!("fork: {}", std::io::Error::last_os_error())));
+        }
+        if pid == 0 {
+            unsafe {
+                let fail = |stage: u8| -> ! {
+                    let e = *libc::__errno_location();
+                    let mut msg = [0u8; 5];
+                    msg[0] = stage;
+                    msg[1..].copy_from_slice(&e.to_ne_bytes());
+                    libc::write(err_w.as_raw_fd(), msg.as_ptr() as *const libc::c_void, 5);
+                    libc::_exit(127)
+                };
+                if thp_disable && libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0 {
+                    fail(1);
+                }
+                let cur = libc::personality(0xffff_ffff);
+                if cur == -1 || libc::personality((cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong) == -1 {
+                    fail(2);
+                }
+                let mut b = 0u8;
+                loop {
+                    let r = libc::read(go_r.as_raw_fd(), &mut b as *mut u8 as *mut libc::c_void, 1);
+                    if r == 1 {
+                        break;
+                    }
+                    if r < 0 && *libc::__errno_location() == libc::EINTR {
+                        continue;
+                    }
+                    // The recorder went away without releasing us.
+                    libc::_exit(127);
+                }
+                if traceme && libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) != 0 {
+                    fail(3);
+                }
+                libc::execve(cpath.as_ptr(), ptrs.as_ptr(), environ);
+                fail(4);
+            }
+        }
+        drop(go_r);
+        drop(err_w);
+        Ok(Child { pid, go: Some(go_w), err: err_r, status: std::cell::Cell::new(None), program })
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Kill and reap the child (recording could not be set up).
+    pub fn abort(self) {
+        // SAFETY: pid is our child, not yet reaped.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            let mut st = 0;
+            libc::waitpid(self.pid, &mut st, 0);
+        }
+    }
+
+    /// Let the child execve. With `snapshot`, wait for its stop after the execve, read its
+    /// address space and detach; returns (CLOCK_MONOTONIC ns, maps).
+    pub fn release(&mut self, snapshot: bool) -> Result<Option<(u64, Vec<MapEntry>)>, RecordError> {
+        let this = self;
+        if let Some(go) = this.go.take() {
+            // SAFETY: go is the write end of the pipe the child waits on.
+            unsafe {
+                libc::write(go.as_raw_fd(), b"g".as_ptr() as *const libc::c_void, 1);
+            }
+        }
+        let mut msg = [0u8; 5];
+        let mut n = 0;
+        while n < 5 {
+            // SAFETY: reading into msg.
+            let r = unsafe { libc::read(this.err.as_raw_fd(), msg.as_mut_ptr().add(n) as *mut libc::c_void, 5 - n) };
+            if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            if r <= 0 {
+                break;
+            }
+            n += r as usize;
+        }
+        if n == 5 {
+            let errno = i32::from_ne_bytes([msg[1], msg[2], msg[3], msg[4]]);
+            let mut st = 0;
+            // SAFETY: pid is our child; it exits right after writing the message.
+            unsafe {
+                libc::waitpid(this.pid, &mut st, 0);
+            }
+            let stage = STAGES.get(msg[0] as usize).copied().unwrap_or("?");
+            return Err(RecordError::Exec {
+                program: this.program.clone(),
+                reason: format!("{stage}: {}", std::io::Error::from_raw_os_error(errno)),
+                not_found: msg[0] == 4 && errno == libc::ENOENT,
+            });
+        }
+        if !snapshot {
+            return Ok(None);
+        }
+        let mut st = 0;
+        // SAFETY: pid is our child.
+        let r = unsafe { libc::waitpid(this.pid, &mut st, 0) };
+        if r != this.pid {
+            return Err(RecordError::Other(format!("waitpid: {}", std::io::Error::last_os_error())));
+        }
+        if !libc::WIFSTOPPED(st) {
+            this.status.set(Some(status_code(st)));
+            return Ok(None);
+        }
+        let t = crate::monotonic_ns();
+        let maps = std::fs::read(format!("/proc/{}/maps", this.pid)).map(|b| parse_maps(&b)).unwrap_or_default();
+        // SAFETY: the child is stopped under our ptrace; detach without a signal.
+        unsafe {
+            libc::ptrace(libc::PTRACE_DETACH, this.pid, 0, 0);
+        }
+        Ok(Some((t, maps)))
+    }
+
+    /// The exit status (code, or 128 + signal) once the child has exited.
+    pub fn try_wait(&self) -> Result<Option<u32>, RecordError> {
+        if let Some(s) = self.status.get() {
+            return Ok(Some(s));
+        }
+        let mut st = 0;
+        // SAFETY: pid is our child.
+        let r = unsafe { libc::waitpid(self.pid, &mut st, libc::WNOHANG) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                return Ok(None);
+            }
+            return Err(RecordError::Other(format!("waitpid: {e}")));
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        let s = status_code(st);
+        self.status.set(Some(s));
+        Ok(Some(s))
+    }
+}
+
+/// /proc/PID/maps lines as [`MapEntry`]s (unparseable lines are skipped).
+pub fn parse_maps(b: &[u8]) -> Vec<MapEntry> {
+    let mut v = Vec::new();
+    for line in b.split(|&c| c == b'\n') {
+        let s = String::from_utf8_lossy(line);
+        let mut it = s.splitn(6, ' ');
+        let (Some(range), Some(perms), Some(off), Some(dev), Some(ino)) = (it.next(), it.next(), it.next(), it.next(), it.next()) else { continue };
+        let path = it.next().unwrap_or("").trim_start();
+        let Some((a, e)) = range.split_once('-') else { continue };
+        let Some((maj, min)) = dev.split_once(':') else { continue };
+        let (Ok(start), Ok(end), Ok(offset), Ok(maj), Ok(min), Ok(ino)) =
+            (u64::from_str_radix(a, 16), u64::from_str_radix(e, 16), u64::from_str_radix(off, 16), u32::from_str_radix(maj, 16), u32::from_str_radix(min, 16), ino.parse::<u64>())
+        else {
+            continue;
+        };
+        let p = perms.as_bytes();
+        let mut bits = 0;
+        for (i, (c, bit)) in [(b'r', perm::READ), (b'w', perm::WRITE), (b'x', perm::EXEC), (b's', perm::SHARED)].into_iter().enumerate() {
+            if p.get(i) == Some(&c) {
+                bits |= bit;
+            }
+        }
+        v.push(MapEntry { start, end, perms: bits, offset, maj, min, ino, path: Path::new(path).as_os_str().as_bytes().to_vec() });
+    }
+    v
+}
+
+/// Ignore SIGINT and SIGQUIT while the program runs (as a shell does for a foreground job): a
+/// Ctrl-C reaches the program, and the recorder stays to write what it recorded.
+pub struct IgnoreInterrupts {
+    old: [libc::sighandler_t; 2],
+}
+
+impl IgnoreInterrupts {
+    pub fn new() -> Self {
+        // SAFETY: installing SIG_IGN is always valid.
+        unsafe { IgnoreInterrupts { old: [libc::signal(libc::SIGINT, libc::SIG_IGN), libc::signal(libc::SIGQUIT, libc::SIG_IGN)] } }
+    }
+}
+
+impl Drop for IgnoreInterrupts {
+    fn drop(&mut self) {
+        // SAFETY: restoring the handlers that were installed before.
+        unsafe {
+            libc::signal(libc::SIGINT, self.old[0]);
+            libc::signal(libc::SIGQUIT, self.old[1]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn parses_maps_lines() {
+        let m = super::parse_maps(b"00400000-00452000 r-xp 00000000 08:02 173521      /usr/bin/dbus-daemon\n7ffd1000-7ffd2000 rw-p 00000000 00:00 0 \n");
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].start, 0x400000);
+        assert_eq!(m[0].maj, 8);
+        assert_eq!(m[0].ino, 173521);
+        assert_eq!(m[0].path, b"/usr/bin/dbus-daemon");
+        assert_eq!(m[1].path, b"");
+        assert_eq!(m[1].perms, trace::perm::READ | trace::perm::WRITE);
+    }
+}
