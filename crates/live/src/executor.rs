@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use uapi::result::RegionPlacement;
 use uapi::{CallResult, Census, MthpStat, ProcessStats, RunResult, ThpSettings};
-use workload::{OpKind, Placement, Range, RegionId, ThpDisable, Touch, TouchOrder, TouchPlan, Workload, HEAP};
+use workload::{Backing, FileKind, OpKind, Placement, Range, RegionId, ThpDisable, Touch, TouchOrder, TouchPlan, Workload, HEAP};
 
 use crate::census::census_of_ranges;
 use crate::guard::SettingsGuard;
@@ -57,7 +57,28 @@ pub struct Piece {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum ExecKind {
-    Mmap { addr: u64, len: u64, prot: i32 },
+    Mmap {
+        addr: u64,
+        len: u64,
+        prot: i32,
+        /// MAP_SHARED (with `file`: of that file, else MAP_SHARED|MAP_ANONYMOUS).
+        #[serde(default)]
+        shared: bool,
+        /// Index into [`ExecSpec::files`].
+        #[serde(default)]
+        file: Option<usize>,
+        /// Byte offset into the file.
+        #[serde(default)]
+        pgoff: u64,
+    },
+    /// A declared tmpfs (mounted before `go`; the op reports how that went).
+    Mount { mount: usize },
+    /// memfd_create, shm_open or open(O_CREAT) of [`ExecSpec::files`]`[file]`.
+    Create { file: usize },
+    Ftruncate { file: usize, size: u64 },
+    Fallocate { file: usize, offset: u64, len: u64 },
+    /// pwrite calls of `chunk` bytes covering `[offset, offset + len)`.
+    Write { file: usize, offset: u64, len: u64, chunk: u64 },
     Munmap { pieces: Vec<Piece> },
     Mprotect { pieces: Vec<Piece>, prot: i32 },
     Madvise { pieces: Vec<Piece>, advice: i32 },
@@ -91,7 +112,57 @@ pub struct ExecOp {
 pub struct ExecSpec {
     pub source: String,
     pub ops: Vec<ExecOp>,
+    /// Private tmpfs mounts, mounted in the child's own mount namespace before `go`.
+    #[serde(default)]
+    pub mounts: Vec<MountSpec>,
+    /// The mount bound over /dev/shm in the child's namespace (for `shm_open NAME on=MOUNT`).
+    #[serde(default)]
+    pub dev_shm: Option<usize>,
+    #[serde(default)]
+    pub files: Vec<FileSpec>,
+    /// The buffer pwrite copies from: (address, length), mapped and filled before `go`,
+    /// outside every workload region.
+    #[serde(default)]
+    pub write_buf: Option<(u64, u64)>,
 }
+
+/// A tmpfs mount of the run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MountSpec {
+    /// `huge=` value.
+    pub huge: String,
+    /// Host directory to mount it on (made by the parent for each run; empty in the spec that
+    /// [`build_spec`] returns).
+    #[serde(default)]
+    pub dir: String,
+    pub line: usize,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FileSpecKind {
+    Memfd,
+    /// shm_open on /dev/shm (the machine's, or [`ExecSpec::dev_shm`] bound over it).
+    Shm,
+    /// open(O_CREAT|O_RDWR) on a mount.
+    Open,
+}
+
+/// A file of the workload.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FileSpec {
+    pub name: String,
+    pub kind: FileSpecKind,
+    #[serde(default)]
+    pub mount: Option<usize>,
+}
+
+/// Largest pwrite buffer; longer chunks are written in pieces of this size.
+pub const WRITE_BUF_MAX: u64 = 64 << 20;
+
+/// Prefix of the POSIX shm objects a run creates on the machine's /dev/shm:
+/// `thplab-<child pid>-<NAME>`.
+pub const SHM_PREFIX: &str = "thplab-";
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Ready {
@@ -150,18 +221,44 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
     let err = |line: usize, message: String| LiveError::Workload { source_name: w.source.clone(), line, message };
     let heap_id = w.region_by_name(HEAP);
 
-    for op in &w.ops {
-        // Shared memory (memfd, POSIX shm, tmpfs files, shared mappings) is not executed live yet.
-        let unsupported = match &op.kind {
-            OpKind::Mmap { backing, .. } if *backing != workload::Backing::PrivateAnon => Some("shared mappings"),
-            OpKind::Mount(_) => Some("tmpfs mounts"),
-            OpKind::Create(_) => Some("memfd, shm_open and tmpfs files"),
-            OpKind::Ftruncate { .. } | OpKind::Fallocate { .. } | OpKind::Write { .. } => Some("file operations"),
-            _ => None,
+    // Files and mounts.
+    let mounts: Vec<MountSpec> =
+        w.mounts.iter().map(|m| MountSpec { huge: m.huge.word().to_string(), dir: String::new(), line: m.line }).collect();
+    let mut files = Vec::new();
+    let mut shm_mount: Option<(Option<workload::MountId>, usize)> = None;
+    for f in &w.files {
+        let (kind, mount) = match f.kind {
+            FileKind::Memfd => (FileSpecKind::Memfd, None),
+            FileKind::PosixShm { mount } => {
+                match shm_mount {
+                    None => shm_mount = Some((mount, f.line)),
+                    Some((m, first)) if m != mount => {
+                        let on = |m: Option<workload::MountId>| match m {
+                            Some(m) => format!("tmpfs '{}'", w.mount(m).name),
+                            None => "the machine's /dev/shm".to_string(),
+                        };
+                        return Err(err(
+                            f.line,
+                            format!(
+                                "shm_open on {} after shm_open on {} (line {first}): the live executor binds one \
+                                 mount over /dev/shm, so all shm_open objects of a workload must be on the same mount",
+                                on(mount),
+                                on(m)
+                            ),
+                        ));
+                    }
+                    _ => {}
+                }
+                (FileSpecKind::Shm, mount.map(|m| m.0 as usize))
+            }
+            FileKind::Tmpfs { mount } => (FileSpecKind::Open, Some(mount.0 as usize)),
         };
-        if let Some(what) = unsupported {
-            return Err(err(op.line, format!("{what} are not supported by the live executor yet")));
-        }
+        files.push(FileSpec { name: f.name.clone(), kind, mount });
+    }
+    let dev_shm = shm_mount.and_then(|(m, _)| m).map(|m| m.0 as usize);
+    let mut write_buf_len = 0u64;
+
+    for op in &w.ops {
         let call = match &op.kind {
             OpKind::Mmap { .. } => "mmap".to_string(),
             OpKind::Munmap(_) => "munmap".into(),
@@ -170,10 +267,18 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
             OpKind::Brk { .. } => "brk".into(),
             OpKind::Prctl(_) => "prctl(PR_SET_THP_DISABLE)".into(),
             OpKind::Touch(_) => String::new(),
-            _ => unreachable!("refused above"),
+            OpKind::Mount(_) => "mount(tmpfs)".into(),
+            OpKind::Create(f) => match w.file(*f).kind {
+                FileKind::Memfd => "memfd_create".into(),
+                FileKind::PosixShm { .. } => "shm_open".into(),
+                FileKind::Tmpfs { .. } => "open".into(),
+            },
+            OpKind::Ftruncate { .. } => "ftruncate".into(),
+            OpKind::Fallocate { .. } => "fallocate".into(),
+            OpKind::Write { .. } => "pwrite".into(),
         };
         let kind = match &op.kind {
-            OpKind::Mmap { region, len, prot, placement, .. } => {
+            OpKind::Mmap { region, len, prot, placement, backing } => {
                 let name = &w.region(*region).name;
                 let a = match (placement, model_regions.iter().find(|r| &r.name == name)) {
                     (Placement::Fixed(a), _) => *a,
@@ -185,7 +290,34 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
                     }
                 };
                 addr[region.0 as usize] = Some(a);
-                ExecKind::Mmap { addr: a, len: *len, prot: prot.bits() }
+                let (shared, file, pgoff) = match *backing {
+                    Backing::PrivateAnon => (false, None, 0),
+                    Backing::SharedAnon => (true, None, 0),
+                    Backing::SharedFile { file, pgoff } => (true, Some(file.0 as usize), pgoff),
+                };
+                ExecKind::Mmap { addr: a, len: *len, prot: prot.bits(), shared, file, pgoff }
+            }
+            OpKind::Mount(m) => ExecKind::Mount { mount: m.0 as usize },
+            OpKind::Create(f) => ExecKind::Create { file: f.0 as usize },
+            OpKind::Ftruncate { file, size } => ExecKind::Ftruncate { file: file.0 as usize, size: *size },
+            OpKind::Fallocate { file, offset, len } => {
+                ExecKind::Fallocate { file: file.0 as usize, offset: *offset, len: *len }
+            }
+            OpKind::Write { file, offset, len, chunk } => {
+                let piece = (*chunk).min(*len);
+                if piece > WRITE_BUF_MAX {
+                    notes.push(format!(
+                        "line {}: chunk={} is larger than the executor's {} MiB write buffer: each call of the \
+                         workload is made as several pwrite calls of at most {} MiB (the kernel's write path \
+                         works per folio anyway)",
+                        op.line,
+                        chunk,
+                        WRITE_BUF_MAX >> 20,
+                        WRITE_BUF_MAX >> 20
+                    ));
+                }
+                write_buf_len = write_buf_len.max(piece.min(WRITE_BUF_MAX));
+                ExecKind::Write { file: file.0 as usize, offset: *offset, len: *len, chunk: *chunk }
             }
             OpKind::Munmap(r) => ExecKind::Munmap { pieces: pieces(w, r, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))? },
             OpKind::Mprotect(r, p) => ExecKind::Mprotect {
@@ -231,7 +363,6 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
                     count: t.count,
                 }
             }
-            _ => unreachable!("refused above"),
         };
         ops.push(ExecOp { line: op.line, call, kind });
     }
@@ -245,7 +376,25 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
             regions.push(RegionPlacement { name: r.name.clone(), start: a, len: r.len });
         }
     }
-    Ok((ExecSpec { source: w.source.clone(), ops }, regions, notes))
+    let write_buf = (write_buf_len > 0).then(|| {
+        let len = write_buf_len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        (scratch_address(&regions, len), len)
+    });
+    Ok((ExecSpec { source: w.source.clone(), ops, mounts, dev_shm, files, write_buf }, regions, notes))
+}
+
+/// An address for `len` bytes of the harness's own that overlaps no region (the heap is near
+/// 0x5555_5555_0000, the model's mappings below 0x7dff_fffc_5000).
+fn scratch_address(regions: &[RegionPlacement], len: u64) -> u64 {
+    let mut cand: u64 = 0x6000_0000_0000;
+    let heap_guard = 1u64 << 40; // the heap may grow; keep far from it
+    while regions.iter().any(|r| {
+        let (s, e) = if r.name == HEAP { (0x5555_0000_0000, 0x5555_0000_0000 + heap_guard) } else { (r.start, r.start + r.len) };
+        cand < e && s < cand + len
+    }) {
+        cand -= 1 << 40;
+    }
+    cand
 }
 
 fn harness_place(cursor: &mut u64, len: u64, p: Placement) -> u64 {
@@ -299,7 +448,13 @@ fn pieces(
 // Child.
 
 enum Prepared {
-    Mmap { addr: u64, len: u64, prot: i32 },
+    Mmap { addr: u64, len: u64, prot: i32, flags: i32, file: Option<usize>, pgoff: u64 },
+    /// Mounted before `go`: nothing to do but report it.
+    Mount,
+    Create { file: usize },
+    Ftruncate { file: usize, size: u64 },
+    Fallocate { file: usize, offset: u64, len: u64 },
+    Write { file: usize, offset: u64, len: u64, chunk: u64 },
     Ranges { kind: u8, pieces: Vec<(u64, u64)>, arg: i32 },
     Brk { delta: i64 },
     Prctl { arg2: u64, arg3: u64 },
@@ -433,6 +588,33 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
         }
     }
     let spec: ExecSpec = serde_json::from_str(spec_json).map_err(|e| format!("bad spec on stdin: {e}"))?;
+    // Before anything else of the workload: its tmpfs mounts, in a mount namespace of its own
+    // (they vanish with the child, however it ends).
+    setup_mounts(&spec)?;
+    let pid = std::process::id();
+    let mut file_names: Vec<std::ffi::CString> = Vec::with_capacity(spec.files.len());
+    let mut machine_shm: Vec<std::ffi::CString> = Vec::new();
+    for f in &spec.files {
+        let name = match f.kind {
+            FileSpecKind::Memfd => f.name.clone(),
+            FileSpecKind::Shm => format!("/{SHM_PREFIX}{pid}-{}", f.name),
+            FileSpecKind::Open => {
+                let m = f.mount.and_then(|m| spec.mounts.get(m)).ok_or_else(|| format!("file '{}' has no mount", f.name))?;
+                format!("{}/{}", m.dir, f.name)
+            }
+        };
+        let c = std::ffi::CString::new(name).map_err(|_| format!("file name '{}' contains NUL", f.name))?;
+        if f.kind == FileSpecKind::Shm && spec.dev_shm.is_none() {
+            machine_shm.push(c.clone());
+        }
+        file_names.push(c);
+    }
+    let mut fds: Vec<i32> = vec![-1; spec.files.len()];
+    // The buffer pwrite copies from: mapped and faulted now, filled with non-zero bytes.
+    let (wbuf, wbuf_len) = match spec.write_buf {
+        Some((a, l)) => (map_write_buffer(a, l)?, l),
+        None => (std::ptr::null_mut(), 0),
+    };
     let start_brk = crate::procfs::start_brk("self").map_err(|e| e.to_string())?;
     let brk0 = sys_brk(0);
     let heap = |p: &Piece| if p.heap { start_brk + p.addr } else { p.addr };
@@ -440,7 +622,25 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
     let mut prepared = Vec::with_capacity(spec.ops.len());
     for op in &spec.ops {
         prepared.push(match &op.kind {
-            ExecKind::Mmap { addr, len, prot } => Prepared::Mmap { addr: *addr, len: *len, prot: *prot },
+            ExecKind::Mmap { addr, len, prot, shared, file, pgoff } => Prepared::Mmap {
+                addr: *addr,
+                len: *len,
+                prot: *prot,
+                flags: match (*shared, file) {
+                    (false, _) => libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    (true, None) => libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                    (true, Some(_)) => libc::MAP_SHARED,
+                } | libc::MAP_FIXED_NOREPLACE,
+                file: *file,
+                pgoff: *pgoff,
+            },
+            ExecKind::Mount { .. } => Prepared::Mount,
+            ExecKind::Create { file } => Prepared::Create { file: *file },
+            ExecKind::Ftruncate { file, size } => Prepared::Ftruncate { file: *file, size: *size },
+            ExecKind::Fallocate { file, offset, len } => Prepared::Fallocate { file: *file, offset: *offset, len: *len },
+            ExecKind::Write { file, offset, len, chunk } => {
+                Prepared::Write { file: *file, offset: *offset, len: *len, chunk: *chunk }
+            }
             ExecKind::Munmap { pieces } => {
                 Prepared::Ranges { kind: K_MUNMAP, pieces: pieces.iter().map(|p| (heap(p), p.len)).collect(), arg: 0 }
             }
@@ -487,6 +687,15 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
         libc::munmap(std::ptr::null_mut(), 0);
         libc::mmap(std::ptr::null_mut(), 0, 0, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
         libc::prctl(42, 0, 0, 0, 0);
+        if !spec.files.is_empty() {
+            // Each fails at once (bad flags or fd) but brings its code in.
+            libc::memfd_create(c"".as_ptr(), !0);
+            libc::shm_open(c"".as_ptr(), 0, 0);
+            libc::open(c"".as_ptr(), 0);
+            libc::ftruncate(-1, 0);
+            libc::fallocate(-1, 0, 0, 0);
+            libc::pwrite(-1, std::ptr::null(), 0, 0);
+        }
     }
     let _ = errno();
     sys_brk(0);
@@ -511,18 +720,10 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
     for (i, op) in prepared.iter().enumerate() {
         send_op_index(i);
         let rc = match op {
-            Prepared::Mmap { addr, len, prot } => {
+            Prepared::Mmap { addr, len, prot, flags, file, pgoff } => {
+                let fd = file.map_or(-1, |f| fds[f]);
                 // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
-                let p = unsafe {
-                    libc::mmap(
-                        *addr as *mut libc::c_void,
-                        *len as usize,
-                        *prot,
-                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
-                        -1,
-                        0,
-                    )
-                };
+                let p = unsafe { libc::mmap(*addr as *mut libc::c_void, *len as usize, *prot, *flags, fd, *pgoff as libc::off_t) };
                 if p == libc::MAP_FAILED {
                     errno() as i64
                 } else if p as u64 != *addr {
@@ -534,6 +735,37 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                     0
                 }
             }
+            Prepared::Mount => 0,
+            Prepared::Create { file } => {
+                let name = file_names[*file].as_ptr();
+                // SAFETY: NUL-terminated names prepared before 'go'.
+                let fd = unsafe {
+                    match spec.files[*file].kind {
+                        FileSpecKind::Memfd => libc::memfd_create(name, 0),
+                        FileSpecKind::Shm => libc::shm_open(name, libc::O_CREAT | libc::O_RDWR, 0o600),
+                        FileSpecKind::Open => libc::open(name, libc::O_CREAT | libc::O_RDWR, 0o600),
+                    }
+                };
+                if fd < 0 {
+                    errno() as i64
+                } else {
+                    fds[*file] = fd;
+                    0
+                }
+            }
+            // SAFETY: syscalls on the workload's own fd.
+            Prepared::Ftruncate { file, size } => match unsafe { libc::ftruncate(fds[*file], *size as libc::off_t) } {
+                0 => 0,
+                _ => errno() as i64,
+            },
+            Prepared::Fallocate { file, offset, len } => {
+                // SAFETY: as above.
+                match unsafe { libc::fallocate(fds[*file], 0, *offset as libc::off_t, *len as libc::off_t) } {
+                    0 => 0,
+                    _ => errno() as i64,
+                }
+            }
+            Prepared::Write { file, offset, len, chunk } => pwrite_range(fds[*file], wbuf, wbuf_len, *offset, *len, *chunk),
             Prepared::Ranges { kind, pieces, arg } => {
                 let mut rc = 0;
                 for &(a, l) in pieces {
@@ -595,11 +827,98 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
     raw_write_all(STATUS_FD, format!("done {done}\n").as_bytes());
     loop {
         match raw_read_line(CONTROL_FD, &mut line) {
-            Some(n) if &line[..n] == b"exit" => return Ok(()),
+            Some(n) if &line[..n] == b"exit" => break,
             Some(_) => {}
-            None => return Ok(()),
+            None => break,
         }
     }
+    for name in &machine_shm {
+        // SAFETY: unlinking our own objects; the parent removes them too if we die first.
+        unsafe { libc::shm_unlink(name.as_ptr()) };
+    }
+    Ok(())
+}
+
+/// `unshare(CLONE_NEWNS)`, `/` recursively private, each tmpfs mounted on its directory, and
+/// the one of `dev_shm` bound over /dev/shm. Nothing when the workload declares no mount.
+fn setup_mounts(spec: &ExecSpec) -> std::result::Result<(), String> {
+    if spec.mounts.is_empty() {
+        return Ok(());
+    }
+    let os = |what: String| format!("{what}: {}", std::io::Error::last_os_error());
+    // SAFETY: plain syscalls with NUL-terminated arguments.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return Err(os("unshare(CLONE_NEWNS) for the workload's tmpfs mounts".into()));
+        }
+        if libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
+            return Err(os("mount --make-rprivate /".into()));
+        }
+    }
+    for m in &spec.mounts {
+        let dir = std::ffi::CString::new(m.dir.clone()).map_err(|_| "mount directory contains NUL".to_string())?;
+        let data = std::ffi::CString::new(format!("huge={}", m.huge)).expect("no NUL");
+        // SAFETY: as above.
+        if unsafe { libc::mount(c"tmpfs".as_ptr(), dir.as_ptr(), c"tmpfs".as_ptr(), 0, data.as_ptr().cast()) } != 0 {
+            return Err(os(format!("line {}: mount -t tmpfs -o huge={} tmpfs {}", m.line, m.huge, m.dir)));
+        }
+    }
+    if let Some(i) = spec.dev_shm {
+        let m = &spec.mounts[i];
+        let dir = std::ffi::CString::new(m.dir.clone()).expect("checked above");
+        // SAFETY: as above.
+        if unsafe { libc::mount(dir.as_ptr(), c"/dev/shm".as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) } != 0 {
+            return Err(os(format!("line {}: mount --bind {} /dev/shm (for shm_open on this tmpfs)", m.line, m.dir)));
+        }
+    }
+    Ok(())
+}
+
+/// Map the pwrite buffer at `addr` (MAP_FIXED_NOREPLACE, anywhere if that is taken) and fill
+/// it with non-zero bytes, so that pwrite copies from memory that is present.
+fn map_write_buffer(addr: u64, len: u64) -> std::result::Result<*mut u8, String> {
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    // SAFETY: a fresh private mapping of our own.
+    unsafe {
+        let mut p = libc::mmap(addr as *mut libc::c_void, len as usize, libc::PROT_READ | libc::PROT_WRITE, flags | libc::MAP_FIXED_NOREPLACE, -1, 0);
+        if p == libc::MAP_FAILED {
+            p = libc::mmap(std::ptr::null_mut(), len as usize, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0);
+        }
+        if p == libc::MAP_FAILED {
+            return Err(format!("cannot map the {len}-byte write buffer: {}", std::io::Error::last_os_error()));
+        }
+        std::ptr::write_bytes(p.cast::<u8>(), 0xa5, len as usize);
+        Ok(p.cast())
+    }
+}
+
+/// `pwrite` calls of `chunk` bytes covering `[offset, offset + len)`, each made as pieces of at
+/// most `buf_len` bytes (short writes are continued). 0 or the first errno.
+fn pwrite_range(fd: i32, buf: *const u8, buf_len: u64, offset: u64, len: u64, chunk: u64) -> i64 {
+    let end = offset + len;
+    let mut call = offset;
+    while call < end {
+        let call_end = (call + chunk).min(end);
+        let mut pos = call;
+        while pos < call_end {
+            let n = (call_end - pos).min(buf_len);
+            // SAFETY: `buf` holds `buf_len` readable bytes.
+            let r = unsafe { libc::pwrite(fd, buf.cast(), n as usize, pos as libc::off_t) };
+            if r < 0 {
+                let e = errno();
+                if e == libc::EINTR {
+                    continue;
+                }
+                return e as i64;
+            }
+            if r == 0 {
+                return libc::EIO as i64;
+            }
+            pos += r as u64;
+        }
+        call = call_end;
+    }
+    0
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -620,7 +939,86 @@ pub struct RunOnce {
     pub results: Vec<i64>,
     pub start_brk: u64,
     pub regions: Vec<RegionPlacement>,
+    /// /proc/meminfo deltas (kB): Shmem, ShmemHugePages, ShmemPmdMapped.
+    pub meminfo: BTreeMap<String, i64>,
 }
+
+/// The /proc/meminfo lines a run reports, in kB.
+pub const MEMINFO_FIELDS: &[&str] = &["Shmem", "ShmemHugePages", "ShmemPmdMapped"];
+
+/// [`MEMINFO_FIELDS`] from /proc/meminfo.
+pub fn read_meminfo() -> Result<BTreeMap<String, i64>> {
+    let text = std::fs::read_to_string("/proc/meminfo").map_err(|e| crate::io_err("cannot read", "/proc/meminfo", e))?;
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once(':') else { continue };
+        if MEMINFO_FIELDS.contains(&k) {
+            if let Some(n) = v.split_whitespace().next().and_then(|n| n.parse().ok()) {
+                out.insert(k.to_string(), n);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What a run leaves on the host, removed when dropped whatever happened: the mount
+/// directories (the mounts themselves live only in the child's namespace and vanish with it)
+/// and the child's POSIX shm objects on the machine's /dev/shm.
+struct RunLeftovers {
+    dirs: Vec<PathBuf>,
+    child: Option<i32>,
+}
+
+impl Drop for RunLeftovers {
+    fn drop(&mut self) {
+        if let Some(pid) = self.child {
+            remove_shm_objects(|p| p == pid);
+        }
+        for d in &self.dirs {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+/// The machine's /dev/shm.
+pub const DEV_SHM_DIR: &str = "/dev/shm";
+
+/// `thplab-<pid>-...` → pid.
+fn leftover_pid(name: &str) -> Option<i32> {
+    name.strip_prefix(SHM_PREFIX)?.split_once('-')?.0.parse().ok()
+}
+
+fn remove_shm_objects(which: impl Fn(i32) -> bool) {
+    let Ok(rd) = std::fs::read_dir(DEV_SHM_DIR) else { return };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if leftover_pid(&name).is_some_and(&which) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+fn pid_alive(pid: i32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Remove what runs of processes that no longer exist left behind: `/dev/shm/thplab-<pid>-*`
+/// and `<state dir>/mnt/<pid>-*` (a SIGKILLed parent cannot clean up after itself).
+pub fn remove_stale_leftovers(paths: &Paths) {
+    remove_shm_objects(|pid| !pid_alive(pid));
+    if let Ok(rd) = std::fs::read_dir(paths.state_dir.join("mnt")) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name.split_once('-').and_then(|(p, _)| p.parse::<i32>().ok()) {
+                if !pid_alive(pid) {
+                    let _ = std::fs::remove_dir(e.path());
+                }
+            }
+        }
+    }
+}
+
+static MOUNT_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0i32; 2];
@@ -670,12 +1068,27 @@ pub fn errno_name(e: i32) -> String {
 
 fn run_once(
     w: &Workload,
-    spec_json: &str,
     spec: &ExecSpec,
     regions: &[RegionPlacement],
     opts: &ExecOptions,
     paths: &Paths,
 ) -> Result<RunOnce> {
+    // Mount points for the child's tmpfs mounts: empty directories on the host.
+    let mut leftovers = RunLeftovers { dirs: Vec::new(), child: None };
+    let mut spec = spec.clone();
+    if !spec.mounts.is_empty() {
+        let base = paths.state_dir.join("mnt");
+        crate::sysfs::ensure_dir(&base)?;
+        for m in spec.mounts.iter_mut() {
+            let n = MOUNT_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let d = base.join(format!("{}-{n}", std::process::id()));
+            std::fs::create_dir(&d).map_err(|e| crate::io_err("cannot create the mount point", &d, e))?;
+            leftovers.dirs.push(d.clone());
+            m.dir = d.to_str().ok_or_else(|| LiveError::Child(format!("mount point {} is not UTF-8", d.display())))?.to_string();
+        }
+    }
+    let spec = &spec;
+    let spec_json = serde_json::to_string(spec).map_err(|e| LiveError::Child(format!("spec: {e}")))?;
     let (status_r, status_w) = pipe()?;
     let (control_r, control_w) = pipe()?;
     let (sw, cr) = (status_w.as_raw_fd(), control_r.as_raw_fd());
@@ -709,6 +1122,7 @@ fn run_once(
     let mut child = cmd.spawn().map_err(|e| {
         LiveError::Child(format!("cannot start {} {}: {e}", opts.child_program.display(), opts.child_args.join(" ")))
     })?;
+    leftovers.child = Some(child.id() as i32);
     drop(status_w);
     drop(control_r);
     let mut stderr_pipe = child.stderr.take();
@@ -738,8 +1152,10 @@ fn run_once(
         };
         match last_op {
             Some(i) if i < spec.ops.len() => {
-                let hint = if sig == Some(libc::SIGSEGV) || sig == Some(libc::SIGBUS) {
+                let hint = if sig == Some(libc::SIGSEGV) {
                     " (a touch of memory that is not mapped, or not accessible with its protection)"
+                } else if sig == Some(libc::SIGBUS) {
+                    " (a touch beyond the end of the mapped file: ftruncate it first)"
                 } else {
                     ""
                 };
@@ -767,6 +1183,7 @@ fn run_once(
         }
     };
     let before = CounterSnapshot::read(&paths.sysfs)?;
+    let meminfo_before = read_meminfo()?;
     control.write_all(b"go\n").map_err(|e| LiveError::Child(format!("cannot send 'go': {e}")))?;
     let done: Done = loop {
         line.clear();
@@ -785,6 +1202,9 @@ fn run_once(
         }
     };
     let after = CounterSnapshot::read(&paths.sysfs)?;
+    let meminfo_after = read_meminfo()?;
+    let meminfo: BTreeMap<String, i64> =
+        meminfo_after.iter().map(|(k, v)| (k.clone(), v - meminfo_before.get(k).copied().unwrap_or(*v))).collect();
     let pid = ready.pid;
 
     let mut regions: Vec<RegionPlacement> = regions.to_vec();
@@ -848,6 +1268,7 @@ fn run_once(
             census.kpageflags_pfns,
         ),
         results: done.results,
+        meminfo,
         start_brk: ready.start_brk,
         regions,
     })
@@ -883,16 +1304,16 @@ pub fn run_live(
     let paths = Paths::from_env();
     paths.check_available()?;
     let (spec, regions, notes) = build_spec(w, model_regions)?;
-    let spec_json = serde_json::to_string(&spec).map_err(|e| LiveError::Child(format!("spec: {e}")))?;
     let repeat = opts.repeat.max(1);
     let guard = SettingsGuard::apply(settings)?;
+    remove_stale_leftovers(&paths);
     if let Some(m) = guard.recovered() {
         eprintln!("{m}");
     }
     let mut runs = Vec::new();
     for i in 0..repeat {
         let t = Instant::now();
-        let r = run_once(w, &spec_json, &spec, &regions, opts, &paths)?;
+        let r = run_once(w, &spec, &regions, opts, &paths)?;
         if opts.progress {
             eprintln!(
                 "live run {}/{}: {} faults, {:.1} ms ops, {:.1} ms total",
@@ -944,6 +1365,10 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
             out.insert(stat.clone(), v);
         }
         res.mthp.insert(dir.clone(), out);
+    }
+    for name in MEMINFO_FIELDS {
+        let v = col(format!("meminfo.{name}"), runs.iter().map(|r| r.meminfo.get(*name).copied().unwrap_or(0)).collect());
+        res.meminfo.insert(name.to_string(), v);
     }
     let mut walls: Vec<i64> = runs.iter().map(|r| (r.wall_ns / 1000) as i64).collect();
     let wall_us = median(&mut walls);
@@ -1024,7 +1449,7 @@ mod tests {
         )
         .unwrap();
         let (spec, regions, notes) = build_spec(&w, &[]).unwrap();
-        assert_eq!(spec.ops[0].kind, ExecKind::Mmap { addr: 0x7e00_0000_0000, len: 1 << 20, prot: 3 });
+        assert_eq!(spec.ops[0].kind, ExecKind::Mmap { addr: 0x7e00_0000_0000, len: 1 << 20, prot: 3, shared: false, file: None, pgoff: 0 });
         match &spec.ops[1].kind {
             ExecKind::Munmap { pieces } => {
                 assert_eq!(pieces.len(), 16);
@@ -1050,7 +1475,7 @@ mod tests {
         let (spec, _, notes) =
             build_spec(&w, &[RegionPlacement { name: "b".into(), start: 0x7d00_0000_0000, len: 4 << 20 }]).unwrap();
         assert!(notes.is_empty());
-        assert_eq!(spec.ops.last().unwrap().kind, ExecKind::Mmap { addr: 0x7d00_0000_0000, len: 4 << 20, prot: 3 });
+        assert_eq!(spec.ops.last().unwrap().kind, ExecKind::Mmap { addr: 0x7d00_0000_0000, len: 4 << 20, prot: 3, shared: false, file: None, pgoff: 0 });
     }
 
     #[test]
