@@ -455,3 +455,22 @@ impl Kernel {
         }
     }
 }
+
+impl Kernel {
+    /// `dump_vma` + `dump_page` for one address: its VMA and what maps it, for failure reports.
+    pub fn dump_addr(&self, addr: u64) -> String {
+        let va = Vaddr(addr);
+        let vma = match self.vmas.find(addr) {
+            Some(v) => format!("vma {:#x}-{:#x} flags {:#x} file {} pgoff {}", v.start, v.end, v.flags, v.file, v.pgoff),
+            None => "no vma".into(),
+        };
+        let entry = match self.pt.pmd_table_ro(va) {
+            None => "no PMD table".into(),
+            Some(t) => match self.pt.pmd(t, va) {
+                Pmd::Table(idx) => format!("pte {:#x}", self.pt.ptes(idx)[va.pte_index()]),
+                other => format!("pmd {other:?}"),
+            },
+        };
+        format!("{addr:#x}: {vma}; {entry}")
+    }
+}

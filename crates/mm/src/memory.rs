@@ -602,16 +602,17 @@ impl Kernel {
         true
     }
 
-    /// The PTE table under `t` for `va`, allocated if the PMD is empty.
-    fn pte_table_for(&mut self, t: u32, va: Vaddr) -> Option<u32> {
+    /// The PTE table under `t` for `va`, allocated if the PMD is empty. Err is the fault's
+    /// outcome when there is no table to map into: OOM, or a huge PMD already there.
+    fn pte_table_for(&mut self, t: u32, va: Vaddr) -> Result<u32, Access> {
         match self.pt.pmd(t, va) {
-            Pmd::Table(i) => Some(i),
+            Pmd::Table(i) => Ok(i),
             Pmd::None => {
-                let i = self.alloc_pgtable()?;
+                let i = self.alloc_pgtable().ok_or(Access::Oom)?;
                 self.pt.set_pmd(t, va, Pmd::Table(i));
-                Some(i)
+                Ok(i)
             }
-            _ => None,
+            _ => Err(Access::Fault),
         }
     }
 
@@ -633,7 +634,10 @@ impl Kernel {
             self.touch_page(head.add((index - start) as u32));
             return Access::Fault;
         }
-        let Some(idx) = self.pte_table_for(t, va) else { return Access::Fault };
+        let idx = match self.pte_table_for(t, va) {
+            Ok(i) => i,
+            Err(outcome) => return outcome,
+        };
         let nr = self.order_of_head(head).nr_pages() as u64;
         let page = index - start;
         let vma_off = index - vma.pgoff;
@@ -675,7 +679,9 @@ impl Kernel {
         let file_end = inode.pages().checked_sub(1)?;
         let folios: Vec<(u64, crate::shmem::CacheFolio)> = {
             let mut v: Vec<_> = inode.lookup(start_pgoff).into_iter().collect();
-            v.extend(inode.cache.range(start_pgoff + 1..=end_pgoff).map(|(k, f)| (*k, *f)));
+            if end_pgoff > start_pgoff {
+                v.extend(inode.cache.range(start_pgoff + 1..=end_pgoff).map(|(k, f)| (*k, *f)));
+            }
             v.dedup_by_key(|(k, _)| *k);
             v.into_iter().filter(|(k, f)| f.uptodate && (*k).max(start_pgoff) < inode.pages()).collect()
         };
@@ -692,7 +698,10 @@ impl Kernel {
             }
             _ => {}
         }
-        let Some(idx) = self.pte_table_for(t, va) else { return Some(Access::Fault) };
+        let idx = match self.pte_table_for(t, va) {
+            Ok(i) => i,
+            Err(outcome) => return Some(outcome),
+        };
         let mut hit = false;
         let bits = Self::shared_pte_bits(vma, false);
         for (start, f) in folios {

@@ -14,11 +14,12 @@
 pub mod workload_gen;
 
 use mm::madvise::{Madvise, ThpDisable};
-use mm::mmap::{prot_to_vm, MmapPlacement};
+use mm::mmap::{prot_to_vm, MapBacking, MmapPlacement};
+use mm::shmem::{SbHuge, SHM_MNT};
 use mm::{Access, BootParams, Kernel};
 use mm_types::prng::Prng;
 use mm_types::{PAGE_SIZE, PMD_SIZE};
-use uapi::settings::{AnonEnabled, TopEnabled};
+use uapi::settings::{AnonEnabled, ShmemEnabled, ShmemSizeEnabled, TopEnabled};
 use uapi::{MthpStat, ThpSettings, VmEvent};
 
 /// One run's configuration, printed before the run (everything derived from the seed).
@@ -61,6 +62,14 @@ pub fn random_settings(rng: &mut Prng) -> ThpSettings {
             AnonEnabled::Never
         };
     }
+    for order in 1..=9usize {
+        s.shmem[order] = if rng.chance(1, 3) {
+            *rng.pick(&[ShmemSizeEnabled::Always, ShmemSizeEnabled::Inherit, ShmemSizeEnabled::WithinSize, ShmemSizeEnabled::Advise])
+        } else {
+            ShmemSizeEnabled::Never
+        };
+    }
+    s.shmem_enabled = *rng.pick(&[ShmemEnabled::Always, ShmemEnabled::WithinSize, ShmemEnabled::Advise, ShmemEnabled::Never, ShmemEnabled::Never, ShmemEnabled::Deny]);
     s.use_zero_page = rng.chance(3, 4);
     s.shrink_underused = rng.chance(1, 2);
     s
@@ -117,8 +126,9 @@ pub fn run_seed(seed: u64, steps: u32, mut log: Option<&mut dyn FnMut(&str)>) ->
         }
         let all: Vec<(u64, u64)> = k.vmas().map(|v| (v.start, v.end)).collect();
         let census = k.census(&all);
-        if census.rss_bytes != k.stats.anon_rss_pages * PAGE_SIZE {
-            return Err(fail(format!("census finds {} bytes, MM_ANONPAGES says {}", census.rss_bytes, k.stats.anon_rss_pages * PAGE_SIZE)));
+        let rss = (k.stats.anon_rss_pages + k.stats.shmem_rss_pages) * PAGE_SIZE;
+        if census.rss_bytes != rss {
+            return Err(fail(format!("census finds {} bytes, MM_ANONPAGES + MM_SHMEMPAGES say {rss}", census.rss_bytes)));
         }
         prev = k.counters.clone();
     }
@@ -147,6 +157,36 @@ fn subrange(rng: &mut Prng, r: &Region) -> (u64, u64) {
 }
 
 fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (String, Result<(), String>) {
+    if rng.chance(1, 25) {
+        // A shmem file, written or fallocated, then mapped shared (or a shared anon mapping).
+        let len = size(rng);
+        let placement = if rng.chance(1, 2) { MmapPlacement::Kernel } else { MmapPlacement::Aligned { align: PMD_SIZE, offset: rng.below(512) * PAGE_SIZE } };
+        let backing = if rng.chance(1, 3) {
+            MapBacking::SharedAnon
+        } else {
+            let sb = if rng.chance(1, 2) { SHM_MNT } else { k.shmem_mount(*rng.pick(&[SbHuge::Never, SbHuge::Always, SbHuge::WithinSize, SbHuge::Advise])) };
+            let ino = k.shmem_create(sb, sb != SHM_MNT);
+            let _ = k.shmem_ftruncate(ino, len);
+            match rng.below(3) {
+                0 => {
+                    let _ = k.shmem_write(ino, 0, rng.range_inclusive(1, len / PAGE_SIZE) * PAGE_SIZE, *rng.pick(&[4096, 65536, 1 << 20]));
+                }
+                1 => {
+                    let _ = k.shmem_fallocate(ino, 0, rng.range_inclusive(1, len / PAGE_SIZE) * PAGE_SIZE);
+                }
+                _ => {}
+            }
+            MapBacking::Shmem { ino, pgoff: 0 }
+        };
+        let op = format!("mmap shared {len:#x} {placement:?} {backing:?}");
+        return match k.do_mmap_backed(len, prot_to_vm(true, true, false), placement, backing) {
+            Ok(start) => {
+                regions.push(Region { start, len });
+                (op, Ok(()))
+            }
+            Err(e) => (format!("{op} = {}", e.name()), Ok(())),
+        };
+    }
     if regions.is_empty() || rng.chance(1, 10) {
         let len = size(rng);
         let placement = match rng.below(4) {
@@ -178,10 +218,11 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
                         faults += 1;
                         // A resolved access does not fault again.
                         if k.access(addr, write) != Access::Hit {
-                            return (format!("touch {addr:#x}"), Err("a resolved access faulted again".into()));
+                            let what = if write { "write" } else { "read" };
+                            return (format!("{what} {addr:#x}"), Err(format!("a resolved access faulted again: {}", k.dump_addr(addr))));
                         }
                     }
-                    Access::Segv | Access::Oom => {}
+                    Access::Segv | Access::Oom | Access::Sigbus => {}
                 }
                 addr += stride;
             }
