@@ -17,7 +17,7 @@ mod spawn;
 mod tracefs;
 
 use std::collections::HashMap;
-use std::ffi::OsString;
+use std::ffi::{CString, OsString};
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
@@ -42,7 +42,12 @@ pub struct RecordOptions {
 
 impl Default for RecordOptions {
     fn default() -> Self {
-        RecordOptions { buffer_kib: 32 * 1024, kernel_faults: true, exec_snapshot: true, thp_disable: true }
+        RecordOptions {
+            buffer_kib: 32 * 1024,
+            kernel_faults: true,
+            exec_snapshot: true,
+            thp_disable: true,
+        }
     }
 }
 
@@ -54,7 +59,7 @@ pub struct Recording {
     /// System call exits with no entry in the same thread (the child's side of fork/clone
     /// returning 0, the first return of execve in a thread that was not the leader, ...).
     pub unpaired_exits: u64,
-    /// Tracepoints that do not exist on this kernel (their calls are not recorded).
+    /// Tracepoints that do not exist on this kernel (what they report is not recorded).
     pub missing_tracepoints: Vec<String>,
     /// Bytes drained from the ring buffers.
     pub perf_bytes: u64,
@@ -81,22 +86,35 @@ pub enum RecordError {
     Unavailable(String),
     /// The program was not found or could not be executed.
     #[error("{program}: {reason}")]
-    Exec { program: String, reason: String, not_found: bool },
+    Exec {
+        program: String,
+        reason: String,
+        not_found: bool,
+    },
     #[error("{0}")]
     Other(String),
 }
 
 enum Tp {
     Fault,
-    Enter(SyscallKind, Vec<(usize, usize)>),
-    Exit(SyscallKind, usize),
+    Enter,
+    Exit,
 }
 
 struct TpTable {
-    /// Indexed by tracepoint id.
     by_id: HashMap<u16, Tp>,
     fault_addr: (usize, usize),
     fault_ec: (usize, usize),
+    enter_id: (usize, usize),
+    enter_args: usize,
+    exit_id: (usize, usize),
+    exit_ret: (usize, usize),
+    /// System call number → kind.
+    kinds: HashMap<u64, SyscallKind>,
+    /// The tracepoint filter that keeps only these system calls (`id == 9 || id == 11 ...`).
+    filter: CString,
+    /// Tracepoints asked for that this kernel does not have.
+    missing: Vec<String>,
 }
 
 enum RawKind {
@@ -114,7 +132,9 @@ struct Raw {
 }
 
 fn field(raw: &[u8], (off, size): (usize, usize)) -> u64 {
-    let Some(b) = raw.get(off..off + size) else { return 0 };
+    let Some(b) = raw.get(off..off + size) else {
+        return 0;
+    };
     match size {
         1 => b[0] as u64,
         2 => u16::from_ne_bytes([b[0], b[1]]) as u64,
@@ -124,48 +144,136 @@ fn field(raw: &[u8], (off, size): (usize, usize)) -> u64 {
     }
 }
 
-fn load_tracepoints(opts: &RecordOptions) -> Result<(TpTable, Vec<String>), RecordError> {
-    let mut names = vec!["exceptions/page_fault_user".to_string(), "exceptions/page_fault_kernel".to_string()];
-    for k in SyscallKind::ALL {
-        names.push(format!("syscalls/sys_enter_{}", k.name()));
-        names.push(format!("syscalls/sys_exit_{}", k.name()));
+/// The x86_64 number of each recorded system call.
+#[cfg(target_arch = "x86_64")]
+fn syscall_number(k: SyscallKind) -> Option<i64> {
+    use SyscallKind as K;
+    Some(match k {
+        K::Mmap => libc::SYS_mmap,
+        K::Munmap => libc::SYS_munmap,
+        K::Mremap => libc::SYS_mremap,
+        K::Mprotect => libc::SYS_mprotect,
+        K::Madvise => libc::SYS_madvise,
+        K::Brk => libc::SYS_brk,
+        K::Prctl => libc::SYS_prctl,
+        K::Clone => libc::SYS_clone,
+        K::Clone3 => libc::SYS_clone3,
+        K::Fork => libc::SYS_fork,
+        K::Vfork => libc::SYS_vfork,
+        K::Execve => libc::SYS_execve,
+        K::Execveat => libc::SYS_execveat,
+        K::ExitGroup => libc::SYS_exit_group,
+        K::Exit => libc::SYS_exit,
+        K::MemfdCreate => libc::SYS_memfd_create,
+        K::Ftruncate => libc::SYS_ftruncate,
+        K::Fallocate => libc::SYS_fallocate,
+        K::Openat => libc::SYS_openat,
+        K::Open => libc::SYS_open,
+        K::Close => libc::SYS_close,
+        K::Mlock => libc::SYS_mlock,
+        K::Mlock2 => libc::SYS_mlock2,
+        K::Munlock => libc::SYS_munlock,
+        K::Mlockall => libc::SYS_mlockall,
+        K::Munlockall => libc::SYS_munlockall,
+        K::Shmat => libc::SYS_shmat,
+        K::Shmdt => libc::SYS_shmdt,
+        K::ProcessMadvise => libc::SYS_process_madvise,
+    })
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn syscall_number(_: SyscallKind) -> Option<i64> {
+    None
+}
+
+/// The tracepoints: the two page-fault ones, and `raw_syscalls:sys_enter`/`sys_exit` with a
+/// filter on the system call number. (One tracepoint per system call would work too, but each
+/// tracepoint perf uses costs one RCU grace period or more when it is released: about 2 s for
+/// 60 tracepoints here, against about 0.2 s for these four.)
+fn load_tracepoints(opts: &RecordOptions) -> Result<TpTable, RecordError> {
+    if !cfg!(target_arch = "x86_64") {
+        return Err(RecordError::Unavailable(
+            "the recorder knows the system call numbers and fault tracepoints of x86_64 only"
+                .into(),
+        ));
     }
+    let names: Vec<String> = [
+        "exceptions/page_fault_user",
+        "exceptions/page_fault_kernel",
+        "raw_syscalls/sys_enter",
+        "raw_syscalls/sys_exit",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let formats = tracefs::formats(&names)?;
     let Some(fault) = formats[0].clone() else {
-        return Err(RecordError::Unavailable("no tracepoint exceptions:page_fault_user on this kernel".into()));
+        return Err(RecordError::Unavailable(
+            "no tracepoint exceptions:page_fault_user on this kernel".into(),
+        ));
     };
-    let (Some(fault_addr), Some(fault_ec)) = (fault.field("address"), fault.field("error_code")) else {
-        return Err(RecordError::Unavailable("exceptions:page_fault_user has no address or error_code field".into()));
+    let (Some(fault_addr), Some(fault_ec)) = (fault.field("address"), fault.field("error_code"))
+    else {
+        return Err(RecordError::Unavailable(
+            "exceptions:page_fault_user has no address or error_code field".into(),
+        ));
     };
+    let (Some(enter), Some(exit)) = (&formats[2], &formats[3]) else {
+        return Err(RecordError::Unavailable(
+            "no tracepoints raw_syscalls:sys_enter/sys_exit on this kernel".into(),
+        ));
+    };
+    let need = |f: &tracefs::TpFormat, tp: &str, name: &str| {
+        f.field(name)
+            .ok_or_else(|| RecordError::Unavailable(format!("{tp} has no field {name}")))
+    };
+    let enter_id = need(enter, "raw_syscalls:sys_enter", "id")?;
+    let (enter_args, args_size) = need(enter, "raw_syscalls:sys_enter", "args")?;
+    if args_size != 48 {
+        return Err(RecordError::Unavailable(format!(
+            "raw_syscalls:sys_enter args is {args_size} bytes, expected 48"
+        )));
+    }
+    let exit_id = need(exit, "raw_syscalls:sys_exit", "id")?;
+    let exit_ret = need(exit, "raw_syscalls:sys_exit", "ret")?;
     let mut by_id = HashMap::new();
     by_id.insert(fault.id, Tp::Fault);
+    let mut missing = Vec::new();
     if opts.kernel_faults {
-        if let Some(k) = &formats[1] {
-            if k.field("address") == Some(fault_addr) && k.field("error_code") == Some(fault_ec) {
+        match &formats[1] {
+            Some(k)
+                if k.field("address") == Some(fault_addr)
+                    && k.field("error_code") == Some(fault_ec) =>
+            {
                 by_id.insert(k.id, Tp::Fault);
             }
+            _ => missing.push("exceptions:page_fault_kernel".to_string()),
         }
     }
-    let mut missing = Vec::new();
-    for (i, k) in SyscallKind::ALL.iter().enumerate() {
-        let (enter, exit) = (&formats[2 + 2 * i], &formats[3 + 2 * i]);
-        let (Some(enter), Some(exit)) = (enter, exit) else {
-            missing.push(format!("syscalls:sys_enter_{}", k.name()));
-            continue;
-        };
-        let mut offs = Vec::new();
-        for a in k.args() {
-            let f = enter.field(a).ok_or_else(|| RecordError::Unavailable(format!("syscalls:sys_enter_{} has no field {a}", k.name())))?;
-            offs.push(f);
+    by_id.insert(enter.id, Tp::Enter);
+    by_id.insert(exit.id, Tp::Exit);
+    let mut kinds = HashMap::new();
+    let mut terms = Vec::new();
+    for &k in SyscallKind::ALL {
+        if let Some(nr) = syscall_number(k) {
+            kinds.insert(nr as u64, k);
+            terms.push(format!("id == {nr}"));
         }
-        let ret = exit.field("ret").ok_or_else(|| RecordError::Unavailable(format!("syscalls:sys_exit_{} has no field ret", k.name())))?;
-        if ret.1 != 8 {
-            return Err(RecordError::Unavailable(format!("syscalls:sys_exit_{}: ret is {} bytes, expected 8", k.name(), ret.1)));
-        }
-        by_id.insert(enter.id, Tp::Enter(*k, offs));
-        by_id.insert(exit.id, Tp::Exit(*k, ret.0));
     }
-    Ok((TpTable { by_id, fault_addr, fault_ec }, missing))
+    let filter = CString::new(terms.join(" || "))
+        .map_err(|_| RecordError::Other("filter with a NUL byte".into()))?;
+    Ok(TpTable {
+        by_id,
+        fault_addr,
+        fault_ec,
+        enter_id,
+        enter_args,
+        exit_id,
+        exit_ret,
+        kinds,
+        filter,
+        missing,
+    })
 }
 
 struct CpuBuffer {
@@ -177,7 +285,11 @@ fn open_events(pid: i32, tps: &TpTable, buffer_kib: usize) -> Result<Vec<CpuBuff
     let mut ids: Vec<u16> = tps.by_id.keys().copied().collect();
     ids.sort_unstable();
     // The fault tracepoint first: it carries the task, comm and mmap records.
-    let fault_id = tps.by_id.iter().find(|(_, t)| matches!(t, Tp::Fault)).map(|(id, _)| *id);
+    let fault_id = tps
+        .by_id
+        .iter()
+        .find(|(_, t)| matches!(t, Tp::Fault))
+        .map(|(id, _)| *id);
     if let Some(f) = fault_id {
         ids.retain(|&i| i != f);
         ids.insert(0, f);
@@ -195,13 +307,26 @@ fn open_events(pid: i32, tps: &TpTable, buffer_kib: usize) -> Result<Vec<CpuBuff
                 size: std::mem::size_of::<perf::PerfEventAttr>() as u32,
                 config: id as u64,
                 sample_period: 1,
-                sample_type: perf::SAMPLE_TID | perf::SAMPLE_TIME | perf::SAMPLE_CPU | perf::SAMPLE_RAW,
-                flags: perf::bit::DISABLED | perf::bit::INHERIT | perf::bit::ENABLE_ON_EXEC | perf::bit::SAMPLE_ID_ALL | perf::bit::USE_CLOCKID,
+                sample_type: perf::SAMPLE_TID
+                    | perf::SAMPLE_TIME
+                    | perf::SAMPLE_CPU
+                    | perf::SAMPLE_RAW,
+                flags: perf::bit::DISABLED
+                    | perf::bit::INHERIT
+                    | perf::bit::ENABLE_ON_EXEC
+                    | perf::bit::SAMPLE_ID_ALL
+                    | perf::bit::USE_CLOCKID,
                 clockid: libc::CLOCK_MONOTONIC,
                 ..Default::default()
             };
             if i == 0 {
-                a.flags |= perf::bit::TASK | perf::bit::COMM | perf::bit::COMM_EXEC | perf::bit::MMAP | perf::bit::MMAP2 | perf::bit::MMAP_DATA | perf::bit::WATERMARK;
+                a.flags |= perf::bit::TASK
+                    | perf::bit::COMM
+                    | perf::bit::COMM_EXEC
+                    | perf::bit::MMAP
+                    | perf::bit::MMAP2
+                    | perf::bit::MMAP_DATA
+                    | perf::bit::WATERMARK;
                 a.wakeup_watermark = (pages * page / 4) as u32;
             }
             let fd = perf::open(&a, pid, cpu).map_err(|e| {
@@ -212,6 +337,13 @@ fn open_events(pid: i32, tps: &TpTable, buffer_kib: usize) -> Result<Vec<CpuBuff
                 };
                 RecordError::Unavailable(format!("perf_event_open of tracepoint {id} on CPU {cpu}: {e}{hint}"))
             })?;
+            if matches!(tps.by_id.get(&id), Some(Tp::Enter) | Some(Tp::Exit)) {
+                perf::set_filter(&fd, &tps.filter).map_err(|e| {
+                    RecordError::Unavailable(format!(
+                        "setting the system call filter on CPU {cpu}: {e}"
+                    ))
+                })?;
+            }
             if i == 0 {
                 loop {
                     match perf::RingBuffer::map(&fd, pages) {
@@ -219,12 +351,26 @@ fn open_events(pid: i32, tps: &TpTable, buffer_kib: usize) -> Result<Vec<CpuBuff
                             ring = Some(r);
                             break;
                         }
-                        Err(e) if pages > 16 && matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::ENOMEM)) => pages /= 2,
-                        Err(e) => return Err(RecordError::Unavailable(format!("mapping the perf ring buffer of CPU {cpu}: {e}"))),
+                        Err(e)
+                            if pages > 16
+                                && matches!(
+                                    e.raw_os_error(),
+                                    Some(libc::EPERM) | Some(libc::ENOMEM)
+                                ) =>
+                        {
+                            pages /= 2
+                        }
+                        Err(e) => {
+                            return Err(RecordError::Unavailable(format!(
+                                "mapping the perf ring buffer of CPU {cpu}: {e}"
+                            )))
+                        }
                     }
                 }
             } else {
-                perf::set_output(&fd, &fds[0]).map_err(|e| RecordError::Other(format!("PERF_EVENT_IOC_SET_OUTPUT on CPU {cpu}: {e}")))?;
+                perf::set_output(&fd, &fds[0]).map_err(|e| {
+                    RecordError::Other(format!("PERF_EVENT_IOC_SET_OUTPUT on CPU {cpu}: {e}"))
+                })?;
             }
             fds.push(fd);
         }
@@ -255,50 +401,114 @@ impl Decoder<'_> {
             Some((s.u32()?, s.u32()?, s.u64()?))
         };
         let start = self.start;
-        let mut push = |time: u64, pid: u32, tid: u32, what: RawKind| self_push(&mut self.raws, time.saturating_sub(start), pid, tid, what);
+        let mut push = |time: u64, pid: u32, tid: u32, what: RawKind| {
+            self_push(&mut self.raws, time.saturating_sub(start), pid, tid, what)
+        };
         match ty {
             perf::RECORD_SAMPLE => {
-                let (Some(pid), Some(tid), Some(time), Some(_cpu), Some(_res), Some(size)) = (b.u32(), b.u32(), b.u64(), b.u32(), b.u32(), b.u32()) else {
+                let (Some(pid), Some(tid), Some(time), Some(_cpu), Some(_res), Some(size)) =
+                    (b.u32(), b.u32(), b.u64(), b.u32(), b.u32(), b.u32())
+                else {
                     return;
                 };
-                let Some(raw) = body.get(b.at..b.at + size as usize) else { return };
+                let Some(raw) = body.get(b.at..b.at + size as usize) else {
+                    return;
+                };
                 let id = field(raw, (0, 2)) as u16;
                 match self.tps.by_id.get(&id) {
                     Some(Tp::Fault) => {
                         let addr = field(raw, self.tps.fault_addr);
                         if addr >> 63 == 0 {
-                            push(time, pid, tid, RawKind::Fault { addr, ec: field(raw, self.tps.fault_ec) });
+                            push(
+                                time,
+                                pid,
+                                tid,
+                                RawKind::Fault {
+                                    addr,
+                                    ec: field(raw, self.tps.fault_ec),
+                                },
+                            );
                         }
                     }
-                    Some(Tp::Enter(k, offs)) => {
-                        let args: Box<[u64]> = offs.iter().map(|&o| field(raw, o)).collect();
-                        push(time, pid, tid, RawKind::Enter(*k, args));
+                    Some(Tp::Enter) => {
+                        if let Some(&k) = self.tps.kinds.get(&field(raw, self.tps.enter_id)) {
+                            let args: Box<[u64]> = (0..k.args().len())
+                                .map(|i| field(raw, (self.tps.enter_args + 8 * i, 8)))
+                                .collect();
+                            push(time, pid, tid, RawKind::Enter(k, args));
+                        }
                     }
-                    Some(Tp::Exit(k, off)) => push(time, pid, tid, RawKind::Exit(*k, field(raw, (*off, 8)) as i64)),
+                    Some(Tp::Exit) => {
+                        if let Some(&k) = self.tps.kinds.get(&field(raw, self.tps.exit_id)) {
+                            push(
+                                time,
+                                pid,
+                                tid,
+                                RawKind::Exit(k, field(raw, self.tps.exit_ret) as i64),
+                            );
+                        }
+                    }
                     None => {}
                 }
             }
             perf::RECORD_FORK | perf::RECORD_EXIT => {
-                let (Some(pid), Some(ppid), Some(tid), Some(ptid), Some(time)) = (b.u32(), b.u32(), b.u32(), b.u32(), b.u64()) else {
+                let (Some(pid), Some(ppid), Some(tid), Some(ptid), Some(time)) =
+                    (b.u32(), b.u32(), b.u32(), b.u32(), b.u64())
+                else {
                     return;
                 };
                 if ty == perf::RECORD_FORK {
-                    push(time, ppid, ptid, RawKind::Body(Box::new(EventBody::TaskNew { tid, pid })));
+                    push(
+                        time,
+                        ppid,
+                        ptid,
+                        RawKind::Body(Box::new(EventBody::TaskNew { tid, pid })),
+                    );
                 } else {
                     push(time, pid, tid, RawKind::Body(Box::new(EventBody::TaskExit)));
                 }
             }
             perf::RECORD_COMM => {
-                let (Some(pid), Some(tid)) = (b.u32(), b.u32()) else { return };
-                let Some(comm) = b.cstr_before(24) else { return };
-                let Some((_, _, time)) = sid(body) else { return };
-                push(time, pid, tid, RawKind::Body(Box::new(EventBody::Comm { comm: comm.to_vec(), exec: misc & perf::MISC_COMM_EXEC != 0 })));
+                let (Some(pid), Some(tid)) = (b.u32(), b.u32()) else {
+                    return;
+                };
+                let Some(comm) = b.cstr_before(24) else {
+                    return;
+                };
+                let Some((_, _, time)) = sid(body) else {
+                    return;
+                };
+                push(
+                    time,
+                    pid,
+                    tid,
+                    RawKind::Body(Box::new(EventBody::Comm {
+                        comm: comm.to_vec(),
+                        exec: misc & perf::MISC_COMM_EXEC != 0,
+                    })),
+                );
             }
             perf::RECORD_MMAP2 => {
-                let v: Option<[u64; 7]> = (|| Some([b.u32()? as u64 | (b.u32()? as u64) << 32, b.u64()?, b.u64()?, b.u64()?, b.u32()? as u64 | (b.u32()? as u64) << 32, b.u64()?, b.u64()?]))();
-                let (Some(v), Some(prot), Some(fl)) = (v, b.u32(), b.u32()) else { return };
-                let Some(path) = b.cstr_before(24) else { return };
-                let Some((_, _, time)) = sid(body) else { return };
+                let v: Option<[u64; 7]> = (|| {
+                    Some([
+                        b.u32()? as u64 | (b.u32()? as u64) << 32,
+                        b.u64()?,
+                        b.u64()?,
+                        b.u64()?,
+                        b.u32()? as u64 | (b.u32()? as u64) << 32,
+                        b.u64()?,
+                        b.u64()?,
+                    ])
+                })();
+                let (Some(v), Some(prot), Some(fl)) = (v, b.u32(), b.u32()) else {
+                    return;
+                };
+                let Some(path) = b.cstr_before(24) else {
+                    return;
+                };
+                let Some((_, _, time)) = sid(body) else {
+                    return;
+                };
                 let (pid, tid) = (v[0] as u32, (v[0] >> 32) as u32);
                 let m = MapInfo {
                     addr: v[1],
@@ -315,10 +525,17 @@ impl Decoder<'_> {
                 push(time, pid, tid, RawKind::Body(Box::new(EventBody::Map(m))));
             }
             perf::RECORD_LOST => {
-                let (Some(_id), Some(lost)) = (b.u64(), b.u64()) else { return };
+                let (Some(_id), Some(lost)) = (b.u64(), b.u64()) else {
+                    return;
+                };
                 self.lost += lost;
                 let (pid, tid, time) = sid(body).unwrap_or((0, 0, start));
-                push(time, pid, tid, RawKind::Body(Box::new(EventBody::Lost { count: lost })));
+                push(
+                    time,
+                    pid,
+                    tid,
+                    RawKind::Body(Box::new(EventBody::Lost { count: lost })),
+                );
             }
             _ => {}
         }
@@ -326,11 +543,19 @@ impl Decoder<'_> {
 }
 
 fn self_push(v: &mut Vec<Raw>, time: u64, pid: u32, tid: u32, what: RawKind) {
-    v.push(Raw { time, pid, tid, what });
+    v.push(Raw {
+        time,
+        pid,
+        tid,
+        what,
+    });
 }
 
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid timespec.
     unsafe {
         libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
@@ -345,7 +570,11 @@ fn uname() -> (String, String) {
         return (String::new(), String::new());
     }
     let s = |f: &[libc::c_char]| {
-        let b: Vec<u8> = f.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+        let b: Vec<u8> = f
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
         String::from_utf8_lossy(&b).into_owned()
     };
     (s(&u.release), s(&u.machine))
@@ -358,7 +587,8 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
         return Err(RecordError::Other("no program to record".into()));
     };
     let exec_path = spawn::resolve_program(program)?;
-    let (tps, missing) = load_tracepoints(opts)?;
+    let tps = load_tracepoints(opts)?;
+    let missing = tps.missing.clone();
     let mut child = spawn::Child::fork(&exec_path, argv, opts)?;
     let pid = child.pid();
     let bufs = match open_events(pid, &tps, opts.buffer_kib) {
@@ -368,9 +598,18 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
             return Err(e);
         }
     };
-    let start_unix_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let start_unix_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
     let start = monotonic_ns();
-    let mut dec = Decoder { tps: &tps, raws: Vec::new(), lost: 0, bytes: 0, start };
+    let mut dec = Decoder {
+        tps: &tps,
+        raws: Vec::new(),
+        lost: 0,
+        bytes: 0,
+        start,
+    };
     let snapshot = child.release(opts.exec_snapshot)?;
     let mut bufs = bufs;
     let mut flags_ = 0;
@@ -378,19 +617,36 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
         flags_ |= flags::THP_DISABLED;
     }
     flags_ |= flags::NO_RANDOMIZE;
-    if opts.kernel_faults {
+    if opts.kernel_faults && missing.is_empty() {
         flags_ |= flags::KERNEL_FAULTS;
     }
     if let Some((t, maps)) = snapshot {
         flags_ |= flags::EXEC_SNAPSHOT;
-        self_push(&mut dec.raws, t.saturating_sub(start), pid as u32, pid as u32, RawKind::Body(Box::new(EventBody::ExecMaps(maps))));
+        self_push(
+            &mut dec.raws,
+            t.saturating_sub(start),
+            pid as u32,
+            pid as u32,
+            RawKind::Body(Box::new(EventBody::ExecMaps(maps))),
+        );
     }
     let _sig = spawn::IgnoreInterrupts::new();
     let status = loop {
-        let mut pfds: Vec<libc::pollfd> = bufs.iter().map(|b| libc::pollfd { fd: b.fds[0].as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+        let mut pfds: Vec<libc::pollfd> = bufs
+            .iter()
+            .map(|b| libc::pollfd {
+                fd: b.fds[0].as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
         // SAFETY: pfds is a valid array of pollfd.
         unsafe {
-            libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, POLL_INTERVAL.as_millis() as i32);
+            libc::poll(
+                pfds.as_mut_ptr(),
+                pfds.len() as libc::nfds_t,
+                POLL_INTERVAL.as_millis() as i32,
+            );
         }
         for b in bufs.iter_mut() {
             b.ring.drain(|t, m, body| dec.record(t, m, body));
@@ -425,7 +681,9 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
         program: program.as_bytes().to_vec(),
         exec_path: exec_path.as_bytes().to_vec(),
         argv: argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
-        cwd: std::env::current_dir().map(|p| p.as_os_str().as_bytes().to_vec()).unwrap_or_default(),
+        cwd: std::env::current_dir()
+            .map(|p| p.as_os_str().as_bytes().to_vec())
+            .unwrap_or_default(),
         kernel_release,
         machine,
         start_unix_ns,
@@ -438,7 +696,14 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
         exit_status: status,
         duration_ns: end.saturating_sub(start),
     };
-    Ok(Recording { header, events, unpaired_exits, missing_tracepoints: missing, perf_bytes, buffer_bytes_per_cpu })
+    Ok(Recording {
+        header,
+        events,
+        unpaired_exits,
+        missing_tracepoints: missing,
+        perf_bytes,
+        buffer_bytes_per_cpu,
+    })
 }
 
 /// A system call entry waiting for its exit: raw index, time, pid, kind, arguments.
@@ -451,12 +716,47 @@ fn pair(raws: Vec<Raw>) -> (Vec<Event>, u64) {
     let mut pending: HashMap<u32, Pending> = HashMap::new();
     let mut unpaired = 0;
     let unfinished = |(idx, time, pid, kind, args): Pending, tid: u32| {
-        (time, idx, Event { time_ns: time, tid, pid, body: EventBody::Syscall(Syscall { kind, args: args.into_vec(), ret: None, duration_ns: 0 }) })
+        (
+            time,
+            idx,
+            Event {
+                time_ns: time,
+                tid,
+                pid,
+                body: EventBody::Syscall(Syscall {
+                    kind,
+                    args: args.into_vec(),
+                    ret: None,
+                    duration_ns: 0,
+                }),
+            },
+        )
     };
     for (idx, r) in raws.into_iter().enumerate() {
         match r.what {
-            RawKind::Fault { addr, ec } => out.push((r.time, idx, Event { time_ns: r.time, tid: r.tid, pid: r.pid, body: EventBody::Fault { addr, error_code: ec } })),
-            RawKind::Body(b) => out.push((r.time, idx, Event { time_ns: r.time, tid: r.tid, pid: r.pid, body: *b })),
+            RawKind::Fault { addr, ec } => out.push((
+                r.time,
+                idx,
+                Event {
+                    time_ns: r.time,
+                    tid: r.tid,
+                    pid: r.pid,
+                    body: EventBody::Fault {
+                        addr,
+                        error_code: ec,
+                    },
+                },
+            )),
+            RawKind::Body(b) => out.push((
+                r.time,
+                idx,
+                Event {
+                    time_ns: r.time,
+                    tid: r.tid,
+                    pid: r.pid,
+                    body: *b,
+                },
+            )),
             RawKind::Enter(kind, args) => {
                 if let Some(p) = pending.insert(r.tid, (idx, r.time, r.pid, kind, args)) {
                     out.push(unfinished(p, r.tid));
@@ -466,7 +766,17 @@ fn pair(raws: Vec<Raw>) -> (Vec<Event>, u64) {
                 Some((eidx, etime, epid, ekind, args)) if ekind == kind => out.push((
                     etime,
                     eidx,
-                    Event { time_ns: etime, tid: r.tid, pid: epid, body: EventBody::Syscall(Syscall { kind, args: args.into_vec(), ret: Some(ret), duration_ns: r.time - etime }) },
+                    Event {
+                        time_ns: etime,
+                        tid: r.tid,
+                        pid: epid,
+                        body: EventBody::Syscall(Syscall {
+                            kind,
+                            args: args.into_vec(),
+                            ret: Some(ret),
+                            duration_ns: r.time - etime,
+                        }),
+                    },
                 )),
                 Some(p) => {
                     out.push(unfinished(p, r.tid));

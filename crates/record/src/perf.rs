@@ -74,7 +74,16 @@ const _: () = assert!(std::mem::size_of::<PerfEventAttr>() == 136);
 pub fn open(attr: &PerfEventAttr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
     const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
     // SAFETY: attr points to a live, correctly sized perf_event_attr.
-    let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, attr as *const PerfEventAttr, pid, cpu, -1i32, PERF_FLAG_FD_CLOEXEC) };
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr as *const PerfEventAttr,
+            pid,
+            cpu,
+            -1i32,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -85,7 +94,30 @@ pub fn open(attr: &PerfEventAttr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
 /// Send `fd`'s samples into `target`'s ring buffer (same CPU).
 pub fn set_output(fd: &OwnedFd, target: &OwnedFd) -> io::Result<()> {
     // SAFETY: both are perf event descriptors we own.
-    let r = unsafe { libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_SET_OUTPUT as _, target.as_raw_fd()) };
+    let r = unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            PERF_EVENT_IOC_SET_OUTPUT as _,
+            target.as_raw_fd(),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Attach a tracepoint filter (`PERF_EVENT_IOC_SET_FILTER`).
+pub fn set_filter(fd: &OwnedFd, filter: &std::ffi::CStr) -> io::Result<()> {
+    const PERF_EVENT_IOC_SET_FILTER: libc::c_ulong = 0x4008_2406;
+    // SAFETY: fd is a perf event descriptor; filter is a NUL-terminated string.
+    let r = unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            PERF_EVENT_IOC_SET_FILTER as _,
+            filter.as_ptr(),
+        )
+    };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -110,15 +142,39 @@ impl RingBuffer {
         let page = page_size();
         let map_len = (1 + data_pages) * page;
         // SAFETY: a fresh shared mapping of a perf fd; the result is checked.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
         let base = p as *mut u8;
         // SAFETY: the metadata page is mapped; data_offset/data_size are at 1040/1048.
-        let (off, size) = unsafe { (std::ptr::read_volatile(base.add(1040) as *const u64), std::ptr::read_volatile(base.add(1048) as *const u64)) };
-        let (data_offset, data_size) = if size == 0 { (page, data_pages * page) } else { (off as usize, size as usize) };
-        Ok(RingBuffer { base, map_len, data_offset, data_size, scratch: Vec::new() })
+        let (off, size) = unsafe {
+            (
+                std::ptr::read_volatile(base.add(1040) as *const u64),
+                std::ptr::read_volatile(base.add(1048) as *const u64),
+            )
+        };
+        let (data_offset, data_size) = if size == 0 {
+            (page, data_pages * page)
+        } else {
+            (off as usize, size as usize)
+        };
+        Ok(RingBuffer {
+            base,
+            map_len,
+            data_offset,
+            data_size,
+            scratch: Vec::new(),
+        })
     }
 
     /// Bytes of record space.
@@ -155,7 +211,11 @@ impl RingBuffer {
                 let body_len = len - 8;
                 let body_off = (off + 8) % self.data_size;
                 if body_off + body_len <= self.data_size {
-                    f(ty, misc, std::slice::from_raw_parts(data.add(body_off), body_len));
+                    f(
+                        ty,
+                        misc,
+                        std::slice::from_raw_parts(data.add(body_off), body_len),
+                    );
                 } else {
                     self.scratch.resize(body_len, 0);
                     copy_wrapped(data, self.data_size, body_off, &mut self.scratch);

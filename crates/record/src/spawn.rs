@@ -9,7 +9,7 @@ use std::path::Path;
 
 use trace::{perm, MapEntry};
 
-use crate::{RecordOptions, RecordError};
+use crate::{RecordError, RecordOptions};
 
 extern "C" {
     static environ: *const *const libc::c_char;
@@ -22,7 +22,8 @@ pub fn resolve_program(program: &OsStr) -> Result<OsString, RecordError> {
     if program.as_bytes().contains(&b'/') {
         return Ok(program.to_os_string());
     }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
+    let path =
+        std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
     for dir in std::env::split_paths(&path) {
         let cand = dir.join(program);
         if let Ok(c) = CString::new(cand.as_os_str().as_bytes()) {
@@ -32,7 +33,11 @@ pub fn resolve_program(program: &OsStr) -> Result<OsString, RecordError> {
             }
         }
     }
-    Err(RecordError::Exec { program: name, reason: "command not found".into(), not_found: true })
+    Err(RecordError::Exec {
+        program: name,
+        reason: "command not found".into(),
+        not_found: true,
+    })
 }
 
 /// The forked program, waiting for [`Child::release`].
@@ -48,13 +53,22 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), RecordError> {
     let mut fds = [0i32; 2];
     // SAFETY: fds is a two-element array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(RecordError::Other(format!("pipe: {}", std::io::Error::last_os_error())));
+        return Err(RecordError::Other(format!(
+            "pipe: {}",
+            std::io::Error::last_os_error()
+        )));
     }
     // SAFETY: pipe2 returned two new descriptors.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-const STAGES: [&str; 5] = ["", "prctl(PR_SET_THP_DISABLE)", "personality(ADDR_NO_RANDOMIZE)", "ptrace(PTRACE_TRACEME)", "execve"];
+const STAGES: [&str; 5] = [
+    "",
+    "prctl(PR_SET_THP_DISABLE)",
+    "personality(ADDR_NO_RANDOMIZE)",
+    "ptrace(PTRACE_TRACEME)",
+    "execve",
+];
 
 fn status_code(st: i32) -> u32 {
     if libc::WIFEXITED(st) {
@@ -67,14 +81,26 @@ fn status_code(st: i32) -> u32 {
 }
 
 impl Child {
-    pub fn fork(path: &OsStr, argv: &[OsString], opts: &RecordOptions) -> Result<Child, RecordError> {
+    pub fn fork(
+        path: &OsStr,
+        argv: &[OsString],
+        opts: &RecordOptions,
+    ) -> Result<Child, RecordError> {
         let program = argv[0].to_string_lossy().into_owned();
-        let cpath = CString::new(path.as_bytes()).map_err(|_| RecordError::Exec { program: program.clone(), reason: "NUL byte in the path".into(), not_found: false })?;
+        let cpath = CString::new(path.as_bytes()).map_err(|_| RecordError::Exec {
+            program: program.clone(),
+            reason: "NUL byte in the path".into(),
+            not_found: false,
+        })?;
         let cargs: Vec<CString> = argv
             .iter()
             .map(|a| CString::new(a.clone().into_vec()))
             .collect::<Result<_, _>>()
-            .map_err(|_| RecordError::Exec { program: program.clone(), reason: "NUL byte in an argument".into(), not_found: false })?;
+            .map_err(|_| RecordError::Exec {
+                program: program.clone(),
+                reason: "NUL byte in an argument".into(),
+                not_found: false,
+            })?;
         let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
         ptrs.push(std::ptr::null());
         let (go_r, go_w) = pipe()?;
@@ -85,7 +111,10 @@ impl Child {
         // memory prepared before the fork.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
-            return Err(RecordError::Other(format!("fork: {}", std::io::Error::last_os_error())));
+            return Err(RecordError::Other(format!(
+                "fork: {}",
+                std::io::Error::last_os_error()
+            )));
         }
         if pid == 0 {
             unsafe {
@@ -101,7 +130,11 @@ impl Child {
                     fail(1);
                 }
                 let cur = libc::personality(0xffff_ffff);
-                if cur == -1 || libc::personality((cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong) == -1 {
+                if cur == -1
+                    || libc::personality(
+                        (cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong,
+                    ) == -1
+                {
                     fail(2);
                 }
                 let mut b = 0u8;
@@ -125,7 +158,13 @@ impl Child {
         }
         drop(go_r);
         drop(err_w);
-        Ok(Child { pid, go: Some(go_w), err: err_r, status: std::cell::Cell::new(None), program })
+        Ok(Child {
+            pid,
+            go: Some(go_w),
+            err: err_r,
+            status: std::cell::Cell::new(None),
+            program,
+        })
     }
 
     pub fn pid(&self) -> i32 {
@@ -156,7 +195,13 @@ impl Child {
         let mut n = 0;
         while n < 5 {
             // SAFETY: reading into msg.
-            let r = unsafe { libc::read(this.err.as_raw_fd(), msg.as_mut_ptr().add(n) as *mut libc::c_void, 5 - n) };
+            let r = unsafe {
+                libc::read(
+                    this.err.as_raw_fd(),
+                    msg.as_mut_ptr().add(n) as *mut libc::c_void,
+                    5 - n,
+                )
+            };
             if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
                 continue;
             }
@@ -186,14 +231,19 @@ impl Child {
         // SAFETY: pid is our child.
         let r = unsafe { libc::waitpid(this.pid, &mut st, 0) };
         if r != this.pid {
-            return Err(RecordError::Other(format!("waitpid: {}", std::io::Error::last_os_error())));
+            return Err(RecordError::Other(format!(
+                "waitpid: {}",
+                std::io::Error::last_os_error()
+            )));
         }
         if !libc::WIFSTOPPED(st) {
             this.status.set(Some(status_code(st)));
             return Ok(None);
         }
         let t = crate::monotonic_ns();
-        let maps = std::fs::read(format!("/proc/{}/maps", this.pid)).map(|b| parse_maps(&b)).unwrap_or_default();
+        let maps = std::fs::read(format!("/proc/{}/maps", this.pid))
+            .map(|b| parse_maps(&b))
+            .unwrap_or_default();
         // SAFETY: the child is stopped under our ptrace; detach without a signal.
         unsafe {
             libc::ptrace(libc::PTRACE_DETACH, this.pid, 0, 0);
@@ -231,23 +281,53 @@ pub fn parse_maps(b: &[u8]) -> Vec<MapEntry> {
     for line in b.split(|&c| c == b'\n') {
         let s = String::from_utf8_lossy(line);
         let mut it = s.splitn(6, ' ');
-        let (Some(range), Some(perms), Some(off), Some(dev), Some(ino)) = (it.next(), it.next(), it.next(), it.next(), it.next()) else { continue };
-        let path = it.next().unwrap_or("").trim_start();
-        let Some((a, e)) = range.split_once('-') else { continue };
-        let Some((maj, min)) = dev.split_once(':') else { continue };
-        let (Ok(start), Ok(end), Ok(offset), Ok(maj), Ok(min), Ok(ino)) =
-            (u64::from_str_radix(a, 16), u64::from_str_radix(e, 16), u64::from_str_radix(off, 16), u32::from_str_radix(maj, 16), u32::from_str_radix(min, 16), ino.parse::<u64>())
+        let (Some(range), Some(perms), Some(off), Some(dev), Some(ino)) =
+            (it.next(), it.next(), it.next(), it.next(), it.next())
         else {
+            continue;
+        };
+        let path = it.next().unwrap_or("").trim_start();
+        let Some((a, e)) = range.split_once('-') else {
+            continue;
+        };
+        let Some((maj, min)) = dev.split_once(':') else {
+            continue;
+        };
+        let (Ok(start), Ok(end), Ok(offset), Ok(maj), Ok(min), Ok(ino)) = (
+            u64::from_str_radix(a, 16),
+            u64::from_str_radix(e, 16),
+            u64::from_str_radix(off, 16),
+            u32::from_str_radix(maj, 16),
+            u32::from_str_radix(min, 16),
+            ino.parse::<u64>(),
+        ) else {
             continue;
         };
         let p = perms.as_bytes();
         let mut bits = 0;
-        for (i, (c, bit)) in [(b'r', perm::READ), (b'w', perm::WRITE), (b'x', perm::EXEC), (b's', perm::SHARED)].into_iter().enumerate() {
+        for (i, (c, bit)) in [
+            (b'r', perm::READ),
+            (b'w', perm::WRITE),
+            (b'x', perm::EXEC),
+            (b's', perm::SHARED),
+        ]
+        .into_iter()
+        .enumerate()
+        {
             if p.get(i) == Some(&c) {
                 bits |= bit;
             }
         }
-        v.push(MapEntry { start, end, perms: bits, offset, maj, min, ino, path: Path::new(path).as_os_str().as_bytes().to_vec() });
+        v.push(MapEntry {
+            start,
+            end,
+            perms: bits,
+            offset,
+            maj,
+            min,
+            ino,
+            path: Path::new(path).as_os_str().as_bytes().to_vec(),
+        });
     }
     v
 }
@@ -261,7 +341,14 @@ pub struct IgnoreInterrupts {
 impl IgnoreInterrupts {
     pub fn new() -> Self {
         // SAFETY: installing SIG_IGN is always valid.
-        unsafe { IgnoreInterrupts { old: [libc::signal(libc::SIGINT, libc::SIG_IGN), libc::signal(libc::SIGQUIT, libc::SIG_IGN)] } }
+        unsafe {
+            IgnoreInterrupts {
+                old: [
+                    libc::signal(libc::SIGINT, libc::SIG_IGN),
+                    libc::signal(libc::SIGQUIT, libc::SIG_IGN),
+                ],
+            }
+        }
     }
 }
 

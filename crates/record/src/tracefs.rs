@@ -58,11 +58,21 @@ pub fn formats(events: &[String]) -> Result<Vec<Option<TpFormat>>, RecordError> 
     for root in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
         let dir = std::path::Path::new(root).join("events");
         if dir.join("exceptions").is_dir() || dir.join("syscalls").is_dir() {
-            return Ok(events.iter().map(|e| std::fs::read_to_string(dir.join(e).join("format")).ok().and_then(|t| parse_format(&t))).collect());
+            return Ok(events
+                .iter()
+                .map(|e| {
+                    std::fs::read_to_string(dir.join(e).join("format"))
+                        .ok()
+                        .and_then(|t| parse_format(&t))
+                })
+                .collect());
         }
     }
     let texts = read_in_private_mount(events)?;
-    Ok(texts.into_iter().map(|t| t.and_then(|t| parse_format(&t))).collect())
+    Ok(texts
+        .into_iter()
+        .map(|t| t.and_then(|t| parse_format(&t)))
+        .collect())
 }
 
 fn read_in_private_mount(events: &[String]) -> Result<Vec<Option<String>>, RecordError> {
@@ -74,22 +84,40 @@ fn read_in_private_mount(events: &[String]) -> Result<Vec<Option<String>>, Recor
     let mut fds = [0i32; 2];
     // SAFETY: fds is a two-element array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(RecordError::Other(format!("pipe: {}", std::io::Error::last_os_error())));
+        return Err(RecordError::Other(format!(
+            "pipe: {}",
+            std::io::Error::last_os_error()
+        )));
     }
     let mut buf = vec![0u8; 64 * 1024];
     // SAFETY: the child calls only async-signal-safe functions on memory allocated before the
     // fork, and leaves with _exit.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(RecordError::Other(format!("fork: {}", std::io::Error::last_os_error())));
+        return Err(RecordError::Other(format!(
+            "fork: {}",
+            std::io::Error::last_os_error()
+        )));
     }
     if pid == 0 {
         unsafe {
             libc::close(fds[0]);
             let w = fds[1];
             let ok = libc::unshare(libc::CLONE_NEWNS) == 0
-                && libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) == 0
-                && libc::mount(c"tracefs".as_ptr(), c"/sys/kernel/tracing".as_ptr(), c"tracefs".as_ptr(), 0, std::ptr::null()) == 0;
+                && libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ) == 0
+                && libc::mount(
+                    c"tracefs".as_ptr(),
+                    c"/sys/kernel/tracing".as_ptr(),
+                    c"tracefs".as_ptr(),
+                    0,
+                    std::ptr::null(),
+                ) == 0;
             if !ok {
                 libc::_exit(3);
             }
@@ -98,7 +126,11 @@ fn read_in_private_mount(events: &[String]) -> Result<Vec<Option<String>>, Recor
                 let mut n: usize = 0;
                 if fd >= 0 {
                     loop {
-                        let r = libc::read(fd, buf.as_mut_ptr().add(n) as *mut libc::c_void, buf.len() - n);
+                        let r = libc::read(
+                            fd,
+                            buf.as_mut_ptr().add(n) as *mut libc::c_void,
+                            buf.len() - n,
+                        );
                         if r <= 0 {
                             break;
                         }
@@ -138,7 +170,9 @@ fn read_in_private_mount(events: &[String]) -> Result<Vec<Option<String>>, Recor
     let mut out = Vec::new();
     let mut at = 0;
     for _ in events {
-        let Some(len) = all.get(at..at + 4) else { break };
+        let Some(len) = all.get(at..at + 4) else {
+            break;
+        };
         let len = u32::from_ne_bytes(len.try_into().unwrap_or([0; 4]));
         at += 4;
         if len == u32::MAX {

@@ -57,7 +57,11 @@ const fn crc_table() -> [u32; 256] {
         let mut c = i as u32;
         let mut k = 0;
         while k < 8 {
-            c = if c & 1 != 0 { 0xedb8_8320 ^ (c >> 1) } else { c >> 1 };
+            c = if c & 1 != 0 {
+                0xedb8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
             k += 1;
         }
         t[i] = c;
@@ -99,15 +103,26 @@ pub struct Src<R> {
 
 impl<R: BufRead> Src<R> {
     pub fn new(r: R) -> Self {
-        Src { r, offset: 0, crc: Crc32::default(), crc_on: false }
+        Src {
+            r,
+            offset: 0,
+            crc: Crc32::default(),
+            crc_on: false,
+        }
     }
 
     fn io_err(&self, e: io::Error) -> TraceError {
-        TraceError::Io { offset: self.offset, source: e }
+        TraceError::Io {
+            offset: self.offset,
+            source: e,
+        }
     }
 
     pub fn truncated(&self, expected: &str) -> TraceError {
-        TraceError::Truncated { offset: self.offset, expected: expected.to_string() }
+        TraceError::Truncated {
+            offset: self.offset,
+            expected: expected.to_string(),
+        }
     }
 
     /// The next byte, or `None` at the end of the input.
@@ -146,20 +161,29 @@ impl<R: BufRead> Src<R> {
             let b = self.u8(expected)?;
             let bits = (b & 0x7f) as u64;
             if i == 9 && bits > 1 {
-                return Err(TraceError::Corrupt { offset: start, message: format!("{expected}: varint overflows 64 bits") });
+                return Err(TraceError::Corrupt {
+                    offset: start,
+                    message: format!("{expected}: varint overflows 64 bits"),
+                });
             }
             v |= bits << (7 * i);
             if b & 0x80 == 0 {
                 return Ok(v);
             }
         }
-        Err(TraceError::Corrupt { offset: start, message: format!("{expected}: varint longer than 10 bytes") })
+        Err(TraceError::Corrupt {
+            offset: start,
+            message: format!("{expected}: varint longer than 10 bytes"),
+        })
     }
 
     pub fn varint_u32(&mut self, expected: &str) -> Result<u32, TraceError> {
         let start = self.offset;
         let v = self.varint(expected)?;
-        u32::try_from(v).map_err(|_| TraceError::Corrupt { offset: start, message: format!("{expected}: {v} does not fit 32 bits") })
+        u32::try_from(v).map_err(|_| TraceError::Corrupt {
+            offset: start,
+            message: format!("{expected}: {v} does not fit 32 bits"),
+        })
     }
 
     pub fn zigzag(&mut self, expected: &str) -> Result<i64, TraceError> {
@@ -172,7 +196,10 @@ impl<R: BufRead> Src<R> {
         let start = self.offset;
         let len = self.varint(expected)?;
         if len > MAX_STRING {
-            return Err(TraceError::Corrupt { offset: start, message: format!("{expected}: length {len} exceeds the limit {MAX_STRING}") });
+            return Err(TraceError::Corrupt {
+                offset: start,
+                message: format!("{expected}: length {len} exceeds the limit {MAX_STRING}"),
+            });
         }
         let mut v = Vec::with_capacity(len.min(4096) as usize);
         for _ in 0..len {
@@ -184,7 +211,10 @@ impl<R: BufRead> Src<R> {
     pub fn string(&mut self, expected: &str) -> Result<String, TraceError> {
         let start = self.offset;
         let b = self.bytes(expected)?;
-        String::from_utf8(b).map_err(|_| TraceError::Corrupt { offset: start, message: format!("{expected}: not UTF-8") })
+        String::from_utf8(b).map_err(|_| TraceError::Corrupt {
+            offset: start,
+            message: format!("{expected}: not UTF-8"),
+        })
     }
 }
 
@@ -201,7 +231,17 @@ mod tests {
 
     #[test]
     fn varints_and_zigzag_round_trip_at_the_edges() {
-        for v in [0u64, 1, 127, 128, 16383, 16384, u32::MAX as u64, u64::MAX - 1, u64::MAX] {
+        for v in [
+            0u64,
+            1,
+            127,
+            128,
+            16383,
+            16384,
+            u32::MAX as u64,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
             let mut out = Vec::new();
             put_varint(&mut out, v);
             let mut s = Src::new(&out[..]);

@@ -14,7 +14,10 @@ pub mod text;
 mod write;
 
 pub use codec::{MAGIC, VERSION_MAJOR, VERSION_MINOR};
-pub use event::{flags, kind, kind_name, perm, Event, EventBody, Header, MapEntry, MapInfo, Syscall, SyscallKind, Trailer};
+pub use event::{
+    flags, kind, kind_name, perm, Event, EventBody, Header, MapEntry, MapInfo, Syscall,
+    SyscallKind, Trailer,
+};
 pub use read::{read_all, TraceReader};
 pub use write::TraceWriter;
 
@@ -34,7 +37,9 @@ impl TraceError {
     /// The byte offset the error refers to.
     pub fn offset(&self) -> u64 {
         match self {
-            TraceError::Truncated { offset, .. } | TraceError::Corrupt { offset, .. } | TraceError::Io { offset, .. } => *offset,
+            TraceError::Truncated { offset, .. }
+            | TraceError::Corrupt { offset, .. }
+            | TraceError::Io { offset, .. } => *offset,
         }
     }
 }

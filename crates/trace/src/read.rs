@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 use std::io::{BufReader, Read};
 
-use crate::codec::{Src, MAGIC, MAX_HEADER, TAG_KIND, TAG_SWITCH, TAG_UNFINISHED, VERSION_MAJOR, VERSION_MINOR};
+use crate::codec::{
+    Src, MAGIC, MAX_HEADER, TAG_KIND, TAG_SWITCH, TAG_UNFINISHED, VERSION_MAJOR, VERSION_MINOR,
+};
 use crate::event::{kind, EventBody, Header, MapEntry, MapInfo, Syscall, SyscallKind, Trailer};
 use crate::{Event, TraceError};
 
@@ -31,7 +33,10 @@ fn newer_minor(minor: u16) -> bool {
 }
 
 fn corrupt(offset: u64, message: impl Into<String>) -> TraceError {
-    TraceError::Corrupt { offset, message: message.into() }
+    TraceError::Corrupt {
+        offset,
+        message: message.into(),
+    }
 }
 
 /// Read a whole trace into memory.
@@ -52,35 +57,69 @@ impl<R: Read> TraceReader<R> {
         let mut magic = [0u8; 8];
         src.exact(&mut magic, "the magic bytes THPTRACE")?;
         if &magic != MAGIC {
-            return Err(corrupt(0, format!("not a thplab trace: the file starts with {:?}, expected \"THPTRACE\"", String::from_utf8_lossy(&magic))));
+            return Err(corrupt(
+                0,
+                format!(
+                    "not a thplab trace: the file starts with {:?}, expected \"THPTRACE\"",
+                    String::from_utf8_lossy(&magic)
+                ),
+            ));
         }
         let mut v = [0u8; 4];
         src.exact(&mut v, "the format version")?;
         let major = u16::from_le_bytes([v[0], v[1]]);
         let minor = u16::from_le_bytes([v[2], v[3]]);
         if major != VERSION_MAJOR {
-            return Err(corrupt(8, format!("format version {major}.{minor}; this thplab reads version {VERSION_MAJOR}.x")));
+            return Err(corrupt(
+                8,
+                format!(
+                    "format version {major}.{minor}; this thplab reads version {VERSION_MAJOR}.x"
+                ),
+            ));
         }
         let len_at = src.offset;
         let len = src.varint("the header length")?;
         if len > MAX_HEADER {
-            return Err(corrupt(len_at, format!("header length {len} exceeds the limit {MAX_HEADER}")));
+            return Err(corrupt(
+                len_at,
+                format!("header length {len} exceeds the limit {MAX_HEADER}"),
+            ));
         }
         let start = src.offset;
         let header = read_header(&mut src)?;
         let used = src.offset - start;
         if used > len {
-            return Err(corrupt(start, format!("the header's fields take {used} bytes, its length says {len}")));
+            return Err(corrupt(
+                start,
+                format!("the header's fields take {used} bytes, its length says {len}"),
+            ));
         }
         if used < len {
             if !newer_minor(minor) {
-                return Err(corrupt(src.offset, format!("{} unexpected bytes at the end of the header (version {major}.{minor})", len - used)));
+                return Err(corrupt(
+                    src.offset,
+                    format!(
+                        "{} unexpected bytes at the end of the header (version {major}.{minor})",
+                        len - used
+                    ),
+                ));
             }
             for _ in used..len {
                 src.u8("the rest of a newer header")?;
             }
         }
-        Ok(TraceReader { src, header, minor, current: None, time: 0, prev_fault: HashMap::new(), counts: [0; 64], records: 0, trailer: None, failed: false })
+        Ok(TraceReader {
+            src,
+            header,
+            minor,
+            current: None,
+            time: 0,
+            prev_fault: HashMap::new(),
+            counts: [0; 64],
+            records: 0,
+            trailer: None,
+            failed: false,
+        })
     }
 
     pub fn header(&self) -> &Header {
@@ -116,16 +155,25 @@ impl<R: Read> TraceReader<R> {
         let code = tag & TAG_KIND;
         if code == kind::END {
             if tag != kind::END {
-                return Err(corrupt(at, format!("trailer tag {tag:#04x} has flag bits set")));
+                return Err(corrupt(
+                    at,
+                    format!("trailer tag {tag:#04x} has flag bits set"),
+                ));
             }
             return self.finish().map(|()| None);
         }
         let Some(name) = crate::kind_name(code) else {
-            return Err(corrupt(at, format!("unknown record kind {code} (tag {tag:#04x})")));
+            return Err(corrupt(
+                at,
+                format!("unknown record kind {code} (tag {tag:#04x})"),
+            ));
         };
         let sys = SyscallKind::from_code(code);
         if tag & TAG_UNFINISHED != 0 && sys.is_none() {
-            return Err(corrupt(at, format!("{name} record with the unfinished flag, which only system calls have")));
+            return Err(corrupt(
+                at,
+                format!("{name} record with the unfinished flag, which only system calls have"),
+            ));
         }
         if tag & TAG_SWITCH != 0 {
             let tid = s.varint_u32("the thread id of a thread switch")?;
@@ -133,11 +181,17 @@ impl<R: Read> TraceReader<R> {
             self.current = Some((tid, pid));
         }
         let Some((tid, pid)) = self.current else {
-            return Err(corrupt(at, format!("{name} record before any thread switch: no thread to attribute it to")));
+            return Err(corrupt(
+                at,
+                format!("{name} record before any thread switch: no thread to attribute it to"),
+            ));
         };
         let dt_at = s.offset;
         let dt = s.varint("the time delta")?;
-        self.time = self.time.checked_add(dt).ok_or_else(|| corrupt(dt_at, "time overflows 64 bits"))?;
+        self.time = self
+            .time
+            .checked_add(dt)
+            .ok_or_else(|| corrupt(dt_at, "time overflows 64 bits"))?;
         let body = match code {
             kind::FAULT => {
                 let error_code = s.varint("the fault's error code")?;
@@ -158,16 +212,38 @@ impl<R: Read> TraceReader<R> {
                 let exec = match s.varint("the comm record's exec flag")? {
                     0 => false,
                     1 => true,
-                    v => return Err(corrupt(f_at, format!("comm exec flag {v}, expected 0 or 1"))),
+                    v => {
+                        return Err(corrupt(
+                            f_at,
+                            format!("comm exec flag {v}, expected 0 or 1"),
+                        ))
+                    }
                 };
-                EventBody::Comm { exec, comm: s.bytes("the comm string")? }
+                EventBody::Comm {
+                    exec,
+                    comm: s.bytes("the comm string")?,
+                }
             }
             kind::MAP => {
                 let mut v = [0u64; 9];
-                for (x, what) in v.iter_mut().zip(["addr", "len", "pgoff", "maj", "min", "ino", "ino_generation", "prot", "flags"]) {
+                for (x, what) in v.iter_mut().zip([
+                    "addr",
+                    "len",
+                    "pgoff",
+                    "maj",
+                    "min",
+                    "ino",
+                    "ino_generation",
+                    "prot",
+                    "flags",
+                ]) {
                     *x = s.varint(&format!("the map record's {what}"))?;
                 }
-                let u32_of = |x: u64, what: &str| u32::try_from(x).map_err(|_| corrupt(at, format!("map record: {what} {x} does not fit 32 bits")));
+                let u32_of = |x: u64, what: &str| {
+                    u32::try_from(x).map_err(|_| {
+                        corrupt(at, format!("map record: {what} {x} does not fit 32 bits"))
+                    })
+                };
                 EventBody::Map(MapInfo {
                     addr: v[0],
                     len: v[1],
@@ -185,16 +261,31 @@ impl<R: Read> TraceReader<R> {
                 let n_at = s.offset;
                 let n = s.varint("the number of exec map entries")?;
                 if n > 1 << 20 {
-                    return Err(corrupt(n_at, format!("{n} exec map entries, more than the limit 1048576")));
+                    return Err(corrupt(
+                        n_at,
+                        format!("{n} exec map entries, more than the limit 1048576"),
+                    ));
                 }
                 let mut entries = Vec::new();
                 for i in 0..n {
                     let mut v = [0u64; 7];
-                    for (x, what) in v.iter_mut().zip(["start", "length", "perms", "offset", "maj", "min", "ino"]) {
+                    for (x, what) in v
+                        .iter_mut()
+                        .zip(["start", "length", "perms", "offset", "maj", "min", "ino"])
+                    {
                         *x = s.varint(&format!("exec map entry {i}: {what}"))?;
                     }
-                    let end = v[0].checked_add(v[1]).ok_or_else(|| corrupt(n_at, format!("exec map entry {i}: end overflows")))?;
-                    let u32_of = |x: u64, what: &str| u32::try_from(x).map_err(|_| corrupt(n_at, format!("exec map entry {i}: {what} {x} does not fit 32 bits")));
+                    let end = v[0].checked_add(v[1]).ok_or_else(|| {
+                        corrupt(n_at, format!("exec map entry {i}: end overflows"))
+                    })?;
+                    let u32_of = |x: u64, what: &str| {
+                        u32::try_from(x).map_err(|_| {
+                            corrupt(
+                                n_at,
+                                format!("exec map entry {i}: {what} {x} does not fit 32 bits"),
+                            )
+                        })
+                    };
                     entries.push(MapEntry {
                         start: v[0],
                         end,
@@ -208,24 +299,44 @@ impl<R: Read> TraceReader<R> {
                 }
                 EventBody::ExecMaps(entries)
             }
-            kind::LOST => EventBody::Lost { count: s.varint("the lost record's count")? },
+            kind::LOST => EventBody::Lost {
+                count: s.varint("the lost record's count")?,
+            },
             _ => {
                 let Some(k) = sys else {
                     return Err(corrupt(at, format!("unknown record kind {code}")));
                 };
                 let finished = tag & TAG_UNFINISHED == 0;
-                let duration_ns = if finished { s.varint(&format!("{}: duration", k.name()))? } else { 0 };
+                let duration_ns = if finished {
+                    s.varint(&format!("{}: duration", k.name()))?
+                } else {
+                    0
+                };
                 let mut args = Vec::with_capacity(k.args().len());
                 for a in k.args() {
                     args.push(s.varint(&format!("{}: argument {a}", k.name()))?);
                 }
-                let ret = if finished { Some(s.zigzag(&format!("{}: result", k.name()))?) } else { None };
-                EventBody::Syscall(Syscall { kind: k, args, ret, duration_ns })
+                let ret = if finished {
+                    Some(s.zigzag(&format!("{}: result", k.name()))?)
+                } else {
+                    None
+                };
+                EventBody::Syscall(Syscall {
+                    kind: k,
+                    args,
+                    ret,
+                    duration_ns,
+                })
             }
         };
         self.counts[code as usize] += 1;
         self.records += 1;
-        Ok(Some(Event { time_ns: self.time, tid, pid, body }))
+        Ok(Some(Event {
+            time_ns: self.time,
+            tid,
+            pid,
+            body,
+        }))
     }
 
     fn finish(&mut self) -> Result<(), TraceError> {
@@ -241,10 +352,22 @@ impl<R: Read> TraceReader<R> {
         s.exact(&mut c, "the trailer's CRC-32")?;
         let stored = u32::from_le_bytes(c);
         if records != self.records {
-            return Err(corrupt(r_at, format!("the trailer counts {records} records, the file has {}", self.records)));
+            return Err(corrupt(
+                r_at,
+                format!(
+                    "the trailer counts {records} records, the file has {}",
+                    self.records
+                ),
+            ));
         }
         if lost != self.header.lost_events {
-            return Err(corrupt(l_at, format!("the trailer counts {lost} lost events, the header {}", self.header.lost_events)));
+            return Err(corrupt(
+                l_at,
+                format!(
+                    "the trailer counts {lost} lost events, the header {}",
+                    self.header.lost_events
+                ),
+            ));
         }
         if stored != crc {
             return Err(corrupt(c_at, format!("checksum mismatch: the trailer says {stored:#010x}, the bytes give {crc:#010x} (corrupt file)")));
@@ -252,20 +375,36 @@ impl<R: Read> TraceReader<R> {
         for &(k, n) in &self.header.counts {
             if self.counts[k as usize] != n {
                 let name = crate::kind_name(k).unwrap_or("?");
-                return Err(corrupt(r_at, format!("the header counts {n} {name} records, the file has {}", self.counts[k as usize])));
+                return Err(corrupt(
+                    r_at,
+                    format!(
+                        "the header counts {n} {name} records, the file has {}",
+                        self.counts[k as usize]
+                    ),
+                ));
             }
         }
         for k in 1..64u8 {
             let n = self.counts[k as usize];
             if n > 0 && !self.header.counts.iter().any(|&(hk, _)| hk == k) {
-                return Err(corrupt(r_at, format!("the file has {n} {} records, the header counts none", crate::kind_name(k).unwrap_or("?"))));
+                return Err(corrupt(
+                    r_at,
+                    format!(
+                        "the file has {n} {} records, the header counts none",
+                        crate::kind_name(k).unwrap_or("?")
+                    ),
+                ));
             }
         }
         let end = s.offset;
         if s.try_u8()?.is_some() {
             return Err(corrupt(end, "bytes after the trailer"));
         }
-        self.trailer = Some(Trailer { records, lost_events: lost, crc32: stored });
+        self.trailer = Some(Trailer {
+            records,
+            lost_events: lost,
+            crc32: stored,
+        });
         Ok(())
     }
 }
@@ -284,7 +423,10 @@ fn read_header<R: std::io::BufRead>(s: &mut Src<R>) -> Result<Header, TraceError
     let n_at = s.offset;
     let n = s.varint("header: argument count")?;
     if n > 1 << 20 {
-        return Err(corrupt(n_at, format!("header: {n} arguments, more than the limit 1048576")));
+        return Err(corrupt(
+            n_at,
+            format!("header: {n} arguments, more than the limit 1048576"),
+        ));
     }
     let mut argv = Vec::new();
     for i in 0..n {
@@ -301,7 +443,10 @@ fn read_header<R: std::io::BufRead>(s: &mut Src<R>) -> Result<Header, TraceError
     let c_at = s.offset;
     let nc = s.varint("header: number of counts")?;
     if nc > 64 {
-        return Err(corrupt(c_at, format!("header: {nc} record counts, there are at most 63 kinds")));
+        return Err(corrupt(
+            c_at,
+            format!("header: {nc} record counts, there are at most 63 kinds"),
+        ));
     }
     let mut counts = Vec::new();
     for _ in 0..nc {
@@ -309,10 +454,16 @@ fn read_header<R: std::io::BufRead>(s: &mut Src<R>) -> Result<Header, TraceError
         let k = s.varint("header: a count's record kind")?;
         let ok = k > 0 && k < 64 && crate::kind_name(k as u8).is_some();
         if !ok {
-            return Err(corrupt(k_at, format!("header: count for unknown record kind {k}")));
+            return Err(corrupt(
+                k_at,
+                format!("header: count for unknown record kind {k}"),
+            ));
         }
         if counts.iter().any(|&(ck, _)| ck == k as u8) {
-            return Err(corrupt(k_at, format!("header: two counts for record kind {k}")));
+            return Err(corrupt(
+                k_at,
+                format!("header: two counts for record kind {k}"),
+            ));
         }
         counts.push((k as u8, s.varint("header: a record count")?));
     }

@@ -84,22 +84,48 @@ impl StatsBuilder {
         let s = TraceStats {
             schema: "thplab-trace-stats/1",
             program: String::from_utf8_lossy(&h.program).into_owned(),
-            argv: h.argv.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect(),
+            argv: h
+                .argv
+                .iter()
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect(),
             kernel_release: h.kernel_release.clone(),
             duration_ns: h.duration_ns,
             exit_status: h.exit_status,
             lost_events: h.lost_events,
             ..Default::default()
         };
-        StatsBuilder { s, ..Default::default() }
+        StatsBuilder {
+            s,
+            ..Default::default()
+        }
     }
 
     pub fn add(&mut self, e: &Event) {
         let s = &mut self.s;
         s.records += 1;
-        *s.kinds.entry(crate::kind_name(e.body.kind_code()).unwrap_or("?").to_string()).or_default() += 1;
-        let (p, threads, pages) = self.procs.entry(e.pid).or_insert_with(|| (ProcessStats { pid: e.pid, ..Default::default() }, BTreeMap::new(), HashSet::new()));
-        let t = threads.entry(e.tid).or_insert_with(|| ThreadStats { tid: e.tid, first_ns: e.time_ns, ..Default::default() });
+        *s.kinds
+            .entry(
+                crate::kind_name(e.body.kind_code())
+                    .unwrap_or("?")
+                    .to_string(),
+            )
+            .or_default() += 1;
+        let (p, threads, pages) = self.procs.entry(e.pid).or_insert_with(|| {
+            (
+                ProcessStats {
+                    pid: e.pid,
+                    ..Default::default()
+                },
+                BTreeMap::new(),
+                HashSet::new(),
+            )
+        });
+        let t = threads.entry(e.tid).or_insert_with(|| ThreadStats {
+            tid: e.tid,
+            first_ns: e.time_ns,
+            ..Default::default()
+        });
         t.last_ns = e.time_ns;
         match &e.body {
             EventBody::Fault { addr, error_code } => {
@@ -125,12 +151,18 @@ impl StatsBuilder {
                 t.syscalls += 1;
                 match sc.ret {
                     None => s.syscalls_unfinished += 1,
-                    Some(r) if (-4095..0).contains(&r) => *s.syscall_errors.entry(sc.kind.name().to_string()).or_default() += 1,
+                    Some(r) if (-4095..0).contains(&r) => {
+                        *s.syscall_errors
+                            .entry(sc.kind.name().to_string())
+                            .or_default() += 1
+                    }
                     Some(_) if sc.kind == crate::SyscallKind::Mmap => p.mmap_bytes += sc.args[1],
                     Some(_) => {}
                 }
             }
-            EventBody::Comm { comm, .. } if e.pid == e.tid || p.comm.is_empty() => p.comm = String::from_utf8_lossy(comm).into_owned(),
+            EventBody::Comm { comm, .. } if e.pid == e.tid || p.comm.is_empty() => {
+                p.comm = String::from_utf8_lossy(comm).into_owned()
+            }
             _ => {}
         }
     }
@@ -160,7 +192,11 @@ impl TraceStats {
         let _ = writeln!(o, "exit status  {}", self.exit_status);
         let _ = writeln!(o, "records      {}", self.records);
         if self.lost_events > 0 {
-            let _ = writeln!(o, "LOST EVENTS  {} (the recording is incomplete)", self.lost_events);
+            let _ = writeln!(
+                o,
+                "LOST EVENTS  {} (the recording is incomplete)",
+                self.lost_events
+            );
         } else {
             let _ = writeln!(o, "lost events  0");
         }
@@ -181,7 +217,11 @@ impl TraceStats {
             }
         }
         if self.syscalls_unfinished > 0 {
-            let _ = writeln!(o, "\nsystem calls unfinished at the end: {}", self.syscalls_unfinished);
+            let _ = writeln!(
+                o,
+                "\nsystem calls unfinished at the end: {}",
+                self.syscalls_unfinished
+            );
         }
         let _ = writeln!(o, "\nprocesses:");
         for p in &self.processes {
@@ -201,7 +241,15 @@ impl TraceStats {
                 p.threads.len()
             );
             for t in &p.threads {
-                let _ = writeln!(o, "    tid {}: {} faults, {} syscalls, {}..{} s", t.tid, t.faults, t.syscalls, secs(t.first_ns), secs(t.last_ns));
+                let _ = writeln!(
+                    o,
+                    "    tid {}: {} faults, {} syscalls, {}..{} s",
+                    t.tid,
+                    t.faults,
+                    t.syscalls,
+                    secs(t.first_ns),
+                    secs(t.last_ns)
+                );
             }
         }
         o

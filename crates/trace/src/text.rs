@@ -8,7 +8,12 @@ use crate::Event;
 
 /// One event as text, without a trailing newline; [`EventBody::ExecMaps`] spans several lines.
 pub fn event_line(e: &Event) -> String {
-    let mut s = format!("{}.{:06} tid {}", e.time_ns / 1_000_000_000, (e.time_ns % 1_000_000_000) / 1000, e.tid);
+    let mut s = format!(
+        "{}.{:06} tid {}",
+        e.time_ns / 1_000_000_000,
+        (e.time_ns % 1_000_000_000) / 1000,
+        e.tid
+    );
     if e.pid != e.tid {
         let _ = write!(s, " pid {}", e.pid);
     }
@@ -25,7 +30,11 @@ pub fn body_text(b: &EventBody) -> String {
         EventBody::TaskNew { tid, pid } if tid == pid => format!("new process {pid}"),
         EventBody::TaskNew { tid, pid } => format!("new thread {tid} in process {pid}"),
         EventBody::TaskExit => "exit".to_string(),
-        EventBody::Comm { comm, exec } => format!("comm {:?}{}", String::from_utf8_lossy(comm), if *exec { " (exec)" } else { "" }),
+        EventBody::Comm { comm, exec } => format!(
+            "comm {:?}{}",
+            String::from_utf8_lossy(comm),
+            if *exec { " (exec)" } else { "" }
+        ),
         EventBody::Map(m) => map_text(m),
         EventBody::ExecMaps(v) => {
             let mut s = format!("address space after execve, {} mappings:", v.len());
@@ -35,14 +44,19 @@ pub fn body_text(b: &EventBody) -> String {
             }
             s
         }
-        EventBody::Lost { count } => format!("LOST {count} events (the kernel's buffer overflowed; this trace is incomplete)"),
+        EventBody::Lost { count } => format!(
+            "LOST {count} events (the kernel's buffer overflowed; this trace is incomplete)"
+        ),
     }
 }
 
 /// `fault 0x7f.. write`, with `kernel` when the kernel faulted on a user address, `present`
 /// for a protection fault (copy-on-write, mprotect), `exec` for an instruction fetch.
 pub fn fault_text(addr: u64, error_code: u64) -> String {
-    let mut s = format!("fault {addr:#x} {}", if error_code & 2 != 0 { "write" } else { "read" });
+    let mut s = format!(
+        "fault {addr:#x} {}",
+        if error_code & 2 != 0 { "write" } else { "read" }
+    );
     if error_code & 1 != 0 {
         s.push_str(" present");
     }
@@ -245,7 +259,9 @@ fn ret_text(k: SyscallKind, r: i64) -> String {
         return format!("-{}", errno_name(-r));
     }
     match k {
-        SyscallKind::Mmap | SyscallKind::Mremap | SyscallKind::Brk | SyscallKind::Shmat => hex(r as u64),
+        SyscallKind::Mmap | SyscallKind::Mremap | SyscallKind::Brk | SyscallKind::Shmat => {
+            hex(r as u64)
+        }
         _ => r.to_string(),
     }
 }
@@ -255,16 +271,28 @@ pub fn syscall_text(sc: &Syscall) -> String {
     let a = |i: usize| sc.args.get(i).copied().unwrap_or(0);
     let args: Vec<String> = match sc.kind {
         SyscallKind::Mmap => {
-            let mut v = vec![ptr(a(0)), a(1).to_string(), prot_text(a(2)), bits(a(3), MAP_FLAGS)];
+            let mut v = vec![
+                ptr(a(0)),
+                a(1).to_string(),
+                prot_text(a(2)),
+                bits(a(3), MAP_FLAGS),
+            ];
             if a(3) & 0x20 == 0 {
                 v.push(format!("fd {}", fd(a(4))));
                 v.push(format!("off {}", hex(a(5))));
             }
             v
         }
-        SyscallKind::Munmap | SyscallKind::Mlock | SyscallKind::Munlock => vec![hex(a(0)), a(1).to_string()],
+        SyscallKind::Munmap | SyscallKind::Mlock | SyscallKind::Munlock => {
+            vec![hex(a(0)), a(1).to_string()]
+        }
         SyscallKind::Mremap => {
-            let mut v = vec![hex(a(0)), a(1).to_string(), a(2).to_string(), bits(a(3), MREMAP_FLAGS)];
+            let mut v = vec![
+                hex(a(0)),
+                a(1).to_string(),
+                a(2).to_string(),
+                bits(a(3), MREMAP_FLAGS),
+            ];
             if a(3) & 2 != 0 {
                 v.push(hex(a(4)));
             }
@@ -274,9 +302,16 @@ pub fn syscall_text(sc: &Syscall) -> String {
         SyscallKind::Madvise => vec![hex(a(0)), a(1).to_string(), madvise_name(a(2))],
         SyscallKind::Brk => vec![ptr(a(0))],
         SyscallKind::Prctl => vec![prctl_name(a(0)), hex(a(1)), hex(a(2)), hex(a(3)), hex(a(4))],
-        SyscallKind::Clone => vec![bits(a(0) & !0xff, CLONE_FLAGS) + &format!("|sig {}", a(0) & 0xff)],
+        SyscallKind::Clone => {
+            vec![bits(a(0) & !0xff, CLONE_FLAGS) + &format!("|sig {}", a(0) & 0xff)]
+        }
         SyscallKind::ExitGroup | SyscallKind::Exit => vec![(a(0) as i64 as i32).to_string()],
-        SyscallKind::Openat => vec![fd(a(0)), hex(a(1)), bits(a(2), OPEN_FLAGS), format!("{:#o}", a(3))],
+        SyscallKind::Openat => vec![
+            fd(a(0)),
+            hex(a(1)),
+            bits(a(2), OPEN_FLAGS),
+            format!("{:#o}", a(3)),
+        ],
         SyscallKind::Open => vec![hex(a(0)), bits(a(1), OPEN_FLAGS), format!("{:#o}", a(2))],
         SyscallKind::Close => vec![fd(a(0))],
         SyscallKind::Ftruncate => vec![fd(a(0)), a(1).to_string()],
@@ -321,7 +356,9 @@ pub fn map_text(m: &MapInfo) -> String {
 /// A /proc/PID/maps line.
 pub fn map_entry_text(m: &MapEntry) -> String {
     let p = m.perms;
-    let prot = (p & perm::READ != 0) as u32 | ((p & perm::WRITE != 0) as u32) << 1 | ((p & perm::EXEC != 0) as u32) << 2;
+    let prot = (p & perm::READ != 0) as u32
+        | ((p & perm::WRITE != 0) as u32) << 1
+        | ((p & perm::EXEC != 0) as u32) << 2;
     format!(
         "{:x}-{:x} {} {:08x} {:02x}:{:02x} {} {}",
         m.start,

@@ -5,7 +5,10 @@
 use std::collections::HashMap;
 use std::io::{self, BufWriter, Write};
 
-use crate::codec::{put_bytes, put_varint, zigzag, Crc32, MAGIC, TAG_SWITCH, TAG_UNFINISHED, VERSION_MAJOR, VERSION_MINOR};
+use crate::codec::{
+    put_bytes, put_varint, zigzag, Crc32, MAGIC, TAG_SWITCH, TAG_UNFINISHED, VERSION_MAJOR,
+    VERSION_MINOR,
+};
 use crate::event::{kind, EventBody, Header};
 use crate::Event;
 
@@ -68,7 +71,9 @@ impl<W: Write> TraceWriter<W> {
         let mut expected = [0u64; 64];
         for &(k, n) in &header.counts {
             if k == kind::END || k >= 64 || crate::kind_name(k).is_none() {
-                return Err(invalid(format!("header counts name an unknown record kind {k}")));
+                return Err(invalid(format!(
+                    "header counts name an unknown record kind {k}"
+                )));
             }
             expected[k as usize] = n;
         }
@@ -94,7 +99,10 @@ impl<W: Write> TraceWriter<W> {
     /// Append one record. Events must come in time order.
     pub fn write(&mut self, ev: &Event) -> io::Result<()> {
         if ev.time_ns < self.last_time {
-            return Err(invalid(format!("event at {} ns comes after one at {} ns: events must be in time order", ev.time_ns, self.last_time)));
+            return Err(invalid(format!(
+                "event at {} ns comes after one at {} ns: events must be in time order",
+                ev.time_ns, self.last_time
+            )));
         }
         let b = &mut self.buf;
         b.clear();
@@ -106,7 +114,12 @@ impl<W: Write> TraceWriter<W> {
         }
         if let EventBody::Syscall(s) = &ev.body {
             if s.args.len() != s.kind.args().len() {
-                return Err(invalid(format!("{}: {} arguments given, the format has {}", s.kind.name(), s.args.len(), s.kind.args().len())));
+                return Err(invalid(format!(
+                    "{}: {} arguments given, the format has {}",
+                    s.kind.name(),
+                    s.args.len(),
+                    s.kind.args().len()
+                )));
             }
             if s.ret.is_none() {
                 tag |= TAG_UNFINISHED;
@@ -147,7 +160,17 @@ impl<W: Write> TraceWriter<W> {
                 put_bytes(b, comm);
             }
             EventBody::Map(m) => {
-                for v in [m.addr, m.len, m.pgoff, m.maj as u64, m.min as u64, m.ino, m.ino_generation, m.prot as u64, m.flags as u64] {
+                for v in [
+                    m.addr,
+                    m.len,
+                    m.pgoff,
+                    m.maj as u64,
+                    m.min as u64,
+                    m.ino,
+                    m.ino_generation,
+                    m.prot as u64,
+                    m.flags as u64,
+                ] {
                     put_varint(b, v);
                 }
                 put_bytes(b, &m.path);
@@ -156,9 +179,20 @@ impl<W: Write> TraceWriter<W> {
                 put_varint(b, entries.len() as u64);
                 for e in entries {
                     if e.end < e.start {
-                        return Err(invalid(format!("map entry {:#x}-{:#x} ends before it starts", e.start, e.end)));
+                        return Err(invalid(format!(
+                            "map entry {:#x}-{:#x} ends before it starts",
+                            e.start, e.end
+                        )));
                     }
-                    for v in [e.start, e.end - e.start, e.perms as u64, e.offset, e.maj as u64, e.min as u64, e.ino] {
+                    for v in [
+                        e.start,
+                        e.end - e.start,
+                        e.perms as u64,
+                        e.offset,
+                        e.maj as u64,
+                        e.min as u64,
+                        e.ino,
+                    ] {
                         put_varint(b, v);
                     }
                     put_bytes(b, &e.path);
@@ -178,7 +212,10 @@ impl<W: Write> TraceWriter<W> {
         for k in 0..64 {
             if self.counts[k] != self.expected[k] {
                 let name = crate::kind_name(k as u8).unwrap_or("?");
-                return Err(invalid(format!("the header says {} {name} records, {} were written", self.expected[k], self.counts[k])));
+                return Err(invalid(format!(
+                    "the header says {} {name} records, {} were written",
+                    self.expected[k], self.counts[k]
+                )));
             }
         }
         let mut b = vec![kind::END];

@@ -5,9 +5,24 @@ use proptest::prelude::*;
 use trace::*;
 
 fn sample_events() -> Vec<Event> {
-    let sc = |kind: SyscallKind, args: Vec<u64>, ret: Option<i64>| EventBody::Syscall(Syscall { kind, args, ret, duration_ns: if ret.is_some() { 1234 } else { 0 } });
+    let sc = |kind: SyscallKind, args: Vec<u64>, ret: Option<i64>| {
+        EventBody::Syscall(Syscall {
+            kind,
+            args,
+            ret,
+            duration_ns: if ret.is_some() { 1234 } else { 0 },
+        })
+    };
     let mut v = vec![
-        Event { time_ns: 0, tid: 100, pid: 100, body: EventBody::Comm { comm: b"prog".to_vec(), exec: true } },
+        Event {
+            time_ns: 0,
+            tid: 100,
+            pid: 100,
+            body: EventBody::Comm {
+                comm: b"prog".to_vec(),
+                exec: true,
+            },
+        },
         Event {
             time_ns: 5,
             tid: 100,
@@ -23,7 +38,16 @@ fn sample_events() -> Vec<Event> {
                 path: b"/tmp/prog".to_vec(),
             }]),
         },
-        Event { time_ns: 10, tid: 100, pid: 100, body: sc(SyscallKind::Mmap, vec![0, 1 << 20, 3, 0x22, u64::MAX, 0], Some(0x7fff_f7a0_0000)) },
+        Event {
+            time_ns: 10,
+            tid: 100,
+            pid: 100,
+            body: sc(
+                SyscallKind::Mmap,
+                vec![0, 1 << 20, 3, 0x22, u64::MAX, 0],
+                Some(0x7fff_f7a0_0000),
+            ),
+        },
         Event {
             time_ns: 11,
             tid: 100,
@@ -41,16 +65,66 @@ fn sample_events() -> Vec<Event> {
                 path: b"//anon".to_vec(),
             }),
         },
-        Event { time_ns: 20, tid: 100, pid: 100, body: sc(SyscallKind::Brk, vec![0], Some(0x555555559000)) },
-        Event { time_ns: 21, tid: 100, pid: 100, body: sc(SyscallKind::Madvise, vec![0x7fff_f7a0_0000, 4096, 14], Some(-22)) },
-        Event { time_ns: 30, tid: 100, pid: 100, body: EventBody::TaskNew { tid: 101, pid: 101 } },
-        Event { time_ns: 31, tid: 101, pid: 101, body: EventBody::Fault { addr: 0x7fff_ffff_e000, error_code: 7 } },
-        Event { time_ns: 40, tid: 100, pid: 100, body: EventBody::Lost { count: 3 } },
-        Event { time_ns: 50, tid: 101, pid: 101, body: sc(SyscallKind::ExitGroup, vec![0], None) },
-        Event { time_ns: 50, tid: 101, pid: 101, body: EventBody::TaskExit },
+        Event {
+            time_ns: 20,
+            tid: 100,
+            pid: 100,
+            body: sc(SyscallKind::Brk, vec![0], Some(0x555555559000)),
+        },
+        Event {
+            time_ns: 21,
+            tid: 100,
+            pid: 100,
+            body: sc(
+                SyscallKind::Madvise,
+                vec![0x7fff_f7a0_0000, 4096, 14],
+                Some(-22),
+            ),
+        },
+        Event {
+            time_ns: 30,
+            tid: 100,
+            pid: 100,
+            body: EventBody::TaskNew { tid: 101, pid: 101 },
+        },
+        Event {
+            time_ns: 31,
+            tid: 101,
+            pid: 101,
+            body: EventBody::Fault {
+                addr: 0x7fff_ffff_e000,
+                error_code: 7,
+            },
+        },
+        Event {
+            time_ns: 40,
+            tid: 100,
+            pid: 100,
+            body: EventBody::Lost { count: 3 },
+        },
+        Event {
+            time_ns: 50,
+            tid: 101,
+            pid: 101,
+            body: sc(SyscallKind::ExitGroup, vec![0], None),
+        },
+        Event {
+            time_ns: 50,
+            tid: 101,
+            pid: 101,
+            body: EventBody::TaskExit,
+        },
     ];
     for i in 0..300u64 {
-        v.push(Event { time_ns: 60 + i * 700, tid: 100 + (i % 3 == 0) as u32 * 2, pid: 100, body: EventBody::Fault { addr: 0x7fff_f7a0_0000 + i * 4096, error_code: 6 } });
+        v.push(Event {
+            time_ns: 60 + i * 700,
+            tid: 100 + (i % 3 == 0) as u32 * 2,
+            pid: 100,
+            body: EventBody::Fault {
+                addr: 0x7fff_f7a0_0000 + i * 4096,
+                error_code: 6,
+            },
+        });
     }
     v
 }
@@ -103,7 +177,15 @@ fn round_trip_keeps_every_field() {
     assert_eq!(t.lost_events, 3);
     // Sequential faults cost a few bytes each.
     let faults_only: Vec<Event> = (0..1000u64)
-        .map(|i| Event { time_ns: i * 1500, tid: 4321, pid: 4321, body: EventBody::Fault { addr: 0x7fff_f7a0_0000 + i * 4096, error_code: 6 } })
+        .map(|i| Event {
+            time_ns: i * 1500,
+            tid: 4321,
+            pid: 4321,
+            body: EventBody::Fault {
+                addr: 0x7fff_f7a0_0000 + i * 4096,
+                error_code: 6,
+            },
+        })
         .collect();
     let small = encode(&header_for(&faults_only, 0), &faults_only);
     let per = small.len() as f64 / faults_only.len() as f64;
@@ -118,7 +200,17 @@ fn writer_refuses_what_the_reader_would_refuse() {
     w.write(&ev[5]).unwrap();
     assert!(w.write(&ev[0]).is_err(), "time going backwards");
     let mut w = TraceWriter::new(Vec::new(), &h).unwrap();
-    let bad = Event { time_ns: 0, tid: 1, pid: 1, body: EventBody::Syscall(Syscall { kind: SyscallKind::Munmap, args: vec![1], ret: Some(0), duration_ns: 0 }) };
+    let bad = Event {
+        time_ns: 0,
+        tid: 1,
+        pid: 1,
+        body: EventBody::Syscall(Syscall {
+            kind: SyscallKind::Munmap,
+            args: vec![1],
+            ret: Some(0),
+            duration_ns: 0,
+        }),
+    };
     assert!(w.write(&bad).is_err(), "wrong argument count");
     let w = TraceWriter::new(Vec::new(), &h).unwrap();
     let e = w.finish().unwrap_err().to_string();
@@ -149,7 +241,10 @@ fn every_single_byte_flip_is_detected() {
         for x in [0x01u8, 0x80, 0xff] {
             let mut b = bytes.clone();
             b[i] ^= x;
-            assert!(read_all(&b[..]).is_err(), "flipping {x:#x} at byte {i} went unnoticed");
+            assert!(
+                read_all(&b[..]).is_err(),
+                "flipping {x:#x} at byte {i} went unnoticed"
+            );
         }
     }
 }
@@ -158,10 +253,15 @@ fn every_single_byte_flip_is_detected() {
 fn error_messages_say_what_was_expected() {
     let e = read_all(&b"NOTATRACE......."[..]).unwrap_err().to_string();
     assert!(e.contains("not a thplab trace"), "{e}");
-    let e = read_all(&b"THPTRACE\x02\x00\x00\x00"[..]).unwrap_err().to_string();
+    let e = read_all(&b"THPTRACE\x02\x00\x00\x00"[..])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("version 2.0"), "{e}");
     let e = read_all(&b"THPTRACE\x01\x00"[..]).unwrap_err().to_string();
-    assert_eq!(e, "byte 10: the file ends too early: expected the format version");
+    assert_eq!(
+        e,
+        "byte 10: the file ends too early: expected the format version"
+    );
 }
 
 proptest! {

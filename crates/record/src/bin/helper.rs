@@ -1,6 +1,8 @@
 //! `thplab-record-helper OUT CMD [ARGS...]`: record CMD into OUT and print a one-line summary on
 //! stderr; exits with CMD's status. `thplab-record-helper --show FILE [N]` prints the first N
-//! events. For this crate's tests and benches/overhead.sh (the real command is `thplab record`).
+//! events. `thplab-record-helper --plain CMD [ARGS...]` runs CMD as the recorder would (THP
+//! disabled, no address randomisation) without recording, for overhead measurements.
+//! For this crate's tests and benches/overhead.sh (the real command is `thplab record`).
 
 use std::ffi::OsString;
 
@@ -14,7 +16,10 @@ fn main() {
                 std::process::exit(2);
             }
         };
-        let n: usize = args.get(2).and_then(|s| s.to_str()?.parse().ok()).unwrap_or(usize::MAX);
+        let n: usize = args
+            .get(2)
+            .and_then(|s| s.to_str()?.parse().ok())
+            .unwrap_or(usize::MAX);
         let mut r = trace::TraceReader::new(std::io::BufReader::new(f)).unwrap_or_else(|e| {
             eprintln!("{e}");
             std::process::exit(2)
@@ -31,8 +36,27 @@ fn main() {
         }
         return;
     }
+    if args.first().map(|a| a == "--plain").unwrap_or(false) && args.len() >= 2 {
+        use std::os::unix::process::CommandExt;
+        let mut c = std::process::Command::new(&args[1]);
+        c.args(&args[2..]);
+        // SAFETY: prctl and personality are async-signal-safe.
+        unsafe {
+            c.pre_exec(|| {
+                libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+                let cur = libc::personality(0xffff_ffff);
+                libc::personality(cur as libc::c_ulong | libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
+                Ok(())
+            });
+        }
+        let st = c.status().unwrap_or_else(|e| {
+            eprintln!("{}: {e}", args[1].to_string_lossy());
+            std::process::exit(127)
+        });
+        std::process::exit(st.code().unwrap_or(128));
+    }
     if args.len() < 2 {
-        eprintln!("usage: thplab-record-helper OUT CMD [ARGS...] | --show FILE [N]");
+        eprintln!("usage: thplab-record-helper OUT CMD [ARGS...] | --show FILE [N] | --plain CMD [ARGS...]");
         std::process::exit(2);
     }
     let rec = match record::record(&args[1..], &record::RecordOptions::default()) {

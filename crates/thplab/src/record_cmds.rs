@@ -1,0 +1,204 @@
+//! `thplab record` and `thplab trace show|stats`: entry points that take parsed arguments. The
+//! recorder is the `record` crate, the format the `trace` crate (docs/trace-format.md).
+//!
+//! Exit codes of `thplab record`: the program's own status (its exit code, or 128 + the signal
+//! that killed it); 5 when recording is not available here (no perf_event_open, no tracepoints);
+//! 126 when the program cannot be executed, 127 when it is not found (as a shell).
+
+use std::ffi::OsString;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+
+/// Arguments of `thplab record`.
+#[derive(Args, Debug)]
+pub struct RecordArgs {
+    /// Write the recording to FILE (the trace format of docs/trace-format.md).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
+    /// Ring buffer per CPU in KiB (rounded down to a power of two pages). Larger buffers make
+    /// lost events less likely for programs that fault very fast.
+    #[arg(long, value_name = "KIB", default_value_t = 32 * 1024)]
+    pub buffer_kib: usize,
+    /// Do not record the faults the kernel takes on the program's memory (in read(), execve,
+    /// ...); only faults taken in user mode.
+    #[arg(long)]
+    pub no_kernel_faults: bool,
+    /// Do not stop the program right after its execve to read its address space.
+    #[arg(long)]
+    pub no_exec_snapshot: bool,
+    /// Do not print the summary on stderr (lost events are always reported).
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// The program and its arguments, after `--`. It runs with THP disabled for it alone
+    /// (PR_SET_THP_DISABLE) and without address-space randomisation (ADDR_NO_RANDOMIZE).
+    #[arg(value_name = "CMD", required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<OsString>,
+}
+
+/// Arguments of `thplab trace`.
+#[derive(Args, Debug)]
+pub struct TraceArgs {
+    #[command(subcommand)]
+    pub cmd: TraceCmd,
+}
+
+/// The `thplab trace` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum TraceCmd {
+    /// Print a recording as text, one line per event.
+    Show(TraceShowArgs),
+    /// Summarise a recording: records per kind, faults, processes and threads, lost events.
+    Stats(TraceStatsArgs),
+}
+
+/// Arguments of `thplab trace show`.
+#[derive(Args, Debug)]
+pub struct TraceShowArgs {
+    /// A file written by `thplab record`.
+    pub file: PathBuf,
+    /// Print at most N events.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+    /// Only events of this process.
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// Leave out page faults (system calls, tasks and mappings only).
+    #[arg(long)]
+    pub no_faults: bool,
+}
+
+/// Arguments of `thplab trace stats`.
+#[derive(Args, Debug)]
+pub struct TraceStatsArgs {
+    /// A file written by `thplab record`.
+    pub file: PathBuf,
+    /// Print one JSON object (schema `thplab-trace-stats/1`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `thplab record -o FILE -- CMD [ARGS...]`.
+pub fn cmd_record(args: RecordArgs) -> Result<u8> {
+    // Fail on an unwritable output before running anything.
+    let file = std::fs::File::create(&args.output).with_context(|| format!("cannot create {}", args.output.display()))?;
+    let opts = record::RecordOptions {
+        buffer_kib: args.buffer_kib,
+        kernel_faults: !args.no_kernel_faults,
+        exec_snapshot: !args.no_exec_snapshot,
+        thp_disable: true,
+    };
+    let rec = match record::record(&args.command, &opts) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = std::fs::remove_file(&args.output);
+            return match e {
+                record::RecordError::Unavailable(why) => {
+                    eprintln!("thplab record: recording is not available here: {why}");
+                    Ok(crate::exit::LIVE_UNAVAILABLE)
+                }
+                record::RecordError::Exec { program, reason, not_found } => {
+                    eprintln!("thplab record: {program}: {reason}");
+                    Ok(if not_found { 127 } else { 126 })
+                }
+                other => Err(other.into()),
+            };
+        }
+    };
+    rec.write_to(BufWriter::new(file)).with_context(|| format!("writing {}", args.output.display()))?;
+    let h = &rec.header;
+    if h.lost_events > 0 {
+        eprintln!(
+            "thplab record: WARNING: the kernel dropped {} events: {} is INCOMPLETE and predictions from it will be wrong. \
+             Record again with a larger --buffer-kib (now {} KiB per CPU).",
+            h.lost_events,
+            args.output.display(),
+            rec.buffer_bytes_per_cpu / 1024
+        );
+    }
+    if !rec.missing_tracepoints.is_empty() {
+        eprintln!("thplab record: warning: not recorded (no such tracepoint on this kernel): {}", rec.missing_tracepoints.join(", "));
+    }
+    if !args.quiet {
+        let size = std::fs::metadata(&args.output).map(|m| m.len()).unwrap_or(0);
+        let faults = h.counts.iter().find(|(k, _)| *k == trace::kind::FAULT).map_or(0, |c| c.1);
+        let syscalls: u64 = h.counts.iter().filter(|(k, _)| trace::SyscallKind::from_code(*k).is_some()).map(|c| c.1).sum();
+        let tasks = h.counts.iter().find(|(k, _)| *k == trace::kind::TASK_NEW).map_or(0, |c| c.1);
+        eprintln!(
+            "thplab record: {} events ({faults} faults, {syscalls} system calls, {tasks} new tasks) in {:.3} s, {} lost; {size} bytes written to {}; exit status {}",
+            rec.events.len(),
+            h.duration_ns as f64 / 1e9,
+            h.lost_events,
+            args.output.display(),
+            h.exit_status
+        );
+    }
+    Ok(h.exit_status.min(255) as u8)
+}
+
+/// `thplab trace show|stats`.
+pub fn cmd_trace(args: TraceArgs) -> Result<u8> {
+    match args.cmd {
+        TraceCmd::Show(a) => cmd_trace_show(a),
+        TraceCmd::Stats(a) => cmd_trace_stats(a),
+    }
+}
+
+fn open_trace(path: &PathBuf) -> Result<trace::TraceReader<std::fs::File>> {
+    let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    trace::TraceReader::new(f).with_context(|| format!("{}: not a readable trace", path.display()))
+}
+
+/// `thplab trace show FILE`.
+pub fn cmd_trace_show(args: TraceShowArgs) -> Result<u8> {
+    let mut r = open_trace(&args.file)?;
+    let out = std::io::stdout();
+    let mut out = BufWriter::new(out.lock());
+    let h = r.header().clone();
+    let argv: Vec<String> = h.argv.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    writeln!(out, "# {}: thplab trace {}.{}, kernel {} {}", args.file.display(), trace::VERSION_MAJOR, r.minor_version(), h.kernel_release, h.machine)?;
+    writeln!(out, "# command: {} (pid {}, exit status {}, {:.6} s)", argv.join(" "), h.root_pid, h.exit_status, h.duration_ns as f64 / 1e9)?;
+    if h.lost_events > 0 {
+        writeln!(out, "# LOST EVENTS: {} (this recording is incomplete)", h.lost_events)?;
+    }
+    let mut shown = 0u64;
+    while let Some(e) = r.next_event().with_context(|| format!("{}: corrupt trace", args.file.display()))? {
+        if args.limit.is_some_and(|l| shown >= l) {
+            break;
+        }
+        if args.pid.is_some_and(|p| p != e.pid) || (args.no_faults && matches!(e.body, trace::EventBody::Fault { .. })) {
+            continue;
+        }
+        writeln!(out, "{}", trace::text::event_line(&e))?;
+        shown += 1;
+    }
+    out.flush()?;
+    if h.lost_events > 0 {
+        eprintln!("thplab trace: warning: {} events were lost while recording {}", h.lost_events, args.file.display());
+    }
+    Ok(crate::exit::OK)
+}
+
+/// `thplab trace stats FILE`.
+pub fn cmd_trace_stats(args: TraceStatsArgs) -> Result<u8> {
+    let mut r = open_trace(&args.file)?;
+    let mut b = trace::stats::StatsBuilder::new(r.header());
+    while let Some(e) = r.next_event().with_context(|| format!("{}: corrupt trace", args.file.display()))? {
+        b.add(&e);
+    }
+    let s = b.finish();
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &s)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", s.to_text())?;
+    }
+    if s.lost_events > 0 {
+        eprintln!("thplab trace: warning: {} events were lost while recording {}", s.lost_events, args.file.display());
+    }
+    Ok(crate::exit::OK)
+}
