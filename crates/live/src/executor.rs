@@ -8,6 +8,15 @@
 //! address before the child starts (regions where the model placed them, the heap relative to
 //! the child's `start_brk`), so the child allocates nothing between "go" and "done".
 //!
+//! Shared memory: the child first mounts the workload's tmpfs mounts (`huge=` as declared) on
+//! empty directories `$THPLAB_STATE_DIR/mnt/<parent pid>-<n>` in a mount namespace of its own
+//! (`/` made recursively private), and binds the one `shm_open ... on=` uses over /dev/shm;
+//! the mounts vanish with the child however it ends, and the parent removes the directories.
+//! `shm_open NAME` without `on=` creates `/dev/shm/thplab-<child pid>-NAME` on the machine's
+//! /dev/shm; the child unlinks it at the end, the parent after the child is gone, and every run
+//! first removes those of dead pids. pwrite copies from a buffer mapped and filled before `go`
+//! outside every region.
+//!
 //! Protocol (fd 3: child → parent lines, fd 4: parent → child lines):
 //! `ready {json}` → `go` → `o<index>` before each op → `done {json}` → `exit`.
 //! A child killed by a signal (a touch of unmapped memory) is reported with the workload line of
@@ -1476,6 +1485,38 @@ mod tests {
             build_spec(&w, &[RegionPlacement { name: "b".into(), start: 0x7d00_0000_0000, len: 4 << 20 }]).unwrap();
         assert!(notes.is_empty());
         assert_eq!(spec.ops.last().unwrap().kind, ExecKind::Mmap { addr: 0x7d00_0000_0000, len: 4 << 20, prot: 3, shared: false, file: None, pgoff: 0 });
+    }
+
+    #[test]
+    fn spec_of_shared_memory() {
+        let w = workload::parse(
+            "t",
+            "tmpfs t huge=within_size\nshm_open s on=t\nfile f on=t\nmemfd m\nftruncate m 4M\nwrite f[0+256M] chunk=128M\n\
+             fallocate s[0+2M]\nmmap a 4M file=m pgoff=2M at=0x7e0000000000\nmmap b 1M shared\n",
+        )
+        .unwrap();
+        let (spec, regions, notes) = build_spec(&w, &[]).unwrap();
+        let calls: Vec<&str> = spec.ops.iter().map(|o| o.call.as_str()).collect();
+        assert_eq!(calls, ["mount(tmpfs)", "shm_open", "open", "memfd_create", "ftruncate", "pwrite", "fallocate", "mmap", "mmap"]);
+        assert_eq!(spec.mounts, [MountSpec { huge: "within_size".into(), dir: String::new(), line: 1 }]);
+        assert_eq!(spec.dev_shm, Some(0));
+        assert_eq!(spec.files[1], FileSpec { name: "f".into(), kind: FileSpecKind::Open, mount: Some(0) });
+        assert_eq!(
+            spec.ops[7].kind,
+            ExecKind::Mmap { addr: 0x7e00_0000_0000, len: 4 << 20, prot: 3, shared: true, file: Some(2), pgoff: 2 << 20 }
+        );
+        assert!(matches!(spec.ops[8].kind, ExecKind::Mmap { shared: true, file: None, .. }));
+        // The write buffer: capped, outside every region, and the cap is noted.
+        let (a, l) = spec.write_buf.unwrap();
+        assert_eq!(l, WRITE_BUF_MAX);
+        assert!(regions.iter().all(|r| a + l <= r.start || r.start + r.len <= a));
+        assert!(notes.iter().any(|n| n.contains("line 6") && n.contains("64 MiB")), "{notes:?}");
+        // shm_open on two mounts: refused, naming the second line.
+        let w = workload::parse("t", "tmpfs t huge=always\nshm_open a on=t\nshm_open b\n").unwrap();
+        let e = build_spec(&w, &[]).unwrap_err().to_string();
+        assert!(e.starts_with("t:3: ") && e.contains("line 2"), "{e}");
+        assert_eq!(leftover_pid("thplab-123-obj-x"), Some(123));
+        assert_eq!(leftover_pid("other-123-x"), None);
     }
 
     #[test]

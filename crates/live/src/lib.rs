@@ -7,11 +7,15 @@
 //!   `use_zero_page_store`, `thpsize_create`), `mm/shmem.c` (`shmem_enabled_store`,
 //!   `thpsize_shmem_enabled_store`: top-level `force` needs the per-size inherit set to be
 //!   exactly PMD), `mm/khugepaged.c` (the `khugepaged/*` stores).
-//! - [`executor`]: runs a workload in a child (`thplab __exec`) with `mmap`, `munmap`,
-//!   `mprotect`, `madvise`, `brk`, `prctl(PR_SET_THP_DISABLE)` and one-byte touches, and reads
+//! - [`executor`]: runs a workload in a child (`thplab __exec`) with `mmap` (private, shared
+//!   anonymous, or MAP_SHARED of a file), `munmap`, `mprotect`, `madvise`, `brk`,
+//!   `prctl(PR_SET_THP_DISABLE)`, `memfd_create`, `shm_open`, `open`, `ftruncate`, `fallocate`,
+//!   `pwrite` and one-byte touches; the workload's tmpfs mounts (`mm/shmem.c: shmem_parse_huge`)
+//!   live in the child's own mount namespace (`unshare(CLONE_NEWNS)`) and vanish with it. It reads
 //!   `/proc/vmstat` (`mm/vmstat.c: vmstat_text`), `hugepages-<N>kB/stats/*`
 //!   (`mm/huge_memory.c: DEFINE_MTHP_STAT_ATTR`), `/proc/PID/smaps` (`fs/proc/task_mmu.c:
-//!   show_smap`) and getrusage minor faults.
+//!   show_smap`), `/proc/meminfo` (`Shmem`, `ShmemHugePages`, `ShmemPmdMapped`) and getrusage
+//!   minor faults.
 //! - [`census`]: which folio sizes a process maps, from `/proc/PID/pagemap`
 //!   (`fs/proc/task_mmu.c: pagemap_read, pagemap_pmd_range, pte_to_pagemap_entry`: bit 63
 //!   present, bits 0–54 PFN) and `/proc/kpageflags` (`fs/proc/page.c: stable_page_flags`,
