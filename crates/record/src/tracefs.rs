@@ -208,7 +208,8 @@ mod tests {
     fn parses_a_syscall_format() {
         let t = "name: sys_enter_munmap\nID: 123\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
                  \tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:unsigned long addr;\toffset:16;\tsize:8;\tsigned:0;\n\
-                 \tfield:unsigned long arg2;\toffset:40;\tsize:8;\tsigned:0;\n\tfield:char comm[16];\toffset:48;\tsize:16;\tsigned:0;\n\tfield:size_t len;\toffset:24;\tsize:8;\tsigned:0;\n\tfield:int * parent_tidptr;\toffset:32;\tsize:8;\tsigned:0;\n";
+                 \tfield:unsigned long arg2;\toffset:40;\tsize:8;\tsigned:0;\n\tfield:char comm[16];\toffset:48;\tsize:16;\tsigned:0;\n\
+                 \tfield:size_t len;\toffset:24;\tsize:8;\tsigned:0;\n\tfield:int * parent_tidptr;\toffset:32;\tsize:8;\tsigned:0;\n";
         let f = super::parse_format(t).unwrap();
         assert_eq!(f.id, 123);
         assert_eq!(f.field("addr"), Some((16, 8)));

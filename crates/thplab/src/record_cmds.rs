@@ -148,7 +148,7 @@ pub fn cmd_trace(args: TraceArgs) -> Result<u8> {
 
 fn open_trace(path: &PathBuf) -> Result<trace::TraceReader<std::fs::File>> {
     let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    trace::TraceReader::new(f).with_context(|| format!("{}: not a readable trace", path.display()))
+    trace::TraceReader::new(f).with_context(|| path.display().to_string())
 }
 
 /// `thplab trace show FILE`.
@@ -164,7 +164,7 @@ pub fn cmd_trace_show(args: TraceShowArgs) -> Result<u8> {
         writeln!(out, "# LOST EVENTS: {} (this recording is incomplete)", h.lost_events)?;
     }
     let mut shown = 0u64;
-    while let Some(e) = r.next_event().with_context(|| format!("{}: corrupt trace", args.file.display()))? {
+    while let Some(e) = r.next_event().with_context(|| args.file.display().to_string())? {
         if args.limit.is_some_and(|l| shown >= l) {
             break;
         }
@@ -185,7 +185,7 @@ pub fn cmd_trace_show(args: TraceShowArgs) -> Result<u8> {
 pub fn cmd_trace_stats(args: TraceStatsArgs) -> Result<u8> {
     let mut r = open_trace(&args.file)?;
     let mut b = trace::stats::StatsBuilder::new(r.header());
-    while let Some(e) = r.next_event().with_context(|| format!("{}: corrupt trace", args.file.display()))? {
+    while let Some(e) = r.next_event().with_context(|| args.file.display().to_string())? {
         b.add(&e);
     }
     let s = b.finish();
