@@ -311,3 +311,41 @@ fn a_killed_program_exits_128_plus_signal() {
     let (h, _, _) = trace::read_all(&std::fs::read(path).unwrap()[..]).unwrap();
     assert_eq!(h.exit_status, 137);
 }
+
+#[test]
+fn lost_events_are_counted_in_the_header_the_records_and_the_trailer() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("touch.c");
+    std::fs::write(
+        &src,
+        "#include <sys/mman.h>\nint main(void) { unsigned long n = 256UL << 20; char *p = mmap(0, n, 3, 0x22, -1, 0);\n\
+         for (unsigned long i = 0; i < n; i += 4096) p[i] = 1; return 0; }\n",
+    )
+    .unwrap();
+    let exe = dir.path().join("touch");
+    match Command::new("cc").arg("-O2").arg("-o").arg(&exe).arg(&src).status() {
+        Ok(s) if s.success() => {}
+        _ => {
+            eprintln!("SKIP: no C compiler");
+            return;
+        }
+    }
+    // A 64 KiB buffer per CPU cannot hold 65536 faults between two drains.
+    let opts = record::RecordOptions { buffer_kib: 64, ..Default::default() };
+    let rec = match record::record(&[exe.into_os_string()], &opts) {
+        Err(record::RecordError::Unavailable(why)) => {
+            eprintln!("SKIP: {why}");
+            return;
+        }
+        r => r.unwrap(),
+    };
+    let mut bytes = Vec::new();
+    rec.write_to(&mut bytes).unwrap();
+    let (h, ev, t) = trace::read_all(&bytes[..]).unwrap();
+    let in_records: u64 = ev.iter().map(|e| if let EventBody::Lost { count } = e.body { count } else { 0 }).sum();
+    let faults = ev.iter().filter(|e| matches!(e.body, EventBody::Fault { .. })).count() as u64;
+    eprintln!("lost {} of about {} events with a 64 KiB buffer", h.lost_events, faults + h.lost_events);
+    assert_eq!(in_records, h.lost_events);
+    assert_eq!(t.lost_events, h.lost_events);
+    assert!(h.lost_events > 0, "expected the small buffer to overflow ({faults} faults recorded)");
+}
