@@ -256,8 +256,14 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            // A closed pipe (thplab ... | head) is not an error.
-            if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) {
+            // A closed pipe (thplab ... | head) is not an error. serde_json wraps the io::Error
+            // without exposing it as a source, so ask it for the kind (thplab sim --json | head).
+            let broken_pipe = |c: &(dyn std::error::Error + 'static)| {
+                c.downcast_ref::<std::io::Error>().map(|io| io.kind())
+                    .or_else(|| c.downcast_ref::<serde_json::Error>().and_then(|j| j.io_error_kind()))
+                    == Some(std::io::ErrorKind::BrokenPipe)
+            };
+            if e.chain().any(broken_pipe) {
                 return ExitCode::from(exit::OK);
             }
             eprintln!("thplab: {e:#}");

@@ -1,0 +1,115 @@
+//! Integration tests of the `thplab` command line: the binary is run as a user would run it and
+//! its stdout, stderr and exit code are checked, as exact text where practical.
+//!
+//! - `model`: `sim --json` figures (the live kernel's numbers on the reference machine),
+//!   `settings`, `demo --model-only`, `examples`, `--help`, broken pipes.
+//! - `errors`: bad input names the file, the line and what is valid, exits 2 (3 when the
+//!   workload would be killed), and never panics.
+//! - `live`: `compare --matrix` and the SIGKILL recovery of `__hold`; they run only as root with
+//!   the THP sysfs tree present (otherwise they print `skipped: REASON` and pass), one at a time,
+//!   and check that every knob ends as it was. No test writes to sysfs itself.
+//!
+//! Every run asserts that stderr has no "panicked". Live tests take [`LIVE`] for writing for
+//! their whole length and every other run takes it for reading, so no other thplab run can
+//! restore (and so hide) the knobs a killed `__hold` leaves behind.
+
+mod errors;
+mod live;
+mod model;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+pub const THPLAB: &str = env!("CARGO_BIN_EXE_thplab");
+
+/// Write-locked by live tests; read-locked around every other thplab run.
+static LIVE: RwLock<()> = RwLock::new(());
+
+pub fn shared() -> RwLockReadGuard<'static, ()> {
+    LIVE.read().unwrap_or_else(|p| p.into_inner())
+}
+
+pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    LIVE.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What a thplab run printed and how it exited.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    #[track_caller]
+    pub fn ok(&self) -> &Run {
+        assert_eq!(self.code, 0, "expected exit 0; stderr:\n{}\nstdout:\n{}", self.stderr, self.stdout);
+        self
+    }
+
+    #[track_caller]
+    pub fn fails(&self, code: i32) -> &Run {
+        assert_eq!(self.code, code, "expected exit {code}; stderr:\n{}\nstdout:\n{}", self.stderr, self.stdout);
+        self
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
+    }
+}
+
+fn finish(args: &[&str], out: Output) -> Run {
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
+        stderr: String::from_utf8(out.stderr).expect("stderr is UTF-8"),
+    };
+    assert!(!run.stderr.contains("panicked"), "thplab {args:?} panicked:\n{}", run.stderr);
+    assert!(run.code >= 0, "thplab {args:?} was killed by a signal; stderr:\n{}", run.stderr);
+    run
+}
+
+/// `thplab ARGS` in `dir`, without holding [`LIVE`] (the caller holds it).
+pub fn thplab_unlocked(dir: &Path, args: &[&str]) -> Run {
+    let out = Command::new(THPLAB)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {THPLAB}: {e}"));
+    finish(args, out)
+}
+
+/// `thplab ARGS` in the workspace root.
+pub fn thplab(args: &[&str]) -> Run {
+    let _g = shared();
+    thplab_unlocked(&workspace(), args)
+}
+
+/// `thplab ARGS` in `dir`.
+pub fn thplab_in(dir: &Path, args: &[&str]) -> Run {
+    let _g = shared();
+    thplab_unlocked(dir, args)
+}
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
+}
+
+/// A file with this text in a fresh temporary directory (kept while the returned dir lives).
+pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join(name);
+    std::fs::write(&p, text).expect("write temp file");
+    (dir, p.display().to_string())
+}
+
+/// The built-in examples as `thplab examples` lists them, comma-separated (as error messages
+/// list them). The list grows with the project; seed-anon-1g comes first.
+pub fn examples_list() -> String {
+    let r = thplab(&["examples"]);
+    r.ok();
+    r.stdout.lines().collect::<Vec<_>>().join(", ")
+}
