@@ -7,7 +7,7 @@
 //!   printing (`std::fs`, `std::env`, `std::process`, `println!`, `eprintln!`). Comments may
 //!   mention them.
 //! - Every `.rs` file under `crates/*/src` starts with a `//!` module doc comment.
-//! - No line under `crates/*/src` is longer than `MAX_COLUMNS` characters (200 for now; see there).
+//! - No line under `crates/*/src` is longer than `MAX_COLUMNS` characters (260 for now; see there).
 //!
 //! A failure names every offending `file:line`.
 
@@ -33,10 +33,13 @@ mod tests {
     ];
 
     /// The longest line allowed, in characters. The rule asked for 140; when this check was
-    /// written the tree already had lines of up to 196 characters (crates/thplab/src/main.rs,
-    /// compare.rs, live/src/procfs.rs, executor.rs, sim/src/lib.rs, ...), so the limit is that
-    /// maximum rounded up. Lower it as long lines get wrapped.
-    pub const MAX_COLUMNS: usize = 200;
+    /// written the tree already had longer lines, so the limit is the longest rounded up: 252
+    /// characters in crates/record/src/tracefs.rs (a tracefs format fixture in a string literal),
+    /// 211 in crates/workload/src/parse/tests.rs (an expected error message), 196 in
+    /// crates/thplab/src/main.rs, and more over 140 in sim/src/lib.rs, thplab/src/compare.rs,
+    /// torture/src/lib.rs, live/src/procfs.rs, live/src/executor.rs, ... Lower it as long lines
+    /// get wrapped.
+    pub const MAX_COLUMNS: usize = 260;
 
     /// Files that had no `//!` module doc when this check was written (unit-test submodules).
     /// Each is reported by `module_docs_exemptions_are_still_needed` once it gains one, so the
