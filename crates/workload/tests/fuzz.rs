@@ -59,7 +59,7 @@ fn size() -> impl Strategy<Value = String> {
 }
 
 fn name() -> impl Strategy<Value = String> {
-    prop::sample::select(vec!["a", "b", "big", "heap", "x-1", "", "a!", "é"]).prop_map(str::to_string)
+    prop::sample::select(vec!["a", "b", "big", "heap", "x-1", "", "a!", "é", "f", "m"]).prop_map(str::to_string)
 }
 
 fn range() -> impl Strategy<Value = String> {
@@ -79,13 +79,14 @@ fn range() -> impl Strategy<Value = String> {
 
 fn option() -> impl Strategy<Value = String> {
     let key = prop::sample::select(vec![
-        "prot", "align", "offset", "at", "every", "order", "stride", "seed", "count", "color", "",
+        "prot", "align", "offset", "at", "every", "order", "stride", "seed", "count", "color", "", "file", "pgoff",
+        "huge", "on", "chunk",
     ]);
     let value = prop_oneof![
         size(),
         prop::sample::select(vec![
             "rw", "r", "none", "rwx", "rr", "seq", "reverse", "random", "0x7e0000000000", "0x7e0000000001", "0x",
-            "0xffffffffffffffffff", "0x_", "",
+            "0xffffffffffffffffff", "0x_", "", "f", "m", "never", "always", "within_size", "advise",
         ])
         .prop_map(str::to_string),
     ];
@@ -97,7 +98,7 @@ fn word() -> impl Strategy<Value = String> {
         3 => prop::sample::select(vec![
             "mmap", "munmap", "mprotect", "madvise", "brk", "prctl", "touch", "thplab-workload", "1", "2",
             "read", "write", "hugepage", "nohugepage", "dontneed", "collapse", "thp_disable", "thp_enable",
-            "except_advised", "rw", "none", "x", "#", "=", "[", "]", "..", "+",
+            "except_advised", "rw", "none", "x", "#", "=", "[", "]", "..", "+", "shared", "f", "m",
         ])
         .prop_map(str::to_string),
         2 => size(),
@@ -114,7 +115,7 @@ fn word() -> impl Strategy<Value = String> {
 fn statement() -> impl Strategy<Value = String> {
     let verb = prop::sample::select(vec![
         "mmap", "mmap", "mmap", "munmap", "mprotect", "madvise", "brk", "prctl", "touch", "touch", "touch",
-        "thplab-workload", "frob",
+        "thplab-workload", "frob", "tmpfs", "memfd", "shm_open", "file", "ftruncate", "fallocate", "write", "write",
     ]);
     (verb, prop::collection::vec(word(), 0..5)).prop_map(|(v, args)| {
         let mut s = v.to_string();
@@ -138,8 +139,11 @@ fn program() -> impl Strategy<Value = String> {
         1 => Just(String::new()),
         1 => Just("# a comment".to_string()),
     ];
-    (prop::collection::vec(decl(), 0..3), prop::collection::vec(line, 0..8)).prop_map(|(d, l)| {
-        let mut v = vec!["thplab-workload 1".to_string()];
+    let files = prop::sample::select(vec![
+        "", "tmpfs m huge=always\nfile f on=m", "memfd f", "shm_open f", "tmpfs m\nshm_open f on=m\nftruncate f 4M",
+    ]);
+    (files, prop::collection::vec(decl(), 0..3), prop::collection::vec(line, 0..8)).prop_map(|(f, d, l)| {
+        let mut v = vec!["thplab-workload 1".to_string(), f.to_string()];
         v.extend(d);
         v.extend(l);
         v.join("\n")
