@@ -106,7 +106,9 @@ impl Kernel {
                     let p = self.page(pfn);
                     let touched = (p.flags & pg::TOUCHED != 0) as u32;
                     rep.rss_bytes += PAGE_SIZE;
-                    if p.order == 0 {
+                    // An order-0 page mapped once is one folio; one mapped more than once (a file
+                    // page in two VMAs) goes through the runs so that it is counted once.
+                    if p.order == 0 && p.mapcount == 1 {
                         small.folios += 1;
                         small.pte_mapped += 1;
                         small_untouched += 1 - touched as u64;
@@ -125,7 +127,7 @@ impl Kernel {
         }
         // Merge runs of the same folio (rare: a folio whose pages were seen in two places).
         if !runs.windows(2).all(|w| w[0].head < w[1].head) {
-            runs.sort_unstable_by_key(|r| (r.head, r.pmd));
+            runs.sort_unstable_by_key(|r| (r.head, !r.pmd));
         }
         let mut per_order = [CensusEntry::default(); PMD_ORDER as usize + 1];
         per_order[0] = small;
@@ -134,11 +136,17 @@ impl Kernel {
         while i < runs.len() {
             let mut f = runs[i];
             i += 1;
-            while i < runs.len() && runs[i].head == f.head && !runs[i].pmd && !f.pmd {
-                f.mapped += runs[i].mapped;
-                f.touched += runs[i].touched;
+            // The same folio seen again (mapped twice, or its pages found in several runs): one
+            // folio; PMD-mapped if any mapping is a PMD (those sort first).
+            while i < runs.len() && runs[i].head == f.head {
+                if !f.pmd {
+                    f.mapped += runs[i].mapped;
+                    f.touched += runs[i].touched;
+                }
                 i += 1;
             }
+            f.mapped = f.mapped.min(1 << f.order);
+            f.touched = f.touched.min(1 << f.order);
             let c = &mut per_order[f.order as usize];
             c.folios += 1;
             if f.pmd {

@@ -505,3 +505,13 @@ fn shmem_errors_name_the_line() {
     let e = run(&w, &ThpSettings::default(), &machine(512 << 20)).unwrap_err();
     assert!(e.to_string().contains("not modelled yet"), "{e}");
 }
+
+#[test]
+fn a_folio_mapped_twice_is_one_folio_in_the_census() {
+    // Regression (found by comparing with the live census, /tmp/shmem-diff-1 and -2): a memfd
+    // page or THP mapped by two VMAs is one folio, as tools/mm/thpmaps and the live census count.
+    let r = sim("", "memfd m\nftruncate m 4K\nmmap a 4K file=m\nmmap b 4K file=m\ntouch a write\ntouch b read");
+    assert_eq!((r.process.minflt, r.folios["4kB"]), (2, 1));
+    let r = sim("shmem_enabled=always", "memfd m\nftruncate m 2M\nmmap a 2M file=m\nmmap b 2M file=m\ntouch a write\ntouch b read");
+    assert_eq!((r.folios["2048kB"], r.census.sizes["2048kB"].pmd_mapped, r.vmstat["thp_file_mapped"]), (1, 1, 2));
+}
