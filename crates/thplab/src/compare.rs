@@ -107,6 +107,14 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
             push(name.clone(), *m, l, kind, tol.system);
         }
     }
+    for (name, m) in &model.meminfo {
+        let l = live.meminfo.get(name).copied().unwrap_or(0);
+        if *m != 0 || l != 0 {
+            // A system-wide level that any process's tmpfs or shm use moves: shown, not judged
+            // (the census and shmem_alloc carry the comparison).
+            push(format!("meminfo {name} (kB)"), *m, l, RowKind::Informational, 0);
+        }
+    }
     for (m, l) in model.calls.iter().zip(&live.calls) {
         if m.ret != l.ret {
             out.push(Row { field: format!("line {} {} returned {} vs {}", m.line, m.call, m.ret, l.ret), model: 0, live: 1, kind: RowKind::Process, differs: true });
@@ -138,12 +146,33 @@ pub fn print_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Ro
         let mark = match (r.differs, r.kind) {
             (true, _) => "  <-- differs",
             (false, RowKind::SystemWide) if r.model != r.live => "  (system-wide, within tolerance)",
-            (false, RowKind::Informational) if r.model != r.live => "  (machine state)",
+            (false, RowKind::Informational) if r.model != r.live => "  (machine state, not judged)",
             _ => "",
         };
         writeln!(out, "  {:<46} {:>12} {:>12} {:>+9}{mark}", r.field, r.model, r.live, r.live - r.model)?;
     }
     writeln!(out)
+}
+
+/// The shmem matrix: 4 KiB only, 64 KiB always, top-level always with PMD inherit, several
+/// sizes always.
+pub fn shmem_matrix() -> Vec<(String, ThpSettings)> {
+    let with = |assignments: &[&str]| {
+        let mut s = ThpSettings::default();
+        for a in assignments {
+            s.apply_assignment(a).expect("valid");
+        }
+        s
+    };
+    vec![
+        ("4K only".to_string(), with(&["hugepages-2048kB/shmem_enabled=never"])),
+        ("64K always".to_string(), with(&["hugepages-64kB/shmem_enabled=always"])),
+        ("top always, PMD inherit".to_string(), with(&["shmem_enabled=always"])),
+        (
+            "16K+64K+256K always".to_string(),
+            with(&["hugepages-16kB/shmem_enabled=always", "hugepages-64kB/shmem_enabled=always", "hugepages-256kB/shmem_enabled=always"]),
+        ),
+    ]
 }
 
 /// The standard matrix: 4 KiB only, each mTHP size alone, all sizes, PMD always, madvise mode.

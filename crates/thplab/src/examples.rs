@@ -3,6 +3,10 @@
 const EXAMPLES: &[(&str, &str)] = &[
     ("seed-anon-1g", include_str!("../../../examples/seed-anon-1g.thpw")),
     ("issue-program", include_str!("../../../examples/issue-program.thpw")),
+    ("seed-shm-anon-1g", include_str!("../../../examples/seed-shm-anon-1g.thpw")),
+    ("seed-shm-anon-1g-nohint", include_str!("../../../examples/seed-shm-anon-1g-nohint.thpw")),
+    ("seed-shm-posix-1g", include_str!("../../../examples/seed-shm-posix-1g.thpw")),
+    ("seed-tmpfs-write", include_str!("../../../examples/seed-tmpfs-write.thpw")),
 ];
 
 pub fn get(name: &str) -> Option<&'static str> {

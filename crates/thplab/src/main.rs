@@ -7,6 +7,7 @@ mod compare;
 mod examples;
 mod live_cmds;
 mod print;
+mod record_cmds;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -61,6 +62,11 @@ enum Cmd {
     /// The folio census of a running process: which folio sizes each VMA maps, PMD- or
     /// PTE-mapped, fully or partially (a fast tools/mm/thpmaps).
     Observe(live_cmds::ObserveArgs),
+    /// Run a program with THP disabled for it alone and record its memory system calls, page
+    /// faults, threads and child processes into a trace file (docs/trace-format.md).
+    Record(record_cmds::RecordArgs),
+    /// Read a recording: `show` prints it as text, `stats` summarises it.
+    Trace(record_cmds::TraceArgs),
     #[command(name = "__exec", hide = true)]
     Exec,
     #[command(name = "__hold", hide = true)]
@@ -91,10 +97,11 @@ struct CompareArgs {
     settings: SettingsArgs,
     #[command(flatten)]
     machine: MachineArgs,
-    /// Instead of the given settings, run the standard matrix: 4 KiB only, each mTHP size
-    /// alone, all sizes, PMD always, and madvise mode.
-    #[arg(long)]
-    matrix: bool,
+    /// Instead of the given settings, run a standard matrix. `anon` (the default): 4 KiB only,
+    /// each mTHP size alone, all sizes, PMD always, and madvise mode. `shmem`: 4 KiB only,
+    /// 64 KiB always, top-level always with PMD inherit, and several sizes always.
+    #[arg(long, value_name = "KIND", num_args = 0..=1, default_missing_value = "anon", value_parser = ["anon", "shmem"])]
+    matrix: Option<String>,
     /// Allowed differences, FIELD=N with FIELD one of minflt (default 2), census (0),
     /// system (system-wide counters, 0).
     #[arg(long, value_name = "FIELD=N")]
@@ -251,6 +258,8 @@ fn main() -> ExitCode {
         Cmd::Live(a) => cmd_live(a),
         Cmd::Compare(a) => cmd_compare(a),
         Cmd::Observe(a) => a.run().map(|c| c as u8),
+        Cmd::Record(a) => record_cmds::cmd_record(a),
+        Cmd::Trace(a) => record_cmds::cmd_trace(a),
         Cmd::Exec | Cmd::Hold(_) => unreachable!("handled above"),
     };
     match result {
@@ -427,11 +436,15 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
     for t in &a.tolerance {
         tol.apply(t)?;
     }
-    let runs: Vec<(String, ThpSettings)> = if a.matrix {
+    let runs: Vec<(String, ThpSettings)> = if let Some(kind) = &a.matrix {
         if !a.settings.set.is_empty() || !a.settings.settings_file.is_empty() || a.settings.cmdline.is_some() {
             bail!("--matrix runs its own settings; leave out --set, --settings and --cmdline");
         }
-        compare::matrix()
+        if kind == "shmem" {
+            compare::shmem_matrix()
+        } else {
+            compare::matrix()
+        }
     } else {
         vec![("given settings".to_string(), a.settings.resolve()?)]
     };
