@@ -180,6 +180,107 @@ impl Kernel {
         self.vma_cache = None;
     }
 
+    /// Set the heap's start and the break (a replayed process's `start_brk`, learnt from its
+    /// first `brk(0)`), dropping any heap the model had.
+    pub fn set_brk(&mut self, start_brk: u64, brk: u64) {
+        let start = start_brk / PAGE_SIZE * PAGE_SIZE;
+        self.start_brk = start;
+        self.brk = brk.max(start);
+    }
+
+    /// `mremap(old, old_len, new_len, flags, new)` that the kernel answered with `result`:
+    /// shrink, grow in place, or move the page tables (`move_page_tables`: whole huge PMDs when
+    /// both ends are PMD-aligned, otherwise the PMD is split and PTEs move one by one).
+    pub fn do_mremap(&mut self, old: u64, old_len: u64, new_len: u64, result: u64) -> Result<(), Errno> {
+        let old_len = old_len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        let new_len = new_len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        let v = self.vmas.find(old).ok_or(Errno::EINVAL)?;
+        if new_len < old_len {
+            self.unmap_range(old + new_len, old + old_len);
+        }
+        if result == old {
+            if new_len > old_len {
+                self.split_vmas_at(old, old + old_len);
+                let tail = Vma { start: old + old_len, end: old + new_len, ..v };
+                let tail = Vma { pgoff: if v.file != 0 { v.pgoff + (tail.start - v.start) / PAGE_SIZE } else { 0 }, ..tail };
+                if !self.vmas.intersecting(tail.start, tail.end).is_empty() {
+                    return Err(Errno::ENOMEM);
+                }
+                self.vmas.insert(tail);
+                self.vmas.try_merge(tail.start);
+                self.vma_cache = None;
+            }
+            return Ok(());
+        }
+        let moved = old_len.min(new_len);
+        self.unmap_range(result, result + new_len);
+        self.split_vmas_at(old, old + moved);
+        let src = self.vmas.find(old).ok_or(Errno::EINVAL)?;
+        let pgoff = if src.file != 0 { src.pgoff } else { 0 };
+        self.vmas.insert(Vma { start: result, end: result + new_len, pgoff, ..src });
+        self.vma_cache = None;
+        self.move_page_tables(old, result, moved)?;
+        // The old range now maps nothing: drop its VMAs and page tables.
+        self.unmap_range(old, old + moved);
+        self.vmas.try_merge(result);
+        Ok(())
+    }
+
+    fn move_page_tables(&mut self, old: u64, new: u64, len: u64) -> Result<(), Errno> {
+        use crate::pgtable::Pmd;
+        use mm_types::{Order, Vaddr};
+        let mut off = 0;
+        while off < len {
+            let (o, n) = (old + off, new + off);
+            let extent = (PMD_SIZE - o % PMD_SIZE).min(PMD_SIZE - n % PMD_SIZE).min(len - off);
+            let Some(ot) = self.pt.pmd_table(Vaddr(o)) else {
+                off += extent;
+                continue;
+            };
+            let nt = match self.pt.pmd_table(Vaddr(n)) {
+                Some(t) => t,
+                None => {
+                    let frame = self.alloc_pgtable_frame().ok_or(Errno::ENOMEM)?;
+                    self.pt.install_pmd_table(Vaddr(n), frame)
+                }
+            };
+            match self.pt.pmd(ot, Vaddr(o)) {
+                Pmd::None => {}
+                p @ (Pmd::Huge { .. } | Pmd::HugeZero) if extent == PMD_SIZE => {
+                    // move_huge_pmd: the entry and its deposited table move whole.
+                    let dep = self.pt.withdraw(ot, Vaddr(o));
+                    self.pt.set_pmd(ot, Vaddr(o), Pmd::None);
+                    self.pt.set_pmd(nt, Vaddr(n), p);
+                    if dep != crate::pgtable::NO_TABLE {
+                        self.pt.deposit(nt, Vaddr(n), dep);
+                    }
+                }
+                p => {
+                    if matches!(p, Pmd::Huge { .. } | Pmd::HugeZero) {
+                        self.split_huge_pmd(ot, Vaddr(o).align_down(Order::PMD));
+                    }
+                    if let Pmd::Table(oi) = self.pt.pmd(ot, Vaddr(o)) {
+                        let ni = match self.pt.pmd(nt, Vaddr(n)) {
+                            Pmd::Table(i) => i,
+                            _ => {
+                                let i = self.alloc_pgtable().ok_or(Errno::ENOMEM)?;
+                                self.pt.set_pmd(nt, Vaddr(n), Pmd::Table(i));
+                                i
+                            }
+                        };
+                        for k in 0..extent / PAGE_SIZE {
+                            let (os, ns) = (Vaddr(o + k * PAGE_SIZE).pte_index(), Vaddr(n + k * PAGE_SIZE).pte_index());
+                            let e = std::mem::replace(&mut self.pt.ptes_mut(oi)[os], 0);
+                            self.pt.ptes_mut(ni)[ns] = e;
+                        }
+                    }
+                }
+            }
+            off += extent;
+        }
+        Ok(())
+    }
+
     /// `brk(new)`: returns the new break, or the old one when the request is refused.
     pub fn sys_brk(&mut self, new_brk: u64) -> u64 {
         if new_brk < self.start_brk {

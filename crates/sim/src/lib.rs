@@ -320,31 +320,48 @@ fn vm_prot(p: Prot) -> u32 {
     prot_to_vm(p.read, p.write, p.exec)
 }
 
-/// Build the result the CLI prints.
-fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Option<(u64, u64)>], calls: Vec<CallResult>) -> RunResult {
-    let mut r = RunResult::new("sim", &workload.source);
-    r.settings = settings.knob_map();
+/// vmstat and per-size stats from model counters.
+fn counters_into(r: &mut RunResult, c: &uapi::Counters) {
     for e in VmEvent::ALL {
-        r.vmstat.insert(e.name().to_string(), k.counters.vm(*e));
+        r.vmstat.insert(e.name().to_string(), c.vm(*e));
     }
     for order in sysfs_orders() {
-        let stats: BTreeMap<String, i64> = MthpStat::ALL
-            .iter()
-            .filter(|s| s.exists_for(order))
-            .map(|s| (s.name().to_string(), k.counters.mthp(order, *s)))
-            .collect();
+        let stats: BTreeMap<String, i64> =
+            MthpStat::ALL.iter().filter(|s| s.exists_for(order)).map(|s| (s.name().to_string(), c.mthp(order, *s))).collect();
         r.mthp.insert(order.sysfs_dir(), stats);
     }
-    let ranges: Vec<(u64, u64)> = regions.iter().flatten().map(|&(s, l)| (s, s + l)).collect();
-    let census = k.census(&ranges);
-    r.process.minflt = k.stats.minflt;
-    r.process.rss_bytes = census.rss_bytes;
-    r.process.anon_huge_bytes = census.anon_huge_bytes;
-    r.process.bloat_bytes = Some(census.bloat_bytes);
-    r.folios = census.census.folio_counts();
-    r.census = census.census;
+}
+
+/// Process figures and the census from one or more census walks (several processes).
+fn census_into(r: &mut RunResult, reports: &[mm::debug::CensusReport]) {
+    let mut total = uapi::Census::default();
+    for c in reports {
+        r.process.rss_bytes += c.rss_bytes;
+        r.process.anon_huge_bytes += c.anon_huge_bytes;
+        *r.process.bloat_bytes.get_or_insert(0) += c.bloat_bytes;
+        total.zero_page_ptes += c.census.zero_page_ptes;
+        total.huge_zero_pmds += c.census.huge_zero_pmds;
+        for (size, e) in &c.census.sizes {
+            let t = total.sizes.entry(size.clone()).or_default();
+            t.folios += e.folios;
+            t.pmd_mapped += e.pmd_mapped;
+            t.pte_mapped += e.pte_mapped;
+            t.partially_mapped += e.partially_mapped;
+        }
+    }
+    r.folios = total.folio_counts();
+    r.census = total;
+}
+
+/// The `fallbacks` section from per-order reason counts (summed over processes).
+fn fallbacks_into(r: &mut RunResult, rows: &[[[u64; 9]; 10]]) {
     for o in 0..=PMD_ORDER {
-        let row = &k.stats.fallbacks[o as usize];
+        let mut row = [0u64; 9];
+        for f in rows {
+            for (i, n) in f[o as usize].iter().enumerate() {
+                row[i] += n;
+            }
+        }
         let reasons: BTreeMap<String, u64> = FallbackReason::ALL
             .iter()
             .filter(|reason| row[**reason as usize] > 0)
@@ -354,6 +371,17 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
             r.fallbacks.insert(Order(o).sysfs_dir(), reasons);
         }
     }
+}
+
+/// Build the result the CLI prints.
+fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Option<(u64, u64)>], calls: Vec<CallResult>) -> RunResult {
+    let mut r = RunResult::new("sim", &workload.source);
+    r.settings = settings.knob_map();
+    counters_into(&mut r, &k.counters);
+    let ranges: Vec<(u64, u64)> = regions.iter().flatten().map(|&(s, l)| (s, s + l)).collect();
+    census_into(&mut r, &[k.census(&ranges)]);
+    r.process.minflt = k.stats.minflt;
+    fallbacks_into(&mut r, &[k.stats.fallbacks]);
     r.regions = workload
         .regions
         .iter()
@@ -377,6 +405,44 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
     }));
     r
 }
+
+/// Replay a recording (`thplab record`) in the model under `settings`: see [`replay`].
+pub fn run_recording(
+    source: &str,
+    header: &trace::Header,
+    events: &[trace::Event],
+    settings: &ThpSettings,
+    machine: &MachineConfig,
+    check_invariants: bool,
+) -> Result<RunResult, SimError> {
+    let mut rp = replay::Replay::new(header, settings, machine, check_invariants, source);
+    for e in events {
+        rp.event(e)?;
+    }
+    let (counters, minflt, census, fallbacks, st) = rp.finish();
+    let mut r = RunResult::new("sim", source);
+    r.settings = settings.knob_map();
+    counters_into(&mut r, &counters);
+    census_into(&mut r, &census);
+    r.process.minflt = minflt;
+    fallbacks_into(&mut r, &fallbacks);
+    r.model = Some(serde_json::json!({
+        "replay": {
+            "processes": st.processes,
+            "images": st.images,
+            "events": st.events,
+            "recorded_faults": st.recorded_faults,
+            "modelled_faults": st.modelled_faults,
+            "passthrough_faults": st.passthrough_faults,
+            "unresolved_faults": st.unresolved_faults,
+            "lost_events": st.lost_events,
+            "census_scope": "anonymous private memory of every process, at its exit",
+        }
+    }));
+    Ok(r)
+}
+
+pub mod replay;
 
 #[cfg(test)]
 mod tests;

@@ -199,8 +199,8 @@ fn parse_hex(s: &str) -> Option<u64> {
 
 #[derive(Args)]
 struct SimArgs {
-    /// A workload file (docs/workload-format.md), or the name of a built-in example
-    /// (`thplab examples` lists them).
+    /// A workload file (docs/workload-format.md), the name of a built-in example
+    /// (`thplab examples` lists them), or a recording made by `thplab record`.
     workload: String,
     #[command(flatten)]
     settings: SettingsArgs,
@@ -298,11 +298,35 @@ fn run_sim(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, chec
     Ok(r)
 }
 
+/// A recording (`thplab record`), if `path` is one: read whole.
+pub fn load_recording(path: &str) -> Result<Option<(trace::Header, Vec<trace::Event>)>> {
+    let p = std::path::Path::new(path);
+    if !p.is_file() {
+        return Ok(None);
+    }
+    let mut magic = [0u8; 8];
+    let mut f = std::fs::File::open(p).with_context(|| format!("cannot open {path}"))?;
+    use std::io::Read;
+    if f.read(&mut magic).unwrap_or(0) < magic.len() || magic != *trace::MAGIC {
+        return Ok(None);
+    }
+    let file = std::fs::File::open(p).with_context(|| format!("cannot open {path}"))?;
+    let (header, events, _) = trace::read_all(std::io::BufReader::new(file)).with_context(|| path.to_string())?;
+    Ok(Some((header, events)))
+}
+
 fn cmd_sim(a: SimArgs) -> Result<u8> {
     let settings = a.settings.resolve()?;
     let machine = a.machine.resolve()?;
-    let w = load_workload(&a.workload)?;
-    let r = run_sim(&w, &settings, &machine, a.check, !a.quiet && !a.json)?;
+    let r = if let Some((header, events)) = load_recording(&a.workload)? {
+        if header.lost_events > 0 {
+            eprintln!("thplab sim: WARNING: {} lost {} events while recording; predictions may be off", a.workload, header.lost_events);
+        }
+        sim::run_recording(&a.workload, &header, &events, &settings, &machine, a.check)?
+    } else {
+        let w = load_workload(&a.workload)?;
+        run_sim(&w, &settings, &machine, a.check, !a.quiet && !a.json)?
+    };
     let mut out = std::io::stdout().lock();
     if a.json {
         serde_json::to_writer_pretty(&mut out, &r)?;

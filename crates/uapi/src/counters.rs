@@ -141,6 +141,18 @@ impl Counters {
         }
         self.mthp[order.0 as usize][stat as usize] += delta;
     }
+    /// Add another set of counters (several simulated processes make one machine's counters).
+    pub fn add(&mut self, other: &Counters) {
+        for (a, b) in self.vmstat.iter_mut().zip(other.vmstat.iter()) {
+            *a += b;
+        }
+        for (row, orow) in self.mthp.iter_mut().zip(other.mthp.iter()) {
+            for (a, b) in row.iter_mut().zip(orow.iter()) {
+                *a += b;
+            }
+        }
+    }
+
     pub fn vm(&self, event: VmEvent) -> i64 {
         self.vmstat[event as usize]
     }
