@@ -515,3 +515,24 @@ fn a_folio_mapped_twice_is_one_folio_in_the_census() {
     let r = sim("shmem_enabled=always", "memfd m\nftruncate m 2M\nmmap a 2M file=m\nmmap b 2M file=m\ntouch a write\ntouch b read");
     assert_eq!((r.folios["2048kB"], r.census.sizes["2048kB"].pmd_mapped, r.vmstat["thp_file_mapped"]), (1, 1, 2));
 }
+
+#[test]
+fn p12_mremap_moves_whole_pmds_only_when_aligned() {
+    // Live P12: moving a PMD THP to a 2 MiB-aligned destination keeps it PMD-mapped; to the
+    // destination + 4 KiB splits the PMD (thp_split_pmd 1, AnonHugePages 0, Rss 2048 kB).
+    for (dest, split) in [(0x7e00_0000_0000u64, 0), (0x7e00_0000_1000, 1)] {
+        let params = mm::BootParams { mem_bytes: 512 << 20, ..mm::BootParams::default() };
+        let mut k = mm::Kernel::boot(&params, &settings("enabled=always"));
+        let rw = mm::mmap::prot_to_vm(true, true, false);
+        let a = k.do_mmap(2 << 20, rw, mm::mmap::MmapPlacement::Kernel).unwrap();
+        assert_eq!(k.access(a, true), mm::Access::Fault);
+        k.do_mremap(a, 2 << 20, 2 << 20, dest).unwrap();
+        k.check_invariants().unwrap();
+        assert_eq!(k.counters.vm(uapi::VmEvent::ThpSplitPmd), split);
+        let c = k.census(&[(dest, dest + (2 << 20))]);
+        assert_eq!((c.anon_huge_bytes, c.rss_bytes), (if split == 0 { 2 << 20 } else { 0 }, 2 << 20));
+        // Nothing is left at the old address, and the moved memory is still there.
+        assert_eq!(k.access(a, false), mm::Access::Segv);
+        assert_eq!(k.access(dest, true), mm::Access::Hit);
+    }
+}

@@ -261,6 +261,25 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
             }
             (op, Ok(()))
         }
+        16 if rng.chance(1, 2) => {
+            // mremap of a whole VMA: shrink, grow in place, or move (aligned or not).
+            let Some(v) = k.vmas().find(|v| v.start <= s && s < v.end && v.file == 0).copied() else {
+                return ("mremap: no anon VMA".into(), Ok(()));
+            };
+            let old_len = v.end - v.start;
+            let new_len = (rng.range_inclusive(1, 2 * old_len / PAGE_SIZE)) * PAGE_SIZE;
+            let dest = match rng.below(3) {
+                0 => Some(v.start),
+                1 => k.get_unmapped_area(new_len, MmapPlacement::Aligned { align: PMD_SIZE, offset: 0 }).ok(),
+                _ => k.get_unmapped_area(new_len, MmapPlacement::Kernel).ok(),
+            };
+            let Some(dest) = dest else { return ("mremap: no room".into(), Ok(())) };
+            let r = k.do_mremap(v.start, old_len, new_len, dest);
+            if r.is_ok() && dest != v.start {
+                regions.push(Region { start: dest, len: new_len });
+            }
+            (format!("mremap {:#x}+{old_len:#x} -> {dest:#x}+{new_len:#x} = {r:?}", v.start), Ok(()))
+        }
         16 => {
             let form = *rng.pick(&[ThpDisable::Completely, ThpDisable::ExceptAdvised, ThpDisable::Clear, ThpDisable::Clear]);
             k.prctl_set_thp_disable(form);
