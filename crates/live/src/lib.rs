@@ -23,6 +23,9 @@
 //!   THP 22, ZERO_PAGE 24). The approach follows `tools/mm/thpmaps` (PMD mappings are counted
 //!   from smaps `AnonHugePages`/`ShmemPmdMapped`/`FilePmdMapped`, which pagemap cannot show).
 //! - [`observe`]: the census of every VMA of any process, for `thplab observe`.
+//! - [`program`]: runs a real program under the settings, followed with ptrace (exec, fork,
+//!   exit stops only), and measures minflt and the census of its anonymous private memory at
+//!   each process's exit, for `thplab compare --record`.
 //!
 //! Everything here needs root (PFNs are hidden from others, sysfs writes need CAP_SYS_ADMIN) and
 //! a kernel with the THP sysfs tree; otherwise calls return [`LiveError::NotAvailable`].
@@ -32,6 +35,7 @@ pub mod executor;
 pub mod guard;
 pub mod observe;
 pub mod procfs;
+pub mod program;
 pub mod sysfs;
 
 use std::path::Path;
@@ -40,6 +44,7 @@ pub use census::{census_of_ranges, CensusReport};
 pub use executor::{exec_child_main, run_live, ExecOptions};
 pub use guard::{recover_if_needed, SettingsGuard};
 pub use observe::{observe, ObserveReport};
+pub use program::{run_program, ProgramOptions};
 
 /// Everything that can go wrong in the live harness. Messages say what and where.
 #[derive(Debug, thiserror::Error)]

@@ -17,25 +17,61 @@ pub struct Tolerance {
     pub census: i64,
     /// System-wide counters (/proc/vmstat, hugepages-*/stats): other processes can move them.
     pub system: i64,
+    /// Relative tolerances in percent of the live value; a row passes when it is within the
+    /// absolute tolerance above or within this percentage (0: absolute only, as for workloads).
+    /// minflt.
+    pub minflt_pct: f64,
+    /// Folio counts of the large sizes (census `N kB folios` rows above 4 kB).
+    pub folios_pct: f64,
+    /// The other census rows, Rss and AnonHugePages.
+    pub census_pct: f64,
+    /// System-wide counters.
+    pub system_pct: f64,
 }
 
 impl Default for Tolerance {
     fn default() -> Self {
-        Tolerance { minflt: 2, census: 0, system: 0 }
+        Tolerance { minflt: 2, census: 0, system: 0, minflt_pct: 0.0, folios_pct: 0.0, census_pct: 0.0, system_pct: 0.0 }
     }
 }
 
 impl Tolerance {
-    /// Parse `minflt=5`, `census=0`, `system=10` (comma-separated or repeated).
+    /// The tolerance for real programs replayed from a recording (issue #4): minflt and the
+    /// large-folio counts within 2 % of live; the other census rows, Rss, AnonHugePages and the
+    /// system-wide counters within 2 % too (they follow from the same faults), or within 2
+    /// (folios, entries; 8 kB of Rss, 4 MiB of AnonHugePages) for small counts.
+    pub fn program() -> Tolerance {
+        Tolerance { minflt: 2, census: 2, system: 2, minflt_pct: 2.0, folios_pct: 2.0, census_pct: 2.0, system_pct: 2.0 }
+    }
+
+    /// Parse `minflt=5`, `census=0`, `system=10`, or a percentage of the live value
+    /// `minflt=2%`, `folios=2%` (large-folio counts), `census=2%`, `system=2%`
+    /// (comma-separated or repeated).
     pub fn apply(&mut self, spec: &str) -> Result<()> {
+        const FIELDS: &str = "minflt, census, system, folios (percent only)";
         for part in spec.split(',').filter(|p| !p.is_empty()) {
-            let Some((k, v)) = part.split_once('=') else { bail!("--tolerance {part}: write FIELD=N (fields: minflt, census, system)") };
-            let n: i64 = v.parse().map_err(|_| anyhow::anyhow!("--tolerance {part}: N must be a whole number"))?;
+            let Some((k, v)) = part.split_once('=') else { bail!("--tolerance {part}: write FIELD=N or FIELD=P% (fields: {FIELDS})") };
+            if let Some(pct) = v.strip_suffix('%') {
+                let p: f64 = pct
+                    .parse()
+                    .ok()
+                    .filter(|p: &f64| p.is_finite() && *p >= 0.0)
+                    .ok_or_else(|| anyhow::anyhow!("--tolerance {part}: P must be a non-negative number"))?;
+                match k {
+                    "minflt" => self.minflt_pct = p,
+                    "census" => self.census_pct = p,
+                    "folios" => self.folios_pct = p,
+                    "system" => self.system_pct = p,
+                    _ => bail!("--tolerance {part}: unknown field '{k}'; valid fields: {FIELDS}"),
+                }
+                continue;
+            }
+            let n: i64 = v.parse().map_err(|_| anyhow::anyhow!("--tolerance {part}: N must be a whole number or a percentage"))?;
             match k {
                 "minflt" => self.minflt = n,
                 "census" => self.census = n,
                 "system" => self.system = n,
-                _ => bail!("--tolerance {part}: unknown field '{k}'; valid fields: minflt, census, system"),
+                _ => bail!("--tolerance {part}: unknown field '{k}'; valid fields: {FIELDS}"),
             }
         }
         Ok(())
@@ -69,25 +105,28 @@ const MACHINE_STATE: &[&str] = &["thp_zero_page_alloc", "thp_zero_page_alloc_fai
 
 pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
     let mut out = Vec::new();
-    let mut push = |field: String, m: i64, l: i64, kind: RowKind, t: i64| {
-        let differs = kind != RowKind::Informational && (m - l).abs() > t;
+    // A tolerance: absolute, and a percentage of the live value.
+    let mut push = |field: String, m: i64, l: i64, kind: RowKind, (t, pct): (i64, f64)| {
+        let within_pct = pct > 0.0 && ((m - l).abs() as f64) <= pct / 100.0 * l.abs() as f64;
+        let differs = kind != RowKind::Informational && (m - l).abs() > t && !within_pct;
         out.push(Row { field, model: m, live: l, kind, differs });
     };
-    push("minflt".into(), model.process.minflt as i64, live.process.minflt as i64, RowKind::Process, tol.minflt);
-    push("Rss (kB)".into(), (model.process.rss_bytes / 1024) as i64, (live.process.rss_bytes / 1024) as i64, RowKind::Process, tol.census * 4);
-    push("AnonHugePages (kB)".into(), (model.process.anon_huge_bytes / 1024) as i64, (live.process.anon_huge_bytes / 1024) as i64, RowKind::Process, tol.census * 2048);
+    push("minflt".into(), model.process.minflt as i64, live.process.minflt as i64, RowKind::Process, (tol.minflt, tol.minflt_pct));
+    push("Rss (kB)".into(), (model.process.rss_bytes / 1024) as i64, (live.process.rss_bytes / 1024) as i64, RowKind::Process, (tol.census * 4, tol.census_pct));
+    push("AnonHugePages (kB)".into(), (model.process.anon_huge_bytes / 1024) as i64, (live.process.anon_huge_bytes / 1024) as i64, RowKind::Process, (tol.census * 2048, tol.census_pct));
     let mut sizes: Vec<&String> = model.census.sizes.keys().chain(live.census.sizes.keys()).collect::<BTreeSet<_>>().into_iter().collect();
     sizes.sort_by_key(|s| size_sort_key(s));
     for s in sizes {
         let m = model.census.sizes.get(s).copied().unwrap_or_default();
         let l = live.census.sizes.get(s).copied().unwrap_or_default();
-        push(format!("census {s} folios"), m.folios as i64, l.folios as i64, RowKind::Process, tol.census);
-        push(format!("census {s} pmd-mapped"), m.pmd_mapped as i64, l.pmd_mapped as i64, RowKind::Process, tol.census);
-        push(format!("census {s} pte-mapped"), m.pte_mapped as i64, l.pte_mapped as i64, RowKind::Process, tol.census);
-        push(format!("census {s} partially-mapped"), m.partially_mapped as i64, l.partially_mapped as i64, RowKind::Process, tol.census);
+        let folios_pct = if s == "4kB" { tol.census_pct } else { tol.folios_pct };
+        push(format!("census {s} folios"), m.folios as i64, l.folios as i64, RowKind::Process, (tol.census, folios_pct));
+        push(format!("census {s} pmd-mapped"), m.pmd_mapped as i64, l.pmd_mapped as i64, RowKind::Process, (tol.census, tol.census_pct));
+        push(format!("census {s} pte-mapped"), m.pte_mapped as i64, l.pte_mapped as i64, RowKind::Process, (tol.census, tol.census_pct));
+        push(format!("census {s} partially-mapped"), m.partially_mapped as i64, l.partially_mapped as i64, RowKind::Process, (tol.census, tol.census_pct));
     }
-    push("census zero-page PTEs".into(), model.census.zero_page_ptes as i64, live.census.zero_page_ptes as i64, RowKind::Process, tol.census);
-    push("census huge-zero PMDs".into(), model.census.huge_zero_pmds as i64, live.census.huge_zero_pmds as i64, RowKind::Process, tol.census);
+    push("census zero-page PTEs".into(), model.census.zero_page_ptes as i64, live.census.zero_page_ptes as i64, RowKind::Process, (tol.census, tol.census_pct));
+    push("census huge-zero PMDs".into(), model.census.huge_zero_pmds as i64, live.census.huge_zero_pmds as i64, RowKind::Process, (tol.census, tol.census_pct));
     let mut dirs: Vec<&String> = model.mthp.keys().collect();
     dirs.sort_by_key(|d| size_sort_key(d));
     for dir in dirs {
@@ -96,7 +135,7 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
             let l = live.mthp.get(dir).and_then(|s| s.get(stat.name())).copied();
             let (Some(m), l) = (m, l.unwrap_or(0)) else { continue };
             if m != 0 || l != 0 {
-                push(format!("{dir}/stats/{}", stat.name()), m, l, RowKind::SystemWide, tol.system);
+                push(format!("{dir}/stats/{}", stat.name()), m, l, RowKind::SystemWide, (tol.system, tol.system_pct));
             }
         }
     }
@@ -104,7 +143,7 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
         let l = live.vmstat.get(name).copied().unwrap_or(0);
         if *m != 0 || l != 0 {
             let kind = if MACHINE_STATE.contains(&name.as_str()) { RowKind::Informational } else { RowKind::SystemWide };
-            push(name.clone(), *m, l, kind, tol.system);
+            push(name.clone(), *m, l, kind, (tol.system, tol.system_pct));
         }
     }
     for (name, m) in &model.meminfo {
@@ -112,7 +151,7 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
         if *m != 0 || l != 0 {
             // A system-wide level that any process's tmpfs or shm use moves: shown, not judged
             // (the census and shmem_alloc carry the comparison).
-            push(format!("meminfo {name} (kB)"), *m, l, RowKind::Informational, 0);
+            push(format!("meminfo {name} (kB)"), *m, l, RowKind::Informational, (0, 0.0));
         }
     }
     for (m, l) in model.calls.iter().zip(&live.calls) {

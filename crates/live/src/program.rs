@@ -1,0 +1,529 @@
+//! Run a real program live under THP settings and measure it as the replay of a recording
+//! (`sim::run_recording`) predicts it: minor faults and the folio census of its anonymous
+//! private memory, summed over every process it starts.
+//!
+//! How:
+//! - The settings are applied through [`SettingsGuard`] (the only writer of the knobs) and
+//!   restored when the program and all its descendants have ended.
+//! - The program is forked; the child sets `personality(ADDR_NO_RANDOMIZE)` (as the recorder
+//!   does, so addresses are the recording's), `PTRACE_TRACEME`, stops itself with SIGSTOP and
+//!   execs. Unlike the recorder it does **not** set PR_SET_THP_DISABLE: the live run is the
+//!   program under the setting. Its stdin/stdout/stderr are ours, or /dev/null.
+//! - ptrace (`PTRACE_O_TRACEEXEC | TRACEEXIT | TRACEFORK | TRACEVFORK | TRACECLONE | EXITKILL`)
+//!   only stops tasks at exec, fork/clone and exit (kernel: `kernel/ptrace.c`, `ptrace_event` in
+//!   `kernel/fork.c`, `fs/exec.c: exec_binprm`, `kernel/exit.c: do_exit`); no system call stops,
+//!   so the overhead is a few context switches per task.
+//! - minflt (`/proc/PID/stat` field 10, the whole thread group's `min_flt`, `fs/proc/array.c:
+//!   do_task_stat`) is read at each process's **first exec** event (its baseline; a process that
+//!   never execs starts at 0, as `copy_process` zeroes `min_flt`) and at its **exit** event:
+//!   `PTRACE_EVENT_EXIT` comes before `exit_mm`, so the address space is still intact and
+//!   `/proc/TID/smaps` and `/proc/TID/pagemap` of the stopped thread show it. The run's minflt
+//!   is Σ (exit − baseline) over processes. Faults before the first exec event (the forked child
+//!   before execve, execve copying the arguments, the ELF loader filling the stack) are not the
+//!   program's; the recording starts at the same execve.
+//! - A process ends at the exit event of a thread whose every other thread is dead or dying:
+//!   `exit_group` queues SIGKILL for the other threads (`kernel/signal.c: zap_other_threads`,
+//!   seen in /proc/TID/status SigPnd) before the caller reaches `do_exit`; the mm is intact
+//!   while the stopped thread holds it, and /proc/TGID/stat sums the faults of live and dead
+//!   threads alike, so the snapshot is taken at once. A thread stopping while others go on is
+//!   a thread leaving (`pthread_exit`) and is let go at once. A process killed by a
+//!   signal (SIGKILL, or any fatal signal: the kernel turns it into SIGKILL for every thread,
+//!   and a task with a fatal signal pending does not stop for ptrace) gets no exit snapshot;
+//!   the result lists it under `live.unmeasured`.
+//! - The census at exit: every VMA of the process that is anonymous and private (smaps name
+//!   empty, `[heap]`, `[stack]` or `[anon:NAME]`, perms `?? ?p`), read with [`census_of_ranges`].
+//!   Such VMAs map only anonymous folios and the zero pages, so no KPF_ANON filter is needed.
+//!   Anonymous copy-on-write pages inside private **file** mappings (a written `.data` page, a
+//!   relocated GOT) are left out: the replay models file mappings as passthrough and does not
+//!   count them either. Processes that never exec (fork children sharing their parent's pages)
+//!   are measured (in `live.processes`) but left out of the census total, as the replay, which
+//!   counts their faults as recorded and builds no address space for them, does.
+//! - `Rss` and `AnonHugePages` are summed over the same VMAs of the same processes.
+//! - System-wide counters (/proc/vmstat `thp_*`, `hugepages-*/stats`) are deltas over the run.
+//!
+//! Not measured: an exec after the first in the same process (the old image's memory is gone at
+//! the exec event; the replay counts its census), descendants killed by a signal.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::json;
+use uapi::{Census, ProcessStats, RunResult, ThpSettings};
+
+use crate::census::census_of_ranges;
+use crate::guard::SettingsGuard;
+use crate::procfs::{read_smaps, stat_field, CounterSnapshot, Vma};
+use crate::sysfs::Paths;
+use crate::{LiveError, Result};
+
+/// How to run the program.
+#[derive(Clone, Debug)]
+pub struct ProgramOptions {
+    /// stdin, stdout and stderr of the program go to /dev/null instead of being ours.
+    pub quiet: bool,
+}
+
+impl Default for ProgramOptions {
+    fn default() -> Self {
+        ProgramOptions { quiet: false }
+    }
+}
+
+/// What was measured of one process.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ProcessReport {
+    pub pid: i32,
+    /// The process that created it (0 for the program itself).
+    pub parent: i32,
+    pub comm: String,
+    /// The executable after its first exec (empty if it never exec'd).
+    pub exe: String,
+    pub execs: u32,
+    /// minflt at its first exec event (0: never exec'd, counted from the fork).
+    pub minflt_base: u64,
+    /// minflt at its exit event (None: no exit snapshot).
+    pub minflt_exit: Option<u64>,
+    pub minflt: u64,
+    pub threads: u32,
+    pub rss_kb: u64,
+    pub anon_huge_kb: u64,
+    /// Anonymous private VMAs measured.
+    pub anon_vmas: usize,
+    pub census: Option<Census>,
+    /// Whether its census is part of the run's census (it exec'd).
+    pub in_census: bool,
+    pub census_ms: f64,
+    /// `exited N`, `killed by signal N`.
+    pub end: String,
+}
+
+#[derive(Default)]
+struct Proc {
+    report: ProcessReport,
+    alive: HashSet<i32>,
+    snapshot_done: bool,
+}
+
+fn last_errno() -> std::io::Error {
+    std::io::Error::last_os_error()
+}
+
+fn ptrace_cont(tid: i32, sig: i32) {
+    // SAFETY: plain ptrace request on a tracee; failure (the task died) is harmless.
+    unsafe {
+        libc::ptrace(libc::PTRACE_CONT, tid, 0, sig as libc::c_long);
+    }
+}
+
+fn event_msg(tid: i32) -> u64 {
+    let mut m: libc::c_ulong = 0;
+    // SAFETY: m is a valid c_ulong for the kernel to write.
+    unsafe {
+        libc::ptrace(libc::PTRACE_GETEVENTMSG, tid, 0, &mut m as *mut libc::c_ulong);
+    }
+    m as u64
+}
+
+fn status_text(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default()
+}
+
+fn status_field(text: &str, key: &str) -> Option<String> {
+    text.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
+}
+
+fn tgid_of(tid: i32) -> Option<i32> {
+    status_field(&status_text(tid), "Tgid:")?.parse().ok()
+}
+
+/// Whether `tid` is dead or dying (SIGKILL pending, zombie, dead).
+fn dying(tid: i32) -> bool {
+    let s = status_text(tid);
+    if s.is_empty() {
+        return true;
+    }
+    if let Some(st) = status_field(&s, "State:") {
+        if st.starts_with('Z') || st.starts_with('X') {
+            return true;
+        }
+    }
+    let kill_bit = 1u64 << (libc::SIGKILL - 1);
+    ["SigPnd:", "ShdPnd:"].iter().any(|k| {
+        status_field(&s, k).and_then(|v| u64::from_str_radix(&v, 16).ok()).is_some_and(|m| m & kill_bit != 0)
+    })
+}
+
+fn minflt_of(pid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_field(&text, 10)
+}
+
+/// An anonymous private VMA: no file (empty name, `[heap]`, `[stack]`, `[anon:...]`), private.
+pub fn is_anon_private(v: &Vma) -> bool {
+    let anon_name = v.name.is_empty() || v.name == "[heap]" || v.name == "[stack]" || v.name.starts_with("[anon:");
+    anon_name && v.perms.as_bytes().get(3) == Some(&b'p')
+}
+
+/// Search PATH as execvp does.
+fn resolve(program: &str) -> Option<std::path::PathBuf> {
+    if program.contains('/') {
+        return Some(program.into());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path).map(|d| d.join(program)).find(|c| {
+        let Ok(cs) = CString::new(c.as_os_str().as_bytes()) else { return false };
+        // SAFETY: cs is a valid C string.
+        c.is_file() && unsafe { libc::access(cs.as_ptr(), libc::X_OK) } == 0
+    })
+}
+
+/// Run `argv` under `settings` on the live kernel and measure it (see the module docs). The
+/// program's exit status is in `live.exit_status`; a program that exits non-zero is not an
+/// error.
+pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOptions) -> Result<RunResult> {
+    let paths = Paths::from_env();
+    paths.check_available()?;
+    let Some(program) = argv.first() else { return Err(LiveError::Child("no program given".into())) };
+    let exe = resolve(program).ok_or_else(|| LiveError::Child(format!("{program}: command not found")))?;
+    let cpath = CString::new(exe.as_os_str().as_bytes()).map_err(|_| LiveError::Child("NUL byte in the path".into()))?;
+    let cargs: Vec<CString> = argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| LiveError::Child("NUL byte in an argument".into()))?;
+    let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    let devnull = if opts.quiet {
+        // SAFETY: opening a fixed path.
+        let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(crate::io_err("cannot open", "/dev/null", last_errno()));
+        }
+        // SAFETY: fd was just opened.
+        Some(unsafe { OwnedFd::from_raw_fd(fd) })
+    } else {
+        None
+    };
+    let mut fds = [0i32; 2];
+    // SAFETY: fds is a two-element array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(LiveError::Child(format!("pipe: {}", last_errno())));
+    }
+    // SAFETY: pipe2 returned two new descriptors.
+    let (err_r, err_w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+
+    let guard = SettingsGuard::apply(settings)?;
+    if let Some(m) = guard.recovered() {
+        eprintln!("{m}");
+    }
+    let before = CounterSnapshot::read(&paths.sysfs)?;
+    extern "C" {
+        static environ: *const *const libc::c_char;
+    }
+    // SAFETY: between fork and execve the child makes only async-signal-safe calls on memory
+    // prepared before the fork.
+    let root = unsafe { libc::fork() };
+    if root < 0 {
+        return Err(LiveError::Child(format!("fork: {}", last_errno())));
+    }
+    if root == 0 {
+        unsafe {
+            let fail = |stage: u8| -> ! {
+                let e = *libc::__errno_location();
+                let mut msg = [0u8; 5];
+                msg[0] = stage;
+                msg[1..].copy_from_slice(&e.to_ne_bytes());
+                libc::write(err_w.as_raw_fd(), msg.as_ptr() as *const libc::c_void, 5);
+                libc::_exit(127)
+            };
+            if let Some(n) = &devnull {
+                for fd in 0..3 {
+                    libc::dup2(n.as_raw_fd(), fd);
+                }
+            }
+            let cur = libc::personality(0xffff_ffff);
+            if cur == -1 || libc::personality((cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong) == -1 {
+                fail(1);
+            }
+            if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) != 0 {
+                fail(2);
+            }
+            libc::raise(libc::SIGSTOP);
+            libc::execve(cpath.as_ptr(), ptrs.as_ptr(), environ);
+            fail(3);
+        }
+    }
+    drop(err_w);
+    drop(devnull);
+    let mut st = 0;
+    // SAFETY: waiting for our child.
+    let r = unsafe { libc::waitpid(root, &mut st, libc::__WALL) };
+    if r != root || !libc::WIFSTOPPED(st) {
+        return Err(LiveError::Child(format!("{program}: the child did not stop before its execve (status {st:#x})")));
+    }
+    let options = libc::PTRACE_O_TRACEEXEC
+        | libc::PTRACE_O_TRACEEXIT
+        | libc::PTRACE_O_TRACEFORK
+        | libc::PTRACE_O_TRACEVFORK
+        | libc::PTRACE_O_TRACECLONE
+        | libc::PTRACE_O_EXITKILL;
+    // SAFETY: root is our stopped tracee.
+    if unsafe { libc::ptrace(libc::PTRACE_SETOPTIONS, root, 0, options as libc::c_long) } != 0 {
+        let e = last_errno();
+        // SAFETY: killing and reaping our child.
+        unsafe {
+            libc::kill(root, libc::SIGKILL);
+            libc::waitpid(root, &mut st, libc::__WALL);
+        }
+        return Err(LiveError::Child(format!("PTRACE_SETOPTIONS: {e}")));
+    }
+
+    let mut tasks: HashMap<i32, i32> = HashMap::new(); // tid -> tgid
+    let mut procs: BTreeMap<i32, Proc> = BTreeMap::new();
+    let mut order: Vec<i32> = Vec::new();
+    // Tasks created by a fork/clone event whose initial SIGSTOP has not been seen yet.
+    let mut awaiting_stop: HashSet<i32> = HashSet::new();
+    let mut root_status: Option<i32> = None;
+    let mut exec_checked = false;
+    let mut first_exec_error: Option<String> = None;
+    tasks.insert(root, root);
+    let mut p = Proc::default();
+    p.report.pid = root;
+    p.alive.insert(root);
+    procs.insert(root, p);
+    order.push(root);
+    let t0 = Instant::now();
+    ptrace_cont(root, 0);
+
+    let check_exec_pipe = |first_exec_error: &mut Option<String>| {
+        let mut msg = [0u8; 5];
+        // SAFETY: reading into msg from our pipe (the write end is closed here and, after
+        // execve or _exit, in the child).
+        let n = unsafe { libc::read(err_r.as_raw_fd(), msg.as_mut_ptr() as *mut libc::c_void, 5) };
+        if n == 5 {
+            let e = std::io::Error::from_raw_os_error(i32::from_ne_bytes([msg[1], msg[2], msg[3], msg[4]]));
+            let stage = ["", "personality(ADDR_NO_RANDOMIZE)", "ptrace(PTRACE_TRACEME)", "execve"][msg[0].min(3) as usize];
+            *first_exec_error = Some(format!("{program}: {stage}: {e}"));
+        }
+    };
+
+    loop {
+        // SAFETY: waiting for any tracee.
+        let pid = unsafe { libc::waitpid(-1, &mut st, libc::__WALL) };
+        if pid < 0 {
+            let e = last_errno();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::ECHILD) => break,
+                _ => return Err(LiveError::Child(format!("waitpid: {e}"))),
+            }
+        }
+        if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) {
+            let tgid = tasks.remove(&pid).unwrap_or(pid);
+            if pid == root {
+                root_status = Some(if libc::WIFEXITED(st) { libc::WEXITSTATUS(st) } else { 128 + libc::WTERMSIG(st) });
+                if !exec_checked {
+                    check_exec_pipe(&mut first_exec_error);
+                    exec_checked = true;
+                }
+            }
+            if let Some(p) = procs.get_mut(&tgid) {
+                p.alive.remove(&pid);
+                if pid == tgid {
+                    p.report.end = if libc::WIFEXITED(st) {
+                        format!("exited {}", libc::WEXITSTATUS(st))
+                    } else {
+                        format!("killed by signal {}", libc::WTERMSIG(st))
+                    };
+                }
+            }
+            continue;
+        }
+        if !libc::WIFSTOPPED(st) {
+            continue;
+        }
+        let sig = libc::WSTOPSIG(st);
+        let event = (st >> 16) & 0xff;
+        if !tasks.contains_key(&pid) {
+            // A new task whose first stop came before its creator's event.
+            let tgid = tgid_of(pid).unwrap_or(pid);
+            register(&mut tasks, &mut procs, &mut order, pid, tgid, 0);
+            awaiting_stop.insert(pid);
+        }
+        let tgid = tasks[&pid];
+        match event {
+            libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
+                let new = event_msg(pid) as i32;
+                if !tasks.contains_key(&new) {
+                    let new_tgid = if event == libc::PTRACE_EVENT_CLONE { tgid_of(new).unwrap_or(tgid) } else { new };
+                    register(&mut tasks, &mut procs, &mut order, new, new_tgid, tgid);
+                    awaiting_stop.insert(new);
+                } else if let Some(p) = procs.get_mut(&tasks[&new]) {
+                    if tasks[&new] != tgid && p.report.parent == 0 {
+                        p.report.parent = tgid;
+                    }
+                }
+                ptrace_cont(pid, 0);
+            }
+            libc::PTRACE_EVENT_EXEC => {
+                // After de_thread the exec'ing thread has the thread group id; the message is
+                // its former tid.
+                let former = event_msg(pid) as i32;
+                if former != pid {
+                    tasks.remove(&former);
+                }
+                if pid == root && !exec_checked {
+                    exec_checked = true;
+                }
+                if let Some(p) = procs.get_mut(&tgid) {
+                    p.alive.remove(&former);
+                    p.alive.insert(pid);
+                    if p.report.execs == 0 {
+                        p.report.minflt_base = minflt_of(pid).unwrap_or(0);
+                        p.report.exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+                            .map(|x| x.display().to_string())
+                            .unwrap_or_default();
+                    }
+                    p.report.execs += 1;
+                }
+                ptrace_cont(pid, 0);
+            }
+            libc::PTRACE_EVENT_EXIT => {
+                let p = procs.get_mut(&tgid).expect("registered");
+                // The process ends here if every other thread is dead or dying (a group exit
+                // queued SIGKILL for them before this thread reached do_exit); otherwise this
+                // is a thread leaving while its process goes on.
+                let last = p.alive.iter().all(|&t| t == pid || dying(t));
+                if last && !p.snapshot_done {
+                    p.snapshot_done = true;
+                    snapshot(p, pid)?;
+                }
+                ptrace_cont(pid, 0);
+            }
+            libc::PTRACE_EVENT_STOP => ptrace_cont(pid, 0),
+            _ => {
+                if sig == libc::SIGSTOP && awaiting_stop.remove(&pid) {
+                    ptrace_cont(pid, 0);
+                } else {
+                    ptrace_cont(pid, sig);
+                }
+            }
+        }
+    }
+    let wall = t0.elapsed();
+    if !exec_checked {
+        check_exec_pipe(&mut first_exec_error);
+    }
+    let after = CounterSnapshot::read(&paths.sysfs)?;
+    guard.restore()?;
+    if let Some(e) = first_exec_error {
+        return Err(LiveError::Child(e));
+    }
+
+    let mut res = RunResult::new("live", &argv.join(" "));
+    res.settings = settings.knob_map();
+    let counters = before.delta(&after);
+    res.vmstat = counters.vmstat;
+    res.mthp = counters.mthp;
+    let mut census = Census::default();
+    let mut stats = ProcessStats::default();
+    let mut unmeasured = Vec::new();
+    let mut reports = Vec::new();
+    for pid in &order {
+        let p = &procs[pid].report;
+        stats.minflt += p.minflt;
+        if p.minflt_exit.is_none() {
+            unmeasured.push(format!("{} ({}): {}", p.pid, p.comm, if p.end.is_empty() { "no exit stop" } else { &p.end }));
+        }
+        if p.in_census {
+            stats.rss_bytes += p.rss_kb * 1024;
+            stats.anon_huge_bytes += p.anon_huge_kb * 1024;
+            if let Some(c) = &p.census {
+                add_census(&mut census, c);
+            }
+        }
+        reports.push(p.clone());
+    }
+    res.process = stats;
+    res.folios = census.folio_counts();
+    res.census = census;
+    res.live = Some(json!({
+        "kernel_release": crate::kernel_release(),
+        "program": argv,
+        "exit_status": root_status,
+        "wall_ms": wall.as_secs_f64() * 1e3,
+        "processes": reports,
+        "unmeasured": unmeasured,
+        "census_scope": "anonymous private VMAs of every process that exec'd, at its exit event",
+    }));
+    Ok(res)
+}
+
+fn register(tasks: &mut HashMap<i32, i32>, procs: &mut BTreeMap<i32, Proc>, order: &mut Vec<i32>, tid: i32, tgid: i32, parent: i32) {
+    tasks.insert(tid, tgid);
+    let p = procs.entry(tgid).or_insert_with(|| {
+        order.push(tgid);
+        let mut p = Proc::default();
+        p.report.pid = tgid;
+        p.report.parent = parent;
+        p
+    });
+    p.alive.insert(tid);
+    p.report.threads += 1;
+}
+
+fn snapshot(p: &mut Proc, tid: i32) -> Result<()> {
+    let r = &mut p.report;
+    r.comm = crate::procfs::comm(tid);
+    // /proc/TGID/stat: the whole group's faults (dead threads' too).
+    let exit = minflt_of(r.pid).or_else(|| minflt_of(tid));
+    r.minflt_exit = exit;
+    r.minflt = exit.unwrap_or(0).saturating_sub(r.minflt_base);
+    let vmas: Vec<Vma> = match read_smaps(tid) {
+        Ok(v) => v.into_iter().filter(is_anon_private).collect(),
+        Err(LiveError::NoSuchProcess { .. }) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    r.anon_vmas = vmas.len();
+    r.rss_kb = vmas.iter().map(|v| v.rss_kb).sum();
+    r.anon_huge_kb = vmas.iter().map(|v| v.anon_huge_kb).sum();
+    let c = census_of_ranges(tid, &[(0, u64::MAX)], &vmas)?;
+    r.census_ms = c.elapsed.as_secs_f64() * 1e3;
+    r.census = Some(c.total);
+    r.in_census = r.execs > 0;
+    Ok(())
+}
+
+fn add_census(t: &mut Census, c: &Census) {
+    t.zero_page_ptes += c.zero_page_ptes;
+    t.huge_zero_pmds += c.huge_zero_pmds;
+    for (size, e) in &c.sizes {
+        let x = t.sizes.entry(size.clone()).or_default();
+        x.folios += e.folios;
+        x.pmd_mapped += e.pmd_mapped;
+        x.pte_mapped += e.pte_mapped;
+        x.partially_mapped += e.partially_mapped;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anon_private_vmas() {
+        let v = |name: &str, perms: &str| Vma { name: name.into(), perms: perms.into(), ..Default::default() };
+        assert!(is_anon_private(&v("", "rw-p")));
+        assert!(is_anon_private(&v("[heap]", "rw-p")));
+        assert!(is_anon_private(&v("[stack]", "rw-p")));
+        assert!(is_anon_private(&v("[anon:jemalloc]", "rw-p")));
+        assert!(!is_anon_private(&v("", "rw-s")));
+        assert!(!is_anon_private(&v("/usr/lib/libc.so.6", "rw-p")));
+        assert!(!is_anon_private(&v("[vdso]", "r-xp")));
+        assert!(!is_anon_private(&v("/dev/zero (deleted)", "rw-s")));
+    }
+}

@@ -1,0 +1,212 @@
+//! `thplab compare --record [--matrix [anon|shmem]] [--set ...] [--keep FILE] -- CMD [ARGS...]`:
+//! record a real program once (THP disabled for it alone, crate `record`), then for each setting
+//! predict it by replaying the recording in the model (`sim::run_recording`) and run it live
+//! under that setting (`live::run_program`), and print both side by side.
+//!
+//! Tolerance: [`compare::Tolerance::program`] (minflt and per-size large-folio counts within 2 %
+//! of live, issue #4), overridable with `--tolerance`. Exit 4 when a setting differs beyond it.
+
+use std::ffi::OsString;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use uapi::{RunResult, ThpSettings};
+
+use crate::compare::{self, Row, RowKind};
+use crate::exit;
+
+/// Parsed arguments of `thplab compare --record`.
+#[derive(Clone, Debug, Default)]
+pub struct CompareRecordArgs {
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// `Some("anon")` / `Some("shmem")`: the matrix; `None`: `settings` alone.
+    pub matrix: Option<String>,
+    /// The given settings (used without `matrix`).
+    pub settings: ThpSettings,
+    /// Whether settings were given on the command line (refused with `matrix`).
+    pub settings_given: bool,
+    pub machine: sim::MachineConfig,
+    /// `--tolerance` specs, applied on top of [`compare::Tolerance::program`].
+    pub tolerance: Vec<String>,
+    /// Keep the recording in this file.
+    pub keep: Option<PathBuf>,
+    /// When only system-wide counters differ, run live again up to N times.
+    pub retries: u32,
+    pub json: bool,
+    /// The program's stdin/stdout/stderr to /dev/null in the live runs (the recording passes
+    /// them through).
+    pub quiet: bool,
+}
+
+/// Record `command` once; returns the recording and its wall time in seconds.
+pub fn record_program(command: &[String]) -> Result<(record::Recording, f64)> {
+    let argv: Vec<OsString> = command.iter().map(OsString::from).collect();
+    let t = Instant::now();
+    let rec = match record::record(&argv, &record::RecordOptions::default()) {
+        Ok(r) => r,
+        Err(record::RecordError::Unavailable(why)) => return Err(live::LiveError::NotAvailable(format!("recording: {why}")).into()),
+        Err(e) => return Err(e.into()),
+    };
+    let secs = t.elapsed().as_secs_f64();
+    if rec.header.lost_events > 0 {
+        eprintln!(
+            "thplab compare: WARNING: the kernel dropped {} events while recording {}: the recording is INCOMPLETE and the predictions will be off",
+            rec.header.lost_events,
+            command.join(" ")
+        );
+    }
+    Ok((rec, secs))
+}
+
+/// `thplab compare --record ... -- CMD [ARGS...]`.
+pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
+    if a.command.is_empty() {
+        bail!("compare --record: give the program after --: thplab compare --record -- CMD [ARGS...]");
+    }
+    let mut tol = compare::Tolerance::program();
+    for t in &a.tolerance {
+        tol.apply(t)?;
+    }
+    let runs: Vec<(String, ThpSettings)> = match a.matrix.as_deref() {
+        Some(kind) => {
+            if a.settings_given {
+                bail!("--matrix runs its own settings; leave out --set, --settings and --cmdline");
+            }
+            if kind == "shmem" {
+                compare::shmem_matrix()
+            } else {
+                compare::matrix()
+            }
+        }
+        None => vec![("given settings".to_string(), a.settings.clone())],
+    };
+    if let Some(why) = crate::live_unavailable() {
+        return Err(live::LiveError::NotAvailable(why).into());
+    }
+    let (rec, rec_secs) = record_program(&a.command)?;
+    if let Some(path) = &a.keep {
+        let f = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        rec.write_to(BufWriter::new(f)).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let source = a.command.join(" ");
+    let opts = live::ProgramOptions { quiet: a.quiet };
+    let mut out = io::stdout().lock();
+    let mut json = Vec::new();
+    let mut differing = 0;
+    if !a.json {
+        let faults = rec.header.counts.iter().find(|(k, _)| *k == trace::kind::FAULT).map_or(0, |c| c.1);
+        writeln!(
+            out,
+            "recorded {source}: {} events ({faults} faults), {} lost, {:.3} s (exit status {})\n",
+            rec.events.len(),
+            rec.header.lost_events,
+            rec_secs,
+            rec.header.exit_status
+        )?;
+    }
+    for (label, s) in &runs {
+        let model = sim::run_recording(&source, &rec.header, &rec.events, s, &a.machine, false)?;
+        let mut live = live::run_program(&a.command, s, &opts)?;
+        let mut rows = program_rows(&model, &live, &tol);
+        let mut attempts = 1;
+        while attempts <= a.retries && compare::only_system_wide_differ(&rows) {
+            let again = live::run_program(&a.command, s, &opts)?;
+            let again_rows = program_rows(&model, &again, &tol);
+            attempts += 1;
+            if again_rows.iter().filter(|r| r.differs).count() < rows.iter().filter(|r| r.differs).count() {
+                live = again;
+                rows = again_rows;
+            }
+        }
+        let differs = rows.iter().any(|r| r.differs);
+        differing += differs as usize;
+        if a.json {
+            json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "model": model, "live": live }));
+        } else {
+            if attempts > 1 {
+                writeln!(out, "({label}: system-wide counters moved by other processes; ran live {attempts} times, kept the closest)")?;
+            }
+            print_program_rows(&mut out, label, s, &rows, &live)?;
+        }
+    }
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &json)?;
+        writeln!(out)?;
+    } else {
+        writeln!(
+            out,
+            "{} of {} settings: model = live{}",
+            runs.len() - differing,
+            runs.len(),
+            if differing > 0 { format!("; {differing} differ") } else { String::new() }
+        )?;
+    }
+    Ok(if differing > 0 { exit::DIFFERS } else { exit::OK })
+}
+
+/// [`compare::rows`] for a program: the per-size `nr_anon` and `nr_anon_partially_mapped` stats
+/// are levels, which the model reports at the processes' exit and the live run reads after
+/// they are gone (their folios freed): shown, not judged.
+pub fn program_rows(model: &RunResult, live: &RunResult, tol: &compare::Tolerance) -> Vec<Row> {
+    let mut rows = compare::rows(model, live, tol);
+    for r in rows.iter_mut() {
+        if r.field.ends_with("/stats/nr_anon") || r.field.ends_with("/stats/nr_anon_partially_mapped") {
+            r.kind = RowKind::Informational;
+            r.differs = false;
+        }
+    }
+    rows
+}
+
+/// The error of the model against live, in percent of live (`-` when both are 0).
+pub fn pct_error(model: i64, live: i64) -> String {
+    if live == 0 {
+        return if model == 0 { "-".into() } else { "inf".into() };
+    }
+    format!("{:+.2}%", (model - live) as f64 * 100.0 / live as f64)
+}
+
+/// As [`compare::print_rows`], with the difference in percent of live and the live wall time.
+pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], live: &RunResult) -> io::Result<()> {
+    let n = rows.iter().filter(|r| r.differs).count();
+    let wall = live.live.as_ref().and_then(|l| l.get("wall_ms")).and_then(|v| v.as_f64()).unwrap_or(0.0);
+    writeln!(
+        out,
+        "== {label}: {}  →  {}  (live {:.0} ms)",
+        s.summary(),
+        if n == 0 { "model = live".to_string() } else { format!("{n} DIFFERENCES") },
+        wall
+    )?;
+    writeln!(out, "  {:<46} {:>12} {:>12} {:>9} {:>9}", "field", "model", "live", "diff", "error")?;
+    for r in rows {
+        if r.model == 0 && r.live == 0 {
+            continue;
+        }
+        let mark = match (r.differs, r.kind) {
+            (true, _) => "  <-- differs",
+            (false, RowKind::SystemWide) if r.model != r.live => "  (system-wide, within tolerance)",
+            (false, RowKind::Informational) if r.model != r.live => "  (machine state, not judged)",
+            _ => "",
+        };
+        writeln!(out, "  {:<46} {:>12} {:>12} {:>+9} {:>9}{mark}", r.field, r.model, r.live, r.live - r.model, pct_error(r.model, r.live))?;
+    }
+    if let Some(u) = live.live.as_ref().and_then(|l| l.get("unmeasured")).and_then(|v| v.as_array()).filter(|u| !u.is_empty()) {
+        writeln!(out, "  not measured (no exit stop): {}", u.iter().filter_map(|v| v.as_str()).collect::<Vec<_>>().join("; "))?;
+    }
+    writeln!(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_errors() {
+        assert_eq!(pct_error(102, 100), "+2.00%");
+        assert_eq!(pct_error(0, 0), "-");
+        assert_eq!(pct_error(1, 0), "inf");
+    }
+}
