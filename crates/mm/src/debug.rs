@@ -167,6 +167,24 @@ impl Kernel {
         rep
     }
 
+    /// Every allocated folio (or page-table, reserved, huge zero page) head, by PFN.
+    fn folio_heads(&self) -> impl Iterator<Item = (usize, crate::page_alloc::Page)> + '_ {
+        let mm = &self.zone.mem_map;
+        let mut pfn = 0usize;
+        std::iter::from_fn(move || {
+            while pfn < mm.len() {
+                let p = mm[pfn];
+                if p.flags & pg::HEAD != 0 {
+                    let at = pfn;
+                    pfn += 1 << p.order;
+                    return Some((at, p));
+                }
+                pfn += 1;
+            }
+            None
+        })
+    }
+
     fn page(&self, pfn: Pfn) -> &crate::page_alloc::Page {
         &self.zone.mem_map[pfn.idx()]
     }
@@ -206,13 +224,7 @@ impl Kernel {
             }
             *o = 3;
         }
-        let mut pfn = 0usize;
-        while pfn < n {
-            let p = self.zone.mem_map[pfn];
-            if p.flags & pg::HEAD == 0 {
-                pfn += 1;
-                continue;
-            }
+        for (pfn, p) in self.folio_heads() {
             let size = 1usize << p.order;
             if pfn % size != 0 || pfn + size > n {
                 return Err(format!("folio at pfn {pfn:#x} of order {} is misaligned", p.order));
@@ -227,7 +239,6 @@ impl Kernel {
                     return Err(format!("tail {:#x} of folio {pfn:#x} is not marked as its tail", pfn + i));
                 }
             }
-            pfn += size;
         }
         if let Some(i) = owner.iter().position(|&o| o == 0) {
             return Err(format!("frame {i:#x} is neither free nor allocated"));
@@ -351,13 +362,7 @@ impl Kernel {
         }
         let mut nr_anon = [0i64; PMD_ORDER as usize + 1];
         let mut partially = [0i64; PMD_ORDER as usize + 1];
-        let mut pfn = 0usize;
-        while pfn < n {
-            let p = self.zone.mem_map[pfn];
-            if p.flags & pg::HEAD == 0 {
-                pfn += 1;
-                continue;
-            }
+        for (pfn, p) in self.folio_heads() {
             let nr = 1usize << p.order;
             if p.flags & (pg::ANON | pg::SHMEM) != 0 {
                 let mut mapped = 0u32;
@@ -389,7 +394,6 @@ impl Kernel {
                     }
                 }
             }
-            pfn += nr;
         }
         for o in 1..=PMD_ORDER {
             let ord = Order(o);

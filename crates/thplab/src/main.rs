@@ -298,6 +298,18 @@ fn run_sim(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, chec
     Ok(r)
 }
 
+/// One result as JSON or as the table.
+fn print_result(r: &uapi::RunResult, settings: &ThpSettings, json: bool) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, r)?;
+        writeln!(out)?;
+    } else {
+        print::result_table(&mut out, r, settings)?;
+    }
+    Ok(())
+}
+
 /// A recording (`thplab record`), if `path` is one: read whole.
 pub fn load_recording(path: &str) -> Result<Option<(trace::Header, Vec<trace::Event>)>> {
     let p = std::path::Path::new(path);
@@ -327,13 +339,7 @@ fn cmd_sim(a: SimArgs) -> Result<u8> {
         let w = load_workload(&a.workload)?;
         run_sim(&w, &settings, &machine, a.check, !a.quiet && !a.json)?
     };
-    let mut out = std::io::stdout().lock();
-    if a.json {
-        serde_json::to_writer_pretty(&mut out, &r)?;
-        writeln!(out)?;
-    } else {
-        print::result_table(&mut out, &r, &settings)?;
-    }
+    print_result(&r, &settings, a.json)?;
     Ok(exit::OK)
 }
 
@@ -428,13 +434,7 @@ fn cmd_live(a: LiveArgs) -> Result<u8> {
     // The model decides where regions go; the live executor maps them at the same addresses.
     let model = run_sim(&w, &settings, &machine, false, false)?;
     let r = live_cmds::run_live(&w, &settings, &model.regions, a.repeat, !a.json)?;
-    let mut out = std::io::stdout().lock();
-    if a.json {
-        serde_json::to_writer_pretty(&mut out, &r)?;
-        writeln!(out)?;
-    } else {
-        print::result_table(&mut out, &r, &settings)?;
-    }
+    print_result(&r, &settings, a.json)?;
     Ok(exit::OK)
 }
 
