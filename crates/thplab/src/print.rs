@@ -143,6 +143,10 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
     for s in sizes {
         row(out, &format!("folios {s}"), &|r| r.folios.get(s).copied().unwrap_or(0).to_string())?;
     }
+    if cols.iter().any(|(_, _, r)| r.source == "live") {
+        writeln!(out, "\nthp_* and hugepages-*/stats are system-wide: on a busy machine the live columns include other")?;
+        writeln!(out, "processes' allocations. minflt, Rss, AnonHugePages and the folios are the process's own.")?;
+    }
     writeln!(out)?;
     let mut seen = Vec::new();
     for (label, summary, _) in cols {
