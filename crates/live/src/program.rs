@@ -21,12 +21,15 @@
 //!   is Σ (exit − baseline) over processes. Faults before the first exec event (the forked child
 //!   before execve, execve copying the arguments, the ELF loader filling the stack) are not the
 //!   program's; the recording starts at the same execve.
-//! - A process ends at the exit event of a thread whose every other thread is dead or dying:
-//!   `exit_group` queues SIGKILL for the other threads (`kernel/signal.c: zap_other_threads`,
-//!   seen in /proc/TID/status SigPnd) before the caller reaches `do_exit`; the mm is intact
-//!   while the stopped thread holds it, and /proc/TGID/stat sums the faults of live and dead
-//!   threads alike, so the snapshot is taken at once. A thread stopping while others go on is
-//!   a thread leaving (`pthread_exit`) and is let go at once. A process killed by a
+//! - A process ends when every thread of it is held at its exit stop or dying. `exit_group`
+//!   queues SIGKILL for the other threads (`kernel/signal.c: zap_other_threads`, seen in
+//!   /proc/TID/status SigPnd); each takes it and stops at its own exit event (the SIGKILL is
+//!   dequeued by then, so ptrace still stops it) or is already past it (PF_EXITING) or dead. A
+//!   thread at its exit stop is held (for at most 50 ms) until the rest of its process is there
+//!   too; then the snapshot is taken from the first held thread (the mm is intact while it is
+//!   stopped before `exit_mm`, and /proc/TGID/stat sums the faults of live and dead threads
+//!   alike) and all are let go. A thread whose process goes on for 50 ms is a thread leaving
+//!   (`pthread_exit`) and is let go then. A process killed by a
 //!   signal (SIGKILL, or any fatal signal: the kernel turns it into SIGKILL for every thread,
 //!   and a task with a fatal signal pending does not stop for ptrace) gets no exit snapshot;
 //!   the result lists it under `live.unmeasured`.
@@ -48,7 +51,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::json;
@@ -105,7 +108,44 @@ pub struct ProcessReport {
 struct Proc {
     report: ProcessReport,
     alive: HashSet<i32>,
+    /// Threads held at their exit stop: (tid, since).
+    held: Vec<(i32, Instant)>,
     snapshot_done: bool,
+}
+
+/// How long a thread is held at its exit stop while other threads of its process go on: if
+/// they do not reach their own exit within this time, it is a thread leaving alone.
+const HOLD: Duration = Duration::from_millis(50);
+
+/// When every other live thread of `p` is held at its exit stop or dying, the process is
+/// ending: take the snapshot (once) and let the held threads go.
+fn group_check(p: &mut Proc) -> Result<()> {
+    let Some(&(first, _)) = p.held.first() else { return Ok(()) };
+    let ending = p.alive.iter().all(|t| p.held.iter().any(|h| h.0 == *t) || dying(*t));
+    if !ending {
+        return Ok(());
+    }
+    if !p.snapshot_done {
+        p.snapshot_done = true;
+        snapshot(p, first)?;
+    }
+    for (tid, _) in p.held.drain(..) {
+        ptrace_cont(tid, 0);
+    }
+    Ok(())
+}
+
+/// Let go of held threads whose process did not follow them within [`HOLD`].
+fn release_expired(p: &mut Proc) {
+    let now = Instant::now();
+    p.held.retain(|&(tid, since)| {
+        if now.duration_since(since) > HOLD {
+            ptrace_cont(tid, 0);
+            false
+        } else {
+            true
+        }
+    });
 }
 
 fn last_errno() -> std::io::Error {
@@ -140,8 +180,11 @@ fn tgid_of(tid: i32) -> Option<i32> {
     status_field(&status_text(tid), "Tgid:")?.parse().ok()
 }
 
-/// Whether `tid` is dead or dying (SIGKILL pending, zombie, dead).
+/// Whether `tid` is dead or dying: gone, a zombie, SIGKILL pending (queued by a group exit and
+/// not yet taken), or PF_EXITING set (`/proc/TID/stat` field 9: it took the SIGKILL and is in
+/// `do_exit`).
 fn dying(tid: i32) -> bool {
+    const PF_EXITING: u64 = 0x4;
     let s = status_text(tid);
     if s.is_empty() {
         return true;
@@ -152,9 +195,15 @@ fn dying(tid: i32) -> bool {
         }
     }
     let kill_bit = 1u64 << (libc::SIGKILL - 1);
-    ["SigPnd:", "ShdPnd:"].iter().any(|k| {
+    if ["SigPnd:", "ShdPnd:"].iter().any(|k| {
         status_field(&s, k).and_then(|v| u64::from_str_radix(&v, 16).ok()).is_some_and(|m| m & kill_bit != 0)
-    })
+    }) {
+        return true;
+    }
+    match std::fs::read_to_string(format!("/proc/{tid}/stat")) {
+        Ok(text) => stat_field(&text, 9).is_some_and(|f| f & PF_EXITING != 0),
+        Err(_) => true,
+    }
 }
 
 fn minflt_of(pid: i32) -> Option<u64> {
@@ -312,8 +361,18 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
     };
 
     loop {
+        let holding = procs.values().any(|p| !p.held.is_empty());
+        let flags = libc::__WALL | if holding { libc::WNOHANG } else { 0 };
         // SAFETY: waiting for any tracee.
-        let pid = unsafe { libc::waitpid(-1, &mut st, libc::__WALL) };
+        let pid = unsafe { libc::waitpid(-1, &mut st, flags) };
+        if pid == 0 {
+            for p in procs.values_mut() {
+                group_check(p)?;
+                release_expired(p);
+            }
+            std::thread::sleep(Duration::from_micros(200));
+            continue;
+        }
         if pid < 0 {
             let e = last_errno();
             match e.raw_os_error() {
@@ -333,6 +392,8 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
             }
             if let Some(p) = procs.get_mut(&tgid) {
                 p.alive.remove(&pid);
+                p.held.retain(|h| h.0 != pid);
+                group_check(p)?;
                 if pid == tgid {
                     p.report.end = if libc::WIFEXITED(st) {
                         format!("exited {}", libc::WEXITSTATUS(st))
@@ -394,15 +455,8 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
             }
             libc::PTRACE_EVENT_EXIT => {
                 let p = procs.get_mut(&tgid).expect("registered");
-                // The process ends here if every other thread is dead or dying (a group exit
-                // queued SIGKILL for them before this thread reached do_exit); otherwise this
-                // is a thread leaving while its process goes on.
-                let last = p.alive.iter().all(|&t| t == pid || dying(t));
-                if last && !p.snapshot_done {
-                    p.snapshot_done = true;
-                    snapshot(p, pid)?;
-                }
-                ptrace_cont(pid, 0);
+                p.held.push((pid, Instant::now()));
+                group_check(p)?;
             }
             libc::PTRACE_EVENT_STOP => ptrace_cont(pid, 0),
             _ => {

@@ -17,6 +17,8 @@ pub struct Tolerance {
     pub census: i64,
     /// System-wide counters (/proc/vmstat, hugepages-*/stats): other processes can move them.
     pub system: i64,
+    /// Large-folio counts (census `N kB folios` rows above 4 kB); None: as `census`.
+    pub folios: Option<i64>,
     /// Relative tolerances in percent of the live value; a row passes when it is within the
     /// absolute tolerance above or within this percentage (0: absolute only, as for workloads).
     /// minflt.
@@ -31,7 +33,7 @@ pub struct Tolerance {
 
 impl Default for Tolerance {
     fn default() -> Self {
-        Tolerance { minflt: 2, census: 0, system: 0, minflt_pct: 0.0, folios_pct: 0.0, census_pct: 0.0, system_pct: 0.0 }
+        Tolerance { minflt: 2, census: 0, system: 0, folios: None, minflt_pct: 0.0, folios_pct: 0.0, census_pct: 0.0, system_pct: 0.0 }
     }
 }
 
@@ -39,16 +41,17 @@ impl Tolerance {
     /// The tolerance for real programs replayed from a recording (issue #4): minflt and the
     /// large-folio counts within 2 % of live; the other census rows, Rss, AnonHugePages and the
     /// system-wide counters within 2 % too (they follow from the same faults), or within 2
-    /// (folios, entries; 8 kB of Rss, 4 MiB of AnonHugePages) for small counts.
+    /// (4 kB folios, entries; 8 kB of Rss, 4 MiB of AnonHugePages) for small counts; large-folio
+    /// counts have no such floor.
     pub fn program() -> Tolerance {
-        Tolerance { minflt: 2, census: 2, system: 2, minflt_pct: 2.0, folios_pct: 2.0, census_pct: 2.0, system_pct: 2.0 }
+        Tolerance { minflt: 2, census: 2, system: 2, folios: Some(0), minflt_pct: 2.0, folios_pct: 2.0, census_pct: 2.0, system_pct: 2.0 }
     }
 
     /// Parse `minflt=5`, `census=0`, `system=10`, or a percentage of the live value
     /// `minflt=2%`, `folios=2%` (large-folio counts), `census=2%`, `system=2%`
     /// (comma-separated or repeated).
     pub fn apply(&mut self, spec: &str) -> Result<()> {
-        const FIELDS: &str = "minflt, census, system, folios (percent only)";
+        const FIELDS: &str = "minflt, census, folios (large folios), system";
         for part in spec.split(',').filter(|p| !p.is_empty()) {
             let Some((k, v)) = part.split_once('=') else { bail!("--tolerance {part}: write FIELD=N or FIELD=P% (fields: {FIELDS})") };
             if let Some(pct) = v.strip_suffix('%') {
@@ -70,6 +73,7 @@ impl Tolerance {
             match k {
                 "minflt" => self.minflt = n,
                 "census" => self.census = n,
+                "folios" => self.folios = Some(n),
                 "system" => self.system = n,
                 _ => bail!("--tolerance {part}: unknown field '{k}'; valid fields: {FIELDS}"),
             }
@@ -119,8 +123,8 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
     for s in sizes {
         let m = model.census.sizes.get(s).copied().unwrap_or_default();
         let l = live.census.sizes.get(s).copied().unwrap_or_default();
-        let folios_pct = if s == "4kB" { tol.census_pct } else { tol.folios_pct };
-        push(format!("census {s} folios"), m.folios as i64, l.folios as i64, RowKind::Process, (tol.census, folios_pct));
+        let folios_tol = if s == "4kB" { (tol.census, tol.census_pct) } else { (tol.folios.unwrap_or(tol.census), tol.folios_pct) };
+        push(format!("census {s} folios"), m.folios as i64, l.folios as i64, RowKind::Process, folios_tol);
         push(format!("census {s} pmd-mapped"), m.pmd_mapped as i64, l.pmd_mapped as i64, RowKind::Process, (tol.census, tol.census_pct));
         push(format!("census {s} pte-mapped"), m.pte_mapped as i64, l.pte_mapped as i64, RowKind::Process, (tol.census, tol.census_pct));
         push(format!("census {s} partially-mapped"), m.partially_mapped as i64, l.partially_mapped as i64, RowKind::Process, (tol.census, tol.census_pct));

@@ -5,6 +5,8 @@
 //!   `settings`, `demo --model-only`, `examples`, `--help`, broken pipes.
 //! - `errors`: bad input names the file, the line and what is valid, exits 2 (3 when the
 //!   workload would be killed), and never panics.
+//! - `programs`: python3, sqlite3 and redis-server recorded, replayed in the model and run live
+//!   (through the libraries), minflt and large-folio counts within 2 %; live, as below.
 //! - `live`: `compare --matrix` and the SIGKILL recovery of `__hold`; they run only as root with
 //!   the THP sysfs tree present (otherwise they print `skipped: REASON` and pass), one at a time,
 //!   and check that every knob ends as it was. No test writes to sysfs itself.
@@ -16,6 +18,7 @@
 mod errors;
 mod live;
 mod model;
+mod programs;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
