@@ -30,6 +30,8 @@ use crate::{MachineConfig, SimError};
 const MAP_SHARED: u64 = 0x01;
 const MAP_ANONYMOUS: u64 = 0x20;
 const MAP_POPULATE: u64 = 0x8000;
+/// MAP_STACK becomes VM_NOHUGEPAGE (`include/linux/mman.h: calc_vm_flag_bits`, 6.18).
+const MAP_STACK: u64 = 0x20000;
 /// How far below its start a stack may grow in one step (the default RLIMIT_STACK).
 const STACK_LIMIT: u64 = 8 << 20;
 /// x86 page-fault error code: the access was a write.
@@ -249,7 +251,10 @@ impl<'a> Replay<'a> {
                 // The range now holds this mapping, whatever the model had there.
                 let _ = k.do_munmap(addr, len);
                 if flags & MAP_ANONYMOUS != 0 && flags & MAP_SHARED == 0 {
-                    let p = prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0);
+                    let mut p = prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0);
+                    if flags & MAP_STACK != 0 {
+                        p |= mm::vma::vm::NOHUGEPAGE;
+                    }
                     let _ = k.do_mmap(len, p, MmapPlacement::FixedNoReplace(addr));
                     if flags & MAP_POPULATE != 0 && prot & 2 != 0 {
                         // Populated by the kernel (GUP), not by faults the program takes.

