@@ -435,6 +435,7 @@ pub fn run_recording(
             "modelled_faults": st.modelled_faults,
             "passthrough_faults": st.passthrough_faults,
             "unresolved_faults": st.unresolved_faults,
+            "exec_faults": st.exec_faults,
             "lost_events": st.lost_events,
             "census_scope": "anonymous private memory of every process, at its exit",
         }

@@ -51,6 +51,8 @@ pub struct ReplayStats {
     /// Recorded faults in modelled memory that the model could not resolve (SIGSEGV/SIGBUS in
     /// the model): counted as recorded and listed here because they point at a model gap.
     pub unresolved_faults: u64,
+    /// Faults taken inside execve, before the program's own count starts.
+    pub exec_faults: u64,
     pub lost_events: u64,
 }
 
@@ -66,6 +68,9 @@ struct Proc {
     image: Option<Image>,
     passthrough: u64,
     exited: bool,
+    /// Faults before this time happen inside execve (bss clearing, the loader's mappings):
+    /// the program's own count starts after exec, as minflt measured from the exec does.
+    exec_until_ns: u64,
 }
 
 pub struct Replay<'a> {
@@ -105,7 +110,10 @@ impl<'a> Replay<'a> {
         };
         // The recording starts at the root's execve: it runs a fresh image.
         let root = r.new_image();
-        r.procs.insert(header.root_pid, Proc { image: Some(root), ..Default::default() });
+        // The root's exec ends where its address-space snapshot is taken (or, without a
+        // snapshot, at its first record).
+        let until = if header.flags & trace::flags::EXEC_SNAPSHOT != 0 { u64::MAX } else { 0 };
+        r.procs.insert(header.root_pid, Proc { image: Some(root), exec_until_ns: until, ..Default::default() });
         r.stats.processes = 1;
         r
     }
@@ -139,9 +147,17 @@ impl<'a> Replay<'a> {
                 self.procs.insert(*pid, Proc::default());
                 self.stats.processes += 1;
             }
-            EventBody::Fault { addr, error_code } => self.fault(e.pid, *addr, *error_code),
+            EventBody::Fault { addr, error_code } => {
+                if self.procs.get(&e.pid).is_some_and(|p| e.time_ns < p.exec_until_ns) {
+                    self.stats.exec_faults += 1;
+                } else {
+                    self.fault(e.pid, *addr, *error_code);
+                }
+            }
             EventBody::ExecMaps(entries) => {
-                let Some(img) = self.procs.get_mut(&e.pid).and_then(|p| p.image.as_mut()) else { return Ok(()) };
+                let Some(p) = self.procs.get_mut(&e.pid) else { return Ok(()) };
+                p.exec_until_ns = e.time_ns;
+                let Some(img) = p.image.as_mut() else { return Ok(()) };
                 for m in entries {
                     let anon = m.ino == 0 && (m.path.is_empty() || m.path == b"[heap]" || m.path == b"[stack]");
                     if !anon || m.perms & perm::SHARED != 0 {
@@ -151,6 +167,11 @@ impl<'a> Replay<'a> {
                     let _ = img.k.do_mmap(m.end - m.start, prot, MmapPlacement::FixedNoReplace(m.start));
                     if m.path == b"[stack]" {
                         img.stack = Some((m.start, m.end));
+                        // execve copies argv, envp and auxv to the top of the new stack through
+                        // get_user_pages (no fault is recorded); the model takes that as one page.
+                        let before = img.k.stats.minflt;
+                        img.k.access(m.end - PAGE_SIZE, true);
+                        img.populate_faults += img.k.stats.minflt - before;
                     }
                     if m.path == b"[heap]" {
                         img.k.set_brk(m.start, m.end);
@@ -160,7 +181,7 @@ impl<'a> Replay<'a> {
             }
             EventBody::Syscall(s) => {
                 let Some(ret) = s.ret else { return Ok(()) };
-                self.syscall(e.pid, s.kind, &s.args, ret)?;
+                self.syscall(e.pid, s.kind, &s.args, ret, e.time_ns, s.duration_ns)?;
             }
             EventBody::TaskExit if e.tid == e.pid => self.exit(e.pid),
             _ => {}
@@ -226,9 +247,10 @@ impl<'a> Replay<'a> {
         }
     }
 
-    fn syscall(&mut self, pid: u32, kind: SyscallKind, a: &[u64], ret: i64) -> Result<(), SimError> {
+    fn syscall(&mut self, pid: u32, kind: SyscallKind, a: &[u64], ret: i64, time_ns: u64, duration_ns: u64) -> Result<(), SimError> {
         if matches!(kind, SyscallKind::Execve | SyscallKind::Execveat) {
             if ret == 0 {
+                self.procs.entry(pid).or_default().exec_until_ns = time_ns + duration_ns;
                 let old = self.procs.entry(pid).or_default().image.take();
                 if let Some(img) = old {
                     self.retire(img);
@@ -289,7 +311,10 @@ impl<'a> Replay<'a> {
                     let _ = k.do_mprotect(s, e - s, p);
                 }
             }
-            SyscallKind::Madvise if !failed => {
+            // MADV_COLLAPSE is replayed even when it failed while recording: the recording ran
+            // with PR_SET_THP_DISABLE, which makes it EINVAL; the model decides under the
+            // settings. Other advice that failed there fails the same way live.
+            SyscallKind::Madvise if !failed || a[2] == 25 => {
                 let adv = match a[2] {
                     4 => Madvise::Dontneed,
                     14 => Madvise::Hugepage,
