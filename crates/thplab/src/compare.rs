@@ -178,6 +178,16 @@ pub fn only_system_wide_differ(rows: &[Row]) -> bool {
     any
 }
 
+/// The note printed after a row: why it differs or why a difference is not judged.
+pub fn row_mark(r: &Row) -> &'static str {
+    match (r.differs, r.kind) {
+        (true, _) => "  <-- differs",
+        (false, RowKind::SystemWide) if r.model != r.live => "  (system-wide, within tolerance)",
+        (false, RowKind::Informational) if r.model != r.live => "  (machine state, not judged)",
+        _ => "",
+    }
+}
+
 pub fn print_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row]) -> io::Result<()> {
     let n = rows.iter().filter(|r| r.differs).count();
     writeln!(out, "== {label}: {}  →  {}", s.summary(), if n == 0 { "model = live".to_string() } else { format!("{n} DIFFERENCES") })?;
@@ -186,12 +196,7 @@ pub fn print_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Ro
         if r.model == 0 && r.live == 0 {
             continue;
         }
-        let mark = match (r.differs, r.kind) {
-            (true, _) => "  <-- differs",
-            (false, RowKind::SystemWide) if r.model != r.live => "  (system-wide, within tolerance)",
-            (false, RowKind::Informational) if r.model != r.live => "  (machine state, not judged)",
-            _ => "",
-        };
+        let mark = row_mark(r);
         writeln!(out, "  {:<46} {:>12} {:>12} {:>+9}{mark}", r.field, r.model, r.live, r.live - r.model)?;
     }
     writeln!(out)

@@ -185,12 +185,7 @@ pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, ro
         if r.model == 0 && r.live == 0 {
             continue;
         }
-        let mark = match (r.differs, r.kind) {
-            (true, _) => "  <-- differs",
-            (false, RowKind::SystemWide) if r.model != r.live => "  (system-wide, within tolerance)",
-            (false, RowKind::Informational) if r.model != r.live => "  (machine state, not judged)",
-            _ => "",
-        };
+        let mark = compare::row_mark(r);
         writeln!(out, "  {:<46} {:>12} {:>12} {:>+9} {:>9}{mark}", r.field, r.model, r.live, r.live - r.model, pct_error(r.model, r.live))?;
     }
     if let Some(u) = live.live.as_ref().and_then(|l| l.get("unmeasured")).and_then(|v| v.as_array()).filter(|u| !u.is_empty()) {

@@ -12,18 +12,7 @@ use crate::{exclusive, thplab_unlocked, workspace, THPLAB};
 
 const SYSFS: &str = "/sys/kernel/mm/transparent_hugepage";
 
-/// Why live tests cannot run here, if they cannot.
-fn skip_reason() -> Option<String> {
-    if !Path::new(SYSFS).join("enabled").exists() {
-        return Some(format!("{SYSFS} does not exist"));
-    }
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|u| u.split_whitespace().nth(1));
-    if euid != Some("0") {
-        return Some("not root (live runs write THP knobs)".into());
-    }
-    None
-}
+use crate::skip_reason;
 
 macro_rules! require_live {
     () => {

@@ -116,3 +116,17 @@ pub fn examples_list() -> String {
     r.ok();
     r.stdout.lines().collect::<Vec<_>>().join(", ")
 }
+
+/// Why live tests cannot run here, if they cannot (no THP sysfs tree, or not root).
+pub(crate) fn skip_reason() -> Option<String> {
+    const SYSFS: &str = "/sys/kernel/mm/transparent_hugepage";
+    if !std::path::Path::new(SYSFS).join("enabled").exists() {
+        return Some(format!("{SYSFS} does not exist"));
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let euid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|u| u.split_whitespace().nth(1));
+    if euid != Some("0") {
+        return Some("not root (live runs write THP knobs)".into());
+    }
+    None
+}
