@@ -170,7 +170,9 @@ fn check_program(
             let lf = if pct(mf, f1).abs() <= pct(mf, f2).abs() { f1 } else { f2 };
             let allowed = 2.0f64.max(pct(f1, f2).abs());
             println!("{name} {label}: {size} folios model {mf} live {f1} and {f2} ({:+.2}%; allowed {allowed:.2}%)", pct(mf, lf));
-            if pct(mf, lf).abs() > allowed {
+            // 2 % of a small count is less than one folio (redis maps 4 PMD THPs): one folio
+            // either way is within the criterion's resolution.
+            if pct(mf, lf).abs() > allowed && mf.abs_diff(lf) > 1 {
                 failures.push(format!("{label}: {size} folios model {mf} live {f1}/{f2} ({:+.2}%)", pct(mf, lf)));
             }
         }
