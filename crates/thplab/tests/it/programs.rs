@@ -248,7 +248,7 @@ fn redis_driver(stop: Arc<AtomicBool>, bench: &str, cli: &str) {
             continue;
         }
         let _ = Command::new(bench)
-            .args(["-s", REDIS_SOCK, "-n", "100000", "-r", "100000", "-q", "-t", "set,get"])
+            .args(["-s", REDIS_SOCK, "-c", "1", "-n", "100000", "-r", "100000", "-q", "-t", "set,get"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
