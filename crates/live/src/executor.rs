@@ -904,10 +904,8 @@ fn map_write_buffer(addr: u64, len: u64) -> std::result::Result<*mut u8, String>
 /// `pwrite` calls of `chunk` bytes covering `[offset, offset + len)`, each made as pieces of at
 /// most `buf_len` bytes (short writes are continued). 0 or the first errno.
 fn pwrite_range(fd: i32, buf: *const u8, buf_len: u64, offset: u64, len: u64, chunk: u64) -> i64 {
-    let end = offset + len;
-    let mut call = offset;
-    while call < end {
-        let call_end = (call + chunk).min(end);
+    for (call, call_len) in workload::write_calls(offset, len, chunk) {
+        let call_end = call + call_len;
         let mut pos = call;
         while pos < call_end {
             let n = (call_end - pos).min(buf_len);
@@ -925,7 +923,6 @@ fn pwrite_range(fd: i32, buf: *const u8, buf_len: u64, offset: u64, len: u64, ch
             }
             pos += r as u64;
         }
-        call = call_end;
     }
     0
 }

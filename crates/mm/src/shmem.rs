@@ -280,32 +280,25 @@ impl Kernel {
         Ok(())
     }
 
-    /// `pwrite` of `[offset, offset + len)` in calls of `chunk` bytes, each split by
-    /// `generic_perform_write` into per-folio pieces of at most 2 MiB
-    /// (`mapping_max_folio_size`).
-    pub fn shmem_write(&mut self, ino: InodeId, offset: u64, len: u64, chunk: u64) -> Result<(), Errno> {
+    /// One `pwrite` of `[offset, offset + len)`, split by `generic_perform_write` into
+    /// per-folio pieces of at most 2 MiB (`mapping_max_folio_size`).
+    pub fn shmem_write(&mut self, ino: InodeId, offset: u64, len: u64) -> Result<(), Errno> {
         let end = offset + len;
-        let mut call = offset;
-        while call < end {
-            let call_end = (call + chunk).min(end);
-            let mut pos = call;
-            while pos < call_end {
-                let max = Order::PMD.size();
-                let bytes = (max - pos % max).min(call_end - pos);
-                let index = pos / PAGE_SIZE;
-                let (start, pfn) = self.shmem_get_folio(ino, index, pos + bytes, Sgp::Write, None).ok_or(Errno::ENOMEM)?;
-                let inode = &mut self.shmem.inodes[ino as usize];
-                let f = inode.cache.get_mut(&start).expect("entry");
-                let folio_end = (start + (1u64 << f.order)) * PAGE_SIZE;
-                let copied = bytes.min(folio_end - pos);
-                // shmem_write_end: grow i_size, and a folio not yet uptodate is zeroed around
-                // the copy and marked uptodate.
-                f.uptodate = true;
-                inode.i_size = inode.i_size.max(pos + copied);
-                let _ = pfn;
-                pos += copied;
-            }
-            call = call_end;
+        let mut pos = offset;
+        while pos < end {
+            let max = Order::PMD.size();
+            let bytes = (max - pos % max).min(end - pos);
+            let index = pos / PAGE_SIZE;
+            let (start, _) = self.shmem_get_folio(ino, index, pos + bytes, Sgp::Write, None).ok_or(Errno::ENOMEM)?;
+            let inode = &mut self.shmem.inodes[ino as usize];
+            let f = inode.cache.get_mut(&start).expect("entry");
+            let folio_end = (start + (1u64 << f.order)) * PAGE_SIZE;
+            let copied = bytes.min(folio_end - pos);
+            // shmem_write_end: grow i_size, and a folio not yet uptodate is zeroed around the
+            // copy and marked uptodate.
+            f.uptodate = true;
+            inode.i_size = inode.i_size.max(pos + copied);
+            pos += copied;
         }
         Ok(())
     }

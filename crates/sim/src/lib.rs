@@ -199,7 +199,7 @@ impl Sim<'_> {
             }
             OpKind::Write { file, offset, len, chunk } => {
                 let ino = self.inode(line, *file)?;
-                let r = self.k.shmem_write(ino, *offset, *len, *chunk);
+                let r = workload::write_calls(*offset, *len, *chunk).try_for_each(|(o, l)| self.k.shmem_write(ino, o, l));
                 if r == Err(Errno::ENOMEM) {
                     return Err(self.err(line, "out of memory: the simulated machine has no free page left (raise --mem)".into()));
                 }

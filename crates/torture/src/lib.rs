@@ -169,7 +169,9 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
             let _ = k.shmem_ftruncate(ino, len);
             match rng.below(3) {
                 0 => {
-                    let _ = k.shmem_write(ino, 0, rng.range_inclusive(1, len / PAGE_SIZE) * PAGE_SIZE, *rng.pick(&[4096, 65536, 1 << 20]));
+                    let n = rng.range_inclusive(1, len / PAGE_SIZE) * PAGE_SIZE;
+                    let chunk = *rng.pick(&[4096, 65536, 1 << 20]);
+                    let _ = workload::write_calls(0, n, chunk).try_for_each(|(o, l)| k.shmem_write(ino, o, l));
                 }
                 1 => {
                     let _ = k.shmem_fallocate(ino, 0, rng.range_inclusive(1, len / PAGE_SIZE) * PAGE_SIZE);

@@ -339,6 +339,18 @@ pub struct Op {
     pub kind: OpKind,
 }
 
+/// The `pwrite` calls a `write FILE[OFFSET+LENGTH] chunk=SIZE` statement makes, as
+/// (offset, length): `chunk` bytes each, the last one shorter. The model and the live executor
+/// both make exactly these calls.
+pub fn write_calls(offset: u64, len: u64, chunk: u64) -> impl Iterator<Item = (u64, u64)> {
+    let end = offset + len;
+    let chunk = chunk.max(1);
+    (0..len.div_ceil(chunk)).map(move |i| {
+        let at = offset + i * chunk;
+        (at, chunk.min(end - at))
+    })
+}
+
 /// The name of the implicit region that `brk` grows.
 pub const HEAP: &str = "heap";
 

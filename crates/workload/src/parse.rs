@@ -284,20 +284,14 @@ fn parse_range(
     let (offset, len) = match inner {
         None => (0, to_end.unwrap_or(TO_END)),
         Some(inner) => {
-            if let Some((a, b)) = inner.split_once("..") {
-                let a = size(cx, a)?;
-                if b.is_empty() && is_heap {
-                    return Ok(Range { region, offset: a, len: TO_END, every: None });
+            let forms = "write NAME[OFFSET..END], NAME[OFFSET+LENGTH] or NAME[OFFSET..]";
+            match span(cx, text, inner, true, forms)? {
+                (a, Some(len)) => (a, len),
+                (a, None) if is_heap => return Ok(Range { region, offset: a, len: TO_END, every: None }),
+                (a, None) => {
+                    let len = region_len.checked_sub(a).ok_or_else(|| cx.err(format!("range '{text}' ends before it starts")))?;
+                    (a, len)
                 }
-                let b = if b.is_empty() { region_len } else { size(cx, b)? };
-                if b < a {
-                    return Err(cx.err(format!("range '{text}' ends before it starts")));
-                }
-                (a, b - a)
-            } else if let Some((a, l)) = inner.split_once('+') {
-                (size(cx, a)?, size(cx, l)?)
-            } else {
-                return Err(cx.err(format!("range '{text}': write NAME[OFFSET..END], NAME[OFFSET+LENGTH] or NAME[OFFSET..]")));
             }
         }
     };
@@ -361,6 +355,26 @@ fn file_ref(cx: &Ctx, w: &Workload, name: &str) -> Result<FileId, WorkloadError>
     })
 }
 
+/// The inside of a range's brackets: `OFF..END`, `OFF+LEN`, or (with `open_end`) `OFF..`.
+/// Returns the offset and the length, `None` for an open end.
+fn span(cx: &Ctx, text: &str, inner: &str, open_end: bool, forms: &str) -> Result<(u64, Option<u64>), WorkloadError> {
+    if let Some((a, b)) = inner.split_once("..") {
+        let a = size(cx, a)?;
+        if b.is_empty() && open_end {
+            return Ok((a, None));
+        }
+        let b = size(cx, b)?;
+        if b < a {
+            return Err(cx.err(format!("range '{text}' ends before it starts")));
+        }
+        Ok((a, Some(b - a)))
+    } else if let Some((a, l)) = inner.split_once('+') {
+        Ok((size(cx, a)?, Some(size(cx, l)?)))
+    } else {
+        Err(cx.err(format!("range '{text}': {forms}")))
+    }
+}
+
 /// `FILE[OFF+LEN]` or `FILE[OFF..END]`.
 fn file_range(cx: &Ctx, w: &Workload, text: &str, usage: &str) -> Result<(FileId, u64, u64), WorkloadError> {
     let (name, inner) = text
@@ -368,16 +382,9 @@ fn file_range(cx: &Ctx, w: &Workload, text: &str, usage: &str) -> Result<(FileId
         .and_then(|(n, rest)| Some((n, rest.strip_suffix(']')?)))
         .ok_or_else(|| cx.err(format!("expected: {usage}")))?;
     let file = file_ref(cx, w, name)?;
-    let (off, len) = if let Some((a, b)) = inner.split_once("..") {
-        let (a, b) = (size(cx, a)?, size(cx, b)?);
-        if b < a {
-            return Err(cx.err(format!("range '{text}' ends before it starts")));
-        }
-        (a, b - a)
-    } else if let Some((a, l)) = inner.split_once('+') {
-        (size(cx, a)?, size(cx, l)?)
-    } else {
-        return Err(cx.err(format!("range '{text}': write FILE[OFFSET+LENGTH] or FILE[OFFSET..END]")));
+    let (off, len) = match span(cx, text, inner, false, "write FILE[OFFSET+LENGTH] or FILE[OFFSET..END]")? {
+        (a, Some(len)) => (a, len),
+        (_, None) => unreachable!("span gives an open end only when asked"),
     };
     if len == 0 {
         return Err(cx.err(format!("range '{text}' is empty")));

@@ -113,3 +113,10 @@ touch a write
     assert_eq!(err("memfd m\nmmap a 1M file=m shared"), "w.thpw:2: a file mapping is shared already: write file=FILE without 'shared'");
     assert_eq!(err("memfd m\nmmap m 1M"), "w.thpw:2: 'm' is already declared at line 1");
 }
+
+#[test]
+fn write_calls_cover_the_range_in_chunks() {
+    let calls: Vec<(u64, u64)> = crate::write_calls(4096, 10_000, 4096).collect();
+    assert_eq!(calls, [(4096, 4096), (8192, 4096), (12288, 1808)]);
+    assert_eq!(crate::write_calls(0, 1 << 20, 1 << 20).collect::<Vec<_>>(), [(0, 1 << 20)]);
+}
