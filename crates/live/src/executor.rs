@@ -1412,8 +1412,21 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
         "census_varied_between_runs": census_varied,
         "placement": notes,
         "noise": noise(rep),
+        "khugepaged": khugepaged_sum(runs.iter().map(|r| &r.counters)),
     }));
     res
+}
+
+/// The khugepaged counters' deltas, summed over runs.
+pub(crate) fn khugepaged_sum<'a>(runs: impl Iterator<Item = &'a CounterSnapshot>) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    for c in runs {
+        for (k, v) in &c.khugepaged {
+            let cur = m.get(k).and_then(|x| x.as_i64()).unwrap_or(0);
+            m.insert(k.clone(), json!(cur + v));
+        }
+    }
+    serde_json::Value::Object(m)
 }
 
 /// How much of the system-wide counters is not this process: per size, the `anon_fault_alloc`

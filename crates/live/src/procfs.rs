@@ -22,7 +22,14 @@ pub struct CounterSnapshot {
     pub vmstat: BTreeMap<String, i64>,
     /// `hugepages-<N>kB` → stat → value, for every stats file that exists.
     pub mthp: BTreeMap<String, BTreeMap<String, i64>>,
+    /// `khugepaged/pages_collapsed` and `khugepaged/full_scans`: the daemon's own work
+    /// (mm/khugepaged.c: khugepaged_scan_mm_slot counts only its successes, not MADV_COLLAPSE).
+    /// The model does not run the daemon, so a live run during which it collapsed is marked.
+    pub khugepaged: BTreeMap<String, i64>,
 }
+
+/// The khugepaged counters [`CounterSnapshot`] reads.
+pub const KHUGEPAGED_COUNTERS: [&str; 2] = ["pages_collapsed", "full_scans"];
 
 impl CounterSnapshot {
     pub fn read(sysfs: &Path) -> Result<CounterSnapshot> {
@@ -62,6 +69,14 @@ impl CounterSnapshot {
                 snap.mthp.insert(order.sysfs_dir(), m);
             }
         }
+        for name in KHUGEPAGED_COUNTERS {
+            let p = sysfs.join("khugepaged").join(name);
+            if let Ok(t) = std::fs::read_to_string(&p) {
+                if let Ok(v) = t.trim().parse() {
+                    snap.khugepaged.insert(name.to_string(), v);
+                }
+            }
+        }
         Ok(snap)
     }
 
@@ -80,7 +95,8 @@ impl CounterSnapshot {
                 (dir.clone(), d)
             })
             .collect();
-        CounterSnapshot { vmstat, mthp }
+        let khugepaged = after.khugepaged.iter().map(|(k, v)| (k.clone(), v - self.khugepaged.get(k).copied().unwrap_or(*v))).collect();
+        CounterSnapshot { vmstat, mthp, khugepaged }
     }
 }
 

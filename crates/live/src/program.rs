@@ -481,6 +481,7 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
     let mut res = RunResult::new("live", &argv.join(" "));
     res.settings = settings.knob_map();
     let counters = before.delta(&after);
+    let khugepaged = crate::executor::khugepaged_sum(std::iter::once(&counters));
     res.vmstat = counters.vmstat;
     res.mthp = counters.mthp;
     let mut census = Census::default();
@@ -513,6 +514,7 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
         "processes": reports,
         "unmeasured": unmeasured,
         "census_scope": "anonymous private VMAs of every process that exec'd, at its exit event",
+        "khugepaged": khugepaged,
     }));
     Ok(res)
 }

@@ -178,6 +178,19 @@ pub fn only_system_wide_differ(rows: &[Row]) -> bool {
     any
 }
 
+/// Why a live run may have differed for reasons the model does not judge, so that running that
+/// setting live again is worth it: other processes moved the system-wide counters, or
+/// khugepaged (the daemon, which the model does not run) collapsed pages during the run.
+pub fn retry_reason(rows: &[Row], live: &uapi::RunResult) -> Option<&'static str> {
+    if only_system_wide_differ(rows) {
+        Some("system-wide counters moved by other processes")
+    } else if rows.iter().any(|r| r.differs) && live::khugepaged_collapsed_during(live) > 0 {
+        Some("khugepaged collapsed pages during the live run (the model does not run the daemon)")
+    } else {
+        None
+    }
+}
+
 /// The note printed after a row: why it differs or why a difference is not judged.
 pub fn row_mark(r: &Row) -> &'static str {
     match (r.differs, r.kind) {
@@ -245,4 +258,32 @@ pub fn matrix() -> Vec<(String, ThpSettings)> {
     v.push(("PMD always".to_string(), pmd));
     v.push(("madvise mode".to_string(), ThpSettings::default()));
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(kind: RowKind, differs: bool) -> Row {
+        Row { field: "f".into(), model: 1, live: 2, kind, differs }
+    }
+
+    fn live_with_collapsed(n: i64) -> RunResult {
+        let mut r = RunResult::new("live", "w");
+        r.live = Some(serde_json::json!({ "khugepaged": { "pages_collapsed": n, "full_scans": 0 } }));
+        r
+    }
+
+    #[test]
+    fn a_run_is_retried_only_for_differences_the_model_does_not_judge() {
+        let quiet = live_with_collapsed(0);
+        let busy = live_with_collapsed(1);
+        let census = [row(RowKind::Process, true)];
+        let system = [row(RowKind::SystemWide, true), row(RowKind::Process, false)];
+        let equal = [row(RowKind::Process, false)];
+        assert_eq!(retry_reason(&census, &quiet), None, "a census difference with khugepaged idle is the model's");
+        assert!(retry_reason(&census, &busy).unwrap().starts_with("khugepaged collapsed"));
+        assert!(retry_reason(&system, &quiet).unwrap().starts_with("system-wide"));
+        assert_eq!(retry_reason(&equal, &busy), None, "nothing differs: nothing to retry");
+    }
 }

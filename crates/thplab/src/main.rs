@@ -125,7 +125,8 @@ struct CompareArgs {
     #[arg(long, default_value_t = 1)]
     repeat: u32,
     /// When only system-wide counters differ (other processes allocated under the same global
-    /// knobs), run that setting live again up to N times and keep the closest run.
+    /// knobs), or khugepaged collapsed pages during a run that differs, run that setting live
+    /// again up to N times and keep the closest run.
     #[arg(long, default_value_t = 2, value_name = "N")]
     retries: u32,
     /// Print JSON: one object per setting with both results and the rows.
@@ -515,7 +516,9 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
         let (model, mut live) = model_and_live(&w, s, &machine, a.repeat, false)?;
         let mut rows = compare::rows(&model, &live, &tol);
         let mut attempts = 1;
-        while attempts <= a.retries && compare::only_system_wide_differ(&rows) {
+        let mut why = compare::retry_reason(&rows, &live);
+        let first_why = why;
+        while attempts <= a.retries && why.is_some() {
             let again = live_cmds::run_live(&w, s, &model.regions, a.repeat, false)?;
             let again_rows = compare::rows(&model, &again, &tol);
             attempts += 1;
@@ -523,9 +526,10 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
                 live = again;
                 rows = again_rows;
             }
+            why = compare::retry_reason(&rows, &live);
         }
         if attempts > 1 && !a.json {
-            writeln!(out, "({label}: system-wide counters moved by other processes; ran live {attempts} times, kept the closest)")?;
+            writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", first_why.unwrap_or_default())?;
         }
         let differs = rows.iter().any(|r| r.differs);
         differing += differs as usize;

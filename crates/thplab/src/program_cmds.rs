@@ -33,7 +33,8 @@ pub struct CompareRecordArgs {
     pub tolerance: Vec<String>,
     /// Keep the recording in this file.
     pub keep: Option<PathBuf>,
-    /// When only system-wide counters differ, run live again up to N times.
+    /// When only system-wide counters differ, or khugepaged collapsed during a differing run,
+    /// run live again up to N times.
     pub retries: u32,
     pub json: bool,
     /// The program's stdin/stdout/stderr to /dev/null in the live runs (the recording passes
@@ -112,7 +113,9 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         let mut live = live::run_program(&a.command, s, &opts)?;
         let mut rows = program_rows(&model, &live, &tol);
         let mut attempts = 1;
-        while attempts <= a.retries && compare::only_system_wide_differ(&rows) {
+        let mut why = compare::retry_reason(&rows, &live);
+        let first_why = why;
+        while attempts <= a.retries && why.is_some() {
             let again = live::run_program(&a.command, s, &opts)?;
             let again_rows = program_rows(&model, &again, &tol);
             attempts += 1;
@@ -120,6 +123,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
                 live = again;
                 rows = again_rows;
             }
+            why = compare::retry_reason(&rows, &live);
         }
         let differs = rows.iter().any(|r| r.differs);
         differing += differs as usize;
@@ -127,7 +131,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "model": model, "live": live }));
         } else {
             if attempts > 1 {
-                writeln!(out, "({label}: system-wide counters moved by other processes; ran live {attempts} times, kept the closest)")?;
+                writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", first_why.unwrap_or_default())?;
             }
             print_program_rows(&mut out, label, s, &rows, &live)?;
         }
