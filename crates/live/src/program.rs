@@ -217,6 +217,31 @@ pub fn is_anon_private(v: &Vma) -> bool {
     anon_name && v.perms.as_bytes().get(3) == Some(&b'p')
 }
 
+/// A shared mapping of shmem: a memfd, MAP_SHARED|MAP_ANONYMOUS (`/dev/zero (deleted)`), SysV
+/// shm, or a file under one of the tmpfs mount points `mps`.
+pub fn is_shmem_shared(v: &Vma, mps: &[String]) -> bool {
+    let shared = v.perms.as_bytes().get(3) == Some(&b's');
+    let n = v.name.as_str();
+    shared
+        && (n.starts_with("/memfd:")
+            || n.starts_with("/dev/zero")
+            || n.starts_with("/SYSV")
+            || mps.iter().any(|mp| n.strip_prefix(mp.as_str()).is_some_and(|rest| rest.starts_with('/'))))
+}
+
+/// The mount points of the tmpfs mounts process `pid` sees (/proc/PID/mountinfo).
+pub fn tmpfs_mount_points(pid: i32) -> Vec<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let dash = f.iter().position(|x| *x == "-")?;
+            (f.get(dash + 1) == Some(&"tmpfs")).then(|| f.get(4).map(|m| m.replace("\\040", " ")))?
+        })
+        .filter(|m| m != "/")
+        .collect()
+}
+
 /// Search PATH as execvp does.
 fn resolve(program: &str) -> Option<std::path::PathBuf> {
     if program.contains('/') {
@@ -513,7 +538,7 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
         "wall_ms": wall.as_secs_f64() * 1e3,
         "processes": reports,
         "unmeasured": unmeasured,
-        "census_scope": "anonymous private VMAs of every process that exec'd, at its exit event",
+        "census_scope": "anonymous private and shared shmem VMAs of every process that exec'd, at its exit event",
         "khugepaged": khugepaged,
     }));
     Ok(res)
@@ -539,8 +564,9 @@ fn snapshot(p: &mut Proc, tid: i32) -> Result<()> {
     let exit = minflt_of(r.pid).or_else(|| minflt_of(tid));
     r.minflt_exit = exit;
     r.minflt = exit.unwrap_or(0).saturating_sub(r.minflt_base);
+    let mps = tmpfs_mount_points(tid);
     let vmas: Vec<Vma> = match read_smaps(tid) {
-        Ok(v) => v.into_iter().filter(is_anon_private).collect(),
+        Ok(v) => v.into_iter().filter(|v| is_anon_private(v) || is_shmem_shared(v, &mps)).collect(),
         Err(LiveError::NoSuchProcess { .. }) => return Ok(()),
         Err(e) => return Err(e),
     };

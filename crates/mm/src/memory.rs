@@ -169,7 +169,7 @@ impl Kernel {
             },
         };
         // access_error(): writes need VM_WRITE, reads any of read/write/exec.
-        if (write && vma.flags & vm::WRITE == 0) || vma.flags & vm::ACCESS == 0 {
+        if (write && vma.flags & vm::WRITE == 0) || vma.flags & vm::ACCESS == 0 || vma.flags & vm::SPECIAL != 0 {
             return Access::Segv;
         }
         let va = Vaddr(addr);

@@ -23,6 +23,9 @@ pub enum MmapPlacement {
     Aligned { align: u64, offset: u64 },
     /// MAP_FIXED_NOREPLACE.
     FixedNoReplace(u64),
+    /// A hint without MAP_FIXED: taken when the range is free, else the search runs
+    /// (`arch_get_unmapped_area_topdown`); anonymous THP alignment applies only without a hint.
+    Hint(u64),
 }
 
 /// What a new mapping maps.
@@ -34,6 +37,10 @@ pub enum MapBacking {
     SharedAnon,
     /// MAP_SHARED of a shmem file from page `pgoff`.
     Shmem { ino: crate::shmem::InodeId, pgoff: u64 },
+    /// Address space the model does not back (a file's pages, the vDSO): a [`vm::SPECIAL`] VMA
+    /// that only takes room, so that placement around it is the kernel's. Placed as a file
+    /// without `get_unmapped_area` of its own would be (plain search).
+    Special,
 }
 
 /// `PROT_*` → VM_READ/WRITE/EXEC.
@@ -76,6 +83,10 @@ impl Kernel {
                 }
             }
             MmapPlacement::Kernel => topdown(len, 0, 0).ok_or(Errno::ENOMEM)?,
+            MmapPlacement::Hint(h) => match self.hint_free(h, len) {
+                true => h,
+                false => topdown(len, 0, 0).ok_or(Errno::ENOMEM)?,
+            },
             MmapPlacement::Aligned { align, offset } => topdown(len, align - 1, offset).ok_or(Errno::ENOMEM)?,
         };
         Ok(addr)
@@ -86,8 +97,19 @@ impl Kernel {
         self.do_mmap_backed(len, prot_flags, placement, MapBacking::PrivateAnon)
     }
 
-    /// `mmap` of any backing the model knows.
-    pub fn do_mmap_backed(&mut self, len: u64, prot_flags: u32, placement: MmapPlacement, backing: MapBacking) -> Result<u64, Errno> {
+    /// Set `mm->mmap_base` (a replay learns it from the address space the kernel built at exec).
+    pub fn set_mmap_base(&mut self, base: u64) {
+        self.mmap_base = base;
+    }
+
+    /// A hint is taken when page-aligned, above mmap_min_addr and free.
+    fn hint_free(&self, h: u64, len: u64) -> bool {
+        h % PAGE_SIZE == 0 && h >= MMAP_MIN_ADDR.max(PAGE_SIZE) && h.checked_add(len).is_some_and(|e| e <= TASK_SIZE) && self.vmas.intersecting(h, h + len).is_empty()
+    }
+
+    /// Where `mmap` would place a mapping of `len` bytes (`__get_unmapped_area`, with
+    /// `shmem_get_unmapped_area` for shmem), without mapping it.
+    pub fn mmap_placement(&self, len: u64, placement: MmapPlacement, backing: MapBacking) -> Result<u64, Errno> {
         if len == 0 {
             return Err(Errno::EINVAL);
         }
@@ -96,23 +118,50 @@ impl Kernel {
             return Err(Errno::ENOMEM);
         }
         let (ino, pgoff) = match backing {
-            MapBacking::PrivateAnon => {
-                let addr = self.get_unmapped_area(len, placement)?;
-                self.insert_anon_vma(addr, addr + len, prot_flags);
-                return Ok(addr);
+            MapBacking::PrivateAnon => return self.get_unmapped_area(len, placement),
+            MapBacking::Special => {
+                let p = match placement {
+                    MmapPlacement::Kernel => MmapPlacement::Aligned { align: PAGE_SIZE, offset: 0 },
+                    other => other,
+                };
+                return self.get_unmapped_area(len, p);
             }
             MapBacking::SharedAnon => (None, 0),
             MapBacking::Shmem { ino, pgoff } => (Some(ino), pgoff),
         };
-        let addr = match placement {
-            // shmem_get_unmapped_area: a plain search, then THP alignment by the shmem rules.
+        let low = MMAP_MIN_ADDR.max(PAGE_SIZE);
+        let search = |l: u64| self.vmas.unmapped_area_topdown(l, low, self.mmap_base, 0, 0);
+        match placement {
+            // shmem_get_unmapped_area: a plain search, then THP alignment by the shmem rules;
+            // a hint that was free is kept as it is.
             MmapPlacement::Kernel => {
-                let low = MMAP_MIN_ADDR.max(PAGE_SIZE);
-                let search = |l: u64| self.vmas.unmapped_area_topdown(l, low, self.mmap_base, 0, 0);
                 let addr = search(len).ok_or(Errno::ENOMEM)?;
-                self.shmem_align_unmapped_area(ino, addr, len, pgoff, search)
+                Ok(self.shmem_align_unmapped_area(ino, addr, len, pgoff, search))
             }
-            other => self.get_unmapped_area(len, other)?,
+            MmapPlacement::Hint(h) if !self.hint_free(h, len) => {
+                let addr = search(len).ok_or(Errno::ENOMEM)?;
+                Ok(self.shmem_align_unmapped_area(ino, addr, len, pgoff, search))
+            }
+            other => self.get_unmapped_area(len, other),
+        }
+    }
+
+    /// `mmap` of any backing the model knows.
+    pub fn do_mmap_backed(&mut self, len: u64, prot_flags: u32, placement: MmapPlacement, backing: MapBacking) -> Result<u64, Errno> {
+        let addr = self.mmap_placement(len, placement, backing)?;
+        let len = len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        let (ino, pgoff) = match backing {
+            MapBacking::PrivateAnon => {
+                self.insert_anon_vma(addr, addr + len, prot_flags);
+                return Ok(addr);
+            }
+            MapBacking::Special => {
+                self.vmas.insert(Vma { start: addr, end: addr + len, flags: prot_flags | vm::SPECIAL, anon_vma: 0, file: 0, pgoff: 0 });
+                self.vma_cache = None;
+                return Ok(addr);
+            }
+            MapBacking::SharedAnon => (None, 0),
+            MapBacking::Shmem { ino, pgoff } => (Some(ino), pgoff),
         };
         let ino = match ino {
             Some(i) => i,

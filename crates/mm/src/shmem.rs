@@ -270,6 +270,23 @@ impl Kernel {
         Some((start, pfn))
     }
 
+    /// A file that held `size` bytes before the run (a replay finds it on a tmpfs): uptodate
+    /// 4 KiB folios, allocated without counting (they are not the program's allocations).
+    pub fn shmem_populate_order0(&mut self, ino: InodeId, size: u64) -> Result<(), Errno> {
+        for index in 0..size.div_ceil(PAGE_SIZE) {
+            if self.shmem.inodes[ino as usize].lookup(index).is_some() {
+                continue;
+            }
+            let pfn = self.alloc_folio(Order::BASE, false).ok_or(Errno::ENOMEM)?;
+            self.zone.mem_map[pfn.idx()].flags |= pg::SHMEM;
+            self.shmem.inodes[ino as usize].cache.insert(index, CacheFolio { pfn, order: 0, uptodate: true });
+            self.shmem.owner.insert(pfn.0, (ino, index));
+        }
+        let inode = &mut self.shmem.inodes[ino as usize];
+        inode.i_size = inode.i_size.max(size);
+        Ok(())
+    }
+
     /// `ftruncate`: the model grows files; shrinking (truncating cached folios) is not modelled.
     pub fn shmem_ftruncate(&mut self, ino: InodeId, size: u64) -> Result<(), Errno> {
         let inode = &mut self.shmem.inodes[ino as usize];
@@ -318,6 +335,20 @@ impl Kernel {
         let inode = &mut self.shmem.inodes[ino as usize];
         inode.i_size = inode.i_size.max(offset + len);
         Ok(())
+    }
+
+    /// `fallocate(fd, FALLOC_FL_KEEP_SIZE, offset, len)`: the folios, not the size.
+    pub fn shmem_fallocate_keep_size(&mut self, ino: InodeId, offset: u64, len: u64) -> Result<(), Errno> {
+        let size = self.shmem.inodes[ino as usize].i_size;
+        let r = self.shmem_fallocate(ino, offset, len);
+        self.shmem.inodes[ino as usize].i_size = size;
+        r
+    }
+
+    /// The last name of a file went away (`shmem_unlink` → i_nlink 0): mappings made from now
+    /// on get the anonymous-shmem VMA ops (`shmem_mmap`).
+    pub fn shmem_unlink(&mut self, ino: InodeId) {
+        self.shmem.inodes[ino as usize].linked = false;
     }
 
     /// `shmem_get_unmapped_area` for a mapping of `ino` (None: MAP_SHARED|MAP_ANONYMOUS),

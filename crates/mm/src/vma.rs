@@ -29,6 +29,9 @@ pub mod vm {
     /// Model: `vma_is_anon_shmem` (shmem_anon_vm_ops: shared anonymous, or a shmem file that was
     /// unlinked when mapped).
     pub const ANON_SHMEM: u32 = 1 << 6;
+    /// Model: address space the model does not back (file pages, the vDSO; VM_PFNMAP-like):
+    /// it takes room so that placement is the kernel's, and an access to it is not modelled.
+    pub const SPECIAL: u32 = 1 << 7;
 }
 
 /// `struct vm_area_struct` (private anonymous only, for now).
@@ -52,6 +55,10 @@ impl Vma {
     }
     pub fn len(&self) -> u64 {
         self.end - self.start
+    }
+    /// Memory the model backs: anonymous or shmem, not [`vm::SPECIAL`].
+    pub fn is_modelled(&self) -> bool {
+        self.flags & vm::SPECIAL == 0
     }
     /// The shmem inode, for file VMAs.
     pub fn inode(&self) -> Option<u32> {

@@ -12,6 +12,7 @@
 //! ring buffers are drained; at its end the records are merged in time order, system call
 //! entries and exits are paired per thread, and the [`Recording`] is returned.
 
+mod notify;
 mod perf;
 mod spawn;
 mod tracefs;
@@ -38,6 +39,9 @@ pub struct RecordOptions {
     pub exec_snapshot: bool,
     /// Disable THP for the program (`PR_SET_THP_DISABLE`); on by default.
     pub thp_disable: bool,
+    /// Resolve the paths of open/openat/creat/unlink/unlinkat (a seccomp user-notification
+    /// filter stops each at its entry while the recorder looks; see `notify`); on by default.
+    pub paths: bool,
 }
 
 impl Default for RecordOptions {
@@ -47,6 +51,7 @@ impl Default for RecordOptions {
             kernel_faults: true,
             exec_snapshot: true,
             thp_disable: true,
+            paths: true,
         }
     }
 }
@@ -61,6 +66,10 @@ pub struct Recording {
     pub unpaired_exits: u64,
     /// Tracepoints that do not exist on this kernel (what they report is not recorded).
     pub missing_tracepoints: Vec<String>,
+    /// Why paths were not resolved (no seccomp user notification here), if they were asked for.
+    pub paths_unavailable: Option<String>,
+    /// Path-taking calls whose thread went away before the recorder could look.
+    pub paths_vanished: u64,
     /// Bytes drained from the ring buffers.
     pub perf_bytes: u64,
     /// The ring buffer of each CPU, in bytes.
@@ -178,6 +187,21 @@ fn syscall_number(k: SyscallKind) -> Option<i64> {
         K::Shmat => libc::SYS_shmat,
         K::Shmdt => libc::SYS_shmdt,
         K::ProcessMadvise => libc::SYS_process_madvise,
+        K::Write => libc::SYS_write,
+        K::Pwrite64 => libc::SYS_pwrite64,
+        K::Writev => libc::SYS_writev,
+        K::Pwritev => libc::SYS_pwritev,
+        K::Pwritev2 => libc::SYS_pwritev2,
+        K::Lseek => libc::SYS_lseek,
+        K::Read => libc::SYS_read,
+        K::Readv => libc::SYS_readv,
+        K::Dup => libc::SYS_dup,
+        K::Dup2 => libc::SYS_dup2,
+        K::Dup3 => libc::SYS_dup3,
+        K::Fcntl => libc::SYS_fcntl,
+        K::Unlink => libc::SYS_unlink,
+        K::Unlinkat => libc::SYS_unlinkat,
+        K::Creat => libc::SYS_creat,
     })
 }
 
@@ -591,6 +615,13 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
     let missing = tps.missing.clone();
     let mut child = spawn::Child::fork(&exec_path, argv, opts)?;
     let pid = child.pid();
+    let (mut listener, paths_unavailable) = match child.take_listener() {
+        Some(Ok(fd)) => (Some(notify::Listener::new(fd)), None),
+        Some(Err(why)) => (None, Some(why)),
+        None => (None, None),
+    };
+    let mounts = tmpfs_mounts(pid);
+    let thp_settings = thp_settings_dump();
     let bufs = match open_events(pid, &tps, opts.buffer_kib) {
         Ok(b) => b,
         Err(e) => {
@@ -620,6 +651,10 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
     if opts.kernel_faults && missing.is_empty() {
         flags_ |= flags::KERNEL_FAULTS;
     }
+    if listener.is_some() {
+        flags_ |= flags::PATHS;
+    }
+    self_push(&mut dec.raws, 0, pid as u32, pid as u32, RawKind::Body(Box::new(EventBody::Mounts(mounts))));
     if let Some((t, maps)) = snapshot {
         flags_ |= flags::EXEC_SNAPSHOT;
         self_push(
@@ -634,8 +669,10 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
     let status = loop {
         let mut pfds: Vec<libc::pollfd> = bufs
             .iter()
-            .map(|b| libc::pollfd {
-                fd: b.fds[0].as_raw_fd(),
+            .map(|b| b.fds[0].as_raw_fd())
+            .chain(listener.as_ref().map(|l| l.fd.as_raw_fd()))
+            .map(|fd| libc::pollfd {
+                fd,
                 events: libc::POLLIN,
                 revents: 0,
             })
@@ -647,6 +684,9 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
                 pfds.len() as libc::nfds_t,
                 POLL_INTERVAL.as_millis() as i32,
             );
+        }
+        if let Some(l) = listener.as_mut() {
+            l.serve();
         }
         for b in bufs.iter_mut() {
             b.ring.drain(|t, m, body| dec.record(t, m, body));
@@ -660,6 +700,15 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
         b.ring.drain(|t, m, body| dec.record(t, m, body));
     }
     let end = monotonic_ns();
+    let mut paths_vanished = 0;
+    if let Some(mut l) = listener.take() {
+        l.serve();
+        paths_vanished = l.vanished;
+        for r in std::mem::take(&mut l.resolved) {
+            self_push(&mut dec.raws, r.time.saturating_sub(start), r.pid, r.tid, RawKind::Body(Box::new(EventBody::Path(r.info))));
+        }
+        notify::release(l);
+    }
     let buffer_bytes_per_cpu = bufs.first().map_or(0, |b| b.ring.data_size());
     drop(bufs);
     let lost = dec.lost;
@@ -695,12 +744,15 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
         lost_events: lost,
         exit_status: status,
         duration_ns: end.saturating_sub(start),
+        thp_settings,
     };
     Ok(Recording {
         header,
         events,
         unpaired_exits,
         missing_tracepoints: missing,
+        paths_unavailable,
+        paths_vanished,
         perf_bytes,
         buffer_bytes_per_cpu,
     })
@@ -791,6 +843,67 @@ fn pair(raws: Vec<Raw>) -> (Vec<Event>, u64) {
     }
     out.sort_by_key(|(t, i, _)| (*t, *i));
     (out.into_iter().map(|(_, _, e)| e).collect(), unpaired)
+}
+
+/// The tmpfs mounts process `pid` sees (/proc/PID/mountinfo: `ID PARENT MAJ:MIN ROOT MOUNTPOINT
+/// OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS`).
+fn tmpfs_mounts(pid: i32) -> Vec<trace::MountEntry> {
+    let text = std::fs::read(format!("/proc/{pid}/mountinfo")).unwrap_or_default();
+    let mut out = Vec::new();
+    for line in text.split(|&c| c == b'\n') {
+        let f: Vec<&[u8]> = line.split(|&c| c == b' ').collect();
+        let Some(dash) = f.iter().position(|x| *x == b"-") else { continue };
+        let (Some(dev), Some(mp), Some(fstype), Some(opts)) = (f.get(2), f.get(4), f.get(dash + 1), f.get(dash + 3)) else { continue };
+        if *fstype != b"tmpfs" {
+            continue;
+        }
+        let dev = String::from_utf8_lossy(dev);
+        let Some((maj, min)) = dev.split_once(':') else { continue };
+        let (Ok(maj), Ok(min)) = (maj.parse(), min.parse()) else { continue };
+        out.push(trace::MountEntry { maj, min, fstype: fstype.to_vec(), mount_point: unescape_octal(mp), options: opts.to_vec() });
+    }
+    out
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
+fn unescape_octal(b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The THP knobs as `grep -r . /sys/kernel/mm/transparent_hugepage` prints them (paths relative
+/// to that directory, `stats/` left out).
+fn thp_settings_dump() -> Vec<u8> {
+    fn walk(dir: &std::path::Path, rel: &str, out: &mut Vec<u8>) {
+        let Ok(rd) = std::fs::read_dir(dir) else { return };
+        let mut entries: Vec<_> = rd.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let path = e.path();
+            let r = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+            if path.is_dir() {
+                if name != "stats" {
+                    walk(&path, &r, out);
+                }
+            } else if let Ok(v) = std::fs::read_to_string(&path) {
+                out.extend_from_slice(format!("{r}:{}\n", v.trim_end()).as_bytes());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(std::path::Path::new("/sys/kernel/mm/transparent_hugepage"), "", &mut out);
+    out
 }
 
 /// Poll interval of the drain loop.

@@ -43,6 +43,8 @@ pub fn resolve_program(program: &OsStr) -> Result<OsString, RecordError> {
 /// The forked program, waiting for [`Child::release`].
 pub struct Child {
     pid: i32,
+    /// The seccomp listener taken from the child (see `notify`), or why there is none.
+    listener: Option<Result<OwnedFd, String>>,
     go: Option<OwnedFd>,
     err: OwnedFd,
     status: std::cell::Cell<Option<u32>>,
@@ -105,6 +107,9 @@ impl Child {
         ptrs.push(std::ptr::null());
         let (go_r, go_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
+        let (lis_r, lis_w) = pipe()?;
+        let prog = crate::notify::filter();
+        let paths = opts.paths;
         let thp_disable = opts.thp_disable;
         let traceme = opts.exec_snapshot;
         // SAFETY: between fork and execve/_exit the child only makes async-signal-safe calls on
@@ -137,6 +142,12 @@ impl Child {
                 {
                     fail(2);
                 }
+                if paths {
+                    // The listener's number, or minus errno, for the parent to take.
+                    let fd = crate::notify::install_in_child(&prog);
+                    let v: i32 = if fd >= 0 { fd } else { -*libc::__errno_location() };
+                    libc::write(lis_w.as_raw_fd(), v.to_ne_bytes().as_ptr() as *const libc::c_void, 4);
+                }
                 let mut b = 0u8;
                 loop {
                     let r = libc::read(go_r.as_raw_fd(), &mut b as *mut u8 as *mut libc::c_void, 1);
@@ -158,8 +169,23 @@ impl Child {
         }
         drop(go_r);
         drop(err_w);
+        drop(lis_w);
+        let listener = paths.then(|| {
+            let mut v = [0u8; 4];
+            // SAFETY: reading 4 bytes into v; the child writes them before waiting.
+            let n = unsafe { libc::read(lis_r.as_raw_fd(), v.as_mut_ptr() as *mut libc::c_void, 4) };
+            let fd = i32::from_ne_bytes(v);
+            if n != 4 {
+                Err("the child did not report its seccomp listener".to_string())
+            } else if fd < 0 {
+                Err(format!("seccomp user notification: {}", std::io::Error::from_raw_os_error(-fd)))
+            } else {
+                crate::notify::take_listener(pid, fd).map_err(|e| format!("pidfd_getfd: {e}"))
+            }
+        });
         Ok(Child {
             pid,
+            listener,
             go: Some(go_w),
             err: err_r,
             status: std::cell::Cell::new(None),
@@ -169,6 +195,11 @@ impl Child {
 
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// The seccomp listener (once), `None` when paths were not asked for.
+    pub fn take_listener(&mut self) -> Option<Result<OwnedFd, String>> {
+        self.listener.take()
     }
 
     /// Kill and reap the child (recording could not be set up).

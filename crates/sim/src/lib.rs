@@ -437,7 +437,14 @@ pub fn run_recording(
             "unresolved_faults": st.unresolved_faults,
             "exec_faults": st.exec_faults,
             "lost_events": st.lost_events,
-            "census_scope": "anonymous private memory of every process, at its exit",
+            "shmem_files": st.shmem_files,
+            "shmem_writes": st.shmem_writes,
+            "shmem_unmodelled": st.shmem_unmodelled,
+            "preexisting_files": st.preexisting_files,
+            "placements_checked": st.placements_checked,
+            "placements_matched": st.placements_matched,
+            "relocated": st.relocated,
+            "census_scope": "anonymous private and shared shmem memory of every process, at its exit",
         }
     }));
     Ok(r)

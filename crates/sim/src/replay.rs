@@ -1,6 +1,23 @@
 //! Replay of a recording (`thplab record`, docs/trace-format.md) in the model under any
 //! settings.
 //!
+//! shmem: memfd_create, files opened on a tmpfs (the recorder resolves every open's path and
+//! device, and the tmpfs mounts with their `huge=`), /dev/zero and MAP_SHARED|MAP_ANONYMOUS
+//! become shmem inodes of the image's model, with a per-process fd table (dup, dup2, dup3,
+//! fcntl F_DUPFD, close; file positions through write, read, lseek and O_APPEND). write,
+//! pwrite64, writev, pwritev(2), ftruncate and fallocate go through the model's shmem paths;
+//! MAP_SHARED mappings of these files fault through the model's shmem fault path; unlink makes a
+//! file's later mappings anonymous shmem (`shmem_mmap`: i_nlink 0).
+//!
+//! Placement: shmem placement depends on the THP knobs (`shmem_get_unmapped_area`), so a
+//! mapping recorded under the recording machine's knobs may sit elsewhere under others. Every
+//! mapping the model does not back is kept as a placeholder VMA, so the model's address space is
+//! the recorded one; for a mapping without MAP_FIXED the model computes its placement under the
+//! recording's knobs (which must give the recorded address: counted in `placements_checked` /
+//! `placements_matched`) and under the replay's; when they differ, the mapping is relocated and
+//! from then on every non-fixed mapping is placed by the model, with recorded addresses (faults,
+//! munmap, mprotect, madvise, mremap) translated range by range.
+//!
 //! The recording was made with THP disabled for the program (PR_SET_THP_DISABLE) and without
 //! address randomisation, so it holds every first touch of every 4 KiB page and the real
 //! address of every mapping. The replay runs one simulated mm per process image (a new one at
@@ -15,14 +32,15 @@
 //! `mm/madvise.c`, `mm/mmap.c: brk`, `mm/mmap.c: expand_downwards` (stack growth),
 //! `kernel/sys.c: prctl_set_thp_disable`, `arch/x86/include/asm/trap_pf.h` (error code bits).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use mm::debug::CensusReport;
 use mm::madvise::{Madvise, ThpDisable};
-use mm::mmap::{prot_to_vm, MmapPlacement};
+use mm::mmap::{prot_to_vm, MapBacking, MmapPlacement};
+use mm::shmem::{InodeId, SbHuge, SbId, SHM_MNT};
 use mm::{Access, BootParams, Kernel};
 use mm_types::PAGE_SIZE;
-use trace::{perm, Event, EventBody, Header, SyscallKind};
+use trace::{perm, Event, EventBody, Header, MountEntry, PathInfo, SyscallKind, TMPFS_MAGIC};
 use uapi::{Counters, ThpSettings};
 
 use crate::{MachineConfig, SimError};
@@ -30,6 +48,18 @@ use crate::{MachineConfig, SimError};
 const MAP_SHARED: u64 = 0x01;
 const MAP_ANONYMOUS: u64 = 0x20;
 const MAP_POPULATE: u64 = 0x8000;
+const MAP_FIXED: u64 = 0x10;
+const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
+const MREMAP_FIXED: u64 = 2;
+const O_TRUNC: u64 = 0o1000;
+const O_APPEND: u64 = 0o2000;
+const O_CREAT_WRONLY_TRUNC: u64 = 0o1101;
+const AT_REMOVEDIR: u64 = 0x200;
+const MFD_HUGETLB: u64 = 4;
+const FALLOC_FL_KEEP_SIZE: u64 = 1;
+const F_DUPFD: u64 = 0;
+const F_DUPFD_CLOEXEC: u64 = 1030;
+const RWF_APPEND: u64 = 0x10;
 /// MAP_STACK becomes VM_NOHUGEPAGE (`include/linux/mman.h: calc_vm_flag_bits`, 6.18).
 const MAP_STACK: u64 = 0x20000;
 /// How far below its start a stack may grow in one step (the default RLIMIT_STACK).
@@ -54,6 +84,37 @@ pub struct ReplayStats {
     /// Faults taken inside execve, before the program's own count starts.
     pub exec_faults: u64,
     pub lost_events: u64,
+    /// shmem files the replay modelled (memfd, tmpfs files, shared anonymous, /dev/zero).
+    pub shmem_files: u64,
+    /// write-family calls on shmem files replayed through the model's write path.
+    pub shmem_writes: u64,
+    /// Calls on shmem files the model cannot replay (truncating cached pages, hole punching,
+    /// MAP_PRIVATE file mappings, mremap of shmem): their effect is left out.
+    pub shmem_unmodelled: u64,
+    /// Files that existed before the program and had data (modelled as 4 KiB pages).
+    pub preexisting_files: u64,
+    /// Mappings without MAP_FIXED whose placement the model computed under the recording's
+    /// knobs, and how many of those gave the recorded address.
+    pub placements_checked: u64,
+    pub placements_matched: u64,
+    /// Mappings placed elsewhere than recorded because the replay's knobs move them.
+    pub relocated: u64,
+}
+
+/// What an fd refers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FileRef {
+    Shmem(InodeId),
+    DevZero,
+    Other,
+}
+
+/// An open file description (shared by dup'ed fds).
+#[derive(Clone, Copy, Debug)]
+struct Desc {
+    file: FileRef,
+    pos: u64,
+    append: bool,
 }
 
 struct Image {
@@ -61,6 +122,78 @@ struct Image {
     stack: Option<(u64, u64)>,
     brk_known: bool,
     populate_faults: u64,
+    fds: HashMap<i32, usize>,
+    descs: Vec<Desc>,
+    /// Linked tmpfs files by (device, path).
+    names: HashMap<(u32, u32, Vec<u8>), InodeId>,
+    /// tmpfs devices → the image's mounts.
+    sbs: HashMap<(u32, u32), SbId>,
+    /// Recorded range start → (end, model start), for relocated mappings.
+    reloc: BTreeMap<u64, (u64, u64)>,
+    relocating: bool,
+}
+
+impl Image {
+    /// The model address of a recorded address.
+    fn tr(&self, a: u64) -> u64 {
+        if self.reloc.is_empty() {
+            return a;
+        }
+        match self.reloc.range(..=a).next_back() {
+            Some((&s, &(e, m))) if a < e => a - s + m,
+            _ => a,
+        }
+    }
+
+    /// The model ranges of a recorded range.
+    fn tr_range(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
+        if self.reloc.is_empty() {
+            return vec![(start, end)];
+        }
+        let mut out = Vec::new();
+        let mut at = start;
+        while at < end {
+            match self.reloc.range(..=at).next_back() {
+                Some((&s, &(e, m))) if at < e => {
+                    let stop = e.min(end);
+                    out.push((at - s + m, stop - s + m));
+                    at = stop;
+                }
+                _ => {
+                    let next = self.reloc.range(at..).next().map_or(end, |(&s, _)| s).min(end);
+                    out.push((at, next));
+                    at = next;
+                }
+            }
+        }
+        out
+    }
+
+    /// Forget the translation of a recorded range (it was unmapped or replaced).
+    fn reloc_remove(&mut self, start: u64, end: u64) {
+        if self.reloc.is_empty() {
+            return;
+        }
+        let hit: Vec<(u64, (u64, u64))> = self.reloc.range(..end).filter(|(_, &(e, _))| e > start).map(|(&s, &v)| (s, v)).collect();
+        for (s, (e, m)) in hit {
+            self.reloc.remove(&s);
+            if s < start {
+                self.reloc.insert(s, (start, m));
+            }
+            if e > end {
+                self.reloc.insert(end, (e, m + (end - s)));
+            }
+        }
+    }
+
+    fn file_of(&self, fd: u64) -> FileRef {
+        self.fds.get(&(fd as i32)).map_or(FileRef::Other, |&d| self.descs[d].file)
+    }
+
+    fn install(&mut self, fd: i64, file: FileRef, append: bool) {
+        self.descs.push(Desc { file, pos: 0, append });
+        self.fds.insert(fd as i32, self.descs.len() - 1);
+    }
 }
 
 #[derive(Default)]
@@ -75,6 +208,11 @@ struct Proc {
 
 pub struct Replay<'a> {
     settings: &'a ThpSettings,
+    /// The recording machine's knobs (from the trace header), when known.
+    rec_settings: Option<ThpSettings>,
+    mounts: Vec<MountEntry>,
+    /// A thread's resolved path, waiting for its system call record.
+    paths: HashMap<u32, PathInfo>,
     params: BootParams,
     procs: BTreeMap<u32, Proc>,
     /// Folded results of finished images.
@@ -96,8 +234,17 @@ impl<'a> Replay<'a> {
             brk_start: machine.brk_start,
             ..BootParams::default()
         };
+        let rec_settings = (!header.thp_settings.is_empty())
+            .then(|| {
+                let mut s = ThpSettings::default();
+                s.apply_file("the trace header", &String::from_utf8_lossy(&header.thp_settings)).ok().map(|_| s)
+            })
+            .flatten();
         let mut r = Replay {
             settings,
+            rec_settings,
+            mounts: Vec::new(),
+            paths: HashMap::new(),
             params,
             procs: BTreeMap::new(),
             done_counters: Counters::default(),
@@ -120,7 +267,18 @@ impl<'a> Replay<'a> {
 
     fn new_image(&mut self) -> Image {
         self.stats.images += 1;
-        Image { k: Box::new(Kernel::boot(&self.params, self.settings)), stack: None, brk_known: false, populate_faults: 0 }
+        Image {
+            k: Box::new(Kernel::boot(&self.params, self.settings)),
+            stack: None,
+            brk_known: false,
+            populate_faults: 0,
+            fds: HashMap::new(),
+            descs: Vec::new(),
+            names: HashMap::new(),
+            sbs: HashMap::new(),
+            reloc: BTreeMap::new(),
+            relocating: false,
+        }
     }
 
     fn err(&self, message: String) -> SimError {
@@ -130,7 +288,7 @@ impl<'a> Replay<'a> {
     /// Fold a finished image (exit or exec) into the totals, with its census.
     fn retire(&mut self, img: Image) {
         let k = &img.k;
-        let ranges: Vec<(u64, u64)> = k.vmas().filter(|v| v.file == 0).map(|v| (v.start, v.end)).collect();
+        let ranges: Vec<(u64, u64)> = k.vmas().filter(|v| v.is_modelled()).map(|v| (v.start, v.end)).collect();
         self.done_census.push(k.census(&ranges));
         self.done_counters.add(&k.counters);
         self.done_minflt += k.stats.minflt - img.populate_faults;
@@ -158,12 +316,20 @@ impl<'a> Replay<'a> {
                 let Some(p) = self.procs.get_mut(&e.pid) else { return Ok(()) };
                 p.exec_until_ns = e.time_ns;
                 let Some(img) = p.image.as_mut() else { return Ok(()) };
+                // mmap_base: execve placed the interpreter (or, without one, the vDSO) first,
+                // top-down from it, so the highest mapping below the stack ends there.
+                let base = entries.iter().filter(|m| m.path != b"[stack]" && m.end <= mm_types::TASK_SIZE).map(|m| m.end).max();
+                if let Some(b) = base {
+                    img.k.set_mmap_base(b);
+                }
                 for m in entries {
                     let anon = m.ino == 0 && (m.path.is_empty() || m.path == b"[heap]" || m.path == b"[stack]");
+                    let prot = prot_to_vm(m.perms & perm::READ != 0, m.perms & perm::WRITE != 0, m.perms & perm::EXEC != 0);
                     if !anon || m.perms & perm::SHARED != 0 {
+                        // The ELF, its interpreter, the vDSO: room the model keeps free.
+                        let _ = img.k.do_mmap_backed(m.end - m.start, prot, MmapPlacement::FixedNoReplace(m.start), MapBacking::Special);
                         continue;
                     }
-                    let prot = prot_to_vm(m.perms & perm::READ != 0, m.perms & perm::WRITE != 0, m.perms & perm::EXEC != 0);
                     let _ = img.k.do_mmap(m.end - m.start, prot, MmapPlacement::FixedNoReplace(m.start));
                     if m.path == b"[stack]" {
                         img.stack = Some((m.start, m.end));
@@ -180,9 +346,15 @@ impl<'a> Replay<'a> {
                 }
             }
             EventBody::Syscall(s) => {
+                let path = if s.kind.takes_path() { self.paths.remove(&e.tid) } else { None };
                 let Some(ret) = s.ret else { return Ok(()) };
                 self.syscall(e.pid, s.kind, &s.args, ret, e.time_ns, s.duration_ns)?;
+                self.file_syscall(e.pid, s.kind, &s.args, ret, path);
             }
+            EventBody::Path(p) => {
+                self.paths.insert(e.tid, p.clone());
+            }
+            EventBody::Mounts(m) => self.mounts = m.clone(),
             EventBody::TaskExit if e.tid == e.pid => self.exit(e.pid),
             _ => {}
         }
@@ -214,7 +386,8 @@ impl<'a> Replay<'a> {
             return;
         };
         let write = error_code & PF_WRITE != 0;
-        let in_model = img.k.vmas().any(|v| v.file == 0 && v.start <= addr && addr < v.end);
+        let addr = img.tr(addr);
+        let in_model = img.k.vmas().any(|v| v.is_modelled() && v.start <= addr && addr < v.end);
         if !in_model {
             // expand_downwards: a fault just below the stack grows it.
             if let Some((start, end)) = img.stack {
@@ -264,51 +437,62 @@ impl<'a> Replay<'a> {
             self.exit(pid);
             return Ok(());
         }
+        if kind == SyscallKind::Mmap && ret >= 0 {
+            self.mmap(pid, a, ret as u64);
+            return Ok(());
+        }
         let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else { return Ok(()) };
-        let k = &mut img.k;
         let failed = ret < 0;
         match kind {
-            SyscallKind::Mmap if !failed => {
-                let (addr, len, prot, flags) = (ret as u64, a[1], a[2], a[3]);
-                // The range now holds this mapping, whatever the model had there.
-                let _ = k.do_munmap(addr, len);
-                if flags & MAP_ANONYMOUS != 0 && flags & MAP_SHARED == 0 {
-                    let mut p = prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0);
-                    if flags & MAP_STACK != 0 {
-                        p |= mm::vma::vm::NOHUGEPAGE;
-                    }
-                    let _ = k.do_mmap(len, p, MmapPlacement::FixedNoReplace(addr));
-                    if flags & MAP_POPULATE != 0 && prot & 2 != 0 {
-                        // Populated by the kernel (GUP), not by faults the program takes.
-                        let before = k.stats.minflt;
-                        let mut x = addr;
-                        while x < addr + len {
-                            k.access(x, true);
-                            x += PAGE_SIZE;
-                        }
-                        img.populate_faults += k.stats.minflt - before;
-                    }
-                }
-            }
             SyscallKind::Munmap if !failed => {
-                let _ = k.do_munmap(a[0], a[1]);
+                for (s, e) in img.tr_range(a[0], a[0] + a[1]) {
+                    let _ = img.k.do_munmap(s, e - s);
+                }
+                img.reloc_remove(a[0], a[0] + a[1]);
             }
             SyscallKind::Mremap if !failed => {
-                let (old, old_len, new_len, new) = (a[0], a[1], a[2], ret as u64);
-                let in_model = k.vmas().any(|v| v.file == 0 && v.start <= old && old < v.end);
-                if in_model {
-                    k.do_mremap(old, old_len, new_len, new).map_err(|e| {
-                        SimError { source_name: String::new(), line: 0, message: format!("mremap replay failed: {}", e.name()) }
-                    })?;
+                let (old, old_len, new_len, flags, rec_new) = (a[0], a[1], a[2], a[3], ret as u64);
+                let old_m = img.tr(old);
+                let new_m = if rec_new == old {
+                    old_m
+                } else if flags & MREMAP_FIXED != 0 {
+                    img.tr(a[4])
+                } else if img.relocating {
+                    img.k.mmap_placement(new_len, MmapPlacement::Kernel, MapBacking::PrivateAnon).unwrap_or(rec_new)
                 } else {
-                    let _ = k.do_munmap(new, new_len);
+                    rec_new
+                };
+                let k = &mut img.k;
+                let vma = k.vmas().find(|v| v.start <= old_m && old_m < v.end).copied();
+                match vma {
+                    Some(v) if v.is_modelled() && v.file == 0 => {
+                        k.do_mremap(old_m, old_len, new_len, new_m).map_err(|e| {
+                            SimError { source_name: String::new(), line: 0, message: format!("mremap replay failed: {}", e.name()) }
+                        })?;
+                    }
+                    other => {
+                        if other.is_some_and(|v| v.is_modelled()) {
+                            self.stats.shmem_unmodelled += 1;
+                        }
+                        let prot = other.map_or(0, |v| v.flags & mm::vma::vm::ACCESS);
+                        let _ = k.do_munmap(old_m, old_len);
+                        let _ = k.do_munmap(new_m, new_len);
+                        let _ = k.do_mmap_backed(new_len, prot, MmapPlacement::FixedNoReplace(new_m), MapBacking::Special);
+                    }
+                }
+                img.reloc_remove(old, old + old_len);
+                img.reloc_remove(rec_new, rec_new + new_len);
+                if new_m != rec_new {
+                    img.reloc.insert(rec_new, (rec_new + new_len, new_m));
                 }
             }
             SyscallKind::Mprotect if !failed => {
                 let (start, len, prot) = (a[0], a[1], a[2]);
                 let p = prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0);
-                for (s, e) in model_pieces(k, start, start + len) {
-                    let _ = k.do_mprotect(s, e - s, p);
+                for (ms, me) in img.tr_range(start, start + len) {
+                    for (s, e) in model_pieces(&img.k, ms, me) {
+                        let _ = img.k.do_mprotect(s, e - s, p);
+                    }
                 }
             }
             // MADV_COLLAPSE is replayed even when it failed while recording: the recording ran
@@ -322,20 +506,22 @@ impl<'a> Replay<'a> {
                     25 => Madvise::Collapse,
                     _ => return Ok(()),
                 };
-                for (s, e) in model_pieces(k, a[0], a[0] + a[1]) {
-                    let _ = k.do_madvise(s, e - s, adv);
+                for (ms, me) in img.tr_range(a[0], a[0] + a[1]) {
+                    for (s, e) in model_pieces(&img.k, ms, me) {
+                        let _ = img.k.do_madvise(s, e - s, adv);
+                    }
                 }
             }
             SyscallKind::Brk => {
                 let got = ret as u64;
                 if !img.brk_known {
                     // The first brk (glibc's brk(0)) reveals start_brk.
-                    k.set_brk(got, got);
+                    img.k.set_brk(got, got);
                     img.brk_known = true;
                 } else if a[0] != 0 {
-                    let model = k.sys_brk(got);
+                    let model = img.k.sys_brk(got);
                     if model != got {
-                        k.set_brk(k.start_brk(), got);
+                        img.k.set_brk(img.k.start_brk(), got);
                     }
                 }
             }
@@ -345,11 +531,267 @@ impl<'a> Replay<'a> {
                     (_, 0) => ThpDisable::Completely,
                     _ => ThpDisable::ExceptAdvised,
                 };
-                k.prctl_set_thp_disable(form);
+                img.k.prctl_set_thp_disable(form);
             }
             _ => {}
         }
         Ok(())
+    }
+
+    /// A successful mmap recorded at `rec`.
+    fn mmap(&mut self, pid: u32, a: &[u64], rec: u64) {
+        let (hint, len, prot, flags, fd, off) = (a[0], a[1], a[2], a[3], a[4], a[5]);
+        let settings = self.settings;
+        let rec_settings = self.rec_settings.as_ref();
+        let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else { return };
+        let shared = flags & MAP_SHARED != 0;
+        let backing = if flags & MAP_ANONYMOUS != 0 {
+            if shared {
+                MapBacking::SharedAnon
+            } else {
+                MapBacking::PrivateAnon
+            }
+        } else {
+            match img.file_of(fd) {
+                FileRef::Shmem(ino) if shared => MapBacking::Shmem { ino, pgoff: off / PAGE_SIZE },
+                // A private mapping of /dev/zero is anonymous memory (`mmap_zero`).
+                FileRef::DevZero if shared => MapBacking::SharedAnon,
+                FileRef::DevZero => MapBacking::PrivateAnon,
+                // MAP_PRIVATE of a shmem file: page-cache folios read, anonymous copies written;
+                // not modelled.
+                FileRef::Shmem(_) => {
+                    self.stats.shmem_unmodelled += 1;
+                    MapBacking::Special
+                }
+                FileRef::Other => MapBacking::Special,
+            }
+        };
+        let fixed = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0;
+        let mut at = rec;
+        if fixed {
+            at = img.tr(rec);
+        } else {
+            let placement = if hint != 0 { MmapPlacement::Hint(img.tr(hint)) } else { MmapPlacement::Kernel };
+            let here = img.k.mmap_placement(len, placement, backing);
+            if img.relocating {
+                at = here.unwrap_or(rec);
+            } else {
+                // The model under the recording's knobs must find the recorded address.
+                let under_rec = match rec_settings {
+                    Some(r) if r != settings => {
+                        img.k.set_settings(r);
+                        let p = img.k.mmap_placement(len, placement, backing);
+                        img.k.set_settings(settings);
+                        p
+                    }
+                    _ => here,
+                };
+                self.stats.placements_checked += 1;
+                if under_rec == Ok(rec) {
+                    self.stats.placements_matched += 1;
+                    if let Ok(h) = here {
+                        if h != rec {
+                            img.relocating = true;
+                            at = h;
+                        }
+                    }
+                }
+            }
+        }
+        if at != rec {
+            self.stats.relocated += 1;
+        }
+        // MAP_FIXED replaces what was there; a placed mapping went into a hole, and under
+        // relocation the recorded range may hold another mapping in the model.
+        if fixed {
+            for (s, e) in img.tr_range(rec, rec + len) {
+                let _ = img.k.do_munmap(s, e - s);
+            }
+        }
+        let _ = img.k.do_munmap(at, len);
+        img.reloc_remove(rec, rec + len);
+        if at != rec || img.relocating {
+            img.reloc.insert(rec, (rec + len.div_ceil(PAGE_SIZE) * PAGE_SIZE, at));
+        }
+        let mut p = prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0);
+        if flags & MAP_STACK != 0 && backing == MapBacking::PrivateAnon {
+            p |= mm::vma::vm::NOHUGEPAGE;
+        }
+        if matches!(backing, MapBacking::SharedAnon) {
+            self.stats.shmem_files += 1;
+        }
+        if img.k.do_mmap_backed(len, p, MmapPlacement::FixedNoReplace(at), backing).is_err() {
+            return;
+        }
+        if flags & MAP_POPULATE != 0 && backing != MapBacking::Special {
+            // Populated by the kernel (GUP), not by faults the program takes.
+            let write = prot & 2 != 0 && (shared || backing == MapBacking::PrivateAnon);
+            let before = img.k.stats.minflt;
+            let mut x = at;
+            while x < at + len {
+                img.k.access(x, write);
+                x += PAGE_SIZE;
+            }
+            img.populate_faults += img.k.stats.minflt - before;
+        }
+    }
+
+    /// The mount of a tmpfs device in an image (made on first use, with the recorded `huge=`).
+    fn sb_for(mounts: &[MountEntry], img: &mut Image, maj: u32, min: u32) -> SbId {
+        if let Some(&sb) = img.sbs.get(&(maj, min)) {
+            return sb;
+        }
+        let huge = match mounts.iter().find(|m| m.maj == maj && m.min == min).map_or("never", |m| m.huge()) {
+            "always" => SbHuge::Always,
+            "within_size" => SbHuge::WithinSize,
+            "advise" => SbHuge::Advise,
+            _ => SbHuge::Never,
+        };
+        let sb = img.k.shmem_mount(huge);
+        img.sbs.insert((maj, min), sb);
+        sb
+    }
+
+    /// File calls: the fd table, and the shmem paths of write, ftruncate and fallocate.
+    fn file_syscall(&mut self, pid: u32, kind: SyscallKind, a: &[u64], ret: i64, path: Option<PathInfo>) {
+        let mounts = &self.mounts;
+        let st = &mut self.stats;
+        let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else { return };
+        let desc = |img: &Image, fd: u64| img.fds.get(&(fd as i32)).copied();
+        match kind {
+            SyscallKind::MemfdCreate if ret >= 0 => {
+                let file = if a[1] & MFD_HUGETLB != 0 {
+                    FileRef::Other
+                } else {
+                    st.shmem_files += 1;
+                    FileRef::Shmem(img.k.shmem_create(SHM_MNT, false))
+                };
+                img.install(ret, file, false);
+            }
+            SyscallKind::Open | SyscallKind::Openat | SyscallKind::Creat if ret >= 0 => {
+                let flags = match kind {
+                    SyscallKind::Open => a[1],
+                    SyscallKind::Openat => a[2],
+                    _ => O_CREAT_WRONLY_TRUNC,
+                };
+                let file = match &path {
+                    Some(p) if p.path == b"/dev/zero" => FileRef::DevZero,
+                    Some(p) if p.fs_magic == TMPFS_MAGIC => {
+                        // The device of the file, or of the directory it was created in.
+                        let key = (p.maj, p.min, p.path.clone());
+                        let ino = match img.names.get(&key) {
+                            Some(&ino) => ino,
+                            None => {
+                                let sb = Self::sb_for(mounts, img, p.maj, p.min);
+                                let ino = img.k.shmem_create(sb, true);
+                                st.shmem_files += 1;
+                                if p.exists && p.size > 0 && flags & O_TRUNC == 0 {
+                                    // Data from before the program: its folio sizes are not
+                                    // known; it is taken as 4 KiB pages.
+                                    st.preexisting_files += 1;
+                                    let _ = img.k.shmem_populate_order0(ino, p.size);
+                                }
+                                img.names.insert(key, ino);
+                                ino
+                            }
+                        };
+                        if flags & O_TRUNC != 0 && img.k.shmem_ftruncate(ino, 0).is_err() {
+                            st.shmem_unmodelled += 1;
+                        }
+                        FileRef::Shmem(ino)
+                    }
+                    _ => FileRef::Other,
+                };
+                img.install(ret, file, flags & O_APPEND != 0);
+            }
+            SyscallKind::Unlink | SyscallKind::Unlinkat if ret == 0 => {
+                if kind == SyscallKind::Unlinkat && a[2] & AT_REMOVEDIR != 0 {
+                    return;
+                }
+                if let Some(p) = path {
+                    if let Some(ino) = img.names.remove(&(p.maj, p.min, p.path)) {
+                        img.k.shmem_unlink(ino);
+                    }
+                }
+            }
+            SyscallKind::Close if ret == 0 => {
+                img.fds.remove(&(a[0] as i32));
+            }
+            SyscallKind::Dup if ret >= 0 => {
+                if let Some(d) = desc(img, a[0]) {
+                    img.fds.insert(ret as i32, d);
+                }
+            }
+            SyscallKind::Dup2 | SyscallKind::Dup3 if ret >= 0 => match desc(img, a[0]) {
+                Some(d) => {
+                    img.fds.insert(ret as i32, d);
+                }
+                None => {
+                    img.fds.remove(&(ret as i32));
+                }
+            },
+            SyscallKind::Fcntl if ret >= 0 && (a[1] == F_DUPFD || a[1] == F_DUPFD_CLOEXEC) => {
+                if let Some(d) = desc(img, a[0]) {
+                    img.fds.insert(ret as i32, d);
+                }
+            }
+            SyscallKind::Lseek if ret >= 0 => {
+                if let Some(d) = desc(img, a[0]) {
+                    img.descs[d].pos = ret as u64;
+                }
+            }
+            SyscallKind::Read | SyscallKind::Readv if ret > 0 => {
+                if let Some(d) = desc(img, a[0]) {
+                    img.descs[d].pos += ret as u64;
+                }
+            }
+            SyscallKind::Write | SyscallKind::Writev | SyscallKind::Pwrite64 | SyscallKind::Pwritev | SyscallKind::Pwritev2 if ret > 0 => {
+                let Some(d) = desc(img, a[0]) else { return };
+                let FileRef::Shmem(ino) = img.descs[d].file else {
+                    if matches!(kind, SyscallKind::Write | SyscallKind::Writev) || (kind == SyscallKind::Pwritev2 && a[3] as i64 == -1) {
+                        img.descs[d].pos += ret as u64;
+                    }
+                    return;
+                };
+                let size = img.k.shmem_inode(ino).i_size;
+                let append = img.descs[d].append || (kind == SyscallKind::Pwritev2 && a[5] & RWF_APPEND != 0);
+                let uses_pos = matches!(kind, SyscallKind::Write | SyscallKind::Writev) || (kind == SyscallKind::Pwritev2 && a[3] as i64 == -1);
+                let at = if append {
+                    size
+                } else if uses_pos {
+                    img.descs[d].pos
+                } else {
+                    a[3]
+                };
+                st.shmem_writes += 1;
+                if img.k.shmem_write(ino, at, ret as u64).is_err() {
+                    st.shmem_unmodelled += 1;
+                }
+                if uses_pos {
+                    img.descs[d].pos = at + ret as u64;
+                }
+            }
+            SyscallKind::Ftruncate if ret == 0 => {
+                if let FileRef::Shmem(ino) = img.file_of(a[0]) {
+                    if img.k.shmem_ftruncate(ino, a[1]).is_err() {
+                        st.shmem_unmodelled += 1;
+                    }
+                }
+            }
+            SyscallKind::Fallocate if ret == 0 => {
+                if let FileRef::Shmem(ino) = img.file_of(a[0]) {
+                    let r = match a[1] {
+                        0 => img.k.shmem_fallocate(ino, a[2], a[3]),
+                        FALLOC_FL_KEEP_SIZE => img.k.shmem_fallocate_keep_size(ino, a[2], a[3]),
+                        _ => Err(mm::Errno::ENOSYS),
+                    };
+                    if r.is_err() {
+                        st.shmem_unmodelled += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Finish: retire every image still alive and build the result.
@@ -364,7 +806,7 @@ impl<'a> Replay<'a> {
     }
 }
 
-/// The parts of `[start, end)` that lie in anonymous private VMAs of the model.
+/// The parts of `[start, end)` that lie in memory the model backs (anonymous or shmem).
 fn model_pieces(k: &Kernel, start: u64, end: u64) -> Vec<(u64, u64)> {
-    k.vmas().filter(|v| v.file == 0 && v.end > start && v.start < end).map(|v| (v.start.max(start), v.end.min(end))).collect()
+    k.vmas().filter(|v| v.is_modelled() && v.end > start && v.start < end).map(|v| (v.start.max(start), v.end.min(end))).collect()
 }

@@ -29,6 +29,11 @@ pub struct RecordArgs {
     /// Do not stop the program right after its execve to read its address space.
     #[arg(long)]
     pub no_exec_snapshot: bool,
+    /// Do not stop open/openat/creat/unlink/unlinkat at their entry to resolve the file they name
+    /// (a seccomp user-notification filter; without it, writes to tmpfs files and /dev/shm
+    /// cannot be predicted).
+    #[arg(long)]
+    pub no_paths: bool,
     /// Do not print the summary on stderr (lost events are always reported).
     #[arg(short, long)]
     pub quiet: bool,
@@ -89,6 +94,7 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
         kernel_faults: !args.no_kernel_faults,
         exec_snapshot: !args.no_exec_snapshot,
         thp_disable: true,
+        paths: !args.no_paths,
     };
     let rec = match record::record(&args.command, &opts) {
         Ok(r) => r,
@@ -117,6 +123,9 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
             args.output.display(),
             rec.buffer_bytes_per_cpu / 1024
         );
+    }
+    if let Some(why) = &rec.paths_unavailable {
+        eprintln!("thplab record: warning: the files of open/openat/unlink were not resolved ({why}); writes to tmpfs files are not predicted");
     }
     if !rec.missing_tracepoints.is_empty() {
         eprintln!("thplab record: warning: not recorded (no such tracepoint on this kernel): {}", rec.missing_tracepoints.join(", "));

@@ -9,7 +9,7 @@ use crate::TraceError;
 /// `THPTRACE`: the first eight bytes of every trace.
 pub const MAGIC: &[u8; 8] = b"THPTRACE";
 /// Readers refuse another major version.
-pub const VERSION_MAJOR: u16 = 1;
+pub const VERSION_MAJOR: u16 = 2;
 /// A reader accepts a newer minor version (new header fields at the end of the header, which it
 /// skips); new record kinds need a new major version.
 pub const VERSION_MINOR: u16 = 0;

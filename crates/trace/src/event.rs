@@ -37,6 +37,10 @@ pub struct Header {
     pub exit_status: u32,
     /// Nanoseconds from the start to the end of the recording.
     pub duration_ns: u64,
+    /// The recording machine's THP knobs when the recording started, as `grep -r .
+    /// /sys/kernel/mm/transparent_hugepage` prints them (`enabled:always [madvise] never`, one
+    /// per line); empty in version 1 files. Placement of shmem mappings depends on them.
+    pub thp_settings: Vec<u8>,
 }
 
 /// Bits of [`Header::flags`].
@@ -49,6 +53,9 @@ pub mod flags {
     pub const KERNEL_FAULTS: u64 = 4;
     /// The first process was stopped after its execve and its address space read ([`EventBody::ExecMaps`]).
     pub const EXEC_SNAPSHOT: u64 = 8;
+    /// The files of open/openat/creat/unlink/unlinkat were resolved while the thread waited at
+    /// the call's entry ([`EventBody::Path`]).
+    pub const PATHS: u64 = 16;
 }
 
 /// What the writer puts after the last record; the reader checks it against the header and
@@ -99,6 +106,52 @@ pub enum EventBody {
     ExecMaps(Vec<MapEntry>),
     /// The kernel dropped `count` events around this time.
     Lost { count: u64 },
+    /// The file the thread's next path-taking system call (`call`: open, openat, creat, unlink,
+    /// unlinkat) names, looked up by the recorder while the thread waited at the call's entry.
+    Path(PathInfo),
+    /// The tmpfs mounts the program could see at its execve (/proc/PID/mountinfo).
+    Mounts(Vec<MountEntry>),
+}
+
+/// What a path named when the system call was entered.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PathInfo {
+    /// The system call's record kind ([`SyscallKind::code`]).
+    pub call: u8,
+    /// The path made absolute with the thread's working directory or the dirfd's path (not
+    /// canonicalised: symbolic links and `..` are left as the program wrote them).
+    pub path: Vec<u8>,
+    /// The file existed; then `maj`, `min`, `ino`, `size` are its own, else `maj` and `min` are
+    /// those of the directory it would be created in and `ino` and `size` are 0.
+    pub exists: bool,
+    pub maj: u32,
+    pub min: u32,
+    pub ino: u64,
+    pub size: u64,
+    /// `statfs` f_type of the file or its directory (tmpfs: 0x01021994); 0 when unknown.
+    pub fs_magic: u64,
+}
+
+/// tmpfs's `statfs` f_type (`include/uapi/linux/magic.h: TMPFS_MAGIC`).
+pub const TMPFS_MAGIC: u64 = 0x0102_1994;
+
+/// One tmpfs mount (a line of /proc/PID/mountinfo).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MountEntry {
+    pub maj: u32,
+    pub min: u32,
+    pub fstype: Vec<u8>,
+    pub mount_point: Vec<u8>,
+    /// The superblock options (`rw,size=...,huge=always`).
+    pub options: Vec<u8>,
+}
+
+impl MountEntry {
+    /// The `huge=` option (`never` when absent).
+    pub fn huge(&self) -> &str {
+        let o = std::str::from_utf8(&self.options).unwrap_or("");
+        o.split(',').find_map(|x| x.strip_prefix("huge=")).unwrap_or("never")
+    }
 }
 
 /// A recorded system call: its kind, the tracepoint's arguments in order, the result, and how
@@ -187,6 +240,11 @@ macro_rules! syscalls {
                 match code { $($code => Some(SyscallKind::$variant),)* _ => None }
             }
 
+            /// Whether the call takes a path that the recorder resolves ([`EventBody::Path`]).
+            pub fn takes_path(self) -> bool {
+                matches!(self, SyscallKind::Open | SyscallKind::Openat | SyscallKind::Creat | SyscallKind::Unlink | SyscallKind::Unlinkat)
+            }
+
             /// The kind for a system call name.
             pub fn from_name(name: &str) -> Option<SyscallKind> {
                 match name { $($name => Some(SyscallKind::$variant),)* _ => None }
@@ -225,6 +283,21 @@ syscalls! {
     Shmat = 42, "shmat", ["shmid", "shmaddr", "shmflg"];
     Shmdt = 43, "shmdt", ["shmaddr"];
     ProcessMadvise = 44, "process_madvise", ["pidfd", "vec", "vlen", "behavior", "flags"];
+    Write = 45, "write", ["fd", "buf", "count"];
+    Pwrite64 = 46, "pwrite64", ["fd", "buf", "count", "pos"];
+    Writev = 47, "writev", ["fd", "vec", "vlen"];
+    Pwritev = 48, "pwritev", ["fd", "vec", "vlen", "pos_l", "pos_h"];
+    Pwritev2 = 49, "pwritev2", ["fd", "vec", "vlen", "pos_l", "pos_h", "flags"];
+    Lseek = 50, "lseek", ["fd", "offset", "whence"];
+    Read = 51, "read", ["fd", "buf", "count"];
+    Readv = 52, "readv", ["fd", "vec", "vlen"];
+    Dup = 53, "dup", ["fildes"];
+    Dup2 = 54, "dup2", ["oldfd", "newfd"];
+    Dup3 = 55, "dup3", ["oldfd", "newfd", "flags"];
+    Fcntl = 56, "fcntl", ["fd", "cmd", "arg"];
+    Unlink = 57, "unlink", ["pathname"];
+    Unlinkat = 58, "unlinkat", ["dfd", "pathname", "flag"];
+    Creat = 59, "creat", ["pathname", "mode"];
 }
 
 /// Record kind bytes that are not system calls.
@@ -238,6 +311,8 @@ pub mod kind {
     pub const MAP: u8 = 5;
     pub const EXEC_MAPS: u8 = 6;
     pub const LOST: u8 = 7;
+    pub const PATH: u8 = 8;
+    pub const MOUNTS: u8 = 9;
 }
 
 impl EventBody {
@@ -252,6 +327,8 @@ impl EventBody {
             EventBody::Map(_) => kind::MAP,
             EventBody::ExecMaps(_) => kind::EXEC_MAPS,
             EventBody::Lost { .. } => kind::LOST,
+            EventBody::Path(_) => kind::PATH,
+            EventBody::Mounts(_) => kind::MOUNTS,
         }
     }
 }
@@ -267,6 +344,8 @@ pub fn kind_name(code: u8) -> Option<&'static str> {
         kind::MAP => "map",
         kind::EXEC_MAPS => "exec_maps",
         kind::LOST => "lost",
+        kind::PATH => "path",
+        kind::MOUNTS => "mounts",
         c => return SyscallKind::from_code(c).map(SyscallKind::name),
     })
 }

@@ -15,8 +15,8 @@ mod write;
 
 pub use codec::{MAGIC, VERSION_MAJOR, VERSION_MINOR};
 pub use event::{
-    flags, kind, kind_name, perm, Event, EventBody, Header, MapEntry, MapInfo, Syscall,
-    SyscallKind, Trailer,
+    flags, kind, kind_name, perm, Event, EventBody, Header, MapEntry, MapInfo, MountEntry, PathInfo,
+    Syscall, SyscallKind, Trailer, TMPFS_MAGIC,
 };
 pub use read::{read_all, TraceReader};
 pub use write::TraceWriter;

@@ -8,7 +8,7 @@ use std::io::{BufReader, Read};
 use crate::codec::{
     Src, MAGIC, MAX_HEADER, TAG_KIND, TAG_SWITCH, TAG_UNFINISHED, VERSION_MAJOR, VERSION_MINOR,
 };
-use crate::event::{kind, EventBody, Header, MapEntry, MapInfo, Syscall, SyscallKind, Trailer};
+use crate::event::{kind, EventBody, Header, MapEntry, MapInfo, MountEntry, PathInfo, Syscall, SyscallKind, Trailer};
 use crate::{Event, TraceError};
 
 /// Reads a trace: [`TraceReader::new`] reads and checks the header; [`TraceReader::next_event`]
@@ -18,6 +18,7 @@ pub struct TraceReader<R: Read> {
     src: Src<BufReader<R>>,
     header: Header,
     minor: u16,
+    major: u16,
     current: Option<(u32, u32)>,
     time: u64,
     prev_fault: HashMap<u32, u64>,
@@ -69,11 +70,11 @@ impl<R: Read> TraceReader<R> {
         src.exact(&mut v, "the format version")?;
         let major = u16::from_le_bytes([v[0], v[1]]);
         let minor = u16::from_le_bytes([v[2], v[3]]);
-        if major != VERSION_MAJOR {
+        if major != VERSION_MAJOR && major != 1 {
             return Err(corrupt(
                 8,
                 format!(
-                    "format version {major}.{minor}; this thplab reads version {VERSION_MAJOR}.x"
+                    "format version {major}.{minor}; this thplab reads versions 1.x and {VERSION_MAJOR}.x"
                 ),
             ));
         }
@@ -86,7 +87,7 @@ impl<R: Read> TraceReader<R> {
             ));
         }
         let start = src.offset;
-        let header = read_header(&mut src)?;
+        let header = read_header(&mut src, major)?;
         let used = src.offset - start;
         if used > len {
             return Err(corrupt(
@@ -112,6 +113,7 @@ impl<R: Read> TraceReader<R> {
             src,
             header,
             minor,
+            major,
             current: None,
             time: 0,
             prev_fault: HashMap::new(),
@@ -302,6 +304,54 @@ impl<R: Read> TraceReader<R> {
             kind::LOST => EventBody::Lost {
                 count: s.varint("the lost record's count")?,
             },
+            kind::PATH if self.major >= 2 => {
+                let c_at = s.offset;
+                let call = s.varint("the path record's call")?;
+                if !matches!(SyscallKind::from_code(call.min(255) as u8), Some(k) if k.takes_path()) {
+                    return Err(corrupt(c_at, format!("path record for call kind {call}, which takes no path")));
+                }
+                let path = s.bytes("the path record's path")?;
+                let mut v = [0u64; 6];
+                for (x, what) in v.iter_mut().zip(["exists", "maj", "min", "ino", "size", "fs_magic"]) {
+                    *x = s.varint(&format!("the path record's {what}"))?;
+                }
+                let u32_of = |x: u64, what: &str| {
+                    u32::try_from(x).map_err(|_| corrupt(at, format!("path record: {what} {x} does not fit 32 bits")))
+                };
+                if v[0] > 1 {
+                    return Err(corrupt(at, format!("path record: exists flag {}, expected 0 or 1", v[0])));
+                }
+                EventBody::Path(PathInfo {
+                    call: call as u8,
+                    path,
+                    exists: v[0] == 1,
+                    maj: u32_of(v[1], "maj")?,
+                    min: u32_of(v[2], "min")?,
+                    ino: v[3],
+                    size: v[4],
+                    fs_magic: v[5],
+                })
+            }
+            kind::MOUNTS if self.major >= 2 => {
+                let n_at = s.offset;
+                let n = s.varint("the number of mounts")?;
+                if n > 1 << 16 {
+                    return Err(corrupt(n_at, format!("{n} mounts, more than the limit 65536")));
+                }
+                let mut v = Vec::new();
+                for i in 0..n {
+                    let maj = s.varint_u32(&format!("mount {i}: maj"))?;
+                    let min = s.varint_u32(&format!("mount {i}: min"))?;
+                    v.push(MountEntry {
+                        maj,
+                        min,
+                        fstype: s.bytes(&format!("mount {i}: fstype"))?,
+                        mount_point: s.bytes(&format!("mount {i}: mount point"))?,
+                        options: s.bytes(&format!("mount {i}: options"))?,
+                    });
+                }
+                EventBody::Mounts(v)
+            }
             _ => {
                 let Some(k) = sys else {
                     return Err(corrupt(at, format!("unknown record kind {code}")));
@@ -417,7 +467,7 @@ impl<R: Read> Iterator for TraceReader<R> {
     }
 }
 
-fn read_header<R: std::io::BufRead>(s: &mut Src<R>) -> Result<Header, TraceError> {
+fn read_header<R: std::io::BufRead>(s: &mut Src<R>, major: u16) -> Result<Header, TraceError> {
     let program = s.bytes("header: program")?;
     let exec_path = s.bytes("header: executed path")?;
     let n_at = s.offset;
@@ -470,6 +520,7 @@ fn read_header<R: std::io::BufRead>(s: &mut Src<R>) -> Result<Header, TraceError
     let lost_events = s.varint("header: lost events")?;
     let exit_status = s.varint_u32("header: exit status")?;
     let duration_ns = s.varint("header: duration")?;
+    let thp_settings = if major >= 2 { s.bytes("header: THP settings")? } else { Vec::new() };
     Ok(Header {
         program,
         exec_path,
@@ -486,5 +537,6 @@ fn read_header<R: std::io::BufRead>(s: &mut Src<R>) -> Result<Header, TraceError
         lost_events,
         exit_status,
         duration_ns,
+        thp_settings,
     })
 }

@@ -47,6 +47,37 @@ pub fn body_text(b: &EventBody) -> String {
         EventBody::Lost { count } => format!(
             "LOST {count} events (the kernel's buffer overflowed; this trace is incomplete)"
         ),
+        EventBody::Path(p) => {
+            let call = SyscallKind::from_code(p.call).map_or("?", SyscallKind::name);
+            let fs = if p.fs_magic == crate::event::TMPFS_MAGIC { "tmpfs".to_string() } else { format!("fs {:#x}", p.fs_magic) };
+            if p.exists {
+                format!(
+                    "path for {call}: {:?} exists: dev {}:{} ino {} size {} {fs}",
+                    String::from_utf8_lossy(&p.path),
+                    p.maj,
+                    p.min,
+                    p.ino,
+                    p.size
+                )
+            } else {
+                format!("path for {call}: {:?} does not exist (directory on dev {}:{}, {fs})", String::from_utf8_lossy(&p.path), p.maj, p.min)
+            }
+        }
+        EventBody::Mounts(v) => {
+            let mut s = format!("tmpfs mounts at execve, {}:", v.len());
+            for m in v {
+                let _ = write!(
+                    s,
+                    "\n    {}:{} {} {} {}",
+                    m.maj,
+                    m.min,
+                    String::from_utf8_lossy(&m.mount_point),
+                    String::from_utf8_lossy(&m.fstype),
+                    String::from_utf8_lossy(&m.options)
+                );
+            }
+            s
+        }
     }
 }
 
@@ -317,6 +348,17 @@ pub fn syscall_text(sc: &Syscall) -> String {
         SyscallKind::Ftruncate => vec![fd(a(0)), a(1).to_string()],
         SyscallKind::Fallocate => vec![fd(a(0)), hex(a(1)), a(2).to_string(), a(3).to_string()],
         SyscallKind::MemfdCreate => vec![hex(a(0)), hex(a(1))],
+        SyscallKind::Write | SyscallKind::Read => vec![fd(a(0)), hex(a(1)), a(2).to_string()],
+        SyscallKind::Pwrite64 => vec![fd(a(0)), hex(a(1)), a(2).to_string(), a(3).to_string()],
+        SyscallKind::Writev | SyscallKind::Readv => vec![fd(a(0)), hex(a(1)), a(2).to_string()],
+        SyscallKind::Pwritev => vec![fd(a(0)), hex(a(1)), a(2).to_string(), a(3).to_string()],
+        SyscallKind::Pwritev2 => vec![fd(a(0)), hex(a(1)), a(2).to_string(), (a(3) as i64).to_string(), hex(a(5))],
+        SyscallKind::Lseek => vec![fd(a(0)), (a(1) as i64).to_string(), ["SEEK_SET", "SEEK_CUR", "SEEK_END", "SEEK_DATA", "SEEK_HOLE"].get(a(2) as usize).map_or(a(2).to_string(), |s| s.to_string())],
+        SyscallKind::Dup => vec![fd(a(0))],
+        SyscallKind::Dup2 => vec![fd(a(0)), fd(a(1))],
+        SyscallKind::Dup3 => vec![fd(a(0)), fd(a(1)), hex(a(2))],
+        SyscallKind::Fcntl => vec![fd(a(0)), a(1).to_string(), hex(a(2))],
+        SyscallKind::Unlinkat => vec![fd(a(0)), hex(a(1)), hex(a(2))],
         _ => sc.args.iter().map(|&v| hex(v)).collect(),
     };
     let mut s = format!("{}({})", sc.kind.name(), args.join(", "));

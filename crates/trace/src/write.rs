@@ -57,6 +57,7 @@ pub(crate) fn encode_header(h: &Header) -> Vec<u8> {
     put_varint(&mut b, h.lost_events);
     put_varint(&mut b, h.exit_status as u64);
     put_varint(&mut b, h.duration_ns);
+    put_bytes(&mut b, &h.thp_settings);
     let mut out = Vec::with_capacity(b.len() + 16);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION_MAJOR.to_le_bytes());
@@ -199,6 +200,23 @@ impl<W: Write> TraceWriter<W> {
                 }
             }
             EventBody::Lost { count } => put_varint(b, *count),
+            EventBody::Path(p) => {
+                put_varint(b, p.call as u64);
+                put_bytes(b, &p.path);
+                for v in [p.exists as u64, p.maj as u64, p.min as u64, p.ino, p.size, p.fs_magic] {
+                    put_varint(b, v);
+                }
+            }
+            EventBody::Mounts(v) => {
+                put_varint(b, v.len() as u64);
+                for m in v {
+                    put_varint(b, m.maj as u64);
+                    put_varint(b, m.min as u64);
+                    put_bytes(b, &m.fstype);
+                    put_bytes(b, &m.mount_point);
+                    put_bytes(b, &m.options);
+                }
+            }
         }
         self.crc.update(b);
         self.w.write_all(b)?;

@@ -115,6 +115,45 @@ fn sample_events() -> Vec<Event> {
             body: EventBody::TaskExit,
         },
     ];
+    v.push(Event {
+        time_ns: 55,
+        tid: 100,
+        pid: 100,
+        body: EventBody::Mounts(vec![MountEntry {
+            maj: 0,
+            min: 26,
+            fstype: b"tmpfs".to_vec(),
+            mount_point: b"/dev/shm".to_vec(),
+            options: b"rw,size=8192k,huge=within_size".to_vec(),
+        }]),
+    });
+    v.push(Event {
+        time_ns: 56,
+        tid: 100,
+        pid: 100,
+        body: EventBody::Path(PathInfo {
+            call: SyscallKind::Openat.code(),
+            path: b"/dev/shm/x".to_vec(),
+            exists: false,
+            maj: 0,
+            min: 26,
+            ino: 0,
+            size: 0,
+            fs_magic: TMPFS_MAGIC,
+        }),
+    });
+    v.push(Event {
+        time_ns: 57,
+        tid: 100,
+        pid: 100,
+        body: sc(SyscallKind::Openat, vec![(-100i64) as u64, 0x1000, 0o1102, 0o600], Some(3)),
+    });
+    v.push(Event {
+        time_ns: 58,
+        tid: 100,
+        pid: 100,
+        body: sc(SyscallKind::Pwritev2, vec![3, 0x2000, 2, u64::MAX, 0, 0x10], Some(8192)),
+    });
     for i in 0..300u64 {
         v.push(Event {
             time_ns: 60 + i * 700,
@@ -154,6 +193,7 @@ fn header_for(events: &[Event], lost: u64) -> Header {
         lost_events: lost,
         exit_status: 3,
         duration_ns: 1_000_000,
+        thp_settings: b"enabled:always [madvise] never\nshmem_enabled:always within_size advise [never] deny force\n".to_vec(),
     }
 }
 
@@ -249,14 +289,61 @@ fn every_single_byte_flip_is_detected() {
     }
 }
 
+/// A version 1.0 file (no THP settings in the header, no path or mounts records) still reads:
+/// the same bytes with the version patched and the header's last field removed.
+#[test]
+fn version_1_files_still_read() {
+    let ev: Vec<Event> = sample_events().into_iter().filter(|e| !matches!(e.body, EventBody::Path(_) | EventBody::Mounts(_))).collect();
+    let mut h = header_for(&ev, 3);
+    h.thp_settings.clear();
+    let v2 = encode(&h, &ev);
+    // The header ends with the settings' length, 0: drop that byte and shrink the header's
+    // length (one varint byte, at offset 12, for this small header).
+    let hlen = v2[12] as usize;
+    assert!(hlen < 128);
+    let mut v1 = v2[..12].to_vec();
+    v1[8] = 1;
+    v1.push(hlen as u8 - 1);
+    v1.extend_from_slice(&v2[13..13 + hlen - 1]);
+    v1.extend_from_slice(&v2[13 + hlen..]);
+    // The checksum covers the bytes before it: recompute it.
+    let n = v1.len();
+    let crc = crc32fast_like(&v1[..n - 4]);
+    v1[n - 4..].copy_from_slice(&crc.to_le_bytes());
+    let (h1, ev1, _) = read_all(&v1[..]).unwrap();
+    assert_eq!(h1, h);
+    assert_eq!(ev1, ev);
+    // A path record in a version 1 file is an unknown kind.
+    let e = read_all(&v2_with_version(&encode(&header_for(&sample_events(), 3), &sample_events()), 1)[..]).unwrap_err().to_string();
+    assert!(e.contains("unknown record kind") || e.contains("unexpected bytes"), "{e}");
+}
+
+fn v2_with_version(b: &[u8], major: u8) -> Vec<u8> {
+    let mut v = b.to_vec();
+    v[8] = major;
+    v
+}
+
+/// CRC-32 (IEEE), bitwise: the trailer's checksum.
+fn crc32fast_like(b: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &x in b {
+        c ^= x as u32;
+        for _ in 0..8 {
+            c = if c & 1 != 0 { (c >> 1) ^ 0xEDB8_8320 } else { c >> 1 };
+        }
+    }
+    !c
+}
+
 #[test]
 fn error_messages_say_what_was_expected() {
     let e = read_all(&b"NOTATRACE......."[..]).unwrap_err().to_string();
     assert!(e.contains("not a thplab trace"), "{e}");
-    let e = read_all(&b"THPTRACE\x02\x00\x00\x00"[..])
+    let e = read_all(&b"THPTRACE\x03\x00\x00\x00"[..])
         .unwrap_err()
         .to_string();
-    assert!(e.contains("version 2.0"), "{e}");
+    assert!(e.contains("version 3.0; this thplab reads versions 1.x and 2.x"), "{e}");
     let e = read_all(&b"THPTRACE\x01\x00"[..]).unwrap_err().to_string();
     assert_eq!(
         e,
