@@ -191,6 +191,41 @@ pub fn retry_reason(rows: &[Row], live: &uapi::RunResult) -> Option<&'static str
     }
 }
 
+/// The outcome of [`retry_live`].
+pub struct Retried {
+    pub live: uapi::RunResult,
+    pub rows: Vec<Row>,
+    /// Live runs made (1: no retry).
+    pub attempts: u32,
+    /// Why the first run was retried.
+    pub why: Option<&'static str>,
+}
+
+/// Run a setting live again, up to `retries` times, while [`retry_reason`] says its differences
+/// are not the model's; keep the run with the fewest differing rows.
+pub fn retry_live<E>(
+    retries: u32,
+    live: uapi::RunResult,
+    rows_of: impl Fn(&uapi::RunResult) -> Vec<Row>,
+    mut rerun: impl FnMut() -> Result<uapi::RunResult, E>,
+) -> Result<Retried, E> {
+    let rows = rows_of(&live);
+    let first = retry_reason(&rows, &live);
+    let mut r = Retried { live, rows, attempts: 1, why: first };
+    let mut why = first;
+    while r.attempts <= retries && why.is_some() {
+        let again = rerun()?;
+        let again_rows = rows_of(&again);
+        r.attempts += 1;
+        if again_rows.iter().filter(|x| x.differs).count() < r.rows.iter().filter(|x| x.differs).count() {
+            r.live = again;
+            r.rows = again_rows;
+        }
+        why = retry_reason(&r.rows, &r.live);
+    }
+    Ok(r)
+}
+
 /// The note printed after a row: why it differs or why a difference is not judged.
 pub fn row_mark(r: &Row) -> &'static str {
     match (r.differs, r.kind) {
@@ -285,5 +320,18 @@ mod tests {
         assert!(retry_reason(&census, &busy).unwrap().starts_with("khugepaged collapsed"));
         assert!(retry_reason(&system, &quiet).unwrap().starts_with("system-wide"));
         assert_eq!(retry_reason(&equal, &busy), None, "nothing differs: nothing to retry");
+    }
+
+    #[test]
+    fn retries_keep_the_closest_run_and_stop_when_nothing_is_left_to_explain() {
+        // Rows from a run: a census difference while khugepaged_collapsed_during > 0.
+        let rows_of = |l: &RunResult| vec![row(RowKind::Process, live::khugepaged_collapsed_during(l) > 0)];
+        let mut runs = vec![live_with_collapsed(0), live_with_collapsed(3)].into_iter();
+        let r = retry_live::<()>(2, live_with_collapsed(5), rows_of, || Ok(runs.next().unwrap())).unwrap();
+        assert_eq!(r.attempts, 2, "the second run differs in nothing: no third");
+        assert_eq!(live::khugepaged_collapsed_during(&r.live), 0, "the closer run is kept");
+        assert!(r.why.unwrap().starts_with("khugepaged"));
+        let r = retry_live::<()>(0, live_with_collapsed(5), rows_of, || panic!("no retries allowed")).unwrap();
+        assert_eq!(r.attempts, 1);
     }
 }

@@ -513,23 +513,11 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
     let mut json = Vec::new();
     let mut differing = 0;
     for (label, s) in &runs {
-        let (model, mut live) = model_and_live(&w, s, &machine, a.repeat, false)?;
-        let mut rows = compare::rows(&model, &live, &tol);
-        let mut attempts = 1;
-        let mut why = compare::retry_reason(&rows, &live);
-        let first_why = why;
-        while attempts <= a.retries && why.is_some() {
-            let again = live_cmds::run_live(&w, s, &model.regions, a.repeat, false)?;
-            let again_rows = compare::rows(&model, &again, &tol);
-            attempts += 1;
-            if again_rows.iter().filter(|r| r.differs).count() < rows.iter().filter(|r| r.differs).count() {
-                live = again;
-                rows = again_rows;
-            }
-            why = compare::retry_reason(&rows, &live);
-        }
+        let (model, live) = model_and_live(&w, s, &machine, a.repeat, false)?;
+        let compare::Retried { live, rows, attempts, why } =
+            compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live(&w, s, &model.regions, a.repeat, false))?;
         if attempts > 1 && !a.json {
-            writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", first_why.unwrap_or_default())?;
+            writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;
         }
         let differs = rows.iter().any(|r| r.differs);
         differing += differs as usize;

@@ -110,28 +110,16 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     }
     for (label, s) in &runs {
         let model = sim::run_recording(&source, &rec.header, &rec.events, s, &a.machine, false)?;
-        let mut live = live::run_program(&a.command, s, &opts)?;
-        let mut rows = program_rows(&model, &live, &tol);
-        let mut attempts = 1;
-        let mut why = compare::retry_reason(&rows, &live);
-        let first_why = why;
-        while attempts <= a.retries && why.is_some() {
-            let again = live::run_program(&a.command, s, &opts)?;
-            let again_rows = program_rows(&model, &again, &tol);
-            attempts += 1;
-            if again_rows.iter().filter(|r| r.differs).count() < rows.iter().filter(|r| r.differs).count() {
-                live = again;
-                rows = again_rows;
-            }
-            why = compare::retry_reason(&rows, &live);
-        }
+        let live = live::run_program(&a.command, s, &opts)?;
+        let compare::Retried { live, rows, attempts, why } =
+            compare::retry_live(a.retries, live, |l| program_rows(&model, l, &tol), || live::run_program(&a.command, s, &opts))?;
         let differs = rows.iter().any(|r| r.differs);
         differing += differs as usize;
         if a.json {
             json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "model": model, "live": live }));
         } else {
             if attempts > 1 {
-                writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", first_why.unwrap_or_default())?;
+                writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;
             }
             print_program_rows(&mut out, label, s, &rows, &live)?;
         }
