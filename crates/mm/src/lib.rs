@@ -213,6 +213,11 @@ impl Kernel {
         self.vmas.iter()
     }
 
+    /// The VMA containing `addr` (`vma_lookup`).
+    pub fn vma_lookup(&self, addr: u64) -> Option<Vma> {
+        self.vmas.find(addr)
+    }
+
     pub fn mm_flags(&self) -> MmFlags {
         self.mm_flags
     }

@@ -387,7 +387,7 @@ impl<'a> Replay<'a> {
         };
         let write = error_code & PF_WRITE != 0;
         let addr = img.tr(addr);
-        let in_model = img.k.vmas().any(|v| v.is_modelled() && v.start <= addr && addr < v.end);
+        let in_model = img.k.vma_lookup(addr).is_some_and(|v| v.is_modelled());
         if !in_model {
             // expand_downwards: a fault just below the stack grows it.
             if let Some((start, end)) = img.stack {
@@ -463,7 +463,7 @@ impl<'a> Replay<'a> {
                     rec_new
                 };
                 let k = &mut img.k;
-                let vma = k.vmas().find(|v| v.start <= old_m && old_m < v.end).copied();
+                let vma = k.vma_lookup(old_m);
                 match vma {
                     Some(v) if v.is_modelled() && v.file == 0 => {
                         k.do_mremap(old_m, old_len, new_len, new_m).map_err(|e| {
