@@ -103,6 +103,17 @@ impl SettingsGuard {
                 changed.push(JournalEntry { path: rel, original: cur, applied: value });
             }
         }
+        // Knobs of this kernel build that upstream 6.18 lacks: set to upstream behaviour unless
+        // the settings name them.
+        for (rel, value) in settings.upstream_build_knobs() {
+            if !paths.knob(&rel).exists() {
+                continue;
+            }
+            let cur = read_knob(paths, &rel)?;
+            if cur != value {
+                changed.push(JournalEntry { path: rel, original: cur, applied: value });
+            }
+        }
         let mut guard = SettingsGuard {
             paths: paths.clone(),
             lock: Some(lock),

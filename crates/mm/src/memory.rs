@@ -6,7 +6,7 @@
 //! `free_pgd_range`), `mm/rmap.c` (`folio_add_new_anon_rmap`, `__folio_remove_rmap`),
 //! `mm/page_alloc.c` (`__free_pages_prepare`), `arch/x86/mm/fault.c: access_error`.
 
-use mm_types::{Order, Orders, Pfn, Vaddr, PMD_ORDER, PMD_SIZE, PUD_SHIFT, PUD_SIZE};
+use mm_types::{Order, Orders, Pfn, Vaddr, PAGE_SHIFT, PAGE_SIZE, PMD_ORDER, PMD_SIZE, PUD_SHIFT, PUD_SIZE};
 use uapi::MthpStat;
 
 use crate::huge_memory::{thp_vma_suitable_order, thp_vma_suitable_orders, HugeFault, TvaType};
@@ -22,7 +22,26 @@ struct PteFaultInfo {
     write: bool,
     wp_zero: bool,
     range_not_none: Orders,
+    /// `anon_beside_full`: orders refused because no neighbouring block was full.
+    beside_not_full: Orders,
     alloc_failed: Orders,
+}
+
+/// `anon_beside_full` (this machine kind's kernel build, not upstream): is the naturally aligned
+/// block of order `o` just below or just above the one around `va` wholly inside the VMA and the
+/// same PTE table, with every PTE populated (a page or the zero page)? Measured on the live
+/// kernel (docs/kernel-notes.md 15); written from the measurements, no source is public.
+fn neighbour_full(vma: &Vma, va: Vaddr, o: Order, ptes: &[u32]) -> bool {
+    let size = o.nr_pages() as u64 * PAGE_SIZE;
+    let start = va.align_down(o).0;
+    let table = start & !((1u64 << (PAGE_SHIFT + 9)) - 1);
+    let full = |s: u64| {
+        s >= vma.start && s + size <= vma.end && s >= table && s + size <= table + (PAGE_SIZE << 9) && {
+            let first = ((s - table) / PAGE_SIZE) as usize;
+            ptes[first..first + o.nr_pages() as usize].iter().all(|&e| e != 0)
+        }
+    };
+    (start >= size && full(start - size)) || full(start + size)
 }
 
 impl Kernel {
@@ -258,7 +277,7 @@ impl Kernel {
             _ => unreachable!("huge PMD after fallback"),
         };
         let e = self.pt.ptes(idx)[va.pte_index()];
-        let mut info = PteFaultInfo { chosen: Order::BASE, write, wp_zero: false, range_not_none: Orders::NONE, alloc_failed: Orders::NONE };
+        let mut info = PteFaultInfo { chosen: Order::BASE, write, wp_zero: false, range_not_none: Orders::NONE, beside_not_full: Orders::NONE, alloc_failed: Orders::NONE };
         let result = if e == 0 {
             self.do_anonymous_page(&mut vma, va, write, idx, &mut info)
         } else if write && e & PTE_WRITE == 0 {
@@ -335,13 +354,19 @@ impl Kernel {
         orders = thp_vma_suitable_orders(vma, va.0, orders);
         if !orders.is_empty() {
             let ptes = self.pt.ptes(idx);
+            let beside_full = self.settings.anon_beside_full == Some(true);
             let mut order = orders.highest();
             while let Some(o) = order {
                 let first = va.align_down(o).pte_index();
-                if ptes[first..first + o.nr_pages() as usize].iter().all(|&e| e == 0) {
-                    break;
+                let n = o.nr_pages() as usize;
+                if ptes[first..first + n].iter().all(|&e| e == 0) {
+                    if !beside_full || neighbour_full(vma, va, o, ptes) {
+                        break;
+                    }
+                    info.beside_not_full = info.beside_not_full.with(o);
+                } else {
+                    info.range_not_none = info.range_not_none.with(o);
                 }
-                info.range_not_none = info.range_not_none.with(o);
                 order = orders.next_below(o);
             }
             while let Some(o) = order {
@@ -396,6 +421,8 @@ impl Kernel {
                 FallbackReason::ZeroPageCow
             } else if info.range_not_none.contains(o) {
                 FallbackReason::PteRangePopulated
+            } else if info.beside_not_full.contains(o) {
+                FallbackReason::BesideNotFull
             } else if info.alloc_failed.contains(o) {
                 FallbackReason::AllocFailed
             } else {

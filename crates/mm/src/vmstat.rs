@@ -30,10 +30,13 @@ pub enum FallbackReason {
     ZeroPageCow,
     /// The buddy allocator had no free block of this order above the watermark.
     AllocFailed,
+    /// mTHP with `anon_beside_full=1` (a knob of this machine kind's kernel build, not of
+    /// upstream 6.18): no neighbouring block of the same order is fully populated.
+    BesideNotFull,
 }
 
 impl FallbackReason {
-    pub const ALL: [FallbackReason; 9] = [
+    pub const ALL: [FallbackReason; 10] = [
         FallbackReason::PrctlDisabled,
         FallbackReason::VmaNohugepage,
         FallbackReason::NotMadvised,
@@ -43,6 +46,7 @@ impl FallbackReason {
         FallbackReason::PteRangePopulated,
         FallbackReason::ZeroPageCow,
         FallbackReason::AllocFailed,
+        FallbackReason::BesideNotFull,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -55,6 +59,7 @@ impl FallbackReason {
             FallbackReason::PteRangePopulated => "pte_range_populated",
             FallbackReason::ZeroPageCow => "zero_page_cow",
             FallbackReason::AllocFailed => "alloc_failed",
+            FallbackReason::BesideNotFull => "beside_not_full",
         }
     }
     /// One line for `thplab explain` and the docs.
@@ -69,6 +74,7 @@ impl FallbackReason {
             FallbackReason::PteRangePopulated => "a PTE in the aligned block is already populated",
             FallbackReason::ZeroPageCow => "writes to the zero page copy one 4 KiB page",
             FallbackReason::AllocFailed => "no free block of that order above the min watermark",
+            FallbackReason::BesideNotFull => "anon_beside_full=1 and no neighbouring block of that size is fully populated",
         }
     }
 }

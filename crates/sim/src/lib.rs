@@ -354,9 +354,9 @@ fn census_into(r: &mut RunResult, reports: &[mm::debug::CensusReport]) {
 }
 
 /// The `fallbacks` section from per-order reason counts (summed over processes).
-fn fallbacks_into(r: &mut RunResult, rows: &[[[u64; 9]; 10]]) {
+fn fallbacks_into(r: &mut RunResult, rows: &[[[u64; FallbackReason::ALL.len()]; 10]]) {
     for o in 0..=PMD_ORDER {
-        let mut row = [0u64; 9];
+        let mut row = [0u64; FallbackReason::ALL.len()];
         for f in rows {
             for (i, n) in f[o as usize].iter().enumerate() {
                 row[i] += n;
@@ -444,6 +444,17 @@ pub fn run_recording(
             "placements_checked": st.placements_checked,
             "placements_matched": st.placements_matched,
             "relocated": st.relocated,
+            "placement_misses": st.placement_misses.iter().map(|m| serde_json::json!({
+                "pid": m.pid,
+                "backing": m.backing,
+                "len": m.len,
+                "hint": format!("{:#x}", m.hint),
+                "recorded": format!("{:#x}", m.recorded),
+                "model": match &m.model { Ok(a) => format!("{a:#x}"), Err(e) => e.clone() },
+            })).collect::<Vec<_>>(),
+            "warnings": replay::warnings(&st),
+            "recorded_kernel": header.kernel_release,
+            "recorded_settings_unknown": st.recorded_unknown_knobs,
             "census_scope": "anonymous private and shared shmem memory of every process, at its exit",
         }
     }));

@@ -35,6 +35,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use mm::debug::CensusReport;
+use mm::vmstat::FallbackReason;
 use mm::madvise::{Madvise, ThpDisable};
 use mm::mmap::{prot_to_vm, MapBacking, MmapPlacement};
 use mm::shmem::{InodeId, SbHuge, SbId, SHM_MNT};
@@ -99,6 +100,58 @@ pub struct ReplayStats {
     pub placements_matched: u64,
     /// Mappings placed elsewhere than recorded because the replay's knobs move them.
     pub relocated: u64,
+    /// The first [`MAX_MISSES`] placements the model could not reproduce.
+    pub placement_misses: Vec<PlacementMiss>,
+    /// What the replay met and could not model faithfully, one sentence each.
+    pub warnings: Vec<String>,
+    /// Knobs in the recording's dump that this model does not know (`ThpSettings::unknown`).
+    pub recorded_unknown_knobs: BTreeMap<String, String>,
+}
+
+/// Every warning of a replay, placement misses included, one sentence each: what the text output
+/// prints and the JSON lists.
+pub fn warnings(st: &ReplayStats) -> Vec<String> {
+    let mut out = st.warnings.clone();
+    let missed = st.placements_checked - st.placements_matched;
+    if missed > 0 {
+        out.push(format!(
+            "{missed} of {} mappings without MAP_FIXED could not be placed where the kernel put them under the recording's knobs; they stay where recorded, and mappings the replay's knobs would move are not relocated from them",
+            st.placements_checked
+        ));
+    }
+    for m in &st.placement_misses {
+        let model = match &m.model {
+            Ok(a) => format!("{a:#x}"),
+            Err(e) => format!("nowhere ({e})"),
+        };
+        out.push(format!(
+            "pid {}: {} mapping of {} bytes (hint {:#x}): the kernel put it at {:#x}, the model would at {model}",
+            m.pid, m.backing, m.len, m.hint, m.recorded
+        ));
+    }
+    if missed as usize > st.placement_misses.len() {
+        out.push(format!("{} more placement misses not listed", missed as usize - st.placement_misses.len()));
+    }
+    out
+}
+
+/// Placement misses listed one by one; the rest are counted (`placements_checked` -
+/// `placements_matched`).
+pub const MAX_MISSES: usize = 20;
+
+/// A mapping without MAP_FIXED that the model, under the recording's knobs, would have placed
+/// elsewhere than the kernel did: it stays where the kernel put it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlacementMiss {
+    pub pid: u32,
+    /// `private anonymous`, `shared anonymous`, `shmem`, `file`.
+    pub backing: &'static str,
+    pub len: u64,
+    pub hint: u64,
+    /// Where the kernel put it.
+    pub recorded: u64,
+    /// Where the model would, or the errno name if it finds no room.
+    pub model: Result<u64, String>,
 }
 
 /// What an fd refers to.
@@ -234,12 +287,28 @@ impl<'a> Replay<'a> {
             brk_start: machine.brk_start,
             ..BootParams::default()
         };
+        let mut warnings = Vec::new();
         let rec_settings = (!header.thp_settings.is_empty())
             .then(|| {
                 let mut s = ThpSettings::default();
-                s.apply_file("the trace header", &String::from_utf8_lossy(&header.thp_settings)).ok().map(|_| s)
+                match s.apply_file("the recording's THP knobs", &String::from_utf8_lossy(&header.thp_settings)) {
+                    Ok(()) => {
+                        if let Some(w) = s.unknown_warning() {
+                            warnings.push(format!("recorded on {} with {w}", header.kernel_release));
+                        }
+                        Some(s)
+                    }
+                    Err(e) => {
+                        warnings.push(format!("{e}: placements are checked under the replay's knobs instead"));
+                        None
+                    }
+                }
             })
             .flatten();
+        let recorded_unknown_knobs = rec_settings.as_ref().map(|s| s.unknown.clone()).unwrap_or_default();
+        if header.thp_settings.is_empty() {
+            warnings.push("the recording has no THP knobs (format 1.x): placements are checked under the replay's knobs".into());
+        }
         let mut r = Replay {
             settings,
             rec_settings,
@@ -251,7 +320,12 @@ impl<'a> Replay<'a> {
             done_minflt: 0,
             done_census: Vec::new(),
             done_fallbacks: Vec::new(),
-            stats: ReplayStats { lost_events: header.lost_events, ..Default::default() },
+            stats: ReplayStats {
+                lost_events: header.lost_events,
+                warnings,
+                recorded_unknown_knobs,
+                ..Default::default()
+            },
             check,
             source: source.to_string(),
         };
@@ -587,6 +661,16 @@ impl<'a> Replay<'a> {
                     _ => here,
                 };
                 self.stats.placements_checked += 1;
+                if under_rec != Ok(rec) && self.stats.placement_misses.len() < MAX_MISSES {
+                    self.stats.placement_misses.push(PlacementMiss {
+                        pid,
+                        backing: backing_word(backing),
+                        len,
+                        hint,
+                        recorded: rec,
+                        model: under_rec.map_err(|e| format!("{e:?}")),
+                    });
+                }
                 if under_rec == Ok(rec) {
                     self.stats.placements_matched += 1;
                     if let Ok(h) = here {
@@ -795,7 +879,7 @@ impl<'a> Replay<'a> {
     }
 
     /// Finish: retire every image still alive and build the result.
-    pub fn finish(mut self) -> (Counters, u64, Vec<CensusReport>, Vec<[[u64; 9]; 10]>, ReplayStats) {
+    pub fn finish(mut self) -> (Counters, u64, Vec<CensusReport>, Vec<[[u64; FallbackReason::ALL.len()]; 10]>, ReplayStats) {
         let pids: Vec<u32> = self.procs.keys().copied().collect();
         for pid in pids {
             self.exit(pid);
@@ -809,4 +893,13 @@ impl<'a> Replay<'a> {
 /// The parts of `[start, end)` that lie in memory the model backs (anonymous or shmem).
 fn model_pieces(k: &Kernel, start: u64, end: u64) -> Vec<(u64, u64)> {
     k.vmas().filter(|v| v.is_modelled() && v.end > start && v.start < end).map(|v| (v.start.max(start), v.end.min(end))).collect()
+}
+
+fn backing_word(b: MapBacking) -> &'static str {
+    match b {
+        MapBacking::PrivateAnon => "private anonymous",
+        MapBacking::SharedAnon => "shared anonymous",
+        MapBacking::Shmem { .. } => "shmem",
+        MapBacking::Special => "file",
+    }
 }

@@ -163,6 +163,9 @@ impl SettingsArgs {
         for a in &self.set {
             s.apply_assignment(a).with_context(|| format!("--set {a}"))?;
         }
+        if let Some(w) = s.unknown_warning() {
+            eprintln!("thplab: warning: {w}");
+        }
         Ok(s)
     }
 }
@@ -315,6 +318,16 @@ fn run_sim(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, chec
 }
 
 /// One result as JSON or as the table.
+/// A replay's warnings (what it did not model, placements it could not reproduce), on stderr.
+pub fn print_replay_warnings(r: &uapi::RunResult) {
+    let warnings = r.model.as_ref().and_then(|m| m["replay"]["warnings"].as_array());
+    for w in warnings.into_iter().flatten() {
+        if let Some(w) = w.as_str() {
+            eprintln!("thplab: warning: {}: {w}", r.workload);
+        }
+    }
+}
+
 fn print_result(r: &uapi::RunResult, settings: &ThpSettings, json: bool) -> Result<()> {
     let mut out = std::io::stdout().lock();
     if json {
@@ -350,7 +363,9 @@ fn cmd_sim(a: SimArgs) -> Result<u8> {
         if header.lost_events > 0 {
             eprintln!("thplab sim: WARNING: {} lost {} events while recording; predictions may be off", a.workload, header.lost_events);
         }
-        sim::run_recording(&a.workload, &header, &events, &settings, &machine, a.check)?
+        let r = sim::run_recording(&a.workload, &header, &events, &settings, &machine, a.check)?;
+        print_replay_warnings(&r);
+        r
     } else {
         let w = load_workload(&a.workload)?;
         run_sim(&w, &settings, &machine, a.check, !a.quiet && !a.json)?
@@ -495,14 +510,20 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
         tol.apply(t)?;
     }
     let runs: Vec<(String, ThpSettings)> = if let Some(kind) = &a.matrix {
-        if !a.settings.set.is_empty() || !a.settings.settings_file.is_empty() || a.settings.cmdline.is_some() {
-            bail!("--matrix runs its own settings; leave out --set, --settings and --cmdline");
+        if !a.settings.settings_file.is_empty() || a.settings.cmdline.is_some() {
+            bail!("--matrix runs its own settings; leave out --settings and --cmdline (--set applies on top of each)");
         }
-        if kind == "shmem" {
-            compare::shmem_matrix()
-        } else {
-            compare::matrix()
+        let mut m = if kind == "shmem" { compare::shmem_matrix() } else { compare::matrix() };
+        // --set applies on top of every setting of the matrix (anon_beside_full=1, a khugepaged knob).
+        for (label, s) in &mut m {
+            for x in &a.settings.set {
+                s.apply_assignment(x).with_context(|| format!("--set {x}"))?;
+            }
+            if !a.settings.set.is_empty() {
+                *label = format!("{label} + {}", a.settings.set.join(" "));
+            }
         }
+        m
     } else {
         vec![("given settings".to_string(), a.settings.resolve()?)]
     };

@@ -100,6 +100,16 @@ pub struct ThpSettings {
     pub anon: [AnonEnabled; PMD_ORDER as usize + 1],
     pub shmem: [ShmemSizeEnabled; PMD_ORDER as usize + 1],
     pub khugepaged: KhugepagedSettings,
+    /// `anon_beside_full`: a knob of this machine kind's kernel build (6.18.44-fc), not of
+    /// upstream 6.18. `None` is upstream behaviour (the knob absent or 0). Measured here
+    /// (docs/kernel-notes.md 15): when 1, an anonymous fault takes an mTHP order only if a
+    /// neighbouring naturally aligned block of the same order, in the same PTE table and inside
+    /// the VMA, has every PTE populated; PMD faults are unaffected.
+    pub anon_beside_full: Option<bool>,
+    /// Knobs of the live tree that this model does not know (another kernel build's, such as
+    /// `anon_beside_full`), as read from a settings file or a dump: carried into results and
+    /// recordings and named in a warning, never written and never deciding anything.
+    pub unknown: BTreeMap<String, String>,
 }
 
 impl Default for ThpSettings {
@@ -127,6 +137,8 @@ impl Default for ThpSettings {
                 scan_sleep_millisecs: 10000,
                 alloc_sleep_millisecs: 60000,
             },
+            anon_beside_full: None,
+            unknown: BTreeMap::new(),
         }
     }
 }
@@ -199,16 +211,36 @@ impl ThpSettings {
         out.push(("khugepaged/pages_to_scan".into(), k.pages_to_scan.to_string()));
         out.push(("khugepaged/scan_sleep_millisecs".into(), k.scan_sleep_millisecs.to_string()));
         out.push(("khugepaged/alloc_sleep_millisecs".into(), k.alloc_sleep_millisecs.to_string()));
+        if let Some(b) = self.anon_beside_full {
+            out.push(("anon_beside_full".into(), (b as u8).to_string()));
+        }
         out
     }
 
+    /// Knobs of some kernel builds that these settings leave at upstream behaviour, with the
+    /// value that gives it: a live run writes them where the file exists, so the kernel decides
+    /// as upstream 6.18 (and as the model) unless the settings say otherwise.
+    pub fn upstream_build_knobs(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if self.anon_beside_full.is_none() {
+            out.push(("anon_beside_full".into(), "0".into()));
+        }
+        out
+    }
+
+    /// Every knob with its value: the writable ones this model knows, and the unknown ones it
+    /// carries.
     pub fn knob_map(&self) -> BTreeMap<String, String> {
-        self.knobs().into_iter().collect()
+        let mut m: BTreeMap<String, String> = self.knobs().into_iter().collect();
+        m.extend(self.unknown.iter().map(|(p, v)| (p.clone(), v.clone())));
+        m
     }
 
     /// Every writable path, for error messages and `thplab settings --list`.
     pub fn valid_paths() -> Vec<String> {
-        ThpSettings::default().knobs().into_iter().map(|(p, _)| p).collect()
+        let mut all = ThpSettings::default();
+        all.anon_beside_full = Some(false);
+        all.knobs().into_iter().map(|(p, _)| p).collect()
     }
 
     /// The values a path accepts, as words for an error or a help text.
@@ -217,7 +249,7 @@ impl ThpSettings {
             "enabled" => words_of(TopEnabled::WORDS),
             "defrag" => words_of(Defrag::WORDS),
             "shmem_enabled" => words_of(ShmemEnabled::WORDS),
-            "use_zero_page" | "shrink_underused" | "khugepaged/defrag" => "0, 1".into(),
+            "use_zero_page" | "shrink_underused" | "khugepaged/defrag" | "anon_beside_full" => "0, 1".into(),
             "khugepaged/max_ptes_none" | "khugepaged/max_ptes_swap" | "khugepaged/max_ptes_shared" => {
                 "an integer from 0 to 511".into()
             }
@@ -266,6 +298,7 @@ impl ThpSettings {
             }
             "use_zero_page" => self.use_zero_page = bool_value(path, value)?,
             "shrink_underused" => self.shrink_underused = bool_value(path, value)?,
+            "anon_beside_full" => self.anon_beside_full = Some(bool_value(path, value)?),
             "khugepaged/defrag" => k.defrag = bool_value(path, value)?,
             "khugepaged/max_ptes_none" => k.max_ptes_none = number(path, value, 0, 511)?,
             "khugepaged/max_ptes_swap" => k.max_ptes_swap = number(path, value, 0, 511)?,
@@ -301,7 +334,9 @@ impl ThpSettings {
 
     /// Apply a settings file: one `PATH=VALUE` per line, `#` comments, or the output of
     /// `grep -r . /sys/kernel/mm/transparent_hugepage` (`PATH:always [madvise] never`), whose
-    /// read-only files and `stats/` are skipped. Errors carry the file name and line.
+    /// read-only files and `stats/` are skipped. A path this model does not know is carried in
+    /// `unknown` (a kernel build may have knobs upstream 6.18 lacks); a known path with a bad
+    /// value is an error. Errors carry the file name and line.
     pub fn apply_file(&mut self, file_name: &str, text: &str) -> Result<(), SettingsError> {
         for (idx, raw) in text.lines().enumerate() {
             let line = raw.split('#').next().unwrap_or("").trim();
@@ -314,9 +349,22 @@ impl ThpSettings {
             if READ_ONLY.contains(&path.as_str()) || path.contains("/stats/") {
                 continue;
             }
-            self.set(&path, &value).map_err(at)?;
+            match self.set(&path, &value) {
+                Err(SettingsError::UnknownPath { .. }) if is_knob_path(&path) => {
+                    self.unknown.insert(path, value);
+                }
+                r => r.map_err(at)?,
+            }
         }
         Ok(())
+    }
+
+    /// A warning naming the knobs this model carries but does not know, if any.
+    pub fn unknown_warning(&self) -> Option<String> {
+        (!self.unknown.is_empty()).then(|| {
+            let list: Vec<String> = self.unknown.iter().map(|(p, v)| format!("{p}={v}")).collect();
+            format!("knobs this model of Linux 6.18 does not know, carried but not modelled: {}", list.join(" "))
+        })
     }
 
     /// Apply kernel command-line options: `transparent_hugepage=`, `thp_anon=`,
@@ -422,6 +470,12 @@ impl fmt::Display for ThpSettings {
         for (p, v) in self.knobs() {
             writeln!(f, "{p}={v}")?;
         }
+        if !self.unknown.is_empty() {
+            writeln!(f, "# not known to this model of 6.18: carried, not modelled")?;
+            for (p, v) in &self.unknown {
+                writeln!(f, "{p}={v}")?;
+            }
+        }
         Ok(())
     }
 }
@@ -443,6 +497,12 @@ fn normalize_path(path: &str) -> String {
     p.to_string()
 }
 
+/// A path that could name a sysfs file: words of `[A-Za-z0-9_-]` separated by `/`.
+fn is_knob_path(path: &str) -> bool {
+    !path.is_empty()
+        && path.split('/').all(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+}
+
 fn split_size_path(path: &str) -> Option<(Order, &str)> {
     let rest = path.strip_prefix("hugepages-")?;
     let (size, leaf) = rest.split_once("kB/")?;
@@ -460,6 +520,14 @@ fn parse_settings_line(line: &str) -> Result<(String, String), SettingsError> {
         }
         (_, Some(c)) => {
             let (path, content) = (line[..c].trim(), line[c + 1..].trim());
+            // sysfs marks exactly one choice: `always [madvise] never`.
+            if content.matches('[').count() > 1 {
+                return Err(SettingsError::InvalidValue {
+                    path: path.to_string(),
+                    value: content.to_string(),
+                    valid: "one choice in brackets, as sysfs prints it (always [madvise] never)".into(),
+                });
+            }
             let value = match (content.find('['), content.find(']')) {
                 (Some(a), Some(b)) if a < b => &content[a + 1..b],
                 _ => content,
