@@ -536,3 +536,95 @@ fn p12_mremap_moves_whole_pmds_only_when_aligned() {
         assert_eq!(k.access(dest, true), mm::Access::Hit);
     }
 }
+
+// ------------------------------------------------------------------ anon_beside_full
+// A knob of this machine kind's kernel build (6.18.44-fc), not of upstream 6.18. Every value
+// below was read from the live kernel with `thplab live` under `hugepages-64kB/enabled=always
+// enabled=never anon_beside_full=1` (docs/kernel-notes.md 15), and the same workloads with
+// anon_beside_full=0 give 64 KiB folios for every first write, as upstream.
+
+const BESIDE_64K: &str = "hugepages-64kB/enabled=always enabled=never anon_beside_full=1";
+
+#[test]
+fn beside_full_a_lone_write_gets_4k() {
+    // live: 1 fault, one 4 KiB folio (with the knob at 0: one 64 KiB folio).
+    check(BESIDE_64K, "mmap r 2M\ntouch r[64K+4K] write\n", expect![[r#"
+        minflt 1
+        Rss: 4 kB
+        AnonHugePages: 0 kB
+        folios 4kB: 1 (pmd 0 pte 1 partial 0)
+    "#]]);
+    check("hugepages-64kB/enabled=always enabled=never anon_beside_full=0", "mmap r 2M\ntouch r[64K+4K] write\n", expect![[r#"
+        minflt 1
+        Rss: 64 kB
+        AnonHugePages: 0 kB
+        folios 64kB: 1 (pmd 0 pte 1 partial 0)
+        hugepages-64kB/stats/anon_fault_alloc 1
+        hugepages-64kB/stats/nr_anon 1
+    "#]]);
+}
+
+#[test]
+fn beside_full_sequential_writes_grow_after_the_first_block() {
+    // live: 47 faults; the first 64 KiB block takes 16 faults of 4 KiB, every later block sits
+    // beside a full one and gets 64 KiB (31 folios). Reverse order gives the same (live: 47).
+    for order in ["seq", "reverse"] {
+        check(BESIDE_64K, &format!("mmap r 2M\ntouch r write order={order}\n"), expect![[r#"
+            minflt 47
+            Rss: 2048 kB
+            AnonHugePages: 0 kB
+            folios 4kB: 16 (pmd 0 pte 16 partial 0)
+            folios 64kB: 31 (pmd 0 pte 31 partial 0)
+            hugepages-64kB/stats/anon_fault_alloc 31
+            hugepages-64kB/stats/nr_anon 31
+        "#]]);
+    }
+    // live, every mTHP size always: 11 faults: 4 × 4 KiB, then 16K, 32K, … 1024K, each beside
+    // the full block below it.
+    let all = "hugepages-16kB/enabled=always hugepages-32kB/enabled=always hugepages-64kB/enabled=always \
+               hugepages-128kB/enabled=always hugepages-256kB/enabled=always hugepages-512kB/enabled=always \
+               hugepages-1024kB/enabled=always enabled=never anon_beside_full=1";
+    let r = sim(all, "mmap r 2M\ntouch r write\n");
+    assert_eq!(r.process.minflt, 11);
+    let want: BTreeMap<String, u64> =
+        [("4kB", 4), ("16kB", 1), ("32kB", 1), ("64kB", 1), ("128kB", 1), ("256kB", 1), ("512kB", 1), ("1024kB", 1)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+    assert_eq!(r.folios, want);
+}
+
+#[test]
+fn beside_full_what_counts_as_full() {
+    // (workload, live minflt, live 4kB folios, live 64kB folios)
+    let cases = [
+        // Zero-page PTEs count: 16 read faults then a write beside them gets 64 KiB.
+        ("mmap r 2M\ntouch r[0+64K] read\ntouch r[64K+4K] write\n", 17, 0, 1),
+        // 15 of 16 pages is not full.
+        ("mmap r 2M\ntouch r[0+60K] write\ntouch r[64K+4K] write\n", 16, 16, 0),
+        // Either side: the block above (for r[0]) or below (for r[128K]).
+        ("mmap r 2M\ntouch r[64K+64K] write\ntouch r[0+4K] write\ntouch r[128K+4K] write\n", 18, 16, 2),
+        // A full block in another VMA (split by mprotect) does not count.
+        ("mmap r 2M\ntouch r[0+64K] write\nmprotect r[0+64K] r\ntouch r[64K+4K] write\n", 17, 17, 0),
+        // Neither does one emptied by MADV_DONTNEED or with one page unmapped.
+        ("mmap r 2M\ntouch r[0+64K] write\nmadvise r[0+64K] dontneed\ntouch r[64K+4K] write\n", 17, 1, 0),
+        ("mmap r 2M\ntouch r[0+64K] write\nmunmap r[0+4K]\ntouch r[64K+4K] write\n", 17, 16, 0),
+        // Nor one in the neighbouring PTE table (across a 2 MiB boundary), either way.
+        ("mmap r 4M\ntouch r[1984K+64K] write\ntouch r[2M+4K] write\n", 17, 17, 0),
+        ("mmap r 4M\ntouch r[2M+64K] write\ntouch r[1984K+4K] write\n", 17, 17, 0),
+        // Stride 64K: no block is ever full.
+        ("mmap r 2M\ntouch r write stride=64K\n", 32, 32, 0),
+    ];
+    for (text, minflt, f4, f64) in cases {
+        let r = sim(BESIDE_64K, text);
+        assert_eq!(r.process.minflt, minflt, "{text}");
+        assert_eq!(r.folios.get("4kB").copied().unwrap_or(0), f4, "{text}");
+        assert_eq!(r.folios.get("64kB").copied().unwrap_or(0), f64, "{text}");
+    }
+}
+
+#[test]
+fn beside_full_counts_its_fallback_reason() {
+    let r = sim(BESIDE_64K, "mmap r 2M\ntouch r[64K+4K] write\n");
+    assert_eq!(r.fallbacks["hugepages-64kB"]["beside_not_full"], 1);
+}

@@ -126,3 +126,45 @@ fn cmdline_options_follow_setup_thp_anon() {
     s.apply_cmdline("thp_shmem=8K:always").unwrap();
     assert_eq!(s.shmem[1], ShmemSizeEnabled::Always);
 }
+
+#[test]
+fn a_dump_with_knobs_of_another_build_is_carried_not_refused() {
+    // This machine kind's kernel (6.18.44-fc) has anon_beside_full, which the model knows, and
+    // a future build may have others: they are carried and named, never fatal.
+    let dump = "./enabled:always [madvise] never\n./anon_beside_full:1\n./some_future_knob:[on] off\n./khugepaged/new_limit:7\n";
+    let mut s = ThpSettings::default();
+    s.apply_file("dump", dump).unwrap();
+    assert_eq!(s.anon_beside_full, Some(true));
+    assert_eq!(s.unknown.get("some_future_knob").map(String::as_str), Some("on"));
+    assert_eq!(s.unknown.get("khugepaged/new_limit").map(String::as_str), Some("7"));
+    let w = s.unknown_warning().unwrap();
+    assert!(w.contains("some_future_knob=on") && w.contains("khugepaged/new_limit=7"), "{w}");
+    // Printed as a settings file that reads back to the same settings.
+    let mut back = ThpSettings::default();
+    back.apply_file("printed", &s.to_string()).unwrap();
+    assert_eq!(back, s);
+    // A known knob with a bad value is still an error, with its line.
+    let e = ThpSettings::default().apply_file("dump", "./enabled:always\n./anon_beside_full:2\n").unwrap_err();
+    assert_eq!(e.to_string(), "dump:2: invalid value '2' for 'anon_beside_full'; valid values are: 0, 1");
+    // --set keeps refusing unknown paths: a typo is not a knob.
+    assert!(matches!(ThpSettings::default().apply_assignment("enabeld=always"), Err(SettingsError::UnknownPath { .. })));
+}
+
+#[test]
+fn anon_beside_full_is_a_build_knob() {
+    let s = ThpSettings::default();
+    assert_eq!(s.anon_beside_full, None);
+    assert!(!s.knob_map().contains_key("anon_beside_full"), "upstream settings do not name it");
+    assert_eq!(s.upstream_build_knobs(), vec![("anon_beside_full".to_string(), "0".to_string())]);
+    let mut t = ThpSettings::default();
+    t.set("anon_beside_full", "1").unwrap();
+    assert_eq!(t.knob_map()["anon_beside_full"], "1");
+    assert!(t.upstream_build_knobs().is_empty());
+    assert!(ThpSettings::valid_paths().contains(&"anon_beside_full".to_string()));
+}
+
+#[test]
+fn a_dump_line_with_two_choices_is_refused() {
+    let e = ThpSettings::default().apply_file("f", "enabled:[always] [madvise] never\n").unwrap_err();
+    assert!(e.to_string().starts_with("f:1: invalid value '[always] [madvise] never' for 'enabled'"), "{e}");
+}
