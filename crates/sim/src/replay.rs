@@ -360,10 +360,18 @@ impl<'a> Replay<'a> {
     }
 
     /// Fold a finished image (exit or exec) into the totals, with its census.
-    fn retire(&mut self, img: Image) {
+    fn retire(&mut self, mut img: Image) {
+        let ranges: Vec<(u64, u64)> = img.k.vmas().filter(|v| v.is_modelled()).map(|v| (v.start, v.end)).collect();
+        self.done_census.push(img.k.census(&ranges));
+        // The mm is torn down at exit and at execve (exit_mmap), and the live kernel's counters
+        // see it: folios straddling two VMAs are deferred-split, nr_anon falls back.
+        img.k.exit_mmap();
+        if self.check {
+            if let Err(e) = img.k.check_invariants() {
+                self.stats.warnings.push(format!("model invariant broken by exit_mmap: {e}"));
+            }
+        }
         let k = &img.k;
-        let ranges: Vec<(u64, u64)> = k.vmas().filter(|v| v.is_modelled()).map(|v| (v.start, v.end)).collect();
-        self.done_census.push(k.census(&ranges));
         self.done_counters.add(&k.counters);
         self.done_minflt += k.stats.minflt - img.populate_faults;
         self.stats.modelled_faults += k.stats.minflt - img.populate_faults;
