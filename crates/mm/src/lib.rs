@@ -21,6 +21,7 @@
 //! (an errno) come back to the caller.
 
 pub mod debug;
+pub mod gup;
 pub mod huge_memory;
 pub mod khugepaged;
 pub mod madvise;
@@ -49,6 +50,7 @@ pub enum Errno {
     EBUSY,
     EAGAIN,
     EEXIST,
+    EFAULT,
     /// The model does not implement this (for example shrinking a file with cached folios).
     ENOSYS,
 }
@@ -61,6 +63,7 @@ impl Errno {
             Errno::EBUSY => "EBUSY",
             Errno::EAGAIN => "EAGAIN",
             Errno::EEXIST => "EEXIST",
+            Errno::EFAULT => "EFAULT",
             Errno::ENOSYS => "ENOSYS",
         }
     }
@@ -116,6 +119,8 @@ pub struct MmFlags {
     pub disable_thp_except_advised: bool,
     /// MMF_HUGE_ZERO_FOLIO: this mm holds a reference on the huge zero folio.
     pub huge_zero_folio: bool,
+    /// `mm->def_flags`: VM_LOCKED (and VM_LOCKONFAULT) after `mlockall(MCL_FUTURE)`.
+    pub def_flags: u32,
 }
 
 /// The sysfs masks in the form the fault path reads them (`huge_anon_orders_*`).
@@ -228,6 +233,11 @@ impl Kernel {
 
     pub fn start_brk(&self) -> u64 {
         self.start_brk
+    }
+
+    /// `mm->brk`: the current program break.
+    pub fn brk(&self) -> u64 {
+        self.brk
     }
 
     /// Model memory in host bytes: mem_map, page tables, VMAs (for the benchmark).

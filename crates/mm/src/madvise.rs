@@ -29,7 +29,7 @@ pub enum ThpDisable {
 }
 
 impl Kernel {
-    fn checked_range(start: u64, len: u64) -> Result<u64, Errno> {
+    pub(crate) fn checked_range(start: u64, len: u64) -> Result<u64, Errno> {
         if start % PAGE_SIZE != 0 {
             return Err(Errno::EINVAL);
         }
@@ -39,7 +39,7 @@ impl Kernel {
     /// Apply `f` to the flags of every VMA piece in `[start, end)`, splitting and merging as
     /// `vma_modify_flags` does. Returns ENOMEM if part of the range is unmapped (the mapped
     /// parts are still changed, as madvise does).
-    fn modify_flags(&mut self, start: u64, end: u64, f: impl Fn(u32) -> u32, stop_at_hole: bool) -> Result<(), Errno> {
+    pub(crate) fn modify_flags(&mut self, start: u64, end: u64, f: impl Fn(u32) -> u32, stop_at_hole: bool) -> Result<(), Errno> {
         let mut hole = self.vmas.intersecting(start, end).first().is_none_or(|v| v.start > start);
         let mut cursor = start;
         for v in self.vmas.intersecting(start, end) {

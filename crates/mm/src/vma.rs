@@ -32,6 +32,11 @@ pub mod vm {
     /// Model: address space the model does not back (file pages, the vDSO; VM_PFNMAP-like):
     /// it takes room so that placement is the kernel's, and an access to it is not modelled.
     pub const SPECIAL: u32 = 1 << 7;
+    /// VM_LOCKED (mlock, mlockall, MAP_LOCKED): populated when set; a flag like any other for
+    /// splitting and merging.
+    pub const LOCKED: u32 = 1 << 8;
+    /// VM_LOCKONFAULT (MLOCK_ONFAULT, MCL_ONFAULT): locked, but not populated.
+    pub const LOCKONFAULT: u32 = 1 << 9;
 }
 
 /// `struct vm_area_struct` (private anonymous only, for now).

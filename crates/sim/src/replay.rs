@@ -36,6 +36,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use mm::debug::CensusReport;
 use mm::vmstat::FallbackReason;
+use mm::gup::Populate;
 use mm::madvise::{Madvise, ThpDisable};
 use mm::mmap::{prot_to_vm, MapBacking, MmapPlacement};
 use mm::shmem::{InodeId, SbHuge, SbId, SHM_MNT};
@@ -63,6 +64,10 @@ const F_DUPFD_CLOEXEC: u64 = 1030;
 const RWF_APPEND: u64 = 0x10;
 /// MAP_STACK becomes VM_NOHUGEPAGE (`include/linux/mman.h: calc_vm_flag_bits`, 6.18).
 const MAP_STACK: u64 = 0x20000;
+const MAP_LOCKED: u64 = 0x2000;
+/// madvise advice the replay models besides (NO)HUGEPAGE, DONTNEED and COLLAPSE.
+const MADV_POPULATE_READ: u64 = 22;
+const MADV_POPULATE_WRITE: u64 = 23;
 /// How far below its start a stack may grow in one step (the default RLIMIT_STACK).
 const STACK_LIMIT: u64 = 8 << 20;
 /// x86 page-fault error code: the access was a write.
@@ -106,6 +111,14 @@ pub struct ReplayStats {
     pub warnings: Vec<String>,
     /// Knobs in the recording's dump that this model does not know (`ThpSettings::unknown`).
     pub recorded_unknown_knobs: BTreeMap<String, String>,
+    /// Calls that populate memory without faults the recorder sees (MAP_POPULATE, MAP_LOCKED,
+    /// MADV_POPULATE_READ/WRITE, mlock, mlock2, mlockall, mmap and brk under MCL_FUTURE), the
+    /// faults the model took for them (in minflt, as the kernel counts them), populates that
+    /// failed in the model, and pages of file mappings they populated that the model cannot.
+    pub populate_calls: u64,
+    pub populate_faults: u64,
+    pub populate_failed: u64,
+    pub populate_unmodelled_pages: u64,
 }
 
 /// Every warning of a replay, placement misses included, one sentence each: what the text output
@@ -373,6 +386,7 @@ impl<'a> Replay<'a> {
         }
         let k = &img.k;
         self.done_counters.add(&k.counters);
+        // Faults inside execve (the new stack's top page) are before the program's count.
         self.done_minflt += k.stats.minflt - img.populate_faults;
         self.stats.modelled_faults += k.stats.minflt - img.populate_faults;
         self.done_fallbacks.push(k.stats.fallbacks);
@@ -577,6 +591,11 @@ impl<'a> Replay<'a> {
                     }
                 }
             }
+            SyscallKind::Madvise if !failed && (a[2] == MADV_POPULATE_READ || a[2] == MADV_POPULATE_WRITE) => {
+                let how = if a[2] == MADV_POPULATE_WRITE { Populate::Write } else { Populate::Read };
+                let end = a[0] + a[1].div_ceil(PAGE_SIZE) * PAGE_SIZE;
+                Self::populate(&mut self.stats, img, a[0], end, how, "madvise(MADV_POPULATE)");
+            }
             // MADV_COLLAPSE is replayed even when it failed while recording: the recording ran
             // with PR_SET_THP_DISABLE, which makes it EINVAL; the model decides under the
             // settings. Other advice that failed there fails the same way live.
@@ -594,6 +613,33 @@ impl<'a> Replay<'a> {
                     }
                 }
             }
+            SyscallKind::Mlock | SyscallKind::Mlock2 if !failed => {
+                let flags = if kind == SyscallKind::Mlock2 { a[2] } else { 0 };
+                let (start, end) = (a[0] & !(PAGE_SIZE - 1), (a[0] + a[1]).div_ceil(PAGE_SIZE) * PAGE_SIZE);
+                for (ms, me) in img.tr_range(start, end) {
+                    for (s, e) in model_pieces(&img.k, ms, me) {
+                        let _ = img.k.apply_vma_lock_flags(s, e - s, flags);
+                    }
+                }
+                if flags & mm::gup::MLOCK_ONFAULT == 0 {
+                    Self::populate(&mut self.stats, img, start, end, Populate::Mlock, "mlock");
+                }
+            }
+            SyscallKind::Munlock if !failed => {
+                let (start, end) = (a[0] & !(PAGE_SIZE - 1), (a[0] + a[1]).div_ceil(PAGE_SIZE) * PAGE_SIZE);
+                for (ms, me) in img.tr_range(start, end) {
+                    for (s, e) in model_pieces(&img.k, ms, me) {
+                        let _ = img.k.do_munlock(s, e - s);
+                    }
+                }
+            }
+            SyscallKind::Mlockall if !failed => {
+                img.k.apply_mlockall_flags(a[0]);
+                if a[0] & mm::gup::MCL_CURRENT != 0 && a[0] & mm::gup::MCL_ONFAULT == 0 {
+                    Self::populate(&mut self.stats, img, 0, mm_types::TASK_SIZE, Populate::Mlock, "mlockall(MCL_CURRENT)");
+                }
+            }
+            SyscallKind::Munlockall if !failed => img.k.do_munlockall(),
             SyscallKind::Brk => {
                 let got = ret as u64;
                 if !img.brk_known {
@@ -601,9 +647,16 @@ impl<'a> Replay<'a> {
                     img.k.set_brk(got, got);
                     img.brk_known = true;
                 } else if a[0] != 0 {
+                    let old = img.k.brk();
                     let model = img.k.sys_brk(got);
                     if model != got {
                         img.k.set_brk(img.k.start_brk(), got);
+                    }
+                    // do_brk_flags takes def_flags: under mlockall(MCL_FUTURE) the growth is
+                    // populated (mm_populate in brk).
+                    let def = img.k.mlock_future_flags();
+                    if got > old && def & (mm::vma::vm::LOCKED | mm::vma::vm::LOCKONFAULT) == mm::vma::vm::LOCKED {
+                        Self::populate(&mut self.stats, img, old.next_multiple_of(PAGE_SIZE), got.next_multiple_of(PAGE_SIZE), Populate::Mlock, "brk under mlockall(MCL_FUTURE)");
                     }
                 }
             }
@@ -705,7 +758,10 @@ impl<'a> Replay<'a> {
         if at != rec || img.relocating {
             img.reloc.insert(rec, (rec + len.div_ceil(PAGE_SIZE) * PAGE_SIZE, at));
         }
-        let mut p = prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0);
+        let mut p = prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0) | img.k.mlock_future_flags();
+        if flags & MAP_LOCKED != 0 {
+            p |= mm::vma::vm::LOCKED;
+        }
         if flags & MAP_STACK != 0 && backing == MapBacking::PrivateAnon {
             p |= mm::vma::vm::NOHUGEPAGE;
         }
@@ -715,16 +771,35 @@ impl<'a> Replay<'a> {
         if img.k.do_mmap_backed(len, p, MmapPlacement::FixedNoReplace(at), backing).is_err() {
             return;
         }
-        if flags & MAP_POPULATE != 0 && backing != MapBacking::Special {
-            // Populated by the kernel (GUP), not by faults the program takes.
-            let write = prot & 2 != 0 && (shared || backing == MapBacking::PrivateAnon);
-            let before = img.k.stats.minflt;
-            let mut x = at;
-            while x < at + len {
-                img.k.access(x, write);
-                x += PAGE_SIZE;
+        // vm_mmap_pgoff → mm_populate: MAP_POPULATE, or VM_LOCKED without VM_LOCKONFAULT
+        // (MAP_LOCKED, mlockall(MCL_FUTURE)). GUP faults count in minflt (mm/gup.rs).
+        let locked = p & (mm::vma::vm::LOCKED | mm::vma::vm::LOCKONFAULT) == mm::vma::vm::LOCKED;
+        if flags & MAP_POPULATE != 0 || locked {
+            Self::populate(&mut self.stats, img, at, at + len, Populate::Mlock, "mmap");
+        }
+    }
+
+    /// Memory the kernel populated without a fault the recorder saw (mm/gup.rs): modelled, its
+    /// faults counted in minflt; what the model cannot populate (file pages) is said.
+    fn populate(st: &mut ReplayStats, img: &mut Image, start: u64, end: u64, how: Populate, call: &str) {
+        st.populate_calls += 1;
+        let mut unmodelled = 0;
+        for (ms, me) in img.tr_range(start, end) {
+            match img.k.populate_range(ms, me, how) {
+                Ok(p) => {
+                    st.populate_faults += p.faults;
+                    unmodelled += p.unmodelled_pages;
+                }
+                Err(_) => st.populate_failed += 1,
             }
-            img.populate_faults += img.k.stats.minflt - before;
+        }
+        if unmodelled > 0 {
+            st.populate_unmodelled_pages += unmodelled;
+            if st.populate_unmodelled_pages == unmodelled {
+                st.warnings.push(format!(
+                    "{call} populated pages of file mappings, which the model does not back: their faults are missing from the prediction (populate_unmodelled_pages counts them)"
+                ));
+            }
         }
     }
 
