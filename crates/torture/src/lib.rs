@@ -13,6 +13,7 @@
 
 pub mod workload_gen;
 
+use mm::gup::Populate;
 use mm::madvise::{Madvise, ThpDisable};
 use mm::mmap::{prot_to_vm, MapBacking, MmapPlacement};
 use mm::shmem::{SbHuge, SHM_MNT};
@@ -132,6 +133,19 @@ pub fn run_seed(seed: u64, steps: u32, mut log: Option<&mut dyn FnMut(&str)>) ->
         }
         prev = k.counters.clone();
     }
+    // The process exits: exit_mmap zaps every VMA; no anonymous folio may survive it.
+    k.exit_mmap();
+    let fail = |message: String| Failure { seed, step: steps, op: "exit_mmap".into(), message };
+    k.check_invariants().map_err(fail)?;
+    if k.stats.anon_rss_pages != 0 || k.vmas().count() != 0 {
+        return Err(fail(format!("after exit_mmap: {} anon pages mapped, {} VMAs", k.stats.anon_rss_pages, k.vmas().count())));
+    }
+    for order in 2..=9u8 {
+        let n = k.counters.mthp(mm_types::Order(order), MthpStat::NrAnon);
+        if n != 0 {
+            return Err(fail(format!("after exit_mmap: hugepages order {order} nr_anon is {n}")));
+        }
+    }
     Ok(cfg)
 }
 
@@ -207,7 +221,43 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
     }
     let r = &regions[rng.below(regions.len() as u64) as usize];
     let (s, len) = subrange(rng, r);
-    match rng.below(20) {
+    match rng.below(23) {
+        20 => {
+            // Populate without faults (mm/gup.rs): afterwards every page GUP wrote is mapped
+            // writable, so a write there does not fault.
+            let how = *rng.pick(&[Populate::Read, Populate::Write, Populate::Mlock]);
+            let r = k.populate_range(s, s + len, how);
+            let op = format!("populate {s:#x}+{len:#x} {how:?} = {r:?}");
+            if how == Populate::Write && r.is_ok() {
+                let mut addr = s;
+                while addr < s + len {
+                    if k.access(addr, true) != Access::Hit {
+                        return (op, Err(format!("MADV_POPULATE_WRITE succeeded but a write at {addr:#x} faults: {}", k.dump_addr(addr))));
+                    }
+                    addr += PAGE_SIZE;
+                }
+            }
+            (op, Ok(()))
+        }
+        21 => {
+            let r = match rng.below(4) {
+                0 => format!("mlock {s:#x}+{len:#x} = {:?}", k.do_mlock(s, len, 0)),
+                1 => format!("mlock2 onfault {s:#x}+{len:#x} = {:?}", k.do_mlock(s, len, mm::gup::MLOCK_ONFAULT)),
+                2 => format!("munlock {s:#x}+{len:#x} = {:?}", k.do_munlock(s, len)),
+                _ => {
+                    let flags = *rng.pick(&[mm::gup::MCL_CURRENT, mm::gup::MCL_FUTURE, mm::gup::MCL_CURRENT | mm::gup::MCL_ONFAULT]);
+                    format!("mlockall {flags:#x} = {:?}", k.do_mlockall(flags))
+                }
+            };
+            (r, Ok(()))
+        }
+        22 => {
+            // munmap across several whole VMAs (unmap_vmas zaps them one by one).
+            let first = k.vmas().find(|v| v.end > s).map(|v| v.start);
+            let Some(first) = first else { return ("munmap span: nothing".into(), Ok(())) };
+            let end = k.vmas().filter(|v| v.start >= first).take(3).last().map_or(first, |v| v.end);
+            (format!("munmap span {first:#x}..{end:#x} = {:?}", k.do_munmap(first, end - first)), Ok(()))
+        }
         0..=8 => {
             let write = rng.chance(2, 3);
             let stride = *rng.pick(&[1u64, 1, 1, 2, 16]) * PAGE_SIZE;
