@@ -287,6 +287,47 @@ impl Kernel {
         }
     }
 
+    /// `split_folio` of an anonymous folio mapped by PTEs only (split_huge_page_to_list_to_order
+    /// to order 0; mm/huge_memory.c: `__folio_split`). `unmap_folio` replaces the PTEs one by
+    /// one, so a folio not yet partially mapped is briefly partially mapped and queued for a
+    /// deferred split (counted), unless its mapping was a PMD split `frozen` on the way. Counts
+    /// `split` (and `thp_split_page` for PMD size); `nr_anon` loses the folio; every page becomes
+    /// an order-0 folio with its own mapcount, and pages nothing maps are freed.
+    pub(crate) fn split_folio(&mut self, head: Pfn, frozen: bool) {
+        let order = self.order_of_head(head);
+        if order.0 == 0 {
+            return;
+        }
+        let flags = self.zone.mem_map[head.idx()].flags;
+        if !frozen && flags & pg::PARTIALLY_MAPPED == 0 && self.zone.mem_map[head.idx()].b > 0 {
+            self.deferred_split_folio(head, true);
+        }
+        self.unqueue_deferred_split(head);
+        if flags & pg::NR_ANON != 0 {
+            self.counters.mod_mthp(order, MthpStat::NrAnon, -1);
+        }
+        self.counters.count_mthp(order, MthpStat::Split);
+        if order == Order::PMD {
+            self.counters.count(VmEvent::ThpSplitPage);
+        }
+        let keep = flags & pg::ANON;
+        let mut unmapped = Vec::new();
+        for i in 0..order.nr_pages() {
+            let pfn = head.add(i);
+            let p = &mut self.zone.mem_map[pfn.idx()];
+            p.flags = pg::HEAD | keep | (p.flags & pg::TOUCHED);
+            p.order = 0;
+            p.a = 0;
+            p.b = (p.mapcount > 0) as u32;
+            if p.mapcount == 0 {
+                unmapped.push(pfn);
+            }
+        }
+        for pfn in unmapped {
+            self.free_folio(pfn);
+        }
+    }
+
     /// `deferred_split_folio`.
     pub(crate) fn deferred_split_folio(&mut self, folio: Pfn, partially_mapped: bool) {
         let order = self.order_of_head(folio);

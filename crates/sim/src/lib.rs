@@ -249,6 +249,9 @@ impl Sim<'_> {
                     Advice::Nohugepage => Madvise::Nohugepage,
                     Advice::Dontneed => Madvise::Dontneed,
                     Advice::Collapse => Madvise::Collapse,
+                    Advice::Free => Madvise::Free,
+                    Advice::PopulateRead => Madvise::PopulateRead,
+                    Advice::PopulateWrite => Madvise::PopulateWrite,
                 };
                 let mut ret = Ok(());
                 for (off, l) in range.pieces(len) {

@@ -602,6 +602,7 @@ impl<'a> Replay<'a> {
             SyscallKind::Madvise if !failed || a[2] == 25 => {
                 let adv = match a[2] {
                     4 => Madvise::Dontneed,
+                    8 => Madvise::Free,
                     14 => Madvise::Hugepage,
                     15 => Madvise::Nohugepage,
                     25 => Madvise::Collapse,

@@ -656,3 +656,55 @@ fn munmap_of_several_vmas_defers_the_split_of_folios_that_straddle_them() {
         }
     }
 }
+
+// ------------------------------------------------------------------ MADV_FREE
+/// MADV_FREE over part of large folios splits them (`madvise_free_pte_range` → split_folio;
+/// `madvise_free_huge_pmd` → split_folio of the PMD-mapped THP). Every value read from the live
+/// kernel with `thplab compare --matrix` (this machine, 6.18.44), all 11 settings equal.
+/// The ranges: one page at 1M (one folio cut), 2M+4K..2M+68K (two folios cut for sizes up to
+/// 64K, one for 128K and up), 4M..6M (whole folios: lazyfree, no split), 6M+4K.. (one cut).
+#[test]
+fn madvise_free_splits_the_folios_it_covers_in_part() {
+    let text = "mmap a 8M\ntouch a write\nmadvise a[1M+4K] free\nmadvise a[2052K+64K] free\nmadvise a[4M+2M] free\nmadvise a[6148K..] free\n";
+    // (settings, size dir, live folios of that size, live 4kB folios, split, split_deferred)
+    for (set, dir, size, large, small, split, deferred) in [
+        ("hugepages-16kB/enabled=always enabled=never", "hugepages-16kB", "16kB", 508, 16, 4, 4),
+        ("hugepages-64kB/enabled=always enabled=never", "hugepages-64kB", "64kB", 124, 64, 4, 4),
+        ("hugepages-128kB/enabled=always enabled=never", "hugepages-128kB", "128kB", 61, 96, 3, 3),
+        ("hugepages-1024kB/enabled=always enabled=never", "hugepages-1024kB", "1024kB", 5, 768, 3, 3),
+        // PMD-mapped: the PMD is split frozen on the way (thp_split_pmd), never partially mapped.
+        ("enabled=always", "hugepages-2048kB", "2048kB", 1, 1536, 3, 0),
+    ] {
+        let r = sim(set, text);
+        assert_eq!(r.folios.get(size).copied(), Some(large), "{set}");
+        assert_eq!(r.folios.get("4kB").copied(), Some(small), "{set}");
+        assert_eq!(r.mthp[dir]["split"], split, "{set}");
+        assert_eq!(r.mthp[dir].get("split_deferred").copied().unwrap_or(0), deferred, "{set}");
+        assert_eq!(r.process.rss_bytes, 8 << 20, "{set}: lazyfree pages stay mapped without reclaim");
+        if size == "2048kB" {
+            assert_eq!((r.vmstat["thp_split_pmd"], r.vmstat["thp_split_page"]), (3, 3));
+            assert_eq!(r.vmstat.get("thp_deferred_split_page").copied().unwrap_or(0), 0);
+        }
+    }
+}
+
+/// A folio already partially mapped (munmap of one page) is deferred-split once, by the munmap;
+/// its later split by MADV_FREE does not count again. Live: 64K 2 splits and 2 deferred (the
+/// folio at 1M: munmap then free; the folio at 6M: free), 1024K 3 and 3, PMD 3 splits and 1
+/// deferred (the munmap's). One page is unmapped: 2047 pages stay.
+#[test]
+fn madvise_free_of_a_partially_mapped_folio_defers_it_once() {
+    let text = "mmap a 8M\ntouch a write\nmunmap a[1M+4K]\nmadvise a[1032K+4K] free\nmadvise a[2M+64K] free\nmadvise a[4M+2M] free\nmadvise a[6M+8K] free\n";
+    for (set, dir, size, large, small, split, deferred) in [
+        ("hugepages-64kB/enabled=always enabled=never", "hugepages-64kB", "64kB", 126, 31, 2, 2),
+        ("hugepages-1024kB/enabled=always enabled=never", "hugepages-1024kB", "1024kB", 5, 767, 3, 3),
+        ("enabled=always", "hugepages-2048kB", "2048kB", 1, 1535, 3, 1),
+    ] {
+        let r = sim(set, text);
+        assert_eq!(r.folios.get(size).copied(), Some(large), "{set}");
+        assert_eq!(r.folios.get("4kB").copied(), Some(small), "{set}");
+        assert_eq!(r.mthp[dir]["split"], split, "{set}");
+        assert_eq!(r.mthp[dir]["split_deferred"], deferred, "{set}");
+        assert_eq!(r.mthp[dir]["nr_anon_partially_mapped"], 0, "{set}: the split folios left the queue");
+    }
+}

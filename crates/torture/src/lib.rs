@@ -286,7 +286,7 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
             (format!("mprotect {s:#x}+{len:#x} {prot:?} = {:?}", k.do_mprotect(s, len, prot_to_vm(prot.0, prot.1, false))), Ok(()))
         }
         12 | 13 => {
-            let adv = *rng.pick(&[Madvise::Hugepage, Madvise::Nohugepage, Madvise::Dontneed]);
+            let adv = *rng.pick(&[Madvise::Hugepage, Madvise::Nohugepage, Madvise::Dontneed, Madvise::Free, Madvise::PopulateWrite]);
             (format!("madvise {s:#x}+{len:#x} {adv:?} = {:?}", k.do_madvise(s, len, adv)), Ok(()))
         }
         14 | 15 => {

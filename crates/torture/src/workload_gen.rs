@@ -87,7 +87,7 @@ pub fn random_workload(seed: u64) -> (String, ThpSettings) {
                     r.pages[first as usize..(first + len) as usize].fill(p);
                 }
             }
-            9 | 10 => out += &format!("madvise {range} {}\n", rng.pick(&["hugepage", "nohugepage", "dontneed"])),
+            9 | 10 => out += &format!("madvise {range} {}\n", rng.pick(&["hugepage", "nohugepage", "dontneed", "free", "populate_write", "populate_read"])),
             11 | 12 => out += &format!("madvise {range} collapse\n"),
             _ => {
                 out += *rng.pick(&["prctl thp_disable\n", "prctl thp_disable except_advised\n", "prctl thp_enable\n", "prctl thp_enable\n"]);

@@ -196,10 +196,16 @@ pub enum Advice {
     Dontneed,
     /// MADV_COLLAPSE (25)
     Collapse,
+    /// MADV_FREE (8)
+    Free,
+    /// MADV_POPULATE_READ (22)
+    PopulateRead,
+    /// MADV_POPULATE_WRITE (23)
+    PopulateWrite,
 }
 
 impl Advice {
-    pub const WORDS: &'static [&'static str] = &["hugepage", "nohugepage", "dontneed", "collapse"];
+    pub const WORDS: &'static [&'static str] = &["hugepage", "nohugepage", "dontneed", "collapse", "free", "populate_read", "populate_write"];
 
     pub fn parse(text: &str) -> Option<Advice> {
         Some(match text {
@@ -207,6 +213,9 @@ impl Advice {
             "nohugepage" => Advice::Nohugepage,
             "dontneed" => Advice::Dontneed,
             "collapse" => Advice::Collapse,
+            "free" => Advice::Free,
+            "populate_read" => Advice::PopulateRead,
+            "populate_write" => Advice::PopulateWrite,
             _ => return None,
         })
     }
@@ -216,6 +225,9 @@ impl Advice {
             Advice::Nohugepage => "nohugepage",
             Advice::Dontneed => "dontneed",
             Advice::Collapse => "collapse",
+            Advice::Free => "free",
+            Advice::PopulateRead => "populate_read",
+            Advice::PopulateWrite => "populate_write",
         }
     }
     /// The `MADV_*` constant.
@@ -225,6 +237,9 @@ impl Advice {
             Advice::Nohugepage => 15,
             Advice::Dontneed => 4,
             Advice::Collapse => 25,
+            Advice::Free => 8,
+            Advice::PopulateRead => 22,
+            Advice::PopulateWrite => 23,
         }
     }
 }

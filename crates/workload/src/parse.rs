@@ -437,7 +437,7 @@ const MAX_SIZE: u64 = 1 << 56;
 
 fn size(cx: &Ctx, text: &str) -> Result<u64, WorkloadError> {
     let n = parse_size(text).ok_or_else(|| {
-        cx.err(format!("invalid size '{text}'; write a number with an optional unit K, M, G (4K, 2M, 1G)"))
+        cx.err(format!("invalid size '{text}'; write a number with an optional unit K, M, G, T (4K, 2M, 1G, 1T)"))
     })?;
     at_most_max(cx, text, n)
 }

@@ -29,8 +29,8 @@ fn unknown_verb() {
 
 #[test]
 fn bad_size() {
-    bad_workload("mmap a 1Q\n", "1: invalid size '1Q'; write a number with an optional unit K, M, G (4K, 2M, 1G)");
-    bad_workload("mmap a 1M\ntouch a[0..1X] write\n", "2: invalid size '1X'; write a number with an optional unit K, M, G (4K, 2M, 1G)");
+    bad_workload("mmap a 1Q\n", "1: invalid size '1Q'; write a number with an optional unit K, M, G, T (4K, 2M, 1G, 1T)");
+    bad_workload("mmap a 1M\ntouch a[0..1X] write\n", "2: invalid size '1X'; write a number with an optional unit K, M, G, T (4K, 2M, 1G, 1T)");
     bad_workload("# big\n\nmmap a 65537T\n", "3: size '65537T' is larger than any address space (at most 65536T)");
 }
 
