@@ -614,6 +614,8 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
     let Some(program) = argv.first() else {
         return Err(RecordError::Other("no program to record".into()));
     };
+    // The state the program must start with, if the caller has not captured it earlier.
+    exec_state::ExecState::capture();
     let exec_path = spawn::resolve_program(program)?;
     let tps = load_tracepoints(opts)?;
     let missing = tps.missing.clone();

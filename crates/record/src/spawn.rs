@@ -1,4 +1,5 @@
-//! Starting the program: PATH search, fork, the child's preparation (THP disabled, no address
+//! Starting the program: PATH search, fork, the child's preparation (the signal dispositions,
+//! mask, limits and descriptors thplab inherited (crate `exec-state`), THP disabled, no address
 //! randomisation, waiting for the recorder, `PTRACE_TRACEME`), execve, the stop after execve
 //! (the address space is read from /proc/PID/maps, then the child is detached), and waiting.
 
@@ -115,6 +116,7 @@ impl Child {
         // PR_SET_THP_DISABLE changes (thp_disable).
         let listen = paths || thp_disable;
         let prog = crate::notify::filter(paths, thp_disable);
+        let inherited = exec_state::ExecState::capture();
         let traceme = opts.exec_snapshot;
         // SAFETY: between fork and execve/_exit the child only makes async-signal-safe calls on
         // memory prepared before the fork.
@@ -135,6 +137,9 @@ impl Child {
                     libc::write(err_w.as_raw_fd(), msg.as_ptr() as *const libc::c_void, 5);
                     libc::_exit(127)
                 };
+                // What thplab inherited, not what it changed (SIGPIPE ignored by Rust's
+                // runtime, descriptors it opened): the program starts as it would without it.
+                inherited.restore_in_child();
                 if thp_disable && libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0 {
                     fail(1);
                 }
