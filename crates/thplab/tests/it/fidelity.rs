@@ -69,3 +69,49 @@ fn madv_collapse_and_pr_get_thp_disable_answer_as_without_the_recorder() {
     let model = sim::run_recording("collapse_check", &h, &ev, &s, &sim::MachineConfig::default(), false).unwrap();
     assert_eq!(model.vmstat.get("thp_collapse_alloc").copied().unwrap_or(0), 2, "{:?}", model.vmstat);
 }
+
+/// A program starts with the same signals, descriptors and limits recorded and live
+/// (`compare --record` does both): SIGPIPE not ignored, nothing blocked, the same descriptors.
+/// Live runs write knobs (through the settings guard): root only, under [`crate::exclusive`],
+/// and every knob must end as it began.
+#[test]
+fn recorded_and_live_runs_start_the_program_alike() {
+    let _x = crate::exclusive();
+    if let Some(why) = crate::skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let knobs = || -> Vec<(String, String)> {
+        let mut v: Vec<_> = std::fs::read_dir("/sys/kernel/mm/transparent_hugepage")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| Some((e.file_name().to_string_lossy().into_owned(), std::fs::read_to_string(e.path()).ok()?)))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = knobs();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("state.txt");
+    let script = format!(
+        r#"f={}; grep -E "^(SigIgn|SigBlk):" /proc/self/status >> "$f"; ls /proc/self/fd >> "$f"; ulimit -n >> "$f"; echo --- >> "$f""#,
+        out.display()
+    );
+    let r = crate::thplab_unlocked(dir.path(), &["compare", "--record", "--retries", "0", "--", "sh", "-c", &script]);
+    assert_eq!(knobs(), before, "THP knobs changed");
+    if r.code == 5 {
+        println!("skipped: {}", r.stderr.trim());
+        return;
+    }
+    assert!(r.code == 0 || r.code == 4, "compare --record failed ({}):\n{}", r.code, r.stderr);
+    let text = std::fs::read_to_string(&out).unwrap();
+    let runs: Vec<&str> = text.split("---\n").filter(|b| !b.is_empty()).collect();
+    println!("{} runs:\n{text}", runs.len());
+    assert!(runs.len() >= 2, "expected the recorded run and a live run:\n{text}");
+    for b in &runs[1..] {
+        assert_eq!(*b, runs[0], "a live run (right) starts differently from the recorded one (left)");
+    }
+    let ign = runs[0].lines().find_map(|l| l.strip_prefix("SigIgn:")).map(|v| u64::from_str_radix(v.trim(), 16).unwrap()).unwrap();
+    assert_eq!(ign & 0x1000, 0, "SIGPIPE ignored:\n{}", runs[0]);
+    assert!(runs[0].contains("SigBlk:\t0000000000000000"), "{}", runs[0]);
+}
