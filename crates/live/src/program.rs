@@ -259,6 +259,9 @@ fn resolve(program: &str) -> Option<std::path::PathBuf> {
 /// program's exit status is in `live.exit_status`; a program that exits non-zero is not an
 /// error.
 pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOptions) -> Result<RunResult> {
+    // What thplab inherited, before the settings guard installs its signal handlers: the
+    // program starts with it (as a recorded one does), not with thplab's own state.
+    let inherited = exec_state::ExecState::capture();
     let paths = Paths::from_env();
     paths.check_available()?;
     let Some(program) = argv.first() else { return Err(LiveError::Child("no program given".into())) };
@@ -314,6 +317,7 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
                 libc::write(err_w.as_raw_fd(), msg.as_ptr() as *const libc::c_void, 5);
                 libc::_exit(127)
             };
+            inherited.restore_in_child();
             if let Some(n) = &devnull {
                 for fd in 0..3 {
                     libc::dup2(n.as_raw_fd(), fd);

@@ -68,6 +68,10 @@ pub struct Recording {
     pub missing_tracepoints: Vec<String>,
     /// Why paths were not resolved (no seccomp user notification here), if they were asked for.
     pub paths_unavailable: Option<String>,
+    /// Why the calls whose result PR_SET_THP_DISABLE changes were not answered as without it
+    /// (no seccomp user notification here), if THP was disabled for the program: then
+    /// madvise(MADV_COLLAPSE) fails with EINVAL while recorded.
+    pub answers_unavailable: Option<String>,
     /// Path-taking calls whose thread went away before the recorder could look.
     pub paths_vanished: u64,
     /// Bytes drained from the ring buffers.
@@ -610,16 +614,20 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
     let Some(program) = argv.first() else {
         return Err(RecordError::Other("no program to record".into()));
     };
+    // The state the program must start with, if the caller has not captured it earlier.
+    exec_state::ExecState::capture();
     let exec_path = spawn::resolve_program(program)?;
     let tps = load_tracepoints(opts)?;
     let missing = tps.missing.clone();
     let mut child = spawn::Child::fork(&exec_path, argv, opts)?;
     let pid = child.pid();
-    let (mut listener, paths_unavailable) = match child.take_listener() {
+    let (mut listener, unavailable) = match child.take_listener() {
         Some(Ok(fd)) => (Some(notify::Listener::new(fd)), None),
         Some(Err(why)) => (None, Some(why)),
         None => (None, None),
     };
+    let paths_unavailable = unavailable.clone().filter(|_| opts.paths);
+    let answers_unavailable = unavailable.filter(|_| opts.thp_disable);
     let mounts = tmpfs_mounts(pid);
     let thp_settings = thp_settings_dump();
     let bufs = match open_events(pid, &tps, opts.buffer_kib) {
@@ -651,8 +659,11 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
     if opts.kernel_faults && missing.is_empty() {
         flags_ |= flags::KERNEL_FAULTS;
     }
-    if listener.is_some() {
+    if listener.is_some() && opts.paths {
         flags_ |= flags::PATHS;
+    }
+    if listener.is_some() && opts.thp_disable {
+        flags_ |= flags::ANSWERS;
     }
     self_push(&mut dec.raws, 0, pid as u32, pid as u32, RawKind::Body(Box::new(EventBody::Mounts(mounts))));
     if let Some((t, maps)) = snapshot {
@@ -707,6 +718,15 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
         for r in std::mem::take(&mut l.resolved) {
             self_push(&mut dec.raws, r.time.saturating_sub(start), r.pid, r.tid, RawKind::Body(Box::new(EventBody::Path(r.info))));
         }
+        // An answered call did not run: no sys_enter was recorded for it (seccomp skips the
+        // call before the tracepoint), only its sys_exit, which `pair` drops. Its record is
+        // written here, after the `answered` record that says so.
+        for a in std::mem::take(&mut l.answered) {
+            let t = a.time.saturating_sub(start);
+            self_push(&mut dec.raws, t, a.pid, a.tid, RawKind::Body(Box::new(EventBody::Answered { call: a.kind.code(), ret: a.ret })));
+            let sc = Syscall { kind: a.kind, args: a.args, ret: Some(a.ret), duration_ns: a.duration_ns };
+            self_push(&mut dec.raws, t, a.pid, a.tid, RawKind::Body(Box::new(EventBody::Syscall(sc))));
+        }
         notify::release(l);
     }
     let buffer_bytes_per_cpu = bufs.first().map_or(0, |b| b.ring.data_size());
@@ -752,6 +772,7 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
         unpaired_exits,
         missing_tracepoints: missing,
         paths_unavailable,
+        answers_unavailable,
         paths_vanished,
         perf_bytes,
         buffer_bytes_per_cpu,
@@ -766,6 +787,9 @@ type Pending = (usize, u64, u32, SyscallKind, Box<[u64]>);
 fn pair(raws: Vec<Raw>) -> (Vec<Event>, u64) {
     let mut out: Vec<(u64, usize, Event)> = Vec::with_capacity(raws.len());
     let mut pending: HashMap<u32, Pending> = HashMap::new();
+    // Per thread: answered calls whose sys_exit (the only event the kernel gives for a call
+    // that did not run) is still to come.
+    let mut answered: HashMap<u32, u32> = HashMap::new();
     let mut unpaired = 0;
     let unfinished = |(idx, time, pid, kind, args): Pending, tid: u32| {
         (
@@ -799,16 +823,12 @@ fn pair(raws: Vec<Raw>) -> (Vec<Event>, u64) {
                     },
                 },
             )),
-            RawKind::Body(b) => out.push((
-                r.time,
-                idx,
-                Event {
-                    time_ns: r.time,
-                    tid: r.tid,
-                    pid: r.pid,
-                    body: *b,
-                },
-            )),
+            RawKind::Body(b) => {
+                if matches!(*b, EventBody::Answered { .. }) {
+                    *answered.entry(r.tid).or_default() += 1;
+                }
+                out.push((r.time, idx, Event { time_ns: r.time, tid: r.tid, pid: r.pid, body: *b }));
+            }
             RawKind::Enter(kind, args) => {
                 if let Some(p) = pending.insert(r.tid, (idx, r.time, r.pid, kind, args)) {
                     out.push(unfinished(p, r.tid));
@@ -834,7 +854,10 @@ fn pair(raws: Vec<Raw>) -> (Vec<Event>, u64) {
                     out.push(unfinished(p, r.tid));
                     unpaired += 1;
                 }
-                None => unpaired += 1,
+                None => match answered.get_mut(&r.tid) {
+                    Some(n) if *n > 0 && matches!(kind, SyscallKind::Madvise | SyscallKind::Prctl) => *n -= 1,
+                    _ => unpaired += 1,
+                },
             },
         }
     }

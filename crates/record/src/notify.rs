@@ -1,11 +1,21 @@
-//! Paths of open, openat, creat, unlink and unlinkat: a seccomp filter with a user-notification
-//! listener, installed in the child before its execve, stops each of these calls at its entry;
-//! the recorder reads the path from the thread's memory, makes it absolute (the thread's working
-//! directory or the dirfd's path), looks the file (or the directory it would be created in) up
-//! with stat and statfs through /proc/TID/root, and lets the call continue unchanged
-//! (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`). The kernel side: `kernel/seccomp.c`
-//! (`seccomp_do_user_notification`, `seccomp_notify_recv`, `seccomp_notify_send`,
-//! `seccomp_notify_poll`).
+//! The seccomp user-notification listener, installed in the child before its execve. It stops
+//! two sets of calls at their entry:
+//!
+//! - **Paths** of open, openat, creat, unlink and unlinkat: the recorder reads the path from the
+//!   thread's memory, makes it absolute (the thread's working directory or the dirfd's path),
+//!   looks the file (or the directory it would be created in) up with stat and statfs through
+//!   /proc/TID/root, and lets the call continue unchanged (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`).
+//! - **Calls whose result PR_SET_THP_DISABLE changes** (the recorder runs the program with it):
+//!   madvise(MADV_COLLAPSE) is answered without being performed, with what it would return
+//!   without the flag as far as the address space tells ([`collapse_result`]); prctl
+//!   (PR_GET_THP_DISABLE) is answered 0 unless the program set PR_SET_THP_DISABLE itself
+//!   (prctl(PR_SET_THP_DISABLE) is stopped to know that, and continues). Each answer becomes an
+//!   `answered` record and the call's record; the replay performs the collapse.
+//!
+//! The kernel side: `kernel/seccomp.c` (`seccomp_do_user_notification`, `seccomp_notify_recv`,
+//! `seccomp_notify_send`, `seccomp_notify_poll`); an answered call skips the system call, so
+//! `raw_syscalls:sys_enter` does not fire for it (only `sys_exit`), and the recorder writes its
+//! record itself.
 //!
 //! A perf tracepoint cannot give the path (the argument is a user pointer, and the recorder
 //! cannot read user memory soundly after the fact); the notification holds the thread until
@@ -39,20 +49,70 @@ const CALLS: [(i64, SyscallKind, usize, Option<usize>); 5] = [
     (libc::SYS_unlinkat, SyscallKind::Unlinkat, 1, Some(0)),
 ];
 
-/// The BPF program: x86_64 and one of [`CALLS`] → notify, else allow.
-pub fn filter() -> Vec<libc::sock_filter> {
-    let stmt = |code: u16, k: u32| libc::sock_filter { code, jt: 0, jf: 0, k };
-    let jeq = |k: u32, jt: u8, jf: u8| libc::sock_filter { code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16, jt, jf, k };
+/// `include/uapi/asm-generic/mman-common.h`.
+const MADV_COLLAPSE: u32 = 25;
+/// `include/uapi/linux/prctl.h`.
+const PR_SET_THP_DISABLE: u32 = 41;
+const PR_GET_THP_DISABLE: u32 = 42;
+/// Offsets in `struct seccomp_data`: nr, arch, then args\[i\] at 16 + 8 i (the low 32 bits first).
+const DATA_NR: u32 = 0;
+const DATA_ARCH: u32 = 4;
+const fn data_arg_low(i: u32) -> u32 {
+    16 + 8 * i
+}
+
+/// Where a BPF jump goes.
+#[derive(Clone, Copy)]
+enum To {
+    Next,
+    /// Over this many instructions.
+    Skip(u8),
+    Allow,
+    Notify,
+}
+
+/// The BPF program: on x86_64, with `paths` the calls of [`CALLS`], with `answers`
+/// madvise(MADV_COLLAPSE) and prctl(PR_SET_THP_DISABLE or PR_GET_THP_DISABLE) → notify;
+/// everything else → allow. `int` arguments (advice, option) are compared on their low 32
+/// bits, as the kernel reads them.
+pub fn filter(paths: bool, answers: bool) -> Vec<libc::sock_filter> {
+    // (code, k, jump if true, jump if false), resolved below.
     let ld = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-    let ret = (libc::BPF_RET | libc::BPF_K) as u16;
-    let n = CALLS.len() as u8;
-    let mut v = vec![stmt(ld, 4), jeq(AUDIT_ARCH_X86_64, 0, n + 1), stmt(ld, 0)];
-    for (i, (nr, ..)) in CALLS.iter().enumerate() {
-        // Match: jump over the remaining compares and the allow to the notify.
-        v.push(jeq(*nr as u32, n - i as u8, 0));
+    let jeq = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    let mut p: Vec<(u16, u32, To, To)> = vec![(ld, DATA_ARCH, To::Next, To::Next), (jeq, AUDIT_ARCH_X86_64, To::Next, To::Allow), (ld, DATA_NR, To::Next, To::Next)];
+    if paths {
+        for (nr, ..) in CALLS {
+            p.push((jeq, nr as u32, To::Notify, To::Next));
+        }
     }
-    v.push(stmt(ret, SECCOMP_RET_ALLOW));
-    v.push(stmt(ret, SECCOMP_RET_USER_NOTIF));
+    if answers {
+        // The accumulator holds nr until a load: not madvise → over the two instructions that
+        // load and compare the advice, to the prctl compare.
+        p.push((jeq, libc::SYS_madvise as u32, To::Next, To::Skip(2)));
+        p.push((ld, data_arg_low(2), To::Next, To::Next));
+        p.push((jeq, MADV_COLLAPSE, To::Notify, To::Allow));
+        p.push((jeq, libc::SYS_prctl as u32, To::Next, To::Allow));
+        p.push((ld, data_arg_low(0), To::Next, To::Next));
+        p.push((jeq, PR_SET_THP_DISABLE, To::Notify, To::Next));
+        p.push((jeq, PR_GET_THP_DISABLE, To::Notify, To::Allow));
+    }
+    let allow = p.len();
+    let notify = allow + 1;
+    let mut v: Vec<libc::sock_filter> = Vec::with_capacity(p.len() + 2);
+    for (i, &(code, k, jt, jf)) in p.iter().enumerate() {
+        let off = |t: To| -> u8 {
+            match t {
+                To::Next => 0,
+                To::Skip(n) => n,
+                To::Allow => (allow - i - 1) as u8,
+                To::Notify => (notify - i - 1) as u8,
+            }
+        };
+        v.push(libc::sock_filter { code, jt: off(jt), jf: off(jf), k });
+    }
+    let ret = (libc::BPF_RET | libc::BPF_K) as u16;
+    v.push(libc::sock_filter { code: ret, jt: 0, jf: 0, k: SECCOMP_RET_ALLOW });
+    v.push(libc::sock_filter { code: ret, jt: 0, jf: 0, k: SECCOMP_RET_USER_NOTIF });
     v
 }
 
@@ -101,17 +161,40 @@ pub struct Resolved {
     pub info: PathInfo,
 }
 
+/// A call the recorder answered without running it: when it was stopped and answered, which
+/// thread, the call and its arguments (as the tracepoint would give them), and the result given.
+pub struct Answered {
+    pub time: u64,
+    pub duration_ns: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub kind: SyscallKind,
+    pub args: Vec<u64>,
+    pub ret: i64,
+}
+
 /// The recorder's side of the listener.
 pub struct Listener {
     pub fd: OwnedFd,
     pub resolved: Vec<Resolved>,
+    pub answered: Vec<Answered>,
     /// Notifications whose thread went away before it could be looked at.
     pub vanished: u64,
+    /// The program has called prctl(PR_SET_THP_DISABLE) itself, last with a non-zero flag:
+    /// then PR_GET_THP_DISABLE runs (its result is the program's own doing).
+    own_thp_disable: bool,
+}
+
+/// What to do with a stopped call.
+enum Reply {
+    Continue,
+    /// Return this (negative: -errno) without running the call.
+    Return(i64),
 }
 
 impl Listener {
     pub fn new(fd: OwnedFd) -> Listener {
-        Listener { fd, resolved: Vec::new(), vanished: 0 }
+        Listener { fd, resolved: Vec::new(), answered: Vec::new(), vanished: 0, own_thp_disable: false }
     }
 
     /// Answer every pending notification (call when poll says POLLIN).
@@ -130,18 +213,52 @@ impl Listener {
                 continue;
             }
             let time = crate::monotonic_ns();
-            let info = self.look(&n);
+            let nr = n.data.nr as i64;
+            let reply = if nr == libc::SYS_madvise {
+                Reply::Return(collapse_result(n.data.args[0], n.data.args[1], Some(n.pid)))
+            } else if nr == libc::SYS_prctl {
+                self.prctl_reply(&n.data.args)
+            } else {
+                let info = self.look(&n);
+                // SAFETY: the ioctl reads one u64.
+                let valid = unsafe { libc::ioctl(self.fd.as_raw_fd(), SECCOMP_IOCTL_NOTIF_ID_VALID as _, &n.id) } == 0;
+                match info {
+                    Some((pid, info)) if valid => self.resolved.push(Resolved { time, pid, tid: n.pid, info }),
+                    _ => self.vanished += 1,
+                }
+                Reply::Continue
+            };
+            let Reply::Return(ret) = reply else {
+                send(self.fd.as_raw_fd(), n.id, None);
+                continue;
+            };
+            // The answer was computed from /proc while the thread waited: it must still be
+            // the same call (the thread may have been killed and its id reused).
             // SAFETY: the ioctl reads one u64.
             let valid = unsafe { libc::ioctl(self.fd.as_raw_fd(), SECCOMP_IOCTL_NOTIF_ID_VALID as _, &n.id) } == 0;
-            match info {
-                Some((pid, info)) if valid => self.resolved.push(Resolved { time, pid, tid: n.pid, info }),
-                _ => self.vanished += 1,
+            let pid = tgid_of(n.pid);
+            if !valid || !send(self.fd.as_raw_fd(), n.id, Some(ret)) {
+                self.vanished += 1;
+                continue;
             }
-            let resp = libc::seccomp_notif_resp { id: n.id, val: 0, error: 0, flags: SECCOMP_USER_NOTIF_FLAG_CONTINUE };
-            // SAFETY: the ioctl reads one seccomp_notif_resp; an error means the thread is gone.
-            unsafe {
-                libc::ioctl(self.fd.as_raw_fd(), SECCOMP_IOCTL_NOTIF_SEND as _, &resp);
+            let kind = if nr == libc::SYS_madvise { SyscallKind::Madvise } else { SyscallKind::Prctl };
+            let args = n.data.args[..kind.args().len()].to_vec();
+            let duration_ns = crate::monotonic_ns().saturating_sub(time);
+            self.answered.push(Answered { time, duration_ns, pid: pid.unwrap_or(n.pid), tid: n.pid, kind, args, ret });
+        }
+    }
+
+    /// prctl(PR_SET_THP_DISABLE) continues (and is noted); prctl(PR_GET_THP_DISABLE) returns 0,
+    /// what it returns without the recorder's flag, unless the program set the flag itself or
+    /// passed arguments the kernel refuses (then it runs and gives the kernel's answer).
+    fn prctl_reply(&mut self, args: &[u64; 6]) -> Reply {
+        match args[0] as u32 {
+            PR_SET_THP_DISABLE => {
+                self.own_thp_disable = args[1] != 0;
+                Reply::Continue
             }
+            PR_GET_THP_DISABLE if !self.own_thp_disable && args[1..5].iter().all(|&a| a == 0) => Reply::Return(0),
+            _ => Reply::Continue,
         }
     }
 
@@ -227,10 +344,93 @@ fn tgid_of(tid: u32) -> Option<u32> {
     s.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())
 }
 
+/// Send the reply to notification `id`: `None` lets the call continue, `Some(v)` makes it
+/// return `v` (negative: -errno) without running. False when the thread is gone.
+fn send(fd: i32, id: u64, ret: Option<i64>) -> bool {
+    let resp = match ret {
+        None => libc::seccomp_notif_resp { id, val: 0, error: 0, flags: SECCOMP_USER_NOTIF_FLAG_CONTINUE },
+        Some(v) if v < 0 => libc::seccomp_notif_resp { id, val: 0, error: v as i32, flags: 0 },
+        Some(v) => libc::seccomp_notif_resp { id, val: v, error: 0, flags: 0 },
+    };
+    // SAFETY: the ioctl reads one seccomp_notif_resp; an error means the thread is gone.
+    unsafe { libc::ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND as _, &resp) == 0 }
+}
+
+/// What madvise(`start`, `len_in`, MADV_COLLAPSE) returns on this kernel without
+/// PR_SET_THP_DISABLE, as far as the address space of thread `tid` tells without collapsing
+/// (`None`: the arguments alone). From `madvise()` in mm/madvise.c and `madvise_collapse()` in
+/// mm/khugepaged.c:
+///
+/// - `start` not page-aligned, or the range wraps: -EINVAL; an empty range: 0;
+/// - a VMA in the range where THP is disabled or impossible (VM_NOHUGEPAGE `nh`, hugetlb `ht`,
+///   VM_IO `io`, VM_PFNMAP `pf`, VM_MIXEDMAP `mm`, VM_DONTEXPAND `de` in smaps' VmFlags): -EINVAL;
+/// - no VMA at or after `start`, or a hole in the range: -ENOMEM;
+/// - else 0.
+///
+/// Not predicted: a collapse that fails for want of memory or because pages are busy (-ENOMEM,
+/// -EAGAIN), file VMAs the kernel cannot collapse (-EINVAL); the answer is then 0 where the
+/// kernel would have failed.
+pub fn collapse_result(start: u64, len_in: u64, tid: Option<u32>) -> i64 {
+    const PAGE: u64 = 4096;
+    let einval = -(libc::EINVAL as i64);
+    let enomem = -(libc::ENOMEM as i64);
+    if start % PAGE != 0 {
+        return einval;
+    }
+    let Some(len) = len_in.checked_add(PAGE - 1).map(|l| l & !(PAGE - 1)) else { return einval };
+    let Some(end) = start.checked_add(len) else { return einval };
+    if len_in != 0 && len == 0 {
+        return einval;
+    }
+    if end == start {
+        return 0;
+    }
+    let Some(tid) = tid else { return 0 };
+    let Ok(smaps) = std::fs::read(format!("/proc/{tid}/smaps")) else { return 0 };
+    let vmas = smaps_vmas(&smaps);
+    let mut at = start;
+    let mut hole = false;
+    let mut any = false;
+    for (vs, ve, flags) in vmas.iter().filter(|v| v.1 > start && v.0 < end) {
+        any = true;
+        hole |= *vs > at;
+        at = (*ve).max(at);
+        if flags.split(|&c| c == b' ').any(|f| [&b"nh"[..], b"ht", b"io", b"pf", b"mm", b"de"].contains(&f)) {
+            return einval;
+        }
+    }
+    if !any || hole || at < end {
+        return enomem;
+    }
+    0
+}
+
+/// (start, end, VmFlags) of each VMA in /proc/PID/smaps.
+fn smaps_vmas(b: &[u8]) -> Vec<(u64, u64, Vec<u8>)> {
+    let mut v: Vec<(u64, u64, Vec<u8>)> = Vec::new();
+    for line in b.split(|&c| c == b'\n') {
+        if let Some(f) = line.strip_prefix(b"VmFlags:") {
+            if let Some(last) = v.last_mut() {
+                last.2 = f.trim_ascii().to_vec();
+            }
+            continue;
+        }
+        let Some(range) = line.split(|&c| c == b' ').next() else { continue };
+        let Ok(range) = std::str::from_utf8(range) else { continue };
+        let Some((a, e)) = range.split_once('-') else { continue };
+        if let (Ok(a), Ok(e)) = (u64::from_str_radix(a, 16), u64::from_str_radix(e, 16)) {
+            v.push((a, e, Vec::new()));
+        }
+    }
+    v
+}
+
 /// After the program's end: if some task still holds the filter (a descendant that outlived
-/// it), hand the listener to a detached process that lets every call continue until the last
-/// such task is gone; otherwise just close it.
+/// it), hand the listener to a detached process that lets every path call continue and answers
+/// the THP calls as [`Listener::serve`] does (MADV_COLLAPSE from its arguments alone) until the
+/// last such task is gone; otherwise just close it.
 pub fn release(l: Listener) {
+    let own_thp_disable = l.own_thp_disable;
     let fd = l.fd;
     let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
     // SAFETY: one valid pollfd.
@@ -258,8 +458,16 @@ pub fn release(l: Listener) {
                 if libc::ioctl(fd.as_raw_fd(), SECCOMP_IOCTL_NOTIF_RECV as _, &mut n) != 0 {
                     continue;
                 }
-                let resp = libc::seccomp_notif_resp { id: n.id, val: 0, error: 0, flags: SECCOMP_USER_NOTIF_FLAG_CONTINUE };
-                libc::ioctl(fd.as_raw_fd(), SECCOMP_IOCTL_NOTIF_SEND as _, &resp);
+                // As `serve` answers, without reading /proc (no allocation after the fork).
+                let a = &n.data.args;
+                let ret = if n.data.nr as i64 == libc::SYS_madvise {
+                    Some(collapse_result(a[0], a[1], None))
+                } else if n.data.nr as i64 == libc::SYS_prctl && a[0] as u32 == PR_GET_THP_DISABLE && !own_thp_disable && a[1..5].iter().all(|&x| x == 0) {
+                    Some(0)
+                } else {
+                    None
+                };
+                send(fd.as_raw_fd(), n.id, ret);
             }
         }
         if pid > 0 {
@@ -271,32 +479,95 @@ pub fn release(l: Listener) {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_filter_notifies_exactly_the_path_calls() {
-        // Run the BPF program by hand over seccomp_data-like input.
-        let prog = super::filter();
-        let run = |arch: u32, nr: u32| -> u32 {
-            let mut pc = 0;
-            let mut acc = 0u32;
-            loop {
-                let i = &prog[pc];
-                match i.code as u32 {
-                    c if c == libc::BPF_LD | libc::BPF_W | libc::BPF_ABS => acc = if i.k == 4 { arch } else { nr },
-                    c if c == libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K => {
-                        pc += if acc == i.k { i.jt as usize } else { i.jf as usize };
-                    }
-                    c if c == libc::BPF_RET | libc::BPF_K => return i.k,
-                    c => panic!("unexpected instruction {c:#x}"),
+    /// Run the BPF program by hand over a seccomp_data-like input (nr, arch, args).
+    fn run(prog: &[libc::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+        let word = |off: u32| -> u32 {
+            match off {
+                0 => nr,
+                4 => arch,
+                o if o >= 16 && (o - 16) % 4 == 0 => {
+                    let a = args[((o - 16) / 8) as usize];
+                    if (o - 16) % 8 == 0 { a as u32 } else { (a >> 32) as u32 }
                 }
-                pc += 1;
+                o => panic!("load of offset {o}"),
             }
         };
-        for nr in [2, 257, 85, 87, 263] {
-            assert_eq!(run(super::AUDIT_ARCH_X86_64, nr), super::SECCOMP_RET_USER_NOTIF, "nr {nr}");
+        let mut pc = 0;
+        let mut acc = 0u32;
+        loop {
+            let i = &prog[pc];
+            match i.code as u32 {
+                c if c == libc::BPF_LD | libc::BPF_W | libc::BPF_ABS => acc = word(i.k),
+                c if c == libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K => {
+                    pc += if acc == i.k { i.jt as usize } else { i.jf as usize };
+                }
+                c if c == libc::BPF_RET | libc::BPF_K => return i.k,
+                c => panic!("unexpected instruction {c:#x}"),
+            }
+            pc += 1;
         }
-        for nr in [0, 1, 3, 9, 11, 59, 437] {
-            assert_eq!(run(super::AUDIT_ARCH_X86_64, nr), super::SECCOMP_RET_ALLOW, "nr {nr}");
+    }
+
+    #[test]
+    fn the_filter_notifies_exactly_the_path_calls_and_the_thp_calls() {
+        use super::{AUDIT_ARCH_X86_64 as X86, SECCOMP_RET_ALLOW as ALLOW, SECCOMP_RET_USER_NOTIF as NOTIFY};
+        let a = |x: &[u64]| {
+            let mut v = [0u64; 6];
+            v[..x.len()].copy_from_slice(x);
+            v
+        };
+        for (paths, answers) in [(true, true), (true, false), (false, true), (false, false)] {
+            let prog = super::filter(paths, answers);
+            let want = |b: bool| if b { NOTIFY } else { ALLOW };
+            for nr in [2, 257, 85, 87, 263] {
+                assert_eq!(run(&prog, X86, nr, a(&[])), want(paths), "nr {nr} {paths} {answers}");
+            }
+            for nr in [0, 1, 3, 9, 11, 59, 437] {
+                assert_eq!(run(&prog, X86, nr, a(&[25, 25, 25])), ALLOW, "nr {nr}");
+            }
+            // madvise (28): MADV_COLLAPSE only, on the low 32 bits of the advice.
+            assert_eq!(run(&prog, X86, 28, a(&[0x7000_0000, 4 << 20, 25])), want(answers));
+            assert_eq!(run(&prog, X86, 28, a(&[0x7000_0000, 4 << 20, (1 << 32) | 25])), want(answers));
+            assert_eq!(run(&prog, X86, 28, a(&[25, 25, 14])), ALLOW);
+            // prctl (157): PR_SET_THP_DISABLE and PR_GET_THP_DISABLE only.
+            assert_eq!(run(&prog, X86, 157, a(&[41, 1])), want(answers));
+            assert_eq!(run(&prog, X86, 157, a(&[42])), want(answers));
+            assert_eq!(run(&prog, X86, 157, a(&[15, 42, 41])), ALLOW);
+            assert_eq!(run(&prog, 0x4000_0003, 2, a(&[])), ALLOW, "i386 open is not x86_64's");
+            assert_eq!(run(&prog, 0x4000_0003, 28, a(&[0, 0, 25])), ALLOW);
         }
-        assert_eq!(run(0x4000_0003, 2), super::SECCOMP_RET_ALLOW, "i386 open is not x86_64's");
+    }
+
+    #[test]
+    fn collapse_results_from_the_arguments() {
+        use super::collapse_result as r;
+        assert_eq!(r(0x7000_0001, 4096, None), -(libc::EINVAL as i64));
+        assert_eq!(r(0x7000_0000, 0, None), 0);
+        assert_eq!(r(u64::MAX & !4095, 8192, None), -(libc::EINVAL as i64));
+        assert_eq!(r(0x7000_0000, u64::MAX, None), -(libc::EINVAL as i64));
+        assert_eq!(r(0x7000_0000, 4 << 20, None), 0);
+    }
+
+    #[test]
+    fn collapse_results_from_this_process_s_address_space() {
+        use super::collapse_result as r;
+        let me = Some(std::process::id());
+        // SAFETY: anonymous mappings of our own; unmapped below.
+        unsafe {
+            let len = 8 << 20;
+            let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+            assert_ne!(p, libc::MAP_FAILED);
+            let a = p as u64;
+            assert_eq!(r(a, len as u64, me), 0);
+            // A hole in the middle: ENOMEM.
+            libc::munmap((a + (2 << 20)) as *mut libc::c_void, 1 << 20);
+            assert_eq!(r(a, len as u64, me), -(libc::ENOMEM as i64));
+            assert_eq!(r(a + (4 << 20), 4 << 20, me), 0);
+            // MADV_NOHUGEPAGE: EINVAL.
+            libc::madvise((a + (4 << 20)) as *mut libc::c_void, 2 << 20, libc::MADV_NOHUGEPAGE);
+            assert_eq!(r(a + (4 << 20), 4 << 20, me), -(libc::EINVAL as i64));
+            libc::munmap(p, len);
+            assert_eq!(r(a, len as u64, me), -(libc::ENOMEM as i64));
+        }
     }
 }

@@ -1,4 +1,5 @@
-//! Starting the program: PATH search, fork, the child's preparation (THP disabled, no address
+//! Starting the program: PATH search, fork, the child's preparation (the signal dispositions,
+//! mask, limits and descriptors thplab inherited (crate `exec-state`), THP disabled, no address
 //! randomisation, waiting for the recorder, `PTRACE_TRACEME`), execve, the stop after execve
 //! (the address space is read from /proc/PID/maps, then the child is detached), and waiting.
 
@@ -43,7 +44,8 @@ pub fn resolve_program(program: &OsStr) -> Result<OsString, RecordError> {
 /// The forked program, waiting for [`Child::release`].
 pub struct Child {
     pid: i32,
-    /// The seccomp listener taken from the child (see `notify`), or why there is none.
+    /// The seccomp listener taken from the child (see `notify`), or why there is none; `None`
+    /// when neither paths nor THP answers were asked for.
     listener: Option<Result<OwnedFd, String>>,
     go: Option<OwnedFd>,
     err: OwnedFd,
@@ -108,9 +110,13 @@ impl Child {
         let (go_r, go_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
         let (lis_r, lis_w) = pipe()?;
-        let prog = crate::notify::filter();
         let paths = opts.paths;
         let thp_disable = opts.thp_disable;
+        // The listener stops path calls (paths) and answers the calls whose result
+        // PR_SET_THP_DISABLE changes (thp_disable).
+        let listen = paths || thp_disable;
+        let prog = crate::notify::filter(paths, thp_disable);
+        let inherited = exec_state::ExecState::capture();
         let traceme = opts.exec_snapshot;
         // SAFETY: between fork and execve/_exit the child only makes async-signal-safe calls on
         // memory prepared before the fork.
@@ -131,6 +137,9 @@ impl Child {
                     libc::write(err_w.as_raw_fd(), msg.as_ptr() as *const libc::c_void, 5);
                     libc::_exit(127)
                 };
+                // What thplab inherited, not what it changed (SIGPIPE ignored by Rust's
+                // runtime, descriptors it opened): the program starts as it would without it.
+                inherited.restore_in_child();
                 if thp_disable && libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0 {
                     fail(1);
                 }
@@ -142,7 +151,7 @@ impl Child {
                 {
                     fail(2);
                 }
-                if paths {
+                if listen {
                     // The listener's number, or minus errno, for the parent to take.
                     let fd = crate::notify::install_in_child(&prog);
                     let v: i32 = if fd >= 0 { fd } else { -*libc::__errno_location() };
@@ -170,7 +179,7 @@ impl Child {
         drop(go_r);
         drop(err_w);
         drop(lis_w);
-        let listener = paths.then(|| {
+        let listener = listen.then(|| {
             let mut v = [0u8; 4];
             // SAFETY: reading 4 bytes into v; the child writes them before waiting.
             let n = unsafe { libc::read(lis_r.as_raw_fd(), v.as_mut_ptr() as *mut libc::c_void, 4) };
@@ -197,7 +206,7 @@ impl Child {
         self.pid
     }
 
-    /// The seccomp listener (once), `None` when paths were not asked for.
+    /// The seccomp listener (once), `None` when neither paths nor THP answers were asked for.
     pub fn take_listener(&mut self) -> Option<Result<OwnedFd, String>> {
         self.listener.take()
     }

@@ -23,7 +23,18 @@ int main(int argc, char **argv) {
     if (argc < 2) return 2;
     FILE *out = fopen(argv[1], "w");
     if (!out) return 2;
+    /* The recorder answers PR_GET_THP_DISABLE as without its own flag (0); the kernel's view of
+     * the flag is in /proc/self/status. */
     fprintf(out, "thp_disable %d\n", prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0));
+    FILE *status = fopen("/proc/self/status", "r");
+    char line[256];
+    while (status && fgets(line, sizeof line, status)) {
+        int v;
+        if (sscanf(line, "THP_enabled: %d", &v) == 1)
+            fprintf(out, "thp_enabled %d\n", v);
+    }
+    if (status)
+        fclose(status);
     fprintf(out, "no_randomize %d\n", (personality(0xffffffff) & ADDR_NO_RANDOMIZE) != 0);
     fflush(out);
 

@@ -106,8 +106,12 @@ fn records_the_test_program_exactly() {
 
     let v = values(&report);
     assert_eq!(
-        v["thp_disable"], 1,
-        "PR_SET_THP_DISABLE is set in the program"
+        v["thp_enabled"], 0,
+        "PR_SET_THP_DISABLE is set in the program (/proc/self/status THP_enabled)"
+    );
+    assert_eq!(
+        v["thp_disable"], 0,
+        "PR_GET_THP_DISABLE is answered as without the recorder's flag"
     );
     assert_eq!(
         v["no_randomize"], 1,
@@ -163,10 +167,16 @@ fn records_the_test_program_exactly() {
             .any(|(e, s)| e.tid == root && s.args == [a, MIB, 14] && s.ret == Some(0)),
         "madvise(a, 1 MiB, MADV_HUGEPAGE) = 0"
     );
+    // PR_GET_THP_DISABLE is answered by the recorder (0, as without its flag), and says so.
     let pr = syscalls(&ev, SyscallKind::Prctl);
     assert!(
-        pr.iter().any(|(_, s)| s.args[0] == 42 && s.ret == Some(1)),
-        "prctl(PR_GET_THP_DISABLE) = 1"
+        pr.iter().any(|(_, s)| s.args[0] == 42 && s.ret == Some(0)),
+        "prctl(PR_GET_THP_DISABLE) = 0"
+    );
+    assert!(
+        ev.windows(2).any(|w| matches!(w[0].body, EventBody::Answered { call: 22, ret: 0 })
+            && matches!(&w[1].body, EventBody::Syscall(s) if s.kind == SyscallKind::Prctl && s.args[0] == 42)),
+        "an answered record before prctl(PR_GET_THP_DISABLE)"
     );
     // fork() is clone(SIGCHLD | ...) returning the child's pid.
     let cl = syscalls(&ev, SyscallKind::Clone);

@@ -597,8 +597,10 @@ impl<'a> Replay<'a> {
                 Self::populate(&mut self.stats, img, a[0], end, how, "madvise(MADV_POPULATE)");
             }
             // MADV_COLLAPSE is replayed even when it failed while recording: the recording ran
-            // with PR_SET_THP_DISABLE, which makes it EINVAL; the model decides under the
-            // settings. Other advice that failed there fails the same way live.
+            // with PR_SET_THP_DISABLE, which makes it EINVAL (traces before 2.1; since 2.1 the
+            // recorder answers it without performing it, `answered` record, usually 0); the
+            // model decides under the settings. Other advice that failed there fails the same
+            // way live.
             SyscallKind::Madvise if !failed || a[2] == 25 => {
                 let adv = match a[2] {
                     4 => Madvise::Dontneed,

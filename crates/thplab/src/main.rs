@@ -263,6 +263,9 @@ pub fn load_workload(arg: &str) -> Result<workload::Workload> {
 }
 
 fn main() -> ExitCode {
+    // What thplab inherited (signals, mask, limits, descriptors), before anything changes it:
+    // the programs it records or runs live start with this, not with thplab's own state.
+    exec_state::ExecState::capture();
     let cli = Cli::parse();
     match &cli.cmd {
         Cmd::Exec => live_cmds::cmd_exec_child(),

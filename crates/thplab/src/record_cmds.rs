@@ -127,6 +127,9 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
     if let Some(why) = &rec.paths_unavailable {
         eprintln!("thplab record: warning: the files of open/openat/unlink were not resolved ({why}); writes to tmpfs files are not predicted");
     }
+    if let Some(why) = &rec.answers_unavailable {
+        eprintln!("thplab record: warning: madvise(MADV_COLLAPSE) and prctl(PR_GET_THP_DISABLE) were not answered as without PR_SET_THP_DISABLE ({why}): the program saw them fail or report THP disabled");
+    }
     if !rec.missing_tracepoints.is_empty() {
         eprintln!("thplab record: warning: not recorded (no such tracepoint on this kernel): {}", rec.missing_tracepoints.join(", "));
     }

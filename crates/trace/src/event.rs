@@ -56,6 +56,10 @@ pub mod flags {
     /// The files of open/openat/creat/unlink/unlinkat were resolved while the thread waited at
     /// the call's entry ([`EventBody::Path`]).
     pub const PATHS: u64 = 16;
+    /// (2.1) Calls whose result PR_SET_THP_DISABLE would change (madvise(MADV_COLLAPSE),
+    /// prctl(PR_GET_THP_DISABLE)) were stopped by the recorder and answered as they would be
+    /// without it ([`EventBody::Answered`]).
+    pub const ANSWERS: u64 = 32;
 }
 
 /// What the writer puts after the last record; the reader checks it against the header and
@@ -111,6 +115,10 @@ pub enum EventBody {
     Path(PathInfo),
     /// The tmpfs mounts the program could see at its execve (/proc/PID/mountinfo).
     Mounts(Vec<MountEntry>),
+    /// (2.1) The thread's next system call record (of kind `call`) did not run: the recorder
+    /// stopped it at its entry and gave it the result `ret` (what it would have returned without
+    /// PR_SET_THP_DISABLE), without performing it.
+    Answered { call: u8, ret: i64 },
 }
 
 /// What a path named when the system call was entered.
@@ -313,6 +321,8 @@ pub mod kind {
     pub const LOST: u8 = 7;
     pub const PATH: u8 = 8;
     pub const MOUNTS: u8 = 9;
+    /// (2.1)
+    pub const ANSWERED: u8 = 10;
 }
 
 impl EventBody {
@@ -329,6 +339,7 @@ impl EventBody {
             EventBody::Lost { .. } => kind::LOST,
             EventBody::Path(_) => kind::PATH,
             EventBody::Mounts(_) => kind::MOUNTS,
+            EventBody::Answered { .. } => kind::ANSWERED,
         }
     }
 }
@@ -346,6 +357,7 @@ pub fn kind_name(code: u8) -> Option<&'static str> {
         kind::LOST => "lost",
         kind::PATH => "path",
         kind::MOUNTS => "mounts",
+        kind::ANSWERED => "answered",
         c => return SyscallKind::from_code(c).map(SyscallKind::name),
     })
 }

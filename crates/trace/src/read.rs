@@ -352,6 +352,15 @@ impl<R: Read> TraceReader<R> {
                 }
                 EventBody::Mounts(v)
             }
+            kind::ANSWERED if self.major >= 2 => {
+                let c_at = s.offset;
+                let call = s.varint("the answered record's call")?;
+                if SyscallKind::from_code(call.min(255) as u8).is_none() {
+                    return Err(corrupt(c_at, format!("answered record for call kind {call}, which is not a system call")));
+                }
+                let ret = s.zigzag("the answered record's result")?;
+                EventBody::Answered { call: call as u8, ret }
+            }
             _ => {
                 let Some(k) = sys else {
                     return Err(corrupt(at, format!("unknown record kind {code}")));

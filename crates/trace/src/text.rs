@@ -63,6 +63,10 @@ pub fn body_text(b: &EventBody) -> String {
                 format!("path for {call}: {:?} does not exist (directory on dev {}:{}, {fs})", String::from_utf8_lossy(&p.path), p.maj, p.min)
             }
         }
+        EventBody::Answered { call, ret } => {
+            let call = SyscallKind::from_code(*call).map_or("?", SyscallKind::name);
+            format!("answered by the recorder: the next {call} returns {ret} without running")
+        }
         EventBody::Mounts(v) => {
             let mut s = format!("tmpfs mounts at execve, {}:", v.len());
             for m in v {

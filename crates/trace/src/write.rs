@@ -207,6 +207,13 @@ impl<W: Write> TraceWriter<W> {
                     put_varint(b, v);
                 }
             }
+            EventBody::Answered { call, ret } => {
+                if crate::SyscallKind::from_code(*call).is_none() {
+                    return Err(invalid(format!("answered record for kind {call}, which is not a system call")));
+                }
+                put_varint(b, *call as u64);
+                put_varint(b, zigzag(*ret));
+            }
             EventBody::Mounts(v) => {
                 put_varint(b, v.len() as u64);
                 for m in v {

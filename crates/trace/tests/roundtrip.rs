@@ -82,6 +82,18 @@ fn sample_events() -> Vec<Event> {
             ),
         },
         Event {
+            time_ns: 22,
+            tid: 100,
+            pid: 100,
+            body: EventBody::Answered { call: SyscallKind::Madvise.code(), ret: -12 },
+        },
+        Event {
+            time_ns: 22,
+            tid: 100,
+            pid: 100,
+            body: sc(SyscallKind::Madvise, vec![0x7fff_f7a0_0000, 4 << 20, 25], Some(-12)),
+        },
+        Event {
             time_ns: 30,
             tid: 100,
             pid: 100,
@@ -293,7 +305,7 @@ fn every_single_byte_flip_is_detected() {
 /// the same bytes with the version patched and the header's last field removed.
 #[test]
 fn version_1_files_still_read() {
-    let ev: Vec<Event> = sample_events().into_iter().filter(|e| !matches!(e.body, EventBody::Path(_) | EventBody::Mounts(_))).collect();
+    let ev: Vec<Event> = sample_events().into_iter().filter(|e| !matches!(e.body, EventBody::Path(_) | EventBody::Mounts(_) | EventBody::Answered { .. })).collect();
     let mut h = header_for(&ev, 3);
     h.thp_settings.clear();
     let v2 = encode(&h, &ev);
@@ -316,6 +328,52 @@ fn version_1_files_still_read() {
     // A path record in a version 1 file is an unknown kind.
     let e = read_all(&v2_with_version(&encode(&header_for(&sample_events(), 3), &sample_events()), 1)[..]).unwrap_err().to_string();
     assert!(e.contains("unknown record kind") || e.contains("unexpected bytes"), "{e}");
+}
+
+/// The `answered` record (2.1) round-trips with the system call record it precedes, and its text
+/// says the recorder answered; a 2.0 file (no such record) still reads; the writer refuses an
+/// answered record for a kind that is not a system call.
+#[test]
+fn answered_records_round_trip_and_2_0_files_still_read() {
+    let ev = vec![
+        Event { time_ns: 5, tid: 7, pid: 7, body: EventBody::Answered { call: SyscallKind::Madvise.code(), ret: 0 } },
+        Event {
+            time_ns: 5,
+            tid: 7,
+            pid: 7,
+            body: EventBody::Syscall(Syscall { kind: SyscallKind::Madvise, args: vec![0x7fff_f740_0000, 4 << 20, 25], ret: Some(0), duration_ns: 0 }),
+        },
+        Event { time_ns: 9, tid: 7, pid: 7, body: EventBody::Answered { call: SyscallKind::Prctl.code(), ret: 0 } },
+        Event {
+            time_ns: 9,
+            tid: 7,
+            pid: 7,
+            body: EventBody::Syscall(Syscall { kind: SyscallKind::Prctl, args: vec![42, 0, 0, 0, 0], ret: Some(0), duration_ns: 0 }),
+        },
+    ];
+    let mut h = header_for(&ev, 0);
+    h.flags |= flags::ANSWERS;
+    let bytes = encode(&h, &ev);
+    assert_eq!(u16::from_le_bytes([bytes[10], bytes[11]]), VERSION_MINOR);
+    assert!(VERSION_MINOR >= 1);
+    let (h2, ev2, _) = read_all(&bytes[..]).unwrap();
+    assert_eq!(h2, h);
+    assert_eq!(ev2, ev);
+    let line = text::event_line(&ev2[0]);
+    assert!(line.contains("answered by the recorder") && line.contains("madvise returns 0"), "{line}");
+    // The same file labelled 2.0 (the layout of 2.0 is 2.1's without answered records).
+    let plain: Vec<Event> = ev.iter().filter(|e| !matches!(e.body, EventBody::Answered { .. })).cloned().collect();
+    let mut b20 = encode(&header_for(&plain, 0), &plain);
+    b20[10] = 0;
+    b20[11] = 0;
+    let n = b20.len();
+    let crc = crc32fast_like(&b20[..n - 4]);
+    b20[n - 4..].copy_from_slice(&crc.to_le_bytes());
+    let (_, ev20, _) = read_all(&b20[..]).unwrap();
+    assert_eq!(ev20, plain);
+    let mut w = TraceWriter::new(Vec::new(), &header_for(&[], 0)).unwrap();
+    let bad = Event { time_ns: 0, tid: 1, pid: 1, body: EventBody::Answered { call: kind::FAULT, ret: 0 } };
+    assert!(w.write(&bad).is_err());
 }
 
 fn v2_with_version(b: &[u8], major: u8) -> Vec<u8> {

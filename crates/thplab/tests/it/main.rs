@@ -7,6 +7,8 @@
 //!   workload would be killed), and never panics.
 //! - `programs`: python3, sqlite3 and redis-server recorded, replayed in the model and run live
 //!   (through the libraries), minflt and large-folio counts within 2 %; live, as below.
+//! - `fidelity`: a recorded program behaves as it does unrecorded (issue #8): the calls whose
+//!   result PR_SET_THP_DISABLE changes are answered as without it, and the trace says so.
 //! - `live`: `compare --matrix` and the SIGKILL recovery of `__hold`; they run only as root with
 //!   the THP sysfs tree present (otherwise they print `skipped: REASON` and pass), one at a time,
 //!   and check that every knob ends as it was. No test writes to sysfs itself.
@@ -16,6 +18,7 @@
 //! restore (and so hide) the knobs a killed `__hold` leaves behind.
 
 mod errors;
+mod fidelity;
 mod live;
 mod model;
 mod programs;

@@ -400,6 +400,20 @@ fn c_program_model_matches_live_across_the_matrix() {
     check_c_program("odd_maps", anon_matrix(), |_| {}, |_, _, _, _| {});
 }
 
+/// Issue #8: a program that checks the result of MADV_COLLAPSE (progs/collapse_check.c) takes
+/// its success path while recorded (the recorder answers the call, the replay performs it), so
+/// the model, which replays the recording, matches the live runs across the anon matrix; before,
+/// the recording held perror's faults that no live run has.
+#[test]
+fn collapse_checking_program_model_matches_live_across_the_matrix() {
+    let check_recording = |rec: &record::Recording| {
+        assert_eq!(rec.answers_unavailable, None, "the recorder must answer MADV_COLLAPSE on this machine");
+        let answered = rec.events.iter().filter(|e| matches!(e.body, trace::EventBody::Answered { call: 20, ret: 0 })).count();
+        assert_eq!(answered, 1, "madvise(MADV_COLLAPSE) answered 0");
+    };
+    check_c_program("collapse_check", anon_matrix(), check_recording, |_, _, _, _| {});
+}
+
 /// The shmem matrix of `thplab compare --matrix shmem` (crates/thplab/src/compare.rs: `shmem_matrix`).
 fn shmem_matrix() -> Vec<(String, ThpSettings)> {
     let with = |a: &[&str]| {
