@@ -157,7 +157,7 @@ impl SettingsArgs {
             s.apply_cmdline(c)?;
         }
         for f in &self.settings_file {
-            let text = std::fs::read_to_string(f).with_context(|| format!("cannot read settings file {}", f.display()))?;
+            let text = read_text_limited(f, "settings file", MAX_SETTINGS_BYTES)?;
             s.apply_file(&f.display().to_string(), &text)?;
         }
         for a in &self.set {
@@ -249,10 +249,31 @@ struct DemoArgs {
 }
 
 /// Read a workload from a path or a built-in example name.
+/// The largest workload file read (a workload is text; a larger input is a mistake, such as
+/// /dev/zero or a recording that lost its header).
+pub const MAX_WORKLOAD_BYTES: u64 = 64 << 20;
+/// The largest settings file read (a `grep -r` dump of the THP tree is about 2 KiB).
+pub const MAX_SETTINGS_BYTES: u64 = 1 << 20;
+
+/// Read a text input of at most `limit` bytes, saying which file and what the limit is.
+pub fn read_text_limited(path: &std::path::Path, what: &str, limit: u64) -> Result<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).with_context(|| format!("cannot read {what} {}", path.display()))?;
+    let mut buf = Vec::new();
+    f.take(limit + 1).read_to_end(&mut buf).with_context(|| format!("cannot read {what} {}", path.display()))?;
+    if buf.len() as u64 > limit {
+        bail!("{what} {} is larger than {} MiB: not a {what} (is it a device or a binary file?)", path.display(), limit >> 20);
+    }
+    String::from_utf8(buf).map_err(|e| anyhow::anyhow!("{what} {} is not text: invalid UTF-8 at byte {}", path.display(), e.utf8_error().valid_up_to()))
+}
+
 pub fn load_workload(arg: &str) -> Result<workload::Workload> {
     let path = std::path::Path::new(arg);
     let (name, text) = if path.exists() {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read workload {arg}"))?;
+        let text = read_text_limited(path, "workload", MAX_WORKLOAD_BYTES)?;
+        if text.trim().is_empty() {
+            bail!("{arg} is empty: not a workload (no statements), and if it was meant to be a recording, it is an empty or truncated recording (was the recorder killed?)");
+        }
         (arg.to_string(), text)
     } else if let Some(text) = examples::get(arg) {
         (format!("<builtin {arg}>"), text.to_string())

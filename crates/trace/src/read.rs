@@ -497,7 +497,12 @@ fn read_header<R: std::io::BufRead>(s: &mut Src<R>, major: u16) -> Result<Header
     let start_unix_ns = s.varint("header: start time")?;
     let start_monotonic_ns = s.varint("header: start monotonic time")?;
     let root_pid = s.varint_u32("header: root pid")?;
+    let ps_at = s.offset;
     let page_size = s.varint("header: page size")?;
+    // The recorder writes the base page size of an x86-64 machine; the model replays 4 KiB pages.
+    if page_size != 4096 {
+        return Err(corrupt(ps_at, format!("header: page size {page_size}; recordings are of 4096-byte base pages (x86-64)")));
+    }
     let flags = s.varint("header: flags")?;
     let c_at = s.offset;
     let nc = s.varint("header: number of counts")?;
