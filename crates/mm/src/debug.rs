@@ -257,7 +257,7 @@ impl Kernel {
             }
             prev_end = v.end;
         }
-        Ok(())
+        self.vmas.check_gaps()
     }
 
     /// Page tables agree with mapcounts, RSS and the per-size gauges.
