@@ -96,10 +96,11 @@ impl Kernel {
                 Pmd::Table(idx) => {
                     let first = va.pte_index();
                     let last = first + ((next - addr) / PAGE_SIZE) as usize;
-                    for e in &mut self.pt.ptes_mut(idx)[first..last] {
-                        if *e & PTE_PRESENT != 0 && *e & PTE_ZERO == 0 {
-                            let w = write && (!shared || *e & crate::pgtable::PTE_DIRTY != 0);
-                            *e = if w { *e | PTE_WRITE } else { *e & !PTE_WRITE };
+                    for i in first..last {
+                        let e = self.pt.pte(idx, i);
+                        if e & PTE_PRESENT != 0 && e & PTE_ZERO == 0 {
+                            let w = write && (!shared || e & crate::pgtable::PTE_DIRTY != 0);
+                            self.pt.set_pte(idx, i, if w { e | PTE_WRITE } else { e & !PTE_WRITE });
                         }
                     }
                 }

@@ -11,7 +11,7 @@ use uapi::MthpStat;
 
 use crate::huge_memory::{thp_vma_suitable_order, thp_vma_suitable_orders, HugeFault, TvaType};
 use crate::page_alloc::pg;
-use crate::pgtable::{mk_pte, pte_pfn, Pmd, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, PTE_YOUNG, PTE_ZERO, ZERO_PTE};
+use crate::pgtable::{mk_pte, pte_pfn, Pmd, Pte, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, PTE_YOUNG, PTE_ZERO, ZERO_PTE};
 use crate::vma::{vm, Vma};
 use crate::vmstat::FallbackReason;
 use crate::{Access, Kernel};
@@ -177,10 +177,9 @@ impl Kernel {
         if let Some(t) = table {
             match self.pt.pmd(t, va) {
                 Pmd::Table(idx) => {
-                    let pte = &mut self.pt.ptes_mut(idx)[va.pte_index()];
-                    let e = *pte;
+                    let e = self.pt.pte(idx, va.pte_index());
                     if e & PTE_PRESENT != 0 && (!write || e & PTE_WRITE != 0) {
-                        *pte = e | PTE_YOUNG | if write { PTE_DIRTY } else { 0 };
+                        *self.pt.pte_mut(idx, va.pte_index()) = e | PTE_YOUNG | if write { PTE_DIRTY } else { 0 };
                         if e & PTE_ZERO == 0 {
                             self.touch_page(pte_pfn(e));
                         }
@@ -257,7 +256,7 @@ impl Kernel {
             }
             _ => unreachable!("huge PMD after fallback"),
         };
-        let e = self.pt.ptes(idx)[va.pte_index()];
+        let e = self.pt.pte(idx, va.pte_index());
         let mut info = PteFaultInfo { chosen: Order::BASE, write, wp_zero: false, range_not_none: Orders::NONE, alloc_failed: Orders::NONE };
         let result = if e == 0 {
             self.do_anonymous_page(&mut vma, va, write, idx, &mut info)
@@ -267,7 +266,7 @@ impl Kernel {
                 self.wp_page_copy(&mut vma, va, idx)
             } else {
                 // wp_can_reuse_anon_folio: the only mapper reuses the page.
-                self.pt.ptes_mut(idx)[va.pte_index()] = e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG;
+                self.pt.set_pte(idx, va.pte_index(), e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
                 self.touch_page(pte_pfn(e));
                 Access::Fault
             }
@@ -284,7 +283,7 @@ impl Kernel {
     /// `do_anonymous_page`.
     fn do_anonymous_page(&mut self, vma: &mut Vma, va: Vaddr, write: bool, idx: u32, info: &mut PteFaultInfo) -> Access {
         if !write {
-            self.pt.ptes_mut(idx)[va.pte_index()] = ZERO_PTE | PTE_YOUNG;
+            self.pt.set_pte(idx, va.pte_index(), ZERO_PTE | PTE_YOUNG);
             return Access::Fault;
         }
         if vma.anon_vma == 0 {
@@ -300,7 +299,7 @@ impl Kernel {
         if order.0 == 0 {
             // One page: the same steps as below, without the loops.
             let bits = if vma.flags & vm::WRITE != 0 { PTE_WRITE | PTE_DIRTY } else { 0 };
-            self.pt.ptes_mut(idx)[va.pte_index()] = mk_pte(folio, bits | PTE_YOUNG);
+            self.pt.set_pte(idx, va.pte_index(), mk_pte(folio, bits | PTE_YOUNG));
             self.stats.anon_rss_pages += 1;
             let p = &mut self.zone.mem_map[folio.idx()];
             p.mapcount = 1;
@@ -312,11 +311,10 @@ impl Kernel {
         let base = va.align_down(order);
         let bits = if vma.flags & vm::WRITE != 0 { PTE_WRITE | PTE_DIRTY } else { 0 };
         let first = base.pte_index();
-        let ptes = self.pt.ptes_mut(idx);
         for i in 0..nr as usize {
-            ptes[first + i] = mk_pte(folio.add(i as u32), bits);
+            self.pt.set_pte(idx, first + i, mk_pte(folio.add(i as u32), bits));
         }
-        ptes[va.pte_index()] |= PTE_YOUNG;
+        *self.pt.pte_mut(idx, va.pte_index()) |= PTE_YOUNG;
         self.stats.anon_rss_pages += nr as u64;
         if order.0 > 0 {
             self.counters.count_mthp(order, MthpStat::AnonFaultAlloc);
@@ -334,11 +332,10 @@ impl Kernel {
         let mut orders = self.thp_vma_allowable_orders(vma, TvaType::PageFault, Orders::below(Order::PMD));
         orders = thp_vma_suitable_orders(vma, va.0, orders);
         if !orders.is_empty() {
-            let ptes = self.pt.ptes(idx);
             let mut order = orders.highest();
             while let Some(o) = order {
                 let first = va.align_down(o).pte_index();
-                if ptes[first..first + o.nr_pages() as usize].iter().all(|&e| e == 0) {
+                if self.pt.ptes_none(idx, first..first + o.nr_pages() as usize) {
                     break;
                 }
                 info.range_not_none = info.range_not_none.with(o);
@@ -360,7 +357,7 @@ impl Kernel {
     fn wp_page_copy(&mut self, vma: &mut Vma, va: Vaddr, idx: u32) -> Access {
         self.anon_vma_prepare(vma);
         let Some(page) = self.alloc_folio(Order::BASE, true) else { return Access::Oom };
-        self.pt.ptes_mut(idx)[va.pte_index()] = mk_pte(page, PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
+        self.pt.set_pte(idx, va.pte_index(), mk_pte(page, PTE_WRITE | PTE_DIRTY | PTE_YOUNG));
         self.rmap_add_ptes(page, page, 1);
         self.stats.anon_rss_pages += 1;
         self.touch_page(page);
@@ -470,13 +467,13 @@ impl Kernel {
         let last = first + ((end - va.0) / mm_types::PAGE_SIZE) as usize;
         let mut i = first;
         while i < last {
-            let e = self.pt.ptes(idx)[i];
+            let e = self.pt.pte(idx, i);
             if e == 0 {
                 i += 1;
                 continue;
             }
             if e & PTE_ZERO != 0 {
-                self.pt.ptes_mut(idx)[i] = 0;
+                self.pt.set_pte(idx, i, 0);
                 i += 1;
                 continue;
             }
@@ -487,13 +484,13 @@ impl Kernel {
             // Batch: following PTEs that map the following pages of the same folio.
             let mut n = 1;
             while i + n < last {
-                let f = self.pt.ptes(idx)[i + n];
+                let f = self.pt.pte(idx, i + n);
                 if f & PTE_PRESENT == 0 || f & PTE_ZERO != 0 || pte_pfn(f).0 != pfn.0 + n as u32 || pfn.0 + (n as u32) >= folio_end {
                     break;
                 }
                 n += 1;
             }
-            self.pt.ptes_mut(idx)[i..i + n].fill(0);
+            self.pt.clear_ptes(idx, i..i + n);
             if self.zone.mem_map[head.idx()].flags & pg::SHMEM != 0 {
                 self.stats.shmem_rss_pages -= n as u64;
             } else {
@@ -513,7 +510,7 @@ impl Kernel {
             if let Some(t) = self.pt.pmd_table(va) {
                 if let Pmd::Table(idx) = self.pt.pmd(t, va) {
                     if self.vmas.intersecting(block, block + PMD_SIZE).is_empty() {
-                        debug_assert!(self.pt.ptes(idx).iter().all(|&e| e == 0));
+                        debug_assert!(self.pt.ptes_none(idx, 0..512));
                         self.pt.set_pmd(t, va, Pmd::None);
                         self.free_pgtable(idx);
                     }
@@ -549,10 +546,10 @@ impl Kernel {
                 return Access::Fault;
             }
             Pmd::Table(idx) => {
-                let e = self.pt.ptes(idx)[va.pte_index()];
+                let e = self.pt.pte(idx, va.pte_index());
                 if e & PTE_PRESENT != 0 {
                     if write {
-                        self.pt.ptes_mut(idx)[va.pte_index()] = e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG;
+                        self.pt.set_pte(idx, va.pte_index(), e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
                     }
                     return Access::Fault;
                 }
@@ -578,7 +575,7 @@ impl Kernel {
 
     /// Bits of a PTE in a shared mapping: writable whenever the VMA is (no write-notify for
     /// shmem), dirty on a write fault.
-    fn shared_pte_bits(vma: &Vma, write: bool) -> u32 {
+    fn shared_pte_bits(vma: &Vma, write: bool) -> Pte {
         let w = if vma.flags & vm::WRITE != 0 { PTE_WRITE } else { 0 };
         w | if write { PTE_DIRTY } else { 0 }
     }
@@ -617,11 +614,10 @@ impl Kernel {
     }
 
     /// Map `n` pages of a shmem folio, starting with page `first` of the folio at `addr`.
-    fn map_shmem_pages(&mut self, idx: u32, addr: u64, head: Pfn, first: u32, n: u32, bits: u32) {
+    fn map_shmem_pages(&mut self, idx: u32, addr: u64, head: Pfn, first: u32, n: u32, bits: Pte) {
         let pte0 = Vaddr(addr).pte_index();
-        let ptes = self.pt.ptes_mut(idx);
         for i in 0..n {
-            ptes[pte0 + i as usize] = mk_pte(head.add(first + i), bits);
+            self.pt.set_pte(idx, pte0 + i as usize, mk_pte(head.add(first + i), bits));
         }
         self.rmap_add_ptes(head, head.add(first), n);
         self.stats.shmem_rss_pages += n as u64;
@@ -648,15 +644,15 @@ impl Kernel {
         if whole {
             let addr = va.0 - page * mm_types::PAGE_SIZE;
             let first = Vaddr(addr).pte_index();
-            if self.pt.ptes(idx)[first..first + nr as usize].iter().all(|&e| e == 0) {
+            if self.pt.ptes_none(idx, first..first + nr as usize) {
                 self.map_shmem_pages(idx, addr, head, 0, nr as u32, bits);
-                self.pt.ptes_mut(idx)[va.pte_index()] |= PTE_YOUNG;
+                *self.pt.pte_mut(idx, va.pte_index()) |= PTE_YOUNG;
                 self.touch_page(head.add(page as u32));
                 return Access::Fault;
             }
         }
         // One page (needs_fallback, or the folio does not fit).
-        if self.pt.ptes(idx)[va.pte_index()] == 0 {
+        if self.pt.pte(idx, va.pte_index()) == 0 {
             self.map_shmem_pages(idx, va.0, head, page as u32, 1, bits | PTE_YOUNG);
         }
         self.touch_page(head.add(page as u32));
@@ -723,7 +719,7 @@ impl Kernel {
                     continue;
                 }
                 let slot = Vaddr(addr).pte_index();
-                if self.pt.ptes(idx)[slot] != 0 {
+                if self.pt.pte(idx, slot) != 0 {
                     continue;
                 }
                 self.map_shmem_pages(idx, addr, f.pfn, (i - start) as u32, 1, bits);
@@ -733,8 +729,8 @@ impl Kernel {
             }
         }
         if hit {
-            self.pt.ptes_mut(idx)[va.pte_index()] |= PTE_YOUNG;
-            let e = self.pt.ptes(idx)[va.pte_index()];
+            *self.pt.pte_mut(idx, va.pte_index()) |= PTE_YOUNG;
+            let e = self.pt.pte(idx, va.pte_index());
             self.touch_page(pte_pfn(e));
             Some(Access::Fault)
         } else {
