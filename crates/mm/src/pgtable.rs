@@ -13,11 +13,12 @@
 //! table also owns the frame the kernel would allocate for it, and each huge PMD owns its
 //! deposited PTE table, so page-table memory is accounted in simulated frames.
 //!
-//! Host memory: a PTE table is a header and eight chunks of 64 entries (512 bytes each), a chunk
-//! allocated at the first non-none entry written to it. A table that is never filled (a
-//! deposited one, or one with a single page in its 2 MiB) costs the host about 550 bytes, not
-//! 4 KiB: what the model holds is bounded by the simulated frames it maps, not by the address
-//! space touched. A full table costs 4 KiB plus its header, 8 bytes per mapped 4 KiB page.
+//! Host memory: a PTE table is a 132-byte header and 32 chunks of 16 entries (128 bytes each), a
+//! chunk allocated at the first non-none entry written to it. An empty table (a deposited one)
+//! costs the host its header, one with a single page in its 2 MiB about 260 bytes, not 4 KiB:
+//! what the model holds is bounded by the simulated frames it maps (a sparse touch takes two,
+//! the page and its PTE table), not by the address space touched. A full table costs 4 KiB plus
+//! its header: 8.3 bytes per mapped 4 KiB page.
 
 use std::collections::BTreeMap;
 
@@ -42,8 +43,9 @@ pub(crate) fn mk_pte(pfn: Pfn, bits: Pte) -> Pte {
 /// The shared zero page: special, never writable, no struct page in the model.
 pub(crate) const ZERO_PTE: Pte = PTE_PRESENT | PTE_ZERO;
 
-/// PTEs per chunk of a PTE table (a chunk is allocated at its first non-none entry).
-const CHUNK: usize = 64;
+/// PTEs per chunk of a PTE table (a chunk is allocated at its first non-none entry). Smaller
+/// chunks save host memory on sparse tables and cost a larger header on every table.
+const CHUNK: usize = 16;
 const CHUNKS: usize = 512 / CHUNK;
 const NO_CHUNK: u32 = u32::MAX;
 
@@ -259,9 +261,14 @@ impl PageTables {
         range.map(move |i| self.pte(idx, i))
     }
 
-    /// Every entry of PTE table `idx`.
+    /// Every entry of PTE table `idx`, a chunk at a time.
     pub fn all_ptes(&self, idx: u32) -> impl Iterator<Item = Pte> + '_ {
-        self.ptes(idx, 0..512)
+        const NONE: [Pte; CHUNK] = [0; CHUNK];
+        let chunks = self.pte_tables[idx as usize].chunks;
+        chunks.into_iter().flat_map(move |c| {
+            let entries: &[Pte] = if c == NO_CHUNK { &NONE } else { &self.chunk_arena[c as usize * CHUNK..][..CHUNK] };
+            entries.iter().copied()
+        })
     }
 
     /// `pte_range_none`: entries `range` are all none.
@@ -308,5 +315,35 @@ impl PageTables {
         self.pmd_tables.len() * (512 * 8 + 512 * 4 + 16)
             + self.pte_tables.len() * std::mem::size_of::<PteTable>()
             + self.chunk_arena.len() * std::mem::size_of::<Pte>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ptes_hold_every_pfn_and_chunks_appear_on_first_write() {
+        // A 4 TiB machine has PFNs up to 2^30 - 1; the PTE format holds any u32 PFN.
+        for pfn in [0, (1 << 26) - 1, 1 << 27, (1 << 30) - 1, u32::MAX - 1] {
+            let e = mk_pte(Pfn(pfn), PTE_WRITE | PTE_DIRTY);
+            assert_eq!(pte_pfn(e), Pfn(pfn));
+            assert_eq!(e & (PTE_PRESENT | PTE_ZERO | PTE_YOUNG | PTE_DIRTY | PTE_WRITE), PTE_PRESENT | PTE_DIRTY | PTE_WRITE);
+        }
+        let mut pt = PageTables::default();
+        let t = pt.new_pte_table(Pfn(7));
+        pt.set_pte(t, 3, 0);
+        assert_eq!(pt.chunk_arena.len(), 0, "a none entry allocates nothing");
+        pt.set_pte(t, 300, mk_pte(Pfn(1 << 29), 0));
+        assert_eq!(pt.chunk_arena.len(), CHUNK);
+        assert_eq!(pte_pfn(pt.pte(t, 300)), Pfn(1 << 29));
+        assert!(pt.ptes_none(t, 0..300) && pt.ptes_none(t, 301..512) && !pt.ptes_none(t, 290..310));
+        assert_eq!(pt.all_ptes(t).filter(|&e| e != 0).count(), 1);
+        assert_eq!(pt.free_pte_table(t), Pfn(7));
+        let u = pt.new_pte_table(Pfn(8));
+        assert!(pt.ptes_none(u, 0..512), "a reused chunk comes back zeroed");
+        pt.set_pte(u, 0, ZERO_PTE);
+        assert_eq!(pt.chunk_arena.len(), CHUNK, "the freed chunk is reused");
+        assert_eq!(pt.pte(u, 0), ZERO_PTE);
     }
 }

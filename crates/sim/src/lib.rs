@@ -40,7 +40,7 @@ pub fn oom_report(k: &mm::Kernel) -> String {
     let b = |pages: u64| human_bytes(pages * mm_types::PAGE_SIZE);
     let held = if u.held > 0 { format!(", {} held by the rest of the system", b(u.held)) } else { String::new() };
     format!(
-        "the simulated machine's {} are in use ({} in folios, {} in page tables{held}; {} free, which the min watermark of {} keeps from user allocations); raise --mem (at most {})",
+        "the simulated machine has {} (--mem): {} in folios, {} in page tables{held}, {} free, and no allocation may take the free memory below the min watermark of {}; raise --mem (at most {})",
         b(u.managed),
         b(u.folios),
         b(u.pgtables),
