@@ -294,6 +294,15 @@ impl Kernel {
             + self.deferred.capacity() * 4
     }
 
+    /// Model memory the host has backed: as [`Kernel::host_bytes`], but only the `mem_map`
+    /// records ever written (the zeroed allocation stays unbacked for frames never handed out).
+    pub fn host_bytes_resident(&self) -> usize {
+        self.zone.mem_map_frames_written() as usize * std::mem::size_of::<page_alloc::Page>()
+            + self.pt.host_bytes()
+            + self.vmas.len() * 64
+            + self.deferred.capacity() * 4
+    }
+
     pub(crate) fn order_of_head(&self, head: mm_types::Pfn) -> Order {
         Order(self.zone.mem_map[head.idx()].order)
     }

@@ -256,11 +256,6 @@ impl PageTables {
         }
     }
 
-    /// Entries `range` of PTE table `idx`, in order.
-    pub fn ptes(&self, idx: u32, range: std::ops::Range<usize>) -> impl Iterator<Item = Pte> + '_ {
-        range.map(move |i| self.pte(idx, i))
-    }
-
     /// Every entry of PTE table `idx`, a chunk at a time.
     pub fn all_ptes(&self, idx: u32) -> impl Iterator<Item = Pte> + '_ {
         const NONE: [Pte; CHUNK] = [0; CHUNK];
