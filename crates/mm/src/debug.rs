@@ -54,7 +54,7 @@ impl Kernel {
                 Pmd::Table(idx) => {
                     let lo = if start > addr { ((start - addr) / PAGE_SIZE) as usize } else { 0 };
                     let hi = if end < addr + PMD_SIZE { ((end - addr).div_ceil(PAGE_SIZE)) as usize } else { 512 };
-                    for (i, e) in self.pt.all_ptes(idx).enumerate().take(hi).skip(lo) {
+                    for (i, e) in self.pt.present_ptes(idx, lo..hi) {
                         let a = addr + i as u64 * PAGE_SIZE;
                         if e & PTE_ZERO != 0 {
                             f(a, Mapping::ZeroPte);
@@ -284,7 +284,7 @@ impl Kernel {
                     Pmd::None => {}
                     Pmd::Table(idx) => {
                         tables += 1;
-                        for (i, e) in self.pt.all_ptes(idx).enumerate() {
+                        for (i, e) in self.pt.present_ptes(idx, 0..512) {
                             if e & PTE_PRESENT == 0 || e & PTE_ZERO != 0 {
                                 continue;
                             }

@@ -236,12 +236,14 @@ impl PageTables {
     }
 
     /// `set_pte`: a none entry written into a chunk that does not exist stays implicit.
-    #[inline]
+    #[inline(always)]
     pub fn set_pte(&mut self, idx: u32, i: usize, pte: Pte) {
-        if pte == 0 && self.pte_tables[idx as usize].chunks[i / CHUNK] == NO_CHUNK {
-            return;
+        let c = self.pte_tables[idx as usize].chunks[i / CHUNK];
+        if c != NO_CHUNK {
+            self.chunk_arena[c as usize * CHUNK + i % CHUNK] = pte;
+        } else if pte != 0 {
+            *self.pte_mut(idx, i) = pte;
         }
-        *self.pte_mut(idx, i) = pte;
     }
 
     #[cold]
@@ -254,6 +256,22 @@ impl PageTables {
                 c as u32
             }
         }
+    }
+
+    /// The entries of PTE table `idx` in `range` that are not none, as (index, entry), skipping
+    /// chunks never written.
+    pub fn present_ptes(&self, idx: u32, range: std::ops::Range<usize>) -> impl Iterator<Item = (usize, Pte)> + '_ {
+        let chunks = self.pte_tables[idx as usize].chunks;
+        let arena = &self.chunk_arena;
+        (range.start / CHUNK..range.end.div_ceil(CHUNK)).filter(move |&k| chunks[k] != NO_CHUNK).flat_map(move |k| {
+            let base = chunks[k] as usize * CHUNK;
+            let lo = (k * CHUNK).max(range.start);
+            let hi = ((k + 1) * CHUNK).min(range.end);
+            (lo..hi).filter_map(move |i| {
+                let e = arena[base + i % CHUNK];
+                (e != 0).then_some((i, e))
+            })
+        })
     }
 
     /// Every entry of PTE table `idx`, a chunk at a time.
@@ -334,6 +352,8 @@ mod tests {
         assert_eq!(pte_pfn(pt.pte(t, 300)), Pfn(1 << 29));
         assert!(pt.ptes_none(t, 0..300) && pt.ptes_none(t, 301..512) && !pt.ptes_none(t, 290..310));
         assert_eq!(pt.all_ptes(t).filter(|&e| e != 0).count(), 1);
+        assert_eq!(pt.present_ptes(t, 0..512).collect::<Vec<_>>(), vec![(300, pt.pte(t, 300))]);
+        assert_eq!(pt.present_ptes(t, 290..300).count() + pt.present_ptes(t, 301..310).count(), 0);
         assert_eq!(pt.free_pte_table(t), Pfn(7));
         let u = pt.new_pte_table(Pfn(8));
         assert!(pt.ptes_none(u, 0..512), "a reused chunk comes back zeroed");
