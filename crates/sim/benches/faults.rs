@@ -56,6 +56,18 @@ fn bench(c: &mut Criterion) {
     let w16 = workload::parse("anon-16g", "mmap buf 16G\ntouch buf write\n").unwrap();
     g.throughput(Throughput::Elements(16 << 18));
     g.bench_function("16 GiB written page by page, 4K only", |b| b.iter(|| sim::run(&w16, &never, &machine).unwrap()));
+    // A recording of N anonymous 4 KiB mappings (alternating protections, so none merge),
+    // one fault in each, then N munmaps: the replay's cost per call must not grow with N.
+    for n in [10_000u64, 40_000] {
+        let (header, events) = recording_of_mappings(n, machine.mmap_base);
+        let r = sim::run_recording("bench", &header, &events, &never, &machine, false).unwrap();
+        let replay = &r.model.as_ref().unwrap()["replay"];
+        assert_eq!((replay["placements_matched"].as_u64(), replay["modelled_faults"].as_u64()), (Some(n), Some(n)), "{replay}");
+        g.throughput(Throughput::Elements(n));
+        g.bench_function(format!("replay of {n} mappings"), |b| {
+            b.iter(|| sim::run_recording("bench", &header, &events, &never, &machine, false).unwrap())
+        });
+    }
     g.finish();
     let mut opts = sim::RunOptions::default();
     let (_, k) = sim::run_with(&w16, &never, &machine, &mut opts).unwrap();
@@ -84,6 +96,27 @@ fn bench(c: &mut Criterion) {
         bytes / frames,
         16
     );
+}
+
+/// mmap, a fault and munmap for each of `n` mappings, placed where the kernel places them.
+fn recording_of_mappings(n: u64, mmap_base: u64) -> (trace::Header, Vec<trace::Event>) {
+    use trace::{Event, EventBody, Syscall, SyscallKind};
+    let header = trace::Header { root_pid: 1, page_size: 4096, ..Default::default() };
+    let mut events = Vec::new();
+    let mut ev = |body: EventBody| {
+        events.push(Event { time_ns: events.len() as u64 + 1, tid: 1, pid: 1, body });
+    };
+    let sys = |kind: SyscallKind, args: Vec<u64>, ret: i64| EventBody::Syscall(Syscall { kind, args, ret: Some(ret), duration_ns: 0 });
+    let addr = |i: u64| mmap_base - (i + 1) * 4096;
+    for i in 0..n {
+        let prot = if i % 2 == 0 { 3 } else { 1 };
+        ev(sys(SyscallKind::Mmap, vec![0, 4096, prot, 0x22, u64::MAX, 0], addr(i) as i64));
+        ev(EventBody::Fault { addr: addr(i), error_code: if i % 2 == 0 { 6 } else { 4 } });
+    }
+    for i in 0..n {
+        ev(sys(SyscallKind::Munmap, vec![addr(i), 4096], 0));
+    }
+    (header, events)
 }
 
 criterion_group!(benches, bench);
