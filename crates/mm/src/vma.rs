@@ -351,6 +351,7 @@ mod tests {
             x % n
         };
         let mut t = VmaTree::default();
+        let mut found = [0u32; 2];
         for step in 0..4000 {
             let page = 0x1000;
             match next(6) {
@@ -389,13 +390,17 @@ mod tests {
                 let high = low + next(5000) * page;
                 let mask = [0, 0xffff, 0x1f_ffff][next(3) as usize];
                 let offset = if mask == 0 { 0 } else { next(mask + 1) & !(page - 1) };
+                let got = t.unmapped_area_topdown(len, low, high, mask, offset);
+                found[got.is_some() as usize] += 1;
                 assert_eq!(
-                    t.unmapped_area_topdown(len, low, high, mask, offset),
+                    got,
                     t.unmapped_area_topdown_walk(len, low, high, mask, offset),
                     "step {step}: len {len:#x} low {low:#x} high {high:#x} mask {mask:#x} offset {offset:#x}"
                 );
             }
         }
+        // Both outcomes are exercised often.
+        assert!(found[0] > 2000 && found[1] > 2000, "{found:?}");
     }
 
     #[test]
