@@ -52,10 +52,9 @@ impl Kernel {
                 Pmd::HugeZero => f(addr, Mapping::HugeZero),
                 Pmd::Huge { pfn, .. } => f(addr, Mapping::Pmd(pfn)),
                 Pmd::Table(idx) => {
-                    let ptes = self.pt.ptes(idx);
                     let lo = if start > addr { ((start - addr) / PAGE_SIZE) as usize } else { 0 };
                     let hi = if end < addr + PMD_SIZE { ((end - addr).div_ceil(PAGE_SIZE)) as usize } else { 512 };
-                    for (i, &e) in ptes.iter().enumerate().take(hi).skip(lo) {
+                    for (i, e) in self.pt.present_ptes(idx, lo..hi) {
                         let a = addr + i as u64 * PAGE_SIZE;
                         if e & PTE_ZERO != 0 {
                             f(a, Mapping::ZeroPte);
@@ -257,7 +256,7 @@ impl Kernel {
             }
             prev_end = v.end;
         }
-        Ok(())
+        self.vmas.check_gaps()
     }
 
     /// Page tables agree with mapcounts, RSS and the per-size gauges.
@@ -285,7 +284,7 @@ impl Kernel {
                     Pmd::None => {}
                     Pmd::Table(idx) => {
                         tables += 1;
-                        for (i, &e) in self.pt.ptes(idx).iter().enumerate() {
+                        for (i, e) in self.pt.present_ptes(idx, 0..512) {
                             if e & PTE_PRESENT == 0 || e & PTE_ZERO != 0 {
                                 continue;
                             }
@@ -459,7 +458,7 @@ impl Kernel {
         let va = Vaddr(addr);
         let t = self.pt.pmd_table_ro(va).expect("mapped");
         if let Pmd::Table(idx) = self.pt.pmd(t, va) {
-            let pfn = pte_pfn(self.pt.ptes(idx)[va.pte_index()]);
+            let pfn = pte_pfn(self.pt.pte(idx, va.pte_index()));
             self.zone.mem_map[pfn.idx()].mapcount += 1;
         }
     }
@@ -476,7 +475,7 @@ impl Kernel {
         let entry = match self.pt.pmd_table_ro(va) {
             None => "no PMD table".into(),
             Some(t) => match self.pt.pmd(t, va) {
-                Pmd::Table(idx) => format!("pte {:#x}", self.pt.ptes(idx)[va.pte_index()]),
+                Pmd::Table(idx) => format!("pte {:#x}", self.pt.pte(idx, va.pte_index())),
                 other => format!("pmd {other:?}"),
             },
         };

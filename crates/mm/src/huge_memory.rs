@@ -248,13 +248,14 @@ impl Kernel {
         debug_assert_ne!(deposit, crate::pgtable::NO_TABLE);
         match pmd {
             Pmd::HugeZero => {
-                self.pt.ptes_mut(deposit).fill(ZERO_PTE);
+                for i in 0..512 {
+                    self.pt.set_pte(deposit, i, ZERO_PTE);
+                }
             }
             Pmd::Huge { pfn, young, dirty, write } => {
-                let bits = (young as u32 * PTE_YOUNG) | (dirty as u32 * PTE_DIRTY) | (write as u32 * PTE_WRITE);
-                let ptes = self.pt.ptes_mut(deposit);
-                for (i, pte) in ptes.iter_mut().enumerate() {
-                    *pte = mk_pte(pfn.add(i as u32), bits);
+                let bits = (young as u64 * PTE_YOUNG) | (dirty as u64 * PTE_DIRTY) | (write as u64 * PTE_WRITE);
+                for i in 0..512 {
+                    self.pt.set_pte(deposit, i, mk_pte(pfn.add(i as u32), bits));
                 }
                 // Add the PTE mappings before dropping the PMD one: never partially mapped.
                 for i in 0..512u32 {

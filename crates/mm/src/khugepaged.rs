@@ -152,7 +152,7 @@ impl Kernel {
         let ks = self.settings.khugepaged;
         let mut none_or_zero = 0;
         let mut referenced = 0;
-        for &e in self.pt.ptes(idx).iter() {
+        for e in self.pt.all_ptes(idx) {
             if e == 0 || e & PTE_ZERO != 0 {
                 none_or_zero += 1;
                 if cc.is_khugepaged && none_or_zero > ks.max_ptes_none {
@@ -182,7 +182,7 @@ impl Kernel {
             return ScanResult::AllocHugePageFail;
         };
         self.counters.count(VmEvent::ThpCollapseAlloc);
-        let ptes = *self.pt.ptes(idx);
+        let ptes: Vec<crate::pgtable::Pte> = self.pt.all_ptes(idx).collect();
         let mut young = false;
         for (i, &e) in ptes.iter().enumerate() {
             if e & PTE_PRESENT != 0 && e & PTE_ZERO == 0 {
@@ -195,7 +195,7 @@ impl Kernel {
         // __collapse_huge_page_copy_succeeded: clear the PTEs, dropping the old folios in
         // per-folio batches.
         self.zap_range(haddr.0, haddr.0 + PMD_SIZE);
-        debug_assert!(self.pt.ptes(idx).iter().all(|&e| e == 0));
+        debug_assert!(self.pt.ptes_none(idx, 0..512));
         self.pt.set_pmd(t, haddr, Pmd::None);
         self.pt.deposit(t, haddr, idx);
         self.folio_add_new_anon_rmap(folio);

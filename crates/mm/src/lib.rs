@@ -84,6 +84,32 @@ pub enum Access {
     Sigbus,
 }
 
+/// The smallest simulated memory the model boots (a few MAX_PAGE_ORDER blocks above the
+/// watermarks).
+pub const MIN_MEM_BYTES: u64 = 16 << 20;
+/// The largest simulated memory the model boots: 4 TiB, 2^30 frames. PFNs are `u32` (so the
+/// format would reach 16 TiB), but `mem_map` is one zeroed allocation of 16 bytes per frame that
+/// the host backs only where frames are used, and the host refuses to reserve more address
+/// space than it has memory (overcommit heuristic): 16 GiB of `mem_map` fits a 24 GiB host.
+pub const MAX_MEM_BYTES: u64 = 4 << 40;
+
+/// Where the simulated machine's memory is (for an out-of-memory report), in 4 KiB frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryUse {
+    /// Frames the zone manages (`--mem`).
+    pub managed: u64,
+    /// Free frames: the buddy lists and the per-cpu list.
+    pub free: u64,
+    /// The min watermark: an allocation may not take the free frames below it.
+    pub min_watermark: u64,
+    /// Page-table pages (PTE and PMD tables, deposited tables included).
+    pub pgtables: u64,
+    /// Frames held by the rest of the system (fragmentation preconditioning).
+    pub held: u64,
+    /// Everything else in use: folios (anonymous, shmem page cache, the huge zero folio).
+    pub folios: u64,
+}
+
 /// Boot parameters of the simulated machine.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BootParams {
@@ -171,13 +197,20 @@ pub struct Kernel {
     /// One-entry VMA cache for the access path; cleared on any VMA change.
     pub(crate) vma_cache: Option<Vma>,
     pub(crate) shmem: shmem::Shmem,
+    /// Frames held by the rest of the system ([`Kernel::fragment_memory`]).
+    pub(crate) held_pages: u64,
     pub counters: Counters,
     pub stats: ModelStats,
 }
 
 impl Kernel {
     pub fn boot(params: &BootParams, settings: &ThpSettings) -> Kernel {
-        let nr_pages = (params.mem_bytes / PAGE_SIZE).min(u32::MAX as u64 >> 6) as u32;
+        assert!(
+            (MIN_MEM_BYTES..=MAX_MEM_BYTES).contains(&params.mem_bytes),
+            "simulated memory of {} bytes is outside {MIN_MEM_BYTES}..={MAX_MEM_BYTES}",
+            params.mem_bytes
+        );
+        let nr_pages = (params.mem_bytes / PAGE_SIZE) as u32;
         let start_brk = params.brk_start.div_ceil(PAGE_SIZE) * PAGE_SIZE;
         Kernel {
             settings: settings.clone(),
@@ -195,6 +228,7 @@ impl Kernel {
             next_anon_vma: 1,
             vma_cache: None,
             shmem: shmem::Shmem { sb_huge: vec![shmem::SbHuge::Never, params.dev_shm_huge], ..Default::default() },
+            held_pages: 0,
             counters: Counters::default(),
             stats: ModelStats::default(),
         }
@@ -214,8 +248,30 @@ impl Kernel {
         &self.zone
     }
 
+    /// Where the machine's frames are (`/proc/meminfo` in brief).
+    pub fn memory_use(&self) -> MemoryUse {
+        let managed = self.zone.managed_pages();
+        let free = self.zone.nr_free_pages() + self.zone.pcp_pages().count() as u64;
+        let pgtables = self.stats.pgtable_pages;
+        let held = self.held_pages;
+        MemoryUse {
+            managed,
+            free,
+            min_watermark: self.zone.wmark.min,
+            pgtables,
+            held,
+            folios: managed.saturating_sub(free + pgtables + held),
+        }
+    }
+
     pub fn vmas(&self) -> impl Iterator<Item = &Vma> {
         self.vmas.iter()
+    }
+
+    /// The VMAs that intersect `[start, end)`, in address order (`for_each_vma_range`), in
+    /// O(log n + found).
+    pub fn vmas_intersecting(&self, start: u64, end: u64) -> Vec<Vma> {
+        self.vmas.intersecting(start, end)
     }
 
     /// The VMA containing `addr` (`vma_lookup`).
@@ -248,6 +304,15 @@ impl Kernel {
             + self.deferred.capacity() * 4
     }
 
+    /// Model memory the host has backed: as [`Kernel::host_bytes`], but only the `mem_map`
+    /// records ever written (the zeroed allocation stays unbacked for frames never handed out).
+    pub fn host_bytes_resident(&self) -> usize {
+        self.zone.mem_map_frames_written() as usize * std::mem::size_of::<page_alloc::Page>()
+            + self.pt.host_bytes()
+            + self.vmas.len() * 64
+            + self.deferred.capacity() * 4
+    }
+
     pub(crate) fn order_of_head(&self, head: mm_types::Pfn) -> Order {
         Order(self.zone.mem_map[head.idx()].order)
     }
@@ -270,6 +335,7 @@ impl Kernel {
             self.prep_folio(*p, Order::BASE, page_alloc::pg::RESERVED);
             held += 1;
         }
+        self.held_pages += held;
         held
     }
 }

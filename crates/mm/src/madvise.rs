@@ -101,10 +101,11 @@ impl Kernel {
                 Pmd::Table(idx) => {
                     let first = va.pte_index();
                     let last = first + ((next - addr) / PAGE_SIZE) as usize;
-                    for e in &mut self.pt.ptes_mut(idx)[first..last] {
-                        if *e & PTE_PRESENT != 0 && *e & PTE_ZERO == 0 {
-                            let w = write && (!shared || *e & crate::pgtable::PTE_DIRTY != 0);
-                            *e = if w { *e | PTE_WRITE } else { *e & !PTE_WRITE };
+                    for i in first..last {
+                        let e = self.pt.pte(idx, i);
+                        if e & PTE_PRESENT != 0 && e & PTE_ZERO == 0 {
+                            let w = write && (!shared || e & crate::pgtable::PTE_DIRTY != 0);
+                            self.pt.set_pte(idx, i, if w { e | PTE_WRITE } else { e & !PTE_WRITE });
                         }
                     }
                 }
@@ -251,7 +252,7 @@ impl Kernel {
                     let mut i = va.pte_index();
                     let last = i + ((pmd_end - addr) / PAGE_SIZE) as usize;
                     while i < last {
-                        let e = self.pt.ptes(idx)[i];
+                        let e = self.pt.pte(idx, i);
                         if e & PTE_PRESENT == 0 || e & PTE_ZERO != 0 {
                             i += 1;
                             continue;
@@ -266,7 +267,7 @@ impl Kernel {
                         // madvise_folio_pte_batch: PTEs mapping the following pages of this folio.
                         let mut n = 1;
                         while i + n < last {
-                            let f = self.pt.ptes(idx)[i + n];
+                            let f = self.pt.pte(idx, i + n);
                             if f & PTE_PRESENT == 0 || f & PTE_ZERO != 0 || crate::pgtable::pte_pfn(f).0 != pfn.0 + n as u32 || pfn.0 + n as u32 >= head.0 + order.nr_pages() {
                                 break;
                             }

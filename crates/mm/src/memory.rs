@@ -11,7 +11,7 @@ use uapi::MthpStat;
 
 use crate::huge_memory::{thp_vma_suitable_order, thp_vma_suitable_orders, HugeFault, TvaType};
 use crate::page_alloc::pg;
-use crate::pgtable::{mk_pte, pte_pfn, Pmd, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, PTE_YOUNG, PTE_ZERO, ZERO_PTE};
+use crate::pgtable::{mk_pte, pte_pfn, Pmd, Pte, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, PTE_YOUNG, PTE_ZERO, ZERO_PTE};
 use crate::vma::{vm, Vma};
 use crate::vmstat::FallbackReason;
 use crate::{Access, Kernel};
@@ -31,14 +31,14 @@ struct PteFaultInfo {
 /// block of order `o` just below or just above the one around `va` wholly inside the VMA and the
 /// same PTE table, with every PTE populated (a page or the zero page)? Measured on the live
 /// kernel (docs/kernel-notes.md 15); written from the measurements, no source is public.
-fn neighbour_full(vma: &Vma, va: Vaddr, o: Order, ptes: &[u32]) -> bool {
+fn neighbour_full(vma: &Vma, va: Vaddr, o: Order, pt: &crate::pgtable::PageTables, idx: u32) -> bool {
     let size = o.nr_pages() as u64 * PAGE_SIZE;
     let start = va.align_down(o).0;
     let table = start & !((1u64 << (PAGE_SHIFT + 9)) - 1);
     let full = |s: u64| {
         s >= vma.start && s + size <= vma.end && s >= table && s + size <= table + (PAGE_SIZE << 9) && {
             let first = ((s - table) / PAGE_SIZE) as usize;
-            ptes[first..first + o.nr_pages() as usize].iter().all(|&e| e != 0)
+            (first..first + o.nr_pages() as usize).all(|i| pt.pte(idx, i) != 0)
         }
     };
     (start >= size && full(start - size)) || full(start + size)
@@ -196,10 +196,9 @@ impl Kernel {
         if let Some(t) = table {
             match self.pt.pmd(t, va) {
                 Pmd::Table(idx) => {
-                    let pte = &mut self.pt.ptes_mut(idx)[va.pte_index()];
-                    let e = *pte;
+                    let e = self.pt.pte(idx, va.pte_index());
                     if e & PTE_PRESENT != 0 && (!write || e & PTE_WRITE != 0) {
-                        *pte = e | PTE_YOUNG | if write { PTE_DIRTY } else { 0 };
+                        *self.pt.pte_mut(idx, va.pte_index()) = e | PTE_YOUNG | if write { PTE_DIRTY } else { 0 };
                         if e & PTE_ZERO == 0 {
                             self.touch_page(pte_pfn(e));
                         }
@@ -276,7 +275,7 @@ impl Kernel {
             }
             _ => unreachable!("huge PMD after fallback"),
         };
-        let e = self.pt.ptes(idx)[va.pte_index()];
+        let e = self.pt.pte(idx, va.pte_index());
         let mut info = PteFaultInfo { chosen: Order::BASE, write, wp_zero: false, range_not_none: Orders::NONE, beside_not_full: Orders::NONE, alloc_failed: Orders::NONE };
         let result = if e == 0 {
             self.do_anonymous_page(&mut vma, va, write, idx, &mut info)
@@ -286,7 +285,7 @@ impl Kernel {
                 self.wp_page_copy(&mut vma, va, idx)
             } else {
                 // wp_can_reuse_anon_folio: the only mapper reuses the page.
-                self.pt.ptes_mut(idx)[va.pte_index()] = e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG;
+                self.pt.set_pte(idx, va.pte_index(), e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
                 self.touch_page(pte_pfn(e));
                 Access::Fault
             }
@@ -303,7 +302,7 @@ impl Kernel {
     /// `do_anonymous_page`.
     fn do_anonymous_page(&mut self, vma: &mut Vma, va: Vaddr, write: bool, idx: u32, info: &mut PteFaultInfo) -> Access {
         if !write {
-            self.pt.ptes_mut(idx)[va.pte_index()] = ZERO_PTE | PTE_YOUNG;
+            self.pt.set_pte(idx, va.pte_index(), ZERO_PTE | PTE_YOUNG);
             return Access::Fault;
         }
         if vma.anon_vma == 0 {
@@ -319,7 +318,7 @@ impl Kernel {
         if order.0 == 0 {
             // One page: the same steps as below, without the loops.
             let bits = if vma.flags & vm::WRITE != 0 { PTE_WRITE | PTE_DIRTY } else { 0 };
-            self.pt.ptes_mut(idx)[va.pte_index()] = mk_pte(folio, bits | PTE_YOUNG);
+            self.pt.set_pte(idx, va.pte_index(), mk_pte(folio, bits | PTE_YOUNG));
             self.stats.anon_rss_pages += 1;
             let p = &mut self.zone.mem_map[folio.idx()];
             p.mapcount = 1;
@@ -331,11 +330,10 @@ impl Kernel {
         let base = va.align_down(order);
         let bits = if vma.flags & vm::WRITE != 0 { PTE_WRITE | PTE_DIRTY } else { 0 };
         let first = base.pte_index();
-        let ptes = self.pt.ptes_mut(idx);
         for i in 0..nr as usize {
-            ptes[first + i] = mk_pte(folio.add(i as u32), bits);
+            self.pt.set_pte(idx, first + i, mk_pte(folio.add(i as u32), bits));
         }
-        ptes[va.pte_index()] |= PTE_YOUNG;
+        *self.pt.pte_mut(idx, va.pte_index()) |= PTE_YOUNG;
         self.stats.anon_rss_pages += nr as u64;
         if order.0 > 0 {
             self.counters.count_mthp(order, MthpStat::AnonFaultAlloc);
@@ -353,14 +351,12 @@ impl Kernel {
         let mut orders = self.thp_vma_allowable_orders(vma, TvaType::PageFault, Orders::below(Order::PMD));
         orders = thp_vma_suitable_orders(vma, va.0, orders);
         if !orders.is_empty() {
-            let ptes = self.pt.ptes(idx);
             let beside_full = self.settings.anon_beside_full == Some(true);
             let mut order = orders.highest();
             while let Some(o) = order {
                 let first = va.align_down(o).pte_index();
-                let n = o.nr_pages() as usize;
-                if ptes[first..first + n].iter().all(|&e| e == 0) {
-                    if !beside_full || neighbour_full(vma, va, o, ptes) {
+                if self.pt.ptes_none(idx, first..first + o.nr_pages() as usize) {
+                    if !beside_full || neighbour_full(vma, va, o, &self.pt, idx) {
                         break;
                     }
                     info.beside_not_full = info.beside_not_full.with(o);
@@ -385,7 +381,7 @@ impl Kernel {
     fn wp_page_copy(&mut self, vma: &mut Vma, va: Vaddr, idx: u32) -> Access {
         self.anon_vma_prepare(vma);
         let Some(page) = self.alloc_folio(Order::BASE, true) else { return Access::Oom };
-        self.pt.ptes_mut(idx)[va.pte_index()] = mk_pte(page, PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
+        self.pt.set_pte(idx, va.pte_index(), mk_pte(page, PTE_WRITE | PTE_DIRTY | PTE_YOUNG));
         self.rmap_add_ptes(page, page, 1);
         self.stats.anon_rss_pages += 1;
         self.touch_page(page);
@@ -497,13 +493,13 @@ impl Kernel {
         let last = first + ((end - va.0) / mm_types::PAGE_SIZE) as usize;
         let mut i = first;
         while i < last {
-            let e = self.pt.ptes(idx)[i];
+            let e = self.pt.pte(idx, i);
             if e == 0 {
                 i += 1;
                 continue;
             }
             if e & PTE_ZERO != 0 {
-                self.pt.ptes_mut(idx)[i] = 0;
+                self.pt.set_pte(idx, i, 0);
                 i += 1;
                 continue;
             }
@@ -514,13 +510,13 @@ impl Kernel {
             // Batch: following PTEs that map the following pages of the same folio.
             let mut n = 1;
             while i + n < last {
-                let f = self.pt.ptes(idx)[i + n];
+                let f = self.pt.pte(idx, i + n);
                 if f & PTE_PRESENT == 0 || f & PTE_ZERO != 0 || pte_pfn(f).0 != pfn.0 + n as u32 || pfn.0 + (n as u32) >= folio_end {
                     break;
                 }
                 n += 1;
             }
-            self.pt.ptes_mut(idx)[i..i + n].fill(0);
+            self.pt.clear_ptes(idx, i..i + n);
             if self.zone.mem_map[head.idx()].flags & pg::SHMEM != 0 {
                 self.stats.shmem_rss_pages -= n as u64;
             } else {
@@ -540,7 +536,7 @@ impl Kernel {
             if let Some(t) = self.pt.pmd_table(va) {
                 if let Pmd::Table(idx) = self.pt.pmd(t, va) {
                     if self.vmas.intersecting(block, block + PMD_SIZE).is_empty() {
-                        debug_assert!(self.pt.ptes(idx).iter().all(|&e| e == 0));
+                        debug_assert!(self.pt.ptes_none(idx, 0..512));
                         self.pt.set_pmd(t, va, Pmd::None);
                         self.free_pgtable(idx);
                     }
@@ -576,10 +572,10 @@ impl Kernel {
                 return Access::Fault;
             }
             Pmd::Table(idx) => {
-                let e = self.pt.ptes(idx)[va.pte_index()];
+                let e = self.pt.pte(idx, va.pte_index());
                 if e & PTE_PRESENT != 0 {
                     if write {
-                        self.pt.ptes_mut(idx)[va.pte_index()] = e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG;
+                        self.pt.set_pte(idx, va.pte_index(), e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
                     }
                     return Access::Fault;
                 }
@@ -605,7 +601,7 @@ impl Kernel {
 
     /// Bits of a PTE in a shared mapping: writable whenever the VMA is (no write-notify for
     /// shmem), dirty on a write fault.
-    fn shared_pte_bits(vma: &Vma, write: bool) -> u32 {
+    fn shared_pte_bits(vma: &Vma, write: bool) -> Pte {
         let w = if vma.flags & vm::WRITE != 0 { PTE_WRITE } else { 0 };
         w | if write { PTE_DIRTY } else { 0 }
     }
@@ -644,11 +640,10 @@ impl Kernel {
     }
 
     /// Map `n` pages of a shmem folio, starting with page `first` of the folio at `addr`.
-    fn map_shmem_pages(&mut self, idx: u32, addr: u64, head: Pfn, first: u32, n: u32, bits: u32) {
+    fn map_shmem_pages(&mut self, idx: u32, addr: u64, head: Pfn, first: u32, n: u32, bits: Pte) {
         let pte0 = Vaddr(addr).pte_index();
-        let ptes = self.pt.ptes_mut(idx);
         for i in 0..n {
-            ptes[pte0 + i as usize] = mk_pte(head.add(first + i), bits);
+            self.pt.set_pte(idx, pte0 + i as usize, mk_pte(head.add(first + i), bits));
         }
         self.rmap_add_ptes(head, head.add(first), n);
         self.stats.shmem_rss_pages += n as u64;
@@ -675,15 +670,15 @@ impl Kernel {
         if whole {
             let addr = va.0 - page * mm_types::PAGE_SIZE;
             let first = Vaddr(addr).pte_index();
-            if self.pt.ptes(idx)[first..first + nr as usize].iter().all(|&e| e == 0) {
+            if self.pt.ptes_none(idx, first..first + nr as usize) {
                 self.map_shmem_pages(idx, addr, head, 0, nr as u32, bits);
-                self.pt.ptes_mut(idx)[va.pte_index()] |= PTE_YOUNG;
+                *self.pt.pte_mut(idx, va.pte_index()) |= PTE_YOUNG;
                 self.touch_page(head.add(page as u32));
                 return Access::Fault;
             }
         }
         // One page (needs_fallback, or the folio does not fit).
-        if self.pt.ptes(idx)[va.pte_index()] == 0 {
+        if self.pt.pte(idx, va.pte_index()) == 0 {
             self.map_shmem_pages(idx, va.0, head, page as u32, 1, bits | PTE_YOUNG);
         }
         self.touch_page(head.add(page as u32));
@@ -750,7 +745,7 @@ impl Kernel {
                     continue;
                 }
                 let slot = Vaddr(addr).pte_index();
-                if self.pt.ptes(idx)[slot] != 0 {
+                if self.pt.pte(idx, slot) != 0 {
                     continue;
                 }
                 self.map_shmem_pages(idx, addr, f.pfn, (i - start) as u32, 1, bits);
@@ -760,8 +755,8 @@ impl Kernel {
             }
         }
         if hit {
-            self.pt.ptes_mut(idx)[va.pte_index()] |= PTE_YOUNG;
-            let e = self.pt.ptes(idx)[va.pte_index()];
+            *self.pt.pte_mut(idx, va.pte_index()) |= PTE_YOUNG;
+            let e = self.pt.pte(idx, va.pte_index());
             self.touch_page(pte_pfn(e));
             Some(Access::Fault)
         } else {

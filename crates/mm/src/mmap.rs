@@ -332,8 +332,9 @@ impl Kernel {
                         };
                         for k in 0..extent / PAGE_SIZE {
                             let (os, ns) = (Vaddr(o + k * PAGE_SIZE).pte_index(), Vaddr(n + k * PAGE_SIZE).pte_index());
-                            let e = std::mem::replace(&mut self.pt.ptes_mut(oi)[os], 0);
-                            self.pt.ptes_mut(ni)[ns] = e;
+                            let e = self.pt.pte(oi, os);
+                            self.pt.set_pte(oi, os, 0);
+                            self.pt.set_pte(ni, ns, e);
                         }
                     }
                 }

@@ -177,6 +177,12 @@ impl Zone {
         self.mem_map.len() as u32
     }
 
+    /// Frames whose `mem_map` record was ever written: every frame below the never-used
+    /// MAX_PAGE_ORDER blocks, and the tail put on the lists at boot.
+    pub fn mem_map_frames_written(&self) -> u64 {
+        self.wild_next as u64 + (self.nr_pages() - self.wild_end) as u64
+    }
+
     /// Free blocks per order, as a row of /proc/buddyinfo.
     pub fn buddyinfo(&self) -> [u32; MAX_PAGE_ORDER as usize + 1] {
         let mut v = [0; MAX_PAGE_ORDER as usize + 1];

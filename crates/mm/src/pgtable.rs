@@ -6,32 +6,56 @@
 //! (`pgtable_trans_huge_deposit` / `_withdraw`), `mm/memory.c` (`__pte_alloc`, `__pmd_alloc`,
 //! `free_pgd_range`).
 //!
-//! A PTE is 32 bits: 0 is `pte_none`; otherwise bit 0 present, bit 1 the shared zero page,
-//! bit 2 young, bit 3 dirty, bit 4 writable, bits 5.. the PFN. A PMD entry is 64 bits: 0 is
-//! `pmd_none`; tag 1 a PTE table (index), tag 2 a PMD-mapped folio (PFN and young/dirty/write
-//! bits), tag 3 the huge zero folio. Every table also owns the frame the kernel would allocate
-//! for it, and each huge PMD owns its deposited PTE table, so page-table memory is accounted.
+//! A PTE is 64 bits, as on x86-64: 0 is `pte_none`; otherwise bit 0 present, bit 1 the shared
+//! zero page, bit 2 young, bit 3 dirty, bit 4 writable, bits 5.. the PFN (any `u32` PFN: the
+//! model addresses 16 TiB). A PMD entry is 64 bits: 0 is `pmd_none`; tag 1 a PTE table (index),
+//! tag 2 a PMD-mapped folio (PFN and young/dirty/write bits), tag 3 the huge zero folio. Every
+//! table also owns the frame the kernel would allocate for it, and each huge PMD owns its
+//! deposited PTE table, so page-table memory is accounted in simulated frames.
+//!
+//! Host memory: a PTE table is a 132-byte header and 32 chunks of 16 entries (128 bytes each), a
+//! chunk allocated at the first non-none entry written to it. An empty table (a deposited one)
+//! costs the host its header, one with a single page in its 2 MiB about 260 bytes, not 4 KiB:
+//! what the model holds is bounded by the simulated frames it maps (a sparse touch takes two,
+//! the page and its PTE table), not by the address space touched. A full table costs 4 KiB plus
+//! its header: 8.3 bytes per mapped 4 KiB page.
 
 use std::collections::BTreeMap;
 
 use mm_types::{Pfn, Vaddr, PUD_SHIFT};
 
-pub(crate) const PTE_PRESENT: u32 = 1 << 0;
-pub(crate) const PTE_ZERO: u32 = 1 << 1;
-pub(crate) const PTE_YOUNG: u32 = 1 << 2;
-pub(crate) const PTE_DIRTY: u32 = 1 << 3;
-pub(crate) const PTE_WRITE: u32 = 1 << 4;
+/// A page-table entry (`pte_t`).
+pub(crate) type Pte = u64;
+
+pub(crate) const PTE_PRESENT: Pte = 1 << 0;
+pub(crate) const PTE_ZERO: Pte = 1 << 1;
+pub(crate) const PTE_YOUNG: Pte = 1 << 2;
+pub(crate) const PTE_DIRTY: Pte = 1 << 3;
+pub(crate) const PTE_WRITE: Pte = 1 << 4;
 const PTE_PFN_SHIFT: u32 = 5;
 
-pub(crate) fn pte_pfn(pte: u32) -> Pfn {
-    Pfn(pte >> PTE_PFN_SHIFT)
+pub(crate) fn pte_pfn(pte: Pte) -> Pfn {
+    Pfn((pte >> PTE_PFN_SHIFT) as u32)
 }
-pub(crate) fn mk_pte(pfn: Pfn, bits: u32) -> u32 {
-    debug_assert!(pfn.0 < 1 << (32 - PTE_PFN_SHIFT));
-    (pfn.0 << PTE_PFN_SHIFT) | bits | PTE_PRESENT
+pub(crate) fn mk_pte(pfn: Pfn, bits: Pte) -> Pte {
+    ((pfn.0 as Pte) << PTE_PFN_SHIFT) | bits | PTE_PRESENT
 }
 /// The shared zero page: special, never writable, no struct page in the model.
-pub(crate) const ZERO_PTE: u32 = PTE_PRESENT | PTE_ZERO;
+pub(crate) const ZERO_PTE: Pte = PTE_PRESENT | PTE_ZERO;
+
+/// PTEs per chunk of a PTE table (a chunk is allocated at its first non-none entry). Smaller
+/// chunks save host memory on sparse tables and cost a larger header on every table.
+const CHUNK: usize = 16;
+const CHUNKS: usize = 512 / CHUNK;
+const NO_CHUNK: u32 = u32::MAX;
+
+/// A PTE table: the frame the kernel allocated for it and its chunks.
+#[derive(Clone, Copy)]
+struct PteTable {
+    /// `NO_FRAME` for a free slot.
+    frame: u32,
+    chunks: [u32; CHUNKS],
+}
 
 /// A decoded PMD entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,11 +102,12 @@ pub(crate) struct PageTables {
     puds: BTreeMap<u64, u32>,
     pmd_tables: Vec<Option<PmdTable>>,
     free_pmd: Vec<u32>,
-    /// All PTE tables in one arena: table `i` is `pte_arena[i * 512..][..512]`.
-    pte_arena: Vec<u32>,
-    /// The frame of each PTE table; `NO_FRAME` for a free slot.
-    pte_frames: Vec<u32>,
+    /// PTE tables by index.
+    pte_tables: Vec<PteTable>,
     free_pte: Vec<u32>,
+    /// Chunks of PTEs: chunk `c` is `chunk_arena[c * CHUNK..][..CHUNK]`.
+    chunk_arena: Vec<Pte>,
+    free_chunks: Vec<u32>,
     /// One-entry cache of the last PUD lookup: (1 GiB index, PMD table).
     last_pud: Option<(u64, u32)>,
 }
@@ -160,38 +185,128 @@ impl PageTables {
 
     /// A new, empty PTE table whose page is `frame` (not yet linked anywhere).
     pub fn new_pte_table(&mut self, frame: Pfn) -> u32 {
+        let t = PteTable { frame: frame.0, chunks: [NO_CHUNK; CHUNKS] };
         match self.free_pte.pop() {
             Some(i) => {
-                self.pte_frames[i as usize] = frame.0;
+                self.pte_tables[i as usize] = t;
                 i
             }
             None => {
-                self.pte_arena.resize(self.pte_arena.len() + 512, 0);
-                self.pte_frames.push(frame.0);
-                (self.pte_frames.len() - 1) as u32
+                self.pte_tables.push(t);
+                (self.pte_tables.len() - 1) as u32
             }
         }
     }
 
-    /// Drop a PTE table; returns its frame for the allocator. Its slot is zeroed for reuse.
+    /// Drop a PTE table; returns its frame for the allocator. Its chunks go back to the arena,
+    /// zeroed for reuse.
     pub fn free_pte_table(&mut self, idx: u32) -> Pfn {
-        let frame = std::mem::replace(&mut self.pte_frames[idx as usize], NO_FRAME);
-        debug_assert_ne!(frame, NO_FRAME, "free of a free PTE table");
-        self.ptes_mut(idx).fill(0);
+        let t = std::mem::replace(&mut self.pte_tables[idx as usize], PteTable { frame: NO_FRAME, chunks: [NO_CHUNK; CHUNKS] });
+        debug_assert_ne!(t.frame, NO_FRAME, "free of a free PTE table");
+        for c in t.chunks {
+            if c != NO_CHUNK {
+                self.chunk_arena[c as usize * CHUNK..][..CHUNK].fill(0);
+                self.free_chunks.push(c);
+            }
+        }
         self.free_pte.push(idx);
-        Pfn(frame)
+        Pfn(t.frame)
     }
 
+    /// Entry `i` of PTE table `idx` (`ptep_get`).
     #[inline]
-    pub fn ptes(&self, idx: u32) -> &[u32; 512] {
-        let i = idx as usize * 512;
-        self.pte_arena[i..i + 512].try_into().expect("512 entries")
+    pub fn pte(&self, idx: u32, i: usize) -> Pte {
+        let c = self.pte_tables[idx as usize].chunks[i / CHUNK];
+        if c == NO_CHUNK {
+            0
+        } else {
+            self.chunk_arena[c as usize * CHUNK + i % CHUNK]
+        }
     }
 
+    /// Entry `i` of PTE table `idx`, for writing: its chunk is allocated if it was not.
     #[inline]
-    pub fn ptes_mut(&mut self, idx: u32) -> &mut [u32; 512] {
-        let i = idx as usize * 512;
-        (&mut self.pte_arena[i..i + 512]).try_into().expect("512 entries")
+    pub fn pte_mut(&mut self, idx: u32, i: usize) -> &mut Pte {
+        let mut c = self.pte_tables[idx as usize].chunks[i / CHUNK];
+        if c == NO_CHUNK {
+            c = self.alloc_chunk();
+            self.pte_tables[idx as usize].chunks[i / CHUNK] = c;
+        }
+        &mut self.chunk_arena[c as usize * CHUNK + i % CHUNK]
+    }
+
+    /// `set_pte`: a none entry written into a chunk that does not exist stays implicit.
+    #[inline(always)]
+    pub fn set_pte(&mut self, idx: u32, i: usize, pte: Pte) {
+        let c = self.pte_tables[idx as usize].chunks[i / CHUNK];
+        if c != NO_CHUNK {
+            self.chunk_arena[c as usize * CHUNK + i % CHUNK] = pte;
+        } else if pte != 0 {
+            *self.pte_mut(idx, i) = pte;
+        }
+    }
+
+    #[cold]
+    fn alloc_chunk(&mut self) -> u32 {
+        match self.free_chunks.pop() {
+            Some(c) => c,
+            None => {
+                let c = self.chunk_arena.len() / CHUNK;
+                self.chunk_arena.resize(self.chunk_arena.len() + CHUNK, 0);
+                c as u32
+            }
+        }
+    }
+
+    /// The entries of PTE table `idx` in `range` that are not none, as (index, entry), skipping
+    /// chunks never written.
+    pub fn present_ptes(&self, idx: u32, range: std::ops::Range<usize>) -> impl Iterator<Item = (usize, Pte)> + '_ {
+        let chunks = self.pte_tables[idx as usize].chunks;
+        let arena = &self.chunk_arena;
+        (range.start / CHUNK..range.end.div_ceil(CHUNK)).filter(move |&k| chunks[k] != NO_CHUNK).flat_map(move |k| {
+            let base = chunks[k] as usize * CHUNK;
+            let lo = (k * CHUNK).max(range.start);
+            let hi = ((k + 1) * CHUNK).min(range.end);
+            (lo..hi).filter_map(move |i| {
+                let e = arena[base + i % CHUNK];
+                (e != 0).then_some((i, e))
+            })
+        })
+    }
+
+    /// Every entry of PTE table `idx`, a chunk at a time.
+    pub fn all_ptes(&self, idx: u32) -> impl Iterator<Item = Pte> + '_ {
+        const NONE: [Pte; CHUNK] = [0; CHUNK];
+        let chunks = self.pte_tables[idx as usize].chunks;
+        chunks.into_iter().flat_map(move |c| {
+            let entries: &[Pte] = if c == NO_CHUNK { &NONE } else { &self.chunk_arena[c as usize * CHUNK..][..CHUNK] };
+            entries.iter().copied()
+        })
+    }
+
+    /// `pte_range_none`: entries `range` are all none.
+    pub fn ptes_none(&self, idx: u32, range: std::ops::Range<usize>) -> bool {
+        let t = &self.pte_tables[idx as usize];
+        let mut i = range.start;
+        while i < range.end {
+            let stop = ((i / CHUNK + 1) * CHUNK).min(range.end);
+            let c = t.chunks[i / CHUNK];
+            if c != NO_CHUNK {
+                let base = c as usize * CHUNK;
+                if self.chunk_arena[base + i % CHUNK..base + (stop - 1) % CHUNK + 1].iter().any(|&e| e != 0) {
+                    return false;
+                }
+            }
+            i = stop;
+        }
+        true
+    }
+
+    /// `pte_clear` of entries `range`.
+    pub fn clear_ptes(&mut self, idx: u32, range: std::ops::Range<usize>) {
+        for i in range {
+            self.set_pte(idx, i, 0);
+        }
     }
 
     /// Every PUD key (1 GiB index) with its PMD table.
@@ -206,8 +321,44 @@ impl PageTables {
     }
 
 
-    /// Host bytes the page tables use (for the memory benchmark).
+    /// Host bytes the page tables use (for the memory benchmark): the PMD tables, the PTE
+    /// table headers and the chunks ever allocated (the arena's length, not its capacity: the
+    /// host backs reserved capacity only when it is written).
     pub fn host_bytes(&self) -> usize {
-        self.pmd_tables.len() * (512 * 8 + 512 * 4 + 16) + self.pte_arena.capacity() * 4 + self.pte_frames.capacity() * 4
+        self.pmd_tables.len() * (512 * 8 + 512 * 4 + 16)
+            + self.pte_tables.len() * std::mem::size_of::<PteTable>()
+            + self.chunk_arena.len() * std::mem::size_of::<Pte>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ptes_hold_every_pfn_and_chunks_appear_on_first_write() {
+        // A 4 TiB machine has PFNs up to 2^30 - 1; the PTE format holds any u32 PFN.
+        for pfn in [0, (1 << 26) - 1, 1 << 27, (1 << 30) - 1, u32::MAX - 1] {
+            let e = mk_pte(Pfn(pfn), PTE_WRITE | PTE_DIRTY);
+            assert_eq!(pte_pfn(e), Pfn(pfn));
+            assert_eq!(e & (PTE_PRESENT | PTE_ZERO | PTE_YOUNG | PTE_DIRTY | PTE_WRITE), PTE_PRESENT | PTE_DIRTY | PTE_WRITE);
+        }
+        let mut pt = PageTables::default();
+        let t = pt.new_pte_table(Pfn(7));
+        pt.set_pte(t, 3, 0);
+        assert_eq!(pt.chunk_arena.len(), 0, "a none entry allocates nothing");
+        pt.set_pte(t, 300, mk_pte(Pfn(1 << 29), 0));
+        assert_eq!(pt.chunk_arena.len(), CHUNK);
+        assert_eq!(pte_pfn(pt.pte(t, 300)), Pfn(1 << 29));
+        assert!(pt.ptes_none(t, 0..300) && pt.ptes_none(t, 301..512) && !pt.ptes_none(t, 290..310));
+        assert_eq!(pt.all_ptes(t).filter(|&e| e != 0).count(), 1);
+        assert_eq!(pt.present_ptes(t, 0..512).collect::<Vec<_>>(), vec![(300, pt.pte(t, 300))]);
+        assert_eq!(pt.present_ptes(t, 290..300).count() + pt.present_ptes(t, 301..310).count(), 0);
+        assert_eq!(pt.free_pte_table(t), Pfn(7));
+        let u = pt.new_pte_table(Pfn(8));
+        assert!(pt.ptes_none(u, 0..512), "a reused chunk comes back zeroed");
+        pt.set_pte(u, 0, ZERO_PTE);
+        assert_eq!(pt.chunk_arena.len(), CHUNK, "the freed chunk is reused");
+        assert_eq!(pt.pte(u, 0), ZERO_PTE);
     }
 }

@@ -18,6 +18,38 @@ use uapi::result::RegionPlacement;
 use uapi::{CallResult, MthpStat, RunResult, ThpSettings, VmEvent};
 use workload::{Advice, Backing, FileKind, OpKind, Placement, Prot, ThpDisable, TmpfsHuge, TouchPlan, Workload, HEAP};
 
+pub use mm::{MAX_MEM_BYTES, MIN_MEM_BYTES};
+
+/// Bytes for people: `24 GiB`, `47.3 MiB`, `12 KiB`.
+pub fn human_bytes(b: u64) -> String {
+    let units = [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)];
+    for (name, shift) in units {
+        if b >= 1 << shift {
+            let v = b as f64 / (1u64 << shift) as f64;
+            return if b % (1 << shift) == 0 { format!("{} {name}", b >> shift) } else { format!("{v:.1} {name}") };
+        }
+    }
+    format!("{b} B")
+}
+
+/// Why an allocation failed, from where the machine's frames are: what the simulated machine
+/// has (`--mem`), what is in folios and page tables, and the min watermark's reserve that the
+/// fault path may not take.
+pub fn oom_report(k: &mm::Kernel) -> String {
+    let u = k.memory_use();
+    let b = |pages: u64| human_bytes(pages * mm_types::PAGE_SIZE);
+    let held = if u.held > 0 { format!(", {} held by the rest of the system", b(u.held)) } else { String::new() };
+    format!(
+        "the simulated machine has {} (--mem): {} in folios, {} in page tables{held}, {} free, and no allocation may take the free memory below the min watermark of {}; raise --mem (at most {})",
+        b(u.managed),
+        b(u.folios),
+        b(u.pgtables),
+        b(u.free),
+        b(u.min_watermark),
+        human_bytes(mm::MAX_MEM_BYTES),
+    )
+}
+
 /// The simulated machine.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MachineConfig {
@@ -201,7 +233,7 @@ impl Sim<'_> {
                 let ino = self.inode(line, *file)?;
                 let r = workload::write_calls(*offset, *len, *chunk).try_for_each(|(o, l)| self.k.shmem_write(ino, o, l));
                 if r == Err(Errno::ENOMEM) {
-                    return Err(self.err(line, "out of memory: the simulated machine has no free page left (raise --mem)".into()));
+                    return Err(self.err(line, format!("out of memory: {}", oom_report(&self.k))));
                 }
                 self.call(line, "pwrite".into(), r);
             }
@@ -295,7 +327,7 @@ impl Sim<'_> {
                             return Err(self.err(line, format!("{kind} at {addr:#x} would get SIGSEGV: no mapping there or it forbids a {kind}")));
                         }
                         Access::Oom => {
-                            return Err(self.err(line, format!("out of memory at {addr:#x}: the simulated machine has no free page left (raise --mem)")));
+                            return Err(self.err(line, format!("out of memory at {addr:#x}: {}", oom_report(&self.k))));
                         }
                         Access::Sigbus => {
                             return Err(self.err(line, format!("access at {addr:#x} is beyond the end of the mapped file: the process would get SIGBUS (ftruncate it first)")));

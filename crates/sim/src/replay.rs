@@ -978,7 +978,7 @@ impl<'a> Replay<'a> {
 
 /// The parts of `[start, end)` that lie in memory the model backs (anonymous or shmem).
 fn model_pieces(k: &Kernel, start: u64, end: u64) -> Vec<(u64, u64)> {
-    k.vmas().filter(|v| v.is_modelled() && v.end > start && v.start < end).map(|v| (v.start.max(start), v.end.min(end))).collect()
+    k.vmas_intersecting(start, end).into_iter().filter(|v| v.is_modelled()).map(|v| (v.start.max(start), v.end.min(end))).collect()
 }
 
 fn backing_word(b: MapBacking) -> &'static str {

@@ -708,3 +708,64 @@ fn madvise_free_of_a_partially_mapped_folio_defers_it_once() {
         assert_eq!(r.mthp[dir]["nr_anon_partially_mapped"], 0, "{set}: the split folios left the queue");
     }
 }
+
+/// Issue #8 item 8: `--mem` above 256 GiB is honoured. The zone used to stop at 2^26 frames
+/// (a PTE held a 27-bit PFN), so a 512 GiB machine had 256 GiB. Derived: 300 GiB touched at
+/// one page per 2 MiB under 4 KiB pages is 153600 faults, each taking the page and its PTE
+/// table, plus one PMD table per GiB: 307500 frames, far below the 512 GiB machine's.
+#[test]
+fn mem_above_256g_is_honoured() {
+    let w = workload::parse("t.thpw", "mmap big 300G\ntouch big write stride=2M").unwrap();
+    let mut opts = RunOptions::default();
+    let (r, k) = run_with(&w, &settings("enabled=never"), &machine(512 << 30), &mut opts).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(k.zone().managed_pages(), 512 << 18);
+    assert_eq!(r.process.minflt, 153_600);
+    let u = k.memory_use();
+    assert_eq!((u.folios, u.pgtables), (153_600, 153_600 + 301));
+    k.check_invariants().unwrap();
+    let w = workload::parse("t.thpw", "mmap a 4K").unwrap();
+    let (_, k) = run_with(&w, &settings("enabled=never"), &machine(MAX_MEM_BYTES), &mut opts).unwrap();
+    assert_eq!(k.zone().managed_pages(), 1 << 30, "4 TiB is 2^30 frames");
+}
+
+/// The out-of-memory error says what the machine has and where it went. Derived: a 32 MiB
+/// machine (8192 frames) with min_free_kbytes 67584 has a min watermark of 16896 frames, more
+/// than it has: the first allocation fails with every frame free. With min_free_kbytes 1024
+/// (256 frames) a 64 MiB machine fills up to its last MiB: 62.9 MiB of pages and 33 PTE tables
+/// (132 KiB) for the 2 MiB blocks written, then the fault fails.
+#[test]
+fn out_of_memory_says_what_the_machine_has_and_where_it_went() {
+    let w = workload::parse("t.thpw", "mmap a 64M\ntouch a write").unwrap();
+    let e = run(&w, &settings("enabled=never"), &machine(32 << 20)).unwrap_err().to_string();
+    expect![[r#"
+        t.thpw:2: out of memory at 0x7dfffbe00000: the simulated machine has 32 MiB (--mem): 0 B in folios, 0 B in page tables, 32 MiB free, and no allocation may take the free memory below the min watermark of 66 MiB; raise --mem (at most 4 TiB)"#]]
+    .assert_eq(&e);
+    let m = MachineConfig { min_free_kbytes: 1024, ..machine(64 << 20) };
+    let e = run(&w, &settings("enabled=never"), &m).unwrap_err().to_string();
+    expect![[r#"
+        t.thpw:2: out of memory at 0x7dffffcdd000: the simulated machine has 64 MiB (--mem): 62.9 MiB in folios, 132 KiB in page tables, 1.0 MiB free, and no allocation may take the free memory below the min watermark of 1 MiB; raise --mem (at most 4 TiB)"#]]
+    .assert_eq(&e);
+}
+
+/// Issue #8 item 6: N separate mappings cost O(N log N). Ten thousand 4 KiB mappings that do
+/// not merge (alternating protections) are placed top-down one below the other, as the walk
+/// over every VMA placed them.
+#[test]
+fn many_mappings_are_placed_as_before() {
+    let mut text = String::new();
+    for i in 0..10_000 {
+        text += &format!("mmap m{i} 4K prot={}\n", if i % 2 == 0 { "rw" } else { "r" });
+    }
+    text += "munmap m5000\nmmap again 4K prot=rw\n";
+    let w = workload::parse("t.thpw", &text).unwrap();
+    let mut opts = RunOptions::default();
+    let (_, k) = run_with(&w, &settings("enabled=never"), &MachineConfig::default(), &mut opts).unwrap();
+    let base = MachineConfig::default().mmap_base;
+    let vmas: Vec<_> = k.vmas().collect();
+    assert_eq!(vmas.len(), 10_000);
+    assert_eq!(vmas.last().unwrap().start, base - 4096);
+    assert_eq!(vmas[0].start, base - 10_000 * 4096);
+    // The hole that munmap left is the highest gap that fits: the new mapping fills it.
+    assert_eq!(k.vma_lookup(base - 5001 * 4096).unwrap().start, base - 5001 * 4096);
+    k.check_invariants().unwrap();
+}

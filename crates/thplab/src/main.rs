@@ -200,8 +200,15 @@ impl MachineArgs {
     pub fn resolve(&self) -> Result<sim::MachineConfig> {
         let mut m = sim::MachineConfig::default();
         m.mem_bytes = mm_types::parse_size(&self.mem)
-            .filter(|b| *b >= 16 << 20)
-            .with_context(|| format!("--mem {}: give a size of at least 16M, such as 4G", self.mem))?;
+            .filter(|b| (sim::MIN_MEM_BYTES..=sim::MAX_MEM_BYTES).contains(b))
+            .with_context(|| {
+                format!(
+                    "--mem {}: give a size from {} to {}, such as 4G",
+                    self.mem,
+                    sim::human_bytes(sim::MIN_MEM_BYTES).replace(" MiB", "M"),
+                    sim::human_bytes(sim::MAX_MEM_BYTES).replace(" TiB", "T")
+                )
+            })?;
         if let Some(a) = &self.mmap_base {
             m.mmap_base = parse_hex(a).with_context(|| format!("--mmap-base {a}: give a hex address such as 0x7dfffffc5000"))?;
         }

@@ -2,11 +2,66 @@
 
 use mm_types::{parse_size, PAGE_SIZE};
 
+use std::collections::HashMap;
+
 use crate::*;
 
 struct Ctx<'a> {
     source: &'a str,
     line: usize,
+    /// Every name declared so far, so that a lookup costs O(1) and a workload with tens of
+    /// thousands of regions parses in linear time.
+    names: &'a Names,
+}
+
+/// What a declared name refers to: its index in `regions`, `files` or `mounts`, and its line.
+#[derive(Clone, Copy)]
+enum Decl {
+    Region(u32),
+    File(u32),
+    Mount(u32),
+}
+
+#[derive(Default)]
+struct Names {
+    map: HashMap<String, (Decl, usize)>,
+    regions: usize,
+    files: usize,
+    mounts: usize,
+}
+
+impl Names {
+    /// Index the declarations `w` gained since the last call.
+    fn catch_up(&mut self, w: &Workload) {
+        for (i, r) in w.regions.iter().enumerate().skip(self.regions) {
+            self.map.insert(r.name.clone(), (Decl::Region(i as u32), r.line));
+        }
+        for (i, f) in w.files.iter().enumerate().skip(self.files) {
+            self.map.insert(f.name.clone(), (Decl::File(i as u32), f.line));
+        }
+        for (i, m) in w.mounts.iter().enumerate().skip(self.mounts) {
+            self.map.insert(m.name.clone(), (Decl::Mount(i as u32), m.line));
+        }
+        (self.regions, self.files, self.mounts) = (w.regions.len(), w.files.len(), w.mounts.len());
+    }
+    fn region(&self, name: &str) -> Option<RegionId> {
+        match self.map.get(name) {
+            Some((Decl::Region(i), _)) => Some(RegionId(*i)),
+            _ => None,
+        }
+    }
+    fn file(&self, name: &str) -> Option<FileId> {
+        match self.map.get(name) {
+            Some((Decl::File(i), _)) => Some(FileId(*i)),
+            _ => None,
+        }
+    }
+    fn mount(&self, name: &str) -> Option<MountId> {
+        match self.map.get(name) {
+            Some((Decl::Mount(i), _)) => Some(MountId(*i)),
+            _ => None,
+        }
+    }
 }
 
 impl Ctx<'_> {
@@ -22,8 +77,10 @@ const VERBS: &str =
 pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
     let mut w = Workload { source: source.to_string(), regions: Vec::new(), files: Vec::new(), mounts: Vec::new(), ops: Vec::new() };
     let mut seen_statement = false;
+    let mut names = Names::default();
     for (idx, raw) in text.lines().enumerate() {
-        let cx = Ctx { source, line: idx + 1 };
+        names.catch_up(&w);
+        let cx = Ctx { source, line: idx + 1, names: &names };
         let line = raw.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
             continue;
@@ -89,7 +146,7 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
                 _ => return Err(cx.err(format!("brk takes +SIZE or -SIZE, not '{text}'"))),
             };
             let n = size(cx, rest)?;
-            if w.region_by_name(HEAP).is_none() {
+            if cx.names.region(HEAP).is_none() {
                 w.regions.push(RegionDecl { name: HEAP.into(), len: 0, line: cx.line });
             }
             Ok(OpKind::Brk { delta: sign * n as i64 })
@@ -111,7 +168,7 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
         "tmpfs" => {
             let (pos, opts) = split_options(cx, args, &["huge"])?;
             expect_positional(cx, "tmpfs NAME [huge=never|always|within_size|advise]", &pos, 1)?;
-            let name = new_name(cx, w, pos[0])?;
+            let name = new_name(cx, pos[0])?;
             let huge = match opt(&opts, "huge") {
                 None => TmpfsHuge::Never,
                 Some(h) => TmpfsHuge::parse(h).ok_or_else(|| {
@@ -129,7 +186,7 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
                 _ => "file NAME on=MOUNT",
             };
             expect_positional(cx, usage, &pos, 1)?;
-            let name = new_name(cx, w, pos[0])?;
+            let name = new_name(cx, pos[0])?;
             let mount = opt(&opts, "on").map(|m| mount_ref(cx, w, m)).transpose()?;
             let kind = match verb {
                 "memfd" => FileKind::Memfd,
@@ -185,7 +242,7 @@ fn parse_mmap(cx: &Ctx, w: &mut Workload, args: &[&str]) -> Result<OpKind, Workl
         (true, Some(_), _) => return Err(cx.err("a file mapping is shared already: write file=FILE without 'shared'")),
         (_, None, Some(_)) => return Err(cx.err("pgoff= goes with file=FILE")),
     };
-    let name = new_name(cx, w, pos[0])?;
+    let name = new_name(cx, pos[0])?;
     let name = name.as_str();
     let len = size_sum(cx, pos[1])?;
     if len == 0 {
@@ -270,7 +327,7 @@ fn parse_range(
         }
         None => (text, None),
     };
-    let region = w.region_by_name(name).ok_or_else(|| {
+    let region = cx.names.region(name).ok_or_else(|| {
         let known: Vec<&str> = w.regions.iter().map(|r| r.name.as_str()).collect();
         cx.err(format!(
             "unknown region '{name}'; declared so far: {}",
@@ -318,16 +375,12 @@ fn parse_range(
 }
 
 /// A fresh name for a region, file or mount (they share one namespace).
-fn new_name(cx: &Ctx, w: &Workload, name: &str) -> Result<String, WorkloadError> {
+fn new_name(cx: &Ctx, name: &str) -> Result<String, WorkloadError> {
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
         return Err(cx.err(format!("name '{name}' may hold only letters, digits, '_' and '-'")));
     }
-    let taken = w.regions.iter().map(|r| (&r.name, r.line)).chain(w.files.iter().map(|f| (&f.name, f.line)));
-    let taken = taken.chain(w.mounts.iter().map(|m| (&m.name, m.line)));
-    for (n, line) in taken {
-        if n == name {
-            return Err(cx.err(format!("'{name}' is already declared at line {line}")));
-        }
+    if let Some((_, line)) = cx.names.map.get(name) {
+        return Err(cx.err(format!("'{name}' is already declared at line {line}")));
     }
     if name == HEAP {
         return Err(cx.err("'heap' is the region that brk grows; choose another name"));
@@ -336,7 +389,7 @@ fn new_name(cx: &Ctx, w: &Workload, name: &str) -> Result<String, WorkloadError>
 }
 
 fn mount_ref(cx: &Ctx, w: &Workload, name: &str) -> Result<MountId, WorkloadError> {
-    w.mount_by_name(name).ok_or_else(|| {
+    cx.names.mount(name).ok_or_else(|| {
         let known: Vec<&str> = w.mounts.iter().map(|m| m.name.as_str()).collect();
         cx.err(format!(
             "unknown tmpfs mount '{name}'; declared so far: {}",
@@ -346,7 +399,7 @@ fn mount_ref(cx: &Ctx, w: &Workload, name: &str) -> Result<MountId, WorkloadErro
 }
 
 fn file_ref(cx: &Ctx, w: &Workload, name: &str) -> Result<FileId, WorkloadError> {
-    w.file_by_name(name).ok_or_else(|| {
+    cx.names.file(name).ok_or_else(|| {
         let known: Vec<&str> = w.files.iter().map(|f| f.name.as_str()).collect();
         cx.err(format!(
             "unknown file '{name}'; declared so far: {}",

@@ -171,13 +171,17 @@ fn nonexistent_workload_lists_the_examples() {
 }
 
 #[test]
-fn too_little_memory_is_refused() {
+fn memory_outside_the_supported_range_is_refused() {
     let r = thplab(&["sim", "seed-anon-1g", "--mem", "1K"]);
     r.fails(2);
-    assert_eq!(r.stderr, "thplab: --mem 1K: give a size of at least 16M, such as 4G\n");
+    assert_eq!(r.stderr, "thplab: --mem 1K: give a size from 16M to 4T, such as 4G\n");
     let r = thplab(&["sim", "seed-anon-1g", "--mem", "lots"]);
     r.fails(2);
-    assert_eq!(r.stderr, "thplab: --mem lots: give a size of at least 16M, such as 4G\n");
+    assert_eq!(r.stderr, "thplab: --mem lots: give a size from 16M to 4T, such as 4G\n");
+    // Issue #14: the largest size is refused with the range, not with "at least 16M".
+    let r = thplab(&["sim", "seed-anon-1g", "--mem", "1P"]);
+    r.fails(2);
+    assert_eq!(r.stderr, "thplab: --mem 1P: give a size from 16M to 4T, such as 4G\n");
 }
 
 #[test]
