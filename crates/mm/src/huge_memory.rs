@@ -6,7 +6,8 @@
 //! (`__thp_vma_allowable_orders`, `do_huge_pmd_anonymous_page`, `__do_huge_pmd_anonymous_page`,
 //! `vma_alloc_anon_folio_pmd`, `map_anon_folio_pmd`, `do_huge_zero_wp_pmd`,
 //! `do_huge_pmd_wp_page`, `get_huge_zero_folio`, `mm_get_huge_zero_folio`,
-//! `__split_huge_pmd_locked`, `deferred_split_folio`, `__folio_unqueue_deferred_split`).
+//! `__split_huge_pmd_locked`, `__folio_split` (split_folio to order 0), `deferred_split_folio`,
+//! `__folio_unqueue_deferred_split`).
 
 use mm_types::{Order, Orders, Pfn, Vaddr, PMD_ORDER, PMD_SIZE};
 use uapi::{MthpStat, VmEvent};

@@ -388,9 +388,9 @@ fn check_c_program(
             }
         }
         for d in event_diffs(&model, &live) {
-            // anon_fault_alloc counts every process's faults under the same global knobs: after
-            // the reruns, live above the model is other processes (the test harness's own
-            // threads included); live below the model is a model error.
+            // The per-size stats count every process under the same global knobs: after the
+            // reruns, live a little above the model is other processes; live below the model,
+            // or far above it, is a model error.
             if d.noise {
                 println!("{label}: {} (system-wide: other processes allocated during every run)", d.text);
             } else {
@@ -411,8 +411,8 @@ fn check_c_program(
     assert!(failures.is_empty(), "model and live differ:\n{}", failures.join("\n"));
 }
 
-/// A counter that differs between model and live; `noise` when only other processes can
-/// explain it (an allocation count above the model's).
+/// A counter that differs between model and live; `noise` when other processes can explain it
+/// (a count a little above the model's).
 struct EventDiff {
     text: String,
     noise: bool,
@@ -427,7 +427,11 @@ fn event_diffs(model: &RunResult, live: &RunResult) -> Vec<EventDiff> {
             let m = model.mthp.get(dir).and_then(|x| x.get(stat)).copied().unwrap_or(0);
             let l = live.mthp.get(dir).and_then(|x| x.get(stat)).copied().unwrap_or(0);
             if m != l {
-                out.push(EventDiff { text: format!("{dir}/stats/{stat} model {m} live {l}"), noise: stat == "anon_fault_alloc" && l > m });
+                // Other processes (the test harness's own threads, folios they got under an
+                // earlier setting) move these system-wide counters upward only, and by little
+                // on a quiet machine: up to 2 events, or 2 % of the allocations.
+                let slack = if stat == "anon_fault_alloc" { (m / 50).max(2) } else { 2 };
+                out.push(EventDiff { text: format!("{dir}/stats/{stat} model {m} live {l}"), noise: l > m && l - m <= slack });
             }
         }
     }
