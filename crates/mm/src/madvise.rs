@@ -235,14 +235,8 @@ impl Kernel {
     /// partially mapped for a moment, so split_deferred counts it first. [confirmed on this
     /// kernel for every mTHP size and PMD: crates/sim/src/tests.rs `madvise_free_*`]
     pub(crate) fn madvise_free_range(&mut self, start: u64, end: u64) {
-        let mut addr = start;
-        while addr < end {
-            let va = Vaddr(addr);
-            let pmd_end = (va.align_down(Order::PMD).0 + PMD_SIZE).min(end);
-            let Some(t) = self.pt.pmd_table(va) else {
-                addr = ((addr >> PUD_SHIFT) + 1) << PUD_SHIFT;
-                continue;
-            };
+        for (t, va, pmd_end) in self.pmd_steps(start, end) {
+            let addr = va.0;
             match self.pt.pmd(t, va) {
                 Pmd::Huge { pfn, .. } if !(addr % PMD_SIZE == 0 && pmd_end - addr == PMD_SIZE) => {
                     self.split_huge_pmd(t, va.align_down(Order::PMD));
@@ -281,7 +275,6 @@ impl Kernel {
                 }
                 _ => {}
             }
-            addr = pmd_end;
         }
     }
 }

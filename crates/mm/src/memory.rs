@@ -431,17 +431,29 @@ impl Kernel {
 
     // ---------------------------------------------------------------- zapping
 
-    /// Unmap `[start, end)` (inside one VMA or several): `unmap_page_range`. Huge PMDs fully
-    /// inside are zapped whole (`zap_huge_pmd`); partly covered ones are split first.
-    pub(crate) fn zap_range(&mut self, start: u64, end: u64) {
+    /// The 2 MiB steps of `[start, end)` that have a PMD table, as `walk_pmd_range` visits them:
+    /// (PMD table, start of the step, end of the step).
+    pub(crate) fn pmd_steps(&mut self, start: u64, end: u64) -> Vec<(u32, Vaddr, u64)> {
+        let mut out = Vec::new();
         let mut addr = start;
         while addr < end {
             let va = Vaddr(addr);
-            let pmd_end = (va.align_down(Order::PMD).0 + PMD_SIZE).min(end);
             let Some(t) = self.pt.pmd_table(va) else {
                 addr = ((addr >> PUD_SHIFT) + 1) << PUD_SHIFT;
                 continue;
             };
+            let pmd_end = (va.align_down(Order::PMD).0 + PMD_SIZE).min(end);
+            out.push((t, va, pmd_end));
+            addr = pmd_end;
+        }
+        out
+    }
+
+    /// Unmap `[start, end)` (inside one VMA or several): `unmap_page_range`. Huge PMDs fully
+    /// inside are zapped whole (`zap_huge_pmd`); partly covered ones are split first.
+    pub(crate) fn zap_range(&mut self, start: u64, end: u64) {
+        for (t, va, pmd_end) in self.pmd_steps(start, end) {
+            let addr = va.0;
             match self.pt.pmd(t, va) {
                 Pmd::None => {}
                 Pmd::Huge { .. } | Pmd::HugeZero => {
@@ -454,7 +466,6 @@ impl Kernel {
                 }
                 Pmd::Table(_) => self.zap_pte_range(t, va, pmd_end),
             }
-            addr = pmd_end;
         }
     }
 
