@@ -141,11 +141,7 @@ impl Kernel {
                 for v in &vmas {
                     self.zap_range(v.start.max(start), v.end.min(end));
                 }
-                if Self::covers(&vmas, start, end) {
-                    Ok(())
-                } else {
-                    Err(Errno::ENOMEM)
-                }
+                Self::covered(&vmas, start, end)
             }
             Madvise::PopulateRead => self.populate_range(start, end, crate::gup::Populate::Read).map(|_| ()),
             Madvise::PopulateWrite => self.populate_range(start, end, crate::gup::Populate::Write).map(|_| ()),
@@ -160,11 +156,7 @@ impl Kernel {
                 for v in &vmas {
                     self.madvise_free_range(v.start.max(start), v.end.min(end));
                 }
-                if Self::covers(&vmas, start, end) {
-                    Ok(())
-                } else {
-                    Err(Errno::ENOMEM)
-                }
+                Self::covered(&vmas, start, end)
             }
             Madvise::Collapse => {
                 let vmas = self.vmas.intersecting(start, end);
@@ -173,12 +165,17 @@ impl Kernel {
                     let cur = self.vmas.find(v.start).unwrap_or(*v);
                     self.madvise_collapse(&cur, v.start.max(start), v.end.min(end))?;
                 }
-                if Self::covers(&vmas, start, end) {
-                    Ok(())
-                } else {
-                    Err(Errno::ENOMEM)
-                }
+                Self::covered(&vmas, start, end)
             }
+        }
+    }
+
+    /// madvise's answer for a range partly unmapped: the mapped parts were advised, ENOMEM.
+    fn covered(vmas: &[Vma], start: u64, end: u64) -> Result<(), Errno> {
+        if Self::covers(vmas, start, end) {
+            Ok(())
+        } else {
+            Err(Errno::ENOMEM)
         }
     }
 
