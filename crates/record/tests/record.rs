@@ -5,11 +5,11 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use trace::{Event, EventBody, SyscallKind};
 
-const HELPER: &str = env!("CARGO_BIN_EXE_thplab-record-helper");
+mod common;
 const PAGE: u64 = 4096;
 const MIB: u64 = 1 << 20;
 
@@ -34,20 +34,7 @@ fn compile(dir: &Path) -> Option<PathBuf> {
 /// Run the helper; None (skip) when recording is unavailable here.
 fn record(dir: &Path, cmd: &[&std::ffi::OsStr]) -> Option<(std::process::Output, PathBuf)> {
     let out = dir.join("trace.thpt");
-    let o = Command::new(HELPER)
-        .arg(&out)
-        .args(cmd)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("run the helper");
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    if o.status.code() == Some(200) {
-        eprintln!("SKIP: {}", stderr.trim());
-        return None;
-    }
-    assert_ne!(o.status.code(), Some(201), "the recorder failed: {stderr}");
-    Some((o, out))
+    common::record_with_helper(&out, cmd).map(|o| (o, out))
 }
 
 fn values(path: &Path) -> HashMap<String, u64> {

@@ -8,24 +8,11 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-const HELPER: &str = env!("CARGO_BIN_EXE_thplab-record-helper");
+mod common;
 
 /// Record `cmd` with the helper; None (skip) when recording is unavailable here.
 fn record(dir: &Path, cmd: &[&str]) -> Option<Output> {
-    let o = Command::new(HELPER)
-        .arg(dir.join("trace.thpt"))
-        .args(cmd)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("run the helper");
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    if o.status.code() == Some(200) {
-        eprintln!("SKIP: {}", stderr.trim());
-        return None;
-    }
-    assert_ne!(o.status.code(), Some(201), "the recorder failed: {stderr}");
-    Some(o)
+    common::record_with_helper(&dir.join("trace.thpt"), cmd)
 }
 
 fn direct(cmd: &[&str]) -> Output {
