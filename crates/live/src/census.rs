@@ -11,8 +11,14 @@
 //! VMA is taken from smaps (`AnonHugePages + ShmemPmdMapped + FilePmdMapped`) / 2 MiB and
 //! assigned to the 2 MiB folios that are fully mapped at a 2 MiB-aligned address of that VMA.
 //!
-//! Reads are batched: pagemap in 512 KiB preads (64 Ki pages), kpageflags for the PFNs of a
-//! batch in merged runs of 64-PFN blocks.
+//! Reads are batched: pagemap in preads of up to 64 Ki pages (ending on 2 MiB boundaries);
+//! the present pages of a batch form runs contiguous in address and PFN, and kpageflags is read
+//! once per batch for exactly those PFNs (plus the one after each run, where its last folio
+//! ends), with runs closer than 16 PFNs merged into one pread. A folio whose head and tails are
+//! all in one run is sized from those flags with no further read; in private anonymous VMAs
+//! (where a folio is mapped once) it is counted on the spot, without a hash table. Only folios
+//! cut by a run (partially mapped, moved by mremap, crossing a batch) are probed for their head
+//! and size and accumulated by head PFN. Measured with `cargo bench -p live --bench census`.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -30,6 +36,7 @@ pub const KPF_ANON: u64 = 1 << 12;
 pub const KPF_COMPOUND_HEAD: u64 = 1 << 15;
 pub const KPF_COMPOUND_TAIL: u64 = 1 << 16;
 pub const KPF_HUGE: u64 = 1 << 17;
+pub const KPF_KSM: u64 = 1 << 21;
 pub const KPF_THP: u64 = 1 << 22;
 pub const KPF_ZERO_PAGE: u64 = 1 << 24;
 
@@ -40,15 +47,10 @@ const PM_PFN_MASK: u64 = (1 << 55) - 1;
 const PAGEMAP_BATCH: u64 = 64 * 1024;
 /// PFNs read on a miss (512 bytes).
 const KPF_BLOCK: u64 = 64;
-/// Granularity of the prefetch: reading a PFN costs the kernel ~80 ns, a pread ~1–2 µs, so
-/// small blocks merged across small gaps read the least.
-const KPF_PREFETCH_BLOCK: u64 = 16;
 /// PFNs read on a miss during a head or size walk.
 const KPF_PROBE: u64 = 8;
-/// Merge two needed prefetch blocks into one read when at most this many blocks lie between.
-const KPF_MERGE_GAP: u64 = 1;
-/// Largest single kpageflags read, in prefetch blocks (1 MiB).
-const KPF_MAX_RUN: u64 = 8192;
+/// Largest single read of a span (bytes).
+const KPF_MAX_READ: usize = 4 << 20;
 /// Largest folio we look for (1 GiB hugetlb pages).
 const MAX_FOLIO_ORDER: u32 = 18;
 
@@ -67,6 +69,9 @@ pub struct CensusReport {
     pub kpageflags_time: Duration,
     pub kpageflags_reads: u64,
     pub kpageflags_pfns: u64,
+    /// Per VMA, the address ranges mapped by pages of large folios (merged), for sampling
+    /// their contents ([`crate::bloat`]).
+    pub large_ranges: Vec<Vec<(u64, u64)>>,
 }
 
 /// Cached reader of /proc/kpageflags.
@@ -140,22 +145,11 @@ impl KpageFlags {
         Ok(())
     }
 
-    /// Read the blocks holding `pfns` (sorted or not), merging close ones.
-    fn prefetch(&mut self, pfns: &[u64]) -> Result<()> {
-        let mut blocks: Vec<u64> = pfns.iter().map(|p| p / KPF_PREFETCH_BLOCK).collect();
-        blocks.sort_unstable();
-        blocks.dedup();
-        let mut i = 0;
-        while i < blocks.len() {
-            let first = blocks[i];
-            let mut last = first;
-            i += 1;
-            while i < blocks.len() && blocks[i] - last <= KPF_MERGE_GAP + 1 && blocks[i] - first < KPF_MAX_RUN {
-                last = blocks[i];
-                i += 1;
-            }
-            self.read_run(first * KPF_PREFETCH_BLOCK, (last - first + 1) * KPF_PREFETCH_BLOCK)?;
-        }
+    /// Read the flags of `out.len()` PFNs from `start_pfn` into `out` (not cached; past the
+    /// last PFN, flags stay 0).
+    fn read_into(&mut self, start_pfn: u64, out: &mut [u64]) -> Result<()> {
+        self.reads += read_flags(&self.file, start_pfn, out)?;
+        self.pfns_read += out.len() as u64;
         Ok(())
     }
 
@@ -252,7 +246,9 @@ struct FolioAcc {
 /// Read `len` pagemap entries from `start` (a virtual address) into `out`.
 fn read_pagemap(file: &File, path: &str, start: u64, len: u64, out: &mut Vec<u64>) -> Result<()> {
     out.clear();
-    let mut buf = vec![0u8; (len * 8) as usize];
+    out.resize(len as usize, 0);
+    // SAFETY: u64 has no invalid bit patterns; the byte view covers exactly `out`.
+    let buf = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), out.len() * 8) };
     let mut done = 0usize;
     while done < buf.len() {
         match file.read_at(&mut buf[done..], (start / PAGE_SIZE) * 8 + done as u64) {
@@ -262,7 +258,7 @@ fn read_pagemap(file: &File, path: &str, start: u64, len: u64, out: &mut Vec<u64
             Err(e) => return Err(io_err("cannot read", path, e)),
         }
     }
-    out.extend(buf[..done].chunks_exact(8).map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])));
+    out.truncate(done / 8);
     Ok(())
 }
 
@@ -271,7 +267,9 @@ pub fn census_of_ranges(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma]) -> Result
     let t0 = Instant::now();
     let path = format!("/proc/{pid}/pagemap");
     let pagemap = File::open(&path).map_err(|e| match e.kind() {
+        // ESRCH: the process has exited (a zombie has no mm) or is exiting.
         std::io::ErrorKind::NotFound => LiveError::NoSuchProcess { pid },
+        _ if e.raw_os_error() == Some(libc::ESRCH) => LiveError::NoSuchProcess { pid },
         std::io::ErrorKind::PermissionDenied => LiveError::NotAvailable(format!("{path} needs root")),
         _ => io_err("cannot open", &path, e),
     })?;
@@ -294,122 +292,84 @@ pub fn census_of_ranges(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma]) -> Result
     segs.sort_unstable();
 
     let nv = vmas.len();
-    let mut zero_ptes = vec![0u64; nv];
-    let mut huge_zero: Vec<HashSet<u64>> = vec![HashSet::new(); nv];
-    let mut small_seen: HashSet<u64, PfnBuild> = HashSet::default();
-    let mut small = vec![0u64; nv];
-    let mut accs: Vec<FolioAcc> = Vec::new();
-    let mut by_head: HashMap<u64, usize, PfnBuild> = HashMap::default();
-    let mut entries = Vec::with_capacity(PAGEMAP_BATCH as usize);
-    let mut pfns = Vec::with_capacity(PAGEMAP_BATCH as usize);
+    // Private anonymous VMAs: a folio there is mapped once in this mm (no KSM for large folios;
+    // KSM pages are checked by flag), so a folio seen whole in one run is counted on the spot.
+    let private_anon: Vec<bool> =
+        vmas.iter().map(|v| (v.name.is_empty() || v.name.starts_with('[')) && !v.perms.contains('s')).collect();
+    let mut st = Tally {
+        zero_ptes: vec![0u64; nv],
+        huge_zero: vec![HashSet::new(); nv],
+        small_seen: HashSet::default(),
+        small: vec![0u64; nv],
+        whole: vec![[0u64; MAX_FOLIO_ORDER as usize + 1]; nv],
+        whole_pmd_candidates: vec![0u64; nv],
+        large_ranges: vec![Vec::new(); nv],
+        accs: Vec::new(),
+        by_head: HashMap::default(),
+    };
+    let mut entries: Vec<u64> = Vec::with_capacity(PAGEMAP_BATCH as usize);
+    let mut runs: Vec<Run> = Vec::new();
+    let mut flags_buf: Vec<u64> = Vec::new();
+    let mut spans: Vec<Span> = Vec::new();
     let mut report = CensusReport::default();
-    // The folio of the previous page: (head, nr, index).
-    let mut cur: Option<(u64, u64, usize)>;
 
     for &(s, e, vi) in &segs {
         let mut va = s;
         while va < e {
-            let n = ((e - va) / PAGE_SIZE).min(PAGEMAP_BATCH);
+            // Chunks end on 2 MiB boundaries so that PMD-sized folios are rarely cut.
+            let mut n = ((e - va) / PAGE_SIZE).min(PAGEMAP_BATCH);
+            let end = va + n * PAGE_SIZE;
+            if end < e && end % PMD_SIZE != 0 && end - end % PMD_SIZE > va {
+                n = (end - end % PMD_SIZE - va) / PAGE_SIZE;
+            }
             let tp = Instant::now();
             read_pagemap(&pagemap, &path, va, n, &mut entries)?;
             report.pagemap_time += tp.elapsed();
             report.pages_scanned += n;
-            // Prefetch the flags of the first page of every physically contiguous run: the
-            // rest of a large folio is covered by its head, and the pages after a run start
-            // mostly share its block (a miss reads the next block).
-            pfns.clear();
+            // Runs of pages contiguous in both address and PFN.
+            runs.clear();
             let mut present = 0u64;
-            let mut prev: Option<u64> = None;
-            for &ent in &entries {
-                if ent & PM_PRESENT != 0 {
-                    let pfn = ent & PM_PFN_MASK;
-                    present += 1;
-                    if prev != Some(pfn.wrapping_sub(1)) {
-                        pfns.push(pfn);
-                    }
-                    prev = Some(pfn);
-                } else {
-                    prev = None;
+            for (i, &ent) in entries.iter().enumerate() {
+                if ent & PM_PRESENT == 0 {
+                    continue;
+                }
+                present += 1;
+                let pfn = ent & PM_PFN_MASK;
+                match runs.last_mut() {
+                    Some(r) if r.idx + r.len == i as u64 && r.pfn + r.len == pfn => r.len += 1,
+                    _ => runs.push(Run { idx: i as u64, pfn, len: 1 }),
                 }
             }
             if present == 0 {
                 va += n * PAGE_SIZE;
                 continue;
             }
-            if pfns.iter().all(|&p| p == 0) {
+            if runs.iter().all(|r| r.pfn == 0) {
                 return Err(LiveError::NotAvailable(format!(
                     "{path} shows no PFNs (they are hidden without CAP_SYS_ADMIN)"
                 )));
             }
             report.present_pages += present;
+            // The flags of every present PFN and of the one after each run (where its last
+            // folio ends), read in merged spans.
+            let tk = Instant::now();
+            read_spans(&mut kpf, &runs, &mut spans, &mut flags_buf)?;
+            report.kpageflags_time += tk.elapsed();
             kpf.clear();
-            cur = None;
-            kpf.prefetch(&pfns)?;
-            for (i, &ent) in entries.iter().enumerate() {
-                if ent & PM_PRESENT == 0 {
-                    continue;
-                }
-                let page_va = va + i as u64 * PAGE_SIZE;
-                let pfn = ent & PM_PFN_MASK;
-                if let Some((head, nr, idx)) = cur {
-                    if pfn >= head && pfn < head + nr {
-                        account(&mut accs[idx], page_va, pfn - head, vi);
-                        continue;
-                    }
-                }
-                let flags = kpf.get(pfn)?;
-                let compound = flags & (KPF_COMPOUND_HEAD | KPF_COMPOUND_TAIL) != 0;
-                if flags & KPF_ZERO_PAGE != 0 {
-                    if compound {
-                        huge_zero[vi].insert(page_va / PMD_SIZE);
-                    } else {
-                        zero_ptes[vi] += 1;
-                    }
-                    cur = None;
-                    continue;
-                }
-                if !compound {
-                    if small_seen.insert(pfn) {
-                        small[vi] += 1;
-                    }
-                    cur = None;
-                    continue;
-                }
-                let head = kpf.head_of(pfn, flags)?;
-                let idx = match by_head.get(&head) {
-                    Some(&idx) => idx,
-                    None => {
-                        let hf = if head == pfn { flags } else { kpf.get(head)? };
-                        let nr = kpf.nr_pages(head, hf)?;
-                        accs.push(FolioAcc {
-                            nr,
-                            base: 0,
-                            mapped: 0,
-                            matching: 0,
-                            vma: vi,
-                            hugetlb: hf & KPF_HUGE != 0,
-                        });
-                        by_head.insert(head, accs.len() - 1);
-                        accs.len() - 1
-                    }
-                };
-                let nr = accs[idx].nr;
-                if pfn - head >= nr {
-                    // Flags changed under us (the folio was split or freed): count the page alone.
-                    if small_seen.insert(pfn) {
-                        small[vi] += 1;
-                    }
-                    cur = None;
-                    continue;
-                }
-                account(&mut accs[idx], page_va, pfn - head, vi);
-                cur = Some((head, nr, idx));
+            for r in &runs {
+                let sp = &spans[span_of(&spans, r.pfn)];
+                let off = (sp.off + (r.pfn - sp.pfn)) as usize;
+                let fl = &flags_buf[off..off + r.len as usize + 1];
+                tally_run(&mut st, &mut kpf, r, fl, va, vi, private_anon[vi])?;
             }
             va += n * PAGE_SIZE;
         }
     }
+    let Tally { zero_ptes, huge_zero, small, whole, whole_pmd_candidates, accs, large_ranges, .. } = st;
+    report.large_ranges = large_ranges;
 
-    // PMD mappings per VMA, from smaps.
+    // PMD mappings per VMA, from smaps: the first N candidates (2 MiB folios fully mapped at a
+    // 2 MiB-aligned address of the VMA) are PMD-mapped, N = PMD-mapped KiB / 2 MiB.
     let mut candidates: Vec<Vec<usize>> = vec![Vec::new(); nv];
     for (i, a) in accs.iter().enumerate() {
         if a.nr * PAGE_SIZE == PMD_SIZE && a.matching == a.nr && a.base % PMD_SIZE == 0 && !a.hugetlb {
@@ -420,9 +380,11 @@ pub fn census_of_ranges(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma]) -> Result
         }
     }
     let mut pmd_mapped = vec![false; accs.len()];
+    let mut whole_pmd = vec![0u64; nv];
     for (vi, c) in candidates.iter().enumerate() {
-        let n = (vmas[vi].pmd_mapped_kb() * 1024 / PMD_SIZE) as usize;
-        for &i in c.iter().take(n) {
+        let n = vmas[vi].pmd_mapped_kb() * 1024 / PMD_SIZE;
+        whole_pmd[vi] = n.min(whole_pmd_candidates[vi]);
+        for &i in c.iter().take((n - whole_pmd[vi]) as usize) {
             pmd_mapped[i] = true;
         }
     }
@@ -436,6 +398,17 @@ pub fn census_of_ranges(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma]) -> Result
             let e = c.sizes.entry(label(1)).or_default();
             e.folios += small[vi];
             e.pte_mapped += small[vi];
+        }
+        for (order, &k) in whole[vi].iter().enumerate() {
+            if k == 0 {
+                continue;
+            }
+            let nr = 1u64 << order;
+            let e = c.sizes.entry(label(nr)).or_default();
+            e.folios += k;
+            let pmd = if nr * PAGE_SIZE == PMD_SIZE { whole_pmd[vi] } else { 0 };
+            e.pmd_mapped += pmd;
+            e.pte_mapped += k - pmd;
         }
     }
     for (i, a) in accs.iter().enumerate() {
@@ -457,10 +430,197 @@ pub fn census_of_ranges(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma]) -> Result
     report.total = total;
     report.per_vma = per_vma;
     report.elapsed = t0.elapsed();
-    report.kpageflags_time = kpf.time;
+    report.kpageflags_time += kpf.time;
     report.kpageflags_reads = kpf.reads;
     report.kpageflags_pfns = kpf.pfns_read;
     Ok(report)
+}
+
+/// Pages contiguous in address (pagemap index `idx`) and in PFN.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    idx: u64,
+    pfn: u64,
+    len: u64,
+}
+
+/// PFNs `[pfn, pfn + len)` whose flags sit at `off` in the flags buffer.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    pfn: u64,
+    len: u64,
+    off: u64,
+}
+
+/// Merge two wanted PFN intervals when at most this many PFNs lie between them (one pread
+/// costs about as much as reading this many PFNs).
+const SPAN_MERGE_GAP: u64 = 16;
+
+/// Read the flags of `[r.pfn, r.pfn + r.len]` for every run, in merged spans.
+fn read_spans(kpf: &mut KpageFlags, runs: &[Run], spans: &mut Vec<Span>, buf: &mut Vec<u64>) -> Result<()> {
+    let mut want: Vec<(u64, u64)> = runs.iter().map(|r| (r.pfn, r.pfn + r.len + 1)).collect();
+    want.sort_unstable();
+    spans.clear();
+    for (a, b) in want {
+        match spans.last_mut() {
+            Some(sp) if a <= sp.pfn + sp.len + SPAN_MERGE_GAP => sp.len = sp.len.max(b - sp.pfn),
+            _ => spans.push(Span { pfn: a, len: b - a, off: 0 }),
+        }
+    }
+    let total: u64 = spans.iter().map(|s| s.len).sum();
+    buf.clear();
+    buf.resize(total as usize, 0);
+    let mut off = 0u64;
+    for sp in spans.iter_mut() {
+        sp.off = off;
+        off += sp.len;
+    }
+    // Sequential: reading with several threads was slower here (2 vCPUs, both busy).
+    for sp in spans.iter() {
+        kpf.read_into(sp.pfn, &mut buf[sp.off as usize..(sp.off + sp.len) as usize])?;
+    }
+    Ok(())
+}
+
+/// pread the flags of `out.len()` PFNs from `start_pfn` (0 past the last PFN); returns the
+/// number of reads.
+fn read_flags(file: &File, start_pfn: u64, out: &mut [u64]) -> Result<u64> {
+    // SAFETY: u64 has no invalid bit patterns; the byte view covers exactly `out`.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(out)) };
+    let mut done = 0usize;
+    let mut reads = 0;
+    while done < bytes.len() {
+        let end = bytes.len().min(done + KPF_MAX_READ);
+        reads += 1;
+        match file.read_at(&mut bytes[done..end], start_pfn * 8 + done as u64) {
+            Ok(0) => {
+                bytes[done..].fill(0);
+                break;
+            }
+            Ok(k) => done += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_err("cannot read", "/proc/kpageflags", e)),
+        }
+    }
+    Ok(reads)
+}
+
+/// The span holding `pfn` (spans are sorted and cover every run).
+fn span_of(spans: &[Span], pfn: u64) -> usize {
+    spans.partition_point(|s| s.pfn <= pfn) - 1
+}
+
+/// Per-VMA counts while walking.
+struct Tally {
+    zero_ptes: Vec<u64>,
+    huge_zero: Vec<HashSet<u64>>,
+    small_seen: HashSet<u64, PfnBuild>,
+    small: Vec<u64>,
+    /// Folios seen whole in one run of a private anonymous VMA, by order.
+    whole: Vec<[u64; MAX_FOLIO_ORDER as usize + 1]>,
+    /// Of those, 2 MiB folios at a 2 MiB-aligned address inside the VMA.
+    whole_pmd_candidates: Vec<u64>,
+    large_ranges: Vec<Vec<(u64, u64)>>,
+    /// Every other folio, by head PFN.
+    accs: Vec<FolioAcc>,
+    by_head: HashMap<u64, usize, PfnBuild>,
+}
+
+/// Account the pages of one run; `fl` holds the flags of its PFNs and of the PFN after it.
+fn tally_run(st: &mut Tally, kpf: &mut KpageFlags, r: &Run, fl: &[u64], chunk_va: u64, vi: usize, private_anon: bool) -> Result<()> {
+    let len = r.len as usize;
+    let mut i = 0usize;
+    while i < len {
+        let pfn = r.pfn + i as u64;
+        let page_va = chunk_va + (r.idx + i as u64) * PAGE_SIZE;
+        let flags = fl[i];
+        let compound = flags & (KPF_COMPOUND_HEAD | KPF_COMPOUND_TAIL) != 0;
+        if flags & KPF_ZERO_PAGE != 0 {
+            if compound {
+                st.huge_zero[vi].insert(page_va / PMD_SIZE);
+            } else {
+                st.zero_ptes[vi] += 1;
+            }
+            i += 1;
+            continue;
+        }
+        if !compound {
+            if (private_anon && flags & KPF_KSM == 0) || st.small_seen.insert(pfn) {
+                st.small[vi] += 1;
+            }
+            i += 1;
+            continue;
+        }
+        if flags & KPF_COMPOUND_HEAD != 0 && flags & KPF_HUGE == 0 {
+            // The folio's size from the tails that follow in this run.
+            let mut k = 1usize;
+            while i + k <= len && fl[i + k] & KPF_COMPOUND_TAIL != 0 {
+                k += 1;
+            }
+            if i + k <= len && k.is_power_of_two() {
+                // Seen whole (the page after it is not a tail) and mapped in one piece.
+                let nr = k as u64;
+                push_range(&mut st.large_ranges[vi], page_va, page_va + nr * PAGE_SIZE);
+                if private_anon && !st.by_head.contains_key(&pfn) {
+                    st.whole[vi][k.trailing_zeros() as usize] += 1;
+                    if nr * PAGE_SIZE == PMD_SIZE && page_va % PMD_SIZE == 0 {
+                        st.whole_pmd_candidates[vi] += 1;
+                    }
+                } else {
+                    let idx = acc_index(st, kpf, pfn, flags, vi)?;
+                    let a = &mut st.accs[idx];
+                    for j in 0..nr {
+                        account(a, page_va + j * PAGE_SIZE, j, vi);
+                    }
+                }
+                i += k;
+                continue;
+            }
+        }
+        // A folio that extends past this run, starts before it, or is hugetlb: find its head
+        // and size by probing, and account the pages of this run that belong to it.
+        let head = kpf.head_of(pfn, flags)?;
+        let head_flags = if head == pfn { flags } else { kpf.get(head)? };
+        let idx = acc_index(st, kpf, head, head_flags, vi)?;
+        let nr = st.accs[idx].nr;
+        if pfn < head || pfn - head >= nr {
+            // Flags changed under us (the folio was split or freed): count the page alone.
+            if st.small_seen.insert(pfn) {
+                st.small[vi] += 1;
+            }
+            i += 1;
+            continue;
+        }
+        let upto = ((head + nr - pfn) as usize).min(len - i);
+        if nr > 1 {
+            push_range(&mut st.large_ranges[vi], page_va, page_va + upto as u64 * PAGE_SIZE);
+        }
+        let a = &mut st.accs[idx];
+        for j in 0..upto {
+            account(a, page_va + j as u64 * PAGE_SIZE, pfn - head + j as u64, vi);
+        }
+        i += upto;
+    }
+    Ok(())
+}
+
+/// Append `[a, b)`, merged with the last range when they touch.
+fn push_range(v: &mut Vec<(u64, u64)>, a: u64, b: u64) {
+    match v.last_mut() {
+        Some(last) if last.1 == a => last.1 = b,
+        _ => v.push((a, b)),
+    }
+}
+
+/// The accumulator of the folio whose head is `head`, created on first sight.
+fn acc_index(st: &mut Tally, kpf: &mut KpageFlags, head: u64, head_flags: u64, vi: usize) -> Result<usize> {
+    if let Some(&i) = st.by_head.get(&head) {
+        return Ok(i);
+    }
+    let nr = kpf.nr_pages(head, head_flags)?;
+    st.accs.push(FolioAcc { nr, base: 0, mapped: 0, matching: 0, vma: vi, hugetlb: head_flags & KPF_HUGE != 0 });
+    st.by_head.insert(head, st.accs.len() - 1);
+    Ok(st.accs.len() - 1)
 }
 
 fn account(a: &mut FolioAcc, va: u64, index_in_folio: u64, vma: usize) {
@@ -504,7 +664,10 @@ mod tests {
         let data: Vec<u8> = (0u64..5000).flat_map(|i| i.to_ne_bytes()).collect();
         std::fs::write(&path, data).unwrap();
         let mut k = KpageFlags { file: File::open(&path).unwrap(), runs: Vec::new(), last: 0, reads: 0, pfns_read: 0, time: Duration::ZERO };
-        k.prefetch(&[100, 101, 130, 2000, 17]).unwrap();
+        let mut out = vec![0u64; 40];
+        k.read_into(4980, &mut out).unwrap();
+        assert_eq!(out[..20], (4980..5000).collect::<Vec<u64>>()[..]);
+        assert!(out[20..].iter().all(|&f| f == 0), "past the end: 0");
         for pfn in [100, 120, 64, 127, 128, 129, 130, 150, 3, 4095, 4998, 2001, 1999, 17, 16, 200] {
             assert_eq!(k.get(pfn).unwrap(), pfn, "pfn {pfn}");
             assert_eq!(k.get_with(pfn + 1, KPF_PROBE).unwrap(), pfn + 1);

@@ -695,7 +695,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
         libc::mprotect(std::ptr::null_mut(), 0, libc::PROT_NONE);
         libc::munmap(std::ptr::null_mut(), 0);
         libc::mmap(std::ptr::null_mut(), 0, 0, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
-        libc::prctl(42, 0, 0, 0, 0);
+        libc::prctl(linux_abi::prctl::PR_GET_THP_DISABLE as libc::c_int, 0, 0, 0, 0);
         if !spec.files.is_empty() {
             // Each fails at once (bad flags or fd) but brings its code in.
             libc::memfd_create(c"".as_ptr(), !0);
@@ -801,7 +801,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
             }
             Prepared::Prctl { arg2, arg3 } => {
                 // SAFETY: PR_SET_THP_DISABLE with the workload's arguments.
-                let r = unsafe { libc::prctl(41, *arg2 as libc::c_ulong, *arg3 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
+                let r = unsafe { libc::prctl(linux_abi::prctl::PR_SET_THP_DISABLE as libc::c_int, *arg2 as libc::c_ulong, *arg3 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
                 if r != 0 {
                     errno() as i64
                 } else {

@@ -30,9 +30,11 @@
 //! Everything here needs root (PFNs are hidden from others, sysfs writes need CAP_SYS_ADMIN) and
 //! a kernel with the THP sysfs tree; otherwise calls return [`LiveError::NotAvailable`].
 
+pub mod bloat;
 pub mod census;
 pub mod executor;
 pub mod guard;
+pub mod inputs;
 pub mod observe;
 pub mod procfs;
 pub mod program;
@@ -43,7 +45,7 @@ use std::path::Path;
 pub use census::{census_of_ranges, CensusReport};
 pub use executor::{exec_child_main, run_live, ExecOptions};
 pub use guard::{recover_if_needed, SettingsGuard};
-pub use observe::{observe, ObserveReport};
+pub use observe::{observable, observe, Observable, ObserveReport};
 pub use program::{run_program, ProgramOptions};
 
 /// Everything that can go wrong in the live harness. Messages say what and where.
@@ -53,12 +55,12 @@ pub enum LiveError {
     #[error("live runs are not available here: {0}")]
     NotAvailable(String),
     /// A file operation failed.
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}: {error}")]
     Io {
         what: &'static str,
         path: String,
-        #[source]
-        source: std::io::Error,
+        /// Not a `#[source]`: the message already holds it (it would print twice).
+        error: std::io::Error,
     },
     /// Another thplab live run holds the settings lock.
     #[error("another thplab live run holds {path}{}; waited {waited_s} s", holder.map(|p| format!(" (pid {p})")).unwrap_or_default())]
@@ -83,7 +85,7 @@ pub enum LiveError {
 pub type Result<T, E = LiveError> = std::result::Result<T, E>;
 
 pub(crate) fn io_err(what: &'static str, path: impl AsRef<Path>, source: std::io::Error) -> LiveError {
-    LiveError::Io { what, path: path.as_ref().display().to_string(), source }
+    LiveError::Io { what, path: path.as_ref().display().to_string(), error: source }
 }
 
 /// The release of the running kernel (`uname -r`).

@@ -120,9 +120,22 @@ pub struct Vma {
     pub file_pmd_kb: u64,
     /// `THPeligible` (1 if the VMA may get THPs).
     pub thp_eligible: Option<bool>,
+    /// File offset of `start`, in pages (`vm_pgoff`).
+    pub pgoff: u64,
+    /// `Anonymous:` and `Swap:` (KiB): non-zero means the VMA has an anon_vma.
+    pub anonymous_kb: u64,
+    pub swap_kb: u64,
+    /// `VmFlags:` two-letter mnemonics (`hg` VM_HUGEPAGE, `nh` VM_NOHUGEPAGE, `sh` VM_SHARED,
+    /// `io`, `de`, `pf`, `mm`, `ht`, ...), as `fs/proc/task_mmu.c: show_smap_vma_flags` prints.
+    pub vm_flags: Vec<String>,
 }
 
 impl Vma {
+    /// Whether `VmFlags` has this mnemonic.
+    pub fn has_flag(&self, f: &str) -> bool {
+        self.vm_flags.iter().any(|x| x == f)
+    }
+
     /// KiB mapped by PMDs (anon, shmem or file).
     pub fn pmd_mapped_kb(&self) -> u64 {
         self.anon_huge_kb + self.shmem_pmd_kb + self.file_pmd_kb
@@ -157,7 +170,8 @@ pub fn parse_smaps(path: &str, text: &str) -> Result<Vec<Vma>> {
                 } else {
                     String::new()
                 };
-                out.push(Vma { start, end, perms, name, ..Default::default() });
+                let pgoff = fields.get(2).and_then(|o| hex(o)).unwrap_or(0) / mm_types::PAGE_SIZE;
+                out.push(Vma { start, end, perms, name, pgoff, ..Default::default() });
                 continue;
             }
         }
@@ -170,6 +184,9 @@ pub fn parse_smaps(path: &str, text: &str) -> Result<Vec<Vma>> {
             "ShmemPmdMapped" => vma.shmem_pmd_kb = num(),
             "FilePmdMapped" => vma.file_pmd_kb = num(),
             "THPeligible" => vma.thp_eligible = Some(num() == 1),
+            "Anonymous" => vma.anonymous_kb = num(),
+            "Swap" => vma.swap_kb = num(),
+            "VmFlags" => vma.vm_flags = rest.split_whitespace().map(str::to_string).collect(),
             _ => {}
         }
     }
@@ -180,7 +197,10 @@ pub fn parse_smaps(path: &str, text: &str) -> Result<Vec<Vma>> {
 pub fn read_smaps(pid: i32) -> Result<Vec<Vma>> {
     let p = format!("/proc/{pid}/smaps");
     let text = std::fs::read_to_string(&p).map_err(|e| match e.kind() {
+        // ESRCH: the process exited while its smaps was being read.
         std::io::ErrorKind::NotFound => LiveError::NoSuchProcess { pid },
+        _ if e.raw_os_error() == Some(libc::ESRCH) => LiveError::NoSuchProcess { pid },
+        std::io::ErrorKind::PermissionDenied => LiveError::NotAvailable(format!("{p} of another user's process is readable by root only")),
         _ => io_err("cannot read", &p, e),
     })?;
     parse_smaps(&p, &text)
@@ -212,13 +232,15 @@ mod tests {
     #[test]
     fn parses_smaps_and_stat() {
         let text = "7e0000000000-7e0000400000 rw-p 00000000 00:00 0 \n\
-Size:               4096 kB\nRss:                4096 kB\nAnonHugePages:      4096 kB\nShmemPmdMapped:        0 kB\nFilePmdMapped:        0 kB\nTHPeligible:    1\n\
+Size:               4096 kB\nRss:                4096 kB\nAnonHugePages:      4096 kB\nShmemPmdMapped:        0 kB\nFilePmdMapped:        0 kB\nTHPeligible:    1\nVmFlags: rd wr mr mw me ac sd hg \n\
 7f0000000000-7f0000001000 r--p 00000000 08:01 1234   /usr/lib/with space.so\nRss:                   4 kB\n";
         let v = parse_smaps("x", text).unwrap();
         assert_eq!(v.len(), 2);
         assert_eq!(v[0].start, 0x7e00_0000_0000);
         assert_eq!(v[0].anon_huge_kb, 4096);
         assert_eq!(v[0].thp_eligible, Some(true));
+        assert!(v[0].has_flag("hg") && !v[0].has_flag("nh"), "{:?}", v[0].vm_flags);
+        assert_eq!(v[1].pgoff, 0);
         assert_eq!(v[0].name, "");
         assert_eq!(v[1].name, "/usr/lib/with space.so");
         assert_eq!(v[1].rss_kb, 4);

@@ -94,6 +94,51 @@ pub fn read_knob(paths: &Paths, rel: &str) -> Result<String> {
     Ok(selected_value(&text))
 }
 
+/// Every knob of a THP sysfs tree at `dir` (the live one, or a copy), read without changing
+/// anything, as `PATH=VALUE` lines with the selected value (what `uapi::ThpSettings::apply_file`
+/// reads). The top level, `hugepages-<size>/` and `khugepaged/` are read; `stats/` directories
+/// and files that cannot be read (write-only) are left out.
+pub fn read_tree(dir: &Path) -> Result<String> {
+    if !dir.join("enabled").is_file() || !(dir.join("defrag").is_file() || dir.join("hpage_pmd_size").is_file()) {
+        return Err(LiveError::Parse { path: dir.display().to_string(), message: "not a THP sysfs tree (it has no 'enabled' and 'defrag' files)".into() });
+    }
+    let mut out = String::new();
+    let mut files: Vec<String> = Vec::new();
+    let list = |d: &Path| -> Result<Vec<(String, bool)>> {
+        let mut v = Vec::new();
+        for e in std::fs::read_dir(d).map_err(|e| io_err("cannot list", d, e))? {
+            let e = e.map_err(|e| io_err("cannot list", d, e))?;
+            let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+            v.push((e.file_name().to_string_lossy().into_owned(), is_dir));
+        }
+        v.sort();
+        Ok(v)
+    };
+    for (name, is_dir) in list(dir)? {
+        if !is_dir {
+            files.push(name);
+        } else if name.starts_with("hugepages-") || name == "khugepaged" {
+            for (sub, sub_dir) in list(&dir.join(&name))? {
+                if !sub_dir {
+                    files.push(format!("{name}/{sub}"));
+                }
+            }
+        }
+    }
+    for rel in files {
+        let p = dir.join(&rel);
+        // A sysfs attribute is one short line; read at most a page.
+        let Ok(f) = std::fs::File::open(&p) else { continue };
+        let mut text = String::new();
+        use std::io::Read;
+        if f.take(4096).read_to_string(&mut text).is_err() {
+            continue;
+        }
+        out += &format!("{rel}={}\n", selected_value(&text));
+    }
+    Ok(out)
+}
+
 /// Write `value` to knob `rel` and read it back.
 pub fn write_knob(paths: &Paths, rel: &str, value: &str) -> Result<()> {
     let p = paths.knob(rel);

@@ -54,14 +54,14 @@ impl Kernel {
                 Pmd::Table(idx) => {
                     let lo = if start > addr { ((start - addr) / PAGE_SIZE) as usize } else { 0 };
                     let hi = if end < addr + PMD_SIZE { ((end - addr).div_ceil(PAGE_SIZE)) as usize } else { 512 };
-                    for (i, e) in self.pt.present_ptes(idx, lo..hi) {
+                    self.pt.for_each_present(idx, lo..hi, |i, e| {
                         let a = addr + i as u64 * PAGE_SIZE;
                         if e & PTE_ZERO != 0 {
                             f(a, Mapping::ZeroPte);
                         } else if e & PTE_PRESENT != 0 {
                             f(a, Mapping::Pte(pte_pfn(e)));
                         }
-                    }
+                    });
                 }
             }
             addr += PMD_SIZE;
@@ -373,12 +373,14 @@ impl Kernel {
                     }
                     mapped += (got > 0) as u32;
                 }
-                if mapped != p.b {
-                    return Err(format!("folio {pfn:#x}: {mapped} pages mapped, nr_pages_mapped says {}", p.b));
+                let nr_pages_mapped = self.zone.nr_pages_mapped(Pfn(pfn as u32));
+                if mapped != nr_pages_mapped {
+                    return Err(format!("folio {pfn:#x}: {mapped} pages mapped, nr_pages_mapped says {nr_pages_mapped}"));
                 }
                 let entire = pmd_maps.get(&(pfn as u32)).copied().unwrap_or(0);
-                if entire != p.a as i32 {
-                    return Err(format!("folio {pfn:#x}: {entire} PMDs map it, entire_mapcount says {}", p.a));
+                let entire_mapcount = self.zone.entire_mapcount(Pfn(pfn as u32));
+                if entire != entire_mapcount as i32 {
+                    return Err(format!("folio {pfn:#x}: {entire} PMDs map it, entire_mapcount says {entire_mapcount}"));
                 }
                 if entire == 0 && mapped == 0 && p.flags & pg::ANON != 0 {
                     return Err(format!("folio {pfn:#x} is allocated but mapped nowhere (leaked)"));
@@ -413,9 +415,216 @@ impl Kernel {
 }
 
 impl Kernel {
+    /// The invariants of [`Kernel::check_invariants`] restricted to what one step touched: the
+    /// VMAs that meet `ranges` (and their predecessors), every PMD slot that covers them with
+    /// its PTEs, and every folio mapped there, plus counters that are cheap to check globally.
+    /// Its cost follows the size of `ranges`, not the machine's: callers run it after every
+    /// step and [`Kernel::check_invariants`] now and then and at the end (`sim --check`).
+    ///
+    /// Locally, a page's mapcount can only be checked against the PTEs found (a page may be
+    /// mapped elsewhere too), so it must be at least that; anonymous memory is never shared in
+    /// the model (no fork), so an anon page is mapped at most once, by a PTE or by its folio's
+    /// PMD, and exactly once where a PTE here maps it.
+    pub fn check_invariants_in(&self, ranges: &[(u64, u64)]) -> Result<(), String> {
+        self.check_counters()?;
+        let mut pte_seen: BTreeMap<u32, i32> = BTreeMap::new();
+        let mut pmd_seen: BTreeMap<u32, i32> = BTreeMap::new();
+        let mut heads: BTreeMap<u32, ()> = BTreeMap::new();
+        // Each PMD slot once, however many ranges cover it.
+        let mut slots_done: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
+        for &(s, e) in ranges {
+            let s = s.min(mm_types::TASK_SIZE) & !(PMD_SIZE - 1);
+            let e = e.clamp(s, mm_types::TASK_SIZE + PAGE_SIZE).next_multiple_of(PMD_SIZE);
+            if s >= e {
+                continue;
+            }
+            let vmas = self.vmas.intersecting(s, e);
+            let mut prev_end = vmas.first().and_then(|f| self.vmas.prev(f.start)).map_or(0, |v| v.end);
+            for v in vmas {
+                if v.start % PAGE_SIZE != 0 || v.end % PAGE_SIZE != 0 || v.start >= v.end {
+                    return Err(format!("VMA {:#x}-{:#x} is malformed", v.start, v.end));
+                }
+                if v.start < prev_end {
+                    return Err(format!("VMA {:#x}-{:#x} overlaps its predecessor", v.start, v.end));
+                }
+                prev_end = v.end;
+            }
+            let mut addr = s;
+            while addr < e {
+                let va = Vaddr(addr);
+                let Some(t) = self.pt.pmd_table_ro(va) else {
+                    addr = (addr & !(PUD_SIZE - 1)) + PUD_SIZE;
+                    continue;
+                };
+                let slot = ((addr % PUD_SIZE) / PMD_SIZE) as usize;
+                if !slots_done.insert(addr) {
+                    addr += PMD_SIZE;
+                    continue;
+                }
+                self.check_pmd_slot(t, slot, addr, &mut pte_seen, &mut pmd_seen, &mut heads)?;
+                addr += PMD_SIZE;
+            }
+        }
+        for &head in heads.keys() {
+            self.check_folio_locally(head, &pte_seen, pmd_seen.get(&head).copied().unwrap_or(0))?;
+        }
+        Ok(())
+    }
+
+    /// Counters whose consistency costs nothing to check.
+    fn check_counters(&self) -> Result<(), String> {
+        if self.zone.nr_free_pages() > self.zone.nr_pages() as u64 {
+            return Err(format!("nr_free is {}, the zone has {} pages", self.zone.nr_free_pages(), self.zone.nr_pages()));
+        }
+        if self.stats.anon_rss_pages > self.zone.nr_pages() as u64 {
+            return Err(format!("MM_ANONPAGES is {}, the zone has {} pages", self.stats.anon_rss_pages, self.zone.nr_pages()));
+        }
+        let mut partially_total = 0;
+        for o in 1..=PMD_ORDER {
+            let ord = Order(o);
+            let nr = self.counters.mthp(ord, MthpStat::NrAnon);
+            let partially = self.counters.mthp(ord, MthpStat::NrAnonPartiallyMapped);
+            if nr < 0 || partially < 0 || partially > nr {
+                return Err(format!("{} nr_anon {nr}, nr_anon_partially_mapped {partially}", ord.sysfs_dir()));
+            }
+            partially_total += partially;
+        }
+        if (self.deferred.len() as i64) < partially_total {
+            return Err(format!(
+                "{partially_total} partially mapped folios, {} on the deferred split queue",
+                self.deferred.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// One PMD slot as [`Kernel::check_invariants`] checks it; PTE and PMD mappings are counted
+    /// into `pte_seen` (by page) and `pmd_seen` (by folio), the folios into `heads`.
+    fn check_pmd_slot(
+        &self,
+        t: u32,
+        slot: usize,
+        addr: u64,
+        pte_seen: &mut BTreeMap<u32, i32>,
+        pmd_seen: &mut BTreeMap<u32, i32>,
+        heads: &mut BTreeMap<u32, ()>,
+    ) -> Result<(), String> {
+        let va = Vaddr(addr);
+        let pmd = self.pt.pmd(t, va);
+        if !matches!(pmd, Pmd::None) && self.vmas.intersecting(addr, addr + PMD_SIZE).is_empty() {
+            return Err(format!("page table at {addr:#x} outside every VMA"));
+        }
+        match pmd {
+            Pmd::None => {}
+            Pmd::Table(idx) => {
+                for (i, e) in self.pt.present_ptes(idx, 0..512) {
+                    if e & PTE_PRESENT == 0 || e & PTE_ZERO != 0 {
+                        continue;
+                    }
+                    let a = addr + i as u64 * PAGE_SIZE;
+                    let Some(v) = self.vmas.find(a) else {
+                        return Err(format!("PTE at {a:#x} outside every VMA"));
+                    };
+                    let pfn = pte_pfn(e);
+                    if pfn.idx() >= self.zone.mem_map.len() {
+                        return Err(format!("PTE at {a:#x} maps {pfn:?}, beyond the machine's memory"));
+                    }
+                    let head = self.folio_head(pfn);
+                    let hp = self.zone.mem_map[head.idx()];
+                    if hp.flags & pg::SHMEM != 0 {
+                        let (ino, start) = *self
+                            .shmem
+                            .owner
+                            .get(&head.0)
+                            .ok_or(format!("PTE at {a:#x} maps a shmem folio that no page cache holds"))?;
+                        if v.file != ino + 1 || v.linear_page_index(a) != start + (pfn.0 - head.0) as u64 {
+                            return Err(format!("PTE at {a:#x} maps the wrong file page"));
+                        }
+                    } else if hp.flags & pg::ANON == 0 {
+                        return Err(format!("PTE at {a:#x} maps a pfn that is neither anon nor shmem: {pfn:?}"));
+                    }
+                    *pte_seen.entry(pfn.0).or_insert(0) += 1;
+                    heads.insert(head.0, ());
+                }
+            }
+            Pmd::Huge { .. } | Pmd::HugeZero if self.pt.deposited(t, slot) == NO_TABLE && !self.is_shmem_pmd(pmd) => {
+                return Err(format!("huge PMD at {addr:#x} has no deposited page table"));
+            }
+            Pmd::Huge { pfn, .. } => {
+                if pfn.idx() >= self.zone.mem_map.len() || !pfn.is_aligned(Order::PMD) || self.page(pfn).order != PMD_ORDER {
+                    return Err(format!("huge PMD at {addr:#x} maps {pfn:?}, not a 2 MiB folio"));
+                }
+                if self.page(pfn).flags & pg::SHMEM != 0 {
+                    if self.pt.deposited(t, slot) != NO_TABLE {
+                        return Err(format!("file PMD at {addr:#x} has a deposited table (x86 deposits none)"));
+                    }
+                } else {
+                    let v = self.vmas.find(addr);
+                    if v.is_none_or(|v| v.start > addr || v.end < addr + PMD_SIZE) {
+                        return Err(format!("huge PMD at {addr:#x} is not inside one VMA"));
+                    }
+                }
+                *pmd_seen.entry(pfn.0).or_insert(0) += 1;
+                heads.insert(pfn.0, ());
+            }
+            Pmd::HugeZero => {
+                if self.huge_zero.is_none() || !self.mm_flags.huge_zero_folio {
+                    return Err("huge zero PMD without MMF_HUGE_ZERO_FOLIO".into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn is_shmem_pmd(&self, pmd: Pmd) -> bool {
+        matches!(pmd, Pmd::Huge { pfn, .. } if pfn.idx() < self.zone.mem_map.len() && self.page(pfn).flags & pg::SHMEM != 0)
+    }
+
+    /// One folio that a checked range maps: its head and tails, mapcounts against the mappings
+    /// found (`pte_seen` by page, `pmds` of the folio), nr_pages_mapped, the deferred queue.
+    fn check_folio_locally(&self, head: u32, pte_seen: &BTreeMap<u32, i32>, pmds: i32) -> Result<(), String> {
+        let p = self.zone.mem_map[head as usize];
+        let nr = 1usize << p.order;
+        if p.flags & pg::HEAD == 0 || head as usize % nr != 0 || head as usize + nr > self.zone.mem_map.len() {
+            return Err(format!("folio {head:#x} is mapped but is not an aligned folio head (order {})", p.order));
+        }
+        if p.flags & (pg::ANON | pg::SHMEM) == 0 {
+            return Err(format!("folio {head:#x} is mapped but is neither anon nor shmem"));
+        }
+        let anon = p.flags & pg::ANON != 0;
+        let entire = self.zone.entire_mapcount(Pfn(head)) as i32;
+        if entire < pmds || (anon && entire > 1) {
+            return Err(format!("folio {head:#x}: {pmds} PMDs here map it, entire_mapcount says {entire}"));
+        }
+        let mut mapped = 0u32;
+        for i in 0..nr {
+            let pfn = head as usize + i;
+            let t = self.zone.mem_map[pfn];
+            if i > 0 && (t.flags & pg::TAIL == 0 || t.order != p.order) {
+                return Err(format!("tail {pfn:#x} of folio {head:#x} is not marked as its tail"));
+            }
+            let seen = pte_seen.get(&(pfn as u32)).copied().unwrap_or(0);
+            let got = t.mapcount;
+            if got < seen || got < 0 || (anon && (got + entire > 1 || (seen > 0 && got != seen))) {
+                return Err(format!("page {pfn:#x}: {seen} PTEs here map it, mapcount says {got}"));
+            }
+            mapped += (got > 0) as u32;
+        }
+        let nr_mapped = self.zone.nr_pages_mapped(Pfn(head));
+        if mapped != nr_mapped {
+            return Err(format!("folio {head:#x}: {mapped} pages mapped, nr_pages_mapped says {nr_mapped}"));
+        }
+        if p.flags & pg::PARTIALLY_MAPPED != 0 && (p.flags & pg::DEFERRED == 0 || !self.deferred.contains(&Pfn(head))) {
+            return Err(format!("partially mapped folio {head:#x} is not on the deferred split queue"));
+        }
+        Ok(())
+    }
+}
+
+impl Kernel {
     /// Every shmem folio is in exactly one page cache, at an index aligned to its order, and
     /// the cache entries of an inode do not overlap.
-    fn check_page_cache(&self) -> Result<(), String> {
+    pub fn check_page_cache(&self) -> Result<(), String> {
         let mut seen = 0;
         for (ino, inode) in self.shmem.inodes.iter().enumerate() {
             let mut prev_end = 0u64;

@@ -44,12 +44,8 @@ pub struct Populated {
     pub unmodelled_pages: u64,
 }
 
-/// mlock2's MLOCK_ONFAULT.
-pub const MLOCK_ONFAULT: u64 = 1;
-/// mlockall's flags.
-pub const MCL_CURRENT: u64 = 1;
-pub const MCL_FUTURE: u64 = 2;
-pub const MCL_ONFAULT: u64 = 4;
+/// mlock2's MLOCK_ONFAULT and mlockall's flags.
+pub use linux_abi::mman::{MCL_CURRENT, MCL_FUTURE, MCL_ONFAULT, MLOCK_ONFAULT};
 
 impl Kernel {
     /// Fault in `[start, end)` as GUP does. MADV_POPULATE_* fail with EFAULT where the VMA does

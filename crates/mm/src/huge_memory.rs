@@ -8,6 +8,10 @@
 //! `do_huge_pmd_wp_page`, `get_huge_zero_folio`, `mm_get_huge_zero_folio`,
 //! `__split_huge_pmd_locked`, `__folio_split` (split_folio to order 0), `deferred_split_folio`,
 //! `__folio_unqueue_deferred_split`).
+//!
+//! The order policy is also a pure function ([`anon_thp_vma_allowable_orders`], with
+//! [`Refusal`] naming why each order is dropped) so that `thplab explain` can run the model's
+//! own decision on the inputs it reads from a live process.
 
 use mm_types::{Order, Orders, Pfn, Vaddr, PMD_ORDER, PMD_SIZE};
 use uapi::{MthpStat, VmEvent};
@@ -16,10 +20,10 @@ use crate::page_alloc::pg;
 use crate::pgtable::{mk_pte, Pmd, PTE_DIRTY, PTE_WRITE, PTE_YOUNG, ZERO_PTE};
 use crate::vma::{vm, Vma};
 use crate::vmstat::FallbackReason;
-use crate::Kernel;
+use crate::{Kernel, MmFlags, ThpMasks};
 
 /// `enum tva_type`: who asks which orders a VMA allows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TvaType {
     /// TVA_PAGEFAULT
     PageFault,
@@ -27,6 +31,9 @@ pub enum TvaType {
     Khugepaged,
     /// TVA_FORCED_COLLAPSE (MADV_COLLAPSE)
     ForcedCollapse,
+    /// TVA_SMAPS (the `THPeligible` line of /proc/PID/smaps): like khugepaged, but a VMA
+    /// without an anon_vma yet is eligible.
+    Smaps,
 }
 
 /// Result of a PMD-level fault handler.
@@ -39,64 +46,19 @@ pub(crate) enum HugeFault {
 }
 
 impl Kernel {
-    /// `vma_thp_disabled`.
-    pub(crate) fn vma_thp_disabled(&self, vma: &Vma, forced_collapse: bool) -> bool {
-        if vma.flags & vm::NOHUGEPAGE != 0 || self.mm_flags.disable_thp_completely {
-            return true;
-        }
-        if vma.flags & vm::HUGEPAGE != 0 || forced_collapse {
-            return false;
-        }
-        self.mm_flags.disable_thp_except_advised
-    }
-
     /// The sysfs part of `thp_vma_allowable_orders` (skipped for forced collapse).
     pub(crate) fn sysfs_orders(&self, vma: &Vma) -> Orders {
-        let m = &self.masks;
-        let hugepage = vma.flags & vm::HUGEPAGE != 0;
-        let mut mask = m.always;
-        if hugepage {
-            mask = mask.or(m.madvise);
-        }
-        if m.global_always || (hugepage && m.global_enabled) {
-            mask = mask.or(m.inherit);
-        }
-        mask
+        sysfs_anon_orders(&self.masks, vma.flags)
+    }
+
+    /// `vma_thp_disabled`.
+    pub(crate) fn vma_thp_disabled(&self, vma: &Vma, forced_collapse: bool) -> bool {
+        vma_thp_disabled(&self.mm_flags, vma.flags, forced_collapse).is_some()
     }
 
     /// `thp_vma_allowable_orders` + `__thp_vma_allowable_orders` for anonymous VMAs.
     pub fn thp_vma_allowable_orders(&self, vma: &Vma, tva: TvaType, orders: Orders) -> Orders {
-        let mut orders = orders;
-        if tva != TvaType::ForcedCollapse {
-            orders = orders.and(self.sysfs_orders(vma));
-            if orders.is_empty() {
-                return orders;
-            }
-        }
-        orders = orders.and(Orders::ALL_ANON);
-        if orders.is_empty() || self.vma_thp_disabled(vma, tva == TvaType::ForcedCollapse) {
-            return Orders::NONE;
-        }
-        if tva != TvaType::PageFault {
-            // Keep orders for which an aligned block ending at vm_end fits.
-            let mut o = orders;
-            let mut order = o.highest();
-            while let Some(ord) = order {
-                if thp_vma_suitable_order(vma, vma.end - ord.size(), ord) {
-                    break;
-                }
-                order = o.next_below(ord);
-            }
-            orders = o;
-            if orders.is_empty() {
-                return orders;
-            }
-            // Collapse needs an anon_vma; the page fault prepares one.
-            if vma.anon_vma == 0 {
-                return Orders::NONE;
-            }
-        }
-        orders
+        anon_thp_vma_allowable_orders(&self.masks, &self.mm_flags, vma, tva, orders, &mut ())
     }
 
     /// `__anon_vma_prepare`: give the VMA an anon_vma, reusing a mergeable neighbour's
@@ -177,7 +139,7 @@ impl Kernel {
     /// `map_anon_folio_pmd`: map a fresh anon THP with a PMD and count the fault allocation.
     fn map_anon_folio_pmd(&mut self, folio: Pfn, vma: &Vma, pmd_table: u32, haddr: Vaddr) {
         self.folio_add_new_anon_rmap(folio);
-        self.zone.mem_map[folio.idx()].a += 1; // entire mapcount
+        self.zone.folio_meta_mut(folio).entire += 1;
         let write = vma.flags & vm::WRITE != 0;
         self.pt.set_pmd(pmd_table, haddr, Pmd::Huge { pfn: folio, young: true, dirty: true, write });
         self.stats.anon_rss_pages += 1 << PMD_ORDER;
@@ -238,7 +200,7 @@ impl Kernel {
             if self.zone.mem_map[pfn.idx()].flags & pg::SHMEM != 0 {
                 // A file PMD is zapped, not converted: the next fault maps PTEs.
                 self.pt.set_pmd(pmd_table, haddr, Pmd::None);
-                self.zone.mem_map[pfn.idx()].a -= 1;
+                self.zone.folio_meta_mut(pfn).entire -= 1;
                 self.stats.shmem_rss_pages -= 1 << PMD_ORDER;
                 self.stats.shmem_pmd_mapped -= 1;
                 self.counters.count(VmEvent::ThpSplitPmd);
@@ -262,9 +224,9 @@ impl Kernel {
                 for i in 0..512u32 {
                     self.zone.mem_map[pfn.add(i).idx()].mapcount += 1;
                 }
-                let head = &mut self.zone.mem_map[pfn.idx()];
-                head.b = 512;
-                head.a -= 1;
+                let meta = self.zone.folio_meta_mut(pfn);
+                meta.mapped = 512;
+                meta.entire -= 1;
             }
             Pmd::None | Pmd::Table(_) => unreachable!("split_huge_pmd on a non-huge PMD"),
         }
@@ -301,7 +263,7 @@ impl Kernel {
             return;
         }
         let flags = self.zone.mem_map[head.idx()].flags;
-        if !frozen && flags & pg::PARTIALLY_MAPPED == 0 && self.zone.mem_map[head.idx()].b > 0 {
+        if !frozen && flags & pg::PARTIALLY_MAPPED == 0 && self.zone.nr_pages_mapped(head) > 0 {
             self.deferred_split_folio(head, true);
         }
         self.unqueue_deferred_split(head);
@@ -319,8 +281,6 @@ impl Kernel {
             let p = &mut self.zone.mem_map[pfn.idx()];
             p.flags = pg::HEAD | keep | (p.flags & pg::TOUCHED);
             p.order = 0;
-            p.a = 0;
-            p.b = (p.mapcount > 0) as u32;
             if p.mapcount == 0 {
                 unmapped.push(pfn);
             }
@@ -379,6 +339,284 @@ impl Kernel {
         let mut seen = std::collections::HashSet::new();
         self.deferred.iter().copied().filter(|f| mm[f.idx()].flags & pg::DEFERRED != 0 && seen.insert(*f)).collect()
     }
+}
+
+/// Why an order is not allowed for a VMA: every branch of `thp_vma_allowable_orders`,
+/// `__thp_vma_allowable_orders`, `vma_thp_disabled`, `shmem_huge_global_enabled` and
+/// `shmem_allowable_huge_orders` that drops an order, named after the knob or flag that decides
+/// it. A closed set: `thplab explain` prints one per refused order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Refusal {
+    /// Not a THP order for this kind of memory (anon: 2..=9, file/shmem: 1..=9).
+    NotThpOrder,
+    /// `hugepages-<N>kB/enabled=never`.
+    SizeNever,
+    /// `hugepages-<N>kB/enabled=madvise` and the VMA has no VM_HUGEPAGE.
+    SizeMadviseNotAdvised,
+    /// `hugepages-<N>kB/enabled=inherit` and top-level `enabled=never`.
+    InheritTopNever,
+    /// `hugepages-<N>kB/enabled=inherit`, top-level `enabled=madvise`, no VM_HUGEPAGE.
+    InheritTopMadviseNotAdvised,
+    /// VM_NOHUGEPAGE (MADV_NOHUGEPAGE) on the VMA.
+    VmNoHugepage,
+    /// MMF_DISABLE_THP_COMPLETELY: `prctl(PR_SET_THP_DISABLE, 1)`.
+    PrctlDisabled,
+    /// MMF_DISABLE_THP_EXCEPT_ADVISED (`prctl(PR_SET_THP_DISABLE, 1, PR_THP_DISABLE_EXCEPT_ADVISED)`)
+    /// and the VMA has no VM_HUGEPAGE.
+    PrctlExceptAdvised,
+    /// VM_NO_KHUGEPAGED (VM_IO, VM_DONTEXPAND, VM_PFNMAP, VM_MIXEDMAP, VM_HUGETLB): never
+    /// collapsed.
+    NoKhugepagedVma,
+    /// No naturally aligned block of this size lies inside the VMA (`thp_vma_suitable_order`).
+    NoAlignedBlock,
+    /// A file VMA whose start is not aligned to this size in file-offset terms
+    /// (`(vm_start >> PAGE_SHIFT) - vm_pgoff`).
+    FileOffsetMisaligned,
+    /// Anonymous VMA never faulted: no anon_vma, so khugepaged and MADV_COLLAPSE skip it.
+    NoAnonVma,
+    /// Top-level `shmem_enabled=deny`.
+    ShmemDeny,
+    /// Top-level `shmem_enabled=force`: PMD size only (or, for anon shmem, the per-size
+    /// `inherit` sizes only).
+    ShmemForceOtherSize,
+    /// The mount's `huge=never` (for memfd and shared anonymous memory: top-level `shmem_enabled`).
+    ShmemMountNever,
+    /// `huge=always` or `within_size` with a VMA: a mapping fault allocates PMD size only.
+    ShmemMappedPmdOnly,
+    /// `huge=within_size` (or per-size `within_size`): the aligned block would end beyond i_size.
+    ShmemBeyondEof,
+    /// `huge=advise` (or per-size `advise`) and the VMA has no VM_HUGEPAGE.
+    ShmemAdviseNotAdvised,
+    /// Anon shmem (memfd, MAP_SHARED|MAP_ANONYMOUS): `hugepages-<N>kB/shmem_enabled=never`.
+    ShmemSizeNever,
+    /// Anon shmem: `hugepages-<N>kB/shmem_enabled=inherit` and the top-level `shmem_enabled`
+    /// allows nothing for this inode.
+    ShmemInheritTopOff,
+    /// khugepaged asks for PMD order only (`khugepaged_scan_mm_slot`): it never collapses to
+    /// a smaller size in 6.18.
+    KhugepagedPmdOnly,
+    /// A file that is neither anonymous nor shmem (page cache of a regular file, DAX,
+    /// hugetlbfs, a device): its folio sizes come from readahead or the driver, not these knobs.
+    NotAnonOrShmem,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 22] = [
+        Refusal::NotThpOrder,
+        Refusal::SizeNever,
+        Refusal::SizeMadviseNotAdvised,
+        Refusal::InheritTopNever,
+        Refusal::InheritTopMadviseNotAdvised,
+        Refusal::VmNoHugepage,
+        Refusal::PrctlDisabled,
+        Refusal::PrctlExceptAdvised,
+        Refusal::NoKhugepagedVma,
+        Refusal::NoAlignedBlock,
+        Refusal::FileOffsetMisaligned,
+        Refusal::NoAnonVma,
+        Refusal::ShmemDeny,
+        Refusal::ShmemForceOtherSize,
+        Refusal::ShmemMountNever,
+        Refusal::ShmemMappedPmdOnly,
+        Refusal::ShmemBeyondEof,
+        Refusal::ShmemAdviseNotAdvised,
+        Refusal::ShmemSizeNever,
+        Refusal::ShmemInheritTopOff,
+        Refusal::KhugepagedPmdOnly,
+        Refusal::NotAnonOrShmem,
+    ];
+
+    /// snake_case name, as JSON and tables print it (`size_never`, `vm_no_hugepage`).
+    pub fn name(self) -> String {
+        let dbg = format!("{self:?}");
+        let mut out = String::new();
+        for (i, c) in dbg.chars().enumerate() {
+            if c.is_ascii_uppercase() && i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        }
+        out
+    }
+
+    /// One line for a kernel developer: the knob or flag, and the kernel function that decides.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Refusal::NotThpOrder => "not a THP order for this memory (THP_ORDERS_ALL_ANON / _FILE_DEFAULT)",
+            Refusal::SizeNever => "hugepages-<size>/enabled=never (thp_vma_allowable_orders)",
+            Refusal::SizeMadviseNotAdvised => "hugepages-<size>/enabled=madvise and no VM_HUGEPAGE (thp_vma_allowable_orders)",
+            Refusal::InheritTopNever => "hugepages-<size>/enabled=inherit, top-level enabled=never (thp_vma_allowable_orders)",
+            Refusal::InheritTopMadviseNotAdvised => {
+                "hugepages-<size>/enabled=inherit, top-level enabled=madvise and no VM_HUGEPAGE (thp_vma_allowable_orders)"
+            }
+            Refusal::VmNoHugepage => "VM_NOHUGEPAGE (MADV_NOHUGEPAGE) (vma_thp_disabled)",
+            Refusal::PrctlDisabled => "PR_SET_THP_DISABLE: MMF_DISABLE_THP_COMPLETELY (vma_thp_disabled)",
+            Refusal::PrctlExceptAdvised => {
+                "PR_SET_THP_DISABLE with PR_THP_DISABLE_EXCEPT_ADVISED and no VM_HUGEPAGE (vma_thp_disabled)"
+            }
+            Refusal::NoKhugepagedVma => "VM_NO_KHUGEPAGED: VM_IO|VM_DONTEXPAND|VM_PFNMAP|VM_MIXEDMAP|VM_HUGETLB (__thp_vma_allowable_orders)",
+            Refusal::NoAlignedBlock => "no naturally aligned block of this size inside the VMA (thp_vma_suitable_order)",
+            Refusal::FileOffsetMisaligned => "vm_start and vm_pgoff disagree modulo this size (thp_vma_suitable_order)",
+            Refusal::NoAnonVma => "never faulted: no anon_vma (__thp_vma_allowable_orders)",
+            Refusal::ShmemDeny => "top-level shmem_enabled=deny (shmem_huge_global_enabled)",
+            Refusal::ShmemForceOtherSize => "top-level shmem_enabled=force allows PMD / inherit sizes only (shmem_allowable_huge_orders)",
+            Refusal::ShmemMountNever => "mount huge=never (shm_mnt: top-level shmem_enabled) (shmem_huge_global_enabled)",
+            Refusal::ShmemMappedPmdOnly => "huge=always/within_size: a mapping fault allocates PMD size only (shmem_huge_global_enabled)",
+            Refusal::ShmemBeyondEof => "within_size: the aligned block ends beyond i_size (shmem_get_orders_within_size)",
+            Refusal::ShmemAdviseNotAdvised => "advise and no VM_HUGEPAGE (shmem_huge_global_enabled / shmem_allowable_huge_orders)",
+            Refusal::ShmemSizeNever => "hugepages-<size>/shmem_enabled=never (shmem_allowable_huge_orders)",
+            Refusal::ShmemInheritTopOff => {
+                "hugepages-<size>/shmem_enabled=inherit and top-level shmem_enabled allows nothing here (shmem_allowable_huge_orders)"
+            }
+            Refusal::KhugepagedPmdOnly => "khugepaged collapses PMD size only in 6.18 (khugepaged_scan_mm_slot)",
+            Refusal::NotAnonOrShmem => "neither anonymous nor shmem: sizes come from readahead or the driver, not THP knobs",
+        }
+    }
+}
+
+/// Where the reasons for dropped orders go. `()` drops them (the model's fast path: the
+/// reasons are not computed at all); [`Refusals`] keeps the first reason per order.
+pub trait RefusalSink {
+    const RECORDS: bool;
+    fn refuse(&mut self, orders: Orders, why: Refusal);
+}
+
+impl RefusalSink for () {
+    const RECORDS: bool = false;
+    #[inline(always)]
+    fn refuse(&mut self, _: Orders, _: Refusal) {}
+}
+
+/// The first reason each order was dropped for, indexed by order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Refusals(pub [Option<Refusal>; PMD_ORDER as usize + 1]);
+
+impl RefusalSink for Refusals {
+    const RECORDS: bool = true;
+    fn refuse(&mut self, orders: Orders, why: Refusal) {
+        for o in orders.iter_desc() {
+            if let Some(slot) = self.0.get_mut(o.0 as usize) {
+                slot.get_or_insert(why);
+            }
+        }
+    }
+}
+
+impl Refusals {
+    pub fn get(&self, order: Order) -> Option<Refusal> {
+        self.0.get(order.0 as usize).copied().flatten()
+    }
+}
+
+/// Orders in `before` that `after` lost.
+#[inline(always)]
+pub(crate) fn dropped(before: Orders, after: Orders) -> Orders {
+    Orders(before.0 & !after.0)
+}
+
+/// The sysfs anon mask for a VMA with `vm_flags` (the first half of `thp_vma_allowable_orders`).
+pub fn sysfs_anon_orders(m: &ThpMasks, vm_flags: u32) -> Orders {
+    let hugepage = vm_flags & vm::HUGEPAGE != 0;
+    let mut mask = m.always;
+    if hugepage {
+        mask = mask.or(m.madvise);
+    }
+    if m.global_always || (hugepage && m.global_enabled) {
+        mask = mask.or(m.inherit);
+    }
+    mask
+}
+
+/// `vma_thp_disabled`: `Some(reason)` when THP is off for the VMA.
+pub fn vma_thp_disabled(mm: &MmFlags, vm_flags: u32, forced_collapse: bool) -> Option<Refusal> {
+    if vm_flags & vm::NOHUGEPAGE != 0 {
+        return Some(Refusal::VmNoHugepage);
+    }
+    if mm.disable_thp_completely {
+        return Some(Refusal::PrctlDisabled);
+    }
+    if vm_flags & vm::HUGEPAGE != 0 || forced_collapse {
+        return None;
+    }
+    mm.disable_thp_except_advised.then_some(Refusal::PrctlExceptAdvised)
+}
+
+/// The reason the sysfs mask drops `order` for a VMA (`hugepages-<N>kB/enabled` and top-level).
+fn sysfs_refusal(m: &ThpMasks, order: Order) -> Refusal {
+    if m.madvise.contains(order) {
+        Refusal::SizeMadviseNotAdvised
+    } else if m.inherit.contains(order) {
+        if m.global_enabled {
+            Refusal::InheritTopMadviseNotAdvised
+        } else {
+            Refusal::InheritTopNever
+        }
+    } else {
+        Refusal::SizeNever
+    }
+}
+
+/// `thp_vma_allowable_orders` + `__thp_vma_allowable_orders` for an anonymous private VMA, as a
+/// pure function of the sysfs masks, the mm's prctl flags and the VMA; `sink` learns why each
+/// dropped order was dropped. [`Kernel::thp_vma_allowable_orders`] is this with `()`.
+pub fn anon_thp_vma_allowable_orders<S: RefusalSink>(
+    m: &ThpMasks,
+    mm: &MmFlags,
+    vma: &Vma,
+    tva: TvaType,
+    orders: Orders,
+    sink: &mut S,
+) -> Orders {
+    let mut orders = orders;
+    if tva != TvaType::ForcedCollapse {
+        let kept = orders.and(sysfs_anon_orders(m, vma.flags));
+        if S::RECORDS {
+            for o in dropped(orders, kept).iter_desc() {
+                sink.refuse(Orders::single(o), sysfs_refusal(m, o));
+            }
+        }
+        orders = kept;
+        if orders.is_empty() {
+            return orders;
+        }
+    }
+    let kept = orders.and(Orders::ALL_ANON);
+    sink.refuse(dropped(orders, kept), Refusal::NotThpOrder);
+    orders = kept;
+    if orders.is_empty() {
+        return Orders::NONE;
+    }
+    if let Some(why) = vma_thp_disabled(mm, vma.flags, tva == TvaType::ForcedCollapse) {
+        sink.refuse(orders, why);
+        return Orders::NONE;
+    }
+    if matches!(tva, TvaType::Khugepaged | TvaType::ForcedCollapse) && vma.flags & vm::NO_KHUGEPAGED != 0 {
+        sink.refuse(orders, Refusal::NoKhugepagedVma);
+        return Orders::NONE;
+    }
+    if tva != TvaType::PageFault {
+        // Keep orders for which an aligned block ending at vm_end fits.
+        let before = orders;
+        let mut o = orders;
+        let mut order = o.highest();
+        while let Some(ord) = order {
+            if thp_vma_suitable_order(vma, vma.end - ord.size(), ord) {
+                break;
+            }
+            order = o.next_below(ord);
+        }
+        orders = o;
+        sink.refuse(dropped(before, orders), Refusal::NoAlignedBlock);
+        if orders.is_empty() {
+            return orders;
+        }
+        // Collapse needs an anon_vma; the page fault prepares one, smaps does not ask.
+        if vma.anon_vma == 0 && tva != TvaType::Smaps {
+            sink.refuse(orders, Refusal::NoAnonVma);
+            return Orders::NONE;
+        }
+    }
+    orders
 }
 
 /// `thp_vma_suitable_order` for anonymous VMAs: the aligned block around `addr` lies in the VMA.

@@ -199,7 +199,7 @@ impl Kernel {
         self.pt.set_pmd(t, haddr, Pmd::None);
         self.pt.deposit(t, haddr, idx);
         self.folio_add_new_anon_rmap(folio);
-        self.zone.mem_map[folio.idx()].a = 1;
+        self.zone.folio_meta_mut(folio).entire = 1;
         let write = vma.flags & vm::WRITE != 0;
         self.pt.set_pmd(t, haddr, Pmd::Huge { pfn: folio, young, dirty: true, write });
         self.stats.anon_rss_pages += 1 << PMD_ORDER;

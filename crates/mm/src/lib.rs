@@ -21,6 +21,7 @@
 //! (an errno) come back to the caller.
 
 pub mod debug;
+pub mod explain;
 pub mod gup;
 pub mod huge_memory;
 pub mod khugepaged;
@@ -28,6 +29,7 @@ pub mod madvise;
 pub mod memory;
 pub mod mmap;
 pub mod page_alloc;
+pub mod peak;
 pub mod pgtable;
 pub mod shmem;
 pub mod vma;
@@ -150,8 +152,8 @@ pub struct MmFlags {
 }
 
 /// The sysfs masks in the form the fault path reads them (`huge_anon_orders_*`).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ThpMasks {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThpMasks {
     pub always: Orders,
     pub madvise: Orders,
     pub inherit: Orders,
@@ -160,7 +162,7 @@ pub(crate) struct ThpMasks {
 }
 
 impl ThpMasks {
-    fn from(s: &ThpSettings) -> ThpMasks {
+    pub fn from(s: &ThpSettings) -> ThpMasks {
         ThpMasks {
             always: s.anon_orders(AnonEnabled::Always),
             madvise: s.anon_orders(AnonEnabled::Madvise),
@@ -308,6 +310,7 @@ impl Kernel {
     /// records ever written (the zeroed allocation stays unbacked for frames never handed out).
     pub fn host_bytes_resident(&self) -> usize {
         self.zone.mem_map_frames_written() as usize * std::mem::size_of::<page_alloc::Page>()
+            + self.zone.host_bytes_beside_mem_map()
             + self.pt.host_bytes()
             + self.vmas.len() * 64
             + self.deferred.capacity() * 4

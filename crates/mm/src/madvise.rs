@@ -138,6 +138,9 @@ impl Kernel {
             Madvise::Nohugepage => self.modify_flags(start, end, |f| (f & !vm::HUGEPAGE) | vm::NOHUGEPAGE, false),
             Madvise::Dontneed => {
                 let vmas = self.vmas.intersecting(start, end);
+                if !vmas.is_empty() {
+                    self.note_rss_peak();
+                }
                 for v in &vmas {
                     self.zap_range(v.start.max(start), v.end.min(end));
                 }

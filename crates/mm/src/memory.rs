@@ -13,6 +13,7 @@ use crate::huge_memory::{thp_vma_suitable_order, thp_vma_suitable_orders, HugeFa
 use crate::page_alloc::pg;
 use crate::pgtable::{mk_pte, pte_pfn, Pmd, Pte, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, PTE_YOUNG, PTE_ZERO, ZERO_PTE};
 use crate::vma::{vm, Vma};
+use crate::explain::{FaultDecision, Got};
 use crate::vmstat::FallbackReason;
 use crate::{Access, Kernel};
 
@@ -57,6 +58,7 @@ impl Kernel {
             return;
         }
         let n = order.nr_pages() as usize;
+        *self.zone.folio_meta_mut_unchecked(pfn) = Default::default();
         let pages = &mut self.zone.mem_map[pfn.idx()..pfn.idx() + n];
         pages[0].flags = pg::HEAD | extra;
         pages[0].order = order.0;
@@ -78,6 +80,7 @@ impl Kernel {
         let order = self.order_of_head(folio);
         if order.0 > 0 {
             self.counters.mod_mthp(order, MthpStat::NrAnon, 1);
+            self.note_nr_anon(order);
             self.zone.mem_map[folio.idx()].flags |= pg::NR_ANON;
         }
     }
@@ -105,7 +108,9 @@ impl Kernel {
                 newly += 1;
             }
         }
-        self.zone.mem_map[head.idx()].b += newly;
+        if self.zone.mem_map[head.idx()].order > 0 {
+            self.zone.folio_meta_mut(head).mapped += newly;
+        }
     }
 
     /// `__folio_remove_rmap` at PTE level for `nr` pages of one folio, unmapped in one batch.
@@ -119,10 +124,12 @@ impl Kernel {
                 p.flags &= !pg::TOUCHED;
             }
         }
-        let h = &mut self.zone.mem_map[head.idx()];
-        h.b -= last;
-        let (entire, mapped, flags) = (h.a, h.b, h.flags);
+        let h = self.zone.mem_map[head.idx()];
         let large = h.order > 0;
+        if large {
+            self.zone.folio_meta_mut(head).mapped -= last;
+        }
+        let (entire, mapped, flags) = (self.zone.entire_mapcount(head), self.zone.nr_pages_mapped(head), h.flags);
         if flags & pg::SHMEM != 0 {
             // Page-cache folios stay in the cache; only anon folios are queued for deferred split.
             return;
@@ -193,12 +200,16 @@ impl Kernel {
         }
         let va = Vaddr(addr);
         let table = self.pt.pmd_table(va);
+        // What the walk saw, handed to the fault so that it does not walk again.
+        let (mut seen_pmd, mut seen_pte) = (Pmd::None, 0);
         if let Some(t) = table {
-            match self.pt.pmd(t, va) {
+            seen_pmd = self.pt.pmd(t, va);
+            match seen_pmd {
                 Pmd::Table(idx) => {
                     let e = self.pt.pte(idx, va.pte_index());
+                    seen_pte = e;
                     if e & PTE_PRESENT != 0 && (!write || e & PTE_WRITE != 0) {
-                        *self.pt.pte_mut(idx, va.pte_index()) = e | PTE_YOUNG | if write { PTE_DIRTY } else { 0 };
+                        self.pt.set_pte(idx, va.pte_index(), e | PTE_YOUNG | if write { PTE_DIRTY } else { 0 });
                         if e & PTE_ZERO == 0 {
                             self.touch_page(pte_pfn(e));
                         }
@@ -219,12 +230,81 @@ impl Kernel {
             }
         }
         self.stats.minflt += 1;
-        self.handle_mm_fault(vma, va, write, table)
+        self.handle_mm_fault(vma, va, write, table, seen_pmd, seen_pte)
+    }
+
+    /// `n` accesses at `addr`, `addr + stride`, … (a touch in address order): exactly what `n`
+    /// calls of [`Kernel::access`] do, in state, counters and outcome, faster. The accesses that
+    /// fall in one PTE table share its walk, and two cases are taken inline: a hit on a present
+    /// PTE that allows the access, and a write fault on a none PTE of a writable anonymous VMA
+    /// when no THP size is enabled anywhere (`do_anonymous_page` then always maps one order-0
+    /// page, and `attribute_fallbacks` has nothing to record). Everything else goes through
+    /// [`Kernel::access`]. Returns the accesses done and the outcome of the last; a run stops at
+    /// the first access that is neither a hit nor a fault.
+    pub fn access_run(&mut self, addr: u64, n: u64, stride: u64, write: bool) -> (u64, Access) {
+        let mut done = 0;
+        let mut last = Access::Hit;
+        let order0_only = self.masks.possible().is_empty();
+        while done < n {
+            let a = addr + done * stride;
+            last = self.access(a, write);
+            done += 1;
+            if !matches!(last, Access::Hit | Access::Fault) {
+                return (done, last);
+            }
+            // access() left the VMA in the cache and, for anything mapped, a PTE table or a
+            // huge PMD at `a`. Continue inline while the next accesses stay in this VMA and
+            // this PTE table.
+            let Some(vma) = self.vma_cache else { continue };
+            let va = Vaddr(a);
+            let Some(t) = self.pt.pmd_table(va) else { continue };
+            let Pmd::Table(idx) = self.pt.pmd(t, va) else { continue };
+            let stop = (va.align_down(Order::PMD).0 + PMD_SIZE).min(vma.end);
+            let inline_faults = order0_only
+                && write
+                && vma.file == 0
+                && vma.anon_vma != 0
+                && vma.flags & vm::WRITE != 0
+                && vma.flags & vm::SPECIAL == 0;
+            let bits = PTE_WRITE | PTE_DIRTY | PTE_YOUNG;
+            while done < n {
+                let a = addr + done * stride;
+                if a >= stop {
+                    break;
+                }
+                let i = Vaddr(a).pte_index();
+                let e = self.pt.pte(idx, i);
+                if e & PTE_PRESENT != 0 && (!write || e & PTE_WRITE != 0) {
+                    self.pt.set_pte(idx, i, e | PTE_YOUNG | if write { PTE_DIRTY } else { 0 });
+                    if e & PTE_ZERO == 0 {
+                        self.touch_page(pte_pfn(e));
+                    }
+                    self.stats.hits += 1;
+                    last = Access::Hit;
+                } else if e == 0 && inline_faults {
+                    // do_anonymous_page of one page, as in handle_pte_fault_at.
+                    let Some(page) = self.zone.alloc_pages(Order::BASE) else { break };
+                    self.prep_folio(page, Order::BASE, pg::ANON);
+                    self.stats.minflt += 1;
+                    self.pt.set_pte(idx, i, mk_pte(page, bits));
+                    self.stats.anon_rss_pages += 1;
+                    let p = &mut self.zone.mem_map[page.idx()];
+                    p.mapcount = 1;
+                    p.flags |= pg::TOUCHED;
+                    last = Access::Fault;
+                } else {
+                    break;
+                }
+                done += 1;
+            }
+        }
+        (done, last)
     }
 
     /// `__handle_mm_fault` for an anonymous private VMA; `table` is the PMD table the access
-    /// walk found, if any.
-    fn handle_mm_fault(&mut self, mut vma: Vma, va: Vaddr, write: bool, table: Option<u32>) -> Access {
+    /// walk found, if any, and `seen_pmd`/`seen_pte` the entries it read there (`Pmd::None`
+    /// and 0 where it found no table).
+    fn handle_mm_fault(&mut self, mut vma: Vma, va: Vaddr, write: bool, table: Option<u32>, seen_pmd: Pmd, seen_pte: Pte) -> Access {
         let t = match table {
             Some(t) => t,
             None => {
@@ -238,14 +318,19 @@ impl Kernel {
         let mut pmd_reason = None;
         // With no size enabled anywhere, no VMA can get a THP at fault: skip the order checks.
         let thp_possible = !self.masks.possible().is_empty();
-        match self.pt.pmd(t, va) {
+        match seen_pmd {
             Pmd::None if !thp_possible => {}
             Pmd::None => {
                 if self.thp_vma_allowable_orders(&vma, TvaType::PageFault, Orders::single(Order::PMD)).is_empty() {
                     pmd_reason = Some(None);
                 } else {
                     match self.do_huge_pmd_anonymous_page(&mut vma, va, write, t) {
-                        HugeFault::Done => return Access::Fault,
+                        HugeFault::Done => {
+                            if self.stats.explain.is_some() {
+                                self.explain_pmd_fault(va, write, t);
+                            }
+                            return Access::Fault;
+                        }
                         HugeFault::Oom => return Access::Oom,
                         HugeFault::Fallback(r) => pmd_reason = Some(Some(r)),
                     }
@@ -259,13 +344,14 @@ impl Kernel {
                     HugeFault::Fallback(r) => pmd_reason = Some(Some(r)),
                 }
             }
-            Pmd::Table(_) => {}
+            // The walk's PTE is still current: nothing ran between it and here.
+            Pmd::Table(idx) => return self.handle_pte_fault_at(vma, va, write, idx, seen_pte, None),
         }
         self.handle_pte_fault(vma, va, write, t, pmd_reason)
     }
 
     /// `handle_pte_fault` → `do_anonymous_page` / `do_wp_page`.
-    fn handle_pte_fault(&mut self, mut vma: Vma, va: Vaddr, write: bool, t: u32, pmd_reason: Option<Option<FallbackReason>>) -> Access {
+    fn handle_pte_fault(&mut self, vma: Vma, va: Vaddr, write: bool, t: u32, pmd_reason: Option<Option<FallbackReason>>) -> Access {
         let idx = match self.pt.pmd(t, va) {
             Pmd::Table(i) => i,
             Pmd::None => {
@@ -276,6 +362,12 @@ impl Kernel {
             _ => unreachable!("huge PMD after fallback"),
         };
         let e = self.pt.pte(idx, va.pte_index());
+        self.handle_pte_fault_at(vma, va, write, idx, e, pmd_reason)
+    }
+
+    /// `handle_pte_fault` once the PTE table `idx` and the entry `e` are known.
+    #[inline]
+    fn handle_pte_fault_at(&mut self, mut vma: Vma, va: Vaddr, write: bool, idx: u32, e: Pte, pmd_reason: Option<Option<FallbackReason>>) -> Access {
         let mut info = PteFaultInfo { chosen: Order::BASE, write, wp_zero: false, range_not_none: Orders::NONE, beside_not_full: Orders::NONE, alloc_failed: Orders::NONE };
         let result = if e == 0 {
             self.do_anonymous_page(&mut vma, va, write, idx, &mut info)
@@ -322,7 +414,6 @@ impl Kernel {
             self.stats.anon_rss_pages += 1;
             let p = &mut self.zone.mem_map[folio.idx()];
             p.mapcount = 1;
-            p.b = 1;
             p.flags |= pg::TOUCHED;
             return Access::Fault;
         }
@@ -333,7 +424,7 @@ impl Kernel {
         for i in 0..nr as usize {
             self.pt.set_pte(idx, first + i, mk_pte(folio.add(i as u32), bits));
         }
-        *self.pt.pte_mut(idx, va.pte_index()) |= PTE_YOUNG;
+        self.pt.pte_mkbits(idx, va.pte_index(), PTE_YOUNG);
         self.stats.anon_rss_pages += nr as u64;
         if order.0 > 0 {
             self.counters.count_mthp(order, MthpStat::AnonFaultAlloc);
@@ -390,42 +481,75 @@ impl Kernel {
 
     /// Record, for every size the settings enable above the one this fault got, why not.
     fn attribute_fallbacks(&mut self, vma: &Vma, va: Vaddr, info: &PteFaultInfo, pmd_reason: Option<Option<FallbackReason>>) {
+        if self.stats.explain.as_ref().is_some_and(|x| x.wants(va, info.chosen)) {
+            self.explain_pte_fault(vma, va, info, pmd_reason);
+        }
         let possible = self.masks.possible();
         if possible.0 >> (info.chosen.0 + 1) == 0 {
             return;
         }
         let sysfs = self.sysfs_orders(vma);
         for o in possible.iter_desc().filter(|o| *o > info.chosen) {
-            let reason = if self.mm_flags.disable_thp_completely
-                || (self.mm_flags.disable_thp_except_advised && vma.flags & vm::HUGEPAGE == 0)
-            {
-                FallbackReason::PrctlDisabled
-            } else if vma.flags & vm::NOHUGEPAGE != 0 {
-                FallbackReason::VmaNohugepage
-            } else if !sysfs.contains(o) {
-                FallbackReason::NotMadvised
-            } else if !thp_vma_suitable_order(vma, va.0, o) {
-                FallbackReason::VmaRange
-            } else if o == Order::PMD {
-                match pmd_reason {
-                    Some(Some(r)) => r,
-                    _ => FallbackReason::PteTableExists,
-                }
-            } else if !info.write {
-                FallbackReason::ReadFault
-            } else if info.wp_zero {
-                FallbackReason::ZeroPageCow
-            } else if info.range_not_none.contains(o) {
-                FallbackReason::PteRangePopulated
-            } else if info.beside_not_full.contains(o) {
-                FallbackReason::BesideNotFull
-            } else if info.alloc_failed.contains(o) {
-                FallbackReason::AllocFailed
-            } else {
-                // A larger sibling order was used for this fault; not a fallback for `o`.
-                continue;
-            };
-            self.stats.fallback(o.0, reason);
+            if let Some(reason) = self.fallback_reason(vma, va, info, pmd_reason, sysfs, o) {
+                self.stats.fallback(o.0, reason);
+            }
+        }
+    }
+
+    /// Why a fault that got `info.chosen` did not get the larger order `o`, checked in the order
+    /// the kernel checks (the first that applies); None when a larger sibling order was used.
+    fn fallback_reason(&self, vma: &Vma, va: Vaddr, info: &PteFaultInfo, pmd_reason: Option<Option<FallbackReason>>, sysfs: Orders, o: Order) -> Option<FallbackReason> {
+        Some(if self.mm_flags.disable_thp_completely || (self.mm_flags.disable_thp_except_advised && vma.flags & vm::HUGEPAGE == 0) {
+            FallbackReason::PrctlDisabled
+        } else if vma.flags & vm::NOHUGEPAGE != 0 {
+            FallbackReason::VmaNohugepage
+        } else if !sysfs.contains(o) {
+            FallbackReason::NotMadvised
+        } else if !thp_vma_suitable_order(vma, va.0, o) {
+            FallbackReason::VmaRange
+        } else if o == Order::PMD {
+            match pmd_reason {
+                Some(Some(r)) => r,
+                _ => FallbackReason::PteTableExists,
+            }
+        } else if !info.write {
+            FallbackReason::ReadFault
+        } else if info.wp_zero {
+            FallbackReason::ZeroPageCow
+        } else if info.range_not_none.contains(o) {
+            FallbackReason::PteRangePopulated
+        } else if info.beside_not_full.contains(o) {
+            FallbackReason::BesideNotFull
+        } else if info.alloc_failed.contains(o) {
+            FallbackReason::AllocFailed
+        } else {
+            return None;
+        })
+    }
+
+    /// `--explain`: keep this PTE-level fault's decision (crate::explain).
+    #[cold]
+    fn explain_pte_fault(&mut self, vma: &Vma, va: Vaddr, info: &PteFaultInfo, pmd_reason: Option<Option<FallbackReason>>) {
+        let sysfs = self.sysfs_orders(vma);
+        let refused = self
+            .masks
+            .possible()
+            .iter_desc()
+            .filter(|o| *o > info.chosen)
+            .filter_map(|o| self.fallback_reason(vma, va, info, pmd_reason, sysfs, o).map(|r| (o, r)))
+            .collect();
+        let got = if !info.write { Got::ZeroPage } else { Got::Folio(info.chosen) };
+        if let Some(x) = self.stats.explain.as_mut() {
+            x.push(FaultDecision { addr: va.0, write: info.write, got, refused });
+        }
+    }
+
+    /// `--explain`: a fault that the PMD path served (a PMD THP or the huge zero folio).
+    #[cold]
+    fn explain_pmd_fault(&mut self, va: Vaddr, write: bool, t: u32) {
+        let got = if matches!(self.pt.pmd(t, va), Pmd::HugeZero) { Got::HugeZeroPage } else { Got::Folio(Order::PMD) };
+        if let Some(x) = self.stats.explain.as_mut().filter(|x| x.wants(va, Order::PMD)) {
+            x.push(FaultDecision { addr: va.0, write, got, refused: Vec::new() });
         }
     }
 
@@ -478,19 +602,17 @@ impl Kernel {
         }
         if let Pmd::Huge { pfn, .. } = pmd {
             if self.zone.mem_map[pfn.idx()].flags & pg::SHMEM != 0 {
-                self.zone.mem_map[pfn.idx()].a -= 1;
+                self.zone.folio_meta_mut(pfn).entire -= 1;
                 self.stats.shmem_rss_pages -= 1 << PMD_ORDER;
                 self.stats.shmem_pmd_mapped -= 1;
                 return;
             }
             self.stats.anon_rss_pages -= 1 << PMD_ORDER;
-            let h = &mut self.zone.mem_map[pfn.idx()];
-            h.a -= 1;
+            self.zone.folio_meta_mut(pfn).entire -= 1;
             for i in 0..512u32 {
                 self.zone.mem_map[pfn.add(i).idx()].flags &= !pg::TOUCHED;
             }
-            let h = &self.zone.mem_map[pfn.idx()];
-            if h.a == 0 && h.b == 0 {
+            if self.zone.entire_mapcount(pfn) == 0 && self.zone.nr_pages_mapped(pfn) == 0 {
                 self.free_folio(pfn);
             }
         }
@@ -629,7 +751,7 @@ impl Kernel {
         }
         let w = vma.flags & vm::WRITE != 0;
         self.pt.set_pmd(t, haddr, Pmd::Huge { pfn: head, young: true, dirty: write, write: w });
-        self.zone.mem_map[head.idx()].a += 1;
+        self.zone.folio_meta_mut(head).entire += 1;
         self.stats.shmem_rss_pages += 1 << PMD_ORDER;
         self.stats.shmem_pmd_mapped += 1;
         self.counters.count(uapi::VmEvent::ThpFileMapped);
@@ -683,7 +805,7 @@ impl Kernel {
             let first = Vaddr(addr).pte_index();
             if self.pt.ptes_none(idx, first..first + nr as usize) {
                 self.map_shmem_pages(idx, addr, head, 0, nr as u32, bits);
-                *self.pt.pte_mut(idx, va.pte_index()) |= PTE_YOUNG;
+                self.pt.pte_mkbits(idx, va.pte_index(), PTE_YOUNG);
                 self.touch_page(head.add(page as u32));
                 return Access::Fault;
             }
@@ -766,7 +888,7 @@ impl Kernel {
             }
         }
         if hit {
-            *self.pt.pte_mut(idx, va.pte_index()) |= PTE_YOUNG;
+            self.pt.pte_mkbits(idx, va.pte_index(), PTE_YOUNG);
             let e = self.pt.pte(idx, va.pte_index());
             self.touch_page(pte_pfn(e));
             Some(Access::Fault)

@@ -213,6 +213,7 @@ impl Kernel {
         if self.vmas.intersecting(start, end).is_empty() {
             return;
         }
+        self.note_rss_peak();
         self.split_vmas_at(start, end);
         // unmap_vmas zaps VMA by VMA (unmap_single_vma): a large folio that straddles two of the
         // VMAs is partially mapped between the two zaps and goes on the deferred split queue

@@ -47,43 +47,60 @@ pub(crate) mod pg {
     pub const SHMEM: u16 = 1 << 11;
 }
 
-/// `struct page`, 16 bytes. For a free block head, `a`/`b` link the free list. For an
-/// allocated folio head, `a` is the entire (PMD) mapcount and `b` the number of pages mapped by
-/// at least one PTE (`_nr_pages_mapped` without the ENTIRELY_MAPPED bias).
+/// `struct page`, 8 bytes: flags, the order of the buddy block (free) or of the folio this page
+/// belongs to (allocated), and the PTE mapcount. What the kernel keeps in the first tail pages of
+/// a large folio (`_entire_mapcount`, `_nr_pages_mapped`) is in [`FolioMeta`]; the links of a
+/// free block's list entry (`page->buddy_list`) are in the zone's link pool, whose slot a free
+/// block head keeps in `mapcount` (a free page maps nothing).
 #[derive(Clone, Copy, Default, Debug)]
 #[repr(C)]
 pub(crate) struct Page {
     pub flags: u16,
-    /// Order of the buddy block (free) or of the folio this page belongs to (allocated).
     pub order: u8,
     _pad: u8,
-    /// PTE mappings of this page (`_mapcount + 1`).
+    /// PTE mappings of this page (`_mapcount + 1`); for a free block head, its link slot.
     pub mapcount: i32,
-    pub a: u32,
-    pub b: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<Page>() == 16);
+const _: () = assert!(std::mem::size_of::<Page>() == 8);
 
-/// `mem_map` straight from zeroed memory: the host gives zero pages lazily, so booting a
-/// 24 GiB machine costs nothing until frames are used (`vec![Page::default(); n]` would write
-/// every record).
-fn zeroed_mem_map(n: usize) -> Vec<Page> {
+/// The folio fields of a large folio's tail pages (`folio->_entire_mapcount`,
+/// `folio->_nr_pages_mapped` without the ENTIRELY_MAPPED bias), one record per two frames:
+/// a large folio has at least two pages, so `head / 2` is its own. An order-0 folio has none:
+/// its entire mapcount is 0 and the pages it has mapped are `mapcount > 0`.
+#[derive(Clone, Copy, Default, Debug)]
+#[repr(C)]
+pub(crate) struct FolioMeta {
+    /// PMDs mapping the folio (only a PMD-order folio has any).
+    pub entire: u16,
+    /// Pages of the folio mapped by at least one PTE (at most 512).
+    pub mapped: u16,
+}
+
+/// A table straight from zeroed memory: the host gives zero pages lazily, so booting a 24 GiB
+/// machine costs nothing until frames are used (`vec![Page::default(); n]` would write every
+/// record). Only for [`Page`] and [`FolioMeta`].
+fn zeroed_table<T: ZeroIsDefault>(n: usize) -> Vec<T> {
     if n == 0 {
         return Vec::new();
     }
-    let layout = std::alloc::Layout::array::<Page>(n).expect("mem_map size fits in memory");
-    // SAFETY: `Page` is `repr(C)` and made of integers only, so all-zero bytes are a valid
-    // `Page` (it equals `Page::default()`). The pointer comes from the global allocator with
-    // the layout of `[Page; n]`, which is what `Vec::from_raw_parts` requires for capacity n.
+    let layout = std::alloc::Layout::array::<T>(n).expect("mem_map size fits in memory");
+    // SAFETY: `T` is `Page` or `FolioMeta` (the sealed trait below), both `repr(C)` and made
+    // of integers only, so all-zero bytes are a valid `T` (equal to `T::default()`). The
+    // pointer comes from the global allocator with the layout of `[T; n]`, which is what
+    // `Vec::from_raw_parts` requires for capacity n.
     unsafe {
-        let ptr = std::alloc::alloc_zeroed(layout) as *mut Page;
+        let ptr = std::alloc::alloc_zeroed(layout) as *mut T;
         if ptr.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
         Vec::from_raw_parts(ptr, n, n)
     }
 }
+
+trait ZeroIsDefault {}
+impl ZeroIsDefault for Page {}
+impl ZeroIsDefault for FolioMeta {}
 
 #[derive(Clone, Copy, Debug)]
 struct FreeArea {
@@ -102,6 +119,11 @@ pub struct Watermarks {
 /// One zone of physical memory and its buddy free lists.
 pub struct Zone {
     pub(crate) mem_map: Vec<Page>,
+    /// One [`FolioMeta`] per two frames.
+    pub(crate) folio_meta: Vec<FolioMeta>,
+    /// Free-list links (next, prev) of free block heads, by slot; `free_slots` are unused slots.
+    links: Vec<[u32; 2]>,
+    free_slots: Vec<u32>,
     free_area: [FreeArea; MAX_PAGE_ORDER as usize + 1],
     nr_free: u64,
     managed: u64,
@@ -124,11 +146,15 @@ impl Zone {
     /// end). `min_free_kbytes` sets the watermarks as `__setup_per_zone_wmarks` does with
     /// watermark_scale_factor 10.
     pub fn new(nr_pages: u32, min_free_kbytes: u64) -> Zone {
-        let mem_map = zeroed_mem_map(nr_pages as usize);
+        let mem_map = zeroed_table(nr_pages as usize);
+        let folio_meta = zeroed_table(nr_pages as usize / 2 + 1);
         let min = min_free_kbytes / 4;
         let scaled = (nr_pages as u64 * 10 / 10000).max(min / 4);
         let mut zone = Zone {
             mem_map,
+            folio_meta,
+            links: Vec::new(),
+            free_slots: Vec::new(),
             free_area: [FreeArea { head: NIL, nr_free: 0 }; MAX_PAGE_ORDER as usize + 1],
             nr_free: 0,
             managed: nr_pages as u64,
@@ -183,6 +209,13 @@ impl Zone {
         self.wild_next as u64 + (self.nr_pages() - self.wild_end) as u64
     }
 
+    /// Host bytes beside `mem_map`: the free-list link pool, and the folio fields of the
+    /// frames written so far (an upper bound: only large folios write theirs).
+    pub fn host_bytes_beside_mem_map(&self) -> usize {
+        self.links.len() * std::mem::size_of::<[u32; 2]>()
+            + (self.mem_map_frames_written() as usize / 2) * std::mem::size_of::<FolioMeta>()
+    }
+
     /// Free blocks per order, as a row of /proc/buddyinfo.
     pub fn buddyinfo(&self) -> [u32; MAX_PAGE_ORDER as usize + 1] {
         let mut v = [0; MAX_PAGE_ORDER as usize + 1];
@@ -197,31 +230,84 @@ impl Zone {
         (self.wild_end - self.wild_next) >> MAX_PAGE_ORDER
     }
 
+    #[inline]
+    fn link_slot(&self, pfn: u32) -> usize {
+        self.mem_map[pfn as usize].mapcount as usize
+    }
+
     fn add_to_free_list(&mut self, pfn: Pfn, order: Order) {
         let fa = &mut self.free_area[order.0 as usize];
         let old = fa.head;
         fa.head = pfn.0;
         fa.nr_free += 1;
-        let p = &mut self.mem_map[pfn.idx()];
-        *p = Page { flags: pg::BUDDY, order: order.0, a: old, b: NIL, ..Default::default() };
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.links[s as usize] = [old, NIL];
+                s
+            }
+            None => {
+                self.links.push([old, NIL]);
+                (self.links.len() - 1) as u32
+            }
+        };
+        self.mem_map[pfn.idx()] = Page { flags: pg::BUDDY, order: order.0, mapcount: slot as i32, ..Default::default() };
         if old != NIL {
-            self.mem_map[old as usize].b = pfn.0;
+            let s = self.link_slot(old);
+            self.links[s][1] = pfn.0;
         }
     }
 
     #[inline]
     fn del_from_free_list(&mut self, pfn: Pfn, order: Order) {
-        let Page { a: next, b: prev, .. } = self.mem_map[pfn.idx()];
+        let slot = self.link_slot(pfn.0);
+        let [next, prev] = self.links[slot];
         if prev == NIL {
             self.free_area[order.0 as usize].head = next;
         } else {
-            self.mem_map[prev as usize].a = next;
+            let s = self.link_slot(prev);
+            self.links[s][0] = next;
         }
         if next != NIL {
-            self.mem_map[next as usize].b = prev;
+            let s = self.link_slot(next);
+            self.links[s][1] = prev;
         }
+        self.free_slots.push(slot as u32);
         self.free_area[order.0 as usize].nr_free -= 1;
         self.mem_map[pfn.idx()] = Page::default();
+    }
+
+    /// `folio_entire_mapcount`.
+    #[inline]
+    pub(crate) fn entire_mapcount(&self, head: Pfn) -> u32 {
+        if self.mem_map[head.idx()].order == 0 {
+            0
+        } else {
+            self.folio_meta[head.idx() >> 1].entire as u32
+        }
+    }
+
+    /// `folio->_nr_pages_mapped`: pages of the folio mapped by at least one PTE.
+    #[inline]
+    pub(crate) fn nr_pages_mapped(&self, head: Pfn) -> u32 {
+        let p = &self.mem_map[head.idx()];
+        if p.order == 0 {
+            (p.mapcount > 0) as u32
+        } else {
+            self.folio_meta[head.idx() >> 1].mapped as u32
+        }
+    }
+
+    /// The folio fields of the block at `head` before it becomes a large folio (`prep_folio`).
+    #[inline]
+    pub(crate) fn folio_meta_mut_unchecked(&mut self, head: Pfn) -> &mut FolioMeta {
+        &mut self.folio_meta[head.idx() >> 1]
+    }
+
+    /// The folio fields of a large folio (never of an order-0 one, which has none).
+    #[inline]
+    pub(crate) fn folio_meta_mut(&mut self, head: Pfn) -> &mut FolioMeta {
+        debug_assert!(self.mem_map[head.idx()].order > 0, "order-0 folio {head:?} has no folio fields");
+        &mut self.folio_meta[head.idx() >> 1]
     }
 
     /// `__zone_watermark_ok` against the min watermark.
@@ -395,6 +481,9 @@ impl Zone {
     fn shallow(&self) -> Zone {
         Zone {
             mem_map: Vec::new(),
+            folio_meta: Vec::new(),
+            links: Vec::new(),
+            free_slots: Vec::new(),
             free_area: self.free_area,
             nr_free: self.nr_free,
             managed: self.managed,
@@ -422,7 +511,7 @@ impl Zone {
             let mut n = 0;
             while cur != NIL {
                 v.push((cur, o as u8));
-                cur = self.mem_map[cur as usize].a;
+                cur = self.links[self.link_slot(cur)][0];
                 n += 1;
                 assert!(n <= fa.nr_free, "free list of order {o} is longer than nr_free");
             }
@@ -486,7 +575,14 @@ mod tests {
                     a.free_one_page(*p, Order(*o));
                 }
             }
-            let mut b = Zone { mem_map: a.mem_map.clone(), free_area: a.free_area, pcp: VecDeque::new(), ..a.shallow() };
+            let mut b = Zone {
+            mem_map: a.mem_map.clone(),
+            links: a.links.clone(),
+            free_slots: a.free_slots.clone(),
+            free_area: a.free_area,
+            pcp: VecDeque::new(),
+            ..a.shallow()
+        };
             a.rmqueue_bulk(n);
             for _ in 0..n {
                 match b.rmqueue_smallest(Order(0)) {

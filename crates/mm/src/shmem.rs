@@ -14,10 +14,10 @@ use mm_types::{Order, Orders, Pfn, PAGE_SIZE, PMD_ORDER};
 use uapi::settings::{ShmemEnabled, ShmemSizeEnabled};
 use uapi::{MthpStat, VmEvent};
 
-use crate::huge_memory::thp_vma_suitable_order;
+use crate::huge_memory::{dropped, thp_vma_suitable_order, vma_thp_disabled, Refusal, RefusalSink, TvaType};
 use crate::page_alloc::pg;
 use crate::vma::{vm, Vma};
-use crate::{Errno, Kernel};
+use crate::{Errno, Kernel, MmFlags};
 
 /// A mount's `huge=` (`SHMEM_HUGE_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -102,12 +102,7 @@ impl Kernel {
     /// leaves it alone for deny and force, which the model takes as never).
     pub(crate) fn sb_huge(&self, sb: SbId) -> SbHuge {
         if sb == SHM_MNT {
-            return match self.settings.shmem_enabled {
-                ShmemEnabled::Always => SbHuge::Always,
-                ShmemEnabled::WithinSize => SbHuge::WithinSize,
-                ShmemEnabled::Advise => SbHuge::Advise,
-                _ => SbHuge::Never,
-            };
+            return shm_mnt_huge(&self.settings);
         }
         self.shmem.sb_huge[sb as usize]
     }
@@ -132,78 +127,15 @@ impl Kernel {
         self.settings.shmem_orders(which)
     }
 
-    /// `shmem_get_orders_within_size`.
-    fn orders_within_size(&self, ino: InodeId, orders: Orders, index: u64, write_end: u64) -> Orders {
+    /// What the order rules need to know about an inode.
+    fn inode_facts(&self, ino: InodeId) -> ShmemInodeFacts {
         let inode = &self.shmem.inodes[ino as usize];
-        let size_pages = write_end.max(inode.i_size).div_ceil(PAGE_SIZE);
-        let mut o = orders;
-        let mut order = o.highest();
-        while let Some(ord) = order {
-            let aligned = (index + 1).div_ceil(ord.nr_pages() as u64) * ord.nr_pages() as u64;
-            if size_pages >= aligned {
-                return o;
-            }
-            order = o.next_below(ord);
-        }
-        Orders::NONE
-    }
-
-    /// `shmem_huge_global_enabled`.
-    fn shmem_huge_global_enabled(&self, ino: InodeId, index: u64, write_end: u64, vma: Option<&Vma>) -> Orders {
-        let pmd = Orders::single(Order::PMD);
-        match self.shmem_huge() {
-            ShmemEnabled::Deny => return Orders::NONE,
-            ShmemEnabled::Force => return pmd,
-            _ => {}
-        }
-        let sb = self.shmem.inodes[ino as usize].sb;
-        match self.sb_huge(sb) {
-            SbHuge::Always => {
-                if vma.is_some() {
-                    pmd
-                } else {
-                    Orders::ALL_FILE
-                }
-            }
-            h @ (SbHuge::WithinSize | SbHuge::Advise) => {
-                if h == SbHuge::WithinSize {
-                    let cand = if vma.is_some() { pmd } else { Orders::ALL_FILE };
-                    let w = self.orders_within_size(ino, cand, index, write_end);
-                    if !w.is_empty() {
-                        return w;
-                    }
-                }
-                if vma.is_some_and(|v| v.flags & vm::HUGEPAGE != 0) {
-                    pmd
-                } else {
-                    Orders::NONE
-                }
-            }
-            SbHuge::Never => Orders::NONE,
-        }
+        ShmemInodeFacts { sb_huge: self.sb_huge(inode.sb), i_size: inode.i_size }
     }
 
     /// `shmem_allowable_huge_orders`.
     pub(crate) fn shmem_allowable_huge_orders(&self, ino: InodeId, vma: Option<&Vma>, index: u64, write_end: u64) -> Orders {
-        if vma.is_some_and(|v| self.vma_thp_disabled(v, false)) {
-            return Orders::NONE;
-        }
-        let global = self.shmem_huge_global_enabled(ino, index, write_end, vma);
-        let Some(v) = vma.filter(|v| v.flags & vm::ANON_SHMEM != 0) else { return global };
-        match self.shmem_huge() {
-            ShmemEnabled::Deny => return Orders::NONE,
-            ShmemEnabled::Force => return self.orders_of(ShmemSizeEnabled::Inherit),
-            _ => {}
-        }
-        let mut mask = self.orders_of(ShmemSizeEnabled::Always);
-        mask = mask.or(self.orders_within_size(ino, self.orders_of(ShmemSizeEnabled::WithinSize), index, 0));
-        if v.flags & vm::HUGEPAGE != 0 {
-            mask = mask.or(self.orders_of(ShmemSizeEnabled::Advise));
-        }
-        if !global.is_empty() {
-            mask = mask.or(self.orders_of(ShmemSizeEnabled::Inherit));
-        }
-        mask.and(Orders::ALL_FILE)
+        shmem_allowable_huge_orders(&self.settings, &self.mm_flags, self.inode_facts(ino), vma, index, write_end, &mut ())
     }
 
     /// `shmem_suitable_orders`: VMA geometry (file alignment included), then the highest order
@@ -432,4 +364,207 @@ pub fn file_vma_suitable_orders(vma: &Vma, addr: u64, orders: Orders) -> Orders 
 pub fn file_vma_suitable_order(vma: &Vma, addr: u64, order: Order) -> bool {
     let n = order.nr_pages() as u64;
     (vma.start / PAGE_SIZE).wrapping_sub(vma.pgoff) % n == 0 && thp_vma_suitable_order(vma, addr, order)
+}
+
+/// The inputs of the shmem order rules that come from the inode and its mount.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShmemInodeFacts {
+    /// The mount's `huge=` (for shm_mnt: [`shm_mnt_huge`]).
+    pub sb_huge: SbHuge,
+    pub i_size: u64,
+}
+
+/// `huge=` of the internal mount (memfd, shared anonymous, SysV): the top-level `shmem_enabled`
+/// (`shmem_enabled_store` leaves it alone for deny and force, which count as never here).
+pub fn shm_mnt_huge(settings: &uapi::ThpSettings) -> SbHuge {
+    match settings.shmem_enabled {
+        ShmemEnabled::Always => SbHuge::Always,
+        ShmemEnabled::WithinSize => SbHuge::WithinSize,
+        ShmemEnabled::Advise => SbHuge::Advise,
+        _ => SbHuge::Never,
+    }
+}
+
+/// `shmem_get_orders_within_size`: the orders, from the highest down, whose aligned block
+/// around `index` ends within `max(i_size, write_end)`.
+pub fn shmem_orders_within_size(i_size: u64, orders: Orders, index: u64, write_end: u64) -> Orders {
+    let size_pages = write_end.max(i_size).div_ceil(PAGE_SIZE);
+    let mut o = orders;
+    let mut order = o.highest();
+    while let Some(ord) = order {
+        let aligned = (index + 1).div_ceil(ord.nr_pages() as u64) * ord.nr_pages() as u64;
+        if size_pages >= aligned {
+            return o;
+        }
+        order = o.next_below(ord);
+    }
+    Orders::NONE
+}
+
+/// `shmem_huge_global_enabled` as a pure function; `sink` learns why each file order is not in
+/// the result.
+pub fn shmem_huge_global_enabled<S: RefusalSink>(
+    settings: &uapi::ThpSettings,
+    f: ShmemInodeFacts,
+    index: u64,
+    write_end: u64,
+    vma: Option<&Vma>,
+    sink: &mut S,
+) -> Orders {
+    let pmd = Orders::single(Order::PMD);
+    let all = Orders::ALL_FILE;
+    let out = |sink: &mut S, allowed: Orders, why: Refusal| {
+        sink.refuse(dropped(all, allowed), why);
+        allowed
+    };
+    match settings.shmem_enabled {
+        ShmemEnabled::Deny => return out(sink, Orders::NONE, Refusal::ShmemDeny),
+        ShmemEnabled::Force => return out(sink, pmd, Refusal::ShmemForceOtherSize),
+        _ => {}
+    }
+    let cand = if vma.is_some() { pmd } else { all };
+    if f.sb_huge != SbHuge::Never {
+        // With a VMA, every huge= other than never considers PMD size only.
+        sink.refuse(dropped(all, cand), Refusal::ShmemMappedPmdOnly);
+    }
+    match f.sb_huge {
+        SbHuge::Always => out(sink, cand, Refusal::ShmemMappedPmdOnly),
+        h @ (SbHuge::WithinSize | SbHuge::Advise) => {
+            if h == SbHuge::WithinSize {
+                let w = shmem_orders_within_size(f.i_size, cand, index, write_end);
+                if !w.is_empty() {
+                    sink.refuse(dropped(cand, w), Refusal::ShmemBeyondEof);
+                    return out(sink, w, Refusal::ShmemMappedPmdOnly);
+                }
+                sink.refuse(cand, Refusal::ShmemBeyondEof);
+            }
+            if vma.is_some_and(|v| v.flags & vm::HUGEPAGE != 0) {
+                out(sink, pmd, Refusal::ShmemMappedPmdOnly)
+            } else {
+                out(sink, Orders::NONE, Refusal::ShmemAdviseNotAdvised)
+            }
+        }
+        SbHuge::Never => out(sink, Orders::NONE, Refusal::ShmemMountNever),
+    }
+}
+
+/// `shmem_allowable_huge_orders` as a pure function of the knobs, the mm's prctl flags, the
+/// inode and the VMA (None for write()/fallocate()); `sink` learns why each file order is not
+/// in the result. `Kernel::shmem_allowable_huge_orders` is this with `()`.
+pub fn shmem_allowable_huge_orders<S: RefusalSink>(
+    settings: &uapi::ThpSettings,
+    mm: &MmFlags,
+    f: ShmemInodeFacts,
+    vma: Option<&Vma>,
+    index: u64,
+    write_end: u64,
+    sink: &mut S,
+) -> Orders {
+    if let Some(why) = vma.and_then(|v| vma_thp_disabled(mm, v.flags, false)) {
+        sink.refuse(Orders::ALL_FILE, why);
+        return Orders::NONE;
+    }
+    let Some(v) = vma.filter(|v| v.flags & vm::ANON_SHMEM != 0) else {
+        return shmem_huge_global_enabled(settings, f, index, write_end, vma, sink);
+    };
+    let global = shmem_huge_global_enabled(settings, f, index, write_end, vma, &mut ());
+    let sized = |w: ShmemSizeEnabled| settings.shmem_orders(w);
+    match settings.shmem_enabled {
+        ShmemEnabled::Deny => {
+            sink.refuse(Orders::ALL_FILE, Refusal::ShmemDeny);
+            return Orders::NONE;
+        }
+        ShmemEnabled::Force => {
+            let o = sized(ShmemSizeEnabled::Inherit);
+            sink.refuse(dropped(Orders::ALL_FILE, o), Refusal::ShmemForceOtherSize);
+            return o;
+        }
+        _ => {}
+    }
+    let within = sized(ShmemSizeEnabled::WithinSize);
+    let within_ok = shmem_orders_within_size(f.i_size, within, index, 0);
+    let mut mask = sized(ShmemSizeEnabled::Always).or(within_ok);
+    if v.flags & vm::HUGEPAGE != 0 {
+        mask = mask.or(sized(ShmemSizeEnabled::Advise));
+    }
+    if !global.is_empty() {
+        mask = mask.or(sized(ShmemSizeEnabled::Inherit));
+    }
+    let mask = mask.and(Orders::ALL_FILE);
+    if S::RECORDS {
+        for o in dropped(Orders::ALL_FILE, mask).iter_desc() {
+            let why = match settings.shmem[o.0 as usize] {
+                ShmemSizeEnabled::Never | ShmemSizeEnabled::Always => Refusal::ShmemSizeNever,
+                ShmemSizeEnabled::WithinSize => Refusal::ShmemBeyondEof,
+                ShmemSizeEnabled::Advise => Refusal::ShmemAdviseNotAdvised,
+                ShmemSizeEnabled::Inherit => Refusal::ShmemInheritTopOff,
+            };
+            sink.refuse(Orders::single(o), why);
+        }
+    }
+    mask
+}
+
+/// The shmem branch of `__thp_vma_allowable_orders` (khugepaged, MADV_COLLAPSE, smaps):
+/// `vma_thp_disabled`, VM_NO_KHUGEPAGED, the orders whose aligned block ending at vm_end fits
+/// (file offset alignment included), then `shmem_allowable_huge_orders` at `vm_pgoff`.
+pub fn shmem_thp_vma_allowable_orders<S: RefusalSink>(
+    settings: &uapi::ThpSettings,
+    mm: &MmFlags,
+    f: ShmemInodeFacts,
+    vma: &Vma,
+    tva: TvaType,
+    orders: Orders,
+    sink: &mut S,
+) -> Orders {
+    let orders = orders.and(Orders::ALL_FILE);
+    if let Some(why) = vma_thp_disabled(mm, vma.flags, tva == TvaType::ForcedCollapse) {
+        sink.refuse(orders, why);
+        return Orders::NONE;
+    }
+    if tva != TvaType::Smaps && vma.flags & vm::NO_KHUGEPAGED != 0 {
+        sink.refuse(orders, Refusal::NoKhugepagedVma);
+        return Orders::NONE;
+    }
+    let before = orders;
+    let mut o = orders;
+    let mut order = o.highest();
+    while let Some(ord) = order {
+        if file_vma_suitable_order(vma, vma.end.wrapping_sub(ord.size()), ord) {
+            break;
+        }
+        order = o.next_below(ord);
+    }
+    if S::RECORDS {
+        for ord in dropped(before, o).iter_desc() {
+            let n = ord.nr_pages() as u64;
+            let why = if (vma.start / PAGE_SIZE).wrapping_sub(vma.pgoff) % n != 0 {
+                Refusal::FileOffsetMisaligned
+            } else {
+                Refusal::NoAlignedBlock
+            };
+            sink.refuse(Orders::single(ord), why);
+        }
+    }
+    if o.is_empty() {
+        return o;
+    }
+    o.and(shmem_allowable_huge_orders(settings, mm, f, Some(vma), vma.pgoff, 0, sink))
+}
+
+/// `file_vma_suitable_orders` with the reason for each order it drops at `addr`.
+pub fn file_vma_suitable_orders_why<S: RefusalSink>(vma: &Vma, addr: u64, orders: Orders, sink: &mut S) -> Orders {
+    let o = file_vma_suitable_orders(vma, addr, orders);
+    if S::RECORDS {
+        for ord in dropped(orders, o).iter_desc() {
+            let n = ord.nr_pages() as u64;
+            let why = if (vma.start / PAGE_SIZE).wrapping_sub(vma.pgoff) % n != 0 {
+                Refusal::FileOffsetMisaligned
+            } else {
+                Refusal::NoAlignedBlock
+            };
+            sink.refuse(Orders::single(ord), why);
+        }
+    }
+    o
 }

@@ -45,6 +45,9 @@ pub mod vm {
     pub const LOCKED: u32 = 1 << 8;
     /// VM_LOCKONFAULT (MLOCK_ONFAULT, MCL_ONFAULT): locked, but not populated.
     pub const LOCKONFAULT: u32 = 1 << 9;
+    /// VM_NO_KHUGEPAGED (any of VM_IO, VM_DONTEXPAND, VM_PFNMAP, VM_MIXEDMAP, VM_HUGETLB): the
+    /// model creates no such VMA; `thplab explain` sets it from a live VMA's flags.
+    pub const NO_KHUGEPAGED: u32 = 1 << 10;
 }
 
 /// `struct vm_area_struct` (private anonymous only, for now).

@@ -98,6 +98,10 @@ pub struct ModelStats {
     pub pgtable_pages: u64,
     /// How every collapse attempt ended (`enum scan_result`).
     pub scan_results: std::collections::BTreeMap<crate::khugepaged::ScanResult, u64>,
+    /// The largest Rss and the census near it (`crate::peak`).
+    pub peak: crate::peak::PeakState,
+    /// `--explain`: the decisions of the faults in a range, when one is explained.
+    pub explain: Option<Box<crate::explain::ExplainLog>>,
 }
 
 impl ModelStats {

@@ -49,11 +49,10 @@ const CALLS: [(i64, SyscallKind, usize, Option<usize>); 5] = [
     (libc::SYS_unlinkat, SyscallKind::Unlinkat, 1, Some(0)),
 ];
 
-/// `include/uapi/asm-generic/mman-common.h`.
-const MADV_COLLAPSE: u32 = 25;
-/// `include/uapi/linux/prctl.h`.
-const PR_SET_THP_DISABLE: u32 = 41;
-const PR_GET_THP_DISABLE: u32 = 42;
+/// The call numbers the filter compares, as the 32-bit words seccomp data holds.
+const MADV_COLLAPSE: u32 = linux_abi::mman::MADV_COLLAPSE as u32;
+const PR_SET_THP_DISABLE: u32 = linux_abi::prctl::PR_SET_THP_DISABLE as u32;
+const PR_GET_THP_DISABLE: u32 = linux_abi::prctl::PR_GET_THP_DISABLE as u32;
 /// Offsets in `struct seccomp_data`: nr, arch, then args\[i\] at 16 + 8 i (the low 32 bits first).
 const DATA_NR: u32 = 0;
 const DATA_ARCH: u32 = 4;

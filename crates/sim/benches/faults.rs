@@ -73,7 +73,7 @@ fn bench(c: &mut Criterion) {
     let (_, k) = sim::run_with(&w16, &never, &machine, &mut opts).unwrap();
     let mapped = (16u64 << 30) / 4096;
     println!(
-        "16 GiB written: model memory backed by the host {:.1} MiB = {:.2} bytes per mapped 4 KiB frame (struct page 16 B + PTE 8 B + tables); {:.2} bytes per frame of the 24 GiB machine",
+        "16 GiB written: model memory backed by the host {:.1} MiB = {:.2} bytes per mapped 4 KiB frame (struct page 8 B + PTE 4.5 B + tables); {:.2} bytes per frame of the 24 GiB machine",
         k.host_bytes_resident() as f64 / (1 << 20) as f64,
         k.host_bytes_resident() as f64 / mapped as f64,
         k.host_bytes_resident() as f64 / k.zone().nr_pages() as f64

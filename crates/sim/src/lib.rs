@@ -90,12 +90,29 @@ fn sb_huge(h: TmpfsHuge) -> SbHuge {
 
 /// Why a simulation stopped early: the workload did something the kernel would kill it for,
 /// or that leaves it nothing to run on.
+///
+/// Its place is `SOURCE:LINE` in a workload; in a recording, the record (counted from 1 after
+/// the header, in file order as `thplab trace show` prints them) and, where the reader knows it,
+/// the byte offset of that record: `py.trace: record 1234 at byte 56789`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{source_name}:{line}: {message}")]
+#[error("{}: {message}", self.place())]
 pub struct SimError {
     pub source_name: String,
     pub line: usize,
     pub message: String,
+    /// In a recording: the record number (from 1) and, once known, its byte offset.
+    pub record: Option<(u64, Option<u64>)>,
+}
+
+impl SimError {
+    /// `SOURCE:LINE`, or `SOURCE: record N at byte B` in a recording.
+    pub fn place(&self) -> String {
+        match self.record {
+            Some((n, Some(b))) => format!("{}: record {n} at byte {b}", self.source_name),
+            Some((n, None)) => format!("{}: record {n}", self.source_name),
+            None => format!("{}:{}", self.source_name, self.line),
+        }
+    }
 }
 
 /// What the engine reports while it runs (the CLI draws progress from these).
@@ -112,6 +129,11 @@ pub struct RunOptions<'a> {
     pub check_invariants: bool,
     /// Called with progress events.
     pub on_event: Option<&'a mut dyn FnMut(SimEvent)>,
+    /// Walk every touch one `Kernel::access` at a time, never with the batched
+    /// `Kernel::access_run` (the reference that the batched walk is tested against).
+    pub per_access: bool,
+    /// `--explain`: keep the decisions of the faults in `[start, end)` (the result's `explain`).
+    pub explain: Option<(u64, u64)>,
 }
 
 /// Run `workload` under `settings` on `machine`.
@@ -134,6 +156,7 @@ pub fn run_with(
         dev_shm_huge: sb_huge(machine.dev_shm_huge),
     };
     let mut k = Kernel::boot(&params, settings);
+    views::start_explaining(&mut k, opts.explain);
     let mut sim = Sim {
         w: workload,
         k: &mut k,
@@ -172,7 +195,7 @@ struct Sim<'a> {
 
 impl Sim<'_> {
     fn err(&self, line: usize, message: String) -> SimError {
-        SimError { source_name: self.w.source.clone(), line, message }
+        SimError { source_name: self.w.source.clone(), line, message, record: None }
     }
 
     fn region(&self, line: usize, id: workload::RegionId) -> Result<(u64, u64), SimError> {
@@ -317,21 +340,28 @@ impl Sim<'_> {
                     return Err(self.err(line, format!("touch runs past the end of region '{name}' ({len} bytes now)")));
                 }
                 let plan = TouchPlan::new(&t, start);
+                if let Some((first, stride)) = plan.ascending().filter(|_| !opts.per_access && opts.explain.is_none()) {
+                    // In address order: the model's batched walk, in steps for progress.
+                    let n = plan.len();
+                    let mut i = 0;
+                    while i < n {
+                        let step = (n - i).min(0x10000);
+                        let (done, outcome) = self.k.access_run(first + i * stride, step, stride, t.write);
+                        i += done;
+                        if done < step || !matches!(outcome, Access::Hit | Access::Fault) {
+                            let addr = first + (i - 1) * stride;
+                            return Err(self.access_error(line, addr, t.write, outcome));
+                        }
+                        self.progress(opts, step);
+                    }
+                    return Ok(());
+                }
                 let n = plan.len();
                 for i in 0..n {
                     let addr = plan.get(i);
-                    match self.k.access(addr, t.write) {
-                        Access::Hit | Access::Fault => {}
-                        Access::Segv => {
-                            let kind = if t.write { "write" } else { "read" };
-                            return Err(self.err(line, format!("{kind} at {addr:#x} would get SIGSEGV: no mapping there or it forbids a {kind}")));
-                        }
-                        Access::Oom => {
-                            return Err(self.err(line, format!("out of memory at {addr:#x}: {}", oom_report(&self.k))));
-                        }
-                        Access::Sigbus => {
-                            return Err(self.err(line, format!("access at {addr:#x} is beyond the end of the mapped file: the process would get SIGBUS (ftruncate it first)")));
-                        }
+                    let outcome = self.k.access(addr, t.write);
+                    if !matches!(outcome, Access::Hit | Access::Fault) {
+                        return Err(self.access_error(line, addr, t.write, outcome));
                     }
                     if i & 0xffff == 0xffff {
                         self.progress(opts, 0x10000);
@@ -341,6 +371,18 @@ impl Sim<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The error of an access that got neither a hit nor a fault.
+    fn access_error(&self, line: usize, addr: u64, write: bool, outcome: Access) -> SimError {
+        match outcome {
+            Access::Oom => self.err(line, format!("out of memory at {addr:#x}: {}", oom_report(&self.k))),
+            Access::Sigbus => self.err(line, format!("access at {addr:#x} is beyond the end of the mapped file: the process would get SIGBUS (ftruncate it first)")),
+            Access::Segv | Access::Hit | Access::Fault => {
+                let kind = if write { "write" } else { "read" };
+                self.err(line, format!("{kind} at {addr:#x} would get SIGSEGV: no mapping there or it forbids a {kind}"))
+            }
+        }
     }
 
     fn progress(&mut self, opts: &mut RunOptions, n: u64) {
@@ -424,6 +466,13 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
         .filter_map(|(decl, placed)| placed.map(|(start, len)| RegionPlacement { name: decl.name.clone(), start, len }))
         .collect();
     r.calls = calls;
+    r.vmas = views::vma_maps(k, None);
+    r.peak = Some(views::peak_of(k));
+    if let Some(log) = &k.stats.explain {
+        let mut x = uapi::Explain::default();
+        views::add_explain(&mut x, log, None);
+        r.explain = Some(x);
+    }
     let (shmem, shmem_huge, shmem_pmd) = k.shmem_meminfo();
     for (name, bytes) in [("Shmem", shmem), ("ShmemHugePages", shmem_huge), ("ShmemPmdMapped", shmem_pmd)] {
         r.meminfo.insert(name.to_string(), (bytes / 1024) as i64);
@@ -450,17 +499,65 @@ pub fn run_recording(
     machine: &MachineConfig,
     check_invariants: bool,
 ) -> Result<RunResult, SimError> {
+    run_recording_with(source, header, events, settings, machine, check_invariants, None)
+}
+
+/// [`run_recording`] with `--explain` (a range of model addresses).
+pub fn run_recording_with(
+    source: &str,
+    header: &trace::Header,
+    events: &[trace::Event],
+    settings: &ThpSettings,
+    machine: &MachineConfig,
+    check_invariants: bool,
+    explain: Option<(u64, u64)>,
+) -> Result<RunResult, SimError> {
     let mut rp = replay::Replay::new(header, settings, machine, check_invariants, source);
-    for e in events {
-        rp.event(e)?;
+    rp.set_explain(explain);
+    for (i, e) in events.iter().enumerate() {
+        rp.event(e).map_err(|mut err| {
+            err.record = Some((i as u64 + 1, None));
+            err
+        })?;
     }
-    let (counters, minflt, census, fallbacks, st) = rp.finish();
+    let replay::Finished { counters, minflt, images, stats: st } = rp.finish();
     let mut r = RunResult::new("sim", source);
     r.settings = settings.knob_map();
     counters_into(&mut r, &counters);
+    let census: Vec<mm::debug::CensusReport> = images.iter().map(|i| i.census.clone()).collect();
     census_into(&mut r, &census);
     r.process.minflt = minflt;
+    let fallbacks: Vec<_> = images.iter().map(|i| i.fallbacks).collect();
     fallbacks_into(&mut r, &fallbacks);
+    let mut peak = uapi::Peak::default();
+    let mut explain = explain.map(|_| uapi::Explain::default());
+    for i in &images {
+        views::add_peak(&mut peak, &i.peak);
+        r.vmas.extend(i.vmas.iter().cloned());
+        if let (Some(x), Some(log)) = (explain.as_mut(), &i.explain) {
+            views::add_explain(x, log, Some(i.pid));
+        }
+    }
+    r.peak = Some(peak);
+    r.explain = explain;
+    let per_process: Vec<serde_json::Value> = images
+        .iter()
+        .map(|i| {
+            let mut one = RunResult::default();
+            census_into(&mut one, std::slice::from_ref(&i.census));
+            serde_json::json!({
+                "pid": i.pid,
+                "image": i.image,
+                "exe": i.exe,
+                "modelled_faults": i.minflt,
+                "rss_bytes": one.process.rss_bytes,
+                "anon_huge_bytes": one.process.anon_huge_bytes,
+                "peak_rss_bytes": i.peak.rss_bytes,
+                "folios": one.folios,
+                "census": one.census,
+            })
+        })
+        .collect();
     r.model = Some(serde_json::json!({
         "replay": {
             "processes": st.processes,
@@ -495,12 +592,17 @@ pub fn run_recording(
             "recorded_kernel": header.kernel_release,
             "recorded_settings_unknown": st.recorded_unknown_knobs,
             "census_scope": "anonymous private and shared shmem memory of every process, at its exit",
+            "per_process": per_process,
         }
     }));
     Ok(r)
 }
 
+pub mod matrix;
 pub mod replay;
+pub mod views;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod views_tests;

@@ -47,31 +47,18 @@ use uapi::{Counters, ThpSettings};
 
 use crate::{MachineConfig, SimError};
 
-const MAP_SHARED: u64 = 0x01;
-const MAP_ANONYMOUS: u64 = 0x20;
-const MAP_POPULATE: u64 = 0x8000;
-const MAP_FIXED: u64 = 0x10;
-const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
-const MREMAP_FIXED: u64 = 2;
-const O_TRUNC: u64 = 0o1000;
-const O_APPEND: u64 = 0o2000;
-const O_CREAT_WRONLY_TRUNC: u64 = 0o1101;
-const AT_REMOVEDIR: u64 = 0x200;
-const MFD_HUGETLB: u64 = 4;
-const FALLOC_FL_KEEP_SIZE: u64 = 1;
-const F_DUPFD: u64 = 0;
-const F_DUPFD_CLOEXEC: u64 = 1030;
-const RWF_APPEND: u64 = 0x10;
-/// MAP_STACK becomes VM_NOHUGEPAGE (`include/linux/mman.h: calc_vm_flag_bits`, 6.18).
-const MAP_STACK: u64 = 0x20000;
-const MAP_LOCKED: u64 = 0x2000;
-/// madvise advice the replay models besides (NO)HUGEPAGE, DONTNEED and COLLAPSE.
-const MADV_POPULATE_READ: u64 = 22;
-const MADV_POPULATE_WRITE: u64 = 23;
+use linux_abi::fcntl::{AT_REMOVEDIR, FALLOC_FL_KEEP_SIZE, F_DUPFD, F_DUPFD_CLOEXEC, O_APPEND, O_CREAT, O_TRUNC, O_WRONLY, RWF_APPEND};
+use linux_abi::memfd::MFD_HUGETLB;
+use linux_abi::mman::{
+    MADV_COLLAPSE, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_NOHUGEPAGE, MADV_POPULATE_READ, MADV_POPULATE_WRITE, MAP_ANONYMOUS,
+    MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_LOCKED, MAP_POPULATE, MAP_SHARED, MAP_STACK, MREMAP_FIXED,
+};
+use linux_abi::prctl::PR_SET_THP_DISABLE;
+use linux_abi::x86_pf::PF_WRITE;
+
+const O_CREAT_WRONLY_TRUNC: u64 = O_CREAT | O_WRONLY | O_TRUNC;
 /// How far below its start a stack may grow in one step (the default RLIMIT_STACK).
 const STACK_LIMIT: u64 = 8 << 20;
-/// x86 page-fault error code: the access was a write.
-const PF_WRITE: u64 = 1 << 1;
 
 /// Counts of what the replay did, for the result's `model.replay` section.
 #[derive(Clone, Debug, Default)]
@@ -185,6 +172,10 @@ struct Desc {
 
 struct Image {
     k: Box<Kernel>,
+    /// The process and which of the replay's images this is (0 = the first).
+    pid: u32,
+    ordinal: u64,
+    exe: String,
     stack: Option<(u64, u64)>,
     brk_known: bool,
     populate_faults: u64,
@@ -284,8 +275,9 @@ pub struct Replay<'a> {
     /// Folded results of finished images.
     done_counters: Counters,
     done_minflt: u64,
-    done_census: Vec<CensusReport>,
-    done_fallbacks: Vec<[[u64; mm::vmstat::FallbackReason::ALL.len()]; 10]>,
+    done_images: Vec<ImageResult>,
+    /// `--explain`: the range whose faults every image keeps.
+    explain: Option<(u64, u64)>,
     pub stats: ReplayStats,
     check: bool,
     source: String,
@@ -331,8 +323,8 @@ impl<'a> Replay<'a> {
             procs: BTreeMap::new(),
             done_counters: Counters::default(),
             done_minflt: 0,
-            done_census: Vec::new(),
-            done_fallbacks: Vec::new(),
+            done_images: Vec::new(),
+            explain: None,
             stats: ReplayStats {
                 lost_events: header.lost_events,
                 warnings,
@@ -343,7 +335,7 @@ impl<'a> Replay<'a> {
             source: source.to_string(),
         };
         // The recording starts at the root's execve: it runs a fresh image.
-        let root = r.new_image();
+        let root = r.new_image(header.root_pid, String::from_utf8_lossy(&header.exec_path).into_owned());
         // The root's exec ends where its address-space snapshot is taken (or, without a
         // snapshot, at its first record).
         let until = if header.flags & trace::flags::EXEC_SNAPSHOT != 0 { u64::MAX } else { 0 };
@@ -352,10 +344,26 @@ impl<'a> Replay<'a> {
         r
     }
 
-    fn new_image(&mut self) -> Image {
+    /// `--explain`: keep the decisions of the faults in `[start, end)` (model addresses) in every
+    /// image from now on, the first included.
+    pub fn set_explain(&mut self, range: Option<(u64, u64)>) {
+        self.explain = range;
+        for p in self.procs.values_mut() {
+            if let Some(img) = p.image.as_mut() {
+                crate::views::start_explaining(&mut img.k, range);
+            }
+        }
+    }
+
+    fn new_image(&mut self, pid: u32, exe: String) -> Image {
         self.stats.images += 1;
+        let mut k = Box::new(Kernel::boot(&self.params, self.settings));
+        crate::views::start_explaining(&mut k, self.explain);
         Image {
-            k: Box::new(Kernel::boot(&self.params, self.settings)),
+            k,
+            pid,
+            ordinal: self.stats.images - 1,
+            exe,
             stack: None,
             brk_known: false,
             populate_faults: 0,
@@ -369,13 +377,15 @@ impl<'a> Replay<'a> {
     }
 
     fn err(&self, message: String) -> SimError {
-        SimError { source_name: self.source.clone(), line: 0, message }
+        SimError { source_name: self.source.clone(), line: 0, message, record: None }
     }
 
-    /// Fold a finished image (exit or exec) into the totals, with its census.
+    /// Fold a finished image (exit or exec) into the totals, with its census, folio map and
+    /// peak, taken before teardown.
     fn retire(&mut self, mut img: Image) {
-        let ranges: Vec<(u64, u64)> = img.k.vmas().filter(|v| v.is_modelled()).map(|v| (v.start, v.end)).collect();
-        self.done_census.push(img.k.census(&ranges));
+        let census = img.k.census_of_all();
+        let vmas = crate::views::vma_maps(&img.k, Some(img.pid));
+        let peak = crate::views::peak_of(&img.k);
         // The mm is torn down at exit and at execve (exit_mmap), and the live kernel's counters
         // see it: folios straddling two VMAs are deferred-split, nr_anon falls back.
         img.k.exit_mmap();
@@ -384,16 +394,93 @@ impl<'a> Replay<'a> {
                 self.stats.warnings.push(format!("model invariant broken by exit_mmap: {e}"));
             }
         }
-        let k = &img.k;
+        let k = &mut img.k;
         self.done_counters.add(&k.counters);
         // Faults inside execve (the new stack's top page) are before the program's count.
-        self.done_minflt += k.stats.minflt - img.populate_faults;
-        self.stats.modelled_faults += k.stats.minflt - img.populate_faults;
-        self.done_fallbacks.push(k.stats.fallbacks);
+        let minflt = k.stats.minflt - img.populate_faults;
+        self.done_minflt += minflt;
+        self.stats.modelled_faults += minflt;
+        self.done_images.push(ImageResult {
+            pid: img.pid,
+            image: img.ordinal,
+            exe: img.exe,
+            minflt,
+            census,
+            vmas,
+            peak,
+            fallbacks: k.stats.fallbacks,
+            explain: k.stats.explain.take().map(|b| *b),
+        });
     }
 
     pub fn event(&mut self, e: &Event) -> Result<(), SimError> {
         self.stats.events += 1;
+        let before = if self.check { self.touched(e) } else { Touched::Nothing };
+        self.apply(e)?;
+        if self.check {
+            self.check_step(e, before)?;
+        }
+        Ok(())
+    }
+
+    /// What `e` may change in its process's model, in model addresses as they are now.
+    fn touched(&self, e: &Event) -> Touched {
+        let Some(img) = self.procs.get(&e.pid).and_then(|p| p.image.as_ref()) else { return Touched::Nothing };
+        let range = |start: u64, len: u64| img.tr_range(start, start.saturating_add(len)).into_iter().chain([(start, start.saturating_add(len))]);
+        match &e.body {
+            EventBody::Fault { addr, .. } => Touched::Ranges(range(*addr, 1).collect()),
+            EventBody::Map(m) => Touched::Ranges(range(m.addr, m.len).collect()),
+            EventBody::ExecMaps(_) => Touched::Everything,
+            EventBody::Syscall(s) => {
+                let (a, Some(ret)) = (&s.args, s.ret) else { return Touched::Nothing };
+                let arg = |i: usize| a.get(i).copied().unwrap_or(0);
+                match s.kind {
+                    SyscallKind::Mmap if ret >= 0 => Touched::Ranges(range(ret as u64, arg(1)).collect()),
+                    SyscallKind::Munmap | SyscallKind::Mprotect | SyscallKind::Madvise | SyscallKind::Mlock | SyscallKind::Mlock2 | SyscallKind::Munlock => {
+                        Touched::Ranges(range(arg(0), arg(1)).collect())
+                    }
+                    SyscallKind::Mremap => Touched::Ranges(range(arg(0), arg(1)).chain(range(ret as u64, arg(2))).chain(range(arg(4), arg(2))).collect()),
+                    SyscallKind::Brk => {
+                        let (old, new) = (img.k.brk(), ret as u64);
+                        Touched::Ranges(vec![(old.min(new), old.max(new).max(old.min(new) + 1))])
+                    }
+                    SyscallKind::Mlockall | SyscallKind::Munlockall | SyscallKind::Prctl | SyscallKind::Shmat | SyscallKind::Shmdt | SyscallKind::ProcessMadvise => {
+                        Touched::Everything
+                    }
+                    SyscallKind::Clone | SyscallKind::Clone3 | SyscallKind::Fork | SyscallKind::Vfork | SyscallKind::Lseek | SyscallKind::Read => Touched::Nothing,
+                    // File calls (memfd_create, open, write, ftruncate, fallocate, close, unlink,
+                    // dup): the shmem page caches; exit and execve are checked whole at teardown.
+                    _ => Touched::PageCache,
+                }
+            }
+            _ => Touched::Nothing,
+        }
+    }
+
+    /// `--check` after one event: the invariants of what it touched (`touched`, taken before
+    /// it ran, and again after, when mappings may have moved), and the whole model at events 1,
+    /// 2, 4, 8, ... (so the full checks cost O(log n) walks of the machine); images are also
+    /// checked whole when they are torn down and at the end.
+    fn check_step(&self, e: &Event, before: Touched) -> Result<(), SimError> {
+        let Some(img) = self.procs.get(&e.pid).and_then(|p| p.image.as_ref()) else { return Ok(()) };
+        let after = self.touched(e);
+        let full = self.stats.events.is_power_of_two() || matches!(before, Touched::Everything) || matches!(after, Touched::Everything);
+        let r = if full {
+            img.k.check_invariants()
+        } else {
+            let mut ranges = Vec::new();
+            for t in [&before, &after] {
+                if let Touched::Ranges(r) = t {
+                    ranges.extend_from_slice(r);
+                }
+            }
+            let pc = if matches!(before, Touched::PageCache) { img.k.check_page_cache() } else { Ok(()) };
+            pc.and_then(|()| img.k.check_invariants_in(&ranges))
+        };
+        r.map_err(|m| self.err(format!("model invariant broken: {m}")))
+    }
+
+    fn apply(&mut self, e: &Event) -> Result<(), SimError> {
         match &e.body {
             EventBody::TaskNew { tid, pid } if tid == pid && !self.procs.contains_key(pid) => {
                 // A process forked without exec shares its parent's pages copy-on-write: the
@@ -453,11 +540,6 @@ impl<'a> Replay<'a> {
             EventBody::Mounts(m) => self.mounts = m.clone(),
             EventBody::TaskExit if e.tid == e.pid => self.exit(e.pid),
             _ => {}
-        }
-        if self.check {
-            if let Some(img) = self.procs.get(&e.pid).and_then(|p| p.image.as_ref()) {
-                img.k.check_invariants().map_err(|m| self.err(format!("model invariant broken at event {}: {m}", self.stats.events)))?;
-            }
         }
         Ok(())
     }
@@ -524,7 +606,7 @@ impl<'a> Replay<'a> {
                 if let Some(img) = old {
                     self.retire(img);
                 }
-                let img = self.new_image();
+                let img = self.new_image(pid, String::new());
                 self.procs.get_mut(&pid).expect("inserted").image = Some(img);
             }
             return Ok(());
@@ -562,9 +644,15 @@ impl<'a> Replay<'a> {
                 let vma = k.vma_lookup(old_m);
                 match vma {
                     Some(v) if v.is_modelled() && v.file == 0 => {
-                        k.do_mremap(old_m, old_len, new_len, new_m).map_err(|e| {
-                            SimError { source_name: String::new(), line: 0, message: format!("mremap replay failed: {}", e.name()) }
-                        })?;
+                        if let Err(e) = k.do_mremap(old_m, old_len, new_len, new_m) {
+                            let recorded = format!("mremap({old:#x}, {old_len:#x}, {new_len:#x}, {flags:#x}) = {rec_new:#x}");
+                            return Err(SimError {
+                                source_name: self.source.clone(),
+                                line: 0,
+                                message: format!("mremap replay failed: {} (recorded {recorded}; in the model at {old_m:#x} -> {new_m:#x})", e.name()),
+                                record: None,
+                            });
+                        }
                     }
                     other => {
                         if other.is_some_and(|v| v.is_modelled()) {
@@ -601,13 +689,13 @@ impl<'a> Replay<'a> {
             // recorder answers it without performing it, `answered` record, usually 0); the
             // model decides under the settings. Other advice that failed there fails the same
             // way live.
-            SyscallKind::Madvise if !failed || a[2] == 25 => {
+            SyscallKind::Madvise if !failed || a[2] == MADV_COLLAPSE => {
                 let adv = match a[2] {
-                    4 => Madvise::Dontneed,
-                    8 => Madvise::Free,
-                    14 => Madvise::Hugepage,
-                    15 => Madvise::Nohugepage,
-                    25 => Madvise::Collapse,
+                    MADV_DONTNEED => Madvise::Dontneed,
+                    MADV_FREE => Madvise::Free,
+                    MADV_HUGEPAGE => Madvise::Hugepage,
+                    MADV_NOHUGEPAGE => Madvise::Nohugepage,
+                    MADV_COLLAPSE => Madvise::Collapse,
                     _ => return Ok(()),
                 };
                 for (ms, me) in img.tr_range(a[0], a[0] + a[1]) {
@@ -663,7 +751,7 @@ impl<'a> Replay<'a> {
                     }
                 }
             }
-            SyscallKind::Prctl if !failed && a[0] == 41 => {
+            SyscallKind::Prctl if !failed && a[0] == PR_SET_THP_DISABLE => {
                 let form = match (a[1], a[2] & 2) {
                     (0, _) => ThpDisable::Clear,
                     (_, 0) => ThpDisable::Completely,
@@ -965,15 +1053,52 @@ impl<'a> Replay<'a> {
     }
 
     /// Finish: retire every image still alive and build the result.
-    pub fn finish(mut self) -> (Counters, u64, Vec<CensusReport>, Vec<[[u64; FallbackReason::ALL.len()]; 10]>, ReplayStats) {
+    pub fn finish(mut self) -> Finished {
         let pids: Vec<u32> = self.procs.keys().copied().collect();
         for pid in pids {
             self.exit(pid);
         }
         let passthrough: u64 = self.procs.values().map(|p| p.passthrough).sum();
         let minflt = self.done_minflt + passthrough;
-        (self.done_counters, minflt, self.done_census, self.done_fallbacks, self.stats)
+        Finished { counters: self.done_counters, minflt, images: self.done_images, stats: self.stats }
     }
+}
+
+/// What one event may change in its process's model, for `--check` (`Replay::check_step`).
+enum Touched {
+    Nothing,
+    /// Model address ranges: their VMAs, PMD slots and folios.
+    Ranges(Vec<(u64, u64)>),
+    /// Shmem page caches (file calls).
+    PageCache,
+    /// Anything (exec snapshot, mlockall, prctl): the full check.
+    Everything,
+}
+
+/// What a replay produced: the summed counters, minflt (modelled and passthrough), and one
+/// result per process image.
+pub struct Finished {
+    pub counters: Counters,
+    pub minflt: u64,
+    pub images: Vec<ImageResult>,
+    pub stats: ReplayStats,
+}
+
+/// One process image (a process between its execve and its exit or next execve).
+pub struct ImageResult {
+    pub pid: u32,
+    /// Which image of the replay (0: the recorded program's).
+    pub image: u64,
+    /// The executable, when known (the recorded program's).
+    pub exe: String,
+    /// Faults the model took for it (without passthrough faults).
+    pub minflt: u64,
+    /// The census at its exit, before teardown.
+    pub census: CensusReport,
+    pub vmas: Vec<uapi::VmaMap>,
+    pub peak: uapi::Peak,
+    pub fallbacks: [[u64; FallbackReason::ALL.len()]; 10],
+    pub explain: Option<mm::explain::ExplainLog>,
 }
 
 /// The parts of `[start, end)` that lie in memory the model backs (anonymous or shmem).

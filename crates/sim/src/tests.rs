@@ -1,6 +1,6 @@
 //! Data-driven tests of the engine and the model. Each fixture is settings plus a workload; the
 //! expected output is a procfs-like dump. Where a value was read from the live kernel the test
-//! says so and names the prediction in ../shared/reference/kernel-thp.md §10 (P1 …); other
+//! says so and names the prediction in docs/kernel-thp.md §10 (P1 …); other
 //! values are derived by hand from the 6.18 source, and the derivation is in the comment.
 //! Every run checks every model invariant after every operation.
 
@@ -26,11 +26,21 @@ fn sim(set: &str, text: &str) -> RunResult {
     sim_on(set, text, 512 << 20)
 }
 
+/// Every fixture also runs with every touch walked one access at a time, and the two results
+/// must be equal: `Kernel::access_run` (the batched walk of touches in address order) is
+/// checked against `Kernel::access` on every workload of this file.
 fn sim_on(set: &str, text: &str, mem: u64) -> RunResult {
     let w = workload::parse("test.thpw", text).unwrap();
-    let mut opts = RunOptions { check_invariants: true, on_event: None };
+    let mut opts = RunOptions { check_invariants: true, ..Default::default() };
     let (r, k) = run_with(&w, &settings(set), &machine(mem), &mut opts).unwrap_or_else(|e| panic!("{e}"));
     k.check_invariants().unwrap();
+    let mut reference = RunOptions { check_invariants: true, per_access: true, ..Default::default() };
+    let (one_by_one, _) = run_with(&w, &settings(set), &machine(mem), &mut reference).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        serde_json::to_value(&r).unwrap(),
+        serde_json::to_value(&one_by_one).unwrap(),
+        "the batched walk and single accesses disagree under '{set}' on:\n{text}"
+    );
     r
 }
 

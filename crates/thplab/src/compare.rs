@@ -250,50 +250,8 @@ pub fn print_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Ro
     writeln!(out)
 }
 
-/// The shmem matrix: 4 KiB only, 64 KiB always, top-level always with PMD inherit, several
-/// sizes always.
-pub fn shmem_matrix() -> Vec<(String, ThpSettings)> {
-    let with = |assignments: &[&str]| {
-        let mut s = ThpSettings::default();
-        for a in assignments {
-            s.apply_assignment(a).expect("valid");
-        }
-        s
-    };
-    vec![
-        ("4K only".to_string(), with(&["hugepages-2048kB/shmem_enabled=never"])),
-        ("64K always".to_string(), with(&["hugepages-64kB/shmem_enabled=always"])),
-        ("top always, PMD inherit".to_string(), with(&["shmem_enabled=always"])),
-        (
-            "16K+64K+256K always".to_string(),
-            with(&["hugepages-16kB/shmem_enabled=always", "hugepages-64kB/shmem_enabled=always", "hugepages-256kB/shmem_enabled=always"]),
-        ),
-    ]
-}
-
-/// The standard matrix: 4 KiB only, each mTHP size alone, all sizes, PMD always, madvise mode.
-pub fn matrix() -> Vec<(String, ThpSettings)> {
-    let mut v = Vec::new();
-    let mut four_k = ThpSettings::default();
-    four_k.apply_assignment("enabled=never").expect("valid");
-    v.push(("4K only".to_string(), four_k.clone()));
-    for kb in [16, 32, 64, 128, 256, 512, 1024] {
-        let mut s = four_k.clone();
-        s.apply_assignment(&format!("hugepages-{kb}kB/enabled=always")).expect("valid");
-        v.push((format!("{kb}K alone"), s));
-    }
-    let mut all = ThpSettings::default();
-    all.apply_assignment("enabled=always").expect("valid");
-    for kb in [16, 32, 64, 128, 256, 512, 1024] {
-        all.apply_assignment(&format!("hugepages-{kb}kB/enabled=always")).expect("valid");
-    }
-    v.push(("all sizes".to_string(), all));
-    let mut pmd = ThpSettings::default();
-    pmd.apply_assignment("enabled=always").expect("valid");
-    v.push(("PMD always".to_string(), pmd));
-    v.push(("madvise mode".to_string(), ThpSettings::default()));
-    v
-}
+// The standard settings matrices live in the sim crate (`thplab sim --matrix` runs them too).
+pub use sim::matrix::{anon as matrix, shmem as shmem_matrix};
 
 #[cfg(test)]
 mod tests {

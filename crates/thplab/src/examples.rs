@@ -1,19 +1,50 @@
-//! The example workloads under examples/, built into the binary so that they run anywhere.
+//! The example workloads under examples/, built into the binary so that they run anywhere, each
+//! with the one line `thplab examples` prints beside its name.
 
-const EXAMPLES: &[(&str, &str)] = &[
-    ("seed-anon-1g", include_str!("../../../examples/seed-anon-1g.thpw")),
-    ("issue-program", include_str!("../../../examples/issue-program.thpw")),
-    ("seed-shm-anon-1g", include_str!("../../../examples/seed-shm-anon-1g.thpw")),
-    ("seed-shm-anon-1g-nohint", include_str!("../../../examples/seed-shm-anon-1g-nohint.thpw")),
-    ("seed-shm-posix-1g", include_str!("../../../examples/seed-shm-posix-1g.thpw")),
-    ("seed-tmpfs-write", include_str!("../../../examples/seed-tmpfs-write.thpw")),
+/// (name, one-line description, text).
+const EXAMPLES: &[(&str, &str, &str)] = &[
+    (
+        "seed-anon-1g",
+        "1 GiB of private anonymous memory written page by page (the README's main experiment)",
+        include_str!("../../../examples/seed-anon-1g.thpw"),
+    ),
+    (
+        "issue-program",
+        "256 MiB + 12 KiB of anonymous memory written page by page (not a multiple of 2 MiB: not aligned)",
+        include_str!("../../../examples/issue-program.thpw"),
+    ),
+    (
+        "seed-shm-anon-1g",
+        "a 1 GiB memfd mapped at a fixed 2 MiB-aligned address and written page by page (shmem faults)",
+        include_str!("../../../examples/seed-shm-anon-1g.thpw"),
+    ),
+    (
+        "seed-shm-anon-1g-nohint",
+        "the same memfd mapped with a NULL hint: placed 4 KiB-aligned, so no 64 KiB folio fits",
+        include_str!("../../../examples/seed-shm-anon-1g-nohint.thpw"),
+    ),
+    (
+        "seed-shm-posix-1g",
+        "a 1 GiB POSIX shm object on a huge=always tmpfs, mapped and written page by page",
+        include_str!("../../../examples/seed-shm-posix-1g.thpw"),
+    ),
+    (
+        "seed-tmpfs-write",
+        "1 GiB written with write() in 1 MiB blocks to a file on a huge=always tmpfs (no faults)",
+        include_str!("../../../examples/seed-tmpfs-write.thpw"),
+    ),
 ];
 
 pub fn get(name: &str) -> Option<&'static str> {
     let name = name.trim_end_matches(".thpw");
-    EXAMPLES.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+    EXAMPLES.iter().find(|(n, _, _)| *n == name).map(|(_, _, t)| *t)
 }
 
 pub fn names() -> Vec<&'static str> {
-    EXAMPLES.iter().map(|(n, _)| *n).collect()
+    EXAMPLES.iter().map(|(n, _, _)| *n).collect()
+}
+
+/// (name, one-line description) of every example.
+pub fn described() -> Vec<(&'static str, &'static str)> {
+    EXAMPLES.iter().map(|(n, d, _)| (*n, *d)).collect()
 }

@@ -60,20 +60,36 @@ pub fn cmd_hold(assignments: &[String]) -> ! {
 /// Arguments of `thplab observe`.
 #[derive(Args, Clone, Debug)]
 pub struct ObserveArgs {
-    /// The process to look at.
+    /// The process to look at (a user process: not a kernel thread, not a zombie).
     #[arg(long)]
     pub pid: i32,
-    /// Print JSON (one document per sample) instead of the table.
+    /// Print JSON (one line per sample, schema `thplab-observe/1`, docs/results-schema.md)
+    /// instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Print again every MS milliseconds until Ctrl-C or until the process exits.
-    #[arg(long, value_name = "MS")]
+    /// Print again every MS milliseconds (at least 1) until Ctrl-C or until the process exits.
+    #[arg(long, value_name = "MS", value_parser = interval_ms)]
     pub interval: Option<u64>,
+    /// Also measure bloat: sample the pages of large folios (through /proc/PID/mem) for
+    /// zero-filled ones within MS milliseconds, and report the zero-filled memory (with its
+    /// 95 % error), the RSS with 4 KiB pages, page-table memory (VmPTE) and partially mapped
+    /// folios, per VMA and in total.
+    #[arg(long, value_name = "MS")]
+    pub budget: Option<u64>,
+}
+
+/// `--interval`: a positive number of milliseconds.
+fn interval_ms(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("0 ms would sample without pause; give at least 1 (ms), such as 1000".into()),
+        Ok(v) => Ok(v),
+        Err(_) => Err(format!("'{s}' is not a number of milliseconds; give at least 1, such as 1000")),
+    }
 }
 
 impl ObserveArgs {
     pub fn run(&self) -> Result<i32> {
-        cmd_observe(self.pid, self.json, self.interval)
+        cmd_observe(self.pid, self.json, self.interval, self.budget)
     }
 }
 
@@ -85,11 +101,23 @@ pub struct HoldArgs {
 }
 
 /// `thplab observe --pid PID [--json] [--interval MS]`: the folio census of every VMA of a
-/// process. Returns the exit code: 0, or 1 when the process does not exist at the start.
-pub fn cmd_observe(pid: i32, json: bool, interval_ms: Option<u64>) -> Result<i32> {
+/// process. Exit codes (README.md): 0 when it was observed (also when it exits between two
+/// samples: "process N exited"); 2 when the pid names no process with a user address space (no
+/// such process, a zombie, a kernel thread); 5 when this user may not read its pagemap.
+pub fn cmd_observe(pid: i32, json: bool, interval_ms: Option<u64>, budget_ms: Option<u64>) -> Result<i32> {
+    match live::observable(pid) {
+        live::Observable::Yes => {}
+        live::Observable::Missing => anyhow::bail!("observe --pid {pid}: there is no process {pid}"),
+        live::Observable::Zombie(comm) => anyhow::bail!(
+            "observe --pid {pid}: process {pid} ({comm}) is a zombie: it has exited and its parent has not reaped it, so it has no memory to observe"
+        ),
+        live::Observable::KernelThread(comm) => {
+            anyhow::bail!("observe --pid {pid}: process {pid} ({comm}) is a kernel thread: it has no user address space to observe")
+        }
+    }
     let mut first = true;
     loop {
-        match live::observe(pid) {
+        match live::observe::observe_with(pid, budget_ms.map(Duration::from_millis)) {
             Ok(report) => {
                 let text = if json {
                     format!("{}\n", serde_json::to_string(&report).context("cannot print JSON")?)
@@ -111,13 +139,17 @@ pub fn cmd_observe(pid: i32, json: bool, interval_ms: Option<u64>) -> Result<i32
                 return Ok(0);
             }
             Err(live::LiveError::NoSuchProcess { pid }) => {
-                eprintln!("thplab observe: there is no process {pid}");
-                return Ok(1);
+                anyhow::bail!("observe --pid {pid}: process {pid} exited before it could be observed");
             }
             Err(e) => return Err(e).with_context(|| format!("observing process {pid}")),
         }
         first = false;
         let Some(ms) = interval_ms else { return Ok(0) };
         std::thread::sleep(Duration::from_millis(ms.max(1)));
+        // A process that became a zombie between samples has no mm left: it exited.
+        if matches!(live::observable(pid), live::Observable::Missing | live::Observable::Zombie(_)) {
+            eprintln!("thplab observe: process {pid} exited");
+            return Ok(0);
+        }
     }
 }

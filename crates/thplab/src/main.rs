@@ -4,11 +4,15 @@
 //! prints. Every table and JSON document it prints comes from a `uapi::RunResult`.
 
 mod compare;
+mod errors;
 mod examples;
+mod explain_cmds;
+mod input;
 mod live_cmds;
 mod print;
 mod program_cmds;
 mod record_cmds;
+mod report;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -48,7 +52,7 @@ enum Cmd {
     /// Run the seed experiment (1 GiB written page by page) under 4 KiB only, 64 KiB mTHP and
     /// PMD THP, side by side.
     Demo(DemoArgs),
-    /// List the built-in example workloads, or print one.
+    /// List the built-in example workloads, one line each, or print one.
     Examples {
         /// Print this example's text.
         name: Option<String>,
@@ -63,11 +67,19 @@ enum Cmd {
     /// The folio census of a running process: which folio sizes each VMA maps, PMD- or
     /// PTE-mapped, fully or partially (a fast tools/mm/thpmaps).
     Observe(live_cmds::ObserveArgs),
+    /// Why a process has the folio sizes it has: per VMA, the orders Linux 6.18 allows at fault
+    /// time and at khugepaged time, the reason for each refused order (the model's own
+    /// thp_vma_allowable_orders / shmem_allowable_huge_orders on the live knobs, boot
+    /// parameters, prctl, VMA flags, size and alignment, tmpfs huge=), beside the census.
+    Explain(explain_cmds::ExplainArgs),
     /// Run a program with THP disabled for it alone and record its memory system calls, page
     /// faults, threads and child processes into a trace file (docs/trace-format.md).
     Record(record_cmds::RecordArgs),
     /// Read a recording: `show` prints it as text, `stats` summarises it.
     Trace(record_cmds::TraceArgs),
+    /// Write one self-contained HTML file (inline SVG, no script) with the plots of a result:
+    /// the JSON of `sim`, `sim --matrix` or `compare`.
+    Report(ReportArgs),
     #[command(name = "__exec", hide = true)]
     Exec,
     #[command(name = "__hold", hide = true)]
@@ -141,10 +153,15 @@ pub struct SettingsArgs {
     /// `hugepages-64kB/enabled=always`, `khugepaged/max_ptes_none=0`. Repeatable.
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
-    /// A settings file: PATH=VALUE lines, or a `grep -r . /sys/kernel/mm/transparent_hugepage` dump.
-    #[arg(long = "settings", value_name = "FILE")]
+    /// A settings source: a file of PATH=VALUE lines (`-`: standard input), a
+    /// `grep -r . /sys/kernel/mm/transparent_hugepage` dump, the JSON of `thplab settings --json`,
+    /// a directory holding a THP sysfs tree (read, never written), or `live`: this machine's
+    /// current knobs, read-only.
+    #[arg(long = "settings", value_name = "FILE|DIR|live|-")]
     pub settings_file: Vec<PathBuf>,
     /// Kernel command-line options: `transparent_hugepage=always thp_anon=16K-64K:always`.
+    /// Other words are ignored, as the kernel ignores them; near misses of the THP options
+    /// (`transparent_hugepages=`) are named in a warning.
     #[arg(long = "cmdline", value_name = "OPTIONS")]
     pub cmdline: Option<String>,
 }
@@ -155,10 +172,12 @@ impl SettingsArgs {
         let mut s = ThpSettings::default();
         if let Some(c) = &self.cmdline {
             s.apply_cmdline(c)?;
+            for w in uapi::settings::cmdline_warnings(c) {
+                eprintln!("thplab: warning: --cmdline: {w}");
+            }
         }
         for f in &self.settings_file {
-            let text = read_text_limited(f, "settings file", MAX_SETTINGS_BYTES)?;
-            s.apply_file(&f.display().to_string(), &text)?;
+            apply_settings_source(&mut s, f)?;
         }
         for a in &self.set {
             s.apply_assignment(a).with_context(|| format!("--set {a}"))?;
@@ -168,6 +187,46 @@ impl SettingsArgs {
         }
         Ok(s)
     }
+}
+
+/// The THP sysfs tree `--settings live` reads (`$THPLAB_SYSFS_THP` in tests, to read a copy).
+fn live_tree() -> PathBuf {
+    std::env::var_os("THPLAB_SYSFS_THP").filter(|s| !s.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(uapi::settings::SYSFS_THP))
+}
+
+/// Apply one `--settings` source: `live`, a sysfs tree directory, `settings --json` output, or
+/// a settings file.
+fn apply_settings_source(s: &mut ThpSettings, f: &std::path::Path) -> Result<()> {
+    let name = f.display().to_string();
+    let tree = if f.as_os_str() == "live" && !f.exists() { Some(live_tree()) } else { f.is_dir().then(|| f.to_path_buf()) };
+    if let Some(dir) = tree {
+        let text = live::sysfs::read_tree(&dir).with_context(|| format!("--settings {name}"))?;
+        s.apply_file(&dir.display().to_string(), &text)?;
+        return Ok(());
+    }
+    let text = read_text_limited(f, "settings file", MAX_SETTINGS_BYTES)?;
+    if text.trim_start().starts_with('{') {
+        // `thplab settings --json`: an object of path → value.
+        let map: std::collections::BTreeMap<String, serde_json::Value> = serde_json::from_str(&text)
+            .with_context(|| format!("settings file {name}: not the JSON of `thplab settings --json` (an object of \"path\": \"value\")"))?;
+        let mut lines = String::new();
+        for (k, v) in map {
+            let v = match v {
+                serde_json::Value::String(x) => x,
+                serde_json::Value::Number(n) => n.to_string(),
+                serde_json::Value::Bool(b) => (b as u8).to_string(),
+                other => bail!("settings file {name}: \"{k}\" has {other}; give each knob a string or a number"),
+            };
+            if v.contains('\n') {
+                bail!("settings file {name}: \"{k}\" has a value with a newline");
+            }
+            lines += &format!("{k}={v}\n");
+        }
+        s.apply_file(&name, &lines)?;
+        return Ok(());
+    }
+    s.apply_file(&name, &text)?;
+    Ok(())
 }
 
 #[derive(Args)]
@@ -210,13 +269,42 @@ impl MachineArgs {
                 )
             })?;
         if let Some(a) = &self.mmap_base {
-            m.mmap_base = parse_hex(a).with_context(|| format!("--mmap-base {a}: give a hex address such as 0x7dfffffc5000"))?;
+            m.mmap_base = address_arg("--mmap-base", a, "0x7dfffffc5000")?;
         }
         if let Some(a) = &self.brk_start {
-            m.brk_start = parse_hex(a).with_context(|| format!("--brk-start {a}: give a hex address"))?;
+            m.brk_start = address_arg("--brk-start", a, "0x555555579000")?;
         }
         Ok(m)
     }
+
+    /// A recording brings its own layout: say which of these flags it overrides.
+    pub fn warn_for_recording(&self, h: &trace::Header) {
+        if let Some(a) = &self.mmap_base {
+            if h.flags & trace::flags::EXEC_SNAPSHOT != 0 {
+                eprintln!(
+                    "thplab: warning: --mmap-base {a} does not move the recorded program: its mmap_base is where its recorded \
+                     address space (the exec snapshot) puts it; it applies only to programs executed later in the recording"
+                );
+            }
+        }
+        if let Some(a) = &self.brk_start {
+            eprintln!("thplab: warning: --brk-start {a} is not used for a recording: each process's heap starts where its recorded brk says");
+        }
+    }
+}
+
+/// A page-aligned user address given as hex, or an error that says which of the three it is not.
+fn address_arg(flag: &str, a: &str, example: &str) -> Result<u64> {
+    let Some(v) = a.strip_prefix("0x").and_then(|h| u64::from_str_radix(h, 16).ok()) else {
+        bail!("{flag} {a}: give a hex address such as {example}");
+    };
+    if v % 4096 != 0 {
+        bail!("{flag} {a}: not page-aligned (a multiple of 0x1000), such as {example}");
+    }
+    if v == 0 || v > mm_types::TASK_SIZE {
+        bail!("{flag} {a}: outside the user address space (0x1000 to {:#x})", mm_types::TASK_SIZE);
+    }
+    Ok(v)
 }
 
 fn parse_hex(s: &str) -> Option<u64> {
@@ -226,7 +314,8 @@ fn parse_hex(s: &str) -> Option<u64> {
 #[derive(Args)]
 struct SimArgs {
     /// A workload file (docs/workload-format.md), the name of a built-in example
-    /// (`thplab examples` lists them), or a recording made by `thplab record`.
+    /// (`thplab examples` lists them), or a recording made by `thplab record`; `-` reads
+    /// either from standard input.
     workload: String,
     #[command(flatten)]
     settings: SettingsArgs,
@@ -235,12 +324,41 @@ struct SimArgs {
     /// Print one JSON object (schema thplab-run/1, docs/results-schema.md).
     #[arg(long)]
     json: bool,
-    /// Check every model invariant after every operation (slower; for debugging the model).
+    /// Check the model's invariants after every operation (for debugging the model). For a
+    /// recording: what each event touched after every event, the whole model at events
+    /// 1, 2, 4, 8, ..., at each exec and exit, and at the end.
     #[arg(long)]
     check: bool,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+    /// Instead of the given settings, run the standard matrix that `compare --matrix` runs
+    /// (`anon`, the default, or `shmem`) in the model alone (no root, no live kernel) and print
+    /// the settings side by side; --set applies on top of each.
+    #[arg(long, value_name = "KIND", num_args = 0..=1, default_missing_value = "anon", value_parser = sim::matrix::KINDS)]
+    matrix: Option<String>,
+    /// For the address ADDR (its 4 KiB page) or the range START-END (hex), list every
+    /// anonymous fault that touched it, the folio size it got, and why each larger enabled size
+    /// was refused (the reasons the `fallbacks` totals count).
+    #[arg(long, value_name = "ADDR|START-END")]
+    explain: Option<String>,
+    /// Also write the plots of this run as one self-contained HTML file (see `thplab report`).
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// For a damaged recording: replay the records before the damage (the reader names its
+    /// byte offset) and say what was lost, instead of refusing the file.
+    #[arg(long)]
+    salvage: bool,
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// The result: the output of `thplab sim --json`, `sim --matrix --json` or `compare --json`
+    /// (`-` for standard input).
+    result: String,
+    /// Where to write the HTML.
+    #[arg(long, short, value_name = "FILE")]
+    output: PathBuf,
 }
 
 #[derive(Args)]
@@ -262,30 +380,22 @@ pub const MAX_WORKLOAD_BYTES: u64 = 64 << 20;
 /// The largest settings file read (a `grep -r` dump of the THP tree is about 2 KiB).
 pub const MAX_SETTINGS_BYTES: u64 = 1 << 20;
 
-/// Read a text input of at most `limit` bytes, saying which file and what the limit is.
+/// Read a text input of at most `limit` bytes (`-`: standard input), saying which file and
+/// what the limit is.
 pub fn read_text_limited(path: &std::path::Path, what: &str, limit: u64) -> Result<String> {
-    use std::io::Read;
-    let f = std::fs::File::open(path).with_context(|| format!("cannot read {what} {}", path.display()))?;
-    let mut buf = Vec::new();
-    f.take(limit + 1).read_to_end(&mut buf).with_context(|| format!("cannot read {what} {}", path.display()))?;
-    if buf.len() as u64 > limit {
-        bail!("{what} {} is larger than {} MiB: not a {what} (is it a device or a binary file?)", path.display(), limit >> 20);
-    }
-    String::from_utf8(buf).map_err(|e| anyhow::anyhow!("{what} {} is not text: invalid UTF-8 at byte {}", path.display(), e.utf8_error().valid_up_to()))
+    input::read_text(input::open(path, what)?, &input::display(path), what, limit)
 }
 
 pub fn load_workload(arg: &str) -> Result<workload::Workload> {
-    let path = std::path::Path::new(arg);
-    let (name, text) = if path.exists() {
-        let text = read_text_limited(path, "workload", MAX_WORKLOAD_BYTES)?;
-        if text.trim().is_empty() {
-            bail!("{arg} is empty: not a workload (no statements), and if it was meant to be a recording, it is an empty or truncated recording (was the recorder killed?)");
+    let (name, text) = match input::load(arg, MAX_WORKLOAD_BYTES)? {
+        Some(input::Loaded::Text(text)) => (input::display(std::path::Path::new(arg)), text),
+        Some(input::Loaded::Recording(_)) => {
+            bail!("{arg} is a recording; `thplab sim` replays recordings, this command runs workloads (docs/workload-format.md)")
         }
-        (arg.to_string(), text)
-    } else if let Some(text) = examples::get(arg) {
-        (format!("<builtin {arg}>"), text.to_string())
-    } else {
-        bail!("no workload file '{arg}' and no built-in example of that name; built-in examples: {}", examples::names().join(", "));
+        None => match examples::get(arg) {
+            Some(text) => (format!("<builtin {arg}>"), text.to_string()),
+            None => bail!("no workload file '{arg}' and no built-in example of that name; built-in examples: {}", examples::names().join(", ")),
+        },
     };
     Ok(workload::parse(&name, &text)?)
 }
@@ -294,7 +404,16 @@ fn main() -> ExitCode {
     // What thplab inherited (signals, mask, limits, descriptors), before anything changes it:
     // the programs it records or runs live start with this, not with thplab's own state.
     exec_state::ExecState::capture();
-    let cli = Cli::parse();
+    let json = errors::json_requested(std::env::args_os());
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) if json && e.use_stderr() => {
+            eprint!("{e}");
+            errors::print_json(&anyhow::anyhow!(first_line(&e.to_string())), exit::USAGE);
+            return ExitCode::from(exit::USAGE);
+        }
+        Err(e) => e.exit(),
+    };
     match &cli.cmd {
         Cmd::Exec => live_cmds::cmd_exec_child(),
         Cmd::Hold(a) => live_cmds::cmd_hold(&a.assignments),
@@ -308,8 +427,10 @@ fn main() -> ExitCode {
         Cmd::Live(a) => cmd_live(a),
         Cmd::Compare(a) => cmd_compare(a),
         Cmd::Observe(a) => a.run().map(|c| c as u8),
+        Cmd::Explain(a) => a.run(),
         Cmd::Record(a) => record_cmds::cmd_record(a),
         Cmd::Trace(a) => record_cmds::cmd_trace(a),
+        Cmd::Report(a) => cmd_report(a),
         Cmd::Exec | Cmd::Hold(_) => unreachable!("handled above"),
     };
     match result {
@@ -333,15 +454,27 @@ fn main() -> ExitCode {
             } else {
                 exit::USAGE
             };
+            if json {
+                errors::print_json(&e, code);
+            }
             ExitCode::from(code)
         }
     }
 }
 
+/// The first line of a (clap) message, without its `error: ` prefix.
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").trim_start_matches("error: ").to_string()
+}
+
 fn run_sim(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, check: bool, progress: bool) -> Result<uapi::RunResult> {
-    let mut bar = print::Progress::new(progress && w.touched_pages() > 4_000_000, &w.source);
+    run_sim_explained(w, s, m, check, progress, None)
+}
+
+fn run_sim_explained(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, check: bool, progress: bool, explain: Option<(u64, u64)>) -> Result<uapi::RunResult> {
+    let mut bar = print::Progress::new(progress && w.touched_pages() > 4_000_000, &w.source, w.touched_pages());
     let mut on_event = |e: sim::SimEvent| bar.event(e);
-    let mut opts = sim::RunOptions { check_invariants: check, on_event: Some(&mut on_event) };
+    let mut opts = sim::RunOptions { check_invariants: check, on_event: Some(&mut on_event), explain, ..Default::default() };
     let (r, _) = sim::run_with(w, s, m, &mut opts)?;
     drop(opts);
     bar.finish();
@@ -372,6 +505,45 @@ fn print_result(r: &uapi::RunResult, settings: &ThpSettings, json: bool) -> Resu
 
 /// A recording (`thplab record`), if `path` is one: read whole.
 pub fn load_recording(path: &str) -> Result<Option<(trace::Header, Vec<trace::Event>)>> {
+    Ok(load_recording_salvaged(path, false)?.map(|(h, e, _)| (h, e)))
+}
+
+/// What `--salvage` lost of a damaged recording (the result's `model.replay.salvage`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SalvageReport {
+    /// The reader's error, with the byte offset of the damage.
+    pub error: String,
+    pub offset: u64,
+    /// Bytes from the damage to the end of the file.
+    pub bytes_lost: u64,
+    pub file_bytes: u64,
+    /// Records replayed (read whole before the damage).
+    pub records_read: u64,
+    /// Records the header counts but were not read; None when the header counts none (a
+    /// recorder killed before it finished the file).
+    pub records_lost: Option<u64>,
+}
+
+impl SalvageReport {
+    pub fn sentence(&self, path: &str) -> String {
+        let records = match self.records_lost {
+            Some(n) => format!("{n} of the {} records the header counts", n + self.records_read),
+            None => "an unknown number of records (the header counts none: the recorder did not finish the file)".to_string(),
+        };
+        format!(
+            "{path} is damaged at byte {} ({}); --salvage replayed the {} records before it and lost {} bytes ({} of {}) and {records}",
+            self.offset,
+            self.error,
+            self.records_read,
+            self.bytes_lost,
+            sim::human_bytes(self.bytes_lost),
+            sim::human_bytes(self.file_bytes),
+        )
+    }
+}
+
+/// [`load_recording`], or with `salvage` the records before any damage and what was lost.
+pub fn load_recording_salvaged(path: &str, salvage: bool) -> Result<Option<(trace::Header, Vec<trace::Event>, Option<SalvageReport>)>> {
     let p = std::path::Path::new(path);
     if !p.is_file() {
         return Ok(None);
@@ -383,25 +555,168 @@ pub fn load_recording(path: &str) -> Result<Option<(trace::Header, Vec<trace::Ev
         return Ok(None);
     }
     let file = std::fs::File::open(p).with_context(|| format!("cannot open {path}"))?;
-    let (header, events, _) = trace::read_all(std::io::BufReader::new(file)).with_context(|| path.to_string())?;
-    Ok(Some((header, events)))
+    if !salvage {
+        let (header, events, _) = trace::read_all(std::io::BufReader::new(file)).with_context(|| path.to_string())?;
+        return Ok(Some((header, events, None)));
+    }
+    let file_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let s = trace::read_salvage(std::io::BufReader::new(file)).with_context(|| format!("{path}: the header is damaged, nothing can be salvaged"))?;
+    let report = s.damage.map(|e| {
+        let offset = e.offset();
+        SalvageReport {
+            error: e.to_string(),
+            offset,
+            bytes_lost: file_bytes.saturating_sub(offset),
+            file_bytes,
+            records_read: s.records_read,
+            records_lost: s.records_expected.map(|n| n.saturating_sub(s.records_read)),
+        }
+    });
+    Ok(Some((s.header, s.events, report)))
+}
+
+/// The settings of a `--matrix KIND` run, with `--set` applied on top of each (and named in
+/// the label); `--settings` and `--cmdline` are refused (the matrix is the settings).
+pub fn matrix_runs(kind: &str, given: &SettingsArgs) -> Result<Vec<(String, ThpSettings)>> {
+    if !given.settings_file.is_empty() || given.cmdline.is_some() {
+        bail!("--matrix runs its own settings; leave out --settings and --cmdline (--set applies on top of each)");
+    }
+    let mut m = sim::matrix::by_name(kind).with_context(|| format!("--matrix {kind}: valid matrices: {}", sim::matrix::KINDS.join(", ")))?;
+    // --set applies on top of every setting of the matrix (anon_beside_full=1, a khugepaged knob).
+    for (label, s) in &mut m {
+        for x in &given.set {
+            s.apply_assignment(x).with_context(|| format!("--set {x}"))?;
+        }
+        if !given.set.is_empty() {
+            *label = format!("{label} + {}", given.set.join(" "));
+        }
+    }
+    Ok(m)
+}
+
+/// One simulation of `sim`: a recording or a workload under one setting.
+fn sim_one(a: &SimArgs, input: &SimInput, settings: &ThpSettings, machine: &sim::MachineConfig, explain: Option<(u64, u64)>, progress: bool) -> Result<uapi::RunResult> {
+    Ok(match input {
+        SimInput::Recording { name, header, events, offsets } => {
+            let r = sim::run_recording_with(name, header, events, settings, machine, a.check, explain).map_err(|e| input::locate(e, offsets))?;
+            print_replay_warnings(&r);
+            r
+        }
+        SimInput::Workload(w) => run_sim_explained(w, settings, machine, a.check, progress, explain)?,
+    })
+}
+
+enum SimInput {
+    /// A recording, with the byte offset of each record (empty when salvaged) for errors.
+    Recording { name: String, header: trace::Header, events: Vec<trace::Event>, offsets: Vec<u64> },
+    Workload(workload::Workload),
 }
 
 fn cmd_sim(a: SimArgs) -> Result<u8> {
-    let settings = a.settings.resolve()?;
     let machine = a.machine.resolve()?;
-    let r = if let Some((header, events)) = load_recording(&a.workload)? {
-        if header.lost_events > 0 {
-            eprintln!("thplab sim: WARNING: {} lost {} events while recording; predictions may be off", a.workload, header.lost_events);
+    let explain = a.explain.as_deref().map(sim::views::parse_explain_range).transpose().map_err(anyhow::Error::msg)?;
+    let name = input::display(std::path::Path::new(&a.workload));
+    let mut salvage = None;
+    let loaded = if a.salvage {
+        match load_recording_salvaged(&a.workload, true)? {
+            Some((header, events, lost)) => {
+                if let Some(l) = &lost {
+                    eprintln!("thplab sim: WARNING: {}", l.sentence(&a.workload));
+                }
+                salvage = lost;
+                Some((header, events, Vec::new()))
+            }
+            None => bail!("--salvage reads a damaged recording; {} is not a recording file (it does not start with THPTRACE)", a.workload),
         }
-        let r = sim::run_recording(&a.workload, &header, &events, &settings, &machine, a.check)?;
-        print_replay_warnings(&r);
-        r
     } else {
-        let w = load_workload(&a.workload)?;
-        run_sim(&w, &settings, &machine, a.check, !a.quiet && !a.json)?
+        match input::load(&a.workload, MAX_WORKLOAD_BYTES)? {
+            Some(input::Loaded::Recording(rec)) => Some((rec.header, rec.events, rec.offsets)),
+            Some(input::Loaded::Text(text)) => return cmd_sim_on(&a, machine, explain, None, SimInput::Workload(workload::parse(&name, &text)?)),
+            None => None,
+        }
     };
+    let input = match loaded {
+        Some((header, events, offsets)) => {
+            if header.lost_events > 0 {
+                eprintln!("thplab sim: WARNING: {name} lost {} events while recording; predictions may be off", header.lost_events);
+            }
+            a.machine.warn_for_recording(&header);
+            SimInput::Recording { name: name.clone(), header, events, offsets }
+        }
+        None => SimInput::Workload(load_workload(&a.workload)?),
+    };
+    cmd_sim_on(&a, machine, explain, salvage, input)
+}
+
+/// `sim` on a loaded input: one setting, or each setting of `--matrix`.
+fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u64)>, salvage: Option<SalvageReport>, input: SimInput) -> Result<u8> {
+    // The salvage report goes into each result (model.replay.salvage) and the text.
+    let sim_one = |a: &SimArgs, input: &SimInput, s: &ThpSettings, m: &sim::MachineConfig, x: Option<(u64, u64)>, p: bool| -> Result<uapi::RunResult> {
+        let mut r = sim_one(a, input, s, m, x, p)?;
+        if let (Some(l), Some(model)) = (&salvage, r.model.as_mut()) {
+            model["replay"]["salvage"] = serde_json::to_value(l)?;
+        }
+        Ok(r)
+    };
+    if let Some(kind) = &a.matrix {
+        let runs = matrix_runs(kind, &a.settings)?;
+        let mut results = Vec::new();
+        for (i, (label, s)) in runs.iter().enumerate() {
+            if !a.quiet && !a.json {
+                use std::io::IsTerminal;
+                if std::io::stderr().is_terminal() {
+                    eprint!("\rthplab sim --matrix {kind}: {} of {}: {label}\x1b[K", i + 1, runs.len());
+                }
+            }
+            results.push((label.clone(), s.clone(), sim_one(a, &input, s, &machine, explain, false)?));
+        }
+        if !a.quiet && !a.json && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            eprint!("\r\x1b[K");
+        }
+        if let Some(path) = &a.html {
+            let runs: Vec<report::Run> = results.iter().map(|(l, _, r)| report::Run { label: l.clone(), result: r.clone() }).collect();
+            write_report(path, &format!("{}: the {kind} matrix", a.workload), &runs)?;
+        }
+        let mut out = std::io::stdout().lock();
+        if a.json {
+            let v: Vec<_> = results.iter().map(|(l, s, r)| serde_json::json!({ "label": l, "settings": s.knob_map(), "model": r })).collect();
+            serde_json::to_writer_pretty(&mut out, &v)?;
+            writeln!(out)?;
+        } else {
+            writeln!(out, "{}: the {kind} matrix of `compare --matrix`, model of Linux 6.18 only\n", a.workload)?;
+            let cols: Vec<(String, String, uapi::RunResult)> = results.into_iter().map(|(l, s, r)| (l, s.summary(), r)).collect();
+            print::side_by_side(&mut out, &cols)?;
+        }
+        return Ok(exit::OK);
+    }
+    let settings = a.settings.resolve()?;
+    let r = sim_one(a, &input, &settings, &machine, explain, !a.quiet && !a.json)?;
+    if let Some(path) = &a.html {
+        write_report(path, &a.workload, &[report::Run { label: settings.summary(), result: r.clone() }])?;
+    }
     print_result(&r, &settings, a.json)?;
+    Ok(exit::OK)
+}
+
+fn write_report(path: &std::path::Path, title: &str, runs: &[report::Run]) -> Result<()> {
+    std::fs::write(path, report::html(title, runs)).with_context(|| format!("cannot write the report {}", path.display()))
+}
+
+/// The largest result read by `report` (a matrix of replays with every VMA is a few MiB).
+const MAX_RESULT_BYTES: u64 = 256 << 20;
+
+fn cmd_report(a: ReportArgs) -> Result<u8> {
+    let text = if a.result == "-" {
+        use std::io::Read;
+        let mut buf = String::new();
+        std::io::stdin().take(MAX_RESULT_BYTES).read_to_string(&mut buf).context("cannot read the result from standard input")?;
+        buf
+    } else {
+        read_text_limited(std::path::Path::new(&a.result), "result", MAX_RESULT_BYTES)?
+    };
+    let runs = report::runs_of(&a.result, &text)?;
+    write_report(&a.output, &runs[0].result.workload.clone(), &runs)?;
+    eprintln!("thplab report: wrote {} ({} run{})", a.output.display(), runs.len(), if runs.len() == 1 { "" } else { "s" });
     Ok(exit::OK)
 }
 
@@ -477,8 +792,9 @@ fn cmd_examples(name: Option<String>) -> Result<u8> {
     let mut out = std::io::stdout().lock();
     match name {
         None => {
-            for n in examples::names() {
-                writeln!(out, "{n}")?;
+            let width = examples::names().iter().map(|n| n.len()).max().unwrap_or(0);
+            for (n, d) in examples::described() {
+                writeln!(out, "{n:<width$}  {d}")?;
             }
         }
         Some(n) => match examples::get(&n) {
@@ -541,20 +857,7 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
         tol.apply(t)?;
     }
     let runs: Vec<(String, ThpSettings)> = if let Some(kind) = &a.matrix {
-        if !a.settings.settings_file.is_empty() || a.settings.cmdline.is_some() {
-            bail!("--matrix runs its own settings; leave out --settings and --cmdline (--set applies on top of each)");
-        }
-        let mut m = if kind == "shmem" { compare::shmem_matrix() } else { compare::matrix() };
-        // --set applies on top of every setting of the matrix (anon_beside_full=1, a khugepaged knob).
-        for (label, s) in &mut m {
-            for x in &a.settings.set {
-                s.apply_assignment(x).with_context(|| format!("--set {x}"))?;
-            }
-            if !a.settings.set.is_empty() {
-                *label = format!("{label} + {}", a.settings.set.join(" "));
-            }
-        }
-        m
+        matrix_runs(kind, &a.settings)?
     } else {
         vec![("given settings".to_string(), a.settings.resolve()?)]
     };

@@ -6,18 +6,34 @@ use uapi::result::size_sort_key;
 use uapi::{RunResult, ThpSettings};
 
 /// A progress bar over simulated accesses, shown only on a terminal for long runs.
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rates_are_short() {
+        assert_eq!(super::rate(379_924.6571), "380k/s");
+        assert_eq!(super::rate(5_441_603.8858), "5.44M/s");
+        assert_eq!(super::rate(12.5), "12.5/s");
+        assert_eq!(super::rate(0.0), "-/s");
+    }
+}
+
+/// A progress bar over simulated accesses, shown only on a terminal for long runs.
 pub struct Progress {
     bar: Option<indicatif::ProgressBar>,
 }
 
 impl Progress {
-    pub fn new(show: bool, what: &str) -> Progress {
+    /// A bar over `total` accesses (known before the run starts, so it never shows 0/0).
+    pub fn new(show: bool, what: &str, total: u64) -> Progress {
         use std::io::IsTerminal;
         let bar = (show && io::stderr().is_terminal()).then(|| {
-            let b = indicatif::ProgressBar::new(0);
+            let b = indicatif::ProgressBar::new(total);
             b.set_style(
-                indicatif::ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} accesses ({per_sec})")
+                indicatif::ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} accesses ({rate})")
                     .expect("valid template")
+                    .with_key("rate", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = write!(w, "{}", rate(s.per_sec()));
+                    })
                     .progress_chars("=> "),
             );
             b.set_message(what.to_string());
@@ -38,6 +54,21 @@ impl Progress {
             b.finish_and_clear();
         }
     }
+}
+
+/// Accesses per second, rounded to 3 significant digits with a unit: `379k/s`, `5.44M/s`.
+pub fn rate(per_sec: f64) -> String {
+    if !per_sec.is_finite() || per_sec < 1.0 {
+        return "-/s".into();
+    }
+    let (v, unit) = match per_sec {
+        x if x >= 1e9 => (x / 1e9, "G"),
+        x if x >= 1e6 => (x / 1e6, "M"),
+        x if x >= 1e3 => (x / 1e3, "k"),
+        x => (x, ""),
+    };
+    let digits = if v >= 100.0 { 0 } else if v >= 10.0 { 1 } else { 2 };
+    format!("{v:.digits$}{unit}/s")
 }
 
 fn kb(bytes: u64) -> String {
@@ -65,12 +96,11 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
     if let Some(b) = r.process.bloat_bytes {
         writeln!(out, "  bloat           {:>12}   (allocated, never touched)", kb(b))?;
     }
-    writeln!(out)?;
-    writeln!(out, "folios mapped at the end")?;
-    writeln!(out, "  {:<8} {:>10} {:>11} {:>11} {:>17}", "size", "folios", "pmd-mapped", "pte-mapped", "partially-mapped")?;
-    for (size, e) in sorted_sizes(r.census.sizes.iter()) {
-        writeln!(out, "  {:<8} {:>10} {:>11} {:>11} {:>17}", size, e.folios, e.pmd_mapped, e.pte_mapped, e.partially_mapped)?;
+    if let Some(p) = &r.peak {
+        writeln!(out, "  VmHWM           {:>12}   (peak Rss; AnonHugePages then {})", kb(p.rss_bytes), kb(p.anon_huge_bytes))?;
     }
+    writeln!(out)?;
+    folio_table(out, r)?;
     if r.census.zero_page_ptes > 0 || r.census.huge_zero_pmds > 0 {
         writeln!(out, "  zero page: {} PTEs, huge zero page: {} PMDs", r.census.zero_page_ptes, r.census.huge_zero_pmds)?;
     }
@@ -81,12 +111,18 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
         writeln!(out, "  {k} {v}")?;
     }
     writeln!(out)?;
-    writeln!(out, "/sys/kernel/mm/transparent_hugepage/hugepages-<size>/stats (non-zero)")?;
-    for (dir, stats) in sorted_sizes(r.mthp.iter()) {
-        let moved: Vec<String> = stats.iter().filter(|(_, v)| **v != 0).map(|(k, v)| format!("{k} {v}")).collect();
-        if !moved.is_empty() {
-            writeln!(out, "  {dir:<17} {}", moved.join("  "))?;
-        }
+    let moved: Vec<(&String, Vec<String>)> = sorted_sizes(r.mthp.iter())
+        .into_iter()
+        .map(|(dir, stats)| (dir, stats.iter().filter(|(_, v)| **v != 0).map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>()))
+        .filter(|(_, m)| !m.is_empty())
+        .collect();
+    writeln!(
+        out,
+        "/sys/kernel/mm/transparent_hugepage/hugepages-<size>/stats{}",
+        if moved.is_empty() { ": no counter moved" } else { " (non-zero)" }
+    )?;
+    for (dir, m) in moved {
+        writeln!(out, "  {dir:<17} {}", m.join("  "))?;
     }
     if !r.fallbacks.is_empty() {
         writeln!(out)?;
@@ -96,6 +132,9 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
             writeln!(out, "  {dir:<17} {}", rs.join("  "))?;
         }
     }
+    per_process(out, r)?;
+    folio_map(out, r)?;
+    explain(out, r)?;
     let notable: Vec<_> = r.calls.iter().filter(|c| c.ret != "0" || c.call.starts_with("madvise(collapse")).collect();
     if !notable.is_empty() {
         writeln!(out)?;
@@ -107,9 +146,154 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
     Ok(())
 }
 
+/// Folios mapped at the peak and at exit, size by size (the PMD/PTE/partial columns are at exit).
+fn folio_table(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
+    let Some(p) = &r.peak else {
+        writeln!(out, "folios mapped at the end")?;
+        writeln!(out, "  {:<8} {:>10} {:>11} {:>11} {:>17}", "size", "folios", "pmd-mapped", "pte-mapped", "partially-mapped")?;
+        for (size, e) in sorted_sizes(r.census.sizes.iter()) {
+            writeln!(out, "  {:<8} {:>10} {:>11} {:>11} {:>17}", size, e.folios, e.pmd_mapped, e.pte_mapped, e.partially_mapped)?;
+        }
+        return Ok(());
+    };
+    writeln!(out, "folios mapped at the peak and at exit (pmd-, pte- and partially-mapped: at exit)")?;
+    writeln!(out, "  {:<8} {:>10} {:>10} {:>11} {:>11} {:>17}", "size", "peak", "at exit", "pmd-mapped", "pte-mapped", "partially-mapped")?;
+    let mut sizes: Vec<&String> = r.census.sizes.keys().chain(p.census.sizes.keys()).collect();
+    sizes.sort_by_key(|s| size_sort_key(s));
+    sizes.dedup();
+    for size in sizes {
+        let e = r.census.sizes.get(size).copied().unwrap_or_default();
+        let at_peak = p.census.sizes.get(size).map_or(0, |e| e.folios);
+        writeln!(out, "  {:<8} {:>10} {:>10} {:>11} {:>11} {:>17}", size, at_peak, e.folios, e.pmd_mapped, e.pte_mapped, e.partially_mapped)?;
+    }
+    // nr_anon's largest value can exceed the census near the peak (a size that came and went).
+    let more: Vec<String> = sorted_sizes(p.max_folios.iter())
+        .into_iter()
+        .filter(|(s, n)| **n > p.census.sizes.get(*s).map_or(0, |e| e.folios))
+        .map(|(s, n)| format!("{s} {n}"))
+        .collect();
+    if !more.is_empty() {
+        writeln!(out, "  most anonymous folios mapped at once (nr_anon): {}", more.join(", "))?;
+    }
+    Ok(())
+}
+
+/// A recording's processes, one line each (the census at each one's exit).
+fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
+    if let Some(s) = r.model.as_ref().map(|m| &m["replay"]["salvage"]).filter(|s| s.is_object()) {
+        writeln!(out)?;
+        let lost = s["records_lost"].as_u64().map_or("an unknown number of".to_string(), |n| n.to_string());
+        writeln!(
+            out,
+            "SALVAGED: the recording is damaged at byte {}; replayed {} records before it; lost {} bytes and {lost} records after it",
+            s["offset"], s["records_read"], s["bytes_lost"]
+        )?;
+    }
+    let Some(procs) = r.model.as_ref().and_then(|m| m["replay"]["per_process"].as_array()) else { return Ok(()) };
+    let rp = &r.model.as_ref().expect("checked")["replay"];
+    let warnings = rp["warnings"].as_array().map_or(0, |w| w.len());
+    let (checked, matched) = (rp["placements_checked"].as_u64().unwrap_or(0), rp["placements_matched"].as_u64().unwrap_or(0));
+    if warnings > 0 || checked > matched {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "WARNING: {matched} of {checked} placements matched the kernel's, {} relocated; {warnings} replay warning{} (printed on stderr, listed in the JSON's model.replay.warnings)",
+            rp["relocated"],
+            if warnings == 1 { "" } else { "s" }
+        )?;
+    }
+    if procs.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(out, "per process (model: faults it took in memory the model backs, Rss and folios at its exit)")?;
+    writeln!(out, "  {:>8} {:>5} {:>10} {:>12} {:>12}  {:<40} exe", "pid", "image", "faults", "Rss", "VmHWM", "folios")?;
+    for p in procs {
+        let folios: Vec<String> = p["folios"]
+            .as_object()
+            .map(|m| {
+                let mut v: Vec<(&String, u64)> = m.iter().map(|(k, n)| (k, n.as_u64().unwrap_or(0))).collect();
+                v.sort_by_key(|(k, _)| size_sort_key(k));
+                v.into_iter().map(|(k, n)| format!("{k} {n}")).collect()
+            })
+            .unwrap_or_default();
+        let folios = if folios.is_empty() { "-".to_string() } else { folios.join(", ") };
+        writeln!(
+            out,
+            "  {:>8} {:>5} {:>10} {:>12} {:>12}  {:<40} {}",
+            p["pid"],
+            p["image"],
+            p["modelled_faults"],
+            kb(p["rss_bytes"].as_u64().unwrap_or(0)),
+            kb(p["peak_rss_bytes"].as_u64().unwrap_or(0)),
+            folios,
+            p["exe"].as_str().unwrap_or("")
+        )?;
+    }
+    Ok(())
+}
+
+/// Rows of the folio-size map printed in text; the JSON has every VMA.
+const MAX_MAP_ROWS: usize = 200;
+
+/// The folio-size map: the table `thplab observe` prints, for the model's VMAs at the end.
+fn folio_map(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
+    if r.vmas.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<uapi::VmaMap> = r.vmas.iter().filter(|v| v.kind != "placeholder" || v.rss_kb > 0).take(MAX_MAP_ROWS).cloned().collect();
+    let placeholders = r.vmas.iter().filter(|v| v.kind == "placeholder" && v.rss_kb == 0).count();
+    writeln!(out)?;
+    writeln!(out, "folio-size map (folios per VMA at {}, as `thplab observe` prints a live process)", if r.model.as_ref().is_some_and(|m| m.get("replay").is_some()) { "each process's exit" } else { "the end" })?;
+    write!(out, "{}", uapi::result::vma_table(&shown, &r.census, r.process.rss_bytes / 1024))?;
+    let hidden = r.vmas.len() - placeholders - shown.len();
+    if placeholders > 0 || hidden > 0 {
+        let mut notes = Vec::new();
+        if placeholders > 0 {
+            notes.push(format!("{placeholders} placeholder VMAs (mappings the model does not back: files, the vDSO) not shown"));
+        }
+        if hidden > 0 {
+            notes.push(format!("{hidden} more VMAs not shown"));
+        }
+        writeln!(out, "  ({}; --json lists every VMA)", notes.join("; "))?;
+    }
+    Ok(())
+}
+
+/// `--explain`: each fault in the range and why each larger size was refused.
+fn explain(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
+    let Some(x) = &r.explain else { return Ok(()) };
+    writeln!(out)?;
+    let n = x.faults.len() as u64 + x.more_faults;
+    writeln!(out, "explain {}-{}: {n} fault{} touched it (reasons as in `fallbacks`)", x.start, x.end, if n == 1 { "" } else { "s" })?;
+    if n == 0 {
+        writeln!(out, "  no anonymous fault touched this range (not mapped, never touched, a shmem mapping, or a replay's placeholder)")?;
+    }
+    for f in &x.faults {
+        let pid = f.pid.map(|p| format!("pid {p} ")).unwrap_or_default();
+        let refused = if f.refused.is_empty() {
+            "nothing larger enabled or possible".to_string()
+        } else {
+            f.refused.iter().map(|(o, why)| format!("{o} {why}")).collect::<Vec<_>>().join(", ")
+        };
+        writeln!(out, "  {pid}{} {:<5} got {:<14} refused: {refused}", f.addr, f.access, f.got)?;
+    }
+    if x.more_faults > 0 {
+        writeln!(out, "  ... {} more faults not kept (the totals are of the listed ones)", x.more_faults)?;
+    }
+    if !x.totals.is_empty() {
+        writeln!(out, "  totals:")?;
+        for (dir, reasons) in sorted_sizes(x.totals.iter()).into_iter().rev() {
+            let rs: Vec<String> = reasons.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            writeln!(out, "    {dir:<17} {}", rs.join("  "))?;
+        }
+    }
+    Ok(())
+}
+
 /// Several results in columns (the README's main command).
 pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) -> io::Result<()> {
-    let w = if cols.len() > 3 { 13 } else { 16 };
+    let w = cols.iter().map(|(l, _, _)| l.len() + 2).max().unwrap_or(0).max(if cols.len() > 3 { 13 } else { 16 });
     write!(out, "{:<42}", "")?;
     for (label, _, _) in cols {
         write!(out, "{label:>w$}")?;
@@ -125,6 +309,12 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
     row(out, "minflt", &|r| r.process.minflt.to_string())?;
     row(out, "Rss", &|r| kb(r.process.rss_bytes))?;
     row(out, "AnonHugePages", &|r| kb(r.process.anon_huge_bytes))?;
+    if cols.iter().any(|(_, _, r)| r.peak.is_some()) {
+        row(out, "VmHWM (peak Rss)", &|r| r.peak.as_ref().map_or("-".to_string(), |p| kb(p.rss_bytes)))?;
+    }
+    if cols.iter().any(|(_, _, r)| r.process.bloat_bytes.is_some()) {
+        row(out, "bloat (allocated, never touched)", &|r| r.process.bloat_bytes.map_or("-".to_string(), kb))?;
+    }
     row(out, "thp_fault_alloc", &|r| r.vmstat.get("thp_fault_alloc").copied().unwrap_or(0).to_string())?;
     let mut dirs: Vec<&String> = cols.iter().flat_map(|(_, _, r)| r.mthp.keys()).collect();
     dirs.sort_by_key(|d| size_sort_key(d));

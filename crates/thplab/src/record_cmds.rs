@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 
 /// Arguments of `thplab record`.
@@ -18,9 +18,10 @@ pub struct RecordArgs {
     /// Write the recording to FILE (the trace format of docs/trace-format.md).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: PathBuf,
-    /// Ring buffer per CPU in KiB (rounded down to a power of two pages). Larger buffers make
-    /// lost events less likely for programs that fault very fast.
-    #[arg(long, value_name = "KIB", default_value_t = 32 * 1024)]
+    /// Ring buffer per CPU in KiB, from 64 to 4194304 (4 GiB), rounded down to a power of two
+    /// pages. Larger buffers make lost events less likely for programs that fault very fast;
+    /// the buffers are locked memory, one per online CPU.
+    #[arg(long, value_name = "KIB", default_value_t = 32 * 1024, value_parser = buffer_kib)]
     pub buffer_kib: usize,
     /// Do not record the faults the kernel takes on the program's memory (in read(), execve,
     /// ...); only faults taken in user mode.
@@ -43,6 +44,25 @@ pub struct RecordArgs {
     pub command: Vec<OsString>,
 }
 
+/// `Some("uid N without CAP_SYS_ADMIN")` when this process is neither root nor holds
+/// CAP_SYS_ADMIN (bit 21 of CapEff in /proc/self/status).
+fn unprivileged() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |k: &str| status.lines().find_map(|l| l.strip_prefix(k)).map(str::trim);
+    let uid = field("Uid:")?.split_whitespace().nth(1)?.to_string();
+    let cap = u64::from_str_radix(field("CapEff:")?, 16).ok()?;
+    (uid != "0" && cap & (1 << 21) == 0).then(|| format!("you are uid {uid} without CAP_SYS_ADMIN"))
+}
+
+/// `--buffer-kib`: 64 KiB (16 pages, the recorder's floor) to 4 GiB per CPU.
+fn buffer_kib(s: &str) -> Result<usize, String> {
+    let v: usize = s.parse().map_err(|_| format!("'{s}' is not a number of KiB; give 64 to 4194304 (the default is 32768)"))?;
+    if !(64..=4 << 20).contains(&v) {
+        return Err(format!("{v} KiB is outside 64 to 4194304 (64 KiB to 4 GiB per CPU; the default is 32768)"));
+    }
+    Ok(v)
+}
+
 /// Arguments of `thplab trace`.
 #[derive(Args, Debug)]
 pub struct TraceArgs {
@@ -62,7 +82,7 @@ pub enum TraceCmd {
 /// Arguments of `thplab trace show`.
 #[derive(Args, Debug)]
 pub struct TraceShowArgs {
-    /// A file written by `thplab record`.
+    /// A file written by `thplab record` (`-`: standard input).
     pub file: PathBuf,
     /// Print at most N events.
     #[arg(long, value_name = "N")]
@@ -78,15 +98,18 @@ pub struct TraceShowArgs {
 /// Arguments of `thplab trace stats`.
 #[derive(Args, Debug)]
 pub struct TraceStatsArgs {
-    /// A file written by `thplab record`.
+    /// A file written by `thplab record` (`-`: standard input).
     pub file: PathBuf,
-    /// Print one JSON object (schema `thplab-trace-stats/1`).
+    /// Print one JSON object (schema `thplab-trace-stats/1`, docs/results-schema.md).
     #[arg(long)]
     pub json: bool,
 }
 
 /// `thplab record -o FILE -- CMD [ARGS...]`.
 pub fn cmd_record(args: RecordArgs) -> Result<u8> {
+    if crate::input::is_stdin(&args.output) {
+        bail!("-o -: the recorded program writes to standard output too; give a file (a recording can then be read back from standard input: thplab sim - < FILE)");
+    }
     // Fail on an unwritable output before running anything.
     let file = std::fs::File::create(&args.output).with_context(|| format!("cannot create {}", args.output.display()))?;
     let opts = record::RecordOptions {
@@ -102,7 +125,14 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
             let _ = std::fs::remove_file(&args.output);
             return match e {
                 record::RecordError::Unavailable(why) => {
-                    eprintln!("thplab record: recording is not available here: {why}");
+                    match unprivileged() {
+                        Some(who) => eprintln!(
+                            "thplab record: recording needs root or CAP_SYS_ADMIN ({who}): it reads the tracepoints' formats from tracefs \
+                             (mounting it in a private namespace where it is not mounted) and opens perf events on them; \
+                             run it as root (sudo thplab record ...). What failed: {why}"
+                        ),
+                        None => eprintln!("thplab record: recording is not available here: {why}"),
+                    }
                     Ok(crate::exit::LIVE_UNAVAILABLE)
                 }
                 record::RecordError::Exec { program, reason, not_found } => {
@@ -158,25 +188,22 @@ pub fn cmd_trace(args: TraceArgs) -> Result<u8> {
     }
 }
 
-fn open_trace(path: &PathBuf) -> Result<trace::TraceReader<std::fs::File>> {
-    let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    trace::TraceReader::new(f).with_context(|| path.display().to_string())
-}
-
 /// `thplab trace show FILE`.
 pub fn cmd_trace_show(args: TraceShowArgs) -> Result<u8> {
-    let mut r = open_trace(&args.file)?;
+    let name = crate::input::display(&args.file);
+    let mut r = crate::input::open_trace(&args.file)?;
     let out = std::io::stdout();
     let mut out = BufWriter::new(out.lock());
     let h = r.header().clone();
-    let argv: Vec<String> = h.argv.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-    writeln!(out, "# {}: thplab trace {}.{}, kernel {} {}", args.file.display(), trace::VERSION_MAJOR, r.minor_version(), h.kernel_release, h.machine)?;
-    writeln!(out, "# command: {} (pid {}, exit status {}, {:.6} s)", argv.join(" "), h.root_pid, h.exit_status, h.duration_ns as f64 / 1e9)?;
+    writeln!(out, "# {name}: thplab trace {}.{}, kernel {} {}", trace::VERSION_MAJOR, r.minor_version(), h.kernel_release, h.machine)?;
+    writeln!(out, "# command: {} (pid {}, exit status {}, {:.6} s)", trace::text::command_line(&h.argv), h.root_pid, h.exit_status, h.duration_ns as f64 / 1e9)?;
     if h.lost_events > 0 {
         writeln!(out, "# LOST EVENTS: {} (this recording is incomplete)", h.lost_events)?;
     }
     let mut shown = 0u64;
-    while let Some(e) = r.next_event().with_context(|| args.file.display().to_string())? {
+    let mut pids = std::collections::BTreeSet::new();
+    while let Some(e) = r.next_event().with_context(|| name.clone())? {
+        pids.insert(e.pid);
         if args.limit.is_some_and(|l| shown >= l) {
             break;
         }
@@ -188,16 +215,23 @@ pub fn cmd_trace_show(args: TraceShowArgs) -> Result<u8> {
     }
     out.flush()?;
     if h.lost_events > 0 {
-        eprintln!("thplab trace: warning: {} events were lost while recording {}", h.lost_events, args.file.display());
+        eprintln!("thplab trace: warning: {} events were lost while recording {name}", h.lost_events);
+    }
+    if let Some(p) = args.pid {
+        if !pids.contains(&p) && args.limit.is_none_or(|l| shown < l) {
+            let list: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
+            bail!("--pid {p}: no process {p} in {name}; its processes are {}", list.join(", "));
+        }
     }
     Ok(crate::exit::OK)
 }
 
 /// `thplab trace stats FILE`.
 pub fn cmd_trace_stats(args: TraceStatsArgs) -> Result<u8> {
-    let mut r = open_trace(&args.file)?;
+    let name = crate::input::display(&args.file);
+    let mut r = crate::input::open_trace(&args.file)?;
     let mut b = trace::stats::StatsBuilder::new(r.header());
-    while let Some(e) = r.next_event().with_context(|| args.file.display().to_string())? {
+    while let Some(e) = r.next_event().with_context(|| name.clone())? {
         b.add(&e);
     }
     let s = b.finish();
@@ -210,7 +244,7 @@ pub fn cmd_trace_stats(args: TraceStatsArgs) -> Result<u8> {
         write!(out, "{}", s.to_text())?;
     }
     if s.lost_events > 0 {
-        eprintln!("thplab trace: warning: {} events were lost while recording {}", s.lost_events, args.file.display());
+        eprintln!("thplab trace: warning: {} events were lost while recording {name}", s.lost_events);
     }
     Ok(crate::exit::OK)
 }

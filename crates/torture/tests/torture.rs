@@ -24,4 +24,10 @@ fn canary_a_broken_mapcount_is_caught() {
     k.corrupt_mapcount_for_canary(a);
     let e = k.check_invariants().unwrap_err();
     assert!(e.contains("mapcount"), "{e}");
+    // The incremental check of `sim --check` sees it from the touched range alone, and not from
+    // a range elsewhere.
+    let e = k.check_invariants_in(&[(a, a + 4096)]).unwrap_err();
+    assert!(e.starts_with("page 0x") && e.ends_with(": 1 PTEs here map it, mapcount says 2"), "{e}");
+    k.check_invariants_in(&[(a + (64 << 20), a + (65 << 20))]).unwrap();
 }
+

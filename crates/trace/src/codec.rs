@@ -116,7 +116,7 @@ impl<R: BufRead> Src<R> {
     fn io_err(&self, e: io::Error) -> TraceError {
         TraceError::Io {
             offset: self.offset,
-            source: e,
+            error: e,
         }
     }
 

@@ -18,7 +18,7 @@ pub use event::{
     flags, kind, kind_name, perm, Event, EventBody, Header, MapEntry, MapInfo, MountEntry, PathInfo,
     Syscall, SyscallKind, Trailer, TMPFS_MAGIC,
 };
-pub use read::{read_all, TraceReader};
+pub use read::{read_all, read_salvage, Salvaged, TraceReader};
 pub use write::TraceWriter;
 
 /// Why a trace could not be read: where (byte offset from the start of the file) and what was
@@ -29,8 +29,8 @@ pub enum TraceError {
     Truncated { offset: u64, expected: String },
     #[error("byte {offset}: {message}")]
     Corrupt { offset: u64, message: String },
-    #[error("byte {offset}: read error: {source}")]
-    Io { offset: u64, source: std::io::Error },
+    #[error("byte {offset}: read error: {error}")]
+    Io { offset: u64, error: std::io::Error },
 }
 
 impl TraceError {

@@ -51,6 +51,37 @@ pub fn read_all(r: impl Read) -> Result<(Header, Vec<Event>, Trailer), TraceErro
     Ok((rd.header, v, t))
 }
 
+/// What [`read_salvage`] could read of a damaged trace.
+#[derive(Debug)]
+pub struct Salvaged {
+    pub header: Header,
+    /// Every event before the damage (all of them when there is none).
+    pub events: Vec<Event>,
+    /// The damage: the first error after the header, with its byte offset; None for a whole trace.
+    pub damage: Option<TraceError>,
+    /// Records the header counts (its counts, written when the recording finished); None when
+    /// it counts none (a recorder that was killed).
+    pub records_expected: Option<u64>,
+    /// Records read whole before the damage.
+    pub records_read: u64,
+}
+
+/// Read a trace up to the first damage after the header: the events before it and the error
+/// (`thplab sim --salvage`). A damaged header is still an error: nothing after it can be read.
+pub fn read_salvage(r: impl Read) -> Result<Salvaged, TraceError> {
+    let mut rd = TraceReader::new(r)?;
+    let mut events = Vec::new();
+    let damage = loop {
+        match rd.next_event() {
+            Ok(Some(e)) => events.push(e),
+            Ok(None) => break None,
+            Err(e) => break Some(e),
+        }
+    };
+    let total: u64 = rd.header.counts.iter().map(|(_, n)| n).sum();
+    Ok(Salvaged { records_expected: (total > 0).then_some(total), records_read: rd.records, header: rd.header, events, damage })
+}
+
 impl<R: Read> TraceReader<R> {
     pub fn new(r: R) -> Result<Self, TraceError> {
         let mut src = Src::new(BufReader::with_capacity(1 << 16, r));
@@ -126,6 +157,11 @@ impl<R: Read> TraceReader<R> {
 
     pub fn header(&self) -> &Header {
         &self.header
+    }
+
+    /// The byte offset of the next record (of the error, after a failed read).
+    pub fn offset(&self) -> u64 {
+        self.src.offset
     }
 
     /// The file's minor format version.

@@ -186,7 +186,7 @@ impl TraceStats {
     /// The summary as text, one fact per line.
     pub fn to_text(&self) -> String {
         let mut o = String::new();
-        let _ = writeln!(o, "program      {}", self.argv.join(" "));
+        let _ = writeln!(o, "program      {}", crate::text::command_line(&self.argv));
         let _ = writeln!(o, "kernel       {}", self.kernel_release);
         let _ = writeln!(o, "duration     {} s", secs(self.duration_ns));
         let _ = writeln!(o, "exit status  {}", self.exit_status);

@@ -395,8 +395,34 @@ pub fn map_text(m: &MapInfo) -> String {
         m.min,
         m.ino,
         m.pgoff,
-        String::from_utf8_lossy(&m.path)
+        printable(&m.path)
     )
+}
+
+/// Bytes as one line of text: invalid UTF-8 replaced, control characters (a newline in a file
+/// name) escaped as `\n`, `\t`, `\u{1}`.
+pub fn printable(b: &[u8]) -> String {
+    let s = String::from_utf8_lossy(b);
+    if !s.chars().any(char::is_control) {
+        return s.into_owned();
+    }
+    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
+/// A command line as one line: arguments that are empty or hold spaces, quotes, backslashes or
+/// control characters (a newline) are quoted and escaped, so that the line reads back as the
+/// arguments (`python3 -c "d = {}\nprint(d)"`).
+pub fn command_line<S: AsRef<[u8]>>(argv: &[S]) -> String {
+    let word = |a: &[u8]| {
+        let s = String::from_utf8_lossy(a);
+        let plain = !s.is_empty() && s.chars().all(|c| !c.is_control() && !c.is_whitespace() && !matches!(c, '"' | '\\' | '\''));
+        if plain {
+            s.into_owned()
+        } else {
+            format!("{s:?}")
+        }
+    };
+    argv.iter().map(|a| word(a.as_ref())).collect::<Vec<_>>().join(" ")
 }
 
 /// A /proc/PID/maps line.
@@ -414,6 +440,6 @@ pub fn map_entry_text(m: &MapEntry) -> String {
         m.maj,
         m.min,
         m.ino,
-        String::from_utf8_lossy(&m.path)
+        printable(&m.path)
     )
 }

@@ -9,9 +9,10 @@
 //! Serde lives here and in no core crate: serialization is a compatibility promise.
 
 pub mod counters;
+pub mod profile;
 pub mod result;
 pub mod settings;
 
 pub use counters::{Counters, MthpStat, VmEvent};
-pub use result::{CallResult, Census, CensusEntry, ProcessStats, RegionPlacement, RunResult};
+pub use result::{CallResult, Census, CensusEntry, Explain, ExplainedFault, Peak, ProcessStats, RegionPlacement, RunResult, VmaMap};
 pub use settings::{SettingsError, ThpSettings};

@@ -89,7 +89,8 @@ pub struct RunResult {
     pub folios: BTreeMap<String, u64>,
     pub census: Census,
     /// Model only: `hugepages-<N>kB` → reason → how often a fault did not get that size.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    /// Always written (empty in live results and when no fault fell back).
+    #[serde(default)]
     pub fallbacks: BTreeMap<String, BTreeMap<String, u64>>,
     pub regions: Vec<RegionPlacement>,
     /// /proc/meminfo lines that the run moved, in kB: `Shmem`, `ShmemHugePages`, `ShmemPmdMapped`
@@ -105,6 +106,169 @@ pub struct RunResult {
     /// Live only: kernel release, runs, spread and noise.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub live: Option<serde_json::Value>,
+    /// Model only: the folio-size map, one entry per VMA at the end of the run (for a
+    /// recording, each process's VMAs at its exit), in the shape `thplab observe` prints.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub vmas: Vec<VmaMap>,
+    /// Model only: the process at its largest Rss (for a recording, the sum of each process's
+    /// peak), with the census taken then.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub peak: Option<Peak>,
+    /// Model only, with `--explain`: every fault in the explained range and why each larger
+    /// order was refused.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub explain: Option<Explain>,
+}
+
+/// One VMA and the folios that back it: an entry of `thplab observe`'s `vmas` and of the
+/// model's `vmas` (one consumer reads both).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VmaMap {
+    /// Start and end, hex without `0x`, as /proc/PID/maps.
+    pub start: String,
+    pub end: String,
+    /// `rw-p`, as /proc/PID/maps.
+    pub perms: String,
+    /// The mapping's name (`[heap]`, a path, `/memfd:x (deleted)`); empty for anonymous memory.
+    pub name: String,
+    /// `anon`, `shmem`, `file`, or `placeholder` (a replayed mapping the model does not back).
+    #[serde(default)]
+    pub kind: String,
+    /// The process, for the VMAs of a replayed recording (several processes).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub pid: Option<u32>,
+    pub rss_kb: u64,
+    pub anon_huge_kb: u64,
+    pub census: Census,
+}
+
+impl VmaMap {
+    /// The start address as a number.
+    pub fn start_addr(&self) -> u64 {
+        u64::from_str_radix(&self.start, 16).unwrap_or(0)
+    }
+    pub fn end_addr(&self) -> u64 {
+        u64::from_str_radix(&self.end, 16).unwrap_or(0)
+    }
+}
+
+/// `kind` of a VMA from its /proc/PID/maps name: shared memory (memfd, /dev/shm, SysV,
+/// /dev/zero shared mappings), anonymous memory (no name, `[heap]`, `[stack]`, `[anon:...]`),
+/// or a file.
+pub fn vma_kind_of_name(name: &str) -> &'static str {
+    if name.starts_with("/memfd:") || name.starts_with("/dev/shm/") || name.starts_with("/SYSV") || name.starts_with("/dev/zero") {
+        "shmem"
+    } else if name.is_empty() || name == "[heap]" || name.starts_with("[stack") || name.starts_with("[anon") {
+        "anon"
+    } else {
+        "file"
+    }
+}
+
+/// The folio-size map as a table, one row per VMA and a total: address range, perms, Rss,
+/// folios per size (`-` for none), PMD-mapped, partially mapped, zero-page PTEs, huge-zero
+/// PMDs, name. `thplab observe` and `thplab sim` print the same table.
+pub fn vma_table(vmas: &[VmaMap], total: &Census, total_rss_kb: u64) -> String {
+    use std::fmt::Write;
+    let mut sizes: Vec<String> = total.sizes.keys().cloned().collect();
+    for v in vmas {
+        for k in v.census.sizes.keys() {
+            if !sizes.contains(k) {
+                sizes.push(k.clone());
+            }
+        }
+    }
+    sizes.sort_by_key(|s| size_sort_key(s));
+    let with_pid = vmas.iter().any(|v| v.pid.is_some());
+    let mut out = String::new();
+    let mut head = String::new();
+    if with_pid {
+        head += &format!("{:>7} ", "pid");
+    }
+    head += &format!("{:<33} {:<4} {:>10}", "address range", "perm", "Rss");
+    for s in &sizes {
+        head += &format!(" {:>8}", s);
+    }
+    head += &format!(" {:>6} {:>7} {:>6} {:>6}  name", "pmd", "partial", "zero", "hzero");
+    let _ = writeln!(out, "{head}");
+    let dash = |n: u64| if n == 0 { "-".to_string() } else { n.to_string() };
+    let mut row = |pid: Option<u32>, range: &str, perms: &str, rss: u64, c: &Census, name: &str| {
+        let mut line = String::new();
+        if with_pid {
+            line += &format!("{:>7} ", pid.map(|p| p.to_string()).unwrap_or_default());
+        }
+        line += &format!("{:<33} {:<4} {:>7} kB", range, perms, rss);
+        for s in &sizes {
+            line += &format!(" {:>8}", dash(c.sizes.get(s).map(|e| e.folios).unwrap_or(0)));
+        }
+        let pmd: u64 = c.sizes.values().map(|e| e.pmd_mapped).sum();
+        let partial: u64 = c.sizes.values().map(|e| e.partially_mapped).sum();
+        line += &format!(" {:>6} {:>7} {:>6} {:>6}  {}", dash(pmd), dash(partial), dash(c.zero_page_ptes), dash(c.huge_zero_pmds), name);
+        let _ = writeln!(out, "{}", line.trim_end());
+    };
+    for v in vmas {
+        let name = if !v.name.is_empty() {
+            v.name.clone()
+        } else if v.kind.is_empty() || v.kind == "anon" {
+            "[anon]".to_string()
+        } else {
+            format!("[{}]", v.kind)
+        };
+        row(v.pid, &format!("{}-{}", v.start, v.end), &v.perms, v.rss_kb, &v.census, &name);
+    }
+    row(None, "total", "", total_rss_kb, total, "");
+    out
+}
+
+/// The run at its largest Rss.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Peak {
+    /// The largest Rss (anonymous and shmem pages mapped) the run reached.
+    pub rss_bytes: u64,
+    /// AnonHugePages when the census below was taken.
+    pub anon_huge_bytes: u64,
+    /// The census at the peak (taken before the first operation that unmapped or freed memory
+    /// after Rss last grew by a sixteenth or more; at the end when Rss never fell).
+    pub census: Census,
+    /// The largest number of folios of each size mapped at any moment (`nr_anon` per size,
+    /// exact, anonymous only), by size label.
+    pub max_folios: BTreeMap<String, u64>,
+}
+
+/// `--explain`: the faults in a range and what each larger order met.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Explain {
+    /// The explained range, hex `0x...`, end exclusive.
+    pub start: String,
+    pub end: String,
+    /// Faults recorded (each fault's page or the folio it got lies in the range).
+    pub faults: Vec<ExplainedFault>,
+    /// Faults beyond the recorded ones (only the first [`Explain::MAX_FAULTS`] are kept).
+    pub more_faults: u64,
+    /// Reason → count over the recorded faults, by size (`hugepages-64kB`), the same
+    /// reasons as the result's `fallbacks`.
+    pub totals: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+impl Explain {
+    pub const MAX_FAULTS: usize = 10_000;
+}
+
+/// One fault and the orders it did not get.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExplainedFault {
+    /// The process (recordings only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub pid: Option<u32>,
+    /// Faulting address, hex.
+    pub addr: String,
+    /// `read` or `write`.
+    pub access: String,
+    /// The folio size it mapped (`4kB`, `64kB`, `2048kB`), or `zero page`, `huge zero page`.
+    pub got: String,
+    /// Larger sizes the settings enable and why this fault did not get them, largest first:
+    /// (`hugepages-2048kB`, `pte_table_exists`).
+    pub refused: Vec<(String, String)>,
 }
 
 impl RunResult {

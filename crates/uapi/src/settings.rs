@@ -538,6 +538,60 @@ fn parse_settings_line(line: &str) -> Result<(String, String), SettingsError> {
     }
 }
 
+/// The kernel command-line options of 6.18 that set THP knobs (`__setup` in mm/huge_memory.c
+/// and mm/shmem.c); `transparent_hugepage_tmpfs=` (the default `huge=` of tmpfs mounts) is read
+/// but not a sysfs knob.
+pub const CMDLINE_OPTIONS: [&str; 5] = ["transparent_hugepage", "transparent_hugepage_shmem", "transparent_hugepage_tmpfs", "thp_anon", "thp_shmem"];
+
+/// Words of a kernel command line that look meant for THP but that the kernel would not apply:
+/// a near miss of an option's name (`transparent_hugepages=always`), an option without `=`, and
+/// `transparent_hugepage_tmpfs=`, which thplab does not model. The kernel ignores unknown
+/// parameters (it hands them to init), so these are warnings that name the valid options, and
+/// the settings are what the kernel would make of the line.
+pub fn cmdline_warnings(cmdline: &str) -> Vec<String> {
+    let valid = CMDLINE_OPTIONS.iter().map(|o| format!("{o}=")).collect::<Vec<_>>().join(", ");
+    let mut out = Vec::new();
+    for word in cmdline.split_whitespace() {
+        let (key, has_value) = match word.split_once('=') {
+            Some((k, _)) => (k, true),
+            None => (word, false),
+        };
+        if CMDLINE_OPTIONS.contains(&key) {
+            if !has_value {
+                out.push(format!("'{word}' has no '=VALUE' and is ignored (the kernel's option is {key}=)"));
+            } else if key == "transparent_hugepage_tmpfs" {
+                out.push(format!("'{word}' (the default huge= of tmpfs mounts) is not modelled and is ignored; give huge= on the workload's tmpfs statement"));
+            }
+            continue;
+        }
+        let lower = key.to_ascii_lowercase();
+        let closest = CMDLINE_OPTIONS.iter().map(|o| (edit_distance(&lower, o), *o)).min().expect("options");
+        if closest.0 <= 2 || lower.starts_with("transparent_huge") || lower.starts_with("thp_") || lower.starts_with("thp-") {
+            out.push(format!(
+                "'{word}' is not a THP option and is ignored, as the kernel ignores unknown parameters; did you mean {}=? The THP options are {valid}",
+                closest.1
+            ));
+        }
+    }
+    out
+}
+
+/// Levenshtein distance (for near misses of option names).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + (ca != *cb) as usize).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
 /// `16K-64K,2M:always;128K:inherit` → [(orders, policy)], as `setup_thp_anon` parses it.
 fn parse_size_policy_list(text: &str, supported: Orders) -> Result<Vec<(Orders, String)>, String> {
     let mut out = Vec::new();

@@ -6,6 +6,19 @@ use std::collections::HashMap;
 
 use crate::*;
 
+/// The most system calls one statement may stand for (`every=` repetitions, `write` chunks): a
+/// statement that would make billions of calls is a mistake, and would take hours and, for
+/// munmap holes, a VMA each.
+const MAX_REPEATS: u64 = 1 << 24;
+
+/// `every=` as written back in messages.
+fn pos_text(b: u64) -> String {
+    mm_types::format_size(b)
+}
+
+/// What `prot=` and `mprotect` accept (`Prot::parse`).
+const PROT_VALID: &str = "none, or the letters r, w, x, each at most once, in any order (r, rw, rx, rwx, w, x, wx)";
+
 struct Ctx<'a> {
     source: &'a str,
     line: usize,
@@ -123,7 +136,7 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
             expect_positional(cx, "mprotect RANGE PROT [every=SIZE]", &pos, 2)?;
             let range = parse_range(cx, w, pos[0], &opts, true)?;
             let prot = Prot::parse(pos[1]).ok_or_else(|| {
-                cx.err(format!("invalid protection '{}'; valid: none, r, rw, rwx, w, x, ...", pos[1]))
+                cx.err(format!("invalid protection '{}'; valid: {PROT_VALID}", pos[1]))
             })?;
             Ok(OpKind::Mprotect(range, prot))
         }
@@ -214,6 +227,10 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
             if chunk == 0 {
                 return Err(cx.err("chunk= must be positive"));
             }
+            let calls = len.div_ceil(chunk);
+            if calls > MAX_REPEATS {
+                return Err(cx.err(format!("write of {len} bytes in chunks of {chunk} is {calls} calls; at most {MAX_REPEATS} (give a larger chunk=)")));
+            }
             Ok(OpKind::Write { file, offset, len, chunk })
         }
         _ => Err(cx.err(format!("unknown operation '{verb}'; valid: {VERBS}"))),
@@ -250,7 +267,7 @@ fn parse_mmap(cx: &Ctx, w: &mut Workload, args: &[&str]) -> Result<OpKind, Workl
     }
     let len = len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
     let prot = match opt(&opts, "prot") {
-        Some(p) => Prot::parse(p).ok_or_else(|| cx.err(format!("invalid protection '{p}'; valid: none, r, rw, rwx")))?,
+        Some(p) => Prot::parse(p).ok_or_else(|| cx.err(format!("invalid protection '{p}'; valid: {PROT_VALID}")))?,
         None => Prot::RW,
     };
     let placement = match (opt(&opts, "align"), opt(&opts, "offset"), opt(&opts, "at")) {
@@ -329,10 +346,14 @@ fn parse_range(
     };
     let region = cx.names.region(name).ok_or_else(|| {
         let known: Vec<&str> = w.regions.iter().map(|r| r.name.as_str()).collect();
-        cx.err(format!(
-            "unknown region '{name}'; declared so far: {}",
-            if known.is_empty() { "none (declare one with mmap)".into() } else { known.join(", ") }
-        ))
+        let known = if known.is_empty() { "none (declare one with mmap)".into() } else { known.join(", ") };
+        match cx.names.map.get(name) {
+            Some((Decl::File(_), line)) => cx.err(format!(
+                "'{name}' is a file (line {line}), not a mapped region; map it first (mmap NAME SIZE file={name}) and name the mapping; regions so far: {known}"
+            )),
+            Some((Decl::Mount(_), line)) => cx.err(format!("'{name}' is a tmpfs mount (line {line}), not a mapped region; regions so far: {known}")),
+            _ => cx.err(format!("unknown region '{name}'; declared so far: {known}")),
+        }
     })?;
     let region_len = w.region(region).len;
     let is_heap = name == HEAP;
@@ -370,6 +391,12 @@ fn parse_range(
         if e < len {
             return Err(cx.err("every= is smaller than the range it repeats"));
         }
+        if let Some(total) = to_end {
+            let n = (total - offset.min(total)) / e;
+            if n > MAX_REPEATS {
+                return Err(cx.err(format!("every={} repeats the range {n} times; at most {MAX_REPEATS} (give a larger every=)", pos_text(e))));
+            }
+        }
     }
     Ok(Range { region, offset, len, every })
 }
@@ -401,10 +428,12 @@ fn mount_ref(cx: &Ctx, w: &Workload, name: &str) -> Result<MountId, WorkloadErro
 fn file_ref(cx: &Ctx, w: &Workload, name: &str) -> Result<FileId, WorkloadError> {
     cx.names.file(name).ok_or_else(|| {
         let known: Vec<&str> = w.files.iter().map(|f| f.name.as_str()).collect();
-        cx.err(format!(
-            "unknown file '{name}'; declared so far: {}",
-            if known.is_empty() { "none (declare one with memfd, shm_open or file)".into() } else { known.join(", ") }
-        ))
+        let known = if known.is_empty() { "none (declare one with memfd, shm_open or file)".into() } else { known.join(", ") };
+        match cx.names.map.get(name) {
+            Some((Decl::Region(_), line)) => cx.err(format!("'{name}' is a mapped region (line {line}), not a file; files so far: {known}")),
+            Some((Decl::Mount(_), line)) => cx.err(format!("'{name}' is a tmpfs mount (line {line}), not a file; files so far: {known}")),
+            _ => cx.err(format!("unknown file '{name}'; declared so far: {known}")),
+        }
     })
 }
 

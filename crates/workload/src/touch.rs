@@ -43,6 +43,12 @@ impl TouchPlan {
         self.n == 0
     }
 
+    /// `(first, stride)` when the accesses are `first + i * stride` for `i` in `0..len()`
+    /// (sequential order from a page-aligned start), so a consumer may walk them in batches.
+    pub fn ascending(&self) -> Option<(u64, u64)> {
+        (matches!(self.order, TouchOrder::Sequential) && self.start % PAGE_SIZE == 0).then_some((self.start, self.stride))
+    }
+
     /// The address of the `i`-th access.
     pub fn get(&self, i: u64) -> u64 {
         let first_page = self.start / PAGE_SIZE * PAGE_SIZE;

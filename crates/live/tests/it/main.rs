@@ -3,7 +3,7 @@
 //! process-wide mutex plus the guard's flock), and compare every knob before and after.
 //!
 //! Expected figures are the ones confirmed on this machine (6.18.44, see
-//! shared/reference/kernel-thp.md §10). Fault counts allow ±1 (FAULT_TOLERANCE) for noise such
+//! docs/kernel-thp.md §10). Fault counts allow ±1 (FAULT_TOLERANCE) for noise such
 //! as a text or stack page of the child faulted inside the measured window.
 
 use std::collections::BTreeMap;

@@ -19,9 +19,12 @@
 
 mod errors;
 mod fidelity;
+mod inputs;
 mod live;
 mod model;
 mod programs;
+mod schema;
+mod views;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -117,7 +120,7 @@ pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, String) {
 pub fn examples_list() -> String {
     let r = thplab(&["examples"]);
     r.ok();
-    r.stdout.lines().collect::<Vec<_>>().join(", ")
+    r.stdout.lines().map(|l| l.split_whitespace().next().unwrap_or("")).collect::<Vec<_>>().join(", ")
 }
 
 /// Why live tests cannot run here, if they cannot (no THP sysfs tree, or not root).

@@ -275,9 +275,16 @@ fn demo_model_only_json() {
 fn examples_lists_and_prints() {
     let r = thplab(&["examples"]);
     r.ok();
-    let names: Vec<&str> = r.stdout.lines().collect();
+    let names: Vec<&str> = r.stdout.lines().map(|l| l.split_whitespace().next().unwrap()).collect();
     assert_eq!(names[..2], ["seed-anon-1g", "issue-program"], "{}", r.stdout);
     assert_eq!(examples_list(), names.join(", "));
+    // One line each: the name, then what it does (issue #14).
+    let first = r.stdout.lines().next().unwrap();
+    assert!(first.starts_with("seed-anon-1g ") && first.contains("1 GiB of private anonymous memory written page by page"), "{first}");
+    for line in r.stdout.lines() {
+        let desc = line.split_once("  ").map(|(_, d)| d.trim()).unwrap_or("");
+        assert!(desc.len() > 20, "no description: {line}");
+    }
     let r = thplab(&["examples", "seed-anon-1g"]);
     r.ok();
     assert_eq!(r.stdout, include_str!("../../../../examples/seed-anon-1g.thpw"));
@@ -301,10 +308,11 @@ fn help_for_every_command() {
         ("sim", "Run a workload in the model and print the kernel's counters"),
         ("settings", "Print the resolved settings, one sysfs PATH=VALUE per line"),
         ("demo", "Run the seed experiment (1 GiB written page by page)"),
-        ("examples", "List the built-in example workloads, or print one"),
+        ("examples", "List the built-in example workloads, one line each, or print one"),
         ("live", "Run a workload on the live kernel under the given settings"),
         ("compare", "Run a workload in the model and on the live kernel and print both side by side"),
         ("observe", "The folio census of a running process"),
+        ("explain", "Why a process has the folio sizes it has"),
     ];
     for (cmd, purpose) in purposes {
         // Listed in the top-level help ...

@@ -1,0 +1,129 @@
+//! The Linux system-call ABI numbers thplab uses, in one place (x86-64 values, which are also
+//! the asm-generic ones for every constant here). Pure constants: the core crates (the model
+//! and the replay) use them without depending on libc; the live and record crates may use
+//! libc's, and the test below checks that the two agree.
+//!
+//! Sources (6.18): `include/uapi/asm-generic/mman-common.h`, `arch/x86/include/uapi/asm/mman.h`,
+//! `include/uapi/linux/mman.h`, `include/uapi/linux/prctl.h`, `include/uapi/asm-generic/fcntl.h`,
+//! `include/uapi/linux/fcntl.h`, `include/uapi/linux/fs.h`, `include/uapi/linux/falloc.h`,
+//! `include/uapi/linux/memfd.h`, `arch/x86/include/asm/trap_pf.h`.
+
+/// mmap, mremap, madvise, mlock.
+pub mod mman {
+    pub const PROT_READ: u64 = 0x1;
+    pub const PROT_WRITE: u64 = 0x2;
+    pub const PROT_EXEC: u64 = 0x4;
+
+    pub const MAP_SHARED: u64 = 0x01;
+    pub const MAP_PRIVATE: u64 = 0x02;
+    pub const MAP_FIXED: u64 = 0x10;
+    pub const MAP_ANONYMOUS: u64 = 0x20;
+    pub const MAP_LOCKED: u64 = 0x2000;
+    pub const MAP_POPULATE: u64 = 0x8000;
+    /// Becomes VM_NOHUGEPAGE (`include/linux/mman.h: calc_vm_flag_bits`, 6.18).
+    pub const MAP_STACK: u64 = 0x20000;
+    pub const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
+
+    pub const MREMAP_MAYMOVE: u64 = 1;
+    pub const MREMAP_FIXED: u64 = 2;
+
+    pub const MADV_NORMAL: u64 = 0;
+    pub const MADV_DONTNEED: u64 = 4;
+    pub const MADV_FREE: u64 = 8;
+    pub const MADV_HUGEPAGE: u64 = 14;
+    pub const MADV_NOHUGEPAGE: u64 = 15;
+    pub const MADV_POPULATE_READ: u64 = 22;
+    pub const MADV_POPULATE_WRITE: u64 = 23;
+    pub const MADV_COLLAPSE: u64 = 25;
+
+    /// mlock2 flag.
+    pub const MLOCK_ONFAULT: u64 = 1;
+    pub const MCL_CURRENT: u64 = 1;
+    pub const MCL_FUTURE: u64 = 2;
+    pub const MCL_ONFAULT: u64 = 4;
+}
+
+/// prctl options.
+pub mod prctl {
+    pub const PR_SET_THP_DISABLE: u64 = 41;
+    pub const PR_GET_THP_DISABLE: u64 = 42;
+    /// PR_SET_THP_DISABLE flag (6.18): disable THP except where MADV_HUGEPAGE asks for it.
+    pub const PR_THP_DISABLE_EXCEPT_ADVISED: u64 = 1 << 1;
+}
+
+/// open, fcntl, unlinkat, pwritev2, fallocate.
+pub mod fcntl {
+    pub const O_WRONLY: u64 = 0o1;
+    pub const O_CREAT: u64 = 0o100;
+    pub const O_TRUNC: u64 = 0o1000;
+    pub const O_APPEND: u64 = 0o2000;
+    pub const F_DUPFD: u64 = 0;
+    pub const F_DUPFD_CLOEXEC: u64 = 1030;
+    pub const AT_REMOVEDIR: u64 = 0x200;
+    pub const RWF_APPEND: u64 = 0x10;
+    pub const FALLOC_FL_KEEP_SIZE: u64 = 1;
+}
+
+/// memfd_create flags.
+pub mod memfd {
+    pub const MFD_HUGETLB: u64 = 4;
+}
+
+/// x86 page-fault error code bits (`enum x86_pf_error_code`).
+pub mod x86_pf {
+    pub const PF_WRITE: u64 = 1 << 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every number here is libc's.
+    #[test]
+    fn the_numbers_are_libcs() {
+        use libc as c;
+        let pairs: &[(&str, u64, i64)] = &[
+            ("PROT_READ", mman::PROT_READ, c::PROT_READ as i64),
+            ("PROT_WRITE", mman::PROT_WRITE, c::PROT_WRITE as i64),
+            ("PROT_EXEC", mman::PROT_EXEC, c::PROT_EXEC as i64),
+            ("MAP_SHARED", mman::MAP_SHARED, c::MAP_SHARED as i64),
+            ("MAP_PRIVATE", mman::MAP_PRIVATE, c::MAP_PRIVATE as i64),
+            ("MAP_FIXED", mman::MAP_FIXED, c::MAP_FIXED as i64),
+            ("MAP_ANONYMOUS", mman::MAP_ANONYMOUS, c::MAP_ANONYMOUS as i64),
+            ("MAP_LOCKED", mman::MAP_LOCKED, c::MAP_LOCKED as i64),
+            ("MAP_POPULATE", mman::MAP_POPULATE, c::MAP_POPULATE as i64),
+            ("MAP_STACK", mman::MAP_STACK, c::MAP_STACK as i64),
+            ("MAP_FIXED_NOREPLACE", mman::MAP_FIXED_NOREPLACE, c::MAP_FIXED_NOREPLACE as i64),
+            ("MREMAP_MAYMOVE", mman::MREMAP_MAYMOVE, c::MREMAP_MAYMOVE as i64),
+            ("MREMAP_FIXED", mman::MREMAP_FIXED, c::MREMAP_FIXED as i64),
+            ("MADV_NORMAL", mman::MADV_NORMAL, c::MADV_NORMAL as i64),
+            ("MADV_DONTNEED", mman::MADV_DONTNEED, c::MADV_DONTNEED as i64),
+            ("MADV_FREE", mman::MADV_FREE, c::MADV_FREE as i64),
+            ("MADV_HUGEPAGE", mman::MADV_HUGEPAGE, c::MADV_HUGEPAGE as i64),
+            ("MADV_NOHUGEPAGE", mman::MADV_NOHUGEPAGE, c::MADV_NOHUGEPAGE as i64),
+            ("MADV_POPULATE_READ", mman::MADV_POPULATE_READ, c::MADV_POPULATE_READ as i64),
+            ("MADV_POPULATE_WRITE", mman::MADV_POPULATE_WRITE, c::MADV_POPULATE_WRITE as i64),
+            ("MLOCK_ONFAULT", mman::MLOCK_ONFAULT, c::MLOCK_ONFAULT as i64),
+            ("MCL_CURRENT", mman::MCL_CURRENT, c::MCL_CURRENT as i64),
+            ("MCL_FUTURE", mman::MCL_FUTURE, c::MCL_FUTURE as i64),
+            ("MCL_ONFAULT", mman::MCL_ONFAULT, c::MCL_ONFAULT as i64),
+            ("PR_SET_THP_DISABLE", prctl::PR_SET_THP_DISABLE, c::PR_SET_THP_DISABLE as i64),
+            ("PR_GET_THP_DISABLE", prctl::PR_GET_THP_DISABLE, c::PR_GET_THP_DISABLE as i64),
+            ("O_WRONLY", fcntl::O_WRONLY, c::O_WRONLY as i64),
+            ("O_CREAT", fcntl::O_CREAT, c::O_CREAT as i64),
+            ("O_TRUNC", fcntl::O_TRUNC, c::O_TRUNC as i64),
+            ("O_APPEND", fcntl::O_APPEND, c::O_APPEND as i64),
+            ("F_DUPFD", fcntl::F_DUPFD, c::F_DUPFD as i64),
+            ("F_DUPFD_CLOEXEC", fcntl::F_DUPFD_CLOEXEC, c::F_DUPFD_CLOEXEC as i64),
+            ("AT_REMOVEDIR", fcntl::AT_REMOVEDIR, c::AT_REMOVEDIR as i64),
+            ("RWF_APPEND", fcntl::RWF_APPEND, c::RWF_APPEND as i64),
+            ("FALLOC_FL_KEEP_SIZE", fcntl::FALLOC_FL_KEEP_SIZE, c::FALLOC_FL_KEEP_SIZE as i64),
+            ("MFD_HUGETLB", memfd::MFD_HUGETLB, c::MFD_HUGETLB as i64),
+        ];
+        for (name, ours, libc) in pairs {
+            assert_eq!(*ours as i64, *libc, "{name}");
+        }
+        // Not in the libc crate: MADV_COLLAPSE (mman-common.h: 25) and the 6.18 prctl flag.
+        assert_eq!((mman::MADV_COLLAPSE, prctl::PR_THP_DISABLE_EXCEPT_ADVISED), (25, 2));
+    }
+}

@@ -1,0 +1,113 @@
+//! Named inputs: a path, or `-` for standard input, wherever thplab takes a file (workloads,
+//! recordings, settings files, `trace show|stats`). Text inputs are read with a size limit;
+//! recordings are recognised by their magic bytes, also on a pipe, and read with the byte
+//! offset of every record so that a replay error can name it.
+
+use std::io::{Cursor, Read};
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+
+/// `-` names standard input.
+pub fn is_stdin(arg: &Path) -> bool {
+    arg.as_os_str() == "-"
+}
+
+/// How an input is named in messages: its path, or `<stdin>`.
+pub fn display(arg: &Path) -> String {
+    if is_stdin(arg) {
+        "<stdin>".to_string()
+    } else {
+        arg.display().to_string()
+    }
+}
+
+/// Open an input for reading; `what` names it in the error ("workload", "settings file").
+pub fn open(arg: &Path, what: &str) -> Result<Box<dyn Read>> {
+    if is_stdin(arg) {
+        return Ok(Box::new(std::io::stdin().lock()));
+    }
+    let f = std::fs::File::open(arg).with_context(|| format!("cannot read {what} {}", arg.display()))?;
+    Ok(Box::new(f))
+}
+
+/// Read text of at most `limit` bytes from `r`, saying which input and what is wrong: too
+/// large (a device, a binary file), a NUL byte (binary), or invalid UTF-8.
+pub fn read_text(r: impl Read, name: &str, what: &str, limit: u64) -> Result<String> {
+    let mut buf = Vec::new();
+    r.take(limit + 1).read_to_end(&mut buf).with_context(|| format!("cannot read {what} {name}"))?;
+    if buf.len() as u64 > limit {
+        bail!("{what} {name} is larger than {} MiB: not a {what} (is it a device or a binary file?)", limit >> 20);
+    }
+    if let Some(at) = buf.iter().position(|&b| b == 0) {
+        bail!("{what} {name} is not text: a NUL byte at byte {at} (is it a binary file or a damaged recording?)");
+    }
+    String::from_utf8(buf).map_err(|e| anyhow::anyhow!("{what} {name} is not text: invalid UTF-8 at byte {}", e.utf8_error().valid_up_to()))
+}
+
+/// A recording read whole, with the byte offset of each event.
+pub struct Recording {
+    pub header: trace::Header,
+    pub events: Vec<trace::Event>,
+    pub offsets: Vec<u64>,
+}
+
+/// What a workload argument holds.
+pub enum Loaded {
+    Recording(Recording),
+    Text(String),
+}
+
+/// Read a workload argument that names a file or `-`: a recording (by its magic bytes) or text
+/// of at most `text_limit` bytes. `Ok(None)` when it names no file (a built-in example, maybe).
+pub fn load(arg: &str, text_limit: u64) -> Result<Option<Loaded>> {
+    let path = Path::new(arg);
+    if !is_stdin(path) && !path.exists() {
+        return Ok(None);
+    }
+    let name = display(path);
+    let mut r = open(path, "workload")?;
+    let mut head = Vec::new();
+    (&mut r).take(trace::MAGIC.len() as u64).read_to_end(&mut head).with_context(|| format!("cannot read {name}"))?;
+    if head == trace::MAGIC[..] {
+        let src = Cursor::new(head).chain(r);
+        let mut rd = trace::TraceReader::new(src).with_context(|| name.clone())?;
+        let (mut events, mut offsets) = (Vec::new(), Vec::new());
+        loop {
+            let at = rd.offset();
+            match rd.next_event().with_context(|| name.clone())? {
+                Some(e) => {
+                    events.push(e);
+                    offsets.push(at);
+                }
+                None => break,
+            }
+        }
+        return Ok(Some(Loaded::Recording(Recording { header: rd.header().clone(), events, offsets })));
+    }
+    if !head.is_empty() && head.len() < trace::MAGIC.len() && trace::MAGIC.starts_with(&head) {
+        bail!(
+            "{name} is {} bytes, the start of a recording's magic \"THPTRACE\": an empty or truncated recording (was the recorder killed?)",
+            head.len()
+        );
+    }
+    let text = read_text(Cursor::new(head).chain(r), &name, "workload", text_limit)?;
+    if text.trim().is_empty() {
+        bail!("{name} is empty: not a workload (no statements), and if it was meant to be a recording, it is an empty or truncated recording (was the recorder killed?)");
+    }
+    Ok(Some(Loaded::Text(text)))
+}
+
+/// Fill in the byte offset of the record a replay error names.
+pub fn locate(mut e: sim::SimError, offsets: &[u64]) -> sim::SimError {
+    if let Some((n, None)) = e.record {
+        e.record = Some((n, n.checked_sub(1).and_then(|i| offsets.get(i as usize)).copied()));
+    }
+    e
+}
+
+/// A trace reader on a path or `-`.
+pub fn open_trace(arg: &Path) -> Result<trace::TraceReader<Box<dyn Read>>> {
+    let r = open(arg, "recording")?;
+    trace::TraceReader::new(r).with_context(|| display(arg))
+}
