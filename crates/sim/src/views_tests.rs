@@ -15,7 +15,7 @@ fn settings(assignments: &str) -> ThpSettings {
 
 fn run(set: &str, text: &str, explain: Option<(u64, u64)>) -> RunResult {
     let w = workload::parse("views.thpw", text).unwrap();
-    let mut opts = RunOptions { check_invariants: true, on_event: None, explain };
+    let mut opts = RunOptions { check_invariants: true, on_event: None, explain, ..Default::default() };
     run_with(&w, &settings(set), &MachineConfig { mem_bytes: 1 << 30, ..Default::default() }, &mut opts).unwrap().0
 }
 
