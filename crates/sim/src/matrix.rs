@@ -66,13 +66,15 @@ mod tests {
     #[test]
     fn the_matrices_say_what_their_labels_say() {
         let a = anon();
-        assert_eq!(a.len(), 10, "4K only, 7 sizes alone, all sizes, PMD always, madvise mode");
+        assert_eq!(a.len(), 11, "4K only, 7 sizes alone (16K..1M), all sizes, PMD always, madvise mode");
         let knob = |s: &ThpSettings, p: &str| s.knob_map()[p].clone();
         assert_eq!(knob(&a[0].1, "enabled"), "never");
         assert_eq!(knob(&a[3].1, "hugepages-64kB/enabled"), "always");
         assert_eq!(knob(&a[3].1, "enabled"), "never");
-        assert_eq!(a[9].0, "madvise mode");
-        assert_eq!(knob(&a[9].1, "enabled"), "madvise");
+        assert_eq!(knob(&a[8].1, "hugepages-1024kB/enabled"), "always");
+        assert_eq!(knob(&a[8].1, "hugepages-16kB/enabled"), "always");
+        assert_eq!(a[10].0, "madvise mode");
+        assert_eq!(knob(&a[10].1, "enabled"), "madvise");
         let s = shmem();
         assert_eq!(knob(&s[2].1, "shmem_enabled"), "always");
         assert!(by_name("file").is_none());
