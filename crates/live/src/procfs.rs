@@ -220,6 +220,15 @@ pub fn start_brk(pid: &str) -> Result<u64> {
     stat_field(&text, 47).ok_or_else(|| LiveError::Parse { path: p, message: "no field 47 (start_brk)".into() })
 }
 
+/// Every pid under /proc (processes, not threads), ascending.
+pub fn list_pids() -> Vec<i32> {
+    let mut v: Vec<i32> = std::fs::read_dir("/proc")
+        .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default();
+    v.sort_unstable();
+    v
+}
+
 /// The command name of a process.
 pub fn comm(pid: i32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim().to_string()).unwrap_or_default()

@@ -153,3 +153,65 @@ pub fn cmd_observe(pid: i32, json: bool, interval_ms: Option<u64>, budget_ms: Op
         }
     }
 }
+
+/// Arguments of `thplab khugepaged`.
+#[derive(Args, Clone, Debug)]
+pub struct KhugepagedArgs {
+    /// Trace for this many seconds (a decimal number), then print what khugepaged did.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0, value_parser = seconds)]
+    pub interval: f64,
+    /// Print a report every interval until Ctrl-C (each report covers its own interval).
+    #[arg(long)]
+    pub follow: bool,
+    /// Only these processes (repeatable); by default every process khugepaged scans.
+    #[arg(long)]
+    pub pid: Vec<i32>,
+    /// Print JSON (one object per interval, schema `thplab-khugepaged/1`, docs/results-schema.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--interval`: a positive number of seconds.
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() && v <= 86400.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a number of seconds between 0 and 86400 (exclusive of 0), such as 10 or 0.5")),
+    }
+}
+
+impl KhugepagedArgs {
+    /// Exit codes: 0 after a report; 5 when tracing cannot run here (not root, no tracefs or no
+    /// huge_memory tracepoints).
+    pub fn run(&self) -> Result<i32> {
+        if !live::sysfs::is_root() {
+            return Err(live::LiveError::NotAvailable("thplab khugepaged reads tracepoints and needs root".into()).into());
+        }
+        let tracefs = live::khugepaged::tracefs_dir()?;
+        let mut tracer = live::khugepaged::Tracer::start(&tracefs)?;
+        live::khugepaged::stop_on_signals();
+        let pids = (!self.pid.is_empty()).then_some(self.pid.as_slice());
+        if !self.json {
+            eprintln!("thplab khugepaged: tracing khugepaged for {} s{} (Ctrl-C ends it early)", self.interval, if self.follow { " per report" } else { "" });
+        }
+        loop {
+            let mut r = live::khugepaged::trace_interval(&mut tracer, Duration::from_secs_f64(self.interval), pids);
+            let text = if self.json {
+                let mut v = serde_json::to_value(&r)?;
+                v.as_object_mut().expect("an object").insert("schema".into(), "thplab-khugepaged/1".into());
+                format!("{}\n", serde_json::to_string(&v)?)
+            } else {
+                r.processes.truncate(50);
+                format!("{r}\n")
+            };
+            let mut out = std::io::stdout().lock();
+            match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(0),
+                Err(e) => return Err(e).context("cannot write to stdout"),
+            }
+            if !self.follow || live::khugepaged::stop_requested() {
+                return Ok(0);
+            }
+        }
+    }
+}

@@ -72,6 +72,10 @@ enum Cmd {
     /// thp_vma_allowable_orders / shmem_allowable_huge_orders on the live knobs, boot
     /// parameters, prctl, VMA flags, size and alignment, tmpfs huge=), beside the census.
     Explain(explain_cmds::ExplainArgs),
+    /// What khugepaged does on this machine, live, from its tracepoints: per process, the PMD
+    /// and file ranges scanned, the collapses, each scan and collapse result by its
+    /// `enum scan_result` name, and the CPU time the daemon spent (needs root).
+    Khugepaged(live_cmds::KhugepagedArgs),
     /// Run a program with THP disabled for it alone and record its memory system calls, page
     /// faults, threads and child processes into a trace file (docs/trace-format.md).
     Record(record_cmds::RecordArgs),
@@ -197,7 +201,7 @@ fn live_tree() -> PathBuf {
 /// Apply one `--settings` source: `live`, a sysfs tree directory, `settings --json` output, or
 /// a settings file.
 fn apply_settings_source(s: &mut ThpSettings, f: &std::path::Path) -> Result<()> {
-    let name = f.display().to_string();
+    let name = input::display(f);
     let tree = if f.as_os_str() == "live" && !f.exists() { Some(live_tree()) } else { f.is_dir().then(|| f.to_path_buf()) };
     if let Some(dir) = tree {
         let text = live::sysfs::read_tree(&dir).with_context(|| format!("--settings {name}"))?;
@@ -427,6 +431,7 @@ fn main() -> ExitCode {
         Cmd::Live(a) => cmd_live(a),
         Cmd::Compare(a) => cmd_compare(a),
         Cmd::Observe(a) => a.run().map(|c| c as u8),
+        Cmd::Khugepaged(a) => a.run().map(|c| c as u8),
         Cmd::Explain(a) => a.run(),
         Cmd::Record(a) => record_cmds::cmd_record(a),
         Cmd::Trace(a) => record_cmds::cmd_trace(a),

@@ -73,13 +73,16 @@ fn bars(title: &str, unit: &str, rows: &[(String, u64)]) -> String {
     let max = rows.iter().map(|r| r.1).max().unwrap_or(0).max(1);
     let (lw, bw, rh) = (200.0, 480.0, 22.0);
     let h = 30.0 + rows.len() as f64 * rh;
-    let mut s = format!("<figure class=\"plot\" data-plot=\"bars\"><figcaption>{}</figcaption><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{h}\" role=\"img\" aria-label=\"{}\">", esc(title), lw + bw + 120.0, esc(title));
+    let mut s = format!("<figure class=\"plot\" data-plot=\"bars\"><figcaption>{}</figcaption>\
+        <svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{h}\" role=\"img\" aria-label=\"{}\">", esc(title), lw + bw + 120.0, esc(title));
     for (i, (label, v)) in rows.iter().enumerate() {
         let y = 10.0 + i as f64 * rh;
         let w = (*v as f64 / max as f64 * bw).max(if *v > 0 { 1.0 } else { 0.0 });
         let _ = write!(
             s,
-            "<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text><rect class=\"bar\" x=\"{lw}\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"#4e79a7\"><title>{}: {v} {unit}</title></rect><text class=\"value\" x=\"{}\" y=\"{}\">{v} {unit}</text>",
+            "<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\
+                <rect class=\"bar\" x=\"{lw}\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"#4e79a7\"><title>{}: {v} {unit}</title></rect>\
+                <text class=\"value\" x=\"{}\" y=\"{}\">{v} {unit}</text>",
             lw - 6.0,
             y + 15.0,
             esc(label),
@@ -102,7 +105,9 @@ fn folio_map(r: &RunResult) -> String {
     }
     let (lw, bw, rh) = (330.0, 520.0, 20.0);
     let h = 30.0 + vmas.len() as f64 * rh;
-    let mut s = format!("<figure class=\"plot\" data-plot=\"folio-map\"><figcaption>Folio-size map: each VMA's length split by the memory each folio size maps</figcaption><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{h}\" role=\"img\" aria-label=\"folio-size map\">", lw + bw + 20.0);
+    let mut s = format!("<figure class=\"plot\" data-plot=\"folio-map\">\
+        <figcaption>Folio-size map: each VMA's length split by the memory each folio size maps</figcaption>\
+        <svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{h}\" role=\"img\" aria-label=\"folio-size map\">", lw + bw + 20.0);
     for (i, v) in vmas.iter().enumerate() {
         let y = 10.0 + i as f64 * rh;
         let len = v.end_addr().saturating_sub(v.start_addr()).max(1);
@@ -119,7 +124,8 @@ fn folio_map(r: &RunResult) -> String {
             if w <= 0.0 {
                 continue;
             }
-            let _ = write!(s, "<rect class=\"seg\" data-size=\"{}\" x=\"{x:.1}\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"{}\"><title>{} folios of {}</title></rect>", esc(size), rh - 5.0, colour(size), e.folios, esc(size));
+            let _ = write!(s, "<rect class=\"seg\" data-size=\"{}\" x=\"{x:.1}\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"{}\">\
+                <title>{} folios of {}</title></rect>", esc(size), rh - 5.0, colour(size), e.folios, esc(size));
             x += w;
         }
     }
@@ -136,7 +142,8 @@ fn census_table(r: &RunResult) -> String {
     for size in sizes {
         let at_exit = r.census.sizes.get(size).copied().unwrap_or_default();
         let peak = r.peak.as_ref().and_then(|p| p.census.sizes.get(size)).map_or("-".to_string(), |e| e.folios.to_string());
-        let _ = write!(s, "<tr><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td><td>{peak}</td><td>{}</td><td>{}</td></tr>", colour(size), esc(size), at_exit.folios, at_exit.pmd_mapped);
+        let _ = write!(s, "<tr><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td><td>{peak}</td><td>{}</td><td>{}</td>\
+            </tr>", colour(size), esc(size), at_exit.folios, at_exit.pmd_mapped);
     }
     s += "</table>\n";
     s
@@ -151,7 +158,11 @@ pub fn html(title: &str, runs: &[Run]) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>body{{font-family:sans-serif;margin:2em;max-width:1000px}}svg text{{font-size:12px;font-family:monospace}}figure{{margin:1em 0}}figcaption{{font-weight:bold;margin-bottom:.3em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}.swatch{{display:inline-block;width:10px;height:10px;margin-right:4px}}</style></head><body>\n<h1>{}</h1>\n<p>thplab report: {} run{} of {}; model of Linux 6.18{}.</p>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\
+            <style>body{{font-family:sans-serif;margin:2em;max-width:1000px}}svg text{{font-size:12px;font-family:monospace}}figure{{margin:1em 0}}\
+            figcaption{{font-weight:bold;margin-bottom:.3em}}table{{border-collapse:collapse}}\
+            td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}.swatch{{display:inline-block;width:10px;height:10px;margin-right:4px}}\
+            </style></head><body>\n<h1>{}</h1>\n<p>thplab report: {} run{} of {}; model of Linux 6.18{}.</p>\n",
         esc(title),
         esc(title),
         runs.len(),

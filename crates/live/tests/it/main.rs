@@ -534,3 +534,77 @@ fn shm_mounts_and_objects_are_gone_after_sigkill_of_the_child() {
     let me = std::fs::read_to_string("/proc/self/mounts").unwrap();
     assert!(!me.contains(mnt.to_str().unwrap()), "{me}");
 }
+
+/// `thplab khugepaged`'s tracer on a target whose ranges khugepaged must treat in two known
+/// ways (the helper's `__khugepaged_target`): A, 512 base pages written, collapses
+/// (SCAN_SUCCEED); B, 256 written and 256 pte_none with max_ptes_none=0, fails with
+/// SCAN_EXCEED_NONE_PTE (mm/khugepaged.c: hpage_collapse_scan_pmd). The tracer must learn
+/// the target's mm and attribute both to its pid.
+#[test]
+fn khugepaged_trace_attributes_collapses_and_failures_to_the_target() {
+    require_live!();
+    let _s = serial();
+    let _k = KnobsUnchanged::new();
+    let tracefs = match live::khugepaged::tracefs_dir() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("SKIPPED: {e}");
+            return;
+        }
+    };
+    let mut tracer = match live::khugepaged::Tracer::start(&tracefs) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("SKIPPED: {e}");
+            return;
+        }
+    };
+    let s = settings(&[
+        "enabled=madvise",
+        "khugepaged/max_ptes_none=0",
+        "khugepaged/scan_sleep_millisecs=50",
+        "khugepaged/alloc_sleep_millisecs=50",
+        "khugepaged/pages_to_scan=4096",
+    ]);
+    let guard = SettingsGuard::apply(&s).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_thplab-live-helper"))
+        .arg("__khugepaged_target")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("ready "), "target said {line:?}");
+    let a = u64::from_str_radix(line.split_whitespace().nth(1).unwrap().trim_start_matches("0x"), 16).unwrap();
+    // Until A is PMD-mapped (khugepaged collapsed it), then one more second for B's scans.
+    let t0 = std::time::Instant::now();
+    let mut collapsed = false;
+    while t0.elapsed() < std::time::Duration::from_secs(20) {
+        tracer.learn_mms(Some(&[pid]));
+        tracer.drain();
+        let vmas = live::procfs::read_smaps(pid).unwrap();
+        if vmas.iter().any(|v| v.start <= a && a < v.end && v.pmd_mapped_kb() >= 2048) {
+            collapsed = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    tracer.run_until(std::time::Instant::now() + std::time::Duration::from_secs(1), Some(&[pid]));
+    let r = tracer.acc.report(t0.elapsed(), |p| Some(live::procfs::comm(p)));
+    drop(child.stdin.take());
+    child.wait().unwrap();
+    guard.restore().unwrap();
+    drop(tracer);
+    assert!(collapsed, "khugepaged did not collapse the target's range A within 20 s");
+    let t = r.processes.iter().find(|p| p.pid == Some(pid)).unwrap_or_else(|| panic!("no activity attributed to the target {pid}: {r:#?}"));
+    assert_eq!(t.collapses, 1, "A collapses once, B never: {t:#?}");
+    assert!(t.scan_results.get("SCAN_SUCCEED").copied().unwrap_or(0) >= 1, "{t:#?}");
+    assert!(t.scan_results.get("SCAN_EXCEED_NONE_PTE").copied().unwrap_or(0) >= 1, "B has 256 pte_none over max_ptes_none=0: {t:#?}");
+    assert!(t.pmd_scans >= 2, "{t:#?}");
+    assert_eq!(t.comm.as_deref(), Some("thplab-live-hel"), "comm is cut at 15 bytes");
+    assert!(r.isolate_results.get("SCAN_SUCCEED").copied().unwrap_or(0) >= 1, "{r:#?}");
+    let names: Vec<&str> = std::fs::read_dir(tracefs.join("instances")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("thplab-khugepaged")).map(|n| Box::leak(n.into_boxed_str()) as &str).collect();
+    assert!(names.is_empty(), "the tracefs instance was not removed: {names:?}");
+}

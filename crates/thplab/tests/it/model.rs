@@ -245,6 +245,8 @@ seed-anon-1g: 1 GiB of private anonymous memory written page by page, model of L
 minflt                                              262144           16384             512
 Rss                                             1048576 kB      1048576 kB      1048576 kB
 AnonHugePages                                         0 kB            0 kB      1048576 kB
+VmHWM (peak Rss)                                1048576 kB      1048576 kB      1048576 kB
+bloat (allocated, never touched)                      0 kB            0 kB            0 kB
 thp_fault_alloc                                          0               0             512
 hugepages-64kB/stats/anon_fault_alloc                    0           16384               0
 hugepages-2048kB/stats/anon_fault_alloc                  0               0             512
