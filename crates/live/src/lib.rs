@@ -30,6 +30,7 @@
 //! Everything here needs root (PFNs are hidden from others, sysfs writes need CAP_SYS_ADMIN) and
 //! a kernel with the THP sysfs tree; otherwise calls return [`LiveError::NotAvailable`].
 
+pub mod agent;
 pub mod bloat;
 pub mod census;
 pub mod executor;

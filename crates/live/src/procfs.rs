@@ -115,6 +115,8 @@ pub struct Vma {
     /// Path, `[heap]`, `[stack]`, ... or empty for anonymous memory.
     pub name: String,
     pub rss_kb: u64,
+    /// `Referenced:` (KiB): pages accessed since they were mapped or since clear_refs.
+    pub referenced_kb: u64,
     pub anon_huge_kb: u64,
     pub shmem_pmd_kb: u64,
     pub file_pmd_kb: u64,
@@ -180,6 +182,7 @@ pub fn parse_smaps(path: &str, text: &str) -> Result<Vec<Vma>> {
         let num = || rest.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
         match key {
             "Rss" => vma.rss_kb = num(),
+            "Referenced" => vma.referenced_kb = num(),
             "AnonHugePages" => vma.anon_huge_kb = num(),
             "ShmemPmdMapped" => vma.shmem_pmd_kb = num(),
             "FilePmdMapped" => vma.file_pmd_kb = num(),

@@ -76,6 +76,11 @@ enum Cmd {
     /// and file ranges scanned, the collapses, each scan and collapse result by its
     /// `enum scan_result` name, and the CPU time the daemon spent (needs root).
     Khugepaged(live_cmds::KhugepagedArgs),
+    /// A collapse agent: turns the hottest eligible 2 MiB ranges of allowed processes into PMD
+    /// THPs with process_madvise(MADV_COLLAPSE), within explicit budgets (collapses per second
+    /// and in all, CPU time, memory added), backing off a target when collapses fail or stall
+    /// it; `--dry-run` prints what it would do and why. Logs every action (needs root).
+    Agent(live_cmds::AgentArgs),
     /// Run a program with THP disabled for it alone and record its memory system calls, page
     /// faults, threads and child processes into a trace file (docs/trace-format.md).
     Record(record_cmds::RecordArgs),
@@ -432,6 +437,7 @@ fn main() -> ExitCode {
         Cmd::Compare(a) => cmd_compare(a),
         Cmd::Observe(a) => a.run().map(|c| c as u8),
         Cmd::Khugepaged(a) => a.run().map(|c| c as u8),
+        Cmd::Agent(a) => a.run().map(|c| c as u8),
         Cmd::Explain(a) => a.run(),
         Cmd::Record(a) => record_cmds::cmd_record(a),
         Cmd::Trace(a) => record_cmds::cmd_trace(a),

@@ -18,8 +18,9 @@ fn main() {
         }
         Some("__hold") => live::guard::hold_main(&args[1..]),
         Some("__khugepaged_target") => khugepaged_target(),
+        Some("__agent_target") => agent_target(),
         _ => {
-            eprintln!("usage: thplab-live-helper __exec < spec.json | __hold PATH=VALUE... | __khugepaged_target");
+            eprintln!("usage: thplab-live-helper __exec < spec.json | __hold PATH=VALUE... | __khugepaged_target | __agent_target");
             std::process::exit(2);
         }
     }
@@ -53,6 +54,47 @@ fn khugepaged_target() {
     }
     use std::io::Write;
     let _ = std::io::stdout().flush();
+    let mut sink = Vec::new();
+    let _ = std::io::stdin().read_to_end(&mut sink);
+}
+
+/// Four PMD-aligned 2 MiB ranges for `thplab agent`'s test, written with base pages (the test
+/// runs under enabled=never): A in full, in a VMA of its own; B in full, in a VMA of its own,
+/// and rewritten every 2 ms (hot); C with its first 256 pages and D with its first 64, together
+/// in a third VMA. Prints `ready A B C D` and waits for stdin to close.
+fn agent_target() {
+    const PMD: usize = 2 << 20;
+    // SAFETY: an anonymous private mapping; the ranges written and unmapped lie inside it.
+    let (a, b, c, d) = unsafe {
+        let len = 13 * PMD;
+        let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+        if p == libc::MAP_FAILED {
+            eprintln!("mmap: {}", std::io::Error::last_os_error());
+            std::process::exit(1);
+        }
+        let base = (p as usize).next_multiple_of(PMD);
+        // Holes keep A, B and C+D in VMAs of their own.
+        libc::munmap((base + PMD) as *mut libc::c_void, PMD);
+        libc::munmap((base + 3 * PMD) as *mut libc::c_void, PMD);
+        let (a, b, c, d) = (base, base + 2 * PMD, base + 4 * PMD, base + 5 * PMD);
+        std::ptr::write_bytes(a as *mut u8, 1, PMD);
+        std::ptr::write_bytes(b as *mut u8, 1, PMD);
+        std::ptr::write_bytes(c as *mut u8, 1, PMD / 2);
+        std::ptr::write_bytes(d as *mut u8, 1, PMD / 8);
+        (a, b, c, d)
+    };
+    println!("ready {a:#x} {b:#x} {c:#x} {d:#x}");
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    std::thread::spawn(move || loop {
+        // SAFETY: B stays mapped until the process exits.
+        unsafe {
+            for i in (0..PMD).step_by(4096) {
+                std::ptr::write_volatile((b + i) as *mut u8, 2);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    });
     let mut sink = Vec::new();
     let _ = std::io::stdin().read_to_end(&mut sink);
 }

@@ -608,3 +608,81 @@ fn khugepaged_trace_attributes_collapses_and_failures_to_the_target() {
     let names: Vec<&str> = std::fs::read_dir(tracefs.join("instances")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("thplab-khugepaged")).map(|n| Box::leak(n.into_boxed_str()) as &str).collect();
     assert!(names.is_empty(), "the tracefs instance was not removed: {names:?}");
 }
+
+/// Start the agent's target; its pid and the addresses of A, B, C, D.
+fn agent_target() -> (std::process::Child, i32, [u64; 4]) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_thplab-live-helper"))
+        .arg("__agent_target")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let f: Vec<u64> = line.split_whitespace().skip(1).map(|x| u64::from_str_radix(x.trim_start_matches("0x"), 16).unwrap()).collect();
+    assert_eq!(f.len(), 4, "target said {line:?}");
+    let pid = child.id() as i32;
+    (child, pid, [f[0], f[1], f[2], f[3]])
+}
+
+/// KiB of a VMA holding `addr` mapped by PMDs.
+fn pmd_kb_at(pid: i32, addr: u64) -> u64 {
+    live::procfs::read_smaps(pid).unwrap().iter().find(|v| v.start <= addr && addr < v.end).map(|v| v.anon_huge_kb).unwrap_or(0)
+}
+
+/// `thplab agent --dry-run` on a target with known ranges (the helper's `__agent_target`):
+/// A and B (512 pages present) and C (256) are listed, D (64, below min_present 256) is not;
+/// C would add 1 MiB (256 pages filled); nothing changes in the target.
+#[test]
+fn agent_dry_run_lists_the_ranges_it_would_collapse() {
+    require_live!();
+    let _s = serial();
+    let _k = KnobsUnchanged::new();
+    let guard = SettingsGuard::apply(&settings(&["enabled=never"])).unwrap();
+    let (mut child, pid, [a, b, c, d]) = agent_target();
+    let allow = live::agent::Allowlist { pids: vec![pid], names: vec![] };
+    let budget = live::agent::Budget { per_sec: 100.0, ..Default::default() };
+    let mut log = Vec::new();
+    let s = live::agent::run(&allow, &budget, true, std::time::Duration::from_millis(100), std::time::Duration::from_secs(5), || false, |x| log.push(x.clone())).unwrap();
+    let pmd_after = [a, b, c].map(|x| pmd_kb_at(pid, x));
+    drop(child.stdin.take());
+    child.wait().unwrap();
+    guard.restore().unwrap();
+    let listed: Vec<(u64, u64)> = log.iter().filter(|x| x.action == "would_collapse").map(|x| (u64::from_str_radix(x.start.as_deref().unwrap(), 16).unwrap(), x.adds_bytes.unwrap())).collect();
+    let mut sorted = listed.clone();
+    sorted.sort();
+    assert_eq!(sorted, vec![(a, 0), (b, 0), (c, 1 << 20)], "log: {log:#?}");
+    assert!(!listed.iter().any(|(x, _)| *x == d));
+    assert_eq!((s.would_collapse, s.collapses, s.memory_added_bytes), (3, 0, 1 << 20));
+    assert!(s.seconds < 2.0, "a dry run is one pass: {s:?}");
+    assert_eq!(pmd_after, [0, 0, 0], "a dry run changes nothing");
+}
+
+/// `thplab agent` for real: at most 1 collapse per second, 2 in all... and no memory may be
+/// added beyond 512 KiB. Cycle 1 collapses A (score 512, first of the A/B tie); a second later
+/// B (hot: its VMA's Referenced is full after clear_refs, A's is PMD-mapped now); C (would add
+/// 1 MiB) is refused by the memory budget; the census shows A and B as PMD THPs and C not.
+#[test]
+fn agent_collapses_within_its_budgets() {
+    require_live!();
+    let _s = serial();
+    let _k = KnobsUnchanged::new();
+    let guard = SettingsGuard::apply(&settings(&["enabled=never"])).unwrap();
+    let (mut child, pid, [a, b, c, _d]) = agent_target();
+    let allow = live::agent::Allowlist { pids: vec![], names: vec![live::procfs::comm(pid)] };
+    let budget = live::agent::Budget { per_sec: 1.0, total: Some(3), memory_bytes: 512 << 10, cpu_fraction: 0.5, ..Default::default() };
+    let mut log = Vec::new();
+    let s = live::agent::run(&allow, &budget, false, std::time::Duration::from_millis(200), std::time::Duration::from_millis(3500), || false, |x| log.push(x.clone())).unwrap();
+    let pmd_after = [a, b, c].map(|x| pmd_kb_at(pid, x));
+    drop(child.stdin.take());
+    child.wait().unwrap();
+    guard.restore().unwrap();
+    let done: Vec<u64> = log.iter().filter(|x| x.action == "collapse").map(|x| u64::from_str_radix(x.start.as_deref().unwrap(), 16).unwrap()).collect();
+    assert_eq!(done, vec![a, b], "log: {log:#?}");
+    assert_eq!(s.collapses, 2);
+    assert!(s.max_collapses_in_a_second <= 1, "{s:?}");
+    assert_eq!(s.memory_added_bytes, 0);
+    assert!(log.iter().any(|x| x.action == "skip" && x.start.as_deref() == Some(&format!("{c:x}")) && x.reason.contains("memory budget")), "log: {log:#?}");
+    assert_eq!(pmd_after, [2048, 2048, 0], "the census after the run");
+    assert!(s.cpu_ms <= 0.5 * s.seconds * 1000.0 + 10.0 + 20.0, "{s:?}");
+}
