@@ -32,6 +32,7 @@
 
 pub mod agent;
 pub mod bloat;
+pub mod calibrate;
 pub mod census;
 pub mod executor;
 pub mod guard;

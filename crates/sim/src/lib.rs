@@ -600,6 +600,7 @@ pub fn run_recording_with(
 
 pub mod matrix;
 pub mod replay;
+pub mod time;
 pub mod views;
 
 #[cfg(test)]

@@ -336,3 +336,63 @@ impl AgentArgs {
         Ok(0)
     }
 }
+
+/// Arguments of `thplab calibrate`.
+#[derive(Args, Clone, Debug)]
+pub struct CalibrateArgs {
+    /// MiB written per run of each microbenchmark.
+    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=65536))]
+    pub mib: u64,
+    /// Runs of each microbenchmark (the spread is printed; the profile takes the median).
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
+    /// Write the machine profile (TOML: `[machine]` and `[fault]`) to FILE, for `sim --profile`.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
+    /// Print JSON (the figures and the profile section) instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl CalibrateArgs {
+    /// Exit codes: 0 after measuring; 5 where live runs are not available.
+    pub fn run(&self) -> Result<i32> {
+        let quiet = self.json;
+        let c = live::calibrate::calibrate(self.mib, self.repeat, |step| {
+            if !quiet {
+                eprint!("\rthplab calibrate: {step}\x1b[K");
+            }
+        })?;
+        if !quiet {
+            eprint!("\r\x1b[K");
+        }
+        let profile = uapi::profile::MachineProfile {
+            machine: uapi::profile::MachineInfo { name: hostname(), kernel: live::kernel_release() },
+            fault: Some(c.fault.clone()),
+            ..Default::default()
+        };
+        if let Some(path) = &self.output {
+            std::fs::write(path, profile.to_toml()).with_context(|| format!("cannot write the profile {}", path.display()))?;
+        }
+        let mut out = std::io::stdout().lock();
+        if self.json {
+            serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "schema": "thplab-calibrate/1", "figures": c.figures, "profile": profile }))?;
+            writeln!(out)?;
+        } else {
+            writeln!(out, "{:<16} {:>12} {:>12} {:>12} {:>10} {:>8}", "ns per", "median", "min", "max", "events", "at size")?;
+            for f in &c.figures {
+                let at = f.at_size.map(|a| format!("{:.0} %", a * 100.0)).unwrap_or_default();
+                writeln!(out, "{:<16} {:>12.1} {:>12.1} {:>12.1} {:>10} {:>8}", f.what, f.ns.median, f.ns.min, f.ns.max, f.events, at)?;
+            }
+            if let Some(path) = &self.output {
+                writeln!(out, "\nwrote {} (use it with `thplab sim WORKLOAD --profile {}`)", path.display(), path.display())?;
+            }
+        }
+        Ok(0)
+    }
+}
+
+/// This machine's host name (for the profile's `[machine]`).
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
+}

@@ -81,6 +81,11 @@ enum Cmd {
     /// and in all, CPU time, memory added), backing off a target when collapses fail or stall
     /// it; `--dry-run` prints what it would do and why. Logs every action (needs root).
     Agent(live_cmds::AgentArgs),
+    /// Measure this machine's fault costs per folio size (and touch, zero-page read and system
+    /// call costs) with microbenchmarks on the live kernel, print each with its spread, and
+    /// write them as a machine profile for `sim --profile` (needs root: it sets knobs through
+    /// the settings guard and restores them).
+    Calibrate(live_cmds::CalibrateArgs),
     /// Run a program with THP disabled for it alone and record its memory system calls, page
     /// faults, threads and child processes into a trace file (docs/trace-format.md).
     Record(record_cmds::RecordArgs),
@@ -358,6 +363,11 @@ struct SimArgs {
     /// byte offset) and say what was lost, instead of refusing the file.
     #[arg(long)]
     salvage: bool,
+    /// A machine profile (TOML, as `thplab calibrate -o FILE` writes it), or `builtin` (the
+    /// one measured on this machine kind): with its `[fault]` section the result gets the run's
+    /// time (`time`: faults by size, touches, calls).
+    #[arg(long, value_name = "FILE|builtin")]
+    profile: Option<String>,
 }
 
 #[derive(Args)]
@@ -438,6 +448,7 @@ fn main() -> ExitCode {
         Cmd::Observe(a) => a.run().map(|c| c as u8),
         Cmd::Khugepaged(a) => a.run().map(|c| c as u8),
         Cmd::Agent(a) => a.run().map(|c| c as u8),
+        Cmd::Calibrate(a) => a.run().map(|c| c as u8),
         Cmd::Explain(a) => a.run(),
         Cmd::Record(a) => record_cmds::cmd_record(a),
         Cmd::Trace(a) => record_cmds::cmd_trace(a),
@@ -607,6 +618,33 @@ pub fn matrix_runs(kind: &str, given: &SettingsArgs) -> Result<Vec<(String, ThpS
 
 /// One simulation of `sim`: a recording or a workload under one setting.
 fn sim_one(a: &SimArgs, input: &SimInput, settings: &ThpSettings, machine: &sim::MachineConfig, explain: Option<(u64, u64)>, progress: bool) -> Result<uapi::RunResult> {
+    let profile = a.profile.as_deref().map(load_profile).transpose()?;
+    let mut r = sim_input(a, input, settings, machine, explain, progress)?;
+    if let Some(fault) = profile.and_then(|p| p.fault) {
+        let (touched, calls) = match input {
+            SimInput::Workload(w) => (w.touched_pages(), r.calls.len() as u64),
+            SimInput::Recording { events, .. } => (r.process.minflt, events.iter().filter(|e| matches!(e.body, trace::EventBody::Syscall(_))).count() as u64),
+        };
+        r.time = Some(sim::time::estimate(&r, touched, calls, &fault));
+    }
+    Ok(r)
+}
+
+/// A machine profile from a file, or the built-in one.
+pub fn load_profile(arg: &str) -> Result<uapi::profile::MachineProfile> {
+    if arg == "builtin" {
+        return Ok(uapi::profile::MachineProfile::builtin());
+    }
+    let path = std::path::Path::new(arg);
+    let text = read_text_limited(path, "machine profile", uapi::profile::MAX_PROFILE_BYTES as u64)?;
+    let p = uapi::profile::MachineProfile::parse(&input::display(path), &text)?;
+    if p.fault.is_none() {
+        eprintln!("thplab: warning: --profile {arg}: no [fault] section, so no time (measure one with `thplab calibrate -o FILE`)");
+    }
+    Ok(p)
+}
+
+fn sim_input(a: &SimArgs, input: &SimInput, settings: &ThpSettings, machine: &sim::MachineConfig, explain: Option<(u64, u64)>, progress: bool) -> Result<uapi::RunResult> {
     Ok(match input {
         SimInput::Recording { name, header, events, offsets } => {
             let r = sim::run_recording_with(name, header, events, settings, machine, a.check, explain).map_err(|e| input::locate(e, offsets))?;

@@ -99,6 +99,18 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
     if let Some(p) = &r.peak {
         writeln!(out, "  VmHWM           {:>12}   (peak Rss; AnonHugePages then {})", kb(p.rss_bytes), kb(p.anon_huge_bytes))?;
     }
+    if let Some(t) = &r.time {
+        let mut parts: Vec<String> = t.faults_ns.iter().map(|(size, ns)| format!("{} faults of {size} {}", t.faults[size], secs(*ns))).collect();
+        if t.zero_page_faults > 0 {
+            parts.push(format!("{} zero-page reads {}", t.zero_page_faults, secs(t.zero_page_ns)));
+        }
+        parts.push(format!("{} touches {}", t.touches_without_fault, secs(t.touch_ns)));
+        parts.push(format!("{} calls {}", t.calls, secs(t.calls_ns)));
+        writeln!(out, "  time            {:>12}   (profile: {})", secs(t.total_ns), parts.join(", "))?;
+        if !t.unmeasured_sizes.is_empty() {
+            writeln!(out, "  time: the profile has no cost for {}; charged as 4kB faults", t.unmeasured_sizes.join(", "))?;
+        }
+    }
     writeln!(out)?;
     folio_table(out, r)?;
     if r.census.zero_page_ptes > 0 || r.census.huge_zero_pmds > 0 {
@@ -347,4 +359,15 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
         }
     }
     Ok(())
+}
+
+/// ns as seconds or milliseconds, three significant digits.
+fn secs(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.1} ms", ns / 1e6)
+    } else {
+        format!("{:.1} µs", ns / 1e3)
+    }
 }

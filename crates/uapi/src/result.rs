@@ -118,6 +118,31 @@ pub struct RunResult {
     /// order was refused.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub explain: Option<Explain>,
+    /// Model only, with `--profile`: the run's time from the profile's `[fault]` costs.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub time: Option<TimeEstimate>,
+}
+
+/// What the model's work costs in time on the machine a profile was measured on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimeEstimate {
+    /// Everything below, in ns.
+    pub total_ns: f64,
+    /// Size label → ns of the faults that allocated a folio of that size.
+    pub faults_ns: BTreeMap<String, f64>,
+    /// Size label → those faults.
+    pub faults: BTreeMap<String, u64>,
+    /// Read faults that mapped the zero page or the huge zero folio, and their ns.
+    pub zero_page_faults: u64,
+    pub zero_page_ns: f64,
+    /// Pages touched without a fault (the rest of a large folio, touches of mapped pages).
+    pub touches_without_fault: u64,
+    pub touch_ns: f64,
+    /// Memory-management calls and their ns.
+    pub calls: u64,
+    pub calls_ns: f64,
+    /// Sizes that faulted but have no cost in the profile (charged as 4kB faults).
+    pub unmeasured_sizes: Vec<String>,
 }
 
 /// One VMA and the folios that back it: an entry of `thplab observe`'s `vmas` and of the

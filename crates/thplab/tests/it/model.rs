@@ -389,3 +389,41 @@ fn quiet_sim_in_another_directory() {
     r.ok();
     assert_eq!(r.json()["workload"], "<builtin issue-program>");
 }
+
+/// `sim --profile`: the run's time from a profile's `[fault]` costs, derived by hand. 1 MiB
+/// under 64 KiB mTHP: 16 faults of 64kB at 10 µs, 240 pages touched without a fault at 20 ns,
+/// 2 calls (mmap, munmap) at 1 µs: 160 µs + 4.8 µs + 2 µs = 166.8 µs.
+#[test]
+fn sim_profile_gives_the_time_of_the_run() {
+    let (_d, w) = temp_file("t.thpw", "mmap a 1M align=2M\ntouch a write\nmunmap a\n");
+    let (_p, prof) = temp_file(
+        "p.toml",
+        "[machine]\nname = \"test\"\n\n[fault]\nzero_page_read_ns = 500.0\ntouch_ns_per_page = 20.0\nsyscall_ns = 1000.0\n\n[fault.ns_per_fault]\n4kB = 2000.0\n64kB = 10000.0\n",
+    );
+    let r = thplab(&["sim", &w, "--set", "enabled=never", "--set", "hugepages-64kB/enabled=always", "--profile", &prof, "--json"]);
+    r.ok();
+    let t = &r.json()["time"];
+    assert_eq!(t["faults"]["64kB"], 16);
+    assert_eq!(t["touches_without_fault"], 240);
+    assert_eq!(t["calls"], 2);
+    assert!((t["total_ns"].as_f64().unwrap() - 166_800.0).abs() < 1e-6, "{t}");
+    // 4 KiB pages: 256 faults at 2 µs.
+    let r = thplab(&["sim", &w, "--set", "enabled=never", "--profile", &prof, "--json"]);
+    assert!((r.json()["time"]["total_ns"].as_f64().unwrap() - (256.0 * 2000.0 + 2000.0)).abs() < 1e-6);
+    // PMD: no cost in this profile, so it is charged as a 4kB fault and named.
+    let (_d2, w2) = temp_file("t2.thpw", "mmap a 2M align=2M\ntouch a write\n");
+    let r = thplab(&["sim", &w2, "--set", "enabled=always", "--profile", &prof]);
+    r.ok();
+    assert!(r.stdout.contains("time: the profile has no cost for 2048kB; charged as 4kB faults"), "{}", r.stdout);
+    // The built-in profile has every size; a profile without [fault] is said to give no time.
+    let r = thplab(&["sim", "seed-anon-1g", "--profile", "builtin", "--json"]);
+    assert!(r.json()["time"]["unmeasured_sizes"].as_array().unwrap().is_empty());
+    let (_p2, bare) = temp_file("bare.toml", "[machine]\nname = \"x\"\n");
+    let r = thplab(&["sim", &w, "--profile", &bare]);
+    r.ok();
+    assert!(r.stderr.contains("no [fault] section"), "{}", r.stderr);
+    let (_p3, bad) = temp_file("bad.toml", "[fault]\nns_per_falt = 1\n");
+    let r = thplab(&["sim", &w, "--profile", &bad]);
+    r.fails(2);
+    assert!(r.stderr.contains("bad.toml") && r.stderr.contains("line 2"), "{}", r.stderr);
+}

@@ -1,0 +1,243 @@
+//! `thplab calibrate`: measures the `[fault]` section of a machine profile on the live kernel
+//! with microbenchmarks, each run `repeat` times and reported with its spread:
+//!
+//! - per folio size, a fresh private anonymous range written one byte per 4 KiB page under
+//!   settings that give every fault that size (top-level `enabled=never` and only that size
+//!   `always`; PMD: `enabled=always`), set through the settings guard; the wall time over the
+//!   faults taken (getrusage minflt), less the touches of the folio's other pages, is the cost
+//!   of one fault (mm/memory.c: do_anonymous_page → alloc_anon_folio, or
+//!   mm/huge_memory.c: do_huge_pmd_anonymous_page), and the per-size `anon_fault_alloc` delta
+//!   says how many faults really got that size;
+//! - a touch of a mapped page (the range written again);
+//! - a read fault that maps the shared zero page (mm/memory.c: do_anonymous_page, the
+//!   `!(vmf->flags & FAULT_FLAG_WRITE)` path);
+//! - mmap and munmap of one page.
+
+use std::time::Instant;
+
+use serde::Serialize;
+use uapi::profile::FaultCosts;
+use uapi::ThpSettings;
+
+use crate::guard::{current_settings, SettingsGuard};
+use crate::procfs::CounterSnapshot;
+use crate::sysfs::Paths;
+use crate::Result;
+
+/// min, median and max of some runs.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Spread {
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    pub fn of(v: &[f64]) -> Spread {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        match s.len() {
+            0 => Spread::default(),
+            n => Spread { min: s[0], median: if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }, max: s[n - 1] },
+        }
+    }
+}
+
+/// One figure of the calibration.
+#[derive(Clone, Debug, Serialize)]
+pub struct Figure {
+    /// `fault 64kB`, `touch`, `zero page read`, `syscall`.
+    pub what: String,
+    /// ns per event.
+    pub ns: Spread,
+    /// Events per run (faults, touches, calls).
+    pub events: u64,
+    /// Faults that got the size asked for, of all faults (fault figures only).
+    pub at_size: Option<f64>,
+}
+
+/// What `calibrate` measured, and the profile section made of the medians.
+#[derive(Clone, Debug, Serialize)]
+pub struct Calibration {
+    pub figures: Vec<Figure>,
+    pub fault: FaultCosts,
+}
+
+fn minflt() -> u64 {
+    // SAFETY: getrusage writes into the struct we give it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    ru.ru_minflt as u64
+}
+
+/// A fresh private anonymous range of `len` bytes aligned to 2 MiB; unmapped on drop.
+struct Range {
+    base: *mut libc::c_void,
+    total: usize,
+    start: usize,
+    len: usize,
+}
+
+impl Range {
+    fn new(len: usize) -> Range {
+        let total = len + (2 << 20);
+        // SAFETY: an anonymous mapping of our own; nothing else refers to it.
+        let base = unsafe { libc::mmap(std::ptr::null_mut(), total, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0) };
+        assert_ne!(base, libc::MAP_FAILED, "mmap of {len} bytes: {}", std::io::Error::last_os_error());
+        let start = (base as usize).next_multiple_of(2 << 20);
+        Range { base, total, start, len }
+    }
+
+    /// Write one byte per 4 KiB page; (seconds, faults).
+    fn write_pages(&self) -> (f64, u64) {
+        let f0 = minflt();
+        let t = Instant::now();
+        for off in (0..self.len).step_by(4096) {
+            // SAFETY: inside the mapping.
+            unsafe { std::ptr::write_volatile((self.start + off) as *mut u8, 1) };
+        }
+        (t.elapsed().as_secs_f64(), minflt() - f0)
+    }
+
+    /// Read one byte per 4 KiB page; (seconds, faults).
+    fn read_pages(&self) -> (f64, u64) {
+        let f0 = minflt();
+        let t = Instant::now();
+        let mut x = 0u8;
+        for off in (0..self.len).step_by(4096) {
+            // SAFETY: inside the mapping.
+            x = x.wrapping_add(unsafe { std::ptr::read_volatile((self.start + off) as *const u8) });
+        }
+        std::hint::black_box(x);
+        (t.elapsed().as_secs_f64(), minflt() - f0)
+    }
+}
+
+impl Drop for Range {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in new().
+        unsafe { libc::munmap(self.base, self.total) };
+    }
+}
+
+/// The folio sizes calibrated.
+pub const SIZES: [&str; 9] = ["4kB", "16kB", "32kB", "64kB", "128kB", "256kB", "512kB", "1024kB", "2048kB"];
+
+/// Settings under which an anonymous write fault gets `size`: the machine's own knobs with
+/// top-level `never` and every size `never` but this one.
+pub fn settings_for(base: &ThpSettings, size: &str) -> ThpSettings {
+    let mut s = base.clone();
+    s.apply_assignment("enabled=never").expect("valid");
+    for l in SIZES.iter().skip(1) {
+        s.apply_assignment(&format!("hugepages-{l}/enabled=never")).expect("valid");
+    }
+    if size == "2048kB" {
+        s.apply_assignment("enabled=always").expect("valid");
+        s.apply_assignment("hugepages-2048kB/enabled=inherit").expect("valid");
+    } else if size != "4kB" {
+        s.apply_assignment(&format!("hugepages-{size}/enabled=always")).expect("valid");
+    }
+    s
+}
+
+/// Measure with ranges of `mib` MiB, each figure `repeat` times; `progress` hears of each step.
+pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Result<Calibration> {
+    let paths = Paths::from_env();
+    paths.check_available()?;
+    let base = current_settings(&paths)?;
+    let len = (mib << 20) as usize;
+    let repeat = repeat.max(1);
+    let mut figures = Vec::new();
+    // Touches of mapped pages, under 4 KiB pages (also the base of every fault figure).
+    progress("touch");
+    let g = SettingsGuard::apply(&settings_for(&base, "4kB"))?;
+    let mut touch = Vec::new();
+    for _ in 0..repeat {
+        let r = Range::new(len);
+        r.write_pages();
+        let (s, f) = r.write_pages();
+        touch.push(s * 1e9 / (len as f64 / 4096.0));
+        debug_assert_eq!(f, 0);
+    }
+    // Zero-page read faults and system calls, still under 4 KiB pages.
+    progress("zero page read");
+    let mut zero = Vec::new();
+    let mut zero_faults = 0;
+    for _ in 0..repeat {
+        let r = Range::new(len);
+        let (s, f) = r.read_pages();
+        zero.push(s * 1e9 / f.max(1) as f64);
+        zero_faults = f;
+    }
+    progress("syscall");
+    let mut sys = Vec::new();
+    const CALLS: u32 = 20_000;
+    for _ in 0..repeat {
+        let t = Instant::now();
+        for _ in 0..CALLS {
+            // SAFETY: map and unmap one page of our own.
+            unsafe {
+                let p = libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+                libc::munmap(p, 4096);
+            }
+        }
+        sys.push(t.elapsed().as_secs_f64() * 1e9 / (2 * CALLS) as f64);
+    }
+    g.restore()?;
+    let touch_s = Spread::of(&touch);
+    figures.push(Figure { what: "touch".into(), ns: touch_s.clone(), events: len as u64 / 4096, at_size: None });
+    figures.push(Figure { what: "zero page read".into(), ns: Spread::of(&zero), events: zero_faults, at_size: None });
+    figures.push(Figure { what: "syscall".into(), ns: Spread::of(&sys), events: 2 * CALLS as u64, at_size: None });
+    let mut fault = FaultCosts {
+        zero_page_read_ns: Spread::of(&zero).median,
+        touch_ns_per_page: touch_s.median,
+        syscall_ns: Spread::of(&sys).median,
+        source: format!("thplab calibrate: {mib} MiB written one byte per 4 KiB page, median of {repeat}"),
+        ..Default::default()
+    };
+    for size in SIZES {
+        progress(&format!("fault {size}"));
+        let g = SettingsGuard::apply(&settings_for(&base, size))?;
+        let mut ns = Vec::new();
+        let mut at = Vec::new();
+        let mut faults = 0;
+        for _ in 0..repeat {
+            let r = Range::new(len);
+            let before = CounterSnapshot::read(&paths.sysfs)?;
+            let (s, f) = r.write_pages();
+            let after = CounterSnapshot::read(&paths.sysfs)?;
+            let d = before.delta(&after);
+            let got = if size == "4kB" { f as i64 } else { d.mthp.get(&format!("hugepages-{size}")).and_then(|m| m.get("anon_fault_alloc")).copied().unwrap_or(0) };
+            at.push((got as f64 / f.max(1) as f64).min(1.0));
+            // The other pages of each folio were touched without a fault.
+            let touches = (len as u64 / 4096).saturating_sub(f);
+            ns.push(((s * 1e9) - touches as f64 * touch_s.median) / f.max(1) as f64);
+            faults = f;
+        }
+        g.restore()?;
+        let spread = Spread::of(&ns);
+        let at_size = Spread::of(&at).median;
+        figures.push(Figure { what: format!("fault {size}"), ns: spread.clone(), events: faults, at_size: Some(at_size) });
+        fault.ns_per_fault.insert(size.to_string(), spread.median);
+    }
+    Ok(Calibration { figures, fault })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spreads_and_settings() {
+        assert_eq!(Spread::of(&[3.0, 1.0, 2.0]), Spread { min: 1.0, median: 2.0, max: 3.0 });
+        assert_eq!(Spread::of(&[4.0, 1.0, 2.0, 3.0]).median, 2.5);
+        let base = ThpSettings::default();
+        let k = |s: &ThpSettings, p: &str| s.knob_map()[p].clone();
+        let s = settings_for(&base, "64kB");
+        assert_eq!((k(&s, "enabled"), k(&s, "hugepages-64kB/enabled"), k(&s, "hugepages-16kB/enabled")), ("never".into(), "always".into(), "never".into()));
+        let s = settings_for(&base, "2048kB");
+        assert_eq!((k(&s, "enabled"), k(&s, "hugepages-2048kB/enabled"), k(&s, "hugepages-1024kB/enabled")), ("always".into(), "inherit".into(), "never".into()));
+        let s = settings_for(&base, "4kB");
+        assert_eq!(k(&s, "enabled"), "never");
+    }
+}

@@ -1,0 +1,104 @@
+//! The run's time from a machine profile (`[fault]` of uapi::profile, measured by
+//! `thplab calibrate`): the model core is clockless and counts work (faults by folio size,
+//! zero-page mappings, pages touched, calls); this turns the counts into time.
+//!
+//! Faults by size come from the per-size event counters the model keeps as the kernel does
+//! (`hugepages-<size>/stats/anon_fault_alloc` and `shmem_alloc`: mm/memory.c:
+//! alloc_anon_folio, mm/huge_memory.c: __do_huge_pmd_anonymous_page, mm/shmem.c:
+//! shmem_alloc_and_add_folio); read faults that map the zero page or the huge zero folio are
+//! the census's zero-page PTEs and huge zero PMDs; every other fault in minflt allocated a
+//! 4 KiB page.
+
+use uapi::profile::FaultCosts;
+use uapi::{RunResult, TimeEstimate};
+
+/// The estimate for `r`, whose workload touched `touched_pages` pages and made `calls` calls.
+pub fn estimate(r: &RunResult, touched_pages: u64, calls: u64, c: &FaultCosts) -> TimeEstimate {
+    let mut t = TimeEstimate::default();
+    let mut large = 0u64;
+    for (dir, stats) in &r.mthp {
+        let Some(size) = dir.strip_prefix("hugepages-") else { continue };
+        let n = (stats.get("anon_fault_alloc").copied().unwrap_or(0) + stats.get("shmem_alloc").copied().unwrap_or(0)).max(0) as u64;
+        if n > 0 {
+            *t.faults.entry(size.to_string()).or_default() += n;
+            large += n;
+        }
+    }
+    t.zero_page_faults = r.census.zero_page_ptes + r.census.huge_zero_pmds;
+    let small = r.process.minflt.saturating_sub(large + t.zero_page_faults);
+    if small > 0 {
+        *t.faults.entry("4kB".to_string()).or_default() += small;
+    }
+    let four_k = c.fault_ns("4kB").unwrap_or(0.0);
+    let mut faults = 0u64;
+    for (size, n) in &t.faults {
+        let ns = match c.fault_ns(size) {
+            Some(ns) => ns,
+            None => {
+                t.unmeasured_sizes.push(size.clone());
+                four_k
+            }
+        };
+        t.faults_ns.insert(size.clone(), *n as f64 * ns);
+        faults += n;
+    }
+    t.zero_page_ns = t.zero_page_faults as f64 * c.zero_page_read_ns;
+    t.touches_without_fault = touched_pages.saturating_sub(faults + t.zero_page_faults);
+    t.touch_ns = t.touches_without_fault as f64 * c.touch_ns_per_page;
+    t.calls = calls;
+    t.calls_ns = calls as f64 * c.syscall_ns;
+    t.total_ns = t.faults_ns.values().sum::<f64>() + t.zero_page_ns + t.touch_ns + t.calls_ns;
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn costs() -> FaultCosts {
+        FaultCosts {
+            ns_per_fault: [("4kB".to_string(), 1000.0), ("64kB".to_string(), 5000.0), ("2048kB".to_string(), 100_000.0)].into(),
+            zero_page_read_ns: 400.0,
+            touch_ns_per_page: 10.0,
+            syscall_ns: 2000.0,
+            source: "test".into(),
+        }
+    }
+
+    #[test]
+    fn one_gib_written_page_by_page_under_each_size() {
+        // 4K: 262144 faults of 1000 ns; 2 calls (mmap, munmap) of 2000 ns.
+        let mut r = RunResult::new("sim", "w");
+        r.process.minflt = 262_144;
+        let t = estimate(&r, 262_144, 2, &costs());
+        assert_eq!(t.faults["4kB"], 262_144);
+        assert_eq!(t.total_ns, 262_144.0 * 1000.0 + 4000.0);
+        // 64K: 16384 faults of 5000 ns, and 15 of every 16 pages touched without a fault.
+        let mut r = RunResult::new("sim", "w");
+        r.process.minflt = 16_384;
+        r.mthp.insert("hugepages-64kB".into(), [("anon_fault_alloc".to_string(), 16_384)].into());
+        let t = estimate(&r, 262_144, 0, &costs());
+        assert_eq!((t.faults.get("4kB"), t.faults["64kB"], t.touches_without_fault), (None, 16_384, 245_760));
+        assert_eq!(t.total_ns, 16_384.0 * 5000.0 + 245_760.0 * 10.0);
+        // PMD, and a size the profile lacks (charged as 4kB and named).
+        let mut r = RunResult::new("sim", "w");
+        r.process.minflt = 513;
+        r.mthp.insert("hugepages-2048kB".into(), [("anon_fault_alloc".to_string(), 512)].into());
+        r.mthp.insert("hugepages-32kB".into(), [("anon_fault_alloc".to_string(), 1)].into());
+        let t = estimate(&r, 262_152, 0, &costs());
+        assert_eq!(t.unmeasured_sizes, vec!["32kB".to_string()]);
+        assert_eq!(t.faults_ns["32kB"], 1000.0);
+        assert_eq!(t.touches_without_fault, 262_152 - 513);
+        assert_eq!(t.total_ns, 512.0 * 100_000.0 + 1000.0 + 261_639.0 * 10.0);
+    }
+
+    #[test]
+    fn zero_page_reads_are_their_own_cost() {
+        let mut r = RunResult::new("sim", "w");
+        r.process.minflt = 300;
+        r.census.zero_page_ptes = 256;
+        let t = estimate(&r, 300, 0, &costs());
+        assert_eq!((t.zero_page_faults, t.faults["4kB"]), (256, 44));
+        assert_eq!(t.total_ns, 256.0 * 400.0 + 44.0 * 1000.0);
+    }
+}
