@@ -93,6 +93,8 @@ pub enum ExecKind {
     Madvise { pieces: Vec<Piece>, advice: i32 },
     Brk { delta: i64 },
     Prctl { arg2: u64, arg3: u64 },
+    /// nanosleep for this many nanoseconds.
+    Sleep { ns: u64 },
     Touch {
         base: Piece,
         offset: u64,
@@ -275,6 +277,7 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
             OpKind::Madvise(_, a) => format!("madvise({})", a.word()),
             OpKind::Brk { .. } => "brk".into(),
             OpKind::Prctl(_) => "prctl(PR_SET_THP_DISABLE)".into(),
+            OpKind::Sleep { .. } => String::new(),
             OpKind::Touch(_) => String::new(),
             OpKind::Mount(_) => "mount(tmpfs)".into(),
             OpKind::Create(f) => match w.file(*f).kind {
@@ -354,6 +357,7 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
                 };
                 ExecKind::Prctl { arg2, arg3 }
             }
+            OpKind::Sleep { ns } => ExecKind::Sleep { ns: *ns },
             OpKind::Touch(t) => {
                 let (base, len) = region_base(w, &t.range, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))?;
                 let (order, seed) = match t.order {
@@ -467,6 +471,7 @@ enum Prepared {
     Ranges { kind: u8, pieces: Vec<(u64, u64)>, arg: i32 },
     Brk { delta: i64 },
     Prctl { arg2: u64, arg3: u64 },
+    Sleep { ns: u64 },
     Touch { plan: TouchPlan, write: bool },
 }
 
@@ -665,6 +670,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
             },
             ExecKind::Brk { delta } => Prepared::Brk { delta: *delta },
             ExecKind::Prctl { arg2, arg3 } => Prepared::Prctl { arg2: *arg2, arg3: *arg3 },
+            ExecKind::Sleep { ns } => Prepared::Sleep { ns: *ns },
             ExecKind::Touch { base, offset, len, write, order, seed, stride, count } => {
                 let t = Touch {
                     range: Range { region: RegionId(0), offset: *offset, len: *len, every: None },
@@ -807,6 +813,15 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                 } else {
                     0
                 }
+            }
+            Prepared::Sleep { ns } => {
+                let mut req = libc::timespec { tv_sec: (*ns / 1_000_000_000) as libc::time_t, tv_nsec: (*ns % 1_000_000_000) as libc::c_long };
+                let mut rem = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+                // SAFETY: nanosleep with valid timespecs, resumed with the remainder after a signal.
+                while unsafe { libc::nanosleep(&req, &mut rem) } != 0 && errno() == libc::EINTR {
+                    req = rem;
+                }
+                0
             }
             Prepared::Touch { plan, write } => {
                 let n = plan.len();

@@ -99,6 +99,7 @@ impl Kernel {
             return HugeFault::Fallback(FallbackReason::VmaRange);
         }
         self.anon_vma_prepare(vma);
+        self.khugepaged_enter_vma(vma);
         if !write && self.settings.use_zero_page {
             let Some(pgtable) = self.alloc_pgtable() else { return HugeFault::Oom };
             if self.mm_get_huge_zero_folio().is_none() {

@@ -1,11 +1,14 @@
-//! Collapse of PTE-mapped memory into PMD-mapped THPs. In this version: MADV_COLLAPSE
-//! (synchronous, PMD order only, as 6.18 does it). The khugepaged thread comes later on the same
-//! functions (`cc.is_khugepaged`).
+//! Collapse of PTE-mapped memory into PMD-mapped THPs: MADV_COLLAPSE (synchronous, PMD order
+//! only, as 6.18 does it) and the khugepaged daemon's scan of the mm (one wake-up's work;
+//! when it wakes is the driver's business, on its simulated clock), on the same functions
+//! (`cc.is_khugepaged`).
 //!
 //! Kernel sources (6.18): `mm/khugepaged.c` (`enum scan_result`, `madvise_collapse`,
 //! `madvise_collapse_errno`, `hpage_collapse_scan_pmd`, `find_pmd_or_thp_or_none`,
 //! `check_pmd_state`, `collapse_huge_page`, `alloc_charge_folio`,
-//! `__collapse_huge_page_copy_succeeded`).
+//! `__collapse_huge_page_copy_succeeded`, `khugepaged_enter_vma`, `__khugepaged_enter`,
+//! `khugepaged_do_scan`, `khugepaged_scan_mm_slot`, `khugepaged_has_work`),
+//! `include/linux/huge_mm.h` (`hugepage_pmd_enabled`).
 
 use mm_types::{Order, Orders, Vaddr, PMD_ORDER, PMD_SIZE};
 use uapi::VmEvent;
@@ -82,6 +85,26 @@ pub fn madvise_collapse_errno(r: ScanResult) -> Errno {
     }
 }
 
+/// The daemon's view of this mm (`struct khugepaged_scan` and the mm's `mm_slot`; the model
+/// has one mm, so the list holds it or nothing).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KhugepagedScan {
+    /// MMF_VM_HUGEPAGE: the mm is on khugepaged's list (`__khugepaged_enter`).
+    pub registered: bool,
+    /// `khugepaged_scan.mm_slot != NULL`: a scan of the mm is under way.
+    pub in_mm: bool,
+    /// `khugepaged_scan.address`.
+    pub address: u64,
+    /// `khugepaged_pages_collapsed` (sysfs `khugepaged/pages_collapsed`).
+    pub pages_collapsed: u64,
+    /// `khugepaged_full_scans` (sysfs `khugepaged/full_scans`).
+    pub full_scans: u64,
+    /// Wake-ups that scanned (calls of `khugepaged_do_scan`).
+    pub wakeups: u64,
+    /// PMD ranges the daemon examined (`hpage_collapse_scan_pmd` calls).
+    pub pmds_scanned: u64,
+}
+
 /// `struct collapse_control`.
 #[derive(Clone, Copy, Debug)]
 pub struct CollapseControl {
@@ -133,6 +156,157 @@ impl Kernel {
         } else {
             Err(madvise_collapse_errno(last_fail))
         }
+    }
+
+    /// `hugepage_pmd_enabled`: whether khugepaged runs at all (the PMD size is `always` or
+    /// `madvise`, or `inherit` with the top level not `never`; or shmem PMDs are enabled).
+    pub fn hugepage_pmd_enabled(&self) -> bool {
+        let pmd = Orders::single(Order::PMD);
+        let m = &self.masks;
+        !m.always.and(pmd).is_empty()
+            || !m.madvise.and(pmd).is_empty()
+            || (!m.inherit.and(pmd).is_empty() && m.global_enabled)
+            || self.shmem_pmd_enabled()
+    }
+
+    /// `khugepaged_enter_vma`: put the mm on khugepaged's list when this VMA is one the daemon
+    /// may collapse in (`TVA_KHUGEPAGED`: it needs an anon_vma). Returns true when it was
+    /// added now (`__khugepaged_enter`; the daemon then wakes, as the list was empty).
+    pub(crate) fn khugepaged_enter_vma(&mut self, vma: &Vma) -> bool {
+        if self.khugepaged.registered || !self.hugepage_pmd_enabled() {
+            return false;
+        }
+        if self.thp_vma_allowable_orders(vma, TvaType::Khugepaged, Orders::single(Order::PMD)).is_empty() {
+            return false;
+        }
+        self.khugepaged.registered = true;
+        true
+    }
+
+    /// `shmem_hpage_pmd_enabled`: the PMD size of shmem is `always`, `within_size` or
+    /// `advise`, or `inherit` with a top-level `shmem_enabled` other than `never` and `deny`.
+    fn shmem_pmd_enabled(&self) -> bool {
+        use uapi::settings::{ShmemEnabled, ShmemSizeEnabled};
+        let s = &self.settings;
+        if s.shmem_enabled == ShmemEnabled::Deny {
+            return false;
+        }
+        match s.shmem[PMD_ORDER as usize] {
+            ShmemSizeEnabled::Always | ShmemSizeEnabled::WithinSize | ShmemSizeEnabled::Advise => true,
+            ShmemSizeEnabled::Inherit => s.shmem_enabled != ShmemEnabled::Never,
+            ShmemSizeEnabled::Never => false,
+        }
+    }
+
+    /// `khugepaged_has_work`.
+    pub fn khugepaged_has_work(&self) -> bool {
+        self.khugepaged.registered && self.hugepage_pmd_enabled()
+    }
+
+    /// What the daemon has done to this mm.
+    pub fn khugepaged_state(&self) -> &KhugepagedScan {
+        &self.khugepaged
+    }
+
+    /// `khugepaged_do_scan`: one wake-up of the daemon, scanning up to `pages_to_scan`
+    /// (progress counts 512 per PMD range examined, 1 per VMA skipped and 1 per call), passing
+    /// the head of its (one-mm) list at most twice. Returns the collapses it made.
+    pub fn khugepaged_do_scan(&mut self) -> u64 {
+        let pages = self.settings.khugepaged.pages_to_scan as u64;
+        let before = self.khugepaged.pages_collapsed;
+        self.khugepaged.wakeups += 1;
+        let mut progress = 0u64;
+        let mut pass_through_head = 0;
+        let mut alloc_wait = true;
+        loop {
+            if !self.khugepaged.in_mm {
+                pass_through_head += 1;
+            }
+            let mut result = ScanResult::Succeed;
+            if self.khugepaged_has_work() && pass_through_head < 2 {
+                progress += self.khugepaged_scan_mm_slot(pages - progress.min(pages), &mut result);
+            } else {
+                progress = pages;
+            }
+            if progress >= pages {
+                break;
+            }
+            if result == ScanResult::AllocHugePageFail {
+                // khugepaged_alloc_sleep once, then give up this wake-up.
+                if !alloc_wait {
+                    break;
+                }
+                alloc_wait = false;
+            }
+        }
+        self.khugepaged.pages_collapsed - before
+    }
+
+    /// `khugepaged_scan_mm_slot` for the one mm.
+    fn khugepaged_scan_mm_slot(&mut self, pages: u64, result: &mut ScanResult) -> u64 {
+        *result = ScanResult::Fail;
+        if !self.khugepaged.in_mm {
+            self.khugepaged.in_mm = true;
+            self.khugepaged.address = 0;
+        }
+        let mut progress = 1u64;
+        let cc = CollapseControl { is_khugepaged: true };
+        let mut done_with_mm = true;
+        // for_each_vma from the scan address (the first VMA that ends above it).
+        let vmas: Vec<Vma> = self.vmas.iter().filter(|v| v.end > self.khugepaged.address).cloned().collect();
+        'vmas: for vma in vmas {
+            // The VMA may have changed under a collapse: look it up again.
+            let Some(vma) = self.vmas.find(vma.start).filter(|v| v.start == vma.start) else { continue };
+            if vma.file != 0 || self.thp_vma_allowable_orders(&vma, TvaType::Khugepaged, Orders::single(Order::PMD)).is_empty() {
+                progress += 1;
+                continue;
+            }
+            let hstart = vma.start.next_multiple_of(PMD_SIZE);
+            let hend = vma.end & !(PMD_SIZE - 1);
+            if self.khugepaged.address > hend {
+                progress += 1;
+                continue;
+            }
+            if self.khugepaged.address < hstart {
+                self.khugepaged.address = hstart;
+            }
+            while self.khugepaged.address < hend {
+                let addr = self.khugepaged.address;
+                let (r, lock_dropped) = self.hpage_collapse_scan_pmd_locked(&vma, addr, cc);
+                *result = r;
+                self.count_scan_result(r);
+                self.khugepaged.pmds_scanned += 1;
+                if r == ScanResult::Succeed {
+                    self.khugepaged.pages_collapsed += 1;
+                }
+                self.khugepaged.address += PMD_SIZE;
+                progress += 512;
+                if lock_dropped {
+                    // breakouterloop_mmap_lock with the VMA still set: not the end of the mm.
+                    done_with_mm = false;
+                    break 'vmas;
+                }
+                if progress >= pages {
+                    done_with_mm = false;
+                    break 'vmas;
+                }
+            }
+        }
+        if done_with_mm {
+            // Every VMA scanned: the next call starts over from the list head.
+            self.khugepaged.in_mm = false;
+            self.khugepaged.full_scans += 1;
+        }
+        progress
+    }
+
+    /// `hpage_collapse_scan_pmd` as khugepaged calls it: the result, and whether the mmap lock
+    /// was dropped (it is when the scan found the range collapsible and tried the collapse).
+    fn hpage_collapse_scan_pmd_locked(&mut self, vma: &Vma, addr: u64, cc: CollapseControl) -> (ScanResult, bool) {
+        let before = self.counters.vm(VmEvent::ThpCollapseAlloc) + self.counters.vm(VmEvent::ThpCollapseAllocFailed);
+        let r = self.hpage_collapse_scan_pmd(vma, addr, cc);
+        let tried = self.counters.vm(VmEvent::ThpCollapseAlloc) + self.counters.vm(VmEvent::ThpCollapseAllocFailed) != before;
+        (r, tried)
     }
 
     fn count_scan_result(&mut self, r: ScanResult) {

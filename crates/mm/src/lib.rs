@@ -201,6 +201,8 @@ pub struct Kernel {
     pub(crate) shmem: shmem::Shmem,
     /// Frames held by the rest of the system ([`Kernel::fragment_memory`]).
     pub(crate) held_pages: u64,
+    /// khugepaged's scan of this mm (`mm_slot`, `khugepaged_scan`, its counters).
+    pub(crate) khugepaged: khugepaged::KhugepagedScan,
     pub counters: Counters,
     pub stats: ModelStats,
 }
@@ -231,6 +233,7 @@ impl Kernel {
             vma_cache: None,
             shmem: shmem::Shmem { sb_huge: vec![shmem::SbHuge::Never, params.dev_shm_huge], ..Default::default() },
             held_pages: 0,
+            khugepaged: Default::default(),
             counters: Counters::default(),
             stats: ModelStats::default(),
         }

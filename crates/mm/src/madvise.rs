@@ -134,7 +134,14 @@ impl Kernel {
             return Ok(());
         }
         match advice {
-            Madvise::Hugepage => self.modify_flags(start, end, |f| (f & !vm::NOHUGEPAGE) | vm::HUGEPAGE, false),
+            Madvise::Hugepage => {
+                let r = self.modify_flags(start, end, |f| (f & !vm::NOHUGEPAGE) | vm::HUGEPAGE, false);
+                // hugepage_madvise: khugepaged_enter_vma for each VMA of the range.
+                for v in self.vmas.intersecting(start, end) {
+                    self.khugepaged_enter_vma(&v);
+                }
+                r
+            }
             Madvise::Nohugepage => self.modify_flags(start, end, |f| (f & !vm::HUGEPAGE) | vm::NOHUGEPAGE, false),
             Madvise::Dontneed => {
                 let vmas = self.vmas.intersecting(start, end);

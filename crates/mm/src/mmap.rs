@@ -153,6 +153,11 @@ impl Kernel {
         let (ino, pgoff) = match backing {
             MapBacking::PrivateAnon => {
                 self.insert_anon_vma(addr, addr + len, prot_flags);
+                // __mmap_region: khugepaged_enter_vma on the VMA it made or merged into (a
+                // new VMA has no anon_vma yet, so only a merge can register the mm here).
+                if let Some(v) = self.vmas.find(addr) {
+                    self.khugepaged_enter_vma(&v);
+                }
                 return Ok(addr);
             }
             MapBacking::Special => {
@@ -206,6 +211,10 @@ impl Kernel {
     /// deferred split of folios that straddle two VMAs, `nr_anon` going back down) is counted.
     pub fn exit_mmap(&mut self) {
         self.unmap_range(0, TASK_SIZE);
+        // __khugepaged_exit: the mm leaves khugepaged's list.
+        let kept = (self.khugepaged.pages_collapsed, self.khugepaged.full_scans, self.khugepaged.wakeups, self.khugepaged.pmds_scanned);
+        self.khugepaged = crate::khugepaged::KhugepagedScan::default();
+        (self.khugepaged.pages_collapsed, self.khugepaged.full_scans, self.khugepaged.wakeups, self.khugepaged.pmds_scanned) = kept;
     }
 
     /// `do_vmi_align_munmap`: split at the ends, zap, remove the VMAs, free page tables.

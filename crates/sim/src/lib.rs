@@ -166,9 +166,12 @@ pub fn run_with(
         calls: Vec::new(),
         done: 0,
         total: workload.touched_pages(),
+        clock_ns: 0,
+        khugepaged: daemons::Khugepaged::default(),
     };
     for op in &workload.ops {
         sim.op(op, opts)?;
+        sim.khugepaged.after_op(sim.k, sim.clock_ns);
         if opts.check_invariants {
             sim.k.check_invariants().map_err(|m| sim.err(op.line, format!("model invariant broken: {m}")))?;
         }
@@ -191,6 +194,9 @@ struct Sim<'a> {
     calls: Vec<CallResult>,
     done: u64,
     total: u64,
+    /// The simulated clock: moved by `sleep`.
+    clock_ns: u64,
+    khugepaged: daemons::Khugepaged,
 }
 
 impl Sim<'_> {
@@ -323,6 +329,11 @@ impl Sim<'_> {
                 let heap = self.w.region_by_name(HEAP).expect("parser declares heap");
                 self.regions[heap.0 as usize] = Some((self.k.start_brk(), got - self.k.start_brk()));
                 self.calls.push(CallResult { line, call: "brk".into(), ret: format!("{got:#x}") });
+            }
+            OpKind::Sleep { ns } => {
+                let until = self.clock_ns + ns;
+                self.khugepaged.run_until(self.k, until);
+                self.clock_ns = until;
             }
             OpKind::Prctl(form) => {
                 self.k.prctl_set_thp_disable(match form {
@@ -478,6 +489,7 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
         r.meminfo.insert(name.to_string(), (bytes / 1024) as i64);
     }
     let scans: BTreeMap<String, u64> = k.stats.scan_results.iter().map(|(s, n)| (s.name(), *n)).collect();
+    let kh = k.khugepaged_state();
     r.model = Some(serde_json::json!({
         "scan_results": scans,
         "nr_free_pages": k.zone().nr_free_pages(),
@@ -486,6 +498,13 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
         "vmas": k.vmas().count(),
         "deferred_split_queue": k.deferred_split_queue().len(),
         "accesses_without_fault": k.stats.hits,
+        "khugepaged": {
+            "registered": kh.registered,
+            "wakeups": kh.wakeups,
+            "pmds_scanned": kh.pmds_scanned,
+            "pages_collapsed": kh.pages_collapsed,
+            "full_scans": kh.full_scans,
+        },
     }));
     r
 }
@@ -598,6 +617,7 @@ pub fn run_recording_with(
     Ok(r)
 }
 
+pub mod daemons;
 pub mod matrix;
 pub mod replay;
 pub mod time;

@@ -345,6 +345,9 @@ pub enum OpKind {
     Brk { delta: i64 },
     Prctl(ThpDisable),
     Touch(Touch),
+    /// Sleep this many nanoseconds (`sleep DURATION`): the model's clock moves on and
+    /// khugepaged wakes on it; the live executor calls nanosleep.
+    Sleep { ns: u64 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -84,7 +84,7 @@ impl Ctx<'_> {
 }
 
 const VERBS: &str =
-    "mmap, munmap, mprotect, madvise, brk, prctl, touch, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write";
+    "mmap, munmap, mprotect, madvise, brk, prctl, touch, sleep, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write";
 
 /// Parse workload text. `source` names it in errors (a path, or `<builtin>`).
 pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
@@ -178,6 +178,11 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
             Ok(OpKind::Prctl(form))
         }
         "touch" => parse_touch(cx, w, args),
+        "sleep" => {
+            let (pos, _) = split_options(cx, args, &[])?;
+            expect_positional(cx, "sleep DURATION", &pos, 1)?;
+            Ok(OpKind::Sleep { ns: duration_ns(pos[0]).map_err(|m| cx.err(m))? })
+        }
         "tmpfs" => {
             let (pos, opts) = split_options(cx, args, &["huge"])?;
             expect_positional(cx, "tmpfs NAME [huge=never|always|within_size|advise]", &pos, 1)?;
@@ -544,3 +549,24 @@ fn parse_addr(text: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests;
+
+/// `DURATION`: a decimal number with a unit, `ns`, `us`, `ms` or `s` (`1.5s`, `100ms`), at most
+/// one day.
+pub fn duration_ns(text: &str) -> Result<u64, String> {
+    let bad = || format!("invalid duration '{text}'; give a number and a unit: ns, us, ms or s (such as 100ms or 1.5s), at most 1 day");
+    let split = text.find(|c: char| c.is_ascii_alphabetic()).ok_or_else(bad)?;
+    let (num, unit) = text.split_at(split);
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => return Err(bad()),
+    };
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    let ns = v * scale;
+    if !(ns.is_finite() && (0.0..=86_400e9).contains(&ns)) {
+        return Err(bad());
+    }
+    Ok(ns.round() as u64)
+}

@@ -20,6 +20,7 @@
 mod errors;
 mod fidelity;
 mod inputs;
+mod khugepaged;
 mod live;
 mod model;
 mod programs;

@@ -1,0 +1,129 @@
+//! The daemons of the simulated machine on the driver's clock: khugepaged's wake-ups
+//! (mm/khugepaged.c: `khugepaged`, `khugepaged_wait_work`, `__khugepaged_enter`). The mm core
+//! is clockless and does one wake-up's work (`Kernel::khugepaged_do_scan`); when it wakes is
+//! decided here.
+//!
+//! The clock moves with `sleep` statements (the other statements take no simulated time
+//! unless a profile prices them). The daemon sleeps on an empty list until an mm registers
+//! (`__khugepaged_enter` wakes it: the model's mm is the only one), then scans and sleeps
+//! `khugepaged/scan_sleep_millisecs` (at least 1 ms here: with 0 the kernel rescans without
+//! pause) between wake-ups. A wake-up due at time t runs when the clock passes t, so
+//! statements at the same instant (the program runs on while the daemon wakes) come first.
+
+use mm::Kernel;
+
+/// khugepaged's schedule.
+#[derive(Clone, Debug, Default)]
+pub struct Khugepaged {
+    /// When it wakes next; None while its list is empty (or THP is off).
+    pub next_wake_ns: Option<u64>,
+}
+
+impl Khugepaged {
+    /// After an operation at `now`: an mm that was just put on the empty list wakes the
+    /// daemon; a machine where khugepaged has no work stops it.
+    pub fn after_op(&mut self, k: &Kernel, now: u64) {
+        if !k.khugepaged_has_work() {
+            self.next_wake_ns = None;
+        } else if self.next_wake_ns.is_none() {
+            self.next_wake_ns = Some(now);
+        }
+    }
+
+    /// Run every wake-up due before `until`.
+    pub fn run_until(&mut self, k: &mut Kernel, until: u64) {
+        while let Some(t) = self.next_wake_ns {
+            if t >= until {
+                break;
+            }
+            k.khugepaged_do_scan();
+            let period = (k.settings().khugepaged.scan_sleep_millisecs as u64).max(1) * 1_000_000;
+            self.next_wake_ns = k.khugepaged_has_work().then_some(t + period);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{run, MachineConfig};
+    use uapi::ThpSettings;
+
+    fn settings(extra: &[&str]) -> ThpSettings {
+        let mut s = ThpSettings::default();
+        for a in extra {
+            s.apply_assignment(a).unwrap();
+        }
+        s
+    }
+
+    fn khugepaged(r: &uapi::RunResult) -> &serde_json::Value {
+        &r.model.as_ref().unwrap()["khugepaged"]
+    }
+
+    /// Four PMD ranges faulted as base pages at 512, 256, 64 and 0 pages, then made eligible
+    /// with MADV_HUGEPAGE and left to the daemon for 1 s with max_ptes_none=256: the first two
+    /// collapse (256 none PTEs is not more than 256), the third fails with
+    /// SCAN_EXCEED_NONE_PTE, the fourth has an empty PMD entry (SCAN_PMD_NONE: the PMD table
+    /// exists, the other three ranges use it); every wake-up after the first finds the first
+    /// two PMD-mapped.
+    #[test]
+    fn the_daemon_collapses_what_max_ptes_none_allows() {
+        let w = workload::parse(
+            "t",
+            "mmap a 8M align=2M\ntouch a[0+2M] write\ntouch a[2M+1M] write\ntouch a[4M+256K] write\nmadvise a hugepage\nsleep 1s\n",
+        )
+        .unwrap();
+        let s = settings(&["khugepaged/max_ptes_none=256", "khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=4096"]);
+        let r = run(&w, &s, &MachineConfig::default()).unwrap();
+        let kh = khugepaged(&r);
+        assert_eq!(kh["pages_collapsed"], 2);
+        assert_eq!(r.vmstat["thp_collapse_alloc"], 2);
+        assert_eq!(r.folios["2048kB"], 2);
+        // Wake-ups at 0, 100, ..., 900 ms: 10 before the clock reaches 1 s.
+        assert_eq!(kh["wakeups"], 10);
+        // Each wake-up scans the whole 8 MiB VMA (4 PMDs: 1 + 4·512 < 4096) and so ends a
+        // full scan; the first wake-up drops the lock after each collapse and goes on.
+        assert_eq!(kh["full_scans"], 10);
+        let scans = &r.model.as_ref().unwrap()["scan_results"];
+        assert_eq!(scans["SCAN_SUCCEED"], 2);
+        assert_eq!(scans["SCAN_EXCEED_NONE_PTE"], 10);
+        assert_eq!(scans["SCAN_PMD_NONE"], 10);
+        assert_eq!(scans["SCAN_PMD_MAPPED"], 18);
+    }
+
+    /// Without MADV_HUGEPAGE under `madvise`, or with THP `never`, the mm is never registered
+    /// and the daemon never wakes; a run without `sleep` gives it no time.
+    #[test]
+    fn no_registration_no_wakeups() {
+        let text = "mmap a 4M align=2M\ntouch a write\nsleep 1s\n";
+        let w = workload::parse("t", text).unwrap();
+        let r = run(&w, &settings(&["enabled=never"]), &MachineConfig::default()).unwrap();
+        assert_eq!(khugepaged(&r)["wakeups"], 0);
+        let w = workload::parse("t", "mmap a 4M align=2M\ntouch a write\nmadvise a hugepage\n").unwrap();
+        let r = run(&w, &settings(&[]), &MachineConfig::default()).unwrap();
+        assert_eq!((khugepaged(&r)["registered"].as_bool(), khugepaged(&r)["wakeups"].as_u64()), (Some(true), Some(0)));
+    }
+
+    /// pages_to_scan smaller than the VMA: a wake-up stops after 1 + 512·n ≥ pages_to_scan
+    /// and the next one goes on from the saved address.
+    #[test]
+    fn pages_to_scan_spreads_a_pass_over_wakeups() {
+        let w = workload::parse("t", "mmap a 8M align=2M\ntouch a write\nmadvise a hugepage\nsleep 350ms\n").unwrap();
+        let mut s = settings(&["enabled=never", "khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=1024"]);
+        // Faults under never, then madvise mode for the daemon.
+        let r0 = run(&w, &s, &MachineConfig::default()).unwrap();
+        assert_eq!(khugepaged(&r0)["wakeups"], 0, "never: no daemon");
+        s.apply_assignment("enabled=madvise").unwrap();
+        let w = workload::parse("t", "mmap a 8M align=2M\nmadvise a nohugepage\ntouch a write\nmadvise a hugepage\nsleep 350ms\n").unwrap();
+        let r = run(&w, &s, &MachineConfig::default()).unwrap();
+        let kh = khugepaged(&r);
+        // Wake-ups at 0, 100, 200, 300 ms. The first collapses at 0 and drops the lock
+        // (progress 513 < 1024: the loop calls again), collapses at 2M (1026 ≥ 1024: stop).
+        // The second: 4M and 6M. The third: the VMA ends (a full scan), then the list head is
+        // passed a second time: no more work this wake-up. The fourth: a new pass, 4 PMD-mapped.
+        assert_eq!(kh["pages_collapsed"], 4);
+        assert_eq!(kh["wakeups"], 4);
+        assert_eq!(r.folios["2048kB"], 4);
+    }
+}
