@@ -35,6 +35,7 @@ pub mod census;
 pub mod executor;
 pub mod guard;
 pub mod inputs;
+pub mod metrics;
 pub mod observe;
 pub mod procfs;
 pub mod program;
