@@ -317,8 +317,11 @@ pub fn encode(sys: &SystemSnapshot, procs: &ProcessScrape, meta: &ScrapeMeta) ->
             lb.push(("kind".into(), kind.clone()));
             lb.push(("size".into(), size.clone()));
             folios.push((lb.clone(), e.folios as i64));
-            pmd.push((lb.clone(), e.pmd_mapped as i64));
-            partial.push((lb, e.partially_mapped as i64));
+            // An order-0 folio is neither PMD-mapped nor partially mapped.
+            if size != "4kB" {
+                pmd.push((lb.clone(), e.pmd_mapped as i64));
+                partial.push((lb, e.partially_mapped as i64));
+            }
         }
     }
     x.push("thplab_process_folios", "folios mapped by the process, by VMA kind (anon, shmem, file) and folio size (census of pagemap and kpageflags)", Family::Gauge(folios));

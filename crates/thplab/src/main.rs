@@ -7,6 +7,7 @@ mod compare;
 mod errors;
 mod examples;
 mod explain_cmds;
+mod exporter_cmds;
 mod input;
 mod live_cmds;
 mod print;
@@ -72,6 +73,11 @@ enum Cmd {
     /// thp_vma_allowable_orders / shmem_allowable_huge_orders on the live knobs, boot
     /// parameters, prctl, VMA flags, size and alignment, tmpfs huge=), beside the census.
     Explain(explain_cmds::ExplainArgs),
+    /// Serve THP metrics to Prometheus: the per-size mTHP stats (size="64kB"), the thp_*
+    /// counters of /proc/vmstat, khugepaged's counters, the knobs as info metrics, and the
+    /// census, Rss and bloat of the processes selected by --name, --cgroup and --pid, each
+    /// scrape within --budget. Reads only: changes no knob (docs/exporter.md lists the series).
+    Exporter(exporter_cmds::ExporterArgs),
     /// Run a program with THP disabled for it alone and record its memory system calls, page
     /// faults, threads and child processes into a trace file (docs/trace-format.md).
     Record(record_cmds::RecordArgs),
@@ -428,6 +434,7 @@ fn main() -> ExitCode {
         Cmd::Compare(a) => cmd_compare(a),
         Cmd::Observe(a) => a.run().map(|c| c as u8),
         Cmd::Explain(a) => a.run(),
+        Cmd::Exporter(a) => a.run(),
         Cmd::Record(a) => record_cmds::cmd_record(a),
         Cmd::Trace(a) => record_cmds::cmd_trace(a),
         Cmd::Report(a) => cmd_report(a),
