@@ -227,6 +227,12 @@ fn prometheus_scrapes_every_second_within_the_budget() {
     let sizes: std::collections::BTreeSet<&str> = want.iter().map(|(_, s)| s.as_str()).collect();
     eprintln!("{} per-size series for {} sizes ({})", want.len(), sizes.len(), sizes.iter().copied().collect::<Vec<_>>().join(" "));
 
+    // The README's query gives one rate per size that has anon_fault_alloc.
+    let with_alloc = want.iter().filter(|(n, _)| n == "thplab_mthp_anon_fault_alloc_total").count();
+    let rates = query(&prom, "sum by (size) (rate(thplab_mthp_anon_fault_alloc_total[10s]))", now);
+    assert_eq!(rates.len(), with_alloc, "{rates:?}");
+    assert!(rates.iter().all(|r| r["value"][1].as_str().unwrap().parse::<f64>().unwrap() >= 0.0), "{rates:?}");
+
     // Every thp_* counter of /proc/vmstat, in every scrape.
     let vmstat = std::fs::read_to_string("/proc/vmstat").unwrap();
     let mut want_vm: Vec<String> =
