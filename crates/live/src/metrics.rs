@@ -420,6 +420,9 @@ fn smaps_at(root: &Root, pid: i32) -> crate::Result<Vec<crate::procfs::Vma>> {
 /// measured for 10 GiB of 64 KiB folios; twice that to be safe), plus a fixed part.
 const CENSUS_SECONDS_PER_GIB: f64 = 0.2;
 const CENSUS_FIXED: Duration = Duration::from_millis(2);
+/// Time [`sample_bloat`] spends per page of large folios before sampling (listing and
+/// shuffling them), rounded up.
+const BLOAT_SETUP_NS_PER_PAGE: u64 = 40;
 
 fn rss_bytes(root: &Root, pid: i32) -> u64 {
     // statm field 2: resident pages (fs/proc/array.c: proc_pid_statm).
@@ -485,7 +488,11 @@ pub fn read_processes(root: &Root, selected: &[Selected], deadline: Instant, est
                 m.huge_zero_pmds = rep.total.huge_zero_pmds;
                 m.census = Some(by);
                 let share = deadline.saturating_duration_since(Instant::now()) / (selected.len() - i) as u32 / 2;
-                if share >= Duration::from_millis(1) {
+                // sample_bloat lists and shuffles every page of the large folios before it
+                // looks at the clock: leave it out when that alone would not fit.
+                let large_pages: u64 = rep.large_ranges.iter().flatten().map(|(a, b)| (b - a) / mm_types::PAGE_SIZE).sum();
+                let setup = Duration::from_nanos(large_pages.saturating_mul(BLOAT_SETUP_NS_PER_PAGE));
+                if share >= Duration::from_millis(1) && setup < share / 2 {
                     let rss: Vec<u64> = vmas.iter().map(|v| v.rss_kb).collect();
                     let partial = rep.total.sizes.values().map(|e| e.partially_mapped).sum();
                     match sample_bloat(p.pid, &rep.large_ranges, &rss, partial, share) {
