@@ -423,6 +423,9 @@ fn main() -> ExitCode {
     match &cli.cmd {
         Cmd::Exec => live_cmds::cmd_exec_child(),
         Cmd::Hold(a) => live_cmds::cmd_hold(&a.assignments),
+        // The exporter writes nothing, not even the knobs a crashed live run left changed
+        // (the next other thplab command restores them).
+        Cmd::Exporter(_) => {}
         _ => live_cmds::recover_before_command(),
     }
     let result = match cli.cmd {
