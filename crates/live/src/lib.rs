@@ -38,6 +38,7 @@ pub mod executor;
 pub mod guard;
 pub mod inputs;
 pub mod khugepaged;
+pub mod metrics;
 pub mod observe;
 pub mod procfs;
 pub mod program;

@@ -7,6 +7,7 @@ mod compare;
 mod errors;
 mod examples;
 mod explain_cmds;
+mod exporter_cmds;
 mod input;
 mod live_cmds;
 mod print;
@@ -86,6 +87,11 @@ enum Cmd {
     /// write them as a machine profile for `sim --profile` (needs root: it sets knobs through
     /// the settings guard and restores them).
     Calibrate(live_cmds::CalibrateArgs),
+    /// Serve THP metrics to Prometheus: the per-size mTHP stats (size="64kB"), the thp_*
+    /// counters of /proc/vmstat, khugepaged's counters, the knobs as info metrics, and the
+    /// census, Rss and bloat of the processes selected by --name, --cgroup and --pid, each
+    /// scrape within --budget. Reads only: changes no knob (docs/exporter.md lists the series).
+    Exporter(exporter_cmds::ExporterArgs),
     /// Run a program with THP disabled for it alone and record its memory system calls, page
     /// faults, threads and child processes into a trace file (docs/trace-format.md).
     Record(record_cmds::RecordArgs),
@@ -436,6 +442,9 @@ fn main() -> ExitCode {
     match &cli.cmd {
         Cmd::Exec => live_cmds::cmd_exec_child(),
         Cmd::Hold(a) => live_cmds::cmd_hold(&a.assignments),
+        // The exporter writes nothing, not even the knobs a crashed live run left changed
+        // (the next other thplab command restores them).
+        Cmd::Exporter(_) => {}
         _ => live_cmds::recover_before_command(),
     }
     let result = match cli.cmd {
@@ -450,6 +459,7 @@ fn main() -> ExitCode {
         Cmd::Agent(a) => a.run().map(|c| c as u8),
         Cmd::Calibrate(a) => a.run().map(|c| c as u8),
         Cmd::Explain(a) => a.run(),
+        Cmd::Exporter(a) => a.run(),
         Cmd::Record(a) => record_cmds::cmd_record(a),
         Cmd::Trace(a) => record_cmds::cmd_trace(a),
         Cmd::Report(a) => cmd_report(a),

@@ -18,6 +18,7 @@
 //! restore (and so hide) the knobs a killed `__hold` leaves behind.
 
 mod errors;
+mod exporter;
 mod fidelity;
 mod inputs;
 mod khugepaged;

@@ -315,6 +315,7 @@ fn help_for_every_command() {
         ("compare", "Run a workload in the model and on the live kernel and print both side by side"),
         ("observe", "The folio census of a running process"),
         ("explain", "Why a process has the folio sizes it has"),
+        ("exporter", "Serve THP metrics to Prometheus"),
     ];
     for (cmd, purpose) in purposes {
         // Listed in the top-level help ...
