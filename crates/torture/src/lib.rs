@@ -73,6 +73,8 @@ pub fn random_settings(rng: &mut Prng) -> ThpSettings {
     s.shmem_enabled = *rng.pick(&[ShmemEnabled::Always, ShmemEnabled::WithinSize, ShmemEnabled::Advise, ShmemEnabled::Never, ShmemEnabled::Never, ShmemEnabled::Deny]);
     s.use_zero_page = rng.chance(3, 4);
     s.shrink_underused = rng.chance(1, 2);
+    s.khugepaged.max_ptes_none = *rng.pick(&[0, 64, 256, 511]);
+    s.khugepaged.pages_to_scan = *rng.pick(&[8, 512, 1024, 4096]);
     s
 }
 
@@ -174,6 +176,18 @@ fn subrange(rng: &mut Prng, r: &Region) -> (u64, u64) {
 }
 
 fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (String, Result<(), String>) {
+    if rng.chance(1, 20) {
+        // A khugepaged wake-up between operations (mm/khugepaged.c: khugepaged_do_scan); the
+        // invariants are checked after it as after every step.
+        let before = k.khugepaged_state().pages_collapsed;
+        let n = k.khugepaged_do_scan();
+        let after = k.khugepaged_state().pages_collapsed;
+        let op = format!("khugepaged wake-up: {n} collapsed (has work: {})", k.khugepaged_has_work());
+        if after != before + n || (n > 0 && !k.khugepaged_state().registered) {
+            return (op, Err(format!("pages_collapsed went {before} -> {after} for {n} collapses")));
+        }
+        return (op, Ok(()));
+    }
     if rng.chance(1, 25) {
         // A shmem file, written or fallocated, then mapped shared (or a shared anon mapping).
         let len = size(rng);
