@@ -143,21 +143,35 @@ impl SetAssoc {
     #[inline]
     fn lookup(&mut self, index: u64, tag: u64) -> bool {
         let base = self.set_of(index);
-        for w in 0..self.ways {
-            if self.tags[base + w] == tag {
-                self.touch(base, w);
-                return true;
-            }
+        // Branch-free scan: a random stream makes early exits mispredict.
+        let ways = &self.tags[base..base + self.ways];
+        let mut hit = usize::MAX;
+        for (w, &t) in ways.iter().enumerate() {
+            hit = if t == tag { w } else { hit };
         }
-        false
+        if hit == usize::MAX {
+            return false;
+        }
+        self.touch(base, hit);
+        true
     }
     #[inline]
     fn fill(&mut self, index: u64, tag: u64) {
         let base = self.set_of(index);
-        let ways = &self.tags[base..base + self.ways];
-        let victim = if let Some(free) = ways.iter().position(|&t| t == 0) {
+        let victim = if !self.plru {
+            // An invalid way has stamp 0, older than any use: the least recent stamp is the
+            // victim whether or not the set is full.
+            let st = &self.stamps[base..base + self.ways];
+            let (mut v, mut m) = (0, u64::MAX);
+            for (w, &x) in st.iter().enumerate() {
+                let lt = x < m;
+                v = if lt { w } else { v };
+                m = if lt { x } else { m };
+            }
+            v
+        } else if let Some(free) = self.tags[base..base + self.ways].iter().position(|&t| t == 0) {
             free
-        } else if self.plru {
+        } else {
             // Follow the tree bits: a set bit points right.
             let bits = self.stamps[base];
             let mut node = 1usize;
@@ -165,24 +179,18 @@ impl SetAssoc {
                 node = node * 2 + ((bits >> node) & 1) as usize;
             }
             node - self.ways
-        } else {
-            let st = &self.stamps[base..base + self.ways];
-            let mut v = 0;
-            for w in 1..self.ways {
-                if st[w] < st[v] {
-                    v = w;
-                }
-            }
-            v
         };
         self.tags[base + victim] = tag;
         self.touch(base, victim);
     }
     fn invalidate_if(&mut self, pred: impl Fn(u64) -> bool) -> u64 {
         let mut n = 0;
-        for t in self.tags.iter_mut() {
+        for (i, t) in self.tags.iter_mut().enumerate() {
             if *t != 0 && pred(*t) {
                 *t = 0;
+                if !self.plru {
+                    self.stamps[i] = 0;
+                }
                 n += 1;
             }
         }
