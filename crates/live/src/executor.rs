@@ -275,7 +275,7 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
             OpKind::Madvise(_, a) => format!("madvise({})", a.word()),
             OpKind::Brk { .. } => "brk".into(),
             OpKind::Prctl(_) => "prctl(PR_SET_THP_DISABLE)".into(),
-            OpKind::Touch(_) => String::new(),
+            OpKind::Touch(_) | OpKind::Access(_) => String::new(),
             OpKind::Mount(_) => "mount(tmpfs)".into(),
             OpKind::Create(f) => match w.file(*f).kind {
                 FileKind::Memfd => "memfd_create".into(),
@@ -353,6 +353,9 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
                     ThpDisable::Clear => (0, 0),
                 };
                 ExecKind::Prctl { arg2, arg3 }
+            }
+            OpKind::Access(_) => {
+                return Err(err(op.line, "access statements run in the model only (thplab sim --cpu); the live measurement of a chase is `thplab bench chase`".into()));
             }
             OpKind::Touch(t) => {
                 let (base, len) = region_base(w, &t.range, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))?;

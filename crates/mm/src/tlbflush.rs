@@ -52,6 +52,12 @@ impl Kernel {
         }
     }
 
+    /// Whether flushes are waiting for [`Kernel::take_tlb_flushes`].
+    #[inline]
+    pub fn tlb_flush_pending(&self) -> bool {
+        self.tlb_flushes.as_ref().is_some_and(|v| !v.is_empty())
+    }
+
     /// `flush_tlb_range`: the translations of `[start, end)` may have changed.
     #[inline]
     pub(crate) fn flush_tlb_range(&mut self, start: u64, end: u64) {

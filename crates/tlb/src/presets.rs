@@ -77,8 +77,11 @@ const MIB: u64 = 1024 * 1024;
 // 2048-entry 12-way, WikiChip zen_2 citing AMD SOG 17h); 1G pages are smashed to 2M in L2 (Zen 2
 // SOG). PTE coalescing: 8 aligned 4K PTEs mapping contiguous aligned frames = one 32K L2 entry
 // (Brais; Zi Yan on linux-mm "at 16KB or 32KB level"); not in L1 (ASSUMED).
-// Walk caches: PDEs are cached in the L2 DTLB on Zen 2+ (WikiChip); modelled as separate caches,
-// sizes ASSUMED (16-entry page-directory cache of AMD family 16h SOG for PDEs).
+// Walk caches: PDEs are cached in the L2 DTLB on Zen 2+ ("4K and 2M plus PDE entries used to
+// speed up walks", WikiChip zen_2 citing AMD SOG 17h): modelled as a PDE cache of the L2 DTLB's
+// geometry (3072 entries, 12-way) beside it (the capacity they share is not modelled); PML4E and
+// PDPTE caches ASSUMED 4 and 8 entries. With nested paging the host walk uses caches of the same
+// geometry (AMD's nested TLB is not modelled separately).
 // Latencies ASSUMED: L2 DTLB hit 7 cycles (Chips and Cheese measurements of Zen 4, not retrieved
 // here); caches from lscpu of this machine kind (32K L1D per core, 1M L2, 32M L3).
 static ZEN4_L1: [StructureSpec; 1] =
@@ -94,6 +97,8 @@ static ZEN_CACHES: [CacheSpec; 3] = [
 // AMD Zen 1 (family 17h): L1 DTLB 64 entries fully associative, all sizes; L2 DTLB 1536 entries
 // 12-way for 4K and 2M, 1G smashed to 2M (AMD SOG 17h, 2017, via stackoverflow.com/questions/69814823
 // and WikiChip zen). Coalescing as Zen 4 (Brais). Caches: 32K L1D, 512K L2, 8M L3 per CCX (WikiChip).
+// Zen 1 walk caches: the 16-entry page directory cache of AMD family 16h (SOG) for PDEs, PML4E
+// and PDPTE caches ASSUMED 4 and 8 entries.
 static ZEN1_L1: [StructureSpec; 1] =
     [StructureSpec { name: "L1 DTLB", geometry: Geometry::full(64), sizes: &[K4, M2, G1] }];
 static ZEN1_L2: [StructureSpec; 1] =
@@ -172,7 +177,7 @@ pub static ZEN4: CpuPreset = CpuPreset {
     l2: &ZEN4_L2,
     l1_coalesce: None,
     l2_coalesce: Some(K32),
-    pwc: [Some(Geometry::full(4)), Some(Geometry::full(8)), Some(Geometry::full(16))],
+    pwc: [Some(Geometry::full(4)), Some(Geometry::full(8)), Some(Geometry::assoc(3072, 12))],
     l2_hit_cycles: 7.0,
     walk_cycles: 5.0,
     caches: &ZEN_CACHES,
