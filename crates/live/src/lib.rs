@@ -32,6 +32,7 @@
 
 pub mod bloat;
 pub mod census;
+pub mod chase;
 pub mod executor;
 pub mod guard;
 pub mod inputs;

@@ -3,6 +3,7 @@
 //! This binary is a thin layer: it parses arguments, reads files, calls `sim` (and `live`), and
 //! prints. Every table and JSON document it prints comes from a `uapi::RunResult`.
 
+mod bench_cmds;
 mod compare;
 mod errors;
 mod examples;
@@ -67,6 +68,9 @@ enum Cmd {
     /// The folio census of a running process: which folio sizes each VMA maps, PMD- or
     /// PTE-mapped, fully or partially (a fast tools/mm/thpmaps).
     Observe(live_cmds::ObserveArgs),
+    /// Benchmarks on this machine beside the model: `chase`, a dependent pointer chase with
+    /// 4 KiB, mTHP and PMD pages against the TLB model's prediction.
+    Bench(bench_cmds::BenchArgs),
     /// Why a process has the folio sizes it has: per VMA, the orders Linux 6.18 allows at fault
     /// time and at khugepaged time, the reason for each refused order (the model's own
     /// thp_vma_allowable_orders / shmem_allowable_huge_orders on the live knobs, boot
@@ -435,6 +439,7 @@ fn main() -> ExitCode {
         Cmd::Live(a) => cmd_live(a),
         Cmd::Compare(a) => cmd_compare(a),
         Cmd::Observe(a) => a.run().map(|c| c as u8),
+        Cmd::Bench(a) => a.run(),
         Cmd::Explain(a) => a.run(),
         Cmd::Record(a) => record_cmds::cmd_record(a),
         Cmd::Trace(a) => record_cmds::cmd_trace(a),
