@@ -66,8 +66,11 @@ mod tests {
         // 16 KiB fits L1D (4 cycles); 2 GiB goes to memory: 110 ns × 2.6 GHz = 286 cycles.
         assert_eq!(latency_cycles(&ZEN4, 16 << 10), 4.0);
         assert_eq!(latency_cycles(&ZEN4, 2 << 30), 286.0);
-        // PTE lines of a 2 GiB stream: 2^31 / 2^12 / 8 = 65536 lines × 128 = 8 MiB: the L3 (50).
+        // PTE lines of a 2 GiB stream: 2^31 / 2^12 / 8 = 65536 lines × 128 = 8 MiB: more than
+        // the 4 MiB L3 share, so memory (286); those of 256 MiB: 1 MiB, the L2 (14).
         assert_eq!(table_reuse_bytes(2 << 30, 3), 8 << 20);
+        assert_eq!(latency_cycles(&ZEN4, 8 << 20), 286.0);
+        assert_eq!(latency_cycles(&ZEN4, table_reuse_bytes(256 << 20, 3)), 14.0);
     }
 
     #[test]

@@ -83,7 +83,10 @@ const MIB: u64 = 1024 * 1024;
 // PDPTE caches ASSUMED 4 and 8 entries. With nested paging the host walk uses caches of the same
 // geometry (AMD's nested TLB is not modelled separately).
 // Latencies ASSUMED: L2 DTLB hit 7 cycles (Chips and Cheese measurements of Zen 4, not retrieved
-// here); caches from lscpu of this machine kind (32K L1D per core, 1M L2, 32M L3).
+// here); caches from lscpu of this machine kind (32K L1D per core, 1M L2); the L3 is 32M per CCD
+// of 8 cores, shared with the host's other tenants: one core's share, 4M, is what the model
+// gives a stream (ASSUMED; with the whole 32M the model's PMD gain on a 2 GiB chase was a third
+// of the one measured here by `thplab bench chase`, see docs/tlb-model.md).
 static ZEN4_L1: [StructureSpec; 1] =
     [StructureSpec { name: "L1 DTLB", geometry: Geometry::full(72), sizes: &[K4, M2, G1] }];
 static ZEN4_L2: [StructureSpec; 1] =
@@ -91,7 +94,7 @@ static ZEN4_L2: [StructureSpec; 1] =
 static ZEN_CACHES: [CacheSpec; 3] = [
     CacheSpec { bytes: 32 * KIB, cycles: 4.0 },
     CacheSpec { bytes: MIB, cycles: 14.0 },
-    CacheSpec { bytes: 32 * MIB, cycles: 50.0 },
+    CacheSpec { bytes: 4 * MIB, cycles: 50.0 },
 ];
 
 // AMD Zen 1 (family 17h): L1 DTLB 64 entries fully associative, all sizes; L2 DTLB 1536 entries
