@@ -106,6 +106,20 @@ pub enum ExecKind {
         stride: u64,
         count: Option<u64>,
     },
+    /// An `access` statement: the loads and stores of `workload::AccessPlan`.
+    Access {
+        base: Piece,
+        offset: u64,
+        len: u64,
+        /// 0 seq, 1 stride (p1), 2 uniform, 3 gaussian (p1 median, p2 stddev), 4 zipf (p1 exponent in thousandths), 5 chase.
+        pattern: u8,
+        p1: u64,
+        p2: u64,
+        count: Option<u64>,
+        writes_pct: u8,
+        seed: u64,
+        elem: u64,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -278,7 +292,7 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
             OpKind::Brk { .. } => "brk".into(),
             OpKind::Prctl(_) => "prctl(PR_SET_THP_DISABLE)".into(),
             OpKind::Sleep { .. } => String::new(),
-            OpKind::Touch(_) => String::new(),
+            OpKind::Touch(_) | OpKind::Access(_) => String::new(),
             OpKind::Mount(_) => "mount(tmpfs)".into(),
             OpKind::Create(f) => match w.file(*f).kind {
                 FileKind::Memfd => "memfd_create".into(),
@@ -358,6 +372,18 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
                 ExecKind::Prctl { arg2, arg3 }
             }
             OpKind::Sleep { ns } => ExecKind::Sleep { ns: *ns },
+            OpKind::Access(a) => {
+                let (base, len) = region_base(w, &a.range, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))?;
+                let (pattern, p1, p2) = match a.pattern {
+                    workload::Pattern::Seq => (0, 0, 0),
+                    workload::Pattern::Stride(s) => (1, s, 0),
+                    workload::Pattern::Uniform => (2, 0, 0),
+                    workload::Pattern::Gaussian { median, stddev } => (3, median, stddev),
+                    workload::Pattern::Zipf { s_milli } => (4, s_milli as u64, 0),
+                    workload::Pattern::Chase => (5, 0, 0),
+                };
+                ExecKind::Access { base, offset: a.range.offset, len, pattern, p1, p2, count: a.count, writes_pct: a.writes_pct, seed: a.seed, elem: a.elem }
+            }
             OpKind::Touch(t) => {
                 let (base, len) = region_base(w, &t.range, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))?;
                 let (order, seed) = match t.order {
@@ -473,6 +499,7 @@ enum Prepared {
     Prctl { arg2: u64, arg3: u64 },
     Sleep { ns: u64 },
     Touch { plan: TouchPlan, write: bool },
+    Access { addr: u64, plan: workload::AccessPlan },
 }
 
 const K_MUNMAP: u8 = 0;
@@ -689,6 +716,25 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                 }
                 Prepared::Touch { plan, write: *write }
             }
+            ExecKind::Access { base, offset, len, pattern, p1, p2, count, writes_pct, seed, elem } => {
+                let stream = workload::AccessStream {
+                    range: Range { region: RegionId(0), offset: *offset, len: *len, every: None },
+                    pattern: match pattern {
+                        1 => workload::Pattern::Stride(*p1),
+                        2 => workload::Pattern::Uniform,
+                        3 => workload::Pattern::Gaussian { median: *p1, stddev: *p2 },
+                        4 => workload::Pattern::Zipf { s_milli: *p1 as u32 },
+                        5 => workload::Pattern::Chase,
+                        _ => workload::Pattern::Seq,
+                    },
+                    count: *count,
+                    writes_pct: *writes_pct,
+                    seed: *seed,
+                    elem: *elem,
+                };
+                // `len` is the range's length (region_base resolved it), as for touches.
+                Prepared::Access { addr: heap(base) + offset, plan: workload::AccessPlan::new(&stream, *len) }
+            }
         });
     }
     let mut results = vec![0i64; prepared.len()];
@@ -835,6 +881,21 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                     for k in 0..n {
                         // SAFETY: as above.
                         unsafe { std::ptr::read_volatile(plan.get(k) as *const u8) };
+                    }
+                }
+                0
+            }
+            Prepared::Access { addr, plan } => {
+                // The plan iterates without allocating (its generator state is inline).
+                for (off, write) in plan.clone() {
+                    let p = (*addr + off) as *mut u8;
+                    // SAFETY: as for touches: the workload accesses its own mapping.
+                    unsafe {
+                        if write {
+                            std::ptr::write_volatile(p, 1);
+                        } else {
+                            std::ptr::read_volatile(p);
+                        }
                     }
                 }
                 0
@@ -1402,7 +1463,7 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
         .ops
         .iter()
         .zip(&rep.results)
-        .filter(|(op, _)| !matches!(op.kind, ExecKind::Touch { .. }))
+        .filter(|(op, _)| !matches!(op.kind, ExecKind::Touch { .. } | ExecKind::Access { .. }))
         .map(|(op, &rc)| CallResult {
             line: op.line,
             call: op.call.clone(),

@@ -34,6 +34,7 @@ pub mod agent;
 pub mod bloat;
 pub mod calibrate;
 pub mod census;
+pub mod chase;
 pub mod executor;
 pub mod guard;
 pub mod inputs;

@@ -208,6 +208,8 @@ impl Kernel {
                 return;
             }
         }
+        // pmdp_invalidate: the huge translation is flushed before the PTEs replace it.
+        self.flush_tlb_range(haddr.0, haddr.0 + PMD_SIZE);
         let deposit = self.pt.withdraw(pmd_table, haddr);
         debug_assert_ne!(deposit, crate::pgtable::NO_TABLE);
         match pmd {

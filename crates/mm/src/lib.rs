@@ -14,12 +14,15 @@
 //! - [`khugepaged`]: `mm/khugepaged.c`: `madvise_collapse`, `hpage_collapse_scan_pmd`,
 //!   `collapse_huge_page`, `enum scan_result`.
 //! - [`vmstat`]: counters and the model-only fallback reasons.
+//! - [`tlbflush`]: the translation query and the TLB flushes (`mm/mmu_gather.c`); [`arch`]:
+//!   arm64 contpte folding (`arch/arm64/mm/contpte.c`).
 //! - [`debug`]: `CONFIG_DEBUG_VM`: `check_invariants`, and the census of mapped folios.
 //!
 //! Architecture invariant: nothing here does I/O, reads a clock or draws randomness. Fallbacks
 //! and failed allocations are outcomes, counted, never Rust errors; only syscall-level errors
 //! (an errno) come back to the caller.
 
+pub mod arch;
 pub mod debug;
 pub mod explain;
 pub mod gup;
@@ -32,6 +35,7 @@ pub mod page_alloc;
 pub mod peak;
 pub mod pgtable;
 pub mod shmem;
+pub mod tlbflush;
 pub mod vma;
 pub mod vmstat;
 
@@ -203,6 +207,8 @@ pub struct Kernel {
     pub(crate) held_pages: u64,
     /// khugepaged's scan of this mm (`mm_slot`, `khugepaged_scan`, its counters).
     pub(crate) khugepaged: khugepaged::KhugepagedScan,
+    /// Flushed ranges for a TLB observer (`tlbflush`); `None` when nobody listens.
+    pub(crate) tlb_flushes: Option<Vec<(u64, u64)>>,
     pub counters: Counters,
     pub stats: ModelStats,
 }
@@ -234,6 +240,7 @@ impl Kernel {
             shmem: shmem::Shmem { sb_huge: vec![shmem::SbHuge::Never, params.dev_shm_huge], ..Default::default() },
             held_pages: 0,
             khugepaged: Default::default(),
+            tlb_flushes: None,
             counters: Counters::default(),
             stats: ModelStats::default(),
         }

@@ -124,7 +124,10 @@ impl Kernel {
         if self.vmas.find(start).is_none() {
             return Err(Errno::ENOMEM);
         }
-        self.modify_flags(start, end, |f| (f & !vm::ACCESS) | prot_flags, true)
+        let r = self.modify_flags(start, end, |f| (f & !vm::ACCESS) | prot_flags, true);
+        // change_protection → flush_tlb_range.
+        self.flush_tlb_range(start, end);
+        r
     }
 
     /// `madvise(start, len, advice)`.
@@ -242,6 +245,8 @@ impl Kernel {
     /// partially mapped for a moment, so split_deferred counts it first. [confirmed on this
     /// kernel for every mTHP size and PMD: crates/sim/src/tests.rs `madvise_free_*`]
     pub(crate) fn madvise_free_range(&mut self, start: u64, end: u64) {
+        // madvise_free_pte_range clears young and dirty through the mmu_gather.
+        self.flush_tlb_range(start, end);
         for (t, va, pmd_end) in self.pmd_steps(start, end) {
             let addr = va.0;
             match self.pt.pmd(t, va) {

@@ -217,7 +217,11 @@ impl Kernel {
                         return Access::Hit;
                     }
                 }
-                Pmd::Huge { pfn, write: w, .. } if !write || w => {
+                Pmd::Huge { pfn, write: w, young, dirty } if !write || w => {
+                    // The walker sets the accessed (and on a write the dirty) bit of the PMD.
+                    if !young || (write && !dirty) {
+                        self.pt.set_pmd(t, va, Pmd::Huge { pfn, write: w, young: true, dirty: dirty || write });
+                    }
                     self.touch_page(pfn.add(va.pte_index() as u32));
                     self.stats.hits += 1;
                     return Access::Hit;
@@ -473,6 +477,8 @@ impl Kernel {
         self.anon_vma_prepare(vma);
         let Some(page) = self.alloc_folio(Order::BASE, true) else { return Access::Oom };
         self.pt.set_pte(idx, va.pte_index(), mk_pte(page, PTE_WRITE | PTE_DIRTY | PTE_YOUNG));
+        // ptep_clear_flush of the old entry.
+        self.flush_tlb_range(va.0 & !(PAGE_SIZE - 1), (va.0 & !(PAGE_SIZE - 1)) + PAGE_SIZE);
         self.rmap_add_ptes(page, page, 1);
         self.stats.anon_rss_pages += 1;
         self.touch_page(page);
@@ -591,6 +597,8 @@ impl Kernel {
                 Pmd::Table(_) => self.zap_pte_range(t, va, pmd_end),
             }
         }
+        // tlb_finish_mmu: the gathered range is flushed.
+        self.flush_tlb_range(start, end);
     }
 
     fn zap_huge_pmd(&mut self, t: u32, haddr: Vaddr) {

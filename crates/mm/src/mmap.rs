@@ -299,6 +299,8 @@ impl Kernel {
     }
 
     fn move_page_tables(&mut self, old: u64, new: u64, len: u64) -> Result<(), Errno> {
+        // move_ptes → flush_tlb_range of the old range.
+        self.flush_tlb_range(old, old + len);
         use crate::pgtable::Pmd;
         use mm_types::{Order, Vaddr};
         let mut off = 0;

@@ -134,6 +134,9 @@ pub struct RunOptions<'a> {
     pub per_access: bool,
     /// `--explain`: keep the decisions of the faults in `[start, end)` (the result's `explain`).
     pub explain: Option<(u64, u64)>,
+    /// `--cpu` and `--paging`: the TLB model that `access` statements drive (default: zen4,
+    /// native, when the workload has any).
+    pub tlb: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
 }
 
 /// Run `workload` under `settings` on `machine`.
@@ -168,7 +171,14 @@ pub fn run_with(
         total: workload.touched_pages(),
         clock_ns: 0,
         khugepaged: daemons::Khugepaged::default(),
+        tlb: None,
     };
+    let has_access = workload.ops.iter().any(|op| matches!(op.kind, OpKind::Access(_)));
+    if has_access || opts.tlb.is_some() {
+        let (cpu, paging) = opts.tlb.unwrap_or((&tlb::presets::ZEN4, tlb::Paging::Native));
+        sim.k.set_tlb_observer(true);
+        sim.tlb = Some(access::TlbRun::new(cpu, paging, workload.regions.len()));
+    }
     for op in &workload.ops {
         sim.op(op, opts)?;
         sim.khugepaged.after_op(sim.k, sim.clock_ns);
@@ -178,7 +188,9 @@ pub fn run_with(
     }
     let regions = sim.regions.clone();
     let calls = std::mem::take(&mut sim.calls);
-    let result = report(workload, settings, &k, &regions, calls);
+    let tlb_run = sim.tlb.take();
+    let mut result = report(workload, settings, &k, &regions, calls);
+    result.accesses = tlb_run.filter(|_| has_access).map(|t| t.report(workload));
     Ok((result, k))
 }
 
@@ -197,6 +209,8 @@ struct Sim<'a> {
     /// The simulated clock: moved by `sleep`.
     clock_ns: u64,
     khugepaged: daemons::Khugepaged,
+    /// The TLB model, when the run has one.
+    tlb: Option<access::TlbRun>,
 }
 
 impl Sim<'_> {
@@ -343,6 +357,7 @@ impl Sim<'_> {
                 });
                 self.call(line, "prctl(PR_SET_THP_DISABLE)".into(), Ok(()));
             }
+            OpKind::Access(a) => self.access_stream(line, a)?,
             OpKind::Touch(t) => {
                 let (start, len) = self.region(line, t.range.region)?;
                 let t = t.resolved(len);
@@ -618,6 +633,7 @@ pub fn run_recording_with(
 }
 
 pub mod daemons;
+mod access;
 pub mod matrix;
 pub mod replay;
 pub mod time;

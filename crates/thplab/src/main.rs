@@ -3,6 +3,7 @@
 //! This binary is a thin layer: it parses arguments, reads files, calls `sim` (and `live`), and
 //! prints. Every table and JSON document it prints comes from a `uapi::RunResult`.
 
+mod bench_cmds;
 mod compare;
 mod errors;
 mod examples;
@@ -68,6 +69,9 @@ enum Cmd {
     /// The folio census of a running process: which folio sizes each VMA maps, PMD- or
     /// PTE-mapped, fully or partially (a fast tools/mm/thpmaps).
     Observe(live_cmds::ObserveArgs),
+    /// Benchmarks on this machine beside the model: `chase`, a dependent pointer chase with
+    /// 4 KiB, mTHP and PMD pages against the TLB model's prediction.
+    Bench(bench_cmds::BenchArgs),
     /// Why a process has the folio sizes it has: per VMA, the orders Linux 6.18 allows at fault
     /// time and at khugepaged time, the reason for each refused order (the model's own
     /// thp_vma_allowable_orders / shmem_allowable_huge_orders on the live knobs, boot
@@ -365,6 +369,14 @@ struct SimArgs {
     /// Also write the plots of this run as one self-contained HTML file (see `thplab report`).
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// The CPU whose TLBs `access` statements go through (docs/tlb-model.md): zen4, zen1,
+    /// golden-cove, neoverse-n1, cortex-a57, cortex-a53.
+    #[arg(long, value_name = "PRESET", default_value = "zen4", value_parser = tlb::presets::names())]
+    cpu: String,
+    /// Native paging, or a virtual machine whose host backs guest memory with 4 KiB, 2 MiB or
+    /// 1 GiB pages (two-dimensional walks; TLB entries of min(guest, host) size).
+    #[arg(long, value_name = "MODE", default_value = "native", value_parser = ["native", "nested-4k", "nested-2m", "nested-1g"])]
+    paging: String,
     /// For a damaged recording: replay the records before the damage (the reader names its
     /// byte offset) and say what was lost, instead of refusing the file.
     #[arg(long)]
@@ -458,6 +470,7 @@ fn main() -> ExitCode {
         Cmd::Khugepaged(a) => a.run().map(|c| c as u8),
         Cmd::Agent(a) => a.run().map(|c| c as u8),
         Cmd::Calibrate(a) => a.run().map(|c| c as u8),
+        Cmd::Bench(a) => a.run(),
         Cmd::Explain(a) => a.run(),
         Cmd::Exporter(a) => a.run(),
         Cmd::Record(a) => record_cmds::cmd_record(a),
@@ -504,9 +517,21 @@ fn run_sim(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, chec
 }
 
 fn run_sim_explained(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, check: bool, progress: bool, explain: Option<(u64, u64)>) -> Result<uapi::RunResult> {
+    run_sim_tlb(w, s, m, check, progress, explain, None)
+}
+
+fn run_sim_tlb(
+    w: &workload::Workload,
+    s: &ThpSettings,
+    m: &sim::MachineConfig,
+    check: bool,
+    progress: bool,
+    explain: Option<(u64, u64)>,
+    tlb: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
+) -> Result<uapi::RunResult> {
     let mut bar = print::Progress::new(progress && w.touched_pages() > 4_000_000, &w.source, w.touched_pages());
     let mut on_event = |e: sim::SimEvent| bar.event(e);
-    let mut opts = sim::RunOptions { check_invariants: check, on_event: Some(&mut on_event), explain, ..Default::default() };
+    let mut opts = sim::RunOptions { check_invariants: check, on_event: Some(&mut on_event), explain, tlb, ..Default::default() };
     let (r, _) = sim::run_with(w, s, m, &mut opts)?;
     drop(opts);
     bar.finish();
@@ -661,7 +686,11 @@ fn sim_input(a: &SimArgs, input: &SimInput, settings: &ThpSettings, machine: &si
             print_replay_warnings(&r);
             r
         }
-        SimInput::Workload(w) => run_sim_explained(w, settings, machine, a.check, progress, explain)?,
+        SimInput::Workload(w) => {
+            let cpu = tlb::presets::by_name(&a.cpu).expect("clap checked --cpu");
+            let paging = tlb::Paging::parse(&a.paging).expect("clap checked --paging");
+            run_sim_tlb(w, settings, machine, a.check, progress, explain, Some((cpu, paging)))?
+        }
     })
 }
 

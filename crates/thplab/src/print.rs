@@ -147,6 +147,7 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
     per_process(out, r)?;
     folio_map(out, r)?;
     explain(out, r)?;
+    accesses(out, r)?;
     let notable: Vec<_> = r.calls.iter().filter(|c| c.ret != "0" || c.call.starts_with("madvise(collapse")).collect();
     if !notable.is_empty() {
         writeln!(out)?;
@@ -154,6 +155,22 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
         for c in notable {
             writeln!(out, "  line {:<4} {} = {}", c.line, c.call, c.ret)?;
         }
+    }
+    Ok(())
+}
+
+/// The TLB model's counts and estimate of `access` statements.
+fn accesses(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
+    let Some(a) = &r.accesses else { return Ok(()) };
+    writeln!(out)?;
+    writeln!(out, "accesses (TLB model: --cpu {} --paging {}, {} GHz; time for dependent accesses)", a.cpu, a.paging, a.ghz)?;
+    writeln!(out, "  {:<12} {:>11} {:>11} {:>11} {:>11} {:>12} {:>10} {:>9}", "region", "accesses", "L1 misses", "L2 hits", "walks", "walk refs", "ns/access", "est. ms")?;
+    for c in a.regions.iter().chain(std::iter::once(&a.total)) {
+        writeln!(
+            out,
+            "  {:<12} {:>11} {:>11} {:>11} {:>11} {:>12} {:>10.1} {:>9.2}",
+            c.region, c.accesses, c.l1_misses, c.l2_hits, c.walks, c.walk_refs, c.ns_per_access, c.ns / 1e6
+        )?;
     }
     Ok(())
 }

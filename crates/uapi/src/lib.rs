@@ -14,5 +14,5 @@ pub mod result;
 pub mod settings;
 
 pub use counters::{Counters, MthpStat, VmEvent};
-pub use result::{CallResult, Census, CensusEntry, Explain, ExplainedFault, Peak, ProcessStats, RegionPlacement, RunResult, TimeEstimate, VmaMap};
+pub use result::{AccessCounts, AccessReport, CallResult, Census, CensusEntry, Explain, ExplainedFault, Peak, ProcessStats, RegionPlacement, RunResult, TimeEstimate, VmaMap};
 pub use settings::{SettingsError, ThpSettings};

@@ -121,6 +121,10 @@ pub struct RunResult {
     /// Model only, with `--profile`: the run's time from the profile's `[fault]` costs.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub time: Option<TimeEstimate>,
+    /// Model only, when the workload has `access` statements: the TLB model's counts and time
+    /// estimate per region and in total (docs/tlb-model.md).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub accesses: Option<AccessReport>,
 }
 
 /// What the model's work costs in time on the machine a profile was measured on.
@@ -143,6 +147,43 @@ pub struct TimeEstimate {
     pub calls_ns: f64,
     /// Sizes that faulted but have no cost in the profile (charged as 4kB faults).
     pub unmeasured_sizes: Vec<String>,
+}
+
+/// The TLB model's report of a run's `access` statements.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AccessReport {
+    /// The `--cpu` preset and `--paging` mode.
+    pub cpu: String,
+    pub paging: String,
+    /// The preset's clock, for the ns estimate.
+    pub ghz: f64,
+    pub regions: Vec<AccessCounts>,
+    pub total: AccessCounts,
+}
+
+/// Counts of one region (or the total, `region` = `total`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AccessCounts {
+    pub region: String,
+    pub accesses: u64,
+    pub writes: u64,
+    pub l1_hits: u64,
+    pub l1_misses: u64,
+    pub l2_hits: u64,
+    pub l2_misses: u64,
+    pub walks: u64,
+    pub walk_refs: u64,
+    /// Entries read by walks per guest table level: PML4/L0, PDPT/L1, PD/L2, PT/L3.
+    pub guest_refs: [u64; 4],
+    /// Nested paging: host-table entries read per host level.
+    pub host_refs: [u64; 4],
+    pub tlb_flushed_entries: u64,
+    /// Estimated cycles for data reads and for translation, their sum, and ns at `ghz`.
+    pub data_cycles: f64,
+    pub translation_cycles: f64,
+    pub cycles: f64,
+    pub ns: f64,
+    pub ns_per_access: f64,
 }
 
 /// One VMA and the folios that back it: an entry of `thplab observe`'s `vmas` and of the

@@ -17,10 +17,12 @@
 //! Parsing is the only thing here that can fail; the error names the file, the line and what is
 //! valid. Nothing in this crate does I/O: callers pass the text.
 
+pub mod access;
 mod parse;
 mod touch;
 
 pub use parse::parse;
+pub use access::{AccessPlan, AccessStream, Pattern};
 pub use touch::TouchPlan;
 
 /// The format version this parser reads.
@@ -348,6 +350,8 @@ pub enum OpKind {
     /// Sleep this many nanoseconds (`sleep DURATION`): the model's clock moves on and
     /// khugepaged wakes on it; the live executor calls nanosleep.
     Sleep { ns: u64 },
+    /// `access RANGE PATTERN ...`: loads and stores for the TLB model (faults like touches).
+    Access(AccessStream),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -84,7 +84,7 @@ impl Ctx<'_> {
 }
 
 const VERBS: &str =
-    "mmap, munmap, mprotect, madvise, brk, prctl, touch, sleep, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write";
+    "mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write";
 
 /// Parse workload text. `source` names it in errors (a path, or `<builtin>`).
 pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
@@ -183,6 +183,7 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
             expect_positional(cx, "sleep DURATION", &pos, 1)?;
             Ok(OpKind::Sleep { ns: duration_ns(pos[0]).map_err(|m| cx.err(m))? })
         }
+        "access" => parse_access(cx, w, args),
         "tmpfs" => {
             let (pos, opts) = split_options(cx, args, &["huge"])?;
             expect_positional(cx, "tmpfs NAME [huge=never|always|within_size|advise]", &pos, 1)?;
@@ -330,6 +331,60 @@ fn parse_touch(cx: &Ctx, w: &Workload, args: &[&str]) -> Result<OpKind, Workload
         .map(|s| s.parse::<u64>().map_err(|_| cx.err(format!("count must be an integer, not '{s}'"))))
         .transpose()?;
     Ok(OpKind::Touch(Touch { range, write, order, stride, count }))
+}
+
+fn parse_access(cx: &Ctx, w: &Workload, args: &[&str]) -> Result<OpKind, WorkloadError> {
+    use crate::access::{AccessStream, Pattern};
+    let usage = "access RANGE seq|stride|uniform|gaussian|zipf|chase [count=N] [writes=PCT] [seed=N] [elem=SIZE] [stride=SIZE] [median=SIZE stddev=SIZE] [s=EXPONENT]";
+    let (pos, opts) = split_options(cx, args, &["count", "writes", "seed", "elem", "stride", "median", "stddev", "s"])?;
+    expect_positional(cx, usage, &pos, 2)?;
+    let range = parse_range(cx, w, pos[0], &[], false)?;
+    let int = |key: &str| -> Result<Option<u64>, WorkloadError> {
+        opt(&opts, key).map(|v| v.parse::<u64>().map_err(|_| cx.err(format!("{key}= must be an integer, not '{v}'")))).transpose()
+    };
+    let sz = |key: &str| opt(&opts, key).map(|v| size(cx, v)).transpose();
+    let pattern = match pos[1] {
+        "seq" => Pattern::Seq,
+        "stride" => {
+            let st = sz("stride")?.ok_or_else(|| cx.err("access ... stride needs stride=SIZE"))?;
+            if st == 0 {
+                return Err(cx.err("stride= must be positive"));
+            }
+            Pattern::Stride(st)
+        }
+        "uniform" => Pattern::Uniform,
+        "gaussian" => {
+            let (m, d) = (sz("median")?, sz("stddev")?);
+            match (m, d) {
+                (Some(median), Some(stddev)) if stddev > 0 => Pattern::Gaussian { median, stddev },
+                _ => return Err(cx.err("access ... gaussian needs median=SIZE and stddev=SIZE (a positive byte offset and spread inside the range)")),
+            }
+        }
+        "zipf" => {
+            let text = opt(&opts, "s").unwrap_or("1");
+            let s: f64 = text.parse().map_err(|_| cx.err(format!("s= must be a number, not '{text}'")))?;
+            if !(0.0..=10.0).contains(&s) {
+                return Err(cx.err(format!("s= must be between 0 and 10, not {s}")));
+            }
+            Pattern::Zipf { s_milli: (s * 1000.0).round() as u32 }
+        }
+        "chase" => Pattern::Chase,
+        other => return Err(cx.err(format!("unknown access pattern '{other}'; valid: {}", Pattern::WORDS.join(", ")))),
+    };
+    for (key, used_by) in [("stride", "stride"), ("median", "gaussian"), ("stddev", "gaussian"), ("s", "zipf")] {
+        if opt(&opts, key).is_some() && pattern.name() != used_by {
+            return Err(cx.err(format!("{key}= only goes with the {used_by} pattern")));
+        }
+    }
+    let writes = int("writes")?.unwrap_or(0);
+    if writes > 100 {
+        return Err(cx.err(format!("writes= is a percentage (0..100), not {writes}")));
+    }
+    let elem = sz("elem")?.unwrap_or(64);
+    if !elem.is_power_of_two() || !(8..=4096).contains(&elem) {
+        return Err(cx.err(format!("elem= must be a power of two from 8 to 4K, not {elem}")));
+    }
+    Ok(OpKind::Access(AccessStream { range, pattern, count: int("count")?, writes_pct: writes as u8, seed: int("seed")?.unwrap_or(0), elem }))
 }
 
 /// `NAME`, `NAME[OFF..END]`, `NAME[OFF+LEN]` or `NAME[OFF..]`.

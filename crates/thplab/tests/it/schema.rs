@@ -124,7 +124,7 @@ fn recording() -> Vec<u8> {
 fn every_json_key_is_documented_and_every_documented_key_is_written() {
     let (_d, w) = temp_file(
         "keys.thpw",
-        "mmap a 4M\nmadvise a hugepage\ntouch a write\nmadvise a collapse\nmmap b 1M\ntouch b write\nmemfd m\nftruncate m 1M\nmmap c 1M file=m\ntouch c write\nmunmap a[0+4K]\n",
+        "mmap a 4M\nmadvise a hugepage\ntouch a write\nmadvise a collapse\nmmap b 1M\ntouch b write\naccess b uniform count=1000 writes=10\nmemfd m\nftruncate m 1M\nmmap c 1M file=m\ntouch c write\nmunmap a[0+4K]\n",
     );
     let sim = thplab(&["sim", &w, "--json", "--set", "hugepages-64kB/enabled=always", "--profile", "builtin"]);
     sim.ok();

@@ -56,7 +56,7 @@ fn touch_plans_visit_the_same_pages_in_each_order() {
 
 #[test]
 fn errors_name_file_line_and_what_is_valid() {
-    assert_eq!(err("mmap a 1M\n\nfrobnicate a"), "w.thpw:3: unknown operation 'frobnicate'; valid: mmap, munmap, mprotect, madvise, brk, prctl, touch, sleep, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write");
+    assert_eq!(err("mmap a 1M\n\nfrobnicate a"), "w.thpw:3: unknown operation 'frobnicate'; valid: mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write");
     assert_eq!(err("touch a write"), "w.thpw:1: unknown region 'a'; declared so far: none (declare one with mmap)");
     assert_eq!(err("mmap a 1Q"), "w.thpw:1: invalid size '1Q'; write a number with an optional unit K, M, G, T (4K, 2M, 1G, 1T)");
     assert_eq!(err("mmap a 1M\nmadvise a huge"), "w.thpw:2: unknown advice 'huge'; valid: hugepage, nohugepage, dontneed, collapse, free, populate_read, populate_write");
@@ -119,4 +119,22 @@ fn write_calls_cover_the_range_in_chunks() {
     let calls: Vec<(u64, u64)> = crate::write_calls(4096, 10_000, 4096).collect();
     assert_eq!(calls, [(4096, 4096), (8192, 4096), (12288, 1808)]);
     assert_eq!(crate::write_calls(0, 1 << 20, 1 << 20).collect::<Vec<_>>(), [(0, 1 << 20)]);
+}
+
+#[test]
+fn access_statements() {
+    use crate::{OpKind, Pattern};
+    let w = parse("a.thpw", "mmap r 64M\naccess r chase count=1000 elem=4K seed=3\naccess r[1M+2M] gaussian median=1M stddev=64K writes=50\naccess r zipf s=0.9\n").unwrap();
+    let OpKind::Access(a) = &w.ops[1].kind else { panic!() };
+    assert_eq!((a.pattern, a.count, a.elem, a.seed, a.writes_pct), (Pattern::Chase, Some(1000), 4096, 3, 0));
+    let OpKind::Access(a) = &w.ops[2].kind else { panic!() };
+    assert_eq!((a.pattern, a.range.offset, a.writes_pct, a.elem), (Pattern::Gaussian { median: 1 << 20, stddev: 64 << 10 }, 1 << 20, 50, 64));
+    let OpKind::Access(a) = &w.ops[3].kind else { panic!() };
+    assert_eq!(a.pattern, Pattern::Zipf { s_milli: 900 });
+    let err = |t: &str| parse("a.thpw", &format!("mmap r 64M\n{t}\n")).unwrap_err().to_string();
+    assert_eq!(err("access r gaussian median=1M"), "a.thpw:2: access ... gaussian needs median=SIZE and stddev=SIZE (a positive byte offset and spread inside the range)");
+    assert_eq!(err("access r walk"), "a.thpw:2: unknown access pattern 'walk'; valid: seq, stride, uniform, gaussian, zipf, chase");
+    assert_eq!(err("access r seq s=2"), "a.thpw:2: s= only goes with the zipf pattern");
+    assert_eq!(err("access r seq writes=120"), "a.thpw:2: writes= is a percentage (0..100), not 120");
+    assert_eq!(err("access r seq elem=48"), "a.thpw:2: elem= must be a power of two from 8 to 4K, not 48");
 }

@@ -1,0 +1,151 @@
+//! `access` statements through the TLB model: each access runs on the simulated kernel
+//! (`Kernel::access`: a fault the first time, young and dirty bits always), its translation is
+//! read back (`Kernel::translation`) and looked up in the `tlb` crate's model of the `--cpu`
+//! preset under `--paging`; every TLB flush the kernel logged since the last lookup is applied
+//! first, so the model never hits on a translation the kernel changed.
+//!
+//! The time estimate is `tlb::cost::estimate` per region, with the footprint of the largest
+//! range accessed in the region; it is for dependent accesses (a chase) and ignores overlap.
+
+use mm::Access;
+use tlb::{CpuPreset, PageSize, Paging, Tlb, TlbStats, Translation};
+use uapi::{AccessCounts, AccessReport};
+use workload::{AccessPlan, AccessStream, Workload};
+
+use crate::{Sim, SimError};
+
+pub(crate) struct TlbRun {
+    tlb: Tlb,
+    /// Per region: counts, writes, footprint.
+    regions: Vec<(TlbStats, u64, u64)>,
+}
+
+impl TlbRun {
+    pub(crate) fn new(cpu: &'static CpuPreset, paging: Paging, regions: usize) -> Self {
+        TlbRun { tlb: Tlb::new(cpu, paging), regions: vec![(TlbStats::default(), 0, 0); regions] }
+    }
+
+    fn counts(&self, name: &str, s: &TlbStats, writes: u64, footprint: u64) -> AccessCounts {
+        let p = self.tlb.preset();
+        let e = tlb::cost::estimate(p, s, tlb::Footprint { bytes: footprint });
+        AccessCounts {
+            region: name.to_string(),
+            accesses: s.accesses,
+            writes,
+            l1_hits: s.l1_hits,
+            l1_misses: s.l1_misses(),
+            l2_hits: s.l2_hits,
+            l2_misses: s.l2_misses(),
+            walks: s.walks,
+            walk_refs: s.walk_refs,
+            guest_refs: s.guest_refs,
+            host_refs: s.host_refs,
+            tlb_flushed_entries: s.flushed,
+            data_cycles: e.data_cycles,
+            translation_cycles: e.translation_cycles,
+            cycles: e.cycles,
+            ns: e.ns,
+            ns_per_access: if s.accesses > 0 { e.ns / s.accesses as f64 } else { 0.0 },
+        }
+    }
+
+    pub(crate) fn report(&self, w: &Workload) -> AccessReport {
+        let p = self.tlb.preset();
+        let mut regions = Vec::new();
+        let mut total = AccessCounts { region: "total".into(), ..Default::default() };
+        let mut all = TlbStats::default();
+        for (i, (s, writes, fp)) in self.regions.iter().enumerate() {
+            if s.accesses == 0 {
+                continue;
+            }
+            let c = self.counts(&w.regions[i].name, s, *writes, *fp);
+            all.add(s);
+            total.writes += c.writes;
+            total.data_cycles += c.data_cycles;
+            total.translation_cycles += c.translation_cycles;
+            total.cycles += c.cycles;
+            total.ns += c.ns;
+            regions.push(c);
+        }
+        let flushed = self.tlb.stats().flushed;
+        let t = self.counts("total", &all, total.writes, 0);
+        total = AccessCounts {
+            data_cycles: total.data_cycles,
+            translation_cycles: total.translation_cycles,
+            cycles: total.cycles,
+            ns: total.ns,
+            ns_per_access: if all.accesses > 0 { total.ns / all.accesses as f64 } else { 0.0 },
+            tlb_flushed_entries: flushed,
+            ..t
+        };
+        AccessReport { cpu: p.name.into(), paging: self.tlb.paging().name().into(), ghz: p.ghz, regions, total }
+    }
+}
+
+/// The model's translation as the TLB model's input.
+pub(crate) fn tlb_translation(addr: u64, t: &mm::tlbflush::Translation) -> Translation {
+    Translation {
+        vaddr: addr,
+        pfn: t.pfn as u64,
+        size: if t.pmd { PageSize::M2 } else { PageSize::K4 },
+        contig_order: t.contig_order,
+        cont: t.contpte,
+    }
+}
+
+impl Sim<'_> {
+    fn apply_flushes(&mut self) {
+        if self.k.tlb_flush_pending() {
+            let flushes = self.k.take_tlb_flushes();
+            if let Some(run) = self.tlb.as_mut() {
+                for (s, e) in flushes {
+                    run.tlb.flush_range(s, e - s);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn access_stream(&mut self, line: usize, a: &AccessStream) -> Result<(), SimError> {
+        let (start, len) = self.region(line, a.range.region)?;
+        let rlen = a.range.len_in(len);
+        if a.range.offset + rlen > len || rlen == 0 {
+            let name = &self.w.region(a.range.region).name;
+            return Err(self.err(line, format!("access range runs past the end of region '{name}' ({len} bytes now) or is empty")));
+        }
+        let base = start + a.range.offset;
+        let ri = a.range.region.0 as usize;
+        let before = *self.tlb.as_ref().expect("TLB model set up for access statements").tlb.stats();
+        let mut writes = 0;
+        for (off, write) in AccessPlan::new(a, rlen) {
+            let addr = base + off;
+            self.apply_flushes();
+            let outcome = self.k.access(addr, write);
+            if !matches!(outcome, Access::Hit | Access::Fault) {
+                return Err(self.access_error(line, addr, write, outcome));
+            }
+            self.apply_flushes();
+            writes += write as u64;
+            if let Some(t) = self.k.translation(addr) {
+                let tr = tlb_translation(addr, &t);
+                self.tlb.as_mut().unwrap().tlb.access(&tr);
+            }
+        }
+        let run = self.tlb.as_mut().unwrap();
+        let after = *run.tlb.stats();
+        let r = &mut run.regions[ri];
+        let delta = TlbStats {
+            accesses: after.accesses - before.accesses,
+            l1_hits: after.l1_hits - before.l1_hits,
+            l2_hits: after.l2_hits - before.l2_hits,
+            walks: after.walks - before.walks,
+            walk_refs: after.walk_refs - before.walk_refs,
+            guest_refs: std::array::from_fn(|i| after.guest_refs[i] - before.guest_refs[i]),
+            host_refs: std::array::from_fn(|i| after.host_refs[i] - before.host_refs[i]),
+            flushed: after.flushed - before.flushed,
+        };
+        r.0.add(&delta);
+        r.1 += writes;
+        r.2 = r.2.max(rlen);
+        Ok(())
+    }
+}

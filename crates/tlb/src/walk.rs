@@ -1,0 +1,111 @@
+//! The page-table walker and its page-walk caches (one per non-leaf level: PML4E, PDPTE and PDE
+//! caches, Intel SDM vol. 3A §4.10.3; arm64 walk caches of L0–L2 descriptors play the same part).
+//!
+//! A native walk reads the levels below the deepest walk-cache hit down to the leaf: 4 entries for
+//! a 4 KiB page with no hit, 1 with a PDE-cache hit. A nested walk (AMD NPT, Intel EPT, arm64
+//! stage 2) translates each guest table's guest-physical address through the host tables before
+//! reading it, and the final guest-physical address too, with the host's own walk caches keyed by
+//! guest-physical address. Guest page-table pages are given synthetic guest-physical addresses,
+//! one 4 KiB page per table, so that host walk caches see realistic sharing (512 PTE tables share
+//! one host 2 MiB page).
+
+use crate::assoc::Array;
+use crate::{tag, tag_range, CpuPreset, Paging, Translation, TlbStats};
+
+/// Shift of the region one entry at `level` maps (0 = PML4E: 512 GiB .. 3 = PTE: 4 KiB).
+const fn entry_shift(level: usize) -> u8 {
+    (39 - 9 * level) as u8
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Walker {
+    /// Walk caches for levels 0..3 (non-leaf entries only); `None` where the CPU has none.
+    pwc: [Option<Array>; 3],
+    host_pwc: [Option<Array>; 3],
+    host_leaf: Option<usize>,
+}
+
+/// Guest-physical address of the guest table at `level` that covers `va`.
+fn table_gpa(level: usize, va: u64) -> u64 {
+    let index = if level == 0 { 0 } else { va >> (48 - 9 * level) };
+    (1 << 47) + ((level as u64) << 40) + index * 4096
+}
+
+fn probe(pwc: &mut [Option<Array>; 3], addr: u64, leaf: usize) -> usize {
+    for l in (0..leaf).rev() {
+        if let Some(a) = pwc[l].as_mut() {
+            let s = entry_shift(l);
+            if a.lookup(addr >> s, tag(addr, s)) {
+                return l + 1;
+            }
+        }
+    }
+    0
+}
+
+fn fill(pwc: &mut [Option<Array>; 3], addr: u64, from: usize, leaf: usize) {
+    for l in from..leaf {
+        if let Some(a) = pwc[l].as_mut() {
+            let s = entry_shift(l);
+            a.fill(addr >> s, tag(addr, s));
+        }
+    }
+}
+
+impl Walker {
+    pub(crate) fn new(p: &CpuPreset, paging: Paging) -> Self {
+        let mk = || [p.pwc[0].map(Array::new), p.pwc[1].map(Array::new), p.pwc[2].map(Array::new)];
+        Walker {
+            pwc: mk(),
+            host_pwc: mk(),
+            host_leaf: match paging {
+                Paging::Native => None,
+                Paging::Nested { host } => Some(host.leaf_level()),
+            },
+        }
+    }
+
+    /// Host walk of one guest-physical address; returns entries read.
+    #[inline]
+    fn host_walk(&mut self, gpa: u64, hleaf: usize, stats: &mut TlbStats) -> u32 {
+        let start = probe(&mut self.host_pwc, gpa, hleaf);
+        fill(&mut self.host_pwc, gpa, start, hleaf);
+        for l in start..=hleaf {
+            stats.host_refs[l] += 1;
+        }
+        (hleaf + 1 - start) as u32
+    }
+
+    /// Walks for `t` after a TLB miss; returns the entries read and counts them per level.
+    #[inline]
+    pub(crate) fn walk(&mut self, t: &Translation, stats: &mut TlbStats) -> u32 {
+        let leaf = t.size.leaf_level();
+        let start = probe(&mut self.pwc, t.vaddr, leaf);
+        fill(&mut self.pwc, t.vaddr, start, leaf);
+        let mut refs = 0;
+        for l in start..=leaf {
+            stats.guest_refs[l] += 1;
+            refs += 1;
+            if let Some(h) = self.host_leaf {
+                refs += self.host_walk(table_gpa(l, t.vaddr), h, stats);
+            }
+        }
+        if let Some(h) = self.host_leaf {
+            let gpa = (t.pfn << 12) | (t.vaddr & 0xfff);
+            refs += self.host_walk(gpa, h, stats);
+        }
+        refs
+    }
+
+    /// Invalidates guest walk-cache entries overlapping `[start, end)`.
+    pub(crate) fn flush_range(&mut self, start: u64, end: u64) -> u64 {
+        let mut n = 0;
+        for a in self.pwc.iter_mut().flatten() {
+            n += a.invalidate_if(|t| {
+                let (a, b) = tag_range(t);
+                a < end && start < b
+            });
+        }
+        n
+    }
+}
