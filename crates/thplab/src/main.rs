@@ -3,6 +3,7 @@
 //! This binary is a thin layer: it parses arguments, reads files, calls `sim` (and `live`), and
 //! prints. Every table and JSON document it prints comes from a `uapi::RunResult`.
 
+mod bench_cmds;
 mod compare;
 mod errors;
 mod examples;
@@ -80,6 +81,9 @@ enum Cmd {
     /// Write one self-contained HTML file (inline SVG, no script) with the plots of a result:
     /// the JSON of `sim`, `sim --matrix` or `compare`.
     Report(ReportArgs),
+    /// Benchmarks of the live kernel: `io` reads with O_DIRECT into 4 KiB, mTHP, PMD THP and
+    /// hugetlbfs buffers and times pinning them (docs/bench-io.md).
+    Bench(bench_cmds::BenchArgs),
     #[command(name = "__exec", hide = true)]
     Exec,
     #[command(name = "__hold", hide = true)]
@@ -431,6 +435,7 @@ fn main() -> ExitCode {
         Cmd::Record(a) => record_cmds::cmd_record(a),
         Cmd::Trace(a) => record_cmds::cmd_trace(a),
         Cmd::Report(a) => cmd_report(a),
+        Cmd::Bench(a) => bench_cmds::cmd_bench(a),
         Cmd::Exec | Cmd::Hold(_) => unreachable!("handled above"),
     };
     match result {
