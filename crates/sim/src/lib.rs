@@ -166,6 +166,7 @@ pub fn run_with(
         calls: Vec::new(),
         done: 0,
         total: workload.touched_pages(),
+        io: None,
     };
     for op in &workload.ops {
         sim.op(op, opts)?;
@@ -175,7 +176,9 @@ pub fn run_with(
     }
     let regions = sim.regions.clone();
     let calls = std::mem::take(&mut sim.calls);
-    let result = report(workload, settings, &k, &regions, calls);
+    let io = sim.io.take();
+    let mut result = report(workload, settings, &k, &regions, calls);
+    result.io = io;
     Ok((result, k))
 }
 
@@ -191,6 +194,8 @@ struct Sim<'a> {
     calls: Vec<CallResult>,
     done: u64,
     total: u64,
+    /// What the `read_direct` statements pinned.
+    io: Option<uapi::result::IoResult>,
 }
 
 impl Sim<'_> {
@@ -331,6 +336,36 @@ impl Sim<'_> {
                     ThpDisable::Clear => MmThpDisable::Clear,
                 });
                 self.call(line, "prctl(PR_SET_THP_DISABLE)".into(), Ok(()));
+            }
+            OpKind::ReadDirect { range, block } => {
+                let (start, len) = self.region(line, range.region)?;
+                let rlen = range.len_in(len);
+                if range.offset + rlen > len {
+                    let name = &self.w.region(range.region).name;
+                    return Err(self.err(line, format!("read_direct runs past the end of region '{name}' ({len} bytes now)")));
+                }
+                let io = self.io.get_or_insert_with(Default::default);
+                let mut ret = Ok(());
+                for (off, n) in workload::read_direct_calls(start + range.offset, rlen, *block) {
+                    match self.k.pin_user_pages_fast(off, n) {
+                        Ok(p) => {
+                            io.direct_reads += 1;
+                            io.bytes += n;
+                            io.pinned_folios += p.folios;
+                            io.pinned_pte_pages += p.pte_pages;
+                            io.pinned_pmd_pages += p.pmd_pages;
+                            io.pin_faults += p.faults;
+                        }
+                        Err(Errno::ENOMEM) => {
+                            return Err(self.err(line, format!("out of memory: {}", oom_report(&self.k))));
+                        }
+                        Err(e) => {
+                            ret = Err(e);
+                            break;
+                        }
+                    }
+                }
+                self.call(line, "read(O_DIRECT)".into(), ret);
             }
             OpKind::Touch(t) => {
                 let (start, len) = self.region(line, t.range.region)?;

@@ -79,6 +79,9 @@ pub struct IoArgs {
     /// Print one JSON object (schema thplab-bench-io/1).
     #[arg(long)]
     json: bool,
+    /// Also write the JSON object to FILE (the tables still go to stdout).
+    #[arg(long, value_name = "FILE")]
+    save: Option<PathBuf>,
     /// No progress on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -204,11 +207,14 @@ fn cmd_io(a: IoArgs) -> Result<u8> {
             code = crate::exit::DIFFERS;
         }
     }
+    let mut v = serde_json::to_value(&report)?;
+    if !check_lines.is_empty() {
+        v["profile_check"] = serde_json::json!({ "lines": check_lines, "passed": code == crate::exit::OK });
+    }
+    if let Some(path) = &a.save {
+        std::fs::write(path, serde_json::to_string_pretty(&v)? + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    }
     if a.json {
-        let mut v = serde_json::to_value(&report)?;
-        if !check_lines.is_empty() {
-            v["profile_check"] = serde_json::json!({ "lines": check_lines, "passed": code == crate::exit::OK });
-        }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", bench_io::render_tables(&report));

@@ -353,6 +353,24 @@ struct SimArgs {
     /// byte offset) and say what was lost, instead of refusing the file.
     #[arg(long)]
     salvage: bool,
+    /// A machine profile (TOML, as `thplab bench io --write-profile` writes it): with its
+    /// `[pin]` section, the pinning cost of the workload's `read_direct` reads is added to the
+    /// result as `io.pin_ns`.
+    #[arg(long, value_name = "FILE")]
+    profile: Option<PathBuf>,
+}
+
+/// The `[pin]` section of `--profile FILE`, read and checked before any run.
+fn load_pin_profile(path: &std::path::Path) -> Result<Option<uapi::profile::PinCosts>> {
+    let text = read_text_limited(path, "machine profile", uapi::profile::MAX_PROFILE_BYTES as u64)?;
+    let p = uapi::profile::MachineProfile::parse(&input::display(path), &text)?;
+    if p.pin.is_none() {
+        eprintln!(
+            "thplab: warning: --profile {}: no [pin] section, so no io.pin_ns (measure it with `thplab bench io --pin-only --write-profile FILE`)",
+            path.display()
+        );
+    }
+    Ok(p.pin)
 }
 
 #[derive(Args)]
@@ -504,6 +522,17 @@ fn print_result(r: &uapi::RunResult, settings: &ThpSettings, json: bool) -> Resu
         writeln!(out)?;
     } else {
         print::result_table(&mut out, r, settings)?;
+        if let Some(io) = &r.io {
+            write!(
+                out,
+                "direct I/O: {} reads, {} bytes; pinned {} folios, {} PTE-mapped and {} PMD-mapped pages; {} faults while pinning",
+                io.direct_reads, io.bytes, io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages, io.pin_faults
+            )?;
+            match io.pin_ns {
+                Some(ns) => writeln!(out, "; pin + unpin {:.1} us", ns / 1000.0)?,
+                None => writeln!(out, " (give --profile FILE for their cost)")?,
+            }
+        }
     }
     Ok(())
 }
@@ -655,9 +684,13 @@ fn cmd_sim(a: SimArgs) -> Result<u8> {
 
 /// `sim` on a loaded input: one setting, or each setting of `--matrix`.
 fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u64)>, salvage: Option<SalvageReport>, input: SimInput) -> Result<u8> {
+    let pin = a.profile.as_deref().map(load_pin_profile).transpose()?.flatten();
     // The salvage report goes into each result (model.replay.salvage) and the text.
     let sim_one = |a: &SimArgs, input: &SimInput, s: &ThpSettings, m: &sim::MachineConfig, x: Option<(u64, u64)>, p: bool| -> Result<uapi::RunResult> {
         let mut r = sim_one(a, input, s, m, x, p)?;
+        if let (Some(pin), Some(io)) = (&pin, r.io.as_mut()) {
+            io.pin_ns = Some(pin.pin_ns(io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages));
+        }
         if let (Some(l), Some(model)) = (&salvage, r.model.as_mut()) {
             model["replay"]["salvage"] = serde_json::to_value(l)?;
         }
