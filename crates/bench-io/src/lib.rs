@@ -62,6 +62,10 @@ pub struct BenchOptions {
     pub io: bool,
     /// Range sizes the companion pins (bytes).
     pub pin_sizes: Vec<u64>,
+    /// Rounds of the companion (each times every buffer and range size once) and the length of
+    /// one timing.
+    pub pin_rounds: usize,
+    pub pin_time: Duration,
 }
 
 impl Default for BenchOptions {
@@ -72,13 +76,15 @@ impl Default for BenchOptions {
             engines: vec![Engine::Aio, Engine::IoUring, Engine::Pread],
             block_sizes: vec![4 << 10, 64 << 10, 1 << 20],
             queue_depths: vec![1, 8, 32],
-            repeats: 3,
-            time: Duration::from_millis(200),
+            repeats: 5,
+            time: Duration::from_millis(120),
             target_size: 256 << 20,
             file_dir: PathBuf::from("/var/tmp"),
             pin: true,
             io: true,
             pin_sizes: vec![1 << 20, 4 << 20, 16 << 20],
+            pin_rounds: 9,
+            pin_time: Duration::from_millis(30),
         }
     }
 }
@@ -98,6 +104,9 @@ impl BenchOptions {
             if !(1..=1024).contains(&q) {
                 return Err(format!("--queue-depths: {q}; give depths from 1 to 1024"));
             }
+        }
+        if self.pin_rounds == 0 || self.pin_rounds > 1000 {
+            return Err(format!("--pin-rounds {}: give 1 to 1000", self.pin_rounds));
         }
         if self.repeats == 0 || self.repeats > 1000 {
             return Err(format!("--repeat {}: give 1 to 1000", self.repeats));
@@ -335,11 +344,9 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn FnMut(Progress)) -> Result<Be
 
     // The pin companion.
     let pin_report = if opts.pin && !buffers.is_empty() {
-        let mut samples = Vec::new();
-        for (i, b) in buffers.iter().enumerate() {
-            progress(Progress::Run { done: i, total: buffers.len(), what: format!("pin companion: {}", b.kind.label()) });
-            samples.extend(pin::measure(b, &opts.pin_sizes, opts.repeats, opts.time).map_err(BenchError::Failed)?);
-        }
+        let bufs: Vec<&Buffer> = buffers.iter().collect();
+        let mut on = |done, total, what| progress(Progress::Run { done, total, what });
+        let samples = pin::measure(&bufs, &opts.pin_sizes, opts.pin_rounds, opts.pin_time, &mut on).map_err(BenchError::Failed)?;
         let fit = pin::fit(&samples);
         let checks = fit.map(|f| pin::check(&f, &samples)).unwrap_or_default();
         let max = checks.iter().map(|c| c.error_pct.abs()).fold(None, |m: Option<f64>, e| Some(m.map_or(e, |m| m.max(e))));
@@ -551,16 +558,17 @@ pub fn render_tables(r: &BenchReport) -> String {
         if let Some(f) = &p.fit {
             let _ = writeln!(
                 out,
-                "fit: {:.0} ns per call + {:.1} ns per folio + {:.2} ns per PTE-mapped page + {:.2} ns per PMD-mapped page + {:.2} ns per io_uring head compare; largest error {:.1}%",
+                "fit: {:.0} ns per call + {:.1} ns per folio + {:.2} ns per PTE-mapped page + {:.2} ns per PMD-mapped THP page + {:.2} ns per hugetlb page + {:.2} ns per io_uring head compare; largest error {:.1}%",
                 f.per_call_ns,
                 f.per_folio_ns,
                 f.per_page_ns,
                 f.per_pmd_page_ns,
+                f.per_hugetlb_page_ns,
                 f.scan_ns,
                 p.max_abs_error_pct.unwrap_or(0.0)
             );
         } else {
-            let _ = writeln!(out, "fit: not determined (measure 4K, an mTHP size and THP-2M or hugetlb-2M)");
+            let _ = writeln!(out, "fit: not determined (measure 4K, an mTHP size, THP-2M and hugetlb-2M)");
         }
     }
     for b in &r.buffers {
@@ -580,6 +588,7 @@ pub fn pin_costs(fit: &pin::PinFit, samples: usize) -> uapi::profile::PinCosts {
         per_folio_ns: fit.per_folio_ns,
         per_page_ns: fit.per_page_ns,
         per_pmd_page_ns: fit.per_pmd_page_ns,
+        per_hugetlb_page_ns: fit.per_hugetlb_page_ns,
         companion_scan_ns: fit.scan_ns,
         source: format!("thplab bench io pin companion (io_uring register+unregister_buffers), {samples} samples"),
     }

@@ -49,10 +49,10 @@ pub struct IoArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,8,32", value_name = "N,...")]
     queue_depths: Vec<usize>,
     /// Timed runs per case (interleaved across cases); the tables show median and spread.
-    #[arg(long, default_value_t = 3, value_name = "N")]
+    #[arg(long, default_value_t = 5, value_name = "N")]
     repeat: usize,
     /// Seconds per timed run.
-    #[arg(long, default_value_t = 0.2, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 0.12, value_name = "SECONDS")]
     time: f64,
     /// Size of the file (and of the tmpfs file behind the loop device) read.
     #[arg(long, default_value = "256M", value_name = "SIZE")]
@@ -60,6 +60,14 @@ pub struct IoArgs {
     /// Directory of the `file` target (O_DIRECT must work on its filesystem).
     #[arg(long, default_value = "/var/tmp", value_name = "DIR")]
     dir: PathBuf,
+    /// Rounds of the pin companion: each times every buffer kind and range size once
+    /// (interleaved, so other load on the machine spreads over all of them); the fit uses each
+    /// sample's best round.
+    #[arg(long, default_value_t = 9, value_name = "N")]
+    pin_rounds: usize,
+    /// Seconds per timing of the pin companion.
+    #[arg(long, default_value_t = 0.03, value_name = "SECONDS")]
+    pin_time: f64,
     /// Run only the pin companion (no reads).
     #[arg(long, conflicts_with = "no_pin")]
     pin_only: bool,
@@ -120,6 +128,11 @@ fn options(a: &IoArgs) -> Result<bench_io::BenchOptions> {
         bail!("--time {}: give seconds above 0 and at most 600", a.time);
     }
     o.time = Duration::from_secs_f64(a.time);
+    if !(a.pin_time > 0.0 && a.pin_time <= 60.0) {
+        bail!("--pin-time {}: give seconds above 0 and at most 60", a.pin_time);
+    }
+    o.pin_time = Duration::from_secs_f64(a.pin_time);
+    o.pin_rounds = a.pin_rounds;
     o.target_size = size_arg("--size", &a.size)?;
     o.file_dir = a.dir.clone();
     o.pin = !a.no_pin;
@@ -185,12 +198,12 @@ fn cmd_io(a: IoArgs) -> Result<u8> {
     let mut check_lines = Vec::new();
     if let (Some(pin), Some(p)) = (&check, &report.pin) {
         check_lines.push(format!(
-            "profile check: {:.0} ns + {:.1} ns/folio + {:.2} ns/PTE page + {:.2} ns/PMD page + {:.2} ns/compare against the companion (tolerance {}%)",
-            pin.per_call_ns, pin.per_folio_ns, pin.per_page_ns, pin.per_pmd_page_ns, pin.companion_scan_ns, a.tolerance
+            "profile check: {:.0} ns + {:.1} ns/folio + {:.2} ns/PTE page + {:.2} ns/THP PMD page + {:.2} ns/hugetlb page + {:.2} ns/compare against the companion (tolerance {}%)",
+            pin.per_call_ns, pin.per_folio_ns, pin.per_page_ns, pin.per_pmd_page_ns, pin.per_hugetlb_page_ns, pin.companion_scan_ns, a.tolerance
         ));
         let mut worst: f64 = 0.0;
         for s in &p.samples {
-            let pred = pin.companion_ns(s.folios, s.pte_pages, s.pmd_pages, s.scan_compares);
+            let pred = pin.companion_ns(s.folios, s.pte_pages, s.pmd_pages, s.hugetlb_pages, s.scan_compares);
             let err = (pred - s.ns_min) / s.ns_min * 100.0;
             worst = worst.max(err.abs());
             check_lines.push(format!(
