@@ -241,15 +241,25 @@ pub enum BenchError {
     Failed(String),
 }
 
-pub fn kernel_release() -> String {
+/// `uname -r` and `uname -n`.
+fn uname() -> (String, String) {
     // SAFETY: uname fills the struct.
     unsafe {
         let mut u: libc::utsname = std::mem::zeroed();
         if libc::uname(&mut u) != 0 {
-            return "unknown".into();
+            return ("unknown".into(), String::new());
         }
-        std::ffi::CStr::from_ptr(u.release.as_ptr()).to_string_lossy().to_string()
+        let s = |p: *const libc::c_char| std::ffi::CStr::from_ptr(p).to_string_lossy().to_string();
+        (s(u.release.as_ptr()), s(u.nodename.as_ptr()))
     }
+}
+
+pub fn kernel_release() -> String {
+    uname().0
+}
+
+pub fn host_name() -> String {
+    uname().1
 }
 
 /// Whether this machine can run the benchmark at all (root, a THP sysfs tree).

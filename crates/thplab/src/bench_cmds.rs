@@ -189,7 +189,7 @@ fn cmd_io(a: IoArgs) -> Result<u8> {
         let pin = report.pin.as_ref().and_then(|p| p.fit.map(|f| bench_io::pin_costs(&f, p.samples.len())));
         let Some(pin) = pin else { bail!("--write-profile: the pin costs could not be fitted (measure 4K and at least one larger buffer kind)") };
         let prof = uapi::profile::MachineProfile {
-            machine: uapi::profile::MachineInfo { name: hostname(), kernel: report.kernel.clone() },
+            machine: uapi::profile::MachineInfo { name: bench_io::host_name(), kernel: report.kernel.clone() },
             pin: Some(pin),
         };
         std::fs::write(path, prof.to_toml()).with_context(|| format!("cannot write {}", path.display()))?;
@@ -236,8 +236,4 @@ fn cmd_io(a: IoArgs) -> Result<u8> {
         }
     }
     Ok(code)
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
 }
