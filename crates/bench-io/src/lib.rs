@@ -265,7 +265,11 @@ pub fn host_name() -> String {
 /// Whether this machine can run the benchmark at all (root, a THP sysfs tree).
 pub fn check_available() -> Result<live::sysfs::Paths, BenchError> {
     let paths = live::sysfs::Paths::from_env();
-    paths.check_available().map_err(|e| BenchError::NotAvailable(e.to_string()))?;
+    paths.check_available().map_err(|e| match e {
+        // The caller wraps it in LiveError::NotAvailable again, which says "not available".
+        live::LiveError::NotAvailable(m) => BenchError::NotAvailable(m),
+        other => BenchError::NotAvailable(other.to_string()),
+    })?;
     Ok(paths)
 }
 
