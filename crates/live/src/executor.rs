@@ -293,6 +293,7 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
             OpKind::Prctl(_) => "prctl(PR_SET_THP_DISABLE)".into(),
             OpKind::Sleep { .. } => String::new(),
             OpKind::Touch(_) | OpKind::Access(_) => String::new(),
+            OpKind::ReadDirect { .. } => "read(O_DIRECT)".into(),
             OpKind::Mount(_) => "mount(tmpfs)".into(),
             OpKind::Create(f) => match w.file(*f).kind {
                 FileKind::Memfd => "memfd_create".into(),
@@ -349,6 +350,13 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
             OpKind::Mprotect(r, p) => ExecKind::Mprotect {
                 pieces: pieces(w, r, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))?,
                 prot: p.bits(),
+            },
+            // The live run faults the buffer in as the read's pin_user_pages_fast(FOLL_WRITE)
+            // would (MADV_POPULATE_WRITE: the same __get_user_pages write faults); it issues
+            // no I/O.
+            OpKind::ReadDirect { range, .. } => ExecKind::Madvise {
+                pieces: pieces(w, range, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))?,
+                advice: workload::Advice::PopulateWrite.madv(),
             },
             OpKind::Madvise(r, a) => ExecKind::Madvise {
                 pieces: pieces(w, r, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))?,

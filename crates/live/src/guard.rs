@@ -26,6 +26,11 @@ use uapi::ThpSettings;
 use crate::sysfs::{ensure_dir, read_knob, write_knobs_with_retry, Paths};
 use crate::{io_err, LiveError, Result};
 
+/// The 2 MiB hugetlb pool size, as a path relative to the THP directory
+/// (`/sys/kernel/mm/transparent_hugepage/../hugepages/hugepages-2048kB/nr_hugepages`), so that it
+/// is journalled and restored as the THP knobs are (and lies beside a fake tree in tests).
+pub const NR_HUGEPAGES_2M: &str = "../hugepages/hugepages-2048kB/nr_hugepages";
+
 /// What `journal.json` holds: enough to put the machine back without the process that wrote it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Journal {
@@ -83,6 +88,20 @@ impl SettingsGuard {
 
     /// Apply `settings` to the tree and state directory in `paths`.
     pub fn apply_at(settings: &ThpSettings, paths: &Paths) -> Result<SettingsGuard> {
+        SettingsGuard::apply_with_at(settings, &[], paths)
+    }
+
+    /// Apply `settings` and reserve `pages` 2 MiB pages in the hugetlb pool
+    /// (`/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages`, the same pool as
+    /// /proc/sys/vm/nr_hugepages on x86-64), journalled and restored like every knob. The
+    /// reservation fails (and nothing stays changed) when the kernel cannot grow the pool that far.
+    pub fn apply_with_hugetlb_pool(settings: &ThpSettings, pages: u64) -> Result<SettingsGuard> {
+        SettingsGuard::apply_with_at(settings, &[(NR_HUGEPAGES_2M.to_string(), pages.to_string())], &Paths::from_env())
+    }
+
+    /// Apply `settings` plus `extra` (knob path relative to the THP directory, value), such as
+    /// [`NR_HUGEPAGES_2M`]; `extra` is written after the THP knobs and restored with them.
+    pub fn apply_with_at(settings: &ThpSettings, extra: &[(String, String)], paths: &Paths) -> Result<SettingsGuard> {
         paths.check_available()?;
         let lock = take_lock(paths, true)?.ok_or_else(|| LiveError::Child("lock not taken".into()))?;
         // A crashed run whose lock is gone left its journal: put those values back first, or we
@@ -112,6 +131,18 @@ impl SettingsGuard {
             let cur = read_knob(paths, &rel)?;
             if cur != value {
                 changed.push(JournalEntry { path: rel, original: cur, applied: value });
+            }
+        }
+        for (rel, value) in extra {
+            if !paths.knob(rel).exists() {
+                return Err(LiveError::Knob {
+                    path: rel.clone(),
+                    message: format!("does not exist beside {} on this kernel", paths.sysfs.display()),
+                });
+            }
+            let cur = read_knob(paths, rel)?;
+            if &cur != value {
+                changed.push(JournalEntry { path: rel.clone(), original: cur, applied: value.clone() });
             }
         }
         let mut guard = SettingsGuard {
@@ -575,6 +606,31 @@ mod tests {
         assert_eq!(read_knob(&paths, "enabled").unwrap(), "madvise");
         assert_eq!(read_knob(&paths, "hugepages-64kB/enabled").unwrap(), "never");
         assert!(read_journal(&paths).unwrap().is_none());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn fake_tree_hugetlb_pool_is_journalled_and_restored() {
+        let d = tmpdir("pool");
+        let paths = fake_tree(&d);
+        let pool = paths.knob(NR_HUGEPAGES_2M);
+        std::fs::create_dir_all(pool.parent().unwrap()).unwrap();
+        std::fs::write(&pool, "3\n").unwrap();
+        let mut s = ThpSettings::default();
+        s.set("hugepages-64kB/enabled", "madvise").unwrap();
+        let g = SettingsGuard::apply_with_at(&s, &[(NR_HUGEPAGES_2M.into(), "19".into())], &paths).unwrap();
+        assert_eq!(read_knob(&paths, NR_HUGEPAGES_2M).unwrap(), "19");
+        let j = read_journal(&paths).unwrap().unwrap();
+        assert_eq!(j.knobs.last().unwrap().path, NR_HUGEPAGES_2M);
+        assert_eq!(j.knobs.last().unwrap().original, "3");
+        drop(g);
+        assert_eq!(read_knob(&paths, NR_HUGEPAGES_2M).unwrap(), "3");
+        assert_eq!(read_knob(&paths, "hugepages-64kB/enabled").unwrap(), "never");
+        // A pool that does not exist is an error naming it, and changes nothing.
+        std::fs::remove_file(&pool).unwrap();
+        let e = SettingsGuard::apply_with_at(&s, &[(NR_HUGEPAGES_2M.into(), "1".into())], &paths).err().unwrap().to_string();
+        assert!(e.contains("nr_hugepages"), "{e}");
+        assert_eq!(read_knob(&paths, "hugepages-64kB/enabled").unwrap(), "never");
         let _ = std::fs::remove_dir_all(&d);
     }
 

@@ -15,6 +15,16 @@
 //! VM_SHARED)) == VM_WRITE`, to break COW; other VMAs are read (FOLL_FORCE). VMAs with no access
 //! rights are skipped, and VM_LOCKONFAULT is never populated (`__mm_populate`).
 //!
+//! Direct I/O pins its buffer (`Kernel::pin_user_pages_fast`, as `iov_iter_extract_pages` calls
+//! it for an O_DIRECT read): `pin_user_pages_fast` → `gup_fast_fallback` first walks the page
+//! tables without locks (`gup_fast_pgd_range` … `gup_fast_pmd_leaf` takes a PMD-mapped folio
+//! whole with one `try_grab_folio_fast` of all its pages, `gup_fast_pte_range` takes one page a
+//! PTE); what it cannot take (not present, or not writable for FOLL_WRITE) goes to
+//! `__gup_longterm_locked` → `__get_user_pages`, whose `faultin_page` takes a write fault as a
+//! populate does. The bio then holds one entry per folio run, and completion unpins folio by
+//! folio (`unpin_user_folio`). The model reports the folios and the pages, PTE- and
+//! PMD-mapped, that each call pinned, for the `[pin]` costs of a machine profile.
+//!
 //! Modelled: the anonymous and shmem VMAs of the model, page by page. Not modelled: pages of
 //! VMAs the model does not back (`vm::SPECIAL`: file pages, the vDSO): they are counted in
 //! [`Populated::unmodelled_pages`] so that a caller can say so.
@@ -42,6 +52,31 @@ pub struct Populated {
     pub faults: u64,
     /// Pages of VMAs the model does not back, which the kernel populated too.
     pub unmodelled_pages: u64,
+}
+
+/// What one `pin_user_pages_fast` call pinned (and unpinned at completion).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pinned {
+    /// Folio runs pinned: consecutive pages of one folio count once (a bio_vec each).
+    pub folios: u64,
+    /// Pages reached through a PTE (`gup_fast_pte_range`).
+    pub pte_pages: u64,
+    /// Pages of PMD-mapped folios (`gup_fast_pmd_leaf`).
+    pub pmd_pages: u64,
+    /// Write faults taken to map the buffer (`faultin_page`; counted in minflt).
+    pub faults: u64,
+    /// Pages of VMAs the model does not back (pinned by the kernel, not counted above).
+    pub unmodelled_pages: u64,
+}
+
+impl Pinned {
+    pub fn add(&mut self, o: &Pinned) {
+        self.folios += o.folios;
+        self.pte_pages += o.pte_pages;
+        self.pmd_pages += o.pmd_pages;
+        self.faults += o.faults;
+        self.unmodelled_pages += o.unmodelled_pages;
+    }
 }
 
 /// mlock2's MLOCK_ONFAULT and mlockall's flags.
@@ -102,6 +137,70 @@ impl Kernel {
         let end = Self::checked_range(start, len)?;
         let lock = vm::LOCKED | if flags & MLOCK_ONFAULT != 0 { vm::LOCKONFAULT } else { 0 };
         self.modify_flags(start, end, |f| (f & !vm::LOCKONFAULT) | lock, true)
+    }
+
+    /// Where `addr` is mapped writable: (folio head, through a PMD). None when a write would
+    /// fault (nothing mapped, the zero page, a read-only or COW mapping).
+    fn writable_folio(&self, addr: u64) -> Option<(mm_types::Pfn, bool)> {
+        use crate::pgtable::{pte_pfn, Pmd, PTE_PRESENT, PTE_WRITE, PTE_ZERO};
+        let va = mm_types::Vaddr(addr);
+        let table = self.pt.pmd_table_ro(va)?;
+        match self.pt.pmd(table, va) {
+            Pmd::Huge { pfn, write: true, .. } => Some((pfn, true)),
+            Pmd::Table(idx) => {
+                let e = self.pt.pte(idx, va.pte_index());
+                (e & PTE_PRESENT != 0 && e & PTE_WRITE != 0 && e & PTE_ZERO == 0)
+                    .then(|| (self.folio_head(pte_pfn(e)), false))
+            }
+            _ => None,
+        }
+    }
+
+    /// `pin_user_pages_fast(start, len / PAGE_SIZE, FOLL_WRITE, pages)` and the unpin at
+    /// completion, for the buffer of an O_DIRECT read (see the module docs). EFAULT where the
+    /// range is unmapped or not writable (read(2) returns it), ENOMEM when a fault cannot
+    /// allocate.
+    pub fn pin_user_pages_fast(&mut self, start: u64, len: u64) -> Result<Pinned, Errno> {
+        let end = Self::checked_range(start, len)?;
+        let mut done = Pinned::default();
+        let mut last_head = None;
+        let mut addr = start;
+        while addr < end {
+            let Some(v) = self.vmas.find(addr) else { return Err(Errno::EFAULT) };
+            if v.flags & vm::SPECIAL != 0 {
+                done.unmodelled_pages += 1;
+                last_head = None;
+                addr += PAGE_SIZE;
+                continue;
+            }
+            if v.flags & vm::WRITE == 0 {
+                return Err(Errno::EFAULT);
+            }
+            let got = match self.writable_folio(addr) {
+                Some(f) => f,
+                None => {
+                    match self.access(addr, true) {
+                        Access::Fault => done.faults += 1,
+                        Access::Hit => {}
+                        Access::Oom => return Err(Errno::ENOMEM),
+                        Access::Sigbus | Access::Segv => return Err(Errno::EFAULT),
+                    }
+                    self.writable_folio(addr).ok_or(Errno::EFAULT)?
+                }
+            };
+            let (head, pmd) = got;
+            if last_head != Some(head) {
+                done.folios += 1;
+                last_head = Some(head);
+            }
+            if pmd {
+                done.pmd_pages += 1;
+            } else {
+                done.pte_pages += 1;
+            }
+            addr += PAGE_SIZE;
+        }
+        Ok(done)
     }
 
     /// `mlock` / `mlock2` (`do_mlock`): lock, then `__mm_populate` unless on fault.

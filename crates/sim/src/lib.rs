@@ -172,6 +172,7 @@ pub fn run_with(
         clock_ns: 0,
         khugepaged: daemons::Khugepaged::default(),
         tlb: None,
+        io: None,
     };
     let has_access = workload.ops.iter().any(|op| matches!(op.kind, OpKind::Access(_)));
     if has_access || opts.tlb.is_some() {
@@ -189,8 +190,10 @@ pub fn run_with(
     let regions = sim.regions.clone();
     let calls = std::mem::take(&mut sim.calls);
     let tlb_run = sim.tlb.take();
+    let io = sim.io.take();
     let mut result = report(workload, settings, &k, &regions, calls);
     result.accesses = tlb_run.filter(|_| has_access).map(|t| t.report(workload));
+    result.io = io;
     Ok((result, k))
 }
 
@@ -211,6 +214,8 @@ struct Sim<'a> {
     khugepaged: daemons::Khugepaged,
     /// The TLB model, when the run has one.
     tlb: Option<access::TlbRun>,
+    /// What the `read_direct` statements pinned.
+    io: Option<uapi::result::IoResult>,
 }
 
 impl Sim<'_> {
@@ -358,6 +363,36 @@ impl Sim<'_> {
                 self.call(line, "prctl(PR_SET_THP_DISABLE)".into(), Ok(()));
             }
             OpKind::Access(a) => self.access_stream(line, a)?,
+            OpKind::ReadDirect { range, block } => {
+                let (start, len) = self.region(line, range.region)?;
+                let rlen = range.len_in(len);
+                if range.offset + rlen > len {
+                    let name = &self.w.region(range.region).name;
+                    return Err(self.err(line, format!("read_direct runs past the end of region '{name}' ({len} bytes now)")));
+                }
+                let io = self.io.get_or_insert_with(Default::default);
+                let mut ret = Ok(());
+                for (off, n) in workload::read_direct_calls(start + range.offset, rlen, *block) {
+                    match self.k.pin_user_pages_fast(off, n) {
+                        Ok(p) => {
+                            io.direct_reads += 1;
+                            io.bytes += n;
+                            io.pinned_folios += p.folios;
+                            io.pinned_pte_pages += p.pte_pages;
+                            io.pinned_pmd_pages += p.pmd_pages;
+                            io.pin_faults += p.faults;
+                        }
+                        Err(Errno::ENOMEM) => {
+                            return Err(self.err(line, format!("out of memory: {}", oom_report(&self.k))));
+                        }
+                        Err(e) => {
+                            ret = Err(e);
+                            break;
+                        }
+                    }
+                }
+                self.call(line, "read(O_DIRECT)".into(), ret);
+            }
             OpKind::Touch(t) => {
                 let (start, len) = self.region(line, t.range.region)?;
                 let t = t.resolved(len);

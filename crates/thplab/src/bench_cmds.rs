@@ -1,15 +1,20 @@
-//! `thplab bench chase`: the live pointer chase (`live::chase`) beside the model's prediction
-//! for the same chase (`access R chase` through the TLB model of `--cpu` under `--paging`), and
-//! the ratio of time per access of each page size to 4 KiB pages, live and predicted.
+//! `thplab bench`: `io` (argument parsing, progress and printing around `bench_io::run`) and
+//! `chase` (crate::chase_cmds).
 
-use anyhow::{bail, Result};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use uapi::ThpSettings;
+
+use bench_io::buffer::BufferKind;
+use bench_io::engine::Engine;
+use bench_io::target::TargetKind;
 
 #[derive(Args)]
 pub struct BenchArgs {
     #[command(subcommand)]
-    what: BenchCmd,
+    cmd: BenchCmd,
 }
 
 #[derive(Subcommand)]
@@ -17,153 +22,225 @@ enum BenchCmd {
     /// A dependent pointer chase over SIZE bytes (64-byte items, one random cycle) with 4 KiB,
     /// mTHP or PMD pages, timed per access on this machine (needs root: the THP knobs are set
     /// through the settings guard and restored), beside the TLB model's prediction.
-    Chase(ChaseArgs),
+    Chase(crate::chase_cmds::ChaseArgs),
+    /// O_DIRECT reads into buffers backed by 4 KiB pages, each mTHP size, PMD THP and hugetlbfs
+    /// 2 MiB pages, through io_uring, AIO and pread, at several block sizes and queue depths:
+    /// MB/s, IOPS and CPU time per byte with their spread, and a companion that times pinning
+    /// and unpinning the same buffers without I/O (needs root; knobs and the hugetlb pool are
+    /// changed through the settings guard and restored).
+    Io(IoArgs),
 }
 
 #[derive(Args)]
-struct ChaseArgs {
-    /// Chase sizes, comma-separated (16M up to 16G).
-    #[arg(long, default_value = "16M,256M,2G", value_delimiter = ',')]
-    sizes: Vec<String>,
-    /// Page sizes: 4K, an mTHP size (16K, 64K, ...) or PMD; the first is the ratio's base.
-    #[arg(long, default_value = "4K,16K,64K,PMD", value_delimiter = ',')]
-    pages: Vec<String>,
-    /// Timed loads per point (after a warm-up lap of at most as many).
-    #[arg(long, default_value_t = 2_000_000)]
-    accesses: u64,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// The model's CPU preset.
-    #[arg(long, default_value = "zen4", value_parser = tlb::presets::names())]
-    cpu: String,
-    /// The model's paging mode (this machine kind: a VM whose host backs guest memory with 4 KiB pages).
-    #[arg(long, default_value = "nested-4k", value_parser = ["native", "nested-4k", "nested-2m", "nested-1g"])]
-    paging: String,
-    /// The model only (no root needed).
+pub struct IoArgs {
+    /// Where to read from, comma-separated: `ram` (a loop device over a private tmpfs),
+    /// `file` (an O_DIRECT file under --dir). --device adds a block device.
+    #[arg(long, value_delimiter = ',', default_value = "ram,file", value_parser = ["ram", "file"])]
+    target: Vec<String>,
+    /// Also read from this block device (opened read-only with O_DIRECT).
+    #[arg(long, value_name = "PATH")]
+    device: Option<PathBuf>,
+    /// Buffer kinds, comma-separated: 4K, mTHP-16K ... mTHP-1M, THP-2M, hugetlb-2M
+    /// (default: 4K, every mTHP size this kernel has, THP-2M, hugetlb-2M).
+    #[arg(long, value_delimiter = ',', value_name = "KIND,...")]
+    kinds: Vec<String>,
+    /// Engines, comma-separated: aio, io_uring, pread (pread runs at queue depth 1 only).
+    #[arg(long, value_delimiter = ',', default_value = "aio,io_uring,pread", value_name = "ENGINE,...")]
+    engines: Vec<String>,
+    /// Block sizes, comma-separated (4K to 64M, multiples of 4K).
+    #[arg(long, value_delimiter = ',', default_value = "4K,64K,1M", value_name = "SIZE,...")]
+    block_sizes: Vec<String>,
+    /// Queue depths (reads in flight), comma-separated, 1 to 1024.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32", value_name = "N,...")]
+    queue_depths: Vec<usize>,
+    /// Timed runs per case (interleaved across cases); the tables show median and spread.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    repeat: usize,
+    /// Seconds per timed run.
+    #[arg(long, default_value_t = 0.12, value_name = "SECONDS")]
+    time: f64,
+    /// Size of the file (and of the tmpfs file behind the loop device) read.
+    #[arg(long, default_value = "256M", value_name = "SIZE")]
+    size: String,
+    /// Directory of the `file` target (O_DIRECT must work on its filesystem).
+    #[arg(long, default_value = "/var/tmp", value_name = "DIR")]
+    dir: PathBuf,
+    /// Rounds of the pin companion: each times every buffer kind and range size once
+    /// (interleaved, so other load on the machine spreads over all of them); the fit uses each
+    /// sample's best round.
+    #[arg(long, default_value_t = 9, value_name = "N")]
+    pin_rounds: usize,
+    /// Seconds per timing of the pin companion.
+    #[arg(long, default_value_t = 0.03, value_name = "SECONDS")]
+    pin_time: f64,
+    /// Run only the pin companion (no reads).
+    #[arg(long, conflicts_with = "no_pin")]
+    pin_only: bool,
+    /// Do not run the pin companion.
     #[arg(long)]
-    model_only: bool,
-    /// One JSON object.
+    no_pin: bool,
+    /// Write a machine profile with the `[pin]` section fitted from the companion.
+    #[arg(long, value_name = "FILE")]
+    write_profile: Option<PathBuf>,
+    /// Compare the companion's times with the `[pin]` costs of this profile; exits 4 when a
+    /// prediction is off by more than --tolerance.
+    #[arg(long, value_name = "FILE")]
+    check_profile: Option<PathBuf>,
+    /// With --check-profile: the largest allowed error, percent.
+    #[arg(long, default_value_t = 15.0, value_name = "PCT")]
+    tolerance: f64,
+    /// Print one JSON object (schema thplab-bench-io/1).
     #[arg(long)]
     json: bool,
+    /// Also write the JSON object to FILE (the tables still go to stdout).
+    #[arg(long, value_name = "FILE")]
+    save: Option<PathBuf>,
+    /// No progress on stderr.
+    #[arg(long, short)]
+    quiet: bool,
 }
 
-impl BenchArgs {
-    pub fn run(self) -> Result<u8> {
-        match self.what {
-            BenchCmd::Chase(a) => a.run(),
-        }
+pub fn cmd_bench(a: BenchArgs) -> Result<u8> {
+    match a.cmd {
+        BenchCmd::Io(a) => cmd_io(a),
+        BenchCmd::Chase(a) => a.run(),
     }
 }
 
-struct Row {
-    bytes: u64,
-    page: String,
-    live: Option<live::chase::ChasePoint>,
-    model_ns: f64,
+fn size_arg(flag: &str, s: &str) -> Result<u64> {
+    mm_types::parse_size(s).with_context(|| format!("{flag} {s}: give a size such as 64K or 1M"))
 }
 
-impl ChaseArgs {
-    fn model(&self, bytes: u64, page: live::chase::ChasePage, sizes: &[u32]) -> Result<f64> {
-        let mut s = ThpSettings::default();
-        for a in page.assignments(sizes) {
-            s.apply_assignment(&a)?;
-        }
-        let lap = bytes / 64;
-        let count = self.accesses + self.accesses.min(lap);
-        let text = format!("mmap r {bytes}\ntouch r write\naccess r chase count={count} elem=64 seed={}\n", self.seed);
-        let w = workload::parse("<bench chase>", &text)?;
-        let mut machine = sim::MachineConfig::default();
-        machine.mem_bytes = machine.mem_bytes.max((bytes * 2).next_power_of_two());
-        let cpu = tlb::presets::by_name(&self.cpu).expect("clap checked --cpu");
-        let paging = tlb::Paging::parse(&self.paging).expect("clap checked --paging");
-        let mut opts = sim::RunOptions { tlb: Some((cpu, paging)), ..Default::default() };
-        let (r, _) = sim::run_with(&w, &s, &machine, &mut opts)?;
-        Ok(r.accesses.map(|a| a.total.ns_per_access).unwrap_or(0.0))
+fn options(a: &IoArgs) -> Result<bench_io::BenchOptions> {
+    let mut o = bench_io::BenchOptions::default();
+    o.targets = a.target.iter().map(|t| if t == "ram" { TargetKind::Ram } else { TargetKind::File }).collect();
+    if let Some(d) = &a.device {
+        o.targets.push(TargetKind::Device(d.display().to_string()));
     }
+    o.kinds = if a.kinds.is_empty() {
+        let sysfs = live::sysfs::Paths::from_env().sysfs;
+        let mut k = vec![BufferKind::Base];
+        k.extend(bench_io::available_mthp_kb(&sysfs).into_iter().map(BufferKind::Mthp));
+        k.extend([BufferKind::Pmd, BufferKind::Hugetlb]);
+        k
+    } else {
+        a.kinds.iter().map(|k| BufferKind::parse(k).map_err(anyhow::Error::msg)).collect::<Result<_>>().context("--kinds")?
+    };
+    o.engines = a.engines.iter().map(|e| Engine::parse(e).map_err(anyhow::Error::msg)).collect::<Result<_>>().context("--engines")?;
+    o.block_sizes = a.block_sizes.iter().map(|b| size_arg("--block-sizes", b)).collect::<Result<_>>()?;
+    o.queue_depths = a.queue_depths.clone();
+    o.repeats = a.repeat;
+    if !(a.time > 0.0 && a.time <= 600.0) {
+        bail!("--time {}: give seconds above 0 and at most 600", a.time);
+    }
+    o.time = Duration::from_secs_f64(a.time);
+    if !(a.pin_time > 0.0 && a.pin_time <= 60.0) {
+        bail!("--pin-time {}: give seconds above 0 and at most 60", a.pin_time);
+    }
+    o.pin_time = Duration::from_secs_f64(a.pin_time);
+    o.pin_rounds = a.pin_rounds;
+    o.target_size = size_arg("--size", &a.size)?;
+    o.file_dir = a.dir.clone();
+    o.pin = !a.no_pin;
+    o.io = !a.pin_only;
+    if (a.write_profile.is_some() || a.check_profile.is_some()) && a.no_pin {
+        bail!("--write-profile and --check-profile need the pin companion (drop --no-pin)");
+    }
+    o.validate().map_err(anyhow::Error::msg)?;
+    Ok(o)
+}
 
-    fn run(self) -> Result<u8> {
-        let mut sizes_b = Vec::new();
-        for s in &self.sizes {
-            match mm_types::parse_size(s) {
-                Some(b) if (16 << 20..=16 << 30).contains(&b) && b % (2 << 20) == 0 => sizes_b.push(b),
-                _ => bail!("--sizes: '{s}' is not a size from 16M to 16G in whole 2 MiB"),
-            }
+fn cmd_io(a: IoArgs) -> Result<u8> {
+    let o = options(&a)?;
+    // Read the profile to check before the run, so that a bad file fails fast.
+    let check = match &a.check_profile {
+        Some(p) => {
+            let text = crate::read_text_limited(p, "machine profile", uapi::profile::MAX_PROFILE_BYTES as u64)?;
+            let prof = uapi::profile::MachineProfile::parse(&p.display().to_string(), &text)?;
+            let Some(pin) = prof.pin else { bail!("{}: the profile has no [pin] section (write one with --write-profile)", p.display()) };
+            Some(pin)
         }
-        let mut pages = Vec::new();
-        for p in &self.pages {
-            pages.push(live::chase::ChasePage::parse(p).ok_or_else(|| anyhow::anyhow!("--pages: '{p}' is not 4K, an mTHP size (16K, 32K, 64K, ... 1024K) or PMD"))?);
-        }
-        let paths = live::sysfs::Paths::from_env();
-        let live_ok = !self.model_only && paths.check_available().is_ok();
-        if !self.model_only && !live_ok {
-            let why = paths.check_available().err().map(|e| e.to_string()).unwrap_or_default();
-            eprintln!("thplab bench chase: {why}; printing the model only (--model-only)");
-        }
-        let tree = if live_ok { live::chase::tree_sizes(&paths) } else { vec![16, 32, 64, 128, 256, 512, 1024, 2048] };
-        let mut rows = Vec::new();
-        for &bytes in &sizes_b {
-            for &page in &pages {
-                let model_ns = self.model(bytes, page, &tree)?;
-                let live = if live_ok { Some(live::chase::run_chase(bytes, page, self.accesses, self.seed)?) } else { None };
-                if !self.json {
-                    eprintln!(
-                        "  {} {:>4}: model {:.1} ns{}",
-                        mm_types::format_size(bytes),
-                        page.name(),
-                        model_ns,
-                        live.as_ref().map(|l| format!(", live {:.1} ns", l.ns_per_access)).unwrap_or_default()
-                    );
-                }
-                rows.push(Row { bytes, page: page.name(), live, model_ns });
-            }
-        }
-        self.print(&rows)?;
-        Ok(0)
+        None => None,
+    };
+    if a.tolerance <= 0.0 {
+        bail!("--tolerance {}: give a positive percentage", a.tolerance);
     }
-
-    fn print(&self, rows: &[Row]) -> Result<()> {
-        let base = |bytes: u64| rows.iter().find(|r| r.bytes == bytes);
-        let mut out = Vec::new();
-        for r in rows {
-            let b = base(r.bytes).unwrap();
-            let model_ratio = r.model_ns / b.model_ns;
-            let live_ratio = match (&r.live, &b.live) {
-                (Some(l), Some(lb)) => Some(l.ns_per_access / lb.ns_per_access),
-                _ => None,
-            };
-            out.push((r, model_ratio, live_ratio));
+    let bar = if a.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        // No steady tick: a ticking thread would stop the benchmark from entering its private
+        // mount namespace (unshare refuses a process with threads sharing its fs).
+        let b = indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::stderr());
+        b.set_style(indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed_precise} eta {eta} {msg}").unwrap());
+        b
+    };
+    let mut on = |p: bench_io::Progress| match p {
+        bench_io::Progress::Step(s) => {
+            bar.set_message(s.to_string());
+            bar.tick();
         }
-        if self.json {
-            let v: Vec<serde_json::Value> = out
-                .iter()
-                .map(|(r, mr, lr)| {
-                    serde_json::json!({
-                        "bytes": r.bytes,
-                        "page": r.page,
-                        "model_ns_per_access": r.model_ns,
-                        "live_ns_per_access": r.live.as_ref().map(|l| l.ns_per_access),
-                        "live_anon_huge_bytes": r.live.as_ref().map(|l| l.anon_huge_bytes),
-                        "live_mthp_faults": r.live.as_ref().map(|l| l.mthp_faults.iter().cloned().collect::<std::collections::BTreeMap<_, _>>()),
-                        "model_ratio": mr,
-                        "live_ratio": lr,
-                    })
-                })
-                .collect();
-            println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "schema": "thplab-bench-chase/1", "cpu": self.cpu, "paging": self.paging, "accesses": self.accesses, "points": v }))?);
-            return Ok(());
+        bench_io::Progress::Run { done, total, what } => {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+            bar.set_message(what);
         }
-        println!("pointer chase, {} timed loads per point; model --cpu {} --paging {}; ratio = time per access / that of {}", self.accesses, self.cpu, self.paging, rows.first().map(|r| r.page.as_str()).unwrap_or("4K"));
-        println!("{:>6} {:>5} {:>10} {:>10} {:>11} {:>11} {:>9}  backing (live)", "size", "page", "live ns", "model ns", "live ratio", "model ratio", "error");
-        for (r, mr, lr) in out {
-            let (ln, lr_s, err, backing) = match (&r.live, lr) {
-                (Some(l), Some(lr)) => {
-                    let faults: Vec<String> = l.mthp_faults.iter().map(|(k, n)| format!("{k} {n}")).collect();
-                    (format!("{:.1}", l.ns_per_access), format!("{lr:.3}"), format!("{:+.1}%", (mr / lr - 1.0) * 100.0), format!("AnonHugePages {} MiB; {}", l.anon_huge_bytes >> 20, faults.join(", ")))
-                }
-                _ => ("-".into(), "-".into(), "-".into(), String::new()),
-            };
-            println!("{:>6} {:>5} {:>10} {:>10.1} {:>11} {:>11.3} {:>9}  {}", mm_types::format_size(r.bytes), r.page, ln, r.model_ns, lr_s, mr, err, backing);
-        }
-        Ok(())
+    };
+    let report = bench_io::run(&o, &mut on).map_err(|e| match e {
+        bench_io::BenchError::NotAvailable(m) => anyhow::Error::new(live::LiveError::NotAvailable(m)),
+        bench_io::BenchError::Failed(m) => anyhow::anyhow!(m),
+    })?;
+    bar.finish_and_clear();
+    let mut code = crate::exit::OK;
+    if let Some(path) = &a.write_profile {
+        let pin = report.pin.as_ref().and_then(|p| p.fit.map(|f| bench_io::pin_costs(&f, p.samples.len())));
+        let Some(pin) = pin else { bail!("--write-profile: the pin costs could not be fitted (measure 4K and at least one larger buffer kind)") };
+        let prof = uapi::profile::MachineProfile {
+            machine: uapi::profile::MachineInfo { name: bench_io::host_name(), kernel: report.kernel.clone() },
+            pin: Some(pin),
+            ..Default::default()
+        };
+        std::fs::write(path, prof.to_toml()).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("thplab: wrote the [pin] section to {}", path.display());
     }
+    let mut check_lines = Vec::new();
+    if let (Some(pin), Some(p)) = (&check, &report.pin) {
+        check_lines.push(format!(
+            "profile check: {:.0} ns + {:.1} ns/folio + {:.2} ns/PTE page + {:.2} ns/THP PMD page + {:.2} ns/hugetlb page + {:.2} ns/compare against the companion (tolerance {}%)",
+            pin.per_call_ns, pin.per_folio_ns, pin.per_page_ns, pin.per_pmd_page_ns, pin.per_hugetlb_page_ns, pin.companion_scan_ns, a.tolerance
+        ));
+        let mut worst: f64 = 0.0;
+        for s in &p.samples {
+            let pred = pin.companion_ns(s.folios, s.pte_pages, s.pmd_pages, s.hugetlb_pages, s.scan_compares);
+            let err = (pred - s.ns_min) / s.ns_min * 100.0;
+            worst = worst.max(err.abs());
+            check_lines.push(format!(
+                "  {:>11} {:>6} KiB: measured {:>9.0} ns (best repeat), predicted {:>9.0} ns, {:+.1}%",
+                s.kind,
+                s.bytes >> 10,
+                s.ns_min,
+                pred,
+                err
+            ));
+        }
+        check_lines.push(format!("largest error {worst:.1}%: {}", if worst <= a.tolerance { "within tolerance" } else { "OUTSIDE tolerance" }));
+        if worst > a.tolerance {
+            code = crate::exit::DIFFERS;
+        }
+    }
+    let mut v = serde_json::to_value(&report)?;
+    if !check_lines.is_empty() {
+        v["profile_check"] = serde_json::json!({ "lines": check_lines, "passed": code == crate::exit::OK });
+    }
+    if let Some(path) = &a.save {
+        std::fs::write(path, serde_json::to_string_pretty(&v)? + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", bench_io::render_tables(&report));
+        for l in &check_lines {
+            println!("{l}");
+        }
+    }
+    Ok(code)
 }

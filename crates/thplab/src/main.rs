@@ -4,6 +4,7 @@
 //! prints. Every table and JSON document it prints comes from a `uapi::RunResult`.
 
 mod bench_cmds;
+mod chase_cmds;
 mod compare;
 mod errors;
 mod examples;
@@ -69,9 +70,6 @@ enum Cmd {
     /// The folio census of a running process: which folio sizes each VMA maps, PMD- or
     /// PTE-mapped, fully or partially (a fast tools/mm/thpmaps).
     Observe(live_cmds::ObserveArgs),
-    /// Benchmarks on this machine beside the model: `chase`, a dependent pointer chase with
-    /// 4 KiB, mTHP and PMD pages against the TLB model's prediction.
-    Bench(bench_cmds::BenchArgs),
     /// Why a process has the folio sizes it has: per VMA, the orders Linux 6.18 allows at fault
     /// time and at khugepaged time, the reason for each refused order (the model's own
     /// thp_vma_allowable_orders / shmem_allowable_huge_orders on the live knobs, boot
@@ -104,6 +102,10 @@ enum Cmd {
     /// Write one self-contained HTML file (inline SVG, no script) with the plots of a result:
     /// the JSON of `sim`, `sim --matrix` or `compare`.
     Report(ReportArgs),
+    /// Benchmarks of the live kernel: `io` reads with O_DIRECT into 4 KiB, mTHP, PMD THP and
+    /// hugetlbfs buffers and times pinning them (docs/bench-io.md); `chase`, a dependent
+    /// pointer chase with 4 KiB, mTHP and PMD pages against the TLB model's prediction.
+    Bench(bench_cmds::BenchArgs),
     #[command(name = "__exec", hide = true)]
     Exec,
     #[command(name = "__hold", hide = true)]
@@ -381,9 +383,11 @@ struct SimArgs {
     /// byte offset) and say what was lost, instead of refusing the file.
     #[arg(long)]
     salvage: bool,
-    /// A machine profile (TOML, as `thplab calibrate -o FILE` writes it), or `builtin` (the
-    /// one measured on this machine kind): with its `[fault]` section the result gets the run's
-    /// time (`time`: faults by size, touches, calls).
+    /// A machine profile (TOML, as `thplab calibrate -o FILE` and `thplab bench io
+    /// --write-profile FILE` write it), or `builtin` (the one measured on this machine kind):
+    /// with its `[fault]` section the result gets the run's time (`time`: faults by size,
+    /// touches, calls); with its `[pin]` section, the pinning cost of the workload's
+    /// `read_direct` reads (`io.pin_ns`).
     #[arg(long, value_name = "FILE|builtin")]
     profile: Option<String>,
 }
@@ -470,12 +474,12 @@ fn main() -> ExitCode {
         Cmd::Khugepaged(a) => a.run().map(|c| c as u8),
         Cmd::Agent(a) => a.run().map(|c| c as u8),
         Cmd::Calibrate(a) => a.run().map(|c| c as u8),
-        Cmd::Bench(a) => a.run(),
         Cmd::Explain(a) => a.run(),
         Cmd::Exporter(a) => a.run(),
         Cmd::Record(a) => record_cmds::cmd_record(a),
         Cmd::Trace(a) => record_cmds::cmd_trace(a),
         Cmd::Report(a) => cmd_report(a),
+        Cmd::Bench(a) => bench_cmds::cmd_bench(a),
         Cmd::Exec | Cmd::Hold(_) => unreachable!("handled above"),
     };
     match result {
@@ -556,6 +560,17 @@ fn print_result(r: &uapi::RunResult, settings: &ThpSettings, json: bool) -> Resu
         writeln!(out)?;
     } else {
         print::result_table(&mut out, r, settings)?;
+        if let Some(io) = &r.io {
+            write!(
+                out,
+                "direct I/O: {} reads, {} bytes; pinned {} folios, {} PTE-mapped and {} PMD-mapped pages; {} faults while pinning",
+                io.direct_reads, io.bytes, io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages, io.pin_faults
+            )?;
+            match io.pin_ns {
+                Some(ns) => writeln!(out, "; pin + unpin {:.1} us", ns / 1000.0)?,
+                None => writeln!(out, " (give --profile FILE for their cost)")?,
+            }
+        }
     }
     Ok(())
 }
@@ -673,8 +688,10 @@ pub fn load_profile(arg: &str) -> Result<uapi::profile::MachineProfile> {
     let path = std::path::Path::new(arg);
     let text = read_text_limited(path, "machine profile", uapi::profile::MAX_PROFILE_BYTES as u64)?;
     let p = uapi::profile::MachineProfile::parse(&input::display(path), &text)?;
-    if p.fault.is_none() {
-        eprintln!("thplab: warning: --profile {arg}: no [fault] section, so no time (measure one with `thplab calibrate -o FILE`)");
+    if p.fault.is_none() && p.pin.is_none() {
+        eprintln!(
+            "thplab: warning: --profile {arg}: no [fault] section, so no time (measure one with `thplab calibrate -o FILE`), and no [pin] section, so no io.pin_ns (`thplab bench io --pin-only --write-profile FILE`)"
+        );
     }
     Ok(p)
 }
@@ -738,9 +755,13 @@ fn cmd_sim(a: SimArgs) -> Result<u8> {
 
 /// `sim` on a loaded input: one setting, or each setting of `--matrix`.
 fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u64)>, salvage: Option<SalvageReport>, input: SimInput) -> Result<u8> {
+    let pin = a.profile.as_deref().map(load_profile).transpose()?.and_then(|p| p.pin);
     // The salvage report goes into each result (model.replay.salvage) and the text.
     let sim_one = |a: &SimArgs, input: &SimInput, s: &ThpSettings, m: &sim::MachineConfig, x: Option<(u64, u64)>, p: bool| -> Result<uapi::RunResult> {
         let mut r = sim_one(a, input, s, m, x, p)?;
+        if let (Some(pin), Some(io)) = (&pin, r.io.as_mut()) {
+            io.pin_ns = Some(pin.pin_ns(io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages));
+        }
         if let (Some(l), Some(model)) = (&salvage, r.model.as_mut()) {
             model["replay"]["salvage"] = serde_json::to_value(l)?;
         }

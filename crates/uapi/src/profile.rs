@@ -41,9 +41,65 @@ pub struct MachineInfo {
 pub struct MachineProfile {
     #[serde(default)]
     pub machine: MachineInfo,
+    /// `[pin]`: what pinning user pages for direct I/O costs (absent: not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin: Option<PinCosts>,
     /// `[fault]`: what a page fault costs per folio size (absent: not measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<FaultCosts>,
+}
+
+/// `[pin]`: the cost of pinning and unpinning user pages (`pin_user_pages_fast`, then
+/// `unpin_user_folio`, mm/gup.c), fitted by the pin companion of `thplab bench io`
+/// (docs/bench-io.md). GUP-fast takes a page mapped by a PTE one at a time
+/// (`gup_fast_pte_range`: a PTE read and a folio reference per page) and a PMD-mapped folio
+/// whole (`gup_fast_pmd_leaf`: one reference for all its pages, which are only recorded), so
+/// the two kinds of page have their own cost. The model charges a direct read
+/// `folios × per_folio_ns + pte_pages × per_page_ns + pmd_pages × per_pmd_page_ns`;
+/// `per_call_ns` and `companion_scan_ns` are the companion's own costs (its system call, and
+/// io_uring's `headpage_already_acct` comparing each folio head with the ones before it), kept
+/// so that the profile can be checked against the companion.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PinCosts {
+    /// ns per companion call (io_uring register + unregister), whatever its size.
+    #[serde(default)]
+    pub per_call_ns: f64,
+    /// ns per folio pinned and unpinned.
+    pub per_folio_ns: f64,
+    /// ns per 4 KiB page mapped by a PTE (4 KiB pages and mTHP).
+    pub per_page_ns: f64,
+    /// ns per 4 KiB page of a PMD-mapped THP.
+    #[serde(default)]
+    pub per_pmd_page_ns: f64,
+    /// ns per 4 KiB page of a hugetlb 2 MiB folio (kept apart from THP pages in case the hugetlb
+    /// vmemmap optimisation makes them differ; the model has no hugetlb, so only the companion
+    /// check uses it).
+    #[serde(default)]
+    pub per_hugetlb_page_ns: f64,
+    /// ns per folio-head comparison in io_uring's buffer accounting (companion only).
+    #[serde(default)]
+    pub companion_scan_ns: f64,
+    /// How it was measured.
+    #[serde(default)]
+    pub source: String,
+}
+
+impl PinCosts {
+    /// ns to pin and unpin `folios` folios holding `pte_pages` PTE-mapped and `pmd_pages`
+    /// PMD-mapped pages, as the model charges a direct read.
+    pub fn pin_ns(&self, folios: u64, pte_pages: u64, pmd_pages: u64) -> f64 {
+        folios as f64 * self.per_folio_ns + pte_pages as f64 * self.per_page_ns + pmd_pages as f64 * self.per_pmd_page_ns
+    }
+
+    /// ns of one companion call over such a range (plus `hugetlb_pages`), with `compares`
+    /// head comparisons.
+    pub fn companion_ns(&self, folios: u64, pte_pages: u64, pmd_pages: u64, hugetlb_pages: u64, compares: u64) -> f64 {
+        self.per_call_ns
+            + self.pin_ns(folios, pte_pages, pmd_pages)
+            + hugetlb_pages as f64 * self.per_hugetlb_page_ns
+            + compares as f64 * self.companion_scan_ns
+    }
 }
 
 /// `[fault]`: wall time per page fault of each folio size, as `thplab calibrate` measures it
@@ -117,6 +173,7 @@ mod tests {
     fn round_trips_and_names_the_bad_line() {
         let p = MachineProfile {
             machine: MachineInfo { name: "vm".into(), kernel: "6.18.44".into() },
+            pin: None,
             fault: Some(FaultCosts {
                 ns_per_fault: [("4kB".to_string(), 900.0), ("2048kB".to_string(), 90_000.0)].into(),
                 zero_page_read_ns: 600.0,
@@ -128,5 +185,23 @@ mod tests {
         assert_eq!(MachineProfile::parse("p.toml", &p.to_toml()).unwrap(), p);
         let err = MachineProfile::parse("p.toml", "[machine]\nnme = \"x\"\n").unwrap_err().to_string();
         assert!(err.starts_with("p.toml: ") && err.contains("line 2") && err.contains("nme"), "{err}");
+    }
+
+    #[test]
+    fn pin_section_round_trips_and_charges_folios_and_pages() {
+        let text = "[machine]\nname = \"vm\"\n\n[pin]\nper_call_ns = 900.0\nper_folio_ns = 40.0\nper_page_ns = 2.5\nper_pmd_page_ns = 0.5\ncompanion_scan_ns = 4.0\n";
+        let p = MachineProfile::parse("p.toml", text).unwrap();
+        let pin = p.pin.clone().unwrap();
+        // A 1 MiB read into 64 KiB folios: 16 folios, 256 PTE-mapped pages: 16·40 + 256·2.5 = 1280 ns.
+        assert_eq!(pin.pin_ns(16, 256, 0), 1280.0);
+        // Into a PMD THP: 1 folio, 256 PMD-mapped pages: 40 + 128 = 168 ns.
+        assert_eq!(pin.pin_ns(1, 0, 256), 168.0);
+        // The companion adds its call and 0+1+...+15 = 120 compares: 900 + 1280 + 480.
+        assert_eq!(pin.companion_ns(16, 256, 0, 0, 120), 2660.0);
+        assert_eq!(MachineProfile::parse("p.toml", &p.to_toml()).unwrap(), p);
+        // A profile without [pin] stays without it.
+        assert!(MachineProfile::parse("p.toml", "[machine]\n").unwrap().pin.is_none());
+        let err = MachineProfile::parse("p.toml", "[pin]\nper_folio_ns = 1.0\n").unwrap_err().to_string();
+        assert!(err.contains("per_page_ns"), "{err}");
     }
 }

@@ -125,6 +125,10 @@ pub struct RunResult {
     /// estimate per region and in total (docs/tlb-model.md).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub accesses: Option<AccessReport>,
+    /// Model only, when the workload has `read_direct` statements: what the reads pinned, and
+    /// with `sim --profile` what that costs.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub io: Option<IoResult>,
 }
 
 /// What the model's work costs in time on the machine a profile was measured on.
@@ -184,6 +188,26 @@ pub struct AccessCounts {
     pub cycles: f64,
     pub ns: f64,
     pub ns_per_access: f64,
+}
+
+/// The direct I/O of a run (`read_direct`): each read pins its buffer with
+/// `pin_user_pages_fast` and unpins it at completion.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IoResult {
+    /// read(2) calls.
+    pub direct_reads: u64,
+    pub bytes: u64,
+    /// Folio runs pinned, summed over the reads.
+    pub pinned_folios: u64,
+    /// Pages pinned through PTEs and through PMD leaves, summed over the reads.
+    pub pinned_pte_pages: u64,
+    pub pinned_pmd_pages: u64,
+    /// Write faults the pinning took (also in `process.minflt`).
+    pub pin_faults: u64,
+    /// With `sim --profile FILE` whose profile has `[pin]`: the pin + unpin time of all the
+    /// reads, ns (`folios × per_folio_ns + pte_pages × per_page_ns + pmd_pages × per_pmd_page_ns`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub pin_ns: Option<f64>,
 }
 
 /// One VMA and the folios that back it: an entry of `thplab observe`'s `vmas` and of the

@@ -352,6 +352,10 @@ pub enum OpKind {
     Sleep { ns: u64 },
     /// `access RANGE PATTERN ...`: loads and stores for the TLB model (faults like touches).
     Access(AccessStream),
+    /// `read(2)` with O_DIRECT into the range, `block` bytes a call: each call pins its part of
+    /// the buffer with `pin_user_pages_fast` (FOLL_WRITE), which faults in what is not mapped
+    /// writable, and unpins it when the I/O completes.
+    ReadDirect { range: Range, block: u64 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -371,6 +375,12 @@ pub fn write_calls(offset: u64, len: u64, chunk: u64) -> impl Iterator<Item = (u
         let at = offset + i * chunk;
         (at, chunk.min(end - at))
     })
+}
+
+/// The calls a `read_direct RANGE block=SIZE` statement makes over `[offset, offset + len)`, as
+/// (offset, length): `block` bytes each, the last one shorter.
+pub fn read_direct_calls(offset: u64, len: u64, block: u64) -> impl Iterator<Item = (u64, u64)> {
+    write_calls(offset, len, block)
 }
 
 /// The name of the implicit region that `brk` grows.

@@ -84,7 +84,7 @@ impl Ctx<'_> {
 }
 
 const VERBS: &str =
-    "mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write";
+    "mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write";
 
 /// Parse workload text. `source` names it in errors (a path, or `<builtin>`).
 pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
@@ -184,6 +184,26 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
             Ok(OpKind::Sleep { ns: duration_ns(pos[0]).map_err(|m| cx.err(m))? })
         }
         "access" => parse_access(cx, w, args),
+        "read_direct" => {
+            let usage = "read_direct RANGE block=SIZE";
+            let (pos, opts) = split_options(cx, args, &["block"])?;
+            expect_positional(cx, usage, &pos, 1)?;
+            let range = parse_range(cx, w, pos[0], &[], true)?;
+            let block = match opt(&opts, "block") {
+                Some(b) => size(cx, b)?,
+                None => return Err(cx.err(format!("read_direct needs block=SIZE (the bytes one read(2) asks for); expected: {usage}"))),
+            };
+            if block == 0 || block % 4096 != 0 {
+                return Err(cx.err(format!("block={block}: O_DIRECT reads here are whole 4 KiB pages; give a positive multiple of 4K")));
+            }
+            if range.len != TO_END {
+                let calls = range.len.div_ceil(block);
+                if calls > MAX_REPEATS {
+                    return Err(cx.err(format!("read_direct of {} bytes in blocks of {block} is {calls} calls; at most {MAX_REPEATS} (give a larger block=)", range.len)));
+                }
+            }
+            Ok(OpKind::ReadDirect { range, block })
+        }
         "tmpfs" => {
             let (pos, opts) = split_options(cx, args, &["huge"])?;
             expect_positional(cx, "tmpfs NAME [huge=never|always|within_size|advise]", &pos, 1)?;

@@ -1,0 +1,147 @@
+//! `thplab bench chase`: the live pointer chase (`live::chase`) beside the model's prediction
+//! for the same chase (`access R chase` through the TLB model of `--cpu` under `--paging`), and
+//! the ratio of time per access of each page size to 4 KiB pages, live and predicted.
+
+use anyhow::{bail, Result};
+use clap::Args;
+use uapi::ThpSettings;
+
+#[derive(Args)]
+pub struct ChaseArgs {
+    /// Chase sizes, comma-separated (16M up to 16G).
+    #[arg(long, default_value = "16M,256M,2G", value_delimiter = ',')]
+    sizes: Vec<String>,
+    /// Page sizes: 4K, an mTHP size (16K, 64K, ...) or PMD; the first is the ratio's base.
+    #[arg(long, default_value = "4K,16K,64K,PMD", value_delimiter = ',')]
+    pages: Vec<String>,
+    /// Timed loads per point (after a warm-up lap of at most as many).
+    #[arg(long, default_value_t = 2_000_000)]
+    accesses: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The model's CPU preset.
+    #[arg(long, default_value = "zen4", value_parser = tlb::presets::names())]
+    cpu: String,
+    /// The model's paging mode (this machine kind: a VM whose host backs guest memory with 4 KiB pages).
+    #[arg(long, default_value = "nested-4k", value_parser = ["native", "nested-4k", "nested-2m", "nested-1g"])]
+    paging: String,
+    /// The model only (no root needed).
+    #[arg(long)]
+    model_only: bool,
+    /// One JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+struct Row {
+    bytes: u64,
+    page: String,
+    live: Option<live::chase::ChasePoint>,
+    model_ns: f64,
+}
+
+impl ChaseArgs {
+    fn model(&self, bytes: u64, page: live::chase::ChasePage, sizes: &[u32]) -> Result<f64> {
+        let mut s = ThpSettings::default();
+        for a in page.assignments(sizes) {
+            s.apply_assignment(&a)?;
+        }
+        let lap = bytes / 64;
+        let count = self.accesses + self.accesses.min(lap);
+        let text = format!("mmap r {bytes}\ntouch r write\naccess r chase count={count} elem=64 seed={}\n", self.seed);
+        let w = workload::parse("<bench chase>", &text)?;
+        let mut machine = sim::MachineConfig::default();
+        machine.mem_bytes = machine.mem_bytes.max((bytes * 2).next_power_of_two());
+        let cpu = tlb::presets::by_name(&self.cpu).expect("clap checked --cpu");
+        let paging = tlb::Paging::parse(&self.paging).expect("clap checked --paging");
+        let mut opts = sim::RunOptions { tlb: Some((cpu, paging)), ..Default::default() };
+        let (r, _) = sim::run_with(&w, &s, &machine, &mut opts)?;
+        Ok(r.accesses.map(|a| a.total.ns_per_access).unwrap_or(0.0))
+    }
+
+    pub fn run(self) -> Result<u8> {
+        let mut sizes_b = Vec::new();
+        for s in &self.sizes {
+            match mm_types::parse_size(s) {
+                Some(b) if (16 << 20..=16 << 30).contains(&b) && b % (2 << 20) == 0 => sizes_b.push(b),
+                _ => bail!("--sizes: '{s}' is not a size from 16M to 16G in whole 2 MiB"),
+            }
+        }
+        let mut pages = Vec::new();
+        for p in &self.pages {
+            pages.push(live::chase::ChasePage::parse(p).ok_or_else(|| anyhow::anyhow!("--pages: '{p}' is not 4K, an mTHP size (16K, 32K, 64K, ... 1024K) or PMD"))?);
+        }
+        let paths = live::sysfs::Paths::from_env();
+        let live_ok = !self.model_only && paths.check_available().is_ok();
+        if !self.model_only && !live_ok {
+            let why = paths.check_available().err().map(|e| e.to_string()).unwrap_or_default();
+            eprintln!("thplab bench chase: {why}; printing the model only (--model-only)");
+        }
+        let tree = if live_ok { live::chase::tree_sizes(&paths) } else { vec![16, 32, 64, 128, 256, 512, 1024, 2048] };
+        let mut rows = Vec::new();
+        for &bytes in &sizes_b {
+            for &page in &pages {
+                let model_ns = self.model(bytes, page, &tree)?;
+                let live = if live_ok { Some(live::chase::run_chase(bytes, page, self.accesses, self.seed)?) } else { None };
+                if !self.json {
+                    eprintln!(
+                        "  {} {:>4}: model {:.1} ns{}",
+                        mm_types::format_size(bytes),
+                        page.name(),
+                        model_ns,
+                        live.as_ref().map(|l| format!(", live {:.1} ns", l.ns_per_access)).unwrap_or_default()
+                    );
+                }
+                rows.push(Row { bytes, page: page.name(), live, model_ns });
+            }
+        }
+        self.print(&rows)?;
+        Ok(0)
+    }
+
+    fn print(&self, rows: &[Row]) -> Result<()> {
+        let base = |bytes: u64| rows.iter().find(|r| r.bytes == bytes);
+        let mut out = Vec::new();
+        for r in rows {
+            let b = base(r.bytes).unwrap();
+            let model_ratio = r.model_ns / b.model_ns;
+            let live_ratio = match (&r.live, &b.live) {
+                (Some(l), Some(lb)) => Some(l.ns_per_access / lb.ns_per_access),
+                _ => None,
+            };
+            out.push((r, model_ratio, live_ratio));
+        }
+        if self.json {
+            let v: Vec<serde_json::Value> = out
+                .iter()
+                .map(|(r, mr, lr)| {
+                    serde_json::json!({
+                        "bytes": r.bytes,
+                        "page": r.page,
+                        "model_ns_per_access": r.model_ns,
+                        "live_ns_per_access": r.live.as_ref().map(|l| l.ns_per_access),
+                        "live_anon_huge_bytes": r.live.as_ref().map(|l| l.anon_huge_bytes),
+                        "live_mthp_faults": r.live.as_ref().map(|l| l.mthp_faults.iter().cloned().collect::<std::collections::BTreeMap<_, _>>()),
+                        "model_ratio": mr,
+                        "live_ratio": lr,
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "schema": "thplab-bench-chase/1", "cpu": self.cpu, "paging": self.paging, "accesses": self.accesses, "points": v }))?);
+            return Ok(());
+        }
+        println!("pointer chase, {} timed loads per point; model --cpu {} --paging {}; ratio = time per access / that of {}", self.accesses, self.cpu, self.paging, rows.first().map(|r| r.page.as_str()).unwrap_or("4K"));
+        println!("{:>6} {:>5} {:>10} {:>10} {:>11} {:>11} {:>9}  backing (live)", "size", "page", "live ns", "model ns", "live ratio", "model ratio", "error");
+        for (r, mr, lr) in out {
+            let (ln, lr_s, err, backing) = match (&r.live, lr) {
+                (Some(l), Some(lr)) => {
+                    let faults: Vec<String> = l.mthp_faults.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                    (format!("{:.1}", l.ns_per_access), format!("{lr:.3}"), format!("{:+.1}%", (mr / lr - 1.0) * 100.0), format!("AnonHugePages {} MiB; {}", l.anon_huge_bytes >> 20, faults.join(", ")))
+                }
+                _ => ("-".into(), "-".into(), "-".into(), String::new()),
+            };
+            println!("{:>6} {:>5} {:>10} {:>10.1} {:>11} {:>11.3} {:>9}  {}", mm_types::format_size(r.bytes), r.page, ln, r.model_ns, lr_s, mr, err, backing);
+        }
+        Ok(())
+    }
+}
