@@ -280,8 +280,16 @@ impl AgentArgs {
         if !live::sysfs::is_root() {
             return Err(live::LiveError::NotAvailable("thplab agent reads other processes' pagemaps and calls process_madvise(MADV_COLLAPSE) on them: it needs root".into()).into());
         }
-        live::khugepaged::stop_on_signals();
+        for pid in &self.pid {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                anyhow::bail!("agent --pid {pid}: there is no process {pid}");
+            }
+        }
         let allow = live::agent::Allowlist { pids: self.pid.clone(), names: self.name.clone() };
+        if allow.resolve().is_empty() {
+            eprintln!("thplab agent: warning: no process on the allowlist is running now (names are matched against /proc/PID/comm, at most 15 bytes){}", if self.dry_run { "" } else { "; waiting for one" });
+        }
+        live::khugepaged::stop_on_signals();
         let budget = live::agent::Budget {
             per_sec: self.rate,
             total: self.max_collapses,
@@ -327,7 +335,7 @@ impl AgentArgs {
                 s.memory_added_bytes >> 10,
                 s.budget_memory_bytes >> 10,
                 s.cpu_ms,
-                if s.seconds > 0.0 { s.cpu_ms / (s.seconds * 10.0) } else { 0.0 },
+                if s.seconds >= 0.1 { s.cpu_ms / (s.seconds * 10.0) } else { 0.0 },
                 self.cpu,
                 s.max_collapses_in_a_second,
                 self.rate,
