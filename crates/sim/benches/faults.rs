@@ -89,12 +89,11 @@ fn bench(c: &mut Criterion) {
     let frames = k.zone().nr_pages() as f64;
     let bytes = k.host_bytes() as f64;
     println!(
-        "model memory: {:.1} MiB for {} simulated frames ({} GiB) = {:.2} bytes per frame (mem_map {} B/frame + page tables)",
+        "model memory: {:.1} MiB for {} simulated frames ({} GiB) = {:.2} bytes per frame (mem_map, folio fields and page tables written so far)",
         bytes / (1 << 20) as f64,
         frames,
         machine.mem_bytes >> 30,
         bytes / frames,
-        16
     );
 }
 

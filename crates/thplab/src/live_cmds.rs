@@ -349,7 +349,7 @@ impl AgentArgs {
 #[derive(Args, Clone, Debug)]
 pub struct CalibrateArgs {
     /// MiB written per run of each microbenchmark.
-    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=65536))]
+    #[arg(long, value_name = "MIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(16..=65536))]
     pub mib: u64,
     /// Runs of each microbenchmark (the spread is printed; the profile takes the median).
     #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
