@@ -45,7 +45,6 @@ impl Khugepaged {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::{run, MachineConfig};
     use uapi::ThpSettings;
 
