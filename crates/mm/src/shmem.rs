@@ -536,15 +536,7 @@ pub fn shmem_thp_vma_allowable_orders<S: RefusalSink>(
         order = o.next_below(ord);
     }
     if S::RECORDS {
-        for ord in dropped(before, o).iter_desc() {
-            let n = ord.nr_pages() as u64;
-            let why = if (vma.start / PAGE_SIZE).wrapping_sub(vma.pgoff) % n != 0 {
-                Refusal::FileOffsetMisaligned
-            } else {
-                Refusal::NoAlignedBlock
-            };
-            sink.refuse(Orders::single(ord), why);
-        }
+        refuse_unsuitable_file_orders(vma, dropped(before, o), sink);
     }
     if o.is_empty() {
         return o;
@@ -552,19 +544,25 @@ pub fn shmem_thp_vma_allowable_orders<S: RefusalSink>(
     o.and(shmem_allowable_huge_orders(settings, mm, f, Some(vma), vma.pgoff, 0, sink))
 }
 
+/// Why `file_vma_suitable_order` dropped each of `dropped`: the VMA's file offset is not
+/// aligned to the order, or no aligned block of it fits in the VMA.
+fn refuse_unsuitable_file_orders<S: RefusalSink>(vma: &Vma, dropped: Orders, sink: &mut S) {
+    for ord in dropped.iter_desc() {
+        let n = ord.nr_pages() as u64;
+        let why = if (vma.start / PAGE_SIZE).wrapping_sub(vma.pgoff) % n != 0 {
+            Refusal::FileOffsetMisaligned
+        } else {
+            Refusal::NoAlignedBlock
+        };
+        sink.refuse(Orders::single(ord), why);
+    }
+}
+
 /// `file_vma_suitable_orders` with the reason for each order it drops at `addr`.
 pub fn file_vma_suitable_orders_why<S: RefusalSink>(vma: &Vma, addr: u64, orders: Orders, sink: &mut S) -> Orders {
     let o = file_vma_suitable_orders(vma, addr, orders);
     if S::RECORDS {
-        for ord in dropped(orders, o).iter_desc() {
-            let n = ord.nr_pages() as u64;
-            let why = if (vma.start / PAGE_SIZE).wrapping_sub(vma.pgoff) % n != 0 {
-                Refusal::FileOffsetMisaligned
-            } else {
-                Refusal::NoAlignedBlock
-            };
-            sink.refuse(Orders::single(ord), why);
-        }
+        refuse_unsuitable_file_orders(vma, dropped(orders, o), sink);
     }
     o
 }
