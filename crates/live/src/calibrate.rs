@@ -63,13 +63,6 @@ pub struct Calibration {
     pub fault: FaultCosts,
 }
 
-fn minflt() -> u64 {
-    // SAFETY: getrusage writes into the struct we give it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    ru.ru_minflt as u64
-}
-
 /// A fresh private anonymous range of `len` bytes aligned to 2 MiB; unmapped on drop.
 struct Range {
     base: *mut libc::c_void,
@@ -90,18 +83,18 @@ impl Range {
 
     /// Write one byte per 4 KiB page; (seconds, faults).
     fn write_pages(&self) -> (f64, u64) {
-        let f0 = minflt();
+        let f0 = crate::executor::minflt_now();
         let t = Instant::now();
         for off in (0..self.len).step_by(4096) {
             // SAFETY: inside the mapping.
             unsafe { std::ptr::write_volatile((self.start + off) as *mut u8, 1) };
         }
-        (t.elapsed().as_secs_f64(), minflt() - f0)
+        (t.elapsed().as_secs_f64(), crate::executor::minflt_now() - f0)
     }
 
     /// Read one byte per 4 KiB page; (seconds, faults).
     fn read_pages(&self) -> (f64, u64) {
-        let f0 = minflt();
+        let f0 = crate::executor::minflt_now();
         let t = Instant::now();
         let mut x = 0u8;
         for off in (0..self.len).step_by(4096) {
@@ -109,7 +102,7 @@ impl Range {
             x = x.wrapping_add(unsafe { std::ptr::read_volatile((self.start + off) as *const u8) });
         }
         std::hint::black_box(x);
-        (t.elapsed().as_secs_f64(), minflt() - f0)
+        (t.elapsed().as_secs_f64(), crate::executor::minflt_now() - f0)
     }
 }
 

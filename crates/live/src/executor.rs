@@ -578,7 +578,7 @@ fn send_op_index(i: usize) {
     raw_write_all(STATUS_FD, &buf[..n + 2]);
 }
 
-fn minflt_now() -> u64 {
+pub(crate) fn minflt_now() -> u64 {
     // SAFETY: getrusage fills a zeroed struct.
     unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();

@@ -272,7 +272,10 @@ impl Kernel {
             }
             while self.khugepaged.address < hend {
                 let addr = self.khugepaged.address;
-                let (r, lock_dropped) = self.hpage_collapse_scan_pmd_locked(&vma, addr, cc);
+                let r = self.hpage_collapse_scan_pmd(&vma, addr, cc);
+                // The scan drops the mmap lock when it goes on to collapse_huge_page, which
+                // ends in success or in a failed allocation.
+                let lock_dropped = matches!(r, ScanResult::Succeed | ScanResult::AllocHugePageFail);
                 *result = r;
                 self.count_scan_result(r);
                 self.khugepaged.pmds_scanned += 1;
@@ -298,15 +301,6 @@ impl Kernel {
             self.khugepaged.full_scans += 1;
         }
         progress
-    }
-
-    /// `hpage_collapse_scan_pmd` as khugepaged calls it: the result, and whether the mmap lock
-    /// was dropped (it is when the scan found the range collapsible and tried the collapse).
-    fn hpage_collapse_scan_pmd_locked(&mut self, vma: &Vma, addr: u64, cc: CollapseControl) -> (ScanResult, bool) {
-        let before = self.counters.vm(VmEvent::ThpCollapseAlloc) + self.counters.vm(VmEvent::ThpCollapseAllocFailed);
-        let r = self.hpage_collapse_scan_pmd(vma, addr, cc);
-        let tried = self.counters.vm(VmEvent::ThpCollapseAlloc) + self.counters.vm(VmEvent::ThpCollapseAllocFailed) != before;
-        (r, tried)
     }
 
     fn count_scan_result(&mut self, r: ScanResult) {

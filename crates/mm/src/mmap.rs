@@ -211,10 +211,10 @@ impl Kernel {
     /// deferred split of folios that straddle two VMAs, `nr_anon` going back down) is counted.
     pub fn exit_mmap(&mut self) {
         self.unmap_range(0, TASK_SIZE);
-        // __khugepaged_exit: the mm leaves khugepaged's list.
-        let kept = (self.khugepaged.pages_collapsed, self.khugepaged.full_scans, self.khugepaged.wakeups, self.khugepaged.pmds_scanned);
-        self.khugepaged = crate::khugepaged::KhugepagedScan::default();
-        (self.khugepaged.pages_collapsed, self.khugepaged.full_scans, self.khugepaged.wakeups, self.khugepaged.pmds_scanned) = kept;
+        // __khugepaged_exit: the mm leaves khugepaged's list (its counters stay).
+        self.khugepaged.registered = false;
+        self.khugepaged.in_mm = false;
+        self.khugepaged.address = 0;
     }
 
     /// `do_vmi_align_munmap`: split at the ends, zap, remove the VMAs, free page tables.
