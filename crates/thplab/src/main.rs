@@ -667,15 +667,25 @@ pub fn matrix_runs(kind: &str, given: &SettingsArgs) -> Result<Vec<(String, ThpS
 }
 
 /// One simulation of `sim`: a recording or a workload under one setting.
-fn sim_one(a: &SimArgs, input: &SimInput, settings: &ThpSettings, machine: &sim::MachineConfig, explain: Option<(u64, u64)>, progress: bool) -> Result<uapi::RunResult> {
-    let profile = a.profile.as_deref().map(load_profile).transpose()?;
+fn sim_one(
+    a: &SimArgs,
+    input: &SimInput,
+    settings: &ThpSettings,
+    machine: &sim::MachineConfig,
+    explain: Option<(u64, u64)>,
+    progress: bool,
+    profile: Option<&uapi::profile::MachineProfile>,
+) -> Result<uapi::RunResult> {
     let mut r = sim_input(a, input, settings, machine, explain, progress)?;
-    if let Some(fault) = profile.and_then(|p| p.fault) {
+    if let Some(fault) = profile.and_then(|p| p.fault.as_ref()) {
         let (touched, calls) = match input {
             SimInput::Workload(w) => (w.touched_pages(), r.calls.len() as u64),
             SimInput::Recording { events, .. } => (r.process.minflt, events.iter().filter(|e| matches!(e.body, trace::EventBody::Syscall(_))).count() as u64),
         };
-        r.time = Some(sim::time::estimate(&r, touched, calls, &fault));
+        r.time = Some(sim::time::estimate(&r, touched, calls, fault));
+    }
+    if let (Some(pin), Some(io)) = (profile.and_then(|p| p.pin.as_ref()), r.io.as_mut()) {
+        io.pin_ns = Some(pin.pin_ns(io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages));
     }
     Ok(r)
 }
@@ -755,13 +765,11 @@ fn cmd_sim(a: SimArgs) -> Result<u8> {
 
 /// `sim` on a loaded input: one setting, or each setting of `--matrix`.
 fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u64)>, salvage: Option<SalvageReport>, input: SimInput) -> Result<u8> {
-    let pin = a.profile.as_deref().map(load_profile).transpose()?.and_then(|p| p.pin);
+    // Read once for every setting of a matrix.
+    let profile = a.profile.as_deref().map(load_profile).transpose()?;
     // The salvage report goes into each result (model.replay.salvage) and the text.
     let sim_one = |a: &SimArgs, input: &SimInput, s: &ThpSettings, m: &sim::MachineConfig, x: Option<(u64, u64)>, p: bool| -> Result<uapi::RunResult> {
-        let mut r = sim_one(a, input, s, m, x, p)?;
-        if let (Some(pin), Some(io)) = (&pin, r.io.as_mut()) {
-            io.pin_ns = Some(pin.pin_ns(io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages));
-        }
+        let mut r = sim_one(a, input, s, m, x, p, profile.as_ref())?;
         if let (Some(l), Some(model)) = (&salvage, r.model.as_mut()) {
             model["replay"]["salvage"] = serde_json::to_value(l)?;
         }
