@@ -74,6 +74,26 @@ pub mod x86_pf {
     pub const PF_WRITE: u64 = 1 << 1;
 }
 
+/// /proc/PID/mountinfo (fs/proc_namespace.c: show_mountinfo, which writes paths with
+/// `seq_path(..., " \t\n\\")`).
+pub mod mountinfo {
+    /// Undo the `\ooo` octal escapes of space, tab, newline and backslash.
+    pub fn unescape(b: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+                out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+                i += 4;
+            } else {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

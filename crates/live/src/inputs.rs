@@ -118,23 +118,6 @@ impl Mount {
     }
 }
 
-/// `\040`-style escapes of mountinfo.
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Parse /proc/PID/mountinfo; lines that do not parse are skipped.
 pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
     let mut out = Vec::new();
@@ -143,7 +126,7 @@ pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
         let Some(mp) = left.split_whitespace().nth(4) else { continue };
         let mut r = right.split_whitespace();
         let (Some(fstype), _source, Some(opts)) = (r.next(), r.next(), r.next()) else { continue };
-        out.push(Mount { mount_point: unescape(mp), fstype: fstype.to_string(), super_options: opts.to_string() });
+        out.push(Mount { mount_point: String::from_utf8_lossy(&linux_abi::mountinfo::unescape(mp.as_bytes())).into_owned(), fstype: fstype.to_string(), super_options: opts.to_string() });
     }
     out
 }

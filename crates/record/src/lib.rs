@@ -883,23 +883,7 @@ fn tmpfs_mounts(pid: i32) -> Vec<trace::MountEntry> {
         let dev = String::from_utf8_lossy(dev);
         let Some((maj, min)) = dev.split_once(':') else { continue };
         let (Ok(maj), Ok(min)) = (maj.parse(), min.parse()) else { continue };
-        out.push(trace::MountEntry { maj, min, fstype: fstype.to_vec(), mount_point: unescape_octal(mp), options: opts.to_vec() });
-    }
-    out
-}
-
-/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
-fn unescape_octal(b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
+        out.push(trace::MountEntry { maj, min, fstype: fstype.to_vec(), mount_point: linux_abi::mountinfo::unescape(mp), options: opts.to_vec() });
     }
     out
 }
