@@ -135,7 +135,8 @@ pub struct Summary {
     pub budget_total: Option<u64>,
     pub budget_cpu_fraction: f64,
     pub budget_memory_bytes: u64,
-    /// Largest number of collapses in any window of one second.
+    /// Largest number of collapses started in any window of one second (what `per_sec`
+    /// limits: a token is spent when a collapse starts).
     pub max_collapses_in_a_second: u64,
 }
 
@@ -358,7 +359,8 @@ pub fn run(
                 Ok(()) => {
                     s.collapses += 1;
                     s.memory_added_bytes += c.adds_bytes;
-                    times.push(Instant::now());
+                    // The rate budget governs when collapses start (a token is spent then).
+                    times.push(t);
                     log(&a);
                     if took > budget.max_stall {
                         let d = next_backoff(&mut backoff, c.pid);
