@@ -43,18 +43,18 @@ impl Kernel {
         let mut addr = start & !(PMD_SIZE - 1);
         while addr < end {
             let va = Vaddr(addr);
-            let Some(t) = self.pt.pmd_table_ro(va) else {
+            let Some(t) = self.mm.pt.pmd_table_ro(va) else {
                 addr = (addr & !(PUD_SIZE - 1)) + PUD_SIZE;
                 continue;
             };
-            match self.pt.pmd(t, va) {
+            match self.mm.pt.pmd(t, va) {
                 Pmd::None => {}
                 Pmd::HugeZero => f(addr, Mapping::HugeZero),
                 Pmd::Huge { pfn, .. } => f(addr, Mapping::Pmd(pfn)),
                 Pmd::Table(idx) => {
                     let lo = if start > addr { ((start - addr) / PAGE_SIZE) as usize } else { 0 };
                     let hi = if end < addr + PMD_SIZE { ((end - addr).div_ceil(PAGE_SIZE)) as usize } else { 512 };
-                    self.pt.for_each_present(idx, lo..hi, |i, e| {
+                    self.mm.pt.for_each_present(idx, lo..hi, |i, e| {
                         let a = addr + i as u64 * PAGE_SIZE;
                         if e & PTE_ZERO != 0 {
                             f(a, Mapping::ZeroPte);
@@ -247,7 +247,7 @@ impl Kernel {
 
     fn check_vmas(&self) -> Result<(), String> {
         let mut prev_end = 0;
-        for v in self.vmas.iter() {
+        for v in self.mm.vmas.iter() {
             if v.start % PAGE_SIZE != 0 || v.end % PAGE_SIZE != 0 || v.start >= v.end {
                 return Err(format!("VMA {:#x}-{:#x} is malformed", v.start, v.end));
             }
@@ -256,108 +256,43 @@ impl Kernel {
             }
             prev_end = v.end;
         }
-        self.vmas.check_gaps()
+        self.mm.vmas.check_gaps()
     }
 
-    /// Page tables agree with mapcounts, RSS and the per-size gauges.
+    /// Page tables agree with mapcounts, RSS and the per-size gauges, in every mm; the mm ids
+    /// of large folios fork shared agree with the mappings.
     fn check_mappings(&self) -> Result<(), String> {
         let n = self.zone.nr_pages() as usize;
         let mut pte_maps = vec![0i32; n];
         let mut pmd_maps: BTreeMap<u32, i32> = BTreeMap::new();
-        let mut rss = 0u64;
-        let mut shmem_rss = 0u64;
-        let mut shmem_pmds = 0u64;
-        let mut tables = 0u64;
-        for (key, t) in self.pt.puds() {
-            tables += 1;
-            let base = key << mm_types::PUD_SHIFT;
-            for slot in 0..512u64 {
-                let addr = base + slot * PMD_SIZE;
-                let va = Vaddr(addr);
-                let pmd = self.pt.pmd(t, va);
-                if !matches!(pmd, Pmd::None) {
-                    if self.vmas.intersecting(addr, addr + PMD_SIZE).is_empty() {
-                        return Err(format!("page table at {addr:#x} outside every VMA"));
-                    }
-                }
-                match pmd {
-                    Pmd::None => {}
-                    Pmd::Table(idx) => {
-                        tables += 1;
-                        for (i, e) in self.pt.present_ptes(idx, 0..512) {
-                            if e & PTE_PRESENT == 0 || e & PTE_ZERO != 0 {
-                                continue;
-                            }
-                            let a = addr + i as u64 * PAGE_SIZE;
-                            if self.vmas.find(a).is_none() {
-                                return Err(format!("PTE at {a:#x} outside every VMA"));
-                            }
-                            let pfn = pte_pfn(e);
-                            let head = self.folio_head(pfn);
-                            let hp = self.zone.mem_map[head.idx()];
-                            if hp.flags & pg::SHMEM != 0 {
-                                let (ino, start) = *self.shmem.owner.get(&head.0).ok_or(format!("PTE at {a:#x} maps a shmem folio that no page cache holds"))?;
-                                let v = self.vmas.find(a).expect("checked above");
-                                if v.file != ino + 1 || v.linear_page_index(a) != start + (pfn.0 - head.0) as u64 {
-                                    return Err(format!("PTE at {a:#x} maps the wrong file page"));
-                                }
-                                shmem_rss += 1;
-                            } else if hp.flags & pg::ANON == 0 {
-                                return Err(format!("PTE at {a:#x} maps a pfn that is neither anon nor shmem: {pfn:?}"));
-                            } else {
-                                // Anon folios may sit at any offset once mremap has moved them.
-                                rss += 1;
-                            }
-                            pte_maps[pfn.idx()] += 1;
-                        }
-                    }
-                    Pmd::Huge { pfn, .. } if self.page(pfn).flags & pg::SHMEM != 0 => {
-                        if self.pt.deposited(t, slot as usize) != NO_TABLE {
-                            return Err(format!("file PMD at {addr:#x} has a deposited table (x86 deposits none)"));
-                        }
-                        if self.page(pfn).order != PMD_ORDER || !pfn.is_aligned(Order::PMD) {
-                            return Err(format!("file PMD at {addr:#x} maps {pfn:?}, not a 2 MiB folio"));
-                        }
-                        *pmd_maps.entry(pfn.0).or_insert(0) += 1;
-                        shmem_rss += 512;
-                        shmem_pmds += 1;
-                    }
-                    Pmd::Huge { .. } | Pmd::HugeZero if self.pt.deposited(t, slot as usize) == NO_TABLE => {
-                        return Err(format!("huge PMD at {addr:#x} has no deposited page table"));
-                    }
-                    Pmd::Huge { pfn, .. } => {
-                        tables += 1;
-                        let v = self.vmas.find(addr);
-                        if v.is_none_or(|v| v.start > addr || v.end < addr + PMD_SIZE) {
-                            return Err(format!("huge PMD at {addr:#x} is not inside one VMA"));
-                        }
-                        if !pfn.is_aligned(Order::PMD) || self.page(pfn).order != PMD_ORDER {
-                            return Err(format!("huge PMD at {addr:#x} maps {pfn:?}, not a 2 MiB folio"));
-                        }
-                        *pmd_maps.entry(pfn.0).or_insert(0) += 1;
-                        rss += 512;
-                    }
-                    Pmd::HugeZero => {
-                        tables += 1;
-                        if self.huge_zero.is_none() || !self.mm_flags.huge_zero_folio {
-                            return Err("huge zero PMD without MMF_HUGE_ZERO_FOLIO".into());
-                        }
-                    }
-                }
-            }
-        }
-        if rss != self.stats.anon_rss_pages {
-            return Err(format!("page tables map {rss} anon pages, MM_ANONPAGES says {}", self.stats.anon_rss_pages));
-        }
-        if shmem_rss != self.stats.shmem_rss_pages || shmem_pmds != self.stats.shmem_pmd_mapped {
-            return Err(format!(
-                "page tables map {shmem_rss} shmem pages in {shmem_pmds} PMDs, the counters say {} and {}",
-                self.stats.shmem_rss_pages, self.stats.shmem_pmd_mapped
-            ));
+        // Mappings of tracked large folios by mm: (head, mm) -> mappings.
+        let mut by_mm: BTreeMap<(u32, crate::MmId), i32> = BTreeMap::new();
+        for id in self.mm_ids() {
+            let mm = self.mm_ref(id);
+            self.check_mm_mappings(mm, &mut pte_maps, &mut pmd_maps, &mut by_mm).map_err(|e| format!("mm {}: {e}", id.0))?;
         }
         self.check_page_cache()?;
-        if tables != self.stats.pgtable_pages {
-            return Err(format!("{tables} page tables exist, {} page-table pages are allocated", self.stats.pgtable_pages));
+        for (&head, ids) in &self.folio_mm_ids {
+            let (total, per) = ids.debug_counts();
+            let mut want_total = -1;
+            let mut mms = 0;
+            for (&(h, _), &c) in by_mm.range((head.0, crate::MmId(0))..=(head.0, crate::MmId(u32::MAX))) {
+                debug_assert_eq!(h, head.0);
+                want_total += c;
+                mms += (c > 0) as u32;
+            }
+            if total != want_total {
+                return Err(format!("folio {:#x}: large mapcount {} (mm ids), {} mappings found", head.0, total + 1, want_total + 1));
+            }
+            for (id, c) in per.into_iter().flatten() {
+                let found = by_mm.get(&(head.0, id)).copied().unwrap_or(0);
+                if c + 1 != found {
+                    return Err(format!("folio {:#x}: mm {} holds {} mappings, its mm id slot says {}", head.0, id.0, found, c + 1));
+                }
+            }
+            if mms > 1 && !ids.maybe_mapped_shared() {
+                return Err(format!("folio {:#x} is mapped by {mms} mms but not marked maybe-mapped-shared", head.0));
+            }
         }
         let mut nr_anon = [0i64; PMD_ORDER as usize + 1];
         let mut partially = [0i64; PMD_ORDER as usize + 1];
@@ -384,6 +319,17 @@ impl Kernel {
                 }
                 if entire == 0 && mapped == 0 && p.flags & pg::ANON != 0 {
                     return Err(format!("folio {pfn:#x} is allocated but mapped nowhere (leaked)"));
+                }
+                if p.flags & pg::ANON != 0 {
+                    // A page mapped more than once was shared by fork: not PageAnonExclusive
+                    // (on the page where PTEs map it, on the head where PMDs do).
+                    for i in 0..nr {
+                        let shared = self.zone.mem_map[pfn + i].flags & pg::ANON_SHARED != 0;
+                        let head_shared = p.flags & pg::ANON_SHARED != 0;
+                        if pte_maps[pfn + i] + entire > 1 && ((pte_maps[pfn + i] > 0 && !shared) || (entire > 0 && !head_shared)) {
+                            return Err(format!("page {:#x} is mapped {} times but marked PageAnonExclusive", pfn + i, pte_maps[pfn + i] + entire));
+                        }
+                    }
                 }
                 if p.flags & pg::NR_ANON != 0 {
                     nr_anon[p.order as usize] += 1;
@@ -412,6 +358,117 @@ impl Kernel {
         }
         Ok(())
     }
+
+    /// One mm's page tables: its VMAs cover them, its RSS and page-table counters agree.
+    fn check_mm_mappings(
+        &self,
+        mm: &crate::Mm,
+        pte_maps: &mut [i32],
+        pmd_maps: &mut BTreeMap<u32, i32>,
+        by_mm: &mut BTreeMap<(u32, crate::MmId), i32>,
+    ) -> Result<(), String> {
+        let mut rss = 0u64;
+        let mut shmem_rss = 0u64;
+        let mut shmem_pmds = 0u64;
+        let mut tables = 0u64;
+        for (key, t) in mm.pt.puds() {
+            tables += 1;
+            let base = key << mm_types::PUD_SHIFT;
+            for slot in 0..512u64 {
+                let addr = base + slot * PMD_SIZE;
+                let va = Vaddr(addr);
+                let pmd = mm.pt.pmd(t, va);
+                if !matches!(pmd, Pmd::None) {
+                    if mm.vmas.intersecting(addr, addr + PMD_SIZE).is_empty() {
+                        return Err(format!("page table at {addr:#x} outside every VMA"));
+                    }
+                }
+                match pmd {
+                    Pmd::None => {}
+                    Pmd::Table(idx) => {
+                        tables += 1;
+                        for (i, e) in mm.pt.present_ptes(idx, 0..512) {
+                            if e & PTE_PRESENT == 0 || e & PTE_ZERO != 0 {
+                                continue;
+                            }
+                            let a = addr + i as u64 * PAGE_SIZE;
+                            if mm.vmas.find(a).is_none() {
+                                return Err(format!("PTE at {a:#x} outside every VMA"));
+                            }
+                            let pfn = pte_pfn(e);
+                            let head = self.folio_head(pfn);
+                            let hp = self.zone.mem_map[head.idx()];
+                            if hp.flags & pg::SHMEM != 0 {
+                                let (ino, start) = *self.shmem.owner.get(&head.0).ok_or(format!("PTE at {a:#x} maps a shmem folio that no page cache holds"))?;
+                                let v = mm.vmas.find(a).expect("checked above");
+                                if v.file != ino + 1 || v.linear_page_index(a) != start + (pfn.0 - head.0) as u64 {
+                                    return Err(format!("PTE at {a:#x} maps the wrong file page"));
+                                }
+                                shmem_rss += 1;
+                            } else if hp.flags & pg::ANON == 0 {
+                                return Err(format!("PTE at {a:#x} maps a pfn that is neither anon nor shmem: {pfn:?}"));
+                            } else {
+                                // Anon folios may sit at any offset once mremap has moved them.
+                                rss += 1;
+                            }
+                            pte_maps[pfn.idx()] += 1;
+                            if self.folio_mm_ids.contains_key(&head) {
+                                *by_mm.entry((head.0, mm.id)).or_insert(0) += 1;
+                            }
+                        }
+                    }
+                    Pmd::Huge { pfn, .. } if self.page(pfn).flags & pg::SHMEM != 0 => {
+                        if mm.pt.deposited(t, slot as usize) != NO_TABLE {
+                            return Err(format!("file PMD at {addr:#x} has a deposited table (x86 deposits none)"));
+                        }
+                        if self.page(pfn).order != PMD_ORDER || !pfn.is_aligned(Order::PMD) {
+                            return Err(format!("file PMD at {addr:#x} maps {pfn:?}, not a 2 MiB folio"));
+                        }
+                        *pmd_maps.entry(pfn.0).or_insert(0) += 1;
+                        shmem_rss += 512;
+                        shmem_pmds += 1;
+                    }
+                    Pmd::Huge { .. } | Pmd::HugeZero if mm.pt.deposited(t, slot as usize) == NO_TABLE => {
+                        return Err(format!("huge PMD at {addr:#x} has no deposited page table"));
+                    }
+                    Pmd::Huge { pfn, .. } => {
+                        tables += 1;
+                        let v = mm.vmas.find(addr);
+                        if v.is_none_or(|v| v.start > addr || v.end < addr + PMD_SIZE) {
+                            return Err(format!("huge PMD at {addr:#x} is not inside one VMA"));
+                        }
+                        if !pfn.is_aligned(Order::PMD) || self.page(pfn).order != PMD_ORDER {
+                            return Err(format!("huge PMD at {addr:#x} maps {pfn:?}, not a 2 MiB folio"));
+                        }
+                        *pmd_maps.entry(pfn.0).or_insert(0) += 1;
+                        if self.folio_mm_ids.contains_key(&pfn) {
+                            *by_mm.entry((pfn.0, mm.id)).or_insert(0) += 1;
+                        }
+                        rss += 512;
+                    }
+                    Pmd::HugeZero => {
+                        tables += 1;
+                        if self.huge_zero.is_none() || !mm.flags.huge_zero_folio {
+                            return Err("huge zero PMD without MMF_HUGE_ZERO_FOLIO".into());
+                        }
+                    }
+                }
+            }
+        }
+        if rss != mm.stats.anon_rss_pages {
+            return Err(format!("page tables map {rss} anon pages, MM_ANONPAGES says {}", mm.stats.anon_rss_pages));
+        }
+        if shmem_rss != mm.stats.shmem_rss_pages || shmem_pmds != mm.stats.shmem_pmd_mapped {
+            return Err(format!(
+                "page tables map {shmem_rss} shmem pages in {shmem_pmds} PMDs, the counters say {} and {}",
+                mm.stats.shmem_rss_pages, mm.stats.shmem_pmd_mapped
+            ));
+        }
+        if tables != mm.stats.pgtable_pages {
+            return Err(format!("{tables} page tables exist, {} page-table pages are allocated", mm.stats.pgtable_pages));
+        }
+        Ok(())
+    }
 }
 
 impl Kernel {
@@ -422,9 +479,9 @@ impl Kernel {
     /// step and [`Kernel::check_invariants`] now and then and at the end (`sim --check`).
     ///
     /// Locally, a page's mapcount can only be checked against the PTEs found (a page may be
-    /// mapped elsewhere too), so it must be at least that; anonymous memory is never shared in
-    /// the model (no fork), so an anon page is mapped at most once, by a PTE or by its folio's
-    /// PMD, and exactly once where a PTE here maps it.
+    /// mapped elsewhere too), so it must be at least that; while the machine has one mm, an
+    /// anon page is mapped at most once, by a PTE or by its folio's PMD, and exactly once where
+    /// a PTE here maps it.
     pub fn check_invariants_in(&self, ranges: &[(u64, u64)]) -> Result<(), String> {
         self.check_counters()?;
         let mut pte_seen: BTreeMap<u32, i32> = BTreeMap::new();
@@ -438,8 +495,8 @@ impl Kernel {
             if s >= e {
                 continue;
             }
-            let vmas = self.vmas.intersecting(s, e);
-            let mut prev_end = vmas.first().and_then(|f| self.vmas.prev(f.start)).map_or(0, |v| v.end);
+            let vmas = self.mm.vmas.intersecting(s, e);
+            let mut prev_end = vmas.first().and_then(|f| self.mm.vmas.prev(f.start)).map_or(0, |v| v.end);
             for v in vmas {
                 if v.start % PAGE_SIZE != 0 || v.end % PAGE_SIZE != 0 || v.start >= v.end {
                     return Err(format!("VMA {:#x}-{:#x} is malformed", v.start, v.end));
@@ -452,7 +509,7 @@ impl Kernel {
             let mut addr = s;
             while addr < e {
                 let va = Vaddr(addr);
-                let Some(t) = self.pt.pmd_table_ro(va) else {
+                let Some(t) = self.mm.pt.pmd_table_ro(va) else {
                     addr = (addr & !(PUD_SIZE - 1)) + PUD_SIZE;
                     continue;
                 };
@@ -476,8 +533,8 @@ impl Kernel {
         if self.zone.nr_free_pages() > self.zone.nr_pages() as u64 {
             return Err(format!("nr_free is {}, the zone has {} pages", self.zone.nr_free_pages(), self.zone.nr_pages()));
         }
-        if self.stats.anon_rss_pages > self.zone.nr_pages() as u64 {
-            return Err(format!("MM_ANONPAGES is {}, the zone has {} pages", self.stats.anon_rss_pages, self.zone.nr_pages()));
+        if self.mm.stats.anon_rss_pages > self.zone.nr_pages() as u64 {
+            return Err(format!("MM_ANONPAGES is {}, the zone has {} pages", self.mm.stats.anon_rss_pages, self.zone.nr_pages()));
         }
         let mut partially_total = 0;
         for o in 1..=PMD_ORDER {
@@ -510,19 +567,19 @@ impl Kernel {
         heads: &mut BTreeMap<u32, ()>,
     ) -> Result<(), String> {
         let va = Vaddr(addr);
-        let pmd = self.pt.pmd(t, va);
-        if !matches!(pmd, Pmd::None) && self.vmas.intersecting(addr, addr + PMD_SIZE).is_empty() {
+        let pmd = self.mm.pt.pmd(t, va);
+        if !matches!(pmd, Pmd::None) && self.mm.vmas.intersecting(addr, addr + PMD_SIZE).is_empty() {
             return Err(format!("page table at {addr:#x} outside every VMA"));
         }
         match pmd {
             Pmd::None => {}
             Pmd::Table(idx) => {
-                for (i, e) in self.pt.present_ptes(idx, 0..512) {
+                for (i, e) in self.mm.pt.present_ptes(idx, 0..512) {
                     if e & PTE_PRESENT == 0 || e & PTE_ZERO != 0 {
                         continue;
                     }
                     let a = addr + i as u64 * PAGE_SIZE;
-                    let Some(v) = self.vmas.find(a) else {
+                    let Some(v) = self.mm.vmas.find(a) else {
                         return Err(format!("PTE at {a:#x} outside every VMA"));
                     };
                     let pfn = pte_pfn(e);
@@ -547,7 +604,7 @@ impl Kernel {
                     heads.insert(head.0, ());
                 }
             }
-            Pmd::Huge { .. } | Pmd::HugeZero if self.pt.deposited(t, slot) == NO_TABLE && !self.is_shmem_pmd(pmd) => {
+            Pmd::Huge { .. } | Pmd::HugeZero if self.mm.pt.deposited(t, slot) == NO_TABLE && !self.is_shmem_pmd(pmd) => {
                 return Err(format!("huge PMD at {addr:#x} has no deposited page table"));
             }
             Pmd::Huge { pfn, .. } => {
@@ -555,11 +612,11 @@ impl Kernel {
                     return Err(format!("huge PMD at {addr:#x} maps {pfn:?}, not a 2 MiB folio"));
                 }
                 if self.page(pfn).flags & pg::SHMEM != 0 {
-                    if self.pt.deposited(t, slot) != NO_TABLE {
+                    if self.mm.pt.deposited(t, slot) != NO_TABLE {
                         return Err(format!("file PMD at {addr:#x} has a deposited table (x86 deposits none)"));
                     }
                 } else {
-                    let v = self.vmas.find(addr);
+                    let v = self.mm.vmas.find(addr);
                     if v.is_none_or(|v| v.start > addr || v.end < addr + PMD_SIZE) {
                         return Err(format!("huge PMD at {addr:#x} is not inside one VMA"));
                     }
@@ -568,7 +625,7 @@ impl Kernel {
                 heads.insert(pfn.0, ());
             }
             Pmd::HugeZero => {
-                if self.huge_zero.is_none() || !self.mm_flags.huge_zero_folio {
+                if self.huge_zero.is_none() || !self.mm.flags.huge_zero_folio {
                     return Err("huge zero PMD without MMF_HUGE_ZERO_FOLIO".into());
                 }
             }
@@ -591,7 +648,8 @@ impl Kernel {
         if p.flags & (pg::ANON | pg::SHMEM) == 0 {
             return Err(format!("folio {head:#x} is mapped but is neither anon nor shmem"));
         }
-        let anon = p.flags & pg::ANON != 0;
+        // While one mm has ever existed, an anon page is mapped at most once.
+        let anon = p.flags & pg::ANON != 0 && self.parked.len() == 1;
         let entire = self.zone.entire_mapcount(Pfn(head)) as i32;
         if entire < pmds || (anon && entire > 1) {
             return Err(format!("folio {head:#x}: {pmds} PMDs here map it, entire_mapcount says {entire}"));
@@ -665,9 +723,9 @@ impl Kernel {
     #[doc(hidden)]
     pub fn corrupt_mapcount_for_canary(&mut self, addr: u64) {
         let va = Vaddr(addr);
-        let t = self.pt.pmd_table_ro(va).expect("mapped");
-        if let Pmd::Table(idx) = self.pt.pmd(t, va) {
-            let pfn = pte_pfn(self.pt.pte(idx, va.pte_index()));
+        let t = self.mm.pt.pmd_table_ro(va).expect("mapped");
+        if let Pmd::Table(idx) = self.mm.pt.pmd(t, va) {
+            let pfn = pte_pfn(self.mm.pt.pte(idx, va.pte_index()));
             self.zone.mem_map[pfn.idx()].mapcount += 1;
         }
     }
@@ -677,14 +735,14 @@ impl Kernel {
     /// `dump_vma` + `dump_page` for one address: its VMA and what maps it, for failure reports.
     pub fn dump_addr(&self, addr: u64) -> String {
         let va = Vaddr(addr);
-        let vma = match self.vmas.find(addr) {
+        let vma = match self.mm.vmas.find(addr) {
             Some(v) => format!("vma {:#x}-{:#x} flags {:#x} file {} pgoff {}", v.start, v.end, v.flags, v.file, v.pgoff),
             None => "no vma".into(),
         };
-        let entry = match self.pt.pmd_table_ro(va) {
+        let entry = match self.mm.pt.pmd_table_ro(va) {
             None => "no PMD table".into(),
-            Some(t) => match self.pt.pmd(t, va) {
-                Pmd::Table(idx) => format!("pte {:#x}", self.pt.pte(idx, va.pte_index())),
+            Some(t) => match self.mm.pt.pmd(t, va) {
+                Pmd::Table(idx) => format!("pte {:#x}", self.mm.pt.pte(idx, va.pte_index())),
                 other => format!("pmd {other:?}"),
             },
         };

@@ -89,7 +89,7 @@ impl Kernel {
     pub fn populate_range(&mut self, start: u64, end: u64, how: Populate) -> Result<Populated, Errno> {
         let mut done = Populated::default();
         let mut cursor = start;
-        for v in self.vmas.intersecting(start, end) {
+        for v in self.mm.vmas.intersecting(start, end) {
             if v.start > cursor && how != Populate::Mlock {
                 return Err(Errno::ENOMEM);
             }
@@ -144,11 +144,11 @@ impl Kernel {
     fn writable_folio(&self, addr: u64) -> Option<(mm_types::Pfn, bool)> {
         use crate::pgtable::{pte_pfn, Pmd, PTE_PRESENT, PTE_WRITE, PTE_ZERO};
         let va = mm_types::Vaddr(addr);
-        let table = self.pt.pmd_table_ro(va)?;
-        match self.pt.pmd(table, va) {
+        let table = self.mm.pt.pmd_table_ro(va)?;
+        match self.mm.pt.pmd(table, va) {
             Pmd::Huge { pfn, write: true, .. } => Some((pfn, true)),
             Pmd::Table(idx) => {
-                let e = self.pt.pte(idx, va.pte_index());
+                let e = self.mm.pt.pte(idx, va.pte_index());
                 (e & PTE_PRESENT != 0 && e & PTE_WRITE != 0 && e & PTE_ZERO == 0)
                     .then(|| (self.folio_head(pte_pfn(e)), false))
             }
@@ -166,7 +166,7 @@ impl Kernel {
         let mut last_head = None;
         let mut addr = start;
         while addr < end {
-            let Some(v) = self.vmas.find(addr) else { return Err(Errno::EFAULT) };
+            let Some(v) = self.mm.vmas.find(addr) else { return Err(Errno::EFAULT) };
             if v.flags & vm::SPECIAL != 0 {
                 done.unmodelled_pages += 1;
                 last_head = None;
@@ -223,7 +223,7 @@ impl Kernel {
     /// ([`Kernel::mlock_future_flags`]); MCL_CURRENT locks every VMA.
     pub fn apply_mlockall_flags(&mut self, flags: u64) {
         let lock = vm::LOCKED | if flags & MCL_ONFAULT != 0 { vm::LOCKONFAULT } else { 0 };
-        self.mm_flags.def_flags = if flags & MCL_FUTURE != 0 { lock } else { 0 };
+        self.mm.flags.def_flags = if flags & MCL_FUTURE != 0 { lock } else { 0 };
         if flags & MCL_CURRENT != 0 {
             let _ = self.modify_flags(0, mm_types::TASK_SIZE, |f| (f & !vm::LOCKONFAULT) | lock, false);
         }
@@ -240,13 +240,13 @@ impl Kernel {
 
     /// `munlockall`.
     pub fn do_munlockall(&mut self) {
-        self.mm_flags.def_flags = 0;
+        self.mm.flags.def_flags = 0;
         let _ = self.modify_flags(0, mm_types::TASK_SIZE, |f| f & !(vm::LOCKED | vm::LOCKONFAULT), false);
     }
 
     /// `mm->def_flags` from `mlockall(MCL_FUTURE)`: new mappings and brk growth get them, and
     /// are populated unless VM_LOCKONFAULT.
     pub fn mlock_future_flags(&self) -> u32 {
-        self.mm_flags.def_flags
+        self.mm.flags.def_flags
     }
 }

@@ -53,12 +53,12 @@ impl Kernel {
 
     /// `vma_thp_disabled`.
     pub(crate) fn vma_thp_disabled(&self, vma: &Vma, forced_collapse: bool) -> bool {
-        vma_thp_disabled(&self.mm_flags, vma.flags, forced_collapse).is_some()
+        vma_thp_disabled(&self.mm.flags, vma.flags, forced_collapse).is_some()
     }
 
     /// `thp_vma_allowable_orders` + `__thp_vma_allowable_orders` for anonymous VMAs.
     pub fn thp_vma_allowable_orders(&self, vma: &Vma, tva: TvaType, orders: Orders) -> Orders {
-        anon_thp_vma_allowable_orders(&self.masks, &self.mm_flags, vma, tva, orders, &mut ())
+        anon_thp_vma_allowable_orders(&self.masks, &self.mm.flags, vma, tva, orders, &mut ())
     }
 
     /// `__anon_vma_prepare`: give the VMA an anon_vma, reusing a mergeable neighbour's
@@ -71,13 +71,13 @@ impl Kernel {
             n.anon_vma != 0 && (n.flags & !vm::ACCESS) == (vma.flags & !vm::ACCESS)
         };
         let mut id = 0;
-        if let Some(p) = self.vmas.prev(vma.start) {
+        if let Some(p) = self.mm.vmas.prev(vma.start) {
             if p.end == vma.start && compatible(&p) {
                 id = p.anon_vma;
             }
         }
         if id == 0 {
-            if let Some(n) = self.vmas.next(vma.end) {
+            if let Some(n) = self.mm.vmas.next(vma.end) {
                 if n.start == vma.end && compatible(&n) {
                     id = n.anon_vma;
                 }
@@ -88,8 +88,8 @@ impl Kernel {
             self.next_anon_vma += 1;
         }
         vma.anon_vma = id;
-        self.vmas.update(*vma);
-        self.vma_cache = None;
+        self.mm.vmas.update(*vma);
+        self.mm.vma_cache = None;
     }
 
     /// `do_huge_pmd_anonymous_page`: called with an empty PMD when PMD order is allowed.
@@ -107,8 +107,8 @@ impl Kernel {
                 self.counters.count(VmEvent::ThpFaultFallback);
                 return HugeFault::Fallback(FallbackReason::AllocFailed);
             }
-            self.pt.set_pmd(pmd_table, haddr, Pmd::HugeZero);
-            self.pt.deposit(pmd_table, haddr, pgtable);
+            self.mm.pt.set_pmd(pmd_table, haddr, Pmd::HugeZero);
+            self.mm.pt.deposit(pmd_table, haddr, pgtable);
             return HugeFault::Done;
         }
         let Some(folio) = self.vma_alloc_anon_folio_pmd() else {
@@ -118,7 +118,7 @@ impl Kernel {
             self.free_folio(folio);
             return HugeFault::Oom;
         };
-        self.pt.deposit(pmd_table, haddr, pgtable);
+        self.mm.pt.deposit(pmd_table, haddr, pgtable);
         self.map_anon_folio_pmd(folio, vma, pmd_table, haddr);
         self.deferred_split_folio(folio, false);
         self.touch_page(folio.add(addr.pte_index() as u32));
@@ -142,8 +142,8 @@ impl Kernel {
         self.folio_add_new_anon_rmap(folio);
         self.zone.folio_meta_mut(folio).entire += 1;
         let write = vma.flags & vm::WRITE != 0;
-        self.pt.set_pmd(pmd_table, haddr, Pmd::Huge { pfn: folio, young: true, dirty: true, write });
-        self.stats.anon_rss_pages += 1 << PMD_ORDER;
+        self.mm.pt.set_pmd(pmd_table, haddr, Pmd::Huge { pfn: folio, young: true, dirty: true, write });
+        self.mm.stats.anon_rss_pages += 1 << PMD_ORDER;
         self.counters.count(VmEvent::ThpFaultAlloc);
         self.counters.count_mthp(Order::PMD, MthpStat::AnonFaultAlloc);
     }
@@ -152,7 +152,7 @@ impl Kernel {
     /// huge zero PMD gets a fresh THP, or splits the PMD and falls back to the PTE path.
     pub(crate) fn do_huge_pmd_wp_page(&mut self, vma: &Vma, addr: Vaddr, pmd_table: u32) -> HugeFault {
         let haddr = addr.align_down(Order::PMD);
-        match self.pt.pmd(pmd_table, haddr) {
+        match self.mm.pt.pmd(pmd_table, haddr) {
             Pmd::HugeZero => {
                 if let Some(folio) = self.vma_alloc_anon_folio_pmd() {
                     self.map_anon_folio_pmd(folio, vma, pmd_table, haddr);
@@ -162,10 +162,18 @@ impl Kernel {
                 self.split_huge_pmd(pmd_table, haddr);
                 HugeFault::Fallback(FallbackReason::AllocFailed)
             }
-            Pmd::Huge { pfn, young, dirty, .. } => {
-                // An exclusive anon THP in a writable VMA (after mprotect): reuse it in place.
-                self.pt.set_pmd(pmd_table, haddr, Pmd::Huge { pfn, young, dirty, write: true });
-                HugeFault::Done
+            Pmd::Huge { pfn, .. } => {
+                // PageAnonExclusive (or the only reference: refcount 1) reuses the THP in place;
+                // a THP fork shared is split and the PTE path copies one page.
+                let exclusive = self.zone.mem_map[pfn.idx()].flags & pg::ANON_SHARED == 0;
+                if exclusive || self.folio_large_mapcount(pfn) == 1 {
+                    self.zone.mem_map[pfn.idx()].flags &= !pg::ANON_SHARED;
+                    self.mm.pt.set_pmd(pmd_table, haddr, Pmd::Huge { pfn, young: true, dirty: true, write: true });
+                    self.mm.stats.cow_reused += 1;
+                    return HugeFault::Done;
+                }
+                self.split_huge_pmd(pmd_table, haddr);
+                HugeFault::Fallback(FallbackReason::ForkCow)
             }
             _ => HugeFault::Done,
         }
@@ -173,7 +181,7 @@ impl Kernel {
 
     /// `mm_get_huge_zero_folio` → `get_huge_zero_folio`.
     fn mm_get_huge_zero_folio(&mut self) -> Option<Pfn> {
-        if self.mm_flags.huge_zero_folio {
+        if self.mm.flags.huge_zero_folio {
             return self.huge_zero;
         }
         if self.huge_zero.is_none() {
@@ -189,59 +197,70 @@ impl Kernel {
                 }
             }
         }
-        self.mm_flags.huge_zero_folio = true;
+        self.mm.flags.huge_zero_folio = true;
         self.huge_zero
     }
 
     /// `__split_huge_pmd_locked`: replace a huge PMD by a PTE table mapping the same pages
     /// (anon), or by 512 zero-page PTEs (huge zero). Counts `thp_split_pmd`.
     pub(crate) fn split_huge_pmd(&mut self, pmd_table: u32, haddr: Vaddr) {
-        let pmd = self.pt.pmd(pmd_table, haddr);
+        let pmd = self.mm.pt.pmd(pmd_table, haddr);
         if let Pmd::Huge { pfn, .. } = pmd {
             if self.zone.mem_map[pfn.idx()].flags & pg::SHMEM != 0 {
                 // A file PMD is zapped, not converted: the next fault maps PTEs.
-                self.pt.set_pmd(pmd_table, haddr, Pmd::None);
+                self.mm.pt.set_pmd(pmd_table, haddr, Pmd::None);
                 self.zone.folio_meta_mut(pfn).entire -= 1;
-                self.stats.shmem_rss_pages -= 1 << PMD_ORDER;
-                self.stats.shmem_pmd_mapped -= 1;
+                self.mm.stats.shmem_rss_pages -= 1 << PMD_ORDER;
+                self.mm.stats.shmem_pmd_mapped -= 1;
                 self.counters.count(VmEvent::ThpSplitPmd);
                 return;
             }
         }
         // pmdp_invalidate: the huge translation is flushed before the PTEs replace it.
         self.flush_tlb_range(haddr.0, haddr.0 + PMD_SIZE);
-        let deposit = self.pt.withdraw(pmd_table, haddr);
+        let deposit = self.mm.pt.withdraw(pmd_table, haddr);
         debug_assert_ne!(deposit, crate::pgtable::NO_TABLE);
         match pmd {
             Pmd::HugeZero => {
                 for i in 0..512 {
-                    self.pt.set_pte(deposit, i, ZERO_PTE);
+                    self.mm.pt.set_pte(deposit, i, ZERO_PTE);
                 }
             }
             Pmd::Huge { pfn, young, dirty, write } => {
                 let bits = (young as u64 * PTE_YOUNG) | (dirty as u64 * PTE_DIRTY) | (write as u64 * PTE_WRITE);
                 for i in 0..512 {
-                    self.pt.set_pte(deposit, i, mk_pte(pfn.add(i as u32), bits));
+                    self.mm.pt.set_pte(deposit, i, mk_pte(pfn.add(i as u32), bits));
                 }
                 // Add the PTE mappings before dropping the PMD one: never partially mapped.
+                let mut newly = 0;
                 for i in 0..512u32 {
-                    self.zone.mem_map[pfn.add(i).idx()].mapcount += 1;
+                    let p = &mut self.zone.mem_map[pfn.add(i).idx()];
+                    p.mapcount += 1;
+                    newly += (p.mapcount == 1) as u16;
+                }
+                // The head's PageAnonExclusive goes to every page (__split_huge_pmd_locked).
+                let shared = self.zone.mem_map[pfn.idx()].flags & pg::ANON_SHARED;
+                for i in 1..512u32 {
+                    let p = &mut self.zone.mem_map[pfn.add(i).idx()];
+                    p.flags = (p.flags & !pg::ANON_SHARED) | shared;
                 }
                 let meta = self.zone.folio_meta_mut(pfn);
-                meta.mapped = 512;
+                meta.mapped += newly;
                 meta.entire -= 1;
+                self.large_mapcount_add(pfn, 512);
+                self.large_mapcount_sub(pfn, 1);
             }
             Pmd::None | Pmd::Table(_) => unreachable!("split_huge_pmd on a non-huge PMD"),
         }
-        self.pt.set_pmd(pmd_table, haddr, Pmd::Table(deposit));
+        self.mm.pt.set_pmd(pmd_table, haddr, Pmd::Table(deposit));
         self.counters.count(VmEvent::ThpSplitPmd);
     }
 
     /// Split the huge PMD covering `addr`, if there is one (`split_huge_pmd_address`).
     pub(crate) fn split_huge_pmd_address(&mut self, addr: u64) {
         let va = Vaddr(addr);
-        let Some(t) = self.pt.pmd_table(va) else { return };
-        if matches!(self.pt.pmd(t, va), Pmd::Huge { .. } | Pmd::HugeZero) {
+        let Some(t) = self.mm.pt.pmd_table(va) else { return };
+        if matches!(self.mm.pt.pmd(t, va), Pmd::Huge { .. } | Pmd::HugeZero) {
             self.split_huge_pmd(t, va.align_down(Order::PMD));
         }
     }

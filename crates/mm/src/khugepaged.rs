@@ -16,7 +16,7 @@ use uapi::VmEvent;
 use crate::huge_memory::TvaType;
 use crate::pgtable::{Pmd, PTE_PRESENT, PTE_YOUNG, PTE_ZERO};
 use crate::vma::{vm, Vma};
-use crate::{Errno, Kernel};
+use crate::{Errno, Kernel, MmId};
 
 /// `enum scan_result`: every way a collapse attempt ends. Always counted in
 /// `Kernel::scan_results`.
@@ -85,14 +85,15 @@ pub fn madvise_collapse_errno(r: ScanResult) -> Errno {
     }
 }
 
-/// The daemon's view of this mm (`struct khugepaged_scan` and the mm's `mm_slot`; the model
-/// has one mm, so the list holds it or nothing).
+/// The daemon's state (`struct khugepaged_scan`: the list of mm_slots and where the scan is)
+/// and its counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KhugepagedScan {
-    /// MMF_VM_HUGEPAGE: the mm is on khugepaged's list (`__khugepaged_enter`).
-    pub registered: bool,
-    /// `khugepaged_scan.mm_slot != NULL`: a scan of the mm is under way.
-    pub in_mm: bool,
+    /// `khugepaged_scan.mm_head`: the registered mms, in the order they were added
+    /// (`__khugepaged_enter` adds at the tail).
+    pub mm_slots: std::collections::VecDeque<MmId>,
+    /// `khugepaged_scan.mm_slot`: the mm whose scan is under way.
+    pub cur: Option<MmId>,
     /// `khugepaged_scan.address`.
     pub address: u64,
     /// `khugepaged_pages_collapsed` (sysfs `khugepaged/pages_collapsed`).
@@ -173,14 +174,42 @@ impl Kernel {
     /// may collapse in (`TVA_KHUGEPAGED`: it needs an anon_vma). Returns true when it was
     /// added now (`__khugepaged_enter`; the daemon then wakes, as the list was empty).
     pub(crate) fn khugepaged_enter_vma(&mut self, vma: &Vma) -> bool {
-        if self.khugepaged.registered || !self.hugepage_pmd_enabled() {
+        if self.mm.flags.vm_hugepage || !self.hugepage_pmd_enabled() {
             return false;
         }
         if self.thp_vma_allowable_orders(vma, TvaType::Khugepaged, Orders::single(Order::PMD)).is_empty() {
             return false;
         }
-        self.khugepaged.registered = true;
+        self.khugepaged_enter();
         true
+    }
+
+    /// `__khugepaged_enter` for the current mm: MMF_VM_HUGEPAGE, and a slot at the list's tail.
+    pub(crate) fn khugepaged_enter(&mut self) {
+        self.mm.flags.vm_hugepage = true;
+        // An mm that left the list while being scanned keeps its slot until the scan collects
+        // it; entering again (after execve, which the model replays in the same mm) reuses it.
+        if !self.khugepaged.mm_slots.contains(&self.mm.id) {
+            self.khugepaged.mm_slots.push_back(self.mm.id);
+        }
+    }
+
+    /// `__khugepaged_exit`: the mm leaves the list now, unless the scan is in it (then the scan
+    /// collects its slot when it leaves it, `collect_mm_slot`).
+    pub(crate) fn khugepaged_exit(&mut self) {
+        if !self.mm.flags.vm_hugepage {
+            return;
+        }
+        self.mm.flags.vm_hugepage = false;
+        let id = self.mm.id;
+        if self.khugepaged.cur != Some(id) {
+            self.khugepaged.mm_slots.retain(|m| *m != id);
+        }
+    }
+
+    /// Whether mm `id` is on khugepaged's list (MMF_VM_HUGEPAGE).
+    pub fn khugepaged_registered(&self, id: MmId) -> bool {
+        self.mm_ref(id).flags.vm_hugepage
     }
 
     /// `shmem_hpage_pmd_enabled`: the PMD size of shmem is `always`, `within_size` or
@@ -200,17 +229,17 @@ impl Kernel {
 
     /// `khugepaged_has_work`.
     pub fn khugepaged_has_work(&self) -> bool {
-        self.khugepaged.registered && self.hugepage_pmd_enabled()
+        !self.khugepaged.mm_slots.is_empty() && self.hugepage_pmd_enabled()
     }
 
-    /// What the daemon has done to this mm.
+    /// What the daemon has done.
     pub fn khugepaged_state(&self) -> &KhugepagedScan {
         &self.khugepaged
     }
 
     /// `khugepaged_do_scan`: one wake-up of the daemon, scanning up to `pages_to_scan`
     /// (progress counts 512 per PMD range examined, 1 per VMA skipped and 1 per call), passing
-    /// the head of its (one-mm) list at most twice. Returns the collapses it made.
+    /// the head of its list at most twice. Returns the collapses it made.
     pub fn khugepaged_do_scan(&mut self) -> u64 {
         let pages = self.settings.khugepaged.pages_to_scan as u64;
         let before = self.khugepaged.pages_collapsed;
@@ -219,7 +248,7 @@ impl Kernel {
         let mut pass_through_head = 0;
         let mut alloc_wait = true;
         loop {
-            if !self.khugepaged.in_mm {
+            if self.khugepaged.cur.is_none() {
                 pass_through_head += 1;
             }
             let mut result = ScanResult::Succeed;
@@ -242,21 +271,58 @@ impl Kernel {
         self.khugepaged.pages_collapsed - before
     }
 
-    /// `khugepaged_scan_mm_slot` for the one mm.
+    /// `khugepaged_scan_mm_slot`: scan the mm the scan is in (or the list's first), from
+    /// `khugepaged_scan.address`, within `pages`; when the mm is done (or exited), move to the
+    /// next slot, counting a full scan after the last.
     fn khugepaged_scan_mm_slot(&mut self, pages: u64, result: &mut ScanResult) -> u64 {
         *result = ScanResult::Fail;
-        if !self.khugepaged.in_mm {
-            self.khugepaged.in_mm = true;
-            self.khugepaged.address = 0;
+        let id = match self.khugepaged.cur {
+            Some(id) => id,
+            None => {
+                let first = *self.khugepaged.mm_slots.front().expect("khugepaged_has_work");
+                self.khugepaged.cur = Some(first);
+                self.khugepaged.address = 0;
+                first
+            }
+        };
+        let prev = self.mm.id;
+        self.switch_mm(id);
+        let progress = if self.mm.exited || !self.mm.flags.vm_hugepage {
+            // hpage_collapse_test_exit: an exited mm is collected.
+            self.khugepaged_next_slot(id);
+            1
+        } else {
+            self.khugepaged_scan_mm(pages, result)
+        };
+        self.switch_mm(prev);
+        progress
+    }
+
+    /// Leave mm `id`'s slot: the next one, or none (a full scan) after the last;
+    /// `collect_mm_slot` frees the slot of an mm that left the list.
+    fn khugepaged_next_slot(&mut self, id: MmId) {
+        let slots = &mut self.khugepaged.mm_slots;
+        let pos = slots.iter().position(|m| *m == id).expect("the scanned mm has a slot");
+        self.khugepaged.cur = slots.get(pos + 1).copied();
+        self.khugepaged.address = 0;
+        if self.khugepaged.cur.is_none() {
+            self.khugepaged.full_scans += 1;
         }
+        if !self.mm.flags.vm_hugepage || self.mm.exited {
+            slots.remove(pos);
+        }
+    }
+
+    /// The VMA walk of `khugepaged_scan_mm_slot` in the current mm.
+    fn khugepaged_scan_mm(&mut self, pages: u64, result: &mut ScanResult) -> u64 {
         let mut progress = 1u64;
         let cc = CollapseControl { is_khugepaged: true };
         let mut done_with_mm = true;
         // for_each_vma from the scan address (the first VMA that ends above it).
-        let vmas: Vec<Vma> = self.vmas.iter().filter(|v| v.end > self.khugepaged.address).cloned().collect();
+        let vmas: Vec<Vma> = self.mm.vmas.iter().filter(|v| v.end > self.khugepaged.address).cloned().collect();
         'vmas: for vma in vmas {
             // The VMA may have changed under a collapse: look it up again.
-            let Some(vma) = self.vmas.find(vma.start).filter(|v| v.start == vma.start) else { continue };
+            let Some(vma) = self.mm.vmas.find(vma.start).filter(|v| v.start == vma.start) else { continue };
             if vma.file != 0 || self.thp_vma_allowable_orders(&vma, TvaType::Khugepaged, Orders::single(Order::PMD)).is_empty() {
                 progress += 1;
                 continue;
@@ -296,23 +362,22 @@ impl Kernel {
             }
         }
         if done_with_mm {
-            // Every VMA scanned: the next call starts over from the list head.
-            self.khugepaged.in_mm = false;
-            self.khugepaged.full_scans += 1;
+            // Every VMA scanned: on to the next mm.
+            self.khugepaged_next_slot(self.mm.id);
         }
         progress
     }
 
     fn count_scan_result(&mut self, r: ScanResult) {
-        *self.stats.scan_results.entry(r).or_insert(0) += 1;
+        *self.mm.stats.scan_results.entry(r).or_insert(0) += 1;
     }
 
     /// `hpage_collapse_scan_pmd` for the 2 MiB block at `addr`, then `collapse_huge_page`.
     fn hpage_collapse_scan_pmd(&mut self, vma: &Vma, addr: u64, cc: CollapseControl) -> ScanResult {
         let va = Vaddr(addr);
         // find_pmd_or_thp_or_none
-        let Some(t) = self.pt.pmd_table(va) else { return ScanResult::PmdNull };
-        let idx = match self.pt.pmd(t, va) {
+        let Some(t) = self.mm.pt.pmd_table(va) else { return ScanResult::PmdNull };
+        let idx = match self.mm.pt.pmd(t, va) {
             Pmd::None => return ScanResult::PmdNone,
             Pmd::Huge { .. } | Pmd::HugeZero => return ScanResult::PmdMapped,
             Pmd::Table(i) => i,
@@ -320,7 +385,9 @@ impl Kernel {
         let ks = self.settings.khugepaged;
         let mut none_or_zero = 0;
         let mut referenced = 0;
-        for e in self.pt.all_ptes(idx) {
+        let mut shared = 0;
+        let ptes: Vec<crate::pgtable::Pte> = self.mm.pt.all_ptes(idx).collect();
+        for e in ptes {
             if e == 0 || e & PTE_ZERO != 0 {
                 none_or_zero += 1;
                 if cc.is_khugepaged && none_or_zero > ks.max_ptes_none {
@@ -329,7 +396,16 @@ impl Kernel {
                 }
                 continue;
             }
-            // Every present page of the model is an exclusive, unpinned anon page on the LRU.
+            // Every present page of the model is an unpinned anon page on the LRU; fork may have
+            // shared it.
+            let head = self.folio_head(crate::pgtable::pte_pfn(e));
+            if self.folio_maybe_mapped_shared(head) {
+                shared += 1;
+                if cc.is_khugepaged && shared > ks.max_ptes_shared {
+                    self.counters.count(VmEvent::ThpScanExceedSharePte);
+                    return ScanResult::ExceedSharedPte;
+                }
+            }
             if cc.is_khugepaged && e & PTE_YOUNG != 0 {
                 referenced += 1;
             }
@@ -350,7 +426,7 @@ impl Kernel {
             return ScanResult::AllocHugePageFail;
         };
         self.counters.count(VmEvent::ThpCollapseAlloc);
-        let ptes: Vec<crate::pgtable::Pte> = self.pt.all_ptes(idx).collect();
+        let ptes: Vec<crate::pgtable::Pte> = self.mm.pt.all_ptes(idx).collect();
         let mut young = false;
         for (i, &e) in ptes.iter().enumerate() {
             if e & PTE_PRESENT != 0 && e & PTE_ZERO == 0 {
@@ -363,14 +439,14 @@ impl Kernel {
         // __collapse_huge_page_copy_succeeded: clear the PTEs, dropping the old folios in
         // per-folio batches.
         self.zap_range(haddr.0, haddr.0 + PMD_SIZE);
-        debug_assert!(self.pt.ptes_none(idx, 0..512));
-        self.pt.set_pmd(t, haddr, Pmd::None);
-        self.pt.deposit(t, haddr, idx);
+        debug_assert!(self.mm.pt.ptes_none(idx, 0..512));
+        self.mm.pt.set_pmd(t, haddr, Pmd::None);
+        self.mm.pt.deposit(t, haddr, idx);
         self.folio_add_new_anon_rmap(folio);
         self.zone.folio_meta_mut(folio).entire = 1;
         let write = vma.flags & vm::WRITE != 0;
-        self.pt.set_pmd(t, haddr, Pmd::Huge { pfn: folio, young, dirty: true, write });
-        self.stats.anon_rss_pages += 1 << PMD_ORDER;
+        self.mm.pt.set_pmd(t, haddr, Pmd::Huge { pfn: folio, young, dirty: true, write });
+        self.mm.stats.anon_rss_pages += 1 << PMD_ORDER;
         self.deferred_split_folio(folio, false);
         ScanResult::Succeed
     }

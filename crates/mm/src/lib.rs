@@ -1,4 +1,4 @@
-//! The simulated Linux 6.18 memory manager for one process: buddy allocator, VMAs, page tables,
+//! The simulated Linux 6.18 memory manager, one machine with many mms: buddy allocator, VMAs, page tables,
 //! the anonymous fault path with every mTHP size, zero pages, PMD splitting, the deferred split
 //! queue and MADV_COLLAPSE.
 //!
@@ -25,6 +25,7 @@
 pub mod arch;
 pub mod debug;
 pub mod explain;
+pub mod fork;
 pub mod gup;
 pub mod huge_memory;
 pub mod khugepaged;
@@ -151,6 +152,8 @@ pub struct MmFlags {
     pub disable_thp_except_advised: bool,
     /// MMF_HUGE_ZERO_FOLIO: this mm holds a reference on the huge zero folio.
     pub huge_zero_folio: bool,
+    /// MMF_VM_HUGEPAGE: the mm is on khugepaged's list.
+    pub vm_hugepage: bool,
     /// `mm->def_flags`: VM_LOCKED (and VM_LOCKONFAULT) after `mlockall(MCL_FUTURE)`.
     pub def_flags: u32,
 }
@@ -182,17 +185,57 @@ impl ThpMasks {
     }
 }
 
-/// The simulated kernel with one process.
+/// An mm's id (`mm->mm_id`): its index among the machine's mms, in creation order. The first
+/// mm, booted with the machine, is `MmId(0)`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MmId(pub u32);
+
+/// One address space (`struct mm_struct`, include/linux/mm_types.h): VMAs, page tables, the
+/// program break, `mm->flags` and the per-mm counters. Everything else is the machine's.
+pub struct Mm {
+    pub(crate) id: MmId,
+    pub(crate) vmas: VmaTree,
+    pub(crate) pt: PageTables,
+    pub(crate) flags: MmFlags,
+    pub(crate) mmap_base: u64,
+    pub(crate) start_brk: u64,
+    pub(crate) brk: u64,
+    /// One-entry VMA cache for the access path; cleared on any VMA change.
+    pub(crate) vma_cache: Option<Vma>,
+    /// `exit_mmap` ran: no VMAs, no page tables; the counters stay for the result.
+    pub(crate) exited: bool,
+    /// MM_ANONPAGES and the rest of the per-mm and per-task counts.
+    pub(crate) stats: ModelStats,
+}
+
+impl Mm {
+    fn new(id: MmId, mmap_base: u64, start_brk: u64) -> Mm {
+        Mm {
+            id,
+            vmas: VmaTree::default(),
+            pt: PageTables::default(),
+            flags: MmFlags::default(),
+            mmap_base,
+            start_brk,
+            brk: start_brk,
+            vma_cache: None,
+            exited: false,
+            stats: ModelStats::default(),
+        }
+    }
+}
+
+/// The simulated machine: zones, settings, the huge zero folio, the deferred split queue, shmem
+/// inodes and mounts, the vm events, and its mms. System calls and faults act on the current
+/// mm (`current->mm`), chosen with [`Kernel::switch_mm`]; the machine boots with one, `MmId(0)`.
 pub struct Kernel {
     pub(crate) settings: ThpSettings,
     pub(crate) masks: ThpMasks,
     pub(crate) zone: Zone,
-    pub(crate) vmas: VmaTree,
-    pub(crate) pt: PageTables,
-    pub(crate) mm_flags: MmFlags,
-    pub(crate) mmap_base: u64,
-    pub(crate) start_brk: u64,
-    pub(crate) brk: u64,
+    /// The current mm.
+    pub(crate) mm: Mm,
+    /// Every other mm, by id (the current one's slot is `None`).
+    pub(crate) parked: Vec<Option<Mm>>,
     /// The huge zero folio, once allocated (`huge_zero_folio`).
     pub(crate) huge_zero: Option<mm_types::Pfn>,
     /// Deferred split queue (`ds_queue->split_queue`), in queueing order; entries whose head
@@ -200,17 +243,17 @@ pub struct Kernel {
     pub(crate) deferred: Vec<mm_types::Pfn>,
     pub(crate) deferred_stale: usize,
     pub(crate) next_anon_vma: u32,
-    /// One-entry VMA cache for the access path; cleared on any VMA change.
-    pub(crate) vma_cache: Option<Vma>,
     pub(crate) shmem: shmem::Shmem,
+    /// Large anon folios mapped by more than one mm since a fork: their `_mm_ids` (rmap.h,
+    /// CONFIG_MM_ID). A large folio absent here is mapped by one mm only.
+    pub(crate) folio_mm_ids: std::collections::HashMap<mm_types::Pfn, fork::FolioMmIds>,
     /// Frames held by the rest of the system ([`Kernel::fragment_memory`]).
     pub(crate) held_pages: u64,
-    /// khugepaged's scan of this mm (`mm_slot`, `khugepaged_scan`, its counters).
+    /// khugepaged's scan (`khugepaged_scan`, its counters).
     pub(crate) khugepaged: khugepaged::KhugepagedScan,
     /// Flushed ranges for a TLB observer (`tlbflush`); `None` when nobody listens.
     pub(crate) tlb_flushes: Option<Vec<(u64, u64)>>,
     pub counters: Counters,
-    pub stats: ModelStats,
 }
 
 impl Kernel {
@@ -226,23 +269,18 @@ impl Kernel {
             settings: settings.clone(),
             masks: ThpMasks::from(settings),
             zone: Zone::new(nr_pages, params.min_free_kbytes),
-            vmas: VmaTree::default(),
-            pt: PageTables::default(),
-            mm_flags: MmFlags::default(),
-            mmap_base: params.mmap_base,
-            start_brk,
-            brk: start_brk,
+            mm: Mm::new(MmId(0), params.mmap_base, start_brk),
+            parked: vec![None],
             huge_zero: None,
             deferred: Vec::new(),
             deferred_stale: 0,
             next_anon_vma: 1,
-            vma_cache: None,
+            folio_mm_ids: Default::default(),
             shmem: shmem::Shmem { sb_huge: vec![shmem::SbHuge::Never, params.dev_shm_huge], ..Default::default() },
             held_pages: 0,
             khugepaged: Default::default(),
             tlb_flushes: None,
             counters: Counters::default(),
-            stats: ModelStats::default(),
         }
     }
 
@@ -264,7 +302,7 @@ impl Kernel {
     pub fn memory_use(&self) -> MemoryUse {
         let managed = self.zone.managed_pages();
         let free = self.zone.nr_free_pages() + self.zone.pcp_pages().count() as u64;
-        let pgtables = self.stats.pgtable_pages;
+        let pgtables = self.mm.stats.pgtable_pages;
         let held = self.held_pages;
         MemoryUse {
             managed,
@@ -277,42 +315,42 @@ impl Kernel {
     }
 
     pub fn vmas(&self) -> impl Iterator<Item = &Vma> {
-        self.vmas.iter()
+        self.mm.vmas.iter()
     }
 
     /// The VMAs that intersect `[start, end)`, in address order (`for_each_vma_range`), in
     /// O(log n + found).
     pub fn vmas_intersecting(&self, start: u64, end: u64) -> Vec<Vma> {
-        self.vmas.intersecting(start, end)
+        self.mm.vmas.intersecting(start, end)
     }
 
     /// The VMA containing `addr` (`vma_lookup`).
     pub fn vma_lookup(&self, addr: u64) -> Option<Vma> {
-        self.vmas.find(addr)
+        self.mm.vmas.find(addr)
     }
 
     pub fn mm_flags(&self) -> MmFlags {
-        self.mm_flags
+        self.mm.flags
     }
 
     pub fn brk_value(&self) -> u64 {
-        self.brk
+        self.mm.brk
     }
 
     pub fn start_brk(&self) -> u64 {
-        self.start_brk
+        self.mm.start_brk
     }
 
     /// `mm->brk`: the current program break.
     pub fn brk(&self) -> u64 {
-        self.brk
+        self.mm.brk
     }
 
     /// Model memory in host bytes: mem_map, page tables, VMAs (for the benchmark).
     pub fn host_bytes(&self) -> usize {
         self.zone.nr_pages() as usize * std::mem::size_of::<page_alloc::Page>()
-            + self.pt.host_bytes()
-            + self.vmas.len() * 64
+            + self.mm.pt.host_bytes()
+            + self.mm.vmas.len() * 64
             + self.deferred.capacity() * 4
     }
 
@@ -321,8 +359,8 @@ impl Kernel {
     pub fn host_bytes_resident(&self) -> usize {
         self.zone.mem_map_frames_written() as usize * std::mem::size_of::<page_alloc::Page>()
             + self.zone.host_bytes_beside_mem_map()
-            + self.pt.host_bytes()
-            + self.vmas.len() * 64
+            + self.mm.pt.host_bytes()
+            + self.mm.vmas.len() * 64
             + self.deferred.capacity() * 4
     }
 

@@ -45,9 +45,9 @@ impl Kernel {
     /// `vma_modify_flags` does. Returns ENOMEM if part of the range is unmapped (the mapped
     /// parts are still changed, as madvise does).
     pub(crate) fn modify_flags(&mut self, start: u64, end: u64, f: impl Fn(u32) -> u32, stop_at_hole: bool) -> Result<(), Errno> {
-        let mut hole = self.vmas.intersecting(start, end).first().is_none_or(|v| v.start > start);
+        let mut hole = self.mm.vmas.intersecting(start, end).first().is_none_or(|v| v.start > start);
         let mut cursor = start;
-        for v in self.vmas.intersecting(start, end) {
+        for v in self.mm.vmas.intersecting(start, end) {
             if v.start > cursor {
                 hole = true;
                 if stop_at_hole {
@@ -61,16 +61,16 @@ impl Kernel {
                 continue;
             }
             self.split_vmas_at(s, e);
-            let mut piece = self.vmas.find(s).expect("piece after split");
+            let mut piece = self.mm.vmas.find(s).expect("piece after split");
             piece.flags = new_flags;
-            self.vmas.update(piece);
+            self.mm.vmas.update(piece);
             self.change_protection(&piece);
-            self.vmas.try_merge(piece.start);
+            self.mm.vmas.try_merge(piece.start);
         }
         if cursor < end {
             hole = true;
         }
-        self.vma_cache = None;
+        self.mm.vma_cache = None;
         if hole {
             Err(Errno::ENOMEM)
         } else {
@@ -89,23 +89,26 @@ impl Kernel {
         while addr < vma.end {
             let va = Vaddr(addr);
             let next = (va.align_down(Order::PMD).0 + PMD_SIZE).min(vma.end);
-            let Some(t) = self.pt.pmd_table(va) else {
+            let Some(t) = self.mm.pt.pmd_table(va) else {
                 addr = ((addr >> PUD_SHIFT) + 1) << PUD_SHIFT;
                 continue;
             };
-            match self.pt.pmd(t, va) {
+            match self.mm.pt.pmd(t, va) {
                 Pmd::Huge { pfn, young, dirty, .. } => {
-                    let w = write && (!shared || dirty);
-                    self.pt.set_pmd(t, va, Pmd::Huge { pfn, young, dirty, write: w })
+                    // An anon THP fork shared (not PageAnonExclusive) stays write-protected.
+                    let cow = !shared && self.zone.mem_map[pfn.idx()].flags & crate::page_alloc::pg::ANON_SHARED != 0;
+                    let w = write && (!shared || dirty) && !cow;
+                    self.mm.pt.set_pmd(t, va, Pmd::Huge { pfn, young, dirty, write: w })
                 }
                 Pmd::Table(idx) => {
                     let first = va.pte_index();
                     let last = first + ((next - addr) / PAGE_SIZE) as usize;
                     for i in first..last {
-                        let e = self.pt.pte(idx, i);
+                        let e = self.mm.pt.pte(idx, i);
                         if e & PTE_PRESENT != 0 && e & PTE_ZERO == 0 {
-                            let w = write && (!shared || e & crate::pgtable::PTE_DIRTY != 0);
-                            self.pt.set_pte(idx, i, if w { e | PTE_WRITE } else { e & !PTE_WRITE });
+                            let cow = !shared && self.zone.mem_map[crate::pgtable::pte_pfn(e).idx()].flags & crate::page_alloc::pg::ANON_SHARED != 0;
+                            let w = write && (!shared || e & crate::pgtable::PTE_DIRTY != 0) && !cow;
+                            self.mm.pt.set_pte(idx, i, if w { e | PTE_WRITE } else { e & !PTE_WRITE });
                         }
                     }
                 }
@@ -121,7 +124,7 @@ impl Kernel {
         if end == start {
             return Ok(());
         }
-        if self.vmas.find(start).is_none() {
+        if self.mm.vmas.find(start).is_none() {
             return Err(Errno::ENOMEM);
         }
         let r = self.modify_flags(start, end, |f| (f & !vm::ACCESS) | prot_flags, true);
@@ -140,14 +143,14 @@ impl Kernel {
             Madvise::Hugepage => {
                 let r = self.modify_flags(start, end, |f| (f & !vm::NOHUGEPAGE) | vm::HUGEPAGE, false);
                 // hugepage_madvise: khugepaged_enter_vma for each VMA of the range.
-                for v in self.vmas.intersecting(start, end) {
+                for v in self.mm.vmas.intersecting(start, end) {
                     self.khugepaged_enter_vma(&v);
                 }
                 r
             }
             Madvise::Nohugepage => self.modify_flags(start, end, |f| (f & !vm::HUGEPAGE) | vm::NOHUGEPAGE, false),
             Madvise::Dontneed => {
-                let vmas = self.vmas.intersecting(start, end);
+                let vmas = self.mm.vmas.intersecting(start, end);
                 if !vmas.is_empty() {
                     self.note_rss_peak();
                 }
@@ -159,7 +162,7 @@ impl Kernel {
             Madvise::PopulateRead => self.populate_range(start, end, crate::gup::Populate::Read).map(|_| ()),
             Madvise::PopulateWrite => self.populate_range(start, end, crate::gup::Populate::Write).map(|_| ()),
             Madvise::Free => {
-                let vmas = self.vmas.intersecting(start, end);
+                let vmas = self.mm.vmas.intersecting(start, end);
                 for v in &vmas {
                     // MADV_FREE applies to private anonymous VMAs only (EINVAL otherwise).
                     if v.flags & (vm::SHARED | vm::SPECIAL) != 0 || v.file != 0 {
@@ -172,10 +175,10 @@ impl Kernel {
                 Self::covered(&vmas, start, end)
             }
             Madvise::Collapse => {
-                let vmas = self.vmas.intersecting(start, end);
+                let vmas = self.mm.vmas.intersecting(start, end);
                 for v in &vmas {
                     // The VMA may have changed (anon_vma) since the list was taken.
-                    let cur = self.vmas.find(v.start).unwrap_or(*v);
+                    let cur = self.mm.vmas.find(v.start).unwrap_or(*v);
                     self.madvise_collapse(&cur, v.start.max(start), v.end.min(end))?;
                 }
                 Self::covered(&vmas, start, end)
@@ -205,7 +208,7 @@ impl Kernel {
 
     /// `prctl(PR_SET_THP_DISABLE, ...)`.
     pub fn prctl_set_thp_disable(&mut self, form: ThpDisable) {
-        let f = &mut self.mm_flags;
+        let f = &mut self.mm.flags;
         match form {
             ThpDisable::Completely => {
                 f.disable_thp_completely = true;
@@ -224,9 +227,9 @@ impl Kernel {
 
     /// `prctl(PR_GET_THP_DISABLE)`: 1 completely, 3 except advised, else 0.
     pub fn prctl_get_thp_disable(&self) -> u32 {
-        if self.mm_flags.disable_thp_completely {
+        if self.mm.flags.disable_thp_completely {
             1
-        } else if self.mm_flags.disable_thp_except_advised {
+        } else if self.mm.flags.disable_thp_except_advised {
             3
         } else {
             0
@@ -249,7 +252,7 @@ impl Kernel {
         self.flush_tlb_range(start, end);
         for (t, va, pmd_end) in self.pmd_steps(start, end) {
             let addr = va.0;
-            match self.pt.pmd(t, va) {
+            match self.mm.pt.pmd(t, va) {
                 Pmd::Huge { pfn, .. } if !(addr % PMD_SIZE == 0 && pmd_end - addr == PMD_SIZE) => {
                     self.split_huge_pmd(t, va.align_down(Order::PMD));
                     self.split_folio(pfn, true);
@@ -258,7 +261,7 @@ impl Kernel {
                     let mut i = va.pte_index();
                     let last = i + ((pmd_end - addr) / PAGE_SIZE) as usize;
                     while i < last {
-                        let e = self.pt.pte(idx, i);
+                        let e = self.mm.pt.pte(idx, i);
                         if e & PTE_PRESENT == 0 || e & PTE_ZERO != 0 {
                             i += 1;
                             continue;
@@ -273,7 +276,7 @@ impl Kernel {
                         // madvise_folio_pte_batch: PTEs mapping the following pages of this folio.
                         let mut n = 1;
                         while i + n < last {
-                            let f = self.pt.pte(idx, i + n);
+                            let f = self.mm.pt.pte(idx, i + n);
                             if f & PTE_PRESENT == 0 || f & PTE_ZERO != 0 || crate::pgtable::pte_pfn(f).0 != pfn.0 + n as u32 || pfn.0 + n as u32 >= head.0 + order.nr_pages() {
                                 break;
                             }

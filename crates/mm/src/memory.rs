@@ -22,6 +22,8 @@ struct PteFaultInfo {
     chosen: Order,
     write: bool,
     wp_zero: bool,
+    /// `wp_page_copy` of a page fork shared.
+    wp_copy: bool,
     range_not_none: Orders,
     /// `anon_beside_full`: orders refused because no neighbouring block was full.
     beside_not_full: Orders,
@@ -91,6 +93,7 @@ impl Kernel {
         let flags = self.zone.mem_map[folio.idx()].flags;
         if order.0 > 0 {
             self.unqueue_deferred_split(folio);
+            self.folio_mm_ids.remove(&folio);
             // A folio that never got its first rmap was never counted in nr_anon.
             if flags & pg::NR_ANON != 0 {
                 self.counters.mod_mthp(order, MthpStat::NrAnon, -1);
@@ -110,6 +113,7 @@ impl Kernel {
         }
         if self.zone.mem_map[head.idx()].order > 0 {
             self.zone.folio_meta_mut(head).mapped += newly;
+            self.large_mapcount_add(head, nr as i32);
         }
     }
 
@@ -128,6 +132,7 @@ impl Kernel {
         let large = h.order > 0;
         if large {
             self.zone.folio_meta_mut(head).mapped -= last;
+            self.large_mapcount_sub(head, nr as i32);
         }
         let (entire, mapped, flags) = (self.zone.entire_mapcount(head), self.zone.nr_pages_mapped(head), h.flags);
         if flags & pg::SHMEM != 0 {
@@ -159,23 +164,23 @@ impl Kernel {
     /// A page-table page (`pte_alloc_one`, `pmd_alloc_one`).
     pub(crate) fn alloc_pgtable(&mut self) -> Option<u32> {
         let frame = self.alloc_pgtable_frame()?;
-        Some(self.pt.new_pte_table(frame))
+        Some(self.mm.pt.new_pte_table(frame))
     }
 
     pub(crate) fn alloc_pgtable_frame(&mut self) -> Option<Pfn> {
         let frame = self.zone.alloc_pages(Order::BASE)?;
         self.prep_folio(frame, Order::BASE, pg::PGTABLE);
-        self.stats.pgtable_pages += 1;
+        self.mm.stats.pgtable_pages += 1;
         Some(frame)
     }
 
     pub(crate) fn free_pgtable(&mut self, table: u32) {
-        let frame = self.pt.free_pte_table(table);
+        let frame = self.mm.pt.free_pte_table(table);
         self.free_pgtable_frame(frame);
     }
 
     fn free_pgtable_frame(&mut self, frame: Pfn) {
-        self.stats.pgtable_pages -= 1;
+        self.mm.stats.pgtable_pages -= 1;
         self.zone.free_pages(frame, Order::BASE);
     }
 
@@ -184,11 +189,11 @@ impl Kernel {
     /// One user access at `addr`: a hit, or `handle_mm_fault`.
     #[inline]
     pub fn access(&mut self, addr: u64, write: bool) -> Access {
-        let vma = match self.vma_cache {
+        let vma = match self.mm.vma_cache {
             Some(v) if v.contains(addr) => v,
-            _ => match self.vmas.find(addr) {
+            _ => match self.mm.vmas.find(addr) {
                 Some(v) => {
-                    self.vma_cache = Some(v);
+                    self.mm.vma_cache = Some(v);
                     v
                 }
                 None => return Access::Segv,
@@ -199,41 +204,41 @@ impl Kernel {
             return Access::Segv;
         }
         let va = Vaddr(addr);
-        let table = self.pt.pmd_table(va);
+        let table = self.mm.pt.pmd_table(va);
         // What the walk saw, handed to the fault so that it does not walk again.
         let (mut seen_pmd, mut seen_pte) = (Pmd::None, 0);
         if let Some(t) = table {
-            seen_pmd = self.pt.pmd(t, va);
+            seen_pmd = self.mm.pt.pmd(t, va);
             match seen_pmd {
                 Pmd::Table(idx) => {
-                    let e = self.pt.pte(idx, va.pte_index());
+                    let e = self.mm.pt.pte(idx, va.pte_index());
                     seen_pte = e;
                     if e & PTE_PRESENT != 0 && (!write || e & PTE_WRITE != 0) {
-                        self.pt.set_pte(idx, va.pte_index(), e | PTE_YOUNG | if write { PTE_DIRTY } else { 0 });
+                        self.mm.pt.set_pte(idx, va.pte_index(), e | PTE_YOUNG | if write { PTE_DIRTY } else { 0 });
                         if e & PTE_ZERO == 0 {
                             self.touch_page(pte_pfn(e));
                         }
-                        self.stats.hits += 1;
+                        self.mm.stats.hits += 1;
                         return Access::Hit;
                     }
                 }
                 Pmd::Huge { pfn, write: w, young, dirty } if !write || w => {
                     // The walker sets the accessed (and on a write the dirty) bit of the PMD.
                     if !young || (write && !dirty) {
-                        self.pt.set_pmd(t, va, Pmd::Huge { pfn, write: w, young: true, dirty: dirty || write });
+                        self.mm.pt.set_pmd(t, va, Pmd::Huge { pfn, write: w, young: true, dirty: dirty || write });
                     }
                     self.touch_page(pfn.add(va.pte_index() as u32));
-                    self.stats.hits += 1;
+                    self.mm.stats.hits += 1;
                     return Access::Hit;
                 }
                 Pmd::HugeZero if !write => {
-                    self.stats.hits += 1;
+                    self.mm.stats.hits += 1;
                     return Access::Hit;
                 }
                 _ => {}
             }
         }
-        self.stats.minflt += 1;
+        self.mm.stats.minflt += 1;
         self.handle_mm_fault(vma, va, write, table, seen_pmd, seen_pte)
     }
 
@@ -259,10 +264,10 @@ impl Kernel {
             // access() left the VMA in the cache and, for anything mapped, a PTE table or a
             // huge PMD at `a`. Continue inline while the next accesses stay in this VMA and
             // this PTE table.
-            let Some(vma) = self.vma_cache else { continue };
+            let Some(vma) = self.mm.vma_cache else { continue };
             let va = Vaddr(a);
-            let Some(t) = self.pt.pmd_table(va) else { continue };
-            let Pmd::Table(idx) = self.pt.pmd(t, va) else { continue };
+            let Some(t) = self.mm.pt.pmd_table(va) else { continue };
+            let Pmd::Table(idx) = self.mm.pt.pmd(t, va) else { continue };
             let stop = (va.align_down(Order::PMD).0 + PMD_SIZE).min(vma.end);
             let inline_faults = order0_only
                 && write
@@ -277,21 +282,21 @@ impl Kernel {
                     break;
                 }
                 let i = Vaddr(a).pte_index();
-                let e = self.pt.pte(idx, i);
+                let e = self.mm.pt.pte(idx, i);
                 if e & PTE_PRESENT != 0 && (!write || e & PTE_WRITE != 0) {
-                    self.pt.set_pte(idx, i, e | PTE_YOUNG | if write { PTE_DIRTY } else { 0 });
+                    self.mm.pt.set_pte(idx, i, e | PTE_YOUNG | if write { PTE_DIRTY } else { 0 });
                     if e & PTE_ZERO == 0 {
                         self.touch_page(pte_pfn(e));
                     }
-                    self.stats.hits += 1;
+                    self.mm.stats.hits += 1;
                     last = Access::Hit;
                 } else if e == 0 && inline_faults {
                     // do_anonymous_page of one page, as in handle_pte_fault_at.
                     let Some(page) = self.zone.alloc_pages(Order::BASE) else { break };
                     self.prep_folio(page, Order::BASE, pg::ANON);
-                    self.stats.minflt += 1;
-                    self.pt.set_pte(idx, i, mk_pte(page, bits));
-                    self.stats.anon_rss_pages += 1;
+                    self.mm.stats.minflt += 1;
+                    self.mm.pt.set_pte(idx, i, mk_pte(page, bits));
+                    self.mm.stats.anon_rss_pages += 1;
                     let p = &mut self.zone.mem_map[page.idx()];
                     p.mapcount = 1;
                     p.flags |= pg::TOUCHED;
@@ -313,7 +318,7 @@ impl Kernel {
             Some(t) => t,
             None => {
                 let Some(frame) = self.alloc_pgtable_frame() else { return Access::Oom };
-                self.pt.install_pmd_table(va, frame)
+                self.mm.pt.install_pmd_table(va, frame)
             }
         };
         if let Some(ino) = vma.inode() {
@@ -330,7 +335,7 @@ impl Kernel {
                 } else {
                     match self.do_huge_pmd_anonymous_page(&mut vma, va, write, t) {
                         HugeFault::Done => {
-                            if self.stats.explain.is_some() {
+                            if self.mm.stats.explain.is_some() {
                                 self.explain_pmd_fault(va, write, t);
                             }
                             return Access::Fault;
@@ -356,23 +361,23 @@ impl Kernel {
 
     /// `handle_pte_fault` → `do_anonymous_page` / `do_wp_page`.
     fn handle_pte_fault(&mut self, vma: Vma, va: Vaddr, write: bool, t: u32, pmd_reason: Option<Option<FallbackReason>>) -> Access {
-        let idx = match self.pt.pmd(t, va) {
+        let idx = match self.mm.pt.pmd(t, va) {
             Pmd::Table(i) => i,
             Pmd::None => {
                 let Some(i) = self.alloc_pgtable() else { return Access::Oom };
-                self.pt.set_pmd(t, va, Pmd::Table(i));
+                self.mm.pt.set_pmd(t, va, Pmd::Table(i));
                 i
             }
             _ => unreachable!("huge PMD after fallback"),
         };
-        let e = self.pt.pte(idx, va.pte_index());
+        let e = self.mm.pt.pte(idx, va.pte_index());
         self.handle_pte_fault_at(vma, va, write, idx, e, pmd_reason)
     }
 
     /// `handle_pte_fault` once the PTE table `idx` and the entry `e` are known.
     #[inline]
     fn handle_pte_fault_at(&mut self, mut vma: Vma, va: Vaddr, write: bool, idx: u32, e: Pte, pmd_reason: Option<Option<FallbackReason>>) -> Access {
-        let mut info = PteFaultInfo { chosen: Order::BASE, write, wp_zero: false, range_not_none: Orders::NONE, beside_not_full: Orders::NONE, alloc_failed: Orders::NONE };
+        let mut info = PteFaultInfo { chosen: Order::BASE, write, wp_zero: false, wp_copy: false, range_not_none: Orders::NONE, beside_not_full: Orders::NONE, alloc_failed: Orders::NONE };
         let result = if e == 0 {
             self.do_anonymous_page(&mut vma, va, write, idx, &mut info)
         } else if write && e & PTE_WRITE == 0 {
@@ -380,10 +385,7 @@ impl Kernel {
                 info.wp_zero = true;
                 self.wp_page_copy(&mut vma, va, idx)
             } else {
-                // wp_can_reuse_anon_folio: the only mapper reuses the page.
-                self.pt.set_pte(idx, va.pte_index(), e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
-                self.touch_page(pte_pfn(e));
-                Access::Fault
+                self.do_wp_page(&mut vma, va, idx, e, &mut info)
             }
         } else {
             // Spurious: already mapped as needed.
@@ -398,7 +400,7 @@ impl Kernel {
     /// `do_anonymous_page`.
     fn do_anonymous_page(&mut self, vma: &mut Vma, va: Vaddr, write: bool, idx: u32, info: &mut PteFaultInfo) -> Access {
         if !write {
-            self.pt.set_pte(idx, va.pte_index(), ZERO_PTE | PTE_YOUNG);
+            self.mm.pt.set_pte(idx, va.pte_index(), ZERO_PTE | PTE_YOUNG);
             return Access::Fault;
         }
         if vma.anon_vma == 0 {
@@ -414,8 +416,8 @@ impl Kernel {
         if order.0 == 0 {
             // One page: the same steps as below, without the loops.
             let bits = if vma.flags & vm::WRITE != 0 { PTE_WRITE | PTE_DIRTY } else { 0 };
-            self.pt.set_pte(idx, va.pte_index(), mk_pte(folio, bits | PTE_YOUNG));
-            self.stats.anon_rss_pages += 1;
+            self.mm.pt.set_pte(idx, va.pte_index(), mk_pte(folio, bits | PTE_YOUNG));
+            self.mm.stats.anon_rss_pages += 1;
             let p = &mut self.zone.mem_map[folio.idx()];
             p.mapcount = 1;
             p.flags |= pg::TOUCHED;
@@ -426,10 +428,10 @@ impl Kernel {
         let bits = if vma.flags & vm::WRITE != 0 { PTE_WRITE | PTE_DIRTY } else { 0 };
         let first = base.pte_index();
         for i in 0..nr as usize {
-            self.pt.set_pte(idx, first + i, mk_pte(folio.add(i as u32), bits));
+            self.mm.pt.set_pte(idx, first + i, mk_pte(folio.add(i as u32), bits));
         }
-        self.pt.pte_mkbits(idx, va.pte_index(), PTE_YOUNG);
-        self.stats.anon_rss_pages += nr as u64;
+        self.mm.pt.pte_mkbits(idx, va.pte_index(), PTE_YOUNG);
+        self.mm.stats.anon_rss_pages += nr as u64;
         if order.0 > 0 {
             self.counters.count_mthp(order, MthpStat::AnonFaultAlloc);
         }
@@ -450,8 +452,8 @@ impl Kernel {
             let mut order = orders.highest();
             while let Some(o) = order {
                 let first = va.align_down(o).pte_index();
-                if self.pt.ptes_none(idx, first..first + o.nr_pages() as usize) {
-                    if !beside_full || neighbour_full(vma, va, o, &self.pt, idx) {
+                if self.mm.pt.ptes_none(idx, first..first + o.nr_pages() as usize) {
+                    if !beside_full || neighbour_full(vma, va, o, &self.mm.pt, idx) {
                         break;
                     }
                     info.beside_not_full = info.beside_not_full.with(o);
@@ -476,18 +478,45 @@ impl Kernel {
     fn wp_page_copy(&mut self, vma: &mut Vma, va: Vaddr, idx: u32) -> Access {
         self.anon_vma_prepare(vma);
         let Some(page) = self.alloc_folio(Order::BASE, true) else { return Access::Oom };
-        self.pt.set_pte(idx, va.pte_index(), mk_pte(page, PTE_WRITE | PTE_DIRTY | PTE_YOUNG));
+        self.mm.pt.set_pte(idx, va.pte_index(), mk_pte(page, PTE_WRITE | PTE_DIRTY | PTE_YOUNG));
         // ptep_clear_flush of the old entry.
         self.flush_tlb_range(va.0 & !(PAGE_SIZE - 1), (va.0 & !(PAGE_SIZE - 1)) + PAGE_SIZE);
         self.rmap_add_ptes(page, page, 1);
-        self.stats.anon_rss_pages += 1;
+        self.mm.stats.anon_rss_pages += 1;
         self.touch_page(page);
+        Access::Fault
+    }
+
+    /// `do_wp_page` on a present anon page: reuse it when it is `PageAnonExclusive` or
+    /// `wp_can_reuse_anon_folio` says this mm holds every mapping of its folio; copy one page
+    /// otherwise.
+    fn do_wp_page(&mut self, vma: &mut Vma, va: Vaddr, idx: u32, e: Pte, info: &mut PteFaultInfo) -> Access {
+        let page = pte_pfn(e);
+        let head = self.folio_head(page);
+        if self.zone.mem_map[page.idx()].flags & pg::ANON_SHARED == 0 || self.wp_can_reuse_anon_folio(head) {
+            // wp_page_reuse (SetPageAnonExclusive when it was not).
+            self.zone.mem_map[page.idx()].flags &= !pg::ANON_SHARED;
+            self.mm.pt.set_pte(idx, va.pte_index(), e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
+            self.touch_page(page);
+            self.mm.stats.cow_reused += 1;
+            return Access::Fault;
+        }
+        info.wp_copy = true;
+        self.anon_vma_prepare(vma);
+        let Some(new) = self.alloc_folio(Order::BASE, true) else { return Access::Oom };
+        self.mm.pt.set_pte(idx, va.pte_index(), mk_pte(new, PTE_WRITE | PTE_DIRTY | PTE_YOUNG));
+        // ptep_clear_flush of the old entry, then the old page loses this mapping.
+        self.flush_tlb_range(va.0 & !(PAGE_SIZE - 1), (va.0 & !(PAGE_SIZE - 1)) + PAGE_SIZE);
+        self.rmap_add_ptes(new, new, 1);
+        self.touch_page(new);
+        self.folio_remove_rmap_ptes(head, page, 1);
+        self.mm.stats.cow_copied += 1;
         Access::Fault
     }
 
     /// Record, for every size the settings enable above the one this fault got, why not.
     fn attribute_fallbacks(&mut self, vma: &Vma, va: Vaddr, info: &PteFaultInfo, pmd_reason: Option<Option<FallbackReason>>) {
-        if self.stats.explain.as_ref().is_some_and(|x| x.wants(va, info.chosen)) {
+        if self.mm.stats.explain.as_ref().is_some_and(|x| x.wants(va, info.chosen)) {
             self.explain_pte_fault(vma, va, info, pmd_reason);
         }
         let possible = self.masks.possible();
@@ -497,7 +526,7 @@ impl Kernel {
         let sysfs = self.sysfs_orders(vma);
         for o in possible.iter_desc().filter(|o| *o > info.chosen) {
             if let Some(reason) = self.fallback_reason(vma, va, info, pmd_reason, sysfs, o) {
-                self.stats.fallback(o.0, reason);
+                self.mm.stats.fallback(o.0, reason);
             }
         }
     }
@@ -505,7 +534,7 @@ impl Kernel {
     /// Why a fault that got `info.chosen` did not get the larger order `o`, checked in the order
     /// the kernel checks (the first that applies); None when a larger sibling order was used.
     fn fallback_reason(&self, vma: &Vma, va: Vaddr, info: &PteFaultInfo, pmd_reason: Option<Option<FallbackReason>>, sysfs: Orders, o: Order) -> Option<FallbackReason> {
-        Some(if self.mm_flags.disable_thp_completely || (self.mm_flags.disable_thp_except_advised && vma.flags & vm::HUGEPAGE == 0) {
+        Some(if self.mm.flags.disable_thp_completely || (self.mm.flags.disable_thp_except_advised && vma.flags & vm::HUGEPAGE == 0) {
             FallbackReason::PrctlDisabled
         } else if vma.flags & vm::NOHUGEPAGE != 0 {
             FallbackReason::VmaNohugepage
@@ -522,6 +551,8 @@ impl Kernel {
             FallbackReason::ReadFault
         } else if info.wp_zero {
             FallbackReason::ZeroPageCow
+        } else if info.wp_copy {
+            FallbackReason::ForkCow
         } else if info.range_not_none.contains(o) {
             FallbackReason::PteRangePopulated
         } else if info.beside_not_full.contains(o) {
@@ -545,7 +576,7 @@ impl Kernel {
             .filter_map(|o| self.fallback_reason(vma, va, info, pmd_reason, sysfs, o).map(|r| (o, r)))
             .collect();
         let got = if !info.write { Got::ZeroPage } else { Got::Folio(info.chosen) };
-        if let Some(x) = self.stats.explain.as_mut() {
+        if let Some(x) = self.mm.stats.explain.as_mut() {
             x.push(FaultDecision { addr: va.0, write: info.write, got, refused });
         }
     }
@@ -553,8 +584,8 @@ impl Kernel {
     /// `--explain`: a fault that the PMD path served (a PMD THP or the huge zero folio).
     #[cold]
     fn explain_pmd_fault(&mut self, va: Vaddr, write: bool, t: u32) {
-        let got = if matches!(self.pt.pmd(t, va), Pmd::HugeZero) { Got::HugeZeroPage } else { Got::Folio(Order::PMD) };
-        if let Some(x) = self.stats.explain.as_mut().filter(|x| x.wants(va, Order::PMD)) {
+        let got = if matches!(self.mm.pt.pmd(t, va), Pmd::HugeZero) { Got::HugeZeroPage } else { Got::Folio(Order::PMD) };
+        if let Some(x) = self.mm.stats.explain.as_mut().filter(|x| x.wants(va, Order::PMD)) {
             x.push(FaultDecision { addr: va.0, write, got, refused: Vec::new() });
         }
     }
@@ -568,7 +599,7 @@ impl Kernel {
         let mut addr = start;
         while addr < end {
             let va = Vaddr(addr);
-            let Some(t) = self.pt.pmd_table(va) else {
+            let Some(t) = self.mm.pt.pmd_table(va) else {
                 addr = ((addr >> PUD_SHIFT) + 1) << PUD_SHIFT;
                 continue;
             };
@@ -584,7 +615,7 @@ impl Kernel {
     pub(crate) fn zap_range(&mut self, start: u64, end: u64) {
         for (t, va, pmd_end) in self.pmd_steps(start, end) {
             let addr = va.0;
-            match self.pt.pmd(t, va) {
+            match self.mm.pt.pmd(t, va) {
                 Pmd::None => {}
                 Pmd::Huge { .. } | Pmd::HugeZero => {
                     if addr % PMD_SIZE == 0 && pmd_end - addr == PMD_SIZE {
@@ -602,21 +633,22 @@ impl Kernel {
     }
 
     fn zap_huge_pmd(&mut self, t: u32, haddr: Vaddr) {
-        let pmd = self.pt.pmd(t, haddr);
-        self.pt.set_pmd(t, haddr, Pmd::None);
-        let deposit = self.pt.withdraw(t, haddr);
+        let pmd = self.mm.pt.pmd(t, haddr);
+        self.mm.pt.set_pmd(t, haddr, Pmd::None);
+        let deposit = self.mm.pt.withdraw(t, haddr);
         if deposit != crate::pgtable::NO_TABLE {
             self.free_pgtable(deposit);
         }
         if let Pmd::Huge { pfn, .. } = pmd {
             if self.zone.mem_map[pfn.idx()].flags & pg::SHMEM != 0 {
                 self.zone.folio_meta_mut(pfn).entire -= 1;
-                self.stats.shmem_rss_pages -= 1 << PMD_ORDER;
-                self.stats.shmem_pmd_mapped -= 1;
+                self.mm.stats.shmem_rss_pages -= 1 << PMD_ORDER;
+                self.mm.stats.shmem_pmd_mapped -= 1;
                 return;
             }
-            self.stats.anon_rss_pages -= 1 << PMD_ORDER;
+            self.mm.stats.anon_rss_pages -= 1 << PMD_ORDER;
             self.zone.folio_meta_mut(pfn).entire -= 1;
+            self.large_mapcount_sub(pfn, 1);
             for i in 0..512u32 {
                 self.zone.mem_map[pfn.add(i).idx()].flags &= !pg::TOUCHED;
             }
@@ -629,18 +661,18 @@ impl Kernel {
     /// `zap_pte_range` over `[va, end)` inside one PTE table, batching consecutive PTEs of the
     /// same folio as `zap_present_ptes` does.
     fn zap_pte_range(&mut self, t: u32, va: Vaddr, end: u64) {
-        let Pmd::Table(idx) = self.pt.pmd(t, va) else { return };
+        let Pmd::Table(idx) = self.mm.pt.pmd(t, va) else { return };
         let first = va.pte_index();
         let last = first + ((end - va.0) / mm_types::PAGE_SIZE) as usize;
         let mut i = first;
         while i < last {
-            let e = self.pt.pte(idx, i);
+            let e = self.mm.pt.pte(idx, i);
             if e == 0 {
                 i += 1;
                 continue;
             }
             if e & PTE_ZERO != 0 {
-                self.pt.set_pte(idx, i, 0);
+                self.mm.pt.set_pte(idx, i, 0);
                 i += 1;
                 continue;
             }
@@ -651,17 +683,17 @@ impl Kernel {
             // Batch: following PTEs that map the following pages of the same folio.
             let mut n = 1;
             while i + n < last {
-                let f = self.pt.pte(idx, i + n);
+                let f = self.mm.pt.pte(idx, i + n);
                 if f & PTE_PRESENT == 0 || f & PTE_ZERO != 0 || pte_pfn(f).0 != pfn.0 + n as u32 || pfn.0 + (n as u32) >= folio_end {
                     break;
                 }
                 n += 1;
             }
-            self.pt.clear_ptes(idx, i..i + n);
+            self.mm.pt.clear_ptes(idx, i..i + n);
             if self.zone.mem_map[head.idx()].flags & pg::SHMEM != 0 {
-                self.stats.shmem_rss_pages -= n as u64;
+                self.mm.stats.shmem_rss_pages -= n as u64;
             } else {
-                self.stats.anon_rss_pages -= n as u64;
+                self.mm.stats.anon_rss_pages -= n as u64;
             }
             self.folio_remove_rmap_ptes(head, pfn, n as u32);
             i += n;
@@ -674,11 +706,11 @@ impl Kernel {
         let mut block = start & !(PMD_SIZE - 1);
         while block < end {
             let va = Vaddr(block);
-            if let Some(t) = self.pt.pmd_table(va) {
-                if let Pmd::Table(idx) = self.pt.pmd(t, va) {
-                    if self.vmas.intersecting(block, block + PMD_SIZE).is_empty() {
-                        debug_assert!(self.pt.ptes_none(idx, 0..512));
-                        self.pt.set_pmd(t, va, Pmd::None);
+            if let Some(t) = self.mm.pt.pmd_table(va) {
+                if let Pmd::Table(idx) = self.mm.pt.pmd(t, va) {
+                    if self.mm.vmas.intersecting(block, block + PMD_SIZE).is_empty() {
+                        debug_assert!(self.mm.pt.ptes_none(idx, 0..512));
+                        self.mm.pt.set_pmd(t, va, Pmd::None);
                         self.free_pgtable(idx);
                     }
                 }
@@ -687,10 +719,10 @@ impl Kernel {
         }
         let mut gib = start & !(PUD_SIZE - 1);
         while gib < end {
-            if let Some(t) = self.pt.pmd_table_ro(Vaddr(gib)) {
-                let empty = (0..512u64).all(|i| self.pt.pmd(t, Vaddr(gib + i * PMD_SIZE)) == Pmd::None);
-                if empty && self.vmas.intersecting(gib, gib + PUD_SIZE).is_empty() {
-                    let frame = self.pt.remove_pmd_table(gib >> PUD_SHIFT);
+            if let Some(t) = self.mm.pt.pmd_table_ro(Vaddr(gib)) {
+                let empty = (0..512u64).all(|i| self.mm.pt.pmd(t, Vaddr(gib + i * PMD_SIZE)) == Pmd::None);
+                if empty && self.mm.vmas.intersecting(gib, gib + PUD_SIZE).is_empty() {
+                    let frame = self.mm.pt.remove_pmd_table(gib >> PUD_SHIFT);
                     self.free_pgtable_frame(frame);
                 }
             }
@@ -706,17 +738,17 @@ impl Kernel {
     /// or `do_shared_fault` → `shmem_fault` → `finish_fault`; a write to a clean shared PTE is
     /// `wp_page_shared`.
     fn do_shmem_fault(&mut self, vma: &Vma, va: Vaddr, write: bool, t: u32, ino: u32) -> Access {
-        match self.pt.pmd(t, va) {
+        match self.mm.pt.pmd(t, va) {
             Pmd::Huge { pfn, young, .. } => {
                 // Write to a PMD made read-only by mprotect: make it writable again.
-                self.pt.set_pmd(t, va.align_down(Order::PMD), Pmd::Huge { pfn, young, dirty: true, write: true });
+                self.mm.pt.set_pmd(t, va.align_down(Order::PMD), Pmd::Huge { pfn, young, dirty: true, write: true });
                 return Access::Fault;
             }
             Pmd::Table(idx) => {
-                let e = self.pt.pte(idx, va.pte_index());
+                let e = self.mm.pt.pte(idx, va.pte_index());
                 if e & PTE_PRESENT != 0 {
                     if write {
-                        self.pt.set_pte(idx, va.pte_index(), e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
+                        self.mm.pt.set_pte(idx, va.pte_index(), e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
                     }
                     return Access::Fault;
                 }
@@ -753,15 +785,15 @@ impl Kernel {
         if self.vma_thp_disabled(vma, false)
             || !crate::shmem::file_vma_suitable_order(vma, haddr.0, Order::PMD)
             || self.order_of_head(head) != Order::PMD
-            || self.pt.pmd(t, va) != Pmd::None
+            || self.mm.pt.pmd(t, va) != Pmd::None
         {
             return false;
         }
         let w = vma.flags & vm::WRITE != 0;
-        self.pt.set_pmd(t, haddr, Pmd::Huge { pfn: head, young: true, dirty: write, write: w });
+        self.mm.pt.set_pmd(t, haddr, Pmd::Huge { pfn: head, young: true, dirty: write, write: w });
         self.zone.folio_meta_mut(head).entire += 1;
-        self.stats.shmem_rss_pages += 1 << PMD_ORDER;
-        self.stats.shmem_pmd_mapped += 1;
+        self.mm.stats.shmem_rss_pages += 1 << PMD_ORDER;
+        self.mm.stats.shmem_pmd_mapped += 1;
         self.counters.count(uapi::VmEvent::ThpFileMapped);
         true
     }
@@ -769,11 +801,11 @@ impl Kernel {
     /// The PTE table under `t` for `va`, allocated if the PMD is empty. Err is the fault's
     /// outcome when there is no table to map into: OOM, or a huge PMD already there.
     fn pte_table_for(&mut self, t: u32, va: Vaddr) -> Result<u32, Access> {
-        match self.pt.pmd(t, va) {
+        match self.mm.pt.pmd(t, va) {
             Pmd::Table(i) => Ok(i),
             Pmd::None => {
                 let i = self.alloc_pgtable().ok_or(Access::Oom)?;
-                self.pt.set_pmd(t, va, Pmd::Table(i));
+                self.mm.pt.set_pmd(t, va, Pmd::Table(i));
                 Ok(i)
             }
             _ => Err(Access::Fault),
@@ -784,16 +816,16 @@ impl Kernel {
     fn map_shmem_pages(&mut self, idx: u32, addr: u64, head: Pfn, first: u32, n: u32, bits: Pte) {
         let pte0 = Vaddr(addr).pte_index();
         for i in 0..n {
-            self.pt.set_pte(idx, pte0 + i as usize, mk_pte(head.add(first + i), bits));
+            self.mm.pt.set_pte(idx, pte0 + i as usize, mk_pte(head.add(first + i), bits));
         }
         self.rmap_add_ptes(head, head.add(first), n);
-        self.stats.shmem_rss_pages += n as u64;
+        self.mm.stats.shmem_rss_pages += n as u64;
     }
 
     /// `finish_fault` for a shmem folio starting at file index `start`.
     #[allow(clippy::too_many_arguments)]
     fn finish_fault(&mut self, vma: &Vma, va: Vaddr, t: u32, start: u64, head: Pfn, index: u64, write: bool) -> Access {
-        if self.pt.pmd(t, va) == Pmd::None && self.order_of_head(head) == Order::PMD && self.do_set_pmd(vma, va, t, head, write) {
+        if self.mm.pt.pmd(t, va) == Pmd::None && self.order_of_head(head) == Order::PMD && self.do_set_pmd(vma, va, t, head, write) {
             self.touch_page(head.add((index - start) as u32));
             return Access::Fault;
         }
@@ -811,15 +843,15 @@ impl Kernel {
         if whole {
             let addr = va.0 - page * mm_types::PAGE_SIZE;
             let first = Vaddr(addr).pte_index();
-            if self.pt.ptes_none(idx, first..first + nr as usize) {
+            if self.mm.pt.ptes_none(idx, first..first + nr as usize) {
                 self.map_shmem_pages(idx, addr, head, 0, nr as u32, bits);
-                self.pt.pte_mkbits(idx, va.pte_index(), PTE_YOUNG);
+                self.mm.pt.pte_mkbits(idx, va.pte_index(), PTE_YOUNG);
                 self.touch_page(head.add(page as u32));
                 return Access::Fault;
             }
         }
         // One page (needs_fallback, or the folio does not fit).
-        if self.pt.pte(idx, va.pte_index()) == 0 {
+        if self.mm.pt.pte(idx, va.pte_index()) == 0 {
             self.map_shmem_pages(idx, va.0, head, page as u32, 1, bits | PTE_YOUNG);
         }
         self.touch_page(head.add(page as u32));
@@ -851,7 +883,7 @@ impl Kernel {
         let (first_start, first) = *folios.first()?;
         end_pgoff = end_pgoff.min(file_end);
         // filemap_map_pmd
-        match self.pt.pmd(t, va) {
+        match self.mm.pt.pmd(t, va) {
             Pmd::Huge { .. } => return Some(Access::Fault),
             Pmd::None if first.order == PMD_ORDER => {
                 let _ = first_start;
@@ -873,7 +905,7 @@ impl Kernel {
             }
             let nr = 1u64 << f.order;
             // Whole folio if it lies in the VMA and in one page table.
-            let folio_addr = (vma.start + (start - vma.pgoff) * mm_types::PAGE_SIZE) as i128;
+            let folio_addr = vma.start as i128 + (start as i128 - vma.pgoff as i128) * mm_types::PAGE_SIZE as i128;
             let in_vma = start >= vma.pgoff
                 && folio_addr >= vma.start as i128
                 && folio_addr + (nr * mm_types::PAGE_SIZE) as i128 <= vma.end as i128;
@@ -886,7 +918,7 @@ impl Kernel {
                     continue;
                 }
                 let slot = Vaddr(addr).pte_index();
-                if self.pt.pte(idx, slot) != 0 {
+                if self.mm.pt.pte(idx, slot) != 0 {
                     continue;
                 }
                 self.map_shmem_pages(idx, addr, f.pfn, (i - start) as u32, 1, bits);
@@ -896,8 +928,8 @@ impl Kernel {
             }
         }
         if hit {
-            self.pt.pte_mkbits(idx, va.pte_index(), PTE_YOUNG);
-            let e = self.pt.pte(idx, va.pte_index());
+            self.mm.pt.pte_mkbits(idx, va.pte_index(), PTE_YOUNG);
+            let e = self.mm.pt.pte(idx, va.pte_index());
             self.touch_page(pte_pfn(e));
             Some(Access::Fault)
         } else {

@@ -52,8 +52,8 @@ impl Kernel {
     /// `__get_unmapped_area` for a private anonymous mapping.
     pub fn get_unmapped_area(&self, len: u64, placement: MmapPlacement) -> Result<u64, Errno> {
         let low = MMAP_MIN_ADDR.max(PAGE_SIZE);
-        let high = self.mmap_base;
-        let topdown = |len: u64, mask: u64, offset: u64| self.vmas.unmapped_area_topdown(len, low, high, mask, offset);
+        let high = self.mm.mmap_base;
+        let topdown = |len: u64, mask: u64, offset: u64| self.mm.vmas.unmapped_area_topdown(len, low, high, mask, offset);
         let addr = match placement {
             MmapPlacement::FixedNoReplace(addr) => {
                 if addr % PAGE_SIZE != 0 {
@@ -62,7 +62,7 @@ impl Kernel {
                 if addr.checked_add(len).is_none_or(|e| e > TASK_SIZE) {
                     return Err(Errno::ENOMEM);
                 }
-                if !self.vmas.intersecting(addr, addr + len).is_empty() {
+                if !self.mm.vmas.intersecting(addr, addr + len).is_empty() {
                     return Err(Errno::EEXIST);
                 }
                 addr
@@ -99,12 +99,12 @@ impl Kernel {
 
     /// Set `mm->mmap_base` (a replay learns it from the address space the kernel built at exec).
     pub fn set_mmap_base(&mut self, base: u64) {
-        self.mmap_base = base;
+        self.mm.mmap_base = base;
     }
 
     /// A hint is taken when page-aligned, above mmap_min_addr and free.
     fn hint_free(&self, h: u64, len: u64) -> bool {
-        h % PAGE_SIZE == 0 && h >= MMAP_MIN_ADDR.max(PAGE_SIZE) && h.checked_add(len).is_some_and(|e| e <= TASK_SIZE) && self.vmas.intersecting(h, h + len).is_empty()
+        h % PAGE_SIZE == 0 && h >= MMAP_MIN_ADDR.max(PAGE_SIZE) && h.checked_add(len).is_some_and(|e| e <= TASK_SIZE) && self.mm.vmas.intersecting(h, h + len).is_empty()
     }
 
     /// Where `mmap` would place a mapping of `len` bytes (`__get_unmapped_area`, with
@@ -130,7 +130,7 @@ impl Kernel {
             MapBacking::Shmem { ino, pgoff } => (Some(ino), pgoff),
         };
         let low = MMAP_MIN_ADDR.max(PAGE_SIZE);
-        let search = |l: u64| self.vmas.unmapped_area_topdown(l, low, self.mmap_base, 0, 0);
+        let search = |l: u64| self.mm.vmas.unmapped_area_topdown(l, low, self.mm.mmap_base, 0, 0);
         match placement {
             // shmem_get_unmapped_area: a plain search, then THP alignment by the shmem rules;
             // a hint that was free is kept as it is.
@@ -155,14 +155,14 @@ impl Kernel {
                 self.insert_anon_vma(addr, addr + len, prot_flags);
                 // __mmap_region: khugepaged_enter_vma on the VMA it made or merged into (a
                 // new VMA has no anon_vma yet, so only a merge can register the mm here).
-                if let Some(v) = self.vmas.find(addr) {
+                if let Some(v) = self.mm.vmas.find(addr) {
                     self.khugepaged_enter_vma(&v);
                 }
                 return Ok(addr);
             }
             MapBacking::Special => {
-                self.vmas.insert(Vma { start: addr, end: addr + len, flags: prot_flags | vm::SPECIAL, anon_vma: 0, file: 0, pgoff: 0 });
-                self.vma_cache = None;
+                self.mm.vmas.insert(Vma { start: addr, end: addr + len, flags: prot_flags | vm::SPECIAL, anon_vma: 0, file: 0, pgoff: 0 });
+                self.mm.vma_cache = None;
                 return Ok(addr);
             }
             MapBacking::SharedAnon => (None, 0),
@@ -180,17 +180,17 @@ impl Kernel {
         if !self.shmem_inode(ino).linked {
             flags |= vm::ANON_SHMEM;
         }
-        self.vmas.insert(Vma { start: addr, end: addr + len, flags, anon_vma: 0, file: ino + 1, pgoff });
-        self.vmas.try_merge(addr);
-        self.vma_cache = None;
+        self.mm.vmas.insert(Vma { start: addr, end: addr + len, flags, anon_vma: 0, file: ino + 1, pgoff });
+        self.mm.vmas.try_merge(addr);
+        self.mm.vma_cache = None;
         Ok(addr)
     }
 
     /// Insert a fresh VMA and merge it with its neighbours (`vma_merge_new_range`).
     fn insert_anon_vma(&mut self, start: u64, end: u64, flags: u32) {
-        self.vmas.insert(Vma { start, end, flags, anon_vma: 0, file: 0, pgoff: 0 });
-        self.vmas.try_merge(start);
-        self.vma_cache = None;
+        self.mm.vmas.insert(Vma { start, end, flags, anon_vma: 0, file: 0, pgoff: 0 });
+        self.mm.vmas.try_merge(start);
+        self.mm.vma_cache = None;
     }
 
     /// `munmap(addr, len)`.
@@ -211,15 +211,12 @@ impl Kernel {
     /// deferred split of folios that straddle two VMAs, `nr_anon` going back down) is counted.
     pub fn exit_mmap(&mut self) {
         self.unmap_range(0, TASK_SIZE);
-        // __khugepaged_exit: the mm leaves khugepaged's list (its counters stay).
-        self.khugepaged.registered = false;
-        self.khugepaged.in_mm = false;
-        self.khugepaged.address = 0;
+        self.khugepaged_exit();
     }
 
     /// `do_vmi_align_munmap`: split at the ends, zap, remove the VMAs, free page tables.
     pub(crate) fn unmap_range(&mut self, start: u64, end: u64) {
-        if self.vmas.intersecting(start, end).is_empty() {
+        if self.mm.vmas.intersecting(start, end).is_empty() {
             return;
         }
         self.note_rss_peak();
@@ -227,14 +224,14 @@ impl Kernel {
         // unmap_vmas zaps VMA by VMA (unmap_single_vma): a large folio that straddles two of the
         // VMAs is partially mapped between the two zaps and goes on the deferred split queue
         // (live: split_deferred counts every such folio, at munmap and at exit).
-        let vmas = self.vmas.intersecting(start, end);
+        let vmas = self.mm.vmas.intersecting(start, end);
         for v in &vmas {
             self.zap_range(v.start, v.end);
         }
         for v in vmas {
-            self.vmas.remove(v.start);
+            self.mm.vmas.remove(v.start);
         }
-        self.vma_cache = None;
+        self.mm.vma_cache = None;
         self.free_pgtables(start, end);
     }
 
@@ -242,22 +239,22 @@ impl Kernel {
     /// straddle them first (`__split_vma` → `vma_adjust_trans_huge`).
     pub(crate) fn split_vmas_at(&mut self, start: u64, end: u64) {
         for b in [start, end] {
-            if let Some(v) = self.vmas.find(b) {
+            if let Some(v) = self.mm.vmas.find(b) {
                 if v.start != b {
                     self.vma_adjust_trans_huge(b);
-                    self.vmas.split_at(b);
+                    self.mm.vmas.split_at(b);
                 }
             }
         }
-        self.vma_cache = None;
+        self.mm.vma_cache = None;
     }
 
     /// Set the heap's start and the break (a replayed process's `start_brk`, learnt from its
     /// first `brk(0)`), dropping any heap the model had.
     pub fn set_brk(&mut self, start_brk: u64, brk: u64) {
         let start = start_brk / PAGE_SIZE * PAGE_SIZE;
-        self.start_brk = start;
-        self.brk = brk.max(start);
+        self.mm.start_brk = start;
+        self.mm.brk = brk.max(start);
     }
 
     /// `mremap(old, old_len, new_len, flags, new)` that the kernel answered with `result`:
@@ -266,7 +263,7 @@ impl Kernel {
     pub fn do_mremap(&mut self, old: u64, old_len: u64, new_len: u64, result: u64) -> Result<(), Errno> {
         let old_len = old_len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
         let new_len = new_len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
-        let v = self.vmas.find(old).ok_or(Errno::EINVAL)?;
+        let v = self.mm.vmas.find(old).ok_or(Errno::EINVAL)?;
         if new_len < old_len {
             self.unmap_range(old + new_len, old + old_len);
         }
@@ -275,26 +272,26 @@ impl Kernel {
                 self.split_vmas_at(old, old + old_len);
                 let tail = Vma { start: old + old_len, end: old + new_len, ..v };
                 let tail = Vma { pgoff: if v.file != 0 { v.pgoff + (tail.start - v.start) / PAGE_SIZE } else { 0 }, ..tail };
-                if !self.vmas.intersecting(tail.start, tail.end).is_empty() {
+                if !self.mm.vmas.intersecting(tail.start, tail.end).is_empty() {
                     return Err(Errno::ENOMEM);
                 }
-                self.vmas.insert(tail);
-                self.vmas.try_merge(tail.start);
-                self.vma_cache = None;
+                self.mm.vmas.insert(tail);
+                self.mm.vmas.try_merge(tail.start);
+                self.mm.vma_cache = None;
             }
             return Ok(());
         }
         let moved = old_len.min(new_len);
         self.unmap_range(result, result + new_len);
         self.split_vmas_at(old, old + moved);
-        let src = self.vmas.find(old).ok_or(Errno::EINVAL)?;
+        let src = self.mm.vmas.find(old).ok_or(Errno::EINVAL)?;
         let pgoff = if src.file != 0 { src.pgoff } else { 0 };
-        self.vmas.insert(Vma { start: result, end: result + new_len, pgoff, ..src });
-        self.vma_cache = None;
+        self.mm.vmas.insert(Vma { start: result, end: result + new_len, pgoff, ..src });
+        self.mm.vma_cache = None;
         self.move_page_tables(old, result, moved)?;
         // The old range now maps nothing: drop its VMAs and page tables.
         self.unmap_range(old, old + moved);
-        self.vmas.try_merge(result);
+        self.mm.vmas.try_merge(result);
         Ok(())
     }
 
@@ -307,46 +304,46 @@ impl Kernel {
         while off < len {
             let (o, n) = (old + off, new + off);
             let extent = (PMD_SIZE - o % PMD_SIZE).min(PMD_SIZE - n % PMD_SIZE).min(len - off);
-            let Some(ot) = self.pt.pmd_table(Vaddr(o)) else {
+            let Some(ot) = self.mm.pt.pmd_table(Vaddr(o)) else {
                 off += extent;
                 continue;
             };
-            let nt = match self.pt.pmd_table(Vaddr(n)) {
+            let nt = match self.mm.pt.pmd_table(Vaddr(n)) {
                 Some(t) => t,
                 None => {
                     let frame = self.alloc_pgtable_frame().ok_or(Errno::ENOMEM)?;
-                    self.pt.install_pmd_table(Vaddr(n), frame)
+                    self.mm.pt.install_pmd_table(Vaddr(n), frame)
                 }
             };
-            match self.pt.pmd(ot, Vaddr(o)) {
+            match self.mm.pt.pmd(ot, Vaddr(o)) {
                 Pmd::None => {}
                 p @ (Pmd::Huge { .. } | Pmd::HugeZero) if extent == PMD_SIZE => {
                     // move_huge_pmd: the entry and its deposited table move whole.
-                    let dep = self.pt.withdraw(ot, Vaddr(o));
-                    self.pt.set_pmd(ot, Vaddr(o), Pmd::None);
-                    self.pt.set_pmd(nt, Vaddr(n), p);
+                    let dep = self.mm.pt.withdraw(ot, Vaddr(o));
+                    self.mm.pt.set_pmd(ot, Vaddr(o), Pmd::None);
+                    self.mm.pt.set_pmd(nt, Vaddr(n), p);
                     if dep != crate::pgtable::NO_TABLE {
-                        self.pt.deposit(nt, Vaddr(n), dep);
+                        self.mm.pt.deposit(nt, Vaddr(n), dep);
                     }
                 }
                 p => {
                     if matches!(p, Pmd::Huge { .. } | Pmd::HugeZero) {
                         self.split_huge_pmd(ot, Vaddr(o).align_down(Order::PMD));
                     }
-                    if let Pmd::Table(oi) = self.pt.pmd(ot, Vaddr(o)) {
-                        let ni = match self.pt.pmd(nt, Vaddr(n)) {
+                    if let Pmd::Table(oi) = self.mm.pt.pmd(ot, Vaddr(o)) {
+                        let ni = match self.mm.pt.pmd(nt, Vaddr(n)) {
                             Pmd::Table(i) => i,
                             _ => {
                                 let i = self.alloc_pgtable().ok_or(Errno::ENOMEM)?;
-                                self.pt.set_pmd(nt, Vaddr(n), Pmd::Table(i));
+                                self.mm.pt.set_pmd(nt, Vaddr(n), Pmd::Table(i));
                                 i
                             }
                         };
                         for k in 0..extent / PAGE_SIZE {
                             let (os, ns) = (Vaddr(o + k * PAGE_SIZE).pte_index(), Vaddr(n + k * PAGE_SIZE).pte_index());
-                            let e = self.pt.pte(oi, os);
-                            self.pt.set_pte(oi, os, 0);
-                            self.pt.set_pte(ni, ns, e);
+                            let e = self.mm.pt.pte(oi, os);
+                            self.mm.pt.set_pte(oi, os, 0);
+                            self.mm.pt.set_pte(ni, ns, e);
                         }
                     }
                 }
@@ -358,35 +355,35 @@ impl Kernel {
 
     /// `brk(new)`: returns the new break, or the old one when the request is refused.
     pub fn sys_brk(&mut self, new_brk: u64) -> u64 {
-        if new_brk < self.start_brk {
-            return self.brk;
+        if new_brk < self.mm.start_brk {
+            return self.mm.brk;
         }
         let newbrk = new_brk.div_ceil(PAGE_SIZE) * PAGE_SIZE;
-        let oldbrk = self.brk.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        let oldbrk = self.mm.brk.div_ceil(PAGE_SIZE) * PAGE_SIZE;
         if oldbrk == newbrk {
-            self.brk = new_brk;
-            return self.brk;
+            self.mm.brk = new_brk;
+            return self.mm.brk;
         }
-        if new_brk <= self.brk {
+        if new_brk <= self.mm.brk {
             self.unmap_range(newbrk, oldbrk);
-            self.brk = new_brk;
-            return self.brk;
+            self.mm.brk = new_brk;
+            return self.mm.brk;
         }
         // check_brk_limits and the guard page before the next mapping.
         if newbrk > TASK_SIZE {
-            return self.brk;
+            return self.mm.brk;
         }
-        if let Some(next) = self.vmas.next(oldbrk) {
+        if let Some(next) = self.mm.vmas.next(oldbrk) {
             if newbrk + PAGE_SIZE > next.start {
-                return self.brk;
+                return self.mm.brk;
             }
         }
-        if self.vmas.find(oldbrk).is_some() {
-            return self.brk;
+        if self.mm.vmas.find(oldbrk).is_some() {
+            return self.mm.brk;
         }
         // do_brk_flags: the data segment is read/write like an anonymous mapping.
         self.insert_anon_vma(oldbrk, newbrk, vm::READ | vm::WRITE);
-        self.brk = new_brk;
-        self.brk
+        self.mm.brk = new_brk;
+        self.mm.brk
     }
 }

@@ -45,6 +45,10 @@ pub(crate) mod pg {
     pub const RESERVED: u16 = 1 << 10;
     /// A shmem page-cache folio (on the head).
     pub const SHMEM: u16 = 1 << 11;
+    /// Not `PageAnonExclusive`: fork shared this anon page (on the head only while the folio
+    /// is PMD-mapped, as the kernel keeps it); set by `copy_present_ptes`/`copy_huge_pmd`,
+    /// cleared when a write fault reuses the page. A new page is exclusive.
+    pub const ANON_SHARED: u16 = 1 << 12;
 }
 
 /// `struct page`, 8 bytes: flags, the order of the buddy block (free) or of the folio this page

@@ -30,21 +30,21 @@ pub struct PeakState {
 impl Kernel {
     /// Rss now: anonymous and shmem pages mapped (MM_ANONPAGES + MM_SHMEMPAGES).
     pub fn rss_pages(&self) -> u64 {
-        self.stats.anon_rss_pages + self.stats.shmem_rss_pages
+        self.mm.stats.anon_rss_pages + self.mm.stats.shmem_rss_pages
     }
 
     /// `update_hiwater_rss`, before something may lower Rss; and a census when Rss grew by a
     /// sixteenth since the last.
     pub(crate) fn note_rss_peak(&mut self) {
         let rss = self.rss_pages();
-        if rss <= self.stats.peak.rss_pages {
+        if rss <= self.mm.stats.peak.rss_pages {
             return;
         }
-        self.stats.peak.rss_pages = rss;
-        let last = self.stats.peak.census.as_ref().map_or(0, |(r, _)| *r);
+        self.mm.stats.peak.rss_pages = rss;
+        let last = self.mm.stats.peak.census.as_ref().map_or(0, |(r, _)| *r);
         if rss > last + last / 16 {
             let c = self.census_of_all();
-            self.stats.peak.census = Some((rss, c));
+            self.mm.stats.peak.census = Some((rss, c));
         }
     }
 
@@ -58,7 +58,7 @@ impl Kernel {
     #[inline]
     pub(crate) fn note_nr_anon(&mut self, order: Order) {
         let n = self.counters.mthp(order, MthpStat::NrAnon).max(0) as u64;
-        let m = &mut self.stats.peak.max_nr_anon[order.0 as usize];
+        let m = &mut self.mm.stats.peak.max_nr_anon[order.0 as usize];
         if n > *m {
             *m = n;
         }
@@ -69,11 +69,11 @@ impl Kernel {
     /// largest `nr_anon` per order).
     pub fn peak(&self) -> (u64, CensusReport, [u64; PMD_ORDER as usize + 1]) {
         let rss = self.rss_pages();
-        let peak = self.stats.peak.rss_pages.max(rss);
-        let census = match &self.stats.peak.census {
+        let peak = self.mm.stats.peak.rss_pages.max(rss);
+        let census = match &self.mm.stats.peak.census {
             Some((at, c)) if *at > rss => c.clone(),
             _ => self.census_of_all(),
         };
-        (peak, census, self.stats.peak.max_nr_anon)
+        (peak, census, self.mm.stats.peak.max_nr_anon)
     }
 }

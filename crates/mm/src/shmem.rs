@@ -135,7 +135,7 @@ impl Kernel {
 
     /// `shmem_allowable_huge_orders`.
     pub(crate) fn shmem_allowable_huge_orders(&self, ino: InodeId, vma: Option<&Vma>, index: u64, write_end: u64) -> Orders {
-        shmem_allowable_huge_orders(&self.settings, &self.mm_flags, self.inode_facts(ino), vma, index, write_end, &mut ())
+        shmem_allowable_huge_orders(&self.settings, &self.mm.flags, self.inode_facts(ino), vma, index, write_end, &mut ())
     }
 
     /// `shmem_suitable_orders`: VMA geometry (file alignment included), then the highest order
@@ -343,7 +343,7 @@ impl Kernel {
                 }
             }
         }
-        (shmem, huge, self.stats.shmem_pmd_mapped * Order::PMD.size())
+        (shmem, huge, self.mm.stats.shmem_pmd_mapped * Order::PMD.size())
     }
 }
 

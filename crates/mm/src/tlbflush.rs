@@ -84,8 +84,8 @@ impl Kernel {
     /// access that precedes it sets young and dirty).
     pub fn translation(&self, addr: u64) -> Option<Translation> {
         let va = Vaddr(addr);
-        let t = self.pt.pmd_table_ro(va)?;
-        match self.pt.pmd(t, va) {
+        let t = self.mm.pt.pmd_table_ro(va)?;
+        match self.mm.pt.pmd(t, va) {
             Pmd::Huge { pfn, write, .. } => Some(Translation {
                 pfn: pfn.0 + va.pte_index() as u32,
                 pmd: true,
@@ -97,7 +97,7 @@ impl Kernel {
             Pmd::HugeZero => None,
             Pmd::Table(idx) => {
                 let i = va.pte_index();
-                let e = self.pt.pte(idx, i);
+                let e = self.mm.pt.pte(idx, i);
                 if e & PTE_PRESENT == 0 {
                     return None;
                 }
@@ -116,7 +116,7 @@ impl Kernel {
                         break;
                     }
                     let ok = (first..first + n).all(|j| {
-                        let f = self.pt.pte(idx, j);
+                        let f = self.mm.pt.pte(idx, j);
                         f & PTE_PRESENT != 0 && f & PTE_ZERO == 0 && pte_pfn(f).0 as i64 == pfn0 + (j - first) as i64 && (f & PTE_WRITE) == (e & PTE_WRITE)
                     });
                     if !ok {
@@ -126,7 +126,7 @@ impl Kernel {
                 }
                 let contpte = k as usize >= 4 && {
                     let first = i & !(CONT_PTES - 1);
-                    let block: Vec<_> = (first..first + CONT_PTES).map(|j| self.pt.pte(idx, j)).collect();
+                    let block: Vec<_> = (first..first + CONT_PTES).map(|j| self.mm.pt.pte(idx, j)).collect();
                     contpte_block_folds(&block, |p| self.folio_of(p))
                 };
                 Some(Translation { pfn: pfn.0, pmd: false, folio_order: order as u8, contig_order: k, contpte, write: e & PTE_WRITE != 0 })

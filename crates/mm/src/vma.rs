@@ -48,6 +48,10 @@ pub mod vm {
     /// VM_NO_KHUGEPAGED (any of VM_IO, VM_DONTEXPAND, VM_PFNMAP, VM_MIXEDMAP, VM_HUGETLB): the
     /// model creates no such VMA; `thplab explain` sets it from a live VMA's flags.
     pub const NO_KHUGEPAGED: u32 = 1 << 10;
+    /// VM_DONTCOPY (MADV_DONTFORK): fork leaves the VMA out of the child.
+    pub const DONTCOPY: u32 = 1 << 11;
+    /// VM_WIPEONFORK (MADV_WIPEONFORK): the child gets the VMA empty.
+    pub const WIPEONFORK: u32 = 1 << 12;
 }
 
 /// `struct vm_area_struct` (private anonymous only, for now).

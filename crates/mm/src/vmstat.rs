@@ -28,6 +28,9 @@ pub enum FallbackReason {
     PteRangePopulated,
     /// A write to a zero-page PTE copies one 4 KiB page (`wp_page_copy`).
     ZeroPageCow,
+    /// A write to an anon page that fork shared (and the other side still maps) copies one
+    /// 4 KiB page (`wp_page_copy`); a shared huge PMD is split first.
+    ForkCow,
     /// The buddy allocator had no free block of this order above the watermark.
     AllocFailed,
     /// mTHP with `anon_beside_full=1` (a knob of this machine kind's kernel build, not of
@@ -36,7 +39,7 @@ pub enum FallbackReason {
 }
 
 impl FallbackReason {
-    pub const ALL: [FallbackReason; 10] = [
+    pub const ALL: [FallbackReason; 11] = [
         FallbackReason::PrctlDisabled,
         FallbackReason::VmaNohugepage,
         FallbackReason::NotMadvised,
@@ -45,6 +48,7 @@ impl FallbackReason {
         FallbackReason::ReadFault,
         FallbackReason::PteRangePopulated,
         FallbackReason::ZeroPageCow,
+        FallbackReason::ForkCow,
         FallbackReason::AllocFailed,
         FallbackReason::BesideNotFull,
     ];
@@ -58,6 +62,7 @@ impl FallbackReason {
             FallbackReason::ReadFault => "read_fault",
             FallbackReason::PteRangePopulated => "pte_range_populated",
             FallbackReason::ZeroPageCow => "zero_page_cow",
+            FallbackReason::ForkCow => "fork_cow",
             FallbackReason::AllocFailed => "alloc_failed",
             FallbackReason::BesideNotFull => "beside_not_full",
         }
@@ -73,6 +78,7 @@ impl FallbackReason {
             FallbackReason::ReadFault => "read faults map the shared zero page, never an mTHP",
             FallbackReason::PteRangePopulated => "a PTE in the aligned block is already populated",
             FallbackReason::ZeroPageCow => "writes to the zero page copy one 4 KiB page",
+            FallbackReason::ForkCow => "writes to a page shared with another process since fork copy one 4 KiB page",
             FallbackReason::AllocFailed => "no free block of that order above the min watermark",
             FallbackReason::BesideNotFull => "anon_beside_full=1 and no neighbouring block of that size is fully populated",
         }
@@ -96,6 +102,11 @@ pub struct ModelStats {
     pub hits: u64,
     /// Page-table pages allocated (`PageTables` in meminfo, as a count).
     pub pgtable_pages: u64,
+    /// Write faults on anon pages shared by fork that copied the page (`wp_page_copy`).
+    pub cow_copied: u64,
+    /// Write faults on write-protected anon pages that reused the page (`wp_page_reuse`, and
+    /// `do_huge_pmd_wp_page` reusing a whole PMD).
+    pub cow_reused: u64,
     /// How every collapse attempt ended (`enum scan_result`).
     pub scan_results: std::collections::BTreeMap<crate::khugepaged::ScanResult, u64>,
     /// The largest Rss and the census near it (`crate::peak`).

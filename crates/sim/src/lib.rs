@@ -518,8 +518,8 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
     counters_into(&mut r, &k.counters);
     let ranges: Vec<(u64, u64)> = regions.iter().flatten().map(|&(s, l)| (s, s + l)).collect();
     census_into(&mut r, &[k.census(&ranges)]);
-    r.process.minflt = k.stats.minflt;
-    fallbacks_into(&mut r, &[k.stats.fallbacks]);
+    r.process.minflt = k.stats().minflt;
+    fallbacks_into(&mut r, &[k.stats().fallbacks]);
     r.regions = workload
         .regions
         .iter()
@@ -529,7 +529,7 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
     r.calls = calls;
     r.vmas = views::vma_maps(k, None);
     r.peak = Some(views::peak_of(k));
-    if let Some(log) = &k.stats.explain {
+    if let Some(log) = &k.stats().explain {
         let mut x = uapi::Explain::default();
         views::add_explain(&mut x, log, None);
         r.explain = Some(x);
@@ -538,18 +538,18 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
     for (name, bytes) in [("Shmem", shmem), ("ShmemHugePages", shmem_huge), ("ShmemPmdMapped", shmem_pmd)] {
         r.meminfo.insert(name.to_string(), (bytes / 1024) as i64);
     }
-    let scans: BTreeMap<String, u64> = k.stats.scan_results.iter().map(|(s, n)| (s.name(), *n)).collect();
+    let scans: BTreeMap<String, u64> = k.stats().scan_results.iter().map(|(s, n)| (s.name(), *n)).collect();
     let kh = k.khugepaged_state();
     r.model = Some(serde_json::json!({
         "scan_results": scans,
         "nr_free_pages": k.zone().nr_free_pages(),
         "buddyinfo": k.zone().buddyinfo(),
-        "pgtable_pages": k.stats.pgtable_pages,
+        "pgtable_pages": k.stats().pgtable_pages,
         "vmas": k.vmas().count(),
         "deferred_split_queue": k.deferred_split_queue().len(),
-        "accesses_without_fault": k.stats.hits,
+        "accesses_without_fault": k.stats().hits,
         "khugepaged": {
-            "registered": kh.registered,
+            "registered": k.khugepaged_registered(k.current_mm()),
             "wakeups": kh.wakeups,
             "pmds_scanned": kh.pmds_scanned,
             "pages_collapsed": kh.pages_collapsed,

@@ -397,7 +397,7 @@ impl<'a> Replay<'a> {
         let k = &mut img.k;
         self.done_counters.add(&k.counters);
         // Faults inside execve (the new stack's top page) are before the program's count.
-        let minflt = k.stats.minflt - img.populate_faults;
+        let minflt = k.stats().minflt - img.populate_faults;
         self.done_minflt += minflt;
         self.stats.modelled_faults += minflt;
         self.done_images.push(ImageResult {
@@ -408,8 +408,8 @@ impl<'a> Replay<'a> {
             census,
             vmas,
             peak,
-            fallbacks: k.stats.fallbacks,
-            explain: k.stats.explain.take().map(|b| *b),
+            fallbacks: k.stats().fallbacks,
+            explain: k.stats_mut().explain.take().map(|b| *b),
         });
     }
 
@@ -518,9 +518,9 @@ impl<'a> Replay<'a> {
                         img.stack = Some((m.start, m.end));
                         // execve copies argv, envp and auxv to the top of the new stack through
                         // get_user_pages (no fault is recorded); the model takes that as one page.
-                        let before = img.k.stats.minflt;
+                        let before = img.k.stats().minflt;
                         img.k.access(m.end - PAGE_SIZE, true);
-                        img.populate_faults += img.k.stats.minflt - before;
+                        img.populate_faults += img.k.stats().minflt - before;
                     }
                     if m.path == b"[heap]" {
                         img.k.set_brk(m.start, m.end);

@@ -393,7 +393,7 @@ fn mthp_falls_back_size_by_size_when_memory_is_fragmented() {
     assert_eq!(k.access(addr, true), mm::Access::Fault);
     assert_eq!(k.counters.mthp(mm_types::Order(4), uapi::MthpStat::AnonFaultFallback), 1);
     assert_eq!(k.counters.mthp(mm_types::Order(2), uapi::MthpStat::AnonFaultFallback), 1);
-    assert_eq!(k.stats.fallbacks[4][mm::vmstat::FallbackReason::AllocFailed as usize], 1);
+    assert_eq!(k.stats().fallbacks[4][mm::vmstat::FallbackReason::AllocFailed as usize], 1);
     k.check_invariants().unwrap();
     let _ = w;
 }

@@ -122,6 +122,6 @@ pub fn add_explain(out: &mut Explain, log: &ExplainLog, pid: Option<u32>) {
 /// Start keeping the decisions of faults in `[start, end)`.
 pub fn start_explaining(k: &mut Kernel, range: Option<(u64, u64)>) {
     if let Some((s, e)) = range {
-        k.stats.explain = Some(Box::new(ExplainLog::new(s, e)));
+        k.stats_mut().explain = Some(Box::new(ExplainLog::new(s, e)));
     }
 }

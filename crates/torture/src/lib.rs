@@ -132,7 +132,7 @@ pub fn run_seed(seed: u64, steps: u32, mut log: Option<&mut dyn FnMut(&str)>) ->
         }
         let all: Vec<(u64, u64)> = k.vmas().map(|v| (v.start, v.end)).collect();
         let census = k.census(&all);
-        let rss = (k.stats.anon_rss_pages + k.stats.shmem_rss_pages) * PAGE_SIZE;
+        let rss = (k.stats().anon_rss_pages + k.stats().shmem_rss_pages) * PAGE_SIZE;
         if census.rss_bytes != rss {
             return Err(fail(format!("census finds {} bytes, MM_ANONPAGES + MM_SHMEMPAGES say {rss}", census.rss_bytes)));
         }
@@ -142,8 +142,8 @@ pub fn run_seed(seed: u64, steps: u32, mut log: Option<&mut dyn FnMut(&str)>) ->
     k.exit_mmap();
     let fail = |message: String| Failure { seed, step: steps, op: "exit_mmap".into(), message };
     k.check_invariants().map_err(fail)?;
-    if k.stats.anon_rss_pages != 0 || k.vmas().count() != 0 {
-        return Err(fail(format!("after exit_mmap: {} anon pages mapped, {} VMAs", k.stats.anon_rss_pages, k.vmas().count())));
+    if k.stats().anon_rss_pages != 0 || k.vmas().count() != 0 {
+        return Err(fail(format!("after exit_mmap: {} anon pages mapped, {} VMAs", k.stats().anon_rss_pages, k.vmas().count())));
     }
     for order in 2..=9u8 {
         let n = k.counters.mthp(mm_types::Order(order), MthpStat::NrAnon);
@@ -183,7 +183,7 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
         let n = k.khugepaged_do_scan();
         let after = k.khugepaged_state().pages_collapsed;
         let op = format!("khugepaged wake-up: {n} collapsed (has work: {})", k.khugepaged_has_work());
-        if after != before + n || (n > 0 && !k.khugepaged_state().registered) {
+        if after != before + n || (n > 0 && !k.khugepaged_registered(k.current_mm())) {
             return (op, Err(format!("pages_collapsed went {before} -> {after} for {n} collapses")));
         }
         return (op, Ok(()));
