@@ -120,11 +120,20 @@ pub enum ExecKind {
         seed: u64,
         elem: u64,
     },
+    /// fork(): the child becomes process `child` (an index into the workload's processes).
+    Fork { child: usize },
+    /// _exit(0) of the process running it.
+    Exit,
+    /// waitpid of process `child`.
+    Wait { child: usize },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ExecOp {
     pub line: usize,
+    /// The process that runs it (0 = main).
+    #[serde(default)]
+    pub proc: usize,
     /// How the result names the call, as the model does: `mmap`, `madvise(collapse)`,
     /// `mprotect(r)`, `brk`, `prctl(PR_SET_THP_DISABLE)`; empty for touches.
     #[serde(default)]
@@ -149,6 +158,13 @@ pub struct ExecSpec {
     /// outside every workload region.
     #[serde(default)]
     pub write_buf: Option<(u64, u64)>,
+    /// Processes of the workload (main and its forked children); 1 without `fork`.
+    #[serde(default = "one")]
+    pub procs: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// A tmpfs mount of the run.
@@ -194,6 +210,17 @@ struct Ready {
     pid: i32,
     start_brk: u64,
     brk: u64,
+}
+
+/// What a forked process reports when it exits or when the run ends (`pdone {json}`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct ProcDone {
+    proc: usize,
+    pid: i32,
+    minflt: u64,
+    exited: bool,
+    /// (op index, result) of the operations it ran.
+    results: Vec<(usize, i64)>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -303,6 +330,9 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
             OpKind::Ftruncate { .. } => "ftruncate".into(),
             OpKind::Fallocate { .. } => "fallocate".into(),
             OpKind::Write { .. } => "pwrite".into(),
+            OpKind::Fork(_) => "fork".into(),
+            OpKind::Wait(_) => "wait4".into(),
+            OpKind::Exit => String::new(),
         };
         let kind = match &op.kind {
             OpKind::Mmap { region, len, prot, placement, backing } => {
@@ -410,8 +440,11 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
                     count: t.count,
                 }
             }
+            OpKind::Fork(p) => ExecKind::Fork { child: p.0 as usize },
+            OpKind::Exit => ExecKind::Exit,
+            OpKind::Wait(p) => ExecKind::Wait { child: p.0 as usize },
         };
-        ops.push(ExecOp { line: op.line, call, kind });
+        ops.push(ExecOp { line: op.line, proc: op.proc.0 as usize, call, kind });
     }
     let mut regions = Vec::new();
     for (i, r) in w.regions.iter().enumerate() {
@@ -427,7 +460,7 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
         let len = write_buf_len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
         (scratch_address(&regions, len), len)
     });
-    Ok((ExecSpec { source: w.source.clone(), ops, mounts, dev_shm, files, write_buf }, regions, notes))
+    Ok((ExecSpec { source: w.source.clone(), ops, mounts, dev_shm, files, write_buf, procs: w.procs.len() }, regions, notes))
 }
 
 /// An address for `len` bytes of the harness's own that overlaps no region (the heap is near
@@ -508,6 +541,9 @@ enum Prepared {
     Sleep { ns: u64 },
     Touch { plan: TouchPlan, write: bool },
     Access { addr: u64, plan: workload::AccessPlan },
+    Fork { child: usize },
+    Exit,
+    Wait { child: usize },
 }
 
 const K_MUNMAP: u8 = 0;
@@ -743,6 +779,9 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                 // `len` is the range's length (region_base resolved it), as for touches.
                 Prepared::Access { addr: heap(base) + offset, plan: workload::AccessPlan::new(&stream, *len) }
             }
+            ExecKind::Fork { child } => Prepared::Fork { child: *child },
+            ExecKind::Exit => Prepared::Exit,
+            ExecKind::Wait { child } => Prepared::Wait { child: *child },
         });
     }
     let mut results = vec![0i64; prepared.len()];
@@ -782,12 +821,50 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
         _ => return Err("the parent went away before 'go'".into()),
     }
 
+    // Processes: the turn pipes that keep the workload's global order across them, made before
+    // the first fork so that every process holds every pipe.
+    let multi = spec.procs > 1;
+    let turns = if multi { Turns::new(spec.procs)? } else { Turns::default() };
+    let mut pids = vec![0i32; spec.procs];
+    let exits_by_op: Vec<bool> = (0..spec.procs).map(|p| spec.ops.iter().any(|o| o.proc == p && o.kind == ExecKind::Exit)).collect();
+    let n_ops = prepared.len();
+    // The top of this thread's stack: the warm-up after fork rewrites the frames above it.
+    let stack_top = if multi { stack_top().unwrap_or(0) } else { 0 };
+    // The program's file mappings (text, read-only data): fork copies no page table of a VMA
+    // without an anon_vma, so a child would fault on the executor's code inside an operation.
+    let file_maps = if multi { file_mappings() } else { Vec::new() };
+
     // ---- no allocation from here to 'done' ----
     let mut cur_brk = brk0;
+    let mut me = 0usize;
+    // With processes, each counts its faults op by op (fork makes the executor's own stack and
+    // heap copy-on-write: those faults fall between operations and are not counted).
+    let mut my_minflt = 0u64;
     let f0 = minflt_now();
     let t0 = mono_ns();
-    for (i, op) in prepared.iter().enumerate() {
+    let mut i = 0usize;
+    loop {
+        if i == n_ops {
+            if me == 0 {
+                break;
+            }
+            // A child's operation was the last: main ends the run; this child waits for END.
+            turns.pass(0, n_ops as u32);
+            loop {
+                turns.child_wait(me, my_minflt, &results, &spec);
+            }
+        }
+        let owner = spec.ops[i].proc;
+        if owner != me {
+            turns.pass(owner, i as u32);
+            let token = if me == 0 { turns.main_wait(&pids) } else { turns.child_wait(me, my_minflt, &results, &spec) };
+            i = (token as usize).min(n_ops);
+            continue;
+        }
+        let op = &prepared[i];
         send_op_index(i);
+        let fa = if multi { minflt_now() } else { 0 };
+        let mut just_forked = false;
         let rc = match op {
             Prepared::Mmap { addr, len, prot, flags, file, pgoff } => {
                 let fd = file.map_or(-1, |f| fds[f]);
@@ -908,14 +985,61 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                 }
                 0
             }
+            Prepared::Fork { child } => {
+                // SAFETY: fork of this single-threaded process (the parent's stderr reader
+                // thread is in the other process).
+                let pid = unsafe { libc::fork() };
+                if pid < 0 {
+                    errno() as i64
+                } else {
+                    if pid == 0 {
+                        me = *child;
+                        just_forked = true;
+                        // SAFETY: the child dies with main, whatever happens to main.
+                        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) };
+                        my_minflt = 0;
+                    } else {
+                        pids[*child] = pid;
+                    }
+                    // Both sides copy the executor's pages they write now, not during an op.
+                    after_fork_warm_up(&mut results, &mut pids, stack_top, &file_maps);
+                    0
+                }
+            }
+            Prepared::Exit => {
+                turns.report(me, my_minflt, true, &results, &spec);
+                let next = i + 1;
+                turns.pass(if next < n_ops { spec.ops[next].proc } else { 0 }, next as u32);
+                // SAFETY: leave at once, as the workload's exit does.
+                unsafe { libc::_exit(0) }
+            }
+            Prepared::Wait { child } => turns.wait_child(pids[*child]),
         };
+        if multi && !matches!(op, Prepared::Fork { .. } | Prepared::Wait { .. }) {
+            my_minflt += minflt_now() - fa;
+        }
         results[i] = rc;
+        i += 1;
+        if just_forked {
+            // The new process runs when the turn comes to it, as every process does.
+            i = (turns.child_wait(me, my_minflt, &results, &spec) as usize).min(n_ops);
+        }
     }
     let t1 = mono_ns();
     let f1 = minflt_now();
+    // Children still running report their counts (each acknowledges), before main's 'done'.
+    if multi {
+        for p in 1..spec.procs {
+            if pids[p] > 0 && !exits_by_op[p] {
+                turns.pass(p, TOKEN_END);
+                turns.main_wait(&pids);
+            }
+        }
+    }
     // ---- allocation allowed again ----
 
-    let done = serde_json::to_string(&Done { minflt: f1 - f0, wall_ns: t1 - t0, results, brk_end: sys_brk(0) })
+    let minflt = if multi { my_minflt } else { f1 - f0 };
+    let done = serde_json::to_string(&Done { minflt, wall_ns: t1 - t0, results, brk_end: sys_brk(0) })
         .map_err(|e| e.to_string())?;
     raw_write_all(STATUS_FD, format!("done {done}\n").as_bytes());
     loop {
@@ -925,11 +1049,215 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
             None => break,
         }
     }
+    if multi {
+        for p in 1..spec.procs {
+            if pids[p] > 0 && !exits_by_op[p] {
+                turns.pass(p, TOKEN_QUIT);
+                turns.wait_child(pids[p]);
+            }
+        }
+    }
     for name in &machine_shm {
         // SAFETY: unlinking our own objects; the parent removes them too if we die first.
         unsafe { libc::shm_unlink(name.as_ptr()) };
     }
     Ok(())
+}
+
+/// Turn tokens: an op index, or one of these.
+const TOKEN_END: u32 = u32::MAX - 1;
+const TOKEN_QUIT: u32 = u32::MAX;
+
+/// The turn pipes of a workload with processes: each process blocks on its own pipe until an
+/// operation of its own is next; the process that ran the previous operation writes that
+/// operation's index (a u32) into it. Main polls, so that a child killed by a signal while it
+/// holds the turn ends the run (main dies of the same signal) instead of hanging it.
+#[derive(Default)]
+struct Turns {
+    /// (read end, write end) per process.
+    pipes: Vec<(i32, i32)>,
+}
+
+impl Turns {
+    fn new(n: usize) -> std::result::Result<Turns, String> {
+        let mut pipes = Vec::with_capacity(n);
+        for _ in 0..n {
+            let mut fds = [0i32; 2];
+            // SAFETY: pipe2 fills two fds.
+            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+                return Err(format!("pipe2: {}", std::io::Error::last_os_error()));
+            }
+            pipes.push((fds[0], fds[1]));
+        }
+        Ok(Turns { pipes })
+    }
+
+    fn pass(&self, to: usize, token: u32) {
+        raw_write_all(self.pipes[to].1, &token.to_le_bytes());
+    }
+
+    fn read_token(&self, me: usize) -> Option<u32> {
+        let mut b = [0u8; 4];
+        let mut got = 0;
+        while got < 4 {
+            // SAFETY: read into a valid buffer.
+            let r = unsafe { libc::read(self.pipes[me].0, b[got..].as_mut_ptr().cast(), 4 - got) };
+            if r <= 0 {
+                if r < 0 && errno() == libc::EINTR {
+                    continue;
+                }
+                return None;
+            }
+            got += r as usize;
+        }
+        Some(u32::from_le_bytes(b))
+    }
+
+    /// Main waits for its turn; a child that a signal killed kills main the same way.
+    fn main_wait(&self, pids: &[i32]) -> u32 {
+        loop {
+            let mut pfd = libc::pollfd { fd: self.pipes[0].0, events: libc::POLLIN, revents: 0 };
+            // SAFETY: poll of one valid pollfd.
+            let r = unsafe { libc::poll(&mut pfd, 1, 50) };
+            if r > 0 {
+                return self.read_token(0).unwrap_or(TOKEN_QUIT);
+            }
+            for &pid in pids.iter().filter(|p| **p > 0) {
+                // SAFETY: waitid with WNOWAIT only looks.
+                let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+                let rc = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
+                // SAFETY: si_pid and si_status are valid for SIGCHLD information.
+                let (cpid, status) = unsafe { (info.si_pid(), info.si_status()) };
+                if rc == 0 && cpid == pid && (info.si_code == libc::CLD_KILLED || info.si_code == libc::CLD_DUMPED) {
+                    die_of(status);
+                }
+            }
+        }
+    }
+
+    /// A child waits for its turn; at the end of the run it reports and waits to be told to go.
+    fn child_wait(&self, me: usize, minflt: u64, results: &[i64], spec: &ExecSpec) -> u32 {
+        match self.read_token(me) {
+            Some(TOKEN_END) => self.child_wait_end(me, minflt, results, spec),
+            Some(TOKEN_QUIT) | None => {
+                // SAFETY: leave at once.
+                unsafe { libc::_exit(0) }
+            }
+            Some(i) => i,
+        }
+    }
+
+    /// The run has ended with this child alive: report, acknowledge to main, wait for QUIT
+    /// (the parent takes this process's census meanwhile).
+    fn child_wait_end(&self, me: usize, minflt: u64, results: &[i64], spec: &ExecSpec) -> ! {
+        self.report(me, minflt, false, results, spec);
+        self.pass(0, TOKEN_END);
+        loop {
+            match self.read_token(me) {
+                Some(TOKEN_QUIT) | None => {
+                    // SAFETY: leave at once.
+                    unsafe { libc::_exit(0) }
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// `pdone {json}` on the status fd: this process's faults and the results of its ops.
+    fn report(&self, me: usize, minflt: u64, exited: bool, results: &[i64], spec: &ExecSpec) {
+        let mine: Vec<(usize, i64)> = spec.ops.iter().enumerate().filter(|(_, o)| o.proc == me).map(|(i, _)| (i, results[i])).collect();
+        let d = ProcDone { proc: me, pid: std::process::id() as i32, minflt, exited, results: mine };
+        if let Ok(j) = serde_json::to_string(&d) {
+            raw_write_all(STATUS_FD, format!("pdone {j}\n").as_bytes());
+        }
+    }
+
+    /// waitpid: 0 when the child exited with status 0, its status otherwise; a child killed by
+    /// a signal kills main the same way.
+    fn wait_child(&self, pid: i32) -> i64 {
+        let mut st = 0;
+        // SAFETY: waitpid of our own child.
+        let r = unsafe { libc::waitpid(pid, &mut st, 0) };
+        if r < 0 {
+            return errno() as i64;
+        }
+        if libc::WIFSIGNALED(st) {
+            die_of(libc::WTERMSIG(st));
+        }
+        libc::WEXITSTATUS(st) as i64
+    }
+}
+
+/// The readable file mappings of this process (its code and libraries), from /proc/self/maps.
+fn file_mappings() -> Vec<(u64, u64)> {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return Vec::new() };
+    maps.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let range = f.next()?;
+            let perms = f.next()?;
+            let path = f.nth(3)?;
+            if !perms.starts_with('r') || !path.starts_with('/') {
+                return None;
+            }
+            let (a, b) = range.split_once('-')?;
+            Some((u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?))
+        })
+        .collect()
+}
+
+/// The end of the `[stack]` mapping in /proc/self/maps.
+fn stack_top() -> Option<u64> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let line = maps.lines().find(|l| l.ends_with("[stack]"))?;
+    let range = line.split_whitespace().next()?;
+    u64::from_str_radix(range.split('-').nth(1)?, 16).ok()
+}
+
+/// End main with signal `sig` (what killed a child), so that the parent names it.
+fn die_of(sig: i32) -> ! {
+    // SAFETY: default disposition, then the signal to ourselves; _exit if it is ignored anyway.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+        libc::_exit(128 + sig)
+    }
+}
+
+/// Right after fork, in both processes: write the executor's own pages that the loop writes
+/// (stack, results, pids, errno) so that their copy-on-write faults happen here, not inside an
+/// operation.
+#[inline(never)]
+fn after_fork_warm_up(results: &mut [i64], pids: &mut [i32], stack_top: u64, file_maps: &[(u64, u64)]) {
+    for &(a, b) in file_maps {
+        // SAFETY: read-populating our own file mappings changes no content.
+        unsafe { libc::madvise(a as *mut libc::c_void, (b - a) as usize, libc::MADV_POPULATE_READ) };
+    }
+    pretouch_stack();
+    // The frames above this one (the op loop's locals): each page rewritten with its own bytes.
+    let here = 0u8;
+    let mut a = (&here as *const u8 as u64) & !(PAGE_SIZE - 1);
+    while a < stack_top {
+        // SAFETY: [a, stack_top) is this thread's mapped stack (from /proc/self/maps); the byte
+        // is written back unchanged, and nothing else runs in this process meanwhile.
+        unsafe {
+            let p = a as *mut u8;
+            std::ptr::write_volatile(p, std::ptr::read_volatile(p));
+        }
+        a += PAGE_SIZE;
+    }
+    for r in results.iter_mut() {
+        // SAFETY: volatile read-modify-write of our own element.
+        unsafe { std::ptr::write_volatile(r, std::ptr::read_volatile(r)) };
+    }
+    for p in pids.iter_mut() {
+        // SAFETY: as above.
+        unsafe { std::ptr::write_volatile(p, std::ptr::read_volatile(p)) };
+    }
+    // SAFETY: a call that fails at once, setting errno (TLS).
+    unsafe { libc::close(-1) };
+    minflt_now();
+    mono_ns();
 }
 
 /// `unshare(CLONE_NEWNS)`, `/` recursively private, each tmpfs mounted on its directory, and
@@ -1015,8 +1343,20 @@ fn pwrite_range(fd: i32, buf: *const u8, buf_len: u64, offset: u64, len: u64, ch
 // Parent: one run.
 
 /// What one run measured.
+/// One process of a run of a workload that forks.
+#[derive(Clone, Debug, Default)]
+pub struct ProcOnce {
+    pub minflt: u64,
+    pub exited: bool,
+    pub rss_bytes: u64,
+    pub anon_huge_bytes: u64,
+    pub census: Census,
+}
+
 #[derive(Clone, Debug)]
 pub struct RunOnce {
+    /// Per process (main first) when the workload forks; empty otherwise.
+    pub procs: Vec<ProcOnce>,
     pub minflt: u64,
     pub wall_ns: u64,
     pub rss_bytes: u64,
@@ -1275,6 +1615,7 @@ fn run_once(
     let before = CounterSnapshot::read(&paths.sysfs)?;
     let meminfo_before = read_meminfo()?;
     control.write_all(b"go\n").map_err(|e| LiveError::Child(format!("cannot send 'go': {e}")))?;
+    let mut procs_done: Vec<ProcDone> = Vec::new();
     let done: Done = loop {
         line.clear();
         match status.read_line(&mut line) {
@@ -1282,6 +1623,8 @@ fn run_once(
                 let l = line.trim_end();
                 if let Some(i) = l.strip_prefix('o') {
                     last_op = i.parse().ok();
+                } else if let Some(j) = l.strip_prefix("pdone ") {
+                    procs_done.push(serde_json::from_str(j).map_err(|e| LiveError::Child(format!("bad pdone message: {e}")))?);
                 } else if let Some(j) = l.strip_prefix("done ") {
                     break serde_json::from_str(j).map_err(|e| LiveError::Child(format!("bad done message: {e}")))?;
                 } else {
@@ -1321,6 +1664,33 @@ fn run_once(
         }
     }
     let census = census_of_ranges(pid, &ranges, &vmas)?;
+    // The other processes: Rss and census of those still alive (they wait for QUIT).
+    let mut procs = Vec::new();
+    let mut results = done.results;
+    if spec.procs > 1 {
+        procs.push(ProcOnce { minflt: done.minflt, exited: false, rss_bytes: rss_kb * 1024, anon_huge_bytes: ahp_kb * 1024, census: census.total.clone() });
+        for p in 1..spec.procs {
+            let Some(d) = procs_done.iter().find(|d| d.proc == p) else {
+                procs.push(ProcOnce::default());
+                continue;
+            };
+            for &(i, rc) in &d.results {
+                if let Some(r) = results.get_mut(i) {
+                    *r = rc;
+                }
+            }
+            let mut one = ProcOnce { minflt: d.minflt, exited: d.exited, ..Default::default() };
+            if !d.exited {
+                let vmas = read_smaps(d.pid)?;
+                for v in vmas.iter().filter(|v| ranges.iter().any(|&(a, b)| v.start < b && a < v.end)) {
+                    one.rss_bytes += v.rss_kb * 1024;
+                    one.anon_huge_bytes += v.anon_huge_kb * 1024;
+                }
+                one.census = census_of_ranges(d.pid, &ranges, &vmas)?.total;
+            }
+            procs.push(one);
+        }
+    }
     let _ = control.write_all(b"exit\n");
     drop(control);
     let st = child.wait().map_err(|e| LiveError::Child(format!("wait: {e}")))?;
@@ -1328,7 +1698,7 @@ fn run_once(
     if !st.success() {
         return Err(LiveError::Child(format!("the child ended with {st} after the run: {}", err.trim())));
     }
-    for (op, &rc) in spec.ops.iter().zip(&done.results) {
+    for (op, &rc) in spec.ops.iter().zip(&results) {
         if let ExecKind::Mmap { addr, len, .. } = op.kind {
             if rc != 0 {
                 return Err(LiveError::Workload {
@@ -1357,7 +1727,8 @@ fn run_once(
             census.kpageflags_reads,
             census.kpageflags_pfns,
         ),
-        results: done.results,
+        results,
+        procs,
         meminfo,
         start_brk: ready.start_brk,
         regions,
@@ -1465,6 +1836,19 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
     res.process = ProcessStats { minflt: minflt as u64, rss_bytes: rss as u64, anon_huge_bytes: ahp as u64, bloat_bytes: None };
     res.census = rep.census.clone();
     res.folios = rep.census.folio_counts();
+    for (p, decl) in w.procs.iter().enumerate().filter(|_| w.forks()) {
+        let get = |r: &RunOnce| r.procs.get(p).cloned().unwrap_or_default();
+        let minflt = col(format!("processes.{}.minflt", decl.name), runs.iter().map(|r| get(r).minflt as i64).collect());
+        let one = get(rep);
+        res.processes.push(uapi::result::ProcResult {
+            name: decl.name.clone(),
+            exited: one.exited,
+            process: ProcessStats { minflt: minflt as u64, rss_bytes: one.rss_bytes, anon_huge_bytes: one.anon_huge_bytes, bloat_bytes: None },
+            census: one.census,
+            cow_copied: None,
+            cow_reused: None,
+        });
+    }
     res.regions = rep.regions.clone();
 
     res.calls = spec

@@ -173,7 +173,9 @@ pub fn run_with(
         khugepaged: daemons::Khugepaged::default(),
         tlb: None,
         io: None,
+        mms: vec![None; workload.procs.len()],
     };
+    sim.mms[0] = Some(sim.k.current_mm());
     let has_access = workload.ops.iter().any(|op| matches!(op.kind, OpKind::Access(_)));
     if has_access || opts.tlb.is_some() {
         let (cpu, paging) = opts.tlb.unwrap_or((&tlb::presets::ZEN4, tlb::Paging::Native));
@@ -181,6 +183,8 @@ pub fn run_with(
         sim.tlb = Some(access::TlbRun::new(cpu, paging, workload.regions.len()));
     }
     for op in &workload.ops {
+        let mm = sim.mms[op.proc.0 as usize].expect("the parser lets only forked processes run");
+        sim.k.switch_mm(mm);
         sim.op(op, opts)?;
         sim.khugepaged.after_op(sim.k, sim.clock_ns);
         if opts.check_invariants {
@@ -191,7 +195,16 @@ pub fn run_with(
     let calls = std::mem::take(&mut sim.calls);
     let tlb_run = sim.tlb.take();
     let io = sim.io.take();
+    let mms = std::mem::take(&mut sim.mms);
+    let ranges: Vec<(u64, u64)> = regions.iter().flatten().map(|&(s, l)| (s, s + l)).collect();
+    let processes: Vec<uapi::result::ProcResult> = if workload.forks() {
+        workload.procs.iter().zip(&mms).map(|(p, mm)| proc_result(&mut k, &p.name, mm.expect("every declared process is forked"), &ranges)).collect()
+    } else {
+        Vec::new()
+    };
+    k.switch_mm(mms[0].expect("main"));
     let mut result = report(workload, settings, &k, &regions, calls);
+    result.processes = processes;
     result.accesses = tlb_run.filter(|_| has_access).map(|t| t.report(workload));
     result.io = io;
     Ok((result, k))
@@ -216,6 +229,8 @@ struct Sim<'a> {
     tlb: Option<access::TlbRun>,
     /// What the `read_direct` statements pinned.
     io: Option<uapi::result::IoResult>,
+    /// The mm of each workload process, once forked.
+    mms: Vec<Option<mm::MmId>>,
 }
 
 impl Sim<'_> {
@@ -363,6 +378,15 @@ impl Sim<'_> {
                 self.call(line, "prctl(PR_SET_THP_DISABLE)".into(), Ok(()));
             }
             OpKind::Access(a) => self.access_stream(line, a)?,
+            OpKind::Fork(child) => match self.k.fork() {
+                Ok((mm, _)) => {
+                    self.mms[child.0 as usize] = Some(mm);
+                    self.call(line, "fork".into(), Ok(()));
+                }
+                Err(_) => return Err(self.err(line, format!("fork failed: out of memory for the child's page tables: {}", oom_report(self.k)))),
+            },
+            OpKind::Exit => self.k.exit_mm(),
+            OpKind::Wait(_) => self.call(line, "wait4".into(), Ok(())),
             OpKind::ReadDirect { range, block } => {
                 let (start, len) = self.region(line, range.region)?;
                 let rlen = range.len_in(len);
@@ -508,6 +532,26 @@ fn fallbacks_into(r: &mut RunResult, rows: &[[[u64; FallbackReason::ALL.len()]; 
         if !reasons.is_empty() {
             r.fallbacks.insert(Order(o).sysfs_dir(), reasons);
         }
+    }
+}
+
+/// One process's figures: its census at the end (none once exited) and its counters.
+fn proc_result(k: &mut Kernel, name: &str, mm: mm::MmId, ranges: &[(u64, u64)]) -> uapi::result::ProcResult {
+    k.switch_mm(mm);
+    let mut one = RunResult::default();
+    let exited = k.mm_exited(mm);
+    if !exited {
+        census_into(&mut one, &[k.census(ranges)]);
+    }
+    let s = k.stats();
+    one.process.minflt = s.minflt;
+    uapi::result::ProcResult {
+        name: name.to_string(),
+        exited,
+        process: one.process,
+        census: one.census,
+        cow_copied: Some(s.cow_copied),
+        cow_reused: Some(s.cow_reused),
     }
 }
 

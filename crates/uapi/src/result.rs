@@ -129,6 +129,30 @@ pub struct RunResult {
     /// with `sim --profile` what that costs.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub io: Option<IoResult>,
+    /// When the workload forks: every process, `main` first. The top-level `process`,
+    /// `folios` and `census` are then `main`'s.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub processes: Vec<ProcResult>,
+}
+
+/// One process of a workload that forks.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcResult {
+    /// `main`, or the name its `fork NAME` gave it.
+    pub name: String,
+    /// Its `exit` ran: `minflt` counts its whole life; Rss and census are not taken (its
+    /// memory is gone).
+    pub exited: bool,
+    /// Minor faults since its fork (main: since the start); Rss and AnonHugePages at the end.
+    pub process: ProcessStats,
+    /// Folios its page tables map at the end (empty once exited).
+    pub census: Census,
+    /// Model only: write faults on pages shared by fork that copied the page, and that reused
+    /// it (`wp_page_copy`, `wp_page_reuse`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cow_copied: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cow_reused: Option<u64>,
 }
 
 /// What the model's work costs in time on the machine a profile was measured on.

@@ -38,8 +38,31 @@ pub struct Workload {
     pub files: Vec<FileDecl>,
     /// Private tmpfs mounts the workload asks for.
     pub mounts: Vec<MountDecl>,
+    /// Processes: `main` (index 0, the workload's own process) and every `fork NAME`.
+    pub procs: Vec<ProcDecl>,
     pub ops: Vec<Op>,
 }
+
+/// A process of the workload: `main`, or a child that `fork NAME` created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcDecl {
+    pub name: String,
+    /// The line of its `fork` (0 for `main`).
+    pub line: usize,
+    /// The process that forked it (`None` for `main`).
+    pub parent: Option<ProcId>,
+}
+
+/// Index into [`Workload::procs`]; `ProcId::MAIN` is the workload's own process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProcId(pub u32);
+
+impl ProcId {
+    pub const MAIN: ProcId = ProcId(0);
+}
+
+/// The name of the workload's own process.
+pub const MAIN_PROC: &str = "main";
 
 /// `huge=` of a tmpfs mount (`mm/shmem.c: shmem_parse_huge`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -356,12 +379,20 @@ pub enum OpKind {
     /// the buffer with `pin_user_pages_fast` (FOLL_WRITE), which faults in what is not mapped
     /// writable, and unpins it when the I/O completes.
     ReadDirect { range: Range, block: u64 },
+    /// `fork()`: the process running it (always `main`) gets the child `ProcId`.
+    Fork(ProcId),
+    /// `_exit(0)` of the process running it: its address space goes away.
+    Exit,
+    /// `waitpid` of a child that has exited (reaps it; nothing happens to memory).
+    Wait(ProcId),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Op {
     /// 1-based line in the source.
     pub line: usize,
+    /// The process that runs it (`main` outside `fork NAME { … }` and `in NAME { … }` blocks).
+    pub proc: ProcId,
     pub kind: OpKind,
 }
 
@@ -401,6 +432,13 @@ impl Workload {
     }
     pub fn file_by_name(&self, name: &str) -> Option<FileId> {
         self.files.iter().position(|f| f.name == name).map(|i| FileId(i as u32))
+    }
+    pub fn proc(&self, id: ProcId) -> &ProcDecl {
+        &self.procs[id.0 as usize]
+    }
+    /// Whether the workload has processes besides `main`.
+    pub fn forks(&self) -> bool {
+        self.procs.len() > 1
     }
     pub fn mount_by_name(&self, name: &str) -> Option<MountId> {
         self.mounts.iter().position(|m| m.name == name).map(|i| MountId(i as u32))

@@ -84,13 +84,21 @@ impl Ctx<'_> {
 }
 
 const VERBS: &str =
-    "mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write";
+    "mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, in, exit, wait";
 
 /// Parse workload text. `source` names it in errors (a path, or `<builtin>`).
 pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
-    let mut w = Workload { source: source.to_string(), regions: Vec::new(), files: Vec::new(), mounts: Vec::new(), ops: Vec::new() };
+    let mut w = Workload {
+        source: source.to_string(),
+        regions: Vec::new(),
+        files: Vec::new(),
+        mounts: Vec::new(),
+        procs: vec![ProcDecl { name: MAIN_PROC.into(), line: 0, parent: None }],
+        ops: Vec::new(),
+    };
     let mut seen_statement = false;
     let mut names = Names::default();
+    let mut procs = Procs::default();
     for (idx, raw) in text.lines().enumerate() {
         names.catch_up(&w);
         let cx = Ctx { source, line: idx + 1, names: &names };
@@ -114,10 +122,112 @@ pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
             continue;
         }
         seen_statement = true;
+        if procs.structure(&cx, &mut w, &words)? {
+            continue;
+        }
         let kind = parse_statement(&cx, &mut w, &words)?;
-        w.ops.push(Op { line: cx.line, kind });
+        let proc = procs.current();
+        if procs.exited.contains(&proc) {
+            return Err(cx.err(format!("process '{}' has exited (its 'exit' is above); nothing runs in it after that", w.proc(proc).name)));
+        }
+        if let OpKind::Wait(child) = kind {
+            if !procs.exited.contains(&child) {
+                return Err(cx.err(format!(
+                    "'wait {}' would block forever: '{}' has not exited; end its block with 'exit' first",
+                    w.proc(child).name,
+                    w.proc(child).name
+                )));
+            }
+            if proc != ProcId::MAIN {
+                return Err(cx.err("only main waits for its children"));
+            }
+        }
+        if kind == OpKind::Exit {
+            if proc == ProcId::MAIN {
+                return Err(cx.err("main exits at the end of the workload; 'exit' belongs in a child's block"));
+            }
+            procs.exited.push(proc);
+        }
+        w.ops.push(Op { line: cx.line, proc, kind });
+    }
+    if let Some((_, line)) = procs.stack.last() {
+        let cx = Ctx { source, line: *line, names: &names };
+        return Err(cx.err("this block is never closed: end it with a line holding only '}'"));
     }
     Ok(w)
+}
+
+/// The process structure: which block the parser is in, and which processes have exited.
+#[derive(Default)]
+struct Procs {
+    /// Open `fork NAME {` / `in NAME {` blocks: the process and the line of the block.
+    stack: Vec<(ProcId, usize)>,
+    exited: Vec<ProcId>,
+}
+
+impl Procs {
+    fn current(&self) -> ProcId {
+        self.stack.last().map_or(ProcId::MAIN, |(p, _)| *p)
+    }
+
+    fn by_name(w: &Workload, name: &str) -> Option<ProcId> {
+        w.procs.iter().position(|p| p.name == name).map(|i| ProcId(i as u32))
+    }
+
+    /// `fork NAME [{]`, `in NAME {` and `}`. Returns whether the line was one of them (a
+    /// `fork` is also pushed as an operation).
+    fn structure(&mut self, cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<bool, WorkloadError> {
+        match words {
+            ["}"] => {
+                if self.stack.pop().is_none() {
+                    return Err(cx.err("'}' closes no block (blocks open with 'fork NAME {' or 'in NAME {')"));
+                }
+                Ok(true)
+            }
+            ["fork", rest @ ..] => {
+                let usage = "fork NAME [{]";
+                let (name, open) = match rest {
+                    [name] => (*name, false),
+                    [name, "{"] => (*name, true),
+                    _ => return Err(cx.err(format!("expected: {usage}"))),
+                };
+                if !valid_name(name) || name == MAIN_PROC {
+                    return Err(cx.err(format!("invalid process name '{name}': letters, digits, '_' and '-', and not 'main'")));
+                }
+                if let Some(p) = Self::by_name(w, name) {
+                    return Err(cx.err(format!("process '{name}' is already forked on line {}", w.proc(p).line)));
+                }
+                if self.current() != ProcId::MAIN {
+                    return Err(cx.err("fork runs in main only (a child that forks is not supported yet)"));
+                }
+                if cx.names.map.contains_key(name) {
+                    return Err(cx.err(format!("'{name}' already names a region, file or mount")));
+                }
+                let id = ProcId(w.procs.len() as u32);
+                w.procs.push(ProcDecl { name: name.into(), line: cx.line, parent: Some(ProcId::MAIN) });
+                w.ops.push(Op { line: cx.line, proc: ProcId::MAIN, kind: OpKind::Fork(id) });
+                if open {
+                    self.stack.push((id, cx.line));
+                }
+                Ok(true)
+            }
+            ["in", rest @ ..] => {
+                let [name, "{"] = rest else { return Err(cx.err("expected: in NAME {")) };
+                let Some(id) = Self::by_name(w, name) else {
+                    return Err(cx.err(format!("no process '{name}': fork it first ('fork {name}')")));
+                };
+                if !self.stack.is_empty() {
+                    return Err(cx.err("'in' blocks do not nest: close the open block with '}' first"));
+                }
+                if self.exited.contains(&id) {
+                    return Err(cx.err(format!("process '{name}' has exited; nothing runs in it after that")));
+                }
+                self.stack.push((id, cx.line));
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
 }
 
 fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind, WorkloadError> {
@@ -178,6 +288,17 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
             Ok(OpKind::Prctl(form))
         }
         "touch" => parse_touch(cx, w, args),
+        "exit" => {
+            expect_positional(cx, "exit", args, 0)?;
+            Ok(OpKind::Exit)
+        }
+        "wait" => {
+            expect_positional(cx, "wait NAME", args, 1)?;
+            match Procs::by_name(w, args[0]) {
+                Some(p) if p != ProcId::MAIN => Ok(OpKind::Wait(p)),
+                _ => Err(cx.err(format!("no child process '{}' to wait for", args[0]))),
+            }
+        }
         "sleep" => {
             let (pos, _) = split_options(cx, args, &[])?;
             expect_positional(cx, "sleep DURATION", &pos, 1)?;
@@ -479,6 +600,10 @@ fn parse_range(
         }
     }
     Ok(Range { region, offset, len, every })
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// A fresh name for a region, file or mount (they share one namespace).
