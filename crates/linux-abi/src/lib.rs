@@ -30,8 +30,12 @@ pub mod mman {
     pub const MADV_NORMAL: u64 = 0;
     pub const MADV_DONTNEED: u64 = 4;
     pub const MADV_FREE: u64 = 8;
+    pub const MADV_DONTFORK: u64 = 10;
+    pub const MADV_DOFORK: u64 = 11;
     pub const MADV_HUGEPAGE: u64 = 14;
     pub const MADV_NOHUGEPAGE: u64 = 15;
+    pub const MADV_WIPEONFORK: u64 = 18;
+    pub const MADV_KEEPONFORK: u64 = 19;
     pub const MADV_POPULATE_READ: u64 = 22;
     pub const MADV_POPULATE_WRITE: u64 = 23;
     pub const MADV_COLLAPSE: u64 = 25;
@@ -119,6 +123,10 @@ mod tests {
             ("MADV_NORMAL", mman::MADV_NORMAL, c::MADV_NORMAL as i64),
             ("MADV_DONTNEED", mman::MADV_DONTNEED, c::MADV_DONTNEED as i64),
             ("MADV_FREE", mman::MADV_FREE, c::MADV_FREE as i64),
+            ("MADV_DONTFORK", mman::MADV_DONTFORK, c::MADV_DONTFORK as i64),
+            ("MADV_DOFORK", mman::MADV_DOFORK, c::MADV_DOFORK as i64),
+            ("MADV_WIPEONFORK", mman::MADV_WIPEONFORK, c::MADV_WIPEONFORK as i64),
+            ("MADV_KEEPONFORK", mman::MADV_KEEPONFORK, c::MADV_KEEPONFORK as i64),
             ("MADV_HUGEPAGE", mman::MADV_HUGEPAGE, c::MADV_HUGEPAGE as i64),
             ("MADV_NOHUGEPAGE", mman::MADV_NOHUGEPAGE, c::MADV_NOHUGEPAGE as i64),
             ("MADV_POPULATE_READ", mman::MADV_POPULATE_READ, c::MADV_POPULATE_READ as i64),

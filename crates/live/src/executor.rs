@@ -786,6 +786,15 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
     }
     let mut results = vec![0i64; prepared.len()];
 
+    // With processes, the executor's stack gets base pages only (MADV_NOHUGEPAGE before the
+    // pre-touch): a large folio of its own that fork shares and copy-on-write frees would move
+    // nr_anon and the split counters, which the comparison reads system-wide.
+    if spec.procs > 1 {
+        if let Some((lo, hi)) = stack_range() {
+            // SAFETY: advice on our own stack mapping.
+            unsafe { libc::madvise(lo as *mut libc::c_void, (hi - lo) as usize, libc::MADV_NOHUGEPAGE) };
+        }
+    }
     // Warm up everything the loop calls so that its first use faults no text page.
     pretouch_stack();
     // SAFETY: harmless calls (zero lengths, a query).
@@ -828,8 +837,13 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
     let mut pids = vec![0i32; spec.procs];
     let exits_by_op: Vec<bool> = (0..spec.procs).map(|p| spec.ops.iter().any(|o| o.proc == p && o.kind == ExecKind::Exit)).collect();
     let n_ops = prepared.len();
+    let mut watch = MainWatch {
+        pidfds: vec![-1; spec.procs],
+        exit_op: (0..spec.procs).map(|p| spec.ops.iter().position(|o| o.proc == p && o.kind == ExecKind::Exit)).collect(),
+        pfds: Vec::with_capacity(spec.procs + 1),
+    };
     // The top of this thread's stack: the warm-up after fork rewrites the frames above it.
-    let stack_top = if multi { stack_top().unwrap_or(0) } else { 0 };
+    let stack_top = if multi { stack_range().map_or(0, |r| r.1) } else { 0 };
     // The program's file mappings (text, read-only data): fork copies no page table of a VMA
     // without an anon_vma, so a child would fault on the executor's code inside an operation.
     let file_maps = if multi { file_mappings() } else { Vec::new() };
@@ -857,7 +871,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
         let owner = spec.ops[i].proc;
         if owner != me {
             turns.pass(owner, i as u32);
-            let token = if me == 0 { turns.main_wait(&pids) } else { turns.child_wait(me, my_minflt, &results, &spec) };
+            let token = if me == 0 { turns.main_wait(&mut watch, &spec) } else { turns.child_wait(me, my_minflt, &results, &spec) };
             i = (token as usize).min(n_ops);
             continue;
         }
@@ -992,7 +1006,8 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                 if pid < 0 {
                     errno() as i64
                 } else {
-                    if pid == 0 {
+                    let child_side = pid == 0;
+                    if child_side {
                         me = *child;
                         just_forked = true;
                         // SAFETY: the child dies with main, whatever happens to main.
@@ -1000,16 +1015,17 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                         my_minflt = 0;
                     } else {
                         pids[*child] = pid;
+                        // SAFETY: pidfd_open of our own child.
+                        watch.pidfds[*child] = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
                     }
                     // Both sides copy the executor's pages they write now, not during an op.
-                    after_fork_warm_up(&mut results, &mut pids, stack_top, &file_maps);
+                    after_fork_warm_up(&mut results, &mut pids, if child_side { stack_top } else { 0 }, &file_maps);
                     0
                 }
             }
             Prepared::Exit => {
+                // Main hands the turn on once this process is a zombie (MainWatch).
                 turns.report(me, my_minflt, true, &results, &spec);
-                let next = i + 1;
-                turns.pass(if next < n_ops { spec.ops[next].proc } else { 0 }, next as u32);
                 // SAFETY: leave at once, as the workload's exit does.
                 unsafe { libc::_exit(0) }
             }
@@ -1032,7 +1048,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
         for p in 1..spec.procs {
             if pids[p] > 0 && !exits_by_op[p] {
                 turns.pass(p, TOKEN_END);
-                turns.main_wait(&pids);
+                turns.main_wait(&mut watch, &spec);
             }
         }
     }
@@ -1062,6 +1078,14 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
         unsafe { libc::shm_unlink(name.as_ptr()) };
     }
     Ok(())
+}
+
+/// What main watches while it waits: a pidfd per child (-1 once it ended or before its
+/// fork), the index of each child's `exit`, and room for the poll set (allocated before `go`).
+struct MainWatch {
+    pidfds: Vec<i32>,
+    exit_op: Vec<Option<usize>>,
+    pfds: Vec<libc::pollfd>,
 }
 
 /// Turn tokens: an op index, or one of these.
@@ -1113,23 +1137,49 @@ impl Turns {
         Some(u32::from_le_bytes(b))
     }
 
-    /// Main waits for its turn; a child that a signal killed kills main the same way.
-    fn main_wait(&self, pids: &[i32]) -> u32 {
+    /// Main waits for its turn. It also watches every child through a pidfd: a child that ran
+    /// `exit` hands the turn on only once it is a zombie (its mm torn down, as the model has it
+    /// at that point), so main passes it on for it; a child that a signal killed kills main the
+    /// same way.
+    fn main_wait(&self, w: &mut MainWatch, spec: &ExecSpec) -> u32 {
         loop {
-            let mut pfd = libc::pollfd { fd: self.pipes[0].0, events: libc::POLLIN, revents: 0 };
-            // SAFETY: poll of one valid pollfd.
-            let r = unsafe { libc::poll(&mut pfd, 1, 50) };
-            if r > 0 {
+            w.pfds.clear();
+            w.pfds.push(libc::pollfd { fd: self.pipes[0].0, events: libc::POLLIN, revents: 0 });
+            for &fd in w.pidfds.iter().filter(|fd| **fd >= 0) {
+                w.pfds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
+            }
+            // SAFETY: poll of valid pollfds, without a timeout (a child's end wakes it).
+            let r = unsafe { libc::poll(w.pfds.as_mut_ptr(), w.pfds.len() as libc::nfds_t, -1) };
+            if r <= 0 {
+                continue;
+            }
+            if w.pfds[0].revents & libc::POLLIN != 0 {
                 return self.read_token(0).unwrap_or(TOKEN_QUIT);
             }
-            for &pid in pids.iter().filter(|p| **p > 0) {
-                // SAFETY: waitid with WNOWAIT only looks.
+            for k in 1..w.pfds.len() {
+                if w.pfds[k].revents == 0 {
+                    continue;
+                }
+                let fd = w.pfds[k].fd;
+                let p = w.pidfds.iter().position(|f| *f == fd).expect("a watched pidfd");
+                // SAFETY: waitid with WNOWAIT only looks (P_PIDFD = 3).
                 let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-                let rc = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
-                // SAFETY: si_pid and si_status are valid for SIGCHLD information.
-                let (cpid, status) = unsafe { (info.si_pid(), info.si_status()) };
-                if rc == 0 && cpid == pid && (info.si_code == libc::CLD_KILLED || info.si_code == libc::CLD_DUMPED) {
+                let rc = unsafe { libc::waitid(3 as libc::idtype_t, fd as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
+                // SAFETY: si_status is valid for SIGCHLD information.
+                let status = unsafe { info.si_status() };
+                if rc == 0 && (info.si_code == libc::CLD_KILLED || info.si_code == libc::CLD_DUMPED) {
                     die_of(status);
+                }
+                // SAFETY: our own pidfd.
+                unsafe { libc::close(fd) };
+                w.pidfds[p] = -1;
+                if let Some(e) = w.exit_op[p] {
+                    let next = e + 1;
+                    let owner = if next < spec.ops.len() { spec.ops[next].proc } else { 0 };
+                    if owner == 0 {
+                        return next as u32;
+                    }
+                    self.pass(owner, next as u32);
                 }
             }
         }
@@ -1206,12 +1256,12 @@ fn file_mappings() -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// The end of the `[stack]` mapping in /proc/self/maps.
-fn stack_top() -> Option<u64> {
+/// The `[stack]` mapping in /proc/self/maps.
+fn stack_range() -> Option<(u64, u64)> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
     let line = maps.lines().find(|l| l.ends_with("[stack]"))?;
-    let range = line.split_whitespace().next()?;
-    u64::from_str_radix(range.split('-').nth(1)?, 16).ok()
+    let (a, b) = line.split_whitespace().next()?.split_once('-')?;
+    Some((u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?))
 }
 
 /// End main with signal `sig` (what killed a child), so that the parent names it.
@@ -1226,7 +1276,8 @@ fn die_of(sig: i32) -> ! {
 
 /// Right after fork, in both processes: write the executor's own pages that the loop writes
 /// (stack, results, pids, errno) so that their copy-on-write faults happen here, not inside an
-/// operation.
+/// operation; the child also maps its code and rewrites the frames above (up to `stack_top`;
+/// 0 in main, whose frames stay mapped, so that main copies no whole folio the child keeps).
 #[inline(never)]
 fn after_fork_warm_up(results: &mut [i64], pids: &mut [i32], stack_top: u64, file_maps: &[(u64, u64)]) {
     for &(a, b) in file_maps {

@@ -23,6 +23,12 @@ pub enum Madvise {
     PopulateRead,
     PopulateWrite,
     Collapse,
+    /// MADV_DONTFORK / MADV_DOFORK: VM_DONTCOPY.
+    Dontfork,
+    Dofork,
+    /// MADV_WIPEONFORK / MADV_KEEPONFORK: VM_WIPEONFORK (private anonymous VMAs only).
+    Wipeonfork,
+    Keeponfork,
 }
 
 /// `prctl(PR_SET_THP_DISABLE, ...)` forms.
@@ -149,6 +155,15 @@ impl Kernel {
                 r
             }
             Madvise::Nohugepage => self.modify_flags(start, end, |f| (f & !vm::HUGEPAGE) | vm::NOHUGEPAGE, false),
+            Madvise::Dontfork => self.modify_flags(start, end, |f| f | vm::DONTCOPY, false),
+            Madvise::Dofork => self.modify_flags(start, end, |f| f & !vm::DONTCOPY, false),
+            Madvise::Wipeonfork => {
+                if self.mm.vmas.intersecting(start, end).iter().any(|v| v.file != 0 || v.flags & (vm::SHARED | vm::SPECIAL) != 0) {
+                    return Err(Errno::EINVAL);
+                }
+                self.modify_flags(start, end, |f| f | vm::WIPEONFORK, false)
+            }
+            Madvise::Keeponfork => self.modify_flags(start, end, |f| f & !vm::WIPEONFORK, false),
             Madvise::Dontneed => {
                 let vmas = self.mm.vmas.intersecting(start, end);
                 if !vmas.is_empty() {

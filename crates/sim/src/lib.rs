@@ -347,6 +347,10 @@ impl Sim<'_> {
                     Advice::Free => Madvise::Free,
                     Advice::PopulateRead => Madvise::PopulateRead,
                     Advice::PopulateWrite => Madvise::PopulateWrite,
+                    Advice::Dontfork => Madvise::Dontfork,
+                    Advice::Dofork => Madvise::Dofork,
+                    Advice::Wipeonfork => Madvise::Wipeonfork,
+                    Advice::Keeponfork => Madvise::Keeponfork,
                 };
                 let mut ret = Ok(());
                 for (off, l) in range.pieces(len) {

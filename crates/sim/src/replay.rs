@@ -50,7 +50,7 @@ use crate::{MachineConfig, SimError};
 use linux_abi::fcntl::{AT_REMOVEDIR, FALLOC_FL_KEEP_SIZE, F_DUPFD, F_DUPFD_CLOEXEC, O_APPEND, O_CREAT, O_TRUNC, O_WRONLY, RWF_APPEND};
 use linux_abi::memfd::MFD_HUGETLB;
 use linux_abi::mman::{
-    MADV_COLLAPSE, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_NOHUGEPAGE, MADV_POPULATE_READ, MADV_POPULATE_WRITE, MAP_ANONYMOUS,
+    MADV_COLLAPSE, MADV_DOFORK, MADV_DONTFORK, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_KEEPONFORK, MADV_WIPEONFORK, MADV_NOHUGEPAGE, MADV_POPULATE_READ, MADV_POPULATE_WRITE, MAP_ANONYMOUS,
     MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_LOCKED, MAP_POPULATE, MAP_SHARED, MAP_STACK, MREMAP_FIXED,
 };
 use linux_abi::prctl::PR_SET_THP_DISABLE;
@@ -696,6 +696,10 @@ impl<'a> Replay<'a> {
                     MADV_HUGEPAGE => Madvise::Hugepage,
                     MADV_NOHUGEPAGE => Madvise::Nohugepage,
                     MADV_COLLAPSE => Madvise::Collapse,
+                    MADV_DONTFORK => Madvise::Dontfork,
+                    MADV_DOFORK => Madvise::Dofork,
+                    MADV_WIPEONFORK => Madvise::Wipeonfork,
+                    MADV_KEEPONFORK => Madvise::Keeponfork,
                     _ => return Ok(()),
                 };
                 for (ms, me) in img.tr_range(a[0], a[0] + a[1]) {

@@ -131,6 +131,34 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
     }
     push("census zero-page PTEs".into(), model.census.zero_page_ptes as i64, live.census.zero_page_ptes as i64, RowKind::Process, (tol.census, tol.census_pct));
     push("census huge-zero PMDs".into(), model.census.huge_zero_pmds as i64, live.census.huge_zero_pmds as i64, RowKind::Process, (tol.census, tol.census_pct));
+    // A workload that forks: every other process, by name (main is the rows above).
+    for mp in model.processes.iter().skip(1) {
+        let lp = live.processes.iter().find(|p| p.name == mp.name).cloned().unwrap_or_default();
+        let n = &mp.name;
+        push(format!("{n}: minflt"), mp.process.minflt as i64, lp.process.minflt as i64, RowKind::Process, (tol.minflt, tol.minflt_pct));
+        push(format!("{n}: exited"), mp.exited as i64, lp.exited as i64, RowKind::Process, (0, 0.0));
+        push(format!("{n}: Rss (kB)"), (mp.process.rss_bytes / 1024) as i64, (lp.process.rss_bytes / 1024) as i64, RowKind::Process, (tol.census * 4, tol.census_pct));
+        push(
+            format!("{n}: AnonHugePages (kB)"),
+            (mp.process.anon_huge_bytes / 1024) as i64,
+            (lp.process.anon_huge_bytes / 1024) as i64,
+            RowKind::Process,
+            (tol.census * 2048, tol.census_pct),
+        );
+        let mut sizes: Vec<&String> = mp.census.sizes.keys().chain(lp.census.sizes.keys()).collect::<BTreeSet<_>>().into_iter().collect();
+        sizes.sort_by_key(|s| size_sort_key(s));
+        for s in sizes {
+            let m = mp.census.sizes.get(s).copied().unwrap_or_default();
+            let l = lp.census.sizes.get(s).copied().unwrap_or_default();
+            let folios_tol = if s == "4kB" { (tol.census, tol.census_pct) } else { (tol.folios.unwrap_or(tol.census), tol.folios_pct) };
+            push(format!("{n}: census {s} folios"), m.folios as i64, l.folios as i64, RowKind::Process, folios_tol);
+            push(format!("{n}: census {s} pmd-mapped"), m.pmd_mapped as i64, l.pmd_mapped as i64, RowKind::Process, (tol.census, tol.census_pct));
+            push(format!("{n}: census {s} pte-mapped"), m.pte_mapped as i64, l.pte_mapped as i64, RowKind::Process, (tol.census, tol.census_pct));
+            push(format!("{n}: census {s} partially-mapped"), m.partially_mapped as i64, l.partially_mapped as i64, RowKind::Process, (tol.census, tol.census_pct));
+        }
+        push(format!("{n}: census zero-page PTEs"), mp.census.zero_page_ptes as i64, lp.census.zero_page_ptes as i64, RowKind::Process, (tol.census, tol.census_pct));
+        push(format!("{n}: census huge-zero PMDs"), mp.census.huge_zero_pmds as i64, lp.census.huge_zero_pmds as i64, RowKind::Process, (tol.census, tol.census_pct));
+    }
     let mut dirs: Vec<&String> = model.mthp.keys().collect();
     dirs.sort_by_key(|d| size_sort_key(d));
     for dir in dirs {

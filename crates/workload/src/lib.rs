@@ -227,10 +227,30 @@ pub enum Advice {
     PopulateRead,
     /// MADV_POPULATE_WRITE (23)
     PopulateWrite,
+    /// MADV_DONTFORK (10): fork leaves the range out of the child.
+    Dontfork,
+    /// MADV_DOFORK (11)
+    Dofork,
+    /// MADV_WIPEONFORK (18): the child gets the range empty (private anonymous only).
+    Wipeonfork,
+    /// MADV_KEEPONFORK (19)
+    Keeponfork,
 }
 
 impl Advice {
-    pub const WORDS: &'static [&'static str] = &["hugepage", "nohugepage", "dontneed", "collapse", "free", "populate_read", "populate_write"];
+    pub const WORDS: &'static [&'static str] = &[
+        "hugepage",
+        "nohugepage",
+        "dontneed",
+        "collapse",
+        "free",
+        "populate_read",
+        "populate_write",
+        "dontfork",
+        "dofork",
+        "wipeonfork",
+        "keeponfork",
+    ];
 
     pub fn parse(text: &str) -> Option<Advice> {
         Some(match text {
@@ -241,6 +261,10 @@ impl Advice {
             "free" => Advice::Free,
             "populate_read" => Advice::PopulateRead,
             "populate_write" => Advice::PopulateWrite,
+            "dontfork" => Advice::Dontfork,
+            "dofork" => Advice::Dofork,
+            "wipeonfork" => Advice::Wipeonfork,
+            "keeponfork" => Advice::Keeponfork,
             _ => return None,
         })
     }
@@ -253,19 +277,28 @@ impl Advice {
             Advice::Free => "free",
             Advice::PopulateRead => "populate_read",
             Advice::PopulateWrite => "populate_write",
+            Advice::Dontfork => "dontfork",
+            Advice::Dofork => "dofork",
+            Advice::Wipeonfork => "wipeonfork",
+            Advice::Keeponfork => "keeponfork",
         }
     }
     /// The `MADV_*` constant.
     pub fn madv(self) -> i32 {
-        match self {
-            Advice::Hugepage => 14,
-            Advice::Nohugepage => 15,
-            Advice::Dontneed => 4,
-            Advice::Collapse => 25,
-            Advice::Free => 8,
-            Advice::PopulateRead => 22,
-            Advice::PopulateWrite => 23,
-        }
+        use linux_abi::mman::*;
+        (match self {
+            Advice::Hugepage => MADV_HUGEPAGE,
+            Advice::Nohugepage => MADV_NOHUGEPAGE,
+            Advice::Dontneed => MADV_DONTNEED,
+            Advice::Collapse => MADV_COLLAPSE,
+            Advice::Free => MADV_FREE,
+            Advice::PopulateRead => MADV_POPULATE_READ,
+            Advice::PopulateWrite => MADV_POPULATE_WRITE,
+            Advice::Dontfork => MADV_DONTFORK,
+            Advice::Dofork => MADV_DOFORK,
+            Advice::Wipeonfork => MADV_WIPEONFORK,
+            Advice::Keeponfork => MADV_KEEPONFORK,
+        }) as i32
     }
 }
 
