@@ -819,6 +819,14 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
     minflt_now();
     mono_ns();
 
+    if spec.procs > 1 {
+        // Started with PR_SET_THP_DISABLE (run_once) so that the executor's own memory is in
+        // base pages: fork shares it, the copy-on-write of the executor's writes after fork
+        // then frees no large folio when a child exits (nr_anon and the split counters are
+        // read system-wide). The workload runs with the flag cleared, as it would.
+        // SAFETY: prctl clearing the flag of this process.
+        unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
+    }
     let ready = serde_json::to_string(&Ready { pid: std::process::id() as i32, start_brk, brk: brk0 })
         .map_err(|e| e.to_string())?;
     if !raw_write_all(STATUS_FD, format!("ready {ready}\n").as_bytes()) {
@@ -1581,7 +1589,12 @@ fn run_once(
         .stderr(Stdio::piped());
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
+        let procs = spec.procs;
         cmd.pre_exec(move || {
+            if procs > 1 {
+                // The executor's own memory in base pages (cleared before `go`, see child_run).
+                libc::prctl(libc::PR_SET_THP_DISABLE, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);
+            }
             let cur = libc::personality(0xffff_ffff);
             if cur != -1 {
                 libc::personality((cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong);

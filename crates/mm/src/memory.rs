@@ -652,8 +652,13 @@ impl Kernel {
             for i in 0..512u32 {
                 self.zone.mem_map[pfn.add(i).idx()].flags &= !pg::TOUCHED;
             }
-            if self.zone.entire_mapcount(pfn) == 0 && self.zone.nr_pages_mapped(pfn) == 0 {
+            let (entire, mapped) = (self.zone.entire_mapcount(pfn), self.zone.nr_pages_mapped(pfn));
+            if entire == 0 && mapped == 0 {
                 self.free_folio(pfn);
+            } else if entire == 0 && mapped < 512 && self.zone.mem_map[pfn.idx()].flags & pg::PARTIALLY_MAPPED == 0 {
+                // __folio_remove_rmap at PMD level: the last PMD went and PTEs (of another mm,
+                // after fork) map only part of the folio.
+                self.deferred_split_folio(pfn, true);
             }
         }
     }

@@ -33,6 +33,11 @@ const EXAMPLES: &[(&str, &str, &str)] = &[
         "1 GiB written with write() in 1 MiB blocks to a file on a huge=always tmpfs (no faults)",
         include_str!("../../../examples/seed-tmpfs-write.thpw"),
     ),
+    (
+        "fork-bgsave",
+        "64 MiB filled, then a forked saver reads it while the parent writes: copy-on-write of THPs and mTHPs after fork",
+        include_str!("../../../examples/fork-bgsave.thpw"),
+    ),
 ];
 
 pub fn get(name: &str) -> Option<&'static str> {
