@@ -1718,6 +1718,17 @@ fn run_once(
         }
     }
     ranges.retain(|&(a, b)| b > a);
+    // Regions of different processes may share addresses (each mapped its own at the same
+    // place): the census walks each address once.
+    ranges.sort_unstable();
+    ranges.dedup_by(|next, prev| {
+        if next.0 <= prev.1 {
+            prev.1 = prev.1.max(next.1);
+            true
+        } else {
+            false
+        }
+    });
     let vmas = read_smaps(pid)?;
     let mut rss_kb = 0;
     let mut ahp_kb = 0;

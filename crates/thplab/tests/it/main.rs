@@ -21,6 +21,7 @@ mod bench;
 mod errors;
 mod exporter;
 mod fidelity;
+mod fork;
 mod inputs;
 mod khugepaged;
 mod live;
