@@ -289,6 +289,8 @@ impl Kernel {
             self.deferred_split_folio(head, true);
         }
         self.unqueue_deferred_split(head);
+        // The pieces are small folios: their sharing is per page from now on.
+        self.folio_mm_ids.remove(&head);
         if flags & pg::NR_ANON != 0 {
             self.counters.mod_mthp(order, MthpStat::NrAnon, -1);
         }

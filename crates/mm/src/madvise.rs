@@ -268,7 +268,8 @@ impl Kernel {
         for (t, va, pmd_end) in self.pmd_steps(start, end) {
             let addr = va.0;
             match self.mm.pt.pmd(t, va) {
-                Pmd::Huge { pfn, .. } if !(addr % PMD_SIZE == 0 && pmd_end - addr == PMD_SIZE) => {
+                // madvise_free_huge_pmd: a THP that fork shared is left alone.
+                Pmd::Huge { pfn, .. } if !(addr % PMD_SIZE == 0 && pmd_end - addr == PMD_SIZE) && !self.folio_maybe_mapped_shared(pfn) => {
                     self.split_huge_pmd(t, va.align_down(Order::PMD));
                     self.split_folio(pfn, true);
                 }
@@ -297,7 +298,8 @@ impl Kernel {
                             }
                             n += 1;
                         }
-                        if (n as u32) < order.nr_pages() {
+                        // Partly covered: split, unless fork shared it (folio_maybe_mapped_shared).
+                        if (n as u32) < order.nr_pages() && !self.folio_maybe_mapped_shared(head) {
                             self.split_folio(head, false);
                         }
                         i += n;

@@ -4,11 +4,13 @@
 //! A seed draws everything: the settings (a swarm: each run enables a different subset of
 //! sizes and modes), the machine (memory size, fragmentation preconditioning that makes large
 //! allocations fail), and a sequence of operations (mmap with every placement, munmap, mprotect,
-//! madvise, brk, prctl, settings changes, reads and writes in runs). After every operation the
+//! madvise, brk, prctl, settings changes, reads and writes in runs, fork, exit and switches
+//! between the mms, khugepaged wake-ups). After every operation the
 //! whole model is checked ([`mm::Kernel::check_invariants`]) together with properties that need
 //! no knowledge of the kernel: an access that succeeded succeeds again without a fault, event
-//! counters never go down, RSS equals what the census finds, and a successful MADV_COLLAPSE
-//! leaves every aligned 2 MiB block of its range PMD-mapped. A failure reports the seed and the
+//! counters never go down, RSS equals what the census finds, a successful MADV_COLLAPSE
+//! leaves every aligned 2 MiB block of its range PMD-mapped, and a child's write after fork
+//! never changes what the parent maps. A failure reports the seed and the
 //! step; `cargo run -p torture --release -- --seed N --verbose` replays it.
 
 pub mod workload_gen;
@@ -138,12 +140,18 @@ pub fn run_seed(seed: u64, steps: u32, mut log: Option<&mut dyn FnMut(&str)>) ->
         }
         prev = k.counters.clone();
     }
-    // The process exits: exit_mmap zaps every VMA; no anonymous folio may survive it.
-    k.exit_mmap();
+    // Every process exits: exit_mmap zaps every VMA; no anonymous folio may survive them.
     let fail = |message: String| Failure { seed, step: steps, op: "exit_mmap".into(), message };
-    k.check_invariants().map_err(fail)?;
-    if k.stats().anon_rss_pages != 0 || k.vmas().count() != 0 {
-        return Err(fail(format!("after exit_mmap: {} anon pages mapped, {} VMAs", k.stats().anon_rss_pages, k.vmas().count())));
+    for id in k.mm_ids().collect::<Vec<_>>() {
+        if k.mm_exited(id) {
+            continue;
+        }
+        k.switch_mm(id);
+        k.exit_mm();
+        k.check_invariants().map_err(fail)?;
+        if k.stats().anon_rss_pages != 0 || k.vmas().count() != 0 {
+            return Err(fail(format!("after exit_mmap of mm {}: {} anon pages mapped, {} VMAs", id.0, k.stats().anon_rss_pages, k.vmas().count())));
+        }
     }
     for order in 2..=9u8 {
         let n = k.counters.mthp(mm_types::Order(order), MthpStat::NrAnon);
@@ -175,7 +183,72 @@ fn subrange(rng: &mut Prng, r: &Region) -> (u64, u64) {
     (r.start + first * PAGE_SIZE, n * PAGE_SIZE)
 }
 
+/// fork, exit and switches between mms (kernel/fork.c, mm/memory.c: copy_page_range; at most
+/// four live mms).
+fn process_op(rng: &mut Prng, k: &mut Kernel, regions: &[Region]) -> Option<(String, Result<(), String>)> {
+    let live: Vec<mm::MmId> = k.mm_ids().filter(|id| !k.mm_exited(*id)).collect();
+    if live.len() < 4 && rng.chance(1, 30) {
+        let parent = k.current_mm();
+        // A page the child will write: the parent's mapping of it must not change.
+        let probe = (!regions.is_empty())
+            .then(|| {
+                let r = &regions[rng.below(regions.len() as u64) as usize];
+                r.start + rng.below(r.len / PAGE_SIZE) * PAGE_SIZE
+            })
+            // Private anonymous memory only: a shared mapping's write is meant to be seen.
+            .filter(|a| k.vma_lookup(*a).is_some_and(|v| v.file == 0 && v.flags & mm::vma::vm::SHARED == 0));
+        let before = probe.and_then(|a| k.translation(a));
+        let (child, work) = match k.fork() {
+            Ok(c) => c,
+            Err(e) => return Some((format!("fork = {}", e.name()), Ok(()))),
+        };
+        let mut op = format!("fork mm {} -> mm {}: {work:?}", parent.0, child.0);
+        if let Some(a) = probe {
+            k.switch_mm(child);
+            let r = k.access(a, true);
+            let in_child = k.translation(a);
+            k.switch_mm(parent);
+            let after = k.translation(a);
+            op += &format!("; child writes {a:#x}: {r:?}");
+            if before.map(|t| t.pfn) != after.map(|t| t.pfn) {
+                return Some((op, Err(format!("the child's write changed the parent's mapping: {before:?} -> {after:?}"))));
+            }
+            if let (Some(b), Some(c), Access::Fault | Access::Hit) = (before, in_child, r) {
+                if b.pfn == c.pfn {
+                    return Some((op, Err(format!("after fork the child writes the parent's page {:#x}", b.pfn))));
+                }
+            }
+        }
+        if rng.chance(1, 2) {
+            k.switch_mm(child);
+            op += "; child runs";
+        }
+        return Some((op, Ok(())));
+    }
+    if live.len() > 1 && rng.chance(1, 25) {
+        let to = live[rng.below(live.len() as u64) as usize];
+        k.switch_mm(to);
+        return Some((format!("switch to mm {}", to.0), Ok(())));
+    }
+    if live.len() > 1 && rng.chance(1, 60) {
+        let me = k.current_mm();
+        k.exit_mm();
+        let left = k.stats().anon_rss_pages + k.stats().shmem_rss_pages;
+        let next = *live.iter().find(|id| **id != me).expect("another live mm");
+        k.switch_mm(next);
+        let op = format!("exit mm {}, switch to mm {}", me.0, next.0);
+        if left != 0 {
+            return Some((op, Err(format!("{left} pages still mapped after exit_mmap"))));
+        }
+        return Some((op, Ok(())));
+    }
+    None
+}
+
 fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (String, Result<(), String>) {
+    if let Some(r) = process_op(rng, k, regions) {
+        return r;
+    }
     if rng.chance(1, 20) {
         // A khugepaged wake-up between operations (mm/khugepaged.c: khugepaged_do_scan); the
         // invariants are checked after it as after every step.
@@ -183,7 +256,7 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
         let n = k.khugepaged_do_scan();
         let after = k.khugepaged_state().pages_collapsed;
         let op = format!("khugepaged wake-up: {n} collapsed (has work: {})", k.khugepaged_has_work());
-        if after != before + n || (n > 0 && !k.khugepaged_registered(k.current_mm())) {
+        if after != before + n || (n > 0 && !k.mm_ids().any(|id| k.khugepaged_registered(id))) {
             return (op, Err(format!("pages_collapsed went {before} -> {after} for {n} collapses")));
         }
         return (op, Ok(()));
@@ -322,7 +395,16 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
             (format!("mprotect {s:#x}+{len:#x} {prot:?} = {:?}", k.do_mprotect(s, len, prot_to_vm(prot.0, prot.1, false))), Ok(()))
         }
         12 | 13 => {
-            let adv = *rng.pick(&[Madvise::Hugepage, Madvise::Nohugepage, Madvise::Dontneed, Madvise::Free, Madvise::PopulateWrite]);
+            let adv = *rng.pick(&[
+                Madvise::Hugepage,
+                Madvise::Nohugepage,
+                Madvise::Dontneed,
+                Madvise::Free,
+                Madvise::PopulateWrite,
+                Madvise::Dontfork,
+                Madvise::Wipeonfork,
+                Madvise::Keeponfork,
+            ]);
             (format!("madvise {s:#x}+{len:#x} {adv:?} = {:?}", k.do_madvise(s, len, adv)), Ok(()))
         }
         14 | 15 => {
