@@ -169,7 +169,6 @@ impl Kernel {
         child.flags.disable_thp_completely = self.mm.flags.disable_thp_completely;
         child.flags.disable_thp_except_advised = self.mm.flags.disable_thp_except_advised;
         child.flags.def_flags = self.mm.flags.def_flags & vm::NOHUGEPAGE;
-        child.flags.vm_hugepage = self.mm.flags.vm_hugepage;
         self.parked.push(None);
         let mut work = ForkWork::default();
         let vmas: Vec<Vma> = self.mm.vmas.iter().cloned().collect();
@@ -191,6 +190,13 @@ impl Kernel {
             }
         }
         self.parked[id.0 as usize] = Some(child);
+        if !failed && self.mm.flags.vm_hugepage {
+            // khugepaged_fork: the child of a registered mm is registered.
+            let parent = self.mm.id;
+            self.switch_mm(id);
+            self.khugepaged_enter();
+            self.switch_mm(parent);
+        }
         if failed {
             let parent = self.mm.id;
             self.switch_mm(id);

@@ -5,7 +5,7 @@
 //!
 //! The clock moves with `sleep` statements (the other statements take no simulated time
 //! unless a profile prices them). The daemon sleeps on an empty list until an mm registers
-//! (`__khugepaged_enter` wakes it: the model's mm is the only one), then scans and sleeps
+//! (`__khugepaged_enter` wakes it when the list was empty), then scans and sleeps
 //! `khugepaged/scan_sleep_millisecs` (at least 1 ms here: with 0 the kernel rescans without
 //! pause) between wake-ups. A wake-up due at time t runs when the clock passes t, so
 //! statements at the same instant (the program runs on while the daemon wakes) come first.

@@ -586,7 +586,13 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
     for (name, bytes) in [("Shmem", shmem), ("ShmemHugePages", shmem_huge), ("ShmemPmdMapped", shmem_pmd)] {
         r.meminfo.insert(name.to_string(), (bytes / 1024) as i64);
     }
-    let scans: BTreeMap<String, u64> = k.stats().scan_results.iter().map(|(s, n)| (s.name(), *n)).collect();
+    // Every mm's scans (khugepaged walks them all).
+    let mut scans: BTreeMap<String, u64> = BTreeMap::new();
+    for id in k.mm_ids() {
+        for (s, n) in &k.mm_stats(id).scan_results {
+            *scans.entry(s.name()).or_insert(0) += n;
+        }
+    }
     let kh = k.khugepaged_state();
     r.model = Some(serde_json::json!({
         "scan_results": scans,

@@ -130,6 +130,9 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     let (_p, profile) = temp_file("p.toml", &format!("{builtin}\n[pin]\nper_folio_ns = 10.0\nper_page_ns = 1.0\nper_pmd_page_ns = 0.5\n"));
     let sim = thplab(&["sim", &w, "--json", "--set", "hugepages-64kB/enabled=always", "--profile", &profile]);
     sim.ok();
+    // A workload that forks: the processes array.
+    let forked = thplab(&["sim", "fork-bgsave", "--json", "--set", "enabled=always"]);
+    forked.ok();
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("r.trace");
     std::fs::write(&rec, recording()).unwrap();
@@ -167,6 +170,7 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     err_rec.fails(3);
     let mut docs: Vec<(&str, Value)> = vec![
         ("thplab-run/1", sim.json()),
+        ("thplab-run/1", forked.json()),
         ("thplab-run/1", replay.json()),
         ("thplab-run/1", captured),
         ("thplab-trace-stats/1", stats.json()),
