@@ -729,6 +729,8 @@ pub mod time;
 pub mod views;
 
 #[cfg(test)]
+mod fork_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod views_tests;

@@ -1,0 +1,171 @@
+//! fork, copy-on-write and exit in the model (issue #9). Each fixture runs with every invariant
+//! checked after every operation, and again access by access (the two must agree). The
+//! expected dumps are derived by hand from the 6.18 source (mm/memory.c: do_wp_page,
+//! wp_can_reuse_anon_folio, __wp_can_reuse_large_anon_folio; mm/huge_memory.c: copy_huge_pmd,
+//! do_huge_pmd_wp_page; include/linux/rmap.h, CONFIG_MM_ID), and each was also run on the live
+//! kernel of this machine kind with `thplab compare`, which found every row equal (P10 of
+//! docs/kernel-thp.md §10 is the first).
+
+use expect_test::{expect, Expect};
+use uapi::{RunResult, ThpSettings};
+
+use super::*;
+
+fn run_checked(set: &str, text: &str) -> RunResult {
+    let mut s = ThpSettings::default();
+    for a in set.split_whitespace() {
+        s.apply_assignment(a).unwrap();
+    }
+    let w = workload::parse("fork.thpw", text).unwrap();
+    let m = MachineConfig { mem_bytes: 512 << 20, ..MachineConfig::default() };
+    let mut opts = RunOptions { check_invariants: true, ..Default::default() };
+    let (r, k) = run_with(&w, &s, &m, &mut opts).unwrap_or_else(|e| panic!("{e}"));
+    k.check_invariants().unwrap();
+    let mut one = RunOptions { check_invariants: true, per_access: true, ..Default::default() };
+    let (r1, _) = run_with(&w, &s, &m, &mut one).unwrap();
+    assert_eq!(serde_json::to_value(&r).unwrap(), serde_json::to_value(&r1).unwrap(), "batched and single accesses disagree");
+    r
+}
+
+/// Per process, procfs style: faults, Rss, AnonHugePages, copies and reuses, the census; then
+/// the counters that moved.
+fn dump(r: &RunResult) -> String {
+    let mut s = String::new();
+    for p in &r.processes {
+        s += &format!(
+            "{}{}: minflt {} Rss {} kB AnonHugePages {} kB cow_copied {} cow_reused {}\n",
+            p.name,
+            if p.exited { " (exited)" } else { "" },
+            p.process.minflt,
+            p.process.rss_bytes / 1024,
+            p.process.anon_huge_bytes / 1024,
+            p.cow_copied.unwrap_or(0),
+            p.cow_reused.unwrap_or(0)
+        );
+        let mut sizes: Vec<_> = p.census.sizes.iter().collect();
+        sizes.sort_by_key(|(k, _)| uapi::result::size_sort_key(k));
+        for (size, e) in sizes {
+            s += &format!("  {size}: {} (pmd {} pte {} partial {})\n", e.folios, e.pmd_mapped, e.pte_mapped, e.partially_mapped);
+        }
+    }
+    for (k, v) in &r.vmstat {
+        if *v != 0 {
+            s += &format!("{k} {v}\n");
+        }
+    }
+    let mut dirs: Vec<_> = r.mthp.iter().collect();
+    dirs.sort_by_key(|(k, _)| uapi::result::size_sort_key(k));
+    for (dir, stats) in dirs {
+        for (k, v) in stats {
+            if *v != 0 {
+                s += &format!("{dir}/stats/{k} {v}\n");
+            }
+        }
+    }
+    s
+}
+
+fn check(set: &str, text: &str, want: Expect) {
+    want.assert_eq(&dump(&run_checked(set, text)));
+}
+
+/// P10, read from the live kernel: four THPs, a fork, the child writes one byte in two of them:
+/// two faults in the child, each splitting the shared PMD (thp_split_pmd) and copying one page;
+/// no THP is allocated for the copy; the child keeps two PMD-mapped THPs (AnonHugePages
+/// 4096 kB), the parent four.
+#[test]
+fn writes_to_shared_thps_split_the_pmd_and_copy_one_page() {
+    check(
+        "enabled=always",
+        "mmap buf 8M align=2M\ntouch buf write\nfork child {\n  touch buf[0+4K] write\n  touch buf[2M+4K] write\n}\n",
+        expect![[r#"
+            main: minflt 4 Rss 8192 kB AnonHugePages 8192 kB cow_copied 0 cow_reused 0
+              2048kB: 4 (pmd 4 pte 0 partial 0)
+            child: minflt 2 Rss 8192 kB AnonHugePages 4096 kB cow_copied 2 cow_reused 0
+              4kB: 2 (pmd 0 pte 2 partial 0)
+              2048kB: 4 (pmd 2 pte 2 partial 2)
+            thp_fault_alloc 4
+            thp_split_pmd 2
+            hugepages-2048kB/stats/anon_fault_alloc 4
+            hugepages-2048kB/stats/nr_anon 4
+        "#]],
+    );
+}
+
+/// 64 KiB mTHP: the child copies all 16 pages of the first folio (16 faults); the folio is
+/// then mapped by main alone, so the mm ids clear "maybe mapped shared" and main's 16 writes
+/// reuse its pages one PTE at a time (16 faults, no copy).
+#[test]
+fn an_mthp_the_other_side_no_longer_maps_is_reused_page_by_page() {
+    check(
+        "hugepages-64kB/enabled=always",
+        "mmap buf 1M align=2M\ntouch buf write\nfork child {\n  touch buf[0+64K] write\n}\ntouch buf[0+64K] write\n",
+        expect![[r#"
+            main: minflt 32 Rss 1024 kB AnonHugePages 0 kB cow_copied 0 cow_reused 16
+              64kB: 16 (pmd 0 pte 16 partial 0)
+            child: minflt 16 Rss 1024 kB AnonHugePages 0 kB cow_copied 16 cow_reused 0
+              4kB: 16 (pmd 0 pte 16 partial 0)
+              64kB: 15 (pmd 0 pte 15 partial 0)
+            hugepages-64kB/stats/anon_fault_alloc 16
+            hugepages-64kB/stats/nr_anon 16
+        "#]],
+    );
+}
+
+/// After the child exits, main's write to its THP finds refcount 1 in do_huge_pmd_wp_page and
+/// reuses the whole PMD: one fault, no split.
+#[test]
+fn a_thp_is_reused_whole_once_the_child_has_exited() {
+    check(
+        "enabled=always",
+        "mmap buf 2M align=2M\ntouch buf write\nfork c {\n  touch buf read\n  exit\n}\nwait c\ntouch buf write\n",
+        expect![[r#"
+            main: minflt 2 Rss 2048 kB AnonHugePages 2048 kB cow_copied 0 cow_reused 1
+              2048kB: 1 (pmd 1 pte 0 partial 0)
+            c (exited): minflt 0 Rss 0 kB AnonHugePages 0 kB cow_copied 0 cow_reused 0
+            thp_fault_alloc 1
+            hugepages-2048kB/stats/anon_fault_alloc 1
+            hugepages-2048kB/stats/nr_anon 1
+        "#]],
+    );
+}
+
+/// __wp_can_reuse_large_anon_folio refuses a large folio with one page mapped ("free up a
+/// large folio"): main copies 15 pages while the child lives, the child's exit leaves one page
+/// of the folio mapped (partially mapped: split_deferred), and main's write to that last page
+/// copies it too, which frees the folio (nr_anon back to 0). Live: 17 faults, 16 4 KiB folios.
+#[test]
+fn a_large_folio_with_one_page_left_is_copied_not_reused() {
+    check(
+        "hugepages-64kB/enabled=always",
+        "mmap buf 64K align=64K\ntouch buf write\nfork c\ntouch buf[0+60K] write\nin c {\n  exit\n}\nwait c\ntouch buf[60K+4K] write\n",
+        expect![[r#"
+            main: minflt 17 Rss 64 kB AnonHugePages 0 kB cow_copied 16 cow_reused 0
+              4kB: 16 (pmd 0 pte 16 partial 0)
+            c (exited): minflt 0 Rss 0 kB AnonHugePages 0 kB cow_copied 0 cow_reused 0
+            hugepages-64kB/stats/anon_fault_alloc 1
+            hugepages-64kB/stats/split_deferred 1
+        "#]],
+    );
+}
+
+/// MADV_DONTFORK leaves a range out of the child (a touch there would be SIGSEGV);
+/// MADV_WIPEONFORK gives it empty: the child's reads map the zero page, its writes fault new
+/// pages. Neither range is copied, so main's writes there hit; `keep` is shared and main's 16
+/// writes copy (the child still maps every page).
+#[test]
+fn dontfork_and_wipeonfork_ranges() {
+    check(
+        "enabled=never",
+        "mmap keep 64K\nmmap gone 64K\nmmap wiped 64K\ntouch keep write\ntouch gone write\ntouch wiped write\nmadvise gone dontfork\nmadvise wiped wipeonfork\nfork c {\n  touch wiped[0+32K] read\n  touch wiped[32K+32K] write\n}\ntouch wiped write\ntouch gone write\ntouch keep write\n",
+        expect![[r#"
+            main: minflt 64 Rss 192 kB AnonHugePages 0 kB cow_copied 16 cow_reused 0
+              4kB: 48 (pmd 0 pte 48 partial 0)
+            c: minflt 16 Rss 96 kB AnonHugePages 0 kB cow_copied 0 cow_reused 0
+              4kB: 24 (pmd 0 pte 24 partial 0)
+        "#]],
+    );
+    let w = workload::parse("f.thpw", "mmap gone 64K\ntouch gone write\nmadvise gone dontfork\nfork c {\n  touch gone read\n}\n").unwrap();
+    let e = run(&w, &ThpSettings::default(), &MachineConfig::default()).unwrap_err();
+    assert!(e.to_string().contains("would get SIGSEGV"), "{e}");
+}
