@@ -138,3 +138,29 @@ fn access_statements() {
     assert_eq!(err("access r seq writes=120"), "a.thpw:2: writes= is a percentage (0..100), not 120");
     assert_eq!(err("access r seq elem=48"), "a.thpw:2: elem= must be a power of two from 8 to 4K, not 48");
 }
+
+#[test]
+fn processes_fork_in_exit_wait() {
+    let w = parse("p.thpw", "mmap a 1M\nfork c {\n  touch a write\n}\ntouch a read\nin c {\n  exit\n}\nwait c\n").unwrap();
+    assert_eq!(w.procs.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["main", "c"]);
+    let kinds: Vec<(u32, &OpKind)> = w.ops.iter().map(|o| (o.proc.0, &o.kind)).collect();
+    assert!(matches!(kinds[1], (0, OpKind::Fork(ProcId(1)))));
+    assert!(matches!(kinds[2], (1, OpKind::Touch(_))));
+    assert!(matches!(kinds[3], (0, OpKind::Touch(_))));
+    assert!(matches!(kinds[4], (1, OpKind::Exit)));
+    assert!(matches!(kinds[5], (0, OpKind::Wait(ProcId(1)))));
+    assert!(w.forks());
+    assert_eq!(Advice::parse("wipeonfork").map(|a| a.madv()), Some(18));
+    assert_eq!(Advice::parse("dontfork").map(|a| a.madv()), Some(10));
+
+    assert_eq!(err("fork c {\nmmap a 1M\n"), "w.thpw:1: this block is never closed: end it with a line holding only '}'");
+    assert_eq!(err("}\n"), "w.thpw:1: '}' closes no block (blocks open with 'fork NAME {' or 'in NAME {')");
+    assert_eq!(err("fork c\nwait c\n"), "w.thpw:2: 'wait c' would block forever: 'c' has not exited; end its block with 'exit' first");
+    assert_eq!(err("fork c {\nexit\n}\nin c {\nmmap a 1M\n}\n"), "w.thpw:4: process 'c' has exited; nothing runs in it after that");
+    assert_eq!(err("fork c {\nfork d\n}\n"), "w.thpw:2: fork runs in main only (a child that forks is not supported yet)");
+    assert_eq!(err("in c {\n}\n"), "w.thpw:1: no process 'c': fork it first ('fork c')");
+    assert_eq!(err("exit\n"), "w.thpw:1: main exits at the end of the workload; 'exit' belongs in a child's block");
+    assert_eq!(err("fork c\nfork c\n"), "w.thpw:2: process 'c' is already forked on line 1");
+    assert_eq!(err("fork main\n"), "w.thpw:1: invalid process name 'main': letters, digits, '_' and '-', and not 'main'");
+    assert_eq!(err("fork c\nin c {\nwait c\n}\n"), "w.thpw:3: 'wait c' would block forever: 'c' has not exited; end its block with 'exit' first");
+}
