@@ -207,6 +207,14 @@ impl Kernel {
         Ok((id, work))
     }
 
+    /// `mm_alloc` for execve: a new, empty mm with the boot layout (`mmap_base`, heap start),
+    /// not current. The old mm of an execve goes with [`Kernel::exit_mm`].
+    pub fn mm_alloc(&mut self) -> MmId {
+        let id = MmId(self.parked.len() as u32);
+        self.parked.push(Some(Mm::new(id, self.boot_layout.0, self.boot_layout.1)));
+        id
+    }
+
     /// A page-table page for `child` (`pte_alloc_one` / `__pmd_alloc` in the new mm).
     fn child_pgtable_frame(&mut self, child: &mut Mm, work: &mut ForkWork) -> Result<Pfn, Errno> {
         let frame = self.zone.alloc_pages(mm_types::Order::BASE).ok_or(Errno::ENOMEM)?;

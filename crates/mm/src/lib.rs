@@ -236,6 +236,8 @@ pub struct Kernel {
     pub(crate) mm: Mm,
     /// Every other mm, by id (the current one's slot is `None`).
     pub(crate) parked: Vec<Option<Mm>>,
+    /// `mmap_base` and the heap start a new mm gets (`mm_alloc`), from the boot parameters.
+    pub(crate) boot_layout: (u64, u64),
     /// The huge zero folio, once allocated (`huge_zero_folio`).
     pub(crate) huge_zero: Option<mm_types::Pfn>,
     /// Deferred split queue (`ds_queue->split_queue`), in queueing order; entries whose head
@@ -271,6 +273,7 @@ impl Kernel {
             zone: Zone::new(nr_pages, params.min_free_kbytes),
             mm: Mm::new(MmId(0), params.mmap_base, start_brk),
             parked: vec![None],
+            boot_layout: (params.mmap_base, start_brk),
             huge_zero: None,
             deferred: Vec::new(),
             deferred_stale: 0,

@@ -171,7 +171,8 @@ struct Desc {
 }
 
 struct Image {
-    k: Box<Kernel>,
+    /// Its mm in the replay's one machine.
+    mm: mm::MmId,
     /// The process and which of the replay's images this is (0 = the first).
     pid: u32,
     ordinal: u64,
@@ -264,13 +265,14 @@ struct Proc {
 }
 
 pub struct Replay<'a> {
+    /// The one simulated machine every process image runs in.
+    k: Box<Kernel>,
     settings: &'a ThpSettings,
     /// The recording machine's knobs (from the trace header), when known.
     rec_settings: Option<ThpSettings>,
     mounts: Vec<MountEntry>,
     /// A thread's resolved path, waiting for its system call record.
     paths: HashMap<u32, PathInfo>,
-    params: BootParams,
     procs: BTreeMap<u32, Proc>,
     /// Folded results of finished images.
     done_counters: Counters,
@@ -315,11 +317,11 @@ impl<'a> Replay<'a> {
             warnings.push("the recording has no THP knobs (format 1.x): placements are checked under the replay's knobs".into());
         }
         let mut r = Replay {
+            k: Box::new(Kernel::boot(&params, settings)),
             settings,
             rec_settings,
             mounts: Vec::new(),
             paths: HashMap::new(),
-            params,
             procs: BTreeMap::new(),
             done_counters: Counters::default(),
             done_minflt: 0,
@@ -350,17 +352,19 @@ impl<'a> Replay<'a> {
         self.explain = range;
         for p in self.procs.values_mut() {
             if let Some(img) = p.image.as_mut() {
-                crate::views::start_explaining(&mut img.k, range);
+                self.k.switch_mm(img.mm);
+                crate::views::start_explaining(&mut self.k, range);
             }
         }
     }
 
     fn new_image(&mut self, pid: u32, exe: String) -> Image {
         self.stats.images += 1;
-        let mut k = Box::new(Kernel::boot(&self.params, self.settings));
-        crate::views::start_explaining(&mut k, self.explain);
+        let mm = self.k.mm_alloc();
+        self.k.switch_mm(mm);
+        crate::views::start_explaining(&mut self.k, self.explain);
         Image {
-            k,
+            mm,
             pid,
             ordinal: self.stats.images - 1,
             exe,
@@ -382,20 +386,20 @@ impl<'a> Replay<'a> {
 
     /// Fold a finished image (exit or exec) into the totals, with its census, folio map and
     /// peak, taken before teardown.
-    fn retire(&mut self, mut img: Image) {
-        let census = img.k.census_of_all();
-        let vmas = crate::views::vma_maps(&img.k, Some(img.pid));
-        let peak = crate::views::peak_of(&img.k);
+    fn retire(&mut self, img: Image) {
+        self.k.switch_mm(img.mm);
+        let census = self.k.census_of_all();
+        let vmas = crate::views::vma_maps(&self.k, Some(img.pid));
+        let peak = crate::views::peak_of(&self.k);
         // The mm is torn down at exit and at execve (exit_mmap), and the live kernel's counters
         // see it: folios straddling two VMAs are deferred-split, nr_anon falls back.
-        img.k.exit_mmap();
+        self.k.exit_mm();
         if self.check {
-            if let Err(e) = img.k.check_invariants() {
+            if let Err(e) = self.k.check_invariants() {
                 self.stats.warnings.push(format!("model invariant broken by exit_mmap: {e}"));
             }
         }
-        let k = &mut img.k;
-        self.done_counters.add(&k.counters);
+        let k = &mut self.k;
         // Faults inside execve (the new stack's top page) are before the program's count.
         let minflt = k.stats().minflt - img.populate_faults;
         self.done_minflt += minflt;
@@ -415,6 +419,10 @@ impl<'a> Replay<'a> {
 
     pub fn event(&mut self, e: &Event) -> Result<(), SimError> {
         self.stats.events += 1;
+        // The event's process is current (its image's mm), as the kernel runs it.
+        if let Some(mm) = self.procs.get(&e.pid).and_then(|p| p.image.as_ref()).map(|i| i.mm) {
+            self.k.switch_mm(mm);
+        }
         let before = if self.check { self.touched(e) } else { Touched::Nothing };
         self.apply(e)?;
         if self.check {
@@ -441,7 +449,7 @@ impl<'a> Replay<'a> {
                     }
                     SyscallKind::Mremap => Touched::Ranges(range(arg(0), arg(1)).chain(range(ret as u64, arg(2))).chain(range(arg(4), arg(2))).collect()),
                     SyscallKind::Brk => {
-                        let (old, new) = (img.k.brk(), ret as u64);
+                        let (old, new) = (self.k.brk(), ret as u64);
                         Touched::Ranges(vec![(old.min(new), old.max(new).max(old.min(new) + 1))])
                     }
                     SyscallKind::Mlockall | SyscallKind::Munlockall | SyscallKind::Prctl | SyscallKind::Shmat | SyscallKind::Shmdt | SyscallKind::ProcessMadvise => {
@@ -461,12 +469,13 @@ impl<'a> Replay<'a> {
     /// it ran, and again after, when mappings may have moved), and the whole model at events 1,
     /// 2, 4, 8, ... (so the full checks cost O(log n) walks of the machine); images are also
     /// checked whole when they are torn down and at the end.
-    fn check_step(&self, e: &Event, before: Touched) -> Result<(), SimError> {
-        let Some(img) = self.procs.get(&e.pid).and_then(|p| p.image.as_ref()) else { return Ok(()) };
+    fn check_step(&mut self, e: &Event, before: Touched) -> Result<(), SimError> {
+        let Some(mm) = self.procs.get(&e.pid).and_then(|p| p.image.as_ref()).map(|i| i.mm) else { return Ok(()) };
+        self.k.switch_mm(mm);
         let after = self.touched(e);
         let full = self.stats.events.is_power_of_two() || matches!(before, Touched::Everything) || matches!(after, Touched::Everything);
         let r = if full {
-            img.k.check_invariants()
+            self.k.check_invariants()
         } else {
             let mut ranges = Vec::new();
             for t in [&before, &after] {
@@ -474,8 +483,8 @@ impl<'a> Replay<'a> {
                     ranges.extend_from_slice(r);
                 }
             }
-            let pc = if matches!(before, Touched::PageCache) { img.k.check_page_cache() } else { Ok(()) };
-            pc.and_then(|()| img.k.check_invariants_in(&ranges))
+            let pc = if matches!(before, Touched::PageCache) { self.k.check_page_cache() } else { Ok(()) };
+            pc.and_then(|()| self.k.check_invariants_in(&ranges))
         };
         r.map_err(|m| self.err(format!("model invariant broken: {m}")))
     }
@@ -503,27 +512,27 @@ impl<'a> Replay<'a> {
                 // top-down from it, so the highest mapping below the stack ends there.
                 let base = entries.iter().filter(|m| m.path != b"[stack]" && m.end <= mm_types::TASK_SIZE).map(|m| m.end).max();
                 if let Some(b) = base {
-                    img.k.set_mmap_base(b);
+                    self.k.set_mmap_base(b);
                 }
                 for m in entries {
                     let anon = m.ino == 0 && (m.path.is_empty() || m.path == b"[heap]" || m.path == b"[stack]");
                     let prot = prot_to_vm(m.perms & perm::READ != 0, m.perms & perm::WRITE != 0, m.perms & perm::EXEC != 0);
                     if !anon || m.perms & perm::SHARED != 0 {
                         // The ELF, its interpreter, the vDSO: room the model keeps free.
-                        let _ = img.k.do_mmap_backed(m.end - m.start, prot, MmapPlacement::FixedNoReplace(m.start), MapBacking::Special);
+                        let _ = self.k.do_mmap_backed(m.end - m.start, prot, MmapPlacement::FixedNoReplace(m.start), MapBacking::Special);
                         continue;
                     }
-                    let _ = img.k.do_mmap(m.end - m.start, prot, MmapPlacement::FixedNoReplace(m.start));
+                    let _ = self.k.do_mmap(m.end - m.start, prot, MmapPlacement::FixedNoReplace(m.start));
                     if m.path == b"[stack]" {
                         img.stack = Some((m.start, m.end));
                         // execve copies argv, envp and auxv to the top of the new stack through
                         // get_user_pages (no fault is recorded); the model takes that as one page.
-                        let before = img.k.stats().minflt;
-                        img.k.access(m.end - PAGE_SIZE, true);
-                        img.populate_faults += img.k.stats().minflt - before;
+                        let before = self.k.stats().minflt;
+                        self.k.access(m.end - PAGE_SIZE, true);
+                        img.populate_faults += self.k.stats().minflt - before;
                     }
                     if m.path == b"[heap]" {
-                        img.k.set_brk(m.start, m.end);
+                        self.k.set_brk(m.start, m.end);
                         img.brk_known = true;
                     }
                 }
@@ -565,14 +574,14 @@ impl<'a> Replay<'a> {
         };
         let write = error_code & PF_WRITE != 0;
         let addr = img.tr(addr);
-        let in_model = img.k.vma_lookup(addr).is_some_and(|v| v.is_modelled());
+        let in_model = self.k.vma_lookup(addr).is_some_and(|v| v.is_modelled());
         if !in_model {
             // expand_downwards: a fault just below the stack grows it.
             if let Some((start, end)) = img.stack {
                 if addr < start && addr + STACK_LIMIT >= start {
                     let new_start = addr / PAGE_SIZE * PAGE_SIZE;
                     let prot = prot_to_vm(true, true, false);
-                    if img.k.do_mmap(start - new_start, prot, MmapPlacement::FixedNoReplace(new_start)).is_ok() {
+                    if self.k.do_mmap(start - new_start, prot, MmapPlacement::FixedNoReplace(new_start)).is_ok() {
                         img.stack = Some((new_start, end));
                         return self.model_access(pid, addr, write);
                     }
@@ -587,8 +596,8 @@ impl<'a> Replay<'a> {
 
     fn model_access(&mut self, pid: u32, addr: u64, write: bool) {
         let proc = self.procs.get_mut(&pid).expect("process exists");
-        let img = proc.image.as_mut().expect("image exists");
-        match img.k.access(addr, write) {
+        debug_assert_eq!(proc.image.as_ref().map(|i| i.mm), Some(self.k.current_mm()));
+        match self.k.access(addr, write) {
             Access::Hit | Access::Fault => {}
             Access::Segv | Access::Sigbus | Access::Oom => {
                 proc.passthrough += 1;
@@ -624,7 +633,7 @@ impl<'a> Replay<'a> {
         match kind {
             SyscallKind::Munmap if !failed => {
                 for (s, e) in img.tr_range(a[0], a[0] + a[1]) {
-                    let _ = img.k.do_munmap(s, e - s);
+                    let _ = self.k.do_munmap(s, e - s);
                 }
                 img.reloc_remove(a[0], a[0] + a[1]);
             }
@@ -636,11 +645,11 @@ impl<'a> Replay<'a> {
                 } else if flags & MREMAP_FIXED != 0 {
                     img.tr(a[4])
                 } else if img.relocating {
-                    img.k.mmap_placement(new_len, MmapPlacement::Kernel, MapBacking::PrivateAnon).unwrap_or(rec_new)
+                    self.k.mmap_placement(new_len, MmapPlacement::Kernel, MapBacking::PrivateAnon).unwrap_or(rec_new)
                 } else {
                     rec_new
                 };
-                let k = &mut img.k;
+                let k = &mut self.k;
                 let vma = k.vma_lookup(old_m);
                 match vma {
                     Some(v) if v.is_modelled() && v.file == 0 => {
@@ -674,15 +683,15 @@ impl<'a> Replay<'a> {
                 let (start, len, prot) = (a[0], a[1], a[2]);
                 let p = prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0);
                 for (ms, me) in img.tr_range(start, start + len) {
-                    for (s, e) in model_pieces(&img.k, ms, me) {
-                        let _ = img.k.do_mprotect(s, e - s, p);
+                    for (s, e) in model_pieces(&self.k, ms, me) {
+                        let _ = self.k.do_mprotect(s, e - s, p);
                     }
                 }
             }
             SyscallKind::Madvise if !failed && (a[2] == MADV_POPULATE_READ || a[2] == MADV_POPULATE_WRITE) => {
                 let how = if a[2] == MADV_POPULATE_WRITE { Populate::Write } else { Populate::Read };
                 let end = a[0] + a[1].div_ceil(PAGE_SIZE) * PAGE_SIZE;
-                Self::populate(&mut self.stats, img, a[0], end, how, "madvise(MADV_POPULATE)");
+                Self::populate(&mut self.k, &mut self.stats, img, a[0], end, how, "madvise(MADV_POPULATE)");
             }
             // MADV_COLLAPSE is replayed even when it failed while recording: the recording ran
             // with PR_SET_THP_DISABLE, which makes it EINVAL (traces before 2.1; since 2.1 the
@@ -703,8 +712,8 @@ impl<'a> Replay<'a> {
                     _ => return Ok(()),
                 };
                 for (ms, me) in img.tr_range(a[0], a[0] + a[1]) {
-                    for (s, e) in model_pieces(&img.k, ms, me) {
-                        let _ = img.k.do_madvise(s, e - s, adv);
+                    for (s, e) in model_pieces(&self.k, ms, me) {
+                        let _ = self.k.do_madvise(s, e - s, adv);
                     }
                 }
             }
@@ -712,46 +721,46 @@ impl<'a> Replay<'a> {
                 let flags = if kind == SyscallKind::Mlock2 { a[2] } else { 0 };
                 let (start, end) = (a[0] & !(PAGE_SIZE - 1), (a[0] + a[1]).div_ceil(PAGE_SIZE) * PAGE_SIZE);
                 for (ms, me) in img.tr_range(start, end) {
-                    for (s, e) in model_pieces(&img.k, ms, me) {
-                        let _ = img.k.apply_vma_lock_flags(s, e - s, flags);
+                    for (s, e) in model_pieces(&self.k, ms, me) {
+                        let _ = self.k.apply_vma_lock_flags(s, e - s, flags);
                     }
                 }
                 if flags & mm::gup::MLOCK_ONFAULT == 0 {
-                    Self::populate(&mut self.stats, img, start, end, Populate::Mlock, "mlock");
+                    Self::populate(&mut self.k, &mut self.stats, img, start, end, Populate::Mlock, "mlock");
                 }
             }
             SyscallKind::Munlock if !failed => {
                 let (start, end) = (a[0] & !(PAGE_SIZE - 1), (a[0] + a[1]).div_ceil(PAGE_SIZE) * PAGE_SIZE);
                 for (ms, me) in img.tr_range(start, end) {
-                    for (s, e) in model_pieces(&img.k, ms, me) {
-                        let _ = img.k.do_munlock(s, e - s);
+                    for (s, e) in model_pieces(&self.k, ms, me) {
+                        let _ = self.k.do_munlock(s, e - s);
                     }
                 }
             }
             SyscallKind::Mlockall if !failed => {
-                img.k.apply_mlockall_flags(a[0]);
+                self.k.apply_mlockall_flags(a[0]);
                 if a[0] & mm::gup::MCL_CURRENT != 0 && a[0] & mm::gup::MCL_ONFAULT == 0 {
-                    Self::populate(&mut self.stats, img, 0, mm_types::TASK_SIZE, Populate::Mlock, "mlockall(MCL_CURRENT)");
+                    Self::populate(&mut self.k, &mut self.stats, img, 0, mm_types::TASK_SIZE, Populate::Mlock, "mlockall(MCL_CURRENT)");
                 }
             }
-            SyscallKind::Munlockall if !failed => img.k.do_munlockall(),
+            SyscallKind::Munlockall if !failed => self.k.do_munlockall(),
             SyscallKind::Brk => {
                 let got = ret as u64;
                 if !img.brk_known {
                     // The first brk (glibc's brk(0)) reveals start_brk.
-                    img.k.set_brk(got, got);
+                    self.k.set_brk(got, got);
                     img.brk_known = true;
                 } else if a[0] != 0 {
-                    let old = img.k.brk();
-                    let model = img.k.sys_brk(got);
+                    let old = self.k.brk();
+                    let model = self.k.sys_brk(got);
                     if model != got {
-                        img.k.set_brk(img.k.start_brk(), got);
+                        self.k.set_brk(self.k.start_brk(), got);
                     }
                     // do_brk_flags takes def_flags: under mlockall(MCL_FUTURE) the growth is
                     // populated (mm_populate in brk).
-                    let def = img.k.mlock_future_flags();
+                    let def = self.k.mlock_future_flags();
                     if got > old && def & (mm::vma::vm::LOCKED | mm::vma::vm::LOCKONFAULT) == mm::vma::vm::LOCKED {
-                        Self::populate(&mut self.stats, img, old.next_multiple_of(PAGE_SIZE), got.next_multiple_of(PAGE_SIZE), Populate::Mlock, "brk under mlockall(MCL_FUTURE)");
+                        Self::populate(&mut self.k, &mut self.stats, img, old.next_multiple_of(PAGE_SIZE), got.next_multiple_of(PAGE_SIZE), Populate::Mlock, "brk under mlockall(MCL_FUTURE)");
                     }
                 }
             }
@@ -761,7 +770,7 @@ impl<'a> Replay<'a> {
                     (_, 0) => ThpDisable::Completely,
                     _ => ThpDisable::ExceptAdvised,
                 };
-                img.k.prctl_set_thp_disable(form);
+                self.k.prctl_set_thp_disable(form);
             }
             _ => {}
         }
@@ -802,16 +811,16 @@ impl<'a> Replay<'a> {
             at = img.tr(rec);
         } else {
             let placement = if hint != 0 { MmapPlacement::Hint(img.tr(hint)) } else { MmapPlacement::Kernel };
-            let here = img.k.mmap_placement(len, placement, backing);
+            let here = self.k.mmap_placement(len, placement, backing);
             if img.relocating {
                 at = here.unwrap_or(rec);
             } else {
                 // The model under the recording's knobs must find the recorded address.
                 let under_rec = match rec_settings {
                     Some(r) if r != settings => {
-                        img.k.set_settings(r);
-                        let p = img.k.mmap_placement(len, placement, backing);
-                        img.k.set_settings(settings);
+                        self.k.set_settings(r);
+                        let p = self.k.mmap_placement(len, placement, backing);
+                        self.k.set_settings(settings);
                         p
                     }
                     _ => here,
@@ -845,15 +854,15 @@ impl<'a> Replay<'a> {
         // relocation the recorded range may hold another mapping in the model.
         if fixed {
             for (s, e) in img.tr_range(rec, rec + len) {
-                let _ = img.k.do_munmap(s, e - s);
+                let _ = self.k.do_munmap(s, e - s);
             }
         }
-        let _ = img.k.do_munmap(at, len);
+        let _ = self.k.do_munmap(at, len);
         img.reloc_remove(rec, rec + len);
         if at != rec || img.relocating {
             img.reloc.insert(rec, (rec + len.div_ceil(PAGE_SIZE) * PAGE_SIZE, at));
         }
-        let mut p = prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0) | img.k.mlock_future_flags();
+        let mut p = prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0) | self.k.mlock_future_flags();
         if flags & MAP_LOCKED != 0 {
             p |= mm::vma::vm::LOCKED;
         }
@@ -863,24 +872,24 @@ impl<'a> Replay<'a> {
         if matches!(backing, MapBacking::SharedAnon) {
             self.stats.shmem_files += 1;
         }
-        if img.k.do_mmap_backed(len, p, MmapPlacement::FixedNoReplace(at), backing).is_err() {
+        if self.k.do_mmap_backed(len, p, MmapPlacement::FixedNoReplace(at), backing).is_err() {
             return;
         }
         // vm_mmap_pgoff → mm_populate: MAP_POPULATE, or VM_LOCKED without VM_LOCKONFAULT
         // (MAP_LOCKED, mlockall(MCL_FUTURE)). GUP faults count in minflt (mm/gup.rs).
         let locked = p & (mm::vma::vm::LOCKED | mm::vma::vm::LOCKONFAULT) == mm::vma::vm::LOCKED;
         if flags & MAP_POPULATE != 0 || locked {
-            Self::populate(&mut self.stats, img, at, at + len, Populate::Mlock, "mmap");
+            Self::populate(&mut self.k, &mut self.stats, img, at, at + len, Populate::Mlock, "mmap");
         }
     }
 
     /// Memory the kernel populated without a fault the recorder saw (mm/gup.rs): modelled, its
     /// faults counted in minflt; what the model cannot populate (file pages) is said.
-    fn populate(st: &mut ReplayStats, img: &mut Image, start: u64, end: u64, how: Populate, call: &str) {
+    fn populate(k: &mut Kernel, st: &mut ReplayStats, img: &mut Image, start: u64, end: u64, how: Populate, call: &str) {
         st.populate_calls += 1;
         let mut unmodelled = 0;
         for (ms, me) in img.tr_range(start, end) {
-            match img.k.populate_range(ms, me, how) {
+            match k.populate_range(ms, me, how) {
                 Ok(p) => {
                     st.populate_faults += p.faults;
                     unmodelled += p.unmodelled_pages;
@@ -899,7 +908,7 @@ impl<'a> Replay<'a> {
     }
 
     /// The mount of a tmpfs device in an image (made on first use, with the recorded `huge=`).
-    fn sb_for(mounts: &[MountEntry], img: &mut Image, maj: u32, min: u32) -> SbId {
+    fn sb_for(k: &mut Kernel, mounts: &[MountEntry], img: &mut Image, maj: u32, min: u32) -> SbId {
         if let Some(&sb) = img.sbs.get(&(maj, min)) {
             return sb;
         }
@@ -909,7 +918,7 @@ impl<'a> Replay<'a> {
             "advise" => SbHuge::Advise,
             _ => SbHuge::Never,
         };
-        let sb = img.k.shmem_mount(huge);
+        let sb = k.shmem_mount(huge);
         img.sbs.insert((maj, min), sb);
         sb
     }
@@ -926,7 +935,7 @@ impl<'a> Replay<'a> {
                     FileRef::Other
                 } else {
                     st.shmem_files += 1;
-                    FileRef::Shmem(img.k.shmem_create(SHM_MNT, false))
+                    FileRef::Shmem(self.k.shmem_create(SHM_MNT, false))
                 };
                 img.install(ret, file, false);
             }
@@ -944,20 +953,20 @@ impl<'a> Replay<'a> {
                         let ino = match img.names.get(&key) {
                             Some(&ino) => ino,
                             None => {
-                                let sb = Self::sb_for(mounts, img, p.maj, p.min);
-                                let ino = img.k.shmem_create(sb, true);
+                                let sb = Self::sb_for(&mut self.k, mounts, img, p.maj, p.min);
+                                let ino = self.k.shmem_create(sb, true);
                                 st.shmem_files += 1;
                                 if p.exists && p.size > 0 && flags & O_TRUNC == 0 {
                                     // Data from before the program: its folio sizes are not
                                     // known; it is taken as 4 KiB pages.
                                     st.preexisting_files += 1;
-                                    let _ = img.k.shmem_populate_order0(ino, p.size);
+                                    let _ = self.k.shmem_populate_order0(ino, p.size);
                                 }
                                 img.names.insert(key, ino);
                                 ino
                             }
                         };
-                        if flags & O_TRUNC != 0 && img.k.shmem_ftruncate(ino, 0).is_err() {
+                        if flags & O_TRUNC != 0 && self.k.shmem_ftruncate(ino, 0).is_err() {
                             st.shmem_unmodelled += 1;
                         }
                         FileRef::Shmem(ino)
@@ -972,7 +981,7 @@ impl<'a> Replay<'a> {
                 }
                 if let Some(p) = path {
                     if let Some(ino) = img.names.remove(&(p.maj, p.min, p.path)) {
-                        img.k.shmem_unlink(ino);
+                        self.k.shmem_unlink(ino);
                     }
                 }
             }
@@ -1015,7 +1024,7 @@ impl<'a> Replay<'a> {
                     }
                     return;
                 };
-                let size = img.k.shmem_inode(ino).i_size;
+                let size = self.k.shmem_inode(ino).i_size;
                 let append = img.descs[d].append || (kind == SyscallKind::Pwritev2 && a[5] & RWF_APPEND != 0);
                 let uses_pos = matches!(kind, SyscallKind::Write | SyscallKind::Writev) || (kind == SyscallKind::Pwritev2 && a[3] as i64 == -1);
                 let at = if append {
@@ -1026,7 +1035,7 @@ impl<'a> Replay<'a> {
                     a[3]
                 };
                 st.shmem_writes += 1;
-                if img.k.shmem_write(ino, at, ret as u64).is_err() {
+                if self.k.shmem_write(ino, at, ret as u64).is_err() {
                     st.shmem_unmodelled += 1;
                 }
                 if uses_pos {
@@ -1035,7 +1044,7 @@ impl<'a> Replay<'a> {
             }
             SyscallKind::Ftruncate if ret == 0 => {
                 if let FileRef::Shmem(ino) = img.file_of(a[0]) {
-                    if img.k.shmem_ftruncate(ino, a[1]).is_err() {
+                    if self.k.shmem_ftruncate(ino, a[1]).is_err() {
                         st.shmem_unmodelled += 1;
                     }
                 }
@@ -1043,8 +1052,8 @@ impl<'a> Replay<'a> {
             SyscallKind::Fallocate if ret == 0 => {
                 if let FileRef::Shmem(ino) = img.file_of(a[0]) {
                     let r = match a[1] {
-                        0 => img.k.shmem_fallocate(ino, a[2], a[3]),
-                        FALLOC_FL_KEEP_SIZE => img.k.shmem_fallocate_keep_size(ino, a[2], a[3]),
+                        0 => self.k.shmem_fallocate(ino, a[2], a[3]),
+                        FALLOC_FL_KEEP_SIZE => self.k.shmem_fallocate_keep_size(ino, a[2], a[3]),
                         _ => Err(mm::Errno::ENOSYS),
                     };
                     if r.is_err() {
@@ -1064,7 +1073,10 @@ impl<'a> Replay<'a> {
         }
         let passthrough: u64 = self.procs.values().map(|p| p.passthrough).sum();
         let minflt = self.done_minflt + passthrough;
-        Finished { counters: self.done_counters, minflt, images: self.done_images, stats: self.stats }
+        // One machine: its counters are every image's.
+        let mut counters = self.done_counters;
+        counters.add(&self.k.counters);
+        Finished { counters, minflt, images: self.done_images, stats: self.stats }
     }
 }
 
