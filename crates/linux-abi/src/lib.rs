@@ -48,6 +48,12 @@ pub mod mman {
 }
 
 /// prctl options.
+/// clone(2) flags.
+pub mod sched {
+    pub const CLONE_VM: u64 = 0x100;
+    pub const CLONE_VFORK: u64 = 0x4000;
+}
+
 pub mod prctl {
     pub const PR_SET_THP_DISABLE: u64 = 41;
     pub const PR_GET_THP_DISABLE: u64 = 42;
@@ -136,6 +142,8 @@ mod tests {
             ("MCL_FUTURE", mman::MCL_FUTURE, c::MCL_FUTURE as i64),
             ("MCL_ONFAULT", mman::MCL_ONFAULT, c::MCL_ONFAULT as i64),
             ("PR_SET_THP_DISABLE", prctl::PR_SET_THP_DISABLE, c::PR_SET_THP_DISABLE as i64),
+            ("CLONE_VM", sched::CLONE_VM, c::CLONE_VM as i64),
+            ("CLONE_VFORK", sched::CLONE_VFORK, c::CLONE_VFORK as i64),
             ("PR_GET_THP_DISABLE", prctl::PR_GET_THP_DISABLE, c::PR_GET_THP_DISABLE as i64),
             ("O_WRONLY", fcntl::O_WRONLY, c::O_WRONLY as i64),
             ("O_CREAT", fcntl::O_CREAT, c::O_CREAT as i64),

@@ -38,9 +38,10 @@
 //!   Such VMAs map only anonymous folios and the zero pages, so no KPF_ANON filter is needed.
 //!   Anonymous copy-on-write pages inside private **file** mappings (a written `.data` page, a
 //!   relocated GOT) are left out: the replay models file mappings as passthrough and does not
-//!   count them either. Processes that never exec (fork children sharing their parent's pages)
-//!   are measured (in `live.processes`) but left out of the census total, as the replay, which
-//!   counts their faults as recorded and builds no address space for them, does.
+//!   count them either. Fork children (PTRACE_EVENT_FORK: their own copy of the parent's mm)
+//!   count in the census total, as the replay, which forks their mm, does; vfork and
+//!   posix_spawn children that never exec share their parent's mm and are measured (in
+//!   `live.processes`) but left out, as the replay counts their faults as recorded.
 //! - `Rss` and `AnonHugePages` are summed over the same VMAs of the same processes.
 //! - System-wide counters (/proc/vmstat `thp_*`, `hugepages-*/stats`) are deltas over the run.
 //!
@@ -97,8 +98,11 @@ pub struct ProcessReport {
     /// Anonymous private VMAs measured.
     pub anon_vmas: usize,
     pub census: Option<Census>,
-    /// Whether its census is part of the run's census (it exec'd).
+    /// Whether its census is part of the run's census (it exec'd, or was forked with its own
+    /// address space).
     pub in_census: bool,
+    /// Made by fork (PTRACE_EVENT_FORK: a copy of its parent's mm), not by vfork or clone.
+    pub forked: bool,
     pub census_ms: f64,
     /// `exited N`, `killed by signal N`.
     pub end: String,
@@ -451,6 +455,11 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
                 if !tasks.contains_key(&new) {
                     let new_tgid = if event == libc::PTRACE_EVENT_CLONE { tgid_of(new).unwrap_or(tgid) } else { new };
                     register(&mut tasks, &mut procs, &mut order, new, new_tgid, tgid);
+                    if event == libc::PTRACE_EVENT_FORK {
+                        if let Some(p) = procs.get_mut(&new_tgid) {
+                            p.report.forked = true;
+                        }
+                    }
                     awaiting_stop.insert(new);
                 } else if let Some(p) = procs.get_mut(&tasks[&new]) {
                     if tasks[&new] != tgid && p.report.parent == 0 {
@@ -542,7 +551,7 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
         "wall_ms": wall.as_secs_f64() * 1e3,
         "processes": reports,
         "unmeasured": unmeasured,
-        "census_scope": "anonymous private and shared shmem VMAs of every process that exec'd, at its exit event",
+        "census_scope": "anonymous private and shared shmem VMAs of every process that exec'd or was forked, at its exit event",
         "khugepaged": khugepaged,
     }));
     Ok(res)
@@ -580,7 +589,7 @@ fn snapshot(p: &mut Proc, tid: i32) -> Result<()> {
     let c = census_of_ranges(tid, &[(0, u64::MAX)], &vmas)?;
     r.census_ms = c.elapsed.as_secs_f64() * 1e3;
     r.census = Some(c.total);
-    r.in_census = r.execs > 0;
+    r.in_census = r.execs > 0 || r.forked;
     Ok(())
 }
 

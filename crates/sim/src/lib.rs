@@ -699,6 +699,7 @@ pub fn run_recording_with(
             "placements_checked": st.placements_checked,
             "placements_matched": st.placements_matched,
             "relocated": st.relocated,
+            "forked_images": st.forked_images,
             "placement_misses": st.placement_misses.iter().map(|m| serde_json::json!({
                 "pid": m.pid,
                 "backing": m.backing,

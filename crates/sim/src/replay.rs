@@ -20,13 +20,16 @@
 //!
 //! The recording was made with THP disabled for the program (PR_SET_THP_DISABLE) and without
 //! address randomisation, so it holds every first touch of every 4 KiB page and the real
-//! address of every mapping. The replay runs one simulated mm per process image (a new one at
-//! each successful execve): anonymous private mappings (mmap, brk, the stack and anonymous
-//! areas of the exec snapshot) go through the model, which decides under the given settings
-//! whether each recorded fault still faults and which folio size it gets; faults elsewhere
-//! (file mappings, the vDSO, shared memory, processes forked without exec) do not depend on the
-//! anonymous THP settings and count as recorded ("passthrough"). The census is of anonymous
-//! memory, taken at each process's exit_group, before teardown.
+//! address of every mapping. The replay runs every process of the recording in one simulated
+//! machine, one mm per process image (a new one at each successful execve, `mm_alloc`; a
+//! child forked without CLONE_VM gets a copy of its parent's mm, `fork`, when the parent's
+//! clone record says so, and its events wait for that record): anonymous private mappings
+//! (mmap, brk, the stack and anonymous areas of the exec snapshot) go through the model, which
+//! decides under the given settings whether each recorded fault still faults (a write to a page
+//! fork shared copies it) and which folio size it gets; faults elsewhere (file mappings, the
+//! vDSO, CLONE_VM children before their execve) do not depend on the anonymous THP settings and
+//! count as recorded ("passthrough"). The census is of anonymous memory, taken at each
+//! process's exit_group, before teardown.
 //!
 //! Kernel sources for the syscall semantics: `mm/mmap.c` (MAP_FIXED replaces), `mm/mremap.c`,
 //! `mm/madvise.c`, `mm/mmap.c: brk`, `mm/mmap.c: expand_downwards` (stack growth),
@@ -54,6 +57,7 @@ use linux_abi::mman::{
     MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_LOCKED, MAP_POPULATE, MAP_SHARED, MAP_STACK, MREMAP_FIXED,
 };
 use linux_abi::prctl::PR_SET_THP_DISABLE;
+use linux_abi::sched::{CLONE_VFORK, CLONE_VM};
 use linux_abi::x86_pf::PF_WRITE;
 
 const O_CREAT_WRONLY_TRUNC: u64 = O_CREAT | O_WRONLY | O_TRUNC;
@@ -92,6 +96,9 @@ pub struct ReplayStats {
     pub placements_matched: u64,
     /// Mappings placed elsewhere than recorded because the replay's knobs move them.
     pub relocated: u64,
+    /// Processes forked without CLONE_VM whose address space the model copied (`fork`): their
+    /// faults are modelled, not passed through.
+    pub forked_images: u64,
     /// The first [`MAX_MISSES`] placements the model could not reproduce.
     pub placement_misses: Vec<PlacementMiss>,
     /// What the replay met and could not model faithfully, one sentence each.
@@ -257,6 +264,10 @@ impl Image {
 #[derive(Default)]
 struct Proc {
     image: Option<Image>,
+    /// A new process whose parent's clone/fork record has not come yet: (the parent, its
+    /// events so far). Whether it shares the parent's mm (CLONE_VM: vfork, posix_spawn) or
+    /// got a copy (fork) is known from that record; its events wait for it.
+    pending: Option<(u32, Vec<Event>)>,
     passthrough: u64,
     exited: bool,
     /// Faults before this time happen inside execve (bss clearing, the loader's mappings):
@@ -274,6 +285,9 @@ pub struct Replay<'a> {
     /// A thread's resolved path, waiting for its system call record.
     paths: HashMap<u32, PathInfo>,
     procs: BTreeMap<u32, Proc>,
+    /// Clone records whose child's creation record has not come yet: child → (parent,
+    /// whether it shares the parent's mm).
+    clone_records: HashMap<u32, (u32, bool)>,
     /// Folded results of finished images.
     done_counters: Counters,
     done_minflt: u64,
@@ -323,6 +337,7 @@ impl<'a> Replay<'a> {
             mounts: Vec::new(),
             paths: HashMap::new(),
             procs: BTreeMap::new(),
+            clone_records: HashMap::new(),
             done_counters: Counters::default(),
             done_minflt: 0,
             done_images: Vec::new(),
@@ -419,6 +434,14 @@ impl<'a> Replay<'a> {
 
     pub fn event(&mut self, e: &Event) -> Result<(), SimError> {
         self.stats.events += 1;
+        if let Some((_, buf)) = self.procs.get_mut(&e.pid).and_then(|p| p.pending.as_mut()) {
+            buf.push(e.clone());
+            return Ok(());
+        }
+        self.run_event(e)
+    }
+
+    fn run_event(&mut self, e: &Event) -> Result<(), SimError> {
         // The event's process is current (its image's mm), as the kernel runs it.
         if let Some(mm) = self.procs.get(&e.pid).and_then(|p| p.image.as_ref()).map(|i| i.mm) {
             self.k.switch_mm(mm);
@@ -492,10 +515,25 @@ impl<'a> Replay<'a> {
     fn apply(&mut self, e: &Event) -> Result<(), SimError> {
         match &e.body {
             EventBody::TaskNew { tid, pid } if tid == pid && !self.procs.contains_key(pid) => {
-                // A process forked without exec shares its parent's pages copy-on-write: the
-                // model does not copy address spaces, so its faults count as recorded.
-                self.procs.insert(*pid, Proc::default());
+                // A new process (the record is the parent's): a fork gets a copy of the
+                // parent's mm, a CLONE_VM child (vfork, posix_spawn) shares it until its
+                // execve and its faults count as recorded; the parent's clone record says
+                // which, so the child's events wait for it.
+                let parent_modelled = self.procs.get(&e.pid).is_some_and(|p| p.image.is_some());
                 self.stats.processes += 1;
+                match self.clone_records.remove(pid) {
+                    // The clone record came first (it is stamped at the call's entry).
+                    Some((parent, shares_mm)) => {
+                        self.procs.insert(*pid, Proc::default());
+                        if parent_modelled && !shares_mm {
+                            self.fork_image(parent, *pid)?;
+                        }
+                    }
+                    None => {
+                        let pending = parent_modelled.then(|| (e.pid, Vec::new()));
+                        self.procs.insert(*pid, Proc { pending, ..Default::default() });
+                    }
+                }
             }
             EventBody::Fault { addr, error_code } => {
                 if self.procs.get(&e.pid).is_some_and(|p| e.time_ns < p.exec_until_ns) {
@@ -549,6 +587,70 @@ impl<'a> Replay<'a> {
             EventBody::Mounts(m) => self.mounts = m.clone(),
             EventBody::TaskExit if e.tid == e.pid => self.exit(e.pid),
             _ => {}
+        }
+        Ok(())
+    }
+
+    /// The parent's record of the clone/fork that made `child`: copy its mm if the child got
+    /// its own (`copy_mm` without CLONE_VM), then run the child's events held so far.
+    fn forked(&mut self, parent: u32, kind: SyscallKind, a: &[u64], child: u32) -> Result<(), SimError> {
+        // clone3's flags are in memory the recorder does not read: glibc makes processes with
+        // clone3 only in posix_spawn (CLONE_VM|CLONE_VFORK), and forks with clone.
+        let shares_mm = match kind {
+            SyscallKind::Fork => false,
+            SyscallKind::Clone => a.first().is_some_and(|f| f & (CLONE_VM | CLONE_VFORK) != 0),
+            _ => true,
+        };
+        let Some((p, events)) = self.procs.get_mut(&child).and_then(|c| c.pending.take()) else {
+            // The child's creation record has not come yet: it decides then.
+            if !self.procs.contains_key(&child) {
+                self.clone_records.insert(child, (parent, shares_mm));
+            }
+            return Ok(());
+        };
+        debug_assert_eq!(p, parent);
+        if !shares_mm {
+            self.fork_image(parent, child)?;
+        }
+        for ev in &events {
+            self.run_event(ev)?;
+        }
+        // Back to the parent, whose record this is.
+        if let Some(mm) = self.procs.get(&parent).and_then(|p| p.image.as_ref()).map(|i| i.mm) {
+            self.k.switch_mm(mm);
+        }
+        Ok(())
+    }
+
+    /// `fork` of `parent`'s mm for `child` (a process without CLONE_VM): the child's image is a
+    /// copy of the parent's, fd table and placement state included.
+    fn fork_image(&mut self, parent: u32, child: u32) -> Result<(), SimError> {
+        {
+            if let Some(pimg) = self.procs.get(&parent).and_then(|p| p.image.as_ref()) {
+                self.k.switch_mm(pimg.mm);
+                let (mm, _) = self.k.fork().map_err(|e| self.err(format!("fork of process {parent}: {} in the model", e.name())))?;
+                let pimg = self.procs.get(&parent).and_then(|p| p.image.as_ref()).expect("checked above");
+                self.stats.images += 1;
+                self.stats.forked_images += 1;
+                let img = Image {
+                    mm,
+                    pid: child,
+                    ordinal: self.stats.images - 1,
+                    exe: pimg.exe.clone(),
+                    stack: pimg.stack,
+                    brk_known: pimg.brk_known,
+                    populate_faults: 0,
+                    fds: pimg.fds.clone(),
+                    descs: pimg.descs.clone(),
+                    names: pimg.names.clone(),
+                    sbs: pimg.sbs.clone(),
+                    reloc: pimg.reloc.clone(),
+                    relocating: pimg.relocating,
+                };
+                self.k.switch_mm(mm);
+                crate::views::start_explaining(&mut self.k, self.explain);
+                self.procs.get_mut(&child).expect("child registered").image = Some(img);
+            }
         }
         Ok(())
     }
@@ -623,6 +725,9 @@ impl<'a> Replay<'a> {
         if kind == SyscallKind::ExitGroup {
             self.exit(pid);
             return Ok(());
+        }
+        if matches!(kind, SyscallKind::Fork | SyscallKind::Vfork | SyscallKind::Clone | SyscallKind::Clone3) && ret > 0 {
+            return self.forked(pid, kind, a, ret as u32);
         }
         if kind == SyscallKind::Mmap && ret >= 0 {
             self.mmap(pid, a, ret as u64);
@@ -1067,6 +1172,14 @@ impl<'a> Replay<'a> {
 
     /// Finish: retire every image still alive and build the result.
     pub fn finish(mut self) -> Finished {
+        // Children whose parent's clone record never came: their events as recorded.
+        let pending: Vec<u32> = self.procs.iter().filter(|(_, p)| p.pending.is_some()).map(|(pid, _)| *pid).collect();
+        for pid in pending {
+            let (_, events) = self.procs.get_mut(&pid).and_then(|p| p.pending.take()).expect("pending");
+            for ev in &events {
+                let _ = self.run_event(ev);
+            }
+        }
         let pids: Vec<u32> = self.procs.keys().copied().collect();
         for pid in pids {
             self.exit(pid);

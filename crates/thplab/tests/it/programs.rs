@@ -482,6 +482,19 @@ fn populate_paths_program_model_matches_live_across_the_matrix() {
     });
 }
 
+/// Issue #9: a program that forks a saver (progs/fork_cow.c), recorded once and replayed as
+/// one machine (the child's mm copied from the parent's at the fork record), predicted under
+/// every setting of the anon matrix: minflt of both processes and the census of both at exit.
+#[test]
+fn forking_program_model_matches_live_across_the_matrix() {
+    check_c_program("fork_cow", anon_matrix(), |_| {}, |label, model, _, failures| {
+        let replay = &model.model.as_ref().unwrap()["replay"];
+        if replay["forked_images"] != 1 {
+            failures.push(format!("{label}: forked_images {}", replay["forked_images"]));
+        }
+    });
+}
+
 /// A single-threaded C program of the kind issue #4 names, predicted under every setting of
 /// the anon matrix.
 #[test]
