@@ -157,7 +157,10 @@ fn a_large_folio_with_one_page_left_is_copied_not_reused() {
 fn dontfork_and_wipeonfork_ranges() {
     check(
         "enabled=never",
-        "mmap keep 64K\nmmap gone 64K\nmmap wiped 64K\ntouch keep write\ntouch gone write\ntouch wiped write\nmadvise gone dontfork\nmadvise wiped wipeonfork\nfork c {\n  touch wiped[0+32K] read\n  touch wiped[32K+32K] write\n}\ntouch wiped write\ntouch gone write\ntouch keep write\n",
+        "mmap keep 64K\nmmap gone 64K\nmmap wiped 64K\ntouch keep write\ntouch gone write\ntouch wiped write\n\
+         madvise gone dontfork\nmadvise wiped wipeonfork\n\
+         fork c {\n  touch wiped[0+32K] read\n  touch wiped[32K+32K] write\n}\n\
+         touch wiped write\ntouch gone write\ntouch keep write\n",
         expect![[r#"
             main: minflt 64 Rss 192 kB AnonHugePages 0 kB cow_copied 16 cow_reused 0
               4kB: 48 (pmd 0 pte 48 partial 0)
