@@ -66,7 +66,7 @@ fn fork_bgsave_copies_what_the_parent_writes_while_the_saver_lives() {
 }
 
 #[test]
-fn fork_workloads_match_the_live_kernel_in_every_setting_of_both_matrices() {
+fn fork_workloads_match_the_live_kernel_in_every_setting() {
     if let Some(why) = skip_reason() {
         eprintln!("skipped: {why}");
         return;
