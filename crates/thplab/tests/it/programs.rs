@@ -91,6 +91,7 @@ fn check_program(
     before_each: &dyn Fn(),
     driver: Option<&(dyn Fn(Arc<AtomicBool>) + Sync)>,
     known_gaps: &[(&str, &str)],
+    extra_knobs: &[&str],
 ) {
     let _x = exclusive();
     let knobs_before = knobs();
@@ -137,7 +138,10 @@ fn check_program(
     let mut failures = Vec::new();
     let mut gaps = Vec::new();
     println!("{name}: recorded in {rec_secs:.3} s ({} events, {} lost)", rec.events.len(), rec.header.lost_events);
-    for (label, s) in settings() {
+    for (label, mut s) in settings() {
+        for k in extra_knobs {
+            s.apply_assignment(k).expect("valid knob");
+        }
         let failures = match known_gaps.iter().find(|g| g.0 == label) {
             Some(_) => &mut gaps,
             None => &mut failures,
@@ -221,7 +225,7 @@ fn python_dict_model_matches_live() {
         return;
     };
     let argv = vec![py, "-c".into(), "d = {i: str(i) for i in range(2_000_000)}".into()];
-    check_program("python3-dict", &argv, &|| {}, None, &[]);
+    check_program("python3-dict", &argv, &|| {}, None, &[], &[]);
 }
 
 const SQLITE_DB: &str = "/tmp/thplab-test-sqlite.db";
@@ -245,7 +249,7 @@ fn sqlite_insert_model_matches_live() {
             let _ = std::fs::remove_file(format!("{SQLITE_DB}{ext}"));
         }
     };
-    check_program("sqlite3-insert", &argv, &fresh, None, &[]);
+    check_program("sqlite3-insert", &argv, &fresh, None, &[], &[]);
     fresh();
 }
 
@@ -314,7 +318,7 @@ fn redis_benchmark_model_matches_live() {
     // Regression: redis's four thread stacks are mmapped with MAP_STACK, which the kernel turns
     // into VM_NOHUGEPAGE (include/linux/mman.h: calc_vm_flag_bits); the replay once gave them a
     // PMD THP and 64 KiB folios.
-    check_program("redis-server", &argv, &fresh, Some(&drive), &[]);
+    check_program("redis-server", &argv, &fresh, Some(&drive), &[], &[]);
 }
 
 /// SETs, a BGSAVE (the server forks a child that writes the snapshot to `dir`) waited for
@@ -330,7 +334,7 @@ fn redis_bgsave_driver(stop: Arc<AtomicBool>, bench: &str, cli: &str) {
         let quiet = |c: &mut Command| {
             let _ = c.stdout(Stdio::null()).stderr(Stdio::null()).status();
         };
-        quiet(Command::new(bench).args(["-s", REDIS_SOCK, "-c", "1", "-n", "50000", "-r", "50000", "-q", "-t", "set"]));
+        quiet(Command::new(bench).args(["-s", REDIS_SOCK, "-c", "1", "-n", "20000", "-r", "20000", "-q", "-t", "set"]));
         quiet(Command::new(cli).args(["-s", REDIS_SOCK, "bgsave"]));
         // Wait until the child has written the snapshot and exited.
         while Instant::now() < deadline {
@@ -344,7 +348,7 @@ fn redis_bgsave_driver(stop: Arc<AtomicBool>, bench: &str, cli: &str) {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        quiet(Command::new(bench).args(["-s", REDIS_SOCK, "-c", "1", "-n", "50000", "-r", "100000", "-q", "-t", "set,get"]));
+        quiet(Command::new(bench).args(["-s", REDIS_SOCK, "-c", "1", "-n", "20000", "-r", "40000", "-q", "-t", "set,get"]));
         quiet(Command::new(cli).args(["-s", REDIS_SOCK, "shutdown", "nosave"]));
         while Path::new(REDIS_SOCK).exists() && !stop.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(10));
@@ -367,7 +371,8 @@ fn redis_bgsave_model_matches_live() {
         println!("skipped: no redis-server/redis-benchmark/redis-cli (.ci/run installs them)");
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    // The snapshot goes to a tmpfs: its fsync on a disk made a run take seconds more.
+    let dir = tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir()).unwrap();
     let d = dir.path().to_str().unwrap().to_string();
     let argv: Vec<String> = [
         server.as_str(),
@@ -394,7 +399,10 @@ fn redis_bgsave_model_matches_live() {
         let _ = std::fs::remove_file(dir.path().join("dump.rdb"));
     };
     let drive = |stop: Arc<AtomicBool>| redis_bgsave_driver(stop, &bench, &cli);
-    check_program("redis-server (BGSAVE)", &argv, &fresh, Some(&drive), &[]);
+    // A loaded machine stretches the live runs past khugepaged's 10 s sleep, and the daemon
+    // (not replayed, issue #10) then collapses the ranges the fork split back into THPs: it
+    // sleeps 10 minutes here, in the live runs and in the model alike.
+    check_program("redis-server (BGSAVE)", &argv, &fresh, Some(&drive), &[], &["khugepaged/scan_sleep_millisecs=600000"]);
 }
 
 /// The anon matrix of `thplab compare --matrix` (crates/thplab/src/compare.rs: `matrix`).
