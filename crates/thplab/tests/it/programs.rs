@@ -324,7 +324,7 @@ fn redis_benchmark_model_matches_live() {
 /// SETs, a BGSAVE (the server forks a child that writes the snapshot to `dir`) waited for
 /// while nothing writes, then SETs and GETs again (the parent's own pages once more), and
 /// shutdown.
-fn redis_bgsave_driver(stop: Arc<AtomicBool>, bench: &str, cli: &str) {
+fn redis_bgsave_driver(stop: Arc<AtomicBool>, bench: &str, cli: &str, dir: &Path) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
         if UnixStream::connect(REDIS_SOCK).is_err() {
@@ -336,7 +336,13 @@ fn redis_bgsave_driver(stop: Arc<AtomicBool>, bench: &str, cli: &str) {
         };
         quiet(Command::new(bench).args(["-s", REDIS_SOCK, "-c", "1", "-n", "20000", "-r", "20000", "-q", "-t", "set"]));
         quiet(Command::new(cli).args(["-s", REDIS_SOCK, "bgsave"]));
-        // Wait until the child has written the snapshot and exited.
+        // Wait for the snapshot file without talking to the server: every request it serves
+        // while the child lives writes pages the child shares, and how many depends on timing.
+        while !dir.join("dump.rdb").exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        // Then until the server has seen the child exit.
         while Instant::now() < deadline {
             let out = Command::new(cli).args(["-s", REDIS_SOCK, "info", "persistence"]).output();
             let done = out.is_ok_and(|o| {
@@ -398,7 +404,7 @@ fn redis_bgsave_model_matches_live() {
         let _ = std::fs::remove_file(REDIS_SOCK);
         let _ = std::fs::remove_file(dir.path().join("dump.rdb"));
     };
-    let drive = |stop: Arc<AtomicBool>| redis_bgsave_driver(stop, &bench, &cli);
+    let drive = |stop: Arc<AtomicBool>| redis_bgsave_driver(stop, &bench, &cli, dir.path());
     // A loaded machine stretches the live runs past khugepaged's 10 s sleep, and the daemon
     // (not replayed, issue #10) then collapses the ranges the fork split back into THPs: it
     // sleeps 10 minutes here, in the live runs and in the model alike.
