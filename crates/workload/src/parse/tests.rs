@@ -56,7 +56,11 @@ fn touch_plans_visit_the_same_pages_in_each_order() {
 
 #[test]
 fn errors_name_file_line_and_what_is_valid() {
-    assert_eq!(err("mmap a 1M\n\nfrobnicate a"), "w.thpw:3: unknown operation 'frobnicate'; valid: mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, in, exit, wait");
+    assert_eq!(
+        err("mmap a 1M\n\nfrobnicate a"),
+        "w.thpw:3: unknown operation 'frobnicate'; valid: mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, \
+         read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, in, exit, wait"
+    );
     assert_eq!(err("touch a write"), "w.thpw:1: unknown region 'a'; declared so far: none (declare one with mmap)");
     assert_eq!(err("mmap a 1Q"), "w.thpw:1: invalid size '1Q'; write a number with an optional unit K, M, G, T (4K, 2M, 1G, 1T)");
     assert_eq!(err("mmap a 1M\nmadvise a huge"), "w.thpw:2: unknown advice 'huge'; valid: hugepage, nohugepage, dontneed, collapse, free, populate_read, populate_write, dontfork, dofork, wipeonfork, keeponfork");
