@@ -843,7 +843,6 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
     let multi = spec.procs > 1;
     let turns = if multi { Turns::new(spec.procs)? } else { Turns::default() };
     let mut pids = vec![0i32; spec.procs];
-    let exits_by_op: Vec<bool> = (0..spec.procs).map(|p| spec.ops.iter().any(|o| o.proc == p && o.kind == ExecKind::Exit)).collect();
     let n_ops = prepared.len();
     let mut watch = MainWatch {
         pidfds: vec![-1; spec.procs],
@@ -1054,7 +1053,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
     // Children still running report their counts (each acknowledges), before main's 'done'.
     if multi {
         for p in 1..spec.procs {
-            if pids[p] > 0 && !exits_by_op[p] {
+            if pids[p] > 0 && watch.exit_op[p].is_none() {
                 turns.pass(p, TOKEN_END);
                 turns.main_wait(&mut watch, &spec);
             }
@@ -1075,7 +1074,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
     }
     if multi {
         for p in 1..spec.procs {
-            if pids[p] > 0 && !exits_by_op[p] {
+            if pids[p] > 0 && watch.exit_op[p].is_none() {
                 turns.pass(p, TOKEN_QUIT);
                 turns.wait_child(pids[p]);
             }

@@ -386,8 +386,8 @@ impl Kernel {
         let mut none_or_zero = 0;
         let mut referenced = 0;
         let mut shared = 0;
-        let ptes: Vec<crate::pgtable::Pte> = self.mm.pt.all_ptes(idx).collect();
-        for e in ptes {
+        for i in 0..512 {
+            let e = self.mm.pt.pte(idx, i);
             if e == 0 || e & PTE_ZERO != 0 {
                 none_or_zero += 1;
                 if cc.is_khugepaged && none_or_zero > ks.max_ptes_none {

@@ -383,7 +383,7 @@ impl Kernel {
         } else if write && e & PTE_WRITE == 0 {
             if e & PTE_ZERO != 0 {
                 info.wp_zero = true;
-                self.wp_page_copy(&mut vma, va, idx)
+                self.wp_page_copy(&mut vma, va, idx, None)
             } else {
                 self.do_wp_page(&mut vma, va, idx, e, &mut info)
             }
@@ -474,16 +474,24 @@ impl Kernel {
         self.alloc_folio(Order::BASE, true)
     }
 
-    /// `wp_page_copy` of the zero page: a fresh order-0 page replaces the zero-page PTE.
-    fn wp_page_copy(&mut self, vma: &mut Vma, va: Vaddr, idx: u32) -> Access {
+    /// `wp_page_copy`: a fresh order-0 page replaces the PTE. `old` is the anon page it copies
+    /// (head, page), which loses this mapping; `None` for the zero page, whose copy adds to
+    /// MM_ANONPAGES.
+    fn wp_page_copy(&mut self, vma: &mut Vma, va: Vaddr, idx: u32, old: Option<(Pfn, Pfn)>) -> Access {
         self.anon_vma_prepare(vma);
         let Some(page) = self.alloc_folio(Order::BASE, true) else { return Access::Oom };
         self.mm.pt.set_pte(idx, va.pte_index(), mk_pte(page, PTE_WRITE | PTE_DIRTY | PTE_YOUNG));
         // ptep_clear_flush of the old entry.
         self.flush_tlb_range(va.0 & !(PAGE_SIZE - 1), (va.0 & !(PAGE_SIZE - 1)) + PAGE_SIZE);
         self.rmap_add_ptes(page, page, 1);
-        self.mm.stats.anon_rss_pages += 1;
         self.touch_page(page);
+        match old {
+            Some((head, old_page)) => {
+                self.folio_remove_rmap_ptes(head, old_page, 1);
+                self.mm.stats.cow_copied += 1;
+            }
+            None => self.mm.stats.anon_rss_pages += 1,
+        }
         Access::Fault
     }
 
@@ -502,16 +510,7 @@ impl Kernel {
             return Access::Fault;
         }
         info.wp_copy = true;
-        self.anon_vma_prepare(vma);
-        let Some(new) = self.alloc_folio(Order::BASE, true) else { return Access::Oom };
-        self.mm.pt.set_pte(idx, va.pte_index(), mk_pte(new, PTE_WRITE | PTE_DIRTY | PTE_YOUNG));
-        // ptep_clear_flush of the old entry, then the old page loses this mapping.
-        self.flush_tlb_range(va.0 & !(PAGE_SIZE - 1), (va.0 & !(PAGE_SIZE - 1)) + PAGE_SIZE);
-        self.rmap_add_ptes(new, new, 1);
-        self.touch_page(new);
-        self.folio_remove_rmap_ptes(head, page, 1);
-        self.mm.stats.cow_copied += 1;
-        Access::Fault
+        self.wp_page_copy(vma, va, idx, Some((head, page)))
     }
 
     /// Record, for every size the settings enable above the one this fault got, why not.
