@@ -625,33 +625,30 @@ impl<'a> Replay<'a> {
     /// `fork` of `parent`'s mm for `child` (a process without CLONE_VM): the child's image is a
     /// copy of the parent's, fd table and placement state included.
     fn fork_image(&mut self, parent: u32, child: u32) -> Result<(), SimError> {
-        {
-            if let Some(pimg) = self.procs.get(&parent).and_then(|p| p.image.as_ref()) {
-                self.k.switch_mm(pimg.mm);
-                let (mm, _) = self.k.fork().map_err(|e| self.err(format!("fork of process {parent}: {} in the model", e.name())))?;
-                let pimg = self.procs.get(&parent).and_then(|p| p.image.as_ref()).expect("checked above");
-                self.stats.images += 1;
-                self.stats.forked_images += 1;
-                let img = Image {
-                    mm,
-                    pid: child,
-                    ordinal: self.stats.images - 1,
-                    exe: pimg.exe.clone(),
-                    stack: pimg.stack,
-                    brk_known: pimg.brk_known,
-                    populate_faults: 0,
-                    fds: pimg.fds.clone(),
-                    descs: pimg.descs.clone(),
-                    names: pimg.names.clone(),
-                    sbs: pimg.sbs.clone(),
-                    reloc: pimg.reloc.clone(),
-                    relocating: pimg.relocating,
-                };
-                self.k.switch_mm(mm);
-                crate::views::start_explaining(&mut self.k, self.explain);
-                self.procs.get_mut(&child).expect("child registered").image = Some(img);
-            }
-        }
+        let Some(pmm) = self.procs.get(&parent).and_then(|p| p.image.as_ref()).map(|i| i.mm) else { return Ok(()) };
+        self.k.switch_mm(pmm);
+        let (mm, _) = self.k.fork().map_err(|e| self.err(format!("fork of process {parent}: {} in the model", e.name())))?;
+        self.stats.images += 1;
+        self.stats.forked_images += 1;
+        let pimg = self.procs.get(&parent).and_then(|p| p.image.as_ref()).expect("checked above");
+        let img = Image {
+            mm,
+            pid: child,
+            ordinal: self.stats.images - 1,
+            exe: pimg.exe.clone(),
+            stack: pimg.stack,
+            brk_known: pimg.brk_known,
+            populate_faults: 0,
+            fds: pimg.fds.clone(),
+            descs: pimg.descs.clone(),
+            names: pimg.names.clone(),
+            sbs: pimg.sbs.clone(),
+            reloc: pimg.reloc.clone(),
+            relocating: pimg.relocating,
+        };
+        self.k.switch_mm(mm);
+        crate::views::start_explaining(&mut self.k, self.explain);
+        self.procs.get_mut(&child).expect("child registered").image = Some(img);
         Ok(())
     }
 

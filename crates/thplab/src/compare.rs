@@ -6,7 +6,8 @@ use std::io::{self, Write};
 
 use anyhow::{bail, Result};
 use uapi::result::size_sort_key;
-use uapi::{MthpStat, RunResult, ThpSettings};
+use uapi::result::ProcessStats;
+use uapi::{Census, MthpStat, RunResult, ThpSettings};
 
 /// How far model and live may differ before a row counts as a difference.
 #[derive(Clone, Debug)]
@@ -115,49 +116,12 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
         let differs = kind != RowKind::Informational && (m - l).abs() > t && !within_pct;
         out.push(Row { field, model: m, live: l, kind, differs });
     };
-    push("minflt".into(), model.process.minflt as i64, live.process.minflt as i64, RowKind::Process, (tol.minflt, tol.minflt_pct));
-    push("Rss (kB)".into(), (model.process.rss_bytes / 1024) as i64, (live.process.rss_bytes / 1024) as i64, RowKind::Process, (tol.census * 4, tol.census_pct));
-    push("AnonHugePages (kB)".into(), (model.process.anon_huge_bytes / 1024) as i64, (live.process.anon_huge_bytes / 1024) as i64, RowKind::Process, (tol.census * 2048, tol.census_pct));
-    let mut sizes: Vec<&String> = model.census.sizes.keys().chain(live.census.sizes.keys()).collect::<BTreeSet<_>>().into_iter().collect();
-    sizes.sort_by_key(|s| size_sort_key(s));
-    for s in sizes {
-        let m = model.census.sizes.get(s).copied().unwrap_or_default();
-        let l = live.census.sizes.get(s).copied().unwrap_or_default();
-        let folios_tol = if s == "4kB" { (tol.census, tol.census_pct) } else { (tol.folios.unwrap_or(tol.census), tol.folios_pct) };
-        push(format!("census {s} folios"), m.folios as i64, l.folios as i64, RowKind::Process, folios_tol);
-        push(format!("census {s} pmd-mapped"), m.pmd_mapped as i64, l.pmd_mapped as i64, RowKind::Process, (tol.census, tol.census_pct));
-        push(format!("census {s} pte-mapped"), m.pte_mapped as i64, l.pte_mapped as i64, RowKind::Process, (tol.census, tol.census_pct));
-        push(format!("census {s} partially-mapped"), m.partially_mapped as i64, l.partially_mapped as i64, RowKind::Process, (tol.census, tol.census_pct));
-    }
-    push("census zero-page PTEs".into(), model.census.zero_page_ptes as i64, live.census.zero_page_ptes as i64, RowKind::Process, (tol.census, tol.census_pct));
-    push("census huge-zero PMDs".into(), model.census.huge_zero_pmds as i64, live.census.huge_zero_pmds as i64, RowKind::Process, (tol.census, tol.census_pct));
+    process_rows(&mut push, tol, "", (&model.process, &model.census), (&live.process, &live.census), None);
     // A workload that forks: every other process, by name (main is the rows above).
     for mp in model.processes.iter().skip(1) {
         let lp = live.processes.iter().find(|p| p.name == mp.name).cloned().unwrap_or_default();
-        let n = &mp.name;
-        push(format!("{n}: minflt"), mp.process.minflt as i64, lp.process.minflt as i64, RowKind::Process, (tol.minflt, tol.minflt_pct));
-        push(format!("{n}: exited"), mp.exited as i64, lp.exited as i64, RowKind::Process, (0, 0.0));
-        push(format!("{n}: Rss (kB)"), (mp.process.rss_bytes / 1024) as i64, (lp.process.rss_bytes / 1024) as i64, RowKind::Process, (tol.census * 4, tol.census_pct));
-        push(
-            format!("{n}: AnonHugePages (kB)"),
-            (mp.process.anon_huge_bytes / 1024) as i64,
-            (lp.process.anon_huge_bytes / 1024) as i64,
-            RowKind::Process,
-            (tol.census * 2048, tol.census_pct),
-        );
-        let mut sizes: Vec<&String> = mp.census.sizes.keys().chain(lp.census.sizes.keys()).collect::<BTreeSet<_>>().into_iter().collect();
-        sizes.sort_by_key(|s| size_sort_key(s));
-        for s in sizes {
-            let m = mp.census.sizes.get(s).copied().unwrap_or_default();
-            let l = lp.census.sizes.get(s).copied().unwrap_or_default();
-            let folios_tol = if s == "4kB" { (tol.census, tol.census_pct) } else { (tol.folios.unwrap_or(tol.census), tol.folios_pct) };
-            push(format!("{n}: census {s} folios"), m.folios as i64, l.folios as i64, RowKind::Process, folios_tol);
-            push(format!("{n}: census {s} pmd-mapped"), m.pmd_mapped as i64, l.pmd_mapped as i64, RowKind::Process, (tol.census, tol.census_pct));
-            push(format!("{n}: census {s} pte-mapped"), m.pte_mapped as i64, l.pte_mapped as i64, RowKind::Process, (tol.census, tol.census_pct));
-            push(format!("{n}: census {s} partially-mapped"), m.partially_mapped as i64, l.partially_mapped as i64, RowKind::Process, (tol.census, tol.census_pct));
-        }
-        push(format!("{n}: census zero-page PTEs"), mp.census.zero_page_ptes as i64, lp.census.zero_page_ptes as i64, RowKind::Process, (tol.census, tol.census_pct));
-        push(format!("{n}: census huge-zero PMDs"), mp.census.huge_zero_pmds as i64, lp.census.huge_zero_pmds as i64, RowKind::Process, (tol.census, tol.census_pct));
+        let prefix = format!("{}: ", mp.name);
+        process_rows(&mut push, tol, &prefix, (&mp.process, &mp.census), (&lp.process, &lp.census), Some((mp.exited, lp.exited)));
     }
     let mut dirs: Vec<&String> = model.mthp.keys().collect();
     dirs.sort_by_key(|d| size_sort_key(d));
@@ -192,6 +156,44 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
         }
     }
     out
+}
+
+/// One process's rows, each field named after `prefix` (empty for main): minflt, whether it
+/// exited (processes of a workload that forks), Rss, AnonHugePages and the census.
+fn process_rows(
+    push: &mut impl FnMut(String, i64, i64, RowKind, (i64, f64)),
+    tol: &Tolerance,
+    prefix: &str,
+    (mp, mc): (&ProcessStats, &Census),
+    (lp, lc): (&ProcessStats, &Census),
+    exited: Option<(bool, bool)>,
+) {
+    let census_tol = (tol.census, tol.census_pct);
+    push(format!("{prefix}minflt"), mp.minflt as i64, lp.minflt as i64, RowKind::Process, (tol.minflt, tol.minflt_pct));
+    if let Some((m, l)) = exited {
+        push(format!("{prefix}exited"), m as i64, l as i64, RowKind::Process, (0, 0.0));
+    }
+    push(format!("{prefix}Rss (kB)"), (mp.rss_bytes / 1024) as i64, (lp.rss_bytes / 1024) as i64, RowKind::Process, (tol.census * 4, tol.census_pct));
+    push(
+        format!("{prefix}AnonHugePages (kB)"),
+        (mp.anon_huge_bytes / 1024) as i64,
+        (lp.anon_huge_bytes / 1024) as i64,
+        RowKind::Process,
+        (tol.census * 2048, tol.census_pct),
+    );
+    let mut sizes: Vec<&String> = mc.sizes.keys().chain(lc.sizes.keys()).collect::<BTreeSet<_>>().into_iter().collect();
+    sizes.sort_by_key(|s| size_sort_key(s));
+    for s in sizes {
+        let m = mc.sizes.get(s).copied().unwrap_or_default();
+        let l = lc.sizes.get(s).copied().unwrap_or_default();
+        let folios_tol = if s == "4kB" { census_tol } else { (tol.folios.unwrap_or(tol.census), tol.folios_pct) };
+        push(format!("{prefix}census {s} folios"), m.folios as i64, l.folios as i64, RowKind::Process, folios_tol);
+        push(format!("{prefix}census {s} pmd-mapped"), m.pmd_mapped as i64, l.pmd_mapped as i64, RowKind::Process, census_tol);
+        push(format!("{prefix}census {s} pte-mapped"), m.pte_mapped as i64, l.pte_mapped as i64, RowKind::Process, census_tol);
+        push(format!("{prefix}census {s} partially-mapped"), m.partially_mapped as i64, l.partially_mapped as i64, RowKind::Process, census_tol);
+    }
+    push(format!("{prefix}census zero-page PTEs"), mc.zero_page_ptes as i64, lc.zero_page_ptes as i64, RowKind::Process, census_tol);
+    push(format!("{prefix}census huge-zero PMDs"), mc.huge_zero_pmds as i64, lc.huge_zero_pmds as i64, RowKind::Process, census_tol);
 }
 
 /// Whether every differing row is a system-wide counter (others' activity can explain it).
