@@ -525,20 +525,17 @@ impl Kernel {
                 }
                 prev_end = v.end;
             }
-            let mut addr = s;
-            while addr < e {
-                let va = Vaddr(addr);
-                let Some(t) = self.mm.pt.pmd_table_ro(va) else {
-                    addr = (addr & !(PUD_SIZE - 1)) + PUD_SIZE;
-                    continue;
-                };
-                let slot = ((addr % PUD_SIZE) / PMD_SIZE) as usize;
-                if !slots_done.insert(addr) {
+            // Only the 1 GiB blocks that have a PMD table.
+            for (key, t) in self.mm.pt.puds_in(s / PUD_SIZE, (e - 1) / PUD_SIZE) {
+                let gib = key * PUD_SIZE;
+                let mut addr = s.max(gib);
+                while addr < e.min(gib + PUD_SIZE) {
+                    let slot = ((addr % PUD_SIZE) / PMD_SIZE) as usize;
+                    if slots_done.insert(addr) {
+                        self.check_pmd_slot(t, slot, addr, &mut pte_seen, &mut pmd_seen, &mut heads)?;
+                    }
                     addr += PMD_SIZE;
-                    continue;
                 }
-                self.check_pmd_slot(t, slot, addr, &mut pte_seen, &mut pmd_seen, &mut heads)?;
-                addr += PMD_SIZE;
             }
         }
         for &head in heads.keys() {

@@ -599,7 +599,11 @@ impl Kernel {
         while addr < end {
             let va = Vaddr(addr);
             let Some(t) = self.mm.pt.pmd_table(va) else {
-                addr = ((addr >> PUD_SHIFT) + 1) << PUD_SHIFT;
+                // The next 1 GiB block that has a PMD table (empty upper levels are skipped).
+                match self.mm.pt.puds_in((addr >> PUD_SHIFT) + 1, (end - 1) >> PUD_SHIFT).first() {
+                    Some(&(key, _)) => addr = key << PUD_SHIFT,
+                    None => break,
+                }
                 continue;
             };
             let pmd_end = (va.align_down(Order::PMD).0 + PMD_SIZE).min(end);
@@ -707,10 +711,16 @@ impl Kernel {
     /// `free_pgd_range` after munmap: free PTE tables whose 2 MiB no VMA covers any more, and
     /// PMD tables whose 1 GiB no VMA covers.
     pub(crate) fn free_pgtables(&mut self, start: u64, end: u64) {
-        let mut block = start & !(PMD_SIZE - 1);
-        while block < end {
-            let va = Vaddr(block);
-            if let Some(t) = self.mm.pt.pmd_table(va) {
+        if start >= end {
+            return;
+        }
+        // free_pgd_range: only the PMD tables that exist are visited (empty upper levels are
+        // skipped), so unmapping a span of terabytes costs what its tables cost.
+        for (key, t) in self.mm.pt.puds_in(start >> PUD_SHIFT, (end - 1) >> PUD_SHIFT) {
+            let gib = key << PUD_SHIFT;
+            let mut block = start.max(gib) & !(PMD_SIZE - 1);
+            while block < end.min(gib + PUD_SIZE) {
+                let va = Vaddr(block);
                 if let Pmd::Table(idx) = self.mm.pt.pmd(t, va) {
                     if self.mm.vmas.intersecting(block, block + PMD_SIZE).is_empty() {
                         debug_assert!(self.mm.pt.ptes_none(idx, 0..512));
@@ -718,19 +728,13 @@ impl Kernel {
                         self.free_pgtable(idx);
                     }
                 }
+                block += PMD_SIZE;
             }
-            block += PMD_SIZE;
-        }
-        let mut gib = start & !(PUD_SIZE - 1);
-        while gib < end {
-            if let Some(t) = self.mm.pt.pmd_table_ro(Vaddr(gib)) {
-                let empty = (0..512u64).all(|i| self.mm.pt.pmd(t, Vaddr(gib + i * PMD_SIZE)) == Pmd::None);
-                if empty && self.mm.vmas.intersecting(gib, gib + PUD_SIZE).is_empty() {
-                    let frame = self.mm.pt.remove_pmd_table(gib >> PUD_SHIFT);
-                    self.free_pgtable_frame(frame);
-                }
+            let empty = (0..512u64).all(|i| self.mm.pt.pmd(t, Vaddr(gib + i * PMD_SIZE)) == Pmd::None);
+            if empty && self.mm.vmas.intersecting(gib, gib + PUD_SIZE).is_empty() {
+                let frame = self.mm.pt.remove_pmd_table(key);
+                self.free_pgtable_frame(frame);
             }
-            gib += PUD_SIZE;
         }
     }
 }

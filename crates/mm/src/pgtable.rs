@@ -382,6 +382,16 @@ impl PageTables {
         self.puds.iter().map(|(k, v)| (*k, *v)).collect()
     }
 
+    /// The PUD keys (1 GiB indexes) from `first` to `last` that have a PMD table, with it: the
+    /// page-table walks skip empty upper levels (`pud_none_or_clear_bad`), so their cost follows
+    /// the tables that exist, not the span of addresses.
+    pub fn puds_in(&self, first: u64, last: u64) -> Vec<(u64, u32)> {
+        if first > last {
+            return Vec::new();
+        }
+        self.puds.range(first..=last).map(|(k, v)| (*k, *v)).collect()
+    }
+
 
 
     pub fn deposited(&self, table: u32, slot: usize) -> u32 {

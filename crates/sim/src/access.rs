@@ -95,8 +95,8 @@ pub(crate) fn tlb_translation(addr: u64, t: &mm::tlbflush::Translation) -> Trans
 
 impl Sim<'_> {
     fn apply_flushes(&mut self) {
-        if self.k.tlb_flush_pending() {
-            let flushes = self.k.take_tlb_flushes();
+        if self.m.tlb_flush_pending() {
+            let flushes = self.m.kernel_mut().take_tlb_flushes();
             if let Some(run) = self.tlb.as_mut() {
                 for (s, e) in flushes {
                     run.tlb.flush_range(s, e - s);
@@ -119,13 +119,13 @@ impl Sim<'_> {
         for (off, write) in AccessPlan::new(a, rlen) {
             let addr = base + off;
             self.apply_flushes();
-            let outcome = self.k.access(addr, write);
+            let outcome = self.step(crate::driver::Step::Access { addr, write }).access();
             if !matches!(outcome, Access::Hit | Access::Fault) {
                 return Err(self.access_error(line, addr, write, outcome));
             }
             self.apply_flushes();
             writes += write as u64;
-            if let Some(t) = self.k.translation(addr) {
+            if let Some(t) = self.m.translation(addr) {
                 let tr = tlb_translation(addr, &t);
                 self.tlb.as_mut().unwrap().tlb.access(&tr);
             }

@@ -12,6 +12,8 @@ use mm::mmap::{prot_to_vm, MapBacking, MmapPlacement};
 use mm::shmem::{SbHuge, DEV_SHM, SHM_MNT};
 use mm::vmstat::FallbackReason;
 use mm::{Access, BootParams, Errno, Kernel};
+
+use driver::{Machine, Outcome, Step};
 use mm_types::{Order, PMD_ORDER};
 use uapi::counters::sysfs_orders;
 use uapi::result::RegionPlacement;
@@ -160,35 +162,34 @@ pub fn run_with(
     };
     let mut k = Kernel::boot(&params, settings);
     views::start_explaining(&mut k, opts.explain);
+    let main = k.current_mm();
     let mut sim = Sim {
         w: workload,
-        k: &mut k,
+        m: Machine::new(k),
         regions: vec![None; workload.regions.len()],
         mounts: vec![0; workload.mounts.len()],
         inodes: vec![None; workload.files.len()],
         calls: Vec::new(),
         done: 0,
         total: workload.touched_pages(),
-        clock_ns: 0,
-        khugepaged: daemons::Khugepaged::default(),
         tlb: None,
         io: None,
         mms: vec![None; workload.procs.len()],
+        mm: main,
     };
-    sim.mms[0] = Some(sim.k.current_mm());
+    sim.mms[0] = Some(main);
     let has_access = workload.ops.iter().any(|op| matches!(op.kind, OpKind::Access(_)));
     if has_access || opts.tlb.is_some() {
         let (cpu, paging) = opts.tlb.unwrap_or((&tlb::presets::ZEN4, tlb::Paging::Native));
-        sim.k.set_tlb_observer(true);
+        sim.m.kernel_mut().set_tlb_observer(true);
         sim.tlb = Some(access::TlbRun::new(cpu, paging, workload.regions.len()));
     }
     for op in &workload.ops {
-        let mm = sim.mms[op.proc.0 as usize].expect("the parser lets only forked processes run");
-        sim.k.switch_mm(mm);
+        sim.mm = sim.mms[op.proc.0 as usize].expect("the parser lets only forked processes run");
+        sim.m.switch_mm(sim.mm);
         sim.op(op, opts)?;
-        sim.khugepaged.after_op(sim.k, sim.clock_ns);
         if opts.check_invariants {
-            sim.k.check_invariants().map_err(|m| sim.err(op.line, format!("model invariant broken: {m}")))?;
+            sim.m.check(None).map_err(|m| sim.err(op.line, format!("model invariant broken: {m}")))?;
         }
     }
     let regions = sim.regions.clone();
@@ -196,6 +197,7 @@ pub fn run_with(
     let tlb_run = sim.tlb.take();
     let io = sim.io.take();
     let mms = std::mem::take(&mut sim.mms);
+    let mut k = sim.m.into_kernel();
     let ranges: Vec<(u64, u64)> = regions.iter().flatten().map(|&(s, l)| (s, s + l)).collect();
     let processes: Vec<uapi::result::ProcResult> = if workload.forks() {
         workload.procs.iter().zip(&mms).map(|(p, mm)| proc_result(&mut k, &p.name, mm.expect("every declared process is forked"), &ranges)).collect()
@@ -212,7 +214,8 @@ pub fn run_with(
 
 struct Sim<'a> {
     w: &'a Workload,
-    k: &'a mut Kernel,
+    /// The machine every statement runs on, as steps of the statement's process.
+    m: Machine,
     /// (start, len) of each region once mapped.
     regions: Vec<Option<(u64, u64)>>,
     /// The model's mount of each declared tmpfs.
@@ -222,20 +225,24 @@ struct Sim<'a> {
     calls: Vec<CallResult>,
     done: u64,
     total: u64,
-    /// The simulated clock: moved by `sleep`.
-    clock_ns: u64,
-    khugepaged: daemons::Khugepaged,
     /// The TLB model, when the run has one.
     tlb: Option<access::TlbRun>,
     /// What the `read_direct` statements pinned.
     io: Option<uapi::result::IoResult>,
     /// The mm of each workload process, once forked.
     mms: Vec<Option<mm::MmId>>,
+    /// The mm of the statement being run.
+    mm: mm::MmId,
 }
 
 impl Sim<'_> {
     fn err(&self, line: usize, message: String) -> SimError {
         SimError { source_name: self.w.source.clone(), line, message, record: None }
+    }
+
+    /// Run one step in the statement's process.
+    fn step(&mut self, step: Step) -> Outcome {
+        self.m.step(self.mm, step)
     }
 
     fn region(&self, line: usize, id: workload::RegionId) -> Result<(u64, u64), SimError> {
@@ -269,7 +276,7 @@ impl Sim<'_> {
         match &op.kind {
             OpKind::Mount(m) => {
                 let huge = sb_huge(self.w.mount(*m).huge);
-                self.mounts[m.0 as usize] = self.k.shmem_mount(huge);
+                self.mounts[m.0 as usize] = self.step(Step::ShmemMount(huge)).mounted();
                 self.call(line, "mount(tmpfs)".into(), Ok(()));
             }
             OpKind::Create(f) => {
@@ -278,25 +285,25 @@ impl Sim<'_> {
                     FileKind::PosixShm { mount } => (mount.map_or(DEV_SHM, |m| self.mounts[m.0 as usize]), true, "shm_open"),
                     FileKind::Tmpfs { mount } => (self.mounts[mount.0 as usize], true, "open"),
                 };
-                self.inodes[f.0 as usize] = Some(self.k.shmem_create(sb, linked));
+                self.inodes[f.0 as usize] = Some(self.step(Step::ShmemCreate { sb, linked }).created());
                 self.call(line, call.into(), Ok(()));
             }
             OpKind::Ftruncate { file, size } => {
                 let ino = self.inode(line, *file)?;
-                let r = self.k.shmem_ftruncate(ino, *size);
+                let r = self.step(Step::Ftruncate { ino, size: *size }).ret();
                 let r = self.not_modelled(line, r, "shrinking a file that has pages cached")?;
                 self.call(line, "ftruncate".into(), r);
             }
             OpKind::Fallocate { file, offset, len } => {
                 let ino = self.inode(line, *file)?;
-                let r = self.k.shmem_fallocate(ino, *offset, *len);
+                let r = self.step(Step::Fallocate { ino, offset: *offset, len: *len, keep_size: false }).ret();
                 self.call(line, "fallocate".into(), r);
             }
             OpKind::Write { file, offset, len, chunk } => {
                 let ino = self.inode(line, *file)?;
-                let r = workload::write_calls(*offset, *len, *chunk).try_for_each(|(o, l)| self.k.shmem_write(ino, o, l));
+                let r = workload::write_calls(*offset, *len, *chunk).try_for_each(|(offset, len)| self.step(Step::ShmemWrite { ino, offset, len }).ret());
                 if r == Err(Errno::ENOMEM) {
-                    return Err(self.err(line, format!("out of memory: {}", oom_report(&self.k))));
+                    return Err(self.err(line, format!("out of memory: {}", oom_report(&self.m))));
                 }
                 self.call(line, "pwrite".into(), r);
             }
@@ -314,8 +321,8 @@ impl Sim<'_> {
                     }
                 };
                 let addr = self
-                    .k
-                    .do_mmap_backed(*len, vm_prot(*prot), placement, backing)
+                    .step(Step::Mmap { len: *len, prot: vm_prot(*prot), placement, backing })
+                    .mapped()
                     .map_err(|e| self.err(line, format!("mmap of {len} bytes failed with {}", e.name())))?;
                 self.regions[region.0 as usize] = Some((addr, *len));
                 self.call(line, "mmap".into(), Ok(()));
@@ -324,7 +331,7 @@ impl Sim<'_> {
                 let (start, len) = self.region(line, range.region)?;
                 let mut ret = Ok(());
                 for (off, l) in range.pieces(len) {
-                    ret = ret.and(self.k.do_munmap(start + off, l));
+                    ret = ret.and(self.step(Step::Munmap { start: start + off, len: l }).ret());
                 }
                 self.call(line, "munmap".into(), ret);
             }
@@ -332,7 +339,7 @@ impl Sim<'_> {
                 let (start, len) = self.region(line, range.region)?;
                 let mut ret = Ok(());
                 for (off, l) in range.pieces(len) {
-                    let r = self.k.do_mprotect(start + off, l, vm_prot(*prot));
+                    let r = self.step(Step::Mprotect { start: start + off, len: l, prot: vm_prot(*prot) }).ret();
                     ret = ret.and(r);
                 }
                 self.call(line, format!("mprotect({prot})"), ret);
@@ -354,42 +361,42 @@ impl Sim<'_> {
                 };
                 let mut ret = Ok(());
                 for (off, l) in range.pieces(len) {
-                    let r = self.k.do_madvise(start + off, l, adv);
+                    let r = self.step(Step::Madvise { start: start + off, len: l, advice: adv }).ret();
                     ret = ret.and(r);
                 }
                 let ret = self.not_modelled(line, ret, "MADV_COLLAPSE of shared memory (collapse_file)")?;
                 self.call(line, format!("madvise({})", advice.word()), ret);
             }
             OpKind::Brk { delta } => {
-                let cur = self.k.brk_value();
+                let cur = self.m.brk_value();
                 let want = cur.checked_add_signed(*delta).unwrap_or(0);
-                let got = self.k.sys_brk(want);
+                let got = self.step(Step::Brk { to: want }).brk();
                 let heap = self.w.region_by_name(HEAP).expect("parser declares heap");
-                self.regions[heap.0 as usize] = Some((self.k.start_brk(), got - self.k.start_brk()));
+                self.regions[heap.0 as usize] = Some((self.m.start_brk(), got - self.m.start_brk()));
                 self.calls.push(CallResult { line, call: "brk".into(), ret: format!("{got:#x}") });
             }
             OpKind::Sleep { ns } => {
-                let until = self.clock_ns + ns;
-                self.khugepaged.run_until(self.k, until);
-                self.clock_ns = until;
+                self.step(Step::Sleep { ns: *ns });
             }
             OpKind::Prctl(form) => {
-                self.k.prctl_set_thp_disable(match form {
+                self.step(Step::Prctl(match form {
                     ThpDisable::Completely => MmThpDisable::Completely,
                     ThpDisable::ExceptAdvised => MmThpDisable::ExceptAdvised,
                     ThpDisable::Clear => MmThpDisable::Clear,
-                });
+                }));
                 self.call(line, "prctl(PR_SET_THP_DISABLE)".into(), Ok(()));
             }
             OpKind::Access(a) => self.access_stream(line, a)?,
-            OpKind::Fork(child) => match self.k.fork() {
+            OpKind::Fork(child) => match self.step(Step::Fork).forked() {
                 Ok((mm, _)) => {
                     self.mms[child.0 as usize] = Some(mm);
                     self.call(line, "fork".into(), Ok(()));
                 }
-                Err(_) => return Err(self.err(line, format!("fork failed: out of memory for the child's page tables: {}", oom_report(self.k)))),
+                Err(_) => return Err(self.err(line, format!("fork failed: out of memory for the child's page tables: {}", oom_report(&self.m)))),
             },
-            OpKind::Exit => self.k.exit_mm(),
+            OpKind::Exit => {
+                self.step(Step::Exit);
+            }
             OpKind::Wait(_) => self.call(line, "wait4".into(), Ok(())),
             OpKind::ReadDirect { range, block } => {
                 let (start, len) = self.region(line, range.region)?;
@@ -398,11 +405,12 @@ impl Sim<'_> {
                     let name = &self.w.region(range.region).name;
                     return Err(self.err(line, format!("read_direct runs past the end of region '{name}' ({len} bytes now)")));
                 }
-                let io = self.io.get_or_insert_with(Default::default);
+                self.io.get_or_insert_with(Default::default);
                 let mut ret = Ok(());
                 for (off, n) in workload::read_direct_calls(start + range.offset, rlen, *block) {
-                    match self.k.pin_user_pages_fast(off, n) {
+                    match self.step(Step::PinUserPages { start: off, len: n }).pinned() {
                         Ok(p) => {
+                            let io = self.io.as_mut().expect("set above");
                             io.direct_reads += 1;
                             io.bytes += n;
                             io.pinned_folios += p.folios;
@@ -411,7 +419,7 @@ impl Sim<'_> {
                             io.pin_faults += p.faults;
                         }
                         Err(Errno::ENOMEM) => {
-                            return Err(self.err(line, format!("out of memory: {}", oom_report(&self.k))));
+                            return Err(self.err(line, format!("out of memory: {}", oom_report(&self.m))));
                         }
                         Err(e) => {
                             ret = Err(e);
@@ -435,7 +443,7 @@ impl Sim<'_> {
                     let mut i = 0;
                     while i < n {
                         let step = (n - i).min(0x10000);
-                        let (done, outcome) = self.k.access_run(first + i * stride, step, stride, t.write);
+                        let (done, outcome) = self.step(Step::AccessRun { first: first + i * stride, n: step, stride, write: t.write }).run();
                         i += done;
                         if done < step || !matches!(outcome, Access::Hit | Access::Fault) {
                             let addr = first + (i - 1) * stride;
@@ -448,7 +456,7 @@ impl Sim<'_> {
                 let n = plan.len();
                 for i in 0..n {
                     let addr = plan.get(i);
-                    let outcome = self.k.access(addr, t.write);
+                    let outcome = self.step(Step::Access { addr, write: t.write }).access();
                     if !matches!(outcome, Access::Hit | Access::Fault) {
                         return Err(self.access_error(line, addr, t.write, outcome));
                     }
@@ -465,7 +473,7 @@ impl Sim<'_> {
     /// The error of an access that got neither a hit nor a fault.
     fn access_error(&self, line: usize, addr: u64, write: bool, outcome: Access) -> SimError {
         match outcome {
-            Access::Oom => self.err(line, format!("out of memory at {addr:#x}: {}", oom_report(&self.k))),
+            Access::Oom => self.err(line, format!("out of memory at {addr:#x}: {}", oom_report(&self.m))),
             Access::Sigbus => self.err(line, format!("access at {addr:#x} is beyond the end of the mapped file: the process would get SIGBUS (ftruncate it first)")),
             Access::Segv | Access::Hit | Access::Fault => {
                 let kind = if write { "write" } else { "read" };
@@ -723,6 +731,7 @@ pub fn run_recording_with(
 }
 
 pub mod daemons;
+pub mod driver;
 mod access;
 pub mod matrix;
 pub mod replay;

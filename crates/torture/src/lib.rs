@@ -19,7 +19,8 @@ use mm::gup::Populate;
 use mm::madvise::{Madvise, ThpDisable};
 use mm::mmap::{prot_to_vm, MapBacking, MmapPlacement};
 use mm::shmem::{SbHuge, SHM_MNT};
-use mm::{Access, BootParams, Kernel};
+use mm::{Access, BootParams, Kernel, MmId};
+use sim::driver::{Machine, Step};
 use mm_types::prng::Prng;
 use mm_types::{PAGE_SIZE, PMD_SIZE};
 use uapi::settings::{AnonEnabled, ShmemEnabled, ShmemSizeEnabled, TopEnabled};
@@ -101,13 +102,16 @@ pub fn run_seed(seed: u64, steps: u32, mut log: Option<&mut dyn FnMut(&str)>) ->
     if cfg.fragmented {
         k.fragment_memory();
     }
+    let mut cur = k.current_mm();
+    let mut m = Machine::new(k);
     if let Some(l) = log.as_mut() {
         l(&format!("seed {seed}: mem {} MiB, fragmented {}, settings: {}", cfg.mem_bytes >> 20, cfg.fragmented, cfg.settings.summary()));
     }
     let mut regions: Vec<Region> = Vec::new();
-    let mut prev = k.counters.clone();
+    let mut prev = m.counters.clone();
     for step in 0..steps {
-        let (op, check) = random_op(&mut rng, &mut k, &mut regions);
+        let (op, check) = random_op(&mut rng, &mut m, &mut cur, &mut regions);
+        m.switch_mm(cur);
         if let Some(l) = log.as_mut() {
             l(&format!("step {step}: {op}"));
         }
@@ -115,46 +119,45 @@ pub fn run_seed(seed: u64, steps: u32, mut log: Option<&mut dyn FnMut(&str)>) ->
         if let Err(m) = check {
             return Err(fail(m));
         }
-        k.check_invariants().map_err(fail)?;
+        m.check(None).map_err(fail)?;
         // The incremental check of `sim --check` over the whole address space must agree with
         // the full one: no state the full check accepts may fail it.
-        k.check_invariants_in(&[(0, mm_types::TASK_SIZE)]).map_err(|m| fail(format!("incremental check: {m}")))?;
+        m.check(Some(&[(0, mm_types::TASK_SIZE)])).map_err(|m| fail(format!("incremental check: {m}")))?;
         for e in VmEvent::ALL {
-            if k.counters.vm(*e) < prev.vm(*e) {
+            if m.counters.vm(*e) < prev.vm(*e) {
                 return Err(fail(format!("{} went down", e.name())));
             }
         }
         for order in 1..=9u8 {
             for s in MthpStat::ALL.iter().filter(|s| !s.is_gauge()) {
                 let o = mm_types::Order(order);
-                if k.counters.mthp(o, *s) < prev.mthp(o, *s) {
+                if m.counters.mthp(o, *s) < prev.mthp(o, *s) {
                     return Err(fail(format!("{}/{} went down", o.sysfs_dir(), s.name())));
                 }
             }
         }
-        let all: Vec<(u64, u64)> = k.vmas().map(|v| (v.start, v.end)).collect();
-        let census = k.census(&all);
-        let rss = (k.stats().anon_rss_pages + k.stats().shmem_rss_pages) * PAGE_SIZE;
+        let all: Vec<(u64, u64)> = m.vmas().map(|v| (v.start, v.end)).collect();
+        let census = m.census(&all);
+        let rss = (m.stats().anon_rss_pages + m.stats().shmem_rss_pages) * PAGE_SIZE;
         if census.rss_bytes != rss {
             return Err(fail(format!("census finds {} bytes, MM_ANONPAGES + MM_SHMEMPAGES say {rss}", census.rss_bytes)));
         }
-        prev = k.counters.clone();
+        prev = m.counters.clone();
     }
     // Every process exits: exit_mmap zaps every VMA; no anonymous folio may survive them.
     let fail = |message: String| Failure { seed, step: steps, op: "exit_mmap".into(), message };
-    for id in k.mm_ids().collect::<Vec<_>>() {
-        if k.mm_exited(id) {
+    for id in m.mm_ids().collect::<Vec<_>>() {
+        if m.mm_exited(id) {
             continue;
         }
-        k.switch_mm(id);
-        k.exit_mm();
-        k.check_invariants().map_err(fail)?;
-        if k.stats().anon_rss_pages != 0 || k.vmas().count() != 0 {
-            return Err(fail(format!("after exit_mmap of mm {}: {} anon pages mapped, {} VMAs", id.0, k.stats().anon_rss_pages, k.vmas().count())));
+        m.step(id, Step::Exit);
+        m.check(None).map_err(fail)?;
+        if m.stats().anon_rss_pages != 0 || m.vmas().count() != 0 {
+            return Err(fail(format!("after exit_mmap of mm {}: {} anon pages mapped, {} VMAs", id.0, m.stats().anon_rss_pages, m.vmas().count())));
         }
     }
     for order in 2..=9u8 {
-        let n = k.counters.mthp(mm_types::Order(order), MthpStat::NrAnon);
+        let n = m.counters.mthp(mm_types::Order(order), MthpStat::NrAnon);
         if n != 0 {
             return Err(fail(format!("after exit_mmap: hugepages order {order} nr_anon is {n}")));
         }
@@ -185,10 +188,10 @@ fn subrange(rng: &mut Prng, r: &Region) -> (u64, u64) {
 
 /// fork, exit and switches between mms (kernel/fork.c, mm/memory.c: copy_page_range; at most
 /// four live mms).
-fn process_op(rng: &mut Prng, k: &mut Kernel, regions: &[Region]) -> Option<(String, Result<(), String>)> {
-    let live: Vec<mm::MmId> = k.mm_ids().filter(|id| !k.mm_exited(*id)).collect();
+fn process_op(rng: &mut Prng, m: &mut Machine, cur: &mut MmId, regions: &[Region]) -> Option<(String, Result<(), String>)> {
+    let live: Vec<MmId> = m.mm_ids().filter(|id| !m.mm_exited(*id)).collect();
     if live.len() < 4 && rng.chance(1, 30) {
-        let parent = k.current_mm();
+        let parent = *cur;
         // A page the child will write: the parent's mapping of it must not change.
         let probe = (!regions.is_empty())
             .then(|| {
@@ -196,19 +199,18 @@ fn process_op(rng: &mut Prng, k: &mut Kernel, regions: &[Region]) -> Option<(Str
                 r.start + rng.below(r.len / PAGE_SIZE) * PAGE_SIZE
             })
             // Private anonymous memory only: a shared mapping's write is meant to be seen.
-            .filter(|a| k.vma_lookup(*a).is_some_and(|v| v.file == 0 && v.flags & mm::vma::vm::SHARED == 0));
-        let before = probe.and_then(|a| k.translation(a));
-        let (child, work) = match k.fork() {
+            .filter(|a| m.vma_lookup(*a).is_some_and(|v| v.file == 0 && v.flags & mm::vma::vm::SHARED == 0));
+        let before = probe.and_then(|a| m.translation(a));
+        let (child, work) = match m.step(parent, Step::Fork).forked() {
             Ok(c) => c,
             Err(e) => return Some((format!("fork = {}", e.name()), Ok(()))),
         };
         let mut op = format!("fork mm {} -> mm {}: {work:?}", parent.0, child.0);
         if let Some(a) = probe {
-            k.switch_mm(child);
-            let r = k.access(a, true);
-            let in_child = k.translation(a);
-            k.switch_mm(parent);
-            let after = k.translation(a);
+            let r = m.step(child, Step::Access { addr: a, write: true }).access();
+            let in_child = m.translation(a);
+            m.switch_mm(parent);
+            let after = m.translation(a);
             op += &format!("; child writes {a:#x}: {r:?}");
             if before.map(|t| t.pfn) != after.map(|t| t.pfn) {
                 return Some((op, Err(format!("the child's write changed the parent's mapping: {before:?} -> {after:?}"))));
@@ -220,22 +222,22 @@ fn process_op(rng: &mut Prng, k: &mut Kernel, regions: &[Region]) -> Option<(Str
             }
         }
         if rng.chance(1, 2) {
-            k.switch_mm(child);
+            *cur = child;
             op += "; child runs";
         }
         return Some((op, Ok(())));
     }
     if live.len() > 1 && rng.chance(1, 25) {
         let to = live[rng.below(live.len() as u64) as usize];
-        k.switch_mm(to);
+        *cur = to;
         return Some((format!("switch to mm {}", to.0), Ok(())));
     }
     if live.len() > 1 && rng.chance(1, 60) {
-        let me = k.current_mm();
-        k.exit_mm();
-        let left = k.stats().anon_rss_pages + k.stats().shmem_rss_pages;
+        let me = *cur;
+        m.step(me, Step::Exit);
+        let left = m.stats().anon_rss_pages + m.stats().shmem_rss_pages;
         let next = *live.iter().find(|id| **id != me).expect("another live mm");
-        k.switch_mm(next);
+        *cur = next;
         let op = format!("exit mm {}, switch to mm {}", me.0, next.0);
         if left != 0 {
             return Some((op, Err(format!("{left} pages still mapped after exit_mmap"))));
@@ -245,19 +247,24 @@ fn process_op(rng: &mut Prng, k: &mut Kernel, regions: &[Region]) -> Option<(Str
     None
 }
 
-fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (String, Result<(), String>) {
-    if let Some(r) = process_op(rng, k, regions) {
+fn random_op(rng: &mut Prng, m: &mut Machine, cur: &mut MmId, regions: &mut Vec<Region>) -> (String, Result<(), String>) {
+    if let Some(r) = process_op(rng, m, cur, regions) {
         return r;
     }
+    let mm = *cur;
     if rng.chance(1, 20) {
-        // A khugepaged wake-up between operations (mm/khugepaged.c: khugepaged_do_scan); the
-        // invariants are checked after it as after every step.
-        let before = k.khugepaged_state().pages_collapsed;
-        let n = k.khugepaged_do_scan();
-        let after = k.khugepaged_state().pages_collapsed;
-        let op = format!("khugepaged wake-up: {n} collapsed (has work: {})", k.khugepaged_has_work());
-        if after != before + n || (n > 0 && !k.mm_ids().any(|id| k.khugepaged_registered(id))) {
-            return (op, Err(format!("pages_collapsed went {before} -> {after} for {n} collapses")));
+        // Time passes: khugepaged wakes on the machine's clock (sim::daemons: the first
+        // wake-up when an mm joins its empty list, then every scan_sleep_millisecs) and does
+        // its work (mm/khugepaged.c: khugepaged_do_scan); the invariants are checked after, as
+        // after every step.
+        let ms = *rng.pick(&[1u64, 100, 10_000, 60_000]);
+        let before = m.khugepaged_state().clone();
+        m.step(mm, Step::Sleep { ns: ms * 1_000_000 });
+        let after = m.khugepaged_state();
+        let n = after.pages_collapsed - before.pages_collapsed;
+        let op = format!("sleep {ms} ms: khugepaged collapsed {n}, {} full scans (has work: {})", after.full_scans - before.full_scans, m.khugepaged_has_work());
+        if n > 0 && !m.mm_ids().any(|id| m.khugepaged_registered(id)) {
+            return (op, Err(format!("khugepaged collapsed {n} with no mm on its list")));
         }
         return (op, Ok(()));
     }
@@ -268,24 +275,24 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
         let backing = if rng.chance(1, 3) {
             MapBacking::SharedAnon
         } else {
-            let sb = if rng.chance(1, 2) { SHM_MNT } else { k.shmem_mount(*rng.pick(&[SbHuge::Never, SbHuge::Always, SbHuge::WithinSize, SbHuge::Advise])) };
-            let ino = k.shmem_create(sb, sb != SHM_MNT);
-            let _ = k.shmem_ftruncate(ino, len);
+            let sb = if rng.chance(1, 2) { SHM_MNT } else { m.step(mm, Step::ShmemMount(*rng.pick(&[SbHuge::Never, SbHuge::Always, SbHuge::WithinSize, SbHuge::Advise]))).mounted() };
+            let ino = m.step(mm, Step::ShmemCreate { sb, linked: sb != SHM_MNT }).created();
+            m.step(mm, Step::Ftruncate { ino, size: len });
             match rng.below(3) {
                 0 => {
                     let n = rng.range_inclusive(1, len / PAGE_SIZE) * PAGE_SIZE;
                     let chunk = *rng.pick(&[4096, 65536, 1 << 20]);
-                    let _ = workload::write_calls(0, n, chunk).try_for_each(|(o, l)| k.shmem_write(ino, o, l));
+                    let _ = workload::write_calls(0, n, chunk).try_for_each(|(offset, len)| m.step(mm, Step::ShmemWrite { ino, offset, len }).ret());
                 }
                 1 => {
-                    let _ = k.shmem_fallocate(ino, 0, rng.range_inclusive(1, len / PAGE_SIZE) * PAGE_SIZE);
+                    m.step(mm, Step::Fallocate { ino, offset: 0, len: rng.range_inclusive(1, len / PAGE_SIZE) * PAGE_SIZE, keep_size: false });
                 }
                 _ => {}
             }
             MapBacking::Shmem { ino, pgoff: 0 }
         };
         let op = format!("mmap shared {len:#x} {placement:?} {backing:?}");
-        return match k.do_mmap_backed(len, prot_to_vm(true, true, false), placement, backing) {
+        return match m.step(mm, Step::Mmap { len, prot: prot_to_vm(true, true, false), placement, backing }).mapped() {
             Ok(start) => {
                 regions.push(Region { start, len });
                 (op, Ok(()))
@@ -301,7 +308,7 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
             _ => MmapPlacement::Kernel,
         };
         let op = format!("mmap {len:#x} {placement:?}");
-        return match k.do_mmap(len, prot_to_vm(true, true, false), placement) {
+        return match m.step(mm, Step::Mmap { len, prot: prot_to_vm(true, true, false), placement, backing: MapBacking::PrivateAnon }).mapped() {
             Ok(start) => {
                 regions.push(Region { start, len });
                 (op, Ok(()))
@@ -316,13 +323,13 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
             // Populate without faults (mm/gup.rs): afterwards every page GUP wrote is mapped
             // writable, so a write there does not fault.
             let how = *rng.pick(&[Populate::Read, Populate::Write, Populate::Mlock]);
-            let r = k.populate_range(s, s + len, how);
+            let r = m.step(mm, Step::Populate { start: s, end: s + len, how }).populated();
             let op = format!("populate {s:#x}+{len:#x} {how:?} = {r:?}");
             if how == Populate::Write && r.is_ok() {
                 let mut addr = s;
                 while addr < s + len {
-                    if k.access(addr, true) != Access::Hit {
-                        return (op, Err(format!("MADV_POPULATE_WRITE succeeded but a write at {addr:#x} faults: {}", k.dump_addr(addr))));
+                    if m.step(mm, Step::Access { addr, write: true }).access() != Access::Hit {
+                        return (op, Err(format!("MADV_POPULATE_WRITE succeeded but a write at {addr:#x} faults: {}", m.dump_addr(addr))));
                     }
                     addr += PAGE_SIZE;
                 }
@@ -331,22 +338,22 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
         }
         21 => {
             let r = match rng.below(4) {
-                0 => format!("mlock {s:#x}+{len:#x} = {:?}", k.do_mlock(s, len, 0)),
-                1 => format!("mlock2 onfault {s:#x}+{len:#x} = {:?}", k.do_mlock(s, len, mm::gup::MLOCK_ONFAULT)),
-                2 => format!("munlock {s:#x}+{len:#x} = {:?}", k.do_munlock(s, len)),
+                0 => format!("mlock {s:#x}+{len:#x} = {:?}", m.step(mm, Step::Mlock { start: s, len, flags: 0 }).populated()),
+                1 => format!("mlock2 onfault {s:#x}+{len:#x} = {:?}", m.step(mm, Step::Mlock { start: s, len, flags: mm::gup::MLOCK_ONFAULT }).populated()),
+                2 => format!("munlock {s:#x}+{len:#x} = {:?}", m.step(mm, Step::Munlock { start: s, len }).ret()),
                 _ => {
                     let flags = *rng.pick(&[mm::gup::MCL_CURRENT, mm::gup::MCL_FUTURE, mm::gup::MCL_CURRENT | mm::gup::MCL_ONFAULT]);
-                    format!("mlockall {flags:#x} = {:?}", k.do_mlockall(flags))
+                    format!("mlockall {flags:#x} = {:?}", m.step(mm, Step::Mlockall { flags }).populated())
                 }
             };
             (r, Ok(()))
         }
         22 => {
             // munmap across several whole VMAs (unmap_vmas zaps them one by one).
-            let first = k.vmas().find(|v| v.end > s).map(|v| v.start);
+            let first = m.vmas().find(|v| v.end > s).map(|v| v.start);
             let Some(first) = first else { return ("munmap span: nothing".into(), Ok(())) };
-            let end = k.vmas().filter(|v| v.start >= first).take(3).last().map_or(first, |v| v.end);
-            (format!("munmap span {first:#x}..{end:#x} = {:?}", k.do_munmap(first, end - first)), Ok(()))
+            let end = m.vmas().filter(|v| v.start >= first).take(3).last().map_or(first, |v| v.end);
+            (format!("munmap span {first:#x}..{end:#x} = {:?}", m.step(mm, Step::Munmap { start: first, len: end - first }).ret()), Ok(()))
         }
         0..=8 => {
             let write = rng.chance(2, 3);
@@ -355,7 +362,7 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
                 // The batched walk of a touch in address order; afterwards every access of it
                 // hits (its fault-by-fault equivalence is checked on every fixture of sim's tests).
                 let n = len.div_ceil(stride);
-                let (done, last) = k.access_run(s, n, stride, write);
+                let (done, last) = m.step(mm, Step::AccessRun { first: s, n, stride, write }).run();
                 let op = format!("{} run {s:#x}+{len:#x} stride {stride:#x}: {done} done, {last:?}", if write { "write" } else { "read" });
                 if matches!(last, Access::Hit | Access::Fault) {
                     if done != n {
@@ -363,8 +370,8 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
                     }
                     for i in 0..n {
                         let addr = s + i * stride;
-                        if k.access(addr, write) != Access::Hit {
-                            return (op, Err(format!("a batched access faulted again: {}", k.dump_addr(addr))));
+                        if m.step(mm, Step::Access { addr, write }).access() != Access::Hit {
+                            return (op, Err(format!("a batched access faulted again: {}", m.dump_addr(addr))));
                         }
                     }
                 }
@@ -373,14 +380,14 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
             let mut addr = s;
             let mut faults = 0;
             while addr < s + len {
-                match k.access(addr, write) {
+                match m.step(mm, Step::Access { addr, write }).access() {
                     Access::Hit => {}
                     Access::Fault => {
                         faults += 1;
                         // A resolved access does not fault again.
-                        if k.access(addr, write) != Access::Hit {
+                        if m.step(mm, Step::Access { addr, write }).access() != Access::Hit {
                             let what = if write { "write" } else { "read" };
-                            return (format!("{what} {addr:#x}"), Err(format!("a resolved access faulted again: {}", k.dump_addr(addr))));
+                            return (format!("{what} {addr:#x}"), Err(format!("a resolved access faulted again: {}", m.dump_addr(addr))));
                         }
                     }
                     Access::Segv | Access::Oom | Access::Sigbus => {}
@@ -389,10 +396,10 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
             }
             (format!("{} {s:#x}+{len:#x} stride {stride:#x}: {faults} faults", if write { "write" } else { "read" }), Ok(()))
         }
-        9 | 10 => (format!("munmap {s:#x}+{len:#x} = {:?}", k.do_munmap(s, len)), Ok(())),
+        9 | 10 => (format!("munmap {s:#x}+{len:#x} = {:?}", m.step(mm, Step::Munmap { start: s, len }).ret()), Ok(())),
         11 => {
             let prot = *rng.pick(&[(true, true), (true, false), (false, false)]);
-            (format!("mprotect {s:#x}+{len:#x} {prot:?} = {:?}", k.do_mprotect(s, len, prot_to_vm(prot.0, prot.1, false))), Ok(()))
+            (format!("mprotect {s:#x}+{len:#x} {prot:?} = {:?}", m.step(mm, Step::Mprotect { start: s, len, prot: prot_to_vm(prot.0, prot.1, false) }).ret()), Ok(()))
         }
         12 | 13 => {
             let adv = *rng.pick(&[
@@ -405,10 +412,10 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
                 Madvise::Wipeonfork,
                 Madvise::Keeponfork,
             ]);
-            (format!("madvise {s:#x}+{len:#x} {adv:?} = {:?}", k.do_madvise(s, len, adv)), Ok(()))
+            (format!("madvise {s:#x}+{len:#x} {adv:?} = {:?}", m.step(mm, Step::Madvise { start: s, len, advice: adv }).ret()), Ok(()))
         }
         14 | 15 => {
-            let r = k.do_madvise(s, len, Madvise::Collapse);
+            let r = m.step(mm, Step::Madvise { start: s, len, advice: Madvise::Collapse }).ret();
             let op = format!("madvise {s:#x}+{len:#x} Collapse = {r:?}");
             // Property: success means every aligned block of the range that lies inside one
             // VMA is PMD-mapped now (madvise_collapse works per VMA on the clipped range, so a
@@ -416,12 +423,12 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
             if r.is_ok() {
                 let mut b = s.div_ceil(PMD_SIZE) * PMD_SIZE;
                 while b + PMD_SIZE <= s + len {
-                    let inside_one = k.vmas().any(|v| v.start <= b && b + PMD_SIZE <= v.end);
+                    let inside_one = m.vmas().any(|v| v.start <= b && b + PMD_SIZE <= v.end);
                     if !inside_one {
                         b += PMD_SIZE;
                         continue;
                     }
-                    let c = k.census(&[(b, b + PMD_SIZE)]);
+                    let c = m.census(&[(b, b + PMD_SIZE)]);
                     let pmd = c.census.sizes.get("2048kB").map_or(0, |e| e.pmd_mapped);
                     if pmd != 1 && c.census.huge_zero_pmds != 1 {
                         return (op, Err(format!("MADV_COLLAPSE succeeded but {b:#x} is not PMD-mapped")));
@@ -433,18 +440,18 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
         }
         16 if rng.chance(1, 2) => {
             // mremap of a whole VMA: shrink, grow in place, or move (aligned or not).
-            let Some(v) = k.vmas().find(|v| v.start <= s && s < v.end && v.file == 0).copied() else {
+            let Some(v) = m.vmas().find(|v| v.start <= s && s < v.end && v.file == 0).copied() else {
                 return ("mremap: no anon VMA".into(), Ok(()));
             };
             let old_len = v.end - v.start;
             let new_len = (rng.range_inclusive(1, 2 * old_len / PAGE_SIZE)) * PAGE_SIZE;
             let dest = match rng.below(3) {
                 0 => Some(v.start),
-                1 => k.get_unmapped_area(new_len, MmapPlacement::Aligned { align: PMD_SIZE, offset: 0 }).ok(),
-                _ => k.get_unmapped_area(new_len, MmapPlacement::Kernel).ok(),
+                1 => m.get_unmapped_area(new_len, MmapPlacement::Aligned { align: PMD_SIZE, offset: 0 }).ok(),
+                _ => m.get_unmapped_area(new_len, MmapPlacement::Kernel).ok(),
             };
             let Some(dest) = dest else { return ("mremap: no room".into(), Ok(())) };
-            let r = k.do_mremap(v.start, old_len, new_len, dest);
+            let r = m.step(mm, Step::Mremap { start: v.start, old_len, new_len, dest }).ret();
             if r.is_ok() && dest != v.start {
                 regions.push(Region { start: dest, len: new_len });
             }
@@ -452,20 +459,21 @@ fn random_op(rng: &mut Prng, k: &mut Kernel, regions: &mut Vec<Region>) -> (Stri
         }
         16 => {
             let form = *rng.pick(&[ThpDisable::Completely, ThpDisable::ExceptAdvised, ThpDisable::Clear, ThpDisable::Clear]);
-            k.prctl_set_thp_disable(form);
+            m.step(mm, Step::Prctl(form));
             (format!("prctl {form:?}"), Ok(()))
         }
         17 => {
             let s = random_settings(rng);
-            k.set_settings(&s);
-            (format!("settings {}", s.summary()), Ok(()))
+            let summary = s.summary();
+            m.step(mm, Step::Settings(Box::new(s)));
+            (format!("settings {summary}"), Ok(()))
         }
         _ => {
             let delta = rng.range_inclusive(1, 1024) * PAGE_SIZE;
-            let new = if rng.chance(1, 3) { k.brk_value().saturating_sub(delta) } else { k.brk_value() + delta };
-            let got = k.sys_brk(new);
-            if got > k.start_brk() && !regions.iter().any(|r| r.start == k.start_brk()) {
-                regions.push(Region { start: k.start_brk(), len: 4 << 20 });
+            let new = if rng.chance(1, 3) { m.brk_value().saturating_sub(delta) } else { m.brk_value() + delta };
+            let got = m.step(mm, Step::Brk { to: new }).brk();
+            if got > m.start_brk() && !regions.iter().any(|r| r.start == m.start_brk()) {
+                regions.push(Region { start: m.start_brk(), len: 4 << 20 });
             }
             (format!("brk {new:#x} = {got:#x}"), Ok(()))
         }

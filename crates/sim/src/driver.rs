@@ -1,0 +1,316 @@
+//! The one driver of the simulated machine: every operation of every source goes through
+//! [`Machine::step`].
+//!
+//! Three sources turn their input into [`Step`]s: workload statements (`crate::run_with`),
+//! recorded system calls and faults (`crate::replay`), and torture's draws (crates/torture).
+//! A step names the process (`MmId`) it runs in, as a system call runs in `current->mm`; the
+//! machine switches to it (`Kernel::switch_mm`), performs it through the mm core (which is
+//! clockless and does no I/O), and then does what the machine does between any two
+//! operations, whatever their source: it moves the simulated clock (`Step::Sleep`) and wakes
+//! the daemons whose time has come (`crate::daemons`: khugepaged's schedule, mm/khugepaged.c:
+//! `khugepaged`, `khugepaged_wait_work`). A capability that runs on time (a cost model
+//! advancing the clock per operation, another daemon) is added here once for all three.
+//!
+//! Reads of the model (census, VMAs, statistics) do not change it and go to the kernel
+//! directly (`Machine` dereferences to `&Kernel`); so does the setup of a machine before its
+//! first step (fragmentation, the TLB observer, `--explain`), through [`Machine::kernel_mut`].
+//! Invariant checks are the sources' to place (after a workload statement, a recorded event or
+//! a torture draw, each of which may take several steps): [`Machine::check`] is the one
+//! function they call.
+
+use mm::gup::{Pinned, Populate, Populated};
+use mm::madvise::{Madvise, ThpDisable};
+use mm::mmap::{MapBacking, MmapPlacement};
+use mm::shmem::{InodeId, SbHuge, SbId};
+use mm::fork::ForkWork;
+use mm::{Access, Errno, Kernel, MmId};
+use uapi::ThpSettings;
+
+use crate::daemons;
+
+/// One operation on the machine, from any source. Memory system calls act on the step's
+/// process; shmem file operations act on the machine's page cache; `Sleep` and `Settings`
+/// act on the machine.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// `mmap` (mm/mmap.c: `do_mmap`).
+    Mmap { len: u64, prot: u32, placement: MmapPlacement, backing: MapBacking },
+    /// `munmap` (mm/vma.c: `do_vmi_munmap`).
+    Munmap { start: u64, len: u64 },
+    /// `mprotect` (mm/mprotect.c: `do_mprotect_pkey`).
+    Mprotect { start: u64, len: u64, prot: u32 },
+    /// `madvise` (mm/madvise.c: `do_madvise`).
+    Madvise { start: u64, len: u64, advice: Madvise },
+    /// `mremap` to `dest` (mm/mremap.c: `do_mremap`; `dest == start` resizes in place).
+    Mremap { start: u64, old_len: u64, new_len: u64, dest: u64 },
+    /// `brk(to)` (mm/mmap.c: `brk`).
+    Brk { to: u64 },
+    /// `prctl(PR_SET_THP_DISABLE)` (kernel/sys.c).
+    Prctl(ThpDisable),
+    /// `mlock2` (mm/mlock.c: `do_mlock`).
+    Mlock { start: u64, len: u64, flags: u64 },
+    /// `munlock`.
+    Munlock { start: u64, len: u64 },
+    /// `mlockall` (mm/mlock.c: `do_mlockall`).
+    Mlockall { flags: u64 },
+    /// `munlockall`.
+    Munlockall,
+    /// Fault a range in without touching it (mm/gup.c: `populate_vma_page_range`,
+    /// `faultin_page_range`).
+    Populate { start: u64, end: u64, how: Populate },
+    /// An O_DIRECT read's buffer (mm/gup.c: `pin_user_pages_fast`).
+    PinUserPages { start: u64, len: u64 },
+    /// One load or store (the MMU; a fault enters `handle_mm_fault`).
+    Access { addr: u64, write: bool },
+    /// `n` loads or stores from `first`, `stride` apart, in address order.
+    AccessRun { first: u64, n: u64, stride: u64, write: bool },
+    /// Mount a tmpfs (mm/shmem.c: `shmem_fill_super`).
+    ShmemMount(SbHuge),
+    /// Create a file on a mount (`shmem_get_inode`); `linked`: it has a name.
+    ShmemCreate { sb: SbId, linked: bool },
+    /// `ftruncate` of a shmem file.
+    Ftruncate { ino: InodeId, size: u64 },
+    /// `fallocate` of a shmem file (`keep_size`: FALLOC_FL_KEEP_SIZE).
+    Fallocate { ino: InodeId, offset: u64, len: u64, keep_size: bool },
+    /// `write` to a shmem file (`shmem_write_begin`).
+    ShmemWrite { ino: InodeId, offset: u64, len: u64 },
+    /// `fork` (kernel/fork.c: `copy_mm`, `dup_mmap`): the outcome names the child's mm.
+    Fork,
+    /// The process exits (kernel/exit.c: `exit_mm`, `mmput`, `exit_mmap`).
+    Exit,
+    /// Time passes: the clock moves forward by `ns` and every daemon wake-up due runs.
+    Sleep { ns: u64 },
+    /// Settings change (a sysfs write; torture draws them).
+    Settings(Box<ThpSettings>),
+}
+
+/// What a step returned.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// A call with no value (0 or an errno).
+    Ret(Result<(), Errno>),
+    /// mmap: the address.
+    Mapped(Result<u64, Errno>),
+    /// brk: the new break.
+    Brk(u64),
+    /// A populate or mlock: what it faulted in.
+    Populated(Result<Populated, Errno>),
+    /// A pin: what it pinned.
+    Pinned(Result<Pinned, Errno>),
+    /// An access.
+    Access(Access),
+    /// An access run: the accesses done and the last one's outcome.
+    Run { done: u64, last: Access },
+    /// A tmpfs mount.
+    Mounted(SbId),
+    /// A new file.
+    Created(InodeId),
+    /// fork: the child's mm and what was copied.
+    Forked(Result<(MmId, ForkWork), Errno>),
+    /// A step with nothing to return (exit, sleep, settings).
+    Done,
+}
+
+impl Outcome {
+    /// The call's return as 0 or an errno, whatever it returned besides.
+    pub fn ret(&self) -> Result<(), Errno> {
+        match self {
+            Outcome::Ret(r) => *r,
+            Outcome::Mapped(r) => r.map(|_| ()),
+            Outcome::Populated(r) => r.map(|_| ()),
+            Outcome::Pinned(r) => r.map(|_| ()),
+            Outcome::Forked(r) => r.map(|_| ()),
+            Outcome::Brk(_) | Outcome::Access(_) | Outcome::Run { .. } | Outcome::Mounted(_) | Outcome::Created(_) | Outcome::Done => Ok(()),
+        }
+    }
+
+    /// mmap's address.
+    pub fn mapped(&self) -> Result<u64, Errno> {
+        match self {
+            Outcome::Mapped(r) => *r,
+            other => panic!("not an mmap outcome: {other:?}"),
+        }
+    }
+
+    /// An access's outcome.
+    pub fn access(&self) -> Access {
+        match self {
+            Outcome::Access(a) => *a,
+            other => panic!("not an access outcome: {other:?}"),
+        }
+    }
+
+    /// An access run's (accesses done, last outcome).
+    pub fn run(&self) -> (u64, Access) {
+        match self {
+            Outcome::Run { done, last } => (*done, *last),
+            other => panic!("not an access-run outcome: {other:?}"),
+        }
+    }
+
+    /// brk's new break.
+    pub fn brk(&self) -> u64 {
+        match self {
+            Outcome::Brk(b) => *b,
+            other => panic!("not a brk outcome: {other:?}"),
+        }
+    }
+
+    /// What a populate or mlock faulted in.
+    pub fn populated(&self) -> Result<Populated, Errno> {
+        match self {
+            Outcome::Populated(r) => *r,
+            other => panic!("not a populate outcome: {other:?}"),
+        }
+    }
+
+    /// What a pin pinned.
+    pub fn pinned(&self) -> Result<Pinned, Errno> {
+        match self {
+            Outcome::Pinned(r) => *r,
+            other => panic!("not a pin outcome: {other:?}"),
+        }
+    }
+
+    /// The new mount.
+    pub fn mounted(&self) -> SbId {
+        match self {
+            Outcome::Mounted(sb) => *sb,
+            other => panic!("not a mount outcome: {other:?}"),
+        }
+    }
+
+    /// The new file.
+    pub fn created(&self) -> InodeId {
+        match self {
+            Outcome::Created(ino) => *ino,
+            other => panic!("not a create outcome: {other:?}"),
+        }
+    }
+
+    /// fork's child.
+    pub fn forked(&self) -> Result<(MmId, ForkWork), Errno> {
+        match self {
+            Outcome::Forked(r) => *r,
+            other => panic!("not a fork outcome: {other:?}"),
+        }
+    }
+}
+
+/// The simulated machine and its clock: the kernel, the time, and the daemons.
+pub struct Machine {
+    k: Kernel,
+    /// Simulated time in nanoseconds since boot.
+    clock_ns: u64,
+    khugepaged: daemons::Khugepaged,
+    steps: u64,
+}
+
+impl std::ops::Deref for Machine {
+    type Target = Kernel;
+    fn deref(&self) -> &Kernel {
+        &self.k
+    }
+}
+
+impl Machine {
+    pub fn new(k: Kernel) -> Machine {
+        Machine { k, clock_ns: 0, khugepaged: daemons::Khugepaged::default(), steps: 0 }
+    }
+
+    /// The kernel, for setup before the first step and for what a source reads with the
+    /// current mm switched (`Kernel::switch_mm` changes no state of the machine).
+    pub fn kernel_mut(&mut self) -> &mut Kernel {
+        &mut self.k
+    }
+
+    pub fn into_kernel(self) -> Kernel {
+        self.k
+    }
+
+    /// Simulated time since boot.
+    pub fn clock_ns(&self) -> u64 {
+        self.clock_ns
+    }
+
+    /// Steps run so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Make `mm` current for reads (census, statistics) without running a step.
+    pub fn switch_mm(&mut self, mm: MmId) {
+        self.k.switch_mm(mm);
+    }
+
+    /// A new, empty mm (`mm_alloc` at execve, or at the start of a recording).
+    pub fn mm_alloc(&mut self) -> MmId {
+        self.k.mm_alloc()
+    }
+
+    /// Run one step in `mm`, then let time and the daemons move.
+    pub fn step(&mut self, mm: MmId, step: Step) -> Outcome {
+        self.k.switch_mm(mm);
+        self.steps += 1;
+        let k = &mut self.k;
+        let out = match step {
+            Step::Mmap { len, prot, placement, backing } => Outcome::Mapped(k.do_mmap_backed(len, prot, placement, backing)),
+            Step::Munmap { start, len } => Outcome::Ret(k.do_munmap(start, len)),
+            Step::Mprotect { start, len, prot } => Outcome::Ret(k.do_mprotect(start, len, prot)),
+            Step::Madvise { start, len, advice } => Outcome::Ret(k.do_madvise(start, len, advice)),
+            Step::Mremap { start, old_len, new_len, dest } => Outcome::Ret(k.do_mremap(start, old_len, new_len, dest)),
+            Step::Brk { to } => Outcome::Brk(k.sys_brk(to)),
+            Step::Prctl(form) => {
+                k.prctl_set_thp_disable(form);
+                Outcome::Ret(Ok(()))
+            }
+            Step::Mlock { start, len, flags } => Outcome::Populated(k.do_mlock(start, len, flags)),
+            Step::Munlock { start, len } => Outcome::Ret(k.do_munlock(start, len)),
+            Step::Mlockall { flags } => Outcome::Populated(k.do_mlockall(flags)),
+            Step::Munlockall => {
+                k.do_munlockall();
+                Outcome::Ret(Ok(()))
+            }
+            Step::Populate { start, end, how } => Outcome::Populated(k.populate_range(start, end, how)),
+            Step::PinUserPages { start, len } => Outcome::Pinned(k.pin_user_pages_fast(start, len)),
+            Step::Access { addr, write } => Outcome::Access(k.access(addr, write)),
+            Step::AccessRun { first, n, stride, write } => {
+                let (done, last) = k.access_run(first, n, stride, write);
+                Outcome::Run { done, last }
+            }
+            Step::ShmemMount(huge) => Outcome::Mounted(k.shmem_mount(huge)),
+            Step::ShmemCreate { sb, linked } => Outcome::Created(k.shmem_create(sb, linked)),
+            Step::Ftruncate { ino, size } => Outcome::Ret(k.shmem_ftruncate(ino, size)),
+            Step::Fallocate { ino, offset, len, keep_size: false } => Outcome::Ret(k.shmem_fallocate(ino, offset, len)),
+            Step::Fallocate { ino, offset, len, keep_size: true } => Outcome::Ret(k.shmem_fallocate_keep_size(ino, offset, len)),
+            Step::ShmemWrite { ino, offset, len } => Outcome::Ret(k.shmem_write(ino, offset, len)),
+            Step::Fork => Outcome::Forked(k.fork()),
+            Step::Exit => {
+                k.exit_mm();
+                Outcome::Done
+            }
+            Step::Sleep { ns } => {
+                let until = self.clock_ns.saturating_add(ns);
+                self.khugepaged.run_until(&mut self.k, until);
+                self.clock_ns = until;
+                Outcome::Done
+            }
+            Step::Settings(s) => {
+                k.set_settings(&s);
+                Outcome::Done
+            }
+        };
+        // An mm that the step put on khugepaged's empty list wakes the daemon now.
+        self.khugepaged.after_op(&self.k, self.clock_ns);
+        out
+    }
+
+    /// The model's invariants (mm/debug.c's checks, CONFIG_DEBUG_VM): all of them, or those of
+    /// what touched `ranges` (of the current mm) plus the cheap global ones.
+    pub fn check(&self, ranges: Option<&[(u64, u64)]>) -> Result<(), String> {
+        match ranges {
+            None => self.k.check_invariants(),
+            Some(r) => self.k.check_invariants_in(r),
+        }
+    }
+}
