@@ -49,6 +49,11 @@ pub enum Step {
     Prctl(ThpDisable),
     /// `mlock2` (mm/mlock.c: `do_mlock`).
     Mlock { start: u64, len: u64, flags: u64 },
+    /// The VM_LOCKED/VM_LOCKONFAULT flags of `mlock2` without its populate (a replay
+    /// populates as the recording did, `Populate`).
+    MlockFlags { start: u64, len: u64, flags: u64 },
+    /// The flags of `mlockall` without its populate.
+    MlockallFlags { flags: u64 },
     /// `munlock`.
     Munlock { start: u64, len: u64 },
     /// `mlockall` (mm/mlock.c: `do_mlockall`).
@@ -74,6 +79,14 @@ pub enum Step {
     Fallocate { ino: InodeId, offset: u64, len: u64, keep_size: bool },
     /// `write` to a shmem file (`shmem_write_begin`).
     ShmemWrite { ino: InodeId, offset: u64, len: u64 },
+    /// `unlink` of a shmem file: later mappings of it map an unlinked inode.
+    ShmemUnlink(InodeId),
+    /// A file's data from before the run, `size` bytes in 4 KiB pages (a replay cannot know
+    /// its folio sizes).
+    ShmemPreexisting { ino: InodeId, size: u64 },
+    /// What execve set, as a recording shows it: `mm->mmap_base`, and `start_brk`/`brk`
+    /// (learnt from the exec snapshot or the first `brk(0)`).
+    SetLayout { mmap_base: Option<u64>, brk: Option<(u64, u64)> },
     /// `fork` (kernel/fork.c: `copy_mm`, `dup_mmap`): the outcome names the child's mm.
     Fork,
     /// The process exits (kernel/exit.c: `exit_mm`, `mmput`, `exit_mmap`).
@@ -265,6 +278,11 @@ impl Machine {
                 Outcome::Ret(Ok(()))
             }
             Step::Mlock { start, len, flags } => Outcome::Populated(k.do_mlock(start, len, flags)),
+            Step::MlockFlags { start, len, flags } => Outcome::Ret(k.apply_vma_lock_flags(start, len, flags)),
+            Step::MlockallFlags { flags } => {
+                k.apply_mlockall_flags(flags);
+                Outcome::Ret(Ok(()))
+            }
             Step::Munlock { start, len } => Outcome::Ret(k.do_munlock(start, len)),
             Step::Mlockall { flags } => Outcome::Populated(k.do_mlockall(flags)),
             Step::Munlockall => {
@@ -284,6 +302,20 @@ impl Machine {
             Step::Fallocate { ino, offset, len, keep_size: false } => Outcome::Ret(k.shmem_fallocate(ino, offset, len)),
             Step::Fallocate { ino, offset, len, keep_size: true } => Outcome::Ret(k.shmem_fallocate_keep_size(ino, offset, len)),
             Step::ShmemWrite { ino, offset, len } => Outcome::Ret(k.shmem_write(ino, offset, len)),
+            Step::ShmemUnlink(ino) => {
+                k.shmem_unlink(ino);
+                Outcome::Ret(Ok(()))
+            }
+            Step::ShmemPreexisting { ino, size } => Outcome::Ret(k.shmem_populate_order0(ino, size)),
+            Step::SetLayout { mmap_base, brk } => {
+                if let Some(b) = mmap_base {
+                    k.set_mmap_base(b);
+                }
+                if let Some((start, end)) = brk {
+                    k.set_brk(start, end);
+                }
+                Outcome::Done
+            }
             Step::Fork => Outcome::Forked(k.fork()),
             Step::Exit => {
                 k.exit_mm();
@@ -303,6 +335,13 @@ impl Machine {
         // An mm that the step put on khugepaged's empty list wakes the daemon now.
         self.khugepaged.after_op(&self.k, self.clock_ns);
         out
+    }
+
+    /// Run one step in the current mm (a source whose events arrive with their process made
+    /// current, as the replay's do).
+    pub fn step_current(&mut self, step: Step) -> Outcome {
+        let mm = self.k.current_mm();
+        self.step(mm, step)
     }
 
     /// The model's invariants (mm/debug.c's checks, CONFIG_DEBUG_VM): all of them, or those of

@@ -48,6 +48,7 @@ use mm_types::PAGE_SIZE;
 use trace::{perm, Event, EventBody, Header, MountEntry, PathInfo, SyscallKind, TMPFS_MAGIC};
 use uapi::{Counters, ThpSettings};
 
+use crate::driver::{Machine, Step};
 use crate::{MachineConfig, SimError};
 
 use linux_abi::fcntl::{AT_REMOVEDIR, FALLOC_FL_KEEP_SIZE, F_DUPFD, F_DUPFD_CLOEXEC, O_APPEND, O_CREAT, O_TRUNC, O_WRONLY, RWF_APPEND};
@@ -276,8 +277,9 @@ struct Proc {
 }
 
 pub struct Replay<'a> {
-    /// The one simulated machine every process image runs in.
-    k: Box<Kernel>,
+    /// The one simulated machine every process image runs in; every change to it is a
+    /// `Step` of the event's process.
+    m: Box<Machine>,
     settings: &'a ThpSettings,
     /// The recording machine's knobs (from the trace header), when known.
     rec_settings: Option<ThpSettings>,
@@ -331,7 +333,7 @@ impl<'a> Replay<'a> {
             warnings.push("the recording has no THP knobs (format 1.x): placements are checked under the replay's knobs".into());
         }
         let mut r = Replay {
-            k: Box::new(Kernel::boot(&params, settings)),
+            m: Box::new(Machine::new(Kernel::boot(&params, settings))),
             settings,
             rec_settings,
             mounts: Vec::new(),
@@ -367,17 +369,17 @@ impl<'a> Replay<'a> {
         self.explain = range;
         for p in self.procs.values_mut() {
             if let Some(img) = p.image.as_mut() {
-                self.k.switch_mm(img.mm);
-                crate::views::start_explaining(&mut self.k, range);
+                self.m.switch_mm(img.mm);
+                crate::views::start_explaining(self.m.kernel_mut(), range);
             }
         }
     }
 
     fn new_image(&mut self, pid: u32, exe: String) -> Image {
         self.stats.images += 1;
-        let mm = self.k.mm_alloc();
-        self.k.switch_mm(mm);
-        crate::views::start_explaining(&mut self.k, self.explain);
+        let mm = self.m.mm_alloc();
+        self.m.switch_mm(mm);
+        crate::views::start_explaining(self.m.kernel_mut(), self.explain);
         Image {
             mm,
             pid,
@@ -402,19 +404,19 @@ impl<'a> Replay<'a> {
     /// Fold a finished image (exit or exec) into the totals, with its census, folio map and
     /// peak, taken before teardown.
     fn retire(&mut self, img: Image) {
-        self.k.switch_mm(img.mm);
-        let census = self.k.census_of_all();
-        let vmas = crate::views::vma_maps(&self.k, Some(img.pid));
-        let peak = crate::views::peak_of(&self.k);
+        self.m.switch_mm(img.mm);
+        let census = self.m.census_of_all();
+        let vmas = crate::views::vma_maps(&self.m, Some(img.pid));
+        let peak = crate::views::peak_of(&self.m);
         // The mm is torn down at exit and at execve (exit_mmap), and the live kernel's counters
         // see it: folios straddling two VMAs are deferred-split, nr_anon falls back.
-        self.k.exit_mm();
+        self.m.step_current(Step::Exit);
         if self.check {
-            if let Err(e) = self.k.check_invariants() {
+            if let Err(e) = self.m.check(None) {
                 self.stats.warnings.push(format!("model invariant broken by exit_mmap: {e}"));
             }
         }
-        let k = &mut self.k;
+        let k = &mut self.m;
         // Faults inside execve (the new stack's top page) are before the program's count.
         let minflt = k.stats().minflt - img.populate_faults;
         self.done_minflt += minflt;
@@ -428,7 +430,7 @@ impl<'a> Replay<'a> {
             vmas,
             peak,
             fallbacks: k.stats().fallbacks,
-            explain: k.stats_mut().explain.take().map(|b| *b),
+            explain: k.kernel_mut().stats_mut().explain.take().map(|b| *b),
         });
     }
 
@@ -444,7 +446,7 @@ impl<'a> Replay<'a> {
     fn run_event(&mut self, e: &Event) -> Result<(), SimError> {
         // The event's process is current (its image's mm), as the kernel runs it.
         if let Some(mm) = self.procs.get(&e.pid).and_then(|p| p.image.as_ref()).map(|i| i.mm) {
-            self.k.switch_mm(mm);
+            self.m.switch_mm(mm);
         }
         let before = if self.check { self.touched(e) } else { Touched::Nothing };
         self.apply(e)?;
@@ -472,7 +474,7 @@ impl<'a> Replay<'a> {
                     }
                     SyscallKind::Mremap => Touched::Ranges(range(arg(0), arg(1)).chain(range(ret as u64, arg(2))).chain(range(arg(4), arg(2))).collect()),
                     SyscallKind::Brk => {
-                        let (old, new) = (self.k.brk(), ret as u64);
+                        let (old, new) = (self.m.brk(), ret as u64);
                         Touched::Ranges(vec![(old.min(new), old.max(new).max(old.min(new) + 1))])
                     }
                     SyscallKind::Mlockall | SyscallKind::Munlockall | SyscallKind::Prctl | SyscallKind::Shmat | SyscallKind::Shmdt | SyscallKind::ProcessMadvise => {
@@ -494,11 +496,11 @@ impl<'a> Replay<'a> {
     /// checked whole when they are torn down and at the end.
     fn check_step(&mut self, e: &Event, before: Touched) -> Result<(), SimError> {
         let Some(mm) = self.procs.get(&e.pid).and_then(|p| p.image.as_ref()).map(|i| i.mm) else { return Ok(()) };
-        self.k.switch_mm(mm);
+        self.m.switch_mm(mm);
         let after = self.touched(e);
         let full = self.stats.events.is_power_of_two() || matches!(before, Touched::Everything) || matches!(after, Touched::Everything);
         let r = if full {
-            self.k.check_invariants()
+            self.m.check(None)
         } else {
             let mut ranges = Vec::new();
             for t in [&before, &after] {
@@ -506,8 +508,8 @@ impl<'a> Replay<'a> {
                     ranges.extend_from_slice(r);
                 }
             }
-            let pc = if matches!(before, Touched::PageCache) { self.k.check_page_cache() } else { Ok(()) };
-            pc.and_then(|()| self.k.check_invariants_in(&ranges))
+            let pc = if matches!(before, Touched::PageCache) { self.m.check_page_cache() } else { Ok(()) };
+            pc.and_then(|()| self.m.check(Some(&ranges)))
         };
         r.map_err(|m| self.err(format!("model invariant broken: {m}")))
     }
@@ -550,27 +552,27 @@ impl<'a> Replay<'a> {
                 // top-down from it, so the highest mapping below the stack ends there.
                 let base = entries.iter().filter(|m| m.path != b"[stack]" && m.end <= mm_types::TASK_SIZE).map(|m| m.end).max();
                 if let Some(b) = base {
-                    self.k.set_mmap_base(b);
+                    self.m.step_current(Step::SetLayout { mmap_base: Some(b), brk: None });
                 }
                 for m in entries {
                     let anon = m.ino == 0 && (m.path.is_empty() || m.path == b"[heap]" || m.path == b"[stack]");
                     let prot = prot_to_vm(m.perms & perm::READ != 0, m.perms & perm::WRITE != 0, m.perms & perm::EXEC != 0);
                     if !anon || m.perms & perm::SHARED != 0 {
                         // The ELF, its interpreter, the vDSO: room the model keeps free.
-                        let _ = self.k.do_mmap_backed(m.end - m.start, prot, MmapPlacement::FixedNoReplace(m.start), MapBacking::Special);
+                        self.m.step_current(Step::Mmap { len: m.end - m.start, prot, placement: MmapPlacement::FixedNoReplace(m.start), backing: MapBacking::Special });
                         continue;
                     }
-                    let _ = self.k.do_mmap(m.end - m.start, prot, MmapPlacement::FixedNoReplace(m.start));
+                    self.m.step_current(Step::Mmap { len: m.end - m.start, prot, placement: MmapPlacement::FixedNoReplace(m.start), backing: MapBacking::PrivateAnon });
                     if m.path == b"[stack]" {
                         img.stack = Some((m.start, m.end));
                         // execve copies argv, envp and auxv to the top of the new stack through
                         // get_user_pages (no fault is recorded); the model takes that as one page.
-                        let before = self.k.stats().minflt;
-                        self.k.access(m.end - PAGE_SIZE, true);
-                        img.populate_faults += self.k.stats().minflt - before;
+                        let before = self.m.stats().minflt;
+                        self.m.step_current(Step::Access { addr: m.end - PAGE_SIZE, write: true });
+                        img.populate_faults += self.m.stats().minflt - before;
                     }
                     if m.path == b"[heap]" {
-                        self.k.set_brk(m.start, m.end);
+                        self.m.step_current(Step::SetLayout { mmap_base: None, brk: Some((m.start, m.end)) });
                         img.brk_known = true;
                     }
                 }
@@ -617,7 +619,7 @@ impl<'a> Replay<'a> {
         }
         // Back to the parent, whose record this is.
         if let Some(mm) = self.procs.get(&parent).and_then(|p| p.image.as_ref()).map(|i| i.mm) {
-            self.k.switch_mm(mm);
+            self.m.switch_mm(mm);
         }
         Ok(())
     }
@@ -626,8 +628,8 @@ impl<'a> Replay<'a> {
     /// copy of the parent's, fd table and placement state included.
     fn fork_image(&mut self, parent: u32, child: u32) -> Result<(), SimError> {
         let Some(pmm) = self.procs.get(&parent).and_then(|p| p.image.as_ref()).map(|i| i.mm) else { return Ok(()) };
-        self.k.switch_mm(pmm);
-        let (mm, _) = self.k.fork().map_err(|e| self.err(format!("fork of process {parent}: {} in the model", e.name())))?;
+        self.m.switch_mm(pmm);
+        let (mm, _) = self.m.step(pmm, Step::Fork).forked().map_err(|e| self.err(format!("fork of process {parent}: {} in the model", e.name())))?;
         self.stats.images += 1;
         self.stats.forked_images += 1;
         let pimg = self.procs.get(&parent).and_then(|p| p.image.as_ref()).expect("checked above");
@@ -646,8 +648,8 @@ impl<'a> Replay<'a> {
             reloc: pimg.reloc.clone(),
             relocating: pimg.relocating,
         };
-        self.k.switch_mm(mm);
-        crate::views::start_explaining(&mut self.k, self.explain);
+        self.m.switch_mm(mm);
+        crate::views::start_explaining(self.m.kernel_mut(), self.explain);
         self.procs.get_mut(&child).expect("child registered").image = Some(img);
         Ok(())
     }
@@ -673,14 +675,14 @@ impl<'a> Replay<'a> {
         };
         let write = error_code & PF_WRITE != 0;
         let addr = img.tr(addr);
-        let in_model = self.k.vma_lookup(addr).is_some_and(|v| v.is_modelled());
+        let in_model = self.m.vma_lookup(addr).is_some_and(|v| v.is_modelled());
         if !in_model {
             // expand_downwards: a fault just below the stack grows it.
             if let Some((start, end)) = img.stack {
                 if addr < start && addr + STACK_LIMIT >= start {
                     let new_start = addr / PAGE_SIZE * PAGE_SIZE;
                     let prot = prot_to_vm(true, true, false);
-                    if self.k.do_mmap(start - new_start, prot, MmapPlacement::FixedNoReplace(new_start)).is_ok() {
+                    if self.m.step_current(Step::Mmap { len: start - new_start, prot, placement: MmapPlacement::FixedNoReplace(new_start), backing: MapBacking::PrivateAnon }).ret().is_ok() {
                         img.stack = Some((new_start, end));
                         return self.model_access(pid, addr, write);
                     }
@@ -695,8 +697,8 @@ impl<'a> Replay<'a> {
 
     fn model_access(&mut self, pid: u32, addr: u64, write: bool) {
         let proc = self.procs.get_mut(&pid).expect("process exists");
-        debug_assert_eq!(proc.image.as_ref().map(|i| i.mm), Some(self.k.current_mm()));
-        match self.k.access(addr, write) {
+        debug_assert_eq!(proc.image.as_ref().map(|i| i.mm), Some(self.m.current_mm()));
+        match self.m.step_current(Step::Access { addr, write }).access() {
             Access::Hit | Access::Fault => {}
             Access::Segv | Access::Sigbus | Access::Oom => {
                 proc.passthrough += 1;
@@ -735,7 +737,7 @@ impl<'a> Replay<'a> {
         match kind {
             SyscallKind::Munmap if !failed => {
                 for (s, e) in img.tr_range(a[0], a[0] + a[1]) {
-                    let _ = self.k.do_munmap(s, e - s);
+                    self.m.step_current(Step::Munmap { start: s, len: e - s });
                 }
                 img.reloc_remove(a[0], a[0] + a[1]);
             }
@@ -747,15 +749,15 @@ impl<'a> Replay<'a> {
                 } else if flags & MREMAP_FIXED != 0 {
                     img.tr(a[4])
                 } else if img.relocating {
-                    self.k.mmap_placement(new_len, MmapPlacement::Kernel, MapBacking::PrivateAnon).unwrap_or(rec_new)
+                    self.m.mmap_placement(new_len, MmapPlacement::Kernel, MapBacking::PrivateAnon).unwrap_or(rec_new)
                 } else {
                     rec_new
                 };
-                let k = &mut self.k;
+                let k = &mut self.m;
                 let vma = k.vma_lookup(old_m);
                 match vma {
                     Some(v) if v.is_modelled() && v.file == 0 => {
-                        if let Err(e) = k.do_mremap(old_m, old_len, new_len, new_m) {
+                        if let Err(e) = k.step_current(Step::Mremap { start: old_m, old_len, new_len, dest: new_m }).ret() {
                             let recorded = format!("mremap({old:#x}, {old_len:#x}, {new_len:#x}, {flags:#x}) = {rec_new:#x}");
                             return Err(SimError {
                                 source_name: self.source.clone(),
@@ -770,9 +772,9 @@ impl<'a> Replay<'a> {
                             self.stats.shmem_unmodelled += 1;
                         }
                         let prot = other.map_or(0, |v| v.flags & mm::vma::vm::ACCESS);
-                        let _ = k.do_munmap(old_m, old_len);
-                        let _ = k.do_munmap(new_m, new_len);
-                        let _ = k.do_mmap_backed(new_len, prot, MmapPlacement::FixedNoReplace(new_m), MapBacking::Special);
+                        k.step_current(Step::Munmap { start: old_m, len: old_len });
+                        k.step_current(Step::Munmap { start: new_m, len: new_len });
+                        k.step_current(Step::Mmap { len: new_len, prot, placement: MmapPlacement::FixedNoReplace(new_m), backing: MapBacking::Special });
                     }
                 }
                 img.reloc_remove(old, old + old_len);
@@ -785,15 +787,15 @@ impl<'a> Replay<'a> {
                 let (start, len, prot) = (a[0], a[1], a[2]);
                 let p = prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0);
                 for (ms, me) in img.tr_range(start, start + len) {
-                    for (s, e) in model_pieces(&self.k, ms, me) {
-                        let _ = self.k.do_mprotect(s, e - s, p);
+                    for (s, e) in model_pieces(&self.m, ms, me) {
+                        self.m.step_current(Step::Mprotect { start: s, len: e - s, prot: p });
                     }
                 }
             }
             SyscallKind::Madvise if !failed && (a[2] == MADV_POPULATE_READ || a[2] == MADV_POPULATE_WRITE) => {
                 let how = if a[2] == MADV_POPULATE_WRITE { Populate::Write } else { Populate::Read };
                 let end = a[0] + a[1].div_ceil(PAGE_SIZE) * PAGE_SIZE;
-                Self::populate(&mut self.k, &mut self.stats, img, a[0], end, how, "madvise(MADV_POPULATE)");
+                Self::populate(&mut self.m, &mut self.stats, img, a[0], end, how, "madvise(MADV_POPULATE)");
             }
             // MADV_COLLAPSE is replayed even when it failed while recording: the recording ran
             // with PR_SET_THP_DISABLE, which makes it EINVAL (traces before 2.1; since 2.1 the
@@ -814,8 +816,8 @@ impl<'a> Replay<'a> {
                     _ => return Ok(()),
                 };
                 for (ms, me) in img.tr_range(a[0], a[0] + a[1]) {
-                    for (s, e) in model_pieces(&self.k, ms, me) {
-                        let _ = self.k.do_madvise(s, e - s, adv);
+                    for (s, e) in model_pieces(&self.m, ms, me) {
+                        self.m.step_current(Step::Madvise { start: s, len: e - s, advice: adv });
                     }
                 }
             }
@@ -823,46 +825,49 @@ impl<'a> Replay<'a> {
                 let flags = if kind == SyscallKind::Mlock2 { a[2] } else { 0 };
                 let (start, end) = (a[0] & !(PAGE_SIZE - 1), (a[0] + a[1]).div_ceil(PAGE_SIZE) * PAGE_SIZE);
                 for (ms, me) in img.tr_range(start, end) {
-                    for (s, e) in model_pieces(&self.k, ms, me) {
-                        let _ = self.k.apply_vma_lock_flags(s, e - s, flags);
+                    for (s, e) in model_pieces(&self.m, ms, me) {
+                        self.m.step_current(Step::MlockFlags { start: s, len: e - s, flags });
                     }
                 }
                 if flags & mm::gup::MLOCK_ONFAULT == 0 {
-                    Self::populate(&mut self.k, &mut self.stats, img, start, end, Populate::Mlock, "mlock");
+                    Self::populate(&mut self.m, &mut self.stats, img, start, end, Populate::Mlock, "mlock");
                 }
             }
             SyscallKind::Munlock if !failed => {
                 let (start, end) = (a[0] & !(PAGE_SIZE - 1), (a[0] + a[1]).div_ceil(PAGE_SIZE) * PAGE_SIZE);
                 for (ms, me) in img.tr_range(start, end) {
-                    for (s, e) in model_pieces(&self.k, ms, me) {
-                        let _ = self.k.do_munlock(s, e - s);
+                    for (s, e) in model_pieces(&self.m, ms, me) {
+                        self.m.step_current(Step::Munlock { start: s, len: e - s });
                     }
                 }
             }
             SyscallKind::Mlockall if !failed => {
-                self.k.apply_mlockall_flags(a[0]);
+                self.m.step_current(Step::MlockallFlags { flags: a[0] });
                 if a[0] & mm::gup::MCL_CURRENT != 0 && a[0] & mm::gup::MCL_ONFAULT == 0 {
-                    Self::populate(&mut self.k, &mut self.stats, img, 0, mm_types::TASK_SIZE, Populate::Mlock, "mlockall(MCL_CURRENT)");
+                    Self::populate(&mut self.m, &mut self.stats, img, 0, mm_types::TASK_SIZE, Populate::Mlock, "mlockall(MCL_CURRENT)");
                 }
             }
-            SyscallKind::Munlockall if !failed => self.k.do_munlockall(),
+            SyscallKind::Munlockall if !failed => {
+                self.m.step_current(Step::Munlockall);
+            }
             SyscallKind::Brk => {
                 let got = ret as u64;
                 if !img.brk_known {
                     // The first brk (glibc's brk(0)) reveals start_brk.
-                    self.k.set_brk(got, got);
+                    self.m.step_current(Step::SetLayout { mmap_base: None, brk: Some((got, got)) });
                     img.brk_known = true;
                 } else if a[0] != 0 {
-                    let old = self.k.brk();
-                    let model = self.k.sys_brk(got);
+                    let old = self.m.brk();
+                    let model = self.m.step_current(Step::Brk { to: got }).brk();
                     if model != got {
-                        self.k.set_brk(self.k.start_brk(), got);
+                        let start = self.m.start_brk();
+                        self.m.step_current(Step::SetLayout { mmap_base: None, brk: Some((start, got)) });
                     }
                     // do_brk_flags takes def_flags: under mlockall(MCL_FUTURE) the growth is
                     // populated (mm_populate in brk).
-                    let def = self.k.mlock_future_flags();
+                    let def = self.m.mlock_future_flags();
                     if got > old && def & (mm::vma::vm::LOCKED | mm::vma::vm::LOCKONFAULT) == mm::vma::vm::LOCKED {
-                        Self::populate(&mut self.k, &mut self.stats, img, old.next_multiple_of(PAGE_SIZE), got.next_multiple_of(PAGE_SIZE), Populate::Mlock, "brk under mlockall(MCL_FUTURE)");
+                        Self::populate(&mut self.m, &mut self.stats, img, old.next_multiple_of(PAGE_SIZE), got.next_multiple_of(PAGE_SIZE), Populate::Mlock, "brk under mlockall(MCL_FUTURE)");
                     }
                 }
             }
@@ -872,7 +877,7 @@ impl<'a> Replay<'a> {
                     (_, 0) => ThpDisable::Completely,
                     _ => ThpDisable::ExceptAdvised,
                 };
-                self.k.prctl_set_thp_disable(form);
+                self.m.step_current(Step::Prctl(form));
             }
             _ => {}
         }
@@ -913,16 +918,17 @@ impl<'a> Replay<'a> {
             at = img.tr(rec);
         } else {
             let placement = if hint != 0 { MmapPlacement::Hint(img.tr(hint)) } else { MmapPlacement::Kernel };
-            let here = self.k.mmap_placement(len, placement, backing);
+            let here = self.m.mmap_placement(len, placement, backing);
             if img.relocating {
                 at = here.unwrap_or(rec);
             } else {
                 // The model under the recording's knobs must find the recorded address.
                 let under_rec = match rec_settings {
                     Some(r) if r != settings => {
-                        self.k.set_settings(r);
-                        let p = self.k.mmap_placement(len, placement, backing);
-                        self.k.set_settings(settings);
+                        // A question, not a step: where the recording's knobs place it.
+                        self.m.kernel_mut().set_settings(r);
+                        let p = self.m.mmap_placement(len, placement, backing);
+                        self.m.kernel_mut().set_settings(settings);
                         p
                     }
                     _ => here,
@@ -956,15 +962,15 @@ impl<'a> Replay<'a> {
         // relocation the recorded range may hold another mapping in the model.
         if fixed {
             for (s, e) in img.tr_range(rec, rec + len) {
-                let _ = self.k.do_munmap(s, e - s);
+                self.m.step_current(Step::Munmap { start: s, len: e - s });
             }
         }
-        let _ = self.k.do_munmap(at, len);
+        self.m.step_current(Step::Munmap { start: at, len });
         img.reloc_remove(rec, rec + len);
         if at != rec || img.relocating {
             img.reloc.insert(rec, (rec + len.div_ceil(PAGE_SIZE) * PAGE_SIZE, at));
         }
-        let mut p = prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0) | self.k.mlock_future_flags();
+        let mut p = prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0) | self.m.mlock_future_flags();
         if flags & MAP_LOCKED != 0 {
             p |= mm::vma::vm::LOCKED;
         }
@@ -974,24 +980,24 @@ impl<'a> Replay<'a> {
         if matches!(backing, MapBacking::SharedAnon) {
             self.stats.shmem_files += 1;
         }
-        if self.k.do_mmap_backed(len, p, MmapPlacement::FixedNoReplace(at), backing).is_err() {
+        if self.m.step_current(Step::Mmap { len, prot: p, placement: MmapPlacement::FixedNoReplace(at), backing }).ret().is_err() {
             return;
         }
         // vm_mmap_pgoff → mm_populate: MAP_POPULATE, or VM_LOCKED without VM_LOCKONFAULT
         // (MAP_LOCKED, mlockall(MCL_FUTURE)). GUP faults count in minflt (mm/gup.rs).
         let locked = p & (mm::vma::vm::LOCKED | mm::vma::vm::LOCKONFAULT) == mm::vma::vm::LOCKED;
         if flags & MAP_POPULATE != 0 || locked {
-            Self::populate(&mut self.k, &mut self.stats, img, at, at + len, Populate::Mlock, "mmap");
+            Self::populate(&mut self.m, &mut self.stats, img, at, at + len, Populate::Mlock, "mmap");
         }
     }
 
     /// Memory the kernel populated without a fault the recorder saw (mm/gup.rs): modelled, its
     /// faults counted in minflt; what the model cannot populate (file pages) is said.
-    fn populate(k: &mut Kernel, st: &mut ReplayStats, img: &mut Image, start: u64, end: u64, how: Populate, call: &str) {
+    fn populate(k: &mut Machine, st: &mut ReplayStats, img: &mut Image, start: u64, end: u64, how: Populate, call: &str) {
         st.populate_calls += 1;
         let mut unmodelled = 0;
         for (ms, me) in img.tr_range(start, end) {
-            match k.populate_range(ms, me, how) {
+            match k.step_current(Step::Populate { start: ms, end: me, how }).populated() {
                 Ok(p) => {
                     st.populate_faults += p.faults;
                     unmodelled += p.unmodelled_pages;
@@ -1010,7 +1016,7 @@ impl<'a> Replay<'a> {
     }
 
     /// The mount of a tmpfs device in an image (made on first use, with the recorded `huge=`).
-    fn sb_for(k: &mut Kernel, mounts: &[MountEntry], img: &mut Image, maj: u32, min: u32) -> SbId {
+    fn sb_for(k: &mut Machine, mounts: &[MountEntry], img: &mut Image, maj: u32, min: u32) -> SbId {
         if let Some(&sb) = img.sbs.get(&(maj, min)) {
             return sb;
         }
@@ -1020,7 +1026,7 @@ impl<'a> Replay<'a> {
             "advise" => SbHuge::Advise,
             _ => SbHuge::Never,
         };
-        let sb = k.shmem_mount(huge);
+        let sb = k.step_current(Step::ShmemMount(huge)).mounted();
         img.sbs.insert((maj, min), sb);
         sb
     }
@@ -1037,7 +1043,7 @@ impl<'a> Replay<'a> {
                     FileRef::Other
                 } else {
                     st.shmem_files += 1;
-                    FileRef::Shmem(self.k.shmem_create(SHM_MNT, false))
+                    FileRef::Shmem(self.m.step_current(Step::ShmemCreate { sb: SHM_MNT, linked: false }).created())
                 };
                 img.install(ret, file, false);
             }
@@ -1055,20 +1061,20 @@ impl<'a> Replay<'a> {
                         let ino = match img.names.get(&key) {
                             Some(&ino) => ino,
                             None => {
-                                let sb = Self::sb_for(&mut self.k, mounts, img, p.maj, p.min);
-                                let ino = self.k.shmem_create(sb, true);
+                                let sb = Self::sb_for(&mut self.m, mounts, img, p.maj, p.min);
+                                let ino = self.m.step_current(Step::ShmemCreate { sb, linked: true }).created();
                                 st.shmem_files += 1;
                                 if p.exists && p.size > 0 && flags & O_TRUNC == 0 {
                                     // Data from before the program: its folio sizes are not
                                     // known; it is taken as 4 KiB pages.
                                     st.preexisting_files += 1;
-                                    let _ = self.k.shmem_populate_order0(ino, p.size);
+                                    self.m.step_current(Step::ShmemPreexisting { ino, size: p.size });
                                 }
                                 img.names.insert(key, ino);
                                 ino
                             }
                         };
-                        if flags & O_TRUNC != 0 && self.k.shmem_ftruncate(ino, 0).is_err() {
+                        if flags & O_TRUNC != 0 && self.m.step_current(Step::Ftruncate { ino, size: 0 }).ret().is_err() {
                             st.shmem_unmodelled += 1;
                         }
                         FileRef::Shmem(ino)
@@ -1083,7 +1089,7 @@ impl<'a> Replay<'a> {
                 }
                 if let Some(p) = path {
                     if let Some(ino) = img.names.remove(&(p.maj, p.min, p.path)) {
-                        self.k.shmem_unlink(ino);
+                        self.m.step_current(Step::ShmemUnlink(ino));
                     }
                 }
             }
@@ -1126,7 +1132,7 @@ impl<'a> Replay<'a> {
                     }
                     return;
                 };
-                let size = self.k.shmem_inode(ino).i_size;
+                let size = self.m.shmem_inode(ino).i_size;
                 let append = img.descs[d].append || (kind == SyscallKind::Pwritev2 && a[5] & RWF_APPEND != 0);
                 let uses_pos = matches!(kind, SyscallKind::Write | SyscallKind::Writev) || (kind == SyscallKind::Pwritev2 && a[3] as i64 == -1);
                 let at = if append {
@@ -1137,7 +1143,7 @@ impl<'a> Replay<'a> {
                     a[3]
                 };
                 st.shmem_writes += 1;
-                if self.k.shmem_write(ino, at, ret as u64).is_err() {
+                if self.m.step_current(Step::ShmemWrite { ino, offset: at, len: ret as u64 }).ret().is_err() {
                     st.shmem_unmodelled += 1;
                 }
                 if uses_pos {
@@ -1146,7 +1152,7 @@ impl<'a> Replay<'a> {
             }
             SyscallKind::Ftruncate if ret == 0 => {
                 if let FileRef::Shmem(ino) = img.file_of(a[0]) {
-                    if self.k.shmem_ftruncate(ino, a[1]).is_err() {
+                    if self.m.step_current(Step::Ftruncate { ino, size: a[1] }).ret().is_err() {
                         st.shmem_unmodelled += 1;
                     }
                 }
@@ -1154,8 +1160,7 @@ impl<'a> Replay<'a> {
             SyscallKind::Fallocate if ret == 0 => {
                 if let FileRef::Shmem(ino) = img.file_of(a[0]) {
                     let r = match a[1] {
-                        0 => self.k.shmem_fallocate(ino, a[2], a[3]),
-                        FALLOC_FL_KEEP_SIZE => self.k.shmem_fallocate_keep_size(ino, a[2], a[3]),
+                        0 | FALLOC_FL_KEEP_SIZE => self.m.step_current(Step::Fallocate { ino, offset: a[2], len: a[3], keep_size: a[1] != 0 }).ret(),
                         _ => Err(mm::Errno::ENOSYS),
                     };
                     if r.is_err() {
@@ -1185,7 +1190,7 @@ impl<'a> Replay<'a> {
         let minflt = self.done_minflt + passthrough;
         // One machine: its counters are every image's.
         let mut counters = self.done_counters;
-        counters.add(&self.k.counters);
+        counters.add(&self.m.counters);
         Finished { counters, minflt, images: self.done_images, stats: self.stats }
     }
 }
