@@ -318,7 +318,7 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
             OpKind::Madvise(_, a) => format!("madvise({})", a.word()),
             OpKind::Brk { .. } => "brk".into(),
             OpKind::Prctl(_) => "prctl(PR_SET_THP_DISABLE)".into(),
-            OpKind::Sleep { .. } => String::new(),
+            OpKind::Sleep { .. } | OpKind::Phase(_) => String::new(),
             OpKind::Touch(_) | OpKind::Access(_) => String::new(),
             OpKind::ReadDirect { .. } => "read(O_DIRECT)".into(),
             OpKind::Mount(_) => "mount(tmpfs)".into(),
@@ -410,6 +410,8 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
                 ExecKind::Prctl { arg2, arg3 }
             }
             OpKind::Sleep { ns } => ExecKind::Sleep { ns: *ns },
+            // A phase boundary makes no call: nothing happens live.
+            OpKind::Phase(_) => ExecKind::Sleep { ns: 0 },
             OpKind::Access(a) => {
                 let (base, len) = region_base(w, &a.range, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))?;
                 let (pattern, p1, p2) = match a.pattern {

@@ -109,6 +109,7 @@ impl Kernel {
             }
             self.mm.pt.set_pmd(pmd_table, haddr, Pmd::HugeZero);
             self.mm.pt.deposit(pmd_table, haddr, pgtable);
+            self.mm.stats.zero_page_faults += 1;
             return HugeFault::Done;
         }
         let Some(folio) = self.vma_alloc_anon_folio_pmd() else {

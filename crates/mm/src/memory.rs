@@ -401,6 +401,7 @@ impl Kernel {
     fn do_anonymous_page(&mut self, vma: &mut Vma, va: Vaddr, write: bool, idx: u32, info: &mut PteFaultInfo) -> Access {
         if !write {
             self.mm.pt.set_pte(idx, va.pte_index(), ZERO_PTE | PTE_YOUNG);
+            self.mm.stats.zero_page_faults += 1;
             return Access::Fault;
         }
         if vma.anon_vma == 0 {

@@ -100,6 +100,9 @@ pub struct ModelStats {
     pub fallbacks: [[u64; FallbackReason::ALL.len()]; PMD_ORDER as usize + 1],
     /// Accesses that hit an existing mapping (no fault).
     pub hits: u64,
+    /// Read faults that mapped the shared zero page or the huge zero folio (`do_anonymous_page`
+    /// and `do_huge_pmd_anonymous_page` without FAULT_FLAG_WRITE).
+    pub zero_page_faults: u64,
     /// Page-table pages allocated (`PageTables` in meminfo, as a count).
     pub pgtable_pages: u64,
     /// Write faults on anon pages shared by fork that copied the page (`wp_page_copy`).

@@ -24,7 +24,10 @@ use mm::mmap::{MapBacking, MmapPlacement};
 use mm::shmem::{InodeId, SbHuge, SbId};
 use mm::fork::ForkWork;
 use mm::{Access, Errno, Kernel, MmId};
-use uapi::ThpSettings;
+use mm_types::{Order, PMD_ORDER};
+use uapi::counters::sysfs_orders;
+use uapi::profile::FaultCosts;
+use uapi::{MthpStat, ThpSettings, TimeEstimate, VmEvent};
 
 use crate::daemons;
 
@@ -95,6 +98,14 @@ pub enum Step {
     Sleep { ns: u64 },
     /// Settings change (a sysfs write; torture draws them).
     Settings(Box<ThpSettings>),
+}
+
+impl Step {
+    /// A system call (priced at the profile's `syscall_ns`); accesses, sleeps and settings are
+    /// not.
+    pub fn is_call(&self) -> bool {
+        !matches!(self, Step::Access { .. } | Step::AccessRun { .. } | Step::Sleep { .. } | Step::Settings(_) | Step::SetLayout { .. } | Step::ShmemPreexisting { .. })
+    }
 }
 
 /// What a step returned.
@@ -210,6 +221,20 @@ impl Outcome {
     }
 }
 
+/// The work the model counts that a profile prices: read before and after each step, the
+/// difference is the step's work.
+#[derive(Clone, Copy, Default)]
+struct Work {
+    /// The step's mm: `min_flt`, accesses that hit, zero-page read faults.
+    minflt: u64,
+    hits: u64,
+    zero: u64,
+    /// The machine's `thp_collapse_alloc`.
+    collapses: i64,
+    /// The machine's folio allocations of each order (`anon_fault_alloc` + `shmem_alloc`).
+    allocs: [i64; PMD_ORDER as usize + 1],
+}
+
 /// The simulated machine and its clock: the kernel, the time, and the daemons.
 pub struct Machine {
     k: Kernel,
@@ -217,6 +242,11 @@ pub struct Machine {
     clock_ns: u64,
     khugepaged: daemons::Khugepaged,
     steps: u64,
+    /// With a profile's `[fault]` costs, every step moves the clock by what its work costs;
+    /// without, only `Sleep` moves it.
+    costs: Option<FaultCosts>,
+    /// What the priced steps cost, by kind of work.
+    time: TimeEstimate,
 }
 
 impl std::ops::Deref for Machine {
@@ -228,7 +258,83 @@ impl std::ops::Deref for Machine {
 
 impl Machine {
     pub fn new(k: Kernel) -> Machine {
-        Machine { k, clock_ns: 0, khugepaged: daemons::Khugepaged::default(), steps: 0 }
+        Machine { k, clock_ns: 0, khugepaged: daemons::Khugepaged::default(), steps: 0, costs: None, time: TimeEstimate::default() }
+    }
+
+    /// Price every step from now on with a profile's `[fault]` section (`sim --profile`): the
+    /// clock moves by each step's work, so daemons wake in the middle of the program as they
+    /// would on the machine the profile was measured on.
+    pub fn set_costs(&mut self, costs: FaultCosts) {
+        self.costs = Some(costs);
+    }
+
+    /// The time of the priced steps so far (`None` without a profile); `total_ns` is the work,
+    /// the clock also holds the sleeps.
+    pub fn time(&self) -> Option<TimeEstimate> {
+        let c = self.costs.as_ref()?;
+        let mut t = self.time.clone();
+        t.total_ns = t.faults_ns.values().sum::<f64>() + t.zero_page_ns + t.touch_ns + t.calls_ns + t.collapse_ns;
+        t.unmeasured_sizes = t.faults.keys().filter(|s| c.fault_ns(s).is_none()).cloned().collect();
+        Some(t)
+    }
+
+    fn work(&self) -> Work {
+        let s = self.k.stats();
+        let collapses = self.k.counters.vm(VmEvent::ThpCollapseAlloc);
+        let mut w = Work { minflt: s.minflt, hits: s.hits, zero: s.zero_page_faults, collapses, allocs: [0; PMD_ORDER as usize + 1] };
+        for order in sysfs_orders() {
+            w.allocs[order.0 as usize] = self.k.counters.mthp(order, MthpStat::AnonFaultAlloc) + self.k.counters.mthp(order, MthpStat::ShmemAlloc);
+        }
+        w
+    }
+
+    /// Charge the work between `before` and now (`call`: the step is a system call), as
+    /// `crate::time` describes: each fault by the size it allocated, zero-page reads, touches
+    /// that did not fault, and the call itself. Returns the ns charged.
+    fn charge(&mut self, before: &Work, call: bool) -> f64 {
+        let Some(c) = self.costs.as_ref() else { return 0.0 };
+        let after = self.work();
+        let t = &mut self.time;
+        let four_k = c.fault_ns("4kB").unwrap_or(0.0);
+        let mut ns = 0.0;
+        let mut large = 0;
+        for order in sysfs_orders() {
+            let n = (after.allocs[order.0 as usize] - before.allocs[order.0 as usize]).max(0) as u64;
+            if n > 0 {
+                let size = order.label();
+                let cost = n as f64 * c.fault_ns(&size).unwrap_or(four_k);
+                *t.faults.entry(size.clone()).or_default() += n;
+                *t.faults_ns.entry(size).or_default() += cost;
+                ns += cost;
+                large += n;
+            }
+        }
+        let zero = after.zero.saturating_sub(before.zero);
+        let small = after.minflt.saturating_sub(before.minflt).saturating_sub(large + zero);
+        if small > 0 {
+            *t.faults.entry("4kB".into()).or_default() += small;
+            *t.faults_ns.entry("4kB".into()).or_default() += small as f64 * four_k;
+            ns += small as f64 * four_k;
+        }
+        t.zero_page_faults += zero;
+        t.zero_page_ns += zero as f64 * c.zero_page_read_ns;
+        let hits = after.hits.saturating_sub(before.hits);
+        t.touches_without_fault += hits;
+        t.touch_ns += hits as f64 * c.touch_ns_per_page;
+        ns += zero as f64 * c.zero_page_read_ns + hits as f64 * c.touch_ns_per_page;
+        let collapses = (after.collapses - before.collapses).max(0) as u64;
+        if collapses > 0 {
+            let cost = collapses as f64 * c.fault_ns(&Order::PMD.label()).unwrap_or(four_k);
+            t.collapses += collapses;
+            t.collapse_ns += cost;
+            ns += cost;
+        }
+        if call {
+            t.calls += 1;
+            t.calls_ns += c.syscall_ns;
+            ns += c.syscall_ns;
+        }
+        ns
     }
 
     /// The kernel, for setup before the first step and for what a source reads with the
@@ -265,6 +371,9 @@ impl Machine {
     pub fn step(&mut self, mm: MmId, step: Step) -> Outcome {
         self.k.switch_mm(mm);
         self.steps += 1;
+        // A sleep's time is its own, and what khugepaged does meanwhile is not the program's.
+        let before = (self.costs.is_some() && !matches!(step, Step::Sleep { .. })).then(|| self.work());
+        let call = step.is_call();
         let k = &mut self.k;
         let out = match step {
             Step::Mmap { len, prot, placement, backing } => Outcome::Mapped(k.do_mmap_backed(len, prot, placement, backing)),
@@ -332,8 +441,17 @@ impl Machine {
                 Outcome::Done
             }
         };
-        // An mm that the step put on khugepaged's empty list wakes the daemon now.
-        self.khugepaged.after_op(&self.k, self.clock_ns);
+        if let Some(before) = before {
+            // The step took this long; wake-ups due meanwhile run after it (the program ran on
+            // while the daemon woke), an mm it put on khugepaged's empty list wakes it now.
+            let ns = self.charge(&before, call);
+            self.clock_ns += ns.round() as u64;
+            self.khugepaged.after_op(&self.k, self.clock_ns);
+            self.khugepaged.run_until(&mut self.k, self.clock_ns);
+        } else {
+            // An mm that the step put on khugepaged's empty list wakes the daemon now.
+            self.khugepaged.after_op(&self.k, self.clock_ns);
+        }
         out
     }
 

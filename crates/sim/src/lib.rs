@@ -136,6 +136,9 @@ pub struct RunOptions<'a> {
     pub per_access: bool,
     /// `--explain`: keep the decisions of the faults in `[start, end)` (the result's `explain`).
     pub explain: Option<(u64, u64)>,
+    /// `--profile`: price every step with these `[fault]` costs, so that the clock moves with
+    /// the work (sim::driver) and the result has `time`.
+    pub costs: Option<uapi::profile::FaultCosts>,
     /// `--cpu` and `--paging`: the TLB model that `access` statements drive (default: zen4,
     /// native, when the workload has any).
     pub tlb: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
@@ -176,8 +179,12 @@ pub fn run_with(
         io: None,
         mms: vec![None; workload.procs.len()],
         mm: main,
+        phases: Vec::new(),
     };
     sim.mms[0] = Some(main);
+    if let Some(c) = &opts.costs {
+        sim.m.set_costs(c.clone());
+    }
     let has_access = workload.ops.iter().any(|op| matches!(op.kind, OpKind::Access(_)));
     if has_access || opts.tlb.is_some() {
         let (cpu, paging) = opts.tlb.unwrap_or((&tlb::presets::ZEN4, tlb::Paging::Native));
@@ -197,6 +204,15 @@ pub fn run_with(
     let tlb_run = sim.tlb.take();
     let io = sim.io.take();
     let mms = std::mem::take(&mut sim.mms);
+    let time = sim.m.time().map(|mut t| {
+        t.elapsed_ns = sim.m.clock_ns();
+        t.phases = std::mem::take(&mut sim.phases);
+        let ends: Vec<u64> = t.phases.iter().skip(1).map(|p| p.start_ns).chain([t.elapsed_ns]).collect();
+        for (p, end) in t.phases.iter_mut().zip(ends) {
+            p.ns = end - p.start_ns;
+        }
+        t
+    });
     let mut k = sim.m.into_kernel();
     let ranges: Vec<(u64, u64)> = regions.iter().flatten().map(|&(s, l)| (s, s + l)).collect();
     let processes: Vec<uapi::result::ProcResult> = if workload.forks() {
@@ -209,6 +225,7 @@ pub fn run_with(
     result.processes = processes;
     result.accesses = tlb_run.filter(|_| has_access).map(|t| t.report(workload));
     result.io = io;
+    result.time = time;
     Ok((result, k))
 }
 
@@ -233,6 +250,8 @@ struct Sim<'a> {
     mms: Vec<Option<mm::MmId>>,
     /// The mm of the statement being run.
     mm: mm::MmId,
+    /// The `phase` statements so far, with the clock when each started.
+    phases: Vec<uapi::result::PhaseTime>,
 }
 
 impl Sim<'_> {
@@ -398,6 +417,7 @@ impl Sim<'_> {
                 self.step(Step::Exit);
             }
             OpKind::Wait(_) => self.call(line, "wait4".into(), Ok(())),
+            OpKind::Phase(name) => self.phases.push(uapi::result::PhaseTime { name: name.clone(), start_ns: self.m.clock_ns(), ns: 0 }),
             OpKind::ReadDirect { range, block } => {
                 let (start, len) = self.region(line, range.region)?;
                 let rlen = range.len_in(len);

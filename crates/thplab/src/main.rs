@@ -521,7 +521,7 @@ fn run_sim(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, chec
 }
 
 fn run_sim_explained(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, check: bool, progress: bool, explain: Option<(u64, u64)>) -> Result<uapi::RunResult> {
-    run_sim_tlb(w, s, m, check, progress, explain, None)
+    run_sim_tlb(w, s, m, check, progress, explain, None, None)
 }
 
 fn run_sim_tlb(
@@ -532,10 +532,11 @@ fn run_sim_tlb(
     progress: bool,
     explain: Option<(u64, u64)>,
     tlb: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
+    costs: Option<&uapi::profile::FaultCosts>,
 ) -> Result<uapi::RunResult> {
     let mut bar = print::Progress::new(progress && w.touched_pages() > 4_000_000, &w.source, w.touched_pages());
     let mut on_event = |e: sim::SimEvent| bar.event(e);
-    let mut opts = sim::RunOptions { check_invariants: check, on_event: Some(&mut on_event), explain, tlb, ..Default::default() };
+    let mut opts = sim::RunOptions { check_invariants: check, on_event: Some(&mut on_event), explain, tlb, costs: costs.cloned(), ..Default::default() };
     let (r, _) = sim::run_with(w, s, m, &mut opts)?;
     drop(opts);
     bar.finish();
@@ -676,13 +677,13 @@ fn sim_one(
     progress: bool,
     profile: Option<&uapi::profile::MachineProfile>,
 ) -> Result<uapi::RunResult> {
-    let mut r = sim_input(a, input, settings, machine, explain, progress)?;
-    if let Some(fault) = profile.and_then(|p| p.fault.as_ref()) {
-        let (touched, calls) = match input {
-            SimInput::Workload(w) => (w.touched_pages(), r.calls.len() as u64),
-            SimInput::Recording { events, .. } => (r.process.minflt, events.iter().filter(|e| matches!(e.body, trace::EventBody::Syscall(_))).count() as u64),
-        };
-        r.time = Some(sim::time::estimate(&r, touched, calls, fault));
+    let costs = profile.and_then(|p| p.fault.as_ref());
+    let mut r = sim_input(a, input, settings, machine, explain, progress, costs)?;
+    // A workload's steps are priced as they run (sim::driver); a recording's time is still
+    // estimated from its totals.
+    if let (Some(fault), SimInput::Recording { events, .. }) = (costs, input) {
+        let calls = events.iter().filter(|e| matches!(e.body, trace::EventBody::Syscall(_))).count() as u64;
+        r.time = Some(sim::time::estimate(&r, r.process.minflt, calls, fault));
     }
     if let (Some(pin), Some(io)) = (profile.and_then(|p| p.pin.as_ref()), r.io.as_mut()) {
         io.pin_ns = Some(pin.pin_ns(io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages));
@@ -706,7 +707,15 @@ pub fn load_profile(arg: &str) -> Result<uapi::profile::MachineProfile> {
     Ok(p)
 }
 
-fn sim_input(a: &SimArgs, input: &SimInput, settings: &ThpSettings, machine: &sim::MachineConfig, explain: Option<(u64, u64)>, progress: bool) -> Result<uapi::RunResult> {
+fn sim_input(
+    a: &SimArgs,
+    input: &SimInput,
+    settings: &ThpSettings,
+    machine: &sim::MachineConfig,
+    explain: Option<(u64, u64)>,
+    progress: bool,
+    costs: Option<&uapi::profile::FaultCosts>,
+) -> Result<uapi::RunResult> {
     Ok(match input {
         SimInput::Recording { name, header, events, offsets } => {
             let r = sim::run_recording_with(name, header, events, settings, machine, a.check, explain).map_err(|e| input::locate(e, offsets))?;
@@ -716,7 +725,7 @@ fn sim_input(a: &SimArgs, input: &SimInput, settings: &ThpSettings, machine: &si
         SimInput::Workload(w) => {
             let cpu = tlb::presets::by_name(&a.cpu).expect("clap checked --cpu");
             let paging = tlb::Paging::parse(&a.paging).expect("clap checked --paging");
-            run_sim_tlb(w, settings, machine, a.check, progress, explain, Some((cpu, paging)))?
+            run_sim_tlb(w, settings, machine, a.check, progress, explain, Some((cpu, paging)), costs)?
         }
     })
 }

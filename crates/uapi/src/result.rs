@@ -173,8 +173,31 @@ pub struct TimeEstimate {
     /// Memory-management calls and their ns.
     pub calls: u64,
     pub calls_ns: f64,
+    /// Collapses the program's own calls made (MADV_COLLAPSE: `thp_collapse_alloc` in its
+    /// steps; khugepaged's run on another CPU and are not the program's time), charged as a
+    /// PMD fault each (a 2 MiB allocation and 2 MiB copied instead of zeroed).
+    #[serde(default)]
+    pub collapses: u64,
+    #[serde(default)]
+    pub collapse_ns: f64,
     /// Sizes that faulted but have no cost in the profile (charged as 4kB faults).
     pub unmeasured_sizes: Vec<String>,
+    /// The simulated clock at the end: the priced work plus every `sleep` (a workload's).
+    #[serde(default)]
+    pub elapsed_ns: u64,
+    /// The workload's `phase` statements: each phase's simulated time (from its statement to
+    /// the next phase or the end), sleeps included. Empty without phases.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseTime>,
+}
+
+/// One `phase NAME` of a workload and the simulated time it took.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseTime {
+    pub name: String,
+    /// The clock when it started, and how long it ran, in ns.
+    pub start_ns: u64,
+    pub ns: u64,
 }
 
 /// The TLB model's report of a run's `access` statements.

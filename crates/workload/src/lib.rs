@@ -406,6 +406,9 @@ pub enum OpKind {
     /// Sleep this many nanoseconds (`sleep DURATION`): the model's clock moves on and
     /// khugepaged wakes on it; the live executor calls nanosleep.
     Sleep { ns: u64 },
+    /// `phase NAME`: a named part of the run starts here (it ends where the next starts, or
+    /// at the end); the result gives each phase's simulated time. No system call.
+    Phase(String),
     /// `access RANGE PATTERN ...`: loads and stores for the TLB model (faults like touches).
     Access(AccessStream),
     /// `read(2)` with O_DIRECT into the range, `block` bytes a call: each call pins its part of

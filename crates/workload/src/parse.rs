@@ -84,7 +84,7 @@ impl Ctx<'_> {
 }
 
 const VERBS: &str =
-    "mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, in, exit, wait";
+    "mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, phase, read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, in, exit, wait";
 
 /// Parse workload text. `source` names it in errors (a path, or `<builtin>`).
 pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
@@ -298,6 +298,10 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
                 Some(p) if p != ProcId::MAIN => Ok(OpKind::Wait(p)),
                 _ => Err(cx.err(format!("no child process '{}' to wait for", args[0]))),
             }
+        }
+        "phase" => {
+            expect_positional(cx, "phase NAME", args, 1)?;
+            Ok(OpKind::Phase(args[0].to_string()))
         }
         "sleep" => {
             let (pos, _) = split_options(cx, args, &[])?;
