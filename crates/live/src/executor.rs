@@ -33,8 +33,7 @@ use std::time::Instant;
 
 use mm_types::{PAGE_SIZE, PMD_SIZE};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
-use uapi::result::RegionPlacement;
+use uapi::result::{LiveKhugepaged, LiveSection, LiveWorkloadRun, Noise, NoiseEntry, RegionPlacement, Spread};
 use uapi::{CallResult, Census, MthpStat, ProcessStats, RunResult, ThpSettings};
 use workload::{Backing, FileKind, OpKind, Placement, Range, RegionId, ThpDisable, Touch, TouchOrder, TouchPlan, Workload, HEAP};
 
@@ -1824,10 +1823,10 @@ fn median(v: &mut [i64]) -> i64 {
     }
 }
 
-fn spread_of(v: &[i64]) -> serde_json::Value {
+fn spread_of(v: &[i64]) -> Spread {
     let mut s = v.to_vec();
-    let med = median(&mut s);
-    json!({"min": s.first().copied().unwrap_or(0), "median": med, "max": s.last().copied().unwrap_or(0)})
+    let median = median(&mut s);
+    Spread { min: s.first().copied().unwrap_or(0), median, max: s.last().copied().unwrap_or(0) }
 }
 
 /// Run `w` under `settings` on the live kernel, `opts.repeat` times, holding the settings guard
@@ -1876,7 +1875,7 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
     order.sort_by_key(|&i| runs[i].minflt);
     let rep = &runs[order[(n - 1) / 2]];
 
-    let mut spread = serde_json::Map::new();
+    let mut spread = BTreeMap::new();
     let mut col = |name: String, vals: Vec<i64>| -> i64 {
         let mut v = vals.clone();
         let m = median(&mut v);
@@ -1942,41 +1941,43 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
         })
         .collect();
     let census_varied = runs.iter().any(|r| r.census != rep.census);
-    res.live = Some(json!({
-        "kernel_release": crate::kernel_release(),
-        "runs": n,
-        "start_brk": format!("{:#x}", rep.start_brk),
-        "wall_ms": wall_us as f64 / 1000.0,
-        "census_ms": rep.census_ms,
-        "census_pagemap_ms": rep.census_detail.0,
-        "census_kpageflags_ms": rep.census_detail.1,
-        "census_kpageflags_reads": rep.census_detail.2,
-        "census_kpageflags_pfns": rep.census_detail.3,
-        "spread": serde_json::Value::Object(spread),
-        "census_varied_between_runs": census_varied,
-        "placement": notes,
-        "noise": noise(rep),
-        "khugepaged": khugepaged_sum(runs.iter().map(|r| &r.counters)),
-    }));
+    res.live = Some(LiveSection {
+        kernel_release: crate::kernel_release(),
+        wall_ms: wall_us as f64 / 1000.0,
+        khugepaged: khugepaged_sum(runs.iter().map(|r| &r.counters)),
+        workload: Some(LiveWorkloadRun {
+            runs: n as u64,
+            start_brk: format!("{:#x}", rep.start_brk),
+            census_ms: rep.census_ms,
+            census_pagemap_ms: rep.census_detail.0,
+            census_kpageflags_ms: rep.census_detail.1,
+            census_kpageflags_reads: rep.census_detail.2,
+            census_kpageflags_pfns: rep.census_detail.3,
+            spread,
+            census_varied_between_runs: census_varied,
+            placement: notes,
+            noise: noise(rep),
+        }),
+        program: None,
+    });
     res
 }
 
 /// The khugepaged counters' deltas, summed over runs.
-pub(crate) fn khugepaged_sum<'a>(runs: impl Iterator<Item = &'a CounterSnapshot>) -> serde_json::Value {
-    let mut m = serde_json::Map::new();
+pub(crate) fn khugepaged_sum<'a>(runs: impl Iterator<Item = &'a CounterSnapshot>) -> LiveKhugepaged {
+    let mut sum = LiveKhugepaged::default();
     for c in runs {
-        for (k, v) in &c.khugepaged {
-            let cur = m.get(k).and_then(|x| x.as_i64()).unwrap_or(0);
-            m.insert(k.clone(), json!(cur + v));
-        }
+        let get = |name: &str| c.khugepaged.get(name).copied().unwrap_or(0);
+        sum.pages_collapsed += get("pages_collapsed");
+        sum.full_scans += get("full_scans");
     }
-    serde_json::Value::Object(m)
+    sum
 }
 
 /// How much of the system-wide counters is not this process: per size, the `anon_fault_alloc`
 /// delta against the folios of that size the census found.
-fn noise(r: &RunOnce) -> serde_json::Value {
-    let mut per_size = serde_json::Map::new();
+fn noise(r: &RunOnce) -> Noise {
+    let mut per_size = BTreeMap::new();
     let mut total_excess = 0i64;
     for (dir, m) in &r.counters.mthp {
         let Some(&alloc) = m.get(MthpStat::AnonFaultAlloc.name()) else { continue };
@@ -1987,7 +1988,7 @@ fn noise(r: &RunOnce) -> serde_json::Value {
         }
         let excess = alloc - census;
         total_excess += excess.max(0);
-        per_size.insert(label, json!({"anon_fault_alloc": alloc, "census_folios": census, "excess": excess}));
+        per_size.insert(label, NoiseEntry { anon_fault_alloc: alloc, census_folios: census, excess });
     }
     let note = if total_excess == 0 {
         "system-wide counters match this process's census (no other activity seen)".to_string()
@@ -1997,7 +1998,7 @@ fn noise(r: &RunOnce) -> serde_json::Value {
              faulted large folios during the run, or the workload freed or split some (munmap, dontneed)"
         )
     };
-    json!({"note": note, "anon_fault_alloc_vs_census": serde_json::Value::Object(per_size), "excess_total": total_excess})
+    Noise { note, anon_fault_alloc_vs_census: per_size, excess_total: total_excess }
 }
 
 #[cfg(test)]

@@ -103,5 +103,5 @@ pub fn kernel_release() -> String {
 /// The model does not run the daemon (docs/model.md), so a census difference in a run where
 /// this is non-zero may be the daemon's work and not a model error.
 pub fn khugepaged_collapsed_during(res: &uapi::RunResult) -> i64 {
-    res.live.as_ref().and_then(|l| l.pointer("/khugepaged/pages_collapsed")).and_then(|v| v.as_i64()).unwrap_or(0)
+    res.live.as_ref().map_or(0, |l| l.khugepaged.pages_collapsed)
 }

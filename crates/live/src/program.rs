@@ -54,8 +54,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-use serde_json::json;
+use uapi::result::{LiveProgramRun, LiveSection};
 use uapi::{Census, ProcessStats, RunResult, ThpSettings};
 
 use crate::census::census_of_ranges;
@@ -77,36 +76,8 @@ impl Default for ProgramOptions {
     }
 }
 
-/// What was measured of one process.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct ProcessReport {
-    pub pid: i32,
-    /// The process that created it (0 for the program itself).
-    pub parent: i32,
-    pub comm: String,
-    /// The executable after its first exec (empty if it never exec'd).
-    pub exe: String,
-    pub execs: u32,
-    /// minflt at its first exec event (0: never exec'd, counted from the fork).
-    pub minflt_base: u64,
-    /// minflt at its exit event (None: no exit snapshot).
-    pub minflt_exit: Option<u64>,
-    pub minflt: u64,
-    pub threads: u32,
-    pub rss_kb: u64,
-    pub anon_huge_kb: u64,
-    /// Anonymous private VMAs measured.
-    pub anon_vmas: usize,
-    pub census: Option<Census>,
-    /// Whether its census is part of the run's census (it exec'd, or was forked with its own
-    /// address space).
-    pub in_census: bool,
-    /// Made by fork (PTRACE_EVENT_FORK: a copy of its parent's mm), not by vfork or clone.
-    pub forked: bool,
-    pub census_ms: f64,
-    /// `exited N`, `killed by signal N`.
-    pub end: String,
-}
+/// What was measured of one process (the result's `live.processes`).
+pub use uapi::result::ProgramProcess as ProcessReport;
 
 #[derive(Default)]
 struct Proc {
@@ -544,16 +515,19 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
     res.process = stats;
     res.folios = census.folio_counts();
     res.census = census;
-    res.live = Some(json!({
-        "kernel_release": crate::kernel_release(),
-        "program": argv,
-        "exit_status": root_status,
-        "wall_ms": wall.as_secs_f64() * 1e3,
-        "processes": reports,
-        "unmeasured": unmeasured,
-        "census_scope": "anonymous private and shared shmem VMAs of every process that exec'd or was forked, at its exit event",
-        "khugepaged": khugepaged,
-    }));
+    res.live = Some(LiveSection {
+        kernel_release: crate::kernel_release(),
+        wall_ms: wall.as_secs_f64() * 1e3,
+        khugepaged,
+        workload: None,
+        program: Some(LiveProgramRun {
+            program: argv.to_vec(),
+            exit_status: root_status,
+            processes: reports,
+            unmeasured,
+            census_scope: "anonymous private and shared shmem VMAs of every process that exec'd or was forked, at its exit event".to_string(),
+        }),
+    });
     Ok(res)
 }
 
@@ -583,7 +557,7 @@ fn snapshot(p: &mut Proc, tid: i32) -> Result<()> {
         Err(LiveError::NoSuchProcess { .. }) => return Ok(()),
         Err(e) => return Err(e),
     };
-    r.anon_vmas = vmas.len();
+    r.anon_vmas = vmas.len() as u64;
     r.rss_kb = vmas.iter().map(|v| v.rss_kb).sum();
     r.anon_huge_kb = vmas.iter().map(|v| v.anon_huge_kb).sum();
     let c = census_of_ranges(tid, &[(0, u64::MAX)], &vmas)?;

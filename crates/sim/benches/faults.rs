@@ -61,8 +61,8 @@ fn bench(c: &mut Criterion) {
     for n in [10_000u64, 40_000] {
         let (header, events) = recording_of_mappings(n, machine.mmap_base);
         let r = sim::run_recording("bench", &header, &events, &never, &machine, false).unwrap();
-        let replay = &r.model.as_ref().unwrap()["replay"];
-        assert_eq!((replay["placements_matched"].as_u64(), replay["modelled_faults"].as_u64()), (Some(n), Some(n)), "{replay}");
+        let replay = r.model.as_ref().and_then(|m| m.replay.as_ref()).unwrap();
+        assert_eq!((replay.placements_matched, replay.modelled_faults), (n, n), "{replay:?}");
         g.throughput(Throughput::Elements(n));
         g.bench_function(format!("replay of {n} mappings"), |b| {
             b.iter(|| sim::run_recording("bench", &header, &events, &never, &machine, false).unwrap())

@@ -56,8 +56,12 @@ mod tests {
         s
     }
 
-    fn khugepaged(r: &uapi::RunResult) -> &serde_json::Value {
-        &r.model.as_ref().unwrap()["khugepaged"]
+    fn model(r: &uapi::RunResult) -> &uapi::result::ModelRun {
+        r.model.as_ref().and_then(|m| m.run.as_ref()).expect("a workload run has model state")
+    }
+
+    fn khugepaged(r: &uapi::RunResult) -> uapi::result::ModelKhugepaged {
+        model(r).khugepaged
     }
 
     /// Four PMD ranges faulted as base pages at 512, 256, 64 and 0 pages, then made eligible
@@ -76,15 +80,15 @@ mod tests {
         let s = settings(&["khugepaged/max_ptes_none=256", "khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=4096"]);
         let r = run(&w, &s, &MachineConfig::default()).unwrap();
         let kh = khugepaged(&r);
-        assert_eq!(kh["pages_collapsed"], 2);
+        assert_eq!(kh.pages_collapsed, 2);
         assert_eq!(r.vmstat["thp_collapse_alloc"], 2);
         assert_eq!(r.folios["2048kB"], 2);
         // Wake-ups at 0, 100, ..., 900 ms: 10 before the clock reaches 1 s.
-        assert_eq!(kh["wakeups"], 10);
+        assert_eq!(kh.wakeups, 10);
         // Each wake-up scans the whole 8 MiB VMA (4 PMDs: 1 + 4·512 < 4096) and so ends a
         // full scan; the first wake-up drops the lock after each collapse and goes on.
-        assert_eq!(kh["full_scans"], 10);
-        let scans = &r.model.as_ref().unwrap()["scan_results"];
+        assert_eq!(kh.full_scans, 10);
+        let scans = &model(&r).scan_results;
         assert_eq!(scans["SCAN_SUCCEED"], 2);
         assert_eq!(scans["SCAN_EXCEED_NONE_PTE"], 10);
         assert_eq!(scans["SCAN_PMD_NONE"], 10);
@@ -98,10 +102,10 @@ mod tests {
         let text = "mmap a 4M align=2M\ntouch a write\nsleep 1s\n";
         let w = workload::parse("t", text).unwrap();
         let r = run(&w, &settings(&["enabled=never"]), &MachineConfig::default()).unwrap();
-        assert_eq!(khugepaged(&r)["wakeups"], 0);
+        assert_eq!(khugepaged(&r).wakeups, 0);
         let w = workload::parse("t", "mmap a 4M align=2M\ntouch a write\nmadvise a hugepage\n").unwrap();
         let r = run(&w, &settings(&[]), &MachineConfig::default()).unwrap();
-        assert_eq!((khugepaged(&r)["registered"].as_bool(), khugepaged(&r)["wakeups"].as_u64()), (Some(true), Some(0)));
+        assert_eq!((khugepaged(&r).registered, khugepaged(&r).wakeups), (true, 0));
     }
 
     /// With a profile, every step moves the clock by its work (sim::driver), so the daemon
@@ -137,7 +141,7 @@ mod tests {
         let mut s = settings(&["enabled=never", "khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=1024"]);
         // Faults under never, then madvise mode for the daemon.
         let r0 = run(&w, &s, &MachineConfig::default()).unwrap();
-        assert_eq!(khugepaged(&r0)["wakeups"], 0, "never: no daemon");
+        assert_eq!(khugepaged(&r0).wakeups, 0, "never: no daemon");
         s.apply_assignment("enabled=madvise").unwrap();
         let w = workload::parse("t", "mmap a 8M align=2M\nmadvise a nohugepage\ntouch a write\nmadvise a hugepage\nsleep 350ms\n").unwrap();
         let r = run(&w, &s, &MachineConfig::default()).unwrap();
@@ -146,8 +150,8 @@ mod tests {
         // (progress 513 < 1024: the loop calls again), collapses at 2M (1026 ≥ 1024: stop).
         // The second: 4M and 6M. The third: the VMA ends (a full scan), then the list head is
         // passed a second time: no more work this wake-up. The fourth: a new pass, 4 PMD-mapped.
-        assert_eq!(kh["pages_collapsed"], 4);
-        assert_eq!(kh["wakeups"], 4);
+        assert_eq!(kh.pages_collapsed, 4);
+        assert_eq!(kh.wakeups, 4);
         assert_eq!(r.folios["2048kB"], 4);
     }
 }

@@ -622,22 +622,25 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
         }
     }
     let kh = k.khugepaged_state();
-    r.model = Some(serde_json::json!({
-        "scan_results": scans,
-        "nr_free_pages": k.zone().nr_free_pages(),
-        "buddyinfo": k.zone().buddyinfo(),
-        "pgtable_pages": k.stats().pgtable_pages,
-        "vmas": k.vmas().count(),
-        "deferred_split_queue": k.deferred_split_queue().len(),
-        "accesses_without_fault": k.stats().hits,
-        "khugepaged": {
-            "registered": k.khugepaged_registered(k.current_mm()),
-            "wakeups": kh.wakeups,
-            "pmds_scanned": kh.pmds_scanned,
-            "pages_collapsed": kh.pages_collapsed,
-            "full_scans": kh.full_scans,
-        },
-    }));
+    r.model = Some(uapi::ModelSection {
+        run: Some(uapi::result::ModelRun {
+            scan_results: scans,
+            nr_free_pages: k.zone().nr_free_pages(),
+            buddyinfo: k.zone().buddyinfo().iter().map(|&n| n as u64).collect(),
+            pgtable_pages: k.stats().pgtable_pages,
+            vmas: k.vmas().count() as u64,
+            deferred_split_queue: k.deferred_split_queue().len() as u64,
+            accesses_without_fault: k.stats().hits,
+            khugepaged: uapi::result::ModelKhugepaged {
+                registered: k.khugepaged_registered(k.current_mm()),
+                wakeups: kh.wakeups,
+                pmds_scanned: kh.pmds_scanned,
+                pages_collapsed: kh.pages_collapsed,
+                full_scans: kh.full_scans,
+            },
+        }),
+        replay: None,
+    });
     r
 }
 
@@ -691,62 +694,72 @@ pub fn run_recording_with(
     }
     r.peak = Some(peak);
     r.explain = explain;
-    let per_process: Vec<serde_json::Value> = images
+    let per_process: Vec<uapi::result::ReplayProcess> = images
         .iter()
         .map(|i| {
             let mut one = RunResult::default();
             census_into(&mut one, std::slice::from_ref(&i.census));
-            serde_json::json!({
-                "pid": i.pid,
-                "image": i.image,
-                "exe": i.exe,
-                "modelled_faults": i.minflt,
-                "rss_bytes": one.process.rss_bytes,
-                "anon_huge_bytes": one.process.anon_huge_bytes,
-                "peak_rss_bytes": i.peak.rss_bytes,
-                "folios": one.folios,
-                "census": one.census,
-            })
+            uapi::result::ReplayProcess {
+                pid: i.pid,
+                image: i.image,
+                exe: i.exe.clone(),
+                modelled_faults: i.minflt,
+                rss_bytes: one.process.rss_bytes,
+                anon_huge_bytes: one.process.anon_huge_bytes,
+                peak_rss_bytes: i.peak.rss_bytes,
+                folios: one.folios,
+                census: one.census,
+            }
         })
         .collect();
-    r.model = Some(serde_json::json!({
-        "replay": {
-            "processes": st.processes,
-            "images": st.images,
-            "events": st.events,
-            "recorded_faults": st.recorded_faults,
-            "modelled_faults": st.modelled_faults,
-            "passthrough_faults": st.passthrough_faults,
-            "unresolved_faults": st.unresolved_faults,
-            "exec_faults": st.exec_faults,
-            "lost_events": st.lost_events,
-            "shmem_files": st.shmem_files,
-            "shmem_writes": st.shmem_writes,
-            "shmem_unmodelled": st.shmem_unmodelled,
-            "preexisting_files": st.preexisting_files,
-            "placements_checked": st.placements_checked,
-            "placements_matched": st.placements_matched,
-            "relocated": st.relocated,
-            "forked_images": st.forked_images,
-            "placement_misses": st.placement_misses.iter().map(|m| serde_json::json!({
-                "pid": m.pid,
-                "backing": m.backing,
-                "len": m.len,
-                "hint": format!("{:#x}", m.hint),
-                "recorded": format!("{:#x}", m.recorded),
-                "model": match &m.model { Ok(a) => format!("{a:#x}"), Err(e) => e.clone() },
-            })).collect::<Vec<_>>(),
-            "populate_calls": st.populate_calls,
-            "populate_faults": st.populate_faults,
-            "populate_failed": st.populate_failed,
-            "populate_unmodelled_pages": st.populate_unmodelled_pages,
-            "warnings": replay::warnings(&st),
-            "recorded_kernel": header.kernel_release,
-            "recorded_settings_unknown": st.recorded_unknown_knobs,
-            "census_scope": "anonymous private and shared shmem memory of every process, at its exit",
-            "per_process": per_process,
-        }
-    }));
+    let placement_misses = st
+        .placement_misses
+        .iter()
+        .map(|m| uapi::result::PlacementMiss {
+            pid: m.pid,
+            backing: m.backing.to_string(),
+            len: m.len,
+            hint: format!("{:#x}", m.hint),
+            recorded: format!("{:#x}", m.recorded),
+            model: match &m.model {
+                Ok(a) => format!("{a:#x}"),
+                Err(e) => e.clone(),
+            },
+        })
+        .collect();
+    r.model = Some(uapi::ModelSection {
+        run: None,
+        replay: Some(uapi::ReplayReport {
+            processes: st.processes,
+            images: st.images,
+            events: st.events,
+            recorded_faults: st.recorded_faults,
+            modelled_faults: st.modelled_faults,
+            passthrough_faults: st.passthrough_faults,
+            unresolved_faults: st.unresolved_faults,
+            exec_faults: st.exec_faults,
+            lost_events: st.lost_events,
+            shmem_files: st.shmem_files,
+            shmem_writes: st.shmem_writes,
+            shmem_unmodelled: st.shmem_unmodelled,
+            preexisting_files: st.preexisting_files,
+            placements_checked: st.placements_checked,
+            placements_matched: st.placements_matched,
+            relocated: st.relocated,
+            forked_images: st.forked_images,
+            placement_misses,
+            populate_calls: st.populate_calls,
+            populate_faults: st.populate_faults,
+            populate_failed: st.populate_failed,
+            populate_unmodelled_pages: st.populate_unmodelled_pages,
+            warnings: replay::warnings(&st),
+            recorded_kernel: header.kernel_release.clone(),
+            recorded_settings_unknown: st.recorded_unknown_knobs.clone(),
+            census_scope: "anonymous private and shared shmem memory of every process, at its exit".to_string(),
+            per_process,
+            salvage: None,
+        }),
+    });
     Ok(r)
 }
 

@@ -339,7 +339,7 @@ fn adjacent_mappings_merge_into_one_vma() {
     let r = sim("enabled=always", "mmap a 1M at=0x7d0000100000\nmmap b 1M at=0x7d0000000000\ntouch a write\ntouch b write");
     assert_eq!(r.regions[1].start + (1 << 20), r.regions[0].start);
     assert_eq!(r.process.minflt, 1);
-    assert_eq!(r.model.as_ref().unwrap()["vmas"], 1);
+    assert_eq!(r.model.as_ref().and_then(|m| m.run.as_ref()).unwrap().vmas, 1);
 }
 
 #[test]

@@ -66,8 +66,8 @@ fn replay_of((h, ev): (Header, Vec<Event>), assignments: &[&str]) -> uapi::RunRe
     sim::run_recording("hand-made", &h, &ev, &s, &sim::MachineConfig::default(), true).unwrap()
 }
 
-fn replay_stat(r: &uapi::RunResult, name: &str) -> u64 {
-    r.model.as_ref().unwrap()["replay"][name].as_u64().unwrap()
+fn replay_report(r: &uapi::RunResult) -> &uapi::ReplayReport {
+    r.model.as_ref().and_then(|m| m.replay.as_ref()).expect("a replay has model.replay")
 }
 
 /// Boot defaults: the memfd (on shm_mnt, huge=never) stays where it was recorded and gets two
@@ -77,10 +77,10 @@ fn replay_stat(r: &uapi::RunResult, name: &str) -> u64 {
 #[test]
 fn under_the_recording_knobs_nothing_moves() {
     let r = replay(&[]);
-    assert_eq!(replay_stat(&r, "placements_checked"), 2);
-    assert_eq!(replay_stat(&r, "placements_matched"), 2);
-    assert_eq!(replay_stat(&r, "relocated"), 0);
-    assert_eq!(replay_stat(&r, "shmem_files"), 2, "the memfd through its dup, and /dev/shm/x");
+    assert_eq!(replay_report(&r).placements_checked, 2);
+    assert_eq!(replay_report(&r).placements_matched, 2);
+    assert_eq!(replay_report(&r).relocated, 0);
+    assert_eq!(replay_report(&r).shmem_files, 2, "the memfd through its dup, and /dev/shm/x");
     assert_eq!(r.process.minflt, 3);
     // The memfd's two pages, and the top stack page execve filled (taken as present).
     assert_eq!(r.folios.get("4kB"), Some(&3));
@@ -98,9 +98,9 @@ fn under_the_recording_knobs_nothing_moves() {
 fn under_shmem_enabled_always_the_memfd_moves_and_gets_pmds() {
     let r = replay(&["shmem_enabled=always"]);
     // Once a mapping moved, the next ones are placed by the model without a check.
-    assert_eq!(replay_stat(&r, "placements_checked"), 1);
-    assert_eq!(replay_stat(&r, "placements_matched"), 1);
-    assert_eq!(replay_stat(&r, "relocated"), 1);
+    assert_eq!(replay_report(&r).placements_checked, 1);
+    assert_eq!(replay_report(&r).placements_matched, 1);
+    assert_eq!(replay_report(&r).relocated, 1);
     assert_eq!(r.process.minflt, 3);
     assert_eq!(r.folios.get("4kB"), Some(&1), "the stack's top page only");
     assert_eq!(r.folios.get("2048kB"), Some(&3));
@@ -126,15 +126,15 @@ const FRESH_MACHINE_DUMP: &[u8] = b"./hugepages-64kB/enabled:always inherit madv
 fn a_dump_with_knobs_the_model_does_not_know_still_gives_the_recording_knobs() {
     let r = replay_of(recording_with_knobs(FRESH_MACHINE_DUMP), &["shmem_enabled=always"]);
     // As under_shmem_enabled_always_the_memfd_moves_and_gets_pmds.
-    assert_eq!(replay_stat(&r, "placements_checked"), 1);
-    assert_eq!(replay_stat(&r, "placements_matched"), 1);
-    assert_eq!(replay_stat(&r, "relocated"), 1);
+    assert_eq!(replay_report(&r).placements_checked, 1);
+    assert_eq!(replay_report(&r).placements_matched, 1);
+    assert_eq!(replay_report(&r).relocated, 1);
     assert_eq!(r.folios.get("2048kB"), Some(&3));
-    let m = &r.model.as_ref().unwrap()["replay"];
-    assert_eq!(m["recorded_settings_unknown"]["a_knob_of_a_future_build"], "3");
-    let warnings = m["warnings"].as_array().unwrap();
+    let m = replay_report(&r);
+    assert_eq!(m.recorded_settings_unknown["a_knob_of_a_future_build"], "3");
+    let warnings = &m.warnings;
     assert_eq!(warnings.len(), 1, "{warnings:?}");
-    assert!(warnings[0].as_str().unwrap().contains("a_knob_of_a_future_build=3"), "{warnings:?}");
+    assert!(warnings[0].contains("a_knob_of_a_future_build=3"), "{warnings:?}");
 }
 
 /// A dump the replay cannot read (a bad value for a known knob) is said, and so is every
@@ -144,16 +144,16 @@ fn a_dump_with_knobs_the_model_does_not_know_still_gives_the_recording_knobs() {
 fn an_unreadable_dump_and_the_placements_it_costs_are_said() {
     // The recording says shmem_enabled=always, which the trace's own placements contradict.
     let r = replay_of(recording_with_knobs(b"./shmem_enabled:[always] within_size\n./enabled:bogus\n"), &["shmem_enabled=always"]);
-    let m = &r.model.as_ref().unwrap()["replay"];
-    let warnings: Vec<&str> = m["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
+    let m = replay_report(&r);
+    let warnings = &m.warnings;
     assert!(warnings[0].starts_with("the recording's THP knobs:2: invalid value 'bogus' for 'enabled'"), "{warnings:?}");
     // Under the replay's shmem_enabled=always the model puts the memfd at 0x7ffff7a00000 (see
     // above), not at X where the kernel put it.
-    assert_eq!(replay_stat(&r, "placements_checked"), 2);
-    assert_eq!(replay_stat(&r, "placements_matched"), 1);
-    let miss = &m["placement_misses"][0];
-    assert_eq!(miss["backing"], "shmem");
-    assert_eq!(miss["recorded"], format!("{X:#x}"));
-    assert_eq!(miss["model"], "0x7ffff7a00000");
+    assert_eq!(replay_report(&r).placements_checked, 2);
+    assert_eq!(replay_report(&r).placements_matched, 1);
+    let miss = &m.placement_misses[0];
+    assert_eq!(miss.backing, "shmem");
+    assert_eq!(miss.recorded, format!("{X:#x}"));
+    assert_eq!(miss.model, "0x7ffff7a00000");
     assert!(warnings.iter().any(|w| w.contains(&format!("the kernel put it at {X:#x}, the model would at 0x7ffff7a00000"))), "{warnings:?}");
 }

@@ -293,7 +293,7 @@ mod tests {
 
     fn live_with_collapsed(n: i64) -> RunResult {
         let mut r = RunResult::new("live", "w");
-        r.live = Some(serde_json::json!({ "khugepaged": { "pages_collapsed": n, "full_scans": 0 } }));
+        r.live = Some(uapi::LiveSection { khugepaged: uapi::result::LiveKhugepaged { pages_collapsed: n, full_scans: 0 }, ..Default::default() });
         r
     }
 

@@ -347,7 +347,7 @@ struct SimArgs {
     settings: SettingsArgs,
     #[command(flatten)]
     machine: MachineArgs,
-    /// Print one JSON object (schema thplab-run/1, docs/results-schema.md).
+    /// Print one JSON object (schema thplab-run/2, docs/results-schema.md).
     #[arg(long)]
     json: bool,
     /// Check the model's invariants after every operation (for debugging the model). For a
@@ -546,11 +546,9 @@ fn run_sim_tlb(
 /// One result as JSON or as the table.
 /// A replay's warnings (what it did not model, placements it could not reproduce), on stderr.
 pub fn print_replay_warnings(r: &uapi::RunResult) {
-    let warnings = r.model.as_ref().and_then(|m| m["replay"]["warnings"].as_array());
-    for w in warnings.into_iter().flatten() {
-        if let Some(w) = w.as_str() {
-            eprintln!("thplab: warning: {}: {w}", r.workload);
-        }
+    let warnings = r.model.as_ref().and_then(|m| m.replay.as_ref()).map(|rp| rp.warnings.as_slice());
+    for w in warnings.unwrap_or_default() {
+        eprintln!("thplab: warning: {}: {w}", r.workload);
     }
 }
 
@@ -582,37 +580,23 @@ pub fn load_recording(path: &str) -> Result<Option<(trace::Header, Vec<trace::Ev
 }
 
 /// What `--salvage` lost of a damaged recording (the result's `model.replay.salvage`).
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct SalvageReport {
-    /// The reader's error, with the byte offset of the damage.
-    pub error: String,
-    pub offset: u64,
-    /// Bytes from the damage to the end of the file.
-    pub bytes_lost: u64,
-    pub file_bytes: u64,
-    /// Records replayed (read whole before the damage).
-    pub records_read: u64,
-    /// Records the header counts but were not read; None when the header counts none (a
-    /// recorder killed before it finished the file).
-    pub records_lost: Option<u64>,
-}
+pub use uapi::result::SalvageReport;
 
-impl SalvageReport {
-    pub fn sentence(&self, path: &str) -> String {
-        let records = match self.records_lost {
-            Some(n) => format!("{n} of the {} records the header counts", n + self.records_read),
-            None => "an unknown number of records (the header counts none: the recorder did not finish the file)".to_string(),
-        };
-        format!(
-            "{path} is damaged at byte {} ({}); --salvage replayed the {} records before it and lost {} bytes ({} of {}) and {records}",
-            self.offset,
-            self.error,
-            self.records_read,
-            self.bytes_lost,
-            sim::human_bytes(self.bytes_lost),
-            sim::human_bytes(self.file_bytes),
-        )
-    }
+/// What `--salvage` of `path` lost, in a sentence.
+pub fn salvage_sentence(s: &SalvageReport, path: &str) -> String {
+    let records = match s.records_lost {
+        Some(n) => format!("{n} of the {} records the header counts", n + s.records_read),
+        None => "an unknown number of records (the header counts none: the recorder did not finish the file)".to_string(),
+    };
+    format!(
+        "{path} is damaged at byte {} ({}); --salvage replayed the {} records before it and lost {} bytes ({} of {}) and {records}",
+        s.offset,
+        s.error,
+        s.records_read,
+        s.bytes_lost,
+        sim::human_bytes(s.bytes_lost),
+        sim::human_bytes(s.file_bytes),
+    )
 }
 
 /// [`load_recording`], or with `salvage` the records before any damage and what was lost.
@@ -745,7 +729,7 @@ fn cmd_sim(a: SimArgs) -> Result<u8> {
         match load_recording_salvaged(&a.workload, true)? {
             Some((header, events, lost)) => {
                 if let Some(l) = &lost {
-                    eprintln!("thplab sim: WARNING: {}", l.sentence(&a.workload));
+                    eprintln!("thplab sim: WARNING: {}", salvage_sentence(l, &a.workload));
                 }
                 salvage = lost;
                 Some((header, events, Vec::new()))
@@ -779,8 +763,8 @@ fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u6
     // The salvage report goes into each result (model.replay.salvage) and the text.
     let sim_one = |a: &SimArgs, input: &SimInput, s: &ThpSettings, m: &sim::MachineConfig, x: Option<(u64, u64)>, p: bool| -> Result<uapi::RunResult> {
         let mut r = sim_one(a, input, s, m, x, p, profile.as_ref())?;
-        if let (Some(l), Some(model)) = (&salvage, r.model.as_mut()) {
-            model["replay"]["salvage"] = serde_json::to_value(l)?;
+        if let (Some(l), Some(replay)) = (&salvage, r.model.as_mut().and_then(|m| m.replay.as_mut())) {
+            replay.salvage = Some(l.clone());
         }
         Ok(r)
     };
@@ -947,7 +931,7 @@ fn cmd_live(a: LiveArgs) -> Result<u8> {
 pub fn model_and_live(w: &workload::Workload, s: &ThpSettings, machine: &sim::MachineConfig, repeat: u32, progress: bool) -> Result<(uapi::RunResult, uapi::RunResult)> {
     let model = run_sim(w, s, machine, false, false)?;
     let live = live_cmds::run_live(w, s, &model.regions, repeat, progress)?;
-    let live_brk = live.live.as_ref().and_then(|l| l.get("start_brk")).and_then(|v| v.as_str()).and_then(parse_hex);
+    let live_brk = live.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|l| parse_hex(&l.start_brk));
     if let (Some(brk), true) = (live_brk, w.region_by_name(workload::HEAP).is_some()) {
         if brk != machine.brk_start {
             let m = sim::MachineConfig { brk_start: brk, ..machine.clone() };

@@ -209,28 +209,28 @@ fn folio_table(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
 
 /// A recording's processes, one line each (the census at each one's exit).
 fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
-    if let Some(s) = r.model.as_ref().map(|m| &m["replay"]["salvage"]).filter(|s| s.is_object()) {
+    let Some(rp) = r.model.as_ref().and_then(|m| m.replay.as_ref()) else { return Ok(()) };
+    if let Some(s) = &rp.salvage {
         writeln!(out)?;
-        let lost = s["records_lost"].as_u64().map_or("an unknown number of".to_string(), |n| n.to_string());
+        let lost = s.records_lost.map_or("an unknown number of".to_string(), |n| n.to_string());
         writeln!(
             out,
             "SALVAGED: the recording is damaged at byte {}; replayed {} records before it; lost {} bytes and {lost} records after it",
-            s["offset"], s["records_read"], s["bytes_lost"]
+            s.offset, s.records_read, s.bytes_lost
         )?;
     }
-    let Some(procs) = r.model.as_ref().and_then(|m| m["replay"]["per_process"].as_array()) else { return Ok(()) };
-    let rp = &r.model.as_ref().expect("checked")["replay"];
-    let warnings = rp["warnings"].as_array().map_or(0, |w| w.len());
-    let (checked, matched) = (rp["placements_checked"].as_u64().unwrap_or(0), rp["placements_matched"].as_u64().unwrap_or(0));
+    let warnings = rp.warnings.len();
+    let (checked, matched) = (rp.placements_checked, rp.placements_matched);
     if warnings > 0 || checked > matched {
         writeln!(out)?;
         writeln!(
             out,
             "WARNING: {matched} of {checked} placements matched the kernel's, {} relocated; {warnings} replay warning{} (printed on stderr, listed in the JSON's model.replay.warnings)",
-            rp["relocated"],
+            rp.relocated,
             if warnings == 1 { "" } else { "s" }
         )?;
     }
+    let procs = &rp.per_process;
     if procs.is_empty() {
         return Ok(());
     }
@@ -238,25 +238,20 @@ fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     writeln!(out, "per process (model: faults it took in memory the model backs, Rss and folios at its exit)")?;
     writeln!(out, "  {:>8} {:>5} {:>10} {:>12} {:>12}  {:<40} exe", "pid", "image", "faults", "Rss", "VmHWM", "folios")?;
     for p in procs {
-        let folios: Vec<String> = p["folios"]
-            .as_object()
-            .map(|m| {
-                let mut v: Vec<(&String, u64)> = m.iter().map(|(k, n)| (k, n.as_u64().unwrap_or(0))).collect();
-                v.sort_by_key(|(k, _)| size_sort_key(k));
-                v.into_iter().map(|(k, n)| format!("{k} {n}")).collect()
-            })
-            .unwrap_or_default();
+        let mut folios: Vec<(&String, &u64)> = p.folios.iter().collect();
+        folios.sort_by_key(|(k, _)| size_sort_key(k));
+        let folios: Vec<String> = folios.into_iter().map(|(k, n)| format!("{k} {n}")).collect();
         let folios = if folios.is_empty() { "-".to_string() } else { folios.join(", ") };
         writeln!(
             out,
             "  {:>8} {:>5} {:>10} {:>12} {:>12}  {:<40} {}",
-            p["pid"],
-            p["image"],
-            p["modelled_faults"],
-            kb(p["rss_bytes"].as_u64().unwrap_or(0)),
-            kb(p["peak_rss_bytes"].as_u64().unwrap_or(0)),
+            p.pid,
+            p.image,
+            p.modelled_faults,
+            kb(p.rss_bytes),
+            kb(p.peak_rss_bytes),
             folios,
-            p["exe"].as_str().unwrap_or("")
+            p.exe
         )?;
     }
     Ok(())
@@ -273,7 +268,7 @@ fn folio_map(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     let shown: Vec<uapi::VmaMap> = r.vmas.iter().filter(|v| v.kind != "placeholder" || v.rss_kb > 0).take(MAX_MAP_ROWS).cloned().collect();
     let placeholders = r.vmas.iter().filter(|v| v.kind == "placeholder" && v.rss_kb == 0).count();
     writeln!(out)?;
-    writeln!(out, "folio-size map (folios per VMA at {}, as `thplab observe` prints a live process)", if r.model.as_ref().is_some_and(|m| m.get("replay").is_some()) { "each process's exit" } else { "the end" })?;
+    writeln!(out, "folio-size map (folios per VMA at {}, as `thplab observe` prints a live process)", if r.model.as_ref().is_some_and(|m| m.replay.is_some()) { "each process's exit" } else { "the end" })?;
     write!(out, "{}", uapi::result::vma_table(&shown, &r.census, r.process.rss_bytes / 1024))?;
     let hidden = r.vmas.len() - placeholders - shown.len();
     if placeholders > 0 || hidden > 0 {

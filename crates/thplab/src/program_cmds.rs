@@ -164,7 +164,7 @@ pub fn pct_error(model: i64, live: i64) -> String {
 /// As [`compare::print_rows`], with the difference in percent of live and the live wall time.
 pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], live: &RunResult) -> io::Result<()> {
     let n = rows.iter().filter(|r| r.differs).count();
-    let wall = live.live.as_ref().and_then(|l| l.get("wall_ms")).and_then(|v| v.as_f64()).unwrap_or(0.0);
+    let wall = live.live.as_ref().map_or(0.0, |l| l.wall_ms);
     writeln!(
         out,
         "== {label}: {}  →  {}  (live {:.0} ms)",
@@ -180,8 +180,8 @@ pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, ro
         let mark = compare::row_mark(r);
         writeln!(out, "  {:<46} {:>12} {:>12} {:>+9} {:>9}{mark}", r.field, r.model, r.live, r.live - r.model, pct_error(r.model, r.live))?;
     }
-    if let Some(u) = live.live.as_ref().and_then(|l| l.get("unmeasured")).and_then(|v| v.as_array()).filter(|u| !u.is_empty()) {
-        writeln!(out, "  not measured (no exit stop): {}", u.iter().filter_map(|v| v.as_str()).collect::<Vec<_>>().join("; "))?;
+    if let Some(u) = live.live.as_ref().and_then(|l| l.program.as_ref()).map(|p| &p.unmeasured).filter(|u| !u.is_empty()) {
+        writeln!(out, "  not measured (no exit stop): {}", u.join("; "))?;
     }
     writeln!(out)
 }

@@ -21,7 +21,7 @@ pub struct Run {
 pub fn runs_of(name: &str, text: &str) -> Result<Vec<Run>> {
     let v: serde_json::Value = serde_json::from_str(text).with_context(|| format!("{name}: not JSON (give the output of `thplab sim --json`, `sim --matrix --json` or `compare --json`)"))?;
     let parse = |x: &serde_json::Value, what: &str| -> Result<RunResult> {
-        serde_json::from_value(x.clone()).with_context(|| format!("{name}: {what} is not a thplab-run/1 result"))
+        serde_json::from_value(x.clone()).with_context(|| format!("{name}: {what} is not a {} result", uapi::result::RESULT_SCHEMA))
     };
     let mut out = Vec::new();
     match &v {

@@ -1,13 +1,14 @@
 //! The run result: one JSON object that `thplab sim` and `thplab live` both print.
 //!
-//! Schema `thplab-run/1`, documented in docs/results-schema.md. Counter names are the kernel's;
-//! a consumer cannot tell from the counters whether the model or the kernel produced them.
+//! Schema `thplab-run/2`, documented in docs/results-schema.md. Counter names are the kernel's;
+//! a consumer cannot tell from the counters whether the model or the kernel produced them. What
+//! only one side knows is in the typed sections [`ModelSection`] and [`LiveSection`].
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub const RESULT_SCHEMA: &str = "thplab-run/1";
+pub const RESULT_SCHEMA: &str = "thplab-run/2";
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessStats {
@@ -100,12 +101,13 @@ pub struct RunResult {
     /// The return of every non-touch operation, in order.
     #[serde(default)]
     pub calls: Vec<CallResult>,
-    /// Model only: scan results, buddy state, page-table pages.
+    /// Model only: scan results, buddy state, page-table pages, khugepaged; for a recording,
+    /// what the replay did.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub model: Option<serde_json::Value>,
-    /// Live only: kernel release, runs, spread and noise.
+    pub model: Option<ModelSection>,
+    /// Live only: kernel release, runs, spread and noise; for a program, its processes.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub live: Option<serde_json::Value>,
+    pub live: Option<LiveSection>,
     /// Model only: the folio-size map, one entry per VMA at the end of the run (for a
     /// recording, each process's VMAs at its exit), in the shape `thplab observe` prints.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
@@ -133,6 +135,306 @@ pub struct RunResult {
     /// `folios` and `census` are then `main`'s.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub processes: Vec<ProcResult>,
+}
+
+/// The `model` section: what the model alone knows. A workload run fills [`ModelRun`] (its
+/// fields sit directly in `model`), a replayed recording fills `replay` only.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelSection {
+    /// A workload run's machine state at the end (None for a recording).
+    #[serde(flatten)]
+    pub run: Option<ModelRun>,
+    /// A recording's replay (None for a workload).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub replay: Option<ReplayReport>,
+}
+
+/// The model's state at the end of a workload run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelRun {
+    /// `enum scan_result` name (`SCAN_SUCCEED`, `SCAN_EXCEED_NONE_PTE`, ...) → PMD ranges that
+    /// MADV_COLLAPSE or khugepaged scanned with that outcome, summed over every mm.
+    pub scan_results: BTreeMap<String, u64>,
+    /// Free pages in the zone (`zone_page_state(zone, NR_FREE_PAGES)`).
+    pub nr_free_pages: u64,
+    /// Free blocks per order 0..=MAX_PAGE_ORDER, the columns of /proc/buddyinfo.
+    pub buddyinfo: Vec<u64>,
+    /// Page-table pages allocated (`PageTables` in /proc/meminfo, as a count of pages).
+    pub pgtable_pages: u64,
+    /// VMAs of the current mm (`mm->map_count`).
+    pub vmas: u64,
+    /// Folios on the deferred split queue (`ds_queue->split_queue_len`).
+    pub deferred_split_queue: u64,
+    /// Pages touched without a fault (the page was already mapped).
+    pub accesses_without_fault: u64,
+    /// The khugepaged daemon on the model's clock.
+    pub khugepaged: ModelKhugepaged,
+}
+
+/// khugepaged in the model: the current mm's registration and the daemon's sysfs counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelKhugepaged {
+    /// The current mm is on khugepaged's list (`mm_flags` MMF_VM_HUGEPAGE, set by
+    /// `khugepaged_enter_vma`).
+    pub registered: bool,
+    /// Times the daemon woke (`khugepaged_wait_work` ended) before the run's clock stopped.
+    pub wakeups: u64,
+    /// PMD ranges `hpage_collapse_scan_pmd` scanned.
+    pub pmds_scanned: u64,
+    /// `khugepaged/pages_collapsed`: PMD-size collapses by the daemon (not MADV_COLLAPSE).
+    pub pages_collapsed: u64,
+    /// `khugepaged/full_scans`: passes over the whole list of mms.
+    pub full_scans: u64,
+}
+
+/// `model.replay`: what the replay of a recording modelled, passed through and could not do.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayReport {
+    /// Processes (thread groups) in the recording.
+    pub processes: u64,
+    /// Process images (a process between its execve and its exit or next execve).
+    pub images: u64,
+    /// Records replayed.
+    pub events: u64,
+    /// Page faults recorded.
+    pub recorded_faults: u64,
+    /// Recorded faults in modelled memory that the model says still fault under the settings.
+    pub modelled_faults: u64,
+    /// Recorded faults outside the memory the model backs, counted as recorded.
+    pub passthrough_faults: u64,
+    /// Recorded faults in modelled memory that the model could not resolve (SIGSEGV/SIGBUS in
+    /// the model): counted as recorded; they point at a model gap.
+    pub unresolved_faults: u64,
+    /// Faults taken inside execve, before the program's own count starts.
+    pub exec_faults: u64,
+    /// Events the recorder lost (trace buffer overruns).
+    pub lost_events: u64,
+    /// shmem files the replay modelled (memfd, tmpfs files, shared anonymous, /dev/zero).
+    pub shmem_files: u64,
+    /// write-family calls on shmem files replayed through the model's write path.
+    pub shmem_writes: u64,
+    /// Calls on shmem files the model cannot replay (truncating cached pages, hole punching,
+    /// MAP_PRIVATE file mappings, mremap of shmem): their effect is left out.
+    pub shmem_unmodelled: u64,
+    /// Files that existed before the program and had data (modelled as 4 KiB pages).
+    pub preexisting_files: u64,
+    /// Mappings without MAP_FIXED whose placement the model computed under the recording's
+    /// knobs, and how many of those gave the recorded address.
+    pub placements_checked: u64,
+    pub placements_matched: u64,
+    /// Mappings placed elsewhere than recorded because the replay's knobs move them.
+    pub relocated: u64,
+    /// Processes forked without CLONE_VM whose mm the model copied: their faults are modelled.
+    pub forked_images: u64,
+    /// The first 20 mappings the model could not place where the kernel did.
+    pub placement_misses: Vec<PlacementMiss>,
+    /// Calls that populate memory without faults the recorder sees (MAP_POPULATE, MAP_LOCKED,
+    /// MADV_POPULATE_READ/WRITE, mlock, mlock2, mlockall), the GUP faults the model took for
+    /// them (in minflt), populates that failed in the model, and file pages they populated that
+    /// the model does not back.
+    pub populate_calls: u64,
+    pub populate_faults: u64,
+    pub populate_failed: u64,
+    pub populate_unmodelled_pages: u64,
+    /// What the replay could not model faithfully, one sentence each (also printed on stderr).
+    pub warnings: Vec<String>,
+    /// `uname -r` of the recording machine.
+    pub recorded_kernel: String,
+    /// Knobs of the recording's THP tree that the model does not know, path → value.
+    pub recorded_settings_unknown: BTreeMap<String, String>,
+    /// What the census counts, in words.
+    pub census_scope: String,
+    /// One entry per process image.
+    pub per_process: Vec<ReplayProcess>,
+    /// `sim --salvage` of a damaged recording only: what was lost.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub salvage: Option<SalvageReport>,
+}
+
+/// A mapping without MAP_FIXED that the model would place elsewhere than the kernel did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlacementMiss {
+    pub pid: u32,
+    /// `private anonymous`, `shared anonymous`, `shmem` or `file`.
+    pub backing: String,
+    /// Length in bytes.
+    pub len: u64,
+    /// The mmap address hint, hex `0x...`.
+    pub hint: String,
+    /// Where the kernel put it, hex `0x...`.
+    pub recorded: String,
+    /// Where the model would, hex `0x...`, or the errno name when it finds no room.
+    pub model: String,
+}
+
+/// One process image of a replay, at its exit (before teardown).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayProcess {
+    pub pid: u32,
+    /// Which image of the replay (0: the recorded program's).
+    pub image: u64,
+    /// The executable (known for the recorded program only; empty otherwise).
+    pub exe: String,
+    /// Faults the model took in memory it backs.
+    pub modelled_faults: u64,
+    /// Rss and AnonHugePages of its modelled memory at exit.
+    pub rss_bytes: u64,
+    pub anon_huge_bytes: u64,
+    /// Its largest Rss (VmHWM of the modelled memory).
+    pub peak_rss_bytes: u64,
+    /// Folio size → folios mapped at exit.
+    pub folios: BTreeMap<String, u64>,
+    pub census: Census,
+}
+
+/// What `--salvage` lost of a damaged recording.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SalvageReport {
+    /// The reader's error, with the byte offset of the damage.
+    pub error: String,
+    pub offset: u64,
+    /// Bytes from the damage to the end of the file.
+    pub bytes_lost: u64,
+    pub file_bytes: u64,
+    /// Records replayed (read whole before the damage).
+    pub records_read: u64,
+    /// Records the header counts but were not read; None (null) when the header counts none (a
+    /// recorder killed before it finished the file).
+    pub records_lost: Option<u64>,
+}
+
+/// The `live` section: what only the live harness knows. A workload run fills
+/// [`LiveWorkloadRun`], a program run ([`LiveProgramRun`]) the other; their fields sit directly
+/// in `live`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LiveSection {
+    /// `uname -r` of the kernel that ran it.
+    pub kernel_release: String,
+    /// Wall time: of the workload's operations (median over the runs), or of the whole program.
+    pub wall_ms: f64,
+    /// The khugepaged daemon's counters over the run (summed over the runs).
+    pub khugepaged: LiveKhugepaged,
+    /// A workload run (`thplab live`, `compare`).
+    #[serde(flatten)]
+    pub workload: Option<LiveWorkloadRun>,
+    /// A program run (`compare --record`).
+    #[serde(flatten)]
+    pub program: Option<LiveProgramRun>,
+}
+
+/// Deltas of the daemon's sysfs counters: its own work, not MADV_COLLAPSE
+/// (`khugepaged_scan_mm_slot` counts only its successes). The model does not run the daemon.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveKhugepaged {
+    /// `khugepaged/pages_collapsed`.
+    pub pages_collapsed: i64,
+    /// `khugepaged/full_scans`.
+    pub full_scans: i64,
+}
+
+/// A workload run live, `runs` times.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LiveWorkloadRun {
+    /// Runs made (`--repeat`); counters are the median run's.
+    pub runs: u64,
+    /// The executor's heap start (`start_brk` of /proc/PID/stat), hex `0x...`.
+    pub start_brk: String,
+    /// What the census cost: in total, reading /proc/PID/pagemap, reading /proc/kpageflags
+    /// (and in how many reads, of how many PFNs).
+    pub census_ms: f64,
+    pub census_pagemap_ms: f64,
+    pub census_kpageflags_ms: f64,
+    pub census_kpageflags_reads: u64,
+    pub census_kpageflags_pfns: u64,
+    /// Counter (`minflt`, `rss_bytes`, `anon_huge_bytes`, `vmstat.NAME`, `hugepages-<N>kB.STAT`,
+    /// `meminfo.NAME`, `processes.NAME.minflt`) → its spread over the runs; only with more than
+    /// one run, only counters that were not 0 in every run.
+    pub spread: BTreeMap<String, Spread>,
+    /// Whether some run's census differed from the median run's.
+    pub census_varied_between_runs: bool,
+    /// Notes on regions the harness placed itself.
+    pub placement: Vec<String>,
+    /// How much of the system-wide counters this process's census does not explain.
+    pub noise: Noise,
+}
+
+/// Lowest, lower median and highest value of a counter over the runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spread {
+    pub min: i64,
+    pub median: i64,
+    pub max: i64,
+}
+
+/// The system-wide `anon_fault_alloc` deltas against the process's own census.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Noise {
+    /// The finding in words.
+    pub note: String,
+    /// Size label → the comparison, for sizes where either is not 0.
+    pub anon_fault_alloc_vs_census: BTreeMap<String, NoiseEntry>,
+    /// Σ of the positive `excess`es.
+    pub excess_total: i64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NoiseEntry {
+    /// `hugepages-<N>kB/stats/anon_fault_alloc` delta (system-wide).
+    pub anon_fault_alloc: i64,
+    /// Folios of that size in the process's census.
+    pub census_folios: i64,
+    /// `anon_fault_alloc - census_folios`.
+    pub excess: i64,
+}
+
+/// A real program run live under ptrace, every process it started measured at its exit.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LiveProgramRun {
+    /// The command line.
+    pub program: Vec<String>,
+    /// The program's exit code, or 128 + the signal that killed it; null when its end was not
+    /// seen.
+    pub exit_status: Option<i32>,
+    /// Every process, in the order they appeared.
+    pub processes: Vec<ProgramProcess>,
+    /// Processes without an exit snapshot (`PID (COMM): why`), left out of the census.
+    pub unmeasured: Vec<String>,
+    /// What the census counts, in words.
+    pub census_scope: String,
+}
+
+/// What was measured of one process of a program run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProgramProcess {
+    pub pid: i32,
+    /// The process that created it (0 for the program itself).
+    pub parent: i32,
+    pub comm: String,
+    /// The executable after its first exec (empty if it never exec'd).
+    pub exe: String,
+    pub execs: u32,
+    /// minflt at its first exec event (0: never exec'd, counted from the fork).
+    pub minflt_base: u64,
+    /// minflt at its exit event (None: no exit snapshot).
+    pub minflt_exit: Option<u64>,
+    /// `minflt_exit - minflt_base`.
+    pub minflt: u64,
+    pub threads: u32,
+    /// Rss and AnonHugePages of the VMAs measured, in kB.
+    pub rss_kb: u64,
+    pub anon_huge_kb: u64,
+    /// Anonymous private VMAs measured.
+    pub anon_vmas: u64,
+    /// Its census at exit (None: no exit snapshot).
+    pub census: Option<Census>,
+    /// Whether its census is part of the run's census (it exec'd, or was forked with its own
+    /// address space).
+    pub in_census: bool,
+    /// Made by fork (PTRACE_EVENT_FORK: a copy of its parent's mm), not by vfork or clone.
+    pub forked: bool,
+    pub census_ms: f64,
+    /// `exited N`, `killed by signal N`.
+    pub end: String,
 }
 
 /// One process of a workload that forks.
@@ -418,4 +720,66 @@ impl RunResult {
 pub fn size_sort_key(label: &str) -> u64 {
     let digits: String = label.chars().filter(|c| c.is_ascii_digit()).collect();
     digits.parse().unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(v: &serde_json::Value) -> Vec<&str> {
+        v.as_object().unwrap().keys().map(String::as_str).collect()
+    }
+
+    /// A workload run's model state sits directly in `model`; a replay's is `model.replay`
+    /// alone; each reads back as it was written, with the other part absent.
+    #[test]
+    fn model_sections_keep_their_shape_and_read_back() {
+        let run = ModelSection {
+            run: Some(ModelRun {
+                scan_results: [("SCAN_SUCCEED".to_string(), 2)].into(),
+                nr_free_pages: 7,
+                buddyinfo: vec![1, 0, 3],
+                khugepaged: ModelKhugepaged { registered: true, wakeups: 10, ..Default::default() },
+                ..Default::default()
+            }),
+            replay: None,
+        };
+        let v = serde_json::to_value(&run).unwrap();
+        let mut k = keys(&v);
+        k.sort_unstable();
+        assert_eq!(k, ["accesses_without_fault", "buddyinfo", "deferred_split_queue", "khugepaged", "nr_free_pages", "pgtable_pages", "scan_results", "vmas"]);
+        assert_eq!(v["khugepaged"]["wakeups"], 10);
+        assert_eq!(serde_json::from_value::<ModelSection>(v).unwrap(), run);
+        let replay = ModelSection { run: None, replay: Some(ReplayReport { forked_images: 1, ..Default::default() }) };
+        let v = serde_json::to_value(&replay).unwrap();
+        assert_eq!(keys(&v), ["replay"]);
+        assert!(v["replay"].get("salvage").is_none(), "salvage only when there is one");
+        assert_eq!(serde_json::from_value::<ModelSection>(v).unwrap(), replay);
+    }
+
+    /// The same for `live`: the common fields, then a workload run's or a program run's.
+    #[test]
+    fn live_sections_keep_their_shape_and_read_back() {
+        let workload = LiveSection {
+            kernel_release: "6.18.0".into(),
+            wall_ms: 1.5,
+            khugepaged: LiveKhugepaged { pages_collapsed: 1, full_scans: 2 },
+            workload: Some(LiveWorkloadRun { runs: 2, start_brk: "0x555555887000".into(), spread: [("minflt".to_string(), Spread { min: 1, median: 2, max: 3 })].into(), ..Default::default() }),
+            program: None,
+        };
+        let v = serde_json::to_value(&workload).unwrap();
+        assert_eq!(v["khugepaged"]["pages_collapsed"], 1);
+        assert_eq!(v["spread"]["minflt"]["median"], 2);
+        assert!(v.get("program").is_none() && v.get("unmeasured").is_none());
+        assert_eq!(serde_json::from_value::<LiveSection>(v).unwrap(), workload);
+        let program = LiveSection {
+            kernel_release: "6.18.0".into(),
+            program: Some(LiveProgramRun { program: vec!["true".into()], exit_status: None, unmeasured: vec!["12 (x): killed by signal 9".into()], ..Default::default() }),
+            ..Default::default()
+        };
+        let v = serde_json::to_value(&program).unwrap();
+        assert_eq!(v["exit_status"], serde_json::Value::Null);
+        assert!(v.get("runs").is_none() && v.get("spread").is_none());
+        assert_eq!(serde_json::from_value::<LiveSection>(v).unwrap(), program);
+    }
 }

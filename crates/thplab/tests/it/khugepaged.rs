@@ -21,10 +21,11 @@ fn khugepaged_model_matches_the_live_daemon() {
         sim_args.extend(args);
         let m = thplab(&sim_args);
         m.ok();
-        let m = m.json();
-        assert_eq!(m["model"]["khugepaged"]["pages_collapsed"], collapsed, "max_ptes_none={none}");
-        assert_eq!(m["vmstat"]["thp_collapse_alloc"], collapsed);
-        assert_eq!(m["model"]["khugepaged"]["wakeups"], 10);
+        let m = m.result();
+        let mk = m.model.as_ref().and_then(|x| x.run.as_ref()).expect("model state").khugepaged;
+        assert_eq!(mk.pages_collapsed, collapsed as u64, "max_ptes_none={none}");
+        assert_eq!(m.vmstat["thp_collapse_alloc"], collapsed);
+        assert_eq!(mk.wakeups, 10);
         if let Some(why) = &live_ok {
             eprintln!("SKIPPED the live half: {why}");
             continue;
@@ -34,11 +35,12 @@ fn khugepaged_model_matches_the_live_daemon() {
         live_args.extend(args);
         let l = thplab_unlocked(&workspace(), &live_args);
         l.ok();
-        let l = l.json();
-        assert_eq!(l["live"]["khugepaged"]["pages_collapsed"], collapsed, "max_ptes_none={none}: live {}", l["live"]["khugepaged"]);
-        assert_eq!(l["vmstat"]["thp_collapse_alloc"], m["vmstat"]["thp_collapse_alloc"]);
-        assert_eq!(l["folios"], m["folios"], "max_ptes_none={none}");
-        let (lf, mf) = (l["live"]["khugepaged"]["full_scans"].as_i64().unwrap(), m["model"]["khugepaged"]["full_scans"].as_i64().unwrap());
+        let l = l.result();
+        let lk = l.live.as_ref().expect("live section").khugepaged;
+        assert_eq!(lk.pages_collapsed, collapsed, "max_ptes_none={none}: live {lk:?}");
+        assert_eq!(l.vmstat["thp_collapse_alloc"], m.vmstat["thp_collapse_alloc"]);
+        assert_eq!(l.folios, m.folios, "max_ptes_none={none}");
+        let (lf, mf) = (lk.full_scans, mk.full_scans as i64);
         // Full scans depend on when the daemon really woke (a busy machine delays it); the
         // model's are an upper bound, and every collapse happened in the first wake-up.
         println!("max_ptes_none={none}: full_scans live {lf} model {mf}");

@@ -71,6 +71,11 @@ impl Run {
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
     }
+
+    /// stdout read as one run result (`sim --json`, `live --json`), typed.
+    pub fn result(&self) -> uapi::RunResult {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not a run result ({e}):\n{}", self.stdout))
+    }
 }
 
 fn finish(args: &[&str], out: Output) -> Run {

@@ -48,7 +48,7 @@ fn keys(v: &Value) -> Vec<String> {
 #[test]
 fn sim_json_4k_only() {
     let v = sim_json("enabled=never");
-    assert_eq!(v["schema"], "thplab-run/1");
+    assert_eq!(v["schema"], "thplab-run/2");
     assert_eq!(v["source"], "sim");
     assert_eq!(v["workload"], "<builtin seed-anon-1g>");
     assert_eq!(keys(&v["vmstat"]), VMSTAT.map(String::from).to_vec());

@@ -130,7 +130,7 @@ fn check_program(
         let mut r = None;
         run_driven(&mut || r = Some(live::run_program(argv, s, &opts)));
         let r = r.expect("ran").unwrap_or_else(|e| panic!("{name}: live run failed: {e}"));
-        let st = r.live.as_ref().and_then(|l| l.get("exit_status")).and_then(|v| v.as_i64());
+        let st = r.live.as_ref().and_then(|l| l.program.as_ref()).and_then(|p| p.exit_status);
         assert_eq!(st, Some(0), "{name}: the program failed live: {:?}", r.live);
         r
     };
@@ -154,7 +154,7 @@ fn check_program(
         // by about 2 % between runs).
         let first = live_run(&s);
         let second = live_run(&s);
-        let wall = first.live.as_ref().and_then(|l| l.get("wall_ms")).and_then(|v| v.as_f64()).unwrap_or(0.0);
+        let wall = first.live.as_ref().map_or(0.0, |l| l.wall_ms);
         let m = model.process.minflt;
         let (l1, l2) = (first.process.minflt, second.process.minflt);
         let live = if pct(m, l1).abs() <= pct(m, l2).abs() { &first } else { &second };
@@ -433,6 +433,11 @@ fn anon_matrix() -> Vec<(String, ThpSettings)> {
     v
 }
 
+/// The replay part of a model result of a recording.
+fn replay_of(model: &RunResult) -> &uapi::ReplayReport {
+    model.model.as_ref().and_then(|m| m.replay.as_ref()).expect("a replay has model.replay")
+}
+
 /// tests/it/progs/NAME.c compiled, recorded once under 4 KiB and predicted under every setting
 /// of `matrix`: minflt within a handful of faults (startup noise: two live runs of a small C
 /// program differ by 0-2) and every folio-size count of the census equal. `check_recording`
@@ -565,13 +570,13 @@ fn split_paths_program_model_matches_live_across_the_matrix() {
 #[test]
 fn populate_paths_program_model_matches_live_across_the_matrix() {
     check_c_program("populate_paths", anon_matrix(), |_| {}, |label, model, _, failures| {
-        let replay = &model.model.as_ref().unwrap()["replay"];
+        let replay = replay_of(model);
         // MAP_POPULATE, POPULATE_WRITE, POPULATE_READ, mlock, MAP_LOCKED.
-        if replay["populate_calls"] != 5 {
-            failures.push(format!("{label}: populate_calls {}", replay["populate_calls"]));
+        if replay.populate_calls != 5 {
+            failures.push(format!("{label}: populate_calls {}", replay.populate_calls));
         }
-        if replay["populate_unmodelled_pages"] != 0 {
-            failures.push(format!("{label}: populate_unmodelled_pages {}", replay["populate_unmodelled_pages"]));
+        if replay.populate_unmodelled_pages != 0 {
+            failures.push(format!("{label}: populate_unmodelled_pages {}", replay.populate_unmodelled_pages));
         }
     });
 }
@@ -582,9 +587,9 @@ fn populate_paths_program_model_matches_live_across_the_matrix() {
 #[test]
 fn forking_program_model_matches_live_across_the_matrix() {
     check_c_program("fork_cow", anon_matrix(), |_| {}, |label, model, _, failures| {
-        let replay = &model.model.as_ref().unwrap()["replay"];
-        if replay["forked_images"] != 1 {
-            failures.push(format!("{label}: forked_images {}", replay["forked_images"]));
+        let replay = replay_of(model);
+        if replay.forked_images != 1 {
+            failures.push(format!("{label}: forked_images {}", replay.forked_images));
         }
     });
 }
@@ -646,13 +651,13 @@ fn shmem_program_model_matches_live_across_the_shmem_matrix() {
     let mut settings = 0;
     check_c_program("shm_prog", shmem_matrix(), check_recording, |label, model, live, failures| {
         settings += 1;
-        let replay = &model.model.as_ref().unwrap()["replay"];
-        assert_eq!(replay["shmem_files"], 6, "{label}: memfd a, b, c, shared anonymous, POSIX shm, /dev/shm file");
+        let replay = replay_of(model);
+        assert_eq!(replay.shmem_files, 6, "{label}: memfd a, b, c, shared anonymous, POSIX shm, /dev/shm file");
         // 8 write-family calls reach shmem files: 4 write + pwrite + writev + 2 write.
-        assert_eq!(replay["shmem_writes"], 8, "{label}");
-        assert_eq!(replay["shmem_unmodelled"], 0, "{label}");
-        assert_eq!(replay["placements_checked"], replay["placements_matched"], "{label}: the model must place every mapping where the kernel did");
-        relocated += replay["relocated"].as_u64().unwrap();
+        assert_eq!(replay.shmem_writes, 8, "{label}");
+        assert_eq!(replay.shmem_unmodelled, 0, "{label}");
+        assert_eq!(replay.placements_checked, replay.placements_matched, "{label}: the model must place every mapping where the kernel did");
+        relocated += replay.relocated;
         for (dir, stats) in &model.mthp {
             let (ms, ls) = (stats.get("shmem_alloc").copied().unwrap_or(0), live.mthp.get(dir).and_then(|x| x.get("shmem_alloc")).copied().unwrap_or(0));
             if ms != ls {
@@ -713,23 +718,24 @@ fn shmem_program_matches_live_under_stacked_dev_shm_mounts() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let json = stdout.find("\n[").map_or(&stdout[..], |i| &stdout[i + 1..]);
     let runs: Vec<serde_json::Value> = serde_json::from_str(json).unwrap_or_else(|e| panic!("not JSON ({e}); stderr:\n{stderr}"));
+    let result = |v: &serde_json::Value| -> uapi::RunResult { serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("not a run result ({e}): {v}")) };
     assert_eq!(runs.len(), 4, "the four settings of --matrix shmem");
     let mut failures = Vec::new();
     for run in &runs {
         let label = run["label"].as_str().unwrap();
-        let (model, live) = (&run["model"], &run["live"]);
-        let replay = &model["model"]["replay"];
-        assert_eq!(replay["placements_checked"], replay["placements_matched"], "{label}: {replay}");
+        let (model, live) = (result(&run["model"]), result(&run["live"]));
+        let replay = replay_of(&model);
+        assert_eq!(replay.placements_checked, replay.placements_matched, "{label}: {replay:?}");
         // The top /dev/shm (huge=always) holds the program's POSIX shm and file: the replay
         // must take that mount's huge=, not the one below.
-        assert_eq!(replay["shmem_files"], 6, "{label}");
-        let (m, l) = (model["process"]["minflt"].as_i64().unwrap(), live["process"]["minflt"].as_i64().unwrap());
-        println!("{label}: minflt model {m} live {l}; folios model {} live {}", model["folios"], live["folios"]);
+        assert_eq!(replay.shmem_files, 6, "{label}");
+        let (m, l) = (model.process.minflt as i64, live.process.minflt as i64);
+        println!("{label}: minflt model {m} live {l}; folios model {:?} live {:?}", model.folios, live.folios);
         if (m - l).abs() > 5 {
             failures.push(format!("{label}: minflt model {m} live {l}"));
         }
-        if model["folios"] != live["folios"] {
-            failures.push(format!("{label}: folios model {} live {}", model["folios"], live["folios"]));
+        if model.folios != live.folios {
+            failures.push(format!("{label}: folios model {:?} live {:?}", model.folios, live.folios));
         }
     }
     assert_eq!(knobs(), knobs_before, "THP knobs changed");

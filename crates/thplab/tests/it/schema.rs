@@ -1,7 +1,8 @@
 //! docs/results-schema.md tells the truth (issue #14 item 3): every JSON key the program writes
 //! is in its key index, and every key listed there is written by some run. The runs: a workload
-//! and a recording in the model, a live run (as root; and always the captured one in
-//! `data/live-result.json`), `trace stats`, `observe` (as root) and error objects.
+//! and a recording in the model (and salvaged from a damaged copy), a live run of a workload and
+//! of a program (as root; and always the captured ones in `data/live-result.json` and
+//! `data/live-program-result.json`), `trace stats`, `observe` (as root) and error objects.
 
 use std::collections::BTreeMap;
 
@@ -139,9 +140,17 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     let rec = rec.to_str().unwrap();
     let replay = thplab(&["sim", rec, "--json"]);
     replay.ok();
+    // The same recording without its last record and trailer: `model.replay.salvage`.
+    let whole = recording();
+    let cut = dir.path().join("cut.trace");
+    std::fs::write(&cut, &whole[..whole.len() - 40]).unwrap();
+    let salvaged = thplab(&["sim", cut.to_str().unwrap(), "--salvage", "--json"]);
+    salvaged.ok();
     let stats = thplab(&["trace", "stats", rec, "--json"]);
     stats.ok();
-    let captured: Value = serde_json::from_str(&std::fs::read_to_string(workspace().join("crates/thplab/tests/it/data/live-result.json")).unwrap()).unwrap();
+    let read_json = |name: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(workspace().join("crates/thplab/tests/it/data").join(name)).unwrap()).unwrap() };
+    let captured = read_json("live-result.json");
+    let captured_program = read_json("live-program-result.json");
     let err_line = thplab(&["sim", &w, "--json", "--set", "enabled=sometimes"]);
     let (_d2, bad) = temp_file("bad.thpw", "mmap a 1M\nfrobnicate\n");
     let err_file = thplab(&["sim", &bad, "--json"]);
@@ -169,10 +178,12 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     let err_rec = thplab(&["sim", bad_rec_path.to_str().unwrap(), "--json"]);
     err_rec.fails(3);
     let mut docs: Vec<(&str, Value)> = vec![
-        ("thplab-run/1", sim.json()),
-        ("thplab-run/1", forked.json()),
-        ("thplab-run/1", replay.json()),
-        ("thplab-run/1", captured),
+        ("thplab-run/2", sim.json()),
+        ("thplab-run/2", forked.json()),
+        ("thplab-run/2", replay.json()),
+        ("thplab-run/2", salvaged.json()),
+        ("thplab-run/2", captured),
+        ("thplab-run/2", captured_program),
         ("thplab-trace-stats/1", stats.json()),
         ("thplab-error/1", err_line.json()),
         ("thplab-error/1", err_file.json()),
@@ -182,7 +193,10 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
         let _g = crate::exclusive();
         let live = crate::thplab_unlocked(&workspace(), &["live", &w, "--json", "--repeat", "2"]);
         live.ok();
-        docs.push(("thplab-run/1", live.json()));
+        docs.push(("thplab-run/2", live.json()));
+        let program = crate::thplab_unlocked(&workspace(), &["compare", "--record", "--json", "--program-quiet", "--", "/bin/true"]);
+        program.ok();
+        docs.push(("thplab-run/2", program.json()[0]["live"].clone()));
         let obs = crate::thplab_unlocked(&workspace(), &["observe", "--pid", &std::process::id().to_string(), "--json"]);
         obs.ok();
         docs.push(("thplab-observe/1", obs.json()));

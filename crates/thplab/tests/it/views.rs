@@ -258,11 +258,11 @@ fn a_replay_prints_each_process_and_warns_of_placements_it_could_not_reproduce()
     assert!(r.stderr.contains(&format!("pid 100: private anonymous mapping of 4194304 bytes (hint 0x0): the kernel put it at {:#x}, the model would at 0x7ffff7a00000", recording::Z)), "{}", r.stderr);
     assert!(r.stderr.contains("pid 101: private anonymous mapping of 65536 bytes (hint 0x0): the kernel put it at 0x7ffff7f00000, the model would at 0x7dfffffb5000"), "{}", r.stderr);
     assert!(out.contains("WARNING: 0 of 2 placements matched the kernel's, 0 relocated; 3 replay warnings (printed on stderr"), "{out}");
-    let v = thplab(&["sim", &f, "--json"]).ok().json();
-    let pp = v["model"]["replay"]["per_process"].as_array().unwrap();
-    assert_eq!(pp.len(), 2);
-    assert_eq!(v["model"]["replay"]["placements_matched"], 0);
-    assert!(v["vmas"].as_array().unwrap().iter().any(|x| x["pid"] == 101 && x["rss_kb"] == 64), "{}", v["vmas"]);
+    let v = thplab(&["sim", &f, "--json"]).ok().result();
+    let rp = v.model.as_ref().and_then(|m| m.replay.as_ref()).expect("model.replay");
+    assert_eq!(rp.per_process.len(), 2);
+    assert_eq!(rp.placements_matched, 0);
+    assert!(v.vmas.iter().any(|x| x.pid == Some(101) && x.rss_kb == 64), "{:?}", v.vmas);
 }
 
 #[test]
@@ -280,20 +280,23 @@ fn salvage_replays_a_damaged_recording_up_to_the_damage() {
     assert!(r.stderr.contains(&format!("{f} is damaged at byte")), "{}", r.stderr);
     assert!(r.stderr.contains("--salvage replayed the"), "{}", r.stderr);
     assert!(r.stdout.contains("SALVAGED: the recording is damaged at byte"), "{}", r.stdout);
-    let v = thplab(&["sim", &f, "--salvage", "--json"]).ok().json();
-    let s = &v["model"]["replay"]["salvage"];
-    let offset = s["offset"].as_u64().unwrap();
-    assert!(offset <= cut as u64, "{s}");
-    assert_eq!(s["bytes_lost"].as_u64().unwrap(), cut as u64 - offset);
-    assert_eq!(s["file_bytes"].as_u64().unwrap(), cut as u64);
-    let read = s["records_read"].as_u64().unwrap();
+    let v = thplab(&["sim", &f, "--salvage", "--json"]).ok().result();
+    let s = v.model.as_ref().and_then(|m| m.replay.as_ref()).and_then(|rp| rp.salvage.clone()).expect("model.replay.salvage");
+    let offset = s.offset;
+    assert!(offset <= cut as u64, "{s:?}");
+    assert_eq!(s.bytes_lost, cut as u64 - offset);
+    assert_eq!(s.file_bytes, cut as u64);
+    let read = s.records_read;
     let (_, ev) = recording::events();
-    assert_eq!(read + s["records_lost"].as_u64().unwrap(), ev.len() as u64, "{s}");
-    assert!(read > 0 && read < ev.len() as u64, "{s}");
+    assert_eq!(read + s.records_lost.expect("the header counts the records"), ev.len() as u64, "{s:?}");
+    assert!(read > 0 && read < ev.len() as u64, "{s:?}");
     // A whole recording salvages to itself: no salvage report.
     let (_d2, g) = write_bytes("whole.trace", &whole);
-    let v = thplab(&["sim", &g, "--salvage", "--json"]).ok().json();
-    assert!(v["model"]["replay"].get("salvage").is_none());
+    let whole_run = thplab(&["sim", &g, "--salvage", "--json"]);
+    let rp = whole_run.ok().result().model.and_then(|m| m.replay).expect("model.replay");
+    assert_eq!(rp.salvage, None);
+    // Not even as null: the key is left out.
+    assert!(!whole_run.stdout.contains("\"salvage\""), "{}", whole_run.stdout);
     // A damaged header cannot be salvaged.
     let (_d3, h) = write_bytes("head.trace", &whole[..12]);
     let r = thplab(&["sim", &h, "--salvage"]);
