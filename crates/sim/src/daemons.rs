@@ -113,24 +113,30 @@ mod tests {
     /// 512 ms (512 faults of 1 ms each); the registration schedules a wake-up then, and a touch
     /// of 200 more pages (200 ms) passes it and the next one at 612 ms: one range collapsed
     /// each (pages_to_scan 512: one range, plus the skipped VMA of c). Unpriced, the clock
-    /// stays at 0 without `sleep` and the daemon never runs.
+    /// stays at 0 until the final `sleep 1ms`, in which the one wake-up scheduled at the
+    /// registration runs.
     #[test]
     fn a_priced_clock_wakes_the_daemon_during_the_program() {
-        let text = "mmap a 2M align=2M\nmmap b 2M align=2M\nmmap c 4M\nmadvise a nohugepage\nmadvise b nohugepage\n\
-                    touch a[0+1M] write\ntouch b[0+1M] write\nmadvise a hugepage\nmadvise b hugepage\ntouch c[0+800K] write\n";
+        let text = "phase fill\nmmap a 2M align=2M\nmmap b 2M align=2M\nmmap c 4M\nmadvise a nohugepage\nmadvise b nohugepage\n\
+                    touch a[0+1M] write\ntouch b[0+1M] write\nmadvise a hugepage\nmadvise b hugepage\nphase more\ntouch c[0+800K] write\nsleep 1ms\n";
         let w = workload::parse("t", text).unwrap();
         let s = settings(&["enabled=madvise", "khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=512"]);
         let r = run(&w, &s, &MachineConfig::default()).unwrap();
-        assert_eq!((khugepaged(&r)["wakeups"].as_u64(), khugepaged(&r)["pages_collapsed"].as_u64()), (Some(0), Some(0)));
+        assert_eq!((khugepaged(&r).wakeups, khugepaged(&r).pages_collapsed), (1, 1));
         let costs = uapi::profile::FaultCosts { ns_per_fault: [("4kB".to_string(), 1e6)].into(), ..Default::default() };
         let mut opts = crate::RunOptions { check_invariants: true, costs: Some(costs), ..Default::default() };
         let (r, _) = crate::run_with(&w, &s, &MachineConfig::default(), &mut opts).unwrap();
         let kh = khugepaged(&r);
-        assert_eq!((kh["wakeups"].as_u64(), kh["pages_collapsed"].as_u64()), (Some(2), Some(2)));
+        // The third wake-up, due at 712 ms, runs in the final sleep and finds both collapsed.
+        assert_eq!((kh.wakeups, kh.pages_collapsed), (3, 2));
         assert_eq!(r.folios["2048kB"], 2);
         let t = r.time.unwrap();
         assert_eq!(t.faults["4kB"], 712);
         assert_eq!(t.total_ns, 712e6);
+        // The clock: the work and the sleep; each phase from its statement to the next.
+        assert_eq!(t.elapsed_ns, 713_000_000);
+        let phases: Vec<(&str, u64, u64)> = t.phases.iter().map(|p| (p.name.as_str(), p.start_ns, p.ns)).collect();
+        assert_eq!(phases, [("fill", 0, 512_000_000), ("more", 512_000_000, 201_000_000)]);
     }
 
     /// pages_to_scan smaller than the VMA: a wake-up stops after 1 + 512·n ≥ pages_to_scan

@@ -55,10 +55,18 @@ fn touch_plans_visit_the_same_pages_in_each_order() {
 }
 
 #[test]
+fn phase_names_a_part_of_the_run() {
+    let w = parse("w.thpw", "phase fill\nmmap a 1M\ntouch a write\nphase read\ntouch a read\n").unwrap();
+    assert!(matches!(&w.ops[0].kind, OpKind::Phase(n) if n == "fill"));
+    assert!(matches!(&w.ops[3].kind, OpKind::Phase(n) if n == "read"));
+    assert_eq!(err("phase\n"), "w.thpw:1: expected: phase NAME");
+}
+
+#[test]
 fn errors_name_file_line_and_what_is_valid() {
     assert_eq!(
         err("mmap a 1M\n\nfrobnicate a"),
-        "w.thpw:3: unknown operation 'frobnicate'; valid: mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, \
+        "w.thpw:3: unknown operation 'frobnicate'; valid: mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, phase, \
          read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, in, exit, wait"
     );
     assert_eq!(err("touch a write"), "w.thpw:1: unknown region 'a'; declared so far: none (declare one with mmap)");
