@@ -98,10 +98,3 @@ pub fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
-/// Pages khugepaged (the daemon, not MADV_COLLAPSE) collapsed anywhere on the machine while a
-/// live run was measured, from its `live.khugepaged.pages_collapsed`; 0 for a model result.
-/// The model does not run the daemon (docs/model.md), so a census difference in a run where
-/// this is non-zero may be the daemon's work and not a model error.
-pub fn khugepaged_collapsed_during(res: &uapi::RunResult) -> i64 {
-    res.live.as_ref().map_or(0, |l| l.khugepaged.pages_collapsed)
-}

@@ -5,7 +5,6 @@
 
 mod bench_cmds;
 mod chase_cmds;
-mod compare;
 mod errors;
 mod examples;
 mod explain_cmds;

@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use uapi::{RunResult, ThpSettings};
 
-use crate::compare::{self, Row, RowKind};
+use compare::{Row, RowKind};
 use crate::exit;
 
 /// Parsed arguments of `thplab compare --record`.

@@ -172,7 +172,7 @@ fn check_program(
             // khugepaged (not modelled until issue #10) wakes every 10 s and may collapse ranges
             // of a run this long into PMD THPs the program never faulted: those are taken out
             // of the live PMD count, each run by its own `khugepaged/pages_collapsed` delta.
-            let daemon = |r: &RunResult| if size == "2048kB" { live::khugepaged_collapsed_during(r).max(0) as u64 } else { 0 };
+            let daemon = |r: &RunResult| if size == "2048kB" { compare::khugepaged_collapsed_during(r).max(0) as u64 } else { 0 };
             let f1 = first.census.sizes.get(&size).map_or(0, |e| e.folios).saturating_sub(daemon(&first));
             let f2 = second.census.sizes.get(&size).map_or(0, |e| e.folios).saturating_sub(daemon(&second));
             let lf = if pct(mf, f1).abs() <= pct(mf, f2).abs() { f1 } else { f2 };
@@ -193,8 +193,8 @@ fn check_program(
             split(&model),
             split(&first),
             split(&second),
-            live::khugepaged_collapsed_during(&first),
-            live::khugepaged_collapsed_during(&second)
+            compare::khugepaged_collapsed_during(&first),
+            compare::khugepaged_collapsed_during(&second)
         );
     }
     for (label, why) in known_gaps {
@@ -411,27 +411,8 @@ fn redis_bgsave_model_matches_live() {
     check_program("redis-server (BGSAVE)", &argv, &fresh, Some(&drive), &[], &["khugepaged/scan_sleep_millisecs=600000"]);
 }
 
-/// The anon matrix of `thplab compare --matrix` (crates/thplab/src/compare.rs: `matrix`).
-fn anon_matrix() -> Vec<(String, ThpSettings)> {
-    let with = |a: &[String]| {
-        let mut s = ThpSettings::default();
-        for x in a {
-            s.apply_assignment(x).expect("valid");
-        }
-        s
-    };
-    let sizes = [16, 32, 64, 128, 256, 512, 1024];
-    let mut v = vec![("4K only".to_string(), with(&["enabled=never".into()]))];
-    for kb in sizes {
-        v.push((format!("{kb}K alone"), with(&["enabled=never".into(), format!("hugepages-{kb}kB/enabled=always")])));
-    }
-    let mut all: Vec<String> = vec!["enabled=always".into()];
-    all.extend(sizes.iter().map(|kb| format!("hugepages-{kb}kB/enabled=always")));
-    v.push(("all sizes".into(), with(&all)));
-    v.push(("PMD always".into(), with(&["enabled=always".into()])));
-    v.push(("madvise mode".into(), ThpSettings::default()));
-    v
-}
+/// The matrices of `thplab compare --matrix` and `--matrix shmem`.
+use sim::matrix::{anon as anon_matrix, shmem as shmem_matrix};
 
 /// The replay part of a model result of a recording.
 fn replay_of(model: &RunResult) -> &uapi::ReplayReport {
@@ -488,7 +469,7 @@ fn check_c_program(
         // `thplab compare --retries` does) and the closest run kept.
         let mut live = live::run_program(&argv, &s, &live::ProgramOptions { quiet: true }).unwrap();
         for _ in 0..3 {
-            let collapsed = model.folios != live.folios && live::khugepaged_collapsed_during(&live) > 0;
+            let collapsed = model.folios != live.folios && compare::khugepaged_collapsed_during(&live) > 0;
             if !collapsed && event_diffs(&model, &live).is_empty() {
                 break;
             }
@@ -615,22 +596,6 @@ fn collapse_checking_program_model_matches_live_across_the_matrix() {
     check_c_program("collapse_check", anon_matrix(), check_recording, |_, _, _, _| {});
 }
 
-/// The shmem matrix of `thplab compare --matrix shmem` (crates/thplab/src/compare.rs: `shmem_matrix`).
-fn shmem_matrix() -> Vec<(String, ThpSettings)> {
-    let with = |a: &[&str]| {
-        let mut s = ThpSettings::default();
-        for x in a {
-            s.apply_assignment(x).expect("valid");
-        }
-        s
-    };
-    vec![
-        ("4K only".into(), with(&["hugepages-2048kB/shmem_enabled=never"])),
-        ("64K always".into(), with(&["hugepages-64kB/shmem_enabled=always"])),
-        ("top always, PMD inherit".into(), with(&["shmem_enabled=always"])),
-        ("16K+64K+256K always".into(), with(&["hugepages-16kB/shmem_enabled=always", "hugepages-64kB/shmem_enabled=always", "hugepages-256kB/shmem_enabled=always"])),
-    ]
-}
 
 /// Issue #5: a C program on every shmem path (memfd mapped with a NULL hint, shared anonymous
 /// memory, write() then mmap, POSIX shm unlinked before mmap, pwrite + fallocate + ftruncate,

@@ -1,13 +1,22 @@
-//! `thplab compare`: the model and the live kernel on the same workload and settings, counter by
-//! counter, in the kernel's names.
+//! The compare engine of `thplab compare` and of the tests: a model result and a live result
+//! of the same workload (or recorded program) and settings, row by row in the kernel's names
+//! (minflt, Rss, AnonHugePages, the folio census per process, `hugepages-*/stats`, `thp_*`),
+//! each row judged against a [`Tolerance`] by its kind ([`RowKind`]: exact for the process,
+//! system-wide, informational), and the rule for when a live run is repeated instead of a
+//! difference being reported ([`retry_reason`], [`retry_live`]). It reads only the two
+//! `uapi::RunResult`s and writes only to the writer it is given.
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 
-use anyhow::{bail, Result};
 use uapi::result::size_sort_key;
 use uapi::result::ProcessStats;
 use uapi::{Census, MthpStat, RunResult, ThpSettings};
+
+/// A `--tolerance` spec that cannot be read: the message names the part and what is valid.
+#[derive(Debug, thiserror::Error)]
+#[error("--tolerance {0}")]
+pub struct ToleranceError(String);
 
 /// How far model and live may differ before a row counts as a difference.
 #[derive(Clone, Debug)]
@@ -51,32 +60,33 @@ impl Tolerance {
     /// Parse `minflt=5`, `census=0`, `system=10`, or a percentage of the live value
     /// `minflt=2%`, `folios=2%` (large-folio counts), `census=2%`, `system=2%`
     /// (comma-separated or repeated).
-    pub fn apply(&mut self, spec: &str) -> Result<()> {
+    pub fn apply(&mut self, spec: &str) -> Result<(), ToleranceError> {
         const FIELDS: &str = "minflt, census, folios (large folios), system";
         for part in spec.split(',').filter(|p| !p.is_empty()) {
-            let Some((k, v)) = part.split_once('=') else { bail!("--tolerance {part}: write FIELD=N or FIELD=P% (fields: {FIELDS})") };
+            let bad = |why: String| ToleranceError(format!("{part}: {why}"));
+            let Some((k, v)) = part.split_once('=') else { return Err(bad(format!("write FIELD=N or FIELD=P% (fields: {FIELDS})"))) };
             if let Some(pct) = v.strip_suffix('%') {
                 let p: f64 = pct
                     .parse()
                     .ok()
                     .filter(|p: &f64| p.is_finite() && *p >= 0.0)
-                    .ok_or_else(|| anyhow::anyhow!("--tolerance {part}: P must be a non-negative number"))?;
+                    .ok_or_else(|| bad("P must be a non-negative number".into()))?;
                 match k {
                     "minflt" => self.minflt_pct = p,
                     "census" => self.census_pct = p,
                     "folios" => self.folios_pct = p,
                     "system" => self.system_pct = p,
-                    _ => bail!("--tolerance {part}: unknown field '{k}'; valid fields: {FIELDS}"),
+                    _ => return Err(bad(format!("unknown field '{k}'; valid fields: {FIELDS}"))),
                 }
                 continue;
             }
-            let n: i64 = v.parse().map_err(|_| anyhow::anyhow!("--tolerance {part}: N must be a whole number or a percentage"))?;
+            let n: i64 = v.parse().map_err(|_| bad("N must be a whole number or a percentage".into()))?;
             match k {
                 "minflt" => self.minflt = n,
                 "census" => self.census = n,
                 "folios" => self.folios = Some(n),
                 "system" => self.system = n,
-                _ => bail!("--tolerance {part}: unknown field '{k}'; valid fields: {FIELDS}"),
+                _ => return Err(bad(format!("unknown field '{k}'; valid fields: {FIELDS}"))),
             }
         }
         Ok(())
@@ -214,7 +224,7 @@ pub fn only_system_wide_differ(rows: &[Row]) -> bool {
 pub fn retry_reason(rows: &[Row], live: &uapi::RunResult) -> Option<&'static str> {
     if only_system_wide_differ(rows) {
         Some("system-wide counters moved by other processes")
-    } else if rows.iter().any(|r| r.differs) && live::khugepaged_collapsed_during(live) > 0 {
+    } else if rows.iter().any(|r| r.differs) && khugepaged_collapsed_during(live) > 0 {
         Some("khugepaged collapsed pages during the live run (the model does not run the daemon)")
     } else {
         None
@@ -254,6 +264,14 @@ pub fn retry_live<E>(
         why = retry_reason(&r.rows, &r.live);
     }
     Ok(r)
+}
+
+/// Pages khugepaged (the daemon, not MADV_COLLAPSE) collapsed anywhere on the machine while a
+/// live run was measured, from its `live.khugepaged.pages_collapsed`; 0 for a model result.
+/// A census difference in a run where this is non-zero may be the daemon's work (its wake-ups
+/// live fall where the model's clock cannot know) and not a model error.
+pub fn khugepaged_collapsed_during(res: &RunResult) -> i64 {
+    res.live.as_ref().map_or(0, |l| l.khugepaged.pages_collapsed)
 }
 
 /// The note printed after a row: why it differs or why a difference is not judged.
@@ -313,11 +331,11 @@ mod tests {
     #[test]
     fn retries_keep_the_closest_run_and_stop_when_nothing_is_left_to_explain() {
         // Rows from a run: a census difference while khugepaged_collapsed_during > 0.
-        let rows_of = |l: &RunResult| vec![row(RowKind::Process, live::khugepaged_collapsed_during(l) > 0)];
+        let rows_of = |l: &RunResult| vec![row(RowKind::Process, khugepaged_collapsed_during(l) > 0)];
         let mut runs = vec![live_with_collapsed(0), live_with_collapsed(3)].into_iter();
         let r = retry_live::<()>(2, live_with_collapsed(5), rows_of, || Ok(runs.next().unwrap())).unwrap();
         assert_eq!(r.attempts, 2, "the second run differs in nothing: no third");
-        assert_eq!(live::khugepaged_collapsed_during(&r.live), 0, "the closer run is kept");
+        assert_eq!(khugepaged_collapsed_during(&r.live), 0, "the closer run is kept");
         assert!(r.why.unwrap().starts_with("khugepaged"));
         let r = retry_live::<()>(0, live_with_collapsed(5), rows_of, || panic!("no retries allowed")).unwrap();
         assert_eq!(r.attempts, 1);
