@@ -672,6 +672,7 @@ pub fn run_recording_with(
                 "pid": i.pid,
                 "image": i.image,
                 "exe": i.exe,
+                "exec_snapshot": i.exec_snapshot,
                 "modelled_faults": i.minflt,
                 "rss_bytes": one.process.rss_bytes,
                 "anon_huge_bytes": one.process.anon_huge_bytes,
@@ -700,6 +701,7 @@ pub fn run_recording_with(
             "placements_matched": st.placements_matched,
             "relocated": st.relocated,
             "forked_images": st.forked_images,
+            "exec_snapshots": st.exec_snapshots,
             "placement_misses": st.placement_misses.iter().map(|m| serde_json::json!({
                 "pid": m.pid,
                 "backing": m.backing,
