@@ -7,13 +7,15 @@
 //! `sys_exit_*` of the calls in `trace::SyscallKind`) on the child with `inherit` (threads and
 //! child processes are followed) and `enable_on_exec`, all of one CPU writing into one ring
 //! buffer; the first event of each CPU also asks for task, comm and mmap records. Then the child
-//! is released; with `PTRACE_TRACEME` it stops right after its execve, the parent reads
-//! /proc/PID/maps (the address space the kernel built) and detaches. While the program runs the
+//! is released; traced from a thread of the recorder (`ptrace`), every process of the program
+//! stops once inside each of its execves, where the recorder reads /proc/PID/maps (the address
+//! space the kernel built) and lets it go on. While the program runs the
 //! ring buffers are drained; at its end the records are merged in time order, system call
 //! entries and exits are paired per thread, and the [`Recording`] is returned.
 
 mod notify;
 mod perf;
+mod ptrace;
 mod spawn;
 mod tracefs;
 
@@ -35,7 +37,8 @@ pub struct RecordOptions {
     /// Record `exceptions:page_fault_kernel` on user addresses too (the kernel faulting in user
     /// memory in read(), execve's argument copy, ...: these count as the program's minflt).
     pub kernel_faults: bool,
-    /// Stop the program after its execve and record its address space ([`EventBody::ExecMaps`]).
+    /// Stop every process of the program inside each execve and record its new address space
+    /// ([`EventBody::ExecMaps`]); off: no ptrace at all.
     pub exec_snapshot: bool,
     /// Disable THP for the program (`PR_SET_THP_DISABLE`); on by default.
     pub thp_disable: bool,
@@ -649,7 +652,7 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
         bytes: 0,
         start,
     };
-    let snapshot = child.release(opts.exec_snapshot)?;
+    child.release(opts.exec_snapshot)?;
     let mut bufs = bufs;
     let mut flags_ = 0;
     if opts.thp_disable {
@@ -666,16 +669,6 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
         flags_ |= flags::ANSWERS;
     }
     self_push(&mut dec.raws, 0, pid as u32, pid as u32, RawKind::Body(Box::new(EventBody::Mounts(mounts))));
-    if let Some((t, maps)) = snapshot {
-        flags_ |= flags::EXEC_SNAPSHOT;
-        self_push(
-            &mut dec.raws,
-            t.saturating_sub(start),
-            pid as u32,
-            pid as u32,
-            RawKind::Body(Box::new(EventBody::ExecMaps(maps))),
-        );
-    }
     let _sig = spawn::IgnoreInterrupts::new();
     let status = loop {
         let mut pfds: Vec<libc::pollfd> = bufs
@@ -709,6 +702,17 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
     // The program has been reaped: everything it did is in the buffers.
     for b in bufs.iter_mut() {
         b.ring.drain(|t, m, body| dec.record(t, m, body));
+    }
+    // One `exec_maps` record per successful execve of any process (`ptrace`), at the time it
+    // was taken: after the execve's entry, before anything the new image does.
+    if opts.exec_snapshot {
+        flags_ |= flags::EXEC_SNAPSHOT_EVERY;
+        for (t, p, maps) in child.take_snapshots() {
+            if p == pid as u32 {
+                flags_ |= flags::EXEC_SNAPSHOT;
+            }
+            self_push(&mut dec.raws, t.saturating_sub(start), p, p, RawKind::Body(Box::new(EventBody::ExecMaps(maps))));
+        }
     }
     let end = monotonic_ns();
     let mut paths_vanished = 0;

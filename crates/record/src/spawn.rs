@@ -1,7 +1,7 @@
 //! Starting the program: PATH search, fork, the child's preparation (the signal dispositions,
 //! mask, limits and descriptors thplab inherited (crate `exec-state`), THP disabled, no address
-//! randomisation, waiting for the recorder, `PTRACE_TRACEME`), execve, the stop after execve
-//! (the address space is read from /proc/PID/maps, then the child is detached), and waiting.
+//! randomisation, waiting for the recorder), the tracer attached (`ptrace`: with exec snapshots,
+//! every execve of every process stops once for /proc/PID/maps), execve, and waiting.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -51,6 +51,10 @@ pub struct Child {
     err: OwnedFd,
     status: std::cell::Cell<Option<u32>>,
     program: String,
+    /// With exec snapshots: the thread that traces the program and its descendants (it also
+    /// waits for the program: see `ptrace`).
+    tracer: Option<crate::ptrace::Tracer>,
+    snapshots: Vec<crate::ptrace::Snapshot>,
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd), RecordError> {
@@ -70,11 +74,12 @@ const STAGES: [&str; 5] = [
     "",
     "prctl(PR_SET_THP_DISABLE)",
     "personality(ADDR_NO_RANDOMIZE)",
-    "ptrace(PTRACE_TRACEME)",
+    // (Stage 3 was PTRACE_TRACEME; the tracer now attaches from the recorder.)
+    "",
     "execve",
 ];
 
-fn status_code(st: i32) -> u32 {
+pub(crate) fn status_code(st: i32) -> u32 {
     if libc::WIFEXITED(st) {
         libc::WEXITSTATUS(st) as u32
     } else if libc::WIFSIGNALED(st) {
@@ -117,7 +122,6 @@ impl Child {
         let listen = paths || thp_disable;
         let prog = crate::notify::filter(paths, thp_disable);
         let inherited = exec_state::ExecState::capture();
-        let traceme = opts.exec_snapshot;
         // SAFETY: between fork and execve/_exit the child only makes async-signal-safe calls on
         // memory prepared before the fork.
         let pid = unsafe { libc::fork() };
@@ -169,9 +173,6 @@ impl Child {
                     // The recorder went away without releasing us.
                     libc::_exit(127);
                 }
-                if traceme && libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) != 0 {
-                    fail(3);
-                }
                 libc::execve(cpath.as_ptr(), ptrs.as_ptr(), environ);
                 fail(4);
             }
@@ -199,6 +200,8 @@ impl Child {
             err: err_r,
             status: std::cell::Cell::new(None),
             program,
+            tracer: None,
+            snapshots: Vec::new(),
         })
     }
 
@@ -221,10 +224,25 @@ impl Child {
         }
     }
 
-    /// Let the child execve. With `snapshot`, wait for its stop after the execve, read its
-    /// address space and detach; returns (CLOCK_MONOTONIC ns, maps).
-    pub fn release(&mut self, snapshot: bool) -> Result<Option<(u64, Vec<MapEntry>)>, RecordError> {
+    /// Let the child execve. With `snapshot`, it is traced first (`ptrace::Tracer`): every
+    /// execve of it and of its descendants is stopped once for a snapshot of the new address
+    /// space, collected by [`Child::take_snapshots`] once it has exited.
+    pub fn release(&mut self, snapshot: bool) -> Result<(), RecordError> {
         let this = self;
+        if snapshot {
+            match crate::ptrace::Tracer::seize(this.pid) {
+                Ok(t) => this.tracer = Some(t),
+                Err(e) => {
+                    // SAFETY: pid is our child, waiting on the pipe, not traced.
+                    unsafe {
+                        libc::kill(this.pid, libc::SIGKILL);
+                        let mut st = 0;
+                        libc::waitpid(this.pid, &mut st, 0);
+                    }
+                    return Err(RecordError::Other(format!("tracing the program for its exec snapshots: {e}")));
+                }
+            }
+        }
         if let Some(go) = this.go.take() {
             // SAFETY: go is the write end of the pipe the child waits on.
             unsafe {
@@ -252,10 +270,16 @@ impl Child {
         }
         if n == 5 {
             let errno = i32::from_ne_bytes([msg[1], msg[2], msg[3], msg[4]]);
-            let mut st = 0;
-            // SAFETY: pid is our child; it exits right after writing the message.
-            unsafe {
-                libc::waitpid(this.pid, &mut st, 0);
+            // The child exits right after writing the message: reap it (through its tracer,
+            // which waits for it).
+            if let Some(mut t) = this.tracer.take() {
+                let _ = t.finish();
+            } else {
+                let mut st = 0;
+                // SAFETY: pid is our child.
+                unsafe {
+                    libc::waitpid(this.pid, &mut st, 0);
+                }
             }
             let stage = STAGES.get(msg[0] as usize).copied().unwrap_or("?");
             return Err(RecordError::Exec {
@@ -264,37 +288,35 @@ impl Child {
                 not_found: msg[0] == 4 && errno == libc::ENOENT,
             });
         }
-        if !snapshot {
-            return Ok(None);
-        }
-        let mut st = 0;
-        // SAFETY: pid is our child.
-        let r = unsafe { libc::waitpid(this.pid, &mut st, 0) };
-        if r != this.pid {
-            return Err(RecordError::Other(format!(
-                "waitpid: {}",
-                std::io::Error::last_os_error()
-            )));
-        }
-        if !libc::WIFSTOPPED(st) {
-            this.status.set(Some(status_code(st)));
-            return Ok(None);
-        }
-        let t = crate::monotonic_ns();
-        let maps = std::fs::read(format!("/proc/{}/maps", this.pid))
-            .map(|b| parse_maps(&b))
-            .unwrap_or_default();
-        // SAFETY: the child is stopped under our ptrace; detach without a signal.
-        unsafe {
-            libc::ptrace(libc::PTRACE_DETACH, this.pid, 0, 0);
-        }
-        Ok(Some((t, maps)))
+        Ok(())
+    }
+
+    /// The exec snapshots taken (CLOCK_MONOTONIC ns, pid, maps), in the order taken; complete
+    /// once [`Child::try_wait`] has returned the status.
+    pub fn take_snapshots(&mut self) -> Vec<crate::ptrace::Snapshot> {
+        std::mem::take(&mut self.snapshots)
     }
 
     /// The exit status (code, or 128 + signal) once the child has exited.
-    pub fn try_wait(&self) -> Result<Option<u32>, RecordError> {
+    pub fn try_wait(&mut self) -> Result<Option<u32>, RecordError> {
         if let Some(s) = self.status.get() {
             return Ok(Some(s));
+        }
+        if let Some(t) = self.tracer.as_mut() {
+            // The tracer waits for (and reaps) the traced program.
+            return match t.try_finish() {
+                None => Ok(None),
+                Some(Ok(done)) => {
+                    self.tracer = None;
+                    self.snapshots = done.snapshots;
+                    self.status.set(Some(done.status));
+                    Ok(Some(done.status))
+                }
+                Some(Err(e)) => {
+                    self.tracer = None;
+                    Err(RecordError::Other(format!("tracing the program: {e}")))
+                }
+            };
         }
         let mut st = 0;
         // SAFETY: pid is our child.

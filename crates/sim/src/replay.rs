@@ -100,6 +100,9 @@ pub struct ReplayStats {
     /// Processes forked without CLONE_VM whose address space the model copied (`fork`): their
     /// faults are modelled, not passed through.
     pub forked_images: u64,
+    /// Images (the first process's, and one per successful execve) whose address space (stack,
+    /// heap, ELF and loader mappings, mmap_base) came from the recording's exec snapshot.
+    pub exec_snapshots: u64,
     /// The first [`MAX_MISSES`] placements the model could not reproduce.
     pub placement_misses: Vec<PlacementMiss>,
     /// What the replay met and could not model faithfully, one sentence each.
@@ -187,6 +190,10 @@ struct Image {
     exe: String,
     stack: Option<(u64, u64)>,
     brk_known: bool,
+    /// Made by an execve (or the first process's): an exec snapshot sets it up.
+    from_exec: bool,
+    /// Its layout came from an exec snapshot (a forked image: its parent's did).
+    exec_snapshot: bool,
     populate_faults: u64,
     fds: HashMap<i32, usize>,
     descs: Vec<Desc>,
@@ -274,6 +281,9 @@ struct Proc {
     /// Faults before this time happen inside execve (bss clearing, the loader's mappings):
     /// the program's own count starts after exec, as minflt measured from the exec does.
     exec_until_ns: u64,
+    /// An exec snapshot that came before the record of its execve (time, maps): applied to the
+    /// image that execve makes.
+    early_snapshot: Option<(u64, Vec<trace::MapEntry>)>,
 }
 
 pub struct Replay<'a> {
@@ -299,6 +309,10 @@ pub struct Replay<'a> {
     pub stats: ReplayStats,
     check: bool,
     source: String,
+    /// The recording has an exec snapshot for every execve (`flags::EXEC_SNAPSHOT_EVERY`).
+    every_exec_snapshot: bool,
+    /// Images made by an execve after the first process's that had no exec snapshot.
+    images_without_snapshot: u64,
 }
 
 impl<'a> Replay<'a> {
@@ -352,6 +366,8 @@ impl<'a> Replay<'a> {
             },
             check,
             source: source.to_string(),
+            every_exec_snapshot: header.flags & trace::flags::EXEC_SNAPSHOT_EVERY != 0,
+            images_without_snapshot: 0,
         };
         // The recording starts at the root's execve: it runs a fresh image.
         let root = r.new_image(header.root_pid, String::from_utf8_lossy(&header.exec_path).into_owned());
@@ -387,6 +403,8 @@ impl<'a> Replay<'a> {
             exe,
             stack: None,
             brk_known: false,
+            from_exec: true,
+            exec_snapshot: false,
             populate_faults: 0,
             fds: HashMap::new(),
             descs: Vec::new(),
@@ -419,12 +437,16 @@ impl<'a> Replay<'a> {
         let k = &mut self.m;
         // Faults inside execve (the new stack's top page) are before the program's count.
         let minflt = k.stats().minflt - img.populate_faults;
+        if img.from_exec && !img.exec_snapshot && img.ordinal != 0 {
+            self.images_without_snapshot += 1;
+        }
         self.done_minflt += minflt;
         self.stats.modelled_faults += minflt;
         self.done_images.push(ImageResult {
             pid: img.pid,
             image: img.ordinal,
             exe: img.exe,
+            exec_snapshot: img.exec_snapshot,
             minflt,
             census,
             vmas,
@@ -546,35 +568,13 @@ impl<'a> Replay<'a> {
             }
             EventBody::ExecMaps(entries) => {
                 let Some(p) = self.procs.get_mut(&e.pid) else { return Ok(()) };
-                p.exec_until_ns = e.time_ns;
-                let Some(img) = p.image.as_mut() else { return Ok(()) };
-                // mmap_base: execve placed the interpreter (or, without one, the vDSO) first,
-                // top-down from it, so the highest mapping below the stack ends there.
-                let base = entries.iter().filter(|m| m.path != b"[stack]" && m.end <= mm_types::TASK_SIZE).map(|m| m.end).max();
-                if let Some(b) = base {
-                    self.m.step_current(Step::SetLayout { mmap_base: Some(b), brk: None });
-                }
-                for m in entries {
-                    let anon = m.ino == 0 && (m.path.is_empty() || m.path == b"[heap]" || m.path == b"[stack]");
-                    let prot = prot_to_vm(m.perms & perm::READ != 0, m.perms & perm::WRITE != 0, m.perms & perm::EXEC != 0);
-                    if !anon || m.perms & perm::SHARED != 0 {
-                        // The ELF, its interpreter, the vDSO: room the model keeps free.
-                        self.m.step_current(Step::Mmap { len: m.end - m.start, prot, placement: MmapPlacement::FixedNoReplace(m.start), backing: MapBacking::Special });
-                        continue;
-                    }
-                    self.m.step_current(Step::Mmap { len: m.end - m.start, prot, placement: MmapPlacement::FixedNoReplace(m.start), backing: MapBacking::PrivateAnon });
-                    if m.path == b"[stack]" {
-                        img.stack = Some((m.start, m.end));
-                        // execve copies argv, envp and auxv to the top of the new stack through
-                        // get_user_pages (no fault is recorded); the model takes that as one page.
-                        let before = self.m.stats().minflt;
-                        self.m.step_current(Step::Access { addr: m.end - PAGE_SIZE, write: true });
-                        img.populate_faults += self.m.stats().minflt - before;
-                    }
-                    if m.path == b"[heap]" {
-                        self.m.step_current(Step::SetLayout { mmap_base: None, brk: Some((m.start, m.end)) });
-                        img.brk_known = true;
-                    }
+                if p.image.as_ref().is_some_and(|i| i.from_exec && !i.exec_snapshot) {
+                    self.exec_snapshot(e.pid, e.time_ns, entries);
+                } else {
+                    // Its execve's record is still to come (the process runs a forked copy, a
+                    // CLONE_VM child's shared mm, or an image that had its snapshot): the image
+                    // that execve makes takes it.
+                    p.early_snapshot = Some((e.time_ns, entries.clone()));
                 }
             }
             EventBody::Syscall(s) => {
@@ -591,6 +591,53 @@ impl<'a> Replay<'a> {
             _ => {}
         }
         Ok(())
+    }
+
+    /// The address space execve built for `pid`'s current image (an `exec_maps` record): the
+    /// stack, the heap, mmap_base, and placeholders for the ELF, its interpreter and the vDSO.
+    fn exec_snapshot(&mut self, pid: u32, time_ns: u64, entries: &[trace::MapEntry]) {
+        let Some(p) = self.procs.get_mut(&pid) else { return };
+        // The execve ends at its sys_exit when that was recorded (it is stamped after the
+        // snapshot); the first process's execve has no record, so its snapshot ends it.
+        p.exec_until_ns = if p.exec_until_ns == u64::MAX { time_ns } else { p.exec_until_ns.max(time_ns) };
+        let Some(img) = p.image.as_mut() else { return };
+        img.exec_snapshot = true;
+        self.stats.exec_snapshots += 1;
+        if img.exe.is_empty() {
+            // fs/binfmt_elf.c: load_elf_binary maps the executable below its interpreter (and
+            // below mmap_base): the lowest file mapping is the executable.
+            if let Some(m) = entries.iter().filter(|m| m.ino != 0 && m.path.starts_with(b"/")).min_by_key(|m| m.start) {
+                img.exe = String::from_utf8_lossy(&m.path).into_owned();
+            }
+        }
+        // mmap_base: execve placed the interpreter (or, without one, the vDSO) first,
+        // top-down from it, so the highest mapping below the stack ends there.
+        let base = entries.iter().filter(|m| m.path != b"[stack]" && m.end <= mm_types::TASK_SIZE).map(|m| m.end).max();
+        if let Some(b) = base {
+            self.m.step_current(Step::SetLayout { mmap_base: Some(b), brk: None });
+        }
+        for m in entries {
+            let anon = m.ino == 0 && (m.path.is_empty() || m.path == b"[heap]" || m.path == b"[stack]");
+            let prot = prot_to_vm(m.perms & perm::READ != 0, m.perms & perm::WRITE != 0, m.perms & perm::EXEC != 0);
+            if !anon || m.perms & perm::SHARED != 0 {
+                // The ELF, its interpreter, the vDSO: room the model keeps free.
+                self.m.step_current(Step::Mmap { len: m.end - m.start, prot, placement: MmapPlacement::FixedNoReplace(m.start), backing: MapBacking::Special });
+                continue;
+            }
+            self.m.step_current(Step::Mmap { len: m.end - m.start, prot, placement: MmapPlacement::FixedNoReplace(m.start), backing: MapBacking::PrivateAnon });
+            if m.path == b"[stack]" {
+                img.stack = Some((m.start, m.end));
+                // execve copies argv, envp and auxv to the top of the new stack through
+                // get_user_pages (no fault is recorded); the model takes that as one page.
+                let before = self.m.stats().minflt;
+                self.m.step_current(Step::Access { addr: m.end - PAGE_SIZE, write: true });
+                img.populate_faults += self.m.stats().minflt - before;
+            }
+            if m.path == b"[heap]" {
+                self.m.step_current(Step::SetLayout { mmap_base: None, brk: Some((m.start, m.end)) });
+                img.brk_known = true;
+            }
+        }
     }
 
     /// The parent's record of the clone/fork that made `child`: copy its mm if the child got
@@ -640,6 +687,8 @@ impl<'a> Replay<'a> {
             exe: pimg.exe.clone(),
             stack: pimg.stack,
             brk_known: pimg.brk_known,
+            from_exec: false,
+            exec_snapshot: pimg.exec_snapshot,
             populate_faults: 0,
             fds: pimg.fds.clone(),
             descs: pimg.descs.clone(),
@@ -717,7 +766,11 @@ impl<'a> Replay<'a> {
                     self.retire(img);
                 }
                 let img = self.new_image(pid, String::new());
-                self.procs.get_mut(&pid).expect("inserted").image = Some(img);
+                let p = self.procs.get_mut(&pid).expect("inserted");
+                p.image = Some(img);
+                if let Some((t, maps)) = p.early_snapshot.take() {
+                    self.exec_snapshot(pid, t, &maps);
+                }
             }
             return Ok(());
         }
@@ -1186,6 +1239,17 @@ impl<'a> Replay<'a> {
         for pid in pids {
             self.exit(pid);
         }
+        if self.images_without_snapshot > 0 {
+            let why = if self.every_exec_snapshot {
+                "although the recording snapshots every execve (a process killed while stopped there?)"
+            } else {
+                "the recording has only the first process's (made before thplab snapshotted every execve; record it again)"
+            };
+            self.stats.warnings.push(format!(
+                "{} process images made by an execve have no exec snapshot, {why}: the model does not know their stack, heap, ELF and loader mappings, and checks their placements without them",
+                self.images_without_snapshot
+            ));
+        }
         let passthrough: u64 = self.procs.values().map(|p| p.passthrough).sum();
         let minflt = self.done_minflt + passthrough;
         // One machine: its counters are every image's.
@@ -1220,8 +1284,11 @@ pub struct ImageResult {
     pub pid: u32,
     /// Which image of the replay (0: the recorded program's).
     pub image: u64,
-    /// The executable, when known (the recorded program's).
+    /// The executable, when known (the recorded program's; a later execve's from its snapshot).
     pub exe: String,
+    /// Its layout (stack, heap, ELF and loader mappings, mmap_base) came from an exec snapshot
+    /// (a forked image: its parent's did).
+    pub exec_snapshot: bool,
     /// Faults the model took for it (without passthrough faults).
     pub minflt: u64,
     /// The census at its exit, before teardown.
@@ -1245,3 +1312,7 @@ fn backing_word(b: MapBacking) -> &'static str {
         MapBacking::Special => "file",
     }
 }
+
+#[cfg(test)]
+#[path = "replay_exec_tests.rs"]
+mod exec_tests;

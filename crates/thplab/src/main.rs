@@ -305,7 +305,12 @@ impl MachineArgs {
     /// A recording brings its own layout: say which of these flags it overrides.
     pub fn warn_for_recording(&self, h: &trace::Header) {
         if let Some(a) = &self.mmap_base {
-            if h.flags & trace::flags::EXEC_SNAPSHOT != 0 {
+            if h.flags & trace::flags::EXEC_SNAPSHOT_EVERY != 0 {
+                eprintln!(
+                    "thplab: warning: --mmap-base {a} is not used for this recording: every program it executes has its mmap_base \
+                     where its recorded address space (its exec snapshot) puts it"
+                );
+            } else if h.flags & trace::flags::EXEC_SNAPSHOT != 0 {
                 eprintln!(
                     "thplab: warning: --mmap-base {a} does not move the recorded program: its mmap_base is where its recorded \
                      address space (the exec snapshot) puts it; it applies only to programs executed later in the recording"

@@ -235,8 +235,8 @@ fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
         return Ok(());
     }
     writeln!(out)?;
-    writeln!(out, "per process (model: faults it took in memory the model backs, Rss and folios at its exit)")?;
-    writeln!(out, "  {:>8} {:>5} {:>10} {:>12} {:>12}  {:<40} exe", "pid", "image", "faults", "Rss", "VmHWM", "folios")?;
+    writeln!(out, "per process (model: faults it took in memory the model backs, Rss and folios at its exit; snapshot: its stack, heap, ELF and loader mappings from the exec snapshot)")?;
+    writeln!(out, "  {:>8} {:>5} {:>8} {:>10} {:>12} {:>12}  {:<40} exe", "pid", "image", "snapshot", "faults", "Rss", "VmHWM", "folios")?;
     for p in procs {
         let mut folios: Vec<(&String, &u64)> = p.folios.iter().collect();
         folios.sort_by_key(|(k, _)| size_sort_key(k));
@@ -244,9 +244,10 @@ fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
         let folios = if folios.is_empty() { "-".to_string() } else { folios.join(", ") };
         writeln!(
             out,
-            "  {:>8} {:>5} {:>10} {:>12} {:>12}  {:<40} {}",
+            "  {:>8} {:>5} {:>8} {:>10} {:>12} {:>12}  {:<40} {}",
             p.pid,
             p.image,
+            if p.exec_snapshot { "yes" } else { "no" },
             p.modelled_faults,
             kb(p.rss_bytes),
             kb(p.peak_rss_bytes),

@@ -27,7 +27,7 @@ pub struct RecordArgs {
     /// ...); only faults taken in user mode.
     #[arg(long)]
     pub no_kernel_faults: bool,
-    /// Do not stop the program right after its execve to read its address space.
+    /// Do not trace the program (ptrace) to read its address space inside every execve of every process it starts.
     #[arg(long)]
     pub no_exec_snapshot: bool,
     /// Do not stop open/openat/creat/unlink/unlinkat at their entry to resolve the file they name

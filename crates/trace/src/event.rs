@@ -53,6 +53,11 @@ pub mod flags {
     pub const KERNEL_FAULTS: u64 = 4;
     /// The first process was stopped after its execve and its address space read ([`EventBody::ExecMaps`]).
     pub const EXEC_SNAPSHOT: u64 = 8;
+    /// Every successful execve of every process was stopped and the new address space read: one
+    /// [`EventBody::ExecMaps`] per execve, of that process, timed between the call's entry and
+    /// anything the new image does. Without it (recordings made before), only the first
+    /// process has one (flag [`EXEC_SNAPSHOT`]).
+    pub const EXEC_SNAPSHOT_EVERY: u64 = 64;
     /// The files of open/openat/creat/unlink/unlinkat were resolved while the thread waited at
     /// the call's entry ([`EventBody::Path`]).
     pub const PATHS: u64 = 16;

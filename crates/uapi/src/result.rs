@@ -226,6 +226,9 @@ pub struct ReplayReport {
     pub relocated: u64,
     /// Processes forked without CLONE_VM whose mm the model copied: their faults are modelled.
     pub forked_images: u64,
+    /// Images whose address space was read at their execve (`exec_maps` records).
+    #[serde(default)]
+    pub exec_snapshots: u64,
     /// The first 20 mappings the model could not place where the kernel did.
     pub placement_misses: Vec<PlacementMiss>,
     /// Calls that populate memory without faults the recorder sees (MAP_POPULATE, MAP_LOCKED,
@@ -273,8 +276,13 @@ pub struct ReplayProcess {
     pub pid: u32,
     /// Which image of the replay (0: the recorded program's).
     pub image: u64,
-    /// The executable (known for the recorded program only; empty otherwise).
+    /// The executable: the recorded program's, or the one an execve's snapshot shows (the
+    /// lowest file mapping); empty when unknown.
     pub exe: String,
+    /// Its address space was read at its execve (`exec_maps`; a forked image inherits its
+    /// parent's), so its stack, heap and ELF mappings are the model's from the start.
+    #[serde(default)]
+    pub exec_snapshot: bool,
     /// Faults the model took in memory it backs.
     pub modelled_faults: u64,
     /// Rss and AnonHugePages of its modelled memory at exit.

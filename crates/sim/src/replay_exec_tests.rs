@@ -1,0 +1,138 @@
+//! Exec snapshots after a later execve: a forked child execs another program, whose address
+//! space (its own ld.so below its own mmap_base, its stack, its heap) is only in its
+//! `exec_maps` record. Expected values are derived by hand below from the addresses and
+//! mm/mmap.c: `unmapped_area_topdown` (the highest free gap below mmap_base that fits).
+
+use trace::{flags, Event, EventBody, Header, MapEntry, Syscall, SyscallKind};
+use uapi::{RunResult, ThpSettings};
+
+use crate::MachineConfig;
+
+const MIB: u64 = 1 << 20;
+/// The first program's ld.so, ending at its mmap_base.
+const LD: u64 = 0x7fff_f7fc_a000;
+const BASE: u64 = 0x7fff_f7ff_f000;
+/// The second program's ld.so and mmap_base (another layout, as a larger ELF or another
+/// RLIMIT_STACK gives).
+const LD2: u64 = 0x7fff_f7e8_0000;
+const BASE2: u64 = 0x7fff_f7eb_5000;
+/// Its heap, as execve left it (start_brk .. brk).
+const HEAP2: (u64, u64) = (0x5555_5557_9000, 0x5555_5559_a000);
+/// Its 1 MiB anonymous mmap without a hint: top-down from BASE2, the highest gap that fits is
+/// right below its ld.so.
+const M2: u64 = LD2 - MIB;
+
+fn map(start: u64, end: u64, perms: u8, ino: u64, path: &[u8]) -> MapEntry {
+    MapEntry { start, end, perms: perms as u32, offset: 0, maj: 8, min: 1, ino, path: path.to_vec() }
+}
+
+fn sc(kind: SyscallKind, args: &[u64], ret: i64) -> EventBody {
+    EventBody::Syscall(Syscall { kind, args: args.to_vec(), ret: Some(ret), duration_ns: 100 })
+}
+
+/// How the child's snapshot is recorded.
+#[derive(Clone, Copy, PartialEq)]
+enum Snap {
+    /// After its execve's record (the recorder's order: the execve is stamped at its entry, the
+    /// snapshot inside the call).
+    After,
+    /// Before it (the replay must keep it for the image that execve makes).
+    Before,
+    /// None (a recording made before every execve had one).
+    None,
+}
+
+fn recording(snap: Snap) -> (Header, Vec<Event>) {
+    let ev = |t: u64, pid: u32, body: EventBody| Event { time_ns: t, tid: pid, pid, body };
+    let child_maps = EventBody::ExecMaps(vec![
+        map(0x5555_5555_4000, 0x5555_5555_5000, 5, 7, b"/usr/bin/second"),
+        map(HEAP2.0, HEAP2.1, 3, 0, b"[heap]"),
+        map(LD2, BASE2, 5, 9, b"/lib/ld2.so"),
+        map(0x7fff_fffd_e000, 0x7fff_ffff_f000, 3, 0, b"[stack]"),
+    ]);
+    let mut v = vec![
+        ev(100, 100, EventBody::ExecMaps(vec![map(LD, BASE, 5, 5, b"/lib/ld.so"), map(0x7fff_fffd_e000, 0x7fff_ffff_f000, 3, 0, b"[stack]")])),
+        // fork (clone with SIGCHLD only), stamped at its entry, then the kernel's task record.
+        ev(200, 100, sc(SyscallKind::Clone, &[0x11, 0, 0, 0, 0], 101)),
+        ev(250, 100, EventBody::TaskNew { tid: 101, pid: 101 }),
+    ];
+    if snap == Snap::Before {
+        v.push(ev(290, 101, child_maps.clone()));
+    }
+    v.push(ev(300, 101, sc(SyscallKind::Execve, &[0x1000, 0x2000, 0x3000], 0)));
+    if snap == Snap::After {
+        v.push(ev(350, 101, child_maps));
+    }
+    v.extend([
+        ev(500, 101, sc(SyscallKind::Mmap, &[0, MIB, 3, 0x22, u64::MAX, 0], M2 as i64)),
+        ev(600, 101, EventBody::Fault { addr: HEAP2.0, error_code: 6 }),
+        ev(700, 101, EventBody::Fault { addr: M2, error_code: 6 }),
+        ev(800, 101, sc(SyscallKind::ExitGroup, &[0], 0)),
+        ev(900, 100, sc(SyscallKind::ExitGroup, &[0], 0)),
+    ]);
+    let every = if snap == Snap::None { 0 } else { flags::EXEC_SNAPSHOT_EVERY };
+    let header = Header {
+        root_pid: 100,
+        page_size: 4096,
+        exec_path: b"/usr/bin/first".to_vec(),
+        flags: flags::THP_DISABLED | flags::NO_RANDOMIZE | flags::EXEC_SNAPSHOT | every,
+        thp_settings: b"enabled:always madvise [never]\n".to_vec(),
+        ..Header::default()
+    };
+    (header, v)
+}
+
+fn replay(snap: Snap) -> RunResult {
+    let (h, ev) = recording(snap);
+    let mut s = ThpSettings::default();
+    s.apply_assignment("enabled=never").unwrap();
+    crate::run_recording("hand-made", &h, &ev, &s, &MachineConfig::default(), true).unwrap()
+}
+
+fn stat(r: &RunResult) -> &uapi::ReplayReport {
+    r.model.as_ref().and_then(|m| m.replay.as_ref()).expect("a replay has model.replay")
+}
+
+/// The child's image (the third: the root's, the forked copy, the execve's).
+fn child_image(r: &RunResult) -> &uapi::result::ReplayProcess {
+    let procs = &stat(r).per_process;
+    procs.iter().find(|p| p.pid == 101 && p.image == 2).unwrap_or_else(|| panic!("{procs:?}"))
+}
+
+/// With the child's snapshot, in either order: its mmap is placed where the kernel put it
+/// (below its own ld.so, not below the first program's or the boot mmap_base), its heap is
+/// modelled (the write to it and to the mapping are its 2 faults), and the output says the
+/// image had a snapshot.
+#[test]
+fn a_later_execve_gets_its_address_space_from_its_snapshot() {
+    for snap in [Snap::After, Snap::Before] {
+        let r = replay(snap);
+        assert_eq!(stat(&r).placements_checked, 1);
+        assert_eq!(stat(&r).placements_matched, 1, "{:?}", stat(&r).warnings);
+        assert_eq!(stat(&r).exec_snapshots, 2);
+        assert_eq!(stat(&r).images, 3);
+        let c = child_image(&r);
+        assert!(c.exec_snapshot);
+        assert_eq!(c.exe, "/usr/bin/second");
+        assert_eq!(c.modelled_faults, 2, "{c:?}");
+        assert_eq!(stat(&r).passthrough_faults, 0);
+        assert!(stat(&r).warnings.is_empty(), "{:?}", stat(&r).warnings);
+    }
+}
+
+/// Without it (a recording made before): the model places the mapping top-down from the boot
+/// mmap_base (MachineConfig::default), not at M2; the heap write is passed through; a warning
+/// says why.
+#[test]
+fn a_later_execve_without_a_snapshot_is_counted_and_warned_about() {
+    let r = replay(Snap::None);
+    assert_eq!(stat(&r).placements_checked, 1);
+    assert_eq!(stat(&r).placements_matched, 0);
+    assert_eq!(stat(&r).exec_snapshots, 1);
+    let c = child_image(&r);
+    assert!(!c.exec_snapshot);
+    assert_eq!(c.modelled_faults, 1, "{c:?}");
+    assert_eq!(stat(&r).passthrough_faults, 1);
+    let w = stat(&r).warnings.join("\n");
+    assert!(w.contains("1 process images made by an execve have no exec snapshot, the recording has only the first process's"), "{w}");
+}
