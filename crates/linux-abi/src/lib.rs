@@ -104,11 +104,131 @@ pub mod mountinfo {
     }
 }
 
+/// Names of flags and values for people (`thplab trace show`): every bit and value of these
+/// calls, not only those the model acts on.
+pub mod names {
+    pub const MAP_FLAGS: &[(u64, &str)] = &[
+        (0x01, "shared"),
+        (0x02, "private"),
+        (0x10, "fixed"),
+        (0x20, "anon"),
+        (0x100, "growsdown"),
+        (0x800, "denywrite"),
+        (0x1000, "executable"),
+        (0x2000, "locked"),
+        (0x4000, "noreserve"),
+        (0x8000, "populate"),
+        (0x10000, "nonblock"),
+        (0x20000, "stack"),
+        (0x40000, "hugetlb"),
+        (0x80000, "sync"),
+        (0x100000, "fixed_noreplace"),
+    ];
+
+    pub const MREMAP_FLAGS: &[(u64, &str)] = &[(1, "maymove"), (2, "fixed"), (4, "dontunmap")];
+
+    pub const OPEN_FLAGS: &[(u64, &str)] = &[
+        (0o1, "O_WRONLY"),
+        (0o2, "O_RDWR"),
+        (0o100, "O_CREAT"),
+        (0o200, "O_EXCL"),
+        (0o1000, "O_TRUNC"),
+        (0o2000, "O_APPEND"),
+        (0o4000, "O_NONBLOCK"),
+        (0o200000, "O_DIRECTORY"),
+        (0o400000, "O_NOFOLLOW"),
+        (0o2000000, "O_CLOEXEC"),
+        (0o40000, "O_DIRECT"),
+        (0o20200000, "O_TMPFILE"),
+        (0o10000000, "O_PATH"),
+    ];
+
+    pub const CLONE_FLAGS: &[(u64, &str)] = &[
+        (0x100, "CLONE_VM"),
+        (0x200, "CLONE_FS"),
+        (0x400, "CLONE_FILES"),
+        (0x800, "CLONE_SIGHAND"),
+        (0x1000, "CLONE_PIDFD"),
+        (0x4000, "CLONE_VFORK"),
+        (0x8000, "CLONE_PARENT"),
+        (0x10000, "CLONE_THREAD"),
+        (0x40000, "CLONE_SYSVSEM"),
+        (0x80000, "CLONE_SETTLS"),
+        (0x100000, "CLONE_PARENT_SETTID"),
+        (0x200000, "CLONE_CHILD_CLEARTID"),
+        (0x1000000, "CLONE_CHILD_SETTID"),
+    ];
+
+    /// MADV_* names of this architecture (x86_64 = asm-generic).
+    pub fn madvise_name(v: u64) -> String {
+        match v {
+            0 => "MADV_NORMAL",
+            1 => "MADV_RANDOM",
+            2 => "MADV_SEQUENTIAL",
+            3 => "MADV_WILLNEED",
+            4 => "MADV_DONTNEED",
+            8 => "MADV_FREE",
+            9 => "MADV_REMOVE",
+            10 => "MADV_DONTFORK",
+            11 => "MADV_DOFORK",
+            12 => "MADV_MERGEABLE",
+            13 => "MADV_UNMERGEABLE",
+            14 => "MADV_HUGEPAGE",
+            15 => "MADV_NOHUGEPAGE",
+            16 => "MADV_DONTDUMP",
+            17 => "MADV_DODUMP",
+            18 => "MADV_WIPEONFORK",
+            19 => "MADV_KEEPONFORK",
+            20 => "MADV_COLD",
+            21 => "MADV_PAGEOUT",
+            22 => "MADV_POPULATE_READ",
+            23 => "MADV_POPULATE_WRITE",
+            24 => "MADV_DONTNEED_LOCKED",
+            25 => "MADV_COLLAPSE",
+            100 => "MADV_HWPOISON",
+            101 => "MADV_SOFT_OFFLINE",
+            102 => "MADV_GUARD_INSTALL",
+            103 => "MADV_GUARD_REMOVE",
+            _ => return v.to_string(),
+        }
+        .to_string()
+    }
+
+    pub fn prctl_name(v: u64) -> String {
+        match v {
+            15 => "PR_SET_NAME",
+            16 => "PR_GET_NAME",
+            41 => "PR_SET_THP_DISABLE",
+            42 => "PR_GET_THP_DISABLE",
+            35 => "PR_SET_MM",
+            38 => "PR_SET_NO_NEW_PRIVS",
+            0x53564d41 => "PR_SET_VMA",
+            _ => return v.to_string(),
+        }
+        .to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// Every number here is libc's.
+    /// The names `thplab trace show` prints are those of the constants the model acts on.
+    #[test]
+    fn the_names_name_the_constants() {
+        use mman::*;
+        for (v, name) in [(MADV_DONTNEED, "MADV_DONTNEED"), (MADV_FREE, "MADV_FREE"), (MADV_HUGEPAGE, "MADV_HUGEPAGE"), (MADV_COLLAPSE, "MADV_COLLAPSE"), (MADV_WIPEONFORK, "MADV_WIPEONFORK")] {
+            assert_eq!(names::madvise_name(v), name);
+        }
+        assert_eq!(names::prctl_name(prctl::PR_SET_THP_DISABLE), "PR_SET_THP_DISABLE");
+        let bit = |t: &[(u64, &str)], n: &str| t.iter().find(|(_, x)| *x == n).map(|(v, _)| *v);
+        assert_eq!(bit(names::MAP_FLAGS, "fixed_noreplace"), Some(MAP_FIXED_NOREPLACE));
+        assert_eq!(bit(names::MAP_FLAGS, "populate"), Some(MAP_POPULATE));
+        assert_eq!(bit(names::CLONE_FLAGS, "CLONE_VFORK"), Some(sched::CLONE_VFORK));
+        assert_eq!(bit(names::OPEN_FLAGS, "O_APPEND"), Some(fcntl::O_APPEND));
+    }
+
     #[test]
     fn the_numbers_are_libcs() {
         use libc as c;
