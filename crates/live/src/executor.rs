@@ -121,6 +121,13 @@ pub enum ExecKind {
     },
     /// fork(): the child becomes process `child` (an index into the workload's processes).
     Fork { child: usize },
+    /// pthread_create: thread `child` (started before `go`) runs from here on.
+    Thread { child: usize },
+    /// clone(CLONE_VM|CLONE_VFORK): the child `child` runs its operations in main's mm, main
+    /// waits until it exits.
+    Vfork { child: usize },
+    /// pthread_join of thread `child`.
+    Join { child: usize },
     /// _exit(0) of the process running it.
     Exit,
     /// waitpid of process `child`.
@@ -157,7 +164,8 @@ pub struct ExecSpec {
     /// outside every workload region.
     #[serde(default)]
     pub write_buf: Option<(u64, u64)>,
-    /// Processes of the workload (main and its forked children); 1 without `fork`.
+    /// Processes and threads of the workload (main, its forked children, its threads and vfork
+    /// children); 1 without any.
     #[serde(default = "one")]
     pub procs: usize,
 }
@@ -330,6 +338,9 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
             OpKind::Fallocate { .. } => "fallocate".into(),
             OpKind::Write { .. } => "pwrite".into(),
             OpKind::Fork(_) => "fork".into(),
+            OpKind::Thread(_) => "pthread_create".into(),
+            OpKind::Vfork(_) => "vfork".into(),
+            OpKind::Wait(p) if w.proc(*p).kind == workload::ProcKind::Thread => "pthread_join".into(),
             OpKind::Wait(_) => "wait4".into(),
             OpKind::Exit => String::new(),
         };
@@ -442,6 +453,9 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
                 }
             }
             OpKind::Fork(p) => ExecKind::Fork { child: p.0 as usize },
+            OpKind::Thread(p) => ExecKind::Thread { child: p.0 as usize },
+            OpKind::Vfork(p) => ExecKind::Vfork { child: p.0 as usize },
+            OpKind::Wait(p) if w.proc(*p).kind == workload::ProcKind::Thread => ExecKind::Join { child: p.0 as usize },
             OpKind::Exit => ExecKind::Exit,
             OpKind::Wait(p) => ExecKind::Wait { child: p.0 as usize },
         };
@@ -543,6 +557,9 @@ enum Prepared {
     Touch { plan: TouchPlan, write: bool },
     Access { addr: u64, plan: workload::AccessPlan },
     Fork { child: usize },
+    Thread { child: usize },
+    Vfork { child: usize },
+    Join { child: usize },
     Exit,
     Wait { child: usize },
 }
@@ -695,7 +712,6 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
         }
         file_names.push(c);
     }
-    let mut fds: Vec<i32> = vec![-1; spec.files.len()];
     // The buffer pwrite copies from: mapped and faulted now, filled with non-zero bytes.
     let (wbuf, wbuf_len) = match spec.write_buf {
         Some((a, l)) => (map_write_buffer(a, l)?, l),
@@ -781,16 +797,22 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                 Prepared::Access { addr: heap(base) + offset, plan: workload::AccessPlan::new(&stream, *len) }
             }
             ExecKind::Fork { child } => Prepared::Fork { child: *child },
+            ExecKind::Thread { child } => Prepared::Thread { child: *child },
+            ExecKind::Vfork { child } => Prepared::Vfork { child: *child },
+            ExecKind::Join { child } => Prepared::Join { child: *child },
             ExecKind::Exit => Prepared::Exit,
             ExecKind::Wait { child } => Prepared::Wait { child: *child },
         });
     }
-    let mut results = vec![0i64; prepared.len()];
+    let n_ops = prepared.len();
+    let multi = spec.procs > 1;
+    // Threads and vfork children run in this process's mm.
+    let sharing = spec.ops.iter().any(|o| matches!(o.kind, ExecKind::Thread { .. } | ExecKind::Vfork { .. }));
 
     // With processes, the executor's stack gets base pages only (MADV_NOHUGEPAGE before the
     // pre-touch): a large folio of its own that fork shares and copy-on-write frees would move
     // nr_anon and the split counters, which the comparison reads system-wide.
-    if spec.procs > 1 {
+    if multi {
         if let Some((lo, hi)) = stack_range() {
             // SAFETY: advice on our own stack mapping.
             unsafe { libc::madvise(lo as *mut libc::c_void, (hi - lo) as usize, libc::MADV_NOHUGEPAGE) };
@@ -818,9 +840,72 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
     let _ = errno();
     sys_brk(0);
     minflt_now();
+    task_minflt();
     mono_ns();
 
-    if spec.procs > 1 {
+    // Processes: the turn pipes that keep the workload's global order across them, made before
+    // the first fork and before the threads start, so that every process and thread holds
+    // every pipe.
+    let turns = if multi { Turns::new(spec.procs)? } else { Turns::default() };
+    // The top of this thread's stack: the warm-up after fork rewrites the frames above it.
+    let stack_top = if multi { stack_range().map_or(0, |r| r.1) } else { 0 };
+    // The program's file mappings (text, read-only data): fork copies no page table of a VMA
+    // without an anon_vma, so a child would fault on the executor's code inside an operation.
+    let file_maps = if multi { file_mappings() } else { Vec::new() };
+    if sharing {
+        // A thread or vfork child may run code main never ran: map it all now, in the one mm.
+        for &(a, b) in &file_maps {
+            // SAFETY: read-populating our own file mappings changes no content.
+            unsafe { libc::madvise(a as *mut libc::c_void, (b - a) as usize, libc::MADV_POPULATE_READ) };
+        }
+    }
+    let vfork_stack = if spec.ops.iter().any(|o| matches!(o.kind, ExecKind::Vfork { .. })) { map_vfork_stack()? } else { (0, 0) };
+    let exit_op: Vec<Option<usize>> = (0..spec.procs).map(|p| spec.ops.iter().position(|o| o.proc == p && o.kind == ExecKind::Exit)).collect();
+    let procs = spec.procs;
+    let vfork_children: Vec<usize> = spec.ops.iter().filter_map(|o| if let ExecKind::Vfork { child } = o.kind { Some(child) } else { None }).collect();
+    let thread_children: Vec<usize> = spec.ops.iter().filter_map(|o| if let ExecKind::Thread { child } = o.kind { Some(child) } else { None }).collect();
+    // Shared by every thread of this process (and by vfork children, which run in its mm);
+    // leaked, as the process ends with _exit.
+    let n_files = spec.files.len();
+    let ex: &'static Exec = Box::leak(Box::new(Exec {
+        spec,
+        prepared,
+        turns,
+        fds: (0..n_files).map(|_| std::sync::atomic::AtomicI32::new(-1)).collect(),
+        file_names,
+        wbuf: wbuf as usize,
+        wbuf_len,
+        stack_top,
+        file_maps,
+        multi,
+        exit_op,
+        vfork_stack,
+        forks: std::sync::atomic::AtomicU32::new(0),
+    }));
+    let spec = &ex.spec;
+    let mut t = Task::new(0, Role::Main, n_ops, procs);
+    for &c in &vfork_children {
+        t.vforks[c] = Some(Task::new(c, Role::Vforked, n_ops, procs));
+    }
+    // Threads: real threads of this process (pthread_create: clone with CLONE_VM|CLONE_THREAD|…),
+    // started now, before 'go', so that nothing is allocated during the run (their stacks are
+    // MAP_STACK, hence VM_NOHUGEPAGE: include/linux/mman.h calc_vm_flag_bits). Each warms up its
+    // stack and its malloc arena, says so on main's pipe, and waits for its first turn; its
+    // `thread` statement only marks it started.
+    for &c in &thread_children {
+        let task = Task::new(c, Role::Thread, n_ops, procs);
+        let h = std::thread::Builder::new()
+            .name(format!("thplab-t{c}"))
+            .stack_size(THREAD_STACK)
+            .spawn(move || thread_main(ex, task))
+            .map_err(|e| format!("cannot start a thread: {e}"))?;
+        t.joins[c] = Some(h);
+        if ex.turns.read_token(0).is_none() {
+            return Err("a thread of the workload did not start".into());
+        }
+    }
+
+    if multi {
         // Started with PR_SET_THP_DISABLE (run_once) so that the executor's own memory is in
         // base pages: fork shares it, the copy-on-write of the executor's writes after fork
         // then frees no large folio when a child exits (nr_anon and the split counters are
@@ -839,57 +924,298 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
         _ => return Err("the parent went away before 'go'".into()),
     }
 
-    // Processes: the turn pipes that keep the workload's global order across them, made before
-    // the first fork so that every process holds every pipe.
-    let multi = spec.procs > 1;
-    let turns = if multi { Turns::new(spec.procs)? } else { Turns::default() };
-    let mut pids = vec![0i32; spec.procs];
-    let n_ops = prepared.len();
-    let mut watch = MainWatch {
-        pidfds: vec![-1; spec.procs],
-        exit_op: (0..spec.procs).map(|p| spec.ops.iter().position(|o| o.proc == p && o.kind == ExecKind::Exit)).collect(),
-        pfds: Vec::with_capacity(spec.procs + 1),
-    };
-    // The top of this thread's stack: the warm-up after fork rewrites the frames above it.
-    let stack_top = if multi { stack_range().map_or(0, |r| r.1) } else { 0 };
-    // The program's file mappings (text, read-only data): fork copies no page table of a VMA
-    // without an anon_vma, so a child would fault on the executor's code inside an operation.
-    let file_maps = if multi { file_mappings() } else { Vec::new() };
-
     // ---- no allocation from here to 'done' ----
-    let mut cur_brk = brk0;
-    let mut me = 0usize;
-    // With processes, each counts its faults op by op (fork makes the executor's own stack and
-    // heap copy-on-write: those faults fall between operations and are not counted).
-    let mut my_minflt = 0u64;
     let f0 = minflt_now();
     let t0 = mono_ns();
-    let mut i = 0usize;
+    if run_ops(ex, &mut t, 0) == Ended::Leave {
+        // A forked child at the end of the run.
+        // SAFETY: leave at once.
+        unsafe { libc::_exit(0) }
+    }
+    let t1 = mono_ns();
+    let f1 = minflt_now();
+    // Children and threads still running report their counts (each acknowledges), before
+    // main's 'done'.
+    if multi {
+        for p in 1..procs {
+            if t.started[p] && ex.exit_op[p].is_none() {
+                ex.turns.pass(p, TOKEN_END);
+                ex.turns.main_wait(&mut t.watch, spec, &ex.exit_op);
+            }
+        }
+    }
+    // ---- allocation allowed again ----
+
+    let minflt = if multi { t.my_minflt } else { f1 - f0 };
+    let done = serde_json::to_string(&Done { minflt, wall_ns: t1 - t0, results: std::mem::take(&mut t.results), brk_end: sys_brk(0) })
+        .map_err(|e| e.to_string())?;
+    raw_write_all(STATUS_FD, format!("done {done}\n").as_bytes());
+    loop {
+        match raw_read_line(CONTROL_FD, &mut line) {
+            Some(n) if &line[..n] == b"exit" => break,
+            Some(_) => {}
+            None => break,
+        }
+    }
+    if multi {
+        for p in 1..procs {
+            if t.started[p] && ex.exit_op[p].is_none() {
+                ex.turns.pass(p, TOKEN_QUIT);
+                match t.joins[p].take() {
+                    Some(h) => {
+                        let _ = h.join();
+                    }
+                    None => {
+                        ex.turns.wait_child(t.pids[p]);
+                    }
+                }
+            }
+        }
+    }
+    for name in &machine_shm {
+        // SAFETY: unlinking our own objects; the parent removes them too if we die first.
+        unsafe { libc::shm_unlink(name.as_ptr()) };
+    }
+    Ok(())
+}
+
+/// Stack of each thread of the workload (std's threads; the op loop needs far less).
+const THREAD_STACK: usize = 1 << 20;
+/// Stack of the vfork children (one at a time: main is suspended while one runs).
+const VFORK_STACK: u64 = 1 << 20;
+
+/// What every task of the executor shares: the prepared operations, the turn pipes, the files'
+/// descriptors (threads share the fd table).
+struct Exec {
+    spec: ExecSpec,
+    prepared: Vec<Prepared>,
+    turns: Turns,
+    fds: Vec<std::sync::atomic::AtomicI32>,
+    file_names: Vec<std::ffi::CString>,
+    /// The pwrite buffer (address) and its length.
+    wbuf: usize,
+    wbuf_len: u64,
+    stack_top: u64,
+    file_maps: Vec<(u64, u64)>,
+    multi: bool,
+    /// The index of each process's `exit`.
+    exit_op: Vec<Option<usize>>,
+    /// (address, length) of the vfork children's stack.
+    vfork_stack: (u64, u64),
+    /// Forks so far: a thread that sees a new one rewrites its stack before its next operation.
+    forks: std::sync::atomic::AtomicU32,
+}
+
+/// Who runs an op loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Main,
+    /// A child of `fork`.
+    Forked,
+    /// A thread of main.
+    Thread,
+    /// A child of vfork, in main's mm.
+    Vforked,
+}
+
+/// How an op loop ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    /// Main ran the last operation.
+    Main,
+    /// A child or thread is told to leave (or its thread exited).
+    Leave,
+}
+
+/// The state of one task's op loop, allocated before 'go'.
+struct Task {
+    me: usize,
+    role: Role,
+    results: Vec<i64>,
+    my_minflt: u64,
+    /// Main only: each child's pid, whether each task was created, main's watch, the join
+    /// handles of the threads, the vfork children's tasks.
+    pids: Vec<i32>,
+    started: Vec<bool>,
+    watch: MainWatch,
+    joins: Vec<Option<std::thread::JoinHandle<()>>>,
+    vforks: Vec<Option<Task>>,
+    /// A thread: its stack block, and the forks it has seen.
+    stack: (u64, u64),
+    seen_forks: u32,
+}
+
+impl Task {
+    fn new(me: usize, role: Role, n_ops: usize, procs: usize) -> Task {
+        Task {
+            me,
+            role,
+            results: vec![0i64; n_ops],
+            my_minflt: 0,
+            pids: vec![0i32; procs],
+            started: vec![false; procs],
+            watch: MainWatch { pidfds: vec![-1; procs], pfds: Vec::with_capacity(procs + 1) },
+            joins: (0..procs).map(|_| None).collect(),
+            vforks: (0..procs).map(|_| None).collect(),
+            stack: (0, 0),
+            seen_forks: 0,
+        }
+    }
+}
+
+/// A thread of the workload: warm up, tell main, wait for the first turn, run.
+fn thread_main(ex: &'static Exec, mut t: Task) {
+    t.stack = own_stack();
+    pretouch_stack();
+    // Its malloc arena (its report at the end allocates) and its errno, now.
+    std::hint::black_box(Vec::<u8>::with_capacity(256));
+    // SAFETY: a call that fails at once, setting errno (TLS).
+    unsafe { libc::close(-1) };
+    for r in t.results.iter_mut() {
+        // SAFETY: volatile read-modify-write of our own element.
+        unsafe { std::ptr::write_volatile(r, std::ptr::read_volatile(r)) };
+    }
+    task_minflt();
+    ex.turns.pass(0, 0);
+    if let Some(i) = ex.turns.child_wait(t.me, 0, &t.results, &ex.spec) {
+        thread_after_forks(ex, &mut t);
+        run_ops(ex, &mut t, i as usize);
+    }
+}
+
+/// A thread whose stack a fork since its last turn made copy-on-write: rewrite it now, so that
+/// its operations copy none of the executor's own pages.
+fn thread_after_forks(ex: &Exec, t: &mut Task) {
+    let forks = ex.forks.load(std::sync::atomic::Ordering::SeqCst);
+    if t.role == Role::Thread && forks != t.seen_forks {
+        t.seen_forks = forks;
+        rewrite_pages(t.stack.0, t.stack.1);
+    }
+}
+
+/// Each page of `[lo, hi)` written with its own first byte.
+#[inline(never)]
+fn rewrite_pages(lo: u64, hi: u64) {
+    let mut a = lo & !(PAGE_SIZE - 1);
+    while a < hi {
+        // SAFETY: [lo, hi) is mapped memory of this process (a stack); the byte is written back
+        // unchanged, and no other task of the workload runs meanwhile.
+        unsafe {
+            let p = a as *mut u8;
+            std::ptr::write_volatile(p, std::ptr::read_volatile(p));
+        }
+        a += PAGE_SIZE;
+    }
+}
+
+/// This thread's stack block (glibc: its stack, TLS and thread descriptor).
+fn own_stack() -> (u64, u64) {
+    // SAFETY: pthread_getattr_np fills the attribute of the calling thread, destroyed after.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return (0, 0);
+        }
+        let mut addr: *mut libc::c_void = std::ptr::null_mut();
+        let mut size = 0usize;
+        libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+        libc::pthread_attr_destroy(&mut attr);
+        (addr as u64, addr as u64 + size as u64)
+    }
+}
+
+/// The vfork children's stack: mapped MAP_STACK (VM_NOHUGEPAGE) and written now, in main's
+/// mm, so that a child's own frames fault nothing.
+fn map_vfork_stack() -> std::result::Result<(u64, u64), String> {
+    // SAFETY: a fresh private mapping of our own, written in full.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            VFORK_STACK as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        );
+        if p == libc::MAP_FAILED {
+            return Err(format!("cannot map the vfork stack: {}", std::io::Error::last_os_error()));
+        }
+        std::ptr::write_bytes(p.cast::<u8>(), 0, VFORK_STACK as usize);
+        Ok((p as u64, VFORK_STACK))
+    }
+}
+
+/// What a vfork child starts with.
+struct VforkArg {
+    ex: &'static Exec,
+    task: *mut Task,
+    start: usize,
+}
+
+/// The vfork child: its operations from `start`, in main's mm, until its `exit`.
+extern "C" fn vfork_entry(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the VforkArg on main's stack; main is suspended until this child exits
+    // (CLONE_VFORK), so nothing else uses it or the task.
+    unsafe {
+        let a = &mut *(arg as *mut VforkArg);
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+        run_ops(a.ex, &mut *a.task, a.start);
+        libc::_exit(0)
+    }
+}
+
+/// The faults of the calling task (getrusage RUSAGE_THREAD: the kernel counts them per task,
+/// mm/memory.c mm_account_fault).
+fn task_minflt() -> u64 {
+    // SAFETY: getrusage fills a zeroed struct.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
+        ru.ru_minflt as u64
+    }
+}
+
+/// The op loop of one task from op `start`: runs its own operations, passes the turn for the
+/// others'. No allocation.
+fn run_ops(ex: &'static Exec, t: &mut Task, start: usize) -> Ended {
+    let spec = &ex.spec;
+    let turns = &ex.turns;
+    let multi = ex.multi;
+    let n_ops = ex.prepared.len();
+    let mut i = start;
     loop {
         if i == n_ops {
-            if me == 0 {
-                break;
+            if t.me == 0 {
+                return Ended::Main;
             }
             // A child's operation was the last: main ends the run; this child waits for END.
             turns.pass(0, n_ops as u32);
-            loop {
-                turns.child_wait(me, my_minflt, &results, &spec);
-            }
+            while turns.child_wait(t.me, t.my_minflt, &t.results, spec).is_some() {}
+            return Ended::Leave;
         }
         let owner = spec.ops[i].proc;
-        if owner != me {
+        if owner != t.me {
             turns.pass(owner, i as u32);
-            let token = if me == 0 { turns.main_wait(&mut watch, &spec) } else { turns.child_wait(me, my_minflt, &results, &spec) };
+            let token = if t.me == 0 {
+                turns.main_wait(&mut t.watch, spec, &ex.exit_op)
+            } else {
+                match turns.child_wait(t.me, t.my_minflt, &t.results, spec) {
+                    Some(tok) => tok,
+                    None => return Ended::Leave,
+                }
+            };
+            thread_after_forks(ex, t);
             i = (token as usize).min(n_ops);
             continue;
         }
-        let op = &prepared[i];
+        let op = &ex.prepared[i];
         send_op_index(i);
-        let fa = if multi { minflt_now() } else { 0 };
+        let fa = if multi { task_minflt() } else { 0 };
         let mut just_forked = false;
+        let mut resume_at = None;
         let rc = match op {
             Prepared::Mmap { addr, len, prot, flags, file, pgoff } => {
-                let fd = file.map_or(-1, |f| fds[f]);
+                let fd = file.map_or(-1, |f| ex.fds[f].load(std::sync::atomic::Ordering::SeqCst));
                 // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
                 let p = unsafe { libc::mmap(*addr as *mut libc::c_void, *len as usize, *prot, *flags, fd, *pgoff as libc::off_t) };
                 if p == libc::MAP_FAILED {
@@ -905,7 +1231,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
             }
             Prepared::Mount => 0,
             Prepared::Create { file } => {
-                let name = file_names[*file].as_ptr();
+                let name = ex.file_names[*file].as_ptr();
                 // SAFETY: NUL-terminated names prepared before 'go'.
                 let fd = unsafe {
                     match spec.files[*file].kind {
@@ -917,23 +1243,23 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                 if fd < 0 {
                     errno() as i64
                 } else {
-                    fds[*file] = fd;
+                    ex.fds[*file].store(fd, std::sync::atomic::Ordering::SeqCst);
                     0
                 }
             }
             // SAFETY: syscalls on the workload's own fd.
-            Prepared::Ftruncate { file, size } => match unsafe { libc::ftruncate(fds[*file], *size as libc::off_t) } {
+            Prepared::Ftruncate { file, size } => match unsafe { libc::ftruncate(ex.fd(*file), *size as libc::off_t) } {
                 0 => 0,
                 _ => errno() as i64,
             },
             Prepared::Fallocate { file, offset, len } => {
                 // SAFETY: as above.
-                match unsafe { libc::fallocate(fds[*file], 0, *offset as libc::off_t, *len as libc::off_t) } {
+                match unsafe { libc::fallocate(ex.fd(*file), 0, *offset as libc::off_t, *len as libc::off_t) } {
                     0 => 0,
                     _ => errno() as i64,
                 }
             }
-            Prepared::Write { file, offset, len, chunk } => pwrite_range(fds[*file], wbuf, wbuf_len, *offset, *len, *chunk),
+            Prepared::Write { file, offset, len, chunk } => pwrite_range(ex.fd(*file), ex.wbuf as *const u8, ex.wbuf_len, *offset, *len, *chunk),
             Prepared::Ranges { kind, pieces, arg } => {
                 let mut rc = 0;
                 for &(a, l) in pieces {
@@ -953,10 +1279,9 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                 rc
             }
             Prepared::Brk { delta } => {
-                let want = (cur_brk as i64 + delta) as u64;
-                let got = sys_brk(want);
-                cur_brk = got;
-                got as i64
+                // The break is the mm's: read it, as a thread or a vfork child may have moved it.
+                let want = (sys_brk(0) as i64 + delta) as u64;
+                sys_brk(want) as i64
             }
             Prepared::Prctl { arg2, arg3 } => {
                 // SAFETY: PR_SET_THP_DISABLE with the workload's arguments.
@@ -1008,91 +1333,124 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                 0
             }
             Prepared::Fork { child } => {
-                // SAFETY: fork of this single-threaded process (the parent's stderr reader
-                // thread is in the other process).
+                // SAFETY: fork of this process; the workload's threads, if any, are blocked on
+                // their turn pipes, and the child runs none of their code.
                 let pid = unsafe { libc::fork() };
                 if pid < 0 {
                     errno() as i64
                 } else {
                     let child_side = pid == 0;
                     if child_side {
-                        me = *child;
+                        t.me = *child;
+                        t.role = Role::Forked;
                         just_forked = true;
                         // SAFETY: the child dies with main, whatever happens to main.
                         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) };
-                        my_minflt = 0;
+                        t.my_minflt = 0;
                     } else {
-                        pids[*child] = pid;
+                        t.pids[*child] = pid;
+                        t.started[*child] = true;
+                        ex.forks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                         // SAFETY: pidfd_open of our own child.
-                        watch.pidfds[*child] = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+                        t.watch.pidfds[*child] = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
                     }
                     // Both sides copy the executor's pages they write now, not during an op.
-                    after_fork_warm_up(&mut results, &mut pids, if child_side { stack_top } else { 0 }, &file_maps);
+                    after_fork_warm_up(&mut t.results, &mut t.pids, if child_side { ex.stack_top } else { 0 }, &ex.file_maps);
+                    0
+                }
+            }
+            Prepared::Thread { child } => {
+                // The thread exists since before 'go' (see child_run); from here on it runs.
+                t.started[*child] = true;
+                0
+            }
+            Prepared::Vfork { child } => {
+                // A real clone(CLONE_VM|CLONE_VFORK|SIGCHLD), as glibc's vfork() is: a process
+                // in this mm (kernel/fork.c: copy_mm, CLONE_VM) while main sleeps until it
+                // releases the mm (mm_release → complete_vfork_done, at its exit). libc::vfork
+                // itself cannot be used from Rust (the child would return into main's frames
+                // on main's stack); the child runs on a stack of its own, mapped and written
+                // before 'go', and uses main's TLS, as a vfork child does. A fork since then
+                // made that stack copy-on-write: main writes it first, so the child copies
+                // nothing of the executor's inside its operations.
+                rewrite_pages(ex.vfork_stack.0, ex.vfork_stack.0 + ex.vfork_stack.1);
+                let task: *mut Task = t.vforks[*child].as_mut().expect("a task for each vfork child");
+                let mut arg = VforkArg { ex, task, start: i + 1 };
+                let top = (ex.vfork_stack.0 + ex.vfork_stack.1) as *mut libc::c_void;
+                // SAFETY: the child runs vfork_entry on its own stack and ends with _exit.
+                let pid = unsafe { libc::clone(vfork_entry, top, libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD, (&mut arg as *mut VforkArg).cast()) };
+                if pid < 0 {
+                    errno() as i64
+                } else {
+                    t.pids[*child] = pid;
+                    t.started[*child] = true;
+                    // The child released the mm: it is exiting. Wait until it is a zombie (it
+                    // stays to be reaped by 'wait'); one that a signal killed kills main.
+                    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+                    // SAFETY: waitid of our own child, WNOWAIT only looks.
+                    let rc = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT) };
+                    if rc == 0 && (info.si_code == libc::CLD_KILLED || info.si_code == libc::CLD_DUMPED) {
+                        // SAFETY: si_status is valid for SIGCHLD information.
+                        die_of(unsafe { info.si_status() });
+                    }
+                    resume_at = Some(ex.exit_op[*child].map_or(n_ops, |e| e + 1));
                     0
                 }
             }
             Prepared::Exit => {
-                // Main hands the turn on once this process is a zombie (MainWatch).
-                turns.report(me, my_minflt, true, &results, &spec);
+                turns.report(t.me, t.my_minflt, true, &t.results, spec);
+                if t.role == Role::Thread {
+                    // A thread's exit takes nothing of the mm (kernel/exit.c: exit_mm → mmput
+                    // drops a reference), so the next operation need not wait for it: the
+                    // thread hands the turn on itself and returns.
+                    let next = i + 1;
+                    let owner = if next < n_ops { spec.ops[next].proc } else { 0 };
+                    turns.pass(owner, next as u32);
+                    return Ended::Leave;
+                }
+                // A forked child: main hands the turn on once this process is a zombie
+                // (MainWatch); a vfork child: main resumes when it has released the mm.
                 // SAFETY: leave at once, as the workload's exit does.
                 unsafe { libc::_exit(0) }
             }
-            Prepared::Wait { child } => turns.wait_child(pids[*child]),
+            Prepared::Wait { child } => turns.wait_child(t.pids[*child]),
+            Prepared::Join { child } => match t.joins[*child].take() {
+                Some(h) => match h.join() {
+                    Ok(()) => 0,
+                    Err(_) => libc::EINVAL as i64,
+                },
+                None => libc::ESRCH as i64,
+            },
         };
-        if multi && !matches!(op, Prepared::Fork { .. } | Prepared::Wait { .. }) {
-            my_minflt += minflt_now() - fa;
+        if multi && !matches!(op, Prepared::Fork { .. } | Prepared::Wait { .. } | Prepared::Vfork { .. } | Prepared::Join { .. }) {
+            t.my_minflt += task_minflt() - fa;
         }
-        results[i] = rc;
+        t.results[i] = rc;
         i += 1;
+        if let Some(r) = resume_at {
+            i = r;
+        }
         if just_forked {
             // The new process runs when the turn comes to it, as every process does.
-            i = (turns.child_wait(me, my_minflt, &results, &spec) as usize).min(n_ops);
-        }
-    }
-    let t1 = mono_ns();
-    let f1 = minflt_now();
-    // Children still running report their counts (each acknowledges), before main's 'done'.
-    if multi {
-        for p in 1..spec.procs {
-            if pids[p] > 0 && watch.exit_op[p].is_none() {
-                turns.pass(p, TOKEN_END);
-                turns.main_wait(&mut watch, &spec);
+            match turns.child_wait(t.me, t.my_minflt, &t.results, spec) {
+                Some(tok) => i = (tok as usize).min(n_ops),
+                None => return Ended::Leave,
             }
         }
     }
-    // ---- allocation allowed again ----
-
-    let minflt = if multi { my_minflt } else { f1 - f0 };
-    let done = serde_json::to_string(&Done { minflt, wall_ns: t1 - t0, results, brk_end: sys_brk(0) })
-        .map_err(|e| e.to_string())?;
-    raw_write_all(STATUS_FD, format!("done {done}\n").as_bytes());
-    loop {
-        match raw_read_line(CONTROL_FD, &mut line) {
-            Some(n) if &line[..n] == b"exit" => break,
-            Some(_) => {}
-            None => break,
-        }
-    }
-    if multi {
-        for p in 1..spec.procs {
-            if pids[p] > 0 && watch.exit_op[p].is_none() {
-                turns.pass(p, TOKEN_QUIT);
-                turns.wait_child(pids[p]);
-            }
-        }
-    }
-    for name in &machine_shm {
-        // SAFETY: unlinking our own objects; the parent removes them too if we die first.
-        unsafe { libc::shm_unlink(name.as_ptr()) };
-    }
-    Ok(())
 }
 
-/// What main watches while it waits: a pidfd per child (-1 once it ended or before its
-/// fork), the index of each child's `exit`, and room for the poll set (allocated before `go`).
+impl Exec {
+    fn fd(&self, file: usize) -> i32 {
+        self.fds[file].load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// What main watches while it waits: a pidfd per forked child (-1 once it ended or before its
+/// fork; threads and vfork children have none), and room for the poll set (allocated before
+/// `go`).
 struct MainWatch {
     pidfds: Vec<i32>,
-    exit_op: Vec<Option<usize>>,
     pfds: Vec<libc::pollfd>,
 }
 
@@ -1149,7 +1507,7 @@ impl Turns {
     /// `exit` hands the turn on only once it is a zombie (its mm torn down, as the model has it
     /// at that point), so main passes it on for it; a child that a signal killed kills main the
     /// same way.
-    fn main_wait(&self, w: &mut MainWatch, spec: &ExecSpec) -> u32 {
+    fn main_wait(&self, w: &mut MainWatch, spec: &ExecSpec, exit_op: &[Option<usize>]) -> u32 {
         loop {
             w.pfds.clear();
             w.pfds.push(libc::pollfd { fd: self.pipes[0].0, events: libc::POLLIN, revents: 0 });
@@ -1181,7 +1539,7 @@ impl Turns {
                 // SAFETY: our own pidfd.
                 unsafe { libc::close(fd) };
                 w.pidfds[p] = -1;
-                if let Some(e) = w.exit_op[p] {
+                if let Some(e) = exit_op[p] {
                     let next = e + 1;
                     let owner = if next < spec.ops.len() { spec.ops[next].proc } else { 0 };
                     if owner == 0 {
@@ -1193,32 +1551,26 @@ impl Turns {
         }
     }
 
-    /// A child waits for its turn; at the end of the run it reports and waits to be told to go.
-    fn child_wait(&self, me: usize, minflt: u64, results: &[i64], spec: &ExecSpec) -> u32 {
+    /// A child or thread waits for its turn: the op index, or None when it is to leave (a
+    /// process then `_exit`s, a thread returns); at the end of the run it reports first and
+    /// waits to be told to go.
+    fn child_wait(&self, me: usize, minflt: u64, results: &[i64], spec: &ExecSpec) -> Option<u32> {
         match self.read_token(me) {
-            Some(TOKEN_END) => self.child_wait_end(me, minflt, results, spec),
-            Some(TOKEN_QUIT) | None => {
-                // SAFETY: leave at once.
-                unsafe { libc::_exit(0) }
+            Some(TOKEN_END) => {
+                self.child_wait_end(me, minflt, results, spec);
+                None
             }
-            Some(i) => i,
+            Some(TOKEN_QUIT) | None => None,
+            Some(i) => Some(i),
         }
     }
 
     /// The run has ended with this child alive: report, acknowledge to main, wait for QUIT
     /// (the parent takes this process's census meanwhile).
-    fn child_wait_end(&self, me: usize, minflt: u64, results: &[i64], spec: &ExecSpec) -> ! {
+    fn child_wait_end(&self, me: usize, minflt: u64, results: &[i64], spec: &ExecSpec) {
         self.report(me, minflt, false, results, spec);
         self.pass(0, TOKEN_END);
-        loop {
-            match self.read_token(me) {
-                Some(TOKEN_QUIT) | None => {
-                    // SAFETY: leave at once.
-                    unsafe { libc::_exit(0) }
-                }
-                Some(_) => {}
-            }
-        }
+        while !matches!(self.read_token(me), Some(TOKEN_QUIT) | None) {}
     }
 
     /// `pdone {json}` on the status fd: this process's faults and the results of its ops.
@@ -1922,6 +2274,7 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
             census: one.census,
             cow_copied: None,
             cow_reused: None,
+            shares_mm_with: decl.shares_mm().then(|| w.proc(decl.parent.expect("a thread or vfork child has a parent")).name.clone()),
         });
     }
     res.regions = rep.regions.clone();

@@ -33,9 +33,10 @@ fn dump(r: &RunResult) -> String {
     let mut s = String::new();
     for p in &r.processes {
         s += &format!(
-            "{}{}: minflt {} Rss {} kB AnonHugePages {} kB cow_copied {} cow_reused {}\n",
+            "{}{}{}: minflt {} Rss {} kB AnonHugePages {} kB cow_copied {} cow_reused {}\n",
             p.name,
             if p.exited { " (exited)" } else { "" },
+            p.shares_mm_with.as_ref().map_or(String::new(), |m| format!(" (in {m}'s mm)")),
             p.process.minflt,
             p.process.rss_bytes / 1024,
             p.process.anon_huge_bytes / 1024,
@@ -171,4 +172,66 @@ fn dontfork_and_wipeonfork_ranges() {
     let w = workload::parse("f.thpw", "mmap gone 64K\ntouch gone write\nmadvise gone dontfork\nfork c {\n  touch gone read\n}\n").unwrap();
     let e = run(&w, &ThpSettings::default(), &MachineConfig::default()).unwrap_err();
     assert!(e.to_string().contains("would get SIGSEGV"), "{e}");
+}
+
+/// Threads (issue: one machine, many processes, item 2): a thread runs in main's mm, so its
+/// writes are faults as if main made them, none copy-on-write (nothing is write-protected:
+/// kernel/fork.c copy_mm with CLONE_VM shares the mm, dup_mmap never runs). Main faults 128
+/// pages, t the other 128 (its writes to main's half hit), u's reads all hit; u's exit tears
+/// nothing down (kernel/exit.c: exit_mm → mmput drops a reference), so main's last writes hit.
+/// Each task counts its own faults (mm/memory.c: mm_account_fault, current->min_flt); the
+/// census is the one shared mm's, for main and for t (u exited: none).
+#[test]
+fn threads_fault_in_main_mm_and_their_exit_tears_nothing_down() {
+    check(
+        "enabled=never",
+        "mmap buf 1M\ntouch buf[0+512K] write\nthread t {\n  touch buf[512K+512K] write\n  touch buf[0+512K] write\n}\n\
+         thread u {\n  touch buf read\n  exit\n}\nwait u\ntouch buf write\n",
+        expect![[r#"
+            main: minflt 128 Rss 1024 kB AnonHugePages 0 kB cow_copied 0 cow_reused 0
+              4kB: 256 (pmd 0 pte 256 partial 0)
+            t (in main's mm): minflt 128 Rss 1024 kB AnonHugePages 0 kB cow_copied 0 cow_reused 0
+              4kB: 256 (pmd 0 pte 256 partial 0)
+            u (exited) (in main's mm): minflt 0 Rss 0 kB AnonHugePages 0 kB cow_copied 0 cow_reused 0
+        "#]],
+    );
+}
+
+/// A vfork child writes main's memory directly: the THP main faulted is written without a
+/// fault (mapped writable in the one mm, no copy), the untouched second 2 MiB is an ordinary
+/// THP fault (do_huge_pmd_anonymous_page) that puts the THP into main's mm. After the child's
+/// exit main's writes all hit: main has both THPs PMD-mapped, one fault each.
+#[test]
+fn a_vfork_child_writes_main_pages_without_copy_on_write() {
+    check(
+        "enabled=always",
+        "mmap buf 4M align=2M\ntouch buf[0+2M] write\nvfork v {\n  touch buf write\n  exit\n}\nwait v\ntouch buf write\n",
+        expect![[r#"
+            main: minflt 1 Rss 4096 kB AnonHugePages 4096 kB cow_copied 0 cow_reused 0
+              2048kB: 2 (pmd 2 pte 0 partial 0)
+            v (exited) (in main's mm): minflt 1 Rss 0 kB AnonHugePages 0 kB cow_copied 0 cow_reused 0
+            thp_fault_alloc 2
+            hugepages-2048kB/stats/anon_fault_alloc 2
+            hugepages-2048kB/stats/nr_anon 2
+        "#]],
+    );
+}
+
+/// A thread after a fork writes pages that main's mm shares with the forked child: each of
+/// its 16 writes copies (do_wp_page → wp_page_copy), and the copies are the thread's faults,
+/// not main's; main's mm then maps the 16 copies, the child the 16 originals.
+#[test]
+fn a_thread_writing_pages_shared_by_fork_copies_them_as_its_own_faults() {
+    check(
+        "enabled=never",
+        "mmap buf 64K\ntouch buf write\nfork c\nthread t {\n  touch buf write\n}\n",
+        expect![[r#"
+            main: minflt 16 Rss 64 kB AnonHugePages 0 kB cow_copied 0 cow_reused 0
+              4kB: 16 (pmd 0 pte 16 partial 0)
+            c: minflt 0 Rss 64 kB AnonHugePages 0 kB cow_copied 0 cow_reused 0
+              4kB: 16 (pmd 0 pte 16 partial 0)
+            t (in main's mm): minflt 16 Rss 64 kB AnonHugePages 0 kB cow_copied 16 cow_reused 0
+              4kB: 16 (pmd 0 pte 16 partial 0)
+        "#]],
+    );
 }

@@ -178,6 +178,7 @@ pub fn run_with(
         tlb: None,
         io: None,
         mms: vec![None; workload.procs.len()],
+        tasks: vec![TaskCounts::default(); workload.procs.len()],
         mm: main,
         phases: Vec::new(),
     };
@@ -194,7 +195,11 @@ pub fn run_with(
     for op in &workload.ops {
         sim.mm = sim.mms[op.proc.0 as usize].expect("the parser lets only forked processes run");
         sim.m.switch_mm(sim.mm);
+        let before = TaskCounts::of(sim.m.mm_stats(sim.mm));
         sim.op(op, opts)?;
+        // The kernel counts faults per task (mm/memory.c: mm_account_fault bumps
+        // current->min_flt): the op's faults are its task's, whichever tasks share the mm.
+        sim.tasks[op.proc.0 as usize].add(&before, &TaskCounts::of(sim.m.mm_stats(sim.mm)));
         if opts.check_invariants {
             sim.m.check(None).map_err(|m| sim.err(op.line, format!("model invariant broken: {m}")))?;
         }
@@ -213,15 +218,29 @@ pub fn run_with(
         }
         t
     });
+    let tasks = std::mem::take(&mut sim.tasks);
     let mut k = sim.m.into_kernel();
     let ranges: Vec<(u64, u64)> = regions.iter().flatten().map(|&(s, l)| (s, s + l)).collect();
     let processes: Vec<uapi::result::ProcResult> = if workload.forks() {
-        workload.procs.iter().zip(&mms).map(|(p, mm)| proc_result(&mut k, &p.name, mm.expect("every declared process is forked"), &ranges)).collect()
+        workload
+            .procs
+            .iter()
+            .zip(&mms)
+            .zip(&tasks)
+            .map(|((p, mm), t)| {
+                let shares = p.shares_mm().then(|| workload.proc(p.parent.expect("a thread or vfork child has a parent")).name.clone());
+                proc_result(&mut k, &p.name, mm.expect("every declared process is forked"), t, shares, &ranges)
+            })
+            .collect()
     } else {
         Vec::new()
     };
     k.switch_mm(mms[0].expect("main"));
     let mut result = report(workload, settings, &k, &regions, calls);
+    if workload.forks() {
+        // main's own faults, as for every process (with threads, its mm's count is theirs too).
+        result.process.minflt = tasks[0].minflt;
+    }
     result.processes = processes;
     result.accesses = tlb_run.filter(|_| has_access).map(|t| t.report(workload));
     result.io = io;
@@ -246,8 +265,11 @@ struct Sim<'a> {
     tlb: Option<access::TlbRun>,
     /// What the `read_direct` statements pinned.
     io: Option<uapi::result::IoResult>,
-    /// The mm of each workload process, once forked.
+    /// The mm of each workload process, once forked (a thread's or vfork child's is its
+    /// parent's).
     mms: Vec<Option<mm::MmId>>,
+    /// What each task of the workload did itself.
+    tasks: Vec<TaskCounts>,
     /// The mm of the statement being run.
     mm: mm::MmId,
     /// The `phase` statements so far, with the clock when each started.
@@ -413,10 +435,27 @@ impl Sim<'_> {
                 }
                 Err(_) => return Err(self.err(line, format!("fork failed: out of memory for the child's page tables: {}", oom_report(&self.m)))),
             },
-            OpKind::Exit => {
-                self.step(Step::Exit);
+            OpKind::Thread(child) | OpKind::Vfork(child) => {
+                // kernel/fork.c: copy_mm with CLONE_VM takes a reference to the parent's mm
+                // (mmget) instead of dup_mm: no copy_page_range, nothing write-protected. The
+                // task runs its statements in the same MmId.
+                self.mms[child.0 as usize] = Some(self.mm);
+                let call = if matches!(op.kind, OpKind::Thread(_)) { "pthread_create" } else { "vfork" };
+                self.call(line, call.into(), Ok(()));
             }
-            OpKind::Wait(_) => self.call(line, "wait4".into(), Ok(())),
+            OpKind::Exit => {
+                let p = op.proc.0 as usize;
+                self.tasks[p].exited = true;
+                // A task that shares its mm drops a reference only (kernel/exit.c: exit_mm →
+                // mmput; __mmput and exit_mmap run for the last user): nothing is torn down.
+                if !self.w.procs[p].shares_mm() {
+                    self.step(Step::Exit);
+                }
+            }
+            OpKind::Wait(child) => {
+                let call = if self.w.proc(*child).kind == workload::ProcKind::Thread { "pthread_join" } else { "wait4" };
+                self.call(line, call.into(), Ok(()));
+            }
             OpKind::Phase(name) => self.phases.push(uapi::result::PhaseTime { name: name.clone(), start_ns: self.m.clock_ns(), ns: 0 }),
             OpKind::ReadDirect { range, block } => {
                 let (start, len) = self.region(line, range.region)?;
@@ -567,23 +606,46 @@ fn fallbacks_into(r: &mut RunResult, rows: &[[[u64; FallbackReason::ALL.len()]; 
     }
 }
 
-/// One process's figures: its census at the end (none once exited) and its counters.
-fn proc_result(k: &mut Kernel, name: &str, mm: mm::MmId, ranges: &[(u64, u64)]) -> uapi::result::ProcResult {
+/// The counters one task of a workload moved itself (several tasks may share one mm), and
+/// whether it exited.
+#[derive(Clone, Copy, Debug, Default)]
+struct TaskCounts {
+    minflt: u64,
+    cow_copied: u64,
+    cow_reused: u64,
+    exited: bool,
+}
+
+impl TaskCounts {
+    fn of(s: &mm::vmstat::ModelStats) -> TaskCounts {
+        TaskCounts { minflt: s.minflt, cow_copied: s.cow_copied, cow_reused: s.cow_reused, exited: false }
+    }
+
+    /// Add what moved from `before` to `after` (an op of this task).
+    fn add(&mut self, before: &TaskCounts, after: &TaskCounts) {
+        self.minflt += after.minflt - before.minflt;
+        self.cow_copied += after.cow_copied - before.cow_copied;
+        self.cow_reused += after.cow_reused - before.cow_reused;
+    }
+}
+
+/// One task's figures: the census of its mm at the end (none once exited) and its own counters.
+fn proc_result(k: &mut Kernel, name: &str, mm: mm::MmId, t: &TaskCounts, shares_mm_with: Option<String>, ranges: &[(u64, u64)]) -> uapi::result::ProcResult {
     k.switch_mm(mm);
     let mut one = RunResult::default();
-    let exited = k.mm_exited(mm);
+    let exited = t.exited || k.mm_exited(mm);
     if !exited {
         census_into(&mut one, &[k.census(ranges)]);
     }
-    let s = k.stats();
-    one.process.minflt = s.minflt;
+    one.process.minflt = t.minflt;
     uapi::result::ProcResult {
         name: name.to_string(),
         exited,
         process: one.process,
         census: one.census,
-        cow_copied: Some(s.cow_copied),
-        cow_reused: Some(s.cow_reused),
+        cow_copied: Some(t.cow_copied),
+        cow_reused: Some(t.cow_reused),
+        shares_mm_with,
     }
 }
 

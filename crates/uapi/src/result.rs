@@ -445,7 +445,7 @@ pub struct ProgramProcess {
     pub end: String,
 }
 
-/// One process of a workload that forks.
+/// One process (or thread) of a workload that forks or starts threads.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProcResult {
     /// `main`, or the name its `fork NAME` gave it.
@@ -463,6 +463,10 @@ pub struct ProcResult {
     pub cow_copied: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub cow_reused: Option<u64>,
+    /// A thread or a vfork child: the process whose mm it runs in (`main`). Its `minflt` is its
+    /// own (the kernel counts faults per task); its Rss and census are that shared mm's.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub shares_mm_with: Option<String>,
 }
 
 /// What the model's work costs in time on the machine a profile was measured on.

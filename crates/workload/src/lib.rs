@@ -38,19 +38,58 @@ pub struct Workload {
     pub files: Vec<FileDecl>,
     /// Private tmpfs mounts the workload asks for.
     pub mounts: Vec<MountDecl>,
-    /// Processes: `main` (index 0, the workload's own process) and every `fork NAME`.
+    /// Processes and threads: `main` (index 0, the workload's own process) and every `fork NAME`,
+    /// `thread NAME` and `vfork NAME`.
     pub procs: Vec<ProcDecl>,
     pub ops: Vec<Op>,
 }
 
-/// A process of the workload: `main`, or a child that `fork NAME` created.
+/// A task of the workload: `main`, or one that `fork NAME`, `thread NAME` or `vfork NAME`
+/// created.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProcDecl {
     pub name: String,
-    /// The line of its `fork` (0 for `main`).
+    /// The line of its `fork`, `thread` or `vfork` (0 for `main`).
     pub line: usize,
-    /// The process that forked it (`None` for `main`).
+    /// The process that created it (`None` for `main`).
     pub parent: Option<ProcId>,
+    /// How it was created: whether it has an mm of its own.
+    pub kind: ProcKind,
+}
+
+impl ProcDecl {
+    /// A thread or a vfork child: it runs in its parent's mm (clone with CLONE_VM; kernel/fork.c:
+    /// `copy_mm` takes a reference to the parent's mm instead of `dup_mm`).
+    pub fn shares_mm(&self) -> bool {
+        matches!(self.kind, ProcKind::Thread | ProcKind::Vfork)
+    }
+}
+
+/// How a task of the workload came to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProcKind {
+    /// The workload's own process.
+    Main,
+    /// `fork NAME`: `fork()`, a process with a copy of main's mm.
+    Fork,
+    /// `thread NAME`: `pthread_create` (clone with CLONE_VM|CLONE_THREAD|...): a thread of main,
+    /// in main's mm.
+    Thread,
+    /// `vfork NAME {`: clone(CLONE_VM|CLONE_VFORK), a process in main's mm; main does not run
+    /// until it exits.
+    Vfork,
+}
+
+impl ProcKind {
+    /// The statement that creates it.
+    pub fn word(self) -> &'static str {
+        match self {
+            ProcKind::Main => "main",
+            ProcKind::Fork => "fork",
+            ProcKind::Thread => "thread",
+            ProcKind::Vfork => "vfork",
+        }
+    }
 }
 
 /// Index into [`Workload::procs`]; `ProcId::MAIN` is the workload's own process.
@@ -417,9 +456,15 @@ pub enum OpKind {
     ReadDirect { range: Range, block: u64 },
     /// `fork()`: the process running it (always `main`) gets the child `ProcId`.
     Fork(ProcId),
-    /// `_exit(0)` of the process running it: its address space goes away.
+    /// `pthread_create` in main: the thread `ProcId` runs in main's mm.
+    Thread(ProcId),
+    /// `vfork()` in main: the child `ProcId` runs in main's mm, and main waits until it exits.
+    Vfork(ProcId),
+    /// `_exit(0)` of the process running it: its address space goes away. In a thread or a
+    /// vfork child the mm stays (its other users keep it): nothing happens to memory.
     Exit,
-    /// `waitpid` of a child that has exited (reaps it; nothing happens to memory).
+    /// `waitpid` of a child that has exited, or `pthread_join` of a thread that has (reaps it;
+    /// nothing happens to memory).
     Wait(ProcId),
 }
 
@@ -472,9 +517,13 @@ impl Workload {
     pub fn proc(&self, id: ProcId) -> &ProcDecl {
         &self.procs[id.0 as usize]
     }
-    /// Whether the workload has processes besides `main`.
+    /// Whether the workload has processes (or threads) besides `main`.
     pub fn forks(&self) -> bool {
         self.procs.len() > 1
+    }
+    /// Whether some task of the workload shares main's mm (a thread or a vfork child).
+    pub fn shares_mm(&self) -> bool {
+        self.procs.iter().any(ProcDecl::shares_mm)
     }
     pub fn mount_by_name(&self, name: &str) -> Option<MountId> {
         self.mounts.iter().position(|m| m.name == name).map(|i| MountId(i as u32))

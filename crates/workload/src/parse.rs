@@ -84,7 +84,7 @@ impl Ctx<'_> {
 }
 
 const VERBS: &str =
-    "mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, phase, read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, in, exit, wait";
+    "mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, phase, read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, thread, vfork, in, exit, wait";
 
 /// Parse workload text. `source` names it in errors (a path, or `<builtin>`).
 pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
@@ -93,7 +93,7 @@ pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
         regions: Vec::new(),
         files: Vec::new(),
         mounts: Vec::new(),
-        procs: vec![ProcDecl { name: MAIN_PROC.into(), line: 0, parent: None }],
+        procs: vec![ProcDecl { name: MAIN_PROC.into(), line: 0, parent: None, kind: ProcKind::Main }],
         ops: Vec::new(),
     };
     let mut seen_statement = false;
@@ -174,18 +174,30 @@ impl Procs {
         w.procs.iter().position(|p| p.name == name).map(|i| ProcId(i as u32))
     }
 
-    /// `fork NAME [{]`, `in NAME {` and `}`. Returns whether the line was one of them (a
-    /// `fork` is also pushed as an operation).
+    /// `fork NAME [{]`, `thread NAME [{]`, `vfork NAME {`, `in NAME {` and `}`. Returns whether
+    /// the line was one of them (a `fork`, `thread` or `vfork` is also pushed as an operation).
     fn structure(&mut self, cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<bool, WorkloadError> {
         match words {
             ["}"] => {
-                if self.stack.pop().is_none() {
+                let Some((p, _)) = self.stack.pop() else {
                     return Err(cx.err("'}' closes no block (blocks open with 'fork NAME {' or 'in NAME {')"));
+                };
+                if w.proc(p).kind == ProcKind::Vfork && !self.exited.contains(&p) {
+                    let name = &w.proc(p).name;
+                    return Err(cx.err(format!(
+                        "main is suspended in vfork until '{name}' exits (vfork on line {}), so nothing else can run: end the block of '{name}' with 'exit' before '}}'",
+                        w.proc(p).line
+                    )));
                 }
                 Ok(true)
             }
-            ["fork", rest @ ..] => {
-                let usage = "fork NAME [{]";
+            [verb @ ("fork" | "thread" | "vfork"), rest @ ..] => {
+                let kind = match *verb {
+                    "fork" => ProcKind::Fork,
+                    "thread" => ProcKind::Thread,
+                    _ => ProcKind::Vfork,
+                };
+                let usage = if kind == ProcKind::Vfork { "vfork NAME {".to_string() } else { format!("{verb} NAME [{{]") };
                 let (name, open) = match rest {
                     [name] => (*name, false),
                     [name, "{"] => (*name, true),
@@ -195,17 +207,32 @@ impl Procs {
                     return Err(cx.err(format!("invalid process name '{name}': letters, digits, '_' and '-', and not 'main'")));
                 }
                 if let Some(p) = Self::by_name(w, name) {
-                    return Err(cx.err(format!("process '{name}' is already forked on line {}", w.proc(p).line)));
+                    let was = w.proc(p).kind.word();
+                    let done = if was == "fork" { "forked".to_string() } else { format!("created ('{was}')") };
+                    return Err(cx.err(format!("process '{name}' is already {done} on line {}", w.proc(p).line)));
                 }
                 if self.current() != ProcId::MAIN {
-                    return Err(cx.err("fork runs in main only (a child that forks is not supported yet)"));
+                    let what = if kind == ProcKind::Fork { "a child that forks" } else { "a child or thread that creates tasks" };
+                    return Err(cx.err(format!("{verb} runs in main only ({what} is not supported yet)")));
                 }
                 if cx.names.map.contains_key(name) {
                     return Err(cx.err(format!("'{name}' already names a region, file or mount")));
                 }
+                if kind == ProcKind::Vfork && !open {
+                    // kernel/fork.c: the parent of clone(CLONE_VFORK) sleeps in wait_for_vfork_done
+                    // until the child releases the mm (mm_release: exit or exec).
+                    return Err(cx.err(format!(
+                        "expected: {usage} (main is suspended until '{name}' exits, so its statements follow at once in a block that ends with 'exit')"
+                    )));
+                }
                 let id = ProcId(w.procs.len() as u32);
-                w.procs.push(ProcDecl { name: name.into(), line: cx.line, parent: Some(ProcId::MAIN) });
-                w.ops.push(Op { line: cx.line, proc: ProcId::MAIN, kind: OpKind::Fork(id) });
+                w.procs.push(ProcDecl { name: name.into(), line: cx.line, parent: Some(ProcId::MAIN), kind });
+                let op = match kind {
+                    ProcKind::Thread => OpKind::Thread(id),
+                    ProcKind::Vfork => OpKind::Vfork(id),
+                    _ => OpKind::Fork(id),
+                };
+                w.ops.push(Op { line: cx.line, proc: ProcId::MAIN, kind: op });
                 if open {
                     self.stack.push((id, cx.line));
                 }

@@ -1,6 +1,6 @@
 //! Workloads that fork (issue #9): a BGSAVE-like snapshot (the `fork-bgsave` example), a
-//! pre-forking server with a shared anonymous arena and a memfd, a shell pipeline, and
-//! MADV_DONTFORK / MADV_WIPEONFORK ranges. The model runs each under both standard matrices with
+//! pre-forking server with a shared anonymous arena and a memfd, a shell pipeline,
+//! MADV_DONTFORK / MADV_WIPEONFORK ranges, and threads and a vfork child in main's mm. The model runs each under both standard matrices with
 //! every invariant checked after every operation; live (root, THP sysfs tree), `compare
 //! --matrix` (the anon matrix, and the shmem one for the workload with shared memory) must find
 //! every row equal, per process (minflt, Rss, AnonHugePages, census) and for
@@ -63,6 +63,43 @@ fn fork_bgsave_copies_what_the_parent_writes_while_the_saver_lives() {
     assert_eq!(j["census"]["sizes"]["2048kB"]["partially_mapped"], 8);
     assert_eq!(j["census"]["sizes"]["4kB"]["folios"], 1024);
     assert_eq!(j["vmstat"]["thp_deferred_split_page"], 8);
+}
+
+#[test]
+fn threads_and_a_vfork_child_fault_in_main_mm_without_copy_on_write() {
+    let w = workspace().join("crates/thplab/tests/it/data/fork/threads-vfork.thpw");
+    let w = w.to_str().unwrap();
+    // (setting, minflt of main, w1, w2, v, reader). PMD always: main's write faults one THP;
+    // w1's 4 MiB are that THP (no fault: the mm is main's, nothing write-protected) and one
+    // more; w2's 512 writes at an 8 KiB stride fault two THPs; v's 256 writes to the 1 MiB
+    // scratch region (too small for a PMD) fault 256 pages and its writes to w2's half hit;
+    // the reader and main's last writes hit. 4 KiB pages: main 512, w1 the other 512 of its
+    // 4 MiB, w2 512, v 256 + the 512 pages of w2's half that w2's stride skipped.
+    for (set, main, w1, w2, v, reader) in [("enabled=always", 1, 1, 2, 256, 0), ("enabled=never", 512, 512, 512, 768, 0)] {
+        let r = thplab(&["sim", w, "--set", set, "--json", "--check"]);
+        r.ok();
+        let j = r.json();
+        let p = j["processes"].as_array().unwrap();
+        let names: Vec<&str> = p.iter().map(|p| p["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["main", "w1", "w2", "v", "reader"]);
+        let minflt: Vec<u64> = p.iter().map(|p| p["process"]["minflt"].as_u64().unwrap()).collect();
+        assert_eq!(minflt, [main, w1, w2, v, reader], "{set}");
+        assert_eq!(j["process"]["minflt"], main, "{set}: the top level is main's own faults");
+        for q in &p[1..] {
+            assert_eq!(q["shares_mm_with"], "main");
+            assert_eq!(q["cow_copied"], 0);
+        }
+        assert!(p[0].get("shares_mm_with").is_none());
+        let exited: Vec<bool> = p.iter().map(|p| p["exited"].as_bool().unwrap()).collect();
+        assert_eq!(exited, [false, true, false, true, false]);
+        // One mm: 8 MiB + 1 MiB resident, the same census for main and the live threads.
+        assert_eq!(j["process"]["rss_bytes"], 9 << 20, "{set}");
+        assert_eq!(p[2]["census"], j["census"]);
+        assert_eq!(p[4]["process"]["rss_bytes"], 9 << 20);
+        let thps = if set == "enabled=always" { 4 } else { 0 };
+        assert_eq!(j["census"]["sizes"]["2048kB"]["pmd_mapped"].as_u64().unwrap_or(0), thps, "{set}");
+        assert_eq!(j["census"]["sizes"]["4kB"]["folios"], 2304 - 512 * thps, "{set}");
+    }
 }
 
 #[test]

@@ -134,6 +134,9 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     // A workload that forks: the processes array.
     let forked = thplab(&["sim", "fork-bgsave", "--json", "--set", "enabled=always"]);
     forked.ok();
+    // Threads and a vfork child: shares_mm_with.
+    let threads = thplab(&["sim", workspace().join("crates/thplab/tests/it/data/fork/threads-vfork.thpw").to_str().unwrap(), "--json"]);
+    threads.ok();
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("r.trace");
     std::fs::write(&rec, recording()).unwrap();
@@ -180,6 +183,7 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     let mut docs: Vec<(&str, Value)> = vec![
         ("thplab-run/2", sim.json()),
         ("thplab-run/2", forked.json()),
+        ("thplab-run/2", threads.json()),
         ("thplab-run/2", replay.json()),
         ("thplab-run/2", salvaged.json()),
         ("thplab-run/2", captured),

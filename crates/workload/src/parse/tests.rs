@@ -67,7 +67,7 @@ fn errors_name_file_line_and_what_is_valid() {
     assert_eq!(
         err("mmap a 1M\n\nfrobnicate a"),
         "w.thpw:3: unknown operation 'frobnicate'; valid: mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, phase, \
-         read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, in, exit, wait"
+         read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, thread, vfork, in, exit, wait"
     );
     assert_eq!(err("touch a write"), "w.thpw:1: unknown region 'a'; declared so far: none (declare one with mmap)");
     assert_eq!(err("mmap a 1Q"), "w.thpw:1: invalid size '1Q'; write a number with an optional unit K, M, G, T (4K, 2M, 1G, 1T)");
@@ -175,4 +175,51 @@ fn processes_fork_in_exit_wait() {
     assert_eq!(err("fork c\nfork c\n"), "w.thpw:2: process 'c' is already forked on line 1");
     assert_eq!(err("fork main\n"), "w.thpw:1: invalid process name 'main': letters, digits, '_' and '-', and not 'main'");
     assert_eq!(err("fork c\nin c {\nwait c\n}\n"), "w.thpw:3: 'wait c' would block forever: 'c' has not exited; end its block with 'exit' first");
+}
+
+#[test]
+fn threads_and_vfork_children_share_main_mm() {
+    let w = parse(
+        "t.thpw",
+        "mmap a 1M\nthread t {\n  touch a[0+512K] write\n}\nthread u\nvfork v {\n  touch a[512K+4K] write\n  exit\n}\nwait v\nin t {\n  exit\n}\nwait t\nin u {\n  touch a read\n}\n",
+    )
+    .unwrap();
+    let procs: Vec<(&str, ProcKind, bool)> = w.procs.iter().map(|p| (p.name.as_str(), p.kind, p.shares_mm())).collect();
+    assert_eq!(procs, [("main", ProcKind::Main, false), ("t", ProcKind::Thread, true), ("u", ProcKind::Thread, true), ("v", ProcKind::Vfork, true)]);
+    let kinds: Vec<(u32, &OpKind)> = w.ops.iter().map(|o| (o.proc.0, &o.kind)).collect();
+    assert!(matches!(kinds[1], (0, OpKind::Thread(ProcId(1)))));
+    assert!(matches!(kinds[2], (1, OpKind::Touch(_))));
+    assert!(matches!(kinds[3], (0, OpKind::Thread(ProcId(2)))));
+    assert!(matches!(kinds[4], (0, OpKind::Vfork(ProcId(3)))));
+    assert!(matches!(kinds[5], (3, OpKind::Touch(_))));
+    assert!(matches!(kinds[6], (3, OpKind::Exit)));
+    assert!(matches!(kinds[7], (0, OpKind::Wait(ProcId(3)))));
+    assert!(matches!(kinds[8], (1, OpKind::Exit)));
+    assert!(matches!(kinds[9], (0, OpKind::Wait(ProcId(1)))));
+    assert!(matches!(kinds[10], (2, OpKind::Touch(_))));
+    assert_eq!(kinds.len(), 11);
+    assert!(w.forks() && w.shares_mm());
+    assert!(!parse("f.thpw", "fork c\n").unwrap().shares_mm());
+
+    // vfork suspends main: the child's statements come at once, in a block that ends with exit.
+    assert_eq!(
+        err("vfork v\n"),
+        "w.thpw:1: expected: vfork NAME { (main is suspended until 'v' exits, so its statements follow at once in a block that ends with 'exit')"
+    );
+    assert_eq!(
+        err("mmap a 1M\nvfork v {\n  touch a write\n}\ntouch a read\n"),
+        "w.thpw:4: main is suspended in vfork until 'v' exits (vfork on line 2), so nothing else can run: end the block of 'v' with 'exit' before '}'"
+    );
+    assert_eq!(err("vfork v {\nexit\n}\nin v {\n}\n"), "w.thpw:4: process 'v' has exited; nothing runs in it after that");
+    assert_eq!(err("thread t x\n"), "w.thpw:1: expected: thread NAME [{]");
+    assert_eq!(err("vfork v x {\n"), "w.thpw:1: expected: vfork NAME {");
+    assert_eq!(err("thread t {\nthread u\n}\n"), "w.thpw:2: thread runs in main only (a child or thread that creates tasks is not supported yet)");
+    assert_eq!(err("thread t {\nvfork u {\n"), "w.thpw:2: vfork runs in main only (a child or thread that creates tasks is not supported yet)");
+    assert_eq!(err("fork c\nthread c\n"), "w.thpw:2: process 'c' is already forked on line 1");
+    assert_eq!(err("thread t\nvfork t {\n"), "w.thpw:2: process 't' is already created ('thread') on line 1");
+    assert_eq!(err("thread main\n"), "w.thpw:1: invalid process name 'main': letters, digits, '_' and '-', and not 'main'");
+    assert_eq!(err("thread t\nwait t\n"), "w.thpw:2: 'wait t' would block forever: 't' has not exited; end its block with 'exit' first");
+    assert_eq!(err("thread t {\nexit\n}\nin t {\nwait t\n}\n"), "w.thpw:4: process 't' has exited; nothing runs in it after that");
+    assert_eq!(err("thread t {\nexit\ntouch a read\n}\n"), "w.thpw:3: unknown region 'a'; declared so far: none (declare one with mmap)");
+    assert_eq!(err("mmap a 1M\nthread t {\nexit\ntouch a read\n}\n"), "w.thpw:4: process 't' has exited (its 'exit' is above); nothing runs in it after that");
 }
