@@ -2283,7 +2283,9 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
         .ops
         .iter()
         .zip(&rep.results)
-        .filter(|(op, _)| !matches!(op.kind, ExecKind::Touch { .. } | ExecKind::Access { .. }))
+        // Statements that make no call (touches, accesses, sleep, exit, phase) have no row, as in
+        // the model's `calls`.
+        .filter(|(op, _)| !op.call.is_empty() && !matches!(op.kind, ExecKind::Touch { .. } | ExecKind::Access { .. }))
         .map(|(op, &rc)| CallResult {
             line: op.line,
             call: op.call.clone(),
