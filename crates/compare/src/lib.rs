@@ -39,11 +39,14 @@ pub struct Tolerance {
     pub census_pct: f64,
     /// System-wide counters.
     pub system_pct: f64,
+    /// The model's priced time against the live wall time (`time (us)`, with a profile); 0:
+    /// shown, not judged.
+    pub time_pct: f64,
 }
 
 impl Default for Tolerance {
     fn default() -> Self {
-        Tolerance { minflt: 2, census: 0, system: 0, folios: None, minflt_pct: 0.0, folios_pct: 0.0, census_pct: 0.0, system_pct: 0.0 }
+        Tolerance { minflt: 2, census: 0, system: 0, folios: None, minflt_pct: 0.0, folios_pct: 0.0, census_pct: 0.0, system_pct: 0.0, time_pct: 0.0 }
     }
 }
 
@@ -54,14 +57,14 @@ impl Tolerance {
     /// (4 kB folios, entries; 8 kB of Rss, 4 MiB of AnonHugePages) for small counts; large-folio
     /// counts have no such floor.
     pub fn program() -> Tolerance {
-        Tolerance { minflt: 2, census: 2, system: 2, folios: Some(0), minflt_pct: 2.0, folios_pct: 2.0, census_pct: 2.0, system_pct: 2.0 }
+        Tolerance { minflt: 2, census: 2, system: 2, folios: Some(0), minflt_pct: 2.0, folios_pct: 2.0, census_pct: 2.0, system_pct: 2.0, time_pct: 0.0 }
     }
 
     /// Parse `minflt=5`, `census=0`, `system=10`, or a percentage of the live value
     /// `minflt=2%`, `folios=2%` (large-folio counts), `census=2%`, `system=2%`
     /// (comma-separated or repeated).
     pub fn apply(&mut self, spec: &str) -> Result<(), ToleranceError> {
-        const FIELDS: &str = "minflt, census, folios (large folios), system";
+        const FIELDS: &str = "minflt, census, folios (large folios), system, time (percent only)";
         for part in spec.split(',').filter(|p| !p.is_empty()) {
             let bad = |why: String| ToleranceError(format!("{part}: {why}"));
             let Some((k, v)) = part.split_once('=') else { return Err(bad(format!("write FIELD=N or FIELD=P% (fields: {FIELDS})"))) };
@@ -76,9 +79,13 @@ impl Tolerance {
                     "census" => self.census_pct = p,
                     "folios" => self.folios_pct = p,
                     "system" => self.system_pct = p,
+                    "time" => self.time_pct = p,
                     _ => return Err(bad(format!("unknown field '{k}'; valid fields: {FIELDS}"))),
                 }
                 continue;
+            }
+            if k == "time" {
+                return Err(bad("give time as a percentage of the live wall time: time=P%".into()));
             }
             let n: i64 = v.parse().map_err(|_| bad("N must be a whole number or a percentage".into()))?;
             match k {
@@ -114,6 +121,9 @@ pub struct Row {
     pub kind: RowKind,
     pub differs: bool,
 }
+
+/// The row of the model's priced time against the live wall time.
+pub const TIME_ROW: &str = "time (us)";
 
 /// Counters whose live value depends on the machine's state before the run.
 const MACHINE_STATE: &[&str] = &["thp_zero_page_alloc", "thp_zero_page_alloc_failed"];
@@ -159,6 +169,13 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
             // (the census and shmem_alloc carry the comparison).
             push(format!("meminfo {name} (kB)"), *m, l, RowKind::Informational, (0, 0.0));
         }
+    }
+    // With a profile: the model's simulated time (the priced work and the sleeps) beside the
+    // wall time of the live run's operations.
+    if let (Some(t), Some(l)) = (&model.time, &live.live) {
+        let (m_us, l_us) = ((t.elapsed_ns / 1000) as i64, (l.wall_ms * 1000.0).round() as i64);
+        let kind = if tol.time_pct > 0.0 { RowKind::Process } else { RowKind::Informational };
+        push(TIME_ROW.into(), m_us, l_us, kind, (0, tol.time_pct));
     }
     // Each call of the model beside the live call of the same line and name (a statement makes
     // at most one call), never by position: a side may list calls the other does not.
@@ -284,6 +301,7 @@ pub fn row_mark(r: &Row) -> &'static str {
     match (r.differs, r.kind) {
         (true, _) => "  <-- differs",
         (false, RowKind::SystemWide) if r.model != r.live => "  (system-wide, within tolerance)",
+        (false, RowKind::Informational) if r.field == TIME_ROW => "  (not judged; --tolerance time=P% judges it)",
         (false, RowKind::Informational) if r.model != r.live => "  (machine state, not judged)",
         _ => "",
     }
@@ -323,6 +341,25 @@ mod tests {
         l.calls[2].ret = "EINVAL".into();
         let differ: Vec<String> = rows(&m, &l, &Tolerance::default()).into_iter().filter(|r| r.differs && r.field.starts_with("line")).map(|r| r.field).collect();
         assert_eq!(differ, ["line 3 madvise(collapse) returned 0 vs EINVAL"]);
+    }
+
+    /// With a profile the model's elapsed time is set beside the live wall time: shown, and
+    /// judged only with a time tolerance (here 15 %: 1.10 s against 1.00 s passes, 1.20 s not).
+    #[test]
+    fn the_time_row_is_judged_only_with_a_time_tolerance() {
+        let mut m = RunResult::new("sim", "w");
+        m.time = Some(uapi::TimeEstimate { elapsed_ns: 1_100_000_000, ..Default::default() });
+        let mut l = RunResult::new("live", "w");
+        l.live = Some(uapi::LiveSection { wall_ms: 1000.0, ..Default::default() });
+        let time = |tol: &Tolerance, m: &RunResult| rows(m, &l, tol).into_iter().find(|r| r.field == TIME_ROW).unwrap();
+        let r = time(&Tolerance::default(), &m);
+        assert_eq!((r.model, r.live, r.kind, r.differs), (1_100_000, 1_000_000, RowKind::Informational, false));
+        let mut tol = Tolerance::default();
+        tol.apply("time=15%").unwrap();
+        assert!(!time(&tol, &m).differs);
+        m.time.as_mut().unwrap().elapsed_ns = 1_200_000_000;
+        assert!(time(&tol, &m).differs);
+        assert!(tol.apply("time=15").is_err(), "time takes a percentage only");
     }
 
     fn row(kind: RowKind, differs: bool) -> Row {

@@ -166,6 +166,12 @@ struct CompareArgs {
     /// again up to N times and keep the closest run.
     #[arg(long, default_value_t = 2, value_name = "N")]
     retries: u32,
+    /// A machine profile (as `thplab calibrate -o FILE` writes it) or `builtin`: the model
+    /// prices every step with its `[fault]` costs (khugepaged then wakes on that clock) and a
+    /// `time (us)` row sets the model's time beside the live run's wall time (not judged unless
+    /// `--tolerance time=P%`).
+    #[arg(long, value_name = "FILE|builtin")]
+    profile: Option<String>,
     /// Print JSON: one object per setting with both results and the rows.
     #[arg(long)]
     json: bool,
@@ -932,14 +938,21 @@ fn cmd_live(a: LiveArgs) -> Result<u8> {
 
 /// Model, then live, then the model again if the heap matters and the live process's heap
 /// starts elsewhere than the model assumed.
-pub fn model_and_live(w: &workload::Workload, s: &ThpSettings, machine: &sim::MachineConfig, repeat: u32, progress: bool) -> Result<(uapi::RunResult, uapi::RunResult)> {
-    let model = run_sim(w, s, machine, false, false)?;
+pub fn model_and_live(
+    w: &workload::Workload,
+    s: &ThpSettings,
+    machine: &sim::MachineConfig,
+    repeat: u32,
+    progress: bool,
+    costs: Option<&uapi::profile::FaultCosts>,
+) -> Result<(uapi::RunResult, uapi::RunResult)> {
+    let model = run_sim_tlb(w, s, machine, false, false, None, None, costs)?;
     let live = live_cmds::run_live(w, s, &model.regions, repeat, progress)?;
     let live_brk = live.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|l| parse_hex(&l.start_brk));
     if let (Some(brk), true) = (live_brk, w.region_by_name(workload::HEAP).is_some()) {
         if brk != machine.brk_start {
             let m = sim::MachineConfig { brk_start: brk, ..machine.clone() };
-            return Ok((run_sim(w, s, &m, false, false)?, live));
+            return Ok((run_sim_tlb(w, s, &m, false, false, None, None, costs)?, live));
         }
     }
     Ok((model, live))
@@ -970,6 +983,8 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
     for t in &a.tolerance {
         tol.apply(t)?;
     }
+    let profile = a.profile.as_deref().map(load_profile).transpose()?;
+    let costs = profile.as_ref().and_then(|p| p.fault.as_ref());
     let runs: Vec<(String, ThpSettings)> = if let Some(kind) = &a.matrix {
         matrix_runs(kind, &a.settings)?
     } else {
@@ -982,7 +997,7 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
     let mut json = Vec::new();
     let mut differing = 0;
     for (label, s) in &runs {
-        let (model, live) = model_and_live(&w, s, &machine, a.repeat, false)?;
+        let (model, live) = model_and_live(&w, s, &machine, a.repeat, false, costs)?;
         let compare::Retried { live, rows, attempts, why } =
             compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live(&w, s, &model.regions, a.repeat, false))?;
         if attempts > 1 && !a.json {
