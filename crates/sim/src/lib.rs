@@ -728,15 +728,42 @@ pub fn run_recording_with(
     check_invariants: bool,
     explain: Option<(u64, u64)>,
 ) -> Result<RunResult, SimError> {
-    let mut rp = replay::Replay::new(header, settings, machine, check_invariants, source);
-    rp.set_explain(explain);
+    run_recording_opts(source, header, events, settings, machine, &ReplayOptions { check_invariants, explain, recorded_time: false })
+}
+
+/// How a recording is replayed.
+#[derive(Clone, Debug, Default)]
+pub struct ReplayOptions {
+    /// Check the model's invariants as `sim --check` does.
+    pub check_invariants: bool,
+    /// `--explain`: a range of model addresses whose faults are kept.
+    pub explain: Option<(u64, u64)>,
+    /// `--recorded-time`: the clock follows the recording's timestamps and khugepaged runs on
+    /// it (`replay::Replay::follow_recorded_time`).
+    pub recorded_time: bool,
+}
+
+/// [`run_recording`] with every option.
+pub fn run_recording_opts(
+    source: &str,
+    header: &trace::Header,
+    events: &[trace::Event],
+    settings: &ThpSettings,
+    machine: &MachineConfig,
+    opts: &ReplayOptions,
+) -> Result<RunResult, SimError> {
+    let mut rp = replay::Replay::new(header, settings, machine, opts.check_invariants, source);
+    rp.set_explain(opts.explain);
+    if opts.recorded_time {
+        rp.follow_recorded_time();
+    }
     for (i, e) in events.iter().enumerate() {
         rp.event(e).map_err(|mut err| {
             err.record = Some((i as u64 + 1, None));
             err
         })?;
     }
-    let replay::Finished { counters, minflt, images, stats: st } = rp.finish();
+    let replay::Finished { counters, minflt, images, stats: st, khugepaged } = rp.finish();
     let mut r = RunResult::new("sim", source);
     r.settings = settings.knob_map();
     counters_into(&mut r, &counters);
@@ -746,7 +773,7 @@ pub fn run_recording_with(
     let fallbacks: Vec<_> = images.iter().map(|i| i.fallbacks).collect();
     fallbacks_into(&mut r, &fallbacks);
     let mut peak = uapi::Peak::default();
-    let mut explain = explain.map(|_| uapi::Explain::default());
+    let mut explain = opts.explain.map(|_| uapi::Explain::default());
     for i in &images {
         views::add_peak(&mut peak, &i.peak);
         r.vmas.extend(i.vmas.iter().cloned());
@@ -822,6 +849,13 @@ pub fn run_recording_with(
             census_scope: "anonymous private and shared shmem memory of every process, at its exit".to_string(),
             per_process,
             salvage: None,
+            khugepaged: khugepaged.map(|kh| uapi::result::ModelKhugepaged {
+                registered: kh.wakeups > 0 || !kh.mm_slots.is_empty(),
+                wakeups: kh.wakeups,
+                pmds_scanned: kh.pmds_scanned,
+                pages_collapsed: kh.pages_collapsed,
+                full_scans: kh.full_scans,
+            }),
         }),
     });
     Ok(r)

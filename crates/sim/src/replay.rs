@@ -307,6 +307,8 @@ pub struct Replay<'a> {
     /// `--explain`: the range whose faults every image keeps.
     explain: Option<(u64, u64)>,
     pub stats: ReplayStats,
+    /// The clock follows the recording's timestamps (`follow_recorded_time`).
+    recorded_time: bool,
     check: bool,
     source: String,
     /// The recording has an exec snapshot for every execve (`flags::EXEC_SNAPSHOT_EVERY`).
@@ -364,6 +366,7 @@ impl<'a> Replay<'a> {
                 recorded_unknown_knobs,
                 ..Default::default()
             },
+            recorded_time: false,
             check,
             source: source.to_string(),
             every_exec_snapshot: header.flags & trace::flags::EXEC_SNAPSHOT_EVERY != 0,
@@ -456,8 +459,21 @@ impl<'a> Replay<'a> {
         });
     }
 
+    /// Run the machine's clock on the recording's timestamps: before each event the clock moves
+    /// to its time (`Step::Sleep`), and the daemons (khugepaged) wake on it as they would have
+    /// during the recorded run. Off by default: the live daemon's phase relative to a program
+    /// is not known (it sleeps `scan_sleep_millisecs` from wherever it was when the program
+    /// started, unless the program's mm is the first on its list).
+    pub fn follow_recorded_time(&mut self) {
+        self.recorded_time = true;
+    }
+
     pub fn event(&mut self, e: &Event) -> Result<(), SimError> {
         self.stats.events += 1;
+        if self.recorded_time && e.time_ns > self.m.clock_ns() {
+            let ns = e.time_ns - self.m.clock_ns();
+            self.m.step_current(Step::Sleep { ns });
+        }
         if let Some((_, buf)) = self.procs.get_mut(&e.pid).and_then(|p| p.pending.as_mut()) {
             buf.push(e.clone());
             return Ok(());
@@ -1255,7 +1271,8 @@ impl<'a> Replay<'a> {
         // One machine: its counters are every image's.
         let mut counters = self.done_counters;
         counters.add(&self.m.counters);
-        Finished { counters, minflt, images: self.done_images, stats: self.stats }
+        let khugepaged = self.recorded_time.then(|| self.m.khugepaged_state().clone());
+        Finished { counters, minflt, images: self.done_images, stats: self.stats, khugepaged }
     }
 }
 
@@ -1277,6 +1294,8 @@ pub struct Finished {
     pub minflt: u64,
     pub images: Vec<ImageResult>,
     pub stats: ReplayStats,
+    /// khugepaged's work, when the clock followed the recording's timestamps.
+    pub khugepaged: Option<mm::khugepaged::KhugepagedScan>,
 }
 
 /// One process image (a process between its execve and its exit or next execve).

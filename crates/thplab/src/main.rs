@@ -360,6 +360,12 @@ struct SimArgs {
     /// Print one JSON object (schema thplab-run/2, docs/results-schema.md).
     #[arg(long)]
     json: bool,
+    /// A recording: run the simulated clock on the recording's timestamps, so that khugepaged
+    /// wakes and collapses as it would have during the recorded run (`model.replay.khugepaged`
+    /// says what it did). Off by default: the live daemon's phase relative to a program is not
+    /// known unless the program's mm is the first on its list.
+    #[arg(long)]
+    recorded_time: bool,
     /// Check the model's invariants after every operation (for debugging the model). For a
     /// recording: what each event touched after every event, the whole model at events
     /// 1, 2, 4, 8, ..., at each exec and exit, and at the end.
@@ -712,7 +718,8 @@ fn sim_input(
 ) -> Result<uapi::RunResult> {
     Ok(match input {
         SimInput::Recording { name, header, events, offsets } => {
-            let r = sim::run_recording_with(name, header, events, settings, machine, a.check, explain).map_err(|e| input::locate(e, offsets))?;
+            let opts = sim::ReplayOptions { check_invariants: a.check, explain, recorded_time: a.recorded_time };
+            let r = sim::run_recording_opts(name, header, events, settings, machine, &opts).map_err(|e| input::locate(e, offsets))?;
             print_replay_warnings(&r);
             r
         }

@@ -252,6 +252,11 @@ pub struct ReplayReport {
     /// `sim --salvage` of a damaged recording only: what was lost.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub salvage: Option<SalvageReport>,
+    /// With `sim --recorded-time`: khugepaged's work on the recording's own timestamps
+    /// (`registered`: some mm of the recording joined its list). Absent otherwise: the daemon
+    /// did not run.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub khugepaged: Option<ModelKhugepaged>,
 }
 
 /// A mapping without MAP_FIXED that the model would place elsewhere than the kernel did.

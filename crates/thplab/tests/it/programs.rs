@@ -775,3 +775,75 @@ fn shmem_program_matches_live_under_stacked_dev_shm_mounts() {
     assert_eq!(knobs(), knobs_before, "THP knobs changed");
     assert!(failures.is_empty(), "model and live differ:\n{}", failures.join("\n"));
 }
+
+/// Issue #10: khugepaged in the replay of a recording, on the recording's own timestamps
+/// (`sim --recorded-time`). progs/khugepaged_wait.c half fills four 2 MiB ranges with 4 KiB
+/// pages, makes them eligible and sleeps 1.5 s; with `scan_sleep_millisecs=100` the live
+/// daemon collapses all four during the sleep (wherever its wake-ups fall, 1.5 s holds more
+/// than ten of them), and so does the model whose clock follows the recording. Without the
+/// recorded clock the model never runs the daemon: 0 collapses, 1024 base pages. Under 4K
+/// only (THP `never`) the daemon does nothing, live and model alike.
+#[test]
+fn khugepaged_collapses_during_a_recorded_program_as_live() {
+    let _x = exclusive();
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("khugepaged_wait");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/progs/khugepaged_wait.c");
+    match Command::new("cc").args(["-O1", "-o"]).arg(&exe).arg(&src).status() {
+        Ok(s) if s.success() => {}
+        other => {
+            println!("skipped: no C compiler ({other:?})");
+            return;
+        }
+    }
+    let knobs_before = knobs();
+    let argv = vec![exe.to_string_lossy().into_owned()];
+    let os: Vec<OsString> = argv.iter().map(OsString::from).collect();
+    let rec = match record::record(&os, &record::RecordOptions::default()) {
+        Ok(r) => r,
+        Err(record::RecordError::Unavailable(why)) => {
+            println!("skipped: recording is not available here: {why}");
+            return;
+        }
+        Err(e) => panic!("recording failed: {e}"),
+    };
+    let daemon = ["khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=4096", "khugepaged/max_ptes_none=511"];
+    let mut failures = Vec::new();
+    for (label, base, expect) in [("madvise mode", "enabled=madvise", 4u64), ("PMD always", "enabled=always", 4), ("4K only", "enabled=never", 0)] {
+        let mut s = ThpSettings::default();
+        for k in std::iter::once(&base).chain(&daemon) {
+            s.apply_assignment(k).unwrap();
+        }
+        let opts = sim::ReplayOptions { recorded_time: true, ..Default::default() };
+        let model = sim::run_recording_opts("khugepaged_wait", &rec.header, &rec.events, &s, &sim::MachineConfig::default(), &opts).unwrap();
+        let plain = sim::run_recording("khugepaged_wait", &rec.header, &rec.events, &s, &sim::MachineConfig::default(), false).unwrap();
+        let live = live::run_program(&argv, &s, &live::ProgramOptions { quiet: true }).unwrap();
+        let thp = |r: &RunResult| r.census.sizes.get("2048kB").map_or(0, |e| e.pmd_mapped);
+        let kh = model.model.as_ref().and_then(|m| m.replay.as_ref()).and_then(|r| r.khugepaged).expect("the daemon ran on the recorded clock");
+        println!(
+            "{label}: PMD THPs model {} (without the recorded clock {}) live {}; model khugepaged {} wake-ups, {} collapsed; live collapsed {}",
+            thp(&model),
+            thp(&plain),
+            thp(&live),
+            kh.wakeups,
+            kh.pages_collapsed,
+            compare::khugepaged_collapsed_during(&live)
+        );
+        if thp(&model) != expect || thp(&live) != expect || kh.pages_collapsed != expect {
+            failures.push(format!("{label}: PMD THPs model {} live {} (expected {expect}), model collapsed {}", thp(&model), thp(&live), kh.pages_collapsed));
+        }
+        if thp(&plain) != 0 {
+            failures.push(format!("{label}: without the recorded clock the model collapsed {}", thp(&plain)));
+        }
+        let (m, l) = (model.process.minflt as i64, live.process.minflt as i64);
+        if (m - l).abs() > 5 {
+            failures.push(format!("{label}: minflt model {m} live {l}"));
+        }
+    }
+    assert_eq!(knobs(), knobs_before, "THP knobs changed");
+    assert!(failures.is_empty(), "model and live differ:\n{}", failures.join("\n"));
+}

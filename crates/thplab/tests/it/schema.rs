@@ -141,7 +141,7 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     let rec = dir.path().join("r.trace");
     std::fs::write(&rec, recording()).unwrap();
     let rec = rec.to_str().unwrap();
-    let replay = thplab(&["sim", rec, "--json"]);
+    let replay = thplab(&["sim", rec, "--json", "--recorded-time"]);
     replay.ok();
     // The same recording without its last record and trailer: `model.replay.salvage`.
     let whole = recording();
