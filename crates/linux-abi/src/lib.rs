@@ -67,6 +67,8 @@ pub mod fcntl {
     pub const O_CREAT: u64 = 0o100;
     pub const O_TRUNC: u64 = 0o1000;
     pub const O_APPEND: u64 = 0o2000;
+    /// x86-64 and asm-generic (arm64 has its own).
+    pub const O_DIRECT: u64 = 0o40000;
     pub const F_DUPFD: u64 = 0;
     pub const F_DUPFD_CLOEXEC: u64 = 1030;
     pub const AT_REMOVEDIR: u64 = 0x200;
@@ -269,6 +271,7 @@ mod tests {
             ("O_CREAT", fcntl::O_CREAT, c::O_CREAT as i64),
             ("O_TRUNC", fcntl::O_TRUNC, c::O_TRUNC as i64),
             ("O_APPEND", fcntl::O_APPEND, c::O_APPEND as i64),
+            ("O_DIRECT", fcntl::O_DIRECT, c::O_DIRECT as i64),
             ("F_DUPFD", fcntl::F_DUPFD, c::F_DUPFD as i64),
             ("F_DUPFD_CLOEXEC", fcntl::F_DUPFD_CLOEXEC, c::F_DUPFD_CLOEXEC as i64),
             ("AT_REMOVEDIR", fcntl::AT_REMOVEDIR, c::AT_REMOVEDIR as i64),

@@ -209,6 +209,7 @@ fn syscall_number(k: SyscallKind) -> Option<i64> {
         K::Unlink => libc::SYS_unlink,
         K::Unlinkat => libc::SYS_unlinkat,
         K::Creat => libc::SYS_creat,
+        K::Pread64 => libc::SYS_pread64,
     })
 }
 

@@ -763,8 +763,9 @@ pub fn run_recording_opts(
             err
         })?;
     }
-    let replay::Finished { counters, minflt, images, stats: st, khugepaged } = rp.finish();
+    let replay::Finished { counters, minflt, images, stats: st, khugepaged, io } = rp.finish();
     let mut r = RunResult::new("sim", source);
+    r.io = io;
     r.settings = settings.knob_map();
     counters_into(&mut r, &counters);
     let census: Vec<mm::debug::CensusReport> = images.iter().map(|i| i.census.clone()).collect();
@@ -838,6 +839,7 @@ pub fn run_recording_opts(
             relocated: st.relocated,
             forked_images: st.forked_images,
             exec_snapshots: st.exec_snapshots,
+            direct_reads_unmodelled: st.direct_reads_unmodelled,
             placement_misses,
             populate_calls: st.populate_calls,
             populate_faults: st.populate_faults,

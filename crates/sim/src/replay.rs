@@ -51,7 +51,7 @@ use uapi::{Counters, ThpSettings};
 use crate::driver::{Machine, Step};
 use crate::{MachineConfig, SimError};
 
-use linux_abi::fcntl::{AT_REMOVEDIR, FALLOC_FL_KEEP_SIZE, F_DUPFD, F_DUPFD_CLOEXEC, O_APPEND, O_CREAT, O_TRUNC, O_WRONLY, RWF_APPEND};
+use linux_abi::fcntl::{AT_REMOVEDIR, FALLOC_FL_KEEP_SIZE, F_DUPFD, F_DUPFD_CLOEXEC, O_APPEND, O_CREAT, O_DIRECT, O_TRUNC, O_WRONLY, RWF_APPEND};
 use linux_abi::memfd::MFD_HUGETLB;
 use linux_abi::mman::{
     MADV_COLLAPSE, MADV_DOFORK, MADV_DONTFORK, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_KEEPONFORK, MADV_WIPEONFORK, MADV_NOHUGEPAGE, MADV_POPULATE_READ, MADV_POPULATE_WRITE, MAP_ANONYMOUS,
@@ -68,6 +68,8 @@ const STACK_LIMIT: u64 = 8 << 20;
 /// Counts of what the replay did, for the result's `model.replay` section.
 #[derive(Clone, Debug, Default)]
 pub struct ReplayStats {
+    /// O_DIRECT reads (or parts of one) into memory the model does not back: not pinned.
+    pub direct_reads_unmodelled: u64,
     pub processes: u64,
     pub images: u64,
     pub events: u64,
@@ -179,6 +181,9 @@ struct Desc {
     file: FileRef,
     pos: u64,
     append: bool,
+    /// Opened with O_DIRECT: a read pins its buffer (mm/gup.c: `pin_user_pages_fast` through
+    /// `iov_iter_extract_pages` in the block layer's direct I/O) instead of copying into it.
+    direct: bool,
 }
 
 struct Image {
@@ -263,8 +268,8 @@ impl Image {
         self.fds.get(&(fd as i32)).map_or(FileRef::Other, |&d| self.descs[d].file)
     }
 
-    fn install(&mut self, fd: i64, file: FileRef, append: bool) {
-        self.descs.push(Desc { file, pos: 0, append });
+    fn install(&mut self, fd: i64, file: FileRef, append: bool, direct: bool) {
+        self.descs.push(Desc { file, pos: 0, append, direct });
         self.fds.insert(fd as i32, self.descs.len() - 1);
     }
 }
@@ -309,6 +314,8 @@ pub struct Replay<'a> {
     pub stats: ReplayStats,
     /// The clock follows the recording's timestamps (`follow_recorded_time`).
     recorded_time: bool,
+    /// What O_DIRECT reads pinned (the result's `io`, as a workload's `read_direct`).
+    io: Option<uapi::result::IoResult>,
     check: bool,
     source: String,
     /// The recording has an exec snapshot for every execve (`flags::EXEC_SNAPSHOT_EVERY`).
@@ -367,6 +374,7 @@ impl<'a> Replay<'a> {
                 ..Default::default()
             },
             recorded_time: false,
+            io: None,
             check,
             source: source.to_string(),
             every_exec_snapshot: header.flags & trace::flags::EXEC_SNAPSHOT_EVERY != 0,
@@ -1114,7 +1122,7 @@ impl<'a> Replay<'a> {
                     st.shmem_files += 1;
                     FileRef::Shmem(self.m.step_current(Step::ShmemCreate { sb: SHM_MNT, linked: false }).created())
                 };
-                img.install(ret, file, false);
+                img.install(ret, file, false, false);
             }
             SyscallKind::Open | SyscallKind::Openat | SyscallKind::Creat if ret >= 0 => {
                 let flags = match kind {
@@ -1150,7 +1158,7 @@ impl<'a> Replay<'a> {
                     }
                     _ => FileRef::Other,
                 };
-                img.install(ret, file, flags & O_APPEND != 0);
+                img.install(ret, file, flags & O_APPEND != 0, flags & O_DIRECT != 0);
             }
             SyscallKind::Unlink | SyscallKind::Unlinkat if ret == 0 => {
                 if kind == SyscallKind::Unlinkat && a[2] & AT_REMOVEDIR != 0 {
@@ -1188,9 +1196,30 @@ impl<'a> Replay<'a> {
                     img.descs[d].pos = ret as u64;
                 }
             }
-            SyscallKind::Read | SyscallKind::Readv if ret > 0 => {
-                if let Some(d) = desc(img, a[0]) {
+            SyscallKind::Read | SyscallKind::Readv | SyscallKind::Pread64 if ret > 0 => {
+                let Some(d) = desc(img, a[0]) else { return };
+                if kind != SyscallKind::Pread64 {
                     img.descs[d].pos += ret as u64;
+                }
+                // An O_DIRECT read into one buffer (readv's iovecs are not recorded): the block
+                // layer pins the `ret` bytes it filled with FOLL_WRITE, faulting in what is not
+                // mapped writable (counted in minflt, as GUP faults are), and unpins them at
+                // completion.
+                if img.descs[d].direct && kind != SyscallKind::Readv {
+                    let io = self.io.get_or_insert_with(Default::default);
+                    io.direct_reads += 1;
+                    io.bytes += ret as u64;
+                    for (ms, me) in img.tr_range(a[1], a[1] + ret as u64) {
+                        match self.m.step_current(Step::PinUserPages { start: ms, len: me - ms }).pinned() {
+                            Ok(p) => {
+                                io.pinned_folios += p.folios;
+                                io.pinned_pte_pages += p.pte_pages;
+                                io.pinned_pmd_pages += p.pmd_pages;
+                                io.pin_faults += p.faults;
+                            }
+                            Err(_) => st.direct_reads_unmodelled += 1,
+                        }
+                    }
                 }
             }
             SyscallKind::Write | SyscallKind::Writev | SyscallKind::Pwrite64 | SyscallKind::Pwritev | SyscallKind::Pwritev2 if ret > 0 => {
@@ -1272,7 +1301,7 @@ impl<'a> Replay<'a> {
         let mut counters = self.done_counters;
         counters.add(&self.m.counters);
         let khugepaged = self.recorded_time.then(|| self.m.khugepaged_state().clone());
-        Finished { counters, minflt, images: self.done_images, stats: self.stats, khugepaged }
+        Finished { counters, minflt, images: self.done_images, stats: self.stats, khugepaged, io: self.io }
     }
 }
 
@@ -1296,6 +1325,8 @@ pub struct Finished {
     pub stats: ReplayStats,
     /// khugepaged's work, when the clock followed the recording's timestamps.
     pub khugepaged: Option<mm::khugepaged::KhugepagedScan>,
+    /// What O_DIRECT reads pinned.
+    pub io: Option<uapi::result::IoResult>,
 }
 
 /// One process image (a process between its execve and its exit or next execve).

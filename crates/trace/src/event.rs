@@ -311,6 +311,7 @@ syscalls! {
     Unlink = 57, "unlink", ["pathname"];
     Unlinkat = 58, "unlinkat", ["dfd", "pathname", "flag"];
     Creat = 59, "creat", ["pathname", "mode"];
+    Pread64 = 60, "pread64", ["fd", "buf", "count", "pos"];
 }
 
 /// Record kind bytes that are not system calls.

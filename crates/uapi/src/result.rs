@@ -229,6 +229,10 @@ pub struct ReplayReport {
     /// Images whose address space was read at their execve (`exec_maps` records).
     #[serde(default)]
     pub exec_snapshots: u64,
+    /// O_DIRECT reads (or parts of one) into memory the model does not back, not pinned (the
+    /// pinned ones are the result's `io`).
+    #[serde(default)]
+    pub direct_reads_unmodelled: u64,
     /// The first 20 mappings the model could not place where the kernel did.
     pub placement_misses: Vec<PlacementMiss>,
     /// Calls that populate memory without faults the recorder sees (MAP_POPULATE, MAP_LOCKED,

@@ -847,3 +847,77 @@ fn khugepaged_collapses_during_a_recorded_program_as_live() {
     assert_eq!(knobs(), knobs_before, "THP knobs changed");
     assert!(failures.is_empty(), "model and live differ:\n{}", failures.join("\n"));
 }
+
+/// Issue #12: O_DIRECT reads in a recording are replayed as pins. progs/direct_read.c reads
+/// 4 MiB with O_DIRECT (read, then pread) into a 2 MiB-aligned buffer it never touches; the
+/// kernel pins each read's part of the buffer with FOLL_WRITE and faults it in through GUP (no
+/// page-fault exception, so nothing of it is recorded). The replay pins what each recorded read
+/// filled: 8 reads, 4 MiB, and the faults the size gives, by hand: 1024 under 4K (one per page),
+/// 64 under 64K (a 64 KiB folio per fault), 2 under PMD (a THP per aligned 2 MiB); minflt and
+/// the large folios as the live runs.
+#[test]
+fn direct_reads_in_a_recording_are_replayed_as_pins() {
+    let _x = exclusive();
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    // A file on a disk file system (a tmpfs takes O_DIRECT as buffered I/O): /var/tmp.
+    let dir = tempfile::tempdir_in("/var/tmp").or_else(|_| tempfile::tempdir()).unwrap();
+    let exe = dir.path().join("direct_read");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/progs/direct_read.c");
+    match Command::new("cc").args(["-O1", "-o"]).arg(&exe).arg(&src).status() {
+        Ok(s) if s.success() => {}
+        other => {
+            println!("skipped: no C compiler ({other:?})");
+            return;
+        }
+    }
+    let data = dir.path().join("data");
+    std::fs::write(&data, vec![7u8; 4 << 20]).unwrap();
+    let status = Command::new(&exe).arg(&data).status().unwrap();
+    if status.code() == Some(77) {
+        println!("skipped: {} does not take O_DIRECT", dir.path().display());
+        return;
+    }
+    assert!(status.success(), "direct_read failed: {status}");
+    let knobs_before = knobs();
+    let argv = vec![exe.to_string_lossy().into_owned(), data.to_string_lossy().into_owned()];
+    let os: Vec<OsString> = argv.iter().map(OsString::from).collect();
+    let rec = match record::record(&os, &record::RecordOptions::default()) {
+        Ok(r) => r,
+        Err(record::RecordError::Unavailable(why)) => {
+            println!("skipped: recording is not available here: {why}");
+            return;
+        }
+        Err(e) => panic!("recording failed: {e}"),
+    };
+    let mut failures = Vec::new();
+    for (label, knobs, pin_faults) in [
+        ("4K only", vec!["enabled=never"], 1024u64),
+        ("64K alone", vec!["enabled=never", "hugepages-64kB/enabled=always"], 64),
+        ("PMD always", vec!["enabled=always"], 2),
+    ] {
+        let mut s = ThpSettings::default();
+        for k in knobs {
+            s.apply_assignment(k).unwrap();
+        }
+        let model = sim::run_recording("direct_read", &rec.header, &rec.events, &s, &sim::MachineConfig::default(), false).unwrap();
+        let live = live::run_program(&argv, &s, &live::ProgramOptions { quiet: true }).unwrap();
+        let io = model.io.clone().unwrap_or_default();
+        let large = |r: &RunResult| r.census.sizes.iter().filter(|(k, _)| k.as_str() != "4kB").map(|(k, e)| (k.clone(), e.folios)).collect::<Vec<_>>();
+        println!("{label}: minflt model {} live {}; io {io:?}; large folios model {:?} live {:?}", model.process.minflt, live.process.minflt, large(&model), large(&live));
+        if (io.direct_reads, io.bytes, io.pin_faults) != (8, 4 << 20, pin_faults) {
+            failures.push(format!("{label}: io {io:?}, expected 8 reads of 4 MiB in all and {pin_faults} pin faults"));
+        }
+        let (m, l) = (model.process.minflt as i64, live.process.minflt as i64);
+        if (m - l).abs() > 5 {
+            failures.push(format!("{label}: minflt model {m} live {l}"));
+        }
+        if large(&model) != large(&live) {
+            failures.push(format!("{label}: large folios model {:?} live {:?}", large(&model), large(&live)));
+        }
+    }
+    assert_eq!(knobs(), knobs_before, "THP knobs changed");
+    assert!(failures.is_empty(), "model and live differ:\n{}", failures.join("\n"));
+}
