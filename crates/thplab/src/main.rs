@@ -686,7 +686,14 @@ fn sim_one(
         r.time = Some(sim::time::estimate(&r, r.process.minflt, calls, fault));
     }
     if let (Some(pin), Some(io)) = (profile.and_then(|p| p.pin.as_ref()), r.io.as_mut()) {
-        io.pin_ns = Some(pin.pin_ns(io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages));
+        let ns = pin.pin_ns(io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages);
+        io.pin_ns = Some(ns);
+        // The reads' pinning is part of the run's time (their faults already are).
+        if let Some(t) = r.time.as_mut() {
+            t.pin_ns = ns;
+            t.total_ns += ns;
+            t.elapsed_ns += ns.round() as u64;
+        }
     }
     Ok(r)
 }

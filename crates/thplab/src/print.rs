@@ -106,7 +106,19 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
         }
         parts.push(format!("{} touches {}", t.touches_without_fault, secs(t.touch_ns)));
         parts.push(format!("{} calls {}", t.calls, secs(t.calls_ns)));
+        if t.collapses > 0 {
+            parts.push(format!("{} MADV_COLLAPSE collapses {}", t.collapses, secs(t.collapse_ns)));
+        }
+        if t.pin_ns > 0.0 {
+            parts.push(format!("O_DIRECT pinning {}", secs(t.pin_ns)));
+        }
         writeln!(out, "  time            {:>12}   (profile: {})", secs(t.total_ns), parts.join(", "))?;
+        if t.elapsed_ns as f64 > t.total_ns + 0.5 {
+            writeln!(out, "  elapsed         {:>12}   (the simulated clock: the time above and the sleeps)", secs(t.elapsed_ns as f64))?;
+        }
+        for p in &t.phases {
+            writeln!(out, "  phase {:<9} {:>12}   (from {})", p.name, secs(p.ns as f64), secs(p.start_ns as f64))?;
+        }
         if !t.unmeasured_sizes.is_empty() {
             writeln!(out, "  time: the profile has no cost for {}; charged as 4kB faults", t.unmeasured_sizes.join(", "))?;
         }

@@ -503,6 +503,10 @@ pub struct TimeEstimate {
     pub collapses: u64,
     #[serde(default)]
     pub collapse_ns: f64,
+    /// With a profile that has `[pin]` too: the O_DIRECT reads' pin and unpin time (`io.pin_ns`),
+    /// part of `total_ns`.
+    #[serde(default)]
+    pub pin_ns: f64,
     /// Sizes that faulted but have no cost in the profile (charged as 4kB faults).
     pub unmeasured_sizes: Vec<String>,
     /// The simulated clock at the end: the priced work plus every `sleep` (a workload's).
