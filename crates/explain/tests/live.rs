@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
-use live::guard::{current_settings, SettingsGuard};
+use live::guard::SettingsGuard;
 use live::sysfs::Paths;
 
 const TARGET: &str = env!("CARGO_BIN_EXE_thplab-explain-target");
@@ -84,8 +84,9 @@ fn explain_names_the_reasons_on_live_processes() {
         return;
     }
     let _s = serial();
-    let paths = Paths::from_env();
-    let mut s = current_settings(&paths).unwrap();
+    // From the kernel's defaults, not from the knobs as they are now: another process's guard
+    // may hold other sizes enabled until this one takes the lock.
+    let mut s = uapi::ThpSettings::default();
     for a in [
         "enabled=madvise",
         "hugepages-2048kB/enabled=inherit",
@@ -173,7 +174,7 @@ fn observe_shows_the_bloat_of_one_byte_per_2m() {
         return;
     }
     let _s = serial();
-    let mut s = current_settings(&Paths::from_env()).unwrap();
+    let mut s = uapi::ThpSettings::default();
     s.apply_assignment("enabled=always").unwrap();
     s.apply_assignment("hugepages-2048kB/enabled=inherit").unwrap();
     let guard = SettingsGuard::apply(&s).unwrap();
