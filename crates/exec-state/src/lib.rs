@@ -17,6 +17,13 @@
 //!   (`close_range(CLOSE_RANGE_CLOEXEC)`), so the program sees only the descriptors thplab
 //!   inherited; the child's own pipes to its parent stay usable until the execve.
 //!
+//! Dispositions are read and set with the raw `rt_sigaction` system call, not the C library's
+//! `sigaction`: glibc refuses the two signals it reserves for itself (32 and 33, SIGCANCEL and
+//! SIGSETXID), yet a program inherits SIG_IGN on those too. Left to the C library, they kept
+//! whatever the forking thplab process had at the time, which differed between the recorder
+//! (which traces from a thread of its own) and the live runner: a recorded program saw 33 at
+//! SIG_DFL where the live run of the same program had it ignored, as thplab's parent did.
+//!
 //! The environment is passed unchanged by the callers. Capture as early as possible (thplab's
 //! `main` does it first); a later first call captures the state at that moment.
 
@@ -28,6 +35,24 @@ const NSIG_MAX: i32 = 64;
 const NLIMITS: usize = 16;
 /// `include/uapi/linux/close_range.h`.
 const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+
+/// The kernel's `struct sigaction` (x86-64 and arm64: handler, flags, restorer, mask; the
+/// `rt_sigaction` system call takes its size of the mask, 8 bytes).
+#[repr(C)]
+struct KernelSigaction {
+    handler: usize,
+    flags: u64,
+    restorer: usize,
+    mask: u64,
+}
+
+/// `rt_sigaction(sig, act, old)`: the raw system call (kernel/signal.c: `do_sigaction`).
+///
+/// # Safety
+/// `act` and `old` are null or valid.
+unsafe fn rt_sigaction(sig: i32, act: *const KernelSigaction, old: *mut KernelSigaction) -> i64 {
+    libc::syscall(libc::SYS_rt_sigaction, sig as libc::c_long, act, old, 8 as libc::c_long)
+}
 
 /// The inherited state, captured once per process.
 pub struct ExecState {
@@ -53,9 +78,9 @@ impl ExecState {
             if sig == libc::SIGPIPE || sig == libc::SIGKILL || sig == libc::SIGSTOP {
                 continue;
             }
-            // SAFETY: reading the disposition into a zeroed sigaction.
-            let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-            if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } == 0 && old.sa_sigaction == libc::SIG_IGN {
+            let mut old = KernelSigaction { handler: 0, flags: 0, restorer: 0, mask: 0 };
+            // SAFETY: reading the disposition into `old`.
+            if unsafe { rt_sigaction(sig, std::ptr::null(), &mut old) } == 0 && old.handler == libc::SIG_IGN {
                 ignored |= 1 << (sig - 1);
             }
         }
@@ -96,10 +121,8 @@ impl ExecState {
             if sig == libc::SIGKILL || sig == libc::SIGSTOP {
                 continue;
             }
-            let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = if self.was_ignored(sig) { libc::SIG_IGN } else { libc::SIG_DFL };
-            // Fails (harmlessly) for the signals the C library reserves for itself.
-            libc::sigaction(sig, &act, std::ptr::null_mut());
+            let act = KernelSigaction { handler: if self.was_ignored(sig) { libc::SIG_IGN } else { libc::SIG_DFL }, flags: 0, restorer: 0, mask: 0 };
+            rt_sigaction(sig, &act, std::ptr::null_mut());
         }
         libc::pthread_sigmask(libc::SIG_SETMASK, &self.mask, std::ptr::null_mut());
         for (i, l) in self.limits.iter().enumerate() {

@@ -247,9 +247,11 @@ fn a_replay_prints_each_process_and_warns_of_placements_it_could_not_reproduce()
     assert_eq!(lines.len(), 2, "{procs}");
     let cols = |l: &str| l.split_whitespace().map(String::from).collect::<Vec<_>>();
     let child = cols(lines.iter().find(|l| l.trim_start().starts_with("101")).unwrap());
-    assert_eq!(child[..7], ["101", "1", "16", "64", "kB", "64", "kB"], "{procs}");
+    // The child's image was made by an execve the hand-made recording has no snapshot of; the
+    // root's has one.
+    assert_eq!(child[..8], ["101", "1", "no", "16", "64", "kB", "64", "kB"], "{procs}");
     let root = cols(lines.iter().find(|l| l.trim_start().starts_with("100")).unwrap());
-    assert_eq!(root[..7], ["100", "0", "16", "4", "kB", "68", "kB"], "{procs}");
+    assert_eq!(root[..8], ["100", "0", "yes", "16", "4", "kB", "68", "kB"], "{procs}");
     assert!(lines.iter().any(|l| l.ends_with("/usr/bin/hand-made")), "{procs}");
     // The placement miss is warned in text (stderr), with both addresses.
     // The child's image has no address-space snapshot, so the model places its mapping below
@@ -257,7 +259,9 @@ fn a_replay_prints_each_process_and_warns_of_placements_it_could_not_reproduce()
     assert!(r.stderr.contains("2 of 2 mappings without MAP_FIXED could not be placed where the kernel put them"), "{}", r.stderr);
     assert!(r.stderr.contains(&format!("pid 100: private anonymous mapping of 4194304 bytes (hint 0x0): the kernel put it at {:#x}, the model would at 0x7ffff7a00000", recording::Z)), "{}", r.stderr);
     assert!(r.stderr.contains("pid 101: private anonymous mapping of 65536 bytes (hint 0x0): the kernel put it at 0x7ffff7f00000, the model would at 0x7dfffffb5000"), "{}", r.stderr);
-    assert!(out.contains("WARNING: 0 of 2 placements matched the kernel's, 0 relocated; 3 replay warnings (printed on stderr"), "{out}");
+    // The two misses, their summary, and that the child's execve has no snapshot.
+    assert!(r.stderr.contains("1 process images made by an execve have no exec snapshot"), "{}", r.stderr);
+    assert!(out.contains("WARNING: 0 of 2 placements matched the kernel's, 0 relocated; 4 replay warnings (printed on stderr"), "{out}");
     let v = thplab(&["sim", &f, "--json"]).ok().result();
     let rp = v.model.as_ref().and_then(|m| m.replay.as_ref()).expect("model.replay");
     assert_eq!(rp.per_process.len(), 2);
