@@ -177,10 +177,18 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
         let kind = if tol.time_pct > 0.0 { RowKind::Process } else { RowKind::Informational };
         push(TIME_ROW.into(), m_us, l_us, kind, (0, tol.time_pct));
     }
-    // Each call of the model beside the live call of the same line and name (a statement makes
-    // at most one call), never by position: a side may list calls the other does not.
+    // Each call of the model beside the live call of the same line and name, the n-th beside
+    // the n-th (a repeated statement makes one call each round), never by position alone: a
+    // side may list calls the other does not.
+    let mut live_by_key: std::collections::HashMap<(usize, &str), Vec<&uapi::CallResult>> = std::collections::HashMap::new();
+    for l in &live.calls {
+        live_by_key.entry((l.line, l.call.as_str())).or_default().push(l);
+    }
+    let mut seen: std::collections::HashMap<(usize, &str), usize> = std::collections::HashMap::new();
     for m in &model.calls {
-        let l = live.calls.iter().find(|l| l.line == m.line && l.call == m.call);
+        let nth = seen.entry((m.line, m.call.as_str())).or_default();
+        let l = live_by_key.get(&(m.line, m.call.as_str())).and_then(|v| v.get(*nth)).copied();
+        *nth += 1;
         let lret = l.map_or("no such call", |l| l.ret.as_str());
         if live.calls.is_empty() || lret == m.ret {
             continue;

@@ -84,7 +84,7 @@ impl Ctx<'_> {
 }
 
 const VERBS: &str =
-    "mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, phase, read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, thread, vfork, in, exit, wait";
+    "mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, phase, repeat, read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, thread, vfork, in, exit, wait";
 
 /// Parse workload text. `source` names it in errors (a path, or `<builtin>`).
 pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
@@ -122,7 +122,7 @@ pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
             continue;
         }
         seen_statement = true;
-        if procs.structure(&cx, &mut w, &words)? {
+        if procs.repeat_block(&cx, &mut w, &words)? || procs.structure(&cx, &mut w, &words)? {
             continue;
         }
         let kind = parse_statement(&cx, &mut w, &words)?;
@@ -150,8 +150,8 @@ pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
         }
         w.ops.push(Op { line: cx.line, proc, kind });
     }
-    if let Some((_, line)) = procs.stack.last() {
-        let cx = Ctx { source, line: *line, names: &names };
+    if let Some(line) = procs.stack.last().map(|(_, l)| *l).or(procs.repeat.map(|r| r.line)) {
+        let cx = Ctx { source, line, names: &names };
         return Err(cx.err("this block is never closed: end it with a line holding only '}'"));
     }
     Ok(w)
@@ -163,7 +163,20 @@ struct Procs {
     /// Open `fork NAME {` / `in NAME {` blocks: the process and the line of the block.
     stack: Vec<(ProcId, usize)>,
     exited: Vec<ProcId>,
+    /// An open `repeat N {` block.
+    repeat: Option<Repeat>,
 }
+
+/// `repeat N {`: its count, the first operation of its body, its line.
+#[derive(Clone, Copy)]
+struct Repeat {
+    count: u64,
+    first_op: usize,
+    line: usize,
+}
+
+/// The most operations a workload may have once its `repeat` blocks are written out.
+pub const MAX_OPS: usize = 1_000_000;
 
 impl Procs {
     fn current(&self) -> ProcId {
@@ -172,6 +185,51 @@ impl Procs {
 
     fn by_name(w: &Workload, name: &str) -> Option<ProcId> {
         w.procs.iter().position(|p| p.name == name).map(|i| ProcId(i as u32))
+    }
+
+    /// `repeat N {` and the `}` that ends it: the body's statements run N times in a row (the
+    /// parser writes them out N times, so the model and the live executor run the same
+    /// operations). In main only, not nested, and without process statements, whose processes
+    /// would be made or ended twice. Returns whether the line was one of them.
+    fn repeat_block(&mut self, cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<bool, WorkloadError> {
+        match words {
+            ["repeat", rest @ ..] => {
+                let [n, "{"] = rest else { return Err(cx.err("expected: repeat N {")) };
+                let count = match n.parse::<u64>() {
+                    Ok(c) if (1..=100_000).contains(&c) => c,
+                    _ if duration_ns(n).is_ok() => {
+                        return Err(cx.err(format!(
+                            "repeat takes a count (1 to 100000), not a duration ('{n}'): the model and the live run would repeat a different number of times"
+                        )))
+                    }
+                    _ => return Err(cx.err(format!("invalid repeat count '{n}': write a whole number from 1 to 100000"))),
+                };
+                if self.repeat.is_some() {
+                    return Err(cx.err("repeat blocks do not nest: close the open one with '}' first"));
+                }
+                if !self.stack.is_empty() {
+                    return Err(cx.err("repeat runs in main only: close the process block with '}' first"));
+                }
+                self.repeat = Some(Repeat { count, first_op: w.ops.len(), line: cx.line });
+                Ok(true)
+            }
+            ["}"] if self.stack.is_empty() => {
+                let Some(r) = self.repeat.take() else { return Ok(false) };
+                let body = w.ops[r.first_op..].to_vec();
+                if w.ops.len() + body.len() * (r.count as usize - 1) > MAX_OPS {
+                    return Err(cx.err(format!("repeat {} of {} statements makes more than {MAX_OPS} operations", r.count, body.len())));
+                }
+                for _ in 1..r.count {
+                    w.ops.extend_from_slice(&body);
+                }
+                Ok(true)
+            }
+            [verb @ ("fork" | "thread" | "vfork" | "in" | "exit" | "wait"), ..] if self.repeat.is_some() => {
+                let line = self.repeat.map_or(0, |r| r.line);
+                Err(cx.err(format!("'{verb}' cannot be repeated (repeat on line {line}): it would make or end a process more than once")))
+            }
+            _ => Ok(false),
+        }
     }
 
     /// `fork NAME [{]`, `thread NAME [{]`, `vfork NAME {`, `in NAME {` and `}`. Returns whether

@@ -54,6 +54,23 @@ fn touch_plans_visit_the_same_pages_in_each_order() {
     assert_eq!(TouchPlan::new(byte, 0).iter().collect::<Vec<_>>(), [100]);
 }
 
+/// `repeat N { }` writes its body out N times, in order, with the body's line numbers; it
+/// refuses durations, nesting, process blocks and process statements inside.
+#[test]
+fn repeat_writes_its_body_out_n_times() {
+    let w = parse("w.thpw", "mmap a 1M\nrepeat 3 {\n  touch a write\n  madvise a dontneed\n}\nmunmap a\n").unwrap();
+    let lines: Vec<usize> = w.ops.iter().map(|o| o.line).collect();
+    assert_eq!(lines, [1, 3, 4, 3, 4, 3, 4, 6]);
+    assert_eq!(w.touched_pages(), 3 * 256);
+    assert_eq!(err("repeat 3s {\n}\n"), "w.thpw:1: repeat takes a count (1 to 100000), not a duration ('3s'): the model and the live run would repeat a different number of times");
+    assert_eq!(err("repeat 0 {\n}\n"), "w.thpw:1: invalid repeat count '0': write a whole number from 1 to 100000");
+    assert_eq!(err("repeat 2 {\nrepeat 2 {\n}\n}\n"), "w.thpw:2: repeat blocks do not nest: close the open one with '}' first");
+    assert_eq!(err("repeat 2 {\nfork c\n}\n"), "w.thpw:2: 'fork' cannot be repeated (repeat on line 1): it would make or end a process more than once");
+    assert_eq!(err("fork c {\nrepeat 2 {\n}\n}\n"), "w.thpw:2: repeat runs in main only: close the process block with '}' first");
+    assert_eq!(err("mmap a 4K\nrepeat 2 {\ntouch a write\n"), "w.thpw:2: this block is never closed: end it with a line holding only '}'");
+    assert_eq!(err("repeat 2\n"), "w.thpw:1: expected: repeat N {");
+}
+
 #[test]
 fn phase_names_a_part_of_the_run() {
     let w = parse("w.thpw", "phase fill\nmmap a 1M\ntouch a write\nphase read\ntouch a read\n").unwrap();
@@ -66,7 +83,7 @@ fn phase_names_a_part_of_the_run() {
 fn errors_name_file_line_and_what_is_valid() {
     assert_eq!(
         err("mmap a 1M\n\nfrobnicate a"),
-        "w.thpw:3: unknown operation 'frobnicate'; valid: mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, phase, \
+        "w.thpw:3: unknown operation 'frobnicate'; valid: mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, phase, repeat, \
          read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, thread, vfork, in, exit, wait"
     );
     assert_eq!(err("touch a write"), "w.thpw:1: unknown region 'a'; declared so far: none (declare one with mmap)");
