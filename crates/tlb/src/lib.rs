@@ -167,10 +167,6 @@ impl TlbStats {
 /// Entry shifts a structure may hold: 4K, 16K, 32K, 64K, 1M, 2M, 16M, 32M, 512M, 1G.
 pub const SHIFTS: [u8; 10] = [12, 14, 15, 16, 20, 21, 24, 25, 29, 30];
 
-fn shift_index(shift: u8) -> usize {
-    SHIFTS.iter().position(|&s| s == shift).expect("entry shift in SHIFTS")
-}
-
 /// Tag of an entry: the virtual page number at its size, with the size in the low bits and the
 /// top bit set so that no tag is zero.
 #[inline]
@@ -189,16 +185,17 @@ pub(crate) fn tag_range(t: u64) -> (u64, u64) {
 #[derive(Clone, Debug)]
 struct Level {
     arrays: Vec<assoc::Array>,
-    /// Per index of `SHIFTS`: (array, stored shift), or `None` if no array can hold it.
-    route: [Option<(u8, u8)>; 10],
+    /// Per natural entry shift (an element of `SHIFTS`, so below 32): (array, stored shift), or
+    /// `None` if no array can hold it.
+    route: [Option<(u8, u8)>; 32],
     /// Coalescing of 4 KiB PTEs: the shift of a coalesced entry (15 for AMD's 8 × 4 KiB).
     coalesce: Option<u8>,
 }
 
 impl Level {
     fn new(specs: &[StructureSpec], coalesce: Option<u8>) -> Self {
-        let mut route = [None; 10];
-        for (i, &natural) in SHIFTS.iter().enumerate() {
+        let mut route = [None; 32];
+        for &natural in SHIFTS.iter() {
             // The array holding this size; else the one holding the largest smaller size.
             let mut best: Option<(u8, u8)> = None;
             for (a, spec) in specs.iter().enumerate() {
@@ -208,7 +205,7 @@ impl Level {
                     }
                 }
             }
-            route[i] = best;
+            route[natural as usize] = best;
         }
         Level { arrays: specs.iter().map(|s| assoc::Array::new(s.geometry)).collect(), route, coalesce }
     }
@@ -221,24 +218,8 @@ impl Level {
                 n = c;
             }
         }
-        self.route[shift_index_fast(n)].map(|(a, s)| (a as usize, s))
-    }
-}
-
-#[inline]
-fn shift_index_fast(shift: u8) -> usize {
-    match shift {
-        12 => 0,
-        14 => 1,
-        15 => 2,
-        16 => 3,
-        20 => 4,
-        21 => 5,
-        24 => 6,
-        25 => 7,
-        29 => 8,
-        30 => 9,
-        _ => shift_index(shift),
+        debug_assert!(SHIFTS.contains(&n));
+        self.route[n as usize & 31].map(|(a, s)| (a as usize, s))
     }
 }
 
@@ -301,34 +282,28 @@ impl Tlb {
         let natural = self.natural_shift(t);
         // Coalescing needs host-physical contiguity, which a nested guest cannot see: off there.
         let contig = if matches!(self.paging, Paging::Nested { .. }) { 0 } else { t.contig_order };
-        let p1 = self.l1.place(natural, contig);
-        if let Some((a, s)) = p1 {
-            if self.l1.arrays[a].lookup(t.vaddr >> s, tag(t.vaddr, s)) {
+        // L1, L2 and the walk caches are distinct arrays: looking one up and filling it on a
+        // miss at once (`lookup_or_fill`) leaves each in the state of a lookup, then a fill after
+        // the walk.
+        if let Some((a, s)) = self.l1.place(natural, contig) {
+            if self.l1.arrays[a].lookup_or_fill(t.vaddr >> s, tag(t.vaddr, s)) {
                 self.stats.l1_hits += 1;
                 return Outcome::L1Hit;
             }
         }
-        let p2 = self.l2.place(natural, contig);
-        let hit2 = match p2 {
-            Some((a, s)) => self.l2.arrays[a].lookup(t.vaddr >> s, tag(t.vaddr, s)),
+        let hit2 = match self.l2.place(natural, contig) {
+            Some((a, s)) => self.l2.arrays[a].lookup_or_fill(t.vaddr >> s, tag(t.vaddr, s)),
             None => false,
         };
-        let out = if hit2 {
+        if hit2 {
             self.stats.l2_hits += 1;
             Outcome::L2Hit
         } else {
             let refs = self.walker.walk(t, &mut self.stats);
             self.stats.walks += 1;
             self.stats.walk_refs += refs as u64;
-            if let Some((a, s)) = p2 {
-                self.l2.arrays[a].fill(t.vaddr >> s, tag(t.vaddr, s));
-            }
             Outcome::Walk { refs }
-        };
-        if let Some((a, s)) = p1 {
-            self.l1.arrays[a].fill(t.vaddr >> s, tag(t.vaddr, s));
         }
-        out
     }
 
     /// Invalidates every TLB and walk-cache entry that overlaps `[start, start+len)` (a
