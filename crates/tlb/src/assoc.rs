@@ -1,10 +1,13 @@
 //! Set-associative and fully-associative tag arrays with LRU or tree pseudo-LRU replacement.
 //!
-//! A tag is any non-zero `u64` (zero marks an invalid way). `SetAssoc` scans the ways of one set;
-//! `FullyAssoc` (for large fully-associative arrays such as a 72-entry L1 DTLB) keeps an
-//! open-addressing index from tag to slot and an intrusive LRU list, so a lookup and a fill cost
-//! O(1) whatever the number of entries. Both answer the same questions: `lookup` (a hit updates the
-//! replacement state), `fill` (insert after a miss, evicting the victim), `invalidate_if`.
+//! A tag is any non-zero `u64` (zero marks an invalid way). `Sets` (sets of up to 16 ways) keeps
+//! a fingerprint byte per way and compares a set's fingerprints at once, then only the matching
+//! tags; `FullyAssoc` (for large fully-associative LRU arrays of up to 255 entries, such as a
+//! 72-entry L1 DTLB) keeps an open-addressing index from tag to slot and an intrusive LRU list, so
+//! a lookup and a fill cost O(1) whatever the number of entries; `SetAssoc` scans the ways of a set
+//! (any other geometry, and the reference the others are tested against). All answer the same
+//! questions: `lookup` (a hit updates the replacement state), `fill` (insert after a miss,
+//! evicting the victim), `lookup_or_fill` (both, the set found once), `invalidate_if`.
 
 /// Replacement policy of a set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,7 +65,7 @@ macro_rules! each {
 impl Array {
     pub fn new(g: Geometry) -> Self {
         assert!(g.entries > 0 && g.ways > 0 && g.entries % g.ways == 0, "bad TLB geometry {g:?}");
-        if g.ways > 16 && g.sets() == 1 && g.replacement == Replacement::Lru {
+        if g.ways > 16 && g.sets() == 1 && g.replacement == Replacement::Lru && g.entries <= FULL_MAX {
             Array::Full(FullyAssoc::new(g.entries))
         } else if g.ways <= 16 {
             Array::Sets(Sets::new(g))
@@ -232,11 +235,17 @@ impl Sets {
     fn set_of(&self, index: u64) -> usize {
         (if self.sets_mask != u64::MAX { index & self.sets_mask } else { index % self.sets }) as usize
     }
+    /// Per way of set `set`, the high bit of its fingerprint byte if it may equal `f` (exact for
+    /// the lowest match, possibly more above it); only the set's ways.
+    #[inline(always)]
+    fn candidates(&self, set: usize, f: u8) -> u128 {
+        let fb = f as u64 * 0x0101_0101_0101_0101;
+        zero_bytes(u128::from_le_bytes(self.state[set].fp) ^ ((fb as u128) << 64 | fb as u128)) & self.ways_bytes
+    }
     /// The way of set `set` holding `tag`, if any.
     #[inline(always)]
     fn find(&self, set: usize, tag: u64) -> Option<u32> {
-        let f = fingerprint(tag) as u128 * BYTES_1;
-        let mut c = zero_bytes(u128::from_le_bytes(self.state[set].fp) ^ f) & self.ways_bytes;
+        let mut c = self.candidates(set, fingerprint(tag));
         let base = set * self.ways as usize;
         while c != 0 {
             let w = c.trailing_zeros() / 8;
@@ -254,8 +263,8 @@ impl Sets {
     }
     #[inline(always)]
     fn fill_set(&mut self, set: usize, tag: u64) {
+        let free = self.candidates(set, 0);
         let st = &self.state[set];
-        let free = zero_bytes(u128::from_le_bytes(st.fp)) & self.ways_bytes;
         let victim = if free != 0 {
             free.trailing_zeros() / 8
         } else if self.plru {
@@ -426,40 +435,48 @@ impl SetAssoc {
     }
 }
 
-const NIL: u16 = u16::MAX;
+/// The most entries of a `FullyAssoc` (slot numbers are bytes, 255 = none).
+pub const FULL_MAX: u32 = 255;
+const NIL: u8 = u8::MAX;
+/// Buckets of the index of a `FullyAssoc`: 4 per entry, rounded up to a power of two, at most this.
+const BUCKETS: usize = 1024;
 
-/// A fully-associative LRU array: an index (open addressing, linear probing, backward-shift
-/// deletion; each bucket holds the tag itself, 0 = empty, and its slot) and a doubly-linked
-/// recency list over the slots.
+/// A fully-associative LRU array of at most `FULL_MAX` entries: an index (open addressing,
+/// linear probing, backward-shift deletion; each bucket holds the tag itself, 0 = empty, and its
+/// slot) and a doubly-linked recency list over the slots. Fixed-size arrays indexed by a byte or a
+/// masked bucket number need no bounds checks.
 #[derive(Clone, Debug)]
 pub struct FullyAssoc {
-    tags: Box<[u64]>,
-    prev: Box<[u16]>,
-    next: Box<[u16]>,
-    head: u16,
-    tail: u16,
+    entries: u16,
     used: u16,
-    keys: Box<[u64]>,
-    slots: Box<[u16]>,
+    head: u8,
+    tail: u8,
+    /// Buckets in use - 1.
     mask: usize,
     shift: u32,
+    tags: Box<[u64; 256]>,
+    prev: Box<[u8; 256]>,
+    next: Box<[u8; 256]>,
+    keys: Box<[u64; BUCKETS]>,
+    slots: Box<[u8; BUCKETS]>,
 }
 
 impl FullyAssoc {
     fn new(entries: u32) -> Self {
-        assert!(entries < NIL as u32);
+        assert!(entries <= FULL_MAX);
         let buckets = (entries as usize * 4).next_power_of_two();
         FullyAssoc {
-            tags: vec![0; entries as usize].into_boxed_slice(),
-            prev: vec![NIL; entries as usize].into_boxed_slice(),
-            next: vec![NIL; entries as usize].into_boxed_slice(),
+            entries: entries as u16,
+            used: 0,
             head: NIL,
             tail: NIL,
-            used: 0,
-            keys: vec![0; buckets].into_boxed_slice(),
-            slots: vec![NIL; buckets].into_boxed_slice(),
             mask: buckets - 1,
             shift: 64 - buckets.trailing_zeros(),
+            tags: Box::new([0; 256]),
+            prev: Box::new([NIL; 256]),
+            next: Box::new([NIL; 256]),
+            keys: Box::new([0; BUCKETS]),
+            slots: Box::new([NIL; BUCKETS]),
         }
     }
     #[inline(always)]
@@ -469,23 +486,24 @@ impl FullyAssoc {
     /// The bucket holding `tag`, or the empty bucket where its probe ends.
     #[inline(always)]
     fn probe(&self, tag: u64) -> usize {
-        let mut b = self.bucket(tag);
+        let mask = self.mask & (BUCKETS - 1);
+        let mut b = self.bucket(tag) & mask;
         loop {
-            let k = self.keys[b & self.mask];
+            let k = self.keys[b];
             if k == tag || k == 0 {
-                return b & self.mask;
+                return b;
             }
-            b += 1;
+            b = (b + 1) & mask;
         }
     }
     #[inline(always)]
-    fn unlink(&mut self, s: u16) {
+    fn unlink(&mut self, s: u8) {
         let (p, n) = (self.prev[s as usize], self.next[s as usize]);
         if p != NIL { self.next[p as usize] = n } else { self.head = n }
         if n != NIL { self.prev[n as usize] = p } else { self.tail = p }
     }
     #[inline(always)]
-    fn push_front(&mut self, s: u16) {
+    fn push_front(&mut self, s: u8) {
         self.prev[s as usize] = NIL;
         self.next[s as usize] = self.head;
         if self.head != NIL {
@@ -496,7 +514,7 @@ impl FullyAssoc {
         self.head = s;
     }
     #[inline(always)]
-    fn to_front(&mut self, s: u16) {
+    fn to_front(&mut self, s: u8) {
         if self.head != s {
             self.unlink(s);
             self.push_front(s);
@@ -524,7 +542,7 @@ impl FullyAssoc {
     /// Removes `tag` (present) from the index.
     #[inline(always)]
     fn index_remove(&mut self, tag: u64) {
-        let mask = self.mask;
+        let mask = self.mask & (BUCKETS - 1);
         let mut hole = self.probe(tag);
         // Backward-shift deletion keeps every probe chain unbroken.
         let mut j = hole;
@@ -547,24 +565,18 @@ impl FullyAssoc {
     }
     #[inline(always)]
     fn fill(&mut self, tag: u64) {
-        let s = if (self.used as usize) < self.tags.len() {
+        let s = if self.used < self.entries {
             self.used += 1;
             // Free slots are taken in order; a slot freed by invalidation is marked by tag 0.
-            match self.tags.iter().position(|&t| t == 0) {
-                Some(s) => s as u16,
+            match self.tags[..self.entries as usize].iter().position(|&t| t == 0) {
+                Some(s) => s as u8,
                 None => unreachable!("used < entries but no free slot"),
             }
         } else {
             let v = self.tail;
-            let old = self.tags[v as usize];
-            self.index_remove(old);
+            self.index_remove(self.tags[v as usize]);
             self.unlink(v);
-            self.push_front(v);
-            self.tags[v as usize] = tag;
-            let b = self.probe(tag);
-            self.keys[b] = tag;
-            self.slots[b] = v;
-            return;
+            v
         };
         self.tags[s as usize] = tag;
         let b = self.probe(tag);
@@ -574,11 +586,11 @@ impl FullyAssoc {
     }
     fn invalidate_if(&mut self, pred: impl Fn(u64) -> bool) -> u64 {
         let mut n = 0;
-        for s in 0..self.tags.len() {
+        for s in 0..self.entries as usize {
             let t = self.tags[s];
             if t != 0 && pred(t) {
                 self.index_remove(t);
-                self.unlink(s as u16);
+                self.unlink(s as u8);
                 self.tags[s] = 0;
                 self.used -= 1;
                 n += 1;

@@ -232,18 +232,67 @@ pub struct Tlb {
     l2: Level,
     walker: walk::Walker,
     stats: TlbStats,
+    /// Where a translation goes, precomputed per (leaf size, cont bit, contig_order up to 15):
+    /// see `Tlb::routes`.
+    routes: Box<[Route; 3 * 2 * 16]>,
+}
+
+/// The arrays of L1 and L2 (index, or `NONE`) a translation goes to and the shifts of its entries there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Route {
+    l1: u8,
+    s1: u8,
+    l2: u8,
+    s2: u8,
+}
+
+impl Route {
+    const NONE: u8 = u8::MAX;
 }
 
 impl Tlb {
     pub fn new(preset: &'static CpuPreset, paging: Paging) -> Self {
-        Tlb {
+        let mut tlb = Tlb {
             preset,
             paging,
             l1: Level::new(preset.l1, preset.l1_coalesce),
             l2: Level::new(preset.l2, preset.l2_coalesce),
             walker: walk::Walker::new(preset, paging),
             stats: TlbStats::default(),
+            routes: Box::new([Route { l1: Route::NONE, s1: 0, l2: Route::NONE, s2: 0 }; 3 * 2 * 16]),
+        };
+        let mut routes = [Route { l1: Route::NONE, s1: 0, l2: Route::NONE, s2: 0 }; 3 * 2 * 16];
+        for (si, size) in [PageSize::K4, PageSize::M2, PageSize::G1].into_iter().enumerate() {
+            for cont in [false, true] {
+                for contig_order in 0..16u8 {
+                    let t = Translation { vaddr: 0, pfn: 0, size, contig_order, cont };
+                    routes[Self::route_index(&t)] = tlb.route(&t);
+                    debug_assert_eq!(Self::route_index(&t), si * 32 + cont as usize * 16 + contig_order as usize);
+                }
+            }
         }
+        tlb.routes = Box::new(routes);
+        tlb
+    }
+    /// The index in `routes` of `t`'s route. A contig_order above 15 routes as 15: the
+    /// coalescing thresholds (`Level::place`) are at most 9.
+    #[inline(always)]
+    fn route_index(t: &Translation) -> usize {
+        let size = match t.size {
+            PageSize::K4 => 0,
+            PageSize::M2 => 1,
+            PageSize::G1 => 2,
+        };
+        size * 32 + (t.cont as usize) * 16 + t.contig_order.min(15) as usize
+    }
+    /// The route of `t`, from the levels' placement rules.
+    fn route(&self, t: &Translation) -> Route {
+        let natural = self.natural_shift(t);
+        // Coalescing needs host-physical contiguity, which a nested guest cannot see: off there.
+        let contig = if matches!(self.paging, Paging::Nested { .. }) { 0 } else { t.contig_order };
+        let (l1, s1) = self.l1.place(natural, contig).map_or((Route::NONE, 0), |(a, s)| (a as u8, s));
+        let (l2, s2) = self.l2.place(natural, contig).map_or((Route::NONE, 0), |(a, s)| (a as u8, s));
+        Route { l1, s1, l2, s2 }
     }
     pub fn preset(&self) -> &'static CpuPreset {
         self.preset
@@ -279,22 +328,15 @@ impl Tlb {
     #[inline]
     pub fn access(&mut self, t: &Translation) -> Outcome {
         self.stats.accesses += 1;
-        let natural = self.natural_shift(t);
-        // Coalescing needs host-physical contiguity, which a nested guest cannot see: off there.
-        let contig = if matches!(self.paging, Paging::Nested { .. }) { 0 } else { t.contig_order };
+        let r = self.routes[Self::route_index(t)];
         // L1, L2 and the walk caches are distinct arrays: looking one up and filling it on a
         // miss at once (`lookup_or_fill`) leaves each in the state of a lookup, then a fill after
         // the walk.
-        if let Some((a, s)) = self.l1.place(natural, contig) {
-            if self.l1.arrays[a].lookup_or_fill(t.vaddr >> s, tag(t.vaddr, s)) {
-                self.stats.l1_hits += 1;
-                return Outcome::L1Hit;
-            }
+        if r.l1 != Route::NONE && self.l1.arrays[r.l1 as usize].lookup_or_fill(t.vaddr >> r.s1, tag(t.vaddr, r.s1)) {
+            self.stats.l1_hits += 1;
+            return Outcome::L1Hit;
         }
-        let hit2 = match self.l2.place(natural, contig) {
-            Some((a, s)) => self.l2.arrays[a].lookup_or_fill(t.vaddr >> s, tag(t.vaddr, s)),
-            None => false,
-        };
+        let hit2 = r.l2 != Route::NONE && self.l2.arrays[r.l2 as usize].lookup_or_fill(t.vaddr >> r.s2, tag(t.vaddr, r.s2));
         if hit2 {
             self.stats.l2_hits += 1;
             Outcome::L2Hit
