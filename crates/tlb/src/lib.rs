@@ -167,10 +167,6 @@ impl TlbStats {
 /// Entry shifts a structure may hold: 4K, 16K, 32K, 64K, 1M, 2M, 16M, 32M, 512M, 1G.
 pub const SHIFTS: [u8; 10] = [12, 14, 15, 16, 20, 21, 24, 25, 29, 30];
 
-fn shift_index(shift: u8) -> usize {
-    SHIFTS.iter().position(|&s| s == shift).expect("entry shift in SHIFTS")
-}
-
 /// Tag of an entry: the virtual page number at its size, with the size in the low bits and the
 /// top bit set so that no tag is zero.
 #[inline]
@@ -189,16 +185,17 @@ pub(crate) fn tag_range(t: u64) -> (u64, u64) {
 #[derive(Clone, Debug)]
 struct Level {
     arrays: Vec<assoc::Array>,
-    /// Per index of `SHIFTS`: (array, stored shift), or `None` if no array can hold it.
-    route: [Option<(u8, u8)>; 10],
+    /// Per natural entry shift (an element of `SHIFTS`, so below 32): (array, stored shift), or
+    /// `None` if no array can hold it.
+    route: [Option<(u8, u8)>; 32],
     /// Coalescing of 4 KiB PTEs: the shift of a coalesced entry (15 for AMD's 8 × 4 KiB).
     coalesce: Option<u8>,
 }
 
 impl Level {
     fn new(specs: &[StructureSpec], coalesce: Option<u8>) -> Self {
-        let mut route = [None; 10];
-        for (i, &natural) in SHIFTS.iter().enumerate() {
+        let mut route = [None; 32];
+        for &natural in SHIFTS.iter() {
             // The array holding this size; else the one holding the largest smaller size.
             let mut best: Option<(u8, u8)> = None;
             for (a, spec) in specs.iter().enumerate() {
@@ -208,7 +205,7 @@ impl Level {
                     }
                 }
             }
-            route[i] = best;
+            route[natural as usize] = best;
         }
         Level { arrays: specs.iter().map(|s| assoc::Array::new(s.geometry)).collect(), route, coalesce }
     }
@@ -221,24 +218,8 @@ impl Level {
                 n = c;
             }
         }
-        self.route[shift_index_fast(n)].map(|(a, s)| (a as usize, s))
-    }
-}
-
-#[inline]
-fn shift_index_fast(shift: u8) -> usize {
-    match shift {
-        12 => 0,
-        14 => 1,
-        15 => 2,
-        16 => 3,
-        20 => 4,
-        21 => 5,
-        24 => 6,
-        25 => 7,
-        29 => 8,
-        30 => 9,
-        _ => shift_index(shift),
+        debug_assert!(SHIFTS.contains(&n));
+        self.route[n as usize & 31].map(|(a, s)| (a as usize, s))
     }
 }
 
@@ -251,18 +232,67 @@ pub struct Tlb {
     l2: Level,
     walker: walk::Walker,
     stats: TlbStats,
+    /// Where a translation goes, precomputed per (leaf size, cont bit, contig_order up to 15):
+    /// see `Tlb::routes`.
+    routes: Box<[Route; 3 * 2 * 16]>,
+}
+
+/// The arrays of L1 and L2 (index, or `NONE`) a translation goes to and the shifts of its entries there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Route {
+    l1: u8,
+    s1: u8,
+    l2: u8,
+    s2: u8,
+}
+
+impl Route {
+    const NONE: u8 = u8::MAX;
 }
 
 impl Tlb {
     pub fn new(preset: &'static CpuPreset, paging: Paging) -> Self {
-        Tlb {
+        let mut tlb = Tlb {
             preset,
             paging,
             l1: Level::new(preset.l1, preset.l1_coalesce),
             l2: Level::new(preset.l2, preset.l2_coalesce),
             walker: walk::Walker::new(preset, paging),
             stats: TlbStats::default(),
+            routes: Box::new([Route { l1: Route::NONE, s1: 0, l2: Route::NONE, s2: 0 }; 3 * 2 * 16]),
+        };
+        let mut routes = [Route { l1: Route::NONE, s1: 0, l2: Route::NONE, s2: 0 }; 3 * 2 * 16];
+        for (si, size) in [PageSize::K4, PageSize::M2, PageSize::G1].into_iter().enumerate() {
+            for cont in [false, true] {
+                for contig_order in 0..16u8 {
+                    let t = Translation { vaddr: 0, pfn: 0, size, contig_order, cont };
+                    routes[Self::route_index(&t)] = tlb.route(&t);
+                    debug_assert_eq!(Self::route_index(&t), si * 32 + cont as usize * 16 + contig_order as usize);
+                }
+            }
         }
+        tlb.routes = Box::new(routes);
+        tlb
+    }
+    /// The index in `routes` of `t`'s route. A contig_order above 15 routes as 15: the
+    /// coalescing thresholds (`Level::place`) are at most 9.
+    #[inline(always)]
+    fn route_index(t: &Translation) -> usize {
+        let size = match t.size {
+            PageSize::K4 => 0,
+            PageSize::M2 => 1,
+            PageSize::G1 => 2,
+        };
+        size * 32 + (t.cont as usize) * 16 + t.contig_order.min(15) as usize
+    }
+    /// The route of `t`, from the levels' placement rules.
+    fn route(&self, t: &Translation) -> Route {
+        let natural = self.natural_shift(t);
+        // Coalescing needs host-physical contiguity, which a nested guest cannot see: off there.
+        let contig = if matches!(self.paging, Paging::Nested { .. }) { 0 } else { t.contig_order };
+        let (l1, s1) = self.l1.place(natural, contig).map_or((Route::NONE, 0), |(a, s)| (a as u8, s));
+        let (l2, s2) = self.l2.place(natural, contig).map_or((Route::NONE, 0), |(a, s)| (a as u8, s));
+        Route { l1, s1, l2, s2 }
     }
     pub fn preset(&self) -> &'static CpuPreset {
         self.preset
@@ -298,37 +328,24 @@ impl Tlb {
     #[inline]
     pub fn access(&mut self, t: &Translation) -> Outcome {
         self.stats.accesses += 1;
-        let natural = self.natural_shift(t);
-        // Coalescing needs host-physical contiguity, which a nested guest cannot see: off there.
-        let contig = if matches!(self.paging, Paging::Nested { .. }) { 0 } else { t.contig_order };
-        let p1 = self.l1.place(natural, contig);
-        if let Some((a, s)) = p1 {
-            if self.l1.arrays[a].lookup(t.vaddr >> s, tag(t.vaddr, s)) {
-                self.stats.l1_hits += 1;
-                return Outcome::L1Hit;
-            }
+        let r = self.routes[Self::route_index(t)];
+        // L1, L2 and the walk caches are distinct arrays: looking one up and filling it on a
+        // miss at once (`lookup_or_fill`) leaves each in the state of a lookup, then a fill after
+        // the walk.
+        if r.l1 != Route::NONE && self.l1.arrays[r.l1 as usize].lookup_or_fill(t.vaddr >> r.s1, tag(t.vaddr, r.s1)) {
+            self.stats.l1_hits += 1;
+            return Outcome::L1Hit;
         }
-        let p2 = self.l2.place(natural, contig);
-        let hit2 = match p2 {
-            Some((a, s)) => self.l2.arrays[a].lookup(t.vaddr >> s, tag(t.vaddr, s)),
-            None => false,
-        };
-        let out = if hit2 {
+        let hit2 = r.l2 != Route::NONE && self.l2.arrays[r.l2 as usize].lookup_or_fill(t.vaddr >> r.s2, tag(t.vaddr, r.s2));
+        if hit2 {
             self.stats.l2_hits += 1;
             Outcome::L2Hit
         } else {
             let refs = self.walker.walk(t, &mut self.stats);
             self.stats.walks += 1;
             self.stats.walk_refs += refs as u64;
-            if let Some((a, s)) = p2 {
-                self.l2.arrays[a].fill(t.vaddr >> s, tag(t.vaddr, s));
-            }
             Outcome::Walk { refs }
-        };
-        if let Some((a, s)) = p1 {
-            self.l1.arrays[a].fill(t.vaddr >> s, tag(t.vaddr, s));
         }
-        out
     }
 
     /// Invalidates every TLB and walk-cache entry that overlaps `[start, start+len)` (a

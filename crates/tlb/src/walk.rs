@@ -31,25 +31,20 @@ fn table_gpa(level: usize, va: u64) -> u64 {
     (1 << 47) + ((level as u64) << 40) + index * 4096
 }
 
-fn probe(pwc: &mut [Option<Array>; 3], addr: u64, leaf: usize) -> usize {
-    for l in (0..leaf).rev() {
+/// Looks the non-leaf entries of `addr` up from level `leaf - 1` towards level 0, stopping at the
+/// first hit, and fills every cache that missed; returns the first level the walk must read (the
+/// level below the deepest hit, 0 if none).
+#[inline(always)]
+fn probe_fill(pwc: &mut [Option<Array>; 3], addr: u64, leaf: usize) -> usize {
+    for l in (0..leaf.min(3)).rev() {
         if let Some(a) = pwc[l].as_mut() {
             let s = entry_shift(l);
-            if a.lookup(addr >> s, tag(addr, s)) {
+            if a.lookup_or_fill(addr >> s, tag(addr, s)) {
                 return l + 1;
             }
         }
     }
     0
-}
-
-fn fill(pwc: &mut [Option<Array>; 3], addr: u64, from: usize, leaf: usize) {
-    for l in from..leaf {
-        if let Some(a) = pwc[l].as_mut() {
-            let s = entry_shift(l);
-            a.fill(addr >> s, tag(addr, s));
-        }
-    }
 }
 
 impl Walker {
@@ -66,11 +61,10 @@ impl Walker {
     }
 
     /// Host walk of one guest-physical address; returns entries read.
-    #[inline]
+    #[inline(always)]
     fn host_walk(&mut self, gpa: u64, hleaf: usize, stats: &mut TlbStats) -> u32 {
-        let start = probe(&mut self.host_pwc, gpa, hleaf);
-        fill(&mut self.host_pwc, gpa, start, hleaf);
-        for l in start..=hleaf {
+        let start = probe_fill(&mut self.host_pwc, gpa, hleaf);
+        for l in start..=hleaf.min(3) {
             stats.host_refs[l] += 1;
         }
         (hleaf + 1 - start) as u32
@@ -80,10 +74,9 @@ impl Walker {
     #[inline]
     pub(crate) fn walk(&mut self, t: &Translation, stats: &mut TlbStats) -> u32 {
         let leaf = t.size.leaf_level();
-        let start = probe(&mut self.pwc, t.vaddr, leaf);
-        fill(&mut self.pwc, t.vaddr, start, leaf);
+        let start = probe_fill(&mut self.pwc, t.vaddr, leaf);
         let mut refs = 0;
-        for l in start..=leaf {
+        for l in start..=leaf.min(3) {
             stats.guest_refs[l] += 1;
             refs += 1;
             if let Some(h) = self.host_leaf {
