@@ -70,7 +70,8 @@ pub struct CensusReport {
     pub pages_scanned: u64,
     pub present_pages: u64,
     pub elapsed: Duration,
-    /// Time in pagemap and kpageflags reads, and the number of kpageflags reads.
+    /// Time in pagemap and kpageflags reads (past 128 Ki pages, pagemap is read on another
+    /// thread, overlapping the rest), and the number of kpageflags reads.
     pub pagemap_time: Duration,
     pub kpageflags_time: Duration,
     pub kpageflags_reads: u64,
@@ -320,78 +321,70 @@ pub fn census_of_ranges_with(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma], read
     let private_anon: Vec<bool> =
         vmas.iter().map(|v| (v.name.is_empty() || v.name.starts_with('[')) && !v.perms.contains('s')).collect();
     let mut st = Tally::new(nv);
-    let mut entries: Vec<u64> = Vec::with_capacity(PAGEMAP_BATCH as usize);
-    let mut runs: Vec<Run> = Vec::new();
     let mut flags_buf: Vec<u64> = Vec::new();
     let mut spans: Vec<Span> = Vec::new();
     let mut short: Vec<Run> = Vec::new();
     let mut window: Vec<u64> = Vec::new();
     let mut report = CensusReport::default();
+    let lazy_min = match reads {
+        Reads::Sparse => LAZY_MIN_RUN,
+        Reads::Every => u64::MAX,
+        Reads::OnDemand => 0,
+    };
 
-    for &(s, e, vi) in &segs {
-        let mut va = s;
-        while va < e {
-            // Chunks end on 2 MiB boundaries so that PMD-sized folios are rarely cut.
-            let mut n = ((e - va) / PAGE_SIZE).min(PAGEMAP_BATCH);
-            let end = va + n * PAGE_SIZE;
-            if end < e && end % PMD_SIZE != 0 && end - end % PMD_SIZE > va {
-                n = (end - end % PMD_SIZE - va) / PAGE_SIZE;
-            }
-            let tp = Instant::now();
-            read_pagemap(&pagemap, &path, va, n, &mut entries)?;
-            report.pagemap_time += tp.elapsed();
-            report.pages_scanned += n;
-            // Runs of pages contiguous in both address and PFN.
-            runs.clear();
-            let mut present = 0u64;
-            for (i, &ent) in entries.iter().enumerate() {
-                if ent & PM_PRESENT == 0 {
-                    continue;
-                }
-                present += 1;
-                let pfn = ent & PM_PFN_MASK;
-                match runs.last_mut() {
-                    Some(r) if r.idx + r.len == i as u64 && r.pfn + r.len == pfn => r.len += 1,
-                    _ => runs.push(Run { idx: i as u64, pfn, len: 1 }),
-                }
-            }
-            if present == 0 {
-                va += n * PAGE_SIZE;
-                continue;
-            }
-            if runs.iter().all(|r| r.pfn == 0) {
-                return Err(LiveError::NotAvailable(format!(
-                    "{path} shows no PFNs (they are hidden without CAP_SYS_ADMIN)"
-                )));
-            }
-            report.present_pages += present;
-            // Short runs: the flags of every PFN and of the one after the run (where its last
-            // folio ends), read in advance in spans merged across runs. Long runs: read on
-            // demand while walking them (see `RunFlags`).
-            let lazy_min = match reads {
-                Reads::Sparse => LAZY_MIN_RUN,
-                Reads::Every => u64::MAX,
-                Reads::OnDemand => 0,
-            };
-            short.clear();
-            short.extend(runs.iter().filter(|r| r.len < lazy_min).copied());
-            let tk = Instant::now();
-            read_spans(&mut kpf, &short, &mut spans, &mut flags_buf)?;
-            report.kpageflags_time += tk.elapsed();
-            kpf.clear();
-            for r in &runs {
-                let mut fl = if r.len < lazy_min {
-                    let sp = &spans[span_of(&spans, r.pfn)];
-                    let off = (sp.off + (r.pfn - sp.pfn)) as usize;
-                    RunFlags::read(r, &flags_buf[off..off + r.len as usize + 1])
-                } else {
-                    RunFlags::on_demand(r, std::mem::take(&mut window))
-                };
-                tally_run(&mut st, &mut kpf, r, &mut fl, va, vi, private_anon[vi])?;
-                window = fl.into_window();
-            }
-            va += n * PAGE_SIZE;
+    // The kpageflags side of one pagemap batch.
+    let mut take = |b: Batch, report: &mut CensusReport| -> Result<()> {
+        report.pagemap_time += b.pagemap_time;
+        report.pages_scanned += b.n;
+        if b.present == 0 {
+            return Ok(());
         }
+        if b.runs.iter().all(|r| r.pfn == 0) {
+            return Err(LiveError::NotAvailable(format!("{path} shows no PFNs (they are hidden without CAP_SYS_ADMIN)")));
+        }
+        report.present_pages += b.present;
+        // Short runs: the flags of every PFN and of the one after the run (where its last
+        // folio ends), read in advance in spans merged across runs. Long runs: read on demand
+        // while walking them (see `RunFlags`).
+        short.clear();
+        short.extend(b.runs.iter().filter(|r| r.len < lazy_min).copied());
+        let tk = Instant::now();
+        read_spans(&mut kpf, &short, &mut spans, &mut flags_buf)?;
+        report.kpageflags_time += tk.elapsed();
+        kpf.clear();
+        for r in &b.runs {
+            let mut fl = if r.len < lazy_min {
+                let sp = &spans[span_of(&spans, r.pfn)];
+                let off = (sp.off + (r.pfn - sp.pfn)) as usize;
+                RunFlags::read(r, &flags_buf[off..off + r.len as usize + 1])
+            } else {
+                RunFlags::on_demand(r, std::mem::take(&mut window))
+            };
+            tally_run(&mut st, &mut kpf, r, &mut fl, b.va, b.vi, private_anon[b.vi])?;
+            window = fl.into_window();
+        }
+        Ok(())
+    };
+    let pages: u64 = segs.iter().map(|(s, e, _)| (e - s) / PAGE_SIZE).sum();
+    if pages <= 2 * PAGEMAP_BATCH {
+        pagemap_batches(&pagemap, &path, &segs, |b| take(b, &mut report))?;
+    } else {
+        // Two threads (issue #13 item 6): pagemap read and cut into runs ahead, on the other
+        // CPU, while this one reads kpageflags; the batches come in address order.
+        std::thread::scope(|sc| -> Result<()> {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Batch>>(2);
+            sc.spawn(|| {
+                let tx = tx;
+                let r = pagemap_batches(&pagemap, &path, &segs, |b| tx.send(Ok(b)).map_err(|_| LiveError::NotAvailable("census ended".into())));
+                if let Err(e) = r {
+                    let _ = tx.send(Err(e));
+                }
+            });
+            for b in rx {
+                take(b?, &mut report)?;
+            }
+            Ok(())
+        })?;
     }
     let Tally { zero_ptes, huge_zero, small, whole, whole_pmd_candidates, accs, large_ranges, .. } = st;
     report.large_ranges = large_ranges;
@@ -462,6 +455,52 @@ pub fn census_of_ranges_with(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma], read
     report.kpageflags_reads = kpf.reads;
     report.kpageflags_pfns = kpf.pfns_read;
     Ok(report)
+}
+
+/// One pagemap batch: `n` pages from `va` in VMA `vi`, its runs and number of present pages.
+struct Batch {
+    va: u64,
+    n: u64,
+    vi: usize,
+    runs: Vec<Run>,
+    present: u64,
+    pagemap_time: Duration,
+}
+
+/// Read pagemap over `segs` in batches, cut each into runs and hand it to `f`, in address order.
+fn pagemap_batches(pagemap: &File, path: &str, segs: &[(u64, u64, usize)], mut f: impl FnMut(Batch) -> Result<()>) -> Result<()> {
+    let mut entries: Vec<u64> = Vec::with_capacity(PAGEMAP_BATCH as usize);
+    for &(s, e, vi) in segs {
+        let mut va = s;
+        while va < e {
+            // Chunks end on 2 MiB boundaries so that PMD-sized folios are rarely cut.
+            let mut n = ((e - va) / PAGE_SIZE).min(PAGEMAP_BATCH);
+            let end = va + n * PAGE_SIZE;
+            if end < e && end % PMD_SIZE != 0 && end - end % PMD_SIZE > va {
+                n = (end - end % PMD_SIZE - va) / PAGE_SIZE;
+            }
+            let tp = Instant::now();
+            read_pagemap(pagemap, path, va, n, &mut entries)?;
+            let pagemap_time = tp.elapsed();
+            // Runs of pages contiguous in both address and PFN.
+            let mut runs: Vec<Run> = Vec::new();
+            let mut present = 0u64;
+            for (i, &ent) in entries.iter().enumerate() {
+                if ent & PM_PRESENT == 0 {
+                    continue;
+                }
+                present += 1;
+                let pfn = ent & PM_PFN_MASK;
+                match runs.last_mut() {
+                    Some(r) if r.idx + r.len == i as u64 && r.pfn + r.len == pfn => r.len += 1,
+                    _ => runs.push(Run { idx: i as u64, pfn, len: 1 }),
+                }
+            }
+            f(Batch { va, n, vi, runs, present, pagemap_time })?;
+            va += n * PAGE_SIZE;
+        }
+    }
+    Ok(())
 }
 
 /// Pages contiguous in address (pagemap index `idx`) and in PFN.

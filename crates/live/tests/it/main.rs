@@ -791,6 +791,19 @@ fn census_sparse_reads_equal_every_pfn_read() {
     }
     eprintln!("kpageflags PFNs read: every {}, sparse {}, on demand {}", e.kpageflags_pfns, s.kpageflags_pfns, d.kpageflags_pfns);
     assert!(s.kpageflags_pfns < e.kpageflags_pfns && d.kpageflags_pfns < s.kpageflags_pfns, "PFNs read");
+    // With 1 GiB never touched among the ranges, pagemap is read on a second thread: the
+    // same census.
+    let big = unsafe { libc::mmap(std::ptr::null_mut(), 1 << 30, libc::PROT_READ, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0) } as usize;
+    assert_ne!(big as *mut libc::c_void, libc::MAP_FAILED);
+    let mut with_big = ranges.clone();
+    with_big.push((big as u64, big as u64 + (1 << 30)));
+    let vmas = live::procfs::read_smaps(pid).unwrap();
+    let t = census_of_ranges_with(pid, &with_big, &vmas, Reads::Sparse).unwrap();
+    let u = census_of_ranges_with(pid, &ranges, &vmas, Reads::Sparse).unwrap();
+    assert!(t.pages_scanned > 2 * 65536, "{}", t.pages_scanned);
+    assert_eq!((&t.total, &t.per_vma, &t.large_ranges), (&u.total, &u.per_vma, &u.large_ranges), "threaded");
+    assert_eq!(t.total, e.total, "threaded");
+    unsafe { libc::munmap(big as *mut libc::c_void, 1 << 30) };
     // The mix is there.
     let c = &s.total;
     for size in ["4kB", "16kB", "64kB", "2048kB"] {
