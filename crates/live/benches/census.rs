@@ -1,14 +1,15 @@
 //! Census speed benchmark (issue #13): a process with GIB GiB (default 10) of anonymous memory
 //! in 64 KiB folios (top-level `enabled=never`, `hugepages-64kB/enabled=always`, set through the
-//! settings guard for the faulting only), then the census of that range, five times; prints
-//! the median, min and max and where the time went.
+//! settings guard for the faulting only), then the census of that range, five times with the
+//! default (sparse) kpageflags reads and five times reading every PFN's flags; prints the
+//! median, min and max and where the time went, and checks that both censuses are equal.
 //!
 //! `cargo bench -p live --bench census` (root; `THPLAB_BENCH_GIB=N` to change the size,
 //! `THPLAB_BENCH_SIZE=2048kB` for PMD THPs instead).
 
 use std::time::Instant;
 
-use live::census::census_of_ranges;
+use live::census::{census_of_ranges_with, Reads};
 use live::guard::{current_settings, SettingsGuard};
 use live::procfs::read_smaps;
 use live::sysfs::Paths;
@@ -42,27 +43,40 @@ fn main() {
     guard.restore().unwrap();
     let pid = std::process::id() as i32;
     let vmas = read_smaps(pid).unwrap();
-    let mut runs = Vec::new();
-    let mut last = None;
-    for _ in 0..5 {
-        let r = census_of_ranges(pid, &[(start as u64, (start + len) as u64)], &vmas).unwrap();
-        runs.push(r.elapsed.as_secs_f64() * 1e3);
-        last = Some(r);
+    // The default (sparse) reads, then every PFN read (the census before issue #13 item 6),
+    // interleaved; both must give the same census.
+    let mut reference = None;
+    for (name, reads) in [("sparse", Reads::Sparse), ("every PFN", Reads::Every)] {
+        let mut runs = Vec::new();
+        let mut last = None;
+        for _ in 0..5 {
+            let r = census_of_ranges_with(pid, &[(start as u64, (start + len) as u64)], &vmas, reads).unwrap();
+            runs.push(r.elapsed.as_secs_f64() * 1e3);
+            last = Some(r);
+        }
+        let r = last.unwrap();
+        let mut sorted = runs.clone();
+        sorted.sort_by(f64::total_cmp);
+        println!(
+            "census ({name} reads) of {gib} GiB in {size} folios (faulted in {fault_s:.1} s): median {:.1} ms, min {:.1}, max {:.1} over 5 runs {:?}",
+            sorted[2], sorted[0], sorted[4], runs.iter().map(|x| (x * 10.0).round() / 10.0).collect::<Vec<_>>()
+        );
+        println!(
+            "  last run: pagemap {:.1} ms, kpageflags {:.1} ms in {} reads of {} PFNs; folios {:?}",
+            r.pagemap_time.as_secs_f64() * 1e3,
+            r.kpageflags_time.as_secs_f64() * 1e3,
+            r.kpageflags_reads,
+            r.kpageflags_pfns,
+            r.total.folio_counts()
+        );
+        match &reference {
+            None => reference = Some(r),
+            Some(a) => {
+                assert_eq!(a.total, r.total, "the census differs with the reads");
+                assert_eq!(a.per_vma, r.per_vma);
+                assert_eq!(a.large_ranges, r.large_ranges);
+            }
+        }
     }
-    let r = last.unwrap();
-    let mut sorted = runs.clone();
-    sorted.sort_by(f64::total_cmp);
-    println!(
-        "census of {gib} GiB in {size} folios (faulted in {fault_s:.1} s): median {:.1} ms, min {:.1}, max {:.1} over 5 runs {:?}",
-        sorted[2], sorted[0], sorted[4], runs.iter().map(|x| (x * 10.0).round() / 10.0).collect::<Vec<_>>()
-    );
-    println!(
-        "last run: pagemap {:.1} ms, kpageflags {:.1} ms in {} reads of {} PFNs; folios {:?}",
-        r.pagemap_time.as_secs_f64() * 1e3,
-        r.kpageflags_time.as_secs_f64() * 1e3,
-        r.kpageflags_reads,
-        r.kpageflags_pfns,
-        r.total.folio_counts()
-    );
     unsafe { libc::munmap(p, len + (2 << 20)) };
 }

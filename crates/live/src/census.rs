@@ -12,13 +12,19 @@
 //! assigned to the 2 MiB folios that are fully mapped at a 2 MiB-aligned address of that VMA.
 //!
 //! Reads are batched: pagemap in preads of up to 64 Ki pages (ending on 2 MiB boundaries);
-//! the present pages of a batch form runs contiguous in address and PFN, and kpageflags is read
-//! once per batch for exactly those PFNs (plus the one after each run, where its last folio
-//! ends), with runs closer than 16 PFNs merged into one pread. A folio whose head and tails are
-//! all in one run is sized from those flags with no further read; in private anonymous VMAs
-//! (where a folio is mapped once) it is counted on the spot, without a hash table. Only folios
-//! cut by a run (partially mapped, moved by mremap, crossing a batch) are probed for their head
-//! and size and accumulated by head PFN. Measured with `cargo bench -p live --bench census`.
+//! the present pages of a batch form runs contiguous in address and PFN. For runs shorter than
+//! 64 pages, kpageflags is read once per batch for exactly their PFNs (plus the one after each
+//! run, where its last folio ends), with runs closer than 16 PFNs merged into one pread. Longer
+//! runs are read on demand as they are walked: of a large folio, only its head, its middle and
+//! the PFN after it (`whole_order`: natural alignment makes these three enough), so a 64 KiB
+//! folio costs two one-PFN reads instead of sixteen PFNs and a PMD THP two instead of 512
+//! (kpageflags costs about 140 ns a PFN, `fs/proc/page.c: kpage_read` snapshots each page, a
+//! pread about 600 ns). A folio whose head and end are in one run is sized from its flags with
+//! no further read; in private anonymous VMAs (where a folio is mapped once) it is counted on
+//! the spot, without a hash table. Only folios cut by a run (partially mapped, moved by
+//! mremap, crossing a batch) are probed for their head and size and accumulated by head PFN.
+//! [`Reads::Every`] reads every PFN's flags instead (the census before the sparse reads, which
+//! they are tested against). Measured with `cargo bench -p live --bench census`.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -64,7 +70,8 @@ pub struct CensusReport {
     pub pages_scanned: u64,
     pub present_pages: u64,
     pub elapsed: Duration,
-    /// Time in pagemap and kpageflags reads, and the number of kpageflags reads.
+    /// Time in pagemap and kpageflags reads (past 128 Ki pages, pagemap is read on another
+    /// thread, overlapping the rest), and the number of kpageflags reads.
     pub pagemap_time: Duration,
     pub kpageflags_time: Duration,
     pub kpageflags_reads: u64,
@@ -232,6 +239,7 @@ impl KpageFlags {
     }
 }
 
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct FolioAcc {
     nr: u64,
     /// Virtual address at which the folio would sit if mapped in one piece, from its first
@@ -262,8 +270,24 @@ fn read_pagemap(file: &File, path: &str, start: u64, len: u64, out: &mut Vec<u64
     Ok(())
 }
 
+/// How [`census_of_ranges_with`] reads kpageflags; both give the same census.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reads {
+    /// Long runs on demand, a folio's head, middle and end only (the default).
+    Sparse,
+    /// The flags of every present PFN (the reference the sparse reads are tested against).
+    Every,
+    /// Like `Sparse`, but every run on demand, however short (for tests).
+    OnDemand,
+}
+
 /// Census of the parts of `ranges` (start, end) that lie in `vmas` (from smaps of `pid`).
 pub fn census_of_ranges(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma]) -> Result<CensusReport> {
+    census_of_ranges_with(pid, ranges, vmas, Reads::Sparse)
+}
+
+/// [`census_of_ranges`] with a choice of kpageflags reads.
+pub fn census_of_ranges_with(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma], reads: Reads) -> Result<CensusReport> {
     let t0 = Instant::now();
     let path = format!("/proc/{pid}/pagemap");
     let pagemap = File::open(&path).map_err(|e| match e.kind() {
@@ -296,74 +320,71 @@ pub fn census_of_ranges(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma]) -> Result
     // KSM pages are checked by flag), so a folio seen whole in one run is counted on the spot.
     let private_anon: Vec<bool> =
         vmas.iter().map(|v| (v.name.is_empty() || v.name.starts_with('[')) && !v.perms.contains('s')).collect();
-    let mut st = Tally {
-        zero_ptes: vec![0u64; nv],
-        huge_zero: vec![HashSet::new(); nv],
-        small_seen: HashSet::default(),
-        small: vec![0u64; nv],
-        whole: vec![[0u64; MAX_FOLIO_ORDER as usize + 1]; nv],
-        whole_pmd_candidates: vec![0u64; nv],
-        large_ranges: vec![Vec::new(); nv],
-        accs: Vec::new(),
-        by_head: HashMap::default(),
-    };
-    let mut entries: Vec<u64> = Vec::with_capacity(PAGEMAP_BATCH as usize);
-    let mut runs: Vec<Run> = Vec::new();
+    let mut st = Tally::new(nv);
     let mut flags_buf: Vec<u64> = Vec::new();
     let mut spans: Vec<Span> = Vec::new();
+    let mut short: Vec<Run> = Vec::new();
+    let mut window: Vec<u64> = Vec::new();
     let mut report = CensusReport::default();
+    let lazy_min = match reads {
+        Reads::Sparse => LAZY_MIN_RUN,
+        Reads::Every => u64::MAX,
+        Reads::OnDemand => 0,
+    };
 
-    for &(s, e, vi) in &segs {
-        let mut va = s;
-        while va < e {
-            // Chunks end on 2 MiB boundaries so that PMD-sized folios are rarely cut.
-            let mut n = ((e - va) / PAGE_SIZE).min(PAGEMAP_BATCH);
-            let end = va + n * PAGE_SIZE;
-            if end < e && end % PMD_SIZE != 0 && end - end % PMD_SIZE > va {
-                n = (end - end % PMD_SIZE - va) / PAGE_SIZE;
-            }
-            let tp = Instant::now();
-            read_pagemap(&pagemap, &path, va, n, &mut entries)?;
-            report.pagemap_time += tp.elapsed();
-            report.pages_scanned += n;
-            // Runs of pages contiguous in both address and PFN.
-            runs.clear();
-            let mut present = 0u64;
-            for (i, &ent) in entries.iter().enumerate() {
-                if ent & PM_PRESENT == 0 {
-                    continue;
-                }
-                present += 1;
-                let pfn = ent & PM_PFN_MASK;
-                match runs.last_mut() {
-                    Some(r) if r.idx + r.len == i as u64 && r.pfn + r.len == pfn => r.len += 1,
-                    _ => runs.push(Run { idx: i as u64, pfn, len: 1 }),
-                }
-            }
-            if present == 0 {
-                va += n * PAGE_SIZE;
-                continue;
-            }
-            if runs.iter().all(|r| r.pfn == 0) {
-                return Err(LiveError::NotAvailable(format!(
-                    "{path} shows no PFNs (they are hidden without CAP_SYS_ADMIN)"
-                )));
-            }
-            report.present_pages += present;
-            // The flags of every present PFN and of the one after each run (where its last
-            // folio ends), read in merged spans.
-            let tk = Instant::now();
-            read_spans(&mut kpf, &runs, &mut spans, &mut flags_buf)?;
-            report.kpageflags_time += tk.elapsed();
-            kpf.clear();
-            for r in &runs {
+    // The kpageflags side of one pagemap batch.
+    let mut take = |b: Batch, report: &mut CensusReport| -> Result<()> {
+        report.pagemap_time += b.pagemap_time;
+        report.pages_scanned += b.n;
+        if b.present == 0 {
+            return Ok(());
+        }
+        if b.runs.iter().all(|r| r.pfn == 0) {
+            return Err(LiveError::NotAvailable(format!("{path} shows no PFNs (they are hidden without CAP_SYS_ADMIN)")));
+        }
+        report.present_pages += b.present;
+        // Short runs: the flags of every PFN and of the one after the run (where its last
+        // folio ends), read in advance in spans merged across runs. Long runs: read on demand
+        // while walking them (see `RunFlags`).
+        short.clear();
+        short.extend(b.runs.iter().filter(|r| r.len < lazy_min).copied());
+        let tk = Instant::now();
+        read_spans(&mut kpf, &short, &mut spans, &mut flags_buf)?;
+        report.kpageflags_time += tk.elapsed();
+        kpf.clear();
+        for r in &b.runs {
+            let mut fl = if r.len < lazy_min {
                 let sp = &spans[span_of(&spans, r.pfn)];
                 let off = (sp.off + (r.pfn - sp.pfn)) as usize;
-                let fl = &flags_buf[off..off + r.len as usize + 1];
-                tally_run(&mut st, &mut kpf, r, fl, va, vi, private_anon[vi])?;
-            }
-            va += n * PAGE_SIZE;
+                RunFlags::read(r, &flags_buf[off..off + r.len as usize + 1])
+            } else {
+                RunFlags::on_demand(r, std::mem::take(&mut window))
+            };
+            tally_run(&mut st, &mut kpf, r, &mut fl, b.va, b.vi, private_anon[b.vi])?;
+            window = fl.into_window();
         }
+        Ok(())
+    };
+    let pages: u64 = segs.iter().map(|(s, e, _)| (e - s) / PAGE_SIZE).sum();
+    if pages <= 2 * PAGEMAP_BATCH {
+        pagemap_batches(&pagemap, &path, &segs, |b| take(b, &mut report))?;
+    } else {
+        // Two threads (issue #13 item 6): pagemap read and cut into runs ahead, on the other
+        // CPU, while this one reads kpageflags; the batches come in address order.
+        std::thread::scope(|sc| -> Result<()> {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Batch>>(2);
+            sc.spawn(|| {
+                let tx = tx;
+                let r = pagemap_batches(&pagemap, &path, &segs, |b| tx.send(Ok(b)).map_err(|_| LiveError::NotAvailable("census ended".into())));
+                if let Err(e) = r {
+                    let _ = tx.send(Err(e));
+                }
+            });
+            for b in rx {
+                take(b?, &mut report)?;
+            }
+            Ok(())
+        })?;
     }
     let Tally { zero_ptes, huge_zero, small, whole, whole_pmd_candidates, accs, large_ranges, .. } = st;
     report.large_ranges = large_ranges;
@@ -434,6 +455,52 @@ pub fn census_of_ranges(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma]) -> Result
     report.kpageflags_reads = kpf.reads;
     report.kpageflags_pfns = kpf.pfns_read;
     Ok(report)
+}
+
+/// One pagemap batch: `n` pages from `va` in VMA `vi`, its runs and number of present pages.
+struct Batch {
+    va: u64,
+    n: u64,
+    vi: usize,
+    runs: Vec<Run>,
+    present: u64,
+    pagemap_time: Duration,
+}
+
+/// Read pagemap over `segs` in batches, cut each into runs and hand it to `f`, in address order.
+fn pagemap_batches(pagemap: &File, path: &str, segs: &[(u64, u64, usize)], mut f: impl FnMut(Batch) -> Result<()>) -> Result<()> {
+    let mut entries: Vec<u64> = Vec::with_capacity(PAGEMAP_BATCH as usize);
+    for &(s, e, vi) in segs {
+        let mut va = s;
+        while va < e {
+            // Chunks end on 2 MiB boundaries so that PMD-sized folios are rarely cut.
+            let mut n = ((e - va) / PAGE_SIZE).min(PAGEMAP_BATCH);
+            let end = va + n * PAGE_SIZE;
+            if end < e && end % PMD_SIZE != 0 && end - end % PMD_SIZE > va {
+                n = (end - end % PMD_SIZE - va) / PAGE_SIZE;
+            }
+            let tp = Instant::now();
+            read_pagemap(pagemap, path, va, n, &mut entries)?;
+            let pagemap_time = tp.elapsed();
+            // Runs of pages contiguous in both address and PFN.
+            let mut runs: Vec<Run> = Vec::new();
+            let mut present = 0u64;
+            for (i, &ent) in entries.iter().enumerate() {
+                if ent & PM_PRESENT == 0 {
+                    continue;
+                }
+                present += 1;
+                let pfn = ent & PM_PFN_MASK;
+                match runs.last_mut() {
+                    Some(r) if r.idx + r.len == i as u64 && r.pfn + r.len == pfn => r.len += 1,
+                    _ => runs.push(Run { idx: i as u64, pfn, len: 1 }),
+                }
+            }
+            f(Batch { va, n, vi, runs, present, pagemap_time })?;
+            va += n * PAGE_SIZE;
+        }
+    }
+    Ok(())
 }
 
 /// Pages contiguous in address (pagemap index `idx`) and in PFN.
@@ -524,18 +591,155 @@ struct Tally {
     /// Every other folio, by head PFN.
     accs: Vec<FolioAcc>,
     by_head: HashMap<u64, usize, PfnBuild>,
+    /// Order of the last folio seen whole: the guess for the next one (see `whole_order`).
+    last_order: u32,
 }
 
-/// Account the pages of one run; `fl` holds the flags of its PFNs and of the PFN after it.
-fn tally_run(st: &mut Tally, kpf: &mut KpageFlags, r: &Run, fl: &[u64], chunk_va: u64, vi: usize, private_anon: bool) -> Result<()> {
+/// Runs at least this long are read on demand (`RunFlags::on_demand`); shorter ones in
+/// advance, their reads merged across runs.
+const LAZY_MIN_RUN: u64 = 64;
+/// From this order up, a folio costs two one-PFN reads on demand (its head, with the end of
+/// the folio before it, and its middle) rather than one read from its head to its middle.
+const SINGLE_READ_ORDER: u32 = 4;
+
+/// The flags of a run's PFNs `[pfn, pfn + len]` (the last one is the PFN after the run, where
+/// its last folio ends): all read in advance, or read on demand, `want` PFNs at a time.
+struct RunFlags<'a> {
+    pfn: u64,
+    len: u64,
+    pre: Option<&'a [u64]>,
+    /// On demand: the flags of `[win_pfn, win_pfn + win.len())`, from the last read.
+    win_pfn: u64,
+    win: Vec<u64>,
+}
+
+impl<'a> RunFlags<'a> {
+    fn read(r: &Run, fl: &'a [u64]) -> RunFlags<'a> {
+        RunFlags { pfn: r.pfn, len: r.len, pre: Some(fl), win_pfn: 0, win: Vec::new() }
+    }
+
+    fn on_demand(r: &Run, mut buf: Vec<u64>) -> RunFlags<'a> {
+        buf.clear();
+        RunFlags { pfn: r.pfn, len: r.len, pre: None, win_pfn: 0, win: buf }
+    }
+
+    fn into_window(self) -> Vec<u64> {
+        self.win
+    }
+
+    /// The flags of PFN `pfn + i` (`i <= len`); on a miss, reads up to `want` PFNs from there.
+    fn get(&mut self, kpf: &mut KpageFlags, i: u64, want: u64) -> Result<u64> {
+        if let Some(fl) = self.pre {
+            return Ok(fl[i as usize]);
+        }
+        let pfn = self.pfn + i;
+        if pfn >= self.win_pfn && pfn - self.win_pfn < self.win.len() as u64 {
+            return Ok(self.win[(pfn - self.win_pfn) as usize]);
+        }
+        let n = want.clamp(1, self.len + 1 - i);
+        self.win.clear();
+        self.win.resize(n as usize, 0);
+        let t = Instant::now();
+        kpf.read_into(pfn, &mut self.win)?;
+        kpf.time += t.elapsed();
+        self.win_pfn = pfn;
+        Ok(self.win[0])
+    }
+}
+
+/// PFNs to read on a miss at the head of a folio (or small page) when the folio before was of
+/// order `k`: one for large folios (their middle and end are read alone), else up to and
+/// including the middle of a folio of order `k`, or a block for small pages.
+fn want_at_head(k: u32) -> u64 {
+    match k {
+        0 => KPF_BLOCK,
+        k if k >= SINGLE_READ_ORDER => 1,
+        k => (1 << (k - 1)) + 1,
+    }
+}
+
+/// The order of the folio whose head is PFN `i` of the run, when it lies whole in the run
+/// (its end, `i + 2^order`, at most the run's end); `None` when it extends past the run or
+/// its flags do not add up (they changed under us).
+///
+/// Exactness without reading every tail: a folio of order `k` is naturally aligned in PFN
+/// space (`mm/page_alloc.c: __alloc_pages` hands out aligned blocks; `folio_order`), so when
+/// `head` is a KPF_COMPOUND_HEAD aligned to `2^k`, `head + 2^(k-1)` a KPF_COMPOUND_TAIL and
+/// `head + 2^k` not a tail, the folio at `head` has order exactly `k`: a folio holding
+/// `head + 2^(k-1)` as a tail is aligned, so it either starts after `head` and is smaller than
+/// `2^(k-1)` (then that PFN, a multiple of its size, would be its head) or holds the whole
+/// aligned block of `2^k` from `head`, and so is head's own folio; and a folio of order above
+/// `k` from `head` would have `head + 2^k` as a tail (`fs/proc/page.c: stable_page_flags` sets
+/// KPF_COMPOUND_TAIL for every page of a large folio but its first). The guess is the order of
+/// the last folio seen whole (`Tally::last_order`); when it fails, the order is found by
+/// doubling (`head + 1, + 2, + 4 ...`, as `KpageFlags::nr_pages`). With the run's flags read in
+/// advance, the tails are counted one by one instead.
+fn whole_order(kpf: &mut KpageFlags, fl: &mut RunFlags, i: u64, guess: u32) -> Result<Option<u32>> {
+    if let Some(pre) = fl.pre {
+        // Every flag at hand: count the tails that follow (the census before the sparse
+        // reads, which they are tested against).
+        let (i, len) = (i as usize, fl.len as usize);
+        let mut k = 1usize;
+        while i + k <= len && pre[i + k] & KPF_COMPOUND_TAIL != 0 {
+            k += 1;
+        }
+        return Ok((i + k <= len && k.is_power_of_two()).then_some(k.trailing_zeros()));
+    }
+    let head = fl.pfn + i;
+    let room = fl.len - i;
+    let want = want_at_head(guess);
+    if guess >= 1 && head % (1 << guess) == 0 && 1 << guess <= room {
+        let mid = fl.get(kpf, i + (1 << (guess - 1)), 1)?;
+        if mid & KPF_COMPOUND_TAIL != 0 {
+            let end = fl.get(kpf, i + (1 << guess), want)?;
+            if end & KPF_COMPOUND_TAIL == 0 {
+                return Ok(Some(guess));
+            }
+        }
+    }
+    let mut k = 0u32;
+    while k <= MAX_FOLIO_ORDER && 1 << k <= room {
+        let probe = if 1 << k == room { want } else { 1 };
+        if fl.get(kpf, i + (1 << k), probe)? & KPF_COMPOUND_TAIL == 0 {
+            break;
+        }
+        k += 1;
+    }
+    if k == 0 || k > MAX_FOLIO_ORDER || 1 << k > room || head % (1 << k) != 0 {
+        return Ok(None);
+    }
+    Ok(Some(k))
+}
+
+impl Tally {
+    fn new(nv: usize) -> Tally {
+        Tally {
+            zero_ptes: vec![0u64; nv],
+            huge_zero: vec![HashSet::new(); nv],
+            small_seen: HashSet::default(),
+            small: vec![0u64; nv],
+            whole: vec![[0u64; MAX_FOLIO_ORDER as usize + 1]; nv],
+            whole_pmd_candidates: vec![0u64; nv],
+            large_ranges: vec![Vec::new(); nv],
+            accs: Vec::new(),
+            by_head: HashMap::default(),
+            last_order: 0,
+        }
+    }
+}
+
+/// Account the pages of one run; `fl` gives the flags of its PFNs and of the PFN after it.
+fn tally_run(st: &mut Tally, kpf: &mut KpageFlags, r: &Run, fl: &mut RunFlags, chunk_va: u64, vi: usize, private_anon: bool) -> Result<()> {
     let len = r.len as usize;
     let mut i = 0usize;
     while i < len {
         let pfn = r.pfn + i as u64;
         let page_va = chunk_va + (r.idx + i as u64) * PAGE_SIZE;
-        let flags = fl[i];
+        let flags = fl.get(kpf, i as u64, want_at_head(st.last_order))?;
         let compound = flags & (KPF_COMPOUND_HEAD | KPF_COMPOUND_TAIL) != 0;
         if flags & KPF_ZERO_PAGE != 0 {
+            // The huge zero folio's pages come one by one: read them in blocks.
+            st.last_order = 0;
             if compound {
                 st.huge_zero[vi].insert(page_va / PMD_SIZE);
             } else {
@@ -545,6 +749,7 @@ fn tally_run(st: &mut Tally, kpf: &mut KpageFlags, r: &Run, fl: &[u64], chunk_va
             continue;
         }
         if !compound {
+            st.last_order = 0;
             if (private_anon && flags & KPF_KSM == 0) || st.small_seen.insert(pfn) {
                 st.small[vi] += 1;
             }
@@ -552,17 +757,13 @@ fn tally_run(st: &mut Tally, kpf: &mut KpageFlags, r: &Run, fl: &[u64], chunk_va
             continue;
         }
         if flags & KPF_COMPOUND_HEAD != 0 && flags & KPF_HUGE == 0 {
-            // The folio's size from the tails that follow in this run.
-            let mut k = 1usize;
-            while i + k <= len && fl[i + k] & KPF_COMPOUND_TAIL != 0 {
-                k += 1;
-            }
-            if i + k <= len && k.is_power_of_two() {
+            if let Some(order) = whole_order(kpf, fl, i as u64, st.last_order)? {
                 // Seen whole (the page after it is not a tail) and mapped in one piece.
-                let nr = k as u64;
+                st.last_order = order;
+                let nr = 1u64 << order;
                 push_range(&mut st.large_ranges[vi], page_va, page_va + nr * PAGE_SIZE);
                 if private_anon && !st.by_head.contains_key(&pfn) {
-                    st.whole[vi][k.trailing_zeros() as usize] += 1;
+                    st.whole[vi][order as usize] += 1;
                     if nr * PAGE_SIZE == PMD_SIZE && page_va % PMD_SIZE == 0 {
                         st.whole_pmd_candidates[vi] += 1;
                     }
@@ -573,7 +774,7 @@ fn tally_run(st: &mut Tally, kpf: &mut KpageFlags, r: &Run, fl: &[u64], chunk_va
                         account(a, page_va + j * PAGE_SIZE, j, vi);
                     }
                 }
-                i += k;
+                i += nr as usize;
                 continue;
             }
         }
@@ -677,6 +878,124 @@ mod tests {
         for w in k.runs.windows(2) {
             assert!(w[0].0 + w[0].1.len() as u64 <= w[1].0, "runs overlap");
         }
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// A PFN space of folios of mixed orders (4 KiB pages, KSM and zero pages, mTHPs, PMD
+    /// THPs, the huge zero folio, hugetlb), as `stable_page_flags` shows them.
+    fn synthetic_flags(seed: u64, n: u64) -> Vec<u64> {
+        let mut x = seed | 1;
+        let mut rnd = move |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let mut fl = vec![0u64; n as usize + 1024];
+        let mut p = 0u64;
+        while p < n {
+            let pick = rnd(16);
+            let (order, extra) = match pick {
+                0..=3 => (0, if rnd(8) == 0 { KPF_KSM } else { 0 }),
+                4 => (0, KPF_ZERO_PAGE),
+                5 => (1, KPF_THP),
+                6 => (2, KPF_THP),
+                7 => (3, KPF_THP),
+                8..=10 => (4, KPF_THP),
+                11 => (6, KPF_THP),
+                12 | 13 => (9, KPF_THP),
+                14 => (9, KPF_THP | KPF_ZERO_PAGE),
+                _ => (9, KPF_HUGE),
+            };
+            let order = if p % (1 << order) == 0 { order } else { 0 };
+            let extra = if order == 0 && extra & KPF_THP != 0 { 0 } else { extra };
+            let nr = 1u64 << order;
+            for j in 0..nr {
+                let compound = match (order, j) {
+                    (0, _) => 0,
+                    (_, 0) => KPF_COMPOUND_HEAD,
+                    _ => KPF_COMPOUND_TAIL,
+                };
+                fl[(p + j) as usize] = compound | extra | KPF_ANON;
+            }
+            p += nr;
+        }
+        fl
+    }
+
+    /// Everything a census is computed from, after the runs.
+    fn tally_state(st: &Tally) -> String {
+        let mut heads: Vec<_> = st.by_head.iter().map(|(h, &i)| (*h, st.accs[i].clone())).collect();
+        heads.sort_by_key(|(h, _)| *h);
+        let mut small: Vec<_> = st.small_seen.iter().copied().collect();
+        small.sort_unstable();
+        let hz: Vec<Vec<u64>> = st.huge_zero.iter().map(|h| {
+            let mut v: Vec<u64> = h.iter().copied().collect();
+            v.sort_unstable();
+            v
+        }).collect();
+        format!(
+            "zero {:?} hz {hz:?} small {:?} {small:?} whole {:?} pmdc {:?} ranges {:?} accs {heads:?}",
+            st.zero_ptes, st.small, st.whole, st.whole_pmd_candidates, st.large_ranges
+        )
+    }
+
+    #[test]
+    fn sparse_reads_classify_like_reading_every_pfn() {
+        let path = std::env::temp_dir().join(format!("thplab-kpf-sparse-{}", std::process::id()));
+        for seed in 1..40u64 {
+            let n = 1 << 15;
+            let fl = synthetic_flags(seed * 0x9e37_79b9_7f4a_7c15, n);
+            std::fs::write(&path, fl.iter().flat_map(|f| f.to_ne_bytes()).collect::<Vec<u8>>()).unwrap();
+            // Runs: pieces of the PFN space, some skipped, some read twice (shared), mapped at
+            // addresses in two VMAs with holes, some shifted by a page (mremap).
+            let mut x = seed;
+            let mut rnd = move |m: u64| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (x >> 33) % m
+            };
+            let mut runs = Vec::new();
+            let mut pfn = 0u64;
+            let mut idx = 0u64;
+            while pfn < n {
+                let len = [1, 3, 17, 64, 100, 700, 3000][rnd(7) as usize].min(n - pfn);
+                let start = if rnd(10) == 0 && pfn > 600 { pfn - rnd(600) } else { pfn };
+                runs.push(Run { idx, pfn: start, len });
+                idx += len + [0, 0, 1, 5][rnd(4) as usize];
+                pfn += len + [0, 0, 0, 1, 9][rnd(5) as usize];
+            }
+            let mut states = Vec::new();
+            for lazy in [false, true] {
+                let mut kpf = KpageFlags { file: File::open(&path).unwrap(), runs: Vec::new(), last: 0, reads: 0, pfns_read: 0, time: Duration::ZERO };
+                let mut st = Tally::new(2);
+                let mut window = Vec::new();
+                for (k, r) in runs.iter().enumerate() {
+                    let vi = (k * 2 / runs.len()).min(1);
+                    let private = vi == 0;
+                    let chunk_va = 0x7000_0000_0000 + (vi as u64) * 0x1000_0000;
+                    let mut f = if lazy {
+                        RunFlags::on_demand(r, std::mem::take(&mut window))
+                    } else {
+                        RunFlags::read(r, &fl[r.pfn as usize..(r.pfn + r.len + 1) as usize])
+                    };
+                    tally_run(&mut st, &mut kpf, r, &mut f, chunk_va, vi, private).unwrap();
+                    window = f.into_window();
+                    kpf.clear();
+                }
+                states.push((tally_state(&st), kpf.pfns_read));
+            }
+            assert_eq!(states[0].0, states[1].0, "seed {seed}");
+        }
+        // Only 64 KiB folios, in one run: about two PFNs read per folio.
+        let n = 1u64 << 14;
+        let fl: Vec<u64> = (0..=n).map(|p| if p == n { 0 } else if p % 16 == 0 { KPF_COMPOUND_HEAD | KPF_THP } else { KPF_COMPOUND_TAIL | KPF_THP }).collect();
+        std::fs::write(&path, fl.iter().flat_map(|f| f.to_ne_bytes()).collect::<Vec<u8>>()).unwrap();
+        let mut kpf = KpageFlags { file: File::open(&path).unwrap(), runs: Vec::new(), last: 0, reads: 0, pfns_read: 0, time: Duration::ZERO };
+        let mut st = Tally::new(1);
+        let r = Run { idx: 0, pfn: 0, len: n };
+        tally_run(&mut st, &mut kpf, &r, &mut RunFlags::on_demand(&r, Vec::new()), 0x7000_0000_0000, 0, true).unwrap();
+        assert_eq!(st.whole[0][4], n / 16);
+        assert!(kpf.pfns_read <= n / 8 + 64 && kpf.reads <= n / 8 + 1, "{} PFNs in {} reads", kpf.pfns_read, kpf.reads);
         let _ = std::fs::remove_file(&path);
     }
 

@@ -688,3 +688,132 @@ fn agent_collapses_within_its_budgets() {
     assert_eq!(pmd_after, [2048, 2048, 0], "the census after the run");
     assert!(s.cpu_ms <= 0.5 * s.seconds * 1000.0 + 10.0 + 20.0, "{s:?}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Census reads (issue #13 item 6): the sparse kpageflags reads give the census that reading
+// every PFN's flags gives.
+
+/// `len` bytes of private anonymous memory, 2 MiB-aligned, faulted (written, or read when
+/// `read`) while `knobs` are held, then MADV_NOHUGEPAGE unless `keep_eligible` (so that
+/// khugepaged leaves it alone after the guard restores the knobs).
+fn fault_region(len: usize, knobs: &[&str], read: bool, shared: bool, keep_eligible: bool) -> (usize, usize) {
+    let flags = if shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE } | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), len + (4 << 20), libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+    assert_ne!(p, libc::MAP_FAILED);
+    let start = (p as usize).div_ceil(2 << 20) * (2 << 20);
+    // Leave a page unmapped on either side, so that neighbouring regions never merge.
+    unsafe {
+        libc::munmap(p, start - p as usize);
+        libc::munmap((start + len) as *mut libc::c_void, p as usize + len + (4 << 20) - start - len);
+    }
+    let guard = SettingsGuard::apply(&settings(knobs)).unwrap();
+    for off in (0..len).step_by(4096) {
+        let a = (start + off) as *mut u8;
+        unsafe {
+            if read {
+                std::ptr::read_volatile(a);
+            } else {
+                std::ptr::write_volatile(a, 1);
+            }
+        }
+    }
+    guard.restore().unwrap();
+    if !keep_eligible {
+        assert_eq!(unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_NOHUGEPAGE) }, 0);
+    }
+    (start, start + len)
+}
+
+/// Drop the 4 KiB page at `at` (MADV_DONTNEED).
+fn drop_page(at: usize) {
+    assert_eq!(unsafe { libc::madvise(at as *mut libc::c_void, 4096, libc::MADV_DONTNEED) }, 0);
+}
+
+#[test]
+fn census_sparse_reads_equal_every_pfn_read() {
+    use live::census::{census_of_ranges_with, Reads};
+    require_live!();
+    let _s = serial();
+    let _k = KnobsUnchanged::new();
+    const M: usize = 1 << 20;
+    let never = "enabled=never";
+    let mut regions = vec![
+        // 4 KiB pages, and 4 KiB zero pages.
+        fault_region(8 * M, &[never], false, false, false),
+        fault_region(M, &[never], true, false, false),
+        // 16 KiB and 64 KiB mTHPs.
+        fault_region(16 * M, &[never, "hugepages-16kB/enabled=always"], false, false, false),
+        fault_region(64 * M, &[never, "hugepages-64kB/enabled=always"], false, false, false),
+        // PMD THPs, the huge zero folio.
+        fault_region(32 * M, &["enabled=always"], false, false, true),
+        fault_region(8 * M, &["enabled=always", "use_zero_page=1"], true, false, true),
+        // 2 MiB then 64 KiB folios in one VMA (mixed orders in one run when PFNs follow).
+        fault_region(3 * M + (64 << 10), &[never, "hugepages-64kB/enabled=always", "hugepages-2048kB/enabled=always"], false, false, false),
+        // Shared anonymous memory (shmem: not counted on the spot).
+        fault_region(2 * M, &[never], false, true, false),
+    ];
+    // Partially mapped folios: a page dropped from every 256th KiB of the 64 KiB region and
+    // from one PMD THP (its PMD is split, the folio stays PTE-mapped).
+    let (m64, m64_end) = regions[3];
+    for at in (m64..m64_end).step_by(256 << 10) {
+        drop_page(at + (16 << 10));
+    }
+    drop_page(regions[4].0 + 5 * M + 4096);
+    // Moved folios: 1 MiB of 64 KiB folios remapped one page off their alignment.
+    let dst = unsafe { libc::mmap(std::ptr::null_mut(), 4 * M, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) } as usize;
+    let to = dst.div_ceil(2 * M) * 2 * M + 4096;
+    let moved = unsafe { libc::mremap((m64 + 8 * M) as *mut libc::c_void, M, M, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, to as *mut libc::c_void) };
+    assert_eq!(moved as usize, to);
+    regions.push((dst, dst + 4 * M));
+
+    let pid = std::process::id() as i32;
+    let ranges: Vec<(u64, u64)> = regions.iter().map(|&(a, b)| (a as u64, b as u64)).collect();
+    let mut found = None;
+    for _ in 0..3 {
+        // Every, sparse, on demand, every: retried when something (khugepaged, a split)
+        // changed meanwhile.
+        let vmas = live::procfs::read_smaps(pid).unwrap();
+        let e1 = census_of_ranges_with(pid, &ranges, &vmas, Reads::Every).unwrap();
+        let s = census_of_ranges_with(pid, &ranges, &vmas, Reads::Sparse).unwrap();
+        let d = census_of_ranges_with(pid, &ranges, &vmas, Reads::OnDemand).unwrap();
+        let e2 = census_of_ranges_with(pid, &ranges, &vmas, Reads::Every).unwrap();
+        if (&e1.total, &e1.per_vma, &e1.large_ranges) == (&e2.total, &e2.per_vma, &e2.large_ranges) {
+            found = Some((e1, s, d));
+            break;
+        }
+    }
+    let (e, s, d) = found.expect("the census kept changing");
+    for (name, x) in [("sparse", &s), ("on demand", &d)] {
+        assert_eq!(x.total, e.total, "{name}");
+        assert_eq!(x.per_vma, e.per_vma, "{name}");
+        assert_eq!(x.large_ranges, e.large_ranges, "{name}");
+        assert_eq!((x.pages_scanned, x.present_pages), (e.pages_scanned, e.present_pages), "{name}");
+    }
+    eprintln!("kpageflags PFNs read: every {}, sparse {}, on demand {}", e.kpageflags_pfns, s.kpageflags_pfns, d.kpageflags_pfns);
+    assert!(s.kpageflags_pfns < e.kpageflags_pfns && d.kpageflags_pfns < s.kpageflags_pfns, "PFNs read");
+    // With 1 GiB never touched among the ranges, pagemap is read on a second thread: the
+    // same census.
+    let big = unsafe { libc::mmap(std::ptr::null_mut(), 1 << 30, libc::PROT_READ, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0) } as usize;
+    assert_ne!(big as *mut libc::c_void, libc::MAP_FAILED);
+    let mut with_big = ranges.clone();
+    with_big.push((big as u64, big as u64 + (1 << 30)));
+    let vmas = live::procfs::read_smaps(pid).unwrap();
+    let t = census_of_ranges_with(pid, &with_big, &vmas, Reads::Sparse).unwrap();
+    let u = census_of_ranges_with(pid, &ranges, &vmas, Reads::Sparse).unwrap();
+    assert!(t.pages_scanned > 2 * 65536, "{}", t.pages_scanned);
+    assert_eq!((&t.total, &t.per_vma, &t.large_ranges), (&u.total, &u.per_vma, &u.large_ranges), "threaded");
+    assert_eq!(t.total, e.total, "threaded");
+    unsafe { libc::munmap(big as *mut libc::c_void, 1 << 30) };
+    // The mix is there.
+    let c = &s.total;
+    for size in ["4kB", "16kB", "64kB", "2048kB"] {
+        assert!(c.sizes.get(size).is_some_and(|e| e.folios > 0), "no {size} folios: {c:?}");
+    }
+    assert!(c.sizes["2048kB"].pmd_mapped >= 14, "{c:?}");
+    assert!(c.sizes["2048kB"].partially_mapped >= 1, "{c:?}");
+    assert!(c.sizes["64kB"].partially_mapped >= 200, "{c:?}");
+    assert!(c.zero_page_ptes >= 256 && c.huge_zero_pmds >= 1, "{c:?}");
+    for (a, b) in regions {
+        unsafe { libc::munmap(a as *mut libc::c_void, b - a) };
+    }
+}
