@@ -896,8 +896,10 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
     let w = load_workload("seed-anon-1g")?;
     let unavailable = if a.model_only { Some("--model-only".to_string()) } else { live_unavailable() };
     let mut results = Vec::new();
+    // The model's time from the profile measured on this machine kind, beside the live wall time.
+    let profile = uapi::profile::MachineProfile::builtin();
     for (label, s) in demo_settings() {
-        let r = run_sim(&w, &s, &machine, false, false)?;
+        let r = run_sim_tlb(&w, &s, &machine, false, false, None, None, profile.fault.as_ref())?;
         let live = match &unavailable {
             None => Some(live_cmds::run_live(&w, &s, &r.regions, 1, false)?),
             Some(_) => None,

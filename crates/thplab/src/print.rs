@@ -352,6 +352,14 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
     if cols.iter().any(|(_, _, r)| r.process.bloat_bytes.is_some()) {
         row(out, "bloat (allocated, never touched)", &|r| r.process.bloat_bytes.map_or("-".to_string(), kb))?;
     }
+    // With a profile: the model's simulated time; beside it a live column's wall time.
+    if cols.iter().any(|(_, _, r)| r.time.is_some()) {
+        row(out, "time (profile; live: wall time)", &|r| match (&r.time, &r.live) {
+            (Some(t), _) => secs(t.elapsed_ns as f64),
+            (None, Some(l)) => secs(l.wall_ms * 1e6),
+            _ => "-".to_string(),
+        })?;
+    }
     row(out, "thp_fault_alloc", &|r| r.vmstat.get("thp_fault_alloc").copied().unwrap_or(0).to_string())?;
     let mut dirs: Vec<&String> = cols.iter().flat_map(|(_, _, r)| r.mthp.keys()).collect();
     dirs.sort_by_key(|d| size_sort_key(d));
@@ -373,6 +381,10 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
     if cols.iter().any(|(_, _, r)| r.source == "live") {
         writeln!(out, "\nthp_* and hugepages-*/stats are system-wide: on a busy machine the live columns include other")?;
         writeln!(out, "processes' allocations. minflt, Rss, AnonHugePages and the folios are the process's own.")?;
+        if cols.iter().any(|(_, _, r)| r.time.is_some()) {
+            writeln!(out, "time: the model's from a machine profile (`thplab calibrate` measures one); a virtual machine's wall time")?;
+            writeln!(out, "also pays the host's faults on guest memory it backs anew, which varies from run to run.")?;
+        }
     }
     writeln!(out)?;
     let mut seen = Vec::new();
