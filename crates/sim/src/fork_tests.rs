@@ -49,20 +49,7 @@ fn dump(r: &RunResult) -> String {
             s += &format!("  {size}: {} (pmd {} pte {} partial {})\n", e.folios, e.pmd_mapped, e.pte_mapped, e.partially_mapped);
         }
     }
-    for (k, v) in &r.vmstat {
-        if *v != 0 {
-            s += &format!("{k} {v}\n");
-        }
-    }
-    let mut dirs: Vec<_> = r.mthp.iter().collect();
-    dirs.sort_by_key(|(k, _)| uapi::result::size_sort_key(k));
-    for (dir, stats) in dirs {
-        for (k, v) in stats {
-            if *v != 0 {
-                s += &format!("{dir}/stats/{k} {v}\n");
-            }
-        }
-    }
+    s += &crate::tests::counter_lines(r);
     s
 }
 

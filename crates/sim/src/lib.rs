@@ -715,20 +715,7 @@ pub fn run_recording(
     machine: &MachineConfig,
     check_invariants: bool,
 ) -> Result<RunResult, SimError> {
-    run_recording_with(source, header, events, settings, machine, check_invariants, None)
-}
-
-/// [`run_recording`] with `--explain` (a range of model addresses).
-pub fn run_recording_with(
-    source: &str,
-    header: &trace::Header,
-    events: &[trace::Event],
-    settings: &ThpSettings,
-    machine: &MachineConfig,
-    check_invariants: bool,
-    explain: Option<(u64, u64)>,
-) -> Result<RunResult, SimError> {
-    run_recording_opts(source, header, events, settings, machine, &ReplayOptions { check_invariants, explain, recorded_time: false })
+    run_recording_opts(source, header, events, settings, machine, &ReplayOptions { check_invariants, ..Default::default() })
 }
 
 /// How a recording is replayed.

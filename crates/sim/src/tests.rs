@@ -45,6 +45,27 @@ fn sim_on(set: &str, text: &str, mem: u64) -> RunResult {
 }
 
 /// A compact procfs-style dump of everything that moved.
+/// The vmstat and per-size stats counters that moved, as /proc/vmstat and sysfs name them
+/// (every fixture dump ends with them).
+pub(crate) fn counter_lines(r: &RunResult) -> String {
+    let mut s = String::new();
+    for (k, v) in &r.vmstat {
+        if *v != 0 {
+            s += &format!("{k} {v}\n");
+        }
+    }
+    let mut dirs: Vec<_> = r.mthp.iter().collect();
+    dirs.sort_by_key(|(k, _)| uapi::result::size_sort_key(k));
+    for (dir, stats) in dirs {
+        for (k, v) in stats {
+            if *v != 0 {
+                s += &format!("{dir}/stats/{k} {v}\n");
+            }
+        }
+    }
+    s
+}
+
 fn dump(r: &RunResult) -> String {
     let mut s = format!(
         "minflt {}\nRss: {} kB\nAnonHugePages: {} kB\n",
@@ -63,20 +84,7 @@ fn dump(r: &RunResult) -> String {
     if r.census.zero_page_ptes + r.census.huge_zero_pmds > 0 {
         s += &format!("zero_page_ptes {} huge_zero_pmds {}\n", r.census.zero_page_ptes, r.census.huge_zero_pmds);
     }
-    for (k, v) in &r.vmstat {
-        if *v != 0 {
-            s += &format!("{k} {v}\n");
-        }
-    }
-    let mut dirs: Vec<_> = r.mthp.iter().collect();
-    dirs.sort_by_key(|(k, _)| uapi::result::size_sort_key(k));
-    for (dir, stats) in dirs {
-        for (k, v) in stats {
-            if *v != 0 {
-                s += &format!("{dir}/stats/{k} {v}\n");
-            }
-        }
-    }
+    s += &counter_lines(r);
     for c in &r.calls {
         if c.call != "mmap" {
             s += &format!("line {}: {} = {}\n", c.line, c.call, c.ret);

@@ -678,7 +678,19 @@ fn sim_one(
     profile: Option<&uapi::profile::MachineProfile>,
 ) -> Result<uapi::RunResult> {
     let costs = profile.and_then(|p| p.fault.as_ref());
-    let mut r = sim_input(a, input, settings, machine, explain, progress, costs)?;
+    let mut r = match input {
+        SimInput::Recording { name, header, events, offsets } => {
+            let opts = sim::ReplayOptions { check_invariants: a.check, explain, recorded_time: a.recorded_time };
+            let r = sim::run_recording_opts(name, header, events, settings, machine, &opts).map_err(|e| input::locate(e, offsets))?;
+            print_replay_warnings(&r);
+            r
+        }
+        SimInput::Workload(w) => {
+            let cpu = tlb::presets::by_name(&a.cpu).expect("clap checked --cpu");
+            let paging = tlb::Paging::parse(&a.paging).expect("clap checked --paging");
+            run_sim_tlb(w, settings, machine, a.check, progress, explain, Some((cpu, paging)), costs)?
+        }
+    };
     // A workload's steps are priced as they run (sim::driver); a recording's time is still
     // estimated from its totals.
     if let (Some(fault), SimInput::Recording { events, .. }) = (costs, input) {
@@ -712,30 +724,6 @@ pub fn load_profile(arg: &str) -> Result<uapi::profile::MachineProfile> {
         );
     }
     Ok(p)
-}
-
-fn sim_input(
-    a: &SimArgs,
-    input: &SimInput,
-    settings: &ThpSettings,
-    machine: &sim::MachineConfig,
-    explain: Option<(u64, u64)>,
-    progress: bool,
-    costs: Option<&uapi::profile::FaultCosts>,
-) -> Result<uapi::RunResult> {
-    Ok(match input {
-        SimInput::Recording { name, header, events, offsets } => {
-            let opts = sim::ReplayOptions { check_invariants: a.check, explain, recorded_time: a.recorded_time };
-            let r = sim::run_recording_opts(name, header, events, settings, machine, &opts).map_err(|e| input::locate(e, offsets))?;
-            print_replay_warnings(&r);
-            r
-        }
-        SimInput::Workload(w) => {
-            let cpu = tlb::presets::by_name(&a.cpu).expect("clap checked --cpu");
-            let paging = tlb::Paging::parse(&a.paging).expect("clap checked --paging");
-            run_sim_tlb(w, settings, machine, a.check, progress, explain, Some((cpu, paging)), costs)?
-        }
-    })
 }
 
 enum SimInput {
