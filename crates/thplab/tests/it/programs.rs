@@ -36,6 +36,33 @@ fn which(name: &str) -> Option<String> {
 }
 
 /// The knobs (not stats, not khugepaged's counters) as `grep -r . TREE` prints them.
+/// tests/it/progs/NAME.c compiled into `dir`; None (the test skips, and says so) without a C
+/// compiler.
+fn compile_prog(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+    let exe = dir.join(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/it/progs/{name}.c"));
+    match Command::new("cc").args(["-O1", "-o"]).arg(&exe).arg(&src).status() {
+        Ok(s) if s.success() => Some(exe),
+        other => {
+            println!("skipped: no C compiler ({other:?})");
+            None
+        }
+    }
+}
+
+/// `argv` recorded with the default options; None (the test skips, and says so) where recording
+/// is not available.
+fn record_or_skip(argv: &[OsString]) -> Option<record::Recording> {
+    match record::record(argv, &record::RecordOptions::default()) {
+        Ok(r) => Some(r),
+        Err(record::RecordError::Unavailable(why)) => {
+            println!("skipped: recording is not available here: {why}");
+            None
+        }
+        Err(e) => panic!("recording failed: {e}"),
+    }
+}
+
 fn knobs() -> Vec<String> {
     let out = Command::new("grep").args(["-r", ".", SYSFS]).output().expect("grep");
     let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
@@ -438,15 +465,7 @@ fn shell_script_starting_children_model_matches_live() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join("exec_child");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/progs/exec_child.c");
-    match Command::new("cc").args(["-O1", "-o"]).arg(&exe).arg(&src).status() {
-        Ok(s) if s.success() => {}
-        other => {
-            println!("skipped: no C compiler ({other:?})");
-            return;
-        }
-    }
+    let Some(exe) = compile_prog(dir.path(), "exec_child") else { return };
     const CHILDREN: u64 = 40;
     // The list written out: `$(seq N)` would record seq too, whose locale files the model
     // places one page off (a model gap of its own, seen with `seq` recorded alone).
@@ -505,26 +524,11 @@ fn check_c_program(
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join(name);
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/it/progs/{name}.c"));
-    match Command::new("cc").args(["-O1", "-o"]).arg(&exe).arg(&src).status() {
-        Ok(s) if s.success() => {}
-        other => {
-            println!("skipped: no C compiler ({other:?})");
-            return;
-        }
-    }
+    let Some(exe) = compile_prog(dir.path(), name) else { return };
     let knobs_before = knobs();
     let argv = vec![exe.to_string_lossy().into_owned()];
     let os: Vec<OsString> = argv.iter().map(OsString::from).collect();
-    let rec = match record::record(&os, &record::RecordOptions::default()) {
-        Ok(r) => r,
-        Err(record::RecordError::Unavailable(why)) => {
-            println!("skipped: recording is not available here: {why}");
-            return;
-        }
-        Err(e) => panic!("recording failed: {e}"),
-    };
+    let Some(rec) = record_or_skip(&os) else { return };
     assert_eq!(rec.header.lost_events, 0);
     check_recording(&rec);
     let mut failures = Vec::new();
@@ -722,15 +726,7 @@ fn shmem_program_matches_live_under_stacked_dev_shm_mounts() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join("shm_prog");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/progs/shm_prog.c");
-    match Command::new("cc").args(["-O1", "-o"]).arg(&exe).arg(&src).status() {
-        Ok(s) if s.success() => {}
-        other => {
-            println!("skipped: no C compiler ({other:?})");
-            return;
-        }
-    }
+    let Some(exe) = compile_prog(dir.path(), "shm_prog") else { return };
     let ro = dir.path().join("ro");
     std::fs::create_dir(&ro).unwrap();
     let knobs_before = knobs();
@@ -791,26 +787,11 @@ fn khugepaged_collapses_during_a_recorded_program_as_live() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join("khugepaged_wait");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/progs/khugepaged_wait.c");
-    match Command::new("cc").args(["-O1", "-o"]).arg(&exe).arg(&src).status() {
-        Ok(s) if s.success() => {}
-        other => {
-            println!("skipped: no C compiler ({other:?})");
-            return;
-        }
-    }
+    let Some(exe) = compile_prog(dir.path(), "khugepaged_wait") else { return };
     let knobs_before = knobs();
     let argv = vec![exe.to_string_lossy().into_owned()];
     let os: Vec<OsString> = argv.iter().map(OsString::from).collect();
-    let rec = match record::record(&os, &record::RecordOptions::default()) {
-        Ok(r) => r,
-        Err(record::RecordError::Unavailable(why)) => {
-            println!("skipped: recording is not available here: {why}");
-            return;
-        }
-        Err(e) => panic!("recording failed: {e}"),
-    };
+    let Some(rec) = record_or_skip(&os) else { return };
     let daemon = ["khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=4096", "khugepaged/max_ptes_none=511"];
     let mut failures = Vec::new();
     for (label, base, expect) in [("madvise mode", "enabled=madvise", 4u64), ("PMD always", "enabled=always", 4), ("4K only", "enabled=never", 0)] {
@@ -864,15 +845,7 @@ fn direct_reads_in_a_recording_are_replayed_as_pins() {
     }
     // A file on a disk file system (a tmpfs takes O_DIRECT as buffered I/O): /var/tmp.
     let dir = tempfile::tempdir_in("/var/tmp").or_else(|_| tempfile::tempdir()).unwrap();
-    let exe = dir.path().join("direct_read");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/progs/direct_read.c");
-    match Command::new("cc").args(["-O1", "-o"]).arg(&exe).arg(&src).status() {
-        Ok(s) if s.success() => {}
-        other => {
-            println!("skipped: no C compiler ({other:?})");
-            return;
-        }
-    }
+    let Some(exe) = compile_prog(dir.path(), "direct_read") else { return };
     let data = dir.path().join("data");
     std::fs::write(&data, vec![7u8; 4 << 20]).unwrap();
     let status = Command::new(&exe).arg(&data).status().unwrap();
@@ -884,14 +857,7 @@ fn direct_reads_in_a_recording_are_replayed_as_pins() {
     let knobs_before = knobs();
     let argv = vec![exe.to_string_lossy().into_owned(), data.to_string_lossy().into_owned()];
     let os: Vec<OsString> = argv.iter().map(OsString::from).collect();
-    let rec = match record::record(&os, &record::RecordOptions::default()) {
-        Ok(r) => r,
-        Err(record::RecordError::Unavailable(why)) => {
-            println!("skipped: recording is not available here: {why}");
-            return;
-        }
-        Err(e) => panic!("recording failed: {e}"),
-    };
+    let Some(rec) = record_or_skip(&os) else { return };
     let mut failures = Vec::new();
     for (label, knobs, pin_faults) in [
         ("4K only", vec!["enabled=never"], 1024u64),
