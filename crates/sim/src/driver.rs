@@ -245,9 +245,19 @@ pub struct Machine {
     /// With a profile's `[fault]` costs, every step moves the clock by what its work costs;
     /// without, only `Sleep` moves it.
     costs: Option<FaultCosts>,
-    /// What the priced steps cost, by kind of work.
+    /// The profile's ns per fault by folio order (order 0: 4 KiB), looked up once; a size the
+    /// profile lacks costs a 4 KiB fault.
+    order_ns: [f64; ORDERS],
+    /// Faults the priced steps made by order, and their ns (kept in arrays so that a step
+    /// allocates nothing; `time` names the sizes).
+    faults: [u64; ORDERS],
+    faults_ns: [f64; ORDERS],
+    /// What the priced steps cost, the other kinds of work.
     time: TimeEstimate,
 }
+
+/// Folio orders 0 (4 KiB) to PMD_ORDER.
+const ORDERS: usize = PMD_ORDER as usize + 1;
 
 impl std::ops::Deref for Machine {
     type Target = Kernel;
@@ -258,13 +268,25 @@ impl std::ops::Deref for Machine {
 
 impl Machine {
     pub fn new(k: Kernel) -> Machine {
-        Machine { k, clock_ns: 0, khugepaged: daemons::Khugepaged::default(), steps: 0, costs: None, time: TimeEstimate::default() }
+        Machine {
+            k,
+            clock_ns: 0,
+            khugepaged: daemons::Khugepaged::default(),
+            steps: 0,
+            costs: None,
+            order_ns: [0.0; ORDERS],
+            faults: [0; ORDERS],
+            faults_ns: [0.0; ORDERS],
+            time: TimeEstimate::default(),
+        }
     }
 
     /// Price every step from now on with a profile's `[fault]` section (`sim --profile`): the
     /// clock moves by each step's work, so daemons wake in the middle of the program as they
     /// would on the machine the profile was measured on.
     pub fn set_costs(&mut self, costs: FaultCosts) {
+        let four_k = costs.fault_ns(&Order::BASE.label()).unwrap_or(0.0);
+        self.order_ns = std::array::from_fn(|o| costs.fault_ns(&Order(o as u8).label()).unwrap_or(four_k));
         self.costs = Some(costs);
     }
 
@@ -273,6 +295,11 @@ impl Machine {
     pub fn time(&self) -> Option<TimeEstimate> {
         let c = self.costs.as_ref()?;
         let mut t = self.time.clone();
+        for o in (0..ORDERS).filter(|&o| self.faults[o] > 0) {
+            let size = Order(o as u8).label();
+            t.faults.insert(size.clone(), self.faults[o]);
+            t.faults_ns.insert(size, self.faults_ns[o]);
+        }
         t.total_ns = t.faults_ns.values().sum::<f64>() + t.zero_page_ns + t.touch_ns + t.calls_ns + t.collapse_ns;
         t.unmeasured_sizes = t.faults.keys().filter(|s| c.fault_ns(s).is_none()).cloned().collect();
         Some(t)
@@ -295,26 +322,25 @@ impl Machine {
         let Some(c) = self.costs.as_ref() else { return 0.0 };
         let after = self.work();
         let t = &mut self.time;
-        let four_k = c.fault_ns("4kB").unwrap_or(0.0);
         let mut ns = 0.0;
         let mut large = 0;
+        let mut fault = |o: usize, n: u64| {
+            let cost = n as f64 * self.order_ns[o];
+            self.faults[o] += n;
+            self.faults_ns[o] += cost;
+            cost
+        };
         for order in sysfs_orders() {
             let n = (after.allocs[order.0 as usize] - before.allocs[order.0 as usize]).max(0) as u64;
             if n > 0 {
-                let size = order.label();
-                let cost = n as f64 * c.fault_ns(&size).unwrap_or(four_k);
-                *t.faults.entry(size.clone()).or_default() += n;
-                *t.faults_ns.entry(size).or_default() += cost;
-                ns += cost;
+                ns += fault(order.0 as usize, n);
                 large += n;
             }
         }
         let zero = after.zero.saturating_sub(before.zero);
         let small = after.minflt.saturating_sub(before.minflt).saturating_sub(large + zero);
         if small > 0 {
-            *t.faults.entry("4kB".into()).or_default() += small;
-            *t.faults_ns.entry("4kB".into()).or_default() += small as f64 * four_k;
-            ns += small as f64 * four_k;
+            ns += fault(0, small);
         }
         t.zero_page_faults += zero;
         t.zero_page_ns += zero as f64 * c.zero_page_read_ns;
@@ -324,7 +350,7 @@ impl Machine {
         ns += zero as f64 * c.zero_page_read_ns + hits as f64 * c.touch_ns_per_page;
         let collapses = (after.collapses - before.collapses).max(0) as u64;
         if collapses > 0 {
-            let cost = collapses as f64 * c.fault_ns(&Order::PMD.label()).unwrap_or(four_k);
+            let cost = collapses as f64 * self.order_ns[PMD_ORDER as usize];
             t.collapses += collapses;
             t.collapse_ns += cost;
             ns += cost;
