@@ -750,7 +750,7 @@ pub fn run_recording_opts(
             err
         })?;
     }
-    let replay::Finished { counters, minflt, images, stats: st, khugepaged, io } = rp.finish();
+    let replay::Finished { counters, minflt, images, stats: st, misses, khugepaged, io } = rp.finish();
     let mut r = RunResult::new("sim", source);
     r.io = io;
     r.settings = settings.knob_map();
@@ -790,8 +790,9 @@ pub fn run_recording_opts(
             }
         })
         .collect();
-    let placement_misses = st
-        .placement_misses
+    let mut rep = st;
+    rep.warnings = replay::warnings(&rep, &misses);
+    rep.placement_misses = misses
         .iter()
         .map(|m| uapi::result::PlacementMiss {
             pid: m.pid,
@@ -805,48 +806,17 @@ pub fn run_recording_opts(
             },
         })
         .collect();
-    r.model = Some(uapi::ModelSection {
-        run: None,
-        replay: Some(uapi::ReplayReport {
-            processes: st.processes,
-            images: st.images,
-            events: st.events,
-            recorded_faults: st.recorded_faults,
-            modelled_faults: st.modelled_faults,
-            passthrough_faults: st.passthrough_faults,
-            unresolved_faults: st.unresolved_faults,
-            exec_faults: st.exec_faults,
-            lost_events: st.lost_events,
-            shmem_files: st.shmem_files,
-            shmem_writes: st.shmem_writes,
-            shmem_unmodelled: st.shmem_unmodelled,
-            preexisting_files: st.preexisting_files,
-            placements_checked: st.placements_checked,
-            placements_matched: st.placements_matched,
-            relocated: st.relocated,
-            forked_images: st.forked_images,
-            exec_snapshots: st.exec_snapshots,
-            direct_reads_unmodelled: st.direct_reads_unmodelled,
-            placement_misses,
-            populate_calls: st.populate_calls,
-            populate_faults: st.populate_faults,
-            populate_failed: st.populate_failed,
-            populate_unmodelled_pages: st.populate_unmodelled_pages,
-            warnings: replay::warnings(&st),
-            recorded_kernel: header.kernel_release.clone(),
-            recorded_settings_unknown: st.recorded_unknown_knobs.clone(),
-            census_scope: "anonymous private and shared shmem memory of every process, at its exit".to_string(),
-            per_process,
-            salvage: None,
-            khugepaged: khugepaged.map(|kh| uapi::result::ModelKhugepaged {
-                registered: kh.wakeups > 0 || !kh.mm_slots.is_empty(),
-                wakeups: kh.wakeups,
-                pmds_scanned: kh.pmds_scanned,
-                pages_collapsed: kh.pages_collapsed,
-                full_scans: kh.full_scans,
-            }),
-        }),
+    rep.recorded_kernel = header.kernel_release.clone();
+    rep.census_scope = "anonymous private and shared shmem memory of every process, at its exit".to_string();
+    rep.per_process = per_process;
+    rep.khugepaged = khugepaged.map(|kh| uapi::result::ModelKhugepaged {
+        registered: kh.wakeups > 0 || !kh.mm_slots.is_empty(),
+        wakeups: kh.wakeups,
+        pmds_scanned: kh.pmds_scanned,
+        pages_collapsed: kh.pages_collapsed,
+        full_scans: kh.full_scans,
     });
+    r.model = Some(uapi::ModelSection { run: None, replay: Some(rep) });
     Ok(r)
 }
 

@@ -65,65 +65,14 @@ const O_CREAT_WRONLY_TRUNC: u64 = O_CREAT | O_WRONLY | O_TRUNC;
 /// How far below its start a stack may grow in one step (the default RLIMIT_STACK).
 const STACK_LIMIT: u64 = 8 << 20;
 
-/// Counts of what the replay did, for the result's `model.replay` section.
-#[derive(Clone, Debug, Default)]
-pub struct ReplayStats {
-    /// O_DIRECT reads (or parts of one) into memory the model does not back: not pinned.
-    pub direct_reads_unmodelled: u64,
-    pub processes: u64,
-    pub images: u64,
-    pub events: u64,
-    pub recorded_faults: u64,
-    /// Recorded faults outside anonymous private memory, counted as recorded.
-    pub passthrough_faults: u64,
-    /// Recorded faults in modelled memory that the model says still fault under the settings.
-    pub modelled_faults: u64,
-    /// Recorded faults in modelled memory that the model could not resolve (SIGSEGV/SIGBUS in
-    /// the model): counted as recorded and listed here because they point at a model gap.
-    pub unresolved_faults: u64,
-    /// Faults taken inside execve, before the program's own count starts.
-    pub exec_faults: u64,
-    pub lost_events: u64,
-    /// shmem files the replay modelled (memfd, tmpfs files, shared anonymous, /dev/zero).
-    pub shmem_files: u64,
-    /// write-family calls on shmem files replayed through the model's write path.
-    pub shmem_writes: u64,
-    /// Calls on shmem files the model cannot replay (truncating cached pages, hole punching,
-    /// MAP_PRIVATE file mappings, mremap of shmem): their effect is left out.
-    pub shmem_unmodelled: u64,
-    /// Files that existed before the program and had data (modelled as 4 KiB pages).
-    pub preexisting_files: u64,
-    /// Mappings without MAP_FIXED whose placement the model computed under the recording's
-    /// knobs, and how many of those gave the recorded address.
-    pub placements_checked: u64,
-    pub placements_matched: u64,
-    /// Mappings placed elsewhere than recorded because the replay's knobs move them.
-    pub relocated: u64,
-    /// Processes forked without CLONE_VM whose address space the model copied (`fork`): their
-    /// faults are modelled, not passed through.
-    pub forked_images: u64,
-    /// Images (the first process's, and one per successful execve) whose address space (stack,
-    /// heap, ELF and loader mappings, mmap_base) came from the recording's exec snapshot.
-    pub exec_snapshots: u64,
-    /// The first [`MAX_MISSES`] placements the model could not reproduce.
-    pub placement_misses: Vec<PlacementMiss>,
-    /// What the replay met and could not model faithfully, one sentence each.
-    pub warnings: Vec<String>,
-    /// Knobs in the recording's dump that this model does not know (`ThpSettings::unknown`).
-    pub recorded_unknown_knobs: BTreeMap<String, String>,
-    /// Calls that populate memory without faults the recorder sees (MAP_POPULATE, MAP_LOCKED,
-    /// MADV_POPULATE_READ/WRITE, mlock, mlock2, mlockall, mmap and brk under MCL_FUTURE), the
-    /// faults the model took for them (in minflt, as the kernel counts them), populates that
-    /// failed in the model, and pages of file mappings they populated that the model cannot.
-    pub populate_calls: u64,
-    pub populate_faults: u64,
-    pub populate_failed: u64,
-    pub populate_unmodelled_pages: u64,
-}
+/// Counts of what the replay did: the result's `model.replay` section itself (every field is
+/// documented there); `warnings` holds the replay's own sentences until [`warnings`] adds the
+/// placement misses at the end, and `placement_misses` is filled from [`PlacementMiss`]es then.
+pub type ReplayStats = uapi::ReplayReport;
 
 /// Every warning of a replay, placement misses included, one sentence each: what the text output
 /// prints and the JSON lists.
-pub fn warnings(st: &ReplayStats) -> Vec<String> {
+pub fn warnings(st: &ReplayStats, misses: &[PlacementMiss]) -> Vec<String> {
     let mut out = st.warnings.clone();
     let missed = st.placements_checked - st.placements_matched;
     if missed > 0 {
@@ -132,7 +81,7 @@ pub fn warnings(st: &ReplayStats) -> Vec<String> {
             st.placements_checked
         ));
     }
-    for m in &st.placement_misses {
+    for m in misses {
         let model = match &m.model {
             Ok(a) => format!("{a:#x}"),
             Err(e) => format!("nowhere ({e})"),
@@ -142,8 +91,8 @@ pub fn warnings(st: &ReplayStats) -> Vec<String> {
             m.pid, m.backing, m.len, m.hint, m.recorded
         ));
     }
-    if missed as usize > st.placement_misses.len() {
-        out.push(format!("{} more placement misses not listed", missed as usize - st.placement_misses.len()));
+    if missed as usize > misses.len() {
+        out.push(format!("{} more placement misses not listed", missed as usize - misses.len()));
     }
     out
 }
@@ -312,6 +261,8 @@ pub struct Replay<'a> {
     /// `--explain`: the range whose faults every image keeps.
     explain: Option<(u64, u64)>,
     pub stats: ReplayStats,
+    /// The first [`MAX_MISSES`] placements the model could not reproduce.
+    misses: Vec<PlacementMiss>,
     /// The clock follows the recording's timestamps (`follow_recorded_time`).
     recorded_time: bool,
     /// What O_DIRECT reads pinned (the result's `io`, as a workload's `read_direct`).
@@ -370,9 +321,10 @@ impl<'a> Replay<'a> {
             stats: ReplayStats {
                 lost_events: header.lost_events,
                 warnings,
-                recorded_unknown_knobs,
+                recorded_settings_unknown: recorded_unknown_knobs,
                 ..Default::default()
             },
+            misses: Vec::new(),
             recorded_time: false,
             io: None,
             check,
@@ -1011,8 +963,8 @@ impl<'a> Replay<'a> {
                     _ => here,
                 };
                 self.stats.placements_checked += 1;
-                if under_rec != Ok(rec) && self.stats.placement_misses.len() < MAX_MISSES {
-                    self.stats.placement_misses.push(PlacementMiss {
+                if under_rec != Ok(rec) && self.misses.len() < MAX_MISSES {
+                    self.misses.push(PlacementMiss {
                         pid,
                         backing: backing_word(backing),
                         len,
@@ -1301,7 +1253,7 @@ impl<'a> Replay<'a> {
         let mut counters = self.done_counters;
         counters.add(&self.m.counters);
         let khugepaged = self.recorded_time.then(|| self.m.khugepaged_state().clone());
-        Finished { counters, minflt, images: self.done_images, stats: self.stats, khugepaged, io: self.io }
+        Finished { counters, minflt, images: self.done_images, stats: self.stats, misses: self.misses, khugepaged, io: self.io }
     }
 }
 
@@ -1323,6 +1275,7 @@ pub struct Finished {
     pub minflt: u64,
     pub images: Vec<ImageResult>,
     pub stats: ReplayStats,
+    pub misses: Vec<PlacementMiss>,
     /// khugepaged's work, when the clock followed the recording's timestamps.
     pub khugepaged: Option<mm::khugepaged::KhugepagedScan>,
     /// What O_DIRECT reads pinned.
