@@ -6,6 +6,8 @@
 //! difference being reported ([`retry_reason`], [`retry_live`]). It reads only the two
 //! `uapi::RunResult`s and writes only to the writer it is given.
 
+pub mod timeline;
+
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 

@@ -29,7 +29,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mm_types::{PAGE_SIZE, PMD_SIZE};
 use serde::{Deserialize, Serialize};
@@ -248,8 +248,10 @@ pub struct ExecOptions {
     pub child_args: Vec<String>,
     /// Runs (≥ 1); counters are reported as the median.
     pub repeat: u32,
-    /// Print one line per run on stderr.
+    /// Print one line per run on stderr (and, while sampling, one a second).
     pub progress: bool,
+    /// `--sample MS`: the result's `timeline` (crate::timeline).
+    pub sample: Option<Duration>,
 }
 
 impl Default for ExecOptions {
@@ -259,6 +261,7 @@ impl Default for ExecOptions {
             child_args: vec!["__exec".into()],
             repeat: 1,
             progress: false,
+            sample: None,
         }
     }
 }
@@ -1782,6 +1785,8 @@ pub struct RunOnce {
     pub regions: Vec<RegionPlacement>,
     /// /proc/meminfo deltas (kB): Shmem, ShmemHugePages, ShmemPmdMapped.
     pub meminfo: BTreeMap<String, i64>,
+    /// `--sample`: the samples taken during the run.
+    pub timeline: Vec<uapi::TimelineSample>,
 }
 
 /// The /proc/meminfo lines a run reports, in kB.
@@ -2031,6 +2036,10 @@ fn run_once(
     let before = CounterSnapshot::read(&paths.sysfs)?;
     let meminfo_before = read_meminfo()?;
     control.write_all(b"go\n").map_err(|e| LiveError::Child(format!("cannot send 'go': {e}")))?;
+    let sampler = opts.sample.map(|every| {
+        let ranges = regions.iter().filter(|r| r.name != HEAP).map(|r| (r.start, r.start + r.len)).collect();
+        crate::timeline::Sampler::start(ready.pid, ranges, paths.sysfs.clone(), Instant::now(), every, opts.progress)
+    });
     let mut procs_done: Vec<ProcDone> = Vec::new();
     let done: Done = loop {
         line.clear();
@@ -2050,6 +2059,7 @@ fn run_once(
             _ => return Err(fail(&mut child, last_op, "during the run")),
         }
     };
+    let timeline = sampler.map(|s| s.finish()).unwrap_or_default();
     let after = CounterSnapshot::read(&paths.sysfs)?;
     let meminfo_after = read_meminfo()?;
     let meminfo: BTreeMap<String, i64> =
@@ -2159,6 +2169,7 @@ fn run_once(
         meminfo,
         start_brk: ready.start_brk,
         regions,
+        timeline,
     })
 }
 
@@ -2215,10 +2226,10 @@ pub fn run_live(
         runs.push(r);
     }
     guard.restore()?;
-    Ok(assemble(w, settings, &spec, runs, notes))
+    Ok(assemble(w, settings, &spec, runs, notes, opts.sample))
 }
 
-fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<RunOnce>, notes: Vec<String>) -> RunResult {
+fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<RunOnce>, notes: Vec<String>, sample: Option<Duration>) -> RunResult {
     let mut res = RunResult::new("live", &w.source);
     res.settings = settings.knob_map();
     let n = runs.len();
@@ -2296,6 +2307,7 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
         })
         .collect();
     let census_varied = runs.iter().any(|r| r.census != rep.census);
+    res.timeline = sample.map(|every| uapi::Timeline { interval_ms: every.as_millis() as u64, samples: rep.timeline.clone() });
     res.live = Some(LiveSection {
         kernel_release: crate::kernel_release(),
         wall_ms: wall_us as f64 / 1000.0,

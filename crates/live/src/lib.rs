@@ -44,6 +44,7 @@ pub mod observe;
 pub mod procfs;
 pub mod program;
 pub mod sysfs;
+pub mod timeline;
 
 use std::path::Path;
 

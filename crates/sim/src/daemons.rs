@@ -160,4 +160,32 @@ mod tests {
         assert_eq!(kh.wakeups, 4);
         assert_eq!(r.folios["2048kB"], 4);
     }
+
+    /// `--sample 100`: the daemon of `pages_to_scan_spreads_a_pass_over_wakeups` seen every
+    /// 100 ms. A sample at n × 100 ms comes after the wake-ups due before it: at 100 ms the
+    /// first (two collapses), at 200 ms the second (two more), at 300 ms the third (the pass
+    /// ends: one full scan). The 350 ms run has no sample at 400 ms.
+    #[test]
+    fn the_timeline_samples_the_daemon_between_wakeups() {
+        let w = workload::parse("t", "mmap a 8M align=2M\nmadvise a nohugepage\ntouch a write\nmadvise a hugepage\nsleep 350ms\n").unwrap();
+        let s = settings(&["enabled=madvise", "khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=1024"]);
+        let mut opts = crate::RunOptions { check_invariants: true, sample_ms: Some(100), ..Default::default() };
+        let (r, _) = crate::run_with(&w, &s, &MachineConfig::default(), &mut opts).unwrap();
+        let t = r.timeline.expect("--sample gives a timeline");
+        assert_eq!(t.interval_ms, 100);
+        let rows: Vec<(f64, i64, u64, Option<u64>, Option<u64>, i64, u64)> = t
+            .samples
+            .iter()
+            .map(|x| (x.t_ms, x.pages_collapsed, x.anon_huge_pages_kb, x.folios.get("2048kB").copied(), x.folios.get("4kB").copied(), x.full_scans, x.rss_kb))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (100.0, 2, 4096, Some(2), Some(1024), 0, 8192),
+                (200.0, 4, 8192, Some(4), None, 0, 8192),
+                (300.0, 4, 8192, Some(4), None, 1, 8192),
+            ]
+        );
+        assert!(t.samples.iter().all(|x| x.thp_collapse_alloc == x.pages_collapsed && x.shmem_pmd_mapped_kb == 0));
+    }
 }

@@ -27,7 +27,7 @@ use mm::{Access, Errno, Kernel, MmId};
 use mm_types::{Order, PMD_ORDER};
 use uapi::counters::sysfs_orders;
 use uapi::profile::FaultCosts;
-use uapi::{MthpStat, ThpSettings, TimeEstimate, VmEvent};
+use uapi::{MthpStat, ThpSettings, TimeEstimate, TimelineSample, VmEvent};
 
 use crate::daemons;
 
@@ -254,6 +254,9 @@ pub struct Machine {
     faults_ns: [f64; ORDERS],
     /// What the priced steps cost, the other kinds of work.
     time: TimeEstimate,
+    /// `--sample MS`: the interval and the next sample's time, and the samples taken.
+    sampling: Option<(u64, u64)>,
+    samples: Vec<TimelineSample>,
 }
 
 /// Folio orders 0 (4 KiB) to PMD_ORDER.
@@ -278,7 +281,61 @@ impl Machine {
             faults: [0; ORDERS],
             faults_ns: [0.0; ORDERS],
             time: TimeEstimate::default(),
+            sampling: None,
+            samples: Vec::new(),
         }
+    }
+
+    /// Take a [`TimelineSample`] every `interval_ns` of simulated time from now on (`--sample
+    /// MS`): sample n when the clock reaches n × interval, after the daemons' wake-ups due
+    /// before it and before the steps that start then.
+    pub fn set_sampling(&mut self, interval_ns: u64) {
+        let interval = interval_ns.max(1);
+        self.sampling = Some((interval, (self.clock_ns / interval + 1) * interval));
+    }
+
+    /// The samples taken so far.
+    pub fn timeline(&self) -> &[TimelineSample] {
+        &self.samples
+    }
+
+    /// Move the clock to `until`, running the daemons' wake-ups due before it and taking the
+    /// samples due on the way.
+    fn advance(&mut self, until: u64) {
+        while let Some((interval, at)) = self.sampling.filter(|&(_, at)| at <= until) {
+            self.khugepaged.run_until(&mut self.k, at);
+            self.clock_ns = self.clock_ns.max(at);
+            let sample = self.sample(at);
+            self.samples.push(sample);
+            self.sampling = Some((interval, at + interval));
+        }
+        self.khugepaged.run_until(&mut self.k, until);
+        self.clock_ns = until;
+    }
+
+    /// The state of every mm that has not exited, as `thplab live --sample` reads it of the
+    /// run's processes: smaps_rollup's Rss, AnonHugePages and ShmemPmdMapped of the modelled
+    /// VMAs, their folio census, and khugepaged's counters.
+    fn sample(&mut self, at: u64) -> TimelineSample {
+        let current = self.k.current_mm();
+        let mut t = TimelineSample { t_ms: at as f64 / 1e6, ..Default::default() };
+        let ids: Vec<MmId> = self.k.mm_ids().filter(|&id| !self.k.mm_exited(id)).collect();
+        for id in ids {
+            self.k.switch_mm(id);
+            let c = self.k.census_of_all();
+            t.rss_kb += c.rss_bytes / 1024;
+            t.anon_huge_pages_kb += c.anon_huge_bytes / 1024;
+            t.shmem_pmd_mapped_kb += c.shmem_pmd_bytes / 1024;
+            for (size, n) in c.census.folio_counts() {
+                *t.folios.entry(size).or_insert(0) += n;
+            }
+        }
+        self.k.switch_mm(current);
+        let kh = self.k.khugepaged_state();
+        t.pages_collapsed = kh.pages_collapsed as i64;
+        t.full_scans = kh.full_scans as i64;
+        t.thp_collapse_alloc = self.k.counters.vm(VmEvent::ThpCollapseAlloc);
+        t
     }
 
     /// Price every step from now on with a profile's `[fault]` section (`sim --profile`): the
@@ -457,9 +514,7 @@ impl Machine {
                 Outcome::Done
             }
             Step::Sleep { ns } => {
-                let until = self.clock_ns.saturating_add(ns);
-                self.khugepaged.run_until(&mut self.k, until);
-                self.clock_ns = until;
+                self.advance(self.clock_ns.saturating_add(ns));
                 Outcome::Done
             }
             Step::Settings(s) => {
@@ -470,10 +525,9 @@ impl Machine {
         if let Some(before) = before {
             // The step took this long; wake-ups due meanwhile run after it (the program ran on
             // while the daemon woke), an mm it put on khugepaged's empty list wakes it now.
-            let ns = self.charge(&before, call);
-            self.clock_ns += ns.round() as u64;
-            self.khugepaged.after_op(&self.k, self.clock_ns);
-            self.khugepaged.run_until(&mut self.k, self.clock_ns);
+            let until = self.clock_ns + self.charge(&before, call).round() as u64;
+            self.khugepaged.after_op(&self.k, until);
+            self.advance(until);
         } else {
             // An mm that the step put on khugepaged's empty list wakes the daemon now.
             self.khugepaged.after_op(&self.k, self.clock_ns);

@@ -142,6 +142,8 @@ pub struct RunOptions<'a> {
     /// `--cpu` and `--paging`: the TLB model that `access` statements drive (default: zen4,
     /// native, when the workload has any).
     pub tlb: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
+    /// `--sample MS`: the result's `timeline`, a sample every MS ms of simulated time.
+    pub sample_ms: Option<u64>,
 }
 
 /// Run `workload` under `settings` on `machine`.
@@ -186,6 +188,9 @@ pub fn run_with(
     if let Some(c) = &opts.costs {
         sim.m.set_costs(c.clone());
     }
+    if let Some(ms) = opts.sample_ms {
+        sim.m.set_sampling(ms.saturating_mul(1_000_000));
+    }
     let has_access = workload.ops.iter().any(|op| matches!(op.kind, OpKind::Access(_)));
     if has_access || opts.tlb.is_some() {
         let (cpu, paging) = opts.tlb.unwrap_or((&tlb::presets::ZEN4, tlb::Paging::Native));
@@ -218,6 +223,7 @@ pub fn run_with(
         }
         t
     });
+    let timeline = opts.sample_ms.map(|ms| uapi::Timeline { interval_ms: ms, samples: sim.m.timeline().to_vec() });
     let tasks = std::mem::take(&mut sim.tasks);
     let mut k = sim.m.into_kernel();
     let ranges: Vec<(u64, u64)> = regions.iter().flatten().map(|&(s, l)| (s, s + l)).collect();
@@ -245,6 +251,7 @@ pub fn run_with(
     result.accesses = tlb_run.filter(|_| has_access).map(|t| t.report(workload));
     result.io = io;
     result.time = time;
+    result.timeline = timeline;
     Ok((result, k))
 }
 
@@ -728,6 +735,8 @@ pub struct ReplayOptions {
     /// `--recorded-time`: the clock follows the recording's timestamps and khugepaged runs on
     /// it (`replay::Replay::follow_recorded_time`).
     pub recorded_time: bool,
+    /// `--sample MS` (with `recorded_time`): the result's `timeline`.
+    pub sample_ms: Option<u64>,
 }
 
 /// [`run_recording`] with every option.
@@ -744,15 +753,19 @@ pub fn run_recording_opts(
     if opts.recorded_time {
         rp.follow_recorded_time();
     }
+    if let Some(ms) = opts.sample_ms {
+        rp.set_sampling(ms.saturating_mul(1_000_000));
+    }
     for (i, e) in events.iter().enumerate() {
         rp.event(e).map_err(|mut err| {
             err.record = Some((i as u64 + 1, None));
             err
         })?;
     }
-    let replay::Finished { counters, minflt, images, stats: st, misses, khugepaged, io } = rp.finish();
+    let replay::Finished { counters, minflt, images, stats: st, misses, khugepaged, io, timeline } = rp.finish();
     let mut r = RunResult::new("sim", source);
     r.io = io;
+    r.timeline = opts.sample_ms.map(|ms| uapi::Timeline { interval_ms: ms, samples: timeline });
     r.settings = settings.knob_map();
     counters_into(&mut r, &counters);
     let census: Vec<mm::debug::CensusReport> = images.iter().map(|i| i.census.clone()).collect();

@@ -428,6 +428,11 @@ impl<'a> Replay<'a> {
         self.recorded_time = true;
     }
 
+    /// Sample the machine every `interval_ns` of its clock (`Machine::set_sampling`).
+    pub fn set_sampling(&mut self, interval_ns: u64) {
+        self.m.set_sampling(interval_ns);
+    }
+
     pub fn event(&mut self, e: &Event) -> Result<(), SimError> {
         self.stats.events += 1;
         if self.recorded_time && e.time_ns > self.m.clock_ns() {
@@ -1253,7 +1258,8 @@ impl<'a> Replay<'a> {
         let mut counters = self.done_counters;
         counters.add(&self.m.counters);
         let khugepaged = self.recorded_time.then(|| self.m.khugepaged_state().clone());
-        Finished { counters, minflt, images: self.done_images, stats: self.stats, misses: self.misses, khugepaged, io: self.io }
+        let timeline = self.m.timeline().to_vec();
+        Finished { counters, minflt, images: self.done_images, stats: self.stats, misses: self.misses, khugepaged, io: self.io, timeline }
     }
 }
 
@@ -1280,6 +1286,8 @@ pub struct Finished {
     pub khugepaged: Option<mm::khugepaged::KhugepagedScan>,
     /// What O_DIRECT reads pinned.
     pub io: Option<uapi::result::IoResult>,
+    /// The samples of `set_sampling`.
+    pub timeline: Vec<uapi::TimelineSample>,
 }
 
 /// One process image (a process between its execve and its exit or next execve).

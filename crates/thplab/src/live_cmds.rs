@@ -36,8 +36,10 @@ pub fn run_live(
     model_regions: &[RegionPlacement],
     repeat: u32,
     progress: bool,
+    sample_ms: Option<u64>,
 ) -> Result<RunResult> {
-    let opts = live::ExecOptions { repeat: repeat.max(1), progress, ..Default::default() };
+    let sample = sample_ms.map(std::time::Duration::from_millis);
+    let opts = live::ExecOptions { repeat: repeat.max(1), progress, sample, ..Default::default() };
     Ok(live::run_live(workload, settings, model_regions, &opts)?)
 }
 

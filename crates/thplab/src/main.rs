@@ -125,6 +125,11 @@ struct LiveArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Sample the run every MS ms while it runs (the result's `timeline`: Rss, AnonHugePages
+    /// and ShmemPmdMapped of its regions, their folio census, khugepaged's counters), and
+    /// print progress once a second.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    sample: Option<u64>,
 }
 
 #[derive(Args)]
@@ -175,6 +180,12 @@ struct CompareArgs {
     /// Print JSON: one object per setting with both results and the rows.
     #[arg(long)]
     json: bool,
+    /// Sample model and live run every MS ms and print the two timelines side by side,
+    /// marking where they part and when each khugepaged collapse happened in each (a
+    /// difference of more than one `scan_sleep_millisecs` plus one interval counts as a
+    /// difference).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=3_600_000), conflicts_with = "record")]
+    sample: Option<u64>,
 }
 
 /// Settings given on the command line; applied in order: --cmdline, --settings, --set.
@@ -406,6 +417,11 @@ struct SimArgs {
     /// `read_direct` reads (`io.pin_ns`).
     #[arg(long, value_name = "FILE|builtin")]
     profile: Option<String>,
+    /// A workload: sample the run every MS ms of simulated time (the result's `timeline`: Rss,
+    /// AnonHugePages, ShmemPmdMapped, the folio census, khugepaged's counters), as `thplab live
+    /// --sample` samples the live run.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    sample: Option<u64>,
 }
 
 #[derive(Args)]
@@ -537,7 +553,18 @@ fn run_sim(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, chec
 }
 
 fn run_sim_explained(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, check: bool, progress: bool, explain: Option<(u64, u64)>) -> Result<uapi::RunResult> {
-    run_sim_tlb(w, s, m, check, progress, explain, None, None)
+    run_sim_tlb(w, s, m, check, progress, explain, &SimExtras::default())
+}
+
+/// What a workload's model run may have besides its settings and machine.
+#[derive(Clone, Copy, Default)]
+pub struct SimExtras<'a> {
+    /// `--cpu` and `--paging`.
+    pub tlb: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
+    /// `--profile`'s `[fault]` costs.
+    pub costs: Option<&'a uapi::profile::FaultCosts>,
+    /// `--sample MS`.
+    pub sample_ms: Option<u64>,
 }
 
 fn run_sim_tlb(
@@ -547,12 +574,19 @@ fn run_sim_tlb(
     check: bool,
     progress: bool,
     explain: Option<(u64, u64)>,
-    tlb: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
-    costs: Option<&uapi::profile::FaultCosts>,
+    x: &SimExtras,
 ) -> Result<uapi::RunResult> {
     let mut bar = print::Progress::new(progress && w.touched_pages() > 4_000_000, &w.source, w.touched_pages());
     let mut on_event = |e: sim::SimEvent| bar.event(e);
-    let mut opts = sim::RunOptions { check_invariants: check, on_event: Some(&mut on_event), explain, tlb, costs: costs.cloned(), ..Default::default() };
+    let mut opts = sim::RunOptions {
+        check_invariants: check,
+        on_event: Some(&mut on_event),
+        explain,
+        tlb: x.tlb,
+        costs: x.costs.cloned(),
+        sample_ms: x.sample_ms,
+        ..Default::default()
+    };
     let (r, _) = sim::run_with(w, s, m, &mut opts)?;
     drop(opts);
     bar.finish();
@@ -585,6 +619,9 @@ fn print_result(r: &uapi::RunResult, settings: &ThpSettings, json: bool) -> Resu
                 Some(ns) => writeln!(out, "; pin + unpin {:.1} us", ns / 1000.0)?,
                 None => writeln!(out, " (give --profile FILE for their cost)")?,
             }
+        }
+        if let Some(t) = &r.timeline {
+            compare::timeline::print_timeline(&mut out, t)?;
         }
     }
     Ok(())
@@ -680,7 +717,10 @@ fn sim_one(
     let costs = profile.and_then(|p| p.fault.as_ref());
     let mut r = match input {
         SimInput::Recording { name, header, events, offsets } => {
-            let opts = sim::ReplayOptions { check_invariants: a.check, explain, recorded_time: a.recorded_time };
+            if a.sample.is_some() && !a.recorded_time {
+                bail!("--sample with a recording needs --recorded-time: without it the replay's clock does not move");
+            }
+            let opts = sim::ReplayOptions { check_invariants: a.check, explain, recorded_time: a.recorded_time, sample_ms: a.sample };
             let r = sim::run_recording_opts(name, header, events, settings, machine, &opts).map_err(|e| input::locate(e, offsets))?;
             print_replay_warnings(&r);
             r
@@ -688,7 +728,7 @@ fn sim_one(
         SimInput::Workload(w) => {
             let cpu = tlb::presets::by_name(&a.cpu).expect("clap checked --cpu");
             let paging = tlb::Paging::parse(&a.paging).expect("clap checked --paging");
-            run_sim_tlb(w, settings, machine, a.check, progress, explain, Some((cpu, paging)), costs)?
+            run_sim_tlb(w, settings, machine, a.check, progress, explain, &SimExtras { tlb: Some((cpu, paging)), costs, sample_ms: a.sample })?
         }
     };
     // A workload's steps are priced as they run (sim::driver); a recording's time is still
@@ -887,9 +927,9 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
     // The model's time from the profile measured on this machine kind, beside the live wall time.
     let profile = uapi::profile::MachineProfile::builtin();
     for (label, s) in demo_settings() {
-        let r = run_sim_tlb(&w, &s, &machine, false, false, None, None, profile.fault.as_ref())?;
+        let r = run_sim_tlb(&w, &s, &machine, false, false, None, &SimExtras { costs: profile.fault.as_ref(), ..Default::default() })?;
         let live = match &unavailable {
-            None => Some(live_cmds::run_live(&w, &s, &r.regions, 1, false)?),
+            None => Some(live_cmds::run_live(&w, &s, &r.regions, 1, false, None)?),
             Some(_) => None,
         };
         results.push((format!("{label} sim"), s.summary(), r));
@@ -935,7 +975,7 @@ fn cmd_live(a: LiveArgs) -> Result<u8> {
     let w = load_workload(&a.workload)?;
     // The model decides where regions go; the live executor maps them at the same addresses.
     let model = run_sim(&w, &settings, &machine, false, false)?;
-    let r = live_cmds::run_live(&w, &settings, &model.regions, a.repeat, !a.json)?;
+    let r = live_cmds::run_live(&w, &settings, &model.regions, a.repeat, !a.json, a.sample)?;
     print_result(&r, &settings, a.json)?;
     Ok(exit::OK)
 }
@@ -948,15 +988,15 @@ pub fn model_and_live(
     machine: &sim::MachineConfig,
     repeat: u32,
     progress: bool,
-    costs: Option<&uapi::profile::FaultCosts>,
+    x: &SimExtras,
 ) -> Result<(uapi::RunResult, uapi::RunResult)> {
-    let model = run_sim_tlb(w, s, machine, false, false, None, None, costs)?;
-    let live = live_cmds::run_live(w, s, &model.regions, repeat, progress)?;
+    let model = run_sim_tlb(w, s, machine, false, false, None, x)?;
+    let live = live_cmds::run_live(w, s, &model.regions, repeat, progress, x.sample_ms)?;
     let live_brk = live.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|l| parse_hex(&l.start_brk));
     if let (Some(brk), true) = (live_brk, w.region_by_name(workload::HEAP).is_some()) {
         if brk != machine.brk_start {
             let m = sim::MachineConfig { brk_start: brk, ..machine.clone() };
-            return Ok((run_sim_tlb(w, s, &m, false, false, None, None, costs)?, live));
+            return Ok((run_sim_tlb(w, s, &m, false, false, None, x)?, live));
         }
     }
     Ok((model, live))
@@ -1001,18 +1041,28 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
     let mut json = Vec::new();
     let mut differing = 0;
     for (label, s) in &runs {
-        let (model, live) = model_and_live(&w, s, &machine, a.repeat, false, costs)?;
+        let x = SimExtras { costs, sample_ms: a.sample, ..Default::default() };
+        let (model, live) = model_and_live(&w, s, &machine, a.repeat, false, &x)?;
         let compare::Retried { live, rows, attempts, why } =
-            compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live(&w, s, &model.regions, a.repeat, false))?;
+            compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live(&w, s, &model.regions, a.repeat, false, a.sample))?;
         if attempts > 1 && !a.json {
             writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;
         }
-        let differs = rows.iter().any(|r| r.differs);
+        // With --sample: the two timelines, and when each collapse happened in each.
+        let timeline = match (&model.timeline, &live.timeline) {
+            (Some(m), Some(l)) => Some(compare::timeline::compare(m, l, s.khugepaged.scan_sleep_millisecs as u64)),
+            _ => None,
+        };
+        let differs = rows.iter().any(|r| r.differs) || timeline.as_ref().is_some_and(|t| t.differs);
         differing += differs as usize;
         if a.json {
-            json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "model": model, "live": live }));
+            json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "timeline": timeline, "model": model, "live": live }));
         } else {
             compare::print_rows(&mut out, label, s, &rows)?;
+            if let Some(t) = &timeline {
+                compare::timeline::print_comparison(&mut out, t)?;
+                writeln!(out)?;
+            }
         }
     }
     if a.json {

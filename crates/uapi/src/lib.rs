@@ -15,5 +15,5 @@ pub mod settings;
 
 pub use counters::{Counters, MthpStat, VmEvent};
 pub use result::{AccessCounts, AccessReport, CallResult, Census, CensusEntry, Explain, ExplainedFault, Peak, ProcessStats, RegionPlacement, RunResult, TimeEstimate, VmaMap};
-pub use result::{LiveSection, ModelSection, ReplayReport};
+pub use result::{LiveSection, ModelSection, ReplayReport, Timeline, TimelineSample};
 pub use settings::{SettingsError, ThpSettings};

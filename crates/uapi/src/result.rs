@@ -135,6 +135,39 @@ pub struct RunResult {
     /// `folios` and `census` are then `main`'s.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub processes: Vec<ProcResult>,
+    /// With `--sample MS`: the run's state every MS ms, model (on its clock) and live (on the
+    /// wall clock) alike.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub timeline: Option<Timeline>,
+}
+
+/// `--sample MS`: the state of the run's processes every `interval_ms`, from the start of its
+/// first operation (the model: its simulated clock; live: CLOCK_MONOTONIC from `go`). Sample n
+/// is due at n × interval_ms, n ≥ 1; the run's end is not a sample (its counters are the
+/// result's).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timeline {
+    pub interval_ms: u64,
+    pub samples: Vec<TimelineSample>,
+}
+
+/// One sample of a [`Timeline`]: the smaps_rollup fields and the folio census summed over the
+/// run's live processes (their regions), and the khugepaged counters since the run started.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimelineSample {
+    /// When it was taken, ms since the start (live: late by the time the previous sample took).
+    pub t_ms: f64,
+    /// `Rss`, `AnonHugePages`, `ShmemPmdMapped` (kB).
+    pub rss_kb: u64,
+    pub anon_huge_pages_kb: u64,
+    pub shmem_pmd_mapped_kb: u64,
+    /// Folio size → folios mapped (the census).
+    pub folios: BTreeMap<String, u64>,
+    /// `khugepaged/pages_collapsed`, `khugepaged/full_scans` and `thp_collapse_alloc` since
+    /// the start (live: system-wide).
+    pub pages_collapsed: i64,
+    pub full_scans: i64,
+    pub thp_collapse_alloc: i64,
 }
 
 /// The `model` section: what the model alone knows. A workload run fills [`ModelRun`] (its

@@ -47,3 +47,53 @@ fn khugepaged_model_matches_the_live_daemon() {
         assert!(lf >= 1 && lf <= mf + 1, "max_ptes_none={none}: full_scans live {lf} model {mf}");
     }
 }
+
+/// `compare --sample 50` (issue #10 item 4): the model's timeline beside the live one. Under
+/// max_ptes_none=511 the full, half and 64-page ranges collapse; with pages_to_scan=1024 a
+/// wake-up's budget covers two collapses (512 pages each: mm/khugepaged.c charges
+/// HPAGE_PMD_NR per PMD range scanned), so the model makes two at its first wake-up (0 ms:
+/// the registration wakes it on an empty list) and the third at the next, 100 ms later (with
+/// scan_sleep_millisecs=200: 200 ms later). Live, the daemon may be asleep on a list other
+/// processes are on, so it wakes up to one scan period later; a sample sees a collapse up to
+/// one interval after it. Each collapse must be on time in that sense, both sides must make
+/// all three, and the last samples must agree on AnonHugePages and the census.
+#[test]
+fn the_collapse_timeline_matches_the_live_daemon_within_one_scan_period() {
+    let (_d, w) = temp_file("kh.thpw", WORKLOAD);
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    for sleep in [100u64, 200] {
+        let _g = exclusive();
+        let sleep_arg = format!("khugepaged/scan_sleep_millisecs={sleep}");
+        let args = [
+            "compare", w.as_str(), "--json", "--sample", "50", "--set", "enabled=madvise", "--set", "khugepaged/max_ptes_none=511", "--set", &sleep_arg, "--set",
+            "khugepaged/pages_to_scan=1024",
+        ];
+        let out = thplab_unlocked(&workspace(), &args);
+        let v = out.json();
+        let t = &v[0]["timeline"];
+        assert_eq!(t["interval_ms"], 50);
+        assert_eq!(t["allowed_ms"], sleep + 50);
+        let collapses = t["collapses"].as_array().expect("collapses");
+        println!("scan_sleep_millisecs={sleep}: {collapses:?}");
+        assert_eq!(collapses.len(), 3, "{collapses:?}");
+        let model_ms: Vec<f64> = collapses.iter().map(|c| c["model_ms"].as_f64().expect("the model made it")).collect();
+        // Seen by the first sample after the wake-ups at 0 and at one scan period.
+        let after_second = ((sleep / 50) + 1) as f64 * 50.0;
+        assert_eq!(model_ms, [50.0, 50.0, after_second], "scan_sleep_millisecs={sleep}");
+        for c in collapses {
+            assert_eq!(c["on_time"], true, "scan_sleep_millisecs={sleep}: {c}");
+        }
+        let rows = t["rows"].as_array().expect("rows");
+        // 1 s of sleep: 20 samples on each side.
+        assert_eq!(rows.iter().filter(|r| !r["model"].is_null()).count(), 20);
+        assert!(rows.iter().filter(|r| !r["live"].is_null()).count() >= 19, "{rows:?}");
+        let last = rows.iter().rev().find(|r| !r["model"].is_null() && !r["live"].is_null()).expect("a row with both");
+        for f in ["anon_huge_pages_kb", "rss_kb", "folios", "pages_collapsed"] {
+            assert_eq!(last["model"][f], last["live"][f], "scan_sleep_millisecs={sleep}: {f} at {}", last["t_ms"]);
+        }
+        assert_eq!(last["model"]["anon_huge_pages_kb"], 6144);
+    }
+}

@@ -1,0 +1,240 @@
+//! Two timelines side by side (`compare --sample MS`, issue #10 item 4): the model's samples
+//! on its clock beside the live run's on the wall clock, sample n beside sample n, each row
+//! marked where the two part, and the time of every khugepaged collapse in each.
+//!
+//! The live daemon's phase is not the model's: when the run's mm joins a list that other
+//! processes are already on, the live daemon wakes up to one `scan_sleep_millisecs` later
+//! than the model's (mm/khugepaged.c: `__khugepaged_enter` wakes it only when the list was
+//! empty), and a sample sees a collapse up to one interval after it happened. A collapse is
+//! on time when the model and live times of the n-th collapse are at most one scan period
+//! plus one interval apart; one the other side never made is a difference (the final
+//! counters judge that too).
+
+use std::collections::BTreeSet;
+use std::io::{self, Write};
+
+use uapi::result::size_sort_key;
+use uapi::{Timeline, TimelineSample};
+
+/// The n-th collapse (`khugepaged/pages_collapsed` reaching n), as the samples saw it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct CollapseTiming {
+    pub n: i64,
+    /// The first sample that saw it (ms), if one did.
+    pub model_ms: Option<f64>,
+    pub live_ms: Option<f64>,
+    /// Both saw it, at most `allowed_ms` apart.
+    pub on_time: bool,
+}
+
+/// One row: sample n of each side, and the fields in which they differ.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct TimelineRow {
+    /// n × interval.
+    pub t_ms: u64,
+    pub model: Option<TimelineSample>,
+    pub live: Option<TimelineSample>,
+    /// Rss, AnonHugePages, ShmemPmdMapped, the folio census, pages_collapsed (full scans are
+    /// not compared: the live daemon scans other processes' mms too).
+    pub parts: Vec<&'static str>,
+}
+
+/// The comparison of two timelines.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct TimelineComparison {
+    pub interval_ms: u64,
+    /// One `scan_sleep_millisecs` plus one interval.
+    pub allowed_ms: u64,
+    pub rows: Vec<TimelineRow>,
+    /// The first sample where the two part.
+    pub first_parting_ms: Option<u64>,
+    pub collapses: Vec<CollapseTiming>,
+    /// A collapse late or missing on one side.
+    pub differs: bool,
+}
+
+/// The fields of two samples that differ.
+fn parts(m: &TimelineSample, l: &TimelineSample) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    for (name, a, b) in [
+        ("Rss", m.rss_kb, l.rss_kb),
+        ("AnonHugePages", m.anon_huge_pages_kb, l.anon_huge_pages_kb),
+        ("ShmemPmdMapped", m.shmem_pmd_mapped_kb, l.shmem_pmd_mapped_kb),
+    ] {
+        if a != b {
+            v.push(name);
+        }
+    }
+    if m.folios != l.folios {
+        v.push("folios");
+    }
+    if m.pages_collapsed != l.pages_collapsed {
+        v.push("pages_collapsed");
+    }
+    v
+}
+
+/// When the samples first saw `pages_collapsed` reach each value up to the largest.
+fn collapse_times(samples: &[TimelineSample]) -> Vec<(i64, f64)> {
+    let mut out = Vec::new();
+    let mut seen = 0;
+    for s in samples {
+        while seen < s.pages_collapsed {
+            seen += 1;
+            out.push((seen, s.t_ms));
+        }
+    }
+    out
+}
+
+/// Compare `model` with `live`; `scan_sleep_ms` is `khugepaged/scan_sleep_millisecs` of the run.
+pub fn compare(model: &Timeline, live: &Timeline, scan_sleep_ms: u64) -> TimelineComparison {
+    let interval_ms = model.interval_ms;
+    let allowed_ms = scan_sleep_ms + interval_ms;
+    let n = model.samples.len().max(live.samples.len());
+    let rows: Vec<TimelineRow> = (0..n)
+        .map(|i| {
+            let (m, l) = (model.samples.get(i).cloned(), live.samples.get(i).cloned());
+            let parts = match (&m, &l) {
+                (Some(m), Some(l)) => parts(m, l),
+                _ => Vec::new(),
+            };
+            TimelineRow { t_ms: (i as u64 + 1) * interval_ms, model: m, live: l, parts }
+        })
+        .collect();
+    let first_parting_ms = rows.iter().find(|r| !r.parts.is_empty()).map(|r| r.t_ms);
+    let (mt, lt) = (collapse_times(&model.samples), collapse_times(&live.samples));
+    let most = mt.len().max(lt.len());
+    let collapses: Vec<CollapseTiming> = (0..most)
+        .map(|i| {
+            let (model_ms, live_ms) = (mt.get(i).map(|x| x.1), lt.get(i).map(|x| x.1));
+            let on_time = matches!((model_ms, live_ms), (Some(a), Some(b)) if (a - b).abs() <= allowed_ms as f64);
+            CollapseTiming { n: i as i64 + 1, model_ms, live_ms, on_time }
+        })
+        .collect();
+    let differs = collapses.iter().any(|c| !c.on_time);
+    TimelineComparison { interval_ms, allowed_ms, rows, first_parting_ms, collapses, differs }
+}
+
+/// The folio census of a sample, largest size first: `2048kB×2 4kB×1024`.
+fn folios(s: &TimelineSample) -> String {
+    let mut v: Vec<(&String, &u64)> = s.folios.iter().collect();
+    v.sort_by_key(|(k, _)| std::cmp::Reverse(size_sort_key(k)));
+    let text: Vec<String> = v.iter().map(|(k, n)| format!("{k}×{n}")).collect();
+    if text.is_empty() {
+        "-".into()
+    } else {
+        text.join(" ")
+    }
+}
+
+const HEADER: [&str; 6] = ["Rss kB", "AnonHugePages", "ShmemPmdMapped", "collapsed", "full_scans", "folios"];
+
+fn cells(s: &TimelineSample) -> [String; 6] {
+    [
+        s.rss_kb.to_string(),
+        s.anon_huge_pages_kb.to_string(),
+        s.shmem_pmd_mapped_kb.to_string(),
+        s.pages_collapsed.to_string(),
+        s.full_scans.to_string(),
+        folios(s),
+    ]
+}
+
+/// One timeline as a table (`sim --sample`, `live --sample`).
+pub fn print_timeline(out: &mut impl Write, t: &Timeline) -> io::Result<()> {
+    writeln!(out, "timeline: a sample every {} ms (AnonHugePages and ShmemPmdMapped in kB; collapsed, full_scans: khugepaged/ since the start)", t.interval_ms)?;
+    writeln!(out, "  {:>9} {:>10} {:>13} {:>14} {:>9} {:>10}  {}", "t (ms)", HEADER[0], HEADER[1], HEADER[2], HEADER[3], HEADER[4], HEADER[5])?;
+    for s in &t.samples {
+        let c = cells(s);
+        writeln!(out, "  {:>9.0} {:>10} {:>13} {:>14} {:>9} {:>10}  {}", s.t_ms, c[0], c[1], c[2], c[3], c[4], c[5])?;
+    }
+    if t.samples.is_empty() {
+        writeln!(out, "  (the run ended before the first sample)")?;
+    }
+    Ok(())
+}
+
+/// The comparison as text: each field `model | live`, `*` where they part, then the collapses.
+pub fn print_comparison(out: &mut impl Write, c: &TimelineComparison) -> io::Result<()> {
+    writeln!(out, "  timeline: a sample every {} ms, model | live; * where they part", c.interval_ms)?;
+    writeln!(out, "  {:>9} {:>21} {:>21} {:>21} {:>11} {:>13}  {}", "t (ms)", HEADER[0], HEADER[1], HEADER[2], HEADER[3], HEADER[4], HEADER[5])?;
+    let dash = || ["-".to_string(), "-".into(), "-".into(), "-".into(), "-".into(), "-".into()];
+    for r in &c.rows {
+        let m = r.model.as_ref().map_or_else(dash, cells);
+        let l = r.live.as_ref().map_or_else(dash, cells);
+        let pair = |i: usize| format!("{} | {}", m[i], l[i]);
+        let mark = if r.parts.is_empty() { ' ' } else { '*' };
+        writeln!(
+            out,
+            "{mark} {:>9} {:>21} {:>21} {:>21} {:>11} {:>13}  {}",
+            r.t_ms,
+            pair(0),
+            pair(1),
+            pair(2),
+            pair(3),
+            pair(4),
+            pair(5)
+        )?;
+    }
+    let fields: BTreeSet<&str> = c.rows.iter().flat_map(|r| r.parts.iter().copied()).collect();
+    match c.first_parting_ms {
+        Some(t) => writeln!(out, "  they part first at {t} ms (over the run: {})", fields.into_iter().collect::<Vec<_>>().join(", "))?,
+        None => writeln!(out, "  model = live at every sample")?,
+    }
+    let ms = |x: Option<f64>| x.map_or("never".to_string(), |t| format!("{t:.0} ms"));
+    for k in &c.collapses {
+        let verdict = if k.on_time { "on time".to_string() } else { format!("DIFFERS (allowed: {} ms)", c.allowed_ms) };
+        writeln!(out, "  collapse {}: model by {}, live by {}: {verdict}", k.n, ms(k.model_ms), ms(k.live_ms))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(t_ms: f64, collapsed: i64, ahp: u64) -> TimelineSample {
+        TimelineSample { t_ms, pages_collapsed: collapsed, anon_huge_pages_kb: ahp, rss_kb: 8192, ..Default::default() }
+    }
+
+    /// Model collapses at its first two samples (100, 200 ms); live sees the first at 300 ms
+    /// (200 ms late: allowed 100 + 100) and the second at 400 ms (200 ms late); a third collapse
+    /// only live is a difference. The rows part from 100 ms on.
+    #[test]
+    fn collapses_are_on_time_within_one_scan_period_and_one_interval() {
+        let model = Timeline { interval_ms: 100, samples: vec![s(100.0, 1, 2048), s(200.0, 2, 4096), s(300.0, 2, 4096), s(400.0, 2, 4096)] };
+        let live = Timeline { interval_ms: 100, samples: vec![s(101.0, 0, 0), s(203.0, 0, 0), s(304.0, 1, 2048), s(407.0, 2, 4096)] };
+        let c = compare(&model, &live, 100);
+        assert_eq!(c.allowed_ms, 200);
+        assert_eq!(c.first_parting_ms, Some(100));
+        assert_eq!(c.rows[0].parts, ["AnonHugePages", "pages_collapsed"]);
+        assert!(c.rows[3].parts.is_empty());
+        let times: Vec<(i64, Option<f64>, Option<f64>, bool)> = c.collapses.iter().map(|k| (k.n, k.model_ms, k.live_ms, k.on_time)).collect();
+        assert_eq!(times, [(1, Some(100.0), Some(304.0), false), (2, Some(200.0), Some(407.0), false)]);
+        assert!(c.differs);
+        // With a 300 ms scan sleep (allowed 400 ms) both are on time.
+        let c = compare(&model, &live, 300);
+        assert!(!c.differs && c.collapses.iter().all(|k| k.on_time));
+        let mut more = live.clone();
+        more.samples.push(s(500.0, 3, 6144));
+        let c = compare(&model, &more, 300);
+        assert_eq!(c.collapses[2], CollapseTiming { n: 3, model_ms: None, live_ms: Some(500.0), on_time: false });
+        assert!(c.differs);
+        assert!(c.rows[4].model.is_none() && c.rows[4].parts.is_empty());
+    }
+
+    /// The text shows both sides of each field and marks the parting rows.
+    #[test]
+    fn the_comparison_prints_both_sides() {
+        let model = Timeline { interval_ms: 100, samples: vec![s(100.0, 1, 2048)] };
+        let live = Timeline { interval_ms: 100, samples: vec![s(100.0, 0, 0)] };
+        let mut out = Vec::new();
+        print_comparison(&mut out, &compare(&model, &live, 100)).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let row = text.lines().nth(2).unwrap();
+        assert!(row.starts_with('*') && row.contains("2048 | 0") && row.contains("8192 | 8192"), "{text}");
+        assert!(text.contains("they part first at 100 ms (over the run: AnonHugePages, pages_collapsed)"), "{text}");
+        assert!(text.contains("collapse 1: model by 100 ms, live by never: DIFFERS (allowed: 200 ms)"), "{text}");
+    }
+}
