@@ -6,17 +6,52 @@
 //! The clock moves with `sleep` statements (the other statements take no simulated time
 //! unless a profile prices them). The daemon sleeps on an empty list until an mm registers
 //! (`__khugepaged_enter` wakes it when the list was empty), then scans and sleeps
-//! `khugepaged/scan_sleep_millisecs` (at least 1 ms here: with 0 the kernel rescans without
-//! pause) between wake-ups. A wake-up due at time t runs when the clock passes t, so
-//! statements at the same instant (the program runs on while the daemon wakes) come first.
+//! `khugepaged/scan_sleep_millisecs` between wake-ups, in jiffies as the kernel sleeps
+//! (`khugepaged_wait_work`: `wait_event_freezable_timeout` for `msecs_to_jiffies(ms)`, a timer
+//! of the timer wheel, kernel/time/timer.c: `calc_wheel_index`, `calc_index`): the timeout is
+//! rounded up to whole jiffies, and the wheel fires a timer one granule of its level after the
+//! expiry's granule (a level-0 timer, under 63 jiffies, one jiffy late), so at HZ=250 a
+//! 100 ms sleep lasts 26 jiffies, 104 ms, as the live daemon on this machine kind does. With
+//! 0 ms the kernel rescans without pause; here it waits for the next tick. A wake-up due at
+//! time t runs when the clock passes t, so statements at the same instant (the program runs
+//! on while the daemon wakes) come first.
 
 use mm::Kernel;
 
+/// CONFIG_HZ of this machine kind's kernel (/proc/config.gz).
+pub const DEFAULT_HZ: u32 = 250;
+
 /// khugepaged's schedule.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Khugepaged {
     /// When it wakes next; None while its list is empty (or THP is off).
     pub next_wake_ns: Option<u64>,
+    /// CONFIG_HZ: the length of a jiffy.
+    pub hz: u32,
+}
+
+impl Default for Khugepaged {
+    fn default() -> Self {
+        Khugepaged { next_wake_ns: None, hz: DEFAULT_HZ }
+    }
+}
+
+/// `msecs_to_jiffies`: rounded up.
+fn msecs_to_jiffies(ms: u64, hz: u64) -> u64 {
+    (ms * hz).div_ceil(1000)
+}
+
+/// When a timer armed at jiffy `now` for `timeout` jiffies fires, in jiffies
+/// (kernel/time/timer.c: `calc_wheel_index` picks the level whose range holds the delta,
+/// `calc_index` rounds the expiry up to the next granule of that level: LVL_CLK_SHIFT 3,
+/// LVL_SIZE 64).
+pub fn timer_wheel_expiry(now: u64, timeout: u64) -> u64 {
+    const LVL_CLK_SHIFT: u32 = 3;
+    let lvl_start = |n: u32| 63u64 << ((n - 1) * LVL_CLK_SHIFT);
+    let expires = now + timeout;
+    let lvl = (1..=8).find(|&n| timeout < lvl_start(n)).map_or(8, |n| n - 1);
+    let shift = lvl * LVL_CLK_SHIFT;
+    ((expires >> shift) + 1) << shift
 }
 
 impl Khugepaged {
@@ -30,6 +65,16 @@ impl Khugepaged {
         }
     }
 
+    /// The wake-up after one at `t` (ns) that slept `ms`: the scan takes no simulated time,
+    /// so the sleep starts in the jiffy of `t`.
+    fn next_wake(&self, t: u64, ms: u64) -> u64 {
+        let hz = self.hz.max(1) as u64;
+        let jiffy_ns = 1_000_000_000 / hz;
+        let now = t / jiffy_ns;
+        let timeout = msecs_to_jiffies(ms, hz).max(1);
+        timer_wheel_expiry(now, timeout) * jiffy_ns
+    }
+
     /// Run every wake-up due before `until`.
     pub fn run_until(&mut self, k: &mut Kernel, until: u64) {
         while let Some(t) = self.next_wake_ns {
@@ -37,8 +82,8 @@ impl Khugepaged {
                 break;
             }
             k.khugepaged_do_scan();
-            let period = (k.settings().khugepaged.scan_sleep_millisecs as u64).max(1) * 1_000_000;
-            self.next_wake_ns = k.khugepaged_has_work().then_some(t + period);
+            let next = self.next_wake(t, k.settings().khugepaged.scan_sleep_millisecs as u64);
+            self.next_wake_ns = k.khugepaged_has_work().then_some(next);
         }
     }
 }
@@ -111,8 +156,10 @@ mod tests {
     /// With a profile, every step moves the clock by its work (sim::driver), so the daemon
     /// wakes in the middle of the program. Two half-filled 2 MiB ranges become eligible at
     /// 512 ms (512 faults of 1 ms each); the registration schedules a wake-up then, and a touch
-    /// of 200 more pages (200 ms) passes it and the next one at 612 ms: one range collapsed
-    /// each (pages_to_scan 512: one range, plus the skipped VMA of c). Unpriced, the clock
+    /// of 200 more pages (200 ms) passes it and the next one at 616 ms (jiffy 128 at HZ=250,
+    /// plus 25 jiffies, plus the timer wheel's one: 154 × 4 ms): one range collapsed each
+    /// (pages_to_scan 512: one range, plus the skipped VMA of c); the third, at 720 ms, comes
+    /// after the end (713 ms). Unpriced, the clock
     /// stays at 0 until the final `sleep 1ms`, in which the one wake-up scheduled at the
     /// registration runs.
     #[test]
@@ -127,8 +174,7 @@ mod tests {
         let mut opts = crate::RunOptions { check_invariants: true, costs: Some(costs), ..Default::default() };
         let (r, _) = crate::run_with(&w, &s, &MachineConfig::default(), &mut opts).unwrap();
         let kh = khugepaged(&r);
-        // The third wake-up, due at 712 ms, runs in the final sleep and finds both collapsed.
-        assert_eq!((kh.wakeups, kh.pages_collapsed), (3, 2));
+        assert_eq!((kh.wakeups, kh.pages_collapsed), (2, 2));
         assert_eq!(r.folios["2048kB"], 2);
         let t = r.time.unwrap();
         assert_eq!(t.faults["4kB"], 712);
@@ -187,5 +233,21 @@ mod tests {
             ]
         );
         assert!(t.samples.iter().all(|x| x.thp_collapse_alloc == x.pages_collapsed && x.shmem_pmd_mapped_kb == 0));
+    }
+
+    /// kernel/time/timer.c by hand: a level-0 timeout (under 63 jiffies) fires one jiffy after
+    /// its expiry; level 1 (63 to 503 jiffies) at the next multiple of 8 above it; level 2 (504
+    /// to 4031) at the next multiple of 64.
+    #[test]
+    fn the_timer_wheel_rounds_up_one_granule() {
+        use super::timer_wheel_expiry;
+        assert_eq!(timer_wheel_expiry(128, 25), 154);
+        assert_eq!(timer_wheel_expiry(0, 62), 63);
+        assert_eq!(timer_wheel_expiry(0, 250), 256);
+        assert_eq!(timer_wheel_expiry(5, 250), 256);
+        assert_eq!(timer_wheel_expiry(6, 250), 264);
+        assert_eq!(timer_wheel_expiry(0, 2500), 2560);
+        // msecs_to_jiffies rounds up: 1 ms is one jiffy at HZ=250, 10 ms three.
+        assert_eq!((super::msecs_to_jiffies(1, 250), super::msecs_to_jiffies(10, 250), super::msecs_to_jiffies(100, 250)), (1, 3, 25));
     }
 }

@@ -294,6 +294,11 @@ impl Machine {
         self.sampling = Some((interval, (self.clock_ns / interval + 1) * interval));
     }
 
+    /// CONFIG_HZ of the simulated machine: khugepaged sleeps in jiffies of it.
+    pub fn set_hz(&mut self, hz: u32) {
+        self.khugepaged.hz = hz;
+    }
+
     /// The samples taken so far.
     pub fn timeline(&self) -> &[TimelineSample] {
         &self.samples

@@ -67,6 +67,8 @@ pub struct MachineConfig {
     pub brk_start: u64,
     /// `huge=` of the machine's /dev/shm mount (this machine: none given, so never).
     pub dev_shm_huge: TmpfsHuge,
+    /// CONFIG_HZ: khugepaged sleeps in jiffies (`daemons`). 250 on this machine kind.
+    pub hz: u32,
 }
 
 impl Default for MachineConfig {
@@ -77,6 +79,7 @@ impl Default for MachineConfig {
             mmap_base: 0x7dff_fffc_5000,
             brk_start: 0x5555_5557_9000,
             dev_shm_huge: TmpfsHuge::Never,
+            hz: daemons::DEFAULT_HZ,
         }
     }
 }
@@ -188,6 +191,7 @@ pub fn run_with(
     if let Some(c) = &opts.costs {
         sim.m.set_costs(c.clone());
     }
+    sim.m.set_hz(machine.hz);
     if let Some(ms) = opts.sample_ms {
         sim.m.set_sampling(ms.saturating_mul(1_000_000));
     }

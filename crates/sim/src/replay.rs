@@ -333,6 +333,7 @@ impl<'a> Replay<'a> {
             images_without_snapshot: 0,
         };
         // The recording starts at the root's execve: it runs a fresh image.
+        r.m.set_hz(machine.hz);
         let root = r.new_image(header.root_pid, String::from_utf8_lossy(&header.exec_path).into_owned());
         // The root's exec ends where its address-space snapshot is taken (or, without a
         // snapshot, at its first record).

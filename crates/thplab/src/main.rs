@@ -295,6 +295,10 @@ pub struct MachineArgs {
     /// Start of the simulated heap (hex).
     #[arg(long, value_name = "ADDR")]
     pub brk_start: Option<String>,
+    /// CONFIG_HZ of the simulated kernel: khugepaged sleeps `scan_sleep_millisecs` in jiffies
+    /// (a 100 ms sleep lasts 104 ms at 250). This machine kind: 250 (/proc/config.gz).
+    #[arg(long, default_value_t = 250, value_name = "HZ", value_parser = clap::value_parser!(u32).range(24..=1200))]
+    pub hz: u32,
 }
 
 impl MachineArgs {
@@ -316,6 +320,7 @@ impl MachineArgs {
         if let Some(a) = &self.brk_start {
             m.brk_start = address_arg("--brk-start", a, "0x555555579000")?;
         }
+        m.hz = self.hz;
         Ok(m)
     }
 
