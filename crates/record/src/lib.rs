@@ -17,6 +17,7 @@ mod notify;
 mod perf;
 mod ptrace;
 mod spawn;
+mod timed;
 mod tracefs;
 
 use std::collections::HashMap;
@@ -28,6 +29,7 @@ use std::time::Duration;
 use trace::{flags, Event, EventBody, Header, MapInfo, Syscall, SyscallKind};
 
 pub use spawn::resolve_program;
+pub use timed::time_untraced;
 
 /// How to record.
 #[derive(Clone, Debug)]
@@ -770,6 +772,7 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
         exit_status: status,
         duration_ns: end.saturating_sub(start),
         thp_settings,
+        untraced_wall_ns: 0,
     };
     Ok(Recording {
         header,

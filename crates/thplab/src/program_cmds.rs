@@ -37,21 +37,28 @@ pub struct CompareRecordArgs {
     /// run live again up to N times.
     pub retries: u32,
     pub json: bool,
+    /// `--profile`: the recording is timed untraced (`record --timed 3`) and the model's time,
+    /// the program's own plus its modelled work, is set beside the live wall time.
+    pub profile: Option<uapi::profile::MachineProfile>,
     /// The program's stdin/stdout/stderr to /dev/null in the live runs (the recording passes
     /// them through).
     pub quiet: bool,
 }
 
 /// Record `command` once; returns the recording and its wall time in seconds.
-pub fn record_program(command: &[String]) -> Result<(record::Recording, f64)> {
+/// With `timed` runs, also the program's untraced wall time (`record --timed`).
+pub fn record_program(command: &[String], timed: u32) -> Result<(record::Recording, f64)> {
     let argv: Vec<OsString> = command.iter().map(OsString::from).collect();
     let t = Instant::now();
-    let rec = match record::record(&argv, &record::RecordOptions::default()) {
+    let mut rec = match record::record(&argv, &record::RecordOptions::default()) {
         Ok(r) => r,
         Err(record::RecordError::Unavailable(why)) => return Err(live::LiveError::NotAvailable(format!("recording: {why}")).into()),
         Err(e) => return Err(e.into()),
     };
     let secs = t.elapsed().as_secs_f64();
+    if timed > 0 {
+        rec.header.untraced_wall_ns = record::time_untraced(&argv, timed)?;
+    }
     if rec.header.lost_events > 0 {
         eprintln!(
             "thplab compare: WARNING: the kernel dropped {} events while recording {}: the recording is INCOMPLETE and the predictions will be off",
@@ -87,7 +94,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     if let Some(why) = crate::live_unavailable() {
         return Err(live::LiveError::NotAvailable(why).into());
     }
-    let (rec, rec_secs) = record_program(&a.command)?;
+    let (rec, rec_secs) = record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?;
     if let Some(path) = &a.keep {
         let f = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
         rec.write_to(BufWriter::new(f)).with_context(|| format!("writing {}", path.display()))?;
@@ -109,7 +116,10 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         )?;
     }
     for (label, s) in &runs {
-        let model = sim::run_recording(&source, &rec.header, &rec.events, s, &a.machine, false)?;
+        let mut model = sim::run_recording(&source, &rec.header, &rec.events, s, &a.machine, false)?;
+        if let Some(fault) = a.profile.as_ref().and_then(|p| p.fault.as_ref()) {
+            model.time = Some(crate::recording_time(&model, &source, &rec.header, &rec.events, &a.machine, fault)?);
+        }
         let live = live::run_program(&a.command, s, &opts)?;
         let compare::Retried { live, rows, attempts, why } =
             compare::retry_live(a.retries, live, |l| program_rows(&model, l, &tol), || live::run_program(&a.command, s, &opts))?;

@@ -38,6 +38,12 @@ pub struct RecordArgs {
     /// Do not print the summary on stderr (lost events are always reported).
     #[arg(short, long)]
     pub quiet: bool,
+    /// After recording, run the program N more times without the recorder (THP disabled, no
+    /// randomisation, stdin/stdout/stderr on /dev/null) and keep the median wall time in the
+    /// recording: `thplab sim --profile` then predicts the program's wall time under any
+    /// setting (its own time plus the modelled work). For programs that can run twice.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub timed: u32,
     /// The program and its arguments, after `--`. It runs with THP disabled for it alone
     /// (PR_SET_THP_DISABLE) and without address-space randomisation (ADDR_NO_RANDOMIZE).
     #[arg(value_name = "CMD", required = true, trailing_var_arg = true, allow_hyphen_values = true)]
@@ -143,6 +149,13 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
             };
         }
     };
+    let mut rec = rec;
+    if args.timed > 0 {
+        if !args.quiet {
+            eprintln!("thplab record: timing {} untraced run(s) of the program", args.timed);
+        }
+        rec.header.untraced_wall_ns = record::time_untraced(&args.command, args.timed)?;
+    }
     rec.write_to(BufWriter::new(file)).with_context(|| format!("writing {}", args.output.display()))?;
     let h = &rec.header;
     if h.lost_events > 0 {
@@ -176,6 +189,9 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
             args.output.display(),
             h.exit_status
         );
+        if h.untraced_wall_ns > 0 {
+            eprintln!("thplab record: untraced: {:.3} s (median of {})", h.untraced_wall_ns as f64 / 1e9, args.timed);
+        }
     }
     Ok(h.exit_status.min(255) as u8)
 }

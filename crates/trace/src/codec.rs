@@ -14,7 +14,7 @@ pub const VERSION_MAJOR: u16 = 2;
 /// skips). A record kind added in a minor version (2.1: `answered`) is written only where it
 /// happened; an older reader refuses a file that holds one (unknown record kind), never misreads
 /// it. Other new record kinds need a new major version.
-pub const VERSION_MINOR: u16 = 2;
+pub const VERSION_MINOR: u16 = 3;
 /// Longest byte string (path, argument, comm) a reader accepts.
 pub const MAX_STRING: u64 = 1 << 22;
 /// Longest header a reader accepts.

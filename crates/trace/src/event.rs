@@ -41,6 +41,10 @@ pub struct Header {
     /// /sys/kernel/mm/transparent_hugepage` prints them (`enabled:always [madvise] never`, one
     /// per line); empty in version 1 files. Placement of shmem mappings depends on them.
     pub thp_settings: Vec<u8>,
+    /// (2.3) The median wall time, in ns, of untraced runs of the program under the same
+    /// conditions (THP disabled for it, no address randomisation), `thplab record --timed N`;
+    /// 0: not timed. The model predicts the program's time under other settings from it.
+    pub untraced_wall_ns: u64,
 }
 
 /// Bits of [`Header::flags`].

@@ -118,7 +118,7 @@ impl<R: Read> TraceReader<R> {
             ));
         }
         let start = src.offset;
-        let header = read_header(&mut src, major)?;
+        let header = read_header(&mut src, major, minor)?;
         let used = src.offset - start;
         if used > len {
             return Err(corrupt(
@@ -512,7 +512,7 @@ impl<R: Read> Iterator for TraceReader<R> {
     }
 }
 
-fn read_header<R: std::io::BufRead>(s: &mut Src<R>, major: u16) -> Result<Header, TraceError> {
+fn read_header<R: std::io::BufRead>(s: &mut Src<R>, major: u16, minor: u16) -> Result<Header, TraceError> {
     let program = s.bytes("header: program")?;
     let exec_path = s.bytes("header: executed path")?;
     let n_at = s.offset;
@@ -571,6 +571,7 @@ fn read_header<R: std::io::BufRead>(s: &mut Src<R>, major: u16) -> Result<Header
     let exit_status = s.varint_u32("header: exit status")?;
     let duration_ns = s.varint("header: duration")?;
     let thp_settings = if major >= 2 { s.bytes("header: THP settings")? } else { Vec::new() };
+    let untraced_wall_ns = if major >= 2 && minor >= 3 { s.varint("header: untraced wall time")? } else { 0 };
     Ok(Header {
         program,
         exec_path,
@@ -588,5 +589,6 @@ fn read_header<R: std::io::BufRead>(s: &mut Src<R>, major: u16) -> Result<Header
         exit_status,
         duration_ns,
         thp_settings,
+        untraced_wall_ns,
     })
 }

@@ -58,6 +58,7 @@ pub(crate) fn encode_header(h: &Header) -> Vec<u8> {
     put_varint(&mut b, h.exit_status as u64);
     put_varint(&mut b, h.duration_ns);
     put_bytes(&mut b, &h.thp_settings);
+    put_varint(&mut b, h.untraced_wall_ns);
     let mut out = Vec::with_capacity(b.len() + 16);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION_MAJOR.to_le_bytes());

@@ -206,6 +206,7 @@ fn header_for(events: &[Event], lost: u64) -> Header {
         exit_status: 3,
         duration_ns: 1_000_000,
         thp_settings: b"enabled:always [madvise] never\nshmem_enabled:always within_size advise [never] deny force\n".to_vec(),
+        untraced_wall_ns: 412_000_000,
     }
 }
 
@@ -308,20 +309,12 @@ fn version_1_files_still_read() {
     let ev: Vec<Event> = sample_events().into_iter().filter(|e| !matches!(e.body, EventBody::Path(_) | EventBody::Mounts(_) | EventBody::Answered { .. })).collect();
     let mut h = header_for(&ev, 3);
     h.thp_settings.clear();
+    h.untraced_wall_ns = 0;
     let v2 = encode(&h, &ev);
-    // The header ends with the settings' length, 0: drop that byte and shrink the header's
-    // length (one varint byte, at offset 12, for this small header).
-    let hlen = v2[12] as usize;
-    assert!(hlen < 128);
-    let mut v1 = v2[..12].to_vec();
+    // The header ends with the settings' length, 0, and the untraced wall time, 0: drop both.
+    let mut v1 = without_last_header_bytes(&v2, 2);
     v1[8] = 1;
-    v1.push(hlen as u8 - 1);
-    v1.extend_from_slice(&v2[13..13 + hlen - 1]);
-    v1.extend_from_slice(&v2[13 + hlen..]);
-    // The checksum covers the bytes before it: recompute it.
-    let n = v1.len();
-    let crc = crc32fast_like(&v1[..n - 4]);
-    v1[n - 4..].copy_from_slice(&crc.to_le_bytes());
+    fix_crc(&mut v1);
     let (h1, ev1, _) = read_all(&v1[..]).unwrap();
     assert_eq!(h1, h);
     assert_eq!(ev1, ev);
@@ -363,17 +356,64 @@ fn answered_records_round_trip_and_2_0_files_still_read() {
     assert!(line.contains("answered by the recorder") && line.contains("madvise returns 0"), "{line}");
     // The same file labelled 2.0 (the layout of 2.0 is 2.1's without answered records).
     let plain: Vec<Event> = ev.iter().filter(|e| !matches!(e.body, EventBody::Answered { .. })).cloned().collect();
-    let mut b20 = encode(&header_for(&plain, 0), &plain);
+    let mut h20 = header_for(&plain, 0);
+    h20.untraced_wall_ns = 0;
+    let mut b20 = without_last_header_bytes(&encode(&h20, &plain), 1);
     b20[10] = 0;
     b20[11] = 0;
-    let n = b20.len();
-    let crc = crc32fast_like(&b20[..n - 4]);
-    b20[n - 4..].copy_from_slice(&crc.to_le_bytes());
+    fix_crc(&mut b20);
     let (_, ev20, _) = read_all(&b20[..]).unwrap();
     assert_eq!(ev20, plain);
     let mut w = TraceWriter::new(Vec::new(), &header_for(&[], 0)).unwrap();
     let bad = Event { time_ns: 0, tid: 1, pid: 1, body: EventBody::Answered { call: kind::FAULT, ret: 0 } };
     assert!(w.write(&bad).is_err());
+}
+
+/// `b` with the last `n` bytes of its header removed (its length, a varint at offset 12,
+/// shrunk); the checksum is left to [`fix_crc`].
+fn without_last_header_bytes(b: &[u8], n: usize) -> Vec<u8> {
+    let (mut hlen, mut at, mut shift) = (0usize, 12, 0);
+    loop {
+        hlen |= ((b[at] & 0x7f) as usize) << shift;
+        shift += 7;
+        at += 1;
+        if b[at - 1] & 0x80 == 0 {
+            break;
+        }
+    }
+    let mut out = b[..12].to_vec();
+    let mut v = hlen - n;
+    while v >= 0x80 {
+        out.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+    out.extend_from_slice(&b[at..at + hlen - n]);
+    out.extend_from_slice(&b[at + hlen..]);
+    out
+}
+
+/// The checksum covers the bytes before it: recompute it after a patch.
+fn fix_crc(b: &mut [u8]) {
+    let n = b.len();
+    let crc = crc32fast_like(&b[..n - 4]);
+    b[n - 4..].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// A 2.2 file (its header ends with the THP settings) reads with no untraced wall time; a 2.3
+/// file keeps it.
+#[test]
+fn untraced_wall_time_round_trips_and_2_2_files_read_without_it() {
+    let ev = sample_events();
+    let h = header_for(&ev, 0);
+    assert_eq!(read_all(&encode(&h, &ev)[..]).unwrap().0.untraced_wall_ns, 412_000_000);
+    let mut h22 = h.clone();
+    h22.untraced_wall_ns = 0;
+    let mut b22 = without_last_header_bytes(&encode(&h22, &ev), 1);
+    b22[10] = 2;
+    fix_crc(&mut b22);
+    let (h2, ev2, _) = read_all(&b22[..]).unwrap();
+    assert_eq!((h2.untraced_wall_ns, ev2), (0, ev));
 }
 
 fn v2_with_version(b: &[u8], major: u8) -> Vec<u8> {

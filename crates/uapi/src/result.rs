@@ -542,9 +542,15 @@ pub struct TimeEstimate {
     pub pin_ns: f64,
     /// Sizes that faulted but have no cost in the profile (charged as 4kB faults).
     pub unmeasured_sizes: Vec<String>,
-    /// The simulated clock at the end: the priced work plus every `sleep` (a workload's).
+    /// The simulated clock at the end: the priced work plus every `sleep` (a workload's); a
+    /// timed recording's: the priced work plus `program_ns`.
     #[serde(default)]
     pub elapsed_ns: u64,
+    /// A recording timed untraced (`record --timed`): the program's own time, its untraced
+    /// wall time less the model's time of the same work under 4 KiB pages (as it ran, THP
+    /// disabled). Part of `elapsed_ns`, not of `total_ns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program_ns: Option<f64>,
     /// The workload's `phase` statements: each phase's simulated time (from its statement to
     /// the next phase or the end), sleeps included. Empty without phases.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -113,7 +113,8 @@ fn recording() -> Vec<u8> {
             None => counts.push((e.body.kind_code(), 1)),
         }
     }
-    let h = Header { root_pid: 100, page_size: 4096, counts, argv: vec![b"prog".to_vec()], ..Header::default() };
+    // Timed untraced (record --timed): `time.program_ns` with --profile.
+    let h = Header { root_pid: 100, page_size: 4096, counts, argv: vec![b"prog".to_vec()], untraced_wall_ns: 2_000_000, ..Header::default() };
     let mut w = TraceWriter::new(Vec::new(), &h).unwrap();
     for e in &events {
         w.write(e).unwrap();
@@ -141,7 +142,7 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     let rec = dir.path().join("r.trace");
     std::fs::write(&rec, recording()).unwrap();
     let rec = rec.to_str().unwrap();
-    let replay = thplab(&["sim", rec, "--json", "--recorded-time"]);
+    let replay = thplab(&["sim", rec, "--json", "--recorded-time", "--profile", "builtin"]);
     replay.ok();
     // The same recording without its last record and trailer: `model.replay.salvage`.
     let whole = recording();
