@@ -84,11 +84,24 @@ fn khugepaged_shmem_model_matches_the_live_daemon() {
         let _g = exclusive();
         let mut live_args = vec!["live", w.as_str(), "--json"];
         live_args.extend(args);
-        let l = thplab_unlocked(&workspace(), &live_args);
-        l.ok();
-        let l = l.result();
+        // The vmstat and meminfo figures are system-wide: another process faulting a file THP
+        // meanwhile (other work on this machine) adds to them. Such a run is repeated (at most
+        // three runs), as `compare` does (compare::retry_reason); the last one must match.
+        const GLOBAL: [&str; 5] = ["thp_collapse_alloc", "thp_collapse_alloc_failed", "thp_file_mapped", "thp_file_alloc", "thp_fault_alloc"];
+        let mut attempt = 0;
+        let l = loop {
+            attempt += 1;
+            let l = thplab_unlocked(&workspace(), &live_args);
+            l.ok();
+            let l = l.result();
+            let noisy = GLOBAL.iter().any(|k| l.vmstat[*k] != m.vmstat[*k]) || ["ShmemHugePages", "ShmemPmdMapped"].iter().any(|k| l.meminfo[*k] != m.meminfo[*k]);
+            if !noisy || attempt == 3 {
+                break l;
+            }
+            eprintln!("max_ptes_none={none}: system-wide counters differ in run {attempt}, running again");
+        };
         let lk = l.live.as_ref().expect("live section").khugepaged;
-        for key in ["thp_collapse_alloc", "thp_collapse_alloc_failed", "thp_file_mapped", "thp_file_alloc", "thp_fault_alloc"] {
+        for key in GLOBAL {
             assert_eq!(l.vmstat[key], m.vmstat[key], "max_ptes_none={none}: {key}");
         }
         assert_eq!(l.folios, m.folios, "max_ptes_none={none}");
