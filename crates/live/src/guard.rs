@@ -396,6 +396,16 @@ fn take_lock(paths: &Paths, wait: bool) -> Result<Option<File>> {
     }
 }
 
+/// Run `f` while no settings guard holds the knobs (the lock taken, waiting as `apply` waits,
+/// and released after): for a reader that must see the knobs as found, not as another
+/// process's guard set them for its run (the tests' "knobs unchanged" checks).
+pub fn while_unlocked<T>(f: impl FnOnce() -> T) -> Result<T> {
+    let lock = take_lock(&Paths::from_env(), true)?;
+    let out = f();
+    drop(lock);
+    Ok(out)
+}
+
 /// The PID written into the lock file by its current holder, if it is still alive.
 pub fn lock_holder(paths: &Paths) -> Option<i32> {
     let text = std::fs::read_to_string(paths.lock_path()).ok()?;

@@ -440,6 +440,14 @@ impl Kernel {
                         if self.page(pfn).order != PMD_ORDER || !pfn.is_aligned(Order::PMD) {
                             return Err(format!("file PMD at {addr:#x} maps {pfn:?}, not a 2 MiB folio"));
                         }
+                        // A PMD made by a fault or by a collapse (collapse_file put the folio in
+                        // the page cache in place of the small ones) maps the file pages of its
+                        // VMA, from a file-offset-aligned start.
+                        let (ino, start) = *self.shmem.owner.get(&pfn.0).ok_or(format!("file PMD at {addr:#x} maps a folio that no page cache holds"))?;
+                        match mm.vmas.find(addr) {
+                            Some(v) if v.file == ino + 1 && v.linear_page_index(addr) == start && addr + PMD_SIZE <= v.end => {}
+                            _ => return Err(format!("file PMD at {addr:#x} maps file {ino} page {start}, not what its VMA maps there")),
+                        }
                         *pmd_maps.entry(pfn.0).or_insert(0) += 1;
                         shmem_rss += 512;
                         shmem_pmds += 1;

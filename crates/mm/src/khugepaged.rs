@@ -9,6 +9,29 @@
 //! `__collapse_huge_page_copy_succeeded`, `khugepaged_enter_vma`, `__khugepaged_enter`,
 //! `khugepaged_do_scan`, `khugepaged_scan_mm_slot`, `khugepaged_has_work`),
 //! `include/linux/huge_mm.h` (`hugepage_pmd_enabled`).
+//!
+//! shmem/tmpfs (mm/khugepaged.c: the file branch of `khugepaged_scan_mm_slot`,
+//! `hpage_collapse_scan_file`, `collapse_file`, `retract_page_tables`,
+//! `collapse_pte_mapped_thp`, `set_huge_pmd`, and `madvise_collapse` for file VMAs;
+//! mm/huge_memory.c: `__thp_vma_allowable_orders` → mm/shmem.c: `shmem_allowable_huge_orders`
+//! with `shmem_huge_force` for `TVA_FORCED_COLLAPSE`). What a collapse of the page cache does,
+//! checked on the live 6.18 kernel (docs/kernel-notes.md, "khugepaged and MADV_COLLAPSE on
+//! shmem"):
+//! - eligibility is the shmem rule at the VMA's `vm_pgoff` (huge= of the mount, or for memfd and
+//!   shared anonymous memory the per-size knobs), the anon `enabled` knobs play no part; the
+//!   VMA's start must be PMD-aligned in file-offset terms.
+//! - the scan counts the page-cache pages present in the 2 MiB file range (not PTEs, and not
+//!   whether they are mapped or young): fewer than `512 - max_ptes_none` is
+//!   SCAN_EXCEED_NONE_PTE; a PMD-order folio already there is SCAN_PTE_MAPPED_HUGEPAGE.
+//! - `collapse_file` replaces the small folios by one PMD-order folio in the page cache
+//!   (holes zero-filled), unmaps the old pages from every mm (`try_to_unmap`), and frees the
+//!   emptied page tables of every VMA that maps the range PMD-aligned and has no anon_vma
+//!   (`retract_page_tables`): nothing is PMD-mapped until the next fault, except that
+//!   MADV_COLLAPSE maps its own range with a PMD at once (`collapse_pte_mapped_thp` with
+//!   `install_pmd`).
+//! - khugepaged turns SCAN_PTE_MAPPED_HUGEPAGE into `collapse_pte_mapped_thp` without a PMD;
+//!   its SCAN_PMD_MAPPED (or a retracted table) is SCAN_SUCCEED, so `pages_collapsed` grows by
+//!   one for every collapsed range at every later scan.
 
 use mm_types::{Order, Orders, Vaddr, PMD_ORDER, PMD_SIZE};
 use uapi::VmEvent;
@@ -115,11 +138,7 @@ pub struct CollapseControl {
 impl Kernel {
     /// `madvise_collapse` on `[start, end)` inside one VMA.
     pub(crate) fn madvise_collapse(&mut self, vma: &Vma, start: u64, end: u64) -> Result<(), Errno> {
-        if vma.file != 0 {
-            // hpage_collapse_scan_file / collapse_file are not modelled yet.
-            return Err(Errno::ENOSYS);
-        }
-        if self.thp_vma_allowable_orders(vma, TvaType::ForcedCollapse, Orders::single(Order::PMD)).is_empty() {
+        if self.collapse_vma_allowable(vma, TvaType::ForcedCollapse).is_empty() {
             return Err(Errno::EINVAL);
         }
         let cc = CollapseControl { is_khugepaged: false };
@@ -129,8 +148,17 @@ impl Kernel {
         let mut last_fail = ScanResult::Fail;
         let mut addr = hstart;
         while addr < hend {
-            let result = self.hpage_collapse_scan_pmd(vma, addr, cc);
+            let mut result = if let Some(ino) = vma.inode() {
+                self.hpage_collapse_scan_file(ino, vma.linear_page_index(addr), cc)
+            } else {
+                self.hpage_collapse_scan_pmd(vma, addr, cc)
+            };
             self.count_scan_result(result);
+            if result == ScanResult::PteMappedHugepage {
+                // handle_result: map the huge folio with a PMD now, then judge that result.
+                result = self.collapse_pte_mapped_thp(addr, true);
+                self.count_scan_result(result);
+            }
             match result {
                 ScanResult::Succeed | ScanResult::PmdMapped => thps += 1,
                 ScanResult::PmdNull
@@ -177,11 +205,22 @@ impl Kernel {
         if self.mm.flags.vm_hugepage || !self.hugepage_pmd_enabled() {
             return false;
         }
-        if self.thp_vma_allowable_orders(vma, TvaType::Khugepaged, Orders::single(Order::PMD)).is_empty() {
+        if self.collapse_vma_allowable(vma, TvaType::Khugepaged).is_empty() {
             return false;
         }
         self.khugepaged_enter();
         true
+    }
+
+    /// `thp_vma_allowable_order(vma, ..., PMD_ORDER)` for khugepaged and MADV_COLLAPSE: the anon
+    /// rules for private anonymous VMAs, the shmem rules (`shmem_allowable_huge_orders` at
+    /// `vm_pgoff`, forced for MADV_COLLAPSE) for shmem VMAs.
+    pub(crate) fn collapse_vma_allowable(&self, vma: &Vma, tva: TvaType) -> Orders {
+        let pmd = Orders::single(Order::PMD);
+        match vma.inode() {
+            None => self.thp_vma_allowable_orders(vma, tva, pmd),
+            Some(ino) => crate::shmem::shmem_thp_vma_allowable_orders(&self.settings, &self.mm.flags, self.inode_facts(ino), vma, tva, pmd, &mut ()),
+        }
     }
 
     /// `__khugepaged_enter` for the current mm: MMF_VM_HUGEPAGE, and a slot at the list's tail.
@@ -323,7 +362,7 @@ impl Kernel {
         'vmas: for vma in vmas {
             // The VMA may have changed under a collapse: look it up again.
             let Some(vma) = self.mm.vmas.find(vma.start).filter(|v| v.start == vma.start) else { continue };
-            if vma.file != 0 || self.thp_vma_allowable_orders(&vma, TvaType::Khugepaged, Orders::single(Order::PMD)).is_empty() {
+            if self.collapse_vma_allowable(&vma, TvaType::Khugepaged).is_empty() {
                 progress += 1;
                 continue;
             }
@@ -338,12 +377,31 @@ impl Kernel {
             }
             while self.khugepaged.address < hend {
                 let addr = self.khugepaged.address;
-                let r = self.hpage_collapse_scan_pmd(&vma, addr, cc);
-                // The scan drops the mmap lock when it goes on to collapse_huge_page, which
-                // ends in success or in a failed allocation.
-                let lock_dropped = matches!(r, ScanResult::Succeed | ScanResult::AllocHugePageFail);
+                let (r, lock_dropped) = if let Some(ino) = vma.inode() {
+                    // The file branch drops the mmap lock for every range.
+                    let r = self.hpage_collapse_scan_file(ino, vma.linear_page_index(addr), cc);
+                    self.count_scan_result(r);
+                    let r = if r == ScanResult::PteMappedHugepage {
+                        // collapse_pte_mapped_thp without a PMD: the next fault maps one.
+                        let r2 = self.collapse_pte_mapped_thp(addr, false);
+                        self.count_scan_result(r2);
+                        if r2 == ScanResult::PmdMapped {
+                            ScanResult::Succeed
+                        } else {
+                            r2
+                        }
+                    } else {
+                        r
+                    };
+                    (r, true)
+                } else {
+                    let r = self.hpage_collapse_scan_pmd(&vma, addr, cc);
+                    self.count_scan_result(r);
+                    // The scan drops the mmap lock when it goes on to collapse_huge_page, which
+                    // ends in success or in a failed allocation.
+                    (r, matches!(r, ScanResult::Succeed | ScanResult::AllocHugePageFail))
+                };
                 *result = r;
-                self.count_scan_result(r);
                 self.khugepaged.pmds_scanned += 1;
                 if r == ScanResult::Succeed {
                     self.khugepaged.pages_collapsed += 1;
@@ -449,5 +507,195 @@ impl Kernel {
         self.mm.stats.anon_rss_pages += 1 << PMD_ORDER;
         self.deferred_split_folio(folio, false);
         ScanResult::Succeed
+    }
+    // ---------------------------------------------------------------- shmem / tmpfs
+
+    /// `hpage_collapse_scan_file` for the 2 MiB-aligned file range at index `start`: count the
+    /// pages present in the page cache (holes are what `max_ptes_none` limits, for khugepaged
+    /// only; the model has no swap entries, so `max_ptes_swap` never refuses, and no page
+    /// off the LRU or with extra references), then `collapse_file`. A PMD-order folio already
+    /// at `start` is SCAN_PTE_MAPPED_HUGEPAGE (the caller goes on to `collapse_pte_mapped_thp`).
+    fn hpage_collapse_scan_file(&mut self, ino: crate::shmem::InodeId, start: u64, cc: CollapseControl) -> ScanResult {
+        let nr = 1u64 << PMD_ORDER;
+        let inode = &self.shmem.inodes[ino as usize];
+        let mut present = 0u64;
+        for (&index, f) in inode.cache.range(start..start + nr) {
+            if f.order == PMD_ORDER && index == start {
+                return ScanResult::PteMappedHugepage;
+            }
+            present += 1 << f.order;
+        }
+        if cc.is_khugepaged && present < nr - self.settings.khugepaged.max_ptes_none as u64 {
+            self.counters.count(VmEvent::ThpScanExceedNonePte);
+            return ScanResult::ExceedNonePte;
+        }
+        self.collapse_file(ino, start, cc)
+    }
+
+    /// `collapse_file` (shmem): allocate a PMD-order folio (`alloc_charge_folio`: counts
+    /// thp_collapse_alloc or thp_collapse_alloc_failed; not thp_file_alloc nor shmem_alloc),
+    /// unmap the old folios from every mm (`try_to_unmap`), copy them in (holes zero-filled, so
+    /// the file gains their pages: meminfo Shmem grows), put the new folio in the page cache in
+    /// their place, free them, and `retract_page_tables`. khugepaged's success is SCAN_SUCCEED;
+    /// MADV_COLLAPSE's is SCAN_PTE_MAPPED_HUGEPAGE (it maps the folio itself).
+    fn collapse_file(&mut self, ino: crate::shmem::InodeId, start: u64, cc: CollapseControl) -> ScanResult {
+        let nr = 1u64 << PMD_ORDER;
+        let Some(new) = self.alloc_folio(Order::PMD, false) else {
+            self.counters.count(VmEvent::ThpCollapseAllocFailed);
+            return ScanResult::AllocHugePageFail;
+        };
+        self.counters.count(VmEvent::ThpCollapseAlloc);
+        let old: Vec<(u64, crate::shmem::CacheFolio)> =
+            self.shmem.inodes[ino as usize].cache.range(start..start + nr).map(|(k, f)| (*k, *f)).collect();
+        if old.is_empty() {
+            // The range is empty (truncated or hole-punched, or MADV_COLLAPSE of a hole).
+            self.free_folio(new);
+            return ScanResult::Truncated;
+        }
+        if old.iter().any(|(k, f)| f.order == PMD_ORDER && *k == start) {
+            self.free_folio(new);
+            return ScanResult::PteMappedHugepage;
+        }
+        // try_to_unmap of every old folio: its PTEs in every mm that maps the range.
+        self.shmem_unmap_file_range(ino, start, nr);
+        for (index, f) in &old {
+            for i in 0..(1u32 << f.order) {
+                let touched = self.zone.mem_map[f.pfn.add(i).idx()].flags & crate::page_alloc::pg::TOUCHED;
+                self.zone.mem_map[new.add((index - start) as u32 + i).idx()].flags |= touched;
+            }
+            let inode = &mut self.shmem.inodes[ino as usize];
+            inode.cache.remove(index);
+            self.shmem.owner.remove(&f.pfn.0);
+            self.free_folio(f.pfn);
+        }
+        self.zone.mem_map[new.idx()].flags |= crate::page_alloc::pg::SHMEM;
+        self.shmem.inodes[ino as usize].cache.insert(start, crate::shmem::CacheFolio { pfn: new, order: PMD_ORDER, uptodate: true });
+        self.shmem.owner.insert(new.0, (ino, start));
+        self.retract_page_tables(ino, start);
+        if cc.is_khugepaged {
+            ScanResult::Succeed
+        } else {
+            ScanResult::PteMappedHugepage
+        }
+    }
+
+    /// Every (mm, VMA) that maps file `ino` (`mapping->i_mmap`), in mm order: the mm, the VMA.
+    fn shmem_mappers(&self, ino: crate::shmem::InodeId) -> Vec<(MmId, Vma)> {
+        let mut out = Vec::new();
+        for id in self.mm_ids() {
+            let mm = self.mm_ref(id);
+            if mm.exited {
+                continue;
+            }
+            out.extend(mm.vmas.iter().filter(|v| v.inode() == Some(ino)).map(|v| (id, *v)));
+        }
+        out
+    }
+
+    /// `try_to_unmap` of the page-cache pages `[first, first + n)` of `ino` in every mm.
+    fn shmem_unmap_file_range(&mut self, ino: crate::shmem::InodeId, first: u64, n: u64) {
+        let prev = self.mm.id;
+        for (id, vma) in self.shmem_mappers(ino) {
+            let vma_pages = vma.len() / mm_types::PAGE_SIZE;
+            let lo = first.max(vma.pgoff);
+            let hi = (first + n).min(vma.pgoff + vma_pages);
+            if lo >= hi {
+                continue;
+            }
+            self.switch_mm(id);
+            let a = vma.start + (lo - vma.pgoff) * mm_types::PAGE_SIZE;
+            let b = vma.start + (hi - vma.pgoff) * mm_types::PAGE_SIZE;
+            self.zap_range(a, b);
+        }
+        self.switch_mm(prev);
+    }
+
+    /// `retract_page_tables`: in every mm, a VMA of `ino` without an anon_vma that maps file
+    /// index `pgoff` at a PMD-aligned address with the whole 2 MiB inside it loses the (now
+    /// empty) PTE table there; the next fault maps the huge folio with a PMD.
+    fn retract_page_tables(&mut self, ino: crate::shmem::InodeId, pgoff: u64) {
+        let prev = self.mm.id;
+        for (id, vma) in self.shmem_mappers(ino) {
+            let vma_pages = vma.len() / mm_types::PAGE_SIZE;
+            if pgoff < vma.pgoff || pgoff >= vma.pgoff + vma_pages || vma.anon_vma != 0 {
+                continue;
+            }
+            let addr = vma.start + (pgoff - vma.pgoff) * mm_types::PAGE_SIZE;
+            if addr % PMD_SIZE != 0 || vma.end < addr + PMD_SIZE {
+                continue;
+            }
+            self.switch_mm(id);
+            let va = Vaddr(addr);
+            if let Some(t) = self.mm.pt.pmd_table(va) {
+                if let Pmd::Table(idx) = self.mm.pt.pmd(t, va) {
+                    debug_assert!(self.mm.pt.ptes_none(idx, 0..512), "retract_page_tables: the table was unmapped");
+                    self.mm.pt.set_pmd(t, va, Pmd::None);
+                    self.free_pgtable(idx);
+                    self.flush_tlb_range(addr, addr + PMD_SIZE);
+                }
+            }
+        }
+        self.switch_mm(prev);
+    }
+
+    /// `collapse_pte_mapped_thp` in the current mm at the 2 MiB block of `addr`: when the page
+    /// cache holds a PMD-order folio there, clear the PTEs that map its pages (any other PTE
+    /// aborts), free the PTE table and, with `install_pmd` (MADV_COLLAPSE), map the folio with
+    /// a PMD (`set_huge_pmd` → `do_set_pmd`: thp_file_mapped).
+    fn collapse_pte_mapped_thp(&mut self, addr: u64, install_pmd: bool) -> ScanResult {
+        let haddr = addr & !(PMD_SIZE - 1);
+        let Some(vma) = self.mm.vmas.find(haddr).filter(|v| v.file != 0 && v.start <= haddr && haddr + PMD_SIZE <= v.end) else {
+            return ScanResult::VmaCheck;
+        };
+        let va = Vaddr(haddr);
+        let t = self.mm.pt.pmd_table(va);
+        let pmd = t.map(|t| self.mm.pt.pmd(t, va));
+        if matches!(pmd, Some(Pmd::Huge { .. } | Pmd::HugeZero)) {
+            return ScanResult::PmdMapped;
+        }
+        // A huge folio in the page cache is PMD-mapped at fault whatever the knobs: force.
+        if self.collapse_vma_allowable(&vma, TvaType::ForcedCollapse).is_empty() {
+            return ScanResult::VmaCheck;
+        }
+        let ino = vma.inode().expect("a file VMA");
+        let Some((_, folio)) = self.shmem.inodes[ino as usize].lookup(vma.linear_page_index(haddr)) else {
+            return ScanResult::PageNull;
+        };
+        if folio.order != PMD_ORDER {
+            return ScanResult::PageCompound;
+        }
+        if let Some(Pmd::Table(idx)) = pmd {
+            // Step 1: every mapped PTE maps the right page of the folio.
+            for i in 0..512usize {
+                let e = self.mm.pt.pte(idx, i);
+                if e == 0 {
+                    continue;
+                }
+                if e & PTE_PRESENT == 0 || crate::pgtable::pte_pfn(e) != folio.pfn.add(i as u32) {
+                    return ScanResult::Fail;
+                }
+            }
+            // Steps 2-4: clear them (rmap, MM_SHMEMPAGES) and free the table.
+            self.zap_range(haddr, haddr + PMD_SIZE);
+            let t = t.expect("a PMD table holds the PTE table");
+            self.mm.pt.set_pmd(t, va, Pmd::None);
+            self.free_pgtable(idx);
+        }
+        if !install_pmd {
+            return ScanResult::Succeed;
+        }
+        // set_huge_pmd: pmd_alloc, then do_set_pmd.
+        let t = match self.mm.pt.pmd_table(va) {
+            Some(t) => t,
+            None => {
+                let Some(frame) = self.alloc_pgtable_frame() else { return ScanResult::Fail };
+                self.mm.pt.install_pmd_table(va, frame)
+            }
+        };
+        if self.do_set_pmd(&vma, va, t, folio.pfn, false) {
+            ScanResult::Succeed
+        } else {
+            ScanResult::Fail
+        }
     }
 }

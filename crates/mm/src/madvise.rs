@@ -147,10 +147,25 @@ impl Kernel {
         }
         match advice {
             Madvise::Hugepage => {
+                // hugepage_madvise runs khugepaged_enter_vma before the VMA changes: for a shmem
+                // VMA, shmem_allowable_huge_orders reads vma->vm_flags, still without
+                // VM_HUGEPAGE, so huge=advise (or a per-size `advise`) does not register the mm
+                // here (checked live: docs/kernel-notes.md).
+                let shmem_eligible = self
+                    .mm
+                    .vmas
+                    .intersecting(start, end)
+                    .iter()
+                    .any(|v| v.file != 0 && !self.collapse_vma_allowable(v, crate::huge_memory::TvaType::Khugepaged).is_empty());
                 let r = self.modify_flags(start, end, |f| (f & !vm::NOHUGEPAGE) | vm::HUGEPAGE, false);
                 // hugepage_madvise: khugepaged_enter_vma for each VMA of the range.
                 for v in self.mm.vmas.intersecting(start, end) {
-                    self.khugepaged_enter_vma(&v);
+                    if v.file == 0 {
+                        self.khugepaged_enter_vma(&v);
+                    }
+                }
+                if shmem_eligible && !self.mm.flags.vm_hugepage && self.hugepage_pmd_enabled() {
+                    self.khugepaged_enter();
                 }
                 r
             }

@@ -789,7 +789,7 @@ impl Kernel {
     }
 
     /// `do_set_pmd`: map a PMD-order shmem folio with a PMD.
-    fn do_set_pmd(&mut self, vma: &Vma, va: Vaddr, t: u32, head: Pfn, write: bool) -> bool {
+    pub(crate) fn do_set_pmd(&mut self, vma: &Vma, va: Vaddr, t: u32, head: Pfn, write: bool) -> bool {
         let haddr = va.align_down(Order::PMD);
         if self.vma_thp_disabled(vma, false)
             || !crate::shmem::file_vma_suitable_order(vma, haddr.0, Order::PMD)

@@ -183,6 +183,12 @@ impl Kernel {
         self.mm.vmas.insert(Vma { start: addr, end: addr + len, flags, anon_vma: 0, file: ino + 1, pgoff });
         self.mm.vmas.try_merge(addr);
         self.mm.vma_cache = None;
+        // __mmap_region: khugepaged_enter_vma on the new (or merged) VMA; a shmem VMA needs no
+        // anon_vma, so the shmem rules alone decide (huge=always/within_size, or the per-size
+        // knobs of anonymous shmem).
+        if let Some(v) = self.mm.vmas.find(addr) {
+            self.khugepaged_enter_vma(&v);
+        }
         Ok(addr)
     }
 

@@ -128,7 +128,7 @@ impl Kernel {
     }
 
     /// What the order rules need to know about an inode.
-    fn inode_facts(&self, ino: InodeId) -> ShmemInodeFacts {
+    pub(crate) fn inode_facts(&self, ino: InodeId) -> ShmemInodeFacts {
         let inode = &self.shmem.inodes[ino as usize];
         ShmemInodeFacts { sb_huge: self.sb_huge(inode.sb), i_size: inode.i_size }
     }
@@ -402,13 +402,15 @@ pub fn shmem_orders_within_size(i_size: u64, orders: Orders, index: u64, write_e
 }
 
 /// `shmem_huge_global_enabled` as a pure function; `sink` learns why each file order is not in
-/// the result.
+/// the result. `force` is `shmem_huge_force` (MADV_COLLAPSE and `collapse_pte_mapped_thp`,
+/// `TVA_FORCED_COLLAPSE`): PMD size whatever the mount's `huge=`, unless the top level is deny.
 pub fn shmem_huge_global_enabled<S: RefusalSink>(
     settings: &uapi::ThpSettings,
     f: ShmemInodeFacts,
     index: u64,
     write_end: u64,
     vma: Option<&Vma>,
+    force: bool,
     sink: &mut S,
 ) -> Orders {
     let pmd = Orders::single(Order::PMD);
@@ -420,6 +422,7 @@ pub fn shmem_huge_global_enabled<S: RefusalSink>(
     match settings.shmem_enabled {
         ShmemEnabled::Deny => return out(sink, Orders::NONE, Refusal::ShmemDeny),
         ShmemEnabled::Force => return out(sink, pmd, Refusal::ShmemForceOtherSize),
+        _ if force => return out(sink, pmd, Refusal::ShmemForceOtherSize),
         _ => {}
     }
     let cand = if vma.is_some() { pmd } else { all };
@@ -460,14 +463,33 @@ pub fn shmem_allowable_huge_orders<S: RefusalSink>(
     write_end: u64,
     sink: &mut S,
 ) -> Orders {
-    if let Some(why) = vma.and_then(|v| vma_thp_disabled(mm, v.flags, false)) {
+    shmem_allowable_huge_orders_force(settings, mm, f, vma, index, write_end, false, sink)
+}
+
+/// `shmem_allowable_huge_orders` with its `shmem_huge_force` argument (true for
+/// `TVA_FORCED_COLLAPSE`: the mount's `huge=` counts as PMD, and for anonymous shmem the
+/// per-size `inherit` set applies, so MADV_COLLAPSE of a memfd needs
+/// `hugepages-2048kB/shmem_enabled` to be inherit, always, within_size (fitting) or advise
+/// (with VM_HUGEPAGE)).
+#[allow(clippy::too_many_arguments)]
+pub fn shmem_allowable_huge_orders_force<S: RefusalSink>(
+    settings: &uapi::ThpSettings,
+    mm: &MmFlags,
+    f: ShmemInodeFacts,
+    vma: Option<&Vma>,
+    index: u64,
+    write_end: u64,
+    force: bool,
+    sink: &mut S,
+) -> Orders {
+    if let Some(why) = vma.and_then(|v| vma_thp_disabled(mm, v.flags, force)) {
         sink.refuse(Orders::ALL_FILE, why);
         return Orders::NONE;
     }
     let Some(v) = vma.filter(|v| v.flags & vm::ANON_SHMEM != 0) else {
-        return shmem_huge_global_enabled(settings, f, index, write_end, vma, sink);
+        return shmem_huge_global_enabled(settings, f, index, write_end, vma, force, sink);
     };
-    let global = shmem_huge_global_enabled(settings, f, index, write_end, vma, &mut ());
+    let global = shmem_huge_global_enabled(settings, f, index, write_end, vma, force, &mut ());
     let sized = |w: ShmemSizeEnabled| settings.shmem_orders(w);
     match settings.shmem_enabled {
         ShmemEnabled::Deny => {
@@ -541,7 +563,7 @@ pub fn shmem_thp_vma_allowable_orders<S: RefusalSink>(
     if o.is_empty() {
         return o;
     }
-    o.and(shmem_allowable_huge_orders(settings, mm, f, Some(vma), vma.pgoff, 0, sink))
+    o.and(shmem_allowable_huge_orders_force(settings, mm, f, Some(vma), vma.pgoff, 0, tva == TvaType::ForcedCollapse, sink))
 }
 
 /// Why `file_vma_suitable_order` dropped each of `dropped`: the VMA's file offset is not

@@ -250,4 +250,124 @@ mod tests {
         // msecs_to_jiffies rounds up: 1 ms is one jiffy at HZ=250, 10 ms three.
         assert_eq!((super::msecs_to_jiffies(1, 250), super::msecs_to_jiffies(10, 250), super::msecs_to_jiffies(100, 250)), (1, 3, 25));
     }
+
+    /// The shmem workload of the live test (crates/thplab/tests/it/khugepaged.rs): a tmpfs file
+    /// (huge=within_size) written in 4 KiB pieces (4 KiB folios: within_size lets no larger one
+    /// fit) to 512, 256 and 64 pages of its first three 2 MiB ranges, grown to 8 MiB, mapped
+    /// (the mmap registers the mm: within_size at vm_pgoff 0 fits in i_size), partly faulted as
+    /// 4 KiB pages, left to the daemon, then its first 4 MiB read again.
+    pub(crate) const SHMEM_WORKLOAD: &str = "tmpfs t huge=within_size\nfile f on=t\nwrite f[0+2M] chunk=4K\nwrite f[2M+1M] chunk=4K\n\
+        write f[4M+256K] chunk=4K\nftruncate f 8M\nmmap a 8M file=f align=2M\ntouch a[0+2M] read\ntouch a[2M+1M] write\nsleep 1s\ntouch a[0+4M] read\n";
+
+    fn run_checked(text: &str, s: &ThpSettings) -> (uapi::RunResult, mm::Kernel) {
+        let w = workload::parse("t", text).unwrap();
+        let mut opts = crate::RunOptions { check_invariants: true, ..Default::default() };
+        let (r, k) = crate::run_with(&w, s, &MachineConfig::default(), &mut opts).unwrap();
+        k.check_invariants().unwrap();
+        (r, k)
+    }
+
+    /// khugepaged on shmem (SHMEM_WORKLOAD) at max_ptes_none 256: the scan counts page-cache
+    /// pages, so the 2 MiB range (512) and the 1 MiB one (256 present, 256 holes) collapse in
+    /// the first wake-up, the 256 KiB one (64) and the empty one fail with
+    /// SCAN_EXCEED_NONE_PTE at every wake-up. Live (6.18.44, this machine): thp_collapse_alloc
+    /// 2, thp_scan_exceed_none_pte 2 per scan, pages_collapsed 2 per scan (the collapsed
+    /// ranges are SCAN_PTE_MAPPED_HUGEPAGE at every later scan and collapse_pte_mapped_thp
+    /// finds no PTE table: SCAN_SUCCEED, counted again), minflt 290 (32 fault-around reads +
+    /// 256 write faults before, 2 PMD faults after: the collapse unmapped the PTEs and retracted
+    /// the tables, nothing was PMD-mapped until the read), thp_file_mapped 2, ShmemHugePages
+    /// 4096 kB, ShmemPmdMapped 4096 kB, Shmem 4352 kB (the holes of the 1 MiB range filled),
+    /// no thp_file_alloc and no shmem_alloc. Then the last two ranges: 64 + 0 pages of 512.
+    #[test]
+    fn khugepaged_collapses_shmem_page_cache_ranges() {
+        let s = settings(&["khugepaged/max_ptes_none=256", "khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=4096"]);
+        let (r, _) = run_checked(SHMEM_WORKLOAD, &s);
+        let kh = khugepaged(&r);
+        assert_eq!(kh.wakeups, 10);
+        assert_eq!(kh.pages_collapsed, 20, "2 per wake-up");
+        assert_eq!(r.vmstat["thp_collapse_alloc"], 2);
+        assert_eq!(r.vmstat["thp_scan_exceed_none_pte"], 20);
+        assert_eq!(r.vmstat["thp_file_mapped"], 2);
+        assert_eq!(r.vmstat["thp_file_alloc"], 0);
+        assert_eq!(r.mthp["hugepages-2048kB"]["shmem_alloc"], 0);
+        assert_eq!(r.process.minflt, 290);
+        assert_eq!(r.census.sizes["2048kB"].pmd_mapped, 2);
+        assert_eq!(r.folios.len(), 1, "nothing else mapped: {:?}", r.folios);
+        assert_eq!((r.meminfo["Shmem"], r.meminfo["ShmemHugePages"], r.meminfo["ShmemPmdMapped"]), (4352, 4096, 4096));
+        let scans = &model(&r).scan_results;
+        // Per range: 2 SCAN_SUCCEED (collapse_file), then 9 wake-ups of SCAN_PTE_MAPPED_HUGEPAGE
+        // each followed by collapse_pte_mapped_thp's SCAN_SUCCEED.
+        assert_eq!((scans["SCAN_SUCCEED"], scans["SCAN_PTE_MAPPED_HUGEPAGE"], scans["SCAN_EXCEED_NONE_PTE"]), (20, 18, 20));
+    }
+
+    /// max_ptes_none 0 and 511 (by hand from the rule above): 0 collapses only the full range,
+    /// 511 every range with at least one page (three); the empty range never (0 < 1).
+    #[test]
+    fn max_ptes_none_limits_holes_in_the_page_cache() {
+        for (none, collapsed) in [(0u64, 1i64), (511, 3)] {
+            let s = settings(&[&format!("khugepaged/max_ptes_none={none}"), "khugepaged/scan_sleep_millisecs=100"]);
+            let (r, _) = run_checked(SHMEM_WORKLOAD, &s);
+            assert_eq!(r.vmstat["thp_collapse_alloc"], collapsed, "max_ptes_none={none}");
+            assert_eq!(khugepaged(&r).pages_collapsed, collapsed as u64 * 10, "max_ptes_none={none}");
+            // The final read maps the collapsed ranges among the first two with a PMD.
+            assert_eq!(r.census.sizes["2048kB"].pmd_mapped, collapsed.min(2) as u64, "max_ptes_none={none}");
+        }
+    }
+
+    /// MADV_HUGEPAGE on a huge=advise tmpfs mapping does not register the mm (the shmem rule
+    /// reads the VMA's flags before VM_HUGEPAGE is set): live, no collapse. Once an anonymous
+    /// THP registers the mm, the daemon collapses the advised shmem range too (live:
+    /// thp_collapse_alloc 1, ShmemHugePages 2048 kB).
+    #[test]
+    fn madv_hugepage_on_advise_tmpfs_does_not_register_the_mm() {
+        let base = "tmpfs t huge=advise\nfile f on=t\nwrite f[0+2M] chunk=4K\nmmap a 4M file=f align=2M\nmadvise a hugepage\n";
+        let s = settings(&["enabled=madvise", "khugepaged/scan_sleep_millisecs=100"]);
+        let (r, _) = run_checked(&format!("{base}sleep 500ms\n"), &s);
+        assert_eq!((khugepaged(&r).registered, r.vmstat["thp_collapse_alloc"]), (false, 0));
+        let (r, _) = run_checked(&format!("{base}mmap b 2M align=2M\nmadvise b hugepage\ntouch b[0+4K] write\nsleep 500ms\n"), &s);
+        assert_eq!(r.vmstat["thp_collapse_alloc"], 1);
+        assert_eq!(r.meminfo["ShmemHugePages"], 2048);
+    }
+
+    /// MADV_COLLAPSE of a tmpfs file on a huge=never mount with every knob never (forced
+    /// collapse: PMD whatever huge= says). Live: the first call 0 with three collapses, PMD-mapped
+    /// at once (thp_file_mapped 3, the later read takes no fault: minflt 288), the empty last
+    /// range SCAN_TRUNCATED after allocating (thp_collapse_alloc 4) and EINVAL; khugepaged's
+    /// pages_collapsed unchanged. A memfd with hugepages-2048kB/shmem_enabled=never: EINVAL
+    /// (the forced rule of anonymous shmem still needs the per-size inherit).
+    #[test]
+    fn madv_collapse_of_shmem_maps_a_pmd_at_once() {
+        let text = "tmpfs t huge=never\nfile f on=t\nwrite f[0+2M] chunk=4K\nwrite f[2M+1M] chunk=4K\nwrite f[4M+256K] chunk=4K\n\
+                    ftruncate f 8M\nmmap a 8M file=f align=2M\ntouch a[0+2M] read\ntouch a[2M+1M] write\n\
+                    madvise a[0+6M] collapse\nmadvise a[6M+2M] collapse\ntouch a[0+6M] read\n";
+        let (r, _) = run_checked(text, &settings(&["enabled=never"]));
+        let rets: Vec<&str> = r.calls.iter().filter(|c| c.call == "madvise(collapse)").map(|c| c.ret.as_str()).collect();
+        assert_eq!(rets, ["0", "EINVAL"]);
+        assert_eq!((r.vmstat["thp_collapse_alloc"], r.vmstat["thp_file_mapped"], r.process.minflt), (4, 3, 288));
+        assert_eq!(r.census.sizes["2048kB"].pmd_mapped, 3);
+        assert_eq!((r.meminfo["Shmem"], r.meminfo["ShmemHugePages"], r.meminfo["ShmemPmdMapped"]), (6144, 6144, 6144));
+        assert_eq!(khugepaged(&r).pages_collapsed, 0);
+        assert_eq!(model(&r).scan_results["SCAN_TRUNCATED"], 1);
+        let memfd = "memfd f\nftruncate f 4M\nmmap a 4M file=f align=2M\ntouch a[0+2M] write\nmadvise a collapse\n";
+        let (r, _) = run_checked(memfd, &settings(&["enabled=never", "hugepages-2048kB/shmem_enabled=never"]));
+        assert_eq!(r.calls.last().unwrap().ret, "EINVAL");
+        // Live, with the per-size knob at inherit (and top-level never): 0, two PMDs, 513 faults.
+        let (r, _) = run_checked("memfd f\nftruncate f 4M\nmmap a 4M file=f align=2M\ntouch a[0+2M] write\ntouch a[2M+4K] write\nmadvise a collapse\n", &settings(&["enabled=never"]));
+        assert_eq!((r.calls.last().unwrap().ret.as_str(), r.census.sizes["2048kB"].pmd_mapped, r.process.minflt), ("0", 2, 513));
+    }
+
+    /// Another mm's PTEs of the collapsed range go too and its table is retracted: a forked
+    /// child (a shared file mapping is not copied at fork) that read the range (32 fault-around
+    /// faults) takes one PMD fault after the parent's MADV_COLLAPSE. Live: child minflt 33,
+    /// thp_file_mapped 2, one 2 MiB folio PMD-mapped in the parent.
+    #[test]
+    fn collapse_unmaps_the_file_from_every_mm() {
+        let text = "tmpfs t huge=within_size\nfile f on=t\nwrite f[0+2M] chunk=4K\nftruncate f 4M\nmmap a 4M file=f align=2M\n\
+                    touch a[0+2M] read\nfork c {\n  touch a[0+2M] read\n}\nmadvise a[0+2M] collapse\nin c {\n  touch a[0+2M] read\n  exit\n}\nwait c\n";
+        let (r, _) = run_checked(text, &settings(&["enabled=never"]));
+        let c = r.processes.iter().find(|p| p.name == "c").unwrap();
+        assert_eq!((r.processes[0].process.minflt, c.process.minflt), (32, 33));
+        assert_eq!((r.vmstat["thp_collapse_alloc"], r.vmstat["thp_file_mapped"]), (1, 2));
+        assert_eq!(r.census.sizes["2048kB"].pmd_mapped, 1);
+    }
 }

@@ -23,8 +23,13 @@ macro_rules! require_live {
     };
 }
 
-/// Every knob file under the tree (not `stats/`, not khugepaged's counters) and its content.
+/// Every knob file under the tree (not `stats/`, not khugepaged's counters) and its content,
+/// as found: read while no settings guard (of this or another process) holds them.
 fn knobs() -> BTreeMap<PathBuf, String> {
+    live::guard::while_unlocked(read_knobs).expect("the settings guard's lock")
+}
+
+fn read_knobs() -> BTreeMap<PathBuf, String> {
     let mut out = BTreeMap::new();
     let mut stack = vec![PathBuf::from(SYSFS)];
     while let Some(d) = stack.pop() {

@@ -63,8 +63,9 @@ fn record_or_skip(argv: &[OsString]) -> Option<record::Recording> {
     }
 }
 
+/// The knobs as found: read while no settings guard (of this or another process) holds them.
 fn knobs() -> Vec<String> {
-    let out = Command::new("grep").args(["-r", ".", SYSFS]).output().expect("grep");
+    let out = live::guard::while_unlocked(|| Command::new("grep").args(["-r", ".", SYSFS]).output().expect("grep")).expect("the settings guard's lock");
     let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| !l.contains("/stats/") && !l.contains("pages_collapsed") && !l.contains("full_scans"))
