@@ -135,6 +135,21 @@ pub struct RunResult {
     /// `folios` and `census` are then `main`'s.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub processes: Vec<ProcResult>,
+    /// The workload's `repeat DURATION` blocks, in the order they ran, and how many
+    /// iterations each ran (model: on the simulated clock; live: on CLOCK_MONOTONIC).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub repeats: Vec<RepeatRun>,
+}
+
+/// One `repeat DURATION { … }` block of a workload as it ran.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepeatRun {
+    /// The line of its `repeat`.
+    pub line: usize,
+    /// The duration it was given, ns.
+    pub duration_ns: u64,
+    /// Times its block ran: each started while the clock was before its start + duration.
+    pub iterations: u64,
 }
 
 /// The `model` section: what the model alone knows. A workload run fills [`ModelRun`] (its
