@@ -2374,7 +2374,7 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
     // the runs.
     for (i, op) in spec.ops.iter().enumerate() {
         if let ExecKind::RepeatFor { ns, .. } = op.kind {
-            let v = col(format!("repeats.line {}.iterations", op.line), runs.iter().map(|r| r.results.get(i).copied().unwrap_or(0)).collect());
+            let v = col(format!("repeats.{}.iterations", op.line), runs.iter().map(|r| r.results.get(i).copied().unwrap_or(0)).collect());
             res.repeats.push(uapi::result::RepeatRun { line: op.line, duration_ns: ns, iterations: v.max(0) as u64 });
         }
     }
