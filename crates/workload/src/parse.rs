@@ -240,7 +240,9 @@ impl Procs {
                     if !moves {
                         let cx = Ctx { line: r.line, ..*cx };
                         return Err(cx.err(
-                            "this repeat DURATION block has no sleep and no paced touch: it takes no time in the model (without a profile only 'sleep' and touches with rate= or duration= move the simulated clock) and would never end there; add 'sleep DURATION' or a paced touch to the block, or repeat a count (repeat N {)",
+                            "this repeat DURATION block has no sleep and no paced touch: it takes no time in the model (without a profile only 'sleep' and \
+                             touches with rate= or duration= move the simulated clock) and would never end there; add 'sleep DURATION' or a paced touch to the \
+                             block, or repeat a count (repeat N {)",
                         ));
                     }
                     let n = body.len();

@@ -342,7 +342,9 @@ fn repeat_for_a_duration_is_one_loop_node() {
     let w = parse("w.thpw", "mmap a 1M\nrepeat 2 {\ntouch a write\n}\nrepeat 10ms {\nsleep 1ms\n}\n").unwrap();
     assert_eq!(w.ops.len(), 5);
     assert_eq!(w.ops[3].kind, OpKind::RepeatFor { ns: 10_000_000, body: 1 });
-    let no_time = "w.thpw:2: this repeat DURATION block has no sleep and no paced touch: it takes no time in the model (without a profile only 'sleep' and touches with rate= or duration= move the simulated clock) and would never end there; add 'sleep DURATION' or a paced touch to the block, or repeat a count (repeat N {)";
+    let no_time = "w.thpw:2: this repeat DURATION block has no sleep and no paced touch: it takes no time in the model (without a profile only 'sleep' and \
+                   touches with rate= or duration= move the simulated clock) and would never end there; add 'sleep DURATION' or a paced touch to the block, \
+                   or repeat a count (repeat N {)";
     assert_eq!(err("mmap a 1M\nrepeat 3s {\n  touch a write\n  madvise a dontneed\n}\n"), no_time);
     assert_eq!(err("mmap a 1M\nrepeat 3s {\n  touch a write\n  sleep 0ms\n}\n"), no_time);
     assert_eq!(err("mmap a 1M\nrepeat 3s {\n}\n"), no_time);
