@@ -186,6 +186,12 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
         let kind = if tol.time_pct > 0.0 { RowKind::Process } else { RowKind::Informational };
         push(TIME_ROW.into(), m_us, l_us, kind, (0, tol.time_pct));
     }
+    // Each `repeat DURATION` block: the iterations that ran on each side's clock (shown, not
+    // judged: the live body takes the machine's time besides its sleeps).
+    for m in &model.repeats {
+        let l = live.repeats.iter().find(|l| l.line == m.line).map_or(0, |l| l.iterations as i64);
+        push(format!("repeat on line {} (iterations)", m.line), m.iterations as i64, l, RowKind::Informational, (0, 0.0));
+    }
     // Each call of the model beside the live call of the same line and name, the n-th beside
     // the n-th (a repeated statement makes one call each round), never by position alone: a
     // side may list calls the other does not.

@@ -104,7 +104,17 @@ pub enum ExecKind {
         seed: u64,
         stride: u64,
         count: Option<u64>,
+        /// `rate=`: bytes of selected pages per second (workload::Pace::Rate).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate: Option<u64>,
+        /// `duration=`: ns over which the touch is spread (workload::Pace::Duration).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duration_ns: Option<u64>,
     },
+    /// `repeat DURATION {`: the next `body` operations again and again while CLOCK_MONOTONIC
+    /// is before this operation's start + `ns` when an iteration would start; its result is
+    /// the number of iterations.
+    RepeatFor { ns: u64, body: usize },
     /// An `access` statement: the loads and stores of `workload::AccessPlan`.
     Access {
         base: Piece,
@@ -328,7 +338,7 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
             OpKind::Madvise(_, a) => format!("madvise({})", a.word()),
             OpKind::Brk { .. } => "brk".into(),
             OpKind::Prctl(_) => "prctl(PR_SET_THP_DISABLE)".into(),
-            OpKind::Sleep { .. } | OpKind::Phase(_) => String::new(),
+            OpKind::Sleep { .. } | OpKind::Phase(_) | OpKind::RepeatFor { .. } => String::new(),
             OpKind::Touch(_) | OpKind::Access(_) => String::new(),
             OpKind::ReadDirect { .. } => "read(O_DIRECT)".into(),
             OpKind::Mount(_) => "mount(tmpfs)".into(),
@@ -425,6 +435,7 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
             OpKind::Sleep { ns } => ExecKind::Sleep { ns: *ns },
             // A phase boundary makes no call: nothing happens live.
             OpKind::Phase(_) => ExecKind::Sleep { ns: 0 },
+            OpKind::RepeatFor { ns, body } => ExecKind::RepeatFor { ns: *ns, body: *body },
             OpKind::Access(a) => {
                 let (base, len) = region_base(w, &a.range, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))?;
                 let (pattern, p1, p2) = match a.pattern {
@@ -453,6 +464,14 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
                     seed,
                     stride: t.stride,
                     count: t.count,
+                    rate: match t.pace {
+                        Some(workload::Pace::Rate { bytes_per_sec }) => Some(bytes_per_sec),
+                        _ => None,
+                    },
+                    duration_ns: match t.pace {
+                        Some(workload::Pace::Duration { ns }) => Some(ns),
+                        _ => None,
+                    },
                 }
             }
             OpKind::Fork(p) => ExecKind::Fork { child: p.0 as usize },
@@ -557,7 +576,8 @@ enum Prepared {
     Brk { delta: i64 },
     Prctl { arg2: u64, arg3: u64 },
     Sleep { ns: u64 },
-    Touch { plan: TouchPlan, write: bool },
+    Touch { plan: TouchPlan, write: bool, pacing: Option<workload::Pacing> },
+    RepeatFor { ns: u64, body: usize },
     Access { addr: u64, plan: workload::AccessPlan },
     Fork { child: usize },
     Thread { child: usize },
@@ -650,6 +670,34 @@ fn mono_ns() -> u64 {
         let mut ts: libc::timespec = std::mem::zeroed();
         libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
         ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+}
+
+/// Sleep until CLOCK_MONOTONIC reads `deadline` ns (TIMER_ABSTIME: no drift over many
+/// sleeps); at once when it has passed.
+fn sleep_until(deadline: u64) {
+    if mono_ns() >= deadline {
+        return;
+    }
+    let ts = libc::timespec { tv_sec: (deadline / 1_000_000_000) as libc::time_t, tv_nsec: (deadline % 1_000_000_000) as libc::c_long };
+    // SAFETY: clock_nanosleep with a valid timespec and no remainder; resumed after a signal.
+    while unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) } == libc::EINTR {}
+}
+
+/// Accesses `from..to` of a touch's plan: a volatile one-byte write of 1, or a read.
+#[inline]
+fn touch_pages(plan: &TouchPlan, from: u64, to: u64, write: bool) {
+    if write {
+        for k in from..to {
+            // SAFETY: the workload touches its own mapping; a bad address kills the child with
+            // SIGSEGV, which the parent reports with the line.
+            unsafe { std::ptr::write_volatile(plan.get(k) as *mut u8, 1) };
+        }
+    } else {
+        for k in from..to {
+            // SAFETY: as above.
+            unsafe { std::ptr::read_volatile(plan.get(k) as *const u8) };
+        }
     }
 }
 
@@ -762,7 +810,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
             ExecKind::Brk { delta } => Prepared::Brk { delta: *delta },
             ExecKind::Prctl { arg2, arg3 } => Prepared::Prctl { arg2: *arg2, arg3: *arg3 },
             ExecKind::Sleep { ns } => Prepared::Sleep { ns: *ns },
-            ExecKind::Touch { base, offset, len, write, order, seed, stride, count } => {
+            ExecKind::Touch { base, offset, len, write, order, seed, stride, count, rate, duration_ns } => {
                 let t = Touch {
                     range: Range { region: RegionId(0), offset: *offset, len: *len, every: None },
                     write: *write,
@@ -773,13 +821,20 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                     },
                     stride: (*stride).max(PAGE_SIZE),
                     count: *count,
+                    pace: match (rate, duration_ns) {
+                        (Some(r), _) => Some(workload::Pace::Rate { bytes_per_sec: *r }),
+                        (None, Some(ns)) => Some(workload::Pace::Duration { ns: *ns }),
+                        (None, None) => None,
+                    },
                 };
                 let plan = TouchPlan::new(&t, heap(base));
                 if !plan.is_empty() {
                     std::hint::black_box(plan.get(0));
                 }
-                Prepared::Touch { plan, write: *write }
+                let pacing = t.pace.map(|p| workload::Pacing::new(p, plan.len()));
+                Prepared::Touch { plan, write: *write, pacing }
             }
+            ExecKind::RepeatFor { ns, body } => Prepared::RepeatFor { ns: *ns, body: *body },
             ExecKind::Access { base, offset, len, pattern, p1, p2, count, writes_pct, seed, elem } => {
                 let stream = workload::AccessStream {
                     range: Range { region: RegionId(0), offset: *offset, len: *len, every: None },
@@ -841,6 +896,9 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
         }
     }
     let _ = errno();
+    // A paced touch's sleep: an absolute time long past returns at once.
+    // SAFETY: a valid timespec, no remainder.
+    unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &libc::timespec { tv_sec: 0, tv_nsec: 0 }, std::ptr::null_mut()) };
     sys_brk(0);
     minflt_now();
     task_minflt();
@@ -1046,6 +1104,18 @@ struct Task {
     /// A thread: its stack block, and the forks it has seen.
     stack: (u64, u64),
     seen_forks: u32,
+    /// Main: the `repeat DURATION` block it is in.
+    repeat: Option<RepeatState>,
+}
+
+/// A `repeat DURATION` block being run: its loop node, the operation after its body, when
+/// it ends (CLOCK_MONOTONIC ns) and the iterations so far.
+#[derive(Clone, Copy, Debug)]
+struct RepeatState {
+    node: usize,
+    end: usize,
+    deadline: u64,
+    iterations: u64,
 }
 
 impl Task {
@@ -1062,6 +1132,7 @@ impl Task {
             vforks: (0..procs).map(|_| None).collect(),
             stack: (0, 0),
             seen_forks: 0,
+            repeat: None,
         }
     }
 }
@@ -1187,6 +1258,19 @@ fn run_ops(ex: &'static Exec, t: &mut Task, start: usize) -> Ended {
     let n_ops = ex.prepared.len();
     let mut i = start;
     loop {
+        if let Some(r) = t.repeat.as_mut() {
+            if i == r.end {
+                // The end of an iteration: another one starts while the clock is before the
+                // deadline.
+                r.iterations += 1;
+                if mono_ns() < r.deadline {
+                    i = r.node + 1;
+                    continue;
+                }
+                t.results[r.node] = r.iterations as i64;
+                t.repeat = None;
+            }
+        }
         if i == n_ops {
             if t.me == 0 {
                 return Ended::Main;
@@ -1304,20 +1388,28 @@ fn run_ops(ex: &'static Exec, t: &mut Task, start: usize) -> Ended {
                 }
                 0
             }
-            Prepared::Touch { plan, write } => {
+            Prepared::Touch { plan, write, pacing: None } => {
+                touch_pages(plan, 0, plan.len(), *write);
+                0
+            }
+            Prepared::Touch { plan, write, pacing: Some(p) } => {
+                // Chunk after chunk; the next may not start before its time (absolute, so that
+                // no sleep's lateness adds up). Behind time, the next chunk starts at once.
+                let t0 = mono_ns();
                 let n = plan.len();
-                if *write {
-                    for k in 0..n {
-                        // SAFETY: the workload touches its own mapping; a bad address kills the
-                        // child with SIGSEGV, which the parent reports with the line.
-                        unsafe { std::ptr::write_volatile(plan.get(k) as *mut u8, 1) };
-                    }
-                } else {
-                    for k in 0..n {
-                        // SAFETY: as above.
-                        unsafe { std::ptr::read_volatile(plan.get(k) as *const u8) };
-                    }
+                let mut k = 0;
+                while k < n {
+                    let end = (k + p.chunk_pages()).min(n);
+                    touch_pages(plan, k, end, *write);
+                    sleep_until(t0.saturating_add(p.offset_ns(end)));
+                    k = end;
                 }
+                0
+            }
+            Prepared::RepeatFor { ns, body } => {
+                // The first iteration always runs; the loop's end is checked when `i` reaches
+                // the operation after the body (top of this loop).
+                t.repeat = Some(RepeatState { node: i, end: i + 1 + body, deadline: mono_ns().saturating_add(*ns), iterations: 0 });
                 0
             }
             Prepared::Access { addr, plan } => {
@@ -2289,6 +2381,14 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
         });
     }
     res.regions = rep.regions.clone();
+    // Each `repeat DURATION` block: its iterations (the loop node's result), the median over
+    // the runs.
+    for (i, op) in spec.ops.iter().enumerate() {
+        if let ExecKind::RepeatFor { ns, .. } = op.kind {
+            let v = col(format!("repeats.{}.iterations", op.line), runs.iter().map(|r| r.results.get(i).copied().unwrap_or(0)).collect());
+            res.repeats.push(uapi::result::RepeatRun { line: op.line, duration_ns: ns, iterations: v.max(0) as u64 });
+        }
+    }
 
     res.calls = spec
         .ops

@@ -185,6 +185,97 @@ mod tests {
         assert_eq!(phases, [("fill", 0, 512_000_000), ("more", 512_000_000, 201_000_000)]);
     }
 
+    /// A paced fill lets the daemon wake during it, as it does during a slow fill on the
+    /// machine. Four 2 MiB ranges each get one base page while MADV_NOHUGEPAGE (4 faults, 4
+    /// PTE tables), then MADV_HUGEPAGE registers the mm at clock 0 (a wake-up due at 0), then
+    /// `rate=8M/s` writes the 2048 pages in 1024 chunks of 2, chunk k followed by a sleep to
+    /// (k + 1) × 2/2048 s, so the touch ends at exactly 1 s (workload::Pacing). By hand, with
+    /// max_ptes_none=511 (a range with one page present collapses) and pages_to_scan=512 (a
+    /// wake-up stops once 1 + 512 ≥ 512: one range each):
+    /// - chunk 0 (pages 0, 1: page 0 is there, page 1 faults) then its sleep runs the wake-up
+    ///   due at 0: range 0 collapses (2 pages present); every later page of it is a hit;
+    /// - 104 ms (100 ms in jiffies at HZ=250, one more for the timer wheel; the fill is at page
+    ///   212 of range 0): range 1 collapses (its one page);
+    /// - 208 ms: range 2; 312 ms: range 3, before the fill reaches them (at 250, 500, 750 ms);
+    /// - 416 ms: the VMA's end (a full scan), then a second pass from the list head: range 0 is
+    ///   PMD-mapped (SCAN_PMD_MAPPED); 520, 624, 728 ms: ranges 1, 2, 3 PMD-mapped; 832 ms:
+    ///   the end again (the second full scan) and range 0; 936 ms: range 1;
+    /// - the wake-up due at 1040 ms is after the clock's 1 s: not run.
+    /// So 10 wake-ups, 4 collapses, 6 SCAN_PMD_MAPPED, 2 full scans, and 5 faults (4 + page 1).
+    /// The same fill unpaced takes no simulated time: the daemon never wakes, all 2044 missing
+    /// pages fault as base pages.
+    #[test]
+    fn a_paced_fill_meets_the_daemon_during_the_touch() {
+        let s = settings(&["enabled=madvise", "khugepaged/max_ptes_none=511", "khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=512"]);
+        let text = "mmap a 8M align=2M\nmadvise a nohugepage\ntouch a write stride=2M\nmadvise a hugepage\ntouch a write rate=8M/s\n";
+        let w = workload::parse("t", text).unwrap();
+        let mut opts = crate::RunOptions { check_invariants: true, ..Default::default() };
+        let (r, _) = crate::run_with(&w, &s, &MachineConfig::default(), &mut opts).unwrap();
+        let kh = khugepaged(&r);
+        assert_eq!((kh.wakeups, kh.pages_collapsed, kh.full_scans, kh.pmds_scanned), (10, 4, 2, 10));
+        let scans = &model(&r).scan_results;
+        assert_eq!((scans["SCAN_SUCCEED"], scans["SCAN_PMD_MAPPED"]), (4, 6));
+        assert_eq!(r.vmstat["thp_collapse_alloc"], 4);
+        assert_eq!(r.vmstat["thp_fault_alloc"], 0);
+        assert_eq!(r.folios, [("2048kB".to_string(), 4)].into());
+        assert_eq!(r.process.minflt, 5);
+        // The touch took 1 s of simulated time: the clock ends there.
+        let costs = uapi::profile::FaultCosts::default();
+        let mut opts = crate::RunOptions { costs: Some(costs), ..Default::default() };
+        let (r, _) = crate::run_with(&w, &s, &MachineConfig::default(), &mut opts).unwrap();
+        assert_eq!(r.time.unwrap().elapsed_ns, 1_000_000_000);
+        // Unpaced: no time passes, no wake-up runs.
+        let w = workload::parse("t", &text.replace(" rate=8M/s", "")).unwrap();
+        let r = run(&w, &s, &MachineConfig::default()).unwrap();
+        assert_eq!((khugepaged(&r).wakeups, khugepaged(&r).pages_collapsed, r.process.minflt), (0, 0, 2048));
+    }
+
+    /// With a profile the clock moves with each chunk's work; the sleep after a chunk only
+    /// makes up the rest of its time, and a rate the machine cannot keep up with runs flat out.
+    /// 4 KiB faults cost 1 ms here. `rate=1M/s` over 100 pages: 256 pages a second, chunks of
+    /// one page (1 MiB/s × 1 ms = 0.256 pages, at least 1), page k may start at k × 3.90625 ms:
+    /// each chunk's fault (1 ms) and a sleep of 2.90625 ms, 390.625 ms in all. `rate=100M/s`:
+    /// 26-page chunks due every 1.015625 ms, but each takes 26 ms of faults: never a sleep,
+    /// 100 ms in all (the faults alone).
+    #[test]
+    fn a_priced_paced_touch_sleeps_only_what_its_work_left() {
+        let costs = uapi::profile::FaultCosts { ns_per_fault: [("4kB".to_string(), 1e6)].into(), ..Default::default() };
+        for (rate, elapsed) in [("1M/s", 390_625_000), ("100M/s", 100_000_000)] {
+            let w = workload::parse("t", &format!("mmap a 400K\ntouch a write rate={rate}\n")).unwrap();
+            let mut opts = crate::RunOptions { costs: Some(costs.clone()), ..Default::default() };
+            let (r, _) = crate::run_with(&w, &settings(&[]), &MachineConfig::default(), &mut opts).unwrap();
+            let t = r.time.unwrap();
+            assert_eq!((r.process.minflt, t.total_ns), (100, 100e6), "rate={rate}");
+            assert_eq!(t.elapsed_ns, elapsed, "rate={rate}");
+        }
+    }
+
+    /// `repeat 1s { … sleep 100ms }`: iterations start at 0, 100, …, 900 ms (each while the
+    /// clock is before 1 s), so 10, and the clock ends at 1 s. The body's calls are reported
+    /// once, as the last iteration made them (as the live executor keeps them).
+    #[test]
+    fn repeat_for_a_second_runs_ten_iterations_of_100ms() {
+        let text = "mmap a 8M align=2M\nrepeat 1s {\n  touch a[0+4K] write\n  madvise a[0+4K] dontneed\n  sleep 100ms\n}\nmunmap a\n";
+        let w = workload::parse("t", text).unwrap();
+        let mut opts = crate::RunOptions { check_invariants: true, costs: Some(Default::default()), ..Default::default() };
+        let (r, _) = crate::run_with(&w, &settings(&[]), &MachineConfig::default(), &mut opts).unwrap();
+        assert_eq!(r.repeats, [uapi::result::RepeatRun { line: 2, duration_ns: 1_000_000_000, iterations: 10 }]);
+        // Each iteration's write faults again after the dontneed.
+        assert_eq!(r.process.minflt, 10);
+        assert_eq!(r.time.unwrap().elapsed_ns, 1_000_000_000);
+        let calls: Vec<(usize, &str)> = r.calls.iter().map(|c| (c.line, c.call.as_str())).collect();
+        assert_eq!(calls, [(1, "mmap"), (4, "madvise(dontneed)"), (7, "munmap")]);
+        // 250 ms iterations in 1 s: at 0, 250, 500, 750 ms; 1 ms ones in 10.5 ms: 11.
+        for (text, n) in [("repeat 1s {\nsleep 250ms\n}\n", 4), ("repeat 10.5ms {\nsleep 1ms\n}\n", 11)] {
+            let r = run(&workload::parse("t", text).unwrap(), &settings(&[]), &MachineConfig::default()).unwrap();
+            assert_eq!(r.repeats[0].iterations, n, "{text}");
+        }
+        // A body whose paced touch selects no page takes no time: refused when it runs.
+        let w = workload::parse("t", "mmap a 1M\nrepeat 1s {\ntouch a write count=0 rate=1M/s\n}\n").unwrap();
+        let e = run(&w, &settings(&[]), &MachineConfig::default()).unwrap_err().to_string();
+        assert!(e.starts_with("t:2: an iteration of this repeat DURATION block took no simulated time"), "{e}");
+    }
+
     /// pages_to_scan smaller than the VMA: a wake-up stops after 1 + 512·n ≥ pages_to_scan
     /// and the next one goes on from the saved address.
     #[test]

@@ -186,6 +186,7 @@ pub fn run_with(
         tasks: vec![TaskCounts::default(); workload.procs.len()],
         mm: main,
         phases: Vec::new(),
+        repeats: Vec::new(),
     };
     sim.mms[0] = Some(main);
     if let Some(c) = &opts.costs {
@@ -201,17 +202,16 @@ pub fn run_with(
         sim.m.kernel_mut().set_tlb_observer(true);
         sim.tlb = Some(access::TlbRun::new(cpu, paging, workload.regions.len()));
     }
-    for op in &workload.ops {
-        sim.mm = sim.mms[op.proc.0 as usize].expect("the parser lets only forked processes run");
-        sim.m.switch_mm(sim.mm);
-        let before = TaskCounts::of(sim.m.mm_stats(sim.mm));
-        sim.op(op, opts)?;
-        // The kernel counts faults per task (mm/memory.c: mm_account_fault bumps
-        // current->min_flt): the op's faults are its task's, whichever tasks share the mm.
-        sim.tasks[op.proc.0 as usize].add(&before, &TaskCounts::of(sim.m.mm_stats(sim.mm)));
-        if opts.check_invariants {
-            sim.m.check(None).map_err(|m| sim.err(op.line, format!("model invariant broken: {m}")))?;
+    let mut i = 0;
+    while i < workload.ops.len() {
+        let op = &workload.ops[i];
+        if let OpKind::RepeatFor { ns, body } = op.kind {
+            sim.repeat_for(op.line, ns, &workload.ops[i + 1..i + 1 + body], opts)?;
+            i += 1 + body;
+            continue;
         }
+        sim.run_op(op, opts)?;
+        i += 1;
     }
     let regions = sim.regions.clone();
     let calls = std::mem::take(&mut sim.calls);
@@ -229,6 +229,7 @@ pub fn run_with(
     });
     let timeline = opts.sample_ms.map(|ms| uapi::Timeline { interval_ms: ms, samples: sim.m.timeline().to_vec() });
     let tasks = std::mem::take(&mut sim.tasks);
+    let repeats = std::mem::take(&mut sim.repeats);
     let mut k = sim.m.into_kernel();
     let ranges: Vec<(u64, u64)> = regions.iter().flatten().map(|&(s, l)| (s, s + l)).collect();
     let processes: Vec<uapi::result::ProcResult> = if workload.forks() {
@@ -256,6 +257,7 @@ pub fn run_with(
     result.io = io;
     result.time = time;
     result.timeline = timeline;
+    result.repeats = repeats;
     Ok((result, k))
 }
 
@@ -285,6 +287,8 @@ struct Sim<'a> {
     mm: mm::MmId,
     /// The `phase` statements so far, with the clock when each started.
     phases: Vec<uapi::result::PhaseTime>,
+    /// The `repeat DURATION` blocks run so far and their iterations.
+    repeats: Vec<uapi::result::RepeatRun>,
 }
 
 impl Sim<'_> {
@@ -321,6 +325,55 @@ impl Sim<'_> {
             Err(Errno::ENOSYS) => Err(self.err(line, format!("{what} is not modelled yet"))),
             other => Ok(other),
         }
+    }
+
+    /// One statement in its process, with its task's fault count and the invariant check.
+    fn run_op(&mut self, op: &workload::Op, opts: &mut RunOptions) -> Result<(), SimError> {
+        self.mm = self.mms[op.proc.0 as usize].expect("the parser lets only forked processes run");
+        self.m.switch_mm(self.mm);
+        let before = TaskCounts::of(self.m.mm_stats(self.mm));
+        self.op(op, opts)?;
+        // The kernel counts faults per task (mm/memory.c: mm_account_fault bumps
+        // current->min_flt): the op's faults are its task's, whichever tasks share the mm.
+        self.tasks[op.proc.0 as usize].add(&before, &TaskCounts::of(self.m.mm_stats(self.mm)));
+        if opts.check_invariants {
+            self.m.check(None).map_err(|m| self.err(op.line, format!("model invariant broken: {m}")))?;
+        }
+        Ok(())
+    }
+
+    /// `repeat DURATION { body }`: the body again and again while the simulated clock is
+    /// before the start + `ns` when an iteration would start. The body's calls are reported
+    /// once, as the last iteration made them (the live executor keeps one result per
+    /// statement, the last).
+    fn repeat_for(&mut self, line: usize, ns: u64, body: &[workload::Op], opts: &mut RunOptions) -> Result<(), SimError> {
+        let start = self.m.clock_ns();
+        let end = start.saturating_add(ns);
+        let first_call = self.calls.len();
+        let mut last_calls = first_call;
+        let mut iterations = 0u64;
+        while self.m.clock_ns() < end {
+            if iterations == workload::MAX_REPEAT_ITERATIONS {
+                return Err(self.err(line, format!(
+                    "repeat ran its block {iterations} times and the simulated clock is at {} of {} ns: its sleeps and paced touches are too short for the duration (the model runs at most {} iterations); lengthen them or repeat a count",
+                    self.m.clock_ns() - start,
+                    ns,
+                    workload::MAX_REPEAT_ITERATIONS
+                )));
+            }
+            let before = self.m.clock_ns();
+            last_calls = self.calls.len();
+            for op in body {
+                self.run_op(op, opts)?;
+            }
+            iterations += 1;
+            if self.m.clock_ns() == before {
+                return Err(self.err(line, "an iteration of this repeat DURATION block took no simulated time (its sleeps are 0 and its paced touches touched no page), so it would never end; give it a sleep or a paced touch that takes time".into()));
+            }
+        }
+        self.calls.drain(first_call..last_calls);
+        self.repeats.push(uapi::result::RepeatRun { line, duration_ns: ns, iterations });
+        Ok(())
     }
 
     fn op(&mut self, op: &workload::Op, opts: &mut RunOptions) -> Result<(), SimError> {
@@ -468,6 +521,7 @@ impl Sim<'_> {
                 self.call(line, call.into(), Ok(()));
             }
             OpKind::Phase(name) => self.phases.push(uapi::result::PhaseTime { name: name.clone(), start_ns: self.m.clock_ns(), ns: 0 }),
+            OpKind::RepeatFor { .. } => unreachable!("run_with runs a repeat DURATION block itself"),
             OpKind::ReadDirect { range, block } => {
                 let (start, len) = self.region(line, range.region)?;
                 let rlen = range.len_in(len);
@@ -507,36 +561,59 @@ impl Sim<'_> {
                     return Err(self.err(line, format!("touch runs past the end of region '{name}' ({len} bytes now)")));
                 }
                 let plan = TouchPlan::new(&t, start);
-                if let Some((first, stride)) = plan.ascending().filter(|_| !opts.per_access && opts.explain.is_none()) {
-                    // In address order: the model's batched walk, in steps for progress.
-                    let n = plan.len();
-                    let mut i = 0;
-                    while i < n {
-                        let step = (n - i).min(0x10000);
-                        let (done, outcome) = self.step(Step::AccessRun { first: first + i * stride, n: step, stride, write: t.write }).run();
-                        i += done;
-                        if done < step || !matches!(outcome, Access::Hit | Access::Fault) {
-                            let addr = first + (i - 1) * stride;
-                            return Err(self.access_error(line, addr, t.write, outcome));
-                        }
-                        self.progress(opts, step);
+                let Some(pace) = t.pace else {
+                    return self.touch_pages(line, &plan, 0, plan.len(), t.write, opts);
+                };
+                // Paced: chunk after chunk, each followed by a sleep up to the time the next
+                // may start (with a profile the chunk's work has moved the clock already; a
+                // chunk that ends late is followed by the next at once). khugepaged wakes in
+                // those sleeps, as it does during a slow fill on the machine.
+                let pacing = workload::Pacing::new(pace, plan.len());
+                let t0 = self.m.clock_ns();
+                let mut i = 0;
+                while i < plan.len() {
+                    let end = (i + pacing.chunk_pages()).min(plan.len());
+                    self.touch_pages(line, &plan, i, end, t.write, opts)?;
+                    let due = t0.saturating_add(pacing.offset_ns(end));
+                    if self.m.clock_ns() < due {
+                        let ns = due - self.m.clock_ns();
+                        self.step(Step::Sleep { ns });
                     }
-                    return Ok(());
+                    i = end;
                 }
-                let n = plan.len();
-                for i in 0..n {
-                    let addr = plan.get(i);
-                    let outcome = self.step(Step::Access { addr, write: t.write }).access();
-                    if !matches!(outcome, Access::Hit | Access::Fault) {
-                        return Err(self.access_error(line, addr, t.write, outcome));
-                    }
-                    if i & 0xffff == 0xffff {
-                        self.progress(opts, 0x10000);
-                    }
-                }
-                self.progress(opts, n & 0xffff);
             }
         }
+        Ok(())
+    }
+
+    /// Accesses `from..to` of a touch's plan.
+    fn touch_pages(&mut self, line: usize, plan: &TouchPlan, from: u64, to: u64, write: bool, opts: &mut RunOptions) -> Result<(), SimError> {
+        if let Some((first, stride)) = plan.ascending().filter(|_| !opts.per_access && opts.explain.is_none()) {
+            // In address order: the model's batched walk, in steps for progress.
+            let mut i = from;
+            while i < to {
+                let step = (to - i).min(0x10000);
+                let (done, outcome) = self.step(Step::AccessRun { first: first + i * stride, n: step, stride, write }).run();
+                i += done;
+                if done < step || !matches!(outcome, Access::Hit | Access::Fault) {
+                    let addr = first + (i - 1) * stride;
+                    return Err(self.access_error(line, addr, write, outcome));
+                }
+                self.progress(opts, step);
+            }
+            return Ok(());
+        }
+        for i in from..to {
+            let addr = plan.get(i);
+            let outcome = self.step(Step::Access { addr, write }).access();
+            if !matches!(outcome, Access::Hit | Access::Fault) {
+                return Err(self.access_error(line, addr, write, outcome));
+            }
+            if (i - from) & 0xffff == 0xffff {
+                self.progress(opts, 0x10000);
+            }
+        }
+        self.progress(opts, (to - from) & 0xffff);
         Ok(())
     }
 

@@ -293,6 +293,33 @@ fn madv_collapse_of_mthps_frees_them() {
 }
 
 #[test]
+fn a_paced_fill_is_collapsed_behind_and_faulted_ahead() {
+    // Derived: duration=500ms over 1024 pages is 2048 pages/s, chunks of 2 (2.048 a ms), page
+    // i due at i × 0.48828125 ms, the touch ends at 500 ms. Range 0 has page 0 (faulted under
+    // MADV_NOHUGEPAGE: a PTE table); MADV_HUGEPAGE registers the mm, a wake-up due at 0.
+    // Chunk 0 (page 0 a hit, page 1 a 4 KiB fault), then its sleep runs that wake-up: range 0
+    // has 2 pages, not more than 511 none → collapsed; range 1's PMD entry is empty
+    // (SCAN_PMD_NONE). Every later page of range 0 is a hit; the fill reaches range 1 at
+    // 250 ms and takes a PMD fault there (the VMA is VM_HUGEPAGE, the PMD none). Faults: 3.
+    check(
+        "enabled=madvise khugepaged/max_ptes_none=511 khugepaged/scan_sleep_millisecs=100",
+        "mmap a 4M align=2M\nmadvise a nohugepage\ntouch a[0+4K] write\nmadvise a hugepage\ntouch a write duration=500ms",
+        expect![[r#"
+            minflt 3
+            Rss: 4096 kB
+            AnonHugePages: 4096 kB
+            folios 2048kB: 2 (pmd 2 pte 0 partial 0)
+            thp_collapse_alloc 1
+            thp_fault_alloc 1
+            hugepages-2048kB/stats/anon_fault_alloc 1
+            hugepages-2048kB/stats/nr_anon 2
+            line 2: madvise(nohugepage) = 0
+            line 4: madvise(hugepage) = 0
+        "#]],
+    );
+}
+
+#[test]
 fn p11_partial_unmap_and_protect() {
     // Live P11 with PMD THPs.
     let r = sim("enabled=always", "mmap a 8M\ntouch a write\nmunmap a[4K+4K]");

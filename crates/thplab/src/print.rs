@@ -123,6 +123,9 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
             writeln!(out, "  time: the profile has no cost for {}; charged as 4kB faults", t.unmeasured_sizes.join(", "))?;
         }
     }
+    for rp in &r.repeats {
+        writeln!(out, "  repeat, line {:<4} {:>9}   (iterations in {} on the run's clock)", rp.line, rp.iterations, secs(rp.duration_ns as f64))?;
+    }
     writeln!(out)?;
     folio_table(out, r)?;
     if r.census.zero_page_ptes > 0 || r.census.huge_zero_pmds > 0 {

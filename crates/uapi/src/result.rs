@@ -139,6 +139,10 @@ pub struct RunResult {
     /// wall clock) alike.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub timeline: Option<Timeline>,
+    /// The workload's `repeat DURATION` blocks, in the order they ran, and how many
+    /// iterations each ran (model: on the simulated clock; live: on CLOCK_MONOTONIC).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub repeats: Vec<RepeatRun>,
 }
 
 /// `--sample MS`: the state of the run's processes every `interval_ms`, from the start of its
@@ -168,6 +172,17 @@ pub struct TimelineSample {
     pub pages_collapsed: i64,
     pub full_scans: i64,
     pub thp_collapse_alloc: i64,
+}
+
+/// One `repeat DURATION { … }` block of a workload as it ran.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepeatRun {
+    /// The line of its `repeat`.
+    pub line: usize,
+    /// The duration it was given, ns.
+    pub duration_ns: u64,
+    /// Times its block ran: each started while the clock was before its start + duration.
+    pub iterations: u64,
 }
 
 /// The `model` section: what the model alone knows. A workload run fills [`ModelRun`] (its

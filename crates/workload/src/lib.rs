@@ -21,9 +21,9 @@ pub mod access;
 mod parse;
 mod touch;
 
-pub use parse::parse;
+pub use parse::{parse, MAX_REPEAT_ITERATIONS};
 pub use access::{AccessPlan, AccessStream, Pattern};
-pub use touch::TouchPlan;
+pub use touch::{Pacing, TouchPlan};
 
 /// The format version this parser reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -419,6 +419,18 @@ pub struct Touch {
     pub stride: u64,
     /// Touch at most this many of the selected pages.
     pub count: Option<u64>,
+    /// `rate=` or `duration=`: the pages are visited in chunks, each no earlier than its time
+    /// ([`Pacing`]); `None`: as fast as the machine goes.
+    pub pace: Option<Pace>,
+}
+
+/// How a paced touch spreads its pages over time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pace {
+    /// `rate=SIZE/s`: this many bytes of selected pages (4 KiB each) per second.
+    Rate { bytes_per_sec: u64 },
+    /// `duration=DURATION`: the whole touch spread evenly over this many ns.
+    Duration { ns: u64 },
 }
 
 /// One operation, in program order.
@@ -448,6 +460,11 @@ pub enum OpKind {
     /// `phase NAME`: a named part of the run starts here (it ends where the next starts, or
     /// at the end); the result gives each phase's simulated time. No system call.
     Phase(String),
+    /// `repeat DURATION {`: the `body` operations that follow run again and again while the
+    /// run's own clock (the model's simulated clock, CLOCK_MONOTONIC live) is before this
+    /// operation's start + `ns` when an iteration would start (the first always runs). Both
+    /// sides count the iterations (the result's `repeats`). No system call.
+    RepeatFor { ns: u64, body: usize },
     /// `access RANGE PATTERN ...`: loads and stores for the TLB model (faults like touches).
     Access(AccessStream),
     /// `read(2)` with O_DIRECT into the range, `block` bytes a call: each call pins its part of

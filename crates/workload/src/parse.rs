@@ -167,13 +167,17 @@ struct Procs {
     repeat: Option<Repeat>,
 }
 
-/// `repeat N {`: its count, the first operation of its body, its line.
+/// `repeat N {` or `repeat DURATION {`: how often (a count, or `None` for a duration, whose
+/// loop node is the operation before `first_op`), the first operation of its body, its line.
 #[derive(Clone, Copy)]
 struct Repeat {
-    count: u64,
+    count: Option<u64>,
     first_op: usize,
     line: usize,
 }
+
+/// Most iterations the model runs of one `repeat DURATION` block (each must move its clock).
+pub const MAX_REPEAT_ITERATIONS: u64 = 10_000_000;
 
 /// The most operations a workload may have once its `repeat` blocks are written out.
 pub const MAX_OPS: usize = 1_000_000;
@@ -196,13 +200,16 @@ impl Procs {
             ["repeat", rest @ ..] => {
                 let [n, "{"] = rest else { return Err(cx.err("expected: repeat N {")) };
                 let count = match n.parse::<u64>() {
-                    Ok(c) if (1..=100_000).contains(&c) => c,
-                    _ if duration_ns(n).is_ok() => {
-                        return Err(cx.err(format!(
-                            "repeat takes a count (1 to 100000), not a duration ('{n}'): the model and the live run would repeat a different number of times"
-                        )))
-                    }
-                    _ => return Err(cx.err(format!("invalid repeat count '{n}': write a whole number from 1 to 100000"))),
+                    Ok(c) if (1..=100_000).contains(&c) => Some(c),
+                    _ => match duration_ns(n) {
+                        Ok(0) => return Err(cx.err(format!("repeat {n} would run its block no time at all: give a positive duration (repeat 3s {{) or a count (repeat 3 {{)"))),
+                        Ok(_) => None,
+                        Err(_) => {
+                            return Err(cx.err(format!(
+                                "invalid repeat '{n}': write a count from 1 to 100000 (repeat 10 {{) or a duration with a unit ns, us, ms or s (repeat 3s {{)"
+                            )))
+                        }
+                    },
                 };
                 if self.repeat.is_some() {
                     return Err(cx.err("repeat blocks do not nest: close the open one with '}' first"));
@@ -210,16 +217,44 @@ impl Procs {
                 if !self.stack.is_empty() {
                     return Err(cx.err("repeat runs in main only: close the process block with '}' first"));
                 }
+                if count.is_none() {
+                    // The loop node; its body's length is known at the '}'.
+                    let ns = duration_ns(n).map_err(|m| cx.err(m))?;
+                    w.ops.push(Op { line: cx.line, proc: ProcId::MAIN, kind: OpKind::RepeatFor { ns, body: 0 } });
+                }
                 self.repeat = Some(Repeat { count, first_op: w.ops.len(), line: cx.line });
                 Ok(true)
             }
             ["}"] if self.stack.is_empty() => {
                 let Some(r) = self.repeat.take() else { return Ok(false) };
+                let Some(count) = r.count else {
+                    // repeat DURATION: one loop node that both sides run until their clock says
+                    // stop. Without a profile the model's clock moves only with sleeps and paced
+                    // touches: a block with neither would never end there.
+                    let body = &w.ops[r.first_op..];
+                    let moves = body.iter().any(|o| match o.kind {
+                        OpKind::Sleep { ns } => ns > 0,
+                        OpKind::Touch(t) => t.pace.is_some(),
+                        _ => false,
+                    });
+                    if !moves {
+                        let cx = Ctx { line: r.line, ..*cx };
+                        return Err(cx.err(
+                            "this repeat DURATION block has no sleep and no paced touch: it takes no time in the model (without a profile only 'sleep' and \
+                             touches with rate= or duration= move the simulated clock) and would never end there; add 'sleep DURATION' or a paced touch to the \
+                             block, or repeat a count (repeat N {)",
+                        ));
+                    }
+                    let n = body.len();
+                    let OpKind::RepeatFor { body, .. } = &mut w.ops[r.first_op - 1].kind else { unreachable!("the loop node precedes its body") };
+                    *body = n;
+                    return Ok(true);
+                };
                 let body = w.ops[r.first_op..].to_vec();
-                if w.ops.len() + body.len() * (r.count as usize - 1) > MAX_OPS {
-                    return Err(cx.err(format!("repeat {} of {} statements makes more than {MAX_OPS} operations", r.count, body.len())));
+                if w.ops.len() + body.len() * (count as usize - 1) > MAX_OPS {
+                    return Err(cx.err(format!("repeat {} of {} statements makes more than {MAX_OPS} operations", count, body.len())));
                 }
-                for _ in 1..r.count {
+                for _ in 1..count {
                     w.ops.extend_from_slice(&body);
                 }
                 Ok(true)
@@ -227,6 +262,12 @@ impl Procs {
             [verb @ ("fork" | "thread" | "vfork" | "in" | "exit" | "wait"), ..] if self.repeat.is_some() => {
                 let line = self.repeat.map_or(0, |r| r.line);
                 Err(cx.err(format!("'{verb}' cannot be repeated (repeat on line {line}): it would make or end a process more than once")))
+            }
+            ["brk", ..] if self.repeat.is_some_and(|r| r.count.is_none()) => {
+                let line = self.repeat.map_or(0, |r| r.line);
+                Err(cx.err(format!(
+                    "'brk' cannot be repeated for a time (repeat on line {line}): the heap's length would depend on how many times the block ran; repeat a count (repeat N {{) instead"
+                )))
             }
             _ => Ok(false),
         }
@@ -318,6 +359,13 @@ impl Procs {
 fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind, WorkloadError> {
     let verb = words[0];
     let args = &words[1..];
+    if verb != "touch" {
+        if let Some(key) = args.iter().find_map(|a| ["rate=", "duration="].into_iter().find(|k| a.starts_with(k))) {
+            return Err(cx.err(format!(
+                "{key} paces a touch only ({TOUCH_USAGE}); '{verb}' takes no {key} (to wait, write 'sleep DURATION'; to repeat for a time, 'repeat DURATION {{')"
+            )));
+        }
+    }
     match verb {
         "mmap" => parse_mmap(cx, w, args),
         "munmap" => {
@@ -533,9 +581,12 @@ fn parse_mmap(cx: &Ctx, w: &mut Workload, args: &[&str]) -> Result<OpKind, Workl
     Ok(OpKind::Mmap { region: id, len, prot, placement, backing })
 }
 
+/// What `touch` accepts.
+const TOUCH_USAGE: &str = "touch RANGE read|write [order=seq|reverse|random] [stride=SIZE] [seed=N] [count=N] [rate=SIZE/s | duration=DURATION]";
+
 fn parse_touch(cx: &Ctx, w: &Workload, args: &[&str]) -> Result<OpKind, WorkloadError> {
-    let usage = "touch RANGE read|write [order=seq|reverse|random] [stride=SIZE] [seed=N] [count=N]";
-    let (pos, opts) = split_options(cx, args, &["order", "stride", "seed", "count"])?;
+    let usage = TOUCH_USAGE;
+    let (pos, opts) = split_options(cx, args, &["order", "stride", "seed", "count", "rate", "duration"])?;
     expect_positional(cx, usage, &pos, 2)?;
     let range = parse_range(cx, w, pos[0], &[], false)?;
     let write = match pos[1] {
@@ -560,7 +611,32 @@ fn parse_touch(cx: &Ctx, w: &Workload, args: &[&str]) -> Result<OpKind, Workload
     let count = opt(&opts, "count")
         .map(|s| s.parse::<u64>().map_err(|_| cx.err(format!("count must be an integer, not '{s}'"))))
         .transpose()?;
-    Ok(OpKind::Touch(Touch { range, write, order, stride, count }))
+    let pace = match (opt(&opts, "rate"), opt(&opts, "duration")) {
+        (None, None) => None,
+        (Some(_), Some(_)) => {
+            return Err(cx.err("give rate= or duration=, not both: rate=SIZE/s paces the touch at that speed, duration=DURATION spreads it over that time"))
+        }
+        (Some(r), None) => Some(Pace::Rate { bytes_per_sec: rate(cx, r)? }),
+        (None, Some(d)) => match duration_ns(d).map_err(|m| cx.err(format!("duration=: {m}")))? {
+            0 => return Err(cx.err("duration=0 leaves no time to spread the touch over: give a positive duration (100ms, 3s), or leave duration= out to touch at full speed")),
+            ns => Some(Pace::Duration { ns }),
+        },
+    };
+    Ok(OpKind::Touch(Touch { range, write, order, stride, count, pace }))
+}
+
+/// `rate=SIZE/s`: bytes of selected pages per second, positive.
+fn rate(cx: &Ctx, text: &str) -> Result<u64, WorkloadError> {
+    let valid = "write rate=SIZE/s, a size with an optional unit K, M, G, T per second (100M/s, 512K/s, 1048576/s)";
+    let Some(sz) = text.strip_suffix("/s") else {
+        return Err(cx.err(format!("invalid rate '{text}': {valid}")));
+    };
+    let n = parse_size(sz).ok_or_else(|| cx.err(format!("invalid rate '{text}': {valid}")))?;
+    let n = at_most_max(cx, sz, n)?;
+    if n == 0 {
+        return Err(cx.err(format!("rate={text} would never finish the touch: give a positive rate ({valid}), or leave rate= out to touch at full speed")));
+    }
+    Ok(n)
 }
 
 fn parse_access(cx: &Ctx, w: &Workload, args: &[&str]) -> Result<OpKind, WorkloadError> {

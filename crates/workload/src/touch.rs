@@ -4,7 +4,7 @@
 use mm_types::prng::Prng;
 use mm_types::PAGE_SIZE;
 
-use crate::{Touch, TouchOrder};
+use crate::{Pace, Touch, TouchOrder};
 
 /// The byte offsets (inside the region) of the pages a touch visits. Each selected page is
 /// accessed once, at its first byte inside the range.
@@ -65,5 +65,56 @@ impl TouchPlan {
 
     pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
         (0..self.n).map(move |i| self.get(i))
+    }
+}
+
+/// The schedule of a paced touch (`rate=` or `duration=`), shared by the model and the live
+/// executor: the plan's pages are visited in order in chunks of [`Pacing::chunk_pages`] (the
+/// pages of about [`Pacing::CHUNK_NS`] at the rate, at least one), and the chunk that starts
+/// with page `i` may not start before the touch's start + [`Pacing::offset_ns`]`(i)`; after the
+/// last chunk the touch waits until `offset_ns(len)`, the whole touch's time. A side that falls
+/// behind goes on at once (flat out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pacing {
+    pages: u64,
+    chunk: u64,
+    pace: Pace,
+}
+
+impl Pacing {
+    /// The time one chunk aims at.
+    pub const CHUNK_NS: u64 = 1_000_000;
+
+    /// The schedule of `pages` selected pages (`TouchPlan::len`) at `pace`.
+    pub fn new(pace: Pace, pages: u64) -> Pacing {
+        let per_chunk: u128 = match pace {
+            // Pages of CHUNK_NS at the rate, rounded: bytes/s × 1 ms / 4 KiB.
+            Pace::Rate { bytes_per_sec } => {
+                let d = PAGE_SIZE as u128 * 1_000_000_000 / Self::CHUNK_NS as u128;
+                (bytes_per_sec as u128 + d / 2) / d
+            }
+            Pace::Duration { ns } => (pages as u128 * Self::CHUNK_NS as u128 + ns as u128 / 2) / (ns as u128).max(1),
+        };
+        Pacing { pages, chunk: (per_chunk.min(u64::MAX as u128) as u64).max(1), pace }
+    }
+
+    /// Pages per chunk (at least 1).
+    pub fn chunk_pages(&self) -> u64 {
+        self.chunk
+    }
+
+    /// Chunks of the touch.
+    pub fn chunks(&self) -> u64 {
+        self.pages.div_ceil(self.chunk)
+    }
+
+    /// When, in ns after the touch started, the page with index `done` may be touched: `done`
+    /// pages at the rate (`offset_ns(len)` is the whole touch's time).
+    pub fn offset_ns(&self, done: u64) -> u64 {
+        let ns: u128 = match self.pace {
+            Pace::Rate { bytes_per_sec } => done as u128 * PAGE_SIZE as u128 * 1_000_000_000 / (bytes_per_sec as u128).max(1),
+            Pace::Duration { ns } => done as u128 * ns as u128 / (self.pages as u128).max(1),
+        };
+        ns.min(u64::MAX as u128) as u64
     }
 }

@@ -44,7 +44,7 @@ fn unknown_region() {
 fn bad_option() {
     bad_workload(
         "mmap a 1M\ntouch a write color=red\n",
-        "2: unknown option 'color='; valid options here: order, stride, seed, count",
+        "2: unknown option 'color='; valid options here: order, stride, seed, count, rate, duration",
     );
     bad_workload(
         "mmap a 1M stride=8K\n",

@@ -26,6 +26,7 @@ mod inputs;
 mod khugepaged;
 mod live;
 mod model;
+mod pacing;
 mod programs;
 mod schema;
 mod views;

@@ -126,7 +126,7 @@ fn recording() -> Vec<u8> {
 fn every_json_key_is_documented_and_every_documented_key_is_written() {
     let (_d, w) = temp_file(
         "keys.thpw",
-        "phase setup\nmmap a 4M\nmadvise a hugepage\ntouch a write\nmadvise a collapse\nphase b\nmmap b 1M\ntouch b write\naccess b uniform count=1000 writes=10\nmemfd m\nftruncate m 1M\nmmap c 1M file=m\ntouch c write\nmunmap a[0+4K]\nmmap d 2M\nread_direct d block=1M\n",
+        "phase setup\nmmap a 4M\nmadvise a hugepage\ntouch a write\nmadvise a collapse\nphase b\nmmap b 1M\ntouch b write\naccess b uniform count=1000 writes=10\nmemfd m\nftruncate m 1M\nmmap c 1M file=m\ntouch c write\nmunmap a[0+4K]\nmmap d 2M\nread_direct d block=1M\nrepeat 1ms {\ntouch d[0+8K] write duration=1ms\n}\n",
     );
     let builtin = uapi::profile::BUILTIN;
     let (_p, profile) = temp_file("p.toml", &format!("{builtin}\n[pin]\nper_folio_ns = 10.0\nper_page_ns = 1.0\nper_pmd_page_ns = 0.5\n"));

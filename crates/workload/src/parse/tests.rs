@@ -55,15 +55,15 @@ fn touch_plans_visit_the_same_pages_in_each_order() {
 }
 
 /// `repeat N { }` writes its body out N times, in order, with the body's line numbers; it
-/// refuses durations, nesting, process blocks and process statements inside.
+/// refuses nesting, process blocks and process statements inside.
 #[test]
 fn repeat_writes_its_body_out_n_times() {
     let w = parse("w.thpw", "mmap a 1M\nrepeat 3 {\n  touch a write\n  madvise a dontneed\n}\nmunmap a\n").unwrap();
     let lines: Vec<usize> = w.ops.iter().map(|o| o.line).collect();
     assert_eq!(lines, [1, 3, 4, 3, 4, 3, 4, 6]);
     assert_eq!(w.touched_pages(), 3 * 256);
-    assert_eq!(err("repeat 3s {\n}\n"), "w.thpw:1: repeat takes a count (1 to 100000), not a duration ('3s'): the model and the live run would repeat a different number of times");
-    assert_eq!(err("repeat 0 {\n}\n"), "w.thpw:1: invalid repeat count '0': write a whole number from 1 to 100000");
+    assert_eq!(err("repeat 0 {\n}\n"), "w.thpw:1: invalid repeat '0': write a count from 1 to 100000 (repeat 10 {) or a duration with a unit ns, us, ms or s (repeat 3s {)");
+    assert_eq!(err("repeat 100001 {\n}\n"), "w.thpw:1: invalid repeat '100001': write a count from 1 to 100000 (repeat 10 {) or a duration with a unit ns, us, ms or s (repeat 3s {)");
     assert_eq!(err("repeat 2 {\nrepeat 2 {\n}\n}\n"), "w.thpw:2: repeat blocks do not nest: close the open one with '}' first");
     assert_eq!(err("repeat 2 {\nfork c\n}\n"), "w.thpw:2: 'fork' cannot be repeated (repeat on line 1): it would make or end a process more than once");
     assert_eq!(err("fork c {\nrepeat 2 {\n}\n}\n"), "w.thpw:2: repeat runs in main only: close the process block with '}' first");
@@ -94,7 +94,7 @@ fn errors_name_file_line_and_what_is_valid() {
     assert_eq!(err("mmap a 1M\nmunmap a[100+4K]"), "w.thpw:2: range 'a[100+4K]' must start on a 4 KiB boundary (the kernel returns EINVAL)");
     assert_eq!(err("mmap a 1M\ntouch a write stride=100"), "w.thpw:2: stride= must be a positive multiple of 4K, not 100");
     assert_eq!(err("mmap a 1M colour=red"), "w.thpw:1: unknown option 'colour='; valid options here: prot, align, offset, at, file, pgoff");
-    assert_eq!(err("mmap a 1M\ntouch a"), "w.thpw:2: expected: touch RANGE read|write [order=seq|reverse|random] [stride=SIZE] [seed=N] [count=N]");
+    assert_eq!(err("mmap a 1M\ntouch a"), "w.thpw:2: expected: touch RANGE read|write [order=seq|reverse|random] [stride=SIZE] [seed=N] [count=N] [rate=SIZE/s | duration=DURATION]");
     assert_eq!(err("thplab-workload 2"), "w.thpw:1: unsupported header 'thplab-workload 2'; this thplab reads 'thplab-workload 1'");
     assert_eq!(err("mmap a 1M offset=3M"), "w.thpw:1: offset= must be a multiple of 4K smaller than align=");
     assert_eq!(err("prctl thp_off"), "w.thpw:1: valid forms: 'prctl thp_disable', 'prctl thp_disable except_advised', 'prctl thp_enable'");
@@ -239,4 +239,124 @@ fn threads_and_vfork_children_share_main_mm() {
     assert_eq!(err("thread t {\nexit\n}\nin t {\nwait t\n}\n"), "w.thpw:4: process 't' has exited; nothing runs in it after that");
     assert_eq!(err("thread t {\nexit\ntouch a read\n}\n"), "w.thpw:3: unknown region 'a'; declared so far: none (declare one with mmap)");
     assert_eq!(err("mmap a 1M\nthread t {\nexit\ntouch a read\n}\n"), "w.thpw:4: process 't' has exited (its 'exit' is above); nothing runs in it after that");
+}
+
+/// `rate=SIZE/s` and `duration=DURATION` pace a touch: accepted forms, and the schedule they
+/// give (hand-derived: 8M/s is 2048 pages/s, about 2.05 pages per ms, so chunks of 2 pages;
+/// 2048 pages take exactly 1 s).
+#[test]
+fn touches_take_a_rate_or_a_duration() {
+    let w = parse(
+        "w.thpw",
+        "mmap a 8M\ntouch a write rate=8M/s\ntouch a read rate=100M/s stride=8K\ntouch a write rate=4096/s\ntouch a write duration=3s order=random seed=2 count=10\ntouch a write rate=1G/s\n",
+    )
+    .unwrap();
+    let touch = |i: usize| match &w.ops[i].kind {
+        OpKind::Touch(t) => *t,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(touch(1).pace, Some(Pace::Rate { bytes_per_sec: 8 << 20 }));
+    assert_eq!(touch(2).pace, Some(Pace::Rate { bytes_per_sec: 100 << 20 }));
+    assert_eq!(touch(2).stride, 8192);
+    assert_eq!(touch(3).pace, Some(Pace::Rate { bytes_per_sec: 4096 }));
+    assert_eq!(touch(4).pace, Some(Pace::Duration { ns: 3_000_000_000 }));
+    assert_eq!(touch(4).count, Some(10));
+    assert_eq!(touch(5).pace, Some(Pace::Rate { bytes_per_sec: 1 << 30 }));
+
+    // 8M/s over 8 MiB: 2048 pages, 2 a chunk (8388608 / 4096000 = 2.05), 1024 chunks; the
+    // chunk starting at page i may start at i / 2048 s; the whole touch ends at 1 s.
+    let p = Pacing::new(touch(1).pace.unwrap(), 2048);
+    assert_eq!((p.chunk_pages(), p.chunks()), (2, 1024));
+    assert_eq!(p.offset_ns(2), 976_562);
+    assert_eq!(p.offset_ns(1024), 500_000_000);
+    assert_eq!(p.offset_ns(2048), 1_000_000_000);
+    // 100M/s, every other page: 1024 pages of 4 KiB selected = 4 MiB at 100 MiB/s = 40 ms;
+    // 25.6 pages a ms → 26 a chunk.
+    let p = Pacing::new(touch(2).pace.unwrap(), 1024);
+    assert_eq!((p.chunk_pages(), p.offset_ns(1024)), (26, 40_000_000));
+    // 4096/s: one page a second, one page a chunk (at least one).
+    let p = Pacing::new(touch(3).pace.unwrap(), 2048);
+    assert_eq!((p.chunk_pages(), p.offset_ns(1), p.offset_ns(2048)), (1, 1_000_000_000, 2048_000_000_000));
+    // duration=3s over the 10 pages that count= keeps: 10 pages in 3 s, one a chunk, 300 ms apart.
+    let p = Pacing::new(touch(4).pace.unwrap(), TouchPlan::new(&touch(4), 0).len());
+    assert_eq!((p.chunk_pages(), p.chunks(), p.offset_ns(1), p.offset_ns(10)), (1, 10, 300_000_000, 3_000_000_000));
+    // 1G/s: 262.144 pages a ms → 262 a chunk.
+    assert_eq!(Pacing::new(touch(5).pace.unwrap(), 2048).chunk_pages(), 262);
+    // duration= over 2048 pages in 100 ms: 20.48 pages a ms → 20 a chunk; page 1024 at 50 ms.
+    let p = Pacing::new(Pace::Duration { ns: 100_000_000 }, 2048);
+    assert_eq!((p.chunk_pages(), p.offset_ns(1024), p.offset_ns(2048)), (20, 50_000_000, 100_000_000));
+}
+
+#[test]
+fn pacing_refusals_name_the_line_and_what_is_valid() {
+    let touch = "touch RANGE read|write [order=seq|reverse|random] [stride=SIZE] [seed=N] [count=N] [rate=SIZE/s | duration=DURATION]";
+    assert_eq!(
+        err("mmap a 1M\ntouch a write rate=0/s"),
+        "w.thpw:2: rate=0/s would never finish the touch: give a positive rate (write rate=SIZE/s, a size with an optional unit K, M, G, T per second (100M/s, 512K/s, 1048576/s)), or leave rate= out to touch at full speed"
+    );
+    assert_eq!(
+        err("mmap a 1M\ntouch a write rate=100M"),
+        "w.thpw:2: invalid rate '100M': write rate=SIZE/s, a size with an optional unit K, M, G, T per second (100M/s, 512K/s, 1048576/s)"
+    );
+    assert_eq!(
+        err("mmap a 1M\ntouch a write rate=fast/s"),
+        "w.thpw:2: invalid rate 'fast/s': write rate=SIZE/s, a size with an optional unit K, M, G, T per second (100M/s, 512K/s, 1048576/s)"
+    );
+    assert_eq!(
+        err("mmap a 1M\ntouch a write duration=0s"),
+        "w.thpw:2: duration=0 leaves no time to spread the touch over: give a positive duration (100ms, 3s), or leave duration= out to touch at full speed"
+    );
+    assert_eq!(
+        err("mmap a 1M\ntouch a write duration=3"),
+        "w.thpw:2: duration=: invalid duration '3'; give a number and a unit: ns, us, ms or s (such as 100ms or 1.5s), at most 1 day"
+    );
+    assert_eq!(
+        err("mmap a 1M\ntouch a write rate=1M/s duration=1s"),
+        "w.thpw:2: give rate= or duration=, not both: rate=SIZE/s paces the touch at that speed, duration=DURATION spreads it over that time"
+    );
+    assert_eq!(
+        err("mmap a 1M\nmadvise a dontneed rate=1M/s"),
+        format!("w.thpw:2: rate= paces a touch only ({touch}); 'madvise' takes no rate= (to wait, write 'sleep DURATION'; to repeat for a time, 'repeat DURATION {{')")
+    );
+    assert_eq!(
+        err("sleep 1s duration=2s"),
+        format!("w.thpw:1: duration= paces a touch only ({touch}); 'sleep' takes no duration= (to wait, write 'sleep DURATION'; to repeat for a time, 'repeat DURATION {{')")
+    );
+    assert_eq!(
+        err("mmap a 1M\naccess a seq rate=1M/s"),
+        format!("w.thpw:2: rate= paces a touch only ({touch}); 'access' takes no rate= (to wait, write 'sleep DURATION'; to repeat for a time, 'repeat DURATION {{')")
+    );
+}
+
+/// `repeat DURATION { }` is one loop node followed by its body (not written out); its body
+/// must move the model's clock (a sleep or a paced touch) and may not move the break.
+#[test]
+fn repeat_for_a_duration_is_one_loop_node() {
+    let w = parse("w.thpw", "mmap a 1M\nrepeat 1s {\n  touch a[0+4K] write\n  sleep 100ms\n}\nrepeat 1.5s {\n  touch a write duration=10ms\n}\nmunmap a\n").unwrap();
+    let lines: Vec<usize> = w.ops.iter().map(|o| o.line).collect();
+    assert_eq!(lines, [1, 2, 3, 4, 6, 7, 9]);
+    assert_eq!(w.ops[1].kind, OpKind::RepeatFor { ns: 1_000_000_000, body: 2 });
+    assert_eq!(w.ops[4].kind, OpKind::RepeatFor { ns: 1_500_000_000, body: 1 });
+    assert!(matches!(w.ops[5].kind, OpKind::Touch(Touch { pace: Some(Pace::Duration { ns: 10_000_000 }), .. })));
+    // Counted loops are still written out beside it.
+    let w = parse("w.thpw", "mmap a 1M\nrepeat 2 {\ntouch a write\n}\nrepeat 10ms {\nsleep 1ms\n}\n").unwrap();
+    assert_eq!(w.ops.len(), 5);
+    assert_eq!(w.ops[3].kind, OpKind::RepeatFor { ns: 10_000_000, body: 1 });
+    let no_time = "w.thpw:2: this repeat DURATION block has no sleep and no paced touch: it takes no time in the model (without a profile only 'sleep' and \
+                   touches with rate= or duration= move the simulated clock) and would never end there; add 'sleep DURATION' or a paced touch to the block, \
+                   or repeat a count (repeat N {)";
+    assert_eq!(err("mmap a 1M\nrepeat 3s {\n  touch a write\n  madvise a dontneed\n}\n"), no_time);
+    assert_eq!(err("mmap a 1M\nrepeat 3s {\n  touch a write\n  sleep 0ms\n}\n"), no_time);
+    assert_eq!(err("mmap a 1M\nrepeat 3s {\n}\n"), no_time);
+    assert_eq!(err("repeat 0s {\n}\n"), "w.thpw:1: repeat 0s would run its block no time at all: give a positive duration (repeat 3s {) or a count (repeat 3 {)");
+    assert_eq!(err("repeat 3x {\n}\n"), "w.thpw:1: invalid repeat '3x': write a count from 1 to 100000 (repeat 10 {) or a duration with a unit ns, us, ms or s (repeat 3s {)");
+    assert_eq!(
+        err("repeat 3s {\nbrk +4K\n}\n"),
+        "w.thpw:2: 'brk' cannot be repeated for a time (repeat on line 1): the heap's length would depend on how many times the block ran; repeat a count (repeat N {) instead"
+    );
+    assert_eq!(err("repeat 3s {\nrepeat 2 {\n}\n}\n"), "w.thpw:2: repeat blocks do not nest: close the open one with '}' first");
+    assert_eq!(err("repeat 3s {\nfork c\n}\n"), "w.thpw:2: 'fork' cannot be repeated (repeat on line 1): it would make or end a process more than once");
+    assert_eq!(err("repeat 3s {\nsleep 1ms\n"), "w.thpw:1: this block is never closed: end it with a line holding only '}'");
+    // brk in a counted repeat is still fine (the parser writes it out).
+    parse("w.thpw", "repeat 2 {\nbrk +4K\n}\n").unwrap();
 }
