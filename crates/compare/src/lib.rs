@@ -265,12 +265,13 @@ pub fn only_system_wide_differ(rows: &[Row]) -> bool {
 
 /// Why a live run may have differed for reasons the model does not judge, so that running that
 /// setting live again is worth it: other processes moved the system-wide counters, or
-/// khugepaged (the daemon, which the model does not run) collapsed pages during the run.
+/// khugepaged collapsed pages during the run (the model's daemon runs on the workload's clock,
+/// which moves only with `sleep`, pacing and a profile; the live daemon's phase is its own).
 pub fn retry_reason(rows: &[Row], live: &uapi::RunResult) -> Option<&'static str> {
     if only_system_wide_differ(rows) {
         Some("system-wide counters moved by other processes")
     } else if rows.iter().any(|r| r.differs) && khugepaged_collapsed_during(live) > 0 {
-        Some("khugepaged collapsed pages during the live run (the model does not run the daemon)")
+        Some("khugepaged collapsed pages during the live run (its wake-ups are not the model's)")
     } else {
         None
     }

@@ -24,7 +24,8 @@ pub struct CounterSnapshot {
     pub mthp: BTreeMap<String, BTreeMap<String, i64>>,
     /// `khugepaged/pages_collapsed` and `khugepaged/full_scans`: the daemon's own work
     /// (mm/khugepaged.c: khugepaged_scan_mm_slot counts only its successes, not MADV_COLLAPSE).
-    /// The model does not run the daemon, so a live run during which it collapsed is marked.
+    /// The live daemon's wake-ups are not the model's, so a live run during which it collapsed
+    /// is marked.
     pub khugepaged: BTreeMap<String, i64>,
 }
 

@@ -388,7 +388,7 @@ pub struct LiveSection {
 }
 
 /// Deltas of the daemon's sysfs counters: its own work, not MADV_COLLAPSE
-/// (`khugepaged_scan_mm_slot` counts only its successes). The model does not run the daemon.
+/// (`khugepaged_scan_mm_slot` counts only its successes). The model's are in `model.khugepaged`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LiveKhugepaged {
     /// `khugepaged/pages_collapsed`.
