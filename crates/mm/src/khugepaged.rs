@@ -7,7 +7,7 @@
 //! `madvise_collapse_errno`, `hpage_collapse_scan_pmd`, `find_pmd_or_thp_or_none`,
 //! `check_pmd_state`, `collapse_huge_page`, `alloc_charge_folio`,
 //! `__collapse_huge_page_copy_succeeded`, `khugepaged_enter_vma`, `__khugepaged_enter`,
-//! `khugepaged_do_scan`, `khugepaged_scan_mm_slot`, `khugepaged_has_work`),
+//! `khugepaged_do_scan`, `khugepaged_alloc_sleep`, `khugepaged_scan_mm_slot`, `khugepaged_has_work`),
 //! `include/linux/huge_mm.h` (`hugepage_pmd_enabled`).
 //!
 //! shmem/tmpfs (mm/khugepaged.c: the file branch of `khugepaged_scan_mm_slot`,
@@ -127,6 +127,22 @@ pub struct KhugepagedScan {
     pub wakeups: u64,
     /// PMD ranges the daemon examined (`hpage_collapse_scan_pmd` calls).
     pub pmds_scanned: u64,
+    /// Times a wake-up slept `alloc_sleep_millisecs` after a failed huge page allocation
+    /// (`khugepaged_alloc_sleep`).
+    pub alloc_sleeps: u64,
+    /// While the daemon sleeps in `khugepaged_alloc_sleep`: the wake-up's progress and its
+    /// passes through the list head, to go on from.
+    pub in_alloc_sleep: Option<(u64, u32)>,
+}
+
+/// How one stretch of a wake-up's scan ended ([`Kernel::khugepaged_do_scan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanEnd {
+    /// The wake-up is over: the daemon sleeps `scan_sleep_millisecs`.
+    Done,
+    /// A huge page allocation failed for the first time in this wake-up: the daemon sleeps
+    /// `alloc_sleep_millisecs` and then goes on ([`Kernel::khugepaged_alloc_sleep_done`]).
+    AllocSleep,
 }
 
 /// `struct collapse_control`.
@@ -278,14 +294,26 @@ impl Kernel {
 
     /// `khugepaged_do_scan`: one wake-up of the daemon, scanning up to `pages_to_scan`
     /// (progress counts 512 per PMD range examined, 1 per VMA skipped and 1 per call), passing
-    /// the head of its list at most twice. Returns the collapses it made.
-    pub fn khugepaged_do_scan(&mut self) -> u64 {
-        let pages = self.settings.khugepaged.pages_to_scan as u64;
-        let before = self.khugepaged.pages_collapsed;
+    /// the head of its list at most twice. The first failed huge page allocation of the
+    /// wake-up puts the daemon to sleep (`khugepaged_alloc_sleep`, [`ScanEnd::AllocSleep`]:
+    /// the driver's clock decides when it goes on); the second ends the wake-up.
+    pub fn khugepaged_do_scan(&mut self) -> ScanEnd {
         self.khugepaged.wakeups += 1;
-        let mut progress = 0u64;
-        let mut pass_through_head = 0;
-        let mut alloc_wait = true;
+        self.khugepaged.in_alloc_sleep = None;
+        self.khugepaged_scan_loop(0, 0, true)
+    }
+
+    /// The end of `khugepaged_alloc_sleep`: the wake-up goes on where it stopped, and a
+    /// second failed allocation ends it. (Without a wake-up in progress: a new one.)
+    pub fn khugepaged_alloc_sleep_done(&mut self) -> ScanEnd {
+        match self.khugepaged.in_alloc_sleep.take() {
+            Some((progress, pass_through_head)) => self.khugepaged_scan_loop(progress, pass_through_head, false),
+            None => self.khugepaged_do_scan(),
+        }
+    }
+
+    fn khugepaged_scan_loop(&mut self, mut progress: u64, mut pass_through_head: u32, alloc_wait: bool) -> ScanEnd {
+        let pages = self.settings.khugepaged.pages_to_scan as u64;
         loop {
             if self.khugepaged.cur.is_none() {
                 pass_through_head += 1;
@@ -300,14 +328,15 @@ impl Kernel {
                 break;
             }
             if result == ScanResult::AllocHugePageFail {
-                // khugepaged_alloc_sleep once, then give up this wake-up.
                 if !alloc_wait {
                     break;
                 }
-                alloc_wait = false;
+                self.khugepaged.alloc_sleeps += 1;
+                self.khugepaged.in_alloc_sleep = Some((progress, pass_through_head));
+                return ScanEnd::AllocSleep;
             }
         }
-        self.khugepaged.pages_collapsed - before
+        ScanEnd::Done
     }
 
     /// `khugepaged_scan_mm_slot`: scan the mm the scan is in (or the list's first), from

@@ -6,7 +6,8 @@
 //! The clock moves with `sleep` statements (the other statements take no simulated time
 //! unless a profile prices them). The daemon sleeps on an empty list until an mm registers
 //! (`__khugepaged_enter` wakes it when the list was empty), then scans and sleeps
-//! `khugepaged/scan_sleep_millisecs` between wake-ups, in jiffies as the kernel sleeps
+//! `khugepaged/scan_sleep_millisecs` between wake-ups (and `alloc_sleep_millisecs` in the
+//! middle of one whose huge page allocation failed: `khugepaged_alloc_sleep`), in jiffies as the kernel sleeps
 //! (`khugepaged_wait_work`: `wait_event_freezable_timeout` for `msecs_to_jiffies(ms)`, a timer
 //! of the timer wheel, kernel/time/timer.c: `calc_wheel_index`, `calc_index`): the timeout is
 //! rounded up to whole jiffies, and the wheel fires a timer one granule of its level after the
@@ -16,6 +17,7 @@
 //! time t runs when the clock passes t, so statements at the same instant (the program runs
 //! on while the daemon wakes) come first.
 
+use mm::khugepaged::ScanEnd;
 use mm::Kernel;
 
 /// CONFIG_HZ of this machine kind's kernel (/proc/config.gz).
@@ -81,9 +83,15 @@ impl Khugepaged {
             if t >= until {
                 break;
             }
-            k.khugepaged_do_scan();
-            let next = self.next_wake(t, k.settings().khugepaged.scan_sleep_millisecs as u64);
-            self.next_wake_ns = k.khugepaged_has_work().then_some(next);
+            let end = if k.khugepaged_state().in_alloc_sleep.is_some() { k.khugepaged_alloc_sleep_done() } else { k.khugepaged_do_scan() };
+            let sleep = match end {
+                ScanEnd::Done => k.settings().khugepaged.scan_sleep_millisecs,
+                // schedule_timeout(msecs_to_jiffies(alloc_sleep_millisecs)), then the same
+                // wake-up goes on.
+                ScanEnd::AllocSleep => k.settings().khugepaged.alloc_sleep_millisecs,
+            };
+            let next = self.next_wake(t, sleep as u64);
+            self.next_wake_ns = (k.khugepaged_has_work() || end == ScanEnd::AllocSleep).then_some(next);
         }
     }
 }
@@ -460,5 +468,31 @@ mod tests {
         assert_eq!((r.processes[0].process.minflt, c.process.minflt), (32, 33));
         assert_eq!((r.vmstat["thp_collapse_alloc"], r.vmstat["thp_file_mapped"]), (1, 2));
         assert_eq!(r.census.sizes["2048kB"].pmd_mapped, 1);
+    }
+
+    /// khugepaged_alloc_sleep on the clock: a 64 MiB machine (min_free_kbytes 1024) whose
+    /// memory is nearly all in base pages, so that no 2 MiB block is free and every collapse's
+    /// allocation fails (thp_collapse_alloc_failed). scan_sleep_millisecs=100 (26 jiffies at
+    /// HZ=250: 104 ms) and alloc_sleep_millisecs=200 (51 jiffies: 204 ms). By hand: the wake-up
+    /// at 0 fails on range 0 and sleeps 204 ms; at 204 it goes on at range 1, fails again and
+    /// ends; the next wake-up is 104 ms later, at 308 (range 2, sleep), 512 (range 3, end), 616
+    /// (range 4), 820 (range 5), 924 (range 6, sleep until 1128: after the run's 1 s). So 4
+    /// wake-ups, 4 alloc sleeps, 7 failed allocations on 7 ranges, no collapse.
+    #[test]
+    fn a_failed_collapse_allocation_puts_the_daemon_to_sleep() {
+        let s = settings(&["enabled=madvise", "khugepaged/max_ptes_none=511", "khugepaged/scan_sleep_millisecs=100", "khugepaged/alloc_sleep_millisecs=200", "khugepaged/pages_to_scan=4096"]);
+        let text = "mmap a 16M align=2M\nmadvise a nohugepage\ntouch a write\nmmap b 46M\nmadvise b nohugepage\ntouch b write\nmadvise a hugepage\nsleep 1s\n";
+        let w = workload::parse("t", text).unwrap();
+        let m = MachineConfig { mem_bytes: 64 << 20, min_free_kbytes: 1024, ..MachineConfig::default() };
+        let mut opts = crate::RunOptions { check_invariants: true, ..Default::default() };
+        let (r, _) = crate::run_with(&w, &s, &m, &mut opts).unwrap();
+        let kh = khugepaged(&r);
+        assert_eq!((kh.wakeups, kh.alloc_sleeps, kh.pmds_scanned, kh.pages_collapsed), (4, 4, 7, 0));
+        assert_eq!(r.vmstat["thp_collapse_alloc_failed"], 7);
+        assert_eq!(model(&r).scan_results["SCAN_ALLOC_HUGE_PAGE_FAIL"], 7);
+        // With the default 60 s alloc sleep, the wake-up at 0 fails once and sleeps past the end.
+        let s60 = settings(&["enabled=madvise", "khugepaged/max_ptes_none=511", "khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=4096"]);
+        let (r, _) = crate::run_with(&w, &s60, &m, &mut crate::RunOptions::default()).unwrap();
+        assert_eq!((khugepaged(&r).wakeups, khugepaged(&r).alloc_sleeps, r.vmstat["thp_collapse_alloc_failed"]), (1, 1, 1));
     }
 }

@@ -787,6 +787,7 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
                 pmds_scanned: kh.pmds_scanned,
                 pages_collapsed: kh.pages_collapsed,
                 full_scans: kh.full_scans,
+                alloc_sleeps: kh.alloc_sleeps,
             },
         }),
         replay: None,
@@ -909,6 +910,7 @@ pub fn run_recording_opts(
         pmds_scanned: kh.pmds_scanned,
         pages_collapsed: kh.pages_collapsed,
         full_scans: kh.full_scans,
+        alloc_sleeps: kh.alloc_sleeps,
     });
     r.model = Some(uapi::ModelSection { run: None, replay: Some(rep) });
     Ok(r)

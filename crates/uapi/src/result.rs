@@ -233,6 +233,10 @@ pub struct ModelKhugepaged {
     pub pages_collapsed: u64,
     /// `khugepaged/full_scans`: passes over the whole list of mms.
     pub full_scans: u64,
+    /// Times a wake-up slept `alloc_sleep_millisecs` after a failed huge page allocation
+    /// (`khugepaged_alloc_sleep`; `thp_collapse_alloc_failed` counts the failures).
+    #[serde(default)]
+    pub alloc_sleeps: u64,
 }
 
 /// `model.replay`: what the replay of a recording modelled, passed through and could not do.
