@@ -2132,6 +2132,9 @@ fn run_once(
         let ranges = regions.iter().filter(|r| r.name != HEAP).map(|r| (r.start, r.start + r.len)).collect();
         crate::timeline::Sampler::start(ready.pid, ranges, paths.sysfs.clone(), Instant::now(), every, opts.progress)
     });
+    // Without samples, a long run still says where it is, once a second.
+    let at_line = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let progress = (opts.progress && sampler.is_none()).then(|| crate::timeline::Progress::start(w.source.clone(), at_line.clone()));
     let mut procs_done: Vec<ProcDone> = Vec::new();
     let done: Done = loop {
         line.clear();
@@ -2140,6 +2143,9 @@ fn run_once(
                 let l = line.trim_end();
                 if let Some(i) = l.strip_prefix('o') {
                     last_op = i.parse().ok();
+                    if let Some(op) = last_op.and_then(|i| spec.ops.get(i)) {
+                        at_line.store(op.line, std::sync::atomic::Ordering::Relaxed);
+                    }
                 } else if let Some(j) = l.strip_prefix("pdone ") {
                     procs_done.push(serde_json::from_str(j).map_err(|e| LiveError::Child(format!("bad pdone message: {e}")))?);
                 } else if let Some(j) = l.strip_prefix("done ") {
@@ -2152,6 +2158,7 @@ fn run_once(
         }
     };
     let timeline = sampler.map(|s| s.finish()).unwrap_or_default();
+    drop(progress);
     let after = CounterSnapshot::read(&paths.sysfs)?;
     let meminfo_after = read_meminfo()?;
     let meminfo: BTreeMap<String, i64> =

@@ -21,9 +21,16 @@ use crate::census::census_of_ranges;
 use crate::procfs::{list_pids, read_smaps, stat_field};
 
 /// The sampling thread of one live run.
+/// Stops when finished or dropped (a run that fails midway).
 pub struct Sampler {
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<Vec<TimelineSample>>,
+    handle: Option<JoinHandle<Vec<TimelineSample>>>,
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
 }
 
 /// khugepaged's counters and `thp_collapse_alloc`, system-wide.
@@ -122,13 +129,50 @@ impl Sampler {
             }
             samples
         });
-        Sampler { stop, handle }
+        Sampler { stop, handle: Some(handle) }
     }
 
     /// Stop at the end of the run and return the samples taken.
-    pub fn finish(self) -> Vec<TimelineSample> {
+    pub fn finish(mut self) -> Vec<TimelineSample> {
         self.stop.store(true, Ordering::Relaxed);
-        self.handle.join().unwrap_or_default()
+        self.handle.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default()
+    }
+}
+
+/// Progress of a long live run without `--sample`: one line a second on stderr, from the
+/// second second on, naming the workload line being run (`line` holds it; 0: not yet known).
+/// Stops when dropped.
+pub struct Progress {
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Progress {
+    pub fn start(source: String, line: Arc<std::sync::atomic::AtomicUsize>) -> Progress {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            for n in 2u32.. {
+                let due = start + Duration::from_secs(n as u64);
+                while Instant::now() < due {
+                    if flag.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    std::thread::sleep((due - Instant::now()).min(Duration::from_millis(20)));
+                }
+                match line.load(Ordering::Relaxed) {
+                    0 => eprintln!("live: {n} s"),
+                    l => eprintln!("live: {n} s, at {source}:{l}"),
+                }
+            }
+        });
+        Progress { stop }
     }
 }
 
