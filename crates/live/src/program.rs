@@ -14,13 +14,15 @@
 //!   `kernel/fork.c`, `fs/exec.c: exec_binprm`, `kernel/exit.c: do_exit`); no system call stops,
 //!   so the overhead is a few context switches per task.
 //! - minflt (`/proc/PID/stat` field 10, the whole thread group's `min_flt`, `fs/proc/array.c:
-//!   do_task_stat`) is read at each process's **first exec** event (its baseline; a process that
-//!   never execs starts at 0, as `copy_process` zeroes `min_flt`) and at its **exit** event:
-//!   `PTRACE_EVENT_EXIT` comes before `exit_mm`, so the address space is still intact and
-//!   `/proc/TID/smaps` and `/proc/TID/pagemap` of the stopped thread show it. The run's minflt
-//!   is Σ (exit − baseline) over processes. Faults before the first exec event (the forked child
-//!   before execve, execve copying the arguments, the ELF loader filling the stack) are not the
-//!   program's; the recording starts at the same execve.
+//!   do_task_stat`) is read at the program's **first exec** event (its baseline) and at each
+//!   process's **exit** event: `PTRACE_EVENT_EXIT` comes before `exit_mm`, so the address space
+//!   is still intact and `/proc/TID/smaps` and `/proc/TID/pagemap` of the stopped thread show
+//!   it. The run's minflt is Σ (exit − baseline) over processes. The program's faults before its
+//!   first exec event (our forked child before execve, execve copying the arguments, the ELF
+//!   loader filling the stack) are not the program's: the recording starts at the same execve.
+//!   A descendant's baseline is 0 (`kernel/fork.c: copy_mm` zeroes `min_flt`): the recording
+//!   follows it from its creation, so a fork child's faults before its execve are the
+//!   program's, and so are those inside every execve but the program's first.
 //! - A process ends when every thread of it is held at its exit stop or dying. `exit_group`
 //!   queues SIGKILL for the other threads (`kernel/signal.c: zap_other_threads`, seen in
 //!   /proc/TID/status SigPnd); each takes it and stops at its own exit event (the SIGKILL is
@@ -45,8 +47,9 @@
 //! - `Rss` and `AnonHugePages` are summed over the same VMAs of the same processes.
 //! - System-wide counters (/proc/vmstat `thp_*`, `hugepages-*/stats`) are deltas over the run.
 //!
-//! Not measured: an exec after the first in the same process (the old image's memory is gone at
-//! the exec event; the replay counts its census), descendants killed by a signal.
+//! Not measured: the memory of an image that a later exec replaced (it is gone at the exec
+//! event; the replay leaves such images out of its census too), descendants killed by a
+//! signal.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::CString;
@@ -340,6 +343,9 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
     let mut order: Vec<i32> = Vec::new();
     // Tasks created by a fork/clone event whose initial SIGSTOP has not been seen yet.
     let mut awaiting_stop: HashSet<i32> = HashSet::new();
+    // Tasks whose first stop came before their creator's fork/clone event (tid -> tgid): they
+    // may even have exited before that event.
+    let mut early: HashMap<i32, i32> = HashMap::new();
     let mut root_status: Option<i32> = None;
     let mut exec_checked = false;
     let mut first_exec_error: Option<String> = None;
@@ -418,23 +424,33 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
             let tgid = tgid_of(pid).unwrap_or(pid);
             register(&mut tasks, &mut procs, &mut order, pid, tgid, 0);
             awaiting_stop.insert(pid);
+            early.insert(pid, tgid);
         }
         let tgid = tasks[&pid];
         match event {
             libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
                 let new = event_msg(pid) as i32;
-                if !tasks.contains_key(&new) {
-                    let new_tgid = if event == libc::PTRACE_EVENT_CLONE { tgid_of(new).unwrap_or(tgid) } else { new };
-                    register(&mut tasks, &mut procs, &mut order, new, new_tgid, tgid);
-                    if event == libc::PTRACE_EVENT_FORK {
+                let new_tgid = match early.remove(&new) {
+                    // Registered at its first stop, which came first (it may have exited
+                    // since): its creator is known only now.
+                    Some(new_tgid) => {
                         if let Some(p) = procs.get_mut(&new_tgid) {
-                            p.report.forked = true;
+                            if new_tgid != tgid && p.report.parent == 0 {
+                                p.report.parent = tgid;
+                            }
                         }
+                        new_tgid
                     }
-                    awaiting_stop.insert(new);
-                } else if let Some(p) = procs.get_mut(&tasks[&new]) {
-                    if tasks[&new] != tgid && p.report.parent == 0 {
-                        p.report.parent = tgid;
+                    None => {
+                        let new_tgid = if event == libc::PTRACE_EVENT_CLONE { tgid_of(new).unwrap_or(tgid) } else { new };
+                        register(&mut tasks, &mut procs, &mut order, new, new_tgid, tgid);
+                        awaiting_stop.insert(new);
+                        new_tgid
+                    }
+                };
+                if event == libc::PTRACE_EVENT_FORK {
+                    if let Some(p) = procs.get_mut(&new_tgid) {
+                        p.report.forked = true;
                     }
                 }
                 ptrace_cont(pid, 0);
@@ -453,7 +469,11 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
                     p.alive.remove(&former);
                     p.alive.insert(pid);
                     if p.report.execs == 0 {
-                        p.report.minflt_base = minflt_of(pid).unwrap_or(0);
+                        // The recording starts inside the program's execve; a descendant is
+                        // recorded from its creation (`copy_mm` zeroes its min_flt).
+                        if tgid == root {
+                            p.report.minflt_base = minflt_of(pid).unwrap_or(0);
+                        }
                         p.report.exe = std::fs::read_link(format!("/proc/{pid}/exe"))
                             .map(|x| x.display().to_string())
                             .unwrap_or_default();
@@ -498,7 +518,10 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
     let mut unmeasured = Vec::new();
     let mut reports = Vec::new();
     for pid in &order {
-        let p = &procs[pid].report;
+        let p = &mut procs.get_mut(pid).expect("registered").report;
+        // Decided here, not at its exit: its creator's fork event may come after that.
+        p.in_census = p.census.is_some() && (p.execs > 0 || p.forked);
+        let p = &*p;
         stats.minflt += p.minflt;
         if p.minflt_exit.is_none() {
             unmeasured.push(format!("{} ({}): {}", p.pid, p.comm, if p.end.is_empty() { "no exit stop" } else { &p.end }));
@@ -563,7 +586,6 @@ fn snapshot(p: &mut Proc, tid: i32) -> Result<()> {
     let c = census_of_ranges(tid, &[(0, u64::MAX)], &vmas)?;
     r.census_ms = c.elapsed.as_secs_f64() * 1e3;
     r.census = Some(c.total);
-    r.in_census = r.execs > 0 || r.forked;
     Ok(())
 }
 

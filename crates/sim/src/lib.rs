@@ -850,7 +850,8 @@ pub fn run_recording_opts(
     r.timeline = opts.sample_ms.map(|ms| uapi::Timeline { interval_ms: ms, samples: timeline });
     r.settings = settings.knob_map();
     counters_into(&mut r, &counters);
-    let census: Vec<mm::debug::CensusReport> = images.iter().map(|i| i.census.clone()).collect();
+    // The census is taken at each process's exit: an image an execve replaced is gone by then.
+    let census: Vec<mm::debug::CensusReport> = images.iter().filter(|i| !i.replaced).map(|i| i.census.clone()).collect();
     census_into(&mut r, &census);
     r.process.minflt = minflt;
     let fallbacks: Vec<_> = images.iter().map(|i| i.fallbacks).collect();
@@ -859,7 +860,9 @@ pub fn run_recording_opts(
     let mut explain = opts.explain.map(|_| uapi::Explain::default());
     for i in &images {
         views::add_peak(&mut peak, &i.peak);
-        r.vmas.extend(i.vmas.iter().cloned());
+        if !i.replaced {
+            r.vmas.extend(i.vmas.iter().cloned());
+        }
         if let (Some(x), Some(log)) = (explain.as_mut(), &i.explain) {
             views::add_explain(x, log, Some(i.pid));
         }
@@ -876,6 +879,7 @@ pub fn run_recording_opts(
                 image: i.image,
                 exe: i.exe.clone(),
                 exec_snapshot: i.exec_snapshot,
+                replaced: i.replaced,
                 modelled_faults: i.minflt,
                 rss_bytes: one.process.rss_bytes,
                 anon_huge_bytes: one.process.anon_huge_bytes,

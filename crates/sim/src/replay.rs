@@ -29,7 +29,8 @@
 //! fork shared copies it) and which folio size it gets; faults elsewhere (file mappings, the
 //! vDSO, CLONE_VM children before their execve) do not depend on the anonymous THP settings and
 //! count as recorded ("passthrough"). The census is of anonymous memory, taken at each
-//! process's exit_group, before teardown.
+//! process's exit_group, before teardown; an image that a later execve replaced is not in it
+//! (its memory is gone by the process's exit).
 //!
 //! Kernel sources for the syscall semantics: `mm/mmap.c` (MAP_FIXED replaces), `mm/mremap.c`,
 //! `mm/madvise.c`, `mm/mmap.c: brk`, `mm/mmap.c: expand_downwards` (stack growth),
@@ -233,7 +234,8 @@ struct Proc {
     passthrough: u64,
     exited: bool,
     /// Faults before this time happen inside execve (bss clearing, the loader's mappings):
-    /// the program's own count starts after exec, as minflt measured from the exec does.
+    /// the program's own count starts after its first execve, as minflt measured from that
+    /// exec does; a later execve's, and a descendant's, count as recorded.
     exec_until_ns: u64,
     /// An exec snapshot that came before the record of its execve (time, maps): applied to the
     /// image that execve makes.
@@ -383,9 +385,9 @@ impl<'a> Replay<'a> {
         SimError { source_name: self.source.clone(), line: 0, message, record: None }
     }
 
-    /// Fold a finished image (exit or exec) into the totals, with its census, folio map and
-    /// peak, taken before teardown.
-    fn retire(&mut self, img: Image) {
+    /// Fold a finished image (exit, or exec when `replaced`) into the totals, with its census,
+    /// folio map and peak, taken before teardown.
+    fn retire(&mut self, img: Image, replaced: bool) {
         self.m.switch_mm(img.mm);
         let census = self.m.census_of_all();
         let vmas = crate::views::vma_maps(&self.m, Some(img.pid));
@@ -411,6 +413,7 @@ impl<'a> Replay<'a> {
             image: img.ordinal,
             exe: img.exe,
             exec_snapshot: img.exec_snapshot,
+            replaced,
             minflt,
             census,
             vmas,
@@ -541,13 +544,21 @@ impl<'a> Replay<'a> {
                     }
                 }
             }
-            EventBody::Fault { addr, error_code } => {
-                if self.procs.get(&e.pid).is_some_and(|p| e.time_ns < p.exec_until_ns) {
+            EventBody::Fault { addr, error_code } => match self.procs.get_mut(&e.pid) {
+                Some(p) if e.time_ns < p.exec_until_ns => {
+                    // Inside execve, before its snapshot (bss clearing, the loader's pages):
+                    // the task's own faults (mm/memory.c: mm_account_fault). Only the program's
+                    // first execve is before its count starts (the recording and the live
+                    // baseline start there); the others' count as recorded.
                     self.stats.exec_faults += 1;
-                } else {
-                    self.fault(e.pid, *addr, *error_code);
+                    if !p.image.as_ref().is_some_and(|i| i.ordinal == 0) {
+                        p.passthrough += 1;
+                        self.stats.recorded_faults += 1;
+                        self.stats.passthrough_faults += 1;
+                    }
                 }
-            }
+                _ => self.fault(e.pid, *addr, *error_code),
+            },
             EventBody::ExecMaps(entries) => {
                 let Some(p) = self.procs.get_mut(&e.pid) else { return Ok(()) };
                 if p.image.as_ref().is_some_and(|i| i.from_exec && !i.exec_snapshot) {
@@ -611,9 +622,14 @@ impl<'a> Replay<'a> {
                 img.stack = Some((m.start, m.end));
                 // execve copies argv, envp and auxv to the top of the new stack through
                 // get_user_pages (no fault is recorded); the model takes that as one page.
+                // GUP faults count in the task's min_flt (mm/memory.c: mm_account_fault with
+                // regs NULL): the image's, except in the program's first execve, before its
+                // count starts.
                 let before = self.m.stats().minflt;
                 self.m.step_current(Step::Access { addr: m.end - PAGE_SIZE, write: true });
-                img.populate_faults += self.m.stats().minflt - before;
+                if img.ordinal == 0 {
+                    img.populate_faults += self.m.stats().minflt - before;
+                }
             }
             if m.path == b"[heap]" {
                 self.m.step_current(Step::SetLayout { mmap_base: None, brk: Some((m.start, m.end)) });
@@ -692,7 +708,7 @@ impl<'a> Replay<'a> {
         }
         p.exited = true;
         if let Some(img) = p.image.take() {
-            self.retire(img);
+            self.retire(img, false);
         }
     }
 
@@ -745,7 +761,7 @@ impl<'a> Replay<'a> {
                 self.procs.entry(pid).or_default().exec_until_ns = time_ns + duration_ns;
                 let old = self.procs.entry(pid).or_default().image.take();
                 if let Some(img) = old {
-                    self.retire(img);
+                    self.retire(img, true);
                 }
                 let img = self.new_image(pid, String::new());
                 let p = self.procs.get_mut(&pid).expect("inserted");
@@ -1301,9 +1317,13 @@ pub struct ImageResult {
     /// Its layout (stack, heap, ELF and loader mappings, mmap_base) came from an exec snapshot
     /// (a forked image: its parent's did).
     pub exec_snapshot: bool,
+    /// An execve replaced it: its memory was gone before the process's exit, where the census
+    /// is taken (a live run cannot see it either: `live::program`), so the run's census, Rss
+    /// and `vmas` leave it out.
+    pub replaced: bool,
     /// Faults the model took for it (without passthrough faults).
     pub minflt: u64,
-    /// The census at its exit, before teardown.
+    /// The census at its end (exit or execve), before teardown.
     pub census: CensusReport,
     pub vmas: Vec<uapi::VmaMap>,
     pub peak: uapi::Peak,

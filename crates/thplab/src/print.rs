@@ -250,7 +250,7 @@ fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
         return Ok(());
     }
     writeln!(out)?;
-    writeln!(out, "per process (model: faults it took in memory the model backs, Rss and folios at its exit; snapshot: its stack, heap, ELF and loader mappings from the exec snapshot)")?;
+    writeln!(out, "per process (model: faults it took in memory the model backs, Rss and folios at its exit, or at the execve that replaced it (marked *: not in the census); snapshot: its stack, heap, ELF and loader mappings from the exec snapshot)")?;
     writeln!(out, "  {:>8} {:>5} {:>8} {:>10} {:>12} {:>12}  {:<40} exe", "pid", "image", "snapshot", "faults", "Rss", "VmHWM", "folios")?;
     for p in procs {
         let mut folios: Vec<(&String, &u64)> = p.folios.iter().collect();
@@ -261,7 +261,7 @@ fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
             out,
             "  {:>8} {:>5} {:>8} {:>10} {:>12} {:>12}  {:<40} {}",
             p.pid,
-            p.image,
+            format!("{}{}", p.image, if p.replaced { "*" } else { "" }),
             if p.exec_snapshot { "yes" } else { "no" },
             p.modelled_faults,
             kb(p.rss_bytes),

@@ -257,7 +257,9 @@ pub struct ReplayReport {
     /// Recorded faults in modelled memory that the model could not resolve (SIGSEGV/SIGBUS in
     /// the model): counted as recorded; they point at a model gap.
     pub unresolved_faults: u64,
-    /// Faults taken inside execve, before the program's own count starts.
+    /// Recorded faults inside execve, before its exec snapshot: the program's first execve's
+    /// are before its count starts; any other execve's count as recorded (in
+    /// `passthrough_faults`).
     pub exec_faults: u64,
     /// Events the recorder lost (trace buffer overruns).
     pub lost_events: u64,
@@ -344,6 +346,10 @@ pub struct ReplayProcess {
     /// parent's), so its stack, heap and ELF mappings are the model's from the start.
     #[serde(default)]
     pub exec_snapshot: bool,
+    /// A later execve of its process replaced it: its Rss and census are at that execve, and
+    /// the run's census (taken at each process's exit) leaves it out.
+    #[serde(default)]
+    pub replaced: bool,
     /// Faults the model took in memory it backs.
     pub modelled_faults: u64,
     /// Rss and AnonHugePages of its modelled memory at exit.
@@ -482,7 +488,8 @@ pub struct ProgramProcess {
     /// The executable after its first exec (empty if it never exec'd).
     pub exe: String,
     pub execs: u32,
-    /// minflt at its first exec event (0: never exec'd, counted from the fork).
+    /// The program's minflt at its first exec event; 0 for a descendant (counted from its
+    /// creation, as the recording follows it).
     pub minflt_base: u64,
     /// minflt at its exit event (None: no exit snapshot).
     pub minflt_exit: Option<u64>,
