@@ -75,6 +75,55 @@ pub struct ChasePoint {
     pub anon_huge_bytes: u64,
     /// anon_fault_alloc deltas per mTHP size during the setup, `hugepages-<N>kB` → count.
     pub mthp_faults: Vec<(String, u64)>,
+    /// The buffer's 4 KiB pages, and the distinct 32 KiB-aligned blocks of guest-physical
+    /// memory their frames lie in (/proc/self/pagemap): the host page-table lines a nested
+    /// walk of the chase reads (8 host PTEs a line). `pages / 8` when the frames are
+    /// consecutive, `pages` when each lies alone.
+    pub pages: u64,
+    pub host_pte_lines: u64,
+}
+
+impl ChasePoint {
+    /// How scattered the frames are: 0 when consecutive (pages / 8 lines), 1 when each is
+    /// alone in its line (the model's `--order0-scatter`).
+    pub fn scatter(&self) -> f64 {
+        let least = self.pages.div_ceil(8) as f64;
+        if self.pages as f64 <= least {
+            return 0.0;
+        }
+        ((self.host_pte_lines as f64 - least) / (self.pages as f64 - least)).clamp(0.0, 1.0)
+    }
+}
+
+/// Distinct `pfn >> 3` of the frames mapping `[base, base + len)` (present pages only), and
+/// the pages present, from /proc/self/pagemap (PFNs need CAP_SYS_ADMIN; 0 lines without).
+fn frame_lines(base: usize, len: usize) -> (u64, u64) {
+    use std::os::unix::fs::FileExt;
+    let Ok(f) = std::fs::File::open("/proc/self/pagemap") else { return (0, 0) };
+    let pages = len / 4096;
+    let mut lines = std::collections::HashSet::new();
+    let mut present = 0u64;
+    let mut buf = vec![0u8; 8 * 4096];
+    let mut i = 0;
+    while i < pages {
+        let n = (pages - i).min(4096);
+        let bytes = &mut buf[..8 * n];
+        if f.read_exact_at(bytes, ((base / 4096 + i) * 8) as u64).is_err() {
+            break;
+        }
+        for e in bytes.chunks_exact(8) {
+            let v = u64::from_le_bytes(e.try_into().expect("8 bytes"));
+            if v >> 63 == 1 {
+                present += 1;
+                let pfn = v & ((1 << 55) - 1);
+                if pfn != 0 {
+                    lines.insert(pfn >> 3);
+                }
+            }
+        }
+        i += n;
+    }
+    (present, lines.len() as u64)
 }
 
 /// The `hugepages-<N>kB` sizes of the live tree that have an anonymous `enabled` knob, in KiB
@@ -146,9 +195,9 @@ pub fn run_chase(bytes: u64, page: ChasePage, accesses: u64, seed: u64) -> Resul
     let result = chase_in_mapping(bytes, accesses, seed);
     let after = anon_fault_allocs(&paths, &sizes);
     guard.restore()?;
-    let (ns, huge) = result?;
+    let (ns, huge, (pages, host_pte_lines)) = result?;
     let mthp_faults = before.into_iter().zip(after).map(|((k, b), (_, a))| (k, a.saturating_sub(b))).filter(|(_, d)| *d > 0).collect();
-    Ok(ChasePoint { page: page.name(), bytes, accesses, ns_per_access: ns, anon_huge_bytes: huge, mthp_faults })
+    Ok(ChasePoint { page: page.name(), bytes, accesses, ns_per_access: ns, anon_huge_bytes: huge, mthp_faults, pages, host_pte_lines })
 }
 
 const ALIGN: usize = 2 << 20;
@@ -161,8 +210,9 @@ fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Maps, links, chases and unmaps; returns ns per access and AnonHugePages.
-fn chase_in_mapping(bytes: u64, accesses: u64, seed: u64) -> Result<(f64, u64)> {
+/// Maps, links, chases and unmaps; returns ns per access, AnonHugePages and the frames'
+/// (pages, host PTE lines).
+fn chase_in_mapping(bytes: u64, accesses: u64, seed: u64) -> Result<(f64, u64, (u64, u64))> {
     let len = bytes as usize;
     // SAFETY: an anonymous private mapping; every access below stays inside [base, base+len),
     // and it is unmapped before returning.
@@ -193,6 +243,7 @@ fn chase_in_mapping(bytes: u64, accesses: u64, seed: u64) -> Result<(f64, u64)> 
             cur = std::ptr::read_volatile(cur as *const usize);
         }
         let huge = anon_huge_bytes();
+        let frames = frame_lines(base, len);
         // Five slices, each timed by this thread's CPU clock (time while descheduled on a busy
         // machine is not counted); the fastest slice is the figure.
         let slice = (accesses / 5).max(1);
@@ -209,7 +260,7 @@ fn chase_in_mapping(bytes: u64, accesses: u64, seed: u64) -> Result<(f64, u64)> 
             done += n;
         }
         std::hint::black_box(cur);
-        (best, huge)
+        (best, huge, frames)
     };
     // SAFETY: the mapping made above.
     unsafe { libc::munmap(raw, len + ALIGN) };

@@ -8,7 +8,7 @@
 //! range accessed in the region; it is for dependent accesses (a chase) and ignores overlap.
 
 use mm::Access;
-use tlb::{CpuPreset, PageSize, Paging, Tlb, TlbStats, Translation};
+use tlb::{CpuPreset, HostLines, PageSize, Paging, Tlb, TlbStats, Translation};
 use uapi::{AccessCounts, AccessReport};
 use workload::{AccessPlan, AccessStream, Workload};
 
@@ -16,18 +16,22 @@ use crate::{Sim, SimError};
 
 pub(crate) struct TlbRun {
     tlb: Tlb,
-    /// Per region: counts, writes, footprint.
-    regions: Vec<(TlbStats, u64, u64)>,
+    /// Per region: counts, writes, footprint, and under nested paging the host entry lines of
+    /// the largest range accessed.
+    regions: Vec<(TlbStats, u64, u64, Option<HostLines>)>,
+    /// `--order0-scatter`: how scattered base pages' frames are, 0 (as the model allocates
+    /// them) to 1 (each in a host PTE line of its own).
+    order0_scatter: f64,
 }
 
 impl TlbRun {
-    pub(crate) fn new(cpu: &'static CpuPreset, paging: Paging, regions: usize) -> Self {
-        TlbRun { tlb: Tlb::new(cpu, paging), regions: vec![(TlbStats::default(), 0, 0); regions] }
+    pub(crate) fn new(cpu: &'static CpuPreset, paging: Paging, regions: usize, order0_scatter: f64) -> Self {
+        TlbRun { tlb: Tlb::new(cpu, paging), regions: vec![(TlbStats::default(), 0, 0, None); regions], order0_scatter }
     }
 
-    fn counts(&self, name: &str, s: &TlbStats, writes: u64, footprint: u64) -> AccessCounts {
+    fn counts(&self, name: &str, s: &TlbStats, writes: u64, footprint: u64, host: Option<HostLines>) -> AccessCounts {
         let p = self.tlb.preset();
-        let e = tlb::cost::estimate(p, s, tlb::Footprint { bytes: footprint });
+        let e = tlb::cost::estimate(p, s, tlb::Footprint { bytes: footprint }, host);
         AccessCounts {
             region: name.to_string(),
             accesses: s.accesses,
@@ -54,11 +58,11 @@ impl TlbRun {
         let mut regions = Vec::new();
         let mut total = AccessCounts { region: "total".into(), ..Default::default() };
         let mut all = TlbStats::default();
-        for (i, (s, writes, fp)) in self.regions.iter().enumerate() {
+        for (i, (s, writes, fp, host)) in self.regions.iter().enumerate() {
             if s.accesses == 0 {
                 continue;
             }
-            let c = self.counts(&w.regions[i].name, s, *writes, *fp);
+            let c = self.counts(&w.regions[i].name, s, *writes, *fp, *host);
             all.add(s);
             total.writes += c.writes;
             total.data_cycles += c.data_cycles;
@@ -68,7 +72,7 @@ impl TlbRun {
             regions.push(c);
         }
         let flushed = self.tlb.stats().flushed;
-        let t = self.counts("total", &all, total.writes, 0);
+        let t = self.counts("total", &all, total.writes, 0, None);
         total = AccessCounts {
             data_cycles: total.data_cycles,
             translation_cycles: total.translation_cycles,
@@ -80,6 +84,39 @@ impl TlbRun {
         };
         AccessReport { cpu: p.name.into(), paging: self.tlb.paging().name().into(), ghz: p.ghz, regions, total }
     }
+}
+
+/// The host page-table entry lines (8 entries of 8 bytes a line) that the frames mapped in
+/// `[base, base + len)` use, per host level: a level-l entry maps 2^(39 - 9l) bytes of
+/// guest-physical memory, so a line covers frames `pfn >> (30 - 9l)`. Base pages (order-0
+/// folios) use the lines of their frames as the model allocated them, moved towards one line
+/// each by `scatter` (the model hands out consecutive frames, as a freshly booted machine
+/// does; a machine whose free lists have churned for hours hands out scattered ones, and so
+/// its base pages' host entries miss the caches: docs/tlb-model.md).
+pub(crate) fn host_lines(k: &mm::Kernel, base: u64, len: u64, scatter: f64) -> HostLines {
+    let mut sets: [std::collections::HashSet<u64>; 4] = Default::default();
+    let mut base_pages = std::collections::HashSet::new();
+    let mut n0 = 0u64;
+    let mut addr = base & !0xfff;
+    while addr < base + len {
+        if let Some(t) = k.translation(addr) {
+            let pfn = t.pfn as u64;
+            for (l, set) in sets.iter_mut().enumerate().take(3) {
+                set.insert(pfn >> (30 - 9 * l));
+            }
+            if t.folio_order == 0 && !t.pmd {
+                n0 += 1;
+                base_pages.insert(pfn >> 3);
+            } else {
+                sets[3].insert(pfn >> 3);
+            }
+        }
+        addr += 4096;
+    }
+    let mut lines: [u64; 4] = std::array::from_fn(|l| sets[l].len() as u64);
+    let d0 = base_pages.len() as u64;
+    lines[3] += d0 + (scatter * n0.saturating_sub(d0) as f64).round() as u64;
+    HostLines(lines)
 }
 
 /// The model's translation as the TLB model's input.
@@ -145,6 +182,10 @@ impl Sim<'_> {
         };
         r.0.add(&delta);
         r.1 += writes;
+        if rlen >= r.2 && matches!(run.tlb.paging(), Paging::Nested { .. }) {
+            let scatter = run.order0_scatter;
+            r.3 = Some(host_lines(&self.m, base, rlen, scatter));
+        }
         r.2 = r.2.max(rlen);
         Ok(())
     }

@@ -147,6 +147,10 @@ pub struct RunOptions<'a> {
     pub tlb: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
     /// `--sample MS`: the result's `timeline`, a sample every MS ms of simulated time.
     pub sample_ms: Option<u64>,
+    /// `--order0-scatter S`: under nested paging, how scattered the guest-physical frames of
+    /// base pages are for the TLB model's host walks (0: as the model allocates them; 1: each
+    /// in a host page-table line of its own, as on a machine that has run for hours).
+    pub order0_scatter: f64,
 }
 
 /// Run `workload` under `settings` on `machine`.
@@ -200,7 +204,7 @@ pub fn run_with(
     if has_access || opts.tlb.is_some() {
         let (cpu, paging) = opts.tlb.unwrap_or((&tlb::presets::ZEN4, tlb::Paging::Native));
         sim.m.kernel_mut().set_tlb_observer(true);
-        sim.tlb = Some(access::TlbRun::new(cpu, paging, workload.regions.len()));
+        sim.tlb = Some(access::TlbRun::new(cpu, paging, workload.regions.len(), opts.order0_scatter));
     }
     let mut i = 0;
     while i < workload.ops.len() {

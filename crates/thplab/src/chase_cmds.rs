@@ -25,6 +25,13 @@ pub struct ChaseArgs {
     /// The model's paging mode (this machine kind: a VM whose host backs guest memory with 4 KiB pages).
     #[arg(long, default_value = "nested-4k", value_parser = ["native", "nested-4k", "nested-2m", "nested-1g"])]
     paging: String,
+    /// How scattered the guest-physical frames of 4 KiB pages are, for the model's nested
+    /// walks (docs/tlb-model.md): `measured` (default: from /proc/self/pagemap of the live 4K
+    /// buffer of the same size; 1 with --model-only or without a 4K point), or a number from 0
+    /// (consecutive, as on a freshly booted machine) to 1 (each alone in its host page-table
+    /// line, as on a machine whose free lists have churned for hours).
+    #[arg(long, default_value = "measured", value_name = "S|measured")]
+    order0_scatter: String,
     /// The model only (no root needed).
     #[arg(long)]
     model_only: bool,
@@ -38,10 +45,12 @@ struct Row {
     page: String,
     live: Option<live::chase::ChasePoint>,
     model_ns: f64,
+    /// The scatter of base pages' frames the model used.
+    scatter: f64,
 }
 
 impl ChaseArgs {
-    fn model(&self, bytes: u64, page: live::chase::ChasePage, sizes: &[u32]) -> Result<f64> {
+    fn model(&self, bytes: u64, page: live::chase::ChasePage, sizes: &[u32], scatter: f64) -> Result<f64> {
         let mut s = ThpSettings::default();
         for a in page.assignments(sizes) {
             s.apply_assignment(&a)?;
@@ -54,7 +63,7 @@ impl ChaseArgs {
         machine.mem_bytes = machine.mem_bytes.max((bytes * 2).next_power_of_two());
         let cpu = tlb::presets::by_name(&self.cpu).expect("clap checked --cpu");
         let paging = tlb::Paging::parse(&self.paging).expect("clap checked --paging");
-        let mut opts = sim::RunOptions { tlb: Some((cpu, paging)), ..Default::default() };
+        let mut opts = sim::RunOptions { tlb: Some((cpu, paging)), order0_scatter: scatter, ..Default::default() };
         let (r, _) = sim::run_with(&w, &s, &machine, &mut opts)?;
         Ok(r.accesses.map(|a| a.total.ns_per_access).unwrap_or(0.0))
     }
@@ -78,11 +87,21 @@ impl ChaseArgs {
             eprintln!("thplab bench chase: {why}; printing the model only (--model-only)");
         }
         let tree = if live_ok { live::chase::tree_sizes(&paths) } else { vec![16, 32, 64, 128, 256, 512, 1024, 2048] };
+        let given_scatter = match self.order0_scatter.as_str() {
+            "measured" => None,
+            v => Some(v.parse::<f64>().ok().filter(|x| (0.0..=1.0).contains(x)).ok_or_else(|| anyhow::anyhow!("--order0-scatter: '{v}' is not a number from 0 to 1 or 'measured'"))?),
+        };
         let mut rows = Vec::new();
         for &bytes in &sizes_b {
+            // Live first: the 4K buffer's frames tell the model how scattered base pages are.
+            let mut lives = Vec::new();
             for &page in &pages {
-                let model_ns = self.model(bytes, page, &tree)?;
-                let live = if live_ok { Some(live::chase::run_chase(bytes, page, self.accesses, self.seed)?) } else { None };
+                lives.push(if live_ok { Some(live::chase::run_chase(bytes, page, self.accesses, self.seed)?) } else { None });
+            }
+            let measured = pages.iter().zip(&lives).find(|(p, _)| matches!(p, live::chase::ChasePage::Base)).and_then(|(_, l)| l.as_ref()).filter(|l| l.host_pte_lines > 0).map(|l| l.scatter());
+            let scatter = given_scatter.or(measured).unwrap_or(1.0);
+            for (&page, live) in pages.iter().zip(lives) {
+                let model_ns = self.model(bytes, page, &tree, scatter)?;
                 if !self.json {
                     eprintln!(
                         "  {} {:>4}: model {:.1} ns{}",
@@ -92,7 +111,7 @@ impl ChaseArgs {
                         live.as_ref().map(|l| format!(", live {:.1} ns", l.ns_per_access)).unwrap_or_default()
                     );
                 }
-                rows.push(Row { bytes, page: page.name(), live, model_ns });
+                rows.push(Row { bytes, page: page.name(), live, model_ns, scatter });
             }
         }
         self.print(&rows)?;
@@ -124,6 +143,9 @@ impl ChaseArgs {
                         "live_mthp_faults": r.live.as_ref().map(|l| l.mthp_faults.iter().cloned().collect::<std::collections::BTreeMap<_, _>>()),
                         "model_ratio": mr,
                         "live_ratio": lr,
+                        "model_order0_scatter": r.scatter,
+                        "live_pages": r.live.as_ref().map(|l| l.pages),
+                        "live_host_pte_lines": r.live.as_ref().map(|l| l.host_pte_lines),
                     })
                 })
                 .collect();
@@ -131,12 +153,15 @@ impl ChaseArgs {
             return Ok(());
         }
         println!("pointer chase, {} timed loads per point; model --cpu {} --paging {}; ratio = time per access / that of {}", self.accesses, self.cpu, self.paging, rows.first().map(|r| r.page.as_str()).unwrap_or("4K"));
-        println!("{:>6} {:>5} {:>10} {:>10} {:>11} {:>11} {:>9}  backing (live)", "size", "page", "live ns", "model ns", "live ratio", "model ratio", "error");
+        let scatters: Vec<String> = rows.iter().filter(|r| r.page == rows[0].page).map(|r| format!("{} {:.2}", mm_types::format_size(r.bytes), r.scatter)).collect();
+        println!("model --order0-scatter ({}): {}", self.order0_scatter, scatters.join(", "));
+        println!("{:>6} {:>5} {:>10} {:>10} {:>11} {:>11} {:>9}  backing (live); host PTE lines of the frames", "size", "page", "live ns", "model ns", "live ratio", "model ratio", "error");
         for (r, mr, lr) in out {
             let (ln, lr_s, err, backing) = match (&r.live, lr) {
                 (Some(l), Some(lr)) => {
                     let faults: Vec<String> = l.mthp_faults.iter().map(|(k, n)| format!("{k} {n}")).collect();
-                    (format!("{:.1}", l.ns_per_access), format!("{lr:.3}"), format!("{:+.1}%", (mr / lr - 1.0) * 100.0), format!("AnonHugePages {} MiB; {}", l.anon_huge_bytes >> 20, faults.join(", ")))
+                    let lines = format!("{} lines for {} pages (scatter {:.2})", l.host_pte_lines, l.pages, l.scatter());
+                    (format!("{:.1}", l.ns_per_access), format!("{lr:.3}"), format!("{:+.1}%", (mr / lr - 1.0) * 100.0), format!("AnonHugePages {} MiB; {}; {lines}", l.anon_huge_bytes >> 20, faults.join(", ")))
                 }
                 _ => ("-".into(), "-".into(), "-".into(), String::new()),
             };

@@ -29,7 +29,7 @@ pub mod presets;
 mod walk;
 
 pub use assoc::{Geometry, Replacement};
-pub use cost::{CacheLevel, Estimate, Footprint};
+pub use cost::{CacheLevel, Estimate, Footprint, HostLines};
 pub use presets::{CpuPreset, Isa, StructureSpec, PRESETS};
 
 /// The leaf level of a translation.
