@@ -78,6 +78,7 @@ fn opts(repeat: u32) -> ExecOptions {
         child_args: vec!["__exec".into()],
         repeat,
         progress: false,
+        sample: None,
     }
 }
 
