@@ -229,7 +229,8 @@ pub struct AgentArgs {
     /// may touch (repeatable).
     #[arg(long)]
     pub name: Vec<String>,
-    /// Print what it would collapse now and why (one pass), and change nothing.
+    /// Print every range it would collapse, best first, and why (one pass, within --max-collapses
+    /// and --memory; --rate and --cpu pace a real run only), and change nothing.
     #[arg(long)]
     pub dry_run: bool,
     /// Collapses per second at most (sustained; at most one second's worth saved up).
