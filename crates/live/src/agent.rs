@@ -287,6 +287,8 @@ pub fn run(
     let mut last_refill = Instant::now();
     let mut backoff: BTreeMap<i32, (Instant, Duration)> = BTreeMap::new();
     let mut times: Vec<Instant> = Vec::new();
+    // When every collapse began (failed ones too): no more than the rate in any second.
+    let mut starts: Vec<Instant> = Vec::new();
     let act = |t0: Instant, action: &str, c: Option<&Candidate>, pid: i32, comm: &str, reason: String| Action {
         t: t0.elapsed().as_secs_f64(),
         action: action.into(),
@@ -325,17 +327,24 @@ pub fn run(
             if backoff.get(&c.pid).is_some_and(|(until, _)| Instant::now() < *until) {
                 continue;
             }
-            let now = Instant::now();
-            tokens = (tokens + now.duration_since(last_refill).as_secs_f64() * budget.per_sec).min(cap);
-            last_refill = now;
-            if tokens < 1.0 {
-                break;
-            }
-            let cpu_used = own_cpu_ms() - cpu0;
-            let cpu_allowed = budget.cpu_fraction * t0.elapsed().as_secs_f64() * 1000.0 + 10.0;
-            if cpu_used > cpu_allowed {
-                log(&act(t0, "skip", Some(c), c.pid, &c.comm, format!("CPU budget: {cpu_used:.1} ms used of {cpu_allowed:.1} ms allowed so far")));
-                break;
+            // The rate and CPU budgets pace a real run; a dry run lists every range it would
+            // take, in order, within the other budgets (it spends neither: nothing is copied).
+            if !dry_run {
+                let now = Instant::now();
+                tokens = (tokens + now.duration_since(last_refill).as_secs_f64() * budget.per_sec).min(cap);
+                last_refill = now;
+                // A full bucket refilling at the rate would allow a burst of `cap` followed by
+                // more within the same second: count the starts of the last second as well.
+                let in_last_second = starts.iter().filter(|s| now.duration_since(**s) < Duration::from_secs(1)).count();
+                if tokens < 1.0 || (in_last_second + 1) as f64 > cap {
+                    break;
+                }
+                let cpu_used = own_cpu_ms() - cpu0;
+                let cpu_allowed = budget.cpu_fraction * t0.elapsed().as_secs_f64() * 1000.0 + 10.0;
+                if cpu_used > cpu_allowed {
+                    log(&act(t0, "skip", Some(c), c.pid, &c.comm, format!("CPU budget: {cpu_used:.1} ms used of {cpu_allowed:.1} ms allowed so far")));
+                    break;
+                }
             }
             if s.memory_added_bytes + c.adds_bytes > budget.memory_bytes {
                 log(&act(t0, "skip", Some(c), c.pid, &c.comm, format!("memory budget: would add {} bytes, {} of {} used", c.adds_bytes, s.memory_added_bytes, budget.memory_bytes)));
@@ -351,6 +360,7 @@ pub fn run(
             }
             let start = u64::from_str_radix(&c.start, 16).expect("hex");
             let t = Instant::now();
+            starts.push(t);
             let r = collapse(c.pid, start);
             let took = t.elapsed();
             let mut a = act(t0, "collapse", Some(c), c.pid, &c.comm, why);

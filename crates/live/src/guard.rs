@@ -102,12 +102,19 @@ impl SettingsGuard {
     /// Apply `settings` plus `extra` (knob path relative to the THP directory, value), such as
     /// [`NR_HUGEPAGES_2M`]; `extra` is written after the THP knobs and restored with them.
     pub fn apply_with_at(settings: &ThpSettings, extra: &[(String, String)], paths: &Paths) -> Result<SettingsGuard> {
+        SettingsGuard::apply_built_at(paths, extra, |_| Ok(settings.clone()))
+    }
+
+    /// Take the lock, then apply what `build` returns: `build` runs under the lock, after a
+    /// crashed run's journal was restored, so it may start from the knobs as they are then.
+    fn apply_built_at(paths: &Paths, extra: &[(String, String)], build: impl FnOnce(&Paths) -> Result<ThpSettings>) -> Result<SettingsGuard> {
         paths.check_available()?;
         let lock = take_lock(paths, true)?.ok_or_else(|| LiveError::Child("lock not taken".into()))?;
         // A crashed run whose lock is gone left its journal: put those values back first, or we
         // would record its values as the originals.
         let recovered = recover_locked(paths)?;
         write_pid(&lock, paths)?;
+        let settings = &build(paths)?;
 
         let mut changed = Vec::new();
         for (rel, value) in settings.knobs() {
@@ -534,24 +541,17 @@ fn recover_locked(paths: &Paths) -> Result<Option<String>> {
 /// Body of the hidden `thplab __hold ASSIGNMENT...` command (and of the test helper): apply the
 /// settings, print `held` on stdout, then sleep until killed. Tests SIGKILL it to leave a journal.
 pub fn hold_main(assignments: &[String]) -> ! {
-    let mut settings = match current_settings(&Paths::from_env()) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("thplab __hold: {e}");
-            std::process::exit(2);
-        }
-    };
-    for a in assignments {
-        if let Err(e) = settings.apply_assignment(a) {
-            eprintln!("thplab __hold: {e}");
-            std::process::exit(2);
-        }
+    let paths = Paths::from_env();
+    // Bad input fails at once (exit 2), without waiting for the lock.
+    if let Err(e) = with_assignments(&paths, assignments) {
+        eprintln!("thplab __hold: {e}");
+        std::process::exit(2);
     }
-    let guard = match SettingsGuard::apply(&settings) {
+    let guard = match hold_settings(assignments, &paths) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("thplab __hold: {e}");
-            std::process::exit(1);
+            std::process::exit(if matches!(e, LiveError::Parse { .. }) { 2 } else { 1 });
         }
     };
     println!("held {}", guard.changed().len());
@@ -559,6 +559,21 @@ pub fn hold_main(assignments: &[String]) -> ! {
     loop {
         std::thread::sleep(Duration::from_secs(3600));
     }
+}
+
+/// The knobs of the tree in `paths` as they are now, with `assignments` applied.
+fn with_assignments(paths: &Paths, assignments: &[String]) -> Result<ThpSettings> {
+    let mut settings = current_settings(paths)?;
+    for a in assignments {
+        settings.apply_assignment(a).map_err(|e| LiveError::Parse { path: a.clone(), message: e.to_string() })?;
+    }
+    Ok(settings)
+}
+
+/// `thplab __hold`'s guard: `assignments` on top of the knobs as they are once it has the lock
+/// (read before, they could be another guard's, which it would then hold as its own).
+pub fn hold_settings(assignments: &[String], paths: &Paths) -> Result<SettingsGuard> {
+    SettingsGuard::apply_built_at(paths, &[], |p| with_assignments(p, assignments))
 }
 
 /// The settings the tree in `paths` holds now (knobs this crate's [`ThpSettings`] does not know
@@ -596,6 +611,34 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    /// `__hold` waiting for the lock while another guard holds enabled=always: once it has the
+    /// lock it holds its own assignment on top of the knobs as they are then (the other guard
+    /// has restored enabled=madvise), not on top of the other guard's values read before.
+    #[test]
+    fn hold_applies_its_assignments_to_the_knobs_found_under_the_lock() {
+        let d = tmpdir("hold-race");
+        let paths = fake_tree(&d);
+        let mut s = ThpSettings::default();
+        s.set("enabled", "always").unwrap();
+        let other = SettingsGuard::apply_at(&s, &paths).unwrap();
+        assert_eq!(read_knob(&paths, "enabled").unwrap(), "always");
+        let p2 = paths.clone();
+        let waiter = std::thread::spawn(move || {
+            let g = hold_settings(&["hugepages-64kB/enabled=always".to_string()], &p2).unwrap();
+            let got = (read_knob(&p2, "enabled").unwrap(), read_knob(&p2, "hugepages-64kB/enabled").unwrap(), g.changed().len());
+            drop(g);
+            got
+        });
+        // Long enough for the waiter to read the knobs and block on the lock.
+        std::thread::sleep(Duration::from_millis(300));
+        drop(other);
+        let (enabled, k64, changed) = waiter.join().unwrap();
+        assert_eq!((enabled.as_str(), k64.as_str(), changed), ("madvise", "always", 1));
+        assert_eq!(read_knob(&paths, "enabled").unwrap(), "madvise");
+        assert_eq!(read_knob(&paths, "hugepages-64kB/enabled").unwrap(), "never");
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

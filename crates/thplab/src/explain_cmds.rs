@@ -30,12 +30,10 @@ fn parse_addr(s: &str) -> Result<u64> {
 impl ExplainArgs {
     pub fn run(&self) -> Result<u8> {
         let addr = self.addr.as_deref().map(parse_addr).transpose()?;
+        crate::live_cmds::require_observable("explain", self.pid)?;
         let report = match explain::explain_pid(self.pid, addr) {
             Ok(r) => r,
-            Err(live::LiveError::NoSuchProcess { pid }) => {
-                eprintln!("thplab explain: there is no process {pid}");
-                return Ok(1);
-            }
+            Err(live::LiveError::NoSuchProcess { pid }) => bail!("explain --pid {pid}: process {pid} exited before it could be explained"),
             Err(e) => return Err(e).with_context(|| format!("explaining process {}", self.pid)),
         };
         if let Some(a) = addr {

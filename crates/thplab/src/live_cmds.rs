@@ -102,21 +102,27 @@ pub struct HoldArgs {
     pub assignments: Vec<String>,
 }
 
+/// Refuse (bad input, exit 2) a pid that `verb` (observe, explain) cannot look at: none, a
+/// zombie or a kernel thread.
+pub fn require_observable(verb: &str, pid: i32) -> Result<()> {
+    match live::observable(pid) {
+        live::Observable::Yes => Ok(()),
+        live::Observable::Missing => anyhow::bail!("{verb} --pid {pid}: there is no process {pid}"),
+        live::Observable::Zombie(comm) => anyhow::bail!(
+            "{verb} --pid {pid}: process {pid} ({comm}) is a zombie: it has exited and its parent has not reaped it, so it has no memory to {verb}"
+        ),
+        live::Observable::KernelThread(comm) => {
+            anyhow::bail!("{verb} --pid {pid}: process {pid} ({comm}) is a kernel thread: it has no user address space to {verb}")
+        }
+    }
+}
+
 /// `thplab observe --pid PID [--json] [--interval MS]`: the folio census of every VMA of a
 /// process. Exit codes (README.md): 0 when it was observed (also when it exits between two
 /// samples: "process N exited"); 2 when the pid names no process with a user address space (no
 /// such process, a zombie, a kernel thread); 5 when this user may not read its pagemap.
 pub fn cmd_observe(pid: i32, json: bool, interval_ms: Option<u64>, budget_ms: Option<u64>) -> Result<i32> {
-    match live::observable(pid) {
-        live::Observable::Yes => {}
-        live::Observable::Missing => anyhow::bail!("observe --pid {pid}: there is no process {pid}"),
-        live::Observable::Zombie(comm) => anyhow::bail!(
-            "observe --pid {pid}: process {pid} ({comm}) is a zombie: it has exited and its parent has not reaped it, so it has no memory to observe"
-        ),
-        live::Observable::KernelThread(comm) => {
-            anyhow::bail!("observe --pid {pid}: process {pid} ({comm}) is a kernel thread: it has no user address space to observe")
-        }
-    }
+    require_observable("observe", pid)?;
     let mut first = true;
     loop {
         match live::observe::observe_with(pid, budget_ms.map(Duration::from_millis)) {
@@ -229,7 +235,8 @@ pub struct AgentArgs {
     /// may touch (repeatable).
     #[arg(long)]
     pub name: Vec<String>,
-    /// Print what it would collapse now and why (one pass), and change nothing.
+    /// Print every range it would collapse, best first, and why (one pass, within --max-collapses
+    /// and --memory; --rate and --cpu pace a real run only), and change nothing.
     #[arg(long)]
     pub dry_run: bool,
     /// Collapses per second at most (sustained; at most one second's worth saved up).

@@ -690,6 +690,51 @@ fn agent_collapses_within_its_budgets() {
     assert!(s.cpu_ms <= 0.5 * s.seconds * 1000.0 + 10.0 + 20.0, "{s:?}");
 }
 
+/// `thplab agent --dry-run` with the default budgets (1 collapse per second, 5 % of a CPU) lists
+/// every range it would collapse, A, B and C, not only the one a real run would take in its first
+/// second: the rate and CPU budgets pace a real run, and a one-pass dry run spends neither.
+#[test]
+fn agent_dry_run_lists_every_range_whatever_the_rate() {
+    require_live!();
+    let _s = serial();
+    let _k = KnobsUnchanged::new();
+    let guard = SettingsGuard::apply(&settings(&["enabled=never"])).unwrap();
+    let (mut child, pid, [a, b, c, _d]) = agent_target();
+    let allow = live::agent::Allowlist { pids: vec![pid], names: vec![] };
+    let mut log = Vec::new();
+    let s = live::agent::run(&allow, &live::agent::Budget::default(), true, std::time::Duration::from_millis(100), std::time::Duration::from_secs(5), || false, |x| log.push(x.clone())).unwrap();
+    drop(child.stdin.take());
+    child.wait().unwrap();
+    guard.restore().unwrap();
+    let mut listed: Vec<u64> = log.iter().filter(|x| x.action == "would_collapse").map(|x| u64::from_str_radix(x.start.as_deref().unwrap(), 16).unwrap()).collect();
+    listed.sort();
+    assert_eq!(listed, vec![a, b, c], "log: {log:#?}");
+    assert_eq!((s.would_collapse, s.collapses), (3, 0));
+}
+
+/// `--rate 2`: never more than 2 collapses begin within any second. A and B go at once (the
+/// bucket holds one second's worth); C, the third, has to wait until a second after the first,
+/// although the bucket refilling at 2/s would hold a token again after 0.5 s.
+#[test]
+fn agent_never_starts_more_collapses_in_a_second_than_its_rate() {
+    require_live!();
+    let _s = serial();
+    let _k = KnobsUnchanged::new();
+    let guard = SettingsGuard::apply(&settings(&["enabled=never"])).unwrap();
+    let (mut child, pid, [a, b, c, _d]) = agent_target();
+    let allow = live::agent::Allowlist { pids: vec![pid], names: vec![] };
+    let budget = live::agent::Budget { per_sec: 2.0, total: Some(3), cpu_fraction: 0.5, ..Default::default() };
+    let mut log = Vec::new();
+    let s = live::agent::run(&allow, &budget, false, std::time::Duration::from_millis(200), std::time::Duration::from_millis(3500), || false, |x| log.push(x.clone())).unwrap();
+    let pmd_after = [a, b, c].map(|x| pmd_kb_at(pid, x));
+    drop(child.stdin.take());
+    child.wait().unwrap();
+    guard.restore().unwrap();
+    assert_eq!(s.collapses, 3, "log: {log:#?}");
+    assert!(s.max_collapses_in_a_second <= 2, "{s:?}, log: {log:#?}");
+    assert_eq!(pmd_after, [2048, 2048, 2048], "the census after the run");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Census reads (issue #13 item 6): the sparse kpageflags reads give the census that reading
 // every PFN's flags gives.

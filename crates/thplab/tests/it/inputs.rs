@@ -351,6 +351,31 @@ fn observe_says_why_a_pid_cannot_be_observed() {
     assert!(r.stderr.starts_with("error: invalid value '0' for '--interval <MS>': 0 ms would sample without pause; give at least 1 (ms), such as 1000"), "{}", r.stderr);
 }
 
+/// `explain` refuses the pids `observe` refuses, with the same exit code (2, bad input), the
+/// same reasons, and the thplab-error/1 object on stdout with --json; it used to exit 1 with
+/// "there is no process" for a kernel thread too, and print nothing with --json.
+#[test]
+fn explain_says_why_a_pid_cannot_be_explained() {
+    let mut c = Command::new("true").spawn().unwrap();
+    let gone = c.id();
+    c.wait().unwrap();
+    let r = thplab(&["explain", "--pid", &gone.to_string()]);
+    r.fails(2);
+    assert_eq!(r.stderr, format!("thplab: explain --pid {gone}: there is no process {gone}\n"));
+    let r = thplab(&["explain", "--pid", &gone.to_string(), "--json"]);
+    r.fails(2);
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {:?}", r.stdout));
+    assert_eq!((v["schema"].as_str(), v["exit_code"].as_i64(), v["kind"].as_str()), (Some("thplab-error/1"), Some(2), Some("bad_input")), "{v}");
+    let comm2 = std::fs::read_to_string("/proc/2/comm").unwrap_or_default();
+    if comm2.trim() == "kthreadd" {
+        let r = thplab(&["explain", "--pid", "2"]);
+        r.fails(2);
+        assert_eq!(r.stderr, "thplab: explain --pid 2: process 2 (kthreadd) is a kernel thread: it has no user address space to explain\n");
+    } else {
+        eprintln!("kernel-thread case skipped: pid 2 is not kthreadd here");
+    }
+}
+
 #[test]
 fn observe_ends_cleanly_when_the_process_exits_between_samples() {
     if let Some(why) = crate::skip_reason() {
