@@ -190,3 +190,28 @@ impl Sim<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{run_with, MachineConfig, RunOptions};
+
+    /// 1 MiB written as 256 base pages on a fresh simulated machine: consecutive frames, 8 to a
+    /// host PTE line, starting off a line boundary here, 33 lines; each alone (scatter 1): 256;
+    /// half-way: 33 + 223 / 2 (rounded: 112). The upper
+    /// levels follow the frames (all in one 16 MiB / 8 GiB / 4 TiB block here, as the
+    /// machine is small). As 64 KiB folios the frames are consecutive whatever the scatter.
+    #[test]
+    fn host_lines_of_base_pages_follow_the_scatter() {
+        let w = workload::parse("t", "mmap a 1M align=1M\ntouch a write\n").unwrap();
+        let m = MachineConfig { mem_bytes: 64 << 20, min_free_kbytes: 1024, ..MachineConfig::default() };
+        let (r, k) = run_with(&w, &uapi::ThpSettings::default(), &m, &mut RunOptions::default()).unwrap();
+        let a = r.regions[0].start;
+        assert_eq!(super::host_lines(&k, a, 1 << 20, 0.0).0, [1, 1, 1, 33]);
+        assert_eq!(super::host_lines(&k, a, 1 << 20, 1.0).0, [1, 1, 1, 256]);
+        assert_eq!(super::host_lines(&k, a, 1 << 20, 0.5).0, [1, 1, 1, 145]);
+        let mut s = uapi::ThpSettings::default();
+        s.apply_assignment("hugepages-64kB/enabled=always").unwrap();
+        let (r, k) = run_with(&w, &s, &m, &mut RunOptions::default()).unwrap();
+        assert_eq!(super::host_lines(&k, r.regions[0].start, 1 << 20, 1.0).0, [1, 1, 1, 32]);
+    }
+}

@@ -411,6 +411,12 @@ struct SimArgs {
     /// 1 GiB pages (two-dimensional walks; TLB entries of min(guest, host) size).
     #[arg(long, value_name = "MODE", default_value = "native", value_parser = ["native", "nested-4k", "nested-2m", "nested-1g"])]
     paging: String,
+    /// Nested paging: how scattered the guest-physical frames of base pages are for the host
+    /// walks' caching, from 0 (as the model allocates them: consecutive, as on a freshly
+    /// booted machine) to 1 (each in a host page-table line of its own, as on a machine whose
+    /// free lists have churned); `thplab bench chase` measures it (docs/tlb-model.md).
+    #[arg(long, value_name = "S", default_value_t = 0.0, value_parser = scatter_arg)]
+    order0_scatter: f64,
     /// For a damaged recording: replay the records before the damage (the reader names its
     /// byte offset) and say what was lost, instead of refusing the file.
     #[arg(long)]
@@ -561,6 +567,10 @@ fn run_sim_explained(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineCo
     run_sim_tlb(w, s, m, check, progress, explain, &SimExtras::default())
 }
 
+fn scatter_arg(v: &str) -> std::result::Result<f64, String> {
+    v.parse::<f64>().ok().filter(|x| (0.0..=1.0).contains(x)).ok_or_else(|| format!("'{v}' is not a number from 0 to 1"))
+}
+
 /// What a workload's model run may have besides its settings and machine.
 #[derive(Clone, Copy, Default)]
 pub struct SimExtras<'a> {
@@ -570,6 +580,8 @@ pub struct SimExtras<'a> {
     pub costs: Option<&'a uapi::profile::FaultCosts>,
     /// `--sample MS`.
     pub sample_ms: Option<u64>,
+    /// `--order0-scatter S`.
+    pub order0_scatter: f64,
 }
 
 fn run_sim_tlb(
@@ -590,6 +602,7 @@ fn run_sim_tlb(
         tlb: x.tlb,
         costs: x.costs.cloned(),
         sample_ms: x.sample_ms,
+        order0_scatter: x.order0_scatter,
         ..Default::default()
     };
     let (r, _) = sim::run_with(w, s, m, &mut opts)?;
@@ -733,7 +746,7 @@ fn sim_one(
         SimInput::Workload(w) => {
             let cpu = tlb::presets::by_name(&a.cpu).expect("clap checked --cpu");
             let paging = tlb::Paging::parse(&a.paging).expect("clap checked --paging");
-            run_sim_tlb(w, settings, machine, a.check, progress, explain, &SimExtras { tlb: Some((cpu, paging)), costs, sample_ms: a.sample })?
+            run_sim_tlb(w, settings, machine, a.check, progress, explain, &SimExtras { tlb: Some((cpu, paging)), costs, sample_ms: a.sample, order0_scatter: a.order0_scatter })?
         }
     };
     // A workload's steps are priced as they run (sim::driver); a recording's time is still

@@ -1,13 +1,18 @@
 //! Time estimate of a stream of dependent accesses from `TlbStats` and a preset's latencies.
 //!
 //! An access costs its data read plus its translation: an L2 hit costs `l2_hit_cycles`, a walk
-//! `walk_cycles` plus each entry it read. Where a read is served from follows a reuse-distance
-//! heuristic (the model's own, not a kernel or vendor fact): with a random stream over F bytes,
-//! the data line is served by the smallest cache of at least F bytes (else memory), and a
-//! page-table line at a level whose entries map 2^s bytes (8 entries per 64-byte line) comes back
-//! after F / (8·2^s) accesses, each bringing about two lines (data and one table line), so it is
-//! served by the smallest cache of at least F / (8·2^s) · 128 bytes. Independent accesses would
-//! overlap (memory-level parallelism); this estimate is for dependent ones (a pointer chase).
+//! `walk_cycles` plus each entry it read. Where a read is served from is the model's own
+//! estimate (not a kernel or vendor fact): the cache hierarchy is an inclusive set of LRU caches
+//! shared by the stream's kinds of lines, each kind a set of distinct 64-byte lines referenced
+//! uniformly at random at its own rate per access: the data (footprint / 64 lines, once per
+//! access), and the page-table lines of each guest and host level (entries of a level that map
+//! 2^s bytes, 8 to a line: footprint / 2^s / 8 lines; a host level's from [`HostLines`], where
+//! the guest-physical frames lie; referenced as often as the walks read that level). For a
+//! cache of C lines, Che's approximation gives the characteristic time T (in accesses) with
+//! Σ lines·(1 − e^(−rate·T/lines)) = C, and a line of a kind is in the cache with probability
+//! 1 − e^(−rate·T/lines); a read costs the latency of the smallest cache that holds it, or
+//! memory. Independent accesses would overlap (memory-level parallelism); this estimate is for
+//! dependent ones (a pointer chase).
 
 use crate::{CpuPreset, TlbStats};
 
@@ -27,42 +32,84 @@ pub struct Estimate {
     pub ns: f64,
 }
 
-/// Cycles of one read of a line whose reuse distance is `bytes`.
-pub fn latency_cycles(p: &CpuPreset, bytes: u64) -> f64 {
-    for c in p.caches {
-        if bytes <= c.bytes {
-            return c.cycles;
-        }
-    }
-    p.dram_ns * p.ghz
-}
-
-/// Reuse distance of a table line at `level` (0 = PML4 .. 3 = PTE) for footprint `f`.
-fn table_reuse_bytes(f: u64, level: usize) -> u64 {
-    let entry_shift = 39 - 9 * level as u32;
-    let lines = (f >> entry_shift) / 8;
-    lines.max(1) * 128
-}
-
 /// Under nested paging, the distinct 64-byte lines of host page-table entries (8 entries a
 /// line) that the stream's guest-physical frames use, per host level (0 = PML4 .. 3 = PTE).
-/// A host entry line comes back after as many accesses as there are such lines, so it is
-/// served from the cache that holds that many lines × 128 bytes (as `table_reuse_bytes`).
 /// Frames that lie together in guest-physical memory (a large folio, or base pages of a
 /// freshly booted machine) share host lines; base pages of a machine whose free lists have
 /// been churned for hours each use one of their own (docs/tlb-model.md).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HostLines(pub [u64; 4]);
 
+/// One kind of line: `lines` distinct lines, read `rate` times per access.
+#[derive(Clone, Copy, Debug)]
+struct Kind {
+    lines: f64,
+    rate: f64,
+}
+
+/// Che's characteristic time of an LRU cache of `cap` lines under `kinds` (infinite when they
+/// all fit).
+fn characteristic_time(kinds: &[Kind], cap: f64) -> f64 {
+    let live: Vec<Kind> = kinds.iter().copied().filter(|k| k.rate > 0.0).collect();
+    if live.iter().map(|k| k.lines).sum::<f64>() <= cap {
+        return f64::INFINITY;
+    }
+    let held = |t: f64| live.iter().map(|k| k.lines * (1.0 - (-k.rate * t / k.lines).exp())).sum::<f64>();
+    let (mut lo, mut hi) = (0.0, 1.0);
+    while held(hi) < cap {
+        hi *= 2.0;
+    }
+    for _ in 0..64 {
+        let mid = 0.5 * (lo + hi);
+        if held(mid) < cap {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    hi
+}
+
+/// Mean cycles of one read of a line of `kinds[i]`.
+fn read_cycles(p: &CpuPreset, kinds: &[Kind], i: usize) -> f64 {
+    let k = kinds[i];
+    let (mut held_before, mut cycles) = (0.0, 0.0);
+    for c in p.caches {
+        let t = characteristic_time(kinds, c.bytes as f64 / 64.0);
+        let held = if t.is_infinite() { 1.0 } else { (1.0 - (-k.rate * t / k.lines).exp()).max(held_before) };
+        cycles += (held - held_before) * c.cycles;
+        held_before = held;
+    }
+    cycles + (1.0 - held_before) * p.dram_ns * p.ghz
+}
+
+/// Distinct lines of the table entries at `level` (0 = PML4 .. 3 = PTE) for footprint `f`.
+fn table_lines(f: u64, level: usize) -> u64 {
+    let entry_shift = 39 - 9 * level as u32;
+    ((f >> entry_shift) / 8).max(1)
+}
+
 /// The estimate for `stats` over a stream whose footprint is `f`; `host`: where its host
 /// entries lie (without it, as densely as the guest's: the footprint's).
 pub fn estimate(p: &CpuPreset, stats: &TlbStats, f: Footprint, host: Option<HostLines>) -> Estimate {
-    let data = stats.accesses as f64 * latency_cycles(p, f.bytes);
+    let n = stats.accesses.max(1) as f64;
+    let mut kinds = vec![Kind { lines: (f.bytes / 64).max(1) as f64, rate: 1.0 }];
+    for l in 0..4 {
+        kinds.push(Kind { lines: table_lines(f.bytes, l) as f64, rate: stats.guest_refs[l] as f64 / n });
+    }
+    for l in 0..4 {
+        let lines = host.map_or(table_lines(f.bytes, l), |h| h.0[l].max(1));
+        kinds.push(Kind { lines: lines as f64, rate: stats.host_refs[l] as f64 / n });
+    }
+    let data = stats.accesses as f64 * read_cycles(p, &kinds, 0);
     let mut tr = stats.l2_hits as f64 * p.l2_hit_cycles + stats.walks as f64 * p.walk_cycles;
     for l in 0..4 {
-        let guest = latency_cycles(p, table_reuse_bytes(f.bytes, l));
-        let host_lat = host.map_or(guest, |h| latency_cycles(p, h.0[l].max(1) * 128));
-        tr += stats.guest_refs[l] as f64 * guest + stats.host_refs[l] as f64 * host_lat;
+        if stats.guest_refs[l] > 0 {
+            tr += stats.guest_refs[l] as f64 * read_cycles(p, &kinds, 1 + l);
+        }
+        if stats.host_refs[l] > 0 {
+            tr += stats.host_refs[l] as f64 * read_cycles(p, &kinds, 5 + l);
+        }
     }
     let cycles = data + tr;
     Estimate { data_cycles: data, translation_cycles: tr, cycles, ns: cycles / p.ghz }
@@ -73,38 +120,41 @@ mod tests {
     use super::*;
     use crate::presets::ZEN4;
 
-    #[test]
-    fn latencies_by_footprint() {
-        // 16 KiB fits L1D (4 cycles); 2 GiB goes to memory: 110 ns × 2.6 GHz = 286 cycles.
-        assert_eq!(latency_cycles(&ZEN4, 16 << 10), 4.0);
-        assert_eq!(latency_cycles(&ZEN4, 2 << 30), 286.0);
-        // PTE lines of a 2 GiB stream: 2^31 / 2^12 / 8 = 65536 lines × 128 = 8 MiB: more than
-        // the 4 MiB L3 share, so memory (286); those of 256 MiB: 1 MiB, the L2 (14).
-        assert_eq!(table_reuse_bytes(2 << 30, 3), 8 << 20);
-        assert_eq!(latency_cycles(&ZEN4, 8 << 20), 286.0);
-        assert_eq!(latency_cycles(&ZEN4, table_reuse_bytes(256 << 20, 3)), 14.0);
-    }
-
+    /// Everything fits the 32 KiB L1D (256 data lines and one line per table level): every
+    /// read costs 4 cycles. Data 10 × 4; L2 hits 2 × 7; the walk 5 + one PTE read (4).
     #[test]
     fn estimate_adds_up() {
         let s = TlbStats { accesses: 10, l1_hits: 7, l2_hits: 2, walks: 1, walk_refs: 1, guest_refs: [0, 0, 0, 1], ..Default::default() };
-        // Footprint 16 KiB: data 10 × 4; L2 hits 2 × 7; walk 5 + one PTE read in L1D (4).
         let e = estimate(&ZEN4, &s, Footprint { bytes: 16 << 10 }, None);
         assert_eq!(e.data_cycles, 40.0);
         assert_eq!(e.translation_cycles, 14.0 + 5.0 + 4.0);
         assert_eq!(e.cycles, 63.0);
     }
 
-    /// A nested walk's host PTE read: 65536 host lines (256 MiB of scattered base pages) are
-    /// 8 MiB of reuse, memory (286 cycles); 8192 (the same frames in 64 KiB folios) 1 MiB, the
-    /// L2 (14). The guest's reads keep the footprint's reuse.
+    /// Che by hand: data alone over twice the L1D (1024 lines in 512): 1024·(1 − e^(−T/1024)) =
+    /// 512 gives e^(−T/1024) = 1/2, so half the reads hit the L1D (4 cycles) and the rest the
+    /// L2, which holds all (14): 9 cycles a read. Over 2 GiB (2^25 lines) the 4 MiB L3 share
+    /// (65536 lines) holds a line with probability about 65536/2^25 (0.2 %): a read costs about
+    /// the 286 cycles of memory (110 ns × 2.6 GHz).
     #[test]
-    fn host_lines_set_where_host_entries_come_from() {
-        let s = TlbStats { accesses: 1, walks: 1, guest_refs: [0, 0, 0, 1], host_refs: [0, 0, 0, 1], ..Default::default() };
+    fn reads_are_served_as_ches_approximation_says() {
+        let one = TlbStats { accesses: 1, l1_hits: 1, ..Default::default() };
+        let e = estimate(&ZEN4, &one, Footprint { bytes: 64 << 10 }, None);
+        assert!((e.data_cycles - 9.0).abs() < 1e-6, "{}", e.data_cycles);
+        let e = estimate(&ZEN4, &one, Footprint { bytes: 2 << 30 }, None);
+        assert!(e.data_cycles > 280.0 && e.data_cycles < 286.0, "{}", e.data_cycles);
+    }
+
+    /// A nested walk's host PTE read over 256 MiB: the frames of 64 KiB folios use 8192 host
+    /// lines (as many as the guest's PTE lines: the same as no `HostLines`), scattered base
+    /// pages 65536, which the caches hold far less often, so each read costs more.
+    #[test]
+    fn scattered_frames_make_host_reads_dearer() {
+        let s = TlbStats { accesses: 100, walks: 100, guest_refs: [0, 0, 0, 100], host_refs: [0, 0, 0, 100], ..Default::default() };
         let f = Footprint { bytes: 256 << 20 };
         let scattered = estimate(&ZEN4, &s, f, Some(HostLines([1, 1, 16, 65536])));
-        let folios = estimate(&ZEN4, &s, f, Some(HostLines([1, 1, 16, 8192])));
-        assert_eq!(scattered.translation_cycles - folios.translation_cycles, 286.0 - 14.0);
+        let folios = estimate(&ZEN4, &s, f, Some(HostLines([1, 1, 1, 8192])));
         assert_eq!(estimate(&ZEN4, &s, f, None).translation_cycles, folios.translation_cycles);
+        assert!(scattered.translation_cycles > folios.translation_cycles + 100.0 * 50.0, "{scattered:?} {folios:?}");
     }
 }
