@@ -28,6 +28,18 @@ fn bench(c: &mut Criterion) {
         g.throughput(Throughput::Elements(*faults));
         g.bench_function(*name, |b| b.iter(|| sim::run(&w, s, &machine).unwrap()));
     }
+    // Issue #10: the same with the clock on (every step priced with the built-in profile):
+    // within 10 % of the unpriced figures above. (`--sample` adds a census per sample.)
+    let costs = uapi::profile::MachineProfile::builtin().fault.expect("the built-in profile has [fault]");
+    for (name, s, faults) in &cases {
+        g.throughput(Throughput::Elements(*faults));
+        g.bench_function(format!("{name}, priced"), |b| {
+            b.iter(|| {
+                let mut opts = sim::RunOptions { costs: Some(costs.clone()), ..Default::default() };
+                sim::run_with(&w, s, &machine, &mut opts).unwrap()
+            })
+        });
+    }
     g.finish();
 
     // Issue #8 items 6 and 9: cost linear in the work.
