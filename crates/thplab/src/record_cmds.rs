@@ -48,7 +48,9 @@ pub struct RecordArgs {
     /// and stderr on /dev/null) and write its data accesses, mapped onto the recorded run's
     /// addresses and compressed into runs per 4 KiB page, to FILE.accesses (docs/trace-format.md,
     /// "Accesses"): `thplab sim FILE --cpu PRESET` then drives the TLB model with them. Needs
-    /// valgrind; the program runs 20-100 times slower under it. For programs that can run twice.
+    /// valgrind; the program runs 50-3000 times slower under it. The program runs twice more
+    /// (once untraced, unless --timed, for the time the valgrind run is compared with): for
+    /// programs that can run again.
     #[arg(long)]
     pub accesses: bool,
     /// The program and its arguments, after `--`. It runs with THP disabled for it alone
