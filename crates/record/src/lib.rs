@@ -13,6 +13,7 @@
 //! ring buffers are drained; at its end the records are merged in time order, system call
 //! entries and exits are paired per thread, and the [`Recording`] is returned.
 
+pub mod accesses;
 mod notify;
 mod perf;
 mod ptrace;

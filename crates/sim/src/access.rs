@@ -54,6 +54,12 @@ impl TlbRun {
     }
 
     pub(crate) fn report(&self, w: &Workload) -> AccessReport {
+        let names: Vec<String> = w.regions.iter().map(|r| r.name.clone()).collect();
+        self.report_named(&names)
+    }
+
+    /// The report, region `i` named `names[i]`.
+    pub(crate) fn report_named(&self, names: &[String]) -> AccessReport {
         let p = self.tlb.preset();
         let mut regions = Vec::new();
         let mut total = AccessCounts { region: "total".into(), ..Default::default() };
@@ -62,7 +68,7 @@ impl TlbRun {
             if s.accesses == 0 {
                 continue;
             }
-            let c = self.counts(&w.regions[i].name, s, *writes, *fp, *host);
+            let c = self.counts(&names[i], s, *writes, *fp, *host);
             all.add(s);
             total.writes += c.writes;
             total.data_cycles += c.data_cycles;
@@ -82,7 +88,7 @@ impl TlbRun {
             tlb_flushed_entries: flushed,
             ..t
         };
-        AccessReport { cpu: p.name.into(), paging: self.tlb.paging().name().into(), ghz: p.ghz, regions, total }
+        AccessReport { cpu: p.name.into(), paging: self.tlb.paging().name().into(), ghz: p.ghz, regions, total, recorded: None }
     }
 }
 
@@ -119,6 +125,53 @@ pub(crate) fn host_lines(k: &mm::Kernel, base: u64, len: u64, scatter: f64) -> H
     HostLines(lines)
 }
 
+impl TlbRun {
+    /// Add what the TLB did since `before` to region `ri`, with `writes` stores and the
+    /// region's footprint so far.
+    fn add_since(&mut self, ri: usize, before: TlbStats, writes: u64, footprint: u64) {
+        let after = *self.tlb.stats();
+        let delta = TlbStats {
+            accesses: after.accesses - before.accesses,
+            l1_hits: after.l1_hits - before.l1_hits,
+            l2_hits: after.l2_hits - before.l2_hits,
+            walks: after.walks - before.walks,
+            walk_refs: after.walk_refs - before.walk_refs,
+            guest_refs: std::array::from_fn(|i| after.guest_refs[i] - before.guest_refs[i]),
+            host_refs: std::array::from_fn(|i| after.host_refs[i] - before.host_refs[i]),
+            flushed: after.flushed - before.flushed,
+        };
+        let r = &mut self.regions[ri];
+        r.0.add(&delta);
+        r.1 += writes;
+        r.2 = r.2.max(footprint);
+    }
+
+    /// `n` lookups of one translation in a row (a recorded run of accesses to one page),
+    /// counted in region `ri`.
+    pub(crate) fn lookup(&mut self, ri: usize, tr: &Translation, n: u64, writes: u64, footprint: u64) {
+        let before = *self.tlb.stats();
+        for _ in 0..n {
+            self.tlb.access(tr);
+        }
+        self.add_since(ri, before, writes, footprint);
+    }
+}
+
+/// Apply to the TLB model every flush the kernel logged since the last call.
+pub(crate) fn apply_flushes(m: &mut crate::driver::Machine, run: &mut TlbRun) {
+    if m.tlb_flush_pending() {
+        for (s, e) in m.kernel_mut().take_tlb_flushes() {
+            run.tlb.flush_range(s, e - s);
+        }
+    }
+}
+
+/// A page the model does not back (a file mapping, the vDSO: a placeholder VMA) as a 4 KiB
+/// translation of its own: a frame number outside the model's memory, no contiguity.
+pub(crate) fn placeholder_translation(addr: u64) -> Translation {
+    Translation { vaddr: addr, pfn: (1 << 40) | addr >> 12, size: PageSize::K4, contig_order: 0, cont: false }
+}
+
 /// The model's translation as the TLB model's input.
 pub(crate) fn tlb_translation(addr: u64, t: &mm::tlbflush::Translation) -> Translation {
     Translation {
@@ -132,13 +185,8 @@ pub(crate) fn tlb_translation(addr: u64, t: &mm::tlbflush::Translation) -> Trans
 
 impl Sim<'_> {
     fn apply_flushes(&mut self) {
-        if self.m.tlb_flush_pending() {
-            let flushes = self.m.kernel_mut().take_tlb_flushes();
-            if let Some(run) = self.tlb.as_mut() {
-                for (s, e) in flushes {
-                    run.tlb.flush_range(s, e - s);
-                }
-            }
+        if let Some(run) = self.tlb.as_mut() {
+            apply_flushes(&mut self.m, run);
         }
     }
 
@@ -168,25 +216,10 @@ impl Sim<'_> {
             }
         }
         let run = self.tlb.as_mut().unwrap();
-        let after = *run.tlb.stats();
-        let r = &mut run.regions[ri];
-        let delta = TlbStats {
-            accesses: after.accesses - before.accesses,
-            l1_hits: after.l1_hits - before.l1_hits,
-            l2_hits: after.l2_hits - before.l2_hits,
-            walks: after.walks - before.walks,
-            walk_refs: after.walk_refs - before.walk_refs,
-            guest_refs: std::array::from_fn(|i| after.guest_refs[i] - before.guest_refs[i]),
-            host_refs: std::array::from_fn(|i| after.host_refs[i] - before.host_refs[i]),
-            flushed: after.flushed - before.flushed,
-        };
-        r.0.add(&delta);
-        r.1 += writes;
-        if rlen >= r.2 && matches!(run.tlb.paging(), Paging::Nested { .. }) {
-            let scatter = run.order0_scatter;
-            r.3 = Some(host_lines(&self.m, base, rlen, scatter));
+        if rlen >= run.regions[ri].2 && matches!(run.tlb.paging(), Paging::Nested { .. }) {
+            run.regions[ri].3 = Some(host_lines(&self.m, base, rlen, run.order0_scatter));
         }
-        r.2 = r.2.max(rlen);
+        run.add_since(ri, before, writes, rlen);
         Ok(())
     }
 }

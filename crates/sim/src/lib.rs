@@ -823,6 +823,19 @@ pub struct ReplayOptions {
     pub recorded_time: bool,
     /// `--sample MS` (with `recorded_time`): the result's `timeline`.
     pub sample_ms: Option<u64>,
+    /// `record --accesses`: the recording's accesses and the TLB model they drive.
+    pub accesses: Option<RecordedAccessInput>,
+}
+
+/// A recording's accesses (its companion file, `trace::accesses`) and the TLB model that the
+/// replay drives with them (`--cpu`, `--paging`).
+#[derive(Clone, Debug)]
+pub struct RecordedAccessInput {
+    /// The companion file's name, for the result.
+    pub file: String,
+    pub trace: std::sync::Arc<trace::accesses::AccessTrace>,
+    pub cpu: &'static tlb::CpuPreset,
+    pub paging: tlb::Paging,
 }
 
 /// [`run_recording`] with every option.
@@ -842,15 +855,59 @@ pub fn run_recording_opts(
     if let Some(ms) = opts.sample_ms {
         rp.set_sampling(ms.saturating_mul(1_000_000));
     }
+    // Recorded accesses go after the first `anchor` records, in the first process.
+    let mut blocks = opts.accesses.as_ref().map(|a| {
+        rp.enable_accesses(a.cpu, a.paging, a.trace.regions.clone());
+        a.trace.blocks.iter().peekable()
+    });
     for (i, e) in events.iter().enumerate() {
+        if let Some(bs) = blocks.as_mut() {
+            while let Some(b) = bs.next_if(|b| b.anchor <= i as u64) {
+                rp.accesses(header.root_pid, &b.runs);
+            }
+        }
         rp.event(e).map_err(|mut err| {
             err.record = Some((i as u64 + 1, None));
             err
         })?;
     }
-    let replay::Finished { counters, minflt, images, stats: st, misses, khugepaged, io, timeline } = rp.finish();
+    for b in blocks.into_iter().flatten() {
+        rp.accesses(header.root_pid, &b.runs);
+    }
+    let replay::Finished { counters, minflt, images, stats: mut st, misses, khugepaged, io, timeline, accesses } = rp.finish();
+    let accesses = accesses.map(|mut rep| {
+        let a = opts.accesses.as_ref().expect("accesses were replayed");
+        let t = &a.trace.totals;
+        let rec = rep.recorded.get_or_insert_with(Default::default);
+        rec.file = a.file.clone();
+        rec.raw_accesses = t.raw_accesses;
+        rec.raw_writes = t.writes;
+        rec.runs = t.runs;
+        rec.unmapped_accesses = t.unmapped_accesses;
+        rec.unmapped_writes = t.unmapped_writes;
+        rec.valgrind_ns = t.valgrind_ns;
+        rec.native_ns = t.native_ns;
+        rec.valgrind_syscalls = t.valgrind_syscalls;
+        rec.matched_syscalls = t.matched_syscalls;
+        if rec.unmapped_accesses > 0 {
+            st.warnings.push(format!(
+                "{} of the {} accesses recorded under valgrind ({:.2}%) could not be mapped onto the recorded run (valgrind's own mappings, or mappings not matched): not replayed (accesses.recorded.unmapped_accesses)",
+                rec.unmapped_accesses,
+                rec.raw_accesses,
+                100.0 * rec.unmapped_accesses as f64 / rec.raw_accesses.max(1) as f64
+            ));
+        }
+        if rec.not_replayed > 0 {
+            st.warnings.push(format!(
+                "{} recorded accesses fell where the model has no mapping (or after the first process left its recorded image): not replayed (accesses.recorded.not_replayed)",
+                rec.not_replayed
+            ));
+        }
+        rep
+    });
     let mut r = RunResult::new("sim", source);
     r.io = io;
+    r.accesses = accesses;
     r.timeline = opts.sample_ms.map(|ms| uapi::Timeline { interval_ms: ms, samples: timeline });
     r.settings = settings.knob_map();
     counters_into(&mut r, &counters);

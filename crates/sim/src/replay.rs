@@ -275,6 +275,12 @@ pub struct Replay<'a> {
     every_exec_snapshot: bool,
     /// Images made by an execve after the first process's that had no exec snapshot.
     images_without_snapshot: u64,
+    /// `record --accesses`: the TLB model the recorded accesses drive, their regions' names,
+    /// each region's lowest and highest page (its footprint), and what became of them.
+    tlb: Option<crate::access::TlbRun>,
+    access_names: Vec<String>,
+    access_span: Vec<(u64, u64)>,
+    access_counts: uapi::RecordedAccesses,
 }
 
 impl<'a> Replay<'a> {
@@ -333,6 +339,10 @@ impl<'a> Replay<'a> {
             source: source.to_string(),
             every_exec_snapshot: header.flags & trace::flags::EXEC_SNAPSHOT_EVERY != 0,
             images_without_snapshot: 0,
+            tlb: None,
+            access_names: Vec::new(),
+            access_span: Vec::new(),
+            access_counts: uapi::RecordedAccesses::default(),
         };
         // The recording starts at the root's execve: it runs a fresh image.
         r.m.set_hz(machine.hz);
@@ -435,6 +445,87 @@ impl<'a> Replay<'a> {
     /// Sample the machine every `interval_ns` of its clock (`Machine::set_sampling`).
     pub fn set_sampling(&mut self, interval_ns: u64) {
         self.m.set_sampling(interval_ns);
+    }
+
+    /// Drive the TLB model of `cpu` under `paging` with recorded accesses ([`Replay::accesses`])
+    /// from now on; `names` are their regions.
+    pub fn enable_accesses(&mut self, cpu: &'static tlb::CpuPreset, paging: tlb::Paging, names: Vec<String>) {
+        self.m.kernel_mut().set_tlb_observer(true);
+        // Host entry lines are not computed for recorded regions (their pages are not one
+        // range): the footprint's density stands for them (`tlb::cost::estimate`).
+        self.tlb = Some(crate::access::TlbRun::new(cpu, paging, names.len(), 0.0));
+        self.access_span = vec![(u64::MAX, 0); names.len()];
+        self.access_names = names;
+    }
+
+    /// Recorded accesses of process `pid` (`record --accesses`: runs of accesses to one page,
+    /// in the recorded run's addresses), at this point of the recording: each run goes through
+    /// the model as accesses (`Step::AccessRun`: a fault where the page is not mapped, young and
+    /// dirty bits), then through the TLB model once per access, the kernel's logged flushes
+    /// applied first. Pages of placeholder VMAs (file mappings, the vDSO) are looked up as
+    /// 4 KiB pages of their own; runs where the model has no mapping are counted, not replayed.
+    pub fn accesses(&mut self, pid: u32, runs: &[trace::accesses::AccessRun]) {
+        let Some(mut tlb) = self.tlb.take() else { return };
+        let Some(mm) = self.procs.get(&pid).and_then(|p| p.image.as_ref()).map(|i| i.mm) else {
+            self.access_counts.not_replayed += runs.iter().map(|r| r.count).sum::<u64>();
+            self.tlb = Some(tlb);
+            return;
+        };
+        self.m.switch_mm(mm);
+        for r in runs {
+            let img = self.procs.get(&pid).and_then(|p| p.image.as_ref()).expect("checked above");
+            let addr = img.tr(r.page * PAGE_SIZE);
+            crate::access::apply_flushes(&mut self.m, &mut tlb);
+            let mut vma = self.m.vma_lookup(addr);
+            if vma.is_none() && self.expand_stack(pid, addr) {
+                vma = self.m.vma_lookup(addr);
+            }
+            let tr = match vma {
+                Some(v) if v.is_modelled() => {
+                    let (_, last) = self.m.step_current(Step::AccessRun { first: addr, n: r.count, stride: 0, write: r.write }).run();
+                    crate::access::apply_flushes(&mut self.m, &mut tlb);
+                    match (last, self.m.translation(addr)) {
+                        (Access::Hit | Access::Fault, Some(t)) => {
+                            self.access_counts.modelled += r.count;
+                            crate::access::tlb_translation(addr, &t)
+                        }
+                        _ => {
+                            self.access_counts.not_replayed += r.count;
+                            continue;
+                        }
+                    }
+                }
+                Some(_) => {
+                    self.access_counts.placeholder += r.count;
+                    crate::access::placeholder_translation(addr)
+                }
+                None => {
+                    self.access_counts.not_replayed += r.count;
+                    continue;
+                }
+            };
+            let ri = r.region as usize;
+            let span = &mut self.access_span[ri];
+            *span = (span.0.min(r.page), span.1.max(r.page));
+            let footprint = (span.1 - span.0 + 1) * PAGE_SIZE;
+            tlb.lookup(ri, &tr, r.count, if r.write { r.count } else { 0 }, footprint);
+        }
+        self.tlb = Some(tlb);
+    }
+
+    /// expand_downwards: an access just below `pid`'s stack grows it; whether it did.
+    fn expand_stack(&mut self, pid: u32, addr: u64) -> bool {
+        let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else { return false };
+        let Some((start, end)) = img.stack else { return false };
+        if addr < start && addr + STACK_LIMIT >= start {
+            let new_start = addr / PAGE_SIZE * PAGE_SIZE;
+            let prot = prot_to_vm(true, true, false);
+            if self.m.step_current(Step::Mmap { len: start - new_start, prot, placement: MmapPlacement::FixedNoReplace(new_start), backing: MapBacking::PrivateAnon }).ret().is_ok() {
+                img.stack = Some((new_start, end));
+                return true;
+            }
+        }
+        false
     }
 
     pub fn event(&mut self, e: &Event) -> Result<(), SimError> {
@@ -725,16 +816,10 @@ impl<'a> Replay<'a> {
         let in_model = self.m.vma_lookup(addr).is_some_and(|v| v.is_modelled());
         if !in_model {
             // expand_downwards: a fault just below the stack grows it.
-            if let Some((start, end)) = img.stack {
-                if addr < start && addr + STACK_LIMIT >= start {
-                    let new_start = addr / PAGE_SIZE * PAGE_SIZE;
-                    let prot = prot_to_vm(true, true, false);
-                    if self.m.step_current(Step::Mmap { len: start - new_start, prot, placement: MmapPlacement::FixedNoReplace(new_start), backing: MapBacking::PrivateAnon }).ret().is_ok() {
-                        img.stack = Some((new_start, end));
-                        return self.model_access(pid, addr, write);
-                    }
-                }
+            if self.expand_stack(pid, addr) {
+                return self.model_access(pid, addr, write);
             }
+            let proc = self.procs.get_mut(&pid).expect("process exists");
             proc.passthrough += 1;
             self.stats.passthrough_faults += 1;
             return;
@@ -1276,7 +1361,12 @@ impl<'a> Replay<'a> {
         counters.add(&self.m.counters);
         let khugepaged = self.recorded_time.then(|| self.m.khugepaged_state().clone());
         let timeline = self.m.timeline().to_vec();
-        Finished { counters, minflt, images: self.done_images, stats: self.stats, misses: self.misses, khugepaged, io: self.io, timeline }
+        let accesses = self.tlb.as_ref().map(|t| {
+            let mut r = t.report_named(&self.access_names);
+            r.recorded = Some(self.access_counts.clone());
+            r
+        });
+        Finished { counters, minflt, images: self.done_images, stats: self.stats, misses: self.misses, khugepaged, io: self.io, timeline, accesses }
     }
 }
 
@@ -1305,6 +1395,9 @@ pub struct Finished {
     pub io: Option<uapi::result::IoResult>,
     /// The samples of `set_sampling`.
     pub timeline: Vec<uapi::TimelineSample>,
+    /// `record --accesses`: the TLB model's report of the recorded accesses (`recorded` holds
+    /// what the replay did with them).
+    pub accesses: Option<uapi::AccessReport>,
 }
 
 /// One process image (a process between its execve and its exit or next execve).

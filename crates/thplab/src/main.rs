@@ -403,8 +403,9 @@ struct SimArgs {
     /// Also write the plots of this run as one self-contained HTML file (see `thplab report`).
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
-    /// The CPU whose TLBs `access` statements go through (docs/tlb-model.md): zen4, zen1,
-    /// golden-cove, neoverse-n1, cortex-a57, cortex-a53.
+    /// The CPU whose TLBs `access` statements, and a recording's accesses (`record --accesses`:
+    /// FILE.accesses), go through (docs/tlb-model.md): zen4, zen1, golden-cove, neoverse-n1,
+    /// cortex-a57, cortex-a53.
     #[arg(long, value_name = "PRESET", default_value = "zen4", value_parser = tlb::presets::names())]
     cpu: String,
     /// Native paging, or a virtual machine whose host backs guest memory with 4 KiB, 2 MiB or
@@ -734,11 +735,17 @@ fn sim_one(
 ) -> Result<uapi::RunResult> {
     let costs = profile.and_then(|p| p.fault.as_ref());
     let mut r = match input {
-        SimInput::Recording { name, header, events, offsets } => {
+        SimInput::Recording { name, header, events, offsets, accesses } => {
             if a.sample.is_some() && !a.recorded_time {
                 bail!("--sample with a recording needs --recorded-time: without it the replay's clock does not move");
             }
-            let opts = sim::ReplayOptions { check_invariants: a.check, explain, recorded_time: a.recorded_time, sample_ms: a.sample };
+            let accesses = accesses.as_ref().map(|(file, trace)| sim::RecordedAccessInput {
+                file: file.clone(),
+                trace: trace.clone(),
+                cpu: tlb::presets::by_name(&a.cpu).expect("clap checked --cpu"),
+                paging: tlb::Paging::parse(&a.paging).expect("clap checked --paging"),
+            });
+            let opts = sim::ReplayOptions { check_invariants: a.check, explain, recorded_time: a.recorded_time, sample_ms: a.sample, accesses };
             let r = sim::run_recording_opts(name, header, events, settings, machine, &opts).map_err(|e| input::locate(e, offsets))?;
             print_replay_warnings(&r);
             r
@@ -751,7 +758,7 @@ fn sim_one(
     };
     // A workload's steps are priced as they run (sim::driver); a recording's time is still
     // estimated from its totals.
-    if let (Some(fault), SimInput::Recording { name, header, events, offsets }) = (costs, input) {
+    if let (Some(fault), SimInput::Recording { name, header, events, offsets, .. }) = (costs, input) {
         r.time = Some(recording_time(&r, name, header, events, machine, fault).map_err(|e| input::locate(e, offsets))?);
     }
     if let (Some(pin), Some(io)) = (profile.and_then(|p| p.pin.as_ref()), r.io.as_mut()) {
@@ -812,7 +819,7 @@ pub fn load_profile(arg: &str) -> Result<uapi::profile::MachineProfile> {
 
 enum SimInput {
     /// A recording, with the byte offset of each record (empty when salvaged) for errors.
-    Recording { name: String, header: trace::Header, events: Vec<trace::Event>, offsets: Vec<u64> },
+    Recording { name: String, header: trace::Header, events: Vec<trace::Event>, offsets: Vec<u64>, accesses: Option<(String, std::sync::Arc<trace::accesses::AccessTrace>)> },
     Workload(workload::Workload),
 }
 
@@ -845,11 +852,41 @@ fn cmd_sim(a: SimArgs) -> Result<u8> {
                 eprintln!("thplab sim: WARNING: {name} lost {} events while recording; predictions may be off", header.lost_events);
             }
             a.machine.warn_for_recording(&header);
-            SimInput::Recording { name: name.clone(), header, events, offsets }
+            let accesses = load_accesses(&a.workload, events.len() as u64, a.salvage)?;
+            SimInput::Recording { name: name.clone(), header, events, offsets, accesses }
         }
         None => SimInput::Workload(load_workload(&a.workload)?),
     };
     cmd_sim_on(&a, machine, explain, salvage, input)
+}
+
+/// The companion file of the recording at `path` (`record --accesses`: `path.accesses`), when
+/// there is one, checked against the recording (its trailer's CRC-32 and record count).
+fn load_accesses(path: &str, records: u64, salvage: bool) -> Result<Option<(String, std::sync::Arc<trace::accesses::AccessTrace>)>> {
+    let p = std::path::Path::new(path);
+    if input::is_stdin(p) || !p.is_file() {
+        return Ok(None);
+    }
+    let c = trace::accesses::companion_path(p);
+    if !c.is_file() {
+        return Ok(None);
+    }
+    let shown = c.display().to_string();
+    if salvage {
+        eprintln!("thplab sim: warning: --salvage: {shown} is left out (its accesses are placed by the whole recording's records)");
+        return Ok(None);
+    }
+    let f = std::fs::File::open(&c).with_context(|| format!("cannot open {shown}"))?;
+    let t = trace::accesses::read_accesses(std::io::BufReader::new(f)).with_context(|| shown.clone())?;
+    let crc = record_cmds::trace_crc(p)?;
+    if t.header.trace_crc != crc || t.header.trace_records != records {
+        bail!(
+            "{shown} belongs to another recording than {path} (it names a recording of {} records with checksum {:#010x}; {path} has {records} records and checksum {crc:#010x}): record again with --accesses, or remove it",
+            t.header.trace_records,
+            t.header.trace_crc
+        );
+    }
+    Ok(Some((shown, std::sync::Arc::new(t))))
 }
 
 /// `sim` on a loaded input: one setting, or each setting of `--matrix`.

@@ -44,6 +44,15 @@ pub struct RecordArgs {
     /// setting (its own time plus the modelled work). For programs that can run twice.
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub timed: u32,
+    /// After recording, run the program once more under valgrind's lackey tool (stdin, stdout
+    /// and stderr on /dev/null) and write its data accesses, mapped onto the recorded run's
+    /// addresses and compressed into runs per 4 KiB page, to FILE.accesses (docs/trace-format.md,
+    /// "Accesses"): `thplab sim FILE --cpu PRESET` then drives the TLB model with them. Needs
+    /// valgrind; the program runs 50-3000 times slower under it. The program runs twice more
+    /// (once untraced, unless --timed, for the time the valgrind run is compared with): for
+    /// programs that can run again.
+    #[arg(long)]
+    pub accesses: bool,
     /// The program and its arguments, after `--`. It runs with THP disabled for it alone
     /// (PR_SET_THP_DISABLE) and without address-space randomisation (ADDR_NO_RANDOMIZE).
     #[arg(value_name = "CMD", required = true, trailing_var_arg = true, allow_hyphen_values = true)]
@@ -116,8 +125,19 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
     if crate::input::is_stdin(&args.output) {
         bail!("-o -: the recorded program writes to standard output too; give a file (a recording can then be read back from standard input: thplab sim - < FILE)");
     }
+    if args.accesses && record::accesses::valgrind_path().is_none() {
+        bail!("--accesses runs the program under valgrind (lackey), which is not installed here (no valgrind in PATH): install it (apt-get install valgrind) or record without --accesses");
+    }
     // Fail on an unwritable output before running anything.
     let file = std::fs::File::create(&args.output).with_context(|| format!("cannot create {}", args.output.display()))?;
+    let companion = trace::accesses::companion_path(&args.output);
+    let access_file = if args.accesses {
+        Some(std::fs::File::create(&companion).with_context(|| format!("cannot create {}", companion.display()))?)
+    } else {
+        // A companion of an earlier recording to the same name would not match this one.
+        let _ = std::fs::remove_file(&companion);
+        None
+    };
     let opts = record::RecordOptions {
         buffer_kib: args.buffer_kib,
         kernel_faults: !args.no_kernel_faults,
@@ -129,6 +149,9 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
         Ok(r) => r,
         Err(e) => {
             let _ = std::fs::remove_file(&args.output);
+            if args.accesses {
+                let _ = std::fs::remove_file(&companion);
+            }
             return match e {
                 record::RecordError::Unavailable(why) => {
                     match unprivileged() {
@@ -157,6 +180,28 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
         rec.header.untraced_wall_ns = record::time_untraced(&args.command, args.timed)?;
     }
     rec.write_to(BufWriter::new(file)).with_context(|| format!("writing {}", args.output.display()))?;
+    let accesses = match access_file {
+        Some(f) => {
+            if !args.quiet {
+                eprintln!("thplab record: running the program under valgrind lackey for its accesses");
+            }
+            let crc = trace_crc(&args.output)?;
+            // The native time: `--timed`'s median, else one untraced run (else, for a program
+            // that cannot run twice the same way, the recorded run's).
+            let native_ns = match rec.header.untraced_wall_ns {
+                0 => record::time_untraced(&args.command, 1).unwrap_or(rec.header.duration_ns),
+                t => t,
+            };
+            match record::accesses::record_accesses(&args.command, &rec, crc, native_ns, BufWriter::new(f)) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    let _ = std::fs::remove_file(&companion);
+                    return Err(anyhow::Error::from(e).context(format!("--accesses: {} not written", companion.display())));
+                }
+            }
+        }
+        None => None,
+    };
     let h = &rec.header;
     if h.lost_events > 0 {
         eprintln!(
@@ -193,7 +238,52 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
             eprintln!("thplab record: untraced: {:.3} s (median of {})", h.untraced_wall_ns as f64 / 1e9, args.timed);
         }
     }
+    if let Some(s) = &accesses {
+        let t = &s.totals;
+        if !args.quiet {
+            eprintln!(
+                "thplab record: accesses: {} s under valgrind vs {} s native ({:.0}x); {} data accesses ({} writes) in {} runs ({:.1} accesses/run), {} bytes written to {}; {} of {} valgrind memory calls matched",
+                format_args!("{:.3}", t.valgrind_ns as f64 / 1e9),
+                format_args!("{:.3}", t.native_ns as f64 / 1e9),
+                t.valgrind_ns as f64 / t.native_ns.max(1) as f64,
+                t.raw_accesses,
+                t.writes,
+                t.runs,
+                (t.raw_accesses - t.unmapped_accesses) as f64 / t.runs.max(1) as f64,
+                s.bytes,
+                companion.display(),
+                t.matched_syscalls,
+                t.valgrind_syscalls,
+            );
+        }
+        if t.unmapped_accesses > 0 {
+            eprintln!(
+                "thplab record: warning: {} of {} accesses ({:.2}%, {} writes) under valgrind fall outside every mapping known in the recorded run (valgrind's own, or mappings not matched): counted, not replayed",
+                t.unmapped_accesses,
+                t.raw_accesses,
+                100.0 * t.unmapped_accesses as f64 / t.raw_accesses.max(1) as f64,
+                t.unmapped_writes
+            );
+        }
+        if let Some(why) = &s.startup_missing {
+            eprintln!("thplab record: warning: {why}: accesses to the executable, its interpreter and the stack are not mapped");
+        }
+        if !s.status.success() {
+            eprintln!("thplab record: warning: the program under valgrind ended with {}: its accesses may not be the recorded run's", s.status);
+        }
+    }
     Ok(h.exit_status.min(255) as u8)
+}
+
+/// The CRC-32 in the trailer of the recording at `path` (its last four bytes), which its
+/// companion file names.
+pub fn trace_crc(path: &std::path::Path) -> Result<u32> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    f.seek(SeekFrom::End(-4)).with_context(|| format!("{} is too short for a recording", path.display()))?;
+    let mut b = [0u8; 4];
+    f.read_exact(&mut b).with_context(|| format!("reading {}", path.display()))?;
+    Ok(u32::from_le_bytes(b))
 }
 
 /// `thplab trace show|stats`.

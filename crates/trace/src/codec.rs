@@ -127,6 +127,16 @@ impl<R: BufRead> Src<R> {
         }
     }
 
+    /// The reader, for another layer over what follows.
+    pub fn into_inner(self) -> R {
+        self.r
+    }
+
+    /// A corrupt-input error at the current offset.
+    pub fn corrupt(&self, message: String) -> TraceError {
+        TraceError::Corrupt { offset: self.offset, message }
+    }
+
     /// The next byte, or `None` at the end of the input.
     pub fn try_u8(&mut self) -> Result<Option<u8>, TraceError> {
         let b = loop {

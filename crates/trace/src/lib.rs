@@ -6,6 +6,7 @@
 //! [`TraceReader`] reads from any `std::io::Read`. [`text`] renders records as lines of text and
 //! [`stats`] summarises a trace.
 
+pub mod accesses;
 mod codec;
 mod event;
 mod read;

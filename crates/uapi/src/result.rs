@@ -602,6 +602,38 @@ pub struct AccessReport {
     pub ghz: f64,
     pub regions: Vec<AccessCounts>,
     pub total: AccessCounts,
+    /// A recording's accesses (`record --accesses`): what was recorded and what the replay did
+    /// with it; absent for a workload's `access` statements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<RecordedAccesses>,
+}
+
+/// The accesses of a recording (`thplab record --accesses`, FILE.accesses) and their replay.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecordedAccesses {
+    /// The companion file.
+    pub file: String,
+    /// Data accesses of the run under valgrind, mapped or not, and of them writes.
+    pub raw_accesses: u64,
+    pub raw_writes: u64,
+    /// Runs in the file (accesses in a row to one page).
+    pub runs: u64,
+    /// Accesses (and writes) the recorder could not map onto the recorded run: not replayed.
+    pub unmapped_accesses: u64,
+    pub unmapped_writes: u64,
+    /// The run under valgrind, and the native run it is compared with, in ns.
+    pub valgrind_ns: u64,
+    pub native_ns: u64,
+    /// Memory system calls of the run under valgrind, and how many were matched to recorded ones.
+    pub valgrind_syscalls: u64,
+    pub matched_syscalls: u64,
+    /// Accesses replayed on memory the model backs (through its page tables: faults, young and
+    /// dirty bits), on mappings it keeps as placeholders (file mappings, the vDSO: looked up as
+    /// 4 KiB pages), and not replayed (no mapping at that address in the model, or the process
+    /// had left the recorded image).
+    pub modelled: u64,
+    pub placeholder: u64,
+    pub not_replayed: u64,
 }
 
 /// Counts of one region (or the total, `region` = `total`).

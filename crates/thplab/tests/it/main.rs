@@ -17,6 +17,7 @@
 //! their whole length and every other run takes it for reading, so no other thplab run can
 //! restore (and so hide) the knobs a killed `__hold` leaves behind.
 
+mod accesses;
 mod bench;
 mod errors;
 mod exporter;

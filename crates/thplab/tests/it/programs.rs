@@ -38,7 +38,7 @@ fn which(name: &str) -> Option<String> {
 /// The knobs (not stats, not khugepaged's counters) as `grep -r . TREE` prints them.
 /// tests/it/progs/NAME.c compiled into `dir`; None (the test skips, and says so) without a C
 /// compiler.
-fn compile_prog(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+pub(crate) fn compile_prog(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
     let exe = dir.join(name);
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/it/progs/{name}.c"));
     match Command::new("cc").args(["-O1", "-o"]).arg(&exe).arg(&src).status() {

@@ -122,6 +122,19 @@ fn recording() -> Vec<u8> {
     w.finish().unwrap()
 }
 
+/// A companion file of `trace` (record --accesses): three stores to its mapping after the mmap,
+/// and one run where nothing is mapped.
+fn accesses(trace: &[u8]) -> Vec<u8> {
+    use trace::accesses::{AccessHeader, AccessRun, AccessTotals, AccessWriter, ACCESS_ZSTD};
+    let crc = u32::from_le_bytes(trace[trace.len() - 4..].try_into().unwrap());
+    let h = AccessHeader { trace_crc: crc, trace_records: 4, page_size: 4096, flags: ACCESS_ZSTD };
+    let mut w = AccessWriter::new(Vec::new(), &h).unwrap();
+    let r = w.region("anon 0x7ffff0000000").unwrap();
+    w.block(1, &[AccessRun { page: 0x7_ffff_0000, count: 3, write: true, region: r }, AccessRun { page: 0x10, count: 1, write: false, region: r }]).unwrap();
+    let t = AccessTotals { raw_accesses: 5, writes: 3, unmapped_accesses: 1, valgrind_ns: 1_000_000, native_ns: 10_000, valgrind_syscalls: 3, matched_syscalls: 2, ..Default::default() };
+    w.finish(&t).unwrap().0
+}
+
 #[test]
 fn every_json_key_is_documented_and_every_documented_key_is_written() {
     let (_d, w) = temp_file(
@@ -141,6 +154,8 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("r.trace");
     std::fs::write(&rec, recording()).unwrap();
+    // Its accesses (record --accesses): `accesses.recorded`.
+    std::fs::write(trace::accesses::companion_path(&rec), accesses(&recording())).unwrap();
     let rec = rec.to_str().unwrap();
     let replay = thplab(&["sim", rec, "--json", "--recorded-time", "--profile", "builtin"]);
     replay.ok();
