@@ -772,11 +772,7 @@ pub fn record_accesses(argv: &[OsString], rec: &Recording, trace_crc: u32, nativ
             } else if libc::dup2(w, LOG_FD) < 0 {
                 return Err(io::Error::last_os_error());
             }
-            libc::prctl(libc::PR_SET_THP_DISABLE, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);
-            let cur = libc::personality(0xffff_ffff);
-            if cur != -1 {
-                libc::personality((cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
-            }
+            crate::timed::as_recorded();
             Ok(())
         });
     }

@@ -15,6 +15,21 @@ use std::time::Instant;
 
 use crate::RecordError;
 
+/// In a child between fork and exec: the conditions the recorder runs a program under
+/// (`prctl(PR_SET_THP_DISABLE)`, `personality(ADDR_NO_RANDOMIZE)`), for the runs that stand in
+/// for the recorded one (these timed runs, the accesses' run under valgrind). Only
+/// async-signal-safe calls.
+pub(crate) fn as_recorded() {
+    // SAFETY: prctl and personality with constant arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);
+        let cur = libc::personality(0xffff_ffff);
+        if cur != -1 {
+            libc::personality((cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
+        }
+    }
+}
+
 /// The median wall time (ns) of `runs` untraced runs of `argv` (at least one).
 pub fn time_untraced(argv: &[OsString], runs: u32) -> Result<u64, RecordError> {
     let (program, args) = argv.split_first().ok_or_else(|| RecordError::Other("no program to time".into()))?;
@@ -25,11 +40,7 @@ pub fn time_untraced(argv: &[OsString], runs: u32) -> Result<u64, RecordError> {
         // SAFETY: only async-signal-safe calls between fork and exec.
         unsafe {
             cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_THP_DISABLE, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);
-                let cur = libc::personality(0xffff_ffff);
-                if cur != -1 {
-                    libc::personality((cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
-                }
+                as_recorded();
                 Ok(())
             });
         }
