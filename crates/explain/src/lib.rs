@@ -65,6 +65,48 @@ pub struct OrderLine {
     pub khugepaged_also: Vec<String>,
     /// Folios of this size the census found in the VMA.
     pub folios: u64,
+    /// An anonymous size allowed at fault that the VMA's memory is nevertheless mapped below:
+    /// why, as far as the mapping now tells ([`unused_because`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unused: Option<String>,
+}
+
+/// Why the anonymous order `o`, allowed at fault now, does not map the VMA's memory that the
+/// census found in smaller folios (`c`); `khugepaged`: the order's verdict for the daemon. The
+/// kernel decides at each fault (mm/memory.c: `__handle_mm_fault` takes a PMD fault only on an
+/// empty PMD entry, `do_anonymous_page` → `alloc_anon_folio` the largest allowed order whose
+/// aligned block is inside the VMA and has no PTE yet, `pte_range_none`), so memory faulted in
+/// smaller folios stays so until it is freed or collapsed; the census shows the result, not
+/// which condition applied then.
+pub fn unused_because(o: Order, c: &Census, khugepaged: &str) -> Option<String> {
+    let smaller_kb: u64 = c
+        .sizes
+        .iter()
+        .filter(|(size, e)| e.folios > 0 && size_sort_key(size) < o.nr_pages() as u64 * 4)
+        .map(|(size, e)| size_sort_key(size) * e.folios)
+        .sum();
+    if smaller_kb == 0 {
+        return None;
+    }
+    if o == Order::PMD {
+        let by_whom = if khugepaged == Verdict::Allowed.name() {
+            "khugepaged (allowed for this VMA) or MADV_COLLAPSE".to_string()
+        } else {
+            format!("MADV_COLLAPSE (khugepaged: {khugepaged})")
+        };
+        Some(format!(
+            "pte_table_exists: {smaller_kb} kB is mapped by PTEs, and a PMD fault needs an empty PMD entry: those 2 MiB ranges \
+             were first faulted while 2 MiB was not allowed there (other knobs, MADV_HUGEPAGE later, or the VMA not yet covering \
+             the aligned 2 MiB, as a heap grown by brk); only {by_whom} can map them with a PMD"
+        ))
+    } else {
+        Some(format!(
+            "faulted_smaller: {smaller_kb} kB is in smaller folios: when they faulted, the aligned {} block held a mapped page \
+             (pte_range_none), reached outside the VMA, or the size was not allowed (the census cannot tell which); it stays so \
+             until freed (khugepaged collapses PMD size only)",
+            o.label()
+        ))
+    }
 }
 
 /// One VMA.
@@ -349,14 +391,20 @@ pub fn explain(inp: &PolicyInputs, census: &live::CensusReport, addr: Option<u64
         };
         let orders = range
             .iter_desc()
-            .map(|o| OrderLine {
-                size: o.label(),
-                order: o.0,
-                fault: verdict(fo, &fw, o).name(),
-                fault_also: p.also(v, o, verdict(fo, &fw, o), false),
-                khugepaged: verdict(ko, &kw, o).name(),
-                khugepaged_also: p.also(v, o, verdict(ko, &kw, o), true),
-                folios: c.sizes.get(&label(o.nr_pages() as u64)).map(|e| e.folios).unwrap_or(0),
+            .map(|o| {
+                let fault = verdict(fo, &fw, o);
+                let khugepaged = verdict(ko, &kw, o).name();
+                let unused = (v.backing == Backing::Anon && fault == Verdict::Allowed).then(|| unused_because(o, &c, &khugepaged)).flatten();
+                OrderLine {
+                    size: o.label(),
+                    order: o.0,
+                    fault: fault.name(),
+                    fault_also: p.also(v, o, fault, false),
+                    khugepaged_also: p.also(v, o, verdict(ko, &kw, o), true),
+                    khugepaged,
+                    folios: c.sizes.get(&label(o.nr_pages() as u64)).map(|e| e.folios).unwrap_or(0),
+                    unused,
+                }
             })
             .collect();
         let model = p.thp_eligible(v);
@@ -488,6 +536,9 @@ impl fmt::Display for ExplainReport {
                 c.push(format!("huge zero PMDs x{}", v.census.huge_zero_pmds));
             }
             writeln!(f, "  census:     {}", if c.is_empty() { "nothing mapped".into() } else { c.join(", ") })?;
+            for l in v.orders.iter().filter(|l| l.unused.is_some()) {
+                writeln!(f, "  not used:   {} allowed, but {}", l.size, l.unused.as_deref().unwrap_or_default())?;
+            }
         }
         if self.thp_eligible_mismatches > 0 {
             writeln!(f, "\nwarning: THPeligible differs from the model on {} VMAs", self.thp_eligible_mismatches)?;
