@@ -62,6 +62,33 @@ pub fn add_program_time(t: &mut TimeEstimate, baseline: &TimeEstimate, untraced_
     t.elapsed_ns = (own + t.total_ns).round() as u64;
 }
 
+/// A recording's time under the profile's `[fault]` costs: `r`, its replay under some
+/// settings, priced from its totals, and with `record --timed` the program's own time too
+/// ([`add_program_time`]), both against its run as recorded (THP disabled, 4 KiB pages:
+/// replayed under `enabled=never`, whose faults are the pages the program touches).
+pub fn recording(
+    r: &RunResult,
+    name: &str,
+    header: &trace::Header,
+    events: &[trace::Event],
+    machine: &crate::MachineConfig,
+    fault: &FaultCosts,
+) -> Result<TimeEstimate, crate::SimError> {
+    let calls = events.iter().filter(|e| matches!(e.body, trace::EventBody::Syscall(_))).count() as u64;
+    let mut four_k = uapi::ThpSettings::default();
+    for a in ["enabled=never", "shmem_enabled=never"] {
+        four_k.apply_assignment(a).expect("valid knobs");
+    }
+    let base = crate::run_recording_opts(name, header, events, &four_k, machine, &crate::ReplayOptions::default())?;
+    let touched = base.process.minflt.max(r.process.minflt);
+    let mut t = estimate(r, touched, calls, fault);
+    t.elapsed_ns = t.total_ns.round() as u64;
+    if header.untraced_wall_ns > 0 {
+        add_program_time(&mut t, &estimate(&base, touched, calls, fault), header.untraced_wall_ns);
+    }
+    Ok(t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -759,7 +759,7 @@ fn sim_one(
     // A workload's steps are priced as they run (sim::driver); a recording's time is still
     // estimated from its totals.
     if let (Some(fault), SimInput::Recording { name, header, events, offsets, .. }) = (costs, input) {
-        r.time = Some(recording_time(&r, name, header, events, machine, fault).map_err(|e| input::locate(e, offsets))?);
+        r.time = Some(sim::time::recording(&r, name, header, events, machine, fault).map_err(|e| input::locate(e, offsets))?);
     }
     if let (Some(pin), Some(io)) = (profile.and_then(|p| p.pin.as_ref()), r.io.as_mut()) {
         let ns = pin.pin_ns(io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages);
@@ -772,33 +772,6 @@ fn sim_one(
         }
     }
     Ok(r)
-}
-
-/// A recording's time under the profile's `[fault]` costs: its work under these settings, and
-/// with `record --timed` the program's own time too (`sim::time::add_program_time`), both
-/// against its run as recorded (THP disabled, 4 KiB pages: replayed under `enabled=never`,
-/// whose faults are the pages the program touches).
-pub fn recording_time(
-    r: &uapi::RunResult,
-    name: &str,
-    header: &trace::Header,
-    events: &[trace::Event],
-    machine: &sim::MachineConfig,
-    fault: &uapi::profile::FaultCosts,
-) -> std::result::Result<uapi::TimeEstimate, sim::SimError> {
-    let calls = events.iter().filter(|e| matches!(e.body, trace::EventBody::Syscall(_))).count() as u64;
-    let mut four_k = ThpSettings::default();
-    for a in ["enabled=never", "shmem_enabled=never"] {
-        four_k.apply_assignment(a).expect("valid knobs");
-    }
-    let base = sim::run_recording_opts(name, header, events, &four_k, machine, &sim::ReplayOptions::default())?;
-    let touched = base.process.minflt.max(r.process.minflt);
-    let mut t = sim::time::estimate(r, touched, calls, fault);
-    t.elapsed_ns = t.total_ns.round() as u64;
-    if header.untraced_wall_ns > 0 {
-        sim::time::add_program_time(&mut t, &sim::time::estimate(&base, touched, calls, fault), header.untraced_wall_ns);
-    }
-    Ok(t)
 }
 
 /// A machine profile from a file, or the built-in one.

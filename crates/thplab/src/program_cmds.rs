@@ -118,7 +118,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     for (label, s) in &runs {
         let mut model = sim::run_recording(&source, &rec.header, &rec.events, s, &a.machine, false)?;
         if let Some(fault) = a.profile.as_ref().and_then(|p| p.fault.as_ref()) {
-            model.time = Some(crate::recording_time(&model, &source, &rec.header, &rec.events, &a.machine, fault)?);
+            model.time = Some(sim::time::recording(&model, &source, &rec.header, &rec.events, &a.machine, fault)?);
         }
         let live = live::run_program(&a.command, s, &opts)?;
         let compare::Retried { live, rows, attempts, why } =
