@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use uapi::TimelineSample;
 
 use crate::census::census_of_ranges;
-use crate::procfs::{list_pids, read_smaps, stat_field};
+use crate::procfs::{list_pids, read_smaps, stat_field, CounterSnapshot};
 
 /// The sampling thread of one live run.
 /// Stops when finished or dropped (a run that fails midway).
@@ -33,15 +33,12 @@ impl Drop for Sampler {
     }
 }
 
-/// khugepaged's counters and `thp_collapse_alloc`, system-wide.
+/// khugepaged's counters and `thp_collapse_alloc`, system-wide, as the run's before/after
+/// snapshot reads them ([`CounterSnapshot`]); zeros where they cannot be read.
 fn collapse_counters(sysfs: &Path) -> [i64; 3] {
-    let read = |p: PathBuf| std::fs::read_to_string(p).ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0);
-    let kh = sysfs.join("khugepaged");
-    let alloc = std::fs::read_to_string("/proc/vmstat")
-        .ok()
-        .and_then(|t| t.lines().find_map(|l| l.strip_prefix("thp_collapse_alloc ").and_then(|v| v.trim().parse().ok())))
-        .unwrap_or(0);
-    [read(kh.join("pages_collapsed")), read(kh.join("full_scans")), alloc]
+    let s = CounterSnapshot::read(sysfs).unwrap_or_default();
+    let kh = |k: &str| s.khugepaged.get(k).copied().unwrap_or(0);
+    [kh("pages_collapsed"), kh("full_scans"), s.vmstat.get("thp_collapse_alloc").copied().unwrap_or(0)]
 }
 
 /// `root` and every process whose chain of parents leads to it.
