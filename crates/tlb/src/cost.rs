@@ -70,12 +70,11 @@ fn characteristic_time(kinds: &[Kind], cap: f64) -> f64 {
     hi
 }
 
-/// Mean cycles of one read of a line of `kinds[i]`.
-fn read_cycles(p: &CpuPreset, kinds: &[Kind], i: usize) -> f64 {
-    let k = kinds[i];
+/// Mean cycles of one read of a line of kind `k`; `times`: each cache's characteristic time
+/// under all the kinds, in the order of `p.caches`.
+fn read_cycles(p: &CpuPreset, times: &[f64], k: Kind) -> f64 {
     let (mut held_before, mut cycles) = (0.0, 0.0);
-    for c in p.caches {
-        let t = characteristic_time(kinds, c.bytes as f64 / 64.0);
+    for (c, &t) in p.caches.iter().zip(times) {
         let held = if t.is_infinite() { 1.0 } else { (1.0 - (-k.rate * t / k.lines).exp()).max(held_before) };
         cycles += (held - held_before) * c.cycles;
         held_before = held;
@@ -101,14 +100,15 @@ pub fn estimate(p: &CpuPreset, stats: &TlbStats, f: Footprint, host: Option<Host
         let lines = host.map_or(table_lines(f.bytes, l), |h| h.0[l].max(1));
         kinds.push(Kind { lines: lines as f64, rate: stats.host_refs[l] as f64 / n });
     }
-    let data = stats.accesses as f64 * read_cycles(p, &kinds, 0);
+    let times: Vec<f64> = p.caches.iter().map(|c| characteristic_time(&kinds, c.bytes as f64 / 64.0)).collect();
+    let data = stats.accesses as f64 * read_cycles(p, &times, kinds[0]);
     let mut tr = stats.l2_hits as f64 * p.l2_hit_cycles + stats.walks as f64 * p.walk_cycles;
     for l in 0..4 {
         if stats.guest_refs[l] > 0 {
-            tr += stats.guest_refs[l] as f64 * read_cycles(p, &kinds, 1 + l);
+            tr += stats.guest_refs[l] as f64 * read_cycles(p, &times, kinds[1 + l]);
         }
         if stats.host_refs[l] > 0 {
-            tr += stats.host_refs[l] as f64 * read_cycles(p, &kinds, 5 + l);
+            tr += stats.host_refs[l] as f64 * read_cycles(p, &times, kinds[5 + l]);
         }
     }
     let cycles = data + tr;
