@@ -82,8 +82,9 @@ pub fn unused_because(o: Order, c: &Census, khugepaged: &str) -> Option<String> 
     let smaller_kb: u64 = c
         .sizes
         .iter()
-        .filter(|(size, e)| e.folios > 0 && size_sort_key(size) < o.nr_pages() as u64 * 4)
-        .map(|(size, e)| size_sort_key(size) * e.folios)
+        .filter_map(|(size, e)| Some((mm_types::parse_size(size)?, e.folios)))
+        .filter(|&(bytes, folios)| folios > 0 && bytes < o.size())
+        .map(|(bytes, folios)| (bytes >> 10) * folios)
         .sum();
     if smaller_kb == 0 {
         return None;
