@@ -7,7 +7,7 @@
 //! must equal the kernel's exactly; the live full scans are at most one more than the model's
 //! (a busy machine delays the daemon's wake-ups, never adds any).
 
-use crate::{exclusive, skip_reason, temp_file, thplab, thplab_unlocked, workspace};
+use crate::{exclusive, json_args, skip_reason, temp_file, thplab, thplab_unlocked, workspace};
 
 const WORKLOAD: &str = "mmap a 8M align=2M\ntouch a[0+2M] write\ntouch a[2M+1M] write\ntouch a[4M+256K] write\nmadvise a hugepage\nsleep 1s\n";
 
@@ -17,11 +17,7 @@ fn khugepaged_model_matches_the_live_daemon() {
     let live_ok = skip_reason();
     for (none, collapsed) in [(0, 1), (256, 2), (511, 3)] {
         let args = ["--set", "enabled=madvise", "--set", &format!("khugepaged/max_ptes_none={none}"), "--set", "khugepaged/scan_sleep_millisecs=100", "--set", "khugepaged/pages_to_scan=4096"];
-        let mut sim_args = vec!["sim", w.as_str(), "--json"];
-        sim_args.extend(args);
-        let m = thplab(&sim_args);
-        m.ok();
-        let m = m.result();
+        let m = thplab(&json_args("sim", &w, &args)).ok().result();
         let mk = m.model.as_ref().and_then(|x| x.run.as_ref()).expect("model state").khugepaged;
         assert_eq!(mk.pages_collapsed, collapsed as u64, "max_ptes_none={none}");
         assert_eq!(m.vmstat["thp_collapse_alloc"], collapsed);
@@ -31,8 +27,7 @@ fn khugepaged_model_matches_the_live_daemon() {
             continue;
         }
         let _g = exclusive();
-        let mut live_args = vec!["live", w.as_str(), "--json"];
-        live_args.extend(args);
+        let live_args = json_args("live", &w, &args);
         let l = thplab_unlocked(&workspace(), &live_args);
         l.ok();
         let l = l.result();
@@ -117,11 +112,7 @@ fn khugepaged_shmem_model_matches_the_live_daemon() {
     let live_ok = skip_reason();
     for (none, collapsed) in [(0u64, 1i64), (256, 2), (511, 3)] {
         let args = ["--set", "enabled=madvise", "--set", &format!("khugepaged/max_ptes_none={none}"), "--set", "khugepaged/scan_sleep_millisecs=100", "--set", "khugepaged/pages_to_scan=4096"];
-        let mut sim_args = vec!["sim", w.as_str(), "--json"];
-        sim_args.extend(args);
-        let m = thplab(&sim_args);
-        m.ok();
-        let m = m.result();
+        let m = thplab(&json_args("sim", &w, &args)).ok().result();
         let mk = m.model.as_ref().and_then(|x| x.run.as_ref()).expect("model state").khugepaged;
         // By hand: `collapsed` ranges at each of the 10 wake-ups.
         assert_eq!(mk.pages_collapsed, collapsed as u64 * 10, "max_ptes_none={none}");
@@ -131,8 +122,7 @@ fn khugepaged_shmem_model_matches_the_live_daemon() {
             continue;
         }
         let _g = exclusive();
-        let mut live_args = vec!["live", w.as_str(), "--json"];
-        live_args.extend(args);
+        let live_args = json_args("live", &w, &args);
         // The vmstat and meminfo figures are system-wide: another process faulting a file THP
         // meanwhile (other work on this machine) adds to them. Such a run is repeated (at most
         // three runs), as `compare` does (compare::retry_reason); the last one must match.

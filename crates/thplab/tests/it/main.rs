@@ -108,6 +108,13 @@ pub fn thplab(args: &[&str]) -> Run {
     thplab_unlocked(&workspace(), args)
 }
 
+/// The arguments of `thplab CMD WORKLOAD --json ARGS...` (`sim`, `live`).
+pub fn json_args<'a>(cmd: &'a str, workload: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![cmd, workload, "--json"];
+    v.extend_from_slice(args);
+    v
+}
+
 /// `thplab ARGS` in `dir`.
 pub fn thplab_in(dir: &Path, args: &[&str]) -> Run {
     let _g = shared();

@@ -6,13 +6,13 @@
 //! Four 2 MiB ranges get one base page each under MADV_NOHUGEPAGE (PTE tables), then
 //! MADV_HUGEPAGE registers the mm and `touch a write rate=8M/s` writes the 2048 pages in 1 s.
 //! With max_ptes_none=511 a range with one page present collapses, so the daemon, waking every
-//! 100 ms during the fill, collapses all four (the model: all at its first wake-up, due at 0;
+//! 104 ms during the fill (100 ms in jiffies at HZ=250, one more for the timer wheel), collapses all four (the model: all at its first wake-up, due at 0;
 //! crates/sim/src/daemons.rs derives it); the fill then mostly hits PMD-mapped memory. Then
 //! `repeat 500ms { touch a[0+4K] write; sleep 100ms }`: iterations at 0, 100, …, 400 ms, 5.
 //! Derived by hand: 4 collapses, 4 PMD folios, 5 faults in the model (live: at least 5, as the
 //! daemon's first wake-up comes a little after the fill starts), 1.5 s in all.
 
-use crate::{exclusive, skip_reason, temp_file, thplab, thplab_unlocked, workspace};
+use crate::{exclusive, json_args, skip_reason, temp_file, thplab, thplab_unlocked, workspace};
 
 const WORKLOAD: &str = "mmap a 8M align=2M\nmadvise a nohugepage\ntouch a write stride=2M\nmadvise a hugepage\ntouch a write rate=8M/s\nrepeat 500ms {\n  touch a[0+4K] write\n  sleep 100ms\n}\n";
 
@@ -20,13 +20,9 @@ const WORKLOAD: &str = "mmap a 8M align=2M\nmadvise a nohugepage\ntouch a write 
 fn a_paced_fill_and_a_timed_loop_agree_with_the_live_kernel() {
     let (_d, w) = temp_file("pace.thpw", WORKLOAD);
     let args = ["--set", "enabled=madvise", "--set", "khugepaged/max_ptes_none=511", "--set", "khugepaged/scan_sleep_millisecs=100", "--set", "khugepaged/pages_to_scan=4096"];
-    let mut sim_args = vec!["sim", w.as_str(), "--json"];
-    sim_args.extend(args);
-    let m = thplab(&sim_args);
-    m.ok();
-    let m = m.result();
+    let m = thplab(&json_args("sim", &w, &args)).ok().result();
     let mk = m.model.as_ref().and_then(|x| x.run.as_ref()).expect("model state").khugepaged;
-    // Hand-derived (module docs): 15 wake-ups (0, 100, …, 1400 ms before the clock's 1.5 s).
+    // Hand-derived (module docs): 15 wake-ups (0, 104, …, 1456 ms before the clock's 1.5 s).
     assert_eq!((mk.pages_collapsed, mk.wakeups), (4, 15));
     assert_eq!(m.vmstat["thp_collapse_alloc"], 4);
     assert_eq!(m.folios, [("2048kB".to_string(), 4)].into());
@@ -41,8 +37,7 @@ fn a_paced_fill_and_a_timed_loop_agree_with_the_live_kernel() {
         return;
     }
     let _g = exclusive();
-    let mut live_args = vec!["live", w.as_str(), "--json"];
-    live_args.extend(args);
+    let live_args = json_args("live", &w, &args);
     let l = thplab_unlocked(&workspace(), &live_args);
     l.ok();
     let l = l.result();
