@@ -37,6 +37,7 @@ pub mod census;
 pub mod chase;
 pub mod executor;
 pub mod guard;
+pub mod host;
 pub mod inputs;
 pub mod khugepaged;
 pub mod metrics;

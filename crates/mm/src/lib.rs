@@ -33,6 +33,7 @@ pub mod madvise;
 pub mod memory;
 pub mod mmap;
 pub mod page_alloc;
+pub mod page_reporting;
 pub mod peak;
 pub mod pgtable;
 pub mod shmem;
@@ -391,5 +392,43 @@ impl Kernel {
         }
         self.held_pages += held;
         held
+    }
+
+    /// Give the machine a free page reporting device of `order` (`page_reporting_order`) and a
+    /// host behind it, in the state a machine is in after idling: every free block of `order`
+    /// or above reported and unbacked, the smaller ones backed. With `free_areas` (a row of
+    /// /proc/buddyinfo), the free memory is first laid out in blocks of those orders, the rest
+    /// held by the rest of the system (`Zone::seed_free_areas`); without, the machine is as it
+    /// boots, all free in MAX_PAGE_ORDER blocks. Call before the first step.
+    pub fn enable_page_reporting(&mut self, order: Order, free_areas: Option<&[u64]>) {
+        if let Some(free) = free_areas {
+            for (pfn, n) in self.zone.seed_free_areas(free) {
+                for p in pfn..pfn + n {
+                    self.prep_folio(mm_types::Pfn(p), Order::BASE, page_alloc::pg::RESERVED);
+                }
+                self.held_pages += n as u64;
+            }
+        }
+        let mut host = page_reporting::Host::new(self.zone.nr_pages(), order);
+        for (pfn, o) in self.zone.mark_free_reported(order) {
+            host.unback(pfn, 1 << o);
+        }
+        self.zone.host = Some(Box::new(host));
+    }
+
+    /// Run one reporting pass (`page_reporting_process`); the daemon calls it one
+    /// PAGE_REPORTING_DELAY after a request.
+    pub fn page_reporting_process(&mut self) -> page_reporting::ReportPass {
+        self.zone.page_reporting_process()
+    }
+
+    /// A reporting pass was asked for since the last one began.
+    pub fn page_reporting_requested(&self) -> bool {
+        self.zone.page_reporting_requested()
+    }
+
+    /// What reporting and the host did, if the machine has a reporting device.
+    pub fn host_stats(&self) -> Option<page_reporting::HostStats> {
+        self.zone.host.as_ref().map(|h| h.stats)
     }
 }

@@ -45,6 +45,9 @@ pub(crate) mod pg {
     pub const RESERVED: u16 = 1 << 10;
     /// A shmem page-cache folio (on the head).
     pub const SHMEM: u16 = 1 << 11;
+    /// `PageReported`: a free block head whose memory was reported to the host
+    /// (mm/page_reporting.c); cleared when the block leaves its free list.
+    pub const REPORTED: u16 = 1 << 13;
     /// Not `PageAnonExclusive`: fork shared this anon page (on the head only while the folio
     /// is PMD-mapped, as the kernel keeps it); set by `copy_present_ptes`/`copy_huge_pmd`,
     /// cleared when a write fault reuses the page. A new page is exclusive.
@@ -109,6 +112,8 @@ impl ZeroIsDefault for FolioMeta {}
 #[derive(Clone, Copy, Debug)]
 struct FreeArea {
     head: u32,
+    /// The last block of the list (`list_last_entry`), where reported blocks go back.
+    tail: u32,
     nr_free: u32,
 }
 
@@ -143,6 +148,9 @@ pub struct Zone {
     pcp: VecDeque<u32>,
     pcp_batch: u32,
     pcp_high: u32,
+    /// Free page reporting and the host's backing of the frames, when the machine has a
+    /// reporting device (`crate::page_reporting`).
+    pub(crate) host: Option<Box<crate::page_reporting::Host>>,
 }
 
 impl Zone {
@@ -159,7 +167,7 @@ impl Zone {
             folio_meta,
             links: Vec::new(),
             free_slots: Vec::new(),
-            free_area: [FreeArea { head: NIL, nr_free: 0 }; MAX_PAGE_ORDER as usize + 1],
+            free_area: [FreeArea { head: NIL, tail: NIL, nr_free: 0 }; MAX_PAGE_ORDER as usize + 1],
             nr_free: 0,
             managed: nr_pages as u64,
             wmark: Watermarks { min, low: min + scaled, high: min + 2 * scaled },
@@ -169,6 +177,7 @@ impl Zone {
             pcp: VecDeque::new(),
             pcp_batch: 0,
             pcp_high: 0,
+            host: None,
         };
         // zone_batchsize and zone_highsize (percpu_pagelist_high_fraction 0, 2 CPUs).
         let batch = (nr_pages >> 10).clamp(1, 256);
@@ -239,25 +248,51 @@ impl Zone {
         self.mem_map[pfn as usize].mapcount as usize
     }
 
+    /// A link slot holding `[next, prev]`.
+    fn new_link(&mut self, next: u32, prev: u32) -> i32 {
+        match self.free_slots.pop() {
+            Some(s) => {
+                self.links[s as usize] = [next, prev];
+                s as i32
+            }
+            None => {
+                self.links.push([next, prev]);
+                (self.links.len() - 1) as i32
+            }
+        }
+    }
+
     fn add_to_free_list(&mut self, pfn: Pfn, order: Order) {
         let fa = &mut self.free_area[order.0 as usize];
         let old = fa.head;
         fa.head = pfn.0;
+        if old == NIL {
+            fa.tail = pfn.0;
+        }
         fa.nr_free += 1;
-        let slot = match self.free_slots.pop() {
-            Some(s) => {
-                self.links[s as usize] = [old, NIL];
-                s
-            }
-            None => {
-                self.links.push([old, NIL]);
-                (self.links.len() - 1) as u32
-            }
-        };
-        self.mem_map[pfn.idx()] = Page { flags: pg::BUDDY, order: order.0, mapcount: slot as i32, ..Default::default() };
+        let slot = self.new_link(old, NIL);
+        self.mem_map[pfn.idx()] = Page { flags: pg::BUDDY, order: order.0, mapcount: slot, ..Default::default() };
         if old != NIL {
             let s = self.link_slot(old);
             self.links[s][1] = pfn.0;
+        }
+    }
+
+    /// `add_to_free_list(.., tail = true)`: the block goes to the end of its list, where
+    /// `__rmqueue_smallest` takes it last.
+    fn add_to_free_list_tail(&mut self, pfn: Pfn, order: Order) {
+        let fa = &mut self.free_area[order.0 as usize];
+        let old = fa.tail;
+        fa.tail = pfn.0;
+        if old == NIL {
+            fa.head = pfn.0;
+        }
+        fa.nr_free += 1;
+        let slot = self.new_link(NIL, old);
+        self.mem_map[pfn.idx()] = Page { flags: pg::BUDDY, order: order.0, mapcount: slot, ..Default::default() };
+        if old != NIL {
+            let s = self.link_slot(old);
+            self.links[s][0] = pfn.0;
         }
     }
 
@@ -274,6 +309,8 @@ impl Zone {
         if next != NIL {
             let s = self.link_slot(next);
             self.links[s][1] = prev;
+        } else {
+            self.free_area[order.0 as usize].tail = prev;
         }
         self.free_slots.push(slot as u32);
         self.free_area[order.0 as usize].nr_free -= 1;
@@ -343,7 +380,11 @@ impl Zone {
         if self.pcp.is_empty() {
             self.rmqueue_bulk(self.pcp_batch);
         }
-        self.pcp.pop_front().map(Pfn)
+        let pfn = self.pcp.pop_front()?;
+        if let Some(h) = self.host.as_mut() {
+            h.back(pfn, 1);
+        }
+        Some(Pfn(pfn))
     }
 
     /// `rmqueue_bulk`: `n` order-0 pages onto the per-cpu list, as `n` calls of
@@ -396,7 +437,11 @@ impl Zone {
         if !self.watermark_ok(order) {
             return None;
         }
-        self.rmqueue_smallest(order)
+        let pfn = self.rmqueue_smallest(order)?;
+        if let Some(h) = self.host.as_mut() {
+            h.back(pfn.0, order.nr_pages() as u32);
+        }
+        Some(pfn)
     }
 
     /// `__rmqueue_smallest`: the smallest free block that fits, split down by `expand`.
@@ -474,6 +519,100 @@ impl Zone {
             order += 1;
         }
         self.add_to_free_list(Pfn(pfn), Order(order));
+        if let Some(h) = self.host.as_mut() {
+            h.notify_free(Order(order));
+        }
+    }
+
+    // ---------------------------------------------------------------- for page_reporting
+
+    /// Free blocks of `order` from the head of the list, with whether each is reported.
+    pub(crate) fn free_list(&self, order: Order) -> impl Iterator<Item = (u32, bool)> + '_ {
+        let mut cur = self.free_area[order.0 as usize].head;
+        std::iter::from_fn(move || {
+            (cur != NIL).then(|| {
+                let p = cur;
+                cur = self.links[self.link_slot(p)][0];
+                (p, self.mem_map[p as usize].flags & pg::REPORTED != 0)
+            })
+        })
+    }
+
+    /// Free blocks of `order` (`area->nr_free`), never-used MAX_PAGE_ORDER blocks included.
+    pub(crate) fn nr_free_blocks(&self, order: Order) -> u32 {
+        self.free_area[order.0 as usize].nr_free + if order.0 == MAX_PAGE_ORDER { self.wild_blocks() } else { 0 }
+    }
+
+    /// `page_reporting_drain` of one block that was isolated and reported: back on its list at
+    /// the tail (`__putback_isolated_page`), flagged `PageReported`.
+    pub(crate) fn put_back_reported(&mut self, pfn: Pfn, order: Order) {
+        self.del_from_free_list(pfn, order);
+        self.add_to_free_list_tail(pfn, order);
+        self.mem_map[pfn.idx()].flags |= pg::REPORTED;
+    }
+
+    /// Free pages above the low watermark by at least `pages` (`zone_watermark_ok` for order 0).
+    pub(crate) fn above_low_watermark_by(&self, pages: u64) -> bool {
+        self.nr_free > self.wmark.low + pages
+    }
+
+    /// Turn every free block of `order` or above into what reporting leaves after a long idle:
+    /// flagged reported, at the tail of its list. Returns the frames.
+    pub(crate) fn mark_free_reported(&mut self, order: Order) -> Vec<(u32, u8)> {
+        let mut v = Vec::new();
+        for o in order.0..=MAX_PAGE_ORDER {
+            let blocks: Vec<u32> = self.free_list(Order(o)).map(|(p, _)| p).collect();
+            for p in blocks {
+                self.mem_map[p as usize].flags |= pg::REPORTED;
+                v.push((p, o));
+            }
+        }
+        v.extend((self.wild_next..self.wild_end).step_by(1 << MAX_PAGE_ORDER).map(|p| (p, MAX_PAGE_ORDER)));
+        v
+    }
+
+    /// Lay the free memory out as another machine's free lists were (a row of /proc/buddyinfo:
+    /// `free[o]` blocks of order `o`), before any allocation: each block below MAX_PAGE_ORDER
+    /// sits beside a buddy that the rest of the system holds, so it stays that order, and the
+    /// frames beyond the blocks are held too. When the blocks and their buddies do not fit, every
+    /// count is scaled down alike. Returns the held ranges `(pfn, pages)` for the caller to mark
+    /// as held.
+    pub(crate) fn seed_free_areas(&mut self, free: &[u64]) -> Vec<(u32, u32)> {
+        assert!(self.wild_next == 0 && self.pcp.is_empty(), "free areas are seeded at boot, before any allocation");
+        let n = self.nr_pages();
+        // Take everything off the lists: the boot tail blocks, and the never-used blocks.
+        for o in 0..=MAX_PAGE_ORDER {
+            while self.free_area[o as usize].head != NIL {
+                let p = self.free_area[o as usize].head;
+                self.del_from_free_list(Pfn(p), Order(o));
+            }
+        }
+        self.wild_next = self.wild_end;
+        self.nr_free = 0;
+        let span = |o: usize| if o as u8 == MAX_PAGE_ORDER { 1u64 << o } else { 2u64 << o };
+        let needed: u64 = free.iter().enumerate().take(MAX_PAGE_ORDER as usize + 1).map(|(o, &c)| c * span(o)).sum();
+        let scale = if needed > n as u64 { n as f64 / needed as f64 } else { 1.0 };
+        let mut held = Vec::new();
+        let mut cur = 0u32;
+        // Largest first, so that every block is aligned to its order and its buddy's.
+        for o in (0..=MAX_PAGE_ORDER as usize).rev() {
+            let count = (free.get(o).copied().unwrap_or(0) as f64 * scale) as u64;
+            for _ in 0..count {
+                if cur as u64 + span(o) > n as u64 {
+                    break;
+                }
+                self.add_to_free_list(Pfn(cur), Order(o as u8));
+                self.nr_free += 1 << o;
+                if (o as u8) < MAX_PAGE_ORDER {
+                    held.push((cur + (1 << o), 1 << o));
+                }
+                cur += span(o) as u32;
+            }
+        }
+        if cur < n {
+            held.push((cur, n - cur));
+        }
+        held
     }
 
     /// Hold back `pages` from allocation (a model knob for low-memory experiments).
@@ -498,6 +637,7 @@ impl Zone {
             pcp: VecDeque::new(),
             pcp_batch: self.pcp_batch,
             pcp_high: self.pcp_high,
+            host: None,
         }
     }
 

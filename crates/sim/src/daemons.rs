@@ -1,7 +1,9 @@
 //! The daemons of the simulated machine on the driver's clock: khugepaged's wake-ups
-//! (mm/khugepaged.c: `khugepaged`, `khugepaged_wait_work`, `__khugepaged_enter`). The mm core
-//! is clockless and does one wake-up's work (`Kernel::khugepaged_do_scan`); when it wakes is
-//! decided here.
+//! (mm/khugepaged.c: `khugepaged`, `khugepaged_wait_work`, `__khugepaged_enter`) and free page
+//! reporting's delayed work (mm/page_reporting.c: `__page_reporting_request` schedules
+//! `page_reporting_process` PAGE_REPORTING_DELAY after a request). The mm core is clockless and
+//! does one wake-up's work (`Kernel::khugepaged_do_scan`, `Kernel::page_reporting_process`);
+//! when it happens is decided here.
 //!
 //! The clock moves with `sleep` statements (the other statements take no simulated time
 //! unless a profile prices them). The daemon sleeps on an empty list until an mm registers
@@ -54,6 +56,36 @@ pub fn timer_wheel_expiry(now: u64, timeout: u64) -> u64 {
     let lvl = (1..=8).find(|&n| timeout < lvl_start(n)).map_or(8, |n| n - 1);
     let shift = lvl * LVL_CLK_SHIFT;
     ((expires >> shift) + 1) << shift
+}
+
+/// PAGE_REPORTING_DELAY: 2 s (`2 * HZ` jiffies, whatever HZ is).
+pub const PAGE_REPORTING_DELAY_NS: u64 = 2_000_000_000;
+
+/// Free page reporting's delayed work: idle, or due at a time.
+#[derive(Clone, Debug, Default)]
+pub struct PageReporting {
+    pub next_pass_ns: Option<u64>,
+}
+
+impl PageReporting {
+    /// After an operation at `now`: a request on an idle device schedules a pass one delay
+    /// later (a request while one is scheduled is absorbed by it).
+    pub fn after_op(&mut self, k: &Kernel, now: u64) {
+        if self.next_pass_ns.is_none() && k.page_reporting_requested() {
+            self.next_pass_ns = Some(now + PAGE_REPORTING_DELAY_NS);
+        }
+    }
+
+    /// When the next pass is due, if one is.
+    pub fn due(&self) -> Option<u64> {
+        self.next_pass_ns
+    }
+
+    /// Run the pass due at `t`; one that stopped at its budget schedules the next.
+    pub fn run_pass(&mut self, k: &mut Kernel, t: u64) {
+        k.page_reporting_process();
+        self.next_pass_ns = k.page_reporting_requested().then_some(t + PAGE_REPORTING_DELAY_NS);
+    }
 }
 
 impl Khugepaged {
@@ -191,6 +223,34 @@ mod tests {
         assert_eq!(t.elapsed_ns, 713_000_000);
         let phases: Vec<(&str, u64, u64)> = t.phases.iter().map(|p| (p.name.as_str(), p.start_ns, p.ns)).collect();
         assert_eq!(phases, [("fill", 0, 512_000_000), ("more", 512_000_000, 201_000_000)]);
+    }
+
+    /// Free page reporting on the clock (mm/page_reporting.c). A 256 MiB machine laid out as
+    /// 2000 free base pages, 40 free order-9 blocks (beside held buddies) and 20 order-10 ones,
+    /// idle: the large ones reported. 16 MiB under PMD THP takes 8 order-9 blocks from the head
+    /// of their list: 8 × 512 host faults. Unmapped, they go back to the head unreported, and a
+    /// second 16 MiB right after takes the same 8: none. Unmapped again and left 3 s: the pass
+    /// 2 s after the free reports them (40 blocks: budget 1, up to 64), and a third 16 MiB pays
+    /// 4096 host faults again. The page tables come from the base pages, backed.
+    #[test]
+    fn reported_blocks_cost_host_faults_until_written_and_freed_ones_until_reported() {
+        let text = "mmap a 16M align=2M\ntouch a write\nmunmap a\nmmap b 16M align=2M\ntouch b write\nmunmap b\nsleep 3s\nmmap c 16M align=2M\ntouch c write\n";
+        let w = workload::parse("t", text).unwrap();
+        let s = settings(&["enabled=always"]);
+        let costs = uapi::profile::FaultCosts { ns_per_fault: [("4kB".to_string(), 1000.0), ("2048kB".to_string(), 100_000.0)].into(), ..Default::default() };
+        let host = uapi::profile::HostCosts { page_reporting_order: 9, fault_ns_per_page: 10_000.0, free_areas: vec![2000, 0, 0, 0, 0, 0, 0, 0, 0, 40, 20], source: String::new() };
+        let m = MachineConfig { mem_bytes: 256 << 20, ..MachineConfig::default() };
+        let mut opts = crate::RunOptions { check_invariants: true, costs: Some(costs), host: Some((host, None)), ..Default::default() };
+        let (r, k) = crate::run_with(&w, &s, &m, &mut opts).unwrap();
+        let t = r.time.unwrap();
+        assert_eq!(t.faults["2048kB"], 24);
+        assert_eq!(t.host_faults, 2 * 8 * 512);
+        assert_eq!(t.host_ns, 8192.0 * 10_000.0);
+        let h = k.host_stats().unwrap();
+        assert_eq!((h.passes, h.reported_blocks), (1, 8));
+        // Without the sleep, the third range reuses the blocks too: one cold fill only.
+        let (r, _) = crate::run_with(&workload::parse("t", &text.replace("sleep 3s", "sleep 1s")).unwrap(), &s, &m, &mut opts).unwrap();
+        assert_eq!(r.time.unwrap().host_faults, 8 * 512);
     }
 
     /// A paced fill lets the daemon wake during it, as it does during a slow fill on the

@@ -233,6 +233,8 @@ struct Work {
     collapses: i64,
     /// The machine's folio allocations of each order (`anon_fault_alloc` + `shmem_alloc`).
     allocs: [i64; PMD_ORDER as usize + 1],
+    /// Frames written that the host had dropped (free page reporting).
+    host_faults: u64,
 }
 
 /// The simulated machine and its clock: the kernel, the time, and the daemons.
@@ -241,6 +243,7 @@ pub struct Machine {
     /// Simulated time in nanoseconds since boot.
     clock_ns: u64,
     khugepaged: daemons::Khugepaged,
+    reporting: daemons::PageReporting,
     steps: u64,
     /// With a profile's `[fault]` costs, every step moves the clock by what its work costs;
     /// without, only `Sleep` moves it.
@@ -254,6 +257,8 @@ pub struct Machine {
     faults_ns: [f64; ORDERS],
     /// What the priced steps cost, the other kinds of work.
     time: TimeEstimate,
+    /// ns per frame written that the host had dropped (the profile's `[host]`; 0 without).
+    host_fault_ns: f64,
     /// `--sample MS`: the interval and the next sample's time, and the samples taken.
     sampling: Option<(u64, u64)>,
     samples: Vec<TimelineSample>,
@@ -275,12 +280,14 @@ impl Machine {
             k,
             clock_ns: 0,
             khugepaged: daemons::Khugepaged::default(),
+            reporting: daemons::PageReporting::default(),
             steps: 0,
             costs: None,
             order_ns: [0.0; ORDERS],
             faults: [0; ORDERS],
             faults_ns: [0.0; ORDERS],
             time: TimeEstimate::default(),
+            host_fault_ns: 0.0,
             sampling: None,
             samples: Vec::new(),
         }
@@ -308,14 +315,23 @@ impl Machine {
     /// samples due on the way.
     fn advance(&mut self, until: u64) {
         while let Some((interval, at)) = self.sampling.filter(|&(_, at)| at <= until) {
-            self.khugepaged.run_until(&mut self.k, at);
+            self.run_daemons_until(at);
             self.clock_ns = self.clock_ns.max(at);
             let sample = self.sample(at);
             self.samples.push(sample);
             self.sampling = Some((interval, at + interval));
         }
-        self.khugepaged.run_until(&mut self.k, until);
+        self.run_daemons_until(until);
         self.clock_ns = until;
+    }
+
+    /// Every daemon's work due before `until`, in time order.
+    fn run_daemons_until(&mut self, until: u64) {
+        while let Some(t) = self.reporting.due().filter(|&t| t < until) {
+            self.khugepaged.run_until(&mut self.k, t);
+            self.reporting.run_pass(&mut self.k, t);
+        }
+        self.khugepaged.run_until(&mut self.k, until);
     }
 
     /// The state of every mm that has not exited, as `thplab live --sample` reads it of the
@@ -352,6 +368,17 @@ impl Machine {
         self.costs = Some(costs);
     }
 
+    /// Give the machine a free page reporting device and the host behind it (a profile's
+    /// `[host]`): the kernel's free memory is laid out as `free_areas` says (a live snapshot of
+    /// /proc/buddyinfo, else the profile's own) in the state of an idle machine, and every
+    /// frame a priced step writes that the host had dropped costs `fault_ns_per_page`. Call
+    /// before the first step.
+    pub fn set_host(&mut self, host: &uapi::profile::HostCosts, free_areas: Option<&[u64]>) {
+        let free = free_areas.or((!host.free_areas.is_empty()).then_some(host.free_areas.as_slice()));
+        self.k.enable_page_reporting(Order(host.page_reporting_order.min(mm_types::MAX_PAGE_ORDER)), free);
+        self.host_fault_ns = host.fault_ns_per_page;
+    }
+
     /// The time of the priced steps so far (`None` without a profile); `total_ns` is the work,
     /// the clock also holds the sleeps.
     pub fn time(&self) -> Option<TimeEstimate> {
@@ -362,7 +389,7 @@ impl Machine {
             t.faults.insert(size.clone(), self.faults[o]);
             t.faults_ns.insert(size, self.faults_ns[o]);
         }
-        t.total_ns = t.faults_ns.values().sum::<f64>() + t.zero_page_ns + t.touch_ns + t.calls_ns + t.collapse_ns;
+        t.total_ns = t.faults_ns.values().sum::<f64>() + t.zero_page_ns + t.touch_ns + t.calls_ns + t.collapse_ns + t.host_ns;
         t.unmeasured_sizes = t.faults.keys().filter(|s| c.fault_ns(s).is_none()).cloned().collect();
         Some(t)
     }
@@ -370,7 +397,8 @@ impl Machine {
     fn work(&self) -> Work {
         let s = self.k.stats();
         let collapses = self.k.counters.vm(VmEvent::ThpCollapseAlloc);
-        let mut w = Work { minflt: s.minflt, hits: s.hits, zero: s.zero_page_faults, collapses, allocs: [0; PMD_ORDER as usize + 1] };
+        let host_faults = self.k.host_stats().map_or(0, |h| h.faults);
+        let mut w = Work { minflt: s.minflt, hits: s.hits, zero: s.zero_page_faults, collapses, allocs: [0; PMD_ORDER as usize + 1], host_faults };
         for order in sysfs_orders() {
             w.allocs[order.0 as usize] = self.k.counters.mthp(order, MthpStat::AnonFaultAlloc) + self.k.counters.mthp(order, MthpStat::ShmemAlloc);
         }
@@ -421,6 +449,13 @@ impl Machine {
             t.calls += 1;
             t.calls_ns += c.syscall_ns;
             ns += c.syscall_ns;
+        }
+        let host = after.host_faults - before.host_faults;
+        if host > 0 {
+            let cost = host as f64 * self.host_fault_ns;
+            t.host_faults += host;
+            t.host_ns += cost;
+            ns += cost;
         }
         ns
     }
@@ -532,10 +567,12 @@ impl Machine {
             // while the daemon woke), an mm it put on khugepaged's empty list wakes it now.
             let until = self.clock_ns + self.charge(&before, call).round() as u64;
             self.khugepaged.after_op(&self.k, until);
+            self.reporting.after_op(&self.k, until);
             self.advance(until);
         } else {
             // An mm that the step put on khugepaged's empty list wakes the daemon now.
             self.khugepaged.after_op(&self.k, self.clock_ns);
+            self.reporting.after_op(&self.k, self.clock_ns);
         }
         out
     }

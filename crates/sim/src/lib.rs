@@ -142,6 +142,10 @@ pub struct RunOptions<'a> {
     /// `--profile`: price every step with these `[fault]` costs, so that the clock moves with
     /// the work (sim::driver) and the result has `time`.
     pub costs: Option<uapi::profile::FaultCosts>,
+    /// A profile's `[host]` (a VM that reports free pages to its host), with the free lists to
+    /// lay the machine's memory out by (a live /proc/buddyinfo row; `None`: the profile's):
+    /// `driver::Machine::set_host`. Priced only with `costs`.
+    pub host: Option<(uapi::profile::HostCosts, Option<Vec<u64>>)>,
     /// `--cpu` and `--paging`: the TLB model that `access` statements drive (default: zen4,
     /// native, when the workload has any).
     pub tlb: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
@@ -195,6 +199,9 @@ pub fn run_with(
     sim.mms[0] = Some(main);
     if let Some(c) = &opts.costs {
         sim.m.set_costs(c.clone());
+        if let Some((host, free_areas)) = &opts.host {
+            sim.m.set_host(host, free_areas.as_deref());
+        }
     }
     sim.m.set_hz(machine.hz);
     if let Some(ms) = opts.sample_ms {

@@ -413,3 +413,23 @@ impl CalibrateArgs {
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
 }
+
+/// This machine's free lists (/proc/buddyinfo, zones summed), for a model run that a live run
+/// follows; None where they cannot be read.
+pub fn host_free_areas() -> Option<Vec<u64>> {
+    live::host::free_areas().ok()
+}
+
+/// The profile's `[host]` for a model run: with `live` (a live run on this machine follows),
+/// only when this machine reports free pages too, and with its free lists `free_areas`.
+pub fn host_model<'a>(
+    profile: &'a uapi::profile::MachineProfile,
+    free_areas: Option<&'a [u64]>,
+    live: bool,
+) -> Option<(&'a uapi::profile::HostCosts, Option<&'a [u64]>)> {
+    let host = profile.host.as_ref()?;
+    if live && live::host::reporting_order().is_none() {
+        return None;
+    }
+    Some((host, free_areas))
+}

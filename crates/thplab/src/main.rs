@@ -579,6 +579,8 @@ pub struct SimExtras<'a> {
     pub tlb: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
     /// `--profile`'s `[fault]` costs.
     pub costs: Option<&'a uapi::profile::FaultCosts>,
+    /// `--profile`'s `[host]`, and the live machine's free lists when a live run follows.
+    pub host: Option<(&'a uapi::profile::HostCosts, Option<&'a [u64]>)>,
     /// `--sample MS`.
     pub sample_ms: Option<u64>,
     /// `--order0-scatter S`.
@@ -602,6 +604,7 @@ fn run_sim_tlb(
         explain,
         tlb: x.tlb,
         costs: x.costs.cloned(),
+        host: x.host.map(|(h, free)| (h.clone(), free.map(<[u64]>::to_vec))),
         sample_ms: x.sample_ms,
         order0_scatter: x.order0_scatter,
         ..Default::default()
@@ -753,7 +756,8 @@ fn sim_one(
         SimInput::Workload(w) => {
             let cpu = tlb::presets::by_name(&a.cpu).expect("clap checked --cpu");
             let paging = tlb::Paging::parse(&a.paging).expect("clap checked --paging");
-            run_sim_tlb(w, settings, machine, a.check, progress, explain, &SimExtras { tlb: Some((cpu, paging)), costs, sample_ms: a.sample, order0_scatter: a.order0_scatter })?
+            let host = profile.and_then(|p| p.host.as_ref()).map(|h| (h, None));
+            run_sim_tlb(w, settings, machine, a.check, progress, explain, &SimExtras { tlb: Some((cpu, paging)), costs, host, sample_ms: a.sample, order0_scatter: a.order0_scatter })?
         }
     };
     // A workload's steps are priced as they run (sim::driver); a recording's time is still
@@ -981,7 +985,9 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
     // The model's time from the profile measured on this machine kind, beside the live wall time.
     let profile = uapi::profile::MachineProfile::builtin();
     for (label, s) in demo_settings() {
-        let r = run_sim_tlb(&w, &s, &machine, false, false, None, &SimExtras { costs: profile.fault.as_ref(), ..Default::default() })?;
+        let free_areas = if unavailable.is_none() { live_cmds::host_free_areas() } else { None };
+        let host = live_cmds::host_model(&profile, free_areas.as_deref(), unavailable.is_none());
+        let r = run_sim_tlb(&w, &s, &machine, false, false, None, &SimExtras { costs: profile.fault.as_ref(), host, ..Default::default() })?;
         let live = match &unavailable {
             None => Some(live_cmds::run_live(&w, &s, &r.regions, 1, false, None)?),
             Some(_) => None,
@@ -1096,7 +1102,10 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
     let mut json = Vec::new();
     let mut differing = 0;
     for (label, s) in &runs {
-        let x = SimExtras { costs, sample_ms: a.sample, ..Default::default() };
+        // The live machine's free lists as the live run will meet them.
+        let free_areas = live_cmds::host_free_areas();
+        let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, free_areas.as_deref(), true));
+        let x = SimExtras { costs, host, sample_ms: a.sample, ..Default::default() };
         let (model, live) = model_and_live(&w, s, &machine, a.repeat, false, &x)?;
         let compare::Retried { live, rows, attempts, why } =
             compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live(&w, s, &model.regions, a.repeat, false, a.sample))?;

@@ -12,6 +12,7 @@
 //! | `[pin]` | `thplab bench io` (issue #12) | pin_user_pages/unpin cost per folio and per page |
 //! | `[tlb]` | `thplab calibrate` (issue #11) | TLB/walk preset and nested paging |
 //! | `[fault]` | `thplab calibrate` (issue #10) | per-order fault, zeroing and copy costs |
+//! | `[host]` | `thplab calibrate` (issue #10) | a VM's free page reporting and the host fault it costs |
 //!
 //! A section a profile lacks means "not measured": consumers say so instead of inventing a cost.
 
@@ -47,6 +48,32 @@ pub struct MachineProfile {
     /// `[fault]`: what a page fault costs per folio size (absent: not measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<FaultCosts>,
+    /// `[host]`: the host behind a virtual machine that reports free pages (absent: a machine
+    /// without a reporting device, or not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostCosts>,
+}
+
+/// `[host]`: a virtual machine whose balloon device reports free pages to the host
+/// (VIRTIO_BALLOON_F_REPORTING; mm/page_reporting.c), and what it costs the guest afterwards.
+/// The host drops its memory behind every reported block, so the guest's next write to each of
+/// its 4 KiB frames is a fault in the host; the model charges `fault_ns_per_page` for every
+/// such frame a run writes (the mm crate's `page_reporting` module says which ones).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostCosts {
+    /// `page_reporting_order` (/sys/module/page_reporting/parameters): free blocks of this
+    /// order and above are reported.
+    pub page_reporting_order: u8,
+    /// ns per 4 KiB frame written after the host dropped it.
+    pub fault_ns_per_page: f64,
+    /// Free blocks per order (0..=10) when the profile was measured (/proc/buddyinfo, its zones
+    /// summed): the model lays its free memory out alike when it has no fresher snapshot.
+    #[serde(default)]
+    pub free_areas: Vec<u64>,
+    /// How it was measured.
+    #[serde(default)]
+    pub source: String,
 }
 
 /// `[pin]`: the cost of pinning and unpinning user pages (`pin_user_pages_fast`, then
@@ -174,6 +201,7 @@ mod tests {
         let p = MachineProfile {
             machine: MachineInfo { name: "vm".into(), kernel: "6.18.44".into() },
             pin: None,
+            host: Some(HostCosts { page_reporting_order: 9, fault_ns_per_page: 8000.0, free_areas: vec![5, 4, 3, 2, 1, 0, 0, 0, 0, 7, 9], source: "test".into() }),
             fault: Some(FaultCosts {
                 ns_per_fault: [("4kB".to_string(), 900.0), ("2048kB".to_string(), 90_000.0)].into(),
                 zero_page_read_ns: 600.0,

@@ -566,6 +566,12 @@ pub struct TimeEstimate {
     /// part of `total_ns`.
     #[serde(default)]
     pub pin_ns: f64,
+    /// With a profile that has `[host]` (a VM whose free memory is reported to its host): the
+    /// 4 KiB frames the run wrote that the host had dropped, and their ns, part of `total_ns`.
+    #[serde(default)]
+    pub host_faults: u64,
+    #[serde(default)]
+    pub host_ns: f64,
     /// Sizes that faulted but have no cost in the profile (charged as 4kB faults).
     pub unmeasured_sizes: Vec<String>,
     /// The simulated clock at the end: the priced work plus every `sleep` (a workload's); a
