@@ -11,12 +11,17 @@
 //! - a touch of a mapped page (the range written again);
 //! - a read fault that maps the shared zero page (mm/memory.c: do_anonymous_page, the
 //!   `!(vmf->flags & FAULT_FLAG_WRITE)` path);
-//! - mmap and munmap of one page.
+//! - mmap and munmap of one page;
+//! - on a virtual machine whose balloon reports free pages (`[host]`, mm/page_reporting.c): a
+//!   range written under PMD THP right after the same range was freed (its blocks unreported,
+//!   the host still backing them) and again after page reporting handed them to the host
+//!   (`reported_kib` grew by the range, or the passes that take had time to run): the
+//!   difference per 4 KiB page is what a host fault costs the guest.
 
 use std::time::Instant;
 
 use serde::Serialize;
-use uapi::profile::FaultCosts;
+use uapi::profile::{FaultCosts, HostCosts};
 use uapi::ThpSettings;
 
 use crate::guard::{current_settings, SettingsGuard};
@@ -61,6 +66,8 @@ pub struct Figure {
 pub struct Calibration {
     pub figures: Vec<Figure>,
     pub fault: FaultCosts,
+    /// On a machine that reports free pages to its host.
+    pub host: Option<HostCosts>,
 }
 
 /// A fresh private anonymous range of `len` bytes aligned to 2 MiB; unmapped on drop.
@@ -141,6 +148,14 @@ pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Resul
     let len = (mib << 20) as usize;
     let repeat = repeat.max(1);
     let mut figures = Vec::new();
+    // First, on a VM that reports free pages, the host: before the other figures free memory.
+    let (host_figure, host) = match crate::host::reporting_order() {
+        Some(order) => {
+            let (figure, host) = measure_host(&base, order, len.min(256 << 20), repeat.min(3), &mut progress)?;
+            (Some(figure), Some(host))
+        }
+        None => (None, None),
+    };
     // Touches of mapped pages, under 4 KiB pages (also the base of every fault figure).
     progress("touch");
     let g = SettingsGuard::apply(&settings_for(&base, "4kB"))?;
@@ -194,6 +209,13 @@ pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Resul
         let mut ns = Vec::new();
         let mut at = Vec::new();
         let mut faults = 0;
+        // On a VM that reports free pages, a fill may take blocks the host dropped (the model
+        // charges those as host faults): a first fill, not counted, leaves the blocks the
+        // measured fills take backed (each takes the blocks the one before freed); a reporting
+        // pass may still take some between two fills, which the median leaves out.
+        if host.is_some() {
+            Range::new(len).write_pages();
+        }
         for _ in 0..repeat {
             let r = Range::new(len);
             let before = CounterSnapshot::read(&paths.sysfs)?;
@@ -213,7 +235,62 @@ pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Resul
         figures.push(Figure { what: format!("fault {size}"), ns: spread.clone(), events: faults, at_size: Some(at_size) });
         fault.ns_per_fault.insert(size.to_string(), spread.median);
     }
-    Ok(Calibration { figures, fault })
+    figures.extend(host_figure);
+    Ok(Calibration { figures, fault, host })
+}
+
+/// The `[host]` section: the free lists as they are at the start, and what a frame the host
+/// dropped costs when written: `runs` pairs of PMD fills of `len` bytes, one once reporting has
+/// taken every free block of its order and above (so the fill can only get reported blocks),
+/// one right after it freed them (the blocks at the head of their lists, unreported, backed).
+fn measure_host(base: &ThpSettings, order: u8, len: usize, runs: u32, progress: &mut impl FnMut(&str)) -> Result<(Figure, HostCosts)> {
+    let free_areas = crate::host::free_areas().map_err(|error| crate::LiveError::Io { what: "cannot read", path: "/proc/buddyinfo".into(), error })?;
+    let g = SettingsGuard::apply(&settings_for(base, "2048kB"))?;
+    let pages = (len / 4096) as f64;
+    let mut ns = Vec::new();
+    for run in 0..runs {
+        wait_until_reported(order, len, &mut |waited| progress(&format!("host fault {}/{runs}: waiting for page reporting to take every free block ({waited} s)", run + 1)));
+        progress(&format!("host fault {}/{runs}: fills", run + 1));
+        let (cold, _) = Range::new(len).write_pages();
+        let (warm, _) = Range::new(len).write_pages();
+        ns.push(((cold - warm) * 1e9 / pages).max(0.0));
+    }
+    g.restore()?;
+    let spread = Spread::of(&ns);
+    let host = HostCosts {
+        page_reporting_order: order,
+        fault_ns_per_page: spread.median,
+        free_areas,
+        source: format!(
+            "thplab calibrate: {} MiB written under PMD THP once page reporting had taken every free block, less the same right after it was freed, per 4 KiB page, median of {runs}",
+            len >> 20
+        ),
+    };
+    Ok((Figure { what: "host fault".into(), ns: spread, events: pages as u64, at_size: None }, host))
+}
+
+/// Wait until page reporting has nothing left to report: `reported_kib` has not grown for
+/// longer than two passes (PAGE_REPORTING_DELAY is 2 s), at most 60 s. Where the kernel does not
+/// count reported memory, wait for the passes that `len` bytes of freed blocks of `order` need
+/// (at most 64 blocks per pass while fewer than 512 are free: the budget of
+/// mm/page_reporting.c), and one more.
+fn wait_until_reported(order: u8, len: usize, progress: &mut impl FnMut(u64)) {
+    let start = Instant::now();
+    let Some(mut last) = crate::host::reported_kib() else {
+        let passes = ((len >> (12 + order as usize)) as u64).div_ceil(64) + 1;
+        std::thread::sleep(std::time::Duration::from_secs(2 * passes + 1));
+        return;
+    };
+    let mut since = Instant::now();
+    while since.elapsed().as_millis() < 4500 && start.elapsed().as_secs() < 60 {
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        progress(start.elapsed().as_secs());
+        let now = crate::host::reported_kib().unwrap_or(last);
+        if now != last {
+            last = now;
+            since = Instant::now();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -832,6 +832,9 @@ pub struct ReplayOptions {
     pub sample_ms: Option<u64>,
     /// `record --accesses`: the recording's accesses and the TLB model they drive.
     pub accesses: Option<RecordedAccessInput>,
+    /// A profile's `[host]` and the free lists to lay memory out by (`None`: the profile's):
+    /// the replay counts the frames it writes that the host had dropped.
+    pub host: Option<(uapi::profile::HostCosts, Option<Vec<u64>>)>,
 }
 
 /// A recording's accesses (its companion file, `trace::accesses`) and the TLB model that the
@@ -862,6 +865,9 @@ pub fn run_recording_opts(
     if let Some(ms) = opts.sample_ms {
         rp.set_sampling(ms.saturating_mul(1_000_000));
     }
+    if let Some((host, free_areas)) = &opts.host {
+        rp.enable_host(host, free_areas.as_deref());
+    }
     // Recorded accesses go after the first `anchor` records, in the first process.
     let mut blocks = opts.accesses.as_ref().map(|a| {
         rp.enable_accesses(a.cpu, a.paging, a.trace.regions.clone());
@@ -881,6 +887,7 @@ pub fn run_recording_opts(
     for b in blocks.into_iter().flatten() {
         rp.accesses(header.root_pid, &b.runs);
     }
+    let host_faults = rp.host_faults();
     let replay::Finished { counters, minflt, images, stats: mut st, misses, khugepaged, io, timeline, accesses } = rp.finish();
     let accesses = accesses.map(|mut rep| {
         let a = opts.accesses.as_ref().expect("accesses were replayed");
@@ -974,6 +981,7 @@ pub fn run_recording_opts(
         })
         .collect();
     rep.recorded_kernel = header.kernel_release.clone();
+    rep.host_faults = host_faults;
     rep.census_scope = "anonymous private and shared shmem memory of every process, at its exit".to_string();
     rep.per_process = per_process;
     rep.khugepaged = khugepaged.map(|kh| uapi::result::ModelKhugepaged {

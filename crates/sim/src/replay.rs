@@ -442,6 +442,19 @@ impl<'a> Replay<'a> {
         self.recorded_time = true;
     }
 
+    /// Give the machine a free page reporting device and its host (a profile's `[host]`,
+    /// `mm::page_reporting`): the frames the replay writes that the host had dropped are
+    /// counted (`ReplayReport::host_faults`). Before the first event.
+    pub fn enable_host(&mut self, host: &uapi::profile::HostCosts, free_areas: Option<&[u64]>) {
+        let free = free_areas.or((!host.free_areas.is_empty()).then_some(host.free_areas.as_slice()));
+        self.m.kernel_mut().enable_page_reporting(mm_types::Order(host.page_reporting_order.min(mm_types::MAX_PAGE_ORDER)), free);
+    }
+
+    /// Frames written that the host had dropped, so far.
+    pub fn host_faults(&self) -> u64 {
+        self.m.host_stats().map_or(0, |h| h.faults)
+    }
+
     /// Sample the machine every `interval_ns` of its clock (`Machine::set_sampling`).
     pub fn set_sampling(&mut self, interval_ns: u64) {
         self.m.set_sampling(interval_ns);

@@ -73,20 +73,36 @@ pub fn recording(
     events: &[trace::Event],
     machine: &crate::MachineConfig,
     fault: &FaultCosts,
+    host: Option<&(uapi::profile::HostCosts, Option<Vec<u64>>)>,
 ) -> Result<TimeEstimate, crate::SimError> {
     let calls = events.iter().filter(|e| matches!(e.body, trace::EventBody::Syscall(_))).count() as u64;
     let mut four_k = uapi::ThpSettings::default();
     for a in ["enabled=never", "shmem_enabled=never"] {
         four_k.apply_assignment(a).expect("valid knobs");
     }
-    let base = crate::run_recording_opts(name, header, events, &four_k, machine, &crate::ReplayOptions::default())?;
+    let base = crate::run_recording_opts(name, header, events, &four_k, machine, &crate::ReplayOptions { host: host.cloned(), ..Default::default() })?;
     let touched = base.process.minflt.max(r.process.minflt);
     let mut t = estimate(r, touched, calls, fault);
+    if let Some((h, _)) = host {
+        add_host_faults(&mut t, r, h);
+    }
     t.elapsed_ns = t.total_ns.round() as u64;
     if header.untraced_wall_ns > 0 {
-        add_program_time(&mut t, &estimate(&base, touched, calls, fault), header.untraced_wall_ns);
+        let mut b = estimate(&base, touched, calls, fault);
+        if let Some((h, _)) = host {
+            add_host_faults(&mut b, &base, h);
+        }
+        add_program_time(&mut t, &b, header.untraced_wall_ns);
     }
     Ok(t)
+}
+
+/// A replay's host faults (`ReplayReport::host_faults`) priced with the profile's `[host]`.
+fn add_host_faults(t: &mut TimeEstimate, r: &RunResult, host: &uapi::profile::HostCosts) {
+    let n = r.model.as_ref().and_then(|m| m.replay.as_ref()).map_or(0, |rp| rp.host_faults);
+    t.host_faults = n;
+    t.host_ns = n as f64 * host.fault_ns_per_page;
+    t.total_ns += t.host_ns;
 }
 
 #[cfg(test)]

@@ -363,7 +363,8 @@ pub struct CalibrateArgs {
     /// Runs of each microbenchmark (the spread is printed; the profile takes the median).
     #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
-    /// Write the machine profile (TOML: `[machine]` and `[fault]`) to FILE, for `sim --profile`.
+    /// Write the machine profile (TOML: `[machine]`, `[fault]` and, on a VM that reports free
+    /// pages to its host, `[host]`) to FILE, for `sim --profile`.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
     /// Print JSON (the figures and the profile section) instead of the table.
@@ -386,6 +387,7 @@ impl CalibrateArgs {
         let profile = uapi::profile::MachineProfile {
             machine: uapi::profile::MachineInfo { name: hostname(), kernel: live::kernel_release() },
             fault: Some(c.fault.clone()),
+            host: c.host.clone(),
             ..Default::default()
         };
         if let Some(path) = &self.output {

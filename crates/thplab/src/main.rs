@@ -84,9 +84,10 @@ enum Cmd {
     /// it; `--dry-run` prints what it would do and why. Logs every action (needs root).
     Agent(live_cmds::AgentArgs),
     /// Measure this machine's fault costs per folio size (and touch, zero-page read and system
-    /// call costs) with microbenchmarks on the live kernel, print each with its spread, and
-    /// write them as a machine profile for `sim --profile` (needs root: it sets knobs through
-    /// the settings guard and restores them).
+    /// call costs, and on a VM that reports free pages to its host, a host fault and the free
+    /// lists) with microbenchmarks on the live kernel, print each with its spread, and write
+    /// them as a machine profile for `sim --profile` (needs root: it sets knobs through the
+    /// settings guard and restores them).
     Calibrate(live_cmds::CalibrateArgs),
     /// Serve THP metrics to Prometheus: the per-size mTHP stats (size="64kB"), the thp_*
     /// counters of /proc/vmstat, khugepaged's counters, the knobs as info metrics, and the
@@ -748,7 +749,8 @@ fn sim_one(
                 cpu: tlb::presets::by_name(&a.cpu).expect("clap checked --cpu"),
                 paging: tlb::Paging::parse(&a.paging).expect("clap checked --paging"),
             });
-            let opts = sim::ReplayOptions { check_invariants: a.check, explain, recorded_time: a.recorded_time, sample_ms: a.sample, accesses };
+            let host = costs.and(profile.and_then(|p| p.host.clone())).map(|h| (h, None));
+            let opts = sim::ReplayOptions { check_invariants: a.check, explain, recorded_time: a.recorded_time, sample_ms: a.sample, accesses, host };
             let r = sim::run_recording_opts(name, header, events, settings, machine, &opts).map_err(|e| input::locate(e, offsets))?;
             print_replay_warnings(&r);
             r
@@ -763,7 +765,8 @@ fn sim_one(
     // A workload's steps are priced as they run (sim::driver); a recording's time is still
     // estimated from its totals.
     if let (Some(fault), SimInput::Recording { name, header, events, offsets, .. }) = (costs, input) {
-        r.time = Some(sim::time::recording(&r, name, header, events, machine, fault).map_err(|e| input::locate(e, offsets))?);
+        let host = profile.and_then(|p| p.host.clone()).map(|h| (h, None));
+        r.time = Some(sim::time::recording(&r, name, header, events, machine, fault, host.as_ref()).map_err(|e| input::locate(e, offsets))?);
     }
     if let (Some(pin), Some(io)) = (profile.and_then(|p| p.pin.as_ref()), r.io.as_mut()) {
         let ns = pin.pin_ns(io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages);

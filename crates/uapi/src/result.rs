@@ -280,6 +280,10 @@ pub struct ReplayReport {
     pub relocated: u64,
     /// Processes forked without CLONE_VM whose mm the model copied: their faults are modelled.
     pub forked_images: u64,
+    /// With a profile's `[host]` (a VM that reports free pages to its host): 4 KiB frames the
+    /// replay wrote that the host had dropped (host faults, `time.host_faults`).
+    #[serde(default)]
+    pub host_faults: u64,
     /// Images whose address space was read at their execve (`exec_maps` records).
     #[serde(default)]
     pub exec_snapshots: u64,
