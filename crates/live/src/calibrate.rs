@@ -12,11 +12,12 @@
 //! - a read fault that maps the shared zero page (mm/memory.c: do_anonymous_page, the
 //!   `!(vmf->flags & FAULT_FLAG_WRITE)` path);
 //! - mmap and munmap of one page;
-//! - on a virtual machine whose balloon reports free pages (`[host]`, mm/page_reporting.c): a
-//!   range written under PMD THP right after the same range was freed (its blocks unreported,
-//!   the host still backing them) and again after page reporting handed them to the host
-//!   (`reported_kib` grew by the range, or the passes that take had time to run): the
-//!   difference per 4 KiB page is what a host fault costs the guest.
+//! - on a virtual machine whose balloon reports free pages (`[host]`, mm/page_reporting.c),
+//!   measured first, before the other figures free memory: a range written under PMD THP
+//!   (MADV_HUGEPAGE) once reporting has taken every free block (`reported_kib` still for two
+//!   passes), so that it gets blocks the host dropped, and again right after it was freed (its
+//!   blocks at the head of their lists, unreported, backed): the difference per 4 KiB page is
+//!   what a host fault costs the guest. The free lists at the start go in the section too.
 
 use std::time::Instant;
 
@@ -86,6 +87,13 @@ impl Range {
         assert_ne!(base, libc::MAP_FAILED, "mmap of {len} bytes: {}", std::io::Error::last_os_error());
         let start = (base as usize).next_multiple_of(2 << 20);
         Range { base, total, start, len }
+    }
+
+    /// MADV_HUGEPAGE on the range.
+    fn hugepage(self) -> Range {
+        // SAFETY: advice on our own mapping.
+        unsafe { libc::madvise(self.start as *mut libc::c_void, self.len, libc::MADV_HUGEPAGE) };
+        self
     }
 
     /// Write one byte per 4 KiB page; (seconds, faults).
@@ -245,14 +253,26 @@ pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Resul
 /// one right after it freed them (the blocks at the head of their lists, unreported, backed).
 fn measure_host(base: &ThpSettings, order: u8, len: usize, runs: u32, progress: &mut impl FnMut(&str)) -> Result<(Figure, HostCosts)> {
     let free_areas = crate::host::free_areas().map_err(|error| crate::LiveError::Io { what: "cannot read", path: "/proc/buddyinfo".into(), error })?;
-    let g = SettingsGuard::apply(&settings_for(base, "2048kB"))?;
+    // PMD THP for the ranges alone (MADV_HUGEPAGE under `madvise`): under `always`, other
+    // processes would take and free blocks of the reporting order meanwhile, and the cold fill
+    // would get some of those, backed.
+    let mut s = settings_for(base, "2048kB");
+    s.apply_assignment("enabled=madvise").expect("valid");
+    let g = SettingsGuard::apply(&s)?;
     let pages = (len / 4096) as f64;
     let mut ns = Vec::new();
     for run in 0..runs {
-        wait_until_reported(order, len, &mut |waited| progress(&format!("host fault {}/{runs}: waiting for page reporting to take every free block ({waited} s)", run + 1)));
+        let settled = crate::host::wait_until_settled(&mut |waited| progress(&format!("host fault {}/{runs}: waiting for page reporting to take every free block ({waited} s)", run + 1)));
+        if settled.is_none() {
+            // No count of reported memory: wait for the passes `len` bytes of freed blocks need
+            // (at most 64 blocks of `order` per pass while fewer than 512 are free: the budget
+            // of mm/page_reporting.c), and one more.
+            let passes = ((len >> (12 + order as usize)) as u64).div_ceil(64) + 1;
+            std::thread::sleep(std::time::Duration::from_secs(2 * passes + 1));
+        }
         progress(&format!("host fault {}/{runs}: fills", run + 1));
-        let (cold, _) = Range::new(len).write_pages();
-        let (warm, _) = Range::new(len).write_pages();
+        let (cold, _) = Range::new(len).hugepage().write_pages();
+        let (warm, _) = Range::new(len).hugepage().write_pages();
         ns.push(((cold - warm) * 1e9 / pages).max(0.0));
     }
     g.restore()?;
@@ -267,30 +287,6 @@ fn measure_host(base: &ThpSettings, order: u8, len: usize, runs: u32, progress: 
         ),
     };
     Ok((Figure { what: "host fault".into(), ns: spread, events: pages as u64, at_size: None }, host))
-}
-
-/// Wait until page reporting has nothing left to report: `reported_kib` has not grown for
-/// longer than two passes (PAGE_REPORTING_DELAY is 2 s), at most 60 s. Where the kernel does not
-/// count reported memory, wait for the passes that `len` bytes of freed blocks of `order` need
-/// (at most 64 blocks per pass while fewer than 512 are free: the budget of
-/// mm/page_reporting.c), and one more.
-fn wait_until_reported(order: u8, len: usize, progress: &mut impl FnMut(u64)) {
-    let start = Instant::now();
-    let Some(mut last) = crate::host::reported_kib() else {
-        let passes = ((len >> (12 + order as usize)) as u64).div_ceil(64) + 1;
-        std::thread::sleep(std::time::Duration::from_secs(2 * passes + 1));
-        return;
-    };
-    let mut since = Instant::now();
-    while since.elapsed().as_millis() < 4500 && start.elapsed().as_secs() < 60 {
-        std::thread::sleep(std::time::Duration::from_millis(250));
-        progress(start.elapsed().as_secs());
-        let now = crate::host::reported_kib().unwrap_or(last);
-        if now != last {
-            last = now;
-            since = Instant::now();
-        }
-    }
 }
 
 #[cfg(test)]

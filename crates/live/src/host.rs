@@ -19,6 +19,28 @@ pub fn reported_kib() -> Option<u64> {
     std::fs::read_to_string(format!("{PARAMS}/reported_kib")).ok()?.trim().parse().ok()
 }
 
+/// Wait until page reporting has nothing left to report: `reported_kib` has not grown for
+/// longer than two passes (PAGE_REPORTING_DELAY is 2 s), for at most 60 s; `progress` hears the
+/// seconds waited. Then every free block of the reporting order and above is reported, the
+/// state of a machine that idled, which is where the model's machine starts. None (and no wait)
+/// where the kernel does not count reported memory.
+pub fn wait_until_settled(progress: &mut impl FnMut(u64)) -> Option<std::time::Duration> {
+    use std::time::{Duration, Instant};
+    let start = Instant::now();
+    let mut last = reported_kib()?;
+    let mut since = Instant::now();
+    while since.elapsed() < Duration::from_millis(4500) && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(250));
+        progress(start.elapsed().as_secs());
+        let now = reported_kib().unwrap_or(last);
+        if now != last {
+            last = now;
+            since = Instant::now();
+        }
+    }
+    Some(start.elapsed())
+}
+
 /// Free blocks per order (0..=10) of every zone together, from /proc/buddyinfo.
 pub fn free_areas() -> io::Result<Vec<u64>> {
     let text = std::fs::read_to_string("/proc/buddyinfo")?;

@@ -435,3 +435,28 @@ pub fn host_model<'a>(
     }
     Some((host, free_areas))
 }
+
+/// Before a live run whose model run paid host faults (`time.host_faults`: it takes free blocks
+/// that page reporting hands to the host), wait until reporting has taken every free block, so
+/// that the live run starts as the model's machine does, from an idle machine's state. Says so
+/// on stderr when `progress`.
+pub fn settle_host_for(model: &uapi::RunResult, progress: bool) {
+    if model.time.as_ref().is_none_or(|t| t.host_faults == 0) {
+        return;
+    }
+    use std::io::IsTerminal;
+    let tty = progress && std::io::stderr().is_terminal();
+    if progress && !tty {
+        eprintln!("thplab: waiting for page reporting to take every free block, so that the live run starts where the model does");
+    }
+    let mut shown = None;
+    let mut tell = |s: u64| {
+        if tty && shown != Some(s) {
+            shown = Some(s);
+            eprint!("\rthplab: waiting for page reporting to take every free block, so that the live run starts where the model does ({s} s)\x1b[K");
+        }
+    };
+    if live::host::wait_until_settled(&mut tell).is_some() && tty {
+        eprint!("\r\x1b[K");
+    }
+}

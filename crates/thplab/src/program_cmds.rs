@@ -125,9 +125,13 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         if let Some(fault) = a.profile.as_ref().and_then(|p| p.fault.as_ref()) {
             model.time = Some(sim::time::recording(&model, &source, &rec.header, &rec.events, &a.machine, fault, host.as_ref())?);
         }
+        crate::live_cmds::settle_host_for(&model, !a.json);
         let live = live::run_program(&a.command, s, &opts)?;
         let compare::Retried { live, rows, attempts, why } =
-            compare::retry_live(a.retries, live, |l| program_rows(&model, l, &tol), || live::run_program(&a.command, s, &opts))?;
+            compare::retry_live(a.retries, live, |l| program_rows(&model, l, &tol), || {
+                crate::live_cmds::settle_host_for(&model, !a.json);
+                live::run_program(&a.command, s, &opts)
+            })?;
         let differs = rows.iter().any(|r| r.differs);
         differing += differs as usize;
         if a.json {
