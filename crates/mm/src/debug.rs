@@ -212,6 +212,14 @@ impl Kernel {
                 *o = 1;
             }
             free += size as u64;
+            // A block flagged PageReported was handed to the host, which backs none of it until
+            // the guest writes it, and only the reporting order and above are reported.
+            if self.zone.mem_map[pfn as usize].flags & pg::REPORTED != 0 {
+                let Some(h) = self.zone.host.as_ref() else { return Err(format!("free block {pfn:#x}/{order} is reported on a machine without reporting")) };
+                if order < h.order.0 || h.unbacked_in(pfn, size as u32) != size as u64 {
+                    return Err(format!("reported free block {pfn:#x}/{order} is below the reporting order or partly backed"));
+                }
+            }
         }
         if free != self.zone.nr_free_pages() {
             return Err(format!("free lists hold {free} pages, nr_free says {}", self.zone.nr_free_pages()));

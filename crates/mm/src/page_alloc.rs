@@ -652,14 +652,17 @@ impl Zone {
             (self.wild_next..self.wild_end).step_by(1 << MAX_PAGE_ORDER).map(|p| (p, MAX_PAGE_ORDER)).collect();
         for (o, fa) in self.free_area.iter().enumerate() {
             let mut cur = fa.head;
+            let mut last = NIL;
             let mut n = 0;
             while cur != NIL {
                 v.push((cur, o as u8));
+                last = cur;
                 cur = self.links[self.link_slot(cur)][0];
                 n += 1;
                 assert!(n <= fa.nr_free, "free list of order {o} is longer than nr_free");
             }
             assert_eq!(n, fa.nr_free, "free list of order {o} disagrees with nr_free");
+            assert_eq!(last, fa.tail, "free list of order {o} ends elsewhere than its tail");
         }
         v
     }

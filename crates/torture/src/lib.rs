@@ -3,7 +3,7 @@
 //!
 //! A seed draws everything: the settings (a swarm: each run enables a different subset of
 //! sizes and modes), the machine (memory size, fragmentation preconditioning that makes large
-//! allocations fail), and a sequence of operations (mmap with every placement, munmap, mprotect,
+//! allocations fail, a free page reporting device whose passes run between operations), and a sequence of operations (mmap with every placement, munmap, mprotect,
 //! madvise, brk, prctl, settings changes, reads and writes in runs, fork, exit and switches
 //! between the mms, khugepaged wake-ups). After every operation the
 //! whole model is checked ([`mm::Kernel::check_invariants`]) together with properties that need
@@ -34,6 +34,8 @@ pub struct Swarm {
     pub fragmented: bool,
     pub settings: ThpSettings,
     pub steps: u32,
+    /// A free page reporting device (`mm::page_reporting`), its passes run between operations.
+    pub page_reporting: bool,
 }
 
 /// A failed run: where and why.
@@ -85,7 +87,10 @@ pub fn swarm(seed: u64, steps: u32) -> Swarm {
     let mut rng = Prng::new(seed);
     let mem_bytes = *rng.pick(&[24u64 << 20, 64 << 20, 256 << 20]);
     let fragmented = rng.chance(1, 5);
-    Swarm { seed, mem_bytes, fragmented, settings: random_settings(&mut rng), steps }
+    let settings = random_settings(&mut rng);
+    // Drawn last, so that the draws before it give every seed the machine they always gave.
+    let page_reporting = rng.chance(1, 3);
+    Swarm { seed, mem_bytes, fragmented, settings, steps, page_reporting }
 }
 
 struct Region {
@@ -102,15 +107,22 @@ pub fn run_seed(seed: u64, steps: u32, mut log: Option<&mut dyn FnMut(&str)>) ->
     if cfg.fragmented {
         k.fragment_memory();
     }
+    if cfg.page_reporting {
+        k.enable_page_reporting(mm_types::Order(9), None);
+    }
     let mut cur = k.current_mm();
     let mut m = Machine::new(k);
     if let Some(l) = log.as_mut() {
-        l(&format!("seed {seed}: mem {} MiB, fragmented {}, settings: {}", cfg.mem_bytes >> 20, cfg.fragmented, cfg.settings.summary()));
+        l(&format!("seed {seed}: mem {} MiB, fragmented {}, page reporting {}, settings: {}", cfg.mem_bytes >> 20, cfg.fragmented, cfg.page_reporting, cfg.settings.summary()));
     }
     let mut regions: Vec<Region> = Vec::new();
     let mut prev = m.counters.clone();
     for step in 0..steps {
         let (op, check) = random_op(&mut rng, &mut m, &mut cur, &mut regions);
+        // A page reporting pass between operations now and then, as its delayed work runs.
+        if cfg.page_reporting && step % 5 == 4 && m.page_reporting_requested() {
+            m.kernel_mut().page_reporting_process();
+        }
         m.switch_mm(cur);
         if let Some(l) = log.as_mut() {
             l(&format!("step {step}: {op}"));
