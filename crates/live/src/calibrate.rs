@@ -12,6 +12,9 @@
 //! - a read fault that maps the shared zero page (mm/memory.c: do_anonymous_page, the
 //!   `!(vmf->flags & FAULT_FLAG_WRITE)` path);
 //! - mmap and munmap of one page;
+//! - per folio size, what a program pays: a fresh range filled with memset, less the same
+//!   memset over it once mapped, per fault (`fill_ns_per_fault`), and the munmap of a written
+//!   range per folio (`free_ns_per_folio`);
 //! - on a virtual machine whose balloon reports free pages (`[host]`, mm/page_reporting.c),
 //!   measured first, before the other figures free memory: a range written under PMD THP
 //!   (MADV_HUGEPAGE) once reporting has taken every free block (`reported_kib` still for two
@@ -104,6 +107,15 @@ impl Range {
             // SAFETY: inside the mapping.
             unsafe { std::ptr::write_volatile((self.start + off) as *mut u8, 1) };
         }
+        (t.elapsed().as_secs_f64(), crate::executor::minflt_now() - f0)
+    }
+
+    /// Write every byte (memset); (seconds, faults).
+    fn fill(&self) -> (f64, u64) {
+        let f0 = crate::executor::minflt_now();
+        let t = Instant::now();
+        // SAFETY: the whole range is inside the mapping; black_box keeps the writes.
+        unsafe { std::ptr::write_bytes(std::hint::black_box(self.start as *mut u8), 0x5a, self.len) };
         (t.elapsed().as_secs_f64(), crate::executor::minflt_now() - f0)
     }
 
@@ -224,6 +236,7 @@ pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Resul
         if host.is_some() {
             Range::new(len).write_pages();
         }
+        let (mut fill, mut free) = (Vec::new(), Vec::new());
         for _ in 0..repeat {
             let r = Range::new(len);
             let before = CounterSnapshot::read(&paths.sysfs)?;
@@ -236,12 +249,26 @@ pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Resul
             let touches = (len as u64 / 4096).saturating_sub(f);
             ns.push(((s * 1e9) - touches as f64 * touch_s.median) / f.max(1) as f64);
             faults = f;
+            // Its unmap: the zap and free of each folio.
+            let t = Instant::now();
+            drop(r);
+            free.push(t.elapsed().as_secs_f64() * 1e9 / f.max(1) as f64);
+            // A program's fill: memset over a fresh range, less the same over it mapped.
+            let r = Range::new(len);
+            let (first, f) = r.fill();
+            let (again, _) = r.fill();
+            fill.push((first - again) * 1e9 / f.max(1) as f64);
         }
         g.restore()?;
         let spread = Spread::of(&ns);
         let at_size = Spread::of(&at).median;
         figures.push(Figure { what: format!("fault {size}"), ns: spread.clone(), events: faults, at_size: Some(at_size) });
         fault.ns_per_fault.insert(size.to_string(), spread.median);
+        let (fill, free) = (Spread::of(&fill), Spread::of(&free));
+        fault.fill_ns_per_fault.insert(size.to_string(), fill.median);
+        fault.free_ns_per_folio.insert(size.to_string(), free.median);
+        figures.push(Figure { what: format!("filled {size}"), ns: fill, events: faults, at_size: None });
+        figures.push(Figure { what: format!("free {size}"), ns: free, events: faults, at_size: None });
     }
     figures.extend(host_figure);
     Ok(Calibration { figures, fault, host })

@@ -12,7 +12,12 @@
 use uapi::profile::FaultCosts;
 use uapi::{RunResult, TimeEstimate};
 
-/// The estimate for `r`, whose workload touched `touched_pages` pages and made `calls` calls.
+/// The estimate for `r`, a recorded program's replay that touched `touched_pages` pages and
+/// made `calls` calls. Each fault is priced as a program pays it over its life
+/// (`FaultCosts::program_fault_ns`: with the fill it does and the free at its end where the
+/// profile measured them); with fill costs, the writes to a folio's other pages are the
+/// program's own work, in its time under every setting, so touches without a fault cost nothing
+/// more.
 pub fn estimate(r: &RunResult, touched_pages: u64, calls: u64, c: &FaultCosts) -> TimeEstimate {
     let mut t = TimeEstimate::default();
     let mut large = 0u64;
@@ -29,10 +34,10 @@ pub fn estimate(r: &RunResult, touched_pages: u64, calls: u64, c: &FaultCosts) -
     if small > 0 {
         *t.faults.entry("4kB".to_string()).or_default() += small;
     }
-    let four_k = c.fault_ns("4kB").unwrap_or(0.0);
+    let four_k = c.program_fault_ns("4kB").unwrap_or(0.0);
     let mut faults = 0u64;
     for (size, n) in &t.faults {
-        let ns = match c.fault_ns(size) {
+        let ns = match c.program_fault_ns(size) {
             Some(ns) => ns,
             None => {
                 t.unmeasured_sizes.push(size.clone());
@@ -44,7 +49,8 @@ pub fn estimate(r: &RunResult, touched_pages: u64, calls: u64, c: &FaultCosts) -
     }
     t.zero_page_ns = t.zero_page_faults as f64 * c.zero_page_read_ns;
     t.touches_without_fault = touched_pages.saturating_sub(faults + t.zero_page_faults);
-    t.touch_ns = t.touches_without_fault as f64 * c.touch_ns_per_page;
+    let touch_ns = if c.fill_ns_per_fault.is_empty() { c.touch_ns_per_page } else { 0.0 };
+    t.touch_ns = t.touches_without_fault as f64 * touch_ns;
     t.calls = calls;
     t.calls_ns = calls as f64 * c.syscall_ns;
     t.total_ns = t.faults_ns.values().sum::<f64>() + t.zero_page_ns + t.touch_ns + t.calls_ns;
@@ -116,6 +122,7 @@ mod tests {
             touch_ns_per_page: 10.0,
             syscall_ns: 2000.0,
             source: "test".into(),
+            ..Default::default()
         }
     }
 
@@ -154,6 +161,24 @@ mod tests {
         let t = estimate(&r, 300, 0, &costs());
         assert_eq!((t.zero_page_faults, t.faults["4kB"]), (256, 44));
         assert_eq!(t.total_ns, 256.0 * 400.0 + 44.0 * 1000.0);
+    }
+
+    /// With fill and free costs, a fault costs what it costs a program: 64 KiB faults filled
+    /// at 6000 ns and freed at 600 ns: 16384 × 6600 ns; the other 245760 pages are the
+    /// program's own writes (no touch cost); a size without a fill figure falls back to its
+    /// fault cost (4kB, 1000 ns, freed at 200 ns: 10 × 1200 ns).
+    #[test]
+    fn a_program_pays_the_fill_and_the_free_of_each_fault() {
+        let mut c = costs();
+        c.fill_ns_per_fault.insert("64kB".into(), 6000.0);
+        c.free_ns_per_folio.insert("64kB".into(), 600.0);
+        c.free_ns_per_folio.insert("4kB".into(), 200.0);
+        let mut r = RunResult::new("sim", "w");
+        r.process.minflt = 16_394;
+        r.mthp.insert("hugepages-64kB".into(), [("anon_fault_alloc".to_string(), 16_384)].into());
+        let t = estimate(&r, 262_154, 0, &c);
+        assert_eq!((t.faults["64kB"], t.faults["4kB"], t.touches_without_fault, t.touch_ns), (16_384, 10, 245_760, 0.0));
+        assert_eq!(t.total_ns, 16_384.0 * 6600.0 + 10.0 * 1200.0);
     }
 
     /// A program that ran 0.40 s untraced with 60000 faults of 4 KiB (1000 ns each: 60 ms):

@@ -234,12 +234,12 @@ fn settings_from_the_kernel_command_line() {
 }
 
 /// The time row, by hand from the built-in profile (crates/uapi/profiles/builtin.toml): 4K,
-/// 262144 faults × 1617.37 ns + one call (mmap) 1614.8 ns = 424.0 ms; 64K, 16384 × 7240.75 ns +
-/// 245760 pages touched without a fault × 16.317 ns + the call = 122.6 ms; PMD, 512 ×
-/// 181152.39 ns + 261632 × 16.317 ns + the call = 97.0 ms, plus the profile's `[host]`: the
+/// 262144 faults × 1568.21 ns + one call (mmap) 1605.8 ns = 411.1 ms; 64K, 16384 × 7169.80 ns +
+/// 245760 pages touched without a fault × 15.03 ns + the call = 121.2 ms; PMD, 512 ×
+/// 169894.96 ns + 261632 × 15.03 ns + the call = 90.9 ms, plus the profile's `[host]`: the
 /// machine starts idle, its free blocks of order 9 and above reported to the host, and the 512
-/// THPs take 512 of them (the profile's free lists have 502 of order 9 and 3018 of order 10):
-/// 262144 host faults × 7849.18 ns = 2057.6 ms, 2.155 s in all. Base pages and 64 KiB folios
+/// THPs take 512 of them (the profile's free lists have 529 of order 9 and 3055 of order 10):
+/// 262144 host faults × 9037.71 ns = 2369.2 ms, 2.460 s in all. Base pages and 64 KiB folios
 /// come from the smaller free blocks, which are never reported.
 #[test]
 fn demo_model_only() {
@@ -255,7 +255,7 @@ Rss                                             1048576 kB      1048576 kB      
 AnonHugePages                                         0 kB            0 kB      1048576 kB
 VmHWM (peak Rss)                                1048576 kB      1048576 kB      1048576 kB
 bloat (allocated, never touched)                      0 kB            0 kB            0 kB
-time (profile; live: wall time)                   424.0 ms        122.6 ms         2.155 s
+time (profile; live: wall time)                   411.1 ms        121.2 ms         2.460 s
 thp_fault_alloc                                          0               0             512
 hugepages-64kB/stats/anon_fault_alloc                    0           16384               0
 hugepages-2048kB/stats/anon_fault_alloc                  0               0             512
