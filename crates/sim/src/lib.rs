@@ -502,7 +502,7 @@ impl Sim<'_> {
                 }));
                 self.call(line, "prctl(PR_SET_THP_DISABLE)".into(), Ok(()));
             }
-            OpKind::Access(a) => self.access_stream(line, a)?,
+            OpKind::Access(a) => self.access_stream(line, a, op.proc.0 as usize)?,
             OpKind::Fork(child) => match self.step(Step::Fork).forked() {
                 Ok((mm, _)) => {
                     self.mms[child.0 as usize] = Some(mm);

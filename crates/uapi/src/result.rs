@@ -610,6 +610,11 @@ pub struct AccessReport {
     pub paging: String,
     /// The preset's clock, for the ns estimate.
     pub ghz: f64,
+    /// CPUs whose TLBs the accesses went through: each thread of a workload that makes
+    /// accesses runs on a CPU of its own (1: main only, or a recording). Counts are summed
+    /// over them, and so are cycles and ns (CPU time, not wall time).
+    #[serde(default)]
+    pub cpus: u64,
     pub regions: Vec<AccessCounts>,
     pub total: AccessCounts,
     /// A recording's accesses (`record --accesses`): what was recorded and what the replay did
