@@ -262,6 +262,10 @@ pub struct ExecOptions {
     pub progress: bool,
     /// `--sample MS`: the result's `timeline` (crate::timeline).
     pub sample: Option<Duration>,
+    /// Before every run after the first, wait until page reporting has taken every free block
+    /// (`crate::host::wait_until_settled`): the state a model run with a profile's `[host]`
+    /// starts from (a run right after another would get the blocks it freed, still backed).
+    pub settle_host: bool,
 }
 
 impl Default for ExecOptions {
@@ -272,6 +276,7 @@ impl Default for ExecOptions {
             repeat: 1,
             progress: false,
             sample: None,
+            settle_host: false,
         }
     }
 }
@@ -2310,6 +2315,9 @@ pub fn run_live(
     }
     let mut runs = Vec::new();
     for i in 0..repeat {
+        if i > 0 && opts.settle_host {
+            crate::host::wait_until_settled(&mut |_| {});
+        }
         let t = Instant::now();
         let r = run_once(w, &spec, &regions, opts, &paths)?;
         if opts.progress {

@@ -43,6 +43,25 @@ pub fn run_live(
     Ok(live::run_live(workload, settings, model_regions, &opts)?)
 }
 
+/// [`run_live`] of the workload a model run `model` ran, in the machine state that run started
+/// from: when it paid host faults (a profile's `[host]`), every live run waits until page
+/// reporting has taken every free block ([`settle_host_for`]; the repeats in the executor).
+pub fn run_live_as_modelled(
+    model: &uapi::RunResult,
+    workload: &Workload,
+    settings: &ThpSettings,
+    repeat: u32,
+    progress: bool,
+    sample_ms: Option<u64>,
+) -> Result<RunResult> {
+    // The wait can take seconds: always said, on stderr.
+    settle_host_for(model, true);
+    let settle_host = model.time.as_ref().is_some_and(|t| t.host_faults > 0);
+    let sample = sample_ms.map(std::time::Duration::from_millis);
+    let opts = live::ExecOptions { repeat: repeat.max(1), progress, sample, settle_host, ..Default::default() };
+    Ok(live::run_live(workload, settings, &model.regions, &opts)?)
+}
+
 /// `thplab __exec`: the child side of a live run. Reads its spec (JSON) from stdin.
 pub fn cmd_exec_child() -> ! {
     let mut spec = String::new();

@@ -992,10 +992,7 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
         let host = live_cmds::host_model(&profile, free_areas.as_deref(), unavailable.is_none());
         let r = run_sim_tlb(&w, &s, &machine, false, false, None, &SimExtras { costs: profile.fault.as_ref(), host, ..Default::default() })?;
         let live = match &unavailable {
-            None => {
-                live_cmds::settle_host_for(&r, true);
-                Some(live_cmds::run_live(&w, &s, &r.regions, 1, false, None)?)
-            }
+            None => Some(live_cmds::run_live_as_modelled(&r, &w, &s, 1, false, None)?),
             Some(_) => None,
         };
         results.push((format!("{label} sim"), s.summary(), r));
@@ -1057,8 +1054,7 @@ pub fn model_and_live(
     x: &SimExtras,
 ) -> Result<(uapi::RunResult, uapi::RunResult)> {
     let model = run_sim_tlb(w, s, machine, false, false, None, x)?;
-    live_cmds::settle_host_for(&model, true);
-    let live = live_cmds::run_live(w, s, &model.regions, repeat, progress, x.sample_ms)?;
+    let live = live_cmds::run_live_as_modelled(&model, w, s, repeat, progress, x.sample_ms)?;
     let live_brk = live.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|l| parse_hex(&l.start_brk));
     if let (Some(brk), true) = (live_brk, w.region_by_name(workload::HEAP).is_some()) {
         if brk != machine.brk_start {
@@ -1115,10 +1111,7 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
         let x = SimExtras { costs, host, sample_ms: a.sample, ..Default::default() };
         let (model, live) = model_and_live(&w, s, &machine, a.repeat, false, &x)?;
         let compare::Retried { live, rows, attempts, why } =
-            compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || {
-                live_cmds::settle_host_for(&model, !a.json);
-                live_cmds::run_live(&w, s, &model.regions, a.repeat, false, a.sample)
-            })?;
+            compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, a.repeat, false, a.sample))?;
         if attempts > 1 && !a.json {
             writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;
         }
