@@ -439,7 +439,7 @@ impl Zone {
         }
         let pfn = self.rmqueue_smallest(order)?;
         if let Some(h) = self.host.as_mut() {
-            h.back(pfn.0, order.nr_pages() as u32);
+            h.back(pfn.0, order.nr_pages());
         }
         Some(pfn)
     }
