@@ -325,7 +325,7 @@ impl Tlb {
     }
 
     /// Translates one access.
-    #[inline]
+    #[inline(always)]
     pub fn access(&mut self, t: &Translation) -> Outcome {
         self.stats.accesses += 1;
         let r = self.routes[Self::route_index(t)];
@@ -336,6 +336,14 @@ impl Tlb {
             self.stats.l1_hits += 1;
             return Outcome::L1Hit;
         }
+        self.l1_miss(t, r)
+    }
+
+    /// The rest of `access` after an L1 miss, out of line: `access` itself (the L1 lookup, where
+    /// most accesses of most workloads end) is then small enough to inline into the caller's
+    /// loop, where the registers it uses are saved once rather than on every access.
+    #[inline(never)]
+    fn l1_miss(&mut self, t: &Translation, r: Route) -> Outcome {
         let hit2 = r.l2 != Route::NONE && self.l2.arrays[r.l2 as usize].lookup_or_fill(t.vaddr >> r.s2, tag(t.vaddr, r.s2));
         if hit2 {
             self.stats.l2_hits += 1;
