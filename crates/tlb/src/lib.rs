@@ -336,24 +336,22 @@ impl Tlb {
             self.stats.l1_hits += 1;
             return Outcome::L1Hit;
         }
-        self.l1_miss(t, r)
+        if r.l2 != Route::NONE && self.l2.arrays[r.l2 as usize].lookup_or_fill(t.vaddr >> r.s2, tag(t.vaddr, r.s2)) {
+            self.stats.l2_hits += 1;
+            return Outcome::L2Hit;
+        }
+        self.l2_miss(t)
     }
 
-    /// The rest of `access` after an L1 miss, out of line: `access` itself (the L1 lookup, where
-    /// most accesses of most workloads end) is then small enough to inline into the caller's
-    /// loop, where the registers it uses are saved once rather than on every access.
+    /// The walk after an L2 miss, out of line: `access` itself is then small enough to inline
+    /// into the caller's loop, where the registers it uses are saved once rather than on every
+    /// access.
     #[inline(never)]
-    fn l1_miss(&mut self, t: &Translation, r: Route) -> Outcome {
-        let hit2 = r.l2 != Route::NONE && self.l2.arrays[r.l2 as usize].lookup_or_fill(t.vaddr >> r.s2, tag(t.vaddr, r.s2));
-        if hit2 {
-            self.stats.l2_hits += 1;
-            Outcome::L2Hit
-        } else {
-            let refs = self.walker.walk(t, &mut self.stats);
-            self.stats.walks += 1;
-            self.stats.walk_refs += refs as u64;
-            Outcome::Walk { refs }
-        }
+    fn l2_miss(&mut self, t: &Translation) -> Outcome {
+        let refs = self.walker.walk(t, &mut self.stats);
+        self.stats.walks += 1;
+        self.stats.walk_refs += refs as u64;
+        Outcome::Walk { refs }
     }
 
     /// Invalidates every TLB and walk-cache entry that overlaps `[start, start+len)` (a
