@@ -125,10 +125,10 @@ fn lru_touch(order: u64, way: u32) -> u64 {
     // The first nibble equal to `way`: the lowest zero nibble of `x` (exact for the lowest one).
     let x = order ^ (way as u64).wrapping_mul(NIBBLES_1);
     let z = x.wrapping_sub(NIBBLES_1) & !x & NIBBLES_8;
-    let p = z.trailing_zeros() & !3;
-    let low = order & ((1u64 << p) - 1);
-    let high = order & ((!0u64 << p) << 4);
-    high | (low << 4) | way as u64
+    // Nibbles up to and including that one (bit 4p+3 of `z` is its high bit) shift up by one
+    // with `way` entering at nibble 0; the others stay.
+    let upto = u64::MAX >> (z.trailing_zeros() ^ 63);
+    order ^ ((order ^ (order << 4 | way as u64)) & upto)
 }
 
 /// Tree pseudo-LRU: points every node on the path to `way`'s leaf away from it.
@@ -162,8 +162,7 @@ fn plru_victim(bits: u64, ways: usize) -> usize {
 /// an invalid way).
 #[inline(always)]
 fn fingerprint(tag: u64) -> u8 {
-    let f = (tag.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8;
-    f | (f == 0) as u8
+    ((tag.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8).max(1)
 }
 
 /// A row of 16 fingerprint bytes, compared with a byte all at once. A row is always replaced
@@ -564,8 +563,7 @@ pub struct FullyAssoc {
 #[inline(always)]
 fn bucket_of(tag: u64) -> (usize, u8) {
     let h = tag.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let f = (h >> 52) as u8;
-    ((h >> 60) as usize, f | (f == 0) as u8)
+    ((h >> 60) as usize, ((h >> 52) as u8).max(1))
 }
 
 impl FullyAssoc {
@@ -590,11 +588,11 @@ impl FullyAssoc {
         loop {
             let m = self.fp[b].eq_mask(f) & BUCKET_SLOTS;
             // The first candidate's tag is compared whether or not there is one (with none,
-            // position 0's: its fingerprint differs, so its tag is not `tag`): a miss takes no
-            // branch on how many fingerprints matched unless more than one did. (`Sets` branches
-            // instead: its tags, unlike these 2 KiB, are mostly not in the L1 cache, and a load
-            // of one only to find no match costs more than the rare misprediction.)
-            let s = (16 * b) as u8 | (m.trailing_zeros() & 15) as u8;
+            // position 15's, never a slot, whose tag is 0): a miss takes no branch on how many
+            // fingerprints matched unless more than one did. (`Sets` branches instead: its tags,
+            // unlike these 2 KiB, are mostly not in the L1 cache, and a load of one only to find
+            // no match costs more than the rare misprediction.)
+            let s = (16 * b) as u8 | (m | 1 << 15).trailing_zeros() as u8;
             if self.tags[s as usize] == tag {
                 return Some(s);
             }
