@@ -586,23 +586,13 @@ impl FullyAssoc {
     #[inline(always)]
     fn find(&self, tag: u64, (mut b, f): (usize, u8)) -> Option<u8> {
         loop {
-            let m = self.fp[b].eq_mask(f) & BUCKET_SLOTS;
-            // The first candidate's tag is compared whether or not there is one (with none,
-            // position 15's, never a slot, whose tag is 0): a miss takes no branch on how many
-            // fingerprints matched unless more than one did. (`Sets` branches instead: its tags,
-            // unlike these 2 KiB, are mostly not in the L1 cache, and a load of one only to find
-            // no match costs more than the rare misprediction.)
-            let s = (16 * b) as u8 | (m | 1 << 15).trailing_zeros() as u8;
-            if self.tags[s as usize] == tag {
-                return Some(s);
-            }
-            let mut rest = m & m.wrapping_sub(1);
-            while rest != 0 {
-                let s = (16 * b) as u8 | rest.trailing_zeros() as u8;
+            let mut m = self.fp[b].eq_mask(f) & BUCKET_SLOTS;
+            while m != 0 {
+                let s = (16 * b) as u8 | m.trailing_zeros() as u8;
                 if self.tags[s as usize] == tag {
                     return Some(s);
                 }
-                rest &= rest - 1;
+                m &= m - 1;
             }
             if self.overflow[b] == 0 {
                 return None;
