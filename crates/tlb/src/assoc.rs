@@ -241,7 +241,7 @@ mod swar_row {
         #[inline(always)]
         pub(super) fn eq_mask(self, b: u8) -> u32 {
             let x = self.0 ^ (b as u128 * BYTES_1);
-            // The high bit of a byte of `x` is clear iff the byte is zero (no borrow between bytes).
+            // The high bit of a byte of `x` is clear iff the byte is 0 (no borrow between bytes).
             let z = !(((x & LOW7) + LOW7) | x) & !LOW7;
             gather(z as u64) | gather((z >> 64) as u64) << 8
         }
@@ -541,10 +541,11 @@ const SENTINEL: u8 = u8::MAX;
 /// hash picks, or if that one is full in the next with room (each bucket counts the entries that
 /// went past it, so a lookup goes on to the next bucket only if that count is not 0: F14's
 /// overflow counts). A lookup compares one row of fingerprints, then the tags of the slots whose
-/// fingerprint matches, like `Sets`; a fill evicts the least recent entry once the array is full and puts the new one
-/// first. With 72 entries a bucket holds 4.5 on average, so a miss rarely meets a fingerprint
-/// that matches by chance, and a fill's writes to two rows seldom touch the row the next lookup
-/// reads. Fixed-size arrays indexed by a byte or a masked bucket number need no bounds checks.
+/// fingerprint matches, like `Sets`; a fill evicts the least recent entry once the array is full
+/// and puts the new one first. With 72 entries a bucket holds 4.5 on average, so a miss rarely
+/// meets a fingerprint that matches by chance, and a fill's writes to two rows seldom touch the
+/// row the next lookup reads. Fixed-size arrays indexed by a byte or a masked bucket number need
+/// no bounds checks.
 #[derive(Clone, Debug)]
 pub struct FullyAssoc {
     entries: u32,
