@@ -325,7 +325,7 @@ impl Tlb {
     }
 
     /// Translates one access.
-    #[inline]
+    #[inline(always)]
     pub fn access(&mut self, t: &Translation) -> Outcome {
         self.stats.accesses += 1;
         let r = self.routes[Self::route_index(t)];
@@ -336,16 +336,22 @@ impl Tlb {
             self.stats.l1_hits += 1;
             return Outcome::L1Hit;
         }
-        let hit2 = r.l2 != Route::NONE && self.l2.arrays[r.l2 as usize].lookup_or_fill(t.vaddr >> r.s2, tag(t.vaddr, r.s2));
-        if hit2 {
+        if r.l2 != Route::NONE && self.l2.arrays[r.l2 as usize].lookup_or_fill(t.vaddr >> r.s2, tag(t.vaddr, r.s2)) {
             self.stats.l2_hits += 1;
-            Outcome::L2Hit
-        } else {
-            let refs = self.walker.walk(t, &mut self.stats);
-            self.stats.walks += 1;
-            self.stats.walk_refs += refs as u64;
-            Outcome::Walk { refs }
+            return Outcome::L2Hit;
         }
+        self.l2_miss(t)
+    }
+
+    /// The walk after an L2 miss, out of line: `access` itself is then small enough to inline
+    /// into the caller's loop, where the registers it uses are saved once rather than on every
+    /// access.
+    #[inline(never)]
+    fn l2_miss(&mut self, t: &Translation) -> Outcome {
+        let refs = self.walker.walk(t, &mut self.stats);
+        self.stats.walks += 1;
+        self.stats.walk_refs += refs as u64;
+        Outcome::Walk { refs }
     }
 
     /// Invalidates every TLB and walk-cache entry that overlaps `[start, start+len)` (a

@@ -10,7 +10,7 @@
 //! one host 2 MiB page).
 
 use crate::assoc::Array;
-use crate::{tag, tag_range, CpuPreset, Paging, Translation, TlbStats};
+use crate::{tag, tag_range, CpuPreset, PageSize, Paging, Translation, TlbStats};
 
 /// Shift of the region one entry at `level` maps (0 = PML4E: 512 GiB .. 3 = PTE: 4 KiB).
 const fn entry_shift(level: usize) -> u8 {
@@ -33,18 +33,24 @@ fn table_gpa(level: usize, va: u64) -> u64 {
 
 /// Looks the non-leaf entries of `addr` up from level `leaf - 1` towards level 0, stopping at the
 /// first hit, and fills every cache that missed; returns the first level the walk must read (the
-/// level below the deepest hit, 0 if none).
+/// level below the deepest hit, 0 if none). Written out per level, so that each level's shift is
+/// a constant.
 #[inline(always)]
 fn probe_fill(pwc: &mut [Option<Array>; 3], addr: u64, leaf: usize) -> usize {
-    for l in (0..leaf.min(3)).rev() {
-        if let Some(a) = pwc[l].as_mut() {
-            let s = entry_shift(l);
-            if a.lookup_or_fill(addr >> s, tag(addr, s)) {
-                return l + 1;
-            }
-        }
+    #[inline(always)]
+    fn hit(a: &mut Option<Array>, addr: u64, s: u8) -> bool {
+        a.as_mut().is_some_and(|a| a.lookup_or_fill(addr >> s, tag(addr, s)))
     }
-    0
+    let [l0, l1, l2] = pwc;
+    if leaf > 2 && hit(l2, addr, entry_shift(2)) {
+        3
+    } else if leaf > 1 && hit(l1, addr, entry_shift(1)) {
+        2
+    } else if hit(l0, addr, entry_shift(0)) {
+        1
+    } else {
+        0
+    }
 }
 
 impl Walker {
@@ -60,8 +66,9 @@ impl Walker {
         }
     }
 
-    /// Host walk of one guest-physical address; returns entries read.
-    #[inline(always)]
+    /// Host walk of one guest-physical address; returns entries read. Out of line: the guest
+    /// walk inlines a copy of itself per leaf level, and nested walks call this up to 5 times.
+    #[inline(never)]
     fn host_walk(&mut self, gpa: u64, hleaf: usize, stats: &mut TlbStats) -> u32 {
         let start = probe_fill(&mut self.host_pwc, gpa, hleaf);
         for l in start..=hleaf.min(3) {
@@ -73,21 +80,31 @@ impl Walker {
     /// Walks for `t` after a TLB miss; returns the entries read and counts them per level.
     #[inline]
     pub(crate) fn walk(&mut self, t: &Translation, stats: &mut TlbStats) -> u32 {
-        let leaf = t.size.leaf_level();
+        // `walk_to` inlined with a constant leaf level in each arm: the probe's tests of the
+        // level and the per-level counts of a native walk fold to constants.
+        match t.size {
+            PageSize::K4 => self.walk_to(3, t, stats),
+            PageSize::M2 => self.walk_to(2, t, stats),
+            PageSize::G1 => self.walk_to(1, t, stats),
+        }
+    }
+
+    #[inline(always)]
+    fn walk_to(&mut self, leaf: usize, t: &Translation, stats: &mut TlbStats) -> u32 {
         let start = probe_fill(&mut self.pwc, t.vaddr, leaf);
-        let mut refs = 0;
-        for l in start..=leaf.min(3) {
-            stats.guest_refs[l] += 1;
-            refs += 1;
-            if let Some(h) = self.host_leaf {
-                refs += self.host_walk(table_gpa(l, t.vaddr), h, stats);
+        let Some(h) = self.host_leaf else {
+            for r in &mut stats.guest_refs[start..=leaf] {
+                *r += 1;
             }
+            return (leaf + 1 - start) as u32;
+        };
+        let mut refs = 0;
+        for l in start..=leaf {
+            stats.guest_refs[l] += 1;
+            refs += 1 + self.host_walk(table_gpa(l, t.vaddr), h, stats);
         }
-        if let Some(h) = self.host_leaf {
-            let gpa = (t.pfn << 12) | (t.vaddr & 0xfff);
-            refs += self.host_walk(gpa, h, stats);
-        }
-        refs
+        let gpa = (t.pfn << 12) | (t.vaddr & 0xfff);
+        refs + self.host_walk(gpa, h, stats)
     }
 
     /// Invalidates guest walk-cache entries overlapping `[start, end)`.
