@@ -402,12 +402,7 @@ impl Kernel {
     /// boots, all free in MAX_PAGE_ORDER blocks. Call before the first step.
     pub fn enable_page_reporting(&mut self, order: Order, free_areas: Option<&[u64]>) {
         if let Some(free) = free_areas {
-            for (pfn, n) in self.zone.seed_free_areas(free) {
-                for p in pfn..pfn + n {
-                    self.prep_folio(mm_types::Pfn(p), Order::BASE, page_alloc::pg::RESERVED);
-                }
-                self.held_pages += n as u64;
-            }
+            self.held_pages += self.zone.seed_free_areas(free);
         }
         let mut host = page_reporting::Host::new(self.zone.nr_pages(), order);
         for (pfn, o) in self.zone.mark_free_reported(order) {

@@ -151,6 +151,8 @@ pub struct Zone {
     /// Free page reporting and the host's backing of the frames, when the machine has a
     /// reporting device (`crate::page_reporting`).
     pub(crate) host: Option<Box<crate::page_reporting::Host>>,
+    /// Frames `seed_free_areas` left held by the rest of the system.
+    seed_held: u64,
 }
 
 impl Zone {
@@ -178,6 +180,7 @@ impl Zone {
             pcp_batch: 0,
             pcp_high: 0,
             host: None,
+            seed_held: 0,
         };
         // zone_batchsize and zone_highsize (percpu_pagelist_high_fraction 0, 2 CPUs).
         let batch = (nr_pages >> 10).clamp(1, 256);
@@ -573,11 +576,12 @@ impl Zone {
 
     /// Lay the free memory out as another machine's free lists were (a row of /proc/buddyinfo:
     /// `free[o]` blocks of order `o`), before any allocation: each block below MAX_PAGE_ORDER
-    /// sits beside a buddy that the rest of the system holds, so it stays that order, and the
-    /// frames beyond the blocks are held too. When the blocks and their buddies do not fit, every
-    /// count is scaled down alike. Returns the held ranges `(pfn, pages)` for the caller to mark
-    /// as held.
-    pub(crate) fn seed_free_areas(&mut self, free: &[u64]) -> Vec<(u32, u32)> {
+    /// sits beside a buddy that the rest of the system holds, so it stays that order; the
+    /// MAX_PAGE_ORDER blocks are never-used blocks at the top; the frames between are held too. When the blocks and their buddies do not fit, every
+    /// count is scaled down alike. Held frames keep zeroed records (the host backs none of
+    /// `mem_map` for them): they are the frames neither free nor in a folio, `seed_held` of them.
+    /// Returns how many.
+    pub(crate) fn seed_free_areas(&mut self, free: &[u64]) -> u64 {
         assert!(self.wild_next == 0 && self.pcp.is_empty(), "free areas are seeded at boot, before any allocation");
         let n = self.nr_pages();
         // Take everything off the lists: the boot tail blocks, and the never-used blocks.
@@ -592,27 +596,35 @@ impl Zone {
         let span = |o: usize| if o as u8 == MAX_PAGE_ORDER { 1u64 << o } else { 2u64 << o };
         let needed: u64 = free.iter().enumerate().take(MAX_PAGE_ORDER as usize + 1).map(|(o, &c)| c * span(o)).sum();
         let scale = if needed > n as u64 { n as f64 / needed as f64 } else { 1.0 };
-        let mut held = Vec::new();
+        let count = |o: usize| (free.get(o).copied().unwrap_or(0) as f64 * scale) as u64;
+        let mut held = 0u64;
         let mut cur = 0u32;
-        // Largest first, so that every block is aligned to its order and its buddy's.
-        for o in (0..=MAX_PAGE_ORDER as usize).rev() {
-            let count = (free.get(o).copied().unwrap_or(0) as f64 * scale) as u64;
-            for _ in 0..count {
-                if cur as u64 + span(o) > n as u64 {
+        // The MAX_PAGE_ORDER blocks stay never-used blocks at the top (`wild_next..wild_end`,
+        // carved when the list runs dry): their records are written only then.
+        let top = self.wild_end;
+        // Below them, largest first, so that every block is aligned to its order and its buddy's.
+        for o in (0..MAX_PAGE_ORDER as usize).rev() {
+            for _ in 0..count(o) {
+                if cur as u64 + span(o) + count(MAX_PAGE_ORDER as usize) * span(MAX_PAGE_ORDER as usize) > top as u64 {
                     break;
                 }
                 self.add_to_free_list(Pfn(cur), Order(o as u8));
                 self.nr_free += 1 << o;
-                if (o as u8) < MAX_PAGE_ORDER {
-                    held.push((cur + (1 << o), 1 << o));
-                }
+                held += 1 << o;
                 cur += span(o) as u32;
             }
         }
-        if cur < n {
-            held.push((cur, n - cur));
-        }
+        let wild = (count(MAX_PAGE_ORDER as usize) << MAX_PAGE_ORDER).min((top - cur) as u64) as u32 & !((1 << MAX_PAGE_ORDER) - 1);
+        self.wild_next = top - wild;
+        self.nr_free += wild as u64;
+        held += (self.wild_next - cur) as u64 + (n - top) as u64;
+        self.seed_held = held;
         held
+    }
+
+    /// Frames held by the rest of the system since `seed_free_areas`, unmarked.
+    pub(crate) fn seed_held(&self) -> u64 {
+        self.seed_held
     }
 
     /// Hold back `pages` from allocation (a model knob for low-memory experiments).
@@ -638,6 +650,7 @@ impl Zone {
             pcp_batch: self.pcp_batch,
             pcp_high: self.pcp_high,
             host: None,
+            seed_held: self.seed_held,
         }
     }
 

@@ -30,12 +30,25 @@ fn bench(c: &mut Criterion) {
     }
     // Issue #10: the same with the clock on (every step priced with the built-in profile):
     // within 10 % of the unpriced figures above. (`--sample` adds a census per sample.)
-    let costs = uapi::profile::MachineProfile::builtin().fault.expect("the built-in profile has [fault]");
+    let profile = uapi::profile::MachineProfile::builtin();
+    let costs = profile.fault.expect("the built-in profile has [fault]");
     for (name, s, faults) in &cases {
         g.throughput(Throughput::Elements(*faults));
         g.bench_function(format!("{name}, priced"), |b| {
             b.iter(|| {
                 let mut opts = sim::RunOptions { costs: Some(costs.clone()), ..Default::default() };
+                sim::run_with(&w, s, &machine, &mut opts).unwrap()
+            })
+        });
+    }
+    // And with the profile's [host] too (free page reporting: the free lists laid out as the
+    // profile's, a host-backing bit per frame checked at every allocation).
+    let host = profile.host.expect("the built-in profile has [host]");
+    for (name, s, faults) in &cases {
+        g.throughput(Throughput::Elements(*faults));
+        g.bench_function(format!("{name}, priced with [host]"), |b| {
+            b.iter(|| {
+                let mut opts = sim::RunOptions { costs: Some(costs.clone()), host: Some((host.clone(), None)), ..Default::default() };
                 sim::run_with(&w, s, &machine, &mut opts).unwrap()
             })
         });
