@@ -738,6 +738,9 @@ fn sim_one(
     profile: Option<&uapi::profile::MachineProfile>,
 ) -> Result<uapi::RunResult> {
     let costs = profile.and_then(|p| p.fault.as_ref());
+    // A priced run on a VM that reports free pages: the profile's own free lists (no live run
+    // follows a `sim`).
+    let host = costs.and(profile.and_then(|p| p.host.as_ref()));
     let mut r = match input {
         SimInput::Recording { name, header, events, offsets, accesses } => {
             if a.sample.is_some() && !a.recorded_time {
@@ -749,8 +752,7 @@ fn sim_one(
                 cpu: tlb::presets::by_name(&a.cpu).expect("clap checked --cpu"),
                 paging: tlb::Paging::parse(&a.paging).expect("clap checked --paging"),
             });
-            let host = costs.and(profile.and_then(|p| p.host.clone())).map(|h| (h, None));
-            let opts = sim::ReplayOptions { check_invariants: a.check, explain, recorded_time: a.recorded_time, sample_ms: a.sample, accesses, host };
+            let opts = sim::ReplayOptions { check_invariants: a.check, explain, recorded_time: a.recorded_time, sample_ms: a.sample, accesses, host: host.map(|h| (h.clone(), None)) };
             let r = sim::run_recording_opts(name, header, events, settings, machine, &opts).map_err(|e| input::locate(e, offsets))?;
             print_replay_warnings(&r);
             r
@@ -758,14 +760,14 @@ fn sim_one(
         SimInput::Workload(w) => {
             let cpu = tlb::presets::by_name(&a.cpu).expect("clap checked --cpu");
             let paging = tlb::Paging::parse(&a.paging).expect("clap checked --paging");
-            let host = profile.and_then(|p| p.host.as_ref()).map(|h| (h, None));
+            let host = host.map(|h| (h, None));
             run_sim_tlb(w, settings, machine, a.check, progress, explain, &SimExtras { tlb: Some((cpu, paging)), costs, host, sample_ms: a.sample, order0_scatter: a.order0_scatter })?
         }
     };
     // A workload's steps are priced as they run (sim::driver); a recording's time is still
     // estimated from its totals.
     if let (Some(fault), SimInput::Recording { name, header, events, offsets, .. }) = (costs, input) {
-        let host = profile.and_then(|p| p.host.clone()).map(|h| (h, None));
+        let host = host.map(|h| (h.clone(), None));
         r.time = Some(sim::time::recording(&r, name, header, events, machine, fault, host.as_ref()).map_err(|e| input::locate(e, offsets))?);
     }
     if let (Some(pin), Some(io)) = (profile.and_then(|p| p.pin.as_ref()), r.io.as_mut()) {
