@@ -79,6 +79,7 @@ fn opts(repeat: u32) -> ExecOptions {
         repeat,
         progress: false,
         sample: None,
+        settle_host: false,
     }
 }
 
