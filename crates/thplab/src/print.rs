@@ -388,8 +388,9 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
         writeln!(out, "\nthp_* and hugepages-*/stats are system-wide: on a busy machine the live columns include other")?;
         writeln!(out, "processes' allocations. minflt, Rss, AnonHugePages and the folios are the process's own.")?;
         if cols.iter().any(|(_, _, r)| r.time.is_some()) {
-            writeln!(out, "time: the model's from a machine profile (`thplab calibrate` measures one); a virtual machine's wall time")?;
-            writeln!(out, "also pays the host's faults on guest memory it backs anew, which varies from run to run.")?;
+            writeln!(out, "time: the model's from a machine profile (`thplab calibrate` measures one). On a VM whose free pages are")?;
+            writeln!(out, "reported to its host, writing reported memory is a host fault: the model counts them from an idle machine's")?;
+            writeln!(out, "state, and the live run waited for page reporting to settle so as to start from it too.")?;
         }
     }
     writeln!(out)?;
