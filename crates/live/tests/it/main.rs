@@ -629,6 +629,40 @@ fn agent_target() -> (std::process::Child, i32, [u64; 4]) {
     (child, pid, [f[0], f[1], f[2], f[3]])
 }
 
+/// One agent run against a fresh `agent_target` under `enabled=never`, the target allowed by
+/// pid, or by its comm with `by_name`.
+struct AgentRun {
+    /// The target's A, B, C and D.
+    ranges: [u64; 4],
+    summary: live::agent::Summary,
+    log: Vec<live::agent::Action>,
+    /// KiB of A, B and C mapped by PMDs when the run ended.
+    pmd_after: [u64; 3],
+}
+
+fn run_agent_on_target(by_name: bool, budget: &live::agent::Budget, dry_run: bool, interval_ms: u64, duration_ms: u64) -> AgentRun {
+    let guard = SettingsGuard::apply(&settings(&["enabled=never"])).unwrap();
+    let (mut child, pid, ranges) = agent_target();
+    let allow = if by_name {
+        live::agent::Allowlist { pids: vec![], names: vec![live::procfs::comm(pid)] }
+    } else {
+        live::agent::Allowlist { pids: vec![pid], names: vec![] }
+    };
+    let mut log = Vec::new();
+    let interval = std::time::Duration::from_millis(interval_ms);
+    let summary = live::agent::run(&allow, budget, dry_run, interval, std::time::Duration::from_millis(duration_ms), || false, |x| log.push(x.clone())).unwrap();
+    let pmd_after = [ranges[0], ranges[1], ranges[2]].map(|x| pmd_kb_at(pid, x));
+    drop(child.stdin.take());
+    child.wait().unwrap();
+    guard.restore().unwrap();
+    AgentRun { ranges, summary, log, pmd_after }
+}
+
+/// The start of each range the agent's log shows with `action`, in log order.
+fn starts(log: &[live::agent::Action], action: &str) -> Vec<u64> {
+    log.iter().filter(|x| x.action == action).map(|x| u64::from_str_radix(x.start.as_deref().unwrap(), 16).unwrap()).collect()
+}
+
 /// KiB of a VMA holding `addr` mapped by PMDs.
 fn pmd_kb_at(pid: i32, addr: u64) -> u64 {
     live::procfs::read_smaps(pid).unwrap().iter().find(|v| v.start <= addr && addr < v.end).map(|v| v.anon_huge_kb).unwrap_or(0)
@@ -642,16 +676,8 @@ fn agent_dry_run_lists_the_ranges_it_would_collapse() {
     require_live!();
     let _s = serial();
     let _k = KnobsUnchanged::new();
-    let guard = SettingsGuard::apply(&settings(&["enabled=never"])).unwrap();
-    let (mut child, pid, [a, b, c, d]) = agent_target();
-    let allow = live::agent::Allowlist { pids: vec![pid], names: vec![] };
     let budget = live::agent::Budget { per_sec: 100.0, ..Default::default() };
-    let mut log = Vec::new();
-    let s = live::agent::run(&allow, &budget, true, std::time::Duration::from_millis(100), std::time::Duration::from_secs(5), || false, |x| log.push(x.clone())).unwrap();
-    let pmd_after = [a, b, c].map(|x| pmd_kb_at(pid, x));
-    drop(child.stdin.take());
-    child.wait().unwrap();
-    guard.restore().unwrap();
+    let AgentRun { ranges: [a, b, c, d], summary: s, log, pmd_after } = run_agent_on_target(false, &budget, true, 100, 5000);
     let listed: Vec<(u64, u64)> = log.iter().filter(|x| x.action == "would_collapse").map(|x| (u64::from_str_radix(x.start.as_deref().unwrap(), 16).unwrap(), x.adds_bytes.unwrap())).collect();
     let mut sorted = listed.clone();
     sorted.sort();
@@ -671,18 +697,9 @@ fn agent_collapses_within_its_budgets() {
     require_live!();
     let _s = serial();
     let _k = KnobsUnchanged::new();
-    let guard = SettingsGuard::apply(&settings(&["enabled=never"])).unwrap();
-    let (mut child, pid, [a, b, c, _d]) = agent_target();
-    let allow = live::agent::Allowlist { pids: vec![], names: vec![live::procfs::comm(pid)] };
     let budget = live::agent::Budget { per_sec: 1.0, total: Some(3), memory_bytes: 512 << 10, cpu_fraction: 0.5, ..Default::default() };
-    let mut log = Vec::new();
-    let s = live::agent::run(&allow, &budget, false, std::time::Duration::from_millis(200), std::time::Duration::from_millis(3500), || false, |x| log.push(x.clone())).unwrap();
-    let pmd_after = [a, b, c].map(|x| pmd_kb_at(pid, x));
-    drop(child.stdin.take());
-    child.wait().unwrap();
-    guard.restore().unwrap();
-    let done: Vec<u64> = log.iter().filter(|x| x.action == "collapse").map(|x| u64::from_str_radix(x.start.as_deref().unwrap(), 16).unwrap()).collect();
-    assert_eq!(done, vec![a, b], "log: {log:#?}");
+    let AgentRun { ranges: [a, b, c, _d], summary: s, log, pmd_after } = run_agent_on_target(true, &budget, false, 200, 3500);
+    assert_eq!(starts(&log, "collapse"), vec![a, b], "log: {log:#?}");
     assert_eq!(s.collapses, 2);
     assert!(s.max_collapses_in_a_second <= 1, "{s:?}");
     assert_eq!(s.memory_added_bytes, 0);
@@ -699,15 +716,8 @@ fn agent_dry_run_lists_every_range_whatever_the_rate() {
     require_live!();
     let _s = serial();
     let _k = KnobsUnchanged::new();
-    let guard = SettingsGuard::apply(&settings(&["enabled=never"])).unwrap();
-    let (mut child, pid, [a, b, c, _d]) = agent_target();
-    let allow = live::agent::Allowlist { pids: vec![pid], names: vec![] };
-    let mut log = Vec::new();
-    let s = live::agent::run(&allow, &live::agent::Budget::default(), true, std::time::Duration::from_millis(100), std::time::Duration::from_secs(5), || false, |x| log.push(x.clone())).unwrap();
-    drop(child.stdin.take());
-    child.wait().unwrap();
-    guard.restore().unwrap();
-    let mut listed: Vec<u64> = log.iter().filter(|x| x.action == "would_collapse").map(|x| u64::from_str_radix(x.start.as_deref().unwrap(), 16).unwrap()).collect();
+    let AgentRun { ranges: [a, b, c, _d], summary: s, log, .. } = run_agent_on_target(false, &live::agent::Budget::default(), true, 100, 5000);
+    let mut listed = starts(&log, "would_collapse");
     listed.sort();
     assert_eq!(listed, vec![a, b, c], "log: {log:#?}");
     assert_eq!((s.would_collapse, s.collapses), (3, 0));
@@ -721,16 +731,8 @@ fn agent_never_starts_more_collapses_in_a_second_than_its_rate() {
     require_live!();
     let _s = serial();
     let _k = KnobsUnchanged::new();
-    let guard = SettingsGuard::apply(&settings(&["enabled=never"])).unwrap();
-    let (mut child, pid, [a, b, c, _d]) = agent_target();
-    let allow = live::agent::Allowlist { pids: vec![pid], names: vec![] };
     let budget = live::agent::Budget { per_sec: 2.0, total: Some(3), cpu_fraction: 0.5, ..Default::default() };
-    let mut log = Vec::new();
-    let s = live::agent::run(&allow, &budget, false, std::time::Duration::from_millis(200), std::time::Duration::from_millis(3500), || false, |x| log.push(x.clone())).unwrap();
-    let pmd_after = [a, b, c].map(|x| pmd_kb_at(pid, x));
-    drop(child.stdin.take());
-    child.wait().unwrap();
-    guard.restore().unwrap();
+    let AgentRun { summary: s, log, pmd_after, .. } = run_agent_on_target(false, &budget, false, 200, 3500);
     assert_eq!(s.collapses, 3, "log: {log:#?}");
     assert!(s.max_collapses_in_a_second <= 2, "{s:?}, log: {log:#?}");
     assert_eq!(pmd_after, [2048, 2048, 2048], "the census after the run");
