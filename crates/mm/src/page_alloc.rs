@@ -201,7 +201,7 @@ impl Zone {
             pfn += 1 << order;
         }
         for &(pfn, order) in blocks.iter().rev() {
-            zone.add_to_free_list(Pfn(pfn), Order(order));
+            zone.add_to_free_list(Pfn(pfn), Order(order), false);
             zone.nr_free += 1 << order;
         }
         zone
@@ -265,36 +265,27 @@ impl Zone {
         }
     }
 
-    fn add_to_free_list(&mut self, pfn: Pfn, order: Order) {
+    /// `__add_to_free_list`: the block goes to the head of its list, or with `tail` to the end,
+    /// where `__rmqueue_smallest` takes it last.
+    #[inline]
+    fn add_to_free_list(&mut self, pfn: Pfn, order: Order, tail: bool) {
         let fa = &mut self.free_area[order.0 as usize];
-        let old = fa.head;
-        fa.head = pfn.0;
-        if old == NIL {
+        let (next, prev) = if tail { (NIL, fa.tail) } else { (fa.head, NIL) };
+        if next == NIL {
             fa.tail = pfn.0;
         }
-        fa.nr_free += 1;
-        let slot = self.new_link(old, NIL);
-        self.mem_map[pfn.idx()] = Page { flags: pg::BUDDY, order: order.0, mapcount: slot, ..Default::default() };
-        if old != NIL {
-            let s = self.link_slot(old);
-            self.links[s][1] = pfn.0;
-        }
-    }
-
-    /// `add_to_free_list(.., tail = true)`: the block goes to the end of its list, where
-    /// `__rmqueue_smallest` takes it last.
-    fn add_to_free_list_tail(&mut self, pfn: Pfn, order: Order) {
-        let fa = &mut self.free_area[order.0 as usize];
-        let old = fa.tail;
-        fa.tail = pfn.0;
-        if old == NIL {
+        if prev == NIL {
             fa.head = pfn.0;
         }
         fa.nr_free += 1;
-        let slot = self.new_link(NIL, old);
+        let slot = self.new_link(next, prev);
         self.mem_map[pfn.idx()] = Page { flags: pg::BUDDY, order: order.0, mapcount: slot, ..Default::default() };
-        if old != NIL {
-            let s = self.link_slot(old);
+        if next != NIL {
+            let s = self.link_slot(next);
+            self.links[s][1] = pfn.0;
+        }
+        if prev != NIL {
+            let s = self.link_slot(prev);
             self.links[s][0] = pfn.0;
         }
     }
@@ -430,7 +421,7 @@ impl Zone {
                 while cur + (1 << j) > end {
                     j -= 1;
                 }
-                self.add_to_free_list(Pfn(cur), Order(j as u8));
+                self.add_to_free_list(Pfn(cur), Order(j as u8), false);
                 cur += 1 << j;
             }
         }
@@ -478,7 +469,7 @@ impl Zone {
         while high > low.0 {
             high -= 1;
             size >>= 1;
-            self.add_to_free_list(pfn.add(size), Order(high));
+            self.add_to_free_list(pfn.add(size), Order(high), false);
         }
     }
 
@@ -521,7 +512,7 @@ impl Zone {
             pfn &= buddy;
             order += 1;
         }
-        self.add_to_free_list(Pfn(pfn), Order(order));
+        self.add_to_free_list(Pfn(pfn), Order(order), false);
         if let Some(h) = self.host.as_mut() {
             h.notify_free(Order(order));
         }
@@ -550,7 +541,7 @@ impl Zone {
     /// the tail (`__putback_isolated_page`), flagged `PageReported`.
     pub(crate) fn put_back_reported(&mut self, pfn: Pfn, order: Order) {
         self.del_from_free_list(pfn, order);
-        self.add_to_free_list_tail(pfn, order);
+        self.add_to_free_list(pfn, order, true);
         self.mem_map[pfn.idx()].flags |= pg::REPORTED;
     }
 
@@ -608,7 +599,7 @@ impl Zone {
                 if cur as u64 + span(o) + count(MAX_PAGE_ORDER as usize) * span(MAX_PAGE_ORDER as usize) > top as u64 {
                     break;
                 }
-                self.add_to_free_list(Pfn(cur), Order(o as u8));
+                self.add_to_free_list(Pfn(cur), Order(o as u8), false);
                 self.nr_free += 1 << o;
                 held += 1 << o;
                 cur += span(o) as u32;
