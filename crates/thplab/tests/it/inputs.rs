@@ -311,12 +311,23 @@ fn record_refuses_bad_flags_before_running_anything() {
     assert!(!std::path::Path::new(out).exists());
 }
 
+/// The pid of a child that has exited and was reaped: no process has it (until pids wrap).
+fn reaped_pid() -> u32 {
+    let mut c = Command::new("true").spawn().unwrap();
+    let pid = c.id();
+    c.wait().unwrap();
+    pid
+}
+
+/// Whether pid 2 is kthreadd, the kernel thread every kernel that has one starts second.
+fn kthreadd_is_pid_2() -> bool {
+    std::fs::read_to_string("/proc/2/comm").is_ok_and(|c| c.trim() == "kthreadd")
+}
+
 #[test]
 fn observe_says_why_a_pid_cannot_be_observed() {
     // A pid that no longer exists: a child that was reaped.
-    let mut c = Command::new("true").spawn().unwrap();
-    let gone = c.id();
-    c.wait().unwrap();
+    let gone = reaped_pid();
     let r = thplab(&["observe", "--pid", &gone.to_string()]);
     r.fails(2);
     assert_eq!(r.stderr, format!("thplab: observe --pid {gone}: there is no process {gone}\n"));
@@ -337,9 +348,7 @@ fn observe_says_why_a_pid_cannot_be_observed() {
         r.stderr,
         format!("thplab: observe --pid {zpid}: process {zpid} (true) is a zombie: it has exited and its parent has not reaped it, so it has no memory to observe\n")
     );
-    // A kernel thread: kthreadd is pid 2 wherever the kernel has one.
-    let comm2 = std::fs::read_to_string("/proc/2/comm").unwrap_or_default();
-    if comm2.trim() == "kthreadd" {
+    if kthreadd_is_pid_2() {
         let r = thplab(&["observe", "--pid", "2"]);
         r.fails(2);
         assert_eq!(r.stderr, "thplab: observe --pid 2: process 2 (kthreadd) is a kernel thread: it has no user address space to observe\n");
@@ -356,9 +365,7 @@ fn observe_says_why_a_pid_cannot_be_observed() {
 /// "there is no process" for a kernel thread too, and print nothing with --json.
 #[test]
 fn explain_says_why_a_pid_cannot_be_explained() {
-    let mut c = Command::new("true").spawn().unwrap();
-    let gone = c.id();
-    c.wait().unwrap();
+    let gone = reaped_pid();
     let r = thplab(&["explain", "--pid", &gone.to_string()]);
     r.fails(2);
     assert_eq!(r.stderr, format!("thplab: explain --pid {gone}: there is no process {gone}\n"));
@@ -366,8 +373,7 @@ fn explain_says_why_a_pid_cannot_be_explained() {
     r.fails(2);
     let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {:?}", r.stdout));
     assert_eq!((v["schema"].as_str(), v["exit_code"].as_i64(), v["kind"].as_str()), (Some("thplab-error/1"), Some(2), Some("bad_input")), "{v}");
-    let comm2 = std::fs::read_to_string("/proc/2/comm").unwrap_or_default();
-    if comm2.trim() == "kthreadd" {
+    if kthreadd_is_pid_2() {
         let r = thplab(&["explain", "--pid", "2"]);
         r.fails(2);
         assert_eq!(r.stderr, "thplab: explain --pid 2: process 2 (kthreadd) is a kernel thread: it has no user address space to explain\n");
