@@ -15,9 +15,11 @@ use workload::{AccessPlan, AccessStream, Workload};
 use crate::{Sim, SimError};
 
 pub(crate) struct TlbRun {
-    /// One TLB per CPU: a workload's threads each run on a CPU of their own (`tlbs[t]` is task
-    /// `t`'s, made at its first access); a recording's accesses are its first process's, CPU 0.
+    /// One TLB per CPU: a workload's threads each run on a CPU of their own, made at the
+    /// task's first access statement (`tasks[i]` runs on `tlbs[i]`); main, and a recording's
+    /// first process, on `tlbs[0]`.
     tlbs: Vec<Tlb>,
+    tasks: Vec<usize>,
     /// The CPU of the accesses being run.
     cpu: usize,
     /// Per region: counts, writes, footprint, and under nested paging the host entry lines of
@@ -30,7 +32,7 @@ pub(crate) struct TlbRun {
 
 impl TlbRun {
     pub(crate) fn new(cpu: &'static CpuPreset, paging: Paging, regions: usize, order0_scatter: f64) -> Self {
-        TlbRun { tlbs: vec![Tlb::new(cpu, paging)], cpu: 0, regions: vec![(TlbStats::default(), 0, 0, None); regions], order0_scatter }
+        TlbRun { tlbs: vec![Tlb::new(cpu, paging)], tasks: vec![0], cpu: 0, regions: vec![(TlbStats::default(), 0, 0, None); regions], order0_scatter }
     }
 
     /// The TLB of the CPU the accesses run on.
@@ -40,11 +42,15 @@ impl TlbRun {
 
     /// Run the accesses that follow on the CPU of task `task` (a fresh TLB the first time).
     fn run_on(&mut self, task: usize) {
-        while self.tlbs.len() <= task {
-            let fresh = Tlb::new(self.tlbs[0].preset(), self.tlbs[0].paging());
-            self.tlbs.push(fresh);
-        }
-        self.cpu = task;
+        self.cpu = match self.tasks.iter().position(|&t| t == task) {
+            Some(i) => i,
+            None => {
+                let fresh = Tlb::new(self.tlbs[0].preset(), self.tlbs[0].paging());
+                self.tlbs.push(fresh);
+                self.tasks.push(task);
+                self.tlbs.len() - 1
+            }
+        };
     }
 
     /// A flush_tlb_range reaches every CPU (the shootdown of a shared mm).
@@ -117,7 +123,7 @@ impl TlbRun {
             cpu: p.name.into(),
             paging: self.tlbs[0].paging().name().into(),
             ghz: p.ghz,
-            cpus: self.tlbs.len() as u64,
+            cpus: self.tlbs.iter().filter(|t| t.stats().accesses > 0).count() as u64,
             regions,
             total,
             recorded: None,
@@ -284,14 +290,15 @@ mod tests {
         assert_eq!(super::host_lines(&k, r.regions[0].start, 1 << 20, 1.0).0, [1, 1, 1, 32]);
     }
 
-    /// Each thread's accesses go through its own CPU's TLB (Zen 4: a 72-entry L1). Thread a
+    /// Each thread's accesses go through its own CPU's TLB (Zen 4: a 72-entry L1); thread b
+    /// makes none and has no CPU in the count. Thread a
     /// reads 32 base pages twice: 32 walks, then 32 L1 hits. Main then reads the same 32 pages
     /// once: its TLB never saw them, 32 walks more (one shared TLB would give 32 hits). Then
     /// main unmaps the first page and a reads the 32 again: the flush reached a's TLB, so that
     /// page is a fault (mapped again) and a walk, the other 31 L1 hits.
     #[test]
     fn threads_access_through_tlbs_of_their_own_and_flushes_reach_them_all() {
-        let text = "mmap r 2M align=2M\ntouch r write\nthread a {\n  access r[0+128K] seq elem=4K count=64\n}\n\
+        let text = "mmap r 2M align=2M\ntouch r write\nthread b {\n  touch r[0+4K] read\n  exit\n}\nwait b\nthread a {\n  access r[0+128K] seq elem=4K count=64\n}\n\
                     access r[0+128K] seq elem=4K count=32\nmadvise r[0+4K] dontneed\nin a {\n  access r[0+128K] seq elem=4K count=32\n  exit\n}\nwait a\n";
         let w = workload::parse("t", text).unwrap();
         let mut s = uapi::ThpSettings::default();
