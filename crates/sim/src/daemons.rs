@@ -64,7 +64,7 @@ pub const PAGE_REPORTING_DELAY_NS: u64 = 2_000_000_000;
 /// Free page reporting's delayed work: idle, or due at a time.
 #[derive(Clone, Debug, Default)]
 pub struct PageReporting {
-    pub next_pass_ns: Option<u64>,
+    next_pass_ns: Option<u64>,
 }
 
 impl PageReporting {

@@ -444,10 +444,10 @@ impl<'a> Replay<'a> {
 
     /// Give the machine a free page reporting device and its host (a profile's `[host]`,
     /// `mm::page_reporting`): the frames the replay writes that the host had dropped are
-    /// counted (`ReplayReport::host_faults`). Before the first event.
+    /// counted (`ReplayReport::host_faults`), through `Machine::set_host` (unpriced here: a
+    /// recording's time prices them from the totals, `crate::time`). Before the first event.
     pub fn enable_host(&mut self, host: &uapi::profile::HostCosts, free_areas: Option<&[u64]>) {
-        let free = free_areas.or((!host.free_areas.is_empty()).then_some(host.free_areas.as_slice()));
-        self.m.kernel_mut().enable_page_reporting(mm_types::Order(host.page_reporting_order.min(mm_types::MAX_PAGE_ORDER)), free);
+        self.m.set_host(host, free_areas);
     }
 
     /// Frames written that the host had dropped, so far.
