@@ -435,24 +435,17 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
-/// This machine's free lists (/proc/buddyinfo, zones summed), for a model run that a live run
-/// follows; None where they cannot be read.
-pub fn host_free_areas() -> Option<Vec<u64>> {
-    live::host::free_areas().ok()
-}
-
-/// The profile's `[host]` for a model run: with `live` (a live run on this machine follows),
-/// only when this machine reports free pages too, and with its free lists `free_areas`.
-pub fn host_model<'a>(
-    profile: &'a uapi::profile::MachineProfile,
-    free_areas: Option<&'a [u64]>,
-    live: bool,
-) -> Option<(&'a uapi::profile::HostCosts, Option<&'a [u64]>)> {
+/// The profile's `[host]` for a model run. With `live` (a live run on this machine follows):
+/// only when this machine reports free pages too, and with its free lists as they are now
+/// (/proc/buddyinfo, zones summed; None where unreadable: the profile's are used); without,
+/// the profile's own free lists.
+pub fn host_model(profile: &uapi::profile::MachineProfile, live: bool) -> Option<(&uapi::profile::HostCosts, Option<Vec<u64>>)> {
     let host = profile.host.as_ref()?;
-    if live && live::host::reporting_order().is_none() {
-        return None;
+    if !live {
+        return Some((host, None));
     }
-    Some((host, free_areas))
+    live::host::reporting_order()?;
+    Some((host, live::host::free_areas().ok()))
 }
 
 /// Before a live run whose model run paid host faults (`time.host_faults`: it takes free blocks

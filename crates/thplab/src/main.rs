@@ -990,8 +990,8 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
     // The model's time from the profile measured on this machine kind, beside the live wall time.
     let profile = uapi::profile::MachineProfile::builtin();
     for (label, s) in demo_settings() {
-        let free_areas = if unavailable.is_none() { live_cmds::host_free_areas() } else { None };
-        let host = live_cmds::host_model(&profile, free_areas.as_deref(), unavailable.is_none());
+        let host = live_cmds::host_model(&profile, unavailable.is_none());
+        let host = host.as_ref().map(|(h, free)| (*h, free.as_deref()));
         let r = run_sim_tlb(&w, &s, &machine, false, false, None, &SimExtras { costs: profile.fault.as_ref(), host, ..Default::default() })?;
         let live = match &unavailable {
             None => Some(live_cmds::run_live_as_modelled(&r, &w, &s, 1, false, None)?),
@@ -1108,8 +1108,8 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
     let mut differing = 0;
     for (label, s) in &runs {
         // The live machine's free lists as the live run will meet them.
-        let free_areas = live_cmds::host_free_areas();
-        let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, free_areas.as_deref(), true));
+        let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true));
+        let host = host.as_ref().map(|(h, free)| (*h, free.as_deref()));
         let x = SimExtras { costs, host, sample_ms: a.sample, ..Default::default() };
         let (model, live) = model_and_live(&w, s, &machine, a.repeat, false, &x)?;
         let compare::Retried { live, rows, attempts, why } =

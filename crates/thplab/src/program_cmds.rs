@@ -117,9 +117,8 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     }
     for (label, s) in &runs {
         // With a profile's [host], the model's free memory as the live run will meet it.
-        let free_areas = crate::live_cmds::host_free_areas();
-        let host = a.profile.as_ref().filter(|p| p.fault.is_some()).and_then(|p| crate::live_cmds::host_model(p, free_areas.as_deref(), true));
-        let host = host.map(|(h, f)| (h.clone(), f.map(<[u64]>::to_vec)));
+        let host = a.profile.as_ref().filter(|p| p.fault.is_some()).and_then(|p| crate::live_cmds::host_model(p, true));
+        let host = host.map(|(h, free)| (h.clone(), free));
         let replay = sim::ReplayOptions { host: host.clone(), ..Default::default() };
         let mut model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
         if let Some(fault) = a.profile.as_ref().and_then(|p| p.fault.as_ref()) {
