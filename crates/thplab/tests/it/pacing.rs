@@ -4,17 +4,22 @@
 //! for, and run the loop as often.
 //!
 //! Four 2 MiB ranges get one base page each under MADV_NOHUGEPAGE (PTE tables), then
-//! MADV_HUGEPAGE registers the mm and `touch a write rate=8M/s` writes the 2048 pages in 1 s.
-//! With max_ptes_none=511 a range with one page present collapses, so the daemon, waking every
-//! 104 ms during the fill (100 ms in jiffies at HZ=250, one more for the timer wheel), collapses all four (the model: all at its first wake-up, due at 0;
-//! crates/sim/src/daemons.rs derives it); the fill then mostly hits PMD-mapped memory. Then
-//! `repeat 500ms { touch a[0+4K] write; sleep 100ms }`: iterations at 0, 100, …, 400 ms, 5.
-//! Derived by hand: 4 collapses, 4 PMD folios, 5 faults in the model (live: at least 5, as the
-//! daemon's first wake-up comes a little after the fill starts), 1.5 s in all.
+//! MADV_HUGEPAGE registers the mm, and after `sleep 150ms` `touch a write rate=8M/s` writes the
+//! 2048 pages in 1 s. With max_ptes_none=511 a range with one page present collapses, so the
+//! daemon, waking every 104 ms (100 ms in jiffies at HZ=250, one more for the timer wheel),
+//! collapses all four at its first wake-up (the model: due at 0, crates/sim/src/daemons.rs
+//! derives it; live: at once if the madvise found khugepaged's mm list empty, else within one
+//! period, so before the fill in either case); the fill then hits PMD-mapped memory only. The
+//! sleep is there because a fill racing the collapse makes the kernel's outcome timing-dependent:
+//! a page faulted between the scan and the isolation still sits in its CPU's LRU batch, the
+//! isolation fails after the huge page was allocated, and thp_collapse_alloc counts one more
+//! than pages_collapsed (a CI run saw 5 against 4). Then `repeat 500ms { touch a[0+4K] write;
+//! sleep 100ms }`: iterations at 0, 100, …, 400 ms, 5. Derived by hand: 4 collapses, 4 PMD
+//! folios, 4 faults in the model (live: at least 4), 1.65 s in all.
 
 use crate::{exclusive, json_args, skip_reason, temp_file, thplab, thplab_unlocked, workspace};
 
-const WORKLOAD: &str = "mmap a 8M align=2M\nmadvise a nohugepage\ntouch a write stride=2M\nmadvise a hugepage\ntouch a write rate=8M/s\nrepeat 500ms {\n  touch a[0+4K] write\n  sleep 100ms\n}\n";
+const WORKLOAD: &str = "mmap a 8M align=2M\nmadvise a nohugepage\ntouch a write stride=2M\nmadvise a hugepage\nsleep 150ms\ntouch a write rate=8M/s\nrepeat 500ms {\n  touch a[0+4K] write\n  sleep 100ms\n}\n";
 
 #[test]
 fn a_paced_fill_and_a_timed_loop_agree_with_the_live_kernel() {
@@ -22,16 +27,16 @@ fn a_paced_fill_and_a_timed_loop_agree_with_the_live_kernel() {
     let args = ["--set", "enabled=madvise", "--set", "khugepaged/max_ptes_none=511", "--set", "khugepaged/scan_sleep_millisecs=100", "--set", "khugepaged/pages_to_scan=4096"];
     let m = thplab(&json_args("sim", &w, &args)).ok().result();
     let mk = m.model.as_ref().and_then(|x| x.run.as_ref()).expect("model state").khugepaged;
-    // Hand-derived (module docs): 15 wake-ups (0, 104, …, 1456 ms before the clock's 1.5 s).
-    assert_eq!((mk.pages_collapsed, mk.wakeups), (4, 15));
+    // Hand-derived (module docs): 16 wake-ups (0, 104, …, 1560 ms before the clock's 1.65 s).
+    assert_eq!((mk.pages_collapsed, mk.wakeups), (4, 16));
     assert_eq!(m.vmstat["thp_collapse_alloc"], 4);
     assert_eq!(m.folios, [("2048kB".to_string(), 4)].into());
-    assert_eq!(m.process.minflt, 5);
+    assert_eq!(m.process.minflt, 4);
     assert_eq!(m.repeats.len(), 1);
-    assert_eq!((m.repeats[0].line, m.repeats[0].iterations), (6, 5));
+    assert_eq!((m.repeats[0].line, m.repeats[0].iterations), (7, 5));
     // Unpriced, the model's clock moves only with the pacing and the sleeps: the fill ends at
-    // 1 s exactly, the loop's fifth sleep at 1.5 s (hence the 15 wake-ups above).
-    let elapsed: u64 = 1_500_000_000;
+    // 1.15 s exactly, the loop's fifth sleep at 1.65 s (hence the 16 wake-ups above).
+    let elapsed: u64 = 1_650_000_000;
     if let Some(why) = skip_reason() {
         eprintln!("SKIPPED the live half: {why}");
         return;
@@ -64,7 +69,7 @@ fn a_paced_fill_and_a_timed_loop_agree_with_the_live_kernel() {
     assert_eq!(l.repeats.len(), 1);
     let li = l.repeats[0].iterations;
     assert!((4..=5).contains(&li), "live iterations {li}, model 5");
-    // The wall time of the operations: the 1.5 s asked for, within 20 %.
+    // The wall time of the operations: the 1.65 s asked for, within 20 %.
     let wall = live.wall_ms;
-    assert!((1200.0..=1800.0).contains(&wall), "live wall {wall:.1} ms, asked for 1500 ms");
+    assert!((1320.0..=1980.0).contains(&wall), "live wall {wall:.1} ms, asked for 1650 ms");
 }
