@@ -181,7 +181,11 @@ impl ThpMasks {
     }
     /// Orders that some VMA could get under these settings.
     pub fn possible(&self) -> Orders {
-        let inherit = if self.global_enabled { self.inherit } else { Orders::NONE };
+        let inherit = if self.global_enabled {
+            self.inherit
+        } else {
+            Orders::NONE
+        };
         self.always.or(self.madvise).or(inherit)
     }
 }
@@ -257,6 +261,8 @@ pub struct Kernel {
     /// Flushed ranges for a TLB observer (`tlbflush`); `None` when nobody listens.
     pub(crate) tlb_flushes: Option<Vec<(u64, u64)>>,
     pub counters: Counters,
+    /// Folios freed, by order (`free_folio`): work a driver prices, no kernel counter.
+    pub(crate) folios_freed: [u64; mm_types::PMD_ORDER as usize + 1],
 }
 
 impl Kernel {
@@ -280,11 +286,15 @@ impl Kernel {
             deferred_stale: 0,
             next_anon_vma: 1,
             folio_mm_ids: Default::default(),
-            shmem: shmem::Shmem { sb_huge: vec![shmem::SbHuge::Never, params.dev_shm_huge], ..Default::default() },
+            shmem: shmem::Shmem {
+                sb_huge: vec![shmem::SbHuge::Never, params.dev_shm_huge],
+                ..Default::default()
+            },
             held_pages: 0,
             khugepaged: Default::default(),
             tlb_flushes: None,
             counters: Counters::default(),
+            folios_freed: [0; mm_types::PMD_ORDER as usize + 1],
         }
     }
 
@@ -425,5 +435,10 @@ impl Kernel {
     /// What reporting and the host did, if the machine has a reporting device.
     pub fn host_stats(&self) -> Option<page_reporting::HostStats> {
         self.zone.host.as_ref().map(|h| h.stats)
+    }
+
+    /// Folios freed so far, by order (index 0: 4 KiB): for a driver that prices the work.
+    pub fn folios_freed(&self) -> &[u64; mm_types::PMD_ORDER as usize + 1] {
+        &self.folios_freed
     }
 }
