@@ -717,9 +717,20 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
     // was taken: after the execve's entry, before anything the new image does.
     if opts.exec_snapshot {
         flags_ |= flags::EXEC_SNAPSHOT_EVERY;
-        for (t, p, maps) in child.take_snapshots() {
+        for (t, p, maps, start_stack) in child.take_snapshots() {
             if p == pid as u32 {
                 flags_ |= flags::EXEC_SNAPSHOT;
+            }
+            // Before its exec_maps, at the same time (the sort below is stable): the replay
+            // holds it for the snapshot.
+            if let Some(start_stack) = start_stack {
+                self_push(
+                    &mut dec.raws,
+                    t.saturating_sub(start),
+                    p,
+                    p,
+                    RawKind::Body(Box::new(EventBody::ExecStack { start_stack })),
+                );
             }
             self_push(
                 &mut dec.raws,

@@ -265,6 +265,9 @@ struct Proc {
     /// An exec snapshot that came before the record of its execve (time, maps): applied to the
     /// image that execve makes.
     early_snapshot: Option<(u64, Vec<trace::MapEntry>)>,
+    /// Where the stack of its next exec snapshot starts (an `exec_stack` record, which comes
+    /// just before its `exec_maps`; recordings before format 2.4 have none).
+    start_stack: Option<u64>,
 }
 
 pub struct Replay<'a> {
@@ -852,6 +855,9 @@ impl<'a> Replay<'a> {
                 self.paths.insert(e.tid, p.clone());
             }
             EventBody::Mounts(m) => self.mounts = m.clone(),
+            EventBody::ExecStack { start_stack } => {
+                self.procs.entry(e.pid).or_default().start_stack = Some(*start_stack)
+            }
             EventBody::TaskExit if e.tid == e.pid => self.exit(e.pid),
             _ => {}
         }
@@ -871,6 +877,7 @@ impl<'a> Replay<'a> {
         } else {
             p.exec_until_ns.max(time_ns)
         };
+        let start_stack = p.start_stack.take();
         let Some(img) = p.image.as_mut() else { return };
         img.exec_snapshot = true;
         self.stats.exec_snapshots += 1;
@@ -924,16 +931,26 @@ impl<'a> Replay<'a> {
             });
             if m.path == b"[stack]" {
                 img.stack = Some((m.start, m.end));
-                // execve copies argv, envp and auxv to the top of the new stack through
-                // get_user_pages (no fault is recorded); the model takes that as one page.
-                // GUP faults count in the task's min_flt (mm/memory.c: mm_account_fault with
-                // regs NULL): the image's, except in the program's first execve, before its
-                // count starts.
+                // execve writes the top of the new stack before the program runs: the
+                // argument and environment strings through get_user_pages (fs/exec.c:
+                // copy_strings, get_arg_page), then the platform strings, auxv and the argv
+                // and envp arrays down to argc (fs/binfmt_elf.c: create_elf_tables,
+                // copy_to_user): every page from `start_stack` to the top, none recorded as a
+                // user fault. Without an `exec_stack` record (format before 2.4): the top page.
+                // These faults count in the task's min_flt (mm/memory.c: mm_account_fault, with
+                // regs NULL for GUP): the image's, except in the program's first execve, before
+                // its count starts.
+                // Written from the top down (copy_strings copies the last string first).
+                let lowest = start_stack
+                    .filter(|s| (m.start..m.end).contains(s))
+                    .map_or(m.end - PAGE_SIZE, |s| s & !(PAGE_SIZE - 1));
                 let before = self.m.stats().minflt;
-                self.m.step_current(Step::Access {
-                    addr: m.end - PAGE_SIZE,
-                    write: true,
-                });
+                for i in (0..(m.end - lowest) / PAGE_SIZE).rev() {
+                    self.m.step_current(Step::Access {
+                        addr: lowest + i * PAGE_SIZE,
+                        write: true,
+                    });
+                }
                 if img.ordinal == 0 {
                     img.populate_faults += self.m.stats().minflt - before;
                 }

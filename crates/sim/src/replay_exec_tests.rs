@@ -56,7 +56,8 @@ enum Snap {
     None,
 }
 
-fn recording(snap: Snap) -> (Header, Vec<Event>) {
+/// `start_stack`: the child's `exec_stack` record (format 2.4), just before its snapshot.
+fn recording(snap: Snap, start_stack: Option<u64>) -> (Header, Vec<Event>) {
     let ev = |t: u64, pid: u32, body: EventBody| Event {
         time_ns: t,
         tid: pid,
@@ -82,7 +83,10 @@ fn recording(snap: Snap) -> (Header, Vec<Event>) {
         ev(200, 100, sc(SyscallKind::Clone, &[0x11, 0, 0, 0, 0], 101)),
         ev(250, 100, EventBody::TaskNew { tid: 101, pid: 101 }),
     ];
+    let stack =
+        |t: u64| start_stack.map(|start_stack| ev(t, 101, EventBody::ExecStack { start_stack }));
     if snap == Snap::Before {
+        v.extend(stack(290));
         v.push(ev(290, 101, child_maps.clone()));
     }
     v.push(ev(
@@ -91,6 +95,7 @@ fn recording(snap: Snap) -> (Header, Vec<Event>) {
         sc(SyscallKind::Execve, &[0x1000, 0x2000, 0x3000], 0),
     ));
     if snap == Snap::After {
+        v.extend(stack(350));
         v.push(ev(350, 101, child_maps));
     }
     v.extend([
@@ -139,7 +144,11 @@ fn recording(snap: Snap) -> (Header, Vec<Event>) {
 }
 
 fn replay(snap: Snap) -> RunResult {
-    let (h, ev) = recording(snap);
+    replay_with_stack(snap, None)
+}
+
+fn replay_with_stack(snap: Snap, start_stack: Option<u64>) -> RunResult {
+    let (h, ev) = recording(snap, start_stack);
     let mut s = ThpSettings::default();
     s.apply_assignment("enabled=never").unwrap();
     crate::run_recording("hand-made", &h, &ev, &s, &MachineConfig::default(), true).unwrap()
@@ -184,6 +193,22 @@ fn a_later_execve_gets_its_address_space_from_its_snapshot() {
     }
 }
 
+/// With an `exec_stack` record: every page from start_stack (argc) to the stack's top was
+/// written by the execve, so the child's image takes 3 faults there (0x7fff_ffff_c000,
+/// d000 and e000 below the top at f000) instead of the one top page, and its Rss holds them.
+/// A start_stack outside the stack (a damaged record) falls back to the top page.
+#[test]
+fn an_exec_stack_record_gives_the_pages_execve_wrote() {
+    for snap in [Snap::After, Snap::Before] {
+        let c = child_image(&replay_with_stack(snap, Some(0x7fff_ffff_c9a8))).clone();
+        assert_eq!(c.modelled_faults, 2 + 3, "{c:?}");
+        let without = child_image(&replay(snap)).clone();
+        assert_eq!(c.rss_bytes, without.rss_bytes + 2 * 4096);
+        let outside = child_image(&replay_with_stack(snap, Some(0x1000))).clone();
+        assert_eq!(outside.modelled_faults, 3, "{outside:?}");
+    }
+}
+
 /// Without it (a recording made before): the model places the mapping top-down from the boot
 /// mmap_base (MachineConfig::default), not at M2; the heap write is passed through; a warning
 /// says why.
@@ -211,7 +236,7 @@ fn a_later_execve_without_a_snapshot_is_counted_and_warned_about() {
 /// child's execve, whose image ends with 3 (its top stack page, the heap page, the mapping's).
 #[test]
 fn an_image_replaced_by_execve_is_not_in_the_census_and_faults_inside_a_later_execve_count() {
-    let (h, mut ev) = recording(Snap::After);
+    let (h, mut ev) = recording(Snap::After, None);
     let e = |t: u64, pid: u32, addr: u64, error_code: u64| Event {
         time_ns: t,
         tid: pid,

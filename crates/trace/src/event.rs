@@ -128,6 +128,11 @@ pub enum EventBody {
     /// stopped it at its entry and gave it the result `ret` (what it would have returned without
     /// PR_SET_THP_DISABLE), without performing it.
     Answered { call: u8, ret: i64 },
+    /// (2.4) Where the record's process's stack starts after its execve (`mm->start_stack`,
+    /// /proc/PID/stat field 28: the address of argc): execve wrote every page from it to the
+    /// stack's top (the argument and environment strings, auxv and the pointer arrays). Written
+    /// just before the process's [`EventBody::ExecMaps`], at the same time.
+    ExecStack { start_stack: u64 },
 }
 
 /// What a path named when the system call was entered.
@@ -335,6 +340,8 @@ pub mod kind {
     pub const MOUNTS: u8 = 9;
     /// (2.1)
     pub const ANSWERED: u8 = 10;
+    /// (2.4)
+    pub const EXEC_STACK: u8 = 11;
 }
 
 impl EventBody {
@@ -352,6 +359,7 @@ impl EventBody {
             EventBody::Path(_) => kind::PATH,
             EventBody::Mounts(_) => kind::MOUNTS,
             EventBody::Answered { .. } => kind::ANSWERED,
+            EventBody::ExecStack { .. } => kind::EXEC_STACK,
         }
     }
 }
@@ -370,6 +378,7 @@ pub fn kind_name(code: u8) -> Option<&'static str> {
         kind::PATH => "path",
         kind::MOUNTS => "mounts",
         kind::ANSWERED => "answered",
+        kind::EXEC_STACK => "exec_stack",
         c => return SyscallKind::from_code(c).map(SyscallKind::name),
     })
 }

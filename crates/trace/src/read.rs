@@ -411,6 +411,9 @@ impl<R: Read> TraceReader<R> {
                 }
                 EventBody::Mounts(v)
             }
+            kind::EXEC_STACK if self.major >= 2 => EventBody::ExecStack {
+                start_stack: s.varint("the exec_stack record's start_stack")?,
+            },
             kind::ANSWERED if self.major >= 2 => {
                 let c_at = s.offset;
                 let call = s.varint("the answered record's call")?;

@@ -75,6 +75,9 @@ pub fn body_text(b: &EventBody) -> String {
                 )
             }
         }
+        EventBody::ExecStack { start_stack } => {
+            format!("stack after execve starts at {start_stack:#x} (argc; execve wrote from there to the top)")
+        }
         EventBody::Answered { call, ret } => {
             let call = SyscallKind::from_code(*call).map_or("?", SyscallKind::name);
             format!("answered by the recorder: the next {call} returns {ret} without running")

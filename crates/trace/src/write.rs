@@ -215,6 +215,7 @@ impl<W: Write> TraceWriter<W> {
                     put_varint(b, v);
                 }
             }
+            EventBody::ExecStack { start_stack } => put_varint(b, *start_stack),
             EventBody::Answered { call, ret } => {
                 if crate::SyscallKind::from_code(*call).is_none() {
                     return Err(invalid(format!(
