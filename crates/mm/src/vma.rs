@@ -90,9 +90,12 @@ impl Vma {
     }
 }
 
-/// `is_mergeable_vma` + pgoff continuity: `b` directly follows `a`.
+/// `is_mergeable_vma` + pgoff continuity: `b` directly follows `a`. A [`vm::SPECIAL`] VMA (a
+/// file the model does not back, the vDSO) carries no file identity, so it never merges: the
+/// kernel merges file VMAs only of one file at contiguous offsets.
 fn can_merge(a: &Vma, b: &Vma) -> bool {
     a.end == b.start
+        && a.flags & vm::SPECIAL == 0
         && a.flags == b.flags
         && a.file == b.file
         && anon_vma_mergeable(a.anon_vma, b.anon_vma)

@@ -1259,6 +1259,7 @@ pub fn run_recording_opts(
 mod access;
 pub mod daemons;
 pub mod driver;
+mod file_pages;
 pub mod matrix;
 pub mod replay;
 pub mod time;

@@ -45,6 +45,8 @@ use mm::mmap::{prot_to_vm, MapBacking, MmapPlacement};
 use mm::shmem::{InodeId, SbHuge, SbId, SHM_MNT};
 use mm::vmstat::FallbackReason;
 use mm::{Access, BootParams, Kernel};
+
+use crate::file_pages::FilePages;
 use mm_types::PAGE_SIZE;
 use trace::{perm, Event, EventBody, Header, MountEntry, PathInfo, SyscallKind, TMPFS_MAGIC};
 use uapi::{Counters, ThpSettings};
@@ -158,6 +160,10 @@ struct Image {
     /// Its layout came from an exec snapshot (a forked image: its parent's did).
     exec_snapshot: bool,
     populate_faults: u64,
+    /// The mapped pages of its file mappings and vDSO (which the model does not back), and the
+    /// faults GUP took for them (in its minflt).
+    files: FilePages,
+    file_gup_faults: u64,
     fds: HashMap<i32, usize>,
     descs: Vec<Desc>,
     /// Linked tmpfs files by (device, path).
@@ -439,6 +445,8 @@ impl<'a> Replay<'a> {
             from_exec: true,
             exec_snapshot: false,
             populate_faults: 0,
+            files: FilePages::default(),
+            file_gup_faults: 0,
             fds: HashMap::new(),
             descs: Vec::new(),
             names: HashMap::new(),
@@ -475,8 +483,9 @@ impl<'a> Replay<'a> {
             }
         }
         let k = &mut self.m;
-        // Faults inside execve (the new stack's top page) are before the program's count.
-        let minflt = k.stats().minflt - img.populate_faults;
+        // Faults inside execve (the new stack's top page) are before the program's count; GUP's
+        // faults in its file mappings are in it.
+        let minflt = k.stats().minflt - img.populate_faults + img.file_gup_faults;
         if img.from_exec && !img.exec_snapshot && img.ordinal != 0 {
             self.images_without_snapshot += 1;
         }
@@ -915,6 +924,12 @@ impl<'a> Replay<'a> {
             );
             if !anon || m.perms & perm::SHARED != 0 {
                 // The ELF, its interpreter, the vDSO: room the model keeps free.
+                img.files.exec_mapping(
+                    m.start,
+                    m.end,
+                    &m.path,
+                    m.perms & (perm::WRITE | perm::SHARED) == perm::WRITE,
+                );
                 self.m.step_current(Step::Mmap {
                     len: m.end - m.start,
                     prot,
@@ -1027,11 +1042,20 @@ impl<'a> Replay<'a> {
         })?;
         self.stats.images += 1;
         self.stats.forked_images += 1;
+        // The parent's special VMAs (the fork copied them as they were).
+        self.m.switch_mm(pmm);
+        let special: Vec<mm::vma::Vma> = self
+            .m
+            .vmas()
+            .filter(|v| !v.is_modelled())
+            .copied()
+            .collect();
         let pimg = self
             .procs
-            .get(&parent)
-            .and_then(|p| p.image.as_ref())
+            .get_mut(&parent)
+            .and_then(|p| p.image.as_mut())
             .expect("checked above");
+        let files = pimg.files.fork(&special);
         let img = Image {
             mm,
             pid: child,
@@ -1042,6 +1066,8 @@ impl<'a> Replay<'a> {
             from_exec: false,
             exec_snapshot: pimg.exec_snapshot,
             populate_faults: 0,
+            files,
+            file_gup_faults: 0,
             fds: pimg.fds.clone(),
             descs: pimg.descs.clone(),
             names: pimg.names.clone(),
@@ -1078,7 +1104,11 @@ impl<'a> Replay<'a> {
         };
         let write = error_code & PF_WRITE != 0;
         let addr = img.tr(addr);
-        let in_model = self.m.vma_lookup(addr).is_some_and(|v| v.is_modelled());
+        let vma = self.m.vma_lookup(addr);
+        let in_model = vma.is_some_and(|v| v.is_modelled());
+        if let Some(v) = vma.filter(|v| !v.is_modelled()) {
+            img.files.fault(&v, addr, write);
+        }
         if !in_model {
             // expand_downwards: a fault just below the stack grows it.
             if self.expand_stack(pid, addr) {
@@ -1156,6 +1186,7 @@ impl<'a> Replay<'a> {
                         start: s,
                         len: e - s,
                     });
+                    img.files.forget(s, e);
                 }
                 img.reloc_remove(a[0], a[0] + a[1]);
             }
@@ -1208,6 +1239,10 @@ impl<'a> Replay<'a> {
                             start: new_m,
                             len: new_len,
                         });
+                        // The kernel moves their PTEs (move_page_tables); the replay forgets
+                        // them (a populate would fault them again: rare, not modelled).
+                        img.files.forget(old_m, old_m + old_len);
+                        img.files.forget(new_m, new_m + new_len);
                         k.step_current(Step::Mmap {
                             len: new_len,
                             prot,
@@ -1226,7 +1261,9 @@ impl<'a> Replay<'a> {
                 let (start, len, prot) = (a[0], a[1], a[2]);
                 let p = prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0);
                 for (ms, me) in img.tr_range(start, start + len) {
-                    for (s, e) in model_pieces(&self.m, ms, me) {
+                    // File mappings too: what a populate writes follows their protection (ld.so
+                    // makes RELRO read-only after relocating it).
+                    for (s, e) in mapped_pieces(&self.m, ms, me) {
                         self.m.step_current(Step::Mprotect {
                             start: s,
                             len: e - s,
@@ -1244,15 +1281,7 @@ impl<'a> Replay<'a> {
                     Populate::Read
                 };
                 let end = a[0] + a[1].div_ceil(PAGE_SIZE) * PAGE_SIZE;
-                Self::populate(
-                    &mut self.m,
-                    &mut self.stats,
-                    img,
-                    a[0],
-                    end,
-                    how,
-                    "madvise(MADV_POPULATE)",
-                );
+                Self::populate(&mut self.m, &mut self.stats, img, a[0], end, how);
             }
             // MADV_COLLAPSE is replayed even when it failed while recording: the recording ran
             // with PR_SET_THP_DISABLE, which makes it EINVAL (traces before 2.1; since 2.1 the
@@ -1305,7 +1334,6 @@ impl<'a> Replay<'a> {
                         start,
                         end,
                         Populate::Mlock,
-                        "mlock",
                     );
                 }
             }
@@ -1333,7 +1361,6 @@ impl<'a> Replay<'a> {
                         0,
                         mm_types::TASK_SIZE,
                         Populate::Mlock,
-                        "mlockall(MCL_CURRENT)",
                     );
                 }
             }
@@ -1373,7 +1400,6 @@ impl<'a> Replay<'a> {
                             old.next_multiple_of(PAGE_SIZE),
                             got.next_multiple_of(PAGE_SIZE),
                             Populate::Mlock,
-                            "brk under mlockall(MCL_FUTURE)",
                         );
                     }
                 }
@@ -1482,9 +1508,11 @@ impl<'a> Replay<'a> {
                     start: s,
                     len: e - s,
                 });
+                img.files.forget(s, e);
             }
         }
         self.m.step_current(Step::Munmap { start: at, len });
+        img.files.forget(at, at + len);
         img.reloc_remove(rec, rec + len);
         if at != rec || img.relocating {
             img.reloc
@@ -1525,13 +1553,13 @@ impl<'a> Replay<'a> {
                 at,
                 at + len,
                 Populate::Mlock,
-                "mmap",
             );
         }
     }
 
-    /// Memory the kernel populated without a fault the recorder saw (mm/gup.rs): modelled, its
-    /// faults counted in minflt; what the model cannot populate (file pages) is said.
+    /// Memory the kernel populated without a fault the recorder saw (mm/gup.rs), its faults
+    /// counted in minflt: the model's VMAs by the model, the pages of file mappings and the
+    /// vDSO by what the recorded faults mapped (crate::file_pages).
     fn populate(
         k: &mut Machine,
         st: &mut ReplayStats,
@@ -1539,10 +1567,8 @@ impl<'a> Replay<'a> {
         start: u64,
         end: u64,
         how: Populate,
-        call: &str,
     ) {
         st.populate_calls += 1;
-        let mut unmodelled = 0;
         for (ms, me) in img.tr_range(start, end) {
             match k
                 .step_current(Step::Populate {
@@ -1554,17 +1580,30 @@ impl<'a> Replay<'a> {
             {
                 Ok(p) => {
                     st.populate_faults += p.faults;
-                    unmodelled += p.unmodelled_pages;
+                    st.populate_file_pages += p.unmodelled_pages;
                 }
-                Err(_) => st.populate_failed += 1,
+                Err(_) => {
+                    st.populate_failed += 1;
+                    continue;
+                }
             }
-        }
-        if unmodelled > 0 {
-            st.populate_unmodelled_pages += unmodelled;
-            if st.populate_unmodelled_pages == unmodelled {
-                st.warnings.push(format!(
-                    "{call} populated pages of file mappings, which the model does not back: their faults are missing from the prediction (populate_unmodelled_pages counts them)"
-                ));
+            let special: Vec<mm::vma::Vma> = k
+                .vmas()
+                .filter(|v| !v.is_modelled() && v.end > ms && v.start < me)
+                .copied()
+                .collect();
+            for v in special {
+                let write = match how {
+                    Populate::Mlock => match FilePages::mlock_access(&v) {
+                        Some(w) => w,
+                        None => continue,
+                    },
+                    Populate::Read => false,
+                    Populate::Write => true,
+                };
+                let faults = img.files.populate(&v, ms, me, write);
+                st.populate_faults += faults;
+                img.file_gup_faults += faults;
             }
         }
     }
@@ -1937,6 +1976,14 @@ fn model_pieces(k: &Kernel, start: u64, end: u64) -> Vec<(u64, u64)> {
     k.vmas_intersecting(start, end)
         .into_iter()
         .filter(|v| v.is_modelled())
+        .map(|v| (v.start.max(start), v.end.min(end)))
+        .collect()
+}
+
+/// The parts of `[start, end)` that any VMA covers, the model's or a file's.
+fn mapped_pieces(k: &Kernel, start: u64, end: u64) -> Vec<(u64, u64)> {
+    k.vmas_intersecting(start, end)
+        .into_iter()
         .map(|v| (v.start.max(start), v.end.min(end)))
         .collect()
 }

@@ -299,12 +299,13 @@ pub struct ReplayReport {
     pub placement_misses: Vec<PlacementMiss>,
     /// Calls that populate memory without faults the recorder sees (MAP_POPULATE, MAP_LOCKED,
     /// MADV_POPULATE_READ/WRITE, mlock, mlock2, mlockall), the GUP faults the model took for
-    /// them (in minflt), populates that failed in the model, and file pages they populated that
-    /// the model does not back.
+    /// them (in minflt: in the model's VMAs, and in file mappings and the vDSO, which the replay
+    /// follows page by page from the recorded faults and fault-around), populates that failed
+    /// in the model, and the pages of file mappings and the vDSO they walked.
     pub populate_calls: u64,
     pub populate_faults: u64,
     pub populate_failed: u64,
-    pub populate_unmodelled_pages: u64,
+    pub populate_file_pages: u64,
     /// What the replay could not model faithfully, one sentence each (also printed on stderr).
     pub warnings: Vec<String>,
     /// `uname -r` of the recording machine.
