@@ -1196,12 +1196,6 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
     }
     let n_ops = prepared.len();
     let multi = spec.procs > 1;
-    // Threads and vfork children run in this process's mm.
-    let sharing = spec
-        .ops
-        .iter()
-        .any(|o| matches!(o.kind, ExecKind::Thread { .. } | ExecKind::Vfork { .. }));
-
     // With processes, the executor's stack gets base pages only (MADV_NOHUGEPAGE before the
     // pre-touch): a large folio of its own that fork shares and copy-on-write frees would move
     // nr_anon and the split counters, which the comparison reads system-wide.
@@ -1283,10 +1277,13 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
         0
     };
     // The program's file mappings (text, read-only data): fork copies no page table of a VMA
-    // without an anon_vma, so a child would fault on the executor's code inside an operation.
-    let file_maps = if multi { file_mappings() } else { Vec::new() };
-    if sharing {
-        // A thread or vfork child may run code main never ran: map it all now, in the one mm.
+    // without an anon_vma, so a child would fault on the executor's code inside an operation;
+    // and main itself runs code inside the operations that it may not have run before (a
+    // page of it first executed there is a fault in the run's minflt: seen as one fault more
+    // than the model, after a rebuild moved the executor's code).
+    let file_maps = file_mappings();
+    {
+        // Map it all now: main's own code, and for a thread or vfork child, in the one mm.
         for &(a, b) in &file_maps {
             // SAFETY: read-populating our own file mappings changes no content.
             unsafe {
