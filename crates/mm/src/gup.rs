@@ -281,3 +281,61 @@ impl Kernel {
         self.mm.flags.def_flags
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mmap::MmapPlacement;
+    use crate::BootParams;
+    use uapi::ThpSettings;
+
+    fn kernel() -> Kernel {
+        let mut s = ThpSettings::default();
+        s.apply_assignment("enabled=never").unwrap();
+        Kernel::boot(
+            &BootParams {
+                mem_bytes: 256 << 20,
+                ..Default::default()
+            },
+            &s,
+        )
+    }
+
+    /// Under mlockall(MCL_FUTURE), memory that becomes locked and accessible without a fault is
+    /// populated as the kernel does (read live: tests/it/progs/locked_growth.c): a PROT_NONE
+    /// reservation made writable (mprotect_fixup: 1 MiB, 256 faults), a mapping populated at
+    /// mmap (64 KiB, 16) then grown by mremap, moved (the new 960 KiB, 240) and in place (256).
+    /// Without MCL_FUTURE the same calls take no fault.
+    #[test]
+    fn locked_memory_that_grows_or_becomes_writable_is_populated() {
+        for (flags, faults) in [(MCL_FUTURE, [256, 16, 240, 256]), (0, [0, 0, 0, 0])] {
+            let mut k = kernel();
+            k.apply_mlockall_flags(flags);
+            let lock = k.mlock_future_flags();
+            let minflt = |k: &Kernel| k.stats().minflt;
+            let res = k.do_mmap(4 << 20, lock, MmapPlacement::Kernel).unwrap();
+            let a = minflt(&k);
+            k.do_mprotect(res, 1 << 20, vm::READ | vm::WRITE).unwrap();
+            let b = minflt(&k);
+            let m = k
+                .do_mmap(64 << 10, vm::READ | vm::WRITE | lock, MmapPlacement::Kernel)
+                .unwrap();
+            if lock & vm::LOCKED != 0 {
+                k.populate_range(m, m + (64 << 10), Populate::Mlock)
+                    .unwrap();
+            }
+            let c = minflt(&k);
+            let dest = k.get_unmapped_area(1 << 20, MmapPlacement::Kernel).unwrap();
+            k.do_mremap(m, 64 << 10, 1 << 20, dest).unwrap();
+            let d = minflt(&k);
+            k.do_munmap(res + (1 << 20), 3 << 20).unwrap();
+            k.do_mremap(res, 1 << 20, 2 << 20, res).unwrap();
+            let e = minflt(&k);
+            assert_eq!(
+                [b - a, c - b, d - c, e - d],
+                faults,
+                "mlockall flags {flags}"
+            );
+        }
+    }
+}

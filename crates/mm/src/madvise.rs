@@ -167,9 +167,29 @@ impl Kernel {
         if self.mm.vmas.find(start).is_none() {
             return Err(Errno::ENOMEM);
         }
+        // mprotect_fixup: a private VM_LOCKED VMA that becomes writable is populated for
+        // writing at once (populate_vma_page_range: "trigger COW to avoid major fault on later
+        // write access"), as glibc's mmap(PROT_NONE) then mprotect(PROT_READ | PROT_WRITE) of a
+        // heap under mlockall(MCL_FUTURE) does.
+        let newly_writable: Vec<(u64, u64)> = if prot_flags & vm::WRITE != 0 {
+            self.mm
+                .vmas
+                .intersecting(start, end)
+                .iter()
+                .filter(|v| v.flags & (vm::WRITE | vm::SHARED | vm::LOCKED) == vm::LOCKED)
+                .map(|v| (v.start.max(start), v.end.min(end)))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let r = self.modify_flags(start, end, |f| (f & !vm::ACCESS) | prot_flags, true);
         // change_protection → flush_tlb_range.
         self.flush_tlb_range(start, end);
+        if r.is_ok() {
+            for (s, e) in newly_writable {
+                let _ = self.populate_range(s, e, crate::gup::Populate::Mlock);
+            }
+        }
         r
     }
 

@@ -334,6 +334,9 @@ impl Kernel {
         let old_len = old_len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
         let new_len = new_len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
         let v = self.mm.vmas.find(old).ok_or(Errno::EINVAL)?;
+        // A VM_LOCKED mapping that grows has its new part populated (mm/mremap.c: do_mremap →
+        // mm_populate of the delta, `populate_expand`), through GUP as mlock does.
+        let populate = new_len > old_len && v.flags & (vm::LOCKED | vm::LOCKONFAULT) == vm::LOCKED;
         if new_len < old_len {
             self.unmap_range(old + new_len, old + old_len);
         }
@@ -360,6 +363,10 @@ impl Kernel {
                 self.mm.vmas.try_merge(tail.start);
                 self.mm.vma_cache = None;
             }
+            if populate {
+                let _ =
+                    self.populate_range(old + old_len, old + new_len, crate::gup::Populate::Mlock);
+            }
             return Ok(());
         }
         let moved = old_len.min(new_len);
@@ -378,6 +385,13 @@ impl Kernel {
         // The old range now maps nothing: drop its VMAs and page tables.
         self.unmap_range(old, old + moved);
         self.mm.vmas.try_merge(result);
+        if populate {
+            let _ = self.populate_range(
+                result + old_len,
+                result + new_len,
+                crate::gup::Populate::Mlock,
+            );
+        }
         Ok(())
     }
 
