@@ -1,7 +1,9 @@
 //! Memory populated without a user page fault: mm/gup.c and mm/mlock.c.
 //!
 //! `populate_vma_page_range` (MAP_POPULATE, MAP_LOCKED, mlock, mlockall, and mmap or brk under
-//! `mlockall(MCL_FUTURE)`: `__mm_populate`) and `faultin_page_range` (MADV_POPULATE_READ and
+//! `mlockall(MCL_FUTURE)`: `__mm_populate`; the new part of a locked mapping mremap grows,
+//! mm/mremap.c: `do_mremap`; a private locked VMA mprotect makes writable, mm/mprotect.c:
+//! `mprotect_fixup`) and `faultin_page_range` (MADV_POPULATE_READ and
 //! MADV_POPULATE_WRITE: `madvise_populate`) walk the range with `__get_user_pages`, whose
 //! `faultin_page` calls `handle_mm_fault` for every page that is not mapped with the needed
 //! permission. So a populate takes the same decisions as a fault (the same folio orders, the
