@@ -64,9 +64,7 @@ impl BufferKind {
             if let Some(k) = t.strip_suffix('k') {
                 k.parse().ok()
             } else {
-                t.strip_suffix('m')
-                    .and_then(|m| m.parse::<u64>().ok())
-                    .map(|m| m * 1024)
+                t.strip_suffix('m').and_then(|m| m.parse::<u64>().ok()).map(|m| m * 1024)
             }
         };
         let kind = match l.as_str() {
@@ -153,18 +151,10 @@ impl Buffer {
                     0,
                 );
                 if p == libc::MAP_FAILED {
-                    return Err(format!(
-                        "mmap of {} MiB failed: {}",
-                        len >> 20,
-                        std::io::Error::last_os_error()
-                    ));
+                    return Err(format!("mmap of {} MiB failed: {}", len >> 20, std::io::Error::last_os_error()));
                 }
                 let aligned = ((p as u64).div_ceil(PMD) * PMD) as *mut u8;
-                let advice = if kind == BufferKind::Base {
-                    libc::MADV_NOHUGEPAGE
-                } else {
-                    libc::MADV_HUGEPAGE
-                };
+                let advice = if kind == BufferKind::Base { libc::MADV_NOHUGEPAGE } else { libc::MADV_HUGEPAGE };
                 if libc::madvise(aligned.cast(), len as usize, advice) != 0 {
                     let e = std::io::Error::last_os_error();
                     libc::munmap(p, map_len);
@@ -181,13 +171,7 @@ impl Buffer {
                 // Keep khugepaged away from it from now on (the folios stay as they are).
                 libc::madvise(ptr.cast(), len as usize, libc::MADV_NOHUGEPAGE);
             }
-            Ok(Buffer {
-                kind,
-                ptr,
-                len,
-                map_ptr,
-                map_len,
-            })
+            Ok(Buffer { kind, ptr, len, map_ptr, map_len })
         }
     }
 
@@ -198,13 +182,8 @@ impl Buffer {
         let vmas = live::procfs::read_smaps(pid).map_err(|e| e.to_string())?;
         let (s, e) = (self.ptr as u64, self.ptr as u64 + self.len);
         let report = live::census_of_ranges(pid, &[(s, e)], &vmas).map_err(|e| e.to_string())?;
-        let folios: BTreeMap<String, u64> = report
-            .total
-            .sizes
-            .iter()
-            .filter(|(_, v)| v.folios > 0)
-            .map(|(k, v)| (k.clone(), v.folios))
-            .collect();
+        let folios: BTreeMap<String, u64> =
+            report.total.sizes.iter().filter(|(_, v)| v.folios > 0).map(|(k, v)| (k.clone(), v.folios)).collect();
         let want = self.len / self.kind.folio_bytes();
         let as_asked = folios.len() == 1 && folios.get(&self.kind.census_label()) == Some(&want);
         Ok(Backing { folios, as_asked })
@@ -230,11 +209,7 @@ pub fn describe(b: &Backing) -> String {
     if b.folios.is_empty() {
         return "nothing mapped".into();
     }
-    b.folios
-        .iter()
-        .map(|(k, v)| format!("{k}×{v}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    b.folios.iter().map(|(k, v)| format!("{k}×{v}")).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]
@@ -243,24 +218,14 @@ mod tests {
 
     #[test]
     fn kinds_parse_and_label() {
-        for k in [
-            BufferKind::Base,
-            BufferKind::Mthp(16),
-            BufferKind::Mthp(64),
-            BufferKind::Mthp(1024),
-            BufferKind::Pmd,
-            BufferKind::Hugetlb,
-        ] {
+        for k in [BufferKind::Base, BufferKind::Mthp(16), BufferKind::Mthp(64), BufferKind::Mthp(1024), BufferKind::Pmd, BufferKind::Hugetlb] {
             assert_eq!(BufferKind::parse(&k.label()).unwrap(), k);
         }
         assert_eq!(BufferKind::parse("64K").unwrap(), BufferKind::Mthp(64));
         assert_eq!(BufferKind::Mthp(1024).label(), "mTHP-1M");
         assert_eq!(BufferKind::Mthp(64).folio_bytes(), 65536);
         assert_eq!(BufferKind::Hugetlb.census_label(), "2048kB");
-        assert_eq!(
-            BufferKind::Mthp(128).knob().unwrap(),
-            "hugepages-128kB/enabled"
-        );
+        assert_eq!(BufferKind::Mthp(128).knob().unwrap(), "hugepages-128kB/enabled");
         let e = BufferKind::parse("48K").unwrap_err();
         assert!(e.contains("48K") && e.contains("power of two"), "{e}");
         assert!(BufferKind::parse("8K").is_err());

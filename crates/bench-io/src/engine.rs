@@ -87,25 +87,11 @@ fn slot_addr(buf: &Buffer, slot: usize, bs: u64) -> *mut u8 {
 }
 
 /// Run `engine` for `time` (at least one read per slot).
-pub fn run(
-    engine: Engine,
-    src: &Source,
-    buf: &Buffer,
-    bs: u64,
-    qd: usize,
-    time: Duration,
-) -> Result<RunStats, String> {
+pub fn run(engine: Engine, src: &Source, buf: &Buffer, bs: u64, qd: usize, time: Duration) -> Result<RunStats, String> {
     if bs > src.size {
-        return Err(format!(
-            "block size {bs} is larger than the target ({} bytes)",
-            src.size
-        ));
+        return Err(format!("block size {bs} is larger than the target ({} bytes)", src.size));
     }
-    let mut offs = Offsets {
-        next: 0,
-        bs,
-        size: src.size / bs * bs,
-    };
+    let mut offs = Offsets { next: 0, bs, size: src.size / bs * bs };
     let cpu0 = thread_cpu();
     let t0 = Instant::now();
     let (bytes, ops) = match engine {
@@ -113,52 +99,24 @@ pub fn run(
         Engine::Aio => run_aio(src, buf, bs, qd, &mut offs, t0, time)?,
         Engine::IoUring => run_uring(src, buf, bs, qd, &mut offs, t0, time)?,
     };
-    Ok(RunStats {
-        bytes,
-        ops,
-        wall: t0.elapsed(),
-        cpu: thread_cpu() - cpu0,
-    })
+    Ok(RunStats { bytes, ops, wall: t0.elapsed(), cpu: thread_cpu() - cpu0 })
 }
 
 fn short_read(n: i64, bs: u64, off: u64) -> String {
     if n < 0 {
-        format!(
-            "read of {bs} bytes at offset {off} failed: {}",
-            std::io::Error::from_raw_os_error(-n as i32)
-        )
+        format!("read of {bs} bytes at offset {off} failed: {}", std::io::Error::from_raw_os_error(-n as i32))
     } else {
         format!("read of {bs} bytes at offset {off} returned {n}")
     }
 }
 
-fn run_pread(
-    src: &Source,
-    buf: &Buffer,
-    bs: u64,
-    offs: &mut Offsets,
-    t0: Instant,
-    time: Duration,
-) -> Result<(u64, u64), String> {
+fn run_pread(src: &Source, buf: &Buffer, bs: u64, offs: &mut Offsets, t0: Instant, time: Duration) -> Result<(u64, u64), String> {
     let (mut bytes, mut ops) = (0, 0);
     while ops == 0 || t0.elapsed() < time {
         let off = offs.take();
         // SAFETY: the destination lies in the buffer (slot 0, bs bytes).
-        let n = unsafe {
-            libc::pread(
-                src.fd,
-                slot_addr(buf, 0, bs).cast(),
-                bs as usize,
-                off as libc::off_t,
-            )
-        };
-        let n = if n < 0 {
-            -(std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO) as i64)
-        } else {
-            n as i64
-        };
+        let n = unsafe { libc::pread(src.fd, slot_addr(buf, 0, bs).cast(), bs as usize, off as libc::off_t) };
+        let n = if n < 0 { -(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO) as i64) } else { n as i64 };
         if n != bs as i64 {
             return Err(short_read(n, bs, off));
         }
@@ -207,29 +165,11 @@ impl Drop for AioCtx {
     }
 }
 
-fn run_aio(
-    src: &Source,
-    buf: &Buffer,
-    bs: u64,
-    qd: usize,
-    offs: &mut Offsets,
-    t0: Instant,
-    time: Duration,
-) -> Result<(u64, u64), String> {
+fn run_aio(src: &Source, buf: &Buffer, bs: u64, qd: usize, offs: &mut Offsets, t0: Instant, time: Duration) -> Result<(u64, u64), String> {
     let mut ctx: libc::c_ulong = 0;
     // SAFETY: io_setup writes the context id.
-    if unsafe {
-        libc::syscall(
-            libc::SYS_io_setup,
-            qd as libc::c_long,
-            &mut ctx as *mut libc::c_ulong,
-        )
-    } != 0
-    {
-        return Err(format!(
-            "io_setup({qd}) failed: {} (see /proc/sys/fs/aio-max-nr)",
-            std::io::Error::last_os_error()
-        ));
+    if unsafe { libc::syscall(libc::SYS_io_setup, qd as libc::c_long, &mut ctx as *mut libc::c_ulong) } != 0 {
+        return Err(format!("io_setup({qd}) failed: {} (see /proc/sys/fs/aio-max-nr)", std::io::Error::last_os_error()));
     }
     let ctx = AioCtx(ctx);
     let mut iocbs = vec![Iocb::default(); qd];
@@ -251,18 +191,10 @@ fn run_aio(
         while done < ptrs.len() {
             // SAFETY: the iocbs outlive their completion (we drain before returning).
             let n = unsafe {
-                libc::syscall(
-                    libc::SYS_io_submit,
-                    ctx.0,
-                    (ptrs.len() - done) as libc::c_long,
-                    ptrs[done..].as_mut_ptr(),
-                )
+                libc::syscall(libc::SYS_io_submit, ctx.0, (ptrs.len() - done) as libc::c_long, ptrs[done..].as_mut_ptr())
             };
             if n <= 0 {
-                return Err(format!(
-                    "io_submit failed: {}",
-                    std::io::Error::last_os_error()
-                ));
+                return Err(format!("io_submit failed: {}", std::io::Error::last_os_error()));
             }
             done += n as usize;
         }
@@ -317,18 +249,9 @@ fn run_aio(
     Ok((bytes, ops))
 }
 
-fn run_uring(
-    src: &Source,
-    buf: &Buffer,
-    bs: u64,
-    qd: usize,
-    offs: &mut Offsets,
-    t0: Instant,
-    time: Duration,
-) -> Result<(u64, u64), String> {
+fn run_uring(src: &Source, buf: &Buffer, bs: u64, qd: usize, offs: &mut Offsets, t0: Instant, time: Duration) -> Result<(u64, u64), String> {
     use io_uring::{opcode, types, IoUring};
-    let mut ring = IoUring::new(qd.next_power_of_two() as u32)
-        .map_err(|e| format!("io_uring_setup failed: {e}"))?;
+    let mut ring = IoUring::new(qd.next_power_of_two() as u32).map_err(|e| format!("io_uring_setup failed: {e}"))?;
     let mut slot_off = vec![0u64; qd];
     let push = |ring: &mut IoUring, slot: usize, off: u64| -> Result<(), String> {
         let e = opcode::Read::new(types::Fd(src.fd), slot_addr(buf, slot, bs), bs as u32)
@@ -336,8 +259,7 @@ fn run_uring(
             .build()
             .user_data(slot as u64);
         // SAFETY: the buffer outlives the request (we drain before returning).
-        unsafe { ring.submission().push(&e) }
-            .map_err(|_| "io_uring submission queue full".to_string())
+        unsafe { ring.submission().push(&e) }.map_err(|_| "io_uring submission queue full".to_string())
     };
     for (slot, so) in slot_off.iter_mut().enumerate() {
         *so = offs.take();
@@ -351,10 +273,7 @@ fn run_uring(
             Err(e) => return Err(format!("io_uring_enter failed: {e}")),
         }
         let more = t0.elapsed() < time;
-        let done: Vec<(usize, i32)> = ring
-            .completion()
-            .map(|c| (c.user_data() as usize, c.result()))
-            .collect();
+        let done: Vec<(usize, i32)> = ring.completion().map(|c| (c.user_data() as usize, c.result())).collect();
         for (slot, res) in done {
             if res as i64 != bs as i64 {
                 return Err(short_read(res as i64, bs, slot_off[slot]));

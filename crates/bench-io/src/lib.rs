@@ -33,11 +33,7 @@ pub fn available_mthp_kb(sysfs: &std::path::Path) -> Vec<u64> {
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().to_string();
-            let kb: u64 = name
-                .strip_prefix("hugepages-")?
-                .strip_suffix("kB")?
-                .parse()
-                .ok()?;
+            let kb: u64 = name.strip_prefix("hugepages-")?.strip_suffix("kB")?.parse().ok()?;
             (kb < 2048 && e.path().join("enabled").exists()).then_some(kb)
         })
         .collect();
@@ -101,9 +97,7 @@ impl BenchOptions {
         }
         for &b in &self.block_sizes {
             if !(4096..=(64 << 20)).contains(&b) || b % 4096 != 0 {
-                return Err(format!(
-                    "--block-sizes: {b} bytes; give multiples of 4K from 4K to 64M"
-                ));
+                return Err(format!("--block-sizes: {b} bytes; give multiples of 4K from 4K to 64M"));
             }
         }
         for &q in &self.queue_depths {
@@ -118,28 +112,14 @@ impl BenchOptions {
             return Err(format!("--repeat {}: give 1 to 1000", self.repeats));
         }
         if self.time.is_zero() || self.time > Duration::from_secs(600) {
-            return Err(format!(
-                "--time {:?}: give more than 0 and at most 600 s",
-                self.time
-            ));
+            return Err(format!("--time {:?}: give more than 0 and at most 600 s", self.time));
         }
         let max_bs = self.block_sizes.iter().copied().max().unwrap_or(0);
         if self.io && self.target_size < max_bs.max(1 << 20) {
-            return Err(format!(
-                "--size {}: smaller than the largest block size",
-                self.target_size
-            ));
+            return Err(format!("--size {}: smaller than the largest block size", self.target_size));
         }
-        if self.io
-            && (self.engines.is_empty()
-                || self.block_sizes.is_empty()
-                || self.queue_depths.is_empty()
-                || self.targets.is_empty())
-        {
-            return Err(
-                "nothing to read: give at least one target, engine, block size and queue depth"
-                    .into(),
-            );
+        if self.io && (self.engines.is_empty() || self.block_sizes.is_empty() || self.queue_depths.is_empty() || self.targets.is_empty()) {
+            return Err("nothing to read: give at least one target, engine, block size and queue depth".into());
         }
         Ok(())
     }
@@ -149,11 +129,7 @@ impl BenchOptions {
     pub fn buffer_len(&self) -> u64 {
         let bs = self.block_sizes.iter().copied().max().unwrap_or(0);
         let qd = self.queue_depths.iter().copied().max().unwrap_or(1) as u64;
-        let pin = if self.pin {
-            self.pin_sizes.iter().copied().max().unwrap_or(0)
-        } else {
-            0
-        };
+        let pin = if self.pin { self.pin_sizes.iter().copied().max().unwrap_or(0) } else { 0 };
         (bs * qd).max(pin).max(PMD).div_ceil(PMD) * PMD
     }
 }
@@ -174,16 +150,8 @@ impl Spread {
         let mut s = v.to_vec();
         s.sort_by(f64::total_cmp);
         let n = s.len();
-        let median = if n % 2 == 1 {
-            s[n / 2]
-        } else {
-            (s[n / 2 - 1] + s[n / 2]) / 2.0
-        };
-        Spread {
-            median,
-            min: s[0],
-            max: s[n - 1],
-        }
+        let median = if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 };
+        Spread { median, min: s[0], max: s[n - 1] }
     }
 
     /// Half the range as a percentage of the median.
@@ -261,11 +229,7 @@ pub enum Progress<'a> {
     /// A setup step.
     Step(&'a str),
     /// `done` of `total` timed runs finished; `what` names the next.
-    Run {
-        done: usize,
-        total: usize,
-        what: String,
-    },
+    Run { done: usize, total: usize, what: String },
 }
 
 /// Why the benchmark cannot run here.
@@ -328,19 +292,12 @@ fn map_thp_kind(paths: &live::sysfs::Paths, kind: BufferKind, len: u64) -> Resul
 }
 
 /// Run the benchmark.
-pub fn run(
-    opts: &BenchOptions,
-    progress: &mut dyn FnMut(Progress),
-) -> Result<BenchReport, BenchError> {
+pub fn run(opts: &BenchOptions, progress: &mut dyn FnMut(Progress)) -> Result<BenchReport, BenchError> {
     opts.validate().map_err(BenchError::Failed)?;
     let paths = check_available()?;
     let mut notes = Vec::new();
     // First, while this process has one thread: the private mount namespace for the tmpfs.
-    let mut targets_wanted = if opts.io {
-        opts.targets.clone()
-    } else {
-        Vec::new()
-    };
+    let mut targets_wanted = if opts.io { opts.targets.clone() } else { Vec::new() };
     if targets_wanted.contains(&TargetKind::Ram) {
         if let Err(e) = target::enter_private_mount_ns() {
             notes.push(format!("ram target skipped: {e}"));
@@ -358,11 +315,7 @@ pub fn run(
     let mut reports: Vec<BufferReport> = Vec::new();
     let mut pool_guard = None;
     for &kind in &kinds {
-        progress(Progress::Step(&format!(
-            "mapping and faulting a {} MiB {} buffer",
-            len >> 20,
-            kind.label()
-        )));
+        progress(Progress::Step(&format!("mapping and faulting a {} MiB {} buffer", len >> 20, kind.label())));
         let mapped = if kind == BufferKind::Hugetlb {
             let cur: u64 = live::sysfs::read_knob(&paths, live::guard::NR_HUGEPAGES_2M)
                 .map_err(|e| e.to_string())
@@ -371,37 +324,25 @@ pub fn run(
             let want = cur + len / PMD;
             match live::guard::current_settings(&paths)
                 .map_err(|e| e.to_string())
-                .and_then(|s| {
-                    live::SettingsGuard::apply_with_hugetlb_pool(&s, want)
-                        .map_err(|e| e.to_string())
-                }) {
+                .and_then(|s| live::SettingsGuard::apply_with_hugetlb_pool(&s, want).map_err(|e| e.to_string()))
+            {
                 Ok(g) => {
                     pool_guard = Some(g);
                     Buffer::map(kind, len)
                 }
-                Err(e) => Err(format!(
-                    "could not reserve {} 2 MiB pages in the hugetlb pool: {e}",
-                    len / PMD
-                )),
+                Err(e) => Err(format!("could not reserve {} 2 MiB pages in the hugetlb pool: {e}", len / PMD)),
             }
         } else {
             map_thp_kind(&paths, kind, len)
         };
-        let mut rep = BufferReport {
-            kind: kind.label(),
-            bytes: len,
-            backing: None,
-            backing_after: None,
-            skipped: None,
-        };
+        let mut rep = BufferReport { kind: kind.label(), bytes: len, backing: None, backing_after: None, skipped: None };
         match mapped {
             Err(e) => rep.skipped = Some(e),
             Ok(buf) => match buf.verify() {
                 Err(e) => rep.skipped = Some(format!("cannot check the backing: {e}")),
                 Ok(b) => {
                     if !b.as_asked {
-                        rep.skipped =
-                            Some(format!("not backed as asked: {}", buffer::describe(&b)));
+                        rep.skipped = Some(format!("not backed as asked: {}", buffer::describe(&b)));
                     } else {
                         buffers.push(buf);
                     }
@@ -419,26 +360,11 @@ pub fn run(
     let pin_report = if opts.pin && !buffers.is_empty() {
         let bufs: Vec<&Buffer> = buffers.iter().collect();
         let mut on = |done, total, what| progress(Progress::Run { done, total, what });
-        let samples = pin::measure(
-            &bufs,
-            &opts.pin_sizes,
-            opts.pin_rounds,
-            opts.pin_time,
-            &mut on,
-        )
-        .map_err(BenchError::Failed)?;
+        let samples = pin::measure(&bufs, &opts.pin_sizes, opts.pin_rounds, opts.pin_time, &mut on).map_err(BenchError::Failed)?;
         let fit = pin::fit(&samples);
         let checks = fit.map(|f| pin::check(&f, &samples)).unwrap_or_default();
-        let max = checks
-            .iter()
-            .map(|c| c.error_pct.abs())
-            .fold(None, |m: Option<f64>, e| Some(m.map_or(e, |m| m.max(e))));
-        Some(PinReport {
-            samples,
-            fit,
-            checks,
-            max_abs_error_pct: max,
-        })
+        let max = checks.iter().map(|c| c.error_pct.abs()).fold(None, |m: Option<f64>, e| Some(m.map_or(e, |m| m.max(e))));
+        Some(PinReport { samples, fit, checks, max_abs_error_pct: max })
     } else {
         None
     };
@@ -446,11 +372,7 @@ pub fn run(
     // Targets.
     let mut targets: Vec<Target> = Vec::new();
     for t in &targets_wanted {
-        progress(Progress::Step(&format!(
-            "setting up the {} target ({} MiB)",
-            t.name(),
-            opts.target_size >> 20
-        )));
+        progress(Progress::Step(&format!("setting up the {} target ({} MiB)", t.name(), opts.target_size >> 20)));
         let r = match t {
             TargetKind::File => target::open_file(&opts.file_dir, opts.target_size),
             TargetKind::Ram => target::open_ram(opts.target_size),
@@ -474,25 +396,14 @@ pub fn run(
     let mut cases: Vec<Case> = Vec::new();
     for t in 0..targets.len() {
         for &engine in &opts.engines {
-            let qds: Vec<usize> = if engine == Engine::Pread {
-                vec![1]
-            } else {
-                opts.queue_depths.clone()
-            };
+            let qds: Vec<usize> = if engine == Engine::Pread { vec![1] } else { opts.queue_depths.clone() };
             for qd in qds {
                 for &bs in &opts.block_sizes {
                     if bs > targets[t].size {
                         continue;
                     }
                     for b in 0..buffers.len() {
-                        cases.push(Case {
-                            t,
-                            engine,
-                            qd,
-                            bs,
-                            b,
-                            samples: Vec::new(),
-                        });
+                        cases.push(Case { t, engine, qd, bs, b, samples: Vec::new() });
                     }
                 }
             }
@@ -510,29 +421,14 @@ pub fn run(
                 c.bs >> 10,
                 buffers[c.b].kind.label()
             );
-            progress(Progress::Run {
-                done,
-                total,
-                what: what.clone(),
-            });
-            let st = engine::run(
-                c.engine,
-                &targets[c.t].source(),
-                &buffers[c.b],
-                c.bs,
-                c.qd,
-                opts.time,
-            )
-            .map_err(|e| BenchError::Failed(format!("{what}: {e}")))?;
+            progress(Progress::Run { done, total, what: what.clone() });
+            let st = engine::run(c.engine, &targets[c.t].source(), &buffers[c.b], c.bs, c.qd, opts.time)
+                .map_err(|e| BenchError::Failed(format!("{what}: {e}")))?;
             c.samples.push(st);
             done += 1;
         }
     }
-    progress(Progress::Run {
-        done,
-        total,
-        what: "checking the buffers again".into(),
-    });
+    progress(Progress::Run { done, total, what: "checking the buffers again".into() });
 
     // Backing after the runs.
     for buf in &buffers {
@@ -548,10 +444,7 @@ pub fn run(
                     }
                     r.backing_after = Some(b);
                 }
-                Err(e) => notes.push(format!(
-                    "{}: cannot check the backing after the runs: {e}",
-                    r.kind
-                )),
+                Err(e) => notes.push(format!("{}: cannot check the backing after the runs: {e}", r.kind)),
             }
         }
     }
@@ -559,21 +452,9 @@ pub fn run(
     let results: Vec<CaseResult> = cases
         .iter()
         .map(|c| {
-            let mb: Vec<f64> = c
-                .samples
-                .iter()
-                .map(|s| s.bytes as f64 / s.wall.as_secs_f64() / 1e6)
-                .collect();
-            let iops: Vec<f64> = c
-                .samples
-                .iter()
-                .map(|s| s.ops as f64 / s.wall.as_secs_f64())
-                .collect();
-            let cpu: Vec<f64> = c
-                .samples
-                .iter()
-                .map(|s| s.cpu.as_nanos() as f64 / s.bytes as f64)
-                .collect();
+            let mb: Vec<f64> = c.samples.iter().map(|s| s.bytes as f64 / s.wall.as_secs_f64() / 1e6).collect();
+            let iops: Vec<f64> = c.samples.iter().map(|s| s.ops as f64 / s.wall.as_secs_f64()).collect();
+            let cpu: Vec<f64> = c.samples.iter().map(|s| s.cpu.as_nanos() as f64 / s.bytes as f64).collect();
             CaseResult {
                 target: targets[c.t].kind.name(),
                 engine: c.engine,
@@ -588,20 +469,13 @@ pub fn run(
             }
         })
         .collect();
-    let target_reports = targets
-        .iter()
-        .map(|t| TargetReport {
-            name: t.kind.name(),
-            what: t.what.clone(),
-            bytes: t.size,
-        })
-        .collect();
+    let target_reports =
+        targets.iter().map(|t| TargetReport { name: t.kind.name(), what: t.what.clone(), bytes: t.size }).collect();
     // Teardown order: targets (loop device, tmpfs), buffers, then the pool guard.
     drop(targets);
     drop(buffers);
     if let Some(g) = pool_guard {
-        g.restore()
-            .map_err(|e| BenchError::Failed(format!("could not restore the hugetlb pool: {e}")))?;
+        g.restore().map_err(|e| BenchError::Failed(format!("could not restore the hugetlb pool: {e}")))?;
     }
     Ok(BenchReport {
         schema: SCHEMA.into(),
@@ -629,12 +503,7 @@ fn human_block(b: u64) -> String {
 pub fn render_tables(r: &BenchReport) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let kinds: Vec<String> = r
-        .buffers
-        .iter()
-        .filter(|b| b.skipped.is_none())
-        .map(|b| b.kind.clone())
-        .collect();
+    let kinds: Vec<String> = r.buffers.iter().filter(|b| b.skipped.is_none()).map(|b| b.kind.clone()).collect();
     let mut groups: Vec<(String, Engine, usize)> = Vec::new();
     for c in &r.cases {
         let g = (c.target.clone(), c.engine, c.qd);
@@ -644,42 +513,21 @@ pub fn render_tables(r: &BenchReport) -> String {
     }
     let width = 16;
     for (t, e, qd) in &groups {
-        let what = r
-            .targets
-            .iter()
-            .find(|x| &x.name == t)
-            .map(|x| x.what.as_str())
-            .unwrap_or("");
-        let _ = writeln!(
-            out,
-            "\n{t} ({what}), {} qd {qd}: MB/s, median ± half range over {} runs",
-            e.name(),
-            r.repeats
-        );
+        let what = r.targets.iter().find(|x| &x.name == t).map(|x| x.what.as_str()).unwrap_or("");
+        let _ = writeln!(out, "\n{t} ({what}), {} qd {qd}: MB/s, median ± half range over {} runs", e.name(), r.repeats);
         let _ = write!(out, "{:>6}", "block");
         for k in &kinds {
             let _ = write!(out, "{k:>width$}");
         }
         out.push('\n');
-        let mut blocks: Vec<u64> = r
-            .cases
-            .iter()
-            .filter(|c| &c.target == t && c.engine == *e && c.qd == *qd)
-            .map(|c| c.block)
-            .collect();
+        let mut blocks: Vec<u64> = r.cases.iter().filter(|c| &c.target == t && c.engine == *e && c.qd == *qd).map(|c| c.block).collect();
         blocks.sort_unstable();
         blocks.dedup();
-        let find = |b: u64, k: &str| {
-            r.cases.iter().find(|c| {
-                &c.target == t && c.engine == *e && c.qd == *qd && c.block == b && c.kind == k
-            })
-        };
+        let find = |b: u64, k: &str| r.cases.iter().find(|c| &c.target == t && c.engine == *e && c.qd == *qd && c.block == b && c.kind == k);
         for &b in &blocks {
             let _ = write!(out, "{:>6}", human_block(b));
             for k in &kinds {
-                let cell = find(b, k)
-                    .map(|c| format!("{:.0} ±{:.0}%", c.mb_per_s.median, c.mb_per_s.pm_pct()))
-                    .unwrap_or_else(|| "-".into());
+                let cell = find(b, k).map(|c| format!("{:.0} ±{:.0}%", c.mb_per_s.median, c.mb_per_s.pm_pct())).unwrap_or_else(|| "-".into());
                 let _ = write!(out, "{cell:>width$}");
             }
             out.push('\n');
@@ -693,10 +541,7 @@ pub fn render_tables(r: &BenchReport) -> String {
                     .map(|c| {
                         let v = c.cpu_ns_per_byte.median * 1024.0;
                         match base {
-                            Some(b0) if k != "4K" && b0 > 0.0 => format!(
-                                "{v:.1} {:+.0}%",
-                                (c.cpu_ns_per_byte.median / b0 - 1.0) * 100.0
-                            ),
+                            Some(b0) if k != "4K" && b0 > 0.0 => format!("{v:.1} {:+.0}%", (c.cpu_ns_per_byte.median / b0 - 1.0) * 100.0),
                             _ => format!("{v:.1} ±{:.0}%", c.cpu_ns_per_byte.pm_pct()),
                         }
                     })
@@ -708,24 +553,9 @@ pub fn render_tables(r: &BenchReport) -> String {
     }
     if let Some(p) = &r.pin {
         let _ = writeln!(out, "\npin companion (io_uring register+unregister of the buffer, no I/O): ns per call pair; fit and error on the best repeat");
-        let _ = writeln!(
-            out,
-            "{:>12} {:>7} {:>7} {:>7} {:>24} {:>10} {:>10} {:>7}",
-            "kind", "range", "pages", "folios", "median (min-max)", "best", "predicted", "error"
-        );
-        for (s, c) in p
-            .samples
-            .iter()
-            .zip(p.checks.iter().map(Some).chain(std::iter::repeat(None)))
-        {
-            let (pred, err) = c
-                .map(|c| {
-                    (
-                        format!("{:.0}", c.predicted_ns),
-                        format!("{:+.1}%", c.error_pct),
-                    )
-                })
-                .unwrap_or(("-".into(), "-".into()));
+        let _ = writeln!(out, "{:>12} {:>7} {:>7} {:>7} {:>24} {:>10} {:>10} {:>7}", "kind", "range", "pages", "folios", "median (min-max)", "best", "predicted", "error");
+        for (s, c) in p.samples.iter().zip(p.checks.iter().map(Some).chain(std::iter::repeat(None))) {
+            let (pred, err) = c.map(|c| (format!("{:.0}", c.predicted_ns), format!("{:+.1}%", c.error_pct))).unwrap_or(("-".into(), "-".into()));
             let _ = writeln!(
                 out,
                 "{:>12} {:>7} {:>7} {:>7} {:>24} {:>10.0} {:>10} {:>7}",
@@ -752,27 +582,12 @@ pub fn render_tables(r: &BenchReport) -> String {
                 p.max_abs_error_pct.unwrap_or(0.0)
             );
         } else {
-            let _ = writeln!(
-                out,
-                "fit: not determined (measure 4K, an mTHP size, THP-2M and hugetlb-2M)"
-            );
+            let _ = writeln!(out, "fit: not determined (measure 4K, an mTHP size, THP-2M and hugetlb-2M)");
         }
     }
     for b in &r.buffers {
-        let back = b
-            .backing
-            .as_ref()
-            .map(buffer::describe)
-            .unwrap_or_else(|| "-".into());
-        let _ = writeln!(
-            out,
-            "buffer {:>11}: {back}{}",
-            b.kind,
-            b.skipped
-                .as_ref()
-                .map(|s| format!("  [skipped: {s}]"))
-                .unwrap_or_default()
-        );
+        let back = b.backing.as_ref().map(buffer::describe).unwrap_or_else(|| "-".into());
+        let _ = writeln!(out, "buffer {:>11}: {back}{}", b.kind, b.skipped.as_ref().map(|s| format!("  [skipped: {s}]")).unwrap_or_default());
     }
     for n in &r.notes {
         let _ = writeln!(out, "note: {n}");

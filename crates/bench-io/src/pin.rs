@@ -64,16 +64,8 @@ pub fn scan_compares(folios: u64, large: bool) -> u64 {
 /// Time register+unregister of `[buf, buf + bytes)` call pair by call pair for `time`;
 /// returns the median ns per pair (a pair the scheduler interrupted does not move it) and the
 /// number of pairs.
-pub fn time_pin(
-    ring: &io_uring::IoUring,
-    buf: &Buffer,
-    bytes: u64,
-    time: Duration,
-) -> Result<(f64, u64), String> {
-    let iov = [libc::iovec {
-        iov_base: buf.ptr.cast(),
-        iov_len: bytes as usize,
-    }];
+pub fn time_pin(ring: &io_uring::IoUring, buf: &Buffer, bytes: u64, time: Duration) -> Result<(f64, u64), String> {
+    let iov = [libc::iovec { iov_base: buf.ptr.cast(), iov_len: bytes as usize }];
     let sub = ring.submitter();
     let t0 = Instant::now();
     let mut each = Vec::new();
@@ -81,13 +73,9 @@ pub fn time_pin(
         let t = Instant::now();
         // SAFETY: the buffer stays mapped while registered (unregistered before the next loop).
         unsafe { sub.register_buffers(&iov) }.map_err(|e| {
-            format!(
-                "io_uring register_buffers of {} KiB failed: {e} (RLIMIT_MEMLOCK?)",
-                bytes >> 10
-            )
+            format!("io_uring register_buffers of {} KiB failed: {e} (RLIMIT_MEMLOCK?)", bytes >> 10)
         })?;
-        sub.unregister_buffers()
-            .map_err(|e| format!("io_uring unregister_buffers failed: {e}"))?;
+        sub.unregister_buffers().map_err(|e| format!("io_uring unregister_buffers failed: {e}"))?;
         each.push(t.elapsed().as_nanos() as f64);
     }
     each.sort_by(f64::total_cmp);
@@ -104,26 +92,13 @@ pub fn shape(kind: BufferKind, bytes: u64) -> (u64, u64, u64, u64, u64, u64) {
         BufferKind::Hugetlb => (0, 0, pages),
         _ => (pages, 0, 0),
     };
-    (
-        pages,
-        folios,
-        pte,
-        pmd,
-        huge,
-        scan_compares(folios, kind != BufferKind::Base),
-    )
+    (pages, folios, pte, pmd, huge, scan_compares(folios, kind != BufferKind::Base))
 }
 
 /// Measure every buffer at each of `sizes` (bytes, each at most the buffer): `rounds` rounds,
 /// each timing every (buffer, size) for `time`, so that a disturbed stretch of time (other load
 /// on the machine) spreads over all samples instead of spoiling one.
-pub fn measure(
-    bufs: &[&Buffer],
-    sizes: &[u64],
-    rounds: usize,
-    time: Duration,
-    progress: &mut dyn FnMut(usize, usize, String),
-) -> Result<Vec<PinSample>, String> {
+pub fn measure(bufs: &[&Buffer], sizes: &[u64], rounds: usize, time: Duration, progress: &mut dyn FnMut(usize, usize, String)) -> Result<Vec<PinSample>, String> {
     let ring = io_uring::IoUring::new(4).map_err(|e| format!("io_uring_setup failed: {e}"))?;
     let mut cases: Vec<(&Buffer, u64, Vec<f64>, u64)> = Vec::new();
     for b in bufs {
@@ -137,11 +112,7 @@ pub fn measure(
     let mut done = 0;
     for _ in 0..rounds.max(1) {
         for (b, bytes, v, calls) in cases.iter_mut() {
-            progress(
-                done,
-                total,
-                format!("pin companion: {} {} KiB", b.kind.label(), *bytes >> 10),
-            );
+            progress(done, total, format!("pin companion: {} {} KiB", b.kind.label(), *bytes >> 10));
             let (ns, c) = time_pin(&ring, b, *bytes, time)?;
             v.push(ns);
             *calls += c;
@@ -186,14 +157,7 @@ const N: usize = 6;
 
 impl PinFit {
     fn from(v: &[f64; N]) -> PinFit {
-        PinFit {
-            per_call_ns: v[0],
-            per_folio_ns: v[1],
-            per_page_ns: v[2],
-            per_pmd_page_ns: v[3],
-            per_hugetlb_page_ns: v[4],
-            scan_ns: v[5],
-        }
+        PinFit { per_call_ns: v[0], per_folio_ns: v[1], per_page_ns: v[2], per_pmd_page_ns: v[3], per_hugetlb_page_ns: v[4], scan_ns: v[5] }
     }
 
     pub fn predict(&self, s: &PinSample) -> f64 {
@@ -207,14 +171,7 @@ impl PinFit {
 }
 
 fn features(s: &PinSample) -> [f64; N] {
-    [
-        1.0,
-        s.folios as f64,
-        s.pte_pages as f64,
-        s.pmd_pages as f64,
-        s.hugetlb_pages as f64,
-        s.scan_compares as f64,
-    ]
+    [1.0, s.folios as f64, s.pte_pages as f64, s.pmd_pages as f64, s.hugetlb_pages as f64, s.scan_compares as f64]
 }
 
 /// Least squares of the [`PinFit`] terms, weighted by 1/ns² so that every sample's relative
@@ -317,37 +274,17 @@ mod tests {
     use super::*;
 
     fn sample(kind: BufferKind, bytes: u64, ns: f64) -> PinSample {
-        let (pages, folios, pte_pages, pmd_pages, hugetlb_pages, scan_compares) =
-            shape(kind, bytes);
-        PinSample {
-            kind: kind.label(),
-            bytes,
-            pages,
-            folios,
-            pte_pages,
-            pmd_pages,
-            hugetlb_pages,
-            scan_compares,
-            ns_median: ns,
-            ns_min: ns,
-            ns_max: ns,
-            calls: 1,
-        }
+        let (pages, folios, pte_pages, pmd_pages, hugetlb_pages, scan_compares) = shape(kind, bytes);
+        PinSample { kind: kind.label(), bytes, pages, folios, pte_pages, pmd_pages, hugetlb_pages, scan_compares, ns_median: ns, ns_min: ns, ns_max: ns, calls: 1 }
     }
 
     #[test]
     fn shapes_by_hand() {
         // 1 MiB of 64 KiB folios: 256 pages through PTEs, 16 folios, 0+1+...+15 = 120 compares.
-        assert_eq!(
-            shape(BufferKind::Mthp(64), 1 << 20),
-            (256, 16, 256, 0, 0, 120)
-        );
+        assert_eq!(shape(BufferKind::Mthp(64), 1 << 20), (256, 16, 256, 0, 0, 120));
         // 4 MiB of PMD THP: 2 folios, 1024 pages through PMD leaves, 1 compare.
         assert_eq!(shape(BufferKind::Pmd, 4 << 20), (1024, 2, 0, 1024, 0, 1));
-        assert_eq!(
-            shape(BufferKind::Hugetlb, 4 << 20),
-            (1024, 2, 0, 0, 1024, 1)
-        );
+        assert_eq!(shape(BufferKind::Hugetlb, 4 << 20), (1024, 2, 0, 0, 1024, 1));
         // 4 KiB pages are not compound: no compares.
         assert_eq!(shape(BufferKind::Base, 1 << 20), (256, 256, 256, 0, 0, 0));
     }
@@ -357,21 +294,10 @@ mod tests {
         // ns = 3000 + 140·folios + 125·pte_pages + 6·pmd_pages + 3·hugetlb_pages + 4·compares:
         // 4K at 1 MiB is 3000 + 140·256 + 125·256 = 70840.
         let t = |s: &PinSample| {
-            3000.0
-                + 140.0 * s.folios as f64
-                + 125.0 * s.pte_pages as f64
-                + 6.0 * s.pmd_pages as f64
-                + 3.0 * s.hugetlb_pages as f64
-                + 4.0 * s.scan_compares as f64
+            3000.0 + 140.0 * s.folios as f64 + 125.0 * s.pte_pages as f64 + 6.0 * s.pmd_pages as f64 + 3.0 * s.hugetlb_pages as f64 + 4.0 * s.scan_compares as f64
         };
         let mut v = Vec::new();
-        for kind in [
-            BufferKind::Base,
-            BufferKind::Mthp(16),
-            BufferKind::Mthp(64),
-            BufferKind::Pmd,
-            BufferKind::Hugetlb,
-        ] {
+        for kind in [BufferKind::Base, BufferKind::Mthp(16), BufferKind::Mthp(64), BufferKind::Pmd, BufferKind::Hugetlb] {
             for bytes in [1u64 << 20, 4 << 20, 16 << 20] {
                 let mut s = sample(kind, bytes, 0.0);
                 s.ns_min = t(&s);
@@ -381,14 +307,7 @@ mod tests {
         }
         assert_eq!(v[0].ns_min, 70840.0);
         let f = fit(&v).unwrap();
-        for (got, want) in [
-            (f.per_call_ns, 3000.0),
-            (f.per_folio_ns, 140.0),
-            (f.per_page_ns, 125.0),
-            (f.per_pmd_page_ns, 6.0),
-            (f.per_hugetlb_page_ns, 3.0),
-            (f.scan_ns, 4.0),
-        ] {
+        for (got, want) in [(f.per_call_ns, 3000.0), (f.per_folio_ns, 140.0), (f.per_page_ns, 125.0), (f.per_pmd_page_ns, 6.0), (f.per_hugetlb_page_ns, 3.0), (f.scan_ns, 4.0)] {
             assert!((got - want).abs() < 1e-6 * want.max(1.0), "{f:?}");
         }
         assert!(check(&f, &v).iter().all(|c| c.error_pct.abs() < 1e-6));
@@ -397,24 +316,14 @@ mod tests {
     #[test]
     fn fit_refuses_what_cannot_be_told_apart() {
         // Only 4 KiB buffers: folios == pages, and nothing is PMD-mapped.
-        let v: Vec<PinSample> = [1u64 << 20, 4 << 20]
-            .iter()
-            .map(|&b| sample(BufferKind::Base, b, b as f64 / 100.0))
-            .collect();
+        let v: Vec<PinSample> = [1u64 << 20, 4 << 20].iter().map(|&b| sample(BufferKind::Base, b, b as f64 / 100.0)).collect();
         assert!(fit(&v).is_none());
         assert!(fit(&[]).is_none());
     }
 
     #[test]
     fn check_reports_signed_percent() {
-        let f = PinFit {
-            per_call_ns: 0.0,
-            per_folio_ns: 10.0,
-            per_page_ns: 1.0,
-            per_pmd_page_ns: 0.0,
-            per_hugetlb_page_ns: 0.0,
-            scan_ns: 0.0,
-        };
+        let f = PinFit { per_call_ns: 0.0, per_folio_ns: 10.0, per_page_ns: 1.0, per_pmd_page_ns: 0.0, per_hugetlb_page_ns: 0.0, scan_ns: 0.0 };
         let s = sample(BufferKind::Base, 8192, 20.0);
         let c = check(&f, &[s]);
         assert_eq!(c[0].predicted_ns, 22.0);

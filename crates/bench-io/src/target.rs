@@ -50,10 +50,7 @@ pub struct Target {
 
 impl Target {
     pub fn source(&self) -> Source {
-        Source {
-            fd: self.fd.as_raw_fd(),
-            size: self.size,
-        }
+        Source { fd: self.fd.as_raw_fd(), size: self.size }
     }
 }
 
@@ -86,17 +83,13 @@ fn last(what: &str) -> String {
 }
 
 fn open_direct(path: &Path, write: bool) -> Result<OwnedFd, String> {
-    let flags =
-        if write { libc::O_RDWR } else { libc::O_RDONLY } | libc::O_DIRECT | libc::O_CLOEXEC;
+    let flags = if write { libc::O_RDWR } else { libc::O_RDONLY } | libc::O_DIRECT | libc::O_CLOEXEC;
     // SAFETY: open on a valid path.
     let fd = unsafe { libc::open(cstr(path).as_ptr(), flags) };
     if fd < 0 {
         let e = std::io::Error::last_os_error();
         if e.raw_os_error() == Some(libc::EINVAL) {
-            return Err(format!(
-                "{}: this filesystem does not support O_DIRECT",
-                path.display()
-            ));
+            return Err(format!("{}: this filesystem does not support O_DIRECT", path.display()));
         }
         return Err(format!("cannot open {} with O_DIRECT: {e}", path.display()));
     }
@@ -112,9 +105,7 @@ fn fill_file(path: &Path, size: u64) -> Result<(), String> {
         .create_new(true)
         .open(path)
         .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    let chunk: Vec<u8> = (0..(1u32 << 20))
-        .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
-        .collect();
+    let chunk: Vec<u8> = (0..(1u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect();
     let mut done = 0;
     while done < size {
         let n = (size - done).min(chunk.len() as u64) as usize;
@@ -124,8 +115,7 @@ fn fill_file(path: &Path, size: u64) -> Result<(), String> {
         })?;
         done += n as u64;
     }
-    f.sync_all()
-        .map_err(|e| format!("cannot fsync {}: {e}", path.display()))
+    f.sync_all().map_err(|e| format!("cannot fsync {}: {e}", path.display()))
 }
 
 /// The `file` target: `size` bytes in a new file under `dir`.
@@ -137,14 +127,7 @@ pub fn open_file(dir: &Path, size: u64) -> Result<Target, String> {
     let _ = std::fs::remove_file(&path);
     let fd = fd?;
     let fs = fs_type(dir);
-    Ok(Target {
-        kind: TargetKind::File,
-        fd,
-        size,
-        what: format!("{fs} file in {}", dir.display()),
-        _loop: None,
-        mount: None,
-    })
+    Ok(Target { kind: TargetKind::File, fd, size, what: format!("{fs} file in {}", dir.display()), _loop: None, mount: None })
 }
 
 fn fs_type(dir: &Path) -> String {
@@ -176,19 +159,9 @@ pub fn open_device(path: &Path) -> Result<Target, String> {
     let fd = open_direct(path, false)?;
     let size = blk_size(&fd).map_err(|e| format!("--device {}: {e}", path.display()))?;
     if size < (1 << 20) {
-        return Err(format!(
-            "--device {}: {size} bytes; the benchmark needs at least 1 MiB",
-            path.display()
-        ));
+        return Err(format!("--device {}: {size} bytes; the benchmark needs at least 1 MiB", path.display()));
     }
-    Ok(Target {
-        kind: TargetKind::Device(path.display().to_string()),
-        fd,
-        size,
-        what: format!("{} (read-only)", path.display()),
-        _loop: None,
-        mount: None,
-    })
+    Ok(Target { kind: TargetKind::Device(path.display().to_string()), fd, size, what: format!("{} (read-only)", path.display()), _loop: None, mount: None })
 }
 
 const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
@@ -242,14 +215,7 @@ pub fn enter_private_mount_ns() -> Result<(), String> {
             return Err(last("unshare(CLONE_NEWNS) for a private tmpfs"));
         }
         let root = CString::new("/").unwrap();
-        if libc::mount(
-            std::ptr::null(),
-            root.as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ) != 0
-        {
+        if libc::mount(std::ptr::null(), root.as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
             return Err(last("making / private in the new mount namespace"));
         }
     }
@@ -264,34 +230,16 @@ pub fn open_ram(size: u64) -> Result<Target, String> {
     let opts = CString::new(format!("size={},mode=0700", size + (1 << 20))).unwrap();
     let tmpfs = CString::new("tmpfs").unwrap();
     // SAFETY: mount a tmpfs on our own directory.
-    if unsafe {
-        libc::mount(
-            tmpfs.as_ptr(),
-            cstr(&dir).as_ptr(),
-            tmpfs.as_ptr(),
-            0,
-            opts.as_ptr().cast(),
-        )
-    } != 0
-    {
+    if unsafe { libc::mount(tmpfs.as_ptr(), cstr(&dir).as_ptr(), tmpfs.as_ptr(), 0, opts.as_ptr().cast()) } != 0 {
         let e = last(&format!("mount tmpfs on {}", dir.display()));
         let _ = std::fs::remove_dir(&dir);
         return Err(e);
     }
-    let mut t = Target {
-        kind: TargetKind::Ram,
-        fd: dev_null(),
-        size,
-        what: String::new(),
-        _loop: None,
-        mount: Some(dir.clone()),
-    };
+    let mut t = Target { kind: TargetKind::Ram, fd: dev_null(), size, what: String::new(), _loop: None, mount: Some(dir.clone()) };
     let file = dir.join("backing");
     fill_file(&file, size)?;
-    let backing =
-        std::fs::File::open(&file).map_err(|e| format!("cannot open {}: {e}", file.display()))?;
-    let ctl = std::fs::File::open("/dev/loop-control")
-        .map_err(|e| format!("cannot open /dev/loop-control (no loop driver?): {e}"))?;
+    let backing = std::fs::File::open(&file).map_err(|e| format!("cannot open {}: {e}", file.display()))?;
+    let ctl = std::fs::File::open("/dev/loop-control").map_err(|e| format!("cannot open /dev/loop-control (no loop driver?): {e}"))?;
     let (n, lo) = loop {
         // SAFETY: LOOP_CTL_GET_FREE takes no argument.
         let n = unsafe { libc::ioctl(ctl.as_raw_fd(), LOOP_CTL_GET_FREE) };
@@ -326,9 +274,6 @@ pub fn open_ram(size: u64) -> Result<Target, String> {
     let dev = PathBuf::from(format!("/dev/loop{n}"));
     t.fd = open_direct(&dev, false)?;
     t._loop = Some(OwnedFd::from(lo));
-    t.what = format!(
-        "{} over a file on a private tmpfs (autoclear)",
-        dev.display()
-    );
+    t.what = format!("{} over a file on a private tmpfs (autoclear)", dev.display());
     Ok(t)
 }

@@ -48,17 +48,7 @@ pub struct Tolerance {
 
 impl Default for Tolerance {
     fn default() -> Self {
-        Tolerance {
-            minflt: 2,
-            census: 0,
-            system: 0,
-            folios: None,
-            minflt_pct: 0.0,
-            folios_pct: 0.0,
-            census_pct: 0.0,
-            system_pct: 0.0,
-            time_pct: 0.0,
-        }
+        Tolerance { minflt: 2, census: 0, system: 0, folios: None, minflt_pct: 0.0, folios_pct: 0.0, census_pct: 0.0, system_pct: 0.0, time_pct: 0.0 }
     }
 }
 
@@ -69,17 +59,7 @@ impl Tolerance {
     /// (4 kB folios, entries; 8 kB of Rss, 4 MiB of AnonHugePages) for small counts; large-folio
     /// counts have no such floor.
     pub fn program() -> Tolerance {
-        Tolerance {
-            minflt: 2,
-            census: 2,
-            system: 2,
-            folios: Some(0),
-            minflt_pct: 2.0,
-            folios_pct: 2.0,
-            census_pct: 2.0,
-            system_pct: 2.0,
-            time_pct: 0.0,
-        }
+        Tolerance { minflt: 2, census: 2, system: 2, folios: Some(0), minflt_pct: 2.0, folios_pct: 2.0, census_pct: 2.0, system_pct: 2.0, time_pct: 0.0 }
     }
 
     /// Parse `minflt=5`, `census=0`, `system=10`, or a percentage of the live value
@@ -89,9 +69,7 @@ impl Tolerance {
         const FIELDS: &str = "minflt, census, folios (large folios), system, time (percent only)";
         for part in spec.split(',').filter(|p| !p.is_empty()) {
             let bad = |why: String| ToleranceError(format!("{part}: {why}"));
-            let Some((k, v)) = part.split_once('=') else {
-                return Err(bad(format!("write FIELD=N or FIELD=P% (fields: {FIELDS})")));
-            };
+            let Some((k, v)) = part.split_once('=') else { return Err(bad(format!("write FIELD=N or FIELD=P% (fields: {FIELDS})"))) };
             if let Some(pct) = v.strip_suffix('%') {
                 let p: f64 = pct
                     .parse()
@@ -109,13 +87,9 @@ impl Tolerance {
                 continue;
             }
             if k == "time" {
-                return Err(bad(
-                    "give time as a percentage of the live wall time: time=P%".into(),
-                ));
+                return Err(bad("give time as a percentage of the live wall time: time=P%".into()));
             }
-            let n: i64 = v
-                .parse()
-                .map_err(|_| bad("N must be a whole number or a percentage".into()))?;
+            let n: i64 = v.parse().map_err(|_| bad("N must be a whole number or a percentage".into()))?;
             match k {
                 "minflt" => self.minflt = n,
                 "census" => self.census = n,
@@ -162,61 +136,24 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
     let mut push = |field: String, m: i64, l: i64, kind: RowKind, (t, pct): (i64, f64)| {
         let within_pct = pct > 0.0 && ((m - l).abs() as f64) <= pct / 100.0 * l.abs() as f64;
         let differs = kind != RowKind::Informational && (m - l).abs() > t && !within_pct;
-        out.push(Row {
-            field,
-            model: m,
-            live: l,
-            kind,
-            differs,
-        });
+        out.push(Row { field, model: m, live: l, kind, differs });
     };
-    process_rows(
-        &mut push,
-        tol,
-        "",
-        (&model.process, &model.census),
-        (&live.process, &live.census),
-        None,
-    );
+    process_rows(&mut push, tol, "", (&model.process, &model.census), (&live.process, &live.census), None);
     // A workload that forks: every other process, by name (main is the rows above).
     for mp in model.processes.iter().skip(1) {
-        let lp = live
-            .processes
-            .iter()
-            .find(|p| p.name == mp.name)
-            .cloned()
-            .unwrap_or_default();
+        let lp = live.processes.iter().find(|p| p.name == mp.name).cloned().unwrap_or_default();
         let prefix = format!("{}: ", mp.name);
-        process_rows(
-            &mut push,
-            tol,
-            &prefix,
-            (&mp.process, &mp.census),
-            (&lp.process, &lp.census),
-            Some((mp.exited, lp.exited)),
-        );
+        process_rows(&mut push, tol, &prefix, (&mp.process, &mp.census), (&lp.process, &lp.census), Some((mp.exited, lp.exited)));
     }
     let mut dirs: Vec<&String> = model.mthp.keys().collect();
     dirs.sort_by_key(|d| size_sort_key(d));
     for dir in dirs {
         for stat in MthpStat::ALL {
-            let m = model
-                .mthp
-                .get(dir)
-                .and_then(|s| s.get(stat.name()))
-                .copied();
+            let m = model.mthp.get(dir).and_then(|s| s.get(stat.name())).copied();
             let l = live.mthp.get(dir).and_then(|s| s.get(stat.name())).copied();
-            let (Some(m), l) = (m, l.unwrap_or(0)) else {
-                continue;
-            };
+            let (Some(m), l) = (m, l.unwrap_or(0)) else { continue };
             if m != 0 || l != 0 {
-                push(
-                    format!("{dir}/stats/{}", stat.name()),
-                    m,
-                    l,
-                    RowKind::SystemWide,
-                    (tol.system, tol.system_pct),
-                );
+                push(format!("{dir}/stats/{}", stat.name()), m, l, RowKind::SystemWide, (tol.system, tol.system_pct));
             }
         }
     }
@@ -225,31 +162,13 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
     // phase is not the model's (it may sleep on a list other processes are on when the run's
     // mm joins it), so the runs may hold one wake-up more or fewer: those rows allow one
     // wake-up's worth, the model's count over its wake-ups.
-    let wakeups = model
-        .model
-        .as_ref()
-        .and_then(|x| x.run.as_ref())
-        .map_or(0, |r| r.khugepaged.wakeups as i64);
+    let wakeups = model.model.as_ref().and_then(|x| x.run.as_ref()).map_or(0, |r| r.khugepaged.wakeups as i64);
     for (name, m) in &model.vmstat {
         let l = live.vmstat.get(name).copied().unwrap_or(0);
         if *m != 0 || l != 0 {
-            let kind = if MACHINE_STATE.contains(&name.as_str()) {
-                RowKind::Informational
-            } else {
-                RowKind::SystemWide
-            };
-            let per_wakeup = if name.starts_with("thp_scan_exceed_") && wakeups > 0 {
-                (*m + wakeups - 1) / wakeups
-            } else {
-                0
-            };
-            push(
-                name.clone(),
-                *m,
-                l,
-                kind,
-                (tol.system.max(per_wakeup), tol.system_pct),
-            );
+            let kind = if MACHINE_STATE.contains(&name.as_str()) { RowKind::Informational } else { RowKind::SystemWide };
+            let per_wakeup = if name.starts_with("thp_scan_exceed_") && wakeups > 0 { (*m + wakeups - 1) / wakeups } else { 0 };
+            push(name.clone(), *m, l, kind, (tol.system.max(per_wakeup), tol.system_pct));
         }
     }
     for (name, m) in &model.meminfo {
@@ -257,76 +176,39 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
         if *m != 0 || l != 0 {
             // A system-wide level that any process's tmpfs or shm use moves: shown, not judged
             // (the census and shmem_alloc carry the comparison).
-            push(
-                format!("meminfo {name} (kB)"),
-                *m,
-                l,
-                RowKind::Informational,
-                (0, 0.0),
-            );
+            push(format!("meminfo {name} (kB)"), *m, l, RowKind::Informational, (0, 0.0));
         }
     }
     // With a profile: the model's simulated time (the priced work and the sleeps) beside the
     // wall time of the live run's operations.
     if let (Some(t), Some(l)) = (&model.time, &live.live) {
-        let (m_us, l_us) = (
-            (t.elapsed_ns / 1000) as i64,
-            (l.wall_ms * 1000.0).round() as i64,
-        );
-        let kind = if tol.time_pct > 0.0 {
-            RowKind::Process
-        } else {
-            RowKind::Informational
-        };
+        let (m_us, l_us) = ((t.elapsed_ns / 1000) as i64, (l.wall_ms * 1000.0).round() as i64);
+        let kind = if tol.time_pct > 0.0 { RowKind::Process } else { RowKind::Informational };
         push(TIME_ROW.into(), m_us, l_us, kind, (0, tol.time_pct));
     }
     // Each `repeat DURATION` block: the iterations that ran on each side's clock (shown, not
     // judged: the live body takes the machine's time besides its sleeps).
     for m in &model.repeats {
-        let l = live
-            .repeats
-            .iter()
-            .find(|l| l.line == m.line)
-            .map_or(0, |l| l.iterations as i64);
-        push(
-            format!("repeat on line {} (iterations)", m.line),
-            m.iterations as i64,
-            l,
-            RowKind::Informational,
-            (0, 0.0),
-        );
+        let l = live.repeats.iter().find(|l| l.line == m.line).map_or(0, |l| l.iterations as i64);
+        push(format!("repeat on line {} (iterations)", m.line), m.iterations as i64, l, RowKind::Informational, (0, 0.0));
     }
     // Each call of the model beside the live call of the same line and name, the n-th beside
     // the n-th (a repeated statement makes one call each round), never by position alone: a
     // side may list calls the other does not.
-    let mut live_by_key: std::collections::HashMap<(usize, &str), Vec<&uapi::CallResult>> =
-        std::collections::HashMap::new();
+    let mut live_by_key: std::collections::HashMap<(usize, &str), Vec<&uapi::CallResult>> = std::collections::HashMap::new();
     for l in &live.calls {
-        live_by_key
-            .entry((l.line, l.call.as_str()))
-            .or_default()
-            .push(l);
+        live_by_key.entry((l.line, l.call.as_str())).or_default().push(l);
     }
-    let mut seen: std::collections::HashMap<(usize, &str), usize> =
-        std::collections::HashMap::new();
+    let mut seen: std::collections::HashMap<(usize, &str), usize> = std::collections::HashMap::new();
     for m in &model.calls {
         let nth = seen.entry((m.line, m.call.as_str())).or_default();
-        let l = live_by_key
-            .get(&(m.line, m.call.as_str()))
-            .and_then(|v| v.get(*nth))
-            .copied();
+        let l = live_by_key.get(&(m.line, m.call.as_str())).and_then(|v| v.get(*nth)).copied();
         *nth += 1;
         let lret = l.map_or("no such call", |l| l.ret.as_str());
         if live.calls.is_empty() || lret == m.ret {
             continue;
         }
-        out.push(Row {
-            field: format!("line {} {} returned {} vs {lret}", m.line, m.call, m.ret),
-            model: 0,
-            live: 1,
-            kind: RowKind::Process,
-            differs: true,
-        });
+        out.push(Row { field: format!("line {} {} returned {} vs {lret}", m.line, m.call, m.ret), model: 0, live: 1, kind: RowKind::Process, differs: true });
     }
     out
 }
@@ -342,29 +224,11 @@ fn process_rows(
     exited: Option<(bool, bool)>,
 ) {
     let census_tol = (tol.census, tol.census_pct);
-    push(
-        format!("{prefix}minflt"),
-        mp.minflt as i64,
-        lp.minflt as i64,
-        RowKind::Process,
-        (tol.minflt, tol.minflt_pct),
-    );
+    push(format!("{prefix}minflt"), mp.minflt as i64, lp.minflt as i64, RowKind::Process, (tol.minflt, tol.minflt_pct));
     if let Some((m, l)) = exited {
-        push(
-            format!("{prefix}exited"),
-            m as i64,
-            l as i64,
-            RowKind::Process,
-            (0, 0.0),
-        );
+        push(format!("{prefix}exited"), m as i64, l as i64, RowKind::Process, (0, 0.0));
     }
-    push(
-        format!("{prefix}Rss (kB)"),
-        (mp.rss_bytes / 1024) as i64,
-        (lp.rss_bytes / 1024) as i64,
-        RowKind::Process,
-        (tol.census * 4, tol.census_pct),
-    );
+    push(format!("{prefix}Rss (kB)"), (mp.rss_bytes / 1024) as i64, (lp.rss_bytes / 1024) as i64, RowKind::Process, (tol.census * 4, tol.census_pct));
     push(
         format!("{prefix}AnonHugePages (kB)"),
         (mp.anon_huge_bytes / 1024) as i64,
@@ -372,65 +236,19 @@ fn process_rows(
         RowKind::Process,
         (tol.census * 2048, tol.census_pct),
     );
-    let mut sizes: Vec<&String> = mc
-        .sizes
-        .keys()
-        .chain(lc.sizes.keys())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let mut sizes: Vec<&String> = mc.sizes.keys().chain(lc.sizes.keys()).collect::<BTreeSet<_>>().into_iter().collect();
     sizes.sort_by_key(|s| size_sort_key(s));
     for s in sizes {
         let m = mc.sizes.get(s).copied().unwrap_or_default();
         let l = lc.sizes.get(s).copied().unwrap_or_default();
-        let folios_tol = if s == "4kB" {
-            census_tol
-        } else {
-            (tol.folios.unwrap_or(tol.census), tol.folios_pct)
-        };
-        push(
-            format!("{prefix}census {s} folios"),
-            m.folios as i64,
-            l.folios as i64,
-            RowKind::Process,
-            folios_tol,
-        );
-        push(
-            format!("{prefix}census {s} pmd-mapped"),
-            m.pmd_mapped as i64,
-            l.pmd_mapped as i64,
-            RowKind::Process,
-            census_tol,
-        );
-        push(
-            format!("{prefix}census {s} pte-mapped"),
-            m.pte_mapped as i64,
-            l.pte_mapped as i64,
-            RowKind::Process,
-            census_tol,
-        );
-        push(
-            format!("{prefix}census {s} partially-mapped"),
-            m.partially_mapped as i64,
-            l.partially_mapped as i64,
-            RowKind::Process,
-            census_tol,
-        );
+        let folios_tol = if s == "4kB" { census_tol } else { (tol.folios.unwrap_or(tol.census), tol.folios_pct) };
+        push(format!("{prefix}census {s} folios"), m.folios as i64, l.folios as i64, RowKind::Process, folios_tol);
+        push(format!("{prefix}census {s} pmd-mapped"), m.pmd_mapped as i64, l.pmd_mapped as i64, RowKind::Process, census_tol);
+        push(format!("{prefix}census {s} pte-mapped"), m.pte_mapped as i64, l.pte_mapped as i64, RowKind::Process, census_tol);
+        push(format!("{prefix}census {s} partially-mapped"), m.partially_mapped as i64, l.partially_mapped as i64, RowKind::Process, census_tol);
     }
-    push(
-        format!("{prefix}census zero-page PTEs"),
-        mc.zero_page_ptes as i64,
-        lc.zero_page_ptes as i64,
-        RowKind::Process,
-        census_tol,
-    );
-    push(
-        format!("{prefix}census huge-zero PMDs"),
-        mc.huge_zero_pmds as i64,
-        lc.huge_zero_pmds as i64,
-        RowKind::Process,
-        census_tol,
-    );
+    push(format!("{prefix}census zero-page PTEs"), mc.zero_page_ptes as i64, lc.zero_page_ptes as i64, RowKind::Process, census_tol);
+    push(format!("{prefix}census huge-zero PMDs"), mc.huge_zero_pmds as i64, lc.huge_zero_pmds as i64, RowKind::Process, census_tol);
 }
 
 /// Whether every differing row is a system-wide counter (others' activity can explain it).
@@ -479,20 +297,13 @@ pub fn retry_live<E>(
 ) -> Result<Retried, E> {
     let rows = rows_of(&live);
     let first = retry_reason(&rows, &live);
-    let mut r = Retried {
-        live,
-        rows,
-        attempts: 1,
-        why: first,
-    };
+    let mut r = Retried { live, rows, attempts: 1, why: first };
     let mut why = first;
     while r.attempts <= retries && why.is_some() {
         let again = rerun()?;
         let again_rows = rows_of(&again);
         r.attempts += 1;
-        if again_rows.iter().filter(|x| x.differs).count()
-            < r.rows.iter().filter(|x| x.differs).count()
-        {
+        if again_rows.iter().filter(|x| x.differs).count() < r.rows.iter().filter(|x| x.differs).count() {
             r.live = again;
             r.rows = again_rows;
         }
@@ -506,9 +317,7 @@ pub fn retry_live<E>(
 /// A census difference in a run where this is non-zero may be the daemon's work (its wake-ups
 /// live fall where the model's clock cannot know) and not a model error.
 pub fn khugepaged_collapsed_during(res: &RunResult) -> i64 {
-    res.live
-        .as_ref()
-        .map_or(0, |l| l.khugepaged.pages_collapsed)
+    res.live.as_ref().map_or(0, |l| l.khugepaged.pages_collapsed)
 }
 
 /// The note printed after a row: why it differs or why a difference is not judged.
@@ -516,49 +325,22 @@ pub fn row_mark(r: &Row) -> &'static str {
     match (r.differs, r.kind) {
         (true, _) => "  <-- differs",
         (false, RowKind::SystemWide) if r.model != r.live => "  (system-wide, within tolerance)",
-        (false, RowKind::Informational) if r.field == TIME_ROW => {
-            "  (not judged; --tolerance time=P% judges it)"
-        }
+        (false, RowKind::Informational) if r.field == TIME_ROW => "  (not judged; --tolerance time=P% judges it)",
         (false, RowKind::Informational) if r.model != r.live => "  (machine state, not judged)",
         _ => "",
     }
 }
 
-pub fn print_rows(
-    out: &mut impl Write,
-    label: &str,
-    s: &ThpSettings,
-    rows: &[Row],
-) -> io::Result<()> {
+pub fn print_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row]) -> io::Result<()> {
     let n = rows.iter().filter(|r| r.differs).count();
-    writeln!(
-        out,
-        "== {label}: {}  →  {}",
-        s.summary(),
-        if n == 0 {
-            "model = live".to_string()
-        } else {
-            format!("{n} DIFFERENCES")
-        }
-    )?;
-    writeln!(
-        out,
-        "  {:<46} {:>12} {:>12} {:>9}",
-        "field", "model", "live", "diff"
-    )?;
+    writeln!(out, "== {label}: {}  →  {}", s.summary(), if n == 0 { "model = live".to_string() } else { format!("{n} DIFFERENCES") })?;
+    writeln!(out, "  {:<46} {:>12} {:>12} {:>9}", "field", "model", "live", "diff")?;
     for r in rows {
         if r.model == 0 && r.live == 0 {
             continue;
         }
         let mark = row_mark(r);
-        writeln!(
-            out,
-            "  {:<46} {:>12} {:>12} {:>+9}{mark}",
-            r.field,
-            r.model,
-            r.live,
-            r.live - r.model
-        )?;
+        writeln!(out, "  {:<46} {:>12} {:>12} {:>+9}{mark}", r.field, r.model, r.live, r.live - r.model)?;
     }
     writeln!(out)
 }
@@ -574,28 +356,14 @@ mod tests {
     /// model makes no call for) shifts nothing; a different return on the same line differs.
     #[test]
     fn calls_are_paired_by_line_not_position() {
-        let call = |line: usize, call: &str, ret: &str| uapi::CallResult {
-            line,
-            call: call.into(),
-            ret: ret.into(),
-        };
+        let call = |line: usize, call: &str, ret: &str| uapi::CallResult { line, call: call.into(), ret: ret.into() };
         let mut m = RunResult::new("sim", "w");
         m.calls = vec![call(1, "mmap", "0"), call(3, "madvise(collapse)", "0")];
         let mut l = RunResult::new("live", "w");
-        l.calls = vec![
-            call(1, "mmap", "0"),
-            call(2, "", "0"),
-            call(3, "madvise(collapse)", "0"),
-        ];
-        assert!(!rows(&m, &l, &Tolerance::default())
-            .iter()
-            .any(|r| r.field.starts_with("line")));
+        l.calls = vec![call(1, "mmap", "0"), call(2, "", "0"), call(3, "madvise(collapse)", "0")];
+        assert!(!rows(&m, &l, &Tolerance::default()).iter().any(|r| r.field.starts_with("line")));
         l.calls[2].ret = "EINVAL".into();
-        let differ: Vec<String> = rows(&m, &l, &Tolerance::default())
-            .into_iter()
-            .filter(|r| r.differs && r.field.starts_with("line"))
-            .map(|r| r.field)
-            .collect();
+        let differ: Vec<String> = rows(&m, &l, &Tolerance::default()).into_iter().filter(|r| r.differs && r.field.starts_with("line")).map(|r| r.field).collect();
         assert_eq!(differ, ["line 3 madvise(collapse) returned 0 vs EINVAL"]);
     }
 
@@ -604,56 +372,27 @@ mod tests {
     #[test]
     fn the_time_row_is_judged_only_with_a_time_tolerance() {
         let mut m = RunResult::new("sim", "w");
-        m.time = Some(uapi::TimeEstimate {
-            elapsed_ns: 1_100_000_000,
-            ..Default::default()
-        });
+        m.time = Some(uapi::TimeEstimate { elapsed_ns: 1_100_000_000, ..Default::default() });
         let mut l = RunResult::new("live", "w");
-        l.live = Some(uapi::LiveSection {
-            wall_ms: 1000.0,
-            ..Default::default()
-        });
-        let time = |tol: &Tolerance, m: &RunResult| {
-            rows(m, &l, tol)
-                .into_iter()
-                .find(|r| r.field == TIME_ROW)
-                .unwrap()
-        };
+        l.live = Some(uapi::LiveSection { wall_ms: 1000.0, ..Default::default() });
+        let time = |tol: &Tolerance, m: &RunResult| rows(m, &l, tol).into_iter().find(|r| r.field == TIME_ROW).unwrap();
         let r = time(&Tolerance::default(), &m);
-        assert_eq!(
-            (r.model, r.live, r.kind, r.differs),
-            (1_100_000, 1_000_000, RowKind::Informational, false)
-        );
+        assert_eq!((r.model, r.live, r.kind, r.differs), (1_100_000, 1_000_000, RowKind::Informational, false));
         let mut tol = Tolerance::default();
         tol.apply("time=15%").unwrap();
         assert!(!time(&tol, &m).differs);
         m.time.as_mut().unwrap().elapsed_ns = 1_200_000_000;
         assert!(time(&tol, &m).differs);
-        assert!(
-            tol.apply("time=15").is_err(),
-            "time takes a percentage only"
-        );
+        assert!(tol.apply("time=15").is_err(), "time takes a percentage only");
     }
 
     fn row(kind: RowKind, differs: bool) -> Row {
-        Row {
-            field: "f".into(),
-            model: 1,
-            live: 2,
-            kind,
-            differs,
-        }
+        Row { field: "f".into(), model: 1, live: 2, kind, differs }
     }
 
     fn live_with_collapsed(n: i64) -> RunResult {
         let mut r = RunResult::new("live", "w");
-        r.live = Some(uapi::LiveSection {
-            khugepaged: uapi::result::LiveKhugepaged {
-                pages_collapsed: n,
-                full_scans: 0,
-            },
-            ..Default::default()
-        });
+        r.live = Some(uapi::LiveSection { khugepaged: uapi::result::LiveKhugepaged { pages_collapsed: n, full_scans: 0 }, ..Default::default() });
         r
     }
 
@@ -664,45 +403,22 @@ mod tests {
         let census = [row(RowKind::Process, true)];
         let system = [row(RowKind::SystemWide, true), row(RowKind::Process, false)];
         let equal = [row(RowKind::Process, false)];
-        assert_eq!(
-            retry_reason(&census, &quiet),
-            None,
-            "a census difference with khugepaged idle is the model's"
-        );
-        assert!(retry_reason(&census, &busy)
-            .unwrap()
-            .starts_with("khugepaged collapsed"));
-        assert!(retry_reason(&system, &quiet)
-            .unwrap()
-            .starts_with("system-wide"));
-        assert_eq!(
-            retry_reason(&equal, &busy),
-            None,
-            "nothing differs: nothing to retry"
-        );
+        assert_eq!(retry_reason(&census, &quiet), None, "a census difference with khugepaged idle is the model's");
+        assert!(retry_reason(&census, &busy).unwrap().starts_with("khugepaged collapsed"));
+        assert!(retry_reason(&system, &quiet).unwrap().starts_with("system-wide"));
+        assert_eq!(retry_reason(&equal, &busy), None, "nothing differs: nothing to retry");
     }
 
     #[test]
     fn retries_keep_the_closest_run_and_stop_when_nothing_is_left_to_explain() {
         // Rows from a run: a census difference while khugepaged_collapsed_during > 0.
-        let rows_of =
-            |l: &RunResult| vec![row(RowKind::Process, khugepaged_collapsed_during(l) > 0)];
+        let rows_of = |l: &RunResult| vec![row(RowKind::Process, khugepaged_collapsed_during(l) > 0)];
         let mut runs = vec![live_with_collapsed(0), live_with_collapsed(3)].into_iter();
-        let r = retry_live::<()>(2, live_with_collapsed(5), rows_of, || {
-            Ok(runs.next().unwrap())
-        })
-        .unwrap();
+        let r = retry_live::<()>(2, live_with_collapsed(5), rows_of, || Ok(runs.next().unwrap())).unwrap();
         assert_eq!(r.attempts, 2, "the second run differs in nothing: no third");
-        assert_eq!(
-            khugepaged_collapsed_during(&r.live),
-            0,
-            "the closer run is kept"
-        );
+        assert_eq!(khugepaged_collapsed_during(&r.live), 0, "the closer run is kept");
         assert!(r.why.unwrap().starts_with("khugepaged"));
-        let r = retry_live::<()>(0, live_with_collapsed(5), rows_of, || {
-            panic!("no retries allowed")
-        })
-        .unwrap();
+        let r = retry_live::<()>(0, live_with_collapsed(5), rows_of, || panic!("no retries allowed")).unwrap();
         assert_eq!(r.attempts, 1);
     }
 
@@ -714,18 +430,9 @@ mod tests {
         m.vmstat.insert("thp_scan_exceed_none_pte".into(), 10);
         let mut run = uapi::result::ModelRun::default();
         run.khugepaged.wakeups = 10;
-        m.model = Some(uapi::ModelSection {
-            run: Some(run),
-            replay: None,
-        });
+        m.model = Some(uapi::ModelSection { run: Some(run), replay: None });
         let mut l = RunResult::new("live", "w");
-        let differs = |l: &RunResult| {
-            rows(&m, l, &Tolerance::default())
-                .iter()
-                .find(|r| r.field == "thp_scan_exceed_none_pte")
-                .unwrap()
-                .differs
-        };
+        let differs = |l: &RunResult| rows(&m, l, &Tolerance::default()).iter().find(|r| r.field == "thp_scan_exceed_none_pte").unwrap().differs;
         l.vmstat.insert("thp_scan_exceed_none_pte".into(), 9);
         assert!(!differs(&l));
         l.vmstat.insert("thp_scan_exceed_none_pte".into(), 8);

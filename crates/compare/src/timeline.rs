@@ -59,11 +59,7 @@ fn parts(m: &TimelineSample, l: &TimelineSample) -> Vec<&'static str> {
     for (name, a, b) in [
         ("Rss", m.rss_kb, l.rss_kb),
         ("AnonHugePages", m.anon_huge_pages_kb, l.anon_huge_pages_kb),
-        (
-            "ShmemPmdMapped",
-            m.shmem_pmd_mapped_kb,
-            l.shmem_pmd_mapped_kb,
-        ),
+        ("ShmemPmdMapped", m.shmem_pmd_mapped_kb, l.shmem_pmd_mapped_kb),
     ] {
         if a != b {
             v.push(name);
@@ -103,19 +99,11 @@ pub fn compare(model: &Timeline, live: &Timeline, scan_sleep_ms: u64) -> Timelin
                 (Some(m), Some(l)) => parts(m, l),
                 _ => Vec::new(),
             };
-            TimelineRow {
-                t_ms: (i as u64 + 1) * interval_ms,
-                model: m,
-                live: l,
-                parts,
-            }
+            TimelineRow { t_ms: (i as u64 + 1) * interval_ms, model: m, live: l, parts }
         })
         .collect();
     let first_parting_ms = rows.iter().find(|r| !r.parts.is_empty()).map(|r| r.t_ms);
-    let (mt, lt) = (
-        collapse_times(&model.samples),
-        collapse_times(&live.samples),
-    );
+    let (mt, lt) = (collapse_times(&model.samples), collapse_times(&live.samples));
     let most = mt.len().max(lt.len());
     let collapses: Vec<CollapseTiming> = (0..most)
         .map(|i| {
@@ -125,14 +113,7 @@ pub fn compare(model: &Timeline, live: &Timeline, scan_sleep_ms: u64) -> Timelin
         })
         .collect();
     let differs = collapses.iter().any(|c| !c.on_time);
-    TimelineComparison {
-        interval_ms,
-        allowed_ms,
-        rows,
-        first_parting_ms,
-        collapses,
-        differs,
-    }
+    TimelineComparison { interval_ms, allowed_ms, rows, first_parting_ms, collapses, differs }
 }
 
 /// The folio census of a sample, largest size first: `2048kB×2 4kB×1024`.
@@ -147,14 +128,7 @@ fn folios(s: &TimelineSample) -> String {
     }
 }
 
-const HEADER: [&str; 6] = [
-    "Rss kB",
-    "AnonHugePages",
-    "ShmemPmdMapped",
-    "collapsed",
-    "full_scans",
-    "folios",
-];
+const HEADER: [&str; 6] = ["Rss kB", "AnonHugePages", "ShmemPmdMapped", "collapsed", "full_scans", "folios"];
 
 fn cells(s: &TimelineSample) -> [String; 6] {
     [
@@ -170,18 +144,10 @@ fn cells(s: &TimelineSample) -> [String; 6] {
 /// One timeline as a table (`sim --sample`, `live --sample`).
 pub fn print_timeline(out: &mut impl Write, t: &Timeline) -> io::Result<()> {
     writeln!(out, "timeline: a sample every {} ms (AnonHugePages and ShmemPmdMapped in kB; collapsed, full_scans: khugepaged/ since the start)", t.interval_ms)?;
-    writeln!(
-        out,
-        "  {:>9} {:>10} {:>13} {:>14} {:>9} {:>10}  {}",
-        "t (ms)", HEADER[0], HEADER[1], HEADER[2], HEADER[3], HEADER[4], HEADER[5]
-    )?;
+    writeln!(out, "  {:>9} {:>10} {:>13} {:>14} {:>9} {:>10}  {}", "t (ms)", HEADER[0], HEADER[1], HEADER[2], HEADER[3], HEADER[4], HEADER[5])?;
     for s in &t.samples {
         let c = cells(s);
-        writeln!(
-            out,
-            "  {:>9.0} {:>10} {:>13} {:>14} {:>9} {:>10}  {}",
-            s.t_ms, c[0], c[1], c[2], c[3], c[4], c[5]
-        )?;
+        writeln!(out, "  {:>9.0} {:>10} {:>13} {:>14} {:>9} {:>10}  {}", s.t_ms, c[0], c[1], c[2], c[3], c[4], c[5])?;
     }
     if t.samples.is_empty() {
         writeln!(out, "  (the run ended before the first sample)")?;
@@ -191,26 +157,9 @@ pub fn print_timeline(out: &mut impl Write, t: &Timeline) -> io::Result<()> {
 
 /// The comparison as text: each field `model | live`, `*` where they part, then the collapses.
 pub fn print_comparison(out: &mut impl Write, c: &TimelineComparison) -> io::Result<()> {
-    writeln!(
-        out,
-        "  timeline: a sample every {} ms, model | live; * where they part",
-        c.interval_ms
-    )?;
-    writeln!(
-        out,
-        "  {:>9} {:>21} {:>21} {:>21} {:>11} {:>13}  {}",
-        "t (ms)", HEADER[0], HEADER[1], HEADER[2], HEADER[3], HEADER[4], HEADER[5]
-    )?;
-    let dash = || {
-        [
-            "-".to_string(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-        ]
-    };
+    writeln!(out, "  timeline: a sample every {} ms, model | live; * where they part", c.interval_ms)?;
+    writeln!(out, "  {:>9} {:>21} {:>21} {:>21} {:>11} {:>13}  {}", "t (ms)", HEADER[0], HEADER[1], HEADER[2], HEADER[3], HEADER[4], HEADER[5])?;
+    let dash = || ["-".to_string(), "-".into(), "-".into(), "-".into(), "-".into(), "-".into()];
     for r in &c.rows {
         let m = r.model.as_ref().map_or_else(dash, cells);
         let l = r.live.as_ref().map_or_else(dash, cells);
@@ -228,33 +177,15 @@ pub fn print_comparison(out: &mut impl Write, c: &TimelineComparison) -> io::Res
             pair(5)
         )?;
     }
-    let fields: BTreeSet<&str> = c
-        .rows
-        .iter()
-        .flat_map(|r| r.parts.iter().copied())
-        .collect();
+    let fields: BTreeSet<&str> = c.rows.iter().flat_map(|r| r.parts.iter().copied()).collect();
     match c.first_parting_ms {
-        Some(t) => writeln!(
-            out,
-            "  they part first at {t} ms (over the run: {})",
-            fields.into_iter().collect::<Vec<_>>().join(", ")
-        )?,
+        Some(t) => writeln!(out, "  they part first at {t} ms (over the run: {})", fields.into_iter().collect::<Vec<_>>().join(", "))?,
         None => writeln!(out, "  model = live at every sample")?,
     }
     let ms = |x: Option<f64>| x.map_or("never".to_string(), |t| format!("{t:.0} ms"));
     for k in &c.collapses {
-        let verdict = if k.on_time {
-            "on time".to_string()
-        } else {
-            format!("DIFFERS (allowed: {} ms)", c.allowed_ms)
-        };
-        writeln!(
-            out,
-            "  collapse {}: model by {}, live by {}: {verdict}",
-            k.n,
-            ms(k.model_ms),
-            ms(k.live_ms)
-        )?;
+        let verdict = if k.on_time { "on time".to_string() } else { format!("DIFFERS (allowed: {} ms)", c.allowed_ms) };
+        writeln!(out, "  collapse {}: model by {}, live by {}: {verdict}", k.n, ms(k.model_ms), ms(k.live_ms))?;
     }
     Ok(())
 }
@@ -264,13 +195,7 @@ mod tests {
     use super::*;
 
     fn s(t_ms: f64, collapsed: i64, ahp: u64) -> TimelineSample {
-        TimelineSample {
-            t_ms,
-            pages_collapsed: collapsed,
-            anon_huge_pages_kb: ahp,
-            rss_kb: 8192,
-            ..Default::default()
-        }
+        TimelineSample { t_ms, pages_collapsed: collapsed, anon_huge_pages_kb: ahp, rss_kb: 8192, ..Default::default() }
     }
 
     /// Model collapses at its first two samples (100, 200 ms); live sees the first at 300 ms
@@ -278,41 +203,15 @@ mod tests {
     /// only live is a difference. The rows part from 100 ms on.
     #[test]
     fn collapses_are_on_time_within_one_scan_period_and_one_interval() {
-        let model = Timeline {
-            interval_ms: 100,
-            samples: vec![
-                s(100.0, 1, 2048),
-                s(200.0, 2, 4096),
-                s(300.0, 2, 4096),
-                s(400.0, 2, 4096),
-            ],
-        };
-        let live = Timeline {
-            interval_ms: 100,
-            samples: vec![
-                s(101.0, 0, 0),
-                s(203.0, 0, 0),
-                s(304.0, 1, 2048),
-                s(407.0, 2, 4096),
-            ],
-        };
+        let model = Timeline { interval_ms: 100, samples: vec![s(100.0, 1, 2048), s(200.0, 2, 4096), s(300.0, 2, 4096), s(400.0, 2, 4096)] };
+        let live = Timeline { interval_ms: 100, samples: vec![s(101.0, 0, 0), s(203.0, 0, 0), s(304.0, 1, 2048), s(407.0, 2, 4096)] };
         let c = compare(&model, &live, 100);
         assert_eq!(c.allowed_ms, 200);
         assert_eq!(c.first_parting_ms, Some(100));
         assert_eq!(c.rows[0].parts, ["AnonHugePages", "pages_collapsed"]);
         assert!(c.rows[3].parts.is_empty());
-        let times: Vec<(i64, Option<f64>, Option<f64>, bool)> = c
-            .collapses
-            .iter()
-            .map(|k| (k.n, k.model_ms, k.live_ms, k.on_time))
-            .collect();
-        assert_eq!(
-            times,
-            [
-                (1, Some(100.0), Some(304.0), false),
-                (2, Some(200.0), Some(407.0), false)
-            ]
-        );
+        let times: Vec<(i64, Option<f64>, Option<f64>, bool)> = c.collapses.iter().map(|k| (k.n, k.model_ms, k.live_ms, k.on_time)).collect();
+        assert_eq!(times, [(1, Some(100.0), Some(304.0), false), (2, Some(200.0), Some(407.0), false)]);
         assert!(c.differs);
         // With a 300 ms scan sleep (allowed 400 ms) both are on time.
         let c = compare(&model, &live, 300);
@@ -320,15 +219,7 @@ mod tests {
         let mut more = live.clone();
         more.samples.push(s(500.0, 3, 6144));
         let c = compare(&model, &more, 300);
-        assert_eq!(
-            c.collapses[2],
-            CollapseTiming {
-                n: 3,
-                model_ms: None,
-                live_ms: Some(500.0),
-                on_time: false
-            }
-        );
+        assert_eq!(c.collapses[2], CollapseTiming { n: 3, model_ms: None, live_ms: Some(500.0), on_time: false });
         assert!(c.differs);
         assert!(c.rows[4].model.is_none() && c.rows[4].parts.is_empty());
     }
@@ -336,31 +227,14 @@ mod tests {
     /// The text shows both sides of each field and marks the parting rows.
     #[test]
     fn the_comparison_prints_both_sides() {
-        let model = Timeline {
-            interval_ms: 100,
-            samples: vec![s(100.0, 1, 2048)],
-        };
-        let live = Timeline {
-            interval_ms: 100,
-            samples: vec![s(100.0, 0, 0)],
-        };
+        let model = Timeline { interval_ms: 100, samples: vec![s(100.0, 1, 2048)] };
+        let live = Timeline { interval_ms: 100, samples: vec![s(100.0, 0, 0)] };
         let mut out = Vec::new();
         print_comparison(&mut out, &compare(&model, &live, 100)).unwrap();
         let text = String::from_utf8(out).unwrap();
         let row = text.lines().nth(2).unwrap();
-        assert!(
-            row.starts_with('*') && row.contains("2048 | 0") && row.contains("8192 | 8192"),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                "they part first at 100 ms (over the run: AnonHugePages, pages_collapsed)"
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains("collapse 1: model by 100 ms, live by never: DIFFERS (allowed: 200 ms)"),
-            "{text}"
-        );
+        assert!(row.starts_with('*') && row.contains("2048 | 0") && row.contains("8192 | 8192"), "{text}");
+        assert!(text.contains("they part first at 100 ms (over the run: AnonHugePages, pages_collapsed)"), "{text}");
+        assert!(text.contains("collapse 1: model by 100 ms, live by never: DIFFERS (allowed: 200 ms)"), "{text}");
     }
 }

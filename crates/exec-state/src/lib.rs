@@ -51,13 +51,7 @@ struct KernelSigaction {
 /// # Safety
 /// `act` and `old` are null or valid.
 unsafe fn rt_sigaction(sig: i32, act: *const KernelSigaction, old: *mut KernelSigaction) -> i64 {
-    libc::syscall(
-        libc::SYS_rt_sigaction,
-        sig as libc::c_long,
-        act,
-        old,
-        8 as libc::c_long,
-    )
+    libc::syscall(libc::SYS_rt_sigaction, sig as libc::c_long, act, old, 8 as libc::c_long)
 }
 
 /// The inherited state, captured once per process.
@@ -84,16 +78,9 @@ impl ExecState {
             if sig == libc::SIGPIPE || sig == libc::SIGKILL || sig == libc::SIGSTOP {
                 continue;
             }
-            let mut old = KernelSigaction {
-                handler: 0,
-                flags: 0,
-                restorer: 0,
-                mask: 0,
-            };
+            let mut old = KernelSigaction { handler: 0, flags: 0, restorer: 0, mask: 0 };
             // SAFETY: reading the disposition into `old`.
-            if unsafe { rt_sigaction(sig, std::ptr::null(), &mut old) } == 0
-                && old.handler == libc::SIG_IGN
-            {
+            if unsafe { rt_sigaction(sig, std::ptr::null(), &mut old) } == 0 && old.handler == libc::SIG_IGN {
                 ignored |= 1 << (sig - 1);
             }
         }
@@ -102,32 +89,20 @@ impl ExecState {
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut mask) };
         let mut limits = [None; NLIMITS];
         for (i, l) in limits.iter_mut().enumerate() {
-            let mut r = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
+            let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
             // SAFETY: getrlimit fills one rlimit.
             if unsafe { libc::getrlimit(i as _, &mut r) } == 0 {
                 *l = Some(r);
             }
         }
         let mut fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
-            .map(|d| {
-                d.flatten()
-                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                    .collect()
-            })
+            .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
             .unwrap_or_default();
         // The directory's own descriptor was in the listing and is closed now.
         // SAFETY: F_GETFD only asks whether the descriptor is open.
         fds.retain(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0);
         fds.sort_unstable();
-        ExecState {
-            ignored,
-            mask,
-            limits,
-            fds,
-        }
+        ExecState { ignored, mask, limits, fds }
     }
 
     /// Whether `sig` was ignored at the capture (SIGPIPE: never).
@@ -146,28 +121,14 @@ impl ExecState {
             if sig == libc::SIGKILL || sig == libc::SIGSTOP {
                 continue;
             }
-            let act = KernelSigaction {
-                handler: if self.was_ignored(sig) {
-                    libc::SIG_IGN
-                } else {
-                    libc::SIG_DFL
-                },
-                flags: 0,
-                restorer: 0,
-                mask: 0,
-            };
+            let act = KernelSigaction { handler: if self.was_ignored(sig) { libc::SIG_IGN } else { libc::SIG_DFL }, flags: 0, restorer: 0, mask: 0 };
             rt_sigaction(sig, &act, std::ptr::null_mut());
         }
         libc::pthread_sigmask(libc::SIG_SETMASK, &self.mask, std::ptr::null_mut());
         for (i, l) in self.limits.iter().enumerate() {
             let Some(want) = l else { continue };
-            let mut cur = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            if libc::getrlimit(i as _, &mut cur) == 0
-                && (cur.rlim_cur != want.rlim_cur || cur.rlim_max != want.rlim_max)
-            {
+            let mut cur = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            if libc::getrlimit(i as _, &mut cur) == 0 && (cur.rlim_cur != want.rlim_cur || cur.rlim_max != want.rlim_max) {
                 libc::setrlimit(i as _, want);
             }
         }
@@ -194,10 +155,7 @@ mod tests {
     #[test]
     fn a_forked_child_gets_the_captured_state() {
         let s = ExecState::capture();
-        assert!(
-            !s.was_ignored(libc::SIGPIPE),
-            "SIGPIPE is never kept ignored"
-        );
+        assert!(!s.was_ignored(libc::SIGPIPE), "SIGPIPE is never kept ignored");
         // SAFETY: a pipe without O_CLOEXEC opened after the capture, a fork that only makes
         // system calls, and the child's _exit.
         unsafe {
@@ -217,10 +175,7 @@ mod tests {
             libc::waitpid(pid, &mut st, 0);
             libc::close(fds[0]);
             libc::close(fds[1]);
-            assert!(
-                libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0,
-                "status {st:#x}"
-            );
+            assert!(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0, "status {st:#x}");
         }
     }
 }

@@ -23,12 +23,10 @@ use std::fmt;
 
 use live::census::{census_of_ranges, label};
 use live::inputs::{read_policy_inputs, Backing, PolicyInputs, VmaInputs};
-use mm::huge_memory::{
-    anon_thp_vma_allowable_orders, thp_vma_suitable_order, Refusal, RefusalSink, Refusals, TvaType,
-};
+use mm::huge_memory::{anon_thp_vma_allowable_orders, thp_vma_suitable_order, Refusal, RefusalSink, Refusals, TvaType};
 use mm::shmem::{
-    file_vma_suitable_orders_why, shm_mnt_huge, shmem_allowable_huge_orders,
-    shmem_thp_vma_allowable_orders, SbHuge, ShmemInodeFacts,
+    file_vma_suitable_orders_why, shm_mnt_huge, shmem_allowable_huge_orders, shmem_thp_vma_allowable_orders, SbHuge,
+    ShmemInodeFacts,
 };
 use mm::vma::{vm, Vma};
 use mm::{MmFlags, ThpMasks};
@@ -178,11 +176,7 @@ pub fn model_vma(v: &VmaInputs) -> Vma {
             flags |= bit;
         }
     }
-    for (f, bit) in [
-        ("hg", vm::HUGEPAGE),
-        ("nh", vm::NOHUGEPAGE),
-        ("sh", vm::SHARED),
-    ] {
+    for (f, bit) in [("hg", vm::HUGEPAGE), ("nh", vm::NOHUGEPAGE), ("sh", vm::SHARED)] {
         if l.has_flag(f) {
             flags |= bit;
         }
@@ -200,14 +194,7 @@ pub fn model_vma(v: &VmaInputs) -> Vma {
         _ => {}
     }
     let anon_vma = u32::from(l.anonymous_kb > 0 || l.swap_kb > 0);
-    Vma {
-        start: l.start,
-        end: l.end,
-        flags,
-        anon_vma,
-        file,
-        pgoff: l.pgoff,
-    }
+    Vma { start: l.start, end: l.end, flags, anon_vma, file, pgoff: l.pgoff }
 }
 
 /// The fixed inputs of one process.
@@ -221,10 +208,7 @@ pub struct Policy<'a> {
 impl Policy<'_> {
     fn shmem_facts(&self, b: &Backing) -> Option<ShmemInodeFacts> {
         match b {
-            Backing::AnonShmem { i_size } => Some(ShmemInodeFacts {
-                sb_huge: shm_mnt_huge(self.settings),
-                i_size: *i_size,
-            }),
+            Backing::AnonShmem { i_size } => Some(ShmemInodeFacts { sb_huge: shm_mnt_huge(self.settings), i_size: *i_size }),
             Backing::Tmpfs { huge, i_size, .. } => Some(ShmemInodeFacts {
                 sb_huge: sb_huge_of(huge.as_deref().or(self.tmpfs_default_huge)),
                 i_size: *i_size,
@@ -239,29 +223,14 @@ impl Policy<'_> {
         let mut why = Refusals::default();
         let allowed = match &v.backing {
             Backing::Anon => {
-                let o = anon_thp_vma_allowable_orders(
-                    &self.masks,
-                    &self.mm,
-                    &vma,
-                    TvaType::PageFault,
-                    Orders::ALL_ANON,
-                    &mut why,
-                );
+                let o = anon_thp_vma_allowable_orders(&self.masks, &self.mm, &vma, TvaType::PageFault, Orders::ALL_ANON, &mut why);
                 fault_geometry(&vma, addr, o, &mut why)
             }
             b @ (Backing::AnonShmem { .. } | Backing::Tmpfs { .. }) => {
                 let f = self.shmem_facts(b).expect("shmem");
                 let a = addr.unwrap_or(vma.start);
                 let index = vma.linear_page_index(a);
-                let o = shmem_allowable_huge_orders(
-                    self.settings,
-                    &self.mm,
-                    f,
-                    Some(&vma),
-                    index,
-                    0,
-                    &mut why,
-                );
+                let o = shmem_allowable_huge_orders(self.settings, &self.mm, f, Some(&vma), index, 0, &mut why);
                 match addr {
                     Some(a) => file_vma_suitable_orders_why(&vma, a, o, &mut why),
                     None => fault_geometry(&vma, None, o, &mut why),
@@ -279,10 +248,7 @@ impl Policy<'_> {
     pub fn at_khugepaged(&self, v: &VmaInputs) -> (Orders, Refusals) {
         let mut why = Refusals::default();
         // The kernel never asks for the other orders: that is their reason, first.
-        why.refuse(
-            Orders::ALL_FILE.without(Order::PMD),
-            Refusal::KhugepagedPmdOnly,
-        );
+        why.refuse(Orders::ALL_FILE.without(Order::PMD), Refusal::KhugepagedPmdOnly);
         let allowed = self.tva(v, TvaType::Khugepaged, Orders::single(Order::PMD), &mut why);
         (allowed, why)
     }
@@ -291,9 +257,7 @@ impl Policy<'_> {
     pub fn tva(&self, v: &VmaInputs, tva: TvaType, orders: Orders, why: &mut Refusals) -> Orders {
         let vma = model_vma(v);
         match &v.backing {
-            Backing::Anon => {
-                anon_thp_vma_allowable_orders(&self.masks, &self.mm, &vma, tva, orders, why)
-            }
+            Backing::Anon => anon_thp_vma_allowable_orders(&self.masks, &self.mm, &vma, tva, orders, why),
             b @ (Backing::AnonShmem { .. } | Backing::Tmpfs { .. }) => {
                 let f = self.shmem_facts(b).expect("shmem");
                 shmem_thp_vma_allowable_orders(self.settings, &self.mm, f, &vma, tva, orders, why)
@@ -307,12 +271,8 @@ impl Policy<'_> {
 
     /// The independent refusals behind `first` for order `o` (see [`OrderLine::fault_also`]).
     fn also(&self, v: &VmaInputs, o: Order, first: Verdict, khugepaged: bool) -> Vec<String> {
-        let Verdict::Refused(first) = first else {
-            return vec![];
-        };
-        if matches!(v.backing, Backing::File { .. } | Backing::Special)
-            || first == Refusal::KhugepagedPmdOnly
-        {
+        let Verdict::Refused(first) = first else { return vec![] };
+        if matches!(v.backing, Backing::File { .. } | Backing::Special) || first == Refusal::KhugepagedPmdOnly {
             return vec![];
         }
         let vma = model_vma(v);
@@ -350,16 +310,7 @@ impl Policy<'_> {
             Backing::File { .. } | Backing::Special => None,
             // show_smap asks for every order (THP_ORDERS_ALL), not only PMD: a VMA where only
             // 64K is allowed shows THPeligible 1 (seen on 6.18.44).
-            _ => Some(
-                !self
-                    .tva(
-                        v,
-                        TvaType::Smaps,
-                        Orders::ALL_FILE,
-                        &mut Refusals::default(),
-                    )
-                    .is_empty(),
-            ),
+            _ => Some(!self.tva(v, TvaType::Smaps, Orders::ALL_FILE, &mut Refusals::default()).is_empty()),
         }
     }
 }
@@ -378,9 +329,7 @@ fn fault_geometry(vma: &Vma, addr: Option<u64>, orders: Orders, why: &mut Refusa
         };
         if fits {
             kept = kept.with(o);
-        } else if vma.file != 0
-            && (vma.start / PAGE_SIZE).wrapping_sub(vma.pgoff) % o.nr_pages() as u64 != 0
-        {
+        } else if vma.file != 0 && (vma.start / PAGE_SIZE).wrapping_sub(vma.pgoff) % o.nr_pages() as u64 != 0 {
             why.refuse(Orders::single(o), Refusal::FileOffsetMisaligned);
         } else {
             why.refuse(Orders::single(o), Refusal::NoAlignedBlock);
@@ -401,63 +350,33 @@ fn verdict(allowed: Orders, why: &Refusals, o: Order) -> Verdict {
 /// MMF_DISABLE_THP_COMPLETELY; otherwise try with and without MMF_DISABLE_THP_EXCEPT_ADVISED.
 fn infer_prctl(inp: &PolicyInputs, masks: ThpMasks) -> (MmFlags, String, String) {
     if inp.thp_enabled == Some(false) {
-        let mm = MmFlags {
-            disable_thp_completely: true,
-            ..Default::default()
-        };
-        return (
-            mm,
-            "disable_thp_completely".into(),
-            "/proc/PID/status THP_enabled: 0".into(),
-        );
+        let mm = MmFlags { disable_thp_completely: true, ..Default::default() };
+        return (mm, "disable_thp_completely".into(), "/proc/PID/status THP_enabled: 0".into());
     }
     let mismatches = |mm: MmFlags| {
-        let p = Policy {
-            settings: &inp.settings,
-            masks,
-            mm,
-            tmpfs_default_huge: inp.tmpfs_default_huge.as_deref(),
-        };
+        let p = Policy { settings: &inp.settings, masks, mm, tmpfs_default_huge: inp.tmpfs_default_huge.as_deref() };
         inp.vmas
             .iter()
-            .filter(
-                |v| matches!((p.thp_eligible(v), v.vma.thp_eligible), (Some(a), Some(b)) if a != b),
-            )
+            .filter(|v| matches!((p.thp_eligible(v), v.vma.thp_eligible), (Some(a), Some(b)) if a != b))
             .count()
     };
     let none = MmFlags::default();
-    let advised = MmFlags {
-        disable_thp_except_advised: true,
-        ..Default::default()
-    };
+    let advised = MmFlags { disable_thp_except_advised: true, ..Default::default() };
     let (m0, m1) = (mismatches(none), mismatches(advised));
     if m1 < m0 {
         (advised, "disable_thp_except_advised".into(), format!("inferred: THPeligible of {m0} VMAs is explained only with PR_THP_DISABLE_EXCEPT_ADVISED"))
     } else if m0 == m1 {
         (none, "none".into(), "THP_enabled: 1; PR_THP_DISABLE_EXCEPT_ADVISED cannot be told apart here (no VMA's THPeligible depends on it), assumed off".into())
     } else {
-        (
-            none,
-            "none".into(),
-            "THP_enabled: 1 and THPeligible agrees without PR_THP_DISABLE_EXCEPT_ADVISED".into(),
-        )
+        (none, "none".into(), "THP_enabled: 1 and THPeligible agrees without PR_THP_DISABLE_EXCEPT_ADVISED".into())
     }
 }
 
 /// Explain the VMAs of `inp` (only the one holding `addr`, if given) with their census.
-pub fn explain(
-    inp: &PolicyInputs,
-    census: &live::CensusReport,
-    addr: Option<u64>,
-) -> ExplainReport {
+pub fn explain(inp: &PolicyInputs, census: &live::CensusReport, addr: Option<u64>) -> ExplainReport {
     let masks = ThpMasks::from(&inp.settings);
     let (mm, prctl, prctl_source) = infer_prctl(inp, masks);
-    let p = Policy {
-        settings: &inp.settings,
-        masks,
-        mm,
-        tmpfs_default_huge: inp.tmpfs_default_huge.as_deref(),
-    };
+    let p = Policy { settings: &inp.settings, masks, mm, tmpfs_default_huge: inp.tmpfs_default_huge.as_deref() };
     let mut vmas = Vec::new();
     let mut mismatches = 0;
     for (i, v) in inp.vmas.iter().enumerate() {
@@ -476,9 +395,7 @@ pub fn explain(
             .map(|o| {
                 let fault = verdict(fo, &fw, o);
                 let khugepaged = verdict(ko, &kw, o).name();
-                let unused = (v.backing == Backing::Anon && fault == Verdict::Allowed)
-                    .then(|| unused_because(o, &c, &khugepaged))
-                    .flatten();
+                let unused = (v.backing == Backing::Anon && fault == Verdict::Allowed).then(|| unused_because(o, &c, &khugepaged)).flatten();
                 OrderLine {
                     size: o.label(),
                     order: o.0,
@@ -486,11 +403,7 @@ pub fn explain(
                     fault_also: p.also(v, o, fault, false),
                     khugepaged_also: p.also(v, o, verdict(ko, &kw, o), true),
                     khugepaged,
-                    folios: c
-                        .sizes
-                        .get(&label(o.nr_pages() as u64))
-                        .map(|e| e.folios)
-                        .unwrap_or(0),
+                    folios: c.sizes.get(&label(o.nr_pages() as u64)).map(|e| e.folios).unwrap_or(0),
                     unused,
                 }
             })
@@ -505,13 +418,7 @@ pub fn explain(
             perms: v.vma.perms.clone(),
             name: v.vma.name.clone(),
             backing: v.backing.clone(),
-            flags: v
-                .vma
-                .vm_flags
-                .iter()
-                .filter(|f| POLICY_FLAGS.contains(&f.as_str()))
-                .cloned()
-                .collect(),
+            flags: v.vma.vm_flags.iter().filter(|f| POLICY_FLAGS.contains(&f.as_str())).cloned().collect(),
             rss_kb: v.vma.rss_kb,
             anon_vma: matches!(v.backing, Backing::Anon).then(|| model_vma(v).anon_vma != 0),
             thp_eligible_kernel: v.vma.thp_eligible,
@@ -544,11 +451,7 @@ pub fn explain_pid(pid: i32, addr: Option<u64>) -> Result<ExplainReport, Error> 
     };
     // With ADDR the census covers the whole VMA holding it.
     let ranges = match addr {
-        Some(a) => vmas
-            .iter()
-            .filter(|v| v.start <= a && a < v.end)
-            .map(|v| (v.start, v.end))
-            .collect(),
+        Some(a) => vmas.iter().filter(|v| v.start <= a && a < v.end).map(|v| (v.start, v.end)).collect(),
         None => ranges,
     };
     let census = census_of_ranges(pid, &ranges, &vmas)?;
@@ -560,20 +463,13 @@ fn grouped(lines: &[OrderLine], pick: impl Fn(&OrderLine) -> (&str, &[String])) 
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
     for l in lines {
         let (first, also) = pick(l);
-        let v = std::iter::once(first.to_string())
-            .chain(also.iter().cloned())
-            .collect::<Vec<_>>()
-            .join("+");
+        let v = std::iter::once(first.to_string()).chain(also.iter().cloned()).collect::<Vec<_>>().join("+");
         match groups.iter_mut().find(|(k, _)| *k == v) {
             Some((_, sizes)) => sizes.push(l.size.clone()),
             None => groups.push((v, vec![l.size.clone()])),
         }
     }
-    groups
-        .iter()
-        .map(|(v, sizes)| format!("{} {}", sizes.join(" "), v))
-        .collect::<Vec<_>>()
-        .join("; ")
+    groups.iter().map(|(v, sizes)| format!("{} {}", sizes.join(" "), v)).collect::<Vec<_>>().join("; ")
 }
 
 impl fmt::Display for ExplainReport {
@@ -583,9 +479,7 @@ impl fmt::Display for ExplainReport {
             "pid {} ({}): THP_enabled {}, prctl {} ({})",
             self.pid,
             self.comm,
-            self.thp_enabled
-                .map(|b| if b { "1" } else { "0" })
-                .unwrap_or("?"),
+            self.thp_enabled.map(|b| if b { "1" } else { "0" }).unwrap_or("?"),
             self.prctl,
             self.prctl_source
         )?;
@@ -594,30 +488,12 @@ impl fmt::Display for ExplainReport {
             writeln!(f, "boot: {}", self.boot_params.join(" "))?;
         }
         for v in &self.vmas {
-            let name = if v.name.is_empty() {
-                "[anon]"
-            } else {
-                v.name.as_str()
-            };
+            let name = if v.name.is_empty() { "[anon]" } else { v.name.as_str() };
             let kind = match &v.backing {
-                Backing::Anon => format!(
-                    "anon{}",
-                    if v.anon_vma == Some(false) {
-                        ", no anon_vma"
-                    } else {
-                        ""
-                    }
-                ),
+                Backing::Anon => format!("anon{}", if v.anon_vma == Some(false) { ", no anon_vma" } else { "" }),
                 Backing::AnonShmem { i_size } => format!("anon shmem, i_size {i_size}"),
-                Backing::Tmpfs {
-                    mount_point,
-                    huge,
-                    i_size,
-                } => {
-                    format!(
-                        "tmpfs {mount_point} huge={}, i_size {i_size}",
-                        huge.as_deref().unwrap_or("never")
-                    )
+                Backing::Tmpfs { mount_point, huge, i_size } => {
+                    format!("tmpfs {mount_point} huge={}, i_size {i_size}", huge.as_deref().unwrap_or("never"))
                 }
                 Backing::File { fstype } => format!("file ({fstype})"),
                 Backing::Special => "special".into(),
@@ -637,22 +513,9 @@ impl fmt::Display for ExplainReport {
                 elig(v.thp_eligible_kernel),
                 elig(v.thp_eligible_model)
             )?;
-            writeln!(
-                f,
-                "  fault:      {}",
-                grouped(&v.orders, |l| (&l.fault, &l.fault_also))
-            )?;
-            writeln!(
-                f,
-                "  khugepaged: {}",
-                grouped(&v.orders, |l| (&l.khugepaged, &l.khugepaged_also))
-            )?;
-            let mut sizes: Vec<(&String, &uapi::CensusEntry)> = v
-                .census
-                .sizes
-                .iter()
-                .filter(|(_, e)| e.folios > 0)
-                .collect();
+            writeln!(f, "  fault:      {}", grouped(&v.orders, |l| (&l.fault, &l.fault_also)))?;
+            writeln!(f, "  khugepaged: {}", grouped(&v.orders, |l| (&l.khugepaged, &l.khugepaged_also)))?;
+            let mut sizes: Vec<(&String, &uapi::CensusEntry)> = v.census.sizes.iter().filter(|(_, e)| e.folios > 0).collect();
             sizes.sort_by_key(|(s, _)| std::cmp::Reverse(size_sort_key(s)));
             let mut c: Vec<String> = sizes
                 .iter()
@@ -673,30 +536,13 @@ impl fmt::Display for ExplainReport {
             if v.census.huge_zero_pmds > 0 {
                 c.push(format!("huge zero PMDs x{}", v.census.huge_zero_pmds));
             }
-            writeln!(
-                f,
-                "  census:     {}",
-                if c.is_empty() {
-                    "nothing mapped".into()
-                } else {
-                    c.join(", ")
-                }
-            )?;
+            writeln!(f, "  census:     {}", if c.is_empty() { "nothing mapped".into() } else { c.join(", ") })?;
             for l in v.orders.iter().filter(|l| l.unused.is_some()) {
-                writeln!(
-                    f,
-                    "  not used:   {} allowed, but {}",
-                    l.size,
-                    l.unused.as_deref().unwrap_or_default()
-                )?;
+                writeln!(f, "  not used:   {} allowed, but {}", l.size, l.unused.as_deref().unwrap_or_default())?;
             }
         }
         if self.thp_eligible_mismatches > 0 {
-            writeln!(
-                f,
-                "\nwarning: THPeligible differs from the model on {} VMAs",
-                self.thp_eligible_mismatches
-            )?;
+            writeln!(f, "\nwarning: THPeligible differs from the model on {} VMAs", self.thp_eligible_mismatches)?;
         }
         writeln!(f, "\nreasons:")?;
         let mut used: Vec<Refusal> = Refusal::ALL
@@ -705,12 +551,7 @@ impl fmt::Display for ExplainReport {
             .filter(|r| {
                 let n = r.name();
                 self.vmas.iter().any(|v| {
-                    v.orders.iter().any(|l| {
-                        l.fault == n
-                            || l.khugepaged == n
-                            || l.fault_also.contains(&n)
-                            || l.khugepaged_also.contains(&n)
-                    })
+                    v.orders.iter().any(|l| l.fault == n || l.khugepaged == n || l.fault_also.contains(&n) || l.khugepaged_also.contains(&n))
                 })
             })
             .collect();

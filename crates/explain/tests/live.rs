@@ -18,10 +18,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn skip_reason() -> Option<String> {
-    Paths::from_env()
-        .check_available()
-        .err()
-        .map(|e| e.to_string())
+    Paths::from_env().check_available().err().map(|e| e.to_string())
 }
 
 /// A running target and the range it mapped.
@@ -37,23 +34,12 @@ impl Target {
     }
     fn start_with(args: &[&str]) -> Target {
         let mode = args[0];
-        let mut child = Command::new(TARGET)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn target");
+        let mut child = Command::new(TARGET).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn target");
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let f: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(f.first(), Some(&"ready"), "target {mode} said '{line}'");
-        Target {
-            start: u64::from_str_radix(f[1], 16).unwrap(),
-            end: u64::from_str_radix(f[2], 16).unwrap(),
-            child,
-        }
+        Target { start: u64::from_str_radix(f[1], 16).unwrap(), end: u64::from_str_radix(f[2], 16).unwrap(), child }
     }
     fn pid(&self) -> i32 {
         self.child.id() as i32
@@ -70,38 +56,17 @@ impl Drop for Target {
 
 /// Explain the target's region: (size → (fault, khugepaged)) and the VMA's census, checked
 /// against `observe` and THPeligible.
-fn explain(
-    t: &Target,
-) -> (
-    std::collections::BTreeMap<String, (String, String)>,
-    uapi::Census,
-) {
+fn explain(t: &Target) -> (std::collections::BTreeMap<String, (String, String)>, uapi::Census) {
     let r = explain::explain_pid(t.pid(), Some(t.start)).unwrap();
     assert_eq!(r.vmas.len(), 1);
     let v = &r.vmas[0];
     assert_eq!(u64::from_str_radix(&v.start, 16).unwrap(), t.start);
     assert_eq!(u64::from_str_radix(&v.end, 16).unwrap(), t.end);
-    assert_eq!(
-        v.thp_eligible_kernel, v.thp_eligible_model,
-        "THPeligible kernel vs model: {v:?}"
-    );
+    assert_eq!(v.thp_eligible_kernel, v.thp_eligible_model, "THPeligible kernel vs model: {v:?}");
     let obs = live::observe(t.pid()).unwrap();
-    let ov = obs
-        .vmas
-        .iter()
-        .find(|o| o.start == v.start)
-        .expect("observe has the VMA");
-    assert_eq!(
-        ov.census, v.census,
-        "explain's census differs from observe's"
-    );
-    (
-        v.orders
-            .iter()
-            .map(|l| (l.size.clone(), (l.fault.clone(), l.khugepaged.clone())))
-            .collect(),
-        v.census.clone(),
-    )
+    let ov = obs.vmas.iter().find(|o| o.start == v.start).expect("observe has the VMA");
+    assert_eq!(ov.census, v.census, "explain's census differs from observe's");
+    (v.orders.iter().map(|l| (l.size.clone(), (l.fault.clone(), l.khugepaged.clone()))).collect(), v.census.clone())
 }
 
 fn pair(a: &str, b: &str) -> (String, String) {
@@ -138,13 +103,7 @@ fn explain_names_the_reasons_on_live_processes() {
     // A plain anonymous heap under madvise: PMD needs MADV_HUGEPAGE, 64K is `always`.
     let t = Target::start("anon");
     let (o, c) = explain(&t);
-    assert_eq!(
-        o["2048kB"],
-        pair(
-            "inherit_top_madvise_not_advised",
-            "inherit_top_madvise_not_advised"
-        )
-    );
+    assert_eq!(o["2048kB"], pair("inherit_top_madvise_not_advised", "inherit_top_madvise_not_advised"));
     assert_eq!(o["64kB"], pair("allowed", "khugepaged_pmd_only"));
     assert_eq!(o["32kB"], pair("size_never", "khugepaged_pmd_only"));
     assert_eq!(folios(&c, "64kB"), 128, "8 MiB in 64 KiB folios: {c:?}");
@@ -154,11 +113,7 @@ fn explain_names_the_reasons_on_live_processes() {
     let t = Target::start("hugepage");
     let (o, c) = explain(&t);
     assert_eq!(o["2048kB"], pair("allowed", "allowed"));
-    assert_eq!(
-        (folios(&c, "2048kB"), c.sizes["2048kB"].pmd_mapped),
-        (4, 4),
-        "{c:?}"
-    );
+    assert_eq!((folios(&c, "2048kB"), c.sizes["2048kB"].pmd_mapped), (4, 4), "{c:?}");
     drop(t);
 
     // A MADV_NOHUGEPAGE arena: 64K passes the sysfs mask and is refused for VM_NOHUGEPAGE.
@@ -174,10 +129,7 @@ fn explain_names_the_reasons_on_live_processes() {
     let (o, c) = explain(&t);
     assert_eq!(o["64kB"], pair("prctl_disabled", "khugepaged_pmd_only"));
     assert_eq!(folios(&c, "4kB"), 2048, "{c:?}");
-    assert_eq!(
-        explain::explain_pid(t.pid(), None).unwrap().prctl,
-        "disable_thp_completely"
-    );
+    assert_eq!(explain::explain_pid(t.pid(), None).unwrap().prctl, "disable_thp_completely");
     drop(t);
 
     // PR_THP_DISABLE_EXCEPT_ADVISED with MADV_HUGEPAGE on the region: allowed, and inferred
@@ -192,10 +144,7 @@ fn explain_names_the_reasons_on_live_processes() {
     let t = Target::start("memfd");
     let (o, c) = explain(&t);
     assert_eq!(o["64kB"].0, "allowed");
-    assert_eq!(
-        o["2048kB"],
-        pair("shmem_inherit_top_off", "shmem_inherit_top_off")
-    );
+    assert_eq!(o["2048kB"], pair("shmem_inherit_top_off", "shmem_inherit_top_off"));
     assert_eq!(o["8kB"].0, "shmem_size_never");
     assert_eq!(folios(&c, "64kB"), 128, "{c:?}");
     drop(t);
@@ -227,27 +176,16 @@ fn observe_shows_the_bloat_of_one_byte_per_2m() {
     let _s = serial();
     let mut s = uapi::ThpSettings::default();
     s.apply_assignment("enabled=always").unwrap();
-    s.apply_assignment("hugepages-2048kB/enabled=inherit")
-        .unwrap();
+    s.apply_assignment("hugepages-2048kB/enabled=inherit").unwrap();
     let guard = SettingsGuard::apply(&s).unwrap();
     let t = Target::start_with(&["anon", "64", "2048"]);
     guard.restore().unwrap();
-    let find = |r: &live::ObserveReport| {
-        r.vmas
-            .iter()
-            .find(|v| u64::from_str_radix(&v.start, 16).unwrap() == t.start)
-            .cloned()
-            .unwrap()
-    };
+    let find = |r: &live::ObserveReport| r.vmas.iter().find(|v| u64::from_str_radix(&v.start, 16).unwrap() == t.start).cloned().unwrap();
     // A budget large enough to read every page: exact.
     let r = live::observe::observe_with(t.pid(), Some(std::time::Duration::from_secs(30))).unwrap();
     let v = find(&r);
     let thps = v.census.sizes.get("2048kB").map(|e| e.folios).unwrap_or(0);
-    assert!(
-        thps >= 28,
-        "expected ~32 THPs (allocation may fail for a few): {:?}",
-        v.census
-    );
+    assert!(thps >= 28, "expected ~32 THPs (allocation may fail for a few): {:?}", v.census);
     let b = v.bloat.clone().unwrap();
     assert_eq!(b.large_kb, thps * 2048);
     assert_eq!(b.sampled_pages, thps * 512, "every page read");
@@ -258,14 +196,10 @@ fn observe_shows_the_bloat_of_one_byte_per_2m() {
     assert_eq!(b.rss_4k_kb, 32 * 4, "{b:?} rss {}", v.rss_kb);
     assert!(!r.bloat.as_ref().unwrap().sampled);
     // A tiny budget: sampled, and the estimate within its error (widened for p near 1).
-    let r =
-        live::observe::observe_with(t.pid(), Some(std::time::Duration::from_millis(1))).unwrap();
+    let r = live::observe::observe_with(t.pid(), Some(std::time::Duration::from_millis(1))).unwrap();
     let b = find(&r).bloat.unwrap();
     assert!(b.sampled_pages < thps * 512);
     let truth = (thps * 2044) as i64;
-    assert!(
-        (b.zero_kb as i64 - truth).abs() as u64 <= 3 * b.zero_kb_error + b.large_kb / 50,
-        "{b:?} vs {truth}"
-    );
+    assert!((b.zero_kb as i64 - truth).abs() as u64 <= 3 * b.zero_kb_error + b.large_kb / 50, "{b:?} vs {truth}");
     drop(t);
 }

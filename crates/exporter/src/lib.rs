@@ -14,10 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use live::metrics::{
-    read_processes, read_system, select, ErrorKind, ProcessScrape, Root, ScrapeError, Selection,
-    SystemSnapshot,
-};
+use live::metrics::{read_processes, read_system, select, ErrorKind, ProcessScrape, Root, ScrapeError, Selection, SystemSnapshot};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -76,13 +73,7 @@ pub struct Exporter {
 impl Exporter {
     pub fn new(opts: Options) -> Exporter {
         let errors_total = ErrorKind::ALL.iter().map(|k| (*k, 0)).collect();
-        Exporter {
-            opts,
-            state: Mutex::new(State {
-                errors_total,
-                ..Default::default()
-            }),
-        }
+        Exporter { opts, state: Mutex::new(State { errors_total, ..Default::default() }) }
     }
 
     pub fn options(&self) -> &Options {
@@ -101,19 +92,14 @@ impl Exporter {
         let deadline = t0 + budget.saturating_sub(RESERVE.min(budget / 10));
         let mut procs = read_processes(&self.opts.root, &selected, deadline, &mut st.estimates);
         // Forget the census times of processes no longer selected.
-        st.estimates
-            .retain(|pid, _| selected.iter().any(|s| s.pid == *pid));
+        st.estimates.retain(|pid, _| selected.iter().any(|s| s.pid == *pid));
         procs.errors.splice(0..0, sel_errors);
         let errors: Vec<ScrapeError> = sys.errors.iter().chain(&procs.errors).cloned().collect();
         for e in &errors {
             *st.errors_total.entry(e.kind).or_default() += 1;
         }
         let duration = t0.elapsed();
-        let meta = ScrapeMeta {
-            duration,
-            budget,
-            errors_total: st.errors_total.clone(),
-        };
+        let meta = ScrapeMeta { duration, budget, errors_total: st.errors_total.clone() };
         let text = encode(&sys, &procs, &meta);
         let summary = ScrapeSummary {
             duration,
@@ -124,11 +110,7 @@ impl Exporter {
             errors,
         };
         if self.opts.debug {
-            let errs: Vec<String> = summary
-                .errors
-                .iter()
-                .map(|e| format!("{}: {}", e.kind.name(), e.message))
-                .collect();
+            let errs: Vec<String> = summary.errors.iter().map(|e| format!("{}: {}", e.kind.name(), e.message)).collect();
             eprintln!(
                 "thplab exporter: scrape {}: {:.1} ms of {} ms, {} processes selected, {} read, {} skipped{}{}",
                 st.scrapes,
@@ -150,16 +132,11 @@ impl Exporter {
 pub fn selection(names: &[String], cgroups: &[String], pids: &[i32]) -> Result<Selection, String> {
     let mut sel = Selection::default();
     for n in names {
-        sel.names.push(
-            regex::Regex::new(n)
-                .map_err(|e| format!("--name '{n}': not a valid regular expression: {e}"))?,
-        );
+        sel.names.push(regex::Regex::new(n).map_err(|e| format!("--name '{n}': not a valid regular expression: {e}"))?);
     }
     for c in cgroups {
         if c.trim().is_empty() {
-            return Err(format!(
-                "--cgroup '{c}': an empty path (use / for every process)"
-            ));
+            return Err(format!("--cgroup '{c}': an empty path (use / for every process)"));
         }
         sel.cgroups.push(live::metrics::normalize_cgroup(c));
     }
@@ -174,16 +151,7 @@ pub fn selection(names: &[String], cgroups: &[String], pids: &[i32]) -> Result<S
 
 /// A label name from a file name (`[a-zA-Z_][a-zA-Z0-9_]*`).
 fn label_name(s: &str) -> String {
-    let mut out: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let mut out: String = s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
     if out.chars().next().is_none_or(|c| c.is_ascii_digit()) {
         out.insert(0, '_');
     }
@@ -230,15 +198,9 @@ impl Collector for Exposition {
             // A family of one series without labels is encoded on the descriptor itself (a
             // label set, even empty, prints braces).
             match fam {
-                Family::Counter(series) if series.len() == 1 && series[0].0.is_empty() => {
-                    ConstCounter::new(series[0].1).encode(me)?
-                }
-                Family::Gauge(series) if series.len() == 1 && series[0].0.is_empty() => {
-                    ConstGauge::new(series[0].1).encode(me)?
-                }
-                Family::GaugeF(series) if series.len() == 1 && series[0].0.is_empty() => {
-                    ConstGauge::new(series[0].1).encode(me)?
-                }
+                Family::Counter(series) if series.len() == 1 && series[0].0.is_empty() => ConstCounter::new(series[0].1).encode(me)?,
+                Family::Gauge(series) if series.len() == 1 && series[0].0.is_empty() => ConstGauge::new(series[0].1).encode(me)?,
+                Family::GaugeF(series) if series.len() == 1 && series[0].0.is_empty() => ConstGauge::new(series[0].1).encode(me)?,
                 Family::Counter(series) => {
                     for (l, v) in series {
                         ConstCounter::new(*v).encode(me.encode_family(l)?)?;
@@ -266,10 +228,7 @@ impl Collector for Exposition {
 }
 
 fn l(pairs: &[(&str, &str)]) -> Labels {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 /// Help text of a per-size stat (`Documentation/admin-guide/mm/transhuge.rst`).
@@ -282,9 +241,7 @@ fn mthp_help(stat: &str) -> String {
         "zswpout" => "folios of this size swapped out to zswap whole",
         "swpin" => "folios of this size swapped in whole",
         "swpin_fallback" => "swap-ins that fell back from this size",
-        "swpin_fallback_charge" => {
-            "swap-ins that fell back from this size because the memcg charge failed"
-        }
+        "swpin_fallback_charge" => "swap-ins that fell back from this size because the memcg charge failed",
         "swpout" => "folios of this size swapped out whole",
         "swpout_fallback" => "folios of this size split before swap-out",
         "shmem_alloc" => "shmem folios of this size allocated",
@@ -294,9 +251,7 @@ fn mthp_help(stat: &str) -> String {
         "split_failed" => "splits of folios of this size that failed",
         "split_deferred" => "folios of this size queued for a deferred split",
         "nr_anon" => "anonymous folios of this size now",
-        "nr_anon_partially_mapped" => {
-            "anonymous folios of this size now partially mapped (on the deferred split queue)"
-        }
+        "nr_anon_partially_mapped" => "anonymous folios of this size now partially mapped (on the deferred split queue)",
         _ => "",
     };
     if what.is_empty() {
@@ -310,52 +265,27 @@ fn mthp_help(stat: &str) -> String {
 pub fn encode(sys: &SystemSnapshot, procs: &ProcessScrape, meta: &ScrapeMeta) -> String {
     let mut x = Exposition::default();
     // Per-size stats: one family per stat, a series per size that has it.
-    let stats: BTreeSet<&str> = sys
-        .sizes
-        .iter()
-        .flat_map(|d| d.stats.iter().map(|(n, _)| n.as_str()))
-        .collect();
+    let stats: BTreeSet<&str> = sys.sizes.iter().flat_map(|d| d.stats.iter().map(|(n, _)| n.as_str())).collect();
     for stat in stats {
-        let series = sys.sizes.iter().filter_map(|d| {
-            d.stats
-                .iter()
-                .find(|(n, _)| n == stat)
-                .map(|(_, v)| (l(&[("size", &d.label)]), *v))
-        });
+        let series = sys.sizes.iter().filter_map(|d| d.stats.iter().find(|(n, _)| n == stat).map(|(_, v)| (l(&[("size", &d.label)]), *v)));
         let name = format!("thplab_mthp_{}", label_name(stat));
         if live::metrics::mthp_stat_is_gauge(stat) {
-            x.push(
-                name,
-                mthp_help(stat),
-                Family::Gauge(series.map(|(l, v)| (l, v as i64)).collect()),
-            );
+            x.push(name, mthp_help(stat), Family::Gauge(series.map(|(l, v)| (l, v as i64)).collect()));
         } else {
             x.push(name, mthp_help(stat), Family::Counter(series.collect()));
         }
     }
     for (n, v) in &sys.vmstat_events {
-        x.push(
-            format!("thplab_vmstat_{}", label_name(n)),
-            format!("/proc/vmstat {n}"),
-            Family::Counter(vec![(Vec::new(), *v)]),
-        );
+        x.push(format!("thplab_vmstat_{}", label_name(n)), format!("/proc/vmstat {n}"), Family::Counter(vec![(Vec::new(), *v)]));
     }
     for (n, v) in &sys.vmstat_gauges {
-        x.push(
-            format!("thplab_vmstat_{}", label_name(n)),
-            format!("/proc/vmstat {n} (in PMD-sized THPs)"),
-            Family::Gauge(vec![(Vec::new(), *v)]),
-        );
+        x.push(format!("thplab_vmstat_{}", label_name(n)), format!("/proc/vmstat {n} (in PMD-sized THPs)"), Family::Gauge(vec![(Vec::new(), *v)]));
     }
     for (n, v) in &sys.khugepaged {
         let name = format!("thplab_khugepaged_{}", label_name(n));
         let help = format!("khugepaged/{n}");
         if live::metrics::KHUGEPAGED_COUNTERS.contains(&n.as_str()) {
-            x.push(
-                name,
-                help,
-                Family::Counter(vec![(Vec::new(), (*v).max(0) as u64)]),
-            );
+            x.push(name, help, Family::Counter(vec![(Vec::new(), (*v).max(0) as u64)]));
         } else {
             x.push(name, help, Family::Gauge(vec![(Vec::new(), *v)]));
         }
@@ -363,11 +293,7 @@ pub fn encode(sys: &SystemSnapshot, procs: &ProcessScrape, meta: &ScrapeMeta) ->
     x.push(
         "thplab_settings",
         "the top-level knobs of /sys/kernel/mm/transparent_hugepage (selected values)",
-        Family::Info(vec![sys
-            .settings
-            .iter()
-            .map(|(k, v)| (label_name(k), v.clone()))
-            .collect()]),
+        Family::Info(vec![sys.settings.iter().map(|(k, v)| (label_name(k), v.clone())).collect()]),
     );
     x.push(
         "thplab_size_settings",
@@ -375,18 +301,13 @@ pub fn encode(sys: &SystemSnapshot, procs: &ProcessScrape, meta: &ScrapeMeta) ->
         Family::Info(
             sys.sizes
                 .iter()
-                .map(|d| {
-                    std::iter::once(("size".to_string(), d.label.clone()))
-                        .chain(d.knobs.iter().map(|(k, v)| (label_name(k), v.clone())))
-                        .collect()
-                })
+                .map(|d| std::iter::once(("size".to_string(), d.label.clone())).chain(d.knobs.iter().map(|(k, v)| (label_name(k), v.clone()))).collect())
                 .collect(),
         ),
     );
 
     // Per process.
-    let who =
-        |p: &live::metrics::ProcessMetrics| l(&[("pid", &p.pid.to_string()), ("comm", &p.comm)]);
+    let who = |p: &live::metrics::ProcessMetrics| l(&[("pid", &p.pid.to_string()), ("comm", &p.comm)]);
     let mut folios = Vec::new();
     let mut pmd = Vec::new();
     let mut partial = Vec::new();
@@ -404,83 +325,26 @@ pub fn encode(sys: &SystemSnapshot, procs: &ProcessScrape, meta: &ScrapeMeta) ->
         }
     }
     x.push("thplab_process_folios", "folios mapped by the process, by VMA kind (anon, shmem, file) and folio size (census of pagemap and kpageflags)", Family::Gauge(folios));
-    x.push(
-        "thplab_process_pmd_mapped_folios",
-        "of those, folios mapped by a PMD",
-        Family::Gauge(pmd),
-    );
-    x.push(
-        "thplab_process_partially_mapped_folios",
-        "of those, PTE-mapped folios of which some pages are not mapped in the process",
-        Family::Gauge(partial),
-    );
+    x.push("thplab_process_pmd_mapped_folios", "of those, folios mapped by a PMD", Family::Gauge(pmd));
+    x.push("thplab_process_partially_mapped_folios", "of those, PTE-mapped folios of which some pages are not mapped in the process", Family::Gauge(partial));
     let per = |f: &dyn Fn(&live::metrics::ProcessMetrics) -> Option<i64>| -> Vec<(Labels, i64)> {
-        procs
-            .processes
-            .iter()
-            .filter_map(|p| Some((who(p), f(p)?)))
-            .collect()
+        procs.processes.iter().filter_map(|p| Some((who(p), f(p)?))).collect()
     };
     let kib = |v: u64| (v * 1024) as i64;
-    x.push(
-        "thplab_process_rss_bytes",
-        "Rss of the process (sum of /proc/PID/smaps)",
-        Family::Gauge(per(&|p| Some(kib(p.rss_kb)))),
-    );
-    x.push(
-        "thplab_process_anon_huge_bytes",
-        "AnonHugePages of the process (sum of /proc/PID/smaps)",
-        Family::Gauge(per(&|p| Some(kib(p.anon_huge_kb)))),
-    );
-    x.push(
-        "thplab_process_zero_page_ptes",
-        "PTEs mapping the shared zero page",
-        Family::Gauge(per(&|p| p.census.as_ref().map(|_| p.zero_page_ptes as i64))),
-    );
-    x.push(
-        "thplab_process_huge_zero_pmds",
-        "PMDs mapping the huge zero folio",
-        Family::Gauge(per(&|p| p.census.as_ref().map(|_| p.huge_zero_pmds as i64))),
-    );
+    x.push("thplab_process_rss_bytes", "Rss of the process (sum of /proc/PID/smaps)", Family::Gauge(per(&|p| Some(kib(p.rss_kb)))));
+    x.push("thplab_process_anon_huge_bytes", "AnonHugePages of the process (sum of /proc/PID/smaps)", Family::Gauge(per(&|p| Some(kib(p.anon_huge_kb)))));
+    x.push("thplab_process_zero_page_ptes", "PTEs mapping the shared zero page", Family::Gauge(per(&|p| p.census.as_ref().map(|_| p.zero_page_ptes as i64))));
+    x.push("thplab_process_huge_zero_pmds", "PMDs mapping the huge zero folio", Family::Gauge(per(&|p| p.census.as_ref().map(|_| p.huge_zero_pmds as i64))));
     x.push(
         "thplab_process_census_seconds",
         "time to read smaps and take the census of the process",
-        Family::GaugeF(
-            procs
-                .processes
-                .iter()
-                .filter(|p| p.census.is_some())
-                .map(|p| (who(p), p.census_time.as_secs_f64()))
-                .collect(),
-        ),
+        Family::GaugeF(procs.processes.iter().filter(|p| p.census.is_some()).map(|p| (who(p), p.census_time.as_secs_f64())).collect()),
     );
-    x.push(
-        "thplab_process_large_folio_bytes",
-        "memory mapped by pages of large folios (what the bloat is sampled from)",
-        Family::Gauge(per(&|p| p.bloat.as_ref().map(|b| kib(b.total.large_kb)))),
-    );
-    x.push(
-        "thplab_process_bloat_bytes",
-        "estimated zero-filled memory in large folios (bloat)",
-        Family::Gauge(per(&|p| p.bloat.as_ref().map(|b| kib(b.total.zero_kb)))),
-    );
-    x.push(
-        "thplab_process_bloat_error_bytes",
-        "95 % error of the bloat estimate (0 when every page was read)",
-        Family::Gauge(per(&|p| {
-            p.bloat.as_ref().map(|b| kib(b.total.zero_kb_error))
-        })),
-    );
-    x.push(
-        "thplab_process_rss_4k_bytes",
-        "estimated Rss with 4 KiB pages only (Rss minus the bloat)",
-        Family::Gauge(per(&|p| p.bloat.as_ref().map(|b| kib(b.total.rss_4k_kb)))),
-    );
-    x.push(
-        "thplab_process_page_table_bytes",
-        "page-table memory of the process (VmPTE)",
-        Family::Gauge(per(&|p| p.bloat.as_ref().map(|b| kib(b.page_tables_kb)))),
-    );
+    x.push("thplab_process_large_folio_bytes", "memory mapped by pages of large folios (what the bloat is sampled from)", Family::Gauge(per(&|p| p.bloat.as_ref().map(|b| kib(b.total.large_kb)))));
+    x.push("thplab_process_bloat_bytes", "estimated zero-filled memory in large folios (bloat)", Family::Gauge(per(&|p| p.bloat.as_ref().map(|b| kib(b.total.zero_kb)))));
+    x.push("thplab_process_bloat_error_bytes", "95 % error of the bloat estimate (0 when every page was read)", Family::Gauge(per(&|p| p.bloat.as_ref().map(|b| kib(b.total.zero_kb_error)))));
+    x.push("thplab_process_rss_4k_bytes", "estimated Rss with 4 KiB pages only (Rss minus the bloat)", Family::Gauge(per(&|p| p.bloat.as_ref().map(|b| kib(b.total.rss_4k_kb)))));
+    x.push("thplab_process_page_table_bytes", "page-table memory of the process (VmPTE)", Family::Gauge(per(&|p| p.bloat.as_ref().map(|b| kib(b.page_tables_kb)))));
     x.push(
         "thplab_process_bloat_sampled",
         "1 when the bloat is an estimate from a sample (the time ran out before every page was read), 0 when exact",
@@ -488,47 +352,22 @@ pub fn encode(sys: &SystemSnapshot, procs: &ProcessScrape, meta: &ScrapeMeta) ->
     );
 
     // The scrape itself.
-    x.push(
-        "thplab_scrape_processes_selected",
-        "processes selected by --name, --cgroup and --pid",
-        Family::Gauge(vec![(Vec::new(), procs.selected as i64)]),
-    );
-    x.push(
-        "thplab_scrape_processes_read",
-        "selected processes read in this scrape",
-        Family::Gauge(vec![(Vec::new(), procs.processes.len() as i64)]),
-    );
-    x.push(
-        "thplab_scrape_processes_skipped",
-        "selected processes skipped because the budget ran out",
-        Family::Gauge(vec![(Vec::new(), procs.skipped as i64)]),
-    );
-    x.push(
-        "thplab_scrape_truncated",
-        "1 when the budget ran out before every selected process was read",
-        Family::Gauge(vec![(Vec::new(), procs.truncated as i64)]),
-    );
+    x.push("thplab_scrape_processes_selected", "processes selected by --name, --cgroup and --pid", Family::Gauge(vec![(Vec::new(), procs.selected as i64)]));
+    x.push("thplab_scrape_processes_read", "selected processes read in this scrape", Family::Gauge(vec![(Vec::new(), procs.processes.len() as i64)]));
+    x.push("thplab_scrape_processes_skipped", "selected processes skipped because the budget ran out", Family::Gauge(vec![(Vec::new(), procs.skipped as i64)]));
+    x.push("thplab_scrape_truncated", "1 when the budget ran out before every selected process was read", Family::Gauge(vec![(Vec::new(), procs.truncated as i64)]));
     x.push(
         "thplab_scrape_errors",
         "parts of scrapes left out since the exporter started, by kind (permission, process_exited, sysfs, parse, io)",
         Family::Counter(meta.errors_total.iter().map(|(k, v)| (l(&[("kind", k.name())]), *v)).collect()),
     );
-    x.push(
-        "thplab_scrape_budget_seconds",
-        "the time budget of a scrape (--budget)",
-        Family::GaugeF(vec![(Vec::new(), meta.budget.as_secs_f64())]),
-    );
-    x.push(
-        "thplab_scrape_duration_seconds",
-        "time this scrape took to read everything, before encoding",
-        Family::GaugeF(vec![(Vec::new(), meta.duration.as_secs_f64())]),
-    );
+    x.push("thplab_scrape_budget_seconds", "the time budget of a scrape (--budget)", Family::GaugeF(vec![(Vec::new(), meta.budget.as_secs_f64())]));
+    x.push("thplab_scrape_duration_seconds", "time this scrape took to read everything, before encoding", Family::GaugeF(vec![(Vec::new(), meta.duration.as_secs_f64())]));
 
     let mut reg = Registry::default();
     reg.register_collector(Box::new(x));
     let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, &reg)
-        .expect("writing to a String cannot fail");
+    prometheus_client::encoding::text::encode(&mut out, &reg).expect("writing to a String cannot fail");
     out
 }
 
@@ -549,10 +388,7 @@ impl Server {
         let http = Arc::new(http);
         let h = http.clone();
         let thread = std::thread::spawn(move || serve(&exporter, &h));
-        Server {
-            http,
-            thread: Some(thread),
-        }
+        Server { http, thread: Some(thread) }
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -574,31 +410,18 @@ const INDEX: &str = "<html><head><title>thplab exporter</title></head><body><h1>
 /// Answer requests until the server is unblocked: `GET /metrics` scrapes, `GET /` is a short
 /// page, anything else is 404 (405 for another method).
 pub fn serve(exporter: &Exporter, http: &tiny_http::Server) {
-    let header = |k: &str, v: &str| {
-        tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).expect("a valid header")
-    };
+    let header = |k: &str, v: &str| tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).expect("a valid header");
     for req in http.incoming_requests() {
         let path = req.url().split('?').next().unwrap_or("").to_string();
-        let resp = if *req.method() != tiny_http::Method::Get
-            && *req.method() != tiny_http::Method::Head
-        {
-            tiny_http::Response::new(
-                405.into(),
-                vec![header("Allow", "GET, HEAD")],
-                Cursor::new(b"method not allowed\n".to_vec()),
-                None,
-                None,
-            )
+        let resp = if *req.method() != tiny_http::Method::Get && *req.method() != tiny_http::Method::Head {
+            tiny_http::Response::new(405.into(), vec![header("Allow", "GET, HEAD")], Cursor::new(b"method not allowed\n".to_vec()), None, None)
         } else if path == "/metrics" {
             let (text, _) = exporter.scrape();
-            tiny_http::Response::from_data(text.into_bytes())
-                .with_header(header("Content-Type", CONTENT_TYPE))
+            tiny_http::Response::from_data(text.into_bytes()).with_header(header("Content-Type", CONTENT_TYPE))
         } else if path == "/" {
-            tiny_http::Response::from_data(INDEX.as_bytes().to_vec())
-                .with_header(header("Content-Type", "text/html; charset=utf-8"))
+            tiny_http::Response::from_data(INDEX.as_bytes().to_vec()).with_header(header("Content-Type", "text/html; charset=utf-8"))
         } else {
-            tiny_http::Response::from_data(b"not found: the metrics are at /metrics\n".to_vec())
-                .with_status_code(404)
+            tiny_http::Response::from_data(b"not found: the metrics are at /metrics\n".to_vec()).with_status_code(404)
         };
         // A client that went away is not the exporter's problem.
         let _ = req.respond(resp);

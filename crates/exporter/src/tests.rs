@@ -18,34 +18,19 @@ fn fake_tree(dir: &Path) {
     let t = |rel: &str, text: &str| write(dir, &format!("{THP}/{rel}"), text);
     t("enabled", "always [madvise] never\n");
     t("defrag", "always defer defer+madvise [madvise] never\n");
-    t(
-        "shmem_enabled",
-        "always within_size advise [never] deny force\n",
-    );
+    t("shmem_enabled", "always within_size advise [never] deny force\n");
     t("use_zero_page", "1\n");
     t("hpage_pmd_size", "2097152\n");
     t("hugepages-64kB/enabled", "always inherit madvise [never]\n");
-    t(
-        "hugepages-64kB/shmem_enabled",
-        "always inherit within_size advise [never]\n",
-    );
+    t("hugepages-64kB/shmem_enabled", "always inherit within_size advise [never]\n");
     t("hugepages-64kB/stats/anon_fault_alloc", "16384\n");
     t("hugepages-64kB/stats/nr_anon", "12\n");
     t("hugepages-64kB/stats/split", "3\n");
-    t(
-        "hugepages-2048kB/enabled",
-        "always [inherit] madvise never\n",
-    );
-    t(
-        "hugepages-2048kB/shmem_enabled",
-        "always [inherit] within_size advise never\n",
-    );
+    t("hugepages-2048kB/enabled", "always [inherit] madvise never\n");
+    t("hugepages-2048kB/shmem_enabled", "always [inherit] within_size advise never\n");
     t("hugepages-2048kB/stats/anon_fault_alloc", "512\n");
     t("hugepages-2048kB/stats/nr_anon", "2\n");
-    t(
-        "hugepages-8kB/shmem_enabled",
-        "always inherit within_size advise [never]\n",
-    );
+    t("hugepages-8kB/shmem_enabled", "always inherit within_size advise [never]\n");
     t("hugepages-8kB/stats/shmem_alloc", "7\n");
     t("khugepaged/pages_collapsed", "12\n");
     t("khugepaged/full_scans", "52\n");
@@ -54,12 +39,7 @@ fn fake_tree(dir: &Path) {
 }
 
 fn opts(dir: &Path, selection: Selection) -> Options {
-    Options {
-        root: Root::under(dir),
-        selection,
-        budget: Duration::from_millis(500),
-        debug: false,
-    }
+    Options { root: Root::under(dir), selection, budget: Duration::from_millis(500), debug: false }
 }
 
 const EXPECTED_SYSTEM: &str = "\
@@ -176,10 +156,7 @@ thplab_scrape_budget_seconds 0.5
 /// The duration line varies: check its shape and value, and return the text without it.
 fn without_duration(text: &str, budget_s: f64) -> String {
     let prefix = "thplab_scrape_duration_seconds ";
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(prefix))
-        .unwrap_or_else(|| panic!("no duration in\n{text}"));
+    let line = text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no duration in\n{text}"));
     let d: f64 = line[prefix.len()..].parse().unwrap();
     assert!(d > 0.0 && d < budget_s, "{line}");
     text.replace(&format!("{line}\n"), "")
@@ -192,46 +169,21 @@ fn exposition_of_a_fake_tree_without_processes() {
     let ex = Exporter::new(opts(dir.path(), Selection::default()));
     let (text, summary) = ex.scrape();
     assert!(summary.errors.is_empty(), "{:?}", summary.errors);
-    let want = format!(
-        "{EXPECTED_SYSTEM}{}{}# EOF\n",
-        expected_process("", ""),
-        expected_scrape(0, 0, [0; 5])
-    );
+    let want = format!("{EXPECTED_SYSTEM}{}{}# EOF\n", expected_process("", ""), expected_scrape(0, 0, [0; 5]));
     let got = without_duration(&text, 0.5);
     assert_eq!(got, want, "\n--- got\n{got}\n--- want\n{want}");
 }
 
 #[test]
 fn encode_prints_the_duration_it_is_given() {
-    let meta = ScrapeMeta {
-        duration: Duration::from_millis(250),
-        budget: Duration::from_millis(500),
-        errors_total: BTreeMap::new(),
-    };
+    let meta = ScrapeMeta { duration: Duration::from_millis(250), budget: Duration::from_millis(500), errors_total: BTreeMap::new() };
     let text = encode(&SystemSnapshot::default(), &ProcessScrape::default(), &meta);
-    assert!(
-        text.ends_with("thplab_scrape_duration_seconds 0.25\n# EOF\n"),
-        "{text}"
-    );
+    assert!(text.ends_with("thplab_scrape_duration_seconds 0.25\n# EOF\n"), "{text}");
 }
 
 /// A fake /proc/PID: stat with `state` and `flags` (field 9), comm, cgroup, statm, smaps.
-fn fake_process(
-    dir: &Path,
-    pid: i32,
-    comm: &str,
-    state: &str,
-    flags: u64,
-    cgroup: &str,
-    smaps: &str,
-) {
-    write(
-        dir,
-        &format!("proc/{pid}/stat"),
-        &format!(
-            "{pid} ({comm}) {state} 1 {pid} {pid} 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0\n"
-        ),
-    );
+fn fake_process(dir: &Path, pid: i32, comm: &str, state: &str, flags: u64, cgroup: &str, smaps: &str) {
+    write(dir, &format!("proc/{pid}/stat"), &format!("{pid} ({comm}) {state} 1 {pid} {pid} 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0\n"));
     write(dir, &format!("proc/{pid}/comm"), &format!("{comm}\n"));
     write(dir, &format!("proc/{pid}/cgroup"), cgroup);
     write(dir, &format!("proc/{pid}/statm"), "100 10 0 0 0 0 0\n");
@@ -247,47 +199,17 @@ fn processes_are_selected_by_name_cgroup_and_pid() {
     let dir = tempfile::tempdir().unwrap();
     fake_tree(dir.path());
     let d = dir.path();
-    fake_process(
-        d,
-        100,
-        "redis-server",
-        "S",
-        0x40_0100,
-        "0::/system.slice/redis.service\n",
-        SMAPS,
-    );
+    fake_process(d, 100, "redis-server", "S", 0x40_0100, "0::/system.slice/redis.service\n", SMAPS);
     fake_process(d, 200, "kworker/0:1", "I", 0x0420_8060, "0::/\n", "");
-    fake_process(
-        d,
-        300,
-        "sleep",
-        "S",
-        0x40_0000,
-        "0::/user.slice/user-0.slice/session-1.scope\n",
-        SMAPS,
-    );
+    fake_process(d, 300, "sleep", "S", 0x40_0000, "0::/user.slice/user-0.slice/session-1.scope\n", SMAPS);
     fake_process(d, 400, "defunct", "Z", 0x40_0000, "0::/user.slice\n", "");
     fake_process(d, 500, "redis-cli", "S", 0x40_0000, "0::/other\n", "");
     // 400 is a zombie, 999 does not exist: both are counted as process_exited.
-    let sel = selection(
-        &["^redis-s".into()],
-        &["/sys/fs/cgroup/user.slice/".into()],
-        &[400, 999],
-    )
-    .unwrap();
+    let sel = selection(&["^redis-s".into()], &["/sys/fs/cgroup/user.slice/".into()], &[400, 999]).unwrap();
     let mut errors = Vec::new();
     let got = select(&Root::under(d), &sel, &mut errors);
-    assert_eq!(
-        got.iter()
-            .map(|s| (s.pid, s.comm.as_str()))
-            .collect::<Vec<_>>(),
-        vec![(100, "redis-server"), (300, "sleep")]
-    );
-    assert_eq!(
-        errors.iter().map(|e| e.kind).collect::<Vec<_>>(),
-        vec![ErrorKind::ProcessExited, ErrorKind::ProcessExited],
-        "{errors:?}"
-    );
+    assert_eq!(got.iter().map(|s| (s.pid, s.comm.as_str())).collect::<Vec<_>>(), vec![(100, "redis-server"), (300, "sleep")]);
+    assert_eq!(errors.iter().map(|e| e.kind).collect::<Vec<_>>(), vec![ErrorKind::ProcessExited, ErrorKind::ProcessExited], "{errors:?}");
 
     // The scrape: Rss 4100 kB = 4198400 bytes, AnonHugePages 2048 kB = 2097152 bytes, for
     // both; no census on a copy of /proc (no pagemap). The error counter adds up over scrapes.
@@ -296,20 +218,10 @@ fn processes_are_selected_by_name_cgroup_and_pid() {
     let huge = "thplab_process_anon_huge_bytes{pid=\"100\",comm=\"redis-server\"} 2097152\nthplab_process_anon_huge_bytes{pid=\"300\",comm=\"sleep\"} 2097152\n";
     for scrape in 1..=2u64 {
         let (text, summary) = ex.scrape();
-        assert_eq!(
-            (summary.selected, summary.read, summary.truncated),
-            (2, 2, false)
-        );
-        let want = format!(
-            "{EXPECTED_SYSTEM}{}{}# EOF\n",
-            expected_process(rss, huge),
-            expected_scrape(2, 2, [0, 2 * scrape, 0, 0, 0])
-        );
+        assert_eq!((summary.selected, summary.read, summary.truncated), (2, 2, false));
+        let want = format!("{EXPECTED_SYSTEM}{}{}# EOF\n", expected_process(rss, huge), expected_scrape(2, 2, [0, 2 * scrape, 0, 0, 0]));
         let got = without_duration(&text, 0.5);
-        assert_eq!(
-            got, want,
-            "scrape {scrape}\n--- got\n{got}\n--- want\n{want}"
-        );
+        assert_eq!(got, want, "scrape {scrape}\n--- got\n{got}\n--- want\n{want}");
     }
 }
 
@@ -321,29 +233,11 @@ fn a_budget_too_small_for_a_census_truncates_the_scrape() {
     // statm says 2^20 pages resident (4 GiB): the first census is estimated at
     // 2 ms + 4 · 0.2 s, more than a 100 ms budget leaves.
     write(dir.path(), "proc/100/statm", "1048576 1048576 0 0 0 0 0\n");
-    let mut o = opts(
-        dir.path(),
-        Selection {
-            pids: vec![100],
-            ..Default::default()
-        },
-    );
+    let mut o = opts(dir.path(), Selection { pids: vec![100], ..Default::default() });
     o.budget = Duration::from_millis(100);
     let (text, summary) = Exporter::new(o).scrape();
-    assert_eq!(
-        (
-            summary.selected,
-            summary.read,
-            summary.skipped,
-            summary.truncated
-        ),
-        (1, 0, 1, true)
-    );
-    assert!(
-        text.contains("\nthplab_scrape_truncated 1\n")
-            && text.contains("\nthplab_scrape_processes_skipped 1\n"),
-        "{text}"
-    );
+    assert_eq!((summary.selected, summary.read, summary.skipped, summary.truncated), (1, 0, 1, true));
+    assert!(text.contains("\nthplab_scrape_truncated 1\n") && text.contains("\nthplab_scrape_processes_skipped 1\n"), "{text}");
     assert!(!text.contains("thplab_process_rss_bytes{"), "{text}");
 }
 
@@ -351,53 +245,22 @@ fn a_budget_too_small_for_a_census_truncates_the_scrape() {
 fn unreadable_and_malformed_files_are_counted_and_left_out() {
     let dir = tempfile::tempdir().unwrap();
     fake_tree(dir.path());
-    write(
-        dir.path(),
-        &format!("{THP}/hugepages-64kB/stats/split"),
-        "lots\n",
-    );
+    write(dir.path(), &format!("{THP}/hugepages-64kB/stats/split"), "lots\n");
     std::fs::remove_file(dir.path().join("proc/vmstat")).unwrap();
     let (text, summary) = Exporter::new(opts(dir.path(), Selection::default())).scrape();
     let kinds: Vec<ErrorKind> = summary.errors.iter().map(|e| e.kind).collect();
-    assert_eq!(
-        kinds,
-        vec![ErrorKind::Parse, ErrorKind::Sysfs],
-        "{:?}",
-        summary.errors
-    );
-    assert!(
-        summary.errors[0]
-            .message
-            .contains("hugepages-64kB/stats/split: expected a number, found 'lots'"),
-        "{:?}",
-        summary.errors
-    );
-    assert!(
-        !text.contains("thplab_mthp_split_total") && !text.contains("thplab_vmstat_"),
-        "{text}"
-    );
-    assert!(
-        text.contains("thplab_scrape_errors_total{kind=\"sysfs\"} 1\n")
-            && text.contains("thplab_scrape_errors_total{kind=\"parse\"} 1\n"),
-        "{text}"
-    );
+    assert_eq!(kinds, vec![ErrorKind::Parse, ErrorKind::Sysfs], "{:?}", summary.errors);
+    assert!(summary.errors[0].message.contains("hugepages-64kB/stats/split: expected a number, found 'lots'"), "{:?}", summary.errors);
+    assert!(!text.contains("thplab_mthp_split_total") && !text.contains("thplab_vmstat_"), "{text}");
+    assert!(text.contains("thplab_scrape_errors_total{kind=\"sysfs\"} 1\n") && text.contains("thplab_scrape_errors_total{kind=\"parse\"} 1\n"), "{text}");
 }
 
 #[test]
 fn a_bad_selection_is_a_clear_error() {
     let e = selection(&["redis(".into()], &[], &[]).unwrap_err();
-    assert!(
-        e.starts_with("--name 'redis(': not a valid regular expression"),
-        "{e}"
-    );
-    assert_eq!(
-        selection(&[], &["".into()], &[]).unwrap_err(),
-        "--cgroup '': an empty path (use / for every process)"
-    );
-    assert_eq!(
-        selection(&[], &[], &[0]).unwrap_err(),
-        "--pid 0: a process id is a positive number"
-    );
+    assert!(e.starts_with("--name 'redis(': not a valid regular expression"), "{e}");
+    assert_eq!(selection(&[], &["".into()], &[]).unwrap_err(), "--cgroup '': an empty path (use / for every process)");
+    assert_eq!(selection(&[], &[], &[0]).unwrap_err(), "--pid 0: a process id is a positive number");
 }
 
 #[test]

@@ -94,10 +94,7 @@ pub mod mountinfo {
         let mut out = Vec::with_capacity(b.len());
         let mut i = 0;
         while i < b.len() {
-            if b[i] == b'\\'
-                && i + 3 < b.len()
-                && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-            {
+            if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
                 out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
                 i += 4;
             } else {
@@ -223,29 +220,14 @@ mod tests {
     #[test]
     fn the_names_name_the_constants() {
         use mman::*;
-        for (v, name) in [
-            (MADV_DONTNEED, "MADV_DONTNEED"),
-            (MADV_FREE, "MADV_FREE"),
-            (MADV_HUGEPAGE, "MADV_HUGEPAGE"),
-            (MADV_COLLAPSE, "MADV_COLLAPSE"),
-            (MADV_WIPEONFORK, "MADV_WIPEONFORK"),
-        ] {
+        for (v, name) in [(MADV_DONTNEED, "MADV_DONTNEED"), (MADV_FREE, "MADV_FREE"), (MADV_HUGEPAGE, "MADV_HUGEPAGE"), (MADV_COLLAPSE, "MADV_COLLAPSE"), (MADV_WIPEONFORK, "MADV_WIPEONFORK")] {
             assert_eq!(names::madvise_name(v), name);
         }
-        assert_eq!(
-            names::prctl_name(prctl::PR_SET_THP_DISABLE),
-            "PR_SET_THP_DISABLE"
-        );
+        assert_eq!(names::prctl_name(prctl::PR_SET_THP_DISABLE), "PR_SET_THP_DISABLE");
         let bit = |t: &[(u64, &str)], n: &str| t.iter().find(|(_, x)| *x == n).map(|(v, _)| *v);
-        assert_eq!(
-            bit(names::MAP_FLAGS, "fixed_noreplace"),
-            Some(MAP_FIXED_NOREPLACE)
-        );
+        assert_eq!(bit(names::MAP_FLAGS, "fixed_noreplace"), Some(MAP_FIXED_NOREPLACE));
         assert_eq!(bit(names::MAP_FLAGS, "populate"), Some(MAP_POPULATE));
-        assert_eq!(
-            bit(names::CLONE_FLAGS, "CLONE_VFORK"),
-            Some(sched::CLONE_VFORK)
-        );
+        assert_eq!(bit(names::CLONE_FLAGS, "CLONE_VFORK"), Some(sched::CLONE_VFORK));
         assert_eq!(bit(names::OPEN_FLAGS, "O_APPEND"), Some(fcntl::O_APPEND));
     }
 
@@ -259,115 +241,48 @@ mod tests {
             ("MAP_SHARED", mman::MAP_SHARED, c::MAP_SHARED as i64),
             ("MAP_PRIVATE", mman::MAP_PRIVATE, c::MAP_PRIVATE as i64),
             ("MAP_FIXED", mman::MAP_FIXED, c::MAP_FIXED as i64),
-            (
-                "MAP_ANONYMOUS",
-                mman::MAP_ANONYMOUS,
-                c::MAP_ANONYMOUS as i64,
-            ),
+            ("MAP_ANONYMOUS", mman::MAP_ANONYMOUS, c::MAP_ANONYMOUS as i64),
             ("MAP_LOCKED", mman::MAP_LOCKED, c::MAP_LOCKED as i64),
             ("MAP_POPULATE", mman::MAP_POPULATE, c::MAP_POPULATE as i64),
             ("MAP_STACK", mman::MAP_STACK, c::MAP_STACK as i64),
-            (
-                "MAP_FIXED_NOREPLACE",
-                mman::MAP_FIXED_NOREPLACE,
-                c::MAP_FIXED_NOREPLACE as i64,
-            ),
-            (
-                "MREMAP_MAYMOVE",
-                mman::MREMAP_MAYMOVE,
-                c::MREMAP_MAYMOVE as i64,
-            ),
+            ("MAP_FIXED_NOREPLACE", mman::MAP_FIXED_NOREPLACE, c::MAP_FIXED_NOREPLACE as i64),
+            ("MREMAP_MAYMOVE", mman::MREMAP_MAYMOVE, c::MREMAP_MAYMOVE as i64),
             ("MREMAP_FIXED", mman::MREMAP_FIXED, c::MREMAP_FIXED as i64),
             ("MADV_NORMAL", mman::MADV_NORMAL, c::MADV_NORMAL as i64),
-            (
-                "MADV_DONTNEED",
-                mman::MADV_DONTNEED,
-                c::MADV_DONTNEED as i64,
-            ),
+            ("MADV_DONTNEED", mman::MADV_DONTNEED, c::MADV_DONTNEED as i64),
             ("MADV_FREE", mman::MADV_FREE, c::MADV_FREE as i64),
-            (
-                "MADV_DONTFORK",
-                mman::MADV_DONTFORK,
-                c::MADV_DONTFORK as i64,
-            ),
+            ("MADV_DONTFORK", mman::MADV_DONTFORK, c::MADV_DONTFORK as i64),
             ("MADV_DOFORK", mman::MADV_DOFORK, c::MADV_DOFORK as i64),
-            (
-                "MADV_WIPEONFORK",
-                mman::MADV_WIPEONFORK,
-                c::MADV_WIPEONFORK as i64,
-            ),
-            (
-                "MADV_KEEPONFORK",
-                mman::MADV_KEEPONFORK,
-                c::MADV_KEEPONFORK as i64,
-            ),
-            (
-                "MADV_HUGEPAGE",
-                mman::MADV_HUGEPAGE,
-                c::MADV_HUGEPAGE as i64,
-            ),
-            (
-                "MADV_NOHUGEPAGE",
-                mman::MADV_NOHUGEPAGE,
-                c::MADV_NOHUGEPAGE as i64,
-            ),
-            (
-                "MADV_POPULATE_READ",
-                mman::MADV_POPULATE_READ,
-                c::MADV_POPULATE_READ as i64,
-            ),
-            (
-                "MADV_POPULATE_WRITE",
-                mman::MADV_POPULATE_WRITE,
-                c::MADV_POPULATE_WRITE as i64,
-            ),
-            (
-                "MLOCK_ONFAULT",
-                mman::MLOCK_ONFAULT,
-                c::MLOCK_ONFAULT as i64,
-            ),
+            ("MADV_WIPEONFORK", mman::MADV_WIPEONFORK, c::MADV_WIPEONFORK as i64),
+            ("MADV_KEEPONFORK", mman::MADV_KEEPONFORK, c::MADV_KEEPONFORK as i64),
+            ("MADV_HUGEPAGE", mman::MADV_HUGEPAGE, c::MADV_HUGEPAGE as i64),
+            ("MADV_NOHUGEPAGE", mman::MADV_NOHUGEPAGE, c::MADV_NOHUGEPAGE as i64),
+            ("MADV_POPULATE_READ", mman::MADV_POPULATE_READ, c::MADV_POPULATE_READ as i64),
+            ("MADV_POPULATE_WRITE", mman::MADV_POPULATE_WRITE, c::MADV_POPULATE_WRITE as i64),
+            ("MLOCK_ONFAULT", mman::MLOCK_ONFAULT, c::MLOCK_ONFAULT as i64),
             ("MCL_CURRENT", mman::MCL_CURRENT, c::MCL_CURRENT as i64),
             ("MCL_FUTURE", mman::MCL_FUTURE, c::MCL_FUTURE as i64),
             ("MCL_ONFAULT", mman::MCL_ONFAULT, c::MCL_ONFAULT as i64),
-            (
-                "PR_SET_THP_DISABLE",
-                prctl::PR_SET_THP_DISABLE,
-                c::PR_SET_THP_DISABLE as i64,
-            ),
+            ("PR_SET_THP_DISABLE", prctl::PR_SET_THP_DISABLE, c::PR_SET_THP_DISABLE as i64),
             ("CLONE_VM", sched::CLONE_VM, c::CLONE_VM as i64),
             ("CLONE_VFORK", sched::CLONE_VFORK, c::CLONE_VFORK as i64),
-            (
-                "PR_GET_THP_DISABLE",
-                prctl::PR_GET_THP_DISABLE,
-                c::PR_GET_THP_DISABLE as i64,
-            ),
+            ("PR_GET_THP_DISABLE", prctl::PR_GET_THP_DISABLE, c::PR_GET_THP_DISABLE as i64),
             ("O_WRONLY", fcntl::O_WRONLY, c::O_WRONLY as i64),
             ("O_CREAT", fcntl::O_CREAT, c::O_CREAT as i64),
             ("O_TRUNC", fcntl::O_TRUNC, c::O_TRUNC as i64),
             ("O_APPEND", fcntl::O_APPEND, c::O_APPEND as i64),
             ("O_DIRECT", fcntl::O_DIRECT, c::O_DIRECT as i64),
             ("F_DUPFD", fcntl::F_DUPFD, c::F_DUPFD as i64),
-            (
-                "F_DUPFD_CLOEXEC",
-                fcntl::F_DUPFD_CLOEXEC,
-                c::F_DUPFD_CLOEXEC as i64,
-            ),
+            ("F_DUPFD_CLOEXEC", fcntl::F_DUPFD_CLOEXEC, c::F_DUPFD_CLOEXEC as i64),
             ("AT_REMOVEDIR", fcntl::AT_REMOVEDIR, c::AT_REMOVEDIR as i64),
             ("RWF_APPEND", fcntl::RWF_APPEND, c::RWF_APPEND as i64),
-            (
-                "FALLOC_FL_KEEP_SIZE",
-                fcntl::FALLOC_FL_KEEP_SIZE,
-                c::FALLOC_FL_KEEP_SIZE as i64,
-            ),
+            ("FALLOC_FL_KEEP_SIZE", fcntl::FALLOC_FL_KEEP_SIZE, c::FALLOC_FL_KEEP_SIZE as i64),
             ("MFD_HUGETLB", memfd::MFD_HUGETLB, c::MFD_HUGETLB as i64),
         ];
         for (name, ours, libc) in pairs {
             assert_eq!(*ours as i64, *libc, "{name}");
         }
         // Not in the libc crate: MADV_COLLAPSE (mman-common.h: 25) and the 6.18 prctl flag.
-        assert_eq!(
-            (mman::MADV_COLLAPSE, prctl::PR_THP_DISABLE_EXCEPT_ADVISED),
-            (25, 2)
-        );
+        assert_eq!((mman::MADV_COLLAPSE, prctl::PR_THP_DISABLE_EXCEPT_ADVISED), (25, 2));
     }
 }

@@ -19,10 +19,7 @@ fn main() {
         eprintln!("census bench skipped: {e}");
         return;
     }
-    let gib: u64 = std::env::var("THPLAB_BENCH_GIB")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+    let gib: u64 = std::env::var("THPLAB_BENCH_GIB").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
     let size = std::env::var("THPLAB_BENCH_SIZE").unwrap_or_else(|_| "64kB".into());
     let len = (gib << 30) as usize;
     let mut s = current_settings(&Paths::from_env()).unwrap();
@@ -30,19 +27,11 @@ fn main() {
         s.apply_assignment("enabled=always").unwrap();
     } else {
         s.apply_assignment("enabled=never").unwrap();
-        s.apply_assignment(&format!("hugepages-{size}/enabled=always"))
-            .unwrap();
+        s.apply_assignment(&format!("hugepages-{size}/enabled=always")).unwrap();
     }
     let guard = SettingsGuard::apply(&s).unwrap();
     let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len + (2 << 20),
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
+        libc::mmap(std::ptr::null_mut(), len + (2 << 20), libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0)
     };
     assert_ne!(p, libc::MAP_FAILED, "mmap {gib} GiB");
     let start = (p as usize).div_ceil(2 << 20) * (2 << 20);
@@ -61,9 +50,7 @@ fn main() {
         let mut runs = Vec::new();
         let mut last = None;
         for _ in 0..5 {
-            let r =
-                census_of_ranges_with(pid, &[(start as u64, (start + len) as u64)], &vmas, reads)
-                    .unwrap();
+            let r = census_of_ranges_with(pid, &[(start as u64, (start + len) as u64)], &vmas, reads).unwrap();
             runs.push(r.elapsed.as_secs_f64() * 1e3);
             last = Some(r);
         }

@@ -50,14 +50,7 @@ pub struct Budget {
 
 impl Default for Budget {
     fn default() -> Self {
-        Budget {
-            per_sec: 1.0,
-            total: None,
-            cpu_fraction: 0.05,
-            memory_bytes: 64 << 20,
-            max_stall: Duration::from_millis(50),
-            min_present: 256,
-        }
+        Budget { per_sec: 1.0, total: None, cpu_fraction: 0.05, memory_bytes: 64 << 20, max_stall: Duration::from_millis(50), min_present: 256 }
     }
 }
 
@@ -169,10 +162,7 @@ fn present_pages(pagemap: &mut std::fs::File, start: u64, end: u64) -> std::io::
     let n = ((end - start) / 4096) as usize;
     let mut buf = vec![0u8; n * 8];
     pagemap.read_exact_at(&mut buf, (start / 4096) * 8)?;
-    Ok(buf
-        .chunks_exact(8)
-        .filter(|c| u64::from_le_bytes((*c).try_into().expect("8 bytes")) >> 63 == 1)
-        .count() as u64)
+    Ok(buf.chunks_exact(8).filter(|c| u64::from_le_bytes((*c).try_into().expect("8 bytes")) >> 63 == 1).count() as u64)
 }
 
 /// Whether `[start, end)` is mapped by a PMD now (the census of that range).
@@ -196,8 +186,7 @@ pub fn candidates(pid: i32, comm: &str, min_present: u64) -> Result<Vec<Candidat
         }
         let frac = (v.referenced_kb as f64 / v.rss_kb as f64).min(1.0);
         for (s, e) in ranges {
-            let present =
-                present_pages(&mut pm, s, e).map_err(|e| io_err("cannot read", &path, e))?;
+            let present = present_pages(&mut pm, s, e).map_err(|e| io_err("cannot read", &path, e))?;
             if present < min_present || pmd_mapped(pid, s, e, &vmas) {
                 continue;
             }
@@ -231,18 +220,8 @@ pub fn collapse(pid: i32, start: u64) -> std::result::Result<(), i32> {
         if fd < 0 {
             return Err(*libc::__errno_location());
         }
-        let iov = libc::iovec {
-            iov_base: start as *mut libc::c_void,
-            iov_len: PMD as usize,
-        };
-        let r = libc::syscall(
-            libc::SYS_process_madvise,
-            fd,
-            &iov as *const libc::iovec,
-            1usize,
-            linux_abi::mman::MADV_COLLAPSE,
-            0u32,
-        );
+        let iov = libc::iovec { iov_base: start as *mut libc::c_void, iov_len: PMD as usize };
+        let r = libc::syscall(libc::SYS_process_madvise, fd, &iov as *const libc::iovec, 1usize, linux_abi::mman::MADV_COLLAPSE, 0u32);
         let e = *libc::__errno_location();
         libc::close(fd);
         if r < 0 {
@@ -291,9 +270,7 @@ pub fn run(
     mut log: impl FnMut(&Action),
 ) -> Result<Summary> {
     if allow.pids.is_empty() && allow.names.is_empty() {
-        return Err(LiveError::NotAvailable(
-            "the agent touches only processes on its allowlist: give --pid or --name".into(),
-        ));
+        return Err(LiveError::NotAvailable("the agent touches only processes on its allowlist: give --pid or --name".into()));
     }
     let t0 = Instant::now();
     let cpu0 = own_cpu_ms();
@@ -312,22 +289,19 @@ pub fn run(
     let mut times: Vec<Instant> = Vec::new();
     // When every collapse began (failed ones too): no more than the rate in any second.
     let mut starts: Vec<Instant> = Vec::new();
-    let act =
-        |t0: Instant, action: &str, c: Option<&Candidate>, pid: i32, comm: &str, reason: String| {
-            Action {
-                t: t0.elapsed().as_secs_f64(),
-                action: action.into(),
-                pid,
-                comm: comm.into(),
-                start: c.map(|c| c.start.clone()),
-                score: c.map(|c| c.score),
-                present_pages: c.map(|c| c.present_pages),
-                adds_bytes: c.map(|c| c.adds_bytes),
-                duration_us: None,
-                errno: None,
-                reason,
-            }
-        };
+    let act = |t0: Instant, action: &str, c: Option<&Candidate>, pid: i32, comm: &str, reason: String| Action {
+        t: t0.elapsed().as_secs_f64(),
+        action: action.into(),
+        pid,
+        comm: comm.into(),
+        start: c.map(|c| c.start.clone()),
+        score: c.map(|c| c.score),
+        present_pages: c.map(|c| c.present_pages),
+        adds_bytes: c.map(|c| c.adds_bytes),
+        duration_us: None,
+        errno: None,
+        reason,
+    };
     'cycles: while t0.elapsed() < duration && !stop() {
         let cycle_start = Instant::now();
         let mut all = Vec::new();
@@ -339,51 +313,29 @@ pub fn run(
             }
             match candidates(pid, &comm, budget.min_present) {
                 Ok(c) => all.extend(c),
-                Err(e) => log(&act(
-                    t0,
-                    "skip",
-                    None,
-                    pid,
-                    &comm,
-                    format!("cannot read it: {e}"),
-                )),
+                Err(e) => log(&act(t0, "skip", None, pid, &comm, format!("cannot read it: {e}"))),
             }
             if !dry_run {
                 clear_refs(pid);
             }
         }
-        all.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then(a.pid.cmp(&b.pid))
-                .then(a.start.cmp(&b.start))
-        });
+        all.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.pid.cmp(&b.pid)).then(a.start.cmp(&b.start)));
         for c in &all {
-            if budget
-                .total
-                .is_some_and(|t| s.collapses + s.would_collapse >= t)
-            {
+            if budget.total.is_some_and(|t| s.collapses + s.would_collapse >= t) {
                 break 'cycles;
             }
-            if backoff
-                .get(&c.pid)
-                .is_some_and(|(until, _)| Instant::now() < *until)
-            {
+            if backoff.get(&c.pid).is_some_and(|(until, _)| Instant::now() < *until) {
                 continue;
             }
             // The rate and CPU budgets pace a real run; a dry run lists every range it would
             // take, in order, within the other budgets (it spends neither: nothing is copied).
             if !dry_run {
                 let now = Instant::now();
-                tokens = (tokens + now.duration_since(last_refill).as_secs_f64() * budget.per_sec)
-                    .min(cap);
+                tokens = (tokens + now.duration_since(last_refill).as_secs_f64() * budget.per_sec).min(cap);
                 last_refill = now;
                 // A full bucket refilling at the rate would allow a burst of `cap` followed by
                 // more within the same second: count the starts of the last second as well.
-                let in_last_second = starts
-                    .iter()
-                    .filter(|s| now.duration_since(**s) < Duration::from_secs(1))
-                    .count();
+                let in_last_second = starts.iter().filter(|s| now.duration_since(**s) < Duration::from_secs(1)).count();
                 if tokens < 1.0 || (in_last_second + 1) as f64 > cap {
                     break;
                 }
@@ -395,26 +347,11 @@ pub fn run(
                 }
             }
             if s.memory_added_bytes + c.adds_bytes > budget.memory_bytes {
-                log(&act(
-                    t0,
-                    "skip",
-                    Some(c),
-                    c.pid,
-                    &c.comm,
-                    format!(
-                        "memory budget: would add {} bytes, {} of {} used",
-                        c.adds_bytes, s.memory_added_bytes, budget.memory_bytes
-                    ),
-                ));
+                log(&act(t0, "skip", Some(c), c.pid, &c.comm, format!("memory budget: would add {} bytes, {} of {} used", c.adds_bytes, s.memory_added_bytes, budget.memory_bytes)));
                 continue;
             }
             tokens -= 1.0;
-            let why = format!(
-                "score {:.0}: {} of 512 pages present, VMA referenced {:.0} %",
-                c.score,
-                c.present_pages,
-                c.vma_referenced_fraction * 100.0
-            );
+            let why = format!("score {:.0}: {} of 512 pages present, VMA referenced {:.0} %", c.score, c.present_pages, c.vma_referenced_fraction * 100.0);
             if dry_run {
                 s.would_collapse += 1;
                 s.memory_added_bytes += c.adds_bytes;
@@ -447,17 +384,7 @@ pub fn run(
                     a.errno = Some(name.clone());
                     log(&a);
                     let d = next_backoff(&mut backoff, c.pid);
-                    log(&act(
-                        t0,
-                        "backoff",
-                        Some(c),
-                        c.pid,
-                        &c.comm,
-                        format!(
-                            "MADV_COLLAPSE failed with {name}: leaving it alone for {} s",
-                            d.as_secs()
-                        ),
-                    ));
+                    log(&act(t0, "backoff", Some(c), c.pid, &c.comm, format!("MADV_COLLAPSE failed with {name}: leaving it alone for {} s", d.as_secs())));
                 }
             }
         }
@@ -471,25 +398,13 @@ pub fn run(
     }
     s.seconds = t0.elapsed().as_secs_f64();
     s.cpu_ms = own_cpu_ms() - cpu0;
-    s.max_collapses_in_a_second = times
-        .iter()
-        .map(|a| {
-            times
-                .iter()
-                .filter(|b| **b >= *a && b.duration_since(*a) < Duration::from_secs(1))
-                .count() as u64
-        })
-        .max()
-        .unwrap_or(0);
+    s.max_collapses_in_a_second = times.iter().map(|a| times.iter().filter(|b| **b >= *a && b.duration_since(*a) < Duration::from_secs(1)).count() as u64).max().unwrap_or(0);
     Ok(s)
 }
 
 /// Double the back-off of `pid` (1 s first, at most 64 s) and return it.
 fn next_backoff(b: &mut BTreeMap<i32, (Instant, Duration)>, pid: i32) -> Duration {
-    let d = b
-        .get(&pid)
-        .map(|(_, d)| (*d * 2).min(Duration::from_secs(64)))
-        .unwrap_or(Duration::from_secs(1));
+    let d = b.get(&pid).map(|(_, d)| (*d * 2).min(Duration::from_secs(64))).unwrap_or(Duration::from_secs(1));
     b.insert(pid, (Instant::now() + d, d));
     d
 }
@@ -499,14 +414,7 @@ mod tests {
     use super::*;
 
     fn vma(start: u64, end: u64, name: &str, flags: &[&str]) -> Vma {
-        Vma {
-            start,
-            end,
-            perms: "rw-p".into(),
-            name: name.into(),
-            vm_flags: flags.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        }
+        Vma { start, end, perms: "rw-p".into(), name: name.into(), vm_flags: flags.iter().map(|s| s.to_string()).collect(), ..Default::default() }
     }
 
     #[test]
@@ -514,39 +422,12 @@ mod tests {
         // 0x7f0000100000..0x7f0000700000: aligned PMDs at 0x7f0000200000 and 0x7f0000400000
         // (0x7f0000600000 + 2M passes the end).
         let v = vma(0x7f00_0010_0000, 0x7f00_0070_0000, "", &["rd", "wr"]);
-        assert_eq!(
-            collapsible_ranges(&v),
-            vec![
-                (0x7f00_0020_0000, 0x7f00_0040_0000),
-                (0x7f00_0040_0000, 0x7f00_0060_0000)
-            ]
-        );
-        assert!(
-            collapsible_ranges(&vma(0x7f00_0000_0000, 0x7f00_0040_0000, "", &["nh"])).is_empty(),
-            "VM_NOHUGEPAGE"
-        );
-        assert!(
-            collapsible_ranges(&vma(0x7f00_0000_0000, 0x7f00_0040_0000, "", &["sh"])).is_empty(),
-            "shared"
-        );
-        assert!(
-            collapsible_ranges(&vma(
-                0x7f00_0000_0000,
-                0x7f00_0040_0000,
-                "/usr/lib/libc.so.6",
-                &[]
-            ))
-            .is_empty(),
-            "file"
-        );
-        assert_eq!(
-            collapsible_ranges(&vma(0x5500_0000_0000, 0x5500_0040_0000, "[heap]", &[])).len(),
-            2
-        );
-        assert!(
-            collapsible_ranges(&vma(0x7f00_0000_1000, 0x7f00_0020_1000, "", &[])).is_empty(),
-            "2 MiB long but unaligned"
-        );
+        assert_eq!(collapsible_ranges(&v), vec![(0x7f00_0020_0000, 0x7f00_0040_0000), (0x7f00_0040_0000, 0x7f00_0060_0000)]);
+        assert!(collapsible_ranges(&vma(0x7f00_0000_0000, 0x7f00_0040_0000, "", &["nh"])).is_empty(), "VM_NOHUGEPAGE");
+        assert!(collapsible_ranges(&vma(0x7f00_0000_0000, 0x7f00_0040_0000, "", &["sh"])).is_empty(), "shared");
+        assert!(collapsible_ranges(&vma(0x7f00_0000_0000, 0x7f00_0040_0000, "/usr/lib/libc.so.6", &[])).is_empty(), "file");
+        assert_eq!(collapsible_ranges(&vma(0x5500_0000_0000, 0x5500_0040_0000, "[heap]", &[])).len(), 2);
+        assert!(collapsible_ranges(&vma(0x7f00_0000_1000, 0x7f00_0020_1000, "", &[])).is_empty(), "2 MiB long but unaligned");
     }
 
     #[test]
@@ -558,16 +439,7 @@ mod tests {
 
     #[test]
     fn an_empty_allowlist_is_refused() {
-        let e = run(
-            &Allowlist::default(),
-            &Budget::default(),
-            true,
-            Duration::from_millis(1),
-            Duration::from_millis(1),
-            || false,
-            |_| {},
-        )
-        .unwrap_err();
+        let e = run(&Allowlist::default(), &Budget::default(), true, Duration::from_millis(1), Duration::from_millis(1), || false, |_| {}).unwrap_err();
         assert!(e.to_string().contains("give --pid or --name"), "{e}");
     }
 }

@@ -60,26 +60,13 @@ pub fn estimate(zeros: u64, n: u64, total: u64) -> (f64, f64) {
         return (0.0, total as f64);
     }
     let p = zeros as f64 / n as f64;
-    let fpc = if total > 1 {
-        (total - n) as f64 / (total - 1) as f64
-    } else {
-        0.0
-    };
-    (
-        p * total as f64,
-        1.96 * (p * (1.0 - p) / n as f64 * fpc).sqrt() * total as f64,
-    )
+    let fpc = if total > 1 { (total - n) as f64 / (total - 1) as f64 } else { 0.0 };
+    (p * total as f64, 1.96 * (p * (1.0 - p) / n as f64 * fpc).sqrt() * total as f64)
 }
 
 /// Sample the pages of `large_ranges` (per VMA) of `pid` within `budget`. `rss_kb` and
 /// `partially_mapped` are per VMA, from smaps and the census.
-pub fn sample_bloat(
-    pid: i32,
-    large_ranges: &[Vec<(u64, u64)>],
-    rss_kb: &[u64],
-    partially_mapped: u64,
-    budget: Duration,
-) -> Result<BloatReport> {
+pub fn sample_bloat(pid: i32, large_ranges: &[Vec<(u64, u64)>], rss_kb: &[u64], partially_mapped: u64, budget: Duration) -> Result<BloatReport> {
     let t0 = Instant::now();
     let path = format!("/proc/{pid}/mem");
     let mem = File::open(&path).map_err(|e| match e.kind() {
@@ -130,11 +117,7 @@ pub fn sample_bloat(
             zero_pages_sampled: zeros[vi],
             zero_kb: (z * kb as f64).round() as u64,
             zero_kb_error: (err * kb as f64).round() as u64,
-            rss_4k_kb: rss_kb
-                .get(vi)
-                .copied()
-                .unwrap_or(0)
-                .saturating_sub((z * kb as f64).round() as u64),
+            rss_4k_kb: rss_kb.get(vi).copied().unwrap_or(0).saturating_sub((z * kb as f64).round() as u64),
         };
         zsum += z;
         var += (err / 1.96).powi(2);
@@ -147,8 +130,7 @@ pub fn sample_bloat(
     total.zero_kb = (zsum * kb as f64).round() as u64;
     total.zero_kb_error = (1.96 * var.sqrt() * kb as f64).round() as u64;
     let status_path = format!("/proc/{pid}/status");
-    let status = std::fs::read_to_string(&status_path)
-        .map_err(|e| io_err("cannot read", &status_path, e))?;
+    let status = std::fs::read_to_string(&status_path).map_err(|e| io_err("cannot read", &status_path, e))?;
     let page_tables_kb = status
         .lines()
         .find_map(|l| l.strip_prefix("VmPTE:"))

@@ -47,15 +47,7 @@ impl Spread {
         s.sort_by(f64::total_cmp);
         match s.len() {
             0 => Spread::default(),
-            n => Spread {
-                min: s[0],
-                median: if n % 2 == 1 {
-                    s[n / 2]
-                } else {
-                    (s[n / 2 - 1] + s[n / 2]) / 2.0
-                },
-                max: s[n - 1],
-            },
+            n => Spread { min: s[0], median: if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }, max: s[n - 1] },
         }
     }
 }
@@ -94,41 +86,16 @@ impl Range {
     fn new(len: usize) -> Range {
         let total = len + (2 << 20);
         // SAFETY: an anonymous mapping of our own; nothing else refers to it.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                total,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(
-            base,
-            libc::MAP_FAILED,
-            "mmap of {len} bytes: {}",
-            std::io::Error::last_os_error()
-        );
+        let base = unsafe { libc::mmap(std::ptr::null_mut(), total, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0) };
+        assert_ne!(base, libc::MAP_FAILED, "mmap of {len} bytes: {}", std::io::Error::last_os_error());
         let start = (base as usize).next_multiple_of(2 << 20);
-        Range {
-            base,
-            total,
-            start,
-            len,
-        }
+        Range { base, total, start, len }
     }
 
     /// MADV_HUGEPAGE on the range.
     fn hugepage(self) -> Range {
         // SAFETY: advice on our own mapping.
-        unsafe {
-            libc::madvise(
-                self.start as *mut libc::c_void,
-                self.len,
-                libc::MADV_HUGEPAGE,
-            )
-        };
+        unsafe { libc::madvise(self.start as *mut libc::c_void, self.len, libc::MADV_HUGEPAGE) };
         self
     }
 
@@ -140,10 +107,7 @@ impl Range {
             // SAFETY: inside the mapping.
             unsafe { std::ptr::write_volatile((self.start + off) as *mut u8, 1) };
         }
-        (
-            t.elapsed().as_secs_f64(),
-            crate::executor::minflt_now() - f0,
-        )
+        (t.elapsed().as_secs_f64(), crate::executor::minflt_now() - f0)
     }
 
     /// Write every byte (memset); (seconds, faults).
@@ -151,13 +115,8 @@ impl Range {
         let f0 = crate::executor::minflt_now();
         let t = Instant::now();
         // SAFETY: the whole range is inside the mapping; black_box keeps the writes.
-        unsafe {
-            std::ptr::write_bytes(std::hint::black_box(self.start as *mut u8), 0x5a, self.len)
-        };
-        (
-            t.elapsed().as_secs_f64(),
-            crate::executor::minflt_now() - f0,
-        )
+        unsafe { std::ptr::write_bytes(std::hint::black_box(self.start as *mut u8), 0x5a, self.len) };
+        (t.elapsed().as_secs_f64(), crate::executor::minflt_now() - f0)
     }
 
     /// Read one byte per 4 KiB page; (seconds, faults).
@@ -170,10 +129,7 @@ impl Range {
             x = x.wrapping_add(unsafe { std::ptr::read_volatile((self.start + off) as *const u8) });
         }
         std::hint::black_box(x);
-        (
-            t.elapsed().as_secs_f64(),
-            crate::executor::minflt_now() - f0,
-        )
+        (t.elapsed().as_secs_f64(), crate::executor::minflt_now() - f0)
     }
 }
 
@@ -185,9 +141,7 @@ impl Drop for Range {
 }
 
 /// The folio sizes calibrated.
-pub const SIZES: [&str; 9] = [
-    "4kB", "16kB", "32kB", "64kB", "128kB", "256kB", "512kB", "1024kB", "2048kB",
-];
+pub const SIZES: [&str; 9] = ["4kB", "16kB", "32kB", "64kB", "128kB", "256kB", "512kB", "1024kB", "2048kB"];
 
 /// Settings under which an anonymous write fault gets `size`: the machine's own knobs with
 /// top-level `never` and every size `never` but this one.
@@ -195,16 +149,13 @@ pub fn settings_for(base: &ThpSettings, size: &str) -> ThpSettings {
     let mut s = base.clone();
     s.apply_assignment("enabled=never").expect("valid");
     for l in SIZES.iter().skip(1) {
-        s.apply_assignment(&format!("hugepages-{l}/enabled=never"))
-            .expect("valid");
+        s.apply_assignment(&format!("hugepages-{l}/enabled=never")).expect("valid");
     }
     if size == "2048kB" {
         s.apply_assignment("enabled=always").expect("valid");
-        s.apply_assignment("hugepages-2048kB/enabled=inherit")
-            .expect("valid");
+        s.apply_assignment("hugepages-2048kB/enabled=inherit").expect("valid");
     } else if size != "4kB" {
-        s.apply_assignment(&format!("hugepages-{size}/enabled=always"))
-            .expect("valid");
+        s.apply_assignment(&format!("hugepages-{size}/enabled=always")).expect("valid");
     }
     s
 }
@@ -220,13 +171,7 @@ pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Resul
     // First, on a VM that reports free pages, the host: before the other figures free memory.
     let (host_figure, host) = match crate::host::reporting_order() {
         Some(order) => {
-            let (figure, host) = measure_host(
-                &base,
-                order,
-                len.min(256 << 20),
-                repeat.min(3),
-                &mut progress,
-            )?;
+            let (figure, host) = measure_host(&base, order, len.min(256 << 20), repeat.min(3), &mut progress)?;
             (Some(figure), Some(host))
         }
         None => (None, None),
@@ -260,14 +205,7 @@ pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Resul
         for _ in 0..CALLS {
             // SAFETY: map and unmap one page of our own.
             unsafe {
-                let p = libc::mmap(
-                    std::ptr::null_mut(),
-                    4096,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                );
+                let p = libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
                 libc::munmap(p, 4096);
             }
         }
@@ -275,31 +213,14 @@ pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Resul
     }
     g.restore()?;
     let touch_s = Spread::of(&touch);
-    figures.push(Figure {
-        what: "touch".into(),
-        ns: touch_s.clone(),
-        events: len as u64 / 4096,
-        at_size: None,
-    });
-    figures.push(Figure {
-        what: "zero page read".into(),
-        ns: Spread::of(&zero),
-        events: zero_faults,
-        at_size: None,
-    });
-    figures.push(Figure {
-        what: "syscall".into(),
-        ns: Spread::of(&sys),
-        events: 2 * CALLS as u64,
-        at_size: None,
-    });
+    figures.push(Figure { what: "touch".into(), ns: touch_s.clone(), events: len as u64 / 4096, at_size: None });
+    figures.push(Figure { what: "zero page read".into(), ns: Spread::of(&zero), events: zero_faults, at_size: None });
+    figures.push(Figure { what: "syscall".into(), ns: Spread::of(&sys), events: 2 * CALLS as u64, at_size: None });
     let mut fault = FaultCosts {
         zero_page_read_ns: Spread::of(&zero).median,
         touch_ns_per_page: touch_s.median,
         syscall_ns: Spread::of(&sys).median,
-        source: format!(
-            "thplab calibrate: {mib} MiB written one byte per 4 KiB page, median of {repeat}"
-        ),
+        source: format!("thplab calibrate: {mib} MiB written one byte per 4 KiB page, median of {repeat}"),
         ..Default::default()
     };
     for size in SIZES {
@@ -322,15 +243,7 @@ pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Resul
             let (s, f) = r.write_pages();
             let after = CounterSnapshot::read(&paths.sysfs)?;
             let d = before.delta(&after);
-            let got = if size == "4kB" {
-                f as i64
-            } else {
-                d.mthp
-                    .get(&format!("hugepages-{size}"))
-                    .and_then(|m| m.get("anon_fault_alloc"))
-                    .copied()
-                    .unwrap_or(0)
-            };
+            let got = if size == "4kB" { f as i64 } else { d.mthp.get(&format!("hugepages-{size}")).and_then(|m| m.get("anon_fault_alloc")).copied().unwrap_or(0) };
             at.push((got as f64 / f.max(1) as f64).min(1.0));
             // The other pages of each folio were touched without a fault.
             let touches = (len as u64 / 4096).saturating_sub(f);
@@ -349,57 +262,24 @@ pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Resul
         g.restore()?;
         let spread = Spread::of(&ns);
         let at_size = Spread::of(&at).median;
-        figures.push(Figure {
-            what: format!("fault {size}"),
-            ns: spread.clone(),
-            events: faults,
-            at_size: Some(at_size),
-        });
+        figures.push(Figure { what: format!("fault {size}"), ns: spread.clone(), events: faults, at_size: Some(at_size) });
         fault.ns_per_fault.insert(size.to_string(), spread.median);
         let (fill, free) = (Spread::of(&fill), Spread::of(&free));
-        fault
-            .fill_ns_per_fault
-            .insert(size.to_string(), fill.median);
-        fault
-            .free_ns_per_folio
-            .insert(size.to_string(), free.median);
-        figures.push(Figure {
-            what: format!("filled {size}"),
-            ns: fill,
-            events: faults,
-            at_size: None,
-        });
-        figures.push(Figure {
-            what: format!("free {size}"),
-            ns: free,
-            events: faults,
-            at_size: None,
-        });
+        fault.fill_ns_per_fault.insert(size.to_string(), fill.median);
+        fault.free_ns_per_folio.insert(size.to_string(), free.median);
+        figures.push(Figure { what: format!("filled {size}"), ns: fill, events: faults, at_size: None });
+        figures.push(Figure { what: format!("free {size}"), ns: free, events: faults, at_size: None });
     }
     figures.extend(host_figure);
-    Ok(Calibration {
-        figures,
-        fault,
-        host,
-    })
+    Ok(Calibration { figures, fault, host })
 }
 
 /// The `[host]` section: the free lists as they are at the start, and what a frame the host
 /// dropped costs when written: `runs` pairs of PMD fills of `len` bytes, one once reporting has
 /// taken every free block of its order and above (so the fill can only get reported blocks),
 /// one right after it freed them (the blocks at the head of their lists, unreported, backed).
-fn measure_host(
-    base: &ThpSettings,
-    order: u8,
-    len: usize,
-    runs: u32,
-    progress: &mut impl FnMut(&str),
-) -> Result<(Figure, HostCosts)> {
-    let free_areas = crate::host::free_areas().map_err(|error| crate::LiveError::Io {
-        what: "cannot read",
-        path: "/proc/buddyinfo".into(),
-        error,
-    })?;
+fn measure_host(base: &ThpSettings, order: u8, len: usize, runs: u32, progress: &mut impl FnMut(&str)) -> Result<(Figure, HostCosts)> {
+    let free_areas = crate::host::free_areas().map_err(|error| crate::LiveError::Io { what: "cannot read", path: "/proc/buddyinfo".into(), error })?;
     // PMD THP for the ranges alone (MADV_HUGEPAGE under `madvise`): under `always`, other
     // processes would take and free blocks of the reporting order meanwhile, and the cold fill
     // would get some of those, backed.
@@ -409,9 +289,7 @@ fn measure_host(
     let pages = (len / 4096) as f64;
     let mut ns = Vec::new();
     for run in 0..runs {
-        let settled = crate::host::wait_until_settled(&mut |waited| {
-            progress(&format!("host fault {}/{runs}: waiting for page reporting to take every free block ({waited} s)", run + 1))
-        });
+        let settled = crate::host::wait_until_settled(&mut |waited| progress(&format!("host fault {}/{runs}: waiting for page reporting to take every free block ({waited} s)", run + 1)));
         if settled.is_none() {
             // No count of reported memory: wait for the passes `len` bytes of freed blocks need
             // (at most 64 blocks of `order` per pass while fewer than 512 are free: the budget
@@ -435,15 +313,7 @@ fn measure_host(
             len >> 20
         ),
     };
-    Ok((
-        Figure {
-            what: "host fault".into(),
-            ns: spread,
-            events: pages as u64,
-            at_size: None,
-        },
-        host,
-    ))
+    Ok((Figure { what: "host fault".into(), ns: spread, events: pages as u64, at_size: None }, host))
 }
 
 #[cfg(test)]
@@ -452,35 +322,14 @@ mod tests {
 
     #[test]
     fn spreads_and_settings() {
-        assert_eq!(
-            Spread::of(&[3.0, 1.0, 2.0]),
-            Spread {
-                min: 1.0,
-                median: 2.0,
-                max: 3.0
-            }
-        );
+        assert_eq!(Spread::of(&[3.0, 1.0, 2.0]), Spread { min: 1.0, median: 2.0, max: 3.0 });
         assert_eq!(Spread::of(&[4.0, 1.0, 2.0, 3.0]).median, 2.5);
         let base = ThpSettings::default();
         let k = |s: &ThpSettings, p: &str| s.knob_map()[p].clone();
         let s = settings_for(&base, "64kB");
-        assert_eq!(
-            (
-                k(&s, "enabled"),
-                k(&s, "hugepages-64kB/enabled"),
-                k(&s, "hugepages-16kB/enabled")
-            ),
-            ("never".into(), "always".into(), "never".into())
-        );
+        assert_eq!((k(&s, "enabled"), k(&s, "hugepages-64kB/enabled"), k(&s, "hugepages-16kB/enabled")), ("never".into(), "always".into(), "never".into()));
         let s = settings_for(&base, "2048kB");
-        assert_eq!(
-            (
-                k(&s, "enabled"),
-                k(&s, "hugepages-2048kB/enabled"),
-                k(&s, "hugepages-1024kB/enabled")
-            ),
-            ("always".into(), "inherit".into(), "never".into())
-        );
+        assert_eq!((k(&s, "enabled"), k(&s, "hugepages-2048kB/enabled"), k(&s, "hugepages-1024kB/enabled")), ("always".into(), "inherit".into(), "never".into()));
         let s = settings_for(&base, "4kB");
         assert_eq!(k(&s, "enabled"), "never");
     }

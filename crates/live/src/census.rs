@@ -27,8 +27,8 @@
 //! they are tested against). Measured with `cargo bench -p live --bench census`.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
@@ -121,14 +121,7 @@ impl KpageFlags {
             }
             _ => io_err("cannot open", "/proc/kpageflags", e),
         })?;
-        Ok(KpageFlags {
-            file,
-            runs: Vec::new(),
-            last: 0,
-            reads: 0,
-            pfns_read: 0,
-            time: Duration::ZERO,
-        })
+        Ok(KpageFlags { file, runs: Vec::new(), last: 0, reads: 0, pfns_read: 0, time: Duration::ZERO })
     }
 
     fn read_run(&mut self, start_pfn: u64, n: u64) -> Result<()> {
@@ -136,10 +129,7 @@ impl KpageFlags {
         let mut buf = vec![0u8; (n * 8) as usize];
         let mut done = 0usize;
         while done < buf.len() {
-            match self
-                .file
-                .read_at(&mut buf[done..], start_pfn * 8 + done as u64)
-            {
+            match self.file.read_at(&mut buf[done..], start_pfn * 8 + done as u64) {
                 Ok(0) => break, // past the last PFN: flags stay 0
                 Ok(k) => done += k,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -149,10 +139,8 @@ impl KpageFlags {
         self.reads += 1;
         self.pfns_read += n;
         self.time += t.elapsed();
-        let v: Vec<u64> = buf
-            .chunks_exact(8)
-            .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-            .collect();
+        let v: Vec<u64> =
+            buf.chunks_exact(8).map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect();
         // Runs never overlap: prefetch reads disjoint blocks into an empty cache, and a miss
         // reads only the gap between its neighbours (see `get_with`).
         let pos = self.runs.partition_point(|(s, _)| *s < start_pfn);
@@ -244,9 +232,7 @@ impl KpageFlags {
             return Ok(1);
         }
         let mut k = 0;
-        while k < MAX_FOLIO_ORDER
-            && self.get_with(head + (1u64 << k), KPF_PROBE)? & KPF_COMPOUND_TAIL != 0
-        {
+        while k < MAX_FOLIO_ORDER && self.get_with(head + (1u64 << k), KPF_PROBE)? & KPF_COMPOUND_TAIL != 0 {
             k += 1;
         }
         Ok(1u64 << k)
@@ -270,8 +256,7 @@ fn read_pagemap(file: &File, path: &str, start: u64, len: u64, out: &mut Vec<u64
     out.clear();
     out.resize(len as usize, 0);
     // SAFETY: u64 has no invalid bit patterns; the byte view covers exactly `out`.
-    let buf =
-        unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), out.len() * 8) };
+    let buf = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), out.len() * 8) };
     let mut done = 0usize;
     while done < buf.len() {
         match file.read_at(&mut buf[done..], (start / PAGE_SIZE) * 8 + done as u64) {
@@ -302,21 +287,14 @@ pub fn census_of_ranges(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma]) -> Result
 }
 
 /// [`census_of_ranges`] with a choice of kpageflags reads.
-pub fn census_of_ranges_with(
-    pid: i32,
-    ranges: &[(u64, u64)],
-    vmas: &[Vma],
-    reads: Reads,
-) -> Result<CensusReport> {
+pub fn census_of_ranges_with(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma], reads: Reads) -> Result<CensusReport> {
     let t0 = Instant::now();
     let path = format!("/proc/{pid}/pagemap");
     let pagemap = File::open(&path).map_err(|e| match e.kind() {
         // ESRCH: the process has exited (a zombie has no mm) or is exiting.
         std::io::ErrorKind::NotFound => LiveError::NoSuchProcess { pid },
         _ if e.raw_os_error() == Some(libc::ESRCH) => LiveError::NoSuchProcess { pid },
-        std::io::ErrorKind::PermissionDenied => {
-            LiveError::NotAvailable(format!("{path} needs root"))
-        }
+        std::io::ErrorKind::PermissionDenied => LiveError::NotAvailable(format!("{path} needs root")),
         _ => io_err("cannot open", &path, e),
     })?;
     let mut kpf = KpageFlags::open()?;
@@ -331,11 +309,7 @@ pub fn census_of_ranges_with(
             let s = a.max(v.start);
             let e = b.min(v.end);
             if s < e {
-                segs.push((
-                    s / PAGE_SIZE * PAGE_SIZE,
-                    e.div_ceil(PAGE_SIZE) * PAGE_SIZE,
-                    vi,
-                ));
+                segs.push((s / PAGE_SIZE * PAGE_SIZE, e.div_ceil(PAGE_SIZE) * PAGE_SIZE, vi));
             }
         }
     }
@@ -344,10 +318,8 @@ pub fn census_of_ranges_with(
     let nv = vmas.len();
     // Private anonymous VMAs: a folio there is mapped once in this mm (no KSM for large folios;
     // KSM pages are checked by flag), so a folio seen whole in one run is counted on the spot.
-    let private_anon: Vec<bool> = vmas
-        .iter()
-        .map(|v| (v.name.is_empty() || v.name.starts_with('[')) && !v.perms.contains('s'))
-        .collect();
+    let private_anon: Vec<bool> =
+        vmas.iter().map(|v| (v.name.is_empty() || v.name.starts_with('[')) && !v.perms.contains('s')).collect();
     let mut st = Tally::new(nv);
     let mut flags_buf: Vec<u64> = Vec::new();
     let mut spans: Vec<Span> = Vec::new();
@@ -368,9 +340,7 @@ pub fn census_of_ranges_with(
             return Ok(());
         }
         if b.runs.iter().all(|r| r.pfn == 0) {
-            return Err(LiveError::NotAvailable(format!(
-                "{path} shows no PFNs (they are hidden without CAP_SYS_ADMIN)"
-            )));
+            return Err(LiveError::NotAvailable(format!("{path} shows no PFNs (they are hidden without CAP_SYS_ADMIN)")));
         }
         report.present_pages += b.present;
         // Short runs: the flags of every PFN and of the one after the run (where its last
@@ -390,15 +360,7 @@ pub fn census_of_ranges_with(
             } else {
                 RunFlags::on_demand(r, std::mem::take(&mut window))
             };
-            tally_run(
-                &mut st,
-                &mut kpf,
-                r,
-                &mut fl,
-                b.va,
-                b.vi,
-                private_anon[b.vi],
-            )?;
+            tally_run(&mut st, &mut kpf, r, &mut fl, b.va, b.vi, private_anon[b.vi])?;
             window = fl.into_window();
         }
         Ok(())
@@ -413,10 +375,7 @@ pub fn census_of_ranges_with(
             let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Batch>>(2);
             sc.spawn(|| {
                 let tx = tx;
-                let r = pagemap_batches(&pagemap, &path, &segs, |b| {
-                    tx.send(Ok(b))
-                        .map_err(|_| LiveError::NotAvailable("census ended".into()))
-                });
+                let r = pagemap_batches(&pagemap, &path, &segs, |b| tx.send(Ok(b)).map_err(|_| LiveError::NotAvailable("census ended".into())));
                 if let Err(e) = r {
                     let _ = tx.send(Err(e));
                 }
@@ -427,27 +386,14 @@ pub fn census_of_ranges_with(
             Ok(())
         })?;
     }
-    let Tally {
-        zero_ptes,
-        huge_zero,
-        small,
-        whole,
-        whole_pmd_candidates,
-        accs,
-        large_ranges,
-        ..
-    } = st;
+    let Tally { zero_ptes, huge_zero, small, whole, whole_pmd_candidates, accs, large_ranges, .. } = st;
     report.large_ranges = large_ranges;
 
     // PMD mappings per VMA, from smaps: the first N candidates (2 MiB folios fully mapped at a
     // 2 MiB-aligned address of the VMA) are PMD-mapped, N = PMD-mapped KiB / 2 MiB.
     let mut candidates: Vec<Vec<usize>> = vec![Vec::new(); nv];
     for (i, a) in accs.iter().enumerate() {
-        if a.nr * PAGE_SIZE == PMD_SIZE
-            && a.matching == a.nr
-            && a.base % PMD_SIZE == 0
-            && !a.hugetlb
-        {
+        if a.nr * PAGE_SIZE == PMD_SIZE && a.matching == a.nr && a.base % PMD_SIZE == 0 && !a.hugetlb {
             let v = &vmas[a.vma];
             if a.base >= v.start && a.base + PMD_SIZE <= v.end {
                 candidates[a.vma].push(i);
@@ -481,11 +427,7 @@ pub fn census_of_ranges_with(
             let nr = 1u64 << order;
             let e = c.sizes.entry(label(nr)).or_default();
             e.folios += k;
-            let pmd = if nr * PAGE_SIZE == PMD_SIZE {
-                whole_pmd[vi]
-            } else {
-                0
-            };
+            let pmd = if nr * PAGE_SIZE == PMD_SIZE { whole_pmd[vi] } else { 0 };
             e.pmd_mapped += pmd;
             e.pte_mapped += k - pmd;
         }
@@ -526,12 +468,7 @@ struct Batch {
 }
 
 /// Read pagemap over `segs` in batches, cut each into runs and hand it to `f`, in address order.
-fn pagemap_batches(
-    pagemap: &File,
-    path: &str,
-    segs: &[(u64, u64, usize)],
-    mut f: impl FnMut(Batch) -> Result<()>,
-) -> Result<()> {
+fn pagemap_batches(pagemap: &File, path: &str, segs: &[(u64, u64, usize)], mut f: impl FnMut(Batch) -> Result<()>) -> Result<()> {
     let mut entries: Vec<u64> = Vec::with_capacity(PAGEMAP_BATCH as usize);
     for &(s, e, vi) in segs {
         let mut va = s;
@@ -556,21 +493,10 @@ fn pagemap_batches(
                 let pfn = ent & PM_PFN_MASK;
                 match runs.last_mut() {
                     Some(r) if r.idx + r.len == i as u64 && r.pfn + r.len == pfn => r.len += 1,
-                    _ => runs.push(Run {
-                        idx: i as u64,
-                        pfn,
-                        len: 1,
-                    }),
+                    _ => runs.push(Run { idx: i as u64, pfn, len: 1 }),
                 }
             }
-            f(Batch {
-                va,
-                n,
-                vi,
-                runs,
-                present,
-                pagemap_time,
-            })?;
+            f(Batch { va, n, vi, runs, present, pagemap_time })?;
             va += n * PAGE_SIZE;
         }
     }
@@ -598,23 +524,14 @@ struct Span {
 const SPAN_MERGE_GAP: u64 = 16;
 
 /// Read the flags of `[r.pfn, r.pfn + r.len]` for every run, in merged spans.
-fn read_spans(
-    kpf: &mut KpageFlags,
-    runs: &[Run],
-    spans: &mut Vec<Span>,
-    buf: &mut Vec<u64>,
-) -> Result<()> {
+fn read_spans(kpf: &mut KpageFlags, runs: &[Run], spans: &mut Vec<Span>, buf: &mut Vec<u64>) -> Result<()> {
     let mut want: Vec<(u64, u64)> = runs.iter().map(|r| (r.pfn, r.pfn + r.len + 1)).collect();
     want.sort_unstable();
     spans.clear();
     for (a, b) in want {
         match spans.last_mut() {
             Some(sp) if a <= sp.pfn + sp.len + SPAN_MERGE_GAP => sp.len = sp.len.max(b - sp.pfn),
-            _ => spans.push(Span {
-                pfn: a,
-                len: b - a,
-                off: 0,
-            }),
+            _ => spans.push(Span { pfn: a, len: b - a, off: 0 }),
         }
     }
     let total: u64 = spans.iter().map(|s| s.len).sum();
@@ -627,10 +544,7 @@ fn read_spans(
     }
     // Sequential: reading with several threads was slower here (2 vCPUs, both busy).
     for sp in spans.iter() {
-        kpf.read_into(
-            sp.pfn,
-            &mut buf[sp.off as usize..(sp.off + sp.len) as usize],
-        )?;
+        kpf.read_into(sp.pfn, &mut buf[sp.off as usize..(sp.off + sp.len) as usize])?;
     }
     Ok(())
 }
@@ -639,9 +553,7 @@ fn read_spans(
 /// number of reads.
 fn read_flags(file: &File, start_pfn: u64, out: &mut [u64]) -> Result<u64> {
     // SAFETY: u64 has no invalid bit patterns; the byte view covers exactly `out`.
-    let bytes = unsafe {
-        std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(out))
-    };
+    let bytes = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(out)) };
     let mut done = 0usize;
     let mut reads = 0;
     while done < bytes.len() {
@@ -703,24 +615,12 @@ struct RunFlags<'a> {
 
 impl<'a> RunFlags<'a> {
     fn read(r: &Run, fl: &'a [u64]) -> RunFlags<'a> {
-        RunFlags {
-            pfn: r.pfn,
-            len: r.len,
-            pre: Some(fl),
-            win_pfn: 0,
-            win: Vec::new(),
-        }
+        RunFlags { pfn: r.pfn, len: r.len, pre: Some(fl), win_pfn: 0, win: Vec::new() }
     }
 
     fn on_demand(r: &Run, mut buf: Vec<u64>) -> RunFlags<'a> {
         buf.clear();
-        RunFlags {
-            pfn: r.pfn,
-            len: r.len,
-            pre: None,
-            win_pfn: 0,
-            win: buf,
-        }
+        RunFlags { pfn: r.pfn, len: r.len, pre: None, win_pfn: 0, win: buf }
     }
 
     fn into_window(self) -> Vec<u64> {
@@ -829,15 +729,7 @@ impl Tally {
 }
 
 /// Account the pages of one run; `fl` gives the flags of its PFNs and of the PFN after it.
-fn tally_run(
-    st: &mut Tally,
-    kpf: &mut KpageFlags,
-    r: &Run,
-    fl: &mut RunFlags,
-    chunk_va: u64,
-    vi: usize,
-    private_anon: bool,
-) -> Result<()> {
+fn tally_run(st: &mut Tally, kpf: &mut KpageFlags, r: &Run, fl: &mut RunFlags, chunk_va: u64, vi: usize, private_anon: bool) -> Result<()> {
     let len = r.len as usize;
     let mut i = 0usize;
     while i < len {
@@ -902,11 +794,7 @@ fn tally_run(
         }
         let upto = ((head + nr - pfn) as usize).min(len - i);
         if nr > 1 {
-            push_range(
-                &mut st.large_ranges[vi],
-                page_va,
-                page_va + upto as u64 * PAGE_SIZE,
-            );
+            push_range(&mut st.large_ranges[vi], page_va, page_va + upto as u64 * PAGE_SIZE);
         }
         let a = &mut st.accs[idx];
         for j in 0..upto {
@@ -926,25 +814,12 @@ fn push_range(v: &mut Vec<(u64, u64)>, a: u64, b: u64) {
 }
 
 /// The accumulator of the folio whose head is `head`, created on first sight.
-fn acc_index(
-    st: &mut Tally,
-    kpf: &mut KpageFlags,
-    head: u64,
-    head_flags: u64,
-    vi: usize,
-) -> Result<usize> {
+fn acc_index(st: &mut Tally, kpf: &mut KpageFlags, head: u64, head_flags: u64, vi: usize) -> Result<usize> {
     if let Some(&i) = st.by_head.get(&head) {
         return Ok(i);
     }
     let nr = kpf.nr_pages(head, head_flags)?;
-    st.accs.push(FolioAcc {
-        nr,
-        base: 0,
-        mapped: 0,
-        matching: 0,
-        vma: vi,
-        hugetlb: head_flags & KPF_HUGE != 0,
-    });
+    st.accs.push(FolioAcc { nr, base: 0, mapped: 0, matching: 0, vma: vi, hugetlb: head_flags & KPF_HUGE != 0 });
     st.by_head.insert(head, st.accs.len() - 1);
     Ok(st.accs.len() - 1)
 }
@@ -989,21 +864,12 @@ mod tests {
         let path = std::env::temp_dir().join(format!("thplab-kpf-{}", std::process::id()));
         let data: Vec<u8> = (0u64..5000).flat_map(|i| i.to_ne_bytes()).collect();
         std::fs::write(&path, data).unwrap();
-        let mut k = KpageFlags {
-            file: File::open(&path).unwrap(),
-            runs: Vec::new(),
-            last: 0,
-            reads: 0,
-            pfns_read: 0,
-            time: Duration::ZERO,
-        };
+        let mut k = KpageFlags { file: File::open(&path).unwrap(), runs: Vec::new(), last: 0, reads: 0, pfns_read: 0, time: Duration::ZERO };
         let mut out = vec![0u64; 40];
         k.read_into(4980, &mut out).unwrap();
         assert_eq!(out[..20], (4980..5000).collect::<Vec<u64>>()[..]);
         assert!(out[20..].iter().all(|&f| f == 0), "past the end: 0");
-        for pfn in [
-            100, 120, 64, 127, 128, 129, 130, 150, 3, 4095, 4998, 2001, 1999, 17, 16, 200,
-        ] {
+        for pfn in [100, 120, 64, 127, 128, 129, 130, 150, 3, 4095, 4998, 2001, 1999, 17, 16, 200] {
             assert_eq!(k.get(pfn).unwrap(), pfn, "pfn {pfn}");
             assert_eq!(k.get_with(pfn + 1, KPF_PROBE).unwrap(), pfn + 1);
         }
@@ -1042,11 +908,7 @@ mod tests {
                 _ => (9, KPF_HUGE),
             };
             let order = if p % (1 << order) == 0 { order } else { 0 };
-            let extra = if order == 0 && extra & KPF_THP != 0 {
-                0
-            } else {
-                extra
-            };
+            let extra = if order == 0 && extra & KPF_THP != 0 { 0 } else { extra };
             let nr = 1u64 << order;
             for j in 0..nr {
                 let compound = match (order, j) {
@@ -1063,23 +925,15 @@ mod tests {
 
     /// Everything a census is computed from, after the runs.
     fn tally_state(st: &Tally) -> String {
-        let mut heads: Vec<_> = st
-            .by_head
-            .iter()
-            .map(|(h, &i)| (*h, st.accs[i].clone()))
-            .collect();
+        let mut heads: Vec<_> = st.by_head.iter().map(|(h, &i)| (*h, st.accs[i].clone())).collect();
         heads.sort_by_key(|(h, _)| *h);
         let mut small: Vec<_> = st.small_seen.iter().copied().collect();
         small.sort_unstable();
-        let hz: Vec<Vec<u64>> = st
-            .huge_zero
-            .iter()
-            .map(|h| {
-                let mut v: Vec<u64> = h.iter().copied().collect();
-                v.sort_unstable();
-                v
-            })
-            .collect();
+        let hz: Vec<Vec<u64>> = st.huge_zero.iter().map(|h| {
+            let mut v: Vec<u64> = h.iter().copied().collect();
+            v.sort_unstable();
+            v
+        }).collect();
         format!(
             "zero {:?} hz {hz:?} small {:?} {small:?} whole {:?} pmdc {:?} ranges {:?} accs {heads:?}",
             st.zero_ptes, st.small, st.whole, st.whole_pmd_candidates, st.large_ranges
@@ -1092,18 +946,12 @@ mod tests {
         for seed in 1..40u64 {
             let n = 1 << 15;
             let fl = synthetic_flags(seed * 0x9e37_79b9_7f4a_7c15, n);
-            std::fs::write(
-                &path,
-                fl.iter().flat_map(|f| f.to_ne_bytes()).collect::<Vec<u8>>(),
-            )
-            .unwrap();
+            std::fs::write(&path, fl.iter().flat_map(|f| f.to_ne_bytes()).collect::<Vec<u8>>()).unwrap();
             // Runs: pieces of the PFN space, some skipped, some read twice (shared), mapped at
             // addresses in two VMAs with holes, some shifted by a page (mremap).
             let mut x = seed;
             let mut rnd = move |m: u64| {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 (x >> 33) % m
             };
             let mut runs = Vec::new();
@@ -1111,29 +959,14 @@ mod tests {
             let mut idx = 0u64;
             while pfn < n {
                 let len = [1, 3, 17, 64, 100, 700, 3000][rnd(7) as usize].min(n - pfn);
-                let start = if rnd(10) == 0 && pfn > 600 {
-                    pfn - rnd(600)
-                } else {
-                    pfn
-                };
-                runs.push(Run {
-                    idx,
-                    pfn: start,
-                    len,
-                });
+                let start = if rnd(10) == 0 && pfn > 600 { pfn - rnd(600) } else { pfn };
+                runs.push(Run { idx, pfn: start, len });
                 idx += len + [0, 0, 1, 5][rnd(4) as usize];
                 pfn += len + [0, 0, 0, 1, 9][rnd(5) as usize];
             }
             let mut states = Vec::new();
             for lazy in [false, true] {
-                let mut kpf = KpageFlags {
-                    file: File::open(&path).unwrap(),
-                    runs: Vec::new(),
-                    last: 0,
-                    reads: 0,
-                    pfns_read: 0,
-                    time: Duration::ZERO,
-                };
+                let mut kpf = KpageFlags { file: File::open(&path).unwrap(), runs: Vec::new(), last: 0, reads: 0, pfns_read: 0, time: Duration::ZERO };
                 let mut st = Tally::new(2);
                 let mut window = Vec::new();
                 for (k, r) in runs.iter().enumerate() {
@@ -1155,53 +988,14 @@ mod tests {
         }
         // Only 64 KiB folios, in one run: about two PFNs read per folio.
         let n = 1u64 << 14;
-        let fl: Vec<u64> = (0..=n)
-            .map(|p| {
-                if p == n {
-                    0
-                } else if p % 16 == 0 {
-                    KPF_COMPOUND_HEAD | KPF_THP
-                } else {
-                    KPF_COMPOUND_TAIL | KPF_THP
-                }
-            })
-            .collect();
-        std::fs::write(
-            &path,
-            fl.iter().flat_map(|f| f.to_ne_bytes()).collect::<Vec<u8>>(),
-        )
-        .unwrap();
-        let mut kpf = KpageFlags {
-            file: File::open(&path).unwrap(),
-            runs: Vec::new(),
-            last: 0,
-            reads: 0,
-            pfns_read: 0,
-            time: Duration::ZERO,
-        };
+        let fl: Vec<u64> = (0..=n).map(|p| if p == n { 0 } else if p % 16 == 0 { KPF_COMPOUND_HEAD | KPF_THP } else { KPF_COMPOUND_TAIL | KPF_THP }).collect();
+        std::fs::write(&path, fl.iter().flat_map(|f| f.to_ne_bytes()).collect::<Vec<u8>>()).unwrap();
+        let mut kpf = KpageFlags { file: File::open(&path).unwrap(), runs: Vec::new(), last: 0, reads: 0, pfns_read: 0, time: Duration::ZERO };
         let mut st = Tally::new(1);
-        let r = Run {
-            idx: 0,
-            pfn: 0,
-            len: n,
-        };
-        tally_run(
-            &mut st,
-            &mut kpf,
-            &r,
-            &mut RunFlags::on_demand(&r, Vec::new()),
-            0x7000_0000_0000,
-            0,
-            true,
-        )
-        .unwrap();
+        let r = Run { idx: 0, pfn: 0, len: n };
+        tally_run(&mut st, &mut kpf, &r, &mut RunFlags::on_demand(&r, Vec::new()), 0x7000_0000_0000, 0, true).unwrap();
         assert_eq!(st.whole[0][4], n / 16);
-        assert!(
-            kpf.pfns_read <= n / 8 + 64 && kpf.reads <= n / 8 + 1,
-            "{} PFNs in {} reads",
-            kpf.pfns_read,
-            kpf.reads
-        );
+        assert!(kpf.pfns_read <= n / 8 + 64 && kpf.reads <= n / 8 + 1, "{} PFNs in {} reads", kpf.pfns_read, kpf.reads);
         let _ = std::fs::remove_file(&path);
     }
 
@@ -1210,14 +1004,7 @@ mod tests {
         assert_eq!(label(1), "4kB");
         assert_eq!(label(16), "64kB");
         assert_eq!(label(512), "2048kB");
-        let mut a = FolioAcc {
-            nr: 16,
-            base: 0,
-            mapped: 0,
-            matching: 0,
-            vma: 0,
-            hugetlb: false,
-        };
+        let mut a = FolioAcc { nr: 16, base: 0, mapped: 0, matching: 0, vma: 0, hugetlb: false };
         account(&mut a, 0x10000 + 3 * 4096, 3, 0);
         assert_eq!(a.base, 0x10000);
         account(&mut a, 0x10000 + 4 * 4096, 4, 0);

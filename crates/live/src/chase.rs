@@ -51,24 +51,14 @@ impl ChasePage {
     /// The knob assignments that give this backing on the anonymous fault path: the top-level
     /// `enabled`, and every `hugepages-<N>kB/enabled` the tree has.
     pub fn assignments(&self, sizes_kb: &[u32]) -> Vec<String> {
-        let mut v = vec![format!(
-            "enabled={}",
-            if *self == ChasePage::Pmd {
-                "always"
-            } else {
-                "never"
-            }
-        )];
+        let mut v = vec![format!("enabled={}", if *self == ChasePage::Pmd { "always" } else { "never" })];
         for &kb in sizes_kb {
             let on = match self {
                 ChasePage::Base => false,
                 ChasePage::Mthp(k) => *k == kb,
                 ChasePage::Pmd => kb == 2048,
             };
-            v.push(format!(
-                "hugepages-{kb}kB/enabled={}",
-                if on { "always" } else { "never" }
-            ));
+            v.push(format!("hugepages-{kb}kB/enabled={}", if on { "always" } else { "never" }));
         }
         v
     }
@@ -109,9 +99,7 @@ impl ChasePoint {
 /// the pages present, from /proc/self/pagemap (PFNs need CAP_SYS_ADMIN; 0 lines without).
 fn frame_lines(base: usize, len: usize) -> (u64, u64) {
     use std::os::unix::fs::FileExt;
-    let Ok(f) = std::fs::File::open("/proc/self/pagemap") else {
-        return (0, 0);
-    };
+    let Ok(f) = std::fs::File::open("/proc/self/pagemap") else { return (0, 0) };
     let pages = len / 4096;
     let mut lines = std::collections::HashSet::new();
     let mut present = 0u64;
@@ -120,9 +108,7 @@ fn frame_lines(base: usize, len: usize) -> (u64, u64) {
     while i < pages {
         let n = (pages - i).min(4096);
         let bytes = &mut buf[..8 * n];
-        if f.read_exact_at(bytes, ((base / 4096 + i) * 8) as u64)
-            .is_err()
-        {
+        if f.read_exact_at(bytes, ((base / 4096 + i) * 8) as u64).is_err() {
             break;
         }
         for e in bytes.chunks_exact(8) {
@@ -147,14 +133,7 @@ pub fn tree_sizes(paths: &Paths) -> Vec<u32> {
         .map(|d| {
             d.flatten()
                 .filter(|e| e.path().join("enabled").exists())
-                .filter_map(|e| {
-                    e.file_name()
-                        .to_str()?
-                        .strip_prefix("hugepages-")?
-                        .strip_suffix("kB")?
-                        .parse()
-                        .ok()
-                })
+                .filter_map(|e| e.file_name().to_str()?.strip_prefix("hugepages-")?.strip_suffix("kB")?.parse().ok())
                 .collect()
         })
         .unwrap_or_default();
@@ -166,13 +145,8 @@ fn anon_fault_allocs(paths: &Paths, sizes: &[u32]) -> Vec<(String, u64)> {
     sizes
         .iter()
         .map(|kb| {
-            let p = paths
-                .sysfs
-                .join(format!("hugepages-{kb}kB/stats/anon_fault_alloc"));
-            let n = std::fs::read_to_string(&p)
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-                .unwrap_or(0);
+            let p = paths.sysfs.join(format!("hugepages-{kb}kB/stats/anon_fault_alloc"));
+            let n = std::fs::read_to_string(&p).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
             (format!("hugepages-{kb}kB"), n)
         })
         .collect()
@@ -190,12 +164,7 @@ fn anon_huge_bytes() -> u64 {
 /// The stream the chase follows (also what the model is given).
 pub fn chase_stream(bytes: u64, accesses: u64, seed: u64) -> AccessStream {
     AccessStream {
-        range: Range {
-            region: RegionId(0),
-            offset: 0,
-            len: bytes,
-            every: None,
-        },
+        range: Range { region: RegionId(0), offset: 0, len: bytes, every: None },
         pattern: Pattern::Chase,
         count: Some(accesses),
         writes_pct: 0,
@@ -211,17 +180,12 @@ pub fn run_chase(bytes: u64, page: ChasePage, accesses: u64, seed: u64) -> Resul
     let sizes = tree_sizes(&paths);
     if let ChasePage::Mthp(k) = page {
         if !sizes.contains(&k) {
-            return Err(LiveError::NotAvailable(format!(
-                "this kernel has no hugepages-{k}kB (sizes: {sizes:?} kB)"
-            )));
+            return Err(LiveError::NotAvailable(format!("this kernel has no hugepages-{k}kB (sizes: {sizes:?} kB)")));
         }
     }
     let mut settings: ThpSettings = crate::guard::current_settings(&paths)?;
     for a in page.assignments(&sizes) {
-        settings.apply_assignment(&a).map_err(|e| LiveError::Knob {
-            path: a.clone(),
-            message: e.to_string(),
-        })?;
+        settings.apply_assignment(&a).map_err(|e| LiveError::Knob { path: a.clone(), message: e.to_string() })?;
     }
     let guard = SettingsGuard::apply(&settings)?;
     if let Some(m) = guard.recovered() {
@@ -232,32 +196,15 @@ pub fn run_chase(bytes: u64, page: ChasePage, accesses: u64, seed: u64) -> Resul
     let after = anon_fault_allocs(&paths, &sizes);
     guard.restore()?;
     let (ns, huge, (pages, host_pte_lines)) = result?;
-    let mthp_faults = before
-        .into_iter()
-        .zip(after)
-        .map(|((k, b), (_, a))| (k, a.saturating_sub(b)))
-        .filter(|(_, d)| *d > 0)
-        .collect();
-    Ok(ChasePoint {
-        page: page.name(),
-        bytes,
-        accesses,
-        ns_per_access: ns,
-        anon_huge_bytes: huge,
-        mthp_faults,
-        pages,
-        host_pte_lines,
-    })
+    let mthp_faults = before.into_iter().zip(after).map(|((k, b), (_, a))| (k, a.saturating_sub(b))).filter(|(_, d)| *d > 0).collect();
+    Ok(ChasePoint { page: page.name(), bytes, accesses, ns_per_access: ns, anon_huge_bytes: huge, mthp_faults, pages, host_pte_lines })
 }
 
 const ALIGN: usize = 2 << 20;
 
 /// CLOCK_THREAD_CPUTIME_ID in ns.
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: a valid timespec out-pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -270,20 +217,10 @@ fn chase_in_mapping(bytes: u64, accesses: u64, seed: u64) -> Result<(f64, u64, (
     // SAFETY: an anonymous private mapping; every access below stays inside [base, base+len),
     // and it is unmapped before returning.
     let raw = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len + ALIGN,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
+        libc::mmap(std::ptr::null_mut(), len + ALIGN, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
     };
     if raw == libc::MAP_FAILED {
-        return Err(LiveError::Child(format!(
-            "mmap of {bytes} bytes for the chase failed: {}",
-            std::io::Error::last_os_error()
-        )));
+        return Err(LiveError::Child(format!("mmap of {bytes} bytes for the chase failed: {}", std::io::Error::last_os_error())));
     }
     let base = (raw as usize).next_multiple_of(ALIGN);
     // SAFETY: as above; writes of usize at 64-byte aligned offsets inside the mapping.
@@ -341,16 +278,8 @@ mod tests {
         assert_eq!(ChasePage::parse("48K"), None);
         assert_eq!(
             ChasePage::Mthp(16).assignments(&[16, 64, 2048]),
-            [
-                "enabled=never",
-                "hugepages-16kB/enabled=always",
-                "hugepages-64kB/enabled=never",
-                "hugepages-2048kB/enabled=never"
-            ]
+            ["enabled=never", "hugepages-16kB/enabled=always", "hugepages-64kB/enabled=never", "hugepages-2048kB/enabled=never"]
         );
-        assert_eq!(
-            ChasePage::Pmd.assignments(&[2048])[1],
-            "hugepages-2048kB/enabled=always"
-        );
+        assert_eq!(ChasePage::Pmd.assignments(&[2048])[1], "hugepages-2048kB/enabled=always");
     }
 }

@@ -33,14 +33,9 @@ use std::time::{Duration, Instant};
 
 use mm_types::{PAGE_SIZE, PMD_SIZE};
 use serde::{Deserialize, Serialize};
-use uapi::result::{
-    LiveKhugepaged, LiveSection, LiveWorkloadRun, Noise, NoiseEntry, RegionPlacement, Spread,
-};
+use uapi::result::{LiveKhugepaged, LiveSection, LiveWorkloadRun, Noise, NoiseEntry, RegionPlacement, Spread};
 use uapi::{CallResult, Census, MthpStat, ProcessStats, RunResult, ThpSettings};
-use workload::{
-    Backing, FileKind, OpKind, Placement, Range, RegionId, ThpDisable, Touch, TouchOrder,
-    TouchPlan, Workload, HEAP,
-};
+use workload::{Backing, FileKind, OpKind, Placement, Range, RegionId, ThpDisable, Touch, TouchOrder, TouchPlan, Workload, HEAP};
 
 use crate::census::census_of_ranges;
 use crate::guard::SettingsGuard;
@@ -85,51 +80,20 @@ pub enum ExecKind {
         pgoff: u64,
     },
     /// A declared tmpfs (mounted before `go`; the op reports how that went).
-    Mount {
-        mount: usize,
-    },
+    Mount { mount: usize },
     /// memfd_create, shm_open or open(O_CREAT) of [`ExecSpec::files`]`[file]`.
-    Create {
-        file: usize,
-    },
-    Ftruncate {
-        file: usize,
-        size: u64,
-    },
-    Fallocate {
-        file: usize,
-        offset: u64,
-        len: u64,
-    },
+    Create { file: usize },
+    Ftruncate { file: usize, size: u64 },
+    Fallocate { file: usize, offset: u64, len: u64 },
     /// pwrite calls of `chunk` bytes covering `[offset, offset + len)`.
-    Write {
-        file: usize,
-        offset: u64,
-        len: u64,
-        chunk: u64,
-    },
-    Munmap {
-        pieces: Vec<Piece>,
-    },
-    Mprotect {
-        pieces: Vec<Piece>,
-        prot: i32,
-    },
-    Madvise {
-        pieces: Vec<Piece>,
-        advice: i32,
-    },
-    Brk {
-        delta: i64,
-    },
-    Prctl {
-        arg2: u64,
-        arg3: u64,
-    },
+    Write { file: usize, offset: u64, len: u64, chunk: u64 },
+    Munmap { pieces: Vec<Piece> },
+    Mprotect { pieces: Vec<Piece>, prot: i32 },
+    Madvise { pieces: Vec<Piece>, advice: i32 },
+    Brk { delta: i64 },
+    Prctl { arg2: u64, arg3: u64 },
     /// nanosleep for this many nanoseconds.
-    Sleep {
-        ns: u64,
-    },
+    Sleep { ns: u64 },
     Touch {
         base: Piece,
         offset: u64,
@@ -150,10 +114,7 @@ pub enum ExecKind {
     /// `repeat DURATION {`: the next `body` operations again and again while CLOCK_MONOTONIC
     /// is before this operation's start + `ns` when an iteration would start; its result is
     /// the number of iterations.
-    RepeatFor {
-        ns: u64,
-        body: usize,
-    },
+    RepeatFor { ns: u64, body: usize },
     /// An `access` statement: the loads and stores of `workload::AccessPlan`.
     Access {
         base: Piece,
@@ -169,28 +130,18 @@ pub enum ExecKind {
         elem: u64,
     },
     /// fork(): the child becomes process `child` (an index into the workload's processes).
-    Fork {
-        child: usize,
-    },
+    Fork { child: usize },
     /// pthread_create: thread `child` (started before `go`) runs from here on.
-    Thread {
-        child: usize,
-    },
+    Thread { child: usize },
     /// clone(CLONE_VM|CLONE_VFORK): the child `child` runs its operations in main's mm, main
     /// waits until it exits.
-    Vfork {
-        child: usize,
-    },
+    Vfork { child: usize },
     /// pthread_join of thread `child`.
-    Join {
-        child: usize,
-    },
+    Join { child: usize },
     /// _exit(0) of the process running it.
     Exit,
     /// waitpid of process `child`.
-    Wait {
-        child: usize,
-    },
+    Wait { child: usize },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -320,8 +271,7 @@ pub struct ExecOptions {
 impl Default for ExecOptions {
     fn default() -> Self {
         ExecOptions {
-            child_program: std::env::current_exe()
-                .unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
+            child_program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
             child_args: vec!["__exec".into()],
             repeat: 1,
             progress: false,
@@ -337,10 +287,7 @@ impl Default for ExecOptions {
 /// Resolve every address of `w`: regions at the model's placement (or the harness's own, when
 /// the model gave none), heap pieces relative to `start_brk`. Returns the spec, the regions
 /// (heap length as of the end) and notes on placement.
-pub fn build_spec(
-    w: &Workload,
-    model_regions: &[RegionPlacement],
-) -> Result<(ExecSpec, Vec<RegionPlacement>, Vec<String>)> {
+pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(ExecSpec, Vec<RegionPlacement>, Vec<String>)> {
     let mut addr: Vec<Option<u64>> = vec![None; w.regions.len()];
     let mut notes = Vec::new();
     let mut cursor = HARNESS_MMAP_BASE;
@@ -348,23 +295,12 @@ pub fn build_spec(
     let mut heap_len: u64 = 0;
     let mut heap_max: u64 = 0;
     let mut ops = Vec::new();
-    let err = |line: usize, message: String| LiveError::Workload {
-        source_name: w.source.clone(),
-        line,
-        message,
-    };
+    let err = |line: usize, message: String| LiveError::Workload { source_name: w.source.clone(), line, message };
     let heap_id = w.region_by_name(HEAP);
 
     // Files and mounts.
-    let mounts: Vec<MountSpec> = w
-        .mounts
-        .iter()
-        .map(|m| MountSpec {
-            huge: m.huge.word().to_string(),
-            dir: String::new(),
-            line: m.line,
-        })
-        .collect();
+    let mounts: Vec<MountSpec> =
+        w.mounts.iter().map(|m| MountSpec { huge: m.huge.word().to_string(), dir: String::new(), line: m.line }).collect();
     let mut files = Vec::new();
     let mut shm_mount: Option<(Option<workload::MountId>, usize)> = None;
     for f in &w.files {
@@ -394,11 +330,7 @@ pub fn build_spec(
             }
             FileKind::Tmpfs { mount } => (FileSpecKind::Open, Some(mount.0 as usize)),
         };
-        files.push(FileSpec {
-            name: f.name.clone(),
-            kind,
-            mount,
-        });
+        files.push(FileSpec { name: f.name.clone(), kind, mount });
     }
     let dev_shm = shm_mount.and_then(|(m, _)| m).map(|m| m.0 as usize);
     let mut write_buf_len = 0u64;
@@ -426,20 +358,12 @@ pub fn build_spec(
             OpKind::Fork(_) => "fork".into(),
             OpKind::Thread(_) => "pthread_create".into(),
             OpKind::Vfork(_) => "vfork".into(),
-            OpKind::Wait(p) if w.proc(*p).kind == workload::ProcKind::Thread => {
-                "pthread_join".into()
-            }
+            OpKind::Wait(p) if w.proc(*p).kind == workload::ProcKind::Thread => "pthread_join".into(),
             OpKind::Wait(_) => "wait4".into(),
             OpKind::Exit => String::new(),
         };
         let kind = match &op.kind {
-            OpKind::Mmap {
-                region,
-                len,
-                prot,
-                placement,
-                backing,
-            } => {
+            OpKind::Mmap { region, len, prot, placement, backing } => {
                 let name = &w.region(*region).name;
                 let a = match (placement, model_regions.iter().find(|r| &r.name == name)) {
                     (Placement::Fixed(a), _) => *a,
@@ -456,34 +380,15 @@ pub fn build_spec(
                     Backing::SharedAnon => (true, None, 0),
                     Backing::SharedFile { file, pgoff } => (true, Some(file.0 as usize), pgoff),
                 };
-                ExecKind::Mmap {
-                    addr: a,
-                    len: *len,
-                    prot: prot.bits(),
-                    shared,
-                    file,
-                    pgoff,
-                }
+                ExecKind::Mmap { addr: a, len: *len, prot: prot.bits(), shared, file, pgoff }
             }
-            OpKind::Mount(m) => ExecKind::Mount {
-                mount: m.0 as usize,
-            },
+            OpKind::Mount(m) => ExecKind::Mount { mount: m.0 as usize },
             OpKind::Create(f) => ExecKind::Create { file: f.0 as usize },
-            OpKind::Ftruncate { file, size } => ExecKind::Ftruncate {
-                file: file.0 as usize,
-                size: *size,
-            },
-            OpKind::Fallocate { file, offset, len } => ExecKind::Fallocate {
-                file: file.0 as usize,
-                offset: *offset,
-                len: *len,
-            },
-            OpKind::Write {
-                file,
-                offset,
-                len,
-                chunk,
-            } => {
+            OpKind::Ftruncate { file, size } => ExecKind::Ftruncate { file: file.0 as usize, size: *size },
+            OpKind::Fallocate { file, offset, len } => {
+                ExecKind::Fallocate { file: file.0 as usize, offset: *offset, len: *len }
+            }
+            OpKind::Write { file, offset, len, chunk } => {
                 let piece = (*chunk).min(*len);
                 if piece > WRITE_BUF_MAX {
                     notes.push(format!(
@@ -497,16 +402,9 @@ pub fn build_spec(
                     ));
                 }
                 write_buf_len = write_buf_len.max(piece.min(WRITE_BUF_MAX));
-                ExecKind::Write {
-                    file: file.0 as usize,
-                    offset: *offset,
-                    len: *len,
-                    chunk: *chunk,
-                }
+                ExecKind::Write { file: file.0 as usize, offset: *offset, len: *len, chunk: *chunk }
             }
-            OpKind::Munmap(r) => ExecKind::Munmap {
-                pieces: pieces(w, r, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))?,
-            },
+            OpKind::Munmap(r) => ExecKind::Munmap { pieces: pieces(w, r, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))? },
             OpKind::Mprotect(r, p) => ExecKind::Mprotect {
                 pieces: pieces(w, r, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))?,
                 prot: p.bits(),
@@ -542,13 +440,9 @@ pub fn build_spec(
             OpKind::Sleep { ns } => ExecKind::Sleep { ns: *ns },
             // A phase boundary makes no call: nothing happens live.
             OpKind::Phase(_) => ExecKind::Sleep { ns: 0 },
-            OpKind::RepeatFor { ns, body } => ExecKind::RepeatFor {
-                ns: *ns,
-                body: *body,
-            },
+            OpKind::RepeatFor { ns, body } => ExecKind::RepeatFor { ns: *ns, body: *body },
             OpKind::Access(a) => {
-                let (base, len) = region_base(w, &a.range, &addr, heap_id, heap_len)
-                    .map_err(|m| err(op.line, m))?;
+                let (base, len) = region_base(w, &a.range, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))?;
                 let (pattern, p1, p2) = match a.pattern {
                     workload::Pattern::Seq => (0, 0, 0),
                     workload::Pattern::Stride(s) => (1, s, 0),
@@ -557,22 +451,10 @@ pub fn build_spec(
                     workload::Pattern::Zipf { s_milli } => (4, s_milli as u64, 0),
                     workload::Pattern::Chase => (5, 0, 0),
                 };
-                ExecKind::Access {
-                    base,
-                    offset: a.range.offset,
-                    len,
-                    pattern,
-                    p1,
-                    p2,
-                    count: a.count,
-                    writes_pct: a.writes_pct,
-                    seed: a.seed,
-                    elem: a.elem,
-                }
+                ExecKind::Access { base, offset: a.range.offset, len, pattern, p1, p2, count: a.count, writes_pct: a.writes_pct, seed: a.seed, elem: a.elem }
             }
             OpKind::Touch(t) => {
-                let (base, len) = region_base(w, &t.range, &addr, heap_id, heap_len)
-                    .map_err(|m| err(op.line, m))?;
+                let (base, len) = region_base(w, &t.range, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))?;
                 let (order, seed) = match t.order {
                     TouchOrder::Sequential => (0, 0),
                     TouchOrder::Reverse => (1, 0),
@@ -597,65 +479,30 @@ pub fn build_spec(
                     },
                 }
             }
-            OpKind::Fork(p) => ExecKind::Fork {
-                child: p.0 as usize,
-            },
-            OpKind::Thread(p) => ExecKind::Thread {
-                child: p.0 as usize,
-            },
-            OpKind::Vfork(p) => ExecKind::Vfork {
-                child: p.0 as usize,
-            },
-            OpKind::Wait(p) if w.proc(*p).kind == workload::ProcKind::Thread => ExecKind::Join {
-                child: p.0 as usize,
-            },
+            OpKind::Fork(p) => ExecKind::Fork { child: p.0 as usize },
+            OpKind::Thread(p) => ExecKind::Thread { child: p.0 as usize },
+            OpKind::Vfork(p) => ExecKind::Vfork { child: p.0 as usize },
+            OpKind::Wait(p) if w.proc(*p).kind == workload::ProcKind::Thread => ExecKind::Join { child: p.0 as usize },
             OpKind::Exit => ExecKind::Exit,
-            OpKind::Wait(p) => ExecKind::Wait {
-                child: p.0 as usize,
-            },
+            OpKind::Wait(p) => ExecKind::Wait { child: p.0 as usize },
         };
-        ops.push(ExecOp {
-            line: op.line,
-            proc: op.proc.0 as usize,
-            call,
-            kind,
-        });
+        ops.push(ExecOp { line: op.line, proc: op.proc.0 as usize, call, kind });
     }
     let mut regions = Vec::new();
     for (i, r) in w.regions.iter().enumerate() {
         if Some(RegionId(i as u32)) == heap_id {
             // Filled in by the run (start_brk is the child's); `len` here is the most the heap
             // ever maps, page-rounded, for the census.
-            regions.push(RegionPlacement {
-                name: r.name.clone(),
-                start: 0,
-                len: heap_max,
-            });
+            regions.push(RegionPlacement { name: r.name.clone(), start: 0, len: heap_max });
         } else if let Some(a) = addr[i] {
-            regions.push(RegionPlacement {
-                name: r.name.clone(),
-                start: a,
-                len: r.len,
-            });
+            regions.push(RegionPlacement { name: r.name.clone(), start: a, len: r.len });
         }
     }
     let write_buf = (write_buf_len > 0).then(|| {
         let len = write_buf_len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
         (scratch_address(&regions, len), len)
     });
-    Ok((
-        ExecSpec {
-            source: w.source.clone(),
-            ops,
-            mounts,
-            dev_shm,
-            files,
-            write_buf,
-            procs: w.procs.len(),
-        },
-        regions,
-        notes,
-    ))
+    Ok((ExecSpec { source: w.source.clone(), ops, mounts, dev_shm, files, write_buf, procs: w.procs.len() }, regions, notes))
 }
 
 /// An address for `len` bytes of the harness's own that overlaps no region (the heap is near
@@ -664,11 +511,7 @@ fn scratch_address(regions: &[RegionPlacement], len: u64) -> u64 {
     let mut cand: u64 = 0x6000_0000_0000;
     let heap_guard = 1u64 << 40; // the heap may grow; keep far from it
     while regions.iter().any(|r| {
-        let (s, e) = if r.name == HEAP {
-            (0x5555_0000_0000, 0x5555_0000_0000 + heap_guard)
-        } else {
-            (r.start, r.start + r.len)
-        };
+        let (s, e) = if r.name == HEAP { (0x5555_0000_0000, 0x5555_0000_0000 + heap_guard) } else { (r.start, r.start + r.len) };
         cand < e && s < cand + len
     }) {
         cand -= 1 << 40;
@@ -702,30 +545,12 @@ fn region_base(
     if Some(r.region) == heap_id {
         // As the model does: a range to the end (bare `heap`, `heap[8K..]`) resolves against
         // the heap's current length, break − start_brk, known statically from the brk deltas.
-        return Ok((
-            Piece {
-                addr: 0,
-                len: heap_len,
-                heap: true,
-            },
-            r.len_in(heap_len),
-        ));
+        return Ok((Piece { addr: 0, len: heap_len, heap: true }, r.len_in(heap_len)));
     }
-    let a = addr[r.region.0 as usize].ok_or_else(|| {
-        format!(
-            "region '{}' is used before its mmap",
-            w.region(r.region).name
-        )
-    })?;
+    let a = addr[r.region.0 as usize]
+        .ok_or_else(|| format!("region '{}' is used before its mmap", w.region(r.region).name))?;
     let len = w.region(r.region).len;
-    Ok((
-        Piece {
-            addr: a,
-            len,
-            heap: false,
-        },
-        r.len_in(len),
-    ))
+    Ok((Piece { addr: a, len, heap: false }, r.len_in(len)))
 }
 
 fn pieces(
@@ -738,93 +563,33 @@ fn pieces(
     let (base, len) = region_base(w, r, addr, heap_id, heap_len)?;
     let mut rr = *r;
     rr.len = len;
-    Ok(rr
-        .pieces(base.len)
-        .into_iter()
-        .map(|(o, l)| Piece {
-            addr: base.addr + o,
-            len: l,
-            heap: base.heap,
-        })
-        .collect())
+    Ok(rr.pieces(base.len).into_iter().map(|(o, l)| Piece { addr: base.addr + o, len: l, heap: base.heap }).collect())
 }
 
 // ---------------------------------------------------------------------------------------------
 // Child.
 
 enum Prepared {
-    Mmap {
-        addr: u64,
-        len: u64,
-        prot: i32,
-        flags: i32,
-        file: Option<usize>,
-        pgoff: u64,
-    },
+    Mmap { addr: u64, len: u64, prot: i32, flags: i32, file: Option<usize>, pgoff: u64 },
     /// Mounted before `go`: nothing to do but report it.
     Mount,
-    Create {
-        file: usize,
-    },
-    Ftruncate {
-        file: usize,
-        size: u64,
-    },
-    Fallocate {
-        file: usize,
-        offset: u64,
-        len: u64,
-    },
-    Write {
-        file: usize,
-        offset: u64,
-        len: u64,
-        chunk: u64,
-    },
-    Ranges {
-        kind: u8,
-        pieces: Vec<(u64, u64)>,
-        arg: i32,
-    },
-    Brk {
-        delta: i64,
-    },
-    Prctl {
-        arg2: u64,
-        arg3: u64,
-    },
-    Sleep {
-        ns: u64,
-    },
-    Touch {
-        plan: TouchPlan,
-        write: bool,
-        pacing: Option<workload::Pacing>,
-    },
-    RepeatFor {
-        ns: u64,
-        body: usize,
-    },
-    Access {
-        addr: u64,
-        plan: workload::AccessPlan,
-    },
-    Fork {
-        child: usize,
-    },
-    Thread {
-        child: usize,
-    },
-    Vfork {
-        child: usize,
-    },
-    Join {
-        child: usize,
-    },
+    Create { file: usize },
+    Ftruncate { file: usize, size: u64 },
+    Fallocate { file: usize, offset: u64, len: u64 },
+    Write { file: usize, offset: u64, len: u64, chunk: u64 },
+    Ranges { kind: u8, pieces: Vec<(u64, u64)>, arg: i32 },
+    Brk { delta: i64 },
+    Prctl { arg2: u64, arg3: u64 },
+    Sleep { ns: u64 },
+    Touch { plan: TouchPlan, write: bool, pacing: Option<workload::Pacing> },
+    RepeatFor { ns: u64, body: usize },
+    Access { addr: u64, plan: workload::AccessPlan },
+    Fork { child: usize },
+    Thread { child: usize },
+    Vfork { child: usize },
+    Join { child: usize },
     Exit,
-    Wait {
-        child: usize,
-    },
+    Wait { child: usize },
 }
 
 const K_MUNMAP: u8 = 0;
@@ -919,20 +684,9 @@ fn sleep_until(deadline: u64) {
     if mono_ns() >= deadline {
         return;
     }
-    let ts = libc::timespec {
-        tv_sec: (deadline / 1_000_000_000) as libc::time_t,
-        tv_nsec: (deadline % 1_000_000_000) as libc::c_long,
-    };
+    let ts = libc::timespec { tv_sec: (deadline / 1_000_000_000) as libc::time_t, tv_nsec: (deadline % 1_000_000_000) as libc::c_long };
     // SAFETY: clock_nanosleep with a valid timespec and no remainder; resumed after a signal.
-    while unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &ts,
-            std::ptr::null_mut(),
-        )
-    } == libc::EINTR
-    {}
+    while unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) } == libc::EINTR {}
 }
 
 /// Accesses `from..to` of a touch's plan: a volatile one-byte write of 1, or a read.
@@ -989,13 +743,10 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
     for fd in [STATUS_FD, CONTROL_FD] {
         // SAFETY: F_GETFD on any integer is harmless.
         if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
-            return Err(format!(
-                "fd {fd} is not open: this command is started by 'thplab live', not by hand"
-            ));
+            return Err(format!("fd {fd} is not open: this command is started by 'thplab live', not by hand"));
         }
     }
-    let spec: ExecSpec =
-        serde_json::from_str(spec_json).map_err(|e| format!("bad spec on stdin: {e}"))?;
+    let spec: ExecSpec = serde_json::from_str(spec_json).map_err(|e| format!("bad spec on stdin: {e}"))?;
     // Before anything else of the workload: its tmpfs mounts, in a mount namespace of its own
     // (they vanish with the child, however it ends).
     setup_mounts(&spec)?;
@@ -1007,15 +758,11 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
             FileSpecKind::Memfd => f.name.clone(),
             FileSpecKind::Shm => format!("/{SHM_PREFIX}{pid}-{}", f.name),
             FileSpecKind::Open => {
-                let m = f
-                    .mount
-                    .and_then(|m| spec.mounts.get(m))
-                    .ok_or_else(|| format!("file '{}' has no mount", f.name))?;
+                let m = f.mount.and_then(|m| spec.mounts.get(m)).ok_or_else(|| format!("file '{}' has no mount", f.name))?;
                 format!("{}/{}", m.dir, f.name)
             }
         };
-        let c = std::ffi::CString::new(name)
-            .map_err(|_| format!("file name '{}' contains NUL", f.name))?;
+        let c = std::ffi::CString::new(name).map_err(|_| format!("file name '{}' contains NUL", f.name))?;
         if f.kind == FileSpecKind::Shm && spec.dev_shm.is_none() {
             machine_shm.push(c.clone());
         }
@@ -1033,14 +780,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
     let mut prepared = Vec::with_capacity(spec.ops.len());
     for op in &spec.ops {
         prepared.push(match &op.kind {
-            ExecKind::Mmap {
-                addr,
-                len,
-                prot,
-                shared,
-                file,
-                pgoff,
-            } => Prepared::Mmap {
+            ExecKind::Mmap { addr, len, prot, shared, file, pgoff } => Prepared::Mmap {
                 addr: *addr,
                 len: *len,
                 prot: *prot,
@@ -1054,31 +794,14 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
             },
             ExecKind::Mount { .. } => Prepared::Mount,
             ExecKind::Create { file } => Prepared::Create { file: *file },
-            ExecKind::Ftruncate { file, size } => Prepared::Ftruncate {
-                file: *file,
-                size: *size,
-            },
-            ExecKind::Fallocate { file, offset, len } => Prepared::Fallocate {
-                file: *file,
-                offset: *offset,
-                len: *len,
-            },
-            ExecKind::Write {
-                file,
-                offset,
-                len,
-                chunk,
-            } => Prepared::Write {
-                file: *file,
-                offset: *offset,
-                len: *len,
-                chunk: *chunk,
-            },
-            ExecKind::Munmap { pieces } => Prepared::Ranges {
-                kind: K_MUNMAP,
-                pieces: pieces.iter().map(|p| (heap(p), p.len)).collect(),
-                arg: 0,
-            },
+            ExecKind::Ftruncate { file, size } => Prepared::Ftruncate { file: *file, size: *size },
+            ExecKind::Fallocate { file, offset, len } => Prepared::Fallocate { file: *file, offset: *offset, len: *len },
+            ExecKind::Write { file, offset, len, chunk } => {
+                Prepared::Write { file: *file, offset: *offset, len: *len, chunk: *chunk }
+            }
+            ExecKind::Munmap { pieces } => {
+                Prepared::Ranges { kind: K_MUNMAP, pieces: pieces.iter().map(|p| (heap(p), p.len)).collect(), arg: 0 }
+            }
             ExecKind::Mprotect { pieces, prot } => Prepared::Ranges {
                 kind: K_MPROTECT,
                 pieces: pieces.iter().map(|p| (heap(p), p.len)).collect(),
@@ -1090,30 +813,11 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                 arg: *advice,
             },
             ExecKind::Brk { delta } => Prepared::Brk { delta: *delta },
-            ExecKind::Prctl { arg2, arg3 } => Prepared::Prctl {
-                arg2: *arg2,
-                arg3: *arg3,
-            },
+            ExecKind::Prctl { arg2, arg3 } => Prepared::Prctl { arg2: *arg2, arg3: *arg3 },
             ExecKind::Sleep { ns } => Prepared::Sleep { ns: *ns },
-            ExecKind::Touch {
-                base,
-                offset,
-                len,
-                write,
-                order,
-                seed,
-                stride,
-                count,
-                rate,
-                duration_ns,
-            } => {
+            ExecKind::Touch { base, offset, len, write, order, seed, stride, count, rate, duration_ns } => {
                 let t = Touch {
-                    range: Range {
-                        region: RegionId(0),
-                        offset: *offset,
-                        len: *len,
-                        every: None,
-                    },
+                    range: Range { region: RegionId(0), offset: *offset, len: *len, every: None },
                     write: *write,
                     order: match order {
                         1 => TouchOrder::Reverse,
@@ -1133,45 +837,17 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                     std::hint::black_box(plan.get(0));
                 }
                 let pacing = t.pace.map(|p| workload::Pacing::new(p, plan.len()));
-                Prepared::Touch {
-                    plan,
-                    write: *write,
-                    pacing,
-                }
+                Prepared::Touch { plan, write: *write, pacing }
             }
-            ExecKind::RepeatFor { ns, body } => Prepared::RepeatFor {
-                ns: *ns,
-                body: *body,
-            },
-            ExecKind::Access {
-                base,
-                offset,
-                len,
-                pattern,
-                p1,
-                p2,
-                count,
-                writes_pct,
-                seed,
-                elem,
-            } => {
+            ExecKind::RepeatFor { ns, body } => Prepared::RepeatFor { ns: *ns, body: *body },
+            ExecKind::Access { base, offset, len, pattern, p1, p2, count, writes_pct, seed, elem } => {
                 let stream = workload::AccessStream {
-                    range: Range {
-                        region: RegionId(0),
-                        offset: *offset,
-                        len: *len,
-                        every: None,
-                    },
+                    range: Range { region: RegionId(0), offset: *offset, len: *len, every: None },
                     pattern: match pattern {
                         1 => workload::Pattern::Stride(*p1),
                         2 => workload::Pattern::Uniform,
-                        3 => workload::Pattern::Gaussian {
-                            median: *p1,
-                            stddev: *p2,
-                        },
-                        4 => workload::Pattern::Zipf {
-                            s_milli: *p1 as u32,
-                        },
+                        3 => workload::Pattern::Gaussian { median: *p1, stddev: *p2 },
+                        4 => workload::Pattern::Zipf { s_milli: *p1 as u32 },
                         5 => workload::Pattern::Chase,
                         _ => workload::Pattern::Seq,
                     },
@@ -1181,10 +857,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                     elem: *elem,
                 };
                 // `len` is the range's length (region_base resolved it), as for touches.
-                Prepared::Access {
-                    addr: heap(base) + offset,
-                    plan: workload::AccessPlan::new(&stream, *len),
-                }
+                Prepared::Access { addr: heap(base) + offset, plan: workload::AccessPlan::new(&stream, *len) }
             }
             ExecKind::Fork { child } => Prepared::Fork { child: *child },
             ExecKind::Thread { child } => Prepared::Thread { child: *child },
@@ -1202,13 +875,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
     if multi {
         if let Some((lo, hi)) = stack_range() {
             // SAFETY: advice on our own stack mapping.
-            unsafe {
-                libc::madvise(
-                    lo as *mut libc::c_void,
-                    (hi - lo) as usize,
-                    libc::MADV_NOHUGEPAGE,
-                )
-            };
+            unsafe { libc::madvise(lo as *mut libc::c_void, (hi - lo) as usize, libc::MADV_NOHUGEPAGE) };
         }
     }
     // Warm up everything the loop calls so that its first use faults no text page.
@@ -1218,21 +885,8 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
         libc::madvise(std::ptr::null_mut(), 0, libc::MADV_NORMAL);
         libc::mprotect(std::ptr::null_mut(), 0, libc::PROT_NONE);
         libc::munmap(std::ptr::null_mut(), 0);
-        libc::mmap(
-            std::ptr::null_mut(),
-            0,
-            0,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        libc::prctl(
-            linux_abi::prctl::PR_GET_THP_DISABLE as libc::c_int,
-            0,
-            0,
-            0,
-            0,
-        );
+        libc::mmap(std::ptr::null_mut(), 0, 0, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+        libc::prctl(linux_abi::prctl::PR_GET_THP_DISABLE as libc::c_int, 0, 0, 0, 0);
         if !spec.files.is_empty() {
             // Each fails at once (bad flags or fd) but brings its code in.
             libc::memfd_create(c"".as_ptr(), !0);
@@ -1246,17 +900,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
     let _ = errno();
     // A paced touch's sleep: an absolute time long past returns at once.
     // SAFETY: a valid timespec, no remainder.
-    unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            std::ptr::null_mut(),
-        )
-    };
+    unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &libc::timespec { tv_sec: 0, tv_nsec: 0 }, std::ptr::null_mut()) };
     sys_brk(0);
     minflt_now();
     task_minflt();
@@ -1265,75 +909,25 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
     // Processes: the turn pipes that keep the workload's global order across them, made before
     // the first fork and before the threads start, so that every process and thread holds
     // every pipe.
-    let turns = if multi {
-        Turns::new(spec.procs)?
-    } else {
-        Turns::default()
-    };
+    let turns = if multi { Turns::new(spec.procs)? } else { Turns::default() };
     // The top of this thread's stack: the warm-up after fork rewrites the frames above it.
-    let stack_top = if multi {
-        stack_range().map_or(0, |r| r.1)
-    } else {
-        0
-    };
+    let stack_top = if multi { stack_range().map_or(0, |r| r.1) } else { 0 };
     // The program's file mappings (text, read-only data): fork copies no page table of a VMA
     // without an anon_vma, so a child would fault on the executor's code inside an operation;
     // and main itself runs code inside the operations that it may not have run before (a
     // page of it first executed there is a fault in the run's minflt: seen as one fault more
     // than the model, after a rebuild moved the executor's code).
+    // Map it all now: main's own code, and for a thread or vfork child, in the one mm.
     let file_maps = file_mappings();
-    {
-        // Map it all now: main's own code, and for a thread or vfork child, in the one mm.
-        for &(a, b) in &file_maps {
-            // SAFETY: read-populating our own file mappings changes no content.
-            unsafe {
-                libc::madvise(
-                    a as *mut libc::c_void,
-                    (b - a) as usize,
-                    libc::MADV_POPULATE_READ,
-                )
-            };
-        }
+    for &(a, b) in &file_maps {
+        // SAFETY: read-populating our own file mappings changes no content.
+        unsafe { libc::madvise(a as *mut libc::c_void, (b - a) as usize, libc::MADV_POPULATE_READ) };
     }
-    let vfork_stack = if spec
-        .ops
-        .iter()
-        .any(|o| matches!(o.kind, ExecKind::Vfork { .. }))
-    {
-        map_vfork_stack()?
-    } else {
-        (0, 0)
-    };
-    let exit_op: Vec<Option<usize>> = (0..spec.procs)
-        .map(|p| {
-            spec.ops
-                .iter()
-                .position(|o| o.proc == p && o.kind == ExecKind::Exit)
-        })
-        .collect();
+    let vfork_stack = if spec.ops.iter().any(|o| matches!(o.kind, ExecKind::Vfork { .. })) { map_vfork_stack()? } else { (0, 0) };
+    let exit_op: Vec<Option<usize>> = (0..spec.procs).map(|p| spec.ops.iter().position(|o| o.proc == p && o.kind == ExecKind::Exit)).collect();
     let procs = spec.procs;
-    let vfork_children: Vec<usize> = spec
-        .ops
-        .iter()
-        .filter_map(|o| {
-            if let ExecKind::Vfork { child } = o.kind {
-                Some(child)
-            } else {
-                None
-            }
-        })
-        .collect();
-    let thread_children: Vec<usize> = spec
-        .ops
-        .iter()
-        .filter_map(|o| {
-            if let ExecKind::Thread { child } = o.kind {
-                Some(child)
-            } else {
-                None
-            }
-        })
-        .collect();
+    let vfork_children: Vec<usize> = spec.ops.iter().filter_map(|o| if let ExecKind::Vfork { child } = o.kind { Some(child) } else { None }).collect();
+    let thread_children: Vec<usize> = spec.ops.iter().filter_map(|o| if let ExecKind::Thread { child } = o.kind { Some(child) } else { None }).collect();
     // Shared by every thread of this process (and by vfork children, which run in its mm);
     // leaked, as the process ends with _exit.
     let n_files = spec.files.len();
@@ -1341,9 +935,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
         spec,
         prepared,
         turns,
-        fds: (0..n_files)
-            .map(|_| std::sync::atomic::AtomicI32::new(-1))
-            .collect(),
+        fds: (0..n_files).map(|_| std::sync::atomic::AtomicI32::new(-1)).collect(),
         file_names,
         wbuf: wbuf as usize,
         wbuf_len,
@@ -1383,22 +975,10 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
         // then frees no large folio when a child exits (nr_anon and the split counters are
         // read system-wide). The workload runs with the flag cleared, as it would.
         // SAFETY: prctl clearing the flag of this process.
-        unsafe {
-            libc::prctl(
-                libc::PR_SET_THP_DISABLE,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-            )
-        };
+        unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
     }
-    let ready = serde_json::to_string(&Ready {
-        pid: std::process::id() as i32,
-        start_brk,
-        brk: brk0,
-    })
-    .map_err(|e| e.to_string())?;
+    let ready = serde_json::to_string(&Ready { pid: std::process::id() as i32, start_brk, brk: brk0 })
+        .map_err(|e| e.to_string())?;
     if !raw_write_all(STATUS_FD, format!("ready {ready}\n").as_bytes()) {
         return Err("cannot write to the status fd".into());
     }
@@ -1431,13 +1011,8 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
     // ---- allocation allowed again ----
 
     let minflt = if multi { t.my_minflt } else { f1 - f0 };
-    let done = serde_json::to_string(&Done {
-        minflt,
-        wall_ns: t1 - t0,
-        results: std::mem::take(&mut t.results),
-        brk_end: sys_brk(0),
-    })
-    .map_err(|e| e.to_string())?;
+    let done = serde_json::to_string(&Done { minflt, wall_ns: t1 - t0, results: std::mem::take(&mut t.results), brk_end: sys_brk(0) })
+        .map_err(|e| e.to_string())?;
     raw_write_all(STATUS_FD, format!("done {done}\n").as_bytes());
     loop {
         match raw_read_line(CONTROL_FD, &mut line) {
@@ -1555,10 +1130,7 @@ impl Task {
             my_minflt: 0,
             pids: vec![0i32; procs],
             started: vec![false; procs],
-            watch: MainWatch {
-                pidfds: vec![-1; procs],
-                pfds: Vec::with_capacity(procs + 1),
-            },
+            watch: MainWatch { pidfds: vec![-1; procs], pfds: Vec::with_capacity(procs + 1) },
             joins: (0..procs).map(|_| None).collect(),
             vforks: (0..procs).map(|_| None).collect(),
             stack: (0, 0),
@@ -1643,10 +1215,7 @@ fn map_vfork_stack() -> std::result::Result<(u64, u64), String> {
             0,
         );
         if p == libc::MAP_FAILED {
-            return Err(format!(
-                "cannot map the vfork stack: {}",
-                std::io::Error::last_os_error()
-            ));
+            return Err(format!("cannot map the vfork stack: {}", std::io::Error::last_os_error()));
         }
         std::ptr::write_bytes(p.cast::<u8>(), 0, VFORK_STACK as usize);
         Ok((p as u64, VFORK_STACK))
@@ -1666,13 +1235,7 @@ extern "C" fn vfork_entry(arg: *mut libc::c_void) -> libc::c_int {
     // (CLONE_VFORK), so nothing else uses it or the task.
     unsafe {
         let a = &mut *(arg as *mut VforkArg);
-        libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        );
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
         run_ops(a.ex, &mut *a.task, a.start);
         libc::_exit(0)
     }
@@ -1717,10 +1280,7 @@ fn run_ops(ex: &'static Exec, t: &mut Task, start: usize) -> Ended {
             }
             // A child's operation was the last: main ends the run; this child waits for END.
             turns.pass(0, n_ops as u32);
-            while turns
-                .child_wait(t.me, t.my_minflt, &t.results, spec)
-                .is_some()
-            {}
+            while turns.child_wait(t.me, t.my_minflt, &t.results, spec).is_some() {}
             return Ended::Leave;
         }
         let owner = spec.ops[i].proc;
@@ -1744,26 +1304,10 @@ fn run_ops(ex: &'static Exec, t: &mut Task, start: usize) -> Ended {
         let mut just_forked = false;
         let mut resume_at = None;
         let rc = match op {
-            Prepared::Mmap {
-                addr,
-                len,
-                prot,
-                flags,
-                file,
-                pgoff,
-            } => {
+            Prepared::Mmap { addr, len, prot, flags, file, pgoff } => {
                 let fd = file.map_or(-1, |f| ex.fds[f].load(std::sync::atomic::Ordering::SeqCst));
                 // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
-                let p = unsafe {
-                    libc::mmap(
-                        *addr as *mut libc::c_void,
-                        *len as usize,
-                        *prot,
-                        *flags,
-                        fd,
-                        *pgoff as libc::off_t,
-                    )
-                };
+                let p = unsafe { libc::mmap(*addr as *mut libc::c_void, *len as usize, *prot, *flags, fd, *pgoff as libc::off_t) };
                 if p == libc::MAP_FAILED {
                     errno() as i64
                 } else if p as u64 != *addr {
@@ -1782,9 +1326,7 @@ fn run_ops(ex: &'static Exec, t: &mut Task, start: usize) -> Ended {
                 let fd = unsafe {
                     match spec.files[*file].kind {
                         FileSpecKind::Memfd => libc::memfd_create(name, 0),
-                        FileSpecKind::Shm => {
-                            libc::shm_open(name, libc::O_CREAT | libc::O_RDWR, 0o600)
-                        }
+                        FileSpecKind::Shm => libc::shm_open(name, libc::O_CREAT | libc::O_RDWR, 0o600),
                         FileSpecKind::Open => libc::open(name, libc::O_CREAT | libc::O_RDWR, 0o600),
                     }
                 };
@@ -1796,34 +1338,18 @@ fn run_ops(ex: &'static Exec, t: &mut Task, start: usize) -> Ended {
                 }
             }
             // SAFETY: syscalls on the workload's own fd.
-            Prepared::Ftruncate { file, size } => {
-                match unsafe { libc::ftruncate(ex.fd(*file), *size as libc::off_t) } {
-                    0 => 0,
-                    _ => errno() as i64,
-                }
-            }
+            Prepared::Ftruncate { file, size } => match unsafe { libc::ftruncate(ex.fd(*file), *size as libc::off_t) } {
+                0 => 0,
+                _ => errno() as i64,
+            },
             Prepared::Fallocate { file, offset, len } => {
                 // SAFETY: as above.
-                match unsafe {
-                    libc::fallocate(ex.fd(*file), 0, *offset as libc::off_t, *len as libc::off_t)
-                } {
+                match unsafe { libc::fallocate(ex.fd(*file), 0, *offset as libc::off_t, *len as libc::off_t) } {
                     0 => 0,
                     _ => errno() as i64,
                 }
             }
-            Prepared::Write {
-                file,
-                offset,
-                len,
-                chunk,
-            } => pwrite_range(
-                ex.fd(*file),
-                ex.wbuf as *const u8,
-                ex.wbuf_len,
-                *offset,
-                *len,
-                *chunk,
-            ),
+            Prepared::Write { file, offset, len, chunk } => pwrite_range(ex.fd(*file), ex.wbuf as *const u8, ex.wbuf_len, *offset, *len, *chunk),
             Prepared::Ranges { kind, pieces, arg } => {
                 let mut rc = 0;
                 for &(a, l) in pieces {
@@ -1849,15 +1375,7 @@ fn run_ops(ex: &'static Exec, t: &mut Task, start: usize) -> Ended {
             }
             Prepared::Prctl { arg2, arg3 } => {
                 // SAFETY: PR_SET_THP_DISABLE with the workload's arguments.
-                let r = unsafe {
-                    libc::prctl(
-                        linux_abi::prctl::PR_SET_THP_DISABLE as libc::c_int,
-                        *arg2 as libc::c_ulong,
-                        *arg3 as libc::c_ulong,
-                        0 as libc::c_ulong,
-                        0 as libc::c_ulong,
-                    )
-                };
+                let r = unsafe { libc::prctl(linux_abi::prctl::PR_SET_THP_DISABLE as libc::c_int, *arg2 as libc::c_ulong, *arg3 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
                 if r != 0 {
                     errno() as i64
                 } else {
@@ -1865,33 +1383,19 @@ fn run_ops(ex: &'static Exec, t: &mut Task, start: usize) -> Ended {
                 }
             }
             Prepared::Sleep { ns } => {
-                let mut req = libc::timespec {
-                    tv_sec: (*ns / 1_000_000_000) as libc::time_t,
-                    tv_nsec: (*ns % 1_000_000_000) as libc::c_long,
-                };
-                let mut rem = libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 0,
-                };
+                let mut req = libc::timespec { tv_sec: (*ns / 1_000_000_000) as libc::time_t, tv_nsec: (*ns % 1_000_000_000) as libc::c_long };
+                let mut rem = libc::timespec { tv_sec: 0, tv_nsec: 0 };
                 // SAFETY: nanosleep with valid timespecs, resumed with the remainder after a signal.
                 while unsafe { libc::nanosleep(&req, &mut rem) } != 0 && errno() == libc::EINTR {
                     req = rem;
                 }
                 0
             }
-            Prepared::Touch {
-                plan,
-                write,
-                pacing: None,
-            } => {
+            Prepared::Touch { plan, write, pacing: None } => {
                 touch_pages(plan, 0, plan.len(), *write);
                 0
             }
-            Prepared::Touch {
-                plan,
-                write,
-                pacing: Some(p),
-            } => {
+            Prepared::Touch { plan, write, pacing: Some(p) } => {
                 // Chunk after chunk; the next may not start before its time (absolute, so that
                 // no sleep's lateness adds up). Behind time, the next chunk starts at once.
                 let t0 = mono_ns();
@@ -1908,12 +1412,7 @@ fn run_ops(ex: &'static Exec, t: &mut Task, start: usize) -> Ended {
             Prepared::RepeatFor { ns, body } => {
                 // The first iteration always runs; the loop's end is checked when `i` reaches
                 // the operation after the body (top of this loop).
-                t.repeat = Some(RepeatState {
-                    node: i,
-                    end: i + 1 + body,
-                    deadline: mono_ns().saturating_add(*ns),
-                    iterations: 0,
-                });
+                t.repeat = Some(RepeatState { node: i, end: i + 1 + body, deadline: mono_ns().saturating_add(*ns), iterations: 0 });
                 0
             }
             Prepared::Access { addr, plan } => {
@@ -1944,31 +1443,17 @@ fn run_ops(ex: &'static Exec, t: &mut Task, start: usize) -> Ended {
                         t.role = Role::Forked;
                         just_forked = true;
                         // SAFETY: the child dies with main, whatever happens to main.
-                        unsafe {
-                            libc::prctl(
-                                libc::PR_SET_PDEATHSIG,
-                                libc::SIGKILL as libc::c_ulong,
-                                0,
-                                0,
-                                0,
-                            )
-                        };
+                        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) };
                         t.my_minflt = 0;
                     } else {
                         t.pids[*child] = pid;
                         t.started[*child] = true;
                         ex.forks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                         // SAFETY: pidfd_open of our own child.
-                        t.watch.pidfds[*child] =
-                            unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+                        t.watch.pidfds[*child] = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
                     }
                     // Both sides copy the executor's pages they write now, not during an op.
-                    after_fork_warm_up(
-                        &mut t.results,
-                        &mut t.pids,
-                        if child_side { ex.stack_top } else { 0 },
-                        &ex.file_maps,
-                    );
+                    after_fork_warm_up(&mut t.results, &mut t.pids, if child_side { ex.stack_top } else { 0 }, &ex.file_maps);
                     0
                 }
             }
@@ -1987,24 +1472,11 @@ fn run_ops(ex: &'static Exec, t: &mut Task, start: usize) -> Ended {
                 // made that stack copy-on-write: main writes it first, so the child copies
                 // nothing of the executor's inside its operations.
                 rewrite_pages(ex.vfork_stack.0, ex.vfork_stack.0 + ex.vfork_stack.1);
-                let task: *mut Task = t.vforks[*child]
-                    .as_mut()
-                    .expect("a task for each vfork child");
-                let mut arg = VforkArg {
-                    ex,
-                    task,
-                    start: i + 1,
-                };
+                let task: *mut Task = t.vforks[*child].as_mut().expect("a task for each vfork child");
+                let mut arg = VforkArg { ex, task, start: i + 1 };
                 let top = (ex.vfork_stack.0 + ex.vfork_stack.1) as *mut libc::c_void;
                 // SAFETY: the child runs vfork_entry on its own stack and ends with _exit.
-                let pid = unsafe {
-                    libc::clone(
-                        vfork_entry,
-                        top,
-                        libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-                        (&mut arg as *mut VforkArg).cast(),
-                    )
-                };
+                let pid = unsafe { libc::clone(vfork_entry, top, libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD, (&mut arg as *mut VforkArg).cast()) };
                 if pid < 0 {
                     errno() as i64
                 } else {
@@ -2014,17 +1486,8 @@ fn run_ops(ex: &'static Exec, t: &mut Task, start: usize) -> Ended {
                     // stays to be reaped by 'wait'); one that a signal killed kills main.
                     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
                     // SAFETY: waitid of our own child, WNOWAIT only looks.
-                    let rc = unsafe {
-                        libc::waitid(
-                            libc::P_PID,
-                            pid as libc::id_t,
-                            &mut info,
-                            libc::WEXITED | libc::WNOWAIT,
-                        )
-                    };
-                    if rc == 0
-                        && (info.si_code == libc::CLD_KILLED || info.si_code == libc::CLD_DUMPED)
-                    {
+                    let rc = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT) };
+                    if rc == 0 && (info.si_code == libc::CLD_KILLED || info.si_code == libc::CLD_DUMPED) {
                         // SAFETY: si_status is valid for SIGCHLD information.
                         die_of(unsafe { info.si_status() });
                     }
@@ -2057,15 +1520,7 @@ fn run_ops(ex: &'static Exec, t: &mut Task, start: usize) -> Ended {
                 None => libc::ESRCH as i64,
             },
         };
-        if multi
-            && !matches!(
-                op,
-                Prepared::Fork { .. }
-                    | Prepared::Wait { .. }
-                    | Prepared::Vfork { .. }
-                    | Prepared::Join { .. }
-            )
-        {
+        if multi && !matches!(op, Prepared::Fork { .. } | Prepared::Wait { .. } | Prepared::Vfork { .. } | Prepared::Join { .. }) {
             t.my_minflt += task_minflt() - fa;
         }
         t.results[i] = rc;
@@ -2153,17 +1608,9 @@ impl Turns {
     fn main_wait(&self, w: &mut MainWatch, spec: &ExecSpec, exit_op: &[Option<usize>]) -> u32 {
         loop {
             w.pfds.clear();
-            w.pfds.push(libc::pollfd {
-                fd: self.pipes[0].0,
-                events: libc::POLLIN,
-                revents: 0,
-            });
+            w.pfds.push(libc::pollfd { fd: self.pipes[0].0, events: libc::POLLIN, revents: 0 });
             for &fd in w.pidfds.iter().filter(|fd| **fd >= 0) {
-                w.pfds.push(libc::pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                });
+                w.pfds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
             }
             // SAFETY: poll of valid pollfds, without a timeout (a child's end wakes it).
             let r = unsafe { libc::poll(w.pfds.as_mut_ptr(), w.pfds.len() as libc::nfds_t, -1) };
@@ -2178,25 +1625,13 @@ impl Turns {
                     continue;
                 }
                 let fd = w.pfds[k].fd;
-                let p = w
-                    .pidfds
-                    .iter()
-                    .position(|f| *f == fd)
-                    .expect("a watched pidfd");
+                let p = w.pidfds.iter().position(|f| *f == fd).expect("a watched pidfd");
                 // SAFETY: waitid with WNOWAIT only looks (P_PIDFD = 3).
                 let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-                let rc = unsafe {
-                    libc::waitid(
-                        3 as libc::idtype_t,
-                        fd as libc::id_t,
-                        &mut info,
-                        libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-                    )
-                };
+                let rc = unsafe { libc::waitid(3 as libc::idtype_t, fd as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
                 // SAFETY: si_status is valid for SIGCHLD information.
                 let status = unsafe { info.si_status() };
-                if rc == 0 && (info.si_code == libc::CLD_KILLED || info.si_code == libc::CLD_DUMPED)
-                {
+                if rc == 0 && (info.si_code == libc::CLD_KILLED || info.si_code == libc::CLD_DUMPED) {
                     die_of(status);
                 }
                 // SAFETY: our own pidfd.
@@ -2204,11 +1639,7 @@ impl Turns {
                 w.pidfds[p] = -1;
                 if let Some(e) = exit_op[p] {
                     let next = e + 1;
-                    let owner = if next < spec.ops.len() {
-                        spec.ops[next].proc
-                    } else {
-                        0
-                    };
+                    let owner = if next < spec.ops.len() { spec.ops[next].proc } else { 0 };
                     if owner == 0 {
                         return next as u32;
                     }
@@ -2242,20 +1673,8 @@ impl Turns {
 
     /// `pdone {json}` on the status fd: this process's faults and the results of its ops.
     fn report(&self, me: usize, minflt: u64, exited: bool, results: &[i64], spec: &ExecSpec) {
-        let mine: Vec<(usize, i64)> = spec
-            .ops
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| o.proc == me)
-            .map(|(i, _)| (i, results[i]))
-            .collect();
-        let d = ProcDone {
-            proc: me,
-            pid: std::process::id() as i32,
-            minflt,
-            exited,
-            results: mine,
-        };
+        let mine: Vec<(usize, i64)> = spec.ops.iter().enumerate().filter(|(_, o)| o.proc == me).map(|(i, _)| (i, results[i])).collect();
+        let d = ProcDone { proc: me, pid: std::process::id() as i32, minflt, exited, results: mine };
         if let Ok(j) = serde_json::to_string(&d) {
             raw_write_all(STATUS_FD, format!("pdone {j}\n").as_bytes());
         }
@@ -2279,9 +1698,7 @@ impl Turns {
 
 /// The readable file mappings of this process (its code and libraries), from /proc/self/maps.
 fn file_mappings() -> Vec<(u64, u64)> {
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-        return Vec::new();
-    };
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return Vec::new() };
     maps.lines()
         .filter_map(|l| {
             let mut f = l.split_whitespace();
@@ -2292,10 +1709,7 @@ fn file_mappings() -> Vec<(u64, u64)> {
                 return None;
             }
             let (a, b) = range.split_once('-')?;
-            Some((
-                u64::from_str_radix(a, 16).ok()?,
-                u64::from_str_radix(b, 16).ok()?,
-            ))
+            Some((u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?))
         })
         .collect()
 }
@@ -2305,10 +1719,7 @@ fn stack_range() -> Option<(u64, u64)> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
     let line = maps.lines().find(|l| l.ends_with("[stack]"))?;
     let (a, b) = line.split_whitespace().next()?.split_once('-')?;
-    Some((
-        u64::from_str_radix(a, 16).ok()?,
-        u64::from_str_radix(b, 16).ok()?,
-    ))
+    Some((u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?))
 }
 
 /// End main with signal `sig` (what killed a child), so that the parent names it.
@@ -2326,21 +1737,10 @@ fn die_of(sig: i32) -> ! {
 /// operation; the child also maps its code and rewrites the frames above (up to `stack_top`;
 /// 0 in main, whose frames stay mapped, so that main copies no whole folio the child keeps).
 #[inline(never)]
-fn after_fork_warm_up(
-    results: &mut [i64],
-    pids: &mut [i32],
-    stack_top: u64,
-    file_maps: &[(u64, u64)],
-) {
+fn after_fork_warm_up(results: &mut [i64], pids: &mut [i32], stack_top: u64, file_maps: &[(u64, u64)]) {
     for &(a, b) in file_maps {
         // SAFETY: read-populating our own file mappings changes no content.
-        unsafe {
-            libc::madvise(
-                a as *mut libc::c_void,
-                (b - a) as usize,
-                libc::MADV_POPULATE_READ,
-            )
-        };
+        unsafe { libc::madvise(a as *mut libc::c_void, (b - a) as usize, libc::MADV_POPULATE_READ) };
     }
     pretouch_stack();
     // The frames above this one (the op loop's locals): each page rewritten with its own bytes.
@@ -2379,60 +1779,26 @@ fn setup_mounts(spec: &ExecSpec) -> std::result::Result<(), String> {
     // SAFETY: plain syscalls with NUL-terminated arguments.
     unsafe {
         if libc::unshare(libc::CLONE_NEWNS) != 0 {
-            return Err(os(
-                "unshare(CLONE_NEWNS) for the workload's tmpfs mounts".into()
-            ));
+            return Err(os("unshare(CLONE_NEWNS) for the workload's tmpfs mounts".into()));
         }
-        if libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ) != 0
-        {
+        if libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
             return Err(os("mount --make-rprivate /".into()));
         }
     }
     for m in &spec.mounts {
-        let dir = std::ffi::CString::new(m.dir.clone())
-            .map_err(|_| "mount directory contains NUL".to_string())?;
+        let dir = std::ffi::CString::new(m.dir.clone()).map_err(|_| "mount directory contains NUL".to_string())?;
         let data = std::ffi::CString::new(format!("huge={}", m.huge)).expect("no NUL");
         // SAFETY: as above.
-        if unsafe {
-            libc::mount(
-                c"tmpfs".as_ptr(),
-                dir.as_ptr(),
-                c"tmpfs".as_ptr(),
-                0,
-                data.as_ptr().cast(),
-            )
-        } != 0
-        {
-            return Err(os(format!(
-                "line {}: mount -t tmpfs -o huge={} tmpfs {}",
-                m.line, m.huge, m.dir
-            )));
+        if unsafe { libc::mount(c"tmpfs".as_ptr(), dir.as_ptr(), c"tmpfs".as_ptr(), 0, data.as_ptr().cast()) } != 0 {
+            return Err(os(format!("line {}: mount -t tmpfs -o huge={} tmpfs {}", m.line, m.huge, m.dir)));
         }
     }
     if let Some(i) = spec.dev_shm {
         let m = &spec.mounts[i];
         let dir = std::ffi::CString::new(m.dir.clone()).expect("checked above");
         // SAFETY: as above.
-        if unsafe {
-            libc::mount(
-                dir.as_ptr(),
-                c"/dev/shm".as_ptr(),
-                std::ptr::null(),
-                libc::MS_BIND,
-                std::ptr::null(),
-            )
-        } != 0
-        {
-            return Err(os(format!(
-                "line {}: mount --bind {} /dev/shm (for shm_open on this tmpfs)",
-                m.line, m.dir
-            )));
+        if unsafe { libc::mount(dir.as_ptr(), c"/dev/shm".as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) } != 0 {
+            return Err(os(format!("line {}: mount --bind {} /dev/shm (for shm_open on this tmpfs)", m.line, m.dir)));
         }
     }
     Ok(())
@@ -2444,29 +1810,12 @@ fn map_write_buffer(addr: u64, len: u64) -> std::result::Result<*mut u8, String>
     let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
     // SAFETY: a fresh private mapping of our own.
     unsafe {
-        let mut p = libc::mmap(
-            addr as *mut libc::c_void,
-            len as usize,
-            libc::PROT_READ | libc::PROT_WRITE,
-            flags | libc::MAP_FIXED_NOREPLACE,
-            -1,
-            0,
-        );
+        let mut p = libc::mmap(addr as *mut libc::c_void, len as usize, libc::PROT_READ | libc::PROT_WRITE, flags | libc::MAP_FIXED_NOREPLACE, -1, 0);
         if p == libc::MAP_FAILED {
-            p = libc::mmap(
-                std::ptr::null_mut(),
-                len as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                -1,
-                0,
-            );
+            p = libc::mmap(std::ptr::null_mut(), len as usize, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0);
         }
         if p == libc::MAP_FAILED {
-            return Err(format!(
-                "cannot map the {len}-byte write buffer: {}",
-                std::io::Error::last_os_error()
-            ));
+            return Err(format!("cannot map the {len}-byte write buffer: {}", std::io::Error::last_os_error()));
         }
         std::ptr::write_bytes(p.cast::<u8>(), 0xa5, len as usize);
         Ok(p.cast())
@@ -2540,13 +1889,10 @@ pub const MEMINFO_FIELDS: &[&str] = &["Shmem", "ShmemHugePages", "ShmemPmdMapped
 
 /// [`MEMINFO_FIELDS`] from /proc/meminfo.
 pub fn read_meminfo() -> Result<BTreeMap<String, i64>> {
-    let text = std::fs::read_to_string("/proc/meminfo")
-        .map_err(|e| crate::io_err("cannot read", "/proc/meminfo", e))?;
+    let text = std::fs::read_to_string("/proc/meminfo").map_err(|e| crate::io_err("cannot read", "/proc/meminfo", e))?;
     let mut out = BTreeMap::new();
     for line in text.lines() {
-        let Some((k, v)) = line.split_once(':') else {
-            continue;
-        };
+        let Some((k, v)) = line.split_once(':') else { continue };
         if MEMINFO_FIELDS.contains(&k) {
             if let Some(n) = v.split_whitespace().next().and_then(|n| n.parse().ok()) {
                 out.insert(k.to_string(), n);
@@ -2580,17 +1926,11 @@ pub const DEV_SHM_DIR: &str = "/dev/shm";
 
 /// `thplab-<pid>-...` → pid.
 fn leftover_pid(name: &str) -> Option<i32> {
-    name.strip_prefix(SHM_PREFIX)?
-        .split_once('-')?
-        .0
-        .parse()
-        .ok()
+    name.strip_prefix(SHM_PREFIX)?.split_once('-')?.0.parse().ok()
 }
 
 fn remove_shm_objects(which: impl Fn(i32) -> bool) {
-    let Ok(rd) = std::fs::read_dir(DEV_SHM_DIR) else {
-        return;
-    };
+    let Ok(rd) = std::fs::read_dir(DEV_SHM_DIR) else { return };
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if leftover_pid(&name).is_some_and(&which) {
@@ -2610,10 +1950,7 @@ pub fn remove_stale_leftovers(paths: &Paths) {
     if let Ok(rd) = std::fs::read_dir(paths.state_dir.join("mnt")) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if let Some(pid) = name
-                .split_once('-')
-                .and_then(|(p, _)| p.parse::<i32>().ok())
-            {
+            if let Some(pid) = name.split_once('-').and_then(|(p, _)| p.parse::<i32>().ok()) {
                 if !pid_alive(pid) {
                     let _ = std::fs::remove_dir(e.path());
                 }
@@ -2628,10 +1965,7 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0i32; 2];
     // SAFETY: pipe2 fills two fds.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(LiveError::Child(format!(
-            "pipe2: {}",
-            std::io::Error::last_os_error()
-        )));
+        return Err(LiveError::Child(format!("pipe2: {}", std::io::Error::last_os_error())));
     }
     // SAFETY: fresh fds we own.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
@@ -2681,10 +2015,7 @@ fn run_once(
     paths: &Paths,
 ) -> Result<RunOnce> {
     // Mount points for the child's tmpfs mounts: empty directories on the host.
-    let mut leftovers = RunLeftovers {
-        dirs: Vec::new(),
-        child: None,
-    };
+    let mut leftovers = RunLeftovers { dirs: Vec::new(), child: None };
     let mut spec = spec.clone();
     if !spec.mounts.is_empty() {
         let base = paths.state_dir.join("mnt");
@@ -2692,20 +2023,13 @@ fn run_once(
         for m in spec.mounts.iter_mut() {
             let n = MOUNT_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let d = base.join(format!("{}-{n}", std::process::id()));
-            std::fs::create_dir(&d)
-                .map_err(|e| crate::io_err("cannot create the mount point", &d, e))?;
+            std::fs::create_dir(&d).map_err(|e| crate::io_err("cannot create the mount point", &d, e))?;
             leftovers.dirs.push(d.clone());
-            m.dir = d
-                .to_str()
-                .ok_or_else(|| {
-                    LiveError::Child(format!("mount point {} is not UTF-8", d.display()))
-                })?
-                .to_string();
+            m.dir = d.to_str().ok_or_else(|| LiveError::Child(format!("mount point {} is not UTF-8", d.display())))?.to_string();
         }
     }
     let spec = &spec;
-    let spec_json =
-        serde_json::to_string(spec).map_err(|e| LiveError::Child(format!("spec: {e}")))?;
+    let spec_json = serde_json::to_string(spec).map_err(|e| LiveError::Child(format!("spec: {e}")))?;
     let (status_r, status_w) = pipe()?;
     let (control_r, control_w) = pipe()?;
     let (sw, cr) = (status_w.as_raw_fd(), control_r.as_raw_fd());
@@ -2721,31 +2045,14 @@ fn run_once(
         cmd.pre_exec(move || {
             if procs > 1 {
                 // The executor's own memory in base pages (cleared before `go`, see child_run).
-                libc::prctl(
-                    libc::PR_SET_THP_DISABLE,
-                    1 as libc::c_ulong,
-                    0 as libc::c_ulong,
-                    0 as libc::c_ulong,
-                    0 as libc::c_ulong,
-                );
+                libc::prctl(libc::PR_SET_THP_DISABLE, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);
             }
             let cur = libc::personality(0xffff_ffff);
             if cur != -1 {
-                libc::personality(
-                    (cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong,
-                );
+                libc::personality((cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
             }
-            libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            );
-            let no_core = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+            let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
             libc::setrlimit(libc::RLIMIT_CORE, &no_core);
             // Move both ends out of the way first, so that dup2 onto 3/4 cannot clobber them.
             let a = libc::fcntl(sw, libc::F_DUPFD, 10);
@@ -2759,11 +2066,7 @@ fn run_once(
         });
     }
     let mut child = cmd.spawn().map_err(|e| {
-        LiveError::Child(format!(
-            "cannot start {} {}: {e}",
-            opts.child_program.display(),
-            opts.child_args.join(" ")
-        ))
+        LiveError::Child(format!("cannot start {} {}: {e}", opts.child_program.display(), opts.child_args.join(" ")))
     })?;
     leftovers.child = Some(child.id() as i32);
     drop(status_w);
@@ -2783,10 +2086,7 @@ fn run_once(
     let mut control = File::from(control_w);
     let mut last_op: Option<usize> = None;
 
-    let fail = |child: &mut std::process::Child,
-                last_op: Option<usize>,
-                stage: &str|
-     -> LiveError {
+    let fail = |child: &mut std::process::Child, last_op: Option<usize>, stage: &str| -> LiveError {
         let _ = child.kill();
         let st = child.wait().ok();
         let sig = st.and_then(|s| s.signal());
@@ -2823,37 +2123,21 @@ fn run_once(
             let e = fail(&mut child, None, "before it was ready");
             let err = stderr_thread.join().unwrap_or_default();
             return Err(match e {
-                LiveError::Child(m) if !err.trim().is_empty() => {
-                    LiveError::Child(format!("{m}: {}", err.trim()))
-                }
+                LiveError::Child(m) if !err.trim().is_empty() => LiveError::Child(format!("{m}: {}", err.trim())),
                 e => e,
             });
         }
     };
     let before = CounterSnapshot::read(&paths.sysfs)?;
     let meminfo_before = read_meminfo()?;
-    control
-        .write_all(b"go\n")
-        .map_err(|e| LiveError::Child(format!("cannot send 'go': {e}")))?;
+    control.write_all(b"go\n").map_err(|e| LiveError::Child(format!("cannot send 'go': {e}")))?;
     let sampler = opts.sample.map(|every| {
-        let ranges = regions
-            .iter()
-            .filter(|r| r.name != HEAP)
-            .map(|r| (r.start, r.start + r.len))
-            .collect();
-        crate::timeline::Sampler::start(
-            ready.pid,
-            ranges,
-            paths.sysfs.clone(),
-            Instant::now(),
-            every,
-            opts.progress,
-        )
+        let ranges = regions.iter().filter(|r| r.name != HEAP).map(|r| (r.start, r.start + r.len)).collect();
+        crate::timeline::Sampler::start(ready.pid, ranges, paths.sysfs.clone(), Instant::now(), every, opts.progress)
     });
     // Without samples, a long run still says where it is, once a second.
     let at_line = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let progress = (opts.progress && sampler.is_none())
-        .then(|| crate::timeline::Progress::start(w.source.clone(), at_line.clone()));
+    let progress = (opts.progress && sampler.is_none()).then(|| crate::timeline::Progress::start(w.source.clone(), at_line.clone()));
     let mut procs_done: Vec<ProcDone> = Vec::new();
     let done: Done = loop {
         line.clear();
@@ -2866,13 +2150,9 @@ fn run_once(
                         at_line.store(op.line, std::sync::atomic::Ordering::Relaxed);
                     }
                 } else if let Some(j) = l.strip_prefix("pdone ") {
-                    procs_done.push(
-                        serde_json::from_str(j)
-                            .map_err(|e| LiveError::Child(format!("bad pdone message: {e}")))?,
-                    );
+                    procs_done.push(serde_json::from_str(j).map_err(|e| LiveError::Child(format!("bad pdone message: {e}")))?);
                 } else if let Some(j) = l.strip_prefix("done ") {
-                    break serde_json::from_str(j)
-                        .map_err(|e| LiveError::Child(format!("bad done message: {e}")))?;
+                    break serde_json::from_str(j).map_err(|e| LiveError::Child(format!("bad done message: {e}")))?;
                 } else {
                     return Err(LiveError::Child(format!("unexpected message '{l}'")));
                 }
@@ -2884,10 +2164,8 @@ fn run_once(
     drop(progress);
     let after = CounterSnapshot::read(&paths.sysfs)?;
     let meminfo_after = read_meminfo()?;
-    let meminfo: BTreeMap<String, i64> = meminfo_after
-        .iter()
-        .map(|(k, v)| (k.clone(), v - meminfo_before.get(k).copied().unwrap_or(*v)))
-        .collect();
+    let meminfo: BTreeMap<String, i64> =
+        meminfo_after.iter().map(|(k, v)| (k.clone(), v - meminfo_before.get(k).copied().unwrap_or(*v))).collect();
     let pid = ready.pid;
 
     let mut regions: Vec<RegionPlacement> = regions.to_vec();
@@ -2895,12 +2173,7 @@ fn run_once(
     for r in regions.iter_mut() {
         if r.name == HEAP {
             r.start = ready.start_brk;
-            let mapped = r.len.max(
-                done.brk_end
-                    .saturating_sub(ready.start_brk)
-                    .div_ceil(PAGE_SIZE)
-                    * PAGE_SIZE,
-            );
+            let mapped = r.len.max(done.brk_end.saturating_sub(ready.start_brk).div_ceil(PAGE_SIZE) * PAGE_SIZE);
             ranges.push((r.start, r.start + mapped));
             // Reported as the model reports it: break − start_brk at the end.
             r.len = done.brk_end.saturating_sub(ready.start_brk);
@@ -2934,13 +2207,7 @@ fn run_once(
     let mut procs = Vec::new();
     let mut results = done.results;
     if spec.procs > 1 {
-        procs.push(ProcOnce {
-            minflt: done.minflt,
-            exited: false,
-            rss_bytes: rss_kb * 1024,
-            anon_huge_bytes: ahp_kb * 1024,
-            census: census.total.clone(),
-        });
+        procs.push(ProcOnce { minflt: done.minflt, exited: false, rss_bytes: rss_kb * 1024, anon_huge_bytes: ahp_kb * 1024, census: census.total.clone() });
         for p in 1..spec.procs {
             let Some(d) = procs_done.iter().find(|d| d.proc == p) else {
                 procs.push(ProcOnce::default());
@@ -2951,17 +2218,10 @@ fn run_once(
                     *r = rc;
                 }
             }
-            let mut one = ProcOnce {
-                minflt: d.minflt,
-                exited: d.exited,
-                ..Default::default()
-            };
+            let mut one = ProcOnce { minflt: d.minflt, exited: d.exited, ..Default::default() };
             if !d.exited {
                 let vmas = read_smaps(d.pid)?;
-                for v in vmas
-                    .iter()
-                    .filter(|v| ranges.iter().any(|&(a, b)| v.start < b && a < v.end))
-                {
+                for v in vmas.iter().filter(|v| ranges.iter().any(|&(a, b)| v.start < b && a < v.end)) {
                     one.rss_bytes += v.rss_kb * 1024;
                     one.anon_huge_bytes += v.anon_huge_kb * 1024;
                 }
@@ -2972,15 +2232,10 @@ fn run_once(
     }
     let _ = control.write_all(b"exit\n");
     drop(control);
-    let st = child
-        .wait()
-        .map_err(|e| LiveError::Child(format!("wait: {e}")))?;
+    let st = child.wait().map_err(|e| LiveError::Child(format!("wait: {e}")))?;
     let err = stderr_thread.join().unwrap_or_default();
     if !st.success() {
-        return Err(LiveError::Child(format!(
-            "the child ended with {st} after the run: {}",
-            err.trim()
-        )));
+        return Err(LiveError::Child(format!("the child ended with {st} after the run: {}", err.trim())));
     }
     for (op, &rc) in spec.ops.iter().zip(&results) {
         if let ExecKind::Mmap { addr, len, .. } = op.kind {
@@ -3036,11 +2291,7 @@ fn median(v: &mut [i64]) -> i64 {
 fn spread_of(v: &[i64]) -> Spread {
     let mut s = v.to_vec();
     let median = median(&mut s);
-    Spread {
-        min: s.first().copied().unwrap_or(0),
-        median,
-        max: s.last().copied().unwrap_or(0),
-    }
+    Spread { min: s.first().copied().unwrap_or(0), median, max: s.last().copied().unwrap_or(0) }
 }
 
 /// Run `w` under `settings` on the live kernel, `opts.repeat` times, holding the settings guard
@@ -3083,14 +2334,7 @@ pub fn run_live(
     Ok(assemble(w, settings, &spec, runs, notes, opts.sample))
 }
 
-fn assemble(
-    w: &Workload,
-    settings: &ThpSettings,
-    spec: &ExecSpec,
-    runs: Vec<RunOnce>,
-    notes: Vec<String>,
-    sample: Option<Duration>,
-) -> RunResult {
+fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<RunOnce>, notes: Vec<String>, sample: Option<Duration>) -> RunResult {
     let mut res = RunResult::new("live", &w.source);
     res.settings = settings.knob_map();
     let n = runs.len();
@@ -3108,25 +2352,11 @@ fn assemble(
         }
         m
     };
-    let minflt = col(
-        "minflt".into(),
-        runs.iter().map(|r| r.minflt as i64).collect(),
-    );
-    let rss = col(
-        "rss_bytes".into(),
-        runs.iter().map(|r| r.rss_bytes as i64).collect(),
-    );
-    let ahp = col(
-        "anon_huge_bytes".into(),
-        runs.iter().map(|r| r.anon_huge_bytes as i64).collect(),
-    );
+    let minflt = col("minflt".into(), runs.iter().map(|r| r.minflt as i64).collect());
+    let rss = col("rss_bytes".into(), runs.iter().map(|r| r.rss_bytes as i64).collect());
+    let ahp = col("anon_huge_bytes".into(), runs.iter().map(|r| r.anon_huge_bytes as i64).collect());
     for name in rep.counters.vmstat.keys() {
-        let v = col(
-            format!("vmstat.{name}"),
-            runs.iter()
-                .map(|r| r.counters.vmstat.get(name).copied().unwrap_or(0))
-                .collect(),
-        );
+        let v = col(format!("vmstat.{name}"), runs.iter().map(|r| r.counters.vmstat.get(name).copied().unwrap_or(0)).collect());
         res.vmstat.insert(name.clone(), v);
     }
     for (dir, m) in &rep.counters.mthp {
@@ -3134,64 +2364,33 @@ fn assemble(
         for stat in m.keys() {
             let v = col(
                 format!("{dir}.{stat}"),
-                runs.iter()
-                    .map(|r| {
-                        r.counters
-                            .mthp
-                            .get(dir)
-                            .and_then(|m| m.get(stat))
-                            .copied()
-                            .unwrap_or(0)
-                    })
-                    .collect(),
+                runs.iter().map(|r| r.counters.mthp.get(dir).and_then(|m| m.get(stat)).copied().unwrap_or(0)).collect(),
             );
             out.insert(stat.clone(), v);
         }
         res.mthp.insert(dir.clone(), out);
     }
     for name in MEMINFO_FIELDS {
-        let v = col(
-            format!("meminfo.{name}"),
-            runs.iter()
-                .map(|r| r.meminfo.get(*name).copied().unwrap_or(0))
-                .collect(),
-        );
+        let v = col(format!("meminfo.{name}"), runs.iter().map(|r| r.meminfo.get(*name).copied().unwrap_or(0)).collect());
         res.meminfo.insert(name.to_string(), v);
     }
     let mut walls: Vec<i64> = runs.iter().map(|r| (r.wall_ns / 1000) as i64).collect();
     let wall_us = median(&mut walls);
-    res.process = ProcessStats {
-        minflt: minflt as u64,
-        rss_bytes: rss as u64,
-        anon_huge_bytes: ahp as u64,
-        bloat_bytes: None,
-    };
+    res.process = ProcessStats { minflt: minflt as u64, rss_bytes: rss as u64, anon_huge_bytes: ahp as u64, bloat_bytes: None };
     res.census = rep.census.clone();
     res.folios = rep.census.folio_counts();
     for (p, decl) in w.procs.iter().enumerate().filter(|_| w.forks()) {
         let get = |r: &RunOnce| r.procs.get(p).cloned().unwrap_or_default();
-        let minflt = col(
-            format!("processes.{}.minflt", decl.name),
-            runs.iter().map(|r| get(r).minflt as i64).collect(),
-        );
+        let minflt = col(format!("processes.{}.minflt", decl.name), runs.iter().map(|r| get(r).minflt as i64).collect());
         let one = get(rep);
         res.processes.push(uapi::result::ProcResult {
             name: decl.name.clone(),
             exited: one.exited,
-            process: ProcessStats {
-                minflt: minflt as u64,
-                rss_bytes: one.rss_bytes,
-                anon_huge_bytes: one.anon_huge_bytes,
-                bloat_bytes: None,
-            },
+            process: ProcessStats { minflt: minflt as u64, rss_bytes: one.rss_bytes, anon_huge_bytes: one.anon_huge_bytes, bloat_bytes: None },
             census: one.census,
             cow_copied: None,
             cow_reused: None,
-            shares_mm_with: decl.shares_mm().then(|| {
-                w.proc(decl.parent.expect("a thread or vfork child has a parent"))
-                    .name
-                    .clone()
-            }),
+            shares_mm_with: decl.shares_mm().then(|| w.proc(decl.parent.expect("a thread or vfork child has a parent")).name.clone()),
         });
     }
     res.regions = rep.regions.clone();
@@ -3199,17 +2398,8 @@ fn assemble(
     // the runs.
     for (i, op) in spec.ops.iter().enumerate() {
         if let ExecKind::RepeatFor { ns, .. } = op.kind {
-            let v = col(
-                format!("repeats.{}.iterations", op.line),
-                runs.iter()
-                    .map(|r| r.results.get(i).copied().unwrap_or(0))
-                    .collect(),
-            );
-            res.repeats.push(uapi::result::RepeatRun {
-                line: op.line,
-                duration_ns: ns,
-                iterations: v.max(0) as u64,
-            });
+            let v = col(format!("repeats.{}.iterations", op.line), runs.iter().map(|r| r.results.get(i).copied().unwrap_or(0)).collect());
+            res.repeats.push(uapi::result::RepeatRun { line: op.line, duration_ns: ns, iterations: v.max(0) as u64 });
         }
     }
 
@@ -3219,10 +2409,7 @@ fn assemble(
         .zip(&rep.results)
         // Statements that make no call (touches, accesses, sleep, exit, phase) have no row, as in
         // the model's `calls`.
-        .filter(|(op, _)| {
-            !op.call.is_empty()
-                && !matches!(op.kind, ExecKind::Touch { .. } | ExecKind::Access { .. })
-        })
+        .filter(|(op, _)| !op.call.is_empty() && !matches!(op.kind, ExecKind::Touch { .. } | ExecKind::Access { .. }))
         .map(|(op, &rc)| CallResult {
             line: op.line,
             call: op.call.clone(),
@@ -3233,10 +2420,7 @@ fn assemble(
         })
         .collect();
     let census_varied = runs.iter().any(|r| r.census != rep.census);
-    res.timeline = sample.map(|every| uapi::Timeline {
-        interval_ms: every.as_millis() as u64,
-        samples: rep.timeline.clone(),
-    });
+    res.timeline = sample.map(|every| uapi::Timeline { interval_ms: every.as_millis() as u64, samples: rep.timeline.clone() });
     res.live = Some(LiveSection {
         kernel_release: crate::kernel_release(),
         wall_ms: wall_us as f64 / 1000.0,
@@ -3260,9 +2444,7 @@ fn assemble(
 }
 
 /// The khugepaged counters' deltas, summed over runs.
-pub(crate) fn khugepaged_sum<'a>(
-    runs: impl Iterator<Item = &'a CounterSnapshot>,
-) -> LiveKhugepaged {
+pub(crate) fn khugepaged_sum<'a>(runs: impl Iterator<Item = &'a CounterSnapshot>) -> LiveKhugepaged {
     let mut sum = LiveKhugepaged::default();
     for c in runs {
         let get = |name: &str| c.khugepaged.get(name).copied().unwrap_or(0);
@@ -3278,9 +2460,7 @@ fn noise(r: &RunOnce) -> Noise {
     let mut per_size = BTreeMap::new();
     let mut total_excess = 0i64;
     for (dir, m) in &r.counters.mthp {
-        let Some(&alloc) = m.get(MthpStat::AnonFaultAlloc.name()) else {
-            continue;
-        };
+        let Some(&alloc) = m.get(MthpStat::AnonFaultAlloc.name()) else { continue };
         let label = label_of_dir(dir).unwrap_or_default();
         let census = r.census.sizes.get(&label).map(|e| e.folios).unwrap_or(0) as i64;
         if alloc == 0 && census == 0 {
@@ -3288,14 +2468,7 @@ fn noise(r: &RunOnce) -> Noise {
         }
         let excess = alloc - census;
         total_excess += excess.max(0);
-        per_size.insert(
-            label,
-            NoiseEntry {
-                anon_fault_alloc: alloc,
-                census_folios: census,
-                excess,
-            },
-        );
+        per_size.insert(label, NoiseEntry { anon_fault_alloc: alloc, census_folios: census, excess });
     }
     let note = if total_excess == 0 {
         "system-wide counters match this process's census (no other activity seen)".to_string()
@@ -3305,11 +2478,7 @@ fn noise(r: &RunOnce) -> Noise {
              faulted large folios during the run, or the workload freed or split some (munmap, dontneed)"
         )
     };
-    Noise {
-        note,
-        anon_fault_alloc_vs_census: per_size,
-        excess_total: total_excess,
-    }
+    Noise { note, anon_fault_alloc_vs_census: per_size, excess_total: total_excess }
 }
 
 #[cfg(test)]
@@ -3324,39 +2493,18 @@ mod tests {
         )
         .unwrap();
         let (spec, regions, notes) = build_spec(&w, &[]).unwrap();
-        assert_eq!(
-            spec.ops[0].kind,
-            ExecKind::Mmap {
-                addr: 0x7e00_0000_0000,
-                len: 1 << 20,
-                prot: 3,
-                shared: false,
-                file: None,
-                pgoff: 0
-            }
-        );
+        assert_eq!(spec.ops[0].kind, ExecKind::Mmap { addr: 0x7e00_0000_0000, len: 1 << 20, prot: 3, shared: false, file: None, pgoff: 0 });
         match &spec.ops[1].kind {
             ExecKind::Munmap { pieces } => {
                 assert_eq!(pieces.len(), 16);
-                assert_eq!(
-                    pieces[1],
-                    Piece {
-                        addr: 0x7e00_0001_0000,
-                        len: 4096,
-                        heap: false
-                    }
-                );
+                assert_eq!(pieces[1], Piece { addr: 0x7e00_0001_0000, len: 4096, heap: false });
             }
             k => panic!("{k:?}"),
         }
         match &spec.ops[3].kind {
             ExecKind::Touch { base, len, .. } => {
                 assert!(base.heap);
-                assert_eq!(
-                    *len,
-                    10 * 1024,
-                    "bare heap runs to the current break, as the model reads it"
-                );
+                assert_eq!(*len, 10 * 1024, "bare heap runs to the current break, as the model reads it");
             }
             k => panic!("{k:?}"),
         }
@@ -3368,27 +2516,10 @@ mod tests {
         let h = regions.iter().find(|r| r.name == "heap").unwrap();
         assert_eq!(h.len, 12 * 1024);
         // Model addresses win for non-fixed regions.
-        let (spec, _, notes) = build_spec(
-            &w,
-            &[RegionPlacement {
-                name: "b".into(),
-                start: 0x7d00_0000_0000,
-                len: 4 << 20,
-            }],
-        )
-        .unwrap();
+        let (spec, _, notes) =
+            build_spec(&w, &[RegionPlacement { name: "b".into(), start: 0x7d00_0000_0000, len: 4 << 20 }]).unwrap();
         assert!(notes.is_empty());
-        assert_eq!(
-            spec.ops.last().unwrap().kind,
-            ExecKind::Mmap {
-                addr: 0x7d00_0000_0000,
-                len: 4 << 20,
-                prot: 3,
-                shared: false,
-                file: None,
-                pgoff: 0
-            }
-        );
+        assert_eq!(spec.ops.last().unwrap().kind, ExecKind::Mmap { addr: 0x7d00_0000_0000, len: 4 << 20, prot: 3, shared: false, file: None, pgoff: 0 });
     }
 
     #[test]
@@ -3401,68 +2532,20 @@ mod tests {
         .unwrap();
         let (spec, regions, notes) = build_spec(&w, &[]).unwrap();
         let calls: Vec<&str> = spec.ops.iter().map(|o| o.call.as_str()).collect();
-        assert_eq!(
-            calls,
-            [
-                "mount(tmpfs)",
-                "shm_open",
-                "open",
-                "memfd_create",
-                "ftruncate",
-                "pwrite",
-                "fallocate",
-                "mmap",
-                "mmap"
-            ]
-        );
-        assert_eq!(
-            spec.mounts,
-            [MountSpec {
-                huge: "within_size".into(),
-                dir: String::new(),
-                line: 1
-            }]
-        );
+        assert_eq!(calls, ["mount(tmpfs)", "shm_open", "open", "memfd_create", "ftruncate", "pwrite", "fallocate", "mmap", "mmap"]);
+        assert_eq!(spec.mounts, [MountSpec { huge: "within_size".into(), dir: String::new(), line: 1 }]);
         assert_eq!(spec.dev_shm, Some(0));
-        assert_eq!(
-            spec.files[1],
-            FileSpec {
-                name: "f".into(),
-                kind: FileSpecKind::Open,
-                mount: Some(0)
-            }
-        );
+        assert_eq!(spec.files[1], FileSpec { name: "f".into(), kind: FileSpecKind::Open, mount: Some(0) });
         assert_eq!(
             spec.ops[7].kind,
-            ExecKind::Mmap {
-                addr: 0x7e00_0000_0000,
-                len: 4 << 20,
-                prot: 3,
-                shared: true,
-                file: Some(2),
-                pgoff: 2 << 20
-            }
+            ExecKind::Mmap { addr: 0x7e00_0000_0000, len: 4 << 20, prot: 3, shared: true, file: Some(2), pgoff: 2 << 20 }
         );
-        assert!(matches!(
-            spec.ops[8].kind,
-            ExecKind::Mmap {
-                shared: true,
-                file: None,
-                ..
-            }
-        ));
+        assert!(matches!(spec.ops[8].kind, ExecKind::Mmap { shared: true, file: None, .. }));
         // The write buffer: capped, outside every region, and the cap is noted.
         let (a, l) = spec.write_buf.unwrap();
         assert_eq!(l, WRITE_BUF_MAX);
-        assert!(regions
-            .iter()
-            .all(|r| a + l <= r.start || r.start + r.len <= a));
-        assert!(
-            notes
-                .iter()
-                .any(|n| n.contains("line 6") && n.contains("64 MiB")),
-            "{notes:?}"
-        );
+        assert!(regions.iter().all(|r| a + l <= r.start || r.start + r.len <= a));
+        assert!(notes.iter().any(|n| n.contains("line 6") && n.contains("64 MiB")), "{notes:?}");
         // shm_open on two mounts: refused, naming the second line.
         let w = workload::parse("t", "tmpfs t huge=always\nshm_open a on=t\nshm_open b\n").unwrap();
         let e = build_spec(&w, &[]).unwrap_err().to_string();
@@ -3474,14 +2557,7 @@ mod tests {
     #[test]
     fn harness_placement_honours_align_offset() {
         let mut c = HARNESS_MMAP_BASE;
-        let a = harness_place(
-            &mut c,
-            1 << 20,
-            Placement::Aligned {
-                align: 64 << 10,
-                offset: 4096,
-            },
-        );
+        let a = harness_place(&mut c, 1 << 20, Placement::Aligned { align: 64 << 10, offset: 4096 });
         assert_eq!(a % (64 << 10), 4096);
         assert!(a + (1 << 20) <= HARNESS_MMAP_BASE);
         let b = harness_place(&mut c, 8192, Placement::Kernel);

@@ -96,33 +96,20 @@ impl SettingsGuard {
     /// /proc/sys/vm/nr_hugepages on x86-64), journalled and restored like every knob. The
     /// reservation fails (and nothing stays changed) when the kernel cannot grow the pool that far.
     pub fn apply_with_hugetlb_pool(settings: &ThpSettings, pages: u64) -> Result<SettingsGuard> {
-        SettingsGuard::apply_with_at(
-            settings,
-            &[(NR_HUGEPAGES_2M.to_string(), pages.to_string())],
-            &Paths::from_env(),
-        )
+        SettingsGuard::apply_with_at(settings, &[(NR_HUGEPAGES_2M.to_string(), pages.to_string())], &Paths::from_env())
     }
 
     /// Apply `settings` plus `extra` (knob path relative to the THP directory, value), such as
     /// [`NR_HUGEPAGES_2M`]; `extra` is written after the THP knobs and restored with them.
-    pub fn apply_with_at(
-        settings: &ThpSettings,
-        extra: &[(String, String)],
-        paths: &Paths,
-    ) -> Result<SettingsGuard> {
+    pub fn apply_with_at(settings: &ThpSettings, extra: &[(String, String)], paths: &Paths) -> Result<SettingsGuard> {
         SettingsGuard::apply_built_at(paths, extra, |_| Ok(settings.clone()))
     }
 
     /// Take the lock, then apply what `build` returns: `build` runs under the lock, after a
     /// crashed run's journal was restored, so it may start from the knobs as they are then.
-    fn apply_built_at(
-        paths: &Paths,
-        extra: &[(String, String)],
-        build: impl FnOnce(&Paths) -> Result<ThpSettings>,
-    ) -> Result<SettingsGuard> {
+    fn apply_built_at(paths: &Paths, extra: &[(String, String)], build: impl FnOnce(&Paths) -> Result<ThpSettings>) -> Result<SettingsGuard> {
         paths.check_available()?;
-        let lock =
-            take_lock(paths, true)?.ok_or_else(|| LiveError::Child("lock not taken".into()))?;
+        let lock = take_lock(paths, true)?.ok_or_else(|| LiveError::Child("lock not taken".into()))?;
         // A crashed run whose lock is gone left its journal: put those values back first, or we
         // would record its values as the originals.
         let recovered = recover_locked(paths)?;
@@ -134,19 +121,12 @@ impl SettingsGuard {
             if !paths.knob(&rel).exists() {
                 return Err(LiveError::Knob {
                     path: rel,
-                    message: format!(
-                        "does not exist under {} on this kernel",
-                        paths.sysfs.display()
-                    ),
+                    message: format!("does not exist under {} on this kernel", paths.sysfs.display()),
                 });
             }
             let cur = read_knob(paths, &rel)?;
             if cur != value {
-                changed.push(JournalEntry {
-                    path: rel,
-                    original: cur,
-                    applied: value,
-                });
+                changed.push(JournalEntry { path: rel, original: cur, applied: value });
             }
         }
         // Knobs of this kernel build that upstream 6.18 lacks: set to upstream behaviour unless
@@ -157,30 +137,19 @@ impl SettingsGuard {
             }
             let cur = read_knob(paths, &rel)?;
             if cur != value {
-                changed.push(JournalEntry {
-                    path: rel,
-                    original: cur,
-                    applied: value,
-                });
+                changed.push(JournalEntry { path: rel, original: cur, applied: value });
             }
         }
         for (rel, value) in extra {
             if !paths.knob(rel).exists() {
                 return Err(LiveError::Knob {
                     path: rel.clone(),
-                    message: format!(
-                        "does not exist beside {} on this kernel",
-                        paths.sysfs.display()
-                    ),
+                    message: format!("does not exist beside {} on this kernel", paths.sysfs.display()),
                 });
             }
             let cur = read_knob(paths, rel)?;
             if &cur != value {
-                changed.push(JournalEntry {
-                    path: rel.clone(),
-                    original: cur,
-                    applied: value.clone(),
-                });
+                changed.push(JournalEntry { path: rel.clone(), original: cur, applied: value.clone() });
             }
         }
         let mut guard = SettingsGuard {
@@ -197,20 +166,14 @@ impl SettingsGuard {
         }
         let journal = Journal {
             pid: std::process::id() as i32,
-            start_time: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
+            start_time: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
             sysfs: paths.sysfs.display().to_string(),
             knobs: guard.changed.clone(),
         };
         write_journal(paths, &journal)?;
         guard.arm()?;
-        let writes: Vec<(String, String)> = guard
-            .changed
-            .iter()
-            .map(|e| (e.path.clone(), e.applied.clone()))
-            .collect();
+        let writes: Vec<(String, String)> =
+            guard.changed.iter().map(|e| (e.path.clone(), e.applied.clone())).collect();
         let failed = write_knobs_with_retry(paths, &writes);
         if let Some((_, first)) = failed.into_iter().next() {
             // Drop restores what was written.
@@ -239,10 +202,8 @@ impl SettingsGuard {
         let mut entries = Vec::new();
         for e in &self.changed {
             let p = self.paths.knob(&e.path);
-            let c = CString::new(p.as_os_str().as_bytes()).map_err(|_| LiveError::Knob {
-                path: e.path.clone(),
-                message: "path contains NUL".into(),
-            })?;
+            let c = CString::new(p.as_os_str().as_bytes())
+                .map_err(|_| LiveError::Knob { path: e.path.clone(), message: "path contains NUL".into() })?;
             entries.push((c, e.original.as_bytes().to_vec()));
         }
         let journal = CString::new(self.paths.journal_path().as_os_str().as_bytes())
@@ -278,12 +239,7 @@ impl SettingsGuard {
         self.finished = true;
         let mut result = Ok(());
         if !self.plan.is_null() {
-            let _ = ACTIVE.compare_exchange(
-                self.plan,
-                std::ptr::null_mut(),
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            );
+            let _ = ACTIVE.compare_exchange(self.plan, std::ptr::null_mut(), Ordering::SeqCst, Ordering::SeqCst);
             // SAFETY: plans are leaked, never freed.
             let plan = unsafe { &*self.plan };
             let already = plan.done.swap(true, Ordering::SeqCst);
@@ -341,9 +297,7 @@ fn install_panic_hook() {
             if !p.is_null() {
                 // SAFETY: plans are leaked, never freed.
                 let plan = unsafe { &*p };
-                if plan.owner == std::thread::current().id()
-                    && !plan.done.swap(true, Ordering::SeqCst)
-                {
+                if plan.owner == std::thread::current().id() && !plan.done.swap(true, Ordering::SeqCst) {
                     raw_restore(plan);
                 }
             }
@@ -383,10 +337,7 @@ fn raw_restore(plan: &RestorePlan) -> bool {
 fn raw_write(path: &CString, value: &[u8]) -> bool {
     // SAFETY: plain syscalls on a valid path and buffer.
     unsafe {
-        let fd = libc::open(
-            path.as_ptr(),
-            libc::O_WRONLY | libc::O_TRUNC | libc::O_CLOEXEC,
-        );
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_TRUNC | libc::O_CLOEXEC);
         if fd < 0 {
             return false;
         }
@@ -435,8 +386,7 @@ fn take_lock(paths: &Paths, wait: bool) -> Result<Option<File>> {
             return Ok(Some(file));
         }
         let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EWOULDBLOCK) && err.raw_os_error() != Some(libc::EINTR)
-        {
+        if err.raw_os_error() != Some(libc::EWOULDBLOCK) && err.raw_os_error() != Some(libc::EINTR) {
             return Err(io_err("cannot lock", &lp, err));
         }
         if !wait {
@@ -475,26 +425,20 @@ fn write_pid(mut lock: &File, paths: &Paths) -> Result<()> {
     let w = |e| io_err("cannot write the pid into", &lp, e);
     lock.set_len(0).map_err(w)?;
     lock.rewind().map_err(w)?;
-    lock.write_all(format!("{}\n", std::process::id()).as_bytes())
-        .map_err(w)?;
+    lock.write_all(format!("{}\n", std::process::id()).as_bytes()).map_err(w)?;
     Ok(())
 }
 
 fn write_journal(paths: &Paths, journal: &Journal) -> Result<()> {
     let jp = paths.journal_path();
     let tmp = paths.state_dir.join("journal.json.tmp");
-    let text = serde_json::to_string_pretty(journal).map_err(|e| LiveError::Parse {
-        path: jp.display().to_string(),
-        message: e.to_string(),
-    })?;
+    let text = serde_json::to_string_pretty(journal)
+        .map_err(|e| LiveError::Parse { path: jp.display().to_string(), message: e.to_string() })?;
     let mut f = File::create(&tmp).map_err(|e| io_err("cannot create the journal", &tmp, e))?;
-    f.write_all(text.as_bytes())
-        .map_err(|e| io_err("cannot write the journal", &tmp, e))?;
-    f.sync_all()
-        .map_err(|e| io_err("cannot fsync the journal", &tmp, e))?;
+    f.write_all(text.as_bytes()).map_err(|e| io_err("cannot write the journal", &tmp, e))?;
+    f.sync_all().map_err(|e| io_err("cannot fsync the journal", &tmp, e))?;
     drop(f);
-    std::fs::rename(&tmp, &jp)
-        .map_err(|e| io_err("cannot rename the journal into place", &jp, e))?;
+    std::fs::rename(&tmp, &jp).map_err(|e| io_err("cannot rename the journal into place", &jp, e))?;
     sync_dir(&paths.state_dir)
 }
 
@@ -517,9 +461,7 @@ pub fn read_journal(paths: &Paths) -> Result<Option<Journal>> {
     let jp = paths.journal_path();
     let mut text = String::new();
     match File::open(&jp) {
-        Ok(mut f) => f
-            .read_to_string(&mut text)
-            .map_err(|e| io_err("cannot read the journal", &jp, e))?,
+        Ok(mut f) => f.read_to_string(&mut text).map_err(|e| io_err("cannot read the journal", &jp, e))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err("cannot open the journal", &jp, e)),
     };
@@ -609,11 +551,7 @@ pub fn hold_main(assignments: &[String]) -> ! {
         Ok(g) => g,
         Err(e) => {
             eprintln!("thplab __hold: {e}");
-            std::process::exit(if matches!(e, LiveError::Parse { .. }) {
-                2
-            } else {
-                1
-            });
+            std::process::exit(if matches!(e, LiveError::Parse { .. }) { 2 } else { 1 });
         }
     };
     println!("held {}", guard.changed().len());
@@ -627,10 +565,7 @@ pub fn hold_main(assignments: &[String]) -> ! {
 fn with_assignments(paths: &Paths, assignments: &[String]) -> Result<ThpSettings> {
     let mut settings = current_settings(paths)?;
     for a in assignments {
-        settings.apply_assignment(a).map_err(|e| LiveError::Parse {
-            path: a.clone(),
-            message: e.to_string(),
-        })?;
+        settings.apply_assignment(a).map_err(|e| LiveError::Parse { path: a.clone(), message: e.to_string() })?;
     }
     Ok(settings)
 }
@@ -652,10 +587,7 @@ pub fn current_settings(paths: &Paths) -> Result<ThpSettings> {
         let v = read_knob(paths, &rel)?;
         // Order matters for shmem_enabled=force (checked against the per-size inherit set);
         // knobs() lists per-size knobs first.
-        s.set(&rel, &v).map_err(|e| LiveError::Parse {
-            path: paths.knob(&rel).display().to_string(),
-            message: e.to_string(),
-        })?;
+        s.set(&rel, &v).map_err(|e| LiveError::Parse { path: paths.knob(&rel).display().to_string(), message: e.to_string() })?;
     }
     Ok(s)
 }
@@ -671,12 +603,7 @@ mod tests {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(&p, format!("{v}\n")).unwrap();
         }
-        Paths {
-            sysfs,
-            state_dir: dir.join("state"),
-            lock_wait: Duration::from_secs(5),
-            require_root: false,
-        }
+        Paths { sysfs, state_dir: dir.join("state"), lock_wait: Duration::from_secs(5), require_root: false }
     }
 
     fn tmpdir(name: &str) -> std::path::PathBuf {
@@ -700,11 +627,7 @@ mod tests {
         let p2 = paths.clone();
         let waiter = std::thread::spawn(move || {
             let g = hold_settings(&["hugepages-64kB/enabled=always".to_string()], &p2).unwrap();
-            let got = (
-                read_knob(&p2, "enabled").unwrap(),
-                read_knob(&p2, "hugepages-64kB/enabled").unwrap(),
-                g.changed().len(),
-            );
+            let got = (read_knob(&p2, "enabled").unwrap(), read_knob(&p2, "hugepages-64kB/enabled").unwrap(), g.changed().len());
             drop(g);
             got
         });
@@ -712,15 +635,9 @@ mod tests {
         std::thread::sleep(Duration::from_millis(300));
         drop(other);
         let (enabled, k64, changed) = waiter.join().unwrap();
-        assert_eq!(
-            (enabled.as_str(), k64.as_str(), changed),
-            ("madvise", "always", 1)
-        );
+        assert_eq!((enabled.as_str(), k64.as_str(), changed), ("madvise", "always", 1));
         assert_eq!(read_knob(&paths, "enabled").unwrap(), "madvise");
-        assert_eq!(
-            read_knob(&paths, "hugepages-64kB/enabled").unwrap(),
-            "never"
-        );
+        assert_eq!(read_knob(&paths, "hugepages-64kB/enabled").unwrap(), "never");
         let _ = std::fs::remove_dir_all(&d);
     }
 
@@ -740,10 +657,7 @@ mod tests {
         assert_eq!(j.knobs[0].original, "never");
         drop(g);
         assert_eq!(read_knob(&paths, "enabled").unwrap(), "madvise");
-        assert_eq!(
-            read_knob(&paths, "hugepages-64kB/enabled").unwrap(),
-            "never"
-        );
+        assert_eq!(read_knob(&paths, "hugepages-64kB/enabled").unwrap(), "never");
         assert!(read_journal(&paths).unwrap().is_none());
         let _ = std::fs::remove_dir_all(&d);
     }
@@ -757,29 +671,19 @@ mod tests {
         std::fs::write(&pool, "3\n").unwrap();
         let mut s = ThpSettings::default();
         s.set("hugepages-64kB/enabled", "madvise").unwrap();
-        let g = SettingsGuard::apply_with_at(&s, &[(NR_HUGEPAGES_2M.into(), "19".into())], &paths)
-            .unwrap();
+        let g = SettingsGuard::apply_with_at(&s, &[(NR_HUGEPAGES_2M.into(), "19".into())], &paths).unwrap();
         assert_eq!(read_knob(&paths, NR_HUGEPAGES_2M).unwrap(), "19");
         let j = read_journal(&paths).unwrap().unwrap();
         assert_eq!(j.knobs.last().unwrap().path, NR_HUGEPAGES_2M);
         assert_eq!(j.knobs.last().unwrap().original, "3");
         drop(g);
         assert_eq!(read_knob(&paths, NR_HUGEPAGES_2M).unwrap(), "3");
-        assert_eq!(
-            read_knob(&paths, "hugepages-64kB/enabled").unwrap(),
-            "never"
-        );
+        assert_eq!(read_knob(&paths, "hugepages-64kB/enabled").unwrap(), "never");
         // A pool that does not exist is an error naming it, and changes nothing.
         std::fs::remove_file(&pool).unwrap();
-        let e = SettingsGuard::apply_with_at(&s, &[(NR_HUGEPAGES_2M.into(), "1".into())], &paths)
-            .err()
-            .unwrap()
-            .to_string();
+        let e = SettingsGuard::apply_with_at(&s, &[(NR_HUGEPAGES_2M.into(), "1".into())], &paths).err().unwrap().to_string();
         assert!(e.contains("nr_hugepages"), "{e}");
-        assert_eq!(
-            read_knob(&paths, "hugepages-64kB/enabled").unwrap(),
-            "never"
-        );
+        assert_eq!(read_knob(&paths, "hugepages-64kB/enabled").unwrap(), "never");
         let _ = std::fs::remove_dir_all(&d);
     }
 
@@ -794,20 +698,13 @@ mod tests {
                 pid: 999_999,
                 start_time: 0,
                 sysfs: paths.sysfs.display().to_string(),
-                knobs: vec![JournalEntry {
-                    path: "enabled".into(),
-                    original: "madvise".into(),
-                    applied: "never".into(),
-                }],
+                knobs: vec![JournalEntry { path: "enabled".into(), original: "madvise".into(), applied: "never".into() }],
             },
         )
         .unwrap();
         std::fs::write(paths.knob("enabled"), "never").unwrap();
         let msg = recover_at(&paths).unwrap().unwrap();
-        assert!(
-            msg.contains("restored 1 THP knob left changed by a live run (pid 999999)"),
-            "{msg}"
-        );
+        assert!(msg.contains("restored 1 THP knob left changed by a live run (pid 999999)"), "{msg}");
         assert!(msg.contains("enabled=madvise"), "{msg}");
         assert_eq!(read_knob(&paths, "enabled").unwrap(), "madvise");
         assert!(recover_at(&paths).unwrap().is_none());
@@ -821,10 +718,7 @@ mod tests {
         ensure_dir(&paths.state_dir).unwrap();
         std::fs::write(paths.journal_path(), "{").unwrap();
         let e = recover_at(&paths).unwrap_err().to_string();
-        assert!(
-            e.contains("journal.json") && e.contains("not a thplab journal"),
-            "{e}"
-        );
+        assert!(e.contains("journal.json") && e.contains("not a thplab journal"), "{e}");
         let _ = std::fs::remove_dir_all(&d);
     }
 }

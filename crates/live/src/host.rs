@@ -10,20 +10,13 @@ const PARAMS: &str = "/sys/module/page_reporting/parameters";
 /// `page_reporting_order` when a reporting device is registered (a value of 0..=10), else None.
 pub fn reporting_order() -> Option<u8> {
     let text = std::fs::read_to_string(format!("{PARAMS}/page_reporting_order")).ok()?;
-    text.trim()
-        .parse::<u8>()
-        .ok()
-        .filter(|&o| o <= mm_types::MAX_PAGE_ORDER)
+    text.trim().parse::<u8>().ok().filter(|&o| o <= mm_types::MAX_PAGE_ORDER)
 }
 
 /// KiB reported to the host since boot, on kernels that count it (this machine kind's build has
 /// a `reported_kib` parameter; upstream 6.18 has none).
 pub fn reported_kib() -> Option<u64> {
-    std::fs::read_to_string(format!("{PARAMS}/reported_kib"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+    std::fs::read_to_string(format!("{PARAMS}/reported_kib")).ok()?.trim().parse().ok()
 }
 
 /// Wait until page reporting has nothing left to report: `reported_kib` has not grown for
@@ -36,8 +29,7 @@ pub fn wait_until_settled(progress: &mut impl FnMut(u64)) -> Option<std::time::D
     let start = Instant::now();
     let mut last = reported_kib()?;
     let mut since = Instant::now();
-    while since.elapsed() < Duration::from_millis(4500) && start.elapsed() < Duration::from_secs(60)
-    {
+    while since.elapsed() < Duration::from_millis(4500) && start.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(250));
         progress(start.elapsed().as_secs());
         let now = reported_kib().unwrap_or(last);
@@ -52,28 +44,17 @@ pub fn wait_until_settled(progress: &mut impl FnMut(u64)) -> Option<std::time::D
 /// Free blocks per order (0..=10) of every zone together, from /proc/buddyinfo.
 pub fn free_areas() -> io::Result<Vec<u64>> {
     let text = std::fs::read_to_string("/proc/buddyinfo")?;
-    parse_buddyinfo(&text)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("/proc/buddyinfo: {e}")))
+    parse_buddyinfo(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("/proc/buddyinfo: {e}")))
 }
 
 /// Sums the rows of a /proc/buddyinfo text (`Node 0, zone Normal 52888 41105 ...`).
 pub fn parse_buddyinfo(text: &str) -> Result<Vec<u64>, String> {
     let mut total = vec![0u64; mm_types::MAX_PAGE_ORDER as usize + 1];
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let counts = line
-            .split_once("zone")
-            .map(|(_, rest)| rest.split_whitespace().skip(1));
-        let Some(counts) = counts else {
-            return Err(format!("line {}: no 'zone' in {line:?}", i + 1));
-        };
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let counts = line.split_once("zone").map(|(_, rest)| rest.split_whitespace().skip(1));
+        let Some(counts) = counts else { return Err(format!("line {}: no 'zone' in {line:?}", i + 1)) };
         for (o, c) in counts.enumerate() {
-            let n: u64 = c
-                .parse()
-                .map_err(|_| format!("line {}: {c:?} is not a count", i + 1))?;
+            let n: u64 = c.parse().map_err(|_| format!("line {}: {c:?} is not a count", i + 1))?;
             if o >= total.len() {
                 return Err(format!("line {}: more than {} orders", i + 1, total.len()));
             }
@@ -92,12 +73,7 @@ mod tests {
         let text = "Node 0, zone      DMA      0      0      0      0      0      0      0      0      1      1      3 \n\
                     Node 0, zone    DMA32     88     62     75     51     52     43     40     33     17     21    730 \n\
                     Node 0, zone   Normal  52888  41105  31687  18383   8340   3902   1978   1215    786    485   2412 \n";
-        assert_eq!(
-            parse_buddyinfo(text).unwrap(),
-            vec![52976, 41167, 31762, 18434, 8392, 3945, 2018, 1248, 804, 507, 3145]
-        );
-        assert!(parse_buddyinfo("Node 0, zone Normal 1 x\n")
-            .unwrap_err()
-            .contains("line 1"));
+        assert_eq!(parse_buddyinfo(text).unwrap(), vec![52976, 41167, 31762, 18434, 8392, 3945, 2018, 1248, 804, 507, 3145]);
+        assert!(parse_buddyinfo("Node 0, zone Normal 1 x\n").unwrap_err().contains("line 1"));
     }
 }

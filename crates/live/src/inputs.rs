@@ -34,11 +34,7 @@ pub enum Backing {
     AnonShmem { i_size: u64 },
     /// A file on a tmpfs mount: the mount's `huge=` decides (None: the option is absent, so the
     /// boot default `transparent_hugepage_tmpfs=` or never).
-    Tmpfs {
-        mount_point: String,
-        huge: Option<String>,
-        i_size: u64,
-    },
+    Tmpfs { mount_point: String, huge: Option<String>, i_size: u64 },
     /// A file on another file system (page cache of a regular file).
     File { fstype: String },
     /// hugetlb, PFN/IO mappings, the vDSO and other special mappings.
@@ -70,33 +66,20 @@ pub struct PolicyInputs {
 }
 
 /// The boot parameters that set THP defaults.
-const BOOT_PARAMS: [&str; 6] = [
-    "transparent_hugepage",
-    "thp_anon",
-    "transparent_hugepage_shmem",
-    "thp_shmem",
-    "transparent_hugepage_tmpfs",
-    "thp_tmpfs",
-];
+const BOOT_PARAMS: [&str; 6] =
+    ["transparent_hugepage", "thp_anon", "transparent_hugepage_shmem", "thp_shmem", "transparent_hugepage_tmpfs", "thp_tmpfs"];
 
 /// Read the inputs for `pid` (all VMAs).
 pub fn read_policy_inputs(pid: i32) -> Result<PolicyInputs> {
     let paths = Paths::from_env();
     if !paths.knob("enabled").exists() {
-        return Err(LiveError::NotAvailable(format!(
-            "{} has no THP knobs",
-            paths.sysfs.display()
-        )));
+        return Err(LiveError::NotAvailable(format!("{} has no THP knobs", paths.sysfs.display())));
     }
     let settings = current_settings(&paths)?;
     let vmas = read_smaps(pid)?;
     let status_path = format!("/proc/{pid}/status");
-    let status = std::fs::read_to_string(&status_path)
-        .map_err(|e| io_err("cannot read", &status_path, e))?;
-    let thp_enabled = status
-        .lines()
-        .find_map(|l| l.strip_prefix("THP_enabled:"))
-        .map(|v| v.trim() == "1");
+    let status = std::fs::read_to_string(&status_path).map_err(|e| io_err("cannot read", &status_path, e))?;
+    let thp_enabled = status.lines().find_map(|l| l.strip_prefix("THP_enabled:")).map(|v| v.trim() == "1");
     let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
     let boot_params: Vec<String> = cmdline
         .split_whitespace()
@@ -105,14 +88,10 @@ pub fn read_policy_inputs(pid: i32) -> Result<PolicyInputs> {
         .collect();
     let tmpfs_default_huge = boot_params
         .iter()
-        .find_map(|w| {
-            w.strip_prefix("transparent_hugepage_tmpfs=")
-                .or_else(|| w.strip_prefix("thp_tmpfs="))
-        })
+        .find_map(|w| w.strip_prefix("transparent_hugepage_tmpfs=").or_else(|| w.strip_prefix("thp_tmpfs=")))
         .map(str::to_string);
     let mi_path = format!("/proc/{pid}/mountinfo");
-    let mountinfo =
-        std::fs::read_to_string(&mi_path).map_err(|e| io_err("cannot read", &mi_path, e))?;
+    let mountinfo = std::fs::read_to_string(&mi_path).map_err(|e| io_err("cannot read", &mi_path, e))?;
     let mounts = parse_mountinfo(&mountinfo);
     let vmas = vmas
         .into_iter()
@@ -121,15 +100,7 @@ pub fn read_policy_inputs(pid: i32) -> Result<PolicyInputs> {
             VmaInputs { vma, backing }
         })
         .collect();
-    Ok(PolicyInputs {
-        pid,
-        comm: comm(pid),
-        settings,
-        thp_enabled,
-        boot_params,
-        tmpfs_default_huge,
-        vmas,
-    })
+    Ok(PolicyInputs { pid, comm: comm(pid), settings, thp_enabled, boot_params, tmpfs_default_huge, vmas })
 }
 
 /// One line of mountinfo: mount point, file system type, super options.
@@ -143,10 +114,7 @@ pub struct Mount {
 impl Mount {
     /// The value of `huge=` in the super options.
     pub fn huge(&self) -> Option<String> {
-        self.super_options
-            .split(',')
-            .find_map(|o| o.strip_prefix("huge="))
-            .map(str::to_string)
+        self.super_options.split(',').find_map(|o| o.strip_prefix("huge=")).map(str::to_string)
     }
 }
 
@@ -154,22 +122,11 @@ impl Mount {
 pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
     let mut out = Vec::new();
     for line in text.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let Some(mp) = left.split_whitespace().nth(4) else {
-            continue;
-        };
+        let Some((left, right)) = line.split_once(" - ") else { continue };
+        let Some(mp) = left.split_whitespace().nth(4) else { continue };
         let mut r = right.split_whitespace();
-        let (Some(fstype), _source, Some(opts)) = (r.next(), r.next(), r.next()) else {
-            continue;
-        };
-        out.push(Mount {
-            mount_point: String::from_utf8_lossy(&linux_abi::mountinfo::unescape(mp.as_bytes()))
-                .into_owned(),
-            fstype: fstype.to_string(),
-            super_options: opts.to_string(),
-        });
+        let (Some(fstype), _source, Some(opts)) = (r.next(), r.next(), r.next()) else { continue };
+        out.push(Mount { mount_point: String::from_utf8_lossy(&linux_abi::mountinfo::unescape(mp.as_bytes())).into_owned(), fstype: fstype.to_string(), super_options: opts.to_string() });
     }
     out
 }
@@ -180,9 +137,7 @@ pub fn mount_of<'a>(mounts: &'a [Mount], path: &str) -> Option<&'a Mount> {
     let mut best: Option<&Mount> = None;
     for m in mounts {
         let mp = m.mount_point.as_str();
-        let inside = path == mp
-            || mp == "/"
-            || (path.starts_with(mp) && path.as_bytes().get(mp.len()) == Some(&b'/'));
+        let inside = path == mp || mp == "/" || (path.starts_with(mp) && path.as_bytes().get(mp.len()) == Some(&b'/'));
         if inside && best.is_none_or(|b| mp.len() >= b.mount_point.len()) {
             best = Some(m);
         }
@@ -191,52 +146,28 @@ pub fn mount_of<'a>(mounts: &'a [Mount], path: &str) -> Option<&'a Mount> {
 }
 
 fn file_size(pid: i32, v: &Vma) -> u64 {
-    std::fs::metadata(format!("/proc/{pid}/map_files/{:x}-{:x}", v.start, v.end))
-        .map(|m| m.len())
-        .unwrap_or(0)
+    std::fs::metadata(format!("/proc/{pid}/map_files/{:x}-{:x}", v.start, v.end)).map(|m| m.len()).unwrap_or(0)
 }
 
 /// Classify a VMA from its name, flags and the mount table.
 fn backing_of(pid: i32, v: &Vma, mounts: &[Mount]) -> Backing {
     let special = ["ht", "pf", "io", "mm"];
-    if special.iter().any(|f| v.has_flag(f))
-        || matches!(
-            v.name.as_str(),
-            "[vdso]" | "[vvar]" | "[vvar_vclock]" | "[vsyscall]" | "[uprobes]"
-        )
-    {
+    if special.iter().any(|f| v.has_flag(f)) || matches!(v.name.as_str(), "[vdso]" | "[vvar]" | "[vvar_vclock]" | "[vsyscall]" | "[uprobes]") {
         return Backing::Special;
     }
     if v.name.is_empty() || v.name.starts_with('[') {
-        return if v.has_flag("sh") {
-            Backing::AnonShmem {
-                i_size: file_size(pid, v),
-            }
-        } else {
-            Backing::Anon
-        };
+        return if v.has_flag("sh") { Backing::AnonShmem { i_size: file_size(pid, v) } } else { Backing::Anon };
     }
-    if v.name.starts_with("/memfd:")
-        || v.name.starts_with("/SYSV")
-        || v.name == "/dev/zero (deleted)"
-    {
-        return Backing::AnonShmem {
-            i_size: file_size(pid, v),
-        };
+    if v.name.starts_with("/memfd:") || v.name.starts_with("/SYSV") || v.name == "/dev/zero (deleted)" {
+        return Backing::AnonShmem { i_size: file_size(pid, v) };
     }
     let path = v.name.strip_suffix(" (deleted)").unwrap_or(&v.name);
     match mount_of(mounts, path) {
-        Some(m) if m.fstype == "tmpfs" => Backing::Tmpfs {
-            mount_point: m.mount_point.clone(),
-            huge: m.huge(),
-            i_size: file_size(pid, v),
-        },
-        Some(m) => Backing::File {
-            fstype: m.fstype.clone(),
-        },
-        None => Backing::File {
-            fstype: String::new(),
-        },
+        Some(m) if m.fstype == "tmpfs" => {
+            Backing::Tmpfs { mount_point: m.mount_point.clone(), huge: m.huge(), i_size: file_size(pid, v) }
+        }
+        Some(m) => Backing::File { fstype: m.fstype.clone() },
+        None => Backing::File { fstype: String::new() },
     }
 }
 
@@ -257,10 +188,7 @@ mod tests {
         assert_eq!(m[2].mount_point, "/mnt/huge dir");
         assert_eq!(m[2].huge().as_deref(), Some("within_size"));
         assert_eq!(m[1].huge(), None);
-        assert_eq!(
-            mount_of(&m, "/mnt/huge dir/f").unwrap().mount_point,
-            "/mnt/huge dir"
-        );
+        assert_eq!(mount_of(&m, "/mnt/huge dir/f").unwrap().mount_point, "/mnt/huge dir");
         // Not a component boundary: /mnt/huge dir is not under /mnt/hu.
         assert_eq!(mount_of(&m, "/mnt/hugefile").unwrap().mount_point, "/");
         assert_eq!(mount_of(&m, "/dev/shm/x").unwrap().fstype, "tmpfs");

@@ -77,11 +77,7 @@ pub const SCAN_STATUS: [(&str, &str); 31] = [
 /// The kernel's enum name of a printed status (`exceed_none_pte` → `SCAN_EXCEED_NONE_PTE`);
 /// an unknown string (a newer kernel) is kept as printed.
 pub fn scan_result_name(printed: &str) -> String {
-    SCAN_STATUS
-        .iter()
-        .find(|(p, _)| *p == printed)
-        .map(|(_, n)| n.to_string())
-        .unwrap_or_else(|| printed.to_string())
+    SCAN_STATUS.iter().find(|(p, _)| *p == printed).map(|(_, n)| n.to_string()).unwrap_or_else(|| printed.to_string())
 }
 
 /// One line of trace_pipe, parsed.
@@ -124,13 +120,7 @@ pub fn parse_line(line: &str) -> Option<TraceLine> {
             }
         }
     }
-    Some(TraceLine {
-        pid,
-        ts,
-        event: event.to_string(),
-        fields,
-        marker,
-    })
+    Some(TraceLine { pid, ts, event: event.to_string(), fields, marker })
 }
 
 /// What khugepaged did to one mm during the interval.
@@ -201,36 +191,24 @@ pub struct Accumulator {
 
 impl Accumulator {
     pub fn new(own_pid: i32) -> Self {
-        Accumulator {
-            own_pid,
-            ..Default::default()
-        }
+        Accumulator { own_pid, ..Default::default() }
     }
 
     /// One line of trace_pipe.
     pub fn line(&mut self, text: &str) {
-        if let Some(n) = text
-            .split("[LOST ")
-            .nth(1)
-            .and_then(|s| s.split_whitespace().next())
-            .and_then(|n| n.parse::<u64>().ok())
-        {
+        if let Some(n) = text.split("[LOST ").nth(1).and_then(|s| s.split_whitespace().next()).and_then(|n| n.parse::<u64>().ok()) {
             self.lost += n;
             return;
         }
         let Some(l) = parse_line(text) else { return };
         if let Some(m) = &l.marker {
             if l.pid == self.own_pid {
-                self.probing = m
-                    .strip_prefix("thplab-mm pid=")
-                    .and_then(|p| p.trim().parse().ok());
+                self.probing = m.strip_prefix("thplab-mm pid=").and_then(|p| p.trim().parse().ok());
             }
             return;
         }
         if l.event == "mmap_lock_start_locking" {
-            if let (true, Some(pid), Some(mm)) =
-                (l.pid == self.own_pid, self.probing, l.fields.get("mm"))
-            {
+            if let (true, Some(pid), Some(mm)) = (l.pid == self.own_pid, self.probing, l.fields.get("mm")) {
                 self.mm_pid.entry(mm.clone()).or_insert(pid);
             }
             return;
@@ -244,10 +222,7 @@ impl Accumulator {
             return;
         }
         let Some(mm) = l.fields.get("mm") else { return };
-        let a = self.by_mm.entry(mm.clone()).or_insert_with(|| MmActivity {
-            mm: mm.clone(),
-            ..Default::default()
-        });
+        let a = self.by_mm.entry(mm.clone()).or_insert_with(|| MmActivity { mm: mm.clone(), ..Default::default() });
         match l.event.as_str() {
             "mm_khugepaged_scan_pmd" => {
                 a.pmd_scans += 1;
@@ -262,12 +237,7 @@ impl Accumulator {
                 }
             }
             "mm_collapse_huge_page" | "mm_khugepaged_collapse_file" => {
-                let s = status(if l.event == "mm_collapse_huge_page" {
-                    "status"
-                } else {
-                    "result"
-                })
-                .unwrap_or_default();
+                let s = status(if l.event == "mm_collapse_huge_page" { "status" } else { "result" }).unwrap_or_default();
                 if s == "SCAN_SUCCEED" {
                     a.collapses += 1;
                 } else {
@@ -275,11 +245,7 @@ impl Accumulator {
                 }
             }
             "mm_collapse_huge_page_swapin" => {
-                a.swapins += l
-                    .fields
-                    .get("swapped_in")
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .unwrap_or(0);
+                a.swapins += l.fields.get("swapped_in").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
             }
             _ => {}
         }
@@ -287,18 +253,11 @@ impl Accumulator {
 
     /// mms seen in khugepaged events whose process is not known yet.
     pub fn unknown_mms(&self) -> usize {
-        self.by_mm
-            .keys()
-            .filter(|m| !self.mm_pid.contains_key(*m))
-            .count()
+        self.by_mm.keys().filter(|m| !self.mm_pid.contains_key(*m)).count()
     }
 
     /// The report, with pids and comms filled in; `comm` names a pid.
-    pub fn report(
-        &self,
-        interval: Duration,
-        comm: impl Fn(i32) -> Option<String>,
-    ) -> KhugepagedReport {
+    pub fn report(&self, interval: Duration, comm: impl Fn(i32) -> Option<String>) -> KhugepagedReport {
         let mut processes: Vec<MmActivity> = self
             .by_mm
             .values()
@@ -309,11 +268,7 @@ impl Accumulator {
                 a
             })
             .collect();
-        processes.sort_by(|a, b| {
-            (b.pmd_scans + b.file_scans, b.collapses)
-                .cmp(&(a.pmd_scans + a.file_scans, a.collapses))
-                .then(a.mm.cmp(&b.mm))
-        });
+        processes.sort_by(|a, b| (b.pmd_scans + b.file_scans, b.collapses).cmp(&(a.pmd_scans + a.file_scans, a.collapses)).then(a.mm.cmp(&b.mm)));
         KhugepagedReport {
             interval_s: interval.as_secs_f64(),
             events: self.events.clone(),
@@ -361,33 +316,13 @@ pub fn tracefs_dir() -> Result<PathBuf> {
             )));
         }
         let root = c"/";
-        if libc::mount(
-            std::ptr::null(),
-            root.as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ) != 0
-        {
-            return Err(LiveError::NotAvailable(format!(
-                "cannot make the mount namespace private: {}",
-                std::io::Error::last_os_error()
-            )));
+        if libc::mount(std::ptr::null(), root.as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
+            return Err(LiveError::NotAvailable(format!("cannot make the mount namespace private: {}", std::io::Error::last_os_error())));
         }
         let target = c"/sys/kernel/tracing";
         let fs = c"tracefs";
-        if libc::mount(
-            fs.as_ptr(),
-            target.as_ptr(),
-            fs.as_ptr(),
-            0,
-            std::ptr::null(),
-        ) != 0
-        {
-            return Err(LiveError::NotAvailable(format!(
-                "cannot mount tracefs on /sys/kernel/tracing: {}",
-                std::io::Error::last_os_error()
-            )));
+        if libc::mount(fs.as_ptr(), target.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) != 0 {
+            return Err(LiveError::NotAvailable(format!("cannot mount tracefs on /sys/kernel/tracing: {}", std::io::Error::last_os_error())));
         }
     }
     Ok(PathBuf::from("/sys/kernel/tracing"))
@@ -417,26 +352,12 @@ impl Tracer {
     /// Make the instance under `tracefs` and start tracing.
     pub fn start(tracefs: &Path) -> Result<Tracer> {
         let own = std::process::id() as i32;
-        let dir = tracefs
-            .join("instances")
-            .join(format!("thplab-khugepaged-{own}"));
-        if !tracefs
-            .join("events/huge_memory/mm_khugepaged_scan_pmd")
-            .is_dir()
-        {
-            return Err(LiveError::NotAvailable(format!(
-                "{} has no huge_memory tracepoints (CONFIG_TRANSPARENT_HUGEPAGE tracing)",
-                tracefs.display()
-            )));
+        let dir = tracefs.join("instances").join(format!("thplab-khugepaged-{own}"));
+        if !tracefs.join("events/huge_memory/mm_khugepaged_scan_pmd").is_dir() {
+            return Err(LiveError::NotAvailable(format!("{} has no huge_memory tracepoints (CONFIG_TRANSPARENT_HUGEPAGE tracing)", tracefs.display())));
         }
-        std::fs::create_dir(&dir)
-            .map_err(|e| io_err("cannot create a tracefs instance", &dir, e))?;
-        let mut t = Tracer {
-            dir,
-            pipe: None,
-            buf: Vec::new(),
-            acc: Accumulator::new(own),
-        };
+        std::fs::create_dir(&dir).map_err(|e| io_err("cannot create a tracefs instance", &dir, e))?;
+        let mut t = Tracer { dir, pipe: None, buf: Vec::new(), acc: Accumulator::new(own) };
         t.write("buffer_size_kb", "2048")?;
         let lock = "events/mmap_lock/mmap_lock_start_locking";
         if t.dir.join(lock).is_dir() {
@@ -477,10 +398,7 @@ impl Tracer {
         let tid = unsafe { libc::gettid() };
         if self.acc.own_pid != tid {
             let lock = "events/mmap_lock/mmap_lock_start_locking";
-            if self
-                .write(&format!("{lock}/filter"), &format!("common_pid == {tid}"))
-                .is_err()
-            {
+            if self.write(&format!("{lock}/filter"), &format!("common_pid == {tid}")).is_err() {
                 return;
             }
             self.acc.own_pid = tid;
@@ -490,13 +408,8 @@ impl Tracer {
             if pid == own || self.acc.mm_pid.values().any(|&p| p == pid) {
                 continue;
             }
-            let Ok(mut f) = std::fs::File::open(format!("/proc/{pid}/pagemap")) else {
-                continue;
-            };
-            if self
-                .write("trace_marker", &format!("thplab-mm pid={pid}"))
-                .is_err()
-            {
+            let Ok(mut f) = std::fs::File::open(format!("/proc/{pid}/pagemap")) else { continue };
+            if self.write("trace_marker", &format!("thplab-mm pid={pid}")).is_err() {
                 return;
             }
             let mut b = [0u8; 8];
@@ -507,9 +420,7 @@ impl Tracer {
 
     /// Read what trace_pipe holds now (without blocking) into the accumulator.
     pub fn drain(&mut self) {
-        let Some(pipe) = self.pipe.as_mut() else {
-            return;
-        };
+        let Some(pipe) = self.pipe.as_mut() else { return };
         let mut chunk = [0u8; 65536];
         loop {
             match pipe.read(&mut chunk) {
@@ -558,9 +469,7 @@ impl Drop for Tracer {
 
 /// The khugepaged kthread's pid.
 pub fn khugepaged_pid() -> Option<i32> {
-    crate::procfs::list_pids()
-        .into_iter()
-        .find(|p| crate::procfs::comm(*p) == "khugepaged")
+    crate::procfs::list_pids().into_iter().find(|p| crate::procfs::comm(*p) == "khugepaged")
 }
 
 /// utime + stime of a task in milliseconds (/proc/PID/stat fields 14 and 15).
@@ -591,92 +500,54 @@ pub fn counters(paths: &crate::sysfs::Paths) -> BTreeMap<String, i64> {
 
 /// Trace khugepaged for `interval` (or until a signal) and report per process; `pids` limits
 /// the processes whose mm is learnt (others appear as unknown mms).
-pub fn trace_interval(
-    tracer: &mut Tracer,
-    interval: Duration,
-    pids: Option<&[i32]>,
-) -> KhugepagedReport {
+pub fn trace_interval(tracer: &mut Tracer, interval: Duration, pids: Option<&[i32]>) -> KhugepagedReport {
     let paths = crate::sysfs::Paths::from_env();
     let kpid = khugepaged_pid();
     let cpu0 = kpid.and_then(cpu_ms);
     let c0 = counters(&paths);
     let t0 = Instant::now();
     let own = tracer.acc.own_pid;
-    tracer.acc = Accumulator {
-        mm_pid: std::mem::take(&mut tracer.acc.mm_pid),
-        ..Accumulator::new(own)
-    };
+    tracer.acc = Accumulator { mm_pid: std::mem::take(&mut tracer.acc.mm_pid), ..Accumulator::new(own) };
     tracer.run_until(t0 + interval, pids);
-    let mut r = tracer.acc.report(t0.elapsed(), |p| {
-        Some(crate::procfs::comm(p)).filter(|c| !c.is_empty())
-    });
+    let mut r = tracer.acc.report(t0.elapsed(), |p| Some(crate::procfs::comm(p)).filter(|c| !c.is_empty()));
     r.khugepaged_pid = kpid;
     r.cpu_ms = match (cpu0, kpid.and_then(cpu_ms)) {
         (Some(a), Some(b)) => Some(b - a),
         _ => None,
     };
     let c1 = counters(&paths);
-    r.counters = c1
-        .iter()
-        .map(|(k, v)| (k.clone(), v - c0.get(k).copied().unwrap_or(*v)))
-        .collect();
+    r.counters = c1.iter().map(|(k, v)| (k.clone(), v - c0.get(k).copied().unwrap_or(*v))).collect();
     if let Some(pids) = pids {
-        r.processes
-            .retain(|a| a.pid.is_some_and(|p| pids.contains(&p)));
+        r.processes.retain(|a| a.pid.is_some_and(|p| pids.contains(&p)));
     }
     r
 }
 
 impl std::fmt::Display for KhugepagedReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let cpu = self
-            .cpu_ms
-            .map(|c| format!("{c:.0} ms CPU"))
-            .unwrap_or_else(|| "CPU time unknown".into());
+        let cpu = self.cpu_ms.map(|c| format!("{c:.0} ms CPU")).unwrap_or_else(|| "CPU time unknown".into());
         writeln!(
             f,
             "khugepaged{} over {:.1} s: {cpu}; {} PMD and {} file ranges scanned, {} collapsed",
-            self.khugepaged_pid
-                .map(|p| format!(" (pid {p})"))
-                .unwrap_or_default(),
+            self.khugepaged_pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
             self.interval_s,
             self.total(|a| a.pmd_scans),
             self.total(|a| a.file_scans),
             self.total(|a| a.collapses),
         )?;
-        let c: Vec<String> = self
-            .counters
-            .iter()
-            .map(|(k, v)| format!("{k} +{v}"))
-            .collect();
+        let c: Vec<String> = self.counters.iter().map(|(k, v)| format!("{k} +{v}")).collect();
         writeln!(f, "counters: {}", c.join(", "))?;
         if self.lost_events > 0 {
-            writeln!(
-                f,
-                "WARNING: the trace buffer dropped {} events; counts are low",
-                self.lost_events
-            )?;
+            writeln!(f, "WARNING: the trace buffer dropped {} events; counts are low", self.lost_events)?;
         }
         if self.processes.is_empty() {
             writeln!(f, "no process was scanned (khugepaged sleeps khugepaged/scan_sleep_millisecs between passes)")?;
             return Ok(());
         }
-        writeln!(
-            f,
-            "{:>8} {:<16} {:>9} {:>10} {:>9}  results",
-            "pid", "comm", "pmd_scans", "file_scans", "collapses"
-        )?;
+        writeln!(f, "{:>8} {:<16} {:>9} {:>10} {:>9}  results", "pid", "comm", "pmd_scans", "file_scans", "collapses")?;
         for a in &self.processes {
-            let mut results: Vec<String> = a
-                .scan_results
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect();
-            results.extend(
-                a.collapse_failures
-                    .iter()
-                    .map(|(k, v)| format!("collapse {k} {v}")),
-            );
+            let mut results: Vec<String> = a.scan_results.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            results.extend(a.collapse_failures.iter().map(|(k, v)| format!("collapse {k} {v}")));
             writeln!(
                 f,
                 "{:>8} {:<16} {:>9} {:>10} {:>9}  {}",
@@ -706,10 +577,7 @@ mod tests {
         assert_eq!(l.fields["status"], "exceed_none_pte");
         assert_eq!(l.fields["scan_pfn"], "0x1234");
         let m = parse_line("           <...>-14083   [000] ...1.   706.277644: tracing_mark_write: thplab-mm pid=14082").unwrap();
-        assert_eq!(
-            (m.pid, m.marker.as_deref()),
-            (14083, Some("thplab-mm pid=14082"))
-        );
+        assert_eq!((m.pid, m.marker.as_deref()), (14083, Some("thplab-mm pid=14082")));
         // A comm with a dash and a space.
         let k = parse_line("  kworker/u8:2-ev w-99 [000] ..... 1.0: mmap_lock_start_locking: mm=0000000082de39c1 memcg_id=3005 write=true").unwrap();
         assert_eq!((k.pid, k.fields["write"].as_str()), (99, "true"));
@@ -736,17 +604,12 @@ mod tests {
             a.line(l);
         }
         assert_eq!(a.unknown_mms(), 1, "bb was never probed");
-        let r = a.report(Duration::from_secs(1), |p| {
-            (p == 77).then(|| "target".to_string())
-        });
+        let r = a.report(Duration::from_secs(1), |p| (p == 77).then(|| "target".to_string()));
         assert_eq!(r.lost_events, 7);
         assert_eq!(r.isolate_results["SCAN_SUCCEED"], 1);
         assert_eq!(r.events["mm_khugepaged_scan_pmd"], 3);
         let aa = r.processes.iter().find(|p| p.mm == "aa").unwrap();
-        assert_eq!(
-            (aa.pid, aa.comm.as_deref(), aa.pmd_scans, aa.collapses),
-            (Some(77), Some("target"), 2, 1)
-        );
+        assert_eq!((aa.pid, aa.comm.as_deref(), aa.pmd_scans, aa.collapses), (Some(77), Some("target"), 2, 1));
         assert_eq!(aa.scan_results["SCAN_SUCCEED"], 1);
         assert_eq!(aa.scan_results["SCAN_EXCEED_NONE_PTE"], 1);
         let bb = r.processes.iter().find(|p| p.mm == "bb").unwrap();

@@ -71,11 +71,7 @@ pub enum LiveError {
     },
     /// Another thplab live run holds the settings lock.
     #[error("another thplab live run holds {path}{}; waited {waited_s} s", holder.map(|p| format!(" (pid {p})")).unwrap_or_default())]
-    Locked {
-        path: String,
-        holder: Option<i32>,
-        waited_s: u64,
-    },
+    Locked { path: String, holder: Option<i32>, waited_s: u64 },
     /// The kernel refused a knob value, or read back something else.
     #[error("THP knob {path}: {message}")]
     Knob { path: String, message: String },
@@ -84,11 +80,7 @@ pub enum LiveError {
     Parse { path: String, message: String },
     /// The workload failed at a line (for example a touch of unmapped memory).
     #[error("{source_name}:{line}: {message}")]
-    Workload {
-        source_name: String,
-        line: usize,
-        message: String,
-    },
+    Workload { source_name: String, line: usize, message: String },
     /// The executor child misbehaved.
     #[error("live executor: {0}")]
     Child(String),
@@ -99,21 +91,12 @@ pub enum LiveError {
 
 pub type Result<T, E = LiveError> = std::result::Result<T, E>;
 
-pub(crate) fn io_err(
-    what: &'static str,
-    path: impl AsRef<Path>,
-    source: std::io::Error,
-) -> LiveError {
-    LiveError::Io {
-        what,
-        path: path.as_ref().display().to_string(),
-        error: source,
-    }
+pub(crate) fn io_err(what: &'static str, path: impl AsRef<Path>, source: std::io::Error) -> LiveError {
+    LiveError::Io { what, path: path.as_ref().display().to_string(), error: source }
 }
 
 /// The release of the running kernel (`uname -r`).
 pub fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
 }
+

@@ -30,13 +30,8 @@ use crate::sysfs::selected_value;
 use crate::LiveError;
 
 /// The THP levels of `/proc/vmstat` served as gauges (when the kernel prints them).
-pub const VMSTAT_GAUGES: [&str; 5] = [
-    "nr_anon_transparent_hugepages",
-    "nr_shmem_hugepages",
-    "nr_shmem_pmdmapped",
-    "nr_file_hugepages",
-    "nr_file_pmdmapped",
-];
+pub const VMSTAT_GAUGES: [&str; 5] =
+    ["nr_anon_transparent_hugepages", "nr_shmem_hugepages", "nr_shmem_pmdmapped", "nr_file_hugepages", "nr_file_pmdmapped"];
 
 /// The khugepaged files that count events (the others are settings).
 pub const KHUGEPAGED_COUNTERS: [&str; 2] = ["pages_collapsed", "full_scans"];
@@ -52,18 +47,12 @@ pub struct Root {
 
 impl Root {
     pub fn live() -> Root {
-        Root {
-            thp: PathBuf::from(uapi::settings::SYSFS_THP),
-            proc: PathBuf::from("/proc"),
-        }
+        Root { thp: PathBuf::from(uapi::settings::SYSFS_THP), proc: PathBuf::from("/proc") }
     }
 
     /// A copy of both trees under `dir`: `dir/sys/kernel/mm/transparent_hugepage`, `dir/proc`.
     pub fn under(dir: &Path) -> Root {
-        Root {
-            thp: dir.join(uapi::settings::SYSFS_THP.trim_start_matches('/')),
-            proc: dir.join("proc"),
-        }
+        Root { thp: dir.join(uapi::settings::SYSFS_THP.trim_start_matches('/')), proc: dir.join("proc") }
     }
 
     /// Whether this is the machine's own procfs (the census reads `/proc` itself).
@@ -98,24 +87,14 @@ impl ErrorKind {
         }
     }
 
-    pub const ALL: [ErrorKind; 5] = [
-        ErrorKind::Permission,
-        ErrorKind::ProcessExited,
-        ErrorKind::Sysfs,
-        ErrorKind::Parse,
-        ErrorKind::Io,
-    ];
+    pub const ALL: [ErrorKind; 5] = [ErrorKind::Permission, ErrorKind::ProcessExited, ErrorKind::Sysfs, ErrorKind::Parse, ErrorKind::Io];
 
     fn of(e: &LiveError) -> ErrorKind {
         match e {
             LiveError::NoSuchProcess { .. } => ErrorKind::ProcessExited,
             LiveError::NotAvailable(_) => ErrorKind::Permission,
-            LiveError::Io { error, .. } if error.kind() == std::io::ErrorKind::PermissionDenied => {
-                ErrorKind::Permission
-            }
-            LiveError::Io { error, .. } if error.raw_os_error() == Some(libc::ESRCH) => {
-                ErrorKind::ProcessExited
-            }
+            LiveError::Io { error, .. } if error.kind() == std::io::ErrorKind::PermissionDenied => ErrorKind::Permission,
+            LiveError::Io { error, .. } if error.raw_os_error() == Some(libc::ESRCH) => ErrorKind::ProcessExited,
             LiveError::Parse { .. } => ErrorKind::Parse,
             _ => ErrorKind::Io,
         }
@@ -176,10 +155,7 @@ fn list(dir: &Path) -> std::io::Result<Vec<(String, bool)>> {
     let mut v = Vec::new();
     for e in std::fs::read_dir(dir)? {
         let e = e?;
-        v.push((
-            e.file_name().to_string_lossy().into_owned(),
-            e.file_type().map(|t| t.is_dir()).unwrap_or(false),
-        ));
+        v.push((e.file_name().to_string_lossy().into_owned(), e.file_type().map(|t| t.is_dir()).unwrap_or(false)));
     }
     v.sort();
     Ok(v)
@@ -204,10 +180,7 @@ pub fn read_system(root: &Root) -> SystemSnapshot {
     let entries = match list(&root.thp) {
         Ok(v) => v,
         Err(e) => {
-            err(
-                ErrorKind::Sysfs,
-                format!("cannot list {}: {e}", root.thp.display()),
-            );
+            err(ErrorKind::Sysfs, format!("cannot list {}: {e}", root.thp.display()));
             Vec::new()
         }
     };
@@ -221,10 +194,7 @@ pub fn read_system(root: &Root) -> SystemSnapshot {
                 Ok(t) => settings.push((name.clone(), selected_value(&t))),
                 // Write-only files (none in 6.18) are not settings.
                 Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {}
-                Err(e) => err(
-                    ErrorKind::Sysfs,
-                    format!("cannot read {}: {e}", p.display()),
-                ),
+                Err(e) => err(ErrorKind::Sysfs, format!("cannot read {}: {e}", p.display())),
             }
         } else if name == "khugepaged" {
             match list(&p) {
@@ -237,37 +207,16 @@ pub fn read_system(root: &Root) -> SystemSnapshot {
                         match read_small(&fp) {
                             Ok(t) => match t.trim().parse::<i64>() {
                                 Ok(v) => khugepaged.push((f, v)),
-                                Err(_) => err(
-                                    ErrorKind::Parse,
-                                    format!(
-                                        "{}: expected a number, found '{}'",
-                                        fp.display(),
-                                        t.trim()
-                                    ),
-                                ),
+                                Err(_) => err(ErrorKind::Parse, format!("{}: expected a number, found '{}'", fp.display(), t.trim())),
                             },
-                            Err(e) => err(
-                                ErrorKind::Sysfs,
-                                format!("cannot read {}: {e}", fp.display()),
-                            ),
+                            Err(e) => err(ErrorKind::Sysfs, format!("cannot read {}: {e}", fp.display())),
                         }
                     }
                 }
-                Err(e) => err(
-                    ErrorKind::Sysfs,
-                    format!("cannot list {}: {e}", p.display()),
-                ),
+                Err(e) => err(ErrorKind::Sysfs, format!("cannot list {}: {e}", p.display())),
             }
-        } else if let Some(kb) = name
-            .strip_prefix("hugepages-")
-            .and_then(|r| r.strip_suffix("kB"))
-            .and_then(|n| n.parse::<u64>().ok())
-        {
-            let mut d = SizeDir {
-                kb,
-                label: format!("{kb}kB"),
-                ..Default::default()
-            };
+        } else if let Some(kb) = name.strip_prefix("hugepages-").and_then(|r| r.strip_suffix("kB")).and_then(|n| n.parse::<u64>().ok()) {
+            let mut d = SizeDir { kb, label: format!("{kb}kB"), ..Default::default() };
             match list(&p) {
                 Ok(files) => {
                     for (f, is_d) in files {
@@ -276,17 +225,11 @@ pub fn read_system(root: &Root) -> SystemSnapshot {
                         }
                         match read_small(&p.join(&f)) {
                             Ok(t) => d.knobs.push((f, selected_value(&t))),
-                            Err(e) => err(
-                                ErrorKind::Sysfs,
-                                format!("cannot read {}: {e}", p.join(&f).display()),
-                            ),
+                            Err(e) => err(ErrorKind::Sysfs, format!("cannot read {}: {e}", p.join(&f).display())),
                         }
                     }
                 }
-                Err(e) => err(
-                    ErrorKind::Sysfs,
-                    format!("cannot list {}: {e}", p.display()),
-                ),
+                Err(e) => err(ErrorKind::Sysfs, format!("cannot list {}: {e}", p.display())),
             }
             let sp = p.join("stats");
             match list(&sp) {
@@ -299,28 +242,15 @@ pub fn read_system(root: &Root) -> SystemSnapshot {
                         match read_small(&fp) {
                             Ok(t) => match t.trim().parse::<u64>() {
                                 Ok(v) => d.stats.push((f, v)),
-                                Err(_) => err(
-                                    ErrorKind::Parse,
-                                    format!(
-                                        "{}: expected a number, found '{}'",
-                                        fp.display(),
-                                        t.trim()
-                                    ),
-                                ),
+                                Err(_) => err(ErrorKind::Parse, format!("{}: expected a number, found '{}'", fp.display(), t.trim())),
                             },
-                            Err(e) => err(
-                                ErrorKind::Sysfs,
-                                format!("cannot read {}: {e}", fp.display()),
-                            ),
+                            Err(e) => err(ErrorKind::Sysfs, format!("cannot read {}: {e}", fp.display())),
                         }
                     }
                 }
                 // Kernels before 6.10 have no stats directory: nothing to serve for the size.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => err(
-                    ErrorKind::Sysfs,
-                    format!("cannot list {}: {e}", sp.display()),
-                ),
+                Err(e) => err(ErrorKind::Sysfs, format!("cannot list {}: {e}", sp.display())),
             }
             sizes.push(d);
         }
@@ -334,32 +264,21 @@ pub fn read_system(root: &Root) -> SystemSnapshot {
         Ok(text) => {
             for line in text.lines() {
                 let mut it = line.split_whitespace();
-                let (Some(name), Some(v)) = (it.next(), it.next()) else {
-                    continue;
-                };
+                let (Some(name), Some(v)) = (it.next(), it.next()) else { continue };
                 if name.starts_with("thp_") {
                     match v.parse::<u64>() {
                         Ok(v) => s.vmstat_events.push((name.to_string(), v)),
-                        Err(_) => s.errors.push(ScrapeError {
-                            kind: ErrorKind::Parse,
-                            message: format!("{}: {name} is '{v}'", vp.display()),
-                        }),
+                        Err(_) => s.errors.push(ScrapeError { kind: ErrorKind::Parse, message: format!("{}: {name} is '{v}'", vp.display()) }),
                     }
                 } else if VMSTAT_GAUGES.contains(&name) {
                     match v.parse::<i64>() {
                         Ok(v) => s.vmstat_gauges.push((name.to_string(), v)),
-                        Err(_) => s.errors.push(ScrapeError {
-                            kind: ErrorKind::Parse,
-                            message: format!("{}: {name} is '{v}'", vp.display()),
-                        }),
+                        Err(_) => s.errors.push(ScrapeError { kind: ErrorKind::Parse, message: format!("{}: {name} is '{v}'", vp.display()) }),
                     }
                 }
             }
         }
-        Err(e) => s.errors.push(ScrapeError {
-            kind: ErrorKind::Sysfs,
-            message: format!("cannot read {}: {e}", vp.display()),
-        }),
+        Err(e) => s.errors.push(ScrapeError { kind: ErrorKind::Sysfs, message: format!("cannot read {}: {e}", vp.display()) }),
     }
     s
 }
@@ -396,18 +315,9 @@ pub fn normalize_cgroup(path: &str) -> String {
 
 fn cgroup_matches(cgroup_file: &str, wanted: &[String]) -> bool {
     // cgroup v2: `0::/path`; v1 lines `N:controllers:/path` are looked at too.
-    cgroup_file
-        .lines()
-        .filter_map(|l| l.splitn(3, ':').nth(2))
-        .any(|path| {
-            wanted.iter().any(|w| {
-                w == "/"
-                    || path == w
-                    || path
-                        .strip_prefix(w.as_str())
-                        .is_some_and(|r| r.starts_with('/'))
-            })
-        })
+    cgroup_file.lines().filter_map(|l| l.splitn(3, ':').nth(2)).any(|path| {
+        wanted.iter().any(|w| w == "/" || path == w || path.strip_prefix(w.as_str()).is_some_and(|r| r.starts_with('/')))
+    })
 }
 
 /// A process chosen by a [`Selection`].
@@ -427,33 +337,18 @@ pub fn select(root: &Root, sel: &Selection, errors: &mut Vec<ScrapeError>) -> Ve
     }
     let user_process = |pid: i32| -> Option<String> {
         let text = std::fs::read_to_string(root.proc.join(format!("{pid}/stat"))).ok()?;
-        let state = text
-            .rfind(')')
-            .and_then(|b| text[b + 1..].split_whitespace().next())
-            .unwrap_or("");
+        let state = text.rfind(')').and_then(|b| text[b + 1..].split_whitespace().next()).unwrap_or("");
         // PF_KTHREAD (include/linux/sched.h): no user address space.
-        if state == "Z"
-            || state == "X"
-            || crate::procfs::stat_field(&text, 9).is_some_and(|f| f & 0x0020_0000 != 0)
-        {
+        if state == "Z" || state == "X" || crate::procfs::stat_field(&text, 9).is_some_and(|f| f & 0x0020_0000 != 0) {
             return None;
         }
-        Some(
-            std::fs::read_to_string(root.proc.join(format!("{pid}/comm")))
-                .map(|s| s.trim_end_matches('\n').to_string())
-                .unwrap_or_default(),
-        )
+        Some(std::fs::read_to_string(root.proc.join(format!("{pid}/comm"))).map(|s| s.trim_end_matches('\n').to_string()).unwrap_or_default())
     };
     let mut pids: Vec<i32> = Vec::new();
     if !sel.names.is_empty() || !sel.cgroups.is_empty() {
         match std::fs::read_dir(&root.proc) {
-            Ok(rd) => {
-                pids.extend(rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()))
-            }
-            Err(e) => errors.push(ScrapeError {
-                kind: ErrorKind::Io,
-                message: format!("cannot list {}: {e}", root.proc.display()),
-            }),
+            Ok(rd) => pids.extend(rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())),
+            Err(e) => errors.push(ScrapeError { kind: ErrorKind::Io, message: format!("cannot list {}: {e}", root.proc.display()) }),
         }
     }
     pids.extend(&sel.pids);
@@ -462,18 +357,14 @@ pub fn select(root: &Root, sel: &Selection, errors: &mut Vec<ScrapeError>) -> Ve
     for pid in pids {
         let Some(comm) = user_process(pid) else {
             if sel.pids.contains(&pid) {
-                errors.push(ScrapeError {
-                    kind: ErrorKind::ProcessExited,
-                    message: format!("--pid {pid}: no such user process"),
-                });
+                errors.push(ScrapeError { kind: ErrorKind::ProcessExited, message: format!("--pid {pid}: no such user process") });
             }
             continue;
         };
         let chosen = sel.pids.contains(&pid)
             || sel.names.iter().any(|r| r.is_match(&comm))
             || (!sel.cgroups.is_empty()
-                && std::fs::read_to_string(root.proc.join(format!("{pid}/cgroup")))
-                    .is_ok_and(|t| cgroup_matches(&t, &sel.cgroups)));
+                && std::fs::read_to_string(root.proc.join(format!("{pid}/cgroup"))).is_ok_and(|t| cgroup_matches(&t, &sel.cgroups)));
         if chosen {
             out.push(Selected { pid, comm });
         }
@@ -547,40 +438,22 @@ fn rss_bytes(root: &Root, pid: i32) -> u64 {
 /// it would not end before the deadline, this and the remaining processes are skipped and the
 /// scrape is marked truncated. The bloat of each process is sampled within half of its share
 /// of the time left. `estimates` is updated with what was measured.
-pub fn read_processes(
-    root: &Root,
-    selected: &[Selected],
-    deadline: Instant,
-    estimates: &mut HashMap<i32, Duration>,
-) -> ProcessScrape {
-    let mut out = ProcessScrape {
-        selected: selected.len(),
-        ..Default::default()
-    };
+pub fn read_processes(root: &Root, selected: &[Selected], deadline: Instant, estimates: &mut HashMap<i32, Duration>) -> ProcessScrape {
+    let mut out = ProcessScrape { selected: selected.len(), ..Default::default() };
     for (i, p) in selected.iter().enumerate() {
         let now = Instant::now();
         let left = deadline.saturating_duration_since(now);
         let est = estimates.get(&p.pid).copied().unwrap_or_else(|| {
-            CENSUS_FIXED
-                + Duration::from_secs_f64(
-                    rss_bytes(root, p.pid) as f64 / (1u64 << 30) as f64 * CENSUS_SECONDS_PER_GIB,
-                )
+            CENSUS_FIXED + Duration::from_secs_f64(rss_bytes(root, p.pid) as f64 / (1u64 << 30) as f64 * CENSUS_SECONDS_PER_GIB)
         });
         if est >= left {
             out.truncated = true;
             out.skipped = selected.len() - i;
             break;
         }
-        let mut m = ProcessMetrics {
-            pid: p.pid,
-            comm: p.comm.clone(),
-            ..Default::default()
-        };
+        let mut m = ProcessMetrics { pid: p.pid, comm: p.comm.clone(), ..Default::default() };
         let fail = |e: LiveError, out: &mut ProcessScrape| {
-            out.errors.push(ScrapeError {
-                kind: ErrorKind::of(&e),
-                message: format!("pid {} ({}): {e}", p.pid, p.comm),
-            })
+            out.errors.push(ScrapeError { kind: ErrorKind::of(&e), message: format!("pid {} ({}): {e}", p.pid, p.comm) })
         };
         let vmas = match smaps_at(root, p.pid) {
             Ok(v) => v,
@@ -614,19 +487,11 @@ pub fn read_processes(
                 m.zero_page_ptes = rep.total.zero_page_ptes;
                 m.huge_zero_pmds = rep.total.huge_zero_pmds;
                 m.census = Some(by);
-                let share = deadline.saturating_duration_since(Instant::now())
-                    / (selected.len() - i) as u32
-                    / 2;
+                let share = deadline.saturating_duration_since(Instant::now()) / (selected.len() - i) as u32 / 2;
                 // sample_bloat lists and shuffles every page of the large folios before it
                 // looks at the clock: leave it out when that alone would not fit.
-                let large_pages: u64 = rep
-                    .large_ranges
-                    .iter()
-                    .flatten()
-                    .map(|(a, b)| (b - a) / mm_types::PAGE_SIZE)
-                    .sum();
-                let setup =
-                    Duration::from_nanos(large_pages.saturating_mul(BLOAT_SETUP_NS_PER_PAGE));
+                let large_pages: u64 = rep.large_ranges.iter().flatten().map(|(a, b)| (b - a) / mm_types::PAGE_SIZE).sum();
+                let setup = Duration::from_nanos(large_pages.saturating_mul(BLOAT_SETUP_NS_PER_PAGE));
                 if share >= Duration::from_millis(1) && setup < share / 2 {
                     let rss: Vec<u64> = vmas.iter().map(|v| v.rss_kb).collect();
                     let partial = rep.total.sizes.values().map(|e| e.partially_mapped).sum();
@@ -653,19 +518,10 @@ mod tests {
     #[test]
     fn cgroup_paths_match_themselves_and_below() {
         let f = "0::/system.slice/redis.service\n";
-        assert!(cgroup_matches(
-            f,
-            &[normalize_cgroup("/system.slice/redis.service")]
-        ));
-        assert!(cgroup_matches(
-            f,
-            &[normalize_cgroup("/sys/fs/cgroup/system.slice/")]
-        ));
+        assert!(cgroup_matches(f, &[normalize_cgroup("/system.slice/redis.service")]));
+        assert!(cgroup_matches(f, &[normalize_cgroup("/sys/fs/cgroup/system.slice/")]));
         assert!(cgroup_matches(f, &[normalize_cgroup("system.slice")]));
-        assert!(
-            !cgroup_matches(f, &[normalize_cgroup("/system.slice/redis")]),
-            "a prefix of a name is not a parent"
-        );
+        assert!(!cgroup_matches(f, &[normalize_cgroup("/system.slice/redis")]), "a prefix of a name is not a parent");
         assert!(!cgroup_matches(f, &[normalize_cgroup("/user.slice")]));
         assert!(cgroup_matches(f, &[normalize_cgroup("/")]));
         assert_eq!(normalize_cgroup("/sys/fs/cgroup"), "/");

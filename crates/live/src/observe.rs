@@ -70,17 +70,12 @@ pub fn observable(pid: i32) -> Observable {
     if pid <= 0 {
         return Observable::Missing;
     }
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return Observable::Missing;
-    };
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return Observable::Missing };
     let comm = match (text.find('('), text.rfind(')')) {
         (Some(a), Some(b)) if a < b => text[a + 1..b].to_string(),
         _ => String::new(),
     };
-    let state = text
-        .rfind(')')
-        .and_then(|b| text[b + 1..].split_whitespace().next())
-        .unwrap_or("");
+    let state = text.rfind(')').and_then(|b| text[b + 1..].split_whitespace().next()).unwrap_or("");
     if state == "Z" || state == "X" {
         return Observable::Zombie(comm);
     }
@@ -155,11 +150,7 @@ impl fmt::Display for ObserveReport {
             self.census_ms
         )?;
         let maps: Vec<uapi::VmaMap> = self.vmas.iter().map(|v| v.map.clone()).collect();
-        write!(
-            f,
-            "{}",
-            uapi::result::vma_table(&maps, &self.total, self.rss_kb)
-        )?;
+        write!(f, "{}", uapi::result::vma_table(&maps, &self.total, self.rss_kb))?;
         if let Some(b) = &self.bloat {
             let t = &b.total;
             writeln!(

@@ -35,8 +35,7 @@ pub const KHUGEPAGED_COUNTERS: [&str; 2] = ["pages_collapsed", "full_scans"];
 impl CounterSnapshot {
     pub fn read(sysfs: &Path) -> Result<CounterSnapshot> {
         let mut snap = CounterSnapshot::default();
-        let text = std::fs::read_to_string("/proc/vmstat")
-            .map_err(|e| io_err("cannot read", "/proc/vmstat", e))?;
+        let text = std::fs::read_to_string("/proc/vmstat").map_err(|e| io_err("cannot read", "/proc/vmstat", e))?;
         for line in text.lines() {
             let mut it = line.split_whitespace();
             if let (Some(name), Some(v)) = (it.next(), it.next()) {
@@ -84,11 +83,7 @@ impl CounterSnapshot {
 
     /// `after - self`, per counter.
     pub fn delta(&self, after: &CounterSnapshot) -> CounterSnapshot {
-        let vmstat = after
-            .vmstat
-            .iter()
-            .map(|(k, v)| (k.clone(), v - self.vmstat.get(k).copied().unwrap_or(*v)))
-            .collect();
+        let vmstat = after.vmstat.iter().map(|(k, v)| (k.clone(), v - self.vmstat.get(k).copied().unwrap_or(*v))).collect();
         let mthp = after
             .mthp
             .iter()
@@ -96,36 +91,19 @@ impl CounterSnapshot {
                 let before = self.mthp.get(dir);
                 let d = m
                     .iter()
-                    .map(|(k, v)| {
-                        (
-                            k.clone(),
-                            v - before.and_then(|b| b.get(k)).copied().unwrap_or(*v),
-                        )
-                    })
+                    .map(|(k, v)| (k.clone(), v - before.and_then(|b| b.get(k)).copied().unwrap_or(*v)))
                     .collect();
                 (dir.clone(), d)
             })
             .collect();
-        let khugepaged = after
-            .khugepaged
-            .iter()
-            .map(|(k, v)| (k.clone(), v - self.khugepaged.get(k).copied().unwrap_or(*v)))
-            .collect();
-        CounterSnapshot {
-            vmstat,
-            mthp,
-            khugepaged,
-        }
+        let khugepaged = after.khugepaged.iter().map(|(k, v)| (k.clone(), v - self.khugepaged.get(k).copied().unwrap_or(*v))).collect();
+        CounterSnapshot { vmstat, mthp, khugepaged }
     }
 }
 
 /// The `hugepages-<N>kB` directory of an order, for lookups by folio label.
 pub fn label_of_dir(dir: &str) -> Option<String> {
-    let kb: u64 = dir
-        .strip_prefix("hugepages-")?
-        .strip_suffix("kB")?
-        .parse()
-        .ok()?;
+    let kb: u64 = dir.strip_prefix("hugepages-")?.strip_suffix("kB")?.parse().ok()?;
     Order::from_size_kb(kb).map(|o| o.label())
 }
 
@@ -175,16 +153,11 @@ fn hex(s: &str) -> Option<u64> {
 pub fn parse_smaps(path: &str, text: &str) -> Result<Vec<Vma>> {
     let mut out: Vec<Vma> = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        let bad = || LiveError::Parse {
-            path: path.to_string(),
-            message: format!("line {}: unexpected '{line}'", i + 1),
-        };
+        let bad = || LiveError::Parse { path: path.to_string(), message: format!("line {}: unexpected '{line}'", i + 1) };
         let first = line.split_whitespace().next().unwrap_or("");
         if let Some((a, b)) = first.split_once('-') {
             if let (Some(start), Some(end)) = (hex(a), hex(b)) {
-                let mut f = line
-                    .splitn(6, char::is_whitespace)
-                    .filter(|s| !s.is_empty());
+                let mut f = line.splitn(6, char::is_whitespace).filter(|s| !s.is_empty());
                 let _range = f.next();
                 let perms = f.next().ok_or_else(bad)?.to_string();
                 // offset, dev, inode, then the name (which may contain spaces).
@@ -194,39 +167,20 @@ pub fn parse_smaps(path: &str, text: &str) -> Result<Vec<Vma>> {
                     let mut rest = line;
                     for _ in 0..5 {
                         rest = rest.trim_start();
-                        rest = rest
-                            .find(char::is_whitespace)
-                            .map(|i| &rest[i..])
-                            .unwrap_or("");
+                        rest = rest.find(char::is_whitespace).map(|i| &rest[i..]).unwrap_or("");
                     }
                     rest.trim().to_string()
                 } else {
                     String::new()
                 };
                 let pgoff = fields.get(2).and_then(|o| hex(o)).unwrap_or(0) / mm_types::PAGE_SIZE;
-                out.push(Vma {
-                    start,
-                    end,
-                    perms,
-                    name,
-                    pgoff,
-                    ..Default::default()
-                });
+                out.push(Vma { start, end, perms, name, pgoff, ..Default::default() });
                 continue;
             }
         }
-        let Some((key, rest)) = line.split_once(':') else {
-            continue;
-        };
-        let Some(vma) = out.last_mut() else {
-            return Err(bad());
-        };
-        let num = || {
-            rest.split_whitespace()
-                .next()
-                .and_then(|n| n.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
+        let Some((key, rest)) = line.split_once(':') else { continue };
+        let Some(vma) = out.last_mut() else { return Err(bad()) };
+        let num = || rest.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
         match key {
             "Rss" => vma.rss_kb = num(),
             "Referenced" => vma.referenced_kb = num(),
@@ -250,9 +204,7 @@ pub fn read_smaps(pid: i32) -> Result<Vec<Vma>> {
         // ESRCH: the process exited while its smaps was being read.
         std::io::ErrorKind::NotFound => LiveError::NoSuchProcess { pid },
         _ if e.raw_os_error() == Some(libc::ESRCH) => LiveError::NoSuchProcess { pid },
-        std::io::ErrorKind::PermissionDenied => LiveError::NotAvailable(format!(
-            "{p} of another user's process is readable by root only"
-        )),
+        std::io::ErrorKind::PermissionDenied => LiveError::NotAvailable(format!("{p} of another user's process is readable by root only")),
         _ => io_err("cannot read", &p, e),
     })?;
     parse_smaps(&p, &text)
@@ -269,20 +221,13 @@ pub fn stat_field(text: &str, n: usize) -> Option<u64> {
 pub fn start_brk(pid: &str) -> Result<u64> {
     let p = format!("/proc/{pid}/stat");
     let text = std::fs::read_to_string(&p).map_err(|e| io_err("cannot read", &p, e))?;
-    stat_field(&text, 47).ok_or_else(|| LiveError::Parse {
-        path: p,
-        message: "no field 47 (start_brk)".into(),
-    })
+    stat_field(&text, 47).ok_or_else(|| LiveError::Parse { path: p, message: "no field 47 (start_brk)".into() })
 }
 
 /// Every pid under /proc (processes, not threads), ascending.
 pub fn list_pids() -> Vec<i32> {
     let mut v: Vec<i32> = std::fs::read_dir("/proc")
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                .collect()
-        })
+        .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
         .unwrap_or_default();
     v.sort_unstable();
     v
@@ -290,9 +235,7 @@ pub fn list_pids() -> Vec<i32> {
 
 /// The command name of a process.
 pub fn comm(pid: i32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -309,11 +252,7 @@ Size:               4096 kB\nRss:                4096 kB\nAnonHugePages:      40
         assert_eq!(v[0].start, 0x7e00_0000_0000);
         assert_eq!(v[0].anon_huge_kb, 4096);
         assert_eq!(v[0].thp_eligible, Some(true));
-        assert!(
-            v[0].has_flag("hg") && !v[0].has_flag("nh"),
-            "{:?}",
-            v[0].vm_flags
-        );
+        assert!(v[0].has_flag("hg") && !v[0].has_flag("nh"), "{:?}", v[0].vm_flags);
         assert_eq!(v[1].pgoff, 0);
         assert_eq!(v[0].name, "");
         assert_eq!(v[1].name, "/usr/lib/with space.so");

@@ -98,13 +98,8 @@ const HOLD: Duration = Duration::from_millis(50);
 /// When every other live thread of `p` is held at its exit stop or dying, the process is
 /// ending: take the snapshot (once) and let the held threads go.
 fn group_check(p: &mut Proc) -> Result<()> {
-    let Some(&(first, _)) = p.held.first() else {
-        return Ok(());
-    };
-    let ending = p
-        .alive
-        .iter()
-        .all(|t| p.held.iter().any(|h| h.0 == *t) || dying(*t));
+    let Some(&(first, _)) = p.held.first() else { return Ok(()) };
+    let ending = p.alive.iter().all(|t| p.held.iter().any(|h| h.0 == *t) || dying(*t));
     if !ending {
         return Ok(());
     }
@@ -146,12 +141,7 @@ fn event_msg(tid: i32) -> u64 {
     let mut m: libc::c_ulong = 0;
     // SAFETY: m is a valid c_ulong for the kernel to write.
     unsafe {
-        libc::ptrace(
-            libc::PTRACE_GETEVENTMSG,
-            tid,
-            0,
-            &mut m as *mut libc::c_ulong,
-        );
+        libc::ptrace(libc::PTRACE_GETEVENTMSG, tid, 0, &mut m as *mut libc::c_ulong);
     }
     m as u64
 }
@@ -161,9 +151,7 @@ fn status_text(pid: i32) -> String {
 }
 
 fn status_field(text: &str, key: &str) -> Option<String> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(key))
-        .map(|v| v.trim().to_string())
+    text.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
 }
 
 fn tgid_of(tid: i32) -> Option<i32> {
@@ -186,9 +174,7 @@ fn dying(tid: i32) -> bool {
     }
     let kill_bit = 1u64 << (libc::SIGKILL - 1);
     if ["SigPnd:", "ShdPnd:"].iter().any(|k| {
-        status_field(&s, k)
-            .and_then(|v| u64::from_str_radix(&v, 16).ok())
-            .is_some_and(|m| m & kill_bit != 0)
+        status_field(&s, k).and_then(|v| u64::from_str_radix(&v, 16).ok()).is_some_and(|m| m & kill_bit != 0)
     }) {
         return true;
     }
@@ -205,10 +191,7 @@ fn minflt_of(pid: i32) -> Option<u64> {
 
 /// An anonymous private VMA: no file (empty name, `[heap]`, `[stack]`, `[anon:...]`), private.
 pub fn is_anon_private(v: &Vma) -> bool {
-    let anon_name = v.name.is_empty()
-        || v.name == "[heap]"
-        || v.name == "[stack]"
-        || v.name.starts_with("[anon:");
+    let anon_name = v.name.is_empty() || v.name == "[heap]" || v.name == "[stack]" || v.name.starts_with("[anon:");
     anon_name && v.perms.as_bytes().get(3) == Some(&b'p')
 }
 
@@ -221,10 +204,7 @@ pub fn is_shmem_shared(v: &Vma, mps: &[String]) -> bool {
         && (n.starts_with("/memfd:")
             || n.starts_with("/dev/zero")
             || n.starts_with("/SYSV")
-            || mps.iter().any(|mp| {
-                n.strip_prefix(mp.as_str())
-                    .is_some_and(|rest| rest.starts_with('/'))
-            }))
+            || mps.iter().any(|mp| n.strip_prefix(mp.as_str()).is_some_and(|rest| rest.starts_with('/'))))
 }
 
 /// The mount points of the tmpfs mounts process `pid` sees (/proc/PID/mountinfo).
@@ -234,8 +214,7 @@ pub fn tmpfs_mount_points(pid: i32) -> Vec<String> {
         .filter_map(|l| {
             let f: Vec<&str> = l.split(' ').collect();
             let dash = f.iter().position(|x| *x == "-")?;
-            (f.get(dash + 1) == Some(&"tmpfs"))
-                .then(|| f.get(4).map(|m| m.replace("\\040", " ")))?
+            (f.get(dash + 1) == Some(&"tmpfs")).then(|| f.get(4).map(|m| m.replace("\\040", " ")))?
         })
         .filter(|m| m != "/")
         .collect()
@@ -247,37 +226,25 @@ fn resolve(program: &str) -> Option<std::path::PathBuf> {
         return Some(program.into());
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|c| {
-            let Ok(cs) = CString::new(c.as_os_str().as_bytes()) else {
-                return false;
-            };
-            // SAFETY: cs is a valid C string.
-            c.is_file() && unsafe { libc::access(cs.as_ptr(), libc::X_OK) } == 0
-        })
+    std::env::split_paths(&path).map(|d| d.join(program)).find(|c| {
+        let Ok(cs) = CString::new(c.as_os_str().as_bytes()) else { return false };
+        // SAFETY: cs is a valid C string.
+        c.is_file() && unsafe { libc::access(cs.as_ptr(), libc::X_OK) } == 0
+    })
 }
 
 /// Run `argv` under `settings` on the live kernel and measure it (see the module docs). The
 /// program's exit status is in `live.exit_status`; a program that exits non-zero is not an
 /// error.
-pub fn run_program(
-    argv: &[String],
-    settings: &ThpSettings,
-    opts: &ProgramOptions,
-) -> Result<RunResult> {
+pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOptions) -> Result<RunResult> {
     // What thplab inherited, before the settings guard installs its signal handlers: the
     // program starts with it (as a recorded one does), not with thplab's own state.
     let inherited = exec_state::ExecState::capture();
     let paths = Paths::from_env();
     paths.check_available()?;
-    let Some(program) = argv.first() else {
-        return Err(LiveError::Child("no program given".into()));
-    };
-    let exe = resolve(program)
-        .ok_or_else(|| LiveError::Child(format!("{program}: command not found")))?;
-    let cpath = CString::new(exe.as_os_str().as_bytes())
-        .map_err(|_| LiveError::Child("NUL byte in the path".into()))?;
+    let Some(program) = argv.first() else { return Err(LiveError::Child("no program given".into())) };
+    let exe = resolve(program).ok_or_else(|| LiveError::Child(format!("{program}: command not found")))?;
+    let cpath = CString::new(exe.as_os_str().as_bytes()).map_err(|_| LiveError::Child("NUL byte in the path".into()))?;
     let cargs: Vec<CString> = argv
         .iter()
         .map(|a| CString::new(a.as_bytes()))
@@ -335,11 +302,7 @@ pub fn run_program(
                 }
             }
             let cur = libc::personality(0xffff_ffff);
-            if cur == -1
-                || libc::personality(
-                    (cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong,
-                ) == -1
-            {
+            if cur == -1 || libc::personality((cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong) == -1 {
                 fail(1);
             }
             if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) != 0 {
@@ -356,9 +319,7 @@ pub fn run_program(
     // SAFETY: waiting for our child.
     let r = unsafe { libc::waitpid(root, &mut st, libc::__WALL) };
     if r != root || !libc::WIFSTOPPED(st) {
-        return Err(LiveError::Child(format!(
-            "{program}: the child did not stop before its execve (status {st:#x})"
-        )));
+        return Err(LiveError::Child(format!("{program}: the child did not stop before its execve (status {st:#x})")));
     }
     let options = libc::PTRACE_O_TRACEEXEC
         | libc::PTRACE_O_TRACEEXIT
@@ -403,15 +364,8 @@ pub fn run_program(
         // execve or _exit, in the child).
         let n = unsafe { libc::read(err_r.as_raw_fd(), msg.as_mut_ptr() as *mut libc::c_void, 5) };
         if n == 5 {
-            let e = std::io::Error::from_raw_os_error(i32::from_ne_bytes([
-                msg[1], msg[2], msg[3], msg[4],
-            ]));
-            let stage = [
-                "",
-                "personality(ADDR_NO_RANDOMIZE)",
-                "ptrace(PTRACE_TRACEME)",
-                "execve",
-            ][msg[0].min(3) as usize];
+            let e = std::io::Error::from_raw_os_error(i32::from_ne_bytes([msg[1], msg[2], msg[3], msg[4]]));
+            let stage = ["", "personality(ADDR_NO_RANDOMIZE)", "ptrace(PTRACE_TRACEME)", "execve"][msg[0].min(3) as usize];
             *first_exec_error = Some(format!("{program}: {stage}: {e}"));
         }
     };
@@ -440,11 +394,7 @@ pub fn run_program(
         if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) {
             let tgid = tasks.remove(&pid).unwrap_or(pid);
             if pid == root {
-                root_status = Some(if libc::WIFEXITED(st) {
-                    libc::WEXITSTATUS(st)
-                } else {
-                    128 + libc::WTERMSIG(st)
-                });
+                root_status = Some(if libc::WIFEXITED(st) { libc::WEXITSTATUS(st) } else { 128 + libc::WTERMSIG(st) });
                 if !exec_checked {
                     check_exec_pipe(&mut first_exec_error);
                     exec_checked = true;
@@ -492,11 +442,7 @@ pub fn run_program(
                         new_tgid
                     }
                     None => {
-                        let new_tgid = if event == libc::PTRACE_EVENT_CLONE {
-                            tgid_of(new).unwrap_or(tgid)
-                        } else {
-                            new
-                        };
+                        let new_tgid = if event == libc::PTRACE_EVENT_CLONE { tgid_of(new).unwrap_or(tgid) } else { new };
                         register(&mut tasks, &mut procs, &mut order, new, new_tgid, tgid);
                         awaiting_stop.insert(new);
                         new_tgid
@@ -578,16 +524,7 @@ pub fn run_program(
         let p = &*p;
         stats.minflt += p.minflt;
         if p.minflt_exit.is_none() {
-            unmeasured.push(format!(
-                "{} ({}): {}",
-                p.pid,
-                p.comm,
-                if p.end.is_empty() {
-                    "no exit stop"
-                } else {
-                    &p.end
-                }
-            ));
+            unmeasured.push(format!("{} ({}): {}", p.pid, p.comm, if p.end.is_empty() { "no exit stop" } else { &p.end }));
         }
         if p.in_census {
             stats.rss_bytes += p.rss_kb * 1024;
@@ -617,14 +554,7 @@ pub fn run_program(
     Ok(res)
 }
 
-fn register(
-    tasks: &mut HashMap<i32, i32>,
-    procs: &mut BTreeMap<i32, Proc>,
-    order: &mut Vec<i32>,
-    tid: i32,
-    tgid: i32,
-    parent: i32,
-) {
+fn register(tasks: &mut HashMap<i32, i32>, procs: &mut BTreeMap<i32, Proc>, order: &mut Vec<i32>, tid: i32, tgid: i32, parent: i32) {
     tasks.insert(tid, tgid);
     let p = procs.entry(tgid).or_insert_with(|| {
         order.push(tgid);
@@ -646,10 +576,7 @@ fn snapshot(p: &mut Proc, tid: i32) -> Result<()> {
     r.minflt = exit.unwrap_or(0).saturating_sub(r.minflt_base);
     let mps = tmpfs_mount_points(tid);
     let vmas: Vec<Vma> = match read_smaps(tid) {
-        Ok(v) => v
-            .into_iter()
-            .filter(|v| is_anon_private(v) || is_shmem_shared(v, &mps))
-            .collect(),
+        Ok(v) => v.into_iter().filter(|v| is_anon_private(v) || is_shmem_shared(v, &mps)).collect(),
         Err(LiveError::NoSuchProcess { .. }) => return Ok(()),
         Err(e) => return Err(e),
     };
@@ -680,11 +607,7 @@ mod tests {
 
     #[test]
     fn anon_private_vmas() {
-        let v = |name: &str, perms: &str| Vma {
-            name: name.into(),
-            perms: perms.into(),
-            ..Default::default()
-        };
+        let v = |name: &str, perms: &str| Vma { name: name.into(), perms: perms.into(), ..Default::default() };
         assert!(is_anon_private(&v("", "rw-p")));
         assert!(is_anon_private(&v("[heap]", "rw-p")));
         assert!(is_anon_private(&v("[stack]", "rw-p")));

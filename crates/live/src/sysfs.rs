@@ -99,13 +99,8 @@ pub fn read_knob(paths: &Paths, rel: &str) -> Result<String> {
 /// reads). The top level, `hugepages-<size>/` and `khugepaged/` are read; `stats/` directories
 /// and files that cannot be read (write-only) are left out.
 pub fn read_tree(dir: &Path) -> Result<String> {
-    if !dir.join("enabled").is_file()
-        || !(dir.join("defrag").is_file() || dir.join("hpage_pmd_size").is_file())
-    {
-        return Err(LiveError::Parse {
-            path: dir.display().to_string(),
-            message: "not a THP sysfs tree (it has no 'enabled' and 'defrag' files)".into(),
-        });
+    if !dir.join("enabled").is_file() || !(dir.join("defrag").is_file() || dir.join("hpage_pmd_size").is_file()) {
+        return Err(LiveError::Parse { path: dir.display().to_string(), message: "not a THP sysfs tree (it has no 'enabled' and 'defrag' files)".into() });
     }
     let mut out = String::new();
     let mut files: Vec<String> = Vec::new();
@@ -133,9 +128,7 @@ pub fn read_tree(dir: &Path) -> Result<String> {
     for rel in files {
         let p = dir.join(&rel);
         // A sysfs attribute is one short line; read at most a page.
-        let Ok(f) = std::fs::File::open(&p) else {
-            continue;
-        };
+        let Ok(f) = std::fs::File::open(&p) else { continue };
         let mut text = String::new();
         use std::io::Read;
         if f.take(4096).read_to_string(&mut text).is_err() {
@@ -172,10 +165,7 @@ pub fn write_knob(paths: &Paths, rel: &str, value: &str) -> Result<()> {
 /// Write several knobs in order; a write that fails is retried once after all the others
 /// (top-level `shmem_enabled=force` and the per-size `shmem_enabled` knobs constrain each
 /// other, so one order cannot suit every transition). Returns the knobs that still failed.
-pub fn write_knobs_with_retry(
-    paths: &Paths,
-    knobs: &[(String, String)],
-) -> Vec<(String, LiveError)> {
+pub fn write_knobs_with_retry(paths: &Paths, knobs: &[(String, String)]) -> Vec<(String, LiveError)> {
     let mut failed = Vec::new();
     for (rel, value) in knobs {
         if let Err(e) = write_knob(paths, rel, value) {
@@ -192,8 +182,7 @@ pub fn write_knobs_with_retry(
 }
 
 pub(crate) fn ensure_dir(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| io_err("cannot create the thplab state directory", dir, e))
+    std::fs::create_dir_all(dir).map_err(|e| io_err("cannot create the thplab state directory", dir, e))
 }
 
 #[cfg(test)]
@@ -203,10 +192,7 @@ mod tests {
     #[test]
     fn selected_value_reads_brackets_and_numbers() {
         assert_eq!(selected_value("always [madvise] never\n"), "madvise");
-        assert_eq!(
-            selected_value("always defer defer+madvise [madvise] never"),
-            "madvise"
-        );
+        assert_eq!(selected_value("always defer defer+madvise [madvise] never"), "madvise");
         assert_eq!(selected_value("511\n"), "511");
         assert_eq!(selected_value("never"), "never");
     }

@@ -38,11 +38,7 @@ impl Drop for Sampler {
 fn collapse_counters(sysfs: &Path) -> [i64; 3] {
     let s = CounterSnapshot::read(sysfs).unwrap_or_default();
     let kh = |k: &str| s.khugepaged.get(k).copied().unwrap_or(0);
-    [
-        kh("pages_collapsed"),
-        kh("full_scans"),
-        s.vmstat.get("thp_collapse_alloc").copied().unwrap_or(0),
-    ]
+    [kh("pages_collapsed"), kh("full_scans"), s.vmstat.get("thp_collapse_alloc").copied().unwrap_or(0)]
 }
 
 /// `root` and every process whose chain of parents leads to it.
@@ -58,38 +54,20 @@ fn descendants(root: i32) -> Vec<i32> {
     let mut i = 0;
     while i < found.len() {
         let parent = found[i];
-        found.extend(
-            parents
-                .iter()
-                .filter(|&&(p, pp)| pp == parent && p != root)
-                .map(|&(p, _)| p),
-        );
+        found.extend(parents.iter().filter(|&&(p, pp)| pp == parent && p != root).map(|&(p, _)| p));
         i += 1;
     }
     found
 }
 
 /// One sample of the processes of `root` over `ranges` (the heap: the `[heap]` VMA).
-pub fn sample(
-    root: i32,
-    ranges: &[(u64, u64)],
-    sysfs: &Path,
-    base: [i64; 3],
-    t_ms: f64,
-) -> TimelineSample {
-    let mut t = TimelineSample {
-        t_ms,
-        ..Default::default()
-    };
+pub fn sample(root: i32, ranges: &[(u64, u64)], sysfs: &Path, base: [i64; 3], t_ms: f64) -> TimelineSample {
+    let mut t = TimelineSample { t_ms, ..Default::default() };
     for pid in descendants(root) {
         // A process that exits meanwhile has nothing left to count.
         let Ok(vmas) = read_smaps(pid) else { continue };
         let mut mine: Vec<(u64, u64)> = ranges.to_vec();
-        mine.extend(
-            vmas.iter()
-                .filter(|v| v.name == "[heap]")
-                .map(|v| (v.start, v.end)),
-        );
+        mine.extend(vmas.iter().filter(|v| v.name == "[heap]").map(|v| (v.start, v.end)));
         let over = |v: &crate::procfs::Vma| mine.iter().any(|&(a, b)| v.start < b && a < v.end);
         for v in vmas.iter().filter(|v| over(v)) {
             t.rss_kb += v.rss_kb;
@@ -111,14 +89,7 @@ pub fn sample(
 
 impl Sampler {
     /// Start sampling the run of `root` that began at `start` (`go`), every `interval`.
-    pub fn start(
-        root: i32,
-        ranges: Vec<(u64, u64)>,
-        sysfs: PathBuf,
-        start: Instant,
-        interval: Duration,
-        progress: bool,
-    ) -> Sampler {
+    pub fn start(root: i32, ranges: Vec<(u64, u64)>, sysfs: PathBuf, start: Instant, interval: Duration, progress: bool) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let base = collapse_counters(&sysfs);
@@ -138,13 +109,7 @@ impl Sampler {
                 if flag.load(Ordering::Relaxed) {
                     return samples;
                 }
-                let s = sample(
-                    root,
-                    &ranges,
-                    &sysfs,
-                    base,
-                    start.elapsed().as_secs_f64() * 1e3,
-                );
+                let s = sample(root, &ranges, &sysfs, base, start.elapsed().as_secs_f64() * 1e3);
                 if progress && last_progress.elapsed() >= Duration::from_secs(1) {
                     last_progress = Instant::now();
                     eprintln!(
@@ -161,19 +126,13 @@ impl Sampler {
             }
             samples
         });
-        Sampler {
-            stop,
-            handle: Some(handle),
-        }
+        Sampler { stop, handle: Some(handle) }
     }
 
     /// Stop at the end of the run and return the samples taken.
     pub fn finish(mut self) -> Vec<TimelineSample> {
         self.stop.store(true, Ordering::Relaxed);
-        self.handle
-            .take()
-            .map(|h| h.join().unwrap_or_default())
-            .unwrap_or_default()
+        self.handle.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default()
     }
 }
 
@@ -222,19 +181,12 @@ mod tests {
     #[test]
     fn descendants_follow_the_parent_chain() {
         let me = std::process::id() as i32;
-        let mut child = std::process::Command::new("sleep")
-            .arg("5")
-            .spawn()
-            .expect("sleep(1) runs");
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().expect("sleep(1) runs");
         let found = descendants(me);
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(found[0], me);
-        assert!(
-            found.contains(&(child.id() as i32)),
-            "{found:?} lacks the child {}",
-            child.id()
-        );
+        assert!(found.contains(&(child.id() as i32)), "{found:?} lacks the child {}", child.id());
         assert!(!found.contains(&1), "init is nobody's descendant here");
     }
 }

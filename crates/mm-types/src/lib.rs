@@ -184,10 +184,7 @@ impl Orders {
     }
     /// Iterate highest order first.
     pub fn iter_desc(self) -> impl Iterator<Item = Order> {
-        (0..32u8)
-            .rev()
-            .filter(move |o| self.0 & (1 << o) != 0)
-            .map(Order)
+        (0..32u8).rev().filter(move |o| self.0 & (1 << o) != 0).map(Order)
     }
 }
 
@@ -201,9 +198,7 @@ impl fmt::Debug for Orders {
 /// Parse a size such as `4K`, `2M`, `1G`, `12KiB`, `4096` (bytes).
 pub fn parse_size(text: &str) -> Option<u64> {
     let t = text.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '_')
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '_').unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let num = num.replace('_', "");
     if num.is_empty() {
@@ -242,13 +237,7 @@ mod tests {
         assert_eq!(o.next_below(Order(9)), Some(Order(4)));
         assert_eq!(o.next_below(Order(4)), Some(Order(2)));
         assert_eq!(o.next_below(Order(2)), None);
-        assert_eq!(
-            Orders::ALL_ANON
-                .iter_desc()
-                .map(|o| o.0)
-                .collect::<Vec<_>>(),
-            [9, 8, 7, 6, 5, 4, 3, 2]
-        );
+        assert_eq!(Orders::ALL_ANON.iter_desc().map(|o| o.0).collect::<Vec<_>>(), [9, 8, 7, 6, 5, 4, 3, 2]);
         assert!(!Orders::ALL_ANON.contains(Order(1)));
         assert!(Orders::ALL_FILE.contains(Order(1)));
         assert_eq!(Orders::below(Order::PMD).highest(), Some(Order(8)));

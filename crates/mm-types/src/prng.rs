@@ -21,14 +21,7 @@ fn splitmix64(state: &mut u64) -> u64 {
 impl Prng {
     pub fn new(seed: u64) -> Prng {
         let mut st = seed;
-        Prng {
-            s: [
-                splitmix64(&mut st),
-                splitmix64(&mut st),
-                splitmix64(&mut st),
-                splitmix64(&mut st),
-            ],
-        }
+        Prng { s: [splitmix64(&mut st), splitmix64(&mut st), splitmix64(&mut st), splitmix64(&mut st)] }
     }
 
     pub fn next_u64(&mut self) -> u64 {

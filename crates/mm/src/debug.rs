@@ -11,7 +11,7 @@ use mm_types::{Order, Pfn, Vaddr, PAGE_SIZE, PMD_ORDER, PMD_SIZE, PUD_SIZE};
 use uapi::{Census, CensusEntry, MthpStat};
 
 use crate::page_alloc::pg;
-use crate::pgtable::{pte_pfn, Pmd, NO_TABLE, PTE_PRESENT, PTE_ZERO};
+use crate::pgtable::{pte_pfn, Pmd, PTE_PRESENT, PTE_ZERO, NO_TABLE};
 use crate::Kernel;
 
 /// What one census walk found, plus bloat (model only).
@@ -52,16 +52,8 @@ impl Kernel {
                 Pmd::HugeZero => f(addr, Mapping::HugeZero),
                 Pmd::Huge { pfn, .. } => f(addr, Mapping::Pmd(pfn)),
                 Pmd::Table(idx) => {
-                    let lo = if start > addr {
-                        ((start - addr) / PAGE_SIZE) as usize
-                    } else {
-                        0
-                    };
-                    let hi = if end < addr + PMD_SIZE {
-                        ((end - addr).div_ceil(PAGE_SIZE)) as usize
-                    } else {
-                        512
-                    };
+                    let lo = if start > addr { ((start - addr) / PAGE_SIZE) as usize } else { 0 };
+                    let hi = if end < addr + PMD_SIZE { ((end - addr).div_ceil(PAGE_SIZE)) as usize } else { 512 };
                     self.mm.pt.for_each_present(idx, lo..hi, |i, e| {
                         let a = addr + i as u64 * PAGE_SIZE;
                         if e & PTE_ZERO != 0 {
@@ -100,16 +92,8 @@ impl Kernel {
                 Mapping::ZeroPte => rep.census.zero_page_ptes += 1,
                 Mapping::HugeZero => rep.census.huge_zero_pmds += 1,
                 Mapping::Pmd(pfn) => {
-                    let touched = (0..512u32)
-                        .filter(|i| self.page(pfn.add(*i)).flags & pg::TOUCHED != 0)
-                        .count();
-                    runs.push(FolioRun {
-                        head: pfn.0,
-                        order: PMD_ORDER,
-                        pmd: true,
-                        mapped: 512,
-                        touched: touched as u32,
-                    });
+                    let touched = (0..512u32).filter(|i| self.page(pfn.add(*i)).flags & pg::TOUCHED != 0).count();
+                    runs.push(FolioRun { head: pfn.0, order: PMD_ORDER, pmd: true, mapped: 512, touched: touched as u32 });
                     rep.rss_bytes += PMD_SIZE;
                     if self.page(pfn).flags & pg::SHMEM == 0 {
                         rep.anon_huge_bytes += PMD_SIZE;
@@ -135,13 +119,7 @@ impl Kernel {
                             r.mapped += 1;
                             r.touched += touched;
                         }
-                        _ => runs.push(FolioRun {
-                            head,
-                            order: p.order,
-                            pmd: false,
-                            mapped: 1,
-                            touched,
-                        }),
+                        _ => runs.push(FolioRun { head, order: p.order, pmd: false, mapped: 1, touched }),
                     }
                 }
             });
@@ -225,15 +203,11 @@ impl Kernel {
         for (pfn, order) in self.zone.free_blocks() {
             let size = 1usize << order;
             if pfn as usize % size != 0 {
-                return Err(format!(
-                    "free block pfn {pfn:#x} order {order} is not aligned"
-                ));
+                return Err(format!("free block pfn {pfn:#x} order {order} is not aligned"));
             }
             for o in &mut owner[pfn as usize..pfn as usize + size] {
                 if *o != 0 {
-                    return Err(format!(
-                        "frame in free block {pfn:#x}/{order} is owned twice"
-                    ));
+                    return Err(format!("frame in free block {pfn:#x}/{order} is owned twice"));
                 }
                 *o = 1;
             }
@@ -241,53 +215,35 @@ impl Kernel {
             // A block flagged PageReported was handed to the host, which backs none of it until
             // the guest writes it, and only the reporting order and above are reported.
             if self.zone.mem_map[pfn as usize].flags & pg::REPORTED != 0 {
-                let Some(h) = self.zone.host.as_ref() else {
-                    return Err(format!(
-                        "free block {pfn:#x}/{order} is reported on a machine without reporting"
-                    ));
-                };
+                let Some(h) = self.zone.host.as_ref() else { return Err(format!("free block {pfn:#x}/{order} is reported on a machine without reporting")) };
                 if order < h.order.0 || h.unbacked_in(pfn, size as u32) != size as u64 {
                     return Err(format!("reported free block {pfn:#x}/{order} is below the reporting order or partly backed"));
                 }
             }
         }
         if free != self.zone.nr_free_pages() {
-            return Err(format!(
-                "free lists hold {free} pages, nr_free says {}",
-                self.zone.nr_free_pages()
-            ));
+            return Err(format!("free lists hold {free} pages, nr_free says {}", self.zone.nr_free_pages()));
         }
         for pfn in self.zone.pcp_pages() {
             let o = &mut owner[pfn as usize];
             if *o != 0 || self.zone.mem_map[pfn as usize].flags != 0 {
-                return Err(format!(
-                    "per-cpu list page {pfn:#x} is also free, allocated or listed twice"
-                ));
+                return Err(format!("per-cpu list page {pfn:#x} is also free, allocated or listed twice"));
             }
             *o = 3;
         }
         for (pfn, p) in self.folio_heads() {
             let size = 1usize << p.order;
             if pfn % size != 0 || pfn + size > n {
-                return Err(format!(
-                    "folio at pfn {pfn:#x} of order {} is misaligned",
-                    p.order
-                ));
+                return Err(format!("folio at pfn {pfn:#x} of order {} is misaligned", p.order));
             }
             for (i, o) in owner[pfn..pfn + size].iter_mut().enumerate() {
                 if *o != 0 {
-                    return Err(format!(
-                        "frame {:#x} of folio {pfn:#x} is also free or in another folio",
-                        pfn + i
-                    ));
+                    return Err(format!("frame {:#x} of folio {pfn:#x} is also free or in another folio", pfn + i));
                 }
                 *o = 2;
                 let t = self.zone.mem_map[pfn + i];
                 if i > 0 && (t.flags & pg::TAIL == 0 || t.order != p.order) {
-                    return Err(format!(
-                        "tail {:#x} of folio {pfn:#x} is not marked as its tail",
-                        pfn + i
-                    ));
+                    return Err(format!("tail {:#x} of folio {pfn:#x} is not marked as its tail", pfn + i));
                 }
             }
         }
@@ -308,10 +264,7 @@ impl Kernel {
                 return Err(format!("VMA {:#x}-{:#x} is malformed", v.start, v.end));
             }
             if v.start < prev_end {
-                return Err(format!(
-                    "VMA {:#x}-{:#x} overlaps its predecessor",
-                    v.start, v.end
-                ));
+                return Err(format!("VMA {:#x}-{:#x} overlaps its predecessor", v.start, v.end));
             }
             prev_end = v.end;
         }
@@ -331,8 +284,7 @@ impl Kernel {
         let mut writable: Vec<(u32, crate::MmId, u64)> = Vec::new();
         for id in self.mm_ids() {
             let mm = self.mm_ref(id);
-            self.check_mm_mappings(mm, &mut pte_maps, &mut pmd_maps, &mut by_mm, &mut writable)
-                .map_err(|e| format!("mm {}: {e}", id.0))?;
+            self.check_mm_mappings(mm, &mut pte_maps, &mut pmd_maps, &mut by_mm, &mut writable).map_err(|e| format!("mm {}: {e}", id.0))?;
         }
         for &(pfn, id, addr) in &writable {
             let head = self.folio_head(Pfn(pfn));
@@ -346,40 +298,24 @@ impl Kernel {
             let (total, per) = ids.debug_counts();
             let mut want_total = -1;
             let mut mms = 0;
-            for (&(h, _), &c) in
-                by_mm.range((head.0, crate::MmId(0))..=(head.0, crate::MmId(u32::MAX)))
-            {
+            for (&(h, _), &c) in by_mm.range((head.0, crate::MmId(0))..=(head.0, crate::MmId(u32::MAX))) {
                 debug_assert_eq!(h, head.0);
                 want_total += c;
                 mms += (c > 0) as u32;
             }
             if total != want_total {
-                return Err(format!(
-                    "folio {:#x}: large mapcount {} (mm ids), {} mappings found",
-                    head.0,
-                    total + 1,
-                    want_total + 1
-                ));
+                return Err(format!("folio {:#x}: large mapcount {} (mm ids), {} mappings found", head.0, total + 1, want_total + 1));
             }
             // A slot may undercount its mm (rmap.h: mappings added while no slot was free stay
             // uncounted when one frees up), never overcount it.
             for (id, c) in per.into_iter().flatten() {
                 let found = by_mm.get(&(head.0, id)).copied().unwrap_or(0);
                 if c + 1 > found {
-                    return Err(format!(
-                        "folio {:#x}: mm {} holds {} mappings, its mm id slot says {}",
-                        head.0,
-                        id.0,
-                        found,
-                        c + 1
-                    ));
+                    return Err(format!("folio {:#x}: mm {} holds {} mappings, its mm id slot says {}", head.0, id.0, found, c + 1));
                 }
             }
             if mms > 1 && !ids.maybe_mapped_shared() {
-                return Err(format!(
-                    "folio {:#x} is mapped by {mms} mms but not marked maybe-mapped-shared",
-                    head.0
-                ));
+                return Err(format!("folio {:#x} is mapped by {mms} mms but not marked maybe-mapped-shared", head.0));
             }
         }
         let mut nr_anon = [0i64; PMD_ORDER as usize + 1];
@@ -392,10 +328,7 @@ impl Kernel {
                     let want = pte_maps[pfn + i];
                     let got = self.zone.mem_map[pfn + i].mapcount;
                     if want != got {
-                        return Err(format!(
-                            "page {:#x}: {want} PTEs map it, mapcount says {got}",
-                            pfn + i
-                        ));
+                        return Err(format!("page {:#x}: {want} PTEs map it, mapcount says {got}", pfn + i));
                     }
                     mapped += (got > 0) as u32;
                 }
@@ -409,9 +342,7 @@ impl Kernel {
                     return Err(format!("folio {pfn:#x}: {entire} PMDs map it, entire_mapcount says {entire_mapcount}"));
                 }
                 if entire == 0 && mapped == 0 && p.flags & pg::ANON != 0 {
-                    return Err(format!(
-                        "folio {pfn:#x} is allocated but mapped nowhere (leaked)"
-                    ));
+                    return Err(format!("folio {pfn:#x} is allocated but mapped nowhere (leaked)"));
                 }
                 if p.flags & pg::ANON != 0 {
                     // A page mapped more than once was shared by fork: not PageAnonExclusive
@@ -419,14 +350,8 @@ impl Kernel {
                     for i in 0..nr {
                         let shared = self.zone.mem_map[pfn + i].flags & pg::ANON_SHARED != 0;
                         let head_shared = p.flags & pg::ANON_SHARED != 0;
-                        if pte_maps[pfn + i] + entire > 1
-                            && ((pte_maps[pfn + i] > 0 && !shared) || (entire > 0 && !head_shared))
-                        {
-                            return Err(format!(
-                                "page {:#x} is mapped {} times but marked PageAnonExclusive",
-                                pfn + i,
-                                pte_maps[pfn + i] + entire
-                            ));
+                        if pte_maps[pfn + i] + entire > 1 && ((pte_maps[pfn + i] > 0 && !shared) || (entire > 0 && !head_shared)) {
+                            return Err(format!("page {:#x} is mapped {} times but marked PageAnonExclusive", pfn + i, pte_maps[pfn + i] + entire));
                         }
                     }
                 }
@@ -436,9 +361,7 @@ impl Kernel {
                 if p.flags & pg::PARTIALLY_MAPPED != 0 {
                     partially[p.order as usize] += 1;
                     if p.flags & pg::DEFERRED == 0 || !self.deferred.contains(&Pfn(pfn as u32)) {
-                        return Err(format!(
-                            "partially mapped folio {pfn:#x} is not on the deferred split queue"
-                        ));
+                        return Err(format!("partially mapped folio {pfn:#x} is not on the deferred split queue"));
                     }
                 }
             }
@@ -454,10 +377,7 @@ impl Kernel {
                 ));
             }
             if self.counters.mthp(ord, MthpStat::NrAnonPartiallyMapped) != partially[o as usize] {
-                return Err(format!(
-                    "{} nr_anon_partially_mapped disagrees with the folios",
-                    ord.sysfs_dir()
-                ));
+                return Err(format!("{} nr_anon_partially_mapped disagrees with the folios", ord.sysfs_dir()));
             }
         }
         Ok(())
@@ -504,14 +424,9 @@ impl Kernel {
                             let head = self.folio_head(pfn);
                             let hp = self.zone.mem_map[head.idx()];
                             if hp.flags & pg::SHMEM != 0 {
-                                let (ino, start) =
-                                    *self.shmem.owner.get(&head.0).ok_or(format!(
-                                        "PTE at {a:#x} maps a shmem folio that no page cache holds"
-                                    ))?;
+                                let (ino, start) = *self.shmem.owner.get(&head.0).ok_or(format!("PTE at {a:#x} maps a shmem folio that no page cache holds"))?;
                                 let v = mm.vmas.find(a).expect("checked above");
-                                if v.file != ino + 1
-                                    || v.linear_page_index(a) != start + (pfn.0 - head.0) as u64
-                                {
+                                if v.file != ino + 1 || v.linear_page_index(a) != start + (pfn.0 - head.0) as u64 {
                                     return Err(format!("PTE at {a:#x} maps the wrong file page"));
                                 }
                                 shmem_rss += 1;
@@ -532,21 +447,15 @@ impl Kernel {
                     }
                     Pmd::Huge { pfn, .. } if self.page(pfn).flags & pg::SHMEM != 0 => {
                         if mm.pt.deposited(t, slot as usize) != NO_TABLE {
-                            return Err(format!(
-                                "file PMD at {addr:#x} has a deposited table (x86 deposits none)"
-                            ));
+                            return Err(format!("file PMD at {addr:#x} has a deposited table (x86 deposits none)"));
                         }
                         if self.page(pfn).order != PMD_ORDER || !pfn.is_aligned(Order::PMD) {
-                            return Err(format!(
-                                "file PMD at {addr:#x} maps {pfn:?}, not a 2 MiB folio"
-                            ));
+                            return Err(format!("file PMD at {addr:#x} maps {pfn:?}, not a 2 MiB folio"));
                         }
                         // A PMD made by a fault or by a collapse (collapse_file put the folio in
                         // the page cache in place of the small ones) maps the file pages of its
                         // VMA, from a file-offset-aligned start.
-                        let (ino, start) = *self.shmem.owner.get(&pfn.0).ok_or(format!(
-                            "file PMD at {addr:#x} maps a folio that no page cache holds"
-                        ))?;
+                        let (ino, start) = *self.shmem.owner.get(&pfn.0).ok_or(format!("file PMD at {addr:#x} maps a folio that no page cache holds"))?;
                         match mm.vmas.find(addr) {
                             Some(v) if v.file == ino + 1 && v.linear_page_index(addr) == start && addr + PMD_SIZE <= v.end => {}
                             _ => return Err(format!("file PMD at {addr:#x} maps file {ino} page {start}, not what its VMA maps there")),
@@ -555,9 +464,7 @@ impl Kernel {
                         shmem_rss += 512;
                         shmem_pmds += 1;
                     }
-                    Pmd::Huge { .. } | Pmd::HugeZero
-                        if mm.pt.deposited(t, slot as usize) == NO_TABLE =>
-                    {
+                    Pmd::Huge { .. } | Pmd::HugeZero if mm.pt.deposited(t, slot as usize) == NO_TABLE => {
                         return Err(format!("huge PMD at {addr:#x} has no deposited page table"));
                     }
                     Pmd::Huge { pfn, write, .. } => {
@@ -570,9 +477,7 @@ impl Kernel {
                             return Err(format!("huge PMD at {addr:#x} is not inside one VMA"));
                         }
                         if !pfn.is_aligned(Order::PMD) || self.page(pfn).order != PMD_ORDER {
-                            return Err(format!(
-                                "huge PMD at {addr:#x} maps {pfn:?}, not a 2 MiB folio"
-                            ));
+                            return Err(format!("huge PMD at {addr:#x} maps {pfn:?}, not a 2 MiB folio"));
                         }
                         *pmd_maps.entry(pfn.0).or_insert(0) += 1;
                         if self.folio_mm_ids.contains_key(&pfn) {
@@ -590,10 +495,7 @@ impl Kernel {
             }
         }
         if rss != mm.stats.anon_rss_pages {
-            return Err(format!(
-                "page tables map {rss} anon pages, MM_ANONPAGES says {}",
-                mm.stats.anon_rss_pages
-            ));
+            return Err(format!("page tables map {rss} anon pages, MM_ANONPAGES says {}", mm.stats.anon_rss_pages));
         }
         if shmem_rss != mm.stats.shmem_rss_pages || shmem_pmds != mm.stats.shmem_pmd_mapped {
             return Err(format!(
@@ -602,10 +504,7 @@ impl Kernel {
             ));
         }
         if tables != mm.stats.pgtable_pages {
-            return Err(format!(
-                "{tables} page tables exist, {} page-table pages are allocated",
-                mm.stats.pgtable_pages
-            ));
+            return Err(format!("{tables} page tables exist, {} page-table pages are allocated", mm.stats.pgtable_pages));
         }
         Ok(())
     }
@@ -631,26 +530,18 @@ impl Kernel {
         let mut slots_done: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
         for &(s, e) in ranges {
             let s = s.min(mm_types::TASK_SIZE) & !(PMD_SIZE - 1);
-            let e = e
-                .clamp(s, mm_types::TASK_SIZE + PAGE_SIZE)
-                .next_multiple_of(PMD_SIZE);
+            let e = e.clamp(s, mm_types::TASK_SIZE + PAGE_SIZE).next_multiple_of(PMD_SIZE);
             if s >= e {
                 continue;
             }
             let vmas = self.mm.vmas.intersecting(s, e);
-            let mut prev_end = vmas
-                .first()
-                .and_then(|f| self.mm.vmas.prev(f.start))
-                .map_or(0, |v| v.end);
+            let mut prev_end = vmas.first().and_then(|f| self.mm.vmas.prev(f.start)).map_or(0, |v| v.end);
             for v in vmas {
                 if v.start % PAGE_SIZE != 0 || v.end % PAGE_SIZE != 0 || v.start >= v.end {
                     return Err(format!("VMA {:#x}-{:#x} is malformed", v.start, v.end));
                 }
                 if v.start < prev_end {
-                    return Err(format!(
-                        "VMA {:#x}-{:#x} overlaps its predecessor",
-                        v.start, v.end
-                    ));
+                    return Err(format!("VMA {:#x}-{:#x} overlaps its predecessor", v.start, v.end));
                 }
                 prev_end = v.end;
             }
@@ -661,14 +552,7 @@ impl Kernel {
                 while addr < e.min(gib + PUD_SIZE) {
                     let slot = ((addr % PUD_SIZE) / PMD_SIZE) as usize;
                     if slots_done.insert(addr) {
-                        self.check_pmd_slot(
-                            t,
-                            slot,
-                            addr,
-                            &mut pte_seen,
-                            &mut pmd_seen,
-                            &mut heads,
-                        )?;
+                        self.check_pmd_slot(t, slot, addr, &mut pte_seen, &mut pmd_seen, &mut heads)?;
                     }
                     addr += PMD_SIZE;
                 }
@@ -683,18 +567,10 @@ impl Kernel {
     /// Counters whose consistency costs nothing to check.
     fn check_counters(&self) -> Result<(), String> {
         if self.zone.nr_free_pages() > self.zone.nr_pages() as u64 {
-            return Err(format!(
-                "nr_free is {}, the zone has {} pages",
-                self.zone.nr_free_pages(),
-                self.zone.nr_pages()
-            ));
+            return Err(format!("nr_free is {}, the zone has {} pages", self.zone.nr_free_pages(), self.zone.nr_pages()));
         }
         if self.mm.stats.anon_rss_pages > self.zone.nr_pages() as u64 {
-            return Err(format!(
-                "MM_ANONPAGES is {}, the zone has {} pages",
-                self.mm.stats.anon_rss_pages,
-                self.zone.nr_pages()
-            ));
+            return Err(format!("MM_ANONPAGES is {}, the zone has {} pages", self.mm.stats.anon_rss_pages, self.zone.nr_pages()));
         }
         let mut partially_total = 0;
         for o in 1..=PMD_ORDER {
@@ -702,10 +578,7 @@ impl Kernel {
             let nr = self.counters.mthp(ord, MthpStat::NrAnon);
             let partially = self.counters.mthp(ord, MthpStat::NrAnonPartiallyMapped);
             if nr < 0 || partially < 0 || partially > nr {
-                return Err(format!(
-                    "{} nr_anon {nr}, nr_anon_partially_mapped {partially}",
-                    ord.sysfs_dir()
-                ));
+                return Err(format!("{} nr_anon {nr}, nr_anon_partially_mapped {partially}", ord.sysfs_dir()));
             }
             partially_total += partially;
         }
@@ -731,8 +604,7 @@ impl Kernel {
     ) -> Result<(), String> {
         let va = Vaddr(addr);
         let pmd = self.mm.pt.pmd(t, va);
-        if !matches!(pmd, Pmd::None) && self.mm.vmas.intersecting(addr, addr + PMD_SIZE).is_empty()
-        {
+        if !matches!(pmd, Pmd::None) && self.mm.vmas.intersecting(addr, addr + PMD_SIZE).is_empty() {
             return Err(format!("page table at {addr:#x} outside every VMA"));
         }
         match pmd {
@@ -748,49 +620,36 @@ impl Kernel {
                     };
                     let pfn = pte_pfn(e);
                     if pfn.idx() >= self.zone.mem_map.len() {
-                        return Err(format!(
-                            "PTE at {a:#x} maps {pfn:?}, beyond the machine's memory"
-                        ));
+                        return Err(format!("PTE at {a:#x} maps {pfn:?}, beyond the machine's memory"));
                     }
                     let head = self.folio_head(pfn);
                     let hp = self.zone.mem_map[head.idx()];
                     if hp.flags & pg::SHMEM != 0 {
-                        let (ino, start) = *self.shmem.owner.get(&head.0).ok_or(format!(
-                            "PTE at {a:#x} maps a shmem folio that no page cache holds"
-                        ))?;
-                        if v.file != ino + 1
-                            || v.linear_page_index(a) != start + (pfn.0 - head.0) as u64
-                        {
+                        let (ino, start) = *self
+                            .shmem
+                            .owner
+                            .get(&head.0)
+                            .ok_or(format!("PTE at {a:#x} maps a shmem folio that no page cache holds"))?;
+                        if v.file != ino + 1 || v.linear_page_index(a) != start + (pfn.0 - head.0) as u64 {
                             return Err(format!("PTE at {a:#x} maps the wrong file page"));
                         }
                     } else if hp.flags & pg::ANON == 0 {
-                        return Err(format!(
-                            "PTE at {a:#x} maps a pfn that is neither anon nor shmem: {pfn:?}"
-                        ));
+                        return Err(format!("PTE at {a:#x} maps a pfn that is neither anon nor shmem: {pfn:?}"));
                     }
                     *pte_seen.entry(pfn.0).or_insert(0) += 1;
                     heads.insert(head.0, ());
                 }
             }
-            Pmd::Huge { .. } | Pmd::HugeZero
-                if self.mm.pt.deposited(t, slot) == NO_TABLE && !self.is_shmem_pmd(pmd) =>
-            {
+            Pmd::Huge { .. } | Pmd::HugeZero if self.mm.pt.deposited(t, slot) == NO_TABLE && !self.is_shmem_pmd(pmd) => {
                 return Err(format!("huge PMD at {addr:#x} has no deposited page table"));
             }
             Pmd::Huge { pfn, .. } => {
-                if pfn.idx() >= self.zone.mem_map.len()
-                    || !pfn.is_aligned(Order::PMD)
-                    || self.page(pfn).order != PMD_ORDER
-                {
-                    return Err(format!(
-                        "huge PMD at {addr:#x} maps {pfn:?}, not a 2 MiB folio"
-                    ));
+                if pfn.idx() >= self.zone.mem_map.len() || !pfn.is_aligned(Order::PMD) || self.page(pfn).order != PMD_ORDER {
+                    return Err(format!("huge PMD at {addr:#x} maps {pfn:?}, not a 2 MiB folio"));
                 }
                 if self.page(pfn).flags & pg::SHMEM != 0 {
                     if self.mm.pt.deposited(t, slot) != NO_TABLE {
-                        return Err(format!(
-                            "file PMD at {addr:#x} has a deposited table (x86 deposits none)"
-                        ));
+                        return Err(format!("file PMD at {addr:#x} has a deposited table (x86 deposits none)"));
                     }
                 } else {
                     let v = self.mm.vmas.find(addr);
@@ -816,66 +675,41 @@ impl Kernel {
 
     /// One folio that a checked range maps: its head and tails, mapcounts against the mappings
     /// found (`pte_seen` by page, `pmds` of the folio), nr_pages_mapped, the deferred queue.
-    fn check_folio_locally(
-        &self,
-        head: u32,
-        pte_seen: &BTreeMap<u32, i32>,
-        pmds: i32,
-    ) -> Result<(), String> {
+    fn check_folio_locally(&self, head: u32, pte_seen: &BTreeMap<u32, i32>, pmds: i32) -> Result<(), String> {
         let p = self.zone.mem_map[head as usize];
         let nr = 1usize << p.order;
-        if p.flags & pg::HEAD == 0
-            || head as usize % nr != 0
-            || head as usize + nr > self.zone.mem_map.len()
-        {
-            return Err(format!(
-                "folio {head:#x} is mapped but is not an aligned folio head (order {})",
-                p.order
-            ));
+        if p.flags & pg::HEAD == 0 || head as usize % nr != 0 || head as usize + nr > self.zone.mem_map.len() {
+            return Err(format!("folio {head:#x} is mapped but is not an aligned folio head (order {})", p.order));
         }
         if p.flags & (pg::ANON | pg::SHMEM) == 0 {
-            return Err(format!(
-                "folio {head:#x} is mapped but is neither anon nor shmem"
-            ));
+            return Err(format!("folio {head:#x} is mapped but is neither anon nor shmem"));
         }
         // While one mm has ever existed, an anon page is mapped at most once.
         let anon = p.flags & pg::ANON != 0 && self.parked.len() == 1;
         let entire = self.zone.entire_mapcount(Pfn(head)) as i32;
         if entire < pmds || (anon && entire > 1) {
-            return Err(format!(
-                "folio {head:#x}: {pmds} PMDs here map it, entire_mapcount says {entire}"
-            ));
+            return Err(format!("folio {head:#x}: {pmds} PMDs here map it, entire_mapcount says {entire}"));
         }
         let mut mapped = 0u32;
         for i in 0..nr {
             let pfn = head as usize + i;
             let t = self.zone.mem_map[pfn];
             if i > 0 && (t.flags & pg::TAIL == 0 || t.order != p.order) {
-                return Err(format!(
-                    "tail {pfn:#x} of folio {head:#x} is not marked as its tail"
-                ));
+                return Err(format!("tail {pfn:#x} of folio {head:#x} is not marked as its tail"));
             }
             let seen = pte_seen.get(&(pfn as u32)).copied().unwrap_or(0);
             let got = t.mapcount;
             if got < seen || got < 0 || (anon && (got + entire > 1 || (seen > 0 && got != seen))) {
-                return Err(format!(
-                    "page {pfn:#x}: {seen} PTEs here map it, mapcount says {got}"
-                ));
+                return Err(format!("page {pfn:#x}: {seen} PTEs here map it, mapcount says {got}"));
             }
             mapped += (got > 0) as u32;
         }
         let nr_mapped = self.zone.nr_pages_mapped(Pfn(head));
         if mapped != nr_mapped {
-            return Err(format!(
-                "folio {head:#x}: {mapped} pages mapped, nr_pages_mapped says {nr_mapped}"
-            ));
+            return Err(format!("folio {head:#x}: {mapped} pages mapped, nr_pages_mapped says {nr_mapped}"));
         }
-        if p.flags & pg::PARTIALLY_MAPPED != 0
-            && (p.flags & pg::DEFERRED == 0 || !self.deferred.contains(&Pfn(head)))
-        {
-            return Err(format!(
-                "partially mapped folio {head:#x} is not on the deferred split queue"
-            ));
+        if p.flags & pg::PARTIALLY_MAPPED != 0 && (p.flags & pg::DEFERRED == 0 || !self.deferred.contains(&Pfn(head))) {
+            return Err(format!("partially mapped folio {head:#x} is not on the deferred split queue"));
         }
         Ok(())
     }
@@ -891,33 +725,21 @@ impl Kernel {
             for (&start, f) in &inode.cache {
                 let n = 1u64 << f.order;
                 if start % n != 0 || start < prev_end {
-                    return Err(format!(
-                        "inode {ino}: folio at index {start} of order {} is misaligned or overlaps",
-                        f.order
-                    ));
+                    return Err(format!("inode {ino}: folio at index {start} of order {} is misaligned or overlaps", f.order));
                 }
                 prev_end = start + n;
                 let p = self.page(f.pfn);
                 if p.flags & pg::SHMEM == 0 || p.flags & pg::HEAD == 0 || p.order != f.order {
-                    return Err(format!(
-                        "inode {ino}: cache entry {start} is not a shmem folio head of order {}",
-                        f.order
-                    ));
+                    return Err(format!("inode {ino}: cache entry {start} is not a shmem folio head of order {}", f.order));
                 }
                 if self.shmem.owner.get(&f.pfn.0) != Some(&(ino as u32, start)) {
-                    return Err(format!(
-                        "inode {ino}: folio {:?} at {start} is not in the reverse map",
-                        f.pfn
-                    ));
+                    return Err(format!("inode {ino}: folio {:?} at {start} is not in the reverse map", f.pfn));
                 }
                 seen += 1;
             }
         }
         if seen != self.shmem.owner.len() {
-            return Err(format!(
-                "{} shmem folios in the reverse map, {seen} in page caches",
-                self.shmem.owner.len()
-            ));
+            return Err(format!("{} shmem folios in the reverse map, {seen} in page caches", self.shmem.owner.len()));
         }
         Ok(())
     }
@@ -950,10 +772,7 @@ impl Kernel {
     pub fn dump_addr(&self, addr: u64) -> String {
         let va = Vaddr(addr);
         let vma = match self.mm.vmas.find(addr) {
-            Some(v) => format!(
-                "vma {:#x}-{:#x} flags {:#x} file {} pgoff {}",
-                v.start, v.end, v.flags, v.file, v.pgoff
-            ),
+            Some(v) => format!("vma {:#x}-{:#x} flags {:#x} file {} pgoff {}", v.start, v.end, v.flags, v.file, v.pgoff),
             None => "no vma".into(),
         };
         let entry = match self.mm.pt.pmd_table_ro(va) {

@@ -48,11 +48,7 @@ impl ExplainLog {
     pub const MAX_FAULTS: usize = 10_000;
 
     pub fn new(start: u64, end: u64) -> ExplainLog {
-        ExplainLog {
-            start,
-            end: end.max(start + 1),
-            ..Default::default()
-        }
+        ExplainLog { start, end: end.max(start + 1), ..Default::default() }
     }
 
     /// Does a fault at `va` that mapped `order` touch the range (its page, or the folio it got)?

@@ -34,12 +34,7 @@ pub struct FolioMmIds {
 impl FolioMmIds {
     /// A folio whose `mapcount` mappings all belong to `owner` (`folio_set_large_mapcount`).
     fn exclusive(owner: MmId, mapcount: i32) -> FolioMmIds {
-        FolioMmIds {
-            ids: [Some(owner), None],
-            mapcount: [mapcount - 1, -1],
-            large_mapcount: mapcount - 1,
-            shared: false,
-        }
+        FolioMmIds { ids: [Some(owner), None], mapcount: [mapcount - 1, -1], large_mapcount: mapcount - 1, shared: false }
     }
 
     /// `folio_add_return_large_mapcount`.
@@ -88,10 +83,7 @@ impl FolioMmIds {
     /// The large mapcount and the slots' (mm, mapcount), as the kernel keeps them (-1 based),
     /// for `check_invariants`.
     pub(crate) fn debug_counts(&self) -> (i32, [Option<(MmId, i32)>; 2]) {
-        (
-            self.large_mapcount,
-            [0, 1].map(|s| self.ids[s].map(|id| (id, self.mapcount[s]))),
-        )
+        (self.large_mapcount, [0, 1].map(|s| self.ids[s].map(|id| (id, self.mapcount[s]))))
     }
 
     /// `folio_maybe_mapped_shared` for a large folio.
@@ -125,9 +117,7 @@ impl Kernel {
         if id == self.mm.id {
             return;
         }
-        let next = self.parked[id.0 as usize]
-            .take()
-            .expect("switch_mm to an mm this machine created");
+        let next = self.parked[id.0 as usize].take().expect("switch_mm to an mm this machine created");
         let prev = std::mem::replace(&mut self.mm, next);
         let slot = prev.id.0 as usize;
         self.parked[slot] = Some(prev);
@@ -147,9 +137,7 @@ impl Kernel {
         if id == self.mm.id {
             &self.mm
         } else {
-            self.parked[id.0 as usize]
-                .as_ref()
-                .expect("an mm this machine created")
+            self.parked[id.0 as usize].as_ref().expect("an mm this machine created")
         }
     }
 
@@ -197,12 +185,7 @@ impl Kernel {
             child.vmas.insert(tmp);
             // vma_needs_copy: only VMAs with an anon_vma have page tables worth copying; shared
             // (shmem) mappings refault from the page cache.
-            if v.flags & vm::WIPEONFORK == 0
-                && v.anon_vma != 0
-                && v.file == 0
-                && !failed
-                && self.copy_page_range(&mut child, &v, &mut work).is_err()
-            {
+            if v.flags & vm::WIPEONFORK == 0 && v.anon_vma != 0 && v.file == 0 && !failed && self.copy_page_range(&mut child, &v, &mut work).is_err() {
                 failed = true;
             }
         }
@@ -228,17 +211,13 @@ impl Kernel {
     /// not current. The old mm of an execve goes with [`Kernel::exit_mm`].
     pub fn mm_alloc(&mut self) -> MmId {
         let id = MmId(self.parked.len() as u32);
-        self.parked
-            .push(Some(Mm::new(id, self.boot_layout.0, self.boot_layout.1)));
+        self.parked.push(Some(Mm::new(id, self.boot_layout.0, self.boot_layout.1)));
         id
     }
 
     /// A page-table page for `child` (`pte_alloc_one` / `__pmd_alloc` in the new mm).
     fn child_pgtable_frame(&mut self, child: &mut Mm, work: &mut ForkWork) -> Result<Pfn, Errno> {
-        let frame = self
-            .zone
-            .alloc_pages(mm_types::Order::BASE)
-            .ok_or(Errno::ENOMEM)?;
+        let frame = self.zone.alloc_pages(mm_types::Order::BASE).ok_or(Errno::ENOMEM)?;
         self.prep_folio(frame, mm_types::Order::BASE, pg::PGTABLE);
         child.stats.pgtable_pages += 1;
         work.pgtables += 1;
@@ -247,12 +226,7 @@ impl Kernel {
 
     /// `copy_page_range` for one private anonymous VMA: `copy_huge_pmd` for huge PMDs,
     /// `copy_pte_range` → `copy_present_ptes` for PTE tables.
-    fn copy_page_range(
-        &mut self,
-        child: &mut Mm,
-        vma: &Vma,
-        work: &mut ForkWork,
-    ) -> Result<(), Errno> {
+    fn copy_page_range(&mut self, child: &mut Mm, vma: &Vma, work: &mut ForkWork) -> Result<(), Errno> {
         let parent = self.mm.id;
         let cow = vma.flags & vm::SHARED == 0;
         let wrprotected = work.wrprotected;
@@ -262,9 +236,7 @@ impl Kernel {
             let lo = block.max(vma.start);
             let hi = (block + PMD_SIZE).min(vma.end);
             block += PMD_SIZE;
-            let Some(t) = self.mm.pt.pmd_table(va) else {
-                continue;
-            };
+            let Some(t) = self.mm.pt.pmd_table(va) else { continue };
             let pmd = self.mm.pt.pmd(t, va);
             if pmd == Pmd::None {
                 continue;
@@ -287,9 +259,7 @@ impl Kernel {
                     child.pt.set_pmd(ct, va, Pmd::HugeZero);
                     work.pmds += 1;
                 }
-                Pmd::Huge {
-                    pfn, dirty, write, ..
-                } => {
+                Pmd::Huge { pfn, dirty, write, .. } => {
                     let frame = self.child_pgtable_frame(child, work)?;
                     let dep = child.pt.new_pte_table(frame);
                     child.pt.deposit(ct, va, dep);
@@ -299,29 +269,11 @@ impl Kernel {
                     self.zone.mem_map[pfn.idx()].flags |= pg::ANON_SHARED;
                     child.stats.anon_rss_pages += 1 << PMD_ORDER;
                     if write {
-                        self.mm.pt.set_pmd(
-                            t,
-                            va,
-                            Pmd::Huge {
-                                pfn,
-                                write: false,
-                                young: true,
-                                dirty,
-                            },
-                        );
+                        self.mm.pt.set_pmd(t, va, Pmd::Huge { pfn, write: false, young: true, dirty });
                         work.wrprotected += 1;
                     }
                     // pmd_wrprotect, pmd_mkold.
-                    child.pt.set_pmd(
-                        ct,
-                        va,
-                        Pmd::Huge {
-                            pfn,
-                            write: false,
-                            young: false,
-                            dirty,
-                        },
-                    );
+                    child.pt.set_pmd(ct, va, Pmd::Huge { pfn, write: false, young: false, dirty });
                     work.pmds += 1;
                 }
                 Pmd::Table(idx) => {
@@ -336,8 +288,7 @@ impl Kernel {
                     };
                     let first = Vaddr(lo).pte_index();
                     let last = first + ((hi - lo) / PAGE_SIZE) as usize;
-                    let present: Vec<(usize, u64)> =
-                        self.mm.pt.present_ptes(idx, first..last).collect();
+                    let present: Vec<(usize, u64)> = self.mm.pt.present_ptes(idx, first..last).collect();
                     let mut k = 0;
                     while k < present.len() {
                         let (i, e) = present[k];
@@ -354,11 +305,7 @@ impl Kernel {
                         let mut n = 1;
                         while k + n < present.len() {
                             let (j, f) = present[k + n];
-                            if j != i + n
-                                || f & PTE_ZERO != 0
-                                || crate::pgtable::pte_pfn(f).0 != page.0 + n as u32
-                                || self.folio_head(crate::pgtable::pte_pfn(f)) != head
-                            {
+                            if j != i + n || f & PTE_ZERO != 0 || crate::pgtable::pte_pfn(f).0 != page.0 + n as u32 || self.folio_head(crate::pgtable::pte_pfn(f)) != head {
                                 break;
                             }
                             n += 1;
@@ -400,10 +347,7 @@ impl Kernel {
             return;
         }
         let mapcount = self.folio_large_mapcount(head) as i32;
-        self.folio_mm_ids
-            .entry(head)
-            .or_insert_with(|| FolioMmIds::exclusive(parent, mapcount))
-            .add(child, diff);
+        self.folio_mm_ids.entry(head).or_insert_with(|| FolioMmIds::exclusive(parent, mapcount)).add(child, diff);
     }
 
     /// `folio_large_mapcount`: every PTE mapping of a page of the folio plus every PMD mapping.

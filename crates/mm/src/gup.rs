@@ -88,12 +88,7 @@ impl Kernel {
     /// Fault in `[start, end)` as GUP does. MADV_POPULATE_* fail with EFAULT where the VMA does
     /// not allow the access and ENOMEM where nothing is mapped (`madvise_populate`); the mlock
     /// walk skips what it cannot populate.
-    pub fn populate_range(
-        &mut self,
-        start: u64,
-        end: u64,
-        how: Populate,
-    ) -> Result<Populated, Errno> {
+    pub fn populate_range(&mut self, start: u64, end: u64, how: Populate) -> Result<Populated, Errno> {
         let mut done = Populated::default();
         let mut cursor = start;
         for v in self.mm.vmas.intersecting(start, end) {
@@ -116,9 +111,7 @@ impl Kernel {
                     v.flags & (vm::WRITE | vm::SHARED) == vm::WRITE
                 }
             };
-            if how != Populate::Mlock
-                && (v.flags & vm::ACCESS == 0 || (write && v.flags & vm::WRITE == 0))
-            {
+            if how != Populate::Mlock && (v.flags & vm::ACCESS == 0 || (write && v.flags & vm::WRITE == 0)) {
                 return Err(Errno::EFAULT);
             }
             let mut addr = s;
@@ -144,12 +137,7 @@ impl Kernel {
     /// VM_LOCKONFAULT, on every VMA of `[start, start + len)`; ENOMEM at a hole.
     pub fn apply_vma_lock_flags(&mut self, start: u64, len: u64, flags: u64) -> Result<(), Errno> {
         let end = Self::checked_range(start, len)?;
-        let lock = vm::LOCKED
-            | if flags & MLOCK_ONFAULT != 0 {
-                vm::LOCKONFAULT
-            } else {
-                0
-            };
+        let lock = vm::LOCKED | if flags & MLOCK_ONFAULT != 0 { vm::LOCKONFAULT } else { 0 };
         self.modify_flags(start, end, |f| (f & !vm::LOCKONFAULT) | lock, true)
     }
 
@@ -160,9 +148,7 @@ impl Kernel {
         let va = mm_types::Vaddr(addr);
         let table = self.mm.pt.pmd_table_ro(va)?;
         match self.mm.pt.pmd(table, va) {
-            Pmd::Huge {
-                pfn, write: true, ..
-            } => Some((pfn, true)),
+            Pmd::Huge { pfn, write: true, .. } => Some((pfn, true)),
             Pmd::Table(idx) => {
                 let e = self.mm.pt.pte(idx, va.pte_index());
                 (e & PTE_PRESENT != 0 && e & PTE_WRITE != 0 && e & PTE_ZERO == 0)
@@ -182,9 +168,7 @@ impl Kernel {
         let mut last_head = None;
         let mut addr = start;
         while addr < end {
-            let Some(v) = self.mm.vmas.find(addr) else {
-                return Err(Errno::EFAULT);
-            };
+            let Some(v) = self.mm.vmas.find(addr) else { return Err(Errno::EFAULT) };
             if v.flags & vm::SPECIAL != 0 {
                 done.unmodelled_pages += 1;
                 last_head = None;
@@ -240,20 +224,10 @@ impl Kernel {
     /// `apply_mlockall_flags`: MCL_FUTURE sets `def_flags` for later mappings
     /// ([`Kernel::mlock_future_flags`]); MCL_CURRENT locks every VMA.
     pub fn apply_mlockall_flags(&mut self, flags: u64) {
-        let lock = vm::LOCKED
-            | if flags & MCL_ONFAULT != 0 {
-                vm::LOCKONFAULT
-            } else {
-                0
-            };
+        let lock = vm::LOCKED | if flags & MCL_ONFAULT != 0 { vm::LOCKONFAULT } else { 0 };
         self.mm.flags.def_flags = if flags & MCL_FUTURE != 0 { lock } else { 0 };
         if flags & MCL_CURRENT != 0 {
-            let _ = self.modify_flags(
-                0,
-                mm_types::TASK_SIZE,
-                |f| (f & !vm::LOCKONFAULT) | lock,
-                false,
-            );
+            let _ = self.modify_flags(0, mm_types::TASK_SIZE, |f| (f & !vm::LOCKONFAULT) | lock, false);
         }
     }
 
@@ -269,12 +243,7 @@ impl Kernel {
     /// `munlockall`.
     pub fn do_munlockall(&mut self) {
         self.mm.flags.def_flags = 0;
-        let _ = self.modify_flags(
-            0,
-            mm_types::TASK_SIZE,
-            |f| f & !(vm::LOCKED | vm::LOCKONFAULT),
-            false,
-        );
+        let _ = self.modify_flags(0, mm_types::TASK_SIZE, |f| f & !(vm::LOCKED | vm::LOCKONFAULT), false);
     }
 
     /// `mm->def_flags` from `mlockall(MCL_FUTURE)`: new mappings and brk growth get them, and

@@ -67,8 +67,9 @@ impl Kernel {
         if vma.anon_vma != 0 {
             return;
         }
-        let compatible =
-            |n: &Vma| n.anon_vma != 0 && (n.flags & !vm::ACCESS) == (vma.flags & !vm::ACCESS);
+        let compatible = |n: &Vma| {
+            n.anon_vma != 0 && (n.flags & !vm::ACCESS) == (vma.flags & !vm::ACCESS)
+        };
         let mut id = 0;
         if let Some(p) = self.mm.vmas.prev(vma.start) {
             if p.end == vma.start && compatible(&p) {
@@ -92,13 +93,7 @@ impl Kernel {
     }
 
     /// `do_huge_pmd_anonymous_page`: called with an empty PMD when PMD order is allowed.
-    pub(crate) fn do_huge_pmd_anonymous_page(
-        &mut self,
-        vma: &mut Vma,
-        addr: Vaddr,
-        write: bool,
-        pmd_table: u32,
-    ) -> HugeFault {
+    pub(crate) fn do_huge_pmd_anonymous_page(&mut self, vma: &mut Vma, addr: Vaddr, write: bool, pmd_table: u32) -> HugeFault {
         let haddr = addr.align_down(Order::PMD);
         if !thp_vma_suitable_order(vma, haddr.0, Order::PMD) {
             return HugeFault::Fallback(FallbackReason::VmaRange);
@@ -106,9 +101,7 @@ impl Kernel {
         self.anon_vma_prepare(vma);
         self.khugepaged_enter_vma(vma);
         if !write && self.settings.use_zero_page {
-            let Some(pgtable) = self.alloc_pgtable() else {
-                return HugeFault::Oom;
-            };
+            let Some(pgtable) = self.alloc_pgtable() else { return HugeFault::Oom };
             if self.mm_get_huge_zero_folio().is_none() {
                 self.free_pgtable(pgtable);
                 self.counters.count(VmEvent::ThpFaultFallback);
@@ -139,8 +132,7 @@ impl Kernel {
             Some(f) => Some(f),
             None => {
                 self.counters.count(VmEvent::ThpFaultFallback);
-                self.counters
-                    .count_mthp(Order::PMD, MthpStat::AnonFaultFallback);
+                self.counters.count_mthp(Order::PMD, MthpStat::AnonFaultFallback);
                 None
             }
         }
@@ -151,30 +143,15 @@ impl Kernel {
         self.folio_add_new_anon_rmap(folio);
         self.zone.folio_meta_mut(folio).entire += 1;
         let write = vma.flags & vm::WRITE != 0;
-        self.mm.pt.set_pmd(
-            pmd_table,
-            haddr,
-            Pmd::Huge {
-                pfn: folio,
-                young: true,
-                dirty: true,
-                write,
-            },
-        );
+        self.mm.pt.set_pmd(pmd_table, haddr, Pmd::Huge { pfn: folio, young: true, dirty: true, write });
         self.mm.stats.anon_rss_pages += 1 << PMD_ORDER;
         self.counters.count(VmEvent::ThpFaultAlloc);
-        self.counters
-            .count_mthp(Order::PMD, MthpStat::AnonFaultAlloc);
+        self.counters.count_mthp(Order::PMD, MthpStat::AnonFaultAlloc);
     }
 
     /// `do_huge_pmd_wp_page` for the huge zero folio (`do_huge_zero_wp_pmd`): a write to the
     /// huge zero PMD gets a fresh THP, or splits the PMD and falls back to the PTE path.
-    pub(crate) fn do_huge_pmd_wp_page(
-        &mut self,
-        vma: &Vma,
-        addr: Vaddr,
-        pmd_table: u32,
-    ) -> HugeFault {
+    pub(crate) fn do_huge_pmd_wp_page(&mut self, vma: &Vma, addr: Vaddr, pmd_table: u32) -> HugeFault {
         let haddr = addr.align_down(Order::PMD);
         match self.mm.pt.pmd(pmd_table, haddr) {
             Pmd::HugeZero => {
@@ -192,16 +169,7 @@ impl Kernel {
                 let exclusive = self.zone.mem_map[pfn.idx()].flags & pg::ANON_SHARED == 0;
                 if exclusive || self.folio_large_mapcount(pfn) == 1 {
                     self.zone.mem_map[pfn.idx()].flags &= !pg::ANON_SHARED;
-                    self.mm.pt.set_pmd(
-                        pmd_table,
-                        haddr,
-                        Pmd::Huge {
-                            pfn,
-                            young: true,
-                            dirty: true,
-                            write: true,
-                        },
-                    );
+                    self.mm.pt.set_pmd(pmd_table, haddr, Pmd::Huge { pfn, young: true, dirty: true, write: true });
                     self.mm.stats.cow_reused += 1;
                     return HugeFault::Done;
                 }
@@ -259,19 +227,10 @@ impl Kernel {
                     self.mm.pt.set_pte(deposit, i, ZERO_PTE);
                 }
             }
-            Pmd::Huge {
-                pfn,
-                young,
-                dirty,
-                write,
-            } => {
-                let bits = (young as u64 * PTE_YOUNG)
-                    | (dirty as u64 * PTE_DIRTY)
-                    | (write as u64 * PTE_WRITE);
+            Pmd::Huge { pfn, young, dirty, write } => {
+                let bits = (young as u64 * PTE_YOUNG) | (dirty as u64 * PTE_DIRTY) | (write as u64 * PTE_WRITE);
                 for i in 0..512 {
-                    self.mm
-                        .pt
-                        .set_pte(deposit, i, mk_pte(pfn.add(i as u32), bits));
+                    self.mm.pt.set_pte(deposit, i, mk_pte(pfn.add(i as u32), bits));
                 }
                 // Add the PTE mappings before dropping the PMD one: never partially mapped.
                 let mut newly = 0;
@@ -301,9 +260,7 @@ impl Kernel {
     /// Split the huge PMD covering `addr`, if there is one (`split_huge_pmd_address`).
     pub(crate) fn split_huge_pmd_address(&mut self, addr: u64) {
         let va = Vaddr(addr);
-        let Some(t) = self.mm.pt.pmd_table(va) else {
-            return;
-        };
+        let Some(t) = self.mm.pt.pmd_table(va) else { return };
         if matches!(self.mm.pt.pmd(t, va), Pmd::Huge { .. } | Pmd::HugeZero) {
             self.split_huge_pmd(t, va.align_down(Order::PMD));
         }
@@ -371,8 +328,7 @@ impl Kernel {
                 self.counters.count(VmEvent::ThpDeferredSplitPage);
             }
             self.counters.count_mthp(order, MthpStat::SplitDeferred);
-            self.counters
-                .mod_mthp(order, MthpStat::NrAnonPartiallyMapped, 1);
+            self.counters.mod_mthp(order, MthpStat::NrAnonPartiallyMapped, 1);
         }
         let head = &mut self.zone.mem_map[folio.idx()];
         if head.flags & pg::DEFERRED == 0 {
@@ -391,15 +347,13 @@ impl Kernel {
         head.flags &= !pg::DEFERRED;
         if head.flags & pg::PARTIALLY_MAPPED != 0 {
             head.flags &= !pg::PARTIALLY_MAPPED;
-            self.counters
-                .mod_mthp(order, MthpStat::NrAnonPartiallyMapped, -1);
+            self.counters.mod_mthp(order, MthpStat::NrAnonPartiallyMapped, -1);
         }
         // Stale queue entries are dropped lazily, once they are half the queue.
         self.deferred_stale += 1;
         if self.deferred_stale * 2 > self.deferred.len() {
             let mm = &self.zone.mem_map;
-            self.deferred
-                .retain(|f| mm[f.idx()].flags & pg::DEFERRED != 0);
+            self.deferred.retain(|f| mm[f.idx()].flags & pg::DEFERRED != 0);
             self.deferred_stale = 0;
         }
     }
@@ -408,11 +362,7 @@ impl Kernel {
     pub fn deferred_split_queue(&self) -> Vec<Pfn> {
         let mm = &self.zone.mem_map;
         let mut seen = std::collections::HashSet::new();
-        self.deferred
-            .iter()
-            .copied()
-            .filter(|f| mm[f.idx()].flags & pg::DEFERRED != 0 && seen.insert(*f))
-            .collect()
+        self.deferred.iter().copied().filter(|f| mm[f.idx()].flags & pg::DEFERRED != 0 && seen.insert(*f)).collect()
     }
 }
 
@@ -613,8 +563,7 @@ pub fn vma_thp_disabled(mm: &MmFlags, vm_flags: u32, forced_collapse: bool) -> O
     if vm_flags & vm::HUGEPAGE != 0 || forced_collapse {
         return None;
     }
-    mm.disable_thp_except_advised
-        .then_some(Refusal::PrctlExceptAdvised)
+    mm.disable_thp_except_advised.then_some(Refusal::PrctlExceptAdvised)
 }
 
 /// The reason the sysfs mask drops `order` for a VMA (`hugepages-<N>kB/enabled` and top-level).
@@ -666,9 +615,7 @@ pub fn anon_thp_vma_allowable_orders<S: RefusalSink>(
         sink.refuse(orders, why);
         return Orders::NONE;
     }
-    if matches!(tva, TvaType::Khugepaged | TvaType::ForcedCollapse)
-        && vma.flags & vm::NO_KHUGEPAGED != 0
-    {
+    if matches!(tva, TvaType::Khugepaged | TvaType::ForcedCollapse) && vma.flags & vm::NO_KHUGEPAGED != 0 {
         sink.refuse(orders, Refusal::NoKhugepagedVma);
         return Orders::NONE;
     }

@@ -153,21 +153,11 @@ pub struct CollapseControl {
 
 impl Kernel {
     /// `madvise_collapse` on `[start, end)` inside one VMA.
-    pub(crate) fn madvise_collapse(
-        &mut self,
-        vma: &Vma,
-        start: u64,
-        end: u64,
-    ) -> Result<(), Errno> {
-        if self
-            .collapse_vma_allowable(vma, TvaType::ForcedCollapse)
-            .is_empty()
-        {
+    pub(crate) fn madvise_collapse(&mut self, vma: &Vma, start: u64, end: u64) -> Result<(), Errno> {
+        if self.collapse_vma_allowable(vma, TvaType::ForcedCollapse).is_empty() {
             return Err(Errno::EINVAL);
         }
-        let cc = CollapseControl {
-            is_khugepaged: false,
-        };
+        let cc = CollapseControl { is_khugepaged: false };
         let hstart = start.wrapping_add(PMD_SIZE - 1) & !(PMD_SIZE - 1);
         let hend = end & !(PMD_SIZE - 1);
         let mut thps: u64 = 0;
@@ -231,10 +221,7 @@ impl Kernel {
         if self.mm.flags.vm_hugepage || !self.hugepage_pmd_enabled() {
             return false;
         }
-        if self
-            .collapse_vma_allowable(vma, TvaType::Khugepaged)
-            .is_empty()
-        {
+        if self.collapse_vma_allowable(vma, TvaType::Khugepaged).is_empty() {
             return false;
         }
         self.khugepaged_enter();
@@ -248,15 +235,7 @@ impl Kernel {
         let pmd = Orders::single(Order::PMD);
         match vma.inode() {
             None => self.thp_vma_allowable_orders(vma, tva, pmd),
-            Some(ino) => crate::shmem::shmem_thp_vma_allowable_orders(
-                &self.settings,
-                &self.mm.flags,
-                self.inode_facts(ino),
-                vma,
-                tva,
-                pmd,
-                &mut (),
-            ),
+            Some(ino) => crate::shmem::shmem_thp_vma_allowable_orders(&self.settings, &self.mm.flags, self.inode_facts(ino), vma, tva, pmd, &mut ()),
         }
     }
 
@@ -297,9 +276,7 @@ impl Kernel {
             return false;
         }
         match s.shmem[PMD_ORDER as usize] {
-            ShmemSizeEnabled::Always | ShmemSizeEnabled::WithinSize | ShmemSizeEnabled::Advise => {
-                true
-            }
+            ShmemSizeEnabled::Always | ShmemSizeEnabled::WithinSize | ShmemSizeEnabled::Advise => true,
             ShmemSizeEnabled::Inherit => s.shmem_enabled != ShmemEnabled::Never,
             ShmemSizeEnabled::Never => false,
         }
@@ -330,19 +307,12 @@ impl Kernel {
     /// second failed allocation ends it. (Without a wake-up in progress: a new one.)
     pub fn khugepaged_alloc_sleep_done(&mut self) -> ScanEnd {
         match self.khugepaged.in_alloc_sleep.take() {
-            Some((progress, pass_through_head)) => {
-                self.khugepaged_scan_loop(progress, pass_through_head, false)
-            }
+            Some((progress, pass_through_head)) => self.khugepaged_scan_loop(progress, pass_through_head, false),
             None => self.khugepaged_do_scan(),
         }
     }
 
-    fn khugepaged_scan_loop(
-        &mut self,
-        mut progress: u64,
-        mut pass_through_head: u32,
-        alloc_wait: bool,
-    ) -> ScanEnd {
+    fn khugepaged_scan_loop(&mut self, mut progress: u64, mut pass_through_head: u32, alloc_wait: bool) -> ScanEnd {
         let pages = self.settings.khugepaged.pages_to_scan as u64;
         loop {
             if self.khugepaged.cur.is_none() {
@@ -377,11 +347,7 @@ impl Kernel {
         let id = match self.khugepaged.cur {
             Some(id) => id,
             None => {
-                let first = *self
-                    .khugepaged
-                    .mm_slots
-                    .front()
-                    .expect("khugepaged_has_work");
+                let first = *self.khugepaged.mm_slots.front().expect("khugepaged_has_work");
                 self.khugepaged.cur = Some(first);
                 self.khugepaged.address = 0;
                 first
@@ -404,10 +370,7 @@ impl Kernel {
     /// `collect_mm_slot` frees the slot of an mm that left the list.
     fn khugepaged_next_slot(&mut self, id: MmId) {
         let slots = &mut self.khugepaged.mm_slots;
-        let pos = slots
-            .iter()
-            .position(|m| *m == id)
-            .expect("the scanned mm has a slot");
+        let pos = slots.iter().position(|m| *m == id).expect("the scanned mm has a slot");
         self.khugepaged.cur = slots.get(pos + 1).copied();
         self.khugepaged.address = 0;
         if self.khugepaged.cur.is_none() {
@@ -421,32 +384,14 @@ impl Kernel {
     /// The VMA walk of `khugepaged_scan_mm_slot` in the current mm.
     fn khugepaged_scan_mm(&mut self, pages: u64, result: &mut ScanResult) -> u64 {
         let mut progress = 1u64;
-        let cc = CollapseControl {
-            is_khugepaged: true,
-        };
+        let cc = CollapseControl { is_khugepaged: true };
         let mut done_with_mm = true;
         // for_each_vma from the scan address (the first VMA that ends above it).
-        let vmas: Vec<Vma> = self
-            .mm
-            .vmas
-            .iter()
-            .filter(|v| v.end > self.khugepaged.address)
-            .cloned()
-            .collect();
+        let vmas: Vec<Vma> = self.mm.vmas.iter().filter(|v| v.end > self.khugepaged.address).cloned().collect();
         'vmas: for vma in vmas {
             // The VMA may have changed under a collapse: look it up again.
-            let Some(vma) = self
-                .mm
-                .vmas
-                .find(vma.start)
-                .filter(|v| v.start == vma.start)
-            else {
-                continue;
-            };
-            if self
-                .collapse_vma_allowable(&vma, TvaType::Khugepaged)
-                .is_empty()
-            {
+            let Some(vma) = self.mm.vmas.find(vma.start).filter(|v| v.start == vma.start) else { continue };
+            if self.collapse_vma_allowable(&vma, TvaType::Khugepaged).is_empty() {
                 progress += 1;
                 continue;
             }
@@ -483,10 +428,7 @@ impl Kernel {
                     self.count_scan_result(r);
                     // The scan drops the mmap lock when it goes on to collapse_huge_page, which
                     // ends in success or in a failed allocation.
-                    (
-                        r,
-                        matches!(r, ScanResult::Succeed | ScanResult::AllocHugePageFail),
-                    )
+                    (r, matches!(r, ScanResult::Succeed | ScanResult::AllocHugePageFail))
                 };
                 *result = r;
                 self.khugepaged.pmds_scanned += 1;
@@ -521,9 +463,7 @@ impl Kernel {
     fn hpage_collapse_scan_pmd(&mut self, vma: &Vma, addr: u64, cc: CollapseControl) -> ScanResult {
         let va = Vaddr(addr);
         // find_pmd_or_thp_or_none
-        let Some(t) = self.mm.pt.pmd_table(va) else {
-            return ScanResult::PmdNull;
-        };
+        let Some(t) = self.mm.pt.pmd_table(va) else { return ScanResult::PmdNull };
         let idx = match self.mm.pt.pmd(t, va) {
             Pmd::None => return ScanResult::PmdNone,
             Pmd::Huge { .. } | Pmd::HugeZero => return ScanResult::PmdMapped,
@@ -592,16 +532,7 @@ impl Kernel {
         self.folio_add_new_anon_rmap(folio);
         self.zone.folio_meta_mut(folio).entire = 1;
         let write = vma.flags & vm::WRITE != 0;
-        self.mm.pt.set_pmd(
-            t,
-            haddr,
-            Pmd::Huge {
-                pfn: folio,
-                young,
-                dirty: true,
-                write,
-            },
-        );
+        self.mm.pt.set_pmd(t, haddr, Pmd::Huge { pfn: folio, young, dirty: true, write });
         self.mm.stats.anon_rss_pages += 1 << PMD_ORDER;
         self.deferred_split_folio(folio, false);
         ScanResult::Succeed
@@ -613,12 +544,7 @@ impl Kernel {
     /// only; the model has no swap entries, so `max_ptes_swap` never refuses, and no page
     /// off the LRU or with extra references), then `collapse_file`. A PMD-order folio already
     /// at `start` is SCAN_PTE_MAPPED_HUGEPAGE (the caller goes on to `collapse_pte_mapped_thp`).
-    fn hpage_collapse_scan_file(
-        &mut self,
-        ino: crate::shmem::InodeId,
-        start: u64,
-        cc: CollapseControl,
-    ) -> ScanResult {
+    fn hpage_collapse_scan_file(&mut self, ino: crate::shmem::InodeId, start: u64, cc: CollapseControl) -> ScanResult {
         let nr = 1u64 << PMD_ORDER;
         let inode = &self.shmem.inodes[ino as usize];
         let mut present = 0u64;
@@ -641,23 +567,15 @@ impl Kernel {
     /// the file gains their pages: meminfo Shmem grows), put the new folio in the page cache in
     /// their place, free them, and `retract_page_tables`. khugepaged's success is SCAN_SUCCEED;
     /// MADV_COLLAPSE's is SCAN_PTE_MAPPED_HUGEPAGE (it maps the folio itself).
-    fn collapse_file(
-        &mut self,
-        ino: crate::shmem::InodeId,
-        start: u64,
-        cc: CollapseControl,
-    ) -> ScanResult {
+    fn collapse_file(&mut self, ino: crate::shmem::InodeId, start: u64, cc: CollapseControl) -> ScanResult {
         let nr = 1u64 << PMD_ORDER;
         let Some(new) = self.alloc_folio(Order::PMD, false) else {
             self.counters.count(VmEvent::ThpCollapseAllocFailed);
             return ScanResult::AllocHugePageFail;
         };
         self.counters.count(VmEvent::ThpCollapseAlloc);
-        let old: Vec<(u64, crate::shmem::CacheFolio)> = self.shmem.inodes[ino as usize]
-            .cache
-            .range(start..start + nr)
-            .map(|(k, f)| (*k, *f))
-            .collect();
+        let old: Vec<(u64, crate::shmem::CacheFolio)> =
+            self.shmem.inodes[ino as usize].cache.range(start..start + nr).map(|(k, f)| (*k, *f)).collect();
         if old.is_empty() {
             // The range is empty (truncated or hole-punched, or MADV_COLLAPSE of a hole).
             self.free_folio(new);
@@ -671,8 +589,7 @@ impl Kernel {
         self.shmem_unmap_file_range(ino, start, nr);
         for (index, f) in &old {
             for i in 0..(1u32 << f.order) {
-                let touched =
-                    self.zone.mem_map[f.pfn.add(i).idx()].flags & crate::page_alloc::pg::TOUCHED;
+                let touched = self.zone.mem_map[f.pfn.add(i).idx()].flags & crate::page_alloc::pg::TOUCHED;
                 self.zone.mem_map[new.add((index - start) as u32 + i).idx()].flags |= touched;
             }
             let inode = &mut self.shmem.inodes[ino as usize];
@@ -681,14 +598,7 @@ impl Kernel {
             self.free_folio(f.pfn);
         }
         self.zone.mem_map[new.idx()].flags |= crate::page_alloc::pg::SHMEM;
-        self.shmem.inodes[ino as usize].cache.insert(
-            start,
-            crate::shmem::CacheFolio {
-                pfn: new,
-                order: PMD_ORDER,
-                uptodate: true,
-            },
-        );
+        self.shmem.inodes[ino as usize].cache.insert(start, crate::shmem::CacheFolio { pfn: new, order: PMD_ORDER, uptodate: true });
         self.shmem.owner.insert(new.0, (ino, start));
         self.retract_page_tables(ino, start);
         if cc.is_khugepaged {
@@ -706,12 +616,7 @@ impl Kernel {
             if mm.exited {
                 continue;
             }
-            out.extend(
-                mm.vmas
-                    .iter()
-                    .filter(|v| v.inode() == Some(ino))
-                    .map(|v| (id, *v)),
-            );
+            out.extend(mm.vmas.iter().filter(|v| v.inode() == Some(ino)).map(|v| (id, *v)));
         }
         out
     }
@@ -752,10 +657,7 @@ impl Kernel {
             let va = Vaddr(addr);
             if let Some(t) = self.mm.pt.pmd_table(va) {
                 if let Pmd::Table(idx) = self.mm.pt.pmd(t, va) {
-                    debug_assert!(
-                        self.mm.pt.ptes_none(idx, 0..512),
-                        "retract_page_tables: the table was unmapped"
-                    );
+                    debug_assert!(self.mm.pt.ptes_none(idx, 0..512), "retract_page_tables: the table was unmapped");
                     self.mm.pt.set_pmd(t, va, Pmd::None);
                     self.free_pgtable(idx);
                     self.flush_tlb_range(addr, addr + PMD_SIZE);
@@ -771,12 +673,7 @@ impl Kernel {
     /// a PMD (`set_huge_pmd` → `do_set_pmd`: thp_file_mapped).
     fn collapse_pte_mapped_thp(&mut self, addr: u64, install_pmd: bool) -> ScanResult {
         let haddr = addr & !(PMD_SIZE - 1);
-        let Some(vma) = self
-            .mm
-            .vmas
-            .find(haddr)
-            .filter(|v| v.file != 0 && v.start <= haddr && haddr + PMD_SIZE <= v.end)
-        else {
+        let Some(vma) = self.mm.vmas.find(haddr).filter(|v| v.file != 0 && v.start <= haddr && haddr + PMD_SIZE <= v.end) else {
             return ScanResult::VmaCheck;
         };
         let va = Vaddr(haddr);
@@ -786,15 +683,11 @@ impl Kernel {
             return ScanResult::PmdMapped;
         }
         // A huge folio in the page cache is PMD-mapped at fault whatever the knobs: force.
-        if self
-            .collapse_vma_allowable(&vma, TvaType::ForcedCollapse)
-            .is_empty()
-        {
+        if self.collapse_vma_allowable(&vma, TvaType::ForcedCollapse).is_empty() {
             return ScanResult::VmaCheck;
         }
         let ino = vma.inode().expect("a file VMA");
-        let Some((_, folio)) = self.shmem.inodes[ino as usize].lookup(vma.linear_page_index(haddr))
-        else {
+        let Some((_, folio)) = self.shmem.inodes[ino as usize].lookup(vma.linear_page_index(haddr)) else {
             return ScanResult::PageNull;
         };
         if folio.order != PMD_ORDER {
@@ -824,9 +717,7 @@ impl Kernel {
         let t = match self.mm.pt.pmd_table(va) {
             Some(t) => t,
             None => {
-                let Some(frame) = self.alloc_pgtable_frame() else {
-                    return ScanResult::Fail;
-                };
+                let Some(frame) = self.alloc_pgtable_frame() else { return ScanResult::Fail };
                 self.mm.pt.install_pmd_table(va, frame)
             }
         };

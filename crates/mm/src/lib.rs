@@ -181,11 +181,7 @@ impl ThpMasks {
     }
     /// Orders that some VMA could get under these settings.
     pub fn possible(&self) -> Orders {
-        let inherit = if self.global_enabled {
-            self.inherit
-        } else {
-            Orders::NONE
-        };
+        let inherit = if self.global_enabled { self.inherit } else { Orders::NONE };
         self.always.or(self.madvise).or(inherit)
     }
 }
@@ -286,10 +282,7 @@ impl Kernel {
             deferred_stale: 0,
             next_anon_vma: 1,
             folio_mm_ids: Default::default(),
-            shmem: shmem::Shmem {
-                sb_huge: vec![shmem::SbHuge::Never, params.dev_shm_huge],
-                ..Default::default()
-            },
+            shmem: shmem::Shmem { sb_huge: vec![shmem::SbHuge::Never, params.dev_shm_huge], ..Default::default() },
             held_pages: 0,
             khugepaged: Default::default(),
             tlb_flushes: None,

@@ -44,27 +44,14 @@ impl Kernel {
         if start % PAGE_SIZE != 0 {
             return Err(Errno::EINVAL);
         }
-        start
-            .checked_add(len.div_ceil(PAGE_SIZE) * PAGE_SIZE)
-            .ok_or(Errno::EINVAL)
+        start.checked_add(len.div_ceil(PAGE_SIZE) * PAGE_SIZE).ok_or(Errno::EINVAL)
     }
 
     /// Apply `f` to the flags of every VMA piece in `[start, end)`, splitting and merging as
     /// `vma_modify_flags` does. Returns ENOMEM if part of the range is unmapped (the mapped
     /// parts are still changed, as madvise does).
-    pub(crate) fn modify_flags(
-        &mut self,
-        start: u64,
-        end: u64,
-        f: impl Fn(u32) -> u32,
-        stop_at_hole: bool,
-    ) -> Result<(), Errno> {
-        let mut hole = self
-            .mm
-            .vmas
-            .intersecting(start, end)
-            .first()
-            .is_none_or(|v| v.start > start);
+    pub(crate) fn modify_flags(&mut self, start: u64, end: u64, f: impl Fn(u32) -> u32, stop_at_hole: bool) -> Result<(), Errno> {
+        let mut hole = self.mm.vmas.intersecting(start, end).first().is_none_or(|v| v.start > start);
         let mut cursor = start;
         for v in self.mm.vmas.intersecting(start, end) {
             if v.start > cursor {
@@ -113,24 +100,11 @@ impl Kernel {
                 continue;
             };
             match self.mm.pt.pmd(t, va) {
-                Pmd::Huge {
-                    pfn, young, dirty, ..
-                } => {
+                Pmd::Huge { pfn, young, dirty, .. } => {
                     // An anon THP fork shared (not PageAnonExclusive) stays write-protected.
-                    let cow = !shared
-                        && self.zone.mem_map[pfn.idx()].flags & crate::page_alloc::pg::ANON_SHARED
-                            != 0;
+                    let cow = !shared && self.zone.mem_map[pfn.idx()].flags & crate::page_alloc::pg::ANON_SHARED != 0;
                     let w = write && (!shared || dirty) && !cow;
-                    self.mm.pt.set_pmd(
-                        t,
-                        va,
-                        Pmd::Huge {
-                            pfn,
-                            young,
-                            dirty,
-                            write: w,
-                        },
-                    )
+                    self.mm.pt.set_pmd(t, va, Pmd::Huge { pfn, young, dirty, write: w })
                 }
                 Pmd::Table(idx) => {
                     let first = va.pte_index();
@@ -138,17 +112,9 @@ impl Kernel {
                     for i in first..last {
                         let e = self.mm.pt.pte(idx, i);
                         if e & PTE_PRESENT != 0 && e & PTE_ZERO == 0 {
-                            let cow = !shared
-                                && self.zone.mem_map[crate::pgtable::pte_pfn(e).idx()].flags
-                                    & crate::page_alloc::pg::ANON_SHARED
-                                    != 0;
-                            let w =
-                                write && (!shared || e & crate::pgtable::PTE_DIRTY != 0) && !cow;
-                            self.mm.pt.set_pte(
-                                idx,
-                                i,
-                                if w { e | PTE_WRITE } else { e & !PTE_WRITE },
-                            );
+                            let cow = !shared && self.zone.mem_map[crate::pgtable::pte_pfn(e).idx()].flags & crate::page_alloc::pg::ANON_SHARED != 0;
+                            let w = write && (!shared || e & crate::pgtable::PTE_DIRTY != 0) && !cow;
+                            self.mm.pt.set_pte(idx, i, if w { e | PTE_WRITE } else { e & !PTE_WRITE });
                         }
                     }
                 }
@@ -205,14 +171,13 @@ impl Kernel {
                 // VMA, shmem_allowable_huge_orders reads vma->vm_flags, still without
                 // VM_HUGEPAGE, so huge=advise (or a per-size `advise`) does not register the mm
                 // here (checked live: docs/kernel-notes.md).
-                let shmem_eligible = self.mm.vmas.intersecting(start, end).iter().any(|v| {
-                    v.file != 0
-                        && !self
-                            .collapse_vma_allowable(v, crate::huge_memory::TvaType::Khugepaged)
-                            .is_empty()
-                });
-                let r =
-                    self.modify_flags(start, end, |f| (f & !vm::NOHUGEPAGE) | vm::HUGEPAGE, false);
+                let shmem_eligible = self
+                    .mm
+                    .vmas
+                    .intersecting(start, end)
+                    .iter()
+                    .any(|v| v.file != 0 && !self.collapse_vma_allowable(v, crate::huge_memory::TvaType::Khugepaged).is_empty());
+                let r = self.modify_flags(start, end, |f| (f & !vm::NOHUGEPAGE) | vm::HUGEPAGE, false);
                 // hugepage_madvise: khugepaged_enter_vma for each VMA of the range.
                 for v in self.mm.vmas.intersecting(start, end) {
                     if v.file == 0 {
@@ -224,19 +189,11 @@ impl Kernel {
                 }
                 r
             }
-            Madvise::Nohugepage => {
-                self.modify_flags(start, end, |f| (f & !vm::HUGEPAGE) | vm::NOHUGEPAGE, false)
-            }
+            Madvise::Nohugepage => self.modify_flags(start, end, |f| (f & !vm::HUGEPAGE) | vm::NOHUGEPAGE, false),
             Madvise::Dontfork => self.modify_flags(start, end, |f| f | vm::DONTCOPY, false),
             Madvise::Dofork => self.modify_flags(start, end, |f| f & !vm::DONTCOPY, false),
             Madvise::Wipeonfork => {
-                if self
-                    .mm
-                    .vmas
-                    .intersecting(start, end)
-                    .iter()
-                    .any(|v| v.file != 0 || v.flags & (vm::SHARED | vm::SPECIAL) != 0)
-                {
+                if self.mm.vmas.intersecting(start, end).iter().any(|v| v.file != 0 || v.flags & (vm::SHARED | vm::SPECIAL) != 0) {
                     return Err(Errno::EINVAL);
                 }
                 self.modify_flags(start, end, |f| f | vm::WIPEONFORK, false)
@@ -252,12 +209,8 @@ impl Kernel {
                 }
                 Self::covered(&vmas, start, end)
             }
-            Madvise::PopulateRead => self
-                .populate_range(start, end, crate::gup::Populate::Read)
-                .map(|_| ()),
-            Madvise::PopulateWrite => self
-                .populate_range(start, end, crate::gup::Populate::Write)
-                .map(|_| ()),
+            Madvise::PopulateRead => self.populate_range(start, end, crate::gup::Populate::Read).map(|_| ()),
+            Madvise::PopulateWrite => self.populate_range(start, end, crate::gup::Populate::Write).map(|_| ()),
             Madvise::Free => {
                 let vmas = self.mm.vmas.intersecting(start, end);
                 for v in &vmas {
@@ -351,10 +304,7 @@ impl Kernel {
             let addr = va.0;
             match self.mm.pt.pmd(t, va) {
                 // madvise_free_huge_pmd: a THP that fork shared is left alone.
-                Pmd::Huge { pfn, .. }
-                    if !(addr % PMD_SIZE == 0 && pmd_end - addr == PMD_SIZE)
-                        && !self.folio_maybe_mapped_shared(pfn) =>
-                {
+                Pmd::Huge { pfn, .. } if !(addr % PMD_SIZE == 0 && pmd_end - addr == PMD_SIZE) && !self.folio_maybe_mapped_shared(pfn) => {
                     self.split_huge_pmd(t, va.align_down(Order::PMD));
                     self.split_folio(pfn, true);
                 }
@@ -370,10 +320,7 @@ impl Kernel {
                         let pfn = crate::pgtable::pte_pfn(e);
                         let head = self.folio_head(pfn);
                         let order = self.order_of_head(head);
-                        if order.0 == 0
-                            || self.zone.mem_map[head.idx()].flags & crate::page_alloc::pg::SHMEM
-                                != 0
-                        {
+                        if order.0 == 0 || self.zone.mem_map[head.idx()].flags & crate::page_alloc::pg::SHMEM != 0 {
                             i += 1;
                             continue;
                         }
@@ -381,11 +328,7 @@ impl Kernel {
                         let mut n = 1;
                         while i + n < last {
                             let f = self.mm.pt.pte(idx, i + n);
-                            if f & PTE_PRESENT == 0
-                                || f & PTE_ZERO != 0
-                                || crate::pgtable::pte_pfn(f).0 != pfn.0 + n as u32
-                                || pfn.0 + n as u32 >= head.0 + order.nr_pages()
-                            {
+                            if f & PTE_PRESENT == 0 || f & PTE_ZERO != 0 || crate::pgtable::pte_pfn(f).0 != pfn.0 + n as u32 || pfn.0 + n as u32 >= head.0 + order.nr_pages() {
                                 break;
                             }
                             n += 1;

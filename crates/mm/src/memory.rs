@@ -6,18 +6,14 @@
 //! `free_pgd_range`), `mm/rmap.c` (`folio_add_new_anon_rmap`, `__folio_remove_rmap`),
 //! `mm/page_alloc.c` (`__free_pages_prepare`), `arch/x86/mm/fault.c: access_error`.
 
-use mm_types::{
-    Order, Orders, Pfn, Vaddr, PAGE_SHIFT, PAGE_SIZE, PMD_ORDER, PMD_SIZE, PUD_SHIFT, PUD_SIZE,
-};
+use mm_types::{Order, Orders, Pfn, Vaddr, PAGE_SHIFT, PAGE_SIZE, PMD_ORDER, PMD_SIZE, PUD_SHIFT, PUD_SIZE};
 use uapi::MthpStat;
 
-use crate::explain::{FaultDecision, Got};
 use crate::huge_memory::{thp_vma_suitable_order, thp_vma_suitable_orders, HugeFault, TvaType};
 use crate::page_alloc::pg;
-use crate::pgtable::{
-    mk_pte, pte_pfn, Pmd, Pte, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, PTE_YOUNG, PTE_ZERO, ZERO_PTE,
-};
+use crate::pgtable::{mk_pte, pte_pfn, Pmd, Pte, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, PTE_YOUNG, PTE_ZERO, ZERO_PTE};
 use crate::vma::{vm, Vma};
+use crate::explain::{FaultDecision, Got};
 use crate::vmstat::FallbackReason;
 use crate::{Access, Kernel};
 
@@ -38,25 +34,15 @@ struct PteFaultInfo {
 /// block of order `o` just below or just above the one around `va` wholly inside the VMA and the
 /// same PTE table, with every PTE populated (a page or the zero page)? Measured on the live
 /// kernel (docs/kernel-notes.md 15); written from the measurements, no source is public.
-fn neighbour_full(
-    vma: &Vma,
-    va: Vaddr,
-    o: Order,
-    pt: &crate::pgtable::PageTables,
-    idx: u32,
-) -> bool {
+fn neighbour_full(vma: &Vma, va: Vaddr, o: Order, pt: &crate::pgtable::PageTables, idx: u32) -> bool {
     let size = o.nr_pages() as u64 * PAGE_SIZE;
     let start = va.align_down(o).0;
     let table = start & !((1u64 << (PAGE_SHIFT + 9)) - 1);
     let full = |s: u64| {
-        s >= vma.start
-            && s + size <= vma.end
-            && s >= table
-            && s + size <= table + (PAGE_SIZE << 9)
-            && {
-                let first = ((s - table) / PAGE_SIZE) as usize;
-                (first..first + o.nr_pages() as usize).all(|i| pt.pte(idx, i) != 0)
-            }
+        s >= vma.start && s + size <= vma.end && s >= table && s + size <= table + (PAGE_SIZE << 9) && {
+            let first = ((s - table) / PAGE_SIZE) as usize;
+            (first..first + o.nr_pages() as usize).all(|i| pt.pte(idx, i) != 0)
+        }
     };
     (start >= size && full(start - size)) || full(start + size)
 }
@@ -149,11 +135,7 @@ impl Kernel {
             self.zone.folio_meta_mut(head).mapped -= last;
             self.large_mapcount_sub(head, nr as i32);
         }
-        let (entire, mapped, flags) = (
-            self.zone.entire_mapcount(head),
-            self.zone.nr_pages_mapped(head),
-            h.flags,
-        );
+        let (entire, mapped, flags) = (self.zone.entire_mapcount(head), self.zone.nr_pages_mapped(head), h.flags);
         if flags & pg::SHMEM != 0 {
             // Page-cache folios stay in the cache; only anon folios are queued for deferred split.
             return;
@@ -219,10 +201,7 @@ impl Kernel {
             },
         };
         // access_error(): writes need VM_WRITE, reads any of read/write/exec.
-        if (write && vma.flags & vm::WRITE == 0)
-            || vma.flags & vm::ACCESS == 0
-            || vma.flags & vm::SPECIAL != 0
-        {
+        if (write && vma.flags & vm::WRITE == 0) || vma.flags & vm::ACCESS == 0 || vma.flags & vm::SPECIAL != 0 {
             return Access::Segv;
         }
         let va = Vaddr(addr);
@@ -236,11 +215,7 @@ impl Kernel {
                     let e = self.mm.pt.pte(idx, va.pte_index());
                     seen_pte = e;
                     if e & PTE_PRESENT != 0 && (!write || e & PTE_WRITE != 0) {
-                        self.mm.pt.set_pte(
-                            idx,
-                            va.pte_index(),
-                            e | PTE_YOUNG | if write { PTE_DIRTY } else { 0 },
-                        );
+                        self.mm.pt.set_pte(idx, va.pte_index(), e | PTE_YOUNG | if write { PTE_DIRTY } else { 0 });
                         if e & PTE_ZERO == 0 {
                             self.touch_page(pte_pfn(e));
                         }
@@ -248,24 +223,10 @@ impl Kernel {
                         return Access::Hit;
                     }
                 }
-                Pmd::Huge {
-                    pfn,
-                    write: w,
-                    young,
-                    dirty,
-                } if !write || w => {
+                Pmd::Huge { pfn, write: w, young, dirty } if !write || w => {
                     // The walker sets the accessed (and on a write the dirty) bit of the PMD.
                     if !young || (write && !dirty) {
-                        self.mm.pt.set_pmd(
-                            t,
-                            va,
-                            Pmd::Huge {
-                                pfn,
-                                write: w,
-                                young: true,
-                                dirty: dirty || write,
-                            },
-                        );
+                        self.mm.pt.set_pmd(t, va, Pmd::Huge { pfn, write: w, young: true, dirty: dirty || write });
                     }
                     self.touch_page(pfn.add(va.pte_index() as u32));
                     self.mm.stats.hits += 1;
@@ -304,16 +265,10 @@ impl Kernel {
             // access() left the VMA in the cache and, for anything mapped, a PTE table or a
             // huge PMD at `a`. Continue inline while the next accesses stay in this VMA and
             // this PTE table.
-            let Some(vma) = self.mm.vma_cache else {
-                continue;
-            };
+            let Some(vma) = self.mm.vma_cache else { continue };
             let va = Vaddr(a);
-            let Some(t) = self.mm.pt.pmd_table(va) else {
-                continue;
-            };
-            let Pmd::Table(idx) = self.mm.pt.pmd(t, va) else {
-                continue;
-            };
+            let Some(t) = self.mm.pt.pmd_table(va) else { continue };
+            let Pmd::Table(idx) = self.mm.pt.pmd(t, va) else { continue };
             let stop = (va.align_down(Order::PMD).0 + PMD_SIZE).min(vma.end);
             let inline_faults = order0_only
                 && write
@@ -330,9 +285,7 @@ impl Kernel {
                 let i = Vaddr(a).pte_index();
                 let e = self.mm.pt.pte(idx, i);
                 if e & PTE_PRESENT != 0 && (!write || e & PTE_WRITE != 0) {
-                    self.mm
-                        .pt
-                        .set_pte(idx, i, e | PTE_YOUNG | if write { PTE_DIRTY } else { 0 });
+                    self.mm.pt.set_pte(idx, i, e | PTE_YOUNG | if write { PTE_DIRTY } else { 0 });
                     if e & PTE_ZERO == 0 {
                         self.touch_page(pte_pfn(e));
                     }
@@ -340,9 +293,7 @@ impl Kernel {
                     last = Access::Hit;
                 } else if e == 0 && inline_faults {
                     // do_anonymous_page of one page, as in handle_pte_fault_at.
-                    let Some(page) = self.zone.alloc_pages(Order::BASE) else {
-                        break;
-                    };
+                    let Some(page) = self.zone.alloc_pages(Order::BASE) else { break };
                     self.prep_folio(page, Order::BASE, pg::ANON);
                     self.mm.stats.minflt += 1;
                     self.mm.pt.set_pte(idx, i, mk_pte(page, bits));
@@ -363,21 +314,11 @@ impl Kernel {
     /// `__handle_mm_fault` for an anonymous private VMA; `table` is the PMD table the access
     /// walk found, if any, and `seen_pmd`/`seen_pte` the entries it read there (`Pmd::None`
     /// and 0 where it found no table).
-    fn handle_mm_fault(
-        &mut self,
-        mut vma: Vma,
-        va: Vaddr,
-        write: bool,
-        table: Option<u32>,
-        seen_pmd: Pmd,
-        seen_pte: Pte,
-    ) -> Access {
+    fn handle_mm_fault(&mut self, mut vma: Vma, va: Vaddr, write: bool, table: Option<u32>, seen_pmd: Pmd, seen_pte: Pte) -> Access {
         let t = match table {
             Some(t) => t,
             None => {
-                let Some(frame) = self.alloc_pgtable_frame() else {
-                    return Access::Oom;
-                };
+                let Some(frame) = self.alloc_pgtable_frame() else { return Access::Oom };
                 self.mm.pt.install_pmd_table(va, frame)
             }
         };
@@ -390,10 +331,7 @@ impl Kernel {
         match seen_pmd {
             Pmd::None if !thp_possible => {}
             Pmd::None => {
-                if self
-                    .thp_vma_allowable_orders(&vma, TvaType::PageFault, Orders::single(Order::PMD))
-                    .is_empty()
-                {
+                if self.thp_vma_allowable_orders(&vma, TvaType::PageFault, Orders::single(Order::PMD)).is_empty() {
                     pmd_reason = Some(None);
                 } else {
                     match self.do_huge_pmd_anonymous_page(&mut vma, va, write, t) {
@@ -417,28 +355,17 @@ impl Kernel {
                 }
             }
             // The walk's PTE is still current: nothing ran between it and here.
-            Pmd::Table(idx) => {
-                return self.handle_pte_fault_at(vma, va, write, idx, seen_pte, None)
-            }
+            Pmd::Table(idx) => return self.handle_pte_fault_at(vma, va, write, idx, seen_pte, None),
         }
         self.handle_pte_fault(vma, va, write, t, pmd_reason)
     }
 
     /// `handle_pte_fault` → `do_anonymous_page` / `do_wp_page`.
-    fn handle_pte_fault(
-        &mut self,
-        vma: Vma,
-        va: Vaddr,
-        write: bool,
-        t: u32,
-        pmd_reason: Option<Option<FallbackReason>>,
-    ) -> Access {
+    fn handle_pte_fault(&mut self, vma: Vma, va: Vaddr, write: bool, t: u32, pmd_reason: Option<Option<FallbackReason>>) -> Access {
         let idx = match self.mm.pt.pmd(t, va) {
             Pmd::Table(i) => i,
             Pmd::None => {
-                let Some(i) = self.alloc_pgtable() else {
-                    return Access::Oom;
-                };
+                let Some(i) = self.alloc_pgtable() else { return Access::Oom };
                 self.mm.pt.set_pmd(t, va, Pmd::Table(i));
                 i
             }
@@ -450,24 +377,8 @@ impl Kernel {
 
     /// `handle_pte_fault` once the PTE table `idx` and the entry `e` are known.
     #[inline]
-    fn handle_pte_fault_at(
-        &mut self,
-        mut vma: Vma,
-        va: Vaddr,
-        write: bool,
-        idx: u32,
-        e: Pte,
-        pmd_reason: Option<Option<FallbackReason>>,
-    ) -> Access {
-        let mut info = PteFaultInfo {
-            chosen: Order::BASE,
-            write,
-            wp_zero: false,
-            wp_copy: false,
-            range_not_none: Orders::NONE,
-            beside_not_full: Orders::NONE,
-            alloc_failed: Orders::NONE,
-        };
+    fn handle_pte_fault_at(&mut self, mut vma: Vma, va: Vaddr, write: bool, idx: u32, e: Pte, pmd_reason: Option<Option<FallbackReason>>) -> Access {
+        let mut info = PteFaultInfo { chosen: Order::BASE, write, wp_zero: false, wp_copy: false, range_not_none: Orders::NONE, beside_not_full: Orders::NONE, alloc_failed: Orders::NONE };
         let result = if e == 0 {
             self.do_anonymous_page(&mut vma, va, write, idx, &mut info)
         } else if write && e & PTE_WRITE == 0 {
@@ -488,18 +399,9 @@ impl Kernel {
     }
 
     /// `do_anonymous_page`.
-    fn do_anonymous_page(
-        &mut self,
-        vma: &mut Vma,
-        va: Vaddr,
-        write: bool,
-        idx: u32,
-        info: &mut PteFaultInfo,
-    ) -> Access {
+    fn do_anonymous_page(&mut self, vma: &mut Vma, va: Vaddr, write: bool, idx: u32, info: &mut PteFaultInfo) -> Access {
         if !write {
-            self.mm
-                .pt
-                .set_pte(idx, va.pte_index(), ZERO_PTE | PTE_YOUNG);
+            self.mm.pt.set_pte(idx, va.pte_index(), ZERO_PTE | PTE_YOUNG);
             self.mm.stats.zero_page_faults += 1;
             return Access::Fault;
         }
@@ -511,20 +413,12 @@ impl Kernel {
         } else {
             self.alloc_anon_folio(vma, va, idx, info)
         };
-        let Some(folio) = folio else {
-            return Access::Oom;
-        };
+        let Some(folio) = folio else { return Access::Oom };
         let order = self.order_of_head(folio);
         if order.0 == 0 {
             // One page: the same steps as below, without the loops.
-            let bits = if vma.flags & vm::WRITE != 0 {
-                PTE_WRITE | PTE_DIRTY
-            } else {
-                0
-            };
-            self.mm
-                .pt
-                .set_pte(idx, va.pte_index(), mk_pte(folio, bits | PTE_YOUNG));
+            let bits = if vma.flags & vm::WRITE != 0 { PTE_WRITE | PTE_DIRTY } else { 0 };
+            self.mm.pt.set_pte(idx, va.pte_index(), mk_pte(folio, bits | PTE_YOUNG));
             self.mm.stats.anon_rss_pages += 1;
             let p = &mut self.zone.mem_map[folio.idx()];
             p.mapcount = 1;
@@ -533,16 +427,10 @@ impl Kernel {
         }
         let nr = order.nr_pages();
         let base = va.align_down(order);
-        let bits = if vma.flags & vm::WRITE != 0 {
-            PTE_WRITE | PTE_DIRTY
-        } else {
-            0
-        };
+        let bits = if vma.flags & vm::WRITE != 0 { PTE_WRITE | PTE_DIRTY } else { 0 };
         let first = base.pte_index();
         for i in 0..nr as usize {
-            self.mm
-                .pt
-                .set_pte(idx, first + i, mk_pte(folio.add(i as u32), bits));
+            self.mm.pt.set_pte(idx, first + i, mk_pte(folio.add(i as u32), bits));
         }
         self.mm.pt.pte_mkbits(idx, va.pte_index(), PTE_YOUNG);
         self.mm.stats.anon_rss_pages += nr as u64;
@@ -558,26 +446,15 @@ impl Kernel {
 
     /// `alloc_anon_folio`: the highest allowed, suitable order whose aligned PTE range is all
     /// none; on allocation failure the next order down; finally order 0.
-    fn alloc_anon_folio(
-        &mut self,
-        vma: &Vma,
-        va: Vaddr,
-        idx: u32,
-        info: &mut PteFaultInfo,
-    ) -> Option<Pfn> {
-        let mut orders =
-            self.thp_vma_allowable_orders(vma, TvaType::PageFault, Orders::below(Order::PMD));
+    fn alloc_anon_folio(&mut self, vma: &Vma, va: Vaddr, idx: u32, info: &mut PteFaultInfo) -> Option<Pfn> {
+        let mut orders = self.thp_vma_allowable_orders(vma, TvaType::PageFault, Orders::below(Order::PMD));
         orders = thp_vma_suitable_orders(vma, va.0, orders);
         if !orders.is_empty() {
             let beside_full = self.settings.anon_beside_full == Some(true);
             let mut order = orders.highest();
             while let Some(o) = order {
                 let first = va.align_down(o).pte_index();
-                if self
-                    .mm
-                    .pt
-                    .ptes_none(idx, first..first + o.nr_pages() as usize)
-                {
+                if self.mm.pt.ptes_none(idx, first..first + o.nr_pages() as usize) {
                     if !beside_full || neighbour_full(vma, va, o, &self.mm.pt, idx) {
                         break;
                     }
@@ -602,27 +479,12 @@ impl Kernel {
     /// `wp_page_copy`: a fresh order-0 page replaces the PTE. `old` is the anon page it copies
     /// (head, page), which loses this mapping; `None` for the zero page, whose copy adds to
     /// MM_ANONPAGES.
-    fn wp_page_copy(
-        &mut self,
-        vma: &mut Vma,
-        va: Vaddr,
-        idx: u32,
-        old: Option<(Pfn, Pfn)>,
-    ) -> Access {
+    fn wp_page_copy(&mut self, vma: &mut Vma, va: Vaddr, idx: u32, old: Option<(Pfn, Pfn)>) -> Access {
         self.anon_vma_prepare(vma);
-        let Some(page) = self.alloc_folio(Order::BASE, true) else {
-            return Access::Oom;
-        };
-        self.mm.pt.set_pte(
-            idx,
-            va.pte_index(),
-            mk_pte(page, PTE_WRITE | PTE_DIRTY | PTE_YOUNG),
-        );
+        let Some(page) = self.alloc_folio(Order::BASE, true) else { return Access::Oom };
+        self.mm.pt.set_pte(idx, va.pte_index(), mk_pte(page, PTE_WRITE | PTE_DIRTY | PTE_YOUNG));
         // ptep_clear_flush of the old entry.
-        self.flush_tlb_range(
-            va.0 & !(PAGE_SIZE - 1),
-            (va.0 & !(PAGE_SIZE - 1)) + PAGE_SIZE,
-        );
+        self.flush_tlb_range(va.0 & !(PAGE_SIZE - 1), (va.0 & !(PAGE_SIZE - 1)) + PAGE_SIZE);
         self.rmap_add_ptes(page, page, 1);
         self.touch_page(page);
         match old {
@@ -638,24 +500,13 @@ impl Kernel {
     /// `do_wp_page` on a present anon page: reuse it when it is `PageAnonExclusive` or
     /// `wp_can_reuse_anon_folio` says this mm holds every mapping of its folio; copy one page
     /// otherwise.
-    fn do_wp_page(
-        &mut self,
-        vma: &mut Vma,
-        va: Vaddr,
-        idx: u32,
-        e: Pte,
-        info: &mut PteFaultInfo,
-    ) -> Access {
+    fn do_wp_page(&mut self, vma: &mut Vma, va: Vaddr, idx: u32, e: Pte, info: &mut PteFaultInfo) -> Access {
         let page = pte_pfn(e);
         let head = self.folio_head(page);
-        if self.zone.mem_map[page.idx()].flags & pg::ANON_SHARED == 0
-            || self.wp_can_reuse_anon_folio(head)
-        {
+        if self.zone.mem_map[page.idx()].flags & pg::ANON_SHARED == 0 || self.wp_can_reuse_anon_folio(head) {
             // wp_page_reuse (SetPageAnonExclusive when it was not).
             self.zone.mem_map[page.idx()].flags &= !pg::ANON_SHARED;
-            self.mm
-                .pt
-                .set_pte(idx, va.pte_index(), e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
+            self.mm.pt.set_pte(idx, va.pte_index(), e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
             self.touch_page(page);
             self.mm.stats.cow_reused += 1;
             return Access::Fault;
@@ -665,20 +516,8 @@ impl Kernel {
     }
 
     /// Record, for every size the settings enable above the one this fault got, why not.
-    fn attribute_fallbacks(
-        &mut self,
-        vma: &Vma,
-        va: Vaddr,
-        info: &PteFaultInfo,
-        pmd_reason: Option<Option<FallbackReason>>,
-    ) {
-        if self
-            .mm
-            .stats
-            .explain
-            .as_ref()
-            .is_some_and(|x| x.wants(va, info.chosen))
-        {
+    fn attribute_fallbacks(&mut self, vma: &Vma, va: Vaddr, info: &PteFaultInfo, pmd_reason: Option<Option<FallbackReason>>) {
+        if self.mm.stats.explain.as_ref().is_some_and(|x| x.wants(va, info.chosen)) {
             self.explain_pte_fault(vma, va, info, pmd_reason);
         }
         let possible = self.masks.possible();
@@ -695,105 +534,60 @@ impl Kernel {
 
     /// Why a fault that got `info.chosen` did not get the larger order `o`, checked in the order
     /// the kernel checks (the first that applies); None when a larger sibling order was used.
-    fn fallback_reason(
-        &self,
-        vma: &Vma,
-        va: Vaddr,
-        info: &PteFaultInfo,
-        pmd_reason: Option<Option<FallbackReason>>,
-        sysfs: Orders,
-        o: Order,
-    ) -> Option<FallbackReason> {
-        Some(
-            if self.mm.flags.disable_thp_completely
-                || (self.mm.flags.disable_thp_except_advised && vma.flags & vm::HUGEPAGE == 0)
-            {
-                FallbackReason::PrctlDisabled
-            } else if vma.flags & vm::NOHUGEPAGE != 0 {
-                FallbackReason::VmaNohugepage
-            } else if !sysfs.contains(o) {
-                FallbackReason::NotMadvised
-            } else if !thp_vma_suitable_order(vma, va.0, o) {
-                FallbackReason::VmaRange
-            } else if o == Order::PMD {
-                match pmd_reason {
-                    Some(Some(r)) => r,
-                    _ => FallbackReason::PteTableExists,
-                }
-            } else if !info.write {
-                FallbackReason::ReadFault
-            } else if info.wp_zero {
-                FallbackReason::ZeroPageCow
-            } else if info.wp_copy {
-                FallbackReason::ForkCow
-            } else if info.range_not_none.contains(o) {
-                FallbackReason::PteRangePopulated
-            } else if info.beside_not_full.contains(o) {
-                FallbackReason::BesideNotFull
-            } else if info.alloc_failed.contains(o) {
-                FallbackReason::AllocFailed
-            } else {
-                return None;
-            },
-        )
+    fn fallback_reason(&self, vma: &Vma, va: Vaddr, info: &PteFaultInfo, pmd_reason: Option<Option<FallbackReason>>, sysfs: Orders, o: Order) -> Option<FallbackReason> {
+        Some(if self.mm.flags.disable_thp_completely || (self.mm.flags.disable_thp_except_advised && vma.flags & vm::HUGEPAGE == 0) {
+            FallbackReason::PrctlDisabled
+        } else if vma.flags & vm::NOHUGEPAGE != 0 {
+            FallbackReason::VmaNohugepage
+        } else if !sysfs.contains(o) {
+            FallbackReason::NotMadvised
+        } else if !thp_vma_suitable_order(vma, va.0, o) {
+            FallbackReason::VmaRange
+        } else if o == Order::PMD {
+            match pmd_reason {
+                Some(Some(r)) => r,
+                _ => FallbackReason::PteTableExists,
+            }
+        } else if !info.write {
+            FallbackReason::ReadFault
+        } else if info.wp_zero {
+            FallbackReason::ZeroPageCow
+        } else if info.wp_copy {
+            FallbackReason::ForkCow
+        } else if info.range_not_none.contains(o) {
+            FallbackReason::PteRangePopulated
+        } else if info.beside_not_full.contains(o) {
+            FallbackReason::BesideNotFull
+        } else if info.alloc_failed.contains(o) {
+            FallbackReason::AllocFailed
+        } else {
+            return None;
+        })
     }
 
     /// `--explain`: keep this PTE-level fault's decision (crate::explain).
     #[cold]
-    fn explain_pte_fault(
-        &mut self,
-        vma: &Vma,
-        va: Vaddr,
-        info: &PteFaultInfo,
-        pmd_reason: Option<Option<FallbackReason>>,
-    ) {
+    fn explain_pte_fault(&mut self, vma: &Vma, va: Vaddr, info: &PteFaultInfo, pmd_reason: Option<Option<FallbackReason>>) {
         let sysfs = self.sysfs_orders(vma);
         let refused = self
             .masks
             .possible()
             .iter_desc()
             .filter(|o| *o > info.chosen)
-            .filter_map(|o| {
-                self.fallback_reason(vma, va, info, pmd_reason, sysfs, o)
-                    .map(|r| (o, r))
-            })
+            .filter_map(|o| self.fallback_reason(vma, va, info, pmd_reason, sysfs, o).map(|r| (o, r)))
             .collect();
-        let got = if !info.write {
-            Got::ZeroPage
-        } else {
-            Got::Folio(info.chosen)
-        };
+        let got = if !info.write { Got::ZeroPage } else { Got::Folio(info.chosen) };
         if let Some(x) = self.mm.stats.explain.as_mut() {
-            x.push(FaultDecision {
-                addr: va.0,
-                write: info.write,
-                got,
-                refused,
-            });
+            x.push(FaultDecision { addr: va.0, write: info.write, got, refused });
         }
     }
 
     /// `--explain`: a fault that the PMD path served (a PMD THP or the huge zero folio).
     #[cold]
     fn explain_pmd_fault(&mut self, va: Vaddr, write: bool, t: u32) {
-        let got = if matches!(self.mm.pt.pmd(t, va), Pmd::HugeZero) {
-            Got::HugeZeroPage
-        } else {
-            Got::Folio(Order::PMD)
-        };
-        if let Some(x) = self
-            .mm
-            .stats
-            .explain
-            .as_mut()
-            .filter(|x| x.wants(va, Order::PMD))
-        {
-            x.push(FaultDecision {
-                addr: va.0,
-                write,
-                got,
-                refused: Vec::new(),
-            });
+        let got = if matches!(self.mm.pt.pmd(t, va), Pmd::HugeZero) { Got::HugeZeroPage } else { Got::Folio(Order::PMD) };
+        if let Some(x) = self.mm.stats.explain.as_mut().filter(|x| x.wants(va, Order::PMD)) {
+            x.push(FaultDecision { addr: va.0, write, got, refused: Vec::new() });
         }
     }
 
@@ -808,12 +602,7 @@ impl Kernel {
             let va = Vaddr(addr);
             let Some(t) = self.mm.pt.pmd_table(va) else {
                 // The next 1 GiB block that has a PMD table (empty upper levels are skipped).
-                match self
-                    .mm
-                    .pt
-                    .puds_in((addr >> PUD_SHIFT) + 1, (end - 1) >> PUD_SHIFT)
-                    .first()
-                {
+                match self.mm.pt.puds_in((addr >> PUD_SHIFT) + 1, (end - 1) >> PUD_SHIFT).first() {
                     Some(&(key, _)) => addr = key << PUD_SHIFT,
                     None => break,
                 }
@@ -868,16 +657,10 @@ impl Kernel {
             for i in 0..512u32 {
                 self.zone.mem_map[pfn.add(i).idx()].flags &= !pg::TOUCHED;
             }
-            let (entire, mapped) = (
-                self.zone.entire_mapcount(pfn),
-                self.zone.nr_pages_mapped(pfn),
-            );
+            let (entire, mapped) = (self.zone.entire_mapcount(pfn), self.zone.nr_pages_mapped(pfn));
             if entire == 0 && mapped == 0 {
                 self.free_folio(pfn);
-            } else if entire == 0
-                && mapped < 512
-                && self.zone.mem_map[pfn.idx()].flags & pg::PARTIALLY_MAPPED == 0
-            {
+            } else if entire == 0 && mapped < 512 && self.zone.mem_map[pfn.idx()].flags & pg::PARTIALLY_MAPPED == 0 {
                 // __folio_remove_rmap at PMD level: the last PMD went and PTEs (of another mm,
                 // after fork) map only part of the folio.
                 self.deferred_split_folio(pfn, true);
@@ -888,9 +671,7 @@ impl Kernel {
     /// `zap_pte_range` over `[va, end)` inside one PTE table, batching consecutive PTEs of the
     /// same folio as `zap_present_ptes` does.
     fn zap_pte_range(&mut self, t: u32, va: Vaddr, end: u64) {
-        let Pmd::Table(idx) = self.mm.pt.pmd(t, va) else {
-            return;
-        };
+        let Pmd::Table(idx) = self.mm.pt.pmd(t, va) else { return };
         let first = va.pte_index();
         let last = first + ((end - va.0) / mm_types::PAGE_SIZE) as usize;
         let mut i = first;
@@ -913,11 +694,7 @@ impl Kernel {
             let mut n = 1;
             while i + n < last {
                 let f = self.mm.pt.pte(idx, i + n);
-                if f & PTE_PRESENT == 0
-                    || f & PTE_ZERO != 0
-                    || pte_pfn(f).0 != pfn.0 + n as u32
-                    || pfn.0 + (n as u32) >= folio_end
-                {
+                if f & PTE_PRESENT == 0 || f & PTE_ZERO != 0 || pte_pfn(f).0 != pfn.0 + n as u32 || pfn.0 + (n as u32) >= folio_end {
                     break;
                 }
                 n += 1;
@@ -941,22 +718,13 @@ impl Kernel {
         }
         // free_pgd_range: only the PMD tables that exist are visited (empty upper levels are
         // skipped), so unmapping a span of terabytes costs what its tables cost.
-        for (key, t) in self
-            .mm
-            .pt
-            .puds_in(start >> PUD_SHIFT, (end - 1) >> PUD_SHIFT)
-        {
+        for (key, t) in self.mm.pt.puds_in(start >> PUD_SHIFT, (end - 1) >> PUD_SHIFT) {
             let gib = key << PUD_SHIFT;
             let mut block = start.max(gib) & !(PMD_SIZE - 1);
             while block < end.min(gib + PUD_SIZE) {
                 let va = Vaddr(block);
                 if let Pmd::Table(idx) = self.mm.pt.pmd(t, va) {
-                    if self
-                        .mm
-                        .vmas
-                        .intersecting(block, block + PMD_SIZE)
-                        .is_empty()
-                    {
+                    if self.mm.vmas.intersecting(block, block + PMD_SIZE).is_empty() {
                         debug_assert!(self.mm.pt.ptes_none(idx, 0..512));
                         self.mm.pt.set_pmd(t, va, Pmd::None);
                         self.free_pgtable(idx);
@@ -964,8 +732,7 @@ impl Kernel {
                 }
                 block += PMD_SIZE;
             }
-            let empty =
-                (0..512u64).all(|i| self.mm.pt.pmd(t, Vaddr(gib + i * PMD_SIZE)) == Pmd::None);
+            let empty = (0..512u64).all(|i| self.mm.pt.pmd(t, Vaddr(gib + i * PMD_SIZE)) == Pmd::None);
             if empty && self.mm.vmas.intersecting(gib, gib + PUD_SIZE).is_empty() {
                 let frame = self.mm.pt.remove_pmd_table(key);
                 self.free_pgtable_frame(frame);
@@ -984,27 +751,14 @@ impl Kernel {
         match self.mm.pt.pmd(t, va) {
             Pmd::Huge { pfn, young, .. } => {
                 // Write to a PMD made read-only by mprotect: make it writable again.
-                self.mm.pt.set_pmd(
-                    t,
-                    va.align_down(Order::PMD),
-                    Pmd::Huge {
-                        pfn,
-                        young,
-                        dirty: true,
-                        write: true,
-                    },
-                );
+                self.mm.pt.set_pmd(t, va.align_down(Order::PMD), Pmd::Huge { pfn, young, dirty: true, write: true });
                 return Access::Fault;
             }
             Pmd::Table(idx) => {
                 let e = self.mm.pt.pte(idx, va.pte_index());
                 if e & PTE_PRESENT != 0 {
                     if write {
-                        self.mm.pt.set_pte(
-                            idx,
-                            va.pte_index(),
-                            e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG,
-                        );
+                        self.mm.pt.set_pte(idx, va.pte_index(), e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
                     }
                     return Access::Fault;
                 }
@@ -1022,9 +776,7 @@ impl Kernel {
                 None => {}
             }
         }
-        let Some((start, head)) =
-            self.shmem_get_folio(ino, index, 0, crate::shmem::Sgp::Cache, Some((vma, va.0)))
-        else {
+        let Some((start, head)) = self.shmem_get_folio(ino, index, 0, crate::shmem::Sgp::Cache, Some((vma, va.0))) else {
             return Access::Oom;
         };
         self.finish_fault(vma, va, t, start, head, index, write)
@@ -1033,23 +785,12 @@ impl Kernel {
     /// Bits of a PTE in a shared mapping: writable whenever the VMA is (no write-notify for
     /// shmem), dirty on a write fault.
     fn shared_pte_bits(vma: &Vma, write: bool) -> Pte {
-        let w = if vma.flags & vm::WRITE != 0 {
-            PTE_WRITE
-        } else {
-            0
-        };
+        let w = if vma.flags & vm::WRITE != 0 { PTE_WRITE } else { 0 };
         w | if write { PTE_DIRTY } else { 0 }
     }
 
     /// `do_set_pmd`: map a PMD-order shmem folio with a PMD.
-    pub(crate) fn do_set_pmd(
-        &mut self,
-        vma: &Vma,
-        va: Vaddr,
-        t: u32,
-        head: Pfn,
-        write: bool,
-    ) -> bool {
+    pub(crate) fn do_set_pmd(&mut self, vma: &Vma, va: Vaddr, t: u32, head: Pfn, write: bool) -> bool {
         let haddr = va.align_down(Order::PMD);
         if self.vma_thp_disabled(vma, false)
             || !crate::shmem::file_vma_suitable_order(vma, haddr.0, Order::PMD)
@@ -1059,16 +800,7 @@ impl Kernel {
             return false;
         }
         let w = vma.flags & vm::WRITE != 0;
-        self.mm.pt.set_pmd(
-            t,
-            haddr,
-            Pmd::Huge {
-                pfn: head,
-                young: true,
-                dirty: write,
-                write: w,
-            },
-        );
+        self.mm.pt.set_pmd(t, haddr, Pmd::Huge { pfn: head, young: true, dirty: write, write: w });
         self.zone.folio_meta_mut(head).entire += 1;
         self.mm.stats.shmem_rss_pages += 1 << PMD_ORDER;
         self.mm.stats.shmem_pmd_mapped += 1;
@@ -1094,9 +826,7 @@ impl Kernel {
     fn map_shmem_pages(&mut self, idx: u32, addr: u64, head: Pfn, first: u32, n: u32, bits: Pte) {
         let pte0 = Vaddr(addr).pte_index();
         for i in 0..n {
-            self.mm
-                .pt
-                .set_pte(idx, pte0 + i as usize, mk_pte(head.add(first + i), bits));
+            self.mm.pt.set_pte(idx, pte0 + i as usize, mk_pte(head.add(first + i), bits));
         }
         self.rmap_add_ptes(head, head.add(first), n);
         self.mm.stats.shmem_rss_pages += n as u64;
@@ -1104,20 +834,8 @@ impl Kernel {
 
     /// `finish_fault` for a shmem folio starting at file index `start`.
     #[allow(clippy::too_many_arguments)]
-    fn finish_fault(
-        &mut self,
-        vma: &Vma,
-        va: Vaddr,
-        t: u32,
-        start: u64,
-        head: Pfn,
-        index: u64,
-        write: bool,
-    ) -> Access {
-        if self.mm.pt.pmd(t, va) == Pmd::None
-            && self.order_of_head(head) == Order::PMD
-            && self.do_set_pmd(vma, va, t, head, write)
-        {
+    fn finish_fault(&mut self, vma: &Vma, va: Vaddr, t: u32, start: u64, head: Pfn, index: u64, write: bool) -> Access {
+        if self.mm.pt.pmd(t, va) == Pmd::None && self.order_of_head(head) == Order::PMD && self.do_set_pmd(vma, va, t, head, write) {
             self.touch_page(head.add((index - start) as u32));
             return Access::Fault;
         }
@@ -1130,11 +848,7 @@ impl Kernel {
         let vma_off = index - vma.pgoff;
         let pte_off = va.pte_index() as u64;
         let vma_pages = vma.len() / mm_types::PAGE_SIZE;
-        let whole = nr > 1
-            && !(vma_off < page
-                || vma_off + (nr - page) > vma_pages
-                || pte_off < page
-                || pte_off + (nr - page) > 512);
+        let whole = nr > 1 && !(vma_off < page || vma_off + (nr - page) > vma_pages || pte_off < page || pte_off + (nr - page) > 512);
         let bits = Self::shared_pte_bits(vma, write);
         if whole {
             let addr = va.0 - page * mm_types::PAGE_SIZE;
@@ -1157,14 +871,7 @@ impl Kernel {
     /// `do_fault_around` → `filemap_map_pages`: map the uptodate page-cache folios around a read
     /// fault (a 64 KiB window; whole shmem folios when they fit the VMA and one page table).
     /// Returns Some(Fault) when the faulting page got mapped.
-    fn do_fault_around(
-        &mut self,
-        vma: &Vma,
-        va: Vaddr,
-        t: u32,
-        ino: u32,
-        pgoff: u64,
-    ) -> Option<Access> {
+    fn do_fault_around(&mut self, vma: &Vma, va: Vaddr, t: u32, ino: u32, pgoff: u64) -> Option<Access> {
         const NR: u64 = 16; // fault_around_bytes 64 KiB
         let pte_off = va.pte_index() as u64;
         let vma_off = pgoff - vma.pgoff;
@@ -1178,17 +885,10 @@ impl Kernel {
         let folios: Vec<(u64, crate::shmem::CacheFolio)> = {
             let mut v: Vec<_> = inode.lookup(start_pgoff).into_iter().collect();
             if end_pgoff > start_pgoff {
-                v.extend(
-                    inode
-                        .cache
-                        .range(start_pgoff + 1..=end_pgoff)
-                        .map(|(k, f)| (*k, *f)),
-                );
+                v.extend(inode.cache.range(start_pgoff + 1..=end_pgoff).map(|(k, f)| (*k, *f)));
             }
             v.dedup_by_key(|(k, _)| *k);
-            v.into_iter()
-                .filter(|(k, f)| f.uptodate && (*k).max(start_pgoff) < inode.pages())
-                .collect()
+            v.into_iter().filter(|(k, f)| f.uptodate && (*k).max(start_pgoff) < inode.pages()).collect()
         };
         let (first_start, first) = *folios.first()?;
         end_pgoff = end_pgoff.min(file_end);
@@ -1215,19 +915,12 @@ impl Kernel {
             }
             let nr = 1u64 << f.order;
             // Whole folio if it lies in the VMA and in one page table.
-            let folio_addr = vma.start as i128
-                + (start as i128 - vma.pgoff as i128) * mm_types::PAGE_SIZE as i128;
+            let folio_addr = vma.start as i128 + (start as i128 - vma.pgoff as i128) * mm_types::PAGE_SIZE as i128;
             let in_vma = start >= vma.pgoff
                 && folio_addr >= vma.start as i128
                 && folio_addr + (nr * mm_types::PAGE_SIZE) as i128 <= vma.end as i128;
-            let one_table = in_vma
-                && (folio_addr as u64) >> mm_types::PMD_SHIFT
-                    == ((folio_addr as u64) + nr * mm_types::PAGE_SIZE - 1) >> mm_types::PMD_SHIFT;
-            let (lo, hi) = if f.order > 0 && one_table {
-                (start, start + nr - 1)
-            } else {
-                (start.max(start_pgoff), (start + nr - 1).min(end_pgoff))
-            };
+            let one_table = in_vma && (folio_addr as u64) >> mm_types::PMD_SHIFT == ((folio_addr as u64) + nr * mm_types::PAGE_SIZE - 1) >> mm_types::PMD_SHIFT;
+            let (lo, hi) = if f.order > 0 && one_table { (start, start + nr - 1) } else { (start.max(start_pgoff), (start + nr - 1).min(end_pgoff)) };
             for i in lo..=hi {
                 let addr = vma.start + (i - vma.pgoff) * mm_types::PAGE_SIZE;
                 // Stay inside this page table.

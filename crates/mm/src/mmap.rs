@@ -36,10 +36,7 @@ pub enum MapBacking {
     /// MAP_SHARED|MAP_ANONYMOUS: `shmem_zero_setup` makes an unlinked file on shm_mnt.
     SharedAnon,
     /// MAP_SHARED of a shmem file from page `pgoff`.
-    Shmem {
-        ino: crate::shmem::InodeId,
-        pgoff: u64,
-    },
+    Shmem { ino: crate::shmem::InodeId, pgoff: u64 },
     /// Address space the model does not back (a file's pages, the vDSO): a [`vm::SPECIAL`] VMA
     /// that only takes room, so that placement around it is the kernel's. Placed as a file
     /// without `get_unmapped_area` of its own would be (plain search).
@@ -56,11 +53,7 @@ impl Kernel {
     pub fn get_unmapped_area(&self, len: u64, placement: MmapPlacement) -> Result<u64, Errno> {
         let low = MMAP_MIN_ADDR.max(PAGE_SIZE);
         let high = self.mm.mmap_base;
-        let topdown = |len: u64, mask: u64, offset: u64| {
-            self.mm
-                .vmas
-                .unmapped_area_topdown(len, low, high, mask, offset)
-        };
+        let topdown = |len: u64, mask: u64, offset: u64| self.mm.vmas.unmapped_area_topdown(len, low, high, mask, offset);
         let addr = match placement {
             MmapPlacement::FixedNoReplace(addr) => {
                 if addr % PAGE_SIZE != 0 {
@@ -94,20 +87,13 @@ impl Kernel {
                 true => h,
                 false => topdown(len, 0, 0).ok_or(Errno::ENOMEM)?,
             },
-            MmapPlacement::Aligned { align, offset } => {
-                topdown(len, align - 1, offset).ok_or(Errno::ENOMEM)?
-            }
+            MmapPlacement::Aligned { align, offset } => topdown(len, align - 1, offset).ok_or(Errno::ENOMEM)?,
         };
         Ok(addr)
     }
 
     /// `mmap(NULL or addr, len, prot, MAP_PRIVATE|MAP_ANONYMOUS[|MAP_FIXED_NOREPLACE])`.
-    pub fn do_mmap(
-        &mut self,
-        len: u64,
-        prot_flags: u32,
-        placement: MmapPlacement,
-    ) -> Result<u64, Errno> {
+    pub fn do_mmap(&mut self, len: u64, prot_flags: u32, placement: MmapPlacement) -> Result<u64, Errno> {
         self.do_mmap_backed(len, prot_flags, placement, MapBacking::PrivateAnon)
     }
 
@@ -118,20 +104,12 @@ impl Kernel {
 
     /// A hint is taken when page-aligned, above mmap_min_addr and free.
     fn hint_free(&self, h: u64, len: u64) -> bool {
-        h % PAGE_SIZE == 0
-            && h >= MMAP_MIN_ADDR.max(PAGE_SIZE)
-            && h.checked_add(len).is_some_and(|e| e <= TASK_SIZE)
-            && self.mm.vmas.intersecting(h, h + len).is_empty()
+        h % PAGE_SIZE == 0 && h >= MMAP_MIN_ADDR.max(PAGE_SIZE) && h.checked_add(len).is_some_and(|e| e <= TASK_SIZE) && self.mm.vmas.intersecting(h, h + len).is_empty()
     }
 
     /// Where `mmap` would place a mapping of `len` bytes (`__get_unmapped_area`, with
     /// `shmem_get_unmapped_area` for shmem), without mapping it.
-    pub fn mmap_placement(
-        &self,
-        len: u64,
-        placement: MmapPlacement,
-        backing: MapBacking,
-    ) -> Result<u64, Errno> {
+    pub fn mmap_placement(&self, len: u64, placement: MmapPlacement, backing: MapBacking) -> Result<u64, Errno> {
         if len == 0 {
             return Err(Errno::EINVAL);
         }
@@ -143,10 +121,7 @@ impl Kernel {
             MapBacking::PrivateAnon => return self.get_unmapped_area(len, placement),
             MapBacking::Special => {
                 let p = match placement {
-                    MmapPlacement::Kernel => MmapPlacement::Aligned {
-                        align: PAGE_SIZE,
-                        offset: 0,
-                    },
+                    MmapPlacement::Kernel => MmapPlacement::Aligned { align: PAGE_SIZE, offset: 0 },
                     other => other,
                 };
                 return self.get_unmapped_area(len, p);
@@ -155,11 +130,7 @@ impl Kernel {
             MapBacking::Shmem { ino, pgoff } => (Some(ino), pgoff),
         };
         let low = MMAP_MIN_ADDR.max(PAGE_SIZE);
-        let search = |l: u64| {
-            self.mm
-                .vmas
-                .unmapped_area_topdown(l, low, self.mm.mmap_base, 0, 0)
-        };
+        let search = |l: u64| self.mm.vmas.unmapped_area_topdown(l, low, self.mm.mmap_base, 0, 0);
         match placement {
             // shmem_get_unmapped_area: a plain search, then THP alignment by the shmem rules;
             // a hint that was free is kept as it is.
@@ -176,13 +147,7 @@ impl Kernel {
     }
 
     /// `mmap` of any backing the model knows.
-    pub fn do_mmap_backed(
-        &mut self,
-        len: u64,
-        prot_flags: u32,
-        placement: MmapPlacement,
-        backing: MapBacking,
-    ) -> Result<u64, Errno> {
+    pub fn do_mmap_backed(&mut self, len: u64, prot_flags: u32, placement: MmapPlacement, backing: MapBacking) -> Result<u64, Errno> {
         let addr = self.mmap_placement(len, placement, backing)?;
         let len = len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
         let (ino, pgoff) = match backing {
@@ -196,14 +161,7 @@ impl Kernel {
                 return Ok(addr);
             }
             MapBacking::Special => {
-                self.mm.vmas.insert(Vma {
-                    start: addr,
-                    end: addr + len,
-                    flags: prot_flags | vm::SPECIAL,
-                    anon_vma: 0,
-                    file: 0,
-                    pgoff: 0,
-                });
+                self.mm.vmas.insert(Vma { start: addr, end: addr + len, flags: prot_flags | vm::SPECIAL, anon_vma: 0, file: 0, pgoff: 0 });
                 self.mm.vma_cache = None;
                 return Ok(addr);
             }
@@ -222,14 +180,7 @@ impl Kernel {
         if !self.shmem_inode(ino).linked {
             flags |= vm::ANON_SHMEM;
         }
-        self.mm.vmas.insert(Vma {
-            start: addr,
-            end: addr + len,
-            flags,
-            anon_vma: 0,
-            file: ino + 1,
-            pgoff,
-        });
+        self.mm.vmas.insert(Vma { start: addr, end: addr + len, flags, anon_vma: 0, file: ino + 1, pgoff });
         self.mm.vmas.try_merge(addr);
         self.mm.vma_cache = None;
         // __mmap_region: khugepaged_enter_vma on the new (or merged) VMA; a shmem VMA needs no
@@ -243,14 +194,7 @@ impl Kernel {
 
     /// Insert a fresh VMA and merge it with its neighbours (`vma_merge_new_range`).
     fn insert_anon_vma(&mut self, start: u64, end: u64, flags: u32) {
-        self.mm.vmas.insert(Vma {
-            start,
-            end,
-            flags,
-            anon_vma: 0,
-            file: 0,
-            pgoff: 0,
-        });
+        self.mm.vmas.insert(Vma { start, end, flags, anon_vma: 0, file: 0, pgoff: 0 });
         self.mm.vmas.try_merge(start);
         self.mm.vma_cache = None;
     }
@@ -260,9 +204,7 @@ impl Kernel {
         if addr % PAGE_SIZE != 0 || len == 0 {
             return Err(Errno::EINVAL);
         }
-        let end = addr
-            .checked_add(len.div_ceil(PAGE_SIZE) * PAGE_SIZE)
-            .ok_or(Errno::EINVAL)?;
+        let end = addr.checked_add(len.div_ceil(PAGE_SIZE) * PAGE_SIZE).ok_or(Errno::EINVAL)?;
         if end > TASK_SIZE {
             return Err(Errno::EINVAL);
         }
@@ -324,13 +266,7 @@ impl Kernel {
     /// `mremap(old, old_len, new_len, flags, new)` that the kernel answered with `result`:
     /// shrink, grow in place, or move the page tables (`move_page_tables`: whole huge PMDs when
     /// both ends are PMD-aligned, otherwise the PMD is split and PTEs move one by one).
-    pub fn do_mremap(
-        &mut self,
-        old: u64,
-        old_len: u64,
-        new_len: u64,
-        result: u64,
-    ) -> Result<(), Errno> {
+    pub fn do_mremap(&mut self, old: u64, old_len: u64, new_len: u64, result: u64) -> Result<(), Errno> {
         let old_len = old_len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
         let new_len = new_len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
         let v = self.mm.vmas.find(old).ok_or(Errno::EINVAL)?;
@@ -343,19 +279,8 @@ impl Kernel {
         if result == old {
             if new_len > old_len {
                 self.split_vmas_at(old, old + old_len);
-                let tail = Vma {
-                    start: old + old_len,
-                    end: old + new_len,
-                    ..v
-                };
-                let tail = Vma {
-                    pgoff: if v.file != 0 {
-                        v.pgoff + (tail.start - v.start) / PAGE_SIZE
-                    } else {
-                        0
-                    },
-                    ..tail
-                };
+                let tail = Vma { start: old + old_len, end: old + new_len, ..v };
+                let tail = Vma { pgoff: if v.file != 0 { v.pgoff + (tail.start - v.start) / PAGE_SIZE } else { 0 }, ..tail };
                 if !self.mm.vmas.intersecting(tail.start, tail.end).is_empty() {
                     return Err(Errno::ENOMEM);
                 }
@@ -374,12 +299,7 @@ impl Kernel {
         self.split_vmas_at(old, old + moved);
         let src = self.mm.vmas.find(old).ok_or(Errno::EINVAL)?;
         let pgoff = if src.file != 0 { src.pgoff } else { 0 };
-        self.mm.vmas.insert(Vma {
-            start: result,
-            end: result + new_len,
-            pgoff,
-            ..src
-        });
+        self.mm.vmas.insert(Vma { start: result, end: result + new_len, pgoff, ..src });
         self.mm.vma_cache = None;
         self.move_page_tables(old, result, moved)?;
         // The old range now maps nothing: drop its VMAs and page tables.
@@ -403,9 +323,7 @@ impl Kernel {
         let mut off = 0;
         while off < len {
             let (o, n) = (old + off, new + off);
-            let extent = (PMD_SIZE - o % PMD_SIZE)
-                .min(PMD_SIZE - n % PMD_SIZE)
-                .min(len - off);
+            let extent = (PMD_SIZE - o % PMD_SIZE).min(PMD_SIZE - n % PMD_SIZE).min(len - off);
             let Some(ot) = self.mm.pt.pmd_table(Vaddr(o)) else {
                 off += extent;
                 continue;
@@ -442,10 +360,7 @@ impl Kernel {
                             }
                         };
                         for k in 0..extent / PAGE_SIZE {
-                            let (os, ns) = (
-                                Vaddr(o + k * PAGE_SIZE).pte_index(),
-                                Vaddr(n + k * PAGE_SIZE).pte_index(),
-                            );
+                            let (os, ns) = (Vaddr(o + k * PAGE_SIZE).pte_index(), Vaddr(n + k * PAGE_SIZE).pte_index());
                             let e = self.mm.pt.pte(oi, os);
                             self.mm.pt.set_pte(oi, os, 0);
                             self.mm.pt.set_pte(ni, ns, e);

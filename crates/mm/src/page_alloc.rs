@@ -169,18 +169,10 @@ impl Zone {
             folio_meta,
             links: Vec::new(),
             free_slots: Vec::new(),
-            free_area: [FreeArea {
-                head: NIL,
-                tail: NIL,
-                nr_free: 0,
-            }; MAX_PAGE_ORDER as usize + 1],
+            free_area: [FreeArea { head: NIL, tail: NIL, nr_free: 0 }; MAX_PAGE_ORDER as usize + 1],
             nr_free: 0,
             managed: nr_pages as u64,
-            wmark: Watermarks {
-                min,
-                low: min + scaled,
-                high: min + 2 * scaled,
-            },
+            wmark: Watermarks { min, low: min + scaled, high: min + 2 * scaled },
             reserved: 0,
             wild_next: 0,
             wild_end: nr_pages & !((1 << MAX_PAGE_ORDER) - 1),
@@ -287,12 +279,7 @@ impl Zone {
         }
         fa.nr_free += 1;
         let slot = self.new_link(next, prev);
-        self.mem_map[pfn.idx()] = Page {
-            flags: pg::BUDDY,
-            order: order.0,
-            mapcount: slot,
-            ..Default::default()
-        };
+        self.mem_map[pfn.idx()] = Page { flags: pg::BUDDY, order: order.0, mapcount: slot, ..Default::default() };
         if next != NIL {
             let s = self.link_slot(next);
             self.links[s][1] = pfn.0;
@@ -354,10 +341,7 @@ impl Zone {
     /// The folio fields of a large folio (never of an order-0 one, which has none).
     #[inline]
     pub(crate) fn folio_meta_mut(&mut self, head: Pfn) -> &mut FolioMeta {
-        debug_assert!(
-            self.mem_map[head.idx()].order > 0,
-            "order-0 folio {head:?} has no folio fields"
-        );
+        debug_assert!(self.mem_map[head.idx()].order > 0, "order-0 folio {head:?} has no folio fields");
         &mut self.folio_meta[head.idx() >> 1]
     }
 
@@ -367,8 +351,7 @@ impl Zone {
         if free_after <= self.wmark.min as i64 {
             return false;
         }
-        self.wild_blocks() > 0
-            || (order.0..=MAX_PAGE_ORDER).any(|o| self.free_area[o as usize].nr_free > 0)
+        self.wild_blocks() > 0 || (order.0..=MAX_PAGE_ORDER).any(|o| self.free_area[o as usize].nr_free > 0)
     }
 
     /// Allocate a block of `order`: `get_page_from_freelist` → `rmqueue` →
@@ -551,12 +534,7 @@ impl Zone {
 
     /// Free blocks of `order` (`area->nr_free`), never-used MAX_PAGE_ORDER blocks included.
     pub(crate) fn nr_free_blocks(&self, order: Order) -> u32 {
-        self.free_area[order.0 as usize].nr_free
-            + if order.0 == MAX_PAGE_ORDER {
-                self.wild_blocks()
-            } else {
-                0
-            }
+        self.free_area[order.0 as usize].nr_free + if order.0 == MAX_PAGE_ORDER { self.wild_blocks() } else { 0 }
     }
 
     /// `page_reporting_drain` of one block that was isolated and reported: back on its list at
@@ -583,11 +561,7 @@ impl Zone {
                 v.push((p, o));
             }
         }
-        v.extend(
-            (self.wild_next..self.wild_end)
-                .step_by(1 << MAX_PAGE_ORDER)
-                .map(|p| (p, MAX_PAGE_ORDER)),
-        );
+        v.extend((self.wild_next..self.wild_end).step_by(1 << MAX_PAGE_ORDER).map(|p| (p, MAX_PAGE_ORDER)));
         v
     }
 
@@ -599,10 +573,7 @@ impl Zone {
     /// `mem_map` for them): they are the frames neither free nor in a folio, `seed_held` of them.
     /// Returns how many.
     pub(crate) fn seed_free_areas(&mut self, free: &[u64]) -> u64 {
-        assert!(
-            self.wild_next == 0 && self.pcp.is_empty(),
-            "free areas are seeded at boot, before any allocation"
-        );
+        assert!(self.wild_next == 0 && self.pcp.is_empty(), "free areas are seeded at boot, before any allocation");
         let n = self.nr_pages();
         // Take everything off the lists: the boot tail blocks, and the never-used blocks.
         for o in 0..=MAX_PAGE_ORDER {
@@ -613,24 +584,9 @@ impl Zone {
         }
         self.wild_next = self.wild_end;
         self.nr_free = 0;
-        let span = |o: usize| {
-            if o as u8 == MAX_PAGE_ORDER {
-                1u64 << o
-            } else {
-                2u64 << o
-            }
-        };
-        let needed: u64 = free
-            .iter()
-            .enumerate()
-            .take(MAX_PAGE_ORDER as usize + 1)
-            .map(|(o, &c)| c * span(o))
-            .sum();
-        let scale = if needed > n as u64 {
-            n as f64 / needed as f64
-        } else {
-            1.0
-        };
+        let span = |o: usize| if o as u8 == MAX_PAGE_ORDER { 1u64 << o } else { 2u64 << o };
+        let needed: u64 = free.iter().enumerate().take(MAX_PAGE_ORDER as usize + 1).map(|(o, &c)| c * span(o)).sum();
+        let scale = if needed > n as u64 { n as f64 / needed as f64 } else { 1.0 };
         let count = |o: usize| (free.get(o).copied().unwrap_or(0) as f64 * scale) as u64;
         let mut held = 0u64;
         let mut cur = 0u32;
@@ -640,11 +596,7 @@ impl Zone {
         // Below them, largest first, so that every block is aligned to its order and its buddy's.
         for o in (0..MAX_PAGE_ORDER as usize).rev() {
             for _ in 0..count(o) {
-                if cur as u64
-                    + span(o)
-                    + count(MAX_PAGE_ORDER as usize) * span(MAX_PAGE_ORDER as usize)
-                    > top as u64
-                {
+                if cur as u64 + span(o) + count(MAX_PAGE_ORDER as usize) * span(MAX_PAGE_ORDER as usize) > top as u64 {
                     break;
                 }
                 self.add_to_free_list(Pfn(cur), Order(o as u8), false);
@@ -653,9 +605,7 @@ impl Zone {
                 cur += span(o) as u32;
             }
         }
-        let wild = (count(MAX_PAGE_ORDER as usize) << MAX_PAGE_ORDER).min((top - cur) as u64)
-            as u32
-            & !((1 << MAX_PAGE_ORDER) - 1);
+        let wild = (count(MAX_PAGE_ORDER as usize) << MAX_PAGE_ORDER).min((top - cur) as u64) as u32 & !((1 << MAX_PAGE_ORDER) - 1);
         self.wild_next = top - wild;
         self.nr_free += wild as u64;
         held += (self.wild_next - cur) as u64 + (n - top) as u64;
@@ -702,10 +652,8 @@ impl Zone {
 
     /// Every free block as (pfn, order), for invariant checks.
     pub(crate) fn free_blocks(&self) -> Vec<(u32, u8)> {
-        let mut v: Vec<(u32, u8)> = (self.wild_next..self.wild_end)
-            .step_by(1 << MAX_PAGE_ORDER)
-            .map(|p| (p, MAX_PAGE_ORDER))
-            .collect();
+        let mut v: Vec<(u32, u8)> =
+            (self.wild_next..self.wild_end).step_by(1 << MAX_PAGE_ORDER).map(|p| (p, MAX_PAGE_ORDER)).collect();
         for (o, fa) in self.free_area.iter().enumerate() {
             let mut cur = fa.head;
             let mut last = NIL;
@@ -715,19 +663,10 @@ impl Zone {
                 last = cur;
                 cur = self.links[self.link_slot(cur)][0];
                 n += 1;
-                assert!(
-                    n <= fa.nr_free,
-                    "free list of order {o} is longer than nr_free"
-                );
+                assert!(n <= fa.nr_free, "free list of order {o} is longer than nr_free");
             }
-            assert_eq!(
-                n, fa.nr_free,
-                "free list of order {o} disagrees with nr_free"
-            );
-            assert_eq!(
-                last, fa.tail,
-                "free list of order {o} ends elsewhere than its tail"
-            );
+            assert_eq!(n, fa.nr_free, "free list of order {o} disagrees with nr_free");
+            assert_eq!(last, fa.tail, "free list of order {o} ends elsewhere than its tail");
         }
         v
     }
@@ -788,13 +727,13 @@ mod tests {
                 }
             }
             let mut b = Zone {
-                mem_map: a.mem_map.clone(),
-                links: a.links.clone(),
-                free_slots: a.free_slots.clone(),
-                free_area: a.free_area,
-                pcp: VecDeque::new(),
-                ..a.shallow()
-            };
+            mem_map: a.mem_map.clone(),
+            links: a.links.clone(),
+            free_slots: a.free_slots.clone(),
+            free_area: a.free_area,
+            pcp: VecDeque::new(),
+            ..a.shallow()
+        };
             a.rmqueue_bulk(n);
             for _ in 0..n {
                 match b.rmqueue_smallest(Order(0)) {

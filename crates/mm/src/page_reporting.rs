@@ -66,12 +66,7 @@ pub struct Host {
 impl Host {
     /// A host that backs every frame.
     pub(crate) fn new(nr_pages: u32, order: Order) -> Host {
-        Host {
-            unbacked: vec![0; (nr_pages as usize).div_ceil(64)],
-            order,
-            requested: false,
-            stats: HostStats::default(),
-        }
+        Host { unbacked: vec![0; (nr_pages as usize).div_ceil(64)], order, requested: false, stats: HostStats::default() }
     }
 
     /// The host drops its backing of `[pfn, pfn + n)`.
@@ -104,11 +99,7 @@ impl Host {
         while p < end {
             let bit = p % 64;
             let take = (64 - bit).min(end - p);
-            let mask = if take == 64 {
-                !0
-            } else {
-                ((1u64 << take) - 1) << bit
-            };
+            let mask = if take == 64 { !0 } else { ((1u64 << take) - 1) << bit };
             f(&mut self.unbacked[p / 64], mask);
             p += take;
         }
@@ -116,9 +107,7 @@ impl Host {
 
     /// Frames the host does not back, in `[pfn, pfn + n)` (tests).
     pub fn unbacked_in(&self, pfn: u32, n: u32) -> u64 {
-        (pfn..pfn + n)
-            .filter(|&p| self.unbacked[p as usize / 64] >> (p % 64) & 1 == 1)
-            .count() as u64
+        (pfn..pfn + n).filter(|&p| self.unbacked[p as usize / 64] >> (p % 64) & 1 == 1).count() as u64
     }
 }
 
@@ -151,15 +140,9 @@ impl Zone {
         // Blocks already in the scatterlist from lower orders.
         let mut carry = 0u64;
         for o in order.0..=MAX_PAGE_ORDER {
-            let budget =
-                (self.nr_free_blocks(Order(o)) as u64).div_ceil(PAGE_REPORTING_CAPACITY * 16);
+            let budget = (self.nr_free_blocks(Order(o)) as u64).div_ceil(PAGE_REPORTING_CAPACITY * 16);
             let limit = ((budget + 1) * PAGE_REPORTING_CAPACITY).saturating_sub(carry);
-            let mut take: Vec<u32> = self
-                .free_list(Order(o))
-                .filter(|&(_, reported)| !reported)
-                .map(|(p, _)| p)
-                .take(limit as usize + 1)
-                .collect();
+            let mut take: Vec<u32> = self.free_list(Order(o)).filter(|&(_, reported)| !reported).map(|(p, _)| p).take(limit as usize + 1).collect();
             if take.len() as u64 > limit {
                 take.truncate(limit as usize);
                 again = true;
@@ -200,14 +183,7 @@ mod tests {
     const PMD: Order = Order(9);
 
     fn kernel(mem_mib: u64) -> Kernel {
-        Kernel::boot(
-            &BootParams {
-                mem_bytes: mem_mib << 20,
-                min_free_kbytes: 1024,
-                ..Default::default()
-            },
-            &ThpSettings::default(),
-        )
+        Kernel::boot(&BootParams { mem_bytes: mem_mib << 20, min_free_kbytes: 1024, ..Default::default() }, &ThpSettings::default())
     }
 
     #[test]
@@ -279,13 +255,7 @@ mod tests {
         k.zone.free_pages(again, PMD);
         // Order 9 holds 35 blocks: budget ⌈35/512⌉ = 1, so up to 2 batches of 32: 35 reported.
         let pass = k.page_reporting_process();
-        assert_eq!(
-            pass,
-            ReportPass {
-                blocks: 35,
-                pages: 35 * 512
-            }
-        );
+        assert_eq!(pass, ReportPass { blocks: 35, pages: 35 * 512 });
         assert!(!k.page_reporting_requested());
         // Now a THP from order 9 comes from a reported block: 512 host faults.
         let p = k.zone.alloc_pages(PMD).unwrap();

@@ -50,11 +50,7 @@ impl Kernel {
 
     /// The census of every VMA the model backs.
     pub fn census_of_all(&self) -> CensusReport {
-        let ranges: Vec<(u64, u64)> = self
-            .vmas()
-            .filter(|v| v.is_modelled())
-            .map(|v| (v.start, v.end))
-            .collect();
+        let ranges: Vec<(u64, u64)> = self.vmas().filter(|v| v.is_modelled()).map(|v| (v.start, v.end)).collect();
         self.census(&ranges)
     }
 

@@ -72,9 +72,7 @@ impl Chunk {
         if p == 0 {
             return 0;
         }
-        let bits = (((self.young >> j) & 1) as Pte) << 2
-            | (((self.dirty >> j) & 1) as Pte) << 3
-            | (((self.write >> j) & 1) as Pte) << 4;
+        let bits = (((self.young >> j) & 1) as Pte) << 2 | (((self.dirty >> j) & 1) as Pte) << 3 | (((self.write >> j) & 1) as Pte) << 4;
         if p == ZERO_MARK {
             ZERO_PTE | bits
         } else {
@@ -90,11 +88,7 @@ impl Chunk {
         } else if pte & PTE_ZERO != 0 {
             ZERO_MARK
         } else {
-            debug_assert!(
-                pte_pfn(pte).0 < u32::MAX - 1,
-                "PFN {:#x} does not fit a PTE",
-                pte_pfn(pte).0
-            );
+            debug_assert!(pte_pfn(pte).0 < u32::MAX - 1, "PFN {:#x} does not fit a PTE", pte_pfn(pte).0);
             pte_pfn(pte).0 + 1
         };
         let bit = |flag: Pte| if pte & flag != 0 { m } else { 0 };
@@ -119,12 +113,7 @@ struct PteTable {
 pub(crate) enum Pmd {
     None,
     Table(u32),
-    Huge {
-        pfn: Pfn,
-        young: bool,
-        dirty: bool,
-        write: bool,
-    },
+    Huge { pfn: Pfn, young: bool, dirty: bool, write: bool },
     HugeZero,
 }
 
@@ -133,16 +122,8 @@ impl Pmd {
         match self {
             Pmd::None => 0,
             Pmd::Table(i) => 1 | ((i as u64) << 2),
-            Pmd::Huge {
-                pfn,
-                young,
-                dirty,
-                write,
-            } => {
-                2 | ((young as u64) << 2)
-                    | ((dirty as u64) << 3)
-                    | ((write as u64) << 4)
-                    | ((pfn.0 as u64) << 8)
+            Pmd::Huge { pfn, young, dirty, write } => {
+                2 | ((young as u64) << 2) | ((dirty as u64) << 3) | ((write as u64) << 4) | ((pfn.0 as u64) << 8)
             }
             Pmd::HugeZero => 3,
         }
@@ -151,12 +132,7 @@ impl Pmd {
         match v & 3 {
             0 => Pmd::None,
             1 => Pmd::Table((v >> 2) as u32),
-            2 => Pmd::Huge {
-                pfn: Pfn((v >> 8) as u32),
-                young: v & 4 != 0,
-                dirty: v & 8 != 0,
-                write: v & 16 != 0,
-            },
+            2 => Pmd::Huge { pfn: Pfn((v >> 8) as u32), young: v & 4 != 0, dirty: v & 8 != 0, write: v & 16 != 0 },
             _ => Pmd::HugeZero,
         }
     }
@@ -168,6 +144,7 @@ pub(crate) struct PmdTable {
     deposit: Box<[u32; 512]>,
     pub frame: Pfn,
 }
+
 
 /// All page tables of one mm.
 #[derive(Default)]
@@ -210,11 +187,7 @@ impl PageTables {
 
     /// `__pmd_alloc`: install a PMD table whose page is `frame`.
     pub fn install_pmd_table(&mut self, addr: Vaddr, frame: Pfn) -> u32 {
-        let t = PmdTable {
-            entries: Box::new([0; 512]),
-            deposit: Box::new([NO_TABLE; 512]),
-            frame,
-        };
+        let t = PmdTable { entries: Box::new([0; 512]), deposit: Box::new([NO_TABLE; 512]), frame };
         let idx = match self.free_pmd.pop() {
             Some(i) => {
                 self.pmd_tables[i as usize] = Some(t);
@@ -233,9 +206,7 @@ impl PageTables {
     /// Remove the PMD table of the 1 GiB block at `key`; returns its frame.
     pub fn remove_pmd_table(&mut self, key: u64) -> Pfn {
         let idx = self.puds.remove(&key).expect("PUD entry present");
-        let t = self.pmd_tables[idx as usize]
-            .take()
-            .expect("live PMD table");
+        let t = self.pmd_tables[idx as usize].take().expect("live PMD table");
         self.free_pmd.push(idx);
         self.last_pud = None;
         t.frame
@@ -243,40 +214,29 @@ impl PageTables {
 
     #[inline]
     pub fn pmd(&self, table: u32, addr: Vaddr) -> Pmd {
-        let t = self.pmd_tables[table as usize]
-            .as_ref()
-            .expect("live PMD table");
+        let t = self.pmd_tables[table as usize].as_ref().expect("live PMD table");
         Pmd::decode(t.entries[addr.pmd_index()])
     }
 
     pub fn set_pmd(&mut self, table: u32, addr: Vaddr, pmd: Pmd) {
-        let t = self.pmd_tables[table as usize]
-            .as_mut()
-            .expect("live PMD table");
+        let t = self.pmd_tables[table as usize].as_mut().expect("live PMD table");
         t.entries[addr.pmd_index()] = pmd.encode();
     }
 
     pub fn deposit(&mut self, table: u32, addr: Vaddr, pte_table: u32) {
-        let t = self.pmd_tables[table as usize]
-            .as_mut()
-            .expect("live PMD table");
+        let t = self.pmd_tables[table as usize].as_mut().expect("live PMD table");
         debug_assert_eq!(t.deposit[addr.pmd_index()], NO_TABLE);
         t.deposit[addr.pmd_index()] = pte_table;
     }
 
     pub fn withdraw(&mut self, table: u32, addr: Vaddr) -> u32 {
-        let t = self.pmd_tables[table as usize]
-            .as_mut()
-            .expect("live PMD table");
+        let t = self.pmd_tables[table as usize].as_mut().expect("live PMD table");
         std::mem::replace(&mut t.deposit[addr.pmd_index()], NO_TABLE)
     }
 
     /// A new, empty PTE table whose page is `frame` (not yet linked anywhere).
     pub fn new_pte_table(&mut self, frame: Pfn) -> u32 {
-        let t = PteTable {
-            frame: frame.0,
-            chunks: [NO_CHUNK; CHUNKS],
-        };
+        let t = PteTable { frame: frame.0, chunks: [NO_CHUNK; CHUNKS] };
         match self.free_pte.pop() {
             Some(i) => {
                 self.pte_tables[i as usize] = t;
@@ -292,13 +252,7 @@ impl PageTables {
     /// Drop a PTE table; returns its frame for the allocator. Its chunks go back to the arena,
     /// zeroed for reuse.
     pub fn free_pte_table(&mut self, idx: u32) -> Pfn {
-        let t = std::mem::replace(
-            &mut self.pte_tables[idx as usize],
-            PteTable {
-                frame: NO_FRAME,
-                chunks: [NO_CHUNK; CHUNKS],
-            },
-        );
+        let t = std::mem::replace(&mut self.pte_tables[idx as usize], PteTable { frame: NO_FRAME, chunks: [NO_CHUNK; CHUNKS] });
         debug_assert_ne!(t.frame, NO_FRAME, "free of a free PTE table");
         for c in t.chunks {
             if c != NO_CHUNK {
@@ -356,35 +310,24 @@ impl PageTables {
 
     /// The entries of PTE table `idx` in `range` that are not none, as (index, entry), skipping
     /// chunks never written.
-    pub fn present_ptes(
-        &self,
-        idx: u32,
-        range: std::ops::Range<usize>,
-    ) -> impl Iterator<Item = (usize, Pte)> + '_ {
+    pub fn present_ptes(&self, idx: u32, range: std::ops::Range<usize>) -> impl Iterator<Item = (usize, Pte)> + '_ {
         let chunks = self.pte_tables[idx as usize].chunks;
         let arena = &self.chunk_arena;
-        (range.start / CHUNK..range.end.div_ceil(CHUNK))
-            .filter(move |&k| chunks[k] != NO_CHUNK)
-            .flat_map(move |k| {
-                let chunk = &arena[chunks[k] as usize];
-                let lo = (k * CHUNK).max(range.start);
-                let hi = ((k + 1) * CHUNK).min(range.end);
-                (lo..hi).filter_map(move |i| {
-                    let e = chunk.get(i % CHUNK);
-                    (e != 0).then_some((i, e))
-                })
+        (range.start / CHUNK..range.end.div_ceil(CHUNK)).filter(move |&k| chunks[k] != NO_CHUNK).flat_map(move |k| {
+            let chunk = &arena[chunks[k] as usize];
+            let lo = (k * CHUNK).max(range.start);
+            let hi = ((k + 1) * CHUNK).min(range.end);
+            (lo..hi).filter_map(move |i| {
+                let e = chunk.get(i % CHUNK);
+                (e != 0).then_some((i, e))
             })
+        })
     }
 
     /// `f(index, entry)` for the entries of PTE table `idx` in `range` that are not none, in
     /// order, skipping chunks never written (the census walk: a plain loop, no iterator chain).
     #[inline]
-    pub fn for_each_present(
-        &self,
-        idx: u32,
-        range: std::ops::Range<usize>,
-        mut f: impl FnMut(usize, Pte),
-    ) {
+    pub fn for_each_present(&self, idx: u32, range: std::ops::Range<usize>, mut f: impl FnMut(usize, Pte)) {
         let chunks = &self.pte_tables[idx as usize].chunks;
         for k in range.start / CHUNK..range.end.div_ceil(CHUNK) {
             let c = chunks[k];
@@ -404,20 +347,10 @@ impl PageTables {
 
     /// Every entry of PTE table `idx`, a chunk at a time.
     pub fn all_ptes(&self, idx: u32) -> impl Iterator<Item = Pte> + '_ {
-        const NONE: Chunk = Chunk {
-            pfn1: [0; CHUNK],
-            young: 0,
-            dirty: 0,
-            write: 0,
-            _pad: 0,
-        };
+        const NONE: Chunk = Chunk { pfn1: [0; CHUNK], young: 0, dirty: 0, write: 0, _pad: 0 };
         let chunks = self.pte_tables[idx as usize].chunks;
         chunks.into_iter().flat_map(move |c| {
-            let chunk = if c == NO_CHUNK {
-                &NONE
-            } else {
-                &self.chunk_arena[c as usize]
-            };
+            let chunk = if c == NO_CHUNK { &NONE } else { &self.chunk_arena[c as usize] };
             (0..CHUNK).map(move |j| chunk.get(j))
         })
     }
@@ -429,11 +362,7 @@ impl PageTables {
         while i < range.end {
             let stop = ((i / CHUNK + 1) * CHUNK).min(range.end);
             let c = t.chunks[i / CHUNK];
-            if c != NO_CHUNK
-                && self.chunk_arena[c as usize].pfn1[i % CHUNK..(stop - 1) % CHUNK + 1]
-                    .iter()
-                    .any(|&p| p != 0)
-            {
+            if c != NO_CHUNK && self.chunk_arena[c as usize].pfn1[i % CHUNK..(stop - 1) % CHUNK + 1].iter().any(|&p| p != 0) {
                 return false;
             }
             i = stop;
@@ -460,18 +389,15 @@ impl PageTables {
         if first > last {
             return Vec::new();
         }
-        self.puds
-            .range(first..=last)
-            .map(|(k, v)| (*k, *v))
-            .collect()
+        self.puds.range(first..=last).map(|(k, v)| (*k, *v)).collect()
     }
 
+
+
     pub fn deposited(&self, table: u32, slot: usize) -> u32 {
-        self.pmd_tables[table as usize]
-            .as_ref()
-            .expect("live PMD table")
-            .deposit[slot]
+        self.pmd_tables[table as usize].as_ref().expect("live PMD table").deposit[slot]
     }
+
 
     /// Host bytes the page tables use (for the memory benchmark): the PMD tables, the PTE
     /// table headers and the chunks ever allocated (the arena's length, not its capacity: the
@@ -493,10 +419,7 @@ mod tests {
         for pfn in [0, (1 << 26) - 1, 1 << 27, (1 << 30) - 1, u32::MAX - 2] {
             let e = mk_pte(Pfn(pfn), PTE_WRITE | PTE_DIRTY);
             assert_eq!(pte_pfn(e), Pfn(pfn));
-            assert_eq!(
-                e & (PTE_PRESENT | PTE_ZERO | PTE_YOUNG | PTE_DIRTY | PTE_WRITE),
-                PTE_PRESENT | PTE_DIRTY | PTE_WRITE
-            );
+            assert_eq!(e & (PTE_PRESENT | PTE_ZERO | PTE_YOUNG | PTE_DIRTY | PTE_WRITE), PTE_PRESENT | PTE_DIRTY | PTE_WRITE);
         }
         let mut pt = PageTables::default();
         let t = pt.new_pte_table(Pfn(7));
@@ -507,18 +430,12 @@ mod tests {
         assert_eq!(pte_pfn(pt.pte(t, 300)), Pfn(1 << 29));
         assert!(pt.ptes_none(t, 0..300) && pt.ptes_none(t, 301..512) && !pt.ptes_none(t, 290..310));
         assert_eq!(pt.all_ptes(t).filter(|&e| e != 0).count(), 1);
-        assert_eq!(
-            pt.present_ptes(t, 0..512).collect::<Vec<_>>(),
-            vec![(300, pt.pte(t, 300))]
-        );
+        assert_eq!(pt.present_ptes(t, 0..512).collect::<Vec<_>>(), vec![(300, pt.pte(t, 300))]);
         let mut seen = Vec::new();
         pt.for_each_present(t, 290..512, |i, e| seen.push((i, e)));
         assert_eq!(seen, vec![(300, pt.pte(t, 300))]);
         pt.for_each_present(t, 301..512, |i, _| panic!("entry {i} is none"));
-        assert_eq!(
-            pt.present_ptes(t, 290..300).count() + pt.present_ptes(t, 301..310).count(),
-            0
-        );
+        assert_eq!(pt.present_ptes(t, 290..300).count() + pt.present_ptes(t, 301..310).count(), 0);
         assert_eq!(pt.free_pte_table(t), Pfn(7));
         let u = pt.new_pte_table(Pfn(8));
         assert!(pt.ptes_none(u, 0..512), "a reused chunk comes back zeroed");
@@ -526,23 +443,14 @@ mod tests {
         assert_eq!(pt.chunk_arena.len(), 1, "the freed chunk is reused");
         assert_eq!(pt.pte(u, 0), ZERO_PTE);
         // Every flag combination survives the 36-bit storage, entry by entry.
-        for (i, pte) in [
-            mk_pte(Pfn(0), 0),
-            mk_pte(Pfn(5), PTE_YOUNG),
-            mk_pte(Pfn((1 << 30) - 1), PTE_DIRTY | PTE_WRITE),
-            ZERO_PTE | PTE_YOUNG,
-        ]
-        .into_iter()
-        .enumerate()
+        for (i, pte) in [mk_pte(Pfn(0), 0), mk_pte(Pfn(5), PTE_YOUNG), mk_pte(Pfn((1 << 30) - 1), PTE_DIRTY | PTE_WRITE), ZERO_PTE | PTE_YOUNG]
+            .into_iter()
+            .enumerate()
         {
             pt.set_pte(u, 17 + i, pte);
             assert_eq!(pt.pte(u, 17 + i), pte, "entry {i}");
         }
         pt.set_pte(u, 18, 0);
-        assert_eq!(
-            (pt.pte(u, 18), pt.pte(u, 19)),
-            (0, mk_pte(Pfn((1 << 30) - 1), PTE_DIRTY | PTE_WRITE)),
-            "clearing one entry keeps its neighbours"
-        );
+        assert_eq!((pt.pte(u, 18), pt.pte(u, 19)), (0, mk_pte(Pfn((1 << 30) - 1), PTE_DIRTY | PTE_WRITE)), "clearing one entry keeps its neighbours");
     }
 }

@@ -14,9 +14,7 @@ use mm_types::{Order, Orders, Pfn, PAGE_SIZE, PMD_ORDER};
 use uapi::settings::{ShmemEnabled, ShmemSizeEnabled};
 use uapi::{MthpStat, VmEvent};
 
-use crate::huge_memory::{
-    dropped, thp_vma_suitable_order, vma_thp_disabled, Refusal, RefusalSink, TvaType,
-};
+use crate::huge_memory::{dropped, thp_vma_suitable_order, vma_thp_disabled, Refusal, RefusalSink, TvaType};
 use crate::page_alloc::pg;
 use crate::vma::{vm, Vma};
 use crate::{Errno, Kernel, MmFlags};
@@ -117,11 +115,7 @@ impl Kernel {
 
     /// A new shmem file on `sb` (`shmem_get_inode`); `linked` for files with a name.
     pub fn shmem_create(&mut self, sb: SbId, linked: bool) -> InodeId {
-        self.shmem.inodes.push(ShmemInode {
-            sb,
-            linked,
-            ..Default::default()
-        });
+        self.shmem.inodes.push(ShmemInode { sb, linked, ..Default::default() });
         (self.shmem.inodes.len() - 1) as InodeId
     }
 
@@ -136,40 +130,17 @@ impl Kernel {
     /// What the order rules need to know about an inode.
     pub(crate) fn inode_facts(&self, ino: InodeId) -> ShmemInodeFacts {
         let inode = &self.shmem.inodes[ino as usize];
-        ShmemInodeFacts {
-            sb_huge: self.sb_huge(inode.sb),
-            i_size: inode.i_size,
-        }
+        ShmemInodeFacts { sb_huge: self.sb_huge(inode.sb), i_size: inode.i_size }
     }
 
     /// `shmem_allowable_huge_orders`.
-    pub(crate) fn shmem_allowable_huge_orders(
-        &self,
-        ino: InodeId,
-        vma: Option<&Vma>,
-        index: u64,
-        write_end: u64,
-    ) -> Orders {
-        shmem_allowable_huge_orders(
-            &self.settings,
-            &self.mm.flags,
-            self.inode_facts(ino),
-            vma,
-            index,
-            write_end,
-            &mut (),
-        )
+    pub(crate) fn shmem_allowable_huge_orders(&self, ino: InodeId, vma: Option<&Vma>, index: u64, write_end: u64) -> Orders {
+        shmem_allowable_huge_orders(&self.settings, &self.mm.flags, self.inode_facts(ino), vma, index, write_end, &mut ())
     }
 
     /// `shmem_suitable_orders`: VMA geometry (file alignment included), then the highest order
     /// whose aligned index range has no page-cache entry.
-    fn shmem_suitable_orders(
-        &self,
-        ino: InodeId,
-        vma: Option<(&Vma, u64)>,
-        index: u64,
-        orders: Orders,
-    ) -> Orders {
+    fn shmem_suitable_orders(&self, ino: InodeId, vma: Option<(&Vma, u64)>, index: u64, orders: Orders) -> Orders {
         let mut o = orders;
         if let Some((v, addr)) = vma {
             o = file_vma_suitable_orders(v, addr, o);
@@ -188,22 +159,11 @@ impl Kernel {
 
     /// `shmem_get_folio_gfp`: the folio at `index`, allocated (largest allowed order first) if
     /// absent. Returns the folio's start index and head, or None when even order 0 fails.
-    pub(crate) fn shmem_get_folio(
-        &mut self,
-        ino: InodeId,
-        index: u64,
-        write_end: u64,
-        sgp: Sgp,
-        vma: Option<(&Vma, u64)>,
-    ) -> Option<(u64, Pfn)> {
+    pub(crate) fn shmem_get_folio(&mut self, ino: InodeId, index: u64, write_end: u64, sgp: Sgp, vma: Option<(&Vma, u64)>) -> Option<(u64, Pfn)> {
         if let Some((start, f)) = self.shmem.inodes[ino as usize].lookup(index) {
             if sgp == Sgp::Cache && !f.uptodate {
                 // A fallocated folio is cleared and marked uptodate at its first fault.
-                self.shmem.inodes[ino as usize]
-                    .cache
-                    .get_mut(&start)
-                    .expect("entry")
-                    .uptodate = true;
+                self.shmem.inodes[ino as usize].cache.get_mut(&start).expect("entry").uptodate = true;
             }
             return Some((start, f.pfn));
         }
@@ -237,14 +197,7 @@ impl Kernel {
         let n = order.nr_pages() as u64;
         let start = index / n * n;
         self.zone.mem_map[pfn.idx()].flags |= pg::SHMEM;
-        self.shmem.inodes[ino as usize].cache.insert(
-            start,
-            CacheFolio {
-                pfn,
-                order: order.0,
-                uptodate: sgp == Sgp::Cache,
-            },
-        );
+        self.shmem.inodes[ino as usize].cache.insert(start, CacheFolio { pfn, order: order.0, uptodate: sgp == Sgp::Cache });
         self.shmem.owner.insert(pfn.0, (ino, start));
         Some((start, pfn))
     }
@@ -258,14 +211,7 @@ impl Kernel {
             }
             let pfn = self.alloc_folio(Order::BASE, false).ok_or(Errno::ENOMEM)?;
             self.zone.mem_map[pfn.idx()].flags |= pg::SHMEM;
-            self.shmem.inodes[ino as usize].cache.insert(
-                index,
-                CacheFolio {
-                    pfn,
-                    order: 0,
-                    uptodate: true,
-                },
-            );
+            self.shmem.inodes[ino as usize].cache.insert(index, CacheFolio { pfn, order: 0, uptodate: true });
             self.shmem.owner.insert(pfn.0, (ino, index));
         }
         let inode = &mut self.shmem.inodes[ino as usize];
@@ -276,13 +222,7 @@ impl Kernel {
     /// `ftruncate`: the model grows files; shrinking (truncating cached folios) is not modelled.
     pub fn shmem_ftruncate(&mut self, ino: InodeId, size: u64) -> Result<(), Errno> {
         let inode = &mut self.shmem.inodes[ino as usize];
-        if size < inode.i_size
-            && inode
-                .cache
-                .range(size.div_ceil(PAGE_SIZE)..)
-                .next()
-                .is_some()
-        {
+        if size < inode.i_size && inode.cache.range(size.div_ceil(PAGE_SIZE)..).next().is_some() {
             return Err(Errno::ENOSYS);
         }
         inode.i_size = size;
@@ -298,9 +238,7 @@ impl Kernel {
             let max = Order::PMD.size();
             let bytes = (max - pos % max).min(end - pos);
             let index = pos / PAGE_SIZE;
-            let (start, _) = self
-                .shmem_get_folio(ino, index, pos + bytes, Sgp::Write, None)
-                .ok_or(Errno::ENOMEM)?;
+            let (start, _) = self.shmem_get_folio(ino, index, pos + bytes, Sgp::Write, None).ok_or(Errno::ENOMEM)?;
             let inode = &mut self.shmem.inodes[ino as usize];
             let f = inode.cache.get_mut(&start).expect("entry");
             let folio_end = (start + (1u64 << f.order)) * PAGE_SIZE;
@@ -322,9 +260,7 @@ impl Kernel {
         let end = (offset + len).div_ceil(PAGE_SIZE);
         let mut index = offset / PAGE_SIZE;
         while index < end {
-            let (start, _) = self
-                .shmem_get_folio(ino, index, offset + len, Sgp::Falloc, None)
-                .ok_or(Errno::ENOMEM)?;
+            let (start, _) = self.shmem_get_folio(ino, index, offset + len, Sgp::Falloc, None).ok_or(Errno::ENOMEM)?;
             let order = self.shmem.inodes[ino as usize].cache[&start].order;
             index = start + (1u64 << order);
         }
@@ -334,12 +270,7 @@ impl Kernel {
     }
 
     /// `fallocate(fd, FALLOC_FL_KEEP_SIZE, offset, len)`: the folios, not the size.
-    pub fn shmem_fallocate_keep_size(
-        &mut self,
-        ino: InodeId,
-        offset: u64,
-        len: u64,
-    ) -> Result<(), Errno> {
+    pub fn shmem_fallocate_keep_size(&mut self, ino: InodeId, offset: u64, len: u64) -> Result<(), Errno> {
         let size = self.shmem.inodes[ino as usize].i_size;
         let r = self.shmem_fallocate(ino, offset, len);
         self.shmem.inodes[ino as usize].i_size = size;
@@ -354,14 +285,7 @@ impl Kernel {
 
     /// `shmem_get_unmapped_area` for a mapping of `ino` (None: MAP_SHARED|MAP_ANONYMOUS),
     /// given the address `mm_get_unmapped_area` chose and a search function for padded lengths.
-    pub(crate) fn shmem_align_unmapped_area(
-        &self,
-        ino: Option<InodeId>,
-        addr: u64,
-        len: u64,
-        pgoff: u64,
-        search: impl Fn(u64) -> Option<u64>,
-    ) -> u64 {
+    pub(crate) fn shmem_align_unmapped_area(&self, ino: Option<InodeId>, addr: u64, len: u64, pgoff: u64, search: impl Fn(u64) -> Option<u64>) -> u64 {
         let top = self.shmem_huge();
         if top == ShmemEnabled::Deny {
             return addr;
@@ -373,9 +297,7 @@ impl Kernel {
                 Some(i) => self.shmem.inodes[i as usize].sb,
                 None => {
                     let mut o = self.orders_of(ShmemSizeEnabled::Always);
-                    o = o
-                        .or(self.orders_of(ShmemSizeEnabled::WithinSize))
-                        .or(self.orders_of(ShmemSizeEnabled::Advise));
+                    o = o.or(self.orders_of(ShmemSizeEnabled::WithinSize)).or(self.orders_of(ShmemSizeEnabled::Advise));
                     if self.sb_huge(SHM_MNT) != SbHuge::Never {
                         o = o.or(self.orders_of(ShmemSizeEnabled::Inherit));
                     }
@@ -400,9 +322,7 @@ impl Kernel {
         if addr & (hpage_size - 1) == offset {
             return addr;
         }
-        let Some(inflated) = search(len + hpage_size - PAGE_SIZE) else {
-            return addr;
-        };
+        let Some(inflated) = search(len + hpage_size - PAGE_SIZE) else { return addr };
         let inflated_offset = inflated & (hpage_size - 1);
         let mut a = inflated.wrapping_add(offset).wrapping_sub(inflated_offset);
         if inflated_offset > offset {
@@ -423,11 +343,7 @@ impl Kernel {
                 }
             }
         }
-        (
-            shmem,
-            huge,
-            self.mm.stats.shmem_pmd_mapped * Order::PMD.size(),
-        )
+        (shmem, huge, self.mm.stats.shmem_pmd_mapped * Order::PMD.size())
     }
 }
 
@@ -447,8 +363,7 @@ pub fn file_vma_suitable_orders(vma: &Vma, addr: u64, orders: Orders) -> Orders 
 
 pub fn file_vma_suitable_order(vma: &Vma, addr: u64, order: Order) -> bool {
     let n = order.nr_pages() as u64;
-    (vma.start / PAGE_SIZE).wrapping_sub(vma.pgoff) % n == 0
-        && thp_vma_suitable_order(vma, addr, order)
+    (vma.start / PAGE_SIZE).wrapping_sub(vma.pgoff) % n == 0 && thp_vma_suitable_order(vma, addr, order)
 }
 
 /// The inputs of the shmem order rules that come from the inode and its mount.
@@ -648,16 +563,7 @@ pub fn shmem_thp_vma_allowable_orders<S: RefusalSink>(
     if o.is_empty() {
         return o;
     }
-    o.and(shmem_allowable_huge_orders_force(
-        settings,
-        mm,
-        f,
-        Some(vma),
-        vma.pgoff,
-        0,
-        tva == TvaType::ForcedCollapse,
-        sink,
-    ))
+    o.and(shmem_allowable_huge_orders_force(settings, mm, f, Some(vma), vma.pgoff, 0, tva == TvaType::ForcedCollapse, sink))
 }
 
 /// Why `file_vma_suitable_order` dropped each of `dropped`: the VMA's file offset is not
@@ -675,12 +581,7 @@ fn refuse_unsuitable_file_orders<S: RefusalSink>(vma: &Vma, dropped: Orders, sin
 }
 
 /// `file_vma_suitable_orders` with the reason for each order it drops at `addr`.
-pub fn file_vma_suitable_orders_why<S: RefusalSink>(
-    vma: &Vma,
-    addr: u64,
-    orders: Orders,
-    sink: &mut S,
-) -> Orders {
+pub fn file_vma_suitable_orders_why<S: RefusalSink>(vma: &Vma, addr: u64, orders: Orders, sink: &mut S) -> Orders {
     let o = file_vma_suitable_orders(vma, addr, orders);
     if S::RECORDS {
         refuse_unsuitable_file_orders(vma, dropped(orders, o), sink);

@@ -102,14 +102,7 @@ impl Kernel {
                     return None;
                 }
                 if e & PTE_ZERO != 0 {
-                    return Some(Translation {
-                        pfn: u32::MAX,
-                        pmd: false,
-                        folio_order: 0,
-                        contig_order: 0,
-                        contpte: false,
-                        write: false,
-                    });
+                    return Some(Translation { pfn: u32::MAX, pmd: false, folio_order: 0, contig_order: 0, contpte: false, write: false });
                 }
                 let pfn = pte_pfn(e);
                 let (head, order) = self.folio_of(pfn);
@@ -119,18 +112,12 @@ impl Kernel {
                     let n = 2usize << k;
                     let first = i & !(n - 1);
                     let pfn0 = pfn.0 as i64 - (i - first) as i64;
-                    if pfn0 < head.0 as i64
-                        || pfn0 as u64 % n as u64 != 0
-                        || pfn0 as u64 + n as u64 > head.0 as u64 + (1u64 << order)
-                    {
+                    if pfn0 < head.0 as i64 || pfn0 as u64 % n as u64 != 0 || pfn0 as u64 + n as u64 > head.0 as u64 + (1u64 << order) {
                         break;
                     }
                     let ok = (first..first + n).all(|j| {
                         let f = self.mm.pt.pte(idx, j);
-                        f & PTE_PRESENT != 0
-                            && f & PTE_ZERO == 0
-                            && pte_pfn(f).0 as i64 == pfn0 + (j - first) as i64
-                            && (f & PTE_WRITE) == (e & PTE_WRITE)
+                        f & PTE_PRESENT != 0 && f & PTE_ZERO == 0 && pte_pfn(f).0 as i64 == pfn0 + (j - first) as i64 && (f & PTE_WRITE) == (e & PTE_WRITE)
                     });
                     if !ok {
                         break;
@@ -139,19 +126,10 @@ impl Kernel {
                 }
                 let contpte = k as usize >= 4 && {
                     let first = i & !(CONT_PTES - 1);
-                    let block: Vec<_> = (first..first + CONT_PTES)
-                        .map(|j| self.mm.pt.pte(idx, j))
-                        .collect();
+                    let block: Vec<_> = (first..first + CONT_PTES).map(|j| self.mm.pt.pte(idx, j)).collect();
                     contpte_block_folds(&block, |p| self.folio_of(p))
                 };
-                Some(Translation {
-                    pfn: pfn.0,
-                    pmd: false,
-                    folio_order: order as u8,
-                    contig_order: k,
-                    contpte,
-                    write: e & PTE_WRITE != 0,
-                })
+                Some(Translation { pfn: pfn.0, pmd: false, folio_order: order as u8, contig_order: k, contpte, write: e & PTE_WRITE != 0 })
             }
             Pmd::None => None,
         }
@@ -174,13 +152,7 @@ mod tests {
         for a in assign {
             s.apply_assignment(a).unwrap();
         }
-        let mut k = Kernel::boot(
-            &BootParams {
-                mem_bytes: 256 << 20,
-                ..Default::default()
-            },
-            &s,
-        );
+        let mut k = Kernel::boot(&BootParams { mem_bytes: 256 << 20, ..Default::default() }, &s);
         k.set_tlb_observer(true);
         k
     }
@@ -188,17 +160,12 @@ mod tests {
     #[test]
     fn order0_pages_have_no_contiguity() {
         let mut k = kernel(&["enabled=never"]);
-        let a = k
-            .do_mmap(1 << 20, vm::READ | vm::WRITE, MmapPlacement::Kernel)
-            .unwrap();
+        let a = k.do_mmap(1 << 20, vm::READ | vm::WRITE, MmapPlacement::Kernel).unwrap();
         for p in 0..16 {
             k.access(a + p * 4096, true);
         }
         let t = k.translation(a + 5 * 4096).unwrap();
-        assert_eq!(
-            (t.pmd, t.folio_order, t.contig_order, t.contpte),
-            (false, 0, 0, false)
-        );
+        assert_eq!((t.pmd, t.folio_order, t.contig_order, t.contpte), (false, 0, 0, false));
         assert_eq!(k.translation(a + 20 * 4096), None);
     }
 
@@ -208,16 +175,11 @@ mod tests {
         // 16 PTEs consistent, 64 KiB-aligned in VA (the region is 2 MiB-aligned) and PFN (a folio
         // is naturally aligned): contig_order 4, folded.
         let mut k = kernel(&["enabled=never", "hugepages-64kB/enabled=always"]);
-        let a = k
-            .do_mmap(2 << 20, vm::READ | vm::WRITE, MmapPlacement::Kernel)
-            .unwrap();
+        let a = k.do_mmap(2 << 20, vm::READ | vm::WRITE, MmapPlacement::Kernel).unwrap();
         k.access(a, true);
         let t = k.translation(a + 0x3000).unwrap();
         assert_eq!((t.folio_order, t.contig_order, t.contpte), (4, 4, true));
-        assert!(
-            k.take_tlb_flushes().is_empty(),
-            "a fault into none PTEs flushes nothing"
-        );
+        assert!(k.take_tlb_flushes().is_empty(), "a fault into none PTEs flushes nothing");
         // mprotect of one page read-only: that page's attributes differ, the block unfolds and the
         // group around page 3 shrinks to the aligned 4 pages 0..3 (page 2 is in it, page 7 alone).
         k.do_mprotect(a + 0x7000, 0x1000, vm::READ).unwrap();
@@ -231,16 +193,13 @@ mod tests {
     #[test]
     fn pmd_translation_and_flushes_of_split_and_zap() {
         let mut k = kernel(&["enabled=always"]);
-        let a = k
-            .do_mmap(4 << 20, vm::READ | vm::WRITE, MmapPlacement::Kernel)
-            .unwrap();
+        let a = k.do_mmap(4 << 20, vm::READ | vm::WRITE, MmapPlacement::Kernel).unwrap();
         k.access(a + 0x1234, false);
         k.access(a + 0x1234, true);
         let t = k.translation(a + 0x5000).unwrap();
         assert!(t.pmd && t.folio_order == 9);
         // MADV_DONTNEED of 8 KiB inside the PMD: split (flush the 2 MiB), then zap (8 KiB, inside it).
-        k.do_madvise(a + 0x10000, 0x2000, Madvise::Dontneed)
-            .unwrap();
+        k.do_madvise(a + 0x10000, 0x2000, Madvise::Dontneed).unwrap();
         assert_eq!(k.take_tlb_flushes(), vec![(a, a + (2 << 20))]);
         let t = k.translation(a + 0x5000).unwrap();
         assert_eq!((t.pmd, t.folio_order, t.contig_order), (false, 9, 4));

@@ -185,48 +185,26 @@ impl VmaTree {
             return;
         }
         self.map.insert(v.start, Vma { end: addr, ..v });
-        let pgoff = if v.file != 0 {
-            v.pgoff + (addr - v.start) / PAGE_SIZE
-        } else {
-            0
-        };
-        self.map.insert(
-            addr,
-            Vma {
-                start: addr,
-                pgoff,
-                ..v
-            },
-        );
+        let pgoff = if v.file != 0 { v.pgoff + (addr - v.start) / PAGE_SIZE } else { 0 };
+        self.map.insert(addr, Vma { start: addr, pgoff, ..v });
         // The gaps below `v` and above it are unchanged; the new one between the halves is empty.
         self.gaps.insert(addr, addr);
     }
 
     /// Merge the VMA starting at `start` with its neighbours where the kernel would.
     pub fn try_merge(&mut self, start: u64) {
-        let Some(mut v) = self.map.get(&start).copied() else {
-            return;
-        };
+        let Some(mut v) = self.map.get(&start).copied() else { return };
         if let Some(p) = self.prev(v.start) {
             if can_merge(&p, &v) {
                 self.remove(v.start);
-                v = Vma {
-                    start: p.start,
-                    anon_vma: p.anon_vma.max(v.anon_vma),
-                    pgoff: p.pgoff,
-                    ..v
-                };
+                v = Vma { start: p.start, anon_vma: p.anon_vma.max(v.anon_vma), pgoff: p.pgoff, ..v };
                 self.update(v);
             }
         }
         if let Some(n) = self.next(v.end) {
             if can_merge(&v, &n) {
                 self.remove(n.start);
-                v = Vma {
-                    end: n.end,
-                    anon_vma: n.anon_vma.max(v.anon_vma),
-                    ..v
-                };
+                v = Vma { end: n.end, anon_vma: n.anon_vma.max(v.anon_vma), ..v };
                 self.update(v);
             }
         }
@@ -255,11 +233,7 @@ impl VmaTree {
         }
         let got = self.gaps.entries();
         if got != want {
-            return Err(format!(
-                "gap tree {:?} disagrees with the VMAs {:?}",
-                &got[..got.len().min(8)],
-                &want[..want.len().min(8)]
-            ));
+            return Err(format!("gap tree {:?} disagrees with the VMAs {:?}", &got[..got.len().min(8)], &want[..want.len().min(8)]));
         }
         self.gaps.check()
     }
@@ -283,13 +257,7 @@ impl VmaTree {
     ) -> Option<u64> {
         let length = len.checked_add(align_mask)?;
         if length == 0 {
-            return self.unmapped_area_topdown_walk(
-                len,
-                low_limit,
-                high_limit,
-                align_mask,
-                align_offset,
-            );
+            return self.unmapped_area_topdown_walk(len, low_limit, high_limit, align_mask, align_offset);
         }
         let place = |gap_end: u64| {
             let mut addr = gap_end - len;
@@ -305,9 +273,7 @@ impl VmaTree {
         let below = self.map.range(..high_limit).next_back().map(|(_, v)| *v);
         match below {
             None => return fits(0, high_limit).then(|| place(high_limit)),
-            Some(p) if p.end < high_limit && fits(p.end, high_limit) => {
-                return Some(place(high_limit))
-            }
+            Some(p) if p.end < high_limit && fits(p.end, high_limit) => return Some(place(high_limit)),
             Some(_) => {}
         }
         let (gap_start, gap_end) = self.gaps.highest_fitting(high_limit, length)?;
@@ -363,14 +329,7 @@ mod tests {
     #[test]
     fn split_and_merge() {
         let mut t = VmaTree::default();
-        t.insert(Vma {
-            start: 0x10000,
-            end: 0x20000,
-            flags: RW,
-            anon_vma: 0,
-            file: 0,
-            pgoff: 0,
-        });
+        t.insert(Vma { start: 0x10000, end: 0x20000, flags: RW, anon_vma: 0, file: 0, pgoff: 0 });
         t.split_at(0x14000);
         t.split_at(0x18000);
         assert_eq!(t.len(), 3);
@@ -389,22 +348,8 @@ mod tests {
     #[test]
     fn different_anon_vmas_do_not_merge() {
         let mut t = VmaTree::default();
-        t.insert(Vma {
-            start: 0x10000,
-            end: 0x20000,
-            flags: RW,
-            anon_vma: 1,
-            file: 0,
-            pgoff: 0,
-        });
-        t.insert(Vma {
-            start: 0x20000,
-            end: 0x30000,
-            flags: RW,
-            anon_vma: 2,
-            file: 0,
-            pgoff: 0,
-        });
+        t.insert(Vma { start: 0x10000, end: 0x20000, flags: RW, anon_vma: 1, file: 0, pgoff: 0 });
+        t.insert(Vma { start: 0x20000, end: 0x30000, flags: RW, anon_vma: 2, file: 0, pgoff: 0 });
         t.try_merge(0x20000);
         assert_eq!(t.len(), 2);
     }
@@ -430,14 +375,7 @@ mod tests {
                     let end = start + (1 + next(40)) * page;
                     if t.intersecting(start, end).is_empty() {
                         let flags = if next(2) == 0 { RW } else { vm::READ };
-                        t.insert(Vma {
-                            start,
-                            end,
-                            flags,
-                            anon_vma: 0,
-                            file: 0,
-                            pgoff: 0,
-                        });
+                        t.insert(Vma { start, end, flags, anon_vma: 0, file: 0, pgoff: 0 });
                         t.try_merge(start);
                     }
                 }
@@ -460,18 +398,13 @@ mod tests {
                     }
                 }
             }
-            t.check_gaps()
-                .unwrap_or_else(|e| panic!("step {step}: {e}"));
+            t.check_gaps().unwrap_or_else(|e| panic!("step {step}: {e}"));
             for _ in 0..8 {
                 let len = (next(3) * next(64) + 1) * page;
                 let low = (1 + next(2000)) * page;
                 let high = low + next(5000) * page;
                 let mask = [0, 0xffff, 0x1f_ffff][next(3) as usize];
-                let offset = if mask == 0 {
-                    0
-                } else {
-                    next(mask + 1) & !(page - 1)
-                };
+                let offset = if mask == 0 { 0 } else { next(mask + 1) & !(page - 1) };
                 let got = t.unmapped_area_topdown(len, low, high, mask, offset);
                 found[got.is_some() as usize] += 1;
                 assert_eq!(
@@ -489,39 +422,14 @@ mod tests {
     fn topdown_places_at_the_top_of_the_highest_gap() {
         let mut t = VmaTree::default();
         let top = 0x7000_0000;
-        assert_eq!(
-            t.unmapped_area_topdown(0x1000, 0x10000, top, 0, 0),
-            Some(top - 0x1000)
-        );
-        t.insert(Vma {
-            start: top - 0x3000,
-            end: top,
-            flags: RW,
-            anon_vma: 0,
-            file: 0,
-            pgoff: 0,
-        });
-        t.insert(Vma {
-            start: top - 0x9000,
-            end: top - 0x5000,
-            flags: RW,
-            anon_vma: 0,
-            file: 0,
-            pgoff: 0,
-        });
+        assert_eq!(t.unmapped_area_topdown(0x1000, 0x10000, top, 0, 0), Some(top - 0x1000));
+        t.insert(Vma { start: top - 0x3000, end: top, flags: RW, anon_vma: 0, file: 0, pgoff: 0 });
+        t.insert(Vma { start: top - 0x9000, end: top - 0x5000, flags: RW, anon_vma: 0, file: 0, pgoff: 0 });
         // The 0x2000 hole between them fits 0x2000 but not 0x3000.
-        assert_eq!(
-            t.unmapped_area_topdown(0x2000, 0x10000, top, 0, 0),
-            Some(top - 0x5000)
-        );
-        assert_eq!(
-            t.unmapped_area_topdown(0x3000, 0x10000, top, 0, 0),
-            Some(top - 0xc000)
-        );
+        assert_eq!(t.unmapped_area_topdown(0x2000, 0x10000, top, 0, 0), Some(top - 0x5000));
+        assert_eq!(t.unmapped_area_topdown(0x3000, 0x10000, top, 0, 0), Some(top - 0xc000));
         // Aligned to 64 KiB with offset 4 KiB.
-        let a = t
-            .unmapped_area_topdown(0x1000, 0x10000, top, 0xffff, 0x1000)
-            .unwrap();
+        let a = t.unmapped_area_topdown(0x1000, 0x10000, top, 0xffff, 0x1000).unwrap();
         assert_eq!(a % 0x10000, 0x1000);
         assert!(a + 0x1000 <= top - 0x9000);
         assert_eq!(a, top - 0xf000);

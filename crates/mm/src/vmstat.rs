@@ -70,25 +70,17 @@ impl FallbackReason {
     /// One line for `thplab explain` and the docs.
     pub fn describe(self) -> &'static str {
         match self {
-            FallbackReason::PrctlDisabled => {
-                "prctl(PR_SET_THP_DISABLE) disables THP for this process"
-            }
+            FallbackReason::PrctlDisabled => "prctl(PR_SET_THP_DISABLE) disables THP for this process",
             FallbackReason::VmaNohugepage => "the VMA has MADV_NOHUGEPAGE",
             FallbackReason::NotMadvised => "the size needs MADV_HUGEPAGE and the VMA lacks it",
             FallbackReason::VmaRange => "the naturally aligned block is not inside the VMA",
-            FallbackReason::PteTableExists => {
-                "a PTE table already covers the 2 MiB, so no PMD fault"
-            }
+            FallbackReason::PteTableExists => "a PTE table already covers the 2 MiB, so no PMD fault",
             FallbackReason::ReadFault => "read faults map the shared zero page, never an mTHP",
             FallbackReason::PteRangePopulated => "a PTE in the aligned block is already populated",
             FallbackReason::ZeroPageCow => "writes to the zero page copy one 4 KiB page",
-            FallbackReason::ForkCow => {
-                "writes to a page shared with another process since fork copy one 4 KiB page"
-            }
+            FallbackReason::ForkCow => "writes to a page shared with another process since fork copy one 4 KiB page",
             FallbackReason::AllocFailed => "no free block of that order above the min watermark",
-            FallbackReason::BesideNotFull => {
-                "anon_beside_full=1 and no neighbouring block of that size is fully populated"
-            }
+            FallbackReason::BesideNotFull => "anon_beside_full=1 and no neighbouring block of that size is fully populated",
         }
     }
 }

@@ -65,13 +65,10 @@ const PAGE: u64 = 4096;
 /// `valgrind` in PATH, if any.
 pub fn valgrind_path() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("valgrind"))
-        .find(|p| {
-            use std::os::unix::fs::PermissionsExt;
-            p.metadata()
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+    std::env::split_paths(&path).map(|d| d.join("valgrind")).find(|p| {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
 }
 
 /// A memory system call of either run, as the alignment compares them. Arguments in the trace
@@ -120,18 +117,12 @@ impl Native {
                     paths.insert(e.tid, p.path.clone());
                 }
                 EventBody::Syscall(s) => {
-                    let path = if s.kind.takes_path() {
-                        paths.remove(&e.tid)
-                    } else {
-                        None
-                    };
+                    let path = if s.kind.takes_path() { paths.remove(&e.tid) } else { None };
                     let Some(ret) = s.ret else { continue };
                     let arg = |i: usize| s.args.get(i).copied().unwrap_or(0);
                     match s.kind {
                         SyscallKind::Execve | SyscallKind::Execveat if ret == 0 => break,
-                        SyscallKind::Open | SyscallKind::Openat | SyscallKind::Creat
-                            if ret >= 0 =>
-                        {
+                        SyscallKind::Open | SyscallKind::Openat | SyscallKind::Creat if ret >= 0 => {
                             if let Some(p) = path {
                                 fds.insert(ret, p);
                             }
@@ -145,16 +136,8 @@ impl Native {
                             }
                         }
                         k if is_mem(k) => {
-                            let path = (k == SyscallKind::Mmap && arg(3) & MAP_ANONYMOUS == 0)
-                                .then(|| fds.get(&(arg(4) as i32 as i64)).cloned())
-                                .flatten();
-                            n.calls.push(MemCall {
-                                kind: k,
-                                args: s.args.clone(),
-                                ret,
-                                path,
-                                index: i as u64,
-                            });
+                            let path = (k == SyscallKind::Mmap && arg(3) & MAP_ANONYMOUS == 0).then(|| fds.get(&(arg(4) as i32 as i64)).cloned()).flatten();
+                            n.calls.push(MemCall { kind: k, args: s.args.clone(), ret, path, index: i as u64 });
                         }
                         _ => {}
                     }
@@ -167,15 +150,7 @@ impl Native {
 }
 
 fn is_mem(k: SyscallKind) -> bool {
-    matches!(
-        k,
-        SyscallKind::Mmap
-            | SyscallKind::Munmap
-            | SyscallKind::Mremap
-            | SyscallKind::Brk
-            | SyscallKind::Mprotect
-            | SyscallKind::Madvise
-    )
+    matches!(k, SyscallKind::Mmap | SyscallKind::Munmap | SyscallKind::Mremap | SyscallKind::Brk | SyscallKind::Mprotect | SyscallKind::Madvise)
 }
 
 fn page_up(v: u64) -> u64 {
@@ -199,12 +174,7 @@ impl RangeMap {
     }
 
     fn remove(&mut self, start: u64, end: u64) {
-        let hit: Vec<(u64, (u64, u64, u32))> = self
-            .0
-            .range(..end)
-            .filter(|(_, &(e, _, _))| e > start)
-            .map(|(&s, &v)| (s, v))
-            .collect();
+        let hit: Vec<(u64, (u64, u64, u32))> = self.0.range(..end).filter(|(_, &(e, _, _))| e > start).map(|(&s, &v)| (s, v)).collect();
         for (s, (e, n, r)) in hit {
             self.0.remove(&s);
             if s < start {
@@ -247,31 +217,10 @@ pub struct Aligner {
 
 impl Aligner {
     pub fn new(native: Native) -> Aligner {
-        let nbrk_start = native
-            .calls
-            .iter()
-            .find(|c| c.kind == SyscallKind::Brk && c.ret > 0)
-            .map(|c| c.ret as u64);
-        let nstack_top = native
-            .maps
-            .iter()
-            .find(|m| m.path == b"[stack]")
-            .map(|m| m.end);
+        let nbrk_start = native.calls.iter().find(|c| c.kind == SyscallKind::Brk && c.ret > 0).map(|c| c.ret as u64);
+        let nstack_top = native.maps.iter().find(|m| m.path == b"[stack]").map(|m| m.end);
         let anchor = native.start_anchor;
-        Aligner {
-            native,
-            cursor: 0,
-            map: RangeMap::default(),
-            vbrk: None,
-            nbrk_start,
-            vstack_top: None,
-            nstack_top,
-            anchor,
-            names: Vec::new(),
-            ids: HashMap::new(),
-            seen: 0,
-            matched: 0,
-        }
+        Aligner { native, cursor: 0, map: RangeMap::default(), vbrk: None, nbrk_start, vstack_top: None, nstack_top, anchor, names: Vec::new(), ids: HashMap::new(), seen: 0, matched: 0 }
     }
 
     fn region(&mut self, name: String) -> u32 {
@@ -294,9 +243,7 @@ impl Aligner {
             return Some(x);
         }
         match (self.vstack_top, self.nstack_top) {
-            (Some(vt), Some(nt)) if a < vt && a >= vt.saturating_sub(STACK_MAX) => {
-                Some((nt - (vt - a), *self.ids.get("stack")?))
-            }
+            (Some(vt), Some(nt)) if a < vt && a >= vt.saturating_sub(STACK_MAX) => Some((nt - (vt - a), *self.ids.get("stack")?)),
             _ => None,
         }
     }
@@ -323,11 +270,7 @@ impl Aligner {
                 let mut at = s;
                 while at < e {
                     let foff = off + (at - s);
-                    let Some(k) = self.native.maps.iter().position(|m| {
-                        m.ino == ino && m.offset <= foff && foff < m.offset + (m.end - m.start)
-                    }) else {
-                        break;
-                    };
+                    let Some(k) = self.native.maps.iter().position(|m| m.ino == ino && m.offset <= foff && foff < m.offset + (m.end - m.start)) else { break };
                     let m = &self.native.maps[k];
                     let n = m.start + (foff - m.offset);
                     let stop = e.min(at + (m.end - n));
@@ -340,9 +283,7 @@ impl Aligner {
             } else if let Some((vend, k)) = last.take() {
                 // The bss after a file mapping: the anonymous entry after its native partner.
                 if vend == s {
-                    if let Some(m) = self.native.maps.get(k + 1).filter(|m| {
-                        m.ino == 0 && m.path.is_empty() && m.start == self.native.maps[k].end
-                    }) {
+                    if let Some(m) = self.native.maps.get(k + 1).filter(|m| m.ino == 0 && m.path.is_empty() && m.start == self.native.maps[k].end) {
                         let (n, len) = (m.start, (m.end - m.start).min(e - s));
                         let r = self.region(format!("anon {n:#x}"));
                         self.map.insert(s, s + len, n, r);
@@ -366,15 +307,11 @@ impl Aligner {
                     (None, None) => true,
                     _ => a(v, 3) & MAP_ANONYMOUS != 0,
                 };
-                (1..4).all(|i| a(v, i) == a(n, i))
-                    && paths
-                    && (a(v, 3) & (MAP_FIXED | MAP_FIXED_NOREPLACE) == 0 || addr_ok(0))
+                (1..4).all(|i| a(v, i) == a(n, i)) && paths && (a(v, 3) & (MAP_FIXED | MAP_FIXED_NOREPLACE) == 0 || addr_ok(0))
             }
             SyscallKind::Munmap => a(v, 1) == a(n, 1) && addr_ok(0),
             SyscallKind::Mremap => (1..4).all(|i| a(v, i) == a(n, i)) && addr_ok(0),
-            SyscallKind::Mprotect | SyscallKind::Madvise => {
-                (1..3).all(|i| a(v, i) == a(n, i)) && addr_ok(0)
-            }
+            SyscallKind::Mprotect | SyscallKind::Madvise => (1..3).all(|i| a(v, i) == a(n, i)) && addr_ok(0),
             SyscallKind::Brk => match (a(v, 0), a(n, 0), self.vbrk, self.nbrk_start) {
                 (0, 0, _, _) => true,
                 (0, _, _, _) | (_, 0, _, _) => false,
@@ -402,15 +339,13 @@ impl Aligner {
     pub fn syscall(&mut self, v: &MemCall) -> bool {
         self.seen += 1;
         let end = (self.cursor + WINDOW).min(self.native.calls.len());
-        let j = (self.cursor..end)
-            .find(|&j| self.same(v, &self.native.calls[j]))
-            .or_else(|| {
-                // An anonymous mmap whose length differs under valgrind (ld.so's allocations for
-                // the static TLS and the link maps count valgrind's preload library too): the next
-                // few native calls may hold one with the same prot and flags.
-                let end = (self.cursor + LOOSE_WINDOW).min(self.native.calls.len());
-                (self.cursor..end).find(|&j| self.loosely_same(v, &self.native.calls[j]))
-            });
+        let j = (self.cursor..end).find(|&j| self.same(v, &self.native.calls[j])).or_else(|| {
+            // An anonymous mmap whose length differs under valgrind (ld.so's allocations for
+            // the static TLS and the link maps count valgrind's preload library too): the next
+            // few native calls may hold one with the same prot and flags.
+            let end = (self.cursor + LOOSE_WINDOW).min(self.native.calls.len());
+            (self.cursor..end).find(|&j| self.loosely_same(v, &self.native.calls[j]))
+        });
         let n = j.map(|j| self.native.calls[j].clone());
         if let Some(j) = j {
             self.matched += 1;
@@ -471,14 +406,8 @@ fn maps_entries(maps: &str) -> impl Iterator<Item = (u64, u64, u64, u64)> + '_ {
     maps.lines().filter_map(|line| {
         let f: Vec<&str> = line.split_whitespace().collect();
         let (s, e) = f.first()?.split_once('-')?;
-        let (s, e) = (
-            u64::from_str_radix(s, 16).ok()?,
-            u64::from_str_radix(e, 16).ok()?,
-        );
-        let off = f
-            .get(2)
-            .and_then(|o| u64::from_str_radix(o, 16).ok())
-            .unwrap_or(0);
+        let (s, e) = (u64::from_str_radix(s, 16).ok()?, u64::from_str_radix(e, 16).ok()?);
+        let off = f.get(2).and_then(|o| u64::from_str_radix(o, 16).ok()).unwrap_or(0);
         let ino: u64 = f.get(4).and_then(|i| i.parse().ok()).unwrap_or(0);
         Some((s, e, off, ino))
     })
@@ -488,30 +417,14 @@ fn maps_entries(maps: &str) -> impl Iterator<Item = (u64, u64, u64, u64)> + '_ {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LogLine {
     /// A load, store or modify.
-    Data {
-        addr: u64,
-        write: bool,
-    },
+    Data { addr: u64, write: bool },
     Instr,
     /// A system call with its result (`Ok(value)` or `Err(errno)`), or without one yet
     /// (`[async] ...`: the result comes in a `Resume` line of the same thread).
-    Call {
-        pid: u64,
-        tid: u64,
-        nr: u64,
-        args: Vec<(u64, Option<Vec<u8>>)>,
-        ret: Option<Result<u64, u64>>,
-    },
-    Resume {
-        pid: u64,
-        tid: u64,
-        nr: u64,
-        ret: Result<u64, u64>,
-    },
+    Call { pid: u64, tid: u64, nr: u64, args: Vec<(u64, Option<Vec<u8>>)>, ret: Option<Result<u64, u64>> },
+    Resume { pid: u64, tid: u64, nr: u64, ret: Result<u64, u64> },
     /// valgrind's own lines (`==PID== ...`), printed from before the client runs.
-    Banner {
-        pid: u64,
-    },
+    Banner { pid: u64 },
     Other,
 }
 
@@ -532,36 +445,22 @@ fn hex(b: &[u8]) -> Option<(u64, usize)> {
 }
 
 fn result(s: &str) -> Option<Result<u64, u64>> {
-    let val = |tag: &str| {
-        s.find(tag)
-            .and_then(|i| hex(s[i + tag.len()..].as_bytes()))
-            .map(|(v, _)| v)
-    };
-    val("Success(0x")
-        .map(Ok)
-        .or_else(|| val("Failure(0x").map(Err))
+    let val = |tag: &str| s.find(tag).and_then(|i| hex(s[i + tag.len()..].as_bytes())).map(|(v, _)| v);
+    val("Success(0x").map(Ok).or_else(|| val("Failure(0x").map(Err))
 }
 
 /// Parse one line of lackey's log (`--trace-mem=yes --trace-syscalls=yes`).
 pub fn parse_line(l: &[u8]) -> LogLine {
     match l {
         [b' ', k @ (b'L' | b'S' | b'M'), b' ', rest @ ..] => match hex(rest) {
-            Some((addr, _)) => LogLine::Data {
-                addr,
-                write: *k != b'L',
-            },
+            Some((addr, _)) => LogLine::Data { addr, write: *k != b'L' },
             None => LogLine::Other,
         },
         [b'I', b' ', ..] => LogLine::Instr,
-        _ if l.starts_with(b"SYSCALL[") => {
-            parse_call(&String::from_utf8_lossy(l)).unwrap_or(LogLine::Other)
-        }
+        _ if l.starts_with(b"SYSCALL[") => parse_call(&String::from_utf8_lossy(l)).unwrap_or(LogLine::Other),
         [b'=', b'=', rest @ ..] => {
             let n = rest.iter().take_while(|c| c.is_ascii_digit()).count();
-            match std::str::from_utf8(&rest[..n])
-                .ok()
-                .and_then(|d| d.parse().ok())
-            {
+            match std::str::from_utf8(&rest[..n]).ok().and_then(|d| d.parse().ok()) {
                 Some(pid) if rest.get(n..n + 2) == Some(b"==") => LogLine::Banner { pid },
                 _ => LogLine::Other,
             }
@@ -579,12 +478,7 @@ fn parse_call(l: &str) -> Option<LogLine> {
     let nr: u64 = nr.parse().ok()?;
     let rest = rest.trim_start();
     if rest.starts_with("... [async] -->") {
-        return Some(LogLine::Resume {
-            pid,
-            tid,
-            nr,
-            ret: result(rest)?,
-        });
+        return Some(LogLine::Resume { pid, tid, nr, ret: result(rest)? });
     }
     let (head, tail) = match rest.find("-->") {
         Some(i) => (&rest[..i], &rest[i..]),
@@ -599,10 +493,7 @@ fn parse_call(l: &str) -> Option<LogLine> {
                 let a = a.trim();
                 if let Some(h) = a.strip_prefix("0x") {
                     let (v, n) = hex(h.as_bytes()).unwrap_or((0, 0));
-                    let path = h[n..]
-                        .strip_prefix('(')
-                        .and_then(|p| p.strip_suffix(')'))
-                        .map(|p| p.as_bytes().to_vec());
+                    let path = h[n..].strip_prefix('(').and_then(|p| p.strip_suffix(')')).map(|p| p.as_bytes().to_vec());
                     (v, path)
                 } else {
                     (a.parse::<i64>().map(|v| v as u64).unwrap_or(0), None)
@@ -612,18 +503,8 @@ fn parse_call(l: &str) -> Option<LogLine> {
     } else {
         Vec::new()
     };
-    let ret = if tail.contains("[async] ...") {
-        None
-    } else {
-        Some(result(tail)?)
-    };
-    Some(LogLine::Call {
-        pid,
-        tid,
-        nr,
-        args,
-        ret,
-    })
+    let ret = if tail.contains("[async] ...") { None } else { Some(result(tail)?) };
+    Some(LogLine::Call { pid, tid, nr, args, ret })
 }
 
 /// x86_64 system call numbers (as valgrind prints them) of the calls the alignment follows.
@@ -669,11 +550,7 @@ pub struct Collector<W: Write> {
 }
 
 impl<W: Write> Collector<W> {
-    pub fn new(
-        aligner: Aligner,
-        writer: AccessWriter<W>,
-        maps_of: Box<dyn FnMut(u64) -> Option<String>>,
-    ) -> Self {
+    pub fn new(aligner: Aligner, writer: AccessWriter<W>, maps_of: Box<dyn FnMut(u64) -> Option<String>>) -> Self {
         let block_anchor = aligner.anchor;
         Collector {
             aligner,
@@ -705,8 +582,7 @@ impl<W: Write> Collector<W> {
             return Ok(());
         }
         while self.declared < self.aligner.names.len() as u32 {
-            self.writer
-                .region(&self.aligner.names[self.declared as usize])?;
+            self.writer.region(&self.aligner.names[self.declared as usize])?;
             self.declared += 1;
         }
         self.writer.block(self.block_anchor, &self.block)?;
@@ -737,26 +613,14 @@ impl<W: Write> Collector<W> {
                 if self.block.len() >= MAX_BLOCK_RUNS {
                     self.flush_block()?;
                 }
-                self.cur = Some(AccessRun {
-                    page,
-                    count: 1,
-                    write,
-                    region,
-                });
+                self.cur = Some(AccessRun { page, count: 1, write, region });
             }
         }
         Ok(())
     }
 
-    fn call(
-        &mut self,
-        nr: u64,
-        args: &[(u64, Option<Vec<u8>>)],
-        ret: Result<u64, u64>,
-    ) -> io::Result<()> {
-        let Some(kind) = kind_of(nr) else {
-            return Ok(());
-        };
+    fn call(&mut self, nr: u64, args: &[(u64, Option<Vec<u8>>)], ret: Result<u64, u64>) -> io::Result<()> {
+        let Some(kind) = kind_of(nr) else { return Ok(()) };
         let arg = |i: usize| args.get(i).map_or(0, |a| a.0);
         match kind {
             SyscallKind::Open | SyscallKind::Openat | SyscallKind::Creat => {
@@ -779,17 +643,9 @@ impl<W: Write> Collector<W> {
                     Err(e) => -(e as i64),
                 };
                 let vargs: Vec<u64> = args.iter().map(|a| a.0).collect();
-                let path = (kind == SyscallKind::Mmap && arg(3) & MAP_ANONYMOUS == 0)
-                    .then(|| self.fds.get(&(arg(4) as i32 as i64)).cloned())
-                    .flatten();
+                let path = (kind == SyscallKind::Mmap && arg(3) & MAP_ANONYMOUS == 0).then(|| self.fds.get(&(arg(4) as i32 as i64)).cloned()).flatten();
                 let before = self.aligner.anchor;
-                self.aligner.syscall(&MemCall {
-                    kind,
-                    args: vargs,
-                    ret,
-                    path,
-                    index: 0,
-                });
+                self.aligner.syscall(&MemCall { kind, args: vargs, ret, path, index: 0 });
                 if self.aligner.anchor != before {
                     self.flush_block()?;
                     self.block_anchor = self.aligner.anchor;
@@ -812,20 +668,10 @@ impl<W: Write> Collector<W> {
                         self.aligner.startup(&m);
                         self.maps = m;
                     }
-                    None => {
-                        self.startup_missing = Some(format!(
-                            "/proc/{pid}/maps of the valgrind run could not be read"
-                        ))
-                    }
+                    None => self.startup_missing = Some(format!("/proc/{pid}/maps of the valgrind run could not be read")),
                 }
             }
-            LogLine::Call {
-                pid,
-                tid,
-                nr,
-                args,
-                ret,
-            } => {
+            LogLine::Call { pid, tid, nr, args, ret } => {
                 if self.root.is_some_and(|r| r != pid) {
                     return Ok(());
                 }
@@ -837,8 +683,7 @@ impl<W: Write> Collector<W> {
                 }
             }
             LogLine::Resume { pid, tid, nr, ret } => {
-                if let Some((n, args)) = self.pending.remove(&(pid, tid)).filter(|(n, _)| *n == nr)
-                {
+                if let Some((n, args)) = self.pending.remove(&(pid, tid)).filter(|(n, _)| *n == nr) {
                     self.call(n, &args, ret)?;
                 }
             }
@@ -897,44 +742,28 @@ pub struct AccessSummary {
 /// /dev/null) and write its accesses, mapped onto `rec`, to `out` as the companion file of the
 /// recording whose trailer CRC is `trace_crc`. `native_ns` is the native run's time that the
 /// valgrind run's is compared with.
-pub fn record_accesses(
-    argv: &[OsString],
-    rec: &Recording,
-    trace_crc: u32,
-    native_ns: u64,
-    out: impl Write,
-) -> Result<AccessSummary, RecordError> {
+pub fn record_accesses(argv: &[OsString], rec: &Recording, trace_crc: u32, native_ns: u64, out: impl Write) -> Result<AccessSummary, RecordError> {
     let valgrind = valgrind_path().ok_or_else(|| RecordError::Unavailable("--accesses runs the program under valgrind, which is not installed (not in PATH): apt-get install valgrind".into()))?;
-    let (program, args) = argv
-        .split_first()
-        .ok_or_else(|| RecordError::Other("no program to run".into()))?;
+    let (program, args) = argv.split_first().ok_or_else(|| RecordError::Other("no program to run".into()))?;
     let program = crate::resolve_program(program)?;
     let mut fds = [0; 2];
     // SAFETY: pipe2 writes two fds into the array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(RecordError::Other(format!(
-            "pipe: {}",
-            io::Error::last_os_error()
-        )));
+        return Err(RecordError::Other(format!("pipe: {}", io::Error::last_os_error())));
     }
     // SAFETY: both fds were just created and are owned here.
     let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     const LOG_FD: i32 = 3;
     let w = wr.as_raw_fd();
     let mut cmd = Command::new(&valgrind);
-    cmd.args([
-        "--tool=lackey",
-        "--trace-mem=yes",
-        "--trace-syscalls=yes",
-        "--child-silent-after-fork=yes",
-    ])
-    .arg(format!("--log-fd={LOG_FD}"))
-    .arg("--")
-    .arg(&program)
-    .args(args)
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::null());
+    cmd.args(["--tool=lackey", "--trace-mem=yes", "--trace-syscalls=yes", "--child-silent-after-fork=yes"])
+        .arg(format!("--log-fd={LOG_FD}"))
+        .arg("--")
+        .arg(&program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
@@ -948,29 +777,15 @@ pub fn record_accesses(
         });
     }
     let t = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| RecordError::Other(format!("cannot run {}: {e}", valgrind.display())))?;
+    let mut child = cmd.spawn().map_err(|e| RecordError::Other(format!("cannot run {}: {e}", valgrind.display())))?;
     drop(wr);
-    let header = AccessHeader {
-        trace_crc,
-        trace_records: rec.events.len() as u64,
-        page_size: PAGE,
-        flags: trace::accesses::ACCESS_ZSTD,
-    };
-    let writer = AccessWriter::new(out, &header)
-        .map_err(|e| RecordError::Other(format!("writing the accesses: {e}")))?;
+    let header = AccessHeader { trace_crc, trace_records: rec.events.len() as u64, page_size: PAGE, flags: trace::accesses::ACCESS_ZSTD };
+    let writer = AccessWriter::new(out, &header).map_err(|e| RecordError::Other(format!("writing the accesses: {e}")))?;
     let maps_of = Box::new(|pid: u64| std::fs::read_to_string(format!("/proc/{pid}/maps")).ok());
     let mut c = Collector::new(Aligner::new(Native::of(rec)), writer, maps_of);
     // SAFETY: fcntl on an fd owned here; a refusal (above pipe-max-size) leaves the default.
     unsafe { libc::fcntl(rd.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES) };
-    let mut r = BufReader::with_capacity(
-        1 << 20,
-        Batched {
-            f: std::fs::File::from(rd),
-            short: false,
-        },
-    );
+    let mut r = BufReader::with_capacity(1 << 20, Batched { f: std::fs::File::from(rd), short: false });
     let mut line = Vec::with_capacity(256);
     let werr = |e: io::Error| RecordError::Other(format!("writing the accesses: {e}"));
     loop {
@@ -982,25 +797,15 @@ pub fn record_accesses(
             Err(e) => return Err(RecordError::Other(format!("reading valgrind's log: {e}"))),
         }
     }
-    let status = child
-        .wait()
-        .map_err(|e| RecordError::Other(format!("waiting for valgrind: {e}")))?;
+    let status = child.wait().map_err(|e| RecordError::Other(format!("waiting for valgrind: {e}")))?;
     c.totals.valgrind_ns = t.elapsed().as_nanos() as u64;
     c.totals.native_ns = native_ns;
     let startup_missing = c.startup_missing.take();
     if c.totals.raw_accesses == 0 {
-        return Err(RecordError::Other(format!(
-            "valgrind reported no accesses ({status}): is {} runnable under valgrind?",
-            program.to_string_lossy()
-        )));
+        return Err(RecordError::Other(format!("valgrind reported no accesses ({status}): is {} runnable under valgrind?", program.to_string_lossy())));
     }
     let (totals, _, bytes) = c.finish().map_err(werr)?;
-    Ok(AccessSummary {
-        totals,
-        bytes,
-        startup_missing,
-        status,
-    })
+    Ok(AccessSummary { totals, bytes, startup_missing, status })
 }
 
 #[cfg(test)]

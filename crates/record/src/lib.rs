@@ -672,13 +672,7 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
     if listener.is_some() && opts.thp_disable {
         flags_ |= flags::ANSWERS;
     }
-    self_push(
-        &mut dec.raws,
-        0,
-        pid as u32,
-        pid as u32,
-        RawKind::Body(Box::new(EventBody::Mounts(mounts))),
-    );
+    self_push(&mut dec.raws, 0, pid as u32, pid as u32, RawKind::Body(Box::new(EventBody::Mounts(mounts))));
     let _sig = spawn::IgnoreInterrupts::new();
     let status = loop {
         let mut pfds: Vec<libc::pollfd> = bufs
@@ -724,21 +718,9 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
             // Before its exec_maps, at the same time (the sort below is stable): the replay
             // holds it for the snapshot.
             if let Some(start_stack) = start_stack {
-                self_push(
-                    &mut dec.raws,
-                    t.saturating_sub(start),
-                    p,
-                    p,
-                    RawKind::Body(Box::new(EventBody::ExecStack { start_stack })),
-                );
+                self_push(&mut dec.raws, t.saturating_sub(start), p, p, RawKind::Body(Box::new(EventBody::ExecStack { start_stack })));
             }
-            self_push(
-                &mut dec.raws,
-                t.saturating_sub(start),
-                p,
-                p,
-                RawKind::Body(Box::new(EventBody::ExecMaps(maps))),
-            );
+            self_push(&mut dec.raws, t.saturating_sub(start), p, p, RawKind::Body(Box::new(EventBody::ExecMaps(maps))));
         }
     }
     let end = monotonic_ns();
@@ -747,42 +729,16 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
         l.serve();
         paths_vanished = l.vanished;
         for r in std::mem::take(&mut l.resolved) {
-            self_push(
-                &mut dec.raws,
-                r.time.saturating_sub(start),
-                r.pid,
-                r.tid,
-                RawKind::Body(Box::new(EventBody::Path(r.info))),
-            );
+            self_push(&mut dec.raws, r.time.saturating_sub(start), r.pid, r.tid, RawKind::Body(Box::new(EventBody::Path(r.info))));
         }
         // An answered call did not run: no sys_enter was recorded for it (seccomp skips the
         // call before the tracepoint), only its sys_exit, which `pair` drops. Its record is
         // written here, after the `answered` record that says so.
         for a in std::mem::take(&mut l.answered) {
             let t = a.time.saturating_sub(start);
-            self_push(
-                &mut dec.raws,
-                t,
-                a.pid,
-                a.tid,
-                RawKind::Body(Box::new(EventBody::Answered {
-                    call: a.kind.code(),
-                    ret: a.ret,
-                })),
-            );
-            let sc = Syscall {
-                kind: a.kind,
-                args: a.args,
-                ret: Some(a.ret),
-                duration_ns: a.duration_ns,
-            };
-            self_push(
-                &mut dec.raws,
-                t,
-                a.pid,
-                a.tid,
-                RawKind::Body(Box::new(EventBody::Syscall(sc))),
-            );
+            self_push(&mut dec.raws, t, a.pid, a.tid, RawKind::Body(Box::new(EventBody::Answered { call: a.kind.code(), ret: a.ret })));
+            let sc = Syscall { kind: a.kind, args: a.args, ret: Some(a.ret), duration_ns: a.duration_ns };
+            self_push(&mut dec.raws, t, a.pid, a.tid, RawKind::Body(Box::new(EventBody::Syscall(sc))));
         }
         notify::release(l);
     }
@@ -885,16 +841,7 @@ fn pair(raws: Vec<Raw>) -> (Vec<Event>, u64) {
                 if matches!(*b, EventBody::Answered { .. }) {
                     *answered.entry(r.tid).or_default() += 1;
                 }
-                out.push((
-                    r.time,
-                    idx,
-                    Event {
-                        time_ns: r.time,
-                        tid: r.tid,
-                        pid: r.pid,
-                        body: *b,
-                    },
-                ));
+                out.push((r.time, idx, Event { time_ns: r.time, tid: r.tid, pid: r.pid, body: *b }));
             }
             RawKind::Enter(kind, args) => {
                 if let Some(p) = pending.insert(r.tid, (idx, r.time, r.pid, kind, args)) {
@@ -922,11 +869,7 @@ fn pair(raws: Vec<Raw>) -> (Vec<Event>, u64) {
                     unpaired += 1;
                 }
                 None => match answered.get_mut(&r.tid) {
-                    Some(n)
-                        if *n > 0 && matches!(kind, SyscallKind::Madvise | SyscallKind::Prctl) =>
-                    {
-                        *n -= 1
-                    }
+                    Some(n) if *n > 0 && matches!(kind, SyscallKind::Madvise | SyscallKind::Prctl) => *n -= 1,
                     _ => unpaired += 1,
                 },
             },
@@ -946,31 +889,15 @@ fn tmpfs_mounts(pid: i32) -> Vec<trace::MountEntry> {
     let mut out = Vec::new();
     for line in text.split(|&c| c == b'\n') {
         let f: Vec<&[u8]> = line.split(|&c| c == b' ').collect();
-        let Some(dash) = f.iter().position(|x| *x == b"-") else {
-            continue;
-        };
-        let (Some(dev), Some(mp), Some(fstype), Some(opts)) =
-            (f.get(2), f.get(4), f.get(dash + 1), f.get(dash + 3))
-        else {
-            continue;
-        };
+        let Some(dash) = f.iter().position(|x| *x == b"-") else { continue };
+        let (Some(dev), Some(mp), Some(fstype), Some(opts)) = (f.get(2), f.get(4), f.get(dash + 1), f.get(dash + 3)) else { continue };
         if *fstype != b"tmpfs" {
             continue;
         }
         let dev = String::from_utf8_lossy(dev);
-        let Some((maj, min)) = dev.split_once(':') else {
-            continue;
-        };
-        let (Ok(maj), Ok(min)) = (maj.parse(), min.parse()) else {
-            continue;
-        };
-        out.push(trace::MountEntry {
-            maj,
-            min,
-            fstype: fstype.to_vec(),
-            mount_point: linux_abi::mountinfo::unescape(mp),
-            options: opts.to_vec(),
-        });
+        let Some((maj, min)) = dev.split_once(':') else { continue };
+        let (Ok(maj), Ok(min)) = (maj.parse(), min.parse()) else { continue };
+        out.push(trace::MountEntry { maj, min, fstype: fstype.to_vec(), mount_point: linux_abi::mountinfo::unescape(mp), options: opts.to_vec() });
     }
     out
 }
@@ -979,19 +906,13 @@ fn tmpfs_mounts(pid: i32) -> Vec<trace::MountEntry> {
 /// to that directory, `stats/` left out).
 fn thp_settings_dump() -> Vec<u8> {
     fn walk(dir: &std::path::Path, rel: &str, out: &mut Vec<u8>) {
-        let Ok(rd) = std::fs::read_dir(dir) else {
-            return;
-        };
+        let Ok(rd) = std::fs::read_dir(dir) else { return };
         let mut entries: Vec<_> = rd.flatten().collect();
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             let name = e.file_name().to_string_lossy().into_owned();
             let path = e.path();
-            let r = if rel.is_empty() {
-                name.clone()
-            } else {
-                format!("{rel}/{name}")
-            };
+            let r = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
             if path.is_dir() {
                 if name != "stats" {
                     walk(&path, &r, out);
@@ -1002,11 +923,7 @@ fn thp_settings_dump() -> Vec<u8> {
         }
     }
     let mut out = Vec::new();
-    walk(
-        std::path::Path::new("/sys/kernel/mm/transparent_hugepage"),
-        "",
-        &mut out,
-    );
+    walk(std::path::Path::new("/sys/kernel/mm/transparent_hugepage"), "", &mut out);
     out
 }
 

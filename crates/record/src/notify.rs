@@ -78,11 +78,7 @@ pub fn filter(paths: bool, answers: bool) -> Vec<libc::sock_filter> {
     // (code, k, jump if true, jump if false), resolved below.
     let ld = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
     let jeq = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-    let mut p: Vec<(u16, u32, To, To)> = vec![
-        (ld, DATA_ARCH, To::Next, To::Next),
-        (jeq, AUDIT_ARCH_X86_64, To::Next, To::Allow),
-        (ld, DATA_NR, To::Next, To::Next),
-    ];
+    let mut p: Vec<(u16, u32, To, To)> = vec![(ld, DATA_ARCH, To::Next, To::Next), (jeq, AUDIT_ARCH_X86_64, To::Next, To::Allow), (ld, DATA_NR, To::Next, To::Next)];
     if paths {
         for (nr, ..) in CALLS {
             p.push((jeq, nr as u32, To::Notify, To::Next));
@@ -111,26 +107,11 @@ pub fn filter(paths: bool, answers: bool) -> Vec<libc::sock_filter> {
                 To::Notify => (notify - i - 1) as u8,
             }
         };
-        v.push(libc::sock_filter {
-            code,
-            jt: off(jt),
-            jf: off(jf),
-            k,
-        });
+        v.push(libc::sock_filter { code, jt: off(jt), jf: off(jf), k });
     }
     let ret = (libc::BPF_RET | libc::BPF_K) as u16;
-    v.push(libc::sock_filter {
-        code: ret,
-        jt: 0,
-        jf: 0,
-        k: SECCOMP_RET_ALLOW,
-    });
-    v.push(libc::sock_filter {
-        code: ret,
-        jt: 0,
-        jf: 0,
-        k: SECCOMP_RET_USER_NOTIF,
-    });
+    v.push(libc::sock_filter { code: ret, jt: 0, jf: 0, k: SECCOMP_RET_ALLOW });
+    v.push(libc::sock_filter { code: ret, jt: 0, jf: 0, k: SECCOMP_RET_USER_NOTIF });
     v
 }
 
@@ -140,18 +121,8 @@ pub fn filter(paths: bool, answers: bool) -> Vec<libc::sock_filter> {
 /// # Safety
 /// Called between fork and execve with a program built before the fork.
 pub unsafe fn install_in_child(prog: &[libc::sock_filter]) -> i32 {
-    let fprog = libc::sock_fprog {
-        len: prog.len() as u16,
-        filter: prog.as_ptr() as *mut libc::sock_filter,
-    };
-    let call = || {
-        libc::syscall(
-            libc::SYS_seccomp,
-            1 as libc::c_ulong,
-            SECCOMP_FILTER_FLAG_NEW_LISTENER,
-            &fprog as *const libc::sock_fprog,
-        ) as i32
-    };
+    let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_ptr() as *mut libc::sock_filter };
+    let call = || libc::syscall(libc::SYS_seccomp, 1 as libc::c_ulong, SECCOMP_FILTER_FLAG_NEW_LISTENER, &fprog as *const libc::sock_fprog) as i32;
     let fd = call();
     if fd >= 0 || *libc::__errno_location() != libc::EACCES {
         return fd;
@@ -222,23 +193,13 @@ enum Reply {
 
 impl Listener {
     pub fn new(fd: OwnedFd) -> Listener {
-        Listener {
-            fd,
-            resolved: Vec::new(),
-            answered: Vec::new(),
-            vanished: 0,
-            own_thp_disable: false,
-        }
+        Listener { fd, resolved: Vec::new(), answered: Vec::new(), vanished: 0, own_thp_disable: false }
     }
 
     /// Answer every pending notification (call when poll says POLLIN).
     pub fn serve(&mut self) {
         loop {
-            let mut p = libc::pollfd {
-                fd: self.fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
+            let mut p = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
             // SAFETY: one valid pollfd.
             if unsafe { libc::poll(&mut p, 1, 0) } <= 0 || p.revents & libc::POLLIN == 0 {
                 return;
@@ -246,9 +207,7 @@ impl Listener {
             // SAFETY: seccomp_notif is plain data; the kernel fills it (it must be zeroed).
             let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
             // SAFETY: the ioctl writes one seccomp_notif.
-            if unsafe { libc::ioctl(self.fd.as_raw_fd(), SECCOMP_IOCTL_NOTIF_RECV as _, &mut n) }
-                != 0
-            {
+            if unsafe { libc::ioctl(self.fd.as_raw_fd(), SECCOMP_IOCTL_NOTIF_RECV as _, &mut n) } != 0 {
                 // ENOENT: the thread was killed between poll and recv.
                 continue;
             }
@@ -261,20 +220,9 @@ impl Listener {
             } else {
                 let info = self.look(&n);
                 // SAFETY: the ioctl reads one u64.
-                let valid = unsafe {
-                    libc::ioctl(
-                        self.fd.as_raw_fd(),
-                        SECCOMP_IOCTL_NOTIF_ID_VALID as _,
-                        &n.id,
-                    )
-                } == 0;
+                let valid = unsafe { libc::ioctl(self.fd.as_raw_fd(), SECCOMP_IOCTL_NOTIF_ID_VALID as _, &n.id) } == 0;
                 match info {
-                    Some((pid, info)) if valid => self.resolved.push(Resolved {
-                        time,
-                        pid,
-                        tid: n.pid,
-                        info,
-                    }),
+                    Some((pid, info)) if valid => self.resolved.push(Resolved { time, pid, tid: n.pid, info }),
                     _ => self.vanished += 1,
                 }
                 Reply::Continue
@@ -286,34 +234,16 @@ impl Listener {
             // The answer was computed from /proc while the thread waited: it must still be
             // the same call (the thread may have been killed and its id reused).
             // SAFETY: the ioctl reads one u64.
-            let valid = unsafe {
-                libc::ioctl(
-                    self.fd.as_raw_fd(),
-                    SECCOMP_IOCTL_NOTIF_ID_VALID as _,
-                    &n.id,
-                )
-            } == 0;
+            let valid = unsafe { libc::ioctl(self.fd.as_raw_fd(), SECCOMP_IOCTL_NOTIF_ID_VALID as _, &n.id) } == 0;
             let pid = tgid_of(n.pid);
             if !valid || !send(self.fd.as_raw_fd(), n.id, Some(ret)) {
                 self.vanished += 1;
                 continue;
             }
-            let kind = if nr == libc::SYS_madvise {
-                SyscallKind::Madvise
-            } else {
-                SyscallKind::Prctl
-            };
+            let kind = if nr == libc::SYS_madvise { SyscallKind::Madvise } else { SyscallKind::Prctl };
             let args = n.data.args[..kind.args().len()].to_vec();
             let duration_ns = crate::monotonic_ns().saturating_sub(time);
-            self.answered.push(Answered {
-                time,
-                duration_ns,
-                pid: pid.unwrap_or(n.pid),
-                tid: n.pid,
-                kind,
-                args,
-                ret,
-            });
+            self.answered.push(Answered { time, duration_ns, pid: pid.unwrap_or(n.pid), tid: n.pid, kind, args, ret });
         }
     }
 
@@ -326,9 +256,7 @@ impl Listener {
                 self.own_thp_disable = args[1] != 0;
                 Reply::Continue
             }
-            PR_GET_THP_DISABLE if !self.own_thp_disable && args[1..5].iter().all(|&a| a == 0) => {
-                Reply::Return(0)
-            }
+            PR_GET_THP_DISABLE if !self.own_thp_disable && args[1..5].iter().all(|&a| a == 0) => Reply::Return(0),
             _ => Reply::Continue,
         }
     }
@@ -342,16 +270,8 @@ impl Listener {
             raw
         } else {
             let dirfd = dirfd_arg.map_or(AT_FDCWD, |i| n.data.args[i] as i32);
-            let base = if dirfd == AT_FDCWD {
-                format!("/proc/{tid}/cwd")
-            } else {
-                format!("/proc/{tid}/fd/{dirfd}")
-            };
-            let mut b = std::fs::read_link(base)
-                .ok()?
-                .as_os_str()
-                .as_bytes()
-                .to_vec();
+            let base = if dirfd == AT_FDCWD { format!("/proc/{tid}/cwd") } else { format!("/proc/{tid}/fd/{dirfd}") };
+            let mut b = std::fs::read_link(base).ok()?.as_os_str().as_bytes().to_vec();
             if b.last() != Some(&b'/') {
                 b.push(b'/');
             }
@@ -359,11 +279,7 @@ impl Listener {
             b
         };
         let tgid = tgid_of(tid)?;
-        let mut info = PathInfo {
-            call: kind.code(),
-            path,
-            ..Default::default()
-        };
+        let mut info = PathInfo { call: kind.code(), path, ..Default::default() };
         let rooted = |p: &[u8]| {
             let mut r = format!("/proc/{tid}/root").into_bytes();
             r.extend_from_slice(p);
@@ -424,33 +340,16 @@ fn read_cstring(tid: u32, addr: u64) -> Option<Vec<u8>> {
 
 fn tgid_of(tid: u32) -> Option<u32> {
     let s = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    s.lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
+    s.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())
 }
 
 /// Send the reply to notification `id`: `None` lets the call continue, `Some(v)` makes it
 /// return `v` (negative: -errno) without running. False when the thread is gone.
 fn send(fd: i32, id: u64, ret: Option<i64>) -> bool {
     let resp = match ret {
-        None => libc::seccomp_notif_resp {
-            id,
-            val: 0,
-            error: 0,
-            flags: SECCOMP_USER_NOTIF_FLAG_CONTINUE,
-        },
-        Some(v) if v < 0 => libc::seccomp_notif_resp {
-            id,
-            val: 0,
-            error: v as i32,
-            flags: 0,
-        },
-        Some(v) => libc::seccomp_notif_resp {
-            id,
-            val: v,
-            error: 0,
-            flags: 0,
-        },
+        None => libc::seccomp_notif_resp { id, val: 0, error: 0, flags: SECCOMP_USER_NOTIF_FLAG_CONTINUE },
+        Some(v) if v < 0 => libc::seccomp_notif_resp { id, val: 0, error: v as i32, flags: 0 },
+        Some(v) => libc::seccomp_notif_resp { id, val: v, error: 0, flags: 0 },
     };
     // SAFETY: the ioctl reads one seccomp_notif_resp; an error means the thread is gone.
     unsafe { libc::ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND as _, &resp) == 0 }
@@ -477,12 +376,8 @@ pub fn collapse_result(start: u64, len_in: u64, tid: Option<u32>) -> i64 {
     if start % PAGE != 0 {
         return einval;
     }
-    let Some(len) = len_in.checked_add(PAGE - 1).map(|l| l & !(PAGE - 1)) else {
-        return einval;
-    };
-    let Some(end) = start.checked_add(len) else {
-        return einval;
-    };
+    let Some(len) = len_in.checked_add(PAGE - 1).map(|l| l & !(PAGE - 1)) else { return einval };
+    let Some(end) = start.checked_add(len) else { return einval };
     if len_in != 0 && len == 0 {
         return einval;
     }
@@ -490,9 +385,7 @@ pub fn collapse_result(start: u64, len_in: u64, tid: Option<u32>) -> i64 {
         return 0;
     }
     let Some(tid) = tid else { return 0 };
-    let Ok(smaps) = std::fs::read(format!("/proc/{tid}/smaps")) else {
-        return 0;
-    };
+    let Ok(smaps) = std::fs::read(format!("/proc/{tid}/smaps")) else { return 0 };
     let vmas = smaps_vmas(&smaps);
     let mut at = start;
     let mut hole = false;
@@ -501,10 +394,7 @@ pub fn collapse_result(start: u64, len_in: u64, tid: Option<u32>) -> i64 {
         any = true;
         hole |= *vs > at;
         at = (*ve).max(at);
-        if flags
-            .split(|&c| c == b' ')
-            .any(|f| [&b"nh"[..], b"ht", b"io", b"pf", b"mm", b"de"].contains(&f))
-        {
+        if flags.split(|&c| c == b' ').any(|f| [&b"nh"[..], b"ht", b"io", b"pf", b"mm", b"de"].contains(&f)) {
             return einval;
         }
     }
@@ -524,15 +414,9 @@ fn smaps_vmas(b: &[u8]) -> Vec<(u64, u64, Vec<u8>)> {
             }
             continue;
         }
-        let Some(range) = line.split(|&c| c == b' ').next() else {
-            continue;
-        };
-        let Ok(range) = std::str::from_utf8(range) else {
-            continue;
-        };
-        let Some((a, e)) = range.split_once('-') else {
-            continue;
-        };
+        let Some(range) = line.split(|&c| c == b' ').next() else { continue };
+        let Ok(range) = std::str::from_utf8(range) else { continue };
+        let Some((a, e)) = range.split_once('-') else { continue };
         if let (Ok(a), Ok(e)) = (u64::from_str_radix(a, 16), u64::from_str_radix(e, 16)) {
             v.push((a, e, Vec::new()));
         }
@@ -547,11 +431,7 @@ fn smaps_vmas(b: &[u8]) -> Vec<(u64, u64, Vec<u8>)> {
 pub fn release(l: Listener) {
     let own_thp_disable = l.own_thp_disable;
     let fd = l.fd;
-    let mut p = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
+    let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
     // SAFETY: one valid pollfd.
     unsafe { libc::poll(&mut p, 1, 0) };
     if p.revents & libc::POLLHUP != 0 {
@@ -566,11 +446,7 @@ pub fn release(l: Listener) {
             }
             let mut n: libc::seccomp_notif = std::mem::zeroed();
             loop {
-                let mut p = libc::pollfd {
-                    fd: fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
+                let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
                 if libc::poll(&mut p, 1, -1) < 0 {
                     continue;
                 }
@@ -585,11 +461,7 @@ pub fn release(l: Listener) {
                 let a = &n.data.args;
                 let ret = if n.data.nr as i64 == libc::SYS_madvise {
                     Some(collapse_result(a[0], a[1], None))
-                } else if n.data.nr as i64 == libc::SYS_prctl
-                    && a[0] as u32 == PR_GET_THP_DISABLE
-                    && !own_thp_disable
-                    && a[1..5].iter().all(|&x| x == 0)
-                {
+                } else if n.data.nr as i64 == libc::SYS_prctl && a[0] as u32 == PR_GET_THP_DISABLE && !own_thp_disable && a[1..5].iter().all(|&x| x == 0) {
                     Some(0)
                 } else {
                     None
@@ -614,11 +486,7 @@ mod tests {
                 4 => arch,
                 o if o >= 16 && (o - 16) % 4 == 0 => {
                     let a = args[((o - 16) / 8) as usize];
-                    if (o - 16) % 8 == 0 {
-                        a as u32
-                    } else {
-                        (a >> 32) as u32
-                    }
+                    if (o - 16) % 8 == 0 { a as u32 } else { (a >> 32) as u32 }
                 }
                 o => panic!("load of offset {o}"),
             }
@@ -630,11 +498,7 @@ mod tests {
             match i.code as u32 {
                 c if c == libc::BPF_LD | libc::BPF_W | libc::BPF_ABS => acc = word(i.k),
                 c if c == libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K => {
-                    pc += if acc == i.k {
-                        i.jt as usize
-                    } else {
-                        i.jf as usize
-                    };
+                    pc += if acc == i.k { i.jt as usize } else { i.jf as usize };
                 }
                 c if c == libc::BPF_RET | libc::BPF_K => return i.k,
                 c => panic!("unexpected instruction {c:#x}"),
@@ -645,9 +509,7 @@ mod tests {
 
     #[test]
     fn the_filter_notifies_exactly_the_path_calls_and_the_thp_calls() {
-        use super::{
-            AUDIT_ARCH_X86_64 as X86, SECCOMP_RET_ALLOW as ALLOW, SECCOMP_RET_USER_NOTIF as NOTIFY,
-        };
+        use super::{AUDIT_ARCH_X86_64 as X86, SECCOMP_RET_ALLOW as ALLOW, SECCOMP_RET_USER_NOTIF as NOTIFY};
         let a = |x: &[u64]| {
             let mut v = [0u64; 6];
             v[..x.len()].copy_from_slice(x);
@@ -657,34 +519,20 @@ mod tests {
             let prog = super::filter(paths, answers);
             let want = |b: bool| if b { NOTIFY } else { ALLOW };
             for nr in [2, 257, 85, 87, 263] {
-                assert_eq!(
-                    run(&prog, X86, nr, a(&[])),
-                    want(paths),
-                    "nr {nr} {paths} {answers}"
-                );
+                assert_eq!(run(&prog, X86, nr, a(&[])), want(paths), "nr {nr} {paths} {answers}");
             }
             for nr in [0, 1, 3, 9, 11, 59, 437] {
                 assert_eq!(run(&prog, X86, nr, a(&[25, 25, 25])), ALLOW, "nr {nr}");
             }
             // madvise (28): MADV_COLLAPSE only, on the low 32 bits of the advice.
-            assert_eq!(
-                run(&prog, X86, 28, a(&[0x7000_0000, 4 << 20, 25])),
-                want(answers)
-            );
-            assert_eq!(
-                run(&prog, X86, 28, a(&[0x7000_0000, 4 << 20, (1 << 32) | 25])),
-                want(answers)
-            );
+            assert_eq!(run(&prog, X86, 28, a(&[0x7000_0000, 4 << 20, 25])), want(answers));
+            assert_eq!(run(&prog, X86, 28, a(&[0x7000_0000, 4 << 20, (1 << 32) | 25])), want(answers));
             assert_eq!(run(&prog, X86, 28, a(&[25, 25, 14])), ALLOW);
             // prctl (157): PR_SET_THP_DISABLE and PR_GET_THP_DISABLE only.
             assert_eq!(run(&prog, X86, 157, a(&[41, 1])), want(answers));
             assert_eq!(run(&prog, X86, 157, a(&[42])), want(answers));
             assert_eq!(run(&prog, X86, 157, a(&[15, 42, 41])), ALLOW);
-            assert_eq!(
-                run(&prog, 0x4000_0003, 2, a(&[])),
-                ALLOW,
-                "i386 open is not x86_64's"
-            );
+            assert_eq!(run(&prog, 0x4000_0003, 2, a(&[])), ALLOW, "i386 open is not x86_64's");
             assert_eq!(run(&prog, 0x4000_0003, 28, a(&[0, 0, 25])), ALLOW);
         }
     }
@@ -706,14 +554,7 @@ mod tests {
         // SAFETY: anonymous mappings of our own; unmapped below.
         unsafe {
             let len = 8 << 20;
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
+            let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
             assert_ne!(p, libc::MAP_FAILED);
             let a = p as u64;
             assert_eq!(r(a, len as u64, me), 0);
@@ -722,11 +563,7 @@ mod tests {
             assert_eq!(r(a, len as u64, me), -(libc::ENOMEM as i64));
             assert_eq!(r(a + (4 << 20), 4 << 20, me), 0);
             // MADV_NOHUGEPAGE: EINVAL.
-            libc::madvise(
-                (a + (4 << 20)) as *mut libc::c_void,
-                2 << 20,
-                libc::MADV_NOHUGEPAGE,
-            );
+            libc::madvise((a + (4 << 20)) as *mut libc::c_void, 2 << 20, libc::MADV_NOHUGEPAGE);
             assert_eq!(r(a + (4 << 20), 4 << 20, me), -(libc::EINVAL as i64));
             libc::munmap(p, len);
             assert_eq!(r(a, len as u64, me), -(libc::ENOMEM as i64));

@@ -73,13 +73,9 @@ impl Tracer {
         let handle = std::thread::Builder::new()
             .name("thplab-ptrace".into())
             .spawn(move || {
-                let options = libc::PTRACE_O_TRACEEXEC
-                    | libc::PTRACE_O_TRACEFORK
-                    | libc::PTRACE_O_TRACEVFORK
-                    | libc::PTRACE_O_TRACECLONE;
+                let options = libc::PTRACE_O_TRACEEXEC | libc::PTRACE_O_TRACEFORK | libc::PTRACE_O_TRACEVFORK | libc::PTRACE_O_TRACECLONE;
                 // SAFETY: plain ptrace request on our child.
-                if unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, options as libc::c_long) } != 0
-                {
+                if unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, options as libc::c_long) } != 0 {
                     let e = std::io::Error::last_os_error();
                     let _ = tx.send(Err(format!("ptrace(PTRACE_SEIZE): {e}")));
                     return Err(e.to_string());
@@ -90,9 +86,7 @@ impl Tracer {
             })
             .map_err(|e| format!("starting the tracer thread: {e}"))?;
         match rx.recv() {
-            Ok(Ok(())) => Ok(Tracer {
-                handle: Some(handle),
-            }),
+            Ok(Ok(())) => Ok(Tracer { handle: Some(handle) }),
             Ok(Err(e)) => {
                 let _ = handle.join();
                 Err(e)
@@ -112,10 +106,7 @@ impl Tracer {
     /// Wait for the first process to exit.
     pub fn finish(&mut self) -> Option<Result<Traced, String>> {
         let h = self.handle.take()?;
-        Some(
-            h.join()
-                .unwrap_or_else(|_| Err("the tracer thread panicked".into())),
-        )
+        Some(h.join().unwrap_or_else(|_| Err("the tracer thread panicked".into())))
     }
 }
 
@@ -143,10 +134,7 @@ fn trace_until_exit(root: i32) -> Result<Traced, String> {
         }
         if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) {
             if pid == root {
-                return Ok(Traced {
-                    status: status_code(st),
-                    snapshots,
-                });
+                return Ok(Traced { status: status_code(st), snapshots });
             }
             continue;
         }
@@ -167,14 +155,10 @@ fn trace_until_exit(root: i32) -> Result<Traced, String> {
                 }
                 cont(pid, libc::PTRACE_CONT, 0);
             }
-            libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
-                cont(pid, libc::PTRACE_CONT, 0)
-            }
+            libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => cont(pid, libc::PTRACE_CONT, 0),
             // kernel/signal.c: do_jobctl_trap reports a group-stop with its stop signal and any
             // other trap (a new task's first stop) with SIGTRAP.
-            libc::PTRACE_EVENT_STOP if STOP_SIGNALS.contains(&sig) => {
-                cont(pid, libc::PTRACE_LISTEN as libc::c_uint, 0)
-            }
+            libc::PTRACE_EVENT_STOP if STOP_SIGNALS.contains(&sig) => cont(pid, libc::PTRACE_LISTEN as libc::c_uint, 0),
             libc::PTRACE_EVENT_STOP => cont(pid, libc::PTRACE_CONT, 0),
             // A signal-delivery stop: the signal goes on to the tracee.
             _ => cont(pid, libc::PTRACE_CONT, sig),

@@ -158,16 +158,8 @@ impl Child {
                 if listen {
                     // The listener's number, or minus errno, for the parent to take.
                     let fd = crate::notify::install_in_child(&prog);
-                    let v: i32 = if fd >= 0 {
-                        fd
-                    } else {
-                        -*libc::__errno_location()
-                    };
-                    libc::write(
-                        lis_w.as_raw_fd(),
-                        v.to_ne_bytes().as_ptr() as *const libc::c_void,
-                        4,
-                    );
+                    let v: i32 = if fd >= 0 { fd } else { -*libc::__errno_location() };
+                    libc::write(lis_w.as_raw_fd(), v.to_ne_bytes().as_ptr() as *const libc::c_void, 4);
                 }
                 let mut b = 0u8;
                 loop {
@@ -191,16 +183,12 @@ impl Child {
         let listener = listen.then(|| {
             let mut v = [0u8; 4];
             // SAFETY: reading 4 bytes into v; the child writes them before waiting.
-            let n =
-                unsafe { libc::read(lis_r.as_raw_fd(), v.as_mut_ptr() as *mut libc::c_void, 4) };
+            let n = unsafe { libc::read(lis_r.as_raw_fd(), v.as_mut_ptr() as *mut libc::c_void, 4) };
             let fd = i32::from_ne_bytes(v);
             if n != 4 {
                 Err("the child did not report its seccomp listener".to_string())
             } else if fd < 0 {
-                Err(format!(
-                    "seccomp user notification: {}",
-                    std::io::Error::from_raw_os_error(-fd)
-                ))
+                Err(format!("seccomp user notification: {}", std::io::Error::from_raw_os_error(-fd)))
             } else {
                 crate::notify::take_listener(pid, fd).map_err(|e| format!("pidfd_getfd: {e}"))
             }
@@ -251,9 +239,7 @@ impl Child {
                         let mut st = 0;
                         libc::waitpid(this.pid, &mut st, 0);
                     }
-                    return Err(RecordError::Other(format!(
-                        "tracing the program for its exec snapshots: {e}"
-                    )));
+                    return Err(RecordError::Other(format!("tracing the program for its exec snapshots: {e}")));
                 }
             }
         }

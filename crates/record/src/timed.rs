@@ -22,13 +22,7 @@ use crate::RecordError;
 pub(crate) fn as_recorded() {
     // SAFETY: prctl and personality with constant arguments.
     unsafe {
-        libc::prctl(
-            libc::PR_SET_THP_DISABLE,
-            1 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-        );
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);
         let cur = libc::personality(0xffff_ffff);
         if cur != -1 {
             libc::personality((cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
@@ -38,16 +32,11 @@ pub(crate) fn as_recorded() {
 
 /// The median wall time (ns) of `runs` untraced runs of `argv` (at least one).
 pub fn time_untraced(argv: &[OsString], runs: u32) -> Result<u64, RecordError> {
-    let (program, args) = argv
-        .split_first()
-        .ok_or_else(|| RecordError::Other("no program to time".into()))?;
+    let (program, args) = argv.split_first().ok_or_else(|| RecordError::Other("no program to time".into()))?;
     let mut times = Vec::new();
     for _ in 0..runs.max(1) {
         let mut cmd = Command::new(program);
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         // SAFETY: only async-signal-safe calls between fork and exec.
         unsafe {
             cmd.pre_exec(|| {
@@ -56,12 +45,9 @@ pub fn time_untraced(argv: &[OsString], runs: u32) -> Result<u64, RecordError> {
             });
         }
         let t = Instant::now();
-        let status = cmd.status().map_err(|e| {
-            RecordError::Other(format!(
-                "cannot run {} for --timed: {e}",
-                program.to_string_lossy()
-            ))
-        })?;
+        let status = cmd
+            .status()
+            .map_err(|e| RecordError::Other(format!("cannot run {} for --timed: {e}", program.to_string_lossy())))?;
         times.push(t.elapsed().as_nanos() as u64);
         if !status.success() {
             return Err(RecordError::Other(format!(

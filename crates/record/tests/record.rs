@@ -320,13 +320,7 @@ fn lost_events_are_counted_in_the_header_the_records_and_the_trailer() {
     )
     .unwrap();
     let exe = dir.path().join("touch");
-    match Command::new("cc")
-        .arg("-O2")
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src)
-        .status()
-    {
+    match Command::new("cc").arg("-O2").arg("-o").arg(&exe).arg(&src).status() {
         Ok(s) if s.success() => {}
         _ => {
             eprintln!("SKIP: no C compiler");
@@ -335,10 +329,7 @@ fn lost_events_are_counted_in_the_header_the_records_and_the_trailer() {
     }
     // A 64 KiB buffer per CPU holds about 900 fault samples; 262144 faults overflow it unless
     // the drain happens to keep up, so try a few times.
-    let opts = record::RecordOptions {
-        buffer_kib: 64,
-        ..Default::default()
-    };
+    let opts = record::RecordOptions { buffer_kib: 64, ..Default::default() };
     for attempt in 1..=5 {
         let rec = match record::record(&[exe.clone().into_os_string()], &opts) {
             Err(record::RecordError::Unavailable(why)) => {
@@ -350,25 +341,9 @@ fn lost_events_are_counted_in_the_header_the_records_and_the_trailer() {
         let mut bytes = Vec::new();
         rec.write_to(&mut bytes).unwrap();
         let (h, ev, t) = trace::read_all(&bytes[..]).unwrap();
-        let in_records: u64 = ev
-            .iter()
-            .map(|e| {
-                if let EventBody::Lost { count } = e.body {
-                    count
-                } else {
-                    0
-                }
-            })
-            .sum();
-        let faults = ev
-            .iter()
-            .filter(|e| matches!(e.body, EventBody::Fault { .. }))
-            .count() as u64;
-        eprintln!(
-            "attempt {attempt}: lost {} of about {} events with a 64 KiB buffer",
-            h.lost_events,
-            faults + h.lost_events
-        );
+        let in_records: u64 = ev.iter().map(|e| if let EventBody::Lost { count } = e.body { count } else { 0 }).sum();
+        let faults = ev.iter().filter(|e| matches!(e.body, EventBody::Fault { .. })).count() as u64;
+        eprintln!("attempt {attempt}: lost {} of about {} events with a 64 KiB buffer", h.lost_events, faults + h.lost_events);
         assert_eq!(in_records, h.lost_events);
         assert_eq!(t.lost_events, h.lost_events);
         if h.lost_events > 0 {

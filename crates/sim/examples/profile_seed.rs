@@ -4,10 +4,7 @@ fn main() {
     let mut s = uapi::ThpSettings::default();
     s.apply_assignment("enabled=never").unwrap();
     let m = sim::MachineConfig::default();
-    let n: u32 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(20);
+    let n: u32 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(20);
     for _ in 0..n {
         let r = sim::run(&w, &s, &m).unwrap();
         assert_eq!(r.process.minflt, 262144);

@@ -31,19 +31,8 @@ pub(crate) struct TlbRun {
 }
 
 impl TlbRun {
-    pub(crate) fn new(
-        cpu: &'static CpuPreset,
-        paging: Paging,
-        regions: usize,
-        order0_scatter: f64,
-    ) -> Self {
-        TlbRun {
-            tlbs: vec![Tlb::new(cpu, paging)],
-            tasks: vec![0],
-            cpu: 0,
-            regions: vec![(TlbStats::default(), 0, 0, None); regions],
-            order0_scatter,
-        }
+    pub(crate) fn new(cpu: &'static CpuPreset, paging: Paging, regions: usize, order0_scatter: f64) -> Self {
+        TlbRun { tlbs: vec![Tlb::new(cpu, paging)], tasks: vec![0], cpu: 0, regions: vec![(TlbStats::default(), 0, 0, None); regions], order0_scatter }
     }
 
     /// The TLB of the CPU the accesses run on.
@@ -71,14 +60,7 @@ impl TlbRun {
         }
     }
 
-    fn counts(
-        &self,
-        name: &str,
-        s: &TlbStats,
-        writes: u64,
-        footprint: u64,
-        host: Option<HostLines>,
-    ) -> AccessCounts {
+    fn counts(&self, name: &str, s: &TlbStats, writes: u64, footprint: u64, host: Option<HostLines>) -> AccessCounts {
         let p = self.tlbs[0].preset();
         let e = tlb::cost::estimate(p, s, tlb::Footprint { bytes: footprint }, host);
         AccessCounts {
@@ -98,11 +80,7 @@ impl TlbRun {
             translation_cycles: e.translation_cycles,
             cycles: e.cycles,
             ns: e.ns,
-            ns_per_access: if s.accesses > 0 {
-                e.ns / s.accesses as f64
-            } else {
-                0.0
-            },
+            ns_per_access: if s.accesses > 0 { e.ns / s.accesses as f64 } else { 0.0 },
         }
     }
 
@@ -115,10 +93,7 @@ impl TlbRun {
     pub(crate) fn report_named(&self, names: &[String]) -> AccessReport {
         let p = self.tlbs[0].preset();
         let mut regions = Vec::new();
-        let mut total = AccessCounts {
-            region: "total".into(),
-            ..Default::default()
-        };
+        let mut total = AccessCounts { region: "total".into(), ..Default::default() };
         let mut all = TlbStats::default();
         for (i, (s, writes, fp, host)) in self.regions.iter().enumerate() {
             if s.accesses == 0 {
@@ -140,11 +115,7 @@ impl TlbRun {
             translation_cycles: total.translation_cycles,
             cycles: total.cycles,
             ns: total.ns,
-            ns_per_access: if all.accesses > 0 {
-                total.ns / all.accesses as f64
-            } else {
-                0.0
-            },
+            ns_per_access: if all.accesses > 0 { total.ns / all.accesses as f64 } else { 0.0 },
             tlb_flushed_entries: flushed,
             ..t
         };
@@ -216,14 +187,7 @@ impl TlbRun {
 
     /// `n` lookups of one translation in a row (a recorded run of accesses to one page),
     /// counted in region `ri`.
-    pub(crate) fn lookup(
-        &mut self,
-        ri: usize,
-        tr: &Translation,
-        n: u64,
-        writes: u64,
-        footprint: u64,
-    ) {
+    pub(crate) fn lookup(&mut self, ri: usize, tr: &Translation, n: u64, writes: u64, footprint: u64) {
         let before = *self.tlb().stats();
         for _ in 0..n {
             self.tlb().access(tr);
@@ -244,13 +208,7 @@ pub(crate) fn apply_flushes(m: &mut crate::driver::Machine, run: &mut TlbRun) {
 /// A page the model does not back (a file mapping, the vDSO: a placeholder VMA) as a 4 KiB
 /// translation of its own: a frame number outside the model's memory, no contiguity.
 pub(crate) fn placeholder_translation(addr: u64) -> Translation {
-    Translation {
-        vaddr: addr,
-        pfn: (1 << 40) | addr >> 12,
-        size: PageSize::K4,
-        contig_order: 0,
-        cont: false,
-    }
+    Translation { vaddr: addr, pfn: (1 << 40) | addr >> 12, size: PageSize::K4, contig_order: 0, cont: false }
 }
 
 /// The model's translation as the TLB model's input.
@@ -272,12 +230,7 @@ impl Sim<'_> {
     }
 
     /// Run `a`, an `access` statement of task `task` (main or a thread: each on its own CPU).
-    pub(crate) fn access_stream(
-        &mut self,
-        line: usize,
-        a: &AccessStream,
-        task: usize,
-    ) -> Result<(), SimError> {
+    pub(crate) fn access_stream(&mut self, line: usize, a: &AccessStream, task: usize) -> Result<(), SimError> {
         let (start, len) = self.region(line, a.range.region)?;
         let rlen = a.range.len_in(len);
         if a.range.offset + rlen > len || rlen == 0 {
@@ -286,19 +239,14 @@ impl Sim<'_> {
         }
         let base = start + a.range.offset;
         let ri = a.range.region.0 as usize;
-        let run = self
-            .tlb
-            .as_mut()
-            .expect("TLB model set up for access statements");
+        let run = self.tlb.as_mut().expect("TLB model set up for access statements");
         run.run_on(task);
         let before = *run.tlb().stats();
         let mut writes = 0;
         for (off, write) in AccessPlan::new(a, rlen) {
             let addr = base + off;
             self.apply_flushes();
-            let outcome = self
-                .step(crate::driver::Step::Access { addr, write })
-                .access();
+            let outcome = self.step(crate::driver::Step::Access { addr, write }).access();
             if !matches!(outcome, Access::Hit | Access::Fault) {
                 return Err(self.access_error(line, addr, write, outcome));
             }
@@ -330,18 +278,8 @@ mod tests {
     #[test]
     fn host_lines_of_base_pages_follow_the_scatter() {
         let w = workload::parse("t", "mmap a 1M align=1M\ntouch a write\n").unwrap();
-        let m = MachineConfig {
-            mem_bytes: 64 << 20,
-            min_free_kbytes: 1024,
-            ..MachineConfig::default()
-        };
-        let (r, k) = run_with(
-            &w,
-            &uapi::ThpSettings::default(),
-            &m,
-            &mut RunOptions::default(),
-        )
-        .unwrap();
+        let m = MachineConfig { mem_bytes: 64 << 20, min_free_kbytes: 1024, ..MachineConfig::default() };
+        let (r, k) = run_with(&w, &uapi::ThpSettings::default(), &m, &mut RunOptions::default()).unwrap();
         let a = r.regions[0].start;
         assert_eq!(super::host_lines(&k, a, 1 << 20, 0.0).0, [1, 1, 1, 33]);
         assert_eq!(super::host_lines(&k, a, 1 << 20, 1.0).0, [1, 1, 1, 256]);
@@ -349,10 +287,7 @@ mod tests {
         let mut s = uapi::ThpSettings::default();
         s.apply_assignment("hugepages-64kB/enabled=always").unwrap();
         let (r, k) = run_with(&w, &s, &m, &mut RunOptions::default()).unwrap();
-        assert_eq!(
-            super::host_lines(&k, r.regions[0].start, 1 << 20, 1.0).0,
-            [1, 1, 1, 32]
-        );
+        assert_eq!(super::host_lines(&k, r.regions[0].start, 1 << 20, 1.0).0, [1, 1, 1, 32]);
     }
 
     /// Each thread's accesses go through its own CPU's TLB (Zen 4: a 72-entry L1); thread b
@@ -368,26 +303,10 @@ mod tests {
         let w = workload::parse("t", text).unwrap();
         let mut s = uapi::ThpSettings::default();
         s.apply_assignment("enabled=never").unwrap();
-        let (r, _) = run_with(
-            &w,
-            &s,
-            &MachineConfig::default(),
-            &mut RunOptions {
-                check_invariants: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let (r, _) = run_with(&w, &s, &MachineConfig::default(), &mut RunOptions { check_invariants: true, ..Default::default() }).unwrap();
         let a = r.accesses.unwrap();
         assert_eq!(a.cpus, 2);
-        assert_eq!(
-            (a.total.accesses, a.total.walks, a.total.l1_hits),
-            (128, 32 + 32 + 1, 32 + 31)
-        );
-        assert!(
-            a.total.tlb_flushed_entries >= 2,
-            "the flush reached both TLBs: {}",
-            a.total.tlb_flushed_entries
-        );
+        assert_eq!((a.total.accesses, a.total.walks, a.total.l1_hits), (128, 32 + 32 + 1, 32 + 31));
+        assert!(a.total.tlb_flushed_entries >= 2, "the flush reached both TLBs: {}", a.total.tlb_flushed_entries);
     }
 }

@@ -36,10 +36,7 @@ pub struct Khugepaged {
 
 impl Default for Khugepaged {
     fn default() -> Self {
-        Khugepaged {
-            next_wake_ns: None,
-            hz: DEFAULT_HZ,
-        }
+        Khugepaged { next_wake_ns: None, hz: DEFAULT_HZ }
     }
 }
 
@@ -56,9 +53,7 @@ pub fn timer_wheel_expiry(now: u64, timeout: u64) -> u64 {
     const LVL_CLK_SHIFT: u32 = 3;
     let lvl_start = |n: u32| 63u64 << ((n - 1) * LVL_CLK_SHIFT);
     let expires = now + timeout;
-    let lvl = (1..=8)
-        .find(|&n| timeout < lvl_start(n))
-        .map_or(8, |n| n - 1);
+    let lvl = (1..=8).find(|&n| timeout < lvl_start(n)).map_or(8, |n| n - 1);
     let shift = lvl * LVL_CLK_SHIFT;
     ((expires >> shift) + 1) << shift
 }
@@ -89,9 +84,7 @@ impl PageReporting {
     /// Run the pass due at `t`; one that stopped at its budget schedules the next.
     pub fn run_pass(&mut self, k: &mut Kernel, t: u64) {
         k.page_reporting_process();
-        self.next_pass_ns = k
-            .page_reporting_requested()
-            .then_some(t + PAGE_REPORTING_DELAY_NS);
+        self.next_pass_ns = k.page_reporting_requested().then_some(t + PAGE_REPORTING_DELAY_NS);
     }
 }
 
@@ -122,11 +115,7 @@ impl Khugepaged {
             if t >= until {
                 break;
             }
-            let end = if k.khugepaged_state().in_alloc_sleep.is_some() {
-                k.khugepaged_alloc_sleep_done()
-            } else {
-                k.khugepaged_do_scan()
-            };
+            let end = if k.khugepaged_state().in_alloc_sleep.is_some() { k.khugepaged_alloc_sleep_done() } else { k.khugepaged_do_scan() };
             let sleep = match end {
                 ScanEnd::Done => k.settings().khugepaged.scan_sleep_millisecs,
                 // schedule_timeout(msecs_to_jiffies(alloc_sleep_millisecs)), then the same
@@ -134,8 +123,7 @@ impl Khugepaged {
                 ScanEnd::AllocSleep => k.settings().khugepaged.alloc_sleep_millisecs,
             };
             let next = self.next_wake(t, sleep as u64);
-            self.next_wake_ns =
-                (k.khugepaged_has_work() || end == ScanEnd::AllocSleep).then_some(next);
+            self.next_wake_ns = (k.khugepaged_has_work() || end == ScanEnd::AllocSleep).then_some(next);
         }
     }
 }
@@ -154,10 +142,7 @@ mod tests {
     }
 
     fn model(r: &uapi::RunResult) -> &uapi::result::ModelRun {
-        r.model
-            .as_ref()
-            .and_then(|m| m.run.as_ref())
-            .expect("a workload run has model state")
+        r.model.as_ref().and_then(|m| m.run.as_ref()).expect("a workload run has model state")
     }
 
     fn khugepaged(r: &uapi::RunResult) -> uapi::result::ModelKhugepaged {
@@ -177,11 +162,7 @@ mod tests {
             "mmap a 8M align=2M\ntouch a[0+2M] write\ntouch a[2M+1M] write\ntouch a[4M+256K] write\nmadvise a hugepage\nsleep 1s\n",
         )
         .unwrap();
-        let s = settings(&[
-            "khugepaged/max_ptes_none=256",
-            "khugepaged/scan_sleep_millisecs=100",
-            "khugepaged/pages_to_scan=4096",
-        ]);
+        let s = settings(&["khugepaged/max_ptes_none=256", "khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=4096"]);
         let r = run(&w, &s, &MachineConfig::default()).unwrap();
         let kh = khugepaged(&r);
         assert_eq!(kh.pages_collapsed, 2);
@@ -207,16 +188,9 @@ mod tests {
         let w = workload::parse("t", text).unwrap();
         let r = run(&w, &settings(&["enabled=never"]), &MachineConfig::default()).unwrap();
         assert_eq!(khugepaged(&r).wakeups, 0);
-        let w = workload::parse(
-            "t",
-            "mmap a 4M align=2M\ntouch a write\nmadvise a hugepage\n",
-        )
-        .unwrap();
+        let w = workload::parse("t", "mmap a 4M align=2M\ntouch a write\nmadvise a hugepage\n").unwrap();
         let r = run(&w, &settings(&[]), &MachineConfig::default()).unwrap();
-        assert_eq!(
-            (khugepaged(&r).registered, khugepaged(&r).wakeups),
-            (true, 0)
-        );
+        assert_eq!((khugepaged(&r).registered, khugepaged(&r).wakeups), (true, 0));
     }
 
     /// With a profile, every step moves the clock by its work (sim::driver), so the daemon
@@ -262,25 +236,11 @@ mod tests {
         let text = "phase fill\nmmap a 2M align=2M\nmmap b 2M align=2M\nmmap c 4M\nmadvise a nohugepage\nmadvise b nohugepage\n\
                     touch a[0+1M] write\ntouch b[0+1M] write\nmadvise a hugepage\nmadvise b hugepage\nphase more\ntouch c[0+800K] write\nsleep 1ms\n";
         let w = workload::parse("t", text).unwrap();
-        let s = settings(&[
-            "enabled=madvise",
-            "khugepaged/scan_sleep_millisecs=100",
-            "khugepaged/pages_to_scan=512",
-        ]);
+        let s = settings(&["enabled=madvise", "khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=512"]);
         let r = run(&w, &s, &MachineConfig::default()).unwrap();
-        assert_eq!(
-            (khugepaged(&r).wakeups, khugepaged(&r).pages_collapsed),
-            (1, 1)
-        );
-        let costs = uapi::profile::FaultCosts {
-            ns_per_fault: [("4kB".to_string(), 1e6)].into(),
-            ..Default::default()
-        };
-        let mut opts = crate::RunOptions {
-            check_invariants: true,
-            costs: Some(costs),
-            ..Default::default()
-        };
+        assert_eq!((khugepaged(&r).wakeups, khugepaged(&r).pages_collapsed), (1, 1));
+        let costs = uapi::profile::FaultCosts { ns_per_fault: [("4kB".to_string(), 1e6)].into(), ..Default::default() };
+        let mut opts = crate::RunOptions { check_invariants: true, costs: Some(costs), ..Default::default() };
         let (r, _) = crate::run_with(&w, &s, &MachineConfig::default(), &mut opts).unwrap();
         let kh = khugepaged(&r);
         assert_eq!((kh.wakeups, kh.pages_collapsed), (2, 2));
@@ -290,15 +250,8 @@ mod tests {
         assert_eq!(t.total_ns, 712e6);
         // The clock: the work and the sleep; each phase from its statement to the next.
         assert_eq!(t.elapsed_ns, 713_000_000);
-        let phases: Vec<(&str, u64, u64)> = t
-            .phases
-            .iter()
-            .map(|p| (p.name.as_str(), p.start_ns, p.ns))
-            .collect();
-        assert_eq!(
-            phases,
-            [("fill", 0, 512_000_000), ("more", 512_000_000, 201_000_000)]
-        );
+        let phases: Vec<(&str, u64, u64)> = t.phases.iter().map(|p| (p.name.as_str(), p.start_ns, p.ns)).collect();
+        assert_eq!(phases, [("fill", 0, 512_000_000), ("more", 512_000_000, 201_000_000)]);
     }
 
     /// Free page reporting on the clock (mm/page_reporting.c). A 256 MiB machine laid out as
@@ -313,30 +266,10 @@ mod tests {
         let text = "mmap a 16M align=2M\ntouch a write\nmunmap a\nmmap b 16M align=2M\ntouch b write\nmunmap b\nsleep 3s\nmmap c 16M align=2M\ntouch c write\n";
         let w = workload::parse("t", text).unwrap();
         let s = settings(&["enabled=always"]);
-        let costs = uapi::profile::FaultCosts {
-            ns_per_fault: [
-                ("4kB".to_string(), 1000.0),
-                ("2048kB".to_string(), 100_000.0),
-            ]
-            .into(),
-            ..Default::default()
-        };
-        let host = uapi::profile::HostCosts {
-            page_reporting_order: 9,
-            fault_ns_per_page: 10_000.0,
-            free_areas: vec![2000, 0, 0, 0, 0, 0, 0, 0, 0, 40, 20],
-            source: String::new(),
-        };
-        let m = MachineConfig {
-            mem_bytes: 256 << 20,
-            ..MachineConfig::default()
-        };
-        let mut opts = crate::RunOptions {
-            check_invariants: true,
-            costs: Some(costs),
-            host: Some((host, None)),
-            ..Default::default()
-        };
+        let costs = uapi::profile::FaultCosts { ns_per_fault: [("4kB".to_string(), 1000.0), ("2048kB".to_string(), 100_000.0)].into(), ..Default::default() };
+        let host = uapi::profile::HostCosts { page_reporting_order: 9, fault_ns_per_page: 10_000.0, free_areas: vec![2000, 0, 0, 0, 0, 0, 0, 0, 0, 40, 20], source: String::new() };
+        let m = MachineConfig { mem_bytes: 256 << 20, ..MachineConfig::default() };
+        let mut opts = crate::RunOptions { check_invariants: true, costs: Some(costs), host: Some((host, None)), ..Default::default() };
         let (r, k) = crate::run_with(&w, &s, &m, &mut opts).unwrap();
         let t = r.time.unwrap();
         assert_eq!(t.faults["2048kB"], 24);
@@ -345,13 +278,7 @@ mod tests {
         let h = k.host_stats().unwrap();
         assert_eq!((h.passes, h.reported_blocks), (1, 8));
         // Without the sleep, the third range reuses the blocks too: one cold fill only.
-        let (r, _) = crate::run_with(
-            &workload::parse("t", &text.replace("sleep 3s", "sleep 1s")).unwrap(),
-            &s,
-            &m,
-            &mut opts,
-        )
-        .unwrap();
+        let (r, _) = crate::run_with(&workload::parse("t", &text.replace("sleep 3s", "sleep 1s")).unwrap(), &s, &m, &mut opts).unwrap();
         assert_eq!(r.time.unwrap().host_faults, 8 * 512);
     }
 
@@ -376,29 +303,13 @@ mod tests {
     /// pages fault as base pages.
     #[test]
     fn a_paced_fill_meets_the_daemon_during_the_touch() {
-        let s = settings(&[
-            "enabled=madvise",
-            "khugepaged/max_ptes_none=511",
-            "khugepaged/scan_sleep_millisecs=100",
-            "khugepaged/pages_to_scan=512",
-        ]);
+        let s = settings(&["enabled=madvise", "khugepaged/max_ptes_none=511", "khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=512"]);
         let text = "mmap a 8M align=2M\nmadvise a nohugepage\ntouch a write stride=2M\nmadvise a hugepage\ntouch a write rate=8M/s\n";
         let w = workload::parse("t", text).unwrap();
-        let mut opts = crate::RunOptions {
-            check_invariants: true,
-            ..Default::default()
-        };
+        let mut opts = crate::RunOptions { check_invariants: true, ..Default::default() };
         let (r, _) = crate::run_with(&w, &s, &MachineConfig::default(), &mut opts).unwrap();
         let kh = khugepaged(&r);
-        assert_eq!(
-            (
-                kh.wakeups,
-                kh.pages_collapsed,
-                kh.full_scans,
-                kh.pmds_scanned
-            ),
-            (10, 4, 2, 10)
-        );
+        assert_eq!((kh.wakeups, kh.pages_collapsed, kh.full_scans, kh.pmds_scanned), (10, 4, 2, 10));
         let scans = &model(&r).scan_results;
         assert_eq!((scans["SCAN_SUCCEED"], scans["SCAN_PMD_MAPPED"]), (4, 6));
         assert_eq!(r.vmstat["thp_collapse_alloc"], 4);
@@ -407,23 +318,13 @@ mod tests {
         assert_eq!(r.process.minflt, 5);
         // The touch took 1 s of simulated time: the clock ends there.
         let costs = uapi::profile::FaultCosts::default();
-        let mut opts = crate::RunOptions {
-            costs: Some(costs),
-            ..Default::default()
-        };
+        let mut opts = crate::RunOptions { costs: Some(costs), ..Default::default() };
         let (r, _) = crate::run_with(&w, &s, &MachineConfig::default(), &mut opts).unwrap();
         assert_eq!(r.time.unwrap().elapsed_ns, 1_000_000_000);
         // Unpaced: no time passes, no wake-up runs.
         let w = workload::parse("t", &text.replace(" rate=8M/s", "")).unwrap();
         let r = run(&w, &s, &MachineConfig::default()).unwrap();
-        assert_eq!(
-            (
-                khugepaged(&r).wakeups,
-                khugepaged(&r).pages_collapsed,
-                r.process.minflt
-            ),
-            (0, 0, 2048)
-        );
+        assert_eq!((khugepaged(&r).wakeups, khugepaged(&r).pages_collapsed, r.process.minflt), (0, 0, 2048));
     }
 
     /// With a profile the clock moves with each chunk's work; the sleep after a chunk only
@@ -435,19 +336,11 @@ mod tests {
     /// 100 ms in all (the faults alone).
     #[test]
     fn a_priced_paced_touch_sleeps_only_what_its_work_left() {
-        let costs = uapi::profile::FaultCosts {
-            ns_per_fault: [("4kB".to_string(), 1e6)].into(),
-            ..Default::default()
-        };
+        let costs = uapi::profile::FaultCosts { ns_per_fault: [("4kB".to_string(), 1e6)].into(), ..Default::default() };
         for (rate, elapsed) in [("1M/s", 390_625_000), ("100M/s", 100_000_000)] {
-            let w =
-                workload::parse("t", &format!("mmap a 400K\ntouch a write rate={rate}\n")).unwrap();
-            let mut opts = crate::RunOptions {
-                costs: Some(costs.clone()),
-                ..Default::default()
-            };
-            let (r, _) =
-                crate::run_with(&w, &settings(&[]), &MachineConfig::default(), &mut opts).unwrap();
+            let w = workload::parse("t", &format!("mmap a 400K\ntouch a write rate={rate}\n")).unwrap();
+            let mut opts = crate::RunOptions { costs: Some(costs.clone()), ..Default::default() };
+            let (r, _) = crate::run_with(&w, &settings(&[]), &MachineConfig::default(), &mut opts).unwrap();
             let t = r.time.unwrap();
             assert_eq!((r.process.minflt, t.total_ns), (100, 100e6), "rate={rate}");
             assert_eq!(t.elapsed_ns, elapsed, "rate={rate}");
@@ -461,71 +354,31 @@ mod tests {
     fn repeat_for_a_second_runs_ten_iterations_of_100ms() {
         let text = "mmap a 8M align=2M\nrepeat 1s {\n  touch a[0+4K] write\n  madvise a[0+4K] dontneed\n  sleep 100ms\n}\nmunmap a\n";
         let w = workload::parse("t", text).unwrap();
-        let mut opts = crate::RunOptions {
-            check_invariants: true,
-            costs: Some(Default::default()),
-            ..Default::default()
-        };
-        let (r, _) =
-            crate::run_with(&w, &settings(&[]), &MachineConfig::default(), &mut opts).unwrap();
-        assert_eq!(
-            r.repeats,
-            [uapi::result::RepeatRun {
-                line: 2,
-                duration_ns: 1_000_000_000,
-                iterations: 10
-            }]
-        );
+        let mut opts = crate::RunOptions { check_invariants: true, costs: Some(Default::default()), ..Default::default() };
+        let (r, _) = crate::run_with(&w, &settings(&[]), &MachineConfig::default(), &mut opts).unwrap();
+        assert_eq!(r.repeats, [uapi::result::RepeatRun { line: 2, duration_ns: 1_000_000_000, iterations: 10 }]);
         // Each iteration's write faults again after the dontneed.
         assert_eq!(r.process.minflt, 10);
         assert_eq!(r.time.unwrap().elapsed_ns, 1_000_000_000);
         let calls: Vec<(usize, &str)> = r.calls.iter().map(|c| (c.line, c.call.as_str())).collect();
-        assert_eq!(
-            calls,
-            [(1, "mmap"), (4, "madvise(dontneed)"), (7, "munmap")]
-        );
+        assert_eq!(calls, [(1, "mmap"), (4, "madvise(dontneed)"), (7, "munmap")]);
         // 250 ms iterations in 1 s: at 0, 250, 500, 750 ms; 1 ms ones in 10.5 ms: 11.
-        for (text, n) in [
-            ("repeat 1s {\nsleep 250ms\n}\n", 4),
-            ("repeat 10.5ms {\nsleep 1ms\n}\n", 11),
-        ] {
-            let r = run(
-                &workload::parse("t", text).unwrap(),
-                &settings(&[]),
-                &MachineConfig::default(),
-            )
-            .unwrap();
+        for (text, n) in [("repeat 1s {\nsleep 250ms\n}\n", 4), ("repeat 10.5ms {\nsleep 1ms\n}\n", 11)] {
+            let r = run(&workload::parse("t", text).unwrap(), &settings(&[]), &MachineConfig::default()).unwrap();
             assert_eq!(r.repeats[0].iterations, n, "{text}");
         }
         // A body whose paced touch selects no page takes no time: refused when it runs.
-        let w = workload::parse(
-            "t",
-            "mmap a 1M\nrepeat 1s {\ntouch a write count=0 rate=1M/s\n}\n",
-        )
-        .unwrap();
-        let e = run(&w, &settings(&[]), &MachineConfig::default())
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("t:2: an iteration of this repeat DURATION block took no simulated time"),
-            "{e}"
-        );
+        let w = workload::parse("t", "mmap a 1M\nrepeat 1s {\ntouch a write count=0 rate=1M/s\n}\n").unwrap();
+        let e = run(&w, &settings(&[]), &MachineConfig::default()).unwrap_err().to_string();
+        assert!(e.starts_with("t:2: an iteration of this repeat DURATION block took no simulated time"), "{e}");
     }
 
     /// pages_to_scan smaller than the VMA: a wake-up stops after 1 + 512·n ≥ pages_to_scan
     /// and the next one goes on from the saved address.
     #[test]
     fn pages_to_scan_spreads_a_pass_over_wakeups() {
-        let w = workload::parse(
-            "t",
-            "mmap a 8M align=2M\ntouch a write\nmadvise a hugepage\nsleep 350ms\n",
-        )
-        .unwrap();
-        let mut s = settings(&[
-            "enabled=never",
-            "khugepaged/scan_sleep_millisecs=100",
-            "khugepaged/pages_to_scan=1024",
-        ]);
+        let w = workload::parse("t", "mmap a 8M align=2M\ntouch a write\nmadvise a hugepage\nsleep 350ms\n").unwrap();
+        let mut s = settings(&["enabled=never", "khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=1024"]);
         // Faults under never, then madvise mode for the daemon.
         let r0 = run(&w, &s, &MachineConfig::default()).unwrap();
         assert_eq!(khugepaged(&r0).wakeups, 0, "never: no daemon");
@@ -549,33 +402,15 @@ mod tests {
     #[test]
     fn the_timeline_samples_the_daemon_between_wakeups() {
         let w = workload::parse("t", "mmap a 8M align=2M\nmadvise a nohugepage\ntouch a write\nmadvise a hugepage\nsleep 350ms\n").unwrap();
-        let s = settings(&[
-            "enabled=madvise",
-            "khugepaged/scan_sleep_millisecs=100",
-            "khugepaged/pages_to_scan=1024",
-        ]);
-        let mut opts = crate::RunOptions {
-            check_invariants: true,
-            sample_ms: Some(100),
-            ..Default::default()
-        };
+        let s = settings(&["enabled=madvise", "khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=1024"]);
+        let mut opts = crate::RunOptions { check_invariants: true, sample_ms: Some(100), ..Default::default() };
         let (r, _) = crate::run_with(&w, &s, &MachineConfig::default(), &mut opts).unwrap();
         let t = r.timeline.expect("--sample gives a timeline");
         assert_eq!(t.interval_ms, 100);
         let rows: Vec<(f64, i64, u64, Option<u64>, Option<u64>, i64, u64)> = t
             .samples
             .iter()
-            .map(|x| {
-                (
-                    x.t_ms,
-                    x.pages_collapsed,
-                    x.anon_huge_pages_kb,
-                    x.folios.get("2048kB").copied(),
-                    x.folios.get("4kB").copied(),
-                    x.full_scans,
-                    x.rss_kb,
-                )
-            })
+            .map(|x| (x.t_ms, x.pages_collapsed, x.anon_huge_pages_kb, x.folios.get("2048kB").copied(), x.folios.get("4kB").copied(), x.full_scans, x.rss_kb))
             .collect();
         assert_eq!(
             rows,
@@ -585,10 +420,7 @@ mod tests {
                 (300.0, 4, 8192, Some(4), None, 1, 8192),
             ]
         );
-        assert!(t
-            .samples
-            .iter()
-            .all(|x| x.thp_collapse_alloc == x.pages_collapsed && x.shmem_pmd_mapped_kb == 0));
+        assert!(t.samples.iter().all(|x| x.thp_collapse_alloc == x.pages_collapsed && x.shmem_pmd_mapped_kb == 0));
     }
 
     /// kernel/time/timer.c by hand: a level-0 timeout (under 63 jiffies) fires one jiffy after
@@ -604,14 +436,7 @@ mod tests {
         assert_eq!(timer_wheel_expiry(6, 250), 264);
         assert_eq!(timer_wheel_expiry(0, 2500), 2560);
         // msecs_to_jiffies rounds up: 1 ms is one jiffy at HZ=250, 10 ms three.
-        assert_eq!(
-            (
-                super::msecs_to_jiffies(1, 250),
-                super::msecs_to_jiffies(10, 250),
-                super::msecs_to_jiffies(100, 250)
-            ),
-            (1, 3, 25)
-        );
+        assert_eq!((super::msecs_to_jiffies(1, 250), super::msecs_to_jiffies(10, 250), super::msecs_to_jiffies(100, 250)), (1, 3, 25));
     }
 
     /// The shmem workload of the live test (crates/thplab/tests/it/khugepaged.rs): a tmpfs file
@@ -624,10 +449,7 @@ mod tests {
 
     fn run_checked(text: &str, s: &ThpSettings) -> (uapi::RunResult, mm::Kernel) {
         let w = workload::parse("t", text).unwrap();
-        let mut opts = crate::RunOptions {
-            check_invariants: true,
-            ..Default::default()
-        };
+        let mut opts = crate::RunOptions { check_invariants: true, ..Default::default() };
         let (r, k) = crate::run_with(&w, s, &MachineConfig::default(), &mut opts).unwrap();
         k.check_invariants().unwrap();
         (r, k)
@@ -646,11 +468,7 @@ mod tests {
     /// no thp_file_alloc and no shmem_alloc. Then the last two ranges: 64 + 0 pages of 512.
     #[test]
     fn khugepaged_collapses_shmem_page_cache_ranges() {
-        let s = settings(&[
-            "khugepaged/max_ptes_none=256",
-            "khugepaged/scan_sleep_millisecs=100",
-            "khugepaged/pages_to_scan=4096",
-        ]);
+        let s = settings(&["khugepaged/max_ptes_none=256", "khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=4096"]);
         let (r, _) = run_checked(SHMEM_WORKLOAD, &s);
         let kh = khugepaged(&r);
         assert_eq!(kh.wakeups, 10);
@@ -663,25 +481,11 @@ mod tests {
         assert_eq!(r.process.minflt, 290);
         assert_eq!(r.census.sizes["2048kB"].pmd_mapped, 2);
         assert_eq!(r.folios.len(), 1, "nothing else mapped: {:?}", r.folios);
-        assert_eq!(
-            (
-                r.meminfo["Shmem"],
-                r.meminfo["ShmemHugePages"],
-                r.meminfo["ShmemPmdMapped"]
-            ),
-            (4352, 4096, 4096)
-        );
+        assert_eq!((r.meminfo["Shmem"], r.meminfo["ShmemHugePages"], r.meminfo["ShmemPmdMapped"]), (4352, 4096, 4096));
         let scans = &model(&r).scan_results;
         // Per range: 2 SCAN_SUCCEED (collapse_file), then 9 wake-ups of SCAN_PTE_MAPPED_HUGEPAGE
         // each followed by collapse_pte_mapped_thp's SCAN_SUCCEED.
-        assert_eq!(
-            (
-                scans["SCAN_SUCCEED"],
-                scans["SCAN_PTE_MAPPED_HUGEPAGE"],
-                scans["SCAN_EXCEED_NONE_PTE"]
-            ),
-            (20, 18, 20)
-        );
+        assert_eq!((scans["SCAN_SUCCEED"], scans["SCAN_PTE_MAPPED_HUGEPAGE"], scans["SCAN_EXCEED_NONE_PTE"]), (20, 18, 20));
     }
 
     /// max_ptes_none 0 and 511 (by hand from the rule above): 0 collapses only the full range,
@@ -689,26 +493,12 @@ mod tests {
     #[test]
     fn max_ptes_none_limits_holes_in_the_page_cache() {
         for (none, collapsed) in [(0u64, 1i64), (511, 3)] {
-            let s = settings(&[
-                &format!("khugepaged/max_ptes_none={none}"),
-                "khugepaged/scan_sleep_millisecs=100",
-            ]);
+            let s = settings(&[&format!("khugepaged/max_ptes_none={none}"), "khugepaged/scan_sleep_millisecs=100"]);
             let (r, _) = run_checked(SHMEM_WORKLOAD, &s);
-            assert_eq!(
-                r.vmstat["thp_collapse_alloc"], collapsed,
-                "max_ptes_none={none}"
-            );
-            assert_eq!(
-                khugepaged(&r).pages_collapsed,
-                collapsed as u64 * 10,
-                "max_ptes_none={none}"
-            );
+            assert_eq!(r.vmstat["thp_collapse_alloc"], collapsed, "max_ptes_none={none}");
+            assert_eq!(khugepaged(&r).pages_collapsed, collapsed as u64 * 10, "max_ptes_none={none}");
             // The final read maps the collapsed ranges among the first two with a PMD.
-            assert_eq!(
-                r.census.sizes["2048kB"].pmd_mapped,
-                collapsed.min(2) as u64,
-                "max_ptes_none={none}"
-            );
+            assert_eq!(r.census.sizes["2048kB"].pmd_mapped, collapsed.min(2) as u64, "max_ptes_none={none}");
         }
     }
 
@@ -721,16 +511,8 @@ mod tests {
         let base = "tmpfs t huge=advise\nfile f on=t\nwrite f[0+2M] chunk=4K\nmmap a 4M file=f align=2M\nmadvise a hugepage\n";
         let s = settings(&["enabled=madvise", "khugepaged/scan_sleep_millisecs=100"]);
         let (r, _) = run_checked(&format!("{base}sleep 500ms\n"), &s);
-        assert_eq!(
-            (khugepaged(&r).registered, r.vmstat["thp_collapse_alloc"]),
-            (false, 0)
-        );
-        let (r, _) = run_checked(
-            &format!(
-                "{base}mmap b 2M align=2M\nmadvise b hugepage\ntouch b[0+4K] write\nsleep 500ms\n"
-            ),
-            &s,
-        );
+        assert_eq!((khugepaged(&r).registered, r.vmstat["thp_collapse_alloc"]), (false, 0));
+        let (r, _) = run_checked(&format!("{base}mmap b 2M align=2M\nmadvise b hugepage\ntouch b[0+4K] write\nsleep 500ms\n"), &s);
         assert_eq!(r.vmstat["thp_collapse_alloc"], 1);
         assert_eq!(r.meminfo["ShmemHugePages"], 2048);
     }
@@ -747,48 +529,19 @@ mod tests {
                     ftruncate f 8M\nmmap a 8M file=f align=2M\ntouch a[0+2M] read\ntouch a[2M+1M] write\n\
                     madvise a[0+6M] collapse\nmadvise a[6M+2M] collapse\ntouch a[0+6M] read\n";
         let (r, _) = run_checked(text, &settings(&["enabled=never"]));
-        let rets: Vec<&str> = r
-            .calls
-            .iter()
-            .filter(|c| c.call == "madvise(collapse)")
-            .map(|c| c.ret.as_str())
-            .collect();
+        let rets: Vec<&str> = r.calls.iter().filter(|c| c.call == "madvise(collapse)").map(|c| c.ret.as_str()).collect();
         assert_eq!(rets, ["0", "EINVAL"]);
-        assert_eq!(
-            (
-                r.vmstat["thp_collapse_alloc"],
-                r.vmstat["thp_file_mapped"],
-                r.process.minflt
-            ),
-            (4, 3, 288)
-        );
+        assert_eq!((r.vmstat["thp_collapse_alloc"], r.vmstat["thp_file_mapped"], r.process.minflt), (4, 3, 288));
         assert_eq!(r.census.sizes["2048kB"].pmd_mapped, 3);
-        assert_eq!(
-            (
-                r.meminfo["Shmem"],
-                r.meminfo["ShmemHugePages"],
-                r.meminfo["ShmemPmdMapped"]
-            ),
-            (6144, 6144, 6144)
-        );
+        assert_eq!((r.meminfo["Shmem"], r.meminfo["ShmemHugePages"], r.meminfo["ShmemPmdMapped"]), (6144, 6144, 6144));
         assert_eq!(khugepaged(&r).pages_collapsed, 0);
         assert_eq!(model(&r).scan_results["SCAN_TRUNCATED"], 1);
         let memfd = "memfd f\nftruncate f 4M\nmmap a 4M file=f align=2M\ntouch a[0+2M] write\nmadvise a collapse\n";
-        let (r, _) = run_checked(
-            memfd,
-            &settings(&["enabled=never", "hugepages-2048kB/shmem_enabled=never"]),
-        );
+        let (r, _) = run_checked(memfd, &settings(&["enabled=never", "hugepages-2048kB/shmem_enabled=never"]));
         assert_eq!(r.calls.last().unwrap().ret, "EINVAL");
         // Live, with the per-size knob at inherit (and top-level never): 0, two PMDs, 513 faults.
         let (r, _) = run_checked("memfd f\nftruncate f 4M\nmmap a 4M file=f align=2M\ntouch a[0+2M] write\ntouch a[2M+4K] write\nmadvise a collapse\n", &settings(&["enabled=never"]));
-        assert_eq!(
-            (
-                r.calls.last().unwrap().ret.as_str(),
-                r.census.sizes["2048kB"].pmd_mapped,
-                r.process.minflt
-            ),
-            ("0", 2, 513)
-        );
+        assert_eq!((r.calls.last().unwrap().ret.as_str(), r.census.sizes["2048kB"].pmd_mapped, r.process.minflt), ("0", 2, 513));
     }
 
     /// Another mm's PTEs of the collapsed range go too and its table is retracted: a forked
@@ -802,10 +555,7 @@ mod tests {
         let (r, _) = run_checked(text, &settings(&["enabled=never"]));
         let c = r.processes.iter().find(|p| p.name == "c").unwrap();
         assert_eq!((r.processes[0].process.minflt, c.process.minflt), (32, 33));
-        assert_eq!(
-            (r.vmstat["thp_collapse_alloc"], r.vmstat["thp_file_mapped"]),
-            (1, 2)
-        );
+        assert_eq!((r.vmstat["thp_collapse_alloc"], r.vmstat["thp_file_mapped"]), (1, 2));
         assert_eq!(r.census.sizes["2048kB"].pmd_mapped, 1);
     }
 
@@ -819,52 +569,19 @@ mod tests {
     /// wake-ups, 4 alloc sleeps, 7 failed allocations on 7 ranges, no collapse.
     #[test]
     fn a_failed_collapse_allocation_puts_the_daemon_to_sleep() {
-        let s = settings(&[
-            "enabled=madvise",
-            "khugepaged/max_ptes_none=511",
-            "khugepaged/scan_sleep_millisecs=100",
-            "khugepaged/alloc_sleep_millisecs=200",
-            "khugepaged/pages_to_scan=4096",
-        ]);
+        let s = settings(&["enabled=madvise", "khugepaged/max_ptes_none=511", "khugepaged/scan_sleep_millisecs=100", "khugepaged/alloc_sleep_millisecs=200", "khugepaged/pages_to_scan=4096"]);
         let text = "mmap a 16M align=2M\nmadvise a nohugepage\ntouch a write\nmmap b 46M\nmadvise b nohugepage\ntouch b write\nmadvise a hugepage\nsleep 1s\n";
         let w = workload::parse("t", text).unwrap();
-        let m = MachineConfig {
-            mem_bytes: 64 << 20,
-            min_free_kbytes: 1024,
-            ..MachineConfig::default()
-        };
-        let mut opts = crate::RunOptions {
-            check_invariants: true,
-            ..Default::default()
-        };
+        let m = MachineConfig { mem_bytes: 64 << 20, min_free_kbytes: 1024, ..MachineConfig::default() };
+        let mut opts = crate::RunOptions { check_invariants: true, ..Default::default() };
         let (r, _) = crate::run_with(&w, &s, &m, &mut opts).unwrap();
         let kh = khugepaged(&r);
-        assert_eq!(
-            (
-                kh.wakeups,
-                kh.alloc_sleeps,
-                kh.pmds_scanned,
-                kh.pages_collapsed
-            ),
-            (4, 4, 7, 0)
-        );
+        assert_eq!((kh.wakeups, kh.alloc_sleeps, kh.pmds_scanned, kh.pages_collapsed), (4, 4, 7, 0));
         assert_eq!(r.vmstat["thp_collapse_alloc_failed"], 7);
         assert_eq!(model(&r).scan_results["SCAN_ALLOC_HUGE_PAGE_FAIL"], 7);
         // With the default 60 s alloc sleep, the wake-up at 0 fails once and sleeps past the end.
-        let s60 = settings(&[
-            "enabled=madvise",
-            "khugepaged/max_ptes_none=511",
-            "khugepaged/scan_sleep_millisecs=100",
-            "khugepaged/pages_to_scan=4096",
-        ]);
+        let s60 = settings(&["enabled=madvise", "khugepaged/max_ptes_none=511", "khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=4096"]);
         let (r, _) = crate::run_with(&w, &s60, &m, &mut crate::RunOptions::default()).unwrap();
-        assert_eq!(
-            (
-                khugepaged(&r).wakeups,
-                khugepaged(&r).alloc_sleeps,
-                r.vmstat["thp_collapse_alloc_failed"]
-            ),
-            (1, 1, 1)
-        );
+        assert_eq!((khugepaged(&r).wakeups, khugepaged(&r).alloc_sleeps, r.vmstat["thp_collapse_alloc_failed"]), (1, 1, 1));
     }
 }

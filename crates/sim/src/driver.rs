@@ -18,11 +18,11 @@
 //! a torture draw, each of which may take several steps): [`Machine::check`] is the one
 //! function they call.
 
-use mm::fork::ForkWork;
 use mm::gup::{Pinned, Populate, Populated};
 use mm::madvise::{Madvise, ThpDisable};
 use mm::mmap::{MapBacking, MmapPlacement};
 use mm::shmem::{InodeId, SbHuge, SbId};
+use mm::fork::ForkWork;
 use mm::{Access, Errno, Kernel, MmId};
 use mm_types::{Order, PMD_ORDER};
 use uapi::counters::sysfs_orders;
@@ -37,29 +37,15 @@ use crate::daemons;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
     /// `mmap` (mm/mmap.c: `do_mmap`).
-    Mmap {
-        len: u64,
-        prot: u32,
-        placement: MmapPlacement,
-        backing: MapBacking,
-    },
+    Mmap { len: u64, prot: u32, placement: MmapPlacement, backing: MapBacking },
     /// `munmap` (mm/vma.c: `do_vmi_munmap`).
     Munmap { start: u64, len: u64 },
     /// `mprotect` (mm/mprotect.c: `do_mprotect_pkey`).
     Mprotect { start: u64, len: u64, prot: u32 },
     /// `madvise` (mm/madvise.c: `do_madvise`).
-    Madvise {
-        start: u64,
-        len: u64,
-        advice: Madvise,
-    },
+    Madvise { start: u64, len: u64, advice: Madvise },
     /// `mremap` to `dest` (mm/mremap.c: `do_mremap`; `dest == start` resizes in place).
-    Mremap {
-        start: u64,
-        old_len: u64,
-        new_len: u64,
-        dest: u64,
-    },
+    Mremap { start: u64, old_len: u64, new_len: u64, dest: u64 },
     /// `brk(to)` (mm/mmap.c: `brk`).
     Brk { to: u64 },
     /// `prctl(PR_SET_THP_DISABLE)` (kernel/sys.c).
@@ -85,12 +71,7 @@ pub enum Step {
     /// One load or store (the MMU; a fault enters `handle_mm_fault`).
     Access { addr: u64, write: bool },
     /// `n` loads or stores from `first`, `stride` apart, in address order.
-    AccessRun {
-        first: u64,
-        n: u64,
-        stride: u64,
-        write: bool,
-    },
+    AccessRun { first: u64, n: u64, stride: u64, write: bool },
     /// Mount a tmpfs (mm/shmem.c: `shmem_fill_super`).
     ShmemMount(SbHuge),
     /// Create a file on a mount (`shmem_get_inode`); `linked`: it has a name.
@@ -98,12 +79,7 @@ pub enum Step {
     /// `ftruncate` of a shmem file.
     Ftruncate { ino: InodeId, size: u64 },
     /// `fallocate` of a shmem file (`keep_size`: FALLOC_FL_KEEP_SIZE).
-    Fallocate {
-        ino: InodeId,
-        offset: u64,
-        len: u64,
-        keep_size: bool,
-    },
+    Fallocate { ino: InodeId, offset: u64, len: u64, keep_size: bool },
     /// `write` to a shmem file (`shmem_write_begin`).
     ShmemWrite { ino: InodeId, offset: u64, len: u64 },
     /// `unlink` of a shmem file: later mappings of it map an unlinked inode.
@@ -113,10 +89,7 @@ pub enum Step {
     ShmemPreexisting { ino: InodeId, size: u64 },
     /// What execve set, as a recording shows it: `mm->mmap_base`, and `start_brk`/`brk`
     /// (learnt from the exec snapshot or the first `brk(0)`).
-    SetLayout {
-        mmap_base: Option<u64>,
-        brk: Option<(u64, u64)>,
-    },
+    SetLayout { mmap_base: Option<u64>, brk: Option<(u64, u64)> },
     /// `fork` (kernel/fork.c: `copy_mm`, `dup_mmap`): the outcome names the child's mm.
     Fork,
     /// The process exits (kernel/exit.c: `exit_mm`, `mmput`, `exit_mmap`).
@@ -131,15 +104,7 @@ impl Step {
     /// A system call (priced at the profile's `syscall_ns`); accesses, sleeps and settings are
     /// not.
     pub fn is_call(&self) -> bool {
-        !matches!(
-            self,
-            Step::Access { .. }
-                | Step::AccessRun { .. }
-                | Step::Sleep { .. }
-                | Step::Settings(_)
-                | Step::SetLayout { .. }
-                | Step::ShmemPreexisting { .. }
-        )
+        !matches!(self, Step::Access { .. } | Step::AccessRun { .. } | Step::Sleep { .. } | Step::Settings(_) | Step::SetLayout { .. } | Step::ShmemPreexisting { .. })
     }
 }
 
@@ -179,12 +144,7 @@ impl Outcome {
             Outcome::Populated(r) => r.map(|_| ()),
             Outcome::Pinned(r) => r.map(|_| ()),
             Outcome::Forked(r) => r.map(|_| ()),
-            Outcome::Brk(_)
-            | Outcome::Access(_)
-            | Outcome::Run { .. }
-            | Outcome::Mounted(_)
-            | Outcome::Created(_)
-            | Outcome::Done => Ok(()),
+            Outcome::Brk(_) | Outcome::Access(_) | Outcome::Run { .. } | Outcome::Mounted(_) | Outcome::Created(_) | Outcome::Done => Ok(()),
         }
     }
 
@@ -387,15 +347,8 @@ impl Machine {
     /// VMAs, their folio census, and khugepaged's counters.
     fn sample(&mut self, at: u64) -> TimelineSample {
         let current = self.k.current_mm();
-        let mut t = TimelineSample {
-            t_ms: at as f64 / 1e6,
-            ..Default::default()
-        };
-        let ids: Vec<MmId> = self
-            .k
-            .mm_ids()
-            .filter(|&id| !self.k.mm_exited(id))
-            .collect();
+        let mut t = TimelineSample { t_ms: at as f64 / 1e6, ..Default::default() };
+        let ids: Vec<MmId> = self.k.mm_ids().filter(|&id| !self.k.mm_exited(id)).collect();
         for id in ids {
             self.k.switch_mm(id);
             let c = self.k.census_of_all();
@@ -419,15 +372,8 @@ impl Machine {
     /// would on the machine the profile was measured on.
     pub fn set_costs(&mut self, costs: FaultCosts) {
         let four_k = costs.fault_ns(&Order::BASE.label()).unwrap_or(0.0);
-        self.order_ns =
-            std::array::from_fn(|o| costs.fault_ns(&Order(o as u8).label()).unwrap_or(four_k));
-        self.free_ns = std::array::from_fn(|o| {
-            costs
-                .free_ns_per_folio
-                .get(&Order(o as u8).label())
-                .copied()
-                .unwrap_or(0.0)
-        });
+        self.order_ns = std::array::from_fn(|o| costs.fault_ns(&Order(o as u8).label()).unwrap_or(four_k));
+        self.free_ns = std::array::from_fn(|o| costs.free_ns_per_folio.get(&Order(o as u8).label()).copied().unwrap_or(0.0));
         self.costs = Some(costs);
     }
 
@@ -437,12 +383,8 @@ impl Machine {
     /// frame a priced step writes that the host had dropped costs `fault_ns_per_page`. Call
     /// before the first step.
     pub fn set_host(&mut self, host: &uapi::profile::HostCosts, free_areas: Option<&[u64]>) {
-        let free =
-            free_areas.or((!host.free_areas.is_empty()).then_some(host.free_areas.as_slice()));
-        self.k.enable_page_reporting(
-            Order(host.page_reporting_order.min(mm_types::MAX_PAGE_ORDER)),
-            free,
-        );
+        let free = free_areas.or((!host.free_areas.is_empty()).then_some(host.free_areas.as_slice()));
+        self.k.enable_page_reporting(Order(host.page_reporting_order.min(mm_types::MAX_PAGE_ORDER)), free);
         self.host_fault_ns = host.fault_ns_per_page;
     }
 
@@ -460,19 +402,8 @@ impl Machine {
             t.frees.insert(Order(o as u8).label(), self.frees[o]);
             t.free_ns += self.frees[o] as f64 * self.free_ns[o];
         }
-        t.total_ns = t.faults_ns.values().sum::<f64>()
-            + t.zero_page_ns
-            + t.touch_ns
-            + t.calls_ns
-            + t.collapse_ns
-            + t.host_ns
-            + t.free_ns;
-        t.unmeasured_sizes = t
-            .faults
-            .keys()
-            .filter(|s| c.fault_ns(s).is_none())
-            .cloned()
-            .collect();
+        t.total_ns = t.faults_ns.values().sum::<f64>() + t.zero_page_ns + t.touch_ns + t.calls_ns + t.collapse_ns + t.host_ns + t.free_ns;
+        t.unmeasured_sizes = t.faults.keys().filter(|s| c.fault_ns(s).is_none()).cloned().collect();
         Some(t)
     }
 
@@ -481,18 +412,9 @@ impl Machine {
         let collapses = self.k.counters.vm(VmEvent::ThpCollapseAlloc);
         let host_faults = self.k.host_stats().map_or(0, |h| h.faults);
         let freed = *self.k.folios_freed();
-        let mut w = Work {
-            minflt: s.minflt,
-            hits: s.hits,
-            zero: s.zero_page_faults,
-            collapses,
-            allocs: [0; PMD_ORDER as usize + 1],
-            host_faults,
-            freed,
-        };
+        let mut w = Work { minflt: s.minflt, hits: s.hits, zero: s.zero_page_faults, collapses, allocs: [0; PMD_ORDER as usize + 1], host_faults, freed };
         for order in sysfs_orders() {
-            w.allocs[order.0 as usize] = self.k.counters.mthp(order, MthpStat::AnonFaultAlloc)
-                + self.k.counters.mthp(order, MthpStat::ShmemAlloc);
+            w.allocs[order.0 as usize] = self.k.counters.mthp(order, MthpStat::AnonFaultAlloc) + self.k.counters.mthp(order, MthpStat::ShmemAlloc);
         }
         w
     }
@@ -501,9 +423,7 @@ impl Machine {
     /// `crate::time` describes: each fault by the size it allocated, zero-page reads, touches
     /// that did not fault, the folios freed, and the call itself. Returns the ns charged.
     fn charge(&mut self, before: &Work, call: bool) -> f64 {
-        let Some(c) = self.costs.as_ref() else {
-            return 0.0;
-        };
+        let Some(c) = self.costs.as_ref() else { return 0.0 };
         let after = self.work();
         let t = &mut self.time;
         let mut ns = 0.0;
@@ -515,18 +435,14 @@ impl Machine {
             cost
         };
         for order in sysfs_orders() {
-            let n =
-                (after.allocs[order.0 as usize] - before.allocs[order.0 as usize]).max(0) as u64;
+            let n = (after.allocs[order.0 as usize] - before.allocs[order.0 as usize]).max(0) as u64;
             if n > 0 {
                 ns += fault(order.0 as usize, n);
                 large += n;
             }
         }
         let zero = after.zero.saturating_sub(before.zero);
-        let small = after
-            .minflt
-            .saturating_sub(before.minflt)
-            .saturating_sub(large + zero);
+        let small = after.minflt.saturating_sub(before.minflt).saturating_sub(large + zero);
         if small > 0 {
             ns += fault(0, small);
         }
@@ -598,35 +514,22 @@ impl Machine {
         self.k.switch_mm(mm);
         self.steps += 1;
         // A sleep's time is its own, and what khugepaged does meanwhile is not the program's.
-        let before =
-            (self.costs.is_some() && !matches!(step, Step::Sleep { .. })).then(|| self.work());
+        let before = (self.costs.is_some() && !matches!(step, Step::Sleep { .. })).then(|| self.work());
         let call = step.is_call();
         let k = &mut self.k;
         let out = match step {
-            Step::Mmap {
-                len,
-                prot,
-                placement,
-                backing,
-            } => Outcome::Mapped(k.do_mmap_backed(len, prot, placement, backing)),
+            Step::Mmap { len, prot, placement, backing } => Outcome::Mapped(k.do_mmap_backed(len, prot, placement, backing)),
             Step::Munmap { start, len } => Outcome::Ret(k.do_munmap(start, len)),
             Step::Mprotect { start, len, prot } => Outcome::Ret(k.do_mprotect(start, len, prot)),
             Step::Madvise { start, len, advice } => Outcome::Ret(k.do_madvise(start, len, advice)),
-            Step::Mremap {
-                start,
-                old_len,
-                new_len,
-                dest,
-            } => Outcome::Ret(k.do_mremap(start, old_len, new_len, dest)),
+            Step::Mremap { start, old_len, new_len, dest } => Outcome::Ret(k.do_mremap(start, old_len, new_len, dest)),
             Step::Brk { to } => Outcome::Brk(k.sys_brk(to)),
             Step::Prctl(form) => {
                 k.prctl_set_thp_disable(form);
                 Outcome::Ret(Ok(()))
             }
             Step::Mlock { start, len, flags } => Outcome::Populated(k.do_mlock(start, len, flags)),
-            Step::MlockFlags { start, len, flags } => {
-                Outcome::Ret(k.apply_vma_lock_flags(start, len, flags))
-            }
+            Step::MlockFlags { start, len, flags } => Outcome::Ret(k.apply_vma_lock_flags(start, len, flags)),
             Step::MlockallFlags { flags } => {
                 k.apply_mlockall_flags(flags);
                 Outcome::Ret(Ok(()))
@@ -637,43 +540,24 @@ impl Machine {
                 k.do_munlockall();
                 Outcome::Ret(Ok(()))
             }
-            Step::Populate { start, end, how } => {
-                Outcome::Populated(k.populate_range(start, end, how))
-            }
+            Step::Populate { start, end, how } => Outcome::Populated(k.populate_range(start, end, how)),
             Step::PinUserPages { start, len } => Outcome::Pinned(k.pin_user_pages_fast(start, len)),
             Step::Access { addr, write } => Outcome::Access(k.access(addr, write)),
-            Step::AccessRun {
-                first,
-                n,
-                stride,
-                write,
-            } => {
+            Step::AccessRun { first, n, stride, write } => {
                 let (done, last) = k.access_run(first, n, stride, write);
                 Outcome::Run { done, last }
             }
             Step::ShmemMount(huge) => Outcome::Mounted(k.shmem_mount(huge)),
             Step::ShmemCreate { sb, linked } => Outcome::Created(k.shmem_create(sb, linked)),
             Step::Ftruncate { ino, size } => Outcome::Ret(k.shmem_ftruncate(ino, size)),
-            Step::Fallocate {
-                ino,
-                offset,
-                len,
-                keep_size: false,
-            } => Outcome::Ret(k.shmem_fallocate(ino, offset, len)),
-            Step::Fallocate {
-                ino,
-                offset,
-                len,
-                keep_size: true,
-            } => Outcome::Ret(k.shmem_fallocate_keep_size(ino, offset, len)),
+            Step::Fallocate { ino, offset, len, keep_size: false } => Outcome::Ret(k.shmem_fallocate(ino, offset, len)),
+            Step::Fallocate { ino, offset, len, keep_size: true } => Outcome::Ret(k.shmem_fallocate_keep_size(ino, offset, len)),
             Step::ShmemWrite { ino, offset, len } => Outcome::Ret(k.shmem_write(ino, offset, len)),
             Step::ShmemUnlink(ino) => {
                 k.shmem_unlink(ino);
                 Outcome::Ret(Ok(()))
             }
-            Step::ShmemPreexisting { ino, size } => {
-                Outcome::Ret(k.shmem_populate_order0(ino, size))
-            }
+            Step::ShmemPreexisting { ino, size } => Outcome::Ret(k.shmem_populate_order0(ino, size)),
             Step::SetLayout { mmap_base, brk } => {
                 if let Some(b) = mmap_base {
                     k.set_mmap_base(b);

@@ -17,27 +17,13 @@ fn run_checked(set: &str, text: &str) -> RunResult {
         s.apply_assignment(a).unwrap();
     }
     let w = workload::parse("fork.thpw", text).unwrap();
-    let m = MachineConfig {
-        mem_bytes: 512 << 20,
-        ..MachineConfig::default()
-    };
-    let mut opts = RunOptions {
-        check_invariants: true,
-        ..Default::default()
-    };
+    let m = MachineConfig { mem_bytes: 512 << 20, ..MachineConfig::default() };
+    let mut opts = RunOptions { check_invariants: true, ..Default::default() };
     let (r, k) = run_with(&w, &s, &m, &mut opts).unwrap_or_else(|e| panic!("{e}"));
     k.check_invariants().unwrap();
-    let mut one = RunOptions {
-        check_invariants: true,
-        per_access: true,
-        ..Default::default()
-    };
+    let mut one = RunOptions { check_invariants: true, per_access: true, ..Default::default() };
     let (r1, _) = run_with(&w, &s, &m, &mut one).unwrap();
-    assert_eq!(
-        serde_json::to_value(&r).unwrap(),
-        serde_json::to_value(&r1).unwrap(),
-        "batched and single accesses disagree"
-    );
+    assert_eq!(serde_json::to_value(&r).unwrap(), serde_json::to_value(&r1).unwrap(), "batched and single accesses disagree");
     r
 }
 
@@ -50,9 +36,7 @@ fn dump(r: &RunResult) -> String {
             "{}{}{}: minflt {} Rss {} kB AnonHugePages {} kB cow_copied {} cow_reused {}\n",
             p.name,
             if p.exited { " (exited)" } else { "" },
-            p.shares_mm_with
-                .as_ref()
-                .map_or(String::new(), |m| format!(" (in {m}'s mm)")),
+            p.shares_mm_with.as_ref().map_or(String::new(), |m| format!(" (in {m}'s mm)")),
             p.process.minflt,
             p.process.rss_bytes / 1024,
             p.process.anon_huge_bytes / 1024,
@@ -62,10 +46,7 @@ fn dump(r: &RunResult) -> String {
         let mut sizes: Vec<_> = p.census.sizes.iter().collect();
         sizes.sort_by_key(|(k, _)| uapi::result::size_sort_key(k));
         for (size, e) in sizes {
-            s += &format!(
-                "  {size}: {} (pmd {} pte {} partial {})\n",
-                e.folios, e.pmd_mapped, e.pte_mapped, e.partially_mapped
-            );
+            s += &format!("  {size}: {} (pmd {} pte {} partial {})\n", e.folios, e.pmd_mapped, e.pte_mapped, e.partially_mapped);
         }
     }
     s += &crate::tests::counter_lines(r);
@@ -175,11 +156,7 @@ fn dontfork_and_wipeonfork_ranges() {
               4kB: 24 (pmd 0 pte 24 partial 0)
         "#]],
     );
-    let w = workload::parse(
-        "f.thpw",
-        "mmap gone 64K\ntouch gone write\nmadvise gone dontfork\nfork c {\n  touch gone read\n}\n",
-    )
-    .unwrap();
+    let w = workload::parse("f.thpw", "mmap gone 64K\ntouch gone write\nmadvise gone dontfork\nfork c {\n  touch gone read\n}\n").unwrap();
     let e = run(&w, &ThpSettings::default(), &MachineConfig::default()).unwrap_err();
     assert!(e.to_string().contains("would get SIGSEGV"), "{e}");
 }

@@ -18,10 +18,7 @@ use mm_types::{Order, PMD_ORDER};
 use uapi::counters::sysfs_orders;
 use uapi::result::RegionPlacement;
 use uapi::{CallResult, MthpStat, RunResult, ThpSettings, VmEvent};
-use workload::{
-    Advice, Backing, FileKind, OpKind, Placement, Prot, ThpDisable, TmpfsHuge, TouchPlan, Workload,
-    HEAP,
-};
+use workload::{Advice, Backing, FileKind, OpKind, Placement, Prot, ThpDisable, TmpfsHuge, TouchPlan, Workload, HEAP};
 
 pub use mm::{MAX_MEM_BYTES, MIN_MEM_BYTES};
 
@@ -31,11 +28,7 @@ pub fn human_bytes(b: u64) -> String {
     for (name, shift) in units {
         if b >= 1 << shift {
             let v = b as f64 / (1u64 << shift) as f64;
-            return if b % (1 << shift) == 0 {
-                format!("{} {name}", b >> shift)
-            } else {
-                format!("{v:.1} {name}")
-            };
+            return if b % (1 << shift) == 0 { format!("{} {name}", b >> shift) } else { format!("{v:.1} {name}") };
         }
     }
     format!("{b} B")
@@ -47,11 +40,7 @@ pub fn human_bytes(b: u64) -> String {
 pub fn oom_report(k: &mm::Kernel) -> String {
     let u = k.memory_use();
     let b = |pages: u64| human_bytes(pages * mm_types::PAGE_SIZE);
-    let held = if u.held > 0 {
-        format!(", {} held by the rest of the system", b(u.held))
-    } else {
-        String::new()
-    };
+    let held = if u.held > 0 { format!(", {} held by the rest of the system", b(u.held)) } else { String::new() };
     format!(
         "the simulated machine has {} (--mem): {} in folios, {} in page tables{held}, {} free, and no allocation may take the free memory below the min watermark of {}; raise --mem (at most {})",
         b(u.managed),
@@ -135,10 +124,7 @@ impl SimError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SimEvent {
     /// Accesses done so far of the total the workload will make.
-    Progress {
-        accesses_done: u64,
-        accesses_total: u64,
-    },
+    Progress { accesses_done: u64, accesses_total: u64 },
 }
 
 /// Knobs of one run that are not the machine's.
@@ -172,11 +158,7 @@ pub struct RunOptions<'a> {
 }
 
 /// Run `workload` under `settings` on `machine`.
-pub fn run(
-    workload: &Workload,
-    settings: &ThpSettings,
-    machine: &MachineConfig,
-) -> Result<RunResult, SimError> {
+pub fn run(workload: &Workload, settings: &ThpSettings, machine: &MachineConfig) -> Result<RunResult, SimError> {
     run_with(workload, settings, machine, &mut RunOptions::default()).map(|(r, _)| r)
 }
 
@@ -225,21 +207,11 @@ pub fn run_with(
     if let Some(ms) = opts.sample_ms {
         sim.m.set_sampling(ms.saturating_mul(1_000_000));
     }
-    let has_access = workload
-        .ops
-        .iter()
-        .any(|op| matches!(op.kind, OpKind::Access(_)));
+    let has_access = workload.ops.iter().any(|op| matches!(op.kind, OpKind::Access(_)));
     if has_access || opts.tlb.is_some() {
-        let (cpu, paging) = opts
-            .tlb
-            .unwrap_or((&tlb::presets::ZEN4, tlb::Paging::Native));
+        let (cpu, paging) = opts.tlb.unwrap_or((&tlb::presets::ZEN4, tlb::Paging::Native));
         sim.m.kernel_mut().set_tlb_observer(true);
-        sim.tlb = Some(access::TlbRun::new(
-            cpu,
-            paging,
-            workload.regions.len(),
-            opts.order0_scatter,
-        ));
+        sim.tlb = Some(access::TlbRun::new(cpu, paging, workload.regions.len(), opts.order0_scatter));
     }
     let mut i = 0;
     while i < workload.ops.len() {
@@ -260,22 +232,13 @@ pub fn run_with(
     let time = sim.m.time().map(|mut t| {
         t.elapsed_ns = sim.m.clock_ns();
         t.phases = std::mem::take(&mut sim.phases);
-        let ends: Vec<u64> = t
-            .phases
-            .iter()
-            .skip(1)
-            .map(|p| p.start_ns)
-            .chain([t.elapsed_ns])
-            .collect();
+        let ends: Vec<u64> = t.phases.iter().skip(1).map(|p| p.start_ns).chain([t.elapsed_ns]).collect();
         for (p, end) in t.phases.iter_mut().zip(ends) {
             p.ns = end - p.start_ns;
         }
         t
     });
-    let timeline = opts.sample_ms.map(|ms| uapi::Timeline {
-        interval_ms: ms,
-        samples: sim.m.timeline().to_vec(),
-    });
+    let timeline = opts.sample_ms.map(|ms| uapi::Timeline { interval_ms: ms, samples: sim.m.timeline().to_vec() });
     let tasks = std::mem::take(&mut sim.tasks);
     let repeats = std::mem::take(&mut sim.repeats);
     let mut k = sim.m.into_kernel();
@@ -287,20 +250,8 @@ pub fn run_with(
             .zip(&mms)
             .zip(&tasks)
             .map(|((p, mm), t)| {
-                let shares = p.shares_mm().then(|| {
-                    workload
-                        .proc(p.parent.expect("a thread or vfork child has a parent"))
-                        .name
-                        .clone()
-                });
-                proc_result(
-                    &mut k,
-                    &p.name,
-                    mm.expect("every declared process is forked"),
-                    t,
-                    shares,
-                    &ranges,
-                )
+                let shares = p.shares_mm().then(|| workload.proc(p.parent.expect("a thread or vfork child has a parent")).name.clone());
+                proc_result(&mut k, &p.name, mm.expect("every declared process is forked"), t, shares, &ranges)
             })
             .collect()
     } else {
@@ -353,12 +304,7 @@ struct Sim<'a> {
 
 impl Sim<'_> {
     fn err(&self, line: usize, message: String) -> SimError {
-        SimError {
-            source_name: self.w.source.clone(),
-            line,
-            message,
-            record: None,
-        }
+        SimError { source_name: self.w.source.clone(), line, message, record: None }
     }
 
     /// Run one step in the statement's process.
@@ -381,24 +327,11 @@ impl Sim<'_> {
     }
 
     fn inode(&self, line: usize, f: workload::FileId) -> Result<mm::shmem::InodeId, SimError> {
-        self.inodes[f.0 as usize].ok_or_else(|| {
-            self.err(
-                line,
-                format!(
-                    "file '{}' is used before it is created",
-                    self.w.file(f).name
-                ),
-            )
-        })
+        self.inodes[f.0 as usize].ok_or_else(|| self.err(line, format!("file '{}' is used before it is created", self.w.file(f).name)))
     }
 
     /// A result the model cannot produce because it does not model that path.
-    fn not_modelled(
-        &self,
-        line: usize,
-        r: Result<(), Errno>,
-        what: &str,
-    ) -> Result<Result<(), Errno>, SimError> {
+    fn not_modelled(&self, line: usize, r: Result<(), Errno>, what: &str) -> Result<Result<(), Errno>, SimError> {
         match r {
             Err(Errno::ENOSYS) => Err(self.err(line, format!("{what} is not modelled yet"))),
             other => Ok(other),
@@ -415,9 +348,7 @@ impl Sim<'_> {
         // current->min_flt): the op's faults are its task's, whichever tasks share the mm.
         self.tasks[op.proc.0 as usize].add(&before, &TaskCounts::of(self.m.mm_stats(self.mm)));
         if opts.check_invariants {
-            self.m
-                .check(None)
-                .map_err(|m| self.err(op.line, format!("model invariant broken: {m}")))?;
+            self.m.check(None).map_err(|m| self.err(op.line, format!("model invariant broken: {m}")))?;
         }
         Ok(())
     }
@@ -426,13 +357,7 @@ impl Sim<'_> {
     /// before the start + `ns` when an iteration would start. The body's calls are reported
     /// once, as the last iteration made them (the live executor keeps one result per
     /// statement, the last).
-    fn repeat_for(
-        &mut self,
-        line: usize,
-        ns: u64,
-        body: &[workload::Op],
-        opts: &mut RunOptions,
-    ) -> Result<(), SimError> {
+    fn repeat_for(&mut self, line: usize, ns: u64, body: &[workload::Op], opts: &mut RunOptions) -> Result<(), SimError> {
         let start = self.m.clock_ns();
         let end = start.saturating_add(ns);
         let first_call = self.calls.len();
@@ -458,11 +383,7 @@ impl Sim<'_> {
             }
         }
         self.calls.drain(first_call..last_calls);
-        self.repeats.push(uapi::result::RepeatRun {
-            line,
-            duration_ns: ns,
-            iterations,
-        });
+        self.repeats.push(uapi::result::RepeatRun { line, duration_ns: ns, iterations });
         Ok(())
     }
 
@@ -477,15 +398,10 @@ impl Sim<'_> {
             OpKind::Create(f) => {
                 let (sb, linked, call) = match self.w.file(*f).kind {
                     FileKind::Memfd => (SHM_MNT, false, "memfd_create"),
-                    FileKind::PosixShm { mount } => (
-                        mount.map_or(DEV_SHM, |m| self.mounts[m.0 as usize]),
-                        true,
-                        "shm_open",
-                    ),
+                    FileKind::PosixShm { mount } => (mount.map_or(DEV_SHM, |m| self.mounts[m.0 as usize]), true, "shm_open"),
                     FileKind::Tmpfs { mount } => (self.mounts[mount.0 as usize], true, "open"),
                 };
-                self.inodes[f.0 as usize] =
-                    Some(self.step(Step::ShmemCreate { sb, linked }).created());
+                self.inodes[f.0 as usize] = Some(self.step(Step::ShmemCreate { sb, linked }).created());
                 self.call(line, call.into(), Ok(()));
             }
             OpKind::Ftruncate { file, size } => {
@@ -496,68 +412,34 @@ impl Sim<'_> {
             }
             OpKind::Fallocate { file, offset, len } => {
                 let ino = self.inode(line, *file)?;
-                let r = self
-                    .step(Step::Fallocate {
-                        ino,
-                        offset: *offset,
-                        len: *len,
-                        keep_size: false,
-                    })
-                    .ret();
+                let r = self.step(Step::Fallocate { ino, offset: *offset, len: *len, keep_size: false }).ret();
                 self.call(line, "fallocate".into(), r);
             }
-            OpKind::Write {
-                file,
-                offset,
-                len,
-                chunk,
-            } => {
+            OpKind::Write { file, offset, len, chunk } => {
                 let ino = self.inode(line, *file)?;
-                let r =
-                    workload::write_calls(*offset, *len, *chunk).try_for_each(|(offset, len)| {
-                        self.step(Step::ShmemWrite { ino, offset, len }).ret()
-                    });
+                let r = workload::write_calls(*offset, *len, *chunk).try_for_each(|(offset, len)| self.step(Step::ShmemWrite { ino, offset, len }).ret());
                 if r == Err(Errno::ENOMEM) {
                     return Err(self.err(line, format!("out of memory: {}", oom_report(&self.m))));
                 }
                 self.call(line, "pwrite".into(), r);
             }
-            OpKind::Mmap {
-                region,
-                len,
-                prot,
-                placement,
-                backing,
-            } => {
+            OpKind::Mmap { region, len, prot, placement, backing } => {
                 let placement = match *placement {
                     Placement::Kernel => MmapPlacement::Kernel,
-                    Placement::Aligned { align, offset } => {
-                        MmapPlacement::Aligned { align, offset }
-                    }
+                    Placement::Aligned { align, offset } => MmapPlacement::Aligned { align, offset },
                     Placement::Fixed(a) => MmapPlacement::FixedNoReplace(a),
                 };
                 let backing = match *backing {
                     Backing::PrivateAnon => MapBacking::PrivateAnon,
                     Backing::SharedAnon => MapBacking::SharedAnon,
-                    Backing::SharedFile { file, pgoff } => MapBacking::Shmem {
-                        ino: self.inode(line, file)?,
-                        pgoff: pgoff / mm_types::PAGE_SIZE,
-                    },
+                    Backing::SharedFile { file, pgoff } => {
+                        MapBacking::Shmem { ino: self.inode(line, file)?, pgoff: pgoff / mm_types::PAGE_SIZE }
+                    }
                 };
                 let addr = self
-                    .step(Step::Mmap {
-                        len: *len,
-                        prot: vm_prot(*prot),
-                        placement,
-                        backing,
-                    })
+                    .step(Step::Mmap { len: *len, prot: vm_prot(*prot), placement, backing })
                     .mapped()
-                    .map_err(|e| {
-                        self.err(
-                            line,
-                            format!("mmap of {len} bytes failed with {}", e.name()),
-                        )
-                    })?;
+                    .map_err(|e| self.err(line, format!("mmap of {len} bytes failed with {}", e.name())))?;
                 self.regions[region.0 as usize] = Some((addr, *len));
                 self.call(line, "mmap".into(), Ok(()));
             }
@@ -565,13 +447,7 @@ impl Sim<'_> {
                 let (start, len) = self.region(line, range.region)?;
                 let mut ret = Ok(());
                 for (off, l) in range.pieces(len) {
-                    ret = ret.and(
-                        self.step(Step::Munmap {
-                            start: start + off,
-                            len: l,
-                        })
-                        .ret(),
-                    );
+                    ret = ret.and(self.step(Step::Munmap { start: start + off, len: l }).ret());
                 }
                 self.call(line, "munmap".into(), ret);
             }
@@ -579,13 +455,7 @@ impl Sim<'_> {
                 let (start, len) = self.region(line, range.region)?;
                 let mut ret = Ok(());
                 for (off, l) in range.pieces(len) {
-                    let r = self
-                        .step(Step::Mprotect {
-                            start: start + off,
-                            len: l,
-                            prot: vm_prot(*prot),
-                        })
-                        .ret();
+                    let r = self.step(Step::Mprotect { start: start + off, len: l, prot: vm_prot(*prot) }).ret();
                     ret = ret.and(r);
                 }
                 self.call(line, format!("mprotect({prot})"), ret);
@@ -607,17 +477,10 @@ impl Sim<'_> {
                 };
                 let mut ret = Ok(());
                 for (off, l) in range.pieces(len) {
-                    let r = self
-                        .step(Step::Madvise {
-                            start: start + off,
-                            len: l,
-                            advice: adv,
-                        })
-                        .ret();
+                    let r = self.step(Step::Madvise { start: start + off, len: l, advice: adv }).ret();
                     ret = ret.and(r);
                 }
-                let ret =
-                    self.not_modelled(line, ret, "MADV_COLLAPSE of shared memory (collapse_file)")?;
+                let ret = self.not_modelled(line, ret, "MADV_COLLAPSE of shared memory (collapse_file)")?;
                 self.call(line, format!("madvise({})", advice.word()), ret);
             }
             OpKind::Brk { delta } => {
@@ -625,13 +488,8 @@ impl Sim<'_> {
                 let want = cur.checked_add_signed(*delta).unwrap_or(0);
                 let got = self.step(Step::Brk { to: want }).brk();
                 let heap = self.w.region_by_name(HEAP).expect("parser declares heap");
-                self.regions[heap.0 as usize] =
-                    Some((self.m.start_brk(), got - self.m.start_brk()));
-                self.calls.push(CallResult {
-                    line,
-                    call: "brk".into(),
-                    ret: format!("{got:#x}"),
-                });
+                self.regions[heap.0 as usize] = Some((self.m.start_brk(), got - self.m.start_brk()));
+                self.calls.push(CallResult { line, call: "brk".into(), ret: format!("{got:#x}") });
             }
             OpKind::Sleep { ns } => {
                 self.step(Step::Sleep { ns: *ns });
@@ -650,26 +508,14 @@ impl Sim<'_> {
                     self.mms[child.0 as usize] = Some(mm);
                     self.call(line, "fork".into(), Ok(()));
                 }
-                Err(_) => {
-                    return Err(self.err(
-                        line,
-                        format!(
-                            "fork failed: out of memory for the child's page tables: {}",
-                            oom_report(&self.m)
-                        ),
-                    ))
-                }
+                Err(_) => return Err(self.err(line, format!("fork failed: out of memory for the child's page tables: {}", oom_report(&self.m)))),
             },
             OpKind::Thread(child) | OpKind::Vfork(child) => {
                 // kernel/fork.c: copy_mm with CLONE_VM takes a reference to the parent's mm
                 // (mmget) instead of dup_mm: no copy_page_range, nothing write-protected. The
                 // task runs its statements in the same MmId.
                 self.mms[child.0 as usize] = Some(self.mm);
-                let call = if matches!(op.kind, OpKind::Thread(_)) {
-                    "pthread_create"
-                } else {
-                    "vfork"
-                };
+                let call = if matches!(op.kind, OpKind::Thread(_)) { "pthread_create" } else { "vfork" };
                 self.call(line, call.into(), Ok(()));
             }
             OpKind::Exit => {
@@ -682,40 +528,22 @@ impl Sim<'_> {
                 }
             }
             OpKind::Wait(child) => {
-                let call = if self.w.proc(*child).kind == workload::ProcKind::Thread {
-                    "pthread_join"
-                } else {
-                    "wait4"
-                };
+                let call = if self.w.proc(*child).kind == workload::ProcKind::Thread { "pthread_join" } else { "wait4" };
                 self.call(line, call.into(), Ok(()));
             }
-            OpKind::Phase(name) => self.phases.push(uapi::result::PhaseTime {
-                name: name.clone(),
-                start_ns: self.m.clock_ns(),
-                ns: 0,
-            }),
-            OpKind::RepeatFor { .. } => {
-                unreachable!("run_with runs a repeat DURATION block itself")
-            }
+            OpKind::Phase(name) => self.phases.push(uapi::result::PhaseTime { name: name.clone(), start_ns: self.m.clock_ns(), ns: 0 }),
+            OpKind::RepeatFor { .. } => unreachable!("run_with runs a repeat DURATION block itself"),
             OpKind::ReadDirect { range, block } => {
                 let (start, len) = self.region(line, range.region)?;
                 let rlen = range.len_in(len);
                 if range.offset + rlen > len {
                     let name = &self.w.region(range.region).name;
-                    return Err(self.err(
-                        line,
-                        format!(
-                            "read_direct runs past the end of region '{name}' ({len} bytes now)"
-                        ),
-                    ));
+                    return Err(self.err(line, format!("read_direct runs past the end of region '{name}' ({len} bytes now)")));
                 }
                 self.io.get_or_insert_with(Default::default);
                 let mut ret = Ok(());
                 for (off, n) in workload::read_direct_calls(start + range.offset, rlen, *block) {
-                    match self
-                        .step(Step::PinUserPages { start: off, len: n })
-                        .pinned()
-                    {
+                    match self.step(Step::PinUserPages { start: off, len: n }).pinned() {
                         Ok(p) => {
                             let io = self.io.as_mut().expect("set above");
                             io.direct_reads += 1;
@@ -726,9 +554,7 @@ impl Sim<'_> {
                             io.pin_faults += p.faults;
                         }
                         Err(Errno::ENOMEM) => {
-                            return Err(
-                                self.err(line, format!("out of memory: {}", oom_report(&self.m)))
-                            );
+                            return Err(self.err(line, format!("out of memory: {}", oom_report(&self.m))));
                         }
                         Err(e) => {
                             ret = Err(e);
@@ -743,10 +569,7 @@ impl Sim<'_> {
                 let t = t.resolved(len);
                 if t.range.offset + t.range.len > len {
                     let name = &self.w.region(t.range.region).name;
-                    return Err(self.err(
-                        line,
-                        format!("touch runs past the end of region '{name}' ({len} bytes now)"),
-                    ));
+                    return Err(self.err(line, format!("touch runs past the end of region '{name}' ({len} bytes now)")));
                 }
                 let plan = TouchPlan::new(&t, start);
                 let Some(pace) = t.pace else {
@@ -775,31 +598,13 @@ impl Sim<'_> {
     }
 
     /// Accesses `from..to` of a touch's plan.
-    fn touch_pages(
-        &mut self,
-        line: usize,
-        plan: &TouchPlan,
-        from: u64,
-        to: u64,
-        write: bool,
-        opts: &mut RunOptions,
-    ) -> Result<(), SimError> {
-        if let Some((first, stride)) = plan
-            .ascending()
-            .filter(|_| !opts.per_access && opts.explain.is_none())
-        {
+    fn touch_pages(&mut self, line: usize, plan: &TouchPlan, from: u64, to: u64, write: bool, opts: &mut RunOptions) -> Result<(), SimError> {
+        if let Some((first, stride)) = plan.ascending().filter(|_| !opts.per_access && opts.explain.is_none()) {
             // In address order: the model's batched walk, in steps for progress.
             let mut i = from;
             while i < to {
                 let step = (to - i).min(0x10000);
-                let (done, outcome) = self
-                    .step(Step::AccessRun {
-                        first: first + i * stride,
-                        n: step,
-                        stride,
-                        write,
-                    })
-                    .run();
+                let (done, outcome) = self.step(Step::AccessRun { first: first + i * stride, n: step, stride, write }).run();
                 i += done;
                 if done < step || !matches!(outcome, Access::Hit | Access::Fault) {
                     let addr = first + (i - 1) * stride;
@@ -838,10 +643,7 @@ impl Sim<'_> {
     fn progress(&mut self, opts: &mut RunOptions, n: u64) {
         self.done += n;
         if let Some(f) = opts.on_event.as_mut() {
-            f(SimEvent::Progress {
-                accesses_done: self.done,
-                accesses_total: self.total,
-            });
+            f(SimEvent::Progress { accesses_done: self.done, accesses_total: self.total });
         }
     }
 }
@@ -856,11 +658,8 @@ fn counters_into(r: &mut RunResult, c: &uapi::Counters) {
         r.vmstat.insert(e.name().to_string(), c.vm(*e));
     }
     for order in sysfs_orders() {
-        let stats: BTreeMap<String, i64> = MthpStat::ALL
-            .iter()
-            .filter(|s| s.exists_for(order))
-            .map(|s| (s.name().to_string(), c.mthp(order, *s)))
-            .collect();
+        let stats: BTreeMap<String, i64> =
+            MthpStat::ALL.iter().filter(|s| s.exists_for(order)).map(|s| (s.name().to_string(), c.mthp(order, *s))).collect();
         r.mthp.insert(order.sysfs_dir(), stats);
     }
 }
@@ -918,12 +717,7 @@ struct TaskCounts {
 
 impl TaskCounts {
     fn of(s: &mm::vmstat::ModelStats) -> TaskCounts {
-        TaskCounts {
-            minflt: s.minflt,
-            cow_copied: s.cow_copied,
-            cow_reused: s.cow_reused,
-            exited: false,
-        }
+        TaskCounts { minflt: s.minflt, cow_copied: s.cow_copied, cow_reused: s.cow_reused, exited: false }
     }
 
     /// Add what moved from `before` to `after` (an op of this task).
@@ -935,14 +729,7 @@ impl TaskCounts {
 }
 
 /// One task's figures: the census of its mm at the end (none once exited) and its own counters.
-fn proc_result(
-    k: &mut Kernel,
-    name: &str,
-    mm: mm::MmId,
-    t: &TaskCounts,
-    shares_mm_with: Option<String>,
-    ranges: &[(u64, u64)],
-) -> uapi::result::ProcResult {
+fn proc_result(k: &mut Kernel, name: &str, mm: mm::MmId, t: &TaskCounts, shares_mm_with: Option<String>, ranges: &[(u64, u64)]) -> uapi::result::ProcResult {
     k.switch_mm(mm);
     let mut one = RunResult::default();
     let exited = t.exited || k.mm_exited(mm);
@@ -962,13 +749,7 @@ fn proc_result(
 }
 
 /// Build the result the CLI prints.
-fn report(
-    workload: &Workload,
-    settings: &ThpSettings,
-    k: &Kernel,
-    regions: &[Option<(u64, u64)>],
-    calls: Vec<CallResult>,
-) -> RunResult {
+fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Option<(u64, u64)>], calls: Vec<CallResult>) -> RunResult {
     let mut r = RunResult::new("sim", &workload.source);
     r.settings = settings.knob_map();
     counters_into(&mut r, &k.counters);
@@ -980,13 +761,7 @@ fn report(
         .regions
         .iter()
         .zip(regions)
-        .filter_map(|(decl, placed)| {
-            placed.map(|(start, len)| RegionPlacement {
-                name: decl.name.clone(),
-                start,
-                len,
-            })
-        })
+        .filter_map(|(decl, placed)| placed.map(|(start, len)| RegionPlacement { name: decl.name.clone(), start, len }))
         .collect();
     r.calls = calls;
     r.vmas = views::vma_maps(k, None);
@@ -997,11 +772,7 @@ fn report(
         r.explain = Some(x);
     }
     let (shmem, shmem_huge, shmem_pmd) = k.shmem_meminfo();
-    for (name, bytes) in [
-        ("Shmem", shmem),
-        ("ShmemHugePages", shmem_huge),
-        ("ShmemPmdMapped", shmem_pmd),
-    ] {
+    for (name, bytes) in [("Shmem", shmem), ("ShmemHugePages", shmem_huge), ("ShmemPmdMapped", shmem_pmd)] {
         r.meminfo.insert(name.to_string(), (bytes / 1024) as i64);
     }
     // Every mm's scans (khugepaged walks them all).
@@ -1044,17 +815,7 @@ pub fn run_recording(
     machine: &MachineConfig,
     check_invariants: bool,
 ) -> Result<RunResult, SimError> {
-    run_recording_opts(
-        source,
-        header,
-        events,
-        settings,
-        machine,
-        &ReplayOptions {
-            check_invariants,
-            ..Default::default()
-        },
-    )
+    run_recording_opts(source, header, events, settings, machine, &ReplayOptions { check_invariants, ..Default::default() })
 }
 
 /// How a recording is replayed.
@@ -1127,17 +888,7 @@ pub fn run_recording_opts(
         rp.accesses(header.root_pid, &b.runs);
     }
     let host_faults = rp.host_faults();
-    let replay::Finished {
-        counters,
-        minflt,
-        images,
-        stats: mut st,
-        misses,
-        khugepaged,
-        io,
-        timeline,
-        accesses,
-    } = rp.finish();
+    let replay::Finished { counters, minflt, images, stats: mut st, misses, khugepaged, io, timeline, accesses } = rp.finish();
     let accesses = accesses.map(|mut rep| {
         let a = opts.accesses.as_ref().expect("accesses were replayed");
         let t = &a.trace.totals;
@@ -1171,18 +922,11 @@ pub fn run_recording_opts(
     let mut r = RunResult::new("sim", source);
     r.io = io;
     r.accesses = accesses;
-    r.timeline = opts.sample_ms.map(|ms| uapi::Timeline {
-        interval_ms: ms,
-        samples: timeline,
-    });
+    r.timeline = opts.sample_ms.map(|ms| uapi::Timeline { interval_ms: ms, samples: timeline });
     r.settings = settings.knob_map();
     counters_into(&mut r, &counters);
     // The census is taken at each process's exit: an image an execve replaced is gone by then.
-    let census: Vec<mm::debug::CensusReport> = images
-        .iter()
-        .filter(|i| !i.replaced)
-        .map(|i| i.census.clone())
-        .collect();
+    let census: Vec<mm::debug::CensusReport> = images.iter().filter(|i| !i.replaced).map(|i| i.census.clone()).collect();
     census_into(&mut r, &census);
     r.process.minflt = minflt;
     let fallbacks: Vec<_> = images.iter().map(|i| i.fallbacks).collect();
@@ -1238,8 +982,7 @@ pub fn run_recording_opts(
         .collect();
     rep.recorded_kernel = header.kernel_release.clone();
     rep.host_faults = host_faults;
-    rep.census_scope =
-        "anonymous private and shared shmem memory of every process, at its exit".to_string();
+    rep.census_scope = "anonymous private and shared shmem memory of every process, at its exit".to_string();
     rep.per_process = per_process;
     rep.khugepaged = khugepaged.map(|kh| uapi::result::ModelKhugepaged {
         registered: kh.wakeups > 0 || !kh.mm_slots.is_empty(),
@@ -1249,16 +992,13 @@ pub fn run_recording_opts(
         full_scans: kh.full_scans,
         alloc_sleeps: kh.alloc_sleeps,
     });
-    r.model = Some(uapi::ModelSection {
-        run: None,
-        replay: Some(rep),
-    });
+    r.model = Some(uapi::ModelSection { run: None, replay: Some(rep) });
     Ok(r)
 }
 
-mod access;
 pub mod daemons;
 pub mod driver;
+mod access;
 mod file_pages;
 pub mod matrix;
 pub mod replay;

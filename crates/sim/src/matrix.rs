@@ -28,25 +28,12 @@ fn with(assignments: &[&str]) -> ThpSettings {
 /// sizes always.
 pub fn shmem() -> Vec<(String, ThpSettings)> {
     vec![
-        (
-            "4K only".to_string(),
-            with(&["hugepages-2048kB/shmem_enabled=never"]),
-        ),
-        (
-            "64K always".to_string(),
-            with(&["hugepages-64kB/shmem_enabled=always"]),
-        ),
-        (
-            "top always, PMD inherit".to_string(),
-            with(&["shmem_enabled=always"]),
-        ),
+        ("4K only".to_string(), with(&["hugepages-2048kB/shmem_enabled=never"])),
+        ("64K always".to_string(), with(&["hugepages-64kB/shmem_enabled=always"])),
+        ("top always, PMD inherit".to_string(), with(&["shmem_enabled=always"])),
         (
             "16K+64K+256K always".to_string(),
-            with(&[
-                "hugepages-16kB/shmem_enabled=always",
-                "hugepages-64kB/shmem_enabled=always",
-                "hugepages-256kB/shmem_enabled=always",
-            ]),
+            with(&["hugepages-16kB/shmem_enabled=always", "hugepages-64kB/shmem_enabled=always", "hugepages-256kB/shmem_enabled=always"]),
         ),
     ]
 }
@@ -59,14 +46,12 @@ pub fn anon() -> Vec<(String, ThpSettings)> {
     v.push(("4K only".to_string(), four_k.clone()));
     for kb in [16, 32, 64, 128, 256, 512, 1024] {
         let mut s = four_k.clone();
-        s.apply_assignment(&format!("hugepages-{kb}kB/enabled=always"))
-            .expect("valid");
+        s.apply_assignment(&format!("hugepages-{kb}kB/enabled=always")).expect("valid");
         v.push((format!("{kb}K alone"), s));
     }
     let mut all = with(&["enabled=always"]);
     for kb in [16, 32, 64, 128, 256, 512, 1024] {
-        all.apply_assignment(&format!("hugepages-{kb}kB/enabled=always"))
-            .expect("valid");
+        all.apply_assignment(&format!("hugepages-{kb}kB/enabled=always")).expect("valid");
     }
     v.push(("all sizes".to_string(), all));
     v.push(("PMD always".to_string(), with(&["enabled=always"])));
@@ -81,11 +66,7 @@ mod tests {
     #[test]
     fn the_matrices_say_what_their_labels_say() {
         let a = anon();
-        assert_eq!(
-            a.len(),
-            11,
-            "4K only, 7 sizes alone (16K..1M), all sizes, PMD always, madvise mode"
-        );
+        assert_eq!(a.len(), 11, "4K only, 7 sizes alone (16K..1M), all sizes, PMD always, madvise mode");
         let knob = |s: &ThpSettings, p: &str| s.knob_map()[p].clone();
         assert_eq!(knob(&a[0].1, "enabled"), "never");
         assert_eq!(knob(&a[3].1, "hugepages-64kB/enabled"), "always");

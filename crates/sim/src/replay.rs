@@ -39,31 +39,25 @@
 use std::collections::{BTreeMap, HashMap};
 
 use mm::debug::CensusReport;
+use mm::vmstat::FallbackReason;
 use mm::gup::Populate;
 use mm::madvise::{Madvise, ThpDisable};
 use mm::mmap::{prot_to_vm, MapBacking, MmapPlacement};
 use mm::shmem::{InodeId, SbHuge, SbId, SHM_MNT};
-use mm::vmstat::FallbackReason;
 use mm::{Access, BootParams, Kernel};
-
-use crate::file_pages::FilePages;
 use mm_types::PAGE_SIZE;
 use trace::{perm, Event, EventBody, Header, MountEntry, PathInfo, SyscallKind, TMPFS_MAGIC};
 use uapi::{Counters, ThpSettings};
 
 use crate::driver::{Machine, Step};
+use crate::file_pages::FilePages;
 use crate::{MachineConfig, SimError};
 
-use linux_abi::fcntl::{
-    AT_REMOVEDIR, FALLOC_FL_KEEP_SIZE, F_DUPFD, F_DUPFD_CLOEXEC, O_APPEND, O_CREAT, O_DIRECT,
-    O_TRUNC, O_WRONLY, RWF_APPEND,
-};
+use linux_abi::fcntl::{AT_REMOVEDIR, FALLOC_FL_KEEP_SIZE, F_DUPFD, F_DUPFD_CLOEXEC, O_APPEND, O_CREAT, O_DIRECT, O_TRUNC, O_WRONLY, RWF_APPEND};
 use linux_abi::memfd::MFD_HUGETLB;
 use linux_abi::mman::{
-    MADV_COLLAPSE, MADV_DOFORK, MADV_DONTFORK, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE,
-    MADV_KEEPONFORK, MADV_NOHUGEPAGE, MADV_POPULATE_READ, MADV_POPULATE_WRITE, MADV_WIPEONFORK,
-    MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_LOCKED, MAP_POPULATE, MAP_SHARED, MAP_STACK,
-    MREMAP_FIXED,
+    MADV_COLLAPSE, MADV_DOFORK, MADV_DONTFORK, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_KEEPONFORK, MADV_WIPEONFORK, MADV_NOHUGEPAGE, MADV_POPULATE_READ, MADV_POPULATE_WRITE, MAP_ANONYMOUS,
+    MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_LOCKED, MAP_POPULATE, MAP_SHARED, MAP_STACK, MREMAP_FIXED,
 };
 use linux_abi::prctl::PR_SET_THP_DISABLE;
 use linux_abi::sched::{CLONE_VFORK, CLONE_VM};
@@ -100,10 +94,7 @@ pub fn warnings(st: &ReplayStats, misses: &[PlacementMiss]) -> Vec<String> {
         ));
     }
     if missed as usize > misses.len() {
-        out.push(format!(
-            "{} more placement misses not listed",
-            missed as usize - misses.len()
-        ));
+        out.push(format!("{} more placement misses not listed", missed as usize - misses.len()));
     }
     out
 }
@@ -202,12 +193,7 @@ impl Image {
                     at = stop;
                 }
                 _ => {
-                    let next = self
-                        .reloc
-                        .range(at..)
-                        .next()
-                        .map_or(end, |(&s, _)| s)
-                        .min(end);
+                    let next = self.reloc.range(at..).next().map_or(end, |(&s, _)| s).min(end);
                     out.push((at, next));
                     at = next;
                 }
@@ -221,12 +207,7 @@ impl Image {
         if self.reloc.is_empty() {
             return;
         }
-        let hit: Vec<(u64, (u64, u64))> = self
-            .reloc
-            .range(..end)
-            .filter(|(_, &(e, _))| e > start)
-            .map(|(&s, &v)| (s, v))
-            .collect();
+        let hit: Vec<(u64, (u64, u64))> = self.reloc.range(..end).filter(|(_, &(e, _))| e > start).map(|(&s, &v)| (s, v)).collect();
         for (s, (e, m)) in hit {
             self.reloc.remove(&s);
             if s < start {
@@ -239,18 +220,11 @@ impl Image {
     }
 
     fn file_of(&self, fd: u64) -> FileRef {
-        self.fds
-            .get(&(fd as i32))
-            .map_or(FileRef::Other, |&d| self.descs[d].file)
+        self.fds.get(&(fd as i32)).map_or(FileRef::Other, |&d| self.descs[d].file)
     }
 
     fn install(&mut self, fd: i64, file: FileRef, append: bool, direct: bool) {
-        self.descs.push(Desc {
-            file,
-            pos: 0,
-            append,
-            direct,
-        });
+        self.descs.push(Desc { file, pos: 0, append, direct });
         self.fds.insert(fd as i32, self.descs.len() - 1);
     }
 }
@@ -318,13 +292,7 @@ pub struct Replay<'a> {
 }
 
 impl<'a> Replay<'a> {
-    pub fn new(
-        header: &Header,
-        settings: &'a ThpSettings,
-        machine: &MachineConfig,
-        check: bool,
-        source: &str,
-    ) -> Replay<'a> {
+    pub fn new(header: &Header, settings: &'a ThpSettings, machine: &MachineConfig, check: bool, source: &str) -> Replay<'a> {
         let params = BootParams {
             mem_bytes: machine.mem_bytes,
             min_free_kbytes: machine.min_free_kbytes,
@@ -336,30 +304,21 @@ impl<'a> Replay<'a> {
         let rec_settings = (!header.thp_settings.is_empty())
             .then(|| {
                 let mut s = ThpSettings::default();
-                match s.apply_file(
-                    "the recording's THP knobs",
-                    &String::from_utf8_lossy(&header.thp_settings),
-                ) {
+                match s.apply_file("the recording's THP knobs", &String::from_utf8_lossy(&header.thp_settings)) {
                     Ok(()) => {
                         if let Some(w) = s.unknown_warning() {
-                            warnings
-                                .push(format!("recorded on {} with {w}", header.kernel_release));
+                            warnings.push(format!("recorded on {} with {w}", header.kernel_release));
                         }
                         Some(s)
                     }
                     Err(e) => {
-                        warnings.push(format!(
-                            "{e}: placements are checked under the replay's knobs instead"
-                        ));
+                        warnings.push(format!("{e}: placements are checked under the replay's knobs instead"));
                         None
                     }
                 }
             })
             .flatten();
-        let recorded_unknown_knobs = rec_settings
-            .as_ref()
-            .map(|s| s.unknown.clone())
-            .unwrap_or_default();
+        let recorded_unknown_knobs = rec_settings.as_ref().map(|s| s.unknown.clone()).unwrap_or_default();
         if header.thp_settings.is_empty() {
             warnings.push("the recording has no THP knobs (format 1.x): placements are checked under the replay's knobs".into());
         }
@@ -395,25 +354,11 @@ impl<'a> Replay<'a> {
         };
         // The recording starts at the root's execve: it runs a fresh image.
         r.m.set_hz(machine.hz);
-        let root = r.new_image(
-            header.root_pid,
-            String::from_utf8_lossy(&header.exec_path).into_owned(),
-        );
+        let root = r.new_image(header.root_pid, String::from_utf8_lossy(&header.exec_path).into_owned());
         // The root's exec ends where its address-space snapshot is taken (or, without a
         // snapshot, at its first record).
-        let until = if header.flags & trace::flags::EXEC_SNAPSHOT != 0 {
-            u64::MAX
-        } else {
-            0
-        };
-        r.procs.insert(
-            header.root_pid,
-            Proc {
-                image: Some(root),
-                exec_until_ns: until,
-                ..Default::default()
-            },
-        );
+        let until = if header.flags & trace::flags::EXEC_SNAPSHOT != 0 { u64::MAX } else { 0 };
+        r.procs.insert(header.root_pid, Proc { image: Some(root), exec_until_ns: until, ..Default::default() });
         r.stats.processes = 1;
         r
     }
@@ -457,12 +402,7 @@ impl<'a> Replay<'a> {
     }
 
     fn err(&self, message: String) -> SimError {
-        SimError {
-            source_name: self.source.clone(),
-            line: 0,
-            message,
-            record: None,
-        }
+        SimError { source_name: self.source.clone(), line: 0, message, record: None }
     }
 
     /// Fold a finished image (exit, or exec when `replaced`) into the totals, with its census,
@@ -477,9 +417,7 @@ impl<'a> Replay<'a> {
         self.m.step_current(Step::Exit);
         if self.check {
             if let Err(e) = self.m.check(None) {
-                self.stats
-                    .warnings
-                    .push(format!("model invariant broken by exit_mmap: {e}"));
+                self.stats.warnings.push(format!("model invariant broken by exit_mmap: {e}"));
             }
         }
         let k = &mut self.m;
@@ -535,12 +473,7 @@ impl<'a> Replay<'a> {
 
     /// Drive the TLB model of `cpu` under `paging` with recorded accesses ([`Replay::accesses`])
     /// from now on; `names` are their regions.
-    pub fn enable_accesses(
-        &mut self,
-        cpu: &'static tlb::CpuPreset,
-        paging: tlb::Paging,
-        names: Vec<String>,
-    ) {
+    pub fn enable_accesses(&mut self, cpu: &'static tlb::CpuPreset, paging: tlb::Paging, names: Vec<String>) {
         self.m.kernel_mut().set_tlb_observer(true);
         // Host entry lines are not computed for recorded regions (their pages are not one
         // range): the footprint's density stands for them (`tlb::cost::estimate`).
@@ -556,26 +489,15 @@ impl<'a> Replay<'a> {
     /// applied first. Pages of placeholder VMAs (file mappings, the vDSO) are looked up as
     /// 4 KiB pages of their own; runs where the model has no mapping are counted, not replayed.
     pub fn accesses(&mut self, pid: u32, runs: &[trace::accesses::AccessRun]) {
-        let Some(mut tlb) = self.tlb.take() else {
-            return;
-        };
-        let Some(mm) = self
-            .procs
-            .get(&pid)
-            .and_then(|p| p.image.as_ref())
-            .map(|i| i.mm)
-        else {
+        let Some(mut tlb) = self.tlb.take() else { return };
+        let Some(mm) = self.procs.get(&pid).and_then(|p| p.image.as_ref()).map(|i| i.mm) else {
             self.access_counts.not_replayed += runs.iter().map(|r| r.count).sum::<u64>();
             self.tlb = Some(tlb);
             return;
         };
         self.m.switch_mm(mm);
         for r in runs {
-            let img = self
-                .procs
-                .get(&pid)
-                .and_then(|p| p.image.as_ref())
-                .expect("checked above");
+            let img = self.procs.get(&pid).and_then(|p| p.image.as_ref()).expect("checked above");
             let addr = img.tr(r.page * PAGE_SIZE);
             crate::access::apply_flushes(&mut self.m, &mut tlb);
             let mut vma = self.m.vma_lookup(addr);
@@ -584,15 +506,7 @@ impl<'a> Replay<'a> {
             }
             let tr = match vma {
                 Some(v) if v.is_modelled() => {
-                    let (_, last) = self
-                        .m
-                        .step_current(Step::AccessRun {
-                            first: addr,
-                            n: r.count,
-                            stride: 0,
-                            write: r.write,
-                        })
-                        .run();
+                    let (_, last) = self.m.step_current(Step::AccessRun { first: addr, n: r.count, stride: 0, write: r.write }).run();
                     crate::access::apply_flushes(&mut self.m, &mut tlb);
                     match (last, self.m.translation(addr)) {
                         (Access::Hit | Access::Fault, Some(t)) => {
@@ -618,39 +532,19 @@ impl<'a> Replay<'a> {
             let span = &mut self.access_span[ri];
             *span = (span.0.min(r.page), span.1.max(r.page));
             let footprint = (span.1 - span.0 + 1) * PAGE_SIZE;
-            tlb.lookup(
-                ri,
-                &tr,
-                r.count,
-                if r.write { r.count } else { 0 },
-                footprint,
-            );
+            tlb.lookup(ri, &tr, r.count, if r.write { r.count } else { 0 }, footprint);
         }
         self.tlb = Some(tlb);
     }
 
     /// expand_downwards: an access just below `pid`'s stack grows it; whether it did.
     fn expand_stack(&mut self, pid: u32, addr: u64) -> bool {
-        let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else {
-            return false;
-        };
-        let Some((start, end)) = img.stack else {
-            return false;
-        };
+        let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else { return false };
+        let Some((start, end)) = img.stack else { return false };
         if addr < start && addr + STACK_LIMIT >= start {
             let new_start = addr / PAGE_SIZE * PAGE_SIZE;
             let prot = prot_to_vm(true, true, false);
-            if self
-                .m
-                .step_current(Step::Mmap {
-                    len: start - new_start,
-                    prot,
-                    placement: MmapPlacement::FixedNoReplace(new_start),
-                    backing: MapBacking::PrivateAnon,
-                })
-                .ret()
-                .is_ok()
-            {
+            if self.m.step_current(Step::Mmap { len: start - new_start, prot, placement: MmapPlacement::FixedNoReplace(new_start), backing: MapBacking::PrivateAnon }).ret().is_ok() {
                 img.stack = Some((new_start, end));
                 return true;
             }
@@ -673,19 +567,10 @@ impl<'a> Replay<'a> {
 
     fn run_event(&mut self, e: &Event) -> Result<(), SimError> {
         // The event's process is current (its image's mm), as the kernel runs it.
-        if let Some(mm) = self
-            .procs
-            .get(&e.pid)
-            .and_then(|p| p.image.as_ref())
-            .map(|i| i.mm)
-        {
+        if let Some(mm) = self.procs.get(&e.pid).and_then(|p| p.image.as_ref()).map(|i| i.mm) {
             self.m.switch_mm(mm);
         }
-        let before = if self.check {
-            self.touched(e)
-        } else {
-            Touched::Nothing
-        };
+        let before = if self.check { self.touched(e) } else { Touched::Nothing };
         self.apply(e)?;
         if self.check {
             self.check_step(e, before)?;
@@ -695,55 +580,29 @@ impl<'a> Replay<'a> {
 
     /// What `e` may change in its process's model, in model addresses as they are now.
     fn touched(&self, e: &Event) -> Touched {
-        let Some(img) = self.procs.get(&e.pid).and_then(|p| p.image.as_ref()) else {
-            return Touched::Nothing;
-        };
-        let range = |start: u64, len: u64| {
-            img.tr_range(start, start.saturating_add(len))
-                .into_iter()
-                .chain([(start, start.saturating_add(len))])
-        };
+        let Some(img) = self.procs.get(&e.pid).and_then(|p| p.image.as_ref()) else { return Touched::Nothing };
+        let range = |start: u64, len: u64| img.tr_range(start, start.saturating_add(len)).into_iter().chain([(start, start.saturating_add(len))]);
         match &e.body {
             EventBody::Fault { addr, .. } => Touched::Ranges(range(*addr, 1).collect()),
             EventBody::Map(m) => Touched::Ranges(range(m.addr, m.len).collect()),
             EventBody::ExecMaps(_) => Touched::Everything,
             EventBody::Syscall(s) => {
-                let (a, Some(ret)) = (&s.args, s.ret) else {
-                    return Touched::Nothing;
-                };
+                let (a, Some(ret)) = (&s.args, s.ret) else { return Touched::Nothing };
                 let arg = |i: usize| a.get(i).copied().unwrap_or(0);
                 match s.kind {
-                    SyscallKind::Mmap if ret >= 0 => {
-                        Touched::Ranges(range(ret as u64, arg(1)).collect())
+                    SyscallKind::Mmap if ret >= 0 => Touched::Ranges(range(ret as u64, arg(1)).collect()),
+                    SyscallKind::Munmap | SyscallKind::Mprotect | SyscallKind::Madvise | SyscallKind::Mlock | SyscallKind::Mlock2 | SyscallKind::Munlock => {
+                        Touched::Ranges(range(arg(0), arg(1)).collect())
                     }
-                    SyscallKind::Munmap
-                    | SyscallKind::Mprotect
-                    | SyscallKind::Madvise
-                    | SyscallKind::Mlock
-                    | SyscallKind::Mlock2
-                    | SyscallKind::Munlock => Touched::Ranges(range(arg(0), arg(1)).collect()),
-                    SyscallKind::Mremap => Touched::Ranges(
-                        range(arg(0), arg(1))
-                            .chain(range(ret as u64, arg(2)))
-                            .chain(range(arg(4), arg(2)))
-                            .collect(),
-                    ),
+                    SyscallKind::Mremap => Touched::Ranges(range(arg(0), arg(1)).chain(range(ret as u64, arg(2))).chain(range(arg(4), arg(2))).collect()),
                     SyscallKind::Brk => {
                         let (old, new) = (self.m.brk(), ret as u64);
                         Touched::Ranges(vec![(old.min(new), old.max(new).max(old.min(new) + 1))])
                     }
-                    SyscallKind::Mlockall
-                    | SyscallKind::Munlockall
-                    | SyscallKind::Prctl
-                    | SyscallKind::Shmat
-                    | SyscallKind::Shmdt
-                    | SyscallKind::ProcessMadvise => Touched::Everything,
-                    SyscallKind::Clone
-                    | SyscallKind::Clone3
-                    | SyscallKind::Fork
-                    | SyscallKind::Vfork
-                    | SyscallKind::Lseek
-                    | SyscallKind::Read => Touched::Nothing,
+                    SyscallKind::Mlockall | SyscallKind::Munlockall | SyscallKind::Prctl | SyscallKind::Shmat | SyscallKind::Shmdt | SyscallKind::ProcessMadvise => {
+                        Touched::Everything
+                    }
+                    SyscallKind::Clone | SyscallKind::Clone3 | SyscallKind::Fork | SyscallKind::Vfork | SyscallKind::Lseek | SyscallKind::Read => Touched::Nothing,
                     // File calls (memfd_create, open, write, ftruncate, fallocate, close, unlink,
                     // dup): the shmem page caches; exit and execve are checked whole at teardown.
                     _ => Touched::PageCache,
@@ -758,19 +617,10 @@ impl<'a> Replay<'a> {
     /// 2, 4, 8, ... (so the full checks cost O(log n) walks of the machine); images are also
     /// checked whole when they are torn down and at the end.
     fn check_step(&mut self, e: &Event, before: Touched) -> Result<(), SimError> {
-        let Some(mm) = self
-            .procs
-            .get(&e.pid)
-            .and_then(|p| p.image.as_ref())
-            .map(|i| i.mm)
-        else {
-            return Ok(());
-        };
+        let Some(mm) = self.procs.get(&e.pid).and_then(|p| p.image.as_ref()).map(|i| i.mm) else { return Ok(()) };
         self.m.switch_mm(mm);
         let after = self.touched(e);
-        let full = self.stats.events.is_power_of_two()
-            || matches!(before, Touched::Everything)
-            || matches!(after, Touched::Everything);
+        let full = self.stats.events.is_power_of_two() || matches!(before, Touched::Everything) || matches!(after, Touched::Everything);
         let r = if full {
             self.m.check(None)
         } else {
@@ -780,11 +630,7 @@ impl<'a> Replay<'a> {
                     ranges.extend_from_slice(r);
                 }
             }
-            let pc = if matches!(before, Touched::PageCache) {
-                self.m.check_page_cache()
-            } else {
-                Ok(())
-            };
+            let pc = if matches!(before, Touched::PageCache) { self.m.check_page_cache() } else { Ok(()) };
             pc.and_then(|()| self.m.check(Some(&ranges)))
         };
         r.map_err(|m| self.err(format!("model invariant broken: {m}")))
@@ -809,13 +655,7 @@ impl<'a> Replay<'a> {
                     }
                     None => {
                         let pending = parent_modelled.then(|| (e.pid, Vec::new()));
-                        self.procs.insert(
-                            *pid,
-                            Proc {
-                                pending,
-                                ..Default::default()
-                            },
-                        );
+                        self.procs.insert(*pid, Proc { pending, ..Default::default() });
                     }
                 }
             }
@@ -835,13 +675,8 @@ impl<'a> Replay<'a> {
                 _ => self.fault(e.pid, *addr, *error_code),
             },
             EventBody::ExecMaps(entries) => {
-                let Some(p) = self.procs.get_mut(&e.pid) else {
-                    return Ok(());
-                };
-                if p.image
-                    .as_ref()
-                    .is_some_and(|i| i.from_exec && !i.exec_snapshot)
-                {
+                let Some(p) = self.procs.get_mut(&e.pid) else { return Ok(()) };
+                if p.image.as_ref().is_some_and(|i| i.from_exec && !i.exec_snapshot) {
                     self.exec_snapshot(e.pid, e.time_ns, entries);
                 } else {
                     // Its execve's record is still to come (the process runs a forked copy, a
@@ -851,11 +686,7 @@ impl<'a> Replay<'a> {
                 }
             }
             EventBody::Syscall(s) => {
-                let path = if s.kind.takes_path() {
-                    self.paths.remove(&e.tid)
-                } else {
-                    None
-                };
+                let path = if s.kind.takes_path() { self.paths.remove(&e.tid) } else { None };
                 let Some(ret) = s.ret else { return Ok(()) };
                 self.syscall(e.pid, s.kind, &s.args, ret, e.time_ns, s.duration_ns)?;
                 self.file_syscall(e.pid, s.kind, &s.args, ret, path);
@@ -864,9 +695,7 @@ impl<'a> Replay<'a> {
                 self.paths.insert(e.tid, p.clone());
             }
             EventBody::Mounts(m) => self.mounts = m.clone(),
-            EventBody::ExecStack { start_stack } => {
-                self.procs.entry(e.pid).or_default().start_stack = Some(*start_stack)
-            }
+            EventBody::ExecStack { start_stack } => self.procs.entry(e.pid).or_default().start_stack = Some(*start_stack),
             EventBody::TaskExit if e.tid == e.pid => self.exit(e.pid),
             _ => {}
         }
@@ -876,16 +705,10 @@ impl<'a> Replay<'a> {
     /// The address space execve built for `pid`'s current image (an `exec_maps` record): the
     /// stack, the heap, mmap_base, and placeholders for the ELF, its interpreter and the vDSO.
     fn exec_snapshot(&mut self, pid: u32, time_ns: u64, entries: &[trace::MapEntry]) {
-        let Some(p) = self.procs.get_mut(&pid) else {
-            return;
-        };
+        let Some(p) = self.procs.get_mut(&pid) else { return };
         // The execve ends at its sys_exit when that was recorded (it is stamped after the
         // snapshot); the first process's execve has no record, so its snapshot ends it.
-        p.exec_until_ns = if p.exec_until_ns == u64::MAX {
-            time_ns
-        } else {
-            p.exec_until_ns.max(time_ns)
-        };
+        p.exec_until_ns = if p.exec_until_ns == u64::MAX { time_ns } else { p.exec_until_ns.max(time_ns) };
         let start_stack = p.start_stack.take();
         let Some(img) = p.image.as_mut() else { return };
         img.exec_snapshot = true;
@@ -893,57 +716,26 @@ impl<'a> Replay<'a> {
         if img.exe.is_empty() {
             // fs/binfmt_elf.c: load_elf_binary maps the executable below its interpreter (and
             // below mmap_base): the lowest file mapping is the executable.
-            if let Some(m) = entries
-                .iter()
-                .filter(|m| m.ino != 0 && m.path.starts_with(b"/"))
-                .min_by_key(|m| m.start)
-            {
+            if let Some(m) = entries.iter().filter(|m| m.ino != 0 && m.path.starts_with(b"/")).min_by_key(|m| m.start) {
                 img.exe = String::from_utf8_lossy(&m.path).into_owned();
             }
         }
         // mmap_base: execve placed the interpreter (or, without one, the vDSO) first,
         // top-down from it, so the highest mapping below the stack ends there.
-        let base = entries
-            .iter()
-            .filter(|m| m.path != b"[stack]" && m.end <= mm_types::TASK_SIZE)
-            .map(|m| m.end)
-            .max();
+        let base = entries.iter().filter(|m| m.path != b"[stack]" && m.end <= mm_types::TASK_SIZE).map(|m| m.end).max();
         if let Some(b) = base {
-            self.m.step_current(Step::SetLayout {
-                mmap_base: Some(b),
-                brk: None,
-            });
+            self.m.step_current(Step::SetLayout { mmap_base: Some(b), brk: None });
         }
         for m in entries {
-            let anon =
-                m.ino == 0 && (m.path.is_empty() || m.path == b"[heap]" || m.path == b"[stack]");
-            let prot = prot_to_vm(
-                m.perms & perm::READ != 0,
-                m.perms & perm::WRITE != 0,
-                m.perms & perm::EXEC != 0,
-            );
+            let anon = m.ino == 0 && (m.path.is_empty() || m.path == b"[heap]" || m.path == b"[stack]");
+            let prot = prot_to_vm(m.perms & perm::READ != 0, m.perms & perm::WRITE != 0, m.perms & perm::EXEC != 0);
             if !anon || m.perms & perm::SHARED != 0 {
                 // The ELF, its interpreter, the vDSO: room the model keeps free.
-                img.files.exec_mapping(
-                    m.start,
-                    m.end,
-                    &m.path,
-                    m.perms & (perm::WRITE | perm::SHARED) == perm::WRITE,
-                );
-                self.m.step_current(Step::Mmap {
-                    len: m.end - m.start,
-                    prot,
-                    placement: MmapPlacement::FixedNoReplace(m.start),
-                    backing: MapBacking::Special,
-                });
+                img.files.exec_mapping(m.start, m.end, &m.path, m.perms & (perm::WRITE | perm::SHARED) == perm::WRITE);
+                self.m.step_current(Step::Mmap { len: m.end - m.start, prot, placement: MmapPlacement::FixedNoReplace(m.start), backing: MapBacking::Special });
                 continue;
             }
-            self.m.step_current(Step::Mmap {
-                len: m.end - m.start,
-                prot,
-                placement: MmapPlacement::FixedNoReplace(m.start),
-                backing: MapBacking::PrivateAnon,
-            });
+            self.m.step_current(Step::Mmap { len: m.end - m.start, prot, placement: MmapPlacement::FixedNoReplace(m.start), backing: MapBacking::PrivateAnon });
             if m.path == b"[stack]" {
                 img.stack = Some((m.start, m.end));
                 // execve writes the top of the new stack before the program runs: the
@@ -956,25 +748,17 @@ impl<'a> Replay<'a> {
                 // regs NULL for GUP): the image's, except in the program's first execve, before
                 // its count starts.
                 // Written from the top down (copy_strings copies the last string first).
-                let lowest = start_stack
-                    .filter(|s| (m.start..m.end).contains(s))
-                    .map_or(m.end - PAGE_SIZE, |s| s & !(PAGE_SIZE - 1));
+                let lowest = start_stack.filter(|s| (m.start..m.end).contains(s)).map_or(m.end - PAGE_SIZE, |s| s & !(PAGE_SIZE - 1));
                 let before = self.m.stats().minflt;
                 for i in (0..(m.end - lowest) / PAGE_SIZE).rev() {
-                    self.m.step_current(Step::Access {
-                        addr: lowest + i * PAGE_SIZE,
-                        write: true,
-                    });
+                    self.m.step_current(Step::Access { addr: lowest + i * PAGE_SIZE, write: true });
                 }
                 if img.ordinal == 0 {
                     img.populate_faults += self.m.stats().minflt - before;
                 }
             }
             if m.path == b"[heap]" {
-                self.m.step_current(Step::SetLayout {
-                    mmap_base: None,
-                    brk: Some((m.start, m.end)),
-                });
+                self.m.step_current(Step::SetLayout { mmap_base: None, brk: Some((m.start, m.end)) });
                 img.brk_known = true;
             }
         }
@@ -982,13 +766,7 @@ impl<'a> Replay<'a> {
 
     /// The parent's record of the clone/fork that made `child`: copy its mm if the child got
     /// its own (`copy_mm` without CLONE_VM), then run the child's events held so far.
-    fn forked(
-        &mut self,
-        parent: u32,
-        kind: SyscallKind,
-        a: &[u64],
-        child: u32,
-    ) -> Result<(), SimError> {
+    fn forked(&mut self, parent: u32, kind: SyscallKind, a: &[u64], child: u32) -> Result<(), SimError> {
         // clone3's flags are in memory the recorder does not read: glibc makes processes with
         // clone3 only in posix_spawn (CLONE_VM|CLONE_VFORK), and forks with clone.
         let shares_mm = match kind {
@@ -1011,12 +789,7 @@ impl<'a> Replay<'a> {
             self.run_event(ev)?;
         }
         // Back to the parent, whose record this is.
-        if let Some(mm) = self
-            .procs
-            .get(&parent)
-            .and_then(|p| p.image.as_ref())
-            .map(|i| i.mm)
-        {
+        if let Some(mm) = self.procs.get(&parent).and_then(|p| p.image.as_ref()).map(|i| i.mm) {
             self.m.switch_mm(mm);
         }
         Ok(())
@@ -1025,36 +798,15 @@ impl<'a> Replay<'a> {
     /// `fork` of `parent`'s mm for `child` (a process without CLONE_VM): the child's image is a
     /// copy of the parent's, fd table and placement state included.
     fn fork_image(&mut self, parent: u32, child: u32) -> Result<(), SimError> {
-        let Some(pmm) = self
-            .procs
-            .get(&parent)
-            .and_then(|p| p.image.as_ref())
-            .map(|i| i.mm)
-        else {
-            return Ok(());
-        };
+        let Some(pmm) = self.procs.get(&parent).and_then(|p| p.image.as_ref()).map(|i| i.mm) else { return Ok(()) };
         self.m.switch_mm(pmm);
-        let (mm, _) = self.m.step(pmm, Step::Fork).forked().map_err(|e| {
-            self.err(format!(
-                "fork of process {parent}: {} in the model",
-                e.name()
-            ))
-        })?;
+        let (mm, _) = self.m.step(pmm, Step::Fork).forked().map_err(|e| self.err(format!("fork of process {parent}: {} in the model", e.name())))?;
         self.stats.images += 1;
         self.stats.forked_images += 1;
         // The parent's special VMAs (the fork copied them as they were).
         self.m.switch_mm(pmm);
-        let special: Vec<mm::vma::Vma> = self
-            .m
-            .vmas()
-            .filter(|v| !v.is_modelled())
-            .copied()
-            .collect();
-        let pimg = self
-            .procs
-            .get_mut(&parent)
-            .and_then(|p| p.image.as_mut())
-            .expect("checked above");
+        let special: Vec<mm::vma::Vma> = self.m.vmas().filter(|v| !v.is_modelled()).copied().collect();
+        let pimg = self.procs.get_mut(&parent).and_then(|p| p.image.as_mut()).expect("checked above");
         let files = pimg.files.fork(&special);
         let img = Image {
             mm,
@@ -1082,9 +834,7 @@ impl<'a> Replay<'a> {
     }
 
     fn exit(&mut self, pid: u32) {
-        let Some(p) = self.procs.get_mut(&pid) else {
-            return;
-        };
+        let Some(p) = self.procs.get_mut(&pid) else { return };
         if p.exited {
             return;
         }
@@ -1135,15 +885,7 @@ impl<'a> Replay<'a> {
         }
     }
 
-    fn syscall(
-        &mut self,
-        pid: u32,
-        kind: SyscallKind,
-        a: &[u64],
-        ret: i64,
-        time_ns: u64,
-        duration_ns: u64,
-    ) -> Result<(), SimError> {
+    fn syscall(&mut self, pid: u32, kind: SyscallKind, a: &[u64], ret: i64, time_ns: u64, duration_ns: u64) -> Result<(), SimError> {
         if matches!(kind, SyscallKind::Execve | SyscallKind::Execveat) {
             if ret == 0 {
                 self.procs.entry(pid).or_default().exec_until_ns = time_ns + duration_ns;
@@ -1164,28 +906,19 @@ impl<'a> Replay<'a> {
             self.exit(pid);
             return Ok(());
         }
-        if matches!(
-            kind,
-            SyscallKind::Fork | SyscallKind::Vfork | SyscallKind::Clone | SyscallKind::Clone3
-        ) && ret > 0
-        {
+        if matches!(kind, SyscallKind::Fork | SyscallKind::Vfork | SyscallKind::Clone | SyscallKind::Clone3) && ret > 0 {
             return self.forked(pid, kind, a, ret as u32);
         }
         if kind == SyscallKind::Mmap && ret >= 0 {
             self.mmap(pid, a, ret as u64);
             return Ok(());
         }
-        let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else {
-            return Ok(());
-        };
+        let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else { return Ok(()) };
         let failed = ret < 0;
         match kind {
             SyscallKind::Munmap if !failed => {
                 for (s, e) in img.tr_range(a[0], a[0] + a[1]) {
-                    self.m.step_current(Step::Munmap {
-                        start: s,
-                        len: e - s,
-                    });
+                    self.m.step_current(Step::Munmap { start: s, len: e - s });
                     img.files.forget(s, e);
                 }
                 img.reloc_remove(a[0], a[0] + a[1]);
@@ -1198,9 +931,7 @@ impl<'a> Replay<'a> {
                 } else if flags & MREMAP_FIXED != 0 {
                     img.tr(a[4])
                 } else if img.relocating {
-                    self.m
-                        .mmap_placement(new_len, MmapPlacement::Kernel, MapBacking::PrivateAnon)
-                        .unwrap_or(rec_new)
+                    self.m.mmap_placement(new_len, MmapPlacement::Kernel, MapBacking::PrivateAnon).unwrap_or(rec_new)
                 } else {
                     rec_new
                 };
@@ -1208,15 +939,7 @@ impl<'a> Replay<'a> {
                 let vma = k.vma_lookup(old_m);
                 match vma {
                     Some(v) if v.is_modelled() && v.file == 0 => {
-                        if let Err(e) = k
-                            .step_current(Step::Mremap {
-                                start: old_m,
-                                old_len,
-                                new_len,
-                                dest: new_m,
-                            })
-                            .ret()
-                        {
+                        if let Err(e) = k.step_current(Step::Mremap { start: old_m, old_len, new_len, dest: new_m }).ret() {
                             let recorded = format!("mremap({old:#x}, {old_len:#x}, {new_len:#x}, {flags:#x}) = {rec_new:#x}");
                             return Err(SimError {
                                 source_name: self.source.clone(),
@@ -1231,24 +954,13 @@ impl<'a> Replay<'a> {
                             self.stats.shmem_unmodelled += 1;
                         }
                         let prot = other.map_or(0, |v| v.flags & mm::vma::vm::ACCESS);
-                        k.step_current(Step::Munmap {
-                            start: old_m,
-                            len: old_len,
-                        });
-                        k.step_current(Step::Munmap {
-                            start: new_m,
-                            len: new_len,
-                        });
+                        k.step_current(Step::Munmap { start: old_m, len: old_len });
+                        k.step_current(Step::Munmap { start: new_m, len: new_len });
                         // The kernel moves their PTEs (move_page_tables); the replay forgets
                         // them (a populate would fault them again: rare, not modelled).
                         img.files.forget(old_m, old_m + old_len);
                         img.files.forget(new_m, new_m + new_len);
-                        k.step_current(Step::Mmap {
-                            len: new_len,
-                            prot,
-                            placement: MmapPlacement::FixedNoReplace(new_m),
-                            backing: MapBacking::Special,
-                        });
+                        k.step_current(Step::Mmap { len: new_len, prot, placement: MmapPlacement::FixedNoReplace(new_m), backing: MapBacking::Special });
                     }
                 }
                 img.reloc_remove(old, old + old_len);
@@ -1264,22 +976,12 @@ impl<'a> Replay<'a> {
                     // File mappings too: what a populate writes follows their protection (ld.so
                     // makes RELRO read-only after relocating it).
                     for (s, e) in mapped_pieces(&self.m, ms, me) {
-                        self.m.step_current(Step::Mprotect {
-                            start: s,
-                            len: e - s,
-                            prot: p,
-                        });
+                        self.m.step_current(Step::Mprotect { start: s, len: e - s, prot: p });
                     }
                 }
             }
-            SyscallKind::Madvise
-                if !failed && (a[2] == MADV_POPULATE_READ || a[2] == MADV_POPULATE_WRITE) =>
-            {
-                let how = if a[2] == MADV_POPULATE_WRITE {
-                    Populate::Write
-                } else {
-                    Populate::Read
-                };
+            SyscallKind::Madvise if !failed && (a[2] == MADV_POPULATE_READ || a[2] == MADV_POPULATE_WRITE) => {
+                let how = if a[2] == MADV_POPULATE_WRITE { Populate::Write } else { Populate::Read };
                 let end = a[0] + a[1].div_ceil(PAGE_SIZE) * PAGE_SIZE;
                 Self::populate(&mut self.m, &mut self.stats, img, a[0], end, how);
             }
@@ -1303,65 +1005,34 @@ impl<'a> Replay<'a> {
                 };
                 for (ms, me) in img.tr_range(a[0], a[0] + a[1]) {
                     for (s, e) in model_pieces(&self.m, ms, me) {
-                        self.m.step_current(Step::Madvise {
-                            start: s,
-                            len: e - s,
-                            advice: adv,
-                        });
+                        self.m.step_current(Step::Madvise { start: s, len: e - s, advice: adv });
                     }
                 }
             }
             SyscallKind::Mlock | SyscallKind::Mlock2 if !failed => {
                 let flags = if kind == SyscallKind::Mlock2 { a[2] } else { 0 };
-                let (start, end) = (
-                    a[0] & !(PAGE_SIZE - 1),
-                    (a[0] + a[1]).div_ceil(PAGE_SIZE) * PAGE_SIZE,
-                );
+                let (start, end) = (a[0] & !(PAGE_SIZE - 1), (a[0] + a[1]).div_ceil(PAGE_SIZE) * PAGE_SIZE);
                 for (ms, me) in img.tr_range(start, end) {
                     for (s, e) in model_pieces(&self.m, ms, me) {
-                        self.m.step_current(Step::MlockFlags {
-                            start: s,
-                            len: e - s,
-                            flags,
-                        });
+                        self.m.step_current(Step::MlockFlags { start: s, len: e - s, flags });
                     }
                 }
                 if flags & mm::gup::MLOCK_ONFAULT == 0 {
-                    Self::populate(
-                        &mut self.m,
-                        &mut self.stats,
-                        img,
-                        start,
-                        end,
-                        Populate::Mlock,
-                    );
+                    Self::populate(&mut self.m, &mut self.stats, img, start, end, Populate::Mlock);
                 }
             }
             SyscallKind::Munlock if !failed => {
-                let (start, end) = (
-                    a[0] & !(PAGE_SIZE - 1),
-                    (a[0] + a[1]).div_ceil(PAGE_SIZE) * PAGE_SIZE,
-                );
+                let (start, end) = (a[0] & !(PAGE_SIZE - 1), (a[0] + a[1]).div_ceil(PAGE_SIZE) * PAGE_SIZE);
                 for (ms, me) in img.tr_range(start, end) {
                     for (s, e) in model_pieces(&self.m, ms, me) {
-                        self.m.step_current(Step::Munlock {
-                            start: s,
-                            len: e - s,
-                        });
+                        self.m.step_current(Step::Munlock { start: s, len: e - s });
                     }
                 }
             }
             SyscallKind::Mlockall if !failed => {
                 self.m.step_current(Step::MlockallFlags { flags: a[0] });
                 if a[0] & mm::gup::MCL_CURRENT != 0 && a[0] & mm::gup::MCL_ONFAULT == 0 {
-                    Self::populate(
-                        &mut self.m,
-                        &mut self.stats,
-                        img,
-                        0,
-                        mm_types::TASK_SIZE,
-                        Populate::Mlock,
-                    );
+                    Self::populate(&mut self.m, &mut self.stats, img, 0, mm_types::TASK_SIZE, Populate::Mlock);
                 }
             }
             SyscallKind::Munlockall if !failed => {
@@ -1371,36 +1042,20 @@ impl<'a> Replay<'a> {
                 let got = ret as u64;
                 if !img.brk_known {
                     // The first brk (glibc's brk(0)) reveals start_brk.
-                    self.m.step_current(Step::SetLayout {
-                        mmap_base: None,
-                        brk: Some((got, got)),
-                    });
+                    self.m.step_current(Step::SetLayout { mmap_base: None, brk: Some((got, got)) });
                     img.brk_known = true;
                 } else if a[0] != 0 {
                     let old = self.m.brk();
                     let model = self.m.step_current(Step::Brk { to: got }).brk();
                     if model != got {
                         let start = self.m.start_brk();
-                        self.m.step_current(Step::SetLayout {
-                            mmap_base: None,
-                            brk: Some((start, got)),
-                        });
+                        self.m.step_current(Step::SetLayout { mmap_base: None, brk: Some((start, got)) });
                     }
                     // do_brk_flags takes def_flags: under mlockall(MCL_FUTURE) the growth is
                     // populated (mm_populate in brk).
                     let def = self.m.mlock_future_flags();
-                    if got > old
-                        && def & (mm::vma::vm::LOCKED | mm::vma::vm::LOCKONFAULT)
-                            == mm::vma::vm::LOCKED
-                    {
-                        Self::populate(
-                            &mut self.m,
-                            &mut self.stats,
-                            img,
-                            old.next_multiple_of(PAGE_SIZE),
-                            got.next_multiple_of(PAGE_SIZE),
-                            Populate::Mlock,
-                        );
+                    if got > old && def & (mm::vma::vm::LOCKED | mm::vma::vm::LOCKONFAULT) == mm::vma::vm::LOCKED {
+                        Self::populate(&mut self.m, &mut self.stats, img, old.next_multiple_of(PAGE_SIZE), got.next_multiple_of(PAGE_SIZE), Populate::Mlock);
                     }
                 }
             }
@@ -1422,9 +1077,7 @@ impl<'a> Replay<'a> {
         let (hint, len, prot, flags, fd, off) = (a[0], a[1], a[2], a[3], a[4], a[5]);
         let settings = self.settings;
         let rec_settings = self.rec_settings.as_ref();
-        let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else {
-            return;
-        };
+        let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else { return };
         let shared = flags & MAP_SHARED != 0;
         let backing = if flags & MAP_ANONYMOUS != 0 {
             if shared {
@@ -1434,10 +1087,7 @@ impl<'a> Replay<'a> {
             }
         } else {
             match img.file_of(fd) {
-                FileRef::Shmem(ino) if shared => MapBacking::Shmem {
-                    ino,
-                    pgoff: off / PAGE_SIZE,
-                },
+                FileRef::Shmem(ino) if shared => MapBacking::Shmem { ino, pgoff: off / PAGE_SIZE },
                 // A private mapping of /dev/zero is anonymous memory (`mmap_zero`).
                 FileRef::DevZero if shared => MapBacking::SharedAnon,
                 FileRef::DevZero => MapBacking::PrivateAnon,
@@ -1455,11 +1105,7 @@ impl<'a> Replay<'a> {
         if fixed {
             at = img.tr(rec);
         } else {
-            let placement = if hint != 0 {
-                MmapPlacement::Hint(img.tr(hint))
-            } else {
-                MmapPlacement::Kernel
-            };
+            let placement = if hint != 0 { MmapPlacement::Hint(img.tr(hint)) } else { MmapPlacement::Kernel };
             let here = self.m.mmap_placement(len, placement, backing);
             if img.relocating {
                 at = here.unwrap_or(rec);
@@ -1504,10 +1150,7 @@ impl<'a> Replay<'a> {
         // relocation the recorded range may hold another mapping in the model.
         if fixed {
             for (s, e) in img.tr_range(rec, rec + len) {
-                self.m.step_current(Step::Munmap {
-                    start: s,
-                    len: e - s,
-                });
+                self.m.step_current(Step::Munmap { start: s, len: e - s });
                 img.files.forget(s, e);
             }
         }
@@ -1515,11 +1158,9 @@ impl<'a> Replay<'a> {
         img.files.forget(at, at + len);
         img.reloc_remove(rec, rec + len);
         if at != rec || img.relocating {
-            img.reloc
-                .insert(rec, (rec + len.div_ceil(PAGE_SIZE) * PAGE_SIZE, at));
+            img.reloc.insert(rec, (rec + len.div_ceil(PAGE_SIZE) * PAGE_SIZE, at));
         }
-        let mut p =
-            prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0) | self.m.mlock_future_flags();
+        let mut p = prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0) | self.m.mlock_future_flags();
         if flags & MAP_LOCKED != 0 {
             p |= mm::vma::vm::LOCKED;
         }
@@ -1529,55 +1170,24 @@ impl<'a> Replay<'a> {
         if matches!(backing, MapBacking::SharedAnon) {
             self.stats.shmem_files += 1;
         }
-        if self
-            .m
-            .step_current(Step::Mmap {
-                len,
-                prot: p,
-                placement: MmapPlacement::FixedNoReplace(at),
-                backing,
-            })
-            .ret()
-            .is_err()
-        {
+        if self.m.step_current(Step::Mmap { len, prot: p, placement: MmapPlacement::FixedNoReplace(at), backing }).ret().is_err() {
             return;
         }
         // vm_mmap_pgoff → mm_populate: MAP_POPULATE, or VM_LOCKED without VM_LOCKONFAULT
         // (MAP_LOCKED, mlockall(MCL_FUTURE)). GUP faults count in minflt (mm/gup.rs).
         let locked = p & (mm::vma::vm::LOCKED | mm::vma::vm::LOCKONFAULT) == mm::vma::vm::LOCKED;
         if flags & MAP_POPULATE != 0 || locked {
-            Self::populate(
-                &mut self.m,
-                &mut self.stats,
-                img,
-                at,
-                at + len,
-                Populate::Mlock,
-            );
+            Self::populate(&mut self.m, &mut self.stats, img, at, at + len, Populate::Mlock);
         }
     }
 
     /// Memory the kernel populated without a fault the recorder saw (mm/gup.rs), its faults
     /// counted in minflt: the model's VMAs by the model, the pages of file mappings and the
     /// vDSO by what the recorded faults mapped (crate::file_pages).
-    fn populate(
-        k: &mut Machine,
-        st: &mut ReplayStats,
-        img: &mut Image,
-        start: u64,
-        end: u64,
-        how: Populate,
-    ) {
+    fn populate(k: &mut Machine, st: &mut ReplayStats, img: &mut Image, start: u64, end: u64, how: Populate) {
         st.populate_calls += 1;
         for (ms, me) in img.tr_range(start, end) {
-            match k
-                .step_current(Step::Populate {
-                    start: ms,
-                    end: me,
-                    how,
-                })
-                .populated()
-            {
+            match k.step_current(Step::Populate { start: ms, end: me, how }).populated() {
                 Ok(p) => {
                     st.populate_faults += p.faults;
                     st.populate_file_pages += p.unmodelled_pages;
@@ -1587,11 +1197,7 @@ impl<'a> Replay<'a> {
                     continue;
                 }
             }
-            let special: Vec<mm::vma::Vma> = k
-                .vmas()
-                .filter(|v| !v.is_modelled() && v.end > ms && v.start < me)
-                .copied()
-                .collect();
+            let special: Vec<mm::vma::Vma> = k.vmas().filter(|v| !v.is_modelled() && v.end > ms && v.start < me).copied().collect();
             for v in special {
                 let write = match how {
                     Populate::Mlock => match FilePages::mlock_access(&v) {
@@ -1613,11 +1219,7 @@ impl<'a> Replay<'a> {
         if let Some(&sb) = img.sbs.get(&(maj, min)) {
             return sb;
         }
-        let huge = match mounts
-            .iter()
-            .find(|m| m.maj == maj && m.min == min)
-            .map_or("never", |m| m.huge())
-        {
+        let huge = match mounts.iter().find(|m| m.maj == maj && m.min == min).map_or("never", |m| m.huge()) {
             "always" => SbHuge::Always,
             "within_size" => SbHuge::WithinSize,
             "advise" => SbHuge::Advise,
@@ -1629,19 +1231,10 @@ impl<'a> Replay<'a> {
     }
 
     /// File calls: the fd table, and the shmem paths of write, ftruncate and fallocate.
-    fn file_syscall(
-        &mut self,
-        pid: u32,
-        kind: SyscallKind,
-        a: &[u64],
-        ret: i64,
-        path: Option<PathInfo>,
-    ) {
+    fn file_syscall(&mut self, pid: u32, kind: SyscallKind, a: &[u64], ret: i64, path: Option<PathInfo>) {
         let mounts = &self.mounts;
         let st = &mut self.stats;
-        let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else {
-            return;
-        };
+        let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else { return };
         let desc = |img: &Image, fd: u64| img.fds.get(&(fd as i32)).copied();
         match kind {
             SyscallKind::MemfdCreate if ret >= 0 => {
@@ -1649,14 +1242,7 @@ impl<'a> Replay<'a> {
                     FileRef::Other
                 } else {
                     st.shmem_files += 1;
-                    FileRef::Shmem(
-                        self.m
-                            .step_current(Step::ShmemCreate {
-                                sb: SHM_MNT,
-                                linked: false,
-                            })
-                            .created(),
-                    )
+                    FileRef::Shmem(self.m.step_current(Step::ShmemCreate { sb: SHM_MNT, linked: false }).created())
                 };
                 img.install(ret, file, false, false);
             }
@@ -1675,29 +1261,19 @@ impl<'a> Replay<'a> {
                             Some(&ino) => ino,
                             None => {
                                 let sb = Self::sb_for(&mut self.m, mounts, img, p.maj, p.min);
-                                let ino = self
-                                    .m
-                                    .step_current(Step::ShmemCreate { sb, linked: true })
-                                    .created();
+                                let ino = self.m.step_current(Step::ShmemCreate { sb, linked: true }).created();
                                 st.shmem_files += 1;
                                 if p.exists && p.size > 0 && flags & O_TRUNC == 0 {
                                     // Data from before the program: its folio sizes are not
                                     // known; it is taken as 4 KiB pages.
                                     st.preexisting_files += 1;
-                                    self.m
-                                        .step_current(Step::ShmemPreexisting { ino, size: p.size });
+                                    self.m.step_current(Step::ShmemPreexisting { ino, size: p.size });
                                 }
                                 img.names.insert(key, ino);
                                 ino
                             }
                         };
-                        if flags & O_TRUNC != 0
-                            && self
-                                .m
-                                .step_current(Step::Ftruncate { ino, size: 0 })
-                                .ret()
-                                .is_err()
-                        {
+                        if flags & O_TRUNC != 0 && self.m.step_current(Step::Ftruncate { ino, size: 0 }).ret().is_err() {
                             st.shmem_unmodelled += 1;
                         }
                         FileRef::Shmem(ino)
@@ -1756,14 +1332,7 @@ impl<'a> Replay<'a> {
                     io.direct_reads += 1;
                     io.bytes += ret as u64;
                     for (ms, me) in img.tr_range(a[1], a[1] + ret as u64) {
-                        match self
-                            .m
-                            .step_current(Step::PinUserPages {
-                                start: ms,
-                                len: me - ms,
-                            })
-                            .pinned()
-                        {
+                        match self.m.step_current(Step::PinUserPages { start: ms, len: me - ms }).pinned() {
                             Ok(p) => {
                                 io.pinned_folios += p.folios;
                                 io.pinned_pte_pages += p.pte_pages;
@@ -1775,27 +1344,17 @@ impl<'a> Replay<'a> {
                     }
                 }
             }
-            SyscallKind::Write
-            | SyscallKind::Writev
-            | SyscallKind::Pwrite64
-            | SyscallKind::Pwritev
-            | SyscallKind::Pwritev2
-                if ret > 0 =>
-            {
+            SyscallKind::Write | SyscallKind::Writev | SyscallKind::Pwrite64 | SyscallKind::Pwritev | SyscallKind::Pwritev2 if ret > 0 => {
                 let Some(d) = desc(img, a[0]) else { return };
                 let FileRef::Shmem(ino) = img.descs[d].file else {
-                    if matches!(kind, SyscallKind::Write | SyscallKind::Writev)
-                        || (kind == SyscallKind::Pwritev2 && a[3] as i64 == -1)
-                    {
+                    if matches!(kind, SyscallKind::Write | SyscallKind::Writev) || (kind == SyscallKind::Pwritev2 && a[3] as i64 == -1) {
                         img.descs[d].pos += ret as u64;
                     }
                     return;
                 };
                 let size = self.m.shmem_inode(ino).i_size;
-                let append = img.descs[d].append
-                    || (kind == SyscallKind::Pwritev2 && a[5] & RWF_APPEND != 0);
-                let uses_pos = matches!(kind, SyscallKind::Write | SyscallKind::Writev)
-                    || (kind == SyscallKind::Pwritev2 && a[3] as i64 == -1);
+                let append = img.descs[d].append || (kind == SyscallKind::Pwritev2 && a[5] & RWF_APPEND != 0);
+                let uses_pos = matches!(kind, SyscallKind::Write | SyscallKind::Writev) || (kind == SyscallKind::Pwritev2 && a[3] as i64 == -1);
                 let at = if append {
                     size
                 } else if uses_pos {
@@ -1804,16 +1363,7 @@ impl<'a> Replay<'a> {
                     a[3]
                 };
                 st.shmem_writes += 1;
-                if self
-                    .m
-                    .step_current(Step::ShmemWrite {
-                        ino,
-                        offset: at,
-                        len: ret as u64,
-                    })
-                    .ret()
-                    .is_err()
-                {
+                if self.m.step_current(Step::ShmemWrite { ino, offset: at, len: ret as u64 }).ret().is_err() {
                     st.shmem_unmodelled += 1;
                 }
                 if uses_pos {
@@ -1822,12 +1372,7 @@ impl<'a> Replay<'a> {
             }
             SyscallKind::Ftruncate if ret == 0 => {
                 if let FileRef::Shmem(ino) = img.file_of(a[0]) {
-                    if self
-                        .m
-                        .step_current(Step::Ftruncate { ino, size: a[1] })
-                        .ret()
-                        .is_err()
-                    {
+                    if self.m.step_current(Step::Ftruncate { ino, size: a[1] }).ret().is_err() {
                         st.shmem_unmodelled += 1;
                     }
                 }
@@ -1835,15 +1380,7 @@ impl<'a> Replay<'a> {
             SyscallKind::Fallocate if ret == 0 => {
                 if let FileRef::Shmem(ino) = img.file_of(a[0]) {
                     let r = match a[1] {
-                        0 | FALLOC_FL_KEEP_SIZE => self
-                            .m
-                            .step_current(Step::Fallocate {
-                                ino,
-                                offset: a[2],
-                                len: a[3],
-                                keep_size: a[1] != 0,
-                            })
-                            .ret(),
+                        0 | FALLOC_FL_KEEP_SIZE => self.m.step_current(Step::Fallocate { ino, offset: a[2], len: a[3], keep_size: a[1] != 0 }).ret(),
                         _ => Err(mm::Errno::ENOSYS),
                     };
                     if r.is_err() {
@@ -1858,18 +1395,9 @@ impl<'a> Replay<'a> {
     /// Finish: retire every image still alive and build the result.
     pub fn finish(mut self) -> Finished {
         // Children whose parent's clone record never came: their events as recorded.
-        let pending: Vec<u32> = self
-            .procs
-            .iter()
-            .filter(|(_, p)| p.pending.is_some())
-            .map(|(pid, _)| *pid)
-            .collect();
+        let pending: Vec<u32> = self.procs.iter().filter(|(_, p)| p.pending.is_some()).map(|(pid, _)| *pid).collect();
         for pid in pending {
-            let (_, events) = self
-                .procs
-                .get_mut(&pid)
-                .and_then(|p| p.pending.take())
-                .expect("pending");
+            let (_, events) = self.procs.get_mut(&pid).and_then(|p| p.pending.take()).expect("pending");
             for ev in &events {
                 let _ = self.run_event(ev);
             }
@@ -1894,26 +1422,14 @@ impl<'a> Replay<'a> {
         // One machine: its counters are every image's.
         let mut counters = self.done_counters;
         counters.add(&self.m.counters);
-        let khugepaged = self
-            .recorded_time
-            .then(|| self.m.khugepaged_state().clone());
+        let khugepaged = self.recorded_time.then(|| self.m.khugepaged_state().clone());
         let timeline = self.m.timeline().to_vec();
         let accesses = self.tlb.as_ref().map(|t| {
             let mut r = t.report_named(&self.access_names);
             r.recorded = Some(self.access_counts.clone());
             r
         });
-        Finished {
-            counters,
-            minflt,
-            images: self.done_images,
-            stats: self.stats,
-            misses: self.misses,
-            khugepaged,
-            io: self.io,
-            timeline,
-            accesses,
-        }
+        Finished { counters, minflt, images: self.done_images, stats: self.stats, misses: self.misses, khugepaged, io: self.io, timeline, accesses }
     }
 }
 
@@ -1973,19 +1489,12 @@ pub struct ImageResult {
 
 /// The parts of `[start, end)` that lie in memory the model backs (anonymous or shmem).
 fn model_pieces(k: &Kernel, start: u64, end: u64) -> Vec<(u64, u64)> {
-    k.vmas_intersecting(start, end)
-        .into_iter()
-        .filter(|v| v.is_modelled())
-        .map(|v| (v.start.max(start), v.end.min(end)))
-        .collect()
+    k.vmas_intersecting(start, end).into_iter().filter(|v| v.is_modelled()).map(|v| (v.start.max(start), v.end.min(end))).collect()
 }
 
 /// The parts of `[start, end)` that any VMA covers, the model's or a file's.
 fn mapped_pieces(k: &Kernel, start: u64, end: u64) -> Vec<(u64, u64)> {
-    k.vmas_intersecting(start, end)
-        .into_iter()
-        .map(|v| (v.start.max(start), v.end.min(end)))
-        .collect()
+    k.vmas_intersecting(start, end).into_iter().map(|v| (v.start.max(start), v.end.min(end))).collect()
 }
 
 fn backing_word(b: MapBacking) -> &'static str {

@@ -23,25 +23,11 @@ const HEAP2: (u64, u64) = (0x5555_5557_9000, 0x5555_5559_a000);
 const M2: u64 = LD2 - MIB;
 
 fn map(start: u64, end: u64, perms: u8, ino: u64, path: &[u8]) -> MapEntry {
-    MapEntry {
-        start,
-        end,
-        perms: perms as u32,
-        offset: 0,
-        maj: 8,
-        min: 1,
-        ino,
-        path: path.to_vec(),
-    }
+    MapEntry { start, end, perms: perms as u32, offset: 0, maj: 8, min: 1, ino, path: path.to_vec() }
 }
 
 fn sc(kind: SyscallKind, args: &[u64], ret: i64) -> EventBody {
-    EventBody::Syscall(Syscall {
-        kind,
-        args: args.to_vec(),
-        ret: Some(ret),
-        duration_ns: 100,
-    })
+    EventBody::Syscall(Syscall { kind, args: args.to_vec(), ret: Some(ret), duration_ns: 100 })
 }
 
 /// How the child's snapshot is recorded.
@@ -58,12 +44,7 @@ enum Snap {
 
 /// `start_stack`: the child's `exec_stack` record (format 2.4), just before its snapshot.
 fn recording(snap: Snap, start_stack: Option<u64>) -> (Header, Vec<Event>) {
-    let ev = |t: u64, pid: u32, body: EventBody| Event {
-        time_ns: t,
-        tid: pid,
-        pid,
-        body,
-    };
+    let ev = |t: u64, pid: u32, body: EventBody| Event { time_ns: t, tid: pid, pid, body };
     let child_maps = EventBody::ExecMaps(vec![
         map(0x5555_5555_4000, 0x5555_5555_5000, 5, 7, b"/usr/bin/second"),
         map(HEAP2.0, HEAP2.1, 3, 0, b"[heap]"),
@@ -71,67 +52,29 @@ fn recording(snap: Snap, start_stack: Option<u64>) -> (Header, Vec<Event>) {
         map(0x7fff_fffd_e000, 0x7fff_ffff_f000, 3, 0, b"[stack]"),
     ]);
     let mut v = vec![
-        ev(
-            100,
-            100,
-            EventBody::ExecMaps(vec![
-                map(LD, BASE, 5, 5, b"/lib/ld.so"),
-                map(0x7fff_fffd_e000, 0x7fff_ffff_f000, 3, 0, b"[stack]"),
-            ]),
-        ),
+        ev(100, 100, EventBody::ExecMaps(vec![map(LD, BASE, 5, 5, b"/lib/ld.so"), map(0x7fff_fffd_e000, 0x7fff_ffff_f000, 3, 0, b"[stack]")])),
         // fork (clone with SIGCHLD only), stamped at its entry, then the kernel's task record.
         ev(200, 100, sc(SyscallKind::Clone, &[0x11, 0, 0, 0, 0], 101)),
         ev(250, 100, EventBody::TaskNew { tid: 101, pid: 101 }),
     ];
-    let stack =
-        |t: u64| start_stack.map(|start_stack| ev(t, 101, EventBody::ExecStack { start_stack }));
+    let stack = |t: u64| start_stack.map(|start_stack| ev(t, 101, EventBody::ExecStack { start_stack }));
     if snap == Snap::Before {
         v.extend(stack(290));
         v.push(ev(290, 101, child_maps.clone()));
     }
-    v.push(ev(
-        300,
-        101,
-        sc(SyscallKind::Execve, &[0x1000, 0x2000, 0x3000], 0),
-    ));
+    v.push(ev(300, 101, sc(SyscallKind::Execve, &[0x1000, 0x2000, 0x3000], 0)));
     if snap == Snap::After {
         v.extend(stack(350));
         v.push(ev(350, 101, child_maps));
     }
     v.extend([
-        ev(
-            500,
-            101,
-            sc(
-                SyscallKind::Mmap,
-                &[0, MIB, 3, 0x22, u64::MAX, 0],
-                M2 as i64,
-            ),
-        ),
-        ev(
-            600,
-            101,
-            EventBody::Fault {
-                addr: HEAP2.0,
-                error_code: 6,
-            },
-        ),
-        ev(
-            700,
-            101,
-            EventBody::Fault {
-                addr: M2,
-                error_code: 6,
-            },
-        ),
+        ev(500, 101, sc(SyscallKind::Mmap, &[0, MIB, 3, 0x22, u64::MAX, 0], M2 as i64)),
+        ev(600, 101, EventBody::Fault { addr: HEAP2.0, error_code: 6 }),
+        ev(700, 101, EventBody::Fault { addr: M2, error_code: 6 }),
         ev(800, 101, sc(SyscallKind::ExitGroup, &[0], 0)),
         ev(900, 100, sc(SyscallKind::ExitGroup, &[0], 0)),
     ]);
-    let every = if snap == Snap::None {
-        0
-    } else {
-        flags::EXEC_SNAPSHOT_EVERY
-    };
+    let every = if snap == Snap::None { 0 } else { flags::EXEC_SNAPSHOT_EVERY };
     let header = Header {
         root_pid: 100,
         page_size: 4096,
@@ -155,19 +98,13 @@ fn replay_with_stack(snap: Snap, start_stack: Option<u64>) -> RunResult {
 }
 
 fn stat(r: &RunResult) -> &uapi::ReplayReport {
-    r.model
-        .as_ref()
-        .and_then(|m| m.replay.as_ref())
-        .expect("a replay has model.replay")
+    r.model.as_ref().and_then(|m| m.replay.as_ref()).expect("a replay has model.replay")
 }
 
 /// The child's image (the third: the root's, the forked copy, the execve's).
 fn child_image(r: &RunResult) -> &uapi::result::ReplayProcess {
     let procs = &stat(r).per_process;
-    procs
-        .iter()
-        .find(|p| p.pid == 101 && p.image == 2)
-        .unwrap_or_else(|| panic!("{procs:?}"))
+    procs.iter().find(|p| p.pid == 101 && p.image == 2).unwrap_or_else(|| panic!("{procs:?}"))
 }
 
 /// With the child's snapshot, in either order: its mmap is placed where the kernel put it
@@ -237,12 +174,7 @@ fn a_later_execve_without_a_snapshot_is_counted_and_warned_about() {
 #[test]
 fn an_image_replaced_by_execve_is_not_in_the_census_and_faults_inside_a_later_execve_count() {
     let (h, mut ev) = recording(Snap::After, None);
-    let e = |t: u64, pid: u32, addr: u64, error_code: u64| Event {
-        time_ns: t,
-        tid: pid,
-        pid,
-        body: EventBody::Fault { addr, error_code },
-    };
+    let e = |t: u64, pid: u32, addr: u64, error_code: u64| Event { time_ns: t, tid: pid, pid, body: EventBody::Fault { addr, error_code } };
     // Inside the root's execve (before its snapshot at 100): not the program's.
     ev.insert(0, e(50, 100, 0x7fff_ffff_d000, 2));
     // The root's write to its stack, then (after the fork at 200) one inside the child's
@@ -253,19 +185,12 @@ fn an_image_replaced_by_execve_is_not_in_the_census_and_faults_inside_a_later_ex
     ev.insert(at, e(320, 101, 0x5555_5555_4100, 2));
     let mut s = ThpSettings::default();
     s.apply_assignment("enabled=never").unwrap();
-    let r =
-        crate::run_recording("hand-made", &h, &ev, &s, &MachineConfig::default(), true).unwrap();
+    let r = crate::run_recording("hand-made", &h, &ev, &s, &MachineConfig::default(), true).unwrap();
     let procs = &stat(&r).per_process;
-    let forked = procs
-        .iter()
-        .find(|p| p.pid == 101 && p.image == 1)
-        .unwrap_or_else(|| panic!("{procs:?}"));
+    let forked = procs.iter().find(|p| p.pid == 101 && p.image == 1).unwrap_or_else(|| panic!("{procs:?}"));
     assert!(forked.replaced, "{procs:?}");
     assert_eq!(forked.rss_bytes, 2 * 4096, "{procs:?}");
-    assert!(
-        procs.iter().filter(|p| p.image != 1).all(|p| !p.replaced),
-        "{procs:?}"
-    );
+    assert!(procs.iter().filter(|p| p.image != 1).all(|p| !p.replaced), "{procs:?}");
     // The root's image: its stack page and its top page; the child's last image: 3 pages.
     assert_eq!(r.process.rss_bytes, (2 + 3) * 4096);
     assert_eq!(r.census.sizes["4kB"].folios, 5);

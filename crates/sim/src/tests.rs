@@ -18,10 +18,7 @@ fn settings(assignments: &str) -> ThpSettings {
 }
 
 fn machine(mem: u64) -> MachineConfig {
-    MachineConfig {
-        mem_bytes: mem,
-        ..MachineConfig::default()
-    }
+    MachineConfig { mem_bytes: mem, ..MachineConfig::default() }
 }
 
 /// Run with invariant checks after every operation on a 512 MiB machine.
@@ -34,20 +31,11 @@ fn sim(set: &str, text: &str) -> RunResult {
 /// checked against `Kernel::access` on every workload of this file.
 fn sim_on(set: &str, text: &str, mem: u64) -> RunResult {
     let w = workload::parse("test.thpw", text).unwrap();
-    let mut opts = RunOptions {
-        check_invariants: true,
-        ..Default::default()
-    };
-    let (r, k) =
-        run_with(&w, &settings(set), &machine(mem), &mut opts).unwrap_or_else(|e| panic!("{e}"));
+    let mut opts = RunOptions { check_invariants: true, ..Default::default() };
+    let (r, k) = run_with(&w, &settings(set), &machine(mem), &mut opts).unwrap_or_else(|e| panic!("{e}"));
     k.check_invariants().unwrap();
-    let mut reference = RunOptions {
-        check_invariants: true,
-        per_access: true,
-        ..Default::default()
-    };
-    let (one_by_one, _) = run_with(&w, &settings(set), &machine(mem), &mut reference)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let mut reference = RunOptions { check_invariants: true, per_access: true, ..Default::default() };
+    let (one_by_one, _) = run_with(&w, &settings(set), &machine(mem), &mut reference).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         serde_json::to_value(&r).unwrap(),
         serde_json::to_value(&one_by_one).unwrap(),
@@ -94,10 +82,7 @@ fn dump(r: &RunResult) -> String {
         );
     }
     if r.census.zero_page_ptes + r.census.huge_zero_pmds > 0 {
-        s += &format!(
-            "zero_page_ptes {} huge_zero_pmds {}\n",
-            r.census.zero_page_ptes, r.census.huge_zero_pmds
-        );
+        s += &format!("zero_page_ptes {} huge_zero_pmds {}\n", r.census.zero_page_ptes, r.census.huge_zero_pmds);
     }
     s += &counter_lines(r);
     for c in &r.calls {
@@ -128,12 +113,7 @@ fn seed_anon_1g_matches_the_live_kernel() {
     let four_k = run(&w, &settings("enabled=never"), &m).unwrap();
     assert_eq!(four_k.process.minflt, 262144);
     assert_eq!(four_k.folios["4kB"], 262144);
-    let m64 = run(
-        &w,
-        &settings("enabled=never hugepages-64kB/enabled=always"),
-        &m,
-    )
-    .unwrap();
+    let m64 = run(&w, &settings("enabled=never hugepages-64kB/enabled=always"), &m).unwrap();
     assert_eq!(m64.process.minflt, 16384);
     assert_eq!(mthp(&m64, "hugepages-64kB", "anon_fault_alloc"), 16384);
     assert_eq!(mthp(&m64, "hugepages-64kB", "nr_anon"), 16384);
@@ -171,14 +151,7 @@ fn p2_alignment_limits_mthp() {
 fn p3_pmd_faults_and_the_huge_zero_page() {
     // Live P3: enabled=always, 64 MiB 2M-aligned: write → 32 faults, thp_fault_alloc 32.
     let r = sim("enabled=always", "mmap a 64M\ntouch a write");
-    assert_eq!(
-        (
-            r.process.minflt,
-            r.vmstat["thp_fault_alloc"],
-            r.process.anon_huge_bytes
-        ),
-        (32, 32, 64 << 20)
-    );
+    assert_eq!((r.process.minflt, r.vmstat["thp_fault_alloc"], r.process.anon_huge_bytes), (32, 32, 64 << 20));
     // Read first → 32 faults and thp_zero_page_alloc 1, no allocation; the writes then fault
     // once per PMD and allocate (live: 33 write faults, one of them the test program's own).
     check(
@@ -193,27 +166,10 @@ fn p3_pmd_faults_and_the_huge_zero_page() {
         "#]],
     );
     let r = sim("enabled=always", "mmap a 64M\ntouch a read\ntouch a write");
-    assert_eq!(
-        (
-            r.process.minflt,
-            r.vmstat["thp_fault_alloc"],
-            r.vmstat["thp_zero_page_alloc"]
-        ),
-        (64, 32, 1)
-    );
+    assert_eq!((r.process.minflt, r.vmstat["thp_fault_alloc"], r.vmstat["thp_zero_page_alloc"]), (64, 32, 1));
     // use_zero_page=0: the read faults allocate 32 THPs and the writes do not fault.
-    let r = sim(
-        "enabled=always use_zero_page=0",
-        "mmap a 64M\ntouch a read\ntouch a write",
-    );
-    assert_eq!(
-        (
-            r.process.minflt,
-            r.vmstat["thp_fault_alloc"],
-            r.vmstat["thp_zero_page_alloc"]
-        ),
-        (32, 32, 0)
-    );
+    let r = sim("enabled=always use_zero_page=0", "mmap a 64M\ntouch a read\ntouch a write");
+    assert_eq!((r.process.minflt, r.vmstat["thp_fault_alloc"], r.vmstat["thp_zero_page_alloc"]), (32, 32, 0));
 }
 
 #[test]
@@ -236,10 +192,7 @@ fn p4_pmd_first_then_mthp_by_vma_size() {
         "#]],
     );
     // 1 MiB VMA → 16 faults, 16 × 64K, no PMD.
-    let r = sim(
-        "enabled=always hugepages-64kB/enabled=always",
-        "mmap a 1M align=1M\ntouch a write",
-    );
+    let r = sim("enabled=always hugepages-64kB/enabled=always", "mmap a 1M align=1M\ntouch a write");
     assert_eq!((r.process.minflt, r.folios["64kB"]), (16, 16));
     assert_eq!(r.fallbacks["hugepages-2048kB"]["vma_range"], 16);
 }
@@ -247,10 +200,7 @@ fn p4_pmd_first_then_mthp_by_vma_size() {
 #[test]
 fn p5_read_then_write_defeats_mthp() {
     // Live P5: 64K always, 1 MiB: read pass 256 faults, write pass 256 (+1 noise live), no mTHP.
-    let r = sim(
-        "enabled=never hugepages-64kB/enabled=always",
-        "mmap a 1M align=64K\ntouch a read\ntouch a write",
-    );
+    let r = sim("enabled=never hugepages-64kB/enabled=always", "mmap a 1M align=64K\ntouch a read\ntouch a write");
     assert_eq!(r.process.minflt, 512);
     assert_eq!(mthp(&r, "hugepages-64kB", "anon_fault_alloc"), 0);
     assert_eq!(r.folios["4kB"], 256);
@@ -265,26 +215,11 @@ fn p6_inherit_and_madvise() {
     let hp = "mmap a 1M align=64K\nmadvise a hugepage\ntouch a write";
     let nohp = "mmap a 1M align=64K\nmadvise a nohugepage\ntouch a write";
     let faults = |set: &str, text: &str| sim(set, text).process.minflt;
-    assert_eq!(
-        faults("enabled=madvise hugepages-64kB/enabled=inherit", one),
-        256
-    );
-    assert_eq!(
-        faults("enabled=madvise hugepages-64kB/enabled=inherit", hp),
-        16
-    );
-    assert_eq!(
-        faults("enabled=never hugepages-64kB/enabled=madvise", hp),
-        16
-    );
-    assert_eq!(
-        faults("enabled=never hugepages-64kB/enabled=madvise", one),
-        256
-    );
-    assert_eq!(
-        faults("enabled=never hugepages-64kB/enabled=always", nohp),
-        256
-    );
+    assert_eq!(faults("enabled=madvise hugepages-64kB/enabled=inherit", one), 256);
+    assert_eq!(faults("enabled=madvise hugepages-64kB/enabled=inherit", hp), 16);
+    assert_eq!(faults("enabled=never hugepages-64kB/enabled=madvise", hp), 16);
+    assert_eq!(faults("enabled=never hugepages-64kB/enabled=madvise", one), 256);
+    assert_eq!(faults("enabled=never hugepages-64kB/enabled=always", nohp), 256);
     let r = sim("enabled=madvise hugepages-64kB/enabled=inherit", one);
     assert_eq!(r.fallbacks["hugepages-64kB"]["not_madvised"], 256);
 }
@@ -294,24 +229,15 @@ fn p7_prctl_thp_disable() {
     // Live P7: enabled=always; 4 × 2 MiB plain, 4 × 2 MiB after MADV_HUGEPAGE, then
     // MADV_COLLAPSE on a populated 2 MiB range.
     let text = "mmap plain 8M\nmmap hp 8M\nmmap c 2M\n{prctl}\ntouch plain write\nmadvise hp hugepage\ntouch hp write\ntouch c write\nmadvise c collapse";
-    let completely = sim(
-        "enabled=always",
-        &text.replace("{prctl}", "prctl thp_disable"),
-    );
+    let completely = sim("enabled=always", &text.replace("{prctl}", "prctl thp_disable"));
     assert_eq!(completely.process.minflt, 2048 + 2048 + 512);
     assert_eq!(completely.calls.last().unwrap().ret, "EINVAL");
-    let advised = sim(
-        "enabled=always",
-        &text.replace("{prctl}", "prctl thp_disable except_advised"),
-    );
+    let advised = sim("enabled=always", &text.replace("{prctl}", "prctl thp_disable except_advised"));
     assert_eq!(advised.process.minflt, 2048 + 4 + 512);
     assert_eq!(advised.vmstat["thp_fault_alloc"], 4);
     assert_eq!(advised.calls.last().unwrap().ret, "0");
     assert_eq!(advised.process.anon_huge_bytes, (8 + 2) << 20);
-    assert_eq!(
-        advised.fallbacks["hugepages-2048kB"]["prctl_thp_disabled"],
-        2048 + 512
-    );
+    assert_eq!(advised.fallbacks["hugepages-2048kB"]["prctl_thp_disabled"], 2048 + 512);
 }
 
 #[test]
@@ -332,25 +258,13 @@ fn p8_madv_collapse_ignores_sysfs() {
         "#]],
     );
     // One page present → rc 0, Rss 4 → 2048 kB.
-    let r = sim(
-        "enabled=never",
-        "mmap a 2M\ntouch a[0+4K] write\nmadvise a collapse",
-    );
-    assert_eq!(
-        (r.calls.last().unwrap().ret.as_str(), r.process.rss_bytes),
-        ("0", 2 << 20)
-    );
+    let r = sim("enabled=never", "mmap a 2M\ntouch a[0+4K] write\nmadvise a collapse");
+    assert_eq!((r.calls.last().unwrap().ret.as_str(), r.process.rss_bytes), ("0", 2 << 20));
     // No page table at all → EINVAL (SCAN_PMD_NONE aborts); MADV_NOHUGEPAGE → EINVAL.
     let last = |r: &RunResult| r.calls.last().unwrap().ret.clone();
-    let r = sim(
-        "enabled=never",
-        "mmap a 4M\ntouch a[2M+4K] write\nmadvise a collapse",
-    );
+    let r = sim("enabled=never", "mmap a 4M\ntouch a[2M+4K] write\nmadvise a collapse");
     assert_eq!(last(&r), "EINVAL");
-    let r = sim(
-        "enabled=never",
-        "mmap a 2M\ntouch a write\nmadvise a nohugepage\nmadvise a collapse",
-    );
+    let r = sim("enabled=never", "mmap a 2M\ntouch a write\nmadvise a nohugepage\nmadvise a collapse");
     assert_eq!(last(&r), "EINVAL");
     // Never faulted (no anon_vma) → EINVAL (derived: __thp_vma_allowable_orders).
     let r = sim("enabled=never", "mmap a 2M\nmadvise a collapse");
@@ -408,29 +322,11 @@ fn a_paced_fill_is_collapsed_behind_and_faulted_ahead() {
 #[test]
 fn p11_partial_unmap_and_protect() {
     // Live P11 with PMD THPs.
-    let r = sim(
-        "enabled=always",
-        "mmap a 8M\ntouch a write\nmunmap a[4K+4K]",
-    );
-    assert_eq!(
-        (
-            r.vmstat["thp_split_pmd"],
-            r.vmstat["thp_deferred_split_page"]
-        ),
-        (1, 1)
-    );
+    let r = sim("enabled=always", "mmap a 8M\ntouch a write\nmunmap a[4K+4K]");
+    assert_eq!((r.vmstat["thp_split_pmd"], r.vmstat["thp_deferred_split_page"]), (1, 1));
     assert_eq!(mthp(&r, "hugepages-2048kB", "split_deferred"), 1);
-    let r = sim(
-        "enabled=always",
-        "mmap a 8M\ntouch a write\nmunmap a[2M+2M]",
-    );
-    assert_eq!(
-        (
-            mthp(&r, "hugepages-2048kB", "nr_anon"),
-            r.vmstat["thp_split_pmd"]
-        ),
-        (3, 0)
-    );
+    let r = sim("enabled=always", "mmap a 8M\ntouch a write\nmunmap a[2M+2M]");
+    assert_eq!((mthp(&r, "hugepages-2048kB", "nr_anon"), r.vmstat["thp_split_pmd"]), (3, 0));
     check(
         "enabled=always",
         "mmap a 8M\ntouch a write\nmunmap a[4K+4K]\nmadvise a[2M+8K] dontneed\nmprotect a[4M+4K] r",
@@ -452,10 +348,7 @@ fn p11_partial_unmap_and_protect() {
         "#]],
     );
     // 64K mTHP: munmap 4K inside → 64K split_deferred 1, no vmstat change; mprotect → nothing.
-    let r = sim(
-        "enabled=never hugepages-64kB/enabled=always",
-        "mmap a 1M align=64K\ntouch a write\nmunmap a[4K+4K]\nmprotect a[64K+4K] r",
-    );
+    let r = sim("enabled=never hugepages-64kB/enabled=always", "mmap a 1M align=64K\ntouch a write\nmunmap a[4K+4K]\nmprotect a[64K+4K] r");
     assert_eq!(mthp(&r, "hugepages-64kB", "split_deferred"), 1);
     assert_eq!(mthp(&r, "hugepages-64kB", "nr_anon_partially_mapped"), 1);
     assert!(r.vmstat.values().all(|v| *v == 0), "{:?}", r.vmstat);
@@ -478,16 +371,10 @@ fn placement_follows_get_unmapped_area() {
 fn adjacent_mappings_merge_into_one_vma() {
     // Derived (vma_merge_new_range): b is placed right below a with the same flags, so the two
     // form one VMA and a 2 MiB block spanning both can take a PMD fault.
-    let r = sim(
-        "enabled=always",
-        "mmap a 1M at=0x7d0000100000\nmmap b 1M at=0x7d0000000000\ntouch a write\ntouch b write",
-    );
+    let r = sim("enabled=always", "mmap a 1M at=0x7d0000100000\nmmap b 1M at=0x7d0000000000\ntouch a write\ntouch b write");
     assert_eq!(r.regions[1].start + (1 << 20), r.regions[0].start);
     assert_eq!(r.process.minflt, 1);
-    assert_eq!(
-        r.model.as_ref().and_then(|m| m.run.as_ref()).unwrap().vmas,
-        1
-    );
+    assert_eq!(r.model.as_ref().and_then(|m| m.run.as_ref()).unwrap().vmas, 1);
 }
 
 #[test]
@@ -497,8 +384,7 @@ fn brk_grows_the_heap() {
     let r = sim("enabled=always", "brk +4M\ntouch heap write");
     let heap = &r.regions[0];
     assert_eq!((heap.name.as_str(), heap.len), ("heap", 4 << 20));
-    let aligned_blocks =
-        ((heap.start + heap.len) / (2 << 20)).saturating_sub(heap.start.div_ceil(2 << 20));
+    let aligned_blocks = ((heap.start + heap.len) / (2 << 20)).saturating_sub(heap.start.div_ceil(2 << 20));
     assert_eq!(aligned_blocks, 1);
     assert_eq!(r.vmstat["thp_fault_alloc"], 1);
     assert_eq!(r.process.minflt, 1 + (4 << 20) / 4096 - 512);
@@ -507,10 +393,7 @@ fn brk_grows_the_heap() {
 #[test]
 fn bloat_counts_untouched_pages_of_mapped_folios() {
     // Derived: one write per 64 KiB into 64K folios leaves 15 of 16 pages untouched.
-    let r = sim(
-        "enabled=never hugepages-64kB/enabled=always",
-        "mmap a 1M align=64K\ntouch a write stride=64K",
-    );
+    let r = sim("enabled=never hugepages-64kB/enabled=always", "mmap a 1M align=64K\ntouch a write stride=64K");
     assert_eq!(r.process.bloat_bytes, Some(16 * 15 * 4096));
 }
 
@@ -538,48 +421,21 @@ fn mthp_falls_back_size_by_size_when_memory_is_fragmented() {
     let text = "mmap a 64K align=64K\ntouch a[0+4K] write";
     let w = workload::parse("t", text).unwrap();
     let s = settings("enabled=never hugepages-64kB/enabled=always hugepages-16kB/enabled=always");
-    let params = mm::BootParams {
-        mem_bytes: 64 << 20,
-        min_free_kbytes: 0,
-        mmap_base: 0x7dff_fffc_5000,
-        brk_start: 0x5555_5557_9000,
-        ..mm::BootParams::default()
-    };
+    let params = mm::BootParams { mem_bytes: 64 << 20, min_free_kbytes: 0, mmap_base: 0x7dff_fffc_5000, brk_start: 0x5555_5557_9000, ..mm::BootParams::default() };
     let mut k = mm::Kernel::boot(&params, &s);
     k.fragment_memory();
-    let addr = k
-        .do_mmap(
-            64 << 10,
-            mm::mmap::prot_to_vm(true, true, false),
-            mm::mmap::MmapPlacement::Aligned {
-                align: 65536,
-                offset: 0,
-            },
-        )
-        .unwrap();
+    let addr = k.do_mmap(64 << 10, mm::mmap::prot_to_vm(true, true, false), mm::mmap::MmapPlacement::Aligned { align: 65536, offset: 0 }).unwrap();
     assert_eq!(k.access(addr, true), mm::Access::Fault);
-    assert_eq!(
-        k.counters
-            .mthp(mm_types::Order(4), uapi::MthpStat::AnonFaultFallback),
-        1
-    );
-    assert_eq!(
-        k.counters
-            .mthp(mm_types::Order(2), uapi::MthpStat::AnonFaultFallback),
-        1
-    );
-    assert_eq!(
-        k.stats().fallbacks[4][mm::vmstat::FallbackReason::AllocFailed as usize],
-        1
-    );
+    assert_eq!(k.counters.mthp(mm_types::Order(4), uapi::MthpStat::AnonFaultFallback), 1);
+    assert_eq!(k.counters.mthp(mm_types::Order(2), uapi::MthpStat::AnonFaultFallback), 1);
+    assert_eq!(k.stats().fallbacks[4][mm::vmstat::FallbackReason::AllocFailed as usize], 1);
     k.check_invariants().unwrap();
     let _ = w;
 }
 
 #[test]
 fn output_is_deterministic() {
-    let text =
-        "mmap a 64M\ntouch a write order=random seed=9 count=5000\nmunmap a[1M+12K] every=3M";
+    let text = "mmap a 64M\ntouch a write order=random seed=9 count=5000\nmunmap a[1M+12K] every=3M";
     let s = "enabled=always hugepages-64kB/enabled=always hugepages-16kB/enabled=always";
     let a = serde_json::to_string(&sim(s, text)).unwrap();
     let b = serde_json::to_string(&sim(s, text)).unwrap();
@@ -592,33 +448,14 @@ fn output_is_deterministic() {
 fn p13_memfd_and_shared_anon_follow_the_per_size_knobs() {
     let s64 = "hugepages-64kB/shmem_enabled=always";
     // memfd 1 MiB mapped 2 MiB-aligned and written → 16 faults, 64K shmem_alloc 16.
-    let r = sim(
-        s64,
-        "memfd m\nftruncate m 1M\nmmap a 1M file=m align=2M\ntouch a write",
-    );
-    assert_eq!(
-        (
-            r.process.minflt,
-            mthp(&r, "hugepages-64kB", "shmem_alloc"),
-            r.folios["64kB"]
-        ),
-        (16, 16, 16)
-    );
+    let r = sim(s64, "memfd m\nftruncate m 1M\nmmap a 1M file=m align=2M\ntouch a write");
+    assert_eq!((r.process.minflt, mthp(&r, "hugepages-64kB", "shmem_alloc"), r.folios["64kB"]), (16, 16, 16));
     // The same with MAP_SHARED|MAP_ANONYMOUS.
     let r = sim(s64, "mmap a 1M shared align=2M\ntouch a write");
-    assert_eq!(
-        (r.process.minflt, mthp(&r, "hugepages-64kB", "shmem_alloc")),
-        (16, 16)
-    );
+    assert_eq!((r.process.minflt, mthp(&r, "hugepages-64kB", "shmem_alloc")), (16, 16));
     // At an address that is not 64K-aligned: 256 faults, no large folio.
-    let r = sim(
-        s64,
-        "memfd m\nftruncate m 1M\nmmap a 1M file=m align=2M offset=4K\ntouch a write",
-    );
-    assert_eq!(
-        (r.process.minflt, mthp(&r, "hugepages-64kB", "shmem_alloc")),
-        (256, 0)
-    );
+    let r = sim(s64, "memfd m\nftruncate m 1M\nmmap a 1M file=m align=2M offset=4K\ntouch a write");
+    assert_eq!((r.process.minflt, mthp(&r, "hugepages-64kB", "shmem_alloc")), (256, 0));
     // pwrite() of 1 MiB has no VMA: per-size knobs do not apply, top-level never → 4 KiB pages.
     let r = sim(s64, "memfd m\nwrite m[0+1M]");
     assert_eq!(mthp(&r, "hugepages-64kB", "shmem_alloc"), 0);
@@ -628,20 +465,9 @@ fn p13_memfd_and_shared_anon_follow_the_per_size_knobs() {
 #[test]
 fn p13_top_level_always() {
     // pwrite of 1 MiB, 64 KiB, or 1 MiB in 4 KiB writes → one 2 MiB folio each.
-    for text in [
-        "memfd m\nwrite m[0+1M]",
-        "memfd m\nwrite m[0+64K]",
-        "memfd m\nwrite m[0+1M] chunk=4K",
-    ] {
+    for text in ["memfd m\nwrite m[0+1M]", "memfd m\nwrite m[0+64K]", "memfd m\nwrite m[0+1M] chunk=4K"] {
         let r = sim("shmem_enabled=always", text);
-        assert_eq!(
-            (
-                mthp(&r, "hugepages-2048kB", "shmem_alloc"),
-                r.vmstat["thp_file_alloc"]
-            ),
-            (1, 1),
-            "{text}"
-        );
+        assert_eq!((mthp(&r, "hugepages-2048kB", "shmem_alloc"), r.vmstat["thp_file_alloc"]), (1, 1), "{text}");
     }
     // 4 MiB memfd mapping → 2 faults, 2 PMD-mapped folios, ShmemPmdMapped 4096 kB.
     check(
@@ -659,50 +485,28 @@ fn p13_top_level_always() {
             line 2: ftruncate = 0
         "#]],
     );
-    let r = sim(
-        "shmem_enabled=always",
-        "memfd m\nftruncate m 4M\nmmap a 4M file=m\ntouch a write",
-    );
+    let r = sim("shmem_enabled=always", "memfd m\nftruncate m 4M\nmmap a 4M file=m\ntouch a write");
     assert_eq!(r.meminfo["ShmemPmdMapped"], 4096);
     // 3 MiB with 64K also always → 17 faults: 1 PMD + 16 × 64K.
-    let r = sim(
-        "shmem_enabled=always hugepages-64kB/shmem_enabled=always",
-        "memfd m\nftruncate m 3M\nmmap a 3M file=m\ntouch a write",
-    );
-    assert_eq!(
-        (r.process.minflt, r.folios["2048kB"], r.folios["64kB"]),
-        (17, 1, 16)
-    );
+    let r = sim("shmem_enabled=always hugepages-64kB/shmem_enabled=always", "memfd m\nftruncate m 3M\nmmap a 3M file=m\ntouch a write");
+    assert_eq!((r.process.minflt, r.folios["2048kB"], r.folios["64kB"]), (17, 1, 16));
 }
 
 #[test]
 fn p13_advise_inherit_and_order_one() {
     let set = "shmem_enabled=advise hugepages-64kB/shmem_enabled=inherit";
-    let plain = sim(
-        set,
-        "memfd m\nftruncate m 1M\nmmap a 1M file=m align=2M\ntouch a write",
-    );
+    let plain = sim(set, "memfd m\nftruncate m 1M\nmmap a 1M file=m align=2M\ntouch a write");
     assert_eq!(plain.process.minflt, 256);
-    let advised = sim(
-        set,
-        "memfd m\nftruncate m 1M\nmmap a 1M file=m align=2M\nmadvise a hugepage\ntouch a write",
-    );
+    let advised = sim(set, "memfd m\nftruncate m 1M\nmmap a 1M file=m align=2M\nmadvise a hugepage\ntouch a write");
     assert_eq!((advised.process.minflt, advised.folios["64kB"]), (16, 16));
     // Order 1 exists for shmem: 64 KiB of shared anon with 8K always → 8 faults.
-    let r = sim(
-        "hugepages-8kB/shmem_enabled=always",
-        "mmap a 64K shared align=64K\ntouch a write",
-    );
-    assert_eq!(
-        (r.process.minflt, mthp(&r, "hugepages-8kB", "shmem_alloc")),
-        (8, 8)
-    );
+    let r = sim("hugepages-8kB/shmem_enabled=always", "mmap a 64K shared align=64K\ntouch a write");
+    assert_eq!((r.process.minflt, mthp(&r, "hugepages-8kB", "shmem_alloc")), (8, 8));
 }
 
 #[test]
 fn p14_tmpfs_mount_huge_options() {
-    let faults =
-        |huge: &str, body: &str| sim("", &format!("tmpfs t huge={huge}\nfile f on=t\n{body}"));
+    let faults = |huge: &str, body: &str| sim("", &format!("tmpfs t huge={huge}\nfile f on=t\n{body}"));
     // huge=always: a 4 KiB write to an empty file gets a 2 MiB folio.
     let r = faults("always", "write f[0+4K]");
     assert_eq!(mthp(&r, "hugepages-2048kB", "shmem_alloc"), 1);
@@ -711,10 +515,7 @@ fn p14_tmpfs_mount_huge_options() {
     assert_eq!((r.process.minflt, r.folios.get("2048kB")), (256, None));
     // 4 MiB → 2 faults, 2 PMD.
     let r = faults("always", "ftruncate f 4M\nmmap a 4M file=f\ntouch a write");
-    assert_eq!(
-        (r.process.minflt, r.census.sizes["2048kB"].pmd_mapped),
-        (2, 2)
-    );
+    assert_eq!((r.process.minflt, r.census.sizes["2048kB"].pmd_mapped), (2, 2));
     // within_size: a 4 KiB write → nothing large; 64 KiB → one 64K folio; 1 MiB by 4 KiB
     // writes → nothing large; a 4 MiB file mapped → 2 PMD.
     assert!(faults("within_size", "write f[0+4K]").folios.is_empty());
@@ -722,65 +523,29 @@ fn p14_tmpfs_mount_huge_options() {
     assert_eq!(mthp(&r, "hugepages-64kB", "shmem_alloc"), 1);
     let r = faults("within_size", "write f[0+1M] chunk=4K");
     assert!(r.mthp.values().all(|s| s["shmem_alloc"] == 0));
-    let r = faults(
-        "within_size",
-        "ftruncate f 4M\nmmap a 4M file=f\ntouch a write",
-    );
+    let r = faults("within_size", "ftruncate f 4M\nmmap a 4M file=f\ntouch a write");
     assert_eq!(r.census.sizes["2048kB"].pmd_mapped, 2);
     // advise: 1024 faults, 2 PMD with MADV_HUGEPAGE; never: 1024 faults either way.
-    assert_eq!(
-        faults("advise", "ftruncate f 4M\nmmap a 4M file=f\ntouch a write")
-            .process
-            .minflt,
-        1024
-    );
-    assert_eq!(
-        faults(
-            "advise",
-            "ftruncate f 4M\nmmap a 4M file=f\nmadvise a hugepage\ntouch a write"
-        )
-        .process
-        .minflt,
-        2
-    );
-    assert_eq!(
-        faults(
-            "never",
-            "ftruncate f 4M\nmmap a 4M file=f\nmadvise a hugepage\ntouch a write"
-        )
-        .process
-        .minflt,
-        1024
-    );
+    assert_eq!(faults("advise", "ftruncate f 4M\nmmap a 4M file=f\ntouch a write").process.minflt, 1024);
+    assert_eq!(faults("advise", "ftruncate f 4M\nmmap a 4M file=f\nmadvise a hugepage\ntouch a write").process.minflt, 2);
+    assert_eq!(faults("never", "ftruncate f 4M\nmmap a 4M file=f\nmadvise a hugepage\ntouch a write").process.minflt, 1024);
 }
 
 #[test]
 fn shmem_read_faults_map_around_present_pages() {
     // Derived (do_fault_around, filemap_map_pages): after pwrite of 1 MiB of 4 KiB pages, read
     // faults map the uptodate pages of a 64 KiB window: 16 faults; a large folio is mapped whole.
-    let r = sim(
-        "",
-        "memfd m\nwrite m[0+1M]\nmmap a 1M file=m align=2M\ntouch a read",
-    );
+    let r = sim("", "memfd m\nwrite m[0+1M]\nmmap a 1M file=m align=2M\ntouch a read");
     assert_eq!(r.process.minflt, 16);
-    let r = sim(
-        "shmem_enabled=always",
-        "memfd m\nwrite m[0+1M]\nftruncate m 2M\nmmap a 2M file=m\ntouch a read",
-    );
-    assert_eq!(
-        (r.process.minflt, r.census.sizes["2048kB"].pmd_mapped),
-        (1, 1)
-    );
+    let r = sim("shmem_enabled=always", "memfd m\nwrite m[0+1M]\nftruncate m 2M\nmmap a 2M file=m\ntouch a read");
+    assert_eq!((r.process.minflt, r.census.sizes["2048kB"].pmd_mapped), (1, 1));
 }
 
 #[test]
 fn shmem_errors_name_the_line() {
     let w = workload::parse("t.thpw", "memfd m\nmmap a 1M file=m\ntouch a write").unwrap();
     let e = run(&w, &ThpSettings::default(), &machine(512 << 20)).unwrap_err();
-    assert!(
-        e.to_string().starts_with("t.thpw:3: access at 0x") && e.to_string().contains("SIGBUS"),
-        "{e}"
-    );
+    assert!(e.to_string().starts_with("t.thpw:3: access at 0x") && e.to_string().contains("SIGBUS"), "{e}");
 }
 
 #[test]
@@ -790,9 +555,7 @@ fn madv_collapse_of_a_memfd_needs_an_aligned_vma() {
     // knobs a memfd mapping is not placed 2 MiB-aligned, and its collapse is EINVAL; mapped
     // aligned, it collapses into one PMD-mapped 2 MiB folio (live: docs/kernel-notes.md 18).
     for (align, ret, folios) in [("", "EINVAL", "4kB"), (" align=2M", "0", "2048kB")] {
-        let text = format!(
-            "memfd m\nftruncate m 2M\nmmap a 2M file=m{align}\ntouch a write\nmadvise a collapse"
-        );
+        let text = format!("memfd m\nftruncate m 2M\nmmap a 2M file=m{align}\ntouch a write\nmadvise a collapse");
         let w = workload::parse("t.thpw", &text).unwrap();
         let r = run(&w, &ThpSettings::default(), &machine(512 << 20)).unwrap();
         assert_eq!(r.calls.last().unwrap().ret, ret, "{text}");
@@ -804,23 +567,10 @@ fn madv_collapse_of_a_memfd_needs_an_aligned_vma() {
 fn a_folio_mapped_twice_is_one_folio_in_the_census() {
     // Regression (found by comparing with the live census, /tmp/shmem-diff-1 and -2): a memfd
     // page or THP mapped by two VMAs is one folio, as tools/mm/thpmaps and the live census count.
-    let r = sim(
-        "",
-        "memfd m\nftruncate m 4K\nmmap a 4K file=m\nmmap b 4K file=m\ntouch a write\ntouch b read",
-    );
+    let r = sim("", "memfd m\nftruncate m 4K\nmmap a 4K file=m\nmmap b 4K file=m\ntouch a write\ntouch b read");
     assert_eq!((r.process.minflt, r.folios["4kB"]), (2, 1));
-    let r = sim(
-        "shmem_enabled=always",
-        "memfd m\nftruncate m 2M\nmmap a 2M file=m\nmmap b 2M file=m\ntouch a write\ntouch b read",
-    );
-    assert_eq!(
-        (
-            r.folios["2048kB"],
-            r.census.sizes["2048kB"].pmd_mapped,
-            r.vmstat["thp_file_mapped"]
-        ),
-        (1, 1, 2)
-    );
+    let r = sim("shmem_enabled=always", "memfd m\nftruncate m 2M\nmmap a 2M file=m\nmmap b 2M file=m\ntouch a write\ntouch b read");
+    assert_eq!((r.folios["2048kB"], r.census.sizes["2048kB"].pmd_mapped, r.vmstat["thp_file_mapped"]), (1, 1, 2));
 }
 
 #[test]
@@ -828,24 +578,16 @@ fn p12_mremap_moves_whole_pmds_only_when_aligned() {
     // Live P12: moving a PMD THP to a 2 MiB-aligned destination keeps it PMD-mapped; to the
     // destination + 4 KiB splits the PMD (thp_split_pmd 1, AnonHugePages 0, Rss 2048 kB).
     for (dest, split) in [(0x7e00_0000_0000u64, 0), (0x7e00_0000_1000, 1)] {
-        let params = mm::BootParams {
-            mem_bytes: 512 << 20,
-            ..mm::BootParams::default()
-        };
+        let params = mm::BootParams { mem_bytes: 512 << 20, ..mm::BootParams::default() };
         let mut k = mm::Kernel::boot(&params, &settings("enabled=always"));
         let rw = mm::mmap::prot_to_vm(true, true, false);
-        let a = k
-            .do_mmap(2 << 20, rw, mm::mmap::MmapPlacement::Kernel)
-            .unwrap();
+        let a = k.do_mmap(2 << 20, rw, mm::mmap::MmapPlacement::Kernel).unwrap();
         assert_eq!(k.access(a, true), mm::Access::Fault);
         k.do_mremap(a, 2 << 20, 2 << 20, dest).unwrap();
         k.check_invariants().unwrap();
         assert_eq!(k.counters.vm(uapi::VmEvent::ThpSplitPmd), split);
         let c = k.census(&[(dest, dest + (2 << 20))]);
-        assert_eq!(
-            (c.anon_huge_bytes, c.rss_bytes),
-            (if split == 0 { 2 << 20 } else { 0 }, 2 << 20)
-        );
+        assert_eq!((c.anon_huge_bytes, c.rss_bytes), (if split == 0 { 2 << 20 } else { 0 }, 2 << 20));
         // Nothing is left at the old address, and the moved memory is still there.
         assert_eq!(k.access(a, false), mm::Access::Segv);
         assert_eq!(k.access(dest, true), mm::Access::Hit);
@@ -863,28 +605,20 @@ const BESIDE_64K: &str = "hugepages-64kB/enabled=always enabled=never anon_besid
 #[test]
 fn beside_full_a_lone_write_gets_4k() {
     // live: 1 fault, one 4 KiB folio (with the knob at 0: one 64 KiB folio).
-    check(
-        BESIDE_64K,
-        "mmap r 2M\ntouch r[64K+4K] write\n",
-        expect![[r#"
+    check(BESIDE_64K, "mmap r 2M\ntouch r[64K+4K] write\n", expect![[r#"
         minflt 1
         Rss: 4 kB
         AnonHugePages: 0 kB
         folios 4kB: 1 (pmd 0 pte 1 partial 0)
-    "#]],
-    );
-    check(
-        "hugepages-64kB/enabled=always enabled=never anon_beside_full=0",
-        "mmap r 2M\ntouch r[64K+4K] write\n",
-        expect![[r#"
+    "#]]);
+    check("hugepages-64kB/enabled=always enabled=never anon_beside_full=0", "mmap r 2M\ntouch r[64K+4K] write\n", expect![[r#"
         minflt 1
         Rss: 64 kB
         AnonHugePages: 0 kB
         folios 64kB: 1 (pmd 0 pte 1 partial 0)
         hugepages-64kB/stats/anon_fault_alloc 1
         hugepages-64kB/stats/nr_anon 1
-    "#]],
-    );
+    "#]]);
 }
 
 #[test]
@@ -892,10 +626,7 @@ fn beside_full_sequential_writes_grow_after_the_first_block() {
     // live: 47 faults; the first 64 KiB block takes 16 faults of 4 KiB, every later block sits
     // beside a full one and gets 64 KiB (31 folios). Reverse order gives the same (live: 47).
     for order in ["seq", "reverse"] {
-        check(
-            BESIDE_64K,
-            &format!("mmap r 2M\ntouch r write order={order}\n"),
-            expect![[r#"
+        check(BESIDE_64K, &format!("mmap r 2M\ntouch r write order={order}\n"), expect![[r#"
             minflt 47
             Rss: 2048 kB
             AnonHugePages: 0 kB
@@ -903,8 +634,7 @@ fn beside_full_sequential_writes_grow_after_the_first_block() {
             folios 64kB: 31 (pmd 0 pte 31 partial 0)
             hugepages-64kB/stats/anon_fault_alloc 31
             hugepages-64kB/stats/nr_anon 31
-        "#]],
-        );
+        "#]]);
     }
     // live, every mTHP size always: 11 faults: 4 × 4 KiB, then 16K, 32K, … 1024K, each beside
     // the full block below it.
@@ -913,19 +643,11 @@ fn beside_full_sequential_writes_grow_after_the_first_block() {
                hugepages-1024kB/enabled=always enabled=never anon_beside_full=1";
     let r = sim(all, "mmap r 2M\ntouch r write\n");
     assert_eq!(r.process.minflt, 11);
-    let want: BTreeMap<String, u64> = [
-        ("4kB", 4),
-        ("16kB", 1),
-        ("32kB", 1),
-        ("64kB", 1),
-        ("128kB", 1),
-        ("256kB", 1),
-        ("512kB", 1),
-        ("1024kB", 1),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    let want: BTreeMap<String, u64> =
+        [("4kB", 4), ("16kB", 1), ("32kB", 1), ("64kB", 1), ("128kB", 1), ("256kB", 1), ("512kB", 1), ("1024kB", 1)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
     assert_eq!(r.folios, want);
 }
 
@@ -934,59 +656,19 @@ fn beside_full_what_counts_as_full() {
     // (workload, live minflt, live 4kB folios, live 64kB folios)
     let cases = [
         // Zero-page PTEs count: 16 read faults then a write beside them gets 64 KiB.
-        (
-            "mmap r 2M\ntouch r[0+64K] read\ntouch r[64K+4K] write\n",
-            17,
-            0,
-            1,
-        ),
+        ("mmap r 2M\ntouch r[0+64K] read\ntouch r[64K+4K] write\n", 17, 0, 1),
         // 15 of 16 pages is not full.
-        (
-            "mmap r 2M\ntouch r[0+60K] write\ntouch r[64K+4K] write\n",
-            16,
-            16,
-            0,
-        ),
+        ("mmap r 2M\ntouch r[0+60K] write\ntouch r[64K+4K] write\n", 16, 16, 0),
         // Either side: the block above (for r[0]) or below (for r[128K]).
-        (
-            "mmap r 2M\ntouch r[64K+64K] write\ntouch r[0+4K] write\ntouch r[128K+4K] write\n",
-            18,
-            16,
-            2,
-        ),
+        ("mmap r 2M\ntouch r[64K+64K] write\ntouch r[0+4K] write\ntouch r[128K+4K] write\n", 18, 16, 2),
         // A full block in another VMA (split by mprotect) does not count.
-        (
-            "mmap r 2M\ntouch r[0+64K] write\nmprotect r[0+64K] r\ntouch r[64K+4K] write\n",
-            17,
-            17,
-            0,
-        ),
+        ("mmap r 2M\ntouch r[0+64K] write\nmprotect r[0+64K] r\ntouch r[64K+4K] write\n", 17, 17, 0),
         // Neither does one emptied by MADV_DONTNEED or with one page unmapped.
-        (
-            "mmap r 2M\ntouch r[0+64K] write\nmadvise r[0+64K] dontneed\ntouch r[64K+4K] write\n",
-            17,
-            1,
-            0,
-        ),
-        (
-            "mmap r 2M\ntouch r[0+64K] write\nmunmap r[0+4K]\ntouch r[64K+4K] write\n",
-            17,
-            16,
-            0,
-        ),
+        ("mmap r 2M\ntouch r[0+64K] write\nmadvise r[0+64K] dontneed\ntouch r[64K+4K] write\n", 17, 1, 0),
+        ("mmap r 2M\ntouch r[0+64K] write\nmunmap r[0+4K]\ntouch r[64K+4K] write\n", 17, 16, 0),
         // Nor one in the neighbouring PTE table (across a 2 MiB boundary), either way.
-        (
-            "mmap r 4M\ntouch r[1984K+64K] write\ntouch r[2M+4K] write\n",
-            17,
-            17,
-            0,
-        ),
-        (
-            "mmap r 4M\ntouch r[2M+64K] write\ntouch r[1984K+4K] write\n",
-            17,
-            17,
-            0,
-        ),
+        ("mmap r 4M\ntouch r[1984K+64K] write\ntouch r[2M+4K] write\n", 17, 17, 0),
+        ("mmap r 4M\ntouch r[2M+64K] write\ntouch r[1984K+4K] write\n", 17, 17, 0),
         // Stride 64K: no block is ever full.
         ("mmap r 2M\ntouch r write stride=64K\n", 32, 32, 0),
     ];
@@ -1016,26 +698,10 @@ fn beside_full_counts_its_fallback_reason() {
 fn munmap_of_several_vmas_defers_the_split_of_folios_that_straddle_them() {
     let text = "mmap a 8M\ntouch a write\nmprotect a[1M+4K] r\nmprotect a[2052K+64K] r\nmunmap a\n";
     for (set, dir, want) in [
-        (
-            "hugepages-16kB/enabled=always enabled=never",
-            "hugepages-16kB",
-            3,
-        ),
-        (
-            "hugepages-64kB/enabled=always enabled=never",
-            "hugepages-64kB",
-            3,
-        ),
-        (
-            "hugepages-128kB/enabled=always enabled=never",
-            "hugepages-128kB",
-            2,
-        ),
-        (
-            "hugepages-1024kB/enabled=always enabled=never",
-            "hugepages-1024kB",
-            2,
-        ),
+        ("hugepages-16kB/enabled=always enabled=never", "hugepages-16kB", 3),
+        ("hugepages-64kB/enabled=always enabled=never", "hugepages-64kB", 3),
+        ("hugepages-128kB/enabled=always enabled=never", "hugepages-128kB", 2),
+        ("hugepages-1024kB/enabled=always enabled=never", "hugepages-1024kB", 2),
         ("enabled=always", "hugepages-2048kB", 2),
     ] {
         let r = sim(set, text);
@@ -1059,79 +725,22 @@ fn madvise_free_splits_the_folios_it_covers_in_part() {
     let text = "mmap a 8M\ntouch a write\nmadvise a[1M+4K] free\nmadvise a[2052K+64K] free\nmadvise a[4M+2M] free\nmadvise a[6148K..] free\n";
     // (settings, size dir, live folios of that size, live 4kB folios, split, split_deferred)
     for (set, dir, size, large, small, split, deferred) in [
-        (
-            "hugepages-16kB/enabled=always enabled=never",
-            "hugepages-16kB",
-            "16kB",
-            508,
-            16,
-            4,
-            4,
-        ),
-        (
-            "hugepages-64kB/enabled=always enabled=never",
-            "hugepages-64kB",
-            "64kB",
-            124,
-            64,
-            4,
-            4,
-        ),
-        (
-            "hugepages-128kB/enabled=always enabled=never",
-            "hugepages-128kB",
-            "128kB",
-            61,
-            96,
-            3,
-            3,
-        ),
-        (
-            "hugepages-1024kB/enabled=always enabled=never",
-            "hugepages-1024kB",
-            "1024kB",
-            5,
-            768,
-            3,
-            3,
-        ),
+        ("hugepages-16kB/enabled=always enabled=never", "hugepages-16kB", "16kB", 508, 16, 4, 4),
+        ("hugepages-64kB/enabled=always enabled=never", "hugepages-64kB", "64kB", 124, 64, 4, 4),
+        ("hugepages-128kB/enabled=always enabled=never", "hugepages-128kB", "128kB", 61, 96, 3, 3),
+        ("hugepages-1024kB/enabled=always enabled=never", "hugepages-1024kB", "1024kB", 5, 768, 3, 3),
         // PMD-mapped: the PMD is split frozen on the way (thp_split_pmd), never partially mapped.
-        (
-            "enabled=always",
-            "hugepages-2048kB",
-            "2048kB",
-            1,
-            1536,
-            3,
-            0,
-        ),
+        ("enabled=always", "hugepages-2048kB", "2048kB", 1, 1536, 3, 0),
     ] {
         let r = sim(set, text);
         assert_eq!(r.folios.get(size).copied(), Some(large), "{set}");
         assert_eq!(r.folios.get("4kB").copied(), Some(small), "{set}");
         assert_eq!(r.mthp[dir]["split"], split, "{set}");
-        assert_eq!(
-            r.mthp[dir].get("split_deferred").copied().unwrap_or(0),
-            deferred,
-            "{set}"
-        );
-        assert_eq!(
-            r.process.rss_bytes,
-            8 << 20,
-            "{set}: lazyfree pages stay mapped without reclaim"
-        );
+        assert_eq!(r.mthp[dir].get("split_deferred").copied().unwrap_or(0), deferred, "{set}");
+        assert_eq!(r.process.rss_bytes, 8 << 20, "{set}: lazyfree pages stay mapped without reclaim");
         if size == "2048kB" {
-            assert_eq!(
-                (r.vmstat["thp_split_pmd"], r.vmstat["thp_split_page"]),
-                (3, 3)
-            );
-            assert_eq!(
-                r.vmstat
-                    .get("thp_deferred_split_page")
-                    .copied()
-                    .unwrap_or(0),
-                0
-            );
+            assert_eq!((r.vmstat["thp_split_pmd"], r.vmstat["thp_split_page"]), (3, 3));
+            assert_eq!(r.vmstat.get("thp_deferred_split_page").copied().unwrap_or(0), 0);
         }
     }
 }
@@ -1144,43 +753,16 @@ fn madvise_free_splits_the_folios_it_covers_in_part() {
 fn madvise_free_of_a_partially_mapped_folio_defers_it_once() {
     let text = "mmap a 8M\ntouch a write\nmunmap a[1M+4K]\nmadvise a[1032K+4K] free\nmadvise a[2M+64K] free\nmadvise a[4M+2M] free\nmadvise a[6M+8K] free\n";
     for (set, dir, size, large, small, split, deferred) in [
-        (
-            "hugepages-64kB/enabled=always enabled=never",
-            "hugepages-64kB",
-            "64kB",
-            126,
-            31,
-            2,
-            2,
-        ),
-        (
-            "hugepages-1024kB/enabled=always enabled=never",
-            "hugepages-1024kB",
-            "1024kB",
-            5,
-            767,
-            3,
-            3,
-        ),
-        (
-            "enabled=always",
-            "hugepages-2048kB",
-            "2048kB",
-            1,
-            1535,
-            3,
-            1,
-        ),
+        ("hugepages-64kB/enabled=always enabled=never", "hugepages-64kB", "64kB", 126, 31, 2, 2),
+        ("hugepages-1024kB/enabled=always enabled=never", "hugepages-1024kB", "1024kB", 5, 767, 3, 3),
+        ("enabled=always", "hugepages-2048kB", "2048kB", 1, 1535, 3, 1),
     ] {
         let r = sim(set, text);
         assert_eq!(r.folios.get(size).copied(), Some(large), "{set}");
         assert_eq!(r.folios.get("4kB").copied(), Some(small), "{set}");
         assert_eq!(r.mthp[dir]["split"], split, "{set}");
         assert_eq!(r.mthp[dir]["split_deferred"], deferred, "{set}");
-        assert_eq!(
-            r.mthp[dir]["nr_anon_partially_mapped"], 0,
-            "{set}: the split folios left the queue"
-        );
+        assert_eq!(r.mthp[dir]["nr_anon_partially_mapped"], 0, "{set}: the split folios left the queue");
     }
 }
 
@@ -1192,26 +774,14 @@ fn madvise_free_of_a_partially_mapped_folio_defers_it_once() {
 fn mem_above_256g_is_honoured() {
     let w = workload::parse("t.thpw", "mmap big 300G\ntouch big write stride=2M").unwrap();
     let mut opts = RunOptions::default();
-    let (r, k) = run_with(
-        &w,
-        &settings("enabled=never"),
-        &machine(512 << 30),
-        &mut opts,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let (r, k) = run_with(&w, &settings("enabled=never"), &machine(512 << 30), &mut opts).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(k.zone().managed_pages(), 512 << 18);
     assert_eq!(r.process.minflt, 153_600);
     let u = k.memory_use();
     assert_eq!((u.folios, u.pgtables), (153_600, 153_600 + 301));
     k.check_invariants().unwrap();
     let w = workload::parse("t.thpw", "mmap a 4K").unwrap();
-    let (_, k) = run_with(
-        &w,
-        &settings("enabled=never"),
-        &machine(MAX_MEM_BYTES),
-        &mut opts,
-    )
-    .unwrap();
+    let (_, k) = run_with(&w, &settings("enabled=never"), &machine(MAX_MEM_BYTES), &mut opts).unwrap();
     assert_eq!(k.zone().managed_pages(), 1 << 30, "4 TiB is 2^30 frames");
 }
 
@@ -1223,19 +793,12 @@ fn mem_above_256g_is_honoured() {
 #[test]
 fn out_of_memory_says_what_the_machine_has_and_where_it_went() {
     let w = workload::parse("t.thpw", "mmap a 64M\ntouch a write").unwrap();
-    let e = run(&w, &settings("enabled=never"), &machine(32 << 20))
-        .unwrap_err()
-        .to_string();
+    let e = run(&w, &settings("enabled=never"), &machine(32 << 20)).unwrap_err().to_string();
     expect![[r#"
         t.thpw:2: out of memory at 0x7dfffbe00000: the simulated machine has 32 MiB (--mem): 0 B in folios, 0 B in page tables, 32 MiB free, and no allocation may take the free memory below the min watermark of 66 MiB; raise --mem (at most 4 TiB)"#]]
     .assert_eq(&e);
-    let m = MachineConfig {
-        min_free_kbytes: 1024,
-        ..machine(64 << 20)
-    };
-    let e = run(&w, &settings("enabled=never"), &m)
-        .unwrap_err()
-        .to_string();
+    let m = MachineConfig { min_free_kbytes: 1024, ..machine(64 << 20) };
+    let e = run(&w, &settings("enabled=never"), &m).unwrap_err().to_string();
     expect![[r#"
         t.thpw:2: out of memory at 0x7dffffcdd000: the simulated machine has 64 MiB (--mem): 62.9 MiB in folios, 132 KiB in page tables, 1.0 MiB free, and no allocation may take the free memory below the min watermark of 1 MiB; raise --mem (at most 4 TiB)"#]]
     .assert_eq(&e);
@@ -1248,31 +811,19 @@ fn out_of_memory_says_what_the_machine_has_and_where_it_went() {
 fn many_mappings_are_placed_as_before() {
     let mut text = String::new();
     for i in 0..10_000 {
-        text += &format!(
-            "mmap m{i} 4K prot={}\n",
-            if i % 2 == 0 { "rw" } else { "r" }
-        );
+        text += &format!("mmap m{i} 4K prot={}\n", if i % 2 == 0 { "rw" } else { "r" });
     }
     text += "munmap m5000\nmmap again 4K prot=rw\n";
     let w = workload::parse("t.thpw", &text).unwrap();
     let mut opts = RunOptions::default();
-    let (_, k) = run_with(
-        &w,
-        &settings("enabled=never"),
-        &MachineConfig::default(),
-        &mut opts,
-    )
-    .unwrap();
+    let (_, k) = run_with(&w, &settings("enabled=never"), &MachineConfig::default(), &mut opts).unwrap();
     let base = MachineConfig::default().mmap_base;
     let vmas: Vec<_> = k.vmas().collect();
     assert_eq!(vmas.len(), 10_000);
     assert_eq!(vmas.last().unwrap().start, base - 4096);
     assert_eq!(vmas[0].start, base - 10_000 * 4096);
     // The hole that munmap left is the highest gap that fits: the new mapping fills it.
-    assert_eq!(
-        k.vma_lookup(base - 5001 * 4096).unwrap().start,
-        base - 5001 * 4096
-    );
+    assert_eq!(k.vma_lookup(base - 5001 * 4096).unwrap().start, base - 5001 * 4096);
     k.check_invariants().unwrap();
 }
 
@@ -1285,18 +836,6 @@ fn a_repeated_touch_and_dontneed_faults_every_round() {
     let r = sim("enabled=never", text);
     assert_eq!((r.process.minflt, r.process.rss_bytes), (768, 0));
     let r = sim("enabled=never hugepages-64kB/enabled=always", text);
-    assert_eq!(
-        (
-            r.process.minflt,
-            r.mthp["hugepages-64kB"]["anon_fault_alloc"]
-        ),
-        (48, 48)
-    );
-    assert_eq!(
-        r.calls
-            .iter()
-            .filter(|c| c.call == "madvise(dontneed)")
-            .count(),
-        3
-    );
+    assert_eq!((r.process.minflt, r.mthp["hugepages-64kB"]["anon_fault_alloc"]), (48, 48));
+    assert_eq!(r.calls.iter().filter(|c| c.call == "madvise(dontneed)").count(), 3);
 }

@@ -22,12 +22,8 @@ pub fn estimate(r: &RunResult, touched_pages: u64, calls: u64, c: &FaultCosts) -
     let mut t = TimeEstimate::default();
     let mut large = 0u64;
     for (dir, stats) in &r.mthp {
-        let Some(size) = dir.strip_prefix("hugepages-") else {
-            continue;
-        };
-        let n = (stats.get("anon_fault_alloc").copied().unwrap_or(0)
-            + stats.get("shmem_alloc").copied().unwrap_or(0))
-        .max(0) as u64;
+        let Some(size) = dir.strip_prefix("hugepages-") else { continue };
+        let n = (stats.get("anon_fault_alloc").copied().unwrap_or(0) + stats.get("shmem_alloc").copied().unwrap_or(0)).max(0) as u64;
         if n > 0 {
             *t.faults.entry(size.to_string()).or_default() += n;
             large += n;
@@ -53,11 +49,7 @@ pub fn estimate(r: &RunResult, touched_pages: u64, calls: u64, c: &FaultCosts) -
     }
     t.zero_page_ns = t.zero_page_faults as f64 * c.zero_page_read_ns;
     t.touches_without_fault = touched_pages.saturating_sub(faults + t.zero_page_faults);
-    let touch_ns = if c.fill_ns_per_fault.is_empty() {
-        c.touch_ns_per_page
-    } else {
-        0.0
-    };
+    let touch_ns = if c.fill_ns_per_fault.is_empty() { c.touch_ns_per_page } else { 0.0 };
     t.touch_ns = t.touches_without_fault as f64 * touch_ns;
     t.calls = calls;
     t.calls_ns = calls as f64 * c.syscall_ns;
@@ -89,25 +81,12 @@ pub fn recording(
     fault: &FaultCosts,
     host: Option<&(uapi::profile::HostCosts, Option<Vec<u64>>)>,
 ) -> Result<TimeEstimate, crate::SimError> {
-    let calls = events
-        .iter()
-        .filter(|e| matches!(e.body, trace::EventBody::Syscall(_)))
-        .count() as u64;
+    let calls = events.iter().filter(|e| matches!(e.body, trace::EventBody::Syscall(_))).count() as u64;
     let mut four_k = uapi::ThpSettings::default();
     for a in ["enabled=never", "shmem_enabled=never"] {
         four_k.apply_assignment(a).expect("valid knobs");
     }
-    let base = crate::run_recording_opts(
-        name,
-        header,
-        events,
-        &four_k,
-        machine,
-        &crate::ReplayOptions {
-            host: host.cloned(),
-            ..Default::default()
-        },
-    )?;
+    let base = crate::run_recording_opts(name, header, events, &four_k, machine, &crate::ReplayOptions { host: host.cloned(), ..Default::default() })?;
     let touched = base.process.minflt.max(r.process.minflt);
     let mut t = estimate(r, touched, calls, fault);
     if let Some((h, _)) = host {
@@ -126,11 +105,7 @@ pub fn recording(
 
 /// A replay's host faults (`ReplayReport::host_faults`) priced with the profile's `[host]`.
 fn add_host_faults(t: &mut TimeEstimate, r: &RunResult, host: &uapi::profile::HostCosts) {
-    let n = r
-        .model
-        .as_ref()
-        .and_then(|m| m.replay.as_ref())
-        .map_or(0, |rp| rp.host_faults);
+    let n = r.model.as_ref().and_then(|m| m.replay.as_ref()).map_or(0, |rp| rp.host_faults);
     t.host_faults = n;
     t.host_ns = n as f64 * host.fault_ns_per_page;
     t.total_ns += t.host_ns;
@@ -142,12 +117,7 @@ mod tests {
 
     fn costs() -> FaultCosts {
         FaultCosts {
-            ns_per_fault: [
-                ("4kB".to_string(), 1000.0),
-                ("64kB".to_string(), 5000.0),
-                ("2048kB".to_string(), 100_000.0),
-            ]
-            .into(),
+            ns_per_fault: [("4kB".to_string(), 1000.0), ("64kB".to_string(), 5000.0), ("2048kB".to_string(), 100_000.0)].into(),
             zero_page_read_ns: 400.0,
             touch_ns_per_page: 10.0,
             syscall_ns: 2000.0,
@@ -167,31 +137,15 @@ mod tests {
         // 64K: 16384 faults of 5000 ns, and 15 of every 16 pages touched without a fault.
         let mut r = RunResult::new("sim", "w");
         r.process.minflt = 16_384;
-        r.mthp.insert(
-            "hugepages-64kB".into(),
-            [("anon_fault_alloc".to_string(), 16_384)].into(),
-        );
+        r.mthp.insert("hugepages-64kB".into(), [("anon_fault_alloc".to_string(), 16_384)].into());
         let t = estimate(&r, 262_144, 0, &costs());
-        assert_eq!(
-            (
-                t.faults.get("4kB"),
-                t.faults["64kB"],
-                t.touches_without_fault
-            ),
-            (None, 16_384, 245_760)
-        );
+        assert_eq!((t.faults.get("4kB"), t.faults["64kB"], t.touches_without_fault), (None, 16_384, 245_760));
         assert_eq!(t.total_ns, 16_384.0 * 5000.0 + 245_760.0 * 10.0);
         // PMD, and a size the profile lacks (charged as 4kB and named).
         let mut r = RunResult::new("sim", "w");
         r.process.minflt = 513;
-        r.mthp.insert(
-            "hugepages-2048kB".into(),
-            [("anon_fault_alloc".to_string(), 512)].into(),
-        );
-        r.mthp.insert(
-            "hugepages-32kB".into(),
-            [("anon_fault_alloc".to_string(), 1)].into(),
-        );
+        r.mthp.insert("hugepages-2048kB".into(), [("anon_fault_alloc".to_string(), 512)].into());
+        r.mthp.insert("hugepages-32kB".into(), [("anon_fault_alloc".to_string(), 1)].into());
         let t = estimate(&r, 262_152, 0, &costs());
         assert_eq!(t.unmeasured_sizes, vec!["32kB".to_string()]);
         assert_eq!(t.faults_ns["32kB"], 1000.0);
@@ -221,20 +175,9 @@ mod tests {
         c.free_ns_per_folio.insert("4kB".into(), 200.0);
         let mut r = RunResult::new("sim", "w");
         r.process.minflt = 16_394;
-        r.mthp.insert(
-            "hugepages-64kB".into(),
-            [("anon_fault_alloc".to_string(), 16_384)].into(),
-        );
+        r.mthp.insert("hugepages-64kB".into(), [("anon_fault_alloc".to_string(), 16_384)].into());
         let t = estimate(&r, 262_154, 0, &c);
-        assert_eq!(
-            (
-                t.faults["64kB"],
-                t.faults["4kB"],
-                t.touches_without_fault,
-                t.touch_ns
-            ),
-            (16_384, 10, 245_760, 0.0)
-        );
+        assert_eq!((t.faults["64kB"], t.faults["4kB"], t.touches_without_fault, t.touch_ns), (16_384, 10, 245_760, 0.0));
         assert_eq!(t.total_ns, 16_384.0 * 6600.0 + 10.0 * 1200.0);
     }
 
@@ -247,19 +190,13 @@ mod tests {
         let baseline = estimate(&base, 60_000, 0, &costs());
         let mut pmd = RunResult::new("sim", "w");
         pmd.process.minflt = 100;
-        pmd.mthp.insert(
-            "hugepages-2048kB".into(),
-            [("anon_fault_alloc".to_string(), 100)].into(),
-        );
+        pmd.mthp.insert("hugepages-2048kB".into(), [("anon_fault_alloc".to_string(), 100)].into());
         let mut t = estimate(&pmd, 100, 0, &costs());
         add_program_time(&mut t, &baseline, 400_000_000);
         assert_eq!(t.program_ns, Some(340e6));
         assert_eq!(t.elapsed_ns, 350_000_000);
         let mut short = estimate(&pmd, 100, 0, &costs());
         add_program_time(&mut short, &baseline, 50_000_000);
-        assert_eq!(
-            (short.program_ns, short.elapsed_ns),
-            (Some(0.0), 10_000_000)
-        );
+        assert_eq!((short.program_ns, short.elapsed_ns), (Some(0.0), 10_000_000));
     }
 }

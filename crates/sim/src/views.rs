@@ -20,19 +20,9 @@ pub fn vma_maps(k: &Kernel, pid: Option<u32>) -> Vec<VmaMap> {
             } else {
                 "anon"
             };
-            let c = if v.is_modelled() {
-                k.census(&[(v.start, v.end)])
-            } else {
-                CensusReport::default()
-            };
+            let c = if v.is_modelled() { k.census(&[(v.start, v.end)]) } else { CensusReport::default() };
             let bit = |b: u32, ch: char| if v.flags & b != 0 { ch } else { '-' };
-            let perms = format!(
-                "{}{}{}{}",
-                bit(vm::READ, 'r'),
-                bit(vm::WRITE, 'w'),
-                bit(vm::EXEC, 'x'),
-                if v.flags & vm::SHARED != 0 { 's' } else { 'p' }
-            );
+            let perms = format!("{}{}{}{}", bit(vm::READ, 'r'), bit(vm::WRITE, 'w'), bit(vm::EXEC, 'x'), if v.flags & vm::SHARED != 0 { 's' } else { 'p' });
             VmaMap {
                 start: format!("{:x}", v.start),
                 end: format!("{:x}", v.end),
@@ -51,16 +41,10 @@ pub fn vma_maps(k: &Kernel, pid: Option<u32>) -> Vec<VmaMap> {
 /// The peak of one model ([`Kernel::peak`]) as the schema's [`Peak`].
 pub fn peak_of(k: &Kernel) -> Peak {
     let (rss_pages, census, max_nr_anon) = k.peak();
-    let mut p = Peak {
-        rss_bytes: rss_pages * PAGE_SIZE,
-        anon_huge_bytes: census.anon_huge_bytes,
-        census: census.census,
-        ..Default::default()
-    };
+    let mut p = Peak { rss_bytes: rss_pages * PAGE_SIZE, anon_huge_bytes: census.anon_huge_bytes, census: census.census, ..Default::default() };
     for o in 1..=PMD_ORDER {
         if max_nr_anon[o as usize] > 0 {
-            p.max_folios
-                .insert(Order(o).label(), max_nr_anon[o as usize]);
+            p.max_folios.insert(Order(o).label(), max_nr_anon[o as usize]);
         }
     }
     p
@@ -96,9 +80,7 @@ pub fn parse_explain_range(s: &str) -> Result<(u64, u64), String> {
         Some((a, b)) => {
             let (a, b) = (hex(a)?, hex(b)?);
             if b <= a {
-                return Err(format!(
-                    "--explain {s}: the end {b:#x} is not above the start {a:#x}"
-                ));
+                return Err(format!("--explain {s}: the end {b:#x} is not above the start {a:#x}"));
             }
             Ok((a, b))
         }
@@ -121,11 +103,7 @@ pub fn add_explain(out: &mut Explain, log: &ExplainLog, pid: Option<u32>) {
             Got::HugeZeroPage => "huge zero page".to_string(),
         };
         for (o, r) in &f.refused {
-            *out.totals
-                .entry(o.sysfs_dir())
-                .or_default()
-                .entry(r.name().to_string())
-                .or_default() += 1;
+            *out.totals.entry(o.sysfs_dir()).or_default().entry(r.name().to_string()).or_default() += 1;
         }
         if out.faults.len() < Explain::MAX_FAULTS {
             out.faults.push(ExplainedFault {
@@ -133,11 +111,7 @@ pub fn add_explain(out: &mut Explain, log: &ExplainLog, pid: Option<u32>) {
                 addr: format!("{:#x}", f.addr),
                 access: if f.write { "write" } else { "read" }.to_string(),
                 got,
-                refused: f
-                    .refused
-                    .iter()
-                    .map(|(o, r)| (o.sysfs_dir(), r.name().to_string()))
-                    .collect(),
+                refused: f.refused.iter().map(|(o, r)| (o.sysfs_dir(), r.name().to_string())).collect(),
             });
         } else {
             out.more_faults += 1;

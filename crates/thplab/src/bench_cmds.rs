@@ -45,28 +45,13 @@ pub struct IoArgs {
     #[arg(long, value_delimiter = ',', value_name = "KIND,...")]
     kinds: Vec<String>,
     /// Engines, comma-separated: aio, io_uring, pread (pread runs at queue depth 1 only).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "aio,io_uring,pread",
-        value_name = "ENGINE,..."
-    )]
+    #[arg(long, value_delimiter = ',', default_value = "aio,io_uring,pread", value_name = "ENGINE,...")]
     engines: Vec<String>,
     /// Block sizes, comma-separated (4K to 64M, multiples of 4K).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "4K,64K,1M",
-        value_name = "SIZE,..."
-    )]
+    #[arg(long, value_delimiter = ',', default_value = "4K,64K,1M", value_name = "SIZE,...")]
     block_sizes: Vec<String>,
     /// Queue depths (reads in flight), comma-separated, 1 to 1024.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "1,8,32",
-        value_name = "N,..."
-    )]
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32", value_name = "N,...")]
     queue_depths: Vec<usize>,
     /// Timed runs per case (interleaved across cases); the tables show median and spread.
     #[arg(long, default_value_t = 5, value_name = "N")]
@@ -128,48 +113,21 @@ fn size_arg(flag: &str, s: &str) -> Result<u64> {
 
 fn options(a: &IoArgs) -> Result<bench_io::BenchOptions> {
     let mut o = bench_io::BenchOptions::default();
-    o.targets = a
-        .target
-        .iter()
-        .map(|t| {
-            if t == "ram" {
-                TargetKind::Ram
-            } else {
-                TargetKind::File
-            }
-        })
-        .collect();
+    o.targets = a.target.iter().map(|t| if t == "ram" { TargetKind::Ram } else { TargetKind::File }).collect();
     if let Some(d) = &a.device {
         o.targets.push(TargetKind::Device(d.display().to_string()));
     }
     o.kinds = if a.kinds.is_empty() {
         let sysfs = live::sysfs::Paths::from_env().sysfs;
         let mut k = vec![BufferKind::Base];
-        k.extend(
-            bench_io::available_mthp_kb(&sysfs)
-                .into_iter()
-                .map(BufferKind::Mthp),
-        );
+        k.extend(bench_io::available_mthp_kb(&sysfs).into_iter().map(BufferKind::Mthp));
         k.extend([BufferKind::Pmd, BufferKind::Hugetlb]);
         k
     } else {
-        a.kinds
-            .iter()
-            .map(|k| BufferKind::parse(k).map_err(anyhow::Error::msg))
-            .collect::<Result<_>>()
-            .context("--kinds")?
+        a.kinds.iter().map(|k| BufferKind::parse(k).map_err(anyhow::Error::msg)).collect::<Result<_>>().context("--kinds")?
     };
-    o.engines = a
-        .engines
-        .iter()
-        .map(|e| Engine::parse(e).map_err(anyhow::Error::msg))
-        .collect::<Result<_>>()
-        .context("--engines")?;
-    o.block_sizes = a
-        .block_sizes
-        .iter()
-        .map(|b| size_arg("--block-sizes", b))
-        .collect::<Result<_>>()?;
+    o.engines = a.engines.iter().map(|e| Engine::parse(e).map_err(anyhow::Error::msg)).collect::<Result<_>>().context("--engines")?;
+    o.block_sizes = a.block_sizes.iter().map(|b| size_arg("--block-sizes", b)).collect::<Result<_>>()?;
     o.queue_depths = a.queue_depths.clone();
     o.repeats = a.repeat;
     if !(a.time > 0.0 && a.time <= 600.0) {
@@ -177,10 +135,7 @@ fn options(a: &IoArgs) -> Result<bench_io::BenchOptions> {
     }
     o.time = Duration::from_secs_f64(a.time);
     if !(a.pin_time > 0.0 && a.pin_time <= 60.0) {
-        bail!(
-            "--pin-time {}: give seconds above 0 and at most 60",
-            a.pin_time
-        );
+        bail!("--pin-time {}: give seconds above 0 and at most 60", a.pin_time);
     }
     o.pin_time = Duration::from_secs_f64(a.pin_time);
     o.pin_rounds = a.pin_rounds;
@@ -200,18 +155,9 @@ fn cmd_io(a: IoArgs) -> Result<u8> {
     // Read the profile to check before the run, so that a bad file fails fast.
     let check = match &a.check_profile {
         Some(p) => {
-            let text = crate::read_text_limited(
-                p,
-                "machine profile",
-                uapi::profile::MAX_PROFILE_BYTES as u64,
-            )?;
+            let text = crate::read_text_limited(p, "machine profile", uapi::profile::MAX_PROFILE_BYTES as u64)?;
             let prof = uapi::profile::MachineProfile::parse(&p.display().to_string(), &text)?;
-            let Some(pin) = prof.pin else {
-                bail!(
-                    "{}: the profile has no [pin] section (write one with --write-profile)",
-                    p.display()
-                )
-            };
+            let Some(pin) = prof.pin else { bail!("{}: the profile has no [pin] section (write one with --write-profile)", p.display()) };
             Some(pin)
         }
         None => None,
@@ -224,16 +170,8 @@ fn cmd_io(a: IoArgs) -> Result<u8> {
     } else {
         // No steady tick: a ticking thread would stop the benchmark from entering its private
         // mount namespace (unshare refuses a process with threads sharing its fs).
-        let b = indicatif::ProgressBar::with_draw_target(
-            Some(0),
-            indicatif::ProgressDrawTarget::stderr(),
-        );
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{bar:30} {pos}/{len} {elapsed_precise} eta {eta} {msg}",
-            )
-            .unwrap(),
-        );
+        let b = indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::stderr());
+        b.set_style(indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed_precise} eta {eta} {msg}").unwrap());
         b
     };
     let mut on = |p: bench_io::Progress| match p {
@@ -248,31 +186,20 @@ fn cmd_io(a: IoArgs) -> Result<u8> {
         }
     };
     let report = bench_io::run(&o, &mut on).map_err(|e| match e {
-        bench_io::BenchError::NotAvailable(m) => {
-            anyhow::Error::new(live::LiveError::NotAvailable(m))
-        }
+        bench_io::BenchError::NotAvailable(m) => anyhow::Error::new(live::LiveError::NotAvailable(m)),
         bench_io::BenchError::Failed(m) => anyhow::anyhow!(m),
     })?;
     bar.finish_and_clear();
     let mut code = crate::exit::OK;
     if let Some(path) = &a.write_profile {
-        let pin = report
-            .pin
-            .as_ref()
-            .and_then(|p| p.fit.map(|f| bench_io::pin_costs(&f, p.samples.len())));
-        let Some(pin) = pin else {
-            bail!("--write-profile: the pin costs could not be fitted (measure 4K and at least one larger buffer kind)")
-        };
+        let pin = report.pin.as_ref().and_then(|p| p.fit.map(|f| bench_io::pin_costs(&f, p.samples.len())));
+        let Some(pin) = pin else { bail!("--write-profile: the pin costs could not be fitted (measure 4K and at least one larger buffer kind)") };
         let prof = uapi::profile::MachineProfile {
-            machine: uapi::profile::MachineInfo {
-                name: bench_io::host_name(),
-                kernel: report.kernel.clone(),
-            },
+            machine: uapi::profile::MachineInfo { name: bench_io::host_name(), kernel: report.kernel.clone() },
             pin: Some(pin),
             ..Default::default()
         };
-        std::fs::write(path, prof.to_toml())
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(path, prof.to_toml()).with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("thplab: wrote the [pin] section to {}", path.display());
     }
     let mut check_lines = Vec::new();
@@ -283,13 +210,7 @@ fn cmd_io(a: IoArgs) -> Result<u8> {
         ));
         let mut worst: f64 = 0.0;
         for s in &p.samples {
-            let pred = pin.companion_ns(
-                s.folios,
-                s.pte_pages,
-                s.pmd_pages,
-                s.hugetlb_pages,
-                s.scan_compares,
-            );
+            let pred = pin.companion_ns(s.folios, s.pte_pages, s.pmd_pages, s.hugetlb_pages, s.scan_compares);
             let err = (pred - s.ns_min) / s.ns_min * 100.0;
             worst = worst.max(err.abs());
             check_lines.push(format!(
@@ -301,26 +222,17 @@ fn cmd_io(a: IoArgs) -> Result<u8> {
                 err
             ));
         }
-        check_lines.push(format!(
-            "largest error {worst:.1}%: {}",
-            if worst <= a.tolerance {
-                "within tolerance"
-            } else {
-                "OUTSIDE tolerance"
-            }
-        ));
+        check_lines.push(format!("largest error {worst:.1}%: {}", if worst <= a.tolerance { "within tolerance" } else { "OUTSIDE tolerance" }));
         if worst > a.tolerance {
             code = crate::exit::DIFFERS;
         }
     }
     let mut v = serde_json::to_value(&report)?;
     if !check_lines.is_empty() {
-        v["profile_check"] =
-            serde_json::json!({ "lines": check_lines, "passed": code == crate::exit::OK });
+        v["profile_check"] = serde_json::json!({ "lines": check_lines, "passed": code == crate::exit::OK });
     }
     if let Some(path) = &a.save {
-        std::fs::write(path, serde_json::to_string_pretty(&v)? + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(path, serde_json::to_string_pretty(&v)? + "\n").with_context(|| format!("cannot write {}", path.display()))?;
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&v)?);

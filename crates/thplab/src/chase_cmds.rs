@@ -50,33 +50,20 @@ struct Row {
 }
 
 impl ChaseArgs {
-    fn model(
-        &self,
-        bytes: u64,
-        page: live::chase::ChasePage,
-        sizes: &[u32],
-        scatter: f64,
-    ) -> Result<f64> {
+    fn model(&self, bytes: u64, page: live::chase::ChasePage, sizes: &[u32], scatter: f64) -> Result<f64> {
         let mut s = ThpSettings::default();
         for a in page.assignments(sizes) {
             s.apply_assignment(&a)?;
         }
         let lap = bytes / 64;
         let count = self.accesses + self.accesses.min(lap);
-        let text = format!(
-            "mmap r {bytes}\ntouch r write\naccess r chase count={count} elem=64 seed={}\n",
-            self.seed
-        );
+        let text = format!("mmap r {bytes}\ntouch r write\naccess r chase count={count} elem=64 seed={}\n", self.seed);
         let w = workload::parse("<bench chase>", &text)?;
         let mut machine = sim::MachineConfig::default();
         machine.mem_bytes = machine.mem_bytes.max((bytes * 2).next_power_of_two());
         let cpu = tlb::presets::by_name(&self.cpu).expect("clap checked --cpu");
         let paging = tlb::Paging::parse(&self.paging).expect("clap checked --paging");
-        let mut opts = sim::RunOptions {
-            tlb: Some((cpu, paging)),
-            order0_scatter: scatter,
-            ..Default::default()
-        };
+        let mut opts = sim::RunOptions { tlb: Some((cpu, paging)), order0_scatter: scatter, ..Default::default() };
         let (r, _) = sim::run_with(&w, &s, &machine, &mut opts)?;
         Ok(r.accesses.map(|a| a.total.ns_per_access).unwrap_or(0.0))
     }
@@ -85,71 +72,33 @@ impl ChaseArgs {
         let mut sizes_b = Vec::new();
         for s in &self.sizes {
             match mm_types::parse_size(s) {
-                Some(b) if (16 << 20..=16 << 30).contains(&b) && b % (2 << 20) == 0 => {
-                    sizes_b.push(b)
-                }
+                Some(b) if (16 << 20..=16 << 30).contains(&b) && b % (2 << 20) == 0 => sizes_b.push(b),
                 _ => bail!("--sizes: '{s}' is not a size from 16M to 16G in whole 2 MiB"),
             }
         }
         let mut pages = Vec::new();
         for p in &self.pages {
-            pages.push(live::chase::ChasePage::parse(p).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--pages: '{p}' is not 4K, an mTHP size (16K, 32K, 64K, ... 1024K) or PMD"
-                )
-            })?);
+            pages.push(live::chase::ChasePage::parse(p).ok_or_else(|| anyhow::anyhow!("--pages: '{p}' is not 4K, an mTHP size (16K, 32K, 64K, ... 1024K) or PMD"))?);
         }
         let paths = live::sysfs::Paths::from_env();
         let live_ok = !self.model_only && paths.check_available().is_ok();
         if !self.model_only && !live_ok {
-            let why = paths
-                .check_available()
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
+            let why = paths.check_available().err().map(|e| e.to_string()).unwrap_or_default();
             eprintln!("thplab bench chase: {why}; printing the model only (--model-only)");
         }
-        let tree = if live_ok {
-            live::chase::tree_sizes(&paths)
-        } else {
-            vec![16, 32, 64, 128, 256, 512, 1024, 2048]
-        };
+        let tree = if live_ok { live::chase::tree_sizes(&paths) } else { vec![16, 32, 64, 128, 256, 512, 1024, 2048] };
         let given_scatter = match self.order0_scatter.as_str() {
             "measured" => None,
-            v => Some(
-                v.parse::<f64>()
-                    .ok()
-                    .filter(|x| (0.0..=1.0).contains(x))
-                    .ok_or_else(|| {
-                        anyhow::anyhow!(
-                            "--order0-scatter: '{v}' is not a number from 0 to 1 or 'measured'"
-                        )
-                    })?,
-            ),
+            v => Some(v.parse::<f64>().ok().filter(|x| (0.0..=1.0).contains(x)).ok_or_else(|| anyhow::anyhow!("--order0-scatter: '{v}' is not a number from 0 to 1 or 'measured'"))?),
         };
         let mut rows = Vec::new();
         for &bytes in &sizes_b {
             // Live first: the 4K buffer's frames tell the model how scattered base pages are.
             let mut lives = Vec::new();
             for &page in &pages {
-                lives.push(if live_ok {
-                    Some(live::chase::run_chase(
-                        bytes,
-                        page,
-                        self.accesses,
-                        self.seed,
-                    )?)
-                } else {
-                    None
-                });
+                lives.push(if live_ok { Some(live::chase::run_chase(bytes, page, self.accesses, self.seed)?) } else { None });
             }
-            let measured = pages
-                .iter()
-                .zip(&lives)
-                .find(|(p, _)| matches!(p, live::chase::ChasePage::Base))
-                .and_then(|(_, l)| l.as_ref())
-                .filter(|l| l.host_pte_lines > 0)
-                .map(|l| l.scatter());
+            let measured = pages.iter().zip(&lives).find(|(p, _)| matches!(p, live::chase::ChasePage::Base)).and_then(|(_, l)| l.as_ref()).filter(|l| l.host_pte_lines > 0).map(|l| l.scatter());
             let scatter = given_scatter.or(measured).unwrap_or(1.0);
             for (&page, live) in pages.iter().zip(lives) {
                 let model_ns = self.model(bytes, page, &tree, scatter)?;
@@ -159,18 +108,10 @@ impl ChaseArgs {
                         mm_types::format_size(bytes),
                         page.name(),
                         model_ns,
-                        live.as_ref()
-                            .map(|l| format!(", live {:.1} ns", l.ns_per_access))
-                            .unwrap_or_default()
+                        live.as_ref().map(|l| format!(", live {:.1} ns", l.ns_per_access)).unwrap_or_default()
                     );
                 }
-                rows.push(Row {
-                    bytes,
-                    page: page.name(),
-                    live,
-                    model_ns,
-                    scatter,
-                });
+                rows.push(Row { bytes, page: page.name(), live, model_ns, scatter });
             }
         }
         self.print(&rows)?;
@@ -208,64 +149,23 @@ impl ChaseArgs {
                     })
                 })
                 .collect();
-            println!(
-                "{}",
-                serde_json::to_string_pretty(
-                    &serde_json::json!({ "schema": "thplab-bench-chase/1", "cpu": self.cpu, "paging": self.paging, "accesses": self.accesses, "points": v })
-                )?
-            );
+            println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "schema": "thplab-bench-chase/1", "cpu": self.cpu, "paging": self.paging, "accesses": self.accesses, "points": v }))?);
             return Ok(());
         }
         println!("pointer chase, {} timed loads per point; model --cpu {} --paging {}; ratio = time per access / that of {}", self.accesses, self.cpu, self.paging, rows.first().map(|r| r.page.as_str()).unwrap_or("4K"));
-        let scatters: Vec<String> = rows
-            .iter()
-            .filter(|r| r.page == rows[0].page)
-            .map(|r| format!("{} {:.2}", mm_types::format_size(r.bytes), r.scatter))
-            .collect();
-        println!(
-            "model --order0-scatter ({}): {}",
-            self.order0_scatter,
-            scatters.join(", ")
-        );
+        let scatters: Vec<String> = rows.iter().filter(|r| r.page == rows[0].page).map(|r| format!("{} {:.2}", mm_types::format_size(r.bytes), r.scatter)).collect();
+        println!("model --order0-scatter ({}): {}", self.order0_scatter, scatters.join(", "));
         println!("{:>6} {:>5} {:>10} {:>10} {:>11} {:>11} {:>9}  backing (live); host PTE lines of the frames", "size", "page", "live ns", "model ns", "live ratio", "model ratio", "error");
         for (r, mr, lr) in out {
             let (ln, lr_s, err, backing) = match (&r.live, lr) {
                 (Some(l), Some(lr)) => {
-                    let faults: Vec<String> = l
-                        .mthp_faults
-                        .iter()
-                        .map(|(k, n)| format!("{k} {n}"))
-                        .collect();
-                    let lines = format!(
-                        "{} lines for {} pages (scatter {:.2})",
-                        l.host_pte_lines,
-                        l.pages,
-                        l.scatter()
-                    );
-                    (
-                        format!("{:.1}", l.ns_per_access),
-                        format!("{lr:.3}"),
-                        format!("{:+.1}%", (mr / lr - 1.0) * 100.0),
-                        format!(
-                            "AnonHugePages {} MiB; {}; {lines}",
-                            l.anon_huge_bytes >> 20,
-                            faults.join(", ")
-                        ),
-                    )
+                    let faults: Vec<String> = l.mthp_faults.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                    let lines = format!("{} lines for {} pages (scatter {:.2})", l.host_pte_lines, l.pages, l.scatter());
+                    (format!("{:.1}", l.ns_per_access), format!("{lr:.3}"), format!("{:+.1}%", (mr / lr - 1.0) * 100.0), format!("AnonHugePages {} MiB; {}; {lines}", l.anon_huge_bytes >> 20, faults.join(", ")))
                 }
                 _ => ("-".into(), "-".into(), "-".into(), String::new()),
             };
-            println!(
-                "{:>6} {:>5} {:>10} {:>10.1} {:>11} {:>11.3} {:>9}  {}",
-                mm_types::format_size(r.bytes),
-                r.page,
-                ln,
-                r.model_ns,
-                lr_s,
-                mr,
-                err,
-                backing
-            );
+            println!("{:>6} {:>5} {:>10} {:>10.1} {:>11} {:>11.3} {:>9}  {}", mm_types::format_size(r.bytes), r.page, ln, r.model_ns, lr_s, mr, err, backing);
         }
         Ok(())
     }

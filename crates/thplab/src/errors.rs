@@ -7,9 +7,7 @@ use std::io::Write;
 
 /// Whether `--json` is among the arguments (before a `--` that starts a program's own).
 pub fn json_requested(args: impl Iterator<Item = OsString>) -> bool {
-    args.skip(1)
-        .take_while(|a| a != "--")
-        .any(|a| a == "--json")
+    args.skip(1).take_while(|a| a != "--").any(|a| a == "--json")
 }
 
 /// The name of an exit code in the error object.
@@ -49,9 +47,7 @@ pub fn object(e: &anyhow::Error, code: u8) -> serde_json::Value {
             o["line"] = w.line.into();
             break;
         }
-        if let Some(uapi::settings::SettingsError::AtLine { file, line, .. }) =
-            c.downcast_ref::<uapi::settings::SettingsError>()
-        {
+        if let Some(uapi::settings::SettingsError::AtLine { file, line, .. }) = c.downcast_ref::<uapi::settings::SettingsError>() {
             o["file"] = file.clone().into();
             o["line"] = (*line).into();
             break;

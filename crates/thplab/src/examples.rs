@@ -42,10 +42,7 @@ const EXAMPLES: &[(&str, &str, &str)] = &[
 
 pub fn get(name: &str) -> Option<&'static str> {
     let name = name.trim_end_matches(".thpw");
-    EXAMPLES
-        .iter()
-        .find(|(n, _, _)| *n == name)
-        .map(|(_, _, t)| *t)
+    EXAMPLES.iter().find(|(n, _, _)| *n == name).map(|(_, _, t)| *t)
 }
 
 pub fn names() -> Vec<&'static str> {

@@ -24,8 +24,7 @@ pub struct ExplainArgs {
 
 fn parse_addr(s: &str) -> Result<u64> {
     let t = s.trim().trim_start_matches("0x").trim_start_matches("0X");
-    u64::from_str_radix(t, 16)
-        .with_context(|| format!("ADDR '{s}' is not a hexadecimal address (example: 7f3a12000000)"))
+    u64::from_str_radix(t, 16).with_context(|| format!("ADDR '{s}' is not a hexadecimal address (example: 7f3a12000000)"))
 }
 
 impl ExplainArgs {
@@ -34,9 +33,7 @@ impl ExplainArgs {
         crate::live_cmds::require_observable("explain", self.pid)?;
         let report = match explain::explain_pid(self.pid, addr) {
             Ok(r) => r,
-            Err(live::LiveError::NoSuchProcess { pid }) => {
-                bail!("explain --pid {pid}: process {pid} exited before it could be explained")
-            }
+            Err(live::LiveError::NoSuchProcess { pid }) => bail!("explain --pid {pid}: process {pid} exited before it could be explained"),
             Err(e) => return Err(e).with_context(|| format!("explaining process {}", self.pid)),
         };
         if let Some(a) = addr {
@@ -45,17 +42,11 @@ impl ExplainArgs {
             }
         }
         let text = if self.json {
-            format!(
-                "{}\n",
-                serde_json::to_string(&report).context("cannot print JSON")?
-            )
+            format!("{}\n", serde_json::to_string(&report).context("cannot print JSON")?)
         } else {
             report.to_string()
         };
-        std::io::stdout()
-            .lock()
-            .write_all(text.as_bytes())
-            .context("cannot write to stdout")?;
+        std::io::stdout().lock().write_all(text.as_bytes()).context("cannot write to stdout")?;
         Ok(0)
     }
 }

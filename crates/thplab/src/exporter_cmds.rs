@@ -48,10 +48,7 @@ pub fn parse_budget(s: &str) -> Result<Duration, String> {
     } else {
         (t, 1e-3)
     };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a duration (examples: 500ms, 1s, 0.25s)"))?;
+    let v: f64 = num.trim().parse().map_err(|_| format!("'{s}' is not a duration (examples: 500ms, 1s, 0.25s)"))?;
     let secs = v * scale;
     if !secs.is_finite() || !(0.001..=60.0).contains(&secs) {
         return Err(format!("'{s}': the budget must be between 1ms and 60s"));
@@ -63,30 +60,17 @@ impl ExporterArgs {
     pub fn run(&self) -> Result<u8> {
         let root = live::metrics::Root::live();
         live::metrics::check_tree(&root)?;
-        let selection =
-            exporter::selection(&self.names, &self.cgroups, &self.pids).map_err(|e| anyhow!(e))?;
+        let selection = exporter::selection(&self.names, &self.cgroups, &self.pids).map_err(|e| anyhow!(e))?;
         let http = exporter::bind(&self.listen).map_err(|e| anyhow!(e))?;
-        let addr = http
-            .server_addr()
-            .to_ip()
-            .map(|a| a.to_string())
-            .unwrap_or_else(|| self.listen.clone());
-        eprintln!(
-            "thplab exporter: serving http://{addr}/metrics (budget {} ms)",
-            self.budget.as_millis()
-        );
+        let addr = http.server_addr().to_ip().map(|a| a.to_string()).unwrap_or_else(|| self.listen.clone());
+        eprintln!("thplab exporter: serving http://{addr}/metrics (budget {} ms)", self.budget.as_millis());
         if !selection.is_empty() && !live::sysfs::is_root() {
             eprintln!(
                 "thplab exporter: not root: the census and bloat of the selected processes are left out \
                  (counted in thplab_scrape_errors_total{{kind=\"permission\"}}); Rss and AnonHugePages of your own processes are served"
             );
         }
-        let ex = Arc::new(exporter::Exporter::new(exporter::Options {
-            root,
-            selection,
-            budget: self.budget,
-            debug: self.debug,
-        }));
+        let ex = Arc::new(exporter::Exporter::new(exporter::Options { root, selection, budget: self.budget, debug: self.debug }));
         exporter::serve(&ex, &http);
         Ok(0)
     }
@@ -102,17 +86,8 @@ mod tests {
         assert_eq!(parse_budget("0.25s"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_budget("2s"), Ok(Duration::from_secs(2)));
         assert_eq!(parse_budget("750"), Ok(Duration::from_millis(750)));
-        assert_eq!(
-            parse_budget("fast"),
-            Err("'fast' is not a duration (examples: 500ms, 1s, 0.25s)".into())
-        );
-        assert_eq!(
-            parse_budget("0ms"),
-            Err("'0ms': the budget must be between 1ms and 60s".into())
-        );
-        assert_eq!(
-            parse_budget("2m"),
-            Err("'2m' is not a duration (examples: 500ms, 1s, 0.25s)".into())
-        );
+        assert_eq!(parse_budget("fast"), Err("'fast' is not a duration (examples: 500ms, 1s, 0.25s)".into()));
+        assert_eq!(parse_budget("0ms"), Err("'0ms': the budget must be between 1ms and 60s".into()));
+        assert_eq!(parse_budget("2m"), Err("'2m' is not a duration (examples: 500ms, 1s, 0.25s)".into()));
     }
 }

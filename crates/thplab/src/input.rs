@@ -27,8 +27,7 @@ pub fn open(arg: &Path, what: &str) -> Result<Box<dyn Read>> {
     if is_stdin(arg) {
         return Ok(Box::new(std::io::stdin().lock()));
     }
-    let f = std::fs::File::open(arg)
-        .with_context(|| format!("cannot read {what} {}", arg.display()))?;
+    let f = std::fs::File::open(arg).with_context(|| format!("cannot read {what} {}", arg.display()))?;
     Ok(Box::new(f))
 }
 
@@ -36,24 +35,14 @@ pub fn open(arg: &Path, what: &str) -> Result<Box<dyn Read>> {
 /// large (a device, a binary file), a NUL byte (binary), or invalid UTF-8.
 pub fn read_text(r: impl Read, name: &str, what: &str, limit: u64) -> Result<String> {
     let mut buf = Vec::new();
-    r.take(limit + 1)
-        .read_to_end(&mut buf)
-        .with_context(|| format!("cannot read {what} {name}"))?;
+    r.take(limit + 1).read_to_end(&mut buf).with_context(|| format!("cannot read {what} {name}"))?;
     if buf.len() as u64 > limit {
-        bail!(
-            "{what} {name} is larger than {} MiB: not a {what} (is it a device or a binary file?)",
-            limit >> 20
-        );
+        bail!("{what} {name} is larger than {} MiB: not a {what} (is it a device or a binary file?)", limit >> 20);
     }
     if let Some(at) = buf.iter().position(|&b| b == 0) {
         bail!("{what} {name} is not text: a NUL byte at byte {at} (is it a binary file or a damaged recording?)");
     }
-    String::from_utf8(buf).map_err(|e| {
-        anyhow::anyhow!(
-            "{what} {name} is not text: invalid UTF-8 at byte {}",
-            e.utf8_error().valid_up_to()
-        )
-    })
+    String::from_utf8(buf).map_err(|e| anyhow::anyhow!("{what} {name} is not text: invalid UTF-8 at byte {}", e.utf8_error().valid_up_to()))
 }
 
 /// A recording read whole, with the byte offset of each event.
@@ -79,10 +68,7 @@ pub fn load(arg: &str, text_limit: u64) -> Result<Option<Loaded>> {
     let name = display(path);
     let mut r = open(path, "workload")?;
     let mut head = Vec::new();
-    (&mut r)
-        .take(trace::MAGIC.len() as u64)
-        .read_to_end(&mut head)
-        .with_context(|| format!("cannot read {name}"))?;
+    (&mut r).take(trace::MAGIC.len() as u64).read_to_end(&mut head).with_context(|| format!("cannot read {name}"))?;
     if head == trace::MAGIC[..] {
         let src = Cursor::new(head).chain(r);
         let mut rd = trace::TraceReader::new(src).with_context(|| name.clone())?;
@@ -97,11 +83,7 @@ pub fn load(arg: &str, text_limit: u64) -> Result<Option<Loaded>> {
                 None => break,
             }
         }
-        return Ok(Some(Loaded::Recording(Recording {
-            header: rd.header().clone(),
-            events,
-            offsets,
-        })));
+        return Ok(Some(Loaded::Recording(Recording { header: rd.header().clone(), events, offsets })));
     }
     if !head.is_empty() && head.len() < trace::MAGIC.len() && trace::MAGIC.starts_with(&head) {
         bail!(
@@ -119,12 +101,7 @@ pub fn load(arg: &str, text_limit: u64) -> Result<Option<Loaded>> {
 /// Fill in the byte offset of the record a replay error names.
 pub fn locate(mut e: sim::SimError, offsets: &[u64]) -> sim::SimError {
     if let Some((n, None)) = e.record {
-        e.record = Some((
-            n,
-            n.checked_sub(1)
-                .and_then(|i| offsets.get(i as usize))
-                .copied(),
-        ));
+        e.record = Some((n, n.checked_sub(1).and_then(|i| offsets.get(i as usize)).copied()));
     }
     e
 }

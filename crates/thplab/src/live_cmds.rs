@@ -39,12 +39,7 @@ pub fn run_live(
     sample_ms: Option<u64>,
 ) -> Result<RunResult> {
     let sample = sample_ms.map(std::time::Duration::from_millis);
-    let opts = live::ExecOptions {
-        repeat: repeat.max(1),
-        progress,
-        sample,
-        ..Default::default()
-    };
+    let opts = live::ExecOptions { repeat: repeat.max(1), progress, sample, ..Default::default() };
     Ok(live::run_live(workload, settings, model_regions, &opts)?)
 }
 
@@ -63,13 +58,7 @@ pub fn run_live_as_modelled(
     settle_host_for(model, true);
     let settle_host = model.time.as_ref().is_some_and(|t| t.host_faults > 0);
     let sample = sample_ms.map(std::time::Duration::from_millis);
-    let opts = live::ExecOptions {
-        repeat: repeat.max(1),
-        progress,
-        sample,
-        settle_host,
-        ..Default::default()
-    };
+    let opts = live::ExecOptions { repeat: repeat.max(1), progress, sample, settle_host, ..Default::default() };
     Ok(live::run_live(workload, settings, &model.regions, &opts)?)
 }
 
@@ -115,9 +104,7 @@ fn interval_ms(s: &str) -> Result<u64, String> {
     match s.parse::<u64>() {
         Ok(0) => Err("0 ms would sample without pause; give at least 1 (ms), such as 1000".into()),
         Ok(v) => Ok(v),
-        Err(_) => Err(format!(
-            "'{s}' is not a number of milliseconds; give at least 1, such as 1000"
-        )),
+        Err(_) => Err(format!("'{s}' is not a number of milliseconds; give at least 1, such as 1000")),
     }
 }
 
@@ -153,22 +140,14 @@ pub fn require_observable(verb: &str, pid: i32) -> Result<()> {
 /// process. Exit codes (README.md): 0 when it was observed (also when it exits between two
 /// samples: "process N exited"); 2 when the pid names no process with a user address space (no
 /// such process, a zombie, a kernel thread); 5 when this user may not read its pagemap.
-pub fn cmd_observe(
-    pid: i32,
-    json: bool,
-    interval_ms: Option<u64>,
-    budget_ms: Option<u64>,
-) -> Result<i32> {
+pub fn cmd_observe(pid: i32, json: bool, interval_ms: Option<u64>, budget_ms: Option<u64>) -> Result<i32> {
     require_observable("observe", pid)?;
     let mut first = true;
     loop {
         match live::observe::observe_with(pid, budget_ms.map(Duration::from_millis)) {
             Ok(report) => {
                 let text = if json {
-                    format!(
-                        "{}\n",
-                        serde_json::to_string(&report).context("cannot print JSON")?
-                    )
+                    format!("{}\n", serde_json::to_string(&report).context("cannot print JSON")?)
                 } else if first {
                     report.to_string()
                 } else {
@@ -187,9 +166,7 @@ pub fn cmd_observe(
                 return Ok(0);
             }
             Err(live::LiveError::NoSuchProcess { pid }) => {
-                anyhow::bail!(
-                    "observe --pid {pid}: process {pid} exited before it could be observed"
-                );
+                anyhow::bail!("observe --pid {pid}: process {pid} exited before it could be observed");
             }
             Err(e) => return Err(e).with_context(|| format!("observing process {pid}")),
         }
@@ -197,10 +174,7 @@ pub fn cmd_observe(
         let Some(ms) = interval_ms else { return Ok(0) };
         std::thread::sleep(Duration::from_millis(ms.max(1)));
         // A process that became a zombie between samples has no mm left: it exited.
-        if matches!(
-            live::observable(pid),
-            live::Observable::Missing | live::Observable::Zombie(_)
-        ) {
+        if matches!(live::observable(pid), live::Observable::Missing | live::Observable::Zombie(_)) {
             eprintln!("thplab observe: process {pid} exited");
             return Ok(0);
         }
@@ -237,33 +211,20 @@ impl KhugepagedArgs {
     /// huge_memory tracepoints).
     pub fn run(&self) -> Result<i32> {
         if !live::sysfs::is_root() {
-            return Err(live::LiveError::NotAvailable(
-                "thplab khugepaged reads tracepoints and needs root".into(),
-            )
-            .into());
+            return Err(live::LiveError::NotAvailable("thplab khugepaged reads tracepoints and needs root".into()).into());
         }
         let tracefs = live::khugepaged::tracefs_dir()?;
         let mut tracer = live::khugepaged::Tracer::start(&tracefs)?;
         live::khugepaged::stop_on_signals();
         let pids = (!self.pid.is_empty()).then_some(self.pid.as_slice());
         if !self.json {
-            eprintln!(
-                "thplab khugepaged: tracing khugepaged for {} s{} (Ctrl-C ends it early)",
-                self.interval,
-                if self.follow { " per report" } else { "" }
-            );
+            eprintln!("thplab khugepaged: tracing khugepaged for {} s{} (Ctrl-C ends it early)", self.interval, if self.follow { " per report" } else { "" });
         }
         loop {
-            let mut r = live::khugepaged::trace_interval(
-                &mut tracer,
-                Duration::from_secs_f64(self.interval),
-                pids,
-            );
+            let mut r = live::khugepaged::trace_interval(&mut tracer, Duration::from_secs_f64(self.interval), pids);
             let text = if self.json {
                 let mut v = serde_json::to_value(&r)?;
-                v.as_object_mut()
-                    .expect("an object")
-                    .insert("schema".into(), "thplab-khugepaged/1".into());
+                v.as_object_mut().expect("an object").insert("schema".into(), "thplab-khugepaged/1".into());
                 format!("{}\n", serde_json::to_string(&v)?)
             } else {
                 r.processes.truncate(50);
@@ -332,9 +293,7 @@ pub struct AgentArgs {
 
 /// A size such as 64M, 1G or 0.
 fn size(s: &str) -> Result<u64, String> {
-    mm_types::parse_size(s).ok_or_else(|| {
-        format!("'{s}' is not a size; give bytes with an optional K, M, G or T suffix, such as 64M")
-    })
+    mm_types::parse_size(s).ok_or_else(|| format!("'{s}' is not a size; give bytes with an optional K, M, G or T suffix, such as 64M"))
 }
 
 impl AgentArgs {
@@ -344,10 +303,7 @@ impl AgentArgs {
             anyhow::bail!("the agent touches only the processes you allow: give --pid PID or --name COMM (repeatable)");
         }
         if !(self.rate > 0.0 && self.rate.is_finite()) {
-            anyhow::bail!(
-                "--rate {}: give a positive number of collapses per second, such as 1 or 0.2",
-                self.rate
-            );
+            anyhow::bail!("--rate {}: give a positive number of collapses per second, such as 1 or 0.2", self.rate);
         }
         if !live::sysfs::is_root() {
             return Err(live::LiveError::NotAvailable("thplab agent reads other processes' pagemaps and calls process_madvise(MADV_COLLAPSE) on them: it needs root".into()).into());
@@ -357,10 +313,7 @@ impl AgentArgs {
                 anyhow::bail!("agent --pid {pid}: there is no process {pid}");
             }
         }
-        let allow = live::agent::Allowlist {
-            pids: self.pid.clone(),
-            names: self.name.clone(),
-        };
+        let allow = live::agent::Allowlist { pids: self.pid.clone(), names: self.name.clone() };
         if allow.resolve().is_empty() {
             eprintln!("thplab agent: warning: no process on the allowlist is running now (names are matched against /proc/PID/comm, at most 15 bytes){}", if self.dry_run { "" } else { "; waiting for one" });
         }
@@ -374,58 +327,28 @@ impl AgentArgs {
             min_present: self.min_present,
         };
         let json = self.json;
-        let duration = self
-            .duration
-            .map(Duration::from_secs_f64)
-            .unwrap_or(Duration::from_secs(u64::MAX / 4));
+        let duration = self.duration.map(Duration::from_secs_f64).unwrap_or(Duration::from_secs(u64::MAX / 4));
         let log = |a: &live::agent::Action| {
             let line = if json {
                 let mut v = serde_json::to_value(a).expect("serializable");
-                v.as_object_mut()
-                    .expect("object")
-                    .insert("schema".into(), "thplab-agent/1".into());
+                v.as_object_mut().expect("object").insert("schema".into(), "thplab-agent/1".into());
                 v.to_string()
             } else {
                 let what = match (&a.start, a.present_pages) {
-                    (Some(s), Some(p)) => format!(
-                        " {s} ({p} pages present, adds {} kB)",
-                        a.adds_bytes.unwrap_or(0) >> 10
-                    ),
+                    (Some(s), Some(p)) => format!(" {s} ({p} pages present, adds {} kB)", a.adds_bytes.unwrap_or(0) >> 10),
                     _ => String::new(),
                 };
-                let took = a
-                    .duration_us
-                    .map(|d| format!(" in {d} µs"))
-                    .unwrap_or_default();
-                let err = a
-                    .errno
-                    .as_ref()
-                    .map(|e| format!(": {e}"))
-                    .unwrap_or_default();
-                format!(
-                    "{:8.3} {:<14} {} {}{what}{took}{err}: {}",
-                    a.t, a.action, a.pid, a.comm, a.reason
-                )
+                let took = a.duration_us.map(|d| format!(" in {d} µs")).unwrap_or_default();
+                let err = a.errno.as_ref().map(|e| format!(": {e}")).unwrap_or_default();
+                format!("{:8.3} {:<14} {} {}{what}{took}{err}: {}", a.t, a.action, a.pid, a.comm, a.reason)
             };
             println!("{line}");
         };
-        let s = live::agent::run(
-            &allow,
-            &budget,
-            self.dry_run,
-            Duration::from_millis(self.interval),
-            duration,
-            live::khugepaged::stop_requested,
-            log,
-        )?;
+        let s = live::agent::run(&allow, &budget, self.dry_run, Duration::from_millis(self.interval), duration, live::khugepaged::stop_requested, log)?;
         if json {
             let mut v = serde_json::to_value(&s)?;
-            v.as_object_mut()
-                .expect("object")
-                .insert("schema".into(), "thplab-agent/1".into());
-            v.as_object_mut()
-                .expect("object")
-                .insert("summary".into(), true.into());
+            v.as_object_mut().expect("object").insert("schema".into(), "thplab-agent/1".into());
+            v.as_object_mut().expect("object").insert("summary".into(), true.into());
             println!("{v}");
         } else {
             let fails: Vec<String> = s.failures.iter().map(|(k, v)| format!("{k} {v}")).collect();
@@ -481,49 +404,26 @@ impl CalibrateArgs {
             eprint!("\r\x1b[K");
         }
         let profile = uapi::profile::MachineProfile {
-            machine: uapi::profile::MachineInfo {
-                name: hostname(),
-                kernel: live::kernel_release(),
-            },
+            machine: uapi::profile::MachineInfo { name: hostname(), kernel: live::kernel_release() },
             fault: Some(c.fault.clone()),
             host: c.host.clone(),
             ..Default::default()
         };
         if let Some(path) = &self.output {
-            std::fs::write(path, profile.to_toml())
-                .with_context(|| format!("cannot write the profile {}", path.display()))?;
+            std::fs::write(path, profile.to_toml()).with_context(|| format!("cannot write the profile {}", path.display()))?;
         }
         let mut out = std::io::stdout().lock();
         if self.json {
-            serde_json::to_writer_pretty(
-                &mut out,
-                &serde_json::json!({ "schema": "thplab-calibrate/1", "figures": c.figures, "profile": profile }),
-            )?;
+            serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "schema": "thplab-calibrate/1", "figures": c.figures, "profile": profile }))?;
             writeln!(out)?;
         } else {
-            writeln!(
-                out,
-                "{:<16} {:>12} {:>12} {:>12} {:>10} {:>8}",
-                "ns per", "median", "min", "max", "events", "at size"
-            )?;
+            writeln!(out, "{:<16} {:>12} {:>12} {:>12} {:>10} {:>8}", "ns per", "median", "min", "max", "events", "at size")?;
             for f in &c.figures {
-                let at = f
-                    .at_size
-                    .map(|a| format!("{:.0} %", a * 100.0))
-                    .unwrap_or_default();
-                writeln!(
-                    out,
-                    "{:<16} {:>12.1} {:>12.1} {:>12.1} {:>10} {:>8}",
-                    f.what, f.ns.median, f.ns.min, f.ns.max, f.events, at
-                )?;
+                let at = f.at_size.map(|a| format!("{:.0} %", a * 100.0)).unwrap_or_default();
+                writeln!(out, "{:<16} {:>12.1} {:>12.1} {:>12.1} {:>10} {:>8}", f.what, f.ns.median, f.ns.min, f.ns.max, f.events, at)?;
             }
             if let Some(path) = &self.output {
-                writeln!(
-                    out,
-                    "\nwrote {} (use it with `thplab sim WORKLOAD --profile {}`)",
-                    path.display(),
-                    path.display()
-                )?;
+                writeln!(out, "\nwrote {} (use it with `thplab sim WORKLOAD --profile {}`)", path.display(), path.display())?;
             }
         }
         Ok(0)
@@ -532,19 +432,14 @@ impl CalibrateArgs {
 
 /// This machine's host name (for the profile's `[machine]`).
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
 /// The profile's `[host]` for a model run. With `live` (a live run on this machine follows):
 /// only when this machine reports free pages too, and with its free lists as they are now
 /// (/proc/buddyinfo, zones summed; None where unreadable: the profile's are used); without,
 /// the profile's own free lists.
-pub fn host_model(
-    profile: &uapi::profile::MachineProfile,
-    live: bool,
-) -> Option<(&uapi::profile::HostCosts, Option<Vec<u64>>)> {
+pub fn host_model(profile: &uapi::profile::MachineProfile, live: bool) -> Option<(&uapi::profile::HostCosts, Option<Vec<u64>>)> {
     let host = profile.host.as_ref()?;
     if !live {
         return Some((host, None));

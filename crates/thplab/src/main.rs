@@ -38,11 +38,7 @@ pub mod exit {
 }
 
 #[derive(Parser)]
-#[command(
-    name = "thplab",
-    version,
-    about = "A laboratory for the Linux 6.18 THP/mTHP subsystem: a faithful model, checked against the live kernel."
-)]
+#[command(name = "thplab", version, about = "A laboratory for the Linux 6.18 THP/mTHP subsystem: a faithful model, checked against the live kernel.")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -227,8 +223,7 @@ impl SettingsArgs {
             apply_settings_source(&mut s, f)?;
         }
         for a in &self.set {
-            s.apply_assignment(a)
-                .with_context(|| format!("--set {a}"))?;
+            s.apply_assignment(a).with_context(|| format!("--set {a}"))?;
         }
         if let Some(w) = s.unknown_warning() {
             eprintln!("thplab: warning: {w}");
@@ -239,21 +234,14 @@ impl SettingsArgs {
 
 /// The THP sysfs tree `--settings live` reads (`$THPLAB_SYSFS_THP` in tests, to read a copy).
 fn live_tree() -> PathBuf {
-    std::env::var_os("THPLAB_SYSFS_THP")
-        .filter(|s| !s.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(uapi::settings::SYSFS_THP))
+    std::env::var_os("THPLAB_SYSFS_THP").filter(|s| !s.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(uapi::settings::SYSFS_THP))
 }
 
 /// Apply one `--settings` source: `live`, a sysfs tree directory, `settings --json` output, or
 /// a settings file.
 fn apply_settings_source(s: &mut ThpSettings, f: &std::path::Path) -> Result<()> {
     let name = input::display(f);
-    let tree = if f.as_os_str() == "live" && !f.exists() {
-        Some(live_tree())
-    } else {
-        f.is_dir().then(|| f.to_path_buf())
-    };
+    let tree = if f.as_os_str() == "live" && !f.exists() { Some(live_tree()) } else { f.is_dir().then(|| f.to_path_buf()) };
     if let Some(dir) = tree {
         let text = live::sysfs::read_tree(&dir).with_context(|| format!("--settings {name}"))?;
         s.apply_file(&dir.display().to_string(), &text)?;
@@ -360,28 +348,20 @@ impl MachineArgs {
 
 /// A page-aligned user address given as hex, or an error that says which of the three it is not.
 fn address_arg(flag: &str, a: &str, example: &str) -> Result<u64> {
-    let Some(v) = a
-        .strip_prefix("0x")
-        .and_then(|h| u64::from_str_radix(h, 16).ok())
-    else {
+    let Some(v) = a.strip_prefix("0x").and_then(|h| u64::from_str_radix(h, 16).ok()) else {
         bail!("{flag} {a}: give a hex address such as {example}");
     };
     if v % 4096 != 0 {
         bail!("{flag} {a}: not page-aligned (a multiple of 0x1000), such as {example}");
     }
     if v == 0 || v > mm_types::TASK_SIZE {
-        bail!(
-            "{flag} {a}: outside the user address space (0x1000 to {:#x})",
-            mm_types::TASK_SIZE
-        );
+        bail!("{flag} {a}: outside the user address space (0x1000 to {:#x})", mm_types::TASK_SIZE);
     }
     Ok(v)
 }
 
 fn parse_hex(s: &str) -> Option<u64> {
-    u64::from_str_radix(s.strip_prefix("0x")?, 16)
-        .ok()
-        .filter(|a| a % 4096 == 0)
+    u64::from_str_radix(s.strip_prefix("0x")?, 16).ok().filter(|a| a % 4096 == 0)
 }
 
 #[derive(Args)]
@@ -553,29 +533,17 @@ fn main() -> ExitCode {
             // A closed pipe (thplab ... | head) is not an error. serde_json wraps the io::Error
             // without exposing it as a source, so ask it for the kind (thplab sim --json | head).
             let broken_pipe = |c: &(dyn std::error::Error + 'static)| {
-                c.downcast_ref::<std::io::Error>()
-                    .map(|io| io.kind())
-                    .or_else(|| {
-                        c.downcast_ref::<serde_json::Error>()
-                            .and_then(|j| j.io_error_kind())
-                    })
+                c.downcast_ref::<std::io::Error>().map(|io| io.kind())
+                    .or_else(|| c.downcast_ref::<serde_json::Error>().and_then(|j| j.io_error_kind()))
                     == Some(std::io::ErrorKind::BrokenPipe)
             };
             if e.chain().any(broken_pipe) {
                 return ExitCode::from(exit::OK);
             }
             eprintln!("thplab: {e:#}");
-            let code = if e
-                .chain()
-                .any(|c| c.downcast_ref::<sim::SimError>().is_some())
-            {
+            let code = if e.chain().any(|c| c.downcast_ref::<sim::SimError>().is_some()) {
                 exit::SIM_FAILED
-            } else if e.chain().any(|c| {
-                matches!(
-                    c.downcast_ref::<live::LiveError>(),
-                    Some(live::LiveError::NotAvailable(_))
-                )
-            }) {
+            } else if e.chain().any(|c| matches!(c.downcast_ref::<live::LiveError>(), Some(live::LiveError::NotAvailable(_)))) {
                 exit::LIVE_UNAVAILABLE
             } else {
                 exit::USAGE
@@ -590,39 +558,19 @@ fn main() -> ExitCode {
 
 /// The first line of a (clap) message, without its `error: ` prefix.
 fn first_line(s: &str) -> String {
-    s.lines()
-        .next()
-        .unwrap_or("")
-        .trim_start_matches("error: ")
-        .to_string()
+    s.lines().next().unwrap_or("").trim_start_matches("error: ").to_string()
 }
 
-fn run_sim(
-    w: &workload::Workload,
-    s: &ThpSettings,
-    m: &sim::MachineConfig,
-    check: bool,
-    progress: bool,
-) -> Result<uapi::RunResult> {
+fn run_sim(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, check: bool, progress: bool) -> Result<uapi::RunResult> {
     run_sim_explained(w, s, m, check, progress, None)
 }
 
-fn run_sim_explained(
-    w: &workload::Workload,
-    s: &ThpSettings,
-    m: &sim::MachineConfig,
-    check: bool,
-    progress: bool,
-    explain: Option<(u64, u64)>,
-) -> Result<uapi::RunResult> {
+fn run_sim_explained(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, check: bool, progress: bool, explain: Option<(u64, u64)>) -> Result<uapi::RunResult> {
     run_sim_tlb(w, s, m, check, progress, explain, &SimExtras::default())
 }
 
 fn scatter_arg(v: &str) -> std::result::Result<f64, String> {
-    v.parse::<f64>()
-        .ok()
-        .filter(|x| (0.0..=1.0).contains(x))
-        .ok_or_else(|| format!("'{v}' is not a number from 0 to 1"))
+    v.parse::<f64>().ok().filter(|x| (0.0..=1.0).contains(x)).ok_or_else(|| format!("'{v}' is not a number from 0 to 1"))
 }
 
 /// What a workload's model run may have besides its settings and machine.
@@ -649,11 +597,7 @@ fn run_sim_tlb(
     explain: Option<(u64, u64)>,
     x: &SimExtras,
 ) -> Result<uapi::RunResult> {
-    let mut bar = print::Progress::new(
-        progress && w.touched_pages() > 4_000_000,
-        &w.source,
-        w.touched_pages(),
-    );
+    let mut bar = print::Progress::new(progress && w.touched_pages() > 4_000_000, &w.source, w.touched_pages());
     let mut on_event = |e: sim::SimEvent| bar.event(e);
     let mut opts = sim::RunOptions {
         check_invariants: check,
@@ -661,9 +605,7 @@ fn run_sim_tlb(
         explain,
         tlb: x.tlb,
         costs: x.costs.cloned(),
-        host: x
-            .host
-            .map(|(h, free)| (h.clone(), free.map(<[u64]>::to_vec))),
+        host: x.host.map(|(h, free)| (h.clone(), free.map(<[u64]>::to_vec))),
         sample_ms: x.sample_ms,
         order0_scatter: x.order0_scatter,
         ..Default::default()
@@ -677,11 +619,7 @@ fn run_sim_tlb(
 /// One result as JSON or as the table.
 /// A replay's warnings (what it did not model, placements it could not reproduce), on stderr.
 pub fn print_replay_warnings(r: &uapi::RunResult) {
-    let warnings = r
-        .model
-        .as_ref()
-        .and_then(|m| m.replay.as_ref())
-        .map(|rp| rp.warnings.as_slice());
+    let warnings = r.model.as_ref().and_then(|m| m.replay.as_ref()).map(|rp| rp.warnings.as_slice());
     for w in warnings.unwrap_or_default() {
         eprintln!("thplab: warning: {}: {w}", r.workload);
     }
@@ -738,10 +676,7 @@ pub fn salvage_sentence(s: &SalvageReport, path: &str) -> String {
 }
 
 /// [`load_recording`], or with `salvage` the records before any damage and what was lost.
-pub fn load_recording_salvaged(
-    path: &str,
-    salvage: bool,
-) -> Result<Option<(trace::Header, Vec<trace::Event>, Option<SalvageReport>)>> {
+pub fn load_recording_salvaged(path: &str, salvage: bool) -> Result<Option<(trace::Header, Vec<trace::Event>, Option<SalvageReport>)>> {
     let p = std::path::Path::new(path);
     if !p.is_file() {
         return Ok(None);
@@ -754,13 +689,11 @@ pub fn load_recording_salvaged(
     }
     let file = std::fs::File::open(p).with_context(|| format!("cannot open {path}"))?;
     if !salvage {
-        let (header, events, _) =
-            trace::read_all(std::io::BufReader::new(file)).with_context(|| path.to_string())?;
+        let (header, events, _) = trace::read_all(std::io::BufReader::new(file)).with_context(|| path.to_string())?;
         return Ok(Some((header, events, None)));
     }
     let file_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let s = trace::read_salvage(std::io::BufReader::new(file))
-        .with_context(|| format!("{path}: the header is damaged, nothing can be salvaged"))?;
+    let s = trace::read_salvage(std::io::BufReader::new(file)).with_context(|| format!("{path}: the header is damaged, nothing can be salvaged"))?;
     let report = s.damage.map(|e| {
         let offset = e.offset();
         SalvageReport {
@@ -781,17 +714,11 @@ pub fn matrix_runs(kind: &str, given: &SettingsArgs) -> Result<Vec<(String, ThpS
     if !given.settings_file.is_empty() || given.cmdline.is_some() {
         bail!("--matrix runs its own settings; leave out --settings and --cmdline (--set applies on top of each)");
     }
-    let mut m = sim::matrix::by_name(kind).with_context(|| {
-        format!(
-            "--matrix {kind}: valid matrices: {}",
-            sim::matrix::KINDS.join(", ")
-        )
-    })?;
+    let mut m = sim::matrix::by_name(kind).with_context(|| format!("--matrix {kind}: valid matrices: {}", sim::matrix::KINDS.join(", ")))?;
     // --set applies on top of every setting of the matrix (anon_beside_full=1, a khugepaged knob).
     for (label, s) in &mut m {
         for x in &given.set {
-            s.apply_assignment(x)
-                .with_context(|| format!("--set {x}"))?;
+            s.apply_assignment(x).with_context(|| format!("--set {x}"))?;
         }
         if !given.set.is_empty() {
             *label = format!("{label} + {}", given.set.join(" "));
@@ -815,34 +742,18 @@ fn sim_one(
     // follows a `sim`).
     let host = costs.and(profile.and_then(|p| p.host.as_ref()));
     let mut r = match input {
-        SimInput::Recording {
-            name,
-            header,
-            events,
-            offsets,
-            accesses,
-        } => {
+        SimInput::Recording { name, header, events, offsets, accesses } => {
             if a.sample.is_some() && !a.recorded_time {
                 bail!("--sample with a recording needs --recorded-time: without it the replay's clock does not move");
             }
-            let accesses = accesses
-                .as_ref()
-                .map(|(file, trace)| sim::RecordedAccessInput {
-                    file: file.clone(),
-                    trace: trace.clone(),
-                    cpu: tlb::presets::by_name(&a.cpu).expect("clap checked --cpu"),
-                    paging: tlb::Paging::parse(&a.paging).expect("clap checked --paging"),
-                });
-            let opts = sim::ReplayOptions {
-                check_invariants: a.check,
-                explain,
-                recorded_time: a.recorded_time,
-                sample_ms: a.sample,
-                accesses,
-                host: host.map(|h| (h.clone(), None)),
-            };
-            let r = sim::run_recording_opts(name, header, events, settings, machine, &opts)
-                .map_err(|e| input::locate(e, offsets))?;
+            let accesses = accesses.as_ref().map(|(file, trace)| sim::RecordedAccessInput {
+                file: file.clone(),
+                trace: trace.clone(),
+                cpu: tlb::presets::by_name(&a.cpu).expect("clap checked --cpu"),
+                paging: tlb::Paging::parse(&a.paging).expect("clap checked --paging"),
+            });
+            let opts = sim::ReplayOptions { check_invariants: a.check, explain, recorded_time: a.recorded_time, sample_ms: a.sample, accesses, host: host.map(|h| (h.clone(), None)) };
+            let r = sim::run_recording_opts(name, header, events, settings, machine, &opts).map_err(|e| input::locate(e, offsets))?;
             print_replay_warnings(&r);
             r
         }
@@ -850,41 +761,14 @@ fn sim_one(
             let cpu = tlb::presets::by_name(&a.cpu).expect("clap checked --cpu");
             let paging = tlb::Paging::parse(&a.paging).expect("clap checked --paging");
             let host = host.map(|h| (h, None));
-            run_sim_tlb(
-                w,
-                settings,
-                machine,
-                a.check,
-                progress,
-                explain,
-                &SimExtras {
-                    tlb: Some((cpu, paging)),
-                    costs,
-                    host,
-                    sample_ms: a.sample,
-                    order0_scatter: a.order0_scatter,
-                },
-            )?
+            run_sim_tlb(w, settings, machine, a.check, progress, explain, &SimExtras { tlb: Some((cpu, paging)), costs, host, sample_ms: a.sample, order0_scatter: a.order0_scatter })?
         }
     };
     // A workload's steps are priced as they run (sim::driver); a recording's time is still
     // estimated from its totals.
-    if let (
-        Some(fault),
-        SimInput::Recording {
-            name,
-            header,
-            events,
-            offsets,
-            ..
-        },
-    ) = (costs, input)
-    {
+    if let (Some(fault), SimInput::Recording { name, header, events, offsets, .. }) = (costs, input) {
         let host = host.map(|h| (h.clone(), None));
-        r.time = Some(
-            sim::time::recording(&r, name, header, events, machine, fault, host.as_ref())
-                .map_err(|e| input::locate(e, offsets))?,
-        );
+        r.time = Some(sim::time::recording(&r, name, header, events, machine, fault, host.as_ref()).map_err(|e| input::locate(e, offsets))?);
     }
     if let (Some(pin), Some(io)) = (profile.and_then(|p| p.pin.as_ref()), r.io.as_mut()) {
         let ns = pin.pin_ns(io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages);
@@ -905,11 +789,7 @@ pub fn load_profile(arg: &str) -> Result<uapi::profile::MachineProfile> {
         return Ok(uapi::profile::MachineProfile::builtin());
     }
     let path = std::path::Path::new(arg);
-    let text = read_text_limited(
-        path,
-        "machine profile",
-        uapi::profile::MAX_PROFILE_BYTES as u64,
-    )?;
+    let text = read_text_limited(path, "machine profile", uapi::profile::MAX_PROFILE_BYTES as u64)?;
     let p = uapi::profile::MachineProfile::parse(&input::display(path), &text)?;
     if p.fault.is_none() && p.pin.is_none() {
         eprintln!(
@@ -921,24 +801,13 @@ pub fn load_profile(arg: &str) -> Result<uapi::profile::MachineProfile> {
 
 enum SimInput {
     /// A recording, with the byte offset of each record (empty when salvaged) for errors.
-    Recording {
-        name: String,
-        header: trace::Header,
-        events: Vec<trace::Event>,
-        offsets: Vec<u64>,
-        accesses: Option<(String, std::sync::Arc<trace::accesses::AccessTrace>)>,
-    },
+    Recording { name: String, header: trace::Header, events: Vec<trace::Event>, offsets: Vec<u64>, accesses: Option<(String, std::sync::Arc<trace::accesses::AccessTrace>)> },
     Workload(workload::Workload),
 }
 
 fn cmd_sim(a: SimArgs) -> Result<u8> {
     let machine = a.machine.resolve()?;
-    let explain = a
-        .explain
-        .as_deref()
-        .map(sim::views::parse_explain_range)
-        .transpose()
-        .map_err(anyhow::Error::msg)?;
+    let explain = a.explain.as_deref().map(sim::views::parse_explain_range).transpose().map_err(anyhow::Error::msg)?;
     let name = input::display(std::path::Path::new(&a.workload));
     let mut salvage = None;
     let loaded = if a.salvage {
@@ -955,15 +824,7 @@ fn cmd_sim(a: SimArgs) -> Result<u8> {
     } else {
         match input::load(&a.workload, MAX_WORKLOAD_BYTES)? {
             Some(input::Loaded::Recording(rec)) => Some((rec.header, rec.events, rec.offsets)),
-            Some(input::Loaded::Text(text)) => {
-                return cmd_sim_on(
-                    &a,
-                    machine,
-                    explain,
-                    None,
-                    SimInput::Workload(workload::parse(&name, &text)?),
-                )
-            }
+            Some(input::Loaded::Text(text)) => return cmd_sim_on(&a, machine, explain, None, SimInput::Workload(workload::parse(&name, &text)?)),
             None => None,
         }
     };
@@ -974,13 +835,7 @@ fn cmd_sim(a: SimArgs) -> Result<u8> {
             }
             a.machine.warn_for_recording(&header);
             let accesses = load_accesses(&a.workload, events.len() as u64, a.salvage)?;
-            SimInput::Recording {
-                name: name.clone(),
-                header,
-                events,
-                offsets,
-                accesses,
-            }
+            SimInput::Recording { name: name.clone(), header, events, offsets, accesses }
         }
         None => SimInput::Workload(load_workload(&a.workload)?),
     };
@@ -989,11 +844,7 @@ fn cmd_sim(a: SimArgs) -> Result<u8> {
 
 /// The companion file of the recording at `path` (`record --accesses`: `path.accesses`), when
 /// there is one, checked against the recording (its trailer's CRC-32 and record count).
-fn load_accesses(
-    path: &str,
-    records: u64,
-    salvage: bool,
-) -> Result<Option<(String, std::sync::Arc<trace::accesses::AccessTrace>)>> {
+fn load_accesses(path: &str, records: u64, salvage: bool) -> Result<Option<(String, std::sync::Arc<trace::accesses::AccessTrace>)>> {
     let p = std::path::Path::new(path);
     if input::is_stdin(p) || !p.is_file() {
         return Ok(None);
@@ -1008,8 +859,7 @@ fn load_accesses(
         return Ok(None);
     }
     let f = std::fs::File::open(&c).with_context(|| format!("cannot open {shown}"))?;
-    let t = trace::accesses::read_accesses(std::io::BufReader::new(f))
-        .with_context(|| shown.clone())?;
+    let t = trace::accesses::read_accesses(std::io::BufReader::new(f)).with_context(|| shown.clone())?;
     let crc = record_cmds::trace_crc(p)?;
     if t.header.trace_crc != crc || t.header.trace_records != records {
         bail!(
@@ -1022,27 +872,13 @@ fn load_accesses(
 }
 
 /// `sim` on a loaded input: one setting, or each setting of `--matrix`.
-fn cmd_sim_on(
-    a: &SimArgs,
-    machine: sim::MachineConfig,
-    explain: Option<(u64, u64)>,
-    salvage: Option<SalvageReport>,
-    input: SimInput,
-) -> Result<u8> {
+fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u64)>, salvage: Option<SalvageReport>, input: SimInput) -> Result<u8> {
     // Read once for every setting of a matrix.
     let profile = a.profile.as_deref().map(load_profile).transpose()?;
     // The salvage report goes into each result (model.replay.salvage) and the text.
-    let sim_one = |a: &SimArgs,
-                   input: &SimInput,
-                   s: &ThpSettings,
-                   m: &sim::MachineConfig,
-                   x: Option<(u64, u64)>,
-                   p: bool|
-     -> Result<uapi::RunResult> {
+    let sim_one = |a: &SimArgs, input: &SimInput, s: &ThpSettings, m: &sim::MachineConfig, x: Option<(u64, u64)>, p: bool| -> Result<uapi::RunResult> {
         let mut r = sim_one(a, input, s, m, x, p, profile.as_ref())?;
-        if let (Some(l), Some(replay)) =
-            (&salvage, r.model.as_mut().and_then(|m| m.replay.as_mut()))
-        {
+        if let (Some(l), Some(replay)) = (&salvage, r.model.as_mut().and_then(|m| m.replay.as_mut())) {
             replay.salvage = Some(l.clone());
         }
         Ok(r)
@@ -1054,30 +890,16 @@ fn cmd_sim_on(
             if !a.quiet && !a.json {
                 use std::io::IsTerminal;
                 if std::io::stderr().is_terminal() {
-                    eprint!(
-                        "\rthplab sim --matrix {kind}: {} of {}: {label}\x1b[K",
-                        i + 1,
-                        runs.len()
-                    );
+                    eprint!("\rthplab sim --matrix {kind}: {} of {}: {label}\x1b[K", i + 1, runs.len());
                 }
             }
-            results.push((
-                label.clone(),
-                s.clone(),
-                sim_one(a, &input, s, &machine, explain, false)?,
-            ));
+            results.push((label.clone(), s.clone(), sim_one(a, &input, s, &machine, explain, false)?));
         }
         if !a.quiet && !a.json && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
             eprint!("\r\x1b[K");
         }
         if let Some(path) = &a.html {
-            let runs: Vec<report::Run> = results
-                .iter()
-                .map(|(l, _, r)| report::Run {
-                    label: l.clone(),
-                    result: r.clone(),
-                })
-                .collect();
+            let runs: Vec<report::Run> = results.iter().map(|(l, _, r)| report::Run { label: l.clone(), result: r.clone() }).collect();
             write_report(path, &format!("{}: the {kind} matrix", a.workload), &runs)?;
         }
         let mut out = std::io::stdout().lock();
@@ -1086,15 +908,8 @@ fn cmd_sim_on(
             serde_json::to_writer_pretty(&mut out, &v)?;
             writeln!(out)?;
         } else {
-            writeln!(
-                out,
-                "{}: the {kind} matrix of `compare --matrix`, model of Linux 6.18 only\n",
-                a.workload
-            )?;
-            let cols: Vec<(String, String, uapi::RunResult)> = results
-                .into_iter()
-                .map(|(l, s, r)| (l, s.summary(), r))
-                .collect();
+            writeln!(out, "{}: the {kind} matrix of `compare --matrix`, model of Linux 6.18 only\n", a.workload)?;
+            let cols: Vec<(String, String, uapi::RunResult)> = results.into_iter().map(|(l, s, r)| (l, s.summary(), r)).collect();
             print::side_by_side(&mut out, &cols)?;
         }
         return Ok(exit::OK);
@@ -1102,22 +917,14 @@ fn cmd_sim_on(
     let settings = a.settings.resolve()?;
     let r = sim_one(a, &input, &settings, &machine, explain, !a.quiet && !a.json)?;
     if let Some(path) = &a.html {
-        write_report(
-            path,
-            &a.workload,
-            &[report::Run {
-                label: settings.summary(),
-                result: r.clone(),
-            }],
-        )?;
+        write_report(path, &a.workload, &[report::Run { label: settings.summary(), result: r.clone() }])?;
     }
     print_result(&r, &settings, a.json)?;
     Ok(exit::OK)
 }
 
 fn write_report(path: &std::path::Path, title: &str, runs: &[report::Run]) -> Result<()> {
-    std::fs::write(path, report::html(title, runs))
-        .with_context(|| format!("cannot write the report {}", path.display()))
+    std::fs::write(path, report::html(title, runs)).with_context(|| format!("cannot write the report {}", path.display()))
 }
 
 /// The largest result read by `report` (a matrix of replays with every VMA is a few MiB).
@@ -1127,22 +934,14 @@ fn cmd_report(a: ReportArgs) -> Result<u8> {
     let text = if a.result == "-" {
         use std::io::Read;
         let mut buf = String::new();
-        std::io::stdin()
-            .take(MAX_RESULT_BYTES)
-            .read_to_string(&mut buf)
-            .context("cannot read the result from standard input")?;
+        std::io::stdin().take(MAX_RESULT_BYTES).read_to_string(&mut buf).context("cannot read the result from standard input")?;
         buf
     } else {
         read_text_limited(std::path::Path::new(&a.result), "result", MAX_RESULT_BYTES)?
     };
     let runs = report::runs_of(&a.result, &text)?;
     write_report(&a.output, &runs[0].result.workload.clone(), &runs)?;
-    eprintln!(
-        "thplab report: wrote {} ({} run{})",
-        a.output.display(),
-        runs.len(),
-        if runs.len() == 1 { "" } else { "s" }
-    );
+    eprintln!("thplab report: wrote {} ({} run{})", a.output.display(), runs.len(), if runs.len() == 1 { "" } else { "s" });
     Ok(exit::OK)
 }
 
@@ -1150,11 +949,7 @@ fn cmd_settings(a: SettingsOnly) -> Result<u8> {
     let mut out = std::io::stdout().lock();
     if a.list {
         for p in ThpSettings::valid_paths() {
-            writeln!(
-                out,
-                "{p}: {}",
-                ThpSettings::valid_values(&p).unwrap_or_default()
-            )?;
+            writeln!(out, "{p}: {}", ThpSettings::valid_values(&p).unwrap_or_default())?;
         }
         return Ok(exit::OK);
     }
@@ -1173,8 +968,7 @@ pub fn demo_settings() -> Vec<(&'static str, ThpSettings)> {
     let mut four_k = ThpSettings::default();
     four_k.apply_assignment("enabled=never").expect("valid");
     let mut m64 = four_k.clone();
-    m64.apply_assignment("hugepages-64kB/enabled=always")
-        .expect("valid");
+    m64.apply_assignment("hugepages-64kB/enabled=always").expect("valid");
     let mut pmd = ThpSettings::default();
     pmd.apply_assignment("enabled=always").expect("valid");
     vec![("4K", four_k), ("64K", m64), ("PMD", pmd)]
@@ -1191,30 +985,14 @@ pub fn live_unavailable() -> Option<String> {
 fn cmd_demo(a: DemoArgs) -> Result<u8> {
     let machine = a.machine.resolve()?;
     let w = load_workload("seed-anon-1g")?;
-    let unavailable = if a.model_only {
-        Some("--model-only".to_string())
-    } else {
-        live_unavailable()
-    };
+    let unavailable = if a.model_only { Some("--model-only".to_string()) } else { live_unavailable() };
     let mut results = Vec::new();
     // The model's time from the profile measured on this machine kind, beside the live wall time.
     let profile = uapi::profile::MachineProfile::builtin();
     for (label, s) in demo_settings() {
         let host = live_cmds::host_model(&profile, unavailable.is_none());
         let host = host.as_ref().map(|(h, free)| (*h, free.as_deref()));
-        let r = run_sim_tlb(
-            &w,
-            &s,
-            &machine,
-            false,
-            false,
-            None,
-            &SimExtras {
-                costs: profile.fault.as_ref(),
-                host,
-                ..Default::default()
-            },
-        )?;
+        let r = run_sim_tlb(&w, &s, &machine, false, false, None, &SimExtras { costs: profile.fault.as_ref(), host, ..Default::default() })?;
         let live = match &unavailable {
             None => Some(live_cmds::run_live_as_modelled(&r, &w, &s, 1, false, None)?),
             Some(_) => None,
@@ -1229,10 +1007,7 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
     }
     let mut out = std::io::stdout().lock();
     if a.json {
-        let v: Vec<_> = results
-            .iter()
-            .map(|(l, _, r)| serde_json::json!({ "label": l, "result": r }))
-            .collect();
+        let v: Vec<_> = results.iter().map(|(l, _, r)| serde_json::json!({ "label": l, "result": r })).collect();
         serde_json::to_writer_pretty(&mut out, &v)?;
         writeln!(out)?;
     } else {
@@ -1253,10 +1028,7 @@ fn cmd_examples(name: Option<String>) -> Result<u8> {
         }
         Some(n) => match examples::get(&n) {
             Some(t) => write!(out, "{t}")?,
-            None => bail!(
-                "no built-in example '{n}'; built-in examples: {}",
-                examples::names().join(", ")
-            ),
+            None => bail!("no built-in example '{n}'; built-in examples: {}", examples::names().join(", ")),
         },
     }
     Ok(exit::OK)
@@ -1285,17 +1057,10 @@ pub fn model_and_live(
 ) -> Result<(uapi::RunResult, uapi::RunResult)> {
     let model = run_sim_tlb(w, s, machine, false, false, None, x)?;
     let live = live_cmds::run_live_as_modelled(&model, w, s, repeat, progress, x.sample_ms)?;
-    let live_brk = live
-        .live
-        .as_ref()
-        .and_then(|l| l.workload.as_ref())
-        .and_then(|l| parse_hex(&l.start_brk));
+    let live_brk = live.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|l| parse_hex(&l.start_brk));
     if let (Some(brk), true) = (live_brk, w.region_by_name(workload::HEAP).is_some()) {
         if brk != machine.brk_start {
-            let m = sim::MachineConfig {
-                brk_start: brk,
-                ..machine.clone()
-            };
+            let m = sim::MachineConfig { brk_start: brk, ..machine.clone() };
             return Ok((run_sim_tlb(w, s, &m, false, false, None, x)?, live));
         }
     }
@@ -1305,9 +1070,7 @@ pub fn model_and_live(
 fn cmd_compare(a: CompareArgs) -> Result<u8> {
     let machine = a.machine.resolve()?;
     if a.record {
-        let settings_given = !a.settings.set.is_empty()
-            || !a.settings.settings_file.is_empty()
-            || a.settings.cmdline.is_some();
+        let settings_given = !a.settings.set.is_empty() || !a.settings.settings_file.is_empty() || a.settings.cmdline.is_some();
         return program_cmds::cmd_compare_record(program_cmds::CompareRecordArgs {
             command: a.command,
             matrix: a.matrix,
@@ -1345,46 +1108,21 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
     let mut differing = 0;
     for (label, s) in &runs {
         // The live machine's free lists as the live run will meet them.
-        let host = profile
-            .as_ref()
-            .and_then(|p| live_cmds::host_model(p, true));
+        let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true));
         let host = host.as_ref().map(|(h, free)| (*h, free.as_deref()));
-        let x = SimExtras {
-            costs,
-            host,
-            sample_ms: a.sample,
-            ..Default::default()
-        };
+        let x = SimExtras { costs, host, sample_ms: a.sample, ..Default::default() };
         let (model, live) = model_and_live(&w, s, &machine, a.repeat, false, &x)?;
-        let compare::Retried {
-            live,
-            rows,
-            attempts,
-            why,
-        } = compare::retry_live(
-            a.retries,
-            live,
-            |l| compare::rows(&model, l, &tol),
-            || live_cmds::run_live_as_modelled(&model, &w, s, a.repeat, false, a.sample),
-        )?;
+        let compare::Retried { live, rows, attempts, why } =
+            compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, a.repeat, false, a.sample))?;
         if attempts > 1 && !a.json {
-            writeln!(
-                out,
-                "({label}: {}; ran live {attempts} times, kept the closest)",
-                why.unwrap_or_default()
-            )?;
+            writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;
         }
         // With --sample: the two timelines, and when each collapse happened in each.
         let timeline = match (&model.timeline, &live.timeline) {
-            (Some(m), Some(l)) => Some(compare::timeline::compare(
-                m,
-                l,
-                s.khugepaged.scan_sleep_millisecs as u64,
-            )),
+            (Some(m), Some(l)) => Some(compare::timeline::compare(m, l, s.khugepaged.scan_sleep_millisecs as u64)),
             _ => None,
         };
-        let differs =
-            rows.iter().any(|r| r.differs) || timeline.as_ref().is_some_and(|t| t.differs);
+        let differs = rows.iter().any(|r| r.differs) || timeline.as_ref().is_some_and(|t| t.differs);
         differing += differs as usize;
         if a.json {
             json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "timeline": timeline, "model": model, "live": live }));
@@ -1400,21 +1138,7 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
         serde_json::to_writer_pretty(&mut out, &json)?;
         writeln!(out)?;
     } else {
-        writeln!(
-            out,
-            "{} of {} settings: model = live{}",
-            runs.len() - differing,
-            runs.len(),
-            if differing > 0 {
-                format!("; {differing} differ")
-            } else {
-                String::new()
-            }
-        )?;
+        writeln!(out, "{} of {} settings: model = live{}", runs.len() - differing, runs.len(), if differing > 0 { format!("; {differing} differ") } else { String::new() })?;
     }
-    Ok(if differing > 0 {
-        exit::DIFFERS
-    } else {
-        exit::OK
-    })
+    Ok(if differing > 0 { exit::DIFFERS } else { exit::OK })
 }

@@ -29,17 +29,12 @@ impl Progress {
         let bar = (show && io::stderr().is_terminal()).then(|| {
             let b = indicatif::ProgressBar::new(total);
             b.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{msg} [{bar:40}] {pos}/{len} accesses ({rate})",
-                )
-                .expect("valid template")
-                .with_key(
-                    "rate",
-                    |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                indicatif::ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} accesses ({rate})")
+                    .expect("valid template")
+                    .with_key("rate", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
                         let _ = write!(w, "{}", rate(s.per_sec()));
-                    },
-                )
-                .progress_chars("=> "),
+                    })
+                    .progress_chars("=> "),
             );
             b.set_message(what.to_string());
             b
@@ -48,14 +43,7 @@ impl Progress {
     }
 
     pub fn event(&mut self, e: sim::SimEvent) {
-        if let (
-            Some(b),
-            sim::SimEvent::Progress {
-                accesses_done,
-                accesses_total,
-            },
-        ) = (&self.bar, e)
-        {
+        if let (Some(b), sim::SimEvent::Progress { accesses_done, accesses_total }) = (&self.bar, e) {
             b.set_length(accesses_total);
             b.set_position(accesses_done);
         }
@@ -79,13 +67,7 @@ pub fn rate(per_sec: f64) -> String {
         x if x >= 1e3 => (x / 1e3, "k"),
         x => (x, ""),
     };
-    let digits = if v >= 100.0 {
-        0
-    } else if v >= 10.0 {
-        1
-    } else {
-        2
-    };
+    let digits = if v >= 100.0 { 0 } else if v >= 10.0 { 1 } else { 2 };
     format!("{v:.digits$}{unit}/s")
 }
 
@@ -101,76 +83,31 @@ fn sorted_sizes<'a, V>(m: impl Iterator<Item = (&'a String, V)>) -> Vec<(&'a Str
 
 /// The `thplab sim` table.
 pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io::Result<()> {
-    writeln!(
-        out,
-        "{} ({} of Linux 6.18)",
-        r.workload,
-        if r.source == "sim" {
-            "model"
-        } else {
-            "live kernel"
-        }
-    )?;
+    writeln!(out, "{} ({} of Linux 6.18)", r.workload, if r.source == "sim" { "model" } else { "live kernel" })?;
     writeln!(out, "settings: {}", s.summary())?;
     for p in &r.regions {
-        writeln!(
-            out,
-            "region {:<12} {:#x}-{:#x} ({})",
-            p.name,
-            p.start,
-            p.start + p.len,
-            mm_types::format_size(p.len)
-        )?;
+        writeln!(out, "region {:<12} {:#x}-{:#x} ({})", p.name, p.start, p.start + p.len, mm_types::format_size(p.len))?;
     }
     writeln!(out)?;
     writeln!(out, "process")?;
     writeln!(out, "  minflt          {:>12}", r.process.minflt)?;
     writeln!(out, "  Rss             {:>12}", kb(r.process.rss_bytes))?;
-    writeln!(
-        out,
-        "  AnonHugePages   {:>12}",
-        kb(r.process.anon_huge_bytes)
-    )?;
+    writeln!(out, "  AnonHugePages   {:>12}", kb(r.process.anon_huge_bytes))?;
     if let Some(b) = r.process.bloat_bytes {
-        writeln!(
-            out,
-            "  bloat           {:>12}   (allocated, never touched)",
-            kb(b)
-        )?;
+        writeln!(out, "  bloat           {:>12}   (allocated, never touched)", kb(b))?;
     }
     if let Some(p) = &r.peak {
-        writeln!(
-            out,
-            "  VmHWM           {:>12}   (peak Rss; AnonHugePages then {})",
-            kb(p.rss_bytes),
-            kb(p.anon_huge_bytes)
-        )?;
+        writeln!(out, "  VmHWM           {:>12}   (peak Rss; AnonHugePages then {})", kb(p.rss_bytes), kb(p.anon_huge_bytes))?;
     }
     if let Some(t) = &r.time {
-        let mut parts: Vec<String> = t
-            .faults_ns
-            .iter()
-            .map(|(size, ns)| format!("{} faults of {size} {}", t.faults[size], secs(*ns)))
-            .collect();
+        let mut parts: Vec<String> = t.faults_ns.iter().map(|(size, ns)| format!("{} faults of {size} {}", t.faults[size], secs(*ns))).collect();
         if t.zero_page_faults > 0 {
-            parts.push(format!(
-                "{} zero-page reads {}",
-                t.zero_page_faults,
-                secs(t.zero_page_ns)
-            ));
+            parts.push(format!("{} zero-page reads {}", t.zero_page_faults, secs(t.zero_page_ns)));
         }
-        parts.push(format!(
-            "{} touches {}",
-            t.touches_without_fault,
-            secs(t.touch_ns)
-        ));
+        parts.push(format!("{} touches {}", t.touches_without_fault, secs(t.touch_ns)));
         parts.push(format!("{} calls {}", t.calls, secs(t.calls_ns)));
         if t.collapses > 0 {
-            parts.push(format!(
-                "{} MADV_COLLAPSE collapses {}",
-                t.collapses,
-                secs(t.collapse_ns)
-            ));
+            parts.push(format!("{} MADV_COLLAPSE collapses {}", t.collapses, secs(t.collapse_ns)));
         }
         if !t.frees.is_empty() {
             let n: u64 = t.frees.values().sum();
@@ -180,107 +117,50 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
             parts.push(format!("O_DIRECT pinning {}", secs(t.pin_ns)));
         }
         if t.host_faults > 0 {
-            parts.push(format!(
-                "{} host faults {} (frames the host dropped after page reporting)",
-                t.host_faults,
-                secs(t.host_ns)
-            ));
+            parts.push(format!("{} host faults {} (frames the host dropped after page reporting)", t.host_faults, secs(t.host_ns)));
         }
-        writeln!(
-            out,
-            "  time            {:>12}   (profile: {})",
-            secs(t.total_ns),
-            parts.join(", ")
-        )?;
+        writeln!(out, "  time            {:>12}   (profile: {})", secs(t.total_ns), parts.join(", "))?;
         if t.elapsed_ns as f64 > t.total_ns + 0.5 {
-            writeln!(
-                out,
-                "  elapsed         {:>12}   (the simulated clock: the time above and the sleeps)",
-                secs(t.elapsed_ns as f64)
-            )?;
+            writeln!(out, "  elapsed         {:>12}   (the simulated clock: the time above and the sleeps)", secs(t.elapsed_ns as f64))?;
         }
         for p in &t.phases {
-            writeln!(
-                out,
-                "  phase {:<9} {:>12}   (from {})",
-                p.name,
-                secs(p.ns as f64),
-                secs(p.start_ns as f64)
-            )?;
+            writeln!(out, "  phase {:<9} {:>12}   (from {})", p.name, secs(p.ns as f64), secs(p.start_ns as f64))?;
         }
         if !t.unmeasured_sizes.is_empty() {
-            writeln!(
-                out,
-                "  time: the profile has no cost for {}; charged as 4kB faults",
-                t.unmeasured_sizes.join(", ")
-            )?;
+            writeln!(out, "  time: the profile has no cost for {}; charged as 4kB faults", t.unmeasured_sizes.join(", "))?;
         }
     }
     for rp in &r.repeats {
-        writeln!(
-            out,
-            "  repeat, line {:<4} {:>9}   (iterations in {} on the run's clock)",
-            rp.line,
-            rp.iterations,
-            secs(rp.duration_ns as f64)
-        )?;
+        writeln!(out, "  repeat, line {:<4} {:>9}   (iterations in {} on the run's clock)", rp.line, rp.iterations, secs(rp.duration_ns as f64))?;
     }
     writeln!(out)?;
     folio_table(out, r)?;
     if r.census.zero_page_ptes > 0 || r.census.huge_zero_pmds > 0 {
-        writeln!(
-            out,
-            "  zero page: {} PTEs, huge zero page: {} PMDs",
-            r.census.zero_page_ptes, r.census.huge_zero_pmds
-        )?;
+        writeln!(out, "  zero page: {} PTEs, huge zero page: {} PMDs", r.census.zero_page_ptes, r.census.huge_zero_pmds)?;
     }
     writeln!(out)?;
     let nonzero: Vec<_> = r.vmstat.iter().filter(|(_, v)| **v != 0).collect();
-    writeln!(
-        out,
-        "/proc/vmstat{}",
-        if nonzero.is_empty() {
-            ": no thp_* counter moved"
-        } else {
-            ""
-        }
-    )?;
+    writeln!(out, "/proc/vmstat{}", if nonzero.is_empty() { ": no thp_* counter moved" } else { "" })?;
     for (k, v) in nonzero {
         writeln!(out, "  {k} {v}")?;
     }
     writeln!(out)?;
     let moved: Vec<(&String, Vec<String>)> = sorted_sizes(r.mthp.iter())
         .into_iter()
-        .map(|(dir, stats)| {
-            (
-                dir,
-                stats
-                    .iter()
-                    .filter(|(_, v)| **v != 0)
-                    .map(|(k, v)| format!("{k} {v}"))
-                    .collect::<Vec<_>>(),
-            )
-        })
+        .map(|(dir, stats)| (dir, stats.iter().filter(|(_, v)| **v != 0).map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>()))
         .filter(|(_, m)| !m.is_empty())
         .collect();
     writeln!(
         out,
         "/sys/kernel/mm/transparent_hugepage/hugepages-<size>/stats{}",
-        if moved.is_empty() {
-            ": no counter moved"
-        } else {
-            " (non-zero)"
-        }
+        if moved.is_empty() { ": no counter moved" } else { " (non-zero)" }
     )?;
     for (dir, m) in moved {
         writeln!(out, "  {dir:<17} {}", m.join("  "))?;
     }
     if !r.fallbacks.is_empty() {
         writeln!(out)?;
-        writeln!(
-            out,
-            "fallbacks (model only): faults that did not get a size, and why"
-        )?;
+        writeln!(out, "fallbacks (model only): faults that did not get a size, and why")?;
         for (dir, reasons) in sorted_sizes(r.fallbacks.iter()).into_iter().rev() {
             let rs: Vec<String> = reasons.iter().map(|(k, v)| format!("{k} {v}")).collect();
             writeln!(out, "  {dir:<17} {}", rs.join("  "))?;
@@ -290,11 +170,7 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
     folio_map(out, r)?;
     explain(out, r)?;
     accesses(out, r)?;
-    let notable: Vec<_> = r
-        .calls
-        .iter()
-        .filter(|c| c.ret != "0" || c.call.starts_with("madvise(collapse"))
-        .collect();
+    let notable: Vec<_> = r.calls.iter().filter(|c| c.ret != "0" || c.call.starts_with("madvise(collapse")).collect();
     if !notable.is_empty() {
         writeln!(out)?;
         writeln!(out, "calls")?;
@@ -309,28 +185,13 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
 fn accesses(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     let Some(a) = &r.accesses else { return Ok(()) };
     writeln!(out)?;
-    writeln!(
-        out,
-        "accesses (TLB model: --cpu {} --paging {}, {} GHz; time for dependent accesses)",
-        a.cpu, a.paging, a.ghz
-    )?;
-    writeln!(
-        out,
-        "  {:<12} {:>11} {:>11} {:>11} {:>11} {:>12} {:>10} {:>9}",
-        "region", "accesses", "L1 misses", "L2 hits", "walks", "walk refs", "ns/access", "est. ms"
-    )?;
+    writeln!(out, "accesses (TLB model: --cpu {} --paging {}, {} GHz; time for dependent accesses)", a.cpu, a.paging, a.ghz)?;
+    writeln!(out, "  {:<12} {:>11} {:>11} {:>11} {:>11} {:>12} {:>10} {:>9}", "region", "accesses", "L1 misses", "L2 hits", "walks", "walk refs", "ns/access", "est. ms")?;
     for c in a.regions.iter().chain(std::iter::once(&a.total)) {
         writeln!(
             out,
             "  {:<12} {:>11} {:>11} {:>11} {:>11} {:>12} {:>10.1} {:>9.2}",
-            c.region,
-            c.accesses,
-            c.l1_misses,
-            c.l2_hits,
-            c.walks,
-            c.walk_refs,
-            c.ns_per_access,
-            c.ns / 1e6
+            c.region, c.accesses, c.l1_misses, c.l2_hits, c.walks, c.walk_refs, c.ns_per_access, c.ns / 1e6
         )?;
     }
     Ok(())
@@ -340,40 +201,21 @@ fn accesses(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
 fn folio_table(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     let Some(p) = &r.peak else {
         writeln!(out, "folios mapped at the end")?;
-        writeln!(
-            out,
-            "  {:<8} {:>10} {:>11} {:>11} {:>17}",
-            "size", "folios", "pmd-mapped", "pte-mapped", "partially-mapped"
-        )?;
+        writeln!(out, "  {:<8} {:>10} {:>11} {:>11} {:>17}", "size", "folios", "pmd-mapped", "pte-mapped", "partially-mapped")?;
         for (size, e) in sorted_sizes(r.census.sizes.iter()) {
-            writeln!(
-                out,
-                "  {:<8} {:>10} {:>11} {:>11} {:>17}",
-                size, e.folios, e.pmd_mapped, e.pte_mapped, e.partially_mapped
-            )?;
+            writeln!(out, "  {:<8} {:>10} {:>11} {:>11} {:>17}", size, e.folios, e.pmd_mapped, e.pte_mapped, e.partially_mapped)?;
         }
         return Ok(());
     };
-    writeln!(
-        out,
-        "folios mapped at the peak and at exit (pmd-, pte- and partially-mapped: at exit)"
-    )?;
-    writeln!(
-        out,
-        "  {:<8} {:>10} {:>10} {:>11} {:>11} {:>17}",
-        "size", "peak", "at exit", "pmd-mapped", "pte-mapped", "partially-mapped"
-    )?;
+    writeln!(out, "folios mapped at the peak and at exit (pmd-, pte- and partially-mapped: at exit)")?;
+    writeln!(out, "  {:<8} {:>10} {:>10} {:>11} {:>11} {:>17}", "size", "peak", "at exit", "pmd-mapped", "pte-mapped", "partially-mapped")?;
     let mut sizes: Vec<&String> = r.census.sizes.keys().chain(p.census.sizes.keys()).collect();
     sizes.sort_by_key(|s| size_sort_key(s));
     sizes.dedup();
     for size in sizes {
         let e = r.census.sizes.get(size).copied().unwrap_or_default();
         let at_peak = p.census.sizes.get(size).map_or(0, |e| e.folios);
-        writeln!(
-            out,
-            "  {:<8} {:>10} {:>10} {:>11} {:>11} {:>17}",
-            size, at_peak, e.folios, e.pmd_mapped, e.pte_mapped, e.partially_mapped
-        )?;
+        writeln!(out, "  {:<8} {:>10} {:>10} {:>11} {:>11} {:>17}", size, at_peak, e.folios, e.pmd_mapped, e.pte_mapped, e.partially_mapped)?;
     }
     // nr_anon's largest value can exceed the census near the peak (a size that came and went).
     let more: Vec<String> = sorted_sizes(p.max_folios.iter())
@@ -382,25 +224,17 @@ fn folio_table(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
         .map(|(s, n)| format!("{s} {n}"))
         .collect();
     if !more.is_empty() {
-        writeln!(
-            out,
-            "  most anonymous folios mapped at once (nr_anon): {}",
-            more.join(", ")
-        )?;
+        writeln!(out, "  most anonymous folios mapped at once (nr_anon): {}", more.join(", "))?;
     }
     Ok(())
 }
 
 /// A recording's processes, one line each (the census at each one's exit).
 fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
-    let Some(rp) = r.model.as_ref().and_then(|m| m.replay.as_ref()) else {
-        return Ok(());
-    };
+    let Some(rp) = r.model.as_ref().and_then(|m| m.replay.as_ref()) else { return Ok(()) };
     if let Some(s) = &rp.salvage {
         writeln!(out)?;
-        let lost = s
-            .records_lost
-            .map_or("an unknown number of".to_string(), |n| n.to_string());
+        let lost = s.records_lost.map_or("an unknown number of".to_string(), |n| n.to_string());
         writeln!(
             out,
             "SALVAGED: the recording is damaged at byte {}; replayed {} records before it; lost {} bytes and {lost} records after it",
@@ -424,23 +258,12 @@ fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     }
     writeln!(out)?;
     writeln!(out, "per process (model: faults it took in memory the model backs, Rss and folios at its exit, or at the execve that replaced it (marked *: not in the census); snapshot: its stack, heap, ELF and loader mappings from the exec snapshot)")?;
-    writeln!(
-        out,
-        "  {:>8} {:>5} {:>8} {:>10} {:>12} {:>12}  {:<40} exe",
-        "pid", "image", "snapshot", "faults", "Rss", "VmHWM", "folios"
-    )?;
+    writeln!(out, "  {:>8} {:>5} {:>8} {:>10} {:>12} {:>12}  {:<40} exe", "pid", "image", "snapshot", "faults", "Rss", "VmHWM", "folios")?;
     for p in procs {
         let mut folios: Vec<(&String, &u64)> = p.folios.iter().collect();
         folios.sort_by_key(|(k, _)| size_sort_key(k));
-        let folios: Vec<String> = folios
-            .into_iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
-        let folios = if folios.is_empty() {
-            "-".to_string()
-        } else {
-            folios.join(", ")
-        };
+        let folios: Vec<String> = folios.into_iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let folios = if folios.is_empty() { "-".to_string() } else { folios.join(", ") };
         writeln!(
             out,
             "  {:>8} {:>5} {:>8} {:>10} {:>12} {:>12}  {:<40} {}",
@@ -465,33 +288,11 @@ fn folio_map(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     if r.vmas.is_empty() {
         return Ok(());
     }
-    let shown: Vec<uapi::VmaMap> = r
-        .vmas
-        .iter()
-        .filter(|v| v.kind != "placeholder" || v.rss_kb > 0)
-        .take(MAX_MAP_ROWS)
-        .cloned()
-        .collect();
-    let placeholders = r
-        .vmas
-        .iter()
-        .filter(|v| v.kind == "placeholder" && v.rss_kb == 0)
-        .count();
+    let shown: Vec<uapi::VmaMap> = r.vmas.iter().filter(|v| v.kind != "placeholder" || v.rss_kb > 0).take(MAX_MAP_ROWS).cloned().collect();
+    let placeholders = r.vmas.iter().filter(|v| v.kind == "placeholder" && v.rss_kb == 0).count();
     writeln!(out)?;
-    writeln!(
-        out,
-        "folio-size map (folios per VMA at {}, as `thplab observe` prints a live process)",
-        if r.model.as_ref().is_some_and(|m| m.replay.is_some()) {
-            "each process's exit"
-        } else {
-            "the end"
-        }
-    )?;
-    write!(
-        out,
-        "{}",
-        uapi::result::vma_table(&shown, &r.census, r.process.rss_bytes / 1024)
-    )?;
+    writeln!(out, "folio-size map (folios per VMA at {}, as `thplab observe` prints a live process)", if r.model.as_ref().is_some_and(|m| m.replay.is_some()) { "each process's exit" } else { "the end" })?;
+    write!(out, "{}", uapi::result::vma_table(&shown, &r.census, r.process.rss_bytes / 1024))?;
     let hidden = r.vmas.len() - placeholders - shown.len();
     if placeholders > 0 || hidden > 0 {
         let mut notes = Vec::new();
@@ -511,13 +312,7 @@ fn explain(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     let Some(x) = &r.explain else { return Ok(()) };
     writeln!(out)?;
     let n = x.faults.len() as u64 + x.more_faults;
-    writeln!(
-        out,
-        "explain {}-{}: {n} fault{} touched it (reasons as in `fallbacks`)",
-        x.start,
-        x.end,
-        if n == 1 { "" } else { "s" }
-    )?;
+    writeln!(out, "explain {}-{}: {n} fault{} touched it (reasons as in `fallbacks`)", x.start, x.end, if n == 1 { "" } else { "s" })?;
     if n == 0 {
         writeln!(out, "  no anonymous fault touched this range (not mapped, never touched, a shmem mapping, or a replay's placeholder)")?;
     }
@@ -526,24 +321,12 @@ fn explain(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
         let refused = if f.refused.is_empty() {
             "nothing larger enabled or possible".to_string()
         } else {
-            f.refused
-                .iter()
-                .map(|(o, why)| format!("{o} {why}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            f.refused.iter().map(|(o, why)| format!("{o} {why}")).collect::<Vec<_>>().join(", ")
         };
-        writeln!(
-            out,
-            "  {pid}{} {:<5} got {:<14} refused: {refused}",
-            f.addr, f.access, f.got
-        )?;
+        writeln!(out, "  {pid}{} {:<5} got {:<14} refused: {refused}", f.addr, f.access, f.got)?;
     }
     if x.more_faults > 0 {
-        writeln!(
-            out,
-            "  ... {} more faults not kept (the totals are of the listed ones)",
-            x.more_faults
-        )?;
+        writeln!(out, "  ... {} more faults not kept (the totals are of the listed ones)", x.more_faults)?;
     }
     if !x.totals.is_empty() {
         writeln!(out, "  totals:")?;
@@ -557,77 +340,45 @@ fn explain(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
 
 /// Several results in columns (the README's main command).
 pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) -> io::Result<()> {
-    let w = cols
-        .iter()
-        .map(|(l, _, _)| l.len() + 2)
-        .max()
-        .unwrap_or(0)
-        .max(if cols.len() > 3 { 13 } else { 16 });
+    let w = cols.iter().map(|(l, _, _)| l.len() + 2).max().unwrap_or(0).max(if cols.len() > 3 { 13 } else { 16 });
     write!(out, "{:<42}", "")?;
     for (label, _, _) in cols {
         write!(out, "{label:>w$}")?;
     }
     writeln!(out)?;
-    let row =
-        |out: &mut dyn Write, name: &str, f: &dyn Fn(&RunResult) -> String| -> io::Result<()> {
-            write!(out, "{name:<42}")?;
-            for (_, _, r) in cols {
-                write!(out, "{:>w$}", f(r))?;
-            }
-            writeln!(out)
-        };
+    let row = |out: &mut dyn Write, name: &str, f: &dyn Fn(&RunResult) -> String| -> io::Result<()> {
+        write!(out, "{name:<42}")?;
+        for (_, _, r) in cols {
+            write!(out, "{:>w$}", f(r))?;
+        }
+        writeln!(out)
+    };
     row(out, "minflt", &|r| r.process.minflt.to_string())?;
     row(out, "Rss", &|r| kb(r.process.rss_bytes))?;
     row(out, "AnonHugePages", &|r| kb(r.process.anon_huge_bytes))?;
     if cols.iter().any(|(_, _, r)| r.peak.is_some()) {
-        row(out, "VmHWM (peak Rss)", &|r| {
-            r.peak.as_ref().map_or("-".to_string(), |p| kb(p.rss_bytes))
-        })?;
+        row(out, "VmHWM (peak Rss)", &|r| r.peak.as_ref().map_or("-".to_string(), |p| kb(p.rss_bytes)))?;
     }
     if cols.iter().any(|(_, _, r)| r.process.bloat_bytes.is_some()) {
-        row(out, "bloat (allocated, never touched)", &|r| {
-            r.process.bloat_bytes.map_or("-".to_string(), kb)
-        })?;
+        row(out, "bloat (allocated, never touched)", &|r| r.process.bloat_bytes.map_or("-".to_string(), kb))?;
     }
     // With a profile: the model's simulated time; beside it a live column's wall time.
     if cols.iter().any(|(_, _, r)| r.time.is_some()) {
-        row(
-            out,
-            "time (profile; live: wall time)",
-            &|r| match (&r.time, &r.live) {
-                (Some(t), _) => secs(t.elapsed_ns as f64),
-                (None, Some(l)) => secs(l.wall_ms * 1e6),
-                _ => "-".to_string(),
-            },
-        )?;
+        row(out, "time (profile; live: wall time)", &|r| match (&r.time, &r.live) {
+            (Some(t), _) => secs(t.elapsed_ns as f64),
+            (None, Some(l)) => secs(l.wall_ms * 1e6),
+            _ => "-".to_string(),
+        })?;
     }
-    row(out, "thp_fault_alloc", &|r| {
-        r.vmstat
-            .get("thp_fault_alloc")
-            .copied()
-            .unwrap_or(0)
-            .to_string()
-    })?;
+    row(out, "thp_fault_alloc", &|r| r.vmstat.get("thp_fault_alloc").copied().unwrap_or(0).to_string())?;
     let mut dirs: Vec<&String> = cols.iter().flat_map(|(_, _, r)| r.mthp.keys()).collect();
     dirs.sort_by_key(|d| size_sort_key(d));
     dirs.dedup();
     for d in dirs {
-        let any = cols.iter().any(|(_, _, r)| {
-            r.mthp
-                .get(d)
-                .and_then(|s| s.get("anon_fault_alloc"))
-                .copied()
-                .unwrap_or(0)
-                != 0
-        });
+        let any = cols.iter().any(|(_, _, r)| r.mthp.get(d).and_then(|s| s.get("anon_fault_alloc")).copied().unwrap_or(0) != 0);
         if any {
             row(out, &format!("{d}/stats/anon_fault_alloc"), &|r| {
-                r.mthp
-                    .get(d)
-                    .and_then(|s| s.get("anon_fault_alloc"))
-                    .copied()
-                    .unwrap_or(0)
-                    .to_string()
+                r.mthp.get(d).and_then(|s| s.get("anon_fault_alloc")).copied().unwrap_or(0).to_string()
             })?;
         }
     }
@@ -635,9 +386,7 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
     sizes.sort_by_key(|d| size_sort_key(d));
     sizes.dedup();
     for s in sizes {
-        row(out, &format!("folios {s}"), &|r| {
-            r.folios.get(s).copied().unwrap_or(0).to_string()
-        })?;
+        row(out, &format!("folios {s}"), &|r| r.folios.get(s).copied().unwrap_or(0).to_string())?;
     }
     if cols.iter().any(|(_, _, r)| r.source == "live") {
         writeln!(out, "\nthp_* and hugepages-*/stats are system-wide: on a busy machine the live columns include other")?;

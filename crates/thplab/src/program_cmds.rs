@@ -14,8 +14,8 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use uapi::{RunResult, ThpSettings};
 
-use crate::exit;
 use compare::{Row, RowKind};
+use crate::exit;
 
 /// Parsed arguments of `thplab compare --record`.
 #[derive(Clone, Debug, Default)]
@@ -52,9 +52,7 @@ pub fn record_program(command: &[String], timed: u32) -> Result<(record::Recordi
     let t = Instant::now();
     let mut rec = match record::record(&argv, &record::RecordOptions::default()) {
         Ok(r) => r,
-        Err(record::RecordError::Unavailable(why)) => {
-            return Err(live::LiveError::NotAvailable(format!("recording: {why}")).into())
-        }
+        Err(record::RecordError::Unavailable(why)) => return Err(live::LiveError::NotAvailable(format!("recording: {why}")).into()),
         Err(e) => return Err(e.into()),
     };
     let secs = t.elapsed().as_secs_f64();
@@ -74,9 +72,7 @@ pub fn record_program(command: &[String], timed: u32) -> Result<(record::Recordi
 /// `thplab compare --record ... -- CMD [ARGS...]`.
 pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     if a.command.is_empty() {
-        bail!(
-            "compare --record: give the program after --: thplab compare --record -- CMD [ARGS...]"
-        );
+        bail!("compare --record: give the program after --: thplab compare --record -- CMD [ARGS...]");
     }
     let mut tol = compare::Tolerance::program();
     for t in &a.tolerance {
@@ -100,10 +96,8 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     }
     let (rec, rec_secs) = record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?;
     if let Some(path) = &a.keep {
-        let f = std::fs::File::create(path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
-        rec.write_to(BufWriter::new(f))
-            .with_context(|| format!("writing {}", path.display()))?;
+        let f = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        rec.write_to(BufWriter::new(f)).with_context(|| format!("writing {}", path.display()))?;
     }
     let source = a.command.join(" ");
     let opts = live::ProgramOptions { quiet: a.quiet };
@@ -111,12 +105,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     let mut json = Vec::new();
     let mut differing = 0;
     if !a.json {
-        let faults = rec
-            .header
-            .counts
-            .iter()
-            .find(|(k, _)| *k == trace::kind::FAULT)
-            .map_or(0, |c| c.1);
+        let faults = rec.header.counts.iter().find(|(k, _)| *k == trace::kind::FAULT).map_or(0, |c| c.1);
         writeln!(
             out,
             "recorded {source}: {} events ({faults} faults), {} lost, {:.3} s (exit status {})\n",
@@ -128,56 +117,27 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     }
     for (label, s) in &runs {
         // With a profile's [host], the model's free memory as the live run will meet it.
-        let host = a
-            .profile
-            .as_ref()
-            .filter(|p| p.fault.is_some())
-            .and_then(|p| crate::live_cmds::host_model(p, true));
+        let host = a.profile.as_ref().filter(|p| p.fault.is_some()).and_then(|p| crate::live_cmds::host_model(p, true));
         let host = host.map(|(h, free)| (h.clone(), free));
-        let replay = sim::ReplayOptions {
-            host: host.clone(),
-            ..Default::default()
-        };
-        let mut model =
-            sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
+        let replay = sim::ReplayOptions { host: host.clone(), ..Default::default() };
+        let mut model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
         if let Some(fault) = a.profile.as_ref().and_then(|p| p.fault.as_ref()) {
-            model.time = Some(sim::time::recording(
-                &model,
-                &source,
-                &rec.header,
-                &rec.events,
-                &a.machine,
-                fault,
-                host.as_ref(),
-            )?);
+            model.time = Some(sim::time::recording(&model, &source, &rec.header, &rec.events, &a.machine, fault, host.as_ref())?);
         }
         crate::live_cmds::settle_host_for(&model, !a.json);
         let live = live::run_program(&a.command, s, &opts)?;
-        let compare::Retried {
-            live,
-            rows,
-            attempts,
-            why,
-        } = compare::retry_live(
-            a.retries,
-            live,
-            |l| program_rows(&model, l, &tol),
-            || {
+        let compare::Retried { live, rows, attempts, why } =
+            compare::retry_live(a.retries, live, |l| program_rows(&model, l, &tol), || {
                 crate::live_cmds::settle_host_for(&model, !a.json);
                 live::run_program(&a.command, s, &opts)
-            },
-        )?;
+            })?;
         let differs = rows.iter().any(|r| r.differs);
         differing += differs as usize;
         if a.json {
             json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "model": model, "live": live }));
         } else {
             if attempts > 1 {
-                writeln!(
-                    out,
-                    "({label}: {}; ran live {attempts} times, kept the closest)",
-                    why.unwrap_or_default()
-                )?;
+                writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;
             }
             print_program_rows(&mut out, label, s, &rows, &live)?;
         }
@@ -191,18 +151,10 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             "{} of {} settings: model = live{}",
             runs.len() - differing,
             runs.len(),
-            if differing > 0 {
-                format!("; {differing} differ")
-            } else {
-                String::new()
-            }
+            if differing > 0 { format!("; {differing} differ") } else { String::new() }
         )?;
     }
-    Ok(if differing > 0 {
-        exit::DIFFERS
-    } else {
-        exit::OK
-    })
+    Ok(if differing > 0 { exit::DIFFERS } else { exit::OK })
 }
 
 /// [`compare::rows`] for a program: the per-size `nr_anon` and `nr_anon_partially_mapped` stats
@@ -211,9 +163,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
 pub fn program_rows(model: &RunResult, live: &RunResult, tol: &compare::Tolerance) -> Vec<Row> {
     let mut rows = compare::rows(model, live, tol);
     for r in rows.iter_mut() {
-        if r.field.ends_with("/stats/nr_anon")
-            || r.field.ends_with("/stats/nr_anon_partially_mapped")
-        {
+        if r.field.ends_with("/stats/nr_anon") || r.field.ends_with("/stats/nr_anon_partially_mapped") {
             r.kind = RowKind::Informational;
             r.differs = false;
         }
@@ -230,53 +180,25 @@ pub fn pct_error(model: i64, live: i64) -> String {
 }
 
 /// As [`compare::print_rows`], with the difference in percent of live and the live wall time.
-pub fn print_program_rows(
-    out: &mut impl Write,
-    label: &str,
-    s: &ThpSettings,
-    rows: &[Row],
-    live: &RunResult,
-) -> io::Result<()> {
+pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], live: &RunResult) -> io::Result<()> {
     let n = rows.iter().filter(|r| r.differs).count();
     let wall = live.live.as_ref().map_or(0.0, |l| l.wall_ms);
     writeln!(
         out,
         "== {label}: {}  →  {}  (live {:.0} ms)",
         s.summary(),
-        if n == 0 {
-            "model = live".to_string()
-        } else {
-            format!("{n} DIFFERENCES")
-        },
+        if n == 0 { "model = live".to_string() } else { format!("{n} DIFFERENCES") },
         wall
     )?;
-    writeln!(
-        out,
-        "  {:<46} {:>12} {:>12} {:>9} {:>9}",
-        "field", "model", "live", "diff", "error"
-    )?;
+    writeln!(out, "  {:<46} {:>12} {:>12} {:>9} {:>9}", "field", "model", "live", "diff", "error")?;
     for r in rows {
         if r.model == 0 && r.live == 0 {
             continue;
         }
         let mark = compare::row_mark(r);
-        writeln!(
-            out,
-            "  {:<46} {:>12} {:>12} {:>+9} {:>9}{mark}",
-            r.field,
-            r.model,
-            r.live,
-            r.live - r.model,
-            pct_error(r.model, r.live)
-        )?;
+        writeln!(out, "  {:<46} {:>12} {:>12} {:>+9} {:>9}{mark}", r.field, r.model, r.live, r.live - r.model, pct_error(r.model, r.live))?;
     }
-    if let Some(u) = live
-        .live
-        .as_ref()
-        .and_then(|l| l.program.as_ref())
-        .map(|p| &p.unmeasured)
-        .filter(|u| !u.is_empty())
-    {
+    if let Some(u) = live.live.as_ref().and_then(|l| l.program.as_ref()).map(|p| &p.unmeasured).filter(|u| !u.is_empty()) {
         writeln!(out, "  not measured (no exit stop): {}", u.join("; "))?;
     }
     writeln!(out)

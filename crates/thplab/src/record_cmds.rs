@@ -55,12 +55,7 @@ pub struct RecordArgs {
     pub accesses: bool,
     /// The program and its arguments, after `--`. It runs with THP disabled for it alone
     /// (PR_SET_THP_DISABLE) and without address-space randomisation (ADDR_NO_RANDOMIZE).
-    #[arg(
-        value_name = "CMD",
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    #[arg(value_name = "CMD", required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
 }
 
@@ -68,12 +63,7 @@ pub struct RecordArgs {
 /// CAP_SYS_ADMIN (bit 21 of CapEff in /proc/self/status).
 fn unprivileged() -> Option<String> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let field = |k: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(k))
-            .map(str::trim)
-    };
+    let field = |k: &str| status.lines().find_map(|l| l.strip_prefix(k)).map(str::trim);
     let uid = field("Uid:")?.split_whitespace().nth(1)?.to_string();
     let cap = u64::from_str_radix(field("CapEff:")?, 16).ok()?;
     (uid != "0" && cap & (1 << 21) == 0).then(|| format!("you are uid {uid} without CAP_SYS_ADMIN"))
@@ -81,13 +71,9 @@ fn unprivileged() -> Option<String> {
 
 /// `--buffer-kib`: 64 KiB (16 pages, the recorder's floor) to 4 GiB per CPU.
 fn buffer_kib(s: &str) -> Result<usize, String> {
-    let v: usize = s.parse().map_err(|_| {
-        format!("'{s}' is not a number of KiB; give 64 to 4194304 (the default is 32768)")
-    })?;
+    let v: usize = s.parse().map_err(|_| format!("'{s}' is not a number of KiB; give 64 to 4194304 (the default is 32768)"))?;
     if !(64..=4 << 20).contains(&v) {
-        return Err(format!(
-            "{v} KiB is outside 64 to 4194304 (64 KiB to 4 GiB per CPU; the default is 32768)"
-        ));
+        return Err(format!("{v} KiB is outside 64 to 4194304 (64 KiB to 4 GiB per CPU; the default is 32768)"));
     }
     Ok(v)
 }
@@ -143,14 +129,10 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
         bail!("--accesses runs the program under valgrind (lackey), which is not installed here (no valgrind in PATH): install it (apt-get install valgrind) or record without --accesses");
     }
     // Fail on an unwritable output before running anything.
-    let file = std::fs::File::create(&args.output)
-        .with_context(|| format!("cannot create {}", args.output.display()))?;
+    let file = std::fs::File::create(&args.output).with_context(|| format!("cannot create {}", args.output.display()))?;
     let companion = trace::accesses::companion_path(&args.output);
     let access_file = if args.accesses {
-        Some(
-            std::fs::File::create(&companion)
-                .with_context(|| format!("cannot create {}", companion.display()))?,
-        )
+        Some(std::fs::File::create(&companion).with_context(|| format!("cannot create {}", companion.display()))?)
     } else {
         // A companion of an earlier recording to the same name would not match this one.
         let _ = std::fs::remove_file(&companion);
@@ -182,11 +164,7 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
                     }
                     Ok(crate::exit::LIVE_UNAVAILABLE)
                 }
-                record::RecordError::Exec {
-                    program,
-                    reason,
-                    not_found,
-                } => {
+                record::RecordError::Exec { program, reason, not_found } => {
                     eprintln!("thplab record: {program}: {reason}");
                     Ok(if not_found { 127 } else { 126 })
                 }
@@ -197,21 +175,15 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
     let mut rec = rec;
     if args.timed > 0 {
         if !args.quiet {
-            eprintln!(
-                "thplab record: timing {} untraced run(s) of the program",
-                args.timed
-            );
+            eprintln!("thplab record: timing {} untraced run(s) of the program", args.timed);
         }
         rec.header.untraced_wall_ns = record::time_untraced(&args.command, args.timed)?;
     }
-    rec.write_to(BufWriter::new(file))
-        .with_context(|| format!("writing {}", args.output.display()))?;
+    rec.write_to(BufWriter::new(file)).with_context(|| format!("writing {}", args.output.display()))?;
     let accesses = match access_file {
         Some(f) => {
             if !args.quiet {
-                eprintln!(
-                    "thplab record: running the program under valgrind lackey for its accesses"
-                );
+                eprintln!("thplab record: running the program under valgrind lackey for its accesses");
             }
             let crc = trace_crc(&args.output)?;
             // The native time: `--timed`'s median, else one untraced run (else, for a program
@@ -220,18 +192,11 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
                 0 => record::time_untraced(&args.command, 1).unwrap_or(rec.header.duration_ns),
                 t => t,
             };
-            match record::accesses::record_accesses(
-                &args.command,
-                &rec,
-                crc,
-                native_ns,
-                BufWriter::new(f),
-            ) {
+            match record::accesses::record_accesses(&args.command, &rec, crc, native_ns, BufWriter::new(f)) {
                 Ok(s) => Some(s),
                 Err(e) => {
                     let _ = std::fs::remove_file(&companion);
-                    return Err(anyhow::Error::from(e)
-                        .context(format!("--accesses: {} not written", companion.display())));
+                    return Err(anyhow::Error::from(e).context(format!("--accesses: {} not written", companion.display())));
                 }
             }
         }
@@ -254,31 +219,13 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
         eprintln!("thplab record: warning: madvise(MADV_COLLAPSE) and prctl(PR_GET_THP_DISABLE) were not answered as without PR_SET_THP_DISABLE ({why}): the program saw them fail or report THP disabled");
     }
     if !rec.missing_tracepoints.is_empty() {
-        eprintln!(
-            "thplab record: warning: not recorded (no such tracepoint on this kernel): {}",
-            rec.missing_tracepoints.join(", ")
-        );
+        eprintln!("thplab record: warning: not recorded (no such tracepoint on this kernel): {}", rec.missing_tracepoints.join(", "));
     }
     if !args.quiet {
-        let size = std::fs::metadata(&args.output)
-            .map(|m| m.len())
-            .unwrap_or(0);
-        let faults = h
-            .counts
-            .iter()
-            .find(|(k, _)| *k == trace::kind::FAULT)
-            .map_or(0, |c| c.1);
-        let syscalls: u64 = h
-            .counts
-            .iter()
-            .filter(|(k, _)| trace::SyscallKind::from_code(*k).is_some())
-            .map(|c| c.1)
-            .sum();
-        let tasks = h
-            .counts
-            .iter()
-            .find(|(k, _)| *k == trace::kind::TASK_NEW)
-            .map_or(0, |c| c.1);
+        let size = std::fs::metadata(&args.output).map(|m| m.len()).unwrap_or(0);
+        let faults = h.counts.iter().find(|(k, _)| *k == trace::kind::FAULT).map_or(0, |c| c.1);
+        let syscalls: u64 = h.counts.iter().filter(|(k, _)| trace::SyscallKind::from_code(*k).is_some()).map(|c| c.1).sum();
+        let tasks = h.counts.iter().find(|(k, _)| *k == trace::kind::TASK_NEW).map_or(0, |c| c.1);
         eprintln!(
             "thplab record: {} events ({faults} faults, {syscalls} system calls, {tasks} new tasks) in {:.3} s, {} lost; {size} bytes written to {}; exit status {}",
             rec.events.len(),
@@ -288,11 +235,7 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
             h.exit_status
         );
         if h.untraced_wall_ns > 0 {
-            eprintln!(
-                "thplab record: untraced: {:.3} s (median of {})",
-                h.untraced_wall_ns as f64 / 1e9,
-                args.timed
-            );
+            eprintln!("thplab record: untraced: {:.3} s (median of {})", h.untraced_wall_ns as f64 / 1e9, args.timed);
         }
     }
     if let Some(s) = &accesses {
@@ -336,13 +279,10 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
 /// companion file names.
 pub fn trace_crc(path: &std::path::Path) -> Result<u32> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut f =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    f.seek(SeekFrom::End(-4))
-        .with_context(|| format!("{} is too short for a recording", path.display()))?;
+    let mut f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    f.seek(SeekFrom::End(-4)).with_context(|| format!("{} is too short for a recording", path.display()))?;
     let mut b = [0u8; 4];
-    f.read_exact(&mut b)
-        .with_context(|| format!("reading {}", path.display()))?;
+    f.read_exact(&mut b).with_context(|| format!("reading {}", path.display()))?;
     Ok(u32::from_le_bytes(b))
 }
 
@@ -361,28 +301,10 @@ pub fn cmd_trace_show(args: TraceShowArgs) -> Result<u8> {
     let out = std::io::stdout();
     let mut out = BufWriter::new(out.lock());
     let h = r.header().clone();
-    writeln!(
-        out,
-        "# {name}: thplab trace {}.{}, kernel {} {}",
-        trace::VERSION_MAJOR,
-        r.minor_version(),
-        h.kernel_release,
-        h.machine
-    )?;
-    writeln!(
-        out,
-        "# command: {} (pid {}, exit status {}, {:.6} s)",
-        trace::text::command_line(&h.argv),
-        h.root_pid,
-        h.exit_status,
-        h.duration_ns as f64 / 1e9
-    )?;
+    writeln!(out, "# {name}: thplab trace {}.{}, kernel {} {}", trace::VERSION_MAJOR, r.minor_version(), h.kernel_release, h.machine)?;
+    writeln!(out, "# command: {} (pid {}, exit status {}, {:.6} s)", trace::text::command_line(&h.argv), h.root_pid, h.exit_status, h.duration_ns as f64 / 1e9)?;
     if h.lost_events > 0 {
-        writeln!(
-            out,
-            "# LOST EVENTS: {} (this recording is incomplete)",
-            h.lost_events
-        )?;
+        writeln!(out, "# LOST EVENTS: {} (this recording is incomplete)", h.lost_events)?;
     }
     let mut shown = 0u64;
     let mut pids = std::collections::BTreeSet::new();
@@ -391,9 +313,7 @@ pub fn cmd_trace_show(args: TraceShowArgs) -> Result<u8> {
         if args.limit.is_some_and(|l| shown >= l) {
             break;
         }
-        if args.pid.is_some_and(|p| p != e.pid)
-            || (args.no_faults && matches!(e.body, trace::EventBody::Fault { .. }))
-        {
+        if args.pid.is_some_and(|p| p != e.pid) || (args.no_faults && matches!(e.body, trace::EventBody::Fault { .. })) {
             continue;
         }
         writeln!(out, "{}", trace::text::event_line(&e))?;
@@ -401,18 +321,12 @@ pub fn cmd_trace_show(args: TraceShowArgs) -> Result<u8> {
     }
     out.flush()?;
     if h.lost_events > 0 {
-        eprintln!(
-            "thplab trace: warning: {} events were lost while recording {name}",
-            h.lost_events
-        );
+        eprintln!("thplab trace: warning: {} events were lost while recording {name}", h.lost_events);
     }
     if let Some(p) = args.pid {
         if !pids.contains(&p) && args.limit.is_none_or(|l| shown < l) {
             let list: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
-            bail!(
-                "--pid {p}: no process {p} in {name}; its processes are {}",
-                list.join(", ")
-            );
+            bail!("--pid {p}: no process {p} in {name}; its processes are {}", list.join(", "));
         }
     }
     Ok(crate::exit::OK)
@@ -436,10 +350,7 @@ pub fn cmd_trace_stats(args: TraceStatsArgs) -> Result<u8> {
         write!(out, "{}", s.to_text())?;
     }
     if s.lost_events > 0 {
-        eprintln!(
-            "thplab trace: warning: {} events were lost while recording {name}",
-            s.lost_events
-        );
+        eprintln!("thplab trace: warning: {} events were lost while recording {name}", s.lost_events);
     }
     Ok(crate::exit::OK)
 }

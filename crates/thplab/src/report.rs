@@ -21,52 +21,30 @@ pub struct Run {
 pub fn runs_of(name: &str, text: &str) -> Result<Vec<Run>> {
     let v: serde_json::Value = serde_json::from_str(text).with_context(|| format!("{name}: not JSON (give the output of `thplab sim --json`, `sim --matrix --json` or `compare --json`)"))?;
     let parse = |x: &serde_json::Value, what: &str| -> Result<RunResult> {
-        serde_json::from_value(x.clone()).with_context(|| {
-            format!(
-                "{name}: {what} is not a {} result",
-                uapi::result::RESULT_SCHEMA
-            )
-        })
+        serde_json::from_value(x.clone()).with_context(|| format!("{name}: {what} is not a {} result", uapi::result::RESULT_SCHEMA))
     };
     let mut out = Vec::new();
     match &v {
         serde_json::Value::Object(o) if o.contains_key("schema") => {
             let r = parse(&v, "the object")?;
-            out.push(Run {
-                label: r.source.clone(),
-                result: r,
-            });
+            out.push(Run { label: r.source.clone(), result: r });
         }
         serde_json::Value::Array(a) => {
             for (i, x) in a.iter().enumerate() {
-                let label = x["label"]
-                    .as_str()
-                    .map(String::from)
-                    .unwrap_or_else(|| format!("run {}", i + 1));
+                let label = x["label"].as_str().map(String::from).unwrap_or_else(|| format!("run {}", i + 1));
                 if let Some(m) = x.get("model") {
-                    out.push(Run {
-                        label: label.clone(),
-                        result: parse(m, &format!("entry {i}'s model"))?,
-                    });
+                    out.push(Run { label: label.clone(), result: parse(m, &format!("entry {i}'s model"))? });
                     if let Some(l) = x.get("live").filter(|l| l.is_object()) {
-                        out.push(Run {
-                            label: format!("{label} (live)"),
-                            result: parse(l, &format!("entry {i}'s live"))?,
-                        });
+                        out.push(Run { label: format!("{label} (live)"), result: parse(l, &format!("entry {i}'s live"))? });
                     }
                 } else if let Some(r) = x.get("result") {
-                    out.push(Run {
-                        label,
-                        result: parse(r, &format!("entry {i}'s result"))?,
-                    });
+                    out.push(Run { label, result: parse(r, &format!("entry {i}'s result"))? });
                 } else {
                     bail!("{name}: entry {i} has neither \"model\" nor \"result\"");
                 }
             }
         }
-        _ => bail!(
-            "{name}: not a thplab result (expected an object with \"schema\" or an array of runs)"
-        ),
+        _ => bail!("{name}: not a thplab result (expected an object with \"schema\" or an array of runs)"),
     }
     if out.is_empty() {
         bail!("{name}: no runs in it");
@@ -75,18 +53,12 @@ pub fn runs_of(name: &str, text: &str) -> Result<Vec<Run>> {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// A colour per folio size (by order), the same in every plot.
 fn colour(size: &str) -> &'static str {
-    const C: [&str; 10] = [
-        "#9e9e9e", "#8dd3c7", "#80b1d3", "#bebada", "#fdb462", "#b3de69", "#fccde5", "#bc80bd",
-        "#fb8072", "#e41a1c",
-    ];
+    const C: [&str; 10] = ["#9e9e9e", "#8dd3c7", "#80b1d3", "#bebada", "#fdb462", "#b3de69", "#fccde5", "#bc80bd", "#fb8072", "#e41a1c"];
     let kb = size_sort_key(size);
     let order = (kb / 4).max(1).trailing_zeros() as usize;
     C[order.min(9)]
@@ -127,12 +99,7 @@ fn bars(title: &str, unit: &str, rows: &[(String, u64)]) -> String {
 /// The folio-size map of one run: a row per VMA (up to 60), its width split by the bytes mapped
 /// in each folio size; unmapped space grey-white.
 fn folio_map(r: &RunResult) -> String {
-    let vmas: Vec<&uapi::VmaMap> = r
-        .vmas
-        .iter()
-        .filter(|v| v.kind != "placeholder" || v.rss_kb > 0)
-        .take(60)
-        .collect();
+    let vmas: Vec<&uapi::VmaMap> = r.vmas.iter().filter(|v| v.kind != "placeholder" || v.rss_kb > 0).take(60).collect();
     if vmas.is_empty() {
         return "<p>No folio-size map in this result (a live result, or no VMA).</p>\n".into();
     }
@@ -145,22 +112,8 @@ fn folio_map(r: &RunResult) -> String {
         let y = 10.0 + i as f64 * rh;
         let len = v.end_addr().saturating_sub(v.start_addr()).max(1);
         let pid = v.pid.map(|p| format!("pid {p} ")).unwrap_or_default();
-        let kind = if v.kind.is_empty() {
-            String::new()
-        } else {
-            format!(" {}", v.kind)
-        };
-        let _ = write!(
-            s,
-            "<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}{}-{} {}{}</text>",
-            lw - 6.0,
-            y + 14.0,
-            esc(&pid),
-            esc(&v.start),
-            esc(&v.end),
-            esc(&mm_types::format_size(len)),
-            esc(&kind)
-        );
+        let kind = if v.kind.is_empty() { String::new() } else { format!(" {}", v.kind) };
+        let _ = write!(s, "<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}{}-{} {}{}</text>", lw - 6.0, y + 14.0, esc(&pid), esc(&v.start), esc(&v.end), esc(&mm_types::format_size(len)), esc(&kind));
         let _ = write!(s, "<rect class=\"vma\" x=\"{lw}\" y=\"{y}\" width=\"{bw}\" height=\"{}\" fill=\"#f4f4f4\" stroke=\"#ccc\"/>", rh - 5.0);
         let mut x = lw;
         let mut sizes: Vec<(&String, &uapi::CensusEntry)> = v.census.sizes.iter().collect();
@@ -182,22 +135,13 @@ fn folio_map(r: &RunResult) -> String {
 
 /// The census at the peak and at exit, as a legend-coloured table.
 fn census_table(r: &RunResult) -> String {
-    let mut sizes: Vec<&String> = r
-        .census
-        .sizes
-        .keys()
-        .chain(r.peak.iter().flat_map(|p| p.census.sizes.keys()))
-        .collect();
+    let mut sizes: Vec<&String> = r.census.sizes.keys().chain(r.peak.iter().flat_map(|p| p.census.sizes.keys())).collect();
     sizes.sort_by_key(|s| size_sort_key(s));
     sizes.dedup();
     let mut s = String::from("<table class=\"census\"><tr><th>size</th><th>folios at the peak</th><th>folios at exit</th><th>PMD-mapped at exit</th></tr>");
     for size in sizes {
         let at_exit = r.census.sizes.get(size).copied().unwrap_or_default();
-        let peak = r
-            .peak
-            .as_ref()
-            .and_then(|p| p.census.sizes.get(size))
-            .map_or("-".to_string(), |e| e.folios.to_string());
+        let peak = r.peak.as_ref().and_then(|p| p.census.sizes.get(size)).map_or("-".to_string(), |e| e.folios.to_string());
         let _ = write!(s, "<tr><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td><td>{peak}</td><td>{}</td><td>{}</td>\
             </tr>", colour(size), esc(size), at_exit.folios, at_exit.pmd_mapped);
     }
@@ -206,12 +150,7 @@ fn census_table(r: &RunResult) -> String {
 }
 
 fn large_folios(r: &RunResult) -> u64 {
-    r.census
-        .sizes
-        .iter()
-        .filter(|(k, _)| size_sort_key(k) > 4)
-        .map(|(_, e)| e.folios)
-        .sum()
+    r.census.sizes.iter().filter(|(k, _)| size_sort_key(k) > 4).map(|(_, e)| e.folios).sum()
 }
 
 /// The whole page.
@@ -232,45 +171,17 @@ pub fn html(title: &str, runs: &[Run]) -> String {
         if runs.iter().any(|r| r.result.source == "live") { " and the live kernel" } else { "" }
     );
     s += "<h2>Per setting</h2>\n";
-    let row = |f: &dyn Fn(&RunResult) -> u64| {
-        runs.iter()
-            .map(|r| (r.label.clone(), f(&r.result)))
-            .collect::<Vec<_>>()
-    };
+    let row = |f: &dyn Fn(&RunResult) -> u64| runs.iter().map(|r| (r.label.clone(), f(&r.result))).collect::<Vec<_>>();
     s += &bars("Faults (minflt)", "", &row(&|r| r.process.minflt));
     s += &bars("Rss at exit", "kB", &row(&|r| r.process.rss_bytes / 1024));
     if runs.iter().any(|r| r.result.peak.is_some()) {
-        s += &bars(
-            "Peak Rss (VmHWM)",
-            "kB",
-            &row(&|r| r.peak.as_ref().map_or(0, |p| p.rss_bytes / 1024)),
-        );
+        s += &bars("Peak Rss (VmHWM)", "kB", &row(&|r| r.peak.as_ref().map_or(0, |p| p.rss_bytes / 1024)));
     }
-    s += &bars(
-        "Bloat (allocated, never touched)",
-        "kB",
-        &row(&|r| r.process.bloat_bytes.unwrap_or(0) / 1024),
-    );
-    s += &bars(
-        "Large folios mapped at exit (above 4 kB)",
-        "",
-        &row(&large_folios),
-    );
+    s += &bars("Bloat (allocated, never touched)", "kB", &row(&|r| r.process.bloat_bytes.unwrap_or(0) / 1024));
+    s += &bars("Large folios mapped at exit (above 4 kB)", "", &row(&large_folios));
     s += "<h2>Timelines</h2>\n<p>These runs record no timeline (thplab results hold totals, the census at the peak and at exit).</p>\n";
     for r in runs {
-        let _ = write!(
-            s,
-            "<h2>{}</h2>\n<p>settings: {}</p>\n",
-            esc(&r.label),
-            esc(&r
-                .result
-                .settings
-                .iter()
-                .filter(|(k, v)| uapi::ThpSettings::default().knob_map().get(*k) != Some(v))
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(" "))
-        );
+        let _ = write!(s, "<h2>{}</h2>\n<p>settings: {}</p>\n", esc(&r.label), esc(&r.result.settings.iter().filter(|(k, v)| uapi::ThpSettings::default().knob_map().get(*k) != Some(v)).map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")));
         s += &census_table(&r.result);
         s += &folio_map(&r.result);
     }
@@ -286,10 +197,7 @@ mod tests {
     fn bars_scale_to_the_largest_value() {
         let svg = bars("t", "kB", &[("a".into(), 50), ("b".into(), 100)]);
         assert_eq!(svg.matches("<rect class=\"bar\"").count(), 2);
-        assert!(
-            svg.contains("width=\"240.0\"") && svg.contains("width=\"480.0\""),
-            "{svg}"
-        );
+        assert!(svg.contains("width=\"240.0\"") && svg.contains("width=\"480.0\""), "{svg}");
         assert!(esc("<a&b>") == "&lt;a&amp;b&gt;");
     }
 

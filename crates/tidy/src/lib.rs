@@ -44,16 +44,10 @@ mod tests {
     /// Files that had no `//!` module doc when this check was written (unit-test submodules).
     /// Each is reported by `module_docs_exemptions_are_still_needed` once it gains one, so the
     /// list only shrinks.
-    const NO_MODULE_DOC_YET: &[&str] = &[
-        "crates/uapi/src/settings/tests.rs",
-        "crates/workload/src/parse/tests.rs",
-    ];
+    const NO_MODULE_DOC_YET: &[&str] = &["crates/uapi/src/settings/tests.rs", "crates/workload/src/parse/tests.rs"];
 
     fn workspace_root() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../..")
-            .canonicalize()
-            .expect("workspace root")
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
     }
 
     /// Every `.rs` file under `dir`, recursively, sorted.
@@ -61,9 +55,7 @@ mod tests {
         let mut out = Vec::new();
         let mut stack = vec![dir.to_path_buf()];
         while let Some(d) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&d) else {
-                continue;
-            };
+            let Ok(entries) = std::fs::read_dir(&d) else { continue };
             for e in entries.flatten() {
                 let p = e.path();
                 if p.is_dir() {
@@ -91,10 +83,7 @@ mod tests {
     }
 
     fn rel(p: &Path) -> String {
-        p.strip_prefix(workspace_root())
-            .unwrap_or(p)
-            .display()
-            .to_string()
+        p.strip_prefix(workspace_root()).unwrap_or(p).display().to_string()
     }
 
     /// The line without its `//` comment (a `//` inside a string literal does not start one).
@@ -134,11 +123,7 @@ mod tests {
             let code = code_part(line);
             for b in BANNED {
                 if contains_word(code, b) {
-                    out.push(format!(
-                        "{file}:{}: `{b}` in a core crate: {}",
-                        idx + 1,
-                        line.trim()
-                    ));
+                    out.push(format!("{file}:{}: `{b}` in a core crate: {}", idx + 1, line.trim()));
                 }
             }
         }
@@ -164,25 +149,14 @@ mod tests {
         let mut files = 0;
         for c in CORE_CRATES {
             let src = root.join("crates").join(c).join("src");
-            assert!(
-                src.is_dir(),
-                "core crate source {} is missing",
-                src.display()
-            );
+            assert!(src.is_dir(), "core crate source {} is missing", src.display());
             for f in rust_files(&src) {
                 files += 1;
                 bad.extend(banned_uses(&rel(&f), &read(&f)));
             }
         }
-        assert!(
-            files > 10,
-            "found only {files} files in the core crates; is the workspace root right?"
-        );
-        assert!(
-            bad.is_empty(),
-            "banned in the core crates (they must stay deterministic and free of I/O):\n{}",
-            bad.join("\n")
-        );
+        assert!(files > 10, "found only {files} files in the core crates; is the workspace root right?");
+        assert!(bad.is_empty(), "banned in the core crates (they must stay deterministic and free of I/O):\n{}", bad.join("\n"));
     }
 
     #[test]
@@ -195,9 +169,7 @@ mod tests {
                     continue;
                 }
                 if !read(&f).starts_with("//!") {
-                    bad.push(format!(
-                        "{r}:1: does not start with a `//!` module doc comment"
-                    ));
+                    bad.push(format!("{r}:1: does not start with a `//!` module doc comment"));
                 }
             }
         }
@@ -211,9 +183,7 @@ mod tests {
         for r in NO_MODULE_DOC_YET {
             let p = root.join(r);
             if !p.exists() || read(&p).starts_with("//!") {
-                stale.push(format!(
-                    "{r}: now has a module doc (or is gone); remove it from NO_MODULE_DOC_YET"
-                ));
+                stale.push(format!("{r}: now has a module doc (or is gone); remove it from NO_MODULE_DOC_YET"));
             }
         }
         assert!(stale.is_empty(), "{}", stale.join("\n"));
@@ -228,34 +198,21 @@ mod tests {
             }
         }
         bad.sort_by(|a, b| b.0.cmp(&a.0));
-        let list: Vec<String> = bad
-            .iter()
-            .map(|(n, at)| format!("{at}: {n} characters"))
-            .collect();
-        assert!(
-            bad.is_empty(),
-            "lines longer than {MAX_COLUMNS} characters:\n{}",
-            list.join("\n")
-        );
+        let list: Vec<String> = bad.iter().map(|(n, at)| format!("{at}: {n} characters")).collect();
+        assert!(bad.is_empty(), "lines longer than {MAX_COLUMNS} characters:\n{}", list.join("\n"));
     }
 
     // The checks themselves.
 
     #[test]
     fn ban_ignores_comments_and_longer_words() {
-        assert_eq!(
-            banned_uses("f.rs", "let t = std::time::Instant::now();").len(),
-            2
-        );
+        assert_eq!(banned_uses("f.rs", "let t = std::time::Instant::now();").len(), 2);
         assert!(banned_uses("f.rs", "// println! is banned here").is_empty());
         assert!(banned_uses("f.rs", "/// see std::fs").is_empty());
         assert!(banned_uses("f.rs", "fn instantiate() { Instantiate::new() }").is_empty());
         assert!(banned_uses("f.rs", "let x = operand::y;").is_empty());
         let line = "let s = \"a//b\"; println!(\"{s}\");";
-        assert_eq!(
-            banned_uses("f.rs", line),
-            vec![format!("f.rs:1: `println!` in a core crate: {line}")]
-        );
+        assert_eq!(banned_uses("f.rs", line), vec![format!("f.rs:1: `println!` in a core crate: {line}")]);
         assert_eq!(banned_uses("f.rs", "ok\n  eprintln!(\"x\");").len(), 1);
         assert!(banned_uses("f.rs", "  eprintln!(\"x\");")[0].starts_with("f.rs:1: `eprintln!`"));
         assert!(banned_uses("f.rs", "use rand::Rng;")[0].contains("`rand::`"));
@@ -265,9 +222,6 @@ mod tests {
     fn long_lines_are_counted_in_characters() {
         let l = "é".repeat(10);
         assert!(long_lines("f.rs", &l, 10).is_empty());
-        assert_eq!(
-            long_lines("f.rs", &format!("a\n{l}x"), 10),
-            vec![(11, "f.rs:2".to_string())]
-        );
+        assert_eq!(long_lines("f.rs", &format!("a\n{l}x"), 10), vec![(11, "f.rs:2".to_string())]);
     }
 }

@@ -30,25 +30,13 @@ pub struct Geometry {
 
 impl Geometry {
     pub const fn full(entries: u32) -> Self {
-        Geometry {
-            entries,
-            ways: entries,
-            replacement: Replacement::Lru,
-        }
+        Geometry { entries, ways: entries, replacement: Replacement::Lru }
     }
     pub const fn assoc(entries: u32, ways: u32) -> Self {
-        Geometry {
-            entries,
-            ways,
-            replacement: Replacement::Lru,
-        }
+        Geometry { entries, ways, replacement: Replacement::Lru }
     }
     pub const fn plru(entries: u32, ways: u32) -> Self {
-        Geometry {
-            entries,
-            ways,
-            replacement: Replacement::TreePlru,
-        }
+        Geometry { entries, ways, replacement: Replacement::TreePlru }
     }
     pub fn sets(&self) -> u32 {
         self.entries / self.ways
@@ -79,15 +67,8 @@ macro_rules! each {
 
 impl Array {
     pub fn new(g: Geometry) -> Self {
-        assert!(
-            g.entries > 0 && g.ways > 0 && g.entries % g.ways == 0,
-            "bad TLB geometry {g:?}"
-        );
-        if g.ways > 16
-            && g.sets() == 1
-            && g.replacement == Replacement::Lru
-            && g.entries <= FULL_MAX
-        {
+        assert!(g.entries > 0 && g.ways > 0 && g.entries % g.ways == 0, "bad TLB geometry {g:?}");
+        if g.ways > 16 && g.sets() == 1 && g.replacement == Replacement::Lru && g.entries <= FULL_MAX {
             Array::Full(FullyAssoc::new(g.entries))
         } else if g.ways <= 16 {
             Array::Sets(Sets::new(g))
@@ -118,12 +99,10 @@ impl Array {
     pub fn lookup_or_fill(&mut self, index: u64, tag: u64) -> bool {
         match self {
             Array::Sets(s) => s.lookup_or_fill(index, tag),
-            Array::Set(s) => {
-                s.lookup(index, tag) || {
-                    s.fill(index, tag);
-                    false
-                }
-            }
+            Array::Set(s) => s.lookup(index, tag) || {
+                s.fill(index, tag);
+                false
+            },
             Array::Full(f) => f.lookup_or_fill(tag),
         }
     }
@@ -194,8 +173,8 @@ fn fingerprint(tag: u64) -> u8 {
 #[cfg(target_arch = "x86_64")]
 mod row {
     use core::arch::x86_64::{
-        __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_load_si128, _mm_movemask_epi8, _mm_set1_epi8,
-        _mm_setzero_si128, _mm_xor_si128,
+        __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_load_si128, _mm_movemask_epi8, _mm_set1_epi8, _mm_setzero_si128,
+        _mm_xor_si128,
     };
 
     /// SSE2: `pcmpeqb` and `pmovmskb`. The intrinsics are called in `unsafe` blocks because they
@@ -232,10 +211,7 @@ mod row {
             // SAFETY (the load): `SELECT`'s rows are 16 bytes, 16-byte aligned.
             unsafe {
                 let sel = _mm_load_si128(SELECT.0[i as usize & 15].as_ptr().cast());
-                Row(_mm_xor_si128(
-                    self.0,
-                    _mm_and_si128(sel, _mm_xor_si128(self.0, _mm_set1_epi8(b as i8))),
-                ))
+                Row(_mm_xor_si128(self.0, _mm_and_si128(sel, _mm_xor_si128(self.0, _mm_set1_epi8(b as i8)))))
             }
         }
     }
@@ -321,51 +297,29 @@ impl Sets {
         let sets = g.sets() as u64;
         let plru = g.replacement == Replacement::TreePlru;
         if plru {
-            assert!(
-                g.ways.is_power_of_two(),
-                "tree pseudo-LRU needs a power-of-two number of ways"
-            );
+            assert!(g.ways.is_power_of_two(), "tree pseudo-LRU needs a power-of-two number of ways");
         }
         // Initial recency order: ways 0.. in order, 0xF in the unused nibbles (never a way of a
         // set of fewer than 16; an untouched way is invalid, so its place is never used).
-        let order_mask = if g.ways == 16 {
-            !0
-        } else {
-            (1u64 << (4 * g.ways)) - 1
-        };
+        let order_mask = if g.ways == 16 { !0 } else { (1u64 << (4 * g.ways)) - 1 };
         let mut order = !order_mask;
         for w in 0..g.ways {
             order |= (w as u64) << (4 * w);
         }
         Sets {
-            sets_mask: if sets.is_power_of_two() {
-                sets - 1
-            } else {
-                u64::MAX
-            },
+            sets_mask: if sets.is_power_of_two() { sets - 1 } else { u64::MAX },
             sets,
             ways: g.ways,
             ways_mask: ((1u64 << g.ways) - 1) as u32,
             order_mask,
             plru,
-            state: vec![
-                SetState {
-                    fp: Row::zero(),
-                    order: if plru { 0 } else { order }
-                };
-                sets as usize
-            ]
-            .into_boxed_slice(),
+            state: vec![SetState { fp: Row::zero(), order: if plru { 0 } else { order } }; sets as usize].into_boxed_slice(),
             tags: vec![0; g.entries as usize].into_boxed_slice(),
         }
     }
     #[inline(always)]
     fn set_of(&self, index: u64) -> usize {
-        (if self.sets_mask != u64::MAX {
-            index & self.sets_mask
-        } else {
-            index % self.sets
-        }) as usize
+        (if self.sets_mask != u64::MAX { index & self.sets_mask } else { index % self.sets }) as usize
     }
     /// The way of set `set` holding `tag`, if any; `fp` is the set's fingerprint row.
     #[inline(always)]
@@ -386,11 +340,7 @@ impl Sets {
     #[inline(always)]
     fn touch(&mut self, set: usize, way: u32) {
         let st = &mut self.state[set];
-        st.order = if self.plru {
-            plru_touch(st.order, way as usize, self.ways as usize)
-        } else {
-            lru_touch(st.order, way)
-        };
+        st.order = if self.plru { plru_touch(st.order, way as usize, self.ways as usize) } else { lru_touch(st.order, way) };
     }
     /// Inserts `tag` into set `set`, whose fingerprint row is `fp`.
     #[inline(always)]
@@ -400,11 +350,7 @@ impl Sets {
         let st = &mut self.state[set];
         let victim = if free != 0 {
             let w = free.trailing_zeros();
-            st.order = if plru {
-                plru_touch(st.order, w as usize, ways as usize)
-            } else {
-                lru_touch(st.order, w)
-            };
+            st.order = if plru { plru_touch(st.order, w as usize, ways as usize) } else { lru_touch(st.order, w) };
             w
         } else if plru {
             let w = plru_victim(st.order, ways as usize) as u32;
@@ -483,17 +429,10 @@ impl SetAssoc {
         let sets = g.sets() as u64;
         let plru = g.replacement == Replacement::TreePlru;
         if plru {
-            assert!(
-                g.ways.is_power_of_two() && g.ways <= 64,
-                "tree pseudo-LRU needs a power-of-two number of ways"
-            );
+            assert!(g.ways.is_power_of_two() && g.ways <= 64, "tree pseudo-LRU needs a power-of-two number of ways");
         }
         SetAssoc {
-            sets_mask: if sets.is_power_of_two() {
-                sets - 1
-            } else {
-                u64::MAX
-            },
+            sets_mask: if sets.is_power_of_two() { sets - 1 } else { u64::MAX },
             sets,
             ways: g.ways as usize,
             tags: vec![0; g.entries as usize],
@@ -504,11 +443,7 @@ impl SetAssoc {
     }
     #[inline]
     fn set_of(&self, index: u64) -> usize {
-        let s = if self.sets_mask != u64::MAX {
-            index & self.sets_mask
-        } else {
-            index % self.sets
-        };
+        let s = if self.sets_mask != u64::MAX { index & self.sets_mask } else { index % self.sets };
         s as usize * self.ways
     }
     #[inline]
@@ -562,10 +497,7 @@ impl SetAssoc {
                 m = if lt { x } else { m };
             }
             v
-        } else if let Some(free) = self.tags[base..base + self.ways]
-            .iter()
-            .position(|&t| t == 0)
-        {
+        } else if let Some(free) = self.tags[base..base + self.ways].iter().position(|&t| t == 0) {
             free
         } else {
             // Follow the tree bits: a set bit points right.
@@ -809,9 +741,7 @@ mod tests {
         assert!(matches!(f, Array::Full(_)));
         let mut x: u64 = 7;
         for i in 0..20_000u64 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let tag = (x >> 59) + 1 + (i % 3);
             let (hf, hs) = (f.lookup(0, tag), s.lookup(0, tag));
             assert_eq!(hf, hs, "step {i}");
@@ -820,10 +750,7 @@ mod tests {
                 s.fill(0, tag);
             }
             if i % 1000 == 999 {
-                assert_eq!(
-                    f.invalidate_if(|t| t % 5 == 0),
-                    s.invalidate_if(|t| t % 5 == 0)
-                );
+                assert_eq!(f.invalidate_if(|t| t % 5 == 0), s.invalidate_if(|t| t % 5 == 0));
             }
         }
     }
@@ -854,14 +781,7 @@ mod fast_forms {
             let key = key_of(x);
             let (index, tag) = (key, (1 << 63) | key);
             if i % 3 == 0 {
-                assert_eq!(
-                    f.lookup_or_fill(index, tag),
-                    r.lookup(index, tag) || {
-                        r.fill(index, tag);
-                        false
-                    },
-                    "{g:?} step {i}"
-                );
+                assert_eq!(f.lookup_or_fill(index, tag), r.lookup(index, tag) || { r.fill(index, tag); false }, "{g:?} step {i}");
             } else {
                 let (hf, hr) = (f.lookup(index, tag), r.lookup(index, tag));
                 assert_eq!(hf, hr, "{g:?} step {i}");
@@ -872,10 +792,7 @@ mod fast_forms {
             }
             if i % 5000 == 4999 {
                 let m = 2 + (i / 5000) % 7;
-                assert_eq!(
-                    f.invalidate_if(|t| t % m == 0),
-                    r.invalidate_if(|t| t % m == 0)
-                );
+                assert_eq!(f.invalidate_if(|t| t % m == 0), r.invalidate_if(|t| t % m == 0));
             }
         }
         f
@@ -883,20 +800,7 @@ mod fast_forms {
 
     #[test]
     fn fast_forms_match_the_reference() {
-        for (e, w) in [
-            (1, 1),
-            (2, 2),
-            (4, 4),
-            (10, 10),
-            (16, 16),
-            (96, 6),
-            (32, 4),
-            (1280, 5),
-            (1536, 12),
-            (2048, 16),
-            (24, 3),
-            (40, 8),
-        ] {
+        for (e, w) in [(1, 1), (2, 2), (4, 4), (10, 10), (16, 16), (96, 6), (32, 4), (1280, 5), (1536, 12), (2048, 16), (24, 3), (40, 8)] {
             same_as_reference(Geometry::assoc(e, w));
         }
         for (e, w) in [(4, 4), (16, 2), (64, 8), (256, 16), (24, 8)] {
@@ -917,12 +821,7 @@ mod fast_forms {
             }
         }
         // The fully-associative L1 DTLBs of 32 to 72 entries are `FullyAssoc`s.
-        assert!(
-            seen.iter()
-                .filter(|g| matches!(Array::new(**g), Array::Full(_)))
-                .count()
-                >= 4
-        );
+        assert!(seen.iter().filter(|g| matches!(Array::new(**g), Array::Full(_))).count() >= 4);
     }
 
     #[test]
@@ -930,21 +829,10 @@ mod fast_forms {
         // Keys whose tags hash to the last two of the 16 buckets: 72 entries overflow them into
         // the following ones (wrapping to bucket 0), and lookups, evictions and invalidations
         // must follow and unwind the overflow counts.
-        let keys: Vec<u64> = (0..)
-            .filter(|&k| bucket_of((1 << 63) | k).0 >= 14)
-            .take(150)
-            .collect();
-        let f = same_as_reference_on(Geometry::full(72), |x| {
-            keys[(x % keys.len() as u64) as usize]
-        });
-        let Array::Full(f) = f else {
-            panic!("not a FullyAssoc")
-        };
-        assert!(
-            f.overflow[14] > 0 && f.overflow[15] > 0,
-            "no overflow: {:?}",
-            f.overflow
-        );
+        let keys: Vec<u64> = (0..).filter(|&k| bucket_of((1 << 63) | k).0 >= 14).take(150).collect();
+        let f = same_as_reference_on(Geometry::full(72), |x| keys[(x % keys.len() as u64) as usize]);
+        let Array::Full(f) = f else { panic!("not a FullyAssoc") };
+        assert!(f.overflow[14] > 0 && f.overflow[15] > 0, "no overflow: {:?}", f.overflow);
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -957,11 +845,7 @@ mod fast_forms {
             x ^= x >> 7;
             x ^= x << 17;
             // Few distinct byte values, so that rows hold repeats and zeros.
-            let (i, v, probe) = (
-                (x >> 8) as u32 % 16,
-                (x >> 16) as u8 % 6,
-                (x >> 24) as u8 % 6,
-            );
+            let (i, v, probe) = ((x >> 8) as u32 % 16, (x >> 16) as u8 % 6, (x >> 24) as u8 % 6);
             a = a.with(i, v);
             b = b.with(i, v);
             assert_eq!(a.eq_mask(probe), b.eq_mask(probe));

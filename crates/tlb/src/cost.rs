@@ -54,11 +54,7 @@ fn characteristic_time(kinds: &[Kind], cap: f64) -> f64 {
     if live.iter().map(|k| k.lines).sum::<f64>() <= cap {
         return f64::INFINITY;
     }
-    let held = |t: f64| {
-        live.iter()
-            .map(|k| k.lines * (1.0 - (-k.rate * t / k.lines).exp()))
-            .sum::<f64>()
-    };
+    let held = |t: f64| live.iter().map(|k| k.lines * (1.0 - (-k.rate * t / k.lines).exp())).sum::<f64>();
     let (mut lo, mut hi) = (0.0, 1.0);
     while held(hi) < cap {
         hi *= 2.0;
@@ -79,11 +75,7 @@ fn characteristic_time(kinds: &[Kind], cap: f64) -> f64 {
 fn read_cycles(p: &CpuPreset, times: &[f64], k: Kind) -> f64 {
     let (mut held_before, mut cycles) = (0.0, 0.0);
     for (c, &t) in p.caches.iter().zip(times) {
-        let held = if t.is_infinite() {
-            1.0
-        } else {
-            (1.0 - (-k.rate * t / k.lines).exp()).max(held_before)
-        };
+        let held = if t.is_infinite() { 1.0 } else { (1.0 - (-k.rate * t / k.lines).exp()).max(held_before) };
         cycles += (held - held_before) * c.cycles;
         held_before = held;
     }
@@ -98,35 +90,17 @@ fn table_lines(f: u64, level: usize) -> u64 {
 
 /// The estimate for `stats` over a stream whose footprint is `f`; `host`: where its host
 /// entries lie (without it, as densely as the guest's: the footprint's).
-pub fn estimate(
-    p: &CpuPreset,
-    stats: &TlbStats,
-    f: Footprint,
-    host: Option<HostLines>,
-) -> Estimate {
+pub fn estimate(p: &CpuPreset, stats: &TlbStats, f: Footprint, host: Option<HostLines>) -> Estimate {
     let n = stats.accesses.max(1) as f64;
-    let mut kinds = vec![Kind {
-        lines: (f.bytes / 64).max(1) as f64,
-        rate: 1.0,
-    }];
+    let mut kinds = vec![Kind { lines: (f.bytes / 64).max(1) as f64, rate: 1.0 }];
     for l in 0..4 {
-        kinds.push(Kind {
-            lines: table_lines(f.bytes, l) as f64,
-            rate: stats.guest_refs[l] as f64 / n,
-        });
+        kinds.push(Kind { lines: table_lines(f.bytes, l) as f64, rate: stats.guest_refs[l] as f64 / n });
     }
     for l in 0..4 {
         let lines = host.map_or(table_lines(f.bytes, l), |h| h.0[l].max(1));
-        kinds.push(Kind {
-            lines: lines as f64,
-            rate: stats.host_refs[l] as f64 / n,
-        });
+        kinds.push(Kind { lines: lines as f64, rate: stats.host_refs[l] as f64 / n });
     }
-    let times: Vec<f64> = p
-        .caches
-        .iter()
-        .map(|c| characteristic_time(&kinds, c.bytes as f64 / 64.0))
-        .collect();
+    let times: Vec<f64> = p.caches.iter().map(|c| characteristic_time(&kinds, c.bytes as f64 / 64.0)).collect();
     let data = stats.accesses as f64 * read_cycles(p, &times, kinds[0]);
     let mut tr = stats.l2_hits as f64 * p.l2_hit_cycles + stats.walks as f64 * p.walk_cycles;
     for l in 0..4 {
@@ -138,12 +112,7 @@ pub fn estimate(
         }
     }
     let cycles = data + tr;
-    Estimate {
-        data_cycles: data,
-        translation_cycles: tr,
-        cycles,
-        ns: cycles / p.ghz,
-    }
+    Estimate { data_cycles: data, translation_cycles: tr, cycles, ns: cycles / p.ghz }
 }
 
 #[cfg(test)]
@@ -155,15 +124,7 @@ mod tests {
     /// read costs 4 cycles. Data 10 × 4; L2 hits 2 × 7; the walk 5 + one PTE read (4).
     #[test]
     fn estimate_adds_up() {
-        let s = TlbStats {
-            accesses: 10,
-            l1_hits: 7,
-            l2_hits: 2,
-            walks: 1,
-            walk_refs: 1,
-            guest_refs: [0, 0, 0, 1],
-            ..Default::default()
-        };
+        let s = TlbStats { accesses: 10, l1_hits: 7, l2_hits: 2, walks: 1, walk_refs: 1, guest_refs: [0, 0, 0, 1], ..Default::default() };
         let e = estimate(&ZEN4, &s, Footprint { bytes: 16 << 10 }, None);
         assert_eq!(e.data_cycles, 40.0);
         assert_eq!(e.translation_cycles, 14.0 + 5.0 + 4.0);
@@ -177,19 +138,11 @@ mod tests {
     /// the 286 cycles of memory (110 ns × 2.6 GHz).
     #[test]
     fn reads_are_served_as_ches_approximation_says() {
-        let one = TlbStats {
-            accesses: 1,
-            l1_hits: 1,
-            ..Default::default()
-        };
+        let one = TlbStats { accesses: 1, l1_hits: 1, ..Default::default() };
         let e = estimate(&ZEN4, &one, Footprint { bytes: 64 << 10 }, None);
         assert!((e.data_cycles - 9.0).abs() < 1e-6, "{}", e.data_cycles);
         let e = estimate(&ZEN4, &one, Footprint { bytes: 2 << 30 }, None);
-        assert!(
-            e.data_cycles > 280.0 && e.data_cycles < 286.0,
-            "{}",
-            e.data_cycles
-        );
+        assert!(e.data_cycles > 280.0 && e.data_cycles < 286.0, "{}", e.data_cycles);
     }
 
     /// A nested walk's host PTE read over 256 MiB: the frames of 64 KiB folios use 8192 host
@@ -197,23 +150,11 @@ mod tests {
     /// pages 65536, which the caches hold far less often, so each read costs more.
     #[test]
     fn scattered_frames_make_host_reads_dearer() {
-        let s = TlbStats {
-            accesses: 100,
-            walks: 100,
-            guest_refs: [0, 0, 0, 100],
-            host_refs: [0, 0, 0, 100],
-            ..Default::default()
-        };
+        let s = TlbStats { accesses: 100, walks: 100, guest_refs: [0, 0, 0, 100], host_refs: [0, 0, 0, 100], ..Default::default() };
         let f = Footprint { bytes: 256 << 20 };
         let scattered = estimate(&ZEN4, &s, f, Some(HostLines([1, 1, 16, 65536])));
         let folios = estimate(&ZEN4, &s, f, Some(HostLines([1, 1, 1, 8192])));
-        assert_eq!(
-            estimate(&ZEN4, &s, f, None).translation_cycles,
-            folios.translation_cycles
-        );
-        assert!(
-            scattered.translation_cycles > folios.translation_cycles + 100.0 * 50.0,
-            "{scattered:?} {folios:?}"
-        );
+        assert_eq!(estimate(&ZEN4, &s, f, None).translation_cycles, folios.translation_cycles);
+        assert!(scattered.translation_cycles > folios.translation_cycles + 100.0 * 50.0, "{scattered:?} {folios:?}");
     }
 }

@@ -87,13 +87,7 @@ pub struct Translation {
 impl Translation {
     /// A plain translation with no contiguity.
     pub fn new(vaddr: u64, pfn: u64, size: PageSize) -> Self {
-        Translation {
-            vaddr,
-            pfn,
-            size,
-            contig_order: 0,
-            cont: false,
-        }
+        Translation { vaddr, pfn, size, contig_order: 0, cont: false }
     }
 }
 
@@ -102,9 +96,7 @@ impl Translation {
 pub enum Paging {
     Native,
     /// A virtual machine whose host maps guest memory with pages of this size.
-    Nested {
-        host: PageSize,
-    },
+    Nested { host: PageSize },
 }
 
 impl Paging {
@@ -112,10 +104,7 @@ impl Paging {
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "native" => Some(Paging::Native),
-            _ => s
-                .strip_prefix("nested-")
-                .and_then(PageSize::parse)
-                .map(|host| Paging::Nested { host }),
+            _ => s.strip_prefix("nested-").and_then(PageSize::parse).map(|host| Paging::Nested { host }),
         }
     }
     pub fn name(self) -> &'static str {
@@ -134,9 +123,7 @@ pub enum Outcome {
     L1Hit,
     L2Hit,
     /// Both levels missed; the walk read this many page-table entries from memory.
-    Walk {
-        refs: u32,
-    },
+    Walk { refs: u32 },
 }
 
 /// Counters of a `Tlb`; they add up: `accesses == l1_hits + l2_hits + walks`.
@@ -220,14 +207,7 @@ impl Level {
             }
             route[natural as usize] = best;
         }
-        Level {
-            arrays: specs
-                .iter()
-                .map(|s| assoc::Array::new(s.geometry))
-                .collect(),
-            route,
-            coalesce,
-        }
+        Level { arrays: specs.iter().map(|s| assoc::Array::new(s.geometry)).collect(), route, coalesce }
     }
     /// The (array, stored shift) for an entry of natural shift `natural` and contiguity `contig_order`.
     #[inline]
@@ -279,39 +259,15 @@ impl Tlb {
             l2: Level::new(preset.l2, preset.l2_coalesce),
             walker: walk::Walker::new(preset, paging),
             stats: TlbStats::default(),
-            routes: Box::new(
-                [Route {
-                    l1: Route::NONE,
-                    s1: 0,
-                    l2: Route::NONE,
-                    s2: 0,
-                }; 3 * 2 * 16],
-            ),
+            routes: Box::new([Route { l1: Route::NONE, s1: 0, l2: Route::NONE, s2: 0 }; 3 * 2 * 16]),
         };
-        let mut routes = [Route {
-            l1: Route::NONE,
-            s1: 0,
-            l2: Route::NONE,
-            s2: 0,
-        }; 3 * 2 * 16];
-        for (si, size) in [PageSize::K4, PageSize::M2, PageSize::G1]
-            .into_iter()
-            .enumerate()
-        {
+        let mut routes = [Route { l1: Route::NONE, s1: 0, l2: Route::NONE, s2: 0 }; 3 * 2 * 16];
+        for (si, size) in [PageSize::K4, PageSize::M2, PageSize::G1].into_iter().enumerate() {
             for cont in [false, true] {
                 for contig_order in 0..16u8 {
-                    let t = Translation {
-                        vaddr: 0,
-                        pfn: 0,
-                        size,
-                        contig_order,
-                        cont,
-                    };
+                    let t = Translation { vaddr: 0, pfn: 0, size, contig_order, cont };
                     routes[Self::route_index(&t)] = tlb.route(&t);
-                    debug_assert_eq!(
-                        Self::route_index(&t),
-                        si * 32 + cont as usize * 16 + contig_order as usize
-                    );
+                    debug_assert_eq!(Self::route_index(&t), si * 32 + cont as usize * 16 + contig_order as usize);
                 }
             }
         }
@@ -333,19 +289,9 @@ impl Tlb {
     fn route(&self, t: &Translation) -> Route {
         let natural = self.natural_shift(t);
         // Coalescing needs host-physical contiguity, which a nested guest cannot see: off there.
-        let contig = if matches!(self.paging, Paging::Nested { .. }) {
-            0
-        } else {
-            t.contig_order
-        };
-        let (l1, s1) = self
-            .l1
-            .place(natural, contig)
-            .map_or((Route::NONE, 0), |(a, s)| (a as u8, s));
-        let (l2, s2) = self
-            .l2
-            .place(natural, contig)
-            .map_or((Route::NONE, 0), |(a, s)| (a as u8, s));
+        let contig = if matches!(self.paging, Paging::Nested { .. }) { 0 } else { t.contig_order };
+        let (l1, s1) = self.l1.place(natural, contig).map_or((Route::NONE, 0), |(a, s)| (a as u8, s));
+        let (l2, s2) = self.l2.place(natural, contig).map_or((Route::NONE, 0), |(a, s)| (a as u8, s));
         Route { l1, s1, l2, s2 }
     }
     pub fn preset(&self) -> &'static CpuPreset {
@@ -386,15 +332,11 @@ impl Tlb {
         // L1, L2 and the walk caches are distinct arrays: looking one up and filling it on a
         // miss at once (`lookup_or_fill`) leaves each in the state of a lookup, then a fill after
         // the walk.
-        if r.l1 != Route::NONE
-            && self.l1.arrays[r.l1 as usize].lookup_or_fill(t.vaddr >> r.s1, tag(t.vaddr, r.s1))
-        {
+        if r.l1 != Route::NONE && self.l1.arrays[r.l1 as usize].lookup_or_fill(t.vaddr >> r.s1, tag(t.vaddr, r.s1)) {
             self.stats.l1_hits += 1;
             return Outcome::L1Hit;
         }
-        if r.l2 != Route::NONE
-            && self.l2.arrays[r.l2 as usize].lookup_or_fill(t.vaddr >> r.s2, tag(t.vaddr, r.s2))
-        {
+        if r.l2 != Route::NONE && self.l2.arrays[r.l2 as usize].lookup_or_fill(t.vaddr >> r.s2, tag(t.vaddr, r.s2)) {
             self.stats.l2_hits += 1;
             return Outcome::L2Hit;
         }

@@ -87,29 +87,14 @@ const MIB: u64 = 1024 * 1024;
 // of 8 cores, shared with the host's other tenants: one core's share, 4M, is what the model
 // gives a stream (ASSUMED; with the whole 32M the model's PMD gain on a 2 GiB chase was a third
 // of the one measured here by `thplab bench chase`, see docs/tlb-model.md).
-static ZEN4_L1: [StructureSpec; 1] = [StructureSpec {
-    name: "L1 DTLB",
-    geometry: Geometry::full(72),
-    sizes: &[K4, M2, G1],
-}];
-static ZEN4_L2: [StructureSpec; 1] = [StructureSpec {
-    name: "L2 DTLB",
-    geometry: Geometry::assoc(3072, 12),
-    sizes: &[K4, K32, M2],
-}];
+static ZEN4_L1: [StructureSpec; 1] =
+    [StructureSpec { name: "L1 DTLB", geometry: Geometry::full(72), sizes: &[K4, M2, G1] }];
+static ZEN4_L2: [StructureSpec; 1] =
+    [StructureSpec { name: "L2 DTLB", geometry: Geometry::assoc(3072, 12), sizes: &[K4, K32, M2] }];
 static ZEN_CACHES: [CacheSpec; 3] = [
-    CacheSpec {
-        bytes: 32 * KIB,
-        cycles: 4.0,
-    },
-    CacheSpec {
-        bytes: MIB,
-        cycles: 14.0,
-    },
-    CacheSpec {
-        bytes: 4 * MIB,
-        cycles: 50.0,
-    },
+    CacheSpec { bytes: 32 * KIB, cycles: 4.0 },
+    CacheSpec { bytes: MIB, cycles: 14.0 },
+    CacheSpec { bytes: 4 * MIB, cycles: 50.0 },
 ];
 
 // AMD Zen 1 (family 17h): L1 DTLB 64 entries fully associative, all sizes; L2 DTLB 1536 entries
@@ -117,29 +102,14 @@ static ZEN_CACHES: [CacheSpec; 3] = [
 // and WikiChip zen). Coalescing as Zen 4 (Brais). Caches: 32K L1D, 512K L2, 8M L3 per CCX (WikiChip).
 // Zen 1 walk caches: the 16-entry page directory cache of AMD family 16h (SOG) for PDEs, PML4E
 // and PDPTE caches ASSUMED 4 and 8 entries.
-static ZEN1_L1: [StructureSpec; 1] = [StructureSpec {
-    name: "L1 DTLB",
-    geometry: Geometry::full(64),
-    sizes: &[K4, M2, G1],
-}];
-static ZEN1_L2: [StructureSpec; 1] = [StructureSpec {
-    name: "L2 DTLB",
-    geometry: Geometry::assoc(1536, 12),
-    sizes: &[K4, K32, M2],
-}];
+static ZEN1_L1: [StructureSpec; 1] =
+    [StructureSpec { name: "L1 DTLB", geometry: Geometry::full(64), sizes: &[K4, M2, G1] }];
+static ZEN1_L2: [StructureSpec; 1] =
+    [StructureSpec { name: "L2 DTLB", geometry: Geometry::assoc(1536, 12), sizes: &[K4, K32, M2] }];
 static ZEN1_CACHES: [CacheSpec; 3] = [
-    CacheSpec {
-        bytes: 32 * KIB,
-        cycles: 4.0,
-    },
-    CacheSpec {
-        bytes: 512 * KIB,
-        cycles: 17.0,
-    },
-    CacheSpec {
-        bytes: 8 * MIB,
-        cycles: 40.0,
-    },
+    CacheSpec { bytes: 32 * KIB, cycles: 4.0 },
+    CacheSpec { bytes: 512 * KIB, cycles: 17.0 },
+    CacheSpec { bytes: 8 * MIB, cycles: 40.0 },
 ];
 
 // Intel Golden Cove / Sapphire Rapids: L1 DTLB (loads) 96 entries 6-way for 4K; 2048-entry STLB;
@@ -149,47 +119,18 @@ static ZEN1_CACHES: [CacheSpec; 3] = [
 // cache sizes (Intel does not document them, SDM vol. 3A §4.10.3): PML4E 2, PDPTE 4, PDE 32.
 // Caches: Sapphire Rapids 48K L1D, 2M L2, 1.875M L3 per core (ASSUMED 60M shared).
 static GLC_L1: [StructureSpec; 3] = [
-    StructureSpec {
-        name: "L1 DTLB 4K",
-        geometry: Geometry::assoc(96, 6),
-        sizes: &[K4],
-    },
-    StructureSpec {
-        name: "L1 DTLB 2M",
-        geometry: Geometry::assoc(32, 4),
-        sizes: &[M2],
-    },
-    StructureSpec {
-        name: "L1 DTLB 1G",
-        geometry: Geometry::full(8),
-        sizes: &[G1],
-    },
+    StructureSpec { name: "L1 DTLB 4K", geometry: Geometry::assoc(96, 6), sizes: &[K4] },
+    StructureSpec { name: "L1 DTLB 2M", geometry: Geometry::assoc(32, 4), sizes: &[M2] },
+    StructureSpec { name: "L1 DTLB 1G", geometry: Geometry::full(8), sizes: &[G1] },
 ];
 static GLC_L2: [StructureSpec; 2] = [
-    StructureSpec {
-        name: "STLB 4K/2M",
-        geometry: Geometry::assoc(2048, 16),
-        sizes: &[K4, M2],
-    },
-    StructureSpec {
-        name: "STLB 1G",
-        geometry: Geometry::assoc(16, 4),
-        sizes: &[G1],
-    },
+    StructureSpec { name: "STLB 4K/2M", geometry: Geometry::assoc(2048, 16), sizes: &[K4, M2] },
+    StructureSpec { name: "STLB 1G", geometry: Geometry::assoc(16, 4), sizes: &[G1] },
 ];
 static GLC_CACHES: [CacheSpec; 3] = [
-    CacheSpec {
-        bytes: 48 * KIB,
-        cycles: 5.0,
-    },
-    CacheSpec {
-        bytes: 2 * MIB,
-        cycles: 15.0,
-    },
-    CacheSpec {
-        bytes: 60 * MIB,
-        cycles: 70.0,
-    },
+    CacheSpec { bytes: 48 * KIB, cycles: 5.0 },
+    CacheSpec { bytes: 2 * MIB, cycles: 15.0 },
+    CacheSpec { bytes: 60 * MIB, cycles: 70.0 },
 ];
 
 // Arm Neoverse N1 (≈ Cortex-A76: A76 TRM 100798; WikiChip "almost identical"): L1 DTLB 48 entries
@@ -198,81 +139,38 @@ static GLC_CACHES: [CacheSpec; 3] = [
 // a 16K coalesced entry. Contiguous bit: a contpte block is one 64K entry in both levels. Walk
 // caches ASSUMED (sizes not found): L0/L1 descriptors 4 each fully associative, L2 (PDE) 32 4-way.
 // Caches: 64K L1D, 1M L2 (Ampere Altra; 32M SLC ASSUMED).
-static N1_L1: [StructureSpec; 1] = [StructureSpec {
-    name: "L1 DTLB",
-    geometry: Geometry::full(48),
-    sizes: &[K4, K16, K64, M2, M512],
-}];
-static N1_L2: [StructureSpec; 1] = [StructureSpec {
-    name: "L2 TLB",
-    geometry: Geometry::assoc(1280, 5),
-    sizes: &[K4, K16, K64, M2, M32, M512, G1],
-}];
+static N1_L1: [StructureSpec; 1] =
+    [StructureSpec { name: "L1 DTLB", geometry: Geometry::full(48), sizes: &[K4, K16, K64, M2, M512] }];
+static N1_L2: [StructureSpec; 1] =
+    [StructureSpec { name: "L2 TLB", geometry: Geometry::assoc(1280, 5), sizes: &[K4, K16, K64, M2, M32, M512, G1] }];
 static N1_CACHES: [CacheSpec; 3] = [
-    CacheSpec {
-        bytes: 64 * KIB,
-        cycles: 4.0,
-    },
-    CacheSpec {
-        bytes: MIB,
-        cycles: 11.0,
-    },
-    CacheSpec {
-        bytes: 32 * MIB,
-        cycles: 60.0,
-    },
+    CacheSpec { bytes: 64 * KIB, cycles: 4.0 },
+    CacheSpec { bytes: MIB, cycles: 11.0 },
+    CacheSpec { bytes: 32 * MIB, cycles: 60.0 },
 ];
 
 // Arm Cortex-A57 (TRM DDI 0488 §5.2, via pytorch/cpuinfo src/arm/tlb.c @ 547fa364): L1 DTLB 32
 // entries fully associative, natively 4K, 64K and 1M entries (larger blocks cached as 1M pieces);
 // unified L2 TLB 1024 entries 4-way for 4K, 64K, 1M, 16M, 2M, 1G. Walk caches ASSUMED (the TRM
 // mentions intermediate-entry caching; sizes not retrieved): 4/4/16. Caches: 32K L1D, 2M L2.
-static A57_L1: [StructureSpec; 1] = [StructureSpec {
-    name: "L1 DTLB",
-    geometry: Geometry::full(32),
-    sizes: &[K4, K64, M1],
-}];
-static A57_L2: [StructureSpec; 1] = [StructureSpec {
-    name: "L2 TLB",
-    geometry: Geometry::assoc(1024, 4),
-    sizes: &[K4, K64, M1, M2, M16, G1],
-}];
-static A57_CACHES: [CacheSpec; 2] = [
-    CacheSpec {
-        bytes: 32 * KIB,
-        cycles: 4.0,
-    },
-    CacheSpec {
-        bytes: 2 * MIB,
-        cycles: 21.0,
-    },
-];
+static A57_L1: [StructureSpec; 1] =
+    [StructureSpec { name: "L1 DTLB", geometry: Geometry::full(32), sizes: &[K4, K64, M1] }];
+static A57_L2: [StructureSpec; 1] =
+    [StructureSpec { name: "L2 TLB", geometry: Geometry::assoc(1024, 4), sizes: &[K4, K64, M1, M2, M16, G1] }];
+static A57_CACHES: [CacheSpec; 2] =
+    [CacheSpec { bytes: 32 * KIB, cycles: 4.0 }, CacheSpec { bytes: 2 * MIB, cycles: 21.0 }];
 
 // Arm Cortex-A53 (TRM DDI 0500 §5.2, via pytorch/cpuinfo src/arm/tlb.c): data micro-TLB 10 entries
 // (fully associative; sizes held ASSUMED all up to 2M); unified main TLB 512 entries 4-way for all
 // VMSAv8 block sizes except 1G (split into 512M pieces). Walk cache: 64 entries 4-way (A53 TRM,
 // ASSUMED here to hold PDE-level descriptors); upper levels ASSUMED 2 entries each.
 // Caches: 32K L1D, 1M L2 (typical configuration).
-static A53_L1: [StructureSpec; 1] = [StructureSpec {
-    name: "micro DTLB",
-    geometry: Geometry::full(10),
-    sizes: &[K4, K64, M1, M2],
-}];
-static A53_L2: [StructureSpec; 1] = [StructureSpec {
-    name: "main TLB",
-    geometry: Geometry::assoc(512, 4),
-    sizes: &[K4, K64, M1, M2, M32, M512],
-}];
-static A53_CACHES: [CacheSpec; 2] = [
-    CacheSpec {
-        bytes: 32 * KIB,
-        cycles: 3.0,
-    },
-    CacheSpec {
-        bytes: MIB,
-        cycles: 15.0,
-    },
-];
+static A53_L1: [StructureSpec; 1] =
+    [StructureSpec { name: "micro DTLB", geometry: Geometry::full(10), sizes: &[K4, K64, M1, M2] }];
+static A53_L2: [StructureSpec; 1] =
+    [StructureSpec { name: "main TLB", geometry: Geometry::assoc(512, 4), sizes: &[K4, K64, M1, M2, M32, M512] }];
+static A53_CACHES: [CacheSpec; 2] =
+    [CacheSpec { bytes: 32 * KIB, cycles: 3.0 }, CacheSpec { bytes: MIB, cycles: 15.0 }];
 
 pub static ZEN4: CpuPreset = CpuPreset {
     name: "zen4",
@@ -377,14 +275,7 @@ pub static CORTEX_A53: CpuPreset = CpuPreset {
 };
 
 /// Every preset, in `--cpu` order.
-pub static PRESETS: [&CpuPreset; 6] = [
-    &ZEN4,
-    &ZEN1,
-    &GOLDEN_COVE,
-    &NEOVERSE_N1,
-    &CORTEX_A57,
-    &CORTEX_A53,
-];
+pub static PRESETS: [&CpuPreset; 6] = [&ZEN4, &ZEN1, &GOLDEN_COVE, &NEOVERSE_N1, &CORTEX_A57, &CORTEX_A53];
 
 /// The preset named `name`.
 pub fn by_name(name: &str) -> Option<&'static CpuPreset> {

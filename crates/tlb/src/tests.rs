@@ -50,23 +50,11 @@ fn zen4_pte_coalescing_32k() {
     // 8 PTEs of an aligned 32 KiB group mapping 8 contiguous aligned frames: the first access
     // walks and fills L2 with one 32K entry (L1 keeps 4K entries); the other 7 miss L1 and hit it.
     let mut tlb = Tlb::new(&ZEN4, Paging::Native);
-    let s = run(
-        &mut tlb,
-        (0..8).map(|p| Translation {
-            contig_order: 3,
-            ..t4k(p)
-        }),
-    );
+    let s = run(&mut tlb, (0..8).map(|p| Translation { contig_order: 3, ..t4k(p) }));
     assert_eq!((s.l1_hits, s.l2_hits, s.walks), (0, 7, 1));
     // A group of only 4 (contig_order 2) does not coalesce: 8 walks.
     let mut tlb = Tlb::new(&ZEN4, Paging::Native);
-    let s = run(
-        &mut tlb,
-        (0..8).map(|p| Translation {
-            contig_order: 2,
-            ..t4k(p)
-        }),
-    );
+    let s = run(&mut tlb, (0..8).map(|p| Translation { contig_order: 2, ..t4k(p) }));
     assert_eq!((s.l1_hits, s.l2_hits, s.walks), (0, 0, 8));
 }
 
@@ -74,13 +62,7 @@ fn zen4_pte_coalescing_32k() {
 fn zen1_coalescing_64k_folio() {
     // A 64 KiB folio (contig_order 4) is two 32K coalesced entries: 2 walks, 14 L2 hits.
     let mut tlb = Tlb::new(&ZEN1, Paging::Native);
-    let s = run(
-        &mut tlb,
-        (0..16).map(|p| Translation {
-            contig_order: 4,
-            ..t4k(p)
-        }),
-    );
+    let s = run(&mut tlb, (0..16).map(|p| Translation { contig_order: 4, ..t4k(p) }));
     assert_eq!((s.l1_hits, s.l2_hits, s.walks), (0, 14, 2));
 }
 
@@ -88,13 +70,7 @@ fn zen1_coalescing_64k_folio() {
 fn zen4_coalescing_off_under_nested_paging() {
     // The guest cannot see host-physical contiguity: 8 walks.
     let mut tlb = Tlb::new(&ZEN4, Paging::Nested { host: PageSize::M2 });
-    let s = run(
-        &mut tlb,
-        (0..8).map(|p| Translation {
-            contig_order: 3,
-            ..t4k(p)
-        }),
-    );
+    let s = run(&mut tlb, (0..8).map(|p| Translation { contig_order: 3, ..t4k(p) }));
     assert_eq!(s.walks, 8);
 }
 
@@ -103,14 +79,7 @@ fn a57_contpte_is_one_64k_entry() {
     // 16 PTEs with the contiguous bit: one 64K entry in the L1 DTLB (which holds 64K natively):
     // 1 walk, 15 L1 hits. Without the bit: 16 walks.
     let mut tlb = Tlb::new(&CORTEX_A57, Paging::Native);
-    let s = run(
-        &mut tlb,
-        (0..16).map(|p| Translation {
-            cont: true,
-            contig_order: 4,
-            ..t4k(p)
-        }),
-    );
+    let s = run(&mut tlb, (0..16).map(|p| Translation { cont: true, contig_order: 4, ..t4k(p) }));
     assert_eq!((s.l1_hits, s.l2_hits, s.walks), (15, 0, 1));
     let mut tlb = Tlb::new(&CORTEX_A57, Paging::Native);
     let s = run(&mut tlb, (0..16).map(t4k));
@@ -133,37 +102,17 @@ fn n1_coalesces_four_ptes_without_cont_bit() {
     // contiguous bit: walks at pages 0, 4, 8, 12 and 12 L2 hits. With the bit: one 64K entry,
     // held by L1 too: 1 walk, 15 L1 hits.
     let mut tlb = Tlb::new(&NEOVERSE_N1, Paging::Native);
-    let s = run(
-        &mut tlb,
-        (0..16).map(|p| Translation {
-            contig_order: 4,
-            ..t4k(p)
-        }),
-    );
+    let s = run(&mut tlb, (0..16).map(|p| Translation { contig_order: 4, ..t4k(p) }));
     assert_eq!((s.l1_hits, s.l2_hits, s.walks), (0, 12, 4));
     let mut tlb = Tlb::new(&NEOVERSE_N1, Paging::Native);
-    let s = run(
-        &mut tlb,
-        (0..16).map(|p| Translation {
-            cont: true,
-            contig_order: 4,
-            ..t4k(p)
-        }),
-    );
+    let s = run(&mut tlb, (0..16).map(|p| Translation { cont: true, contig_order: 4, ..t4k(p) }));
     assert_eq!((s.l1_hits, s.l2_hits, s.walks), (15, 0, 1));
 }
 
 #[test]
 fn contpte_bit_means_nothing_on_x86() {
     let mut tlb = Tlb::new(&GOLDEN_COVE, Paging::Native);
-    let s = run(
-        &mut tlb,
-        (0..16).map(|p| Translation {
-            cont: true,
-            contig_order: 4,
-            ..t4k(p)
-        }),
-    );
+    let s = run(&mut tlb, (0..16).map(|p| Translation { cont: true, contig_order: 4, ..t4k(p) }));
     assert_eq!(s.walks, 16);
 }
 
@@ -244,15 +193,5 @@ fn paging_names_round_trip() {
         assert_eq!(Paging::parse(p).unwrap().name(), p);
     }
     assert_eq!(Paging::parse("nested-3m"), None);
-    assert_eq!(
-        presets::names(),
-        [
-            "zen4",
-            "zen1",
-            "golden-cove",
-            "neoverse-n1",
-            "cortex-a57",
-            "cortex-a53"
-        ]
-    );
+    assert_eq!(presets::names(), ["zen4", "zen1", "golden-cove", "neoverse-n1", "cortex-a57", "cortex-a53"]);
 }

@@ -10,7 +10,7 @@
 //! one host 2 MiB page).
 
 use crate::assoc::Array;
-use crate::{tag, tag_range, CpuPreset, PageSize, Paging, TlbStats, Translation};
+use crate::{tag, tag_range, CpuPreset, PageSize, Paging, Translation, TlbStats};
 
 /// Shift of the region one entry at `level` maps (0 = PML4E: 512 GiB .. 3 = PTE: 4 KiB).
 const fn entry_shift(level: usize) -> u8 {
@@ -27,11 +27,7 @@ pub(crate) struct Walker {
 
 /// Guest-physical address of the guest table at `level` that covers `va`.
 fn table_gpa(level: usize, va: u64) -> u64 {
-    let index = if level == 0 {
-        0
-    } else {
-        va >> (48 - 9 * level)
-    };
+    let index = if level == 0 { 0 } else { va >> (48 - 9 * level) };
     (1 << 47) + ((level as u64) << 40) + index * 4096
 }
 
@@ -43,8 +39,7 @@ fn table_gpa(level: usize, va: u64) -> u64 {
 fn probe_fill(pwc: &mut [Option<Array>; 3], addr: u64, leaf: usize) -> usize {
     #[inline(always)]
     fn hit(a: &mut Option<Array>, addr: u64, s: u8) -> bool {
-        a.as_mut()
-            .is_some_and(|a| a.lookup_or_fill(addr >> s, tag(addr, s)))
+        a.as_mut().is_some_and(|a| a.lookup_or_fill(addr >> s, tag(addr, s)))
     }
     let [l0, l1, l2] = pwc;
     if leaf > 2 && hit(l2, addr, entry_shift(2)) {
@@ -60,13 +55,7 @@ fn probe_fill(pwc: &mut [Option<Array>; 3], addr: u64, leaf: usize) -> usize {
 
 impl Walker {
     pub(crate) fn new(p: &CpuPreset, paging: Paging) -> Self {
-        let mk = || {
-            [
-                p.pwc[0].map(Array::new),
-                p.pwc[1].map(Array::new),
-                p.pwc[2].map(Array::new),
-            ]
-        };
+        let mk = || [p.pwc[0].map(Array::new), p.pwc[1].map(Array::new), p.pwc[2].map(Array::new)];
         Walker {
             pwc: mk(),
             host_pwc: mk(),

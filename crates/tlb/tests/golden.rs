@@ -59,31 +59,17 @@ fn access(kind: u64, i: u64, a: u64, b: u64, rng: &mut Rng) -> Translation {
         // 4 KiB PTEs in contiguous groups: order 3 or 4 (or 2, too small to coalesce anywhere).
         4 => {
             let off = (rng.below(1 << 16) << 12) | rng.below(4096);
-            Translation {
-                contig_order: [2, 3, 4][(a % 3) as usize],
-                ..Translation::new(RCOAL + off, frame(RCOAL, off), PageSize::K4)
-            }
+            Translation { contig_order: [2, 3, 4][(a % 3) as usize], ..Translation::new(RCOAL + off, frame(RCOAL, off), PageSize::K4) }
         }
         // arm64 contpte: 16 PTEs with the contiguous bit (one 64 KiB block), sequential or random.
         5 => {
-            let page = if b % 2 == 0 {
-                (a + i) & 0xffff
-            } else {
-                rng.below(1 << 16)
-            };
-            Translation {
-                cont: true,
-                contig_order: 4,
-                ..Translation::new(RCONT + (page << 12), frame(RCONT, page << 12), PageSize::K4)
-            }
+            let page = if b % 2 == 0 { (a + i) & 0xffff } else { rng.below(1 << 16) };
+            Translation { cont: true, contig_order: 4, ..Translation::new(RCONT + (page << 12), frame(RCONT, page << 12), PageSize::K4) }
         }
         // 2 MiB PMDs, random offset; half of the segments with the cont-PMD bit.
         6 => {
             let off = rng.below(1 << 33);
-            Translation {
-                cont: b % 2 == 0,
-                ..Translation::new(RPMD + off, frame(RPMD, off), PageSize::M2)
-            }
+            Translation { cont: b % 2 == 0, ..Translation::new(RPMD + off, frame(RPMD, off), PageSize::M2) }
         }
         // 1 GiB PUDs.
         _ => {
@@ -137,21 +123,7 @@ type Row = (&'static str, &'static str, u64, [u64; 13], u64);
 
 fn row_of(s: &TlbStats) -> [u64; 13] {
     let (g, ho) = (s.guest_refs, s.host_refs);
-    [
-        s.accesses,
-        s.l1_hits,
-        s.l2_hits,
-        s.walks,
-        s.walk_refs,
-        g[0],
-        g[1],
-        g[2],
-        g[3],
-        ho[0],
-        ho[1],
-        ho[2],
-        ho[3],
-    ]
+    [s.accesses, s.l1_hits, s.l2_hits, s.walks, s.walk_refs, g[0], g[1], g[2], g[3], ho[0], ho[1], ho[2], ho[3]]
 }
 
 /// (preset, paging, seed, [accesses, l1_hits, l2_hits, walks, walk_refs, guest_refs[0..4], host_refs[0..4]], flushed) and the outcome hash
@@ -252,12 +224,7 @@ fn golden_mixed_streams() {
     let mut rows = Vec::new();
     let mut hashes = Vec::new();
     for p in presets::PRESETS {
-        for paging in [
-            Paging::Native,
-            Paging::Nested { host: PageSize::K4 },
-            Paging::Nested { host: PageSize::M2 },
-            Paging::Nested { host: PageSize::G1 },
-        ] {
+        for paging in [Paging::Native, Paging::Nested { host: PageSize::K4 }, Paging::Nested { host: PageSize::M2 }, Paging::Nested { host: PageSize::G1 }] {
             for seed in 0..3 {
                 let (s, h) = run(p, paging, seed, 150_000);
                 assert_eq!(s.accesses, s.l1_hits + s.l2_hits + s.walks);
@@ -273,13 +240,7 @@ fn golden_mixed_streams() {
         }
         t += "];\nconst HASHES: &[u64] = &[\n";
         for c in hashes.chunks(6) {
-            t += &format!(
-                "    {},\n",
-                c.iter()
-                    .map(|h| format!("{h:#018x}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
+            t += &format!("    {},\n", c.iter().map(|h| format!("{h:#018x}")).collect::<Vec<_>>().join(", "));
         }
         t += "];\n";
         let first = rows.iter().zip(GOLDEN).position(|(a, b)| a != b);

@@ -20,9 +20,9 @@ use mm::madvise::{Madvise, ThpDisable};
 use mm::mmap::{prot_to_vm, MapBacking, MmapPlacement};
 use mm::shmem::{SbHuge, SHM_MNT};
 use mm::{Access, BootParams, Kernel, MmId};
+use sim::driver::{Machine, Step};
 use mm_types::prng::Prng;
 use mm_types::{PAGE_SIZE, PMD_SIZE};
-use sim::driver::{Machine, Step};
 use uapi::settings::{AnonEnabled, ShmemEnabled, ShmemSizeEnabled, TopEnabled};
 use uapi::{MthpStat, ThpSettings, VmEvent};
 
@@ -63,35 +63,19 @@ pub fn random_settings(rng: &mut Prng) -> ThpSettings {
     for order in 2..=9usize {
         // Swarm: most sizes off in most runs, so that each run stresses a different mix.
         s.anon[order] = if rng.chance(1, 3) {
-            *rng.pick(&[
-                AnonEnabled::Always,
-                AnonEnabled::Inherit,
-                AnonEnabled::Madvise,
-            ])
+            *rng.pick(&[AnonEnabled::Always, AnonEnabled::Inherit, AnonEnabled::Madvise])
         } else {
             AnonEnabled::Never
         };
     }
     for order in 1..=9usize {
         s.shmem[order] = if rng.chance(1, 3) {
-            *rng.pick(&[
-                ShmemSizeEnabled::Always,
-                ShmemSizeEnabled::Inherit,
-                ShmemSizeEnabled::WithinSize,
-                ShmemSizeEnabled::Advise,
-            ])
+            *rng.pick(&[ShmemSizeEnabled::Always, ShmemSizeEnabled::Inherit, ShmemSizeEnabled::WithinSize, ShmemSizeEnabled::Advise])
         } else {
             ShmemSizeEnabled::Never
         };
     }
-    s.shmem_enabled = *rng.pick(&[
-        ShmemEnabled::Always,
-        ShmemEnabled::WithinSize,
-        ShmemEnabled::Advise,
-        ShmemEnabled::Never,
-        ShmemEnabled::Never,
-        ShmemEnabled::Deny,
-    ]);
+    s.shmem_enabled = *rng.pick(&[ShmemEnabled::Always, ShmemEnabled::WithinSize, ShmemEnabled::Advise, ShmemEnabled::Never, ShmemEnabled::Never, ShmemEnabled::Deny]);
     s.use_zero_page = rng.chance(3, 4);
     s.shrink_underused = rng.chance(1, 2);
     s.khugepaged.max_ptes_none = *rng.pick(&[0, 64, 256, 511]);
@@ -106,14 +90,7 @@ pub fn swarm(seed: u64, steps: u32) -> Swarm {
     let settings = random_settings(&mut rng);
     // Drawn last, so that the draws before it give every seed the machine they always gave.
     let page_reporting = rng.chance(1, 3);
-    Swarm {
-        seed,
-        mem_bytes,
-        fragmented,
-        settings,
-        steps,
-        page_reporting,
-    }
+    Swarm { seed, mem_bytes, fragmented, settings, steps, page_reporting }
 }
 
 struct Region {
@@ -122,20 +99,10 @@ struct Region {
 }
 
 /// Run one seed. `log` receives one line per operation when given.
-pub fn run_seed(
-    seed: u64,
-    steps: u32,
-    mut log: Option<&mut dyn FnMut(&str)>,
-) -> Result<Swarm, Failure> {
+pub fn run_seed(seed: u64, steps: u32, mut log: Option<&mut dyn FnMut(&str)>) -> Result<Swarm, Failure> {
     let cfg = swarm(seed, steps);
     let mut rng = Prng::new(seed ^ 0x5eed_5eed);
-    let params = BootParams {
-        mem_bytes: cfg.mem_bytes,
-        min_free_kbytes: 256,
-        mmap_base: 0x7dff_fffc_5000,
-        brk_start: 0x5555_5557_9000,
-        ..mm::BootParams::default()
-    };
+    let params = BootParams { mem_bytes: cfg.mem_bytes, min_free_kbytes: 256, mmap_base: 0x7dff_fffc_5000, brk_start: 0x5555_5557_9000, ..mm::BootParams::default() };
     let mut k = Kernel::boot(&params, &cfg.settings);
     if cfg.fragmented {
         k.fragment_memory();
@@ -146,13 +113,7 @@ pub fn run_seed(
     let mut cur = k.current_mm();
     let mut m = Machine::new(k);
     if let Some(l) = log.as_mut() {
-        l(&format!(
-            "seed {seed}: mem {} MiB, fragmented {}, page reporting {}, settings: {}",
-            cfg.mem_bytes >> 20,
-            cfg.fragmented,
-            cfg.page_reporting,
-            cfg.settings.summary()
-        ));
+        l(&format!("seed {seed}: mem {} MiB, fragmented {}, page reporting {}, settings: {}", cfg.mem_bytes >> 20, cfg.fragmented, cfg.page_reporting, cfg.settings.summary()));
     }
     let mut regions: Vec<Region> = Vec::new();
     let mut prev = m.counters.clone();
@@ -166,20 +127,14 @@ pub fn run_seed(
         if let Some(l) = log.as_mut() {
             l(&format!("step {step}: {op}"));
         }
-        let fail = |message: String| Failure {
-            seed,
-            step,
-            op: op.clone(),
-            message,
-        };
+        let fail = |message: String| Failure { seed, step, op: op.clone(), message };
         if let Err(m) = check {
             return Err(fail(m));
         }
         m.check(None).map_err(fail)?;
         // The incremental check of `sim --check` over the whole address space must agree with
         // the full one: no state the full check accepts may fail it.
-        m.check(Some(&[(0, mm_types::TASK_SIZE)]))
-            .map_err(|m| fail(format!("incremental check: {m}")))?;
+        m.check(Some(&[(0, mm_types::TASK_SIZE)])).map_err(|m| fail(format!("incremental check: {m}")))?;
         for e in VmEvent::ALL {
             if m.counters.vm(*e) < prev.vm(*e) {
                 return Err(fail(format!("{} went down", e.name())));
@@ -197,20 +152,12 @@ pub fn run_seed(
         let census = m.census(&all);
         let rss = (m.stats().anon_rss_pages + m.stats().shmem_rss_pages) * PAGE_SIZE;
         if census.rss_bytes != rss {
-            return Err(fail(format!(
-                "census finds {} bytes, MM_ANONPAGES + MM_SHMEMPAGES say {rss}",
-                census.rss_bytes
-            )));
+            return Err(fail(format!("census finds {} bytes, MM_ANONPAGES + MM_SHMEMPAGES say {rss}", census.rss_bytes)));
         }
         prev = m.counters.clone();
     }
     // Every process exits: exit_mmap zaps every VMA; no anonymous folio may survive them.
-    let fail = |message: String| Failure {
-        seed,
-        step: steps,
-        op: "exit_mmap".into(),
-        message,
-    };
+    let fail = |message: String| Failure { seed, step: steps, op: "exit_mmap".into(), message };
     for id in m.mm_ids().collect::<Vec<_>>() {
         if m.mm_exited(id) {
             continue;
@@ -218,20 +165,13 @@ pub fn run_seed(
         m.step(id, Step::Exit);
         m.check(None).map_err(fail)?;
         if m.stats().anon_rss_pages != 0 || m.vmas().count() != 0 {
-            return Err(fail(format!(
-                "after exit_mmap of mm {}: {} anon pages mapped, {} VMAs",
-                id.0,
-                m.stats().anon_rss_pages,
-                m.vmas().count()
-            )));
+            return Err(fail(format!("after exit_mmap of mm {}: {} anon pages mapped, {} VMAs", id.0, m.stats().anon_rss_pages, m.vmas().count())));
         }
     }
     for order in 2..=9u8 {
         let n = m.counters.mthp(mm_types::Order(order), MthpStat::NrAnon);
         if n != 0 {
-            return Err(fail(format!(
-                "after exit_mmap: hugepages order {order} nr_anon is {n}"
-            )));
+            return Err(fail(format!("after exit_mmap: hugepages order {order} nr_anon is {n}")));
         }
     }
     Ok(cfg)
@@ -260,12 +200,7 @@ fn subrange(rng: &mut Prng, r: &Region) -> (u64, u64) {
 
 /// fork, exit and switches between mms (kernel/fork.c, mm/memory.c: copy_page_range; at most
 /// four live mms).
-fn process_op(
-    rng: &mut Prng,
-    m: &mut Machine,
-    cur: &mut MmId,
-    regions: &[Region],
-) -> Option<(String, Result<(), String>)> {
+fn process_op(rng: &mut Prng, m: &mut Machine, cur: &mut MmId, regions: &[Region]) -> Option<(String, Result<(), String>)> {
     let live: Vec<MmId> = m.mm_ids().filter(|id| !m.mm_exited(*id)).collect();
     if live.len() < 4 && rng.chance(1, 30) {
         let parent = *cur;
@@ -276,10 +211,7 @@ fn process_op(
                 r.start + rng.below(r.len / PAGE_SIZE) * PAGE_SIZE
             })
             // Private anonymous memory only: a shared mapping's write is meant to be seen.
-            .filter(|a| {
-                m.vma_lookup(*a)
-                    .is_some_and(|v| v.file == 0 && v.flags & mm::vma::vm::SHARED == 0)
-            });
+            .filter(|a| m.vma_lookup(*a).is_some_and(|v| v.file == 0 && v.flags & mm::vma::vm::SHARED == 0));
         let before = probe.and_then(|a| m.translation(a));
         let (child, work) = match m.step(parent, Step::Fork).forked() {
             Ok(c) => c,
@@ -287,36 +219,17 @@ fn process_op(
         };
         let mut op = format!("fork mm {} -> mm {}: {work:?}", parent.0, child.0);
         if let Some(a) = probe {
-            let r = m
-                .step(
-                    child,
-                    Step::Access {
-                        addr: a,
-                        write: true,
-                    },
-                )
-                .access();
+            let r = m.step(child, Step::Access { addr: a, write: true }).access();
             let in_child = m.translation(a);
             m.switch_mm(parent);
             let after = m.translation(a);
             op += &format!("; child writes {a:#x}: {r:?}");
             if before.map(|t| t.pfn) != after.map(|t| t.pfn) {
-                return Some((
-                    op,
-                    Err(format!(
-                        "the child's write changed the parent's mapping: {before:?} -> {after:?}"
-                    )),
-                ));
+                return Some((op, Err(format!("the child's write changed the parent's mapping: {before:?} -> {after:?}"))));
             }
             if let (Some(b), Some(c), Access::Fault | Access::Hit) = (before, in_child, r) {
                 if b.pfn == c.pfn {
-                    return Some((
-                        op,
-                        Err(format!(
-                            "after fork the child writes the parent's page {:#x}",
-                            b.pfn
-                        )),
-                    ));
+                    return Some((op, Err(format!("after fork the child writes the parent's page {:#x}", b.pfn))));
                 }
             }
         }
@@ -339,22 +252,14 @@ fn process_op(
         *cur = next;
         let op = format!("exit mm {}, switch to mm {}", me.0, next.0);
         if left != 0 {
-            return Some((
-                op,
-                Err(format!("{left} pages still mapped after exit_mmap")),
-            ));
+            return Some((op, Err(format!("{left} pages still mapped after exit_mmap"))));
         }
         return Some((op, Ok(())));
     }
     None
 }
 
-fn random_op(
-    rng: &mut Prng,
-    m: &mut Machine,
-    cur: &mut MmId,
-    regions: &mut Vec<Region>,
-) -> (String, Result<(), String>) {
+fn random_op(rng: &mut Prng, m: &mut Machine, cur: &mut MmId, regions: &mut Vec<Region>) -> (String, Result<(), String>) {
     if let Some(r) = process_op(rng, m, cur, regions) {
         return r;
     }
@@ -369,93 +274,37 @@ fn random_op(
         m.step(mm, Step::Sleep { ns: ms * 1_000_000 });
         let after = m.khugepaged_state();
         let n = after.pages_collapsed - before.pages_collapsed;
-        let op = format!(
-            "sleep {ms} ms: khugepaged collapsed {n}, {} full scans (has work: {})",
-            after.full_scans - before.full_scans,
-            m.khugepaged_has_work()
-        );
+        let op = format!("sleep {ms} ms: khugepaged collapsed {n}, {} full scans (has work: {})", after.full_scans - before.full_scans, m.khugepaged_has_work());
         if n > 0 && !m.mm_ids().any(|id| m.khugepaged_registered(id)) {
-            return (
-                op,
-                Err(format!("khugepaged collapsed {n} with no mm on its list")),
-            );
+            return (op, Err(format!("khugepaged collapsed {n} with no mm on its list")));
         }
         return (op, Ok(()));
     }
     if rng.chance(1, 25) {
         // A shmem file, written or fallocated, then mapped shared (or a shared anon mapping).
         let len = size(rng);
-        let placement = if rng.chance(1, 2) {
-            MmapPlacement::Kernel
-        } else {
-            MmapPlacement::Aligned {
-                align: PMD_SIZE,
-                offset: rng.below(512) * PAGE_SIZE,
-            }
-        };
+        let placement = if rng.chance(1, 2) { MmapPlacement::Kernel } else { MmapPlacement::Aligned { align: PMD_SIZE, offset: rng.below(512) * PAGE_SIZE } };
         let backing = if rng.chance(1, 3) {
             MapBacking::SharedAnon
         } else {
-            let sb = if rng.chance(1, 2) {
-                SHM_MNT
-            } else {
-                m.step(
-                    mm,
-                    Step::ShmemMount(*rng.pick(&[
-                        SbHuge::Never,
-                        SbHuge::Always,
-                        SbHuge::WithinSize,
-                        SbHuge::Advise,
-                    ])),
-                )
-                .mounted()
-            };
-            let ino = m
-                .step(
-                    mm,
-                    Step::ShmemCreate {
-                        sb,
-                        linked: sb != SHM_MNT,
-                    },
-                )
-                .created();
+            let sb = if rng.chance(1, 2) { SHM_MNT } else { m.step(mm, Step::ShmemMount(*rng.pick(&[SbHuge::Never, SbHuge::Always, SbHuge::WithinSize, SbHuge::Advise]))).mounted() };
+            let ino = m.step(mm, Step::ShmemCreate { sb, linked: sb != SHM_MNT }).created();
             m.step(mm, Step::Ftruncate { ino, size: len });
             match rng.below(3) {
                 0 => {
                     let n = rng.range_inclusive(1, len / PAGE_SIZE) * PAGE_SIZE;
                     let chunk = *rng.pick(&[4096, 65536, 1 << 20]);
-                    let _ = workload::write_calls(0, n, chunk).try_for_each(|(offset, len)| {
-                        m.step(mm, Step::ShmemWrite { ino, offset, len }).ret()
-                    });
+                    let _ = workload::write_calls(0, n, chunk).try_for_each(|(offset, len)| m.step(mm, Step::ShmemWrite { ino, offset, len }).ret());
                 }
                 1 => {
-                    m.step(
-                        mm,
-                        Step::Fallocate {
-                            ino,
-                            offset: 0,
-                            len: rng.range_inclusive(1, len / PAGE_SIZE) * PAGE_SIZE,
-                            keep_size: false,
-                        },
-                    );
+                    m.step(mm, Step::Fallocate { ino, offset: 0, len: rng.range_inclusive(1, len / PAGE_SIZE) * PAGE_SIZE, keep_size: false });
                 }
                 _ => {}
             }
             MapBacking::Shmem { ino, pgoff: 0 }
         };
         let op = format!("mmap shared {len:#x} {placement:?} {backing:?}");
-        return match m
-            .step(
-                mm,
-                Step::Mmap {
-                    len,
-                    prot: prot_to_vm(true, true, false),
-                    placement,
-                    backing,
-                },
-            )
-            .mapped()
-        {
+        return match m.step(mm, Step::Mmap { len, prot: prot_to_vm(true, true, false), placement, backing }).mapped() {
             Ok(start) => {
                 regions.push(Region { start, len });
                 (op, Ok(()))
@@ -466,29 +315,12 @@ fn random_op(
     if regions.is_empty() || rng.chance(1, 10) {
         let len = size(rng);
         let placement = match rng.below(4) {
-            0 => MmapPlacement::Aligned {
-                align: 1 << rng.range_inclusive(16, 21),
-                offset: 0,
-            },
-            1 => MmapPlacement::Aligned {
-                align: PMD_SIZE,
-                offset: rng.below(512) * PAGE_SIZE,
-            },
+            0 => MmapPlacement::Aligned { align: 1 << rng.range_inclusive(16, 21), offset: 0 },
+            1 => MmapPlacement::Aligned { align: PMD_SIZE, offset: rng.below(512) * PAGE_SIZE },
             _ => MmapPlacement::Kernel,
         };
         let op = format!("mmap {len:#x} {placement:?}");
-        return match m
-            .step(
-                mm,
-                Step::Mmap {
-                    len,
-                    prot: prot_to_vm(true, true, false),
-                    placement,
-                    backing: MapBacking::PrivateAnon,
-                },
-            )
-            .mapped()
-        {
+        return match m.step(mm, Step::Mmap { len, prot: prot_to_vm(true, true, false), placement, backing: MapBacking::PrivateAnon }).mapped() {
             Ok(start) => {
                 regions.push(Region { start, len });
                 (op, Ok(()))
@@ -503,28 +335,13 @@ fn random_op(
             // Populate without faults (mm/gup.rs): afterwards every page GUP wrote is mapped
             // writable, so a write there does not fault.
             let how = *rng.pick(&[Populate::Read, Populate::Write, Populate::Mlock]);
-            let r = m
-                .step(
-                    mm,
-                    Step::Populate {
-                        start: s,
-                        end: s + len,
-                        how,
-                    },
-                )
-                .populated();
+            let r = m.step(mm, Step::Populate { start: s, end: s + len, how }).populated();
             let op = format!("populate {s:#x}+{len:#x} {how:?} = {r:?}");
             if how == Populate::Write && r.is_ok() {
                 let mut addr = s;
                 while addr < s + len {
                     if m.step(mm, Step::Access { addr, write: true }).access() != Access::Hit {
-                        return (
-                            op,
-                            Err(format!(
-                                "MADV_POPULATE_WRITE succeeded but a write at {addr:#x} faults: {}",
-                                m.dump_addr(addr)
-                            )),
-                        );
+                        return (op, Err(format!("MADV_POPULATE_WRITE succeeded but a write at {addr:#x} faults: {}", m.dump_addr(addr))));
                     }
                     addr += PAGE_SIZE;
                 }
@@ -533,44 +350,12 @@ fn random_op(
         }
         21 => {
             let r = match rng.below(4) {
-                0 => format!(
-                    "mlock {s:#x}+{len:#x} = {:?}",
-                    m.step(
-                        mm,
-                        Step::Mlock {
-                            start: s,
-                            len,
-                            flags: 0
-                        }
-                    )
-                    .populated()
-                ),
-                1 => format!(
-                    "mlock2 onfault {s:#x}+{len:#x} = {:?}",
-                    m.step(
-                        mm,
-                        Step::Mlock {
-                            start: s,
-                            len,
-                            flags: mm::gup::MLOCK_ONFAULT
-                        }
-                    )
-                    .populated()
-                ),
-                2 => format!(
-                    "munlock {s:#x}+{len:#x} = {:?}",
-                    m.step(mm, Step::Munlock { start: s, len }).ret()
-                ),
+                0 => format!("mlock {s:#x}+{len:#x} = {:?}", m.step(mm, Step::Mlock { start: s, len, flags: 0 }).populated()),
+                1 => format!("mlock2 onfault {s:#x}+{len:#x} = {:?}", m.step(mm, Step::Mlock { start: s, len, flags: mm::gup::MLOCK_ONFAULT }).populated()),
+                2 => format!("munlock {s:#x}+{len:#x} = {:?}", m.step(mm, Step::Munlock { start: s, len }).ret()),
                 _ => {
-                    let flags = *rng.pick(&[
-                        mm::gup::MCL_CURRENT,
-                        mm::gup::MCL_FUTURE,
-                        mm::gup::MCL_CURRENT | mm::gup::MCL_ONFAULT,
-                    ]);
-                    format!(
-                        "mlockall {flags:#x} = {:?}",
-                        m.step(mm, Step::Mlockall { flags }).populated()
-                    )
+                    let flags = *rng.pick(&[mm::gup::MCL_CURRENT, mm::gup::MCL_FUTURE, mm::gup::MCL_CURRENT | mm::gup::MCL_ONFAULT]);
+                    format!("mlockall {flags:#x} = {:?}", m.step(mm, Step::Mlockall { flags }).populated())
                 }
             };
             (r, Ok(()))
@@ -578,29 +363,9 @@ fn random_op(
         22 => {
             // munmap across several whole VMAs (unmap_vmas zaps them one by one).
             let first = m.vmas().find(|v| v.end > s).map(|v| v.start);
-            let Some(first) = first else {
-                return ("munmap span: nothing".into(), Ok(()));
-            };
-            let end = m
-                .vmas()
-                .filter(|v| v.start >= first)
-                .take(3)
-                .last()
-                .map_or(first, |v| v.end);
-            (
-                format!(
-                    "munmap span {first:#x}..{end:#x} = {:?}",
-                    m.step(
-                        mm,
-                        Step::Munmap {
-                            start: first,
-                            len: end - first
-                        }
-                    )
-                    .ret()
-                ),
-                Ok(()),
-            )
+            let Some(first) = first else { return ("munmap span: nothing".into(), Ok(())) };
+            let end = m.vmas().filter(|v| v.start >= first).take(3).last().map_or(first, |v| v.end);
+            (format!("munmap span {first:#x}..{end:#x} = {:?}", m.step(mm, Step::Munmap { start: first, len: end - first }).ret()), Ok(()))
         }
         0..=8 => {
             let write = rng.chance(2, 3);
@@ -609,40 +374,16 @@ fn random_op(
                 // The batched walk of a touch in address order; afterwards every access of it
                 // hits (its fault-by-fault equivalence is checked on every fixture of sim's tests).
                 let n = len.div_ceil(stride);
-                let (done, last) = m
-                    .step(
-                        mm,
-                        Step::AccessRun {
-                            first: s,
-                            n,
-                            stride,
-                            write,
-                        },
-                    )
-                    .run();
-                let op = format!(
-                    "{} run {s:#x}+{len:#x} stride {stride:#x}: {done} done, {last:?}",
-                    if write { "write" } else { "read" }
-                );
+                let (done, last) = m.step(mm, Step::AccessRun { first: s, n, stride, write }).run();
+                let op = format!("{} run {s:#x}+{len:#x} stride {stride:#x}: {done} done, {last:?}", if write { "write" } else { "read" });
                 if matches!(last, Access::Hit | Access::Fault) {
                     if done != n {
-                        return (
-                            op,
-                            Err(format!(
-                                "the run stopped after {done} of {n} accesses without an error"
-                            )),
-                        );
+                        return (op, Err(format!("the run stopped after {done} of {n} accesses without an error")));
                     }
                     for i in 0..n {
                         let addr = s + i * stride;
                         if m.step(mm, Step::Access { addr, write }).access() != Access::Hit {
-                            return (
-                                op,
-                                Err(format!(
-                                    "a batched access faulted again: {}",
-                                    m.dump_addr(addr)
-                                )),
-                            );
+                            return (op, Err(format!("a batched access faulted again: {}", m.dump_addr(addr))));
                         }
                     }
                 }
@@ -658,51 +399,19 @@ fn random_op(
                         // A resolved access does not fault again.
                         if m.step(mm, Step::Access { addr, write }).access() != Access::Hit {
                             let what = if write { "write" } else { "read" };
-                            return (
-                                format!("{what} {addr:#x}"),
-                                Err(format!(
-                                    "a resolved access faulted again: {}",
-                                    m.dump_addr(addr)
-                                )),
-                            );
+                            return (format!("{what} {addr:#x}"), Err(format!("a resolved access faulted again: {}", m.dump_addr(addr))));
                         }
                     }
                     Access::Segv | Access::Oom | Access::Sigbus => {}
                 }
                 addr += stride;
             }
-            (
-                format!(
-                    "{} {s:#x}+{len:#x} stride {stride:#x}: {faults} faults",
-                    if write { "write" } else { "read" }
-                ),
-                Ok(()),
-            )
+            (format!("{} {s:#x}+{len:#x} stride {stride:#x}: {faults} faults", if write { "write" } else { "read" }), Ok(()))
         }
-        9 | 10 => (
-            format!(
-                "munmap {s:#x}+{len:#x} = {:?}",
-                m.step(mm, Step::Munmap { start: s, len }).ret()
-            ),
-            Ok(()),
-        ),
+        9 | 10 => (format!("munmap {s:#x}+{len:#x} = {:?}", m.step(mm, Step::Munmap { start: s, len }).ret()), Ok(())),
         11 => {
             let prot = *rng.pick(&[(true, true), (true, false), (false, false)]);
-            (
-                format!(
-                    "mprotect {s:#x}+{len:#x} {prot:?} = {:?}",
-                    m.step(
-                        mm,
-                        Step::Mprotect {
-                            start: s,
-                            len,
-                            prot: prot_to_vm(prot.0, prot.1, false)
-                        }
-                    )
-                    .ret()
-                ),
-                Ok(()),
-            )
+            (format!("mprotect {s:#x}+{len:#x} {prot:?} = {:?}", m.step(mm, Step::Mprotect { start: s, len, prot: prot_to_vm(prot.0, prot.1, false) }).ret()), Ok(()))
         }
         12 | 13 => {
             let adv = *rng.pick(&[
@@ -715,33 +424,10 @@ fn random_op(
                 Madvise::Wipeonfork,
                 Madvise::Keeponfork,
             ]);
-            (
-                format!(
-                    "madvise {s:#x}+{len:#x} {adv:?} = {:?}",
-                    m.step(
-                        mm,
-                        Step::Madvise {
-                            start: s,
-                            len,
-                            advice: adv
-                        }
-                    )
-                    .ret()
-                ),
-                Ok(()),
-            )
+            (format!("madvise {s:#x}+{len:#x} {adv:?} = {:?}", m.step(mm, Step::Madvise { start: s, len, advice: adv }).ret()), Ok(()))
         }
         14 | 15 => {
-            let r = m
-                .step(
-                    mm,
-                    Step::Madvise {
-                        start: s,
-                        len,
-                        advice: Madvise::Collapse,
-                    },
-                )
-                .ret();
+            let r = m.step(mm, Step::Madvise { start: s, len, advice: Madvise::Collapse }).ret();
             let op = format!("madvise {s:#x}+{len:#x} Collapse = {r:?}");
             // Property: success means every aligned block of the range that lies inside one
             // VMA is PMD-mapped now (madvise_collapse works per VMA on the clipped range, so a
@@ -757,12 +443,7 @@ fn random_op(
                     let c = m.census(&[(b, b + PMD_SIZE)]);
                     let pmd = c.census.sizes.get("2048kB").map_or(0, |e| e.pmd_mapped);
                     if pmd != 1 && c.census.huge_zero_pmds != 1 {
-                        return (
-                            op,
-                            Err(format!(
-                                "MADV_COLLAPSE succeeded but {b:#x} is not PMD-mapped"
-                            )),
-                        );
+                        return (op, Err(format!("MADV_COLLAPSE succeeded but {b:#x} is not PMD-mapped")));
                     }
                     b += PMD_SIZE;
                 }
@@ -771,63 +452,25 @@ fn random_op(
         }
         16 if rng.chance(1, 2) => {
             // mremap of a whole VMA: shrink, grow in place, or move (aligned or not).
-            let Some(v) = m
-                .vmas()
-                .find(|v| v.start <= s && s < v.end && v.file == 0)
-                .copied()
-            else {
+            let Some(v) = m.vmas().find(|v| v.start <= s && s < v.end && v.file == 0).copied() else {
                 return ("mremap: no anon VMA".into(), Ok(()));
             };
             let old_len = v.end - v.start;
             let new_len = (rng.range_inclusive(1, 2 * old_len / PAGE_SIZE)) * PAGE_SIZE;
             let dest = match rng.below(3) {
                 0 => Some(v.start),
-                1 => m
-                    .get_unmapped_area(
-                        new_len,
-                        MmapPlacement::Aligned {
-                            align: PMD_SIZE,
-                            offset: 0,
-                        },
-                    )
-                    .ok(),
+                1 => m.get_unmapped_area(new_len, MmapPlacement::Aligned { align: PMD_SIZE, offset: 0 }).ok(),
                 _ => m.get_unmapped_area(new_len, MmapPlacement::Kernel).ok(),
             };
-            let Some(dest) = dest else {
-                return ("mremap: no room".into(), Ok(()));
-            };
-            let r = m
-                .step(
-                    mm,
-                    Step::Mremap {
-                        start: v.start,
-                        old_len,
-                        new_len,
-                        dest,
-                    },
-                )
-                .ret();
+            let Some(dest) = dest else { return ("mremap: no room".into(), Ok(())) };
+            let r = m.step(mm, Step::Mremap { start: v.start, old_len, new_len, dest }).ret();
             if r.is_ok() && dest != v.start {
-                regions.push(Region {
-                    start: dest,
-                    len: new_len,
-                });
+                regions.push(Region { start: dest, len: new_len });
             }
-            (
-                format!(
-                    "mremap {:#x}+{old_len:#x} -> {dest:#x}+{new_len:#x} = {r:?}",
-                    v.start
-                ),
-                Ok(()),
-            )
+            (format!("mremap {:#x}+{old_len:#x} -> {dest:#x}+{new_len:#x} = {r:?}", v.start), Ok(()))
         }
         16 => {
-            let form = *rng.pick(&[
-                ThpDisable::Completely,
-                ThpDisable::ExceptAdvised,
-                ThpDisable::Clear,
-                ThpDisable::Clear,
-            ]);
+            let form = *rng.pick(&[ThpDisable::Completely, ThpDisable::ExceptAdvised, ThpDisable::Clear, ThpDisable::Clear]);
             m.step(mm, Step::Prctl(form));
             (format!("prctl {form:?}"), Ok(()))
         }
@@ -839,17 +482,10 @@ fn random_op(
         }
         _ => {
             let delta = rng.range_inclusive(1, 1024) * PAGE_SIZE;
-            let new = if rng.chance(1, 3) {
-                m.brk_value().saturating_sub(delta)
-            } else {
-                m.brk_value() + delta
-            };
+            let new = if rng.chance(1, 3) { m.brk_value().saturating_sub(delta) } else { m.brk_value() + delta };
             let got = m.step(mm, Step::Brk { to: new }).brk();
             if got > m.start_brk() && !regions.iter().any(|r| r.start == m.start_brk()) {
-                regions.push(Region {
-                    start: m.start_brk(),
-                    len: 4 << 20,
-                });
+                regions.push(Region { start: m.start_brk(), len: 4 << 20 });
             }
             (format!("brk {new:#x} = {got:#x}"), Ok(()))
         }

@@ -7,19 +7,12 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let get = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
+    let get = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
     let steps: u32 = get("--steps").and_then(|s| s.parse().ok()).unwrap_or(300);
     let verbose = args.iter().any(|a| a == "--verbose");
     if let Some(s) = get("--emit-workload") {
         // Print a random workload and, as comments, the settings to run it under.
-        let Ok(seed) = s.parse::<u64>() else {
-            return usage(&format!("--emit-workload takes a number, not '{s}'"));
-        };
+        let Ok(seed) = s.parse::<u64>() else { return usage(&format!("--emit-workload takes a number, not '{s}'")) };
         let (text, settings) = torture::workload_gen::random_workload(seed);
         print!("{text}");
         for line in settings.to_string().lines() {
@@ -33,10 +26,7 @@ fn main() -> ExitCode {
             Err(_) => return usage(&format!("--seed takes a number, not '{s}'")),
         }
     } else if let Some(r) = get("--seeds") {
-        match r
-            .split_once("..")
-            .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
-        {
+        match r.split_once("..").and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?))) {
             Some((a, b)) => a..b,
             None => return usage(&format!("--seeds takes A..B, not '{r}'")),
         }

@@ -7,6 +7,7 @@
 use mm_types::prng::Prng;
 use uapi::ThpSettings;
 
+
 #[derive(Clone, Copy, PartialEq)]
 enum P {
     Unmapped,
@@ -41,10 +42,7 @@ pub fn random_workload(seed: u64) -> (String, ThpSettings) {
                 _ => String::new(),
             };
             out += &format!("mmap {name} {}K{place}\n", pages * 4);
-            regions.push(Region {
-                name,
-                pages: vec![P::ReadWrite; pages as usize],
-            });
+            regions.push(Region { name, pages: vec![P::ReadWrite; pages as usize] });
             continue;
         }
         let ri = rng.below(regions.len() as u64) as usize;
@@ -61,16 +59,8 @@ pub fn random_workload(seed: u64) -> (String, ThpSettings) {
             0..=6 => {
                 // Touch the longest accessible run starting inside the chosen range.
                 let write = rng.chance(2, 3);
-                let ok = |p: P| {
-                    if write {
-                        p == P::ReadWrite
-                    } else {
-                        p != P::Unmapped
-                    }
-                };
-                let Some(start) = (first..first + len).find(|&i| ok(r.pages[i as usize])) else {
-                    continue;
-                };
+                let ok = |p: P| if write { p == P::ReadWrite } else { p != P::Unmapped };
+                let Some(start) = (first..first + len).find(|&i| ok(r.pages[i as usize])) else { continue };
                 let mut end = start;
                 while end < first + len && ok(r.pages[end as usize]) {
                     end += 1;
@@ -91,40 +81,16 @@ pub fn random_workload(seed: u64) -> (String, ThpSettings) {
             }
             8 => {
                 // mprotect fails with ENOMEM over a hole; keep to mapped runs.
-                if r.pages[first as usize..(first + len) as usize]
-                    .iter()
-                    .all(|p| *p != P::Unmapped)
-                {
-                    let (word, p) = if rng.chance(1, 2) {
-                        ("r", P::Read)
-                    } else {
-                        ("rw", P::ReadWrite)
-                    };
+                if r.pages[first as usize..(first + len) as usize].iter().all(|p| *p != P::Unmapped) {
+                    let (word, p) = if rng.chance(1, 2) { ("r", P::Read) } else { ("rw", P::ReadWrite) };
                     out += &format!("mprotect {range} {word}\n");
                     r.pages[first as usize..(first + len) as usize].fill(p);
                 }
             }
-            9 | 10 => {
-                out += &format!(
-                    "madvise {range} {}\n",
-                    rng.pick(&[
-                        "hugepage",
-                        "nohugepage",
-                        "dontneed",
-                        "free",
-                        "populate_write",
-                        "populate_read"
-                    ])
-                )
-            }
+            9 | 10 => out += &format!("madvise {range} {}\n", rng.pick(&["hugepage", "nohugepage", "dontneed", "free", "populate_write", "populate_read"])),
             11 | 12 => out += &format!("madvise {range} collapse\n"),
             _ => {
-                out += *rng.pick(&[
-                    "prctl thp_disable\n",
-                    "prctl thp_disable except_advised\n",
-                    "prctl thp_enable\n",
-                    "prctl thp_enable\n",
-                ]);
+                out += *rng.pick(&["prctl thp_disable\n", "prctl thp_disable except_advised\n", "prctl thp_enable\n", "prctl thp_enable\n"]);
             }
         }
     }

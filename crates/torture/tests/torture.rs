@@ -3,11 +3,7 @@
 #[test]
 fn lite_swarm() {
     // 300 seeds × 200 steps in CI (about 30 s); RUN_SLOW_TESTS=1 runs 2000 seeds.
-    let n = if std::env::var_os("RUN_SLOW_TESTS").is_some() {
-        2000
-    } else {
-        300
-    };
+    let n = if std::env::var_os("RUN_SLOW_TESTS").is_some() { 2000 } else { 300 };
     let mut failures = Vec::new();
     for seed in 0..n {
         if let Err(f) = torture::run_seed(seed, 200, None) {
@@ -20,21 +16,9 @@ fn lite_swarm() {
 #[test]
 fn canary_a_broken_mapcount_is_caught() {
     // The checker must be able to fail: corrupt one mapcount and expect the walk to say where.
-    let params = mm::BootParams {
-        mem_bytes: 32 << 20,
-        min_free_kbytes: 0,
-        mmap_base: 0x7dff_fffc_5000,
-        brk_start: 0x5555_5557_9000,
-        ..mm::BootParams::default()
-    };
+    let params = mm::BootParams { mem_bytes: 32 << 20, min_free_kbytes: 0, mmap_base: 0x7dff_fffc_5000, brk_start: 0x5555_5557_9000, ..mm::BootParams::default() };
     let mut k = mm::Kernel::boot(&params, &uapi::ThpSettings::default());
-    let a = k
-        .do_mmap(
-            1 << 20,
-            mm::mmap::prot_to_vm(true, true, false),
-            mm::mmap::MmapPlacement::Kernel,
-        )
-        .unwrap();
+    let a = k.do_mmap(1 << 20, mm::mmap::prot_to_vm(true, true, false), mm::mmap::MmapPlacement::Kernel).unwrap();
     assert_eq!(k.access(a, true), mm::Access::Fault);
     k.check_invariants().unwrap();
     k.corrupt_mapcount_for_canary(a);
@@ -43,10 +27,7 @@ fn canary_a_broken_mapcount_is_caught() {
     // The incremental check of `sim --check` sees it from the touched range alone, and not from
     // a range elsewhere.
     let e = k.check_invariants_in(&[(a, a + 4096)]).unwrap_err();
-    assert!(
-        e.starts_with("page 0x") && e.ends_with(": 1 PTEs here map it, mapcount says 2"),
-        "{e}"
-    );
-    k.check_invariants_in(&[(a + (64 << 20), a + (65 << 20))])
-        .unwrap();
+    assert!(e.starts_with("page 0x") && e.ends_with(": 1 PTEs here map it, mapcount says 2"), "{e}");
+    k.check_invariants_in(&[(a + (64 << 20), a + (65 << 20))]).unwrap();
 }
+

@@ -143,17 +143,7 @@ pub struct AccessWriter<W: Write> {
 
 impl<W: Write> AccessWriter<W> {
     pub fn new(w: W, h: &AccessHeader) -> io::Result<Self> {
-        let mut a = AccessWriter {
-            w: Sink::Plain(Count { w, n: 0 }),
-            crc: Crc32::default(),
-            buf: Vec::new(),
-            regions: 0,
-            anchor: 0,
-            page: 0,
-            region: None,
-            runs: 0,
-            mapped: 0,
-        };
+        let mut a = AccessWriter { w: Sink::Plain(Count { w, n: 0 }), crc: Crc32::default(), buf: Vec::new(), regions: 0, anchor: 0, page: 0, region: None, runs: 0, mapped: 0 };
         a.buf.extend_from_slice(ACCESS_MAGIC);
         a.buf.extend_from_slice(&ACCESS_VERSION_MAJOR.to_le_bytes());
         a.buf.extend_from_slice(&ACCESS_VERSION_MINOR.to_le_bytes());
@@ -163,9 +153,7 @@ impl<W: Write> AccessWriter<W> {
         put_varint(&mut a.buf, h.flags);
         a.emit()?;
         if h.flags & ACCESS_ZSTD != 0 {
-            let Sink::Plain(c) = a.w else {
-                unreachable!("plain until here")
-            };
+            let Sink::Plain(c) = a.w else { unreachable!("plain until here") };
             a.w = Sink::Zstd(zstd::stream::write::Encoder::new(c, 3)?);
         }
         Ok(a)
@@ -196,17 +184,11 @@ impl<W: Write> AccessWriter<W> {
             self.anchor = anchor;
             put_varint(&mut self.buf, chunk.len() as u64);
             for r in chunk {
-                assert!(
-                    r.count > 0 && r.region < self.regions,
-                    "a run has accesses and a declared region"
-                );
+                assert!(r.count > 0 && r.region < self.regions, "a run has accesses and a declared region");
                 put_varint(&mut self.buf, zigzag(r.page.wrapping_sub(self.page) as i64));
                 self.page = r.page;
                 let follows = self.region != Some(r.region);
-                put_varint(
-                    &mut self.buf,
-                    r.count << 2 | (r.write as u64) << 1 | follows as u64,
-                );
+                put_varint(&mut self.buf, r.count << 2 | (r.write as u64) << 1 | follows as u64);
                 if follows {
                     put_varint(&mut self.buf, r.region as u64);
                     self.region = Some(r.region);
@@ -227,18 +209,7 @@ impl<W: Write> AccessWriter<W> {
     /// Write the trailer (`runs` is the writer's own count); returns the sink and the file's size.
     pub fn finish(mut self, t: &AccessTotals) -> io::Result<(W, u64)> {
         self.buf.push(TAG_END);
-        for v in [
-            t.raw_accesses,
-            t.writes,
-            self.runs,
-            t.unmapped_accesses,
-            t.unmapped_writes,
-            t.instructions,
-            t.valgrind_ns,
-            t.native_ns,
-            t.valgrind_syscalls,
-            t.matched_syscalls,
-        ] {
+        for v in [t.raw_accesses, t.writes, self.runs, t.unmapped_accesses, t.unmapped_writes, t.instructions, t.valgrind_ns, t.native_ns, t.valgrind_syscalls, t.matched_syscalls] {
             put_varint(&mut self.buf, v);
         }
         self.emit()?;
@@ -269,36 +240,20 @@ pub fn read_accesses(r: impl BufRead) -> Result<AccessTrace, TraceError> {
     let mut magic = [0u8; 8];
     s.exact(&mut magic, "magic")?;
     if &magic != ACCESS_MAGIC {
-        return Err(TraceError::Corrupt {
-            offset: 0,
-            message: "not an accesses file (magic is not THPACCES)".into(),
-        });
+        return Err(TraceError::Corrupt { offset: 0, message: "not an accesses file (magic is not THPACCES)".into() });
     }
     let mut v = [0u8; 2];
     s.exact(&mut v, "major version")?;
     let major = u16::from_le_bytes(v);
     if major != ACCESS_VERSION_MAJOR {
-        return Err(TraceError::Corrupt {
-            offset: 8,
-            message: format!(
-                "accesses format {major}.x; this reader reads {ACCESS_VERSION_MAJOR}.x"
-            ),
-        });
+        return Err(TraceError::Corrupt { offset: 8, message: format!("accesses format {major}.x; this reader reads {ACCESS_VERSION_MAJOR}.x") });
     }
     s.exact(&mut v, "minor version")?;
     let mut c = [0u8; 4];
     s.exact(&mut c, "trace_crc")?;
-    let header = AccessHeader {
-        trace_crc: u32::from_le_bytes(c),
-        trace_records: s.varint("trace_records")?,
-        page_size: s.varint("page_size")?,
-        flags: s.varint("flags")?,
-    };
+    let header = AccessHeader { trace_crc: u32::from_le_bytes(c), trace_records: s.varint("trace_records")?, page_size: s.varint("page_size")?, flags: s.varint("flags")? };
     if !header.page_size.is_power_of_two() {
-        return Err(s.corrupt(format!(
-            "page_size {} is not a power of two",
-            header.page_size
-        )));
+        return Err(s.corrupt(format!("page_size {} is not a power of two", header.page_size)));
     }
     if header.flags & !ACCESS_ZSTD != 0 {
         return Err(s.corrupt(format!("unknown flags {:#x}", header.flags)));
@@ -307,8 +262,7 @@ pub fn read_accesses(r: impl BufRead) -> Result<AccessTrace, TraceError> {
         return read_items(&mut s, header);
     }
     let (offset, crc) = (s.offset, s.crc);
-    let dec = zstd::stream::read::Decoder::with_buffer(s.into_inner())
-        .map_err(|error| TraceError::Io { offset, error })?;
+    let dec = zstd::stream::read::Decoder::with_buffer(s.into_inner()).map_err(|error| TraceError::Io { offset, error })?;
     let mut z = Src::new(io::BufReader::new(dec));
     (z.offset, z.crc, z.crc_on) = (offset, crc, true);
     read_items(&mut z, header)
@@ -317,34 +271,22 @@ pub fn read_accesses(r: impl BufRead) -> Result<AccessTrace, TraceError> {
 /// The items and the trailer, after the header.
 fn read_items<R: BufRead>(s: &mut Src<R>, header: AccessHeader) -> Result<AccessTrace, TraceError> {
     let mut c = [0u8; 4];
-    let mut out = AccessTrace {
-        header,
-        ..Default::default()
-    };
-    let (mut anchor, mut page, mut region, mut runs, mut mapped) =
-        (0u64, 0u64, None::<u32>, 0u64, 0u64);
+    let mut out = AccessTrace { header, ..Default::default() };
+    let (mut anchor, mut page, mut region, mut runs, mut mapped) = (0u64, 0u64, None::<u32>, 0u64, 0u64);
     loop {
         let at = s.offset;
         match s.u8("an item tag")? {
             TAG_REGION => out.regions.push(s.string("region name")?),
             TAG_BLOCK => {
-                anchor = anchor
-                    .checked_add(s.varint("block anchor")?)
-                    .ok_or_else(|| s.corrupt("anchor overflows".into()))?;
+                anchor = anchor.checked_add(s.varint("block anchor")?).ok_or_else(|| s.corrupt("anchor overflows".into()))?;
                 if anchor > header.trace_records {
-                    return Err(s.corrupt(format!(
-                        "anchor {anchor} is past the recording's {} records",
-                        header.trace_records
-                    )));
+                    return Err(s.corrupt(format!("anchor {anchor} is past the recording's {} records", header.trace_records)));
                 }
                 let n = s.varint("block runs")?;
                 if n == 0 || n > MAX_BLOCK_RUNS as u64 {
                     return Err(s.corrupt(format!("a block of {n} runs (1 to {MAX_BLOCK_RUNS})")));
                 }
-                let mut b = AccessBlock {
-                    anchor,
-                    runs: Vec::with_capacity(n as usize),
-                };
+                let mut b = AccessBlock { anchor, runs: Vec::with_capacity(n as usize) };
                 for _ in 0..n {
                     page = page.wrapping_add(unzigzag(s.varint("run page")?) as u64);
                     let w = s.varint("run count")?;
@@ -354,22 +296,12 @@ fn read_items<R: BufRead>(s: &mut Src<R>, header: AccessHeader) -> Result<Access
                     if w & 1 != 0 {
                         let r = s.varint_u32("run region")?;
                         if r as usize >= out.regions.len() {
-                            return Err(s.corrupt(format!(
-                                "region {r} is not declared ({} are)",
-                                out.regions.len()
-                            )));
+                            return Err(s.corrupt(format!("region {r} is not declared ({} are)", out.regions.len())));
                         }
                         region = Some(r);
                     }
-                    let Some(r) = region else {
-                        return Err(s.corrupt("the first run names no region".into()));
-                    };
-                    b.runs.push(AccessRun {
-                        page,
-                        count: w >> 2,
-                        write: w & 2 != 0,
-                        region: r,
-                    });
+                    let Some(r) = region else { return Err(s.corrupt("the first run names no region".into())) };
+                    b.runs.push(AccessRun { page, count: w >> 2, write: w & 2 != 0, region: r });
                     runs += 1;
                     mapped += w >> 2;
                 }
@@ -378,20 +310,7 @@ fn read_items<R: BufRead>(s: &mut Src<R>, header: AccessHeader) -> Result<Access
             TAG_END => {
                 let mut f = [0u64; 10];
                 for (i, x) in f.iter_mut().enumerate() {
-                    *x = s.varint(
-                        [
-                            "raw accesses",
-                            "writes",
-                            "runs",
-                            "unmapped accesses",
-                            "unmapped writes",
-                            "instructions",
-                            "valgrind_ns",
-                            "native_ns",
-                            "valgrind system calls",
-                            "matched system calls",
-                        ][i],
-                    )?;
+                    *x = s.varint(["raw accesses", "writes", "runs", "unmapped accesses", "unmapped writes", "instructions", "valgrind_ns", "native_ns", "valgrind system calls", "matched system calls"][i])?;
                 }
                 let t = AccessTotals {
                     raw_accesses: f[0],
@@ -406,10 +325,7 @@ fn read_items<R: BufRead>(s: &mut Src<R>, header: AccessHeader) -> Result<Access
                     matched_syscalls: f[9],
                 };
                 if t.runs != runs {
-                    return Err(s.corrupt(format!(
-                        "the trailer counts {} runs, the file holds {runs}",
-                        t.runs
-                    )));
+                    return Err(s.corrupt(format!("the trailer counts {} runs, the file holds {runs}", t.runs)));
                 }
                 if t.raw_accesses != mapped + t.unmapped_accesses {
                     return Err(s.corrupt(format!("the trailer counts {} accesses, the runs hold {mapped} and {} are unmapped", t.raw_accesses, t.unmapped_accesses)));
@@ -418,10 +334,7 @@ fn read_items<R: BufRead>(s: &mut Src<R>, header: AccessHeader) -> Result<Access
                 s.crc_on = false;
                 s.exact(&mut c, "crc32")?;
                 if u32::from_le_bytes(c) != expect {
-                    return Err(s.corrupt(format!(
-                        "checksum mismatch: the file says {:#010x}, its bytes give {expect:#010x}",
-                        u32::from_le_bytes(c)
-                    )));
+                    return Err(s.corrupt(format!("checksum mismatch: the file says {:#010x}, its bytes give {expect:#010x}", u32::from_le_bytes(c))));
                 }
                 if s.try_u8()?.is_some() {
                     return Err(s.corrupt("bytes after the trailer".into()));
@@ -429,12 +342,7 @@ fn read_items<R: BufRead>(s: &mut Src<R>, header: AccessHeader) -> Result<Access
                 out.totals = t;
                 return Ok(out);
             }
-            t => {
-                return Err(TraceError::Corrupt {
-                    offset: at,
-                    message: format!("unknown item tag {t}"),
-                })
-            }
+            t => return Err(TraceError::Corrupt { offset: at, message: format!("unknown item tag {t}") }),
         }
     }
 }
@@ -444,61 +352,19 @@ mod tests {
     use super::*;
 
     fn sample(flags: u64) -> (Vec<u8>, Vec<AccessBlock>) {
-        let h = AccessHeader {
-            trace_crc: 0xdead_beef,
-            trace_records: 10,
-            page_size: 4096,
-            flags,
-        };
+        let h = AccessHeader { trace_crc: 0xdead_beef, trace_records: 10, page_size: 4096, flags };
         let mut w = AccessWriter::new(Vec::new(), &h).unwrap();
         let heap = w.region("heap").unwrap();
         let stack = w.region("stack").unwrap();
         let blocks = vec![
-            AccessBlock {
-                anchor: 2,
-                runs: vec![
-                    AccessRun {
-                        page: 0x7fff_fff0,
-                        count: 3,
-                        write: false,
-                        region: stack,
-                    },
-                    AccessRun {
-                        page: 0x5555_5555,
-                        count: 1,
-                        write: true,
-                        region: heap,
-                    },
-                ],
-            },
-            AccessBlock {
-                anchor: 2,
-                runs: vec![AccessRun {
-                    page: 0x5555_5554,
-                    count: 7,
-                    write: true,
-                    region: heap,
-                }],
-            },
-            AccessBlock {
-                anchor: 9,
-                runs: vec![AccessRun {
-                    page: 0x7fff_fff0,
-                    count: 1,
-                    write: false,
-                    region: stack,
-                }],
-            },
+            AccessBlock { anchor: 2, runs: vec![AccessRun { page: 0x7fff_fff0, count: 3, write: false, region: stack }, AccessRun { page: 0x5555_5555, count: 1, write: true, region: heap }] },
+            AccessBlock { anchor: 2, runs: vec![AccessRun { page: 0x5555_5554, count: 7, write: true, region: heap }] },
+            AccessBlock { anchor: 9, runs: vec![AccessRun { page: 0x7fff_fff0, count: 1, write: false, region: stack }] },
         ];
         for b in &blocks {
             w.block(b.anchor, &b.runs).unwrap();
         }
-        let t = AccessTotals {
-            raw_accesses: 12 + 5,
-            writes: 8,
-            unmapped_accesses: 5,
-            ..Default::default()
-        };
+        let t = AccessTotals { raw_accesses: 12 + 5, writes: 8, unmapped_accesses: 5, ..Default::default() };
         let (bytes, n) = w.finish(&t).unwrap();
         assert_eq!(n, bytes.len() as u64);
         (bytes, blocks)
@@ -516,14 +382,7 @@ mod tests {
         let t = read_accesses(&bytes[..]).unwrap();
         assert_eq!(t.blocks, blocks);
         assert_eq!(t.regions, ["heap", "stack"]);
-        assert_eq!(
-            (
-                t.totals.runs,
-                t.totals.unmapped_accesses,
-                t.header.trace_crc
-            ),
-            (4, 5, 0xdead_beef)
-        );
+        assert_eq!((t.totals.runs, t.totals.unmapped_accesses, t.header.trace_crc), (4, 5, 0xdead_beef));
         // Every flip is refused; in a zstd stream, a flip of a frame-header bit that does not
         // change the decompressed bytes (the window size) may also read them back unchanged.
         for i in 0..bytes.len() {
@@ -532,13 +391,7 @@ mod tests {
                 b[i] ^= bit;
                 match read_accesses(&b[..]) {
                     Err(_) => {}
-                    Ok(t2) => assert!(
-                        flags & ACCESS_ZSTD != 0
-                            && t2.blocks == t.blocks
-                            && t2.totals == t.totals
-                            && t2.regions == t.regions,
-                        "flip {bit:#x} at byte {i} not detected"
-                    ),
+                    Ok(t2) => assert!(flags & ACCESS_ZSTD != 0 && t2.blocks == t.blocks && t2.totals == t.totals && t2.regions == t.regions, "flip {bit:#x} at byte {i} not detected"),
                 }
             }
         }

@@ -134,10 +134,7 @@ impl<R: BufRead> Src<R> {
 
     /// A corrupt-input error at the current offset.
     pub fn corrupt(&self, message: String) -> TraceError {
-        TraceError::Corrupt {
-            offset: self.offset,
-            message,
-        }
+        TraceError::Corrupt { offset: self.offset, message }
     }
 
     /// The next byte, or `None` at the end of the input.

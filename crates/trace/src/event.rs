@@ -172,9 +172,7 @@ impl MountEntry {
     /// The `huge=` option (`never` when absent).
     pub fn huge(&self) -> &str {
         let o = std::str::from_utf8(&self.options).unwrap_or("");
-        o.split(',')
-            .find_map(|x| x.strip_prefix("huge="))
-            .unwrap_or("never")
+        o.split(',').find_map(|x| x.strip_prefix("huge=")).unwrap_or("never")
     }
 }
 

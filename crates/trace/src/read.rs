@@ -8,9 +8,7 @@ use std::io::{BufReader, Read};
 use crate::codec::{
     Src, MAGIC, MAX_HEADER, TAG_KIND, TAG_SWITCH, TAG_UNFINISHED, VERSION_MAJOR, VERSION_MINOR,
 };
-use crate::event::{
-    kind, EventBody, Header, MapEntry, MapInfo, MountEntry, PathInfo, Syscall, SyscallKind, Trailer,
-};
+use crate::event::{kind, EventBody, Header, MapEntry, MapInfo, MountEntry, PathInfo, Syscall, SyscallKind, Trailer};
 use crate::{Event, TraceError};
 
 /// Reads a trace: [`TraceReader::new`] reads and checks the header; [`TraceReader::next_event`]
@@ -81,13 +79,7 @@ pub fn read_salvage(r: impl Read) -> Result<Salvaged, TraceError> {
         }
     };
     let total: u64 = rd.header.counts.iter().map(|(_, n)| n).sum();
-    Ok(Salvaged {
-        records_expected: (total > 0).then_some(total),
-        records_read: rd.records,
-        header: rd.header,
-        events,
-        damage,
-    })
+    Ok(Salvaged { records_expected: (total > 0).then_some(total), records_read: rd.records, header: rd.header, events, damage })
 }
 
 impl<R: Read> TraceReader<R> {
@@ -351,31 +343,19 @@ impl<R: Read> TraceReader<R> {
             kind::PATH if self.major >= 2 => {
                 let c_at = s.offset;
                 let call = s.varint("the path record's call")?;
-                if !matches!(SyscallKind::from_code(call.min(255) as u8), Some(k) if k.takes_path())
-                {
-                    return Err(corrupt(
-                        c_at,
-                        format!("path record for call kind {call}, which takes no path"),
-                    ));
+                if !matches!(SyscallKind::from_code(call.min(255) as u8), Some(k) if k.takes_path()) {
+                    return Err(corrupt(c_at, format!("path record for call kind {call}, which takes no path")));
                 }
                 let path = s.bytes("the path record's path")?;
                 let mut v = [0u64; 6];
-                for (x, what) in v
-                    .iter_mut()
-                    .zip(["exists", "maj", "min", "ino", "size", "fs_magic"])
-                {
+                for (x, what) in v.iter_mut().zip(["exists", "maj", "min", "ino", "size", "fs_magic"]) {
                     *x = s.varint(&format!("the path record's {what}"))?;
                 }
                 let u32_of = |x: u64, what: &str| {
-                    u32::try_from(x).map_err(|_| {
-                        corrupt(at, format!("path record: {what} {x} does not fit 32 bits"))
-                    })
+                    u32::try_from(x).map_err(|_| corrupt(at, format!("path record: {what} {x} does not fit 32 bits")))
                 };
                 if v[0] > 1 {
-                    return Err(corrupt(
-                        at,
-                        format!("path record: exists flag {}, expected 0 or 1", v[0]),
-                    ));
+                    return Err(corrupt(at, format!("path record: exists flag {}, expected 0 or 1", v[0])));
                 }
                 EventBody::Path(PathInfo {
                     call: call as u8,
@@ -392,10 +372,7 @@ impl<R: Read> TraceReader<R> {
                 let n_at = s.offset;
                 let n = s.varint("the number of mounts")?;
                 if n > 1 << 16 {
-                    return Err(corrupt(
-                        n_at,
-                        format!("{n} mounts, more than the limit 65536"),
-                    ));
+                    return Err(corrupt(n_at, format!("{n} mounts, more than the limit 65536")));
                 }
                 let mut v = Vec::new();
                 for i in 0..n {
@@ -418,16 +395,10 @@ impl<R: Read> TraceReader<R> {
                 let c_at = s.offset;
                 let call = s.varint("the answered record's call")?;
                 if SyscallKind::from_code(call.min(255) as u8).is_none() {
-                    return Err(corrupt(
-                        c_at,
-                        format!("answered record for call kind {call}, which is not a system call"),
-                    ));
+                    return Err(corrupt(c_at, format!("answered record for call kind {call}, which is not a system call")));
                 }
                 let ret = s.zigzag("the answered record's result")?;
-                EventBody::Answered {
-                    call: call as u8,
-                    ret,
-                }
+                EventBody::Answered { call: call as u8, ret }
             }
             _ => {
                 let Some(k) = sys else {
@@ -544,11 +515,7 @@ impl<R: Read> Iterator for TraceReader<R> {
     }
 }
 
-fn read_header<R: std::io::BufRead>(
-    s: &mut Src<R>,
-    major: u16,
-    minor: u16,
-) -> Result<Header, TraceError> {
+fn read_header<R: std::io::BufRead>(s: &mut Src<R>, major: u16, minor: u16) -> Result<Header, TraceError> {
     let program = s.bytes("header: program")?;
     let exec_path = s.bytes("header: executed path")?;
     let n_at = s.offset;
@@ -573,12 +540,7 @@ fn read_header<R: std::io::BufRead>(
     let page_size = s.varint("header: page size")?;
     // The recorder writes the base page size of an x86-64 machine; the model replays 4 KiB pages.
     if page_size != 4096 {
-        return Err(corrupt(
-            ps_at,
-            format!(
-                "header: page size {page_size}; recordings are of 4096-byte base pages (x86-64)"
-            ),
-        ));
+        return Err(corrupt(ps_at, format!("header: page size {page_size}; recordings are of 4096-byte base pages (x86-64)")));
     }
     let flags = s.varint("header: flags")?;
     let c_at = s.offset;
@@ -611,16 +573,8 @@ fn read_header<R: std::io::BufRead>(
     let lost_events = s.varint("header: lost events")?;
     let exit_status = s.varint_u32("header: exit status")?;
     let duration_ns = s.varint("header: duration")?;
-    let thp_settings = if major >= 2 {
-        s.bytes("header: THP settings")?
-    } else {
-        Vec::new()
-    };
-    let untraced_wall_ns = if major >= 2 && minor >= 3 {
-        s.varint("header: untraced wall time")?
-    } else {
-        0
-    };
+    let thp_settings = if major >= 2 { s.bytes("header: THP settings")? } else { Vec::new() };
+    let untraced_wall_ns = if major >= 2 && minor >= 3 { s.varint("header: untraced wall time")? } else { 0 };
     Ok(Header {
         program,
         exec_path,

@@ -1,9 +1,7 @@
 //! Records as lines of text (`thplab trace show`): system calls with symbolic flags and errno
 //! names, faults with their kind, tasks, mappings.
 
-use linux_abi::names::{
-    madvise_name, prctl_name, CLONE_FLAGS, MAP_FLAGS, MREMAP_FLAGS, OPEN_FLAGS,
-};
+use linux_abi::names::{madvise_name, prctl_name, CLONE_FLAGS, MAP_FLAGS, MREMAP_FLAGS, OPEN_FLAGS};
 use std::fmt::Write;
 
 use crate::event::{perm, EventBody, MapEntry, MapInfo, Syscall, SyscallKind};
@@ -52,11 +50,7 @@ pub fn body_text(b: &EventBody) -> String {
         ),
         EventBody::Path(p) => {
             let call = SyscallKind::from_code(p.call).map_or("?", SyscallKind::name);
-            let fs = if p.fs_magic == crate::event::TMPFS_MAGIC {
-                "tmpfs".to_string()
-            } else {
-                format!("fs {:#x}", p.fs_magic)
-            };
+            let fs = if p.fs_magic == crate::event::TMPFS_MAGIC { "tmpfs".to_string() } else { format!("fs {:#x}", p.fs_magic) };
             if p.exists {
                 format!(
                     "path for {call}: {:?} exists: dev {}:{} ino {} size {} {fs}",
@@ -67,12 +61,7 @@ pub fn body_text(b: &EventBody) -> String {
                     p.size
                 )
             } else {
-                format!(
-                    "path for {call}: {:?} does not exist (directory on dev {}:{}, {fs})",
-                    String::from_utf8_lossy(&p.path),
-                    p.maj,
-                    p.min
-                )
+                format!("path for {call}: {:?} does not exist (directory on dev {}:{}, {fs})", String::from_utf8_lossy(&p.path), p.maj, p.min)
             }
         }
         EventBody::ExecStack { start_stack } => {
@@ -173,6 +162,7 @@ fn bits(v: u64, names: &[(u64, &str)]) -> String {
     parts.join("|")
 }
 
+
 /// The errno name for `-ret` (x86_64), or the number.
 pub fn errno_name(e: i64) -> String {
     let n = match e {
@@ -270,20 +260,8 @@ pub fn syscall_text(sc: &Syscall) -> String {
         SyscallKind::Pwrite64 => vec![fd(a(0)), hex(a(1)), a(2).to_string(), a(3).to_string()],
         SyscallKind::Writev | SyscallKind::Readv => vec![fd(a(0)), hex(a(1)), a(2).to_string()],
         SyscallKind::Pwritev => vec![fd(a(0)), hex(a(1)), a(2).to_string(), a(3).to_string()],
-        SyscallKind::Pwritev2 => vec![
-            fd(a(0)),
-            hex(a(1)),
-            a(2).to_string(),
-            (a(3) as i64).to_string(),
-            hex(a(5)),
-        ],
-        SyscallKind::Lseek => vec![
-            fd(a(0)),
-            (a(1) as i64).to_string(),
-            ["SEEK_SET", "SEEK_CUR", "SEEK_END", "SEEK_DATA", "SEEK_HOLE"]
-                .get(a(2) as usize)
-                .map_or(a(2).to_string(), |s| s.to_string()),
-        ],
+        SyscallKind::Pwritev2 => vec![fd(a(0)), hex(a(1)), a(2).to_string(), (a(3) as i64).to_string(), hex(a(5))],
+        SyscallKind::Lseek => vec![fd(a(0)), (a(1) as i64).to_string(), ["SEEK_SET", "SEEK_CUR", "SEEK_END", "SEEK_DATA", "SEEK_HOLE"].get(a(2) as usize).map_or(a(2).to_string(), |s| s.to_string())],
         SyscallKind::Dup => vec![fd(a(0))],
         SyscallKind::Dup2 => vec![fd(a(0)), fd(a(1))],
         SyscallKind::Dup3 => vec![fd(a(0)), fd(a(1)), hex(a(2))],
@@ -332,15 +310,7 @@ pub fn printable(b: &[u8]) -> String {
     if !s.chars().any(char::is_control) {
         return s.into_owned();
     }
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
 /// A command line as one line: arguments that are empty or hold spaces, quotes, backslashes or
@@ -349,19 +319,14 @@ pub fn printable(b: &[u8]) -> String {
 pub fn command_line<S: AsRef<[u8]>>(argv: &[S]) -> String {
     let word = |a: &[u8]| {
         let s = String::from_utf8_lossy(a);
-        let plain = !s.is_empty()
-            && s.chars()
-                .all(|c| !c.is_control() && !c.is_whitespace() && !matches!(c, '"' | '\\' | '\''));
+        let plain = !s.is_empty() && s.chars().all(|c| !c.is_control() && !c.is_whitespace() && !matches!(c, '"' | '\\' | '\''));
         if plain {
             s.into_owned()
         } else {
             format!("{s:?}")
         }
     };
-    argv.iter()
-        .map(|a| word(a.as_ref()))
-        .collect::<Vec<_>>()
-        .join(" ")
+    argv.iter().map(|a| word(a.as_ref())).collect::<Vec<_>>().join(" ")
 }
 
 /// A /proc/PID/maps line.

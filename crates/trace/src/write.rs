@@ -204,23 +204,14 @@ impl<W: Write> TraceWriter<W> {
             EventBody::Path(p) => {
                 put_varint(b, p.call as u64);
                 put_bytes(b, &p.path);
-                for v in [
-                    p.exists as u64,
-                    p.maj as u64,
-                    p.min as u64,
-                    p.ino,
-                    p.size,
-                    p.fs_magic,
-                ] {
+                for v in [p.exists as u64, p.maj as u64, p.min as u64, p.ino, p.size, p.fs_magic] {
                     put_varint(b, v);
                 }
             }
             EventBody::ExecStack { start_stack } => put_varint(b, *start_stack),
             EventBody::Answered { call, ret } => {
                 if crate::SyscallKind::from_code(*call).is_none() {
-                    return Err(invalid(format!(
-                        "answered record for kind {call}, which is not a system call"
-                    )));
+                    return Err(invalid(format!("answered record for kind {call}, which is not a system call")));
                 }
                 put_varint(b, *call as u64);
                 put_varint(b, zigzag(*ret));

@@ -93,20 +93,13 @@ fn sample_events() -> Vec<Event> {
             time_ns: 22,
             tid: 100,
             pid: 100,
-            body: EventBody::Answered {
-                call: SyscallKind::Madvise.code(),
-                ret: -12,
-            },
+            body: EventBody::Answered { call: SyscallKind::Madvise.code(), ret: -12 },
         },
         Event {
             time_ns: 22,
             tid: 100,
             pid: 100,
-            body: sc(
-                SyscallKind::Madvise,
-                vec![0x7fff_f7a0_0000, 4 << 20, 25],
-                Some(-12),
-            ),
+            body: sc(SyscallKind::Madvise, vec![0x7fff_f7a0_0000, 4 << 20, 25], Some(-12)),
         },
         Event {
             time_ns: 30,
@@ -173,21 +166,13 @@ fn sample_events() -> Vec<Event> {
         time_ns: 57,
         tid: 100,
         pid: 100,
-        body: sc(
-            SyscallKind::Openat,
-            vec![(-100i64) as u64, 0x1000, 0o1102, 0o600],
-            Some(3),
-        ),
+        body: sc(SyscallKind::Openat, vec![(-100i64) as u64, 0x1000, 0o1102, 0o600], Some(3)),
     });
     v.push(Event {
         time_ns: 58,
         tid: 100,
         pid: 100,
-        body: sc(
-            SyscallKind::Pwritev2,
-            vec![3, 0x2000, 2, u64::MAX, 0, 0x10],
-            Some(8192),
-        ),
+        body: sc(SyscallKind::Pwritev2, vec![3, 0x2000, 2, u64::MAX, 0, 0x10], Some(8192)),
     });
     for i in 0..300u64 {
         v.push(Event {
@@ -331,15 +316,7 @@ fn every_single_byte_flip_is_detected() {
 fn version_1_files_still_read() {
     let ev: Vec<Event> = sample_events()
         .into_iter()
-        .filter(|e| {
-            !matches!(
-                e.body,
-                EventBody::Path(_)
-                    | EventBody::Mounts(_)
-                    | EventBody::Answered { .. }
-                    | EventBody::ExecStack { .. }
-            )
-        })
+        .filter(|e| !matches!(e.body, EventBody::Path(_) | EventBody::Mounts(_) | EventBody::Answered { .. } | EventBody::ExecStack { .. }))
         .collect();
     let mut h = header_for(&ev, 3);
     h.thp_settings.clear();
@@ -353,18 +330,8 @@ fn version_1_files_still_read() {
     assert_eq!(h1, h);
     assert_eq!(ev1, ev);
     // A path record in a version 1 file is an unknown kind.
-    let e = read_all(
-        &v2_with_version(
-            &encode(&header_for(&sample_events(), 3), &sample_events()),
-            1,
-        )[..],
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(
-        e.contains("unknown record kind") || e.contains("unexpected bytes"),
-        "{e}"
-    );
+    let e = read_all(&v2_with_version(&encode(&header_for(&sample_events(), 3), &sample_events()), 1)[..]).unwrap_err().to_string();
+    assert!(e.contains("unknown record kind") || e.contains("unexpected bytes"), "{e}");
 }
 
 /// The `answered` record (2.1) round-trips with the system call record it precedes, and its text
@@ -373,45 +340,19 @@ fn version_1_files_still_read() {
 #[test]
 fn answered_records_round_trip_and_2_0_files_still_read() {
     let ev = vec![
+        Event { time_ns: 5, tid: 7, pid: 7, body: EventBody::Answered { call: SyscallKind::Madvise.code(), ret: 0 } },
         Event {
             time_ns: 5,
             tid: 7,
             pid: 7,
-            body: EventBody::Answered {
-                call: SyscallKind::Madvise.code(),
-                ret: 0,
-            },
+            body: EventBody::Syscall(Syscall { kind: SyscallKind::Madvise, args: vec![0x7fff_f740_0000, 4 << 20, 25], ret: Some(0), duration_ns: 0 }),
         },
-        Event {
-            time_ns: 5,
-            tid: 7,
-            pid: 7,
-            body: EventBody::Syscall(Syscall {
-                kind: SyscallKind::Madvise,
-                args: vec![0x7fff_f740_0000, 4 << 20, 25],
-                ret: Some(0),
-                duration_ns: 0,
-            }),
-        },
+        Event { time_ns: 9, tid: 7, pid: 7, body: EventBody::Answered { call: SyscallKind::Prctl.code(), ret: 0 } },
         Event {
             time_ns: 9,
             tid: 7,
             pid: 7,
-            body: EventBody::Answered {
-                call: SyscallKind::Prctl.code(),
-                ret: 0,
-            },
-        },
-        Event {
-            time_ns: 9,
-            tid: 7,
-            pid: 7,
-            body: EventBody::Syscall(Syscall {
-                kind: SyscallKind::Prctl,
-                args: vec![42, 0, 0, 0, 0],
-                ret: Some(0),
-                duration_ns: 0,
-            }),
+            body: EventBody::Syscall(Syscall { kind: SyscallKind::Prctl, args: vec![42, 0, 0, 0, 0], ret: Some(0), duration_ns: 0 }),
         },
     ];
     let mut h = header_for(&ev, 0);
@@ -423,16 +364,9 @@ fn answered_records_round_trip_and_2_0_files_still_read() {
     assert_eq!(h2, h);
     assert_eq!(ev2, ev);
     let line = text::event_line(&ev2[0]);
-    assert!(
-        line.contains("answered by the recorder") && line.contains("madvise returns 0"),
-        "{line}"
-    );
+    assert!(line.contains("answered by the recorder") && line.contains("madvise returns 0"), "{line}");
     // The same file labelled 2.0 (the layout of 2.0 is 2.1's without answered records).
-    let plain: Vec<Event> = ev
-        .iter()
-        .filter(|e| !matches!(e.body, EventBody::Answered { .. }))
-        .cloned()
-        .collect();
+    let plain: Vec<Event> = ev.iter().filter(|e| !matches!(e.body, EventBody::Answered { .. })).cloned().collect();
     let mut h20 = header_for(&plain, 0);
     h20.untraced_wall_ns = 0;
     let mut b20 = without_last_header_bytes(&encode(&h20, &plain), 1);
@@ -442,15 +376,7 @@ fn answered_records_round_trip_and_2_0_files_still_read() {
     let (_, ev20, _) = read_all(&b20[..]).unwrap();
     assert_eq!(ev20, plain);
     let mut w = TraceWriter::new(Vec::new(), &header_for(&[], 0)).unwrap();
-    let bad = Event {
-        time_ns: 0,
-        tid: 1,
-        pid: 1,
-        body: EventBody::Answered {
-            call: kind::FAULT,
-            ret: 0,
-        },
-    };
+    let bad = Event { time_ns: 0, tid: 1, pid: 1, body: EventBody::Answered { call: kind::FAULT, ret: 0 } };
     assert!(w.write(&bad).is_err());
 }
 
@@ -491,10 +417,7 @@ fn fix_crc(b: &mut [u8]) {
 fn untraced_wall_time_round_trips_and_2_2_files_read_without_it() {
     let ev = sample_events();
     let h = header_for(&ev, 0);
-    assert_eq!(
-        read_all(&encode(&h, &ev)[..]).unwrap().0.untraced_wall_ns,
-        412_000_000
-    );
+    assert_eq!(read_all(&encode(&h, &ev)[..]).unwrap().0.untraced_wall_ns, 412_000_000);
     let mut h22 = h.clone();
     h22.untraced_wall_ns = 0;
     let mut b22 = without_last_header_bytes(&encode(&h22, &ev), 1);
@@ -516,11 +439,7 @@ fn crc32fast_like(b: &[u8]) -> u32 {
     for &x in b {
         c ^= x as u32;
         for _ in 0..8 {
-            c = if c & 1 != 0 {
-                (c >> 1) ^ 0xEDB8_8320
-            } else {
-                c >> 1
-            };
+            c = if c & 1 != 0 { (c >> 1) ^ 0xEDB8_8320 } else { c >> 1 };
         }
     }
     !c
@@ -533,10 +452,7 @@ fn error_messages_say_what_was_expected() {
     let e = read_all(&b"THPTRACE\x03\x00\x00\x00"[..])
         .unwrap_err()
         .to_string();
-    assert!(
-        e.contains("version 3.0; this thplab reads versions 1.x and 2.x"),
-        "{e}"
-    );
+    assert!(e.contains("version 3.0; this thplab reads versions 1.x and 2.x"), "{e}");
     let e = read_all(&b"THPTRACE\x01\x00"[..]).unwrap_err().to_string();
     assert_eq!(
         e,

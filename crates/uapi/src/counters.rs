@@ -120,10 +120,7 @@ pub struct Counters {
 
 impl Default for Counters {
     fn default() -> Self {
-        Counters {
-            vmstat: [0; VmEvent::COUNT],
-            mthp: [[0; MthpStat::COUNT]; PMD_ORDER as usize + 1],
-        }
+        Counters { vmstat: [0; VmEvent::COUNT], mthp: [[0; MthpStat::COUNT]; PMD_ORDER as usize + 1] }
     }
 }
 
@@ -176,10 +173,7 @@ mod tests {
             assert_eq!(VmEvent::from_name(e.name()), Some(*e));
         }
         assert_eq!(VmEvent::ALL[0].name(), "thp_fault_alloc");
-        assert_eq!(
-            MthpStat::from_name("split_deferred"),
-            Some(MthpStat::SplitDeferred)
-        );
+        assert_eq!(MthpStat::from_name("split_deferred"), Some(MthpStat::SplitDeferred));
         // hugepages-8kB has no anon stats on x86-64 (checked with ls on 6.18.44).
         assert!(!MthpStat::AnonFaultAlloc.exists_for(Order(1)));
         assert!(MthpStat::ShmemAlloc.exists_for(Order(1)));

@@ -14,9 +14,6 @@ pub mod result;
 pub mod settings;
 
 pub use counters::{Counters, MthpStat, VmEvent};
-pub use result::{
-    AccessCounts, AccessReport, CallResult, Census, CensusEntry, Explain, ExplainedFault, Peak,
-    ProcessStats, RecordedAccesses, RegionPlacement, RunResult, TimeEstimate, VmaMap,
-};
+pub use result::{AccessCounts, AccessReport, CallResult, RecordedAccesses, Census, CensusEntry, Explain, ExplainedFault, Peak, ProcessStats, RegionPlacement, RunResult, TimeEstimate, VmaMap};
 pub use result::{LiveSection, ModelSection, ReplayReport, Timeline, TimelineSample};
 pub use settings::{SettingsError, ThpSettings};

@@ -116,21 +116,12 @@ impl PinCosts {
     /// ns to pin and unpin `folios` folios holding `pte_pages` PTE-mapped and `pmd_pages`
     /// PMD-mapped pages, as the model charges a direct read.
     pub fn pin_ns(&self, folios: u64, pte_pages: u64, pmd_pages: u64) -> f64 {
-        folios as f64 * self.per_folio_ns
-            + pte_pages as f64 * self.per_page_ns
-            + pmd_pages as f64 * self.per_pmd_page_ns
+        folios as f64 * self.per_folio_ns + pte_pages as f64 * self.per_page_ns + pmd_pages as f64 * self.per_pmd_page_ns
     }
 
     /// ns of one companion call over such a range (plus `hugetlb_pages`), with `compares`
     /// head comparisons.
-    pub fn companion_ns(
-        &self,
-        folios: u64,
-        pte_pages: u64,
-        pmd_pages: u64,
-        hugetlb_pages: u64,
-        compares: u64,
-    ) -> f64 {
+    pub fn companion_ns(&self, folios: u64, pte_pages: u64, pmd_pages: u64, hugetlb_pages: u64, compares: u64) -> f64 {
         self.per_call_ns
             + self.pin_ns(folios, pte_pages, pmd_pages)
             + hugetlb_pages as f64 * self.per_hugetlb_page_ns
@@ -187,10 +178,7 @@ impl FaultCosts {
     /// (`fill_ns_per_fault`, else `ns_per_fault`) and the folio's unmap and free
     /// (`free_ns_per_folio`, else nothing); None when the fault was not measured.
     pub fn program_fault_ns(&self, size: &str) -> Option<f64> {
-        let fault = self
-            .fill_ns_per_fault
-            .get(size)
-            .or(self.ns_per_fault.get(size))?;
+        let fault = self.fill_ns_per_fault.get(size).or(self.ns_per_fault.get(size))?;
         Some(fault + self.free_ns_per_folio.get(size).copied().unwrap_or(0.0))
     }
 }
@@ -231,46 +219,25 @@ mod tests {
     #[test]
     fn round_trips_and_names_the_bad_line() {
         let p = MachineProfile {
-            machine: MachineInfo {
-                name: "vm".into(),
-                kernel: "6.18.44".into(),
-            },
+            machine: MachineInfo { name: "vm".into(), kernel: "6.18.44".into() },
             pin: None,
-            host: Some(HostCosts {
-                page_reporting_order: 9,
-                fault_ns_per_page: 8000.0,
-                free_areas: vec![5, 4, 3, 2, 1, 0, 0, 0, 0, 7, 9],
-                source: "test".into(),
-            }),
+            host: Some(HostCosts { page_reporting_order: 9, fault_ns_per_page: 8000.0, free_areas: vec![5, 4, 3, 2, 1, 0, 0, 0, 0, 7, 9], source: "test".into() }),
             fault: Some(FaultCosts {
                 ns_per_fault: [("4kB".to_string(), 900.0), ("2048kB".to_string(), 90_000.0)].into(),
                 zero_page_read_ns: 600.0,
                 touch_ns_per_page: 20.0,
                 syscall_ns: 1500.0,
                 fill_ns_per_fault: [("4kB".to_string(), 1300.0)].into(),
-                free_ns_per_folio: [("4kB".to_string(), 200.0), ("2048kB".to_string(), 9000.0)]
-                    .into(),
+                free_ns_per_folio: [("4kB".to_string(), 200.0), ("2048kB".to_string(), 9000.0)].into(),
                 source: "test".into(),
             }),
         };
         assert_eq!(MachineProfile::parse("p.toml", &p.to_toml()).unwrap(), p);
         // A program's fault: the fill figure where measured, else the fault's, plus the free.
         let f = p.fault.as_ref().unwrap();
-        assert_eq!(
-            (
-                f.program_fault_ns("4kB"),
-                f.program_fault_ns("2048kB"),
-                f.program_fault_ns("64kB")
-            ),
-            (Some(1500.0), Some(99_000.0), None)
-        );
-        let err = MachineProfile::parse("p.toml", "[machine]\nnme = \"x\"\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with("p.toml: ") && err.contains("line 2") && err.contains("nme"),
-            "{err}"
-        );
+        assert_eq!((f.program_fault_ns("4kB"), f.program_fault_ns("2048kB"), f.program_fault_ns("64kB")), (Some(1500.0), Some(99_000.0), None));
+        let err = MachineProfile::parse("p.toml", "[machine]\nnme = \"x\"\n").unwrap_err().to_string();
+        assert!(err.starts_with("p.toml: ") && err.contains("line 2") && err.contains("nme"), "{err}");
     }
 
     #[test]
@@ -286,13 +253,8 @@ mod tests {
         assert_eq!(pin.companion_ns(16, 256, 0, 0, 120), 2660.0);
         assert_eq!(MachineProfile::parse("p.toml", &p.to_toml()).unwrap(), p);
         // A profile without [pin] stays without it.
-        assert!(MachineProfile::parse("p.toml", "[machine]\n")
-            .unwrap()
-            .pin
-            .is_none());
-        let err = MachineProfile::parse("p.toml", "[pin]\nper_folio_ns = 1.0\n")
-            .unwrap_err()
-            .to_string();
+        assert!(MachineProfile::parse("p.toml", "[machine]\n").unwrap().pin.is_none());
+        let err = MachineProfile::parse("p.toml", "[pin]\nper_folio_ns = 1.0\n").unwrap_err().to_string();
         assert!(err.contains("per_page_ns"), "{err}");
     }
 }

@@ -50,11 +50,7 @@ pub struct Census {
 impl Census {
     /// `"64kB" -> folio count`, the `folios` section of the result.
     pub fn folio_counts(&self) -> BTreeMap<String, u64> {
-        self.sizes
-            .iter()
-            .filter(|(_, e)| e.folios > 0)
-            .map(|(k, e)| (k.clone(), e.folios))
-            .collect()
+        self.sizes.iter().filter(|(_, e)| e.folios > 0).map(|(k, e)| (k.clone(), e.folios)).collect()
     }
 }
 
@@ -745,17 +741,9 @@ impl VmaMap {
 /// /dev/zero shared mappings), anonymous memory (no name, `[heap]`, `[stack]`, `[anon:...]`),
 /// or a file.
 pub fn vma_kind_of_name(name: &str) -> &'static str {
-    if name.starts_with("/memfd:")
-        || name.starts_with("/dev/shm/")
-        || name.starts_with("/SYSV")
-        || name.starts_with("/dev/zero")
-    {
+    if name.starts_with("/memfd:") || name.starts_with("/dev/shm/") || name.starts_with("/SYSV") || name.starts_with("/dev/zero") {
         "shmem"
-    } else if name.is_empty()
-        || name == "[heap]"
-        || name.starts_with("[stack")
-        || name.starts_with("[anon")
-    {
+    } else if name.is_empty() || name == "[heap]" || name.starts_with("[stack") || name.starts_with("[anon") {
         "anon"
     } else {
         "file"
@@ -786,18 +774,9 @@ pub fn vma_table(vmas: &[VmaMap], total: &Census, total_rss_kb: u64) -> String {
     for s in &sizes {
         head += &format!(" {:>8}", s);
     }
-    head += &format!(
-        " {:>6} {:>7} {:>6} {:>6}  name",
-        "pmd", "partial", "zero", "hzero"
-    );
+    head += &format!(" {:>6} {:>7} {:>6} {:>6}  name", "pmd", "partial", "zero", "hzero");
     let _ = writeln!(out, "{head}");
-    let dash = |n: u64| {
-        if n == 0 {
-            "-".to_string()
-        } else {
-            n.to_string()
-        }
-    };
+    let dash = |n: u64| if n == 0 { "-".to_string() } else { n.to_string() };
     let mut row = |pid: Option<u32>, range: &str, perms: &str, rss: u64, c: &Census, name: &str| {
         let mut line = String::new();
         if with_pid {
@@ -805,21 +784,11 @@ pub fn vma_table(vmas: &[VmaMap], total: &Census, total_rss_kb: u64) -> String {
         }
         line += &format!("{:<33} {:<4} {:>7} kB", range, perms, rss);
         for s in &sizes {
-            line += &format!(
-                " {:>8}",
-                dash(c.sizes.get(s).map(|e| e.folios).unwrap_or(0))
-            );
+            line += &format!(" {:>8}", dash(c.sizes.get(s).map(|e| e.folios).unwrap_or(0)));
         }
         let pmd: u64 = c.sizes.values().map(|e| e.pmd_mapped).sum();
         let partial: u64 = c.sizes.values().map(|e| e.partially_mapped).sum();
-        line += &format!(
-            " {:>6} {:>7} {:>6} {:>6}  {}",
-            dash(pmd),
-            dash(partial),
-            dash(c.zero_page_ptes),
-            dash(c.huge_zero_pmds),
-            name
-        );
+        line += &format!(" {:>6} {:>7} {:>6} {:>6}  {}", dash(pmd), dash(partial), dash(c.zero_page_ptes), dash(c.huge_zero_pmds), name);
         let _ = writeln!(out, "{}", line.trim_end());
     };
     for v in vmas {
@@ -830,14 +799,7 @@ pub fn vma_table(vmas: &[VmaMap], total: &Census, total_rss_kb: u64) -> String {
         } else {
             format!("[{}]", v.kind)
         };
-        row(
-            v.pid,
-            &format!("{}-{}", v.start, v.end),
-            &v.perms,
-            v.rss_kb,
-            &v.census,
-            &name,
-        );
+        row(v.pid, &format!("{}-{}", v.start, v.end), &v.perms, v.rss_kb, &v.census, &name);
     }
     row(None, "total", "", total_rss_kb, total, "");
     out
@@ -896,12 +858,7 @@ pub struct ExplainedFault {
 
 impl RunResult {
     pub fn new(source: &str, workload: &str) -> RunResult {
-        RunResult {
-            schema: RESULT_SCHEMA.into(),
-            source: source.into(),
-            workload: workload.into(),
-            ..Default::default()
-        }
+        RunResult { schema: RESULT_SCHEMA.into(), source: source.into(), workload: workload.into(), ..Default::default() }
     }
 }
 
@@ -928,11 +885,7 @@ mod tests {
                 scan_results: [("SCAN_SUCCEED".to_string(), 2)].into(),
                 nr_free_pages: 7,
                 buddyinfo: vec![1, 0, 3],
-                khugepaged: ModelKhugepaged {
-                    registered: true,
-                    wakeups: 10,
-                    ..Default::default()
-                },
+                khugepaged: ModelKhugepaged { registered: true, wakeups: 10, ..Default::default() },
                 ..Default::default()
             }),
             replay: None,
@@ -940,34 +893,13 @@ mod tests {
         let v = serde_json::to_value(&run).unwrap();
         let mut k = keys(&v);
         k.sort_unstable();
-        assert_eq!(
-            k,
-            [
-                "accesses_without_fault",
-                "buddyinfo",
-                "deferred_split_queue",
-                "khugepaged",
-                "nr_free_pages",
-                "pgtable_pages",
-                "scan_results",
-                "vmas"
-            ]
-        );
+        assert_eq!(k, ["accesses_without_fault", "buddyinfo", "deferred_split_queue", "khugepaged", "nr_free_pages", "pgtable_pages", "scan_results", "vmas"]);
         assert_eq!(v["khugepaged"]["wakeups"], 10);
         assert_eq!(serde_json::from_value::<ModelSection>(v).unwrap(), run);
-        let replay = ModelSection {
-            run: None,
-            replay: Some(ReplayReport {
-                forked_images: 1,
-                ..Default::default()
-            }),
-        };
+        let replay = ModelSection { run: None, replay: Some(ReplayReport { forked_images: 1, ..Default::default() }) };
         let v = serde_json::to_value(&replay).unwrap();
         assert_eq!(keys(&v), ["replay"]);
-        assert!(
-            v["replay"].get("salvage").is_none(),
-            "salvage only when there is one"
-        );
+        assert!(v["replay"].get("salvage").is_none(), "salvage only when there is one");
         assert_eq!(serde_json::from_value::<ModelSection>(v).unwrap(), replay);
     }
 
@@ -977,24 +909,8 @@ mod tests {
         let workload = LiveSection {
             kernel_release: "6.18.0".into(),
             wall_ms: 1.5,
-            khugepaged: LiveKhugepaged {
-                pages_collapsed: 1,
-                full_scans: 2,
-            },
-            workload: Some(LiveWorkloadRun {
-                runs: 2,
-                start_brk: "0x555555887000".into(),
-                spread: [(
-                    "minflt".to_string(),
-                    Spread {
-                        min: 1,
-                        median: 2,
-                        max: 3,
-                    },
-                )]
-                .into(),
-                ..Default::default()
-            }),
+            khugepaged: LiveKhugepaged { pages_collapsed: 1, full_scans: 2 },
+            workload: Some(LiveWorkloadRun { runs: 2, start_brk: "0x555555887000".into(), spread: [("minflt".to_string(), Spread { min: 1, median: 2, max: 3 })].into(), ..Default::default() }),
             program: None,
         };
         let v = serde_json::to_value(&workload).unwrap();
@@ -1004,12 +920,7 @@ mod tests {
         assert_eq!(serde_json::from_value::<LiveSection>(v).unwrap(), workload);
         let program = LiveSection {
             kernel_release: "6.18.0".into(),
-            program: Some(LiveProgramRun {
-                program: vec!["true".into()],
-                exit_status: None,
-                unmeasured: vec!["12 (x): killed by signal 9".into()],
-                ..Default::default()
-            }),
+            program: Some(LiveProgramRun { program: vec!["true".into()], exit_status: None, unmeasured: vec!["12 (x): killed by signal 9".into()], ..Default::default() }),
             ..Default::default()
         };
         let v = serde_json::to_value(&program).unwrap();

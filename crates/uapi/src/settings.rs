@@ -151,29 +151,17 @@ pub enum SettingsError {
     #[error("'{path}' is read-only in the kernel and cannot be set")]
     ReadOnly { path: String },
     #[error("invalid value '{value}' for '{path}'; valid values are: {valid}")]
-    InvalidValue {
-        path: String,
-        value: String,
-        valid: String,
-    },
+    InvalidValue { path: String, value: String, valid: String },
     #[error("'{text}' is not of the form PATH=VALUE (for example hugepages-64kB/enabled=always)")]
     NotAnAssignment { text: String },
     #[error("{file}:{line}: {error}")]
-    AtLine {
-        file: String,
-        line: usize,
-        error: Box<SettingsError>,
-    },
+    AtLine { file: String, line: usize, error: Box<SettingsError> },
     #[error("invalid kernel command-line option '{option}': {why}")]
     Cmdline { option: String, why: String },
 }
 
 /// Knobs the kernel exposes read-only; a dump of a live tree contains them and they are skipped.
-const READ_ONLY: &[&str] = &[
-    "hpage_pmd_size",
-    "khugepaged/pages_collapsed",
-    "khugepaged/full_scans",
-];
+const READ_ONLY: &[&str] = &["hpage_pmd_size", "khugepaged/pages_collapsed", "khugepaged/full_scans"];
 
 fn bool_value(path: &str, value: &str) -> Result<bool, SettingsError> {
     match value {
@@ -184,21 +172,13 @@ fn bool_value(path: &str, value: &str) -> Result<bool, SettingsError> {
 }
 
 fn invalid(path: &str, value: &str, valid: &str) -> SettingsError {
-    SettingsError::InvalidValue {
-        path: path.to_string(),
-        value: value.to_string(),
-        valid: valid.to_string(),
-    }
+    SettingsError::InvalidValue { path: path.to_string(), value: value.to_string(), valid: valid.to_string() }
 }
 
 fn number(path: &str, value: &str, lo: u32, hi: u32) -> Result<u32, SettingsError> {
     match value.parse::<u32>() {
         Ok(n) if (lo..=hi).contains(&n) => Ok(n),
-        _ => Err(invalid(
-            path,
-            value,
-            &format!("an integer from {lo} to {hi}"),
-        )),
+        _ => Err(invalid(path, value, &format!("an integer from {lo} to {hi}"))),
     }
 }
 
@@ -214,53 +194,23 @@ impl ThpSettings {
         let mut out = Vec::new();
         for order in (1..=PMD_ORDER).map(Order) {
             if Orders::ALL_ANON.contains(order) {
-                out.push((
-                    format!("{}/enabled", order.sysfs_dir()),
-                    self.anon[order.0 as usize].word().into(),
-                ));
+                out.push((format!("{}/enabled", order.sysfs_dir()), self.anon[order.0 as usize].word().into()));
             }
-            out.push((
-                format!("{}/shmem_enabled", order.sysfs_dir()),
-                self.shmem[order.0 as usize].word().into(),
-            ));
+            out.push((format!("{}/shmem_enabled", order.sysfs_dir()), self.shmem[order.0 as usize].word().into()));
         }
         out.push(("enabled".into(), self.enabled.word().into()));
         out.push(("defrag".into(), self.defrag.word().into()));
         out.push(("shmem_enabled".into(), self.shmem_enabled.word().into()));
-        out.push((
-            "use_zero_page".into(),
-            (self.use_zero_page as u8).to_string(),
-        ));
-        out.push((
-            "shrink_underused".into(),
-            (self.shrink_underused as u8).to_string(),
-        ));
+        out.push(("use_zero_page".into(), (self.use_zero_page as u8).to_string()));
+        out.push(("shrink_underused".into(), (self.shrink_underused as u8).to_string()));
         let k = &self.khugepaged;
         out.push(("khugepaged/defrag".into(), (k.defrag as u8).to_string()));
-        out.push((
-            "khugepaged/max_ptes_none".into(),
-            k.max_ptes_none.to_string(),
-        ));
-        out.push((
-            "khugepaged/max_ptes_swap".into(),
-            k.max_ptes_swap.to_string(),
-        ));
-        out.push((
-            "khugepaged/max_ptes_shared".into(),
-            k.max_ptes_shared.to_string(),
-        ));
-        out.push((
-            "khugepaged/pages_to_scan".into(),
-            k.pages_to_scan.to_string(),
-        ));
-        out.push((
-            "khugepaged/scan_sleep_millisecs".into(),
-            k.scan_sleep_millisecs.to_string(),
-        ));
-        out.push((
-            "khugepaged/alloc_sleep_millisecs".into(),
-            k.alloc_sleep_millisecs.to_string(),
-        ));
+        out.push(("khugepaged/max_ptes_none".into(), k.max_ptes_none.to_string()));
+        out.push(("khugepaged/max_ptes_swap".into(), k.max_ptes_swap.to_string()));
+        out.push(("khugepaged/max_ptes_shared".into(), k.max_ptes_shared.to_string()));
+        out.push(("khugepaged/pages_to_scan".into(), k.pages_to_scan.to_string()));
+        out.push(("khugepaged/scan_sleep_millisecs".into(), k.scan_sleep_millisecs.to_string()));
+        out.push(("khugepaged/alloc_sleep_millisecs".into(), k.alloc_sleep_millisecs.to_string()));
         if let Some(b) = self.anon_beside_full {
             out.push(("anon_beside_full".into(), (b as u8).to_string()));
         }
@@ -299,12 +249,10 @@ impl ThpSettings {
             "enabled" => words_of(TopEnabled::WORDS),
             "defrag" => words_of(Defrag::WORDS),
             "shmem_enabled" => words_of(ShmemEnabled::WORDS),
-            "use_zero_page" | "shrink_underused" | "khugepaged/defrag" | "anon_beside_full" => {
-                "0, 1".into()
+            "use_zero_page" | "shrink_underused" | "khugepaged/defrag" | "anon_beside_full" => "0, 1".into(),
+            "khugepaged/max_ptes_none" | "khugepaged/max_ptes_swap" | "khugepaged/max_ptes_shared" => {
+                "an integer from 0 to 511".into()
             }
-            "khugepaged/max_ptes_none"
-            | "khugepaged/max_ptes_swap"
-            | "khugepaged/max_ptes_shared" => "an integer from 0 to 511".into(),
             "khugepaged/pages_to_scan" => "an integer from 1 to 4294967295".into(),
             "khugepaged/scan_sleep_millisecs" | "khugepaged/alloc_sleep_millisecs" => {
                 "an integer from 0 to 4294967295".into()
@@ -313,9 +261,7 @@ impl ThpSettings {
                 let (order, leaf) = split_size_path(path)?;
                 match leaf {
                     "enabled" if Orders::ALL_ANON.contains(order) => words_of(AnonEnabled::WORDS),
-                    "shmem_enabled" if Orders::ALL_FILE.contains(order) => {
-                        words_of(ShmemSizeEnabled::WORDS)
-                    }
+                    "shmem_enabled" if Orders::ALL_FILE.contains(order) => words_of(ShmemSizeEnabled::WORDS),
                     _ => return None,
                 }
             }
@@ -332,13 +278,7 @@ impl ThpSettings {
         if READ_ONLY.contains(&path) {
             return Err(SettingsError::ReadOnly { path: path.into() });
         }
-        let bad = || {
-            invalid(
-                path,
-                value,
-                &ThpSettings::valid_values(path).unwrap_or_default(),
-            )
-        };
+        let bad = || invalid(path, value, &ThpSettings::valid_values(path).unwrap_or_default());
         let k = &mut self.khugepaged;
         match path {
             "enabled" => self.enabled = TopEnabled::parse(value).ok_or_else(bad)?,
@@ -346,9 +286,7 @@ impl ThpSettings {
             "shmem_enabled" => {
                 let v = ShmemEnabled::parse(value).ok_or_else(bad)?;
                 // shmem_enabled_store → shmem_parse_huge: force needs inherit == {PMD}.
-                if v == ShmemEnabled::Force
-                    && self.shmem_inherit_orders() != Orders::single(Order::PMD)
-                {
+                if v == ShmemEnabled::Force && self.shmem_inherit_orders() != Orders::single(Order::PMD) {
                     return Err(invalid(
                         path,
                         value,
@@ -366,17 +304,10 @@ impl ThpSettings {
             "khugepaged/max_ptes_swap" => k.max_ptes_swap = number(path, value, 0, 511)?,
             "khugepaged/max_ptes_shared" => k.max_ptes_shared = number(path, value, 0, 511)?,
             "khugepaged/pages_to_scan" => k.pages_to_scan = number(path, value, 1, u32::MAX)?,
-            "khugepaged/scan_sleep_millisecs" => {
-                k.scan_sleep_millisecs = number(path, value, 0, u32::MAX)?
-            }
-            "khugepaged/alloc_sleep_millisecs" => {
-                k.alloc_sleep_millisecs = number(path, value, 0, u32::MAX)?
-            }
+            "khugepaged/scan_sleep_millisecs" => k.scan_sleep_millisecs = number(path, value, 0, u32::MAX)?,
+            "khugepaged/alloc_sleep_millisecs" => k.alloc_sleep_millisecs = number(path, value, 0, u32::MAX)?,
             _ => {
-                let unknown = || SettingsError::UnknownPath {
-                    path: path.into(),
-                    valid: valid_paths_text(),
-                };
+                let unknown = || SettingsError::UnknownPath { path: path.into(), valid: valid_paths_text() };
                 let (order, leaf) = split_size_path(path).ok_or_else(unknown)?;
                 match leaf {
                     "enabled" if Orders::ALL_ANON.contains(order) => {
@@ -396,9 +327,8 @@ impl ThpSettings {
 
     /// Apply `PATH=VALUE`.
     pub fn apply_assignment(&mut self, text: &str) -> Result<(), SettingsError> {
-        let (path, value) = text
-            .split_once('=')
-            .ok_or_else(|| SettingsError::NotAnAssignment { text: text.into() })?;
+        let (path, value) =
+            text.split_once('=').ok_or_else(|| SettingsError::NotAnAssignment { text: text.into() })?;
         self.set(path.trim(), value)
     }
 
@@ -413,11 +343,7 @@ impl ThpSettings {
             if line.is_empty() {
                 continue;
             }
-            let at = |error| SettingsError::AtLine {
-                file: file_name.into(),
-                line: idx + 1,
-                error: Box::new(error),
-            };
+            let at = |error| SettingsError::AtLine { file: file_name.into(), line: idx + 1, error: Box::new(error) };
             let (path, value) = parse_settings_line(line).map_err(at)?;
             let path = normalize_path(&path);
             if READ_ONLY.contains(&path.as_str()) || path.contains("/stats/") {
@@ -436,15 +362,8 @@ impl ThpSettings {
     /// A warning naming the knobs this model carries but does not know, if any.
     pub fn unknown_warning(&self) -> Option<String> {
         (!self.unknown.is_empty()).then(|| {
-            let list: Vec<String> = self
-                .unknown
-                .iter()
-                .map(|(p, v)| format!("{p}={v}"))
-                .collect();
-            format!(
-                "knobs this model of Linux 6.18 does not know, carried but not modelled: {}",
-                list.join(" ")
-            )
+            let list: Vec<String> = self.unknown.iter().map(|(p, v)| format!("{p}={v}")).collect();
+            format!("knobs this model of Linux 6.18 does not know, carried but not modelled: {}", list.join(" "))
         })
     }
 
@@ -455,25 +374,16 @@ impl ThpSettings {
         let mut anon_configured = false;
         let mut shmem_configured = false;
         for word in cmdline.split_whitespace() {
-            let Some((key, value)) = word.split_once('=') else {
-                continue;
-            };
-            let err = |why: String| SettingsError::Cmdline {
-                option: word.into(),
-                why,
-            };
+            let Some((key, value)) = word.split_once('=') else { continue };
+            let err = |why: String| SettingsError::Cmdline { option: word.into(), why };
             match key {
                 "transparent_hugepage" => {
-                    self.enabled = TopEnabled::parse(value)
-                        .ok_or_else(|| err("valid values are always, madvise, never".into()))?
+                    self.enabled =
+                        TopEnabled::parse(value).ok_or_else(|| err("valid values are always, madvise, never".into()))?
                 }
                 "transparent_hugepage_shmem" => {
-                    self.shmem_enabled = ShmemEnabled::parse(value).ok_or_else(|| {
-                        err(format!(
-                            "valid values are {}",
-                            words_of(ShmemEnabled::WORDS)
-                        ))
-                    })?
+                    self.shmem_enabled = ShmemEnabled::parse(value)
+                        .ok_or_else(|| err(format!("valid values are {}", words_of(ShmemEnabled::WORDS))))?
                 }
                 "thp_anon" => {
                     // setup_thp_anon starts from empty masks: the PMD-inherit default is only
@@ -482,14 +392,9 @@ impl ThpSettings {
                         self.anon = [AnonEnabled::Never; PMD_ORDER as usize + 1];
                         anon_configured = true;
                     }
-                    for (orders, policy) in
-                        parse_size_policy_list(value, Orders::ALL_ANON).map_err(err)?
-                    {
+                    for (orders, policy) in parse_size_policy_list(value, Orders::ALL_ANON).map_err(err)? {
                         let p = AnonEnabled::parse(&policy).ok_or_else(|| {
-                            err(format!(
-                                "invalid policy '{policy}'; valid: {}",
-                                words_of(AnonEnabled::WORDS)
-                            ))
+                            err(format!("invalid policy '{policy}'; valid: {}", words_of(AnonEnabled::WORDS)))
                         })?;
                         for o in orders.iter_desc() {
                             self.anon[o.0 as usize] = p;
@@ -501,14 +406,9 @@ impl ThpSettings {
                         self.shmem = [ShmemSizeEnabled::Never; PMD_ORDER as usize + 1];
                         shmem_configured = true;
                     }
-                    for (orders, policy) in
-                        parse_size_policy_list(value, Orders::ALL_FILE).map_err(err)?
-                    {
+                    for (orders, policy) in parse_size_policy_list(value, Orders::ALL_FILE).map_err(err)? {
                         let p = ShmemSizeEnabled::parse(&policy).ok_or_else(|| {
-                            err(format!(
-                                "invalid policy '{policy}'; valid: {}",
-                                words_of(ShmemSizeEnabled::WORDS)
-                            ))
+                            err(format!("invalid policy '{policy}'; valid: {}", words_of(ShmemSizeEnabled::WORDS)))
                         })?;
                         for o in orders.iter_desc() {
                             self.shmem[o.0 as usize] = p;
@@ -571,10 +471,7 @@ impl fmt::Display for ThpSettings {
             writeln!(f, "{p}={v}")?;
         }
         if !self.unknown.is_empty() {
-            writeln!(
-                f,
-                "# not known to this model of 6.18: carried, not modelled"
-            )?;
+            writeln!(f, "# not known to this model of 6.18: carried, not modelled")?;
             for (p, v) in &self.unknown {
                 writeln!(f, "{p}={v}")?;
             }
@@ -603,11 +500,7 @@ fn normalize_path(path: &str) -> String {
 /// A path that could name a sysfs file: words of `[A-Za-z0-9_-]` separated by `/`.
 fn is_knob_path(path: &str) -> bool {
     !path.is_empty()
-        && path.split('/').all(|w| {
-            !w.is_empty()
-                && w.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        })
+        && path.split('/').all(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'))
 }
 
 fn split_size_path(path: &str) -> Option<(Order, &str)> {
@@ -622,10 +515,9 @@ fn parse_settings_line(line: &str) -> Result<(String, String), SettingsError> {
     let eq = line.find('=');
     let colon = line.find(':');
     match (eq, colon) {
-        (Some(e), c) if c.is_none_or(|c| e < c) => Ok((
-            line[..e].trim().to_string(),
-            line[e + 1..].trim().to_string(),
-        )),
+        (Some(e), c) if c.is_none_or(|c| e < c) => {
+            Ok((line[..e].trim().to_string(), line[e + 1..].trim().to_string()))
+        }
         (_, Some(c)) => {
             let (path, content) = (line[..c].trim(), line[c + 1..].trim());
             // sysfs marks exactly one choice: `always [madvise] never`.
@@ -633,8 +525,7 @@ fn parse_settings_line(line: &str) -> Result<(String, String), SettingsError> {
                 return Err(SettingsError::InvalidValue {
                     path: path.to_string(),
                     value: content.to_string(),
-                    valid: "one choice in brackets, as sysfs prints it (always [madvise] never)"
-                        .into(),
+                    valid: "one choice in brackets, as sysfs prints it (always [madvise] never)".into(),
                 });
             }
             let value = match (content.find('['), content.find(']')) {
@@ -650,13 +541,7 @@ fn parse_settings_line(line: &str) -> Result<(String, String), SettingsError> {
 /// The kernel command-line options of 6.18 that set THP knobs (`__setup` in mm/huge_memory.c
 /// and mm/shmem.c); `transparent_hugepage_tmpfs=` (the default `huge=` of tmpfs mounts) is read
 /// but not a sysfs knob.
-pub const CMDLINE_OPTIONS: [&str; 5] = [
-    "transparent_hugepage",
-    "transparent_hugepage_shmem",
-    "transparent_hugepage_tmpfs",
-    "thp_anon",
-    "thp_shmem",
-];
+pub const CMDLINE_OPTIONS: [&str; 5] = ["transparent_hugepage", "transparent_hugepage_shmem", "transparent_hugepage_tmpfs", "thp_anon", "thp_shmem"];
 
 /// Words of a kernel command line that look meant for THP but that the kernel would not apply:
 /// a near miss of an option's name (`transparent_hugepages=always`), an option without `=`, and
@@ -664,11 +549,7 @@ pub const CMDLINE_OPTIONS: [&str; 5] = [
 /// parameters (it hands them to init), so these are warnings that name the valid options, and
 /// the settings are what the kernel would make of the line.
 pub fn cmdline_warnings(cmdline: &str) -> Vec<String> {
-    let valid = CMDLINE_OPTIONS
-        .iter()
-        .map(|o| format!("{o}="))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let valid = CMDLINE_OPTIONS.iter().map(|o| format!("{o}=")).collect::<Vec<_>>().join(", ");
     let mut out = Vec::new();
     for word in cmdline.split_whitespace() {
         let (key, has_value) = match word.split_once('=') {
@@ -677,25 +558,15 @@ pub fn cmdline_warnings(cmdline: &str) -> Vec<String> {
         };
         if CMDLINE_OPTIONS.contains(&key) {
             if !has_value {
-                out.push(format!(
-                    "'{word}' has no '=VALUE' and is ignored (the kernel's option is {key}=)"
-                ));
+                out.push(format!("'{word}' has no '=VALUE' and is ignored (the kernel's option is {key}=)"));
             } else if key == "transparent_hugepage_tmpfs" {
                 out.push(format!("'{word}' (the default huge= of tmpfs mounts) is not modelled and is ignored; give huge= on the workload's tmpfs statement"));
             }
             continue;
         }
         let lower = key.to_ascii_lowercase();
-        let closest = CMDLINE_OPTIONS
-            .iter()
-            .map(|o| (edit_distance(&lower, o), *o))
-            .min()
-            .expect("options");
-        if closest.0 <= 2
-            || lower.starts_with("transparent_huge")
-            || lower.starts_with("thp_")
-            || lower.starts_with("thp-")
-        {
+        let closest = CMDLINE_OPTIONS.iter().map(|o| (edit_distance(&lower, o), *o)).min().expect("options");
+        if closest.0 <= 2 || lower.starts_with("transparent_huge") || lower.starts_with("thp_") || lower.starts_with("thp-") {
             out.push(format!(
                 "'{word}' is not a THP option and is ignored, as the kernel ignores unknown parameters; did you mean {}=? The THP options are {valid}",
                 closest.1
@@ -725,9 +596,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 fn parse_size_policy_list(text: &str, supported: Orders) -> Result<Vec<(Orders, String)>, String> {
     let mut out = Vec::new();
     for token in text.split(';') {
-        let (range, policy) = token
-            .split_once(':')
-            .ok_or_else(|| format!("'{token}' has no ':POLICY'"))?;
+        let (range, policy) = token.split_once(':').ok_or_else(|| format!("'{token}' has no ':POLICY'"))?;
         let mut orders = Orders::NONE;
         for sub in range.split(',') {
             let (a, b) = sub.split_once('-').unwrap_or((sub, sub));
@@ -747,26 +616,14 @@ fn parse_size_policy_list(text: &str, supported: Orders) -> Result<Vec<(Orders, 
 
 fn order_from_str(size: &str, supported: Orders) -> Result<Order, String> {
     let valid = || {
-        let v: Vec<String> = supported
-            .iter_desc()
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .map(|o| {
-                let kb = o.size_kb();
-                if kb >= 1024 {
-                    format!("{}M", kb / 1024)
-                } else {
-                    format!("{kb}K")
-                }
-            })
-            .collect();
+        let v: Vec<String> = supported.iter_desc().collect::<Vec<_>>().into_iter().rev().map(|o| {
+            let kb = o.size_kb();
+            if kb >= 1024 { format!("{}M", kb / 1024) } else { format!("{kb}K") }
+        }).collect();
         format!("invalid size '{size}'; valid sizes are {}", v.join(", "))
     };
     let bytes = parse_size(size).ok_or_else(valid)?;
-    let order = Order::from_size_kb(bytes / 1024)
-        .filter(|_| bytes % 4096 == 0)
-        .ok_or_else(valid)?;
+    let order = Order::from_size_kb(bytes / 1024).filter(|_| bytes % 4096 == 0).ok_or_else(valid)?;
     if supported.contains(order) {
         Ok(order)
     } else {

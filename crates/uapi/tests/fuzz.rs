@@ -20,13 +20,8 @@ fn check_file(text: &str) -> Result<(), TestCaseError> {
             let rest = msg.strip_prefix(&format!("{FILE}:"));
             prop_assert!(rest.is_some(), "error does not start with the file: {msg}");
             let (line, _) = rest.unwrap().split_once(": ").unwrap_or(("", ""));
-            let line: usize = line
-                .parse()
-                .map_err(|_| TestCaseError::fail(format!("no line number in: {msg}")))?;
-            prop_assert!(
-                line >= 1 && line <= text.lines().count(),
-                "line {line} out of range in: {msg}"
-            );
+            let line: usize = line.parse().map_err(|_| TestCaseError::fail(format!("no line number in: {msg}")))?;
+            prop_assert!(line >= 1 && line <= text.lines().count(), "line {line} out of range in: {msg}");
             let at_line = matches!(e, SettingsError::AtLine { .. });
             prop_assert!(at_line, "not an AtLine error: {:?}", e);
         }
@@ -91,31 +86,9 @@ fn path() -> impl Strategy<Value = String> {
 fn value() -> impl Strategy<Value = String> {
     prop_oneof![
         prop::sample::select(vec![
-            "always",
-            "madvise",
-            "never",
-            "inherit",
-            "defer",
-            "defer+madvise",
-            "within_size",
-            "advise",
-            "deny",
-            "force",
-            "0",
-            "1",
-            "2",
-            "511",
-            "512",
-            "-1",
-            "4294967295",
-            "4294967296",
-            "",
-            " ",
-            "[never]",
-            "always [madvise] never",
-            "always inherit madvise [never]",
-            "] [",
-            "[]",
+            "always", "madvise", "never", "inherit", "defer", "defer+madvise", "within_size", "advise", "deny",
+            "force", "0", "1", "2", "511", "512", "-1", "4294967295", "4294967296", "", " ", "[never]",
+            "always [madvise] never", "always inherit madvise [never]", "] [", "[]",
         ])
         .prop_map(str::to_string),
         any::<u64>().prop_map(|n| n.to_string()),
@@ -137,28 +110,8 @@ fn settings_line() -> impl Strategy<Value = String> {
 
 fn size_token() -> impl Strategy<Value = String> {
     prop::sample::select(vec![
-        "4K",
-        "8K",
-        "16K",
-        "32K",
-        "64K",
-        "128K",
-        "256K",
-        "512K",
-        "1M",
-        "2M",
-        "4M",
-        "1G",
-        "3K",
-        "0",
-        "",
-        "K",
-        "18446744073709551615K",
-        "16T",
-        "18446744073709551615",
-        "2048K",
-        "2m",
-        "64KB",
+        "4K", "8K", "16K", "32K", "64K", "128K", "256K", "512K", "1M", "2M", "4M", "1G", "3K", "0", "", "K",
+        "18446744073709551615K", "16T", "18446744073709551615", "2048K", "2m", "64KB",
     ])
     .prop_map(str::to_string)
 }
@@ -170,14 +123,7 @@ fn size_policy_list() -> impl Strategy<Value = String> {
         (size_token(), size_token(), size_token()).prop_map(|(a, b, c)| format!("{a}-{b},{c}")),
     ];
     let policy = prop::sample::select(vec![
-        "always",
-        "inherit",
-        "madvise",
-        "never",
-        "within_size",
-        "advise",
-        "",
-        "sometimes",
+        "always", "inherit", "madvise", "never", "within_size", "advise", "", "sometimes",
     ]);
     let item = prop_oneof![
         4 => (range, policy).prop_map(|(r, p)| format!("{r}:{p}")),
@@ -247,40 +193,18 @@ proptest! {
 #[test]
 fn edge_cases_do_not_panic() {
     for text in [
-        "=",
-        ":",
-        "=:",
-        ":=",
-        "[",
-        "]",
-        "][",
-        "a:]x[",
-        "hugepages-:x",
-        "hugepages-kB/enabled=always",
-        "hugepages-00064kB/enabled=always",
-        "hugepages-+64kB/enabled=always",
-        "hugepages-é kB/enabled=x",
-        "é=é",
-        "enabled=\u{0}",
+        "=", ":", "=:", ":=", "[", "]", "][", "a:]x[", "hugepages-:x", "hugepages-kB/enabled=always",
+        "hugepages-00064kB/enabled=always", "hugepages-+64kB/enabled=always", "hugepages-é kB/enabled=x",
+        "é=é", "enabled=\u{0}",
     ] {
         let mut s = ThpSettings::default();
         let _ = s.apply_assignment(text);
         let _ = s.apply_file("f", text);
     }
     for text in [
-        "thp_anon=",
-        "thp_anon=:",
-        "thp_anon=;",
-        "thp_anon=-:always",
-        "thp_anon=64K-:always",
-        "thp_anon=,:always",
-        "thp_anon=2M-16K:always",
-        "thp_shmem=4K:always",
-        "thp_anon=é:always",
-        "transparent_hugepage=",
-        "=always",
-        "thp_anon=18446744073709551615K:always",
-        "thp_anon=9007199254740992K:always",
+        "thp_anon=", "thp_anon=:", "thp_anon=;", "thp_anon=-:always", "thp_anon=64K-:always", "thp_anon=,:always",
+        "thp_anon=2M-16K:always", "thp_shmem=4K:always", "thp_anon=é:always", "transparent_hugepage=",
+        "=always", "thp_anon=18446744073709551615K:always", "thp_anon=9007199254740992K:always",
     ] {
         let mut s = ThpSettings::default();
         let _ = s.apply_cmdline(text);

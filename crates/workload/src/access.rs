@@ -26,14 +26,9 @@ pub enum Pattern {
     Seq,
     Stride(u64),
     Uniform,
-    Gaussian {
-        median: u64,
-        stddev: u64,
-    },
+    Gaussian { median: u64, stddev: u64 },
     /// Exponent in thousandths (`s=1.2` is 1200).
-    Zipf {
-        s_milli: u32,
-    },
+    Zipf { s_milli: u32 },
     Chase,
 }
 
@@ -123,11 +118,7 @@ impl AccessPlan {
 
     /// A bijection of `[0, 2^bits)`.
     fn scramble(&self, mut x: u64) -> u64 {
-        let mask = if self.bits >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << self.bits) - 1
-        };
+        let mask = if self.bits >= 64 { u64::MAX } else { (1u64 << self.bits) - 1 };
         let half = (self.bits / 2).max(1);
         for k in 0..2 {
             x = x.wrapping_mul(self.keys[k]) & mask;
@@ -213,31 +204,15 @@ mod tests {
     use crate::RegionId;
 
     fn stream(pattern: Pattern, count: Option<u64>) -> AccessStream {
-        AccessStream {
-            range: Range {
-                region: RegionId(0),
-                offset: 0,
-                len: 1 << 20,
-                every: None,
-            },
-            pattern,
-            count,
-            writes_pct: 0,
-            seed: 7,
-            elem: 4096,
-        }
+        AccessStream { range: Range { region: RegionId(0), offset: 0, len: 1 << 20, every: None }, pattern, count, writes_pct: 0, seed: 7, elem: 4096 }
     }
 
     #[test]
     fn seq_and_stride_wrap() {
-        let v: Vec<u64> = AccessPlan::new(&stream(Pattern::Seq, Some(258)), 1 << 20)
-            .map(|x| x.0)
-            .collect();
+        let v: Vec<u64> = AccessPlan::new(&stream(Pattern::Seq, Some(258)), 1 << 20).map(|x| x.0).collect();
         assert_eq!(&v[..3], &[0, 4096, 8192]);
         assert_eq!(v[256], 0);
-        let v: Vec<u64> = AccessPlan::new(&stream(Pattern::Stride(3 << 18), Some(3)), 1 << 20)
-            .map(|x| x.0)
-            .collect();
+        let v: Vec<u64> = AccessPlan::new(&stream(Pattern::Stride(3 << 18), Some(3)), 1 << 20).map(|x| x.0).collect();
         // Strides of 768 KiB in 1 MiB: 0, 768K, then wrap to 0.
         assert_eq!(v, [0, 768 << 10, 0]);
     }
@@ -246,61 +221,39 @@ mod tests {
     fn chase_is_one_cycle_through_every_item() {
         // 256 pages of 1 MiB, and a range of 100 items (not a power of two: cycle walking).
         for items in [256u64, 100] {
-            let s = AccessStream {
-                elem: 4096,
-                ..stream(Pattern::Chase, None)
-            };
+            let s = AccessStream { elem: 4096, ..stream(Pattern::Chase, None) };
             let plan = AccessPlan::new(&s, items * 4096);
             assert_eq!(plan.len(), items);
             let mut seen: Vec<u64> = plan.map(|x| x.0 / 4096).collect();
             let first_ten = seen[..10].to_vec();
             seen.sort();
             assert_eq!(seen, (0..items).collect::<Vec<_>>());
-            assert_ne!(
-                first_ten,
-                (0..10).collect::<Vec<_>>(),
-                "not in address order"
-            );
+            assert_ne!(first_ten, (0..10).collect::<Vec<_>>(), "not in address order");
         }
     }
 
     #[test]
     fn gaussian_and_zipf_concentrate() {
         // Gaussian median 512K, stddev 32K: about 95 % of draws within ±64K (2σ).
-        let s = stream(
-            Pattern::Gaussian {
-                median: 512 << 10,
-                stddev: 32 << 10,
-            },
-            Some(10_000),
-        );
-        let near = AccessPlan::new(&s, 1 << 20)
-            .filter(|&(o, _)| (448 << 10..576 << 10).contains(&o))
-            .count();
+        let s = stream(Pattern::Gaussian { median: 512 << 10, stddev: 32 << 10 }, Some(10_000));
+        let near = AccessPlan::new(&s, 1 << 20).filter(|&(o, _)| (448 << 10..576 << 10).contains(&o)).count();
         assert!((9300..9700).contains(&near), "{near}");
         // Zipf s=1 over 256 items: P(rank < 16) = ln 17 / ln 257 ≈ 0.51 for the continuous law.
         let s = stream(Pattern::Zipf { s_milli: 1000 }, Some(10_000));
-        let hot = AccessPlan::new(&s, 1 << 20)
-            .filter(|&(o, _)| o < 16 * 4096)
-            .count();
+        let hot = AccessPlan::new(&s, 1 << 20).filter(|&(o, _)| o < 16 * 4096).count();
         assert!((4800..5400).contains(&hot), "{hot}");
     }
 
     #[test]
     fn writes_fraction_and_determinism() {
-        let s = AccessStream {
-            writes_pct: 25,
-            ..stream(Pattern::Uniform, Some(10_000))
-        };
+        let s = AccessStream { writes_pct: 25, ..stream(Pattern::Uniform, Some(10_000)) };
         let a: Vec<_> = AccessPlan::new(&s, 1 << 20).collect();
         let b: Vec<_> = AccessPlan::new(&s, 1 << 20).collect();
         assert_eq!(a, b);
         let w = a.iter().filter(|x| x.1).count();
         assert!((2300..2700).contains(&w), "{w}");
         // The offsets do not depend on the write fraction.
-        let r: Vec<u64> = AccessPlan::new(&AccessStream { writes_pct: 0, ..s }, 1 << 20)
-            .map(|x| x.0)
-            .collect();
+        let r: Vec<u64> = AccessPlan::new(&AccessStream { writes_pct: 0, ..s }, 1 << 20).map(|x| x.0).collect();
         assert_eq!(r, a.iter().map(|x| x.0).collect::<Vec<_>>());
     }
 }

@@ -21,8 +21,8 @@ pub mod access;
 mod parse;
 mod touch;
 
-pub use access::{AccessPlan, AccessStream, Pattern};
 pub use parse::{parse, MAX_REPEAT_ITERATIONS};
+pub use access::{AccessPlan, AccessStream, Pattern};
 pub use touch::{Pacing, TouchPlan};
 
 /// The format version this parser reads.
@@ -210,16 +210,8 @@ pub struct Prot {
 }
 
 impl Prot {
-    pub const RW: Prot = Prot {
-        read: true,
-        write: true,
-        exec: false,
-    };
-    pub const NONE: Prot = Prot {
-        read: false,
-        write: false,
-        exec: false,
-    };
+    pub const RW: Prot = Prot { read: true, write: true, exec: false };
+    pub const NONE: Prot = Prot { read: false, write: false, exec: false };
 
     pub fn parse(text: &str) -> Option<Prot> {
         if text == "none" {
@@ -408,21 +400,13 @@ pub enum TouchOrder {
     Sequential,
     Reverse,
     /// A permutation drawn with [`mm_types::prng::Prng`] from this seed.
-    Random {
-        seed: u64,
-    },
+    Random { seed: u64 },
 }
 
 impl Touch {
     /// This touch with its range's length resolved against the region's current length.
     pub fn resolved(&self, region_len: u64) -> Touch {
-        Touch {
-            range: Range {
-                len: self.range.len_in(region_len),
-                ..self.range
-            },
-            ..*self
-        }
+        Touch { range: Range { len: self.range.len_in(region_len), ..self.range }, ..*self }
     }
 }
 
@@ -452,49 +436,27 @@ pub enum Pace {
 /// One operation, in program order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OpKind {
-    Mmap {
-        region: RegionId,
-        len: u64,
-        prot: Prot,
-        placement: Placement,
-        backing: Backing,
-    },
+    Mmap { region: RegionId, len: u64, prot: Prot, placement: Placement, backing: Backing },
     /// Mount a private tmpfs (the live executor does it in its own mount namespace).
     Mount(MountId),
     /// Create (and open) a file: memfd_create, shm_open or open(O_CREAT).
     Create(FileId),
     /// `ftruncate(fd, size)`.
-    Ftruncate {
-        file: FileId,
-        size: u64,
-    },
+    Ftruncate { file: FileId, size: u64 },
     /// `fallocate(fd, 0, offset, len)`.
-    Fallocate {
-        file: FileId,
-        offset: u64,
-        len: u64,
-    },
+    Fallocate { file: FileId, offset: u64, len: u64 },
     /// `pwrite(fd, buf, chunk, off)` calls covering `[offset, offset + len)`.
-    Write {
-        file: FileId,
-        offset: u64,
-        len: u64,
-        chunk: u64,
-    },
+    Write { file: FileId, offset: u64, len: u64, chunk: u64 },
     Munmap(Range),
     Mprotect(Range, Prot),
     Madvise(Range, Advice),
     /// Move the program break by this many bytes (page-rounded like brk(2)).
-    Brk {
-        delta: i64,
-    },
+    Brk { delta: i64 },
     Prctl(ThpDisable),
     Touch(Touch),
     /// Sleep this many nanoseconds (`sleep DURATION`): the model's clock moves on and
     /// khugepaged wakes on it; the live executor calls nanosleep.
-    Sleep {
-        ns: u64,
-    },
+    Sleep { ns: u64 },
     /// `phase NAME`: a named part of the run starts here (it ends where the next starts, or
     /// at the end); the result gives each phase's simulated time. No system call.
     Phase(String),
@@ -502,19 +464,13 @@ pub enum OpKind {
     /// run's own clock (the model's simulated clock, CLOCK_MONOTONIC live) is before this
     /// operation's start + `ns` when an iteration would start (the first always runs). Both
     /// sides count the iterations (the result's `repeats`). No system call.
-    RepeatFor {
-        ns: u64,
-        body: usize,
-    },
+    RepeatFor { ns: u64, body: usize },
     /// `access RANGE PATTERN ...`: loads and stores for the TLB model (faults like touches).
     Access(AccessStream),
     /// `read(2)` with O_DIRECT into the range, `block` bytes a call: each call pins its part of
     /// the buffer with `pin_user_pages_fast` (FOLL_WRITE), which faults in what is not mapped
     /// writable, and unpins it when the I/O completes.
-    ReadDirect {
-        range: Range,
-        block: u64,
-    },
+    ReadDirect { range: Range, block: u64 },
     /// `fork()`: the process running it (always `main`) gets the child `ProcId`.
     Fork(ProcId),
     /// `pthread_create` in main: the thread `ProcId` runs in main's mm.
@@ -564,10 +520,7 @@ impl Workload {
         &self.regions[id.0 as usize]
     }
     pub fn region_by_name(&self, name: &str) -> Option<RegionId> {
-        self.regions
-            .iter()
-            .position(|r| r.name == name)
-            .map(|i| RegionId(i as u32))
+        self.regions.iter().position(|r| r.name == name).map(|i| RegionId(i as u32))
     }
     pub fn file(&self, id: FileId) -> &FileDecl {
         &self.files[id.0 as usize]
@@ -576,10 +529,7 @@ impl Workload {
         &self.mounts[id.0 as usize]
     }
     pub fn file_by_name(&self, name: &str) -> Option<FileId> {
-        self.files
-            .iter()
-            .position(|f| f.name == name)
-            .map(|i| FileId(i as u32))
+        self.files.iter().position(|f| f.name == name).map(|i| FileId(i as u32))
     }
     pub fn proc(&self, id: ProcId) -> &ProcDecl {
         &self.procs[id.0 as usize]
@@ -593,10 +543,7 @@ impl Workload {
         self.procs.iter().any(ProcDecl::shares_mm)
     }
     pub fn mount_by_name(&self, name: &str) -> Option<MountId> {
-        self.mounts
-            .iter()
-            .position(|m| m.name == name)
-            .map(|i| MountId(i as u32))
+        self.mounts.iter().position(|m| m.name == name).map(|i| MountId(i as u32))
     }
     /// Pages the workload touches in total (an upper bound on faults), for progress bars.
     pub fn touched_pages(&self) -> u64 {

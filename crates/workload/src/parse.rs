@@ -17,8 +17,7 @@ fn pos_text(b: u64) -> String {
 }
 
 /// What `prot=` and `mprotect` accept (`Prot::parse`).
-const PROT_VALID: &str =
-    "none, or the letters r, w, x, each at most once, in any order (r, rw, rx, rwx, w, x, wx)";
+const PROT_VALID: &str = "none, or the letters r, w, x, each at most once, in any order (r, rw, rx, rwx, w, x, wx)";
 
 struct Ctx<'a> {
     source: &'a str,
@@ -48,16 +47,13 @@ impl Names {
     /// Index the declarations `w` gained since the last call.
     fn catch_up(&mut self, w: &Workload) {
         for (i, r) in w.regions.iter().enumerate().skip(self.regions) {
-            self.map
-                .insert(r.name.clone(), (Decl::Region(i as u32), r.line));
+            self.map.insert(r.name.clone(), (Decl::Region(i as u32), r.line));
         }
         for (i, f) in w.files.iter().enumerate().skip(self.files) {
-            self.map
-                .insert(f.name.clone(), (Decl::File(i as u32), f.line));
+            self.map.insert(f.name.clone(), (Decl::File(i as u32), f.line));
         }
         for (i, m) in w.mounts.iter().enumerate().skip(self.mounts) {
-            self.map
-                .insert(m.name.clone(), (Decl::Mount(i as u32), m.line));
+            self.map.insert(m.name.clone(), (Decl::Mount(i as u32), m.line));
         }
         (self.regions, self.files, self.mounts) = (w.regions.len(), w.files.len(), w.mounts.len());
     }
@@ -83,11 +79,7 @@ impl Names {
 
 impl Ctx<'_> {
     fn err(&self, message: impl Into<String>) -> WorkloadError {
-        WorkloadError {
-            source_name: self.source.to_string(),
-            line: self.line,
-            message: message.into(),
-        }
+        WorkloadError { source_name: self.source.to_string(), line: self.line, message: message.into() }
     }
 }
 
@@ -101,12 +93,7 @@ pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
         regions: Vec::new(),
         files: Vec::new(),
         mounts: Vec::new(),
-        procs: vec![ProcDecl {
-            name: MAIN_PROC.into(),
-            line: 0,
-            parent: None,
-            kind: ProcKind::Main,
-        }],
+        procs: vec![ProcDecl { name: MAIN_PROC.into(), line: 0, parent: None, kind: ProcKind::Main }],
         ops: Vec::new(),
     };
     let mut seen_statement = false;
@@ -114,11 +101,7 @@ pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
     let mut procs = Procs::default();
     for (idx, raw) in text.lines().enumerate() {
         names.catch_up(&w);
-        let cx = Ctx {
-            source,
-            line: idx + 1,
-            names: &names,
-        };
+        let cx = Ctx { source, line: idx + 1, names: &names };
         let line = raw.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
             continue;
@@ -126,9 +109,7 @@ pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
         let words: Vec<&str> = line.split_whitespace().collect();
         if words[0] == "thplab-workload" {
             if seen_statement {
-                return Err(
-                    cx.err("the 'thplab-workload VERSION' header must come before any operation")
-                );
+                return Err(cx.err("the 'thplab-workload VERSION' header must come before any operation"));
             }
             match words.get(1).map(|v| v.parse::<u32>()) {
                 Some(Ok(FORMAT_VERSION)) if words.len() == 2 => {}
@@ -147,10 +128,7 @@ pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
         let kind = parse_statement(&cx, &mut w, &words)?;
         let proc = procs.current();
         if procs.exited.contains(&proc) {
-            return Err(cx.err(format!(
-                "process '{}' has exited (its 'exit' is above); nothing runs in it after that",
-                w.proc(proc).name
-            )));
+            return Err(cx.err(format!("process '{}' has exited (its 'exit' is above); nothing runs in it after that", w.proc(proc).name)));
         }
         if let OpKind::Wait(child) = kind {
             if !procs.exited.contains(&child) {
@@ -166,29 +144,14 @@ pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
         }
         if kind == OpKind::Exit {
             if proc == ProcId::MAIN {
-                return Err(cx.err(
-                    "main exits at the end of the workload; 'exit' belongs in a child's block",
-                ));
+                return Err(cx.err("main exits at the end of the workload; 'exit' belongs in a child's block"));
             }
             procs.exited.push(proc);
         }
-        w.ops.push(Op {
-            line: cx.line,
-            proc,
-            kind,
-        });
+        w.ops.push(Op { line: cx.line, proc, kind });
     }
-    if let Some(line) = procs
-        .stack
-        .last()
-        .map(|(_, l)| *l)
-        .or(procs.repeat.map(|r| r.line))
-    {
-        let cx = Ctx {
-            source,
-            line,
-            names: &names,
-        };
+    if let Some(line) = procs.stack.last().map(|(_, l)| *l).or(procs.repeat.map(|r| r.line)) {
+        let cx = Ctx { source, line, names: &names };
         return Err(cx.err("this block is never closed: end it with a line holding only '}'"));
     }
     Ok(w)
@@ -225,27 +188,17 @@ impl Procs {
     }
 
     fn by_name(w: &Workload, name: &str) -> Option<ProcId> {
-        w.procs
-            .iter()
-            .position(|p| p.name == name)
-            .map(|i| ProcId(i as u32))
+        w.procs.iter().position(|p| p.name == name).map(|i| ProcId(i as u32))
     }
 
     /// `repeat N {` and the `}` that ends it: the body's statements run N times in a row (the
     /// parser writes them out N times, so the model and the live executor run the same
     /// operations). In main only, not nested, and without process statements, whose processes
     /// would be made or ended twice. Returns whether the line was one of them.
-    fn repeat_block(
-        &mut self,
-        cx: &Ctx,
-        w: &mut Workload,
-        words: &[&str],
-    ) -> Result<bool, WorkloadError> {
+    fn repeat_block(&mut self, cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<bool, WorkloadError> {
         match words {
             ["repeat", rest @ ..] => {
-                let [n, "{"] = rest else {
-                    return Err(cx.err("expected: repeat N {"));
-                };
+                let [n, "{"] = rest else { return Err(cx.err("expected: repeat N {")) };
                 let count = match n.parse::<u64>() {
                     Ok(c) if (1..=100_000).contains(&c) => Some(c),
                     _ => match duration_ns(n) {
@@ -259,35 +212,21 @@ impl Procs {
                     },
                 };
                 if self.repeat.is_some() {
-                    return Err(
-                        cx.err("repeat blocks do not nest: close the open one with '}' first")
-                    );
+                    return Err(cx.err("repeat blocks do not nest: close the open one with '}' first"));
                 }
                 if !self.stack.is_empty() {
-                    return Err(
-                        cx.err("repeat runs in main only: close the process block with '}' first")
-                    );
+                    return Err(cx.err("repeat runs in main only: close the process block with '}' first"));
                 }
                 if count.is_none() {
                     // The loop node; its body's length is known at the '}'.
                     let ns = duration_ns(n).map_err(|m| cx.err(m))?;
-                    w.ops.push(Op {
-                        line: cx.line,
-                        proc: ProcId::MAIN,
-                        kind: OpKind::RepeatFor { ns, body: 0 },
-                    });
+                    w.ops.push(Op { line: cx.line, proc: ProcId::MAIN, kind: OpKind::RepeatFor { ns, body: 0 } });
                 }
-                self.repeat = Some(Repeat {
-                    count,
-                    first_op: w.ops.len(),
-                    line: cx.line,
-                });
+                self.repeat = Some(Repeat { count, first_op: w.ops.len(), line: cx.line });
                 Ok(true)
             }
             ["}"] if self.stack.is_empty() => {
-                let Some(r) = self.repeat.take() else {
-                    return Ok(false);
-                };
+                let Some(r) = self.repeat.take() else { return Ok(false) };
                 let Some(count) = r.count else {
                     // repeat DURATION: one loop node that both sides run until their clock says
                     // stop. Without a profile the model's clock moves only with sleeps and paced
@@ -299,10 +238,7 @@ impl Procs {
                         _ => false,
                     });
                     if !moves {
-                        let cx = Ctx {
-                            line: r.line,
-                            ..*cx
-                        };
+                        let cx = Ctx { line: r.line, ..*cx };
                         return Err(cx.err(
                             "this repeat DURATION block has no sleep and no paced touch: it takes no time in the model (without a profile only 'sleep' and \
                              touches with rate= or duration= move the simulated clock) and would never end there; add 'sleep DURATION' or a paced touch to the \
@@ -310,28 +246,20 @@ impl Procs {
                         ));
                     }
                     let n = body.len();
-                    let OpKind::RepeatFor { body, .. } = &mut w.ops[r.first_op - 1].kind else {
-                        unreachable!("the loop node precedes its body")
-                    };
+                    let OpKind::RepeatFor { body, .. } = &mut w.ops[r.first_op - 1].kind else { unreachable!("the loop node precedes its body") };
                     *body = n;
                     return Ok(true);
                 };
                 let body = w.ops[r.first_op..].to_vec();
                 if w.ops.len() + body.len() * (count as usize - 1) > MAX_OPS {
-                    return Err(cx.err(format!(
-                        "repeat {} of {} statements makes more than {MAX_OPS} operations",
-                        count,
-                        body.len()
-                    )));
+                    return Err(cx.err(format!("repeat {} of {} statements makes more than {MAX_OPS} operations", count, body.len())));
                 }
                 for _ in 1..count {
                     w.ops.extend_from_slice(&body);
                 }
                 Ok(true)
             }
-            [verb @ ("fork" | "thread" | "vfork" | "in" | "exit" | "wait"), ..]
-                if self.repeat.is_some() =>
-            {
+            [verb @ ("fork" | "thread" | "vfork" | "in" | "exit" | "wait"), ..] if self.repeat.is_some() => {
                 let line = self.repeat.map_or(0, |r| r.line);
                 Err(cx.err(format!("'{verb}' cannot be repeated (repeat on line {line}): it would make or end a process more than once")))
             }
@@ -347,18 +275,11 @@ impl Procs {
 
     /// `fork NAME [{]`, `thread NAME [{]`, `vfork NAME {`, `in NAME {` and `}`. Returns whether
     /// the line was one of them (a `fork`, `thread` or `vfork` is also pushed as an operation).
-    fn structure(
-        &mut self,
-        cx: &Ctx,
-        w: &mut Workload,
-        words: &[&str],
-    ) -> Result<bool, WorkloadError> {
+    fn structure(&mut self, cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<bool, WorkloadError> {
         match words {
             ["}"] => {
                 let Some((p, _)) = self.stack.pop() else {
-                    return Err(cx.err(
-                        "'}' closes no block (blocks open with 'fork NAME {' or 'in NAME {')",
-                    ));
+                    return Err(cx.err("'}' closes no block (blocks open with 'fork NAME {' or 'in NAME {')"));
                 };
                 if w.proc(p).kind == ProcKind::Vfork && !self.exited.contains(&p) {
                     let name = &w.proc(p).name;
@@ -375,11 +296,7 @@ impl Procs {
                     "thread" => ProcKind::Thread,
                     _ => ProcKind::Vfork,
                 };
-                let usage = if kind == ProcKind::Vfork {
-                    "vfork NAME {".to_string()
-                } else {
-                    format!("{verb} NAME [{{]")
-                };
+                let usage = if kind == ProcKind::Vfork { "vfork NAME {".to_string() } else { format!("{verb} NAME [{{]") };
                 let (name, open) = match rest {
                     [name] => (*name, false),
                     [name, "{"] => (*name, true),
@@ -390,25 +307,12 @@ impl Procs {
                 }
                 if let Some(p) = Self::by_name(w, name) {
                     let was = w.proc(p).kind.word();
-                    let done = if was == "fork" {
-                        "forked".to_string()
-                    } else {
-                        format!("created ('{was}')")
-                    };
-                    return Err(cx.err(format!(
-                        "process '{name}' is already {done} on line {}",
-                        w.proc(p).line
-                    )));
+                    let done = if was == "fork" { "forked".to_string() } else { format!("created ('{was}')") };
+                    return Err(cx.err(format!("process '{name}' is already {done} on line {}", w.proc(p).line)));
                 }
                 if self.current() != ProcId::MAIN {
-                    let what = if kind == ProcKind::Fork {
-                        "a child that forks"
-                    } else {
-                        "a child or thread that creates tasks"
-                    };
-                    return Err(cx.err(format!(
-                        "{verb} runs in main only ({what} is not supported yet)"
-                    )));
+                    let what = if kind == ProcKind::Fork { "a child that forks" } else { "a child or thread that creates tasks" };
+                    return Err(cx.err(format!("{verb} runs in main only ({what} is not supported yet)")));
                 }
                 if cx.names.map.contains_key(name) {
                     return Err(cx.err(format!("'{name}' already names a region, file or mount")));
@@ -421,45 +325,28 @@ impl Procs {
                     )));
                 }
                 let id = ProcId(w.procs.len() as u32);
-                w.procs.push(ProcDecl {
-                    name: name.into(),
-                    line: cx.line,
-                    parent: Some(ProcId::MAIN),
-                    kind,
-                });
+                w.procs.push(ProcDecl { name: name.into(), line: cx.line, parent: Some(ProcId::MAIN), kind });
                 let op = match kind {
                     ProcKind::Thread => OpKind::Thread(id),
                     ProcKind::Vfork => OpKind::Vfork(id),
                     _ => OpKind::Fork(id),
                 };
-                w.ops.push(Op {
-                    line: cx.line,
-                    proc: ProcId::MAIN,
-                    kind: op,
-                });
+                w.ops.push(Op { line: cx.line, proc: ProcId::MAIN, kind: op });
                 if open {
                     self.stack.push((id, cx.line));
                 }
                 Ok(true)
             }
             ["in", rest @ ..] => {
-                let [name, "{"] = rest else {
-                    return Err(cx.err("expected: in NAME {"));
-                };
+                let [name, "{"] = rest else { return Err(cx.err("expected: in NAME {")) };
                 let Some(id) = Self::by_name(w, name) else {
-                    return Err(cx.err(format!(
-                        "no process '{name}': fork it first ('fork {name}')"
-                    )));
+                    return Err(cx.err(format!("no process '{name}': fork it first ('fork {name}')")));
                 };
                 if !self.stack.is_empty() {
-                    return Err(
-                        cx.err("'in' blocks do not nest: close the open block with '}' first")
-                    );
+                    return Err(cx.err("'in' blocks do not nest: close the open block with '}' first"));
                 }
                 if self.exited.contains(&id) {
-                    return Err(cx.err(format!(
-                        "process '{name}' has exited; nothing runs in it after that"
-                    )));
+                    return Err(cx.err(format!("process '{name}' has exited; nothing runs in it after that")));
                 }
                 self.stack.push((id, cx.line));
                 Ok(true)
@@ -473,11 +360,7 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
     let verb = words[0];
     let args = &words[1..];
     if verb != "touch" {
-        if let Some(key) = args.iter().find_map(|a| {
-            ["rate=", "duration="]
-                .into_iter()
-                .find(|k| a.starts_with(k))
-        }) {
+        if let Some(key) = args.iter().find_map(|a| ["rate=", "duration="].into_iter().find(|k| a.starts_with(k))) {
             return Err(cx.err(format!(
                 "{key} paces a touch only ({TOUCH_USAGE}); '{verb}' takes no {key} (to wait, write 'sleep DURATION'; to repeat for a time, 'repeat DURATION {{')"
             )));
@@ -496,10 +379,7 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
             expect_positional(cx, "mprotect RANGE PROT [every=SIZE]", &pos, 2)?;
             let range = parse_range(cx, w, pos[0], &opts, true)?;
             let prot = Prot::parse(pos[1]).ok_or_else(|| {
-                cx.err(format!(
-                    "invalid protection '{}'; valid: {PROT_VALID}",
-                    pos[1]
-                ))
+                cx.err(format!("invalid protection '{}'; valid: {PROT_VALID}", pos[1]))
             })?;
             Ok(OpKind::Mprotect(range, prot))
         }
@@ -508,11 +388,7 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
             expect_positional(cx, "madvise RANGE ADVICE [every=SIZE]", &pos, 2)?;
             let range = parse_range(cx, w, pos[0], &opts, true)?;
             let advice = Advice::parse(pos[1]).ok_or_else(|| {
-                cx.err(format!(
-                    "unknown advice '{}'; valid: {}",
-                    pos[1],
-                    Advice::WORDS.join(", ")
-                ))
+                cx.err(format!("unknown advice '{}'; valid: {}", pos[1], Advice::WORDS.join(", ")))
             })?;
             Ok(OpKind::Madvise(range, advice))
         }
@@ -527,15 +403,9 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
             };
             let n = size(cx, rest)?;
             if cx.names.region(HEAP).is_none() {
-                w.regions.push(RegionDecl {
-                    name: HEAP.into(),
-                    len: 0,
-                    line: cx.line,
-                });
+                w.regions.push(RegionDecl { name: HEAP.into(), len: 0, line: cx.line });
             }
-            Ok(OpKind::Brk {
-                delta: sign * n as i64,
-            })
+            Ok(OpKind::Brk { delta: sign * n as i64 })
         }
         "prctl" => {
             let form = match args {
@@ -569,9 +439,7 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
         "sleep" => {
             let (pos, _) = split_options(cx, args, &[])?;
             expect_positional(cx, "sleep DURATION", &pos, 1)?;
-            Ok(OpKind::Sleep {
-                ns: duration_ns(pos[0]).map_err(|m| cx.err(m))?,
-            })
+            Ok(OpKind::Sleep { ns: duration_ns(pos[0]).map_err(|m| cx.err(m))? })
         }
         "access" => parse_access(cx, w, args),
         "read_direct" => {
@@ -596,27 +464,15 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
         }
         "tmpfs" => {
             let (pos, opts) = split_options(cx, args, &["huge"])?;
-            expect_positional(
-                cx,
-                "tmpfs NAME [huge=never|always|within_size|advise]",
-                &pos,
-                1,
-            )?;
+            expect_positional(cx, "tmpfs NAME [huge=never|always|within_size|advise]", &pos, 1)?;
             let name = new_name(cx, pos[0])?;
             let huge = match opt(&opts, "huge") {
                 None => TmpfsHuge::Never,
                 Some(h) => TmpfsHuge::parse(h).ok_or_else(|| {
-                    cx.err(format!(
-                        "invalid huge= '{h}'; valid: {}",
-                        TmpfsHuge::WORDS.join(", ")
-                    ))
+                    cx.err(format!("invalid huge= '{h}'; valid: {}", TmpfsHuge::WORDS.join(", ")))
                 })?,
             };
-            w.mounts.push(MountDecl {
-                name,
-                huge,
-                line: cx.line,
-            });
+            w.mounts.push(MountDecl { name, huge, line: cx.line });
             Ok(OpKind::Mount(MountId(w.mounts.len() as u32 - 1)))
         }
         "memfd" | "shm_open" | "file" => {
@@ -632,43 +488,26 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
             let kind = match verb {
                 "memfd" => FileKind::Memfd,
                 "shm_open" => FileKind::PosixShm { mount },
-                _ => FileKind::Tmpfs {
-                    mount: mount.ok_or_else(|| cx.err(format!("expected: {usage}")))?,
-                },
+                _ => FileKind::Tmpfs { mount: mount.ok_or_else(|| cx.err(format!("expected: {usage}")))? },
             };
-            w.files.push(FileDecl {
-                name,
-                kind,
-                line: cx.line,
-            });
+            w.files.push(FileDecl { name, kind, line: cx.line });
             Ok(OpKind::Create(FileId(w.files.len() as u32 - 1)))
         }
         "ftruncate" => {
             let (pos, _) = split_options(cx, args, &[])?;
             expect_positional(cx, "ftruncate FILE SIZE", &pos, 2)?;
             let file = file_ref(cx, w, pos[0])?;
-            Ok(OpKind::Ftruncate {
-                file,
-                size: size_sum(cx, pos[1])?,
-            })
+            Ok(OpKind::Ftruncate { file, size: size_sum(cx, pos[1])? })
         }
         "fallocate" | "write" => {
-            let (pos, opts) =
-                split_options(cx, args, if verb == "write" { &["chunk"] } else { &[] })?;
-            let usage = if verb == "write" {
-                "write FILE[OFFSET+LENGTH] [chunk=SIZE]"
-            } else {
-                "fallocate FILE[OFFSET+LENGTH]"
-            };
+            let (pos, opts) = split_options(cx, args, if verb == "write" { &["chunk"] } else { &[] })?;
+            let usage = if verb == "write" { "write FILE[OFFSET+LENGTH] [chunk=SIZE]" } else { "fallocate FILE[OFFSET+LENGTH]" };
             expect_positional(cx, usage, &pos, 1)?;
             let (file, offset, len) = file_range(cx, w, pos[0], usage)?;
             if verb == "fallocate" {
                 return Ok(OpKind::Fallocate { file, offset, len });
             }
-            let chunk = opt(&opts, "chunk")
-                .map(|c| size(cx, c))
-                .transpose()?
-                .unwrap_or(len);
+            let chunk = opt(&opts, "chunk").map(|c| size(cx, c)).transpose()?.unwrap_or(len);
             if chunk == 0 {
                 return Err(cx.err("chunk= must be positive"));
             }
@@ -676,12 +515,7 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
             if calls > MAX_REPEATS {
                 return Err(cx.err(format!("write of {len} bytes in chunks of {chunk} is {calls} calls; at most {MAX_REPEATS} (give a larger chunk=)")));
             }
-            Ok(OpKind::Write {
-                file,
-                offset,
-                len,
-                chunk,
-            })
+            Ok(OpKind::Write { file, offset, len, chunk })
         }
         _ => Err(cx.err(format!("unknown operation '{verb}'; valid: {VERBS}"))),
     }
@@ -689,11 +523,7 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
 
 fn parse_mmap(cx: &Ctx, w: &mut Workload, args: &[&str]) -> Result<OpKind, WorkloadError> {
     let usage = "mmap NAME SIZE [shared | file=FILE [pgoff=SIZE]] [prot=PROT] [align=SIZE] [offset=SIZE] [at=ADDRESS]";
-    let (mut pos, opts) = split_options(
-        cx,
-        args,
-        &["prot", "align", "offset", "at", "file", "pgoff"],
-    )?;
+    let (mut pos, opts) = split_options(cx, args, &["prot", "align", "offset", "at", "file", "pgoff"])?;
     let shared = pos.len() == 3 && pos[2] == "shared";
     if shared {
         pos.pop();
@@ -710,9 +540,7 @@ fn parse_mmap(cx: &Ctx, w: &mut Workload, args: &[&str]) -> Result<OpKind, Workl
             }
             Backing::SharedFile { file, pgoff }
         }
-        (true, Some(_), _) => {
-            return Err(cx.err("a file mapping is shared already: write file=FILE without 'shared'"))
-        }
+        (true, Some(_), _) => return Err(cx.err("a file mapping is shared already: write file=FILE without 'shared'")),
         (_, None, Some(_)) => return Err(cx.err("pgoff= goes with file=FILE")),
     };
     let name = new_name(cx, pos[0])?;
@@ -723,37 +551,23 @@ fn parse_mmap(cx: &Ctx, w: &mut Workload, args: &[&str]) -> Result<OpKind, Workl
     }
     let len = len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
     let prot = match opt(&opts, "prot") {
-        Some(p) => Prot::parse(p)
-            .ok_or_else(|| cx.err(format!("invalid protection '{p}'; valid: {PROT_VALID}")))?,
+        Some(p) => Prot::parse(p).ok_or_else(|| cx.err(format!("invalid protection '{p}'; valid: {PROT_VALID}")))?,
         None => Prot::RW,
     };
     let placement = match (opt(&opts, "align"), opt(&opts, "offset"), opt(&opts, "at")) {
         (None, None, None) => Placement::Kernel,
         (_, _, Some(at)) if opt(&opts, "align").is_none() && opt(&opts, "offset").is_none() => {
-            let addr = parse_addr(at).ok_or_else(|| {
-                cx.err(format!(
-                    "invalid address '{at}'; write it in hex: 0x7e0000000000"
-                ))
-            })?;
+            let addr = parse_addr(at).ok_or_else(|| cx.err(format!("invalid address '{at}'; write it in hex: 0x7e0000000000")))?;
             if addr % PAGE_SIZE != 0 {
                 return Err(cx.err(format!("address {at} is not 4 KiB aligned")));
             }
             Placement::Fixed(addr)
         }
-        (_, _, Some(_)) => {
-            return Err(
-                cx.err("at= fixes the address; it cannot be combined with align= or offset=")
-            )
-        }
+        (_, _, Some(_)) => return Err(cx.err("at= fixes the address; it cannot be combined with align= or offset=")),
         (align, offset, None) => {
-            let align = align
-                .map(|a| size(cx, a))
-                .transpose()?
-                .unwrap_or(mm_types::PMD_SIZE);
+            let align = align.map(|a| size(cx, a)).transpose()?.unwrap_or(mm_types::PMD_SIZE);
             if !align.is_power_of_two() || align < PAGE_SIZE {
-                return Err(cx.err(format!(
-                    "align= must be a power of two of at least 4K, not {align}"
-                )));
+                return Err(cx.err(format!("align= must be a power of two of at least 4K, not {align}")));
             }
             let offset = offset.map(|o| size(cx, o)).transpose()?.unwrap_or(0);
             if offset >= align || offset % PAGE_SIZE != 0 {
@@ -763,18 +577,8 @@ fn parse_mmap(cx: &Ctx, w: &mut Workload, args: &[&str]) -> Result<OpKind, Workl
         }
     };
     let id = RegionId(w.regions.len() as u32);
-    w.regions.push(RegionDecl {
-        name: name.to_string(),
-        len,
-        line: cx.line,
-    });
-    Ok(OpKind::Mmap {
-        region: id,
-        len,
-        prot,
-        placement,
-        backing,
-    })
+    w.regions.push(RegionDecl { name: name.to_string(), len, line: cx.line });
+    Ok(OpKind::Mmap { region: id, len, prot, placement, backing })
 }
 
 /// What `touch` accepts.
@@ -782,11 +586,7 @@ const TOUCH_USAGE: &str = "touch RANGE read|write [order=seq|reverse|random] [st
 
 fn parse_touch(cx: &Ctx, w: &Workload, args: &[&str]) -> Result<OpKind, WorkloadError> {
     let usage = TOUCH_USAGE;
-    let (pos, opts) = split_options(
-        cx,
-        args,
-        &["order", "stride", "seed", "count", "rate", "duration"],
-    )?;
+    let (pos, opts) = split_options(cx, args, &["order", "stride", "seed", "count", "rate", "duration"])?;
     expect_positional(cx, usage, &pos, 2)?;
     let range = parse_range(cx, w, pos[0], &[], false)?;
     let write = match pos[1] {
@@ -794,41 +594,22 @@ fn parse_touch(cx: &Ctx, w: &Workload, args: &[&str]) -> Result<OpKind, Workload
         "write" => true,
         other => return Err(cx.err(format!("touch takes 'read' or 'write', not '{other}'"))),
     };
-    let seed = opt(&opts, "seed")
-        .map(|s| {
-            s.parse::<u64>()
-                .map_err(|_| cx.err(format!("seed must be an integer, not '{s}'")))
-        })
-        .transpose()?;
+    let seed = opt(&opts, "seed").map(|s| s.parse::<u64>().map_err(|_| cx.err(format!("seed must be an integer, not '{s}'")))).transpose()?;
     let order = match opt(&opts, "order").unwrap_or("seq") {
         "seq" => TouchOrder::Sequential,
         "reverse" => TouchOrder::Reverse,
-        "random" => TouchOrder::Random {
-            seed: seed.unwrap_or(0),
-        },
-        other => {
-            return Err(cx.err(format!(
-                "unknown order '{other}'; valid: seq, reverse, random"
-            )))
-        }
+        "random" => TouchOrder::Random { seed: seed.unwrap_or(0) },
+        other => return Err(cx.err(format!("unknown order '{other}'; valid: seq, reverse, random"))),
     };
     if seed.is_some() && !matches!(order, TouchOrder::Random { .. }) {
         return Err(cx.err("seed= only goes with order=random"));
     }
-    let stride = opt(&opts, "stride")
-        .map(|s| size(cx, s))
-        .transpose()?
-        .unwrap_or(PAGE_SIZE);
+    let stride = opt(&opts, "stride").map(|s| size(cx, s)).transpose()?.unwrap_or(PAGE_SIZE);
     if stride == 0 || stride % PAGE_SIZE != 0 {
-        return Err(cx.err(format!(
-            "stride= must be a positive multiple of 4K, not {stride}"
-        )));
+        return Err(cx.err(format!("stride= must be a positive multiple of 4K, not {stride}")));
     }
     let count = opt(&opts, "count")
-        .map(|s| {
-            s.parse::<u64>()
-                .map_err(|_| cx.err(format!("count must be an integer, not '{s}'")))
-        })
+        .map(|s| s.parse::<u64>().map_err(|_| cx.err(format!("count must be an integer, not '{s}'"))))
         .transpose()?;
     let pace = match (opt(&opts, "rate"), opt(&opts, "duration")) {
         (None, None) => None,
@@ -841,14 +622,7 @@ fn parse_touch(cx: &Ctx, w: &Workload, args: &[&str]) -> Result<OpKind, Workload
             ns => Some(Pace::Duration { ns }),
         },
     };
-    Ok(OpKind::Touch(Touch {
-        range,
-        write,
-        order,
-        stride,
-        count,
-        pace,
-    }))
+    Ok(OpKind::Touch(Touch { range, write, order, stride, count, pace }))
 }
 
 /// `rate=SIZE/s`: bytes of selected pages per second, positive.
@@ -868,22 +642,11 @@ fn rate(cx: &Ctx, text: &str) -> Result<u64, WorkloadError> {
 fn parse_access(cx: &Ctx, w: &Workload, args: &[&str]) -> Result<OpKind, WorkloadError> {
     use crate::access::{AccessStream, Pattern};
     let usage = "access RANGE seq|stride|uniform|gaussian|zipf|chase [count=N] [writes=PCT] [seed=N] [elem=SIZE] [stride=SIZE] [median=SIZE stddev=SIZE] [s=EXPONENT]";
-    let (pos, opts) = split_options(
-        cx,
-        args,
-        &[
-            "count", "writes", "seed", "elem", "stride", "median", "stddev", "s",
-        ],
-    )?;
+    let (pos, opts) = split_options(cx, args, &["count", "writes", "seed", "elem", "stride", "median", "stddev", "s"])?;
     expect_positional(cx, usage, &pos, 2)?;
     let range = parse_range(cx, w, pos[0], &[], false)?;
     let int = |key: &str| -> Result<Option<u64>, WorkloadError> {
-        opt(&opts, key)
-            .map(|v| {
-                v.parse::<u64>()
-                    .map_err(|_| cx.err(format!("{key}= must be an integer, not '{v}'")))
-            })
-            .transpose()
+        opt(&opts, key).map(|v| v.parse::<u64>().map_err(|_| cx.err(format!("{key}= must be an integer, not '{v}'")))).transpose()
     };
     let sz = |key: &str| opt(&opts, key).map(|v| size(cx, v)).transpose();
     let pattern = match pos[1] {
@@ -905,30 +668,16 @@ fn parse_access(cx: &Ctx, w: &Workload, args: &[&str]) -> Result<OpKind, Workloa
         }
         "zipf" => {
             let text = opt(&opts, "s").unwrap_or("1");
-            let s: f64 = text
-                .parse()
-                .map_err(|_| cx.err(format!("s= must be a number, not '{text}'")))?;
+            let s: f64 = text.parse().map_err(|_| cx.err(format!("s= must be a number, not '{text}'")))?;
             if !(0.0..=10.0).contains(&s) {
                 return Err(cx.err(format!("s= must be between 0 and 10, not {s}")));
             }
-            Pattern::Zipf {
-                s_milli: (s * 1000.0).round() as u32,
-            }
+            Pattern::Zipf { s_milli: (s * 1000.0).round() as u32 }
         }
         "chase" => Pattern::Chase,
-        other => {
-            return Err(cx.err(format!(
-                "unknown access pattern '{other}'; valid: {}",
-                Pattern::WORDS.join(", ")
-            )))
-        }
+        other => return Err(cx.err(format!("unknown access pattern '{other}'; valid: {}", Pattern::WORDS.join(", ")))),
     };
-    for (key, used_by) in [
-        ("stride", "stride"),
-        ("median", "gaussian"),
-        ("stddev", "gaussian"),
-        ("s", "zipf"),
-    ] {
+    for (key, used_by) in [("stride", "stride"), ("median", "gaussian"), ("stddev", "gaussian"), ("s", "zipf")] {
         if opt(&opts, key).is_some() && pattern.name() != used_by {
             return Err(cx.err(format!("{key}= only goes with the {used_by} pattern")));
         }
@@ -939,18 +688,9 @@ fn parse_access(cx: &Ctx, w: &Workload, args: &[&str]) -> Result<OpKind, Workloa
     }
     let elem = sz("elem")?.unwrap_or(64);
     if !elem.is_power_of_two() || !(8..=4096).contains(&elem) {
-        return Err(cx.err(format!(
-            "elem= must be a power of two from 8 to 4K, not {elem}"
-        )));
+        return Err(cx.err(format!("elem= must be a power of two from 8 to 4K, not {elem}")));
     }
-    Ok(OpKind::Access(AccessStream {
-        range,
-        pattern,
-        count: int("count")?,
-        writes_pct: writes as u8,
-        seed: int("seed")?.unwrap_or(0),
-        elem,
-    }))
+    Ok(OpKind::Access(AccessStream { range, pattern, count: int("count")?, writes_pct: writes as u8, seed: int("seed")?.unwrap_or(0), elem }))
 }
 
 /// `NAME`, `NAME[OFF..END]`, `NAME[OFF+LEN]` or `NAME[OFF..]`.
@@ -991,18 +731,9 @@ fn parse_range(
             let forms = "write NAME[OFFSET..END], NAME[OFFSET+LENGTH] or NAME[OFFSET..]";
             match span(cx, text, inner, true, forms)? {
                 (a, Some(len)) => (a, len),
-                (a, None) if is_heap => {
-                    return Ok(Range {
-                        region,
-                        offset: a,
-                        len: TO_END,
-                        every: None,
-                    })
-                }
+                (a, None) if is_heap => return Ok(Range { region, offset: a, len: TO_END, every: None }),
                 (a, None) => {
-                    let len = region_len
-                        .checked_sub(a)
-                        .ok_or_else(|| cx.err(format!("range '{text}' ends before it starts")))?;
+                    let len = region_len.checked_sub(a).ok_or_else(|| cx.err(format!("range '{text}' ends before it starts")))?;
                     (a, len)
                 }
             }
@@ -1016,9 +747,7 @@ fn parse_range(
         )));
     }
     if page_aligned && offset % PAGE_SIZE != 0 {
-        return Err(cx.err(format!(
-            "range '{text}' must start on a 4 KiB boundary (the kernel returns EINVAL)"
-        )));
+        return Err(cx.err(format!("range '{text}' must start on a 4 KiB boundary (the kernel returns EINVAL)")));
     }
     let every = opt(opts, "every").map(|e| size(cx, e)).transpose()?;
     if let Some(e) = every {
@@ -1035,31 +764,17 @@ fn parse_range(
             }
         }
     }
-    Ok(Range {
-        region,
-        offset,
-        len,
-        every,
-    })
+    Ok(Range { region, offset, len, every })
 }
 
 fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// A fresh name for a region, file or mount (they share one namespace).
 fn new_name(cx: &Ctx, name: &str) -> Result<String, WorkloadError> {
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        return Err(cx.err(format!(
-            "name '{name}' may hold only letters, digits, '_' and '-'"
-        )));
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        return Err(cx.err(format!("name '{name}' may hold only letters, digits, '_' and '-'")));
     }
     if let Some((_, line)) = cx.names.map.get(name) {
         return Err(cx.err(format!("'{name}' is already declared at line {line}")));
@@ -1075,11 +790,7 @@ fn mount_ref(cx: &Ctx, w: &Workload, name: &str) -> Result<MountId, WorkloadErro
         let known: Vec<&str> = w.mounts.iter().map(|m| m.name.as_str()).collect();
         cx.err(format!(
             "unknown tmpfs mount '{name}'; declared so far: {}",
-            if known.is_empty() {
-                "none (declare one with tmpfs NAME huge=...)".into()
-            } else {
-                known.join(", ")
-            }
+            if known.is_empty() { "none (declare one with tmpfs NAME huge=...)".into() } else { known.join(", ") }
         ))
     })
 }
@@ -1087,18 +798,10 @@ fn mount_ref(cx: &Ctx, w: &Workload, name: &str) -> Result<MountId, WorkloadErro
 fn file_ref(cx: &Ctx, w: &Workload, name: &str) -> Result<FileId, WorkloadError> {
     cx.names.file(name).ok_or_else(|| {
         let known: Vec<&str> = w.files.iter().map(|f| f.name.as_str()).collect();
-        let known = if known.is_empty() {
-            "none (declare one with memfd, shm_open or file)".into()
-        } else {
-            known.join(", ")
-        };
+        let known = if known.is_empty() { "none (declare one with memfd, shm_open or file)".into() } else { known.join(", ") };
         match cx.names.map.get(name) {
-            Some((Decl::Region(_), line)) => cx.err(format!(
-                "'{name}' is a mapped region (line {line}), not a file; files so far: {known}"
-            )),
-            Some((Decl::Mount(_), line)) => cx.err(format!(
-                "'{name}' is a tmpfs mount (line {line}), not a file; files so far: {known}"
-            )),
+            Some((Decl::Region(_), line)) => cx.err(format!("'{name}' is a mapped region (line {line}), not a file; files so far: {known}")),
+            Some((Decl::Mount(_), line)) => cx.err(format!("'{name}' is a tmpfs mount (line {line}), not a file; files so far: {known}")),
             _ => cx.err(format!("unknown file '{name}'; declared so far: {known}")),
         }
     })
@@ -1106,13 +809,7 @@ fn file_ref(cx: &Ctx, w: &Workload, name: &str) -> Result<FileId, WorkloadError>
 
 /// The inside of a range's brackets: `OFF..END`, `OFF+LEN`, or (with `open_end`) `OFF..`.
 /// Returns the offset and the length, `None` for an open end.
-fn span(
-    cx: &Ctx,
-    text: &str,
-    inner: &str,
-    open_end: bool,
-    forms: &str,
-) -> Result<(u64, Option<u64>), WorkloadError> {
+fn span(cx: &Ctx, text: &str, inner: &str, open_end: bool, forms: &str) -> Result<(u64, Option<u64>), WorkloadError> {
     if let Some((a, b)) = inner.split_once("..") {
         let a = size(cx, a)?;
         if b.is_empty() && open_end {
@@ -1131,32 +828,20 @@ fn span(
 }
 
 /// `FILE[OFF+LEN]` or `FILE[OFF..END]`.
-fn file_range(
-    cx: &Ctx,
-    w: &Workload,
-    text: &str,
-    usage: &str,
-) -> Result<(FileId, u64, u64), WorkloadError> {
+fn file_range(cx: &Ctx, w: &Workload, text: &str, usage: &str) -> Result<(FileId, u64, u64), WorkloadError> {
     let (name, inner) = text
         .split_once('[')
         .and_then(|(n, rest)| Some((n, rest.strip_suffix(']')?)))
         .ok_or_else(|| cx.err(format!("expected: {usage}")))?;
     let file = file_ref(cx, w, name)?;
-    let (off, len) = match span(
-        cx,
-        text,
-        inner,
-        false,
-        "write FILE[OFFSET+LENGTH] or FILE[OFFSET..END]",
-    )? {
+    let (off, len) = match span(cx, text, inner, false, "write FILE[OFFSET+LENGTH] or FILE[OFFSET..END]")? {
         (a, Some(len)) => (a, len),
         (_, None) => unreachable!("span gives an open end only when asked"),
     };
     if len == 0 {
         return Err(cx.err(format!("range '{text}' is empty")));
     }
-    off.checked_add(len)
-        .ok_or_else(|| cx.err(format!("range '{text}' overflows")))?;
+    off.checked_add(len).ok_or_else(|| cx.err(format!("range '{text}' overflows")))?;
     Ok((file, off, len))
 }
 
@@ -1172,14 +857,8 @@ fn split_options<'a>(
         match a.split_once('=') {
             Some((k, v)) if !a.contains('[') => {
                 if !allowed.contains(&k) {
-                    let valid = if allowed.is_empty() {
-                        "none".into()
-                    } else {
-                        allowed.join(", ")
-                    };
-                    return Err(cx.err(format!(
-                        "unknown option '{k}='; valid options here: {valid}"
-                    )));
+                    let valid = if allowed.is_empty() { "none".into() } else { allowed.join(", ") };
+                    return Err(cx.err(format!("unknown option '{k}='; valid options here: {valid}")));
                 }
                 if opts.iter().any(|(seen, _)| *seen == k) {
                     return Err(cx.err(format!("option '{k}=' given twice")));
@@ -1217,18 +896,14 @@ fn size(cx: &Ctx, text: &str) -> Result<u64, WorkloadError> {
 
 fn at_most_max(cx: &Ctx, text: &str, n: u64) -> Result<u64, WorkloadError> {
     if n > MAX_SIZE {
-        return Err(cx.err(format!(
-            "size '{text}' is larger than any address space (at most 65536T)"
-        )));
+        return Err(cx.err(format!("size '{text}' is larger than any address space (at most 65536T)")));
     }
     Ok(n)
 }
 
 /// `256M+12K`: a sum of sizes.
 fn size_sum(cx: &Ctx, text: &str) -> Result<u64, WorkloadError> {
-    let sum = text
-        .split('+')
-        .try_fold(0u64, |acc, part| Ok(acc.saturating_add(size(cx, part)?)))?;
+    let sum = text.split('+').try_fold(0u64, |acc, part| Ok(acc.saturating_add(size(cx, part)?)))?;
     at_most_max(cx, text, sum)
 }
 
@@ -1243,12 +918,8 @@ mod tests;
 /// `DURATION`: a decimal number with a unit, `ns`, `us`, `ms` or `s` (`1.5s`, `100ms`), at most
 /// one day.
 pub fn duration_ns(text: &str) -> Result<u64, String> {
-    let bad = || {
-        format!("invalid duration '{text}'; give a number and a unit: ns, us, ms or s (such as 100ms or 1.5s), at most 1 day")
-    };
-    let split = text
-        .find(|c: char| c.is_ascii_alphabetic())
-        .ok_or_else(bad)?;
+    let bad = || format!("invalid duration '{text}'; give a number and a unit: ns, us, ms or s (such as 100ms or 1.5s), at most 1 day");
+    let split = text.find(|c: char| c.is_ascii_alphabetic()).ok_or_else(bad)?;
     let (num, unit) = text.split_at(split);
     let scale = match unit {
         "ns" => 1.0,

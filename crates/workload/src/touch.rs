@@ -24,11 +24,7 @@ impl TouchPlan {
         let end = start + t.range.len;
         let first_page = start / PAGE_SIZE * PAGE_SIZE;
         let span = end.saturating_sub(first_page);
-        let selected = if t.range.len == 0 {
-            0
-        } else {
-            span.div_ceil(t.stride)
-        };
+        let selected = if t.range.len == 0 { 0 } else { span.div_ceil(t.stride) };
         let n = t.count.map_or(selected, |c| c.min(selected));
         let mut perm = Vec::new();
         if let TouchOrder::Random { seed } = t.order {
@@ -36,14 +32,7 @@ impl TouchPlan {
             Prng::new(seed).shuffle(&mut perm);
             perm.truncate(n as usize);
         }
-        TouchPlan {
-            start,
-            end,
-            stride: t.stride,
-            n,
-            order: t.order,
-            perm,
-        }
+        TouchPlan { start, end, stride: t.stride, n, order: t.order, perm }
     }
 
     pub fn len(&self) -> u64 {
@@ -57,8 +46,7 @@ impl TouchPlan {
     /// `(first, stride)` when the accesses are `first + i * stride` for `i` in `0..len()`
     /// (sequential order from a page-aligned start), so a consumer may walk them in batches.
     pub fn ascending(&self) -> Option<(u64, u64)> {
-        (matches!(self.order, TouchOrder::Sequential) && self.start % PAGE_SIZE == 0)
-            .then_some((self.start, self.stride))
+        (matches!(self.order, TouchOrder::Sequential) && self.start % PAGE_SIZE == 0).then_some((self.start, self.stride))
     }
 
     /// The address of the `i`-th access.
@@ -105,15 +93,9 @@ impl Pacing {
                 let d = PAGE_SIZE as u128 * 1_000_000_000 / Self::CHUNK_NS as u128;
                 (bytes_per_sec as u128 + d / 2) / d
             }
-            Pace::Duration { ns } => {
-                (pages as u128 * Self::CHUNK_NS as u128 + ns as u128 / 2) / (ns as u128).max(1)
-            }
+            Pace::Duration { ns } => (pages as u128 * Self::CHUNK_NS as u128 + ns as u128 / 2) / (ns as u128).max(1),
         };
-        Pacing {
-            pages,
-            chunk: (per_chunk.min(u64::MAX as u128) as u64).max(1),
-            pace,
-        }
+        Pacing { pages, chunk: (per_chunk.min(u64::MAX as u128) as u64).max(1), pace }
     }
 
     /// Pages per chunk (at least 1).
@@ -130,9 +112,7 @@ impl Pacing {
     /// pages at the rate (`offset_ns(len)` is the whole touch's time).
     pub fn offset_ns(&self, done: u64) -> u64 {
         let ns: u128 = match self.pace {
-            Pace::Rate { bytes_per_sec } => {
-                done as u128 * PAGE_SIZE as u128 * 1_000_000_000 / (bytes_per_sec as u128).max(1)
-            }
+            Pace::Rate { bytes_per_sec } => done as u128 * PAGE_SIZE as u128 * 1_000_000_000 / (bytes_per_sec as u128).max(1),
             Pace::Duration { ns } => done as u128 * ns as u128 / (self.pages as u128).max(1),
         };
         ns.min(u64::MAX as u128) as u64

@@ -18,11 +18,7 @@ fn every_example_in_the_format_doc_parses() {
             b.push('\n');
         }
     }
-    assert!(
-        blocks.len() >= 10,
-        "the examples were not found: {} blocks",
-        blocks.len()
-    );
+    assert!(blocks.len() >= 10, "the examples were not found: {} blocks", blocks.len());
     for (line, b) in blocks {
         if let Err(e) = workload::parse(&format!("docs/workload-format.md:{line}"), &b) {
             panic!("the example at docs/workload-format.md:{line} does not parse: {e}\n{b}");

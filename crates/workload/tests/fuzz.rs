@@ -20,18 +20,10 @@ fn check(text: &str) -> Result<(), TestCaseError> {
         Err(e) => {
             let msg = e.to_string();
             let rest = msg.strip_prefix(&format!("{SOURCE}:"));
-            prop_assert!(
-                rest.is_some(),
-                "error does not start with the source: {msg}"
-            );
+            prop_assert!(rest.is_some(), "error does not start with the source: {msg}");
             let (line, _) = rest.unwrap().split_once(": ").unwrap_or(("", ""));
-            let line: usize = line
-                .parse()
-                .map_err(|_| TestCaseError::fail(format!("no line number in: {msg}")))?;
-            prop_assert!(
-                line >= 1 && line <= text.lines().count().max(1),
-                "line {line} out of range in: {msg}"
-            );
+            let line: usize = line.parse().map_err(|_| TestCaseError::fail(format!("no line number in: {msg}")))?;
+            prop_assert!(line >= 1 && line <= text.lines().count().max(1), "line {line} out of range in: {msg}");
             prop_assert_eq!(line, e.line);
         }
     }
@@ -61,19 +53,13 @@ fn size() -> impl Strategy<Value = String> {
         Just("-4K".to_string()),
         Just("4Q".to_string()),
         (0u64..=u64::MAX).prop_map(|n| n.to_string()),
-        (
-            0u64..100_000,
-            prop::sample::select(vec!["", "K", "M", "G", "T", "kb", "MiB", "b"])
-        )
+        (0u64..100_000, prop::sample::select(vec!["", "K", "M", "G", "T", "kb", "MiB", "b"]))
             .prop_map(|(n, u)| format!("{n}{u}")),
     ]
 }
 
 fn name() -> impl Strategy<Value = String> {
-    prop::sample::select(vec![
-        "a", "b", "big", "heap", "x-1", "", "a!", "é", "f", "m",
-    ])
-    .prop_map(str::to_string)
+    prop::sample::select(vec!["a", "b", "big", "heap", "x-1", "", "a!", "é", "f", "m"]).prop_map(str::to_string)
 }
 
 fn range() -> impl Strategy<Value = String> {
@@ -93,32 +79,14 @@ fn range() -> impl Strategy<Value = String> {
 
 fn option() -> impl Strategy<Value = String> {
     let key = prop::sample::select(vec![
-        "prot", "align", "offset", "at", "every", "order", "stride", "seed", "count", "color", "",
-        "file", "pgoff", "huge", "on", "chunk",
+        "prot", "align", "offset", "at", "every", "order", "stride", "seed", "count", "color", "", "file", "pgoff",
+        "huge", "on", "chunk",
     ]);
     let value = prop_oneof![
         size(),
         prop::sample::select(vec![
-            "rw",
-            "r",
-            "none",
-            "rwx",
-            "rr",
-            "seq",
-            "reverse",
-            "random",
-            "0x7e0000000000",
-            "0x7e0000000001",
-            "0x",
-            "0xffffffffffffffffff",
-            "0x_",
-            "",
-            "f",
-            "m",
-            "never",
-            "always",
-            "within_size",
-            "advise",
+            "rw", "r", "none", "rwx", "rr", "seq", "reverse", "random", "0x7e0000000000", "0x7e0000000001", "0x",
+            "0xffffffffffffffffff", "0x_", "", "f", "m", "never", "always", "within_size", "advise",
         ])
         .prop_map(str::to_string),
     ];
@@ -146,27 +114,8 @@ fn word() -> impl Strategy<Value = String> {
 /// A statement: a verb (usually) and arguments drawn from the language's words.
 fn statement() -> impl Strategy<Value = String> {
     let verb = prop::sample::select(vec![
-        "mmap",
-        "mmap",
-        "mmap",
-        "munmap",
-        "mprotect",
-        "madvise",
-        "brk",
-        "prctl",
-        "touch",
-        "touch",
-        "touch",
-        "thplab-workload",
-        "frob",
-        "tmpfs",
-        "memfd",
-        "shm_open",
-        "file",
-        "ftruncate",
-        "fallocate",
-        "write",
-        "write",
+        "mmap", "mmap", "mmap", "munmap", "mprotect", "madvise", "brk", "prctl", "touch", "touch", "touch",
+        "thplab-workload", "frob", "tmpfs", "memfd", "shm_open", "file", "ftruncate", "fallocate", "write", "write",
     ]);
     (verb, prop::collection::vec(word(), 0..5)).prop_map(|(v, args)| {
         let mut s = v.to_string();
@@ -181,11 +130,7 @@ fn statement() -> impl Strategy<Value = String> {
 /// Realistic programs: declare regions first, then act on them with sizes that often overflow.
 fn program() -> impl Strategy<Value = String> {
     let decl = || {
-        (
-            prop::sample::select(vec!["a", "b", "big"]),
-            size(),
-            prop::collection::vec(option(), 0..2),
-        )
+        (prop::sample::select(vec!["a", "b", "big"]), size(), prop::collection::vec(option(), 0..2))
             .prop_map(|(n, s, o)| format!("mmap {n} {s} {}", o.join(" ")))
     };
     let line = prop_oneof![
@@ -195,23 +140,14 @@ fn program() -> impl Strategy<Value = String> {
         1 => Just("# a comment".to_string()),
     ];
     let files = prop::sample::select(vec![
-        "",
-        "tmpfs m huge=always\nfile f on=m",
-        "memfd f",
-        "shm_open f",
-        "tmpfs m\nshm_open f on=m\nftruncate f 4M",
+        "", "tmpfs m huge=always\nfile f on=m", "memfd f", "shm_open f", "tmpfs m\nshm_open f on=m\nftruncate f 4M",
     ]);
-    (
-        files,
-        prop::collection::vec(decl(), 0..3),
-        prop::collection::vec(line, 0..8),
-    )
-        .prop_map(|(f, d, l)| {
-            let mut v = vec!["thplab-workload 1".to_string(), f.to_string()];
-            v.extend(d);
-            v.extend(l);
-            v.join("\n")
-        })
+    (files, prop::collection::vec(decl(), 0..3), prop::collection::vec(line, 0..8)).prop_map(|(f, d, l)| {
+        let mut v = vec!["thplab-workload 1".to_string(), f.to_string()];
+        v.extend(d);
+        v.extend(l);
+        v.join("\n")
+    })
 }
 
 proptest! {
@@ -289,15 +225,8 @@ fn oversized_sizes_are_refused_with_the_line() {
     ] {
         let e = workload::parse("f", text).expect_err(text);
         assert_eq!(e.line, line, "{text}: {e}");
-        assert!(
-            e.to_string().starts_with(&format!("f:{line}: size '")),
-            "{text}: {e}"
-        );
-        assert!(
-            e.to_string()
-                .contains("is larger than any address space (at most 65536T)"),
-            "{text}: {e}"
-        );
+        assert!(e.to_string().starts_with(&format!("f:{line}: size '")), "{text}: {e}");
+        assert!(e.to_string().contains("is larger than any address space (at most 65536T)"), "{text}: {e}");
     }
     // 64 PiB itself still parses (the model then fails the mmap with ENOMEM, as the kernel does).
     let w = workload::parse("f", "mmap a 65536T\nbrk -65536T").unwrap();

@@ -14,24 +14,14 @@ use std::io::{Read, Write};
 const MIB: usize = 1 << 20;
 
 fn die(what: &str) -> ! {
-    eprintln!(
-        "thplab-explain-target: {what}: {}",
-        std::io::Error::last_os_error()
-    );
+    eprintln!("thplab-explain-target: {what}: {}", std::io::Error::last_os_error());
     std::process::exit(1);
 }
 
 /// A 2 MiB-aligned address with `len` free bytes (reserve, then unmap).
 fn aligned_hint(len: usize) -> usize {
     unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len + 2 * MIB,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
+        let p = libc::mmap(std::ptr::null_mut(), len + 2 * MIB, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
         if p == libc::MAP_FAILED {
             die("mmap reserve");
         }
@@ -42,11 +32,7 @@ fn aligned_hint(len: usize) -> usize {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let mode = args
-        .first()
-        .map(String::as_str)
-        .unwrap_or("anon")
-        .to_string();
+    let mode = args.first().map(String::as_str).unwrap_or("anon").to_string();
     let mib: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(8);
     let stride_kib: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(4);
     let len = mib * MIB;
@@ -77,29 +63,14 @@ fn main() {
             if libc::unshare(libc::CLONE_NEWNS) != 0 {
                 die("unshare(CLONE_NEWNS)");
             }
-            if libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            ) != 0
-            {
+            if libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
                 die("mount --make-rprivate /");
             }
             let dir = format!("/tmp/thplab-explain-{}", std::process::id());
             std::fs::create_dir_all(&dir).unwrap_or_else(|_| die("mkdir"));
             let cdir = std::ffi::CString::new(dir.clone()).unwrap();
-            let opts =
-                std::ffi::CString::new(format!("huge={huge},size={}k", 2 * len / 1024)).unwrap();
-            if libc::mount(
-                c"tmpfs".as_ptr(),
-                cdir.as_ptr(),
-                c"tmpfs".as_ptr(),
-                0,
-                opts.as_ptr().cast(),
-            ) != 0
-            {
+            let opts = std::ffi::CString::new(format!("huge={huge},size={}k", 2 * len / 1024)).unwrap();
+            if libc::mount(c"tmpfs".as_ptr(), cdir.as_ptr(), c"tmpfs".as_ptr(), 0, opts.as_ptr().cast()) != 0 {
                 die("mount tmpfs");
             }
             let path = std::ffi::CString::new(format!("{dir}/file")).unwrap();
@@ -114,19 +85,8 @@ fn main() {
         if fd >= 0 && libc::ftruncate(fd, len as libc::off_t) != 0 {
             die("ftruncate");
         }
-        let (flags, f) = if fd >= 0 {
-            (libc::MAP_SHARED, fd)
-        } else {
-            (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1)
-        };
-        let p = libc::mmap(
-            hint as *mut libc::c_void,
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            flags | fixed,
-            f,
-            0,
-        );
+        let (flags, f) = if fd >= 0 { (libc::MAP_SHARED, fd) } else { (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1) };
+        let p = libc::mmap(hint as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE, flags | fixed, f, 0);
         if p == libc::MAP_FAILED {
             die("mmap");
         }

@@ -35,14 +35,7 @@ fn khugepaged_target() {
     // SAFETY: an anonymous private mapping; the ranges written lie inside it.
     unsafe {
         let len = 3 * PMD;
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
+        let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
         if p == libc::MAP_FAILED {
             eprintln!("mmap: {}", std::io::Error::last_os_error());
             std::process::exit(1);
@@ -74,14 +67,7 @@ fn agent_target() {
     // SAFETY: an anonymous private mapping; the ranges written and unmapped lie inside it.
     let (a, b, c, d) = unsafe {
         let len = 13 * PMD;
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
+        let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
         if p == libc::MAP_FAILED {
             eprintln!("mmap: {}", std::io::Error::last_os_error());
             std::process::exit(1);

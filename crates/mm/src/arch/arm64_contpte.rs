@@ -45,10 +45,7 @@ pub fn contpte_block_folds(ptes: &[Pte], folio_of: impl Fn(Pfn) -> (Pfn, u32)) -
         return false;
     }
     ptes.iter().enumerate().all(|(i, &e)| {
-        e & PTE_PRESENT != 0
-            && e & PTE_ZERO == 0
-            && pte_pfn(e).0 == pfn.0 + i as u32
-            && (e & PTE_WRITE) == (first & PTE_WRITE)
+        e & PTE_PRESENT != 0 && e & PTE_ZERO == 0 && pte_pfn(e).0 == pfn.0 + i as u32 && (e & PTE_WRITE) == (first & PTE_WRITE)
     })
 }
 
@@ -58,17 +55,13 @@ mod tests {
     use crate::pgtable::{mk_pte, PTE_DIRTY, PTE_YOUNG};
 
     fn block(pfn0: u32, f: impl Fn(usize) -> Pte) -> Vec<Pte> {
-        (0..16)
-            .map(|i| mk_pte(Pfn(pfn0 + i as u32), f(i)))
-            .collect()
+        (0..16).map(|i| mk_pte(Pfn(pfn0 + i as u32), f(i))).collect()
     }
 
     #[test]
     fn folds_aligned_consistent_block_of_one_folio() {
         // A 64 KiB folio at PFN 0x100 (order 4), mapped in full: folds, whatever young/dirty say.
-        let b = block(0x100, |i| {
-            PTE_WRITE | if i % 2 == 0 { PTE_YOUNG } else { PTE_DIRTY }
-        });
+        let b = block(0x100, |i| PTE_WRITE | if i % 2 == 0 { PTE_YOUNG } else { PTE_DIRTY });
         assert!(contpte_block_folds(&b, |_| (Pfn(0x100), 4)));
         // Same entries, but the frames are 16 order-0 folios: no fold (one folio must cover it).
         assert!(!contpte_block_folds(&b, |p| (p, 0)));
@@ -79,15 +72,9 @@ mod tests {
     #[test]
     fn refuses_misaligned_or_mixed_blocks() {
         // PFNs start at 0x108: physically misaligned.
-        assert!(!contpte_block_folds(&block(0x108, |_| PTE_WRITE), |_| (
-            Pfn(0x100),
-            5
-        )));
+        assert!(!contpte_block_folds(&block(0x108, |_| PTE_WRITE), |_| (Pfn(0x100), 5)));
         // One entry read-only (an mprotect of one page): attributes differ, unfolded.
-        assert!(!contpte_block_folds(
-            &block(0x100, |i| if i == 7 { 0 } else { PTE_WRITE }),
-            |_| (Pfn(0x100), 4)
-        ));
+        assert!(!contpte_block_folds(&block(0x100, |i| if i == 7 { 0 } else { PTE_WRITE }), |_| (Pfn(0x100), 4)));
         // One entry none (MADV_DONTNEED of one page).
         let mut b = block(0x100, |_| PTE_WRITE);
         b[15] = 0;

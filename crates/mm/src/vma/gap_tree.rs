@@ -32,11 +32,7 @@ pub(crate) struct GapTree {
 
 impl Default for GapTree {
     fn default() -> Self {
-        GapTree {
-            nodes: Vec::new(),
-            free: Vec::new(),
-            root: NIL,
-        }
+        GapTree { nodes: Vec::new(), free: Vec::new(), root: NIL }
     }
 }
 
@@ -58,13 +54,7 @@ impl GapTree {
     }
 
     fn pull(&mut self, n: u32) {
-        let Node {
-            key,
-            start,
-            left,
-            right,
-            ..
-        } = self.nodes[n as usize];
+        let Node { key, start, left, right, .. } = self.nodes[n as usize];
         let m = (key - start).max(self.max_of(left)).max(self.max_of(right));
         self.nodes[n as usize].max = m;
     }
@@ -117,14 +107,7 @@ impl GapTree {
             }
         }
         self.remove(key);
-        let node = Node {
-            key,
-            start,
-            prio: priority(key),
-            max: key - start,
-            left: NIL,
-            right: NIL,
-        };
+        let node = Node { key, start, prio: priority(key), max: key - start, left: NIL, right: NIL };
         let n = match self.free.pop() {
             Some(i) => {
                 self.nodes[i as usize] = node;
@@ -147,9 +130,7 @@ impl GapTree {
         }
         let (l, r) = self.split(self.root, key);
         let (m, r) = self.split(r, key + 1);
-        debug_assert!(
-            m != NIL && self.nodes[m as usize].left == NIL && self.nodes[m as usize].right == NIL
-        );
+        debug_assert!(m != NIL && self.nodes[m as usize].left == NIL && self.nodes[m as usize].right == NIL);
         self.free.push(m);
         self.root = self.merge(l, r);
     }
@@ -221,20 +202,12 @@ impl GapTree {
         let n = self.nodes[t as usize];
         for c in [n.left, n.right] {
             if c != NIL && self.nodes[c as usize].prio > n.prio {
-                return Err(format!(
-                    "gap tree: node {:#x} is below a child of higher priority",
-                    n.key
-                ));
+                return Err(format!("gap tree: node {:#x} is below a child of higher priority", n.key));
             }
         }
-        let m = (n.key - n.start)
-            .max(self.check_node(n.left)?)
-            .max(self.check_node(n.right)?);
+        let m = (n.key - n.start).max(self.check_node(n.left)?).max(self.check_node(n.right)?);
         if m != n.max {
-            return Err(format!(
-                "gap tree: node {:#x} caches max {:#x}, its subtree has {m:#x}",
-                n.key, n.max
-            ));
+            return Err(format!("gap tree: node {:#x} caches max {:#x}, its subtree has {m:#x}", n.key, n.max));
         }
         Ok(m)
     }

@@ -16,17 +16,12 @@ fn recorded_accesses_drive_the_tlb_model() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let Some(exe) = crate::programs::compile_prog(dir.path(), "stride_writes") else {
-        return;
-    };
+    let Some(exe) = crate::programs::compile_prog(dir.path(), "stride_writes") else { return };
     let trace = dir.path().join("s.trace");
     let (exe, trace_s) = (exe.to_str().unwrap(), trace.to_str().unwrap());
     let rec = {
         let _g = exclusive();
-        thplab_unlocked(
-            dir.path(),
-            &["record", "--accesses", "-o", trace_s, "--", exe],
-        )
+        thplab_unlocked(dir.path(), &["record", "--accesses", "-o", trace_s, "--", exe])
     };
     // 5: recording is not available here (no perf events on tracepoints).
     if rec.code == 5 {
@@ -35,11 +30,7 @@ fn recorded_accesses_drive_the_tlb_model() {
     }
     rec.ok();
     println!("{}", rec.stderr);
-    assert!(
-        rec.stderr.contains("under valgrind vs") && rec.stderr.contains("runs"),
-        "{}",
-        rec.stderr
-    );
+    assert!(rec.stderr.contains("under valgrind vs") && rec.stderr.contains("runs"), "{}", rec.stderr);
     assert!(trace::accesses::companion_path(&trace).is_file());
     let sim = thplab_unlocked(dir.path(), &["sim", trace_s, "--cpu", "zen4", "--json"]);
     sim.ok();
@@ -47,58 +38,29 @@ fn recorded_accesses_drive_the_tlb_model() {
     let a = r.accesses.expect("accesses in the result");
     let rec = a.recorded.as_ref().expect("accesses.recorded");
     // The 8 MiB mapping: the native mmap's address names it.
-    let mmaps: Vec<String> = trace::read_all(std::io::BufReader::new(
-        std::fs::File::open(&trace).unwrap(),
-    ))
-    .unwrap()
-    .1
-    .iter()
-    .filter_map(|e| match &e.body {
-        trace::EventBody::Syscall(s)
-            if s.kind == trace::SyscallKind::Mmap && s.args[1] == 8 << 20 =>
-        {
-            Some(format!("anon {:#x}", s.ret.unwrap()))
-        }
-        _ => None,
-    })
-    .collect();
-    assert_eq!(mmaps.len(), 1, "one 8 MiB mmap: {mmaps:?}");
-    let big = a
-        .regions
+    let mmaps: Vec<String> = trace::read_all(std::io::BufReader::new(std::fs::File::open(&trace).unwrap()))
+        .unwrap()
+        .1
         .iter()
-        .find(|c| c.region == mmaps[0])
-        .unwrap_or_else(|| {
-            panic!(
-                "no region {}: {:?}",
-                mmaps[0],
-                a.regions.iter().map(|c| &c.region).collect::<Vec<_>>()
-            )
-        });
+        .filter_map(|e| match &e.body {
+            trace::EventBody::Syscall(s) if s.kind == trace::SyscallKind::Mmap && s.args[1] == 8 << 20 => Some(format!("anon {:#x}", s.ret.unwrap())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(mmaps.len(), 1, "one 8 MiB mmap: {mmaps:?}");
+    let big = a.regions.iter().find(|c| c.region == mmaps[0]).unwrap_or_else(|| panic!("no region {}: {:?}", mmaps[0], a.regions.iter().map(|c| &c.region).collect::<Vec<_>>()));
     println!("{big:?}\n{rec:?}");
     // 3 passes x 2048 pages, every access a store, every one on a page of its own run.
     assert_eq!((big.accesses, big.writes), (3 * 2048, 3 * 2048));
     // Zen 4: a 72-entry L1 DTLB cannot hold 2048 pages (every access misses it); the first
     // pass walks every page, the 3072-entry L2 DTLB holds them all for passes 2 and 3.
-    assert_eq!(
-        (big.l1_misses, big.walks, big.l2_hits),
-        (3 * 2048, 2048, 2 * 2048)
-    );
+    assert_eq!((big.l1_misses, big.walks, big.l2_hits), (3 * 2048, 2048, 2 * 2048));
     // Everything mapped was replayed, on modelled memory or placeholders; what could not be
     // mapped (valgrind's preload library) is counted.
-    assert_eq!(
-        rec.modelled + rec.placeholder + rec.not_replayed + rec.unmapped_accesses,
-        rec.raw_accesses
-    );
+    assert_eq!(rec.modelled + rec.placeholder + rec.not_replayed + rec.unmapped_accesses, rec.raw_accesses);
     assert_eq!(rec.not_replayed, 0);
-    assert!(
-        rec.matched_syscalls >= 4 && rec.matched_syscalls < rec.valgrind_syscalls,
-        "{rec:?}"
-    );
+    assert!(rec.matched_syscalls >= 4 && rec.matched_syscalls < rec.valgrind_syscalls, "{rec:?}");
     assert!(a.total.accesses > big.accesses);
     // The faults are the recording's: each page of the mapping faults once, not three times.
-    assert!(
-        r.process.minflt >= 2048 && r.process.minflt < 2048 + 400,
-        "{}",
-        r.process.minflt
-    );
+    assert!(r.process.minflt >= 2048 && r.process.minflt < 2048 + 400, "{}", r.process.minflt);
 }

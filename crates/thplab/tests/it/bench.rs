@@ -13,17 +13,7 @@ fn sim_profile_adds_the_pin_cost_of_direct_reads() {
         "mmap m 2M align=2M\nread_direct m block=1M\nmmap p 4M align=2M\nmadvise p hugepage\nread_direct p block=1M\n",
     );
     let (_p, profile) = temp_file("p.toml", "[pin]\nper_call_ns = 5000.0\nper_folio_ns = 10.0\nper_page_ns = 1.0\nper_pmd_page_ns = 0.5\n");
-    let r = thplab(&[
-        "sim",
-        &w,
-        "--json",
-        "--set",
-        "enabled=madvise",
-        "--set",
-        "hugepages-64kB/enabled=always",
-        "--profile",
-        &profile,
-    ]);
+    let r = thplab(&["sim", &w, "--json", "--set", "enabled=madvise", "--set", "hugepages-64kB/enabled=always", "--profile", &profile]);
     r.ok();
     let io = &r.json()["io"];
     assert_eq!(io["direct_reads"], 6);
@@ -31,47 +21,21 @@ fn sim_profile_adds_the_pin_cost_of_direct_reads() {
     assert_eq!(io["pinned_pte_pages"], 512);
     assert_eq!(io["pinned_pmd_pages"], 1024);
     assert_eq!(io["pin_ns"], 1384.0);
-    let text = thplab(&[
-        "sim",
-        &w,
-        "--set",
-        "enabled=madvise",
-        "--set",
-        "hugepages-64kB/enabled=always",
-        "--profile",
-        &profile,
-    ]);
+    let text = thplab(&["sim", &w, "--set", "enabled=madvise", "--set", "hugepages-64kB/enabled=always", "--profile", &profile]);
     text.ok();
     assert!(text.stdout.contains("direct I/O: 6 reads, 6291456 bytes; pinned 36 folios, 512 PTE-mapped and 1024 PMD-mapped pages; 34 faults while pinning; pin + unpin 1.4 us"), "{}", text.stdout);
     // Without --profile: the counts, no cost.
-    let plain = thplab(&[
-        "sim",
-        &w,
-        "--json",
-        "--set",
-        "enabled=madvise",
-        "--set",
-        "hugepages-64kB/enabled=always",
-    ]);
+    let plain = thplab(&["sim", &w, "--json", "--set", "enabled=madvise", "--set", "hugepages-64kB/enabled=always"]);
     assert!(plain.json()["io"].get("pin_ns").is_none());
 }
 
 #[test]
 fn sim_profile_errors_and_a_profile_without_pin() {
     let (_d, w) = temp_file("io.thpw", "mmap m 1M\nread_direct m block=64K\n");
-    let (_p, bad) = temp_file(
-        "bad.toml",
-        "[pin]\nper_folio_ns = 1.0\nper_pages_ns = 2.0\n",
-    );
+    let (_p, bad) = temp_file("bad.toml", "[pin]\nper_folio_ns = 1.0\nper_pages_ns = 2.0\n");
     let r = thplab(&["sim", &w, "--profile", &bad]);
     r.fails(2);
-    assert!(
-        r.stderr.contains("bad.toml")
-            && r.stderr.contains("line 3")
-            && r.stderr.contains("per_pages_ns"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("bad.toml") && r.stderr.contains("line 3") && r.stderr.contains("per_pages_ns"), "{}", r.stderr);
     let (_q, nopin) = temp_file("m.toml", "[machine]\nname = \"x\"\n");
     let r = thplab(&["sim", &w, "--json", "--profile", &nopin]);
     r.ok();
@@ -87,10 +51,7 @@ fn bench_io_flags_are_checked_before_anything_runs() {
         (&["--engines", "spdk"][..], "engine 'spdk'"),
         (&["--time", "0"][..], "--time 0"),
         (&["--queue-depths", "0"][..], "--queue-depths: 0"),
-        (
-            &["--no-pin", "--write-profile", "x.toml"][..],
-            "need the pin companion",
-        ),
+        (&["--no-pin", "--write-profile", "x.toml"][..], "need the pin companion"),
     ] {
         let mut a = vec!["bench", "io"];
         a.extend_from_slice(args);
@@ -100,19 +61,7 @@ fn bench_io_flags_are_checked_before_anything_runs() {
     }
     let help = thplab(&["bench", "io", "--help"]);
     help.ok();
-    for flag in [
-        "--target",
-        "--device",
-        "--kinds",
-        "--engines",
-        "--block-sizes",
-        "--queue-depths",
-        "--repeat",
-        "--pin-only",
-        "--write-profile",
-        "--check-profile",
-        "--json",
-    ] {
+    for flag in ["--target", "--device", "--kinds", "--engines", "--block-sizes", "--queue-depths", "--repeat", "--pin-only", "--write-profile", "--check-profile", "--json"] {
         assert!(help.stdout.contains(flag), "{flag}");
     }
 }

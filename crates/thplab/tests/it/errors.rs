@@ -29,30 +29,15 @@ fn unknown_verb() {
 
 #[test]
 fn bad_size() {
-    bad_workload(
-        "mmap a 1Q\n",
-        "1: invalid size '1Q'; write a number with an optional unit K, M, G, T (4K, 2M, 1G, 1T)",
-    );
-    bad_workload(
-        "mmap a 1M\ntouch a[0..1X] write\n",
-        "2: invalid size '1X'; write a number with an optional unit K, M, G, T (4K, 2M, 1G, 1T)",
-    );
-    bad_workload(
-        "# big\n\nmmap a 65537T\n",
-        "3: size '65537T' is larger than any address space (at most 65536T)",
-    );
+    bad_workload("mmap a 1Q\n", "1: invalid size '1Q'; write a number with an optional unit K, M, G, T (4K, 2M, 1G, 1T)");
+    bad_workload("mmap a 1M\ntouch a[0..1X] write\n", "2: invalid size '1X'; write a number with an optional unit K, M, G, T (4K, 2M, 1G, 1T)");
+    bad_workload("# big\n\nmmap a 65537T\n", "3: size '65537T' is larger than any address space (at most 65536T)");
 }
 
 #[test]
 fn unknown_region() {
-    bad_workload(
-        "mmap a 1M\ntouch b write\n",
-        "2: unknown region 'b'; declared so far: a",
-    );
-    bad_workload(
-        "touch b write\n",
-        "1: unknown region 'b'; declared so far: none (declare one with mmap)",
-    );
+    bad_workload("mmap a 1M\ntouch b write\n", "2: unknown region 'b'; declared so far: a");
+    bad_workload("touch b write\n", "1: unknown region 'b'; declared so far: none (declare one with mmap)");
 }
 
 #[test]
@@ -65,10 +50,7 @@ fn bad_option() {
         "mmap a 1M stride=8K\n",
         "1: unknown option 'stride='; valid options here: prot, align, offset, at, file, pgoff",
     );
-    bad_workload(
-        "mmap a 1M\ntouch a write order=sideways\n",
-        "2: unknown order 'sideways'; valid: seq, reverse, random",
-    );
+    bad_workload("mmap a 1M\ntouch a write order=sideways\n", "2: unknown order 'sideways'; valid: seq, reverse, random");
 }
 
 #[test]
@@ -77,10 +59,7 @@ fn bad_header_and_range() {
         "thplab-workload 2\n",
         "1: unsupported header 'thplab-workload 2'; this thplab reads 'thplab-workload 1'",
     );
-    bad_workload(
-        "mmap a 1M\ntouch a[0..2M] write\n",
-        "2: range 'a[0..2M]' runs past the end of region 'a' (1048576 bytes)",
-    );
+    bad_workload("mmap a 1M\ntouch a[0..2M] write\n", "2: range 'a[0..2M]' runs past the end of region 'a' (1048576 bytes)");
 }
 
 #[test]
@@ -90,29 +69,16 @@ fn touching_unmapped_memory_exits_3_with_the_line() {
     r.fails(3);
     let prefix = format!("thplab: {file}:3: write at 0x");
     assert!(r.stderr.starts_with(&prefix), "{}", r.stderr);
-    assert!(
-        r.stderr
-            .ends_with(" would get SIGSEGV: no mapping there or it forbids a write\n"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.ends_with(" would get SIGSEGV: no mapping there or it forbids a write\n"), "{}", r.stderr);
     assert_eq!(r.stdout, "");
 }
 
 #[test]
 fn unknown_setting_lists_the_valid_ones() {
     let list = thplab(&["settings", "--list"]).ok().stdout.clone();
-    let mut paths: Vec<&str> = list
-        .lines()
-        .map(|l| l.split_once(": ").expect("PATH: VALUES").0)
-        .collect();
+    let mut paths: Vec<&str> = list.lines().map(|l| l.split_once(": ").expect("PATH: VALUES").0).collect();
     paths.sort();
-    let r = thplab(&[
-        "sim",
-        "seed-anon-1g",
-        "--set",
-        "hugepages-8kB/enabled=always",
-    ]);
+    let r = thplab(&["sim", "seed-anon-1g", "--set", "hugepages-8kB/enabled=always"]);
     r.fails(2);
     assert_eq!(
         r.stderr,
@@ -149,14 +115,8 @@ fn invalid_value_lists_the_valid_ones() {
 
 #[test]
 fn settings_file_with_a_bad_line() {
-    let (_dir, file) = temp_file(
-        "bad.settings",
-        "# mine\nenabled=always\n\nhugepages-64kB/enabled=sometimes\n",
-    );
-    for cmd in [
-        &["settings", "--settings", &file][..],
-        &["sim", "seed-anon-1g", "--settings", &file],
-    ] {
+    let (_dir, file) = temp_file("bad.settings", "# mine\nenabled=always\n\nhugepages-64kB/enabled=sometimes\n");
+    for cmd in [&["settings", "--settings", &file][..], &["sim", "seed-anon-1g", "--settings", &file]] {
         let r = thplab(cmd);
         r.fails(2);
         assert_eq!(
@@ -181,12 +141,7 @@ fn missing_settings_file() {
     let dir = tempfile::tempdir().unwrap();
     let r = thplab_in(dir.path(), &["settings", "--settings", "nope.settings"]);
     r.fails(2);
-    assert!(
-        r.stderr
-            .starts_with("thplab: cannot read settings file nope.settings: "),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.starts_with("thplab: cannot read settings file nope.settings: "), "{}", r.stderr);
 }
 
 #[test]
@@ -212,47 +167,28 @@ fn nonexistent_workload_lists_the_examples() {
             crate::examples_list()
         )
     );
-    assert!(
-        r.stderr
-            .contains("built-in examples: seed-anon-1g, issue-program"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("built-in examples: seed-anon-1g, issue-program"), "{}", r.stderr);
 }
 
 #[test]
 fn memory_outside_the_supported_range_is_refused() {
     let r = thplab(&["sim", "seed-anon-1g", "--mem", "1K"]);
     r.fails(2);
-    assert_eq!(
-        r.stderr,
-        "thplab: --mem 1K: give a size from 16M to 4T, such as 4G\n"
-    );
+    assert_eq!(r.stderr, "thplab: --mem 1K: give a size from 16M to 4T, such as 4G\n");
     let r = thplab(&["sim", "seed-anon-1g", "--mem", "lots"]);
     r.fails(2);
-    assert_eq!(
-        r.stderr,
-        "thplab: --mem lots: give a size from 16M to 4T, such as 4G\n"
-    );
+    assert_eq!(r.stderr, "thplab: --mem lots: give a size from 16M to 4T, such as 4G\n");
     // Issue #14: the largest size is refused with the range, not with "at least 16M".
     let r = thplab(&["sim", "seed-anon-1g", "--mem", "1P"]);
     r.fails(2);
-    assert_eq!(
-        r.stderr,
-        "thplab: --mem 1P: give a size from 16M to 4T, such as 4G\n"
-    );
+    assert_eq!(r.stderr, "thplab: --mem 1P: give a size from 16M to 4T, such as 4G\n");
 }
 
 #[test]
 fn unknown_flag_is_a_usage_error() {
     let r = thplab(&["sim", "seed-anon-1g", "--frobnicate"]);
     r.fails(2);
-    assert!(
-        r.stderr
-            .starts_with("error: unexpected argument '--frobnicate' found"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.starts_with("error: unexpected argument '--frobnicate' found"), "{}", r.stderr);
 }
 
 /// Absurd but well-formed workloads end in an error or a result, never a panic (they once
@@ -272,11 +208,7 @@ fn huge_sizes_do_not_panic() {
         let r = thplab(&["sim", &file, "-q", "--json"]);
         assert_eq!(r.code, code, "{text:?}: {}", r.stderr);
         if code != 0 {
-            assert!(
-                r.stderr.starts_with(&format!("thplab: {file}:")),
-                "{text:?}: {}",
-                r.stderr
-            );
+            assert!(r.stderr.starts_with(&format!("thplab: {file}:")), "{text:?}: {}", r.stderr);
         }
     }
 }

@@ -19,12 +19,7 @@ fn madv_collapse_and_pr_get_thp_disable_answer_as_without_the_recorder() {
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("collapse_check");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/progs/collapse_check.c");
-    match Command::new("cc")
-        .args(["-O1", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-    {
+    match Command::new("cc").args(["-O1", "-o"]).arg(&exe).arg(&src).status() {
         Ok(s) if s.success() => {}
         other => {
             println!("skipped: no C compiler ({other:?})");
@@ -32,33 +27,17 @@ fn madv_collapse_and_pr_get_thp_disable_answer_as_without_the_recorder() {
         }
     }
     let exe_s = exe.to_string_lossy().into_owned();
-    let r = thplab_in(
-        dir.path(),
-        &["record", "-q", "-o", "trace.thpt", "--", &exe_s],
-    );
+    let r = thplab_in(dir.path(), &["record", "-q", "-o", "trace.thpt", "--", &exe_s]);
     if r.code == 5 {
         println!("skipped: {}", r.stderr.trim());
         return;
     }
     r.ok();
     // (a) The program took its success path: no perror, no failure marker.
-    assert!(
-        r.stdout.lines().any(|l| l == "collapse 0"),
-        "MADV_COLLAPSE failed under recording:\n{}\n{}",
-        r.stdout,
-        r.stderr
-    );
-    assert!(
-        !r.stderr.contains("madvise(MADV_COLLAPSE)"),
-        "the program's error path ran:\n{}",
-        r.stderr
-    );
+    assert!(r.stdout.lines().any(|l| l == "collapse 0"), "MADV_COLLAPSE failed under recording:\n{}\n{}", r.stdout, r.stderr);
+    assert!(!r.stderr.contains("madvise(MADV_COLLAPSE)"), "the program's error path ran:\n{}", r.stderr);
     // (c) PR_GET_THP_DISABLE said THP is not disabled.
-    assert!(
-        r.stdout.lines().any(|l| l == "thp_disable 0"),
-        "PR_GET_THP_DISABLE under recording:\n{}",
-        r.stdout
-    );
+    assert!(r.stdout.lines().any(|l| l == "thp_disable 0"), "PR_GET_THP_DISABLE under recording:\n{}", r.stdout);
 
     // (b) The trace has the answered record right before each call's record, with result 0.
     let bytes = std::fs::read(dir.path().join("trace.thpt")).unwrap();
@@ -74,47 +53,21 @@ fn madv_collapse_and_pr_get_thp_disable_answer_as_without_the_recorder() {
             })
             .count()
     };
-    assert_eq!(
-        answered_before(&|s| s.kind == SyscallKind::Madvise
-            && s.args[1] == 4 << 20
-            && s.args[2] == 25),
-        1
-    );
-    assert_eq!(
-        answered_before(&|s| s.kind == SyscallKind::Prctl && s.args[0] == 42),
-        1
-    );
+    assert_eq!(answered_before(&|s| s.kind == SyscallKind::Madvise && s.args[1] == 4 << 20 && s.args[2] == 25), 1);
+    assert_eq!(answered_before(&|s| s.kind == SyscallKind::Prctl && s.args[0] == 42), 1);
     // One record per call: the answered call's own sys_exit did not make a second one.
     let collapses = ev.iter().filter(|e| matches!(&e.body, EventBody::Syscall(s) if s.kind == SyscallKind::Madvise && s.args[2] == 25)).count();
     assert_eq!(collapses, 1);
     let show = thplab_in(dir.path(), &["trace", "show", "--no-faults", "trace.thpt"]);
     show.ok();
-    assert!(
-        show.stdout
-            .contains("answered by the recorder: the next madvise returns 0"),
-        "{}",
-        show.stdout
-    );
+    assert!(show.stdout.contains("answered by the recorder: the next madvise returns 0"), "{}", show.stdout);
 
     // The replay performs the collapse: under the boot defaults the 4 MiB range ends in two PMD
     // folios (the touches alone would have made them only under enabled=always).
     let mut s = uapi::ThpSettings::default();
     s.apply_assignment("enabled=never").unwrap();
-    let model = sim::run_recording(
-        "collapse_check",
-        &h,
-        &ev,
-        &s,
-        &sim::MachineConfig::default(),
-        false,
-    )
-    .unwrap();
-    assert_eq!(
-        model.vmstat.get("thp_collapse_alloc").copied().unwrap_or(0),
-        2,
-        "{:?}",
-        model.vmstat
-    );
+    let model = sim::run_recording("collapse_check", &h, &ev, &s, &sim::MachineConfig::default(), false).unwrap();
+    assert_eq!(model.vmstat.get("thp_collapse_alloc").copied().unwrap_or(0), 2, "{:?}", model.vmstat);
 }
 
 /// A program starts with the same signals, descriptors and limits recorded and live
@@ -132,12 +85,7 @@ fn recorded_and_live_runs_start_the_program_alike() {
         let mut v: Vec<_> = std::fs::read_dir("/sys/kernel/mm/transparent_hugepage")
             .unwrap()
             .flatten()
-            .filter_map(|e| {
-                Some((
-                    e.file_name().to_string_lossy().into_owned(),
-                    std::fs::read_to_string(e.path()).ok()?,
-                ))
-            })
+            .filter_map(|e| Some((e.file_name().to_string_lossy().into_owned(), std::fs::read_to_string(e.path()).ok()?)))
             .collect();
         v.sort();
         v
@@ -149,48 +97,21 @@ fn recorded_and_live_runs_start_the_program_alike() {
         r#"f={}; grep -E "^(SigIgn|SigBlk):" /proc/self/status >> "$f"; ls /proc/self/fd >> "$f"; ulimit -n >> "$f"; echo --- >> "$f""#,
         out.display()
     );
-    let r = crate::thplab_unlocked(
-        dir.path(),
-        &[
-            "compare",
-            "--record",
-            "--retries",
-            "0",
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ],
-    );
+    let r = crate::thplab_unlocked(dir.path(), &["compare", "--record", "--retries", "0", "--", "sh", "-c", &script]);
     assert_eq!(knobs(), before, "THP knobs changed");
     if r.code == 5 {
         println!("skipped: {}", r.stderr.trim());
         return;
     }
-    assert!(
-        r.code == 0 || r.code == 4,
-        "compare --record failed ({}):\n{}",
-        r.code,
-        r.stderr
-    );
+    assert!(r.code == 0 || r.code == 4, "compare --record failed ({}):\n{}", r.code, r.stderr);
     let text = std::fs::read_to_string(&out).unwrap();
     let runs: Vec<&str> = text.split("---\n").filter(|b| !b.is_empty()).collect();
     println!("{} runs:\n{text}", runs.len());
-    assert!(
-        runs.len() >= 2,
-        "expected the recorded run and a live run:\n{text}"
-    );
+    assert!(runs.len() >= 2, "expected the recorded run and a live run:\n{text}");
     for b in &runs[1..] {
-        assert_eq!(
-            *b, runs[0],
-            "a live run (right) starts differently from the recorded one (left)"
-        );
+        assert_eq!(*b, runs[0], "a live run (right) starts differently from the recorded one (left)");
     }
-    let ign = runs[0]
-        .lines()
-        .find_map(|l| l.strip_prefix("SigIgn:"))
-        .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
-        .unwrap();
+    let ign = runs[0].lines().find_map(|l| l.strip_prefix("SigIgn:")).map(|v| u64::from_str_radix(v.trim(), 16).unwrap()).unwrap();
     assert_eq!(ign & 0x1000, 0, "SIGPIPE ignored:\n{}", runs[0]);
     assert!(runs[0].contains("SigBlk:\t0000000000000000"), "{}", runs[0]);
 }

@@ -24,15 +24,11 @@ fn workloads() -> Vec<String> {
 fn fork_workloads_run_in_the_model_with_every_invariant_checked() {
     for w in workloads() {
         for kind in ["anon", "shmem"] {
-            let r = thplab(&[
-                "sim", &w, "--matrix", kind, "--check", "--json", "-q", "--mem", "2G",
-            ]);
+            let r = thplab(&["sim", &w, "--matrix", kind, "--check", "--json", "-q", "--mem", "2G"]);
             r.ok();
             let all = r.json();
             for one in all.as_array().expect("one result per setting") {
-                let procs = one["model"]["processes"]
-                    .as_array()
-                    .unwrap_or_else(|| panic!("{w} {}: no processes", one["label"]));
+                let procs = one["model"]["processes"].as_array().unwrap_or_else(|| panic!("{w} {}: no processes", one["label"]));
                 assert!(procs.len() >= 2, "{w}: {} processes", procs.len());
                 assert_eq!(procs[0]["name"], "main");
             }
@@ -79,25 +75,16 @@ fn threads_and_a_vfork_child_fault_in_main_mm_without_copy_on_write() {
     // scratch region (too small for a PMD) fault 256 pages and its writes to w2's half hit;
     // the reader and main's last writes hit. 4 KiB pages: main 512, w1 the other 512 of its
     // 4 MiB, w2 512, v 256 + the 512 pages of w2's half that w2's stride skipped.
-    for (set, main, w1, w2, v, reader) in [
-        ("enabled=always", 1, 1, 2, 256, 0),
-        ("enabled=never", 512, 512, 512, 768, 0),
-    ] {
+    for (set, main, w1, w2, v, reader) in [("enabled=always", 1, 1, 2, 256, 0), ("enabled=never", 512, 512, 512, 768, 0)] {
         let r = thplab(&["sim", w, "--set", set, "--json", "--check"]);
         r.ok();
         let j = r.json();
         let p = j["processes"].as_array().unwrap();
         let names: Vec<&str> = p.iter().map(|p| p["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["main", "w1", "w2", "v", "reader"]);
-        let minflt: Vec<u64> = p
-            .iter()
-            .map(|p| p["process"]["minflt"].as_u64().unwrap())
-            .collect();
+        let minflt: Vec<u64> = p.iter().map(|p| p["process"]["minflt"].as_u64().unwrap()).collect();
         assert_eq!(minflt, [main, w1, w2, v, reader], "{set}");
-        assert_eq!(
-            j["process"]["minflt"], main,
-            "{set}: the top level is main's own faults"
-        );
+        assert_eq!(j["process"]["minflt"], main, "{set}: the top level is main's own faults");
         for q in &p[1..] {
             assert_eq!(q["shares_mm_with"], "main");
             assert_eq!(q["cow_copied"], 0);
@@ -110,18 +97,8 @@ fn threads_and_a_vfork_child_fault_in_main_mm_without_copy_on_write() {
         assert_eq!(p[2]["census"], j["census"]);
         assert_eq!(p[4]["process"]["rss_bytes"], 9 << 20);
         let thps = if set == "enabled=always" { 4 } else { 0 };
-        assert_eq!(
-            j["census"]["sizes"]["2048kB"]["pmd_mapped"]
-                .as_u64()
-                .unwrap_or(0),
-            thps,
-            "{set}"
-        );
-        assert_eq!(
-            j["census"]["sizes"]["4kB"]["folios"],
-            2304 - 512 * thps,
-            "{set}"
-        );
+        assert_eq!(j["census"]["sizes"]["2048kB"]["pmd_mapped"].as_u64().unwrap_or(0), thps, "{set}");
+        assert_eq!(j["census"]["sizes"]["4kB"]["folios"], 2304 - 512 * thps, "{set}");
     }
 }
 
@@ -135,11 +112,7 @@ fn fork_workloads_match_the_live_kernel_in_every_setting() {
     let mut failures = Vec::new();
     for w in workloads() {
         // The shmem matrix changes nothing for workloads without shared memory.
-        let kinds: &[&str] = if w.contains("shared") {
-            &["anon", "shmem"]
-        } else {
-            &["anon"]
-        };
+        let kinds: &[&str] = if w.contains("shared") { &["anon", "shmem"] } else { &["anon"] };
         for &kind in kinds {
             let r = thplab_unlocked(&workspace(), &["compare", &w, "--matrix", kind, "--json"]);
             let all = r.json();
@@ -149,31 +122,14 @@ fn fork_workloads_match_the_live_kernel_in_every_setting() {
                     .unwrap()
                     .iter()
                     .filter(|row| row["differs"] == true)
-                    .map(|row| {
-                        format!(
-                            "{} model {} live {}",
-                            row["field"], row["model"], row["live"]
-                        )
-                    })
+                    .map(|row| format!("{} model {} live {}", row["field"], row["model"], row["live"]))
                     .collect();
-                println!(
-                    "{w} [{kind}] {}: {} differing rows",
-                    one["label"],
-                    differing.len()
-                );
+                println!("{w} [{kind}] {}: {} differing rows", one["label"], differing.len());
                 if !differing.is_empty() {
-                    failures.push(format!(
-                        "{w} [{kind}] {}: {}",
-                        one["label"],
-                        differing.join("; ")
-                    ));
+                    failures.push(format!("{w} [{kind}] {}: {}", one["label"], differing.join("; ")));
                 }
             }
         }
     }
-    assert!(
-        failures.is_empty(),
-        "model and live kernel differ:\n{}",
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "model and live kernel differ:\n{}", failures.join("\n"));
 }

@@ -33,37 +33,19 @@ fn thplab_stdin(args: &[&str], stdin: &[u8]) -> Run {
         stdout: String::from_utf8(out.stdout).expect("UTF-8"),
         stderr: String::from_utf8(out.stderr).expect("UTF-8"),
     };
-    assert!(
-        !run.stderr.contains("panicked"),
-        "thplab {args:?} panicked:\n{}",
-        run.stderr
-    );
+    assert!(!run.stderr.contains("panicked"), "thplab {args:?} panicked:\n{}", run.stderr);
     run
 }
 
 const X: u64 = 0x7fff_f000_0000;
 
 fn sc(kind: SyscallKind, args: &[u64], ret: i64) -> EventBody {
-    EventBody::Syscall(Syscall {
-        kind,
-        args: args.to_vec(),
-        ret: Some(ret),
-        duration_ns: 10,
-    })
+    EventBody::Syscall(Syscall { kind, args: args.to_vec(), ret: Some(ret), duration_ns: 10 })
 }
 
 /// A recording of these bodies (pid 100), with the header counts filled in.
 fn encode(bodies: Vec<EventBody>, header: Header) -> Vec<u8> {
-    let events: Vec<Event> = bodies
-        .into_iter()
-        .enumerate()
-        .map(|(i, body)| Event {
-            time_ns: i as u64 * 100,
-            tid: 100,
-            pid: 100,
-            body,
-        })
-        .collect();
+    let events: Vec<Event> = bodies.into_iter().enumerate().map(|(i, body)| Event { time_ns: i as u64 * 100, tid: 100, pid: 100, body }).collect();
     let mut counts: Vec<(u8, u64)> = Vec::new();
     for e in &events {
         let k = e.body.kind_code();
@@ -72,13 +54,7 @@ fn encode(bodies: Vec<EventBody>, header: Header) -> Vec<u8> {
             None => counts.push((k, 1)),
         }
     }
-    let h = Header {
-        root_pid: 100,
-        page_size: 4096,
-        counts,
-        argv: vec![b"prog".to_vec()],
-        ..header
-    };
+    let h = Header { root_pid: 100, page_size: 4096, counts, argv: vec![b"prog".to_vec()], ..header };
     let mut w = TraceWriter::new(Vec::new(), &h).expect("header");
     for e in &events {
         w.write(e).expect("event");
@@ -89,18 +65,7 @@ fn encode(bodies: Vec<EventBody>, header: Header) -> Vec<u8> {
 /// mmap 8 KiB, write it, exit: a recording the model replays without trouble.
 fn good_recording() -> Vec<u8> {
     encode(
-        vec![
-            sc(
-                SyscallKind::Mmap,
-                &[0, 8192, 3, 0x22, u64::MAX, 0],
-                X as i64,
-            ),
-            EventBody::Fault {
-                addr: X,
-                error_code: 6,
-            },
-            sc(SyscallKind::ExitGroup, &[0], 0),
-        ],
+        vec![sc(SyscallKind::Mmap, &[0, 8192, 3, 0x22, u64::MAX, 0], X as i64), EventBody::Fault { addr: X, error_code: 6 }, sc(SyscallKind::ExitGroup, &[0], 0)],
         Header::default(),
     )
 }
@@ -137,10 +102,7 @@ fn empty_and_truncated_recordings_are_refused() {
     let f = f.display().to_string();
     let r = thplab(&["sim", &f, "-q"]);
     r.fails(2);
-    assert_eq!(
-        r.stderr,
-        format!("thplab: {f}: byte 10: the file ends too early: expected the format version\n")
-    );
+    assert_eq!(r.stderr, format!("thplab: {f}: byte 10: the file ends too early: expected the format version\n"));
 }
 
 #[test]
@@ -148,10 +110,7 @@ fn page_sizes_other_than_4096_are_refused() {
     for ps in [0u64, 65536] {
         let mut bytes = good_recording();
         // Rewrite the header with this page size (the writer writes what it is given).
-        let h = trace::TraceReader::new(&bytes[..])
-            .unwrap()
-            .header()
-            .clone();
+        let h = trace::TraceReader::new(&bytes[..]).unwrap().header().clone();
         let h = Header { page_size: ps, ..h };
         let events = trace::read_all(&bytes[..]).unwrap().1;
         let mut w = TraceWriter::new(Vec::new(), &h).unwrap();
@@ -161,18 +120,8 @@ fn page_sizes_other_than_4096_are_refused() {
         bytes = w.finish().unwrap();
         let r = thplab_stdin(&["sim", "-", "-q"], &bytes);
         r.fails(2);
-        assert!(
-            r.stderr.starts_with("thplab: <stdin>: byte "),
-            "{}",
-            r.stderr
-        );
-        assert!(
-            r.stderr.ends_with(&format!(
-                ": header: page size {ps}; recordings are of 4096-byte base pages (x86-64)\n"
-            )),
-            "{}",
-            r.stderr
-        );
+        assert!(r.stderr.starts_with("thplab: <stdin>: byte "), "{}", r.stderr);
+        assert!(r.stderr.ends_with(&format!(": header: page size {ps}; recordings are of 4096-byte base pages (x86-64)\n")), "{}", r.stderr);
     }
 }
 
@@ -197,16 +146,8 @@ fn a_failed_replay_names_the_file_the_record_and_its_byte() {
     // recording; a real one would take a model error to get here.
     let bytes = encode(
         vec![
-            sc(
-                SyscallKind::Mmap,
-                &[0, 8192, 3, 0x22, u64::MAX, 0],
-                X as i64,
-            ),
-            sc(
-                SyscallKind::Mmap,
-                &[X + 8192, 8192, 3, 0x32, u64::MAX, 0],
-                (X + 8192) as i64,
-            ),
+            sc(SyscallKind::Mmap, &[0, 8192, 3, 0x22, u64::MAX, 0], X as i64),
+            sc(SyscallKind::Mmap, &[X + 8192, 8192, 3, 0x32, u64::MAX, 0], (X + 8192) as i64),
             sc(SyscallKind::Mremap, &[X, 8192, 16384, 0, 0], X as i64),
             sc(SyscallKind::ExitGroup, &[0], 0),
         ],
@@ -233,13 +174,7 @@ fn a_failed_replay_names_the_file_the_record_and_its_byte() {
     assert_eq!(j["file"], f.as_str());
     assert_eq!(j["record"], 3);
     assert_eq!(j["byte"], at);
-    assert!(
-        j["message"]
-            .as_str()
-            .unwrap()
-            .contains("mremap replay failed: ENOMEM"),
-        "{j}"
-    );
+    assert!(j["message"].as_str().unwrap().contains("mremap replay failed: ENOMEM"), "{j}");
 }
 
 #[test]
@@ -267,21 +202,13 @@ fn standard_input_wherever_a_file_is_read() {
     // Settings, trace show and trace stats.
     let r = thplab_stdin(&["settings", "--settings", "-"], b"enabled=always\n");
     r.ok();
-    assert!(
-        r.stdout.lines().any(|l| l == "enabled=always"),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.lines().any(|l| l == "enabled=always"), "{}", r.stdout);
     let r = thplab_stdin(&["settings", "--settings", "-"], b"enabled=sometimes\n");
     r.fails(2);
     assert_eq!(r.stderr, "thplab: <stdin>:1: invalid value 'sometimes' for 'enabled'; valid values are: always, madvise, never\n");
     let r = thplab_stdin(&["trace", "show", "-"], &bytes);
     r.ok();
-    assert!(
-        r.stdout.starts_with("# <stdin>: thplab trace "),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.starts_with("# <stdin>: thplab trace "), "{}", r.stdout);
     let r = thplab_stdin(&["trace", "stats", "-", "--json"], &bytes);
     r.ok();
     assert_eq!(r.json()["schema"], "thplab-trace-stats/1");
@@ -299,19 +226,11 @@ fn errors_are_json_under_json() {
     assert_eq!(j["file"], f.as_str());
     assert_eq!(j["line"], 2);
     // The human message stays on stderr.
-    assert!(
-        r.stderr
-            .starts_with(&format!("thplab: {f}:2: unknown operation 'frobnicate'")),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.starts_with(&format!("thplab: {f}:2: unknown operation 'frobnicate'")), "{}", r.stderr);
     // Flags that do not parse, and a bad settings file.
     let r = thplab(&["sim", "seed-anon-1g", "--json", "--frobnicate"]);
     r.fails(2);
-    assert_eq!(
-        r.json()["message"],
-        "unexpected argument '--frobnicate' found"
-    );
+    assert_eq!(r.json()["message"], "unexpected argument '--frobnicate' found");
     let (_d, s) = temp_file("bad.settings", "enabled=always\nenabled=sometimes\n");
     let r = thplab(&["settings", "--settings", &s, "--json"]);
     r.fails(2);
@@ -336,17 +255,9 @@ fn cmdline_near_misses_are_named() {
         )
     );
     // Ignored, as the kernel would: the boot default stays.
-    assert!(
-        r.stdout.lines().any(|l| l == "enabled=madvise"),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.lines().any(|l| l == "enabled=madvise"), "{}", r.stdout);
     // A correct line says nothing.
-    let r = thplab(&[
-        "settings",
-        "--cmdline",
-        "BOOT_IMAGE=/vmlinuz transparent_hugepage=always",
-    ]);
+    let r = thplab(&["settings", "--cmdline", "BOOT_IMAGE=/vmlinuz transparent_hugepage=always"]);
     r.ok();
     assert_eq!(r.stderr, "");
 }
@@ -358,15 +269,9 @@ fn messages_name_the_right_cause() {
     r.fails(2);
     assert_eq!(r.stderr, format!("thplab: {f}:1: invalid protection 'wq'; valid: none, or the letters r, w, x, each at most once, in any order (r, rw, rx, rwx, w, x, wx)\n"));
     // rx, w and x are accepted, as the message says.
-    let (_d, f) = temp_file(
-        "p.thpw",
-        "mmap a 1M prot=rx\nmmap b 1M prot=w\nmprotect a x\n",
-    );
+    let (_d, f) = temp_file("p.thpw", "mmap a 1M prot=rx\nmmap b 1M prot=w\nmprotect a x\n");
     thplab(&["sim", &f, "-q"]).ok();
-    let (_d, f) = temp_file(
-        "m.thpw",
-        "memfd f\nftruncate f 1M\nmmap a 1M file=f\ntouch f write\n",
-    );
+    let (_d, f) = temp_file("m.thpw", "memfd f\nftruncate f 1M\nmmap a 1M file=f\ntouch f write\n");
     let r = thplab(&["sim", &f, "-q"]);
     r.fails(2);
     assert_eq!(r.stderr, format!("thplab: {f}:4: 'f' is a file (line 1), not a mapped region; map it first (mmap NAME SIZE file=f) and name the mapping; regions so far: a\n"));
@@ -379,10 +284,7 @@ fn messages_name_the_right_cause() {
     assert_eq!(r.stderr, "thplab: --mmap-base 0x7dfffffc5001: not page-aligned (a multiple of 0x1000), such as 0x7dfffffc5000\n");
     let r = thplab(&["sim", "seed-anon-1g", "--mmap-base", "7dfffffc5000"]);
     r.fails(2);
-    assert_eq!(
-        r.stderr,
-        "thplab: --mmap-base 7dfffffc5000: give a hex address such as 0x7dfffffc5000\n"
-    );
+    assert_eq!(r.stderr, "thplab: --mmap-base 7dfffffc5000: give a hex address such as 0x7dfffffc5000\n");
     let r = thplab(&["sim", "seed-anon-1g", "--brk-start", "0x900000000000"]);
     r.fails(2);
     assert_eq!(r.stderr, "thplab: --brk-start 0x900000000000: outside the user address space (0x1000 to 0x7ffffffff000)\n");
@@ -398,30 +300,14 @@ fn record_refuses_bad_flags_before_running_anything() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x.trace");
     let out = out.to_str().unwrap();
-    for (kib, why) in [
-        ("0", "0 KiB is outside 64 to 4194304"),
-        ("99999999", "99999999 KiB is outside 64 to 4194304"),
-        ("lots", "'lots' is not a number of KiB"),
-    ] {
+    for (kib, why) in [("0", "0 KiB is outside 64 to 4194304"), ("99999999", "99999999 KiB is outside 64 to 4194304"), ("lots", "'lots' is not a number of KiB")] {
         let r = thplab(&["record", "-o", out, "--buffer-kib", kib, "--", "true"]);
         r.fails(2);
-        assert!(
-            r.stderr.starts_with(&format!(
-                "error: invalid value '{kib}' for '--buffer-kib <KIB>': {why}"
-            )),
-            "{}",
-            r.stderr
-        );
+        assert!(r.stderr.starts_with(&format!("error: invalid value '{kib}' for '--buffer-kib <KIB>': {why}")), "{}", r.stderr);
     }
     let r = thplab(&["record", "-o", "-", "--", "true"]);
     r.fails(2);
-    assert!(
-        r.stderr.starts_with(
-            "thplab: -o -: the recorded program writes to standard output too; give a file"
-        ),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.starts_with("thplab: -o -: the recorded program writes to standard output too; give a file"), "{}", r.stderr);
     assert!(!std::path::Path::new(out).exists());
 }
 
@@ -444,20 +330,13 @@ fn observe_says_why_a_pid_cannot_be_observed() {
     let gone = reaped_pid();
     let r = thplab(&["observe", "--pid", &gone.to_string()]);
     r.fails(2);
-    assert_eq!(
-        r.stderr,
-        format!("thplab: observe --pid {gone}: there is no process {gone}\n")
-    );
+    assert_eq!(r.stderr, format!("thplab: observe --pid {gone}: there is no process {gone}\n"));
     // A zombie: our child, exited and not reaped yet.
     let mut z = Command::new("true").spawn().unwrap();
     let zpid = z.id();
     let stat = format!("/proc/{zpid}/stat");
     for _ in 0..500 {
-        if std::fs::read_to_string(&stat).is_ok_and(|s| {
-            s.rsplit(')')
-                .next()
-                .is_some_and(|r| r.trim_start().starts_with('Z'))
-        }) {
+        if std::fs::read_to_string(&stat).is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z'))) {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
@@ -489,23 +368,11 @@ fn explain_says_why_a_pid_cannot_be_explained() {
     let gone = reaped_pid();
     let r = thplab(&["explain", "--pid", &gone.to_string()]);
     r.fails(2);
-    assert_eq!(
-        r.stderr,
-        format!("thplab: explain --pid {gone}: there is no process {gone}\n")
-    );
+    assert_eq!(r.stderr, format!("thplab: explain --pid {gone}: there is no process {gone}\n"));
     let r = thplab(&["explain", "--pid", &gone.to_string(), "--json"]);
     r.fails(2);
-    let v: serde_json::Value =
-        serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {:?}", r.stdout));
-    assert_eq!(
-        (
-            v["schema"].as_str(),
-            v["exit_code"].as_i64(),
-            v["kind"].as_str()
-        ),
-        (Some("thplab-error/1"), Some(2), Some("bad_input")),
-        "{v}"
-    );
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {:?}", r.stdout));
+    assert_eq!((v["schema"].as_str(), v["exit_code"].as_i64(), v["kind"].as_str()), (Some("thplab-error/1"), Some(2), Some("bad_input")), "{v}");
     if kthreadd_is_pid_2() {
         let r = thplab(&["explain", "--pid", "2"]);
         r.fails(2);
@@ -528,19 +395,9 @@ fn observe_ends_cleanly_when_the_process_exits_between_samples() {
     waiter.join().unwrap().unwrap();
     r.ok();
     assert_eq!(r.stderr, format!("thplab observe: process {pid} exited\n"));
-    let samples: Vec<serde_json::Value> = r
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect();
+    let samples: Vec<serde_json::Value> = r.stdout.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
     assert!(samples.len() >= 2, "{}", r.stdout);
-    assert!(
-        samples
-            .iter()
-            .all(|s| s["pid"].to_string() == pid && s["comm"] == "sleep"),
-        "{}",
-        r.stdout
-    );
+    assert!(samples.iter().all(|s| s["pid"].to_string() == pid && s["comm"] == "sleep"), "{}", r.stdout);
 }
 
 #[test]
@@ -548,41 +405,15 @@ fn cosmetics_of_the_text_output() {
     // No empty heading when no per-size counter moved.
     let r = thplab(&["sim", "seed-anon-1g", "--set", "enabled=never", "-q"]);
     r.ok();
-    assert!(
-        r.stdout.contains(
-            "\n/sys/kernel/mm/transparent_hugepage/hugepages-<size>/stats: no counter moved\n"
-        ),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.contains("\n/sys/kernel/mm/transparent_hugepage/hugepages-<size>/stats: no counter moved\n"), "{}", r.stdout);
     let r = thplab(&["sim", "seed-anon-1g", "--set", "enabled=always", "-q"]);
     assert!(r.stdout.contains("\n/sys/kernel/mm/transparent_hugepage/hugepages-<size>/stats (non-zero)\n  hugepages-2048kB"), "{}", r.stdout);
     // A newline in a recorded argument does not break the header of `trace show`.
-    let h = Header {
-        argv: vec![
-            b"python3".to_vec(),
-            b"-c".to_vec(),
-            b"import os\nprint(1)".to_vec(),
-        ],
-        ..Header::default()
-    };
+    let h = Header { argv: vec![b"python3".to_vec(), b"-c".to_vec(), b"import os\nprint(1)".to_vec()], ..Header::default() };
     let mut bytes = good_recording();
     let events = trace::read_all(&bytes[..]).unwrap().1;
-    let counts = trace::TraceReader::new(&bytes[..])
-        .unwrap()
-        .header()
-        .counts
-        .clone();
-    let mut w = TraceWriter::new(
-        Vec::new(),
-        &Header {
-            root_pid: 100,
-            page_size: 4096,
-            counts,
-            ..h
-        },
-    )
-    .unwrap();
+    let counts = trace::TraceReader::new(&bytes[..]).unwrap().header().counts.clone();
+    let mut w = TraceWriter::new(Vec::new(), &Header { root_pid: 100, page_size: 4096, counts, ..h }).unwrap();
     for e in &events {
         w.write(e).unwrap();
     }
@@ -590,36 +421,18 @@ fn cosmetics_of_the_text_output() {
     let r = thplab_stdin(&["trace", "show", "-"], &bytes);
     r.ok();
     let second = r.stdout.lines().nth(1).unwrap();
-    assert_eq!(
-        second,
-        "# command: python3 -c \"import os\\nprint(1)\" (pid 100, exit status 0, 0.000000 s)"
-    );
+    assert_eq!(second, "# command: python3 -c \"import os\\nprint(1)\" (pid 100, exit status 0, 0.000000 s)");
     // A pid that is not in the recording is an error that lists those that are.
     let r = thplab_stdin(&["trace", "show", "-", "--pid", "7"], &bytes);
     r.fails(2);
-    assert_eq!(
-        r.stderr,
-        "thplab: --pid 7: no process 7 in <stdin>; its processes are 100\n"
-    );
+    assert_eq!(r.stderr, "thplab: --pid 7: no process 7 in <stdin>; its processes are 100\n");
     // --mmap-base with a recording that brings its own layout: a warning, not silence.
     let snap = encode(
         vec![
-            EventBody::ExecMaps(vec![trace::MapEntry {
-                start: 0x7fff_fffd_e000,
-                end: 0x7fff_ffff_f000,
-                perms: 3,
-                offset: 0,
-                maj: 0,
-                min: 0,
-                ino: 0,
-                path: b"[stack]".to_vec(),
-            }]),
+            EventBody::ExecMaps(vec![trace::MapEntry { start: 0x7fff_fffd_e000, end: 0x7fff_ffff_f000, perms: 3, offset: 0, maj: 0, min: 0, ino: 0, path: b"[stack]".to_vec() }]),
             sc(SyscallKind::ExitGroup, &[0], 0),
         ],
-        Header {
-            flags: trace::flags::EXEC_SNAPSHOT,
-            ..Header::default()
-        },
+        Header { flags: trace::flags::EXEC_SNAPSHOT, ..Header::default() },
     );
     let r = thplab_stdin(&["sim", "-", "-q", "--mmap-base", "0x100000000"], &snap);
     r.ok();
@@ -634,52 +447,23 @@ fn cosmetics_of_the_text_output() {
 fn lost_events_are_said_in_capitals_by_every_reader() {
     let bytes = encode(
         vec![
-            sc(
-                SyscallKind::Mmap,
-                &[0, 8192, 3, 0x22, u64::MAX, 0],
-                X as i64,
-            ),
+            sc(SyscallKind::Mmap, &[0, 8192, 3, 0x22, u64::MAX, 0], X as i64),
             EventBody::Lost { count: 5 },
-            EventBody::Fault {
-                addr: X,
-                error_code: 6,
-            },
+            EventBody::Fault { addr: X, error_code: 6 },
             sc(SyscallKind::ExitGroup, &[0], 0),
         ],
-        Header {
-            lost_events: 5,
-            ..Header::default()
-        },
+        Header { lost_events: 5, ..Header::default() },
     );
     let r = thplab_stdin(&["trace", "show", "-"], &bytes);
     r.ok();
-    assert_eq!(
-        r.stdout.lines().nth(2),
-        Some("# LOST EVENTS: 5 (this recording is incomplete)"),
-        "{}",
-        r.stdout
-    );
-    assert_eq!(
-        r.stderr,
-        "thplab trace: warning: 5 events were lost while recording <stdin>\n"
-    );
+    assert_eq!(r.stdout.lines().nth(2), Some("# LOST EVENTS: 5 (this recording is incomplete)"), "{}", r.stdout);
+    assert_eq!(r.stderr, "thplab trace: warning: 5 events were lost while recording <stdin>\n");
     let r = thplab_stdin(&["trace", "stats", "-"], &bytes);
     r.ok();
-    assert!(
-        r.stdout
-            .contains("LOST EVENTS  5 (the recording is incomplete)"),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.contains("LOST EVENTS  5 (the recording is incomplete)"), "{}", r.stdout);
     let r = thplab_stdin(&["sim", "-", "-q"], &bytes);
     r.ok();
-    assert!(
-        r.stderr.starts_with(
-            "thplab sim: WARNING: <stdin> lost 5 events while recording; predictions may be off\n"
-        ),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.starts_with("thplab sim: WARNING: <stdin> lost 5 events while recording; predictions may be off\n"), "{}", r.stderr);
 }
 
 #[test]

@@ -16,23 +16,9 @@ fn khugepaged_model_matches_the_live_daemon() {
     let (_d, w) = temp_file("kh.thpw", WORKLOAD);
     let live_ok = skip_reason();
     for (none, collapsed) in [(0, 1), (256, 2), (511, 3)] {
-        let args = [
-            "--set",
-            "enabled=madvise",
-            "--set",
-            &format!("khugepaged/max_ptes_none={none}"),
-            "--set",
-            "khugepaged/scan_sleep_millisecs=100",
-            "--set",
-            "khugepaged/pages_to_scan=4096",
-        ];
+        let args = ["--set", "enabled=madvise", "--set", &format!("khugepaged/max_ptes_none={none}"), "--set", "khugepaged/scan_sleep_millisecs=100", "--set", "khugepaged/pages_to_scan=4096"];
         let m = thplab(&json_args("sim", &w, &args)).ok().result();
-        let mk = m
-            .model
-            .as_ref()
-            .and_then(|x| x.run.as_ref())
-            .expect("model state")
-            .khugepaged;
+        let mk = m.model.as_ref().and_then(|x| x.run.as_ref()).expect("model state").khugepaged;
         assert_eq!(mk.pages_collapsed, collapsed as u64, "max_ptes_none={none}");
         assert_eq!(m.vmstat["thp_collapse_alloc"], collapsed);
         assert_eq!(mk.wakeups, 10);
@@ -46,23 +32,14 @@ fn khugepaged_model_matches_the_live_daemon() {
         l.ok();
         let l = l.result();
         let lk = l.live.as_ref().expect("live section").khugepaged;
-        assert_eq!(
-            lk.pages_collapsed, collapsed,
-            "max_ptes_none={none}: live {lk:?}"
-        );
-        assert_eq!(
-            l.vmstat["thp_collapse_alloc"],
-            m.vmstat["thp_collapse_alloc"]
-        );
+        assert_eq!(lk.pages_collapsed, collapsed, "max_ptes_none={none}: live {lk:?}");
+        assert_eq!(l.vmstat["thp_collapse_alloc"], m.vmstat["thp_collapse_alloc"]);
         assert_eq!(l.folios, m.folios, "max_ptes_none={none}");
         let (lf, mf) = (lk.full_scans, mk.full_scans as i64);
         // Full scans depend on when the daemon really woke (a busy machine delays it); the
         // model's are an upper bound, and every collapse happened in the first wake-up.
         println!("max_ptes_none={none}: full_scans live {lf} model {mf}");
-        assert!(
-            lf >= 1 && lf <= mf + 1,
-            "max_ptes_none={none}: full_scans live {lf} model {mf}"
-        );
+        assert!(lf >= 1 && lf <= mf + 1, "max_ptes_none={none}: full_scans live {lf} model {mf}");
     }
 }
 
@@ -87,18 +64,7 @@ fn the_collapse_timeline_matches_the_live_daemon_within_one_scan_period() {
         let _g = exclusive();
         let sleep_arg = format!("khugepaged/scan_sleep_millisecs={sleep}");
         let args = [
-            "compare",
-            w.as_str(),
-            "--json",
-            "--sample",
-            "50",
-            "--set",
-            "enabled=madvise",
-            "--set",
-            "khugepaged/max_ptes_none=511",
-            "--set",
-            &sleep_arg,
-            "--set",
+            "compare", w.as_str(), "--json", "--sample", "50", "--set", "enabled=madvise", "--set", "khugepaged/max_ptes_none=511", "--set", &sleep_arg, "--set",
             "khugepaged/pages_to_scan=4096",
         ];
         let out = thplab_unlocked(&workspace(), &args);
@@ -109,10 +75,7 @@ fn the_collapse_timeline_matches_the_live_daemon_within_one_scan_period() {
         let collapses = t["collapses"].as_array().expect("collapses");
         println!("scan_sleep_millisecs={sleep}: {collapses:?}");
         assert_eq!(collapses.len(), 3, "{collapses:?}");
-        let model_ms: Vec<f64> = collapses
-            .iter()
-            .map(|c| c["model_ms"].as_f64().expect("the model made it"))
-            .collect();
+        let model_ms: Vec<f64> = collapses.iter().map(|c| c["model_ms"].as_f64().expect("the model made it")).collect();
         assert_eq!(model_ms, [50.0, 50.0, 50.0], "scan_sleep_millisecs={sleep}");
         for c in collapses {
             assert_eq!(c["on_time"], true, "scan_sleep_millisecs={sleep}: {c}");
@@ -120,21 +83,10 @@ fn the_collapse_timeline_matches_the_live_daemon_within_one_scan_period() {
         let rows = t["rows"].as_array().expect("rows");
         // 1 s of sleep: 20 samples on each side.
         assert_eq!(rows.iter().filter(|r| !r["model"].is_null()).count(), 20);
-        assert!(
-            rows.iter().filter(|r| !r["live"].is_null()).count() >= 19,
-            "{rows:?}"
-        );
-        let last = rows
-            .iter()
-            .rev()
-            .find(|r| !r["model"].is_null() && !r["live"].is_null())
-            .expect("a row with both");
+        assert!(rows.iter().filter(|r| !r["live"].is_null()).count() >= 19, "{rows:?}");
+        let last = rows.iter().rev().find(|r| !r["model"].is_null() && !r["live"].is_null()).expect("a row with both");
         for f in ["anon_huge_pages_kb", "rss_kb", "folios", "pages_collapsed"] {
-            assert_eq!(
-                last["model"][f], last["live"][f],
-                "scan_sleep_millisecs={sleep}: {f} at {}",
-                last["t_ms"]
-            );
+            assert_eq!(last["model"][f], last["live"][f], "scan_sleep_millisecs={sleep}: {f} at {}", last["t_ms"]);
         }
         assert_eq!(last["model"]["anon_huge_pages_kb"], 6144);
     }
@@ -159,29 +111,11 @@ fn khugepaged_shmem_model_matches_the_live_daemon() {
     let (_d, w) = temp_file("khs.thpw", SHMEM);
     let live_ok = skip_reason();
     for (none, collapsed) in [(0u64, 1i64), (256, 2), (511, 3)] {
-        let args = [
-            "--set",
-            "enabled=madvise",
-            "--set",
-            &format!("khugepaged/max_ptes_none={none}"),
-            "--set",
-            "khugepaged/scan_sleep_millisecs=100",
-            "--set",
-            "khugepaged/pages_to_scan=4096",
-        ];
+        let args = ["--set", "enabled=madvise", "--set", &format!("khugepaged/max_ptes_none={none}"), "--set", "khugepaged/scan_sleep_millisecs=100", "--set", "khugepaged/pages_to_scan=4096"];
         let m = thplab(&json_args("sim", &w, &args)).ok().result();
-        let mk = m
-            .model
-            .as_ref()
-            .and_then(|x| x.run.as_ref())
-            .expect("model state")
-            .khugepaged;
+        let mk = m.model.as_ref().and_then(|x| x.run.as_ref()).expect("model state").khugepaged;
         // By hand: `collapsed` ranges at each of the 10 wake-ups.
-        assert_eq!(
-            mk.pages_collapsed,
-            collapsed as u64 * 10,
-            "max_ptes_none={none}"
-        );
+        assert_eq!(mk.pages_collapsed, collapsed as u64 * 10, "max_ptes_none={none}");
         assert_eq!(m.vmstat["thp_collapse_alloc"], collapsed);
         if let Some(why) = &live_ok {
             eprintln!("SKIPPED the live half: {why}");
@@ -192,29 +126,18 @@ fn khugepaged_shmem_model_matches_the_live_daemon() {
         // The vmstat and meminfo figures are system-wide: another process faulting a file THP
         // meanwhile (other work on this machine) adds to them. Such a run is repeated (at most
         // three runs), as `compare` does (compare::retry_reason); the last one must match.
-        const GLOBAL: [&str; 5] = [
-            "thp_collapse_alloc",
-            "thp_collapse_alloc_failed",
-            "thp_file_mapped",
-            "thp_file_alloc",
-            "thp_fault_alloc",
-        ];
+        const GLOBAL: [&str; 5] = ["thp_collapse_alloc", "thp_collapse_alloc_failed", "thp_file_mapped", "thp_file_alloc", "thp_fault_alloc"];
         let mut attempt = 0;
         let l = loop {
             attempt += 1;
             let l = thplab_unlocked(&workspace(), &live_args);
             l.ok();
             let l = l.result();
-            let noisy = GLOBAL.iter().any(|k| l.vmstat[*k] != m.vmstat[*k])
-                || ["ShmemHugePages", "ShmemPmdMapped"]
-                    .iter()
-                    .any(|k| l.meminfo[*k] != m.meminfo[*k]);
+            let noisy = GLOBAL.iter().any(|k| l.vmstat[*k] != m.vmstat[*k]) || ["ShmemHugePages", "ShmemPmdMapped"].iter().any(|k| l.meminfo[*k] != m.meminfo[*k]);
             if !noisy || attempt == 3 {
                 break l;
             }
-            eprintln!(
-                "max_ptes_none={none}: system-wide counters differ in run {attempt}, running again"
-            );
+            eprintln!("max_ptes_none={none}: system-wide counters differ in run {attempt}, running again");
         };
         let lk = l.live.as_ref().expect("live section").khugepaged;
         for key in GLOBAL {
@@ -223,24 +146,12 @@ fn khugepaged_shmem_model_matches_the_live_daemon() {
         assert_eq!(l.folios, m.folios, "max_ptes_none={none}");
         assert_eq!(l.census.sizes, m.census.sizes, "max_ptes_none={none}");
         assert_eq!(l.process.minflt, m.process.minflt, "max_ptes_none={none}");
-        assert_eq!(
-            l.process.rss_bytes, m.process.rss_bytes,
-            "max_ptes_none={none}"
-        );
+        assert_eq!(l.process.rss_bytes, m.process.rss_bytes, "max_ptes_none={none}");
         for key in ["ShmemHugePages", "ShmemPmdMapped"] {
-            assert_eq!(
-                l.meminfo[key], m.meminfo[key],
-                "max_ptes_none={none}: {key}"
-            );
+            assert_eq!(l.meminfo[key], m.meminfo[key], "max_ptes_none={none}: {key}");
         }
         let (lp, ranges) = (lk.pages_collapsed, collapsed);
-        println!(
-            "max_ptes_none={none}: pages_collapsed live {lp} model {}, full_scans live {} model {}",
-            mk.pages_collapsed, lk.full_scans, mk.full_scans
-        );
-        assert!(
-            lp % ranges == 0 && lp / ranges >= 1 && lp / ranges <= mk.wakeups as i64 + 1,
-            "max_ptes_none={none}: pages_collapsed live {lp}, {ranges} ranges"
-        );
+        println!("max_ptes_none={none}: pages_collapsed live {lp} model {}, full_scans live {} model {}", mk.pages_collapsed, lk.full_scans, mk.full_scans);
+        assert!(lp % ranges == 0 && lp / ranges >= 1 && lp / ranges <= mk.wakeups as i64 + 1, "max_ptes_none={none}: pages_collapsed live {lp}, {ranges} ranges");
     }
 }

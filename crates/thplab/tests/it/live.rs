@@ -66,14 +66,7 @@ impl Drop for KnobsUnchanged {
             .0
             .iter()
             .filter(|(p, v)| now.get(*p) != Some(v))
-            .map(|(p, v)| {
-                format!(
-                    "{}: was {:?}, now {:?}",
-                    p.display(),
-                    v.trim(),
-                    now.get(p).map(|s| s.trim())
-                )
-            })
+            .map(|(p, v)| format!("{}: was {:?}, now {:?}", p.display(), v.trim(), now.get(p).map(|s| s.trim())))
             .collect();
         if !changed.is_empty() && !std::thread::panicking() {
             panic!("THP knobs changed by the test:\n{}", changed.join("\n"));
@@ -112,19 +105,11 @@ fn compare_matrix(example: &str) {
     for attempt in 1..=ATTEMPTS {
         let r = thplab_unlocked(&workspace(), &["compare", file, "--matrix"]);
         if r.code == 0 {
-            assert_eq!(
-                r.stdout.lines().last(),
-                Some("11 of 11 settings: model = live"),
-                "{}",
-                r.stdout
-            );
+            assert_eq!(r.stdout.lines().last(), Some("11 of 11 settings: model = live"), "{}", r.stdout);
             return;
         }
         r.fails(4);
-        println!(
-            "{example}: attempt {attempt} of {ATTEMPTS}: {}",
-            r.stdout.lines().last().unwrap_or("")
-        );
+        println!("{example}: attempt {attempt} of {ATTEMPTS}: {}", r.stdout.lines().last().unwrap_or(""));
         last = Some(r);
         std::thread::sleep(std::time::Duration::from_secs(5));
     }
@@ -134,10 +119,8 @@ fn compare_matrix(example: &str) {
     for setting in v.as_array().expect("one object per setting") {
         let label = setting["label"].as_str().unwrap_or("?");
         let rows = setting["rows"].as_array().expect("rows");
-        let process_diffs: Vec<&serde_json::Value> = rows
-            .iter()
-            .filter(|row| row["differs"] == true && row["kind"] != "system_wide")
-            .collect();
+        let process_diffs: Vec<&serde_json::Value> =
+            rows.iter().filter(|row| row["differs"] == true && row["kind"] != "system_wide").collect();
         assert!(
             process_diffs.is_empty(),
             "{example}, {label}: the model differs from the live kernel on the process itself: {process_diffs:?}\n\
@@ -178,10 +161,7 @@ impl Drop for Holder {
         if let Some(mut c) = self.0.take() {
             let _ = c.kill();
             let _ = c.wait();
-            let _ = Command::new(THPLAB)
-                .arg("settings")
-                .stdout(Stdio::null())
-                .status();
+            let _ = Command::new(THPLAB).arg("settings").stdout(Stdio::null()).status();
         }
     }
 }
@@ -200,11 +180,7 @@ fn sigkilled_run_is_recovered_by_the_next_command() {
     let mut attempts = Vec::new();
     let (pid, mut holder, before, target) = loop {
         let before = selected(&std::fs::read_to_string(&enabled).unwrap());
-        let target = if before == "never" {
-            "madvise"
-        } else {
-            "never"
-        };
+        let target = if before == "never" { "madvise" } else { "never" };
         let mut child = Command::new(THPLAB)
             .args(["__hold", &format!("enabled={target}")])
             .stdin(Stdio::null())
@@ -215,9 +191,7 @@ fn sigkilled_run_is_recovered_by_the_next_command() {
         let stdout = child.stdout.take().unwrap();
         let pid = child.id();
         let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("read from __hold");
+        BufReader::new(stdout).read_line(&mut line).expect("read from __hold");
         if line == "held 1\n" {
             break (pid, Holder(Some(child)), before, target);
         }
@@ -226,34 +200,18 @@ fn sigkilled_run_is_recovered_by_the_next_command() {
         let mut err = String::new();
         let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err);
         // Put back whatever this attempt changed before the next one.
-        let _ = Command::new(THPLAB)
-            .arg("settings")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        let _ = Command::new(THPLAB).arg("settings").stdout(Stdio::null()).stderr(Stdio::null()).status();
         attempts.push(format!("stdout {line:?}, stderr {err:?}"));
-        assert!(
-            attempts.len() < 3,
-            "thplab __hold enabled={target} did not print 'held 1':\n{}",
-            attempts.join("\n")
-        );
+        assert!(attempts.len() < 3, "thplab __hold enabled={target} did not print 'held 1':\n{}", attempts.join("\n"));
         std::thread::sleep(std::time::Duration::from_secs(5));
     };
-    assert_eq!(
-        selected(&std::fs::read_to_string(&enabled).unwrap()),
-        target,
-        "__hold did not apply the knob"
-    );
+    assert_eq!(selected(&std::fs::read_to_string(&enabled).unwrap()), target, "__hold did not apply the knob");
 
     // SIGKILL: no destructor runs, the journal stays behind.
     let mut child = holder.0.take().unwrap();
     child.kill().expect("kill -9 __hold");
     child.wait().unwrap();
-    assert_eq!(
-        selected(&std::fs::read_to_string(&enabled).unwrap()),
-        target,
-        "knob restored without a recovery?"
-    );
+    assert_eq!(selected(&std::fs::read_to_string(&enabled).unwrap()), target, "knob restored without a recovery?");
 
     let r = thplab_unlocked(&workspace(), &["settings"]);
     r.ok();
@@ -261,10 +219,7 @@ fn sigkilled_run_is_recovered_by_the_next_command() {
         r.stderr,
         format!("thplab: restored 1 THP knob left changed by a live run (pid {pid}) that did not finish: enabled={before}\n")
     );
-    assert_eq!(
-        selected(&std::fs::read_to_string(&enabled).unwrap()),
-        before
-    );
+    assert_eq!(selected(&std::fs::read_to_string(&enabled).unwrap()), before);
     // Nothing is left to recover.
     let r = thplab_unlocked(&workspace(), &["settings"]);
     r.ok();
@@ -277,11 +232,7 @@ fn bound_loops() -> Vec<String> {
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|e| {
-            std::fs::read_to_string(e.path().join("loop/backing_file"))
-                .ok()
-                .map(|f| format!("{}: {}", e.file_name().to_string_lossy(), f.trim()))
-        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("loop/backing_file")).ok().map(|f| format!("{}: {}", e.file_name().to_string_lossy(), f.trim())))
         .collect();
     v.sort();
     v
@@ -301,43 +252,16 @@ fn bench_io_measures_every_kind_it_set_up_and_leaves_the_machine_as_it_was() {
     let run = thplab_unlocked(
         &workspace(),
         &[
-            "bench",
-            "io",
-            "-q",
-            "--kinds",
-            "4K,mTHP-16K,mTHP-64K,THP-2M,hugetlb-2M",
-            "--engines",
-            "aio,io_uring,pread",
-            "--block-sizes",
-            "64K,1M",
-            "--queue-depths",
-            "4",
-            "--repeat",
-            "2",
-            "--time",
-            "0.05",
-            "--size",
-            "16M",
-            "--dir",
-            dir.path().to_str().unwrap(),
-            "--save",
-            save.to_str().unwrap(),
-            "--write-profile",
-            profile.to_str().unwrap(),
+            "bench", "io", "-q", "--kinds", "4K,mTHP-16K,mTHP-64K,THP-2M,hugetlb-2M", "--engines", "aio,io_uring,pread",
+            "--block-sizes", "64K,1M", "--queue-depths", "4", "--repeat", "2", "--time", "0.05", "--size", "16M",
+            "--dir", dir.path().to_str().unwrap(), "--save", save.to_str().unwrap(), "--write-profile", profile.to_str().unwrap(),
         ],
     );
     run.ok();
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&save).unwrap()).unwrap();
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&save).unwrap()).unwrap();
     assert_eq!(r["schema"], "thplab-bench-io/1");
     // Every kind was backed as asked (a kind that is not is reported, never measured).
-    let measured: Vec<&str> = r["buffers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|b| b["skipped"].is_null())
-        .map(|b| b["kind"].as_str().unwrap())
-        .collect();
+    let measured: Vec<&str> = r["buffers"].as_array().unwrap().iter().filter(|b| b["skipped"].is_null()).map(|b| b["kind"].as_str().unwrap()).collect();
     for b in r["buffers"].as_array().unwrap() {
         if b["skipped"].is_null() {
             let want = match b["kind"].as_str().unwrap() {
@@ -348,110 +272,41 @@ fn bench_io_measures_every_kind_it_set_up_and_leaves_the_machine_as_it_was() {
             };
             let folios = b["backing"]["folios"].as_object().unwrap();
             assert_eq!(folios.len(), 1, "{b}");
-            assert_eq!(
-                folios[want].as_u64().unwrap()
-                    * want.trim_end_matches("kB").parse::<u64>().unwrap()
-                    * 1024,
-                b["bytes"].as_u64().unwrap(),
-                "{b}"
-            );
+            assert_eq!(folios[want].as_u64().unwrap() * want.trim_end_matches("kB").parse::<u64>().unwrap() * 1024, b["bytes"].as_u64().unwrap(), "{b}");
         } else {
             println!("note: {} not measured: {}", b["kind"], b["skipped"]);
         }
     }
-    assert!(
-        measured.contains(&"4K") && measured.contains(&"THP-2M"),
-        "{measured:?}"
-    );
+    assert!(measured.contains(&"4K") && measured.contains(&"THP-2M"), "{measured:?}");
     // The ram and file targets each ran every engine (pread at depth 1), block size and kind.
-    let targets: Vec<&str> = r["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let targets: Vec<&str> = r["targets"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(targets, ["ram", "file"], "{}", r["notes"]);
-    assert_eq!(
-        r["cases"].as_array().unwrap().len(),
-        2 * 3 * 2 * measured.len()
-    );
+    assert_eq!(r["cases"].as_array().unwrap().len(), 2 * 3 * 2 * measured.len());
     for c in r["cases"].as_array().unwrap() {
-        assert!(
-            c["mb_per_s"]["min"].as_f64().unwrap() > 0.0
-                && c["cpu_ns_per_byte"]["median"].as_f64().unwrap() > 0.0,
-            "{c}"
-        );
-        assert!(
-            c["mb_per_s"]["min"].as_f64() <= c["mb_per_s"]["median"].as_f64()
-                && c["mb_per_s"]["median"].as_f64() <= c["mb_per_s"]["max"].as_f64()
-        );
+        assert!(c["mb_per_s"]["min"].as_f64().unwrap() > 0.0 && c["cpu_ns_per_byte"]["median"].as_f64().unwrap() > 0.0, "{c}");
+        assert!(c["mb_per_s"]["min"].as_f64() <= c["mb_per_s"]["median"].as_f64() && c["mb_per_s"]["median"].as_f64() <= c["mb_per_s"]["max"].as_f64());
     }
     // The table has a row per block size and a column per kind.
-    assert!(
-        run.stdout.contains("ram (/dev/loop") && run.stdout.contains("aio qd 4: MB/s"),
-        "{}",
-        run.stdout
-    );
+    assert!(run.stdout.contains("ram (/dev/loop") && run.stdout.contains("aio qd 4: MB/s"), "{}", run.stdout);
     for k in &measured {
-        assert!(
-            run.stdout
-                .lines()
-                .any(|l| l.trim_start().starts_with("block") && l.contains(k)),
-            "{k}: {}",
-            run.stdout
-        );
+        assert!(run.stdout.lines().any(|l| l.trim_start().starts_with("block") && l.contains(k)), "{k}: {}", run.stdout);
     }
     // The pin companion's fit explains its own samples: without io_uring's head-compare term
     // (0 + 1 + ... + folios − 1 per call) the mTHP-16K samples are off by more than 80 %.
     let pin = &r["pin"];
     assert!(pin["max_abs_error_pct"].as_f64().unwrap() < 50.0, "{pin}");
     let prof = std::fs::read_to_string(&profile).unwrap();
-    assert!(
-        prof.contains("[pin]") && prof.contains("per_folio_ns") && prof.contains("per_pmd_page_ns"),
-        "{prof}"
-    );
+    assert!(prof.contains("[pin]") && prof.contains("per_folio_ns") && prof.contains("per_pmd_page_ns"), "{prof}");
     // Checking the profile against a new companion run prints one line per sample and a verdict.
     let check = thplab_unlocked(
         &workspace(),
-        &[
-            "bench",
-            "io",
-            "-q",
-            "--pin-only",
-            "--kinds",
-            "4K,mTHP-16K,THP-2M",
-            "--repeat",
-            "2",
-            "--time",
-            "0.05",
-            "--check-profile",
-            profile.to_str().unwrap(),
-        ],
+        &["bench", "io", "-q", "--pin-only", "--kinds", "4K,mTHP-16K,THP-2M", "--repeat", "2", "--time", "0.05", "--check-profile", profile.to_str().unwrap()],
     );
     assert!([0, 4].contains(&check.code), "{check:?}");
-    assert!(
-        check.stdout.contains("profile check:") && check.stdout.contains("largest error"),
-        "{}",
-        check.stdout
-    );
-    assert_eq!(
-        check
-            .stdout
-            .lines()
-            .filter(|l| l.contains("(best repeat)"))
-            .count(),
-        9,
-        "{}",
-        check.stdout
-    );
+    assert!(check.stdout.contains("profile check:") && check.stdout.contains("largest error"), "{}", check.stdout);
+    assert_eq!(check.stdout.lines().filter(|l| l.contains("(best repeat)")).count(), 9, "{}", check.stdout);
     // Everything set up was taken down.
-    assert_eq!(
-        std::fs::read_to_string(pool).unwrap_or_default(),
-        pool_before
-    );
+    assert_eq!(std::fs::read_to_string(pool).unwrap_or_default(), pool_before);
     assert_eq!(bound_loops(), loops_before);
-    assert!(std::fs::read_dir(dir.path()).unwrap().flatten().all(|e| !e
-        .file_name()
-        .to_string_lossy()
-        .starts_with("thplab-bench-io")));
+    assert!(std::fs::read_dir(dir.path()).unwrap().flatten().all(|e| !e.file_name().to_string_lossy().starts_with("thplab-bench-io")));
 }

@@ -60,33 +60,23 @@ pub struct Run {
 impl Run {
     #[track_caller]
     pub fn ok(&self) -> &Run {
-        assert_eq!(
-            self.code, 0,
-            "expected exit 0; stderr:\n{}\nstdout:\n{}",
-            self.stderr, self.stdout
-        );
+        assert_eq!(self.code, 0, "expected exit 0; stderr:\n{}\nstdout:\n{}", self.stderr, self.stdout);
         self
     }
 
     #[track_caller]
     pub fn fails(&self, code: i32) -> &Run {
-        assert_eq!(
-            self.code, code,
-            "expected exit {code}; stderr:\n{}\nstdout:\n{}",
-            self.stderr, self.stdout
-        );
+        assert_eq!(self.code, code, "expected exit {code}; stderr:\n{}\nstdout:\n{}", self.stderr, self.stdout);
         self
     }
 
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
     }
 
     /// stdout read as one run result (`sim --json`, `live --json`), typed.
     pub fn result(&self) -> uapi::RunResult {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not a run result ({e}):\n{}", self.stdout))
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not a run result ({e}):\n{}", self.stdout))
     }
 }
 
@@ -96,16 +86,8 @@ fn finish(args: &[&str], out: Output) -> Run {
         stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
         stderr: String::from_utf8(out.stderr).expect("stderr is UTF-8"),
     };
-    assert!(
-        !run.stderr.contains("panicked"),
-        "thplab {args:?} panicked:\n{}",
-        run.stderr
-    );
-    assert!(
-        run.code >= 0,
-        "thplab {args:?} was killed by a signal; stderr:\n{}",
-        run.stderr
-    );
+    assert!(!run.stderr.contains("panicked"), "thplab {args:?} panicked:\n{}", run.stderr);
+    assert!(run.code >= 0, "thplab {args:?} was killed by a signal; stderr:\n{}", run.stderr);
     run
 }
 
@@ -140,10 +122,7 @@ pub fn thplab_in(dir: &Path, args: &[&str]) -> Run {
 }
 
 pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("workspace root")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
 }
 
 /// A file with this text in a fresh temporary directory (kept while the returned dir lives).
@@ -159,11 +138,7 @@ pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, String) {
 pub fn examples_list() -> String {
     let r = thplab(&["examples"]);
     r.ok();
-    r.stdout
-        .lines()
-        .map(|l| l.split_whitespace().next().unwrap_or(""))
-        .collect::<Vec<_>>()
-        .join(", ")
+    r.stdout.lines().map(|l| l.split_whitespace().next().unwrap_or("")).collect::<Vec<_>>().join(", ")
 }
 
 /// Why live tests cannot run here, if they cannot (no THP sysfs tree, or not root).
@@ -173,10 +148,7 @@ pub(crate) fn skip_reason() -> Option<String> {
         return Some(format!("{SYSFS} does not exist"));
     }
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|u| u.split_whitespace().nth(1));
+    let euid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|u| u.split_whitespace().nth(1));
     if euid != Some("0") {
         return Some("not root (live runs write THP knobs)".into());
     }

@@ -38,17 +38,11 @@ const VMSTAT: [&str; 22] = [
 const GIB: u64 = 1 << 30;
 
 fn sim_json(set: &str) -> Value {
-    thplab(&["sim", "seed-anon-1g", "--set", set, "--json", "-q"])
-        .ok()
-        .json()
+    thplab(&["sim", "seed-anon-1g", "--set", set, "--json", "-q"]).ok().json()
 }
 
 fn keys(v: &Value) -> Vec<String> {
-    v.as_object()
-        .unwrap_or_else(|| panic!("not an object: {v}"))
-        .keys()
-        .cloned()
-        .collect()
+    v.as_object().unwrap_or_else(|| panic!("not an object: {v}")).keys().cloned().collect()
 }
 
 #[test]
@@ -58,47 +52,26 @@ fn sim_json_4k_only() {
     assert_eq!(v["source"], "sim");
     assert_eq!(v["workload"], "<builtin seed-anon-1g>");
     assert_eq!(keys(&v["vmstat"]), VMSTAT.map(String::from).to_vec());
-    assert!(
-        v["vmstat"].as_object().unwrap().values().all(|n| n == 0),
-        "{}",
-        v["vmstat"]
-    );
+    assert!(v["vmstat"].as_object().unwrap().values().all(|n| n == 0), "{}", v["vmstat"]);
     assert_eq!(
         keys(&v["mthp"]),
-        ["1024", "128", "16", "2048", "256", "32", "512", "64", "8"]
-            .map(|k| format!("hugepages-{k}kB"))
-            .to_vec()
+        ["1024", "128", "16", "2048", "256", "32", "512", "64", "8"].map(|k| format!("hugepages-{k}kB")).to_vec()
     );
     let m64 = keys(&v["mthp"]["hugepages-64kB"]);
-    for k in [
-        "anon_fault_alloc",
-        "anon_fault_fallback",
-        "anon_fault_fallback_charge",
-        "nr_anon",
-        "shmem_alloc",
-        "split",
-    ] {
-        assert!(
-            m64.contains(&k.to_string()),
-            "hugepages-64kB lacks {k}: {m64:?}"
-        );
+    for k in ["anon_fault_alloc", "anon_fault_fallback", "anon_fault_fallback_charge", "nr_anon", "shmem_alloc", "split"] {
+        assert!(m64.contains(&k.to_string()), "hugepages-64kB lacks {k}: {m64:?}");
     }
     // Order 1 has no anonymous THP in 6.18: hugepages-8kB has shmem stats only.
     let m8 = keys(&v["mthp"]["hugepages-8kB"]);
     assert!(m8.contains(&"shmem_alloc".to_string()), "{m8:?}");
-    assert!(
-        m8.iter().all(|k| !k.contains("anon")),
-        "hugepages-8kB has anon stats: {m8:?}"
-    );
+    assert!(m8.iter().all(|k| !k.contains("anon")), "hugepages-8kB has anon stats: {m8:?}");
     assert_eq!(
         v["process"],
         json!({ "minflt": 262144, "rss_bytes": GIB, "anon_huge_bytes": 0, "bloat_bytes": 0 })
     );
     assert_eq!(v["folios"], json!({ "4kB": 262144 }));
     // The settings are the resolved tree, as `thplab settings --json` prints it.
-    let settings = thplab(&["settings", "--set", "enabled=never", "--json"])
-        .ok()
-        .json();
+    let settings = thplab(&["settings", "--set", "enabled=never", "--json"]).ok().json();
     assert_eq!(v["settings"], settings);
     assert_eq!(v["settings"]["enabled"], "never");
     assert_eq!(v["settings"]["hugepages-2048kB/enabled"], "inherit");
@@ -130,31 +103,11 @@ fn sim_json_pmd_always() {
 
 #[test]
 fn sim_reads_a_workload_file_and_prints_a_table() {
-    let r = thplab(&[
-        "sim",
-        "examples/seed-anon-1g.thpw",
-        "--set",
-        "enabled=always",
-        "-q",
-    ]);
+    let r = thplab(&["sim", "examples/seed-anon-1g.thpw", "--set", "enabled=always", "-q"]);
     r.ok();
-    assert!(
-        r.stdout.starts_with(
-            "examples/seed-anon-1g.thpw (model of Linux 6.18)\nsettings: enabled=always\n"
-        ),
-        "{}",
-        r.stdout
-    );
-    assert!(
-        r.stdout.contains("\n  minflt                   512\n"),
-        "{}",
-        r.stdout
-    );
-    assert!(
-        r.stdout.contains("\n  thp_fault_alloc 512\n"),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.starts_with("examples/seed-anon-1g.thpw (model of Linux 6.18)\nsettings: enabled=always\n"), "{}", r.stdout);
+    assert!(r.stdout.contains("\n  minflt                   512\n"), "{}", r.stdout);
+    assert!(r.stdout.contains("\n  thp_fault_alloc 512\n"), "{}", r.stdout);
     assert_eq!(r.stderr, "");
 }
 
@@ -205,23 +158,9 @@ fn settings_output_reads_back() {
     ];
     let first = thplab(&args);
     first.ok();
-    assert!(
-        first.stdout.contains("\nhugepages-64kB/enabled=madvise\n"),
-        "{}",
-        first.stdout
-    );
-    assert!(
-        first
-            .stdout
-            .contains("\nenabled=always\ndefrag=defer+madvise\n"),
-        "{}",
-        first.stdout
-    );
-    assert!(
-        first.stdout.contains("\nkhugepaged/max_ptes_none=0\n"),
-        "{}",
-        first.stdout
-    );
+    assert!(first.stdout.contains("\nhugepages-64kB/enabled=madvise\n"), "{}", first.stdout);
+    assert!(first.stdout.contains("\nenabled=always\ndefrag=defer+madvise\n"), "{}", first.stdout);
+    assert!(first.stdout.contains("\nkhugepaged/max_ptes_none=0\n"), "{}", first.stdout);
     let (_dir, file) = temp_file("s.settings", &first.stdout);
     let again = thplab(&["settings", "--settings", &file]);
     again.ok();
@@ -230,10 +169,7 @@ fn settings_output_reads_back() {
 
 #[test]
 fn settings_json_is_the_same_map() {
-    let text = thplab(&["settings", "--set", "hugepages-16kB/enabled=always"])
-        .ok()
-        .stdout
-        .clone();
+    let text = thplab(&["settings", "--set", "hugepages-16kB/enabled=always"]).ok().stdout.clone();
     let lines: BTreeMap<String, Value> = text
         .lines()
         .map(|l| {
@@ -241,14 +177,7 @@ fn settings_json_is_the_same_map() {
             (p.to_string(), Value::String(v.to_string()))
         })
         .collect();
-    let v = thplab(&[
-        "settings",
-        "--set",
-        "hugepages-16kB/enabled=always",
-        "--json",
-    ])
-    .ok()
-    .json();
+    let v = thplab(&["settings", "--set", "hugepages-16kB/enabled=always", "--json"]).ok().json();
     assert_eq!(v, serde_json::to_value(&lines).unwrap());
     assert_eq!(v["hugepages-16kB/enabled"], "always");
 }
@@ -281,11 +210,7 @@ fn settings_list_names_paths_and_values() {
 fn settings_from_the_kernel_command_line() {
     let r = thplab(&["settings", "--cmdline", "thp_anon=16K-64K:always"]);
     r.ok();
-    let enabled: Vec<&str> = r
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("hugepages-") && l.contains("/enabled="))
-        .collect();
+    let enabled: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with("hugepages-") && l.contains("/enabled=")).collect();
     // thp_anon= starts from empty masks: hugepages-2048kB is no longer inherit.
     assert_eq!(
         enabled,
@@ -302,19 +227,9 @@ fn settings_from_the_kernel_command_line() {
     );
     assert!(r.stdout.contains("\nenabled=madvise\n"), "{}", r.stdout);
     // --set applies after --cmdline.
-    let r = thplab(&[
-        "settings",
-        "--cmdline",
-        "transparent_hugepage=always thp_anon=2M:inherit",
-        "--set",
-        "enabled=never",
-    ]);
+    let r = thplab(&["settings", "--cmdline", "transparent_hugepage=always thp_anon=2M:inherit", "--set", "enabled=never"]);
     r.ok();
-    assert!(
-        r.stdout.contains("\nhugepages-2048kB/enabled=inherit\n"),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.contains("\nhugepages-2048kB/enabled=inherit\n"), "{}", r.stdout);
     assert!(r.stdout.contains("\nenabled=never\n"), "{}", r.stdout);
 }
 
@@ -362,71 +277,34 @@ fn demo_model_only_json() {
         .as_array()
         .expect("array")
         .iter()
-        .map(|e| {
-            (
-                e["label"].as_str().unwrap().to_string(),
-                e["result"]["process"]["minflt"].as_u64().unwrap(),
-            )
-        })
+        .map(|e| (e["label"].as_str().unwrap().to_string(), e["result"]["process"]["minflt"].as_u64().unwrap()))
         .collect();
-    assert_eq!(
-        rows,
-        [
-            ("4K sim".to_string(), 262144),
-            ("64K sim".to_string(), 16384),
-            ("PMD sim".to_string(), 512)
-        ]
-    );
+    assert_eq!(rows, [("4K sim".to_string(), 262144), ("64K sim".to_string(), 16384), ("PMD sim".to_string(), 512)]);
 }
 
 #[test]
 fn examples_lists_and_prints() {
     let r = thplab(&["examples"]);
     r.ok();
-    let names: Vec<&str> = r
-        .stdout
-        .lines()
-        .map(|l| l.split_whitespace().next().unwrap())
-        .collect();
-    assert_eq!(
-        names[..2],
-        ["seed-anon-1g", "issue-program"],
-        "{}",
-        r.stdout
-    );
+    let names: Vec<&str> = r.stdout.lines().map(|l| l.split_whitespace().next().unwrap()).collect();
+    assert_eq!(names[..2], ["seed-anon-1g", "issue-program"], "{}", r.stdout);
     assert_eq!(examples_list(), names.join(", "));
     // One line each: the name, then what it does (issue #14).
     let first = r.stdout.lines().next().unwrap();
-    assert!(
-        first.starts_with("seed-anon-1g ")
-            && first.contains("1 GiB of private anonymous memory written page by page"),
-        "{first}"
-    );
+    assert!(first.starts_with("seed-anon-1g ") && first.contains("1 GiB of private anonymous memory written page by page"), "{first}");
     for line in r.stdout.lines() {
         let desc = line.split_once("  ").map(|(_, d)| d.trim()).unwrap_or("");
         assert!(desc.len() > 20, "no description: {line}");
     }
     let r = thplab(&["examples", "seed-anon-1g"]);
     r.ok();
-    assert_eq!(
-        r.stdout,
-        include_str!("../../../../examples/seed-anon-1g.thpw")
-    );
+    assert_eq!(r.stdout, include_str!("../../../../examples/seed-anon-1g.thpw"));
     let r = thplab(&["examples", "issue-program.thpw"]);
     r.ok();
-    assert_eq!(
-        r.stdout,
-        include_str!("../../../../examples/issue-program.thpw")
-    );
+    assert_eq!(r.stdout, include_str!("../../../../examples/issue-program.thpw"));
     let r = thplab(&["examples", "nope"]);
     r.fails(2);
-    assert_eq!(
-        r.stderr,
-        format!(
-            "thplab: no built-in example 'nope'; built-in examples: {}\n",
-            examples_list()
-        )
-    );
+    assert_eq!(r.stderr, format!("thplab: no built-in example 'nope'; built-in examples: {}\n", examples_list()));
     assert_eq!(r.stdout, "");
 }
 
@@ -434,68 +312,29 @@ fn examples_lists_and_prints() {
 fn help_for_every_command() {
     let r = thplab(&["--help"]);
     r.ok();
-    assert!(
-        r.stdout
-            .starts_with("A laboratory for the Linux 6.18 THP/mTHP subsystem"),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.starts_with("A laboratory for the Linux 6.18 THP/mTHP subsystem"), "{}", r.stdout);
     assert!(r.stdout.contains("Usage: thplab <COMMAND>"), "{}", r.stdout);
-    assert!(
-        !r.stdout.contains("__hold") && !r.stdout.contains("__exec"),
-        "hidden commands listed:\n{}",
-        r.stdout
-    );
+    assert!(!r.stdout.contains("__hold") && !r.stdout.contains("__exec"), "hidden commands listed:\n{}", r.stdout);
     let purposes = [
-        (
-            "sim",
-            "Run a workload in the model and print the kernel's counters",
-        ),
-        (
-            "settings",
-            "Print the resolved settings, one sysfs PATH=VALUE per line",
-        ),
-        (
-            "demo",
-            "Run the seed experiment (1 GiB written page by page)",
-        ),
-        (
-            "examples",
-            "List the built-in example workloads, one line each, or print one",
-        ),
-        (
-            "live",
-            "Run a workload on the live kernel under the given settings",
-        ),
-        (
-            "compare",
-            "Run a workload in the model and on the live kernel and print both side by side",
-        ),
+        ("sim", "Run a workload in the model and print the kernel's counters"),
+        ("settings", "Print the resolved settings, one sysfs PATH=VALUE per line"),
+        ("demo", "Run the seed experiment (1 GiB written page by page)"),
+        ("examples", "List the built-in example workloads, one line each, or print one"),
+        ("live", "Run a workload on the live kernel under the given settings"),
+        ("compare", "Run a workload in the model and on the live kernel and print both side by side"),
         ("observe", "The folio census of a running process"),
         ("explain", "Why a process has the folio sizes it has"),
         ("exporter", "Serve THP metrics to Prometheus"),
     ];
     for (cmd, purpose) in purposes {
         // Listed in the top-level help ...
-        assert!(
-            r.stdout.contains(&format!("\n  {cmd} ")),
-            "thplab --help does not list {cmd}:\n{}",
-            r.stdout
-        );
+        assert!(r.stdout.contains(&format!("\n  {cmd} ")), "thplab --help does not list {cmd}:\n{}", r.stdout);
         // ... and explained by its own.
         let h = thplab(&[cmd, "--help"]);
         h.ok();
         let one_line = h.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
-        assert!(
-            one_line.starts_with(purpose),
-            "thplab {cmd} --help does not start with '{purpose}':\n{}",
-            h.stdout
-        );
-        assert!(
-            h.stdout.contains(&format!("Usage: thplab {cmd}")),
-            "{}",
-            h.stdout
-        );
+        assert!(one_line.starts_with(purpose), "thplab {cmd} --help does not start with '{purpose}':\n{}", h.stdout);
+        assert!(h.stdout.contains(&format!("Usage: thplab {cmd}")), "{}", h.stdout);
         assert_eq!(h.stderr, "");
     }
 }
@@ -511,24 +350,11 @@ fn version() {
 #[test]
 fn broken_pipe_with_head() {
     let _g = shared();
-    let cmd = format!(
-        "'{THPLAB}' sim seed-anon-1g --set enabled=never | head -1; exit ${{PIPESTATUS[0]}}"
-    );
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(&cmd)
-        .current_dir(workspace())
-        .output()
-        .expect("bash");
+    let cmd = format!("'{THPLAB}' sim seed-anon-1g --set enabled=never | head -1; exit ${{PIPESTATUS[0]}}");
+    let out = Command::new("bash").arg("-c").arg(&cmd).current_dir(workspace()).output().expect("bash");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "<builtin seed-anon-1g> (model of Linux 6.18)\n"
-    );
-    assert!(
-        !stderr.contains("Broken pipe") && !stderr.contains("panicked"),
-        "{stderr}"
-    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "<builtin seed-anon-1g> (model of Linux 6.18)\n");
+    assert!(!stderr.contains("Broken pipe") && !stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
 
@@ -557,17 +383,9 @@ fn broken_pipe_before_the_first_write() {
             .expect("spawn thplab");
         drop(child.stdout.take());
         let mut stderr = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut stderr)
-            .unwrap();
+        child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
         let status = child.wait().unwrap();
-        let stderr: String = stderr
-            .lines()
-            .filter(|l| *l != "thplab demo: model only (--model-only)")
-            .collect();
+        let stderr: String = stderr.lines().filter(|l| *l != "thplab demo: model only (--model-only)").collect();
         assert_eq!(stderr, "", "thplab {args:?} with stdout closed");
         assert_eq!(status.code(), Some(0), "thplab {args:?} with stdout closed");
     }
@@ -592,55 +410,24 @@ fn sim_profile_gives_the_time_of_the_run() {
         "p.toml",
         "[machine]\nname = \"test\"\n\n[fault]\nzero_page_read_ns = 500.0\ntouch_ns_per_page = 20.0\nsyscall_ns = 1000.0\n\n[fault.ns_per_fault]\n4kB = 2000.0\n64kB = 10000.0\n",
     );
-    let r = thplab(&[
-        "sim",
-        &w,
-        "--set",
-        "enabled=never",
-        "--set",
-        "hugepages-64kB/enabled=always",
-        "--profile",
-        &prof,
-        "--json",
-    ]);
+    let r = thplab(&["sim", &w, "--set", "enabled=never", "--set", "hugepages-64kB/enabled=always", "--profile", &prof, "--json"]);
     r.ok();
     let t = &r.json()["time"];
     assert_eq!(t["faults"]["64kB"], 16);
     assert_eq!(t["touches_without_fault"], 240);
     assert_eq!(t["calls"], 2);
-    assert!(
-        (t["total_ns"].as_f64().unwrap() - 166_800.0).abs() < 1e-6,
-        "{t}"
-    );
+    assert!((t["total_ns"].as_f64().unwrap() - 166_800.0).abs() < 1e-6, "{t}");
     // 4 KiB pages: 256 faults at 2 µs.
-    let r = thplab(&[
-        "sim",
-        &w,
-        "--set",
-        "enabled=never",
-        "--profile",
-        &prof,
-        "--json",
-    ]);
-    assert!(
-        (r.json()["time"]["total_ns"].as_f64().unwrap() - (256.0 * 2000.0 + 2000.0)).abs() < 1e-6
-    );
+    let r = thplab(&["sim", &w, "--set", "enabled=never", "--profile", &prof, "--json"]);
+    assert!((r.json()["time"]["total_ns"].as_f64().unwrap() - (256.0 * 2000.0 + 2000.0)).abs() < 1e-6);
     // PMD: no cost in this profile, so it is charged as a 4kB fault and named.
     let (_d2, w2) = temp_file("t2.thpw", "mmap a 2M align=2M\ntouch a write\n");
     let r = thplab(&["sim", &w2, "--set", "enabled=always", "--profile", &prof]);
     r.ok();
-    assert!(
-        r.stdout
-            .contains("time: the profile has no cost for 2048kB; charged as 4kB faults"),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.contains("time: the profile has no cost for 2048kB; charged as 4kB faults"), "{}", r.stdout);
     // The built-in profile has every size; a profile without [fault] is said to give no time.
     let r = thplab(&["sim", "seed-anon-1g", "--profile", "builtin", "--json"]);
-    assert!(r.json()["time"]["unmeasured_sizes"]
-        .as_array()
-        .unwrap()
-        .is_empty());
+    assert!(r.json()["time"]["unmeasured_sizes"].as_array().unwrap().is_empty());
     let (_p2, bare) = temp_file("bare.toml", "[machine]\nname = \"x\"\n");
     let r = thplab(&["sim", &w, "--profile", &bare]);
     r.ok();
@@ -648,9 +435,5 @@ fn sim_profile_gives_the_time_of_the_run() {
     let (_p3, bad) = temp_file("bad.toml", "[fault]\nns_per_falt = 1\n");
     let r = thplab(&["sim", &w, "--profile", &bad]);
     r.fails(2);
-    assert!(
-        r.stderr.contains("bad.toml") && r.stderr.contains("line 2"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("bad.toml") && r.stderr.contains("line 2"), "{}", r.stderr);
 }

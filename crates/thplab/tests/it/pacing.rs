@@ -24,23 +24,9 @@ const WORKLOAD: &str = "mmap a 8M align=2M\nmadvise a nohugepage\ntouch a write 
 #[test]
 fn a_paced_fill_and_a_timed_loop_agree_with_the_live_kernel() {
     let (_d, w) = temp_file("pace.thpw", WORKLOAD);
-    let args = [
-        "--set",
-        "enabled=madvise",
-        "--set",
-        "khugepaged/max_ptes_none=511",
-        "--set",
-        "khugepaged/scan_sleep_millisecs=100",
-        "--set",
-        "khugepaged/pages_to_scan=4096",
-    ];
+    let args = ["--set", "enabled=madvise", "--set", "khugepaged/max_ptes_none=511", "--set", "khugepaged/scan_sleep_millisecs=100", "--set", "khugepaged/pages_to_scan=4096"];
     let m = thplab(&json_args("sim", &w, &args)).ok().result();
-    let mk = m
-        .model
-        .as_ref()
-        .and_then(|x| x.run.as_ref())
-        .expect("model state")
-        .khugepaged;
+    let mk = m.model.as_ref().and_then(|x| x.run.as_ref()).expect("model state").khugepaged;
     // Hand-derived (module docs): 16 wake-ups (0, 104, …, 1560 ms before the clock's 1.65 s).
     assert_eq!((mk.pages_collapsed, mk.wakeups), (4, 16));
     assert_eq!(m.vmstat["thp_collapse_alloc"], 4);
@@ -75,17 +61,9 @@ fn a_paced_fill_and_a_timed_loop_agree_with_the_live_kernel() {
         elapsed as f64 / 1e6
     );
     assert_eq!(live.khugepaged.pages_collapsed, 4, "live khugepaged");
-    assert_eq!(
-        l.vmstat["thp_collapse_alloc"],
-        m.vmstat["thp_collapse_alloc"]
-    );
+    assert_eq!(l.vmstat["thp_collapse_alloc"], m.vmstat["thp_collapse_alloc"]);
     assert_eq!(l.folios, m.folios);
-    assert!(
-        l.process.minflt >= m.process.minflt,
-        "live faults {} < model {}",
-        l.process.minflt,
-        m.process.minflt
-    );
+    assert!(l.process.minflt >= m.process.minflt, "live faults {} < model {}", l.process.minflt, m.process.minflt);
     // The loop: each live iteration is 100 ms of sleep and a little more, so 5 as in the model
     // (one fewer only if a sleep were 20 ms late).
     assert_eq!(l.repeats.len(), 1);
@@ -93,8 +71,5 @@ fn a_paced_fill_and_a_timed_loop_agree_with_the_live_kernel() {
     assert!((4..=5).contains(&li), "live iterations {li}, model 5");
     // The wall time of the operations: the 1.65 s asked for, within 20 %.
     let wall = live.wall_ms;
-    assert!(
-        (1320.0..=1980.0).contains(&wall),
-        "live wall {wall:.1} ms, asked for 1650 ms"
-    );
+    assert!((1320.0..=1980.0).contains(&wall), "live wall {wall:.1} ms, asked for 1650 ms");
 }

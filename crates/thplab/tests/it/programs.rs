@@ -32,10 +32,7 @@ use crate::skip_reason;
 /// The file `name` names in PATH, if any.
 fn which(name: &str) -> Option<String> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .map(|p| p.display().to_string())
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file()).map(|p| p.display().to_string())
 }
 
 /// The knobs (not stats, not khugepaged's counters) as `grep -r . TREE` prints them.
@@ -44,12 +41,7 @@ fn which(name: &str) -> Option<String> {
 pub(crate) fn compile_prog(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
     let exe = dir.join(name);
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/it/progs/{name}.c"));
-    match Command::new("cc")
-        .args(["-O1", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-    {
+    match Command::new("cc").args(["-O1", "-o"]).arg(&exe).arg(&src).status() {
         Ok(s) if s.success() => Some(exe),
         other => {
             println!("skipped: no C compiler ({other:?})");
@@ -73,18 +65,10 @@ fn record_or_skip(argv: &[OsString]) -> Option<record::Recording> {
 
 /// The knobs as found: read while no settings guard (of this or another process) holds them.
 fn knobs() -> Vec<String> {
-    let out = live::guard::while_unlocked(|| {
-        Command::new("grep")
-            .args(["-r", ".", SYSFS])
-            .output()
-            .expect("grep")
-    })
-    .expect("the settings guard's lock");
+    let out = live::guard::while_unlocked(|| Command::new("grep").args(["-r", ".", SYSFS]).output().expect("grep")).expect("the settings guard's lock");
     let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter(|l| {
-            !l.contains("/stats/") && !l.contains("pages_collapsed") && !l.contains("full_scans")
-        })
+        .filter(|l| !l.contains("/stats/") && !l.contains("pages_collapsed") && !l.contains("full_scans"))
         .map(String::from)
         .collect();
     v.sort();
@@ -102,21 +86,14 @@ fn settings() -> Vec<(&'static str, ThpSettings)> {
     };
     vec![
         ("4K only", with(&["enabled=never"])),
-        (
-            "64K always",
-            with(&["enabled=never", "hugepages-64kB/enabled=always"]),
-        ),
+        ("64K always", with(&["enabled=never", "hugepages-64kB/enabled=always"])),
         ("PMD always", with(&["enabled=always"])),
     ]
 }
 
 fn pct(model: u64, live: u64) -> f64 {
     if live == 0 {
-        if model == 0 {
-            0.0
-        } else {
-            f64::INFINITY
-        }
+        if model == 0 { 0.0 } else { f64::INFINITY }
     } else {
         (model as f64 - live as f64) * 100.0 / live as f64
     }
@@ -124,14 +101,8 @@ fn pct(model: u64, live: u64) -> f64 {
 
 /// Large-folio sizes present in either result.
 fn large_sizes(a: &RunResult, b: &RunResult) -> Vec<String> {
-    let mut v: Vec<String> = a
-        .census
-        .sizes
-        .keys()
-        .chain(b.census.sizes.keys())
-        .filter(|s| *s != "4kB")
-        .cloned()
-        .collect();
+    let mut v: Vec<String> =
+        a.census.sizes.keys().chain(b.census.sizes.keys()).filter(|s| *s != "4kB").cloned().collect();
     v.sort_by_key(|s| uapi::result::size_sort_key(s));
     v.dedup();
     v
@@ -150,15 +121,7 @@ fn check_program(
     known_gaps: &[(&str, &str)],
     extra_knobs: &[&str],
 ) {
-    check_program_with(
-        name,
-        argv,
-        before_each,
-        driver,
-        known_gaps,
-        extra_knobs,
-        &|_, _, _| {},
-    );
+    check_program_with(name, argv, before_each, driver, known_gaps, extra_knobs, &|_, _, _| {});
 }
 
 /// [`check_program`], and `check_model` (setting, the model's result, failures) per setting.
@@ -200,38 +163,22 @@ fn check_program_with(
         }
         Err(e) => panic!("{name}: recording failed: {e}"),
     };
-    assert_eq!(
-        rec.header.lost_events, 0,
-        "{name}: the recording lost events"
-    );
-    assert_eq!(
-        rec.header.exit_status, 0,
-        "{name}: the program failed while recorded"
-    );
+    assert_eq!(rec.header.lost_events, 0, "{name}: the recording lost events");
+    assert_eq!(rec.header.exit_status, 0, "{name}: the program failed while recorded");
     let opts = live::ProgramOptions { quiet: true };
     let live_run = |s: &ThpSettings| -> RunResult {
         before_each();
         let mut r = None;
         run_driven(&mut || r = Some(live::run_program(argv, s, &opts)));
-        let r = r
-            .expect("ran")
-            .unwrap_or_else(|e| panic!("{name}: live run failed: {e}"));
-        let st = r
-            .live
-            .as_ref()
-            .and_then(|l| l.program.as_ref())
-            .and_then(|p| p.exit_status);
+        let r = r.expect("ran").unwrap_or_else(|e| panic!("{name}: live run failed: {e}"));
+        let st = r.live.as_ref().and_then(|l| l.program.as_ref()).and_then(|p| p.exit_status);
         assert_eq!(st, Some(0), "{name}: the program failed live: {:?}", r.live);
         r
     };
 
     let mut failures = Vec::new();
     let mut gaps = Vec::new();
-    println!(
-        "{name}: recorded in {rec_secs:.3} s ({} events, {} lost)",
-        rec.events.len(),
-        rec.header.lost_events
-    );
+    println!("{name}: recorded in {rec_secs:.3} s ({} events, {} lost)", rec.events.len(), rec.header.lost_events);
     for (label, mut s) in settings() {
         for k in extra_knobs {
             s.apply_assignment(k).expect("valid knob");
@@ -240,15 +187,8 @@ fn check_program_with(
             Some(_) => &mut gaps,
             None => &mut failures,
         };
-        let model = sim::run_recording(
-            name,
-            &rec.header,
-            &rec.events,
-            &s,
-            &sim::MachineConfig::default(),
-            false,
-        )
-        .unwrap_or_else(|e| panic!("{name}: replay failed: {e}"));
+        let model = sim::run_recording(name, &rec.header, &rec.events, &s, &sim::MachineConfig::default(), false)
+            .unwrap_or_else(|e| panic!("{name}: replay failed: {e}"));
         check_model(label, &model, failures);
         // Two live runs: the model is judged against the closer one, and may differ by 2 % or
         // by as much as the two live runs differ from each other, whichever is more (a model
@@ -259,11 +199,7 @@ fn check_program_with(
         let wall = first.live.as_ref().map_or(0.0, |l| l.wall_ms);
         let m = model.process.minflt;
         let (l1, l2) = (first.process.minflt, second.process.minflt);
-        let live = if pct(m, l1).abs() <= pct(m, l2).abs() {
-            &first
-        } else {
-            &second
-        };
+        let live = if pct(m, l1).abs() <= pct(m, l2).abs() { &first } else { &second };
         let l = live.process.minflt;
         let allowed = 2.0f64.max(pct(l1, l2).abs());
         println!(
@@ -271,61 +207,29 @@ fn check_program_with(
             pct(m, l)
         );
         if pct(m, l).abs() > allowed {
-            failures.push(format!(
-                "{label}: minflt model {m} live {l1}/{l2} ({:+.2}%)",
-                pct(m, l)
-            ));
+            failures.push(format!("{label}: minflt model {m} live {l1}/{l2} ({:+.2}%)", pct(m, l)));
         }
         for size in large_sizes(&model, live) {
             let mf = model.census.sizes.get(&size).map_or(0, |e| e.folios);
             // khugepaged (not modelled until issue #10) wakes every 10 s and may collapse ranges
             // of a run this long into PMD THPs the program never faulted: those are taken out
             // of the live PMD count, each run by its own `khugepaged/pages_collapsed` delta.
-            let daemon = |r: &RunResult| {
-                if size == "2048kB" {
-                    compare::khugepaged_collapsed_during(r).max(0) as u64
-                } else {
-                    0
-                }
-            };
-            let f1 = first
-                .census
-                .sizes
-                .get(&size)
-                .map_or(0, |e| e.folios)
-                .saturating_sub(daemon(&first));
-            let f2 = second
-                .census
-                .sizes
-                .get(&size)
-                .map_or(0, |e| e.folios)
-                .saturating_sub(daemon(&second));
-            let lf = if pct(mf, f1).abs() <= pct(mf, f2).abs() {
-                f1
-            } else {
-                f2
-            };
+            let daemon = |r: &RunResult| if size == "2048kB" { compare::khugepaged_collapsed_during(r).max(0) as u64 } else { 0 };
+            let f1 = first.census.sizes.get(&size).map_or(0, |e| e.folios).saturating_sub(daemon(&first));
+            let f2 = second.census.sizes.get(&size).map_or(0, |e| e.folios).saturating_sub(daemon(&second));
+            let lf = if pct(mf, f1).abs() <= pct(mf, f2).abs() { f1 } else { f2 };
             let allowed = 2.0f64.max(pct(f1, f2).abs());
             println!("{name} {label}: {size} folios model {mf} live {f1} and {f2} ({:+.2}%; allowed {allowed:.2}%)", pct(mf, lf));
             // 2 % of a small count is less than one folio (redis maps 4 PMD THPs): one folio
             // either way is within the criterion's resolution.
             if pct(mf, lf).abs() > allowed && mf.abs_diff(lf) > 1 {
-                failures.push(format!(
-                    "{label}: {size} folios model {mf} live {f1}/{f2} ({:+.2}%)",
-                    pct(mf, lf)
-                ));
+                failures.push(format!("{label}: {size} folios model {mf} live {f1}/{f2} ({:+.2}%)", pct(mf, lf)));
             }
         }
         let m4 = model.census.sizes.get("4kB").map_or(0, |e| e.folios);
         let l4 = live.census.sizes.get("4kB").map_or(0, |e| e.folios);
         println!("{name} {label}: 4kB folios model {m4} live {l4} (not judged)");
-        let split = |r: &RunResult| {
-            r.mthp
-                .get("hugepages-2048kB")
-                .and_then(|x| x.get("split"))
-                .copied()
-                .unwrap_or(0)
-        };
+        let split = |r: &RunResult| r.mthp.get("hugepages-2048kB").and_then(|x| x.get("split")).copied().unwrap_or(0);
         println!(
             "{name} {label}: PMD splits model {} live {}/{}; khugepaged collapsed {} / {} pages during the live runs",
             split(&model),
@@ -339,26 +243,15 @@ fn check_program_with(
         println!("{name} {label}: KNOWN MODEL GAP, not asserted: {why}");
     }
     if !gaps.is_empty() {
-        println!(
-            "{name}: differences under the known gaps:\n  {}",
-            gaps.join("\n  ")
-        );
+        println!("{name}: differences under the known gaps:\n  {}", gaps.join("\n  "));
     }
     assert_eq!(knobs(), knobs_before, "{name}: THP knobs changed");
-    assert!(
-        failures.is_empty(),
-        "{name}: model and live differ beyond 2 %:\n{}",
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{name}: model and live differ beyond 2 %:\n{}", failures.join("\n"));
 }
 
 /// The real interpreter behind a pyenv shim (a shim is a bash script that execs it).
 fn python() -> Option<String> {
-    let out = Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
+    let out = Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).stderr(Stdio::null()).output().ok()?;
     let p = String::from_utf8(out.stdout).ok()?.trim().to_string();
     (out.status.success() && Path::new(&p).is_file()).then_some(p)
 }
@@ -373,11 +266,7 @@ fn python_dict_model_matches_live() {
         println!("skipped: no python3");
         return;
     };
-    let argv = vec![
-        py,
-        "-c".into(),
-        "d = {i: str(i) for i in range(2_000_000)}".into(),
-    ];
+    let argv = vec![py, "-c".into(), "d = {i: str(i) for i in range(2_000_000)}".into()];
     check_program("python3-dict", &argv, &|| {}, None, &[], &[]);
 }
 
@@ -418,17 +307,11 @@ fn redis_driver(stop: Arc<AtomicBool>, bench: &str, cli: &str) {
             continue;
         }
         let _ = Command::new(bench)
-            .args([
-                "-s", REDIS_SOCK, "-c", "1", "-n", "100000", "-r", "100000", "-q", "-t", "set,get",
-            ])
+            .args(["-s", REDIS_SOCK, "-c", "1", "-n", "100000", "-r", "100000", "-q", "-t", "set,get"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
-        let _ = Command::new(cli)
-            .args(["-s", REDIS_SOCK, "shutdown", "nosave"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        let _ = Command::new(cli).args(["-s", REDIS_SOCK, "shutdown", "nosave"]).stdout(Stdio::null()).stderr(Stdio::null()).status();
         while Path::new(REDIS_SOCK).exists() && !stop.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -452,11 +335,7 @@ fn redis_benchmark_model_matches_live() {
         println!("skipped: {r}");
         return;
     }
-    let (Some(server), Some(bench), Some(cli)) = (
-        which("redis-server"),
-        which("redis-benchmark"),
-        which("redis-cli"),
-    ) else {
+    let (Some(server), Some(bench), Some(cli)) = (which("redis-server"), which("redis-benchmark"), which("redis-cli")) else {
         println!("skipped: no redis-server/redis-benchmark/redis-cli (.ci/run installs them)");
         return;
     };
@@ -503,9 +382,7 @@ fn redis_bgsave_driver(stop: Arc<AtomicBool>, bench: &str, cli: &str, dir: &Path
         let quiet = |c: &mut Command| {
             let _ = c.stdout(Stdio::null()).stderr(Stdio::null()).status();
         };
-        quiet(Command::new(bench).args([
-            "-s", REDIS_SOCK, "-c", "1", "-n", "20000", "-r", "20000", "-q", "-t", "set",
-        ]));
+        quiet(Command::new(bench).args(["-s", REDIS_SOCK, "-c", "1", "-n", "20000", "-r", "20000", "-q", "-t", "set"]));
         quiet(Command::new(cli).args(["-s", REDIS_SOCK, "bgsave"]));
         // Wait for the snapshot file without talking to the server: every request it serves
         // while the child lives writes pages the child shares, and how many depends on timing.
@@ -515,9 +392,7 @@ fn redis_bgsave_driver(stop: Arc<AtomicBool>, bench: &str, cli: &str, dir: &Path
         std::thread::sleep(Duration::from_millis(200));
         // Then until the server has seen the child exit.
         while Instant::now() < deadline {
-            let out = Command::new(cli)
-                .args(["-s", REDIS_SOCK, "info", "persistence"])
-                .output();
+            let out = Command::new(cli).args(["-s", REDIS_SOCK, "info", "persistence"]).output();
             let done = out.is_ok_and(|o| {
                 let t = String::from_utf8_lossy(&o.stdout).to_string();
                 t.contains("rdb_bgsave_in_progress:0") && t.contains("rdb_last_bgsave_status:ok")
@@ -527,9 +402,7 @@ fn redis_bgsave_driver(stop: Arc<AtomicBool>, bench: &str, cli: &str, dir: &Path
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        quiet(Command::new(bench).args([
-            "-s", REDIS_SOCK, "-c", "1", "-n", "20000", "-r", "40000", "-q", "-t", "set,get",
-        ]));
+        quiet(Command::new(bench).args(["-s", REDIS_SOCK, "-c", "1", "-n", "20000", "-r", "40000", "-q", "-t", "set,get"]));
         quiet(Command::new(cli).args(["-s", REDIS_SOCK, "shutdown", "nosave"]));
         while Path::new(REDIS_SOCK).exists() && !stop.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(10));
@@ -548,18 +421,12 @@ fn redis_bgsave_model_matches_live() {
         println!("skipped: {r}");
         return;
     }
-    let (Some(server), Some(bench), Some(cli)) = (
-        which("redis-server"),
-        which("redis-benchmark"),
-        which("redis-cli"),
-    ) else {
+    let (Some(server), Some(bench), Some(cli)) = (which("redis-server"), which("redis-benchmark"), which("redis-cli")) else {
         println!("skipped: no redis-server/redis-benchmark/redis-cli (.ci/run installs them)");
         return;
     };
     // The snapshot goes to a tmpfs: its fsync on a disk made a run take seconds more.
-    let dir = tempfile::tempdir_in("/dev/shm")
-        .or_else(|_| tempfile::tempdir())
-        .unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir()).unwrap();
     let d = dir.path().to_str().unwrap().to_string();
     let argv: Vec<String> = [
         server.as_str(),
@@ -589,14 +456,7 @@ fn redis_bgsave_model_matches_live() {
     // A loaded machine stretches the live runs past khugepaged's 10 s sleep, and the daemon
     // (not replayed, issue #10) then collapses the ranges the fork split back into THPs: it
     // sleeps 10 minutes here, in the live runs and in the model alike.
-    check_program(
-        "redis-server (BGSAVE)",
-        &argv,
-        &fresh,
-        Some(&drive),
-        &[],
-        &["khugepaged/scan_sleep_millisecs=600000"],
-    );
+    check_program("redis-server (BGSAVE)", &argv, &fresh, Some(&drive), &[], &["khugepaged/scan_sleep_millisecs=600000"]);
 }
 
 /// A shell script that starts 40 children, each of which execs a program (progs/exec_child.c)
@@ -612,67 +472,38 @@ fn shell_script_starting_children_model_matches_live() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let Some(exe) = compile_prog(dir.path(), "exec_child") else {
-        return;
-    };
+    let Some(exe) = compile_prog(dir.path(), "exec_child") else { return };
     const CHILDREN: u64 = 40;
     // The list written out: `$(seq N)` would record seq too, whose locale files the model
     // places one page off (a model gap of its own, seen with `seq` recorded alone).
     let list: Vec<String> = (1..=CHILDREN).map(|i| i.to_string()).collect();
     let script = format!("for i in {}; do {}; done", list.join(" "), exe.display());
     let argv = vec!["sh".to_string(), "-c".into(), script];
-    check_program_with(
-        "sh + 40 children",
-        &argv,
-        &|| {},
-        None,
-        &[],
-        &[],
-        &|label, model, failures| {
-            let replay = replay_of(model);
-            println!(
+    check_program_with("sh + 40 children", &argv, &|| {}, None, &[], &[], &|label, model, failures| {
+        let replay = replay_of(model);
+        println!(
             "sh + 40 children {label}: placements {} of {} matched; {} exec snapshots, {} images",
             replay.placements_matched, replay.placements_checked, replay.exec_snapshots, replay.images
         );
-            let checked = replay.placements_checked;
-            // Each child maps its 4 MiB and glibc's 300000 bytes itself, besides what ld.so maps.
-            if checked < 2 * CHILDREN || replay.placements_matched != checked {
-                failures.push(format!(
-                    "{label}: placements {} of {checked} matched: {:?}",
-                    replay.placements_matched, replay.warnings
-                ));
-            }
-            // The shell and the 40 children: every image made by an execve had its snapshot.
-            let procs = &replay.per_process;
-            let children = procs
-                .iter()
-                .filter(|p| p.exe.ends_with("/exec_child"))
-                .count() as u64;
-            if children != CHILDREN {
-                failures.push(format!(
-                    "{label}: {children} images of exec_child, expected {CHILDREN}"
-                ));
-            }
-            let without: Vec<u32> = procs
-                .iter()
-                .filter(|p| !p.exec_snapshot)
-                .map(|p| p.pid)
-                .collect();
-            if !without.is_empty() {
-                failures.push(format!(
-                    "{label}: images without an exec snapshot (pids): {without:?}"
-                ));
-            }
-            if replay.exec_snapshots != procs.len() as u64 - replay.forked_images {
-                failures.push(format!(
-                    "{label}: exec_snapshots {} for {} images ({} forked)",
-                    replay.exec_snapshots,
-                    procs.len(),
-                    replay.forked_images
-                ));
-            }
-        },
-    );
+        let checked = replay.placements_checked;
+        // Each child maps its 4 MiB and glibc's 300000 bytes itself, besides what ld.so maps.
+        if checked < 2 * CHILDREN || replay.placements_matched != checked {
+            failures.push(format!("{label}: placements {} of {checked} matched: {:?}", replay.placements_matched, replay.warnings));
+        }
+        // The shell and the 40 children: every image made by an execve had its snapshot.
+        let procs = &replay.per_process;
+        let children = procs.iter().filter(|p| p.exe.ends_with("/exec_child")).count() as u64;
+        if children != CHILDREN {
+            failures.push(format!("{label}: {children} images of exec_child, expected {CHILDREN}"));
+        }
+        let without: Vec<u32> = procs.iter().filter(|p| !p.exec_snapshot).map(|p| p.pid).collect();
+        if !without.is_empty() {
+            failures.push(format!("{label}: images without an exec snapshot (pids): {without:?}"));
+        }
+        if replay.exec_snapshots != procs.len() as u64 - replay.forked_images {
+            failures.push(format!("{label}: exec_snapshots {} for {} images ({} forked)", replay.exec_snapshots, procs.len(), replay.forked_images));
+        }
+    });
 }
 
 /// The matrices of `thplab compare --matrix` and `--matrix shmem`.
@@ -680,11 +511,7 @@ use sim::matrix::{anon as anon_matrix, shmem as shmem_matrix};
 
 /// The replay part of a model result of a recording.
 fn replay_of(model: &RunResult) -> &uapi::ReplayReport {
-    model
-        .model
-        .as_ref()
-        .and_then(|m| m.replay.as_ref())
-        .expect("a replay has model.replay")
+    model.model.as_ref().and_then(|m| m.replay.as_ref()).expect("a replay has model.replay")
 }
 
 /// tests/it/progs/NAME.c compiled, recorded once under 4 KiB and predicted under every setting
@@ -704,28 +531,16 @@ fn check_c_program(
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let Some(exe) = compile_prog(dir.path(), name) else {
-        return;
-    };
+    let Some(exe) = compile_prog(dir.path(), name) else { return };
     let knobs_before = knobs();
     let argv = vec![exe.to_string_lossy().into_owned()];
     let os: Vec<OsString> = argv.iter().map(OsString::from).collect();
-    let Some(rec) = record_or_skip(&os) else {
-        return;
-    };
+    let Some(rec) = record_or_skip(&os) else { return };
     assert_eq!(rec.header.lost_events, 0);
     check_recording(&rec);
     let mut failures = Vec::new();
     for (label, s) in matrix {
-        let model = sim::run_recording(
-            name,
-            &rec.header,
-            &rec.events,
-            &s,
-            &sim::MachineConfig::default(),
-            false,
-        )
-        .unwrap();
+        let model = sim::run_recording(name, &rec.header, &rec.events, &s, &sim::MachineConfig::default(), false).unwrap();
         // khugepaged (the daemon, not modelled) wakes every scan_sleep_millisecs and may collapse
         // a range of the program while it runs (seen once in CI: the all-sizes run had one more
         // PMD THP); such a run is run again, as `thplab compare --retries` does.
@@ -734,25 +549,13 @@ fn check_c_program(
         // `thplab compare --retries` does) and the closest run kept.
         let mut live = live::run_program(&argv, &s, &live::ProgramOptions { quiet: true }).unwrap();
         for _ in 0..3 {
-            let collapsed =
-                model.folios != live.folios && compare::khugepaged_collapsed_during(&live) > 0;
+            let collapsed = model.folios != live.folios && compare::khugepaged_collapsed_during(&live) > 0;
             if !collapsed && event_diffs(&model, &live).is_empty() {
                 break;
             }
-            let why: Vec<String> = event_diffs(&model, &live)
-                .into_iter()
-                .map(|d| d.text)
-                .collect();
-            println!(
-                "{label}: {}; running it again",
-                if collapsed {
-                    "khugepaged collapsed during the live run".to_string()
-                } else {
-                    why.join(", ")
-                }
-            );
-            let again =
-                live::run_program(&argv, &s, &live::ProgramOptions { quiet: true }).unwrap();
+            let why: Vec<String> = event_diffs(&model, &live).into_iter().map(|d| d.text).collect();
+            println!("{label}: {}; running it again", if collapsed { "khugepaged collapsed during the live run".to_string() } else { why.join(", ") });
+            let again = live::run_program(&argv, &s, &live::ProgramOptions { quiet: true }).unwrap();
             if event_diffs(&model, &again).len() <= event_diffs(&model, &live).len() {
                 live = again;
             }
@@ -762,36 +565,23 @@ fn check_c_program(
             // reruns, live a little above the model is other processes; live below the model,
             // or far above it, is a model error.
             if d.noise {
-                println!(
-                    "{label}: {} (system-wide: other processes allocated during every run)",
-                    d.text
-                );
+                println!("{label}: {} (system-wide: other processes allocated during every run)", d.text);
             } else {
                 failures.push(format!("{label}: {}", d.text));
             }
         }
         let (m, l) = (model.process.minflt as i64, live.process.minflt as i64);
-        println!(
-            "{label}: minflt model {m} live {l}; folios model {:?} live {:?}",
-            model.folios, live.folios
-        );
+        println!("{label}: minflt model {m} live {l}; folios model {:?} live {:?}", model.folios, live.folios);
         if (m - l).abs() > 5 {
             failures.push(format!("{label}: minflt model {m} live {l}"));
         }
         if model.folios != live.folios {
-            failures.push(format!(
-                "{label}: folios model {:?} live {:?}",
-                model.folios, live.folios
-            ));
+            failures.push(format!("{label}: folios model {:?} live {:?}", model.folios, live.folios));
         }
         extra(&label, &model, &live, &mut failures);
     }
     assert_eq!(knobs(), knobs_before, "THP knobs changed");
-    assert!(
-        failures.is_empty(),
-        "model and live differ:\n{}",
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "model and live differ:\n{}", failures.join("\n"));
 }
 
 /// A counter that differs between model and live; `noise` when other processes can explain it
@@ -805,51 +595,23 @@ struct EventDiff {
 /// `split_deferred`, and `thp_split_pmd`, `thp_split_page`, `thp_deferred_split_page`.
 fn event_diffs(model: &RunResult, live: &RunResult) -> Vec<EventDiff> {
     let mut out = Vec::new();
-    for dir in model
-        .mthp
-        .keys()
-        .chain(live.mthp.keys())
-        .collect::<std::collections::BTreeSet<_>>()
-    {
+    for dir in model.mthp.keys().chain(live.mthp.keys()).collect::<std::collections::BTreeSet<_>>() {
         for stat in ["anon_fault_alloc", "split", "split_deferred"] {
-            let m = model
-                .mthp
-                .get(dir)
-                .and_then(|x| x.get(stat))
-                .copied()
-                .unwrap_or(0);
-            let l = live
-                .mthp
-                .get(dir)
-                .and_then(|x| x.get(stat))
-                .copied()
-                .unwrap_or(0);
+            let m = model.mthp.get(dir).and_then(|x| x.get(stat)).copied().unwrap_or(0);
+            let l = live.mthp.get(dir).and_then(|x| x.get(stat)).copied().unwrap_or(0);
             if m != l {
                 // Other processes (the test harness's own threads, folios they got under an
                 // earlier setting) move these system-wide counters upward only, and by little
                 // on a quiet machine: up to 2 events, or 2 % of the allocations.
-                let slack = if stat == "anon_fault_alloc" {
-                    (m / 50).max(2)
-                } else {
-                    2
-                };
-                out.push(EventDiff {
-                    text: format!("{dir}/stats/{stat} model {m} live {l}"),
-                    noise: l > m && l - m <= slack,
-                });
+                let slack = if stat == "anon_fault_alloc" { (m / 50).max(2) } else { 2 };
+                out.push(EventDiff { text: format!("{dir}/stats/{stat} model {m} live {l}"), noise: l > m && l - m <= slack });
             }
         }
     }
     for ev in ["thp_split_pmd", "thp_split_page", "thp_deferred_split_page"] {
-        let (m, l) = (
-            model.vmstat.get(ev).copied().unwrap_or(0),
-            live.vmstat.get(ev).copied().unwrap_or(0),
-        );
+        let (m, l) = (model.vmstat.get(ev).copied().unwrap_or(0), live.vmstat.get(ev).copied().unwrap_or(0));
         if m != l {
-            out.push(EventDiff {
-                text: format!("{ev} model {m} live {l}"),
-                noise: false,
-            });
+            out.push(EventDiff { text: format!("{ev} model {m} live {l}"), noise: false });
         }
     }
     out
@@ -868,24 +630,16 @@ fn split_paths_program_model_matches_live_across_the_matrix() {
 /// of the anon matrix; the replay must have modelled each populating call.
 #[test]
 fn populate_paths_program_model_matches_live_across_the_matrix() {
-    check_c_program(
-        "populate_paths",
-        anon_matrix(),
-        |_| {},
-        |label, model, _, failures| {
-            let replay = replay_of(model);
-            // MAP_POPULATE, POPULATE_WRITE, POPULATE_READ, mlock, MAP_LOCKED.
-            if replay.populate_calls != 5 {
-                failures.push(format!("{label}: populate_calls {}", replay.populate_calls));
-            }
-            if replay.populate_file_pages != 0 {
-                failures.push(format!(
-                    "{label}: populate_file_pages {}",
-                    replay.populate_file_pages
-                ));
-            }
-        },
-    );
+    check_c_program("populate_paths", anon_matrix(), |_| {}, |label, model, _, failures| {
+        let replay = replay_of(model);
+        // MAP_POPULATE, POPULATE_WRITE, POPULATE_READ, mlock, MAP_LOCKED.
+        if replay.populate_calls != 5 {
+            failures.push(format!("{label}: populate_calls {}", replay.populate_calls));
+        }
+        if replay.populate_file_pages != 0 {
+            failures.push(format!("{label}: populate_file_pages {}", replay.populate_file_pages));
+        }
+    });
 }
 
 /// Issue #8 item 4, file mappings (progs/populate_files.c): MADV_POPULATE_READ of a file
@@ -946,17 +700,12 @@ fn locked_growth_program_model_matches_live_across_the_matrix() {
 /// every setting of the anon matrix: minflt of both processes and the census of both at exit.
 #[test]
 fn forking_program_model_matches_live_across_the_matrix() {
-    check_c_program(
-        "fork_cow",
-        anon_matrix(),
-        |_| {},
-        |label, model, _, failures| {
-            let replay = replay_of(model);
-            if replay.forked_images != 1 {
-                failures.push(format!("{label}: forked_images {}", replay.forked_images));
-            }
-        },
-    );
+    check_c_program("fork_cow", anon_matrix(), |_| {}, |label, model, _, failures| {
+        let replay = replay_of(model);
+        if replay.forked_images != 1 {
+            failures.push(format!("{label}: forked_images {}", replay.forked_images));
+        }
+    });
 }
 
 /// A single-threaded C program of the kind issue #4 names, predicted under every setting of
@@ -973,24 +722,13 @@ fn c_program_model_matches_live_across_the_matrix() {
 #[test]
 fn collapse_checking_program_model_matches_live_across_the_matrix() {
     let check_recording = |rec: &record::Recording| {
-        assert_eq!(
-            rec.answers_unavailable, None,
-            "the recorder must answer MADV_COLLAPSE on this machine"
-        );
-        let answered = rec
-            .events
-            .iter()
-            .filter(|e| matches!(e.body, trace::EventBody::Answered { call: 20, ret: 0 }))
-            .count();
+        assert_eq!(rec.answers_unavailable, None, "the recorder must answer MADV_COLLAPSE on this machine");
+        let answered = rec.events.iter().filter(|e| matches!(e.body, trace::EventBody::Answered { call: 20, ret: 0 })).count();
         assert_eq!(answered, 1, "madvise(MADV_COLLAPSE) answered 0");
     };
-    check_c_program(
-        "collapse_check",
-        anon_matrix(),
-        check_recording,
-        |_, _, _, _| {},
-    );
+    check_c_program("collapse_check", anon_matrix(), check_recording, |_, _, _, _| {});
 }
+
 
 /// Issue #5: a C program on every shmem path (memfd mapped with a NULL hint, shared anonymous
 /// memory, write() then mmap, POSIX shm unlinked before mmap, pwrite + fallocate + ftruncate,
@@ -1001,61 +739,32 @@ fn collapse_checking_program_model_matches_live_across_the_matrix() {
 #[test]
 fn shmem_program_model_matches_live_across_the_shmem_matrix() {
     let check_recording = |rec: &record::Recording| {
-        assert_eq!(
-            rec.paths_unavailable, None,
-            "paths must be resolved on this machine"
-        );
+        assert_eq!(rec.paths_unavailable, None, "paths must be resolved on this machine");
         // From the program: the two /dev/shm names are each opened and unlinked once.
         // (ld.so's own opens, the library search included, are path records too.)
         let paths = rec.events.iter().filter(|e| matches!(&e.body, trace::EventBody::Path(p) if p.path.starts_with(b"/dev/shm/"))).count();
-        assert_eq!(
-            paths, 4,
-            "shm_open, shm_unlink, open and unlink of the /dev/shm file"
-        );
+        assert_eq!(paths, 4, "shm_open, shm_unlink, open and unlink of the /dev/shm file");
     };
     let mut relocated = 0;
     let mut settings = 0;
-    check_c_program(
-        "shm_prog",
-        shmem_matrix(),
-        check_recording,
-        |label, model, live, failures| {
-            settings += 1;
-            let replay = replay_of(model);
-            assert_eq!(
-                replay.shmem_files, 6,
-                "{label}: memfd a, b, c, shared anonymous, POSIX shm, /dev/shm file"
-            );
-            // 8 write-family calls reach shmem files: 4 write + pwrite + writev + 2 write.
-            assert_eq!(replay.shmem_writes, 8, "{label}");
-            assert_eq!(replay.shmem_unmodelled, 0, "{label}");
-            assert_eq!(
-                replay.placements_checked, replay.placements_matched,
-                "{label}: the model must place every mapping where the kernel did"
-            );
-            relocated += replay.relocated;
-            for (dir, stats) in &model.mthp {
-                let (ms, ls) = (
-                    stats.get("shmem_alloc").copied().unwrap_or(0),
-                    live.mthp
-                        .get(dir)
-                        .and_then(|x| x.get("shmem_alloc"))
-                        .copied()
-                        .unwrap_or(0),
-                );
-                if ms != ls {
-                    failures.push(format!(
-                        "{label}: {dir}/stats/shmem_alloc model {ms} live {ls}"
-                    ));
-                }
+    check_c_program("shm_prog", shmem_matrix(), check_recording, |label, model, live, failures| {
+        settings += 1;
+        let replay = replay_of(model);
+        assert_eq!(replay.shmem_files, 6, "{label}: memfd a, b, c, shared anonymous, POSIX shm, /dev/shm file");
+        // 8 write-family calls reach shmem files: 4 write + pwrite + writev + 2 write.
+        assert_eq!(replay.shmem_writes, 8, "{label}");
+        assert_eq!(replay.shmem_unmodelled, 0, "{label}");
+        assert_eq!(replay.placements_checked, replay.placements_matched, "{label}: the model must place every mapping where the kernel did");
+        relocated += replay.relocated;
+        for (dir, stats) in &model.mthp {
+            let (ms, ls) = (stats.get("shmem_alloc").copied().unwrap_or(0), live.mthp.get(dir).and_then(|x| x.get("shmem_alloc")).copied().unwrap_or(0));
+            if ms != ls {
+                failures.push(format!("{label}: {dir}/stats/shmem_alloc model {ms} live {ls}"));
             }
-        },
-    );
+        }
+    });
     // Skipped (nothing ran) or every setting ran: then some mappings must have moved.
-    assert!(
-        settings == 0 || relocated > 0,
-        "under the shmem knobs some mappings must move"
-    );
+    assert!(settings == 0 || relocated > 0, "under the shmem knobs some mappings must move");
 }
 
 /// Issue #8: the shmem program on a machine whose mount table differs from a minimal one, made
@@ -1077,9 +786,7 @@ fn shmem_program_matches_live_under_stacked_dev_shm_mounts() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let Some(exe) = compile_prog(dir.path(), "shm_prog") else {
-        return;
-    };
+    let Some(exe) = compile_prog(dir.path(), "shm_prog") else { return };
     let ro = dir.path().join("ro");
     std::fs::create_dir(&ro).unwrap();
     let knobs_before = knobs();
@@ -1092,64 +799,37 @@ fn shmem_program_matches_live_under_stacked_dev_shm_mounts() {
         thplab = crate::THPLAB,
         exe = exe.display()
     );
-    let out = Command::new("unshare")
-        .args(["--mount", "sh", "-c", &script])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = Command::new("unshare").args(["--mount", "sh", "-c", &script]).stdin(Stdio::null()).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
-    let stacked: usize = stderr
-        .lines()
-        .next()
-        .and_then(|l| l.trim().parse().ok())
-        .unwrap_or(0);
-    assert!(
-        stacked >= 3,
-        "the namespace must show /dev/shm stacked at least three times:\n{stderr}"
-    );
+    let stacked: usize = stderr.lines().next().and_then(|l| l.trim().parse().ok()).unwrap_or(0);
+    assert!(stacked >= 3, "the namespace must show /dev/shm stacked at least three times:\n{stderr}");
     // The recording passes the program's own output through before the JSON.
     let stdout = String::from_utf8_lossy(&out.stdout);
     let json = stdout.find("\n[").map_or(&stdout[..], |i| &stdout[i + 1..]);
-    let runs: Vec<serde_json::Value> =
-        serde_json::from_str(json).unwrap_or_else(|e| panic!("not JSON ({e}); stderr:\n{stderr}"));
-    let result = |v: &serde_json::Value| -> uapi::RunResult {
-        serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("not a run result ({e}): {v}"))
-    };
+    let runs: Vec<serde_json::Value> = serde_json::from_str(json).unwrap_or_else(|e| panic!("not JSON ({e}); stderr:\n{stderr}"));
+    let result = |v: &serde_json::Value| -> uapi::RunResult { serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("not a run result ({e}): {v}")) };
     assert_eq!(runs.len(), 4, "the four settings of --matrix shmem");
     let mut failures = Vec::new();
     for run in &runs {
         let label = run["label"].as_str().unwrap();
         let (model, live) = (result(&run["model"]), result(&run["live"]));
         let replay = replay_of(&model);
-        assert_eq!(
-            replay.placements_checked, replay.placements_matched,
-            "{label}: {replay:?}"
-        );
+        assert_eq!(replay.placements_checked, replay.placements_matched, "{label}: {replay:?}");
         // The top /dev/shm (huge=always) holds the program's POSIX shm and file: the replay
         // must take that mount's huge=, not the one below.
         assert_eq!(replay.shmem_files, 6, "{label}");
         let (m, l) = (model.process.minflt as i64, live.process.minflt as i64);
-        println!(
-            "{label}: minflt model {m} live {l}; folios model {:?} live {:?}",
-            model.folios, live.folios
-        );
+        println!("{label}: minflt model {m} live {l}; folios model {:?} live {:?}", model.folios, live.folios);
         if (m - l).abs() > 5 {
             failures.push(format!("{label}: minflt model {m} live {l}"));
         }
         if model.folios != live.folios {
-            failures.push(format!(
-                "{label}: folios model {:?} live {:?}",
-                model.folios, live.folios
-            ));
+            failures.push(format!("{label}: folios model {:?} live {:?}", model.folios, live.folios));
         }
     }
     assert_eq!(knobs(), knobs_before, "THP knobs changed");
-    assert!(
-        failures.is_empty(),
-        "model and live differ:\n{}",
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "model and live differ:\n{}", failures.join("\n"));
 }
 
 /// Issue #10: khugepaged in the replay of a recording, on the recording's own timestamps
@@ -1167,60 +847,24 @@ fn khugepaged_collapses_during_a_recorded_program_as_live() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let Some(exe) = compile_prog(dir.path(), "khugepaged_wait") else {
-        return;
-    };
+    let Some(exe) = compile_prog(dir.path(), "khugepaged_wait") else { return };
     let knobs_before = knobs();
     let argv = vec![exe.to_string_lossy().into_owned()];
     let os: Vec<OsString> = argv.iter().map(OsString::from).collect();
-    let Some(rec) = record_or_skip(&os) else {
-        return;
-    };
-    let daemon = [
-        "khugepaged/scan_sleep_millisecs=100",
-        "khugepaged/pages_to_scan=4096",
-        "khugepaged/max_ptes_none=511",
-    ];
+    let Some(rec) = record_or_skip(&os) else { return };
+    let daemon = ["khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=4096", "khugepaged/max_ptes_none=511"];
     let mut failures = Vec::new();
-    for (label, base, expect) in [
-        ("madvise mode", "enabled=madvise", 4u64),
-        ("PMD always", "enabled=always", 4),
-        ("4K only", "enabled=never", 0),
-    ] {
+    for (label, base, expect) in [("madvise mode", "enabled=madvise", 4u64), ("PMD always", "enabled=always", 4), ("4K only", "enabled=never", 0)] {
         let mut s = ThpSettings::default();
         for k in std::iter::once(&base).chain(&daemon) {
             s.apply_assignment(k).unwrap();
         }
-        let opts = sim::ReplayOptions {
-            recorded_time: true,
-            ..Default::default()
-        };
-        let model = sim::run_recording_opts(
-            "khugepaged_wait",
-            &rec.header,
-            &rec.events,
-            &s,
-            &sim::MachineConfig::default(),
-            &opts,
-        )
-        .unwrap();
-        let plain = sim::run_recording(
-            "khugepaged_wait",
-            &rec.header,
-            &rec.events,
-            &s,
-            &sim::MachineConfig::default(),
-            false,
-        )
-        .unwrap();
+        let opts = sim::ReplayOptions { recorded_time: true, ..Default::default() };
+        let model = sim::run_recording_opts("khugepaged_wait", &rec.header, &rec.events, &s, &sim::MachineConfig::default(), &opts).unwrap();
+        let plain = sim::run_recording("khugepaged_wait", &rec.header, &rec.events, &s, &sim::MachineConfig::default(), false).unwrap();
         let live = live::run_program(&argv, &s, &live::ProgramOptions { quiet: true }).unwrap();
         let thp = |r: &RunResult| r.census.sizes.get("2048kB").map_or(0, |e| e.pmd_mapped);
-        let kh = model
-            .model
-            .as_ref()
-            .and_then(|m| m.replay.as_ref())
-            .and_then(|r| r.khugepaged)
-            .expect("the daemon ran on the recorded clock");
+        let kh = model.model.as_ref().and_then(|m| m.replay.as_ref()).and_then(|r| r.khugepaged).expect("the daemon ran on the recorded clock");
         println!(
             "{label}: PMD THPs model {} (without the recorded clock {}) live {}; model khugepaged {} wake-ups, {} collapsed; live collapsed {}",
             thp(&model),
@@ -1231,18 +875,10 @@ fn khugepaged_collapses_during_a_recorded_program_as_live() {
             compare::khugepaged_collapsed_during(&live)
         );
         if thp(&model) != expect || thp(&live) != expect || kh.pages_collapsed != expect {
-            failures.push(format!(
-                "{label}: PMD THPs model {} live {} (expected {expect}), model collapsed {}",
-                thp(&model),
-                thp(&live),
-                kh.pages_collapsed
-            ));
+            failures.push(format!("{label}: PMD THPs model {} live {} (expected {expect}), model collapsed {}", thp(&model), thp(&live), kh.pages_collapsed));
         }
         if thp(&plain) != 0 {
-            failures.push(format!(
-                "{label}: without the recorded clock the model collapsed {}",
-                thp(&plain)
-            ));
+            failures.push(format!("{label}: without the recorded clock the model collapsed {}", thp(&plain)));
         }
         let (m, l) = (model.process.minflt as i64, live.process.minflt as i64);
         if (m - l).abs() > 5 {
@@ -1250,11 +886,7 @@ fn khugepaged_collapses_during_a_recorded_program_as_live() {
         }
     }
     assert_eq!(knobs(), knobs_before, "THP knobs changed");
-    assert!(
-        failures.is_empty(),
-        "model and live differ:\n{}",
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "model and live differ:\n{}", failures.join("\n"));
 }
 
 /// Issue #12: O_DIRECT reads in a recording are replayed as pins. progs/direct_read.c reads
@@ -1272,12 +904,8 @@ fn direct_reads_in_a_recording_are_replayed_as_pins() {
         return;
     }
     // A file on a disk file system (a tmpfs takes O_DIRECT as buffered I/O): /var/tmp.
-    let dir = tempfile::tempdir_in("/var/tmp")
-        .or_else(|_| tempfile::tempdir())
-        .unwrap();
-    let Some(exe) = compile_prog(dir.path(), "direct_read") else {
-        return;
-    };
+    let dir = tempfile::tempdir_in("/var/tmp").or_else(|_| tempfile::tempdir()).unwrap();
+    let Some(exe) = compile_prog(dir.path(), "direct_read") else { return };
     let data = dir.path().join("data");
     std::fs::write(&data, vec![7u8; 4 << 20]).unwrap();
     let status = Command::new(&exe).arg(&data).status().unwrap();
@@ -1287,77 +915,37 @@ fn direct_reads_in_a_recording_are_replayed_as_pins() {
     }
     assert!(status.success(), "direct_read failed: {status}");
     let knobs_before = knobs();
-    let argv = vec![
-        exe.to_string_lossy().into_owned(),
-        data.to_string_lossy().into_owned(),
-    ];
+    let argv = vec![exe.to_string_lossy().into_owned(), data.to_string_lossy().into_owned()];
     let os: Vec<OsString> = argv.iter().map(OsString::from).collect();
-    let Some(rec) = record_or_skip(&os) else {
-        return;
-    };
+    let Some(rec) = record_or_skip(&os) else { return };
     let mut failures = Vec::new();
     for (label, knobs, pin_faults) in [
         ("4K only", vec!["enabled=never"], 1024u64),
-        (
-            "64K alone",
-            vec!["enabled=never", "hugepages-64kB/enabled=always"],
-            64,
-        ),
+        ("64K alone", vec!["enabled=never", "hugepages-64kB/enabled=always"], 64),
         ("PMD always", vec!["enabled=always"], 2),
     ] {
         let mut s = ThpSettings::default();
         for k in knobs {
             s.apply_assignment(k).unwrap();
         }
-        let model = sim::run_recording(
-            "direct_read",
-            &rec.header,
-            &rec.events,
-            &s,
-            &sim::MachineConfig::default(),
-            false,
-        )
-        .unwrap();
+        let model = sim::run_recording("direct_read", &rec.header, &rec.events, &s, &sim::MachineConfig::default(), false).unwrap();
         let live = live::run_program(&argv, &s, &live::ProgramOptions { quiet: true }).unwrap();
         let io = model.io.clone().unwrap_or_default();
-        let large = |r: &RunResult| {
-            r.census
-                .sizes
-                .iter()
-                .filter(|(k, _)| k.as_str() != "4kB")
-                .map(|(k, e)| (k.clone(), e.folios))
-                .collect::<Vec<_>>()
-        };
-        println!(
-            "{label}: minflt model {} live {}; io {io:?}; large folios model {:?} live {:?}",
-            model.process.minflt,
-            live.process.minflt,
-            large(&model),
-            large(&live)
-        );
+        let large = |r: &RunResult| r.census.sizes.iter().filter(|(k, _)| k.as_str() != "4kB").map(|(k, e)| (k.clone(), e.folios)).collect::<Vec<_>>();
+        println!("{label}: minflt model {} live {}; io {io:?}; large folios model {:?} live {:?}", model.process.minflt, live.process.minflt, large(&model), large(&live));
         if (io.direct_reads, io.bytes, io.pin_faults) != (8, 4 << 20, pin_faults) {
-            failures.push(format!(
-                "{label}: io {io:?}, expected 8 reads of 4 MiB in all and {pin_faults} pin faults"
-            ));
+            failures.push(format!("{label}: io {io:?}, expected 8 reads of 4 MiB in all and {pin_faults} pin faults"));
         }
         let (m, l) = (model.process.minflt as i64, live.process.minflt as i64);
         if (m - l).abs() > 5 {
             failures.push(format!("{label}: minflt model {m} live {l}"));
         }
         if large(&model) != large(&live) {
-            failures.push(format!(
-                "{label}: large folios model {:?} live {:?}",
-                large(&model),
-                large(&live)
-            ));
+            failures.push(format!("{label}: large folios model {:?} live {:?}", large(&model), large(&live)));
         }
     }
     assert_eq!(knobs(), knobs_before, "THP knobs changed");
-    assert!(
-        failures.is_empty(),
-        "model and live differ:\n{}",
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "model and live differ:\n{}", failures.join("\n"));
 }
 
 /// A shell with a 20 000-byte environment variable runs `true` 20 times: each execve writes the
@@ -1409,85 +997,42 @@ fn shell_that_execs_again_model_matches_live() {
         return;
     };
     let inner = format!("v=$({env} {env} true); exec {env} true");
-    let script = format!(
-        "for i in 1 2 3 4 5 6; do v=$({env} true); (:); done; exec {env} {bash} -c '{inner}'"
-    );
+    let script = format!("for i in 1 2 3 4 5 6; do v=$({env} true); (:); done; exec {env} {bash} -c '{inner}'");
     let argv = vec![bash.clone(), "-c".into(), script];
     let _x = exclusive();
     let knobs_before = knobs();
     let os: Vec<OsString> = argv.iter().map(OsString::from).collect();
-    let Some(rec) = record_or_skip(&os) else {
-        return;
-    };
+    let Some(rec) = record_or_skip(&os) else { return };
     assert_eq!(rec.header.lost_events, 0, "the recording lost events");
-    assert_eq!(
-        rec.header.exit_status, 0,
-        "the script failed while recorded"
-    );
+    assert_eq!(rec.header.exit_status, 0, "the script failed while recorded");
     let opts = live::ProgramOptions { quiet: true };
     let mut failures = Vec::new();
     for (label, s) in settings() {
-        let model = sim::run_recording(
-            "shell",
-            &rec.header,
-            &rec.events,
-            &s,
-            &sim::MachineConfig::default(),
-            false,
-        )
-        .expect("replay");
-        let replaced = replay_of(&model)
-            .per_process
-            .iter()
-            .filter(|p| p.replaced)
-            .count();
-        let runs: Vec<RunResult> = (0..2)
-            .map(|_| live::run_program(&argv, &s, &opts).expect("live run"))
-            .collect();
+        let model = sim::run_recording("shell", &rec.header, &rec.events, &s, &sim::MachineConfig::default(), false).expect("replay");
+        let replaced = replay_of(&model).per_process.iter().filter(|p| p.replaced).count();
+        let runs: Vec<RunResult> = (0..2).map(|_| live::run_program(&argv, &s, &opts).expect("live run")).collect();
         let fields: [(&str, &dyn Fn(&RunResult) -> u64); 3] = [
             ("minflt", &|r| r.process.minflt),
             ("Rss kB", &|r| r.process.rss_bytes / 1024),
-            ("4kB folios", &|r| {
-                r.census.sizes.get("4kB").map_or(0, |e| e.folios)
-            }),
+            ("4kB folios", &|r| r.census.sizes.get("4kB").map_or(0, |e| e.folios)),
         ];
         for (name, f) in fields {
             let (m, l1, l2) = (f(&model), f(&runs[0]), f(&runs[1]));
-            let l = if pct(m, l1).abs() <= pct(m, l2).abs() {
-                l1
-            } else {
-                l2
-            };
+            let l = if pct(m, l1).abs() <= pct(m, l2).abs() { l1 } else { l2 };
             let allowed = 2.0f64.max(pct(l1, l2).abs());
             println!("shell {label}: {name} model {m} live {l1} and {l2} ({:+.2}%; allowed {allowed:.2}%); {replaced} images replaced by execve", pct(m, l));
             if pct(m, l).abs() > allowed {
-                failures.push(format!(
-                    "{label}: {name} model {m} live {l1}/{l2} ({:+.2}%)",
-                    pct(m, l)
-                ));
+                failures.push(format!("{label}: {name} model {m} live {l1}/{l2} ({:+.2}%)", pct(m, l)));
             }
         }
         for r in &runs {
-            let procs = &r
-                .live
-                .as_ref()
-                .and_then(|l| l.program.as_ref())
-                .expect("a program run")
-                .processes;
-            let out: Vec<i32> = procs
-                .iter()
-                .filter(|p| !p.in_census)
-                .map(|p| p.pid)
-                .collect();
+            let procs = &r.live.as_ref().and_then(|l| l.program.as_ref()).expect("a program run").processes;
+            let out: Vec<i32> = procs.iter().filter(|p| !p.in_census).map(|p| p.pid).collect();
             if !out.is_empty() {
                 failures.push(format!("{label}: live processes left out of the census (every one here execs or was forked): {out:?}"));
             }
         }
     }
     assert_eq!(knobs(), knobs_before, "THP knobs changed");
-    assert!(
-        failures.is_empty(),
-        "model and live differ beyond 2 %:\n{}",
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "model and live differ beyond 2 %:\n{}", failures.join("\n"));
 }

@@ -12,8 +12,7 @@ use crate::{temp_file, thplab, workspace};
 
 /// The `keys NAME` blocks of the document: schema name → key patterns (segments).
 fn documented() -> BTreeMap<String, Vec<Vec<String>>> {
-    let doc = std::fs::read_to_string(workspace().join("docs/results-schema.md"))
-        .expect("docs/results-schema.md");
+    let doc = std::fs::read_to_string(workspace().join("docs/results-schema.md")).expect("docs/results-schema.md");
     let mut out: BTreeMap<String, Vec<Vec<String>>> = BTreeMap::new();
     let mut current: Option<String> = None;
     for line in doc.lines() {
@@ -24,9 +23,7 @@ fn documented() -> BTreeMap<String, Vec<Vec<String>>> {
             current = None;
         } else if let Some(name) = &current {
             if !line.trim().is_empty() {
-                out.get_mut(name)
-                    .unwrap()
-                    .push(line.trim().split('.').map(str::to_string).collect());
+                out.get_mut(name).unwrap().push(line.trim().split('.').map(str::to_string).collect());
             }
         }
     }
@@ -62,11 +59,7 @@ fn paths(v: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
 
 fn matches(pattern: &[String], path: &[String]) -> bool {
     pattern.len() == path.len()
-        && pattern.iter().zip(path).all(|(p, k)| {
-            p == k
-                || (p.starts_with('<') && p.ends_with('>'))
-                || (p.starts_with('<') && p.ends_with(">[]") && k.ends_with("[]"))
-        })
+        && pattern.iter().zip(path).all(|(p, k)| p == k || (p.starts_with('<') && p.ends_with('>')) || (p.starts_with('<') && p.ends_with(">[]") && k.ends_with("[]")))
 }
 
 /// Check `docs` (the documents written, by schema) against the key index, both ways.
@@ -75,9 +68,7 @@ fn check(docs: &[(&str, Value)]) {
     let mut used: BTreeMap<(String, usize), bool> = BTreeMap::new();
     let mut missing = Vec::new();
     for (schema, doc) in docs {
-        let patterns = index
-            .get(*schema)
-            .unwrap_or_else(|| panic!("docs/results-schema.md has no `keys {schema}` block"));
+        let patterns = index.get(*schema).unwrap_or_else(|| panic!("docs/results-schema.md has no `keys {schema}` block"));
         let mut ps = Vec::new();
         paths(doc, &mut Vec::new(), &mut ps);
         for p in ps {
@@ -91,11 +82,7 @@ fn check(docs: &[(&str, Value)]) {
     }
     missing.sort();
     missing.dedup();
-    assert!(
-        missing.is_empty(),
-        "keys written but not in docs/results-schema.md:\n{}",
-        missing.join("\n")
-    );
+    assert!(missing.is_empty(), "keys written but not in docs/results-schema.md:\n{}", missing.join("\n"));
     let mut unwritten = Vec::new();
     for (schema, patterns) in &index {
         for (i, p) in patterns.iter().enumerate() {
@@ -104,48 +91,21 @@ fn check(docs: &[(&str, Value)]) {
             }
         }
     }
-    assert!(
-        unwritten.is_empty(),
-        "keys in docs/results-schema.md that no run wrote:\n{}",
-        unwritten.join("\n")
-    );
+    assert!(unwritten.is_empty(), "keys in docs/results-schema.md that no run wrote:\n{}", unwritten.join("\n"));
 }
 
 /// A recording with a placement the model does not reproduce, a failed munmap and a fault.
 fn recording() -> Vec<u8> {
     use trace::{Event, EventBody, Header, Syscall, SyscallKind, TraceWriter};
     let x: u64 = 0x7fff_f000_0000;
-    let sc = |kind, args: &[u64], ret: i64| {
-        EventBody::Syscall(Syscall {
-            kind,
-            args: args.to_vec(),
-            ret: Some(ret),
-            duration_ns: 10,
-        })
-    };
+    let sc = |kind, args: &[u64], ret: i64| EventBody::Syscall(Syscall { kind, args: args.to_vec(), ret: Some(ret), duration_ns: 10 });
     let bodies = vec![
-        sc(
-            SyscallKind::Mmap,
-            &[0, 8192, 3, 0x22, u64::MAX, 0],
-            x as i64,
-        ),
-        EventBody::Fault {
-            addr: x,
-            error_code: 6,
-        },
+        sc(SyscallKind::Mmap, &[0, 8192, 3, 0x22, u64::MAX, 0], x as i64),
+        EventBody::Fault { addr: x, error_code: 6 },
         sc(SyscallKind::Munmap, &[x + 1, 4096], -22),
         sc(SyscallKind::ExitGroup, &[0], 0),
     ];
-    let events: Vec<Event> = bodies
-        .into_iter()
-        .enumerate()
-        .map(|(i, body)| Event {
-            time_ns: i as u64,
-            tid: 100,
-            pid: 100,
-            body,
-        })
-        .collect();
+    let events: Vec<Event> = bodies.into_iter().enumerate().map(|(i, body)| Event { time_ns: i as u64, tid: 100, pid: 100, body }).collect();
     let mut counts: Vec<(u8, u64)> = Vec::new();
     for e in &events {
         match counts.iter_mut().find(|(c, _)| *c == e.body.kind_code()) {
@@ -154,14 +114,7 @@ fn recording() -> Vec<u8> {
         }
     }
     // Timed untraced (record --timed): `time.program_ns` with --profile.
-    let h = Header {
-        root_pid: 100,
-        page_size: 4096,
-        counts,
-        argv: vec![b"prog".to_vec()],
-        untraced_wall_ns: 2_000_000,
-        ..Header::default()
-    };
+    let h = Header { root_pid: 100, page_size: 4096, counts, argv: vec![b"prog".to_vec()], untraced_wall_ns: 2_000_000, ..Header::default() };
     let mut w = TraceWriter::new(Vec::new(), &h).unwrap();
     for e in &events {
         w.write(e).unwrap();
@@ -174,42 +127,11 @@ fn recording() -> Vec<u8> {
 fn accesses(trace: &[u8]) -> Vec<u8> {
     use trace::accesses::{AccessHeader, AccessRun, AccessTotals, AccessWriter, ACCESS_ZSTD};
     let crc = u32::from_le_bytes(trace[trace.len() - 4..].try_into().unwrap());
-    let h = AccessHeader {
-        trace_crc: crc,
-        trace_records: 4,
-        page_size: 4096,
-        flags: ACCESS_ZSTD,
-    };
+    let h = AccessHeader { trace_crc: crc, trace_records: 4, page_size: 4096, flags: ACCESS_ZSTD };
     let mut w = AccessWriter::new(Vec::new(), &h).unwrap();
     let r = w.region("anon 0x7ffff0000000").unwrap();
-    w.block(
-        1,
-        &[
-            AccessRun {
-                page: 0x7_ffff_0000,
-                count: 3,
-                write: true,
-                region: r,
-            },
-            AccessRun {
-                page: 0x10,
-                count: 1,
-                write: false,
-                region: r,
-            },
-        ],
-    )
-    .unwrap();
-    let t = AccessTotals {
-        raw_accesses: 5,
-        writes: 3,
-        unmapped_accesses: 1,
-        valgrind_ns: 1_000_000,
-        native_ns: 10_000,
-        valgrind_syscalls: 3,
-        matched_syscalls: 2,
-        ..Default::default()
-    };
+    w.block(1, &[AccessRun { page: 0x7_ffff_0000, count: 3, write: true, region: r }, AccessRun { page: 0x10, count: 1, write: false, region: r }]).unwrap();
+    let t = AccessTotals { raw_accesses: 5, writes: 3, unmapped_accesses: 1, valgrind_ns: 1_000_000, native_ns: 10_000, valgrind_syscalls: 3, matched_syscalls: 2, ..Default::default() };
     w.finish(&t).unwrap().0
 }
 
@@ -220,55 +142,22 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
         "phase setup\nmmap a 4M\nmadvise a hugepage\ntouch a write\nmadvise a collapse\nphase b\nmmap b 1M\ntouch b write\naccess b uniform count=1000 writes=10\nmemfd m\nftruncate m 1M\nmmap c 1M file=m\ntouch c write\nmunmap a[0+4K]\nmmap d 2M\nread_direct d block=1M\nrepeat 1ms {\ntouch d[0+8K] write duration=1ms\n}\nmunmap b\n",
     );
     let builtin = uapi::profile::BUILTIN;
-    let (_p, profile) = temp_file(
-        "p.toml",
-        &format!(
-            "{builtin}\n[pin]\nper_folio_ns = 10.0\nper_page_ns = 1.0\nper_pmd_page_ns = 0.5\n"
-        ),
-    );
-    let sim = thplab(&[
-        "sim",
-        &w,
-        "--json",
-        "--set",
-        "hugepages-64kB/enabled=always",
-        "--profile",
-        &profile,
-        "--sample",
-        "1",
-    ]);
+    let (_p, profile) = temp_file("p.toml", &format!("{builtin}\n[pin]\nper_folio_ns = 10.0\nper_page_ns = 1.0\nper_pmd_page_ns = 0.5\n"));
+    let sim = thplab(&["sim", &w, "--json", "--set", "hugepages-64kB/enabled=always", "--profile", &profile, "--sample", "1"]);
     sim.ok();
     // A workload that forks: the processes array.
     let forked = thplab(&["sim", "fork-bgsave", "--json", "--set", "enabled=always"]);
     forked.ok();
     // Threads and a vfork child: shares_mm_with.
-    let threads = thplab(&[
-        "sim",
-        workspace()
-            .join("crates/thplab/tests/it/data/fork/threads-vfork.thpw")
-            .to_str()
-            .unwrap(),
-        "--json",
-    ]);
+    let threads = thplab(&["sim", workspace().join("crates/thplab/tests/it/data/fork/threads-vfork.thpw").to_str().unwrap(), "--json"]);
     threads.ok();
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("r.trace");
     std::fs::write(&rec, recording()).unwrap();
     // Its accesses (record --accesses): `accesses.recorded`.
-    std::fs::write(
-        trace::accesses::companion_path(&rec),
-        accesses(&recording()),
-    )
-    .unwrap();
+    std::fs::write(trace::accesses::companion_path(&rec), accesses(&recording())).unwrap();
     let rec = rec.to_str().unwrap();
-    let replay = thplab(&[
-        "sim",
-        rec,
-        "--json",
-        "--recorded-time",
-        "--profile",
-        "builtin",
-    ]);
+    let replay = thplab(&["sim", rec, "--json", "--recorded-time", "--profile", "builtin"]);
     replay.ok();
     // The same recording without its last record and trailer: `model.replay.salvage`.
     let whole = recording();
@@ -278,13 +167,7 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     salvaged.ok();
     let stats = thplab(&["trace", "stats", rec, "--json"]);
     stats.ok();
-    let read_json = |name: &str| -> Value {
-        serde_json::from_str(
-            &std::fs::read_to_string(workspace().join("crates/thplab/tests/it/data").join(name))
-                .unwrap(),
-        )
-        .unwrap()
-    };
+    let read_json = |name: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(workspace().join("crates/thplab/tests/it/data").join(name)).unwrap()).unwrap() };
     let captured = read_json("live-result.json");
     let captured_program = read_json("live-program-result.json");
     let err_line = thplab(&["sim", &w, "--json", "--set", "enabled=sometimes"]);
@@ -295,45 +178,14 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     let x: u64 = 0x7fff_f000_0000;
     let bad_rec = {
         use trace::{Event, EventBody, Header, Syscall, SyscallKind, TraceWriter};
-        let sc = |kind, args: &[u64], ret: i64| {
-            EventBody::Syscall(Syscall {
-                kind,
-                args: args.to_vec(),
-                ret: Some(ret),
-                duration_ns: 10,
-            })
-        };
+        let sc = |kind, args: &[u64], ret: i64| EventBody::Syscall(Syscall { kind, args: args.to_vec(), ret: Some(ret), duration_ns: 10 });
         let bodies = vec![
-            sc(
-                SyscallKind::Mmap,
-                &[0, 8192, 3, 0x22, u64::MAX, 0],
-                x as i64,
-            ),
-            sc(
-                SyscallKind::Mmap,
-                &[x + 8192, 8192, 3, 0x32, u64::MAX, 0],
-                (x + 8192) as i64,
-            ),
+            sc(SyscallKind::Mmap, &[0, 8192, 3, 0x22, u64::MAX, 0], x as i64),
+            sc(SyscallKind::Mmap, &[x + 8192, 8192, 3, 0x32, u64::MAX, 0], (x + 8192) as i64),
             sc(SyscallKind::Mremap, &[x, 8192, 16384, 0, 0], x as i64),
         ];
-        let events: Vec<Event> = bodies
-            .into_iter()
-            .map(|body| Event {
-                time_ns: 0,
-                tid: 100,
-                pid: 100,
-                body,
-            })
-            .collect();
-        let h = Header {
-            root_pid: 100,
-            page_size: 4096,
-            counts: vec![
-                (SyscallKind::Mmap.code(), 2),
-                (SyscallKind::Mremap.code(), 1),
-            ],
-            ..Header::default()
-        };
+        let events: Vec<Event> = bodies.into_iter().map(|body| Event { time_ns: 0, tid: 100, pid: 100, body }).collect();
+        let h = Header { root_pid: 100, page_size: 4096, counts: vec![(SyscallKind::Mmap.code(), 2), (SyscallKind::Mremap.code(), 1)], ..Header::default() };
         let mut wr = TraceWriter::new(Vec::new(), &h).unwrap();
         for e in &events {
             wr.write(e).unwrap();
@@ -362,39 +214,15 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
         let live = crate::thplab_unlocked(&workspace(), &["live", &w, "--json", "--repeat", "2"]);
         live.ok();
         docs.push(("thplab-run/2", live.json()));
-        let program = crate::thplab_unlocked(
-            &workspace(),
-            &[
-                "compare",
-                "--record",
-                "--json",
-                "--program-quiet",
-                "--",
-                "/bin/true",
-            ],
-        );
+        let program = crate::thplab_unlocked(&workspace(), &["compare", "--record", "--json", "--program-quiet", "--", "/bin/true"]);
         program.ok();
         docs.push(("thplab-run/2", program.json()[0]["live"].clone()));
-        let obs = crate::thplab_unlocked(
-            &workspace(),
-            &[
-                "observe",
-                "--pid",
-                &std::process::id().to_string(),
-                "--json",
-            ],
-        );
+        let obs = crate::thplab_unlocked(&workspace(), &["observe", "--pid", &std::process::id().to_string(), "--json"]);
         obs.ok();
         docs.push(("thplab-observe/1", obs.json()));
     } else {
         // Without root, the captured sample of this machine kind.
-        let obs: Value = serde_json::from_str(
-            &std::fs::read_to_string(
-                workspace().join("crates/thplab/tests/it/data/observe-result.json"),
-            )
-            .unwrap(),
-        )
-        .unwrap();
+        let obs: Value = serde_json::from_str(&std::fs::read_to_string(workspace().join("crates/thplab/tests/it/data/observe-result.json")).unwrap()).unwrap();
         docs.push(("thplab-observe/1", obs));
     }
     for (schema, d) in &docs {

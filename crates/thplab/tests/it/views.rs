@@ -15,19 +15,7 @@ fn sim_matrix_runs_the_compare_matrix_in_the_model_alone() {
     let labels: Vec<&str> = runs.iter().map(|r| r["label"].as_str().unwrap()).collect();
     assert_eq!(
         labels,
-        [
-            "4K only",
-            "16K alone",
-            "32K alone",
-            "64K alone",
-            "128K alone",
-            "256K alone",
-            "512K alone",
-            "1024K alone",
-            "all sizes",
-            "PMD always",
-            "madvise mode"
-        ]
+        ["4K only", "16K alone", "32K alone", "64K alone", "128K alone", "256K alone", "512K alone", "1024K alone", "all sizes", "PMD always", "madvise mode"]
     );
     // Hand-derived minflt: 128 MiB is 32768 pages, 64 KiB is 16. 4 KiB only: 32784. 64 KiB alone:
     // 2048 folios for the 128 MiB (2 MiB-aligned), and b (4 KiB-aligned only below the default
@@ -36,32 +24,14 @@ fn sim_matrix_runs_the_compare_matrix_in_the_model_alone() {
     assert_eq!((minflt(0), minflt(3), minflt(9)), (32784, 2064, 80));
     assert_eq!(runs[9]["settings"]["enabled"], "always");
     assert_eq!(runs[9]["model"]["peak"]["rss_bytes"], 128 << 20);
-    let text = thplab(&["sim", &w, "--matrix", "shmem", "-q"])
-        .ok()
-        .stdout
-        .clone();
-    assert!(
-        text.contains("the shmem matrix of `compare --matrix`, model of Linux 6.18 only"),
-        "{text}"
-    );
-    for l in [
-        "4K only",
-        "64K always",
-        "top always, PMD inherit",
-        "16K+64K+256K always",
-    ] {
-        assert!(
-            text.lines().next().is_some() && text.contains(l),
-            "{l} missing:\n{text}"
-        );
+    let text = thplab(&["sim", &w, "--matrix", "shmem", "-q"]).ok().stdout.clone();
+    assert!(text.contains("the shmem matrix of `compare --matrix`, model of Linux 6.18 only"), "{text}");
+    for l in ["4K only", "64K always", "top always, PMD inherit", "16K+64K+256K always"] {
+        assert!(text.lines().next().is_some() && text.contains(l), "{l} missing:\n{text}");
     }
     let r = thplab(&["sim", &w, "--matrix", "--settings", "/dev/null"]);
     r.fails(2);
-    assert!(
-        r.stderr.contains("--matrix runs its own settings"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("--matrix runs its own settings"), "{}", r.stderr);
 }
 
 #[test]
@@ -70,63 +40,27 @@ fn sim_shows_the_peak_and_the_end_side_by_side() {
     let r = thplab(&["sim", &w, "--set", "enabled=always"]);
     r.ok();
     let out = &r.stdout;
-    assert!(
-        out.contains("  VmHWM              131072 kB   (peak Rss; AnonHugePages then 131072 kB)"),
-        "{out}"
-    );
-    assert!(
-        out.contains("  size           peak    at exit  pmd-mapped  pte-mapped  partially-mapped"),
-        "{out}"
-    );
-    assert!(
-        out.contains("  2048kB           64          0           0           0                 0"),
-        "{out}"
-    );
-    assert!(
-        out.contains("  4kB               0         16           0          16                 0"),
-        "{out}"
-    );
-    let v = thplab(&["sim", &w, "--set", "enabled=always", "--json"])
-        .ok()
-        .json();
+    assert!(out.contains("  VmHWM              131072 kB   (peak Rss; AnonHugePages then 131072 kB)"), "{out}");
+    assert!(out.contains("  size           peak    at exit  pmd-mapped  pte-mapped  partially-mapped"), "{out}");
+    assert!(out.contains("  2048kB           64          0           0           0                 0"), "{out}");
+    assert!(out.contains("  4kB               0         16           0          16                 0"), "{out}");
+    let v = thplab(&["sim", &w, "--set", "enabled=always", "--json"]).ok().json();
     assert_eq!(v["peak"]["census"]["sizes"]["2048kB"]["pmd_mapped"], 64);
     assert_eq!(v["peak"]["max_folios"]["2048kB"], 64);
 }
 
 #[test]
 fn sim_prints_the_folio_map_as_observe_does() {
-    let (_d, w) = temp_file(
-        "w.thpw",
-        "mmap a 4M\nmmap s 16K shared\ntouch a write\ntouch s write\n",
-    );
+    let (_d, w) = temp_file("w.thpw", "mmap a 4M\nmmap s 16K shared\ntouch a write\ntouch s write\n");
     let r = thplab(&["sim", &w, "--set", "enabled=always"]);
     r.ok();
     let out = &r.stdout;
-    let map = out
-        .split("folio-size map")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no map:\n{out}"));
+    let map = out.split("folio-size map").nth(1).unwrap_or_else(|| panic!("no map:\n{out}"));
     let head = map.lines().nth(1).unwrap();
-    assert!(
-        head.starts_with("address range")
-            && head.contains("4kB")
-            && head.contains("2048kB")
-            && head.ends_with("name"),
-        "{head}"
-    );
-    assert!(
-        map.lines()
-            .any(|l| l.contains("rw-p") && l.contains("4096 kB") && l.ends_with("[anon]")),
-        "{map}"
-    );
-    assert!(
-        map.lines()
-            .any(|l| l.contains("rw-s") && l.contains("16 kB") && l.ends_with("[shmem]")),
-        "{map}"
-    );
-    let v = thplab(&["sim", &w, "--set", "enabled=always", "--json"])
-        .ok()
-        .json();
+    assert!(head.starts_with("address range") && head.contains("4kB") && head.contains("2048kB") && head.ends_with("name"), "{head}");
+    assert!(map.lines().any(|l| l.contains("rw-p") && l.contains("4096 kB") && l.ends_with("[anon]")), "{map}");
+    assert!(map.lines().any(|l| l.contains("rw-s") && l.contains("16 kB") && l.ends_with("[shmem]")), "{map}");
+    let v = thplab(&["sim", &w, "--set", "enabled=always", "--json"]).ok().json();
     let vmas = v["vmas"].as_array().unwrap();
     assert_eq!(vmas.len(), 2);
     let a = vmas.iter().find(|x| x["kind"] == "anon").unwrap();
@@ -139,73 +73,29 @@ fn sim_prints_the_folio_map_as_observe_does() {
 
 #[test]
 fn explain_from_the_command_line() {
-    let (_d, w) = temp_file(
-        "w.thpw",
-        "mmap a 64K align=64K\ntouch a[0+4K] read\ntouch a write\n",
-    );
-    let set = [
-        "--set",
-        "enabled=never",
-        "--set",
-        "hugepages-64kB/enabled=always",
-    ];
-    let v = thplab(&[&["sim", w.as_str(), "--json"][..], &set[..]].concat())
-        .ok()
-        .json();
+    let (_d, w) = temp_file("w.thpw", "mmap a 64K align=64K\ntouch a[0+4K] read\ntouch a write\n");
+    let set = ["--set", "enabled=never", "--set", "hugepages-64kB/enabled=always"];
+    let v = thplab(&[&["sim", w.as_str(), "--json"][..], &set[..]].concat()).ok().json();
     let start = v["regions"][0]["start"].as_u64().unwrap();
     let range = format!("{:#x}-{:#x}", start, start + 0x10000);
     let r = thplab(&[&["sim", w.as_str(), "--explain", &range][..], &set[..]].concat());
     r.ok();
     let out = &r.stdout;
-    assert!(
-        out.contains(&format!("explain {range}: 17 faults touched it")),
-        "{out}"
-    );
-    assert!(
-        out.contains(&format!(
-            "  {:#x} read  got zero page      refused: hugepages-64kB read_fault",
-            start
-        )),
-        "{out}"
-    );
-    assert!(
-        out.contains(&format!(
-            "  {:#x} write got 4kB            refused: hugepages-64kB zero_page_cow",
-            start
-        )),
-        "{out}"
-    );
-    assert!(
-        out.contains("    hugepages-64kB    pte_range_populated 15  read_fault 1  zero_page_cow 1"),
-        "{out}"
-    );
-    let v = thplab(
-        &[
-            &["sim", w.as_str(), "--json", "--explain", &range][..],
-            &set[..],
-        ]
-        .concat(),
-    )
-    .ok()
-    .json();
+    assert!(out.contains(&format!("explain {range}: 17 faults touched it")), "{out}");
+    assert!(out.contains(&format!("  {:#x} read  got zero page      refused: hugepages-64kB read_fault", start)), "{out}");
+    assert!(out.contains(&format!("  {:#x} write got 4kB            refused: hugepages-64kB zero_page_cow", start)), "{out}");
+    assert!(out.contains("    hugepages-64kB    pte_range_populated 15  read_fault 1  zero_page_cow 1"), "{out}");
+    let v = thplab(&[&["sim", w.as_str(), "--json", "--explain", &range][..], &set[..]].concat()).ok().json();
     assert_eq!(v["explain"]["totals"], v["fallbacks"]);
     let r = thplab(&["sim", &w, "--explain", "0xnothex"]);
     r.fails(2);
     assert!(r.stderr.contains("is not a hex address"), "{}", r.stderr);
 }
 
+
 #[test]
 fn settings_json_reads_back_as_settings() {
-    let first = thplab(&[
-        "settings",
-        "--set",
-        "enabled=always",
-        "--set",
-        "hugepages-64kB/enabled=always",
-        "--set",
-        "khugepaged/max_ptes_none=0",
-        "--json",
-    ]);
+    let first = thplab(&["settings", "--set", "enabled=always", "--set", "hugepages-64kB/enabled=always", "--set", "khugepaged/max_ptes_none=0", "--json"]);
     first.ok();
     let (_d, f) = temp_file("s.json", &first.stdout);
     let again = thplab(&["settings", "--settings", &f, "--json"]);
@@ -219,11 +109,7 @@ fn settings_json_reads_back_as_settings() {
     let (_d3, bad) = temp_file("bad.json", "{\"enabled\": \"sometimes\"}");
     let r = thplab(&["settings", "--settings", &bad]);
     r.fails(2);
-    assert!(
-        r.stderr.contains("bad.json") && r.stderr.contains("sometimes"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("bad.json") && r.stderr.contains("sometimes"), "{}", r.stderr);
 }
 
 #[test]
@@ -243,32 +129,15 @@ fn settings_from_a_sysfs_tree_directory_read_without_changing_it() {
     w("hugepages-64kB/enabled", "[always] inherit madvise never\n");
     w("hugepages-64kB/stats/anon_fault_alloc", "12\n");
     w("khugepaged/max_ptes_none", "17\n");
-    let before: Vec<(String, String)> = [
-        "enabled",
-        "hugepages-64kB/enabled",
-        "khugepaged/max_ptes_none",
-    ]
-    .iter()
-    .map(|r| (r.to_string(), std::fs::read_to_string(t.join(r)).unwrap()))
-    .collect();
-    let v = thplab(&["settings", "--settings", t.to_str().unwrap(), "--json"])
-        .ok()
-        .json();
+    let before: Vec<(String, String)> = ["enabled", "hugepages-64kB/enabled", "khugepaged/max_ptes_none"].iter().map(|r| (r.to_string(), std::fs::read_to_string(t.join(r)).unwrap())).collect();
+    let v = thplab(&["settings", "--settings", t.to_str().unwrap(), "--json"]).ok().json();
     assert_eq!(v["enabled"], "never");
     assert_eq!(v["hugepages-64kB/enabled"], "always");
     assert_eq!(v["khugepaged/max_ptes_none"], "17");
     for (rel, text) in before {
-        assert_eq!(
-            std::fs::read_to_string(t.join(&rel)).unwrap(),
-            text,
-            "{rel} changed"
-        );
+        assert_eq!(std::fs::read_to_string(t.join(&rel)).unwrap(), text, "{rel} changed");
     }
-    let r = thplab(&[
-        "settings",
-        "--settings",
-        d.path().join("hugepages-64kB").to_str().unwrap(),
-    ]);
+    let r = thplab(&["settings", "--settings", d.path().join("hugepages-64kB").to_str().unwrap()]);
     r.fails(2);
     assert!(r.stderr.contains("not a THP sysfs tree"), "{}", r.stderr);
 }
@@ -280,20 +149,10 @@ fn settings_live_reads_this_machines_knobs() {
         eprintln!("skipped: {SYSFS} does not exist");
         return;
     }
-    let v = thplab(&["settings", "--settings", "live", "--json"])
-        .ok()
-        .json();
+    let v = thplab(&["settings", "--settings", "live", "--json"]).ok().json();
     // Each knob as the kernel shows it now (the bracketed word, or the number).
-    for rel in [
-        "enabled",
-        "defrag",
-        "hugepages-64kB/enabled",
-        "hugepages-2048kB/enabled",
-        "khugepaged/max_ptes_none",
-    ] {
-        let Ok(text) = std::fs::read_to_string(std::path::Path::new(SYSFS).join(rel)) else {
-            continue;
-        };
+    for rel in ["enabled", "defrag", "hugepages-64kB/enabled", "hugepages-2048kB/enabled", "khugepaged/max_ptes_none"] {
+        let Ok(text) = std::fs::read_to_string(std::path::Path::new(SYSFS).join(rel)) else { continue };
         let t = text.trim();
         let selected = match (t.find('['), t.find(']')) {
             (Some(a), Some(b)) => &t[a + 1..b],
@@ -318,83 +177,28 @@ mod recording {
     pub const Z: u64 = LD - (4 << 20);
 
     fn sc(kind: SyscallKind, args: &[u64], ret: i64) -> EventBody {
-        EventBody::Syscall(Syscall {
-            kind,
-            args: args.to_vec(),
-            ret: Some(ret),
-            duration_ns: 10,
-        })
+        EventBody::Syscall(Syscall { kind, args: args.to_vec(), ret: Some(ret), duration_ns: 10 })
     }
 
     pub fn events() -> (Header, Vec<Event>) {
-        let map = |start, end, perms, ino, path: &[u8]| MapEntry {
-            start,
-            end,
-            perms,
-            offset: 0,
-            maj: 0,
-            min: 0,
-            ino,
-            path: path.to_vec(),
-        };
+        let map = |start, end, perms, ino, path: &[u8]| MapEntry { start, end, perms, offset: 0, maj: 0, min: 0, ino, path: path.to_vec() };
         let mut b: Vec<(u32, EventBody)> = vec![
-            (
-                100,
-                EventBody::ExecMaps(vec![
-                    map(LD, BASE, 1, 5, b"/lib/ld.so"),
-                    map(0x7fff_fffd_e000, 0x7fff_ffff_f000, 3, 0, b"[stack]"),
-                ]),
-            ),
-            (
-                100,
-                sc(
-                    SyscallKind::Mmap,
-                    &[0, 4 << 20, 3, 0x22, u64::MAX, 0],
-                    Z as i64,
-                ),
-            ),
+            (100, EventBody::ExecMaps(vec![map(LD, BASE, 1, 5, b"/lib/ld.so"), map(0x7fff_fffd_e000, 0x7fff_ffff_f000, 3, 0, b"[stack]")])),
+            (100, sc(SyscallKind::Mmap, &[0, 4 << 20, 3, 0x22, u64::MAX, 0], Z as i64)),
         ];
         for i in 0..16 {
-            b.push((
-                100,
-                EventBody::Fault {
-                    addr: Z + i * 4096,
-                    error_code: 6,
-                },
-            ));
+            b.push((100, EventBody::Fault { addr: Z + i * 4096, error_code: 6 }));
         }
         b.push((101, EventBody::TaskNew { tid: 101, pid: 101 }));
         b.push((101, sc(SyscallKind::Execve, &[0, 0, 0], 0)));
-        b.push((
-            101,
-            sc(
-                SyscallKind::Mmap,
-                &[0, 64 << 10, 3, 0x22, u64::MAX, 0],
-                0x7fff_f7f0_0000,
-            ),
-        ));
+        b.push((101, sc(SyscallKind::Mmap, &[0, 64 << 10, 3, 0x22, u64::MAX, 0], 0x7fff_f7f0_0000)));
         for i in 0..16 {
-            b.push((
-                101,
-                EventBody::Fault {
-                    addr: 0x7fff_f7f0_0000 + i * 4096,
-                    error_code: 6,
-                },
-            ));
+            b.push((101, EventBody::Fault { addr: 0x7fff_f7f0_0000 + i * 4096, error_code: 6 }));
         }
         b.push((101, sc(SyscallKind::ExitGroup, &[0], 0)));
         b.push((100, sc(SyscallKind::Munmap, &[Z, 4 << 20], 0)));
         b.push((100, sc(SyscallKind::ExitGroup, &[0], 0)));
-        let events: Vec<Event> = b
-            .into_iter()
-            .enumerate()
-            .map(|(i, (pid, body))| Event {
-                time_ns: i as u64 * 100,
-                tid: pid,
-                pid,
-                body,
-            })
-            .collect();
+        let events: Vec<Event> = b.into_iter().enumerate().map(|(i, (pid, body))| Event { time_ns: i as u64 * 100, tid: pid, pid, body }).collect();
         let mut counts = std::collections::BTreeMap::new();
         for e in &events {
             *counts.entry(e.body.kind_code()).or_insert(0u64) += 1;
@@ -438,78 +242,31 @@ fn a_replay_prints_each_process_and_warns_of_placements_it_could_not_reproduce()
     // Two images: the root's (16 faults of 4 KiB, all unmapped before exit; the replay maps the
     // top page of the recorded stack at exec, so 4 kB at exit and a 64 + 4 kB peak) and the
     // child's after its execve (16 pages, 64 KiB at exit).
-    let procs = out
-        .split("per process")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no per-process section:\n{out}"));
-    let lines: Vec<&str> = procs
-        .lines()
-        .skip(2)
-        .take_while(|l| !l.is_empty())
-        .collect();
+    let procs = out.split("per process").nth(1).unwrap_or_else(|| panic!("no per-process section:\n{out}"));
+    let lines: Vec<&str> = procs.lines().skip(2).take_while(|l| !l.is_empty()).collect();
     assert_eq!(lines.len(), 2, "{procs}");
     let cols = |l: &str| l.split_whitespace().map(String::from).collect::<Vec<_>>();
-    let child = cols(
-        lines
-            .iter()
-            .find(|l| l.trim_start().starts_with("101"))
-            .unwrap(),
-    );
+    let child = cols(lines.iter().find(|l| l.trim_start().starts_with("101")).unwrap());
     // The child's image was made by an execve the hand-made recording has no snapshot of; the
     // root's has one.
-    assert_eq!(
-        child[..8],
-        ["101", "1", "no", "16", "64", "kB", "64", "kB"],
-        "{procs}"
-    );
-    let root = cols(
-        lines
-            .iter()
-            .find(|l| l.trim_start().starts_with("100"))
-            .unwrap(),
-    );
-    assert_eq!(
-        root[..8],
-        ["100", "0", "yes", "16", "4", "kB", "68", "kB"],
-        "{procs}"
-    );
-    assert!(
-        lines.iter().any(|l| l.ends_with("/usr/bin/hand-made")),
-        "{procs}"
-    );
+    assert_eq!(child[..8], ["101", "1", "no", "16", "64", "kB", "64", "kB"], "{procs}");
+    let root = cols(lines.iter().find(|l| l.trim_start().starts_with("100")).unwrap());
+    assert_eq!(root[..8], ["100", "0", "yes", "16", "4", "kB", "68", "kB"], "{procs}");
+    assert!(lines.iter().any(|l| l.ends_with("/usr/bin/hand-made")), "{procs}");
     // The placement miss is warned in text (stderr), with both addresses.
     // The child's image has no address-space snapshot, so the model places its mapping below
     // the default mmap_base (0x7dfffffc5000 - 64 KiB): a second miss.
-    assert!(
-        r.stderr.contains(
-            "2 of 2 mappings without MAP_FIXED could not be placed where the kernel put them"
-        ),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("2 of 2 mappings without MAP_FIXED could not be placed where the kernel put them"), "{}", r.stderr);
     assert!(r.stderr.contains(&format!("pid 100: private anonymous mapping of 4194304 bytes (hint 0x0): the kernel put it at {:#x}, the model would at 0x7ffff7a00000", recording::Z)), "{}", r.stderr);
     assert!(r.stderr.contains("pid 101: private anonymous mapping of 65536 bytes (hint 0x0): the kernel put it at 0x7ffff7f00000, the model would at 0x7dfffffb5000"), "{}", r.stderr);
     // The two misses, their summary, and that the child's execve has no snapshot.
-    assert!(
-        r.stderr
-            .contains("1 process images made by an execve have no exec snapshot"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("1 process images made by an execve have no exec snapshot"), "{}", r.stderr);
     assert!(out.contains("WARNING: 0 of 2 placements matched the kernel's, 0 relocated; 4 replay warnings (printed on stderr"), "{out}");
     let v = thplab(&["sim", &f, "--json"]).ok().result();
-    let rp = v
-        .model
-        .as_ref()
-        .and_then(|m| m.replay.as_ref())
-        .expect("model.replay");
+    let rp = v.model.as_ref().and_then(|m| m.replay.as_ref()).expect("model.replay");
     assert_eq!(rp.per_process.len(), 2);
     assert_eq!(rp.placements_matched, 0);
-    assert!(
-        v.vmas.iter().any(|x| x.pid == Some(101) && x.rss_kb == 64),
-        "{:?}",
-        v.vmas
-    );
+    assert!(v.vmas.iter().any(|x| x.pid == Some(101) && x.rss_kb == 64), "{:?}", v.vmas);
 }
 
 #[test]
@@ -521,81 +278,40 @@ fn salvage_replays_a_damaged_recording_up_to_the_damage() {
     let (_d, f) = write_bytes("cut.trace", &whole[..cut]);
     let r = thplab(&["sim", &f]);
     r.fails(2);
-    assert!(
-        r.stderr.contains("byte ") && r.stderr.contains("the file ends too early"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("byte ") && r.stderr.contains("the file ends too early"), "{}", r.stderr);
     let r = thplab(&["sim", &f, "--salvage"]);
     r.ok();
-    assert!(
-        r.stderr.contains(&format!("{f} is damaged at byte")),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains(&format!("{f} is damaged at byte")), "{}", r.stderr);
     assert!(r.stderr.contains("--salvage replayed the"), "{}", r.stderr);
-    assert!(
-        r.stdout
-            .contains("SALVAGED: the recording is damaged at byte"),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.contains("SALVAGED: the recording is damaged at byte"), "{}", r.stdout);
     let v = thplab(&["sim", &f, "--salvage", "--json"]).ok().result();
-    let s = v
-        .model
-        .as_ref()
-        .and_then(|m| m.replay.as_ref())
-        .and_then(|rp| rp.salvage.clone())
-        .expect("model.replay.salvage");
+    let s = v.model.as_ref().and_then(|m| m.replay.as_ref()).and_then(|rp| rp.salvage.clone()).expect("model.replay.salvage");
     let offset = s.offset;
     assert!(offset <= cut as u64, "{s:?}");
     assert_eq!(s.bytes_lost, cut as u64 - offset);
     assert_eq!(s.file_bytes, cut as u64);
     let read = s.records_read;
     let (_, ev) = recording::events();
-    assert_eq!(
-        read + s.records_lost.expect("the header counts the records"),
-        ev.len() as u64,
-        "{s:?}"
-    );
+    assert_eq!(read + s.records_lost.expect("the header counts the records"), ev.len() as u64, "{s:?}");
     assert!(read > 0 && read < ev.len() as u64, "{s:?}");
     // A whole recording salvages to itself: no salvage report.
     let (_d2, g) = write_bytes("whole.trace", &whole);
     let whole_run = thplab(&["sim", &g, "--salvage", "--json"]);
-    let rp = whole_run
-        .ok()
-        .result()
-        .model
-        .and_then(|m| m.replay)
-        .expect("model.replay");
+    let rp = whole_run.ok().result().model.and_then(|m| m.replay).expect("model.replay");
     assert_eq!(rp.salvage, None);
     // Not even as null: the key is left out.
-    assert!(
-        !whole_run.stdout.contains("\"salvage\""),
-        "{}",
-        whole_run.stdout
-    );
+    assert!(!whole_run.stdout.contains("\"salvage\""), "{}", whole_run.stdout);
     // A damaged header cannot be salvaged.
     let (_d3, h) = write_bytes("head.trace", &whole[..12]);
     let r = thplab(&["sim", &h, "--salvage"]);
     r.fails(2);
-    assert!(
-        r.stderr
-            .contains("the header is damaged, nothing can be salvaged"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("the header is damaged, nothing can be salvaged"), "{}", r.stderr);
 }
 
 /// Headless Chromium from the distribution, if installed.
 fn chromium() -> Option<String> {
     ["chromium", "chromium-browser"].iter().find_map(|c| {
-        std::process::Command::new(c)
-            .arg("--version")
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|_| c.to_string())
+        std::process::Command::new(c).arg("--version").output().ok().filter(|o| o.status.success()).map(|_| c.to_string())
     })
 }
 
@@ -603,16 +319,7 @@ fn chromium_run(bin: &str, extra: &[&str], page: &std::path::Path) -> std::proce
     let profile = tempfile::tempdir().unwrap();
     let url = format!("file://{}", page.display());
     std::process::Command::new(bin)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ])
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(extra)
         .arg(url)
@@ -628,24 +335,12 @@ fn report_writes_one_html_file_with_its_plots_and_chromium_shows_them() {
     let res = d.path().join("matrix.json");
     std::fs::write(&res, &json.stdout).unwrap();
     let page = d.path().join("report.html");
-    let r = thplab(&[
-        "report",
-        res.to_str().unwrap(),
-        "-o",
-        page.to_str().unwrap(),
-    ]);
+    let r = thplab(&["report", res.to_str().unwrap(), "-o", page.to_str().unwrap()]);
     r.ok();
-    assert!(
-        r.stderr.contains("wrote") && r.stderr.contains("(11 runs)"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("wrote") && r.stderr.contains("(11 runs)"), "{}", r.stderr);
     let html = std::fs::read_to_string(&page).unwrap();
     // Self-contained: no script, nothing fetched.
-    assert!(
-        !html.contains("<script") && !html.contains("src=") && !html.contains("href="),
-        "not self-contained"
-    );
+    assert!(!html.contains("<script") && !html.contains("src=") && !html.contains("href="), "not self-contained");
     // 5 bar charts (faults, Rss, peak Rss, bloat, large folios) of 11 bars each; one folio map
     // per setting, each with the one VMA left at exit.
     assert_eq!(html.matches("data-plot=\"bars\"").count(), 5);
@@ -653,23 +348,8 @@ fn report_writes_one_html_file_with_its_plots_and_chromium_shows_them() {
     assert_eq!(html.matches("data-plot=\"folio-map\"").count(), 11);
     // `sim --html` writes the same kind of page for one run.
     let one = d.path().join("one.html");
-    thplab(&[
-        "sim",
-        &w,
-        "--set",
-        "enabled=always",
-        "-q",
-        "--html",
-        one.to_str().unwrap(),
-    ])
-    .ok();
-    assert_eq!(
-        std::fs::read_to_string(&one)
-            .unwrap()
-            .matches("<rect class=\"bar\"")
-            .count(),
-        5
-    );
+    thplab(&["sim", &w, "--set", "enabled=always", "-q", "--html", one.to_str().unwrap()]).ok();
+    assert_eq!(std::fs::read_to_string(&one).unwrap().matches("<rect class=\"bar\"").count(), 5);
     // Bad input: not JSON, not a result.
     let (_d2, bad) = temp_file("bad.json", "[1, 2]");
     let r = thplab(&["report", &bad, "-o", page.to_str().unwrap()]);
@@ -682,44 +362,18 @@ fn report_writes_one_html_file_with_its_plots_and_chromium_shows_them() {
     };
     let out = chromium_run(&bin, &["--dump-dom"], &page);
     let dom = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
     // The browser parsed the SVG: the rendered DOM holds every plot, bar and label.
-    assert_eq!(
-        dom.matches("<svg").count(),
-        16,
-        "5 bar charts + 11 folio maps"
-    );
+    assert_eq!(dom.matches("<svg").count(), 16, "5 bar charts + 11 folio maps");
     assert_eq!(dom.matches("class=\"bar\"").count(), 55);
-    assert!(
-        dom.contains(">PMD always</text>") && dom.contains(">4K only</text>"),
-        "labels missing"
-    );
+    assert!(dom.contains(">PMD always</text>") && dom.contains(">4K only</text>"), "labels missing");
     // A screenshot is not blank: it has coloured (bar) pixels.
     let shot = tempfile::tempdir().unwrap();
     let png = shot.path().join("shot.png");
-    let out = chromium_run(
-        &bin,
-        &[
-            &format!("--screenshot={}", png.display()),
-            "--window-size=1000,1400",
-        ],
-        &page,
-    );
-    assert!(
-        out.status.success() && png.exists(),
-        "no screenshot: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = chromium_run(&bin, &[&format!("--screenshot={}", png.display()), "--window-size=1000,1400"], &page);
+    assert!(out.status.success() && png.exists(), "no screenshot: {}", String::from_utf8_lossy(&out.stderr));
     let bytes = std::fs::read(&png).unwrap();
     assert!(bytes.starts_with(b"\x89PNG"), "not a PNG");
     // A blank white 1000x1400 PNG compresses to a few kB; bars, text and colours do not.
-    assert!(
-        bytes.len() > 20_000,
-        "screenshot of {} bytes looks blank",
-        bytes.len()
-    );
+    assert!(bytes.len() > 20_000, "screenshot of {} bytes looks blank", bytes.len());
 }

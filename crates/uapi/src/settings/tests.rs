@@ -48,8 +48,7 @@ fn defaults_print_as_a_settings_file() {
 fn set_accepts_kernel_paths_and_refuses_what_the_kernel_refuses() {
     let mut s = ThpSettings::default();
     s.set("hugepages-64kB/enabled", "always").unwrap();
-    s.set("/sys/kernel/mm/transparent_hugepage/enabled", "never\n")
-        .unwrap();
+    s.set("/sys/kernel/mm/transparent_hugepage/enabled", "never\n").unwrap();
     s.set("hugepages-16kB", "madvise").unwrap();
     assert_eq!(s.anon[4], AnonEnabled::Always);
     assert_eq!(s.anon[2], AnonEnabled::Madvise);
@@ -69,18 +68,9 @@ fn set_accepts_kernel_paths_and_refuses_what_the_kernel_refuses() {
         e.to_string(),
         "invalid value '512' for 'khugepaged/max_ptes_none'; valid values are: an integer from 0 to 511"
     );
-    assert!(matches!(
-        s.set("khugepaged/pages_to_scan", "0"),
-        Err(SettingsError::InvalidValue { .. })
-    ));
-    assert!(matches!(
-        s.set("hpage_pmd_size", "4096"),
-        Err(SettingsError::ReadOnly { .. })
-    ));
-    assert!(matches!(
-        s.set("hugepages-48kB/enabled", "always"),
-        Err(SettingsError::UnknownPath { .. })
-    ));
+    assert!(matches!(s.set("khugepaged/pages_to_scan", "0"), Err(SettingsError::InvalidValue { .. })));
+    assert!(matches!(s.set("hpage_pmd_size", "4096"), Err(SettingsError::ReadOnly { .. })));
+    assert!(matches!(s.set("hugepages-48kB/enabled", "always"), Err(SettingsError::UnknownPath { .. })));
     // shmem_enabled=force needs the per-size inherit set to be exactly PMD (shmem_parse_huge).
     s.set("hugepages-64kB/shmem_enabled", "inherit").unwrap();
     assert!(s.set("shmem_enabled", "force").is_err());
@@ -110,22 +100,13 @@ fn sysfs_dump_is_a_settings_file() {
 #[test]
 fn file_errors_name_file_and_line() {
     let mut s = ThpSettings::default();
-    let e = s
-        .apply_file(
-            "my.thp",
-            "# comment\nenabled=always\n\nhugepages-64kB/enabled=yes\n",
-        )
-        .unwrap_err();
+    let e = s.apply_file("my.thp", "# comment\nenabled=always\n\nhugepages-64kB/enabled=yes\n").unwrap_err();
     assert_eq!(
         e.to_string(),
         "my.thp:4: invalid value 'yes' for 'hugepages-64kB/enabled'; valid values are: always, inherit, madvise, never"
     );
     let e = s.apply_file("my.thp", "enabled always\n").unwrap_err();
-    assert!(
-        e.to_string()
-            .starts_with("my.thp:1: 'enabled always' is not of the form PATH=VALUE"),
-        "{e}"
-    );
+    assert!(e.to_string().starts_with("my.thp:1: 'enabled always' is not of the form PATH=VALUE"), "{e}");
 }
 
 #[test]
@@ -134,28 +115,12 @@ fn cmdline_options_follow_setup_thp_anon() {
     s.apply_cmdline("BOOT_IMAGE=/vmlinuz ro transparent_hugepage=always thp_anon=16K-64K:always;128K,512K:inherit;2M:never")
         .unwrap();
     assert_eq!(s.enabled, TopEnabled::Always);
-    assert_eq!(
-        s.anon_orders(AnonEnabled::Always)
-            .iter_desc()
-            .map(|o| o.0)
-            .collect::<Vec<_>>(),
-        [4, 3, 2]
-    );
-    assert_eq!(
-        s.anon_orders(AnonEnabled::Inherit)
-            .iter_desc()
-            .map(|o| o.0)
-            .collect::<Vec<_>>(),
-        [7, 5]
-    );
+    assert_eq!(s.anon_orders(AnonEnabled::Always).iter_desc().map(|o| o.0).collect::<Vec<_>>(), [4, 3, 2]);
+    assert_eq!(s.anon_orders(AnonEnabled::Inherit).iter_desc().map(|o| o.0).collect::<Vec<_>>(), [7, 5]);
     // thp_anon= given: PMD is no longer inherit by default.
     assert_eq!(s.anon[9], AnonEnabled::Never);
     let e = s.apply_cmdline("thp_anon=8K:always").unwrap_err();
-    assert!(
-        e.to_string()
-            .contains("valid sizes are 16K, 32K, 64K, 128K, 256K, 512K, 1M, 2M"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("valid sizes are 16K, 32K, 64K, 128K, 256K, 512K, 1M, 2M"), "{e}");
     assert!(s.apply_cmdline("thp_anon=64K:sometimes").is_err());
     assert!(s.apply_cmdline("transparent_hugepage=on").is_err());
     s.apply_cmdline("thp_shmem=8K:always").unwrap();
@@ -170,50 +135,27 @@ fn a_dump_with_knobs_of_another_build_is_carried_not_refused() {
     let mut s = ThpSettings::default();
     s.apply_file("dump", dump).unwrap();
     assert_eq!(s.anon_beside_full, Some(true));
-    assert_eq!(
-        s.unknown.get("some_future_knob").map(String::as_str),
-        Some("on")
-    );
-    assert_eq!(
-        s.unknown.get("khugepaged/new_limit").map(String::as_str),
-        Some("7")
-    );
+    assert_eq!(s.unknown.get("some_future_knob").map(String::as_str), Some("on"));
+    assert_eq!(s.unknown.get("khugepaged/new_limit").map(String::as_str), Some("7"));
     let w = s.unknown_warning().unwrap();
-    assert!(
-        w.contains("some_future_knob=on") && w.contains("khugepaged/new_limit=7"),
-        "{w}"
-    );
+    assert!(w.contains("some_future_knob=on") && w.contains("khugepaged/new_limit=7"), "{w}");
     // Printed as a settings file that reads back to the same settings.
     let mut back = ThpSettings::default();
     back.apply_file("printed", &s.to_string()).unwrap();
     assert_eq!(back, s);
     // A known knob with a bad value is still an error, with its line.
-    let e = ThpSettings::default()
-        .apply_file("dump", "./enabled:always\n./anon_beside_full:2\n")
-        .unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "dump:2: invalid value '2' for 'anon_beside_full'; valid values are: 0, 1"
-    );
+    let e = ThpSettings::default().apply_file("dump", "./enabled:always\n./anon_beside_full:2\n").unwrap_err();
+    assert_eq!(e.to_string(), "dump:2: invalid value '2' for 'anon_beside_full'; valid values are: 0, 1");
     // --set keeps refusing unknown paths: a typo is not a knob.
-    assert!(matches!(
-        ThpSettings::default().apply_assignment("enabeld=always"),
-        Err(SettingsError::UnknownPath { .. })
-    ));
+    assert!(matches!(ThpSettings::default().apply_assignment("enabeld=always"), Err(SettingsError::UnknownPath { .. })));
 }
 
 #[test]
 fn anon_beside_full_is_a_build_knob() {
     let s = ThpSettings::default();
     assert_eq!(s.anon_beside_full, None);
-    assert!(
-        !s.knob_map().contains_key("anon_beside_full"),
-        "upstream settings do not name it"
-    );
-    assert_eq!(
-        s.upstream_build_knobs(),
-        vec![("anon_beside_full".to_string(), "0".to_string())]
-    );
+    assert!(!s.knob_map().contains_key("anon_beside_full"), "upstream settings do not name it");
+    assert_eq!(s.upstream_build_knobs(), vec![("anon_beside_full".to_string(), "0".to_string())]);
     let mut t = ThpSettings::default();
     t.set("anon_beside_full", "1").unwrap();
     assert_eq!(t.knob_map()["anon_beside_full"], "1");
@@ -223,12 +165,6 @@ fn anon_beside_full_is_a_build_knob() {
 
 #[test]
 fn a_dump_line_with_two_choices_is_refused() {
-    let e = ThpSettings::default()
-        .apply_file("f", "enabled:[always] [madvise] never\n")
-        .unwrap_err();
-    assert!(
-        e.to_string()
-            .starts_with("f:1: invalid value '[always] [madvise] never' for 'enabled'"),
-        "{e}"
-    );
+    let e = ThpSettings::default().apply_file("f", "enabled:[always] [madvise] never\n").unwrap_err();
+    assert!(e.to_string().starts_with("f:1: invalid value '[always] [madvise] never' for 'enabled'"), "{e}");
 }
