@@ -729,7 +729,14 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
         l.serve();
         paths_vanished = l.vanished;
         for r in std::mem::take(&mut l.resolved) {
-            self_push(&mut dec.raws, r.time.saturating_sub(start), r.pid, r.tid, RawKind::Body(Box::new(EventBody::Path(r.info))));
+            let t = r.time.saturating_sub(start);
+            self_push(&mut dec.raws, t, r.pid, r.tid, RawKind::Body(Box::new(EventBody::Path(r.info))));
+            // The kernel's read of the path faults where the recorder's read mapped the page:
+            // a read in kernel mode of a page not present (error code 0), recorded as the
+            // kernel's other faults are.
+            for addr in r.faulted.into_iter().filter(|_| opts.kernel_faults) {
+                self_push(&mut dec.raws, t, r.pid, r.tid, RawKind::Body(Box::new(EventBody::Fault { addr, error_code: 0 })));
+            }
         }
         // An answered call did not run: no sys_enter was recorded for it (seccomp skips the
         // call before the tracepoint), only its sys_exit, which `pair` drops. Its record is

@@ -158,6 +158,11 @@ pub struct Resolved {
     pub pid: u32,
     pub tid: u32,
     pub info: PathInfo,
+    /// Addresses of the path in pages that were not mapped before the recorder read it: the
+    /// read (through /proc/PID/mem, `access_remote_vm` → GUP) faulted them into the program's
+    /// page tables, so the fault the kernel's own read (`getname` → `strncpy_from_user`) takes
+    /// there without the recorder did not happen, and is recorded as that kernel read fault.
+    pub faulted: Vec<u64>,
 }
 
 /// A call the recorder answered without running it: when it was stopped and answered, which
@@ -222,7 +227,7 @@ impl Listener {
                 // SAFETY: the ioctl reads one u64.
                 let valid = unsafe { libc::ioctl(self.fd.as_raw_fd(), SECCOMP_IOCTL_NOTIF_ID_VALID as _, &n.id) } == 0;
                 match info {
-                    Some((pid, info)) if valid => self.resolved.push(Resolved { time, pid, tid: n.pid, info }),
+                    Some((pid, info, faulted)) if valid => self.resolved.push(Resolved { time, pid, tid: n.pid, info, faulted }),
                     _ => self.vanished += 1,
                 }
                 Reply::Continue
@@ -261,11 +266,12 @@ impl Listener {
         }
     }
 
-    /// Read and resolve the path of a stopped call; (tgid, info).
-    fn look(&self, n: &libc::seccomp_notif) -> Option<(u32, PathInfo)> {
+    /// Read and resolve the path of a stopped call; (tgid, info, the addresses the read
+    /// faulted in: [`Resolved::faulted`]).
+    fn look(&self, n: &libc::seccomp_notif) -> Option<(u32, PathInfo, Vec<u64>)> {
         let &(_, kind, path_arg, dirfd_arg) = CALLS.iter().find(|c| c.0 == n.data.nr as i64)?;
         let tid = n.pid;
-        let raw = read_cstring(tid, n.data.args[path_arg])?;
+        let (raw, faulted) = read_cstring(tid, n.data.args[path_arg])?;
         let path = if raw.first() == Some(&b'/') {
             raw
         } else {
@@ -310,27 +316,41 @@ impl Listener {
             }
             break;
         }
-        Some((tgid, info))
+        Some((tgid, info, faulted))
     }
 }
 
-/// A NUL-terminated string at `addr` in thread `tid` (at most 4096 bytes).
-fn read_cstring(tid: u32, addr: u64) -> Option<Vec<u8>> {
+/// A NUL-terminated string at `addr` in thread `tid` (at most 4096 bytes), and the addresses of
+/// it in pages that were not mapped (neither present nor swapped, by /proc/PID/pagemap) before
+/// this read mapped them.
+fn read_cstring(tid: u32, addr: u64) -> Option<(Vec<u8>, Vec<u64>)> {
     use std::os::unix::fs::FileExt;
     let f = std::fs::File::open(format!("/proc/{tid}/mem")).ok()?;
+    let pagemap = std::fs::File::open(format!("/proc/{tid}/pagemap")).ok();
+    let unmapped = |a: u64| {
+        let mut e = [0u8; 8];
+        let Some(pm) = &pagemap else { return false };
+        // Bit 63 present, bit 62 swapped (Documentation/admin-guide/mm/pagemap.rst).
+        pm.read_exact_at(&mut e, a / 4096 * 8).is_ok() && u64::from_le_bytes(e) >> 62 == 0
+    };
     let mut out = Vec::new();
+    let mut faulted = Vec::new();
     let mut at = addr;
     while out.len() < 4096 {
         // Up to the end of the page, so that a string near an unmapped page still reads.
         let chunk = (4096 - (at % 4096)) as usize;
         let mut buf = vec![0u8; chunk];
+        let was_unmapped = unmapped(at);
         let n = f.read_at(&mut buf, at).ok()?;
         if n == 0 {
             return None;
         }
+        if was_unmapped {
+            faulted.push(at);
+        }
         if let Some(z) = buf[..n].iter().position(|&c| c == 0) {
             out.extend_from_slice(&buf[..z]);
-            return Some(out);
+            return Some((out, faulted));
         }
         out.extend_from_slice(&buf[..n]);
         at += n as u64;
