@@ -47,6 +47,20 @@ pub enum Populate {
     Write,
 }
 
+impl Populate {
+    /// Whether GUP writes `vma` (FOLL_WRITE) when it populates it this way; None when it
+    /// leaves the VMA alone (`populate_vma_page_range` skips VMAs with no access rights and
+    /// VM_LOCKONFAULT, and writes only where `(vm_flags & (VM_WRITE | VM_SHARED)) == VM_WRITE`).
+    pub fn writes(self, vma: &crate::vma::Vma) -> Option<bool> {
+        match self {
+            Populate::Write => Some(true),
+            Populate::Read => Some(false),
+            Populate::Mlock if vma.flags & vm::ACCESS == 0 || vma.flags & vm::LOCKONFAULT != 0 => None,
+            Populate::Mlock => Some(vma.flags & (vm::WRITE | vm::SHARED) == vm::WRITE),
+        }
+    }
+}
+
 /// What a populate did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Populated {
@@ -101,16 +115,7 @@ impl Kernel {
                 done.unmodelled_pages += (e - s) / PAGE_SIZE;
                 continue;
             }
-            let write = match how {
-                Populate::Write => true,
-                Populate::Read => false,
-                Populate::Mlock => {
-                    if v.flags & vm::ACCESS == 0 || v.flags & vm::LOCKONFAULT != 0 {
-                        continue;
-                    }
-                    v.flags & (vm::WRITE | vm::SHARED) == vm::WRITE
-                }
-            };
+            let Some(write) = how.writes(&v) else { continue };
             if how != Populate::Mlock && (v.flags & vm::ACCESS == 0 || (write && v.flags & vm::WRITE == 0)) {
                 return Err(Errno::EFAULT);
             }

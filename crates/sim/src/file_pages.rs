@@ -167,16 +167,6 @@ impl FilePages {
         }
         child
     }
-
-    /// Whether a populate writes `vma` (`populate_vma_page_range`: FOLL_WRITE where private and
-    /// writable) and whether it touches it at all (VMAs with no access rights and
-    /// VM_LOCKONFAULT are skipped).
-    pub fn mlock_access(vma: &Vma) -> Option<bool> {
-        if vma.flags & vm::ACCESS == 0 || vma.flags & vm::LOCKONFAULT != 0 {
-            return None;
-        }
-        Some(vma.flags & (vm::WRITE | vm::SHARED) == vm::WRITE)
-    }
 }
 
 /// The pages `do_fault_around` maps for a read fault at `page` of `vma`: `[from, to)`.
@@ -253,7 +243,7 @@ mod tests {
             vm::READ | vm::WRITE,
         );
         f.fault(&data, data.start + PAGE_SIZE, true);
-        assert_eq!(FilePages::mlock_access(&data), Some(true));
+        assert_eq!(mm::gup::Populate::Mlock.writes(&data), Some(true));
         assert_eq!(f.populate(&data, data.start, data.end, true), 2);
         assert_eq!(f.populate(&data, data.start, data.end, true), 0);
         // fork write-protects the written VMA in both; the text VMA (never written) is not copied.

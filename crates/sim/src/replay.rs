@@ -803,8 +803,8 @@ impl<'a> Replay<'a> {
         let (mm, _) = self.m.step(pmm, Step::Fork).forked().map_err(|e| self.err(format!("fork of process {parent}: {} in the model", e.name())))?;
         self.stats.images += 1;
         self.stats.forked_images += 1;
-        // The parent's special VMAs (the fork copied them as they were).
-        self.m.switch_mm(pmm);
+        // The parent's special VMAs (the fork copied them as they were; the parent's mm is
+        // still the current one).
         let special: Vec<mm::vma::Vma> = self.m.vmas().filter(|v| !v.is_modelled()).copied().collect();
         let pimg = self.procs.get_mut(&parent).and_then(|p| p.image.as_mut()).expect("checked above");
         let files = pimg.files.fork(&special);
@@ -1197,16 +1197,8 @@ impl<'a> Replay<'a> {
                     continue;
                 }
             }
-            let special: Vec<mm::vma::Vma> = k.vmas().filter(|v| !v.is_modelled() && v.end > ms && v.start < me).copied().collect();
-            for v in special {
-                let write = match how {
-                    Populate::Mlock => match FilePages::mlock_access(&v) {
-                        Some(w) => w,
-                        None => continue,
-                    },
-                    Populate::Read => false,
-                    Populate::Write => true,
-                };
+            for v in k.vmas_intersecting(ms, me).into_iter().filter(|v| !v.is_modelled()) {
+                let Some(write) = how.writes(&v) else { continue };
                 let faults = img.files.populate(&v, ms, me, write);
                 st.populate_faults += faults;
                 img.file_gup_faults += faults;
