@@ -106,6 +106,16 @@ pub mod mountinfo {
     }
 }
 
+/// /proc/PID/stat (fs/proc/array.c: do_task_stat).
+pub mod stat {
+    /// Field `n` (1-based, as proc(5) counts) of the text. The command name (field 2) may hold
+    /// spaces and parentheses: the fields after it are counted from its last ')'.
+    pub fn field(text: &str, n: usize) -> Option<u64> {
+        let rest = &text[text.rfind(')')? + 1..];
+        rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
+    }
+}
+
 /// Names of flags and values for people (`thplab trace show`): every bit and value of these
 /// calls, not only those the model acts on.
 pub mod names {
@@ -208,6 +218,22 @@ pub mod names {
             _ => return v.to_string(),
         }
         .to_string()
+    }
+}
+
+#[cfg(test)]
+mod stat_tests {
+    use super::stat::field;
+
+    /// A /proc/PID/stat line as 6.18 prints it, with a command name that holds a space and a
+    /// parenthesis: startstack is field 28 (140737488346480 here).
+    #[test]
+    fn fields_count_from_the_last_parenthesis() {
+        let line = "4242 (a) b (c) S 1 4242 4242 0 -1 4194560 98 0 0 0 0 0 0 0 20 0 1 0 5431 2600960 224 \
+                    18446744073709551615 94281129136128 94281129157217 140737488346480 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
+        assert_eq!(field(line, 28), Some(140737488346480));
+        assert_eq!(field("4242 (a) S 1", 28), None);
+        assert_eq!(field("no parenthesis", 28), None);
     }
 }
 

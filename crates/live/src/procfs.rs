@@ -211,11 +211,7 @@ pub fn read_smaps(pid: i32) -> Result<Vec<Vma>> {
 }
 
 /// Field `n` (1-based, as proc(5) counts) of `/proc/PID/stat` text.
-pub fn stat_field(text: &str, n: usize) -> Option<u64> {
-    // The comm field (2) may contain spaces and parentheses: count from the last ')'.
-    let rest = &text[text.rfind(')')? + 1..];
-    rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
-}
+pub use linux_abi::stat::field as stat_field;
 
 /// `start_brk` of a process (field 47 of /proc/PID/stat).
 pub fn start_brk(pid: &str) -> Result<u64> {

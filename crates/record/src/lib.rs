@@ -734,8 +734,10 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
             // The kernel's read of the path faults where the recorder's read mapped the page:
             // a read in kernel mode of a page not present (error code 0), recorded as the
             // kernel's other faults are.
-            for addr in r.faulted.into_iter().filter(|_| opts.kernel_faults) {
-                self_push(&mut dec.raws, t, r.pid, r.tid, RawKind::Body(Box::new(EventBody::Fault { addr, error_code: 0 })));
+            if opts.kernel_faults {
+                for addr in r.faulted {
+                    self_push(&mut dec.raws, t, r.pid, r.tid, RawKind::Body(Box::new(EventBody::Fault { addr, error_code: 0 })));
+                }
             }
         }
         // An answered call did not run: no sys_enter was recorded for it (seccomp skips the

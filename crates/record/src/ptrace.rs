@@ -41,16 +41,6 @@ use crate::spawn::{parse_maps, status_code};
 /// stack starts (`mm->start_stack`, if /proc/PID/stat could be read).
 pub type Snapshot = (u64, u32, Vec<MapEntry>, Option<u64>);
 
-/// Field 28 of /proc/PID/stat, `startstack` (fs/proc/array.c: do_task_stat prints
-/// `mm->start_stack`, which fs/binfmt_elf.c: load_elf_binary sets to the address of argc once
-/// create_elf_tables has written the stack). The fields after the command name (which may hold
-/// spaces and parentheses) start at field 3.
-pub fn start_stack_of_stat(stat: &[u8]) -> Option<u64> {
-    let close = stat.iter().rposition(|&c| c == b')')?;
-    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
-    rest.split_ascii_whitespace().nth(28 - 3)?.parse().ok()
-}
-
 /// What the tracer leaves when the first process has ended.
 pub struct Traced {
     /// Its exit status (code, or 128 + signal).
@@ -148,9 +138,10 @@ fn trace_until_exit(root: i32) -> Result<Traced, String> {
                 // de_thread), which waitpid reports.
                 let t = crate::monotonic_ns();
                 if let Ok(b) = std::fs::read(format!("/proc/{pid}/maps")) {
-                    let stack = std::fs::read(format!("/proc/{pid}/stat"))
-                        .ok()
-                        .and_then(|s| start_stack_of_stat(&s));
+                    // Field 28, startstack: `mm->start_stack`, which fs/binfmt_elf.c:
+                    // load_elf_binary sets to the address of argc once create_elf_tables has
+                    // written the stack.
+                    let stack = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| linux_abi::stat::field(&s, 28));
                     snapshots.push((t, pid as u32, parse_maps(&b), stack));
                 }
                 cont(pid, libc::PTRACE_CONT, 0);
@@ -163,21 +154,5 @@ fn trace_until_exit(root: i32) -> Result<Traced, String> {
             // A signal-delivery stop: the signal goes on to the tracee.
             _ => cont(pid, libc::PTRACE_CONT, sig),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::start_stack_of_stat;
-
-    /// A /proc/PID/stat line as 6.18 prints it (fs/proc/array.c: do_task_stat), with a command
-    /// name that holds a space and a parenthesis: startstack is field 28 (140737488346480 here).
-    #[test]
-    fn start_stack_is_field_28_after_the_command_name() {
-        let line = b"4242 (a) b (c) S 1 4242 4242 0 -1 4194560 98 0 0 0 0 0 0 0 20 0 1 0 5431 2600960 224 \
-                     18446744073709551615 94281129136128 94281129157217 140737488346480 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
-        assert_eq!(start_stack_of_stat(line), Some(140737488346480));
-        assert_eq!(start_stack_of_stat(b"4242 (a) S 1"), None);
-        assert_eq!(start_stack_of_stat(b"no parenthesis"), None);
     }
 }
