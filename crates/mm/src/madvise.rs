@@ -138,13 +138,7 @@ impl Kernel {
         // write access"), as glibc's mmap(PROT_NONE) then mprotect(PROT_READ | PROT_WRITE) of a
         // heap under mlockall(MCL_FUTURE) does.
         let newly_writable: Vec<(u64, u64)> = if prot_flags & vm::WRITE != 0 {
-            self.mm
-                .vmas
-                .intersecting(start, end)
-                .iter()
-                .filter(|v| v.flags & (vm::WRITE | vm::SHARED | vm::LOCKED) == vm::LOCKED)
-                .map(|v| (v.start.max(start), v.end.min(end)))
-                .collect()
+            self.mm.vmas.intersecting(start, end).iter().filter(|v| v.flags & (vm::WRITE | vm::SHARED | vm::LOCKED) == vm::LOCKED).map(|v| (v.start.max(start), v.end.min(end))).collect()
         } else {
             Vec::new()
         };

@@ -295,8 +295,7 @@ impl Kernel {
                 self.mm.vma_cache = None;
             }
             if populate {
-                let _ =
-                    self.populate_range(old + old_len, old + new_len, crate::gup::Populate::Mlock);
+                let _ = self.populate_range(old + old_len, old + new_len, crate::gup::Populate::Mlock);
             }
             return Ok(());
         }
@@ -312,11 +311,7 @@ impl Kernel {
         self.unmap_range(old, old + moved);
         self.mm.vmas.try_merge(result);
         if populate {
-            let _ = self.populate_range(
-                result + old_len,
-                result + new_len,
-                crate::gup::Populate::Mlock,
-            );
+            let _ = self.populate_range(result + old_len, result + new_len, crate::gup::Populate::Mlock);
         }
         Ok(())
     }

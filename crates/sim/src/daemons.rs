@@ -217,11 +217,7 @@ mod tests {
             syscall_ns: 10.0,
             ..Default::default()
         };
-        let mut opts = crate::RunOptions {
-            check_invariants: true,
-            costs: Some(costs),
-            ..Default::default()
-        };
+        let mut opts = crate::RunOptions { check_invariants: true, costs: Some(costs), ..Default::default() };
         let (r, _) = crate::run_with(&w, &s, &MachineConfig::default(), &mut opts).unwrap();
         let t = r.time.unwrap();
         assert_eq!(t.faults["64kB"], 16);
