@@ -872,12 +872,11 @@ impl Kernel {
     /// fault (a 64 KiB window; whole shmem folios when they fit the VMA and one page table).
     /// Returns Some(Fault) when the faulting page got mapped.
     fn do_fault_around(&mut self, vma: &Vma, va: Vaddr, t: u32, ino: u32, pgoff: u64) -> Option<Access> {
-        const NR: u64 = 16; // fault_around_bytes 64 KiB
         let pte_off = va.pte_index() as u64;
-        let vma_off = pgoff - vma.pgoff;
-        let vma_pages = vma.len() / mm_types::PAGE_SIZE;
-        let from = (pte_off / NR * NR).max(pte_off - pte_off.min(vma_off));
-        let to = (from + NR).min(512).min(pte_off + vma_pages - vma_off) - 1;
+        let (win_start, win_end) = fault_around_window(vma, va.0);
+        let pmd_base = va.0 & !(mm_types::PMD_SIZE - 1);
+        let from = (win_start - pmd_base) / mm_types::PAGE_SIZE;
+        let to = (win_end - pmd_base) / mm_types::PAGE_SIZE - 1;
         let start_pgoff = pgoff + from - pte_off;
         let mut end_pgoff = pgoff + to - pte_off;
         let inode = self.shmem_inode(ino);
@@ -946,4 +945,15 @@ impl Kernel {
             None
         }
     }
+}
+
+/// The addresses `do_fault_around` maps around a read fault at `addr` in `vma`: `[start, end)`.
+/// mm/memory.c: the window of `fault_around_bytes` (64 KiB, 16 pages) starts at the address
+/// aligned down to 16 pages, or at the VMA's or the page table's start if later, and ends 16
+/// pages after its start, at the page table's end or at the VMA's end, whichever comes first.
+pub fn fault_around_window(vma: &Vma, addr: u64) -> (u64, u64) {
+    const WINDOW: u64 = 16 * mm_types::PAGE_SIZE;
+    let pmd_start = addr & !(mm_types::PMD_SIZE - 1);
+    let from = (addr & !(WINDOW - 1)).max(vma.start).max(pmd_start);
+    (from, (from + WINDOW).min(pmd_start + mm_types::PMD_SIZE).min(vma.end))
 }

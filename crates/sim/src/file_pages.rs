@@ -5,11 +5,10 @@
 //!
 //! What maps a page, from the recorded faults (6.18):
 //! - A read or exec fault on a file page: `do_read_fault` → `do_fault_around` maps every page of
-//!   the page cache in a window of `fault_around_bytes` (64 KiB) around it (mm/memory.c: the
-//!   window starts at the address aligned down to 16 pages, or at the VMA's or the page
-//!   table's start if later, and ends 16 pages after its start, at the page table's end or at
-//!   the VMA's end, whichever comes first; `filemap_map_pages` maps the cached pages in it).
-//!   The page cache is taken to hold the whole file: programs map libraries that are cached.
+//!   the page cache in a window of `fault_around_bytes` (64 KiB) around it
+//!   (`mm::memory::fault_around_window`, the one mm's shmem faults use; `filemap_map_pages` maps
+//!   the cached pages in it). The page cache is taken to hold the whole file: programs map
+//!   libraries that are cached.
 //! - A write fault on a private file page: `do_cow_fault` (no fault-around) or `do_wp_page`;
 //!   the page is then the task's own, writable.
 //! - The vDSO is a special mapping (`special_mapping_fault`, no `map_pages`): one page a fault.
@@ -35,10 +34,6 @@ use mm_types::PAGE_SIZE;
 const PRESENT: u8 = 1;
 /// The task's own writable page (a private page after COW, or a shared page written).
 const WRITTEN: u8 = 2;
-
-/// `fault_around_bytes` (mm/memory.c), in pages.
-const FAULT_AROUND_PAGES: u64 = 16;
-const PMD_SIZE: u64 = 2 << 20;
 
 /// What kind of mapping a special VMA is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,7 +98,7 @@ impl FilePages {
             }
             Kind::SpecialMapping => *self.pages.entry(page).or_default() |= PRESENT,
             Kind::File => {
-                let (from, to) = fault_around_window(vma, page);
+                let (from, to) = mm::memory::fault_around_window(vma, page);
                 for p in (from..to).step_by(PAGE_SIZE as usize) {
                     *self.pages.entry(p).or_default() |= PRESENT;
                 }
@@ -169,18 +164,12 @@ impl FilePages {
     }
 }
 
-/// The pages `do_fault_around` maps for a read fault at `page` of `vma`: `[from, to)`.
-fn fault_around_window(vma: &Vma, page: u64) -> (u64, u64) {
-    let window = FAULT_AROUND_PAGES * PAGE_SIZE;
-    let pmd_start = page & !(PMD_SIZE - 1);
-    let from = (page & !(window - 1)).max(vma.start).max(pmd_start);
-    let to = (from + window).min(pmd_start + PMD_SIZE).min(vma.end);
-    (from, to)
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mm::memory::fault_around_window;
+    use mm_types::PMD_SIZE;
 
     fn vma(start: u64, end: u64, flags: u32) -> Vma {
         Vma {
