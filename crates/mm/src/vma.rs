@@ -193,21 +193,24 @@ impl VmaTree {
 
     /// Merge the VMA starting at `start` with its neighbours where the kernel would.
     pub fn try_merge(&mut self, start: u64) {
-        let Some(mut v) = self.map.get(&start).copied() else { return };
-        if let Some(p) = self.prev(v.start) {
-            if can_merge(&p, &v) {
-                self.remove(v.start);
-                v = Vma { start: p.start, anon_vma: p.anon_vma.max(v.anon_vma), pgoff: p.pgoff, ..v };
-                self.update(v);
-            }
-        }
+        let Some(v) = self.try_merge_prev(start) else { return };
         if let Some(n) = self.next(v.end) {
             if can_merge(&v, &n) {
                 self.remove(n.start);
-                v = Vma { end: n.end, anon_vma: n.anon_vma.max(v.anon_vma), ..v };
-                self.update(v);
+                self.update(Vma { end: n.end, anon_vma: n.anon_vma.max(v.anon_vma), ..v });
             }
         }
+    }
+
+    /// Merge the VMA at `start` into its predecessor only (`vmg.just_expand`, as do_brk_flags
+    /// expands the heap); the VMA that holds `start` afterwards.
+    pub fn try_merge_prev(&mut self, start: u64) -> Option<Vma> {
+        let v = self.map.get(&start).copied()?;
+        let Some(p) = self.prev(v.start).filter(|p| can_merge(p, &v)) else { return Some(v) };
+        self.remove(v.start);
+        let v = Vma { start: p.start, anon_vma: p.anon_vma.max(v.anon_vma), pgoff: p.pgoff, ..v };
+        self.update(v);
+        Some(v)
     }
 
     /// Set the gap below the VMA at `start` from its predecessor.
