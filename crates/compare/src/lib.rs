@@ -7,6 +7,7 @@
 //! `uapi::RunResult`s and writes only to the writer it is given.
 
 pub mod timeline;
+pub mod vmas;
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::bloat::{sample_bloat, Bloat, BloatReport};
 use crate::census::census_of_ranges;
-use crate::procfs::{comm, read_smaps};
+use crate::procfs::{comm, read_smaps, Vma};
 use crate::Result;
 
 /// One VMA and the folios that back it: the schema's [`uapi::VmaMap`] (which the model's
@@ -87,6 +87,21 @@ pub fn observable(pid: i32) -> Observable {
 
 /// Census of every VMA of `pid`. A process that does not exist is
 /// [`crate::LiveError::NoSuchProcess`].
+/// One smaps VMA and its census in the schema's shape (as /proc/PID/maps prints the range).
+pub(crate) fn vma_map(v: &Vma, census: Census) -> uapi::VmaMap {
+    uapi::VmaMap {
+        start: format!("{:x}", v.start),
+        end: format!("{:x}", v.end),
+        perms: v.perms.clone(),
+        kind: uapi::result::vma_kind_of_name(&v.name).to_string(),
+        pid: None,
+        name: v.name.clone(),
+        rss_kb: v.rss_kb,
+        anon_huge_kb: v.anon_huge_kb,
+        census,
+    }
+}
+
 pub fn observe(pid: i32) -> Result<ObserveReport> {
     observe_with(pid, None)
 }
@@ -109,17 +124,7 @@ pub fn observe_with(pid: i32, bloat_budget: Option<Duration>) -> Result<ObserveR
         .enumerate()
         .map(|(i, (v, census))| ObservedVma {
             bloat: bloat.as_ref().and_then(|b| b.per_vma.get(i).cloned()),
-            map: uapi::VmaMap {
-                start: format!("{:x}", v.start),
-                end: format!("{:x}", v.end),
-                perms: v.perms.clone(),
-                kind: uapi::result::vma_kind_of_name(&v.name).to_string(),
-                pid: None,
-                name: v.name.clone(),
-                rss_kb: v.rss_kb,
-                anon_huge_kb: v.anon_huge_kb,
-                census,
-            },
+            map: vma_map(v, census),
         })
         .collect();
     Ok(ObserveReport {

@@ -586,6 +586,7 @@ fn snapshot(p: &mut Proc, tid: i32) -> Result<()> {
     let c = census_of_ranges(tid, &[(0, u64::MAX)], &vmas)?;
     r.census_ms = c.elapsed.as_secs_f64() * 1e3;
     r.census = Some(c.total);
+    r.vmas = vmas.iter().zip(c.per_vma).map(|(v, census)| crate::observe::vma_map(v, census)).collect();
     Ok(())
 }
 

@@ -41,7 +41,7 @@ use crate::spawn::{parse_maps, status_code};
 /// stack starts (`mm->start_stack`, if /proc/PID/stat could be read).
 pub type Snapshot = (u64, u32, Vec<MapEntry>, Option<u64>);
 
-/// What the tracer leaves when the first process has ended.
+/// What the tracer leaves when the program and every process it started have ended.
 pub struct Traced {
     /// Its exit status (code, or 128 + signal).
     pub status: u32,
@@ -85,7 +85,7 @@ impl Tracer {
         }
     }
 
-    /// The result once the first process has exited (`None` while it runs).
+    /// The result once the program and its descendants have exited (`None` while any runs).
     pub fn try_finish(&mut self) -> Option<Result<Traced, String>> {
         if !self.handle.as_ref()?.is_finished() {
             return None;
@@ -93,7 +93,7 @@ impl Tracer {
         self.finish()
     }
 
-    /// Wait for the first process to exit.
+    /// Wait for the program and its descendants to exit.
     pub fn finish(&mut self) -> Option<Result<Traced, String>> {
         let h = self.handle.take()?;
         Some(h.join().unwrap_or_else(|_| Err("the tracer thread panicked".into())))
@@ -108,23 +108,28 @@ fn cont(pid: i32, request: libc::c_uint, sig: i32) {
     }
 }
 
-/// The tracer's loop: serve every tracee's stops until `root` has exited and been reaped.
+/// The tracer's loop: serve every tracee's stops until `root` and every process it started
+/// have exited (waitpid: ECHILD), as the live run waits for them: a child the program leaves
+/// running (python's multiprocessing resource tracker, a shell's background job) goes on doing
+/// its work after the program's exit, and the live run measures it at its own exit.
 fn trace_until_exit(root: i32) -> Result<Traced, String> {
     let mut snapshots = Vec::new();
+    let mut root_status = None;
     loop {
         let mut st = 0;
         // SAFETY: waiting for this thread's tracees.
         let pid = unsafe { libc::waitpid(-1, &mut st, libc::__WALL | libc::__WNOTHREAD) };
         if pid < 0 {
             let e = std::io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EINTR) {
-                continue;
+            match (e.raw_os_error(), root_status) {
+                (Some(libc::EINTR), _) => continue,
+                (Some(libc::ECHILD), Some(status)) => return Ok(Traced { status, snapshots }),
+                _ => return Err(format!("waitpid: {e}")),
             }
-            return Err(format!("waitpid: {e}"));
         }
         if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) {
             if pid == root {
-                return Ok(Traced { status: status_code(st), snapshots });
+                root_status = Some(status_code(st));
             }
             continue;
         }

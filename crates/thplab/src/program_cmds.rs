@@ -133,13 +133,14 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             })?;
         let differs = rows.iter().any(|r| r.differs);
         differing += differs as usize;
+        let parted = compare::vmas::parting(&model, &live);
         if a.json {
-            json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "model": model, "live": live }));
+            json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "parted": parted, "model": model, "live": live }));
         } else {
             if attempts > 1 {
                 writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;
             }
-            print_program_rows(&mut out, label, s, &rows, &live)?;
+            print_program_rows(&mut out, label, s, &rows, &live, differs.then_some(&parted))?;
         }
     }
     if a.json {
@@ -179,8 +180,9 @@ pub fn pct_error(model: i64, live: i64) -> String {
     format!("{:+.2}%", (model - live) as f64 * 100.0 / live as f64)
 }
 
-/// As [`compare::print_rows`], with the difference in percent of live and the live wall time.
-pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], live: &RunResult) -> io::Result<()> {
+/// As [`compare::print_rows`], with the difference in percent of live and the live wall time,
+/// and where given the ranges where the two part.
+pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], live: &RunResult, parted: Option<&compare::vmas::Parting>) -> io::Result<()> {
     let n = rows.iter().filter(|r| r.differs).count();
     let wall = live.live.as_ref().map_or(0.0, |l| l.wall_ms);
     writeln!(
@@ -200,6 +202,9 @@ pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, ro
     }
     if let Some(u) = live.live.as_ref().and_then(|l| l.program.as_ref()).map(|p| &p.unmeasured).filter(|u| !u.is_empty()) {
         writeln!(out, "  not measured (no exit stop): {}", u.join("; "))?;
+    }
+    if let Some(p) = parted {
+        compare::vmas::print_parting(out, p, 8)?;
     }
     writeln!(out)
 }

@@ -516,6 +516,9 @@ pub struct ProgramProcess {
     pub census_ms: f64,
     /// `exited N`, `killed by signal N`.
     pub end: String,
+    /// The VMAs of its census at exit, each with its folios, as the model's `vmas` list them.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub vmas: Vec<VmaMap>,
 }
 
 /// One process (or thread) of a workload that forks or starts threads.
