@@ -6,7 +6,7 @@
 //!
 //! Processes are paired greedily in the order the live run saw them: each with the earliest
 //! model image of its name (an image that ran to its exit, not replaced by an execve), the
-//! images in the order the replay made them. A live process's name is its comm
+//! images in the order the replay made them (`image`: `per_process` lists them as they ended). A live process's name is its comm
 //! (the basename of the path execve was given, cut to the 15 bytes of TASK_COMM_LEN: `ld` for
 //! x86_64-linux-gnu-ld.bfd) against the model's executable's, or, after a single execve, its
 //! executable's basename; failing a name, the image where half its VMAs start.
@@ -69,6 +69,7 @@ pub fn parting(model: &RunResult, live: &RunResult) -> Parting {
     let Some(images) = model.model.as_ref().and_then(|m| m.replay.as_ref()).map(|r| &r.per_process) else { return out };
     let Some(procs) = live.live.as_ref().and_then(|l| l.program.as_ref()).map(|p| &p.processes) else { return out };
     let mut free: Vec<&uapi::result::ReplayProcess> = images.iter().filter(|p| !p.replaced).collect();
+    free.sort_by_key(|p| p.image);
     for lp in procs.iter().filter(|p| p.in_census) {
         let lv: Vec<&VmaMap> = lp.vmas.iter().filter(|v| measured(v)).collect();
         let starts: BTreeSet<&str> = lv.iter().map(|v| v.start.as_str()).collect();
@@ -197,15 +198,15 @@ mod tests {
     /// gcc under 512K alone, before the brk fix: cc1's heap was one VMA in the model and the
     /// bss plus [heap] live (read from `thplab compare --record --json`); `as` was equal; a
     /// bash that exec'd gcc is replaced in the model and not measured; ld (comm `ld`, exe
-    /// x86_64-linux-gnu-ld.bfd) pairs with the first of two model images of it; collect2 ran only
-    /// live.
+    /// x86_64-linux-gnu-ld.bfd) pairs with the first made of two model images of it (listed as
+    /// they ended, the later first); collect2 ran only live.
     #[test]
     fn a_split_heap_is_one_parted_range_of_its_process() {
         let mut model = RunResult::default();
-        let image = |pid: u32, exe: &str, replaced: bool| ReplayProcess { pid, exe: exe.into(), replaced, ..Default::default() };
+        let image = |pid: u32, exe: &str, replaced: bool| ReplayProcess { pid, image: u64::from(pid - 100), exe: exe.into(), replaced, ..Default::default() };
         model.model = Some(ModelSection {
             replay: Some(ReplayReport {
-                per_process: vec![image(100, "/usr/bin/bash", true), image(102, "/usr/lib/gcc/x86_64-linux-gnu/12/cc1", false), image(103, "/usr/bin/x86_64-linux-gnu-as", false), image(104, "/usr/bin/x86_64-linux-gnu-ld.bfd", false), image(105, "/usr/bin/x86_64-linux-gnu-ld.bfd", false)],
+                per_process: vec![image(100, "/usr/bin/bash", true), image(102, "/usr/lib/gcc/x86_64-linux-gnu/12/cc1", false), image(103, "/usr/bin/x86_64-linux-gnu-as", false), image(105, "/usr/bin/x86_64-linux-gnu-ld.bfd", false), image(104, "/usr/bin/x86_64-linux-gnu-ld.bfd", false)],
                 ..Default::default()
             }),
             ..Default::default()

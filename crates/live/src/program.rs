@@ -98,14 +98,24 @@ const HOLD: Duration = Duration::from_millis(50);
 /// When every other live thread of `p` is held at its exit stop or dying, the process is
 /// ending: take the snapshot (once) and let the held threads go.
 fn group_check(p: &mut Proc) -> Result<()> {
-    let Some(&(first, _)) = p.held.first() else { return Ok(()) };
+    if p.held.is_empty() {
+        return Ok(());
+    }
     let ending = p.alive.iter().all(|t| p.held.iter().any(|h| h.0 == *t) || dying(*t));
     if !ending {
         return Ok(());
     }
     if !p.snapshot_done {
         p.snapshot_done = true;
-        snapshot(p, first)?;
+        // A thread held at its exit stop can still be woken by the SIGKILL of another thread's
+        // exit_group and finish exiting (a zombie has no mm: python's multiprocessing pool
+        // workers): the snapshot is read through the first held thread that still has one.
+        let held: Vec<i32> = p.held.iter().map(|h| h.0).collect();
+        for tid in held {
+            if snapshot(p, tid)? {
+                break;
+            }
+        }
     }
     for (tid, _) in p.held.drain(..) {
         ptrace_cont(tid, 0);
@@ -567,7 +577,11 @@ fn register(tasks: &mut HashMap<i32, i32>, procs: &mut BTreeMap<i32, Proc>, orde
     p.report.threads += 1;
 }
 
-fn snapshot(p: &mut Proc, tid: i32) -> Result<()> {
+/// The process's exit snapshot read through `tid`; false when `tid` has no mm left.
+fn snapshot(p: &mut Proc, tid: i32) -> Result<bool> {
+    if status_field(&status_text(tid), "State:").is_none_or(|st| st.starts_with('Z') || st.starts_with('X')) {
+        return Ok(false);
+    }
     let r = &mut p.report;
     r.comm = crate::procfs::comm(tid);
     // /proc/TGID/stat: the whole group's faults (dead threads' too).
@@ -577,17 +591,21 @@ fn snapshot(p: &mut Proc, tid: i32) -> Result<()> {
     let mps = tmpfs_mount_points(tid);
     let vmas: Vec<Vma> = match read_smaps(tid) {
         Ok(v) => v.into_iter().filter(|v| is_anon_private(v) || is_shmem_shared(v, &mps)).collect(),
-        Err(LiveError::NoSuchProcess { .. }) => return Ok(()),
+        Err(LiveError::NoSuchProcess { .. }) => return Ok(false),
         Err(e) => return Err(e),
     };
     r.anon_vmas = vmas.len() as u64;
     r.rss_kb = vmas.iter().map(|v| v.rss_kb).sum();
     r.anon_huge_kb = vmas.iter().map(|v| v.anon_huge_kb).sum();
-    let c = census_of_ranges(tid, &[(0, u64::MAX)], &vmas)?;
+    let c = match census_of_ranges(tid, &[(0, u64::MAX)], &vmas) {
+        Ok(c) => c,
+        Err(LiveError::NoSuchProcess { .. }) => return Ok(false),
+        Err(e) => return Err(e),
+    };
     r.census_ms = c.elapsed.as_secs_f64() * 1e3;
     r.census = Some(c.total);
     r.vmas = vmas.iter().zip(c.per_vma).map(|(v, census)| crate::observe::vma_map(v, census)).collect();
-    Ok(())
+    Ok(true)
 }
 
 fn add_census(t: &mut Census, c: &Census) {

@@ -704,6 +704,21 @@ fn a_child_that_outlives_the_program_is_recorded_to_its_end() {
     );
 }
 
+/// Threads held at their exit stops when the program exits (progs/threads_exit.c): the live
+/// run measures the process through a thread that still has its mm (it failed on every run:
+/// "process N does not exist"), and the model agrees with it. Each thread's 1 MiB malloc is an
+/// mmap of its own arena (64 MiB reserved), so the threads' runs differ by a few faults only.
+#[test]
+fn threads_held_at_exit_when_the_program_exits_are_measured() {
+    let matrix = settings().into_iter().map(|(label, s)| (label.to_string(), s)).collect();
+    check_c_program("threads_exit", matrix, |_| {}, |label, _, live, failures| {
+        let program = live.live.as_ref().and_then(|l| l.program.as_ref()).expect("a program run");
+        if !program.unmeasured.is_empty() || program.processes.iter().any(|p| p.census.is_none()) {
+            failures.push(format!("{label}: not measured: {:?}", program.unmeasured));
+        }
+    });
+}
+
 /// For programs whose live runs differ by 0-1 faults: minflt within 2 of the live run (tighter
 /// than `check_c_program`'s 5).
 fn minflt_within_two(label: &str, model: &RunResult, live: &RunResult, failures: &mut Vec<String>) {
