@@ -19,6 +19,8 @@ pub mod mman {
     pub const MAP_FIXED: u64 = 0x10;
     pub const MAP_ANONYMOUS: u64 = 0x20;
     pub const MAP_LOCKED: u64 = 0x2000;
+    /// Becomes VM_NORESERVE unless vm.overcommit_memory is 2 (mm/mmap.c: do_mmap).
+    pub const MAP_NORESERVE: u64 = 0x4000;
     pub const MAP_POPULATE: u64 = 0x8000;
     /// Becomes VM_NOHUGEPAGE (`include/linux/mman.h: calc_vm_flag_bits`, 6.18).
     pub const MAP_STACK: u64 = 0x20000;

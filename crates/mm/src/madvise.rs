@@ -51,6 +51,11 @@ impl Kernel {
     /// `vma_modify_flags` does. Returns ENOMEM if part of the range is unmapped (the mapped
     /// parts are still changed, as madvise does).
     pub(crate) fn modify_flags(&mut self, start: u64, end: u64, f: impl Fn(u32) -> u32, stop_at_hole: bool) -> Result<(), Errno> {
+        self.modify_vma_flags(start, end, |v| f(v.flags), stop_at_hole)
+    }
+
+    /// [`Kernel::modify_flags`] with new flags that depend on more of the VMA than its flags.
+    fn modify_vma_flags(&mut self, start: u64, end: u64, f: impl Fn(&Vma) -> u32, stop_at_hole: bool) -> Result<(), Errno> {
         let mut hole = self.mm.vmas.intersecting(start, end).first().is_none_or(|v| v.start > start);
         let mut cursor = start;
         for v in self.mm.vmas.intersecting(start, end) {
@@ -62,7 +67,7 @@ impl Kernel {
             }
             cursor = v.end;
             let (s, e) = (v.start.max(start), v.end.min(end));
-            let new_flags = f(v.flags);
+            let new_flags = f(&v);
             if new_flags == v.flags {
                 continue;
             }
@@ -142,7 +147,25 @@ impl Kernel {
         } else {
             Vec::new()
         };
-        let r = self.modify_flags(start, end, |f| (f & !vm::ACCESS) | prot_flags, true);
+        // Commit accounting (mprotect_fixup): a private VMA made writable is charged (VM_ACCOUNT)
+        // unless it already is, is shared or is VM_NORESERVE; an anonymous one made read-only
+        // before any fault (no anon_vma) is uncharged. The flag keeps VMAs apart like any other.
+        let r = self.modify_vma_flags(
+            start,
+            end,
+            |v| {
+                let mut f = (v.flags & !vm::ACCESS) | prot_flags;
+                if prot_flags & vm::WRITE != 0 {
+                    if v.flags & (vm::ACCOUNT | vm::WRITE | vm::SHARED | vm::NORESERVE) == 0 {
+                        f |= vm::ACCOUNT;
+                    }
+                } else if v.flags & vm::ACCOUNT != 0 && v.file == 0 && v.flags & vm::SPECIAL == 0 && v.anon_vma == 0 {
+                    f &= !vm::ACCOUNT;
+                }
+                f
+            },
+            true,
+        );
         // change_protection → flush_tlb_range.
         self.flush_tlb_range(start, end);
         if r.is_ok() {

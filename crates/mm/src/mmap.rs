@@ -41,6 +41,10 @@ pub enum MapBacking {
     /// that only takes room, so that placement around it is the kernel's. Placed as a file
     /// without `get_unmapped_area` of its own would be (plain search).
     Special,
+    /// As [`MapBacking::Special`], a file whose filesystem places mappings with
+    /// `thp_get_unmapped_area` (ext4, xfs, ...), mapped from page `pgoff`: a mapping that holds
+    /// a whole PMD-aligned 2 MiB of the file goes where that part is PMD-aligned in memory.
+    ThpFile { pgoff: u64 },
 }
 
 /// `PROT_*` → VM_READ/WRITE/EXEC.
@@ -119,6 +123,10 @@ impl Kernel {
         }
         let (ino, pgoff) = match backing {
             MapBacking::PrivateAnon => return self.get_unmapped_area(len, placement),
+            MapBacking::ThpFile { pgoff } => {
+                let plain = |len: u64, p: MmapPlacement| self.mmap_placement(len, p, MapBacking::Special);
+                return Ok(self.thp_get_unmapped_area(len, placement, pgoff * PAGE_SIZE, plain).unwrap_or(plain(len, placement)?));
+            }
             MapBacking::Special => {
                 // A file: vm_unmapped_area over the page-rounded length (do_mmap: PAGE_ALIGN)
                 // with no alignment (arch_get_unmapped_area_topdown: align_mask 0 for a file), so
@@ -152,13 +160,35 @@ impl Kernel {
         }
     }
 
+    /// mm/huge_memory.c `__thp_get_unmapped_area` for a file at byte offset `off`: when the
+    /// mapping holds a PMD-aligned 2 MiB of the file, search `len` + 2 MiB and place it so that
+    /// file offset and address agree modulo 2 MiB (top-down: a result already agreeing moves up
+    /// by 2 MiB); a hint free for the padded length is kept. None: the caller places it plainly.
+    fn thp_get_unmapped_area(&self, len: u64, placement: MmapPlacement, off: u64, search: impl Fn(u64, MmapPlacement) -> Result<u64, Errno>) -> Option<u64> {
+        if !matches!(placement, MmapPlacement::Kernel | MmapPlacement::Hint(_)) {
+            return None;
+        }
+        let (off_end, off_align) = (off + len, off.next_multiple_of(PMD_SIZE));
+        if off_end <= off_align || off_end - off_align < PMD_SIZE {
+            return None;
+        }
+        let ret = search(len + PMD_SIZE, placement).ok()?;
+        if placement == MmapPlacement::Hint(ret) {
+            return Some(ret);
+        }
+        let off_sub = off.wrapping_sub(ret) & (PMD_SIZE - 1);
+        Some(if off_sub == 0 { ret + PMD_SIZE } else { ret + off_sub })
+    }
+
     /// `mmap` of any backing the model knows.
     pub fn do_mmap_backed(&mut self, len: u64, prot_flags: u32, placement: MmapPlacement, backing: MapBacking) -> Result<u64, Errno> {
         let addr = self.mmap_placement(len, placement, backing)?;
         let len = len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
         let (ino, pgoff) = match backing {
             MapBacking::PrivateAnon => {
-                self.insert_anon_vma(addr, addr + len, prot_flags);
+                // __mmap_region: accountable_mapping (private, writable, not VM_NORESERVE).
+                let account = if prot_flags & (vm::NORESERVE | vm::SHARED | vm::WRITE) == vm::WRITE { vm::ACCOUNT } else { 0 };
+                self.insert_anon_vma(addr, addr + len, prot_flags | account);
                 // __mmap_region: khugepaged_enter_vma on the VMA it made or merged into (a
                 // new VMA has no anon_vma yet, so only a merge can register the mm here).
                 if let Some(v) = self.mm.vmas.find(addr) {
@@ -166,7 +196,7 @@ impl Kernel {
                 }
                 return Ok(addr);
             }
-            MapBacking::Special => {
+            MapBacking::Special | MapBacking::ThpFile { .. } => {
                 self.mm.vmas.insert(Vma { start: addr, end: addr + len, flags: prot_flags | vm::SPECIAL, anon_vma: 0, file: 0, pgoff: 0 });
                 self.mm.vma_cache = None;
                 return Ok(addr);
@@ -406,7 +436,7 @@ impl Kernel {
         // expands is vma_prev_limit(start_brk): the heap's own VMA, never the ELF's bss below
         // start_brk, so the first brk after exec makes a VMA of its own (smaps: an unnamed bss VMA,
         // then [heap]) and a folio never spans the two.
-        self.mm.vmas.insert(Vma { start: oldbrk, end: newbrk, flags: vm::READ | vm::WRITE, anon_vma: 0, file: 0, pgoff: 0 });
+        self.mm.vmas.insert(Vma { start: oldbrk, end: newbrk, flags: vm::READ | vm::WRITE | vm::ACCOUNT, anon_vma: 0, file: 0, pgoff: 0 });
         if self.mm.vmas.prev(oldbrk).is_some_and(|p| p.end == oldbrk && p.start >= self.mm.start_brk) {
             self.mm.vmas.try_merge_prev(oldbrk);
         }
@@ -443,6 +473,60 @@ mod tests {
         assert_eq!(k.sys_brk(sb + PAGE_SIZE), sb + PAGE_SIZE);
         let ranges: Vec<(u64, u64)> = k.vmas().map(|v| (v.start, v.end)).collect();
         assert_eq!(ranges, [(bss, sb), (sb, sb + PAGE_SIZE)]);
+    }
+
+    /// Commit accounting keeps VMAs apart (mm/vma.c: accountable_mapping, mm/mprotect.c:
+    /// mprotect_fixup), as smaps shows them (`ac`, `nr`): a writable part of a MAP_NORESERVE
+    /// reservation is not charged and does not merge with a charged neighbour; PROT_NONE made
+    /// writable is charged and merges; made read-only before its first fault it is uncharged
+    /// again, after a fault (an anon_vma) it stays charged.
+    #[test]
+    fn vmas_that_differ_in_commit_accounting_stay_apart() {
+        let mut k = Kernel::boot(&BootParams { mem_bytes: 256 << 20, ..Default::default() }, &ThpSettings::default());
+        let (rw, k96) = (vm::READ | vm::WRITE, 96 << 10);
+        let r = k.do_mmap_backed(8 << 20, vm::NORESERVE, MmapPlacement::Kernel, MapBacking::PrivateAnon).unwrap();
+        let a = r + (2 << 20);
+        k.do_mprotect(a + k96, 1 << 20, rw).unwrap();
+        k.do_munmap(a, k96).unwrap();
+        k.do_mmap_backed(k96, rw, MmapPlacement::FixedNoReplace(a), MapBacking::PrivateAnon).unwrap();
+        let b = r + (4 << 20);
+        k.do_munmap(b, k96 + (1 << 20)).unwrap();
+        k.do_mmap_backed(k96, rw, MmapPlacement::FixedNoReplace(b), MapBacking::PrivateAnon).unwrap();
+        k.do_mmap_backed(1 << 20, 0, MmapPlacement::FixedNoReplace(b + k96), MapBacking::PrivateAnon).unwrap();
+        k.do_mprotect(b + k96, 1 << 20, rw).unwrap();
+        let flags = |k: &Kernel, at: u64| k.vmas().find(|v| v.start <= at && at < v.end).map(|v| (v.start, v.end, v.flags)).unwrap();
+        assert_eq!(flags(&k, a), (a, a + k96, rw | vm::ACCOUNT));
+        assert_eq!(flags(&k, a + k96), (a + k96, a + k96 + (1 << 20), rw | vm::NORESERVE));
+        assert_eq!(flags(&k, b), (b, b + k96 + (1 << 20), rw | vm::ACCOUNT));
+        // Read-only before any fault: uncharged, so it parts from its charged neighbour.
+        k.do_mprotect(b + k96, 1 << 20, vm::READ).unwrap();
+        assert_eq!(flags(&k, b + k96).2, vm::READ);
+        k.access(b, true);
+        k.do_mprotect(b, k96, vm::READ).unwrap();
+        assert_eq!(flags(&k, b).2, vm::READ | vm::ACCOUNT);
+    }
+
+    /// ld.so maps a library whole before placing its segments; on ext4 that first mapping goes
+    /// through thp_get_unmapped_area. Read from a recording of java (libjvm.so's neighbour, a
+    /// 2201728-byte library, under a hole ending at 0x7ffff6a00000): the kernel put it at
+    /// 0x7ffff6600000, where a plain search (overlayfs, or a file under 2 MiB) puts it at
+    /// 0x7ffff67e6000. A mapping whose file offset is not PMD-aligned is placed congruent to it.
+    #[test]
+    fn files_of_ext4_and_xfs_are_placed_by_thp_get_unmapped_area() {
+        let mut k = Kernel::boot(&BootParams { mem_bytes: 64 << 20, ..Default::default() }, &ThpSettings::default());
+        k.set_mmap_base(0x7fff_f6a0_0000);
+        let r = vm::READ;
+        assert_eq!(k.mmap_placement(2201728, MmapPlacement::Kernel, MapBacking::Special), Ok(0x7fff_f67e_6000));
+        assert_eq!(k.mmap_placement(2201728, MmapPlacement::Kernel, MapBacking::ThpFile { pgoff: 0 }), Ok(0x7fff_f660_0000));
+        // Under 2 MiB of the file from a PMD boundary: placed plainly.
+        assert_eq!(k.mmap_placement(PMD_SIZE, MmapPlacement::Kernel, MapBacking::ThpFile { pgoff: 1 }), Ok(0x7fff_f6a0_0000 - PMD_SIZE));
+        // 4 MiB from page 1: address ≡ offset (mod 2 MiB). The padded search (6 MiB) ends at the
+        // top: ret = 0x7ffff6400000, plus off_sub = (4 KiB - ret) mod 2 MiB = 4 KiB.
+        let at = k.do_mmap_backed(4 << 20, r, MmapPlacement::Kernel, MapBacking::ThpFile { pgoff: 1 }).unwrap();
+        assert_eq!(at, 0x7fff_f640_1000);
+        // A hint free for the padded length is kept; MAP_FIXED is never moved.
+        assert_eq!(k.mmap_placement(4 << 20, MmapPlacement::Hint(0x5000_0000), MapBacking::ThpFile { pgoff: 0 }), Ok(0x5000_0000));
+        assert_eq!(k.mmap_placement(4 << 20, MmapPlacement::FixedNoReplace(0x5000_1000), MapBacking::ThpFile { pgoff: 0 }), Ok(0x5000_1000));
     }
 
     /// glibc maps /etc/ld.so.cache (39199 bytes, 10 pages) top-down, unmaps it, then maps the

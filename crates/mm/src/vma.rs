@@ -52,6 +52,12 @@ pub mod vm {
     pub const DONTCOPY: u32 = 1 << 11;
     /// VM_WIPEONFORK (MADV_WIPEONFORK): the child gets the VMA empty.
     pub const WIPEONFORK: u32 = 1 << 12;
+    /// VM_ACCOUNT: the VMA's memory is charged to the commit limit (a private writable
+    /// mapping without MAP_NORESERVE, the heap, the stack; mprotect_fixup when one becomes
+    /// writable). Only its effect on merging is modelled: VMAs that differ in it stay apart.
+    pub const ACCOUNT: u32 = 1 << 13;
+    /// VM_NORESERVE (MAP_NORESERVE under overcommit modes 0 and 1): never charged.
+    pub const NORESERVE: u32 = 1 << 14;
 }
 
 /// `struct vm_area_struct` (private anonymous only, for now).

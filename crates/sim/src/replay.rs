@@ -57,7 +57,7 @@ use linux_abi::fcntl::{AT_REMOVEDIR, FALLOC_FL_KEEP_SIZE, F_DUPFD, F_DUPFD_CLOEX
 use linux_abi::memfd::MFD_HUGETLB;
 use linux_abi::mman::{
     MADV_COLLAPSE, MADV_DOFORK, MADV_DONTFORK, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_KEEPONFORK, MADV_WIPEONFORK, MADV_NOHUGEPAGE, MADV_POPULATE_READ, MADV_POPULATE_WRITE, MAP_ANONYMOUS,
-    MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_LOCKED, MAP_POPULATE, MAP_SHARED, MAP_STACK, MREMAP_FIXED,
+    MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_LOCKED, MAP_NORESERVE, MAP_POPULATE, MAP_SHARED, MAP_STACK, MREMAP_FIXED,
 };
 use linux_abi::prctl::PR_SET_THP_DISABLE;
 use linux_abi::sched::{CLONE_VFORK, CLONE_VM};
@@ -74,6 +74,28 @@ pub type ReplayStats = uapi::ReplayReport;
 
 /// Every warning of a replay, placement misses included, one sentence each: what the text output
 /// prints and the JSON lists.
+/// The knob a path of the THP sysfs tree names (`enabled`, `hugepages-64kB/enabled`,
+/// `khugepaged/max_ptes_none`), or None for any other path.
+pub fn thp_knob_of_path(path: &[u8]) -> Option<&str> {
+    let rest = path.strip_prefix(b"/sys/kernel/mm/transparent_hugepage/")?;
+    std::str::from_utf8(rest).ok().map(|k| k.trim_end_matches('/')).filter(|k| !k.is_empty())
+}
+
+/// Every THP knob a recording's program opened, in the order first read.
+pub fn thp_knobs_read(events: &[trace::Event]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for e in events {
+        if let trace::EventBody::Path(p) = &e.body {
+            if let Some(k) = thp_knob_of_path(&p.path) {
+                if !out.iter().any(|x| x == k) {
+                    out.push(k.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
 pub fn warnings(st: &ReplayStats, misses: &[PlacementMiss]) -> Vec<String> {
     let mut out = st.warnings.clone();
     let missed = st.placements_checked - st.placements_matched;
@@ -123,8 +145,17 @@ pub struct PlacementMiss {
 enum FileRef {
     Shmem(InodeId),
     DevZero,
+    /// A file of a filesystem whose `get_unmapped_area` is `thp_get_unmapped_area` (ext2/3/4,
+    /// xfs, btrfs, erofs, fuse: their file_operations), by the `statfs` type recorded at open.
+    ThpArea,
     Other,
 }
+
+/// `statfs` f_type of the filesystems whose files are placed by `thp_get_unmapped_area`
+/// (fs/ext4/file.c, fs/ext2/file.c, fs/xfs/xfs_file.c, fs/btrfs/file.c, fs/erofs/data.c,
+/// fs/fuse/file.c: `.get_unmapped_area`; include/uapi/linux/magic.h). Not overlayfs, whose
+/// file_operations have none.
+const THP_AREA_FS_MAGIC: [u64; 5] = [0xEF53, 0x5846_5342, 0x9123_683E, 0xE0F5_E1E2, 0x6573_5546];
 
 /// An open file description (shared by dup'ed fds).
 #[derive(Clone, Copy, Debug)]
@@ -692,6 +723,9 @@ impl<'a> Replay<'a> {
                 self.file_syscall(e.pid, s.kind, &s.args, ret, path);
             }
             EventBody::Path(p) => {
+                if let Some(knob) = thp_knob_of_path(&p.path) {
+                    self.knob_read(e.pid, knob);
+                }
                 self.paths.insert(e.tid, p.clone());
             }
             EventBody::Mounts(m) => self.mounts = m.clone(),
@@ -700,6 +734,26 @@ impl<'a> Replay<'a> {
             _ => {}
         }
         Ok(())
+    }
+
+    /// The program opened a knob of the THP tree: it may choose what it does by it (HotSpot
+    /// with -XX:+UseTransparentHugePages reads `enabled` and, unless it is `never`, aligns and
+    /// commits its heap and code cache in 2 MiB steps). Counted once per knob; a warning when
+    /// the replay's value is not the one the program read.
+    fn knob_read(&mut self, pid: u32, knob: &str) {
+        if self.stats.knobs_read.iter().any(|k| k == knob) {
+            return;
+        }
+        self.stats.knobs_read.push(knob.to_string());
+        let Some(rec) = &self.rec_settings else { return };
+        let (was, now) = (rec.knob_map().get(knob).cloned(), self.settings.knob_map().get(knob).cloned());
+        if was != now {
+            let (was, now) = (was.unwrap_or_else(|| "absent".into()), now.unwrap_or_else(|| "absent".into()));
+            self.stats.knobs_read_differing.push(format!("{knob}: {was} → {now}"));
+            self.stats.warnings.push(format!(
+                "pid {pid} read the THP knob `{knob}` while recorded ({was} then, {now} in this replay): what the program did may depend on it (a JVM with -XX:+UseTransparentHugePages does); `thplab compare --record` records it again under such a setting"
+            ));
+        }
     }
 
     /// The address space execve built for `pid`'s current image (an `exec_maps` record): the
@@ -1097,6 +1151,7 @@ impl<'a> Replay<'a> {
                     self.stats.shmem_unmodelled += 1;
                     MapBacking::Special
                 }
+                FileRef::ThpArea => MapBacking::ThpFile { pgoff: off / PAGE_SIZE },
                 FileRef::Other => MapBacking::Special,
             }
         };
@@ -1163,6 +1218,10 @@ impl<'a> Replay<'a> {
         let mut p = prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0) | self.m.mlock_future_flags();
         if flags & MAP_LOCKED != 0 {
             p |= mm::vma::vm::LOCKED;
+        }
+        // Taken as overcommit mode 0 or 1 (the default): honoured.
+        if flags & MAP_NORESERVE != 0 {
+            p |= mm::vma::vm::NORESERVE;
         }
         if flags & MAP_STACK != 0 && backing == MapBacking::PrivateAnon {
             p |= mm::vma::vm::NOHUGEPAGE;
@@ -1270,6 +1329,7 @@ impl<'a> Replay<'a> {
                         }
                         FileRef::Shmem(ino)
                     }
+                    Some(p) if THP_AREA_FS_MAGIC.contains(&p.fs_magic) => FileRef::ThpArea,
                     _ => FileRef::Other,
                 };
                 img.install(ret, file, flags & O_APPEND != 0, flags & O_DIRECT != 0);
@@ -1494,7 +1554,7 @@ fn backing_word(b: MapBacking) -> &'static str {
         MapBacking::PrivateAnon => "private anonymous",
         MapBacking::SharedAnon => "shared anonymous",
         MapBacking::Shmem { .. } => "shmem",
-        MapBacking::Special => "file",
+        MapBacking::Special | MapBacking::ThpFile { .. } => "file",
     }
 }
 

@@ -115,7 +115,32 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             rec.header.exit_status
         )?;
     }
+    // A program that reads THP knobs (a JVM with -XX:+UseTransparentHugePages reads `enabled`)
+    // may do otherwise under another value: it is recorded again under each setting that
+    // changes one of them, with that setting's knobs (through the settings guard; THP stays
+    // disabled for the recorded program itself).
+    let knobs_read = sim::replay::thp_knobs_read(&rec.events);
+    let read_values = |knobs: &std::collections::BTreeMap<String, String>| -> Vec<Option<String>> { knobs_read.iter().map(|k| knobs.get(k).cloned()).collect() };
+    let recorded_knobs = {
+        let mut t = ThpSettings::default();
+        let _ = t.apply_file("the recording's THP knobs", &String::from_utf8_lossy(&rec.header.thp_settings));
+        t.knob_map()
+    };
+    let mut recordings = vec![(read_values(&recorded_knobs), rec)];
     for (label, s) in &runs {
+        let want = read_values(&s.knob_map());
+        let rerecorded = !recordings.iter().any(|(v, _)| *v == want);
+        if rerecorded {
+            let differing: Vec<&str> = knobs_read.iter().zip(&want).zip(&recordings[0].0).filter(|((_, w), r)| w != r).map(|((k, _), _)| k.as_str()).collect();
+            if !a.json {
+                writeln!(out, "({label}: the program read {}; recording it again under this setting)", differing.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "))?;
+            }
+            let guard = live::SettingsGuard::apply(s)?;
+            let again = record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?.0;
+            drop(guard);
+            recordings.push((want.clone(), again));
+        }
+        let rec = &recordings.iter().find(|(v, _)| *v == want).expect("recorded for these knobs").1;
         // With a profile's [host], the model's free memory as the live run will meet it.
         let host = a.profile.as_ref().filter(|p| p.fault.is_some()).and_then(|p| crate::live_cmds::host_model(p, true));
         let host = host.map(|(h, free)| (h.clone(), free));
@@ -135,7 +160,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         differing += differs as usize;
         let parted = compare::vmas::parting(&model, &live);
         if a.json {
-            json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "parted": parted, "model": model, "live": live }));
+            json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "parted": parted, "rerecorded": rerecorded, "model": model, "live": live }));
         } else {
             if attempts > 1 {
                 writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;

@@ -308,6 +308,14 @@ pub struct ReplayReport {
     pub recorded_kernel: String,
     /// Knobs of the recording's THP tree that the model does not know, path → value.
     pub recorded_settings_unknown: BTreeMap<String, String>,
+    /// Knobs the program opened while recorded (paths under /sys/kernel/mm/transparent_hugepage,
+    /// `enabled`, `hpage_pmd_size`): what it did may depend on what it read there.
+    #[serde(default)]
+    pub knobs_read: Vec<String>,
+    /// Of those, the ones whose value when recorded differs from the replay's, `knob: recorded
+    /// → replayed` (each also a warning).
+    #[serde(default)]
+    pub knobs_read_differing: Vec<String>,
     /// What the census counts, in words.
     pub census_scope: String,
     /// One entry per process image.

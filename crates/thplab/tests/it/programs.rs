@@ -719,6 +719,38 @@ fn threads_held_at_exit_when_the_program_exits_are_measured() {
     });
 }
 
+/// VMAs that differ only in commit accounting stay apart (progs/account_merge.c: a JVM's
+/// MAP_NORESERVE reservations committed by MAP_FIXED and by mprotect): VM_ACCOUNT and
+/// VM_NORESERVE as mmap and mprotect_fixup set them. The model merged the VMAs of the first
+/// pair and gave a 64 KiB folio across their boundary that the kernel does not.
+#[test]
+fn vmas_apart_by_commit_accounting_model_matches_live_across_the_matrix() {
+    check_c_program("account_merge", anon_matrix(), |_| {}, minflt_within_two);
+}
+
+/// A program that chooses by a THP knob it reads (progs/reads_knob.c, as a JVM with
+/// -XX:+UseTransparentHugePages): `compare --record --matrix` records it again under each
+/// setting whose `enabled` differs from the recorded one, and then agrees with the kernel in
+/// every setting (with one recording, the settings with `enabled=never` replayed 6 MiB where
+/// the kernel wrote 3: 768 faults too many).
+#[test]
+fn a_program_that_reads_a_knob_is_recorded_under_each_value() {
+    let _x = exclusive();
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = compile_prog(dir.path(), "reads_knob") else { return };
+    let knobs_before = knobs();
+    let r = crate::thplab_unlocked(dir.path(), &["compare", "--record", "--matrix", "anon", "--program-quiet", "--", exe.to_str().unwrap()]);
+    assert_eq!(knobs(), knobs_before, "THP knobs changed");
+    println!("{}", r.stdout);
+    r.ok();
+    assert!(r.stdout.contains("the program read `enabled`; recording it again under this setting"), "{}", r.stdout);
+    assert!(r.stdout.contains("11 of 11 settings: model = live"), "{}", r.stdout);
+}
+
 /// For programs whose live runs differ by 0-1 faults: minflt within 2 of the live run (tighter
 /// than `check_c_program`'s 5).
 fn minflt_within_two(label: &str, model: &RunResult, live: &RunResult, failures: &mut Vec<String>) {
