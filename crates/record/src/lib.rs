@@ -213,6 +213,9 @@ fn syscall_number(k: SyscallKind) -> Option<i64> {
         K::Unlinkat => libc::SYS_unlinkat,
         K::Creat => libc::SYS_creat,
         K::Pread64 => libc::SYS_pread64,
+        K::Vmsplice => libc::SYS_vmsplice,
+        K::IoUringRegister => libc::SYS_io_uring_register,
+        K::ProcessVmWritev => libc::SYS_process_vm_writev,
     })
 }
 

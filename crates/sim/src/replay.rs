@@ -887,6 +887,35 @@ impl<'a> Replay<'a> {
         Ok(())
     }
 
+    /// Calls by which the kernel reaches the program's pages through GUP, populating those not
+    /// yet present without a fault the recorder sees, and which the replay does not model:
+    /// counted, and a warning for the first of each kind. vmsplice takes references on the
+    /// pages of its iovecs (fs/splice.c: `vmsplice_to_pipe` → `iov_iter_extract_pages`);
+    /// io_uring pins registered buffers for write (io_uring/rsrc.c: `io_sqe_buffer_register` →
+    /// `pin_user_pages_fast(FOLL_WRITE | FOLL_LONGTERM)`); process_vm_writev writes into another
+    /// process's pages (mm/process_vm_access.c: `pin_user_pages_remote(FOLL_WRITE)`). The iovecs
+    /// are in user memory, which the recording does not hold.
+    fn unmodelled_populate(&mut self, pid: u32, kind: SyscallKind, a: &[u64]) {
+        const IORING_REGISTER_BUFFERS: u64 = 0;
+        const IORING_REGISTER_BUFFERS2: u64 = 15;
+        const IORING_REGISTER_BUFFERS_UPDATE: u64 = 16;
+        let what = match kind {
+            SyscallKind::Vmsplice => "vmsplice: the kernel took references on the pages of its iovecs (faulting in those not present)",
+            SyscallKind::IoUringRegister if matches!(a[1] & 0x7fff_ffff, IORING_REGISTER_BUFFERS | IORING_REGISTER_BUFFERS2 | IORING_REGISTER_BUFFERS_UPDATE) => {
+                "io_uring_register of buffers: the kernel pinned them for write (FOLL_WRITE | FOLL_LONGTERM), populating their pages"
+            }
+            SyscallKind::ProcessVmWritev if self.procs.contains_key(&(a[0] as u32)) => {
+                "process_vm_writev into a recorded process: the kernel wrote its pages through GUP, populating those not present"
+            }
+            _ => return,
+        };
+        let n = self.stats.populate_unmodelled.entry(kind.name().to_string()).or_insert(0);
+        *n += 1;
+        if *n == 1 {
+            self.stats.warnings.push(format!("pid {pid}: {what}; not modelled (the model lacks the faults it took in place of the program)"));
+        }
+    }
+
     fn exit(&mut self, pid: u32) {
         let Some(p) = self.procs.get_mut(&pid) else { return };
         if p.exited {
@@ -959,6 +988,9 @@ impl<'a> Replay<'a> {
         if kind == SyscallKind::ExitGroup {
             self.exit(pid);
             return Ok(());
+        }
+        if ret >= 0 {
+            self.unmodelled_populate(pid, kind, a);
         }
         if matches!(kind, SyscallKind::Fork | SyscallKind::Vfork | SyscallKind::Clone | SyscallKind::Clone3) && ret > 0 {
             return self.forked(pid, kind, a, ret as u32);

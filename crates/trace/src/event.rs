@@ -321,6 +321,9 @@ syscalls! {
     Unlinkat = 58, "unlinkat", ["dfd", "pathname", "flag"];
     Creat = 59, "creat", ["pathname", "mode"];
     Pread64 = 60, "pread64", ["fd", "buf", "count", "pos"];
+    Vmsplice = 61, "vmsplice", ["fd", "uiov", "nr_segs", "flags"];
+    IoUringRegister = 62, "io_uring_register", ["fd", "opcode", "arg", "nr_args"];
+    ProcessVmWritev = 63, "process_vm_writev", ["pid", "lvec", "liovcnt", "rvec", "riovcnt", "flags"];
 }
 
 /// Record kind bytes that are not system calls.

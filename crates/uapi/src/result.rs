@@ -302,6 +302,12 @@ pub struct ReplayReport {
     pub populate_faults: u64,
     pub populate_failed: u64,
     pub populate_file_pages: u64,
+    /// Calls by which the kernel takes or populates the program's pages without a fault the
+    /// recorder sees, which the replay does not model (`vmsplice`, `io_uring_register` of
+    /// buffers, `process_vm_writev` into a recorded process): call → times (each kind also a
+    /// warning).
+    #[serde(default)]
+    pub populate_unmodelled: BTreeMap<String, u64>,
     /// What the replay could not model faithfully, one sentence each (also printed on stderr).
     pub warnings: Vec<String>,
     /// `uname -r` of the recording machine.
