@@ -116,36 +116,34 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         )?;
     }
     // A program that reads THP knobs (a JVM with -XX:+UseTransparentHugePages reads `enabled`)
-    // may do otherwise under another value: it is recorded again under each setting that
-    // changes one of them, with that setting's knobs (through the settings guard; THP stays
-    // disabled for the recorded program itself).
+    // may do otherwise under another value: where the replay finds that a setting changes a
+    // knob the program read, the program is recorded again under that setting's knobs (through
+    // the settings guard; THP stays disabled for the recorded program itself), once per set of
+    // values of the knobs it read.
     let knobs_read = sim::replay::thp_knobs_read(&rec.events);
-    let read_values = |knobs: &std::collections::BTreeMap<String, String>| -> Vec<Option<String>> { knobs_read.iter().map(|k| knobs.get(k).cloned()).collect() };
-    let recorded_knobs = {
-        let mut t = ThpSettings::default();
-        let _ = t.apply_file("the recording's THP knobs", &String::from_utf8_lossy(&rec.header.thp_settings));
-        t.knob_map()
-    };
-    let mut recordings = vec![(read_values(&recorded_knobs), rec)];
+    let mut again: Vec<(Vec<Option<String>>, record::Recording)> = Vec::new();
     for (label, s) in &runs {
-        let want = read_values(&s.knob_map());
-        let rerecorded = !recordings.iter().any(|(v, _)| *v == want);
-        if rerecorded {
-            let differing: Vec<&str> = knobs_read.iter().zip(&want).zip(&recordings[0].0).filter(|((_, w), r)| w != r).map(|((k, _), _)| k.as_str()).collect();
-            if !a.json {
-                writeln!(out, "({label}: the program read {}; recording it again under this setting)", differing.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "))?;
-            }
-            let guard = live::SettingsGuard::apply(s)?;
-            let again = record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?.0;
-            drop(guard);
-            recordings.push((want.clone(), again));
-        }
-        let rec = &recordings.iter().find(|(v, _)| *v == want).expect("recorded for these knobs").1;
         // With a profile's [host], the model's free memory as the live run will meet it.
         let host = a.profile.as_ref().filter(|p| p.fault.is_some()).and_then(|p| crate::live_cmds::host_model(p, true));
         let host = host.map(|(h, free)| (h.clone(), free));
         let replay = sim::ReplayOptions { host: host.clone(), ..Default::default() };
         let mut model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
+        let knobs_changed = model.model.as_ref().and_then(|m| m.replay.as_ref()).map(|r| r.knobs_read_differing.clone()).unwrap_or_default();
+        let rerecorded = !knobs_changed.is_empty();
+        let mut rec = &rec;
+        if rerecorded {
+            let knobs = s.knob_map();
+            let values: Vec<Option<String>> = knobs_read.iter().map(|k| knobs.get(k).cloned()).collect();
+            if !again.iter().any(|(v, _)| *v == values) {
+                if !a.json {
+                    writeln!(out, "({label}: the program read {}; recording it again under this setting)", knobs_changed.join(", "))?;
+                }
+                let _guard = live::SettingsGuard::apply(s)?;
+                again.push((values.clone(), record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?.0));
+            }
+            rec = &again.iter().find(|(v, _)| *v == values).expect("recorded for these values").1;
+            model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
+        }
         if let Some(fault) = a.profile.as_ref().and_then(|p| p.fault.as_ref()) {
             model.time = Some(sim::time::recording(&model, &source, &rec.header, &rec.events, &a.machine, fault, host.as_ref())?);
         }

@@ -747,7 +747,7 @@ fn a_program_that_reads_a_knob_is_recorded_under_each_value() {
     assert_eq!(knobs(), knobs_before, "THP knobs changed");
     println!("{}", r.stdout);
     r.ok();
-    assert!(r.stdout.contains("the program read `enabled`; recording it again under this setting"), "{}", r.stdout);
+    assert!(r.stdout.lines().any(|l| l.contains(": the program read enabled: ") && l.ends_with("; recording it again under this setting)")), "{}", r.stdout);
     assert!(r.stdout.contains("11 of 11 settings: model = live"), "{}", r.stdout);
 }
 
