@@ -186,6 +186,16 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
         let (m_us, l_us) = ((t.elapsed_ns / 1000) as i64, (l.wall_ms * 1000.0).round() as i64);
         let kind = if tol.time_pct > 0.0 { RowKind::Process } else { RowKind::Informational };
         push(TIME_ROW.into(), m_us, l_us, kind, (0, tol.time_pct));
+        // Each `phase`, the n-th of a name beside the n-th, judged as the total is.
+        let live_phases = l.workload.as_ref().map_or(&[][..], |w| &w.phases[..]);
+        let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        for p in &t.phases {
+            let nth = seen.entry(p.name.as_str()).or_default();
+            if let Some(lp) = live_phases.iter().filter(|lp| lp.name == p.name).nth(*nth) {
+                push(format!("time of phase {} (us)", p.name), (p.ns / 1000) as i64, (lp.ns / 1000) as i64, kind, (0, tol.time_pct));
+            }
+            *nth += 1;
+        }
     }
     // Each `repeat DURATION` block: the iterations that ran on each side's clock (shown, not
     // judged: the live body takes the machine's time besides its sleeps).
@@ -326,7 +336,7 @@ pub fn row_mark(r: &Row) -> &'static str {
     match (r.differs, r.kind) {
         (true, _) => "  <-- differs",
         (false, RowKind::SystemWide) if r.model != r.live => "  (system-wide, within tolerance)",
-        (false, RowKind::Informational) if r.field == TIME_ROW => "  (not judged; --tolerance time=P% judges it)",
+        (false, RowKind::Informational) if r.field == TIME_ROW || r.field.starts_with("time of phase ") => "  (not judged; --tolerance time=P% judges it)",
         (false, RowKind::Informational) if r.model != r.live => "  (machine state, not judged)",
         _ => "",
     }

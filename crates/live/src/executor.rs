@@ -94,6 +94,8 @@ pub enum ExecKind {
     Prctl { arg2: u64, arg3: u64 },
     /// nanosleep for this many nanoseconds.
     Sleep { ns: u64 },
+    /// `phase NAME`: no call; its result is the CLOCK_MONOTONIC time it was reached.
+    Phase { name: String },
     Touch {
         base: Piece,
         offset: u64,
@@ -244,6 +246,9 @@ struct ProcDone {
 struct Done {
     minflt: u64,
     wall_ns: u64,
+    /// CLOCK_MONOTONIC at the start of the operations (the results of `phase` are times on it).
+    #[serde(default)]
+    start_ns: u64,
     /// Per op: 0 or errno; for brk the new break; touches 0.
     results: Vec<i64>,
     brk_end: u64,
@@ -439,7 +444,7 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
             }
             OpKind::Sleep { ns } => ExecKind::Sleep { ns: *ns },
             // A phase boundary makes no call: nothing happens live.
-            OpKind::Phase(_) => ExecKind::Sleep { ns: 0 },
+            OpKind::Phase(name) => ExecKind::Phase { name: name.clone() },
             OpKind::RepeatFor { ns, body } => ExecKind::RepeatFor { ns: *ns, body: *body },
             OpKind::Access(a) => {
                 let (base, len) = region_base(w, &a.range, &addr, heap_id, heap_len).map_err(|m| err(op.line, m))?;
@@ -581,6 +586,7 @@ enum Prepared {
     Brk { delta: i64 },
     Prctl { arg2: u64, arg3: u64 },
     Sleep { ns: u64 },
+    Phase,
     Touch { plan: TouchPlan, write: bool, pacing: Option<workload::Pacing> },
     RepeatFor { ns: u64, body: usize },
     Access { addr: u64, plan: workload::AccessPlan },
@@ -815,6 +821,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
             ExecKind::Brk { delta } => Prepared::Brk { delta: *delta },
             ExecKind::Prctl { arg2, arg3 } => Prepared::Prctl { arg2: *arg2, arg3: *arg3 },
             ExecKind::Sleep { ns } => Prepared::Sleep { ns: *ns },
+            ExecKind::Phase { .. } => Prepared::Phase,
             ExecKind::Touch { base, offset, len, write, order, seed, stride, count, rate, duration_ns } => {
                 let t = Touch {
                     range: Range { region: RegionId(0), offset: *offset, len: *len, every: None },
@@ -1011,7 +1018,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
     // ---- allocation allowed again ----
 
     let minflt = if multi { t.my_minflt } else { f1 - f0 };
-    let done = serde_json::to_string(&Done { minflt, wall_ns: t1 - t0, results: std::mem::take(&mut t.results), brk_end: sys_brk(0) })
+    let done = serde_json::to_string(&Done { minflt, wall_ns: t1 - t0, start_ns: t0, results: std::mem::take(&mut t.results), brk_end: sys_brk(0) })
         .map_err(|e| e.to_string())?;
     raw_write_all(STATUS_FD, format!("done {done}\n").as_bytes());
     loop {
@@ -1382,6 +1389,7 @@ fn run_ops(ex: &'static Exec, t: &mut Task, start: usize) -> Ended {
                     0
                 }
             }
+            Prepared::Phase => mono_ns() as i64,
             Prepared::Sleep { ns } => {
                 let mut req = libc::timespec { tv_sec: (*ns / 1_000_000_000) as libc::time_t, tv_nsec: (*ns % 1_000_000_000) as libc::c_long };
                 let mut rem = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -1868,6 +1876,8 @@ pub struct RunOnce {
     pub procs: Vec<ProcOnce>,
     pub minflt: u64,
     pub wall_ns: u64,
+    /// Each `phase` reached, in the order of the operations: (name, ns from the start).
+    pub phases: Vec<(String, u64)>,
     pub rss_bytes: u64,
     pub anon_huge_bytes: u64,
     pub counters: CounterSnapshot,
@@ -1882,6 +1892,24 @@ pub struct RunOnce {
     pub meminfo: BTreeMap<String, i64>,
     /// `--sample`: the samples taken during the run.
     pub timeline: Vec<uapi::TimelineSample>,
+}
+
+/// Each phase of the runs (the first run's, in order): the median over the runs of its start
+/// and of its length (to the next phase or the end of the operations).
+fn phase_times(runs: &[RunOnce]) -> Vec<uapi::result::PhaseTime> {
+    let Some(first) = runs.first() else { return Vec::new() };
+    (0..first.phases.len())
+        .map(|j| {
+            let of = |r: &RunOnce| -> (i64, i64) {
+                let start = r.phases.get(j).map_or(0, |p| p.1);
+                let end = r.phases.get(j + 1).map_or(r.wall_ns, |p| p.1);
+                (start as i64, end.saturating_sub(start) as i64)
+            };
+            let mut starts: Vec<i64> = runs.iter().map(|r| of(r).0).collect();
+            let mut lens: Vec<i64> = runs.iter().map(|r| of(r).1).collect();
+            uapi::result::PhaseTime { name: first.phases[j].0.clone(), start_ns: median(&mut starts) as u64, ns: median(&mut lens) as u64 }
+        })
+        .collect()
 }
 
 /// The /proc/meminfo lines a run reports, in kB.
@@ -2252,9 +2280,20 @@ fn run_once(
             }
         }
     }
+    // A phase inside a `repeat` block: the time of its last round.
+    let phases = spec
+        .ops
+        .iter()
+        .zip(&results)
+        .filter_map(|(op, &t)| match &op.kind {
+            ExecKind::Phase { name } if t > 0 => Some((name.clone(), (t as u64).saturating_sub(done.start_ns))),
+            _ => None,
+        })
+        .collect();
     Ok(RunOnce {
         minflt: done.minflt,
         wall_ns: done.wall_ns,
+        phases,
         rss_bytes: rss_kb * 1024,
         anon_huge_bytes: ahp_kb * 1024,
         counters: before.delta(&after),
@@ -2437,6 +2476,7 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
             census_varied_between_runs: census_varied,
             placement: notes,
             noise: noise(rep),
+            phases: phase_times(&runs),
         }),
         program: None,
     });

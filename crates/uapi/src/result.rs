@@ -450,6 +450,11 @@ pub struct LiveWorkloadRun {
     pub placement: Vec<String>,
     /// How much of the system-wide counters this process's census does not explain.
     pub noise: Noise,
+    /// The workload's `phase` statements on the wall clock, as the model's
+    /// `time.phases` on its own: each from its statement to the next phase or the end of the
+    /// operations, the median over the runs. Empty without phases.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseTime>,
 }
 
 /// Lowest, lower median and highest value of a counter over the runs.

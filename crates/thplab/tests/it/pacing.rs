@@ -73,3 +73,39 @@ fn a_paced_fill_and_a_timed_loop_agree_with_the_live_kernel() {
     let wall = live.wall_ms;
     assert!((1320.0..=1980.0).contains(&wall), "live wall {wall:.1} ms, asked for 1650 ms");
 }
+
+/// `phase` on both clocks (issue #10 item 1): the model times each phase on its simulated
+/// clock, the live executor on CLOCK_MONOTONIC (the time each `phase` statement was reached).
+/// Priced with the built-in profile, `rest` is the 150 ms sleep exactly and starts where `fill`
+/// (16384 faults) ends. Live, `rest` is the 150 ms sleep and a little more, and the phases add
+/// up to the operations' wall time.
+#[test]
+fn phases_are_timed_on_both_clocks() {
+    let (_d, w) = temp_file("phases.thpw", "mmap a 64M\nphase fill\ntouch a write\nphase rest\nsleep 150ms\nphase again\ntouch a write\n");
+    let args = ["--set", "enabled=never"];
+    let m = thplab(&json_args("sim", &w, &["--set", "enabled=never", "--profile", "builtin"])).ok().result();
+    let mp = &m.time.as_ref().expect("the model's clock").phases;
+    assert_eq!(mp.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["fill", "rest", "again"]);
+    assert!(mp[0].ns > 0);
+    // `fill` starts after the mmap's priced call.
+    assert_eq!((mp[1].start_ns, mp[1].ns), (mp[0].start_ns + mp[0].ns, 150_000_000));
+    assert_eq!(mp[2].start_ns, mp[1].start_ns + 150_000_000);
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED the live half: {why}");
+        return;
+    }
+    let _g = exclusive();
+    let l = thplab_unlocked(&workspace(), &json_args("live", &w, &args));
+    l.ok();
+    let l = l.result();
+    let live = l.live.as_ref().expect("live section");
+    let lp = &live.workload.as_ref().expect("a workload run").phases;
+    println!("live phases {lp:?}, wall {:.3} ms", live.wall_ms);
+    assert_eq!(lp.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["fill", "rest", "again"]);
+    assert!((150_000_000..190_000_000).contains(&lp[1].ns), "rest took {} ns for a 150 ms sleep", lp[1].ns);
+    // 16384 faults of 4 KiB: more than 1 ms on any machine of this kind.
+    assert!(lp[0].ns > 1_000_000, "fill took {} ns", lp[0].ns);
+    assert_eq!(lp[1].start_ns, lp[0].start_ns + lp[0].ns);
+    let sum_us = lp.iter().map(|p| p.ns).sum::<u64>() as f64 / 1e3 + lp[0].start_ns as f64 / 1e3;
+    assert!((sum_us - live.wall_ms * 1e3).abs() < 2.0, "phases {sum_us:.1} us, wall {:.1} us", live.wall_ms * 1e3);
+}
