@@ -13,6 +13,7 @@
 //!   the page is then the task's own, writable.
 //! - The vDSO is a special mapping (`special_mapping_fault`, no `map_pages`): one page a fault.
 //!   [vvar] is VM_IO | VM_PFNMAP: GUP skips it (`check_vma_flags`).
+//! - mremap carries a VMA's PTEs to where it goes (mm/mremap.c: `move_page_tables`).
 //!
 //! What GUP then faults (mm/gup.c: `__get_user_pages` → `faultin_page` for every page not mapped
 //! with the access it needs; each fault counted in min_flt by `mm_account_fault`): a read, where
@@ -114,6 +115,38 @@ impl FilePages {
         }
         self.kinds.retain(|&(s, e, _)| e <= start || s >= end);
         self.anon_vmas.retain(|&(s, e)| s < start || e > end);
+    }
+
+    /// mremap of a special VMA from `[old, old + old_len)` to `[new, new + new_len)` (lengths
+    /// in whole pages; `new == old` in place): `move_page_tables` carries the PTEs of the first
+    /// `min(old_len, new_len)` bytes with the VMA, its anon_vma and kind too; the rest of the old
+    /// range is unmapped, the grown part is not mapped yet, and whatever the destination held
+    /// was unmapped first (MREMAP_FIXED).
+    pub fn mremap(&mut self, old: u64, old_len: u64, new: u64, new_len: u64) {
+        let keep = old_len.min(new_len);
+        let to = |a: u64| a - old + new;
+        let pages: Vec<(u64, u8)> = self
+            .pages
+            .range(old..old + keep)
+            .map(|(&p, &f)| (to(p), f))
+            .collect();
+        let kinds: Vec<(u64, u64, Kind)> = self
+            .kinds
+            .iter()
+            .filter(|&&(s, e, _)| s < old + keep && e > old)
+            .map(|&(s, e, k)| (to(s.max(old)), to(e.min(old + keep)), k))
+            .collect();
+        let had_anon_vma = self
+            .anon_vmas
+            .iter()
+            .any(|&(s, e)| s < old + old_len && e > old);
+        self.forget(old, old + old_len);
+        self.forget(new, new + new_len);
+        self.pages.extend(pages);
+        self.kinds.extend(kinds);
+        if had_anon_vma {
+            self.anon_vmas.push((new, new + new_len));
+        }
     }
 
     fn has_anon_vma(&self, vma: &Vma) -> bool {
@@ -265,5 +298,26 @@ mod tests {
         // Unmapped: its pages are forgotten (the parent's text: 3 faults again).
         f.forget(text.start, text.end);
         assert_eq!(f.populate(&text, text.start, text.end, false), 3);
+    }
+
+    /// mremap carries a file VMA's mapped pages to where it moves: a 16-page read-only VMA read
+    /// at page 0 (pages 0-15 mapped) moved and grown to 24 pages: GUP faults once, at page 16 of
+    /// the new place (mapping 16-23), not at 0 as for a VMA that forgot its pages. Shrunk in
+    /// place to 8 pages and grown back to 16: pages 8-15 were unmapped, one fault.
+    #[test]
+    fn mremap_moves_the_mapped_pages_with_the_vma() {
+        let b = 0x7f00_0000_0000u64;
+        let mut f = FilePages::default();
+        let v = vma(b, b + 16 * PAGE_SIZE, vm::READ);
+        f.fault(&v, b, false);
+        let n = b + (4 << 20);
+        f.mremap(v.start, 16 * PAGE_SIZE, n, 24 * PAGE_SIZE);
+        let moved = vma(n, n + 24 * PAGE_SIZE, vm::READ);
+        assert_eq!(f.populate(&v, v.start, v.end, false), 1, "the old place's pages went with the VMA");
+        assert_eq!(f.populate(&moved, moved.start, moved.end, false), 1);
+        f.mremap(n, 24 * PAGE_SIZE, n, 8 * PAGE_SIZE);
+        f.mremap(n, 8 * PAGE_SIZE, n, 16 * PAGE_SIZE);
+        let regrown = vma(n, n + 16 * PAGE_SIZE, vm::READ);
+        assert_eq!(f.populate(&regrown, regrown.start, regrown.end, false), 1);
     }
 }

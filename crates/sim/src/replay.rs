@@ -1042,10 +1042,8 @@ impl<'a> Replay<'a> {
                         let prot = other.map_or(0, |v| v.flags & mm::vma::vm::ACCESS);
                         k.step_current(Step::Munmap { start: old_m, len: old_len });
                         k.step_current(Step::Munmap { start: new_m, len: new_len });
-                        // The kernel moves their PTEs (move_page_tables); the replay forgets
-                        // them (a populate would fault them again: rare, not modelled).
-                        img.files.forget(old_m, old_m + old_len);
-                        img.files.forget(new_m, new_m + new_len);
+                        // The kernel moves their PTEs with the VMA (move_page_tables).
+                        img.files.mremap(old_m, old_len.next_multiple_of(PAGE_SIZE), new_m, new_len.next_multiple_of(PAGE_SIZE));
                         k.step_current(Step::Mmap { len: new_len, prot, placement: MmapPlacement::FixedNoReplace(new_m), backing: MapBacking::Special });
                     }
                 }
