@@ -743,6 +743,10 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
                 }
             }
         }
+        for v in std::mem::take(&mut l.iovecs) {
+            let t = v.time.saturating_sub(start);
+            self_push(&mut dec.raws, t, v.pid, v.tid, RawKind::Body(Box::new(EventBody::Iovecs { call: v.kind.code(), iovs: v.iovs })));
+        }
         // An answered call did not run: no sys_enter was recorded for it (seccomp skips the
         // call before the tracepoint), only its sys_exit, which `pair` drops. Its record is
         // written here, after the `answered` record that says so.

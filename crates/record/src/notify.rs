@@ -49,6 +49,12 @@ const CALLS: [(i64, SyscallKind, usize, Option<usize>); 5] = [
     (libc::SYS_unlinkat, SyscallKind::Unlinkat, 1, Some(0)),
 ];
 
+/// The calls whose iovecs are read (the recorder does not otherwise see what GUP reaches):
+/// the number and the argument indexes of the iovec array and its count.
+const IOVEC_CALLS: [(i64, SyscallKind); 3] =
+    [(libc::SYS_vmsplice, SyscallKind::Vmsplice), (libc::SYS_io_uring_register, SyscallKind::IoUringRegister), (libc::SYS_process_vm_writev, SyscallKind::ProcessVmWritev)];
+const IORING_REGISTER_BUFFERS: u32 = 0;
+
 /// The call numbers the filter compares, as the 32-bit words seccomp data holds.
 const MADV_COLLAPSE: u32 = linux_abi::mman::MADV_COLLAPSE as u32;
 const PR_SET_THP_DISABLE: u32 = linux_abi::prctl::PR_SET_THP_DISABLE as u32;
@@ -70,7 +76,8 @@ enum To {
     Notify,
 }
 
-/// The BPF program: on x86_64, with `paths` the calls of [`CALLS`], with `answers`
+/// The BPF program: on x86_64, with `paths` the calls of [`CALLS`] and of [`IOVEC_CALLS`]
+/// (io_uring_register with IORING_REGISTER_BUFFERS only), with `answers`
 /// madvise(MADV_COLLAPSE) and prctl(PR_SET_THP_DISABLE or PR_GET_THP_DISABLE) → notify;
 /// everything else → allow. `int` arguments (advice, option) are compared on their low 32
 /// bits, as the kernel reads them.
@@ -83,6 +90,16 @@ pub fn filter(paths: bool, answers: bool) -> Vec<libc::sock_filter> {
         for (nr, ..) in CALLS {
             p.push((jeq, nr as u32, To::Notify, To::Next));
         }
+        // The calls whose iovecs the replay needs (GUP on the program's pages): vmsplice and
+        // process_vm_writev always, io_uring_register for IORING_REGISTER_BUFFERS (opcode 0,
+        // without the IORING_REGISTER_USE_REGISTERED_RING bit) only.
+        for (nr, _) in IOVEC_CALLS.iter().filter(|c| c.1 != SyscallKind::IoUringRegister) {
+            p.push((jeq, *nr as u32, To::Notify, To::Next));
+        }
+        p.push((jeq, libc::SYS_io_uring_register as u32, To::Next, To::Skip(3)));
+        p.push((ld, data_arg_low(1), To::Next, To::Next));
+        p.push(((libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16, 0x7fff_ffff, To::Next, To::Next));
+        p.push((jeq, IORING_REGISTER_BUFFERS, To::Notify, To::Allow));
     }
     if answers {
         // The accumulator holds nr until a load: not madvise → over the two instructions that
@@ -165,6 +182,16 @@ pub struct Resolved {
     pub faulted: Vec<u64>,
 }
 
+/// The iovecs of a call stopped at its entry: when, which thread, the call, (base, length)
+/// each (process_vm_writev: the remote ones).
+pub struct Iovecs {
+    pub time: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub kind: SyscallKind,
+    pub iovs: Vec<(u64, u64)>,
+}
+
 /// A call the recorder answered without running it: when it was stopped and answered, which
 /// thread, the call and its arguments (as the tracepoint would give them), and the result given.
 pub struct Answered {
@@ -182,6 +209,7 @@ pub struct Listener {
     pub fd: OwnedFd,
     pub resolved: Vec<Resolved>,
     pub answered: Vec<Answered>,
+    pub iovecs: Vec<Iovecs>,
     /// Notifications whose thread went away before it could be looked at.
     pub vanished: u64,
     /// The program has called prctl(PR_SET_THP_DISABLE) itself, last with a non-zero flag:
@@ -198,7 +226,7 @@ enum Reply {
 
 impl Listener {
     pub fn new(fd: OwnedFd) -> Listener {
-        Listener { fd, resolved: Vec::new(), answered: Vec::new(), vanished: 0, own_thp_disable: false }
+        Listener { fd, resolved: Vec::new(), answered: Vec::new(), iovecs: Vec::new(), vanished: 0, own_thp_disable: false }
     }
 
     /// Answer every pending notification (call when poll says POLLIN).
@@ -222,6 +250,20 @@ impl Listener {
                 Reply::Return(collapse_result(n.data.args[0], n.data.args[1], Some(n.pid)))
             } else if nr == libc::SYS_prctl {
                 self.prctl_reply(&n.data.args)
+            } else if let Some(&(_, kind)) = IOVEC_CALLS.iter().find(|c| c.0 == nr) {
+                // vmsplice(fd, iov, nr_segs), io_uring_register(fd, opcode, iov, nr_args),
+                // process_vm_writev(pid, lvec, liovcnt, rvec, riovcnt).
+                let a = &n.data.args;
+                let (at, count) = match kind {
+                    SyscallKind::Vmsplice => (a[1], a[2]),
+                    SyscallKind::IoUringRegister => (a[2], a[3]),
+                    _ => (a[3], a[4]),
+                };
+                match (read_iovecs(n.pid, at, count), tgid_of(n.pid)) {
+                    (Some(iovs), Some(pid)) => self.iovecs.push(Iovecs { time, pid, tid: n.pid, kind, iovs }),
+                    _ => self.vanished += 1,
+                }
+                Reply::Continue
             } else {
                 let info = self.look(&n);
                 // SAFETY: the ioctl reads one u64.
@@ -318,6 +360,20 @@ impl Listener {
         }
         Some((tgid, info, faulted))
     }
+}
+
+/// `count` iovecs (`struct iovec`: base and length, 8 bytes each) at `addr` in thread `tid`,
+/// at most 16384 (io_uring's IORING_MAX_REG_BUFFERS; UIO_MAXIOV is 1024).
+fn read_iovecs(tid: u32, addr: u64, count: u64) -> Option<Vec<(u64, u64)>> {
+    use std::os::unix::fs::FileExt;
+    if count > 1 << 14 {
+        return None;
+    }
+    let f = std::fs::File::open(format!("/proc/{tid}/mem")).ok()?;
+    let mut b = vec![0u8; count as usize * 16];
+    f.read_exact_at(&mut b, addr).ok()?;
+    let word = |c: &[u8]| u64::from_ne_bytes(c.try_into().expect("8 bytes"));
+    Some(b.chunks_exact(16).map(|c| (word(&c[..8]), word(&c[8..]))).collect())
 }
 
 /// A NUL-terminated string at `addr` in thread `tid` (at most 4096 bytes), and the addresses of
@@ -520,6 +576,7 @@ mod tests {
                 c if c == libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K => {
                     pc += if acc == i.k { i.jt as usize } else { i.jf as usize };
                 }
+                c if c == libc::BPF_ALU | libc::BPF_AND | libc::BPF_K => acc &= i.k,
                 c if c == libc::BPF_RET | libc::BPF_K => return i.k,
                 c => panic!("unexpected instruction {c:#x}"),
             }
@@ -552,6 +609,17 @@ mod tests {
             assert_eq!(run(&prog, X86, 157, a(&[41, 1])), want(answers));
             assert_eq!(run(&prog, X86, 157, a(&[42])), want(answers));
             assert_eq!(run(&prog, X86, 157, a(&[15, 42, 41])), ALLOW);
+            // vmsplice (278) and process_vm_writev (311) with the paths; io_uring_register (427)
+            // for IORING_REGISTER_BUFFERS (0) only, with or without bit 31
+            // (IORING_REGISTER_USE_REGISTERED_RING).
+            for nr in [278, 311] {
+                assert_eq!(run(&prog, X86, nr, a(&[3, 0x7000_0000, 1])), want(paths), "nr {nr}");
+            }
+            assert_eq!(run(&prog, X86, 427, a(&[3, 0, 0x7000_0000, 1])), want(paths));
+            assert_eq!(run(&prog, X86, 427, a(&[3, 1 << 31, 0x7000_0000, 1])), want(paths));
+            assert_eq!(run(&prog, X86, 427, a(&[3, 2, 0x7000_0000, 1])), ALLOW, "IORING_REGISTER_FILES");
+            // After an io_uring_register compare, madvise and prctl still reach their tests.
+            assert_eq!(run(&prog, X86, 28, a(&[0x7000_0000, 4 << 20, 25])), want(answers));
             assert_eq!(run(&prog, 0x4000_0003, 2, a(&[])), ALLOW, "i386 open is not x86_64's");
             assert_eq!(run(&prog, 0x4000_0003, 28, a(&[0, 0, 25])), ALLOW);
         }

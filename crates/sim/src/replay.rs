@@ -195,6 +195,9 @@ struct Image {
     /// Recorded range start → (end, model start), for relocated mappings.
     reloc: BTreeMap<u64, (u64, u64)>,
     relocating: bool,
+    /// It registered io_uring buffers: their pages are pinned for the long term (until the
+    /// ring goes), which the model does not track.
+    longterm_pins: bool,
 }
 
 impl Image {
@@ -291,6 +294,9 @@ pub struct Replay<'a> {
     mounts: Vec<MountEntry>,
     /// A thread's resolved path, waiting for its system call record.
     paths: HashMap<u32, PathInfo>,
+    /// Per thread, the iovecs of its next vmsplice, io_uring_register or process_vm_writev
+    /// (an `iovecs` record): the call's kind code and (base, length) each.
+    iovecs: HashMap<u32, (u8, Vec<(u64, u64)>)>,
     procs: BTreeMap<u32, Proc>,
     /// Clone records whose child's creation record has not come yet: child → (parent,
     /// whether it shares the parent's mm).
@@ -359,6 +365,7 @@ impl<'a> Replay<'a> {
             rec_settings,
             mounts: Vec::new(),
             paths: HashMap::new(),
+            iovecs: HashMap::new(),
             procs: BTreeMap::new(),
             clone_records: HashMap::new(),
             done_counters: Counters::default(),
@@ -429,6 +436,7 @@ impl<'a> Replay<'a> {
             sbs: HashMap::new(),
             reloc: BTreeMap::new(),
             relocating: false,
+            longterm_pins: false,
         }
     }
 
@@ -718,9 +726,16 @@ impl<'a> Replay<'a> {
             }
             EventBody::Syscall(s) => {
                 let path = if s.kind.takes_path() { self.paths.remove(&e.tid) } else { None };
+                let iovs = self.iovecs.remove(&e.tid).filter(|(call, _)| *call == s.kind.code()).map(|(_, v)| v);
                 let Some(ret) = s.ret else { return Ok(()) };
                 self.syscall(e.pid, s.kind, &s.args, ret, e.time_ns, s.duration_ns)?;
                 self.file_syscall(e.pid, s.kind, &s.args, ret, path);
+                if ret >= 0 {
+                    self.gup_call(e.pid, s.kind, &s.args, ret, iovs);
+                }
+            }
+            EventBody::Iovecs { call, iovs } => {
+                self.iovecs.insert(e.tid, (*call, iovs.clone()));
             }
             EventBody::Path(p) => {
                 if let Some(knob) = thp_knob_of_path(&p.path) {
@@ -862,6 +877,7 @@ impl<'a> Replay<'a> {
         let special: Vec<mm::vma::Vma> = self.m.vmas().filter(|v| !v.is_modelled()).copied().collect();
         let pimg = self.procs.get_mut(&parent).and_then(|p| p.image.as_mut()).expect("checked above");
         let files = pimg.files.fork(&special);
+        let pinned = pimg.longterm_pins;
         let img = Image {
             mm,
             pid: child,
@@ -880,21 +896,58 @@ impl<'a> Replay<'a> {
             sbs: pimg.sbs.clone(),
             reloc: pimg.reloc.clone(),
             relocating: pimg.relocating,
+            longterm_pins: false,
         };
+        if pinned {
+            // copy_present_ptes: a page that may be DMA-pinned is copied for the child at fork
+            // (copy_present_page, one 4 KiB page per PTE) instead of shared.
+            self.unmodelled(parent, "fork_of_pinned_pages", "fork of io_uring-pinned pages: the kernel copied them for the child, 4 KiB each, instead of sharing them");
+        }
         self.m.switch_mm(mm);
         crate::views::start_explaining(self.m.kernel_mut(), self.explain);
         self.procs.get_mut(&child).expect("child registered").image = Some(img);
         Ok(())
     }
 
-    /// Calls by which the kernel reaches the program's pages through GUP, populating those not
-    /// yet present without a fault the recorder sees, and which the replay does not model:
-    /// counted, and a warning for the first of each kind. vmsplice takes references on the
-    /// pages of its iovecs (fs/splice.c: `vmsplice_to_pipe` → `iov_iter_extract_pages`);
+    /// Calls by which the kernel reaches the program's pages through GUP, faulting in those not
+    /// yet mapped as it needs them, without a fault the recorder sees; each fault counts in the
+    /// caller's min_flt (`mm_account_fault` charges current). vmsplice takes references on the
+    /// pages of the bytes it moved into the pipe, for reading (fs/splice.c: `vmsplice_to_pipe`
+    /// → `iov_iter_get_pages2`, no FOLL_WRITE: an untouched anonymous page gets the zero page);
     /// io_uring pins registered buffers for write (io_uring/rsrc.c: `io_sqe_buffer_register` →
-    /// `pin_user_pages_fast(FOLL_WRITE | FOLL_LONGTERM)`); process_vm_writev writes into another
-    /// process's pages (mm/process_vm_access.c: `pin_user_pages_remote(FOLL_WRITE)`). The iovecs
-    /// are in user memory, which the recording does not hold.
+    /// `pin_user_pages_fast(FOLL_WRITE | FOLL_LONGTERM)`); process_vm_writev writes the bytes it
+    /// moved into the target's pages (mm/process_vm_access.c: `pin_user_pages_remote(FOLL_WRITE)`;
+    /// the model counts those faults in the target's mm). The iovecs come from the recorder's
+    /// `iovecs` record; without one (no path resolution, or an io_uring registration other than
+    /// IORING_REGISTER_BUFFERS) the call is counted as unmodelled and warned about.
+    fn gup_call(&mut self, pid: u32, kind: SyscallKind, a: &[u64], ret: i64, iovs: Option<Vec<(u64, u64)>>) {
+        let (target, how, bytes) = match kind {
+            SyscallKind::Vmsplice => (pid, Populate::Read, ret as u64),
+            SyscallKind::IoUringRegister if a[1] & 0x7fff_ffff == 0 => (pid, Populate::Write, u64::MAX),
+            SyscallKind::ProcessVmWritev => (a[0] as u32, Populate::Write, ret as u64),
+            _ => return self.unmodelled_populate(pid, kind, a),
+        };
+        let Some(iovs) = iovs else { return self.unmodelled_populate(pid, kind, a) };
+        let Some(img) = self.procs.get_mut(&target).and_then(|p| p.image.as_mut()) else { return };
+        img.longterm_pins |= kind == SyscallKind::IoUringRegister;
+        self.m.switch_mm(img.mm);
+        let mut left = bytes;
+        for (base, len) in iovs {
+            let n = len.min(left);
+            if n == 0 {
+                continue;
+            }
+            left -= n;
+            let (start, end) = (base & !(PAGE_SIZE - 1), (base + n).next_multiple_of(PAGE_SIZE));
+            Self::populate(&mut self.m, &mut self.stats, img, start, end, how);
+        }
+        if let Some(mm) = self.procs.get(&pid).and_then(|p| p.image.as_ref()).map(|i| i.mm) {
+            self.m.switch_mm(mm);
+        }
+    }
+
+    /// A call of [`Replay::gup_call`]'s that the replay could not model: counted, and a warning
+    /// for the first of each kind.
     fn unmodelled_populate(&mut self, pid: u32, kind: SyscallKind, a: &[u64]) {
         const IORING_REGISTER_BUFFERS: u64 = 0;
         const IORING_REGISTER_BUFFERS2: u64 = 15;
@@ -909,10 +962,21 @@ impl<'a> Replay<'a> {
             }
             _ => return,
         };
-        let n = self.stats.populate_unmodelled.entry(kind.name().to_string()).or_insert(0);
+        if kind == SyscallKind::IoUringRegister {
+            if let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) {
+                img.longterm_pins = true;
+            }
+        }
+        self.unmodelled(pid, kind.name(), &format!("{what}; not modelled (the model lacks the faults it took in place of the program)"));
+    }
+
+    /// Something the kernel did to the program's pages that the replay does not model: counted
+    /// in `populate_unmodelled` under `key`, and a warning the first time.
+    fn unmodelled(&mut self, pid: u32, key: &str, what: &str) {
+        let n = self.stats.populate_unmodelled.entry(key.to_string()).or_insert(0);
         *n += 1;
         if *n == 1 {
-            self.stats.warnings.push(format!("pid {pid}: {what}; not modelled (the model lacks the faults it took in place of the program)"));
+            self.stats.warnings.push(format!("pid {pid}: {what}"));
         }
     }
 
@@ -988,9 +1052,6 @@ impl<'a> Replay<'a> {
         if kind == SyscallKind::ExitGroup {
             self.exit(pid);
             return Ok(());
-        }
-        if ret >= 0 {
-            self.unmodelled_populate(pid, kind, a);
         }
         if matches!(kind, SyscallKind::Fork | SyscallKind::Vfork | SyscallKind::Clone | SyscallKind::Clone3) && ret > 0 {
             return self.forked(pid, kind, a, ret as u32);

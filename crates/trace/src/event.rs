@@ -133,6 +133,11 @@ pub enum EventBody {
     /// stack's top (the argument and environment strings, auxv and the pointer arrays). Written
     /// just before the process's [`EventBody::ExecMaps`], at the same time.
     ExecStack { start_stack: u64 },
+    /// (2.5) The iovecs of the thread's next system call record of kind `call` (vmsplice:
+    /// its own; io_uring_register of buffers: the buffers; process_vm_writev: the remote
+    /// ranges, in the target's address space), read by the recorder while the thread waited at
+    /// the call's entry: (base, length) each.
+    Iovecs { call: u8, iovs: Vec<(u64, u64)> },
 }
 
 /// What a path named when the system call was entered.
@@ -343,6 +348,8 @@ pub mod kind {
     pub const ANSWERED: u8 = 10;
     /// (2.4)
     pub const EXEC_STACK: u8 = 11;
+    /// (2.5)
+    pub const IOVECS: u8 = 12;
 }
 
 impl EventBody {
@@ -361,6 +368,7 @@ impl EventBody {
             EventBody::Mounts(_) => kind::MOUNTS,
             EventBody::Answered { .. } => kind::ANSWERED,
             EventBody::ExecStack { .. } => kind::EXEC_STACK,
+            EventBody::Iovecs { .. } => kind::IOVECS,
         }
     }
 }
@@ -380,6 +388,7 @@ pub fn kind_name(code: u8) -> Option<&'static str> {
         kind::MOUNTS => "mounts",
         kind::ANSWERED => "answered",
         kind::EXEC_STACK => "exec_stack",
+        kind::IOVECS => "iovecs",
         c => return SyscallKind::from_code(c).map(SyscallKind::name),
     })
 }

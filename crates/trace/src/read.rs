@@ -388,6 +388,25 @@ impl<R: Read> TraceReader<R> {
                 }
                 EventBody::Mounts(v)
             }
+            kind::IOVECS if self.major >= 2 => {
+                let c_at = s.offset;
+                let call = s.varint("the iovecs record's call")?;
+                if SyscallKind::from_code(call.min(255) as u8).is_none() {
+                    return Err(corrupt(c_at, format!("iovecs record for call kind {call}, which is not a system call")));
+                }
+                let n_at = s.offset;
+                let n = s.varint("the number of iovecs")?;
+                // UIO_MAXIOV, and io_uring's IORING_MAX_REG_BUFFERS (16384).
+                if n > 1 << 14 {
+                    return Err(corrupt(n_at, format!("{n} iovecs, more than the limit 16384")));
+                }
+                let mut iovs = Vec::new();
+                for i in 0..n {
+                    let base = s.varint(&format!("iovec {i}: base"))?;
+                    iovs.push((base, s.varint(&format!("iovec {i}: length"))?));
+                }
+                EventBody::Iovecs { call: call as u8, iovs }
+            }
             kind::EXEC_STACK if self.major >= 2 => EventBody::ExecStack {
                 start_stack: s.varint("the exec_stack record's start_stack")?,
             },

@@ -64,6 +64,11 @@ pub fn body_text(b: &EventBody) -> String {
                 format!("path for {call}: {:?} does not exist (directory on dev {}:{}, {fs})", String::from_utf8_lossy(&p.path), p.maj, p.min)
             }
         }
+        EventBody::Iovecs { call, iovs } => {
+            let call = SyscallKind::from_code(*call).map_or("?", SyscallKind::name);
+            let list: Vec<String> = iovs.iter().map(|&(b, l)| format!("{b:#x}+{l:#x}")).collect();
+            format!("iovecs of the next {call}: {}", list.join(" "))
+        }
         EventBody::ExecStack { start_stack } => {
             format!("stack after execve starts at {start_stack:#x} (argc; execve wrote from there to the top)")
         }

@@ -209,6 +209,17 @@ impl<W: Write> TraceWriter<W> {
                 }
             }
             EventBody::ExecStack { start_stack } => put_varint(b, *start_stack),
+            EventBody::Iovecs { call, iovs } => {
+                if crate::SyscallKind::from_code(*call).is_none() {
+                    return Err(invalid(format!("iovecs record for kind {call}, which is not a system call")));
+                }
+                put_varint(b, *call as u64);
+                put_varint(b, iovs.len() as u64);
+                for &(base, len) in iovs {
+                    put_varint(b, base);
+                    put_varint(b, len);
+                }
+            }
             EventBody::Answered { call, ret } => {
                 if crate::SyscallKind::from_code(*call).is_none() {
                     return Err(invalid(format!("answered record for kind {call}, which is not a system call")));

@@ -1,9 +1,9 @@
 /* A test program for issue #8 item 4 (what the kernel populates without a user fault): three
  * calls by which the kernel reaches the program's pages through GUP, on buffers never touched:
- * vmsplice of 64 KiB into a pipe, io_uring_register(IORING_REGISTER_BUFFERS) of 64 KiB, and
- * process_vm_writev of 64 KiB into a forked child. The replay does not model them (their
- * iovecs are in user memory): it must say so for each, in a warning and in
- * `populate_unmodelled`. Compiled by crates/thplab/tests/it/programs.rs. */
+ * vmsplice of 64 KiB into a pipe (a read: zero pages), io_uring_register(IORING_REGISTER_BUFFERS)
+ * of 64 KiB (pinned for write), and process_vm_writev of 64 KiB into a forked child. Their
+ * iovecs are in user memory: the recorder reads them at the call's entry and the replay
+ * populates them. Compiled by crates/thplab/tests/it/programs.rs. */
 #define _GNU_SOURCE
 #include <linux/io_uring.h>
 #include <stddef.h>
