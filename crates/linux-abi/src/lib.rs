@@ -83,6 +83,19 @@ pub mod memfd {
     pub const MFD_HUGETLB: u64 = 4;
 }
 
+/// io_uring_register opcodes (include/uapi/linux/io_uring.h) that register buffers.
+pub mod io_uring {
+    pub const IORING_REGISTER_BUFFERS: u64 = 0;
+    pub const IORING_REGISTER_BUFFERS2: u64 = 15;
+    pub const IORING_REGISTER_BUFFERS_UPDATE: u64 = 16;
+    /// A flag in the opcode's bit 31 (the ring fd is a registered index), not an opcode.
+    pub const IORING_REGISTER_USE_REGISTERED_RING: u64 = 1 << 31;
+    /// The opcode of an io_uring_register argument, without the flag.
+    pub fn opcode(arg: u64) -> u64 {
+        arg & 0xffff_ffff & !IORING_REGISTER_USE_REGISTERED_RING
+    }
+}
+
 /// x86 page-fault error code bits (`enum x86_pf_error_code`).
 pub mod x86_pf {
     pub const PF_WRITE: u64 = 1 << 1;

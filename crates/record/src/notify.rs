@@ -53,7 +53,9 @@ const CALLS: [(i64, SyscallKind, usize, Option<usize>); 5] = [
 /// the number and the argument indexes of the iovec array and its count.
 const IOVEC_CALLS: [(i64, SyscallKind); 3] =
     [(libc::SYS_vmsplice, SyscallKind::Vmsplice), (libc::SYS_io_uring_register, SyscallKind::IoUringRegister), (libc::SYS_process_vm_writev, SyscallKind::ProcessVmWritev)];
-const IORING_REGISTER_BUFFERS: u32 = 0;
+const IORING_REGISTER_BUFFERS: u32 = linux_abi::io_uring::IORING_REGISTER_BUFFERS as u32;
+/// The opcode without IORING_REGISTER_USE_REGISTERED_RING (bit 31).
+const IORING_OPCODE_MASK: u32 = !(linux_abi::io_uring::IORING_REGISTER_USE_REGISTERED_RING as u32);
 
 /// The call numbers the filter compares, as the 32-bit words seccomp data holds.
 const MADV_COLLAPSE: u32 = linux_abi::mman::MADV_COLLAPSE as u32;
@@ -98,7 +100,7 @@ pub fn filter(paths: bool, answers: bool) -> Vec<libc::sock_filter> {
         }
         p.push((jeq, libc::SYS_io_uring_register as u32, To::Next, To::Skip(3)));
         p.push((ld, data_arg_low(1), To::Next, To::Next));
-        p.push(((libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16, 0x7fff_ffff, To::Next, To::Next));
+        p.push(((libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16, IORING_OPCODE_MASK, To::Next, To::Next));
         p.push((jeq, IORING_REGISTER_BUFFERS, To::Notify, To::Allow));
     }
     if answers {

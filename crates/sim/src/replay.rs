@@ -54,6 +54,7 @@ use crate::file_pages::FilePages;
 use crate::{MachineConfig, SimError};
 
 use linux_abi::fcntl::{AT_REMOVEDIR, FALLOC_FL_KEEP_SIZE, F_DUPFD, F_DUPFD_CLOEXEC, O_APPEND, O_CREAT, O_DIRECT, O_TRUNC, O_WRONLY, RWF_APPEND};
+use linux_abi::io_uring;
 use linux_abi::memfd::MFD_HUGETLB;
 use linux_abi::mman::{
     MADV_COLLAPSE, MADV_DOFORK, MADV_DONTFORK, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_KEEPONFORK, MADV_WIPEONFORK, MADV_NOHUGEPAGE, MADV_POPULATE_READ, MADV_POPULATE_WRITE, MAP_ANONYMOUS,
@@ -923,7 +924,7 @@ impl<'a> Replay<'a> {
     fn gup_call(&mut self, pid: u32, kind: SyscallKind, a: &[u64], ret: i64, iovs: Option<Vec<(u64, u64)>>) {
         let (target, how, bytes) = match kind {
             SyscallKind::Vmsplice => (pid, Populate::Read, ret as u64),
-            SyscallKind::IoUringRegister if a[1] & 0x7fff_ffff == 0 => (pid, Populate::Write, u64::MAX),
+            SyscallKind::IoUringRegister if io_uring::opcode(a[1]) == io_uring::IORING_REGISTER_BUFFERS => (pid, Populate::Write, u64::MAX),
             SyscallKind::ProcessVmWritev => (a[0] as u32, Populate::Write, ret as u64),
             _ => return self.unmodelled_populate(pid, kind, a),
         };
@@ -949,12 +950,10 @@ impl<'a> Replay<'a> {
     /// A call of [`Replay::gup_call`]'s that the replay could not model: counted, and a warning
     /// for the first of each kind.
     fn unmodelled_populate(&mut self, pid: u32, kind: SyscallKind, a: &[u64]) {
-        const IORING_REGISTER_BUFFERS: u64 = 0;
-        const IORING_REGISTER_BUFFERS2: u64 = 15;
-        const IORING_REGISTER_BUFFERS_UPDATE: u64 = 16;
+        use io_uring::{IORING_REGISTER_BUFFERS, IORING_REGISTER_BUFFERS2, IORING_REGISTER_BUFFERS_UPDATE};
         let what = match kind {
             SyscallKind::Vmsplice => "vmsplice: the kernel took references on the pages of its iovecs (faulting in those not present)",
-            SyscallKind::IoUringRegister if matches!(a[1] & 0x7fff_ffff, IORING_REGISTER_BUFFERS | IORING_REGISTER_BUFFERS2 | IORING_REGISTER_BUFFERS_UPDATE) => {
+            SyscallKind::IoUringRegister if matches!(io_uring::opcode(a[1]), IORING_REGISTER_BUFFERS | IORING_REGISTER_BUFFERS2 | IORING_REGISTER_BUFFERS_UPDATE) => {
                 "io_uring_register of buffers: the kernel pinned them for write (FOLL_WRITE | FOLL_LONGTERM), populating their pages"
             }
             SyscallKind::ProcessVmWritev if self.procs.contains_key(&(a[0] as u32)) => {
