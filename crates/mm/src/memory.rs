@@ -769,7 +769,8 @@ impl Kernel {
         if index >= self.shmem_inode(ino).pages() {
             return Access::Sigbus;
         }
-        if !write {
+        // do_read_fault: should_fault_around needs vm_ops->map_pages (shm_vm_ops has none).
+        if !write && vma.flags & vm::SYSV_SHM == 0 {
             match self.do_fault_around(vma, va, t, ino, index) {
                 Some(Access::Fault) => return Access::Fault,
                 Some(other) => return other,

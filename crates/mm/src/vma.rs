@@ -58,6 +58,9 @@ pub mod vm {
     pub const ACCOUNT: u32 = 1 << 13;
     /// VM_NORESERVE (MAP_NORESERVE under overcommit modes 0 and 1): never charged.
     pub const NORESERVE: u32 = 1 << 14;
+    /// Model: a System V shm segment's VMA, whose vm_ops are ipc/shm.c's `shm_vm_ops`: no
+    /// `map_pages`, so a read fault maps its own page only (no fault-around).
+    pub const SYSV_SHM: u32 = 1 << 15;
 }
 
 /// `struct vm_area_struct` (private anonymous only, for now).

@@ -298,6 +298,11 @@ pub struct Replay<'a> {
     /// Per thread, the iovecs of its next vmsplice, io_uring_register or process_vm_writev
     /// (an `iovecs` record): the call's kind code and (base, length) each.
     iovecs: HashMap<u32, (u8, Vec<(u64, u64)>)>,
+    /// Per thread, its shmat's address and flags, until the mapping's `map` record (which
+    /// gives the segment's size) comes.
+    shmat: HashMap<u32, (u64, u64)>,
+    /// System V segments by the inode of their file on shm_mnt (the `map` record's `ino`).
+    sysv: HashMap<u64, InodeId>,
     procs: BTreeMap<u32, Proc>,
     /// Clone records whose child's creation record has not come yet: child → (parent,
     /// whether it shares the parent's mm).
@@ -367,6 +372,8 @@ impl<'a> Replay<'a> {
             mounts: Vec::new(),
             paths: HashMap::new(),
             iovecs: HashMap::new(),
+            shmat: HashMap::new(),
+            sysv: HashMap::new(),
             procs: BTreeMap::new(),
             clone_records: HashMap::new(),
             done_counters: Counters::default(),
@@ -738,6 +745,7 @@ impl<'a> Replay<'a> {
             EventBody::Iovecs { call, iovs } => {
                 self.iovecs.insert(e.tid, (*call, iovs.clone()));
             }
+            EventBody::Map(m) if m.path.starts_with(b"/SYSV") && m.flags & MAP_SHARED as u32 != 0 => self.shm_map(e.pid, e.tid, m),
             EventBody::Path(p) => {
                 if let Some(knob) = thp_knob_of_path(&p.path) {
                     self.knob_read(e.pid, knob);
@@ -1059,6 +1067,16 @@ impl<'a> Replay<'a> {
             self.mmap(pid, a, ret as u64);
             return Ok(());
         }
+        if kind == SyscallKind::Shmat && ret >= 0 {
+            // The segment's size comes with the mapping's `map` record (shm_mmap inside the
+            // call, after this record's time).
+            self.shmat.insert(pid, (a[1], a[2]));
+            return Ok(());
+        }
+        if kind == SyscallKind::Shmdt && ret == 0 {
+            self.shmdt(pid, a[0]);
+            return Ok(());
+        }
         let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else { return Ok(()) };
         let failed = ret < 0;
         match kind {
@@ -1219,8 +1237,6 @@ impl<'a> Replay<'a> {
     /// A successful mmap recorded at `rec`.
     fn mmap(&mut self, pid: u32, a: &[u64], rec: u64) {
         let (hint, len, prot, flags, fd, off) = (a[0], a[1], a[2], a[3], a[4], a[5]);
-        let settings = self.settings;
-        let rec_settings = self.rec_settings.as_ref();
         let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else { return };
         let shared = flags & MAP_SHARED != 0;
         let backing = if flags & MAP_ANONYMOUS != 0 {
@@ -1245,6 +1261,49 @@ impl<'a> Replay<'a> {
                 FileRef::Other => MapBacking::Special,
             }
         };
+        self.map_at(pid, hint, len, prot, flags, backing, rec, 0);
+    }
+
+    /// A System V segment attached by shmat (ipc/shm.c: `do_shmat` → `do_mmap` of the
+    /// segment's file on shm_mnt, placed by `shm_get_unmapped_area` → `shmem_get_unmapped_area`).
+    /// Its VMA has `shm_vm_ops`, not `shmem_anon_vm_ops`: the per-size shmem knobs do not apply,
+    /// `shmem_enabled` does (as for a linked file on shm_mnt), and a read fault maps one page
+    /// (no `map_pages`: no fault-around). Each segment is one inode, shared by every process
+    /// that attaches it.
+    fn shm_map(&mut self, pid: u32, tid: u32, m: &trace::MapInfo) {
+        const SHM_RDONLY: u64 = 0o10000;
+        let (addr, flg) = self.shmat.remove(&pid).or_else(|| self.shmat.remove(&tid)).unwrap_or((m.addr, 0));
+        let ino = match self.sysv.get(&m.ino) {
+            Some(&ino) => ino,
+            None => {
+                let ino = self.m.step_current(Step::ShmemCreate { sb: SHM_MNT, linked: true }).created();
+                self.m.step_current(Step::Ftruncate { ino, size: m.len });
+                self.stats.shmem_files += 1;
+                self.sysv.insert(m.ino, ino);
+                ino
+            }
+        };
+        let prot = if flg & SHM_RDONLY != 0 { 1 } else { 3 };
+        let flags = MAP_SHARED | if addr != 0 { MAP_FIXED } else { 0 };
+        self.map_at(pid, addr, m.len, prot, flags, MapBacking::Shmem { ino, pgoff: m.pgoff / PAGE_SIZE }, m.addr, mm::vma::vm::SYSV_SHM);
+    }
+
+    /// shmdt: the segment's VMAs from `addr` on are unmapped (ipc/shm.c: `ksys_shmdt`).
+    fn shmdt(&mut self, pid: u32, addr: u64) {
+        let Some(img) = self.procs.get(&pid).and_then(|p| p.image.as_ref()) else { return };
+        let at = img.tr(addr);
+        if let Some(v) = self.m.vma_lookup(at).filter(|v| v.start == at && v.is_modelled() && v.file != 0) {
+            self.m.step_current(Step::Munmap { start: v.start, len: v.end - v.start });
+        }
+    }
+
+    /// A mapping of `backing` the kernel made at `rec` (mmap, or shmat's do_mmap): placed as
+    /// the model's knobs place it, with the placement check against the recording's.
+    #[allow(clippy::too_many_arguments)]
+    fn map_at(&mut self, pid: u32, hint: u64, len: u64, prot: u64, flags: u64, backing: MapBacking, rec: u64, vm_extra: u32) {
+        let settings = self.settings;
+        let rec_settings = self.rec_settings.as_ref();
+        let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else { return };
         let fixed = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0;
         let mut at = rec;
         if fixed {
@@ -1305,7 +1364,7 @@ impl<'a> Replay<'a> {
         if at != rec || img.relocating {
             img.reloc.insert(rec, (rec + len.div_ceil(PAGE_SIZE) * PAGE_SIZE, at));
         }
-        let mut p = prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0) | self.m.mlock_future_flags();
+        let mut p = prot_to_vm(prot & 1 != 0, prot & 2 != 0, prot & 4 != 0) | self.m.mlock_future_flags() | vm_extra;
         if flags & MAP_LOCKED != 0 {
             p |= mm::vma::vm::LOCKED;
         }

@@ -899,6 +899,22 @@ fn collapse_checking_program_model_matches_live_across_the_matrix() {
 }
 
 
+/// A System V segment (progs/sysv_shm.c): written 6 of 8 MiB, attached read-only by a forked
+/// child that reads all of it, attached at exit. The replay models it from the segment's
+/// `map` record (ipc/shm.c: shm_mmap; shmem_enabled decides, no fault-around): under 4 KiB
+/// pages the child takes one fault a page (2048), where before the replay took none of the
+/// segment's faults as its own; under `shmem_enabled=always` the segment is placed 2 MiB-aligned
+/// and gets PMD folios (87 faults in all against 3664).
+#[test]
+fn sysv_shm_program_model_matches_live_across_the_shmem_matrix() {
+    check_c_program("sysv_shm", shmem_matrix(), |_| {}, |label, model, live, failures| {
+        if replay_of(model).shmem_files != 1 {
+            failures.push(format!("{label}: shmem_files {}, one segment", replay_of(model).shmem_files));
+        }
+        minflt_within_two(label, model, live, failures);
+    });
+}
+
 /// Issue #5: a C program on every shmem path (memfd mapped with a NULL hint, shared anonymous
 /// memory, write() then mmap, POSIX shm unlinked before mmap, pwrite + fallocate + ftruncate,
 /// dup + lseek + writev, a linked /dev/shm file) recorded once and predicted under the shmem
