@@ -99,6 +99,15 @@ pub fn thp_knobs_read(events: &[trace::Event]) -> Vec<String> {
 
 pub fn warnings(st: &ReplayStats, misses: &[PlacementMiss]) -> Vec<String> {
     let mut out = st.warnings.clone();
+    if st.shmem_unmodelled > 0 {
+        out.push(format!(
+            "{} calls on shmem files the model cannot replay (truncating cached pages, hole punching, MAP_PRIVATE of a shmem file, mremap of shmem): the pages they reach are not modelled (shmem_unmodelled)",
+            st.shmem_unmodelled
+        ));
+    }
+    if st.populate_failed > 0 {
+        out.push(format!("{} populating calls failed in the model where the kernel's succeeded (populate_failed)", st.populate_failed));
+    }
     let missed = st.placements_checked - st.placements_matched;
     if missed > 0 {
         out.push(format!(
