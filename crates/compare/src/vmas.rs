@@ -206,7 +206,13 @@ mod tests {
         let image = |pid: u32, exe: &str, replaced: bool| ReplayProcess { pid, image: u64::from(pid - 100), exe: exe.into(), replaced, ..Default::default() };
         model.model = Some(ModelSection {
             replay: Some(ReplayReport {
-                per_process: vec![image(100, "/usr/bin/bash", true), image(102, "/usr/lib/gcc/x86_64-linux-gnu/12/cc1", false), image(103, "/usr/bin/x86_64-linux-gnu-as", false), image(105, "/usr/bin/x86_64-linux-gnu-ld.bfd", false), image(104, "/usr/bin/x86_64-linux-gnu-ld.bfd", false)],
+                per_process: vec![
+                    image(100, "/usr/bin/bash", true),
+                    image(102, "/usr/lib/gcc/x86_64-linux-gnu/12/cc1", false),
+                    image(103, "/usr/bin/x86_64-linux-gnu-as", false),
+                    image(105, "/usr/bin/x86_64-linux-gnu-ld.bfd", false),
+                    image(104, "/usr/bin/x86_64-linux-gnu-ld.bfd", false),
+                ],
                 ..Default::default()
             }),
             ..Default::default()

@@ -89,6 +89,8 @@ struct Proc {
     /// Threads held at their exit stop: (tid, since).
     held: Vec<(i32, Instant)>,
     snapshot_done: bool,
+    /// maj_flt where `report.minflt_base` was taken.
+    majflt_base: u64,
 }
 
 /// How long a thread is held at its exit stop while other threads of its process go on: if
@@ -194,9 +196,10 @@ fn dying(tid: i32) -> bool {
     }
 }
 
-fn minflt_of(pid: i32) -> Option<u64> {
+/// min_flt and maj_flt of /proc/PID/stat (fields 10 and 12).
+fn faults_of(pid: i32) -> Option<(u64, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat_field(&text, 10)
+    Some((stat_field(&text, 10)?, stat_field(&text, 12)?))
 }
 
 /// An anonymous private VMA: no file (empty name, `[heap]`, `[stack]`, `[anon:...]`), private.
@@ -482,7 +485,7 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
                         // The recording starts inside the program's execve; a descendant is
                         // recorded from its creation (`copy_mm` zeroes its min_flt).
                         if tgid == root {
-                            p.report.minflt_base = minflt_of(pid).unwrap_or(0);
+                            (p.report.minflt_base, p.majflt_base) = faults_of(pid).unwrap_or_default();
                         }
                         p.report.exe = std::fs::read_link(format!("/proc/{pid}/exe"))
                             .map(|x| x.display().to_string())
@@ -582,12 +585,14 @@ fn snapshot(p: &mut Proc, tid: i32) -> Result<bool> {
     if status_field(&status_text(tid), "State:").is_none_or(|st| st.starts_with('Z') || st.starts_with('X')) {
         return Ok(false);
     }
+    let majflt_base = p.majflt_base;
     let r = &mut p.report;
     r.comm = crate::procfs::comm(tid);
     // /proc/TGID/stat: the whole group's faults (dead threads' too).
-    let exit = minflt_of(r.pid).or_else(|| minflt_of(tid));
-    r.minflt_exit = exit;
-    r.minflt = exit.unwrap_or(0).saturating_sub(r.minflt_base);
+    let exit = faults_of(r.pid).or_else(|| faults_of(tid));
+    r.minflt_exit = exit.map(|f| f.0);
+    r.minflt = exit.map_or(0, |f| f.0).saturating_sub(r.minflt_base);
+    r.majflt = exit.map_or(0, |f| f.1).saturating_sub(majflt_base);
     let mps = tmpfs_mount_points(tid);
     let vmas: Vec<Vma> = match read_smaps(tid) {
         Ok(v) => v.into_iter().filter(|v| is_anon_private(v) || is_shmem_shared(v, &mps)).collect(),

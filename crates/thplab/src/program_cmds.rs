@@ -183,7 +183,9 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
 
 /// [`compare::rows`] for a program: the per-size `nr_anon` and `nr_anon_partially_mapped` stats
 /// are levels, which the model reports at the processes' exit and the live run reads after
-/// they are gone (their folios freed): shown, not judged.
+/// they are gone (their folios freed): shown, not judged. Live major faults (a file page read
+/// from disk) are shown beside minflt: they are not in live minflt, while the recording counted
+/// them as faults, so a cold page cache puts live minflt below the model's.
 pub fn program_rows(model: &RunResult, live: &RunResult, tol: &compare::Tolerance) -> Vec<Row> {
     let mut rows = compare::rows(model, live, tol);
     for r in rows.iter_mut() {
@@ -191,6 +193,11 @@ pub fn program_rows(model: &RunResult, live: &RunResult, tol: &compare::Toleranc
             r.kind = RowKind::Informational;
             r.differs = false;
         }
+    }
+    let majflt: u64 = live.live.as_ref().and_then(|l| l.program.as_ref()).map_or(0, |p| p.processes.iter().map(|p| p.majflt).sum());
+    if majflt > 0 {
+        let at = rows.iter().position(|r| r.field == "minflt").map_or(0, |i| i + 1);
+        rows.insert(at, Row { field: "majflt (live: not in minflt)".into(), model: 0, live: majflt as i64, kind: RowKind::Informational, differs: false });
     }
     rows
 }

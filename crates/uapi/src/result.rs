@@ -519,6 +519,10 @@ pub struct ProgramProcess {
     pub minflt_exit: Option<u64>,
     /// `minflt_exit - minflt_base`.
     pub minflt: u64,
+    /// Major faults over the same span (maj_flt): faults that read a file page from disk. Not
+    /// in `minflt`; a recording sees them as faults like any other.
+    #[serde(default)]
+    pub majflt: u64,
     pub threads: u32,
     /// Rss and AnonHugePages of the VMAs measured, in kB.
     pub rss_kb: u64,
