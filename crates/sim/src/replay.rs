@@ -655,9 +655,17 @@ impl<'a> Replay<'a> {
                         let (old, new) = (self.m.brk(), ret as u64);
                         Touched::Ranges(vec![(old.min(new), old.max(new).max(old.min(new) + 1))])
                     }
-                    SyscallKind::Mlockall | SyscallKind::Munlockall | SyscallKind::Prctl | SyscallKind::Shmat | SyscallKind::Shmdt | SyscallKind::ProcessMadvise => {
-                        Touched::Everything
-                    }
+                    // The GUP calls populate ranges their iovecs name (process_vm_writev: in
+                    // another process).
+                    SyscallKind::Mlockall
+                    | SyscallKind::Munlockall
+                    | SyscallKind::Prctl
+                    | SyscallKind::Shmat
+                    | SyscallKind::Shmdt
+                    | SyscallKind::ProcessMadvise
+                    | SyscallKind::Vmsplice
+                    | SyscallKind::IoUringRegister
+                    | SyscallKind::ProcessVmWritev => Touched::Everything,
                     SyscallKind::Clone | SyscallKind::Clone3 | SyscallKind::Fork | SyscallKind::Vfork | SyscallKind::Lseek | SyscallKind::Read => Touched::Nothing,
                     // File calls (memfd_create, open, write, ftruncate, fallocate, close, unlink,
                     // dup): the shmem page caches; exit and execve are checked whole at teardown.
