@@ -466,7 +466,13 @@ impl<'a> Replay<'a> {
     fn retire(&mut self, img: Image, replaced: bool) {
         self.m.switch_mm(img.mm);
         let census = self.m.census_of_all();
-        let vmas = crate::views::vma_maps(&self.m, Some(img.pid));
+        let mut vmas = crate::views::vma_maps(&self.m, Some(img.pid));
+        // The VMA of the stack execve made (`vma_is_initial_stack`), as /proc/PID/maps names it.
+        if let Some((_, top)) = img.stack {
+            if let Some(v) = vmas.iter_mut().find(|v| v.start_addr() < top && top <= v.end_addr() && v.kind == "anon") {
+                v.name = "[stack]".to_string();
+            }
+        }
         let peak = crate::views::peak_of(&self.m);
         // The mm is torn down at exit and at execve (exit_mmap), and the live kernel's counters
         // see it: folios straddling two VMAs are deferred-split, nr_anon falls back.

@@ -9,8 +9,11 @@ use mm::Kernel;
 use mm_types::{Order, PAGE_SIZE, PMD_ORDER};
 use uapi::{Explain, ExplainedFault, Peak, VmaMap};
 
-/// One entry per VMA of `k` (`pid` for the processes of a recording), with its census.
+/// One entry per VMA of `k` (`pid` for the processes of a recording), with its census. The
+/// heap is named as /proc/PID/maps names it (fs/proc/task_mmu.c: show_map_vma,
+/// `vma_is_initial_heap`: the VMA overlaps [start_brk, brk)).
 pub fn vma_maps(k: &Kernel, pid: Option<u32>) -> Vec<VmaMap> {
+    let (start_brk, brk) = (k.start_brk(), k.brk());
     k.vmas()
         .map(|v| {
             let kind = if !v.is_modelled() {
@@ -27,7 +30,7 @@ pub fn vma_maps(k: &Kernel, pid: Option<u32>) -> Vec<VmaMap> {
                 start: format!("{:x}", v.start),
                 end: format!("{:x}", v.end),
                 perms,
-                name: String::new(),
+                name: if kind == "anon" && v.start < brk && v.end > start_brk { "[heap]".to_string() } else { String::new() },
                 kind: kind.to_string(),
                 pid,
                 rss_kb: c.rss_bytes / 1024,

@@ -148,3 +148,15 @@ fn explain_ranges_parse_and_bad_ones_say_what_is_valid() {
     assert!(parse_explain_range("0x3000-0x1000").unwrap_err().contains("not above"));
     assert!(parse_explain_range("zz").unwrap_err().contains("not a hex address"));
 }
+
+/// The heap is named as /proc/PID/maps names it (`vma_is_initial_heap`): the brk growth's VMA is
+/// `[heap]`; a mapping beside it is not.
+#[test]
+fn the_heap_is_named_as_maps_names_it() {
+    let r = run("enabled=never", "brk +1M\ntouch heap write\nmmap a 64K\ntouch a write\n", None);
+    let names: Vec<(&str, &str)> = r.vmas.iter().map(|v| (v.name.as_str(), v.kind.as_str())).collect();
+    assert_eq!(names.iter().filter(|n| n.0 == "[heap]").count(), 1, "{names:?}");
+    let heap = r.vmas.iter().find(|v| v.name == "[heap]").unwrap();
+    assert_eq!(heap.end_addr() - heap.start_addr(), 1 << 20);
+    assert_eq!(heap.census.sizes["4kB"].folios, 256);
+}
