@@ -164,7 +164,8 @@ struct CompareArgs {
     /// system (system-wide counters, 0).
     #[arg(long, value_name = "FIELD=N")]
     tolerance: Vec<String>,
-    /// Live runs per setting (median reported).
+    /// Live runs per setting (median reported; with --record, minflt is judged against the
+    /// runs' own spread).
     #[arg(long, default_value_t = 1)]
     repeat: u32,
     /// When only system-wide counters differ (other processes allocated under the same global
@@ -1083,6 +1084,7 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
             json: a.json,
             quiet: a.program_quiet,
             profile: a.profile.as_deref().map(load_profile).transpose()?,
+            repeat: a.repeat,
         });
     }
     if !a.command.is_empty() {

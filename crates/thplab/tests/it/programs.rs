@@ -794,6 +794,30 @@ fn gup_calls_are_populated_from_their_recorded_iovecs() {
     assert_eq!(model.census.zero_page_ptes, live.census.zero_page_ptes);
 }
 
+/// `compare --record --repeat 3`: three live runs per setting, the median by minflt shown and
+/// its spread in the JSON (`live_minflt_spread`), the model judged against it.
+#[test]
+fn repeated_live_runs_of_a_program_give_their_spread() {
+    let _x = exclusive();
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = compile_prog(dir.path(), "heap_bss") else { return };
+    let r = crate::thplab_unlocked(dir.path(), &["compare", "--record", "--repeat", "3", "--json", "--program-quiet", "--set", "enabled=never", "--", exe.to_str().unwrap()]);
+    r.ok();
+    let v = r.json();
+    let sp = &v[0]["live_minflt_spread"];
+    assert_eq!(sp["runs"], 3, "{sp}");
+    let (min, max) = (sp["min"].as_u64().unwrap(), sp["max"].as_u64().unwrap());
+    let median = v[0]["live"]["process"]["minflt"].as_u64().unwrap();
+    assert!(min <= median && median <= max, "{min} {median} {max}");
+    let row = v[0]["rows"].as_array().unwrap().iter().find(|r| r["field"].as_str().unwrap().starts_with("minflt")).unwrap().clone();
+    assert_eq!(row["field"], format!("minflt (live: median of 3 runs, {min}..{max})"));
+    assert_eq!(row["differs"], false, "{row}");
+}
+
 /// For programs whose live runs differ by 0-1 faults: minflt within 2 of the live run (tighter
 /// than `check_c_program`'s 5).
 fn minflt_within_two(label: &str, model: &RunResult, live: &RunResult, failures: &mut Vec<String>) {
