@@ -15,7 +15,7 @@
 use mm_types::{Pfn, Vaddr, PAGE_SIZE, PMD_ORDER, PMD_SIZE};
 
 use crate::page_alloc::pg;
-use crate::pgtable::{Pmd, PTE_PRESENT, PTE_WRITE, PTE_YOUNG, PTE_ZERO};
+use crate::pgtable::{Pmd, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, PTE_YOUNG, PTE_ZERO};
 use crate::vma::{vm, Vma};
 use crate::vmstat::ModelStats;
 use crate::{Errno, Kernel, Mm, MmId};
@@ -338,6 +338,82 @@ impl Kernel {
             self.flush_tlb_range(vma.start, vma.end);
         }
         Ok(())
+    }
+
+    /// After [`Kernel::fork`], with the parent current: the anonymous folios that may be
+    /// DMA-pinned (pinned for the long term: io_uring-registered buffers, `[start, end)` each)
+    /// are copied for the child instead of shared (mm/memory.c: `copy_present_ptes` →
+    /// `folio_try_dup_anon_rmap_ptes` fails for a maybe-pinned folio → `copy_present_page`, one
+    /// 4 KiB page per PTE, every page of such a folio): the child's PTE maps a new page, the
+    /// parent's stays writable and its page exclusive. PTE-mapped folios only; returns the pages
+    /// copied and the PMD-mapped ones left shared (the kernel splits those first).
+    pub fn copy_pinned_for_child(&mut self, child: MmId, ranges: &[(u64, u64)]) -> (u64, u64) {
+        let parent = self.mm.id;
+        let (mut copied, mut pmd_mapped) = (0, 0);
+        // Every present anonymous page of the parent in the ranges, widened to whole folios.
+        let mut pages: Vec<u64> = Vec::new();
+        for &(start, end) in ranges {
+            let mut va = start & !(PAGE_SIZE - 1);
+            while va < end {
+                let v = Vaddr(va);
+                va += PAGE_SIZE;
+                let Some(vma) = self.mm.vmas.find(v.0).filter(|m| m.is_modelled() && m.file == 0 && m.flags & vm::SHARED == 0) else { continue };
+                let Some(t) = self.mm.pt.pmd_table(v) else { continue };
+                match self.mm.pt.pmd(t, v) {
+                    Pmd::Table(idx) => {
+                        let e = self.mm.pt.pte(idx, v.pte_index());
+                        if e & PTE_PRESENT == 0 || e & PTE_ZERO != 0 {
+                            continue;
+                        }
+                        let page = crate::pgtable::pte_pfn(e);
+                        let head = self.folio_head(page);
+                        let first = v.0 - (page.0 - head.0) as u64 * PAGE_SIZE;
+                        let nr = 1u64 << self.zone.mem_map[head.idx()].order;
+                        for k in 0..nr {
+                            let a = first + k * PAGE_SIZE;
+                            if (vma.start..vma.end).contains(&a) {
+                                pages.push(a);
+                            }
+                        }
+                    }
+                    Pmd::Huge { .. } => pmd_mapped += 1,
+                    _ => {}
+                }
+            }
+        }
+        pages.sort_unstable();
+        pages.dedup();
+        for a in pages {
+            let v = Vaddr(a);
+            let Some(Pmd::Table(pidx)) = self.mm.pt.pmd_table(v).map(|t| self.mm.pt.pmd(t, v)) else { continue };
+            let pe = self.mm.pt.pte(pidx, v.pte_index());
+            if pe & PTE_PRESENT == 0 || pe & PTE_ZERO != 0 {
+                continue;
+            }
+            let page = crate::pgtable::pte_pfn(pe);
+            self.switch_mm(child);
+            let mut done = false;
+            if let (Some(mut cvma), Some(Pmd::Table(cidx))) = (self.mm.vmas.find(a), self.mm.pt.pmd_table(v).map(|t| self.mm.pt.pmd(t, v))) {
+                let ce = self.mm.pt.pte(cidx, v.pte_index());
+                if ce & PTE_PRESENT != 0 && crate::pgtable::pte_pfn(ce) == page {
+                    let head = self.folio_head(page);
+                    if self.wp_page_copy(&mut cvma, v, cidx, Some((head, page))) == crate::Access::Fault {
+                        // A copy at fork, not a copy-on-write fault.
+                        self.mm.stats.cow_copied -= 1;
+                        done = true;
+                    }
+                }
+            }
+            self.switch_mm(parent);
+            if done {
+                copied += 1;
+                self.zone.mem_map[page.idx()].flags &= !pg::ANON_SHARED;
+                if self.mm.vmas.find(a).is_some_and(|m| m.flags & vm::WRITE != 0) && pe & PTE_DIRTY != 0 {
+                    self.mm.pt.set_pte(pidx, v.pte_index(), pe | PTE_WRITE);
+                }
+            }
+        }
+        (copied, pmd_mapped)
     }
 
     /// `folio_try_dup_anon_rmap_ptes`/`_pmd` for the mm ids of a large folio: the child's

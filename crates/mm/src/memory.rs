@@ -479,7 +479,7 @@ impl Kernel {
     /// `wp_page_copy`: a fresh order-0 page replaces the PTE. `old` is the anon page it copies
     /// (head, page), which loses this mapping; `None` for the zero page, whose copy adds to
     /// MM_ANONPAGES.
-    fn wp_page_copy(&mut self, vma: &mut Vma, va: Vaddr, idx: u32, old: Option<(Pfn, Pfn)>) -> Access {
+    pub(crate) fn wp_page_copy(&mut self, vma: &mut Vma, va: Vaddr, idx: u32, old: Option<(Pfn, Pfn)>) -> Access {
         self.anon_vma_prepare(vma);
         let Some(page) = self.alloc_folio(Order::BASE, true) else { return Access::Oom };
         self.mm.pt.set_pte(idx, va.pte_index(), mk_pte(page, PTE_WRITE | PTE_DIRTY | PTE_YOUNG));

@@ -92,6 +92,9 @@ pub enum Step {
     SetLayout { mmap_base: Option<u64>, brk: Option<(u64, u64)> },
     /// `fork` (kernel/fork.c: `copy_mm`, `dup_mmap`): the outcome names the child's mm.
     Fork,
+    /// Right after a fork, in the parent: the pages of long-term pinned folios in the ranges
+    /// are copied for `child` instead of shared (mm/memory.c: `copy_present_page`).
+    CopyPinned { child: MmId, ranges: Vec<(u64, u64)> },
     /// The process exits (kernel/exit.c: `exit_mm`, `mmput`, `exit_mmap`).
     Exit,
     /// Time passes: the clock moves forward by `ns` and every daemon wake-up due runs.
@@ -131,6 +134,8 @@ pub enum Outcome {
     Created(InodeId),
     /// fork: the child's mm and what was copied.
     Forked(Result<(MmId, ForkWork), Errno>),
+    /// CopyPinned: pages copied for the child, and PMD-mapped pinned ranges left shared.
+    CopiedPinned { copied: u64, pmd_mapped: u64 },
     /// A step with nothing to return (exit, sleep, settings).
     Done,
 }
@@ -144,7 +149,7 @@ impl Outcome {
             Outcome::Populated(r) => r.map(|_| ()),
             Outcome::Pinned(r) => r.map(|_| ()),
             Outcome::Forked(r) => r.map(|_| ()),
-            Outcome::Brk(_) | Outcome::Access(_) | Outcome::Run { .. } | Outcome::Mounted(_) | Outcome::Created(_) | Outcome::Done => Ok(()),
+            Outcome::Brk(_) | Outcome::Access(_) | Outcome::Run { .. } | Outcome::Mounted(_) | Outcome::Created(_) | Outcome::CopiedPinned { .. } | Outcome::Done => Ok(()),
         }
     }
 
@@ -568,6 +573,10 @@ impl Machine {
                 Outcome::Done
             }
             Step::Fork => Outcome::Forked(k.fork()),
+            Step::CopyPinned { child, ranges } => {
+                let (copied, pmd_mapped) = k.copy_pinned_for_child(child, &ranges);
+                Outcome::CopiedPinned { copied, pmd_mapped }
+            }
             Step::Exit => {
                 k.exit_mm();
                 Outcome::Done

@@ -49,7 +49,7 @@ use mm_types::PAGE_SIZE;
 use trace::{perm, Event, EventBody, Header, MountEntry, PathInfo, SyscallKind, TMPFS_MAGIC};
 use uapi::{Counters, ThpSettings};
 
-use crate::driver::{Machine, Step};
+use crate::driver::{Machine, Outcome, Step};
 use crate::file_pages::FilePages;
 use crate::{MachineConfig, SimError};
 
@@ -205,9 +205,11 @@ struct Image {
     /// Recorded range start → (end, model start), for relocated mappings.
     reloc: BTreeMap<u64, (u64, u64)>,
     relocating: bool,
-    /// It registered io_uring buffers: their pages are pinned for the long term (until the
-    /// ring goes), which the model does not track.
-    longterm_pins: bool,
+    /// The io_uring buffers it registered (model addresses): their folios are pinned for the
+    /// long term (until the ring goes), and a fork copies them for the child.
+    pinned: Vec<(u64, u64)>,
+    /// It registered buffers whose ranges the recording does not give.
+    pinned_unknown: bool,
 }
 
 impl Image {
@@ -453,7 +455,8 @@ impl<'a> Replay<'a> {
             sbs: HashMap::new(),
             reloc: BTreeMap::new(),
             relocating: false,
-            longterm_pins: false,
+            pinned: Vec::new(),
+            pinned_unknown: false,
         }
     }
 
@@ -909,7 +912,7 @@ impl<'a> Replay<'a> {
         let special: Vec<mm::vma::Vma> = self.m.vmas().filter(|v| !v.is_modelled()).copied().collect();
         let pimg = self.procs.get_mut(&parent).and_then(|p| p.image.as_mut()).expect("checked above");
         let files = pimg.files.fork(&special);
-        let pinned = pimg.longterm_pins;
+        let (pinned, pinned_unknown) = (pimg.pinned.clone(), pimg.pinned_unknown);
         let img = Image {
             mm,
             pid: child,
@@ -928,12 +931,20 @@ impl<'a> Replay<'a> {
             sbs: pimg.sbs.clone(),
             reloc: pimg.reloc.clone(),
             relocating: pimg.relocating,
-            longterm_pins: false,
+            pinned: Vec::new(),
+            pinned_unknown: false,
         };
-        if pinned {
-            // copy_present_ptes: a page that may be DMA-pinned is copied for the child at fork
-            // (copy_present_page, one 4 KiB page per PTE) instead of shared.
-            self.unmodelled(parent, "fork_of_pinned_pages", "fork of io_uring-pinned pages: the kernel copied them for the child, 4 KiB each, instead of sharing them");
+        // copy_present_ptes: the parent's long-term pinned folios are copied for the child
+        // (copy_present_page, one 4 KiB page per PTE) instead of shared.
+        if !pinned.is_empty() {
+            if let Outcome::CopiedPinned { pmd_mapped, .. } = self.m.step(pmm, Step::CopyPinned { child: mm, ranges: pinned }) {
+                if pmd_mapped > 0 {
+                    self.unmodelled(parent, "fork_of_pinned_pmds", "fork of PMD-mapped io_uring-pinned pages: the kernel splits the PMD and copies them for the child; the model shares them");
+                }
+            }
+        }
+        if pinned_unknown {
+            self.unmodelled(parent, "fork_of_pinned_pages", "fork of io_uring-pinned pages whose ranges the recording does not give: the kernel copied them for the child, 4 KiB each, instead of sharing them");
         }
         self.m.switch_mm(mm);
         crate::views::start_explaining(self.m.kernel_mut(), self.explain);
@@ -961,7 +972,6 @@ impl<'a> Replay<'a> {
         };
         let Some(iovs) = iovs else { return self.unmodelled_populate(pid, kind, a) };
         let Some(img) = self.procs.get_mut(&target).and_then(|p| p.image.as_mut()) else { return };
-        img.longterm_pins |= kind == SyscallKind::IoUringRegister;
         self.m.switch_mm(img.mm);
         let mut left = bytes;
         for (base, len) in iovs {
@@ -972,6 +982,10 @@ impl<'a> Replay<'a> {
             left -= n;
             let (start, end) = (base & !(PAGE_SIZE - 1), (base + n).next_multiple_of(PAGE_SIZE));
             Self::populate(&mut self.m, &mut self.stats, img, start, end, how);
+            if kind == SyscallKind::IoUringRegister {
+                let model = img.tr_range(start, end);
+                img.pinned.extend(model);
+            }
         }
         if let Some(mm) = self.procs.get(&pid).and_then(|p| p.image.as_ref()).map(|i| i.mm) {
             self.m.switch_mm(mm);
@@ -994,7 +1008,7 @@ impl<'a> Replay<'a> {
         };
         if kind == SyscallKind::IoUringRegister {
             if let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) {
-                img.longterm_pins = true;
+                img.pinned_unknown = true;
             }
         }
         self.unmodelled(pid, kind.name(), &format!("{what}; not modelled (the model lacks the faults it took in place of the program)"));
