@@ -71,21 +71,12 @@ impl Kernel {
                 }
                 addr
             }
-            MmapPlacement::Kernel if len % PMD_SIZE == 0 => {
-                // __thp_get_unmapped_area: search len + 2 MiB, then align inside it; on failure
-                // the caller retries without padding.
-                match topdown(len + PMD_SIZE, 0, 0) {
-                    Some(ret) => {
-                        let off_sub = 0u64.wrapping_sub(ret) & (PMD_SIZE - 1);
-                        if off_sub == 0 {
-                            ret + PMD_SIZE
-                        } else {
-                            ret + off_sub
-                        }
-                    }
-                    None => topdown(len, 0, 0).ok_or(Errno::ENOMEM)?,
-                }
-            }
+            // __get_unmapped_area: anonymous memory of whole PMDs without a hint goes through
+            // __thp_get_unmapped_area at offset 0; on failure the search runs without padding.
+            MmapPlacement::Kernel if len % PMD_SIZE == 0 => match self.thp_get_unmapped_area(len, placement, 0, |l, _| topdown(l, 0, 0).ok_or(Errno::ENOMEM)) {
+                Some(addr) => addr,
+                None => topdown(len, 0, 0).ok_or(Errno::ENOMEM)?,
+            },
             MmapPlacement::Kernel => topdown(len, 0, 0).ok_or(Errno::ENOMEM)?,
             MmapPlacement::Hint(h) => match self.hint_free(h, len) {
                 true => h,
@@ -125,7 +116,10 @@ impl Kernel {
             MapBacking::PrivateAnon => return self.get_unmapped_area(len, placement),
             MapBacking::ThpFile { pgoff } => {
                 let plain = |len: u64, p: MmapPlacement| self.mmap_placement(len, p, MapBacking::Special);
-                return Ok(self.thp_get_unmapped_area(len, placement, pgoff * PAGE_SIZE, plain).unwrap_or(plain(len, placement)?));
+                return match self.thp_get_unmapped_area(len, placement, pgoff * PAGE_SIZE, plain) {
+                    Some(addr) => Ok(addr),
+                    None => plain(len, placement),
+                };
             }
             MapBacking::Special => {
                 // A file: vm_unmapped_area over the page-rounded length (do_mmap: PAGE_ALIGN)
