@@ -58,7 +58,7 @@ use linux_abi::io_uring;
 use linux_abi::memfd::MFD_HUGETLB;
 use linux_abi::mman::{
     MADV_COLLAPSE, MADV_DOFORK, MADV_DONTFORK, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_KEEPONFORK, MADV_WIPEONFORK, MADV_NOHUGEPAGE, MADV_POPULATE_READ, MADV_POPULATE_WRITE, MAP_ANONYMOUS,
-    MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_LOCKED, MAP_NORESERVE, MAP_POPULATE, MAP_SHARED, MAP_STACK, MREMAP_FIXED,
+    MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_LOCKED, MAP_NORESERVE, MAP_POPULATE, MAP_SHARED, MAP_STACK, MREMAP_FIXED, PROT_READ, PROT_WRITE,
 };
 use linux_abi::prctl::PR_SET_THP_DISABLE;
 use linux_abi::sched::{CLONE_VFORK, CLONE_VM};
@@ -73,8 +73,6 @@ const STACK_LIMIT: u64 = 8 << 20;
 /// placement misses at the end, and `placement_misses` is filled from [`PlacementMiss`]es then.
 pub type ReplayStats = uapi::ReplayReport;
 
-/// Every warning of a replay, placement misses included, one sentence each: what the text output
-/// prints and the JSON lists.
 /// The knob a path of the THP sysfs tree names (`enabled`, `hugepages-64kB/enabled`,
 /// `khugepaged/max_ptes_none`), or None for any other path.
 pub fn thp_knob_of_path(path: &[u8]) -> Option<&str> {
@@ -82,21 +80,8 @@ pub fn thp_knob_of_path(path: &[u8]) -> Option<&str> {
     std::str::from_utf8(rest).ok().map(|k| k.trim_end_matches('/')).filter(|k| !k.is_empty())
 }
 
-/// Every THP knob a recording's program opened, in the order first read.
-pub fn thp_knobs_read(events: &[trace::Event]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for e in events {
-        if let trace::EventBody::Path(p) = &e.body {
-            if let Some(k) = thp_knob_of_path(&p.path) {
-                if !out.iter().any(|x| x == k) {
-                    out.push(k.to_string());
-                }
-            }
-        }
-    }
-    out
-}
-
+/// Every warning of a replay, placement misses included, one sentence each: what the text output
+/// prints and the JSON lists.
 pub fn warnings(st: &ReplayStats, misses: &[PlacementMiss]) -> Vec<String> {
     let mut out = st.warnings.clone();
     if st.shmem_unmodelled > 0 {
@@ -309,7 +294,7 @@ pub struct Replay<'a> {
     /// Per thread, the iovecs of its next vmsplice, io_uring_register or process_vm_writev
     /// (an `iovecs` record): the call's kind code and (base, length) each.
     iovecs: HashMap<u32, (u8, Vec<(u64, u64)>)>,
-    /// Per thread, its shmat's address and flags, until the mapping's `map` record (which
+    /// Per process, its shmat's address and flags, until the mapping's `map` record (which
     /// gives the segment's size) comes.
     shmat: HashMap<u32, (u64, u64)>,
     /// System V segments by the inode of their file on shm_mnt (the `map` record's `ino`).
@@ -771,7 +756,7 @@ impl<'a> Replay<'a> {
             EventBody::Iovecs { call, iovs } => {
                 self.iovecs.insert(e.tid, (*call, iovs.clone()));
             }
-            EventBody::Map(m) if m.path.starts_with(b"/SYSV") && m.flags & MAP_SHARED as u32 != 0 => self.shm_map(e.pid, e.tid, m),
+            EventBody::Map(m) if m.path.starts_with(b"/SYSV") && m.flags & MAP_SHARED as u32 != 0 => self.shm_map(e.pid, m),
             EventBody::Path(p) => {
                 if let Some(knob) = thp_knob_of_path(&p.path) {
                     self.knob_read(e.pid, knob);
@@ -1307,9 +1292,9 @@ impl<'a> Replay<'a> {
     /// `shmem_enabled` does (as for a linked file on shm_mnt), and a read fault maps one page
     /// (no `map_pages`: no fault-around). Each segment is one inode, shared by every process
     /// that attaches it.
-    fn shm_map(&mut self, pid: u32, tid: u32, m: &trace::MapInfo) {
+    fn shm_map(&mut self, pid: u32, m: &trace::MapInfo) {
         const SHM_RDONLY: u64 = 0o10000;
-        let (addr, flg) = self.shmat.remove(&pid).or_else(|| self.shmat.remove(&tid)).unwrap_or((m.addr, 0));
+        let (addr, flg) = self.shmat.remove(&pid).unwrap_or((m.addr, 0));
         let ino = match self.sysv.get(&m.ino) {
             Some(&ino) => ino,
             None => {
@@ -1320,7 +1305,7 @@ impl<'a> Replay<'a> {
                 ino
             }
         };
-        let prot = if flg & SHM_RDONLY != 0 { 1 } else { 3 };
+        let prot = if flg & SHM_RDONLY != 0 { PROT_READ } else { PROT_READ | PROT_WRITE };
         let flags = MAP_SHARED | if addr != 0 { MAP_FIXED } else { 0 };
         self.map_at(pid, addr, m.len, prot, flags, MapBacking::Shmem { ino, pgoff: m.pgoff / PAGE_SIZE }, m.addr, mm::vma::vm::SYSV_SHM);
     }

@@ -123,7 +123,6 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     // knob the program read, the program is recorded again under that setting's knobs (through
     // the settings guard; THP stays disabled for the recorded program itself), once per set of
     // values of the knobs it read.
-    let knobs_read = sim::replay::thp_knobs_read(&rec.events);
     let mut again: Vec<(Vec<Option<String>>, record::Recording)> = Vec::new();
     for (label, s) in &runs {
         // With a profile's [host], the model's free memory as the live run will meet it.
@@ -131,7 +130,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         let host = host.map(|(h, free)| (h.clone(), free));
         let replay = sim::ReplayOptions { host: host.clone(), ..Default::default() };
         let mut model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
-        let knobs_changed = model.model.as_ref().and_then(|m| m.replay.as_ref()).map(|r| r.knobs_read_differing.clone()).unwrap_or_default();
+        let (knobs_read, knobs_changed) = model.model.as_ref().and_then(|m| m.replay.as_ref()).map(|r| (r.knobs_read.clone(), r.knobs_read_differing.clone())).unwrap_or_default();
         let rerecorded = !knobs_changed.is_empty();
         let mut rec = &rec;
         if rerecorded {
