@@ -50,9 +50,14 @@ const CALLS: [(i64, SyscallKind, usize, Option<usize>); 5] = [
 ];
 
 /// The calls whose iovecs are read (the recorder does not otherwise see what GUP reaches):
-/// the number and the argument indexes of the iovec array and its count.
-const IOVEC_CALLS: [(i64, SyscallKind); 3] =
-    [(libc::SYS_vmsplice, SyscallKind::Vmsplice), (libc::SYS_io_uring_register, SyscallKind::IoUringRegister), (libc::SYS_process_vm_writev, SyscallKind::ProcessVmWritev)];
+/// the number and the argument indexes of the iovec array and its count: vmsplice(fd, iov,
+/// nr_segs), io_uring_register(fd, opcode, iov, nr_args), process_vm_writev(pid, lvec, liovcnt,
+/// rvec, riovcnt) (the remote ones).
+const IOVEC_CALLS: [(i64, SyscallKind, usize, usize); 3] = [
+    (libc::SYS_vmsplice, SyscallKind::Vmsplice, 1, 2),
+    (libc::SYS_io_uring_register, SyscallKind::IoUringRegister, 2, 3),
+    (libc::SYS_process_vm_writev, SyscallKind::ProcessVmWritev, 3, 4),
+];
 const IORING_REGISTER_BUFFERS: u32 = linux_abi::io_uring::IORING_REGISTER_BUFFERS as u32;
 /// The opcode without IORING_REGISTER_USE_REGISTERED_RING (bit 31).
 const IORING_OPCODE_MASK: u32 = !(linux_abi::io_uring::IORING_REGISTER_USE_REGISTERED_RING as u32);
@@ -95,7 +100,7 @@ pub fn filter(paths: bool, answers: bool) -> Vec<libc::sock_filter> {
         // The calls whose iovecs the replay needs (GUP on the program's pages): vmsplice and
         // process_vm_writev always, io_uring_register for IORING_REGISTER_BUFFERS (opcode 0,
         // without the IORING_REGISTER_USE_REGISTERED_RING bit) only.
-        for (nr, _) in IOVEC_CALLS.iter().filter(|c| c.1 != SyscallKind::IoUringRegister) {
+        for (nr, ..) in IOVEC_CALLS.iter().filter(|c| c.1 != SyscallKind::IoUringRegister) {
             p.push((jeq, *nr as u32, To::Notify, To::Next));
         }
         p.push((jeq, libc::SYS_io_uring_register as u32, To::Next, To::Skip(3)));
@@ -252,16 +257,8 @@ impl Listener {
                 Reply::Return(collapse_result(n.data.args[0], n.data.args[1], Some(n.pid)))
             } else if nr == libc::SYS_prctl {
                 self.prctl_reply(&n.data.args)
-            } else if let Some(&(_, kind)) = IOVEC_CALLS.iter().find(|c| c.0 == nr) {
-                // vmsplice(fd, iov, nr_segs), io_uring_register(fd, opcode, iov, nr_args),
-                // process_vm_writev(pid, lvec, liovcnt, rvec, riovcnt).
-                let a = &n.data.args;
-                let (at, count) = match kind {
-                    SyscallKind::Vmsplice => (a[1], a[2]),
-                    SyscallKind::IoUringRegister => (a[2], a[3]),
-                    _ => (a[3], a[4]),
-                };
-                match (read_iovecs(n.pid, at, count), tgid_of(n.pid)) {
+            } else if let Some(&(_, kind, at, count)) = IOVEC_CALLS.iter().find(|c| c.0 == nr) {
+                match (read_iovecs(n.pid, n.data.args[at], n.data.args[count]), tgid_of(n.pid)) {
                     (Some(iovs), Some(pid)) => self.iovecs.push(Iovecs { time, pid, tid: n.pid, kind, iovs }),
                     _ => self.vanished += 1,
                 }
