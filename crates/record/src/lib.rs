@@ -355,6 +355,7 @@ fn open_events(pid: i32, tps: &TpTable, buffer_kib: usize) -> Result<Vec<CpuBuff
                     | perf::bit::SAMPLE_ID_ALL
                     | perf::bit::USE_CLOCKID,
                 clockid: libc::CLOCK_MONOTONIC,
+                read_format: perf::FORMAT_LOST,
                 ..Default::default()
             };
             if i == 0 {
@@ -709,6 +710,14 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
     // The program has been reaped: everything it did is in the buffers.
     for b in bufs.iter_mut() {
         b.ring.drain(|t, m, body| dec.record(t, m, body));
+    }
+    // The kernel reports a loss with the next record it writes to that buffer; losses after the
+    // last one written (a buffer full to the program's end) are only in the events' counts.
+    let lost_in_all: u64 = bufs.iter().flat_map(|b| &b.fds).filter_map(|fd| perf::lost_samples(fd).ok()).sum();
+    if lost_in_all > dec.lost {
+        let tail = lost_in_all - dec.lost;
+        dec.lost = lost_in_all;
+        self_push(&mut dec.raws, monotonic_ns().saturating_sub(start), pid as u32, pid as u32, RawKind::Body(Box::new(EventBody::Lost { count: tail })));
     }
     // One `exec_maps` record per successful execve of any process (`ptrace`), at the time it
     // was taken: after the execve's entry, before anything the new image does.

@@ -12,6 +12,8 @@ pub const SAMPLE_TID: u64 = 1 << 1;
 pub const SAMPLE_TIME: u64 = 1 << 2;
 pub const SAMPLE_CPU: u64 = 1 << 7;
 pub const SAMPLE_RAW: u64 = 1 << 10;
+/// `read_format`: read() returns the samples the event could not write (`lost_samples`, 6.0).
+pub const FORMAT_LOST: u64 = 1 << 4;
 
 pub const RECORD_LOST: u32 = 2;
 pub const RECORD_COMM: u32 = 3;
@@ -105,6 +107,19 @@ pub fn set_output(fd: &OwnedFd, target: &OwnedFd) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// The records an event could not write to its ring buffer (opened with [`FORMAT_LOST`]). The
+/// kernel charges a loss to the parent of an inherited event (kernel/events/ring_buffer.c:
+/// `__perf_output_begin`), so the events the recorder opened hold the whole program's.
+pub fn lost_samples(fd: &OwnedFd) -> io::Result<u64> {
+    let mut v = [0u64; 2];
+    // SAFETY: reads at most 16 bytes into v, a value and the lost count.
+    let n = unsafe { libc::read(fd.as_raw_fd(), v.as_mut_ptr().cast(), 16) };
+    if n != 16 {
+        return Err(if n < 0 { io::Error::last_os_error() } else { io::Error::other(format!("read {n} bytes of a perf event")) });
+    }
+    Ok(v[1])
 }
 
 /// Attach a tracepoint filter (`PERF_EVENT_IOC_SET_FILTER`).
