@@ -384,6 +384,7 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
                     Backing::PrivateAnon => (false, None, 0),
                     Backing::SharedAnon => (true, None, 0),
                     Backing::SharedFile { file, pgoff } => (true, Some(file.0 as usize), pgoff),
+                    Backing::PrivateFile { file, pgoff } => (false, Some(file.0 as usize), pgoff),
                 };
                 ExecKind::Mmap { addr: a, len: *len, prot: prot.bits(), shared, file, pgoff }
             }
@@ -791,7 +792,8 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
                 len: *len,
                 prot: *prot,
                 flags: match (*shared, file) {
-                    (false, _) => libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    (false, None) => libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    (false, Some(_)) => libc::MAP_PRIVATE,
                     (true, None) => libc::MAP_SHARED | libc::MAP_ANONYMOUS,
                     (true, Some(_)) => libc::MAP_SHARED,
                 } | libc::MAP_FIXED_NOREPLACE,

@@ -208,16 +208,15 @@ pub fn is_anon_private(v: &Vma) -> bool {
     anon_name && v.perms.as_bytes().get(3) == Some(&b'p')
 }
 
-/// A shared mapping of shmem: a memfd, MAP_SHARED|MAP_ANONYMOUS (`/dev/zero (deleted)`), SysV
-/// shm, or a file under one of the tmpfs mount points `mps`.
-pub fn is_shmem_shared(v: &Vma, mps: &[String]) -> bool {
-    let shared = v.perms.as_bytes().get(3) == Some(&b's');
+/// A mapping of shmem, shared or private (both modelled): a memfd, MAP_SHARED|MAP_ANONYMOUS
+/// (`/dev/zero (deleted)`), SysV shm, or a file under one of the tmpfs mount points `mps`; and
+/// a private mapping of /dev/zero, which is anonymous memory under the device's name.
+pub fn is_shmem(v: &Vma, mps: &[String]) -> bool {
     let n = v.name.as_str();
-    shared
-        && (n.starts_with("/memfd:")
-            || n.starts_with("/dev/zero")
-            || n.starts_with("/SYSV")
-            || mps.iter().any(|mp| n.strip_prefix(mp.as_str()).is_some_and(|rest| rest.starts_with('/'))))
+    n.starts_with("/memfd:")
+        || n.starts_with("/dev/zero")
+        || n.starts_with("/SYSV")
+        || mps.iter().any(|mp| n.strip_prefix(mp.as_str()).is_some_and(|rest| rest.starts_with('/')))
 }
 
 /// The mount points of the tmpfs mounts process `pid` sees (/proc/PID/mountinfo).
@@ -561,7 +560,7 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
             exit_status: root_status,
             processes: reports,
             unmeasured,
-            census_scope: "anonymous private and shared shmem VMAs of every process that exec'd or was forked, at its exit event".to_string(),
+            census_scope: "anonymous VMAs and shmem VMAs (shared and private) of every process that exec'd or was forked, at its exit event".to_string(),
         }),
     });
     Ok(res)
@@ -595,7 +594,7 @@ fn snapshot(p: &mut Proc, tid: i32) -> Result<bool> {
     r.majflt = exit.map_or(0, |f| f.1).saturating_sub(majflt_base);
     let mps = tmpfs_mount_points(tid);
     let vmas: Vec<Vma> = match read_smaps(tid) {
-        Ok(v) => v.into_iter().filter(|v| is_anon_private(v) || is_shmem_shared(v, &mps)).collect(),
+        Ok(v) => v.into_iter().filter(|v| is_anon_private(v) || is_shmem(v, &mps)).collect(),
         Err(LiveError::NoSuchProcess { .. }) => return Ok(false),
         Err(e) => return Err(e),
     };
@@ -640,5 +639,19 @@ mod tests {
         assert!(!is_anon_private(&v("/usr/lib/libc.so.6", "rw-p")));
         assert!(!is_anon_private(&v("[vdso]", "r-xp")));
         assert!(!is_anon_private(&v("/dev/zero (deleted)", "rw-s")));
+    }
+
+    #[test]
+    fn shmem_vmas_shared_and_private() {
+        let v = |name: &str, perms: &str| Vma { name: name.into(), perms: perms.into(), ..Default::default() };
+        let mps = vec!["/dev/shm".to_string()];
+        assert!(is_shmem(&v("/memfd:x (deleted)", "rw-s"), &mps));
+        assert!(is_shmem(&v("/memfd:x (deleted)", "rw-p"), &mps));
+        assert!(is_shmem(&v("/dev/shm/f", "r--p"), &mps));
+        assert!(is_shmem(&v("/dev/zero", "rw-p"), &mps));
+        assert!(is_shmem(&v("/SYSV00000000", "rw-s"), &mps));
+        assert!(!is_shmem(&v("/dev/shmx/f", "rw-s"), &mps));
+        assert!(!is_shmem(&v("/usr/lib/libc.so.6", "r--p"), &mps));
+        assert!(!is_shmem(&v("", "rw-p"), &mps));
     }
 }

@@ -185,7 +185,7 @@ impl Kernel {
             child.vmas.insert(tmp);
             // vma_needs_copy: only VMAs with an anon_vma have page tables worth copying; shared
             // (shmem) mappings refault from the page cache.
-            if v.flags & vm::WIPEONFORK == 0 && v.anon_vma != 0 && v.file == 0 && !failed && self.copy_page_range(&mut child, &v, &mut work).is_err() {
+            if v.flags & vm::WIPEONFORK == 0 && v.anon_vma != 0 && (v.file == 0 || v.flags & vm::SHARED == 0) && !failed && self.copy_page_range(&mut child, &v, &mut work).is_err() {
                 failed = true;
             }
         }
@@ -224,7 +224,8 @@ impl Kernel {
         Ok(frame)
     }
 
-    /// `copy_page_range` for one private anonymous VMA: `copy_huge_pmd` for huge PMDs,
+    /// `copy_page_range` for one private VMA with an anon_vma (anonymous, or a private shmem
+    /// mapping whose file pages are mapped again and whose file PMDs are not copied): `copy_huge_pmd` for huge PMDs,
     /// `copy_pte_range` → `copy_present_ptes` for PTE tables.
     fn copy_page_range(&mut self, child: &mut Mm, vma: &Vma, work: &mut ForkWork) -> Result<(), Errno> {
         let parent = self.mm.id;
@@ -238,7 +239,9 @@ impl Kernel {
             block += PMD_SIZE;
             let Some(t) = self.mm.pt.pmd_table(va) else { continue };
             let pmd = self.mm.pt.pmd(t, va);
-            if pmd == Pmd::None {
+            // copy_huge_pmd: a file PMD (of a private shmem mapping) is left to be refilled by a
+            // fault.
+            if pmd == Pmd::None || matches!(pmd, Pmd::Huge { pfn, .. } if self.zone.mem_map[pfn.idx()].flags & pg::SHMEM != 0) {
                 continue;
             }
             let ct = match child.pt.pmd_table(va) {
@@ -309,6 +312,18 @@ impl Kernel {
                                 break;
                             }
                             n += 1;
+                        }
+                        if self.zone.mem_map[head.idx()].flags & pg::SHMEM != 0 {
+                            // A file page of a private shmem mapping: mapped read-only on both
+                            // sides (folio_dup_file_rmap_ptes).
+                            self.rmap_add_ptes(head, page, n as u32);
+                            for &(j, f) in &present[k..k + n] {
+                                child.pt.set_pte(cidx, j, f & !PTE_YOUNG);
+                            }
+                            child.stats.shmem_rss_pages += n as u64;
+                            work.ptes += n as u64;
+                            k += n;
+                            continue;
                         }
                         self.folio_dup_anon_rmap(head, parent, child.id, n as i32);
                         for m in 0..n {
@@ -486,7 +501,7 @@ impl Kernel {
 
 #[cfg(test)]
 mod tests {
-    use crate::mmap::MmapPlacement;
+    use crate::mmap::{MapBacking, MmapPlacement};
     use crate::vma::vm;
     use crate::{BootParams, Kernel};
     use uapi::ThpSettings;
@@ -516,6 +531,54 @@ mod tests {
         assert_eq!(c0.folio_order, 0, "the child has a 4 KiB copy");
         assert_ne!(c0.pfn, p0.pfn);
         assert_eq!(c1.pfn, p1.pfn, "the unpinned folio is the parent's");
+        k.switch_mm(parent);
+        k.check_invariants().unwrap();
+    }
+
+    /// A private shmem mapping at fork (shmem_enabled=always, a memfd mapped MAP_PRIVATE at
+    /// 2 MiB): its file PMDs are not copied (copy_huge_pmd leaves a file PMD to the next
+    /// fault), its anonymous copies are shared write-protected, as in an anonymous VMA.
+    /// Parent: 0-2 MiB read (a PMD), 2-4 MiB written (512 copies), 4 MiB read then one page
+    /// written (that PMD split: zapped, one copy). Child: no mapping at 0 until its read maps
+    /// the cached PMD folio by a PMD; a write at 2 MiB copies the shared page.
+    #[test]
+    fn a_fork_of_a_private_shmem_mapping_shares_copies_not_file_pmds() {
+        let mut s = ThpSettings::default();
+        s.apply_assignment("shmem_enabled=always").unwrap();
+        let mut k = Kernel::boot(&BootParams { mem_bytes: 256 << 20, ..Default::default() }, &s);
+        let ino = k.shmem_create(crate::shmem::SHM_MNT, false);
+        k.shmem_ftruncate(ino, 8 << 20).unwrap();
+        let placement = MmapPlacement::Aligned { align: 2 << 20, offset: 0 };
+        let a = k.do_mmap_backed(8 << 20, vm::READ | vm::WRITE, placement, MapBacking::ShmemPrivate { ino, pgoff: 0 }).unwrap();
+        let mb = 1u64 << 20;
+        k.access(a, false);
+        for off in (2 * mb..4 * mb).step_by(4096) {
+            k.access(a + off, true);
+        }
+        k.access(a + 4 * mb, false);
+        assert!(k.translation(a + 4 * mb).unwrap().pmd);
+        k.access(a + 4 * mb, true);
+        k.check_invariants().unwrap();
+        let (p0, p2) = (k.translation(a).unwrap(), k.translation(a + 2 * mb).unwrap());
+        assert!(p0.pmd && !p0.write, "a private file PMD is read-only");
+        assert!(p2.write && p2.folio_order == 0, "a written page is an order-0 anonymous copy");
+        let p4 = k.translation(a + 4 * mb).unwrap();
+        assert!(p4.write && p4.folio_order == 0 && k.translation(a + 4 * mb + 4096).is_none(), "the write zapped the PMD and copied one page");
+        let parent = k.current_mm();
+        let (child, _) = k.fork().unwrap();
+        assert!(!k.translation(a + 2 * mb).unwrap().write, "fork write-protects the parent's copies");
+        k.switch_mm(child);
+        assert!(k.translation(a).is_none(), "the file PMD is not copied");
+        let c2 = k.translation(a + 2 * mb).unwrap();
+        assert!(c2.pfn == p2.pfn && !c2.write, "the copies are shared, write-protected");
+        assert_eq!(k.translation(a + 4 * mb).unwrap().pfn, p4.pfn);
+        k.access(a, false);
+        assert_eq!(k.translation(a).unwrap().pfn, p0.pfn, "a read maps the cached PMD folio again");
+        assert!(k.translation(a).unwrap().pmd);
+        k.access(a + 2 * mb, true);
+        let c2 = k.translation(a + 2 * mb).unwrap();
+        assert!(c2.pfn != p2.pfn && c2.write, "a write in the child copies");
+        k.check_invariants().unwrap();
         k.switch_mm(parent);
         k.check_invariants().unwrap();
     }

@@ -107,7 +107,7 @@ impl Kernel {
             match self.mm.pt.pmd(t, va) {
                 Pmd::Huge { pfn, young, dirty, .. } => {
                     // An anon THP fork shared (not PageAnonExclusive) stays write-protected.
-                    let cow = !shared && self.zone.mem_map[pfn.idx()].flags & crate::page_alloc::pg::ANON_SHARED != 0;
+                    let cow = !shared && self.zone.mem_map[pfn.idx()].flags & (crate::page_alloc::pg::ANON_SHARED | crate::page_alloc::pg::SHMEM) != 0;
                     let w = write && (!shared || dirty) && !cow;
                     self.mm.pt.set_pmd(t, va, Pmd::Huge { pfn, young, dirty, write: w })
                 }
@@ -117,7 +117,10 @@ impl Kernel {
                     for i in first..last {
                         let e = self.mm.pt.pte(idx, i);
                         if e & PTE_PRESENT != 0 && e & PTE_ZERO == 0 {
-                            let cow = !shared && self.zone.mem_map[crate::pgtable::pte_pfn(e).idx()].flags & crate::page_alloc::pg::ANON_SHARED != 0;
+                            // A file page in a private mapping stays read-only: a write copies it.
+                            let page = crate::pgtable::pte_pfn(e);
+                            let file = self.zone.mem_map[self.folio_head(page).idx()].flags & crate::page_alloc::pg::SHMEM != 0;
+                            let cow = !shared && (file || self.zone.mem_map[page.idx()].flags & crate::page_alloc::pg::ANON_SHARED != 0);
                             let w = write && (!shared || e & crate::pgtable::PTE_DIRTY != 0) && !cow;
                             self.mm.pt.set_pte(idx, i, if w { e | PTE_WRITE } else { e & !PTE_WRITE });
                         }

@@ -30,6 +30,12 @@ struct PteFaultInfo {
     alloc_failed: Orders,
 }
 
+impl PteFaultInfo {
+    fn new(write: bool) -> Self {
+        PteFaultInfo { chosen: Order::BASE, write, wp_zero: false, wp_copy: false, range_not_none: Orders::NONE, beside_not_full: Orders::NONE, alloc_failed: Orders::NONE }
+    }
+}
+
 /// `anon_beside_full` (this machine kind's kernel build, not upstream): is the naturally aligned
 /// block of order `o` just below or just above the one around `va` wholly inside the VMA and the
 /// same PTE table, with every PTE populated (a page or the zero page)? Measured on the live
@@ -104,7 +110,7 @@ impl Kernel {
     }
 
     /// Add PTE mappings of `nr` pages starting at `page` (`folio_add_anon_rmap_ptes`).
-    fn rmap_add_ptes(&mut self, head: Pfn, page: Pfn, nr: u32) {
+    pub(crate) fn rmap_add_ptes(&mut self, head: Pfn, page: Pfn, nr: u32) {
         let mut newly = 0;
         for p in &mut self.zone.mem_map[page.idx()..page.idx() + nr as usize] {
             p.mapcount += 1;
@@ -378,7 +384,7 @@ impl Kernel {
     /// `handle_pte_fault` once the PTE table `idx` and the entry `e` are known.
     #[inline]
     fn handle_pte_fault_at(&mut self, mut vma: Vma, va: Vaddr, write: bool, idx: u32, e: Pte, pmd_reason: Option<Option<FallbackReason>>) -> Access {
-        let mut info = PteFaultInfo { chosen: Order::BASE, write, wp_zero: false, wp_copy: false, range_not_none: Orders::NONE, beside_not_full: Orders::NONE, alloc_failed: Orders::NONE };
+        let mut info = PteFaultInfo::new(write);
         let result = if e == 0 {
             self.do_anonymous_page(&mut vma, va, write, idx, &mut info)
         } else if write && e & PTE_WRITE == 0 {
@@ -477,8 +483,8 @@ impl Kernel {
     }
 
     /// `wp_page_copy`: a fresh order-0 page replaces the PTE. `old` is the anon page it copies
-    /// (head, page), which loses this mapping; `None` for the zero page, whose copy adds to
-    /// MM_ANONPAGES.
+    /// (head, page), which loses this mapping; `None` for the zero page or a file page (whose
+    /// mapping the caller removes), whose copy adds to MM_ANONPAGES.
     pub(crate) fn wp_page_copy(&mut self, vma: &mut Vma, va: Vaddr, idx: u32, old: Option<(Pfn, Pfn)>) -> Access {
         self.anon_vma_prepare(vma);
         let Some(page) = self.alloc_folio(Order::BASE, true) else { return Access::Oom };
@@ -744,11 +750,21 @@ impl Kernel {
 impl Kernel {
     // ---------------------------------------------------------------- shmem faults
 
-    /// A fault in a shared (shmem) mapping: `do_fault` → `do_read_fault` (fault-around first)
-    /// or `do_shared_fault` → `shmem_fault` → `finish_fault`; a write to a clean shared PTE is
-    /// `wp_page_shared`.
+    /// A fault in a shmem mapping: `do_fault` → `do_read_fault` (fault-around first) or
+    /// `do_shared_fault` → `shmem_fault` → `finish_fault`; a write to a clean shared PTE is
+    /// `wp_page_shared`. In a private mapping a write to a none PTE is `do_cow_fault`, to a
+    /// file page `wp_page_copy`, to an anonymous copy `do_wp_page`, and to a PMD-mapped file
+    /// folio `wp_huge_pmd`: the PMD is split (a file PMD is zapped) and the fault goes on at
+    /// PTE level as `do_cow_fault`.
     fn do_shmem_fault(&mut self, vma: &Vma, va: Vaddr, write: bool, t: u32, ino: u32) -> Access {
+        let private = vma.flags & vm::SHARED == 0;
         match self.mm.pt.pmd(t, va) {
+            Pmd::Huge { .. } if private => {
+                if !write {
+                    return Access::Fault;
+                }
+                self.split_huge_pmd(t, va.align_down(Order::PMD));
+            }
             Pmd::Huge { pfn, young, .. } => {
                 // Write to a PMD made read-only by mprotect: make it writable again.
                 self.mm.pt.set_pmd(t, va.align_down(Order::PMD), Pmd::Huge { pfn, young, dirty: true, write: true });
@@ -757,6 +773,9 @@ impl Kernel {
             Pmd::Table(idx) => {
                 let e = self.mm.pt.pte(idx, va.pte_index());
                 if e & PTE_PRESENT != 0 {
+                    if write && private {
+                        return self.wp_private_page(vma, va, idx, e);
+                    }
                     if write {
                         self.mm.pt.set_pte(idx, va.pte_index(), e | PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
                     }
@@ -768,6 +787,9 @@ impl Kernel {
         let index = vma.linear_page_index(va.0);
         if index >= self.shmem_inode(ino).pages() {
             return Access::Sigbus;
+        }
+        if write && private {
+            return self.do_cow_fault(vma, va, t, ino, index);
         }
         // do_read_fault: should_fault_around needs vm_ops->map_pages (shm_vm_ops has none).
         if !write && vma.flags & vm::SYSV_SHM == 0 {
@@ -783,10 +805,56 @@ impl Kernel {
         self.finish_fault(vma, va, t, start, head, index, write)
     }
 
-    /// Bits of a PTE in a shared mapping: writable whenever the VMA is (no write-notify for
-    /// shmem), dirty on a write fault.
+    /// `do_cow_fault`: the file's folio at `index` is found or allocated (`__do_fault` →
+    /// `shmem_fault`, which may allocate a large folio; it stays in the page cache, unmapped),
+    /// and the faulting page is copied to an order-0 anonymous page (`folio_prealloc`, taken
+    /// first) that `finish_fault` maps writable.
+    fn do_cow_fault(&mut self, vma: &Vma, va: Vaddr, t: u32, ino: u32, index: u64) -> Access {
+        let mut vma = *vma;
+        self.anon_vma_prepare(&mut vma);
+        let Some(page) = self.alloc_folio(Order::BASE, true) else { return Access::Oom };
+        if self.shmem_get_folio(ino, index, 0, crate::shmem::Sgp::Cache, Some((&vma, va.0))).is_none() {
+            self.free_folio(page);
+            return Access::Oom;
+        }
+        let idx = match self.pte_table_for(t, va) {
+            Ok(i) => i,
+            Err(outcome) => {
+                self.free_folio(page);
+                return outcome;
+            }
+        };
+        self.mm.pt.set_pte(idx, va.pte_index(), mk_pte(page, PTE_WRITE | PTE_DIRTY | PTE_YOUNG));
+        self.rmap_add_ptes(page, page, 1);
+        self.touch_page(page);
+        self.mm.stats.anon_rss_pages += 1;
+        Access::Fault
+    }
+
+    /// `do_wp_page` in a private file mapping: an anonymous copy is reused or copied as in an
+    /// anonymous VMA; a file page is never reused, it is copied (`wp_page_copy`) and loses this
+    /// mapping.
+    fn wp_private_page(&mut self, vma: &Vma, va: Vaddr, idx: u32, e: Pte) -> Access {
+        let mut vma = *vma;
+        let page = pte_pfn(e);
+        let head = self.folio_head(page);
+        if self.zone.mem_map[head.idx()].flags & pg::SHMEM == 0 {
+            let mut info = PteFaultInfo::new(true);
+            return self.do_wp_page(&mut vma, va, idx, e, &mut info);
+        }
+        let r = self.wp_page_copy(&mut vma, va, idx, None);
+        if r == Access::Fault {
+            self.folio_remove_rmap_ptes(head, page, 1);
+            self.mm.stats.shmem_rss_pages -= 1;
+        }
+        r
+    }
+
+    /// Bits of a PTE mapping a shmem page: in a shared mapping writable whenever the VMA is
+    /// (no write-notify for shmem), dirty on a write fault; in a private one read-only (the
+    /// VMA's `vm_page_prot` has no write: a write copies).
     fn shared_pte_bits(vma: &Vma, write: bool) -> Pte {
-        let w = if vma.flags & vm::WRITE != 0 { PTE_WRITE } else { 0 };
+        let w = if vma.flags & (vm::WRITE | vm::SHARED) == vm::WRITE | vm::SHARED { PTE_WRITE } else { 0 };
         w | if write { PTE_DIRTY } else { 0 }
     }
 
@@ -800,7 +868,7 @@ impl Kernel {
         {
             return false;
         }
-        let w = vma.flags & vm::WRITE != 0;
+        let w = vma.flags & (vm::WRITE | vm::SHARED) == vm::WRITE | vm::SHARED;
         self.mm.pt.set_pmd(t, haddr, Pmd::Huge { pfn: head, young: true, dirty: write, write: w });
         self.zone.folio_meta_mut(head).entire += 1;
         self.mm.stats.shmem_rss_pages += 1 << PMD_ORDER;

@@ -37,6 +37,10 @@ pub enum MapBacking {
     SharedAnon,
     /// MAP_SHARED of a shmem file from page `pgoff`.
     Shmem { ino: crate::shmem::InodeId, pgoff: u64 },
+    /// MAP_PRIVATE of a shmem file from page `pgoff`: placed and read as [`MapBacking::Shmem`]
+    /// (page-cache folios mapped read-only, a PMD folio by a PMD), written through anonymous
+    /// order-0 copies (mm/memory.c: `do_cow_fault`, `wp_page_copy`).
+    ShmemPrivate { ino: crate::shmem::InodeId, pgoff: u64 },
     /// Address space the model does not back (a file's pages, the vDSO): a [`vm::SPECIAL`] VMA
     /// that only takes room, so that placement around it is the kernel's. Placed as a file
     /// without `get_unmapped_area` of its own would be (plain search).
@@ -135,7 +139,7 @@ impl Kernel {
                 return self.get_unmapped_area(len, p);
             }
             MapBacking::SharedAnon => (None, 0),
-            MapBacking::Shmem { ino, pgoff } => (Some(ino), pgoff),
+            MapBacking::Shmem { ino, pgoff } | MapBacking::ShmemPrivate { ino, pgoff } => (Some(ino), pgoff),
         };
         let low = MMAP_MIN_ADDR.max(PAGE_SIZE);
         let search = |l: u64| self.mm.vmas.unmapped_area_topdown(l, low, self.mm.mmap_base, 0, 0);
@@ -197,6 +201,19 @@ impl Kernel {
             }
             MapBacking::SharedAnon => (None, 0),
             MapBacking::Shmem { ino, pgoff } => (Some(ino), pgoff),
+            MapBacking::ShmemPrivate { ino, pgoff } => {
+                // shmem_mmap gives a private mapping the same vm_ops (anonymous shmem's when the
+                // file is unlinked); accountable_mapping: private and writable.
+                let account = if prot_flags & (vm::NORESERVE | vm::WRITE) == vm::WRITE { vm::ACCOUNT } else { 0 };
+                let anon_shmem = if self.shmem_inode(ino).linked { 0 } else { vm::ANON_SHMEM };
+                self.mm.vmas.insert(Vma { start: addr, end: addr + len, flags: prot_flags | account | anon_shmem, anon_vma: 0, file: ino + 1, pgoff });
+                self.mm.vmas.try_merge(addr);
+                self.mm.vma_cache = None;
+                if let Some(v) = self.mm.vmas.find(addr) {
+                    self.khugepaged_enter_vma(&v);
+                }
+                return Ok(addr);
+            }
         };
         let ino = match ino {
             Some(i) => i,

@@ -435,6 +435,9 @@ impl Sim<'_> {
                     Backing::SharedFile { file, pgoff } => {
                         MapBacking::Shmem { ino: self.inode(line, file)?, pgoff: pgoff / mm_types::PAGE_SIZE }
                     }
+                    Backing::PrivateFile { file, pgoff } => {
+                        MapBacking::ShmemPrivate { ino: self.inode(line, file)?, pgoff: pgoff / mm_types::PAGE_SIZE }
+                    }
                 };
                 let addr = self
                     .step(Step::Mmap { len: *len, prot: vm_prot(*prot), placement, backing })
@@ -982,7 +985,7 @@ pub fn run_recording_opts(
         .collect();
     rep.recorded_kernel = header.kernel_release.clone();
     rep.host_faults = host_faults;
-    rep.census_scope = "anonymous private and shared shmem memory of every process, at its exit".to_string();
+    rep.census_scope = "anonymous memory and shmem (shared and private mappings) of every process, at its exit".to_string();
     rep.per_process = per_process;
     rep.khugepaged = khugepaged.map(|kh| uapi::result::ModelKhugepaged {
         registered: kh.wakeups > 0 || !kh.mm_slots.is_empty(),

@@ -86,7 +86,7 @@ pub fn warnings(st: &ReplayStats, misses: &[PlacementMiss]) -> Vec<String> {
     let mut out = st.warnings.clone();
     if st.shmem_unmodelled > 0 {
         out.push(format!(
-            "{} calls on shmem files the model cannot replay (truncating cached pages, hole punching, MAP_PRIVATE of a shmem file, mremap of shmem): the pages they reach are not modelled (shmem_unmodelled)",
+            "{} calls on shmem files the model cannot replay (truncating cached pages, hole punching, mremap of shmem): the pages they reach are not modelled (shmem_unmodelled)",
             st.shmem_unmodelled
         ));
     }
@@ -1270,15 +1270,10 @@ impl<'a> Replay<'a> {
         } else {
             match img.file_of(fd) {
                 FileRef::Shmem(ino) if shared => MapBacking::Shmem { ino, pgoff: off / PAGE_SIZE },
+                FileRef::Shmem(ino) => MapBacking::ShmemPrivate { ino, pgoff: off / PAGE_SIZE },
                 // A private mapping of /dev/zero is anonymous memory (`mmap_zero`).
                 FileRef::DevZero if shared => MapBacking::SharedAnon,
                 FileRef::DevZero => MapBacking::PrivateAnon,
-                // MAP_PRIVATE of a shmem file: page-cache folios read, anonymous copies written;
-                // not modelled.
-                FileRef::Shmem(_) => {
-                    self.stats.shmem_unmodelled += 1;
-                    MapBacking::Special
-                }
                 FileRef::ThpArea => MapBacking::ThpFile { pgoff: off / PAGE_SIZE },
                 FileRef::Other => MapBacking::Special,
             }
@@ -1725,6 +1720,7 @@ fn backing_word(b: MapBacking) -> &'static str {
         MapBacking::PrivateAnon => "private anonymous",
         MapBacking::SharedAnon => "shared anonymous",
         MapBacking::Shmem { .. } => "shmem",
+        MapBacking::ShmemPrivate { .. } => "private shmem",
         MapBacking::Special | MapBacking::ThpFile { .. } => "file",
     }
 }

@@ -542,6 +542,40 @@ fn shmem_read_faults_map_around_present_pages() {
 }
 
 #[test]
+fn a_private_shmem_mapping_copies_what_it_writes() {
+    // Derived (mm/memory.c: do_read_fault, do_cow_fault, wp_huge_pmd; mm/huge_memory.c:
+    // __split_huge_pmd_locked), shmem_enabled=always, a memfd mapped MAP_PRIVATE at 2 MiB:
+    // - reading the first 2 MiB: shmem_fault allocates a PMD folio, do_set_pmd maps it read-only
+    //   (1 fault; thp_file_alloc, thp_file_mapped, shmem_alloc);
+    // - writing the next 2 MiB: each fault copies a page of the file (whose first fault
+    //   allocates the second PMD folio, left unmapped in the page cache) into an order-0
+    //   anonymous page (512 faults);
+    // - writing every 4th page of the first MiB: the first write splits the PMD (a file PMD is
+    //   zapped: thp_split_pmd) and copies; each of the 64 writes is a do_cow_fault;
+    // - one read after that maps around it: the whole folio fits the VMA and one page table, so
+    //   its 448 pages that no copy replaced are mapped by that one fault.
+    // 578 faults; Rss 576 anonymous pages + 448 file pages = 4096 kB, no AnonHugePages.
+    check(
+        "shmem_enabled=always",
+        "memfd m\nftruncate m 4M\nmmap a 4M file=m private align=2M\ntouch a[0+2M] read\ntouch a[2M+2M] write\n\
+         touch a[0+1M] write stride=16K\ntouch a[1M+4K] read",
+        expect![[r#"
+            minflt 578
+            Rss: 4096 kB
+            AnonHugePages: 0 kB
+            folios 4kB: 576 (pmd 0 pte 576 partial 0)
+            folios 2048kB: 1 (pmd 0 pte 1 partial 1)
+            thp_file_alloc 2
+            thp_file_mapped 1
+            thp_split_pmd 1
+            hugepages-2048kB/stats/shmem_alloc 2
+            line 1: memfd_create = 0
+            line 2: ftruncate = 0
+        "#]],
+    );
+}
+
+#[test]
 fn shmem_errors_name_the_line() {
     let w = workload::parse("t.thpw", "memfd m\nmmap a 1M file=m\ntouch a write").unwrap();
     let e = run(&w, &ThpSettings::default(), &machine(512 << 20)).unwrap_err();

@@ -301,7 +301,12 @@ fn random_op(rng: &mut Prng, m: &mut Machine, cur: &mut MmId, regions: &mut Vec<
                 }
                 _ => {}
             }
-            MapBacking::Shmem { ino, pgoff: 0 }
+            // A third of the file mappings private: read-only file folios, anonymous copies.
+            if rng.chance(1, 3) {
+                MapBacking::ShmemPrivate { ino, pgoff: 0 }
+            } else {
+                MapBacking::Shmem { ino, pgoff: 0 }
+            }
         };
         let op = format!("mmap shared {len:#x} {placement:?} {backing:?}");
         return match m.step(mm, Step::Mmap { len, prot: prot_to_vm(true, true, false), placement, backing }).mapped() {

@@ -175,6 +175,9 @@ pub enum Backing {
     SharedAnon,
     /// MAP_SHARED of a file, from byte `pgoff` of it.
     SharedFile { file: FileId, pgoff: u64 },
+    /// MAP_PRIVATE of a file, from byte `pgoff` of it: reads map the file's folios read-only,
+    /// writes copy a page at a time into anonymous memory.
+    PrivateFile { file: FileId, pgoff: u64 },
 }
 
 /// A named mapping, declared by `mmap`.

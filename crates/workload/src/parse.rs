@@ -522,26 +522,32 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
 }
 
 fn parse_mmap(cx: &Ctx, w: &mut Workload, args: &[&str]) -> Result<OpKind, WorkloadError> {
-    let usage = "mmap NAME SIZE [shared | file=FILE [pgoff=SIZE]] [prot=PROT] [align=SIZE] [offset=SIZE] [at=ADDRESS]";
+    let usage = "mmap NAME SIZE [shared | file=FILE [private] [pgoff=SIZE]] [prot=PROT] [align=SIZE] [offset=SIZE] [at=ADDRESS]";
     let (mut pos, opts) = split_options(cx, args, &["prot", "align", "offset", "at", "file", "pgoff"])?;
-    let shared = pos.len() == 3 && pos[2] == "shared";
-    if shared {
+    // A third word says how a mapping is shared: `shared` (anonymous) or `private` (a file).
+    let (shared, private) = match pos.get(2).copied() {
+        Some("shared") if pos.len() == 3 => (true, false),
+        Some("private") if pos.len() == 3 => (false, true),
+        _ => (false, false),
+    };
+    if shared || private {
         pos.pop();
     }
     expect_positional(cx, usage, &pos, 2)?;
-    let backing = match (shared, opt(&opts, "file"), opt(&opts, "pgoff")) {
-        (false, None, None) => Backing::PrivateAnon,
-        (true, None, None) => Backing::SharedAnon,
-        (false, Some(f), pgoff) => {
+    let backing = match (shared, private, opt(&opts, "file"), opt(&opts, "pgoff")) {
+        (false, false, None, None) => Backing::PrivateAnon,
+        (true, _, None, None) => Backing::SharedAnon,
+        (_, true, None, _) => return Err(cx.err("'private' goes with file=FILE (anonymous memory is private without it)")),
+        (false, _, Some(f), pgoff) => {
             let file = file_ref(cx, w, f)?;
             let pgoff = pgoff.map(|p| size(cx, p)).transpose()?.unwrap_or(0);
             if pgoff % PAGE_SIZE != 0 {
                 return Err(cx.err("pgoff= must be a multiple of 4K (the kernel returns EINVAL)"));
             }
-            Backing::SharedFile { file, pgoff }
+            if private { Backing::PrivateFile { file, pgoff } } else { Backing::SharedFile { file, pgoff } }
         }
-        (true, Some(_), _) => return Err(cx.err("a file mapping is shared already: write file=FILE without 'shared'")),
-        (_, None, Some(_)) => return Err(cx.err("pgoff= goes with file=FILE")),
+        (true, _, Some(_), _) => return Err(cx.err("a file mapping is shared already: write file=FILE without 'shared' (or 'private' for MAP_PRIVATE)")),
+        (_, _, None, Some(_)) => return Err(cx.err("pgoff= goes with file=FILE")),
     };
     let name = new_name(cx, pos[0])?;
     let name = name.as_str();

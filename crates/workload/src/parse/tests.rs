@@ -139,7 +139,10 @@ touch a write
     assert_eq!(err("file f on=nowhere"), "w.thpw:1: unknown tmpfs mount 'nowhere'; declared so far: none (declare one with tmpfs NAME huge=...)");
     assert_eq!(err("memfd m\nwrite m[0+0]"), "w.thpw:2: range 'm[0+0]' is empty");
     assert_eq!(err("ftruncate x 1M"), "w.thpw:1: unknown file 'x'; declared so far: none (declare one with memfd, shm_open or file)");
-    assert_eq!(err("memfd m\nmmap a 1M file=m shared"), "w.thpw:2: a file mapping is shared already: write file=FILE without 'shared'");
+    assert_eq!(err("memfd m\nmmap a 1M file=m shared"), "w.thpw:2: a file mapping is shared already: write file=FILE without 'shared' (or 'private' for MAP_PRIVATE)");
+    assert_eq!(err("mmap a 1M private"), "w.thpw:1: 'private' goes with file=FILE (anonymous memory is private without it)");
+    let w = parse("p.thpw", "memfd m\nmmap a 1M file=m private pgoff=4K").unwrap();
+    assert!(matches!(w.ops[1].kind, OpKind::Mmap { backing: Backing::PrivateFile { pgoff: 4096, .. }, .. }));
     assert_eq!(err("memfd m\nmmap m 1M"), "w.thpw:2: 'm' is already declared at line 1");
 }
 
