@@ -33,6 +33,7 @@ pub mod mman {
     pub const MADV_DONTNEED: u64 = 4;
     pub const MADV_FREE: u64 = 8;
     pub const MADV_DONTFORK: u64 = 10;
+    pub const MADV_REMOVE: u64 = 9;
     pub const MADV_DOFORK: u64 = 11;
     pub const MADV_HUGEPAGE: u64 = 14;
     pub const MADV_NOHUGEPAGE: u64 = 15;
@@ -76,6 +77,7 @@ pub mod fcntl {
     pub const AT_REMOVEDIR: u64 = 0x200;
     pub const RWF_APPEND: u64 = 0x10;
     pub const FALLOC_FL_KEEP_SIZE: u64 = 1;
+    pub const FALLOC_FL_PUNCH_HOLE: u64 = 2;
 }
 
 /// memfd_create flags.
@@ -296,6 +298,7 @@ mod tests {
             ("MADV_DOFORK", mman::MADV_DOFORK, c::MADV_DOFORK as i64),
             ("MADV_WIPEONFORK", mman::MADV_WIPEONFORK, c::MADV_WIPEONFORK as i64),
             ("MADV_KEEPONFORK", mman::MADV_KEEPONFORK, c::MADV_KEEPONFORK as i64),
+            ("MADV_REMOVE", mman::MADV_REMOVE, c::MADV_REMOVE as i64),
             ("MADV_HUGEPAGE", mman::MADV_HUGEPAGE, c::MADV_HUGEPAGE as i64),
             ("MADV_NOHUGEPAGE", mman::MADV_NOHUGEPAGE, c::MADV_NOHUGEPAGE as i64),
             ("MADV_POPULATE_READ", mman::MADV_POPULATE_READ, c::MADV_POPULATE_READ as i64),
@@ -318,6 +321,7 @@ mod tests {
             ("AT_REMOVEDIR", fcntl::AT_REMOVEDIR, c::AT_REMOVEDIR as i64),
             ("RWF_APPEND", fcntl::RWF_APPEND, c::RWF_APPEND as i64),
             ("FALLOC_FL_KEEP_SIZE", fcntl::FALLOC_FL_KEEP_SIZE, c::FALLOC_FL_KEEP_SIZE as i64),
+            ("FALLOC_FL_PUNCH_HOLE", fcntl::FALLOC_FL_PUNCH_HOLE, c::FALLOC_FL_PUNCH_HOLE as i64),
             ("MFD_HUGETLB", memfd::MFD_HUGETLB, c::MFD_HUGETLB as i64),
         ];
         for (name, ours, libc) in pairs {

@@ -84,7 +84,8 @@ pub enum ExecKind {
     /// memfd_create, shm_open or open(O_CREAT) of [`ExecSpec::files`]`[file]`.
     Create { file: usize },
     Ftruncate { file: usize, size: u64 },
-    Fallocate { file: usize, offset: u64, len: u64 },
+    /// `punch`: FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE.
+    Fallocate { file: usize, offset: u64, len: u64, punch: bool },
     /// pwrite calls of `chunk` bytes covering `[offset, offset + len)`.
     Write { file: usize, offset: u64, len: u64, chunk: u64 },
     Munmap { pieces: Vec<Piece> },
@@ -391,8 +392,8 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
             OpKind::Mount(m) => ExecKind::Mount { mount: m.0 as usize },
             OpKind::Create(f) => ExecKind::Create { file: f.0 as usize },
             OpKind::Ftruncate { file, size } => ExecKind::Ftruncate { file: file.0 as usize, size: *size },
-            OpKind::Fallocate { file, offset, len } => {
-                ExecKind::Fallocate { file: file.0 as usize, offset: *offset, len: *len }
+            OpKind::Fallocate { file, offset, len, punch } => {
+                ExecKind::Fallocate { file: file.0 as usize, offset: *offset, len: *len, punch: *punch }
             }
             OpKind::Write { file, offset, len, chunk } => {
                 let piece = (*chunk).min(*len);
@@ -581,7 +582,7 @@ enum Prepared {
     Mount,
     Create { file: usize },
     Ftruncate { file: usize, size: u64 },
-    Fallocate { file: usize, offset: u64, len: u64 },
+    Fallocate { file: usize, offset: u64, len: u64, mode: i32 },
     Write { file: usize, offset: u64, len: u64, chunk: u64 },
     Ranges { kind: u8, pieces: Vec<(u64, u64)>, arg: i32 },
     Brk { delta: i64 },
@@ -803,7 +804,12 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
             ExecKind::Mount { .. } => Prepared::Mount,
             ExecKind::Create { file } => Prepared::Create { file: *file },
             ExecKind::Ftruncate { file, size } => Prepared::Ftruncate { file: *file, size: *size },
-            ExecKind::Fallocate { file, offset, len } => Prepared::Fallocate { file: *file, offset: *offset, len: *len },
+            ExecKind::Fallocate { file, offset, len, punch } => Prepared::Fallocate {
+                file: *file,
+                offset: *offset,
+                len: *len,
+                mode: if *punch { libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE } else { 0 },
+            },
             ExecKind::Write { file, offset, len, chunk } => {
                 Prepared::Write { file: *file, offset: *offset, len: *len, chunk: *chunk }
             }
@@ -1351,9 +1357,9 @@ fn run_ops(ex: &'static Exec, t: &mut Task, start: usize) -> Ended {
                 0 => 0,
                 _ => errno() as i64,
             },
-            Prepared::Fallocate { file, offset, len } => {
+            Prepared::Fallocate { file, offset, len, mode } => {
                 // SAFETY: as above.
-                match unsafe { libc::fallocate(ex.fd(*file), 0, *offset as libc::off_t, *len as libc::off_t) } {
+                match unsafe { libc::fallocate(ex.fd(*file), *mode, *offset as libc::off_t, *len as libc::off_t) } {
                     0 => 0,
                     _ => errno() as i64,
                 }

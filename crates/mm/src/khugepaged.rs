@@ -586,7 +586,7 @@ impl Kernel {
             return ScanResult::PteMappedHugepage;
         }
         // try_to_unmap of every old folio: its PTEs in every mm that maps the range.
-        self.shmem_unmap_file_range(ino, start, nr);
+        self.shmem_unmap_file_range(ino, start, nr, false);
         for (index, f) in &old {
             for i in 0..(1u32 << f.order) {
                 let touched = self.zone.mem_map[f.pfn.add(i).idx()].flags & crate::page_alloc::pg::TOUCHED;
@@ -621,8 +621,11 @@ impl Kernel {
         out
     }
 
-    /// `try_to_unmap` of the page-cache pages `[first, first + n)` of `ino` in every mm.
-    fn shmem_unmap_file_range(&mut self, ino: crate::shmem::InodeId, first: u64, n: u64) {
+    /// `try_to_unmap` of the page-cache pages `[first, first + n)` of `ino` in every mm (with
+    /// `split_pmds`, a PMD mapping is split first, as for a folio being split; without, the
+    /// ranges are zapped as `unmap_mapping_range` zaps them). A private mapping's anonymous
+    /// copies stay.
+    pub(crate) fn shmem_unmap_file_range(&mut self, ino: crate::shmem::InodeId, first: u64, n: u64, split_pmds: bool) {
         let prev = self.mm.id;
         for (id, vma) in self.shmem_mappers(ino) {
             let vma_pages = vma.len() / mm_types::PAGE_SIZE;
@@ -634,7 +637,7 @@ impl Kernel {
             self.switch_mm(id);
             let a = vma.start + (lo - vma.pgoff) * mm_types::PAGE_SIZE;
             let b = vma.start + (hi - vma.pgoff) * mm_types::PAGE_SIZE;
-            self.zap_range(a, b);
+            self.zap_file_range(a, b, split_pmds);
         }
         self.switch_mm(prev);
     }

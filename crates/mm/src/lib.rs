@@ -59,6 +59,7 @@ pub enum Errno {
     EAGAIN,
     EEXIST,
     EFAULT,
+    EACCES,
     /// The model does not implement this (for example shrinking a file with cached folios).
     ENOSYS,
 }
@@ -72,6 +73,7 @@ impl Errno {
             Errno::EAGAIN => "EAGAIN",
             Errno::EEXIST => "EEXIST",
             Errno::EFAULT => "EFAULT",
+            Errno::EACCES => "EACCES",
             Errno::ENOSYS => "ENOSYS",
         }
     }

@@ -29,6 +29,8 @@ pub enum Madvise {
     /// MADV_WIPEONFORK / MADV_KEEPONFORK: VM_WIPEONFORK (private anonymous VMAs only).
     Wipeonfork,
     Keeponfork,
+    /// MADV_REMOVE (`madvise_remove`): a hole punched in the shmem file a shared mapping maps.
+    Remove,
 }
 
 /// `prctl(PR_SET_THP_DISABLE, ...)` forms.
@@ -219,6 +221,22 @@ impl Kernel {
                 self.modify_flags(start, end, |f| f | vm::WIPEONFORK, false)
             }
             Madvise::Keeponfork => self.modify_flags(start, end, |f| f & !vm::WIPEONFORK, false),
+            Madvise::Remove => {
+                // madvise_remove, VMA by VMA: a locked VMA is EINVAL, one that is not a shared
+                // (writable) file mapping EACCES; the file's range is punched.
+                for v in self.mm.vmas.intersecting(start, end) {
+                    let Some(ino) = v.inode().filter(|_| v.is_modelled()) else { return Err(Errno::EINVAL) };
+                    if v.flags & vm::LOCKED != 0 {
+                        return Err(Errno::EINVAL);
+                    }
+                    if v.flags & vm::SHARED == 0 {
+                        return Err(Errno::EACCES);
+                    }
+                    let (s, e) = (start.max(v.start), end.min(v.end));
+                    self.shmem_punch_hole(ino, v.linear_page_index(s) * PAGE_SIZE, e - s)?;
+                }
+                Ok(())
+            }
             Madvise::Dontneed => {
                 let vmas = self.mm.vmas.intersecting(start, end);
                 if !vmas.is_empty() {

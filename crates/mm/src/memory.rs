@@ -677,6 +677,29 @@ impl Kernel {
     /// `zap_pte_range` over `[va, end)` inside one PTE table, batching consecutive PTEs of the
     /// same folio as `zap_present_ptes` does.
     fn zap_pte_range(&mut self, t: u32, va: Vaddr, end: u64) {
+        self.zap_pte_range_of(t, va, end, false);
+    }
+
+    /// `unmap_mapping_range` of shmem pages mapped in `[start, end)` of the current mm (inside
+    /// one VMA): only the file's pages go (`even_cows` 0: a private mapping keeps its anonymous
+    /// copies). A huge PMD is zapped whole when the range covers it and `split_pmds` is false;
+    /// otherwise it is split first (`__split_huge_pmd`: a file PMD is zapped, `thp_split_pmd`
+    /// counted), as `try_to_unmap` with TTU_SPLIT_HUGE_PMD does for a folio about to be split.
+    pub(crate) fn zap_file_range(&mut self, start: u64, end: u64, split_pmds: bool) {
+        self.note_rss_peak();
+        for (t, va, pmd_end) in self.pmd_steps(start, end) {
+            match self.mm.pt.pmd(t, va) {
+                Pmd::Huge { .. } if !split_pmds && va.0 % PMD_SIZE == 0 && pmd_end - va.0 == PMD_SIZE => self.zap_huge_pmd(t, va),
+                Pmd::Huge { .. } => self.split_huge_pmd(t, va.align_down(Order::PMD)),
+                Pmd::Table(_) => self.zap_pte_range_of(t, va, pmd_end, true),
+                Pmd::None | Pmd::HugeZero => {}
+            }
+        }
+        self.flush_tlb_range(start, end);
+    }
+
+    /// `zap_pte_range`; with `only_file`, anonymous folios (a private mapping's copies) stay.
+    fn zap_pte_range_of(&mut self, t: u32, va: Vaddr, end: u64, only_file: bool) {
         let Pmd::Table(idx) = self.mm.pt.pmd(t, va) else { return };
         let first = va.pte_index();
         let last = first + ((end - va.0) / mm_types::PAGE_SIZE) as usize;
@@ -704,6 +727,10 @@ impl Kernel {
                     break;
                 }
                 n += 1;
+            }
+            if only_file && self.zone.mem_map[head.idx()].flags & pg::SHMEM == 0 {
+                i += n;
+                continue;
             }
             self.mm.pt.clear_ptes(idx, i..i + n);
             if self.zone.mem_map[head.idx()].flags & pg::SHMEM != 0 {

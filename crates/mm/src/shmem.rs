@@ -277,6 +277,125 @@ impl Kernel {
         r
     }
 
+    /// `fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, len)`, which
+    /// MADV_REMOVE also is (`madvise_remove` → `vfs_fallocate`). `shmem_fallocate` unmaps the
+    /// hole's whole pages from every mapping (`unmap_mapping_range`), then `shmem_undo_range`
+    /// gives the folio holding the hole's first byte and the one holding its last to
+    /// `truncate_inode_partial_folio`, which splits a large folio that reaches outside the hole
+    /// at the hole's edges (`try_folio_split_or_unmap`), and removes every folio inside the hole.
+    /// Partial pages at the edges are zeroed in place: nothing the model tracks.
+    pub fn shmem_punch_hole(&mut self, ino: InodeId, offset: u64, len: u64) -> Result<(), Errno> {
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let lend = offset + len - 1;
+        // Whole pages of the hole: [first, end).
+        let (first, end) = (offset.div_ceil(PAGE_SIZE), (lend + 1) / PAGE_SIZE);
+        if end > first {
+            self.shmem_unmap_file_range(ino, first, end - first, false);
+        }
+        let at_start = self.shmem.inodes[ino as usize].lookup(offset / PAGE_SIZE);
+        let same_folio = match at_start {
+            Some((start, f)) => lend / PAGE_SIZE < start + (1 << f.order),
+            None => offset / PAGE_SIZE == lend / PAGE_SIZE,
+        };
+        if let Some((start, f)) = at_start {
+            self.truncate_inode_partial_folio(ino, start, f, offset, lend);
+        }
+        if !same_folio {
+            if let Some((start, f)) = self.shmem.inodes[ino as usize].lookup(lend / PAGE_SIZE) {
+                self.truncate_inode_partial_folio(ino, start, f, offset, lend);
+            }
+        }
+        // The whole folios inside the hole (truncate_inode_folio): unmapped above, freed.
+        let inside: Vec<(u64, CacheFolio)> = self.shmem.inodes[ino as usize]
+            .cache
+            .range(first..end.max(first))
+            .filter(|(k, f)| *k + (1u64 << f.order) <= end)
+            .map(|(k, f)| (*k, *f))
+            .collect();
+        for (k, f) in inside {
+            self.shmem.inodes[ino as usize].cache.remove(&k);
+            self.shmem.owner.remove(&f.pfn.0);
+            self.free_folio(f.pfn);
+        }
+        Ok(())
+    }
+
+    /// `truncate_inode_partial_folio` of folio `f` at file index `start` for the hole of bytes
+    /// `[lstart, lend]`: a folio wholly inside is left to the caller (which truncates it), a
+    /// small one is only zeroed; a large one is split (`try_folio_split_or_unmap`) so that the
+    /// page holding the first byte it loses stands alone, then the piece holding the first page
+    /// after the hole, if large and still in the folio, so that that page stands alone too.
+    fn truncate_inode_partial_folio(&mut self, ino: InodeId, start: u64, f: CacheFolio, lstart: u64, lend: u64) {
+        let (pos, size) = (start * PAGE_SIZE, PAGE_SIZE << f.order);
+        let offset = lstart.saturating_sub(pos);
+        let length = if pos + size <= lend + 1 { size - offset } else { lend + 1 - pos - offset };
+        if length == size || f.order == 0 {
+            return;
+        }
+        self.shmem_folio_split(ino, start, start + offset / PAGE_SIZE);
+        if offset + length == size {
+            return;
+        }
+        let at2 = start + (offset + length) / PAGE_SIZE;
+        if let Some((s2, _)) = self.shmem.inodes[ino as usize].lookup(at2).filter(|(_, f2)| f2.order > 0) {
+            self.shmem_folio_split(ino, s2, at2);
+        }
+    }
+
+    /// `folio_split` of the shmem folio at file index `start` (mm/huge_memory.c:
+    /// `__folio_split`, non-uniform): `unmap_folio` first (every mapping in every mm, PMDs
+    /// split), then `__split_unmapped_folio` halves the folio again and again, keeping each
+    /// time the half that does not hold page `at` as a folio of its own, down to `at` alone;
+    /// `remap_page` maps nothing again for a file folio, so every piece is unmapped. Counts
+    /// one `split` of the folio's size (and `thp_split_page` for a PMD-sized one).
+    pub(crate) fn shmem_folio_split(&mut self, ino: InodeId, start: u64, at: u64) {
+        let f = self.shmem.inodes[ino as usize].cache[&start];
+        let order = Order(f.order);
+        self.shmem_unmap_file_range(ino, start, order.nr_pages() as u64, true);
+        debug_assert!((0..order.nr_pages()).all(|i| self.zone.mem_map[f.pfn.add(i).idx()].mapcount == 0), "unmap_folio left a mapping");
+        self.unqueue_deferred_split(f.pfn);
+        self.folio_mm_ids.remove(&f.pfn);
+        let touched: Vec<bool> = (0..order.nr_pages()).map(|i| self.zone.mem_map[f.pfn.add(i).idx()].flags & pg::TOUCHED != 0).collect();
+        let mut pieces = Vec::with_capacity(order.0 as usize + 1);
+        let (mut lo, rel) = (0u64, at - start);
+        for k in (0..order.0).rev() {
+            let half = 1u64 << k;
+            let other = if rel < lo + half { lo + half } else { lo };
+            pieces.push((other, k));
+            if rel >= lo + half {
+                lo += half;
+            }
+        }
+        pieces.push((rel, 0));
+        let inode = &mut self.shmem.inodes[ino as usize];
+        inode.cache.remove(&start);
+        // Pieces at or beyond EOF are dropped (the model keeps no `fallocend`: folios a
+        // FALLOC_FL_KEEP_SIZE allocation put beyond EOF count as beyond it).
+        let eof = inode.i_size.div_ceil(PAGE_SIZE);
+        self.shmem.owner.remove(&f.pfn.0);
+        for (off, k) in pieces {
+            let pfn = f.pfn.add(off as u32);
+            self.prep_folio(pfn, Order(k), pg::SHMEM);
+            if start + off >= eof {
+                self.free_folio(pfn);
+                continue;
+            }
+            for i in 0..1u32 << k {
+                if touched[off as usize + i as usize] {
+                    self.zone.mem_map[pfn.add(i).idx()].flags |= pg::TOUCHED;
+                }
+            }
+            self.shmem.inodes[ino as usize].cache.insert(start + off, CacheFolio { pfn, order: k, uptodate: f.uptodate });
+            self.shmem.owner.insert(pfn.0, (ino, start + off));
+        }
+        self.counters.count_mthp(order, MthpStat::Split);
+        if order == Order::PMD {
+            self.counters.count(VmEvent::ThpSplitPage);
+        }
+    }
+
     /// The last name of a file went away (`shmem_unlink` → i_nlink 0): mappings made from now
     /// on get the anonymous-shmem VMA ops (`shmem_mmap`).
     pub fn shmem_unlink(&mut self, ino: InodeId) {

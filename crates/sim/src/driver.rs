@@ -80,6 +80,8 @@ pub enum Step {
     Ftruncate { ino: InodeId, size: u64 },
     /// `fallocate` of a shmem file (`keep_size`: FALLOC_FL_KEEP_SIZE).
     Fallocate { ino: InodeId, offset: u64, len: u64, keep_size: bool },
+    /// `fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)` of a shmem file.
+    PunchHole { ino: InodeId, offset: u64, len: u64 },
     /// `write` to a shmem file (`shmem_write_begin`).
     ShmemWrite { ino: InodeId, offset: u64, len: u64 },
     /// `unlink` of a shmem file: later mappings of it map an unlinked inode.
@@ -557,6 +559,7 @@ impl Machine {
             Step::Ftruncate { ino, size } => Outcome::Ret(k.shmem_ftruncate(ino, size)),
             Step::Fallocate { ino, offset, len, keep_size: false } => Outcome::Ret(k.shmem_fallocate(ino, offset, len)),
             Step::Fallocate { ino, offset, len, keep_size: true } => Outcome::Ret(k.shmem_fallocate_keep_size(ino, offset, len)),
+            Step::PunchHole { ino, offset, len } => Outcome::Ret(k.shmem_punch_hole(ino, offset, len)),
             Step::ShmemWrite { ino, offset, len } => Outcome::Ret(k.shmem_write(ino, offset, len)),
             Step::ShmemUnlink(ino) => {
                 k.shmem_unlink(ino);

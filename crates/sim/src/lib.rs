@@ -410,7 +410,12 @@ impl Sim<'_> {
                 let r = self.not_modelled(line, r, "shrinking a file that has pages cached")?;
                 self.call(line, "ftruncate".into(), r);
             }
-            OpKind::Fallocate { file, offset, len } => {
+            OpKind::Fallocate { file, offset, len, punch: true } => {
+                let ino = self.inode(line, *file)?;
+                let r = self.step(Step::PunchHole { ino, offset: *offset, len: *len }).ret();
+                self.call(line, "fallocate".into(), r);
+            }
+            OpKind::Fallocate { file, offset, len, punch: false } => {
                 let ino = self.inode(line, *file)?;
                 let r = self.step(Step::Fallocate { ino, offset: *offset, len: *len, keep_size: false }).ret();
                 self.call(line, "fallocate".into(), r);
@@ -477,6 +482,7 @@ impl Sim<'_> {
                     Advice::Dofork => Madvise::Dofork,
                     Advice::Wipeonfork => Madvise::Wipeonfork,
                     Advice::Keeponfork => Madvise::Keeponfork,
+                    Advice::Remove => Madvise::Remove,
                 };
                 let mut ret = Ok(());
                 for (off, l) in range.pieces(len) {

@@ -53,11 +53,11 @@ use crate::driver::{Machine, Outcome, Step};
 use crate::file_pages::FilePages;
 use crate::{MachineConfig, SimError};
 
-use linux_abi::fcntl::{AT_REMOVEDIR, FALLOC_FL_KEEP_SIZE, F_DUPFD, F_DUPFD_CLOEXEC, O_APPEND, O_CREAT, O_DIRECT, O_TRUNC, O_WRONLY, RWF_APPEND};
+use linux_abi::fcntl::{AT_REMOVEDIR, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, F_DUPFD, F_DUPFD_CLOEXEC, O_APPEND, O_CREAT, O_DIRECT, O_TRUNC, O_WRONLY, RWF_APPEND};
 use linux_abi::io_uring;
 use linux_abi::memfd::MFD_HUGETLB;
 use linux_abi::mman::{
-    MADV_COLLAPSE, MADV_DOFORK, MADV_DONTFORK, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_KEEPONFORK, MADV_WIPEONFORK, MADV_NOHUGEPAGE, MADV_POPULATE_READ, MADV_POPULATE_WRITE, MAP_ANONYMOUS,
+    MADV_COLLAPSE, MADV_DOFORK, MADV_DONTFORK, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_KEEPONFORK, MADV_REMOVE, MADV_WIPEONFORK, MADV_NOHUGEPAGE, MADV_POPULATE_READ, MADV_POPULATE_WRITE, MAP_ANONYMOUS,
     MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_LOCKED, MAP_NORESERVE, MAP_POPULATE, MAP_SHARED, MAP_STACK, MREMAP_FIXED, PROT_READ, PROT_WRITE,
 };
 use linux_abi::prctl::PR_SET_THP_DISABLE;
@@ -86,7 +86,7 @@ pub fn warnings(st: &ReplayStats, misses: &[PlacementMiss]) -> Vec<String> {
     let mut out = st.warnings.clone();
     if st.shmem_unmodelled > 0 {
         out.push(format!(
-            "{} calls on shmem files the model cannot replay (truncating cached pages, hole punching, mremap of shmem): the pages they reach are not modelled (shmem_unmodelled)",
+            "{} calls on shmem files the model cannot replay (truncating cached pages, mremap of shmem): the pages they reach are not modelled (shmem_unmodelled)",
             st.shmem_unmodelled
         ));
     }
@@ -1185,6 +1185,7 @@ impl<'a> Replay<'a> {
                     MADV_DOFORK => Madvise::Dofork,
                     MADV_WIPEONFORK => Madvise::Wipeonfork,
                     MADV_KEEPONFORK => Madvise::Keeponfork,
+                    MADV_REMOVE => Madvise::Remove,
                     _ => return Ok(()),
                 };
                 for (ms, me) in img.tr_range(a[0], a[0] + a[1]) {
@@ -1599,6 +1600,7 @@ impl<'a> Replay<'a> {
                 if let FileRef::Shmem(ino) = img.file_of(a[0]) {
                     let r = match a[1] {
                         0 | FALLOC_FL_KEEP_SIZE => self.m.step_current(Step::Fallocate { ino, offset: a[2], len: a[3], keep_size: a[1] != 0 }).ret(),
+                        m if m == FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE => self.m.step_current(Step::PunchHole { ino, offset: a[2], len: a[3] }).ret(),
                         _ => Err(mm::Errno::ENOSYS),
                     };
                     if r.is_err() {

@@ -576,6 +576,52 @@ fn a_private_shmem_mapping_copies_what_it_writes() {
 }
 
 #[test]
+fn a_hole_punched_in_large_shmem_folios_splits_them_at_its_edges() {
+    // Derived (mm/shmem.c: shmem_fallocate, shmem_undo_range; mm/truncate.c:
+    // truncate_inode_partial_folio; mm/huge_memory.c: __split_unmapped_folio, non-uniform),
+    // shmem_enabled=always, a memfd of 4 MiB mapped at 2 MiB and written: 2 faults, two PMD
+    // folios. A hole of 64 KiB at 1 MiB + 4 KiB (pages 257-272) lies inside the first folio:
+    // its PMD is zapped (unmap_mapping_range of a part: split, thp_split_pmd), the folio is split
+    // at the hole's first page (pieces of 256, 128, 64, 32, 16, 8, 4, 2 and 1 pages, and page 257
+    // alone: one 2048kB split, thp_split_page), then the piece holding page 273, the first after
+    // the hole (pages 272-287: into 8, 4, 2, 1 and 273 alone: one 64kB split). Freed: 257-272.
+    // Nothing of the first folio stays mapped (a split file folio is unmapped whole). Reading the
+    // first 2 MiB: page 0 maps the 1 MiB piece whole (fault-around maps a whole folio that fits
+    // the VMA and one page table), page 256 its own page, the hole's 16 pages fault one by one
+    // (each allocated as an order-0 folio: no allowed order fits), the last of them (272) mapping
+    // the pieces 273-287 around it, and the pieces at 288, 320 and 384 one fault each: 21. In all
+    // 23 faults; everything mapped again (Rss 4 MiB); live: the same (docs/kernel-notes.md 29).
+    check(
+        "shmem_enabled=always",
+        "memfd m\nftruncate m 4M\nmmap a 4M file=m align=2M\ntouch a write\nfallocate m[1028K+64K] punch\ntouch a[0+2M] read",
+        expect![[r#"
+            minflt 23
+            Rss: 4096 kB
+            AnonHugePages: 0 kB
+            folios 4kB: 18 (pmd 0 pte 18 partial 0)
+            folios 8kB: 1 (pmd 0 pte 1 partial 0)
+            folios 16kB: 1 (pmd 0 pte 1 partial 0)
+            folios 32kB: 1 (pmd 0 pte 1 partial 0)
+            folios 128kB: 1 (pmd 0 pte 1 partial 0)
+            folios 256kB: 1 (pmd 0 pte 1 partial 0)
+            folios 512kB: 1 (pmd 0 pte 1 partial 0)
+            folios 1024kB: 1 (pmd 0 pte 1 partial 0)
+            folios 2048kB: 1 (pmd 1 pte 0 partial 0)
+            thp_file_alloc 2
+            thp_file_mapped 2
+            thp_split_page 1
+            thp_split_pmd 1
+            hugepages-64kB/stats/split 1
+            hugepages-2048kB/stats/shmem_alloc 2
+            hugepages-2048kB/stats/split 1
+            line 1: memfd_create = 0
+            line 2: ftruncate = 0
+            line 5: fallocate = 0
+        "#]],
+    );
+}
+
+#[test]
 fn shmem_errors_name_the_line() {
     let w = workload::parse("t.thpw", "memfd m\nmmap a 1M file=m\ntouch a write").unwrap();
     let e = run(&w, &ThpSettings::default(), &machine(512 << 20)).unwrap_err();

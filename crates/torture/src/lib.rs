@@ -428,6 +428,7 @@ fn random_op(rng: &mut Prng, m: &mut Machine, cur: &mut MmId, regions: &mut Vec<
                 Madvise::Dontfork,
                 Madvise::Wipeonfork,
                 Madvise::Keeponfork,
+                Madvise::Remove,
             ]);
             (format!("madvise {s:#x}+{len:#x} {adv:?} = {:?}", m.step(mm, Step::Madvise { start: s, len, advice: adv }).ret()), Ok(()))
         }

@@ -277,6 +277,8 @@ pub enum Advice {
     Wipeonfork,
     /// MADV_KEEPONFORK (19)
     Keeponfork,
+    /// MADV_REMOVE (9): a hole punched in the shmem file of a shared mapping.
+    Remove,
 }
 
 impl Advice {
@@ -292,6 +294,7 @@ impl Advice {
         "dofork",
         "wipeonfork",
         "keeponfork",
+        "remove",
     ];
 
     pub fn parse(text: &str) -> Option<Advice> {
@@ -307,6 +310,7 @@ impl Advice {
             "dofork" => Advice::Dofork,
             "wipeonfork" => Advice::Wipeonfork,
             "keeponfork" => Advice::Keeponfork,
+            "remove" => Advice::Remove,
             _ => return None,
         })
     }
@@ -323,6 +327,7 @@ impl Advice {
             Advice::Dofork => "dofork",
             Advice::Wipeonfork => "wipeonfork",
             Advice::Keeponfork => "keeponfork",
+            Advice::Remove => "remove",
         }
     }
     /// The `MADV_*` constant.
@@ -340,6 +345,7 @@ impl Advice {
             Advice::Dofork => MADV_DOFORK,
             Advice::Wipeonfork => MADV_WIPEONFORK,
             Advice::Keeponfork => MADV_KEEPONFORK,
+            Advice::Remove => MADV_REMOVE,
         }) as i32
     }
 }
@@ -447,7 +453,8 @@ pub enum OpKind {
     /// `ftruncate(fd, size)`.
     Ftruncate { file: FileId, size: u64 },
     /// `fallocate(fd, 0, offset, len)`.
-    Fallocate { file: FileId, offset: u64, len: u64 },
+    /// `punch`: FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE.
+    Fallocate { file: FileId, offset: u64, len: u64, punch: bool },
     /// `pwrite(fd, buf, chunk, off)` calls covering `[offset, offset + len)`.
     Write { file: FileId, offset: u64, len: u64, chunk: u64 },
     Munmap(Range),

@@ -500,12 +500,16 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
             Ok(OpKind::Ftruncate { file, size: size_sum(cx, pos[1])? })
         }
         "fallocate" | "write" => {
-            let (pos, opts) = split_options(cx, args, if verb == "write" { &["chunk"] } else { &[] })?;
-            let usage = if verb == "write" { "write FILE[OFFSET+LENGTH] [chunk=SIZE]" } else { "fallocate FILE[OFFSET+LENGTH]" };
+            let (mut pos, opts) = split_options(cx, args, if verb == "write" { &["chunk"] } else { &[] })?;
+            let usage = if verb == "write" { "write FILE[OFFSET+LENGTH] [chunk=SIZE]" } else { "fallocate FILE[OFFSET+LENGTH] [punch]" };
+            let punch = verb == "fallocate" && pos.len() == 2 && pos[1] == "punch";
+            if punch {
+                pos.pop();
+            }
             expect_positional(cx, usage, &pos, 1)?;
             let (file, offset, len) = file_range(cx, w, pos[0], usage)?;
             if verb == "fallocate" {
-                return Ok(OpKind::Fallocate { file, offset, len });
+                return Ok(OpKind::Fallocate { file, offset, len, punch });
             }
             let chunk = opt(&opts, "chunk").map(|c| size(cx, c)).transpose()?.unwrap_or(len);
             if chunk == 0 {

@@ -88,7 +88,7 @@ fn errors_name_file_line_and_what_is_valid() {
     );
     assert_eq!(err("touch a write"), "w.thpw:1: unknown region 'a'; declared so far: none (declare one with mmap)");
     assert_eq!(err("mmap a 1Q"), "w.thpw:1: invalid size '1Q'; write a number with an optional unit K, M, G, T (4K, 2M, 1G, 1T)");
-    assert_eq!(err("mmap a 1M\nmadvise a huge"), "w.thpw:2: unknown advice 'huge'; valid: hugepage, nohugepage, dontneed, collapse, free, populate_read, populate_write, dontfork, dofork, wipeonfork, keeponfork");
+    assert_eq!(err("mmap a 1M\nmadvise a huge"), "w.thpw:2: unknown advice 'huge'; valid: hugepage, nohugepage, dontneed, collapse, free, populate_read, populate_write, dontfork, dofork, wipeonfork, keeponfork, remove");
     assert_eq!(err("mmap a 1M\nmmap a 2M"), "w.thpw:2: 'a' is already declared at line 1");
     assert_eq!(err("mmap a 1M\ntouch a[0..2M] write"), "w.thpw:2: range 'a[0..2M]' runs past the end of region 'a' (1048576 bytes)");
     assert_eq!(err("mmap a 1M\nmunmap a[100+4K]"), "w.thpw:2: range 'a[100+4K]' must start on a 4 KiB boundary (the kernel returns EINVAL)");
@@ -143,6 +143,10 @@ touch a write
     assert_eq!(err("mmap a 1M private"), "w.thpw:1: 'private' goes with file=FILE (anonymous memory is private without it)");
     let w = parse("p.thpw", "memfd m\nmmap a 1M file=m private pgoff=4K").unwrap();
     assert!(matches!(w.ops[1].kind, OpKind::Mmap { backing: Backing::PrivateFile { pgoff: 4096, .. }, .. }));
+    let w = parse("p.thpw", "memfd m\nfallocate m[4K+8K] punch\nfallocate m[0+4K]").unwrap();
+    assert!(matches!(w.ops[1].kind, OpKind::Fallocate { offset: 4096, len: 8192, punch: true, .. }));
+    assert!(matches!(w.ops[2].kind, OpKind::Fallocate { punch: false, .. }));
+    assert!(err("memfd m\nfallocate m[0+4K] hole").contains("fallocate FILE[OFFSET+LENGTH] [punch]"), "{}", err("memfd m\nfallocate m[0+4K] hole"));
     assert_eq!(err("memfd m\nmmap m 1M"), "w.thpw:2: 'm' is already declared at line 1");
 }
 
