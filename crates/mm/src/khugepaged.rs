@@ -586,7 +586,7 @@ impl Kernel {
             return ScanResult::PteMappedHugepage;
         }
         // try_to_unmap of every old folio: its PTEs in every mm that maps the range.
-        self.shmem_unmap_file_range(ino, start, nr, false);
+        self.shmem_unmap_file_range(ino, start, nr, crate::shmem::Unmap::Range);
         for (index, f) in &old {
             for i in 0..(1u32 << f.order) {
                 let touched = self.zone.mem_map[f.pfn.add(i).idx()].flags & crate::page_alloc::pg::TOUCHED;
@@ -621,23 +621,26 @@ impl Kernel {
         out
     }
 
-    /// `try_to_unmap` of the page-cache pages `[first, first + n)` of `ino` in every mm (with
-    /// `split_pmds`, a PMD mapping is split first, as for a folio being split; without, the
-    /// ranges are zapped as `unmap_mapping_range` zaps them). A private mapping's anonymous
-    /// copies stay.
-    pub(crate) fn shmem_unmap_file_range(&mut self, ino: crate::shmem::InodeId, first: u64, n: u64, split_pmds: bool) {
+    /// The page-cache pages `[first, first + n)` of `ino` taken out of every mm, `how` says how
+    /// (`unmap_mapping_range` or `try_to_unmap`).
+    pub(crate) fn shmem_unmap_file_range(&mut self, ino: crate::shmem::InodeId, first: u64, n: u64, how: crate::shmem::Unmap) {
         let prev = self.mm.id;
         for (id, vma) in self.shmem_mappers(ino) {
             let vma_pages = vma.len() / mm_types::PAGE_SIZE;
             let lo = first.max(vma.pgoff);
-            let hi = (first + n).min(vma.pgoff + vma_pages);
+            let hi = first.saturating_add(n).min(vma.pgoff + vma_pages);
             if lo >= hi {
                 continue;
             }
             self.switch_mm(id);
             let a = vma.start + (lo - vma.pgoff) * mm_types::PAGE_SIZE;
             let b = vma.start + (hi - vma.pgoff) * mm_types::PAGE_SIZE;
-            self.zap_file_range(a, b, split_pmds);
+            self.note_rss_peak();
+            match how {
+                crate::shmem::Unmap::Range => self.zap_file_range(a, b, false),
+                crate::shmem::Unmap::Folio => self.zap_file_range(a, b, true),
+                crate::shmem::Unmap::RangeAndCopies => self.zap_range(a, b),
+            }
         }
         self.switch_mm(prev);
     }

@@ -686,7 +686,6 @@ impl Kernel {
     /// otherwise it is split first (`__split_huge_pmd`: a file PMD is zapped, `thp_split_pmd`
     /// counted), as `try_to_unmap` with TTU_SPLIT_HUGE_PMD does for a folio about to be split.
     pub(crate) fn zap_file_range(&mut self, start: u64, end: u64, split_pmds: bool) {
-        self.note_rss_peak();
         for (t, va, pmd_end) in self.pmd_steps(start, end) {
             match self.mm.pt.pmd(t, va) {
                 Pmd::Huge { .. } if !split_pmds && va.0 % PMD_SIZE == 0 && pmd_end - va.0 == PMD_SIZE => self.zap_huge_pmd(t, va),

@@ -19,6 +19,20 @@ use crate::page_alloc::pg;
 use crate::vma::{vm, Vma};
 use crate::{Errno, Kernel, MmFlags};
 
+/// How [`Kernel::shmem_unmap_file_range`] takes a file's pages out of the mappings of a range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unmap {
+    /// `unmap_mapping_range` (even_cows 0): the file's pages; a huge PMD the range covers whole
+    /// is zapped, one it covers in part split (for a file PMD: zapped, `thp_split_pmd`).
+    Range,
+    /// `unmap_mapping_range` with even_cows (truncation): a private mapping's anonymous copies
+    /// of the range go too.
+    RangeAndCopies,
+    /// `try_to_unmap` with TTU_SPLIT_HUGE_PMD, for a folio about to be split: every PMD that
+    /// maps it is split.
+    Folio,
+}
+
 /// A mount's `huge=` (`SHMEM_HUGE_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SbHuge {
@@ -219,13 +233,21 @@ impl Kernel {
         Ok(())
     }
 
-    /// `ftruncate`: the model grows files; shrinking (truncating cached folios) is not modelled.
+    /// `ftruncate` (`shmem_setattr`): a file grows by its size alone; one that shrinks gets the
+    /// new size first, then loses what lies beyond it as a hole does, from every mapping
+    /// including a private mapping's anonymous copies (`unmap_mapping_range` with even_cows,
+    /// then `shmem_truncate_range(size, -1)`): the folio across the new end is split there,
+    /// the folios beyond it are freed.
     pub fn shmem_ftruncate(&mut self, ino: InodeId, size: u64) -> Result<(), Errno> {
-        let inode = &mut self.shmem.inodes[ino as usize];
-        if size < inode.i_size && inode.cache.range(size.div_ceil(PAGE_SIZE)..).next().is_some() {
-            return Err(Errno::ENOSYS);
+        let old = self.shmem.inodes[ino as usize].i_size;
+        self.shmem.inodes[ino as usize].i_size = size;
+        if size < old {
+            let first = size.div_ceil(PAGE_SIZE);
+            if old > first * PAGE_SIZE {
+                self.shmem_unmap_file_range(ino, first, u64::MAX - first, Unmap::RangeAndCopies);
+            }
+            self.shmem_undo_range(ino, size, u64::MAX);
         }
-        inode.i_size = size;
         Ok(())
     }
 
@@ -288,26 +310,34 @@ impl Kernel {
         if len == 0 {
             return Err(Errno::EINVAL);
         }
-        let lend = offset + len - 1;
-        // Whole pages of the hole: [first, end).
-        let (first, end) = (offset.div_ceil(PAGE_SIZE), (lend + 1) / PAGE_SIZE);
+        let (first, end) = (offset.div_ceil(PAGE_SIZE), (offset + len) / PAGE_SIZE);
         if end > first {
-            self.shmem_unmap_file_range(ino, first, end - first, false);
+            self.shmem_unmap_file_range(ino, first, end - first, Unmap::Range);
         }
-        let at_start = self.shmem.inodes[ino as usize].lookup(offset / PAGE_SIZE);
+        self.shmem_undo_range(ino, offset, offset + len - 1);
+        Ok(())
+    }
+
+    /// `shmem_undo_range` of the bytes `[lstart, lend]` (`lend` u64::MAX: to the end of the
+    /// file), the mappings already gone: the folio holding the first byte and the one holding
+    /// the last go to `truncate_inode_partial_folio`, then every folio wholly inside is freed.
+    fn shmem_undo_range(&mut self, ino: InodeId, lstart: u64, lend: u64) {
+        let first = lstart.div_ceil(PAGE_SIZE);
+        let end = if lend == u64::MAX { u64::MAX } else { (lend + 1) / PAGE_SIZE };
+        let at_start = self.shmem.inodes[ino as usize].lookup(lstart / PAGE_SIZE);
         let same_folio = match at_start {
             Some((start, f)) => lend / PAGE_SIZE < start + (1 << f.order),
-            None => offset / PAGE_SIZE == lend / PAGE_SIZE,
+            None => lstart / PAGE_SIZE == lend / PAGE_SIZE,
         };
         if let Some((start, f)) = at_start {
-            self.truncate_inode_partial_folio(ino, start, f, offset, lend);
+            self.truncate_inode_partial_folio(ino, start, f, lstart, lend);
         }
         if !same_folio {
             if let Some((start, f)) = self.shmem.inodes[ino as usize].lookup(lend / PAGE_SIZE) {
-                self.truncate_inode_partial_folio(ino, start, f, offset, lend);
+                self.truncate_inode_partial_folio(ino, start, f, lstart, lend);
             }
         }
-        // The whole folios inside the hole (truncate_inode_folio): unmapped above, freed.
+        // The whole folios inside (truncate_inode_folio): unmapped already, freed.
         let inside: Vec<(u64, CacheFolio)> = self.shmem.inodes[ino as usize]
             .cache
             .range(first..end.max(first))
@@ -319,7 +349,6 @@ impl Kernel {
             self.shmem.owner.remove(&f.pfn.0);
             self.free_folio(f.pfn);
         }
-        Ok(())
     }
 
     /// `truncate_inode_partial_folio` of folio `f` at file index `start` for the hole of bytes
@@ -330,7 +359,7 @@ impl Kernel {
     fn truncate_inode_partial_folio(&mut self, ino: InodeId, start: u64, f: CacheFolio, lstart: u64, lend: u64) {
         let (pos, size) = (start * PAGE_SIZE, PAGE_SIZE << f.order);
         let offset = lstart.saturating_sub(pos);
-        let length = if pos + size <= lend + 1 { size - offset } else { lend + 1 - pos - offset };
+        let length = if lend == u64::MAX || pos + size <= lend + 1 { size - offset } else { lend + 1 - pos - offset };
         if length == size || f.order == 0 {
             return;
         }
@@ -353,7 +382,7 @@ impl Kernel {
     pub(crate) fn shmem_folio_split(&mut self, ino: InodeId, start: u64, at: u64) {
         let f = self.shmem.inodes[ino as usize].cache[&start];
         let order = Order(f.order);
-        self.shmem_unmap_file_range(ino, start, order.nr_pages() as u64, true);
+        self.shmem_unmap_file_range(ino, start, order.nr_pages() as u64, Unmap::Folio);
         debug_assert!((0..order.nr_pages()).all(|i| self.zone.mem_map[f.pfn.add(i).idx()].mapcount == 0), "unmap_folio left a mapping");
         self.unqueue_deferred_split(f.pfn);
         self.folio_mm_ids.remove(&f.pfn);

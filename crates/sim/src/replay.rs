@@ -86,7 +86,7 @@ pub fn warnings(st: &ReplayStats, misses: &[PlacementMiss]) -> Vec<String> {
     let mut out = st.warnings.clone();
     if st.shmem_unmodelled > 0 {
         out.push(format!(
-            "{} calls on shmem files the model cannot replay (truncating cached pages, mremap of shmem): the pages they reach are not modelled (shmem_unmodelled)",
+            "{} calls on shmem files the model cannot replay (mremap of shmem): the pages they reach are not modelled (shmem_unmodelled)",
             st.shmem_unmodelled
         ));
     }

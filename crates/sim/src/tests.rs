@@ -622,6 +622,43 @@ fn a_hole_punched_in_large_shmem_folios_splits_them_at_its_edges() {
 }
 
 #[test]
+fn a_shmem_file_shrunk_over_its_folios_loses_what_lies_beyond() {
+    // Derived (mm/shmem.c: shmem_setattr, shmem_undo_range; mm/truncate.c:
+    // truncate_inode_partial_folio), shmem_enabled=always, a memfd of 4 MiB mapped shared (a)
+    // and private (b) at 2 MiB: writing a takes 2 faults (two PMD folios), 16 writes at 2 MiB of
+    // b copy 16 pages (16 faults; the file's second folio is the one found). Shrunk to
+    // 3 MiB + 4 KiB (769 pages): a's PMD over the new end is split (zapped: thp_split_pmd); the
+    // second folio is split at page 769 (pieces of 256, 128, ..., 2 pages, page 768 and page
+    // 769: one 2048kB split, thp_split_page) and every piece from 769 on is dropped with it
+    // (beyond EOF), so the 1 MiB piece and page 768 stay, unmapped. b's copies lie below the new
+    // end: they stay, and reading them after the file grows again is a hit. 18 faults; at exit
+    // the first folio PMD-mapped in a and b's 16 copies: Rss 2112 kB. Live: the same, and under
+    // hugepages-64kB/shmem_enabled=always (80 faults) and 4 KiB pages (1040).
+    check(
+        "shmem_enabled=always",
+        "memfd m\nftruncate m 4M\nmmap a 4M file=m align=2M\nmmap b 4M file=m private align=2M\ntouch a write\n\
+         touch b[2M+64K] write\nftruncate m 3076K\nftruncate m 4M\ntouch b[2M+64K] read",
+        expect![[r#"
+            minflt 18
+            Rss: 2112 kB
+            AnonHugePages: 0 kB
+            folios 4kB: 16 (pmd 0 pte 16 partial 0)
+            folios 2048kB: 1 (pmd 1 pte 0 partial 0)
+            thp_file_alloc 2
+            thp_file_mapped 2
+            thp_split_page 1
+            thp_split_pmd 1
+            hugepages-2048kB/stats/shmem_alloc 2
+            hugepages-2048kB/stats/split 1
+            line 1: memfd_create = 0
+            line 2: ftruncate = 0
+            line 7: ftruncate = 0
+            line 8: ftruncate = 0
+        "#]],
+    );
+}
+
+#[test]
 fn shmem_errors_name_the_line() {
     let w = workload::parse("t.thpw", "memfd m\nmmap a 1M file=m\ntouch a write").unwrap();
     let e = run(&w, &ThpSettings::default(), &machine(512 << 20)).unwrap_err();

@@ -430,6 +430,14 @@ fn random_op(rng: &mut Prng, m: &mut Machine, cur: &mut MmId, regions: &mut Vec<
                 Madvise::Keeponfork,
                 Madvise::Remove,
             ]);
+            // Half the holes are a shrink of the file below the range instead, and back.
+            let ino = m.vmas().find(|v| v.contains(s)).and_then(|v| v.inode().map(|i| (i, v.linear_page_index(s))));
+            if let (Madvise::Remove, Some((ino, index)), true) = (adv, ino, rng.chance(1, 2)) {
+                let size = m.kernel_mut().shmem_inode(ino).i_size;
+                let to = (index * PAGE_SIZE + rng.below(PAGE_SIZE)).min(size);
+                let r = (m.step(mm, Step::Ftruncate { ino, size: to }).ret(), m.step(mm, Step::Ftruncate { ino, size }).ret());
+                return (format!("ftruncate inode {ino} to {to:#x} and back to {size:#x} = {r:?}"), Ok(()));
+            }
             (format!("madvise {s:#x}+{len:#x} {adv:?} = {:?}", m.step(mm, Step::Madvise { start: s, len, advice: adv }).ret()), Ok(()))
         }
         14 | 15 => {

@@ -834,6 +834,9 @@ fn locked_growth_program_model_matches_live_across_the_matrix() {
 /// read of that page.
 #[test]
 fn resolving_a_path_keeps_the_kernels_fault_on_it() {
+    // Alone: a live test running beside it (memory pressure, page cache) can add a fault to one
+    // recording (seen once in CI: 51 against 52).
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let Some(exe) = compile_prog(dir.path(), "path_page") else {
         return;
@@ -868,8 +871,17 @@ fn resolving_a_path_keeps_the_kernels_fault_on_it() {
             .collect();
         (all.len(), on_page)
     };
-    let (n_with, page_with) = faults(&with);
-    let (n_without, page_without) = faults(&without);
+    let (mut n_with, page_with) = faults(&with);
+    let (mut n_without, page_without) = faults(&without);
+    // Noise only adds faults: while the counts differ, record both again and keep the fewest.
+    for _ in 0..2 {
+        if n_with == n_without {
+            break;
+        }
+        let again = |paths: bool| record_with_or_skip(&argv, &record::RecordOptions { paths, ..Default::default() }).expect("recorded once already");
+        n_with = n_with.min(faults(&again(true)).0);
+        n_without = n_without.min(faults(&again(false)).0);
+    }
     println!("faults with path resolution {n_with} (on the path's page {page_with:?}), without {n_without} ({page_without:?})");
     // One read in kernel mode of a page not present: error code 0 (no present, write or user bit).
     assert_eq!(page_without, [0], "without the listener");
@@ -937,19 +949,7 @@ fn sysv_shm_program_model_matches_live_across_the_shmem_matrix() {
 /// (under `shmem_enabled=always`: 720 faults, three 2 MiB folios allocated, one split).
 #[test]
 fn private_shmem_program_model_matches_live_across_the_shmem_matrix() {
-    check_c_program("private_shmem", shmem_matrix(), |_| {}, |label, model, live, failures| {
-        let replay = replay_of(model);
-        if (replay.shmem_files, replay.shmem_unmodelled) != (1, 0) {
-            failures.push(format!("{label}: shmem_files {} shmem_unmodelled {}, one memfd, all modelled", replay.shmem_files, replay.shmem_unmodelled));
-        }
-        for (dir, stats) in &live.mthp {
-            let (ms, ls) = (model.mthp.get(dir).and_then(|x| x.get("shmem_alloc")).copied().unwrap_or(0), stats.get("shmem_alloc").copied().unwrap_or(0));
-            if ms != ls {
-                failures.push(format!("{label}: {dir}/stats/shmem_alloc model {ms} live {ls}"));
-            }
-        }
-        minflt_within_two(label, model, live, failures);
-    });
+    check_c_program("private_shmem", shmem_matrix(), |_| {}, one_memfd_split_as_live);
 }
 
 /// Issue #8 (every shmem path, partial madvise of large folios): holes punched in a shared
@@ -963,27 +963,42 @@ fn private_shmem_program_model_matches_live_across_the_shmem_matrix() {
 /// (`thp_split_page`, `thp_split_pmd` 3), one 512 KiB and one 8 KiB piece split again.
 #[test]
 fn punch_hole_program_model_matches_live_across_the_shmem_matrix() {
-    check_c_program("punch_hole", shmem_matrix(), |_| {}, |label, model, live, failures| {
-        let replay = replay_of(model);
-        if (replay.shmem_files, replay.shmem_unmodelled) != (1, 0) {
-            failures.push(format!("{label}: shmem_files {} shmem_unmodelled {}, one memfd, all modelled", replay.shmem_files, replay.shmem_unmodelled));
-        }
-        for (dir, stats) in &live.mthp {
-            for stat in ["shmem_alloc", "split"] {
-                let (ms, ls) = (model.mthp.get(dir).and_then(|x| x.get(stat)).copied().unwrap_or(0), stats.get(stat).copied().unwrap_or(0));
-                if ms != ls {
-                    failures.push(format!("{label}: {dir}/stats/{stat} model {ms} live {ls}"));
-                }
+    check_c_program("punch_hole", shmem_matrix(), |_| {}, one_memfd_split_as_live);
+}
+
+/// Issue #8 (every shmem path): a memfd shrunk over cached pages (progs/truncate_shrink.c),
+/// mapped shared and private: `shmem_setattr` unmaps what lies beyond the new end from every
+/// mapping, the private copies too, and `shmem_truncate_range` splits the folio across it
+/// (pieces beyond EOF dropped) and frees the rest. The replay counted it unmodelled before and
+/// kept the pages. Equal to the kernel in every setting of the shmem matrix: under
+/// `shmem_enabled=always` 68 faults, one PMD folio split (`thp_split_page`, `thp_split_pmd`).
+#[test]
+fn truncate_shrink_program_model_matches_live_across_the_shmem_matrix() {
+    check_c_program("truncate_shrink", shmem_matrix(), |_| {}, one_memfd_split_as_live);
+}
+
+/// For a program of one memfd: all of it modelled, and per size `shmem_alloc` and `split`,
+/// `thp_split_page` and `thp_split_pmd` equal to the kernel's; minflt within two.
+fn one_memfd_split_as_live(label: &str, model: &RunResult, live: &RunResult, failures: &mut Vec<String>) {
+    let replay = replay_of(model);
+    if (replay.shmem_files, replay.shmem_unmodelled) != (1, 0) {
+        failures.push(format!("{label}: shmem_files {} shmem_unmodelled {}, one memfd, all modelled", replay.shmem_files, replay.shmem_unmodelled));
+    }
+    for (dir, stats) in &live.mthp {
+        for stat in ["shmem_alloc", "split"] {
+            let (ms, ls) = (model.mthp.get(dir).and_then(|x| x.get(stat)).copied().unwrap_or(0), stats.get(stat).copied().unwrap_or(0));
+            if ms != ls {
+                failures.push(format!("{label}: {dir}/stats/{stat} model {ms} live {ls}"));
             }
         }
-        for key in ["thp_split_page", "thp_split_pmd"] {
-            let (m, l) = (model.vmstat.get(key).copied().unwrap_or(0), live.vmstat.get(key).copied().unwrap_or(0));
-            if m != l {
-                failures.push(format!("{label}: {key} model {m} live {l}"));
-            }
+    }
+    for key in ["thp_split_page", "thp_split_pmd"] {
+        let (m, l) = (model.vmstat.get(key).copied().unwrap_or(0), live.vmstat.get(key).copied().unwrap_or(0));
+        if m != l {
+            failures.push(format!("{label}: {key} model {m} live {l}"));
         }
-        minflt_within_two(label, model, live, failures);
-    });
+    }
+    minflt_within_two(label, model, live, failures);
 }
 
 /// Issue #5: a C program on every shmem path (memfd mapped with a NULL hint, shared anonymous
