@@ -3,7 +3,8 @@
 //! Kernel sources (6.18): `mm/memory.c` (`handle_mm_fault`, `__handle_mm_fault`,
 //! `handle_pte_fault`, `do_anonymous_page`, `alloc_anon_folio`, `pte_range_none`, `do_wp_page`,
 //! `wp_page_copy`, `wp_can_reuse_anon_folio`, `zap_pte_range`, `zap_huge_pmd`,
-//! `free_pgd_range`), `mm/rmap.c` (`folio_add_new_anon_rmap`, `__folio_remove_rmap`),
+//! `free_pgd_range`, and for shmem `do_read_fault`, `do_shared_fault`, `do_cow_fault`,
+//! `wp_huge_pmd`, `finish_fault`, `do_fault_around`, `unmap_mapping_range`), `mm/rmap.c` (`folio_add_new_anon_rmap`, `__folio_remove_rmap`),
 //! `mm/page_alloc.c` (`__free_pages_prepare`), `arch/x86/mm/fault.c: access_error`.
 
 use mm_types::{Order, Orders, Pfn, Vaddr, PAGE_SHIFT, PAGE_SIZE, PMD_ORDER, PMD_SIZE, PUD_SHIFT, PUD_SIZE};

@@ -1,12 +1,15 @@
 //! shmem and tmpfs: inodes with a page cache of folios of any file order, mounts with `huge=`,
-//! the order rules, the write/fallocate/ftruncate paths and `shmem_get_unmapped_area`. The
+//! the order rules, the write, fallocate, hole-punch and ftruncate paths (a large folio across
+//! a hole's edge split as 6.18 splits it) and `shmem_get_unmapped_area`. The
 //! fault side (fault-around, `finish_fault`, `do_set_pmd`) is in `memory.rs`.
 //!
 //! Kernel sources (6.18): `mm/shmem.c` (`shmem_huge_global_enabled`,
 //! `shmem_get_orders_within_size`, `shmem_allowable_huge_orders`, `shmem_suitable_orders`,
 //! `shmem_alloc_and_add_folio`, `shmem_get_folio_gfp`, `shmem_write_begin`, `shmem_write_end`,
-//! `shmem_fallocate`, `shmem_get_unmapped_area`, `shmem_zero_setup`, `shmem_mmap`),
-//! `mm/filemap.c` (`generic_perform_write` chunking), `mm/memfd.c`.
+//! `shmem_fallocate`, `shmem_setattr`, `shmem_undo_range`, `shmem_get_unmapped_area`,
+//! `shmem_zero_setup`, `shmem_mmap`), `mm/filemap.c` (`generic_perform_write` chunking),
+//! `mm/truncate.c` (`truncate_inode_partial_folio`), `mm/huge_memory.c` (`__folio_split`,
+//! `__split_unmapped_folio`), `mm/memfd.c`.
 
 use std::collections::BTreeMap;
 
@@ -379,7 +382,7 @@ impl Kernel {
     /// time the half that does not hold page `at` as a folio of its own, down to `at` alone;
     /// `remap_page` maps nothing again for a file folio, so every piece is unmapped. Counts
     /// one `split` of the folio's size (and `thp_split_page` for a PMD-sized one).
-    pub(crate) fn shmem_folio_split(&mut self, ino: InodeId, start: u64, at: u64) {
+    fn shmem_folio_split(&mut self, ino: InodeId, start: u64, at: u64) {
         let f = self.shmem.inodes[ino as usize].cache[&start];
         let order = Order(f.order);
         self.shmem_unmap_file_range(ino, start, order.nr_pages() as u64, Unmap::Folio);
