@@ -86,7 +86,7 @@ pub fn warnings(st: &ReplayStats, misses: &[PlacementMiss]) -> Vec<String> {
     let mut out = st.warnings.clone();
     if st.shmem_unmodelled > 0 {
         out.push(format!(
-            "{} calls on shmem files the model cannot replay (mremap of shmem): the pages they reach are not modelled (shmem_unmodelled)",
+            "{} calls on shmem files the model could not replay (a write, ftruncate or fallocate that failed in the model where the kernel's succeeded, a fallocate mode it does not know): the pages they reach are not modelled (shmem_unmodelled)",
             st.shmem_unmodelled
         ));
     }
@@ -1112,19 +1112,25 @@ impl<'a> Replay<'a> {
             SyscallKind::Mremap if !failed => {
                 let (old, old_len, new_len, flags, rec_new) = (a[0], a[1], a[2], a[3], ret as u64);
                 let old_m = img.tr(old);
+                let vma = self.m.vma_lookup(old_m);
+                // mremap's get_unmapped_area: a shmem VMA's file places it (shmem_get_unmapped_area).
+                let backing = match vma.and_then(|v| v.inode().map(|ino| (ino, v.linear_page_index(old_m)))) {
+                    Some((ino, pgoff)) => MapBacking::Shmem { ino, pgoff },
+                    None => MapBacking::PrivateAnon,
+                };
                 let new_m = if rec_new == old {
                     old_m
                 } else if flags & MREMAP_FIXED != 0 {
                     img.tr(a[4])
                 } else if img.relocating {
-                    self.m.mmap_placement(new_len, MmapPlacement::Kernel, MapBacking::PrivateAnon).unwrap_or(rec_new)
+                    self.m.mmap_placement(new_len, MmapPlacement::Kernel, backing).unwrap_or(rec_new)
                 } else {
                     rec_new
                 };
                 let k = &mut self.m;
-                let vma = k.vma_lookup(old_m);
                 match vma {
-                    Some(v) if v.is_modelled() && v.file == 0 => {
+                    // Anonymous and shmem VMAs move with their page tables (move_page_tables).
+                    Some(v) if v.is_modelled() => {
                         if let Err(e) = k.step_current(Step::Mremap { start: old_m, old_len, new_len, dest: new_m }).ret() {
                             let recorded = format!("mremap({old:#x}, {old_len:#x}, {new_len:#x}, {flags:#x}) = {rec_new:#x}");
                             return Err(SimError {
@@ -1136,9 +1142,6 @@ impl<'a> Replay<'a> {
                         }
                     }
                     other => {
-                        if other.is_some_and(|v| v.is_modelled()) {
-                            self.stats.shmem_unmodelled += 1;
-                        }
                         let prot = other.map_or(0, |v| v.flags & mm::vma::vm::ACCESS);
                         k.step_current(Step::Munmap { start: old_m, len: old_len });
                         k.step_current(Step::Munmap { start: new_m, len: new_len });
