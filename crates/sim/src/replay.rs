@@ -183,8 +183,6 @@ struct Image {
     file_gup_faults: u64,
     fds: HashMap<i32, usize>,
     descs: Vec<Desc>,
-    /// Linked tmpfs files by (device, path).
-    names: HashMap<(u32, u32, Vec<u8>), InodeId>,
     /// tmpfs devices → the image's mounts.
     sbs: HashMap<(u32, u32), SbId>,
     /// Recorded range start → (end, model start), for relocated mappings.
@@ -298,6 +296,9 @@ pub struct Replay<'a> {
     /// gives the segment's size) comes.
     shmat: HashMap<u32, (u64, u64)>,
     /// System V segments by the inode of their file on shm_mnt (the `map` record's `ino`).
+    /// Linked tmpfs files by (device, path): one namespace for every process, so that two
+    /// processes that open one name share its page cache.
+    names: HashMap<(u32, u32, Vec<u8>), InodeId>,
     sysv: HashMap<u64, InodeId>,
     procs: BTreeMap<u32, Proc>,
     /// Clone records whose child's creation record has not come yet: child → (parent,
@@ -370,6 +371,7 @@ impl<'a> Replay<'a> {
             iovecs: HashMap::new(),
             shmat: HashMap::new(),
             sysv: HashMap::new(),
+            names: HashMap::new(),
             procs: BTreeMap::new(),
             clone_records: HashMap::new(),
             done_counters: Counters::default(),
@@ -436,7 +438,6 @@ impl<'a> Replay<'a> {
             file_gup_faults: 0,
             fds: HashMap::new(),
             descs: Vec::new(),
-            names: HashMap::new(),
             sbs: HashMap::new(),
             reloc: BTreeMap::new(),
             relocating: false,
@@ -912,7 +913,6 @@ impl<'a> Replay<'a> {
             file_gup_faults: 0,
             fds: pimg.fds.clone(),
             descs: pimg.descs.clone(),
-            names: pimg.names.clone(),
             sbs: pimg.sbs.clone(),
             reloc: pimg.reloc.clone(),
             relocating: pimg.relocating,
@@ -1066,10 +1066,16 @@ impl<'a> Replay<'a> {
             if ret == 0 {
                 self.procs.entry(pid).or_default().exec_until_ns = time_ns + duration_ns;
                 let old = self.procs.entry(pid).or_default().image.take();
+                // The open files survive execve (the model keeps no FD_CLOEXEC: a descriptor the
+                // kernel closed is only ever reused by a new open, which replaces it).
+                let files = old.as_ref().map(|o| (o.fds.clone(), o.descs.clone(), o.sbs.clone()));
                 if let Some(img) = old {
                     self.retire(img, true);
                 }
-                let img = self.new_image(pid, String::new());
+                let mut img = self.new_image(pid, String::new());
+                if let Some(files) = files {
+                    (img.fds, img.descs, img.sbs) = files;
+                }
                 let p = self.procs.get_mut(&pid).expect("inserted");
                 p.image = Some(img);
                 if let Some((t, maps)) = p.early_snapshot.take() {
@@ -1455,6 +1461,7 @@ impl<'a> Replay<'a> {
     fn file_syscall(&mut self, pid: u32, kind: SyscallKind, a: &[u64], ret: i64, path: Option<PathInfo>) {
         let mounts = &self.mounts;
         let st = &mut self.stats;
+        let names = &mut self.names;
         let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else { return };
         let desc = |img: &Image, fd: u64| img.fds.get(&(fd as i32)).copied();
         match kind {
@@ -1478,7 +1485,7 @@ impl<'a> Replay<'a> {
                     Some(p) if p.fs_magic == TMPFS_MAGIC => {
                         // The device of the file, or of the directory it was created in.
                         let key = (p.maj, p.min, p.path.clone());
-                        let ino = match img.names.get(&key) {
+                        let ino = match names.get(&key) {
                             Some(&ino) => ino,
                             None => {
                                 let sb = Self::sb_for(&mut self.m, mounts, img, p.maj, p.min);
@@ -1490,7 +1497,7 @@ impl<'a> Replay<'a> {
                                     st.preexisting_files += 1;
                                     self.m.step_current(Step::ShmemPreexisting { ino, size: p.size });
                                 }
-                                img.names.insert(key, ino);
+                                names.insert(key, ino);
                                 ino
                             }
                         };
@@ -1509,7 +1516,7 @@ impl<'a> Replay<'a> {
                     return;
                 }
                 if let Some(p) = path {
-                    if let Some(ino) = img.names.remove(&(p.maj, p.min, p.path)) {
+                    if let Some(ino) = names.remove(&(p.maj, p.min, p.path)) {
                         self.m.step_current(Step::ShmemUnlink(ino));
                     }
                 }
