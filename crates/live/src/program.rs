@@ -593,8 +593,11 @@ fn snapshot(p: &mut Proc, tid: i32) -> Result<bool> {
     r.minflt = exit.map_or(0, |f| f.0).saturating_sub(r.minflt_base);
     r.majflt = exit.map_or(0, |f| f.1).saturating_sub(majflt_base);
     let mps = tmpfs_mount_points(tid);
+    // The program's own image, mapped by execve, is not a shmem mapping the model makes even
+    // when it lies on a tmpfs (a test's temporary directory can be one): left out.
+    let exe = std::fs::read_link(format!("/proc/{tid}/exe")).map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
     let vmas: Vec<Vma> = match read_smaps(tid) {
-        Ok(v) => v.into_iter().filter(|v| is_anon_private(v) || is_shmem(v, &mps)).collect(),
+        Ok(v) => v.into_iter().filter(|v| is_anon_private(v) || (is_shmem(v, &mps) && !(v.perms.as_bytes().get(3) == Some(&b'p') && v.name == exe))).collect(),
         Err(LiveError::NoSuchProcess { .. }) => return Ok(false),
         Err(e) => return Err(e),
     };

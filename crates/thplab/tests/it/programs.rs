@@ -1069,7 +1069,9 @@ fn shmem_program_model_matches_live_across_the_shmem_matrix() {
 /// Issue #8: the shmem program on a machine whose mount table differs from a minimal one, made
 /// by the test itself in a private mount namespace (`unshare --mount`): two more tmpfs stacked on
 /// /dev/shm (one with `huge=always`, so placement and folio sizes depend on which is on top)
-/// and a read-only tmpfs elsewhere. `thplab compare --record --matrix shmem` must agree in
+/// and a read-only tmpfs elsewhere; the program itself runs from a tmpfs (as from a temporary
+/// directory where /tmp is one: its own image is then a private mapping of a tmpfs file, which
+/// the census must leave out on both sides). `thplab compare --record --matrix shmem` must agree in
 /// every setting as on any machine: minflt within 5, the census exactly, and every placement
 /// under the recording's knobs reproduced. The kernel's own dump of the THP tree, as written
 /// into the recording, may hold knobs this model does not know; they must not matter.
@@ -1088,13 +1090,17 @@ fn shmem_program_matches_live_under_stacked_dev_shm_mounts() {
     let Some(exe) = compile_prog(dir.path(), "shm_prog") else { return };
     let ro = dir.path().join("ro");
     std::fs::create_dir(&ro).unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
     let knobs_before = knobs();
     let script = format!(
         "set -e; mount --make-rprivate /; mount -t tmpfs -o size=1g tmpfs /dev/shm; \
          mount -t tmpfs -o size=1g,huge=always tmpfs /dev/shm; mount -t tmpfs -o ro,size=4k tmpfs {ro}; \
+         mount -t tmpfs -o size=64m tmpfs {bin}; cp {exe} {bin}/; \
          grep -c ' /dev/shm ' /proc/self/mountinfo >&2; \
-         exec {thplab} compare --record --matrix shmem --json --program-quiet -- {exe}",
+         exec {thplab} compare --record --matrix shmem --json --program-quiet -- {bin}/shm_prog",
         ro = ro.display(),
+        bin = bin.display(),
         thplab = crate::THPLAB,
         exe = exe.display()
     );
