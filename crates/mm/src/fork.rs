@@ -225,8 +225,8 @@ impl Kernel {
     }
 
     /// `copy_page_range` for one private VMA with an anon_vma (anonymous, or a private shmem
-    /// mapping whose file pages are mapped again and whose file PMDs are not copied): `copy_huge_pmd` for huge PMDs,
-    /// `copy_pte_range` → `copy_present_ptes` for PTE tables.
+    /// mapping, whose file pages are mapped again and whose file PMDs are not copied):
+    /// `copy_huge_pmd` for huge PMDs, `copy_pte_range` → `copy_present_ptes` for PTE tables.
     fn copy_page_range(&mut self, child: &mut Mm, vma: &Vma, work: &mut ForkWork) -> Result<(), Errno> {
         let parent = self.mm.id;
         let cow = vma.flags & vm::SHARED == 0;

@@ -200,20 +200,7 @@ impl Kernel {
                 return Ok(addr);
             }
             MapBacking::SharedAnon => (None, 0),
-            MapBacking::Shmem { ino, pgoff } => (Some(ino), pgoff),
-            MapBacking::ShmemPrivate { ino, pgoff } => {
-                // shmem_mmap gives a private mapping the same vm_ops (anonymous shmem's when the
-                // file is unlinked); accountable_mapping: private and writable.
-                let account = if prot_flags & (vm::NORESERVE | vm::WRITE) == vm::WRITE { vm::ACCOUNT } else { 0 };
-                let anon_shmem = if self.shmem_inode(ino).linked { 0 } else { vm::ANON_SHMEM };
-                self.mm.vmas.insert(Vma { start: addr, end: addr + len, flags: prot_flags | account | anon_shmem, anon_vma: 0, file: ino + 1, pgoff });
-                self.mm.vmas.try_merge(addr);
-                self.mm.vma_cache = None;
-                if let Some(v) = self.mm.vmas.find(addr) {
-                    self.khugepaged_enter_vma(&v);
-                }
-                return Ok(addr);
-            }
+            MapBacking::Shmem { ino, pgoff } | MapBacking::ShmemPrivate { ino, pgoff } => (Some(ino), pgoff),
         };
         let ino = match ino {
             Some(i) => i,
@@ -223,7 +210,13 @@ impl Kernel {
                 i
             }
         };
-        let mut flags = prot_flags | vm::SHARED;
+        // A private mapping of the file has the same vm_ops (shmem_mmap) and is accounted when
+        // writable (accountable_mapping).
+        let mut flags = match backing {
+            MapBacking::ShmemPrivate { .. } if prot_flags & (vm::NORESERVE | vm::WRITE) == vm::WRITE => prot_flags | vm::ACCOUNT,
+            MapBacking::ShmemPrivate { .. } => prot_flags,
+            _ => prot_flags | vm::SHARED,
+        };
         if !self.shmem_inode(ino).linked {
             flags |= vm::ANON_SHMEM;
         }
