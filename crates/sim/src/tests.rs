@@ -622,6 +622,35 @@ fn a_hole_punched_in_large_shmem_folios_splits_them_at_its_edges() {
 }
 
 #[test]
+fn a_hole_of_one_byte_splits_a_pmd_folio_and_frees_nothing() {
+    // Derived (mm/shmem.c: shmem_fallocate, shmem_undo_range; mm/truncate.c:
+    // truncate_inode_partial_folio): byte 3000001 lies in page 732 (3000001 / 4096), of the
+    // second PMD folio (pages 512-1023); the hole holds no whole page, so nothing is unmapped
+    // first and nothing freed, but the folio is split at page 732 (its PMD split on the way:
+    // thp_split_pmd, thp_split_page, one 2048kB split) and its pieces stay unmapped: Rss 2 MiB,
+    // the first folio alone in the census. Live: the same (`thplab compare`, this workload).
+    check(
+        "shmem_enabled=always",
+        "memfd m\nftruncate m 4M\nmmap a 4M file=m align=2M\ntouch a write\nfallocate m[3000001+1] punch",
+        expect![[r#"
+            minflt 2
+            Rss: 2048 kB
+            AnonHugePages: 0 kB
+            folios 2048kB: 1 (pmd 1 pte 0 partial 0)
+            thp_file_alloc 2
+            thp_file_mapped 2
+            thp_split_page 1
+            thp_split_pmd 1
+            hugepages-2048kB/stats/shmem_alloc 2
+            hugepages-2048kB/stats/split 1
+            line 1: memfd_create = 0
+            line 2: ftruncate = 0
+            line 5: fallocate = 0
+        "#]],
+    );
+}
+
+#[test]
 fn a_shmem_file_shrunk_over_its_folios_loses_what_lies_beyond() {
     // Derived (mm/shmem.c: shmem_setattr, shmem_undo_range; mm/truncate.c:
     // truncate_inode_partial_folio), shmem_enabled=always, a memfd of 4 MiB mapped shared (a)
