@@ -84,8 +84,8 @@ pub enum ExecKind {
     /// memfd_create, shm_open or open(O_CREAT) of [`ExecSpec::files`]`[file]`.
     Create { file: usize },
     Ftruncate { file: usize, size: u64 },
-    /// `punch`: FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE.
-    Fallocate { file: usize, offset: u64, len: u64, punch: bool },
+    /// `mode`: fallocate(2)'s mode argument.
+    Fallocate { file: usize, offset: u64, len: u64, mode: i32 },
     /// pwrite calls of `chunk` bytes covering `[offset, offset + len)`.
     Write { file: usize, offset: u64, len: u64, chunk: u64 },
     Munmap { pieces: Vec<Piece> },
@@ -392,8 +392,8 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
             OpKind::Mount(m) => ExecKind::Mount { mount: m.0 as usize },
             OpKind::Create(f) => ExecKind::Create { file: f.0 as usize },
             OpKind::Ftruncate { file, size } => ExecKind::Ftruncate { file: file.0 as usize, size: *size },
-            OpKind::Fallocate { file, offset, len, punch } => {
-                ExecKind::Fallocate { file: file.0 as usize, offset: *offset, len: *len, punch: *punch }
+            OpKind::Fallocate { file, offset, len, mode } => {
+                ExecKind::Fallocate { file: file.0 as usize, offset: *offset, len: *len, mode: mode.bits() }
             }
             OpKind::Write { file, offset, len, chunk } => {
                 let piece = (*chunk).min(*len);
@@ -804,12 +804,7 @@ fn child_run(spec_json: &str) -> std::result::Result<(), String> {
             ExecKind::Mount { .. } => Prepared::Mount,
             ExecKind::Create { file } => Prepared::Create { file: *file },
             ExecKind::Ftruncate { file, size } => Prepared::Ftruncate { file: *file, size: *size },
-            ExecKind::Fallocate { file, offset, len, punch } => Prepared::Fallocate {
-                file: *file,
-                offset: *offset,
-                len: *len,
-                mode: if *punch { libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE } else { 0 },
-            },
+            ExecKind::Fallocate { file, offset, len, mode } => Prepared::Fallocate { file: *file, offset: *offset, len: *len, mode: *mode },
             ExecKind::Write { file, offset, len, chunk } => {
                 Prepared::Write { file: *file, offset: *offset, len: *len, chunk: *chunk }
             }

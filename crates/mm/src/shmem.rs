@@ -73,6 +73,9 @@ pub struct ShmemInode {
     pub linked: bool,
     /// Folio start index → folio.
     pub cache: BTreeMap<u64, CacheFolio>,
+    /// `shmem_inode_info.fallocend`: the page after the last one `fallocate` allocated, so that
+    /// a split does not drop as beyond EOF the folios FALLOC_FL_KEEP_SIZE put there.
+    pub fallocend: u64,
 }
 
 impl ShmemInode {
@@ -283,6 +286,8 @@ impl Kernel {
             return Err(Errno::EINVAL);
         }
         let end = (offset + len).div_ceil(PAGE_SIZE);
+        let inode = &mut self.shmem.inodes[ino as usize];
+        inode.fallocend = inode.fallocend.max(end);
         let mut index = offset / PAGE_SIZE;
         while index < end {
             let (start, _) = self.shmem_get_folio(ino, index, offset + len, Sgp::Falloc, None).ok_or(Errno::ENOMEM)?;
@@ -327,6 +332,10 @@ impl Kernel {
     fn shmem_undo_range(&mut self, ino: InodeId, lstart: u64, lend: u64) {
         let first = lstart.div_ceil(PAGE_SIZE);
         let end = if lend == u64::MAX { u64::MAX } else { (lend + 1) / PAGE_SIZE };
+        let inode = &mut self.shmem.inodes[ino as usize];
+        if inode.fallocend > first && inode.fallocend <= end {
+            inode.fallocend = first;
+        }
         let at_start = self.shmem.inodes[ino as usize].lookup(lstart / PAGE_SIZE);
         let same_folio = match at_start {
             Some((start, f)) => lend / PAGE_SIZE < start + (1 << f.order),
@@ -403,9 +412,9 @@ impl Kernel {
         pieces.push((rel, 0));
         let inode = &mut self.shmem.inodes[ino as usize];
         inode.cache.remove(&start);
-        // Pieces at or beyond EOF are dropped (the model keeps no `fallocend`: folios a
-        // FALLOC_FL_KEEP_SIZE allocation put beyond EOF count as beyond it).
-        let eof = inode.i_size.div_ceil(PAGE_SIZE);
+        // Pieces at or beyond EOF are dropped, EOF being the later of i_size and what fallocate
+        // allocated (`shmem_fallocend`).
+        let eof = inode.i_size.div_ceil(PAGE_SIZE).max(inode.fallocend);
         self.shmem.owner.remove(&f.pfn.0);
         for (off, k) in pieces {
             let pfn = f.pfn.add(off as u32);

@@ -18,7 +18,7 @@ use mm_types::{Order, PMD_ORDER};
 use uapi::counters::sysfs_orders;
 use uapi::result::RegionPlacement;
 use uapi::{CallResult, MthpStat, RunResult, ThpSettings, VmEvent};
-use workload::{Advice, Backing, FileKind, OpKind, Placement, Prot, ThpDisable, TmpfsHuge, TouchPlan, Workload, HEAP};
+use workload::{Advice, Backing, FallocMode, FileKind, OpKind, Placement, Prot, ThpDisable, TmpfsHuge, TouchPlan, Workload, HEAP};
 
 pub use mm::{MAX_MEM_BYTES, MIN_MEM_BYTES};
 
@@ -410,12 +410,17 @@ impl Sim<'_> {
                 let r = self.not_modelled(line, r, "shrinking a file that has pages cached")?;
                 self.call(line, "ftruncate".into(), r);
             }
-            OpKind::Fallocate { file, offset, len, punch: true } => {
+            OpKind::Fallocate { file, offset, len, mode: FallocMode::PunchHole } => {
                 let ino = self.inode(line, *file)?;
                 let r = self.step(Step::PunchHole { ino, offset: *offset, len: *len }).ret();
                 self.call(line, "fallocate".into(), r);
             }
-            OpKind::Fallocate { file, offset, len, punch: false } => {
+            OpKind::Fallocate { file, offset, len, mode: FallocMode::KeepSize } => {
+                let ino = self.inode(line, *file)?;
+                let r = self.step(Step::Fallocate { ino, offset: *offset, len: *len, keep_size: true }).ret();
+                self.call(line, "fallocate".into(), r);
+            }
+            OpKind::Fallocate { file, offset, len, mode: FallocMode::Allocate } => {
                 let ino = self.inode(line, *file)?;
                 let r = self.step(Step::Fallocate { ino, offset: *offset, len: *len, keep_size: false }).ret();
                 self.call(line, "fallocate".into(), r);

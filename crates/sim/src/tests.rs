@@ -651,6 +651,20 @@ fn a_hole_of_one_byte_splits_a_pmd_folio_and_frees_nothing() {
 }
 
 #[test]
+fn a_split_keeps_what_fallocate_put_beyond_eof() {
+    // Derived (mm/shmem.c: shmem_fallocate sets fallocend; mm/huge_memory.c: __folio_split drops
+    // only pieces at or beyond shmem_fallocend(i_size)): a memfd of 1 MiB with 4 MiB allocated
+    // by FALLOC_FL_KEEP_SIZE (two PMD folios), a hole of one page at 516 KiB: the first folio is
+    // split around page 129 and only that page freed; its pieces beyond the 1 MiB EOF stay, as
+    // the second folio does: Shmem 4 MiB - 4 KiB, ShmemHugePages 2 MiB. (Without fallocend the
+    // pieces from 1 MiB to 2 MiB were dropped.) Live: Shmem 4096 kB against 4092 (the meminfo
+    // line is system-wide), ShmemHugePages equal, minflt and splits equal.
+    let r = sim("shmem_enabled=always", "memfd m\nftruncate m 1M\nfallocate m[0+4M] keep\nmmap a 1M file=m align=2M\ntouch a write\nfallocate m[516K+4K] punch");
+    assert_eq!((r.meminfo["Shmem"], r.meminfo["ShmemHugePages"]), (4092, 2048), "{:?}", r.meminfo);
+    assert_eq!(mthp(&r, "hugepages-2048kB", "split"), 1);
+}
+
+#[test]
 fn a_shmem_file_shrunk_over_its_folios_loses_what_lies_beyond() {
     // Derived (mm/shmem.c: shmem_setattr, shmem_undo_range; mm/truncate.c:
     // truncate_inode_partial_folio), shmem_enabled=always, a memfd of 4 MiB mapped shared (a)

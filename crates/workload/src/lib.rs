@@ -166,6 +166,29 @@ pub struct FileDecl {
     pub line: usize,
 }
 
+/// The mode of a `fallocate`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FallocMode {
+    /// 0: allocate, the size grows to cover the range.
+    Allocate,
+    /// FALLOC_FL_KEEP_SIZE (`keep`): allocate, the size stays.
+    KeepSize,
+    /// FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE (`punch`).
+    PunchHole,
+}
+
+impl FallocMode {
+    /// The mode argument of fallocate(2).
+    pub fn bits(self) -> i32 {
+        use linux_abi::fcntl::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE};
+        (match self {
+            FallocMode::Allocate => 0,
+            FallocMode::KeepSize => FALLOC_FL_KEEP_SIZE,
+            FallocMode::PunchHole => FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+        }) as i32
+    }
+}
+
 /// What a mapping maps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backing {
@@ -453,8 +476,7 @@ pub enum OpKind {
     /// `ftruncate(fd, size)`.
     Ftruncate { file: FileId, size: u64 },
     /// `fallocate(fd, 0, offset, len)`.
-    /// `punch`: FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE.
-    Fallocate { file: FileId, offset: u64, len: u64, punch: bool },
+    Fallocate { file: FileId, offset: u64, len: u64, mode: FallocMode },
     /// `pwrite(fd, buf, chunk, off)` calls covering `[offset, offset + len)`.
     Write { file: FileId, offset: u64, len: u64, chunk: u64 },
     Munmap(Range),

@@ -501,15 +501,19 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
         }
         "fallocate" | "write" => {
             let (mut pos, opts) = split_options(cx, args, if verb == "write" { &["chunk"] } else { &[] })?;
-            let usage = if verb == "write" { "write FILE[OFFSET+LENGTH] [chunk=SIZE]" } else { "fallocate FILE[OFFSET+LENGTH] [punch]" };
-            let punch = verb == "fallocate" && pos.len() == 2 && pos[1] == "punch";
-            if punch {
+            let usage = if verb == "write" { "write FILE[OFFSET+LENGTH] [chunk=SIZE]" } else { "fallocate FILE[OFFSET+LENGTH] [keep | punch]" };
+            let mode = match (verb, pos.get(1).copied()) {
+                ("fallocate", Some("keep")) if pos.len() == 2 => Some(FallocMode::KeepSize),
+                ("fallocate", Some("punch")) if pos.len() == 2 => Some(FallocMode::PunchHole),
+                _ => None,
+            };
+            if mode.is_some() {
                 pos.pop();
             }
             expect_positional(cx, usage, &pos, 1)?;
             let (file, offset, len) = file_range(cx, w, pos[0], usage)?;
             if verb == "fallocate" {
-                return Ok(OpKind::Fallocate { file, offset, len, punch });
+                return Ok(OpKind::Fallocate { file, offset, len, mode: mode.unwrap_or(FallocMode::Allocate) });
             }
             let chunk = opt(&opts, "chunk").map(|c| size(cx, c)).transpose()?.unwrap_or(len);
             if chunk == 0 {

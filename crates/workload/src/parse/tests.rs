@@ -143,10 +143,11 @@ touch a write
     assert_eq!(err("mmap a 1M private"), "w.thpw:1: 'private' goes with file=FILE (anonymous memory is private without it)");
     let w = parse("p.thpw", "memfd m\nmmap a 1M file=m private pgoff=4K").unwrap();
     assert!(matches!(w.ops[1].kind, OpKind::Mmap { backing: Backing::PrivateFile { pgoff: 4096, .. }, .. }));
-    let w = parse("p.thpw", "memfd m\nfallocate m[4K+8K] punch\nfallocate m[0+4K]").unwrap();
-    assert!(matches!(w.ops[1].kind, OpKind::Fallocate { offset: 4096, len: 8192, punch: true, .. }));
-    assert!(matches!(w.ops[2].kind, OpKind::Fallocate { punch: false, .. }));
-    assert!(err("memfd m\nfallocate m[0+4K] hole").contains("fallocate FILE[OFFSET+LENGTH] [punch]"), "{}", err("memfd m\nfallocate m[0+4K] hole"));
+    let w = parse("p.thpw", "memfd m\nfallocate m[4K+8K] punch\nfallocate m[0+4K]\nfallocate m[0+8M] keep").unwrap();
+    assert!(matches!(w.ops[1].kind, OpKind::Fallocate { offset: 4096, len: 8192, mode: FallocMode::PunchHole, .. }));
+    assert!(matches!(w.ops[2].kind, OpKind::Fallocate { mode: FallocMode::Allocate, .. }));
+    assert!(matches!(w.ops[3].kind, OpKind::Fallocate { len: 0x800000, mode: FallocMode::KeepSize, .. }));
+    assert!(err("memfd m\nfallocate m[0+4K] hole").contains("fallocate FILE[OFFSET+LENGTH] [keep | punch]"), "{}", err("memfd m\nfallocate m[0+4K] hole"));
     assert_eq!(err("memfd m\nmmap m 1M"), "w.thpw:2: 'm' is already declared at line 1");
 }
 
