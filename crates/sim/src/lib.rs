@@ -407,22 +407,16 @@ impl Sim<'_> {
             OpKind::Ftruncate { file, size } => {
                 let ino = self.inode(line, *file)?;
                 let r = self.step(Step::Ftruncate { ino, size: *size }).ret();
-                let r = self.not_modelled(line, r, "shrinking a file that has pages cached")?;
                 self.call(line, "ftruncate".into(), r);
             }
-            OpKind::Fallocate { file, offset, len, mode: FallocMode::PunchHole } => {
-                let ino = self.inode(line, *file)?;
-                let r = self.step(Step::PunchHole { ino, offset: *offset, len: *len }).ret();
-                self.call(line, "fallocate".into(), r);
-            }
-            OpKind::Fallocate { file, offset, len, mode: FallocMode::KeepSize } => {
-                let ino = self.inode(line, *file)?;
-                let r = self.step(Step::Fallocate { ino, offset: *offset, len: *len, keep_size: true }).ret();
-                self.call(line, "fallocate".into(), r);
-            }
-            OpKind::Fallocate { file, offset, len, mode: FallocMode::Allocate } => {
-                let ino = self.inode(line, *file)?;
-                let r = self.step(Step::Fallocate { ino, offset: *offset, len: *len, keep_size: false }).ret();
+            OpKind::Fallocate { file, offset, len, mode } => {
+                let (ino, offset, len) = (self.inode(line, *file)?, *offset, *len);
+                let step = match mode {
+                    FallocMode::Allocate => Step::Fallocate { ino, offset, len, keep_size: false },
+                    FallocMode::KeepSize => Step::Fallocate { ino, offset, len, keep_size: true },
+                    FallocMode::PunchHole => Step::PunchHole { ino, offset, len },
+                };
+                let r = self.step(step).ret();
                 self.call(line, "fallocate".into(), r);
             }
             OpKind::Write { file, offset, len, chunk } => {
