@@ -625,19 +625,26 @@ impl Kernel {
     /// Unmap `[start, end)` (inside one VMA or several): `unmap_page_range`. Huge PMDs fully
     /// inside are zapped whole (`zap_huge_pmd`); partly covered ones are split first.
     pub(crate) fn zap_range(&mut self, start: u64, end: u64) {
+        self.zap_range_of(start, end, false, false);
+    }
+
+    /// [`Kernel::zap_range`]; with `only_file`, anonymous folios (a private mapping's copies)
+    /// stay; with `split_pmds`, a huge PMD the range covers whole is split too.
+    fn zap_range_of(&mut self, start: u64, end: u64, only_file: bool, split_pmds: bool) {
         for (t, va, pmd_end) in self.pmd_steps(start, end) {
             let addr = va.0;
             match self.mm.pt.pmd(t, va) {
                 Pmd::None => {}
                 Pmd::Huge { .. } | Pmd::HugeZero => {
-                    if addr % PMD_SIZE == 0 && pmd_end - addr == PMD_SIZE {
+                    if !split_pmds && addr % PMD_SIZE == 0 && pmd_end - addr == PMD_SIZE {
                         self.zap_huge_pmd(t, va);
                     } else {
+                        // A file PMD is zapped by the split: no table is left to zap.
                         self.split_huge_pmd(t, va.align_down(Order::PMD));
-                        self.zap_pte_range(t, va, pmd_end);
+                        self.zap_pte_range(t, va, pmd_end, only_file);
                     }
                 }
-                Pmd::Table(_) => self.zap_pte_range(t, va, pmd_end),
+                Pmd::Table(_) => self.zap_pte_range(t, va, pmd_end, only_file),
             }
         }
         // tlb_finish_mmu: the gathered range is flushed.
@@ -675,31 +682,19 @@ impl Kernel {
         }
     }
 
-    /// `zap_pte_range` over `[va, end)` inside one PTE table, batching consecutive PTEs of the
-    /// same folio as `zap_present_ptes` does.
-    fn zap_pte_range(&mut self, t: u32, va: Vaddr, end: u64) {
-        self.zap_pte_range_of(t, va, end, false);
-    }
-
     /// `unmap_mapping_range` of shmem pages mapped in `[start, end)` of the current mm (inside
     /// one VMA): only the file's pages go (`even_cows` 0: a private mapping keeps its anonymous
     /// copies). A huge PMD is zapped whole when the range covers it and `split_pmds` is false;
     /// otherwise it is split first (`__split_huge_pmd`: a file PMD is zapped, `thp_split_pmd`
     /// counted), as `try_to_unmap` with TTU_SPLIT_HUGE_PMD does for a folio about to be split.
     pub(crate) fn zap_file_range(&mut self, start: u64, end: u64, split_pmds: bool) {
-        for (t, va, pmd_end) in self.pmd_steps(start, end) {
-            match self.mm.pt.pmd(t, va) {
-                Pmd::Huge { .. } if !split_pmds && va.0 % PMD_SIZE == 0 && pmd_end - va.0 == PMD_SIZE => self.zap_huge_pmd(t, va),
-                Pmd::Huge { .. } => self.split_huge_pmd(t, va.align_down(Order::PMD)),
-                Pmd::Table(_) => self.zap_pte_range_of(t, va, pmd_end, true),
-                Pmd::None | Pmd::HugeZero => {}
-            }
-        }
-        self.flush_tlb_range(start, end);
+        self.zap_range_of(start, end, true, split_pmds);
     }
 
-    /// `zap_pte_range`; with `only_file`, anonymous folios (a private mapping's copies) stay.
-    fn zap_pte_range_of(&mut self, t: u32, va: Vaddr, end: u64, only_file: bool) {
+    /// `zap_pte_range` over `[va, end)` inside one PTE table, batching consecutive PTEs of the
+    /// same folio as `zap_present_ptes` does; with `only_file`, anonymous folios (a private
+    /// mapping's copies) stay.
+    fn zap_pte_range(&mut self, t: u32, va: Vaddr, end: u64, only_file: bool) {
         let Pmd::Table(idx) = self.mm.pt.pmd(t, va) else { return };
         let first = va.pte_index();
         let last = first + ((end - va.0) / mm_types::PAGE_SIZE) as usize;
