@@ -1065,10 +1065,10 @@ impl<'a> Replay<'a> {
         if matches!(kind, SyscallKind::Execve | SyscallKind::Execveat) {
             if ret == 0 {
                 self.procs.entry(pid).or_default().exec_until_ns = time_ns + duration_ns;
-                let old = self.procs.entry(pid).or_default().image.take();
+                let mut old = self.procs.entry(pid).or_default().image.take();
                 // The open files survive execve (the model keeps no FD_CLOEXEC: a descriptor the
                 // kernel closed is only ever reused by a new open, which replaces it).
-                let files = old.as_ref().map(|o| (o.fds.clone(), o.descs.clone(), o.sbs.clone()));
+                let files = old.as_mut().map(|o| (std::mem::take(&mut o.fds), std::mem::take(&mut o.descs), std::mem::take(&mut o.sbs)));
                 if let Some(img) = old {
                     self.retire(img, true);
                 }
