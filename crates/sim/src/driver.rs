@@ -70,6 +70,9 @@ pub enum Step {
     PinUserPages { start: u64, len: u64 },
     /// One load or store (the MMU; a fault enters `handle_mm_fault`).
     Access { addr: u64, write: bool },
+    /// An access of a workload's `access` statement: as `Access`, but the TLB model prices it
+    /// (`crate::access`), so a hit costs no `touch_ns_per_page` here.
+    TlbAccess { addr: u64, write: bool },
     /// `n` loads or stores from `first`, `stride` apart, in address order.
     AccessRun { first: u64, n: u64, stride: u64, write: bool },
     /// Mount a tmpfs (mm/shmem.c: `shmem_fill_super`).
@@ -109,7 +112,7 @@ impl Step {
     /// A system call (priced at the profile's `syscall_ns`); accesses, sleeps and settings are
     /// not.
     pub fn is_call(&self) -> bool {
-        !matches!(self, Step::Access { .. } | Step::AccessRun { .. } | Step::Sleep { .. } | Step::Settings(_) | Step::SetLayout { .. } | Step::ShmemPreexisting { .. })
+        !matches!(self, Step::Access { .. } | Step::TlbAccess { .. } | Step::AccessRun { .. } | Step::Sleep { .. } | Step::Settings(_) | Step::SetLayout { .. } | Step::ShmemPreexisting { .. })
     }
 }
 
@@ -428,8 +431,9 @@ impl Machine {
 
     /// Charge the work between `before` and now (`call`: the step is a system call), as
     /// `crate::time` describes: each fault by the size it allocated, zero-page reads, touches
-    /// that did not fault, the folios freed, and the call itself. Returns the ns charged.
-    fn charge(&mut self, before: &Work, call: bool) -> f64 {
+    /// that did not fault (unless `hits_priced` is false: the TLB model prices them), the folios
+    /// freed, and the call itself. Returns the ns charged.
+    fn charge(&mut self, before: &Work, call: bool, hits_priced: bool) -> f64 {
         let Some(c) = self.costs.as_ref() else { return 0.0 };
         let after = self.work();
         let t = &mut self.time;
@@ -455,7 +459,7 @@ impl Machine {
         }
         t.zero_page_faults += zero;
         t.zero_page_ns += zero as f64 * c.zero_page_read_ns;
-        let hits = after.hits.saturating_sub(before.hits);
+        let hits = if hits_priced { after.hits.saturating_sub(before.hits) } else { 0 };
         t.touches_without_fault += hits;
         t.touch_ns += hits as f64 * c.touch_ns_per_page;
         ns += zero as f64 * c.zero_page_read_ns + hits as f64 * c.touch_ns_per_page;
@@ -523,6 +527,7 @@ impl Machine {
         // A sleep's time is its own, and what khugepaged does meanwhile is not the program's.
         let before = (self.costs.is_some() && !matches!(step, Step::Sleep { .. })).then(|| self.work());
         let call = step.is_call();
+        let hits_priced = !matches!(step, Step::TlbAccess { .. });
         let k = &mut self.k;
         let out = match step {
             Step::Mmap { len, prot, placement, backing } => Outcome::Mapped(k.do_mmap_backed(len, prot, placement, backing)),
@@ -549,7 +554,7 @@ impl Machine {
             }
             Step::Populate { start, end, how } => Outcome::Populated(k.populate_range(start, end, how)),
             Step::PinUserPages { start, len } => Outcome::Pinned(k.pin_user_pages_fast(start, len)),
-            Step::Access { addr, write } => Outcome::Access(k.access(addr, write)),
+            Step::Access { addr, write } | Step::TlbAccess { addr, write } => Outcome::Access(k.access(addr, write)),
             Step::AccessRun { first, n, stride, write } => {
                 let (done, last) = k.access_run(first, n, stride, write);
                 Outcome::Run { done, last }
@@ -596,7 +601,7 @@ impl Machine {
         if let Some(before) = before {
             // The step took this long; wake-ups due meanwhile run after it (the program ran on
             // while the daemon woke), an mm it put on khugepaged's empty list wakes it now.
-            let until = self.clock_ns + self.charge(&before, call).round() as u64;
+            let until = self.clock_ns + self.charge(&before, call, hits_priced).round() as u64;
             self.khugepaged.after_op(&self.k, until);
             self.reporting.after_op(&self.k, until);
             self.advance(until);

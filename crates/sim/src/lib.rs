@@ -266,7 +266,13 @@ pub fn run_with(
     result.processes = processes;
     result.accesses = tlb_run.filter(|_| has_access).map(|t| t.report(workload));
     result.io = io;
-    result.time = time;
+    result.time = time.map(|mut t| {
+        // The accesses' time, estimated over the run's whole stream, after the clock stopped.
+        let before = t.total_ns;
+        time::add_accesses(&mut t, &result);
+        t.elapsed_ns += (t.total_ns - before).round() as u64;
+        t
+    });
     result.timeline = timeline;
     result.repeats = repeats;
     Ok((result, k))

@@ -57,6 +57,18 @@ pub fn estimate(r: &RunResult, touched_pages: u64, calls: u64, c: &FaultCosts) -
     t
 }
 
+/// Adds the TLB model's estimate of `r`'s accesses (`r.accesses`, when it ran any) to `t`'s
+/// total. For a recording timed untraced, the baseline carries the same accesses under 4 KiB
+/// pages, so the program's own time keeps its real access time and the estimate under a
+/// setting moves by the model's difference between the two.
+pub fn add_accesses(t: &mut TimeEstimate, r: &RunResult) {
+    if let Some(a) = &r.accesses {
+        t.accesses = a.total.accesses;
+        t.accesses_ns = a.total.ns;
+        t.total_ns += a.total.ns;
+    }
+}
+
 /// A recording timed untraced (`record --timed`): the program's own time is its untraced wall
 /// time `untraced_ns` less `baseline`, the model's time of its work as it ran (THP disabled:
 /// 4 KiB pages); under any setting it runs that long plus the work of `t`. Sets
@@ -69,9 +81,10 @@ pub fn add_program_time(t: &mut TimeEstimate, baseline: &TimeEstimate, untraced_
 }
 
 /// A recording's time under the profile's `[fault]` costs: `r`, its replay under some
-/// settings, priced from its totals, and with `record --timed` the program's own time too
-/// ([`add_program_time`]), both against its run as recorded (THP disabled, 4 KiB pages:
-/// replayed under `enabled=never`, whose faults are the pages the program touches).
+/// settings with `opts` (its `[host]`, its recorded accesses), priced from its totals, and with
+/// `record --timed` the program's own time too ([`add_program_time`]), both against its run
+/// as recorded (THP disabled, 4 KiB pages: replayed under `enabled=never` with the same
+/// options, whose faults are the pages the program touches).
 pub fn recording(
     r: &RunResult,
     name: &str,
@@ -79,26 +92,28 @@ pub fn recording(
     events: &[trace::Event],
     machine: &crate::MachineConfig,
     fault: &FaultCosts,
-    host: Option<&(uapi::profile::HostCosts, Option<Vec<u64>>)>,
+    opts: &crate::ReplayOptions,
 ) -> Result<TimeEstimate, crate::SimError> {
     let calls = events.iter().filter(|e| matches!(e.body, trace::EventBody::Syscall(_))).count() as u64;
     let mut four_k = uapi::ThpSettings::default();
     for a in ["enabled=never", "shmem_enabled=never"] {
         four_k.apply_assignment(a).expect("valid knobs");
     }
-    let base = crate::run_recording_opts(name, header, events, &four_k, machine, &crate::ReplayOptions { host: host.cloned(), ..Default::default() })?;
+    let base_opts = crate::ReplayOptions { host: opts.host.clone(), accesses: opts.accesses.clone(), ..Default::default() };
+    let base = crate::run_recording_opts(name, header, events, &four_k, machine, &base_opts)?;
     let touched = base.process.minflt.max(r.process.minflt);
-    let mut t = estimate(r, touched, calls, fault);
-    if let Some((h, _)) = host {
-        add_host_faults(&mut t, r, h);
-    }
+    let priced = |run: &RunResult| {
+        let mut t = estimate(run, touched, calls, fault);
+        if let Some((h, _)) = &opts.host {
+            add_host_faults(&mut t, run, h);
+        }
+        add_accesses(&mut t, run);
+        t
+    };
+    let mut t = priced(r);
     t.elapsed_ns = t.total_ns.round() as u64;
     if header.untraced_wall_ns > 0 {
-        let mut b = estimate(&base, touched, calls, fault);
-        if let Some((h, _)) = host {
-            add_host_faults(&mut b, &base, h);
-        }
-        add_program_time(&mut t, &b, header.untraced_wall_ns);
+        add_program_time(&mut t, &priced(&base), header.untraced_wall_ns);
     }
     Ok(t)
 }

@@ -148,6 +148,20 @@ struct CompareArgs {
     /// With --record: the program's stdin/stdout/stderr go to /dev/null in the live runs.
     #[arg(long, requires = "record")]
     program_quiet: bool,
+    /// With --record: also record the program's memory accesses (a second run under valgrind
+    /// lackey, as `record --accesses`) and drive the TLB model of --cpu and --paging with them
+    /// in every setting; with --profile their time is part of the model's, and the time ratios
+    /// between settings are set beside the live ones.
+    #[arg(long, requires = "record")]
+    accesses: bool,
+    /// The CPU whose TLBs a workload's `access` statements, and with --accesses the program's
+    /// accesses, go through: zen4, zen1, golden-cove, neoverse-n1, cortex-a57, cortex-a53.
+    #[arg(long, value_name = "PRESET", default_value = "zen4", value_parser = tlb::presets::names())]
+    cpu: String,
+    /// Native paging, or a virtual machine whose host backs guest memory with 4 KiB, 2 MiB or
+    /// 1 GiB pages (`thplab bench chase` tells which case this machine is in).
+    #[arg(long, value_name = "MODE", default_value = "native", value_parser = ["native", "nested-4k", "nested-2m", "nested-1g"])]
+    paging: String,
     /// With --record: the program and its arguments.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -574,6 +588,11 @@ fn scatter_arg(v: &str) -> std::result::Result<f64, String> {
     v.parse::<f64>().ok().filter(|x| (0.0..=1.0).contains(x)).ok_or_else(|| format!("'{v}' is not a number from 0 to 1"))
 }
 
+/// The TLB preset and paging mode of `--cpu` and `--paging` (values clap checked).
+fn tlb_choice(cpu: &str, paging: &str) -> (&'static tlb::CpuPreset, tlb::Paging) {
+    (tlb::presets::by_name(cpu).expect("clap checked --cpu"), tlb::Paging::parse(paging).expect("clap checked --paging"))
+}
+
 /// What a workload's model run may have besides its settings and machine.
 #[derive(Clone, Copy, Default)]
 pub struct SimExtras<'a> {
@@ -742,34 +761,33 @@ fn sim_one(
     // A priced run on a VM that reports free pages: the profile's own free lists (no live run
     // follows a `sim`).
     let host = costs.and(profile.and_then(|p| p.host.as_ref()));
+    // A recording's replay options: its time is priced by replaying it again with them.
+    let mut replay_opts = None;
     let mut r = match input {
         SimInput::Recording { name, header, events, offsets, accesses } => {
             if a.sample.is_some() && !a.recorded_time {
                 bail!("--sample with a recording needs --recorded-time: without it the replay's clock does not move");
             }
-            let accesses = accesses.as_ref().map(|(file, trace)| sim::RecordedAccessInput {
-                file: file.clone(),
-                trace: trace.clone(),
-                cpu: tlb::presets::by_name(&a.cpu).expect("clap checked --cpu"),
-                paging: tlb::Paging::parse(&a.paging).expect("clap checked --paging"),
+            let accesses = accesses.as_ref().map(|(file, trace)| {
+                let (cpu, paging) = tlb_choice(&a.cpu, &a.paging);
+                sim::RecordedAccessInput { file: file.clone(), trace: trace.clone(), cpu, paging }
             });
             let opts = sim::ReplayOptions { check_invariants: a.check, explain, recorded_time: a.recorded_time, sample_ms: a.sample, accesses, host: host.map(|h| (h.clone(), None)) };
             let r = sim::run_recording_opts(name, header, events, settings, machine, &opts).map_err(|e| input::locate(e, offsets))?;
             print_replay_warnings(&r);
+            replay_opts = Some(opts);
             r
         }
         SimInput::Workload(w) => {
-            let cpu = tlb::presets::by_name(&a.cpu).expect("clap checked --cpu");
-            let paging = tlb::Paging::parse(&a.paging).expect("clap checked --paging");
+            let (cpu, paging) = tlb_choice(&a.cpu, &a.paging);
             let host = host.map(|h| (h, None));
             run_sim_tlb(w, settings, machine, a.check, progress, explain, &SimExtras { tlb: Some((cpu, paging)), costs, host, sample_ms: a.sample, order0_scatter: a.order0_scatter })?
         }
     };
     // A workload's steps are priced as they run (sim::driver); a recording's time is still
     // estimated from its totals.
-    if let (Some(fault), SimInput::Recording { name, header, events, offsets, .. }) = (costs, input) {
-        let host = host.map(|h| (h.clone(), None));
-        r.time = Some(sim::time::recording(&r, name, header, events, machine, fault, host.as_ref()).map_err(|e| input::locate(e, offsets))?);
+    if let (Some(fault), Some(opts), SimInput::Recording { name, header, events, offsets, .. }) = (costs, &replay_opts, input) {
+        r.time = Some(sim::time::recording(&r, name, header, events, machine, fault, opts).map_err(|e| input::locate(e, offsets))?);
     }
     if let (Some(pin), Some(io)) = (profile.and_then(|p| p.pin.as_ref()), r.io.as_mut()) {
         let ns = pin.pin_ns(io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages);
@@ -1085,6 +1103,7 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
             quiet: a.program_quiet,
             profile: a.profile.as_deref().map(load_profile).transpose()?,
             repeat: a.repeat,
+            accesses: a.accesses.then(|| tlb_choice(&a.cpu, &a.paging)),
         });
     }
     if !a.command.is_empty() {
@@ -1112,7 +1131,7 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
         // The live machine's free lists as the live run will meet them.
         let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true));
         let host = host.as_ref().map(|(h, free)| (*h, free.as_deref()));
-        let x = SimExtras { costs, host, sample_ms: a.sample, ..Default::default() };
+        let x = SimExtras { tlb: Some(tlb_choice(&a.cpu, &a.paging)), costs, host, sample_ms: a.sample, ..Default::default() };
         let (model, live) = model_and_live(&w, s, &machine, a.repeat, false, &x)?;
         let compare::Retried { live, rows, attempts, why } =
             compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, a.repeat, false, a.sample))?;

@@ -119,6 +119,9 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
         if t.host_faults > 0 {
             parts.push(format!("{} host faults {} (frames the host dropped after page reporting)", t.host_faults, secs(t.host_ns)));
         }
+        if t.accesses > 0 {
+            parts.push(format!("{} accesses {} (the TLB model's, below)", t.accesses, secs(t.accesses_ns)));
+        }
         writeln!(out, "  time            {:>12}   (profile: {})", secs(t.total_ns), parts.join(", "))?;
         if t.elapsed_ns as f64 > t.total_ns + 0.5 {
             writeln!(out, "  elapsed         {:>12}   (the simulated clock: the time above and the sleeps)", secs(t.elapsed_ns as f64))?;

@@ -46,6 +46,9 @@ pub struct CompareRecordArgs {
     /// Live runs per setting (`--repeat`): the median by minflt is shown, minflt judged against
     /// the runs' spread.
     pub repeat: u32,
+    /// `--accesses`: the program's accesses are recorded too (under valgrind) and replayed
+    /// through this CPU's TLBs under this paging.
+    pub accesses: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
 }
 
 /// Record `command` once; returns the recording and its wall time in seconds.
@@ -70,6 +73,54 @@ pub fn record_program(command: &[String], timed: u32) -> Result<(record::Recordi
         );
     }
     Ok((rec, secs))
+}
+
+/// `--accesses`: the program run again under valgrind lackey (`record::accesses`), its
+/// accesses placed on `rec`'s records; with `--keep FILE` also written beside it, as
+/// FILE.accesses (what `thplab sim FILE` reads).
+fn record_accesses(a: &CompareRecordArgs, rec: &record::Recording) -> Result<trace::accesses::AccessTrace> {
+    let mut trace_bytes = Vec::new();
+    rec.write_to(&mut trace_bytes)?;
+    // The companion names its recording by the recording's trailer CRC (its last 4 bytes).
+    let crc = u32::from_le_bytes(trace_bytes[trace_bytes.len() - 4..].try_into().expect("4 bytes"));
+    let argv: Vec<OsString> = a.command.iter().map(OsString::from).collect();
+    let native_ns = match rec.header.untraced_wall_ns {
+        0 => record::time_untraced(&argv, 1).unwrap_or(rec.header.duration_ns),
+        t => t,
+    };
+    eprintln!("thplab compare: running {} under valgrind lackey for its accesses", a.command.join(" "));
+    let mut bytes = Vec::new();
+    let s = record::accesses::record_accesses(&argv, rec, crc, native_ns, &mut bytes).context("--accesses")?;
+    let t = &s.totals;
+    eprintln!(
+        "thplab compare: {} data accesses in {} runs, {:.3} s under valgrind ({:.0}x native); {} not mapped onto the recorded run",
+        t.raw_accesses,
+        t.runs,
+        t.valgrind_ns as f64 / 1e9,
+        t.valgrind_ns as f64 / t.native_ns.max(1) as f64,
+        t.unmapped_accesses
+    );
+    if let Some(path) = &a.keep {
+        let c = trace::accesses::companion_path(path);
+        std::fs::write(&c, &bytes).with_context(|| format!("writing {}", c.display()))?;
+    }
+    Ok(trace::accesses::read_accesses(&bytes[..])?)
+}
+
+/// Each setting's time (model's elapsed, live wall time, in ms) as a ratio to the first
+/// setting's, model beside live: what a setting gains or loses, whatever the absolute error.
+fn print_time_ratios(out: &mut impl Write, times: &[(String, f64, f64)]) -> io::Result<()> {
+    let Some((first, m0, l0)) = times.first() else { return Ok(()) };
+    if times.len() < 2 || *m0 <= 0.0 || *l0 <= 0.0 {
+        return Ok(());
+    }
+    writeln!(out, "time relative to {first} (model: the profile's; live: wall time)")?;
+    writeln!(out, "  {:<28} {:>11} {:>11} {:>11} {:>11} {:>8}", "setting", "model ms", "live ms", "model ratio", "live ratio", "error")?;
+    for (label, m, l) in times {
+        let (mr, lr) = (m / m0, l / l0);
+        writeln!(out, "  {label:<28} {m:>11.1} {l:>11.1} {mr:>11.3} {lr:>11.3} {:>+7.1}%", (mr / lr - 1.0) * 100.0)?;
+    }
+    writeln!(out)
 }
 
 /// `thplab compare --record ... -- CMD [ARGS...]`.
@@ -97,16 +148,24 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     if let Some(why) = crate::live_unavailable() {
         return Err(live::LiveError::NotAvailable(why).into());
     }
+    if a.accesses.is_some() && record::accesses::valgrind_path().is_none() {
+        bail!("--accesses runs the program under valgrind (lackey), which is not installed here (no valgrind in PATH): install it (apt-get install valgrind) or leave out --accesses");
+    }
     let (rec, rec_secs) = record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?;
     if let Some(path) = &a.keep {
         let f = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
         rec.write_to(BufWriter::new(f)).with_context(|| format!("writing {}", path.display()))?;
     }
+    let accesses = match a.accesses {
+        Some((cpu, paging)) => Some(sim::RecordedAccessInput { file: "(recorded with --accesses)".into(), trace: std::sync::Arc::new(record_accesses(&a, &rec)?), cpu, paging }),
+        None => None,
+    };
     let source = a.command.join(" ");
     let opts = live::ProgramOptions { quiet: a.quiet };
     let mut out = io::stdout().lock();
     let mut json = Vec::new();
     let mut differing = 0;
+    let mut times = Vec::new();
     if !a.json {
         let faults = rec.header.counts.iter().find(|(k, _)| *k == trace::kind::FAULT).map_or(0, |c| c.1);
         writeln!(
@@ -128,7 +187,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         // With a profile's [host], the model's free memory as the live run will meet it.
         let host = a.profile.as_ref().filter(|p| p.fault.is_some()).and_then(|p| crate::live_cmds::host_model(p, true));
         let host = host.map(|(h, free)| (h.clone(), free));
-        let replay = sim::ReplayOptions { host: host.clone(), ..Default::default() };
+        let mut replay = sim::ReplayOptions { host: host.clone(), accesses: accesses.clone(), ..Default::default() };
         let mut model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
         let (knobs_read, knobs_changed) = model.model.as_ref().and_then(|m| m.replay.as_ref()).map(|r| (r.knobs_read.clone(), r.knobs_read_differing.clone())).unwrap_or_default();
         let rerecorded = !knobs_changed.is_empty();
@@ -144,10 +203,14 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
                 again.push((values.clone(), record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?.0));
             }
             rec = &again.iter().find(|(v, _)| *v == values).expect("recorded for these values").1;
+            // The accesses were placed on the first recording's records.
+            if replay.accesses.take().is_some() && !a.json {
+                writeln!(out, "({label}: the accesses recorded with the first recording are not replayed with this one)")?;
+            }
             model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
         }
         if let Some(fault) = a.profile.as_ref().and_then(|p| p.fault.as_ref()) {
-            model.time = Some(sim::time::recording(&model, &source, &rec.header, &rec.events, &a.machine, fault, host.as_ref())?);
+            model.time = Some(sim::time::recording(&model, &source, &rec.header, &rec.events, &a.machine, fault, &replay)?);
         }
         // --repeat N: N live runs; the median by minflt is shown, and the model's minflt is
         // judged against the runs' own spread (within the tolerance of its lowest or highest).
@@ -166,6 +229,9 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             })?;
         let differs = rows.iter().any(|r| r.differs);
         differing += differs as usize;
+        if let (Some(t), Some(l)) = (&model.time, &live.live) {
+            times.push((label.clone(), t.elapsed_ns as f64 / 1e6, l.wall_ms));
+        }
         let parted = compare::vmas::parting(&model, &live);
         if a.json {
             json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "parted": parted, "rerecorded": rerecorded, "live_minflt_spread": spread, "model": model, "live": live }));
@@ -180,6 +246,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         serde_json::to_writer_pretty(&mut out, &json)?;
         writeln!(out)?;
     } else {
+        print_time_ratios(&mut out, &times)?;
         writeln!(
             out,
             "{} of {} settings: model = live{}",

@@ -611,6 +611,14 @@ pub struct TimeEstimate {
     pub host_faults: u64,
     #[serde(default)]
     pub host_ns: f64,
+    /// Accesses the TLB model ran (a workload's `access` statements, a recording's `record
+    /// --accesses`) and their time as the model estimates it (`accesses.total.ns`: data and
+    /// translation, for dependent accesses), part of `total_ns`. A workload's clock does not
+    /// move with accesses: its phases and `repeat` blocks leave them out.
+    #[serde(default)]
+    pub accesses: u64,
+    #[serde(default)]
+    pub accesses_ns: f64,
     /// Sizes that faulted but have no cost in the profile (charged as 4kB faults).
     pub unmeasured_sizes: Vec<String>,
     /// The simulated clock at the end: the priced work plus every `sleep` (a workload's); a
