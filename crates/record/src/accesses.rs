@@ -736,6 +736,52 @@ pub struct AccessSummary {
     pub startup_missing: Option<String>,
     /// valgrind's exit status.
     pub status: std::process::ExitStatus,
+    /// The names of the images the first process became by execve after the first (a wrapper
+    /// such as a pyenv shim or a shell script that execs the real program): valgrind does not
+    /// follow them, so their accesses are not recorded.
+    pub later_images: Vec<String>,
+}
+
+impl AccessSummary {
+    /// What the user must know about the accesses recorded, one sentence each.
+    pub fn warnings(&self) -> Vec<String> {
+        let t = &self.totals;
+        let mut w = Vec::new();
+        if !self.later_images.is_empty() {
+            w.push(format!(
+                "the program's process became {} by execve after it started (a wrapper script or shim?): valgrind does not follow an execve, so only the first image's accesses were recorded; record the program itself",
+                self.later_images.join(", then ")
+            ));
+        }
+        if t.unmapped_accesses > 0 {
+            w.push(format!(
+                "{} of {} accesses ({:.2}%, {} writes) under valgrind fall outside every mapping known in the recorded run (valgrind's own, or mappings not matched): counted, not replayed",
+                t.unmapped_accesses,
+                t.raw_accesses,
+                100.0 * t.unmapped_accesses as f64 / t.raw_accesses.max(1) as f64,
+                t.unmapped_writes
+            ));
+        }
+        if let Some(why) = &self.startup_missing {
+            w.push(format!("{why}: accesses to the executable, its interpreter and the stack are not mapped"));
+        }
+        if !self.status.success() {
+            w.push(format!("the program under valgrind ended with {}: its accesses may not be the recorded run's", self.status));
+        }
+        w
+    }
+}
+
+/// The names of the images the first process (`root`) became by execve after its first.
+fn later_images(root: u32, events: &[trace::Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::Comm { comm, exec: true } if e.pid == root => Some(String::from_utf8_lossy(comm).into_owned()),
+            _ => None,
+        })
+        .skip(1)
+        .collect()
 }
 
 /// Run `argv` under valgrind lackey (THP disabled, no randomisation, stdin/stdout/stderr on
@@ -805,7 +851,7 @@ pub fn record_accesses(argv: &[OsString], rec: &Recording, trace_crc: u32, nativ
         return Err(RecordError::Other(format!("valgrind reported no accesses ({status}): is {} runnable under valgrind?", program.to_string_lossy())));
     }
     let (totals, _, bytes) = c.finish().map_err(werr)?;
-    Ok(AccessSummary { totals, bytes, startup_missing, status })
+    Ok(AccessSummary { totals, bytes, startup_missing, status, later_images: later_images(rec.header.root_pid, &rec.events) })
 }
 
 #[cfg(test)]

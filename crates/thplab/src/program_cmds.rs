@@ -93,13 +93,15 @@ fn record_accesses(a: &CompareRecordArgs, rec: &record::Recording) -> Result<tra
     let s = record::accesses::record_accesses(&argv, rec, crc, native_ns, &mut bytes).context("--accesses")?;
     let t = &s.totals;
     eprintln!(
-        "thplab compare: {} data accesses in {} runs, {:.3} s under valgrind ({:.0}x native); {} not mapped onto the recorded run",
+        "thplab compare: {} data accesses in {} runs, {:.3} s under valgrind ({:.0}x native)",
         t.raw_accesses,
         t.runs,
         t.valgrind_ns as f64 / 1e9,
         t.valgrind_ns as f64 / t.native_ns.max(1) as f64,
-        t.unmapped_accesses
     );
+    for w in s.warnings() {
+        eprintln!("thplab compare: warning: --accesses: {w}");
+    }
     if let Some(path) = &a.keep {
         let c = trace::accesses::companion_path(path);
         std::fs::write(&c, &bytes).with_context(|| format!("writing {}", c.display()))?;

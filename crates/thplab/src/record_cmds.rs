@@ -256,20 +256,8 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
                 t.valgrind_syscalls,
             );
         }
-        if t.unmapped_accesses > 0 {
-            eprintln!(
-                "thplab record: warning: {} of {} accesses ({:.2}%, {} writes) under valgrind fall outside every mapping known in the recorded run (valgrind's own, or mappings not matched): counted, not replayed",
-                t.unmapped_accesses,
-                t.raw_accesses,
-                100.0 * t.unmapped_accesses as f64 / t.raw_accesses.max(1) as f64,
-                t.unmapped_writes
-            );
-        }
-        if let Some(why) = &s.startup_missing {
-            eprintln!("thplab record: warning: {why}: accesses to the executable, its interpreter and the stack are not mapped");
-        }
-        if !s.status.success() {
-            eprintln!("thplab record: warning: the program under valgrind ended with {}: its accesses may not be the recorded run's", s.status);
+        for w in s.warnings() {
+            eprintln!("thplab record: warning: --accesses: {w}");
         }
     }
     Ok(h.exit_status.min(255) as u8)

@@ -199,3 +199,13 @@ fn an_anonymous_mmap_of_another_length_matches_loosely() {
     assert_eq!(a.translate(0x4af_1008).map(|x| x.0), Some(0x7fff_f7d0_a008));
     assert_eq!(a.translate(0x4af_2000), None);
 }
+
+/// A wrapper (a shell script, a pyenv shim) that execs the real program: the first process's
+/// images after its first are named, another process's exec and a thread's rename are not.
+#[test]
+fn images_after_the_first_are_named() {
+    let ev = |pid: u32, comm: &str, exec: bool| trace::Event { time_ns: 0, tid: pid, pid, body: EventBody::Comm { comm: comm.as_bytes().to_vec(), exec } };
+    let events = [ev(10, "python3", true), ev(11, "child", true), ev(10, "worker", false), ev(10, "python3.10", true)];
+    assert_eq!(super::later_images(10, &events), vec!["python3.10".to_string()]);
+    assert!(super::later_images(10, &events[..3]).is_empty());
+}
