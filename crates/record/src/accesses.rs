@@ -30,8 +30,8 @@
 //!
 //! Accesses that none of these maps are counted (`unmapped_accesses`), never dropped silently.
 //! Each mapped run is placed after the native call matched to the last matched valgrind call
-//! before it (the block's `anchor`), so that faults, calls and accesses interleave in the replay
-//! as they did.
+//! before it (the block's `anchor`): the replay puts it at the end of that interval, after the
+//! interval's faults and before the next matched call (crates/sim: `access_places`).
 //!
 //! Lackey's log comes through a pipe (`--log-fd`) and is parsed line by line as it arrives.
 //! Loads (`L`), stores (`S`) and modifies (`M`, one access that writes) count; instruction

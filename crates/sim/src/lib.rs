@@ -269,7 +269,7 @@ pub fn run_with(
     result.time = time.map(|mut t| {
         // The accesses' time, estimated over the run's whole stream, after the clock stopped.
         let before = t.total_ns;
-        time::add_accesses(&mut t, &result);
+        time::add_accesses(&mut t, &result, time::AccessPrice::Whole);
         t.elapsed_ns += (t.total_ns - before).round() as u64;
         t
     });
@@ -862,6 +862,29 @@ pub struct RecordedAccessInput {
     pub paging: tlb::Paging,
 }
 
+/// Before which record each block of recorded accesses is replayed. A block's accesses came
+/// between the matched call its `anchor` follows and the next matched call (the next block's
+/// anchor, that call's record being just before it); the native run's faults of that interval
+/// are records inside it, in an order the accesses cannot be aligned with. A block goes at the
+/// end of its interval, after those faults, so that its accesses find the pages the run faulted
+/// in (an access never faults in the replay: `Replay::accesses`); the last interval ends where
+/// the first process exits (its exit_group, exit, or the end of the recording).
+fn access_places(blocks: &[trace::accesses::AccessBlock], events: &[trace::Event], root: u32) -> Vec<u64> {
+    let last = blocks.last().map_or(0, |b| b.anchor);
+    let exit = events
+        .iter()
+        .enumerate()
+        .skip(last as usize)
+        .find(|(_, e)| e.pid == root && matches!(&e.body, trace::EventBody::Syscall(s) if matches!(s.kind, trace::SyscallKind::ExitGroup | trace::SyscallKind::Exit)))
+        .map_or(events.len() as u64, |(i, _)| i as u64);
+    let mut places = Vec::with_capacity(blocks.len());
+    for (i, b) in blocks.iter().enumerate() {
+        let next = blocks[i..].iter().find(|n| n.anchor > b.anchor).map_or(exit, |n| n.anchor - 1);
+        places.push(next.max(b.anchor));
+    }
+    places
+}
+
 /// [`run_recording`] with every option.
 pub fn run_recording_opts(
     source: &str,
@@ -882,14 +905,14 @@ pub fn run_recording_opts(
     if let Some((host, free_areas)) = &opts.host {
         rp.enable_host(host, free_areas.as_deref());
     }
-    // Recorded accesses go after the first `anchor` records, in the first process.
+    // Recorded accesses go at the end of their interval, in the first process.
     let mut blocks = opts.accesses.as_ref().map(|a| {
         rp.enable_accesses(a.cpu, a.paging, a.trace.regions.clone());
-        a.trace.blocks.iter().peekable()
+        a.trace.blocks.iter().zip(access_places(&a.trace.blocks, events, header.root_pid)).peekable()
     });
     for (i, e) in events.iter().enumerate() {
         if let Some(bs) = blocks.as_mut() {
-            while let Some(b) = bs.next_if(|b| b.anchor <= i as u64) {
+            while let Some((b, _)) = bs.next_if(|(_, at)| *at <= i as u64) {
                 rp.accesses(header.root_pid, &b.runs);
             }
         }
@@ -898,7 +921,7 @@ pub fn run_recording_opts(
             err
         })?;
     }
-    for b in blocks.into_iter().flatten() {
+    for (b, _) in blocks.into_iter().flatten() {
         rp.accesses(header.root_pid, &b.runs);
     }
     let host_faults = rp.host_faults();

@@ -534,11 +534,14 @@ impl<'a> Replay<'a> {
     }
 
     /// Recorded accesses of process `pid` (`record --accesses`: runs of accesses to one page,
-    /// in the recorded run's addresses), at this point of the recording: each run goes through
-    /// the model as accesses (`Step::AccessRun`: a fault where the page is not mapped, young and
-    /// dirty bits), then through the TLB model once per access, the kernel's logged flushes
-    /// applied first. Pages of placeholder VMAs (file mappings, the vDSO) are looked up as
-    /// 4 KiB pages of their own; runs where the model has no mapping are counted, not replayed.
+    /// in the recorded run's addresses), at this point of the recording (the end of the
+    /// interval they were recorded in, after its faults): each run goes through the model as
+    /// accesses (`Step::AccessRun`: young and dirty bits, never a fault: the recording's fault
+    /// records are the program's faults), then through the TLB model once per access, the
+    /// kernel's logged flushes applied first. Pages of placeholder VMAs (file mappings, the
+    /// vDSO) are looked up as 4 KiB pages of their own; runs where the model has no mapping,
+    /// or has not mapped the page (the run under valgrind touches a few pages the native run
+    /// did not), are counted, not replayed.
     pub fn accesses(&mut self, pid: u32, runs: &[trace::accesses::AccessRun]) {
         let Some(mut tlb) = self.tlb.take() else { return };
         let Some(mm) = self.procs.get(&pid).and_then(|p| p.image.as_ref()).map(|i| i.mm) else {
@@ -557,7 +560,14 @@ impl<'a> Replay<'a> {
             }
             let tr = match vma {
                 Some(v) if v.is_modelled() => {
-                    let (_, last) = self.m.step_current(Step::AccessRun { first: addr, n: r.count, stride: 0, write: r.write }).run();
+                    // Never a fault: a page not mapped is not replayed, and a store to a page
+                    // mapped read-only (COW, the zero page) counts as a load.
+                    let Some(mapped) = self.m.translation(addr) else {
+                        self.access_counts.not_present += r.count;
+                        continue;
+                    };
+                    let write = r.write && mapped.write;
+                    let (_, last) = self.m.step_current(Step::AccessRun { first: addr, n: r.count, stride: 0, write }).run();
                     crate::access::apply_flushes(&mut self.m, &mut tlb);
                     match (last, self.m.translation(addr)) {
                         (Access::Hit | Access::Fault, Some(t)) => {

@@ -999,3 +999,22 @@ fn a_repeated_touch_and_dontneed_faults_every_round() {
     assert_eq!((r.process.minflt, r.mthp["hugepages-64kB"]["anon_fault_alloc"]), (48, 48));
     assert_eq!(r.calls.iter().filter(|c| c.call == "madvise(dontneed)").count(), 3);
 }
+
+/// Recorded accesses go at the end of their interval: blocks anchored after records 3 (two
+/// blocks, one interval split by size) and 7 are replayed before record 6 (the record of the
+/// call that anchors the next block, 7 - 1) and before the first process's exit_group (record
+/// 9; a child's at 8 does not count); a recording without an exit ends its last interval at
+/// its end.
+#[test]
+fn recorded_accesses_go_at_the_end_of_their_interval() {
+    use trace::accesses::AccessBlock;
+    let block = |anchor| AccessBlock { anchor, runs: Vec::new() };
+    let ev = |pid: u32, body| trace::Event { time_ns: 0, tid: pid, pid, body };
+    let call = |kind| trace::EventBody::Syscall(trace::Syscall { kind, args: vec![0; kind.args().len()], ret: None, duration_ns: 0 });
+    let mut events: Vec<trace::Event> = (0..8).map(|_| ev(1, trace::EventBody::Fault { addr: 0x1000, error_code: 6 })).collect();
+    events.push(ev(2, call(trace::SyscallKind::ExitGroup)));
+    events.push(ev(1, call(trace::SyscallKind::ExitGroup)));
+    let blocks = [block(3), block(3), block(7)];
+    assert_eq!(access_places(&blocks, &events, 1), vec![6, 6, 9]);
+    assert_eq!(access_places(&blocks, &events[..9], 1), vec![6, 6, 9]);
+}

@@ -49,23 +49,30 @@ struct Row {
     scatter: f64,
 }
 
+/// The model's ns per access of the live chase (`live::chase`) of `bytes` backed by `page`
+/// (`sizes`: the mTHP sizes the knobs are set for), `accesses` timed loads after a warm-up lap,
+/// through `cpu`'s TLBs under `paging` with base pages' frames as scattered as `scatter`.
+pub fn model_chase_ns(bytes: u64, page: live::chase::ChasePage, sizes: &[u32], tlb: (&'static tlb::CpuPreset, tlb::Paging), scatter: f64, accesses: u64, seed: u64) -> Result<f64> {
+    let mut s = ThpSettings::default();
+    for a in page.assignments(sizes) {
+        s.apply_assignment(&a)?;
+    }
+    let lap = bytes / 64;
+    let count = accesses + accesses.min(lap);
+    let text = format!("mmap r {bytes}\ntouch r write\naccess r chase count={count} elem=64 seed={seed}\n");
+    let w = workload::parse("<bench chase>", &text)?;
+    let mut machine = sim::MachineConfig::default();
+    machine.mem_bytes = machine.mem_bytes.max((bytes * 2).next_power_of_two());
+    let mut opts = sim::RunOptions { tlb: Some(tlb), order0_scatter: scatter, ..Default::default() };
+    let (r, _) = sim::run_with(&w, &s, &machine, &mut opts)?;
+    Ok(r.accesses.map(|a| a.total.ns_per_access).unwrap_or(0.0))
+}
+
 impl ChaseArgs {
     fn model(&self, bytes: u64, page: live::chase::ChasePage, sizes: &[u32], scatter: f64) -> Result<f64> {
-        let mut s = ThpSettings::default();
-        for a in page.assignments(sizes) {
-            s.apply_assignment(&a)?;
-        }
-        let lap = bytes / 64;
-        let count = self.accesses + self.accesses.min(lap);
-        let text = format!("mmap r {bytes}\ntouch r write\naccess r chase count={count} elem=64 seed={}\n", self.seed);
-        let w = workload::parse("<bench chase>", &text)?;
-        let mut machine = sim::MachineConfig::default();
-        machine.mem_bytes = machine.mem_bytes.max((bytes * 2).next_power_of_two());
         let cpu = tlb::presets::by_name(&self.cpu).expect("clap checked --cpu");
         let paging = tlb::Paging::parse(&self.paging).expect("clap checked --paging");
-        let mut opts = sim::RunOptions { tlb: Some((cpu, paging)), order0_scatter: scatter, ..Default::default() };
-        let (r, _) = sim::run_with(&w, &s, &machine, &mut opts)?;
-        Ok(r.accesses.map(|a| a.total.ns_per_access).unwrap_or(0.0))
+        model_chase_ns(bytes, page, sizes, (cpu, paging), scatter, self.accesses, self.seed)
     }
 
     pub fn run(self) -> Result<u8> {

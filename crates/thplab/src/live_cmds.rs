@@ -382,8 +382,14 @@ pub struct CalibrateArgs {
     /// Runs of each microbenchmark (the spread is printed; the profile takes the median).
     #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
-    /// Write the machine profile (TOML: `[machine]`, `[fault]` and, on a VM that reports free
-    /// pages to its host, `[host]`) to FILE, for `sim --profile`.
+    /// Also time a dependent pointer chase over MIB MiB with 4 KiB pages and with PMD THP
+    /// (`bench chase`) for the `[tlb]` section: the CPU preset (from /proc/cpuinfo), native or
+    /// nested paging (the hypervisor flag) and, in a guest, the host page size whose model chase
+    /// ratio is nearest the live one; 0 leaves the section out.
+    #[arg(long, value_name = "MIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(0..=16384))]
+    pub chase_mib: u64,
+    /// Write the machine profile (TOML: `[machine]`, `[fault]`, `[tlb]` and, on a VM that
+    /// reports free pages to its host, `[host]`) to FILE, for `sim --profile`.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
     /// Print JSON (the figures and the profile section) instead of the table.
@@ -400,6 +406,14 @@ impl CalibrateArgs {
                 eprint!("\rthplab calibrate: {step}\x1b[K");
             }
         })?;
+        let tlb = match self.chase_mib {
+            0 => None,
+            mib => Some(calibrate_tlb(mib, |step| {
+                if !quiet {
+                    eprint!("\rthplab calibrate: {step}\x1b[K");
+                }
+            })?),
+        };
         if !quiet {
             eprint!("\r\x1b[K");
         }
@@ -407,6 +421,7 @@ impl CalibrateArgs {
             machine: uapi::profile::MachineInfo { name: hostname(), kernel: live::kernel_release() },
             fault: Some(c.fault.clone()),
             host: c.host.clone(),
+            tlb: tlb.clone(),
             ..Default::default()
         };
         if let Some(path) = &self.output {
@@ -422,12 +437,68 @@ impl CalibrateArgs {
                 let at = f.at_size.map(|a| format!("{:.0} %", a * 100.0)).unwrap_or_default();
                 writeln!(out, "{:<16} {:>12.1} {:>12.1} {:>12.1} {:>10} {:>8}", f.what, f.ns.median, f.ns.min, f.ns.max, f.events, at)?;
             }
+            if let Some(t) = &tlb {
+                writeln!(
+                    out,
+                    "\nchase of {} MiB: {:.1} ns per load with 4 KiB pages, {:.1} with PMD THP (ratio {:.2}); base pages' scatter {:.2}",
+                    t.chase_bytes >> 20,
+                    t.chase_4k_ns,
+                    t.chase_pmd_ns,
+                    t.chase_pmd_ns / t.chase_4k_ns,
+                    t.order0_scatter
+                )?;
+                writeln!(out, "[tlb] cpu = {}, paging = {} ({})", t.cpu, t.paging, t.source)?;
+            }
             if let Some(path) = &self.output {
                 writeln!(out, "\nwrote {} (use it with `thplab sim WORKLOAD --profile {}`)", path.display(), path.display())?;
             }
         }
         Ok(0)
     }
+}
+
+/// `[tlb]`: the preset for this CPU (/proc/cpuinfo) and, on a guest (the hypervisor flag), the
+/// host page size whose model ratio of a chase of `mib` MiB with PMD THP to one with 4 KiB pages
+/// is nearest the ratio measured live (the host's page size is not visible to the guest; it
+/// decides whether a guest huge page saves host walks: docs/tlb-model.md). Ties go to the
+/// smaller host page.
+fn calibrate_tlb(mib: u64, progress: impl Fn(&str)) -> Result<uapi::profile::TlbSetup> {
+    use live::chase::ChasePage;
+    const LOADS: u64 = 2_000_000;
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let (preset, cpu_why) = tlb::presets::for_cpuinfo(&cpuinfo);
+    let bytes = mib << 20;
+    progress(&format!("tlb: chase of {mib} MiB, 4 KiB pages"));
+    let k4 = live::chase::run_chase(bytes, ChasePage::Base, LOADS, 1)?;
+    progress(&format!("tlb: chase of {mib} MiB, PMD THP"));
+    let pmd = live::chase::run_chase(bytes, ChasePage::Pmd, LOADS, 1)?;
+    let scatter = if k4.host_pte_lines > 0 { k4.scatter() } else { 1.0 };
+    let live_ratio = pmd.ns_per_access / k4.ns_per_access;
+    let (paging, how) = if !tlb::presets::is_guest(&cpuinfo) {
+        (tlb::Paging::Native, "no hypervisor flag: native paging".to_string())
+    } else {
+        let sizes = live::chase::tree_sizes(&live::sysfs::Paths::from_env());
+        let mut fits = Vec::new();
+        for host in [tlb::PageSize::K4, tlb::PageSize::M2, tlb::PageSize::G1] {
+            let paging = tlb::Paging::Nested { host };
+            progress(&format!("tlb: model chase under {}", paging.name()));
+            let m4 = crate::chase_cmds::model_chase_ns(bytes, ChasePage::Base, &sizes, (preset, paging), scatter, LOADS, 1)?;
+            let mp = crate::chase_cmds::model_chase_ns(bytes, ChasePage::Pmd, &sizes, (preset, paging), scatter, LOADS, 1)?;
+            fits.push((paging, mp / m4));
+        }
+        let best = fits.iter().copied().fold(fits[0], |b, f| if (f.1 - live_ratio).abs() < (b.1 - live_ratio).abs() { f } else { b });
+        let listed: Vec<String> = fits.iter().map(|(p, r)| format!("{} {r:.2}", p.name())).collect();
+        (best.0, format!("a guest (hypervisor flag): PMD/4K chase ratio live {live_ratio:.2}, model {}: nearest {}", listed.join(", "), best.0.name()))
+    };
+    Ok(uapi::profile::TlbSetup {
+        cpu: preset.name.to_string(),
+        paging: paging.name().to_string(),
+        order0_scatter: (scatter * 1000.0).round() / 1000.0,
+        chase_bytes: bytes,
+        chase_4k_ns: k4.ns_per_access,
+        chase_pmd_ns: pmd.ns_per_access,
+        source: format!("thplab calibrate: {cpu_why}; {how}; {mib} MiB chase, {LOADS} loads"),
+    })
 }
 
 /// This machine's host name (for the profile's `[machine]`).

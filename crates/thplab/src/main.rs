@@ -156,12 +156,14 @@ struct CompareArgs {
     accesses: bool,
     /// The CPU whose TLBs a workload's `access` statements, and with --accesses the program's
     /// accesses, go through: zen4, zen1, golden-cove, neoverse-n1, cortex-a57, cortex-a53.
-    #[arg(long, value_name = "PRESET", default_value = "zen4", value_parser = tlb::presets::names())]
-    cpu: String,
+    /// Default: the `--profile`'s `[tlb]` (`thplab calibrate`), else zen4.
+    #[arg(long, value_name = "PRESET", value_parser = tlb::presets::names())]
+    cpu: Option<String>,
     /// Native paging, or a virtual machine whose host backs guest memory with 4 KiB, 2 MiB or
-    /// 1 GiB pages (`thplab bench chase` tells which case this machine is in).
-    #[arg(long, value_name = "MODE", default_value = "native", value_parser = ["native", "nested-4k", "nested-2m", "nested-1g"])]
-    paging: String,
+    /// 1 GiB pages (`thplab calibrate` finds which). Default: the `--profile`'s `[tlb]`, else
+    /// native.
+    #[arg(long, value_name = "MODE", value_parser = ["native", "nested-4k", "nested-2m", "nested-1g"])]
+    paging: Option<String>,
     /// With --record: the program and its arguments.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -421,19 +423,21 @@ struct SimArgs {
     html: Option<PathBuf>,
     /// The CPU whose TLBs `access` statements, and a recording's accesses (`record --accesses`:
     /// FILE.accesses), go through (docs/tlb-model.md): zen4, zen1, golden-cove, neoverse-n1,
-    /// cortex-a57, cortex-a53.
-    #[arg(long, value_name = "PRESET", default_value = "zen4", value_parser = tlb::presets::names())]
-    cpu: String,
+    /// cortex-a57, cortex-a53. Default: the `--profile`'s `[tlb]` (`thplab calibrate`), else zen4.
+    #[arg(long, value_name = "PRESET", value_parser = tlb::presets::names())]
+    cpu: Option<String>,
     /// Native paging, or a virtual machine whose host backs guest memory with 4 KiB, 2 MiB or
-    /// 1 GiB pages (two-dimensional walks; TLB entries of min(guest, host) size).
-    #[arg(long, value_name = "MODE", default_value = "native", value_parser = ["native", "nested-4k", "nested-2m", "nested-1g"])]
-    paging: String,
+    /// 1 GiB pages (two-dimensional walks; TLB entries of min(guest, host) size). Default: the
+    /// `--profile`'s `[tlb]`, else native.
+    #[arg(long, value_name = "MODE", value_parser = ["native", "nested-4k", "nested-2m", "nested-1g"])]
+    paging: Option<String>,
     /// Nested paging: how scattered the guest-physical frames of base pages are for the host
     /// walks' caching, from 0 (as the model allocates them: consecutive, as on a freshly
     /// booted machine) to 1 (each in a host page-table line of its own, as on a machine whose
-    /// free lists have churned); `thplab bench chase` measures it (docs/tlb-model.md).
-    #[arg(long, value_name = "S", default_value_t = 0.0, value_parser = scatter_arg)]
-    order0_scatter: f64,
+    /// free lists have churned); `thplab bench chase` measures it (docs/tlb-model.md). Default:
+    /// the `--profile`'s `[tlb]`, else 0.
+    #[arg(long, value_name = "S", value_parser = scatter_arg)]
+    order0_scatter: Option<f64>,
     /// For a damaged recording: replay the records before the damage (the reader names its
     /// byte offset) and say what was lost, instead of refusing the file.
     #[arg(long)]
@@ -588,9 +592,21 @@ fn scatter_arg(v: &str) -> std::result::Result<f64, String> {
     v.parse::<f64>().ok().filter(|x| (0.0..=1.0).contains(x)).ok_or_else(|| format!("'{v}' is not a number from 0 to 1"))
 }
 
-/// The TLB preset and paging mode of `--cpu` and `--paging` (values clap checked).
-fn tlb_choice(cpu: &str, paging: &str) -> (&'static tlb::CpuPreset, tlb::Paging) {
-    (tlb::presets::by_name(cpu).expect("clap checked --cpu"), tlb::Paging::parse(paging).expect("clap checked --paging"))
+/// The TLB preset and paging mode: `--cpu` and `--paging` (values clap checked), else the
+/// profile's `[tlb]` (`thplab calibrate`), else zen4 and native paging.
+fn tlb_choice(cpu: Option<&str>, paging: Option<&str>, profile: Option<&uapi::profile::MachineProfile>) -> Result<(&'static tlb::CpuPreset, tlb::Paging)> {
+    let measured = profile.and_then(|p| p.tlb.as_ref());
+    let preset = match (cpu, measured) {
+        (Some(c), _) => tlb::presets::by_name(c).expect("clap checked --cpu"),
+        (None, Some(t)) => tlb::presets::by_name(&t.cpu).with_context(|| format!("the profile's [tlb] cpu = '{}' is not a preset (valid: {})", t.cpu, tlb::presets::names().join(", ")))?,
+        (None, None) => &tlb::presets::ZEN4,
+    };
+    let paging = match (paging, measured) {
+        (Some(p), _) => tlb::Paging::parse(p).expect("clap checked --paging"),
+        (None, Some(t)) => tlb::Paging::parse(&t.paging).with_context(|| format!("the profile's [tlb] paging = '{}' is not native, nested-4k, nested-2m or nested-1g", t.paging))?,
+        (None, None) => tlb::Paging::Native,
+    };
+    Ok((preset, paging))
 }
 
 /// What a workload's model run may have besides its settings and machine.
@@ -768,10 +784,13 @@ fn sim_one(
             if a.sample.is_some() && !a.recorded_time {
                 bail!("--sample with a recording needs --recorded-time: without it the replay's clock does not move");
             }
-            let accesses = accesses.as_ref().map(|(file, trace)| {
-                let (cpu, paging) = tlb_choice(&a.cpu, &a.paging);
-                sim::RecordedAccessInput { file: file.clone(), trace: trace.clone(), cpu, paging }
-            });
+            let accesses = match accesses {
+                Some((file, trace)) => {
+                    let (cpu, paging) = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile)?;
+                    Some(sim::RecordedAccessInput { file: file.clone(), trace: trace.clone(), cpu, paging })
+                }
+                None => None,
+            };
             let opts = sim::ReplayOptions { check_invariants: a.check, explain, recorded_time: a.recorded_time, sample_ms: a.sample, accesses, host: host.map(|h| (h.clone(), None)) };
             let r = sim::run_recording_opts(name, header, events, settings, machine, &opts).map_err(|e| input::locate(e, offsets))?;
             print_replay_warnings(&r);
@@ -779,9 +798,10 @@ fn sim_one(
             r
         }
         SimInput::Workload(w) => {
-            let (cpu, paging) = tlb_choice(&a.cpu, &a.paging);
+            let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile)?;
+            let order0_scatter = a.order0_scatter.or(profile.and_then(|p| p.tlb.as_ref()).map(|t| t.order0_scatter)).unwrap_or(0.0);
             let host = host.map(|h| (h, None));
-            run_sim_tlb(w, settings, machine, a.check, progress, explain, &SimExtras { tlb: Some((cpu, paging)), costs, host, sample_ms: a.sample, order0_scatter: a.order0_scatter })?
+            run_sim_tlb(w, settings, machine, a.check, progress, explain, &SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter })?
         }
     };
     // A workload's steps are priced as they run (sim::driver); a recording's time is still
@@ -1090,6 +1110,8 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
     let machine = a.machine.resolve()?;
     if a.record {
         let settings_given = !a.settings.set.is_empty() || !a.settings.settings_file.is_empty() || a.settings.cmdline.is_some();
+        let profile = a.profile.as_deref().map(load_profile).transpose()?;
+        let accesses = if a.accesses { Some(tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?) } else { None };
         return program_cmds::cmd_compare_record(program_cmds::CompareRecordArgs {
             command: a.command,
             matrix: a.matrix,
@@ -1101,9 +1123,9 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
             retries: a.retries,
             json: a.json,
             quiet: a.program_quiet,
-            profile: a.profile.as_deref().map(load_profile).transpose()?,
+            profile,
             repeat: a.repeat,
-            accesses: a.accesses.then(|| tlb_choice(&a.cpu, &a.paging)),
+            accesses,
         });
     }
     if !a.command.is_empty() {
@@ -1131,7 +1153,9 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
         // The live machine's free lists as the live run will meet them.
         let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true));
         let host = host.as_ref().map(|(h, free)| (*h, free.as_deref()));
-        let x = SimExtras { tlb: Some(tlb_choice(&a.cpu, &a.paging)), costs, host, sample_ms: a.sample, ..Default::default() };
+        let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?;
+        let order0_scatter = profile.as_ref().and_then(|p| p.tlb.as_ref()).map_or(0.0, |t| t.order0_scatter);
+        let x = SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter };
         let (model, live) = model_and_live(&w, s, &machine, a.repeat, false, &x)?;
         let compare::Retried { live, rows, attempts, why } =
             compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, a.repeat, false, a.sample))?;

@@ -286,3 +286,57 @@ pub fn by_name(name: &str) -> Option<&'static CpuPreset> {
 pub fn names() -> Vec<&'static str> {
     PRESETS.iter().map(|p| p.name).collect()
 }
+
+/// The preset for the CPU that /proc/cpuinfo's `text` describes, and why: x86 by vendor, family
+/// and model (AMD family 0x19 models 0x10-0x1f, 0x60-0x7f and 0xa0-0xaf are Zen 4, family 0x17
+/// is Zen 1/Zen 2; Intel family 6 models 0x8f, 0xcf, 0x97, 0x9a, 0xb7, 0xba and 0xbf are Golden
+/// Cove or Raptor Cove cores), arm64 by `CPU part` (0xd0c Neoverse N1, 0xd07 Cortex-A57, 0xd03
+/// Cortex-A53). Another CPU gets the nearest preset of its vendor, and the reason says so.
+pub fn for_cpuinfo(text: &str) -> (&'static CpuPreset, String) {
+    let field = |name: &str| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == name).then(|| v.trim().to_string())
+        })
+    };
+    let num = |name: &str| {
+        field(name).and_then(|v| match v.strip_prefix("0x") {
+            Some(h) => u32::from_str_radix(h, 16).ok(),
+            None => v.parse::<u32>().ok(),
+        })
+    };
+    let model_name = field("model name").unwrap_or_default();
+    match (field("vendor_id").as_deref(), num("cpu family"), num("model")) {
+        (Some("AuthenticAMD"), Some(f), Some(m)) => {
+            let what = format!("AMD family {f:#x} model {m:#x} ({model_name})");
+            match f {
+                0x19 if matches!(m, 0x10..=0x1f | 0x60..=0x7f | 0xa0..=0xaf) => (&ZEN4, format!("{what}: Zen 4")),
+                0x19 => (&ZEN4, format!("{what}: Zen 3, nearest preset zen4 (Zen 3: 64-entry L1, 2048-entry L2)")),
+                0x1a => (&ZEN4, format!("{what}: Zen 5, nearest preset zen4")),
+                0x17 => (&ZEN1, format!("{what}: Zen 1 or Zen 2 (Zen 2: 2048-entry L2)")),
+                _ => (&ZEN1, format!("{what}: no preset, nearest zen1")),
+            }
+        }
+        (Some("GenuineIntel"), Some(f), Some(m)) => {
+            let what = format!("Intel family {f} model {m:#x} ({model_name})");
+            if f == 6 && matches!(m, 0x8f | 0xcf | 0x97 | 0x9a | 0xb7 | 0xba | 0xbf) {
+                (&GOLDEN_COVE, format!("{what}: Golden Cove or Raptor Cove"))
+            } else {
+                (&GOLDEN_COVE, format!("{what}: no preset, nearest golden-cove"))
+            }
+        }
+        _ => match num("CPU part") {
+            Some(0xd0c) => (&NEOVERSE_N1, "Arm CPU part 0xd0c: Neoverse N1".into()),
+            Some(0xd07) => (&CORTEX_A57, "Arm CPU part 0xd07: Cortex-A57".into()),
+            Some(0xd03) => (&CORTEX_A53, "Arm CPU part 0xd03: Cortex-A53".into()),
+            Some(p) => (&NEOVERSE_N1, format!("Arm CPU part {p:#x}: no preset, nearest neoverse-n1")),
+            None => (&ZEN4, "CPU not recognised in /proc/cpuinfo: zen4".into()),
+        },
+    }
+}
+
+/// Whether /proc/cpuinfo's `text` says the machine is a guest (the `hypervisor` CPU flag:
+/// CPUID leaf 1 ECX bit 31 on x86).
+pub fn is_guest(text: &str) -> bool {
+    text.lines().any(|l| l.split_once(':').is_some_and(|(k, v)| k.trim() == "flags" && v.split_whitespace().any(|f| f == "hypervisor")))
+}

@@ -195,3 +195,27 @@ fn paging_names_round_trip() {
     assert_eq!(Paging::parse("nested-3m"), None);
     assert_eq!(presets::names(), ["zen4", "zen1", "golden-cove", "neoverse-n1", "cortex-a57", "cortex-a53"]);
 }
+
+/// /proc/cpuinfo of this machine kind (an AMD EPYC Genoa guest), of a Zen 2 host, of an Intel
+/// Sapphire Rapids guest and of a Graviton 2 (Neoverse N1): the preset each gets.
+#[test]
+fn the_preset_of_a_cpuinfo() {
+    let genoa = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\nflags\t\t: fpu vme hypervisor lahf_lm\n";
+    let (p, why) = crate::presets::for_cpuinfo(genoa);
+    assert_eq!(p.name, "zen4", "{why}");
+    assert!(why.contains("model 0x11") && why.contains("Zen 4"), "{why}");
+    assert!(crate::presets::is_guest(genoa));
+    let zen2 = "vendor_id\t: AuthenticAMD\ncpu family\t: 23\nmodel\t\t: 49\nflags\t\t: fpu vme\n";
+    assert_eq!(crate::presets::for_cpuinfo(zen2).0.name, "zen1");
+    assert!(!crate::presets::is_guest(zen2));
+    let spr = "vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\nflags\t\t: hypervisor\n";
+    assert_eq!(crate::presets::for_cpuinfo(spr).0.name, "golden-cove");
+    let skylake = "vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 85\n";
+    let (p, why) = crate::presets::for_cpuinfo(skylake);
+    assert_eq!(p.name, "golden-cove");
+    assert!(why.contains("nearest"), "{why}");
+    let n1 = "processor\t: 0\nBogoMIPS\t: 243.75\nFeatures\t: fp asimd\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x3\nCPU part\t: 0xd0c\n";
+    assert_eq!(crate::presets::for_cpuinfo(n1).0.name, "neoverse-n1");
+    let a53 = "CPU implementer\t: 0x41\nCPU part\t: 0xd03\n";
+    assert_eq!(crate::presets::for_cpuinfo(a53).0.name, "cortex-a53");
+}

@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | `[machine]` | everyone | where and when the profile was measured |
 //! | `[pin]` | `thplab bench io` (issue #12) | pin_user_pages/unpin cost per folio and per page |
-//! | `[tlb]` | `thplab calibrate` (issue #11) | TLB/walk preset and nested paging |
+//! | `[tlb]` | `thplab calibrate` (issue #11) | TLB preset, nested paging and its host page size, base pages' scatter |
 //! | `[fault]` | `thplab calibrate` (issue #10) | per-order fault, zeroing and copy costs |
 //! | `[host]` | `thplab calibrate` (issue #10) | a VM's free page reporting and the host fault it costs |
 //!
@@ -52,6 +52,39 @@ pub struct MachineProfile {
     /// without a reporting device, or not measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<HostCosts>,
+    /// `[tlb]`: the TLB preset and paging mode of this machine (absent: not measured; the
+    /// access model then takes `--cpu`, `--paging` and `--order0-scatter` or their defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tlb: Option<TlbSetup>,
+}
+
+/// `[tlb]`: how the access model (crates/tlb) is set up for this machine, as `thplab calibrate`
+/// found it: the CPU preset nearest this CPU (/proc/cpuinfo), whether the machine is a guest
+/// (the `hypervisor` CPU flag) and, for a guest, the host page size whose model chase ratio is
+/// nearest the ratio measured live between PMD THP and 4 KiB pages (the host backs guest memory
+/// with pages the guest cannot see: docs/tlb-model.md), and how scattered the frames of base
+/// pages were (`--order0-scatter`, from /proc/self/pagemap of the 4 KiB chase buffer).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlbSetup {
+    /// A `--cpu` preset: zen4, zen1, golden-cove, neoverse-n1, cortex-a57, cortex-a53.
+    pub cpu: String,
+    /// `native`, `nested-4k`, `nested-2m` or `nested-1g`.
+    pub paging: String,
+    /// From 0 (base pages' frames consecutive) to 1 (each alone in its host page-table line).
+    #[serde(default)]
+    pub order0_scatter: f64,
+    /// The chase measured: its size in bytes, and ns per dependent load with 4 KiB pages and
+    /// with PMD THP (0: not measured).
+    #[serde(default)]
+    pub chase_bytes: u64,
+    #[serde(default)]
+    pub chase_4k_ns: f64,
+    #[serde(default)]
+    pub chase_pmd_ns: f64,
+    /// How it was found.
+    #[serde(default)]
+    pub source: String,
 }
 
 /// `[host]`: a virtual machine whose balloon device reports free pages to the host
@@ -221,6 +254,7 @@ mod tests {
         let p = MachineProfile {
             machine: MachineInfo { name: "vm".into(), kernel: "6.18.44".into() },
             pin: None,
+            tlb: Some(TlbSetup { cpu: "zen4".into(), paging: "nested-4k".into(), order0_scatter: 0.25, chase_bytes: 1 << 30, chase_4k_ns: 340.0, chase_pmd_ns: 230.0, source: "test".into() }),
             host: Some(HostCosts { page_reporting_order: 9, fault_ns_per_page: 8000.0, free_areas: vec![5, 4, 3, 2, 1, 0, 0, 0, 0, 7, 9], source: "test".into() }),
             fault: Some(FaultCosts {
                 ns_per_fault: [("4kB".to_string(), 900.0), ("2048kB".to_string(), 90_000.0)].into(),

@@ -685,13 +685,19 @@ pub struct RecordedAccesses {
     /// Memory system calls of the run under valgrind, and how many were matched to recorded ones.
     pub valgrind_syscalls: u64,
     pub matched_syscalls: u64,
-    /// Accesses replayed on memory the model backs (through its page tables: faults, young and
-    /// dirty bits), on mappings it keeps as placeholders (file mappings, the vDSO: looked up as
-    /// 4 KiB pages), and not replayed (no mapping at that address in the model, or the process
-    /// had left the recorded image).
+    /// Accesses replayed on memory the model backs (through its page tables: young and dirty
+    /// bits), on mappings it keeps as placeholders (file mappings, the vDSO: looked up as 4 KiB
+    /// pages), and not replayed (no mapping at that address in the model, or the process had
+    /// left the recorded image).
     pub modelled: u64,
     pub placeholder: u64,
     pub not_replayed: u64,
+    /// Accesses to a page the model had not mapped at the end of their interval (between two
+    /// matched calls), not replayed: an access never faults in the replay, the recording's
+    /// faults being the program's (the run under valgrind touches some pages the native run
+    /// did not: its stack deeper, its heap laid out a little otherwise).
+    #[serde(default)]
+    pub not_present: u64,
 }
 
 /// Counts of one region (or the total, `region` = `total`).
