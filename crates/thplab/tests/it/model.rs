@@ -437,3 +437,29 @@ fn sim_profile_gives_the_time_of_the_run() {
     r.fails(2);
     assert!(r.stderr.contains("bad.toml") && r.stderr.contains("line 2"), "{}", r.stderr);
 }
+
+/// A profile's `[tlb]` (`thplab calibrate`) sets up the access model unless the command line
+/// says otherwise: the built-in profile's is this machine kind (zen4, a guest on 4 KiB host
+/// pages); a preset it names that does not exist is refused with the profile's value and the
+/// valid ones.
+#[test]
+fn a_profiles_tlb_section_sets_up_the_access_model() {
+    let (_d, w) = temp_file("t.thpw", "mmap a 1M align=2M\ntouch a write\naccess a seq elem=4K count=256\n");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["sim", w.as_str(), "--set", "enabled=never", "--json"];
+        args.extend_from_slice(extra);
+        let r = thplab(&args);
+        r.ok();
+        let a = &r.json()["accesses"];
+        (a["cpu"].as_str().unwrap().to_string(), a["paging"].as_str().unwrap().to_string())
+    };
+    assert_eq!(run(&[]), ("zen4".to_string(), "native".to_string()));
+    assert_eq!(run(&["--profile", "builtin"]), ("zen4".to_string(), "nested-4k".to_string()));
+    assert_eq!(run(&["--profile", "builtin", "--paging", "native", "--cpu", "golden-cove"]), ("golden-cove".to_string(), "native".to_string()));
+    let (_p, other) = temp_file("arm.toml", "[tlb]\ncpu = \"neoverse-n1\"\npaging = \"nested-2m\"\n");
+    assert_eq!(run(&["--profile", &other]), ("neoverse-n1".to_string(), "nested-2m".to_string()));
+    let (_q, bad) = temp_file("bad.toml", "[tlb]\ncpu = \"pentium\"\npaging = \"native\"\n");
+    let r = thplab(&["sim", &w, "--profile", &bad]);
+    r.fails(2);
+    assert!(r.stderr.contains("'pentium' is not a preset") && r.stderr.contains("neoverse-n1"), "{}", r.stderr);
+}
