@@ -183,7 +183,7 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
     // With a profile: the model's simulated time (the priced work and the sleeps) beside the
     // wall time of the live run's operations.
     if let (Some(t), Some(l)) = (&model.time, &live.live) {
-        let (m_us, l_us) = ((t.elapsed_ns / 1000) as i64, (l.wall_ms * 1000.0).round() as i64);
+        let (m_us, l_us) = ((t.elapsed_ns / 1000) as i64, (l.untraced_ms.unwrap_or(l.wall_ms) * 1000.0).round() as i64);
         let kind = if tol.time_pct > 0.0 { RowKind::Process } else { RowKind::Informational };
         push(TIME_ROW.into(), m_us, l_us, kind, (0, tol.time_pct));
         // Each `phase`, the n-th of a name beside the n-th, judged as the total is.
@@ -395,6 +395,12 @@ mod tests {
         m.time.as_mut().unwrap().elapsed_ns = 1_200_000_000;
         assert!(time(&tol, &m).differs);
         assert!(tol.apply("time=15").is_err(), "time takes a percentage only");
+        // A program timed untraced under the setting (compare --record --profile): that time,
+        // not the traced run's wall time.
+        let mut l2 = l.clone();
+        l2.live.as_mut().unwrap().untraced_ms = Some(1150.0);
+        let r = rows(&m, &l2, &tol).into_iter().find(|r| r.field == TIME_ROW).unwrap();
+        assert_eq!((r.model, r.live, r.differs), (1_200_000, 1_150_000, false));
     }
 
     fn row(kind: RowKind, differs: bool) -> Row {

@@ -2466,6 +2466,7 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
     res.live = Some(LiveSection {
         kernel_release: crate::kernel_release(),
         wall_ms: wall_us as f64 / 1000.0,
+        untraced_ms: None,
         khugepaged: khugepaged_sum(runs.iter().map(|r| &r.counters)),
         workload: Some(LiveWorkloadRun {
             runs: n as u64,

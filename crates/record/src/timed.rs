@@ -20,9 +20,27 @@ use crate::RecordError;
 /// for the recorded one (these timed runs, the accesses' run under valgrind). Only
 /// async-signal-safe calls.
 pub(crate) fn as_recorded() {
-    // SAFETY: prctl and personality with constant arguments.
+    // SAFETY: prctl with constant arguments.
+    unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
+    no_randomize();
+}
+
+/// The median wall time (ns) of `runs` untraced runs of `argv` (at least one), as recorded
+/// (THP disabled for it).
+pub fn time_untraced(argv: &[OsString], runs: u32) -> Result<u64, RecordError> {
+    time_runs(argv, runs, as_recorded)
+}
+
+/// As [`time_untraced`], with THP left to the machine's knobs (the live runs' conditions:
+/// `personality(ADDR_NO_RANDOMIZE)` alone), for the live side of a time comparison.
+pub fn time_untraced_live(argv: &[OsString], runs: u32) -> Result<u64, RecordError> {
+    time_runs(argv, runs, no_randomize)
+}
+
+/// In a child between fork and exec: `personality(ADDR_NO_RANDOMIZE)`.
+fn no_randomize() {
+    // SAFETY: personality with constant arguments.
     unsafe {
-        libc::prctl(libc::PR_SET_THP_DISABLE, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);
         let cur = libc::personality(0xffff_ffff);
         if cur != -1 {
             libc::personality((cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
@@ -30,8 +48,7 @@ pub(crate) fn as_recorded() {
     }
 }
 
-/// The median wall time (ns) of `runs` untraced runs of `argv` (at least one).
-pub fn time_untraced(argv: &[OsString], runs: u32) -> Result<u64, RecordError> {
+fn time_runs(argv: &[OsString], runs: u32, setup: fn()) -> Result<u64, RecordError> {
     let (program, args) = argv.split_first().ok_or_else(|| RecordError::Other("no program to time".into()))?;
     let mut times = Vec::new();
     for _ in 0..runs.max(1) {
@@ -39,8 +56,8 @@ pub fn time_untraced(argv: &[OsString], runs: u32) -> Result<u64, RecordError> {
         cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         // SAFETY: only async-signal-safe calls between fork and exec.
         unsafe {
-            cmd.pre_exec(|| {
-                as_recorded();
+            cmd.pre_exec(move || {
+                setup();
                 Ok(())
             });
         }

@@ -406,6 +406,11 @@ pub struct LiveSection {
     pub kernel_release: String,
     /// Wall time: of the workload's operations (median over the runs), or of the whole program.
     pub wall_ms: f64,
+    /// A program compared with a profile (`compare --record --profile`): the median wall time
+    /// of 3 untraced runs under the same setting, timed as `record --timed` times the recorded
+    /// program (fork to reaping, no ptrace stops, no census), which the time row uses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub untraced_ms: Option<f64>,
     /// The khugepaged daemon's counters over the run (summed over the runs).
     pub khugepaged: LiveKhugepaged,
     /// A workload run (`thplab live`, `compare`).
@@ -949,6 +954,7 @@ mod tests {
         let workload = LiveSection {
             kernel_release: "6.18.0".into(),
             wall_ms: 1.5,
+            untraced_ms: None,
             khugepaged: LiveKhugepaged { pages_collapsed: 1, full_scans: 2 },
             workload: Some(LiveWorkloadRun { runs: 2, start_brk: "0x555555887000".into(), spread: [("minflt".to_string(), Spread { min: 1, median: 2, max: 3 })].into(), ..Default::default() }),
             program: None,
