@@ -538,6 +538,26 @@ pub fn settle_host_for(model: &uapi::RunResult, progress: bool) {
     if model.time.as_ref().is_none_or(|t| t.host_faults == 0) {
         return;
     }
+    settle_host(progress);
+}
+
+/// The median wall time (ns) of `runs` untraced runs of `argv`, as `record --timed` times a
+/// program: as recorded (THP disabled for it) or, with `live`, under the machine's knobs. On a
+/// VM that reports free pages each run starts once reporting has taken every free block (the
+/// model's machine's state, its `[host]`): a run right after another would reuse the blocks the
+/// last one freed, which the host still backs, and run faster than the model's start allows.
+pub fn time_untraced(argv: &[std::ffi::OsString], runs: u32, live: bool, progress: bool) -> Result<u64> {
+    let mut times = Vec::new();
+    for _ in 0..runs.max(1) {
+        settle_host(progress);
+        times.push(if live { record::time_untraced_live(argv, 1)? } else { record::time_untraced(argv, 1)? });
+    }
+    times.sort_unstable();
+    Ok(times[(times.len() - 1) / 2])
+}
+
+/// Wait until page reporting has taken every free block (at once where there is no reporting).
+fn settle_host(progress: bool) {
     use std::io::IsTerminal;
     let tty = progress && std::io::stderr().is_terminal();
     if progress && !tty {

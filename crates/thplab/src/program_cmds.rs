@@ -63,7 +63,7 @@ pub fn record_program(command: &[String], timed: u32) -> Result<(record::Recordi
     };
     let secs = t.elapsed().as_secs_f64();
     if timed > 0 {
-        rec.header.untraced_wall_ns = record::time_untraced(&argv, timed)?;
+        rec.header.untraced_wall_ns = crate::live_cmds::time_untraced(&argv, timed, false, true)?;
     }
     if rec.header.lost_events > 0 {
         eprintln!(
@@ -215,21 +215,13 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             model.time = Some(sim::time::recording(&model, &source, &rec.header, &rec.events, &a.machine, fault, &replay)?);
         }
         // With a profile, the live time is taken as the recording's was (`record --timed`:
-        // untraced runs, no ptrace stops or census), under this setting, each run starting
-        // where the model's does (on a VM that reports free pages, once reporting has taken
-        // every free block: a run right after another reuses the blocks it freed, which the
-        // host still backs).
+        // untraced runs, no ptrace stops or census, each starting where the model's machine
+        // does), under this setting.
         let untraced_ms = match a.profile {
             Some(_) => {
                 let _guard = live::SettingsGuard::apply(s)?;
                 let argv: Vec<OsString> = a.command.iter().map(OsString::from).collect();
-                let mut runs = Vec::new();
-                for _ in 0..3 {
-                    crate::live_cmds::settle_host_for(&model, !a.json);
-                    runs.push(record::time_untraced_live(&argv, 1)?);
-                }
-                runs.sort_unstable();
-                Some(runs[1] as f64 / 1e6)
+                Some(crate::live_cmds::time_untraced(&argv, 3, true, !a.json)? as f64 / 1e6)
             }
             None => None,
         };

@@ -41,7 +41,8 @@ pub struct RecordArgs {
     /// After recording, run the program N more times without the recorder (THP disabled, no
     /// randomisation, stdin/stdout/stderr on /dev/null) and keep the median wall time in the
     /// recording: `thplab sim --profile` then predicts the program's wall time under any
-    /// setting (its own time plus the modelled work). For programs that can run twice.
+    /// setting (its own time plus the modelled work). For programs that can run twice. On a VM
+    /// that reports free pages, each run waits until reporting has taken every free block.
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub timed: u32,
     /// After recording, run the program once more under valgrind's lackey tool (stdin, stdout
@@ -177,7 +178,7 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
         if !args.quiet {
             eprintln!("thplab record: timing {} untraced run(s) of the program", args.timed);
         }
-        rec.header.untraced_wall_ns = record::time_untraced(&args.command, args.timed)?;
+        rec.header.untraced_wall_ns = crate::live_cmds::time_untraced(&args.command, args.timed, false, !args.quiet)?;
     }
     rec.write_to(BufWriter::new(file)).with_context(|| format!("writing {}", args.output.display()))?;
     let accesses = match access_file {
