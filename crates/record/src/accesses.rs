@@ -784,6 +784,16 @@ fn later_images(root: u32, events: &[trace::Event]) -> Vec<String> {
         .collect()
 }
 
+/// The native time the run under valgrind is compared with: `rec`'s untraced median (`record
+/// --timed`), else one untraced run of `argv`, else (a program that cannot run twice the same
+/// way) the recorded run's.
+pub fn native_ns(argv: &[OsString], rec: &Recording) -> u64 {
+    match rec.header.untraced_wall_ns {
+        0 => crate::time_untraced(argv, 1).unwrap_or(rec.header.duration_ns),
+        t => t,
+    }
+}
+
 /// Run `argv` under valgrind lackey (THP disabled, no randomisation, stdin/stdout/stderr on
 /// /dev/null) and write its accesses, mapped onto `rec`, to `out` as the companion file of the
 /// recording whose trailer CRC is `trace_crc`. `native_ns` is the native run's time that the

@@ -99,7 +99,10 @@ pub fn add_program_time(t: &mut TimeEstimate, baseline: &TimeEstimate, untraced_
 /// settings with `opts` (its `[host]`, its recorded accesses), priced from its totals, and with
 /// `record --timed` the program's own time too ([`add_program_time`]), both against its run
 /// as recorded (THP disabled, 4 KiB pages: replayed under `enabled=never` with the same
-/// options, whose faults are the pages the program touches).
+/// options, whose faults are the pages the program touches, and with `timed_free`, the free
+/// lists the untraced runs met, where known: which of its frames the host had dropped depends
+/// on them).
+#[allow(clippy::too_many_arguments)]
 pub fn recording(
     r: &RunResult,
     name: &str,
@@ -108,13 +111,15 @@ pub fn recording(
     machine: &crate::MachineConfig,
     fault: &FaultCosts,
     opts: &crate::ReplayOptions,
+    timed_free: Option<&[u64]>,
 ) -> Result<TimeEstimate, crate::SimError> {
     let calls = events.iter().filter(|e| matches!(e.body, trace::EventBody::Syscall(_))).count() as u64;
     let mut four_k = uapi::ThpSettings::default();
     for a in ["enabled=never", "shmem_enabled=never"] {
         four_k.apply_assignment(a).expect("valid knobs");
     }
-    let base_opts = crate::ReplayOptions { host: opts.host.clone(), accesses: opts.accesses.clone(), ..Default::default() };
+    let host = opts.host.clone().map(|(h, free)| (h, timed_free.map(<[u64]>::to_vec).or(free)));
+    let base_opts = crate::ReplayOptions { host, accesses: opts.accesses.clone(), ..Default::default() };
     let base = crate::run_recording_opts(name, header, events, &four_k, machine, &base_opts)?;
     let touched = base.process.minflt.max(r.process.minflt);
     let priced = |run: &RunResult| {

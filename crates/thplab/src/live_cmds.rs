@@ -546,14 +546,21 @@ pub fn settle_host_for(model: &uapi::RunResult, progress: bool) {
 /// VM that reports free pages each run starts once reporting has taken every free block (the
 /// model's machine's state, its `[host]`): a run right after another would reuse the blocks the
 /// last one freed, which the host still backs, and run faster than the model's start allows.
-pub fn time_untraced(argv: &[std::ffi::OsString], runs: u32, live: bool, progress: bool) -> Result<u64> {
+/// Also the free lists the first run met (/proc/buddyinfo, zones summed; None where
+/// unreadable): which blocks are reported depends on them, so the model prices these runs with
+/// them.
+pub fn time_untraced(argv: &[std::ffi::OsString], runs: u32, live: bool, progress: bool) -> Result<(u64, Option<Vec<u64>>)> {
     let mut times = Vec::new();
-    for _ in 0..runs.max(1) {
+    let mut free = None;
+    for i in 0..runs.max(1) {
         settle_host(progress);
+        if i == 0 {
+            free = live::host::free_areas().ok();
+        }
         times.push(if live { record::time_untraced_live(argv, 1)? } else { record::time_untraced(argv, 1)? });
     }
     times.sort_unstable();
-    Ok(times[(times.len() - 1) / 2])
+    Ok((times[(times.len() - 1) / 2], free))
 }
 
 /// Wait until page reporting has taken every free block (at once where there is no reporting).

@@ -807,7 +807,7 @@ fn sim_one(
     // A workload's steps are priced as they run (sim::driver); a recording's time is still
     // estimated from its totals.
     if let (Some(fault), Some(opts), SimInput::Recording { name, header, events, offsets, .. }) = (costs, &replay_opts, input) {
-        r.time = Some(sim::time::recording(&r, name, header, events, machine, fault, opts).map_err(|e| input::locate(e, offsets))?);
+        r.time = Some(sim::time::recording(&r, name, header, events, machine, fault, opts, None).map_err(|e| input::locate(e, offsets))?);
     }
     if let (Some(pin), Some(io)) = (profile.and_then(|p| p.pin.as_ref()), r.io.as_mut()) {
         let ns = pin.pin_ns(io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages);

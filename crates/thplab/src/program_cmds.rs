@@ -51,9 +51,10 @@ pub struct CompareRecordArgs {
     pub accesses: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
 }
 
-/// Record `command` once; returns the recording and its wall time in seconds.
-/// With `timed` runs, also the program's untraced wall time (`record --timed`).
-pub fn record_program(command: &[String], timed: u32) -> Result<(record::Recording, f64)> {
+/// Record `command` once; returns the recording, its wall time in seconds and, with `timed`
+/// runs (then the recording holds the program's untraced wall time, `record --timed`), the
+/// free lists those runs met.
+pub fn record_program(command: &[String], timed: u32) -> Result<(record::Recording, f64, Option<Vec<u64>>)> {
     let argv: Vec<OsString> = command.iter().map(OsString::from).collect();
     let t = Instant::now();
     let mut rec = match record::record(&argv, &record::RecordOptions::default()) {
@@ -62,8 +63,11 @@ pub fn record_program(command: &[String], timed: u32) -> Result<(record::Recordi
         Err(e) => return Err(e.into()),
     };
     let secs = t.elapsed().as_secs_f64();
+    let mut timed_free = None;
     if timed > 0 {
-        rec.header.untraced_wall_ns = crate::live_cmds::time_untraced(&argv, timed, false, true)?;
+        let (ns, free) = crate::live_cmds::time_untraced(&argv, timed, false, true)?;
+        rec.header.untraced_wall_ns = ns;
+        timed_free = free;
     }
     if rec.header.lost_events > 0 {
         eprintln!(
@@ -72,7 +76,7 @@ pub fn record_program(command: &[String], timed: u32) -> Result<(record::Recordi
             command.join(" ")
         );
     }
-    Ok((rec, secs))
+    Ok((rec, secs, timed_free))
 }
 
 /// `--accesses`: the program run again under valgrind lackey (`record::accesses`), its
@@ -84,10 +88,7 @@ fn record_accesses(a: &CompareRecordArgs, rec: &record::Recording) -> Result<tra
     // The companion names its recording by the recording's trailer CRC (its last 4 bytes).
     let crc = u32::from_le_bytes(trace_bytes[trace_bytes.len() - 4..].try_into().expect("4 bytes"));
     let argv: Vec<OsString> = a.command.iter().map(OsString::from).collect();
-    let native_ns = match rec.header.untraced_wall_ns {
-        0 => record::time_untraced(&argv, 1).unwrap_or(rec.header.duration_ns),
-        t => t,
-    };
+    let native_ns = record::accesses::native_ns(&argv, rec);
     eprintln!("thplab compare: running {} under valgrind lackey for its accesses", a.command.join(" "));
     let mut bytes = Vec::new();
     let s = record::accesses::record_accesses(&argv, rec, crc, native_ns, &mut bytes).context("--accesses")?;
@@ -153,7 +154,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     if a.accesses.is_some() && record::accesses::valgrind_path().is_none() {
         bail!("--accesses runs the program under valgrind (lackey), which is not installed here (no valgrind in PATH): install it (apt-get install valgrind) or leave out --accesses");
     }
-    let (rec, rec_secs) = record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?;
+    let (rec, rec_secs, timed_free) = record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?;
     if let Some(path) = &a.keep {
         let f = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
         rec.write_to(BufWriter::new(f)).with_context(|| format!("writing {}", path.display()))?;
@@ -184,27 +185,42 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     // knob the program read, the program is recorded again under that setting's knobs (through
     // the settings guard; THP stays disabled for the recorded program itself), once per set of
     // values of the knobs it read.
-    let mut again: Vec<(Vec<Option<String>>, record::Recording)> = Vec::new();
+    let mut again: Vec<(Vec<Option<String>>, record::Recording, Option<Vec<u64>>)> = Vec::new();
     for (label, s) in &runs {
+        // With a profile, the live time is taken as the recording's was (`record --timed`:
+        // untraced runs, no ptrace stops or census, each starting where the model's machine
+        // does), under this setting, before the model runs (whose own memory moves the free
+        // lists), and the model meets the free lists those runs met.
+        let untraced = match a.profile {
+            Some(_) => {
+                let _guard = live::SettingsGuard::apply(s)?;
+                let argv: Vec<OsString> = a.command.iter().map(OsString::from).collect();
+                Some(crate::live_cmds::time_untraced(&argv, 3, true, !a.json)?)
+            }
+            None => None,
+        };
+        let untraced_ms = untraced.as_ref().map(|(ns, _)| *ns as f64 / 1e6);
         // With a profile's [host], the model's free memory as the live run will meet it.
         let host = a.profile.as_ref().filter(|p| p.fault.is_some()).and_then(|p| crate::live_cmds::host_model(p, true));
-        let host = host.map(|(h, free)| (h.clone(), free));
+        let host = host.map(|(h, free)| (h.clone(), untraced.as_ref().and_then(|(_, f)| f.clone()).or(free)));
         let mut replay = sim::ReplayOptions { host: host.clone(), accesses: accesses.clone(), ..Default::default() };
         let mut model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
         let (knobs_read, knobs_changed) = model.model.as_ref().and_then(|m| m.replay.as_ref()).map(|r| (r.knobs_read.clone(), r.knobs_read_differing.clone())).unwrap_or_default();
         let rerecorded = !knobs_changed.is_empty();
-        let mut rec = &rec;
+        let (mut rec, mut timed_free) = (&rec, &timed_free);
         if rerecorded {
             let knobs = s.knob_map();
             let values: Vec<Option<String>> = knobs_read.iter().map(|k| knobs.get(k).cloned()).collect();
-            if !again.iter().any(|(v, _)| *v == values) {
+            if !again.iter().any(|(v, _, _)| *v == values) {
                 if !a.json {
                     writeln!(out, "({label}: the program read {}; recording it again under this setting)", knobs_changed.join(", "))?;
                 }
                 let _guard = live::SettingsGuard::apply(s)?;
-                again.push((values.clone(), record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?.0));
+                let (r, _, free) = record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?;
+                again.push((values.clone(), r, free));
             }
-            rec = &again.iter().find(|(v, _)| *v == values).expect("recorded for these values").1;
+            let found = again.iter().find(|(v, _, _)| *v == values).expect("recorded for these values");
+            (rec, timed_free) = (&found.1, &found.2);
             // The accesses were placed on the first recording's records.
             if replay.accesses.take().is_some() && !a.json {
                 writeln!(out, "({label}: the accesses recorded with the first recording are not replayed with this one)")?;
@@ -212,19 +228,8 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
         }
         if let Some(fault) = a.profile.as_ref().and_then(|p| p.fault.as_ref()) {
-            model.time = Some(sim::time::recording(&model, &source, &rec.header, &rec.events, &a.machine, fault, &replay)?);
+            model.time = Some(sim::time::recording(&model, &source, &rec.header, &rec.events, &a.machine, fault, &replay, timed_free.as_deref())?);
         }
-        // With a profile, the live time is taken as the recording's was (`record --timed`:
-        // untraced runs, no ptrace stops or census, each starting where the model's machine
-        // does), under this setting.
-        let untraced_ms = match a.profile {
-            Some(_) => {
-                let _guard = live::SettingsGuard::apply(s)?;
-                let argv: Vec<OsString> = a.command.iter().map(OsString::from).collect();
-                Some(crate::live_cmds::time_untraced(&argv, 3, true, !a.json)? as f64 / 1e6)
-            }
-            None => None,
-        };
         let run_live = || {
             crate::live_cmds::settle_host_for(&model, !a.json);
             live::run_program(&a.command, s, &opts).map(|mut l| {

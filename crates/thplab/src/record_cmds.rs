@@ -178,7 +178,7 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
         if !args.quiet {
             eprintln!("thplab record: timing {} untraced run(s) of the program", args.timed);
         }
-        rec.header.untraced_wall_ns = crate::live_cmds::time_untraced(&args.command, args.timed, false, !args.quiet)?;
+        rec.header.untraced_wall_ns = crate::live_cmds::time_untraced(&args.command, args.timed, false, !args.quiet)?.0;
     }
     rec.write_to(BufWriter::new(file)).with_context(|| format!("writing {}", args.output.display()))?;
     let accesses = match access_file {
@@ -187,12 +187,7 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
                 eprintln!("thplab record: running the program under valgrind lackey for its accesses");
             }
             let crc = trace_crc(&args.output)?;
-            // The native time: `--timed`'s median, else one untraced run (else, for a program
-            // that cannot run twice the same way, the recorded run's).
-            let native_ns = match rec.header.untraced_wall_ns {
-                0 => record::time_untraced(&args.command, 1).unwrap_or(rec.header.duration_ns),
-                t => t,
-            };
+            let native_ns = record::accesses::native_ns(&args.command, &rec);
             match record::accesses::record_accesses(&args.command, &rec, crc, native_ns, BufWriter::new(f)) {
                 Ok(s) => Some(s),
                 Err(e) => {
