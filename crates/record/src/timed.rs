@@ -6,10 +6,10 @@
 //! working directory, `prctl(PR_SET_THP_DISABLE)` and `personality(ADDR_NO_RANDOMIZE)` as
 //! the recorder sets them (crate docs), stdin, stdout and stderr on /dev/null (the recorded run
 //! had the terminal's: a program that reads its input cannot be run twice on it). The time is
-//! from fork to the reaping of the program on CLOCK_MONOTONIC.
+//! from the spawn (a posix_spawn, see `Conditions`) to the reaping of the program on
+//! CLOCK_MONOTONIC.
 
 use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -28,13 +28,13 @@ pub(crate) fn as_recorded() {
 /// The median wall time (ns) of `runs` untraced runs of `argv` (at least one), as recorded
 /// (THP disabled for it).
 pub fn time_untraced(argv: &[OsString], runs: u32) -> Result<u64, RecordError> {
-    time_runs(argv, runs, as_recorded)
+    time_runs(argv, runs, true)
 }
 
 /// As [`time_untraced`], with THP left to the machine's knobs (the live runs' conditions:
 /// `personality(ADDR_NO_RANDOMIZE)` alone), for the live side of a time comparison.
 pub fn time_untraced_live(argv: &[OsString], runs: u32) -> Result<u64, RecordError> {
-    time_runs(argv, runs, no_randomize)
+    time_runs(argv, runs, false)
 }
 
 /// In a child between fork and exec: `personality(ADDR_NO_RANDOMIZE)`.
@@ -48,22 +48,68 @@ fn no_randomize() {
     }
 }
 
-fn time_runs(argv: &[OsString], runs: u32, setup: fn()) -> Result<u64, RecordError> {
+/// Puts this thread and process in the recorded program's conditions while a timed run starts,
+/// restoring them on drop: a child inherits the calling task's `personality` and the mm's
+/// PR_SET_THP_DISABLE (copied at fork, kept by execve). A spawn without a `pre_exec` hook
+/// is a posix_spawn (clone with CLONE_VM | CLONE_VFORK), which copies nothing of this process:
+/// a fork copied its page tables, a cost that grew with what it held (a recording's accesses,
+/// a gigabyte for sort's: sort's untraced runs took 94-116 ms from such a process against
+/// 30-45 ms from a small one).
+/// The THP flag is the whole process's: timed spawns take turns (another thread spawning
+/// meanwhile would inherit it too; this process spawns nothing else while it times a program).
+struct Conditions {
+    personality: i32,
+    thp_disabled: Option<i32>,
+    _turn: std::sync::MutexGuard<'static, ()>,
+}
+
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+impl Conditions {
+    fn set(thp_disable: bool) -> Conditions {
+        let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: personality and prctl with constant arguments, on this task and its mm.
+        unsafe {
+            let personality = libc::personality(0xffff_ffff);
+            if personality != -1 {
+                libc::personality((personality as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
+            }
+            let thp_disabled = thp_disable.then(|| libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0));
+            if thp_disable {
+                libc::prctl(libc::PR_SET_THP_DISABLE, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);
+            }
+            Conditions { personality, thp_disabled, _turn: turn }
+        }
+    }
+}
+
+impl Drop for Conditions {
+    fn drop(&mut self) {
+        // SAFETY: as in `set`, restoring the values read there.
+        unsafe {
+            if self.personality != -1 {
+                libc::personality(self.personality as libc::c_ulong);
+            }
+            if let Some(was) = self.thp_disabled {
+                libc::prctl(libc::PR_SET_THP_DISABLE, (was > 0) as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);
+            }
+        }
+    }
+}
+
+fn time_runs(argv: &[OsString], runs: u32, thp_disable: bool) -> Result<u64, RecordError> {
     let (program, args) = argv.split_first().ok_or_else(|| RecordError::Other("no program to time".into()))?;
     let mut times = Vec::new();
     for _ in 0..runs.max(1) {
         let mut cmd = Command::new(program);
         cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                setup();
-                Ok(())
-            });
-        }
         let t = Instant::now();
-        let status = cmd
-            .status()
+        let child = {
+            let _c = Conditions::set(thp_disable);
+            cmd.spawn()
+        };
+        let status = child
+            .and_then(|mut c| c.wait())
             .map_err(|e| RecordError::Other(format!("cannot run {} for --timed: {e}", program.to_string_lossy())))?;
         times.push(t.elapsed().as_nanos() as u64);
         if !status.success() {
@@ -89,5 +135,21 @@ mod tests {
         assert!((50_000_000..1_000_000_000).contains(&ns), "{ns}");
         let e = time_untraced(&["false".into()], 1).unwrap_err().to_string();
         assert!(e.contains("ended with"), "{e}");
+    }
+
+    /// A timed run as recorded has THP disabled (/proc/self/status `THP_enabled: 0`), a live
+    /// one not, and this process keeps its own setting either way (the conditions are set only
+    /// around the spawn, which the child inherits).
+    #[test]
+    fn a_timed_run_inherits_the_conditions_and_this_process_keeps_its_own() {
+        let own = || std::fs::read_to_string("/proc/self/status").unwrap().lines().find(|l| l.starts_with("THP_enabled")).map(str::to_string);
+        let before = own();
+        let check = |v: u8| -> Vec<OsString> { vec!["sh".into(), "-c".into(), format!("grep -q 'THP_enabled:.{v}' /proc/self/status").into()] };
+        if before.is_none() {
+            return; // a kernel without THP_enabled in /proc/PID/status
+        }
+        assert!(time_untraced(&check(0), 1).is_ok(), "THP disabled in a run as recorded");
+        assert!(time_untraced_live(&check(1), 1).is_ok(), "THP left to the knobs in a live run");
+        assert_eq!(own(), before);
     }
 }

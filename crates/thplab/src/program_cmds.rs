@@ -159,6 +159,22 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         let f = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
         rec.write_to(BufWriter::new(f)).with_context(|| format!("writing {}", path.display()))?;
     }
+    // With a profile, the live time is taken as the recording's was (`record --timed`:
+    // untraced runs, no ptrace stops or census, each starting where the model's machine does),
+    // under each setting, and the model meets the free lists those runs met. All first, while
+    // this process is small: the model's replays (of a recording's accesses above all: a
+    // gigabyte for sort's 128 M) move the free lists the runs would meet.
+    let mut untraced = Vec::new();
+    for (_, s) in &runs {
+        untraced.push(match a.profile {
+            Some(_) => {
+                let _guard = live::SettingsGuard::apply(s)?;
+                let argv: Vec<OsString> = a.command.iter().map(OsString::from).collect();
+                Some(crate::live_cmds::time_untraced(&argv, 3, true, !a.json)?)
+            }
+            None => None,
+        });
+    }
     let accesses = match a.accesses {
         Some((cpu, paging)) => Some(sim::RecordedAccessInput { file: "(recorded with --accesses)".into(), trace: std::sync::Arc::new(record_accesses(&a, &rec)?), cpu, paging }),
         None => None,
@@ -186,19 +202,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     // the settings guard; THP stays disabled for the recorded program itself), once per set of
     // values of the knobs it read.
     let mut again: Vec<(Vec<Option<String>>, record::Recording, Option<Vec<u64>>)> = Vec::new();
-    for (label, s) in &runs {
-        // With a profile, the live time is taken as the recording's was (`record --timed`:
-        // untraced runs, no ptrace stops or census, each starting where the model's machine
-        // does), under this setting, before the model runs (whose own memory moves the free
-        // lists), and the model meets the free lists those runs met.
-        let untraced = match a.profile {
-            Some(_) => {
-                let _guard = live::SettingsGuard::apply(s)?;
-                let argv: Vec<OsString> = a.command.iter().map(OsString::from).collect();
-                Some(crate::live_cmds::time_untraced(&argv, 3, true, !a.json)?)
-            }
-            None => None,
-        };
+    for ((label, s), untraced) in runs.iter().zip(untraced) {
         let untraced_ms = untraced.as_ref().map(|(ns, _)| *ns as f64 / 1e6);
         // With a profile's [host], the model's free memory as the live run will meet it.
         let host = a.profile.as_ref().filter(|p| p.fault.is_some()).and_then(|p| crate::live_cmds::host_model(p, true));
