@@ -142,7 +142,11 @@ mod tests {
     /// around the spawn, which the child inherits).
     #[test]
     fn a_timed_run_inherits_the_conditions_and_this_process_keeps_its_own() {
-        let own = || std::fs::read_to_string("/proc/self/status").unwrap().lines().find(|l| l.starts_with("THP_enabled")).map(str::to_string);
+        // Read between timed spawns (another test's may be under way on another thread).
+        let own = || {
+            let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+            std::fs::read_to_string("/proc/self/status").unwrap().lines().find(|l| l.starts_with("THP_enabled")).map(str::to_string)
+        };
         let before = own();
         let check = |v: u8| -> Vec<OsString> { vec!["sh".into(), "-c".into(), format!("grep -q 'THP_enabled:.{v}' /proc/self/status").into()] };
         if before.is_none() {
