@@ -20,9 +20,14 @@ use crate::RecordError;
 /// for the recorded one (these timed runs, the accesses' run under valgrind). Only
 /// async-signal-safe calls.
 pub(crate) fn as_recorded() {
-    // SAFETY: prctl with constant arguments.
-    unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
+    set_thp_disable(true);
     no_randomize();
+}
+
+/// `prctl(PR_SET_THP_DISABLE, on)` on this process's mm (async-signal-safe).
+fn set_thp_disable(on: bool) {
+    // SAFETY: prctl with constant arguments.
+    unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, on as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
 }
 
 /// The median wall time (ns) of `runs` untraced runs of `argv` (at least one), as recorded
@@ -37,14 +42,16 @@ pub fn time_untraced_live(argv: &[OsString], runs: u32) -> Result<u64, RecordErr
     time_runs(argv, runs, false)
 }
 
-/// In a child between fork and exec: `personality(ADDR_NO_RANDOMIZE)`.
-fn no_randomize() {
+/// `personality(ADDR_NO_RANDOMIZE)` added to this task's (async-signal-safe: also in a child
+/// between fork and exec); returns the personality before (-1 where it could not be read).
+fn no_randomize() -> i32 {
     // SAFETY: personality with constant arguments.
     unsafe {
         let cur = libc::personality(0xffff_ffff);
         if cur != -1 {
             libc::personality((cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
         }
+        cur
     }
 }
 
@@ -68,31 +75,24 @@ static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 impl Conditions {
     fn set(thp_disable: bool) -> Conditions {
         let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: personality and prctl with constant arguments, on this task and its mm.
-        unsafe {
-            let personality = libc::personality(0xffff_ffff);
-            if personality != -1 {
-                libc::personality((personality as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
-            }
-            let thp_disabled = thp_disable.then(|| libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0));
-            if thp_disable {
-                libc::prctl(libc::PR_SET_THP_DISABLE, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);
-            }
-            Conditions { personality, thp_disabled, _turn: turn }
+        let personality = no_randomize();
+        // SAFETY: prctl with constant arguments.
+        let thp_disabled = thp_disable.then(|| unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) });
+        if thp_disable {
+            set_thp_disable(true);
         }
+        Conditions { personality, thp_disabled, _turn: turn }
     }
 }
 
 impl Drop for Conditions {
     fn drop(&mut self) {
-        // SAFETY: as in `set`, restoring the values read there.
-        unsafe {
-            if self.personality != -1 {
-                libc::personality(self.personality as libc::c_ulong);
-            }
-            if let Some(was) = self.thp_disabled {
-                libc::prctl(libc::PR_SET_THP_DISABLE, (was > 0) as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);
-            }
+        if self.personality != -1 {
+            // SAFETY: personality with the value read in `set`.
+            unsafe { libc::personality(self.personality as libc::c_ulong) };
+        }
+        if let Some(was) = self.thp_disabled {
+            set_thp_disable(was > 0);
         }
     }
 }
