@@ -609,6 +609,12 @@ fn tlb_choice(cpu: Option<&str>, paging: Option<&str>, profile: Option<&uapi::pr
     Ok((preset, paging))
 }
 
+/// The base pages' scatter for nested walks: `--order0-scatter`, else the profile's `[tlb]`,
+/// else 0 (as `tlb_choice` resolves the preset and paging).
+fn scatter_choice(given: Option<f64>, profile: Option<&uapi::profile::MachineProfile>) -> f64 {
+    given.or(profile.and_then(|p| p.tlb.as_ref()).map(|t| t.order0_scatter)).unwrap_or(0.0)
+}
+
 /// What a workload's model run may have besides its settings and machine.
 #[derive(Clone, Copy, Default)]
 pub struct SimExtras<'a> {
@@ -799,7 +805,7 @@ fn sim_one(
         }
         SimInput::Workload(w) => {
             let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile)?;
-            let order0_scatter = a.order0_scatter.or(profile.and_then(|p| p.tlb.as_ref()).map(|t| t.order0_scatter)).unwrap_or(0.0);
+            let order0_scatter = scatter_choice(a.order0_scatter, profile);
             let host = host.map(|h| (h, None));
             run_sim_tlb(w, settings, machine, a.check, progress, explain, &SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter })?
         }
@@ -1154,7 +1160,7 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
         let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true));
         let host = host.as_ref().map(|(h, free)| (*h, free.as_deref()));
         let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?;
-        let order0_scatter = profile.as_ref().and_then(|p| p.tlb.as_ref()).map_or(0.0, |t| t.order0_scatter);
+        let order0_scatter = scatter_choice(None, profile.as_ref());
         let x = SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter };
         let (model, live) = model_and_live(&w, s, &machine, a.repeat, false, &x)?;
         let compare::Retried { live, rows, attempts, why } =
