@@ -402,7 +402,7 @@ impl Kernel {
     /// Give the machine a free page reporting device of `order` (`page_reporting_order`) and a
     /// host behind it, in the state a machine is in after idling: every free block of `order`
     /// or above reported and unbacked, the smaller ones backed. With `free_areas` (a row of
-    /// /proc/buddyinfo), the free memory is first laid out in blocks of those orders, the rest
+    /// /proc/buddyinfo, or of a migratetype's free lists in /proc/pagetypeinfo), the free memory is first laid out in blocks of those orders, the rest
     /// held by the rest of the system (`Zone::seed_free_areas`); without, the machine is as it
     /// boots, all free in MAX_PAGE_ORDER blocks. Call before the first step.
     pub fn enable_page_reporting(&mut self, order: Order, free_areas: Option<&[u64]>) {

@@ -389,7 +389,7 @@ impl Machine {
 
     /// Give the machine a free page reporting device and the host behind it (a profile's
     /// `[host]`): the kernel's free memory is laid out as `free_areas` says (a live snapshot of
-    /// /proc/buddyinfo, else the profile's own) in the state of an idle machine, and every
+    /// Movable free lists, else the profile's own) in the state of an idle machine, and every
     /// frame a priced step writes that the host had dropped costs `fault_ns_per_page`. Call
     /// before the first step.
     pub fn set_host(&mut self, host: &uapi::profile::HostCosts, free_areas: Option<&[u64]>) {

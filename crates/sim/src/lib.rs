@@ -143,7 +143,7 @@ pub struct RunOptions<'a> {
     /// the work (sim::driver) and the result has `time`.
     pub costs: Option<uapi::profile::FaultCosts>,
     /// A profile's `[host]` (a VM that reports free pages to its host), with the free lists to
-    /// lay the machine's memory out by (a live /proc/buddyinfo row; `None`: the profile's):
+    /// lay the machine's memory out by (a live row of Movable free lists, `live::host::free_areas`; `None`: the profile's):
     /// `driver::Machine::set_host`. Priced only with `costs`.
     pub host: Option<(uapi::profile::HostCosts, Option<Vec<u64>>)>,
     /// `--cpu` and `--paging`: the TLB model that `access` statements drive (default: zen4,

@@ -100,8 +100,8 @@ pub struct HostCosts {
     pub page_reporting_order: u8,
     /// ns per 4 KiB frame written after the host dropped it.
     pub fault_ns_per_page: f64,
-    /// Free blocks per order (0..=10) when the profile was measured (/proc/buddyinfo, its zones
-    /// summed): the model lays its free memory out alike when it has no fresher snapshot.
+    /// Free blocks per order (0..=10) when the profile was measured: the Movable rows of
+    /// /proc/pagetypeinfo (those a program's pages come from), zones summed: the model lays its free memory out alike when it has no fresher snapshot.
     #[serde(default)]
     pub free_areas: Vec<u64>,
     /// How it was measured.
