@@ -6,7 +6,7 @@
 //! Sources (6.18): `include/uapi/asm-generic/mman-common.h`, `arch/x86/include/uapi/asm/mman.h`,
 //! `include/uapi/linux/mman.h`, `include/uapi/linux/prctl.h`, `include/uapi/asm-generic/fcntl.h`,
 //! `include/uapi/linux/fcntl.h`, `include/uapi/linux/fs.h`, `include/uapi/linux/falloc.h`,
-//! `include/uapi/linux/memfd.h`, `arch/x86/include/asm/trap_pf.h`.
+//! `include/uapi/linux/memfd.h`, `include/uapi/linux/userfaultfd.h`, `arch/x86/include/asm/trap_pf.h`.
 
 /// mmap, mremap, madvise, mlock.
 pub mod mman {
@@ -96,6 +96,70 @@ pub mod io_uring {
     pub fn opcode(arg: u64) -> u64 {
         arg & 0xffff_ffff & !IORING_REGISTER_USE_REGISTERED_RING
     }
+}
+
+/// userfaultfd's ioctls (include/uapi/linux/userfaultfd.h): type 0xAA, the number (`_IOC_NR`)
+/// names the operation, the size is that of its struct.
+pub mod userfaultfd {
+    /// The ioctl type byte of every UFFDIO_* request.
+    pub const UFFDIO: u64 = 0xAA;
+    pub const API: u8 = 0x3F;
+    pub const REGISTER: u8 = 0x00;
+    pub const UNREGISTER: u8 = 0x01;
+    pub const WAKE: u8 = 0x02;
+    pub const COPY: u8 = 0x03;
+    pub const ZEROPAGE: u8 = 0x04;
+    pub const MOVE: u8 = 0x05;
+    pub const WRITEPROTECT: u8 = 0x06;
+    pub const CONTINUE: u8 = 0x07;
+    pub const POISON: u8 = 0x08;
+    /// The full request numbers (`_IOWR`/`_IOR` with the struct sizes: uffdio_api 24,
+    /// uffdio_register 32, uffdio_range 16, uffdio_copy 40, uffdio_zeropage 32, uffdio_move
+    /// 40, uffdio_writeprotect 24, uffdio_continue 32, uffdio_poison 32).
+    pub const REQUESTS: [(u64, u8); 10] = [
+        (0xc018_aa3f, API),
+        (0xc020_aa00, REGISTER),
+        (0x8010_aa01, UNREGISTER),
+        (0x8010_aa02, WAKE),
+        (0xc028_aa03, COPY),
+        (0xc020_aa04, ZEROPAGE),
+        (0xc028_aa05, MOVE),
+        (0xc018_aa06, WRITEPROTECT),
+        (0xc020_aa07, CONTINUE),
+        (0xc020_aa08, POISON),
+    ];
+    /// The operation of a request number (its low 32 bits, as the kernel reads an `unsigned
+    /// int cmd`), if it is one of [`REQUESTS`].
+    pub fn op_of(cmd: u64) -> Option<u8> {
+        REQUESTS.iter().find(|r| r.0 == cmd & 0xffff_ffff).map(|r| r.1)
+    }
+    /// The struct size of a request number (`_IOC_SIZE`).
+    pub fn size_of(cmd: u64) -> usize {
+        ((cmd >> 16) & 0x3fff) as usize
+    }
+    /// The operation's name as the header spells it (`UFFDIO_COPY`), `?` for another.
+    pub fn name(op: u8) -> &'static str {
+        match op {
+            API => "UFFDIO_API",
+            REGISTER => "UFFDIO_REGISTER",
+            UNREGISTER => "UFFDIO_UNREGISTER",
+            WAKE => "UFFDIO_WAKE",
+            COPY => "UFFDIO_COPY",
+            ZEROPAGE => "UFFDIO_ZEROPAGE",
+            MOVE => "UFFDIO_MOVE",
+            WRITEPROTECT => "UFFDIO_WRITEPROTECT",
+            CONTINUE => "UFFDIO_CONTINUE",
+            POISON => "UFFDIO_POISON",
+            _ => "?",
+        }
+    }
+    /// `uffdio_register.mode` bits.
+    pub const UFFDIO_REGISTER_MODE_MISSING: u64 = 1 << 0;
+    pub const UFFDIO_REGISTER_MODE_WP: u64 = 1 << 1;
+    pub const UFFDIO_REGISTER_MODE_MINOR: u64 = 1 << 2;
+    /// `uffdio_api.features` bits the model reads: the child of a fork keeps the registration
+    /// only with EVENT_FORK (`dup_userfaultfd`).
+    pub const UFFD_FEATURE_EVENT_FORK: u64 = 1 << 1;
 }
 
 /// x86 page-fault error code bits (`enum x86_pf_error_code`).
@@ -329,5 +393,31 @@ mod tests {
         }
         // Not in the libc crate: MADV_COLLAPSE (mman-common.h: 25) and the 6.18 prctl flag.
         assert_eq!((mman::MADV_COLLAPSE, prctl::PR_THP_DISABLE_EXCEPT_ADVISED), (25, 2));
+    }
+
+    /// Not in the libc crate either: the UFFDIO requests, rebuilt from `_IOC(dir, 0xAA, nr,
+    /// size)` (include/uapi/asm-generic/ioctl.h: nr bits 0-7, type 8-15, size 16-29, dir 30-31
+    /// with _IOC_WRITE 1 and _IOC_READ 2) and the structs' sizes in userfaultfd.h.
+    #[test]
+    fn the_uffdio_requests_are_their_ioc_encodings() {
+        use userfaultfd::*;
+        let ioc = |dir: u64, nr: u8, size: u64| dir << 30 | size << 16 | UFFDIO << 8 | nr as u64;
+        let (r, wr) = (2, 3);
+        let expected = [
+            (ioc(wr, API, 24), API),
+            (ioc(wr, REGISTER, 32), REGISTER),
+            (ioc(r, UNREGISTER, 16), UNREGISTER),
+            (ioc(r, WAKE, 16), WAKE),
+            (ioc(wr, COPY, 40), COPY),
+            (ioc(wr, ZEROPAGE, 32), ZEROPAGE),
+            (ioc(wr, MOVE, 40), MOVE),
+            (ioc(wr, WRITEPROTECT, 24), WRITEPROTECT),
+            (ioc(wr, CONTINUE, 32), CONTINUE),
+            (ioc(wr, POISON, 32), POISON),
+        ];
+        assert_eq!(REQUESTS, expected);
+        assert_eq!((op_of(0xffff_ffff_c028_aa03), size_of(0xc028_aa03)), (Some(COPY), 40));
+        // USERFAULTFD_IOC_NEW (_IO(0xAA, 0), on /dev/userfaultfd) is not an operation on a range.
+        assert_eq!(op_of(0xaa00), None);
     }
 }

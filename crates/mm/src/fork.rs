@@ -169,6 +169,7 @@ impl Kernel {
         child.flags.disable_thp_completely = self.mm.flags.disable_thp_completely;
         child.flags.disable_thp_except_advised = self.mm.flags.disable_thp_except_advised;
         child.flags.def_flags = self.mm.flags.def_flags & vm::NOHUGEPAGE;
+        child.flags.uffd_event_fork = self.mm.flags.uffd_event_fork;
         self.parked.push(None);
         let mut work = ForkWork::default();
         let vmas: Vec<Vma> = self.mm.vmas.iter().cloned().collect();
@@ -179,6 +180,10 @@ impl Kernel {
             }
             let mut tmp = v;
             tmp.flags &= !(vm::LOCKED | vm::LOCKONFAULT);
+            // dup_userfaultfd: without UFFD_FEATURE_EVENT_FORK the child's VMA is unregistered.
+            if !self.mm.flags.uffd_event_fork {
+                tmp.flags &= !vm::UFFD_ARMED;
+            }
             if v.flags & vm::WIPEONFORK != 0 {
                 tmp.anon_vma = 0;
             }

@@ -122,7 +122,9 @@ impl Kernel {
             let mut addr = s;
             while addr < e {
                 match self.access(addr, write) {
-                    Access::Fault => done.faults += 1,
+                    // A userfaultfd's page: GUP waits for its reader, whose UFFDIO_COPY or
+                    // UFFDIO_ZEROPAGE comes later in a recording.
+                    Access::Fault | Access::Userfault => done.faults += 1,
                     Access::Hit => {}
                     Access::Oom => return Err(Errno::ENOMEM),
                     // Beyond the end of a shared file (SIGBUS for a fault): GUP stops there.
@@ -190,7 +192,8 @@ impl Kernel {
                         Access::Fault => done.faults += 1,
                         Access::Hit => {}
                         Access::Oom => return Err(Errno::ENOMEM),
-                        Access::Sigbus | Access::Segv => return Err(Errno::EFAULT),
+                        // The model cannot wait for a userfaultfd's reader: nothing to pin.
+                        Access::Sigbus | Access::Segv | Access::Userfault => return Err(Errno::EFAULT),
                     }
                     self.writable_folio(addr).ok_or(Errno::EFAULT)?
                 }

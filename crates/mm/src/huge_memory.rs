@@ -43,6 +43,8 @@ pub(crate) enum HugeFault {
     /// VM_FAULT_FALLBACK, with the reason the PMD size was not used.
     Fallback(FallbackReason),
     Oom,
+    /// Handed to the userfaultfd (VM_UFFD_MISSING): nothing mapped.
+    Userfault,
 }
 
 impl Kernel {
@@ -107,6 +109,10 @@ impl Kernel {
                 self.counters.count(VmEvent::ThpFaultFallback);
                 return HugeFault::Fallback(FallbackReason::AllocFailed);
             }
+            if vma.flags & vm::UFFD_MISSING != 0 {
+                self.free_pgtable(pgtable);
+                return HugeFault::Userfault;
+            }
             self.mm.pt.set_pmd(pmd_table, haddr, Pmd::HugeZero);
             self.mm.pt.deposit(pmd_table, haddr, pgtable);
             self.mm.stats.zero_page_faults += 1;
@@ -119,6 +125,14 @@ impl Kernel {
             self.free_folio(folio);
             return HugeFault::Oom;
         };
+        // __do_huge_pmd_anonymous_page: the folio was allocated before the PMD lock shows the
+        // VMA registered with a userfaultfd; it goes back uncounted (thp_fault_alloc counts a
+        // mapped folio, `map_anon_folio_pmd`), and the fault goes to the userfaultfd's reader.
+        if vma.flags & vm::UFFD_MISSING != 0 {
+            self.free_pgtable(pgtable);
+            self.free_folio(folio);
+            return HugeFault::Userfault;
+        }
         self.mm.pt.deposit(pmd_table, haddr, pgtable);
         self.map_anon_folio_pmd(folio, vma, pmd_table, haddr);
         self.deferred_split_folio(folio, false);

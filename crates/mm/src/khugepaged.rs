@@ -477,7 +477,8 @@ impl Kernel {
             let e = self.mm.pt.pte(idx, i);
             if e == 0 || e & PTE_ZERO != 0 {
                 none_or_zero += 1;
-                if cc.is_khugepaged && none_or_zero > ks.max_ptes_none {
+                // A userfaultfd-registered VMA allows no none or zero PTE, even to MADV_COLLAPSE.
+                if vma.flags & vm::UFFD_ARMED != 0 || (cc.is_khugepaged && none_or_zero > ks.max_ptes_none) {
                     self.counters.count(VmEvent::ThpScanExceedNonePte);
                     return ScanResult::ExceedNonePte;
                 }

@@ -38,6 +38,7 @@ pub mod peak;
 pub mod pgtable;
 pub mod shmem;
 pub mod tlbflush;
+pub mod userfaultfd;
 pub mod vma;
 pub mod vmstat;
 
@@ -60,6 +61,7 @@ pub enum Errno {
     EEXIST,
     EFAULT,
     EACCES,
+    ENOENT,
     /// The model does not implement this (for example shrinking a file with cached folios).
     ENOSYS,
 }
@@ -74,6 +76,7 @@ impl Errno {
             Errno::EEXIST => "EEXIST",
             Errno::EFAULT => "EFAULT",
             Errno::EACCES => "EACCES",
+            Errno::ENOENT => "ENOENT",
             Errno::ENOSYS => "ENOSYS",
         }
     }
@@ -92,6 +95,11 @@ pub enum Access {
     Oom,
     /// A shared file mapping beyond the end of its file: the process would get SIGBUS.
     Sigbus,
+    /// The fault went to the process's userfaultfd (a VMA registered with
+    /// UFFDIO_REGISTER_MODE_MISSING, `handle_userfault`): nothing is mapped until its reader
+    /// fills the page (UFFDIO_COPY, UFFDIO_ZEROPAGE); the kernel counts the fault once its
+    /// retry completes, so it is in minflt.
+    Userfault,
 }
 
 /// The smallest simulated memory the model boots (a few MAX_PAGE_ORDER blocks above the
@@ -159,6 +167,9 @@ pub struct MmFlags {
     pub vm_hugepage: bool,
     /// `mm->def_flags`: VM_LOCKED (and VM_LOCKONFAULT) after `mlockall(MCL_FUTURE)`.
     pub def_flags: u32,
+    /// The mm's userfaultfd asked for UFFD_FEATURE_EVENT_FORK (UFFDIO_API): a fork's child
+    /// keeps the registrations (`dup_userfaultfd`); without it they are cleared.
+    pub uffd_event_fork: bool,
 }
 
 /// The sysfs masks in the form the fault path reads them (`huge_anon_orders_*`).

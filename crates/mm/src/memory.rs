@@ -282,7 +282,7 @@ impl Kernel {
                 && vma.file == 0
                 && vma.anon_vma != 0
                 && vma.flags & vm::WRITE != 0
-                && vma.flags & vm::SPECIAL == 0;
+                && vma.flags & (vm::SPECIAL | vm::UFFD_MISSING) == 0;
             let bits = PTE_WRITE | PTE_DIRTY | PTE_YOUNG;
             while done < n {
                 let a = addr + done * stride;
@@ -349,6 +349,7 @@ impl Kernel {
                             return Access::Fault;
                         }
                         HugeFault::Oom => return Access::Oom,
+                        HugeFault::Userfault => return Access::Userfault,
                         HugeFault::Fallback(r) => pmd_reason = Some(Some(r)),
                     }
                 }
@@ -358,6 +359,7 @@ impl Kernel {
                 match self.do_huge_pmd_wp_page(&vma, va, t) {
                     HugeFault::Done => return Access::Fault,
                     HugeFault::Oom => return Access::Oom,
+                    HugeFault::Userfault => return Access::Userfault,
                     HugeFault::Fallback(r) => pmd_reason = Some(Some(r)),
                 }
             }
@@ -407,6 +409,9 @@ impl Kernel {
 
     /// `do_anonymous_page`.
     fn do_anonymous_page(&mut self, vma: &mut Vma, va: Vaddr, write: bool, idx: u32, info: &mut PteFaultInfo) -> Access {
+        if vma.flags & vm::UFFD_MISSING != 0 {
+            return self.do_anonymous_userfault(vma, write);
+        }
         if !write {
             self.mm.pt.set_pte(idx, va.pte_index(), ZERO_PTE | PTE_YOUNG);
             self.mm.stats.zero_page_faults += 1;
@@ -451,9 +456,29 @@ impl Kernel {
         Access::Fault
     }
 
+    /// `do_anonymous_page` on a VMA registered with UFFDIO_REGISTER_MODE_MISSING: a read goes
+    /// to `handle_userfault` before the zero page is mapped; a write prepares the anon_vma,
+    /// allocates its order-0 page, finds the VMA registered under the PTE lock and frees the
+    /// page again (the pcp list takes it back to where it came from), then hands the fault over.
+    #[cold]
+    fn do_anonymous_userfault(&mut self, vma: &mut Vma, write: bool) -> Access {
+        if write {
+            if vma.anon_vma == 0 {
+                self.anon_vma_prepare(vma);
+            }
+            let Some(page) = self.alloc_folio(Order::BASE, true) else { return Access::Oom };
+            self.free_folio(page);
+        }
+        Access::Userfault
+    }
+
     /// `alloc_anon_folio`: the highest allowed, suitable order whose aligned PTE range is all
     /// none; on allocation failure the next order down; finally order 0.
     fn alloc_anon_folio(&mut self, vma: &Vma, va: Vaddr, idx: u32, info: &mut PteFaultInfo) -> Option<Pfn> {
+        // Per-page fault fidelity for a userfaultfd: order 0, before any size is looked at.
+        if vma.flags & vm::UFFD_ARMED != 0 {
+            return self.alloc_folio(Order::BASE, true);
+        }
         let mut orders = self.thp_vma_allowable_orders(vma, TvaType::PageFault, Orders::below(Order::PMD));
         orders = thp_vma_suitable_orders(vma, va.0, orders);
         if !orders.is_empty() {
@@ -542,7 +567,11 @@ impl Kernel {
     /// Why a fault that got `info.chosen` did not get the larger order `o`, checked in the order
     /// the kernel checks (the first that applies); None when a larger sibling order was used.
     fn fallback_reason(&self, vma: &Vma, va: Vaddr, info: &PteFaultInfo, pmd_reason: Option<Option<FallbackReason>>, sysfs: Orders, o: Order) -> Option<FallbackReason> {
-        Some(if self.mm.flags.disable_thp_completely || (self.mm.flags.disable_thp_except_advised && vma.flags & vm::HUGEPAGE == 0) {
+        // alloc_anon_folio looks at a userfaultfd's registration before any size; a copy on
+        // write (of the zero page, of a page fork shared) never reaches it.
+        Some(if o != Order::PMD && vma.flags & vm::UFFD_ARMED != 0 && info.write && !info.wp_zero && !info.wp_copy {
+            FallbackReason::UserfaultfdArmed
+        } else if self.mm.flags.disable_thp_completely || (self.mm.flags.disable_thp_except_advised && vma.flags & vm::HUGEPAGE == 0) {
             FallbackReason::PrctlDisabled
         } else if vma.flags & vm::NOHUGEPAGE != 0 {
             FallbackReason::VmaNohugepage

@@ -61,6 +61,17 @@ pub mod vm {
     /// Model: a System V shm segment's VMA, whose vm_ops are ipc/shm.c's `shm_vm_ops`: no
     /// `map_pages`, so a read fault maps its own page only (no fault-around).
     pub const SYSV_SHM: u32 = 1 << 15;
+    /// VM_UFFD_MISSING (UFFDIO_REGISTER_MODE_MISSING): a fault on a none PTE (or PMD) is handed
+    /// to the userfaultfd's reader, who fills the page (UFFDIO_COPY, UFFDIO_ZEROPAGE).
+    pub const UFFD_MISSING: u32 = 1 << 16;
+    /// VM_UFFD_WP (UFFDIO_REGISTER_MODE_WP).
+    pub const UFFD_WP: u32 = 1 << 17;
+    /// VM_UFFD_MINOR (UFFDIO_REGISTER_MODE_MINOR; shmem).
+    pub const UFFD_MINOR: u32 = 1 << 18;
+    /// `__VM_UFFD_FLAGS`: any of them is `userfaultfd_armed`. The registration's context is
+    /// one per VMA in the kernel (`vm_userfaultfd_ctx`, which merging compares); the model has
+    /// one context per mm, so the flags stand for it.
+    pub const UFFD_ARMED: u32 = UFFD_MISSING | UFFD_WP | UFFD_MINOR;
 }
 
 /// `struct vm_area_struct` (private anonymous only, for now).

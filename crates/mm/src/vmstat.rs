@@ -36,10 +36,13 @@ pub enum FallbackReason {
     /// mTHP with `anon_beside_full=1` (a knob of this machine kind's kernel build, not of
     /// upstream 6.18): no neighbouring block of the same order is fully populated.
     BesideNotFull,
+    /// mTHP: the VMA is registered with a userfaultfd (`userfaultfd_armed`): `alloc_anon_folio`
+    /// keeps per-page fault fidelity and takes order 0 before it looks at any size.
+    UserfaultfdArmed,
 }
 
 impl FallbackReason {
-    pub const ALL: [FallbackReason; 11] = [
+    pub const ALL: [FallbackReason; 12] = [
         FallbackReason::PrctlDisabled,
         FallbackReason::VmaNohugepage,
         FallbackReason::NotMadvised,
@@ -51,6 +54,7 @@ impl FallbackReason {
         FallbackReason::ForkCow,
         FallbackReason::AllocFailed,
         FallbackReason::BesideNotFull,
+        FallbackReason::UserfaultfdArmed,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -65,6 +69,7 @@ impl FallbackReason {
             FallbackReason::ForkCow => "fork_cow",
             FallbackReason::AllocFailed => "alloc_failed",
             FallbackReason::BesideNotFull => "beside_not_full",
+            FallbackReason::UserfaultfdArmed => "userfaultfd_armed",
         }
     }
     /// One line for `thplab explain` and the docs.
@@ -81,6 +86,7 @@ impl FallbackReason {
             FallbackReason::ForkCow => "writes to a page shared with another process since fork copy one 4 KiB page",
             FallbackReason::AllocFailed => "no free block of that order above the min watermark",
             FallbackReason::BesideNotFull => "anon_beside_full=1 and no neighbouring block of that size is fully populated",
+            FallbackReason::UserfaultfdArmed => "the VMA is registered with a userfaultfd, which keeps faults to 4 KiB pages",
         }
     }
 }

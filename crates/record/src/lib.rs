@@ -752,6 +752,10 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
                 }
             }
         }
+        for u in std::mem::take(&mut l.uffd) {
+            let t = u.time.saturating_sub(start);
+            self_push(&mut dec.raws, t, u.pid, u.tid, RawKind::Body(Box::new(EventBody::Uffd(u.ioctl))));
+        }
         for v in std::mem::take(&mut l.iovecs) {
             let t = v.time.saturating_sub(start);
             self_push(&mut dec.raws, t, v.pid, v.tid, RawKind::Body(Box::new(EventBody::Iovecs { call: v.kind.code(), iovs: v.iovs })));

@@ -5,6 +5,11 @@
 //!   thread's memory, makes it absolute (the thread's working directory or the dirfd's path),
 //!   looks the file (or the directory it would be created in) up with stat and statfs through
 //!   /proc/TID/root, and lets the call continue unchanged (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`).
+//! - **userfaultfd's ioctls** (request type 0xAA: UFFDIO_API, REGISTER, COPY, ZEROPAGE, ...):
+//!   the recorder reads the request's struct (its range, mode and source) from the thread's
+//!   memory and lets the call continue. UFFDIO_COPY and UFFDIO_ZEROPAGE fill pages without a
+//!   fault of the program (mm/userfaultfd.c: `mfill_atomic`), and a registered range takes no
+//!   THP at fault: the replay needs both, and no tracepoint gives a user struct.
 //! - **Calls whose result PR_SET_THP_DISABLE changes** (the recorder runs the program with it):
 //!   madvise(MADV_COLLAPSE) is answered without being performed, with what it would return
 //!   without the flag as far as the address space tells ([`collapse_result`]); prctl
@@ -62,6 +67,11 @@ const IORING_REGISTER_BUFFERS: u32 = linux_abi::io_uring::IORING_REGISTER_BUFFER
 /// The opcode without IORING_REGISTER_USE_REGISTERED_RING (bit 31).
 const IORING_OPCODE_MASK: u32 = !(linux_abi::io_uring::IORING_REGISTER_USE_REGISTERED_RING as u32);
 
+/// The bits of an ioctl request that hold its type (`_IOC_TYPEMASK << _IOC_TYPESHIFT`), and
+/// userfaultfd's type there.
+const IOC_TYPE_MASK: u32 = 0xff00;
+const UFFDIO_TYPE: u32 = (linux_abi::userfaultfd::UFFDIO as u32) << 8;
+
 /// The call numbers the filter compares, as the 32-bit words seccomp data holds.
 const MADV_COLLAPSE: u32 = linux_abi::mman::MADV_COLLAPSE as u32;
 const PR_SET_THP_DISABLE: u32 = linux_abi::prctl::PR_SET_THP_DISABLE as u32;
@@ -84,7 +94,7 @@ enum To {
 }
 
 /// The BPF program: on x86_64, with `paths` the calls of [`CALLS`] and of [`IOVEC_CALLS`]
-/// (io_uring_register with IORING_REGISTER_BUFFERS only), with `answers`
+/// (io_uring_register with IORING_REGISTER_BUFFERS only) and userfaultfd's ioctls, with `answers`
 /// madvise(MADV_COLLAPSE) and prctl(PR_SET_THP_DISABLE or PR_GET_THP_DISABLE) → notify;
 /// everything else → allow. `int` arguments (advice, option) are compared on their low 32
 /// bits, as the kernel reads them.
@@ -103,6 +113,11 @@ pub fn filter(paths: bool, answers: bool) -> Vec<libc::sock_filter> {
         for (nr, ..) in IOVEC_CALLS.iter().filter(|c| c.1 != SyscallKind::IoUringRegister) {
             p.push((jeq, *nr as u32, To::Notify, To::Next));
         }
+        // ioctl with a userfaultfd request (type 0xAA; the kernel reads `cmd` as 32 bits).
+        p.push((jeq, libc::SYS_ioctl as u32, To::Next, To::Skip(3)));
+        p.push((ld, data_arg_low(1), To::Next, To::Next));
+        p.push(((libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16, IOC_TYPE_MASK, To::Next, To::Next));
+        p.push((jeq, UFFDIO_TYPE, To::Notify, To::Allow));
         p.push((jeq, libc::SYS_io_uring_register as u32, To::Next, To::Skip(3)));
         p.push((ld, data_arg_low(1), To::Next, To::Next));
         p.push(((libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16, IORING_OPCODE_MASK, To::Next, To::Next));
@@ -199,6 +214,14 @@ pub struct Iovecs {
     pub iovs: Vec<(u64, u64)>,
 }
 
+/// A userfaultfd ioctl stopped at its entry: when, which thread, what it asked.
+pub struct Uffd {
+    pub time: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub ioctl: trace::UffdIoctl,
+}
+
 /// A call the recorder answered without running it: when it was stopped and answered, which
 /// thread, the call and its arguments (as the tracepoint would give them), and the result given.
 pub struct Answered {
@@ -217,6 +240,7 @@ pub struct Listener {
     pub resolved: Vec<Resolved>,
     pub answered: Vec<Answered>,
     pub iovecs: Vec<Iovecs>,
+    pub uffd: Vec<Uffd>,
     /// Notifications whose thread went away before it could be looked at.
     pub vanished: u64,
     /// The program has called prctl(PR_SET_THP_DISABLE) itself, last with a non-zero flag:
@@ -233,7 +257,7 @@ enum Reply {
 
 impl Listener {
     pub fn new(fd: OwnedFd) -> Listener {
-        Listener { fd, resolved: Vec::new(), answered: Vec::new(), iovecs: Vec::new(), vanished: 0, own_thp_disable: false }
+        Listener { fd, resolved: Vec::new(), answered: Vec::new(), iovecs: Vec::new(), uffd: Vec::new(), vanished: 0, own_thp_disable: false }
     }
 
     /// Answer every pending notification (call when poll says POLLIN).
@@ -257,6 +281,17 @@ impl Listener {
                 Reply::Return(collapse_result(n.data.args[0], n.data.args[1], Some(n.pid)))
             } else if nr == libc::SYS_prctl {
                 self.prctl_reply(&n.data.args)
+            } else if nr == libc::SYS_ioctl {
+                // Another request of type 0xAA (USERFAULTFD_IOC_NEW on /dev/userfaultfd) is no
+                // operation on an address space: it continues unrecorded.
+                if let Some(op) = linux_abi::userfaultfd::op_of(n.data.args[1]) {
+                    let size = linux_abi::userfaultfd::size_of(n.data.args[1]);
+                    match (read_uffd(n.pid, op, n.data.args[0] as u32, n.data.args[2], size), tgid_of(n.pid)) {
+                        (Some(ioctl), Some(pid)) => self.uffd.push(Uffd { time, pid, tid: n.pid, ioctl }),
+                        _ => self.vanished += 1,
+                    }
+                }
+                Reply::Continue
             } else if let Some(&(_, kind, at, count)) = IOVEC_CALLS.iter().find(|c| c.0 == nr) {
                 match (read_iovecs(n.pid, n.data.args[at], n.data.args[count]), tgid_of(n.pid)) {
                     (Some(iovs), Some(pid)) => self.iovecs.push(Iovecs { time, pid, tid: n.pid, kind, iovs }),
@@ -373,6 +408,29 @@ fn read_iovecs(tid: u32, addr: u64, count: u64) -> Option<Vec<(u64, u64)>> {
     f.read_exact_at(&mut b, addr).ok()?;
     let word = |c: &[u8]| u64::from_ne_bytes(c.try_into().expect("8 bytes"));
     Some(b.chunks_exact(16).map(|c| (word(&c[..8]), word(&c[8..]))).collect())
+}
+
+/// The struct of userfaultfd request `op` (`size` bytes) at `addr` in thread `tid`, as a
+/// [`trace::UffdIoctl`] (include/uapi/linux/userfaultfd.h: uffdio_api {api, features, ioctls};
+/// uffdio_range {start, len} first in register, zeropage, writeprotect, continue and poison,
+/// then their mode; uffdio_copy and uffdio_move {dst, src, len, mode}). None where the memory
+/// cannot be read (the thread went away, or the pointer is bad: the call then fails with
+/// EFAULT and changes nothing).
+fn read_uffd(tid: u32, op: u8, fd: u32, addr: u64, size: usize) -> Option<trace::UffdIoctl> {
+    use linux_abi::userfaultfd as u;
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(format!("/proc/{tid}/mem")).ok()?;
+    let mut b = vec![0u8; size.max(16)];
+    f.read_exact_at(&mut b[..size], addr).ok()?;
+    let w = |i: usize| b.get(8 * i..8 * i + 8).map_or(0, |c| u64::from_ne_bytes(c.try_into().expect("8 bytes")));
+    let mut r = trace::UffdIoctl { op, fd, ..Default::default() };
+    match op {
+        u::API => r.mode = w(1),
+        u::COPY | u::MOVE => (r.start, r.src, r.len, r.mode) = (w(0), w(1), w(2), w(3)),
+        u::UNREGISTER | u::WAKE => (r.start, r.len) = (w(0), w(1)),
+        _ => (r.start, r.len, r.mode) = (w(0), w(1), w(2)),
+    }
+    Some(r)
 }
 
 /// A NUL-terminated string at `addr` in thread `tid` (at most 4096 bytes), and the addresses of
@@ -617,6 +675,16 @@ mod tests {
             assert_eq!(run(&prog, X86, 427, a(&[3, 0, 0x7000_0000, 1])), want(paths));
             assert_eq!(run(&prog, X86, 427, a(&[3, 1 << 31, 0x7000_0000, 1])), want(paths));
             assert_eq!(run(&prog, X86, 427, a(&[3, 2, 0x7000_0000, 1])), ALLOW, "IORING_REGISTER_FILES");
+            // ioctl (16) with a userfaultfd request (type 0xAA) with the paths, whatever the
+            // upper 32 bits; other ioctls (TCGETS 0x5401, FIONREAD 0x541b) run unseen.
+            for cmd in [0xc028_aa03, 0xc020_aa00, 0xffff_ffff_c028_aa03, 0xaa00] {
+                assert_eq!(run(&prog, X86, 16, a(&[3, cmd, 0x7000_0000])), want(paths), "ioctl {cmd:#x}");
+            }
+            for cmd in [0x5401, 0x541b, 0xc028_ab03] {
+                assert_eq!(run(&prog, X86, 16, a(&[3, cmd, 0x7000_0000])), ALLOW, "ioctl {cmd:#x}");
+            }
+            // After the ioctl compare, io_uring_register, madvise and prctl still reach theirs.
+            assert_eq!(run(&prog, X86, 427, a(&[3, 0, 0x7000_0000, 1])), want(paths));
             // After an io_uring_register compare, madvise and prctl still reach their tests.
             assert_eq!(run(&prog, X86, 28, a(&[0x7000_0000, 4 << 20, 25])), want(answers));
             assert_eq!(run(&prog, 0x4000_0003, 2, a(&[])), ALLOW, "i386 open is not x86_64's");

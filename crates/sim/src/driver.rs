@@ -68,6 +68,14 @@ pub enum Step {
     Populate { start: u64, end: u64, how: Populate },
     /// An O_DIRECT read's buffer (mm/gup.c: `pin_user_pages_fast`).
     PinUserPages { start: u64, len: u64 },
+    /// UFFDIO_API (fs/userfaultfd.c: `userfaultfd_api`): the features asked for.
+    UffdApi { features: u64 },
+    /// UFFDIO_REGISTER (`userfaultfd_register`).
+    UffdRegister { start: u64, len: u64, mode: u64 },
+    /// UFFDIO_UNREGISTER (`userfaultfd_unregister`).
+    UffdUnregister { start: u64, len: u64 },
+    /// UFFDIO_COPY or UFFDIO_ZEROPAGE (mm/userfaultfd.c: `mfill_atomic`).
+    Mfill { start: u64, len: u64, what: mm::userfaultfd::Mfill },
     /// One load or store (the MMU; a fault enters `handle_mm_fault`).
     Access { addr: u64, write: bool },
     /// An access of a workload's `access` statement: as `Access`, but the TLB model prices it
@@ -141,6 +149,8 @@ pub enum Outcome {
     Forked(Result<(MmId, ForkWork), Errno>),
     /// CopyPinned: pages copied for the child, and PMD-mapped pinned ranges left shared.
     CopiedPinned { copied: u64, pmd_mapped: u64 },
+    /// Mfill: the pages filled.
+    Filled(Result<mm::userfaultfd::Mfilled, Errno>),
     /// A step with nothing to return (exit, sleep, settings).
     Done,
 }
@@ -154,6 +164,7 @@ impl Outcome {
             Outcome::Populated(r) => r.map(|_| ()),
             Outcome::Pinned(r) => r.map(|_| ()),
             Outcome::Forked(r) => r.map(|_| ()),
+            Outcome::Filled(r) => r.map(|_| ()),
             Outcome::Brk(_) | Outcome::Access(_) | Outcome::Run { .. } | Outcome::Mounted(_) | Outcome::Created(_) | Outcome::CopiedPinned { .. } | Outcome::Done => Ok(()),
         }
     }
@@ -554,6 +565,13 @@ impl Machine {
             }
             Step::Populate { start, end, how } => Outcome::Populated(k.populate_range(start, end, how)),
             Step::PinUserPages { start, len } => Outcome::Pinned(k.pin_user_pages_fast(start, len)),
+            Step::UffdApi { features } => {
+                k.userfaultfd_api(features);
+                Outcome::Done
+            }
+            Step::UffdRegister { start, len, mode } => Outcome::Ret(k.userfaultfd_register(start, len, mode)),
+            Step::UffdUnregister { start, len } => Outcome::Ret(k.userfaultfd_unregister(start, len)),
+            Step::Mfill { start, len, what } => Outcome::Filled(k.mfill_atomic(start, len, what)),
             Step::Access { addr, write } | Step::TlbAccess { addr, write } => Outcome::Access(k.access(addr, write)),
             Step::AccessRun { first, n, stride, write } => {
                 let (done, last) = k.access_run(first, n, stride, write);

@@ -647,6 +647,8 @@ impl Sim<'_> {
         match outcome {
             Access::Oom => self.err(line, format!("out of memory at {addr:#x}: {}", oom_report(&self.m))),
             Access::Sigbus => self.err(line, format!("access at {addr:#x} is beyond the end of the mapped file: the process would get SIGBUS (ftruncate it first)")),
+            // A workload cannot register a userfaultfd; its faults never go to one.
+            Access::Userfault => self.err(line, format!("access at {addr:#x} went to a userfaultfd, which no workload registers")),
             Access::Segv | Access::Hit | Access::Fault => {
                 let kind = if write { "write" } else { "read" };
                 self.err(line, format!("{kind} at {addr:#x} would get SIGSEGV: no mapping there or it forbids a {kind}"))

@@ -767,6 +767,7 @@ impl<'a> Replay<'a> {
             EventBody::Iovecs { call, iovs } => {
                 self.iovecs.insert(e.tid, (*call, iovs.clone()));
             }
+            EventBody::Uffd(u) => self.uffd(e.pid, u),
             EventBody::Map(m) if m.path.starts_with(b"/SYSV") && m.flags & MAP_SHARED as u32 != 0 => self.shm_map(e.pid, m),
             EventBody::Path(p) => {
                 if let Some(knob) = thp_knob_of_path(&p.path) {
@@ -780,6 +781,36 @@ impl<'a> Replay<'a> {
             _ => {}
         }
         Ok(())
+    }
+
+    /// A userfaultfd ioctl, performed on the process's mm (the model's one userfaultfd context
+    /// per mm: a userfaultfd passed to another process acts on its creator's mm in the
+    /// kernel). Its result is not recorded; the model's fails where the kernel's did while the
+    /// address spaces agree. UFFDIO_MOVE, UFFDIO_CONTINUE, UFFDIO_POISON and fills of shared
+    /// (shmem) VMAs are counted in `populate_unmodelled` and warned about; UFFDIO_WAKE and
+    /// UFFDIO_WRITEPROTECT change no folio (a write to a protected page faults, as recorded).
+    fn uffd(&mut self, pid: u32, u: &trace::UffdIoctl) {
+        use linux_abi::userfaultfd as op;
+        let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else { return };
+        let (mm, start) = (img.mm, img.tr(u.start));
+        let step = match u.op {
+            op::API => Step::UffdApi { features: u.mode },
+            op::REGISTER => Step::UffdRegister { start, len: u.len, mode: u.mode },
+            op::UNREGISTER => Step::UffdUnregister { start, len: u.len },
+            op::COPY => Step::Mfill { start, len: u.len, what: mm::userfaultfd::Mfill::Copy },
+            op::ZEROPAGE => Step::Mfill { start, len: u.len, what: mm::userfaultfd::Mfill::Zeropage },
+            op::WAKE | op::WRITEPROTECT => return,
+            _ => {
+                let name = op::name(u.op);
+                return self.unmodelled(pid, name, &format!("{name} of {:#x}+{:#x}: not modelled (the pages it maps, moves or poisons are not in the model)", u.start, u.len));
+            }
+        };
+        if let Outcome::Filled(Ok(f)) = self.m.step(mm, step) {
+            if f.unmodelled {
+                let name = op::name(u.op);
+                self.unmodelled(pid, name, &format!("{name} of {:#x}+{:#x} into a shared (shmem) mapping: not modelled (its pages are not in the model)", u.start, u.len));
+            }
+        }
     }
 
     /// The program opened a knob of the THP tree: it may choose what it does by it (HotSpot
@@ -1062,7 +1093,8 @@ impl<'a> Replay<'a> {
         let proc = self.procs.get_mut(&pid).expect("process exists");
         debug_assert_eq!(proc.image.as_ref().map(|i| i.mm), Some(self.m.current_mm()));
         match self.m.step_current(Step::Access { addr, write }).access() {
-            Access::Hit | Access::Fault => {}
+            // A userfaultfd's page: its reader's UFFDIO_COPY or UFFDIO_ZEROPAGE follows.
+            Access::Hit | Access::Fault | Access::Userfault => {}
             Access::Segv | Access::Sigbus | Access::Oom => {
                 proc.passthrough += 1;
                 self.stats.passthrough_faults += 1;

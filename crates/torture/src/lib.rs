@@ -20,7 +20,7 @@ use mm::madvise::{Madvise, ThpDisable};
 use mm::mmap::{prot_to_vm, MapBacking, MmapPlacement};
 use mm::shmem::{SbHuge, SHM_MNT};
 use mm::{Access, BootParams, Kernel, MmId};
-use sim::driver::{Machine, Step};
+use sim::driver::{Machine, Outcome, Step};
 use mm_types::prng::Prng;
 use mm_types::{PAGE_SIZE, PMD_SIZE};
 use uapi::settings::{AnonEnabled, ShmemEnabled, ShmemSizeEnabled, TopEnabled};
@@ -335,7 +335,7 @@ fn random_op(rng: &mut Prng, m: &mut Machine, cur: &mut MmId, regions: &mut Vec<
     }
     let r = &regions[rng.below(regions.len() as u64) as usize];
     let (s, len) = subrange(rng, r);
-    match rng.below(23) {
+    match rng.below(24) {
         20 => {
             // Populate without faults (mm/gup.rs): afterwards every page GUP wrote is mapped
             // writable, so a write there does not fault.
@@ -345,7 +345,8 @@ fn random_op(rng: &mut Prng, m: &mut Machine, cur: &mut MmId, regions: &mut Vec<
             if how == Populate::Write && r.is_ok() {
                 let mut addr = s;
                 while addr < s + len {
-                    if m.step(mm, Step::Access { addr, write: true }).access() != Access::Hit {
+                    // A page of a userfaultfd MODE_MISSING range waits for its reader's answer.
+                    if !matches!(m.step(mm, Step::Access { addr, write: true }).access(), Access::Hit | Access::Userfault) {
                         return (op, Err(format!("MADV_POPULATE_WRITE succeeded but a write at {addr:#x} faults: {}", m.dump_addr(addr))));
                     }
                     addr += PAGE_SIZE;
@@ -364,6 +365,31 @@ fn random_op(rng: &mut Prng, m: &mut Machine, cur: &mut MmId, regions: &mut Vec<
                 }
             };
             (r, Ok(()))
+        }
+        23 => {
+            // userfaultfd (mm/userfaultfd.rs): a registration, its removal, or an answer; the
+            // pages an answer filled are mapped afterwards, so an access there does not fault.
+            use mm::userfaultfd::Mfill;
+            use linux_abi::userfaultfd::{UFFDIO_REGISTER_MODE_MISSING as MISSING, UFFDIO_REGISTER_MODE_WP as WP};
+            match rng.below(4) {
+                0 => {
+                    let mode = *rng.pick(&[MISSING, WP, MISSING | WP]);
+                    (format!("UFFDIO_REGISTER {s:#x}+{len:#x} mode {mode} = {:?}", m.step(mm, Step::UffdRegister { start: s, len, mode }).ret()), Ok(()))
+                }
+                1 => (format!("UFFDIO_UNREGISTER {s:#x}+{len:#x} = {:?}", m.step(mm, Step::UffdUnregister { start: s, len }).ret()), Ok(())),
+                k => {
+                    let what = if k == 2 { Mfill::Copy } else { Mfill::Zeropage };
+                    let Outcome::Filled(r) = m.step(mm, Step::Mfill { start: s, len, what }) else { unreachable!("an mfill step fills") };
+                    let op = format!("{what:?} {s:#x}+{len:#x} = {r:?}");
+                    for i in 0..r.map_or(0, |f| f.pages) {
+                        let addr = s + i * PAGE_SIZE;
+                        if m.step(mm, Step::Access { addr, write: false }).access() != Access::Hit {
+                            return (op, Err(format!("a page the answer filled faults on a read: {}", m.dump_addr(addr))));
+                        }
+                    }
+                    (op, Ok(()))
+                }
+            }
         }
         22 => {
             // munmap across several whole VMAs (unmap_vmas zaps them one by one).
@@ -405,6 +431,12 @@ fn random_op(rng: &mut Prng, m: &mut Machine, cur: &mut MmId, regions: &mut Vec<
                         if m.step(mm, Step::Access { addr, write }).access() != Access::Hit {
                             let what = if write { "write" } else { "read" };
                             return (format!("{what} {addr:#x}"), Err(format!("a resolved access faulted again: {}", m.dump_addr(addr))));
+                        }
+                    }
+                    // Handed to a userfaultfd: nothing mapped, so it is handed over again.
+                    Access::Userfault => {
+                        if m.step(mm, Step::Access { addr, write }).access() != Access::Userfault {
+                            return (format!("access {addr:#x}"), Err(format!("a fault handed to the userfaultfd mapped something: {}", m.dump_addr(addr))));
                         }
                     }
                     Access::Segv | Access::Oom | Access::Sigbus => {}

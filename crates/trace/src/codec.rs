@@ -12,10 +12,10 @@ pub const MAGIC: &[u8; 8] = b"THPTRACE";
 pub const VERSION_MAJOR: u16 = 2;
 /// A reader accepts a newer minor version (new header fields at the end of the header, which it
 /// skips). A record kind added in a minor version (2.1: `answered`, 2.4: `exec_stack`, 2.5: the
-/// vmsplice, io_uring_register and process_vm_writev calls) is written only where it
+/// vmsplice, io_uring_register and process_vm_writev calls, 2.6: `uffd`) is written only where it
 /// happened; an older reader refuses a file that holds one (unknown record kind), never misreads
 /// it. Other new record kinds need a new major version.
-pub const VERSION_MINOR: u16 = 5;
+pub const VERSION_MINOR: u16 = 6;
 /// Longest byte string (path, argument, comm) a reader accepts.
 pub const MAX_STRING: u64 = 1 << 22;
 /// Longest header a reader accepts.

@@ -138,6 +138,28 @@ pub enum EventBody {
     /// ranges, in the target's address space), read by the recorder while the thread waited at
     /// the call's entry: (base, length) each.
     Iovecs { call: u8, iovs: Vec<(u64, u64)> },
+    /// (2.6) A userfaultfd ioctl of the record's thread, read by the recorder from the
+    /// program's memory while the thread waited at the call's entry; the call then ran.
+    Uffd(UffdIoctl),
+}
+
+/// What a userfaultfd ioctl asked (include/uapi/linux/userfaultfd.h). Its result is not
+/// recorded: the replay performs the operation, which fails where the kernel's failed as long
+/// as the model's address space is the kernel's.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct UffdIoctl {
+    /// The operation, the request's `_IOC_NR` (`linux_abi::userfaultfd::COPY`, ...).
+    pub op: u8,
+    /// The userfaultfd it was issued on.
+    pub fd: u32,
+    /// The range: REGISTER, UNREGISTER, WAKE, ZEROPAGE, WRITEPROTECT, CONTINUE, POISON their
+    /// `range`; COPY and MOVE their `dst` and `len`; 0 for API.
+    pub start: u64,
+    pub len: u64,
+    /// The struct's `mode` (API: the `features` asked for).
+    pub mode: u64,
+    /// COPY's and MOVE's `src`; 0 for the others.
+    pub src: u64,
 }
 
 /// What a path named when the system call was entered.
@@ -350,6 +372,8 @@ pub mod kind {
     pub const EXEC_STACK: u8 = 11;
     /// (2.5)
     pub const IOVECS: u8 = 12;
+    /// (2.6)
+    pub const UFFD: u8 = 13;
 }
 
 impl EventBody {
@@ -369,6 +393,7 @@ impl EventBody {
             EventBody::Answered { .. } => kind::ANSWERED,
             EventBody::ExecStack { .. } => kind::EXEC_STACK,
             EventBody::Iovecs { .. } => kind::IOVECS,
+            EventBody::Uffd(_) => kind::UFFD,
         }
     }
 }
@@ -389,6 +414,7 @@ pub fn kind_name(code: u8) -> Option<&'static str> {
         kind::ANSWERED => "answered",
         kind::EXEC_STACK => "exec_stack",
         kind::IOVECS => "iovecs",
+        kind::UFFD => "uffd",
         c => return SyscallKind::from_code(c).map(SyscallKind::name),
     })
 }

@@ -17,7 +17,7 @@ mod write;
 pub use codec::{MAGIC, VERSION_MAJOR, VERSION_MINOR};
 pub use event::{
     flags, kind, kind_name, perm, Event, EventBody, Header, MapEntry, MapInfo, MountEntry, PathInfo,
-    Syscall, SyscallKind, Trailer, TMPFS_MAGIC,
+    Syscall, SyscallKind, Trailer, UffdIoctl, TMPFS_MAGIC,
 };
 pub use read::{read_all, read_salvage, Salvaged, TraceReader};
 pub use write::TraceWriter;

@@ -407,6 +407,21 @@ impl<R: Read> TraceReader<R> {
                 }
                 EventBody::Iovecs { call: call as u8, iovs }
             }
+            kind::UFFD if self.major >= 2 => {
+                let op_at = s.offset;
+                let op = s.varint("the uffd record's operation")?;
+                if op > 0xff || linux_abi::userfaultfd::name(op as u8) == "?" {
+                    return Err(corrupt(op_at, format!("uffd record for operation {op}, which is not a UFFDIO request")));
+                }
+                EventBody::Uffd(crate::UffdIoctl {
+                    op: op as u8,
+                    fd: s.varint_u32("the uffd record's fd")?,
+                    start: s.varint("the uffd record's start")?,
+                    len: s.varint("the uffd record's length")?,
+                    mode: s.varint("the uffd record's mode")?,
+                    src: s.varint("the uffd record's src")?,
+                })
+            }
             kind::EXEC_STACK if self.major >= 2 => EventBody::ExecStack {
                 start_stack: s.varint("the exec_stack record's start_stack")?,
             },

@@ -69,6 +69,15 @@ pub fn body_text(b: &EventBody) -> String {
             let list: Vec<String> = iovs.iter().map(|&(b, l)| format!("{b:#x}+{l:#x}")).collect();
             format!("iovecs of the next {call}: {}", list.join(" "))
         }
+        EventBody::Uffd(u) => {
+            use linux_abi::userfaultfd as uffd;
+            let name = uffd::name(u.op);
+            match u.op {
+                uffd::API => format!("{name} on fd {}: features {:#x}", u.fd, u.mode),
+                uffd::COPY | uffd::MOVE => format!("{name} on fd {}: dst {:#x} len {:#x} src {:#x} mode {:#x}", u.fd, u.start, u.len, u.src, u.mode),
+                _ => format!("{name} on fd {}: {:#x}+{:#x} mode {:#x}", u.fd, u.start, u.len, u.mode),
+            }
+        }
         EventBody::ExecStack { start_stack } => {
             format!("stack after execve starts at {start_stack:#x} (argc; execve wrote from there to the top)")
         }

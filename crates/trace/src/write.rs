@@ -209,6 +209,14 @@ impl<W: Write> TraceWriter<W> {
                 }
             }
             EventBody::ExecStack { start_stack } => put_varint(b, *start_stack),
+            EventBody::Uffd(u) => {
+                if linux_abi::userfaultfd::name(u.op) == "?" {
+                    return Err(invalid(format!("uffd record for operation {}, which is not a UFFDIO request", u.op)));
+                }
+                for v in [u.op as u64, u.fd as u64, u.start, u.len, u.mode, u.src] {
+                    put_varint(b, v);
+                }
+            }
             EventBody::Iovecs { call, iovs } => {
                 if crate::SyscallKind::from_code(*call).is_none() {
                     return Err(invalid(format!("iovecs record for kind {call}, which is not a system call")));

@@ -44,6 +44,12 @@ fn sample_events() -> Vec<Event> {
             time_ns: 5,
             tid: 100,
             pid: 100,
+            body: EventBody::Uffd(trace::UffdIoctl { op: linux_abi::userfaultfd::COPY, fd: 3, start: 0x7fff_f000_0000, len: 0x1_0000, mode: 0, src: 0x5555_5555_8000 }),
+        },
+        Event {
+            time_ns: 5,
+            tid: 100,
+            pid: 100,
             body: EventBody::ExecMaps(vec![MapEntry {
                 start: 0x400000,
                 end: 0x401000,
@@ -325,7 +331,7 @@ fn every_single_byte_flip_is_detected() {
 fn version_1_files_still_read() {
     let ev: Vec<Event> = sample_events()
         .into_iter()
-        .filter(|e| !matches!(e.body, EventBody::Path(_) | EventBody::Mounts(_) | EventBody::Answered { .. } | EventBody::ExecStack { .. } | EventBody::Iovecs { .. }))
+        .filter(|e| !matches!(e.body, EventBody::Path(_) | EventBody::Mounts(_) | EventBody::Answered { .. } | EventBody::ExecStack { .. } | EventBody::Iovecs { .. } | EventBody::Uffd(_)))
         .collect();
     let mut h = header_for(&ev, 3);
     h.thp_settings.clear();
@@ -536,4 +542,28 @@ fn iovecs_records_round_trip() {
     let line = text::event_line(e);
     assert!(line.contains("iovecs of the next vmsplice: 0x7ffff7a00000+0x10000 0x7ffff7c00000+0x11"), "{line}");
     assert_eq!(trace::kind_name(kind::IOVECS), Some("iovecs"));
+}
+
+/// The `uffd` record (2.6) round-trips (in `sample_events`), its text names the request, and
+/// an operation that is no UFFDIO request is refused on both sides.
+#[test]
+fn uffd_records_round_trip() {
+    let ev = sample_events();
+    let bytes = encode(&header_for(&ev, 0), &ev);
+    let (h, back, _) = read_all(&bytes[..]).unwrap();
+    assert_eq!(back, ev);
+    assert!(h.counts.contains(&(kind::UFFD, 1)), "{:?}", h.counts);
+    let e = back.iter().find(|e| matches!(e.body, EventBody::Uffd(_))).unwrap();
+    let line = text::event_line(e);
+    assert!(line.contains("UFFDIO_COPY on fd 3: dst 0x7ffff0000000 len 0x10000 src 0x555555558000"), "{line}");
+    assert_eq!(trace::kind_name(kind::UFFD), Some("uffd"));
+    let mut bad = sample_events();
+    for e in &mut bad {
+        if let EventBody::Uffd(u) = &mut e.body {
+            u.op = 0x20;
+        }
+    }
+    let mut w = TraceWriter::new(Vec::new(), &header_for(&bad, 0)).unwrap();
+    let err = bad.iter().try_for_each(|e| w.write(e)).unwrap_err();
+    assert!(err.to_string().contains("not a UFFDIO request"), "{err}");
 }

@@ -765,6 +765,43 @@ fn a_program_that_reads_a_knob_is_recorded_under_each_value() {
     assert!(r.stdout.contains("11 of 11 settings: model = live"), "{}", r.stdout);
 }
 
+/// userfaultfd (progs/uffd_prog.c): ranges registered with MODE_MISSING whose pages the program
+/// fills itself (UFFDIO_COPY of 16 KiB per write fault from a handler thread, UFFDIO_ZEROPAGE
+/// per read fault, and copies made ahead of any fault), one unregistered half-way, and one
+/// registered with MODE_WP. The recorder reads each ioctl's struct (`uffd` records); the replay
+/// registers, hands the faults over and fills the pages. Before, the replay saw only the faults
+/// and gave the registered ranges mTHP and PMD THPs the kernel never gives them. By hand, under
+/// "64K alone": the MODE_WP range's 1024 write faults are refused 64 KiB folios as
+/// `userfaultfd_armed`, and the 16 pages the reads left are zero-page PTEs.
+#[test]
+fn userfaultfd_ranges_are_registered_and_filled_as_the_program_filled_them() {
+    use linux_abi::userfaultfd as op;
+    let check_recording = |rec: &record::Recording| {
+        assert_eq!(rec.header.exit_status, 0, "the program failed while recorded (no userfaultfd here?)");
+        let ops: Vec<u8> = rec.events.iter().filter_map(|e| if let trace::EventBody::Uffd(u) = &e.body { Some(u.op) } else { None }).collect();
+        let n = |o: u8| ops.iter().filter(|&&x| x == o).count();
+        // API, three registrations, one unregistration; a COPY per write fault of the first
+        // range (192) and per fault of the second's first MiB and beyond its copy (64 + 43),
+        // one ahead; a ZEROPAGE per read fault (16) and one ahead. A fault's message can come
+        // twice (seen once: 301 copies), the second COPY failing with EEXIST, as the model's.
+        assert_eq!((n(op::API), n(op::REGISTER), n(op::UNREGISTER)), (1, 3, 1), "{ops:?}");
+        assert!(n(op::COPY) >= 192 + 64 + 43 + 1 && n(op::ZEROPAGE) >= 16 + 1, "{ops:?}");
+    };
+    check_c_program("uffd_prog", anon_matrix(), check_recording, |label, model, _, failures| {
+        let replay = replay_of(model);
+        if !replay.populate_unmodelled.is_empty() {
+            failures.push(format!("{label}: unmodelled {:?}", replay.populate_unmodelled));
+        }
+        if model.census.zero_page_ptes != 16 {
+            failures.push(format!("{label}: {} zero-page PTEs, 16 (the reads of the first range)", model.census.zero_page_ptes));
+        }
+        let armed = model.fallbacks.get("hugepages-64kB").and_then(|r| r.get("userfaultfd_armed")).copied().unwrap_or(0);
+        if label == "64K alone" && armed != 1024 {
+            failures.push(format!("{label}: {armed} faults refused 64 KiB as userfaultfd_armed, 1024 (the MODE_WP range)"));
+        }
+    });
+}
+
 /// Calls by which the kernel populates the program's pages through GUP without a user fault
 /// (progs/gup_calls.c, 64 KiB each, never touched): vmsplice reads them (16 zero-page PTEs),
 /// io_uring buffer registration pins them for write, process_vm_writev writes a forked child's.
