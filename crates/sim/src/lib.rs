@@ -897,6 +897,7 @@ pub fn run_recording_opts(
     opts: &ReplayOptions,
 ) -> Result<RunResult, SimError> {
     let mut rp = replay::Replay::new(header, settings, machine, opts.check_invariants, source);
+    rp.prescan(events);
     rp.set_explain(opts.explain);
     if opts.recorded_time {
         rp.follow_recorded_time();

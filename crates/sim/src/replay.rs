@@ -146,6 +146,10 @@ enum FileRef {
     Other,
 }
 
+/// The kernel's identity of a file: device major, minor and inode number (`map` records,
+/// `path` records).
+type FileId = (u32, u32, u64);
+
 /// `statfs` f_type of the filesystems whose files are placed by `thp_get_unmapped_area`
 /// (fs/ext4/file.c, fs/ext2/file.c, fs/xfs/xfs_file.c, fs/btrfs/file.c, fs/erofs/data.c,
 /// fs/fuse/file.c: `.get_unmapped_area`; include/uapi/linux/magic.h). Not overlayfs, whose
@@ -300,6 +304,14 @@ pub struct Replay<'a> {
     /// processes that open one name share its page cache.
     names: HashMap<(u32, u32, Vec<u8>), InodeId>,
     sysv: HashMap<u64, InodeId>,
+    /// The file of each `map` record by (process, address), oldest first, from
+    /// [`Replay::prescan`]: an mmap of a descriptor the replay did not see opened (received over
+    /// a unix socket with SCM_RIGHTS, taken with pidfd_getfd, opened through /proc/PID/fd) is
+    /// known by the file its `map` record names, which comes after the call's own record.
+    map_files: HashMap<(u32, u64), std::collections::VecDeque<(u64, FileId, bool)>>,
+    /// The model's shmem inode of each file (device, inode) seen mapped through a descriptor
+    /// the replay knows, or opened by a path that existed.
+    shmem_ids: HashMap<FileId, InodeId>,
     procs: BTreeMap<u32, Proc>,
     /// Clone records whose child's creation record has not come yet: child → (parent,
     /// whether it shares the parent's mm).
@@ -371,6 +383,8 @@ impl<'a> Replay<'a> {
             iovecs: HashMap::new(),
             shmat: HashMap::new(),
             sysv: HashMap::new(),
+            map_files: HashMap::new(),
+            shmem_ids: HashMap::new(),
             names: HashMap::new(),
             procs: BTreeMap::new(),
             clone_records: HashMap::new(),
@@ -1134,7 +1148,7 @@ impl<'a> Replay<'a> {
             return self.forked(pid, kind, a, ret as u32);
         }
         if kind == SyscallKind::Mmap && ret >= 0 {
-            self.mmap(pid, a, ret as u64);
+            self.mmap(pid, a, ret as u64, time_ns, duration_ns);
             return Ok(());
         }
         if kind == SyscallKind::Shmat && ret >= 0 {
@@ -1309,8 +1323,31 @@ impl<'a> Replay<'a> {
     }
 
     /// A successful mmap recorded at `rec`.
-    fn mmap(&mut self, pid: u32, a: &[u64], rec: u64) {
+    fn mmap(&mut self, pid: u32, a: &[u64], rec: u64, time_ns: u64, duration_ns: u64) {
         let (hint, len, prot, flags, fd, off) = (a[0], a[1], a[2], a[3], a[4], a[5]);
+        // The file the kernel mapped: the `map` record this call made, at `rec`, within it.
+        let file = (flags & MAP_ANONYMOUS == 0).then(|| self.map_file(pid, rec, time_ns, time_ns + duration_ns)).flatten();
+        let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else { return };
+        match (img.file_of(fd), file) {
+            (FileRef::Shmem(ino), Some((id, _))) => {
+                self.shmem_ids.insert(id, ino);
+            }
+            (FileRef::Other, Some((id, memfd))) => match self.shmem_ids.get(&id) {
+                // A descriptor of a shmem file the replay knows, which this process got in a way
+                // the trace does not show (SCM_RIGHTS over a unix socket, pidfd_getfd,
+                // /proc/PID/fd): from now on it is that file's, for writes and sizes too.
+                Some(&ino) => img.install(fd as i64, FileRef::Shmem(ino), false, false),
+                None if memfd || self.mounts.iter().any(|m| (m.maj, m.min) == (id.0, id.1)) => {
+                    self.stats.shmem_unmodelled += 1;
+                    self.stats.warnings.push(format!(
+                        "pid {pid} mapped a shmem file (dev {}:{} ino {}) through a descriptor whose file the replay never saw mapped or opened (received over a unix socket before any process of the recording mapped it?): not modelled (shmem_unmodelled)",
+                        id.0, id.1, id.2
+                    ));
+                }
+                None => {}
+            },
+            _ => {}
+        }
         let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else { return };
         let shared = flags & MAP_SHARED != 0;
         let backing = if flags & MAP_ANONYMOUS != 0 {
@@ -1331,6 +1368,30 @@ impl<'a> Replay<'a> {
             }
         };
         self.map_at(pid, hint, len, prot, flags, backing, rec, 0);
+    }
+
+    /// Note the file of every `map` record, by process and address, so that an mmap of a
+    /// descriptor the replay does not know finds the file its record names (see `map_files`).
+    pub fn prescan(&mut self, events: &[Event]) {
+        for e in events {
+            if let EventBody::Map(m) = &e.body {
+                if m.ino != 0 {
+                    let memfd = m.path.starts_with(b"/memfd:");
+                    self.map_files.entry((e.pid, m.addr)).or_default().push_back((e.time_ns, (m.maj, m.min, m.ino), memfd));
+                }
+            }
+        }
+    }
+
+    /// The file of the `map` record of process `pid` at `addr` made between `from` and `to`
+    /// (the mmap call's entry and exit), and whether it is a memfd; earlier records there are
+    /// dropped.
+    fn map_file(&mut self, pid: u32, addr: u64, from: u64, to: u64) -> Option<(FileId, bool)> {
+        let q = self.map_files.get_mut(&(pid, addr))?;
+        while q.front().is_some_and(|&(t, _, _)| t < from) {
+            q.pop_front();
+        }
+        q.front().filter(|&&(t, _, _)| t <= to).map(|&(_, id, memfd)| (id, memfd))
     }
 
     /// A System V segment attached by shmat (ipc/shm.c: `do_shmat` → `do_mmap` of the
@@ -1545,6 +1606,9 @@ impl<'a> Replay<'a> {
                         };
                         if flags & O_TRUNC != 0 && self.m.step_current(Step::Ftruncate { ino, size: 0 }).ret().is_err() {
                             st.shmem_unmodelled += 1;
+                        }
+                        if p.exists {
+                            self.shmem_ids.insert((p.maj, p.min, p.ino), ino);
                         }
                         FileRef::Shmem(ino)
                     }
