@@ -412,16 +412,18 @@ impl Kernel {
 
     /// Give the machine a free page reporting device of `order` (`page_reporting_order`) and a
     /// host behind it, in the state a machine is in after idling: every free block of `order`
-    /// or above reported and unbacked, the smaller ones backed. With `free_areas` (a row of
+    /// or above reported and unbacked, the smaller ones backed; with `reported` (blocks per
+    /// order), only that many blocks of each order, those nearest the tail of their list (where
+    /// reporting puts them back; allocations take from the head). With `free_areas` (a row of
     /// /proc/buddyinfo, or of a migratetype's free lists in /proc/pagetypeinfo), the free memory is first laid out in blocks of those orders, the rest
     /// held by the rest of the system (`Zone::seed_free_areas`); without, the machine is as it
     /// boots, all free in MAX_PAGE_ORDER blocks. Call before the first step.
-    pub fn enable_page_reporting(&mut self, order: Order, free_areas: Option<&[u64]>) {
+    pub fn enable_page_reporting(&mut self, order: Order, free_areas: Option<&[u64]>, reported: Option<&[u64]>) {
         if let Some(free) = free_areas {
             self.held_pages += self.zone.seed_free_areas(free);
         }
         let mut host = page_reporting::Host::new(self.zone.nr_pages(), order);
-        for (pfn, o) in self.zone.mark_free_reported(order) {
+        for (pfn, o) in self.zone.mark_free_reported(order, reported) {
             host.unback(pfn, 1 << o);
         }
         self.zone.host = Some(Box::new(host));

@@ -550,18 +550,25 @@ impl Zone {
         self.nr_free > self.wmark.low + pages
     }
 
-    /// Turn every free block of `order` or above into what reporting leaves after a long idle:
-    /// flagged reported, at the tail of its list. Returns the frames.
-    pub(crate) fn mark_free_reported(&mut self, order: Order) -> Vec<(u32, u8)> {
+    /// Turn the free blocks of `order` or above into what reporting leaves: flagged reported
+    /// (never-used MAX_PAGE_ORDER blocks are reported as they are). Without `counts`, every one
+    /// (a long idle); with them, `counts[o]` blocks of each order, the last an allocation would
+    /// take (the list's tail, then the never-used blocks carved last). Returns the frames.
+    pub(crate) fn mark_free_reported(&mut self, order: Order, counts: Option<&[u64]>) -> Vec<(u32, u8)> {
         let mut v = Vec::new();
         for o in order.0..=MAX_PAGE_ORDER {
-            let blocks: Vec<u32> = self.free_list(Order(o)).map(|(p, _)| p).collect();
-            for p in blocks {
-                self.mem_map[p as usize].flags |= pg::REPORTED;
+            let mut blocks: Vec<u32> = self.free_list(Order(o)).map(|(p, _)| p).collect();
+            if o == MAX_PAGE_ORDER {
+                blocks.extend((self.wild_next..self.wild_end).step_by(1 << MAX_PAGE_ORDER));
+            }
+            let take = counts.map_or(blocks.len(), |c| (c.get(o as usize).copied().unwrap_or(0) as usize).min(blocks.len()));
+            for &p in &blocks[blocks.len() - take..] {
+                if p < self.wild_next || p >= self.wild_end {
+                    self.mem_map[p as usize].flags |= pg::REPORTED;
+                }
                 v.push((p, o));
             }
         }
-        v.extend((self.wild_next..self.wild_end).step_by(1 << MAX_PAGE_ORDER).map(|p| (p, MAX_PAGE_ORDER)));
         v
     }
 

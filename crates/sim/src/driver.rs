@@ -399,13 +399,16 @@ impl Machine {
     }
 
     /// Give the machine a free page reporting device and the host behind it (a profile's
-    /// `[host]`): the kernel's free memory is laid out as `free_areas` says (a live snapshot of
-    /// Movable free lists, else the profile's own) in the state of an idle machine, and every
-    /// frame a priced step writes that the host had dropped costs `fault_ns_per_page`. Call
-    /// before the first step.
-    pub fn set_host(&mut self, host: &uapi::profile::HostCosts, free_areas: Option<&[u64]>) {
-        let free = free_areas.or((!host.free_areas.is_empty()).then_some(host.free_areas.as_slice()));
-        self.k.enable_page_reporting(Order(host.page_reporting_order.min(mm_types::MAX_PAGE_ORDER)), free);
+    /// `[host]`): the kernel's free memory is laid out as `free` says (a live snapshot of the
+    /// Movable free lists and of what reporting has reported; else the profile's free lists, in
+    /// the state of an idle machine), and every frame a priced step writes that the host had
+    /// dropped costs `fault_ns_per_page`. Call before the first step.
+    pub fn set_host(&mut self, host: &uapi::profile::HostCosts, free: Option<&uapi::profile::FreeLists>) {
+        let (lists, reported) = match free {
+            Some(f) => (Some(f.free.as_slice()), f.reported.as_deref()),
+            None => ((!host.free_areas.is_empty()).then_some(host.free_areas.as_slice()), None),
+        };
+        self.k.enable_page_reporting(Order(host.page_reporting_order.min(mm_types::MAX_PAGE_ORDER)), lists, reported);
         self.host_fault_ns = host.fault_ns_per_page;
     }
 

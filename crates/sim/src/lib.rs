@@ -145,7 +145,7 @@ pub struct RunOptions<'a> {
     /// A profile's `[host]` (a VM that reports free pages to its host), with the free lists to
     /// lay the machine's memory out by (a live row of Movable free lists, `live::host::free_areas`; `None`: the profile's):
     /// `driver::Machine::set_host`. Priced only with `costs`.
-    pub host: Option<(uapi::profile::HostCosts, Option<Vec<u64>>)>,
+    pub host: Option<(uapi::profile::HostCosts, Option<uapi::profile::FreeLists>)>,
     /// `--cpu` and `--paging`: the TLB model that `access` statements drive (default: zen4,
     /// native, when the workload has any).
     pub tlb: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
@@ -200,7 +200,7 @@ pub fn run_with(
     if let Some(c) = &opts.costs {
         sim.m.set_costs(c.clone());
         if let Some((host, free_areas)) = &opts.host {
-            sim.m.set_host(host, free_areas.as_deref());
+            sim.m.set_host(host, free_areas.as_ref());
         }
     }
     sim.m.set_hz(machine.hz);
@@ -850,7 +850,7 @@ pub struct ReplayOptions {
     pub accesses: Option<RecordedAccessInput>,
     /// A profile's `[host]` and the free lists to lay memory out by (`None`: the profile's):
     /// the replay counts the frames it writes that the host had dropped.
-    pub host: Option<(uapi::profile::HostCosts, Option<Vec<u64>>)>,
+    pub host: Option<(uapi::profile::HostCosts, Option<uapi::profile::FreeLists>)>,
 }
 
 /// A recording's accesses (its companion file, `trace::accesses`) and the TLB model that the
@@ -906,7 +906,7 @@ pub fn run_recording_opts(
         rp.set_sampling(ms.saturating_mul(1_000_000));
     }
     if let Some((host, free_areas)) = &opts.host {
-        rp.enable_host(host, free_areas.as_deref());
+        rp.enable_host(host, free_areas.as_ref());
     }
     // Recorded accesses go at the end of their interval, in the first process.
     let mut blocks = opts.accesses.as_ref().map(|a| {

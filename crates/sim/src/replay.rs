@@ -522,7 +522,7 @@ impl<'a> Replay<'a> {
     /// `mm::page_reporting`): the frames the replay writes that the host had dropped are
     /// counted (`ReplayReport::host_faults`), through `Machine::set_host` (unpriced here: a
     /// recording's time prices them from the totals, `crate::time`). Before the first event.
-    pub fn enable_host(&mut self, host: &uapi::profile::HostCosts, free_areas: Option<&[u64]>) {
+    pub fn enable_host(&mut self, host: &uapi::profile::HostCosts, free_areas: Option<&uapi::profile::FreeLists>) {
         self.m.set_host(host, free_areas);
     }
 

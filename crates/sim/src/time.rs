@@ -111,14 +111,14 @@ pub fn recording(
     machine: &crate::MachineConfig,
     fault: &FaultCosts,
     opts: &crate::ReplayOptions,
-    timed_free: Option<&[u64]>,
+    timed_free: Option<&uapi::profile::FreeLists>,
 ) -> Result<TimeEstimate, crate::SimError> {
     let calls = events.iter().filter(|e| matches!(e.body, trace::EventBody::Syscall(_))).count() as u64;
     let mut four_k = uapi::ThpSettings::default();
     for a in ["enabled=never", "shmem_enabled=never"] {
         four_k.apply_assignment(a).expect("valid knobs");
     }
-    let host = opts.host.clone().map(|(h, free)| (h, timed_free.map(<[u64]>::to_vec).or(free)));
+    let host = opts.host.clone().map(|(h, free)| (h, timed_free.cloned().or(free)));
     let base_opts = crate::ReplayOptions { host, accesses: opts.accesses.clone(), ..Default::default() };
     let base = crate::run_recording_opts(name, header, events, &four_k, machine, &base_opts)?;
     let touched = base.process.minflt.max(r.process.minflt);

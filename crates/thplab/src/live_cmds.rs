@@ -524,7 +524,7 @@ fn hostname() -> String {
 /// where unreadable: the profile's are used). Read before the wait, they held the last run's
 /// memory, and the time of a 1 GiB run of 4 KiB faults moved by a fifth with what reporting
 /// did meanwhile. Without `live`, the profile's own free lists.
-pub fn host_model(profile: &uapi::profile::MachineProfile, live: bool) -> Option<(&uapi::profile::HostCosts, Option<Vec<u64>>)> {
+pub fn host_model(profile: &uapi::profile::MachineProfile, live: bool) -> Option<(&uapi::profile::HostCosts, Option<uapi::profile::FreeLists>)> {
     let host = profile.host.as_ref()?;
     if !live {
         return Some((host, None));
@@ -553,7 +553,7 @@ pub fn settle_host_for(model: &uapi::RunResult, progress: bool) {
 /// Also the free lists the first run met (`live::host::free_areas`; None where
 /// unreadable): which blocks are reported depends on them, so the model prices these runs with
 /// them.
-pub fn time_untraced(argv: &[std::ffi::OsString], runs: u32, live: bool, progress: bool) -> Result<(u64, Option<Vec<u64>>)> {
+pub fn time_untraced(argv: &[std::ffi::OsString], runs: u32, live: bool, progress: bool) -> Result<(u64, Option<uapi::profile::FreeLists>)> {
     let mut times = Vec::new();
     let mut free = None;
     for i in 0..runs.max(1) {

@@ -623,7 +623,7 @@ pub struct SimExtras<'a> {
     /// `--profile`'s `[fault]` costs.
     pub costs: Option<&'a uapi::profile::FaultCosts>,
     /// `--profile`'s `[host]`, and the live machine's free lists when a live run follows.
-    pub host: Option<(&'a uapi::profile::HostCosts, Option<&'a [u64]>)>,
+    pub host: Option<(&'a uapi::profile::HostCosts, Option<&'a uapi::profile::FreeLists>)>,
     /// `--sample MS`.
     pub sample_ms: Option<u64>,
     /// `--order0-scatter S`.
@@ -647,7 +647,7 @@ fn run_sim_tlb(
         explain,
         tlb: x.tlb,
         costs: x.costs.cloned(),
-        host: x.host.map(|(h, free)| (h.clone(), free.map(<[u64]>::to_vec))),
+        host: x.host.map(|(h, free)| (h.clone(), free.cloned())),
         sample_ms: x.sample_ms,
         order0_scatter: x.order0_scatter,
         ..Default::default()
@@ -1036,7 +1036,7 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
     let profile = uapi::profile::MachineProfile::builtin();
     for (label, s) in demo_settings() {
         let host = live_cmds::host_model(&profile, unavailable.is_none());
-        let host = host.as_ref().map(|(h, free)| (*h, free.as_deref()));
+        let host = host.as_ref().map(|(h, free)| (*h, free.as_ref()));
         let r = run_sim_tlb(&w, &s, &machine, false, false, None, &SimExtras { costs: profile.fault.as_ref(), host, ..Default::default() })?;
         let live = match &unavailable {
             None => Some(live_cmds::run_live_as_modelled(&r, &w, &s, 1, false, None)?),
@@ -1158,7 +1158,7 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
     for (label, s) in &runs {
         // The live machine's free lists as the live run will meet them.
         let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true));
-        let host = host.as_ref().map(|(h, free)| (*h, free.as_deref()));
+        let host = host.as_ref().map(|(h, free)| (*h, free.as_ref()));
         let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?;
         let order0_scatter = scatter_choice(None, profile.as_ref());
         let x = SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter };

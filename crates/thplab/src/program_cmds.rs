@@ -54,7 +54,7 @@ pub struct CompareRecordArgs {
 /// Record `command` once; returns the recording, its wall time in seconds and, with `timed`
 /// runs (then the recording holds the program's untraced wall time, `record --timed`), the
 /// free lists those runs met.
-pub fn record_program(command: &[String], timed: u32) -> Result<(record::Recording, f64, Option<Vec<u64>>)> {
+pub fn record_program(command: &[String], timed: u32) -> Result<(record::Recording, f64, Option<uapi::profile::FreeLists>)> {
     let argv: Vec<OsString> = command.iter().map(OsString::from).collect();
     let t = Instant::now();
     let mut rec = match record::record(&argv, &record::RecordOptions::default()) {
@@ -201,7 +201,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     // knob the program read, the program is recorded again under that setting's knobs (through
     // the settings guard; THP stays disabled for the recorded program itself), once per set of
     // values of the knobs it read.
-    let mut again: Vec<(Vec<Option<String>>, record::Recording, Option<Vec<u64>>)> = Vec::new();
+    let mut again: Vec<(Vec<Option<String>>, record::Recording, Option<uapi::profile::FreeLists>)> = Vec::new();
     for ((label, s), untraced) in runs.iter().zip(untraced) {
         let untraced_ms = untraced.as_ref().map(|(ns, _)| *ns as f64 / 1e6);
         // With a profile's [host], the model's free memory as the live run will meet it.
@@ -232,7 +232,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
         }
         if let Some(fault) = a.profile.as_ref().and_then(|p| p.fault.as_ref()) {
-            model.time = Some(sim::time::recording(&model, &source, &rec.header, &rec.events, &a.machine, fault, &replay, timed_free.as_deref())?);
+            model.time = Some(sim::time::recording(&model, &source, &rec.header, &rec.events, &a.machine, fault, &replay, timed_free.as_ref())?);
         }
         let run_live = || {
             crate::live_cmds::settle_host_for(&model, !a.json);

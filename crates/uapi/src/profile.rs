@@ -109,6 +109,17 @@ pub struct HostCosts {
     pub source: String,
 }
 
+/// A live machine's free memory as the model lays its own out (`live::host::free_areas`): the
+/// free blocks per order (0..=10) a program's pages come from (the Movable rows of
+/// /proc/pagetypeinfo, zones summed) and, where /proc/kpageflags tells, how many blocks of each
+/// order page reporting has reported (their frames the host has dropped). Without `reported`,
+/// every block of `page_reporting_order` and above counts as reported, as after a long idle.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FreeLists {
+    pub free: Vec<u64>,
+    pub reported: Option<Vec<u64>>,
+}
+
 /// `[pin]`: the cost of pinning and unpinning user pages (`pin_user_pages_fast`, then
 /// `unpin_user_folio`, mm/gup.c), fitted by the pin companion of `thplab bench io`
 /// (docs/bench-io.md). GUP-fast takes a page mapped by a PTE one at a time
