@@ -272,6 +272,9 @@ pub struct ExecOptions {
     /// (`crate::host::wait_until_settled`): the state a model run with a profile's `[host]`
     /// starts from (a run right after another would get the blocks it freed, still backed).
     pub settle_host: bool,
+    /// Pin the workload (the child, and so every process and thread it starts) to this CPU
+    /// (`sched_setaffinity`): the model was given that CPU's per-CPU free list.
+    pub cpu: Option<usize>,
 }
 
 impl Default for ExecOptions {
@@ -283,6 +286,7 @@ impl Default for ExecOptions {
             progress: false,
             sample: None,
             settle_host: false,
+            cpu: None,
         }
     }
 }
@@ -2073,7 +2077,15 @@ fn run_once(
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         let procs = spec.procs;
+        let cpu = opts.cpu;
         cmd.pre_exec(move || {
+            if let Some(c) = cpu {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(c, &mut set);
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             if procs > 1 {
                 // The executor's own memory in base pages (cleared before `go`, see child_run).
                 libc::prctl(libc::PR_SET_THP_DISABLE, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);

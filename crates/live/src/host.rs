@@ -60,7 +60,58 @@ pub fn free_areas() -> io::Result<uapi::profile::FreeLists> {
         }
     };
     let reported = reporting_order().and_then(|o| reported_blocks(o).ok());
-    Ok(uapi::profile::FreeLists { free, reported })
+    Ok(uapi::profile::FreeLists { free, reported, cpu: None, pcp: 0 })
+}
+
+/// [`free_areas`] for a run pinned to one CPU: the allowed CPU whose per-CPU lists hold the
+/// fewest free pages (/proc/zoneinfo, every zone), with that count; without /proc/zoneinfo,
+/// unpinned.
+pub fn free_areas_pinned() -> io::Result<uapi::profile::FreeLists> {
+    let mut f = free_areas()?;
+    if let Some((cpu, pcp)) = std::fs::read_to_string("/proc/zoneinfo").ok().and_then(|t| quietest_cpu(&parse_pcp_counts(&t))) {
+        (f.cpu, f.pcp) = (Some(cpu), pcp);
+    }
+    Ok(f)
+}
+
+/// Free pages on each CPU's per-CPU lists, every zone together, from a /proc/zoneinfo text
+/// (`    cpu: N` then `              count: X` in each zone's pagesets), by CPU number.
+pub fn parse_pcp_counts(text: &str) -> Vec<u64> {
+    let mut counts: Vec<u64> = Vec::new();
+    let mut cpu = None;
+    for line in text.lines() {
+        let l = line.trim();
+        if let Some(n) = l.strip_prefix("cpu:") {
+            cpu = n.trim().parse::<usize>().ok();
+        } else if let (Some(c), Some(n)) = (cpu, l.strip_prefix("count:")) {
+            if let Ok(n) = n.trim().parse::<u64>() {
+                if counts.len() <= c {
+                    counts.resize(c + 1, 0);
+                }
+                counts[c] += n;
+            }
+            cpu = None;
+        } else if l.starts_with("Node") {
+            cpu = None;
+        }
+    }
+    counts
+}
+
+/// The CPU this process may run on whose lists hold the fewest pages, and that count.
+fn quietest_cpu(counts: &[u64]) -> Option<(usize, u64)> {
+    // SAFETY: sched_getaffinity fills a plain cpu_set_t.
+    let allowed = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        (libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0).then_some(set)
+    };
+    counts
+        .iter()
+        .enumerate()
+        // SAFETY: CPU_ISSET reads the set.
+        .filter(|(c, _)| allowed.as_ref().is_none_or(|s| unsafe { libc::CPU_ISSET(*c, s) }))
+        .min_by_key(|(_, n)| **n)
+        .map(|(c, n)| (c, *n))
 }
 
 /// KPF_BUDDY and KPF_UPTODATE (include/uapi/linux/kernel-page-flags.h).
@@ -187,6 +238,14 @@ mod tests {
         let mut counts = vec![0; 11];
         count_reported(&f, 0, 9, &mut counts);
         assert_eq!(counts, vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 1]);
+    }
+
+    /// This machine's /proc/zoneinfo pagesets after a 1 GiB run exited on CPU 1 (trimmed).
+    #[test]
+    fn pcp_counts_are_summed_per_cpu_over_the_zones() {
+        let text = "Node 0, zone    DMA32\n  pages free     772915\n  pagesets\n    cpu: 0\n              count:    0\n              high:     740\n    cpu: 1\n              count:    12\n              high:     740\n\
+                    Node 0, zone   Normal\n  pages free     4329330\n  pagesets\n    cpu: 0\n              count:    8638\n              high:     79177\n              batch:    63\n    cpu: 1\n              count:    226417\n              high:     227226\n  node_unreclaimable:  0\n";
+        assert_eq!(parse_pcp_counts(text), vec![8638, 226429]);
     }
 
     #[test]

@@ -411,19 +411,21 @@ impl Kernel {
     }
 
     /// Give the machine a free page reporting device of `order` (`page_reporting_order`) and a
-    /// host behind it, in the state a machine is in after idling: every free block of `order`
-    /// or above reported and unbacked, the smaller ones backed; with `reported` (blocks per
-    /// order), only that many blocks of each order, those nearest the tail of their list (where
-    /// reporting puts them back; allocations take from the head). With `free_areas` (a row of
-    /// /proc/buddyinfo, or of a migratetype's free lists in /proc/pagetypeinfo), the free memory is first laid out in blocks of those orders, the rest
-    /// held by the rest of the system (`Zone::seed_free_areas`); without, the machine is as it
-    /// boots, all free in MAX_PAGE_ORDER blocks. Call before the first step.
-    pub fn enable_page_reporting(&mut self, order: Order, free_areas: Option<&[u64]>, reported: Option<&[u64]>) {
-        if let Some(free) = free_areas {
-            self.held_pages += self.zone.seed_free_areas(free);
+    /// host behind it. With `free` (a live snapshot, `uapi::profile::FreeLists`), the free
+    /// memory is first laid out in blocks of its orders, the rest held by the rest of the system
+    /// (`Zone::seed_free_areas`), and its per-CPU list gets `free.pcp` free, backed pages;
+    /// without, the machine is as it boots, all free in MAX_PAGE_ORDER blocks. Then the blocks
+    /// of `order` or above are reported and unbacked: `free.reported[o]` of each order, those
+    /// nearest the tail of their list (where reporting puts them back; allocations take from the
+    /// head), or without counts every one, as after a long idle; the rest are backed. Call
+    /// before the first step.
+    pub fn enable_page_reporting(&mut self, order: Order, free: Option<&uapi::profile::FreeLists>) {
+        if let Some(f) = free {
+            self.held_pages += self.zone.seed_free_areas(&f.free);
+            self.held_pages -= self.zone.seed_pcp(f.pcp);
         }
         let mut host = page_reporting::Host::new(self.zone.nr_pages(), order);
-        for (pfn, o) in self.zone.mark_free_reported(order, reported) {
+        for (pfn, o) in self.zone.mark_free_reported(order, free.and_then(|f| f.reported.as_deref())) {
             host.unback(pfn, 1 << o);
         }
         self.zone.host = Some(Box::new(host));

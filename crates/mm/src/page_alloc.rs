@@ -620,6 +620,21 @@ impl Zone {
         held
     }
 
+    /// Put `n` free pages on the per-CPU list, taken from the frames `seed_free_areas` left held
+    /// below the never-used blocks (as many as there are): the pages a CPU's list holds after
+    /// a large free, which an allocation there takes first. Returns how many.
+    pub(crate) fn seed_pcp(&mut self, n: u64) -> u64 {
+        assert!(self.pcp.is_empty(), "the per-CPU list is seeded once, before any allocation");
+        // Held frames lie between the laid-out blocks (each followed by its held buddy) and the
+        // never-used blocks; the pages come from the top of that gap, away from those buddies.
+        let laid_end = (0..MAX_PAGE_ORDER).flat_map(|o| self.free_list(Order(o)).map(move |(p, _)| p + (2 << o))).max().unwrap_or(0);
+        let n = n.min(self.wild_next.saturating_sub(laid_end) as u64) as u32;
+        // As rmqueue_bulk's pages, not in the zone's free count.
+        self.pcp.extend(self.wild_next - n..self.wild_next);
+        self.seed_held -= n as u64;
+        n as u64
+    }
+
     /// Frames held by the rest of the system since `seed_free_areas`, unmarked.
     pub(crate) fn seed_held(&self) -> u64 {
         self.seed_held

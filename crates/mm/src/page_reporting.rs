@@ -182,6 +182,10 @@ mod tests {
 
     const PMD: Order = Order(9);
 
+    fn lists(free: &[u64], reported: Option<&[u64]>, pcp: u64) -> uapi::profile::FreeLists {
+        uapi::profile::FreeLists { free: free.to_vec(), reported: reported.map(<[u64]>::to_vec), cpu: None, pcp }
+    }
+
     fn kernel(mem_mib: u64) -> Kernel {
         Kernel::boot(&BootParams { mem_bytes: mem_mib << 20, min_free_kbytes: 1024, ..Default::default() }, &ThpSettings::default())
     }
@@ -191,7 +195,7 @@ mod tests {
         // 256 MiB = 65536 frames: 3 order-10 blocks, 5 of order 9 (each beside a held buddy),
         // 7 of order 4 and 11 of order 0: 3·1024 + 5·1024 + 7·32 + 11·2 frames laid out, the rest held.
         let mut k = kernel(256);
-        k.enable_page_reporting(PMD, Some(&[11, 0, 0, 0, 7, 0, 0, 0, 0, 5, 3]), None);
+        k.enable_page_reporting(PMD, Some(&lists(&[11, 0, 0, 0, 7, 0, 0, 0, 0, 5, 3], None, 0)));
         assert_eq!(k.zone().buddyinfo(), [11, 0, 0, 0, 7, 0, 0, 0, 0, 5, 3]);
         let free = 11 + 7 * 16 + 5 * 512 + 3 * 1024;
         assert_eq!(k.zone().nr_free_pages(), free);
@@ -204,7 +208,7 @@ mod tests {
         // Held frames keep zeroed records; the check counts them: one frame more that is
         // neither free nor in a folio (taken from the allocator and never made a folio) fails.
         let mut k = kernel(256);
-        k.enable_page_reporting(PMD, Some(&[11, 0, 0, 0, 7, 0, 0, 0, 0, 5, 3]), None);
+        k.enable_page_reporting(PMD, Some(&lists(&[11, 0, 0, 0, 7, 0, 0, 0, 0, 5, 3], None, 0)));
         k.check_invariants().unwrap();
         k.zone.alloc_pages(Order::BASE).unwrap();
         let err = k.check_invariants().unwrap_err();
@@ -216,7 +220,7 @@ mod tests {
         // 64 MiB = 16384 frames; 40 order-9 blocks need 40·1024 frames with their buddies:
         // scaled by 16384/40960 to 16 blocks.
         let mut k = kernel(64);
-        k.enable_page_reporting(PMD, Some(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 40, 0]), None);
+        k.enable_page_reporting(PMD, Some(&lists(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 40, 0], None, 0)));
         assert_eq!(k.zone().buddyinfo()[9], 16);
         k.check_invariants().unwrap();
     }
@@ -225,7 +229,7 @@ mod tests {
     fn a_thp_from_a_reported_block_is_512_host_faults_base_pages_from_small_blocks_none() {
         let mut k = kernel(256);
         // 2000 order-0 blocks (backed) and 20 order-9 blocks (reported after the idle).
-        k.enable_page_reporting(PMD, Some(&[2000, 0, 0, 0, 0, 0, 0, 0, 0, 20, 0]), None);
+        k.enable_page_reporting(PMD, Some(&lists(&[2000, 0, 0, 0, 0, 0, 0, 0, 0, 20, 0], None, 0)));
         for _ in 0..1000 {
             k.zone.alloc_pages(Order::BASE).unwrap();
         }
@@ -243,7 +247,7 @@ mod tests {
     #[test]
     fn only_the_blocks_a_snapshot_counts_as_reported_are_unbacked_and_they_are_taken_last() {
         let mut k = kernel(256);
-        k.enable_page_reporting(PMD, Some(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 3]), Some(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 1]));
+        k.enable_page_reporting(PMD, Some(&lists(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 3], Some(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 1]), 0)));
         let host = |k: &Kernel| k.zone.host.as_ref().unwrap().unbacked_in(0, k.zone.nr_pages());
         assert_eq!(host(&k), 2 * 512 + 1024);
         let mut faults = Vec::new();
@@ -255,10 +259,26 @@ mod tests {
         assert_eq!(host(&k), 1024);
     }
 
+    /// 1000 pages on the per-CPU list (what a large free leaves there) come first, backed; the
+    /// next base page refills the list from a reported order-9 block (a batch, host faults).
+    #[test]
+    fn pages_on_the_per_cpu_list_are_taken_first_and_backed() {
+        let mut k = kernel(256);
+        k.enable_page_reporting(PMD, Some(&lists(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 20, 0], None, 1000)));
+        k.check_invariants().unwrap();
+        assert_eq!((k.zone().nr_free_pages(), k.zone().pcp_pages().count()), (20 * 512, 1000));
+        for _ in 0..1000 {
+            k.zone.alloc_pages(Order::BASE).unwrap();
+        }
+        assert_eq!(k.host_stats().unwrap().faults, 0);
+        k.zone.alloc_pages(Order::BASE).unwrap();
+        assert!(k.host_stats().unwrap().faults > 0);
+    }
+
     #[test]
     fn a_freed_block_is_reported_at_the_next_pass_within_the_budget_and_taken_last() {
         let mut k = kernel(1024);
-        k.enable_page_reporting(PMD, None, None);
+        k.enable_page_reporting(PMD, None);
         // The boot blocks are reported: the first 70 THPs split 35 never-used order-10 blocks.
         let thps: Vec<Pfn> = (0..70).map(|_| k.zone.alloc_pages(PMD).unwrap()).collect();
         assert_eq!(k.host_stats().unwrap().faults, 70 * 512);
@@ -288,7 +308,7 @@ mod tests {
         // 100 unreported order-9 blocks (buddies held) and 4 order-10 ones above the watermark:
         // budget ⌈100/512⌉ = 1 → 2 batches, 64 blocks this pass, 36 the next.
         let mut k = kernel(1024);
-        k.enable_page_reporting(PMD, Some(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 100, 4]), None);
+        k.enable_page_reporting(PMD, Some(&lists(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 100, 4], None, 0)));
         let taken: Vec<Pfn> = (0..100).map(|_| k.zone.alloc_pages(PMD).unwrap()).collect();
         for p in &taken {
             k.zone.free_pages(*p, PMD);

@@ -404,11 +404,8 @@ impl Machine {
     /// the state of an idle machine), and every frame a priced step writes that the host had
     /// dropped costs `fault_ns_per_page`. Call before the first step.
     pub fn set_host(&mut self, host: &uapi::profile::HostCosts, free: Option<&uapi::profile::FreeLists>) {
-        let (lists, reported) = match free {
-            Some(f) => (Some(f.free.as_slice()), f.reported.as_deref()),
-            None => ((!host.free_areas.is_empty()).then_some(host.free_areas.as_slice()), None),
-        };
-        self.k.enable_page_reporting(Order(host.page_reporting_order.min(mm_types::MAX_PAGE_ORDER)), lists, reported);
+        let profile = (!host.free_areas.is_empty()).then(|| uapi::profile::FreeLists { free: host.free_areas.clone(), ..Default::default() });
+        self.k.enable_page_reporting(Order(host.page_reporting_order.min(mm_types::MAX_PAGE_ORDER)), free.or(profile.as_ref()));
         self.host_fault_ns = host.fault_ns_per_page;
     }
 

@@ -630,6 +630,13 @@ pub struct SimExtras<'a> {
     pub order0_scatter: f64,
 }
 
+impl SimExtras<'_> {
+    /// The CPU the live run is pinned to, when the model was given its per-CPU list.
+    pub fn pinned_cpu(&self) -> Option<usize> {
+        self.host.and_then(|(_, f)| f).and_then(|f| f.cpu)
+    }
+}
+
 fn run_sim_tlb(
     w: &workload::Workload,
     s: &ThpSettings,
@@ -1035,11 +1042,11 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
     // The model's time from the profile measured on this machine kind, beside the live wall time.
     let profile = uapi::profile::MachineProfile::builtin();
     for (label, s) in demo_settings() {
-        let host = live_cmds::host_model(&profile, unavailable.is_none());
+        let host = live_cmds::host_model(&profile, unavailable.is_none(), true);
         let host = host.as_ref().map(|(h, free)| (*h, free.as_ref()));
         let r = run_sim_tlb(&w, &s, &machine, false, false, None, &SimExtras { costs: profile.fault.as_ref(), host, ..Default::default() })?;
         let live = match &unavailable {
-            None => Some(live_cmds::run_live_as_modelled(&r, &w, &s, 1, false, None)?),
+            None => Some(live_cmds::run_live_as_modelled(&r, &w, &s, 1, false, None, host.and_then(|(_, f)| f).and_then(|f| f.cpu))?),
             Some(_) => None,
         };
         results.push((format!("{label} sim"), s.summary(), r));
@@ -1101,7 +1108,7 @@ pub fn model_and_live(
     x: &SimExtras,
 ) -> Result<(uapi::RunResult, uapi::RunResult)> {
     let model = run_sim_tlb(w, s, machine, false, false, None, x)?;
-    let live = live_cmds::run_live_as_modelled(&model, w, s, repeat, progress, x.sample_ms)?;
+    let live = live_cmds::run_live_as_modelled(&model, w, s, repeat, progress, x.sample_ms, x.pinned_cpu())?;
     let live_brk = live.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|l| parse_hex(&l.start_brk));
     if let (Some(brk), true) = (live_brk, w.region_by_name(workload::HEAP).is_some()) {
         if brk != machine.brk_start {
@@ -1157,14 +1164,14 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
     let mut differing = 0;
     for (label, s) in &runs {
         // The live machine's free lists as the live run will meet them.
-        let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true));
+        let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true, a.repeat <= 1));
         let host = host.as_ref().map(|(h, free)| (*h, free.as_ref()));
         let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?;
         let order0_scatter = scatter_choice(None, profile.as_ref());
         let x = SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter };
         let (model, live) = model_and_live(&w, s, &machine, a.repeat, false, &x)?;
         let compare::Retried { live, rows, attempts, why } =
-            compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, a.repeat, false, a.sample))?;
+            compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, a.repeat, false, a.sample, x.pinned_cpu()))?;
         if attempts > 1 && !a.json {
             writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;
         }

@@ -205,7 +205,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     for ((label, s), untraced) in runs.iter().zip(untraced) {
         let untraced_ms = untraced.as_ref().map(|(ns, _)| *ns as f64 / 1e6);
         // With a profile's [host], the model's free memory as the live run will meet it.
-        let host = a.profile.as_ref().filter(|p| p.fault.is_some()).and_then(|p| crate::live_cmds::host_model(p, true));
+        let host = a.profile.as_ref().filter(|p| p.fault.is_some()).and_then(|p| crate::live_cmds::host_model(p, true, false));
         let host = host.map(|(h, free)| (h.clone(), untraced.as_ref().and_then(|(_, f)| f.clone()).or(free)));
         let mut replay = sim::ReplayOptions { host: host.clone(), accesses: accesses.clone(), ..Default::default() };
         let mut model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;

@@ -108,7 +108,7 @@ pub fn run_seed(seed: u64, steps: u32, mut log: Option<&mut dyn FnMut(&str)>) ->
         k.fragment_memory();
     }
     if cfg.page_reporting {
-        k.enable_page_reporting(mm_types::Order(9), None, None);
+        k.enable_page_reporting(mm_types::Order(9), None);
     }
     let mut cur = k.current_mm();
     let mut m = Machine::new(k);

@@ -80,6 +80,7 @@ fn opts(repeat: u32) -> ExecOptions {
         progress: false,
         sample: None,
         settle_host: false,
+        cpu: None,
     }
 }
 
