@@ -244,7 +244,8 @@ mod tests {
     #[test]
     fn pcp_counts_are_summed_per_cpu_over_the_zones() {
         let text = "Node 0, zone    DMA32\n  pages free     772915\n  pagesets\n    cpu: 0\n              count:    0\n              high:     740\n    cpu: 1\n              count:    12\n              high:     740\n\
-                    Node 0, zone   Normal\n  pages free     4329330\n  pagesets\n    cpu: 0\n              count:    8638\n              high:     79177\n              batch:    63\n    cpu: 1\n              count:    226417\n              high:     227226\n  node_unreclaimable:  0\n";
+                    Node 0, zone   Normal\n  pages free     4329330\n  pagesets\n    cpu: 0\n              count:    8638\n              high:     79177\n\
+                    \x20             batch:    63\n    cpu: 1\n              count:    226417\n              high:     227226\n  node_unreclaimable:  0\n";
         assert_eq!(parse_pcp_counts(text), vec![8638, 226429]);
     }
 
