@@ -33,13 +33,20 @@ fn set_thp_disable(on: bool) {
 /// The median wall time (ns) of `runs` untraced runs of `argv` (at least one), as recorded
 /// (THP disabled for it).
 pub fn time_untraced(argv: &[OsString], runs: u32) -> Result<u64, RecordError> {
-    time_runs(argv, runs, true)
+    time_runs(argv, runs, true, None)
+}
+
+/// [`time_untraced`] (`live`: [`time_untraced_live`]) with the program pinned to `cpu`
+/// (`sched_setaffinity`, lent as the other conditions are): a model that knows that CPU's
+/// per-CPU free list predicts which of its pages were backed.
+pub fn time_untraced_on(argv: &[OsString], runs: u32, live: bool, cpu: Option<usize>) -> Result<u64, RecordError> {
+    time_runs(argv, runs, !live, cpu)
 }
 
 /// As [`time_untraced`], with THP left to the machine's knobs (the live runs' conditions:
 /// `personality(ADDR_NO_RANDOMIZE)` alone), for the live side of a time comparison.
 pub fn time_untraced_live(argv: &[OsString], runs: u32) -> Result<u64, RecordError> {
-    time_runs(argv, runs, false)
+    time_runs(argv, runs, false, None)
 }
 
 /// `personality(ADDR_NO_RANDOMIZE)` added to this task's (async-signal-safe: also in a child
@@ -67,13 +74,15 @@ fn no_randomize() -> i32 {
 struct Conditions {
     personality: i32,
     thp_disabled: Option<i32>,
+    /// This thread's CPU affinity before a pin (a child inherits the calling thread's).
+    affinity: Option<libc::cpu_set_t>,
     _turn: std::sync::MutexGuard<'static, ()>,
 }
 
 static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Conditions {
-    fn set(thp_disable: bool) -> Conditions {
+    fn set(thp_disable: bool, cpu: Option<usize>) -> Conditions {
         let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let personality = no_randomize();
         // SAFETY: prctl with constant arguments.
@@ -81,7 +90,17 @@ impl Conditions {
         if thp_disable {
             set_thp_disable(true);
         }
-        Conditions { personality, thp_disabled, _turn: turn }
+        // SAFETY: sched_{get,set}affinity of this thread with plain cpu_set_t values.
+        let affinity = cpu.and_then(|c| unsafe {
+            let mut was: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut was) != 0 {
+                return None;
+            }
+            let mut only: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(c, &mut only);
+            (libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &only) == 0).then_some(was)
+        });
+        Conditions { personality, thp_disabled, affinity, _turn: turn }
     }
 }
 
@@ -94,10 +113,14 @@ impl Drop for Conditions {
         if let Some(was) = self.thp_disabled {
             set_thp_disable(was > 0);
         }
+        if let Some(was) = &self.affinity {
+            // SAFETY: the affinity read in `set`.
+            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), was) };
+        }
     }
 }
 
-fn time_runs(argv: &[OsString], runs: u32, thp_disable: bool) -> Result<u64, RecordError> {
+fn time_runs(argv: &[OsString], runs: u32, thp_disable: bool, cpu: Option<usize>) -> Result<u64, RecordError> {
     let (program, args) = argv.split_first().ok_or_else(|| RecordError::Other("no program to time".into()))?;
     let mut times = Vec::new();
     for _ in 0..runs.max(1) {
@@ -105,7 +128,7 @@ fn time_runs(argv: &[OsString], runs: u32, thp_disable: bool) -> Result<u64, Rec
         cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         let t = Instant::now();
         let child = {
-            let _c = Conditions::set(thp_disable);
+            let _c = Conditions::set(thp_disable, cpu);
             cmd.spawn()
         };
         let status = child

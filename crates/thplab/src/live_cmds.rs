@@ -556,21 +556,22 @@ pub fn settle_host_for(model: &uapi::RunResult, progress: bool) {
 /// VM that reports free pages each run starts once reporting has taken every free block (the
 /// model's machine's state, its `[host]`): a run right after another would reuse the blocks the
 /// last one freed, which the host still backs, and run faster than the model's start allows.
-/// Also the free lists the first run met (`live::host::free_areas`; None where
-/// unreadable): which blocks are reported depends on them, so the model prices these runs with
+/// Each run is pinned to the CPU whose per-CPU lists hold the fewest free pages then
+/// (`live::host::free_areas_pinned`: a run on the CPU the last one exited on took up to 900 MiB
+/// of backed pages from its list). Also the free lists the median run met (None where
+/// unreadable): which frames are backed depends on them, so the model prices these runs with
 /// them.
 pub fn time_untraced(argv: &[std::ffi::OsString], runs: u32, live: bool, progress: bool) -> Result<(u64, Option<uapi::profile::FreeLists>)> {
     let mut times = Vec::new();
-    let mut free = None;
-    for i in 0..runs.max(1) {
+    for _ in 0..runs.max(1) {
         settle_host(progress);
-        if i == 0 {
-            free = live::host::free_areas().ok();
-        }
-        times.push(if live { record::time_untraced_live(argv, 1)? } else { record::time_untraced(argv, 1)? });
+        let free = live::host::free_areas_pinned().ok();
+        let ns = record::time_untraced_on(argv, 1, live, free.as_ref().and_then(|f| f.cpu))?;
+        times.push((ns, free));
     }
-    times.sort_unstable();
-    Ok((times[(times.len() - 1) / 2], free))
+    times.sort_unstable_by_key(|t| t.0);
+    let mid = (times.len() - 1) / 2;
+    Ok(times.swap_remove(mid))
 }
 
 /// Wait until page reporting has taken every free block (at once where there is no reporting).
