@@ -160,6 +160,19 @@ mod tests {
         assert!(e.contains("ended with"), "{e}");
     }
 
+    /// A pinned timed run runs on that CPU alone (/proc/self/status `Cpus_allowed_list`), and
+    /// this thread keeps its own affinity.
+    #[test]
+    fn a_pinned_timed_run_runs_on_its_cpu_and_this_thread_keeps_its_affinity() {
+        let allowed = || std::fs::read_to_string("/proc/thread-self/status").unwrap().lines().find(|l| l.starts_with("Cpus_allowed_list")).map(str::to_string);
+        let before = allowed();
+        // The last CPU this thread may run on.
+        let cpu: usize = before.as_deref().and_then(|l| l.rsplit([',', '-', '\t', ' ']).next()).and_then(|c| c.trim().parse().ok()).unwrap();
+        let check: Vec<OsString> = vec!["sh".into(), "-c".into(), format!("grep -q 'Cpus_allowed_list:[[:space:]]*{cpu}$' /proc/self/status").into()];
+        assert!(time_untraced_on(&check, 1, true, Some(cpu)).is_ok(), "the run is pinned to CPU {cpu}");
+        assert_eq!(allowed(), before);
+    }
+
     /// A timed run as recorded has THP disabled (/proc/self/status `THP_enabled: 0`), a live
     /// one not, and this process keeps its own setting either way (the conditions are set only
     /// around the spawn, which the child inherits).
