@@ -63,11 +63,15 @@ pub fn free_areas() -> io::Result<uapi::profile::FreeLists> {
     Ok(uapi::profile::FreeLists { free, reported, cpu: None, pcp: 0 })
 }
 
-/// [`free_areas`] for a run pinned to one CPU: the allowed CPU whose per-CPU lists hold the
-/// fewest free pages (/proc/zoneinfo, every zone), with that count; without /proc/zoneinfo,
+/// [`free_areas`] for a run pinned to one CPU: on a machine that reports free pages, the
+/// allowed CPU whose per-CPU lists hold the fewest free pages (/proc/zoneinfo, every zone),
+/// with that count; elsewhere (nothing to predict about the host) or without /proc/zoneinfo,
 /// unpinned.
 pub fn free_areas_pinned() -> io::Result<uapi::profile::FreeLists> {
     let mut f = free_areas()?;
+    if reporting_order().is_none() {
+        return Ok(f);
+    }
     if let Some((cpu, pcp)) = std::fs::read_to_string("/proc/zoneinfo").ok().and_then(|t| quietest_cpu(&parse_pcp_counts(&t))) {
         (f.cpu, f.pcp) = (Some(cpu), pcp);
     }

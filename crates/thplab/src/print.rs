@@ -396,8 +396,9 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
         writeln!(out, "processes' allocations. minflt, Rss, AnonHugePages and the folios are the process's own.")?;
         if cols.iter().any(|(_, _, r)| r.time.is_some()) {
             writeln!(out, "time: the model's from a machine profile (`thplab calibrate` measures one). On a VM whose free pages are")?;
-            writeln!(out, "reported to its host, writing reported memory is a host fault: the model counts them from an idle machine's")?;
-            writeln!(out, "state, and the live run waited for page reporting to settle so as to start from it too.")?;
+            writeln!(out, "reported to its host, writing reported memory is a host fault: once page reporting settled, the model took the")?;
+            writeln!(out, "machine's free lists and reported blocks (/proc/pagetypeinfo, /proc/kpageflags) and the per-CPU list of the CPU")?;
+            writeln!(out, "the live run was pinned to (/proc/zoneinfo), and counts them from there.")?;
         }
     }
     writeln!(out)?;
