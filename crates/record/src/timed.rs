@@ -36,17 +36,12 @@ pub fn time_untraced(argv: &[OsString], runs: u32) -> Result<u64, RecordError> {
     time_runs(argv, runs, true, None)
 }
 
-/// [`time_untraced`] (`live`: [`time_untraced_live`]) with the program pinned to `cpu`
-/// (`sched_setaffinity`, lent as the other conditions are): a model that knows that CPU's
-/// per-CPU free list predicts which of its pages were backed.
+/// [`time_untraced`], or with `live` under the live runs' conditions (THP left to the machine's
+/// knobs, `personality(ADDR_NO_RANDOMIZE)` alone: the live side of a time comparison), with
+/// the program pinned to `cpu` (`sched_setaffinity`, lent as the other conditions are): a model
+/// that knows that CPU's per-CPU free list predicts which of its pages were backed.
 pub fn time_untraced_on(argv: &[OsString], runs: u32, live: bool, cpu: Option<usize>) -> Result<u64, RecordError> {
     time_runs(argv, runs, !live, cpu)
-}
-
-/// As [`time_untraced`], with THP left to the machine's knobs (the live runs' conditions:
-/// `personality(ADDR_NO_RANDOMIZE)` alone), for the live side of a time comparison.
-pub fn time_untraced_live(argv: &[OsString], runs: u32) -> Result<u64, RecordError> {
-    time_runs(argv, runs, false, None)
 }
 
 /// `personality(ADDR_NO_RANDOMIZE)` added to this task's (async-signal-safe: also in a child
@@ -189,7 +184,7 @@ mod tests {
             return; // a kernel without THP_enabled in /proc/PID/status
         }
         assert!(time_untraced(&check(0), 1).is_ok(), "THP disabled in a run as recorded");
-        assert!(time_untraced_live(&check(1), 1).is_ok(), "THP left to the knobs in a live run");
+        assert!(time_untraced_on(&check(1), 1, true, None).is_ok(), "THP left to the knobs in a live run");
         assert_eq!(own(), before);
     }
 }

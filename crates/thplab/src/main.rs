@@ -1043,10 +1043,10 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
     let profile = uapi::profile::MachineProfile::builtin();
     for (label, s) in demo_settings() {
         let host = live_cmds::host_model(&profile, unavailable.is_none(), true);
-        let host = host.as_ref().map(|(h, free)| (*h, free.as_ref()));
-        let r = run_sim_tlb(&w, &s, &machine, false, false, None, &SimExtras { costs: profile.fault.as_ref(), host, ..Default::default() })?;
+        let x = SimExtras { costs: profile.fault.as_ref(), host: host.as_ref().map(|(h, free)| (*h, free.as_ref())), ..Default::default() };
+        let r = run_sim_tlb(&w, &s, &machine, false, false, None, &x)?;
         let live = match &unavailable {
-            None => Some(live_cmds::run_live_as_modelled(&r, &w, &s, 1, false, None, host.and_then(|(_, f)| f).and_then(|f| f.cpu))?),
+            None => Some(live_cmds::run_live_as_modelled(&r, &w, &s, 1, false, None, x.pinned_cpu())?),
             Some(_) => None,
         };
         results.push((format!("{label} sim"), s.summary(), r));

@@ -204,9 +204,10 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     let mut again: Vec<(Vec<Option<String>>, record::Recording, Option<uapi::profile::FreeLists>)> = Vec::new();
     for ((label, s), untraced) in runs.iter().zip(untraced) {
         let untraced_ms = untraced.as_ref().map(|(ns, _)| *ns as f64 / 1e6);
-        // With a profile's [host], the model's free memory as the live run will meet it.
-        let host = a.profile.as_ref().filter(|p| p.fault.is_some()).and_then(|p| crate::live_cmds::host_model(p, true, false));
-        let host = host.map(|(h, free)| (h.clone(), untraced.as_ref().and_then(|(_, f)| f.clone()).or(free)));
+        // With a profile's [host], where this machine reports free pages too, the model's free
+        // memory is what this setting's untraced runs met (read by them once reporting settled).
+        let host = a.profile.as_ref().filter(|p| p.fault.is_some() && live::host::reporting_order().is_some()).and_then(|p| p.host.clone());
+        let host = host.map(|h| (h, untraced.as_ref().and_then(|(_, f)| f.clone())));
         let mut replay = sim::ReplayOptions { host: host.clone(), accesses: accesses.clone(), ..Default::default() };
         let mut model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
         let (knobs_read, knobs_changed) = model.model.as_ref().and_then(|m| m.replay.as_ref()).map(|r| (r.knobs_read.clone(), r.knobs_read_differing.clone())).unwrap_or_default();
