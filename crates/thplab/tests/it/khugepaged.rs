@@ -95,8 +95,12 @@ fn the_collapse_timeline_matches_the_live_daemon_within_one_scan_period() {
 /// The shmem side (mm/khugepaged.c: hpage_collapse_scan_file, collapse_file,
 /// retract_page_tables, collapse_pte_mapped_thp): a tmpfs file (huge=within_size) written in
 /// 4 KiB pieces to 512, 256 and 64 pages of its first three 2 MiB ranges, grown to 8 MiB and
-/// mapped (which registers the mm), its first 3 MiB faulted as 4 KiB pages, left to the daemon
-/// for 1 s, then its first 4 MiB read again. max_ptes_none limits the holes in the page cache:
+/// mapped, its first 3 MiB faulted as 4 KiB pages, left to the daemon for 1 s, then its first
+/// 4 MiB read again. All of that up to the sleep runs under PR_SET_THP_DISABLE, and MADV_HUGEPAGE
+/// after PR_SET_THP_DISABLE 0 registers the mm: without it the mmap registers the mm, and on a
+/// machine whose daemon sleeps on an empty list that wakes it at once, to scan the file while
+/// the program faults it (a CI run saw the 2M-4M range collapsed before the program's writes:
+/// 34 faults live, 290 modelled). The model runs a wake-up after the statements of its instant. max_ptes_none limits the holes in the page cache:
 /// at 0 the full range collapses, at 256 the first two, at 511 the first three. The collapse
 /// unmaps the 4 KiB pages and retracts the page table; the read after the sleep maps the huge
 /// folios with PMDs. Counters, census, meminfo and faults must be equal. pages_collapsed grows
@@ -106,8 +110,8 @@ fn the_collapse_timeline_matches_the_live_daemon_within_one_scan_period() {
 /// model's wake-ups + 1 (the model's is exactly ranges × wake-ups, sim tests).
 #[test]
 fn khugepaged_shmem_model_matches_the_live_daemon() {
-    const SHMEM: &str = "tmpfs t huge=within_size\nfile f on=t\nwrite f[0+2M] chunk=4K\nwrite f[2M+1M] chunk=4K\nwrite f[4M+256K] chunk=4K\n\
-                         ftruncate f 8M\nmmap a 8M file=f align=2M\ntouch a[0+2M] read\ntouch a[2M+1M] write\nsleep 1s\ntouch a[0+4M] read\n";
+    const SHMEM: &str = "prctl thp_disable\ntmpfs t huge=within_size\nfile f on=t\nwrite f[0+2M] chunk=4K\nwrite f[2M+1M] chunk=4K\nwrite f[4M+256K] chunk=4K\n\
+                         ftruncate f 8M\nmmap a 8M file=f align=2M\ntouch a[0+2M] read\ntouch a[2M+1M] write\nprctl thp_enable\nmadvise a hugepage\nsleep 1s\ntouch a[0+4M] read\n";
     let (_d, w) = temp_file("khs.thpw", SHMEM);
     let live_ok = skip_reason();
     for (none, collapsed) in [(0u64, 1i64), (256, 2), (511, 3)] {
