@@ -916,7 +916,7 @@ pub fn run_recording_opts(
     for (i, e) in events.iter().enumerate() {
         if let Some(bs) = blocks.as_mut() {
             while let Some((b, _)) = bs.next_if(|(_, at)| *at <= i as u64) {
-                rp.accesses(header.root_pid, &b.runs);
+                rp.accesses(header.root_pid, b.runs());
             }
         }
         rp.event(e).map_err(|mut err| {
@@ -925,7 +925,7 @@ pub fn run_recording_opts(
         })?;
     }
     for (b, _) in blocks.into_iter().flatten() {
-        rp.accesses(header.root_pid, &b.runs);
+        rp.accesses(header.root_pid, b.runs());
     }
     let host_faults = rp.host_faults();
     let replay::Finished { counters, minflt, images, stats: mut st, misses, khugepaged, io, timeline, accesses } = rp.finish();

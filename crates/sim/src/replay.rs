@@ -556,10 +556,10 @@ impl<'a> Replay<'a> {
     /// vDSO) are looked up as 4 KiB pages of their own; runs where the model has no mapping,
     /// or has not mapped the page (the run under valgrind touches a few pages the native run
     /// did not), are counted, not replayed.
-    pub fn accesses(&mut self, pid: u32, runs: &[trace::accesses::AccessRun]) {
+    pub fn accesses(&mut self, pid: u32, runs: impl Iterator<Item = trace::accesses::AccessRun>) {
         let Some(mut tlb) = self.tlb.take() else { return };
         let Some(mm) = self.procs.get(&pid).and_then(|p| p.image.as_ref()).map(|i| i.mm) else {
-            self.access_counts.not_replayed += runs.iter().map(|r| r.count).sum::<u64>();
+            self.access_counts.not_replayed += runs.map(|r| r.count).sum::<u64>();
             self.tlb = Some(tlb);
             return;
         };

@@ -1008,7 +1008,7 @@ fn a_repeated_touch_and_dontneed_faults_every_round() {
 #[test]
 fn recorded_accesses_go_at_the_end_of_their_interval() {
     use trace::accesses::AccessBlock;
-    let block = |anchor| AccessBlock { anchor, runs: Vec::new() };
+    let block = |anchor| AccessBlock::new(anchor, &[]);
     let ev = |pid: u32, body| trace::Event { time_ns: 0, tid: pid, pid, body };
     let call = |kind| trace::EventBody::Syscall(trace::Syscall { kind, args: vec![0; kind.args().len()], ret: None, duration_ns: 0 });
     let mut events: Vec<trace::Event> = (0..8).map(|_| ev(1, trace::EventBody::Fault { addr: 0x1000, error_code: 6 })).collect();

@@ -68,11 +68,98 @@ pub struct AccessRun {
     pub region: u32,
 }
 
-/// Runs that happened after the recording's first `anchor` records (and before the next).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Runs that happened after the recording's first `anchor` records (and before the next),
+/// held encoded as the file encodes runs (the page as a delta, the region only when it
+/// changes): two to four bytes a run in memory where an [`AccessRun`] takes 24, for recordings
+/// of tens of millions of runs. [`AccessBlock::runs`] decodes them in order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AccessBlock {
     pub anchor: u64,
-    pub runs: Vec<AccessRun>,
+    len: u32,
+    bytes: Vec<u8>,
+    /// The last run's page and region: where the next one's delta starts.
+    page: u64,
+    region: Option<u32>,
+}
+
+impl AccessBlock {
+    pub fn new(anchor: u64, runs: &[AccessRun]) -> Self {
+        let mut b = AccessBlock { anchor, ..Default::default() };
+        for r in runs {
+            b.push(*r);
+        }
+        b
+    }
+
+    /// Append a run.
+    pub fn push(&mut self, r: AccessRun) {
+        put_varint(&mut self.bytes, zigzag(r.page.wrapping_sub(self.page) as i64));
+        self.page = r.page;
+        let follows = self.region != Some(r.region);
+        put_varint(&mut self.bytes, r.count << 2 | (r.write as u64) << 1 | follows as u64);
+        if follows {
+            put_varint(&mut self.bytes, r.region as u64);
+            self.region = Some(r.region);
+        }
+        self.len += 1;
+    }
+
+    /// How many runs.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes the runs take in memory.
+    pub fn encoded_bytes(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The runs, in order.
+    pub fn runs(&self) -> Runs<'_> {
+        Runs { bytes: &self.bytes, page: 0, region: 0 }
+    }
+}
+
+/// The runs of an [`AccessBlock`].
+pub struct Runs<'a> {
+    bytes: &'a [u8],
+    page: u64,
+    region: u32,
+}
+
+impl Runs<'_> {
+    /// A varint of bytes this crate wrote (`AccessBlock::push`).
+    fn varint(&mut self) -> u64 {
+        let mut v = 0u64;
+        for (i, &b) in self.bytes.iter().enumerate() {
+            v |= ((b & 0x7f) as u64) << (7 * i);
+            if b & 0x80 == 0 {
+                self.bytes = &self.bytes[i + 1..];
+                return v;
+            }
+        }
+        unreachable!("a block's bytes end with a whole varint")
+    }
+}
+
+impl Iterator for Runs<'_> {
+    type Item = AccessRun;
+
+    fn next(&mut self) -> Option<AccessRun> {
+        if self.bytes.is_empty() {
+            return None;
+        }
+        self.page = self.page.wrapping_add(unzigzag(self.varint()) as u64);
+        let w = self.varint();
+        if w & 1 != 0 {
+            self.region = self.varint() as u32;
+        }
+        Some(AccessRun { page: self.page, count: w >> 2, write: w & 2 != 0, region: self.region })
+    }
 }
 
 /// The trailer: what the recorder saw and did.
@@ -286,7 +373,7 @@ fn read_items<R: BufRead>(s: &mut Src<R>, header: AccessHeader) -> Result<Access
                 if n == 0 || n > MAX_BLOCK_RUNS as u64 {
                     return Err(s.corrupt(format!("a block of {n} runs (1 to {MAX_BLOCK_RUNS})")));
                 }
-                let mut b = AccessBlock { anchor, runs: Vec::with_capacity(n as usize) };
+                let mut b = AccessBlock { anchor, ..Default::default() };
                 for _ in 0..n {
                     page = page.wrapping_add(unzigzag(s.varint("run page")?) as u64);
                     let w = s.varint("run count")?;
@@ -301,7 +388,7 @@ fn read_items<R: BufRead>(s: &mut Src<R>, header: AccessHeader) -> Result<Access
                         region = Some(r);
                     }
                     let Some(r) = region else { return Err(s.corrupt("the first run names no region".into())) };
-                    b.runs.push(AccessRun { page, count: w >> 2, write: w & 2 != 0, region: r });
+                    b.push(AccessRun { page, count: w >> 2, write: w & 2 != 0, region: r });
                     runs += 1;
                     mapped += w >> 2;
                 }
@@ -357,17 +444,35 @@ mod tests {
         let heap = w.region("heap").unwrap();
         let stack = w.region("stack").unwrap();
         let blocks = vec![
-            AccessBlock { anchor: 2, runs: vec![AccessRun { page: 0x7fff_fff0, count: 3, write: false, region: stack }, AccessRun { page: 0x5555_5555, count: 1, write: true, region: heap }] },
-            AccessBlock { anchor: 2, runs: vec![AccessRun { page: 0x5555_5554, count: 7, write: true, region: heap }] },
-            AccessBlock { anchor: 9, runs: vec![AccessRun { page: 0x7fff_fff0, count: 1, write: false, region: stack }] },
+            (2, vec![AccessRun { page: 0x7fff_fff0, count: 3, write: false, region: stack }, AccessRun { page: 0x5555_5555, count: 1, write: true, region: heap }]),
+            (2, vec![AccessRun { page: 0x5555_5554, count: 7, write: true, region: heap }]),
+            (9, vec![AccessRun { page: 0x7fff_fff0, count: 1, write: false, region: stack }]),
         ];
-        for b in &blocks {
-            w.block(b.anchor, &b.runs).unwrap();
+        for (anchor, runs) in &blocks {
+            w.block(*anchor, runs).unwrap();
         }
+        let blocks: Vec<AccessBlock> = blocks.iter().map(|(a, runs)| AccessBlock::new(*a, runs)).collect();
         let t = AccessTotals { raw_accesses: 12 + 5, writes: 8, unmapped_accesses: 5, ..Default::default() };
         let (bytes, n) = w.finish(&t).unwrap();
         assert_eq!(n, bytes.len() as u64);
         (bytes, blocks)
+    }
+
+    /// Deltas that wrap, counts and regions of every width come back as they went in, and a
+    /// run beside the last one takes two bytes (by hand: page delta +1 is zigzag 2, one byte;
+    /// 2 << 2 | write << 1 is 10, one byte; the region is the last one's, not written).
+    #[test]
+    fn a_block_gives_its_runs_back_from_a_few_bytes_each() {
+        let run = |page: u64, count: u64, write: bool, region: u32| AccessRun { page, count, write, region };
+        let runs = [run(0x7_ffff_ffff, 1, false, 3), run(0x8_0000_0000, 2, true, 3), run(0x10, 1 << 40, false, u32::MAX), run(u64::MAX >> 12, 5, true, 0), run(0, 1, false, 0)];
+        let b = AccessBlock::new(7, &runs);
+        assert_eq!((b.anchor, b.len(), b.is_empty()), (7, 5, false));
+        assert_eq!(b.runs().collect::<Vec<_>>(), runs);
+        // The first run: zigzag(0x7_ffff_ffff) = 0xf_ffff_fffe, 36 bits in 6 bytes; count 1 << 2
+        // | region follows = 5, one byte; region 3, one byte.
+        assert_eq!(AccessBlock::new(0, &runs[..1]).encoded_bytes(), 8);
+        assert_eq!(AccessBlock::new(0, &runs[..2]).encoded_bytes(), 8 + 2);
+        assert!(AccessBlock::default().is_empty() && AccessBlock::default().runs().next().is_none());
     }
 
     #[test]
@@ -381,6 +486,10 @@ mod tests {
         let (bytes, blocks) = sample(flags);
         let t = read_accesses(&bytes[..]).unwrap();
         assert_eq!(t.blocks, blocks);
+        let runs: Vec<Vec<AccessRun>> = t.blocks.iter().map(|b| b.runs().collect()).collect();
+        assert_eq!(runs.iter().map(Vec::len).collect::<Vec<_>>(), [2, 1, 1]);
+        assert_eq!(runs[0][1], AccessRun { page: 0x5555_5555, count: 1, write: true, region: 0 });
+        assert_eq!(runs[2][0], AccessRun { page: 0x7fff_fff0, count: 1, write: false, region: 1 });
         assert_eq!(t.regions, ["heap", "stack"]);
         assert_eq!((t.totals.runs, t.totals.unmapped_accesses, t.header.trace_crc), (4, 5, 0xdead_beef));
         // Every flip is refused; in a zstd stream, a flip of a frame-header bit that does not

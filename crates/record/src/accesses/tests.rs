@@ -122,17 +122,17 @@ fn a_lackey_log_becomes_runs_in_native_addresses() {
         vec![
             // Before the first call: after the exec snapshot (record 0). The stack by its top
             // (0x1fff001000 ↔ 0x7ffffffff000), the executable by inode and offset.
-            AccessBlock { anchor: 1, runs: vec![run(0x7_ffff_fffe, 1, true, 1), run(0x5_5555_5554, 1, false, 0)] },
+            AccessBlock::new(1, &[run(0x7_ffff_fffe, 1, true, 1), run(0x5_5555_5554, 1, false, 0)]),
             // After brk(0) (record 3).
-            AccessBlock { anchor: 4, runs: vec![run(0x7_ffff_fffe, 1, false, 1)] },
+            AccessBlock::new(4, &[run(0x7_ffff_fffe, 1, false, 1)]),
             // After the mmap (record 5): three pages, the second three accesses (S, M, L); the
             // access to 0x6000000 maps nowhere.
-            AccessBlock { anchor: 6, runs: vec![run(0x7_ffff_7000, 1, true, 3), run(0x7_ffff_7001, 3, true, 3), run(0x7_ffff_7002, 1, true, 3)] },
+            AccessBlock::new(6, &[run(0x7_ffff_7000, 1, true, 3), run(0x7_ffff_7001, 3, true, 3), run(0x7_ffff_7002, 1, true, 3)]),
             // After libc's mmap (record 8; vgpreload's is valgrind's own).
-            AccessBlock { anchor: 9, runs: vec![run(0x7_ffff_7fc0, 2, false, 4)] },
+            AccessBlock::new(9, &[run(0x7_ffff_7fc0, 2, false, 4)]),
             // After the munmap (record 10) the store to the unmapped range maps nowhere; after
             // the brk (record 12) the heap from its start (0x4035000 ↔ 0x555555559000).
-            AccessBlock { anchor: 13, runs: vec![run(0x5_5555_5559, 2, true, 2)] },
+            AccessBlock::new(13, &[run(0x5_5555_5559, 2, true, 2)]),
         ]
     );
 }
