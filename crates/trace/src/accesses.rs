@@ -93,14 +93,7 @@ impl AccessBlock {
 
     /// Append a run.
     pub fn push(&mut self, r: AccessRun) {
-        put_varint(&mut self.bytes, zigzag(r.page.wrapping_sub(self.page) as i64));
-        self.page = r.page;
-        let follows = self.region != Some(r.region);
-        put_varint(&mut self.bytes, r.count << 2 | (r.write as u64) << 1 | follows as u64);
-        if follows {
-            put_varint(&mut self.bytes, r.region as u64);
-            self.region = Some(r.region);
-        }
+        put_run(&mut self.bytes, &mut self.page, &mut self.region, &r);
         self.len += 1;
     }
 
@@ -121,6 +114,18 @@ impl AccessBlock {
     /// The runs, in order.
     pub fn runs(&self) -> Runs<'_> {
         Runs { bytes: &self.bytes, page: 0, region: 0 }
+    }
+}
+
+/// Run `r` as the file encodes it after a run of page `page` in region `region` (updated).
+fn put_run(out: &mut Vec<u8>, page: &mut u64, region: &mut Option<u32>, r: &AccessRun) {
+    put_varint(out, zigzag(r.page.wrapping_sub(*page) as i64));
+    *page = r.page;
+    let follows = *region != Some(r.region);
+    put_varint(out, r.count << 2 | (r.write as u64) << 1 | follows as u64);
+    if follows {
+        put_varint(out, r.region as u64);
+        *region = Some(r.region);
     }
 }
 
@@ -272,14 +277,7 @@ impl<W: Write> AccessWriter<W> {
             put_varint(&mut self.buf, chunk.len() as u64);
             for r in chunk {
                 assert!(r.count > 0 && r.region < self.regions, "a run has accesses and a declared region");
-                put_varint(&mut self.buf, zigzag(r.page.wrapping_sub(self.page) as i64));
-                self.page = r.page;
-                let follows = self.region != Some(r.region);
-                put_varint(&mut self.buf, r.count << 2 | (r.write as u64) << 1 | follows as u64);
-                if follows {
-                    put_varint(&mut self.buf, r.region as u64);
-                    self.region = Some(r.region);
-                }
+                put_run(&mut self.buf, &mut self.page, &mut self.region, r);
                 self.runs += 1;
                 self.mapped += r.count;
             }
