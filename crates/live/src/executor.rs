@@ -273,7 +273,10 @@ pub struct ExecOptions {
     /// starts from (a run right after another would get the blocks it freed, still backed).
     pub settle_host: bool,
     /// Pin the workload (the child, and so every process and thread it starts) to this CPU
-    /// (`sched_setaffinity`): the model was given that CPU's per-CPU free list.
+    /// (`sched_setaffinity`): the model was given that CPU's per-CPU free list. With
+    /// `settle_host`, every run after the first goes to the CPU whose lists are the quietest
+    /// then (`crate::host::quietest_cpu_now`): the last run left the pages it freed on the
+    /// lists of the CPU it exited on, backed.
     pub cpu: Option<usize>,
 }
 
@@ -2366,12 +2369,16 @@ pub fn run_live(
         eprintln!("{m}");
     }
     let mut runs = Vec::new();
+    let mut run_opts = opts.clone();
     for i in 0..repeat {
         if i > 0 && opts.settle_host {
             crate::host::wait_until_settled(&mut |_| {});
+            if opts.cpu.is_some() {
+                run_opts.cpu = crate::host::quietest_cpu_now().map(|(c, _)| c).or(opts.cpu);
+            }
         }
         let t = Instant::now();
-        let r = run_once(w, &spec, &regions, opts, &paths)?;
+        let r = run_once(w, &spec, &regions, &run_opts, &paths)?;
         if opts.progress {
             eprintln!(
                 "live run {}/{}: {} faults, {:.1} ms ops, {:.1} ms total",

@@ -72,10 +72,16 @@ pub fn free_areas_pinned() -> io::Result<uapi::profile::FreeLists> {
     if reporting_order().is_none() {
         return Ok(f);
     }
-    if let Some((cpu, pcp)) = std::fs::read_to_string("/proc/zoneinfo").ok().and_then(|t| quietest_cpu(&parse_pcp_counts(&t))) {
+    if let Some((cpu, pcp)) = quietest_cpu_now() {
         (f.cpu, f.pcp) = (Some(cpu), pcp);
     }
     Ok(f)
+}
+
+/// The allowed CPU whose per-CPU lists hold the fewest free pages now, with that count
+/// (/proc/zoneinfo, every zone); None without /proc/zoneinfo.
+pub fn quietest_cpu_now() -> Option<(usize, u64)> {
+    std::fs::read_to_string("/proc/zoneinfo").ok().and_then(|t| quietest_cpu(&parse_pcp_counts(&t)))
 }
 
 /// Free pages on each CPU's per-CPU lists, every zone together, from a /proc/zoneinfo text

@@ -525,19 +525,20 @@ fn hostname() -> String {
 /// too), as they are then (`live::host::free_areas`: the Movable free lists, zones summed; None
 /// where unreadable: the profile's are used). Read before the wait, they held the last run's
 /// memory, and the time of a 1 GiB run of 4 KiB faults moved by a fifth with what reporting
-/// did meanwhile. With `pin` (one live run follows), the run is to be pinned to the CPU whose
-/// per-CPU lists hold the fewest free pages, and the model gets that list (`FreeLists::cpu`,
-/// `pcp`): a run on the CPU where the last run exited took up to 900 MiB of backed pages from
-/// its list, and ran a 1 GiB fill of 4 KiB pages in 0.4 s where the other CPU took 2.3 s.
-/// Without `live`, the profile's own free lists.
-pub fn host_model(profile: &uapi::profile::MachineProfile, live: bool, pin: bool) -> Option<(&uapi::profile::HostCosts, Option<uapi::profile::FreeLists>)> {
+/// did meanwhile. The live run is to be pinned to the CPU whose per-CPU lists hold the fewest
+/// free pages, and the model gets that list (`FreeLists::cpu`, `pcp`): a run on the CPU where
+/// the last run exited took up to 900 MiB of backed pages from its list, and ran a 1 GiB fill
+/// of 4 KiB pages in 0.4 s where the other CPU took 2.3 s (with `--repeat`, each later run goes
+/// to the quietest CPU of its own start: `live::ExecOptions::cpu`). Without `live`, the
+/// profile's own free lists.
+pub fn host_model(profile: &uapi::profile::MachineProfile, live: bool) -> Option<(&uapi::profile::HostCosts, Option<uapi::profile::FreeLists>)> {
     let host = profile.host.as_ref()?;
     if !live {
         return Some((host, None));
     }
     live::host::reporting_order()?;
     settle_host(true);
-    Some((host, if pin { live::host::free_areas_pinned() } else { live::host::free_areas() }.ok()))
+    Some((host, live::host::free_areas_pinned().ok()))
 }
 
 /// Before a live run whose model run paid host faults (`time.host_faults`: it takes free blocks

@@ -1042,7 +1042,7 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
     // The model's time from the profile measured on this machine kind, beside the live wall time.
     let profile = uapi::profile::MachineProfile::builtin();
     for (label, s) in demo_settings() {
-        let host = live_cmds::host_model(&profile, unavailable.is_none(), true);
+        let host = live_cmds::host_model(&profile, unavailable.is_none());
         let x = SimExtras { costs: profile.fault.as_ref(), host: host.as_ref().map(|(h, free)| (*h, free.as_ref())), ..Default::default() };
         let r = run_sim_tlb(&w, &s, &machine, false, false, None, &x)?;
         let live = match &unavailable {
@@ -1164,7 +1164,7 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
     let mut differing = 0;
     for (label, s) in &runs {
         // The live machine's free lists as the live run will meet them.
-        let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true, a.repeat <= 1));
+        let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true));
         let host = host.as_ref().map(|(h, free)| (*h, free.as_ref()));
         let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?;
         let order0_scatter = scatter_choice(None, profile.as_ref());
