@@ -189,9 +189,7 @@ impl TlbRun {
     /// counted in region `ri`.
     pub(crate) fn lookup(&mut self, ri: usize, tr: &Translation, n: u64, writes: u64, footprint: u64) {
         let before = *self.tlb().stats();
-        for _ in 0..n {
-            self.tlb().access(tr);
-        }
+        self.tlb().access_n(tr, n);
         self.add_since(ri, before, writes, footprint);
     }
 }

@@ -343,6 +343,22 @@ impl Tlb {
         self.l2_miss(t)
     }
 
+    /// `n` accesses of one translation in a row (a recorded run of accesses to one page): what
+    /// `n` calls of [`Tlb::access`] do, with the accesses after the first L1 hit counted at once:
+    /// a hit on the entry the last access used changes no state (it is already the most recently
+    /// used of its set, under LRU and tree PLRU alike).
+    pub fn access_n(&mut self, t: &Translation, n: u64) {
+        let mut left = n;
+        while left > 0 {
+            left -= 1;
+            if self.access(t) == Outcome::L1Hit {
+                self.stats.accesses += left;
+                self.stats.l1_hits += left;
+                return;
+            }
+        }
+    }
+
     /// The walk after an L2 miss, out of line: `access` itself is then small enough to inline
     /// into the caller's loop, where the registers it uses are saved once rather than on every
     /// access.

@@ -219,3 +219,49 @@ fn the_preset_of_a_cpuinfo() {
     let a53 = "CPU implementer\t: 0x41\nCPU part\t: 0xd03\n";
     assert_eq!(crate::presets::for_cpuinfo(a53).0.name, "cortex-a53");
 }
+
+/// `access_n` is `n` calls of `access`: on every preset and paging, a stream of runs of 1 to 5
+/// accesses to pages drawn over 8 MiB of 4 KiB pages, 2 MiB pages and contiguous 64 KiB blocks
+/// (with flushes between some runs) gives the same counters after each run, and the same
+/// outcomes to a probe stream afterwards (so the same state).
+#[test]
+fn access_n_is_n_accesses() {
+    for p in PRESETS {
+        for paging in [Paging::Native, Paging::Nested { host: PageSize::K4 }, Paging::Nested { host: PageSize::M2 }] {
+            let (mut a, mut b) = (Tlb::new(p, paging), Tlb::new(p, paging));
+            let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+            let mut next = || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            let pick = |r: u64| {
+                let page = r % 2048;
+                match (r >> 20) % 3 {
+                    0 => t4k(page),
+                    1 => Translation::new(BASE + (page & !511) * 4096, 0x20_0000 + (page & !511), PageSize::M2),
+                    _ => Translation { vaddr: BASE + page * 4096, pfn: 0x30_0000 + page, size: PageSize::K4, contig_order: 4, cont: p.name.starts_with("cortex") || p.name.starts_with("neoverse") },
+                }
+            };
+            for i in 0..20_000 {
+                let r = next();
+                let t = pick(r);
+                let n = 1 + (r >> 40) % 5;
+                a.access_n(&t, n);
+                for _ in 0..n {
+                    b.access(&t);
+                }
+                if i % 997 == 0 {
+                    a.flush_range(t.vaddr, 4096);
+                    b.flush_range(t.vaddr, 4096);
+                }
+                assert_eq!(a.stats(), b.stats(), "{} {:?}, run {i}", p.name, paging);
+            }
+            for _ in 0..5_000 {
+                let t = pick(next());
+                assert_eq!(a.access(&t), b.access(&t), "{} {:?}", p.name, paging);
+            }
+        }
+    }
+}
