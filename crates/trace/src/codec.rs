@@ -168,6 +168,18 @@ impl<R: BufRead> Src<R> {
     }
 
     pub fn varint(&mut self, expected: &str) -> Result<u64, TraceError> {
+        // Fast path: a whole varint in the reader's buffer (nearly always), decoded there.
+        if let Ok(buf) = self.r.fill_buf() {
+            if let Some(end) = buf.iter().take(9).position(|&b| b & 0x80 == 0) {
+                let v = buf[..=end].iter().enumerate().fold(0u64, |v, (i, &b)| v | ((b & 0x7f) as u64) << (7 * i));
+                if self.crc_on {
+                    self.crc.update(&buf[..=end]);
+                }
+                self.r.consume(end + 1);
+                self.offset += end as u64 + 1;
+                return Ok(v);
+            }
+        }
         let start = self.offset;
         let mut v: u64 = 0;
         for i in 0..10 {
