@@ -583,7 +583,9 @@ impl<'a> Replay<'a> {
                     let write = r.write && mapped.write;
                     let (_, last) = self.m.step_current(Step::AccessRun { first: addr, n: r.count, stride: 0, write }).run();
                     crate::access::apply_flushes(&mut self.m, &mut tlb);
-                    match (last, self.m.translation(addr)) {
+                    // A hit only set young and dirty bits: the translation is the one it found.
+                    let now = if last == Access::Hit { Some(mapped) } else { self.m.translation(addr) };
+                    match (last, now) {
                         (Access::Hit | Access::Fault, Some(t)) => {
                             self.access_counts.modelled += r.count;
                             crate::access::tlb_translation(addr, &t)
