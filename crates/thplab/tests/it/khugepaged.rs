@@ -100,10 +100,10 @@ fn the_collapse_timeline_matches_the_live_daemon_within_one_scan_period() {
 /// after PR_SET_THP_DISABLE 0 registers the mm: without it the mmap registers the mm, and on a
 /// machine whose daemon sleeps on an empty list that wakes it at once, to scan the file while
 /// the program faults it (a CI run saw the 2M-4M range collapsed before the program's writes:
-/// 34 faults live, 290 modelled). The model runs a wake-up after the statements of its instant. max_ptes_none limits the holes in the page cache:
-/// at 0 the full range collapses, at 256 the first two, at 511 the first three. The collapse
-/// unmaps the 4 KiB pages and retracts the page table; the read after the sleep maps the huge
-/// folios with PMDs. Counters, census, meminfo and faults must be equal. pages_collapsed grows
+/// 34 faults live, 290 modelled). The model runs a wake-up after the statements of its instant.
+/// max_ptes_none limits the holes in the page cache: at 0 the full range collapses, at 256 the
+/// first two, at 511 the first three. The collapse unmaps the 4 KiB pages and retracts the
+/// page table; the read after the sleep maps the huge folios with PMDs. Counters, census, meminfo and faults must be equal. pages_collapsed grows
 /// by the number of collapsed ranges at every scan after the collapse (SCAN_PTE_MAPPED_HUGEPAGE →
 /// collapse_pte_mapped_thp → SCAN_SUCCEED), so it depends on how many times the daemon really
 /// scanned the mm: live it must be that number of ranges times a scan count between 1 and the
