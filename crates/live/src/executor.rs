@@ -271,6 +271,8 @@ pub struct ExecOptions {
     /// Before every run after the first, wait until page reporting has taken every free block
     /// (`crate::host::wait_until_settled`): the state a model run with a profile's `[host]`
     /// starts from (a run right after another would get the blocks it freed, still backed).
+    /// With `cpu`, every run also starts with the THP-sized pages of that CPU's per-CPU list
+    /// taken and held until it ends (`crate::host::take_cpu_thps`).
     pub settle_host: bool,
     /// Pin the workload (the child, and so every process and thread it starts) to this CPU
     /// (`sched_setaffinity`): the model was given that CPU's per-CPU free list. With
@@ -2377,8 +2379,12 @@ pub fn run_live(
                 run_opts.cpu = crate::host::quietest_cpu_now().map(|(c, _)| c).or(opts.cpu);
             }
         }
+        // The THP-sized pages on the CPU's per-CPU list, backed and invisible to the model,
+        // are held while the run runs (crate::host::take_cpu_thps).
+        let thps = if opts.settle_host { run_opts.cpu.and_then(crate::host::take_cpu_thps) } else { None };
         let t = Instant::now();
         let r = run_once(w, &spec, &regions, &run_opts, &paths)?;
+        drop(thps);
         if opts.progress {
             eprintln!(
                 "live run {}/{}: {} faults, {:.1} ms ops, {:.1} ms total",

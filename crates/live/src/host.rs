@@ -84,6 +84,92 @@ pub fn quietest_cpu_now() -> Option<(usize, u64)> {
     std::fs::read_to_string("/proc/zoneinfo").ok().and_then(|t| quietest_cpu(&parse_pcp_counts(&t)))
 }
 
+/// [`free_areas`] with CPU `cpu`'s per-CPU list count as it is now.
+pub fn free_areas_on(cpu: usize) -> io::Result<uapi::profile::FreeLists> {
+    let mut f = free_areas()?;
+    let counts = std::fs::read_to_string("/proc/zoneinfo").map(|t| parse_pcp_counts(&t)).unwrap_or_default();
+    (f.cpu, f.pcp) = (Some(cpu), counts.get(cpu).copied().unwrap_or(0));
+    Ok(f)
+}
+
+/// THP-sized pages taken off a CPU's per-CPU list by [`take_cpu_thps`], held until dropped.
+pub struct HeldThps {
+    addr: usize,
+    len: usize,
+    /// Huge pages taken; the last one came from a reported block unless `taken` reached the
+    /// cap or a collapse failed.
+    pub taken: u32,
+}
+
+impl Drop for HeldThps {
+    fn drop(&mut self) {
+        // SAFETY: unmaps the mapping take_cpu_thps made and nothing else uses.
+        unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
+    }
+}
+
+/// At most this many huge pages are taken (256 MiB).
+const TAKE_CAP: usize = 128;
+/// A collapse slower than this wrote a huge page the host did not back (about 4.4 ms here,
+/// against 0.2-0.4 ms for a backed one).
+const TAKE_SLOW: std::time::Duration = std::time::Duration::from_micros(1500);
+
+/// Take the THP-sized pages that CPU `cpu`'s per-CPU list holds, backed, and hold them while a
+/// run pinned to `cpu` runs, so that its huge pages come from the free lists the model is given
+/// (read after this): `pcp_allowed_order` lets order 9 onto the per-CPU lists and
+/// `free_frozen_page_commit` keeps a THP freed there while the list is below `high`, where
+/// reporting never sees it, and /proc shows its pages but not their order (docs/kernel-notes.md
+/// item 20: after reporting settled, 0 to 13 of a run's first THP faults were backed, those the
+/// last process on its CPU freed). A thread pinned to `cpu` writes a byte into one 2 MiB range
+/// after another and collapses each with MADV_COLLAPSE (mm/khugepaged.c: `madvise_collapse`
+/// allocates the huge page on the calling CPU, whatever the THP knobs say), and stops after the
+/// first collapse slower than [`TAKE_SLOW`] (its page came from a reported block: the list
+/// holds no backed one now), at one that fails, or at [`TAKE_CAP`]. Past the list it takes the
+/// backed blocks at the head of the buddy lists too, which the model would have given the run
+/// as well. None where the mapping or the thread could not be made.
+pub fn take_cpu_thps(cpu: usize) -> Option<HeldThps> {
+    const HUGE: usize = 2 << 20;
+    let len = (TAKE_CAP + 1) * HUGE;
+    // SAFETY: a fresh private anonymous mapping, unmapped by HeldThps::drop.
+    let addr = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0) };
+    if addr == libc::MAP_FAILED {
+        return None;
+    }
+    let mut held = HeldThps { addr: addr as usize, len, taken: 0 };
+    let base = (held.addr + HUGE - 1) & !(HUGE - 1);
+    let taken = std::thread::spawn(move || {
+        // SAFETY: sched_setaffinity of this thread with a set naming one CPU.
+        let pinned = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+        };
+        let mut taken = 0;
+        for i in 0..TAKE_CAP {
+            let p = base + i * HUGE;
+            // SAFETY: p lies in the mapping (TAKE_CAP huge pages after the aligned base); the
+            // write faults in one page for MADV_COLLAPSE to start from.
+            let (ret, took) = unsafe {
+                std::ptr::write_volatile(p as *mut u8, 1);
+                let t = std::time::Instant::now();
+                (libc::madvise(p as *mut libc::c_void, HUGE, linux_abi::mman::MADV_COLLAPSE as libc::c_int), t.elapsed())
+            };
+            if !pinned || ret != 0 {
+                break;
+            }
+            taken += 1;
+            if took > TAKE_SLOW {
+                break;
+            }
+        }
+        taken
+    })
+    .join()
+    .ok()?;
+    held.taken = taken;
+    Some(held)
+}
+
 /// Free pages on each CPU's per-CPU lists, every zone together, from a /proc/zoneinfo text
 /// (`    cpu: N` then `              count: X` in each zone's pagesets), by CPU number.
 pub fn parse_pcp_counts(text: &str) -> Vec<u64> {
@@ -219,6 +305,40 @@ pub fn parse_buddyinfo(text: &str) -> Result<Vec<u64>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The huge pages of `[addr, addr+len)` in this process's smaps, in KiB.
+    fn anon_huge_kib(addr: usize) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ').filter(|(r, _)| r.contains('-') && !r.contains(':')) {
+                let start = u64::from_str_radix(range.split('-').next().unwrap(), 16).unwrap_or(u64::MAX);
+                inside = start == addr as u64;
+            } else if inside && line.starts_with("AnonHugePages:") {
+                return line.split_whitespace().nth(1).unwrap().parse().unwrap();
+            }
+        }
+        0
+    }
+
+    /// take_cpu_thps collapses one 2 MiB range after another on the CPU and holds them: the
+    /// mapping has `taken` PMD-mapped huge pages (1 to TAKE_CAP: the first collapse always
+    /// counts, fast or slow) until the holder is dropped, which unmaps it. MADV_COLLAPSE needs
+    /// root and THP support, whatever the knobs say.
+    #[test]
+    fn taken_huge_pages_are_held_until_dropped() {
+        if !crate::sysfs::is_root() || !std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+            eprintln!("SKIPPED: MADV_COLLAPSE needs root and the THP sysfs tree");
+            return;
+        }
+        let cpu = quietest_cpu_now().map_or(0, |(c, _)| c);
+        let held = take_cpu_thps(cpu).expect("a mapping and a thread");
+        assert!((1..=TAKE_CAP as u32).contains(&held.taken), "took {}", held.taken);
+        assert_eq!(anon_huge_kib(held.addr), held.taken as u64 * 2048);
+        let addr = held.addr;
+        drop(held);
+        assert!(!std::fs::read_to_string("/proc/self/maps").unwrap().lines().any(|l| l.starts_with(&format!("{addr:x}-"))));
+    }
 
     #[test]
     fn buddyinfo_rows_are_summed_per_order() {

@@ -526,7 +526,9 @@ fn hostname() -> String {
 /// where unreadable: the profile's are used). Read before the wait, they held the last run's
 /// memory, and the time of a 1 GiB run of 4 KiB faults moved by a fifth with what reporting
 /// did meanwhile. The live run is to be pinned to the CPU whose per-CPU lists hold the fewest
-/// free pages, and the model gets that list (`FreeLists::cpu`, `pcp`): a run on the CPU where
+/// free pages, and the model gets that list (`FreeLists::cpu`, `pcp`; read with the list's
+/// THP-sized pages taken, which the live run's executor takes again and holds while it runs:
+/// `free_areas_for_run`): a run on the CPU where
 /// the last run exited took up to 900 MiB of backed pages from its list, and ran a 1 GiB fill
 /// of 4 KiB pages in 0.4 s where the other CPU took 2.3 s (with `--repeat`, each later run goes
 /// to the quietest CPU of its own start: `live::ExecOptions::cpu`). Without `live`, the
@@ -538,7 +540,21 @@ pub fn host_model(profile: &uapi::profile::MachineProfile, live: bool) -> Option
     }
     live::host::reporting_order()?;
     settle_host(true);
-    Some((host, live::host::free_areas_pinned().ok()))
+    // The THP-sized pages are let go here: the live run takes them again (its executor).
+    Some((host, free_areas_for_run().0))
+}
+
+/// The free lists a live run pinned to the quietest CPU meets (`free.cpu`), read with the
+/// THP-sized pages on that CPU's per-CPU list taken: held, so that the run does not get them
+/// (`live::host::take_cpu_thps`), and returned for the caller to hold over the run.
+fn free_areas_for_run() -> (Option<uapi::profile::FreeLists>, Option<live::host::HeldThps>) {
+    let free = live::host::free_areas_pinned().ok();
+    let Some(cpu) = free.as_ref().and_then(|f| f.cpu) else { return (free, None) };
+    let held = live::host::take_cpu_thps(cpu);
+    match &held {
+        Some(h) if h.taken > 0 => (live::host::free_areas_on(cpu).ok(), held),
+        _ => (free, held),
+    }
 }
 
 /// Before a live run whose model run paid host faults (`time.host_faults`: it takes free blocks
@@ -559,15 +575,17 @@ pub fn settle_host_for(model: &uapi::RunResult, progress: bool) {
 /// last one freed, which the host still backs, and run faster than the model's start allows.
 /// Each run is pinned to the CPU whose per-CPU lists hold the fewest free pages then
 /// (`live::host::free_areas_pinned`: a run on the CPU the last one exited on took up to 900 MiB
-/// of backed pages from its list). Also the free lists the median run met (None where
+/// of backed pages from its list), with the THP-sized pages of that list held while it runs
+/// (`live::host::take_cpu_thps`: the THPs the last process there freed). Also the free lists the median run met (None where
 /// unreadable): which frames are backed depends on them, so the model prices these runs with
 /// them.
 pub fn time_untraced(argv: &[std::ffi::OsString], runs: u32, live: bool, progress: bool) -> Result<(u64, Option<uapi::profile::FreeLists>)> {
     let mut times = Vec::new();
     for _ in 0..runs.max(1) {
         settle_host(progress);
-        let free = live::host::free_areas_pinned().ok();
+        let (free, thps) = free_areas_for_run();
         let ns = record::time_untraced_on(argv, 1, live, free.as_ref().and_then(|f| f.cpu))?;
+        drop(thps);
         times.push((ns, free));
     }
     times.sort_unstable_by_key(|t| t.0);

@@ -398,7 +398,8 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
             writeln!(out, "time: the model's from a machine profile (`thplab calibrate` measures one). On a VM whose free pages are")?;
             writeln!(out, "reported to its host, writing reported memory is a host fault: once page reporting settled, the model took the")?;
             writeln!(out, "machine's free lists and reported blocks (/proc/pagetypeinfo, /proc/kpageflags) and the per-CPU list of the CPU")?;
-            writeln!(out, "the live run was pinned to (/proc/zoneinfo), and counts them from there.")?;
+            writeln!(out, "the live run was pinned to (/proc/zoneinfo; the THP-sized pages on it, which /proc cannot show, are held")?;
+            writeln!(out, "by thplab while the run runs), and counts them from there.")?;
         }
     }
     writeln!(out)?;
