@@ -528,11 +528,10 @@ fn hostname() -> String {
 /// did meanwhile. The live run is to be pinned to the CPU whose per-CPU lists hold the fewest
 /// free pages, and the model gets that list (`FreeLists::cpu`, `pcp`; read with the list's
 /// THP-sized pages taken, which the live run's executor takes again and holds while it runs:
-/// `free_areas_for_run`): a run on the CPU where
-/// the last run exited took up to 900 MiB of backed pages from its list, and ran a 1 GiB fill
-/// of 4 KiB pages in 0.4 s where the other CPU took 2.3 s (with `--repeat`, each later run goes
-/// to the quietest CPU of its own start: `live::ExecOptions::cpu`). Without `live`, the
-/// profile's own free lists.
+/// `free_areas_for_run`): a run on the CPU where the last run exited took up to 900 MiB of
+/// backed pages from its list, and ran a 1 GiB fill of 4 KiB pages in 0.4 s where the other CPU
+/// took 2.3 s (with `--repeat`, each later run goes to the quietest CPU of its own start:
+/// `live::ExecOptions::cpu`). Without `live`, the profile's own free lists.
 pub fn host_model(profile: &uapi::profile::MachineProfile, live: bool) -> Option<(&uapi::profile::HostCosts, Option<uapi::profile::FreeLists>)> {
     let host = profile.host.as_ref()?;
     if !live {
@@ -576,9 +575,9 @@ pub fn settle_host_for(model: &uapi::RunResult, progress: bool) {
 /// Each run is pinned to the CPU whose per-CPU lists hold the fewest free pages then
 /// (`live::host::free_areas_pinned`: a run on the CPU the last one exited on took up to 900 MiB
 /// of backed pages from its list), with the THP-sized pages of that list held while it runs
-/// (`live::host::take_cpu_thps`: the THPs the last process there freed). Also the free lists the median run met (None where
-/// unreadable): which frames are backed depends on them, so the model prices these runs with
-/// them.
+/// (`live::host::take_cpu_thps`: the THPs the last process there freed). Also the free lists
+/// the median run met (None where unreadable): which frames are backed depends on them, so the
+/// model prices these runs with them.
 pub fn time_untraced(argv: &[std::ffi::OsString], runs: u32, live: bool, progress: bool) -> Result<(u64, Option<uapi::profile::FreeLists>)> {
     let mut times = Vec::new();
     for _ in 0..runs.max(1) {
