@@ -306,14 +306,15 @@ pub fn parse_buddyinfo(text: &str) -> Result<Vec<u64>, String> {
 mod tests {
     use super::*;
 
-    /// The huge pages of `[addr, addr+len)` in this process's smaps, in KiB.
+    /// AnonHugePages of the VMA holding `addr` in this process's smaps, in KiB.
     fn anon_huge_kib(addr: usize) -> u64 {
         let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
         let mut inside = false;
         for line in smaps.lines() {
             if let Some((range, _)) = line.split_once(' ').filter(|(r, _)| r.contains('-') && !r.contains(':')) {
-                let start = u64::from_str_radix(range.split('-').next().unwrap(), 16).unwrap_or(u64::MAX);
-                inside = start == addr as u64;
+                let (start, end) = range.split_once('-').unwrap();
+                let (start, end) = (u64::from_str_radix(start, 16).unwrap(), u64::from_str_radix(end, 16).unwrap());
+                inside = (start..end).contains(&(addr as u64));
             } else if inside && line.starts_with("AnonHugePages:") {
                 return line.split_whitespace().nth(1).unwrap().parse().unwrap();
             }
@@ -323,7 +324,7 @@ mod tests {
 
     /// take_cpu_thps collapses one 2 MiB range after another on the CPU and holds them: the
     /// mapping has `taken` PMD-mapped huge pages (1 to TAKE_CAP: the first collapse always
-    /// counts, fast or slow) until the holder is dropped, which unmaps it. MADV_COLLAPSE needs
+    /// counts, fast or slow) until the holder is dropped, which unmaps them. MADV_COLLAPSE needs
     /// root and THP support, whatever the knobs say.
     #[test]
     fn taken_huge_pages_are_held_until_dropped() {
@@ -334,10 +335,11 @@ mod tests {
         let cpu = quietest_cpu_now().map_or(0, |(c, _)| c);
         let held = take_cpu_thps(cpu).expect("a mapping and a thread");
         assert!((1..=TAKE_CAP as u32).contains(&held.taken), "took {}", held.taken);
-        assert_eq!(anon_huge_kib(held.addr), held.taken as u64 * 2048);
+        // Its VMA (a neighbour of the same flags may have merged into it) holds them.
+        assert!(anon_huge_kib(held.addr) >= held.taken as u64 * 2048, "took {}", held.taken);
         let addr = held.addr;
         drop(held);
-        assert!(!std::fs::read_to_string("/proc/self/maps").unwrap().lines().any(|l| l.starts_with(&format!("{addr:x}-"))));
+        assert_eq!(anon_huge_kib(addr), 0, "unmapped");
     }
 
     #[test]
