@@ -279,7 +279,7 @@ pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Resul
 /// taken every free block of its order and above (so the fill can only get reported blocks),
 /// one right after it freed them (the blocks at the head of their lists, unreported, backed).
 fn measure_host(base: &ThpSettings, order: u8, len: usize, runs: u32, progress: &mut impl FnMut(&str)) -> Result<(Figure, HostCosts)> {
-    let free_areas = crate::host::free_areas().map_err(|error| crate::LiveError::Io { what: "cannot read", path: "/proc/pagetypeinfo".into(), error })?.free;
+    let free_areas = crate::host::free_lists().map_err(|error| crate::LiveError::Io { what: "cannot read", path: "/proc/pagetypeinfo".into(), error })?;
     // PMD THP for the ranges alone (MADV_HUGEPAGE under `madvise`): under `always`, other
     // processes would take and free blocks of the reporting order meanwhile, and the cold fill
     // would get some of those, backed.

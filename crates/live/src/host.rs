@@ -51,31 +51,30 @@ pub fn wait_until_settled(progress: &mut impl FnMut(u64)) -> Option<std::time::D
 /// kind after a test suite, 46 696 of the 191 877 free frames in blocks below the reporting
 /// order were theirs, and a 1 GiB run of 4 KiB faults took 116 404 reported frames where the
 /// buddyinfo rows predicted about 36 000.
-pub fn free_areas() -> io::Result<uapi::profile::FreeLists> {
-    let free = match std::fs::read_to_string("/proc/pagetypeinfo") {
-        Ok(text) => parse_pagetypeinfo(&text, "Movable").map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("/proc/pagetypeinfo: {e}")))?,
+pub fn free_lists() -> io::Result<Vec<u64>> {
+    match std::fs::read_to_string("/proc/pagetypeinfo") {
+        Ok(text) => parse_pagetypeinfo(&text, "Movable").map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("/proc/pagetypeinfo: {e}"))),
         Err(_) => {
             let text = std::fs::read_to_string("/proc/buddyinfo")?;
-            parse_buddyinfo(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("/proc/buddyinfo: {e}")))?
+            parse_buddyinfo(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("/proc/buddyinfo: {e}")))
         }
-    };
+    }
+}
+
+/// [`free_lists`] and, where free pages are reported, the reported blocks per order
+/// ([`reported_blocks`]), unpinned.
+pub fn free_areas() -> io::Result<uapi::profile::FreeLists> {
+    let free = free_lists()?;
     let reported = reporting_order().and_then(|o| reported_blocks(o).ok());
     Ok(uapi::profile::FreeLists { free, reported, cpu: None, pcp: 0 })
 }
 
-/// [`free_areas`] for a run pinned to one CPU: on a machine that reports free pages, the
-/// allowed CPU whose per-CPU lists hold the fewest free pages (/proc/zoneinfo, every zone),
-/// with that count; elsewhere (nothing to predict about the host) or without /proc/zoneinfo,
-/// unpinned.
-pub fn free_areas_pinned() -> io::Result<uapi::profile::FreeLists> {
-    let mut f = free_areas()?;
-    if reporting_order().is_none() {
-        return Ok(f);
-    }
-    if let Some((cpu, pcp)) = quietest_cpu_now() {
-        (f.cpu, f.pcp) = (Some(cpu), pcp);
-    }
-    Ok(f)
+/// The CPU a run whose host is predicted is pinned to: on a machine that reports free pages,
+/// the allowed CPU whose per-CPU lists hold the fewest free pages now (/proc/zoneinfo, every
+/// zone); None elsewhere (nothing to predict about the host) or without /proc/zoneinfo.
+pub fn cpu_for_run() -> Option<usize> {
+    reporting_order()?;
+    quietest_cpu_now().map(|(cpu, _)| cpu)
 }
 
 /// The allowed CPU whose per-CPU lists hold the fewest free pages now, with that count
@@ -84,7 +83,7 @@ pub fn quietest_cpu_now() -> Option<(usize, u64)> {
     std::fs::read_to_string("/proc/zoneinfo").ok().and_then(|t| quietest_cpu(&parse_pcp_counts(&t)))
 }
 
-/// [`free_areas`] with CPU `cpu`'s per-CPU list count as it is now.
+/// [`free_areas`] for a run pinned to `cpu`, with that CPU's per-CPU list count as it is now.
 pub fn free_areas_on(cpu: usize) -> io::Result<uapi::profile::FreeLists> {
     let mut f = free_areas()?;
     let counts = std::fs::read_to_string("/proc/zoneinfo").map(|t| parse_pcp_counts(&t)).unwrap_or_default();

@@ -543,17 +543,14 @@ pub fn host_model(profile: &uapi::profile::MachineProfile, live: bool) -> Option
     Some((host, free_areas_for_run().0))
 }
 
-/// The free lists a live run pinned to the quietest CPU meets (`free.cpu`), read with the
-/// THP-sized pages on that CPU's per-CPU list taken: held, so that the run does not get them
-/// (`live::host::take_cpu_thps`), and returned for the caller to hold over the run.
+/// The free lists a live run pinned to the quietest CPU meets (`free.cpu`, where free pages
+/// are reported: `live::host::cpu_for_run`), read once the THP-sized pages on that CPU's
+/// per-CPU list are taken: held, so that the run does not get them (`live::host::take_cpu_thps`),
+/// and returned for the caller to hold over the run.
 fn free_areas_for_run() -> (Option<uapi::profile::FreeLists>, Option<live::host::HeldThps>) {
-    let free = live::host::free_areas_pinned().ok();
-    let Some(cpu) = free.as_ref().and_then(|f| f.cpu) else { return (free, None) };
+    let Some(cpu) = live::host::cpu_for_run() else { return (live::host::free_areas().ok(), None) };
     let held = live::host::take_cpu_thps(cpu);
-    match &held {
-        Some(h) if h.taken > 0 => (live::host::free_areas_on(cpu).ok(), held),
-        _ => (free, held),
-    }
+    (live::host::free_areas_on(cpu).ok(), held)
 }
 
 /// Before a live run whose model run paid host faults (`time.host_faults`: it takes free blocks
@@ -573,7 +570,7 @@ pub fn settle_host_for(model: &uapi::RunResult, progress: bool) {
 /// model's machine's state, its `[host]`): a run right after another would reuse the blocks the
 /// last one freed, which the host still backs, and run faster than the model's start allows.
 /// Each run is pinned to the CPU whose per-CPU lists hold the fewest free pages then
-/// (`live::host::free_areas_pinned`: a run on the CPU the last one exited on took up to 900 MiB
+/// (`live::host::cpu_for_run`: a run on the CPU the last one exited on took up to 900 MiB
 /// of backed pages from its list), with the THP-sized pages of that list held while it runs
 /// (`live::host::take_cpu_thps`: the THPs the last process there freed). Also the free lists
 /// the median run met (None where unreadable): which frames are backed depends on them, so the
