@@ -2085,11 +2085,7 @@ fn run_once(
         let cpu = opts.cpu;
         cmd.pre_exec(move || {
             if let Some(c) = cpu {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(c, &mut set);
-                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+                crate::host::pin_this_thread(c)?;
             }
             if procs > 1 {
                 // The executor's own memory in base pages (cleared before `go`, see child_run).

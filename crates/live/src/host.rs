@@ -91,6 +91,20 @@ pub fn free_areas_on(cpu: usize) -> io::Result<uapi::profile::FreeLists> {
     Ok(f)
 }
 
+/// Pin the calling thread (and what it starts later) to `cpu` (`sched_setaffinity`).
+/// Async-signal-safe: also for a child between fork and exec.
+pub fn pin_this_thread(cpu: usize) -> io::Result<()> {
+    // SAFETY: sched_setaffinity of this thread with a plain cpu_set_t naming one CPU.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// THP-sized pages taken off a CPU's per-CPU list by [`take_cpu_thps`], held until dropped.
 pub struct HeldThps {
     addr: usize,
@@ -137,12 +151,7 @@ pub fn take_cpu_thps(cpu: usize) -> Option<HeldThps> {
     let mut held = HeldThps { addr: addr as usize, len, taken: 0 };
     let base = (held.addr + HUGE - 1) & !(HUGE - 1);
     let taken = std::thread::spawn(move || {
-        // SAFETY: sched_setaffinity of this thread with a set naming one CPU.
-        let pinned = unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-        };
+        let pinned = pin_this_thread(cpu).is_ok();
         let mut taken = 0;
         for i in 0..TAKE_CAP {
             let p = base + i * HUGE;
