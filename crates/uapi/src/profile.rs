@@ -119,7 +119,8 @@ pub struct HostCosts {
 /// which pagetypeinfo leaves out: freed last, never reported, the first an allocation on that
 /// CPU takes. A process that exits after writing 1 GiB leaves up to ~900 MiB there (`pcp->high`
 /// grows while it frees, and decays by at most 2 016 pages a second: `decay_pcp_high`). With
-/// `cpu`, the live run is pinned to that CPU and `pcp` is its list's length.
+/// `cpu`, the live run is pinned to that CPU and `pcp` is its list's length, read once the
+/// THP-sized pages on it were taken (`live::host::take_cpu_thps`: held over the live run).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FreeLists {
     pub free: Vec<u64>,
