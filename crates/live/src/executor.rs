@@ -1904,6 +1904,11 @@ pub struct RunOnce {
     pub meminfo: BTreeMap<String, i64>,
     /// `--sample`: the samples taken during the run.
     pub timeline: Vec<uapi::TimelineSample>,
+    /// With `ExecOptions::settle_host` on a VM that reports free pages: the frames mapped at
+    /// the end that lay in reported blocks when the run started (`LiveWorkloadRun::host_faults`).
+    pub host_faults: Option<u64>,
+    /// With `ExecOptions::settle_host`: the free lists the run started from.
+    pub free_lists: Option<uapi::profile::FreeLists>,
 }
 
 /// Each phase of the runs (the first run's, in order): the median over the runs of its start
@@ -2053,6 +2058,7 @@ fn run_once(
     regions: &[RegionPlacement],
     opts: &ExecOptions,
     paths: &Paths,
+    reported: Option<&crate::host::ReportedFrames>,
 ) -> Result<RunOnce> {
     // Mount points for the child's tmpfs mounts: empty directories on the host.
     let mut leftovers = RunLeftovers { dirs: Vec::new(), child: None };
@@ -2247,6 +2253,7 @@ fn run_once(
         }
     }
     let census = census_of_ranges(pid, &ranges, &vmas)?;
+    let mut host_faults = reported.map(|r| r.count_mapped(pid, &ranges)).transpose().map_err(|e| crate::io_err("cannot read", format!("/proc/{pid}/pagemap"), e))?;
     // The other processes: Rss and census of those still alive (they wait for QUIT).
     let mut procs = Vec::new();
     let mut results = done.results;
@@ -2270,6 +2277,9 @@ fn run_once(
                     one.anon_huge_bytes += v.anon_huge_kb * 1024;
                 }
                 one.census = census_of_ranges(d.pid, &ranges, &vmas)?.total;
+                if let (Some(n), Some(r)) = (host_faults.as_mut(), reported) {
+                    *n += r.count_mapped(d.pid, &ranges).map_err(|e| crate::io_err("cannot read", format!("/proc/{}/pagemap", d.pid), e))?;
+                }
             }
             procs.push(one);
         }
@@ -2327,6 +2337,8 @@ fn run_once(
         start_brk: ready.start_brk,
         regions,
         timeline,
+        host_faults,
+        free_lists: None,
     })
 }
 
@@ -2375,11 +2387,19 @@ pub fn run_live(
                 run_opts.cpu = crate::host::quietest_cpu_now().map(|(c, _)| c).or(opts.cpu);
             }
         }
+        if opts.settle_host && run_opts.cpu.is_none() {
+            run_opts.cpu = crate::host::cpu_for_run();
+        }
         // The THP-sized pages on the CPU's per-CPU list, backed and invisible to the model,
         // are held while the run runs (crate::host::take_cpu_thps).
         let thps = if opts.settle_host { run_opts.cpu.and_then(crate::host::take_cpu_thps) } else { None };
+        // The free lists the run starts from and the frames the host has dropped then: the
+        // model can run again from them (`live.free_lists`), and the run's frames among them
+        // are its host faults (`live.host_faults`, beside the model's `time.host_faults`).
+        let start = if opts.settle_host { run_opts.cpu.and_then(crate::host::run_start) } else { None };
         let t = Instant::now();
-        let r = run_once(w, &spec, &regions, &run_opts, &paths)?;
+        let mut r = run_once(w, &spec, &regions, &run_opts, &paths, start.as_ref().map(|s| &s.1))?;
+        r.free_lists = start.map(|s| s.0);
         drop(thps);
         if opts.progress {
             eprintln!(
@@ -2418,6 +2438,7 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
     let minflt = col("minflt".into(), runs.iter().map(|r| r.minflt as i64).collect());
     let rss = col("rss_bytes".into(), runs.iter().map(|r| r.rss_bytes as i64).collect());
     let ahp = col("anon_huge_bytes".into(), runs.iter().map(|r| r.anon_huge_bytes as i64).collect());
+    let host_faults = runs.iter().map(|r| r.host_faults.map(|n| n as i64)).collect::<Option<Vec<i64>>>().map(|v| col("host_faults".into(), v) as u64);
     for name in rep.counters.vmstat.keys() {
         let v = col(format!("vmstat.{name}"), runs.iter().map(|r| r.counters.vmstat.get(name).copied().unwrap_or(0)).collect());
         res.vmstat.insert(name.clone(), v);
@@ -2439,6 +2460,8 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
     }
     let mut walls: Vec<i64> = runs.iter().map(|r| (r.wall_ns / 1000) as i64).collect();
     let wall_us = median(&mut walls);
+    // The free lists of the run whose wall time is the median: the one the time row compares.
+    let free_lists = runs.iter().find(|r| (r.wall_ns / 1000) as i64 == wall_us).and_then(|r| r.free_lists.clone());
     res.process = ProcessStats { minflt: minflt as u64, rss_bytes: rss as u64, anon_huge_bytes: ahp as u64, bloat_bytes: None };
     res.census = rep.census.clone();
     res.folios = rep.census.folio_counts();
@@ -2502,6 +2525,8 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
             placement: notes,
             noise: noise(rep),
             phases: phase_times(&runs),
+            host_faults,
+            free_lists,
         }),
         program: None,
     });

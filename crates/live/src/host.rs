@@ -234,30 +234,123 @@ const KPF_BUDDY: u64 = 1 << 10;
 /// (after a 1 GiB run of 4 KiB pages here, 306 MiB were reported before reporting went quiet;
 /// the next such run met 2 804 host faults where "every large block reported" says 54 000).
 pub fn reported_blocks(order: u8) -> io::Result<Vec<u64>> {
+    let mut counts = vec![0u64; mm_types::MAX_PAGE_ORDER as usize + 1];
+    scan_reported(order, |_, o| counts[o as usize] += 1)?;
+    Ok(counts)
+}
+
+/// Calls `f(head, order)` for every reported free block of `order` and above in /proc/kpageflags
+/// (root only), as [`reported_blocks`] counts them.
+fn scan_reported(order: u8, mut f: impl FnMut(u64, u8)) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
-    let max = mm_types::MAX_PAGE_ORDER as usize;
-    let f = std::fs::File::open("/proc/kpageflags")?;
-    let mut counts = vec![0u64; max + 1];
+    let file = std::fs::File::open("/proc/kpageflags")?;
     // Chunks of MAX_PAGE_ORDER-aligned frames: no block straddles two.
     const CHUNK: usize = 1 << 16;
     let mut buf = vec![0u8; CHUNK * 8];
+    let mut flags: Vec<u64> = Vec::with_capacity(CHUNK);
     let mut pfn = 0u64;
     loop {
-        let n = match f.read_at(&mut buf, pfn * 8) {
+        let n = match file.read_at(&mut buf, pfn * 8) {
             Ok(0) => break,
             Ok(n) => n / 8,
             // Past the last frame some kernels answer EINVAL instead of 0 bytes.
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) && pfn > 0 => break,
             Err(e) => return Err(e),
         };
-        let flags: Vec<u64> = buf[..n * 8].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
-        count_reported(&flags, pfn, order, &mut counts);
+        flags.clear();
+        flags.extend(buf[..n * 8].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))));
+        reported_heads(&flags, pfn, order, &mut f);
         pfn += n as u64;
         if n < CHUNK {
             break;
         }
     }
-    Ok(counts)
+    Ok(())
+}
+
+/// The free lists a run pinned to `cpu` starts from (as [`free_areas_on`]) and the frames the
+/// host has dropped then, from one scan of /proc/kpageflags: read right before a live run
+/// starts (after [`take_cpu_thps`]), so that the model can be run again from that state
+/// (`live.free_lists`) and the run's frames counted against it (`live.host_faults`). None where
+/// no device reports free pages.
+pub fn run_start(cpu: usize) -> Option<(uapi::profile::FreeLists, ReportedFrames)> {
+    let order = reporting_order()?;
+    let free = free_lists().ok()?;
+    let reported = ReportedFrames::read(order).ok()?;
+    let counts = std::fs::read_to_string("/proc/zoneinfo").map(|t| parse_pcp_counts(&t)).unwrap_or_default();
+    let lists = uapi::profile::FreeLists { free, reported: Some(reported.blocks.clone()), cpu: Some(cpu), pcp: counts.get(cpu).copied().unwrap_or(0) };
+    Some((lists, reported))
+}
+
+/// The frames of every block page reporting had reported when [`ReportedFrames::read`] ran: the
+/// frames whose next write is a fault in the host. Its count over a run's frames
+/// ([`ReportedFrames::count_mapped`]) is the live side's `host_faults`, beside the model's.
+#[derive(Default)]
+pub struct ReportedFrames {
+    /// One bit per frame.
+    bits: Vec<u64>,
+    /// Frames in reported blocks.
+    pub frames: u64,
+    /// Reported blocks per order, as [`reported_blocks`] counts them.
+    pub blocks: Vec<u64>,
+}
+
+impl ReportedFrames {
+    /// Reads /proc/kpageflags (root only): blocks of `order` (`page_reporting_order`) and above.
+    pub fn read(order: u8) -> io::Result<Self> {
+        let mut r = ReportedFrames::default();
+        scan_reported(order, |head, o| r.insert(head, o))?;
+        Ok(r)
+    }
+    fn insert(&mut self, start: u64, order: u8) {
+        if self.blocks.len() <= order as usize {
+            self.blocks.resize(mm_types::MAX_PAGE_ORDER as usize + 1, 0);
+        }
+        self.blocks[order as usize] += 1;
+        let len = 1u64 << order;
+        let end = start + len;
+        let words = end.div_ceil(64) as usize;
+        if self.bits.len() < words {
+            self.bits.resize(words, 0);
+        }
+        for pfn in start..end {
+            self.bits[(pfn / 64) as usize] |= 1 << (pfn % 64);
+        }
+        self.frames += len;
+    }
+    pub fn contains(&self, pfn: u64) -> bool {
+        self.bits.get((pfn / 64) as usize).is_some_and(|w| w & (1 << (pfn % 64)) != 0)
+    }
+    /// Frames mapped in `ranges` of process `pid` (/proc/PID/pagemap, root only: PFNs are hidden
+    /// without CAP_SYS_ADMIN) that lay in a reported block.
+    pub fn count_mapped(&self, pid: i32, ranges: &[(u64, u64)]) -> io::Result<u64> {
+        use std::os::unix::fs::FileExt;
+        const PAGE: u64 = 4096;
+        const PRESENT: u64 = 1 << 63;
+        const PFN_MASK: u64 = (1 << 55) - 1;
+        let file = std::fs::File::open(format!("/proc/{pid}/pagemap"))?;
+        let mut buf = vec![0u8; 8 << 14];
+        let mut n = 0;
+        for &(start, end) in ranges {
+            let mut page = start / PAGE;
+            let last = end.div_ceil(PAGE);
+            while page < last {
+                let want = ((last - page) as usize).min(buf.len() / 8);
+                let got = file.read_at(&mut buf[..want * 8], page * 8)? / 8;
+                if got == 0 {
+                    break;
+                }
+                for c in buf[..got * 8].chunks_exact(8) {
+                    let e = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+                    if e & PRESENT != 0 && self.contains(e & PFN_MASK) {
+                        n += 1;
+                    }
+                }
+                page += got as u64;
+            }
+        }
+        Ok(n)
+    }
 }
 
 /// Sums the free-list rows of one migratetype in a /proc/pagetypeinfo text
@@ -277,10 +370,10 @@ pub fn parse_pagetypeinfo(text: &str, migratetype: &str) -> Result<Vec<u64>, Str
     parse_buddyinfo(&rows)
 }
 
-/// Count the reported blocks whose heads lie in `flags`, the /proc/kpageflags entries of the
-/// frames from `base` (a multiple of the largest block), into `counts` by order.
-fn count_reported(flags: &[u64], base: u64, order: u8, counts: &mut [u64]) {
-    let max = counts.len() - 1;
+/// Calls `f(head, order)` for each reported block whose head lies in `flags`, the
+/// /proc/kpageflags entries of the frames from `base` (a multiple of the largest block).
+fn reported_heads(flags: &[u64], base: u64, order: u8, f: &mut impl FnMut(u64, u8)) {
+    let max = mm_types::MAX_PAGE_ORDER as usize;
     for (i, &fl) in flags.iter().enumerate() {
         if fl & (KPF_BUDDY | KPF_UPTODATE) != KPF_BUDDY | KPF_UPTODATE {
             continue;
@@ -288,7 +381,7 @@ fn count_reported(flags: &[u64], base: u64, order: u8, counts: &mut [u64]) {
         let p = base + i as u64;
         let free = |o: usize| flags.get(i..i + (1 << o)).is_some_and(|s| s.iter().all(|&x| x & KPF_BUDDY != 0));
         if let Some(o) = (order as usize..=max).rev().find(|&o| p % (1 << o) == 0 && free(o)) {
-            counts[o] += 1;
+            f(p, o as u8);
         }
     }
 }
@@ -375,9 +468,56 @@ mod tests {
         f[1536..2048].fill(0);
         f[3840..4096].fill(0);
         f[3900] = KPF_UPTODATE;
-        let mut counts = vec![0; 11];
-        count_reported(&f, 0, 9, &mut counts);
-        assert_eq!(counts, vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 1]);
+        let mut heads = Vec::new();
+        reported_heads(&f, 0, 9, &mut |head, o| heads.push((head, o)));
+        assert_eq!(heads, vec![(0, 10), (1024, 9), (2560, 9), (3072, 9)]);
+        // Their frames, as the live side's host-fault count sees them.
+        let mut r = ReportedFrames::default();
+        for (head, o) in heads {
+            r.insert(head, o);
+        }
+        assert_eq!(r.frames, 1024 + 3 * 512);
+        assert_eq!(r.blocks, vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 1]);
+        for (pfn, reported) in [(0, true), (1023, true), (1024, true), (1535, true), (1536, false), (2048, false), (2559, false), (2560, true), (3071, true), (3583, true), (3584, false), (3900, false), (1 << 40, false)] {
+            assert_eq!(r.contains(pfn), reported, "frame {pfn}");
+        }
+    }
+
+    /// `count_mapped` reads this process's pagemap: of two pages written, the one whose frame
+    /// is in the set counts, the other and an unmapped page do not (root only: PFNs read as 0
+    /// without CAP_SYS_ADMIN).
+    #[test]
+    fn mapped_frames_in_reported_blocks_are_counted() {
+        const PAGE: usize = 4096;
+        // SAFETY: a private anonymous mapping of three pages, unmapped below.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), 3 * PAGE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+        assert_ne!(p, libc::MAP_FAILED);
+        let base = p as u64;
+        // SAFETY: the first two pages of the mapping.
+        unsafe {
+            std::ptr::write_volatile(p as *mut u8, 1);
+            std::ptr::write_volatile((p as *mut u8).add(PAGE), 1);
+        }
+        let pfn_of = |addr: u64| -> u64 {
+            use std::os::unix::fs::FileExt;
+            let mut e = [0u8; 8];
+            std::fs::File::open("/proc/self/pagemap").unwrap().read_exact_at(&mut e, addr / 4096 * 8).unwrap();
+            u64::from_le_bytes(e) & ((1 << 55) - 1)
+        };
+        let (a, b) = (pfn_of(base), pfn_of(base + PAGE as u64));
+        if a == 0 {
+            eprintln!("skipped: /proc/self/pagemap shows no PFNs (not root)");
+        } else {
+            let mut r = ReportedFrames::default();
+            r.insert(a, 0);
+            let pid = std::process::id() as i32;
+            assert_eq!(r.count_mapped(pid, &[(base, base + 3 * PAGE as u64)]).unwrap(), 1);
+            r.insert(b, 0);
+            assert_eq!(r.count_mapped(pid, &[(base, base + 3 * PAGE as u64)]).unwrap(), 2);
+            assert_eq!(r.count_mapped(pid, &[(base + PAGE as u64, base + 3 * PAGE as u64)]).unwrap(), 1);
+        }
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(p, 3 * PAGE) };
     }
 
     /// This machine's /proc/zoneinfo pagesets after a 1 GiB run exited on CPU 1 (trimmed).

@@ -43,10 +43,12 @@ pub fn run_live(
     Ok(live::run_live(workload, settings, model_regions, &opts)?)
 }
 
-/// [`run_live`] of the workload a model run `model` ran, in the machine state that run started
-/// from: when it paid host faults (a profile's `[host]`), every live run waits until page
-/// reporting has taken every free block ([`settle_host_for`]; the repeats in the executor).
-/// With `cpu`, the workload runs pinned to that CPU (the model was given its per-CPU list).
+/// [`run_live`] of the workload a model run `model` ran. With `host` (the model priced a
+/// profile's `[host]`), every live run waits until page reporting has taken every free block
+/// (the repeats in the executor), runs pinned to the CPU whose per-CPU lists hold the fewest
+/// pages (`cpu` when given), and reads the free lists it starts from (`live.free_lists`, for
+/// [`remodel_from_live_start`]) and its host faults (`live.host_faults`).
+#[allow(clippy::too_many_arguments)]
 pub fn run_live_as_modelled(
     model: &uapi::RunResult,
     workload: &Workload,
@@ -55,12 +57,15 @@ pub fn run_live_as_modelled(
     progress: bool,
     sample_ms: Option<u64>,
     cpu: Option<usize>,
+    host: bool,
 ) -> Result<RunResult> {
-    // The wait can take seconds: always said, on stderr.
-    settle_host_for(model, true);
-    let settle_host = model.time.as_ref().is_some_and(|t| t.host_faults > 0);
+    let reporting = host && live::host::reporting_order().is_some();
+    if reporting {
+        // The wait can take seconds: always said, on stderr.
+        settle_host(true);
+    }
     let sample = sample_ms.map(std::time::Duration::from_millis);
-    let opts = live::ExecOptions { repeat: repeat.max(1), progress, sample, settle_host, cpu, ..Default::default() };
+    let opts = live::ExecOptions { repeat: repeat.max(1), progress, sample, settle_host: reporting, cpu, ..Default::default() };
     Ok(live::run_live(workload, settings, &model.regions, &opts)?)
 }
 
@@ -520,27 +525,35 @@ fn hostname() -> String {
 }
 
 /// The profile's `[host]` for a model run. With `live` (a live run on this machine follows):
-/// only when this machine reports free pages too, and with its free lists as the live run will
-/// meet them: once page reporting has taken every free block (the live run waits for that
-/// too), as they are then (`live::host::free_areas`: the Movable free lists, zones summed; None
-/// where unreadable: the profile's are used). Read before the wait, they held the last run's
-/// memory, and the time of a 1 GiB run of 4 KiB faults moved by a fifth with what reporting
-/// did meanwhile. The live run is to be pinned to the CPU whose per-CPU lists hold the fewest
-/// free pages, and the model gets that list (`FreeLists::cpu`, `pcp`; read with the list's
-/// THP-sized pages taken, which the live run's executor takes again and holds while it runs:
-/// `free_areas_for_run`): a run on the CPU where the last run exited took up to 900 MiB of
-/// backed pages from its list, and ran a 1 GiB fill of 4 KiB pages in 0.4 s where the other CPU
-/// took 2.3 s (with `--repeat`, each later run goes to the quietest CPU of its own start:
-/// `live::ExecOptions::cpu`). Without `live`, the profile's own free lists.
+/// only when this machine reports free pages too, and without free lists: the live run reads
+/// the ones it starts from (`live.free_lists`: once page reporting has taken every free block,
+/// pinned to the CPU whose per-CPU lists hold the fewest pages, with that list's THP-sized pages
+/// taken; `live::host::run_start`), and [`remodel_from_live_start`] runs the model again from
+/// them. Read here instead, before the model and so seconds before the live run, they missed
+/// what the other CPU's per-CPU list freed meanwhile (`decay_pcp_high` gives up to 2 016 pages a
+/// second back to the buddy lists, backed and unreported): 1 GiB runs of 64 KiB mTHP met 30-60 %
+/// fewer host faults than the model gave them and ran up to 2.5x faster than it said. Without
+/// `live`, the profile's own free lists.
 pub fn host_model(profile: &uapi::profile::MachineProfile, live: bool) -> Option<(&uapi::profile::HostCosts, Option<uapi::profile::FreeLists>)> {
     let host = profile.host.as_ref()?;
-    if !live {
-        return Some((host, None));
+    if live {
+        live::host::reporting_order()?;
     }
-    live::host::reporting_order()?;
-    settle_host(true);
-    // The THP-sized pages are let go here: the live run takes them again (its executor).
-    Some((host, free_areas_for_run().0))
+    Some((host, None))
+}
+
+/// The model run again from the free lists the live run `live` started from
+/// (`live.free_lists`), when `run` priced host faults (`x.host`) and the live run read them; else
+/// None. `run` runs the model with the given extras.
+pub fn remodel_from_live_start(
+    live: &uapi::RunResult,
+    x: &crate::SimExtras<'_>,
+    run: impl FnOnce(&crate::SimExtras<'_>) -> Result<uapi::RunResult>,
+) -> Result<Option<uapi::RunResult>> {
+    let Some((host, _)) = x.host else { return Ok(None) };
+    let Some(free) = live.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|w| w.free_lists.as_ref()) else { return Ok(None) };
+    let x2 = crate::SimExtras { host: Some((host, Some(free))), ..*x };
+    run(&x2).map(Some)
 }
 
 /// The free lists a live run pinned to the quietest CPU meets (`free.cpu`, where free pages

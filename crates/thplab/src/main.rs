@@ -622,7 +622,8 @@ pub struct SimExtras<'a> {
     pub tlb: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
     /// `--profile`'s `[fault]` costs.
     pub costs: Option<&'a uapi::profile::FaultCosts>,
-    /// `--profile`'s `[host]`, and the live machine's free lists when a live run follows.
+    /// `--profile`'s `[host]`, and the free lists to start from: the profile's, or those a live
+    /// run started from (`remodel`).
     pub host: Option<(&'a uapi::profile::HostCosts, Option<&'a uapi::profile::FreeLists>)>,
     /// `--sample MS`.
     pub sample_ms: Option<u64>,
@@ -1044,10 +1045,12 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
     for (label, s) in demo_settings() {
         let host = live_cmds::host_model(&profile, unavailable.is_none());
         let x = SimExtras { costs: profile.fault.as_ref(), host: host.as_ref().map(|(h, free)| (*h, free.as_ref())), ..Default::default() };
-        let r = run_sim_tlb(&w, &s, &machine, false, false, None, &x)?;
-        let live = match &unavailable {
-            None => Some(live_cmds::run_live_as_modelled(&r, &w, &s, 1, false, None, x.pinned_cpu())?),
-            Some(_) => None,
+        let (r, live) = match &unavailable {
+            None => {
+                let (r, l) = model_and_live(&w, &s, &machine, 1, false, &x)?;
+                (r, Some(l))
+            }
+            Some(_) => (run_sim_tlb(&w, &s, &machine, false, false, None, &x)?, None),
         };
         results.push((format!("{label} sim"), s.summary(), r));
         if let Some(l) = live {
@@ -1108,15 +1111,34 @@ pub fn model_and_live(
     x: &SimExtras,
 ) -> Result<(uapi::RunResult, uapi::RunResult)> {
     let model = run_sim_tlb(w, s, machine, false, false, None, x)?;
-    let live = live_cmds::run_live_as_modelled(&model, w, s, repeat, progress, x.sample_ms, x.pinned_cpu())?;
+    let live = live_cmds::run_live_as_modelled(&model, w, s, repeat, progress, x.sample_ms, x.pinned_cpu(), x.host.is_some())?;
+    Ok((remodel(w, s, machine, x, model, &live)?, live))
+}
+
+/// The model run `model` again where the live run `live` showed it started elsewhere: from the
+/// free lists the live run started from (a profile's `[host]`: `live_cmds::remodel_from_live_start`),
+/// and with the live process's heap start when the heap matters.
+pub fn remodel(
+    w: &workload::Workload,
+    s: &ThpSettings,
+    machine: &sim::MachineConfig,
+    x: &SimExtras,
+    model: uapi::RunResult,
+    live: &uapi::RunResult,
+) -> Result<uapi::RunResult> {
     let live_brk = live.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|l| parse_hex(&l.start_brk));
-    if let (Some(brk), true) = (live_brk, w.region_by_name(workload::HEAP).is_some()) {
-        if brk != machine.brk_start {
-            let m = sim::MachineConfig { brk_start: brk, ..machine.clone() };
-            return Ok((run_sim_tlb(w, s, &m, false, false, None, x)?, live));
-        }
+    let m = match (live_brk, w.region_by_name(workload::HEAP).is_some()) {
+        (Some(brk), true) if brk != machine.brk_start => Some(sim::MachineConfig { brk_start: brk, ..machine.clone() }),
+        _ => None,
+    };
+    let m = m.as_ref().unwrap_or(machine);
+    if let Some(r) = live_cmds::remodel_from_live_start(live, x, |x| run_sim_tlb(w, s, m, false, false, None, x))? {
+        return Ok(r);
     }
-    Ok((model, live))
+    if !std::ptr::eq(m, machine) {
+        return run_sim_tlb(w, s, m, false, false, None, x);
+    }
+    Ok(model)
 }
 
 fn cmd_compare(a: CompareArgs) -> Result<u8> {
@@ -1163,7 +1185,7 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
     let mut json = Vec::new();
     let mut differing = 0;
     for (label, s) in &runs {
-        // The live machine's free lists as the live run will meet them.
+        // The host's costs; the free lists come from the live run (`remodel`).
         let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true));
         let host = host.as_ref().map(|(h, free)| (*h, free.as_ref()));
         let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?;
@@ -1171,10 +1193,18 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
         let x = SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter };
         let (model, live) = model_and_live(&w, s, &machine, a.repeat, false, &x)?;
         let compare::Retried { live, rows, attempts, why } =
-            compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, a.repeat, false, a.sample, x.pinned_cpu()))?;
+            compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, a.repeat, false, a.sample, x.pinned_cpu(), x.host.is_some()))?;
         if attempts > 1 && !a.json {
             writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;
         }
+        // The run kept started from its own free lists: the model again from those.
+        let (model, rows) = if attempts > 1 && x.host.is_some() {
+            let m = remodel(&w, s, &machine, &x, model, &live)?;
+            let rows = compare::rows(&m, &live, &tol);
+            (m, rows)
+        } else {
+            (model, rows)
+        };
         // With --sample: the two timelines, and when each collapse happened in each.
         let timeline = match (&model.timeline, &live.timeline) {
             (Some(m), Some(l)) => Some(compare::timeline::compare(m, l, s.khugepaged.scan_sleep_millisecs as u64)),

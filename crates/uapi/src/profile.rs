@@ -121,7 +121,9 @@ pub struct HostCosts {
 /// grows while it frees, and decays by at most 2 016 pages a second: `decay_pcp_high`). With
 /// `cpu`, the live run is pinned to that CPU and `pcp` is its list's length, read once the
 /// THP-sized pages on it were taken (`live::host::take_cpu_thps`: held over the live run).
-#[derive(Debug, Clone, Default, PartialEq)]
+///
+/// Also written in a live run's result (`live.free_lists`: the lists that run started from).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FreeLists {
     pub free: Vec<u64>,
     pub reported: Option<Vec<u64>>,

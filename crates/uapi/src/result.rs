@@ -460,6 +460,18 @@ pub struct LiveWorkloadRun {
     /// operations, the median over the runs. Empty without phases.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<PhaseTime>,
+    /// On a VM that reports free pages, in a run priced with a profile's `[host]`: the frames
+    /// mapped in the workload's regions at the end (processes alive then) that lay in blocks
+    /// page reporting had reported when the run started (/proc/kpageflags read right before
+    /// it), each a fault in the host; the median over the runs. The model's count is
+    /// `time.host_faults` (which also counts frames written and freed during the run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_faults: Option<u64>,
+    /// In the same runs: the free lists the run started from (read right before it, after the
+    /// THP-sized pages of its CPU's list were taken; of the run with the median wall time),
+    /// which `compare` and `demo` give the model to run again from the state the live run met.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_lists: Option<crate::profile::FreeLists>,
 }
 
 /// Lowest, lower median and highest value of a counter over the runs.

@@ -310,3 +310,41 @@ fn bench_io_measures_every_kind_it_set_up_and_leaves_the_machine_as_it_was() {
     assert_eq!(bound_loops(), loops_before);
     assert!(std::fs::read_dir(dir.path()).unwrap().flatten().all(|e| !e.file_name().to_string_lossy().starts_with("thplab-bench-io")));
 }
+
+/// On a VM whose balloon reports free pages (issue #10): the live run reads the free lists it
+/// starts from and counts its frames that lay in reported blocks (`live.host_faults`), and the
+/// model, run again from those lists, gives the run as many host faults. Read before the model
+/// instead, seconds earlier, the lists missed what the other CPU's per-CPU list gave back to the
+/// buddy lists meanwhile (`decay_pcp_high`): 1 GiB runs of 64 KiB mTHP met 30-60 % fewer host
+/// faults than the model gave them. Now they differ by what happens during the run itself
+/// (decay again, at most 2 016 pages a second per CPU): 0.2-4.2 % of the frames written in
+/// five runs here, with and without a large per-CPU list on the other CPU; 8 % is allowed.
+#[test]
+fn host_faults_are_predicted_from_the_free_lists_the_run_started_from() {
+    require_live!();
+    let order = std::fs::read_to_string("/sys/module/page_reporting/parameters/page_reporting_order").ok().and_then(|s| s.trim().parse::<i32>().ok());
+    if !order.is_some_and(|o| o >= 0) {
+        println!("skipped: no device reports free pages here (page_reporting_order unset)");
+        return;
+    }
+    let _x = exclusive();
+    let _k = KnobsUnchanged::new();
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().join("fill.thpw");
+    std::fs::write(&w, "mmap buf 512M\ntouch buf write\n").unwrap();
+    let r = thplab_unlocked(&workspace(), &["compare", w.to_str().unwrap(), "--set", "hugepages-64kB/enabled=always", "--profile", "builtin", "--json"]);
+    let v = r.ok().json();
+    let (model, live) = (&v[0]["model"], &v[0]["live"]["live"]);
+    let m = model["time"]["host_faults"].as_u64().expect("the model's host faults");
+    let l = live["host_faults"].as_u64().expect("live.host_faults on a VM that reports free pages");
+    let lists = &live["free_lists"];
+    assert_eq!(lists["free"].as_array().map(|a| a.len()), Some(11), "{lists}");
+    assert!(lists["cpu"].is_u64() && lists["pcp"].is_u64() && lists["reported"].is_array(), "{lists}");
+    let frames = 512 * 256;
+    assert!(m <= frames && l <= frames, "model {m}, live {l} host faults of {frames} frames");
+    assert!(m.abs_diff(l) * 25 <= frames * 2, "model {m}, live {l} host faults of {frames} frames written (more than 8 % apart)");
+    // The row compare prints.
+    let row = v[0]["rows"].as_array().unwrap().iter().find(|r| r["field"] == "host faults (frames reported free)").expect("the host faults row");
+    assert_eq!((row["model"].as_u64(), row["live"].as_u64()), (Some(m), Some(l)));
+    println!("host faults: model {m}, live {l} of {frames} frames");
+}

@@ -170,6 +170,9 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     let read_json = |name: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(workspace().join("crates/thplab/tests/it/data").join(name)).unwrap()).unwrap() };
     let captured = read_json("live-result.json");
     let captured_program = read_json("live-program-result.json");
+    // A workload run priced with a profile's `[host]` on a VM that reports free pages
+    // (`compare --profile builtin --json`, its `live`): `live.host_faults`, `live.free_lists`.
+    let captured_host = read_json("live-host-result.json");
     let err_line = thplab(&["sim", &w, "--json", "--set", "enabled=sometimes"]);
     let (_d2, bad) = temp_file("bad.thpw", "mmap a 1M\nfrobnicate\n");
     let err_file = thplab(&["sim", &bad, "--json"]);
@@ -204,6 +207,7 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
         ("thplab-run/2", salvaged.json()),
         ("thplab-run/2", captured),
         ("thplab-run/2", captured_program),
+        ("thplab-run/2", captured_host),
         ("thplab-trace-stats/1", stats.json()),
         ("thplab-error/1", err_line.json()),
         ("thplab-error/1", err_file.json()),
