@@ -373,6 +373,15 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
             _ => "-".to_string(),
         })?;
     }
+    // On a VM that reports free pages: the frames written that the host had dropped.
+    let live_host = |r: &RunResult| r.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|w| w.host_faults);
+    if cols.iter().any(|(_, _, r)| r.time.as_ref().is_some_and(|t| t.host_faults > 0) || live_host(r).is_some()) {
+        row(out, "host faults (frames reported free)", &|r| match (&r.time, live_host(r)) {
+            (Some(t), _) => t.host_faults.to_string(),
+            (None, Some(n)) => n.to_string(),
+            _ => "-".to_string(),
+        })?;
+    }
     row(out, "thp_fault_alloc", &|r| r.vmstat.get("thp_fault_alloc").copied().unwrap_or(0).to_string())?;
     let mut dirs: Vec<&String> = cols.iter().flat_map(|(_, _, r)| r.mthp.keys()).collect();
     dirs.sort_by_key(|d| size_sort_key(d));
@@ -396,10 +405,11 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
         writeln!(out, "processes' allocations. minflt, Rss, AnonHugePages and the folios are the process's own.")?;
         if cols.iter().any(|(_, _, r)| r.time.is_some()) {
             writeln!(out, "time: the model's from a machine profile (`thplab calibrate` measures one). On a VM whose free pages are")?;
-            writeln!(out, "reported to its host, writing reported memory is a host fault: once page reporting settled, the model took the")?;
-            writeln!(out, "machine's free lists and reported blocks (/proc/pagetypeinfo, /proc/kpageflags) and the per-CPU list of the CPU")?;
-            writeln!(out, "the live run was pinned to (/proc/zoneinfo; the THP-sized pages on it, which /proc cannot show, are held")?;
-            writeln!(out, "by thplab while the run runs), and counts them from there.")?;
+            writeln!(out, "reported to its host, writing reported memory is a host fault: once page reporting settled, each live run read")?;
+            writeln!(out, "the free lists and reported blocks it started from (/proc/pagetypeinfo, /proc/kpageflags) and the per-CPU list")?;
+            writeln!(out, "of the CPU it was pinned to (/proc/zoneinfo; the THP-sized pages on it, which /proc cannot show, are held by")?;
+            writeln!(out, "thplab while the run runs), the model ran again from them, and the live run's frames that lay in reported")?;
+            writeln!(out, "blocks are its host faults.")?;
         }
     }
     writeln!(out)?;

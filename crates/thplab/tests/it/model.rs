@@ -256,6 +256,7 @@ AnonHugePages                                         0 kB            0 kB      
 VmHWM (peak Rss)                                1048576 kB      1048576 kB      1048576 kB
 bloat (allocated, never touched)                      0 kB            0 kB            0 kB
 time (profile; live: wall time)                   411.1 ms        121.2 ms         2.460 s
+host faults (frames reported free)                       0               0          262144
 thp_fault_alloc                                          0               0             512
 hugepages-64kB/stats/anon_fault_alloc                    0           16384               0
 hugepages-2048kB/stats/anon_fault_alloc                  0               0             512
