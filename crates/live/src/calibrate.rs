@@ -21,6 +21,11 @@
 //!   passes), so that it gets blocks the host dropped, and again right after it was freed (its
 //!   blocks at the head of their lists, unreported, backed): the difference per 4 KiB page is
 //!   what a host fault costs the guest. The free lists at the start go in the section too.
+//!   Then the same for base pages (`base_fault_ns_per_page`): once reporting settled, a range
+//!   written one 4 KiB fault at a time (MADV_NOHUGEPAGE) by a thread pinned to the quietest CPU,
+//!   long enough to pass the small free blocks and that CPU's per-CPU list into reported blocks
+//!   (/proc/kpageflags right before it, `host::run_start`), each fault timed; the mean fault on a
+//!   reported frame (its frame read back from /proc/self/pagemap) less the mean of the others.
 
 use std::time::Instant;
 
@@ -171,10 +176,20 @@ pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Resul
     // First, on a VM that reports free pages, the host: before the other figures free memory.
     let (host_figure, host) = match crate::host::reporting_order() {
         Some(order) => {
-            let (figure, host) = measure_host(&base, order, len.min(256 << 20), repeat.min(3), &mut progress)?;
-            (Some(figure), Some(host))
+            let (figure, mut host) = measure_host(&base, order, len.min(256 << 20), repeat.min(3), &mut progress)?;
+            let mut figures = vec![figure];
+            if let Some(base_figure) = measure_base_host(repeat.min(2), &mut progress) {
+                host.base_fault_ns_per_page = Some(base_figure.ns.median);
+                host.source.push_str(&format!(
+                    "; base_fault_ns_per_page: a range past the small free blocks and the per-CPU list written one 4 KiB fault at a time once \
+                     reporting settled, the mean fault on a frame of a reported block less the mean of the others, median of {}",
+                    repeat.min(2)
+                ));
+                figures.push(base_figure);
+            }
+            (figures, Some(host))
         }
-        None => (None, None),
+        None => (Vec::new(), None),
     };
     // Touches of mapped pages, under 4 KiB pages (also the base of every fault figure).
     progress("touch");
@@ -307,6 +322,7 @@ fn measure_host(base: &ThpSettings, order: u8, len: usize, runs: u32, progress: 
     let host = HostCosts {
         page_reporting_order: order,
         fault_ns_per_page: spread.median,
+        base_fault_ns_per_page: None,
         free_areas,
         source: format!(
             "thplab calibrate: {} MiB written under PMD THP once page reporting had taken every free block, less the same right after it was freed, per 4 KiB page, median of {runs}",
@@ -314,6 +330,75 @@ fn measure_host(base: &ThpSettings, order: u8, len: usize, runs: u32, progress: 
         ),
     };
     Ok((Figure { what: "host fault".into(), ns: spread, events: pages as u64, at_size: None }, host))
+}
+
+/// Faults on reported frames fewer than this make no figure.
+const BASE_HOST_MIN_SAMPLES: u64 = 2048;
+
+/// What a frame the host dropped costs when a base page's fault writes it (the `[host]`
+/// section's `base_fault_ns_per_page`): `runs` times, once reporting settled, a thread pinned
+/// to the CPU whose per-CPU lists hold the fewest pages writes a range one 4 KiB fault at a time
+/// (MADV_NOHUGEPAGE: whatever the knobs, every fault a base page), long enough to pass the
+/// small Movable free blocks and that list into reported blocks (64 MiB past them, at most
+/// half of MemAvailable), timing each fault; the frames of reported blocks come from
+/// /proc/kpageflags right before (`host::run_start`), each fault's frame from /proc/self/pagemap
+/// after. The figure is the mean fault on a reported frame less the mean of the others
+/// (faults over 1 ms, a preemption, left out). None when a run cannot be made or meets fewer
+/// than [`BASE_HOST_MIN_SAMPLES`] reported frames.
+fn measure_base_host(runs: u32, progress: &mut impl FnMut(&str)) -> Option<Figure> {
+    let mut ns = Vec::new();
+    let mut events = 0;
+    for run in 0..runs {
+        crate::host::wait_until_settled(&mut |waited| progress(&format!("host fault of base pages {}/{runs}: waiting for page reporting to take every free block ({waited} s)", run + 1)));
+        let cpu = crate::host::cpu_for_run()?;
+        progress(&format!("host fault of base pages {}/{runs}: fills", run + 1));
+        let (per_page, n) = std::thread::spawn(move || base_host_run(cpu)).join().ok()??;
+        ns.push(per_page);
+        events = n;
+    }
+    (!ns.is_empty()).then(|| Figure { what: "host fault (base pages)".into(), ns: Spread::of(&ns), events, at_size: None })
+}
+
+/// One run of [`measure_base_host`] on `cpu`: (ns per reported frame, reported frames met).
+fn base_host_run(cpu: usize) -> Option<(f64, u64)> {
+    crate::host::pin_this_thread(cpu).ok()?;
+    let (lists, reported) = crate::host::run_start(cpu)?;
+    let order = lists.free.len().min(crate::host::reporting_order()? as usize);
+    let backed: u64 = lists.free[..order].iter().enumerate().map(|(o, &n)| n << o).sum::<u64>() + lists.pcp;
+    let available = std::fs::read_to_string("/proc/meminfo").ok()?.lines().find_map(|l| l.strip_prefix("MemAvailable:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok()))?;
+    let pages = (backed + 16384).min(available / 4 / 2);
+    let len = pages as usize * 4096;
+    // SAFETY: a fresh private anonymous mapping of our own, unmapped below.
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0) };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    // SAFETY: advice on our own mapping.
+    unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
+    let mut t = vec![0u32; pages as usize];
+    for (i, slot) in t.iter_mut().enumerate() {
+        let t0 = Instant::now();
+        // SAFETY: page i of the mapping.
+        unsafe { std::ptr::write_volatile((p as *mut u8).add(i * 4096), 1) };
+        *slot = t0.elapsed().as_nanos().min(u32::MAX as u128) as u32;
+    }
+    let pfns = crate::host::pagemap_pfns(p as u64, pages);
+    // SAFETY: the mapping made above.
+    unsafe { libc::munmap(p, len) };
+    let pfns = pfns.ok()?;
+    let (mut rep, mut other) = ((0f64, 0u64), (0f64, 0u64));
+    for (&ns, &pfn) in t.iter().zip(&pfns) {
+        if ns > 1_000_000 || pfn == 0 {
+            continue;
+        }
+        let side = if reported.contains(pfn) { &mut rep } else { &mut other };
+        side.0 += ns as f64;
+        side.1 += 1;
+    }
+    if rep.1 < BASE_HOST_MIN_SAMPLES || other.1 == 0 {
+        return None;
+    }
+    Some(((rep.0 / rep.1 as f64 - other.0 / other.1 as f64).max(0.0), rep.1))
 }
 
 #[cfg(test)]

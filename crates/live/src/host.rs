@@ -324,33 +324,53 @@ impl ReportedFrames {
     /// Frames mapped in `ranges` of process `pid` (/proc/PID/pagemap, root only: PFNs are hidden
     /// without CAP_SYS_ADMIN) that lay in a reported block.
     pub fn count_mapped(&self, pid: i32, ranges: &[(u64, u64)]) -> io::Result<u64> {
-        use std::os::unix::fs::FileExt;
-        const PAGE: u64 = 4096;
-        const PRESENT: u64 = 1 << 63;
-        const PFN_MASK: u64 = (1 << 55) - 1;
-        let file = std::fs::File::open(format!("/proc/{pid}/pagemap"))?;
-        let mut buf = vec![0u8; 8 << 14];
         let mut n = 0;
         for &(start, end) in ranges {
-            let mut page = start / PAGE;
-            let last = end.div_ceil(PAGE);
-            while page < last {
-                let want = ((last - page) as usize).min(buf.len() / 8);
-                let got = file.read_at(&mut buf[..want * 8], page * 8)? / 8;
-                if got == 0 {
-                    break;
-                }
-                for c in buf[..got * 8].chunks_exact(8) {
-                    let e = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-                    if e & PRESENT != 0 && self.contains(e & PFN_MASK) {
-                        n += 1;
-                    }
-                }
-                page += got as u64;
-            }
+            each_pfn(pid, start, end, |pfn| n += self.contains(pfn) as u64)?;
         }
         Ok(n)
     }
+}
+
+/// Calls `f(pfn)` for every present page of `[start, end)` of process `pid` (/proc/PID/pagemap).
+fn each_pfn(pid: i32, start: u64, end: u64, mut f: impl FnMut(u64)) -> io::Result<()> {
+    pagemap_entries(&format!("/proc/{pid}/pagemap"), start, end, |e| {
+        if e & PAGEMAP_PRESENT != 0 {
+            f(e & PAGEMAP_PFN);
+        }
+    })
+}
+
+const PAGEMAP_PRESENT: u64 = 1 << 63;
+const PAGEMAP_PFN: u64 = (1 << 55) - 1;
+
+/// Calls `f(entry)` for each 4 KiB page of `[start, end)` in the pagemap file `path`.
+fn pagemap_entries(path: &str, start: u64, end: u64, mut f: impl FnMut(u64)) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    const PAGE: u64 = 4096;
+    let file = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 8 << 14];
+    let mut page = start / PAGE;
+    let last = end.div_ceil(PAGE);
+    while page < last {
+        let want = ((last - page) as usize).min(buf.len() / 8);
+        let got = file.read_at(&mut buf[..want * 8], page * 8)? / 8;
+        if got == 0 {
+            break;
+        }
+        for c in buf[..got * 8].chunks_exact(8) {
+            f(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        }
+        page += got as u64;
+    }
+    Ok(())
+}
+
+/// The frame of each of `pages` 4 KiB pages from `addr` in this process (0: not present).
+pub fn pagemap_pfns(addr: u64, pages: u64) -> io::Result<Vec<u64>> {
+    let mut v = Vec::with_capacity(pages as usize);
+    pagemap_entries("/proc/self/pagemap", addr, addr + pages * 4096, |e| v.push(if e & PAGEMAP_PRESENT != 0 { e & PAGEMAP_PFN } else { 0 }))?;
+    Ok(v)
 }
 
 /// Sums the free-list rows of one migratetype in a /proc/pagetypeinfo text

@@ -45,6 +45,9 @@ pub const PAGE_REPORTING_CAPACITY: u64 = 32;
 pub struct HostStats {
     /// Frames the guest wrote while the host had no memory behind them: host faults.
     pub faults: u64,
+    /// Of `faults`, those of base pages (order-0 allocations: 4 KiB faults, page tables), which
+    /// the host serves one guest fault at a time (a profile's `base_fault_ns_per_page`).
+    pub base_faults: u64,
     /// Reporting passes run, and the blocks and 4 KiB pages they reported.
     pub passes: u64,
     pub reported_blocks: u64,
@@ -83,6 +86,9 @@ impl Host {
             *w &= !mask;
         });
         self.stats.faults += faults;
+        if n == 1 {
+            self.stats.base_faults += faults;
+        }
     }
 
     /// `page_reporting_notify_free`: a block of `order` was freed.

@@ -263,7 +263,7 @@ mod tests {
         let w = workload::parse("t", text).unwrap();
         let s = settings(&["enabled=always"]);
         let costs = uapi::profile::FaultCosts { ns_per_fault: [("4kB".to_string(), 1000.0), ("2048kB".to_string(), 100_000.0)].into(), ..Default::default() };
-        let host = uapi::profile::HostCosts { page_reporting_order: 9, fault_ns_per_page: 10_000.0, free_areas: vec![2000, 0, 0, 0, 0, 0, 0, 0, 0, 40, 20], source: String::new() };
+        let host = uapi::profile::HostCosts { page_reporting_order: 9, fault_ns_per_page: 10_000.0, base_fault_ns_per_page: None, free_areas: vec![2000, 0, 0, 0, 0, 0, 0, 0, 0, 40, 20], source: String::new() };
         let m = MachineConfig { mem_bytes: 256 << 20, ..MachineConfig::default() };
         let mut opts = crate::RunOptions { check_invariants: true, costs: Some(costs), host: Some((host, None)), ..Default::default() };
         let (r, k) = crate::run_with(&w, &s, &m, &mut opts).unwrap();
@@ -276,6 +276,30 @@ mod tests {
         // Without the sleep, the third range reuses the blocks too: one cold fill only.
         let (r, _) = crate::run_with(&workload::parse("t", &text.replace("sleep 3s", "sleep 1s")).unwrap(), &s, &m, &mut opts).unwrap();
         assert_eq!(r.time.unwrap().host_faults, 8 * 512);
+    }
+
+    /// Base pages' host faults are priced at `base_fault_ns_per_page`. The free lists hold 2000
+    /// order-0 blocks (backed: never reported) and reported order-9 and order-10 blocks: 12 MiB of
+    /// 4 KiB faults (3072 pages) and 7 page tables (6 PTE tables, a PMD table) take 3079 base
+    /// pages, the 2000 backed ones first (by way of the per-CPU list), then 1079 frames of
+    /// reported blocks, each a host fault of a base page at 12 000 ns. Under PMD THP the same 12 MiB
+    /// takes 6 reported order-9 blocks: 3072 host faults at 10 000 ns, none of base pages.
+    #[test]
+    fn base_pages_host_faults_are_priced_at_their_own_cost() {
+        let w = workload::parse("t", "mmap a 12M align=2M\ntouch a write\n").unwrap();
+        let costs = uapi::profile::FaultCosts { ns_per_fault: [("4kB".to_string(), 1000.0), ("2048kB".to_string(), 100_000.0)].into(), ..Default::default() };
+        let host = uapi::profile::HostCosts { page_reporting_order: 9, fault_ns_per_page: 10_000.0, base_fault_ns_per_page: Some(12_000.0), free_areas: vec![2000, 0, 0, 0, 0, 0, 0, 0, 0, 40, 20], source: String::new() };
+        let m = MachineConfig { mem_bytes: 256 << 20, ..MachineConfig::default() };
+        let mut opts = crate::RunOptions { check_invariants: true, costs: Some(costs), host: Some((host, None)), ..Default::default() };
+        let (r, k) = crate::run_with(&w, &settings(&["enabled=never"]), &m, &mut opts).unwrap();
+        let t = r.time.unwrap();
+        let h = k.host_stats().unwrap();
+        assert_eq!((t.host_faults, h.base_faults, h.faults), (1079, 1079, 1079));
+        assert_eq!(t.host_ns, t.host_faults as f64 * 12_000.0);
+        let (r, k) = crate::run_with(&w, &settings(&["enabled=always"]), &m, &mut opts).unwrap();
+        let t = r.time.unwrap();
+        assert_eq!((t.host_faults, k.host_stats().unwrap().base_faults), (3072, 0));
+        assert_eq!(t.host_ns, 3072.0 * 10_000.0);
     }
 
     /// A paced fill lets the daemon wake during it, as it does during a slow fill on the

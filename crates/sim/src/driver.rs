@@ -254,8 +254,10 @@ struct Work {
     collapses: i64,
     /// The machine's folio allocations of each order (`anon_fault_alloc` + `shmem_alloc`).
     allocs: [i64; PMD_ORDER as usize + 1],
-    /// Frames written that the host had dropped (free page reporting).
+    /// Frames written that the host had dropped (free page reporting), and of them those of
+    /// base pages.
     host_faults: u64,
+    host_base_faults: u64,
     /// The machine's folios freed, by order.
     freed: [u64; ORDERS],
 }
@@ -284,8 +286,10 @@ pub struct Machine {
     frees: [u64; ORDERS],
     /// What the priced steps cost, the other kinds of work.
     time: TimeEstimate,
-    /// ns per frame written that the host had dropped (the profile's `[host]`; 0 without).
+    /// ns per frame written that the host had dropped (the profile's `[host]`; 0 without): by a
+    /// large folio's fault, and by a base page's.
     host_fault_ns: f64,
+    host_base_fault_ns: f64,
     /// `--sample MS`: the interval and the next sample's time, and the samples taken.
     sampling: Option<(u64, u64)>,
     samples: Vec<TimelineSample>,
@@ -317,6 +321,7 @@ impl Machine {
             frees: [0; ORDERS],
             time: TimeEstimate::default(),
             host_fault_ns: 0.0,
+            host_base_fault_ns: 0.0,
             sampling: None,
             samples: Vec::new(),
         }
@@ -407,6 +412,7 @@ impl Machine {
         let profile = (!host.free_areas.is_empty()).then(|| uapi::profile::FreeLists { free: host.free_areas.clone(), ..Default::default() });
         self.k.enable_page_reporting(Order(host.page_reporting_order.min(mm_types::MAX_PAGE_ORDER)), free.or(profile.as_ref()));
         self.host_fault_ns = host.fault_ns_per_page;
+        self.host_base_fault_ns = host.base_fault_ns_per_page.unwrap_or(host.fault_ns_per_page);
     }
 
     /// The time of the priced steps so far (`None` without a profile); `total_ns` is the work,
@@ -431,9 +437,9 @@ impl Machine {
     fn work(&self) -> Work {
         let s = self.k.stats();
         let collapses = self.k.counters.vm(VmEvent::ThpCollapseAlloc);
-        let host_faults = self.k.host_stats().map_or(0, |h| h.faults);
+        let (host_faults, host_base_faults) = self.k.host_stats().map_or((0, 0), |h| (h.faults, h.base_faults));
         let freed = *self.k.folios_freed();
-        let mut w = Work { minflt: s.minflt, hits: s.hits, zero: s.zero_page_faults, collapses, allocs: [0; PMD_ORDER as usize + 1], host_faults, freed };
+        let mut w = Work { minflt: s.minflt, hits: s.hits, zero: s.zero_page_faults, collapses, allocs: [0; PMD_ORDER as usize + 1], host_faults, host_base_faults, freed };
         for order in sysfs_orders() {
             w.allocs[order.0 as usize] = self.k.counters.mthp(order, MthpStat::AnonFaultAlloc) + self.k.counters.mthp(order, MthpStat::ShmemAlloc);
         }
@@ -493,7 +499,8 @@ impl Machine {
         }
         let host = after.host_faults - before.host_faults;
         if host > 0 {
-            let cost = host as f64 * self.host_fault_ns;
+            let base = after.host_base_faults - before.host_base_faults;
+            let cost = (host - base) as f64 * self.host_fault_ns + base as f64 * self.host_base_fault_ns;
             t.host_faults += host;
             t.host_ns += cost;
             ns += cost;

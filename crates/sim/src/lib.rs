@@ -1021,7 +1021,7 @@ pub fn run_recording_opts(
         })
         .collect();
     rep.recorded_kernel = header.kernel_release.clone();
-    rep.host_faults = host_faults;
+    (rep.host_faults, rep.host_base_faults) = host_faults;
     rep.census_scope = "anonymous memory and shmem (shared and private mappings) of every process, at its exit".to_string();
     rep.per_process = per_process;
     rep.khugepaged = khugepaged.map(|kh| uapi::result::ModelKhugepaged {

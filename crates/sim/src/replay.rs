@@ -526,9 +526,9 @@ impl<'a> Replay<'a> {
         self.m.set_host(host, free_areas);
     }
 
-    /// Frames written that the host had dropped, so far.
-    pub fn host_faults(&self) -> u64 {
-        self.m.host_stats().map_or(0, |h| h.faults)
+    /// Frames written that the host had dropped so far, and of them those of base pages.
+    pub fn host_faults(&self) -> (u64, u64) {
+        self.m.host_stats().map_or((0, 0), |h| (h.faults, h.base_faults))
     }
 
     /// Sample the machine every `interval_ns` of its clock (`Machine::set_sampling`).

@@ -138,11 +138,12 @@ pub fn recording(
     Ok(t)
 }
 
-/// A replay's host faults (`ReplayReport::host_faults`) priced with the profile's `[host]`.
+/// A replay's host faults (`ReplayReport::host_faults`) priced with the profile's `[host]`:
+/// those of base pages at `base_fault_ns_per_page`, the others at `fault_ns_per_page`.
 fn add_host_faults(t: &mut TimeEstimate, r: &RunResult, host: &uapi::profile::HostCosts) {
-    let n = r.model.as_ref().and_then(|m| m.replay.as_ref()).map_or(0, |rp| rp.host_faults);
+    let (n, base) = r.model.as_ref().and_then(|m| m.replay.as_ref()).map_or((0, 0), |rp| (rp.host_faults, rp.host_base_faults));
     t.host_faults = n;
-    t.host_ns = n as f64 * host.fault_ns_per_page;
+    t.host_ns = (n - base) as f64 * host.fault_ns_per_page + base as f64 * host.base_fault_ns_per_page.unwrap_or(host.fault_ns_per_page);
     t.total_ns += t.host_ns;
 }
 

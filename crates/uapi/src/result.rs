@@ -284,6 +284,10 @@ pub struct ReplayReport {
     /// replay wrote that the host had dropped (host faults, `time.host_faults`).
     #[serde(default)]
     pub host_faults: u64,
+    /// Of `host_faults`, the frames of base pages (order-0 allocations), which a profile's
+    /// `base_fault_ns_per_page` prices.
+    #[serde(default)]
+    pub host_base_faults: u64,
     /// Images whose address space was read at their execve (`exec_maps` records).
     #[serde(default)]
     pub exec_snapshots: u64,
