@@ -271,14 +271,14 @@ pub struct ExecOptions {
     /// Before every run after the first, wait until page reporting has taken every free block
     /// (`crate::host::wait_until_settled`): the state a model run with a profile's `[host]`
     /// starts from (a run right after another would get the blocks it freed, still backed).
-    /// With `cpu`, every run also starts with the THP-sized pages of that CPU's per-CPU list
-    /// taken and held until it ends (`crate::host::take_cpu_thps`).
+    /// Every run also goes to the CPU whose per-CPU lists are the quietest as it starts
+    /// (`crate::host::cpu_for_run`: the last run left the pages it freed on the lists of the CPU
+    /// it exited on, backed), starts with the THP-sized pages of that list taken and held until
+    /// it ends (`crate::host::take_cpu_thps`), and reads the free lists it starts from
+    /// (`crate::host::run_start`).
     pub settle_host: bool,
     /// Pin the workload (the child, and so every process and thread it starts) to this CPU
-    /// (`sched_setaffinity`): the model was given that CPU's per-CPU free list. With
-    /// `settle_host`, every run after the first goes to the CPU whose lists are the quietest
-    /// then (`crate::host::quietest_cpu_now`): the last run left the pages it freed on the
-    /// lists of the CPU it exited on, backed.
+    /// (`sched_setaffinity`); with `settle_host`, only where no CPU can be chosen by its lists.
     pub cpu: Option<usize>,
 }
 
@@ -2383,12 +2383,9 @@ pub fn run_live(
     for i in 0..repeat {
         if i > 0 && opts.settle_host {
             crate::host::wait_until_settled(&mut |_| {});
-            if opts.cpu.is_some() {
-                run_opts.cpu = crate::host::quietest_cpu_now().map(|(c, _)| c).or(opts.cpu);
-            }
         }
-        if opts.settle_host && run_opts.cpu.is_none() {
-            run_opts.cpu = crate::host::cpu_for_run();
+        if opts.settle_host {
+            run_opts.cpu = crate::host::cpu_for_run().or(opts.cpu);
         }
         // The THP-sized pages on the CPU's per-CPU list, backed and invisible to the model,
         // are held while the run runs (crate::host::take_cpu_thps).

@@ -46,9 +46,8 @@ pub fn run_live(
 /// [`run_live`] of the workload a model run `model` ran. With `host` (the model priced a
 /// profile's `[host]`), every live run waits until page reporting has taken every free block
 /// (the repeats in the executor), runs pinned to the CPU whose per-CPU lists hold the fewest
-/// pages (`cpu` when given), and reads the free lists it starts from (`live.free_lists`, for
+/// pages as it starts, and reads the free lists it starts from (`live.free_lists`, for
 /// [`remodel_from_live_start`]) and its host faults (`live.host_faults`).
-#[allow(clippy::too_many_arguments)]
 pub fn run_live_as_modelled(
     model: &uapi::RunResult,
     workload: &Workload,
@@ -56,7 +55,6 @@ pub fn run_live_as_modelled(
     repeat: u32,
     progress: bool,
     sample_ms: Option<u64>,
-    cpu: Option<usize>,
     host: bool,
 ) -> Result<RunResult> {
     let reporting = host && live::host::reporting_order().is_some();
@@ -65,7 +63,7 @@ pub fn run_live_as_modelled(
         settle_host(true);
     }
     let sample = sample_ms.map(std::time::Duration::from_millis);
-    let opts = live::ExecOptions { repeat: repeat.max(1), progress, sample, settle_host: reporting, cpu, ..Default::default() };
+    let opts = live::ExecOptions { repeat: repeat.max(1), progress, sample, settle_host: reporting, ..Default::default() };
     Ok(live::run_live(workload, settings, &model.regions, &opts)?)
 }
 

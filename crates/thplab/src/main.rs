@@ -631,13 +631,6 @@ pub struct SimExtras<'a> {
     pub order0_scatter: f64,
 }
 
-impl SimExtras<'_> {
-    /// The CPU the live run is pinned to, when the model was given its per-CPU list.
-    pub fn pinned_cpu(&self) -> Option<usize> {
-        self.host.and_then(|(_, f)| f).and_then(|f| f.cpu)
-    }
-}
-
 fn run_sim_tlb(
     w: &workload::Workload,
     s: &ThpSettings,
@@ -1111,7 +1104,7 @@ pub fn model_and_live(
     x: &SimExtras,
 ) -> Result<(uapi::RunResult, uapi::RunResult)> {
     let model = run_sim_tlb(w, s, machine, false, false, None, x)?;
-    let live = live_cmds::run_live_as_modelled(&model, w, s, repeat, progress, x.sample_ms, x.pinned_cpu(), x.host.is_some())?;
+    let live = live_cmds::run_live_as_modelled(&model, w, s, repeat, progress, x.sample_ms, x.host.is_some())?;
     Ok((remodel(w, s, machine, x, model, &live)?, live))
 }
 
@@ -1193,7 +1186,7 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
         let x = SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter };
         let (model, live) = model_and_live(&w, s, &machine, a.repeat, false, &x)?;
         let compare::Retried { live, rows, attempts, why } =
-            compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, a.repeat, false, a.sample, x.pinned_cpu(), x.host.is_some()))?;
+            compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, a.repeat, false, a.sample, x.host.is_some()))?;
         if attempts > 1 && !a.json {
             writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;
         }
