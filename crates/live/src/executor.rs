@@ -2253,7 +2253,7 @@ fn run_once(
         }
     }
     let census = census_of_ranges(pid, &ranges, &vmas)?;
-    let mut host_faults = reported.map(|r| r.count_mapped(pid, &ranges)).transpose().map_err(|e| crate::io_err("cannot read", format!("/proc/{pid}/pagemap"), e))?;
+    let mut host_faults = reported.map(|r| r.count_mapped(pid, &ranges)).transpose()?;
     // The other processes: Rss and census of those still alive (they wait for QUIT).
     let mut procs = Vec::new();
     let mut results = done.results;
@@ -2278,7 +2278,7 @@ fn run_once(
                 }
                 one.census = census_of_ranges(d.pid, &ranges, &vmas)?.total;
                 if let (Some(n), Some(r)) = (host_faults.as_mut(), reported) {
-                    *n += r.count_mapped(d.pid, &ranges).map_err(|e| crate::io_err("cannot read", format!("/proc/{}/pagemap", d.pid), e))?;
+                    *n += r.count_mapped(d.pid, &ranges)?;
                 }
             }
             procs.push(one);

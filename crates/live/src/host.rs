@@ -86,9 +86,13 @@ pub fn quietest_cpu_now() -> Option<(usize, u64)> {
 /// [`free_areas`] for a run pinned to `cpu`, with that CPU's per-CPU list count as it is now.
 pub fn free_areas_on(cpu: usize) -> io::Result<uapi::profile::FreeLists> {
     let mut f = free_areas()?;
-    let counts = std::fs::read_to_string("/proc/zoneinfo").map(|t| parse_pcp_counts(&t)).unwrap_or_default();
-    (f.cpu, f.pcp) = (Some(cpu), counts.get(cpu).copied().unwrap_or(0));
+    (f.cpu, f.pcp) = (Some(cpu), pcp_count(cpu));
     Ok(f)
+}
+
+/// The free pages on `cpu`'s per-CPU lists now, every zone (/proc/zoneinfo; 0 where unreadable).
+fn pcp_count(cpu: usize) -> u64 {
+    std::fs::read_to_string("/proc/zoneinfo").map(|t| parse_pcp_counts(&t)).unwrap_or_default().get(cpu).copied().unwrap_or(0)
 }
 
 /// Pin the calling thread (and what it starts later) to `cpu` (`sched_setaffinity`).
@@ -277,8 +281,7 @@ pub fn run_start(cpu: usize) -> Option<(uapi::profile::FreeLists, ReportedFrames
     let order = reporting_order()?;
     let free = free_lists().ok()?;
     let reported = ReportedFrames::read(order).ok()?;
-    let counts = std::fs::read_to_string("/proc/zoneinfo").map(|t| parse_pcp_counts(&t)).unwrap_or_default();
-    let lists = uapi::profile::FreeLists { free, reported: Some(reported.blocks.clone()), cpu: Some(cpu), pcp: counts.get(cpu).copied().unwrap_or(0) };
+    let lists = uapi::profile::FreeLists { free, reported: Some(reported.blocks.clone()), cpu: Some(cpu), pcp: pcp_count(cpu) };
     Some((lists, reported))
 }
 
@@ -289,8 +292,6 @@ pub fn run_start(cpu: usize) -> Option<(uapi::profile::FreeLists, ReportedFrames
 pub struct ReportedFrames {
     /// One bit per frame.
     bits: Vec<u64>,
-    /// Frames in reported blocks.
-    pub frames: u64,
     /// Reported blocks per order, as [`reported_blocks`] counts them.
     pub blocks: Vec<u64>,
 }
@@ -316,60 +317,49 @@ impl ReportedFrames {
         for pfn in start..end {
             self.bits[(pfn / 64) as usize] |= 1 << (pfn % 64);
         }
-        self.frames += len;
     }
     pub fn contains(&self, pfn: u64) -> bool {
         self.bits.get((pfn / 64) as usize).is_some_and(|w| w & (1 << (pfn % 64)) != 0)
     }
     /// Frames mapped in `ranges` of process `pid` (/proc/PID/pagemap, root only: PFNs are hidden
     /// without CAP_SYS_ADMIN) that lay in a reported block.
-    pub fn count_mapped(&self, pid: i32, ranges: &[(u64, u64)]) -> io::Result<u64> {
+    pub fn count_mapped(&self, pid: i32, ranges: &[(u64, u64)]) -> crate::Result<u64> {
         let mut n = 0;
         for &(start, end) in ranges {
-            each_pfn(pid, start, end, |pfn| n += self.contains(pfn) as u64)?;
+            pagemap_chunks(&format!("/proc/{pid}/pagemap"), start, end.div_ceil(4096).saturating_sub(start / 4096), |entries| {
+                n += entries.iter().filter(|&&e| e & PAGEMAP_PRESENT != 0 && self.contains(e & PAGEMAP_PFN)).count() as u64;
+            })?;
         }
         Ok(n)
     }
 }
 
-/// Calls `f(pfn)` for every present page of `[start, end)` of process `pid` (/proc/PID/pagemap).
-fn each_pfn(pid: i32, start: u64, end: u64, mut f: impl FnMut(u64)) -> io::Result<()> {
-    pagemap_entries(&format!("/proc/{pid}/pagemap"), start, end, |e| {
-        if e & PAGEMAP_PRESENT != 0 {
-            f(e & PAGEMAP_PFN);
-        }
-    })
-}
-
 const PAGEMAP_PRESENT: u64 = 1 << 63;
 const PAGEMAP_PFN: u64 = (1 << 55) - 1;
 
-/// Calls `f(entry)` for each 4 KiB page of `[start, end)` in the pagemap file `path`.
-fn pagemap_entries(path: &str, start: u64, end: u64, mut f: impl FnMut(u64)) -> io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    const PAGE: u64 = 4096;
-    let file = std::fs::File::open(path)?;
-    let mut buf = vec![0u8; 8 << 14];
-    let mut page = start / PAGE;
-    let last = end.div_ceil(PAGE);
-    while page < last {
-        let want = ((last - page) as usize).min(buf.len() / 8);
-        let got = file.read_at(&mut buf[..want * 8], page * 8)? / 8;
-        if got == 0 {
+/// Calls `f` with the entries of the pagemap file `path` for `pages` 4 KiB pages from `start`,
+/// a chunk at a time (`census::read_pagemap`).
+fn pagemap_chunks(path: &str, start: u64, pages: u64, mut f: impl FnMut(&[u64])) -> crate::Result<()> {
+    const CHUNK: u64 = 1 << 14;
+    let file = std::fs::File::open(path).map_err(|e| crate::io_err("cannot open", path, e))?;
+    let mut buf = Vec::new();
+    let mut done = 0;
+    while done < pages {
+        let n = (pages - done).min(CHUNK);
+        crate::census::read_pagemap(&file, path, start + done * 4096, n, &mut buf)?;
+        if buf.is_empty() {
             break;
         }
-        for c in buf[..got * 8].chunks_exact(8) {
-            f(u64::from_le_bytes(c.try_into().expect("8 bytes")));
-        }
-        page += got as u64;
+        f(&buf);
+        done += buf.len() as u64;
     }
     Ok(())
 }
 
 /// The frame of each of `pages` 4 KiB pages from `addr` in this process (0: not present).
-pub fn pagemap_pfns(addr: u64, pages: u64) -> io::Result<Vec<u64>> {
+pub fn pagemap_pfns(addr: u64, pages: u64) -> crate::Result<Vec<u64>> {
     let mut v = Vec::with_capacity(pages as usize);
-    pagemap_entries("/proc/self/pagemap", addr, addr + pages * 4096, |e| v.push(if e & PAGEMAP_PRESENT != 0 { e & PAGEMAP_PFN } else { 0 }))?;
+    pagemap_chunks("/proc/self/pagemap", addr, pages, |entries| v.extend(entries.iter().map(|&e| if e & PAGEMAP_PRESENT != 0 { e & PAGEMAP_PFN } else { 0 })))?;
     Ok(v)
 }
 
@@ -496,7 +486,7 @@ mod tests {
         for (head, o) in heads {
             r.insert(head, o);
         }
-        assert_eq!(r.frames, 1024 + 3 * 512);
+        assert_eq!(r.bits.iter().map(|w| w.count_ones()).sum::<u32>(), 1024 + 3 * 512);
         assert_eq!(r.blocks, vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 1]);
         for (pfn, reported) in [(0, true), (1023, true), (1024, true), (1535, true), (1536, false), (2048, false), (2559, false), (2560, true), (3071, true), (3583, true), (3584, false), (3900, false), (1 << 40, false)] {
             assert_eq!(r.contains(pfn), reported, "frame {pfn}");
