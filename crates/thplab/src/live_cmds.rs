@@ -47,7 +47,7 @@ pub fn run_live(
 /// profile's `[host]`), every live run waits until page reporting has taken every free block
 /// (the repeats in the executor), runs pinned to the CPU whose per-CPU lists hold the fewest
 /// pages as it starts, and reads the free lists it starts from (`live.free_lists`, for
-/// [`remodel_from_live_start`]) and its host faults (`live.host_faults`).
+/// `crate::remodel`) and its host faults (`live.host_faults`).
 pub fn run_live_as_modelled(
     model: &uapi::RunResult,
     workload: &Workload,
@@ -526,7 +526,7 @@ fn hostname() -> String {
 /// only when this machine reports free pages too, and without free lists: the live run reads
 /// the ones it starts from (`live.free_lists`: once page reporting has taken every free block,
 /// pinned to the CPU whose per-CPU lists hold the fewest pages, with that list's THP-sized pages
-/// taken; `live::host::run_start`), and [`remodel_from_live_start`] runs the model again from
+/// taken; `live::host::run_start`), and `crate::remodel` runs the model again from
 /// them. Read here instead, before the model and so seconds before the live run, they missed
 /// what the other CPU's per-CPU list freed meanwhile (`decay_pcp_high` gives up to 2 016 pages a
 /// second back to the buddy lists, backed and unreported): 1 GiB runs of 64 KiB mTHP met 30-60 %
@@ -538,20 +538,6 @@ pub fn host_model(profile: &uapi::profile::MachineProfile, live: bool) -> Option
         live::host::reporting_order()?;
     }
     Some((host, None))
-}
-
-/// The model run again from the free lists the live run `live` started from
-/// (`live.free_lists`), when `run` priced host faults (`x.host`) and the live run read them; else
-/// None. `run` runs the model with the given extras.
-pub fn remodel_from_live_start(
-    live: &uapi::RunResult,
-    x: &crate::SimExtras<'_>,
-    run: impl FnOnce(&crate::SimExtras<'_>) -> Result<uapi::RunResult>,
-) -> Result<Option<uapi::RunResult>> {
-    let Some((host, _)) = x.host else { return Ok(None) };
-    let Some(free) = live.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|w| w.free_lists.as_ref()) else { return Ok(None) };
-    let x2 = crate::SimExtras { host: Some((host, Some(free))), ..*x };
-    run(&x2).map(Some)
 }
 
 /// The free lists a live run pinned to the quietest CPU meets (`free.cpu`, where free pages

@@ -1109,8 +1109,8 @@ pub fn model_and_live(
 }
 
 /// The model run `model` again where the live run `live` showed it started elsewhere: from the
-/// free lists the live run started from (a profile's `[host]`: `live_cmds::remodel_from_live_start`),
-/// and with the live process's heap start when the heap matters.
+/// free lists the live run started from (`live.free_lists`, when the model priced a profile's
+/// `[host]`), and with the live process's heap start when the heap matters.
 pub fn remodel(
     w: &workload::Workload,
     s: &ThpSettings,
@@ -1119,19 +1119,15 @@ pub fn remodel(
     model: uapi::RunResult,
     live: &uapi::RunResult,
 ) -> Result<uapi::RunResult> {
-    let live_brk = live.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|l| parse_hex(&l.start_brk));
-    let m = match (live_brk, w.region_by_name(workload::HEAP).is_some()) {
-        (Some(brk), true) if brk != machine.brk_start => Some(sim::MachineConfig { brk_start: brk, ..machine.clone() }),
-        _ => None,
-    };
-    let m = m.as_ref().unwrap_or(machine);
-    if let Some(r) = live_cmds::remodel_from_live_start(live, x, |x| run_sim_tlb(w, s, m, false, false, None, x))? {
-        return Ok(r);
+    let run = live.live.as_ref().and_then(|l| l.workload.as_ref());
+    let brk = run.and_then(|l| parse_hex(&l.start_brk)).filter(|&b| b != machine.brk_start && w.region_by_name(workload::HEAP).is_some());
+    let free = run.and_then(|l| l.free_lists.as_ref());
+    let host = x.host.zip(free).map(|((h, _), f)| (h, Some(f)));
+    if brk.is_none() && host.is_none() {
+        return Ok(model);
     }
-    if !std::ptr::eq(m, machine) {
-        return run_sim_tlb(w, s, m, false, false, None, x);
-    }
-    Ok(model)
+    let m = sim::MachineConfig { brk_start: brk.unwrap_or(machine.brk_start), ..machine.clone() };
+    run_sim_tlb(w, s, &m, false, false, None, &SimExtras { host: host.or(x.host), ..*x })
 }
 
 fn cmd_compare(a: CompareArgs) -> Result<u8> {

@@ -376,7 +376,7 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
     // On a VM that reports free pages: the frames written that the host had dropped.
     let live_host = |r: &RunResult| r.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|w| w.host_faults);
     if cols.iter().any(|(_, _, r)| r.time.as_ref().is_some_and(|t| t.host_faults > 0) || live_host(r).is_some()) {
-        row(out, "host faults (frames reported free)", &|r| match (&r.time, live_host(r)) {
+        row(out, compare::HOST_FAULTS_ROW, &|r| match (&r.time, live_host(r)) {
             (Some(t), _) => t.host_faults.to_string(),
             (None, Some(n)) => n.to_string(),
             _ => "-".to_string(),
