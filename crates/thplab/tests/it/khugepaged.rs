@@ -67,8 +67,28 @@ fn the_collapse_timeline_matches_the_live_daemon_within_one_scan_period() {
             "compare", w.as_str(), "--json", "--sample", "50", "--set", "enabled=madvise", "--set", "khugepaged/max_ptes_none=511", "--set", &sleep_arg, "--set",
             "khugepaged/pages_to_scan=4096",
         ];
-        let out = thplab_unlocked(&workspace(), &args);
-        let v = out.json();
+        // khugepaged runs at nice 19: while other work keeps both CPUs busy (this suite's own
+        // model runs and replays), it can wait on a runqueue for seconds and collapse late or
+        // not at all (measured: 2.0 s of waiting in a 1 s run beside two busy loops, collapses
+        // at 700 and 1000 ms; 45 ms and every collapse on time without them). A run in which the
+        // daemon waited longer than one scan period (/proc/PID/schedstat, its second field)
+        // says nothing of the model and runs again, up to three more times.
+        let mut attempt = 0;
+        let v = loop {
+            attempt += 1;
+            let before = khugepaged_runqueue_wait();
+            let v = thplab_unlocked(&workspace(), &args).json();
+            let waited_ms = match (before, khugepaged_runqueue_wait()) {
+                (Some((p, a)), Some((q, b))) if p == q => (b - a) / 1_000_000,
+                _ => 0,
+            };
+            if waited_ms <= sleep || attempt == 4 {
+                println!("scan_sleep_millisecs={sleep}: khugepaged waited {waited_ms} ms on a runqueue during the run (attempt {attempt})");
+                break v;
+            }
+            println!("scan_sleep_millisecs={sleep}: khugepaged waited {waited_ms} ms on a runqueue during the run (busy machine); once more");
+            std::thread::sleep(std::time::Duration::from_secs(2));
+        };
         let t = &v[0]["timeline"];
         assert_eq!(t["interval_ms"], 50);
         assert_eq!(t["allowed_ms"], sleep + 50);
@@ -77,10 +97,11 @@ fn the_collapse_timeline_matches_the_live_daemon_within_one_scan_period() {
         assert_eq!(collapses.len(), 3, "{collapses:?}");
         let model_ms: Vec<f64> = collapses.iter().map(|c| c["model_ms"].as_f64().expect("the model made it")).collect();
         assert_eq!(model_ms, [50.0, 50.0, 50.0], "scan_sleep_millisecs={sleep}");
-        for c in collapses {
-            assert_eq!(c["on_time"], true, "scan_sleep_millisecs={sleep}: {c}");
-        }
         let rows = t["rows"].as_array().expect("rows");
+        let live_scans: Vec<String> = rows.iter().map(|r| format!("{}:{}/{}", r["t_ms"], r["live"]["full_scans"], r["live"]["pages_collapsed"])).collect();
+        for c in collapses {
+            assert_eq!(c["on_time"], true, "scan_sleep_millisecs={sleep}: {c}; live full_scans/pages_collapsed by sample: {live_scans:?}");
+        }
         // 1 s of sleep: 20 samples on each side.
         assert_eq!(rows.iter().filter(|r| !r["model"].is_null()).count(), 20);
         assert!(rows.iter().filter(|r| !r["live"].is_null()).count() >= 19, "{rows:?}");
@@ -158,4 +179,16 @@ fn khugepaged_shmem_model_matches_the_live_daemon() {
         println!("max_ptes_none={none}: pages_collapsed live {lp} model {}, full_scans live {} model {}", mk.pages_collapsed, lk.full_scans, mk.full_scans);
         assert!(lp % ranges == 0 && lp / ranges >= 1 && lp / ranges <= mk.wakeups as i64 + 1, "max_ptes_none={none}: pages_collapsed live {lp}, {ranges} ranges");
     }
+}
+
+/// The pid of the khugepaged thread and the time it has waited on a runqueue, in ns (the second
+/// field of /proc/PID/schedstat); `None` where either cannot be read. The kernel starts a new
+/// thread when THP is turned on again after `never`, so a pid that changed means no figure.
+fn khugepaged_runqueue_wait() -> Option<(u32, u64)> {
+    let pid = std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        (std::fs::read_to_string(e.path().join("comm")).ok()?.trim() == "khugepaged").then_some(pid)
+    })?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
+    Some((pid, stat.split_whitespace().nth(1)?.parse().ok()?))
 }
