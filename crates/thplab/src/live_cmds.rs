@@ -402,24 +402,52 @@ pub struct CalibrateArgs {
     pub json: bool,
 }
 
+/// `thplab calibrate`'s progress: on a terminal one line rewritten in place; elsewhere (a log
+/// file, CI) a line per step, the seconds a step has been waiting (` (N s)`) left out, so that
+/// a step that waits is one line, not one per second.
+#[derive(Default)]
+struct StepProgress {
+    last: String,
+}
+
+impl StepProgress {
+    fn show(&mut self, tty: bool, step: &str) {
+        if tty {
+            eprint!("\rthplab calibrate: {step}\x1b[K");
+            return;
+        }
+        let step = match step.rsplit_once(" (") {
+            Some((head, tail)) if tail.ends_with(" s)") && tail[..tail.len() - 3].bytes().all(|b| b.is_ascii_digit()) => head,
+            _ => step,
+        };
+        if step != self.last {
+            eprintln!("thplab calibrate: {step}");
+            self.last = step.to_string();
+        }
+    }
+}
+
 impl CalibrateArgs {
     /// Exit codes: 0 after measuring; 5 where live runs are not available.
     pub fn run(&self) -> Result<i32> {
+        use std::io::IsTerminal;
         let quiet = self.json;
+        let tty = std::io::stderr().is_terminal();
+        let mut progress = StepProgress::default();
         let c = live::calibrate::calibrate(self.mib, self.repeat, |step| {
             if !quiet {
-                eprint!("\rthplab calibrate: {step}\x1b[K");
+                progress.show(tty, step);
             }
         })?;
         let tlb = match self.chase_mib {
             0 => None,
             mib => Some(calibrate_tlb(mib, |step| {
                 if !quiet {
-                    eprint!("\rthplab calibrate: {step}\x1b[K");
+                    progress.show(tty, step);
                 }
             })?),
         };
-        if !quiet {
+        if !quiet && tty {
             eprint!("\r\x1b[K");
         }
         let profile = uapi::profile::MachineProfile {
@@ -469,7 +497,7 @@ impl CalibrateArgs {
 /// side is fixed (2 MiB pages, consecutive frames), where a 4 KiB chase depends on how the
 /// guest's free lists scattered its frames; host pages whose model times are within 2 % of
 /// each other (2 MiB and 1 GiB over 1 GiB: both cover it) go to the smaller.
-fn calibrate_tlb(mib: u64, progress: impl Fn(&str)) -> Result<uapi::profile::TlbSetup> {
+fn calibrate_tlb(mib: u64, mut progress: impl FnMut(&str)) -> Result<uapi::profile::TlbSetup> {
     use live::chase::ChasePage;
     const LOADS: u64 = 2_000_000;
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
