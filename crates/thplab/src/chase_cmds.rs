@@ -19,6 +19,12 @@ pub struct ChaseArgs {
     accesses: u64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Live runs of each point, in rounds over the page sizes (so that what changes on the
+    /// machine meanwhile reaches every page size alike); the point's figure is the median run,
+    /// and the runs' spread is shown beside it. On a VM a 1 GiB chase moves by 20 % from one
+    /// run to the next.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=99))]
+    repeat: u32,
     /// The model's CPU preset.
     #[arg(long, default_value = "zen4", value_parser = tlb::presets::names())]
     cpu: String,
@@ -44,6 +50,8 @@ struct Row {
     bytes: u64,
     page: String,
     live: Option<live::chase::ChasePoint>,
+    /// The ns per access of every live run of the point, in the order they ran.
+    live_runs_ns: Vec<f64>,
     model_ns: f64,
     /// The scatter of base pages' frames the model used.
     scatter: f64,
@@ -101,13 +109,19 @@ impl ChaseArgs {
         let mut rows = Vec::new();
         for &bytes in &sizes_b {
             // Live first: the 4K buffer's frames tell the model how scattered base pages are.
-            let mut lives = Vec::new();
-            for &page in &pages {
-                lives.push(if live_ok { Some(live::chase::run_chase(bytes, page, self.accesses, self.seed)?) } else { None });
+            let mut runs: Vec<Vec<live::chase::ChasePoint>> = vec![Vec::new(); pages.len()];
+            for round in 0..if live_ok { self.repeat } else { 0 } {
+                for (i, &page) in pages.iter().enumerate() {
+                    if self.repeat > 1 && !self.json {
+                        eprintln!("  {} {:>4}: live run {} of {}", mm_types::format_size(bytes), page.name(), round + 1, self.repeat);
+                    }
+                    runs[i].push(live::chase::run_chase(bytes, page, self.accesses, self.seed)?);
+                }
             }
+            let lives: Vec<Option<live::chase::ChasePoint>> = runs.iter().map(|r| median_run(r).cloned()).collect();
             let measured = pages.iter().zip(&lives).find(|(p, _)| matches!(p, live::chase::ChasePage::Base)).and_then(|(_, l)| l.as_ref()).filter(|l| l.host_pte_lines > 0).map(|l| l.scatter());
             let scatter = given_scatter.or(measured).unwrap_or(1.0);
-            for (&page, live) in pages.iter().zip(lives) {
+            for ((&page, live), runs) in pages.iter().zip(lives).zip(&runs) {
                 let model_ns = self.model(bytes, page, &tree, scatter)?;
                 if !self.json {
                     eprintln!(
@@ -118,7 +132,7 @@ impl ChaseArgs {
                         live.as_ref().map(|l| format!(", live {:.1} ns", l.ns_per_access)).unwrap_or_default()
                     );
                 }
-                rows.push(Row { bytes, page: page.name(), live, model_ns, scatter });
+                rows.push(Row { bytes, page: page.name(), live, live_runs_ns: runs.iter().map(|r| r.ns_per_access).collect(), model_ns, scatter });
             }
         }
         self.print(&rows)?;
@@ -146,6 +160,7 @@ impl ChaseArgs {
                         "page": r.page,
                         "model_ns_per_access": r.model_ns,
                         "live_ns_per_access": r.live.as_ref().map(|l| l.ns_per_access),
+                        "live_runs_ns_per_access": r.live_runs_ns,
                         "live_anon_huge_bytes": r.live.as_ref().map(|l| l.anon_huge_bytes),
                         "live_mthp_faults": r.live.as_ref().map(|l| l.mthp_faults.iter().cloned().collect::<std::collections::BTreeMap<_, _>>()),
                         "model_ratio": mr,
@@ -159,7 +174,8 @@ impl ChaseArgs {
             println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "schema": "thplab-bench-chase/1", "cpu": self.cpu, "paging": self.paging, "accesses": self.accesses, "points": v }))?);
             return Ok(());
         }
-        println!("pointer chase, {} timed loads per point; model --cpu {} --paging {}; ratio = time per access / that of {}", self.accesses, self.cpu, self.paging, rows.first().map(|r| r.page.as_str()).unwrap_or("4K"));
+        let runs = if self.repeat > 1 { format!(", live: the median of {} runs (their range in brackets)", self.repeat) } else { String::new() };
+        println!("pointer chase, {} timed loads per point{runs}; model --cpu {} --paging {}; ratio = time per access / that of {}", self.accesses, self.cpu, self.paging, rows.first().map(|r| r.page.as_str()).unwrap_or("4K"));
         let scatters: Vec<String> = rows.iter().filter(|r| r.page == rows[0].page).map(|r| format!("{} {:.2}", mm_types::format_size(r.bytes), r.scatter)).collect();
         println!("model --order0-scatter ({}): {}", self.order0_scatter, scatters.join(", "));
         println!("{:>6} {:>5} {:>10} {:>10} {:>11} {:>11} {:>9}  backing (live); host PTE lines of the frames", "size", "page", "live ns", "model ns", "live ratio", "model ratio", "error");
@@ -168,12 +184,45 @@ impl ChaseArgs {
                 (Some(l), Some(lr)) => {
                     let faults: Vec<String> = l.mthp_faults.iter().map(|(k, n)| format!("{k} {n}")).collect();
                     let lines = format!("{} lines for {} pages (scatter {:.2})", l.host_pte_lines, l.pages, l.scatter());
-                    (format!("{:.1}", l.ns_per_access), format!("{lr:.3}"), format!("{:+.1}%", (mr / lr - 1.0) * 100.0), format!("AnonHugePages {} MiB; {}; {lines}", l.anon_huge_bytes >> 20, faults.join(", ")))
+                    let range = match r.live_runs_ns.iter().copied().fold(None, |m: Option<(f64, f64)>, x| Some(m.map_or((x, x), |(a, b)| (a.min(x), b.max(x))))) {
+                        Some((a, b)) if r.live_runs_ns.len() > 1 => format!("[{a:.1}-{b:.1}] "),
+                        _ => String::new(),
+                    };
+                    (format!("{:.1}", l.ns_per_access), format!("{lr:.3}"), format!("{:+.1}%", (mr / lr - 1.0) * 100.0), format!("{range}AnonHugePages {} MiB; {}; {lines}", l.anon_huge_bytes >> 20, faults.join(", ")))
                 }
                 _ => ("-".into(), "-".into(), "-".into(), String::new()),
             };
             println!("{:>6} {:>5} {:>10} {:>10.1} {:>11} {:>11.3} {:>9}  {}", mm_types::format_size(r.bytes), r.page, ln, r.model_ns, lr_s, mr, err, backing);
         }
         Ok(())
+    }
+}
+
+/// The run with the median time per access (of an even number, the faster of the middle two),
+/// `None` for no run.
+fn median_run(runs: &[live::chase::ChasePoint]) -> Option<&live::chase::ChasePoint> {
+    let mut by_time: Vec<&live::chase::ChasePoint> = runs.iter().collect();
+    by_time.sort_by(|a, b| a.ns_per_access.total_cmp(&b.ns_per_access));
+    by_time.get(runs.len().saturating_sub(1) / 2).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median_run;
+    use live::chase::ChasePoint;
+
+    fn point(ns: f64, lines: u64) -> ChasePoint {
+        ChasePoint { page: "4K".into(), bytes: 16 << 20, accesses: 1000, ns_per_access: ns, anon_huge_bytes: 0, mthp_faults: Vec::new(), pages: 4096, host_pte_lines: lines }
+    }
+
+    #[test]
+    fn the_median_run_is_kept_whole() {
+        assert_eq!(median_run(&[]), None);
+        // By hand: 280, 347, 298 → 298 (the third run, with its own frames' lines).
+        let runs = [point(280.2, 600), point(347.6, 700), point(297.8, 800)];
+        assert_eq!(median_run(&runs), Some(&runs[2]));
+        // Of two, the faster.
+        assert_eq!(median_run(&runs[..2]), Some(&runs[0]));
+        assert_eq!(median_run(&runs[1..2]), Some(&runs[1]));
     }
 }

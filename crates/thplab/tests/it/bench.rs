@@ -65,3 +65,25 @@ fn bench_io_flags_are_checked_before_anything_runs() {
         assert!(help.stdout.contains(flag), "{flag}");
     }
 }
+
+/// `bench chase --model-only`: the model's points, no live figure. A 16 MiB chase over PMD THP
+/// needs 8 TLB entries where 4 KiB pages need 4096 (more than zen4's 3072-entry L2 holds), so
+/// its time per access must be below that of 4 KiB pages.
+#[test]
+fn bench_chase_model_only_gives_the_models_points() {
+    let r = thplab(&["bench", "chase", "--model-only", "--sizes", "16M", "--pages", "4K,PMD", "--accesses", "200000", "--json"]);
+    let v = r.ok().json();
+    assert_eq!(v["schema"], "thplab-bench-chase/1");
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    assert_eq!(points[0]["page"], "4K");
+    assert_eq!(points[0]["model_ratio"], 1.0);
+    let pmd = points[1]["model_ratio"].as_f64().unwrap();
+    assert!(pmd > 0.0 && pmd < 1.0, "PMD over 4 KiB {pmd}");
+    for p in points {
+        assert!(p["live_ns_per_access"].is_null() && p["live_runs_ns_per_access"].as_array().unwrap().is_empty(), "{p}");
+    }
+    let bad = thplab(&["bench", "chase", "--model-only", "--repeat", "0"]);
+    bad.fails(2);
+    assert!(bad.stderr.contains("--repeat"), "{}", bad.stderr);
+}

@@ -348,3 +348,27 @@ fn host_faults_are_predicted_from_the_free_lists_the_run_started_from() {
     assert_eq!((row["model"].as_u64(), row["live"].as_u64()), (Some(m), Some(l)));
     println!("host faults: model {m}, live {l} of {frames} frames");
 }
+
+/// `bench chase --repeat 3`: every live point runs three times, in rounds over the page sizes,
+/// and its figure is the median run; the PMD buffer is backed by PMD THPs in every run (the
+/// knobs set through the guard, and left as they were).
+#[test]
+fn bench_chase_repeat_takes_the_median_of_its_live_runs() {
+    require_live!();
+    let _x = exclusive();
+    let _k = KnobsUnchanged::new();
+    let r = thplab_unlocked(&workspace(), &["bench", "chase", "--sizes", "16M", "--pages", "4K,PMD", "--accesses", "200000", "--repeat", "3", "--json"]);
+    let v = r.ok().json();
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    for p in points {
+        let mut runs: Vec<f64> = p["live_runs_ns_per_access"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        assert_eq!(runs.len(), 3, "{p}");
+        runs.sort_by(f64::total_cmp);
+        assert_eq!(p["live_ns_per_access"].as_f64(), Some(runs[1]), "{p}");
+    }
+    assert_eq!(points[1]["page"], "PMD");
+    assert_eq!(points[1]["live_anon_huge_bytes"], 16 << 20);
+    let ratio = points[1]["live_ratio"].as_f64().unwrap();
+    assert!((ratio - points[1]["live_ns_per_access"].as_f64().unwrap() / points[0]["live_ns_per_access"].as_f64().unwrap()).abs() < 1e-9);
+}
