@@ -71,7 +71,7 @@ pub struct ChasePoint {
     pub bytes: u64,
     pub accesses: u64,
     pub ns_per_access: f64,
-    /// AnonHugePages of the process while the chase ran (PMD-mapped bytes).
+    /// AnonHugePages of the chase's buffer while the chase ran (PMD-mapped bytes).
     pub anon_huge_bytes: u64,
     /// anon_fault_alloc deltas per mTHP size during the setup, `hugepages-<N>kB` → count.
     pub mthp_faults: Vec<(String, u64)>,
@@ -152,13 +152,10 @@ fn anon_fault_allocs(paths: &Paths, sizes: &[u32]) -> Vec<(String, u64)> {
         .collect()
 }
 
-fn anon_huge_bytes() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
-    s.lines()
-        .find_map(|l| l.strip_prefix("AnonHugePages:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-        .unwrap_or(0)
+/// AnonHugePages of the VMA holding `addr` (the chase's buffer; the process's other memory, its
+/// heap among it, keeps THPs an earlier PMD point gave it), in bytes; 0 where smaps is unreadable.
+fn anon_huge_bytes(addr: u64) -> u64 {
+    crate::procfs::read_smaps(std::process::id() as i32).ok().and_then(|v| v.into_iter().find(|m| m.start <= addr && addr < m.end)).map_or(0, |m| m.anon_huge_kb * 1024)
 }
 
 /// The stream the chase follows (also what the model is given).
@@ -242,7 +239,7 @@ fn chase_in_mapping(bytes: u64, accesses: u64, seed: u64) -> Result<(f64, u64, (
         for _ in 0..accesses.min(lap) {
             cur = std::ptr::read_volatile(cur as *const usize);
         }
-        let huge = anon_huge_bytes();
+        let huge = anon_huge_bytes(base as u64);
         let frames = frame_lines(base, len);
         // Five slices, each timed by this thread's CPU clock (time while descheduled on a busy
         // machine is not counted); the fastest slice is the figure.
