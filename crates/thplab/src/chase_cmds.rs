@@ -184,9 +184,12 @@ impl ChaseArgs {
                 (Some(l), Some(lr)) => {
                     let faults: Vec<String> = l.mthp_faults.iter().map(|(k, n)| format!("{k} {n}")).collect();
                     let lines = format!("{} lines for {} pages (scatter {:.2})", l.host_pte_lines, l.pages, l.scatter());
-                    let range = match r.live_runs_ns.iter().copied().fold(None, |m: Option<(f64, f64)>, x| Some(m.map_or((x, x), |(a, b)| (a.min(x), b.max(x))))) {
-                        Some((a, b)) if r.live_runs_ns.len() > 1 => format!("[{a:.1}-{b:.1}] "),
-                        _ => String::new(),
+                    let runs = &r.live_runs_ns;
+                    let range = if runs.len() > 1 {
+                        let (least, most) = (runs.iter().copied().fold(f64::INFINITY, f64::min), runs.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+                        format!("[{least:.1}-{most:.1}] ")
+                    } else {
+                        String::new()
                     };
                     (format!("{:.1}", l.ns_per_access), format!("{lr:.3}"), format!("{:+.1}%", (mr / lr - 1.0) * 100.0), format!("{range}AnonHugePages {} MiB; {}; {lines}", l.anon_huge_bytes >> 20, faults.join(", ")))
                 }
