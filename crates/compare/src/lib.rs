@@ -291,9 +291,19 @@ pub fn retry_reason(rows: &[Row], live: &uapi::RunResult) -> Option<&'static str
         Some("system-wide counters moved by other processes")
     } else if rows.iter().any(|r| r.differs) && khugepaged_collapsed_during(live) > 0 {
         Some("khugepaged collapsed pages during the live run (its wake-ups are not the model's)")
+    } else if rows.iter().any(|r| r.differs) && daemon_waited_a_scan_period(live) {
+        Some("khugepaged waited on a runqueue for longer than one scan period during the live run (it runs at nice 19 and other work kept the CPUs busy)")
     } else {
         None
     }
+}
+
+/// Whether the live khugepaged waited on a runqueue during the run for longer than the run's
+/// `khugepaged/scan_sleep_millisecs`: its collapses then came late by the machine's load.
+fn daemon_waited_a_scan_period(live: &uapi::RunResult) -> bool {
+    let sleep = live.settings.get("khugepaged/scan_sleep_millisecs").and_then(|v| v.parse::<u64>().ok());
+    let wait = live.live.as_ref().and_then(|l| l.khugepaged.runqueue_wait_ms);
+    matches!((wait, sleep), (Some(w), Some(s)) if w > s)
 }
 
 /// The outcome of [`retry_live`].
@@ -417,7 +427,7 @@ mod tests {
 
     fn live_with_collapsed(n: i64) -> RunResult {
         let mut r = RunResult::new("live", "w");
-        r.live = Some(uapi::LiveSection { khugepaged: uapi::result::LiveKhugepaged { pages_collapsed: n, full_scans: 0 }, ..Default::default() });
+        r.live = Some(uapi::LiveSection { khugepaged: uapi::result::LiveKhugepaged { pages_collapsed: n, ..Default::default() }, ..Default::default() });
         r
     }
 
@@ -432,6 +442,17 @@ mod tests {
         assert!(retry_reason(&census, &busy).unwrap().starts_with("khugepaged collapsed"));
         assert!(retry_reason(&system, &quiet).unwrap().starts_with("system-wide"));
         assert_eq!(retry_reason(&equal, &busy), None, "nothing differs: nothing to retry");
+        // A daemon kept off the CPU for longer than one scan period (100 ms) explains a
+        // difference; one that waited less does not.
+        let waited = |ms: u64| {
+            let mut r = live_with_collapsed(0);
+            r.settings.insert("khugepaged/scan_sleep_millisecs".into(), "100".into());
+            r.live.as_mut().unwrap().khugepaged.runqueue_wait_ms = Some(ms);
+            r
+        };
+        assert!(retry_reason(&census, &waited(700)).unwrap().starts_with("khugepaged waited on a runqueue"));
+        assert_eq!(retry_reason(&census, &waited(100)), None);
+        assert_eq!(retry_reason(&equal, &waited(700)), None);
     }
 
     #[test]

@@ -51,6 +51,9 @@ pub struct TimelineComparison {
     pub collapses: Vec<CollapseTiming>,
     /// A collapse late or missing on one side.
     pub differs: bool,
+    /// How long the live khugepaged waited on a runqueue during the run (`live.khugepaged.runqueue_wait_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_daemon_wait_ms: Option<u64>,
 }
 
 /// The fields of two samples that differ.
@@ -87,8 +90,9 @@ fn collapse_times(samples: &[TimelineSample]) -> Vec<(i64, f64)> {
     out
 }
 
-/// Compare `model` with `live`; `scan_sleep_ms` is `khugepaged/scan_sleep_millisecs` of the run.
-pub fn compare(model: &Timeline, live: &Timeline, scan_sleep_ms: u64) -> TimelineComparison {
+/// Compare `model` with `live`; `scan_sleep_ms` is `khugepaged/scan_sleep_millisecs` of the run,
+/// `live_daemon_wait_ms` how long the live daemon waited on a runqueue meanwhile.
+pub fn compare(model: &Timeline, live: &Timeline, scan_sleep_ms: u64, live_daemon_wait_ms: Option<u64>) -> TimelineComparison {
     let interval_ms = model.interval_ms;
     let allowed_ms = scan_sleep_ms + interval_ms;
     let n = model.samples.len().max(live.samples.len());
@@ -113,7 +117,7 @@ pub fn compare(model: &Timeline, live: &Timeline, scan_sleep_ms: u64) -> Timelin
         })
         .collect();
     let differs = collapses.iter().any(|c| !c.on_time);
-    TimelineComparison { interval_ms, allowed_ms, rows, first_parting_ms, collapses, differs }
+    TimelineComparison { interval_ms, allowed_ms, rows, first_parting_ms, collapses, differs, live_daemon_wait_ms }
 }
 
 /// The folio census of a sample, largest size first: `2048kB×2 4kB×1024`.
@@ -187,6 +191,10 @@ pub fn print_comparison(out: &mut impl Write, c: &TimelineComparison) -> io::Res
         let verdict = if k.on_time { "on time".to_string() } else { format!("DIFFERS (allowed: {} ms)", c.allowed_ms) };
         writeln!(out, "  collapse {}: model by {}, live by {}: {verdict}", k.n, ms(k.model_ms), ms(k.live_ms))?;
     }
+    // Longer than one scan period (`allowed_ms` is one scan period plus one interval).
+    if let Some(w) = c.live_daemon_wait_ms.filter(|&w| w > c.allowed_ms - c.interval_ms) {
+        writeln!(out, "  the live khugepaged waited {w} ms on a runqueue during the run (it runs at nice 19, and other work kept the CPUs busy): its collapses came late by up to that")?;
+    }
     Ok(())
 }
 
@@ -205,7 +213,7 @@ mod tests {
     fn collapses_are_on_time_within_one_scan_period_and_one_interval() {
         let model = Timeline { interval_ms: 100, samples: vec![s(100.0, 1, 2048), s(200.0, 2, 4096), s(300.0, 2, 4096), s(400.0, 2, 4096)] };
         let live = Timeline { interval_ms: 100, samples: vec![s(101.0, 0, 0), s(203.0, 0, 0), s(304.0, 1, 2048), s(407.0, 2, 4096)] };
-        let c = compare(&model, &live, 100);
+        let c = compare(&model, &live, 100, None);
         assert_eq!(c.allowed_ms, 200);
         assert_eq!(c.first_parting_ms, Some(100));
         assert_eq!(c.rows[0].parts, ["AnonHugePages", "pages_collapsed"]);
@@ -214,11 +222,11 @@ mod tests {
         assert_eq!(times, [(1, Some(100.0), Some(304.0), false), (2, Some(200.0), Some(407.0), false)]);
         assert!(c.differs);
         // With a 300 ms scan sleep (allowed 400 ms) both are on time.
-        let c = compare(&model, &live, 300);
+        let c = compare(&model, &live, 300, None);
         assert!(!c.differs && c.collapses.iter().all(|k| k.on_time));
         let mut more = live.clone();
         more.samples.push(s(500.0, 3, 6144));
-        let c = compare(&model, &more, 300);
+        let c = compare(&model, &more, 300, None);
         assert_eq!(c.collapses[2], CollapseTiming { n: 3, model_ms: None, live_ms: Some(500.0), on_time: false });
         assert!(c.differs);
         assert!(c.rows[4].model.is_none() && c.rows[4].parts.is_empty());
@@ -230,11 +238,20 @@ mod tests {
         let model = Timeline { interval_ms: 100, samples: vec![s(100.0, 1, 2048)] };
         let live = Timeline { interval_ms: 100, samples: vec![s(100.0, 0, 0)] };
         let mut out = Vec::new();
-        print_comparison(&mut out, &compare(&model, &live, 100)).unwrap();
+        print_comparison(&mut out, &compare(&model, &live, 100, None)).unwrap();
         let text = String::from_utf8(out).unwrap();
         let row = text.lines().nth(2).unwrap();
         assert!(row.starts_with('*') && row.contains("2048 | 0") && row.contains("8192 | 8192"), "{text}");
         assert!(text.contains("they part first at 100 ms (over the run: AnonHugePages, pages_collapsed)"), "{text}");
         assert!(text.contains("collapse 1: model by 100 ms, live by never: DIFFERS (allowed: 200 ms)"), "{text}");
+        assert!(!text.contains("runqueue"), "{text}");
+        // A live daemon that waited longer than one scan period (100 ms) is named; one that
+        // waited less is not.
+        for (wait, named) in [(700, true), (100, false)] {
+            let mut out = Vec::new();
+            print_comparison(&mut out, &compare(&model, &live, 100, Some(wait))).unwrap();
+            let text = String::from_utf8(out).unwrap();
+            assert_eq!(text.contains(&format!("the live khugepaged waited {wait} ms on a runqueue")), named, "{text}");
+        }
     }
 }

@@ -2532,11 +2532,12 @@ fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, runs: Vec<Run
 
 /// The khugepaged counters' deltas, summed over runs.
 pub(crate) fn khugepaged_sum<'a>(runs: impl Iterator<Item = &'a CounterSnapshot>) -> LiveKhugepaged {
-    let mut sum = LiveKhugepaged::default();
+    let mut sum = LiveKhugepaged { runqueue_wait_ms: Some(0), ..Default::default() };
     for c in runs {
         let get = |name: &str| c.khugepaged.get(name).copied().unwrap_or(0);
         sum.pages_collapsed += get("pages_collapsed");
         sum.full_scans += get("full_scans");
+        sum.runqueue_wait_ms = sum.runqueue_wait_ms.zip(c.khugepaged_wait).map(|(ms, (_, ns))| ms + ns / 1_000_000);
     }
     sum
 }

@@ -472,6 +472,22 @@ pub fn khugepaged_pid() -> Option<i32> {
     crate::procfs::list_pids().into_iter().find(|p| crate::procfs::comm(*p) == "khugepaged")
 }
 
+/// The khugepaged kthread's pid and the time it has waited on a runqueue, in ns (the second
+/// field of /proc/PID/schedstat: `run_delay`, kernel/sched/stats.h). khugepaged runs at nice 19
+/// (`set_user_nice(current, MAX_NICE)` in mm/khugepaged.c: khugepaged), so on CPUs kept busy by
+/// other work it wakes late; the kernel starts a new thread when THP is turned on again after
+/// `never`, hence the pid beside the figure.
+pub fn runqueue_wait() -> Option<(i32, u64)> {
+    let pid = khugepaged_pid()?;
+    let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
+    Some((pid, parse_schedstat_wait(&text)?))
+}
+
+/// `run_delay` (ns) of a /proc/PID/schedstat text: `cpu_time run_delay timeslices`.
+fn parse_schedstat_wait(text: &str) -> Option<u64> {
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// utime + stime of a task in milliseconds (/proc/PID/stat fields 14 and 15).
 pub fn cpu_ms(pid: i32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -565,6 +581,14 @@ impl std::fmt::Display for KhugepagedReport {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn schedstat_run_delay() {
+        // This machine's khugepaged, read by hand: 133 ms on a CPU, 697 ms waiting, 409 slices.
+        assert_eq!(super::parse_schedstat_wait("133028055 696768260 409\n"), Some(696_768_260));
+        assert_eq!(super::parse_schedstat_wait("133028055\n"), None);
+        assert_eq!(super::parse_schedstat_wait(""), None);
+    }
+
     use super::*;
 
     #[test]

@@ -27,6 +27,10 @@ pub struct CounterSnapshot {
     /// The live daemon's wake-ups are not the model's, so a live run during which it collapsed
     /// is marked.
     pub khugepaged: BTreeMap<String, i64>,
+    /// khugepaged's pid and its runqueue wait in ns (`khugepaged::runqueue_wait`); in a
+    /// [`CounterSnapshot::delta`], the wait between the two snapshots, `None` where the thread
+    /// changed between them or could not be read.
+    pub khugepaged_wait: Option<(i32, u64)>,
 }
 
 /// The khugepaged counters [`CounterSnapshot`] reads.
@@ -78,6 +82,7 @@ impl CounterSnapshot {
                 }
             }
         }
+        snap.khugepaged_wait = crate::khugepaged::runqueue_wait();
         Ok(snap)
     }
 
@@ -97,7 +102,11 @@ impl CounterSnapshot {
             })
             .collect();
         let khugepaged = after.khugepaged.iter().map(|(k, v)| (k.clone(), v - self.khugepaged.get(k).copied().unwrap_or(*v))).collect();
-        CounterSnapshot { vmstat, mthp, khugepaged }
+        let khugepaged_wait = match (self.khugepaged_wait, after.khugepaged_wait) {
+            (Some((p, a)), Some((q, b))) if p == q => Some((p, b.saturating_sub(a))),
+            _ => None,
+        };
+        CounterSnapshot { vmstat, mthp, khugepaged, khugepaged_wait }
     }
 }
 

@@ -1196,7 +1196,7 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
         };
         // With --sample: the two timelines, and when each collapse happened in each.
         let timeline = match (&model.timeline, &live.timeline) {
-            (Some(m), Some(l)) => Some(compare::timeline::compare(m, l, s.khugepaged.scan_sleep_millisecs as u64)),
+            (Some(m), Some(l)) => Some(compare::timeline::compare(m, l, s.khugepaged.scan_sleep_millisecs as u64, live.live.as_ref().and_then(|x| x.khugepaged.runqueue_wait_ms))),
             _ => None,
         };
         let differs = rows.iter().any(|r| r.differs) || timeline.as_ref().is_some_and(|t| t.differs);

@@ -433,6 +433,11 @@ pub struct LiveKhugepaged {
     pub pages_collapsed: i64,
     /// `khugepaged/full_scans`.
     pub full_scans: i64,
+    /// How long the khugepaged thread waited on a runqueue during the run (ms, /proc/PID/schedstat):
+    /// it runs at nice 19, and a busy machine delays its wake-ups by that much. `None` where it
+    /// could not be read or the thread changed (THP turned off and on again) during the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runqueue_wait_ms: Option<u64>,
 }
 
 /// A workload run live, `runs` times.
@@ -971,12 +976,13 @@ mod tests {
             kernel_release: "6.18.0".into(),
             wall_ms: 1.5,
             untraced_ms: None,
-            khugepaged: LiveKhugepaged { pages_collapsed: 1, full_scans: 2 },
+            khugepaged: LiveKhugepaged { pages_collapsed: 1, full_scans: 2, runqueue_wait_ms: Some(3) },
             workload: Some(LiveWorkloadRun { runs: 2, start_brk: "0x555555887000".into(), spread: [("minflt".to_string(), Spread { min: 1, median: 2, max: 3 })].into(), ..Default::default() }),
             program: None,
         };
         let v = serde_json::to_value(&workload).unwrap();
         assert_eq!(v["khugepaged"]["pages_collapsed"], 1);
+        assert_eq!(v["khugepaged"]["runqueue_wait_ms"], 3);
         assert_eq!(v["spread"]["minflt"]["median"], 2);
         assert!(v.get("program").is_none() && v.get("unmeasured").is_none());
         assert_eq!(serde_json::from_value::<LiveSection>(v).unwrap(), workload);

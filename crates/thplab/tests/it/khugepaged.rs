@@ -30,7 +30,7 @@ fn khugepaged_model_matches_the_live_daemon() {
         let live_args = json_args("live", &w, &args);
         // The collapses happen in the first wake-up; a daemon kept off the CPU for half the
         // run's second may not reach them (see `run_with_daemon_on_cpu`).
-        let l = run_with_daemon_on_cpu(&format!("max_ptes_none={none}"), 500, || thplab_unlocked(&workspace(), &live_args));
+        let l = run_with_daemon_on_cpu(&format!("max_ptes_none={none}"), 500, || thplab_unlocked(&workspace(), &live_args), wait_of_run);
         l.ok();
         let l = l.result();
         let lk = l.live.as_ref().expect("live section").khugepaged;
@@ -71,7 +71,7 @@ fn the_collapse_timeline_matches_the_live_daemon_within_one_scan_period() {
         ];
         // A run in which the daemon waited longer than one scan period says nothing of when
         // the model collapses (see `run_with_daemon_on_cpu`).
-        let v = run_with_daemon_on_cpu(&format!("scan_sleep_millisecs={sleep}"), sleep, || thplab_unlocked(&workspace(), &args).json());
+        let v = run_with_daemon_on_cpu(&format!("scan_sleep_millisecs={sleep}"), sleep, || thplab_unlocked(&workspace(), &args).json(), |v| v[0]["live"]["live"]["khugepaged"]["runqueue_wait_ms"].as_u64());
         let t = &v[0]["timeline"];
         assert_eq!(t["interval_ms"], 50);
         assert_eq!(t["allowed_ms"], sleep + 50);
@@ -138,7 +138,7 @@ fn khugepaged_shmem_model_matches_the_live_daemon() {
         let mut attempt = 0;
         let l = loop {
             attempt += 1;
-            let l = run_with_daemon_on_cpu(&format!("max_ptes_none={none}"), 500, || thplab_unlocked(&workspace(), &live_args));
+            let l = run_with_daemon_on_cpu(&format!("max_ptes_none={none}"), 500, || thplab_unlocked(&workspace(), &live_args), wait_of_run);
             l.ok();
             let l = l.result();
             let noisy = GLOBAL.iter().any(|k| l.vmstat[*k] != m.vmstat[*k]) || ["ShmemHugePages", "ShmemPmdMapped"].iter().any(|k| l.meminfo[*k] != m.meminfo[*k]);
@@ -162,4 +162,9 @@ fn khugepaged_shmem_model_matches_the_live_daemon() {
         println!("max_ptes_none={none}: pages_collapsed live {lp} model {}, full_scans live {} model {}", mk.pages_collapsed, lk.full_scans, mk.full_scans);
         assert!(lp % ranges == 0 && lp / ranges >= 1 && lp / ranges <= mk.wakeups as i64 + 1, "max_ptes_none={none}: pages_collapsed live {lp}, {ranges} ranges");
     }
+}
+
+/// `live.khugepaged.runqueue_wait_ms` of a `thplab live --json` run (none if it failed).
+fn wait_of_run(r: &crate::Run) -> Option<u64> {
+    (r.code == 0).then(|| r.result()).and_then(|l| l.live.and_then(|x| x.khugepaged.runqueue_wait_ms))
 }

@@ -156,40 +156,25 @@ pub(crate) fn skip_reason() -> Option<String> {
 }
 
 /// Runs `run` (a live run in which khugepaged must work), again while khugepaged waited on a
-/// runqueue for more than `limit_ms` during it, four runs at most; returns the last.
+/// runqueue for more than `limit_ms` during it (`wait_ms` reads `live.khugepaged.runqueue_wait_ms`
+/// from its result), four runs at most; returns the last.
 ///
 /// khugepaged runs at nice 19: while other work keeps both CPUs busy (this suite's own model
 /// runs and replays), it can wait for seconds and collapse late or not at all. Measured here: a
 /// 1 s run beside two busy loops, 2.0 s of runqueue wait and collapses at 700 and 1000 ms (the
 /// model's at 50 ms); without them 0-45 ms and every collapse on time. Such a run says nothing
 /// of the model.
-pub fn run_with_daemon_on_cpu<T>(label: &str, limit_ms: u64, mut run: impl FnMut() -> T) -> T {
+pub fn run_with_daemon_on_cpu<T>(label: &str, limit_ms: u64, mut run: impl FnMut() -> T, wait_ms: impl Fn(&T) -> Option<u64>) -> T {
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let before = khugepaged_runqueue_wait();
         let out = run();
-        let waited_ms = match (before, khugepaged_runqueue_wait()) {
-            (Some((p, a)), Some((q, b))) if p == q => (b - a) / 1_000_000,
-            _ => 0,
-        };
-        if waited_ms <= limit_ms || attempt == 4 {
-            println!("{label}: khugepaged waited {waited_ms} ms on a runqueue during the run (run {attempt})");
+        let waited = wait_ms(&out).unwrap_or(0);
+        if waited <= limit_ms || attempt == 4 {
+            println!("{label}: khugepaged waited {waited} ms on a runqueue during the run (run {attempt})");
             return out;
         }
-        println!("{label}: khugepaged waited {waited_ms} ms on a runqueue during the run (busy machine); once more");
+        println!("{label}: khugepaged waited {waited} ms on a runqueue during the run (busy machine); once more");
         std::thread::sleep(std::time::Duration::from_secs(2));
     }
-}
-
-/// The pid of the khugepaged thread and the time it has waited on a runqueue, in ns (the second
-/// field of /proc/PID/schedstat); `None` where either cannot be read. The kernel starts a new
-/// thread when THP is turned on again after `never`, so a pid that changed means no figure.
-fn khugepaged_runqueue_wait() -> Option<(u32, u64)> {
-    let pid = std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        (std::fs::read_to_string(e.path().join("comm")).ok()?.trim() == "khugepaged").then_some(pid)
-    })?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
-    Some((pid, stat.split_whitespace().nth(1)?.parse().ok()?))
 }

@@ -1231,7 +1231,7 @@ fn khugepaged_collapses_during_a_recorded_program_as_live() {
         let plain = sim::run_recording("khugepaged_wait", &rec.header, &rec.events, &s, &sim::MachineConfig::default(), false).unwrap();
         // The collapses happen during the program's 1.5 s sleep: a daemon kept off the CPU for
         // half of it may not reach them all.
-        let live = crate::run_with_daemon_on_cpu(label, 750, || live::run_program(&argv, &s, &live::ProgramOptions { quiet: true }).unwrap());
+        let live = crate::run_with_daemon_on_cpu(label, 750, || live::run_program(&argv, &s, &live::ProgramOptions { quiet: true }).unwrap(), |r| r.live.as_ref().and_then(|l| l.khugepaged.runqueue_wait_ms));
         let thp = |r: &RunResult| r.census.sizes.get("2048kB").map_or(0, |e| e.pmd_mapped);
         let kh = model.model.as_ref().and_then(|m| m.replay.as_ref()).and_then(|r| r.khugepaged).expect("the daemon ran on the recorded clock");
         println!(
