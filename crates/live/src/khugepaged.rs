@@ -154,6 +154,9 @@ pub struct KhugepagedReport {
     pub khugepaged_pid: Option<i32>,
     /// CPU time the daemon used (utime + stime of its /proc/PID/stat), in milliseconds.
     pub cpu_ms: Option<f64>,
+    /// Time the daemon waited on a runqueue, in milliseconds ([`runqueue_wait`]): at nice 19 it
+    /// yields to everything else, and a busy machine delays its wake-ups by that much.
+    pub runqueue_wait_ms: Option<f64>,
     /// Deltas of khugepaged/pages_collapsed and full_scans, and of /proc/vmstat's
     /// thp_collapse_alloc, thp_collapse_alloc_failed.
     pub counters: BTreeMap<String, i64>,
@@ -520,6 +523,7 @@ pub fn trace_interval(tracer: &mut Tracer, interval: Duration, pids: Option<&[i3
     let paths = crate::sysfs::Paths::from_env();
     let kpid = khugepaged_pid();
     let cpu0 = kpid.and_then(cpu_ms);
+    let wait0 = runqueue_wait();
     let c0 = counters(&paths);
     let t0 = Instant::now();
     let own = tracer.acc.own_pid;
@@ -529,6 +533,10 @@ pub fn trace_interval(tracer: &mut Tracer, interval: Duration, pids: Option<&[i3
     r.khugepaged_pid = kpid;
     r.cpu_ms = match (cpu0, kpid.and_then(cpu_ms)) {
         (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    r.runqueue_wait_ms = match (wait0, runqueue_wait()) {
+        (Some((p, a)), Some((q, b))) if p == q => Some(b.saturating_sub(a) as f64 / 1e6),
         _ => None,
     };
     let c1 = counters(&paths);
@@ -541,7 +549,10 @@ pub fn trace_interval(tracer: &mut Tracer, interval: Duration, pids: Option<&[i3
 
 impl std::fmt::Display for KhugepagedReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let cpu = self.cpu_ms.map(|c| format!("{c:.0} ms CPU")).unwrap_or_else(|| "CPU time unknown".into());
+        let mut cpu = self.cpu_ms.map(|c| format!("{c:.0} ms CPU")).unwrap_or_else(|| "CPU time unknown".into());
+        if let Some(w) = self.runqueue_wait_ms {
+            cpu += &format!(", {w:.0} ms waiting for one");
+        }
         writeln!(
             f,
             "khugepaged{} over {:.1} s: {cpu}; {} PMD and {} file ranges scanned, {} collapsed",
