@@ -480,8 +480,14 @@ pub fn khugepaged_pid() -> Option<i32> {
 /// (`set_user_nice(current, MAX_NICE)` in mm/khugepaged.c: khugepaged), so on CPUs kept busy by
 /// other work it wakes late; the kernel starts a new thread when THP is turned on again after
 /// `never`, hence the pid beside the figure.
+///
+/// Every live counter snapshot reads it (a `--sample` timeline every interval), so the pid found
+/// last is tried first: one read of its comm instead of one per process on the machine.
 pub fn runqueue_wait() -> Option<(i32, u64)> {
-    let pid = khugepaged_pid()?;
+    static LAST: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+    let last = LAST.load(Ordering::Relaxed);
+    let pid = if last > 0 && crate::procfs::comm(last) == "khugepaged" { last } else { khugepaged_pid()? };
+    LAST.store(pid, Ordering::Relaxed);
     let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
     Some((pid, parse_schedstat_wait(&text)?))
 }
