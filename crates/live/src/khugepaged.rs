@@ -492,6 +492,15 @@ pub fn runqueue_wait() -> Option<(i32, u64)> {
     Some((pid, parse_schedstat_wait(&text)?))
 }
 
+/// The runqueue wait (ns) between two [`runqueue_wait`] readings; `None` where either is missing
+/// or the thread changed between them (THP turned off and on again).
+pub fn wait_between(before: Option<(i32, u64)>, after: Option<(i32, u64)>) -> Option<u64> {
+    match (before, after) {
+        (Some((p, a)), Some((q, b))) if p == q => Some(b.saturating_sub(a)),
+        _ => None,
+    }
+}
+
 /// `run_delay` (ns) of a /proc/PID/schedstat text: `cpu_time run_delay timeslices`.
 fn parse_schedstat_wait(text: &str) -> Option<u64> {
     text.split_whitespace().nth(1)?.parse().ok()
@@ -541,10 +550,7 @@ pub fn trace_interval(tracer: &mut Tracer, interval: Duration, pids: Option<&[i3
         (Some(a), Some(b)) => Some(b - a),
         _ => None,
     };
-    r.runqueue_wait_ms = match (wait0, runqueue_wait()) {
-        (Some((p, a)), Some((q, b))) if p == q => Some(b.saturating_sub(a) as f64 / 1e6),
-        _ => None,
-    };
+    r.runqueue_wait_ms = wait_between(wait0, runqueue_wait()).map(|ns| ns as f64 / 1e6);
     let c1 = counters(&paths);
     r.counters = c1.iter().map(|(k, v)| (k.clone(), v - c0.get(k).copied().unwrap_or(*v))).collect();
     if let Some(pids) = pids {
@@ -598,15 +604,19 @@ impl std::fmt::Display for KhugepagedReport {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn schedstat_run_delay() {
         // This machine's khugepaged, read by hand: 133 ms on a CPU, 697 ms waiting, 409 slices.
-        assert_eq!(super::parse_schedstat_wait("133028055 696768260 409\n"), Some(696_768_260));
-        assert_eq!(super::parse_schedstat_wait("133028055\n"), None);
-        assert_eq!(super::parse_schedstat_wait(""), None);
+        assert_eq!(parse_schedstat_wait("133028055 696768260 409\n"), Some(696_768_260));
+        assert_eq!(parse_schedstat_wait("133028055\n"), None);
+        assert_eq!(parse_schedstat_wait(""), None);
+        // Between two readings of one thread, the difference; of two threads, nothing.
+        assert_eq!(wait_between(Some((7, 100)), Some((7, 350))), Some(250));
+        assert_eq!(wait_between(Some((7, 100)), Some((9, 350))), None);
+        assert_eq!(wait_between(None, Some((7, 350))), None);
     }
-
-    use super::*;
 
     #[test]
     fn lines_as_the_kernel_prints_them() {

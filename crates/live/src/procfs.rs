@@ -102,10 +102,8 @@ impl CounterSnapshot {
             })
             .collect();
         let khugepaged = after.khugepaged.iter().map(|(k, v)| (k.clone(), v - self.khugepaged.get(k).copied().unwrap_or(*v))).collect();
-        let khugepaged_wait = match (self.khugepaged_wait, after.khugepaged_wait) {
-            (Some((p, a)), Some((q, b))) if p == q => Some((p, b.saturating_sub(a))),
-            _ => None,
-        };
+        let waited = crate::khugepaged::wait_between(self.khugepaged_wait, after.khugepaged_wait);
+        let khugepaged_wait = after.khugepaged_wait.zip(waited).map(|((pid, _), ns)| (pid, ns));
         CounterSnapshot { vmstat, mthp, khugepaged, khugepaged_wait }
     }
 }
