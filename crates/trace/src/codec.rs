@@ -8,14 +8,22 @@ use crate::TraceError;
 
 /// `THPTRACE`: the first eight bytes of every trace.
 pub const MAGIC: &[u8; 8] = b"THPTRACE";
-/// Readers refuse another major version.
-pub const VERSION_MAJOR: u16 = 2;
+/// The major version this thplab writes. 3.0 put the records in checksummed blocks; a reader
+/// reads 1.x, 2.x and 3.x files, and refuses any other major version.
+pub const VERSION_MAJOR: u16 = 3;
 /// A reader accepts a newer minor version (new header fields at the end of the header, which it
 /// skips). A record kind added in a minor version (2.1: `answered`, 2.4: `exec_stack`, 2.5: the
 /// vmsplice, io_uring_register and process_vm_writev calls, 2.6: `uffd`) is written only where it
 /// happened; an older reader refuses a file that holds one (unknown record kind), never misreads
 /// it. Other new record kinds need a new major version.
-pub const VERSION_MINOR: u16 = 6;
+pub const VERSION_MINOR: u16 = 0;
+/// The last minor version of 2.x (2.6): its header and records are 3.0's, without blocks.
+pub const LAST_V2_MINOR: u16 = 6;
+/// 3.x: a block is closed once its records take this many bytes (the last record may take it
+/// past); damage loses at most the records of the block it falls in.
+pub const BLOCK_BYTES: usize = 4096;
+/// 3.x: the longest block a reader accepts (one record longer than this cannot be written).
+pub const MAX_BLOCK: u64 = 1 << 26;
 /// Longest byte string (path, argument, comm) a reader accepts.
 pub const MAX_STRING: u64 = 1 << 22;
 /// Longest header a reader accepts.
@@ -95,6 +103,11 @@ impl Crc32 {
     }
 }
 
+/// CRC-32C (Castagnoli, as iSCSI, ext4 and btrfs use): a 3.x header's and each block's checksum.
+pub fn crc32c(bytes: &[u8]) -> u32 {
+    crc32c::crc32c(bytes)
+}
+
 /// The reading side: bytes from a `BufRead`, with the offset of the next byte, a running CRC
 /// (while `crc_on`), and errors that name the offset and what was expected there.
 pub struct Src<R> {
@@ -102,6 +115,8 @@ pub struct Src<R> {
     pub offset: u64,
     pub crc: Crc32,
     pub crc_on: bool,
+    /// While set, every byte read is appended to it too (a 3.x header or block, for its CRC-32C).
+    pub tap: Option<Vec<u8>>,
 }
 
 impl<R: BufRead> Src<R> {
@@ -111,6 +126,7 @@ impl<R: BufRead> Src<R> {
             offset: 0,
             crc: Crc32::default(),
             crc_on: false,
+            tap: None,
         }
     }
 
@@ -152,6 +168,9 @@ impl<R: BufRead> Src<R> {
         if self.crc_on {
             self.crc.update(&[b]);
         }
+        if let Some(t) = &mut self.tap {
+            t.push(b);
+        }
         self.offset += 1;
         Ok(Some(b))
     }
@@ -167,6 +186,30 @@ impl<R: BufRead> Src<R> {
         Ok(())
     }
 
+    /// Read `n` bytes into the tap (which must be set), as they arrive: a length read from the
+    /// file cannot allocate more than the file holds.
+    pub fn tap_n(&mut self, mut n: u64, expected: &str) -> Result<(), TraceError> {
+        while n > 0 {
+            let buf = loop {
+                match self.r.fill_buf() {
+                    Ok([]) => return Err(self.truncated(expected)),
+                    Ok(buf) => break buf,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(self.io_err(e)),
+                }
+            };
+            let k = buf.len().min(n.min(1 << 20) as usize);
+            if self.crc_on {
+                self.crc.update(&buf[..k]);
+            }
+            self.tap.as_mut().expect("tap_n needs the tap").extend_from_slice(&buf[..k]);
+            self.r.consume(k);
+            self.offset += k as u64;
+            n -= k as u64;
+        }
+        Ok(())
+    }
+
     pub fn varint(&mut self, expected: &str) -> Result<u64, TraceError> {
         // Fast path: a whole varint in the reader's buffer (nearly always), decoded there.
         if let Ok(buf) = self.r.fill_buf() {
@@ -174,6 +217,9 @@ impl<R: BufRead> Src<R> {
                 let v = buf[..=end].iter().enumerate().fold(0u64, |v, (i, &b)| v | ((b & 0x7f) as u64) << (7 * i));
                 if self.crc_on {
                     self.crc.update(&buf[..=end]);
+                }
+                if let Some(t) = &mut self.tap {
+                    t.extend_from_slice(&buf[..=end]);
                 }
                 self.r.consume(end + 1);
                 self.offset += end as u64 + 1;
@@ -252,6 +298,8 @@ mod tests {
         let mut c = Crc32::default();
         c.update(b"123456789");
         assert_eq!(c.value(), 0xcbf4_3926);
+        // CRC-32C's check value (RFC 3720, B.4).
+        assert_eq!(crc32c(b"123456789"), 0xe306_9283);
     }
 
     #[test]

@@ -1,36 +1,60 @@
 //! [`TraceReader`]: bytes in, events out. Every malformed input is a [`TraceError`] naming the
 //! byte offset and what was expected; nothing panics and no length read from the file makes it
-//! allocate more than the file holds.
+//! allocate more than the file holds. 3.x files are read a block at a time, each checked by its
+//! CRC-32C before its records are decoded; 1.x and 2.x files (no blocks) record by record.
 
-use std::collections::HashMap;
-use std::io::{BufReader, Read};
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufRead, BufReader, Read};
 
 use crate::codec::{
-    Src, MAGIC, MAX_HEADER, TAG_KIND, TAG_SWITCH, TAG_UNFINISHED, VERSION_MAJOR, VERSION_MINOR,
+    crc32c, Src, LAST_V2_MINOR, MAGIC, MAX_BLOCK, MAX_HEADER, TAG_KIND, TAG_SWITCH, TAG_UNFINISHED, VERSION_MAJOR,
+    VERSION_MINOR,
 };
 use crate::event::{kind, EventBody, Header, MapEntry, MapInfo, MountEntry, PathInfo, Syscall, SyscallKind, Trailer};
 use crate::{Event, TraceError};
 
 /// Reads a trace: [`TraceReader::new`] reads and checks the header; [`TraceReader::next_event`]
 /// (or the iterator) gives the events; after the last one the trailer, the header's counts and the
-/// checksum have been checked and [`TraceReader::trailer`] is set.
+/// checksum have been checked and [`TraceReader::trailer`] is set. A 3.x file's records come a
+/// block at a time: a block is read whole and its CRC-32C checked before any of its records is
+/// decoded, so a damaged block gives an error and none of its records.
 pub struct TraceReader<R: Read> {
     src: Src<BufReader<R>>,
     header: Header,
     minor: u16,
+    major: u16,
+    dec: Decoder,
+    trailer: Option<Trailer>,
+    failed: bool,
+    /// 3.x: the records of the block read last not yet returned, with their byte offsets.
+    pending: VecDeque<(u64, Event)>,
+    /// 3.x: blocks read and checked.
+    blocks: u64,
+    /// Where the block (3.x), the record (1.x, 2.x) or the trailer being read starts.
+    unit_at: u64,
+    in_trailer: bool,
+    /// The byte offset of the record returned last.
+    record_at: u64,
+    block_buf: Vec<u8>,
+}
+
+/// What decoding a record needs from the records before it (carried across 3.x blocks).
+struct Decoder {
     major: u16,
     current: Option<(u32, u32)>,
     time: u64,
     prev_fault: HashMap<u32, u64>,
     counts: [u64; 64],
     records: u64,
-    trailer: Option<Trailer>,
-    failed: bool,
 }
 
 /// A minor version newer than this reader's (its header may have fields this reader skips).
-fn newer_minor(minor: u16) -> bool {
-    minor > VERSION_MINOR
+fn newer_minor(major: u16, minor: u16) -> bool {
+    if major >= 3 {
+        minor > VERSION_MINOR
+    } else {
+        minor > LAST_V2_MINOR
+    }
 }
 
 fn corrupt(offset: u64, message: impl Into<String>) -> TraceError {
@@ -55,15 +79,25 @@ pub fn read_all(r: impl Read) -> Result<(Header, Vec<Event>, Trailer), TraceErro
 #[derive(Debug)]
 pub struct Salvaged {
     pub header: Header,
-    /// Every event before the damage (all of them when there is none).
+    /// Every event before the damage (all of them when there is none). In a 3.x file, the
+    /// records of the blocks before the damaged one, each block checked whole.
     pub events: Vec<Event>,
     /// The damage: the first error after the header, with its byte offset; None for a whole trace.
     pub damage: Option<TraceError>,
     /// Records the header counts (its counts, written when the recording finished); None when
     /// it counts none (a recorder that was killed).
     pub records_expected: Option<u64>,
-    /// Records read whole before the damage.
+    /// Records read whole before the damage (`events.len()`).
     pub records_read: u64,
+    /// Where the kept part ends, the first byte not kept: in a 3.x file the start of the
+    /// damaged block (or of the trailer when the blocks are whole), else the error's offset.
+    pub cut_at: u64,
+    /// 3.x: the damaged block's number (from 1); None when only the trailer is damaged.
+    pub block: Option<u64>,
+    /// 3.x: blocks read and checked before the damage.
+    pub blocks_kept: u64,
+    /// The file's major version: below 3 the kept records were not checked (no block checksums).
+    pub major: u16,
 }
 
 /// Read a trace up to the first damage after the header: the events before it and the error
@@ -79,13 +113,31 @@ pub fn read_salvage(r: impl Read) -> Result<Salvaged, TraceError> {
         }
     };
     let total: u64 = rd.header.counts.iter().map(|(_, n)| n).sum();
-    Ok(Salvaged { records_expected: (total > 0).then_some(total), records_read: rd.records, header: rd.header, events, damage })
+    let blocked = rd.major >= 3;
+    let cut_at = match &damage {
+        Some(_) if blocked => rd.unit_at,
+        Some(e) => e.offset(),
+        None => rd.src.offset,
+    };
+    let block = (blocked && damage.is_some() && !rd.in_trailer).then_some(rd.blocks + 1);
+    Ok(Salvaged {
+        records_expected: (total > 0).then_some(total),
+        records_read: events.len() as u64,
+        cut_at,
+        block,
+        blocks_kept: rd.blocks,
+        major: rd.major,
+        header: rd.header,
+        events,
+        damage,
+    })
 }
 
 impl<R: Read> TraceReader<R> {
     pub fn new(r: R) -> Result<Self, TraceError> {
         let mut src = Src::new(BufReader::with_capacity(1 << 16, r));
         src.crc_on = true;
+        src.tap = Some(Vec::new());
         let mut magic = [0u8; 8];
         src.exact(&mut magic, "the magic bytes THPTRACE")?;
         if &magic != MAGIC {
@@ -101,11 +153,11 @@ impl<R: Read> TraceReader<R> {
         src.exact(&mut v, "the format version")?;
         let major = u16::from_le_bytes([v[0], v[1]]);
         let minor = u16::from_le_bytes([v[2], v[3]]);
-        if major != VERSION_MAJOR && major != 1 {
+        if !(1..=VERSION_MAJOR).contains(&major) {
             return Err(corrupt(
                 8,
                 format!(
-                    "format version {major}.{minor}; this thplab reads versions 1.x and {VERSION_MAJOR}.x"
+                    "format version {major}.{minor}; this thplab reads versions 1.x, 2.x and {VERSION_MAJOR}.x (a newer thplab wrote it: read it with that one)"
                 ),
             ));
         }
@@ -127,7 +179,7 @@ impl<R: Read> TraceReader<R> {
             ));
         }
         if used < len {
-            if !newer_minor(minor) {
+            if !newer_minor(major, minor) {
                 return Err(corrupt(
                     src.offset,
                     format!(
@@ -140,18 +192,25 @@ impl<R: Read> TraceReader<R> {
                 src.u8("the rest of a newer header")?;
             }
         }
+        let head = src.tap.take().unwrap_or_default();
+        if major >= 3 {
+            check_header_crc(&mut src, &head)?;
+        }
+        let unit_at = src.offset;
         Ok(TraceReader {
             src,
             header,
             minor,
             major,
-            current: None,
-            time: 0,
-            prev_fault: HashMap::new(),
-            counts: [0; 64],
-            records: 0,
+            dec: Decoder { major, current: None, time: 0, prev_fault: HashMap::new(), counts: [0; 64], records: 0 },
             trailer: None,
             failed: false,
+            pending: VecDeque::new(),
+            blocks: 0,
+            unit_at,
+            in_trailer: false,
+            record_at: unit_at,
+            block_buf: Vec::new(),
         })
     }
 
@@ -159,9 +218,24 @@ impl<R: Read> TraceReader<R> {
         &self.header
     }
 
-    /// The byte offset of the next record (of the error, after a failed read).
+    /// The byte offset of the next byte to read (of the error, after a failed read).
     pub fn offset(&self) -> u64 {
         self.src.offset
+    }
+
+    /// The byte offset of the record [`TraceReader::next_event`] returned last.
+    pub fn record_offset(&self) -> u64 {
+        self.record_at
+    }
+
+    /// 3.x: blocks read and checked so far.
+    pub fn blocks_read(&self) -> u64 {
+        self.blocks
+    }
+
+    /// The file's major format version.
+    pub fn major_version(&self) -> u16 {
+        self.major
     }
 
     /// The file's minor format version.
@@ -187,19 +261,127 @@ impl<R: Read> TraceReader<R> {
     }
 
     fn next_inner(&mut self) -> Result<Option<Event>, TraceError> {
+        if self.major >= 3 {
+            loop {
+                if let Some((at, e)) = self.pending.pop_front() {
+                    self.record_at = at;
+                    return Ok(Some(e));
+                }
+                if !self.read_block()? {
+                    return self.finish().map(|()| None);
+                }
+            }
+        }
         let s = &mut self.src;
         let at = s.offset;
+        self.unit_at = at;
         let tag = s.u8("a record tag or the trailer (kind 0)")?;
-        let code = tag & TAG_KIND;
-        if code == kind::END {
+        if tag & TAG_KIND == kind::END {
             if tag != kind::END {
                 return Err(corrupt(
                     at,
                     format!("trailer tag {tag:#04x} has flag bits set"),
                 ));
             }
+            self.in_trailer = true;
             return self.finish().map(|()| None);
         }
+        self.record_at = at;
+        self.dec.record(s, at, tag).map(Some)
+    }
+
+    /// 3.x: read the next block whole, check its CRC-32C, then decode its records into
+    /// `pending`. False at the end tag (a block length of 0): the trailer follows.
+    fn read_block(&mut self) -> Result<bool, TraceError> {
+        let start = self.src.offset;
+        self.unit_at = start;
+        let no = self.blocks + 1;
+        let mut buf = std::mem::take(&mut self.block_buf);
+        buf.clear();
+        self.src.tap = Some(buf);
+        let framed = self.read_frame(no, start);
+        let bytes = self.src.tap.take().unwrap_or_default();
+        let Some((len, n, payload_at)) = framed? else {
+            self.in_trailer = true;
+            return Ok(false);
+        };
+        let mut c = [0u8; 4];
+        self.src.exact(&mut c, &format!("block {no}'s CRC-32C"))?;
+        let (stored, computed) = (u32::from_le_bytes(c), crc32c(&bytes));
+        if stored != computed {
+            return Err(corrupt(start, format!(
+                "block {no} (bytes {start} to {}) is damaged: its CRC-32C says {stored:#010x}, its bytes give {computed:#010x}; none of its records are read",
+                self.src.offset
+            )));
+        }
+        let mut bs = Src::new(&bytes[(payload_at - start) as usize..]);
+        bs.offset = payload_at;
+        let in_block = |e: TraceError| match e {
+            TraceError::Truncated { offset, expected } => corrupt(offset, format!("block {no} ends inside its records: expected {expected}")),
+            TraceError::Corrupt { offset, message } => corrupt(offset, format!("block {no}: {message}")),
+            e => e,
+        };
+        for _ in 0..n {
+            let at = bs.offset;
+            let tag = bs.u8("a record tag").map_err(in_block)?;
+            if tag & TAG_KIND == kind::END {
+                return Err(corrupt(at, format!("block {no}: an end tag ({tag:#04x}) among its {n} records")));
+            }
+            let e = self.dec.record(&mut bs, at, tag).map_err(in_block)?;
+            self.pending.push_back((at, e));
+        }
+        if bs.offset != payload_at + len {
+            return Err(corrupt(bs.offset, format!("block {no}: its {n} records end at byte {}, its {len} bytes at byte {}", bs.offset, payload_at + len)));
+        }
+        self.blocks += 1;
+        self.block_buf = bytes;
+        Ok(true)
+    }
+
+    /// A block's length (None for 0, the end tag), record count, and records (into the tap):
+    /// `(length, records, offset of the records)`.
+    fn read_frame(&mut self, no: u64, start: u64) -> Result<Option<(u64, u64, u64)>, TraceError> {
+        let s = &mut self.src;
+        let len = s.varint("a block's length, or the trailer (0)")?;
+        if len == 0 {
+            return Ok(None);
+        }
+        if len > MAX_BLOCK {
+            return Err(corrupt(start, format!("block {no}: length {len} exceeds the limit {MAX_BLOCK} (its length is damaged)")));
+        }
+        let n_at = s.offset;
+        let n = s.varint(&format!("block {no}'s record count"))?;
+        if n == 0 || n > len {
+            return Err(corrupt(n_at, format!("block {no}: {n} records in {len} bytes; a block holds 1 to {len} (its count is damaged)")));
+        }
+        let at = s.offset;
+        s.tap_n(len, &format!("block {no}'s {len} bytes of records from byte {at} (the file is cut short, or the block's length is damaged)"))?;
+        Ok(Some((len, n, at)))
+    }
+
+    fn finish(&mut self) -> Result<(), TraceError> {
+        finish(&mut self.src, &self.dec, &self.header).map(|t| {
+            self.trailer = Some(t);
+        })
+    }
+}
+
+/// 3.x: the 4 bytes after the header are the CRC-32C of every byte before them.
+fn check_header_crc<B: BufRead>(src: &mut Src<B>, head: &[u8]) -> Result<(), TraceError> {
+    let at = src.offset;
+    let mut c = [0u8; 4];
+    src.exact(&mut c, "the header's CRC-32C")?;
+    let (stored, computed) = (u32::from_le_bytes(c), crc32c(head));
+    if stored != computed {
+        return Err(corrupt(at, format!("the header is damaged: its CRC-32C says {stored:#010x}, bytes 0 to {at} give {computed:#010x}")));
+    }
+    Ok(())
+}
+
+impl Decoder {
+    /// The record whose tag `tag` (not the end tag) was read at `at`, its fields from `s`.
+    fn record<B: BufRead>(&mut self, s: &mut Src<B>, at: u64, tag: u8) -> Result<Event, TraceError> {
+        let code = tag & TAG_KIND;
         let Some(name) = crate::kind_name(code) else {
             return Err(corrupt(
                 at,
@@ -463,82 +645,82 @@ impl<R: Read> TraceReader<R> {
         };
         self.counts[code as usize] += 1;
         self.records += 1;
-        Ok(Some(Event {
+        Ok(Event {
             time_ns: self.time,
             tid,
             pid,
             body,
-        }))
+        })
     }
+}
 
-    fn finish(&mut self) -> Result<(), TraceError> {
-        let s = &mut self.src;
-        let r_at = s.offset;
-        let records = s.varint("the trailer's record count")?;
-        let l_at = s.offset;
-        let lost = s.varint("the trailer's lost-event count")?;
-        let crc = s.crc.value();
-        s.crc_on = false;
-        let c_at = s.offset;
-        let mut c = [0u8; 4];
-        s.exact(&mut c, "the trailer's CRC-32")?;
-        let stored = u32::from_le_bytes(c);
-        if records != self.records {
+/// The trailer (its end tag read): the record count, the lost events, the whole file's CRC-32,
+/// the header's counts, and nothing after it.
+fn finish<B: BufRead>(s: &mut Src<B>, dec: &Decoder, header: &Header) -> Result<Trailer, TraceError> {
+    let r_at = s.offset;
+    let records = s.varint("the trailer's record count")?;
+    let l_at = s.offset;
+    let lost = s.varint("the trailer's lost-event count")?;
+    let crc = s.crc.value();
+    s.crc_on = false;
+    let c_at = s.offset;
+    let mut c = [0u8; 4];
+    s.exact(&mut c, "the trailer's CRC-32")?;
+    let stored = u32::from_le_bytes(c);
+    if records != dec.records {
+        return Err(corrupt(
+            r_at,
+            format!(
+                "the trailer counts {records} records, the file has {}",
+                dec.records
+            ),
+        ));
+    }
+    if lost != header.lost_events {
+        return Err(corrupt(
+            l_at,
+            format!(
+                "the trailer counts {lost} lost events, the header {}",
+                header.lost_events
+            ),
+        ));
+    }
+    if stored != crc {
+        return Err(corrupt(c_at, format!("checksum mismatch: the trailer says {stored:#010x}, the bytes give {crc:#010x} (corrupt file)")));
+    }
+    for &(k, n) in &header.counts {
+        if dec.counts[k as usize] != n {
+            let name = crate::kind_name(k).unwrap_or("?");
             return Err(corrupt(
                 r_at,
                 format!(
-                    "the trailer counts {records} records, the file has {}",
-                    self.records
+                    "the header counts {n} {name} records, the file has {}",
+                    dec.counts[k as usize]
                 ),
             ));
         }
-        if lost != self.header.lost_events {
-            return Err(corrupt(
-                l_at,
-                format!(
-                    "the trailer counts {lost} lost events, the header {}",
-                    self.header.lost_events
-                ),
-            ));
-        }
-        if stored != crc {
-            return Err(corrupt(c_at, format!("checksum mismatch: the trailer says {stored:#010x}, the bytes give {crc:#010x} (corrupt file)")));
-        }
-        for &(k, n) in &self.header.counts {
-            if self.counts[k as usize] != n {
-                let name = crate::kind_name(k).unwrap_or("?");
-                return Err(corrupt(
-                    r_at,
-                    format!(
-                        "the header counts {n} {name} records, the file has {}",
-                        self.counts[k as usize]
-                    ),
-                ));
-            }
-        }
-        for k in 1..64u8 {
-            let n = self.counts[k as usize];
-            if n > 0 && !self.header.counts.iter().any(|&(hk, _)| hk == k) {
-                return Err(corrupt(
-                    r_at,
-                    format!(
-                        "the file has {n} {} records, the header counts none",
-                        crate::kind_name(k).unwrap_or("?")
-                    ),
-                ));
-            }
-        }
-        let end = s.offset;
-        if s.try_u8()?.is_some() {
-            return Err(corrupt(end, "bytes after the trailer"));
-        }
-        self.trailer = Some(Trailer {
-            records,
-            lost_events: lost,
-            crc32: stored,
-        });
-        Ok(())
     }
+    for k in 1..64u8 {
+        let n = dec.counts[k as usize];
+        if n > 0 && !header.counts.iter().any(|&(hk, _)| hk == k) {
+            return Err(corrupt(
+                r_at,
+                format!(
+                    "the file has {n} {} records, the header counts none",
+                    crate::kind_name(k).unwrap_or("?")
+                ),
+            ));
+        }
+    }
+    let end = s.offset;
+    if s.try_u8()?.is_some() {
+        return Err(corrupt(end, "bytes after the trailer"));
+    }
+    Ok(Trailer {
+        records,
+        lost_events: lost,
+        crc32: stored,
+    })
 }
 
 impl<R: Read> Iterator for TraceReader<R> {
@@ -608,7 +790,7 @@ fn read_header<R: std::io::BufRead>(s: &mut Src<R>, major: u16, minor: u16) -> R
     let exit_status = s.varint_u32("header: exit status")?;
     let duration_ns = s.varint("header: duration")?;
     let thp_settings = if major >= 2 { s.bytes("header: THP settings")? } else { Vec::new() };
-    let untraced_wall_ns = if major >= 2 && minor >= 3 { s.varint("header: untraced wall time")? } else { 0 };
+    let untraced_wall_ns = if major >= 3 || (major == 2 && minor >= 3) { s.varint("header: untraced wall time")? } else { 0 };
     Ok(Header {
         program,
         exec_path,
