@@ -73,15 +73,9 @@ pub fn load(arg: &str, text_limit: u64) -> Result<Option<Loaded>> {
         let src = Cursor::new(head).chain(r);
         let mut rd = trace::TraceReader::new(src).with_context(|| name.clone())?;
         let (mut events, mut offsets) = (Vec::new(), Vec::new());
-        loop {
-            let at = rd.offset();
-            match rd.next_event().with_context(|| name.clone())? {
-                Some(e) => {
-                    events.push(e);
-                    offsets.push(at);
-                }
-                None => break,
-            }
+        while let Some(e) = rd.next_event().map_err(|e| damaged(&name, e, &rd))? {
+            events.push(e);
+            offsets.push(rd.record_offset());
         }
         return Ok(Some(Loaded::Recording(Recording { header: rd.header().clone(), events, offsets })));
     }
@@ -96,6 +90,30 @@ pub fn load(arg: &str, text_limit: u64) -> Result<Option<Loaded>> {
         bail!("{name} is empty: not a workload (no statements), and if it was meant to be a recording, it is an empty or truncated recording (was the recorder killed?)");
     }
     Ok(Some(Loaded::Text(text)))
+}
+
+/// A recording whose header read but whose records do not (cut short or damaged): where and
+/// what, and the command that replays the records before it.
+pub fn damaged<R: Read>(name: &str, e: trace::TraceError, rd: &trace::TraceReader<R>) -> anyhow::Error {
+    let what = match e {
+        trace::TraceError::Truncated { .. } => "cut short",
+        _ => "damaged",
+    };
+    let kept = if rd.major_version() >= 3 {
+        match rd.blocks_read() {
+            0 => " (none: no block before it is whole)".to_string(),
+            1 => " (the 1 block before it is whole)".to_string(),
+            n => format!(" (the {n} blocks before it are whole)"),
+        }
+    } else {
+        " (a 2.x recording has no block checksums: the records just before the damage may be misread)".to_string()
+    };
+    let how = if name == "<stdin>" {
+        "save it to a file and run `thplab sim --salvage FILE`".to_string()
+    } else {
+        format!("`thplab sim --salvage {name}`")
+    };
+    anyhow::anyhow!("{name}: {e}: the recording is {what}; {how} replays the records before the damage{kept}")
 }
 
 /// Fill in the byte offset of the record a replay error names.

@@ -238,10 +238,19 @@ fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     if let Some(s) = &rp.salvage {
         writeln!(out)?;
         let lost = s.records_lost.map_or("an unknown number of".to_string(), |n| n.to_string());
+        let place = match (s.block, s.blocks_kept) {
+            (Some(b), _) => format!(" (block {b}; cut there)"),
+            (None, Some(_)) => " (its trailer; every block is whole)".to_string(),
+            (None, None) => String::new(),
+        };
+        let unchecked = if s.unchecked { " (not checked: a 2.x recording has no block checksums)" } else { "" };
         writeln!(
             out,
-            "SALVAGED: the recording is damaged at byte {}; replayed {} records before it; lost {} bytes and {lost} records after it",
-            s.offset, s.records_read, s.bytes_lost
+            "SALVAGED: the recording is damaged at byte {}{place}; replayed {} records before it{}{unchecked}; lost {} bytes and {lost} records after it",
+            s.offset,
+            s.records_read,
+            crate::span(s),
+            s.bytes_lost
         )?;
     }
     let warnings = rp.warnings.len();

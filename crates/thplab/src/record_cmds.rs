@@ -285,14 +285,24 @@ pub fn cmd_trace_show(args: TraceShowArgs) -> Result<u8> {
     let out = std::io::stdout();
     let mut out = BufWriter::new(out.lock());
     let h = r.header().clone();
-    writeln!(out, "# {name}: thplab trace {}.{}, kernel {} {}", trace::VERSION_MAJOR, r.minor_version(), h.kernel_release, h.machine)?;
+    writeln!(out, "# {name}: thplab trace {}.{}, kernel {} {}", r.major_version(), r.minor_version(), h.kernel_release, h.machine)?;
     writeln!(out, "# command: {} (pid {}, exit status {}, {:.6} s)", trace::text::command_line(&h.argv), h.root_pid, h.exit_status, h.duration_ns as f64 / 1e9)?;
     if h.lost_events > 0 {
         writeln!(out, "# LOST EVENTS: {} (this recording is incomplete)", h.lost_events)?;
     }
     let mut shown = 0u64;
     let mut pids = std::collections::BTreeSet::new();
-    while let Some(e) = r.next_event().with_context(|| name.clone())? {
+    loop {
+        let e = match r.next_event() {
+            Ok(Some(e)) => e,
+            Ok(None) => break,
+            Err(e) => {
+                out.flush()?;
+                let old = if r.major_version() < 3 { " (a 2.x recording has no block checksums: the lines just before it may be misread)" } else { "" };
+                eprintln!("thplab trace: {name}: the {shown} lines above are the records before the damage{old}");
+                return Err(crate::input::damaged(&name, e, &r));
+            }
+        };
         pids.insert(e.pid);
         if args.limit.is_some_and(|l| shown >= l) {
             break;
@@ -321,7 +331,7 @@ pub fn cmd_trace_stats(args: TraceStatsArgs) -> Result<u8> {
     let name = crate::input::display(&args.file);
     let mut r = crate::input::open_trace(&args.file)?;
     let mut b = trace::stats::StatsBuilder::new(r.header());
-    while let Some(e) = r.next_event().with_context(|| name.clone())? {
+    while let Some(e) = r.next_event().map_err(|e| crate::input::damaged(&name, e, &r))? {
         b.add(&e);
     }
     let s = b.finish();

@@ -388,10 +388,13 @@ pub struct ReplayProcess {
 /// What `--salvage` lost of a damaged recording.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SalvageReport {
-    /// The reader's error, with the byte offset of the damage.
+    /// The reader's error, with the byte offset where it found the damage.
     pub error: String,
+    /// Where the replayed part ends, the first byte not replayed: in a 3.x recording the start
+    /// of the damaged block (of the trailer when only the trailer is damaged); in a 1.x or 2.x
+    /// recording where the reader found the damage.
     pub offset: u64,
-    /// Bytes from the damage to the end of the file.
+    /// Bytes from `offset` to the end of the file.
     pub bytes_lost: u64,
     pub file_bytes: u64,
     /// Records replayed (read whole before the damage).
@@ -399,6 +402,26 @@ pub struct SalvageReport {
     /// Records the header counts but were not read; None (null) when the header counts none (a
     /// recorder killed before it finished the file).
     pub records_lost: Option<u64>,
+    /// 3.x: the damaged block, numbered from 1; absent when only the trailer is damaged, and
+    /// for a 1.x or 2.x recording (no blocks).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub block: Option<u64>,
+    /// 3.x: the blocks replayed, each checked by its CRC-32C before any of its records was read.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub blocks_kept: Option<u64>,
+    /// The time span of the replayed records, ns after the recording's start (first and last
+    /// record); absent when none was replayed.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub kept_from_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub kept_to_ns: Option<u64>,
+    /// The recording's duration as its header gives it (0: a recorder that did not finish).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub duration_ns: Option<u64>,
+    /// A 1.x or 2.x recording: no block checksums, so the records replayed were not checked
+    /// (those just before the damage may be misread).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub unchecked: bool,
 }
 
 /// The `live` section: what only the live harness knows. A workload run fills

@@ -215,10 +215,11 @@ mod recording {
         (header, events)
     }
 
-    /// The recording as a file's bytes.
+    /// The recording as a file's bytes, in blocks of about 64 bytes (the recorder's are 4 KiB:
+    /// this small recording would be one block), so that damage can fall after whole blocks.
     pub fn bytes() -> Vec<u8> {
         let (h, ev) = events();
-        let mut w = trace::TraceWriter::new(Vec::new(), &h).unwrap();
+        let mut w = trace::TraceWriter::new(Vec::new(), &h).unwrap().with_block_bytes(64);
         for e in &ev {
             w.write(e).unwrap();
         }
