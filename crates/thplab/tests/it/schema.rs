@@ -94,8 +94,14 @@ fn check(docs: &[(&str, Value)]) {
     assert!(unwritten.is_empty(), "keys in docs/results-schema.md that no run wrote:\n{}", unwritten.join("\n"));
 }
 
-/// A recording with a placement the model does not reproduce, a failed munmap and a fault.
+/// A recording with a placement the model does not reproduce, a failed munmap and a fault, in
+/// blocks of about 16 bytes (so that a cut keeps whole blocks before it).
 fn recording() -> Vec<u8> {
+    recording_as(true)
+}
+
+/// [`recording`] in the 3.0 layout, or in 2.6's (no blocks).
+fn recording_as(v3: bool) -> Vec<u8> {
     use trace::{Event, EventBody, Header, Syscall, SyscallKind, TraceWriter};
     let x: u64 = 0x7fff_f000_0000;
     let sc = |kind, args: &[u64], ret: i64| EventBody::Syscall(Syscall { kind, args: args.to_vec(), ret: Some(ret), duration_ns: 10 });
@@ -115,7 +121,7 @@ fn recording() -> Vec<u8> {
     }
     // Timed untraced (record --timed): `time.program_ns` with --profile.
     let h = Header { root_pid: 100, page_size: 4096, counts, argv: vec![b"prog".to_vec()], untraced_wall_ns: 2_000_000, ..Header::default() };
-    let mut w = TraceWriter::new(Vec::new(), &h).unwrap();
+    let mut w = if v3 { TraceWriter::new(Vec::new(), &h).unwrap().with_block_bytes(16) } else { TraceWriter::new_2_6(Vec::new(), &h).unwrap() };
     for e in &events {
         w.write(e).unwrap();
     }
@@ -165,6 +171,12 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     std::fs::write(&cut, &whole[..whole.len() - 40]).unwrap();
     let salvaged = thplab(&["sim", cut.to_str().unwrap(), "--salvage", "--json"]);
     salvaged.ok();
+    // The same in the 2.6 layout (no block checksums): `model.replay.salvage.unchecked`.
+    let old = recording_as(false);
+    let cut_old = dir.path().join("cut-2.6.trace");
+    std::fs::write(&cut_old, &old[..old.len() - 20]).unwrap();
+    let salvaged_old = thplab(&["sim", cut_old.to_str().unwrap(), "--salvage", "--json"]);
+    salvaged_old.ok();
     let stats = thplab(&["trace", "stats", rec, "--json"]);
     stats.ok();
     let read_json = |name: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(workspace().join("crates/thplab/tests/it/data").join(name)).unwrap()).unwrap() };
@@ -205,6 +217,7 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
         ("thplab-run/2", threads.json()),
         ("thplab-run/2", replay.json()),
         ("thplab-run/2", salvaged.json()),
+        ("thplab-run/2", salvaged_old.json()),
         ("thplab-run/2", captured),
         ("thplab-run/2", captured_program),
         ("thplab-run/2", captured_host),
