@@ -438,8 +438,10 @@ struct SimArgs {
     /// the `--profile`'s `[tlb]`, else 0.
     #[arg(long, value_name = "S", value_parser = scatter_arg)]
     order0_scatter: Option<f64>,
-    /// For a damaged recording: replay the records before the damage (the reader names its
-    /// byte offset) and say what was lost, instead of refusing the file.
+    /// For a damaged or cut recording: replay the records before the damage and say where the
+    /// recording was cut, what was kept and what was lost, instead of refusing the file. A 3.x
+    /// recording is cut at the start of its first damaged block (each block is checked by its
+    /// CRC-32C); a 2.x one where the reader found the damage.
     #[arg(long)]
     salvage: bool,
     /// A machine profile (TOML, as `thplab calibrate -o FILE` and `thplab bench io
