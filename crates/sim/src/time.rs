@@ -87,11 +87,13 @@ pub fn add_accesses(t: &mut TimeEstimate, r: &RunResult, price: AccessPrice) {
 /// A recording timed untraced (`record --timed`): the program's own time is its untraced wall
 /// time `untraced_ns` less `baseline`, the model's time of its work as it ran (THP disabled:
 /// 4 KiB pages); under any setting it runs that long plus the work of `t`. Sets
-/// `t.program_ns` and `t.elapsed_ns`. A program whose own time comes out negative (the
+/// `t.program_ns` (with `t.measured_ns` and `t.baseline_ns`, what it comes from) and `t.elapsed_ns`. A program whose own time comes out negative (the
 /// profile prices its faults above what they cost it) counts 0.
 pub fn add_program_time(t: &mut TimeEstimate, baseline: &TimeEstimate, untraced_ns: u64) {
     let own = (untraced_ns as f64 - baseline.total_ns).max(0.0);
     t.program_ns = Some(own);
+    t.measured_ns = Some(untraced_ns);
+    t.baseline_ns = Some(baseline.total_ns);
     t.elapsed_ns = (own + t.total_ns).round() as u64;
 }
 
@@ -231,8 +233,11 @@ mod tests {
         add_program_time(&mut t, &baseline, 400_000_000);
         assert_eq!(t.program_ns, Some(340e6));
         assert_eq!(t.elapsed_ns, 350_000_000);
+        // What the program's own time comes from: 400 ms measured less the 60 ms baseline.
+        assert_eq!((t.measured_ns, t.baseline_ns), (Some(400_000_000), Some(60e6)));
         let mut short = estimate(&pmd, 100, 0, &costs());
         add_program_time(&mut short, &baseline, 50_000_000);
         assert_eq!((short.program_ns, short.elapsed_ns), (Some(0.0), 10_000_000));
+        assert_eq!((short.measured_ns, short.baseline_ns), (Some(50_000_000), Some(60e6)));
     }
 }

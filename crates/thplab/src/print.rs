@@ -123,7 +123,9 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
             parts.push(format!("{} accesses {} (the TLB model's, below)", t.accesses, secs(t.accesses_ns)));
         }
         writeln!(out, "  time            {:>12}   (profile: {})", secs(t.total_ns), parts.join(", "))?;
-        if t.elapsed_ns as f64 > t.total_ns + 0.5 {
+        if let Some(own) = t.program_ns {
+            writeln!(out, "  elapsed         {:>12}   ({})", secs(t.elapsed_ns as f64), timed_parts(t, own))?;
+        } else if t.elapsed_ns as f64 > t.total_ns + 0.5 {
             writeln!(out, "  elapsed         {:>12}   (the simulated clock: the time above and the sleeps)", secs(t.elapsed_ns as f64))?;
         }
         for p in &t.phases {
@@ -434,6 +436,21 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
 }
 
 /// ns as seconds or milliseconds, three significant digits.
+/// A timed recording's elapsed time in its parts: the program's own time, measured, and the
+/// model's work, priced.
+fn timed_parts(t: &uapi::TimeEstimate, own: f64) -> String {
+    let from = match (t.measured_ns, t.baseline_ns) {
+        (Some(m), Some(b)) => format!(
+            ": its untraced wall time {} (record --timed) less the model's {} for its work at 4 KiB pages{}",
+            secs(m as f64),
+            secs(b),
+            if (m as f64) < b { ", more than that time: counted as 0" } else { "" }
+        ),
+        _ => String::new(),
+    };
+    format!("of which {} the program's own time, measured{from}; {} the model's work, priced by the profile: the time above", secs(own), secs(t.total_ns))
+}
+
 fn secs(ns: f64) -> String {
     if ns >= 1e9 {
         format!("{:.3} s", ns / 1e9)

@@ -679,6 +679,14 @@ pub struct TimeEstimate {
     /// disabled). Part of `elapsed_ns`, not of `total_ns`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub program_ns: Option<f64>,
+    /// With `program_ns`: what it comes from, the program's median untraced wall time as
+    /// measured (`record --timed`, the header's `untraced_wall_ns`) ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_ns: Option<u64>,
+    /// ... less the model's time of the same work as it ran (THP disabled: 4 KiB pages), which
+    /// the profile prices again under the setting (in `total_ns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_ns: Option<f64>,
     /// The workload's `phase` statements: each phase's simulated time (from its statement to
     /// the next phase or the end), sleeps included. Empty without phases.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

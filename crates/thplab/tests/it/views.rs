@@ -378,3 +378,38 @@ fn report_writes_one_html_file_with_its_plots_and_chromium_shows_them() {
     // A blank white 1000x1400 PNG compresses to a few kB; bars, text and colours do not.
     assert!(bytes.len() > 20_000, "screenshot of {} bytes looks blank", bytes.len());
 }
+
+/// Issue #27 item 12b: a timed recording's elapsed time in its parts. Replayed under the
+/// setting it was recorded with (THP off), the model's work is the baseline itself, so the
+/// program's own time is the measured 2 ms less the priced work and elapsed is the 2 ms measured.
+#[test]
+fn a_timed_recordings_elapsed_says_how_much_was_measured_and_how_much_priced() {
+    let (h, ev) = recording::events();
+    let h = trace::Header { untraced_wall_ns: 2_000_000, ..h };
+    let mut w = trace::TraceWriter::new(Vec::new(), &h).unwrap();
+    for e in &ev {
+        w.write(e).unwrap();
+    }
+    let (_d, f) = write_bytes("timed.trace", &w.finish().unwrap());
+    let args = ["sim", &f, "--set", "enabled=never", "--set", "shmem_enabled=never", "--profile", "builtin", "-q"];
+    let v = thplab(&[&args[..], &["--json"]].concat()).ok().result();
+    let t = v.time.expect("time");
+    let (own, base) = (t.program_ns.expect("program_ns"), t.baseline_ns.expect("baseline_ns"));
+    assert_eq!(t.measured_ns, Some(2_000_000));
+    assert!(base > 0.0 && (base - t.total_ns).abs() < 1e-6 * base, "baseline {base} vs total {}", t.total_ns);
+    assert!((own - (2e6 - base)).abs() < 1e-6, "{own} {base}");
+    assert_eq!(t.elapsed_ns, 2_000_000);
+    let text = thplab(&args).ok().stdout.clone();
+    let line = text.lines().find(|l| l.trim_start().starts_with("elapsed")).expect("an elapsed line");
+    let ms = |ns: f64| format!("{:.1} ms", ns / 1e6);
+    let us = |ns: f64| if ns >= 1e6 { ms(ns) } else { format!("{:.1} µs", ns / 1e3) };
+    assert_eq!(
+        line,
+        format!(
+            "  elapsed               2.0 ms   (of which {} the program's own time, measured: its untraced wall time 2.0 ms (record --timed) less the model's {} for its work at 4 KiB pages; {} the model's work, priced by the profile: the time above)",
+            us(own),
+            us(base),
+            us(t.total_ns)
+        )
+    );
+}
