@@ -106,7 +106,7 @@ pub fn damaged<R: Read>(name: &str, e: trace::TraceError, rd: &trace::TraceReade
             n => format!(" (the {n} blocks before it are whole)"),
         }
     } else {
-        " (a 2.x recording has no block checksums: the records just before the damage may be misread)".to_string()
+        " (a 2.x recording has no block checksums: the records before the damage were not checked, and any of them may be misread)".to_string()
     };
     let how = if name == "<stdin>" {
         "save it to a file and run `thplab sim --salvage FILE`".to_string()

@@ -719,7 +719,7 @@ pub fn salvage_sentence(s: &SalvageReport, path: &str) -> String {
         Some(0) => " (no block before it is whole)".to_string(),
         Some(1) => " (block 1, checked by its CRC-32C)".to_string(),
         Some(n) => format!(" (blocks 1 to {n}, each checked by its CRC-32C)"),
-        None if s.unchecked => " (a 2.x recording has no block checksums: the records just before the damage may be misread; record again for checked blocks)".to_string(),
+        None if s.unchecked => " (a 2.x recording has no block checksums: they were not checked, and any of them may be misread, as far back as where the damage is; record again for checked blocks)".to_string(),
         None => String::new(),
     };
     format!(

@@ -298,7 +298,7 @@ pub fn cmd_trace_show(args: TraceShowArgs) -> Result<u8> {
             Ok(None) => break,
             Err(e) => {
                 out.flush()?;
-                let old = if r.major_version() < 3 { " (a 2.x recording has no block checksums: the lines just before it may be misread)" } else { "" };
+                let old = if r.major_version() < 3 { " (a 2.x recording has no block checksums: they were not checked, and any of them may be misread)" } else { "" };
                 eprintln!("thplab trace: {name}: the {shown} lines above are the records before the damage{old}");
                 return Err(crate::input::damaged(&name, e, &r));
             }

@@ -419,7 +419,7 @@ pub struct SalvageReport {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub duration_ns: Option<u64>,
     /// A 1.x or 2.x recording: no block checksums, so the records replayed were not checked
-    /// (those just before the damage may be misread).
+    /// (any of them may be misread, back to where the damage is: the reader finds it later).
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub unchecked: bool,
 }
