@@ -697,93 +697,11 @@ fn print_result(r: &uapi::RunResult, settings: &ThpSettings, json: bool) -> Resu
 
 /// A recording (`thplab record`), if `path` is one: read whole.
 pub fn load_recording(path: &str) -> Result<Option<(trace::Header, Vec<trace::Event>)>> {
-    Ok(load_recording_salvaged(path, false)?.map(|(h, e, _)| (h, e)))
+    Ok(input::load_recording_salvaged(path, false)?.map(|(h, e, _)| (h, e)))
 }
 
 /// What `--salvage` lost of a damaged recording (the result's `model.replay.salvage`).
 pub use uapi::result::SalvageReport;
-
-/// What `--salvage` of `path` lost, in a sentence: where the recording was cut, what was kept
-/// (records, blocks, time span) and what was lost.
-pub fn salvage_sentence(s: &SalvageReport, path: &str) -> String {
-    let records = match s.records_lost {
-        Some(n) => format!("{n} of the {} records the header counts", n + s.records_read),
-        None => "an unknown number of records (the header counts none: the recorder did not finish the file)".to_string(),
-    };
-    let place = match (s.block, s.blocks_kept) {
-        (Some(b), _) => format!(", in block {b}"),
-        (None, Some(_)) => ", in its trailer (every block is whole)".to_string(),
-        (None, None) => String::new(),
-    };
-    let kept = match s.blocks_kept {
-        Some(0) => " (no block before it is whole)".to_string(),
-        Some(1) => " (block 1, checked by its CRC-32C)".to_string(),
-        Some(n) => format!(" (blocks 1 to {n}, each checked by its CRC-32C)"),
-        None if s.unchecked => " (a 2.x recording has no block checksums: they were not checked, and any of them may be misread, as far back as where the damage is; record again for checked blocks)".to_string(),
-        None => String::new(),
-    };
-    format!(
-        "{path} is damaged at byte {}{place} ({}); --salvage replayed the {} records before it{kept}{}, cut the recording at byte {} and lost {} bytes ({} of {}) and {records}",
-        s.offset,
-        s.error,
-        s.records_read,
-        span(s),
-        s.offset,
-        s.bytes_lost,
-        sim::human_bytes(s.bytes_lost),
-        sim::human_bytes(s.file_bytes),
-    )
-}
-
-/// ", 0.000 s to 0.412 s of the recording's 1.234 s": the time the replayed records span.
-pub fn span(s: &SalvageReport) -> String {
-    let (Some(from), Some(to)) = (s.kept_from_ns, s.kept_to_ns) else { return String::new() };
-    let of = match s.duration_ns {
-        Some(d) if d > 0 => format!(" of the recording's {:.3} s", d as f64 / 1e9),
-        _ => String::new(),
-    };
-    format!(", {:.3} s to {:.3} s{of}", from as f64 / 1e9, to as f64 / 1e9)
-}
-
-/// [`load_recording`], or with `salvage` the records before any damage and what was lost.
-pub fn load_recording_salvaged(path: &str, salvage: bool) -> Result<Option<(trace::Header, Vec<trace::Event>, Option<SalvageReport>)>> {
-    let p = std::path::Path::new(path);
-    if !p.is_file() {
-        return Ok(None);
-    }
-    let mut magic = [0u8; 8];
-    let mut f = std::fs::File::open(p).with_context(|| format!("cannot open {path}"))?;
-    use std::io::Read;
-    if f.read(&mut magic).unwrap_or(0) < magic.len() || magic != *trace::MAGIC {
-        return Ok(None);
-    }
-    let file = std::fs::File::open(p).with_context(|| format!("cannot open {path}"))?;
-    if !salvage {
-        let mut rd = trace::TraceReader::new(std::io::BufReader::new(file)).with_context(|| path.to_string())?;
-        let mut events = Vec::new();
-        while let Some(e) = rd.next_event().map_err(|e| input::damaged(path, e, &rd))? {
-            events.push(e);
-        }
-        return Ok(Some((rd.header().clone(), events, None)));
-    }
-    let file_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let s = trace::read_salvage(std::io::BufReader::new(file)).with_context(|| format!("{path}: the header is damaged, nothing can be salvaged"))?;
-    let report = s.damage.map(|e| SalvageReport {
-        error: e.to_string(),
-        offset: s.cut_at,
-        bytes_lost: file_bytes.saturating_sub(s.cut_at),
-        file_bytes,
-        records_read: s.records_read,
-        records_lost: s.records_expected.map(|n| n.saturating_sub(s.records_read)),
-        block: s.block,
-        blocks_kept: (s.major >= 3).then_some(s.blocks_kept),
-        kept_from_ns: s.events.first().map(|e| e.time_ns),
-        kept_to_ns: s.events.last().map(|e| e.time_ns),
-        duration_ns: Some(s.header.duration_ns),
-        unchecked: s.major < 3,
-    });
-    Ok(Some((s.header, s.events, report)))
-}
 
 /// The settings of a `--matrix KIND` run, with `--set` applied on top of each (and named in
 /// the label); `--settings` and `--cmdline` are refused (the matrix is the settings).
@@ -891,10 +809,10 @@ fn cmd_sim(a: SimArgs) -> Result<u8> {
     let name = input::display(std::path::Path::new(&a.workload));
     let mut salvage = None;
     let loaded = if a.salvage {
-        match load_recording_salvaged(&a.workload, true)? {
+        match input::load_recording_salvaged(&a.workload, true)? {
             Some((header, events, lost)) => {
                 if let Some(l) = &lost {
-                    eprintln!("thplab sim: WARNING: {}", salvage_sentence(l, &a.workload));
+                    eprintln!("thplab sim: WARNING: {}", input::salvage_sentence(l, &a.workload));
                 }
                 salvage = lost;
                 Some((header, events, Vec::new()))

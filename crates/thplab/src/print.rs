@@ -251,7 +251,7 @@ fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
             "SALVAGED: the recording is damaged at byte {}{place}; replayed {} records before it{}{unchecked}; lost {} bytes and {lost} records after it",
             s.offset,
             s.records_read,
-            crate::span(s),
+            crate::input::span(s),
             s.bytes_lost
         )?;
     }
