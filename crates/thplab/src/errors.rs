@@ -56,6 +56,10 @@ pub fn object(e: &anyhow::Error, code: u8) -> serde_json::Value {
             o["byte"] = t.offset().into();
             break;
         }
+        if let Some(d) = c.downcast_ref::<crate::input::Damaged>() {
+            o["byte"] = d.offset.into();
+            break;
+        }
     }
     o
 }

@@ -116,8 +116,27 @@ pub fn damaged<R: Read>(name: &str, e: trace::TraceError, rd: &trace::TraceReade
     } else {
         format!("`thplab sim --salvage {name}`")
     };
-    anyhow::anyhow!("{name}: {e}: the recording is {what}; {how} replays the records before the damage{kept}")
+    anyhow::Error::new(Damaged {
+        message: format!("{name}: {e}: the recording is {what}; {how} replays the records before the damage{kept}"),
+        offset: e.offset(),
+    })
 }
+
+/// A recording damaged after its header: the whole message (where, what, the command that
+/// salvages) and the byte the reader stopped at (an error object's `byte`).
+#[derive(Debug)]
+pub struct Damaged {
+    pub message: String,
+    pub offset: u64,
+}
+
+impl std::fmt::Display for Damaged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Damaged {}
 
 /// Fill in the byte offset of the record a replay error names.
 pub fn locate(mut e: sim::SimError, offsets: &[u64]) -> sim::SimError {

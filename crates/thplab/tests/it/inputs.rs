@@ -571,6 +571,10 @@ fn damage_in_a_real_recording_is_found_in_its_block_and_salvage_stops_there() {
         let plain = thplab(&["sim", &f, "-q"]);
         plain.fails(2);
         assert!(plain.stderr.contains(&format!("the recording is damaged; `thplab sim --salvage {f}`")), "{what}: {}", plain.stderr);
+        // As an error object: the byte where the damaged block starts.
+        let j = thplab(&["sim", &f, "--json", "-q"]);
+        j.fails(2);
+        assert_eq!(j.json()["byte"], start as u64, "{what}");
     }
     // The trailer: every block is whole, every record replayed.
     let mut b = whole.clone();
