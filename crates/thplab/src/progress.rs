@@ -183,7 +183,12 @@ impl State {
             if let Some(w) = self.waiting {
                 detail += &format!(", waiting for page reporting to take every free block ({w} s)");
             }
-            b.set_message(format!("{text}{detail} ({timing})"));
+            // The times first: a narrow terminal cuts the message's end.
+            let short = match self.left() {
+                Some(left) => format!("{}, ~{} left", clock(self.start.elapsed()), clock(left)),
+                None => clock(self.start.elapsed()),
+            };
+            b.set_message(format!("({short}) {text}{detail}"));
         } else if self.lines && new_step {
             eprintln!("{}: [{pos}/{total}] {text} ({timing})", self.who);
         }
