@@ -3,7 +3,7 @@
 //! smallest `--mem` that leaves memory above the min watermark, the message of a clap error
 //! in a JSON error object, and `settings --list --json`.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use uapi::ThpSettings;
 
 use crate::SettingsArgs;
@@ -22,6 +22,28 @@ pub fn workload_and_matrix(workload: Option<String>, matrix: Option<String>) -> 
         }
         (w, None) => Ok((w, None)),
     }
+}
+
+/// The settings of a `--matrix KIND[:NAME,...]` run, with `--set` applied on top of each (and
+/// named in the label), and its title (`the anon matrix`, `3 settings of the anon matrix`);
+/// `--settings` and `--cmdline` are refused (the matrix is the settings).
+pub fn matrix_runs(spec: &str, given: &SettingsArgs) -> Result<(String, Vec<(String, ThpSettings)>)> {
+    if !given.settings_file.is_empty() || given.cmdline.is_some() {
+        bail!("--matrix runs its own settings; leave out --settings and --cmdline (--set applies on top of each)");
+    }
+    let (kind, mut m) = sim::matrix::select(spec).map_err(anyhow::Error::msg)?;
+    let whole = sim::matrix::by_name(&kind).map_or(0, |w| w.len());
+    let title = if m.len() == whole { format!("the {kind} matrix") } else { format!("{} of {whole} settings of the {kind} matrix", m.len()) };
+    // --set applies on top of every setting of the matrix (anon_beside_full=1, a khugepaged knob).
+    for (label, s) in &mut m {
+        for x in &given.set {
+            s.apply_assignment(x).with_context(|| format!("--set {x}"))?;
+        }
+        if !given.set.is_empty() {
+            *label = format!("{label} + {}", given.set.join(" "));
+        }
+    }
+    Ok((title, m))
 }
 
 /// Standard input is read once: refuse `-` named by more than one of the inputs (`files`: the

@@ -765,28 +765,6 @@ pub fn load_recording_salvaged(path: &str, salvage: bool) -> Result<Option<(trac
     Ok(Some((s.header, s.events, report)))
 }
 
-/// The settings of a `--matrix KIND[:NAME,...]` run, with `--set` applied on top of each (and
-/// named in the label), and its title (`the anon matrix`, `3 settings of the anon matrix`);
-/// `--settings` and `--cmdline` are refused (the matrix is the settings).
-pub fn matrix_runs(spec: &str, given: &SettingsArgs) -> Result<(String, Vec<(String, ThpSettings)>)> {
-    if !given.settings_file.is_empty() || given.cmdline.is_some() {
-        bail!("--matrix runs its own settings; leave out --settings and --cmdline (--set applies on top of each)");
-    }
-    let (kind, mut m) = sim::matrix::select(spec).map_err(anyhow::Error::msg)?;
-    let whole = sim::matrix::by_name(&kind).map_or(0, |w| w.len());
-    let title = if m.len() == whole { format!("the {kind} matrix") } else { format!("{} of {whole} settings of the {kind} matrix", m.len()) };
-    // --set applies on top of every setting of the matrix (anon_beside_full=1, a khugepaged knob).
-    for (label, s) in &mut m {
-        for x in &given.set {
-            s.apply_assignment(x).with_context(|| format!("--set {x}"))?;
-        }
-        if !given.set.is_empty() {
-            *label = format!("{label} + {}", given.set.join(" "));
-        }
-    }
-    Ok((title, m))
-}
-
 /// One simulation of `sim`: a recording or a workload under one setting.
 fn sim_one(
     a: &SimArgs,
@@ -959,7 +937,7 @@ fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u6
         Ok(r)
     };
     if let Some(spec) = &a.matrix {
-        let (title, runs) = matrix_runs(spec, &a.settings)?;
+        let (title, runs) = checks::matrix_runs(spec, &a.settings)?;
         let mut results = Vec::new();
         for (i, (label, s)) in runs.iter().enumerate() {
             if !a.quiet && !a.json {
@@ -1204,7 +1182,7 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     let profile = a.profile.as_deref().map(load_profile).transpose()?;
     let costs = profile.as_ref().and_then(|p| p.fault.as_ref());
     let runs: Vec<(String, ThpSettings)> = if let Some(spec) = &a.matrix {
-        matrix_runs(spec, &a.settings)?.1
+        checks::matrix_runs(spec, &a.settings)?.1
     } else {
         vec![("given settings".to_string(), a.settings.resolve()?)]
     };
