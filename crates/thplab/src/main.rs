@@ -1144,8 +1144,15 @@ pub fn remodel(
 }
 
 fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
-    let (workload, matrix) = checks::workload_and_matrix(a.workload.take(), a.matrix.take())?;
-    (a.workload, a.matrix) = (workload, matrix);
+    if a.record {
+        // No workload to take back from --matrix: its value must be a matrix.
+        if let Some(m) = &a.matrix {
+            sim::matrix::select(m).map_err(anyhow::Error::msg)?;
+        }
+    } else {
+        let (workload, matrix) = checks::workload_and_matrix(a.workload.take(), a.matrix.take())?;
+        (a.workload, a.matrix) = (workload, matrix);
+    }
     if a.workload.is_none() && !a.record {
         bail!("give the workload: thplab compare WORKLOAD --matrix {} (or --record -- CMD)", a.matrix.as_deref().unwrap_or("anon"));
     }

@@ -268,6 +268,10 @@ fn the_matrix_takes_a_subset_and_leaves_the_workload_alone() {
             assert_eq!(r.stderr, format!("thplab: {message}\n"));
         }
     }
+    // With --record the value must be a matrix (there is no workload to give it back to).
+    let r = thplab(&["compare", "--record", "--matrix", "anno", "--", "true"]);
+    r.fails(2);
+    assert_eq!(r.stderr, "thplab: --matrix anno: valid matrices: anon, shmem (or a subset of one, such as anon:4K,64K,PMD)\n");
     // A matrix and no workload.
     let r = thplab(&["sim", "--matrix", "anon"]);
     r.fails(2);
