@@ -410,5 +410,15 @@ fn compare_record_says_each_step_on_stderr() {
     assert!(j.code == 0 || j.code == 4, "{}", j.stderr);
     assert_eq!(j.json().as_array().map(Vec::len), Some(2));
     assert!(!j.stderr.contains("thplab compare: ["), "{}", j.stderr);
+    // A workload's matrix: one step per setting, model then live.
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().join("w.thpw");
+    std::fs::write(&w, "mmap a 8M\ntouch a write\n").unwrap();
+    let r = thplab_unlocked(&workspace(), &["compare", w.to_str().unwrap(), "--matrix", "anon:4K,PMD"]);
+    assert!(r.code == 0 || r.code == 4, "{}", r.stderr);
+    let steps: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("thplab compare: [")).collect();
+    assert_eq!(steps.len(), 2, "{}", r.stderr);
+    assert!(steps[0].starts_with("thplab compare: [1/2] 4K only: model, then live (") && steps[0].ends_with(" so far)"), "{}", steps[0]);
+    assert!(steps[1].starts_with("thplab compare: [2/2] PMD always: model, then live (") && steps[1].ends_with(" left)"), "{}", steps[1]);
     assert_eq!(knobs(), before);
 }
