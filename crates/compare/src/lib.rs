@@ -64,44 +64,92 @@ impl Tolerance {
     }
 
     /// Parse `minflt=5`, `census=0`, `system=10`, or a percentage of the live value
-    /// `minflt=2%`, `folios=2%` (large-folio counts), `census=2%`, `system=2%`
-    /// (comma-separated or repeated).
+    /// `minflt=2%`, `folios=2%` (large-folio counts), `census=2%`, `system=2%`, `time=15%`
+    /// (comma-separated or repeated). The fields are [`TOLERANCE_FIELDS`]; N and P are not
+    /// negative.
     pub fn apply(&mut self, spec: &str) -> Result<(), ToleranceError> {
-        const FIELDS: &str = "minflt, census, folios (large folios), system, time (percent only)";
+        let fields = || TOLERANCE_FIELDS.iter().map(|(f, _)| *f).collect::<Vec<_>>().join(", ");
         for part in spec.split(',').filter(|p| !p.is_empty()) {
             let bad = |why: String| ToleranceError(format!("{part}: {why}"));
-            let Some((k, v)) = part.split_once('=') else { return Err(bad(format!("write FIELD=N or FIELD=P% (fields: {FIELDS})"))) };
+            let Some((k, v)) = part.split_once('=') else { return Err(bad(format!("write FIELD=N or FIELD=P% (fields: {})", fields()))) };
+            if !TOLERANCE_FIELDS.iter().any(|(f, _)| *f == k) {
+                return Err(bad(format!("unknown field '{k}'; valid fields: {}", fields())));
+            }
             if let Some(pct) = v.strip_suffix('%') {
                 let p: f64 = pct
                     .parse()
                     .ok()
                     .filter(|p: &f64| p.is_finite() && *p >= 0.0)
                     .ok_or_else(|| bad("P must be a non-negative number".into()))?;
-                match k {
-                    "minflt" => self.minflt_pct = p,
-                    "census" => self.census_pct = p,
-                    "folios" => self.folios_pct = p,
-                    "system" => self.system_pct = p,
-                    "time" => self.time_pct = p,
-                    _ => return Err(bad(format!("unknown field '{k}'; valid fields: {FIELDS}"))),
-                }
+                *self.pct_mut(k) = p;
                 continue;
             }
             if k == "time" {
                 return Err(bad("give time as a percentage of the live wall time: time=P%".into()));
             }
-            let n: i64 = v.parse().map_err(|_| bad("N must be a whole number or a percentage".into()))?;
+            let n: i64 = v
+                .parse()
+                .ok()
+                .filter(|n: &i64| *n >= 0)
+                .ok_or_else(|| bad("N must be a whole number from 0 (exact) up, or a percentage of the live value (P%)".into()))?;
             match k {
                 "minflt" => self.minflt = n,
                 "census" => self.census = n,
                 "folios" => self.folios = Some(n),
-                "system" => self.system = n,
-                _ => return Err(bad(format!("unknown field '{k}'; valid fields: {FIELDS}"))),
+                _ => self.system = n,
             }
         }
         Ok(())
     }
+
+    /// The percentage of field `k` (one of [`TOLERANCE_FIELDS`]).
+    fn pct_mut(&mut self, k: &str) -> &mut f64 {
+        match k {
+            "minflt" => &mut self.minflt_pct,
+            "census" => &mut self.census_pct,
+            "folios" => &mut self.folios_pct,
+            "system" => &mut self.system_pct,
+            _ => &mut self.time_pct,
+        }
+    }
+
+    /// The help of `--tolerance`: every field of [`TOLERANCE_FIELDS`] with its default for a
+    /// workload ([`Tolerance::default`]) and for a recorded program ([`Tolerance::program`]).
+    pub fn help() -> String {
+        let (w, p) = (Tolerance::default(), Tolerance::program());
+        let dflt = |t: &Tolerance, k: &str| -> String {
+            let (n, pct) = match k {
+                "minflt" => (Some(t.minflt), t.minflt_pct),
+                "census" => (Some(t.census), t.census_pct),
+                "folios" => (t.folios, t.folios_pct),
+                "system" => (Some(t.system), t.system_pct),
+                _ => (None, t.time_pct),
+            };
+            match (n, pct > 0.0) {
+                (None, false) if k == "time" => "not judged".into(),
+                (None, false) => "as census".into(),
+                (Some(n), false) => n.to_string(),
+                (None, true) => format!("{pct}%"),
+                (Some(n), true) => format!("{n} or {pct}%"),
+            }
+        };
+        let fields: Vec<String> =
+            TOLERANCE_FIELDS.iter().map(|(f, what)| format!("{f} ({what}; default {}, with --record {})", dflt(&w, f), dflt(&p, f))).collect();
+        format!(
+            "Allowed differences, FIELD=N (at most N apart) or FIELD=P% (within P % of the live value), comma-separated or repeated. FIELD is one of: {}.",
+            fields.join(", ")
+        )
+    }
 }
+
+/// Every field `--tolerance` takes, with the rows it covers.
+pub const TOLERANCE_FIELDS: [(&str, &str); 5] = [
+    ("minflt", "minor faults"),
+    ("census", "Rss, AnonHugePages and the census rows"),
+    ("folios", "large-folio counts of the census"),
+    ("system", "system-wide counters: thp_* and hugepages-*/stats"),
+    ("time", "the model's time against the live wall time, P% only"),
+];
 
 /// Whether a row can fail the comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -394,6 +442,38 @@ mod tests {
         l.calls[2].ret = "EINVAL".into();
         let differ: Vec<String> = rows(&m, &l, &Tolerance::default()).into_iter().filter(|r| r.differs && r.field.starts_with("line")).map(|r| r.field).collect();
         assert_eq!(differ, ["line 3 madvise(collapse) returned 0 vs EINVAL"]);
+    }
+
+    /// Every field of `TOLERANCE_FIELDS` is read by `apply` (N where absolute tolerances exist,
+    /// P% always) and named in the help; negative tolerances are refused (issue #27 items 11, 12).
+    #[test]
+    fn every_tolerance_field_is_read_and_named_and_none_is_negative() {
+        let help = Tolerance::help();
+        for (f, _) in TOLERANCE_FIELDS {
+            assert!(help.contains(&format!("{f} (")), "{f} missing from the help: {help}");
+            let mut t = Tolerance::default();
+            t.apply(&format!("{f}=7%")).unwrap();
+            assert_eq!(*t.pct_mut(f), 7.0, "{f}");
+            if f != "time" {
+                let mut t = Tolerance::default();
+                t.apply(&format!("{f}=3")).unwrap();
+                let n = match f {
+                    "minflt" => t.minflt,
+                    "census" => t.census,
+                    "folios" => t.folios.unwrap(),
+                    _ => t.system,
+                };
+                assert_eq!(n, 3, "{f}");
+            }
+        }
+        assert!(help.contains("minflt (minor faults; default 2, with --record 2 or 2%)"), "{help}");
+        assert!(help.contains("time (the model's time against the live wall time, P% only; default not judged, with --record not judged)"), "{help}");
+        let e = Tolerance::default().apply("minflt=-3").unwrap_err().to_string();
+        assert_eq!(e, "--tolerance minflt=-3: N must be a whole number from 0 (exact) up, or a percentage of the live value (P%)");
+        let e = Tolerance::default().apply("census=-1%").unwrap_err().to_string();
+        assert_eq!(e, "--tolerance census=-1%: P must be a non-negative number");
+        let e = Tolerance::default().apply("faults=1").unwrap_err().to_string();
+        assert_eq!(e, "--tolerance faults=1: unknown field 'faults'; valid fields: minflt, census, folios, system, time");
     }
 
     /// With a profile the model's elapsed time is set beside the live wall time: shown, and

@@ -204,6 +204,21 @@ pub fn parse_smaps(path: &str, text: &str) -> Result<Vec<Vma>> {
     Ok(out)
 }
 
+/// Why `path` (a /proc/PID file that needs PTRACE_MODE_READ: smaps, pagemap) cannot be read:
+/// as another user, it is another user's process; as root, the kernel's ptrace access check
+/// (`__ptrace_may_access` in kernel/ptrace.c: `cap_ptrace_access_check`, then the security
+/// modules) still refused it.
+pub fn permission_denied(path: &str) -> String {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        format!(
+            "{path}: permission denied although thplab runs as root: the kernel's ptrace access check refused it (the process holds capabilities this one lacks, or is in a user namespace or under a security module that forbids it)"
+        )
+    } else {
+        format!("{path} of another user's process is readable by root only")
+    }
+}
+
 /// `/proc/PID/smaps`; a missing process is [`LiveError::NoSuchProcess`].
 pub fn read_smaps(pid: i32) -> Result<Vec<Vma>> {
     let p = format!("/proc/{pid}/smaps");
@@ -211,7 +226,7 @@ pub fn read_smaps(pid: i32) -> Result<Vec<Vma>> {
         // ESRCH: the process exited while its smaps was being read.
         std::io::ErrorKind::NotFound => LiveError::NoSuchProcess { pid },
         _ if e.raw_os_error() == Some(libc::ESRCH) => LiveError::NoSuchProcess { pid },
-        std::io::ErrorKind::PermissionDenied => LiveError::NotAvailable(format!("{p} of another user's process is readable by root only")),
+        std::io::ErrorKind::PermissionDenied => LiveError::NotAvailable(permission_denied(&p)),
         _ => io_err("cannot read", &p, e),
     })?;
     parse_smaps(&p, &text)

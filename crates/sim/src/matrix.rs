@@ -16,6 +16,46 @@ pub fn by_name(kind: &str) -> Option<Vec<(String, ThpSettings)>> {
     }
 }
 
+/// The short name of a matrix entry, as `--matrix KIND:NAME,...` selects it: the first word of
+/// its label (`4K`, `16K`, ..., `all`, `PMD`, `madvise`; shmem: `4K`, `64K`, `top`,
+/// `16K+64K+256K`).
+pub fn key(label: &str) -> &str {
+    label.split_whitespace().next().unwrap_or(label)
+}
+
+/// Whether `spec` is meant as a matrix (`KIND` or `KIND:...`), not as a workload name.
+pub fn is_spec(spec: &str) -> bool {
+    KINDS.contains(&spec.split(':').next().unwrap_or(spec))
+}
+
+/// `--matrix KIND` (the whole matrix) or `--matrix KIND:NAME,NAME...` (those settings of it,
+/// in the order given; a NAME is an entry's [`key`] or its whole label, in any letter case).
+/// Returns the kind and the settings, or a message that says what is valid.
+pub fn select(spec: &str) -> Result<(String, Vec<(String, ThpSettings)>), String> {
+    let (kind, names) = match spec.split_once(':') {
+        Some((k, n)) => (k, Some(n)),
+        None => (spec, None),
+    };
+    let all = by_name(kind).ok_or_else(|| format!("--matrix {spec}: valid matrices: {} (or a subset of one, such as anon:4K,64K,PMD)", KINDS.join(", ")))?;
+    let Some(names) = names else { return Ok((kind.to_string(), all)) };
+    let valid = || all.iter().map(|(l, _)| key(l)).collect::<Vec<_>>().join(", ");
+    let mut out: Vec<(String, ThpSettings)> = Vec::new();
+    for name in names.split(',').map(str::trim) {
+        if name.is_empty() {
+            return Err(format!("--matrix {spec}: an empty name; give the settings of the {kind} matrix to run, comma-separated: {}", valid()));
+        }
+        let found = all.iter().find(|(l, _)| key(l).eq_ignore_ascii_case(name) || l.eq_ignore_ascii_case(name));
+        let Some((label, s)) = found else {
+            return Err(format!("--matrix {spec}: no setting '{name}' in the {kind} matrix; valid: {}", valid()));
+        };
+        if out.iter().any(|(l, _)| l == label) {
+            return Err(format!("--matrix {spec}: '{name}' is named twice"));
+        }
+        out.push((label.clone(), s.clone()));
+    }
+    Ok((kind.to_string(), out))
+}
+
 fn with(assignments: &[&str]) -> ThpSettings {
     let mut s = ThpSettings::default();
     for a in assignments {
@@ -79,5 +119,30 @@ mod tests {
         assert_eq!(knob(&s[2].1, "shmem_enabled"), "always");
         assert!(by_name("file").is_none());
         assert_eq!(by_name("shmem").unwrap().len(), 4);
+    }
+
+    #[test]
+    fn a_subset_is_selected_by_short_name_in_the_order_given() {
+        // Every entry has a short name of its own.
+        for kind in KINDS {
+            let m = by_name(kind).unwrap();
+            let mut keys: Vec<String> = m.iter().map(|(l, _)| key(l).to_ascii_lowercase()).collect();
+            keys.sort();
+            keys.dedup();
+            assert_eq!(keys.len(), m.len(), "{kind}: short names collide");
+        }
+        let (kind, s) = select("anon:PMD,4k,64K alone").unwrap();
+        assert_eq!(kind, "anon");
+        let labels: Vec<&str> = s.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(labels, ["PMD always", "4K only", "64K alone"]);
+        assert_eq!(s[2].1, anon()[3].1);
+        let (_, s) = select("shmem:top").unwrap();
+        assert_eq!(s[0].0, "top always, PMD inherit");
+        assert_eq!(select("anon").unwrap().1.len(), 11);
+        assert_eq!(select("anon:2M").unwrap_err(), "--matrix anon:2M: no setting '2M' in the anon matrix; valid: 4K, 16K, 32K, 64K, 128K, 256K, 512K, 1024K, all, PMD, madvise");
+        assert_eq!(select("anon:4K,4K").unwrap_err(), "--matrix anon:4K,4K: '4K' is named twice");
+        assert_eq!(select("anon:").unwrap_err(), "--matrix anon:: an empty name; give the settings of the anon matrix to run, comma-separated: 4K, 16K, 32K, 64K, 128K, 256K, 512K, 1024K, all, PMD, madvise");
+        assert_eq!(select("file").unwrap_err(), "--matrix file: valid matrices: anon, shmem (or a subset of one, such as anon:4K,64K,PMD)");
+        assert!(is_spec("anon:4K") && is_spec("shmem") && !is_spec("seed-anon-1g"));
     }
 }

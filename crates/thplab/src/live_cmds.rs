@@ -129,14 +129,21 @@ pub struct HoldArgs {
 /// Refuse (bad input, exit 2) a pid that `verb` (observe, explain) cannot look at: none, a
 /// zombie or a kernel thread.
 pub fn require_observable(verb: &str, pid: i32) -> Result<()> {
+    require_user_process(verb, pid, &format!("to {verb}"))
+}
+
+/// Refuse (bad input, exit 2) a `CMD --pid` that names no process with a user address space:
+/// none, a zombie or a kernel thread; `purpose` ends the sentence ("to observe", "for
+/// khugepaged to scan").
+pub fn require_user_process(cmd: &str, pid: i32, purpose: &str) -> Result<()> {
     match live::observable(pid) {
         live::Observable::Yes => Ok(()),
-        live::Observable::Missing => anyhow::bail!("{verb} --pid {pid}: there is no process {pid}"),
+        live::Observable::Missing => anyhow::bail!("{cmd} --pid {pid}: there is no process {pid}"),
         live::Observable::Zombie(comm) => anyhow::bail!(
-            "{verb} --pid {pid}: process {pid} ({comm}) is a zombie: it has exited and its parent has not reaped it, so it has no memory to {verb}"
+            "{cmd} --pid {pid}: process {pid} ({comm}) is a zombie: it has exited and its parent has not reaped it, so it has no memory {purpose}"
         ),
         live::Observable::KernelThread(comm) => {
-            anyhow::bail!("{verb} --pid {pid}: process {pid} ({comm}) is a kernel thread: it has no user address space to {verb}")
+            anyhow::bail!("{cmd} --pid {pid}: process {pid} ({comm}) is a kernel thread: it has no user address space {purpose}")
         }
     }
 }
@@ -195,7 +202,8 @@ pub struct KhugepagedArgs {
     /// Print a report every interval until Ctrl-C (each report covers its own interval).
     #[arg(long)]
     pub follow: bool,
-    /// Only these processes (repeatable); by default every process khugepaged scans.
+    /// Only these processes (repeatable; each a user process, not a kernel thread or a
+    /// zombie); by default every process khugepaged scans.
     #[arg(long)]
     pub pid: Vec<i32>,
     /// Print JSON (one object per interval, schema `thplab-khugepaged/1`, docs/results-schema.md).
@@ -215,6 +223,9 @@ impl KhugepagedArgs {
     /// Exit codes: 0 after a report; 5 when tracing cannot run here (not root, no tracefs or no
     /// huge_memory tracepoints).
     pub fn run(&self) -> Result<i32> {
+        for pid in &self.pid {
+            require_user_process("khugepaged", *pid, "for khugepaged to scan")?;
+        }
         if !live::sysfs::is_root() {
             return Err(live::LiveError::NotAvailable("thplab khugepaged reads tracepoints and needs root".into()).into());
         }
@@ -314,9 +325,7 @@ impl AgentArgs {
             return Err(live::LiveError::NotAvailable("thplab agent reads other processes' pagemaps and calls process_madvise(MADV_COLLAPSE) on them: it needs root".into()).into());
         }
         for pid in &self.pid {
-            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                anyhow::bail!("agent --pid {pid}: there is no process {pid}");
-            }
+            require_user_process("agent", *pid, "to collapse")?;
         }
         let allow = live::agent::Allowlist { pids: self.pid.clone(), names: self.name.clone() };
         if allow.resolve().is_empty() {
@@ -602,7 +611,8 @@ pub fn settle_host_for(model: &uapi::RunResult, progress: bool) {
 /// model prices these runs with them.
 pub fn time_untraced(argv: &[std::ffi::OsString], runs: u32, live: bool, progress: bool) -> Result<(u64, Option<uapi::profile::FreeLists>)> {
     let mut times = Vec::new();
-    for _ in 0..runs.max(1) {
+    for run in 0..runs.max(1) {
+        crate::progress::detail(&format!("untraced run {} of {}", run + 1, runs.max(1)));
         settle_host(progress);
         let (free, thps) = free_areas_for_run();
         let ns = record::time_untraced_on(argv, 1, live, free.as_ref().and_then(|f| f.cpu))?;
@@ -615,8 +625,16 @@ pub fn time_untraced(argv: &[std::ffi::OsString], runs: u32, live: bool, progres
 }
 
 /// Wait until page reporting has taken every free block (at once where there is no reporting).
+/// Under a step progress (`crate::progress`) the wait is shown there, and nothing else is said.
 fn settle_host(progress: bool) {
     use std::io::IsTerminal;
+    if crate::progress::tell_wait(Some(0)) {
+        live::host::wait_until_settled(&mut |s| {
+            crate::progress::tell_wait(Some(s));
+        });
+        crate::progress::tell_wait(None);
+        return;
+    }
     let tty = progress && std::io::stderr().is_terminal();
     if progress && !tty {
         eprintln!("thplab: waiting for page reporting to take every free block, so that the live run starts where the model does");

@@ -11,7 +11,9 @@ mod explain_cmds;
 mod exporter_cmds;
 mod input;
 mod live_cmds;
+mod checks;
 mod print;
+mod progress;
 mod program_cmds;
 mod record_cmds;
 mod report;
@@ -120,8 +122,8 @@ struct LiveArgs {
     settings: SettingsArgs,
     #[command(flatten)]
     machine: MachineArgs,
-    /// Run N times; counters are reported as the median, with the spread in "live".
-    #[arg(long, default_value_t = 1)]
+    /// Run N times (at least 1); counters are reported as the median, with the spread in "live".
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
     /// Print one JSON object.
     #[arg(long)]
@@ -136,7 +138,7 @@ struct LiveArgs {
 #[derive(Args)]
 struct CompareArgs {
     /// A workload file or built-in example name (not with --record).
-    #[arg(required_unless_present = "record")]
+    #[arg(required_unless_present_any = ["record", "matrix"])]
     workload: Option<String>,
     /// Record the program given after `--` once (THP disabled for it alone), then predict it
     /// from the recording and run it live under each setting.
@@ -173,16 +175,16 @@ struct CompareArgs {
     machine: MachineArgs,
     /// Instead of the given settings, run a standard matrix. `anon` (the default): 4 KiB only,
     /// each mTHP size alone, all sizes, PMD always, and madvise mode. `shmem`: 4 KiB only,
-    /// 64 KiB always, top-level always with PMD inherit, and several sizes always.
-    #[arg(long, value_name = "KIND", num_args = 0..=1, default_missing_value = "anon", value_parser = ["anon", "shmem"])]
+    /// 64 KiB always, top-level always with PMD inherit, and several sizes always. A subset:
+    /// KIND:NAME,... with each setting's short name (anon: 4K, 16K, 32K, 64K, 128K, 256K, 512K,
+    /// 1024K, all, PMD, madvise; shmem: 4K, 64K, top, 16K+64K+256K), such as `anon:4K,64K,PMD`.
+    #[arg(long, value_name = "KIND[:NAME,...]", num_args = 0..=1, default_missing_value = "anon")]
     matrix: Option<String>,
-    /// Allowed differences, FIELD=N with FIELD one of minflt (default 2), census (0),
-    /// system (system-wide counters, 0).
-    #[arg(long, value_name = "FIELD=N")]
+    #[arg(long, value_name = "FIELD=N|FIELD=P%", help = compare::Tolerance::help())]
     tolerance: Vec<String>,
-    /// Live runs per setting (median reported; with --record, minflt is judged against the
-    /// runs' own spread).
-    #[arg(long, default_value_t = 1)]
+    /// Live runs per setting, at least 1 (median reported; with --record, minflt is judged
+    /// against the runs' own spread).
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
     /// When only system-wide counters differ (other processes allocated under the same global
     /// knobs), or khugepaged collapsed pages during a run that differs, run that setting live
@@ -229,6 +231,7 @@ pub struct SettingsArgs {
 impl SettingsArgs {
     /// Boot defaults, then the command line, the files and the --set flags.
     pub fn resolve(&self) -> Result<ThpSettings> {
+        checks::stdin_once(&[], self)?;
         let mut s = ThpSettings::default();
         if let Some(c) = &self.cmdline {
             s.apply_cmdline(c)?;
@@ -261,10 +264,13 @@ fn apply_settings_source(s: &mut ThpSettings, f: &std::path::Path) -> Result<()>
     let tree = if f.as_os_str() == "live" && !f.exists() { Some(live_tree()) } else { f.is_dir().then(|| f.to_path_buf()) };
     if let Some(dir) = tree {
         let text = live::sysfs::read_tree(&dir).with_context(|| format!("--settings {name}"))?;
-        s.apply_file(&dir.display().to_string(), &text)?;
+        s.apply_tree(&dir.display().to_string(), &text)?;
         return Ok(());
     }
     let text = read_text_limited(f, "settings file", MAX_SETTINGS_BYTES)?;
+    if text.trim_start_matches('\u{feff}').trim().is_empty() {
+        bail!("settings file {name} is empty: no PATH=VALUE line (such as enabled=always); the boot defaults need no --settings");
+    }
     if text.trim_start().starts_with('{') {
         // `thplab settings --json`: an object of path → value.
         let map: std::collections::BTreeMap<String, serde_json::Value> = serde_json::from_str(&text)
@@ -296,7 +302,8 @@ struct SettingsOnly {
     /// Print JSON (path → value).
     #[arg(long)]
     json: bool,
-    /// List every settable path with the values it accepts.
+    /// List every settable path with the values it accepts (with --json: an array of
+    /// {"path", "values"}).
     #[arg(long)]
     list: bool,
 }
@@ -304,7 +311,8 @@ struct SettingsOnly {
 /// The simulated machine.
 #[derive(Args, Clone)]
 pub struct MachineArgs {
-    /// Physical memory of the simulated machine (4K, 2M, 24G ...).
+    /// Physical memory of the simulated machine, from 70M (the min watermark of
+    /// vm.min_free_kbytes 67584 is 66 MiB, which no allocation may take) to 4T: 512M, 24G ...
     #[arg(long, default_value = "24G", value_name = "SIZE")]
     pub mem: String,
     /// Top of the simulated mmap area (hex), below which mappings are placed top-down.
@@ -322,16 +330,18 @@ pub struct MachineArgs {
 impl MachineArgs {
     pub fn resolve(&self) -> Result<sim::MachineConfig> {
         let mut m = sim::MachineConfig::default();
-        m.mem_bytes = mm_types::parse_size(&self.mem)
-            .filter(|b| (sim::MIN_MEM_BYTES..=sim::MAX_MEM_BYTES).contains(b))
-            .with_context(|| {
-                format!(
-                    "--mem {}: give a size from {} to {}, such as 4G",
-                    self.mem,
-                    sim::human_bytes(sim::MIN_MEM_BYTES).replace(" MiB", "M"),
-                    sim::human_bytes(sim::MAX_MEM_BYTES).replace(" TiB", "T")
-                )
-            })?;
+        let min = checks::min_mem_bytes(&m);
+        m.mem_bytes = mm_types::parse_size(&self.mem).filter(|b| (min..=sim::MAX_MEM_BYTES).contains(b)).with_context(|| {
+            let lo = sim::human_bytes(min).replace(" MiB", "M");
+            format!(
+                "--mem {}: give a size from {lo} to {}, such as 4G (below {lo}, the min watermark of {} (vm.min_free_kbytes {}), which no allocation may take, leaves less than {} for the workload)",
+                self.mem,
+                sim::human_bytes(sim::MAX_MEM_BYTES).replace(" TiB", "T"),
+                sim::human_bytes(m.min_free_kbytes << 10),
+                m.min_free_kbytes,
+                sim::human_bytes(checks::MEM_ABOVE_WATERMARK),
+            )
+        })?;
         if let Some(a) = &self.mmap_base {
             m.mmap_base = address_arg("--mmap-base", a, "0x7dfffffc5000")?;
         }
@@ -386,7 +396,8 @@ struct SimArgs {
     /// A workload file (docs/workload-format.md), the name of a built-in example
     /// (`thplab examples` lists them), or a recording made by `thplab record`; `-` reads
     /// either from standard input.
-    workload: String,
+    #[arg(required_unless_present = "matrix")]
+    workload: Option<String>,
     #[command(flatten)]
     settings: SettingsArgs,
     #[command(flatten)]
@@ -394,7 +405,7 @@ struct SimArgs {
     /// Print one JSON object (schema thplab-run/2, docs/results-schema.md).
     #[arg(long)]
     json: bool,
-    /// A recording: run the simulated clock on the recording's timestamps, so that khugepaged
+    /// A recording (not a workload): run the simulated clock on the recording's timestamps, so that khugepaged
     /// wakes and collapses as it would have during the recorded run (`model.replay.khugepaged`
     /// says what it did). Off by default: the live daemon's phase relative to a program is not
     /// known unless the program's mm is the first on its list.
@@ -409,9 +420,10 @@ struct SimArgs {
     #[arg(long, short)]
     quiet: bool,
     /// Instead of the given settings, run the standard matrix that `compare --matrix` runs
-    /// (`anon`, the default, or `shmem`) in the model alone (no root, no live kernel) and print
-    /// the settings side by side; --set applies on top of each.
-    #[arg(long, value_name = "KIND", num_args = 0..=1, default_missing_value = "anon", value_parser = sim::matrix::KINDS)]
+    /// (`anon`, the default, or `shmem`; a subset: KIND:NAME,..., such as `anon:4K,64K,PMD`,
+    /// names as `compare --help` lists them) in the model alone (no root, no live kernel) and
+    /// print the settings side by side; --set applies on top of each.
+    #[arg(long, value_name = "KIND[:NAME,...]", num_args = 0..=1, default_missing_value = "anon", conflicts_with_all = ["sample", "explain"])]
     matrix: Option<String>,
     /// For the address ADDR (its 4 KiB page) or the range START-END (hex), list every
     /// anonymous fault that touched it, the folio size it got, and why each larger enabled size
@@ -456,6 +468,13 @@ struct SimArgs {
     /// --sample` samples the live run.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     sample: Option<u64>,
+}
+
+impl SimArgs {
+    /// The workload argument (`cmd_sim` has resolved it).
+    fn wl(&self) -> &str {
+        self.workload.as_deref().unwrap_or("-")
+    }
 }
 
 #[derive(Args)]
@@ -516,7 +535,7 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) if json && e.use_stderr() => {
             eprint!("{e}");
-            errors::print_json(&anyhow::anyhow!(first_line(&e.to_string())), exit::USAGE);
+            errors::print_json(&anyhow::anyhow!(checks::clap_message(&e.to_string())), exit::USAGE);
             return ExitCode::from(exit::USAGE);
         }
         Err(e) => e.exit(),
@@ -575,11 +594,6 @@ fn main() -> ExitCode {
             ExitCode::from(code)
         }
     }
-}
-
-/// The first line of a (clap) message, without its `error: ` prefix.
-fn first_line(s: &str) -> String {
-    s.lines().next().unwrap_or("").trim_start_matches("error: ").to_string()
 }
 
 fn run_sim(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, check: bool, progress: bool) -> Result<uapi::RunResult> {
@@ -703,25 +717,6 @@ pub fn load_recording(path: &str) -> Result<Option<(trace::Header, Vec<trace::Ev
 /// What `--salvage` lost of a damaged recording (the result's `model.replay.salvage`).
 pub use uapi::result::SalvageReport;
 
-/// The settings of a `--matrix KIND` run, with `--set` applied on top of each (and named in
-/// the label); `--settings` and `--cmdline` are refused (the matrix is the settings).
-pub fn matrix_runs(kind: &str, given: &SettingsArgs) -> Result<Vec<(String, ThpSettings)>> {
-    if !given.settings_file.is_empty() || given.cmdline.is_some() {
-        bail!("--matrix runs its own settings; leave out --settings and --cmdline (--set applies on top of each)");
-    }
-    let mut m = sim::matrix::by_name(kind).with_context(|| format!("--matrix {kind}: valid matrices: {}", sim::matrix::KINDS.join(", ")))?;
-    // --set applies on top of every setting of the matrix (anon_beside_full=1, a khugepaged knob).
-    for (label, s) in &mut m {
-        for x in &given.set {
-            s.apply_assignment(x).with_context(|| format!("--set {x}"))?;
-        }
-        if !given.set.is_empty() {
-            *label = format!("{label} + {}", given.set.join(" "));
-        }
-    }
-    Ok(m)
-}
-
 /// One simulation of `sim`: a recording or a workload under one setting.
 fn sim_one(
     a: &SimArgs,
@@ -803,26 +798,35 @@ enum SimInput {
     Workload(workload::Workload),
 }
 
-fn cmd_sim(a: SimArgs) -> Result<u8> {
+fn cmd_sim(mut a: SimArgs) -> Result<u8> {
+    let (workload, matrix) = checks::workload_and_matrix(a.workload.take(), a.matrix.take())?;
+    let Some(workload) = workload else { bail!("give the workload: thplab sim WORKLOAD --matrix {}", matrix.unwrap_or_default()) };
+    (a.workload, a.matrix) = (Some(workload), matrix);
+    checks::stdin_once(&[a.wl(), a.profile.as_deref().unwrap_or("")], &a.settings)?;
     let machine = a.machine.resolve()?;
     let explain = a.explain.as_deref().map(sim::views::parse_explain_range).transpose().map_err(anyhow::Error::msg)?;
-    let name = input::display(std::path::Path::new(&a.workload));
+    let name = input::display(std::path::Path::new(a.wl()));
     let mut salvage = None;
     let loaded = if a.salvage {
-        match input::load_recording_salvaged(&a.workload, true)? {
+        match input::load_recording_salvaged(a.wl(), true)? {
             Some((header, events, lost)) => {
                 if let Some(l) = &lost {
-                    eprintln!("thplab sim: WARNING: {}", input::salvage_sentence(l, &a.workload));
+                    eprintln!("thplab sim: WARNING: {}", input::salvage_sentence(l, a.wl()));
                 }
                 salvage = lost;
                 Some((header, events, Vec::new()))
             }
-            None => bail!("--salvage reads a damaged recording; {} is not a recording file (it does not start with THPTRACE)", a.workload),
+            None => bail!("--salvage reads a damaged recording; {} is not a recording file (it does not start with THPTRACE)", a.wl()),
         }
     } else {
-        match input::load(&a.workload, MAX_WORKLOAD_BYTES)? {
+        match input::load(a.wl(), MAX_WORKLOAD_BYTES)? {
             Some(input::Loaded::Recording(rec)) => Some((rec.header, rec.events, rec.offsets)),
-            Some(input::Loaded::Text(text)) => return cmd_sim_on(&a, machine, explain, None, SimInput::Workload(workload::parse(&name, &text)?)),
+            Some(input::Loaded::Text(text)) => {
+                if a.recorded_time {
+                    bail!("--recorded-time runs the clock on a recording's timestamps; {name} is a workload, whose clock is the model's own (--profile prices its steps)");
+                }
+                return cmd_sim_on(&a, machine, explain, None, SimInput::Workload(workload::parse(&name, &text)?));
+            }
             None => None,
         }
     };
@@ -832,11 +836,14 @@ fn cmd_sim(a: SimArgs) -> Result<u8> {
                 eprintln!("thplab sim: WARNING: {name} lost {} events while recording; predictions may be off", header.lost_events);
             }
             a.machine.warn_for_recording(&header);
-            let accesses = load_accesses(&a.workload, events.len() as u64, a.salvage)?;
+            let accesses = load_accesses(a.wl(), events.len() as u64, a.salvage)?;
             SimInput::Recording { name: name.clone(), header, events, offsets, accesses }
         }
-        None => SimInput::Workload(load_workload(&a.workload)?),
+        None => SimInput::Workload(load_workload(a.wl())?),
     };
+    if a.recorded_time && matches!(input, SimInput::Workload(_)) {
+        bail!("--recorded-time runs the clock on a recording's timestamps; {name} is a workload, whose clock is the model's own (--profile prices its steps)");
+    }
     cmd_sim_on(&a, machine, explain, salvage, input)
 }
 
@@ -881,14 +888,14 @@ fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u6
         }
         Ok(r)
     };
-    if let Some(kind) = &a.matrix {
-        let runs = matrix_runs(kind, &a.settings)?;
+    if let Some(spec) = &a.matrix {
+        let (title, runs) = checks::matrix_runs(spec, &a.settings)?;
         let mut results = Vec::new();
         for (i, (label, s)) in runs.iter().enumerate() {
             if !a.quiet && !a.json {
                 use std::io::IsTerminal;
                 if std::io::stderr().is_terminal() {
-                    eprint!("\rthplab sim --matrix {kind}: {} of {}: {label}\x1b[K", i + 1, runs.len());
+                    eprint!("\rthplab sim --matrix {spec}: {} of {}: {label}\x1b[K", i + 1, runs.len());
                 }
             }
             results.push((label.clone(), s.clone(), sim_one(a, &input, s, &machine, explain, false)?));
@@ -898,7 +905,7 @@ fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u6
         }
         if let Some(path) = &a.html {
             let runs: Vec<report::Run> = results.iter().map(|(l, _, r)| report::Run { label: l.clone(), result: r.clone() }).collect();
-            write_report(path, &format!("{}: the {kind} matrix", a.workload), &runs)?;
+            write_report(path, &format!("{}: {title}", a.wl()), &runs)?;
         }
         let mut out = std::io::stdout().lock();
         if a.json {
@@ -906,7 +913,7 @@ fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u6
             serde_json::to_writer_pretty(&mut out, &v)?;
             writeln!(out)?;
         } else {
-            writeln!(out, "{}: the {kind} matrix of `compare --matrix`, model of Linux 6.18 only\n", a.workload)?;
+            writeln!(out, "{}: {title} of `compare --matrix`, model of Linux 6.18 only\n", a.wl())?;
             let cols: Vec<(String, String, uapi::RunResult)> = results.into_iter().map(|(l, s, r)| (l, s.summary(), r)).collect();
             print::side_by_side(&mut out, &cols)?;
         }
@@ -915,7 +922,7 @@ fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u6
     let settings = a.settings.resolve()?;
     let r = sim_one(a, &input, &settings, &machine, explain, !a.quiet && !a.json)?;
     if let Some(path) = &a.html {
-        write_report(path, &a.workload, &[report::Run { label: settings.summary(), result: r.clone() }])?;
+        write_report(path, a.wl(), &[report::Run { label: settings.summary(), result: r.clone() }])?;
     }
     print_result(&r, &settings, a.json)?;
     Ok(exit::OK)
@@ -946,6 +953,11 @@ fn cmd_report(a: ReportArgs) -> Result<u8> {
 fn cmd_settings(a: SettingsOnly) -> Result<u8> {
     let mut out = std::io::stdout().lock();
     if a.list {
+        if a.json {
+            serde_json::to_writer_pretty(&mut out, &checks::settings_list_json())?;
+            writeln!(out)?;
+            return Ok(exit::OK);
+        }
         for p in ThpSettings::valid_paths() {
             writeln!(out, "{p}: {}", ThpSettings::valid_values(&p).unwrap_or_default())?;
         }
@@ -1035,6 +1047,7 @@ fn cmd_examples(name: Option<String>) -> Result<u8> {
 }
 
 fn cmd_live(a: LiveArgs) -> Result<u8> {
+    checks::stdin_once(&[&a.workload], &a.settings)?;
     let settings = a.settings.resolve()?;
     let machine = a.machine.resolve()?;
     let w = load_workload(&a.workload)?;
@@ -1082,7 +1095,20 @@ pub fn remodel(
     run_sim_tlb(w, s, &m, false, false, None, &SimExtras { host: host.or(x.host), ..*x })
 }
 
-fn cmd_compare(a: CompareArgs) -> Result<u8> {
+fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
+    if a.record {
+        // No workload to take back from --matrix: its value must be a matrix.
+        if let Some(m) = &a.matrix {
+            sim::matrix::select(m).map_err(anyhow::Error::msg)?;
+        }
+    } else {
+        let (workload, matrix) = checks::workload_and_matrix(a.workload.take(), a.matrix.take())?;
+        (a.workload, a.matrix) = (workload, matrix);
+    }
+    if a.workload.is_none() && !a.record {
+        bail!("give the workload: thplab compare WORKLOAD --matrix {} (or --record -- CMD)", a.matrix.as_deref().unwrap_or("anon"));
+    }
+    checks::stdin_once(&[a.workload.as_deref().unwrap_or(""), a.profile.as_deref().unwrap_or("")], &a.settings)?;
     let machine = a.machine.resolve()?;
     if a.record {
         let settings_given = !a.settings.set.is_empty() || !a.settings.settings_file.is_empty() || a.settings.cmdline.is_some();
@@ -1114,8 +1140,8 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
     }
     let profile = a.profile.as_deref().map(load_profile).transpose()?;
     let costs = profile.as_ref().and_then(|p| p.fault.as_ref());
-    let runs: Vec<(String, ThpSettings)> = if let Some(kind) = &a.matrix {
-        matrix_runs(kind, &a.settings)?
+    let runs: Vec<(String, ThpSettings)> = if let Some(spec) = &a.matrix {
+        checks::matrix_runs(spec, &a.settings)?.1
     } else {
         vec![("given settings".to_string(), a.settings.resolve()?)]
     };
@@ -1125,7 +1151,11 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
     let mut out = std::io::stdout().lock();
     let mut json = Vec::new();
     let mut differing = 0;
+    // Progress on stderr, per setting (a bar on a terminal; lines otherwise, for a matrix,
+    // unless --json).
+    let steps = progress::Steps::start("thplab compare", &[("setting", runs.len())], runs.len() > 1 && !a.json);
     for (label, s) in &runs {
+        steps.step("setting", format!("{label}: model, then live"));
         // The host's costs; the free lists come from the live run (`remodel`).
         let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true));
         let host = host.as_ref().map(|(h, free)| (*h, free.as_ref()));
@@ -1136,7 +1166,7 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
         let compare::Retried { live, rows, attempts, why } =
             compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, a.repeat, false, a.sample, x.host.is_some()))?;
         if attempts > 1 && !a.json {
-            writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;
+            progress::suspend(|| writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default()))?;
         }
         // The run kept started from its own free lists: the model again from those.
         let (model, rows) = if attempts > 1 && x.host.is_some() {
@@ -1156,13 +1186,17 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
         if a.json {
             json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "timeline": timeline, "model": model, "live": live }));
         } else {
-            compare::print_rows(&mut out, label, s, &rows)?;
-            if let Some(t) = &timeline {
-                compare::timeline::print_comparison(&mut out, t)?;
-                writeln!(out)?;
-            }
+            progress::suspend(|| -> Result<()> {
+                compare::print_rows(&mut out, label, s, &rows)?;
+                if let Some(t) = &timeline {
+                    compare::timeline::print_comparison(&mut out, t)?;
+                    writeln!(out)?;
+                }
+                Ok(out.flush()?)
+            })?;
         }
     }
+    steps.finish();
     if a.json {
         serde_json::to_writer_pretty(&mut out, &json)?;
         writeln!(out)?;

@@ -136,15 +136,11 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         tol.apply(t)?;
     }
     let runs: Vec<(String, ThpSettings)> = match a.matrix.as_deref() {
-        Some(kind) => {
+        Some(spec) => {
             if a.settings_given {
                 bail!("--matrix runs its own settings; leave out --set, --settings and --cmdline");
             }
-            if kind == "shmem" {
-                compare::shmem_matrix()
-            } else {
-                compare::matrix()
-            }
+            sim::matrix::select(spec).map_err(anyhow::Error::msg)?.1
         }
         None => vec![("given settings".to_string(), a.settings.clone())],
     };
@@ -154,6 +150,12 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     if a.accesses.is_some() && record::accesses::valgrind_path().is_none() {
         bail!("--accesses runs the program under valgrind (lackey), which is not installed here (no valgrind in PATH): install it (apt-get install valgrind) or leave out --accesses");
     }
+    // Progress on stderr: the setting, the step, what is left (a bar on a terminal, a line
+    // per step otherwise unless --json).
+    let timed = if a.profile.is_some() { runs.len() } else { 0 };
+    let plan = [("record", 1), ("timed", timed), ("accesses", a.accesses.is_some() as usize), ("replay", runs.len()), ("live", runs.len() * a.repeat.max(1) as usize)];
+    let steps = crate::progress::Steps::start("thplab compare", &plan, !a.json);
+    steps.step("record", format!("recording {}{}", a.command.join(" "), if a.profile.is_some() { " (then 3 untraced runs)" } else { "" }));
     let (rec, rec_secs, timed_free) = record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?;
     if let Some(path) = &a.keep {
         let f = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
@@ -165,9 +167,10 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     // this process is small: the model's replays (of a recording's accesses above all: a
     // gigabyte for sort's 128 M) move the free lists the runs would meet.
     let mut untraced = Vec::new();
-    for (_, s) in &runs {
+    for (label, s) in &runs {
         untraced.push(match a.profile {
             Some(_) => {
+                steps.step("timed", format!("{label}: 3 untraced runs under the setting"));
                 let _guard = live::SettingsGuard::apply(s)?;
                 let argv: Vec<OsString> = a.command.iter().map(OsString::from).collect();
                 Some(crate::live_cmds::time_untraced(&argv, 3, true, !a.json)?)
@@ -176,7 +179,10 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         });
     }
     let accesses = match a.accesses {
-        Some((cpu, paging)) => Some(sim::RecordedAccessInput { file: "(recorded with --accesses)".into(), trace: std::sync::Arc::new(record_accesses(&a, &rec)?), cpu, paging }),
+        Some((cpu, paging)) => {
+            steps.step("accesses", "the program's accesses under valgrind lackey");
+            Some(sim::RecordedAccessInput { file: "(recorded with --accesses)".into(), trace: std::sync::Arc::new(record_accesses(&a, &rec)?), cpu, paging })
+        }
         None => None,
     };
     let source = a.command.join(" ");
@@ -187,14 +193,16 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     let mut times = Vec::new();
     if !a.json {
         let faults = rec.header.counts.iter().find(|(k, _)| *k == trace::kind::FAULT).map_or(0, |c| c.1);
-        writeln!(
-            out,
-            "recorded {source}: {} events ({faults} faults), {} lost, {:.3} s (exit status {})\n",
-            rec.events.len(),
-            rec.header.lost_events,
-            rec_secs,
-            rec.header.exit_status
-        )?;
+        crate::progress::suspend(|| {
+            writeln!(
+                out,
+                "recorded {source}: {} events ({faults} faults), {} lost, {:.3} s (exit status {})\n",
+                rec.events.len(),
+                rec.header.lost_events,
+                rec_secs,
+                rec.header.exit_status
+            )
+        })?;
     }
     // A program that reads THP knobs (a JVM with -XX:+UseTransparentHugePages reads `enabled`)
     // may do otherwise under another value: where the replay finds that a setting changes a
@@ -208,6 +216,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         // memory is what this setting's untraced runs met (read by them once reporting settled).
         let host = a.profile.as_ref().filter(|p| p.fault.is_some() && live::host::reporting_order().is_some()).and_then(|p| p.host.clone());
         let host = host.map(|h| (h, untraced.as_ref().and_then(|(_, f)| f.clone())));
+        steps.step("replay", format!("{label}: the model replays the recording"));
         let mut replay = sim::ReplayOptions { host: host.clone(), accesses: accesses.clone(), ..Default::default() };
         let mut model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
         let (knobs_read, knobs_changed) = model.model.as_ref().and_then(|m| m.replay.as_ref()).map(|r| (r.knobs_read.clone(), r.knobs_read_differing.clone())).unwrap_or_default();
@@ -218,8 +227,9 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             let values: Vec<Option<String>> = knobs_read.iter().map(|k| knobs.get(k).cloned()).collect();
             if !again.iter().any(|(v, _, _)| *v == values) {
                 if !a.json {
-                    writeln!(out, "({label}: the program read {}; recording it again under this setting)", knobs_changed.join(", "))?;
+                    crate::progress::suspend(|| writeln!(out, "({label}: the program read {}; recording it again under this setting)", knobs_changed.join(", ")))?;
                 }
+                steps.step("record", format!("{label}: recording again under this setting"));
                 let _guard = live::SettingsGuard::apply(s)?;
                 let (r, _, free) = record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?;
                 again.push((values.clone(), r, free));
@@ -228,14 +238,18 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             (rec, timed_free) = (&found.1, &found.2);
             // The accesses were placed on the first recording's records.
             if replay.accesses.take().is_some() && !a.json {
-                writeln!(out, "({label}: the accesses recorded with the first recording are not replayed with this one)")?;
+                crate::progress::suspend(|| writeln!(out, "({label}: the accesses recorded with the first recording are not replayed with this one)"))?;
             }
             model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
         }
         if let Some(fault) = a.profile.as_ref().and_then(|p| p.fault.as_ref()) {
             model.time = Some(sim::time::recording(&model, &source, &rec.header, &rec.events, &a.machine, fault, &replay, timed_free.as_ref())?);
         }
+        let live_run = std::cell::Cell::new(0);
         let run_live = || {
+            live_run.set(live_run.get() + 1);
+            let n = live_run.get();
+            steps.step("live", format!("{label}: live run {n}{}", if n > a.repeat.max(1) { " (a retry)" } else { "" }));
             crate::live_cmds::settle_host_for(&model, !a.json);
             live::run_program(&a.command, s, &opts).map(|mut l| {
                 if let Some(live) = l.live.as_mut() {
@@ -264,12 +278,16 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         if a.json {
             json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "parted": parted, "rerecorded": rerecorded, "live_minflt_spread": spread, "model": model, "live": live }));
         } else {
-            if attempts > 1 {
-                writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;
-            }
-            print_program_rows(&mut out, label, s, &rows, &live, differs.then_some(&parted))?;
+            crate::progress::suspend(|| -> io::Result<()> {
+                if attempts > 1 {
+                    writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;
+                }
+                print_program_rows(&mut out, label, s, &rows, &live, differs.then_some(&parted))?;
+                out.flush()
+            })?;
         }
     }
+    steps.finish();
     if a.json {
         serde_json::to_writer_pretty(&mut out, &json)?;
         writeln!(out)?;

@@ -158,6 +158,56 @@ pub enum SettingsError {
     AtLine { file: String, line: usize, error: Box<SettingsError> },
     #[error("invalid kernel command-line option '{option}': {why}")]
     Cmdline { option: String, why: String },
+    #[error("unknown setting '{path}'; did you mean '{known}'? (a knob of another kernel build is carried from a dump of its tree, `grep -r . /sys/kernel/mm/transparent_hugepage`, not from a PATH=VALUE line that misspells a knob of 6.18)")]
+    NearMiss { path: String, known: String },
+}
+
+/// The comment line before the carried knobs in a printed settings file: the lines after it
+/// are read back as carried, near misses included.
+pub const CARRIED_MARKER: &str = "# not known to this model of 6.18: carried, not modelled";
+
+/// The known path that `path` (unknown to the model) misspells, if it is one: the same but for
+/// letter case (`hugepages-64KB/enabled`), or one edit away (a letter left out, added, changed,
+/// or two neighbours swapped: `enable`, `enabeld`). A well-formed per-size path of another size
+/// (`hugepages-4096kB/enabled`, another architecture's) is no misspelling.
+pub fn near_miss(path: &str) -> Option<String> {
+    if let Some((size, leaf)) = path.strip_prefix("hugepages-").and_then(|r| r.split_once("kB/")) {
+        let pow2 = size.parse::<u64>().is_ok_and(|kb| kb >= 8 && kb.is_power_of_two()) && !size.starts_with('0');
+        if pow2 && matches!(leaf, "enabled" | "shmem_enabled") {
+            return None;
+        }
+    }
+    let lower = path.to_ascii_lowercase();
+    let mut best: Option<(usize, String)> = None;
+    for known in ThpSettings::valid_paths() {
+        let d = if known.to_ascii_lowercase() == lower { 0 } else { osa_distance(path, &known) };
+        if d <= 1 && best.as_ref().is_none_or(|(b, _)| d < *b) {
+            best = Some((d, known));
+        }
+    }
+    best.map(|(_, k)| k)
+}
+
+/// Edit distance with adjacent transpositions (optimal string alignment).
+fn osa_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for j in 0..=b.len() {
+        d[0][j] = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = (a[i - 1] != b[j - 1]) as usize;
+            d[i][j] = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 /// Knobs the kernel exposes read-only; a dump of a live tree contains them and they are skipped.
@@ -334,11 +384,29 @@ impl ThpSettings {
 
     /// Apply a settings file: one `PATH=VALUE` per line, `#` comments, or the output of
     /// `grep -r . /sys/kernel/mm/transparent_hugepage` (`PATH:always [madvise] never`), whose
-    /// read-only files and `stats/` are skipped. A path this model does not know is carried in
-    /// `unknown` (a kernel build may have knobs upstream 6.18 lacks); a known path with a bad
-    /// value is an error. Errors carry the file name and line.
+    /// read-only files and `stats/` are skipped; a UTF-8 byte-order mark at its start is skipped.
+    /// A path this model does not know is carried in `unknown` (a kernel build may have knobs
+    /// upstream 6.18 lacks), except on a `PATH=VALUE` line (written by hand) where it is a near
+    /// miss of a known path ([`near_miss`]: a typo, not another build's knob), which is an
+    /// error naming the known path. Lines after [`CARRIED_MARKER`] (as `Display` prints carried
+    /// knobs) are carried as they are. A known path with a bad value is an error. Errors carry
+    /// the file name and line.
     pub fn apply_file(&mut self, file_name: &str, text: &str) -> Result<(), SettingsError> {
+        self.apply_lines(file_name, text, true)
+    }
+
+    /// [`ThpSettings::apply_file`] for the knobs read from a THP sysfs tree (a live machine's, or a copy):
+    /// every path this model does not know is carried, near misses included (a tree holds no
+    /// typos).
+    pub fn apply_tree(&mut self, file_name: &str, text: &str) -> Result<(), SettingsError> {
+        self.apply_lines(file_name, text, false)
+    }
+
+    fn apply_lines(&mut self, file_name: &str, text: &str, by_hand: bool) -> Result<(), SettingsError> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let mut carried = false;
         for (idx, raw) in text.lines().enumerate() {
+            carried |= raw.trim() == CARRIED_MARKER;
             let line = raw.split('#').next().unwrap_or("").trim();
             if line.is_empty() {
                 continue;
@@ -349,8 +417,13 @@ impl ThpSettings {
             if READ_ONLY.contains(&path.as_str()) || path.contains("/stats/") {
                 continue;
             }
+            // `PATH:VALUE` is a `grep -r` dump of a live tree: no typos there.
+            let dump_line = line.find(':').is_some_and(|c| line.find('=').is_none_or(|e| c < e));
             match self.set(&path, &value) {
                 Err(SettingsError::UnknownPath { .. }) if is_knob_path(&path) => {
+                    if let Some(known) = near_miss(&path).filter(|_| by_hand && !carried && !dump_line) {
+                        return Err(at(SettingsError::NearMiss { path, known }));
+                    }
                     self.unknown.insert(path, value);
                 }
                 r => r.map_err(at)?,
@@ -471,7 +544,7 @@ impl fmt::Display for ThpSettings {
             writeln!(f, "{p}={v}")?;
         }
         if !self.unknown.is_empty() {
-            writeln!(f, "# not known to this model of 6.18: carried, not modelled")?;
+            writeln!(f, "{CARRIED_MARKER}")?;
             for (p, v) in &self.unknown {
                 writeln!(f, "{p}={v}")?;
             }

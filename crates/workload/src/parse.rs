@@ -83,6 +83,9 @@ impl Ctx<'_> {
     }
 }
 
+/// Every statement that opens a block closed by `}`, as the "closes no block" error names them.
+pub const BLOCKS: [&str; 6] = ["fork NAME {", "thread NAME {", "vfork NAME {", "in NAME {", "repeat N {", "repeat DURATION {"];
+
 const VERBS: &str =
     "mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, phase, repeat, read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, thread, vfork, in, exit, wait";
 
@@ -99,6 +102,8 @@ pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
     let mut seen_statement = false;
     let mut names = Names::default();
     let mut procs = Procs::default();
+    // A byte-order mark (an editor's UTF-8 marker) at the start is no part of the first line.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (idx, raw) in text.lines().enumerate() {
         names.catch_up(&w);
         let cx = Ctx { source, line: idx + 1, names: &names };
@@ -279,7 +284,8 @@ impl Procs {
         match words {
             ["}"] => {
                 let Some((p, _)) = self.stack.pop() else {
-                    return Err(cx.err("'}' closes no block (blocks open with 'fork NAME {' or 'in NAME {')"));
+                    let kinds: Vec<String> = BLOCKS.iter().map(|b| format!("'{b}'")).collect();
+                    return Err(cx.err(format!("'}}' closes no block (blocks open with {})", kinds.join(", "))));
                 };
                 if w.proc(p).kind == ProcKind::Vfork && !self.exited.contains(&p) {
                     let name = &w.proc(p).name;

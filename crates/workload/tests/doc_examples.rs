@@ -25,3 +25,16 @@ fn every_example_in_the_format_doc_parses() {
         }
     }
 }
+
+/// The error example of the format doc ("Errors") is the parser's message, word for word: it
+/// once appeared twice with two different lists of operations, neither the parser's.
+#[test]
+fn the_error_example_in_the_format_doc_is_the_real_message() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/workload-format.md");
+    let text = std::fs::read_to_string(path).expect("docs/workload-format.md");
+    let examples: Vec<&str> = text.lines().filter(|l| l.contains("unknown operation 'frobnicate'")).collect();
+    assert_eq!(examples.len(), 1, "one example of the message: {examples:?}");
+    let shown = examples[0].split('`').nth(1).expect("the message in backquotes");
+    let real = workload::parse("w.thpw", "mmap a 1M\nmmap b 1M\nfrobnicate a\n").unwrap_err().to_string();
+    assert_eq!(shown, real);
+}

@@ -596,3 +596,121 @@ fn damage_in_a_real_recording_is_found_in_its_block_and_salvage_stops_there() {
     stats.fails(2);
     assert!(stats.stderr.contains(&format!("`thplab sim --salvage {f}`")), "{}", stats.stderr);
 }
+
+/// Issue #27 item 11: an empty settings input gave the boot defaults with exit 0, though empty
+/// inputs are refused (README); a misspelt knob in a settings file only warned, while the same
+/// in `--set` is an error; standard input named twice was read twice.
+#[test]
+fn settings_inputs_that_say_nothing_or_misspell_a_knob_are_refused() {
+    let empty = |name: &str| format!("thplab: settings file {name} is empty: no PATH=VALUE line (such as enabled=always); the boot defaults need no --settings\n");
+    for text in ["", "\n  \n", "\u{feff}"] {
+        let (_d, f) = temp_file("empty.settings", text);
+        let r = thplab(&["settings", "--settings", &f]);
+        r.fails(2);
+        assert_eq!(r.stderr, empty(&f));
+        assert_eq!(r.stdout, "");
+    }
+    let r = thplab_stdin(&["sim", "seed-anon-1g", "--settings", "-"], b"");
+    r.fails(2);
+    assert_eq!(r.stderr, empty("<stdin>"));
+    let tail = "(a knob of another kernel build is carried from a dump of its tree, `grep -r . /sys/kernel/mm/transparent_hugepage`, not from a PATH=VALUE line that misspells a knob of 6.18)";
+    for (text, line, bad, known) in [
+        ("enable=always\n", 1, "enable", "enabled"),
+        ("# mine\nenabled=always\nhugepages-64KB/enabled=always\n", 3, "hugepages-64KB/enabled", "hugepages-64kB/enabled"),
+        ("khugepaged/max_ptes_non=0\n", 1, "khugepaged/max_ptes_non", "khugepaged/max_ptes_none"),
+    ] {
+        let (_d, f) = temp_file("typo.settings", text);
+        for cmd in [&["settings", "--settings", &f][..], &["sim", "seed-anon-1g", "--settings", &f]] {
+            let r = thplab(cmd);
+            r.fails(2);
+            assert_eq!(r.stderr, format!("thplab: {f}:{line}: unknown setting '{bad}'; did you mean '{known}'? {tail}\n"));
+        }
+        let r = thplab(&["settings", "--settings", &f, "--json"]);
+        r.fails(2);
+        assert_eq!((r.json()["file"].as_str(), r.json()["line"].as_u64()), (Some(f.as_str()), Some(line as u64)));
+    }
+    // Knobs of other builds stay accepted, named in a warning: a `grep -r` dump of a live tree
+    // (even one that looks like a typo), a knob far from every known one, another size.
+    let (_d, f) = temp_file("dump.settings", "./enabled:always [madvise] never\n./enable:1\nsome_future_knob=on\nhugepages-4096kB/enabled=never\n");
+    let r = thplab(&["settings", "--settings", &f]);
+    r.ok();
+    assert_eq!(
+        r.stderr,
+        "thplab: warning: knobs this model of Linux 6.18 does not know, carried but not modelled: enable=1 hugepages-4096kB/enabled=never some_future_knob=on\n"
+    );
+    // A byte-order mark before the first knob is skipped.
+    let (_d, f) = temp_file("bom.settings", "\u{feff}enabled=always\n");
+    let r = thplab(&["settings", "--settings", &f]);
+    r.ok();
+    assert!(r.stdout.lines().any(|l| l == "enabled=always"), "{}", r.stdout);
+    assert_eq!(r.stderr, "");
+}
+
+#[test]
+fn standard_input_is_read_once() {
+    for (args, named) in [
+        (&["sim", "-", "--settings", "-"][..], "2 times (the workload, --settings)"),
+        (&["settings", "--settings", "-", "--settings", "-"], "2 times (--settings, --settings)"),
+        (&["sim", "-", "--profile", "-", "--settings", "-"], "3 times (the workload, --profile, --settings)"),
+        (&["live", "-", "--settings", "-"], "2 times (the workload, --settings)"),
+        (&["compare", "-", "--settings", "-"], "2 times (the workload, --settings)"),
+    ] {
+        let r = thplab_stdin(args, b"mmap a 1M\ntouch a write\n");
+        r.fails(2);
+        assert_eq!(r.stderr, format!("thplab: standard input (-) is named {named}, but it can be read only once: give the others as files\n"), "{args:?}");
+        assert_eq!(r.stdout, "");
+    }
+}
+
+/// `settings --list --json` printed the text list (issue #27 item 11).
+#[test]
+fn the_settings_list_is_json_under_json() {
+    let text = thplab(&["settings", "--list"]).ok().stdout.clone();
+    let r = thplab(&["settings", "--list", "--json"]);
+    r.ok();
+    let list = r.json();
+    let from_json: Vec<String> = list.as_array().unwrap().iter().map(|e| format!("{}: {}", e["path"].as_str().unwrap(), e["values"].as_str().unwrap())).collect();
+    assert_eq!(from_json, text.lines().collect::<Vec<_>>());
+    assert_eq!(list[0]["path"], "hugepages-8kB/shmem_enabled");
+    let enabled = list.as_array().unwrap().iter().find(|e| e["path"] == "enabled").unwrap();
+    assert_eq!(enabled["values"], "always, madvise, never");
+}
+
+/// The JSON error of a missing argument names it (it said only "the following required
+/// arguments were not provided:", issue #27 item 12).
+#[test]
+fn a_missing_argument_is_named_in_the_json_error() {
+    for (args, message) in [
+        (&["sim", "--json"][..], "the following required arguments were not provided: <WORKLOAD>"),
+        (&["observe", "--json"], "the following required arguments were not provided: --pid <PID>"),
+        (&["compare", "--json"], "the following required arguments were not provided: <WORKLOAD>"),
+    ] {
+        let r = thplab(args);
+        r.fails(2);
+        let j = r.json();
+        assert_eq!((j["schema"].as_str(), j["message"].as_str()), (Some("thplab-error/1"), Some(message)), "{args:?}");
+    }
+}
+
+/// As root, a /proc/PID/smaps the kernel still refuses (its ptrace access check) is not said
+/// to be "readable by root only" (issue #27 item 12). Checked where this machine has such a
+/// process: pid 1 of this container kind holds capabilities the test's shell lacks.
+#[test]
+fn observe_as_root_names_the_access_check_not_root() {
+    if crate::skip_reason().is_some() {
+        eprintln!("skipped: not root");
+        return;
+    }
+    let refused = std::fs::File::open("/proc/1/smaps").err().is_some_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied);
+    if !refused {
+        eprintln!("skipped: /proc/1/smaps is readable here");
+        return;
+    }
+    let r = thplab(&["observe", "--pid", "1"]);
+    r.fails(5);
+    assert_eq!(
+        r.stderr,
+        "thplab: observing process 1: live runs are not available here: /proc/1/smaps: permission denied although thplab runs as root: the kernel's ptrace access check refused it \
+         (the process holds capabilities this one lacks, or is in a user namespace or under a security module that forbids it)\n"
+    );
+}

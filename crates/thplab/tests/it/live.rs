@@ -372,3 +372,53 @@ fn bench_chase_repeat_takes_the_median_of_its_live_runs() {
     let ratio = points[1]["live_ratio"].as_f64().unwrap();
     assert!((ratio - points[1]["live_ns_per_access"].as_f64().unwrap() / points[0]["live_ns_per_access"].as_f64().unwrap()).abs() < 1e-9);
 }
+
+/// `compare --record --matrix KIND:NAMES` says where it is on stderr (issue #27 item 9: a
+/// 6 min run printed 38 identical "waiting for page reporting" lines and nothing else): one
+/// line per step where stderr is no terminal, with the setting, the step, the steps done of
+/// all, the time so far and, once a step is done, what is left. stdout keeps the table, and
+/// with --json holds JSON alone, the progress lines left out.
+#[test]
+fn compare_record_says_each_step_on_stderr() {
+    let _x = exclusive();
+    require_live!();
+    let before = knobs();
+    let args = ["compare", "--record", "--matrix", "anon:4K,PMD", "--retries", "0", "--program-quiet", "--", "/bin/true"];
+    let r = thplab_unlocked(&workspace(), &args);
+    assert!(r.code == 0 || r.code == 4, "{}", r.stderr);
+    let steps: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("thplab compare: [")).collect();
+    let expected = [
+        "[1/5] recording /bin/true (",
+        "[2/5] 4K only: the model replays the recording (",
+        "[3/5] 4K only: live run 1 (",
+        "[4/5] PMD always: the model replays the recording (",
+        "[5/5] PMD always: live run 1 (",
+    ];
+    assert_eq!(steps.len(), expected.len(), "{}", r.stderr);
+    for (i, (line, e)) in steps.iter().zip(expected).enumerate() {
+        assert!(line.starts_with(&format!("thplab compare: {e}")), "{line}");
+        // The first step knows no pace yet; every later one says what is left.
+        let tail = if i == 0 { " so far)" } else { " left)" };
+        assert!(line.ends_with(tail), "{line}");
+    }
+    assert!(!r.stderr.contains("waiting for page reporting"), "{}", r.stderr);
+    assert!(r.stdout.contains("== 4K only: ") && r.stdout.contains("== PMD always: "), "{}", r.stdout);
+    assert!(r.stdout.lines().last().is_some_and(|l| l.starts_with("2 of 2 settings: model = live") || l.contains("of 2 settings: model = live; ")), "{}", r.stdout);
+    let mut json_args = args.to_vec();
+    json_args.insert(1, "--json");
+    let j = thplab_unlocked(&workspace(), &json_args);
+    assert!(j.code == 0 || j.code == 4, "{}", j.stderr);
+    assert_eq!(j.json().as_array().map(Vec::len), Some(2));
+    assert!(!j.stderr.contains("thplab compare: ["), "{}", j.stderr);
+    // A workload's matrix: one step per setting, model then live.
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().join("w.thpw");
+    std::fs::write(&w, "mmap a 8M\ntouch a write\n").unwrap();
+    let r = thplab_unlocked(&workspace(), &["compare", w.to_str().unwrap(), "--matrix", "anon:4K,PMD"]);
+    assert!(r.code == 0 || r.code == 4, "{}", r.stderr);
+    let steps: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("thplab compare: [")).collect();
+    assert_eq!(steps.len(), 2, "{}", r.stderr);
+    assert!(steps[0].starts_with("thplab compare: [1/2] 4K only: model, then live (") && steps[0].ends_with(" so far)"), "{}", steps[0]);
+    assert!(steps[1].starts_with("thplab compare: [2/2] PMD always: model, then live (") && steps[1].ends_with(" left)"), "{}", steps[1]);
+    assert_eq!(knobs(), before);
+}

@@ -168,3 +168,38 @@ fn a_dump_line_with_two_choices_is_refused() {
     let e = ThpSettings::default().apply_file("f", "enabled:[always] [madvise] never\n").unwrap_err();
     assert!(e.to_string().starts_with("f:1: invalid value '[always] [madvise] never' for 'enabled'"), "{e}");
 }
+
+#[test]
+fn a_misspelt_knob_in_a_settings_file_is_an_error_naming_the_known_one() {
+    // Issue #27 item 11: the same typo as `--set enable=always`, which is an error, only warned.
+    let err = |text: &str| ThpSettings::default().apply_file("my.settings", text).unwrap_err().to_string();
+    let tail = "(a knob of another kernel build is carried from a dump of its tree, `grep -r . /sys/kernel/mm/transparent_hugepage`, not from a PATH=VALUE line that misspells a knob of 6.18)";
+    assert_eq!(err("# mine\nenable=always\n"), format!("my.settings:2: unknown setting 'enable'; did you mean 'enabled'? {tail}"));
+    assert_eq!(err("hugepages-64KB/enabled=always\n"), format!("my.settings:1: unknown setting 'hugepages-64KB/enabled'; did you mean 'hugepages-64kB/enabled'? {tail}"));
+    assert_eq!(err("enabled=always\nkhugepaged/max_ptes_nnoe=0\n"), format!("my.settings:2: unknown setting 'khugepaged/max_ptes_nnoe'; did you mean 'khugepaged/max_ptes_none'? {tail}"));
+    assert_eq!(err("Shmem_Enabled=always\n"), format!("my.settings:1: unknown setting 'Shmem_Enabled'; did you mean 'shmem_enabled'? {tail}"));
+    // Knobs of other builds stay accepted and carried: far from every known path, another
+    // architecture's size, and anything in a `grep -r` dump of a live tree.
+    let mut s = ThpSettings::default();
+    s.apply_file("my.settings", "some_future_knob=on\nhugepages-4096kB/enabled=always\nhugepages-8kB/enabled=never\n").unwrap();
+    assert_eq!(s.unknown.len(), 3, "{:?}", s.unknown);
+    let mut s = ThpSettings::default();
+    s.apply_file("dump", "./enable:[always] never\n/sys/kernel/mm/transparent_hugepage/hugepages-64KB/enabled:always\n").unwrap();
+    assert_eq!(s.unknown.get("enable").map(String::as_str), Some("always"));
+    assert_eq!(s.unknown.get("hugepages-64KB/enabled").map(String::as_str), Some("always"));
+    // A tree read as PATH=VALUE lines carries them too, and so does a printed file read back.
+    let mut t = ThpSettings::default();
+    t.apply_tree("tree", "enable=always\n").unwrap();
+    assert_eq!(t.unknown.get("enable").map(String::as_str), Some("always"));
+    let mut back = ThpSettings::default();
+    back.apply_file("printed", &t.to_string()).unwrap();
+    assert_eq!(back, t);
+}
+
+#[test]
+fn a_byte_order_mark_at_the_start_is_skipped() {
+    let mut s = ThpSettings::default();
+    s.apply_file("bom.settings", "\u{feff}enabled=always\n").unwrap();
+    assert_eq!(s.enabled, TopEnabled::Always);
+    assert!(s.unknown.is_empty());
+}

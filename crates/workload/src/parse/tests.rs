@@ -191,7 +191,11 @@ fn processes_fork_in_exit_wait() {
     assert_eq!(Advice::parse("dontfork").map(|a| a.madv()), Some(10));
 
     assert_eq!(err("fork c {\nmmap a 1M\n"), "w.thpw:1: this block is never closed: end it with a line holding only '}'");
-    assert_eq!(err("}\n"), "w.thpw:1: '}' closes no block (blocks open with 'fork NAME {' or 'in NAME {')");
+    // Issue #27 item 12: every kind of block is named (it used to name fork and in only).
+    assert_eq!(
+        err("}\n"),
+        "w.thpw:1: '}' closes no block (blocks open with 'fork NAME {', 'thread NAME {', 'vfork NAME {', 'in NAME {', 'repeat N {', 'repeat DURATION {')"
+    );
     assert_eq!(err("fork c\nwait c\n"), "w.thpw:2: 'wait c' would block forever: 'c' has not exited; end its block with 'exit' first");
     assert_eq!(err("fork c {\nexit\n}\nin c {\nmmap a 1M\n}\n"), "w.thpw:4: process 'c' has exited; nothing runs in it after that");
     assert_eq!(err("fork c {\nfork d\n}\n"), "w.thpw:2: fork runs in main only (a child that forks is not supported yet)");
@@ -367,4 +371,30 @@ fn repeat_for_a_duration_is_one_loop_node() {
     assert_eq!(err("repeat 3s {\nsleep 1ms\n"), "w.thpw:1: this block is never closed: end it with a line holding only '}'");
     // brk in a counted repeat is still fine (the parser writes it out).
     parse("w.thpw", "repeat 2 {\nbrk +4K\n}\n").unwrap();
+}
+
+/// Each block the "closes no block" error names opens with that statement and closes with `}`.
+#[test]
+fn every_block_kind_named_in_the_error_opens_a_block() {
+    let opened = |opener: &str| -> String {
+        let w = |n: &str| opener.replace("NAME", "c").replace("DURATION", "1s").replace(" N ", &format!(" {n} "));
+        match opener {
+            "in NAME {" => format!("fork c\n{}\nmmap a 1M\n}}\n", w("2")),
+            "vfork NAME {" => format!("{}\nexit\n}}\n", w("2")),
+            "repeat DURATION {" => format!("{}\nsleep 1ms\n}}\n", w("2")),
+            _ => format!("{}\nmmap a 4K\n}}\n", w("2")),
+        }
+    };
+    for b in BLOCKS {
+        let text = opened(b);
+        parse("w.thpw", &text).unwrap_or_else(|e| panic!("{b}: {e}\n{text}"));
+    }
+}
+
+#[test]
+fn a_byte_order_mark_at_the_start_is_skipped() {
+    let w = parse("bom.thpw", "\u{feff}mmap buf 1M\ntouch buf write\n").unwrap();
+    assert_eq!(w.regions[0].name, "buf");
+    // Elsewhere it is no operation.
+    assert_eq!(err("mmap a 1M\n\u{feff}touch a write\n"), format!("w.thpw:2: unknown operation '\u{feff}touch'; valid: {}", super::VERBS));
 }

@@ -1,0 +1,125 @@
+//! Checks of the command line that clap cannot make alone (issue #27 items 11, 12): a
+//! `--matrix` that took the workload's name as its value, standard input named twice, the
+//! smallest `--mem` that leaves memory above the min watermark, the message of a clap error
+//! in a JSON error object, and `settings --list --json`.
+
+use anyhow::{bail, Context, Result};
+use uapi::ThpSettings;
+
+use crate::SettingsArgs;
+
+/// `--matrix [KIND]` takes the word after it as its value, so `sim --matrix seed-anon-1g`
+/// gives the workload's name to `--matrix`: a value that names no matrix (see
+/// `sim::matrix::is_spec`) while no workload was given is the workload, under the whole anon
+/// matrix. Otherwise the matrix is checked here, before anything runs. Returns the workload
+/// and the matrix.
+pub fn workload_and_matrix(workload: Option<String>, matrix: Option<String>) -> Result<(Option<String>, Option<String>)> {
+    match (workload, matrix) {
+        (None, Some(m)) if !sim::matrix::is_spec(&m) => Ok((Some(m), Some("anon".into()))),
+        (w, Some(m)) => {
+            sim::matrix::select(&m).map_err(anyhow::Error::msg)?;
+            Ok((w, Some(m)))
+        }
+        (w, None) => Ok((w, None)),
+    }
+}
+
+/// The settings of a `--matrix KIND[:NAME,...]` run, with `--set` applied on top of each (and
+/// named in the label), and its title (`the anon matrix`, `3 settings of the anon matrix`);
+/// `--settings` and `--cmdline` are refused (the matrix is the settings).
+pub fn matrix_runs(spec: &str, given: &SettingsArgs) -> Result<(String, Vec<(String, ThpSettings)>)> {
+    if !given.settings_file.is_empty() || given.cmdline.is_some() {
+        bail!("--matrix runs its own settings; leave out --settings and --cmdline (--set applies on top of each)");
+    }
+    let (kind, mut m) = sim::matrix::select(spec).map_err(anyhow::Error::msg)?;
+    let whole = sim::matrix::by_name(&kind).map_or(0, |w| w.len());
+    let title = if m.len() == whole { format!("the {kind} matrix") } else { format!("{} of {whole} settings of the {kind} matrix", m.len()) };
+    // --set applies on top of every setting of the matrix (anon_beside_full=1, a khugepaged knob).
+    for (label, s) in &mut m {
+        for x in &given.set {
+            s.apply_assignment(x).with_context(|| format!("--set {x}"))?;
+        }
+        if !given.set.is_empty() {
+            *label = format!("{label} + {}", given.set.join(" "));
+        }
+    }
+    Ok((title, m))
+}
+
+/// Standard input is read once: refuse `-` named by more than one of the inputs (`files`: the
+/// workload, `--profile`; and each `--settings`), which would read it twice and find it empty
+/// the second time.
+pub fn stdin_once(files: &[&str], settings: &SettingsArgs) -> Result<()> {
+    let mut named: Vec<&str> = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        if *f == "-" {
+            named.push(if i == 0 { "the workload" } else { "--profile" });
+        }
+    }
+    named.extend(settings.settings_file.iter().filter(|f| f.as_os_str() == "-").map(|_| "--settings"));
+    if named.len() > 1 {
+        bail!("standard input (-) is named {} times ({}), but it can be read only once: give the others as files", named.len(), named.join(", "));
+    }
+    Ok(())
+}
+
+/// What the simulated machine must have above the min watermark to run a workload: one
+/// MAX_PAGE_ORDER block (4 MiB).
+pub const MEM_ABOVE_WATERMARK: u64 = 4 << 20;
+
+/// The smallest `--mem`: the min watermark (`vm.min_free_kbytes`, 66 MiB on this machine kind;
+/// `__setup_per_zone_wmarks`), which no allocation may take, plus [`MEM_ABOVE_WATERMARK`];
+/// below it the first fault runs out of memory.
+pub fn min_mem_bytes(m: &sim::MachineConfig) -> u64 {
+    ((m.min_free_kbytes << 10) + MEM_ABOVE_WATERMARK).max(sim::MIN_MEM_BYTES)
+}
+
+/// A clap error as one line for the JSON error object: its first paragraph (the error and the
+/// lines that name the arguments: `the following required arguments were not provided:
+/// <WORKLOAD>`), without `error: ` and the usage.
+pub fn clap_message(rendered: &str) -> String {
+    let words: Vec<&str> = rendered.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+    words.join(" ").trim_start_matches("error: ").to_string()
+}
+
+/// `thplab settings --list --json`: every settable path with the values it accepts, in the
+/// order of the text list.
+pub fn settings_list_json() -> serde_json::Value {
+    let list: Vec<serde_json::Value> = ThpSettings::valid_paths()
+        .into_iter()
+        .map(|p| {
+            let values = ThpSettings::valid_values(&p).unwrap_or_default();
+            serde_json::json!({ "path": p, "values": values })
+        })
+        .collect();
+    serde_json::Value::Array(list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_matrix_gives_back_a_workload_name_it_took() {
+        let s = |x: &str| Some(x.to_string());
+        assert_eq!(workload_and_matrix(None, s("seed-anon-1g")).unwrap(), (s("seed-anon-1g"), s("anon")));
+        assert_eq!(workload_and_matrix(s("w"), s("shmem:top")).unwrap(), (s("w"), s("shmem:top")));
+        assert_eq!(workload_and_matrix(None, s("anon")).unwrap(), (None, s("anon")));
+        assert!(workload_and_matrix(s("w"), s("anon:2M")).is_err());
+        assert_eq!(workload_and_matrix(s("w"), None).unwrap(), (s("w"), None));
+    }
+
+    #[test]
+    fn the_smallest_memory_is_the_watermark_and_a_block() {
+        let m = sim::MachineConfig::default();
+        assert_eq!(m.min_free_kbytes, 67584);
+        assert_eq!(min_mem_bytes(&m), 70 << 20, "66 MiB of min watermark and 4 MiB");
+    }
+
+    #[test]
+    fn clap_messages_keep_the_argument_names() {
+        let r = "error: the following required arguments were not provided:\n  <WORKLOAD>\n\nUsage: thplab sim --json <WORKLOAD>\n\nFor more information, try '--help'.\n";
+        assert_eq!(clap_message(r), "the following required arguments were not provided: <WORKLOAD>");
+        assert_eq!(clap_message("error: unexpected argument '--frobnicate' found\n\nUsage: x\n"), "unexpected argument '--frobnicate' found");
+    }
+}
