@@ -11,6 +11,7 @@ mod explain_cmds;
 mod exporter_cmds;
 mod input;
 mod live_cmds;
+mod plots;
 mod print;
 mod program_cmds;
 mod record_cmds;
