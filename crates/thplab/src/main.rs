@@ -205,6 +205,10 @@ struct CompareArgs {
     /// difference).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=3_600_000), conflicts_with = "record")]
     sample: Option<u64>,
+    /// Print only the rows whose model and live values differ (judged or not); a line says how
+    /// many equal rows were left out. The exit code and --json are unchanged.
+    #[arg(long)]
+    only_diff: bool,
 }
 
 /// Settings given on the command line; applied in order: --cmdline, --settings, --set.
@@ -1151,6 +1155,7 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
             profile,
             repeat: a.repeat,
             accesses,
+            only_diff: a.only_diff,
         });
     }
     if !a.command.is_empty() {
@@ -1205,7 +1210,7 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
         if a.json {
             json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "timeline": timeline, "model": model, "live": live }));
         } else {
-            compare::print_rows(&mut out, label, s, &rows)?;
+            compare::print_rows_only(&mut out, label, s, &rows, a.only_diff)?;
             if let Some(t) = &timeline {
                 compare::timeline::print_comparison(&mut out, t)?;
                 writeln!(out)?;
