@@ -147,7 +147,8 @@ fn cells(s: &TimelineSample) -> [String; 6] {
 
 /// One timeline as a table (`sim --sample`, `live --sample`).
 pub fn print_timeline(out: &mut impl Write, t: &Timeline) -> io::Result<()> {
-    writeln!(out, "timeline: a sample every {} ms (AnonHugePages and ShmemPmdMapped in kB; collapsed, full_scans: khugepaged/ since the start)", t.interval_ms)?;
+    writeln!(out, "timeline: a sample every {} ms (AnonHugePages and ShmemPmdMapped in kB;", t.interval_ms)?;
+    writeln!(out, "  collapsed, full_scans: khugepaged/pages_collapsed and full_scans since the start)")?;
     writeln!(out, "  {:>9} {:>10} {:>13} {:>14} {:>9} {:>10}  {}", "t (ms)", HEADER[0], HEADER[1], HEADER[2], HEADER[3], HEADER[4], HEADER[5])?;
     for s in &t.samples {
         let c = cells(s);

@@ -209,6 +209,10 @@ struct CompareArgs {
     /// many equal rows were left out. The exit code and --json are unchanged.
     #[arg(long)]
     only_diff: bool,
+    /// Print text tables at their full width (a column per setting, per folio size, whole
+    /// names); by default they fit 100 columns: settings in blocks, sizes summarised.
+    #[arg(long)]
+    wide: bool,
 }
 
 /// Settings given on the command line; applied in order: --cmdline, --settings, --set.
@@ -459,6 +463,10 @@ struct SimArgs {
     /// --sample` samples the live run.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     sample: Option<u64>,
+    /// Print text tables at their full width (a column per setting, per folio size, whole
+    /// names); by default they fit 100 columns: settings in blocks, sizes summarised.
+    #[arg(long)]
+    wide: bool,
 }
 
 #[derive(Args)]
@@ -481,6 +489,10 @@ struct DemoArgs {
     /// Print the three results as one JSON array.
     #[arg(long)]
     json: bool,
+    /// Print text tables at their full width (a column per setting, per folio size, whole
+    /// names); by default they fit 100 columns: settings in blocks, sizes summarised.
+    #[arg(long)]
+    wide: bool,
 }
 
 /// Read a workload from a path or a built-in example name.
@@ -857,6 +869,7 @@ enum SimInput {
 }
 
 fn cmd_sim(a: SimArgs) -> Result<u8> {
+    print::set_wide(a.wide);
     let machine = a.machine.resolve()?;
     let explain = a.explain.as_deref().map(sim::views::parse_explain_range).transpose().map_err(anyhow::Error::msg)?;
     let name = input::display(std::path::Path::new(&a.workload));
@@ -1034,6 +1047,7 @@ pub fn live_unavailable() -> Option<String> {
 }
 
 fn cmd_demo(a: DemoArgs) -> Result<u8> {
+    print::set_wide(a.wide);
     let machine = a.machine.resolve()?;
     let w = load_workload("seed-anon-1g")?;
     let unavailable = if a.model_only { Some("--model-only".to_string()) } else { live_unavailable() };
@@ -1064,7 +1078,8 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
         serde_json::to_writer_pretty(&mut out, &v)?;
         writeln!(out)?;
     } else {
-        writeln!(out, "seed-anon-1g: 1 GiB of private anonymous memory written page by page, model of Linux 6.18{}\n", if unavailable.is_none() { " and this machine's live kernel" } else { "" })?;
+        let head = format!("seed-anon-1g: 1 GiB of private anonymous memory written page by page, model of Linux 6.18{}", if unavailable.is_none() { " and this machine's live kernel" } else { "" });
+        writeln!(out, "{}\n", print::wrap(&head, print::fit_width(), 0).join("\n"))?;
         print::side_by_side(&mut out, &results)?;
     }
     Ok(exit::OK)
@@ -1136,6 +1151,7 @@ pub fn remodel(
 }
 
 fn cmd_compare(a: CompareArgs) -> Result<u8> {
+    print::set_wide(a.wide);
     let machine = a.machine.resolve()?;
     if a.record {
         let settings_given = !a.settings.set.is_empty() || !a.settings.settings_file.is_empty() || a.settings.cmdline.is_some();

@@ -926,6 +926,28 @@ fn wrap_last(lines: Vec<String>, max: usize) -> Vec<String> {
     out
 }
 
+/// Words wrapped to `width` columns (none with `None`), continuation lines indented by
+/// `indent`; the text's own leading spaces stay on its first line.
+pub fn wrap(text: &str, width: Option<usize>, indent: usize) -> Vec<String> {
+    let Some(width) = width else { return vec![text.to_string()] };
+    let mut out = Vec::new();
+    let lead = text.len() - text.trim_start_matches(' ').len();
+    let (mut cur, mut start) = (" ".repeat(lead), lead);
+    for word in text[lead..].split(' ') {
+        let n = cur.chars().count();
+        if n > start && n + 1 + word.chars().count() > width {
+            out.push(std::mem::replace(&mut cur, " ".repeat(indent)));
+            start = indent;
+        }
+        if cur.chars().count() > start {
+            cur.push(' ');
+        }
+        cur += word;
+    }
+    out.push(cur);
+    out
+}
+
 /// `s` cut to `max` characters by an ellipsis in its middle (a path keeps its file name).
 pub fn elide(s: &str, max: usize) -> String {
     let n = s.chars().count();

@@ -163,7 +163,7 @@ fn settings_live_reads_this_machines_knobs() {
     }
 }
 
-mod recording {
+pub(crate) mod recording {
     //! A hand-made recording: the root process maps 4 MiB of anonymous memory where the model,
     //! under the recording's knobs, would not (a placement miss), writes 16 pages of it, and
     //! forks a child that execs, maps 64 KiB and writes it; both exit.
