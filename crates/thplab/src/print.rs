@@ -347,7 +347,7 @@ fn folio_map(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
         if hidden > 0 {
             notes.push(format!("{hidden} more VMAs not shown"));
         }
-        writeln!(out, "  ({}; --json lists every VMA)", notes.join("; "))?;
+        wline(out, &format!("  ({}; --json lists every VMA)", notes.join("; ")), 3)?;
     }
     Ok(())
 }
