@@ -409,17 +409,47 @@ pub fn row_mark(r: &Row) -> &'static str {
 }
 
 pub fn print_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row]) -> io::Result<()> {
+    print_rows_only(out, label, s, rows, false)
+}
+
+/// [`print_rows`]; with `only_diff`, only the rows whose model and live values differ (judged
+/// or not).
+pub fn print_rows_only(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], only_diff: bool) -> io::Result<()> {
     let n = rows.iter().filter(|r| r.differs).count();
     writeln!(out, "== {label}: {}  →  {}", s.summary(), if n == 0 { "model = live".to_string() } else { format!("{n} DIFFERENCES") })?;
-    writeln!(out, "  {:<46} {:>12} {:>12} {:>9}", "field", "model", "live", "diff")?;
-    for r in rows {
-        if r.model == 0 && r.live == 0 {
-            continue;
-        }
-        let mark = row_mark(r);
-        writeln!(out, "  {:<46} {:>12} {:>12} {:>+9}{mark}", r.field, r.model, r.live, r.live - r.model)?;
+    for l in row_lines(rows, None, only_diff) {
+        writeln!(out, "{l}")?;
     }
     writeln!(out)
+}
+
+/// A column computed from a row, after `model − live`: its header and its cell.
+pub type ExtraColumn<'a> = (&'a str, &'a dyn Fn(&Row) -> String);
+
+/// The rows as a table indented by 2: field, model, live, `model − live` (the sign says which
+/// side is larger), an `extra` column, and the row's note; each column as wide as its widest
+/// cell. Rows where both sides are 0 are left out, and with `only_diff` every row whose sides
+/// are equal (a line says how many).
+pub fn row_lines(rows: &[Row], extra: Option<ExtraColumn>, only_diff: bool) -> Vec<String> {
+    let mut head = vec!["field".to_string(), "model".into(), "live".into(), "model − live".into()];
+    head.extend(extra.map(|(h, _)| h.to_string()));
+    let mut cells = vec![head];
+    let shown = rows.iter().filter(|r| !(r.model == 0 && r.live == 0) && (!only_diff || r.model != r.live));
+    for r in shown {
+        let mut c = vec![r.field.clone(), r.model.to_string(), r.live.to_string(), format!("{:+}", r.model - r.live)];
+        c.extend(extra.map(|(_, f)| f(r)));
+        c.push(row_mark(r).trim_start().to_string());
+        cells.push(c);
+    }
+    let equal = rows.iter().filter(|r| !(r.model == 0 && r.live == 0) && r.model == r.live).count();
+    let mut left = vec![true, false, false, false];
+    left.extend(extra.map(|_| false));
+    left.push(true);
+    let mut lines: Vec<String> = uapi::result::layout(&cells, &left).into_iter().map(|l| format!("  {l}")).collect();
+    if only_diff && equal > 0 {
+        lines.push(format!("  ({equal} equal row{} not shown: --only-diff)", if equal == 1 { "" } else { "s" }));
+    }
+    lines
 }
 
 // The standard settings matrices live in the sim crate (`thplab sim --matrix` runs them too).
@@ -499,6 +529,28 @@ mod tests {
         l2.live.as_mut().unwrap().untraced_ms = Some(1150.0);
         let r = rows(&m, &l2, &tol).into_iter().find(|r| r.field == TIME_ROW).unwrap();
         assert_eq!((r.model, r.live, r.differs), (1_200_000, 1_150_000, false));
+    }
+
+    #[test]
+    fn the_row_table_aligns_and_signs_model_minus_live() {
+        let r = |field: &str, model: i64, live: i64, differs: bool| Row { field: field.into(), model, live, kind: RowKind::Process, differs };
+        let rows = [r("minflt", 262144, 262146, false), r("folios 2048kB", 512, 511, true), r("folios 4kB", 7, 7, false), r("zero", 0, 0, false)];
+        let lines = row_lines(&rows, None, false);
+        assert_eq!(
+            lines,
+            [
+                "  field           model    live  model − live",
+                "  minflt         262144  262146            -2",
+                "  folios 2048kB     512     511            +1  <-- differs",
+                "  folios 4kB          7       7            +0",
+            ]
+        );
+        let pct = |r: &Row| format!("{}%", r.model - r.live);
+        let lines = row_lines(&rows, Some(("error", &pct)), true);
+        assert_eq!(lines[0], "  field           model    live  model − live  error");
+        assert_eq!(lines[2], "  folios 2048kB     512     511            +1     1%  <-- differs");
+        assert_eq!(lines.len(), 4);
+        assert_eq!(lines[3], "  (1 equal row not shown: --only-diff)");
     }
 
     fn row(kind: RowKind, differs: bool) -> Row {

@@ -147,7 +147,8 @@ fn cells(s: &TimelineSample) -> [String; 6] {
 
 /// One timeline as a table (`sim --sample`, `live --sample`).
 pub fn print_timeline(out: &mut impl Write, t: &Timeline) -> io::Result<()> {
-    writeln!(out, "timeline: a sample every {} ms (AnonHugePages and ShmemPmdMapped in kB; collapsed, full_scans: khugepaged/ since the start)", t.interval_ms)?;
+    writeln!(out, "timeline: a sample every {} ms (AnonHugePages and ShmemPmdMapped in kB;", t.interval_ms)?;
+    writeln!(out, "  collapsed, full_scans: khugepaged/pages_collapsed and full_scans since the start)")?;
     writeln!(out, "  {:>9} {:>10} {:>13} {:>14} {:>9} {:>10}  {}", "t (ms)", HEADER[0], HEADER[1], HEADER[2], HEADER[3], HEADER[4], HEADER[5])?;
     for s in &t.samples {
         let c = cells(s);
@@ -160,26 +161,30 @@ pub fn print_timeline(out: &mut impl Write, t: &Timeline) -> io::Result<()> {
 }
 
 /// The comparison as text: each field `model | live`, `*` where they part, then the collapses.
+/// Each field's `|` lines up down the table (the model's values right-aligned before it, the
+/// live ones left-aligned after it); ShmemPmdMapped is left out when it is 0 on both sides
+/// throughout.
 pub fn print_comparison(out: &mut impl Write, c: &TimelineComparison) -> io::Result<()> {
-    writeln!(out, "  timeline: a sample every {} ms, model | live; * where they part", c.interval_ms)?;
-    writeln!(out, "  {:>9} {:>21} {:>21} {:>21} {:>11} {:>13}  {}", "t (ms)", HEADER[0], HEADER[1], HEADER[2], HEADER[3], HEADER[4], HEADER[5])?;
     let dash = || ["-".to_string(), "-".into(), "-".into(), "-".into(), "-".into(), "-".into()];
-    for r in &c.rows {
-        let m = r.model.as_ref().map_or_else(dash, cells);
-        let l = r.live.as_ref().map_or_else(dash, cells);
-        let pair = |i: usize| format!("{} | {}", m[i], l[i]);
-        let mark = if r.parts.is_empty() { ' ' } else { '*' };
-        writeln!(
-            out,
-            "{mark} {:>9} {:>21} {:>21} {:>21} {:>11} {:>13}  {}",
-            r.t_ms,
-            pair(0),
-            pair(1),
-            pair(2),
-            pair(3),
-            pair(4),
-            pair(5)
-        )?;
+    let pairs: Vec<([String; 6], [String; 6])> = c.rows.iter().map(|r| (r.model.as_ref().map_or_else(dash, cells), r.live.as_ref().map_or_else(dash, cells))).collect();
+    let shmem = pairs.iter().any(|(m, l)| m[2] != "0" && m[2] != "-" || l[2] != "0" && l[2] != "-");
+    let fields: Vec<usize> = (0..6).filter(|&i| i != 2 || shmem).collect();
+    let width = |i: usize, side: usize| pairs.iter().map(|p| if side == 0 { &p.0[i] } else { &p.1[i] }).map(|x| x.chars().count()).max().unwrap_or(1);
+    writeln!(out, "  timeline: a sample every {} ms, model | live; * where they part{}", c.interval_ms, if shmem { "" } else { " (ShmemPmdMapped 0 throughout)" })?;
+    // Every cell of a field is as wide as the next (model right-aligned, live left-aligned), so
+    // the layout moves them together and their `|` line up.
+    let mut head = vec!["t (ms)".to_string()];
+    head.extend(fields.iter().map(|&i| HEADER[i].to_string()));
+    let mut table = vec![head];
+    for (r, (m, l)) in c.rows.iter().zip(&pairs) {
+        let mut row = vec![r.t_ms.to_string()];
+        row.extend(fields.iter().map(|&i| format!("{:>wm$} | {:<wl$}", m[i], l[i], wm = width(i, 0), wl = width(i, 1))));
+        table.push(row);
+    }
+    let left: Vec<bool> = (0..table[0].len()).map(|k| k + 1 == table[0].len()).collect();
+    for (k, line) in uapi::result::layout(&table, &left).into_iter().enumerate() {
+        let mark = if k > 0 && !c.rows[k - 1].parts.is_empty() { '*' } else { ' ' };
+        writeln!(out, "{mark} {line}")?;
     }
     let fields: BTreeSet<&str> = c.rows.iter().flat_map(|r| r.parts.iter().copied()).collect();
     match c.first_parting_ms {
@@ -232,6 +237,23 @@ mod tests {
         assert!(c.rows[4].model.is_none() && c.rows[4].parts.is_empty());
     }
 
+    /// Values of different lengths: each field's `|` stays in one column.
+    #[test]
+    fn the_bars_line_up() {
+        let model = Timeline { interval_ms: 100, samples: vec![s(100.0, 1, 2048), s(200.0, 12, 24576), s(300.0, 12, 24576)] };
+        let live = Timeline { interval_ms: 100, samples: vec![s(100.0, 0, 0), s(200.0, 3, 6144), s(300.0, 12, 24576)] };
+        let mut out = Vec::new();
+        print_comparison(&mut out, &compare(&model, &live, 100, None)).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let rows: Vec<&str> = text.lines().skip(2).take(3).collect();
+        let bars = |l: &str| l.char_indices().filter(|(_, c)| *c == '|').map(|(i, _)| i).collect::<Vec<_>>();
+        assert_eq!(bars(rows[0]).len(), 5, "{text}");
+        assert!(rows.iter().all(|r| bars(r) == bars(rows[0])), "{text}");
+        assert_eq!(text.lines().nth(1).unwrap(), "  t (ms)       Rss kB  AnonHugePages  collapsed  full_scans  folios", "{text}");
+        assert_eq!(rows[0], "*    100  8192 | 8192   2048 | 0         1 | 0        0 | 0  - | -", "{text}");
+        assert_eq!(rows[1], "*    200  8192 | 8192  24576 | 6144     12 | 3        0 | 0  - | -", "{text}");
+    }
+
     /// The text shows both sides of each field and marks the parting rows.
     #[test]
     fn the_comparison_prints_both_sides() {
@@ -242,6 +264,7 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         let row = text.lines().nth(2).unwrap();
         assert!(row.starts_with('*') && row.contains("2048 | 0") && row.contains("8192 | 8192"), "{text}");
+        assert!(!text.contains("ShmemPmdMapped  ") && text.contains("(ShmemPmdMapped 0 throughout)"), "{text}");
         assert!(text.contains("they part first at 100 ms (over the run: AnonHugePages, pages_collapsed)"), "{text}");
         assert!(text.contains("collapse 1: model by 100 ms, live by never: DIFFERS (allowed: 200 ms)"), "{text}");
         assert!(!text.contains("runqueue"), "{text}");

@@ -474,16 +474,24 @@ fn grouped(lines: &[OrderLine], pick: impl Fn(&OrderLine) -> (&str, &[String])) 
 
 impl fmt::Display for ExplainReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
+        // Lines fit 100 columns; `{:#}` prints them whole.
+        let width = (!f.alternate()).then_some(uapi::result::TEXT_WIDTH);
+        let line = |f: &mut fmt::Formatter<'_>, text: &str, indent: usize| -> fmt::Result {
+            for l in uapi::result::wrap(text, width, indent) {
+                writeln!(f, "{l}")?;
+            }
+            Ok(())
+        };
+        let head = format!(
             "pid {} ({}): THP_enabled {}, prctl {} ({})",
             self.pid,
             self.comm,
             self.thp_enabled.map(|b| if b { "1" } else { "0" }).unwrap_or("?"),
             self.prctl,
             self.prctl_source
-        )?;
-        writeln!(f, "knobs: {}", self.settings)?;
+        );
+        line(f, &head, 2)?;
+        line(f, &format!("knobs: {}", self.settings), 7)?;
         if !self.boot_params.is_empty() {
             writeln!(f, "boot: {}", self.boot_params.join(" "))?;
         }
@@ -499,22 +507,21 @@ impl fmt::Display for ExplainReport {
                 Backing::Special => "special".into(),
             };
             let elig = |b: Option<bool>| b.map(|b| if b { "1" } else { "0" }).unwrap_or("-");
-            writeln!(
-                f,
-                "\n{}-{} {} {} kB {} ({}{}{}) THPeligible {} (model {})",
-                v.start,
-                v.end,
-                v.perms,
-                v.rss_kb,
-                name,
+            let rest = format!(
+                " ({}{}{}) THPeligible {} (model {})",
                 kind,
                 if v.flags.is_empty() { "" } else { ", " },
                 v.flags.join(" "),
                 elig(v.thp_eligible_kernel),
                 elig(v.thp_eligible_model)
-            )?;
-            writeln!(f, "  fault:      {}", grouped(&v.orders, |l| (&l.fault, &l.fault_also)))?;
-            writeln!(f, "  khugepaged: {}", grouped(&v.orders, |l| (&l.khugepaged, &l.khugepaged_also)))?;
+            );
+            let head = format!("{}-{} {} {} kB ", v.start, v.end, v.perms, v.rss_kb);
+            // A long path is cut in the middle to what the line leaves it (16 at least).
+            let room = width.map_or(usize::MAX, |w| w.saturating_sub(head.chars().count() + rest.chars().count()).max(16));
+            writeln!(f)?;
+            line(f, &format!("{head}{}{rest}", uapi::result::elide(name, room)), 2)?;
+            line(f, &format!("  fault:      {}", grouped(&v.orders, |l| (&l.fault, &l.fault_also))), 14)?;
+            line(f, &format!("  khugepaged: {}", grouped(&v.orders, |l| (&l.khugepaged, &l.khugepaged_also))), 14)?;
             let mut sizes: Vec<(&String, &uapi::CensusEntry)> = v.census.sizes.iter().filter(|(_, e)| e.folios > 0).collect();
             sizes.sort_by_key(|(s, _)| std::cmp::Reverse(size_sort_key(s)));
             let mut c: Vec<String> = sizes
@@ -536,7 +543,7 @@ impl fmt::Display for ExplainReport {
             if v.census.huge_zero_pmds > 0 {
                 c.push(format!("huge zero PMDs x{}", v.census.huge_zero_pmds));
             }
-            writeln!(f, "  census:     {}", if c.is_empty() { "nothing mapped".into() } else { c.join(", ") })?;
+            line(f, &format!("  census:     {}", if c.is_empty() { "nothing mapped".into() } else { c.join(", ") }), 14)?;
             for l in v.orders.iter().filter(|l| l.unused.is_some()) {
                 writeln!(f, "  not used:   {} allowed, but {}", l.size, l.unused.as_deref().unwrap_or_default())?;
             }
@@ -557,7 +564,7 @@ impl fmt::Display for ExplainReport {
             .collect();
         used.sort();
         for r in used {
-            writeln!(f, "  {:<32} {}", r.name(), r.describe())?;
+            line(f, &format!("  {:<32} {}", r.name(), r.describe()), 35)?;
         }
         Ok(())
     }

@@ -155,32 +155,33 @@ impl fmt::Display for ObserveReport {
             self.census_ms
         )?;
         let maps: Vec<uapi::VmaMap> = self.vmas.iter().map(|v| v.map.clone()).collect();
-        write!(f, "{}", uapi::result::vma_table(&maps, &self.total, self.rss_kb))?;
+        // `{:#}` (`observe --wide`): the table at its full width.
+        let width = (!f.alternate()).then_some(uapi::result::TEXT_WIDTH);
+        write!(f, "{}", uapi::result::vma_table_fit(&maps, &self.total, self.rss_kb, width))?;
         if let Some(b) = &self.bloat {
             let t = &b.total;
+            writeln!(f, "bloat: {} kB (±{} kB, 95 %) of {} kB in large folios is zero-filled", t.zero_kb, t.zero_kb_error, t.large_kb)?;
+            writeln!(f, "  Rss with 4 KiB pages ≈ {} kB (now {} kB); page tables (VmPTE) {} kB", t.rss_4k_kb, self.rss_kb, b.page_tables_kb)?;
+            writeln!(f, "  partially mapped large folios (deferred split): {}", b.partially_mapped_folios)?;
             writeln!(
                 f,
-                "bloat: {} kB (±{} kB, 95 %) of {} kB in large folios is zero-filled; Rss with 4 KiB pages ≈ {} kB (now {} kB); \
-                 page tables (VmPTE) {} kB; partially mapped large folios (deferred split) {}; {} of {} pages read in {:.0} ms{}",
-                t.zero_kb,
-                t.zero_kb_error,
-                t.large_kb,
-                t.rss_4k_kb,
-                self.rss_kb,
-                b.page_tables_kb,
-                b.partially_mapped_folios,
+                "  {} of {} pages read in {:.0} ms{}",
                 t.sampled_pages,
                 t.large_kb / 4,
                 b.elapsed_ms,
                 if b.sampled { format!(" (sampled: budget {} ms)", b.budget_ms) } else { String::new() }
             )?;
+            // Per VMA with large folios: a table.
+            let mut cells = vec![["  address range", "zero-filled kB", "±kB (95 %)", "in large folios kB", "Rss kB", "with 4 KiB pages kB"].map(String::from).to_vec()];
             for v in &self.vmas {
                 if let Some(vb) = v.bloat.as_ref().filter(|vb| vb.large_kb > 0) {
-                    writeln!(
-                        f,
-                        "  {}-{}: {} kB (±{}) of {} kB zero-filled, Rss {} kB → {} kB with 4 KiB pages",
-                        v.start, v.end, vb.zero_kb, vb.zero_kb_error, vb.large_kb, v.rss_kb, vb.rss_4k_kb
-                    )?;
+                    let n = |x: u64| x.to_string();
+                    cells.push(vec![format!("  {}-{}", v.start, v.end), n(vb.zero_kb), n(vb.zero_kb_error), n(vb.large_kb), n(v.rss_kb), n(vb.rss_4k_kb)]);
+                }
+            }
+            if cells.len() > 1 {
+                for l in uapi::result::layout(&cells, &[true, false, false, false, false, false]) {
+                    writeln!(f, "{l}")?;
                 }
             }
         }

@@ -175,10 +175,24 @@ impl ChaseArgs {
             return Ok(());
         }
         let runs = if self.repeat > 1 { format!(", live: the median of {} runs (their range in brackets)", self.repeat) } else { String::new() };
-        println!("pointer chase, {} timed loads per point{runs}; model --cpu {} --paging {}; ratio = time per access / that of {}", self.accesses, self.cpu, self.paging, rows.first().map(|r| r.page.as_str()).unwrap_or("4K"));
+        let head = format!("pointer chase, {} timed loads per point{runs}; model --cpu {} --paging {}; ratio = time per access / that of {}", self.accesses, self.cpu, self.paging, rows.first().map(|r| r.page.as_str()).unwrap_or("4K"));
+        println!("{}", crate::print::wrap(&head, crate::print::fit_width(), 2).join("\n"));
         let scatters: Vec<String> = rows.iter().filter(|r| r.page == rows[0].page).map(|r| format!("{} {:.2}", mm_types::format_size(r.bytes), r.scatter)).collect();
-        println!("model --order0-scatter ({}): {}", self.order0_scatter, scatters.join(", "));
-        println!("{:>6} {:>5} {:>10} {:>10} {:>11} {:>11} {:>9}  backing (live); host PTE lines of the frames", "size", "page", "live ns", "model ns", "live ratio", "model ratio", "error");
+        // `measured` needs a live run with nested paging (host PTE lines): without one the model
+        // assumes 1, the most scattered.
+        let measured = rows.iter().any(|r| r.live.as_ref().is_some_and(|l| l.host_pte_lines > 0));
+        let how = match self.order0_scatter.as_str() {
+            "measured" if measured => "measured".to_string(),
+            "measured" => "not measured: no live run under nested paging; 1 assumed".to_string(),
+            v => format!("given: {v}"),
+        };
+        println!("{}", crate::print::wrap(&format!("model --order0-scatter ({how}): {}", scatters.join(", ")), crate::print::fit_width(), 2).join("\n"));
+        let head = format!("{:>6} {:>5} {:>10} {:>10} {:>11} {:>11} {:>9}", "size", "page", "live ns", "model ns", "live ratio", "model ratio", "error");
+        match (rows.iter().any(|r| r.live.is_some()), crate::print::fit_width()) {
+            (false, _) => println!("{head}"),
+            (true, Some(_)) => println!("{head}\n{:14}backing (live); host PTE lines of the frames (below a row when it is too long)", ""),
+            (true, None) => println!("{head}  backing (live); host PTE lines of the frames"),
+        }
         for (r, mr, lr) in out {
             let (ln, lr_s, err, backing) = match (&r.live, lr) {
                 (Some(l), Some(lr)) => {
@@ -195,7 +209,17 @@ impl ChaseArgs {
                 }
                 _ => ("-".into(), "-".into(), "-".into(), String::new()),
             };
-            println!("{:>6} {:>5} {:>10} {:>10.1} {:>11} {:>11.3} {:>9}  {}", mm_types::format_size(r.bytes), r.page, ln, r.model_ns, lr_s, mr, err, backing);
+            let line = format!("{:>6} {:>5} {:>10} {:>10.1} {:>11} {:>11.3} {:>9}", mm_types::format_size(r.bytes), r.page, ln, r.model_ns, lr_s, mr, err);
+            // The backing on a line of its own when the row would pass 100 columns.
+            match crate::print::fit_width() {
+                Some(w) if line.chars().count() + 2 + backing.chars().count() > w => {
+                    println!("{line}");
+                    for l in crate::print::wrap(&backing, Some(w.saturating_sub(14)), 0) {
+                        println!("{:14}{l}", "");
+                    }
+                }
+                _ => println!("{}", format!("{line}  {backing}").trim_end()),
+            }
         }
         Ok(())
     }

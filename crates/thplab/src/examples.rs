@@ -5,37 +5,37 @@
 const EXAMPLES: &[(&str, &str, &str)] = &[
     (
         "seed-anon-1g",
-        "1 GiB of private anonymous memory written page by page (the README's main experiment)",
+        "1 GiB of private anonymous memory written page by page (the README's demo)",
         include_str!("../../../examples/seed-anon-1g.thpw"),
     ),
     (
         "issue-program",
-        "256 MiB + 12 KiB of anonymous memory written page by page (not a multiple of 2 MiB: not aligned)",
+        "256 MiB + 12 KiB of anonymous memory written page by page (not 2 MiB-sized)",
         include_str!("../../../examples/issue-program.thpw"),
     ),
     (
         "seed-shm-anon-1g",
-        "a 1 GiB memfd mapped at a fixed 2 MiB-aligned address and written page by page (shmem faults)",
+        "a 1 GiB memfd mapped at a fixed 2 MiB-aligned address, written page by page",
         include_str!("../../../examples/seed-shm-anon-1g.thpw"),
     ),
     (
         "seed-shm-anon-1g-nohint",
-        "the same memfd mapped with a NULL hint: placed 4 KiB-aligned, so no 64 KiB folio fits",
+        "the same memfd with a NULL hint: placed 4 KiB-aligned, no 64 KiB folio fits",
         include_str!("../../../examples/seed-shm-anon-1g-nohint.thpw"),
     ),
     (
         "seed-shm-posix-1g",
-        "a 1 GiB POSIX shm object on a huge=always tmpfs, mapped and written page by page",
+        "a 1 GiB POSIX shm object on a huge=always tmpfs, written page by page",
         include_str!("../../../examples/seed-shm-posix-1g.thpw"),
     ),
     (
         "seed-tmpfs-write",
-        "1 GiB written with write() in 1 MiB blocks to a file on a huge=always tmpfs (no faults)",
+        "1 GiB write() in 1 MiB blocks to a file on a huge=always tmpfs (no faults)",
         include_str!("../../../examples/seed-tmpfs-write.thpw"),
     ),
     (
         "fork-bgsave",
-        "64 MiB filled, then a forked saver reads it while the parent writes: copy-on-write of THPs and mTHPs after fork",
+        "64 MiB filled; a forked saver reads it as the parent writes (COW of THPs)",
         include_str!("../../../examples/fork-bgsave.thpw"),
     ),
 ];

@@ -102,6 +102,10 @@ pub struct ObserveArgs {
     /// folios, per VMA and in total.
     #[arg(long, value_name = "MS")]
     pub budget: Option<u64>,
+    /// Print the table at its full width (a column per folio size, whole names); by default it
+    /// fits 100 columns.
+    #[arg(long)]
+    pub wide: bool,
 }
 
 /// `--interval`: a positive number of milliseconds.
@@ -115,6 +119,7 @@ fn interval_ms(s: &str) -> Result<u64, String> {
 
 impl ObserveArgs {
     pub fn run(&self) -> Result<i32> {
+        crate::print::set_wide(self.wide);
         cmd_observe(self.pid, self.json, self.interval, self.budget)
     }
 }
@@ -160,10 +165,10 @@ pub fn cmd_observe(pid: i32, json: bool, interval_ms: Option<u64>, budget_ms: Op
             Ok(report) => {
                 let text = if json {
                     format!("{}\n", serde_json::to_string(&report).context("cannot print JSON")?)
-                } else if first {
-                    report.to_string()
+                } else if crate::print::fit_width().is_none() {
+                    format!("{}{report:#}", if first { "" } else { "\n" })
                 } else {
-                    format!("\n{report}")
+                    format!("{}{report}", if first { "" } else { "\n" })
                 };
                 let mut out = std::io::stdout().lock();
                 match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
@@ -474,10 +479,8 @@ impl CalibrateArgs {
             serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "schema": "thplab-calibrate/1", "figures": c.figures, "profile": profile }))?;
             writeln!(out)?;
         } else {
-            writeln!(out, "{:<16} {:>12} {:>12} {:>12} {:>10} {:>8}", "ns per", "median", "min", "max", "events", "at size")?;
-            for f in &c.figures {
-                let at = f.at_size.map(|a| format!("{:.0} %", a * 100.0)).unwrap_or_default();
-                writeln!(out, "{:<16} {:>12.1} {:>12.1} {:>12.1} {:>10} {:>8}", f.what, f.ns.median, f.ns.min, f.ns.max, f.events, at)?;
+            for l in figure_table(&c.figures) {
+                writeln!(out, "{l}")?;
             }
             if let Some(t) = &tlb {
                 writeln!(
@@ -497,6 +500,17 @@ impl CalibrateArgs {
         }
         Ok(0)
     }
+}
+
+/// `calibrate`'s figures as a table, each column as wide as its widest cell (the first as wide
+/// as the longest name, `host fault (base pages)`).
+pub fn figure_table(figures: &[live::calibrate::Figure]) -> Vec<String> {
+    let mut cells = vec![["ns per", "median", "min", "max", "events", "at size"].map(String::from).to_vec()];
+    for f in figures {
+        let at = f.at_size.map(|a| format!("{:.0} %", a * 100.0)).unwrap_or_default();
+        cells.push(vec![f.what.clone(), format!("{:.1}", f.ns.median), format!("{:.1}", f.ns.min), format!("{:.1}", f.ns.max), f.events.to_string(), at]);
+    }
+    uapi::result::layout(&cells, &[true, false, false, false, false, false])
 }
 
 /// `[tlb]`: the preset for this CPU (/proc/cpuinfo) and, on a guest (the hypervisor flag), the
@@ -648,5 +662,27 @@ fn settle_host(progress: bool) {
     };
     if live::host::wait_until_settled(&mut tell).is_some() && tty {
         eprint!("\r\x1b[K");
+    }
+}
+
+#[cfg(test)]
+mod figure_tests {
+    use live::calibrate::{Figure, Spread};
+
+    #[test]
+    fn the_figures_line_up_past_a_long_name() {
+        let spread = |median: f64| Spread { median, min: median - 1.0, max: median + 1.0 };
+        let figures = [
+            Figure { what: "fault 4kB".into(), ns: spread(1568.2), events: 262144, at_size: Some(0.5) },
+            Figure { what: "host fault (base pages)".into(), ns: spread(9037.7), events: 512, at_size: None },
+        ];
+        assert_eq!(
+            super::figure_table(&figures),
+            [
+                "ns per                   median     min     max  events  at size",
+                "fault 4kB                1568.2  1567.2  1569.2  262144     50 %",
+                "host fault (base pages)  9037.7  9036.7  9038.7     512",
+            ]
+        );
     }
 }

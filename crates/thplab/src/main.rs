@@ -12,6 +12,7 @@ mod exporter_cmds;
 mod input;
 mod live_cmds;
 mod checks;
+mod plots;
 mod print;
 mod progress;
 mod program_cmds;
@@ -206,6 +207,14 @@ struct CompareArgs {
     /// difference).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=3_600_000), conflicts_with = "record")]
     sample: Option<u64>,
+    /// Print only the rows whose model and live values differ (judged or not); a line says how
+    /// many equal rows were left out. The exit code and --json are unchanged.
+    #[arg(long)]
+    only_diff: bool,
+    /// Print text tables at their full width (a column per setting, per folio size, whole
+    /// names); by default they fit 100 columns: settings in blocks, sizes summarised.
+    #[arg(long)]
+    wide: bool,
 }
 
 /// Settings given on the command line; applied in order: --cmdline, --settings, --set.
@@ -468,6 +477,10 @@ struct SimArgs {
     /// --sample` samples the live run.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     sample: Option<u64>,
+    /// Print text tables at their full width (a column per setting, per folio size, whole
+    /// names); by default they fit 100 columns: settings in blocks, sizes summarised.
+    #[arg(long)]
+    wide: bool,
 }
 
 impl SimArgs {
@@ -497,6 +510,10 @@ struct DemoArgs {
     /// Print the three results as one JSON array.
     #[arg(long)]
     json: bool,
+    /// Print text tables at their full width (a column per setting, per folio size, whole
+    /// names); by default they fit 100 columns: settings in blocks, sizes summarised.
+    #[arg(long)]
+    wide: bool,
 }
 
 /// Read a workload from a path or a built-in example name.
@@ -803,6 +820,7 @@ fn cmd_sim(mut a: SimArgs) -> Result<u8> {
     let Some(workload) = workload else { bail!("give the workload: thplab sim WORKLOAD --matrix {}", matrix.unwrap_or_default()) };
     (a.workload, a.matrix) = (Some(workload), matrix);
     checks::stdin_once(&[a.wl(), a.profile.as_deref().unwrap_or("")], &a.settings)?;
+    print::set_wide(a.wide);
     let machine = a.machine.resolve()?;
     let explain = a.explain.as_deref().map(sim::views::parse_explain_range).transpose().map_err(anyhow::Error::msg)?;
     let name = input::display(std::path::Path::new(a.wl()));
@@ -993,6 +1011,7 @@ pub fn live_unavailable() -> Option<String> {
 }
 
 fn cmd_demo(a: DemoArgs) -> Result<u8> {
+    print::set_wide(a.wide);
     let machine = a.machine.resolve()?;
     let w = load_workload("seed-anon-1g")?;
     let unavailable = if a.model_only { Some("--model-only".to_string()) } else { live_unavailable() };
@@ -1023,7 +1042,8 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
         serde_json::to_writer_pretty(&mut out, &v)?;
         writeln!(out)?;
     } else {
-        writeln!(out, "seed-anon-1g: 1 GiB of private anonymous memory written page by page, model of Linux 6.18{}\n", if unavailable.is_none() { " and this machine's live kernel" } else { "" })?;
+        let head = format!("seed-anon-1g: 1 GiB of private anonymous memory written page by page, model of Linux 6.18{}", if unavailable.is_none() { " and this machine's live kernel" } else { "" });
+        writeln!(out, "{}\n", print::wrap(&head, print::fit_width(), 0).join("\n"))?;
         print::side_by_side(&mut out, &results)?;
     }
     Ok(exit::OK)
@@ -1109,6 +1129,7 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
         bail!("give the workload: thplab compare WORKLOAD --matrix {} (or --record -- CMD)", a.matrix.as_deref().unwrap_or("anon"));
     }
     checks::stdin_once(&[a.workload.as_deref().unwrap_or(""), a.profile.as_deref().unwrap_or("")], &a.settings)?;
+    print::set_wide(a.wide);
     let machine = a.machine.resolve()?;
     if a.record {
         let settings_given = !a.settings.set.is_empty() || !a.settings.settings_file.is_empty() || a.settings.cmdline.is_some();
@@ -1128,6 +1149,7 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
             profile,
             repeat: a.repeat,
             accesses,
+            only_diff: a.only_diff,
         });
     }
     if !a.command.is_empty() {
@@ -1187,7 +1209,7 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
             json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "timeline": timeline, "model": model, "live": live }));
         } else {
             progress::suspend(|| -> Result<()> {
-                compare::print_rows(&mut out, label, s, &rows)?;
+                compare::print_rows_only(&mut out, label, s, &rows, a.only_diff)?;
                 if let Some(t) = &timeline {
                     compare::timeline::print_comparison(&mut out, t)?;
                     writeln!(out)?;

@@ -9,6 +9,23 @@ use uapi::{RunResult, ThpSettings};
 #[cfg(test)]
 mod tests {
     #[test]
+    fn wrapping_keeps_the_indent_and_the_width() {
+        let text = "  hugepages-2048kB  anon_fault_alloc 131  nr_anon 131  nr_anon_partially_mapped 127";
+        assert_eq!(super::wrap(text, Some(50), 20), ["  hugepages-2048kB  anon_fault_alloc 131  nr_anon", "                    131  nr_anon_partially_mapped", "                    127"]);
+        assert_eq!(super::wrap(text, None, 20), [text]);
+        assert_eq!(super::wrap("short", Some(50), 4), ["short"]);
+    }
+
+    #[test]
+    fn columns_go_in_blocks_that_fit() {
+        // 42 + 4 × 14 = 98: 4 a block; pairs of 13 wide: 4 (not 4 and a half).
+        assert_eq!(super::column_blocks(11, 42, 14, Some(100), false), [0..4, 4..8, 8..11]);
+        assert_eq!(super::column_blocks(6, 42, 13, Some(100), true), [0..4, 4..6]);
+        assert_eq!(super::column_blocks(5, 42, 20, Some(100), true), [0..2, 2..4, 4..5]);
+        assert_eq!(super::column_blocks(11, 42, 14, None, false), [0..11]);
+    }
+
+    #[test]
     fn rates_are_short() {
         assert_eq!(super::rate(379_924.6571), "380k/s");
         assert_eq!(super::rate(5_441_603.8858), "5.44M/s");
@@ -84,7 +101,7 @@ fn sorted_sizes<'a, V>(m: impl Iterator<Item = (&'a String, V)>) -> Vec<(&'a Str
 /// The `thplab sim` table.
 pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io::Result<()> {
     writeln!(out, "{} ({} of Linux 6.18)", r.workload, if r.source == "sim" { "model" } else { "live kernel" })?;
-    writeln!(out, "settings: {}", s.summary())?;
+    wline(out, &format!("settings: {}", s.summary()), 10)?;
     for p in &r.regions {
         writeln!(out, "region {:<12} {:#x}-{:#x} ({})", p.name, p.start, p.start + p.len, mm_types::format_size(p.len))?;
     }
@@ -122,9 +139,9 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
         if t.accesses > 0 {
             parts.push(format!("{} accesses {} (the TLB model's, below)", t.accesses, secs(t.accesses_ns)));
         }
-        writeln!(out, "  time            {:>12}   (profile: {})", secs(t.total_ns), parts.join(", "))?;
+        wline(out, &format!("  time            {:>12}   (profile: {})", secs(t.total_ns), parts.join(", ")), 33)?;
         if let Some(own) = t.program_ns {
-            writeln!(out, "  elapsed         {:>12}   ({})", secs(t.elapsed_ns as f64), timed_parts(t, own))?;
+            wline(out, &format!("  elapsed         {:>12}   ({})", secs(t.elapsed_ns as f64), timed_parts(t, own)), 33)?;
         } else if t.elapsed_ns as f64 > t.total_ns + 0.5 {
             writeln!(out, "  elapsed         {:>12}   (the simulated clock: the time above and the sleeps)", secs(t.elapsed_ns as f64))?;
         }
@@ -161,17 +178,18 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
         if moved.is_empty() { ": no counter moved" } else { " (non-zero)" }
     )?;
     for (dir, m) in moved {
-        writeln!(out, "  {dir:<17} {}", m.join("  "))?;
+        wline(out, &format!("  {dir:<17} {}", m.join("  ")), 20)?;
     }
     if !r.fallbacks.is_empty() {
         writeln!(out)?;
         writeln!(out, "fallbacks (model only): faults that did not get a size, and why")?;
         for (dir, reasons) in sorted_sizes(r.fallbacks.iter()).into_iter().rev() {
             let rs: Vec<String> = reasons.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            writeln!(out, "  {dir:<17} {}", rs.join("  "))?;
+            wline(out, &format!("  {dir:<17} {}", rs.join("  ")), 20)?;
         }
     }
     per_process(out, r)?;
+    forked(out, r)?;
     folio_map(out, r)?;
     explain(out, r)?;
     accesses(out, r)?;
@@ -234,6 +252,33 @@ fn folio_table(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     Ok(())
 }
 
+/// A workload's processes (`fork NAME`), one row each: minflt since its fork, Rss and
+/// AnonHugePages at the end, the copy-on-write faults that copied and that reused a page
+/// (`wp_page_copy`, `wp_page_reuse`), and the folios it maps at the end.
+fn forked(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
+    if r.processes.len() < 2 {
+        return Ok(());
+    }
+    writeln!(out)?;
+    wline(out, "processes (minflt since the fork; Rss, AnonHugePages and folios at the end; COW: write faults on pages shared by fork that copied the page or reused it)", 2)?;
+    let opt = |v: Option<u64>| v.map_or("-".to_string(), |n| n.to_string());
+    let mut cells = vec![["process", "minflt", "Rss", "AnonHugePages", "COW copied", "COW reused", "folios"].map(String::from).to_vec()];
+    for p in &r.processes {
+        let name = match (&p.shares_mm_with, p.exited) {
+            (Some(m), _) => format!("{} (mm of {m})", p.name),
+            (None, true) => format!("{} (exited)", p.name),
+            (None, false) => p.name.clone(),
+        };
+        let folios: Vec<String> = sorted_sizes(p.census.sizes.iter()).into_iter().map(|(k, e)| format!("{k}×{}", e.folios)).collect();
+        let (rss, ahp) = if p.exited { ("-".to_string(), "-".to_string()) } else { (kb(p.process.rss_bytes), kb(p.process.anon_huge_bytes)) };
+        cells.push(vec![name, p.process.minflt.to_string(), rss, ahp, opt(p.cow_copied), opt(p.cow_reused), if folios.is_empty() { "-".into() } else { folios.join(" ") }]);
+    }
+    for l in uapi::result::layout(&cells, &[true, false, false, false, false, false, true]) {
+        writeln!(out, "  {l}")?;
+    }
+    Ok(())
+}
+
 /// A recording's processes, one line each (the census at each one's exit).
 fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     let Some(rp) = r.model.as_ref().and_then(|m| m.replay.as_ref()) else { return Ok(()) };
@@ -246,51 +291,51 @@ fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
             (None, None) => String::new(),
         };
         let unchecked = if s.unchecked { " (not checked: a 2.x recording has no block checksums)" } else { "" };
-        writeln!(
-            out,
+        let text = format!(
             "SALVAGED: the recording is damaged at byte {}{place}; replayed {} records before it{}{unchecked}; lost {} bytes and {lost} records after it",
             s.offset,
             s.records_read,
             crate::input::span(s),
             s.bytes_lost
-        )?;
+        );
+        wline(out, &text, 2)?;
     }
     let warnings = rp.warnings.len();
     let (checked, matched) = (rp.placements_checked, rp.placements_matched);
     if warnings > 0 || checked > matched {
         writeln!(out)?;
-        writeln!(
-            out,
+        let text = format!(
             "WARNING: {matched} of {checked} placements matched the kernel's, {} relocated; {warnings} replay warning{} (printed on stderr, listed in the JSON's model.replay.warnings)",
             rp.relocated,
             if warnings == 1 { "" } else { "s" }
-        )?;
+        );
+        wline(out, &text, 2)?;
     }
     let procs = &rp.per_process;
     if procs.is_empty() {
         return Ok(());
     }
     writeln!(out)?;
-    writeln!(out, "per process (model: faults it took in memory the model backs, Rss and folios at its exit, or at the execve that replaced it (marked *: not in the census); snapshot: its stack, heap, ELF and loader mappings from the exec snapshot)")?;
-    writeln!(out, "  {:>8} {:>5} {:>8} {:>10} {:>12} {:>12}  {:<40} exe", "pid", "image", "snapshot", "faults", "Rss", "VmHWM", "folios")?;
+    writeln!(out, "per process (model; the marks are explained below the table)")?;
+    let mut cells = vec![["pid", "image", "snapshot", "faults", "Rss", "VmHWM", "folios", "exe"].map(String::from).to_vec()];
     for p in procs {
-        let mut folios: Vec<(&String, &u64)> = p.folios.iter().collect();
-        folios.sort_by_key(|(k, _)| size_sort_key(k));
-        let folios: Vec<String> = folios.into_iter().map(|(k, n)| format!("{k} {n}")).collect();
-        let folios = if folios.is_empty() { "-".to_string() } else { folios.join(", ") };
-        writeln!(
-            out,
-            "  {:>8} {:>5} {:>8} {:>10} {:>12} {:>12}  {:<40} {}",
-            p.pid,
+        let folios: Vec<String> = sorted_sizes(p.folios.iter()).into_iter().map(|(k, n)| format!("{k} {n}")).collect();
+        cells.push(vec![
+            p.pid.to_string(),
             format!("{}{}", p.image, if p.replaced { "*" } else { "" }),
-            if p.exec_snapshot { "yes" } else { "no" },
-            p.modelled_faults,
+            (if p.exec_snapshot { "yes" } else { "no" }).to_string(),
+            p.modelled_faults.to_string(),
             kb(p.rss_bytes),
             kb(p.peak_rss_bytes),
-            folios,
-            p.exe
-        )?;
+            if folios.is_empty() { "-".to_string() } else { folios.join(", ") },
+            p.exe.clone(),
+        ]);
     }
+    for l in uapi::result::layout(&cells, &[false, false, false, false, false, false, true, true]) {
+        writeln!(out, "  {l}")?;
+    }
+    writeln!(out)?;
+    wline(out, "  faults: those each process took in memory the model backs; Rss, VmHWM and folios: at its exit, or at the execve that replaced it (image marked *: not in the census); snapshot: its stack, heap, ELF and loader mappings come from the exec snapshot", 4)?;
     Ok(())
 }
 
@@ -306,7 +351,7 @@ fn folio_map(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     let placeholders = r.vmas.iter().filter(|v| v.kind == "placeholder" && v.rss_kb == 0).count();
     writeln!(out)?;
     writeln!(out, "folio-size map (folios per VMA at {}, as `thplab observe` prints a live process)", if r.model.as_ref().is_some_and(|m| m.replay.is_some()) { "each process's exit" } else { "the end" })?;
-    write!(out, "{}", uapi::result::vma_table(&shown, &r.census, r.process.rss_bytes / 1024))?;
+    write!(out, "{}", uapi::result::vma_table_fit(&shown, &r.census, r.process.rss_bytes / 1024, fit_width()))?;
     let hidden = r.vmas.len() - placeholders - shown.len();
     if placeholders > 0 || hidden > 0 {
         let mut notes = Vec::new();
@@ -316,7 +361,7 @@ fn folio_map(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
         if hidden > 0 {
             notes.push(format!("{hidden} more VMAs not shown"));
         }
-        writeln!(out, "  ({}; --json lists every VMA)", notes.join("; "))?;
+        wline(out, &format!("  ({}; --json lists every VMA)", notes.join("; ")), 3)?;
     }
     Ok(())
 }
@@ -337,7 +382,8 @@ fn explain(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
         } else {
             f.refused.iter().map(|(o, why)| format!("{o} {why}")).collect::<Vec<_>>().join(", ")
         };
-        writeln!(out, "  {pid}{} {:<5} got {:<14} refused: {refused}", f.addr, f.access, f.got)?;
+        let head = format!("  {pid}{} {:<5} got {:<14} refused: ", f.addr, f.access, f.got);
+        wline(out, &format!("{head}{refused}"), head.chars().count())?;
     }
     if x.more_faults > 0 {
         writeln!(out, "  ... {} more faults not kept (the totals are of the listed ones)", x.more_faults)?;
@@ -346,81 +392,85 @@ fn explain(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
         writeln!(out, "  totals:")?;
         for (dir, reasons) in sorted_sizes(x.totals.iter()).into_iter().rev() {
             let rs: Vec<String> = reasons.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            writeln!(out, "    {dir:<17} {}", rs.join("  "))?;
+            wline(out, &format!("    {dir:<17} {}", rs.join("  ")), 22)?;
         }
     }
     Ok(())
 }
 
-/// Several results in columns (the README's main command).
+/// `text` wrapped to the output's width, continuation lines indented by `indent`.
+fn wline(out: &mut impl Write, text: &str, indent: usize) -> io::Result<()> {
+    for l in wrap(text, fit_width(), indent) {
+        writeln!(out, "{l}")?;
+    }
+    Ok(())
+}
+
+/// `--wide`: text tables at their full width instead of [`uapi::result::TEXT_WIDTH`] columns.
+static WIDE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn set_wide(wide: bool) {
+    WIDE.store(wide, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The width text output fits: `None` with `--wide`.
+pub fn fit_width() -> Option<usize> {
+    (!WIDE.load(std::sync::atomic::Ordering::Relaxed)).then_some(uapi::result::TEXT_WIDTH)
+}
+
+/// Words wrapped to `width` columns (none with `None`), continuation lines indented by `indent`.
+pub fn wrap(text: &str, width: Option<usize>, indent: usize) -> Vec<String> {
+    uapi::result::wrap(text, width, indent)
+}
+
+/// Columns of `w` after a name column of `name_w`, in blocks that fit `width` (each block
+/// repeats the names): the ranges of columns of each block. Columns that pair up (`4K sim`,
+/// `4K live`) are not parted.
+pub fn column_blocks(n: usize, name_w: usize, w: usize, width: Option<usize>, pairs: bool) -> Vec<std::ops::Range<usize>> {
+    let per = width.map_or(n, |width| (width.saturating_sub(name_w) / w.max(1)).max(1));
+    let per = if pairs && per >= 2 { per - per % 2 } else { per };
+    (0..n).step_by(per.max(1)).map(|i| i..(i + per).min(n)).collect()
+}
+
+/// Several results in columns (the README's main command, `sim --matrix`): as many columns
+/// side by side as fit 100 columns (all with `--wide`), the rest in blocks below.
 pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) -> io::Result<()> {
-    let w = cols.iter().map(|(l, _, _)| l.len() + 2).max().unwrap_or(0).max(if cols.len() > 3 { 13 } else { 16 });
-    write!(out, "{:<42}", "")?;
-    for (label, _, _) in cols {
-        write!(out, "{label:>w$}")?;
+    let rows = side_rows(cols);
+    let name_w = rows.iter().map(|(n, _)| n.chars().count() + 2).max().unwrap_or(0).max(42);
+    let widest = rows.iter().flat_map(|(_, c)| c.iter()).chain(cols.iter().map(|(l, _, _)| l)).map(|x| x.chars().count() + 2).max().unwrap_or(0);
+    let w = widest.max(if cols.len() > 3 { 13 } else { 16 });
+    let pairs = cols.len() % 2 == 0 && cols.chunks(2).all(|p| p[0].0.ends_with(" sim") && p[1].0.ends_with(" live"));
+    let blocks = column_blocks(cols.len(), name_w, w, fit_width(), pairs);
+    if blocks.len() > 1 {
+        writeln!(out, "({} settings in {} blocks to fit {} columns; --wide prints one table)\n", cols.len(), blocks.len(), uapi::result::TEXT_WIDTH)?;
     }
-    writeln!(out)?;
-    let row = |out: &mut dyn Write, name: &str, f: &dyn Fn(&RunResult) -> String| -> io::Result<()> {
-        write!(out, "{name:<42}")?;
-        for (_, _, r) in cols {
-            write!(out, "{:>w$}", f(r))?;
+    for (k, block) in blocks.into_iter().enumerate() {
+        if k > 0 {
+            writeln!(out)?;
         }
-        writeln!(out)
-    };
-    row(out, "minflt", &|r| r.process.minflt.to_string())?;
-    row(out, "Rss", &|r| kb(r.process.rss_bytes))?;
-    row(out, "AnonHugePages", &|r| kb(r.process.anon_huge_bytes))?;
-    if cols.iter().any(|(_, _, r)| r.peak.is_some()) {
-        row(out, "VmHWM (peak Rss)", &|r| r.peak.as_ref().map_or("-".to_string(), |p| kb(p.rss_bytes)))?;
-    }
-    if cols.iter().any(|(_, _, r)| r.process.bloat_bytes.is_some()) {
-        row(out, "bloat (allocated, never touched)", &|r| r.process.bloat_bytes.map_or("-".to_string(), kb))?;
-    }
-    // With a profile: the model's simulated time; beside it a live column's wall time.
-    if cols.iter().any(|(_, _, r)| r.time.is_some()) {
-        row(out, "time (profile; live: wall time)", &|r| match (&r.time, &r.live) {
-            (Some(t), _) => secs(t.elapsed_ns as f64),
-            (None, Some(l)) => secs(l.wall_ms * 1e6),
-            _ => "-".to_string(),
-        })?;
-    }
-    // On a VM that reports free pages: the frames written that the host had dropped.
-    let live_host = |r: &RunResult| r.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|w| w.host_faults);
-    if cols.iter().any(|(_, _, r)| r.time.as_ref().is_some_and(|t| t.host_faults > 0) || live_host(r).is_some()) {
-        row(out, compare::HOST_FAULTS_ROW, &|r| match (&r.time, live_host(r)) {
-            (Some(t), _) => t.host_faults.to_string(),
-            (None, Some(n)) => n.to_string(),
-            _ => "-".to_string(),
-        })?;
-    }
-    row(out, "thp_fault_alloc", &|r| r.vmstat.get("thp_fault_alloc").copied().unwrap_or(0).to_string())?;
-    let mut dirs: Vec<&String> = cols.iter().flat_map(|(_, _, r)| r.mthp.keys()).collect();
-    dirs.sort_by_key(|d| size_sort_key(d));
-    dirs.dedup();
-    for d in dirs {
-        let any = cols.iter().any(|(_, _, r)| r.mthp.get(d).and_then(|s| s.get("anon_fault_alloc")).copied().unwrap_or(0) != 0);
-        if any {
-            row(out, &format!("{d}/stats/anon_fault_alloc"), &|r| {
-                r.mthp.get(d).and_then(|s| s.get("anon_fault_alloc")).copied().unwrap_or(0).to_string()
-            })?;
+        write!(out, "{:<name_w$}", "")?;
+        for (label, _, _) in &cols[block.clone()] {
+            write!(out, "{label:>w$}")?;
         }
-    }
-    let mut sizes: Vec<&String> = cols.iter().flat_map(|(_, _, r)| r.folios.keys()).collect();
-    sizes.sort_by_key(|d| size_sort_key(d));
-    sizes.dedup();
-    for s in sizes {
-        row(out, &format!("folios {s}"), &|r| r.folios.get(s).copied().unwrap_or(0).to_string())?;
+        writeln!(out)?;
+        for (name, cells) in &rows {
+            write!(out, "{name:<name_w$}")?;
+            for c in &cells[block.clone()] {
+                write!(out, "{c:>w$}")?;
+            }
+            writeln!(out)?;
+        }
     }
     if cols.iter().any(|(_, _, r)| r.source == "live") {
-        writeln!(out, "\nthp_* and hugepages-*/stats are system-wide: on a busy machine the live columns include other")?;
-        writeln!(out, "processes' allocations. minflt, Rss, AnonHugePages and the folios are the process's own.")?;
+        writeln!(out)?;
+        let mut note = String::from("thp_* and hugepages-*/stats are system-wide: on a busy machine the live columns include other processes' allocations. minflt, Rss, AnonHugePages and the folios are the process's own.");
         if cols.iter().any(|(_, _, r)| r.time.is_some()) {
-            writeln!(out, "time: the model's from a machine profile (`thplab calibrate` measures one). On a VM whose free pages are")?;
-            writeln!(out, "reported to its host, writing reported memory is a host fault: once page reporting settled, each live run read")?;
-            writeln!(out, "the free lists and reported blocks it started from (/proc/pagetypeinfo, /proc/kpageflags) and the per-CPU list")?;
-            writeln!(out, "of the CPU it was pinned to (/proc/zoneinfo; the THP-sized pages on it, which /proc cannot show, are held by")?;
-            writeln!(out, "thplab while the run runs), the model ran again from them, and the live run's frames that lay in reported")?;
-            writeln!(out, "blocks are its host faults.")?;
+            note += "\ntime: the model's from a machine profile (`thplab calibrate` measures one). On a VM whose free pages are reported to its host, writing reported memory is a host fault: once page reporting settled, each live run read the free lists and reported blocks it started from (/proc/pagetypeinfo, /proc/kpageflags) and the per-CPU list of the CPU it was pinned to (/proc/zoneinfo; the THP-sized pages on it, which /proc cannot show, are held by thplab while the run runs), the model ran again from them, and the live run's frames that lay in reported blocks are its host faults.";
+        }
+        for para in note.split('\n') {
+            for l in wrap(para, fit_width(), 0) {
+                writeln!(out, "{l}")?;
+            }
         }
     }
     writeln!(out)?;
@@ -429,10 +479,72 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
         let key = label.split(' ').next().unwrap_or(label);
         if !seen.contains(&key) {
             seen.push(key);
-            writeln!(out, "{key}: {summary}")?;
+            for l in wrap(&format!("{key}: {summary}"), fit_width(), key.chars().count() + 2) {
+                writeln!(out, "{l}")?;
+            }
         }
     }
     Ok(())
+}
+
+/// The rows of [`side_by_side`]: a name and a cell per result.
+fn side_rows(cols: &[(String, String, RunResult)]) -> Vec<(String, Vec<String>)> {
+    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
+    let mut row = |name: &str, f: &dyn Fn(&RunResult) -> String| rows.push((name.to_string(), cols.iter().map(|(_, _, r)| f(r)).collect()));
+    row("minflt", &|r| r.process.minflt.to_string());
+    row("Rss", &|r| kb(r.process.rss_bytes));
+    row("AnonHugePages", &|r| kb(r.process.anon_huge_bytes));
+    if cols.iter().any(|(_, _, r)| r.peak.is_some()) {
+        row("VmHWM (peak Rss)", &|r| r.peak.as_ref().map_or("-".to_string(), |p| kb(p.rss_bytes)));
+    }
+    if cols.iter().any(|(_, _, r)| r.process.bloat_bytes.is_some()) {
+        row("bloat (allocated, never touched)", &|r| r.process.bloat_bytes.map_or("-".to_string(), kb));
+    }
+    // With a profile: the model's simulated time; beside it a live column's wall time.
+    if cols.iter().any(|(_, _, r)| r.time.is_some()) {
+        row("time (profile; live: wall time)", &|r| match (&r.time, &r.live) {
+            (Some(t), _) => secs(t.elapsed_ns as f64),
+            (None, Some(l)) => secs(l.wall_ms * 1e6),
+            _ => "-".to_string(),
+        });
+    }
+    // On a VM that reports free pages: the frames written that the host had dropped.
+    let live_host = |r: &RunResult| r.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|w| w.host_faults);
+    if cols.iter().any(|(_, _, r)| r.time.as_ref().is_some_and(|t| t.host_faults > 0) || live_host(r).is_some()) {
+        row(compare::HOST_FAULTS_ROW, &|r| match (&r.time, live_host(r)) {
+            (Some(t), _) => t.host_faults.to_string(),
+            (None, Some(n)) => n.to_string(),
+            _ => "-".to_string(),
+        });
+    }
+    row("thp_fault_alloc", &|r| r.vmstat.get("thp_fault_alloc").copied().unwrap_or(0).to_string());
+    let mut dirs: Vec<&String> = cols.iter().flat_map(|(_, _, r)| r.mthp.keys()).collect();
+    dirs.sort_by_key(|d| size_sort_key(d));
+    dirs.dedup();
+    for d in dirs {
+        let any = cols.iter().any(|(_, _, r)| r.mthp.get(d).and_then(|s| s.get("anon_fault_alloc")).copied().unwrap_or(0) != 0);
+        if any {
+            row(&format!("{d}/stats/anon_fault_alloc"), &|r| r.mthp.get(d).and_then(|s| s.get("anon_fault_alloc")).copied().unwrap_or(0).to_string());
+        }
+    }
+    let mut sizes: Vec<&String> = cols.iter().flat_map(|(_, _, r)| r.folios.keys()).collect();
+    sizes.sort_by_key(|d| size_sort_key(d));
+    sizes.dedup();
+    for s in sizes {
+        row(&format!("folios {s}"), &|r| r.folios.get(s).copied().unwrap_or(0).to_string());
+    }
+    // A workload that forks: each process's minflt and copy-on-write faults.
+    let mut names: Vec<&String> = Vec::new();
+    for (_, _, r) in cols.iter().filter(|(_, _, r)| r.processes.len() > 1) {
+        names.extend(r.processes.iter().map(|p| &p.name).filter(|n| !names.contains(n)).collect::<Vec<_>>());
+    }
+    for name in names {
+        let get = |r: &RunResult, f: &dyn Fn(&uapi::result::ProcResult) -> Option<u64>| r.processes.iter().find(|p| &p.name == name).and_then(f).map_or("-".to_string(), |v| v.to_string());
+        row(&format!("{name}: minflt"), &|r| get(r, &|p| Some(p.process.minflt)));
+        row(&format!("{name}: COW copied (wp_page_copy)"), &|r| get(r, &|p| p.cow_copied));
+        row(&format!("{name}: COW reused (wp_page_reuse)"), &|r| get(r, &|p| p.cow_reused));
+    }
+    rows
 }
 
 /// ns as seconds or milliseconds, three significant digits.

@@ -49,6 +49,8 @@ pub struct CompareRecordArgs {
     /// `--accesses`: the program's accesses are recorded too (under valgrind) and replayed
     /// through this CPU's TLBs under this paging.
     pub accesses: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
+    /// `--only-diff`: print only the rows whose model and live values differ.
+    pub only_diff: bool,
 }
 
 /// Record `command` once; returns the recording, its wall time in seconds and, with `timed`
@@ -282,7 +284,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
                 if attempts > 1 {
                     writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;
                 }
-                print_program_rows(&mut out, label, s, &rows, &live, differs.then_some(&parted))?;
+                print_program_rows(&mut out, label, s, &rows, &live, differs.then_some(&parted), a.only_diff)?;
                 out.flush()
             })?;
         }
@@ -343,7 +345,8 @@ pub struct MinfltSpread {
     pub max: u64,
 }
 
-/// The error of the model against live, in percent of live (`-` when both are 0).
+/// The error of the model against live, (model − live) / live in percent (`-` when both are 0),
+/// the sign of the `model − live` column.
 pub fn pct_error(model: i64, live: i64) -> String {
     if live == 0 {
         return if model == 0 { "-".into() } else { "inf".into() };
@@ -353,7 +356,7 @@ pub fn pct_error(model: i64, live: i64) -> String {
 
 /// As [`compare::print_rows`], with the difference in percent of live and the live wall time,
 /// and where given the ranges where the two part.
-pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], live: &RunResult, parted: Option<&compare::vmas::Parting>) -> io::Result<()> {
+pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], live: &RunResult, parted: Option<&compare::vmas::Parting>, only_diff: bool) -> io::Result<()> {
     let n = rows.iter().filter(|r| r.differs).count();
     let wall = live.live.as_ref().map_or(0.0, |l| l.wall_ms);
     writeln!(
@@ -363,13 +366,9 @@ pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, ro
         if n == 0 { "model = live".to_string() } else { format!("{n} DIFFERENCES") },
         wall
     )?;
-    writeln!(out, "  {:<46} {:>12} {:>12} {:>9} {:>9}", "field", "model", "live", "diff", "error")?;
-    for r in rows {
-        if r.model == 0 && r.live == 0 {
-            continue;
-        }
-        let mark = compare::row_mark(r);
-        writeln!(out, "  {:<46} {:>12} {:>12} {:>+9} {:>9}{mark}", r.field, r.model, r.live, r.live - r.model, pct_error(r.model, r.live))?;
+    let error = |r: &Row| pct_error(r.model, r.live);
+    for l in compare::row_lines(rows, Some(("error", &error)), only_diff) {
+        writeln!(out, "{l}")?;
     }
     if let Some(u) = live.live.as_ref().and_then(|l| l.program.as_ref()).map(|p| &p.unmeasured).filter(|u| !u.is_empty()) {
         writeln!(out, "  not measured (no exit stop): {}", u.join("; "))?;

@@ -1,7 +1,9 @@
 //! `thplab report`: one self-contained HTML file with inline SVG plots (no script, no external
 //! resource) for the JSON of a `sim` run, a `sim --matrix` run, or a `compare` run:
 //! the folio-size map over each run's VMAs, per-setting bars of faults, Rss (at exit and at the
-//! peak), bloat and large folios, and the census at the peak and at exit.
+//! peak), bloat and large folios, and the census at the peak and at exit; with a profile or live
+//! runs, the elapsed time per setting and each phase's time; with `--sample`, each run's
+//! timeline (crates/thplab/src/plots.rs).
 
 use std::fmt::Write;
 
@@ -52,12 +54,12 @@ pub fn runs_of(name: &str, text: &str) -> Result<Vec<Run>> {
     Ok(out)
 }
 
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// A colour per folio size (by order), the same in every plot.
-fn colour(size: &str) -> &'static str {
+pub(crate) fn colour(size: &str) -> &'static str {
     const C: [&str; 10] = ["#9e9e9e", "#8dd3c7", "#80b1d3", "#bebada", "#fdb462", "#b3de69", "#fccde5", "#bc80bd", "#fb8072", "#e41a1c"];
     let kb = size_sort_key(size);
     let order = (kb / 4).max(1).trailing_zeros() as usize;
@@ -70,22 +72,30 @@ fn size_bytes(size: &str) -> u64 {
 
 /// A horizontal bar chart: one bar per (label, value), with the value printed.
 fn bars(title: &str, unit: &str, rows: &[(String, u64)]) -> String {
-    let max = rows.iter().map(|r| r.1).max().unwrap_or(0).max(1);
+    let rows: Vec<(String, f64, String)> = rows.iter().map(|(l, v)| (l.clone(), *v as f64, format!("{v} {unit}"))).collect();
+    bars_of("bars", title, &rows)
+}
+
+/// A horizontal bar chart of (label, value, the value as printed), scaled to the largest value.
+fn bars_of(kind: &str, title: &str, rows: &[(String, f64, String)]) -> String {
+    let max = rows.iter().map(|r| r.1).fold(0.0, f64::max);
+    let max = if max > 0.0 { max } else { 1.0 };
     let (lw, bw, rh) = (200.0, 480.0, 22.0);
     let h = 30.0 + rows.len() as f64 * rh;
-    let mut s = format!("<figure class=\"plot\" data-plot=\"bars\"><figcaption>{}</figcaption>\
+    let mut s = format!("<figure class=\"plot\" data-plot=\"{kind}\"><figcaption>{}</figcaption>\
         <svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{h}\" role=\"img\" aria-label=\"{}\">", esc(title), lw + bw + 120.0, esc(title));
-    for (i, (label, v)) in rows.iter().enumerate() {
+    for (i, (label, v, shown)) in rows.iter().enumerate() {
         let y = 10.0 + i as f64 * rh;
-        let w = (*v as f64 / max as f64 * bw).max(if *v > 0 { 1.0 } else { 0.0 });
+        let w = (*v / max * bw).max(if *v > 0.0 { 1.0 } else { 0.0 });
+        let shown = esc(shown.trim_end());
         let _ = write!(
             s,
             "<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\
-                <rect class=\"bar\" x=\"{lw}\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"#4e79a7\"><title>{}: {v} {unit}</title></rect>\
-                <text class=\"value\" x=\"{}\" y=\"{}\">{v} {unit}</text>",
+                <rect class=\"bar\" data-value=\"{v}\" x=\"{lw}\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"#4e79a7\"><title>{}: {shown}</title></rect>\
+                <text class=\"value\" x=\"{}\" y=\"{}\">{shown}</text>",
             lw - 6.0,
             y + 15.0,
-            esc(label),
+            esc(crate::plots::short_label(label)),
             rh - 6.0,
             esc(label),
             lw + w + 4.0,
@@ -93,6 +103,38 @@ fn bars(title: &str, unit: &str, rows: &[(String, u64)]) -> String {
         );
     }
     s += "</svg></figure>\n";
+    s
+}
+
+/// Time per setting (a priced model run's simulated clock, a live run's wall time) and each
+/// phase's share; a paragraph saying how to get them when no run has a time.
+fn time_section(runs: &[Run]) -> String {
+    let timed: Vec<(String, f64)> = runs.iter().filter_map(|r| crate::plots::elapsed_ns(&r.result).map(|ns| (r.label.clone(), ns))).collect();
+    if timed.is_empty() {
+        return "<h2>Time</h2>\n<p>No time in these runs: `sim --profile PROFILE|builtin` prices the model's work, and live runs have their wall time.</p>\n".into();
+    }
+    let mut s = String::from("<h2>Time</h2>\n");
+    let rows: Vec<(String, f64, String)> = timed.iter().map(|(l, ns)| (l.clone(), ns / 1e6, crate::plots::ms_label(*ns))).collect();
+    s += &bars_of("time", "Elapsed time (model: the simulated clock of a priced run, sleeps included; live: wall time), ms", &rows);
+    let phased: Vec<(String, &[uapi::result::PhaseTime])> = runs.iter().map(|r| (r.label.clone(), crate::plots::phases(&r.result))).filter(|(_, p)| !p.is_empty()).collect();
+    if !phased.is_empty() {
+        s += &crate::plots::phase_bars(&phased);
+    }
+    s
+}
+
+/// Each sampled run's timeline; a paragraph saying how to get one when no run has one.
+fn timeline_section(runs: &[Run]) -> String {
+    let sampled: Vec<&Run> = runs.iter().filter(|r| r.result.timeline.is_some()).collect();
+    if sampled.is_empty() {
+        return "<h2>Timelines</h2>\n<p>No timeline in these runs: `sim`, `live` and `compare` with `--sample MS` record one.</p>\n".into();
+    }
+    let mut s = String::from("<h2>Timelines</h2>\n");
+    for r in sampled {
+        if let Some(t) = &r.result.timeline {
+            s += &crate::plots::timeline(&r.label, t);
+        }
+    }
     s
 }
 
@@ -179,7 +221,8 @@ pub fn html(title: &str, runs: &[Run]) -> String {
     }
     s += &bars("Bloat (allocated, never touched)", "kB", &row(&|r| r.process.bloat_bytes.unwrap_or(0) / 1024));
     s += &bars("Large folios mapped at exit (above 4 kB)", "", &row(&large_folios));
-    s += "<h2>Timelines</h2>\n<p>These runs record no timeline (thplab results hold totals, the census at the peak and at exit).</p>\n";
+    s += &time_section(runs);
+    s += &timeline_section(runs);
     for r in runs {
         let _ = write!(s, "<h2>{}</h2>\n<p>settings: {}</p>\n", esc(&r.label), esc(&r.result.settings.iter().filter(|(k, v)| uapi::ThpSettings::default().knob_map().get(*k) != Some(v)).map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")));
         s += &census_table(&r.result);

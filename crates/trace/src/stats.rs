@@ -231,7 +231,7 @@ impl TraceStats {
             };
             let _ = writeln!(
                 o,
-                "  pid {} {:?}: {} faults on {} pages in {range}, {} syscalls, {} bytes mmapped, {} threads",
+                "  pid {} {:?}: {} faults on {} pages in {range}\n    {} syscalls, {} bytes mmapped, {} threads",
                 p.pid,
                 p.comm,
                 p.faults,

@@ -847,60 +847,8 @@ pub fn vma_kind_of_name(name: &str) -> &'static str {
     }
 }
 
-/// The folio-size map as a table, one row per VMA and a total: address range, perms, Rss,
-/// folios per size (`-` for none), PMD-mapped, partially mapped, zero-page PTEs, huge-zero
-/// PMDs, name. `thplab observe` and `thplab sim` print the same table.
-pub fn vma_table(vmas: &[VmaMap], total: &Census, total_rss_kb: u64) -> String {
-    use std::fmt::Write;
-    let mut sizes: Vec<String> = total.sizes.keys().cloned().collect();
-    for v in vmas {
-        for k in v.census.sizes.keys() {
-            if !sizes.contains(k) {
-                sizes.push(k.clone());
-            }
-        }
-    }
-    sizes.sort_by_key(|s| size_sort_key(s));
-    let with_pid = vmas.iter().any(|v| v.pid.is_some());
-    let mut out = String::new();
-    let mut head = String::new();
-    if with_pid {
-        head += &format!("{:>7} ", "pid");
-    }
-    head += &format!("{:<33} {:<4} {:>10}", "address range", "perm", "Rss");
-    for s in &sizes {
-        head += &format!(" {:>8}", s);
-    }
-    head += &format!(" {:>6} {:>7} {:>6} {:>6}  name", "pmd", "partial", "zero", "hzero");
-    let _ = writeln!(out, "{head}");
-    let dash = |n: u64| if n == 0 { "-".to_string() } else { n.to_string() };
-    let mut row = |pid: Option<u32>, range: &str, perms: &str, rss: u64, c: &Census, name: &str| {
-        let mut line = String::new();
-        if with_pid {
-            line += &format!("{:>7} ", pid.map(|p| p.to_string()).unwrap_or_default());
-        }
-        line += &format!("{:<33} {:<4} {:>7} kB", range, perms, rss);
-        for s in &sizes {
-            line += &format!(" {:>8}", dash(c.sizes.get(s).map(|e| e.folios).unwrap_or(0)));
-        }
-        let pmd: u64 = c.sizes.values().map(|e| e.pmd_mapped).sum();
-        let partial: u64 = c.sizes.values().map(|e| e.partially_mapped).sum();
-        line += &format!(" {:>6} {:>7} {:>6} {:>6}  {}", dash(pmd), dash(partial), dash(c.zero_page_ptes), dash(c.huge_zero_pmds), name);
-        let _ = writeln!(out, "{}", line.trim_end());
-    };
-    for v in vmas {
-        let name = if !v.name.is_empty() {
-            v.name.clone()
-        } else if v.kind.is_empty() || v.kind == "anon" {
-            "[anon]".to_string()
-        } else {
-            format!("[{}]", v.kind)
-        };
-        row(v.pid, &format!("{}-{}", v.start, v.end), &v.perms, v.rss_kb, &v.census, &name);
-    }
-    row(None, "total", "", total_rss_kb, total, "");
-    out
-}
+// The folio-size map as text and the layout helpers of text tables: crate::text.
+pub use crate::text::{elide, layout, vma_table, vma_table_fit, wrap, TEXT_WIDTH};
 
 /// The run at its largest Rss.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

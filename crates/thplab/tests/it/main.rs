@@ -31,6 +31,7 @@ mod pacing;
 mod programs;
 mod schema;
 mod views;
+mod widths;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

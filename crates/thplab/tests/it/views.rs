@@ -1,6 +1,7 @@
 //! The views of issue #14 item 4 from the command line: `sim --matrix`, the folio-size map, the
 //! peak, `--explain`, a replay's per-process lines and warnings, live knobs and settings JSON as
-//! `--settings`, `--salvage`, and `thplab report` (rendered in headless Chromium when present).
+//! `--settings`, `--salvage`, and `thplab report` with its timeline and time plots (rendered in
+//! headless Chromium when present).
 
 use crate::{temp_file, thplab};
 
@@ -162,7 +163,7 @@ fn settings_live_reads_this_machines_knobs() {
     }
 }
 
-mod recording {
+pub(crate) mod recording {
     //! A hand-made recording: the root process maps 4 MiB of anonymous memory where the model,
     //! under the recording's knobs, would not (a placement miss), writes 16 pages of it, and
     //! forks a child that execs, maps 64 KiB and writes it; both exit.
@@ -400,7 +401,13 @@ fn a_timed_recordings_elapsed_says_how_much_was_measured_and_how_much_priced() {
     assert!((own - (2e6 - base)).abs() < 1e-6, "{own} {base}");
     assert_eq!(t.elapsed_ns, 2_000_000);
     let text = thplab(&args).ok().stdout.clone();
-    let line = text.lines().find(|l| l.trim_start().starts_with("elapsed")).expect("an elapsed line");
+    // The line is wrapped to 100 columns (continuations indented 33): read it back whole.
+    let mut lines = text.lines().skip_while(|l| !l.trim_start().starts_with("elapsed"));
+    let mut line = lines.next().expect("an elapsed line").to_string();
+    for l in lines.take_while(|l| l.starts_with(&" ".repeat(33))) {
+        assert!(l.chars().count() <= 100, "{l}");
+        line = format!("{line} {}", l.trim_start());
+    }
     let ms = |ns: f64| format!("{:.1} ms", ns / 1e6);
     let us = |ns: f64| if ns >= 1e6 { ms(ns) } else { format!("{:.1} µs", ns / 1e3) };
     assert_eq!(
@@ -412,4 +419,115 @@ fn a_timed_recordings_elapsed_says_how_much_was_measured_and_how_much_priced() {
             us(t.total_ns)
         )
     );
+}
+
+/// 16 MiB filled at 16 MiB/s (a base page per 2 MiB first, under MADV_NOHUGEPAGE, so khugepaged
+/// has PTE tables to collapse), half of it dropped, then 300 ms of sleep; three phases.
+const TIMED: &str = "phase fill\nmmap a 16M align=2M\nmadvise a nohugepage\ntouch a write stride=2M\nmadvise a hugepage\n\
+    touch a write rate=16M/s\nphase free\nmadvise a[0+8M] dontneed\nphase idle\nsleep 300ms\n";
+
+/// The `data-points` of the series NAME in a page fragment, as (x, y) pairs.
+fn series_points(html: &str, name: &str) -> Vec<(f64, f64)> {
+    let at = html.find(&format!("data-series=\"{name}\" data-points=\"")).unwrap_or_else(|| panic!("no series {name}"));
+    let rest = &html[at..];
+    let start = rest.find("data-points=\"").unwrap() + "data-points=\"".len();
+    let end = start + rest[start..].find('"').unwrap();
+    rest[start..end].split(' ').map(|p| p.split_once(',').map(|(x, y)| (x.parse().unwrap(), y.parse().unwrap())).unwrap()).collect()
+}
+
+/// `data-NAME="…"` of each element whose opening tag holds `marker`.
+fn attrs_of(html: &str, marker: &str, name: &str) -> Vec<String> {
+    html.match_indices(marker)
+        .map(|(i, _)| {
+            let tag = &html[i..i + html[i..].find('>').unwrap()];
+            let k = tag.find(&format!("{name}=\"")).unwrap_or_else(|| panic!("no {name} in {tag}")) + name.len() + 2;
+            tag[k..k + tag[k..].find('"').unwrap()].to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn report_plots_the_timeline_and_the_time_of_a_sampled_priced_matrix() {
+    let (d, w) = temp_file("t.thpw", TIMED);
+    let set = ["--set", "khugepaged/scan_sleep_millisecs=100", "--set", "khugepaged/max_ptes_none=511"];
+    let json = thplab(&[&["sim", w.as_str(), "--matrix", "--sample", "100", "--profile", "builtin", "--json", "-q"][..], &set[..]].concat());
+    json.ok();
+    let v = json.json();
+    let runs = v.as_array().unwrap();
+    let res = d.path().join("m.json");
+    std::fs::write(&res, &json.stdout).unwrap();
+    let page = d.path().join("m.html");
+    thplab(&["report", res.to_str().unwrap(), "-o", page.to_str().unwrap()]).ok();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("<script") && !html.contains("href="), "not self-contained");
+    assert!(!html.contains("No timeline") && !html.contains("No time in"), "the sampled, priced runs' plots are missing");
+    // One elapsed-time chart: a bar per setting, its value the simulated clock at the end, in
+    // ms. Each run sleeps 300 ms after a fill paced to 1 s: at least 1300 ms each.
+    let values: Vec<f64> = attrs_of(&html, "<rect class=\"bar\" data-value=", "data-value").iter().map(|x| x.parse().unwrap()).collect();
+    let time_chart = &html[html.find("data-plot=\"time\"").expect("no time chart")..];
+    let time_values: Vec<f64> = attrs_of(&time_chart[..time_chart.find("</figure>").unwrap()], "<rect class=\"bar\"", "data-value").iter().map(|x| x.parse().unwrap()).collect();
+    assert_eq!(time_values.len(), 11);
+    assert_eq!(values.len(), 6 * 11, "5 charts of the census and Rss, and the time");
+    for (r, ms) in runs.iter().zip(&time_values) {
+        assert_eq!(*ms, r["model"]["time"]["elapsed_ns"].as_f64().unwrap() / 1e6);
+        assert!(*ms >= 1300.0, "{ms}");
+    }
+    // The phases: three per setting (fill, free, idle), each its result's ns; idle is 300 ms.
+    let phases = attrs_of(&html, "<rect class=\"phase\"", "data-ns");
+    let names = attrs_of(&html, "<rect class=\"phase\"", "data-phase");
+    assert_eq!(phases.len(), 33);
+    for (i, r) in runs.iter().enumerate() {
+        let ps = r["model"]["time"]["phases"].as_array().unwrap();
+        for (j, p) in ps.iter().enumerate() {
+            assert_eq!(names[i * 3 + j], p["name"].as_str().unwrap());
+            assert_eq!(phases[i * 3 + j], p["ns"].to_string());
+        }
+        assert_eq!(ps[2]["ns"], 300_000_000u64);
+    }
+    // Each run's timeline: three charts whose lines are the result's samples.
+    assert_eq!(html.matches("<div class=\"timeline\"").count(), 11);
+    assert_eq!(html.matches("data-plot=\"timeline-").count(), 33);
+    for (i, r) in runs.iter().enumerate() {
+        let part = html.split("<div class=\"timeline\"").nth(i + 1).unwrap();
+        let part = &part[..part.find("</div>").unwrap()];
+        assert!(part.starts_with(&format!(" data-run=\"{}\"", r["label"].as_str().unwrap())), "run {i} out of order");
+        let samples = r["model"]["timeline"]["samples"].as_array().unwrap();
+        assert!(samples.len() >= 13, "a sample every 100 ms of a 1.3 s run");
+        let col = |f: &dyn Fn(&serde_json::Value) -> f64| samples.iter().map(|s| (s["t_ms"].as_f64().unwrap(), f(s))).collect::<Vec<_>>();
+        assert_eq!(series_points(part, "Rss"), col(&|s| s["rss_kb"].as_f64().unwrap()));
+        assert_eq!(series_points(part, "AnonHugePages"), col(&|s| s["anon_huge_pages_kb"].as_f64().unwrap()));
+        assert_eq!(series_points(part, "pages_collapsed"), col(&|s| s["pages_collapsed"].as_f64().unwrap()));
+        for size in ["4kB", "2048kB"] {
+            let kb: f64 = size.trim_end_matches("kB").parse().unwrap();
+            if samples.iter().any(|s| s["folios"].get(size).is_some()) {
+                assert_eq!(series_points(part, size), col(&|s| s["folios"][size].as_f64().unwrap_or(0.0) * kb));
+            }
+        }
+        // By hand: 16 MiB filled, then 8 MiB dropped: the last sample has 8192 kB, the largest
+        // 16384 kB.
+        let rss = series_points(part, "Rss");
+        assert_eq!(rss.last().unwrap().1, 8192.0);
+        assert_eq!(rss.iter().map(|p| p.1).fold(0.0, f64::max), 16384.0);
+    }
+    // 4K only (enabled=never): khugepaged collapses nothing; PMD always: AnonHugePages follows Rss.
+    let part = |i: usize| html.split("<div class=\"timeline\"").nth(i + 1).unwrap().to_string();
+    assert!(series_points(&part(0), "AnonHugePages").iter().all(|p| p.1 == 0.0));
+    assert!(series_points(&part(9), "AnonHugePages").last().unwrap().1 == 8192.0);
+
+    let Some(bin) = chromium() else {
+        eprintln!("skipped the rendering: chromium is not installed (.ci/run installs it as root)");
+        return;
+    };
+    let out = chromium_run(&bin, &["--dump-dom"], &page);
+    assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
+    let dom = String::from_utf8_lossy(&out.stdout);
+    // 5 + 1 bar charts, the phases, 33 timeline charts and 11 folio maps, every line parsed.
+    assert_eq!(dom.matches("<svg").count(), 6 + 1 + 33 + 11);
+    assert_eq!(dom.matches("<polyline class=\"series\"").count(), html.matches("<polyline class=\"series\"").count());
+    assert_eq!(dom.matches("class=\"phase\"").count(), 33);
+    let shot = tempfile::tempdir().unwrap();
+    let png = shot.path().join("shot.png");
+    let out = chromium_run(&bin, &[&format!("--screenshot={}", png.display()), "--window-size=1000,1400"], &page);
+    assert!(out.status.success() && png.exists(), "no screenshot: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read(&png).unwrap().len() > 20_000, "the screenshot looks blank");
 }
