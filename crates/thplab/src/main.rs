@@ -181,9 +181,11 @@ struct CompareArgs {
     #[arg(long, value_name = "FIELD=N")]
     tolerance: Vec<String>,
     /// Live runs per setting (median reported; with --record, minflt is judged against the
-    /// runs' own spread).
-    #[arg(long, default_value_t = 1)]
-    repeat: u32,
+    /// runs' own spread). Default 1; a workload with --profile: 3, whose range is the live
+    /// time's ± and says whether a difference in time is outside the noise (with --record the
+    /// time comes from 3 untraced runs whatever this says)
+    #[arg(long, value_name = "N")]
+    repeat: Option<u32>,
     /// When only system-wide counters differ (other processes allocated under the same global
     /// knobs), or khugepaged collapsed pages during a run that differs, run that setting live
     /// again up to N times and keep the closest run.
@@ -476,6 +478,9 @@ struct DemoArgs {
     /// Print the three results as one JSON array.
     #[arg(long)]
     json: bool,
+    /// Live runs per setting: the live time is their median, ± their range (one run: no ±)
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    repeat: u32,
 }
 
 /// Read a workload from a path or a built-in example name.
@@ -653,10 +658,38 @@ fn run_sim_tlb(
         order0_scatter: x.order0_scatter,
         ..Default::default()
     };
-    let (r, _) = sim::run_with(w, s, m, &mut opts)?;
+    let (mut r, _) = sim::run_with(w, s, m, &mut opts)?;
     drop(opts);
     bar.finish();
+    time_uncertainty(w, s, m, x, &mut r)?;
     Ok(r)
+}
+
+/// With a profile, `r.time`'s uncertainty (`uapi::TimeUncertainty`): the profile's calibrated
+/// spreads of what it priced and, with a `[host]`, the host state: the run again from free lists
+/// in which every free frame is reported (`sim::time::all_reported`), the far end from no host
+/// fault at all.
+fn time_uncertainty(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, x: &SimExtras, r: &mut uapi::RunResult) -> Result<()> {
+    let (Some(t), Some(costs)) = (r.time.as_mut(), x.costs) else { return Ok(()) };
+    if costs.spread_pct.is_empty() && x.host.is_none() {
+        return Ok(());
+    }
+    sim::time::set_uncertainty(t, sim::time::profile_spread(t, costs, x.host.map(|h| h.0), false), 0.0);
+    let Some((h, free)) = x.host else { return Ok(()) };
+    let far = sim::time::all_reported(m.mem_bytes);
+    let mut opts = sim::RunOptions { tlb: x.tlb, costs: x.costs.cloned(), host: Some((h.clone(), Some(far))), order0_scatter: x.order0_scatter, ..Default::default() };
+    let (hi, _) = sim::run_with(w, s, m, &mut opts)?;
+    let (faults, ns) = hi.time.as_ref().map_or((0, 0.0), |t| (t.host_faults, t.host_ns));
+    let assumed = match free {
+        Some(_) => "the free lists the live run started from (after page reporting settled)".to_string(),
+        None => format!(
+            "the profile's free lists ({} MiB free in blocks below order {}, every larger block reported: an idle machine as calibrated)",
+            h.free_areas.iter().enumerate().take(h.page_reporting_order as usize).map(|(o, &n)| n << o).sum::<u64>() >> 8,
+            h.page_reporting_order
+        ),
+    };
+    sim::time::set_host_range(t, assumed, faults, ns);
+    Ok(())
 }
 
 /// One result as JSON or as the table.
@@ -814,7 +847,9 @@ fn sim_one(
     // A workload's steps are priced as they run (sim::driver); a recording's time is still
     // estimated from its totals.
     if let (Some(fault), Some(opts), SimInput::Recording { name, header, events, offsets, .. }) = (costs, &replay_opts, input) {
-        r.time = Some(sim::time::recording(&r, name, header, events, machine, fault, opts, None).map_err(|e| input::locate(e, offsets))?);
+        let mut t = sim::time::recording(&r, name, header, events, machine, fault, opts, None).map_err(|e| input::locate(e, offsets))?;
+        program_cmds::add_program_and_host_spread(&mut t, None, (name, header, events), machine, opts, settings)?;
+        r.time = Some(t);
     }
     if let (Some(pin), Some(io)) = (profile.and_then(|p| p.pin.as_ref()), r.io.as_mut()) {
         let ns = pin.pin_ns(io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages);
@@ -1040,7 +1075,7 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
         let x = SimExtras { costs: profile.fault.as_ref(), host: host.as_ref().map(|(h, free)| (*h, free.as_ref())), ..Default::default() };
         let (r, live) = match &unavailable {
             None => {
-                let (r, l) = model_and_live(&w, &s, &machine, 1, false, &x)?;
+                let (r, l) = model_and_live(&w, &s, &machine, a.repeat.max(1), false, &x)?;
                 (r, Some(l))
             }
             Some(_) => (run_sim_tlb(&w, &s, &machine, false, false, None, &x)?, None),
@@ -1061,8 +1096,33 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
     } else {
         writeln!(out, "seed-anon-1g: 1 GiB of private anonymous memory written page by page, model of Linux 6.18{}\n", if unavailable.is_none() { " and this machine's live kernel" } else { "" })?;
         print::side_by_side(&mut out, &results)?;
+        demo_time_notes(&mut out, &results, unavailable.is_none())?;
     }
     Ok(exit::OK)
+}
+
+/// What the demo's times assumed: the profile's spreads and, for the model, the host state it
+/// could not know; each setting's model against live, and each setting against 4K on each side.
+fn demo_time_notes(out: &mut impl Write, results: &[(String, String, uapi::RunResult)], live: bool) -> Result<()> {
+    writeln!(out, "\ntime ±: the model's from the built-in profile's calibrated spreads; live: the range of the runs.")?;
+    if let Some(h) = results.iter().find_map(|(_, _, r)| r.time.as_ref()?.uncertainty.as_ref()?.host.clone()) {
+        let assumed = if live { "the free lists each live run started from".to_string() } else { h.assumed.clone() };
+        writeln!(out, "Host state the model assumed: {assumed}.")?;
+        writeln!(out, "It cannot know which free frames the host backs during a run (what ran before, what other")?;
+        writeln!(out, "processes and the other CPU's per-CPU list free meanwhile): `time over the host states` is")?;
+        writeln!(out, "its time from every frame backed to every frame dropped.")?;
+    }
+    let sets: Vec<(String, uapi::RunResult, uapi::RunResult)> = results
+        .iter()
+        .filter_map(|(l, _, m)| {
+            let label = l.strip_suffix(" sim")?;
+            let v = results.iter().find(|(x, _, _)| x.strip_suffix(" live") == Some(label)).map_or_else(uapi::RunResult::default, |x| x.2.clone());
+            Some((label.to_string(), m.clone(), v))
+        })
+        .collect();
+    writeln!(out)?;
+    compare::noise::print_settings(out, &compare::noise::settings_verdicts(&sets), "live: the median wall time of the runs, ± their range")?;
+    Ok(())
 }
 
 fn cmd_examples(name: Option<String>) -> Result<u8> {
@@ -1148,7 +1208,7 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
             json: a.json,
             quiet: a.program_quiet,
             profile,
-            repeat: a.repeat,
+            repeat: a.repeat.unwrap_or(1),
             accesses,
         });
     }
@@ -1162,6 +1222,8 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
     }
     let profile = a.profile.as_deref().map(load_profile).transpose()?;
     let costs = profile.as_ref().and_then(|p| p.fault.as_ref());
+    // A time verdict needs the live time's spread: 3 runs with a profile unless told.
+    let repeat = a.repeat.unwrap_or(if costs.is_some() { 3 } else { 1 });
     let runs: Vec<(String, ThpSettings)> = if let Some(kind) = &a.matrix {
         matrix_runs(kind, &a.settings)?
     } else {
@@ -1173,6 +1235,7 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
     let mut out = std::io::stdout().lock();
     let mut json = Vec::new();
     let mut differing = 0;
+    let mut results = Vec::new();
     for (label, s) in &runs {
         // The host's costs; the free lists come from the live run (`remodel`).
         let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true));
@@ -1180,9 +1243,9 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
         let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?;
         let order0_scatter = scatter_choice(None, profile.as_ref());
         let x = SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter };
-        let (model, live) = model_and_live(&w, s, &machine, a.repeat, false, &x)?;
+        let (model, live) = model_and_live(&w, s, &machine, repeat, false, &x)?;
         let compare::Retried { live, rows, attempts, why } =
-            compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, a.repeat, false, a.sample, x.host.is_some()))?;
+            compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, repeat, false, a.sample, x.host.is_some()))?;
         if attempts > 1 && !a.json {
             writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;
         }
@@ -1210,11 +1273,15 @@ fn cmd_compare(a: CompareArgs) -> Result<u8> {
                 writeln!(out)?;
             }
         }
+        results.push((label.clone(), model, live));
     }
+    let verdicts = compare::noise::settings_verdicts(&results);
     if a.json {
+        program_cmds::add_verdicts_json(&mut json, &verdicts);
         serde_json::to_writer_pretty(&mut out, &json)?;
         writeln!(out)?;
     } else {
+        compare::noise::print_settings(&mut out, &verdicts, &format!("live: the median wall time of {repeat} run{}, ± their range", if repeat == 1 { "" } else { "s" }))?;
         writeln!(out, "{} of {} settings: model = live{}", runs.len() - differing, runs.len(), if differing > 0 { format!("; {differing} differ") } else { String::new() })?;
     }
     Ok(if differing > 0 { exit::DIFFERS } else { exit::OK })

@@ -123,6 +123,9 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
             parts.push(format!("{} accesses {} (the TLB model's, below)", t.accesses, secs(t.accesses_ns)));
         }
         writeln!(out, "  time            {:>12}   (profile: {})", secs(t.total_ns), parts.join(", "))?;
+        if let Some(u) = &t.uncertainty {
+            time_uncertainty(out, t, u)?;
+        }
         if t.elapsed_ns as f64 > t.total_ns + 0.5 {
             writeln!(out, "  elapsed         {:>12}   (the simulated clock: the time above and the sleeps)", secs(t.elapsed_ns as f64))?;
         }
@@ -341,6 +344,26 @@ fn explain(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     Ok(())
 }
 
+/// A time's ± (the profile's spreads, the program's own time) and the host state it assumed.
+fn time_uncertainty(out: &mut impl Write, t: &uapi::TimeEstimate, u: &uapi::result::TimeUncertainty) -> io::Result<()> {
+    let mut parts: Vec<(&String, &f64)> = u.profile_ns.iter().collect();
+    parts.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()));
+    let named: Vec<String> = parts.iter().take(3).map(|(k, v)| format!("{k} {}", secs(v.abs()))).collect();
+    let program = if u.program_ns > 0.0 { format!(", the program's own time {}", secs(u.program_ns)) } else { String::new() };
+    writeln!(out, "  ±               {:>12}   (the profile's calibrated spreads{}{program})", secs(t.sym_ns()), if named.is_empty() { String::new() } else { format!(": {}", named.join(", ")) })?;
+    if let Some(h) = &u.host {
+        writeln!(
+            out,
+            "  host state      {:>12}   (the time from every frame backed, {} host faults, to every frame dropped, {}; assumed: {})",
+            format!("{}..{}", short_secs(t.elapsed_ns as f64 - h.down_ns), short_secs(t.elapsed_ns as f64 + h.up_ns)),
+            h.low_faults,
+            h.high_faults,
+            h.assumed
+        )?;
+    }
+    Ok(())
+}
+
 /// Several results in columns (the README's main command).
 pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) -> io::Result<()> {
     let w = cols.iter().map(|(l, _, _)| l.len() + 2).max().unwrap_or(0).max(if cols.len() > 3 { 13 } else { 16 });
@@ -368,10 +391,19 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
     // With a profile: the model's simulated time; beside it a live column's wall time.
     if cols.iter().any(|(_, _, r)| r.time.is_some()) {
         row(out, "time (profile; live: wall time)", &|r| match (&r.time, &r.live) {
-            (Some(t), _) => secs(t.elapsed_ns as f64),
-            (None, Some(l)) => secs(l.wall_ms * 1e6),
+            (Some(t), _) => format!("{} {}", secs(t.elapsed_ns as f64), pm_pct(t.elapsed_ns as f64, t.sym_ns(), t.uncertainty.is_some())),
+            (None, Some(l)) => {
+                let pm = l.time_range_ms.map(|r| (r.max - r.min) * 1e6);
+                format!("{} {}", secs(l.time_ms() * 1e6), pm_pct(l.time_ms() * 1e6, pm.unwrap_or(0.0), pm.is_some()))
+            }
             _ => "-".to_string(),
         })?;
+        // The model's time over the host states it could not know (every frame backed, every
+        // frame dropped), where it has a `[host]`.
+        let host = |r: &RunResult| r.time.as_ref().and_then(|t| t.uncertainty.as_ref()?.host.as_ref().map(|h| (t.elapsed_ns as f64, h.down_ns, h.up_ns)));
+        if cols.iter().any(|(_, _, r)| host(r).is_some()) {
+            row(out, "time over the host states (model)", &|r| host(r).map_or("-".into(), |(e, down, up)| format!("{}..{}", short_secs(e - down), short_secs(e + up))))?;
+        }
     }
     // On a VM that reports free pages: the frames written that the host had dropped.
     let live_host = |r: &RunResult| r.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|w| w.host_faults);
@@ -422,6 +454,19 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
         }
     }
     Ok(())
+}
+
+/// The ± of a time as a percentage (`±6%`), `±?` when its spread is unknown.
+fn pm_pct(ns: f64, pm: f64, known: bool) -> String {
+    if !known || ns <= 0.0 {
+        return "±?".into();
+    }
+    format!("±{:.0}%", pm / ns * 100.0)
+}
+
+/// ns as `0.41 s` or `2.78 s`, for a range.
+fn short_secs(ns: f64) -> String {
+    format!("{:.2} s", ns / 1e9)
 }
 
 /// ns as seconds or milliseconds, three significant digits.
