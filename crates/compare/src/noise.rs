@@ -303,6 +303,52 @@ mod tests {
         assert_eq!(with(400e6, 10e6, 0.0).alone().bounds(), (390e6, 410e6));
     }
 
+    /// The table compare prints: each setting with its ±, against live, and against the first
+    /// setting; the host state once where every setting assumed the same.
+    #[test]
+    fn the_settings_table_says_what_is_noise() {
+        let result = |model_ms: f64, host_ms: f64, live: Option<(f64, f64, f64)>| {
+            let mut m = RunResult::new("sim", "w");
+            let mut t = uapi::TimeEstimate { elapsed_ns: (model_ms * 1e6) as u64, host_ns: host_ms * 1e6, ..Default::default() };
+            t.uncertainty = Some(uapi::result::TimeUncertainty {
+                profile_ns: [("fault 4kB".to_string(), 10e6)].into(),
+                host: Some(uapi::result::HostStateRange { assumed: "idle".into(), low_faults: 0, high_faults: 9, down_ns: host_ms * 1e6, up_ns: 100e6 }),
+                ..Default::default()
+            });
+            t.set_bounds();
+            m.time = Some(t);
+            let mut l = RunResult::new("live", "w");
+            if let Some((ms, min, max)) = live {
+                l.live = Some(uapi::LiveSection { wall_ms: ms, time_range_ms: Some(uapi::result::MsRange { min, max }), ..Default::default() });
+            }
+            m.source = "sim".into();
+            (m, l)
+        };
+        let (m1, l1) = result(400.0, 0.0, Some((410.0, 400.0, 420.0)));
+        let (m2, l2) = result(420.0, 20.0, Some((600.0, 590.0, 610.0)));
+        let v = settings_verdicts(&[("4K".into(), m1, l1), ("PMD".into(), m2, l2)]);
+        // Model 4K: 400 ms, ± 10 (profile), host −0/+100: 390..510 ms. Live 410 ± 20: the model
+        // −10 ms, from −10 − 20 − 10 = −40 to −10 + 20 + 110 = +120 ms (−9.8 % .. +29.3 % of 410).
+        assert_eq!(v[0].model, Some(Interval { ns: 400e6, low_ns: 390e6, high_ns: 510e6 }));
+        // PMD against 4K, model: +20 ms; shared fault 4kB cancels; 4K's +100 and PMD's −20:
+        // −100 .. +120 ms: no effect. Live: +190 ms ± (20 + 20): measurably slower.
+        let (mv, lv) = (v[1].model_vs_first.unwrap(), v[1].live_vs_first.unwrap());
+        assert_eq!((mv.low_pct, mv.high_pct, mv.measurable), (-25.0, 30.0, Some(false)));
+        assert_eq!((lv.diff_pct.round(), lv.measurable), (46.0, Some(true)));
+        let mut out = Vec::new();
+        print_settings(&mut out, &v, "live: 3 runs").unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "time (model: the profile's, ± its spreads and the host state; live: 3 runs)\n  host state the model assumed: idle\n  \
+             4K: model 400.0 ms +110.0/-10.0 ms, live 410.0 ms ± 20.0 ms: model -2.4 % (-9.8 % .. +29.3 %) of live: within the noise\n    \
+             host states it cannot know: 0 to 9 host faults move it ±0.0 ms .. +100.0 ms\n  \
+             PMD: model 420.0 ms +110.0/-30.0 ms, live 600.0 ms ± 20.0 ms: model -30.0 % (-38.3 % .. -8.3 %) of live: outside the noise\n    \
+             host states it cannot know: 0 to 9 host faults move it -20.0 ms .. +100.0 ms\n    \
+             against 4K: model +5.0 % (-25.0 % .. +30.0 %): no measurable effect; live +46.3 % ± 9.8 %: measurably slower\n\n"
+        );
+    }
+
     /// One live run: no spread, no verdict.
     #[test]
     fn one_run_is_not_judged() {

@@ -355,7 +355,7 @@ fn time_uncertainty(out: &mut impl Write, t: &uapi::TimeEstimate, u: &uapi::resu
         writeln!(
             out,
             "  host state      {:>12}   (the time from every frame backed, {} host faults, to every frame dropped, {}; assumed: {})",
-            format!("{}..{}", short_secs(t.elapsed_ns as f64 - h.down_ns), short_secs(t.elapsed_ns as f64 + h.up_ns)),
+            format!("{:.2}..{:.2} s", (t.elapsed_ns as f64 - h.down_ns) / 1e9, (t.elapsed_ns as f64 + h.up_ns) / 1e9),
             h.low_faults,
             h.high_faults,
             h.assumed
@@ -391,10 +391,16 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
     // With a profile: the model's simulated time; beside it a live column's wall time.
     if cols.iter().any(|(_, _, r)| r.time.is_some()) {
         row(out, "time (profile; live: wall time)", &|r| match (&r.time, &r.live) {
-            (Some(t), _) => format!("{} {}", secs(t.elapsed_ns as f64), pm_pct(t.elapsed_ns as f64, t.sym_ns(), t.uncertainty.is_some())),
+            (Some(t), _) => secs(t.elapsed_ns as f64),
+            (None, Some(l)) => secs(l.time_ms() * 1e6),
+            _ => "-".to_string(),
+        })?;
+        // Its ± : the profile's calibrated spreads (model), the range of the runs (live).
+        row(out, "time ± (profile spreads; live: range of runs)", &|r| match (&r.time, &r.live) {
+            (Some(t), _) => pm_pct(t.elapsed_ns as f64, t.sym_ns(), t.uncertainty.is_some()),
             (None, Some(l)) => {
                 let pm = l.time_range_ms.map(|r| (r.max - r.min) * 1e6);
-                format!("{} {}", secs(l.time_ms() * 1e6), pm_pct(l.time_ms() * 1e6, pm.unwrap_or(0.0), pm.is_some()))
+                pm_pct(l.time_ms() * 1e6, pm.unwrap_or(0.0), pm.is_some())
             }
             _ => "-".to_string(),
         })?;
@@ -402,7 +408,7 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
         // frame dropped), where it has a `[host]`.
         let host = |r: &RunResult| r.time.as_ref().and_then(|t| t.uncertainty.as_ref()?.host.as_ref().map(|h| (t.elapsed_ns as f64, h.down_ns, h.up_ns)));
         if cols.iter().any(|(_, _, r)| host(r).is_some()) {
-            row(out, "time over the host states (model)", &|r| host(r).map_or("-".into(), |(e, down, up)| format!("{}..{}", short_secs(e - down), short_secs(e + up))))?;
+            row(out, "time over the host states (model)", &|r| host(r).map_or("-".into(), |(e, down, up)| format!("{:.2}..{:.2} s", (e - down) / 1e9, (e + up) / 1e9)))?;
         }
     }
     // On a VM that reports free pages: the frames written that the host had dropped.
@@ -462,11 +468,6 @@ fn pm_pct(ns: f64, pm: f64, known: bool) -> String {
         return "±?".into();
     }
     format!("±{:.0}%", pm / ns * 100.0)
-}
-
-/// ns as `0.41 s` or `2.78 s`, for a range.
-fn short_secs(ns: f64) -> String {
-    format!("{:.2} s", ns / 1e9)
 }
 
 /// ns as seconds or milliseconds, three significant digits.
