@@ -396,7 +396,7 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
             _ => "-".to_string(),
         })?;
         // Its ± : the profile's calibrated spreads (model), the range of the runs (live).
-        row(out, "time ± (profile spreads; live: range of runs)", &|r| match (&r.time, &r.live) {
+        row(out, "time ± (model: profile; live: runs)", &|r| match (&r.time, &r.live) {
             (Some(t), _) => pm_pct(t.elapsed_ns as f64, t.sym_ns(), t.uncertainty.is_some()),
             (None, Some(l)) => {
                 let pm = l.time_range_ms.map(|r| (r.max - r.min) * 1e6);
