@@ -311,6 +311,43 @@ mod tests {
         assert_eq!(t.total_ns, 16_384.0 * 6600.0 + 10.0 * 1200.0);
     }
 
+    /// The ± of an estimate, by hand: 1 GiB under 4 KiB pages, 262144 faults of 1000 ns (262.144
+    /// ms) at a spread of 10 % and 2 calls of 2000 ns at 5 %: ± 26.2144 ms + 200 ns. As a
+    /// recording (each fault pays its fill, 1500 ns at 4 %, and its free, 200 ns at 50 %):
+    /// 262144 × (60 + 100) ns = 41.94304 ms. With 1000 host faults of 8000 ns at 25 %: 2 ms
+    /// more. The host state: down by its 8 ms of host faults, up to 262144 host faults
+    /// (2097.152 ms): +2089.152 ms.
+    #[test]
+    fn the_uncertainty_of_an_estimate_by_hand() {
+        let mut c = costs();
+        c.spread_pct = [("fault 4kB".to_string(), 10.0), ("syscall".to_string(), 5.0), ("filled 4kB".to_string(), 4.0), ("free 4kB".to_string(), 50.0)].into();
+        let mut r = RunResult::new("sim", "w");
+        r.process.minflt = 262_144;
+        let mut t = estimate(&r, 262_144, 2, &c);
+        let p = profile_spread(&t, &c, None, false);
+        assert_eq!(p, [("fault 4kB".to_string(), 26_214_400.0), ("syscall".to_string(), 200.0)].into());
+        c.fill_ns_per_fault.insert("4kB".into(), 1500.0);
+        c.free_ns_per_folio.insert("4kB".into(), 200.0);
+        let p = profile_spread(&t, &c, None, true);
+        assert_eq!((p["filled 4kB"], p["free 4kB"], p.get("fault 4kB")), (262_144.0 * 60.0, 262_144.0 * 100.0, None));
+        let host = uapi::profile::HostCosts { page_reporting_order: 9, fault_ns_per_page: 8000.0, fault_spread_pct: Some(25.0), ..Default::default() };
+        (t.host_faults, t.host_ns) = (1000, 8e6);
+        t.elapsed_ns = 300_000_000;
+        let p = profile_spread(&t, &c, Some(&host), true);
+        assert_eq!(p["host fault"], 2e6);
+        set_uncertainty(&mut t, p, 0.0);
+        let sym = 262_144.0 * 160.0 + 200.0 + 2e6;
+        assert_eq!(t.sym_ns(), sym);
+        set_host_range(&mut t, "idle".into(), 262_144, 2_097_152_000.0);
+        let u = t.uncertainty.as_ref().unwrap();
+        let h = u.host.as_ref().unwrap();
+        assert_eq!((h.low_faults, h.high_faults, h.down_ns, h.up_ns), (0, 262_144, 8e6, 2_089_152_000.0));
+        assert_eq!((u.low_ns, u.high_ns), (300e6 - 8e6 - sym, 300e6 + 2_089_152_000.0 + sym));
+        // The far end of the host states: every free frame in a reported MAX_PAGE_ORDER block.
+        let far = all_reported(24 << 30);
+        assert_eq!((far.free[10], far.free[..10].iter().sum::<u64>(), far.reported.clone()), (6144, 0, None));
+    }
+
     /// A program that ran 0.40 s untraced with 60000 faults of 4 KiB (1000 ns each: 60 ms):
     /// its own time is 340 ms; with 100 PMD faults of 100 µs (10 ms) it runs 350 ms.
     #[test]
