@@ -26,6 +26,10 @@
 //!   long enough to pass the small free blocks and that CPU's per-CPU list into reported blocks
 //!   (/proc/kpageflags right before it, `host::run_start`), each fault timed; the mean fault on a
 //!   reported frame (its frame read back from /proc/self/pagemap) less the mean of the others.
+//!
+//! Each figure's spread goes in the profile too (`[fault.spread_pct]`, `[host] fault_spread_pct`:
+//! half the range of its runs in percent of their median), so that a time priced with it
+//! carries its ± (`sim::time::profile_spread`).
 
 use std::time::Instant;
 
