@@ -15,6 +15,7 @@ mod print;
 mod program_cmds;
 mod record_cmds;
 mod report;
+mod time_notes;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -661,35 +662,8 @@ fn run_sim_tlb(
     let (mut r, _) = sim::run_with(w, s, m, &mut opts)?;
     drop(opts);
     bar.finish();
-    time_uncertainty(w, s, m, x, &mut r)?;
+    time_notes::time_uncertainty(w, s, m, x, &mut r)?;
     Ok(r)
-}
-
-/// With a profile, `r.time`'s uncertainty (`uapi::TimeUncertainty`): the profile's calibrated
-/// spreads of what it priced and, with a `[host]`, the host state: the run again from free lists
-/// in which every free frame is reported (`sim::time::all_reported`), the far end from no host
-/// fault at all.
-fn time_uncertainty(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, x: &SimExtras, r: &mut uapi::RunResult) -> Result<()> {
-    let (Some(t), Some(costs)) = (r.time.as_mut(), x.costs) else { return Ok(()) };
-    if costs.spread_pct.is_empty() && x.host.is_none() {
-        return Ok(());
-    }
-    sim::time::set_uncertainty(t, sim::time::profile_spread(t, costs, x.host.map(|h| h.0), false), 0.0);
-    let Some((h, free)) = x.host else { return Ok(()) };
-    let far = sim::time::all_reported(m.mem_bytes);
-    let mut opts = sim::RunOptions { tlb: x.tlb, costs: x.costs.cloned(), host: Some((h.clone(), Some(far))), order0_scatter: x.order0_scatter, ..Default::default() };
-    let (hi, _) = sim::run_with(w, s, m, &mut opts)?;
-    let (faults, ns) = hi.time.as_ref().map_or((0, 0.0), |t| (t.host_faults, t.host_ns));
-    let assumed = match free {
-        Some(_) => "the free lists the live run started from (after page reporting settled)".to_string(),
-        None => format!(
-            "the profile's free lists ({} MiB free in blocks below order {}, every larger block reported: an idle machine as calibrated)",
-            h.free_areas.iter().enumerate().take(h.page_reporting_order as usize).map(|(o, &n)| n << o).sum::<u64>() >> 8,
-            h.page_reporting_order
-        ),
-    };
-    sim::time::set_host_range(t, assumed, faults, ns);
-    Ok(())
 }
 
 /// One result as JSON or as the table.
@@ -1096,33 +1070,9 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
     } else {
         writeln!(out, "seed-anon-1g: 1 GiB of private anonymous memory written page by page, model of Linux 6.18{}\n", if unavailable.is_none() { " and this machine's live kernel" } else { "" })?;
         print::side_by_side(&mut out, &results)?;
-        demo_time_notes(&mut out, &results, unavailable.is_none())?;
+        time_notes::demo_time_notes(&mut out, &results, unavailable.is_none())?;
     }
     Ok(exit::OK)
-}
-
-/// What the demo's times assumed: the profile's spreads and, for the model, the host state it
-/// could not know; each setting's model against live, and each setting against 4K on each side.
-fn demo_time_notes(out: &mut impl Write, results: &[(String, String, uapi::RunResult)], live: bool) -> Result<()> {
-    writeln!(out, "\ntime ±: the model's from the built-in profile's calibrated spreads; live: the range of the runs.")?;
-    if let Some(h) = results.iter().find_map(|(_, _, r)| r.time.as_ref()?.uncertainty.as_ref()?.host.clone()) {
-        let assumed = if live { "the free lists each live run started from".to_string() } else { h.assumed.clone() };
-        writeln!(out, "Host state the model assumed: {assumed}.")?;
-        writeln!(out, "It cannot know which free frames the host backs during a run (what ran before, what other")?;
-        writeln!(out, "processes and the other CPU's per-CPU list free meanwhile): `time over the host states` is")?;
-        writeln!(out, "its time from every frame backed to every frame dropped.")?;
-    }
-    let sets: Vec<(String, uapi::RunResult, uapi::RunResult)> = results
-        .iter()
-        .filter_map(|(l, _, m)| {
-            let label = l.strip_suffix(" sim")?;
-            let v = results.iter().find(|(x, _, _)| x.strip_suffix(" live") == Some(label)).map_or_else(uapi::RunResult::default, |x| x.2.clone());
-            Some((label.to_string(), m.clone(), v))
-        })
-        .collect();
-    writeln!(out)?;
-    compare::noise::print_settings(out, &compare::noise::settings_verdicts(&sets), "live: the median wall time of the runs, ± their range")?;
-    Ok(())
 }
 
 fn cmd_examples(name: Option<String>) -> Result<u8> {
