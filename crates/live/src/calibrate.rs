@@ -26,6 +26,10 @@
 //!   long enough to pass the small free blocks and that CPU's per-CPU list into reported blocks
 //!   (/proc/kpageflags right before it, `host::run_start`), each fault timed; the mean fault on a
 //!   reported frame (its frame read back from /proc/self/pagemap) less the mean of the others.
+//!
+//! Each figure's spread goes in the profile too (`[fault.spread_pct]`, `[host] fault_spread_pct`:
+//! half the range of its runs in percent of their median), so that a time priced with it
+//! carries its ± (`sim::time::profile_spread`).
 
 use std::time::Instant;
 
@@ -54,6 +58,13 @@ impl Spread {
             0 => Spread::default(),
             n => Spread { min: s[0], median: if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }, max: s[n - 1] },
         }
+    }
+
+    /// Half the range (max − min) in percent of the median, the profile's `spread_pct` of a
+    /// figure: min..max of n runs is a confidence interval of their median whatever the
+    /// distribution (75 % with 3 runs, 94 % with 5); None for a median of 0 or less.
+    pub fn range_pct(&self) -> Option<f64> {
+        (self.median > 0.0).then(|| (self.max - self.min) / 2.0 / self.median * 100.0)
     }
 }
 
@@ -285,6 +296,11 @@ pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Resul
         figures.push(Figure { what: format!("filled {size}"), ns: fill, events: faults, at_size: None });
         figures.push(Figure { what: format!("free {size}"), ns: free, events: faults, at_size: None });
     }
+    fault.spread_pct = figures.iter().filter_map(|f| f.ns.range_pct().map(|p| (f.what.clone(), p))).collect();
+    let mut host = host;
+    if let (Some(h), Some(f)) = (host.as_mut(), host_figure.iter().find(|f| f.what == "host fault")) {
+        h.fault_spread_pct = f.ns.range_pct();
+    }
     figures.extend(host_figure);
     Ok(Calibration { figures, fault, host })
 }
@@ -323,6 +339,7 @@ fn measure_host(base: &ThpSettings, order: u8, len: usize, runs: u32, progress: 
         page_reporting_order: order,
         fault_ns_per_page: spread.median,
         base_fault_ns_per_page: None,
+        fault_spread_pct: None,
         free_areas,
         source: format!(
             "thplab calibrate: {} MiB written under PMD THP once page reporting had taken every free block, less the same right after it was freed, per 4 KiB page, median of {runs}",
@@ -409,6 +426,10 @@ mod tests {
     fn spreads_and_settings() {
         assert_eq!(Spread::of(&[3.0, 1.0, 2.0]), Spread { min: 1.0, median: 2.0, max: 3.0 });
         assert_eq!(Spread::of(&[4.0, 1.0, 2.0, 3.0]).median, 2.5);
+        // The profile's spread of a figure: (3 − 1) / 2 = 1, 50 % of the median 2; none for a 0 median.
+        assert_eq!(Spread::of(&[3.0, 1.0, 2.0]).range_pct(), Some(50.0));
+        assert_eq!(Spread::of(&[1500.0, 1600.0, 1560.0, 1480.0, 1540.0]).range_pct(), Some(60.0 / 1540.0 * 100.0));
+        assert_eq!(Spread::of(&[0.0, 0.0]).range_pct(), None);
         let base = ThpSettings::default();
         let k = |s: &ThpSettings, p: &str| s.knob_map()[p].clone();
         let s = settings_for(&base, "64kB");

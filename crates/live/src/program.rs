@@ -554,6 +554,7 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
         kernel_release: crate::kernel_release(),
         wall_ms: wall.as_secs_f64() * 1e3,
         untraced_ms: None,
+        time_range_ms: None,
         khugepaged,
         workload: None,
         program: Some(LiveProgramRun {

@@ -263,7 +263,7 @@ mod tests {
         let w = workload::parse("t", text).unwrap();
         let s = settings(&["enabled=always"]);
         let costs = uapi::profile::FaultCosts { ns_per_fault: [("4kB".to_string(), 1000.0), ("2048kB".to_string(), 100_000.0)].into(), ..Default::default() };
-        let host = uapi::profile::HostCosts { page_reporting_order: 9, fault_ns_per_page: 10_000.0, base_fault_ns_per_page: None, free_areas: vec![2000, 0, 0, 0, 0, 0, 0, 0, 0, 40, 20], source: String::new() };
+        let host = uapi::profile::HostCosts { page_reporting_order: 9, fault_ns_per_page: 10_000.0, base_fault_ns_per_page: None, fault_spread_pct: None, free_areas: vec![2000, 0, 0, 0, 0, 0, 0, 0, 0, 40, 20], source: String::new() };
         let m = MachineConfig { mem_bytes: 256 << 20, ..MachineConfig::default() };
         let mut opts = crate::RunOptions { check_invariants: true, costs: Some(costs), host: Some((host, None)), ..Default::default() };
         let (r, k) = crate::run_with(&w, &s, &m, &mut opts).unwrap();
@@ -288,7 +288,7 @@ mod tests {
     fn base_pages_host_faults_are_priced_at_their_own_cost() {
         let w = workload::parse("t", "mmap a 12M align=2M\ntouch a write\n").unwrap();
         let costs = uapi::profile::FaultCosts { ns_per_fault: [("4kB".to_string(), 1000.0), ("2048kB".to_string(), 100_000.0)].into(), ..Default::default() };
-        let host = uapi::profile::HostCosts { page_reporting_order: 9, fault_ns_per_page: 10_000.0, base_fault_ns_per_page: Some(12_000.0), free_areas: vec![2000, 0, 0, 0, 0, 0, 0, 0, 0, 40, 20], source: String::new() };
+        let host = uapi::profile::HostCosts { page_reporting_order: 9, fault_ns_per_page: 10_000.0, base_fault_ns_per_page: Some(12_000.0), fault_spread_pct: None, free_areas: vec![2000, 0, 0, 0, 0, 0, 0, 0, 0, 40, 20], source: String::new() };
         let m = MachineConfig { mem_bytes: 256 << 20, ..MachineConfig::default() };
         let mut opts = crate::RunOptions { check_invariants: true, costs: Some(costs), host: Some((host, None)), ..Default::default() };
         let (r, k) = crate::run_with(&w, &settings(&["enabled=never"]), &m, &mut opts).unwrap();

@@ -9,6 +9,8 @@
 //! the census's zero-page PTEs and huge zero PMDs; every other fault in minflt allocated a
 //! 4 KiB page.
 
+use std::collections::BTreeMap;
+
 use uapi::profile::FaultCosts;
 use uapi::{RunResult, TimeEstimate};
 
@@ -55,6 +57,79 @@ pub fn estimate(r: &RunResult, touched_pages: u64, calls: u64, c: &FaultCosts) -
     t.calls_ns = calls as f64 * c.syscall_ns;
     t.total_ns = t.faults_ns.values().sum::<f64>() + t.zero_page_ns + t.touch_ns + t.calls_ns;
     t
+}
+
+/// The ± of each profile figure `t` priced (`uapi::TimeUncertainty::profile_ns`): the ns of
+/// its events × the figure's calibrated spread (`FaultCosts::spread_pct`, `HostCosts::
+/// fault_spread_pct`; a figure without one adds nothing). A workload's faults are priced at
+/// `fault SIZE` (and its MADV_COLLAPSE collapses as `fault 2048kB`), its frees at `free SIZE`;
+/// a recording's faults (`recording`) at what a program pays, `filled SIZE` (else `fault
+/// SIZE`) and `free SIZE`. Touches, zero-page reads and calls at their own figures, host
+/// faults at `host fault`; accesses and pinning carry no calibrated spread.
+pub fn profile_spread(t: &TimeEstimate, c: &FaultCosts, host: Option<&uapi::profile::HostCosts>, recording: bool) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    let mut add = |what: String, ns: f64| {
+        let v = ns * c.spread(&what);
+        if v != 0.0 {
+            *out.entry(what).or_insert(0.0) += v;
+        }
+    };
+    for (size, &n) in &t.faults {
+        let n = n as f64;
+        if recording {
+            let fill = c.fill_ns_per_fault.get(size).map(|&f| ("filled", f)).or(c.fault_ns(size).map(|f| ("fault", f)));
+            if let Some((what, ns)) = fill {
+                add(format!("{what} {size}"), n * ns);
+            }
+            add(format!("free {size}"), n * c.free_ns_per_folio.get(size).copied().unwrap_or(0.0));
+        } else {
+            add(format!("fault {size}"), t.faults_ns.get(size).copied().unwrap_or(0.0));
+        }
+    }
+    for (size, &n) in &t.frees {
+        add(format!("free {size}"), n as f64 * c.free_ns_per_folio.get(size).copied().unwrap_or(0.0));
+    }
+    add("fault 2048kB".into(), t.collapse_ns);
+    add("zero page read".into(), t.zero_page_ns);
+    add("touch".into(), t.touch_ns);
+    add("syscall".into(), t.calls_ns);
+    if let Some(p) = host.and_then(|h| h.fault_spread_pct).filter(|_| t.host_ns > 0.0) {
+        out.insert("host fault".into(), t.host_ns * p / 100.0);
+    }
+    out
+}
+
+/// Free lists in which every free frame lies in a reported block (the small blocks used up,
+/// every block of the reporting order and above reported: a long idle machine, or one whose
+/// other processes took the small blocks), for a machine of `mem_bytes`: the far end of the
+/// host states a model run may meet, where every frame its allocations take is a host fault.
+pub fn all_reported(mem_bytes: u64) -> uapi::profile::FreeLists {
+    let mut free = vec![0u64; mm_types::MAX_PAGE_ORDER as usize + 1];
+    free[mm_types::MAX_PAGE_ORDER as usize] = mem_bytes >> (12 + mm_types::MAX_PAGE_ORDER as u32);
+    uapi::profile::FreeLists { free, reported: None, cpu: None, pcp: 0 }
+}
+
+/// Sets `t.uncertainty` from its parts: the profile's (`profile_spread`) and the program's
+/// own ± (`program_ns`); then its interval. The host state is [`set_host_range`]'s.
+pub fn set_uncertainty(t: &mut TimeEstimate, profile_ns: BTreeMap<String, f64>, program_ns: f64) {
+    let host = t.uncertainty.take().and_then(|u| u.host);
+    t.uncertainty = Some(uapi::result::TimeUncertainty { low_ns: 0.0, high_ns: 0.0, profile_ns, program_ns, host });
+    t.set_bounds();
+}
+
+/// Sets the host state `t` assumed (`assumed`, in words) and how far another moves it: down to
+/// no host fault (every frame backed), up to `high_faults` costing `high_ns`, the same run's
+/// host faults from [`all_reported`] free lists; then the interval.
+pub fn set_host_range(t: &mut TimeEstimate, assumed: String, high_faults: u64, high_ns: f64) {
+    let range = uapi::result::HostStateRange {
+        assumed,
+        low_faults: 0,
+        high_faults: high_faults.max(t.host_faults),
+        down_ns: t.host_ns,
+        up_ns: (high_ns - t.host_ns).max(0.0),
+    };
+    t.uncertainty.get_or_insert_with(Default::default).host = Some(range);
+    t.set_bounds();
 }
 
 /// What of an access the TLB model prices.
@@ -134,10 +209,29 @@ pub fn recording(
     };
     let mut t = priced(r);
     t.elapsed_ns = t.total_ns.round() as u64;
+    let host = opts.host.as_ref().map(|(h, _)| h);
+    let mut spread = profile_spread(&t, fault, host, true);
     if header.untraced_wall_ns > 0 {
-        add_program_time(&mut t, &priced(&base), header.untraced_wall_ns);
+        let b = priced(&base);
+        add_program_time(&mut t, &b, header.untraced_wall_ns);
+        // The program's own time is measured against the baseline's priced work: an error in
+        // a cost moves both, and only their difference is the estimate's.
+        for (what, ns) in profile_spread(&b, fault, host, true) {
+            *spread.entry(what).or_insert(0.0) -= ns;
+        }
+        spread.retain(|_, v| v.abs() > 1e-6);
+    }
+    if !fault.spread_pct.is_empty() || host.is_some() {
+        set_uncertainty(&mut t, spread, 0.0);
     }
     Ok(t)
+}
+
+/// A replay's host faults and their ns under `host` (as [`recording`] prices them).
+pub fn replay_host(r: &RunResult, host: &uapi::profile::HostCosts) -> (u64, f64) {
+    let mut t = TimeEstimate::default();
+    add_host_faults(&mut t, r, host);
+    (t.host_faults, t.host_ns)
 }
 
 /// A replay's host faults (`ReplayReport::host_faults`) priced with the profile's `[host]`:
@@ -217,6 +311,43 @@ mod tests {
         let t = estimate(&r, 262_154, 0, &c);
         assert_eq!((t.faults["64kB"], t.faults["4kB"], t.touches_without_fault, t.touch_ns), (16_384, 10, 245_760, 0.0));
         assert_eq!(t.total_ns, 16_384.0 * 6600.0 + 10.0 * 1200.0);
+    }
+
+    /// The ± of an estimate, by hand: 1 GiB under 4 KiB pages, 262144 faults of 1000 ns (262.144
+    /// ms) at a spread of 10 % and 2 calls of 2000 ns at 5 %: ± 26.2144 ms + 200 ns. As a
+    /// recording (each fault pays its fill, 1500 ns at 4 %, and its free, 200 ns at 50 %):
+    /// 262144 × (60 + 100) ns = 41.94304 ms. With 1000 host faults of 8000 ns at 25 %: 2 ms
+    /// more. The host state: down by its 8 ms of host faults, up to 262144 host faults
+    /// (2097.152 ms): +2089.152 ms.
+    #[test]
+    fn the_uncertainty_of_an_estimate_by_hand() {
+        let mut c = costs();
+        c.spread_pct = [("fault 4kB".to_string(), 10.0), ("syscall".to_string(), 5.0), ("filled 4kB".to_string(), 4.0), ("free 4kB".to_string(), 50.0)].into();
+        let mut r = RunResult::new("sim", "w");
+        r.process.minflt = 262_144;
+        let mut t = estimate(&r, 262_144, 2, &c);
+        let p = profile_spread(&t, &c, None, false);
+        assert_eq!(p, [("fault 4kB".to_string(), 26_214_400.0), ("syscall".to_string(), 200.0)].into());
+        c.fill_ns_per_fault.insert("4kB".into(), 1500.0);
+        c.free_ns_per_folio.insert("4kB".into(), 200.0);
+        let p = profile_spread(&t, &c, None, true);
+        assert_eq!((p["filled 4kB"], p["free 4kB"], p.get("fault 4kB")), (262_144.0 * 60.0, 262_144.0 * 100.0, None));
+        let host = uapi::profile::HostCosts { page_reporting_order: 9, fault_ns_per_page: 8000.0, fault_spread_pct: Some(25.0), ..Default::default() };
+        (t.host_faults, t.host_ns) = (1000, 8e6);
+        t.elapsed_ns = 300_000_000;
+        let p = profile_spread(&t, &c, Some(&host), true);
+        assert_eq!(p["host fault"], 2e6);
+        set_uncertainty(&mut t, p, 0.0);
+        let sym = 262_144.0 * 160.0 + 200.0 + 2e6;
+        assert_eq!(t.sym_ns(), sym);
+        set_host_range(&mut t, "idle".into(), 262_144, 2_097_152_000.0);
+        let u = t.uncertainty.as_ref().unwrap();
+        let h = u.host.as_ref().unwrap();
+        assert_eq!((h.low_faults, h.high_faults, h.down_ns, h.up_ns), (0, 262_144, 8e6, 2_089_152_000.0));
+        assert_eq!((u.low_ns, u.high_ns), (300e6 - 8e6 - sym, 300e6 + 2_089_152_000.0 + sym));
+        // The far end of the host states: every free frame in a reported MAX_PAGE_ORDER block.
+        let far = all_reported(24 << 30);
+        assert_eq!((far.free[10], far.free[..10].iter().sum::<u64>(), far.reported.clone()), (6144, 0, None));
     }
 
     /// A program that ran 0.40 s untraced with 60000 faults of 4 KiB (1000 ns each: 60 ms):

@@ -623,7 +623,8 @@ pub fn settle_host_for(model: &uapi::RunResult, progress: bool) {
 /// (`live::host::take_cpu_thps`: the THPs the last process there freed). Also the free lists
 /// the median run met (None where unreadable): which frames are backed depends on them, so the
 /// model prices these runs with them.
-pub fn time_untraced(argv: &[std::ffi::OsString], runs: u32, live: bool, progress: bool) -> Result<(u64, Option<uapi::profile::FreeLists>)> {
+/// With more than one run, also their range (`uapi::result::MsRange`, ms).
+pub fn time_untraced(argv: &[std::ffi::OsString], runs: u32, live: bool, progress: bool) -> Result<(u64, Option<uapi::profile::FreeLists>, Option<uapi::result::MsRange>)> {
     let mut times = Vec::new();
     for run in 0..runs.max(1) {
         crate::progress::detail(&format!("untraced run {} of {}", run + 1, runs.max(1)));
@@ -633,9 +634,11 @@ pub fn time_untraced(argv: &[std::ffi::OsString], runs: u32, live: bool, progres
         drop(thps);
         times.push((ns, free));
     }
+    let range = uapi::result::MsRange::of(&times.iter().map(|t| t.0 as f64 / 1e6).collect::<Vec<_>>());
     times.sort_unstable_by_key(|t| t.0);
     let mid = (times.len() - 1) / 2;
-    Ok(times.swap_remove(mid))
+    let (ns, free) = times.swap_remove(mid);
+    Ok((ns, free, range))
 }
 
 /// Wait until page reporting has taken every free block (at once where there is no reporting).

@@ -18,6 +18,7 @@ mod progress;
 mod program_cmds;
 mod record_cmds;
 mod report;
+mod time_notes;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -183,10 +184,12 @@ struct CompareArgs {
     matrix: Option<String>,
     #[arg(long, value_name = "FIELD=N|FIELD=P%", help = compare::Tolerance::help())]
     tolerance: Vec<String>,
-    /// Live runs per setting, at least 1 (median reported; with --record, minflt is judged
-    /// against the runs' own spread).
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    repeat: u32,
+    /// Live runs per setting (median reported; with --record, minflt is judged against the
+    /// runs' own spread). Default 1; a workload with --profile: 3, whose range is the live
+    /// time's ± and says whether a difference in time is outside the noise (with --record the
+    /// time comes from 3 untraced runs whatever this says)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: Option<u32>,
     /// When only system-wide counters differ (other processes allocated under the same global
     /// knobs), or khugepaged collapsed pages during a run that differs, run that setting live
     /// again up to N times and keep the closest run.
@@ -514,6 +517,9 @@ struct DemoArgs {
     /// names); by default they fit 100 columns: settings in blocks, sizes summarised.
     #[arg(long)]
     wide: bool,
+    /// Live runs per setting: the live time is their median, ± their range (one run: no ±)
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    repeat: u32,
 }
 
 /// Read a workload from a path or a built-in example name.
@@ -686,9 +692,10 @@ fn run_sim_tlb(
         order0_scatter: x.order0_scatter,
         ..Default::default()
     };
-    let (r, _) = sim::run_with(w, s, m, &mut opts)?;
+    let (mut r, _) = sim::run_with(w, s, m, &mut opts)?;
     drop(opts);
     bar.finish();
+    time_notes::time_uncertainty(w, s, m, x, &mut r)?;
     Ok(r)
 }
 
@@ -778,7 +785,9 @@ fn sim_one(
     // A workload's steps are priced as they run (sim::driver); a recording's time is still
     // estimated from its totals.
     if let (Some(fault), Some(opts), SimInput::Recording { name, header, events, offsets, .. }) = (costs, &replay_opts, input) {
-        r.time = Some(sim::time::recording(&r, name, header, events, machine, fault, opts, None).map_err(|e| input::locate(e, offsets))?);
+        let mut t = sim::time::recording(&r, name, header, events, machine, fault, opts, None).map_err(|e| input::locate(e, offsets))?;
+        program_cmds::add_program_and_host_spread(&mut t, None, (name, header, events), machine, opts, settings)?;
+        r.time = Some(t);
     }
     if let (Some(pin), Some(io)) = (profile.and_then(|p| p.pin.as_ref()), r.io.as_mut()) {
         let ns = pin.pin_ns(io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages);
@@ -1023,7 +1032,7 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
         let x = SimExtras { costs: profile.fault.as_ref(), host: host.as_ref().map(|(h, free)| (*h, free.as_ref())), ..Default::default() };
         let (r, live) = match &unavailable {
             None => {
-                let (r, l) = model_and_live(&w, &s, &machine, 1, false, &x)?;
+                let (r, l) = model_and_live(&w, &s, &machine, a.repeat.max(1), false, &x)?;
                 (r, Some(l))
             }
             Some(_) => (run_sim_tlb(&w, &s, &machine, false, false, None, &x)?, None),
@@ -1045,6 +1054,7 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
         let head = format!("seed-anon-1g: 1 GiB of private anonymous memory written page by page, model of Linux 6.18{}", if unavailable.is_none() { " and this machine's live kernel" } else { "" });
         writeln!(out, "{}\n", print::wrap(&head, print::fit_width(), 0).join("\n"))?;
         print::side_by_side(&mut out, &results)?;
+        time_notes::demo_time_notes(&mut out, &results, unavailable.is_none())?;
     }
     Ok(exit::OK)
 }
@@ -1147,7 +1157,7 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
             json: a.json,
             quiet: a.program_quiet,
             profile,
-            repeat: a.repeat,
+            repeat: a.repeat.unwrap_or(1),
             accesses,
             only_diff: a.only_diff,
         });
@@ -1162,6 +1172,8 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     }
     let profile = a.profile.as_deref().map(load_profile).transpose()?;
     let costs = profile.as_ref().and_then(|p| p.fault.as_ref());
+    // A time verdict needs the live time's spread: 3 runs with a profile unless told.
+    let repeat = a.repeat.unwrap_or(if costs.is_some() { 3 } else { 1 });
     let runs: Vec<(String, ThpSettings)> = if let Some(spec) = &a.matrix {
         checks::matrix_runs(spec, &a.settings)?.1
     } else {
@@ -1176,6 +1188,7 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     // Progress on stderr, per setting (a bar on a terminal; lines otherwise, for a matrix,
     // unless --json).
     let steps = progress::Steps::start("thplab compare", &[("setting", runs.len())], runs.len() > 1 && !a.json);
+    let mut results = Vec::new();
     for (label, s) in &runs {
         steps.step("setting", format!("{label}: model, then live"));
         // The host's costs; the free lists come from the live run (`remodel`).
@@ -1184,9 +1197,9 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
         let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?;
         let order0_scatter = scatter_choice(None, profile.as_ref());
         let x = SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter };
-        let (model, live) = model_and_live(&w, s, &machine, a.repeat, false, &x)?;
+        let (model, live) = model_and_live(&w, s, &machine, repeat, false, &x)?;
         let compare::Retried { live, rows, attempts, why } =
-            compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, a.repeat, false, a.sample, x.host.is_some()))?;
+            compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, repeat, false, a.sample, x.host.is_some()))?;
         if attempts > 1 && !a.json {
             progress::suspend(|| writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default()))?;
         }
@@ -1217,12 +1230,16 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
                 Ok(out.flush()?)
             })?;
         }
+        results.push((label.clone(), model, live));
     }
     steps.finish();
+    let verdicts = compare::noise::settings_verdicts(&results);
     if a.json {
+        program_cmds::add_verdicts_json(&mut json, &verdicts);
         serde_json::to_writer_pretty(&mut out, &json)?;
         writeln!(out)?;
     } else {
+        compare::noise::print_settings(&mut out, &verdicts, &format!("live: the median wall time of {repeat} run{}, ± their range", if repeat == 1 { "" } else { "s" }))?;
         writeln!(out, "{} of {} settings: model = live{}", runs.len() - differing, runs.len(), if differing > 0 { format!("; {differing} differ") } else { String::new() })?;
     }
     Ok(if differing > 0 { exit::DIFFERS } else { exit::OK })

@@ -140,6 +140,9 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
             parts.push(format!("{} accesses {} (the TLB model's, below)", t.accesses, secs(t.accesses_ns)));
         }
         wline(out, &format!("  time            {:>12}   (profile: {})", secs(t.total_ns), parts.join(", ")), 33)?;
+        if let Some(u) = &t.uncertainty {
+            time_uncertainty(out, t, u)?;
+        }
         if let Some(own) = t.program_ns {
             wline(out, &format!("  elapsed         {:>12}   ({})", secs(t.elapsed_ns as f64), timed_parts(t, own)), 33)?;
         } else if t.elapsed_ns as f64 > t.total_ns + 0.5 {
@@ -406,6 +409,26 @@ fn wline(out: &mut impl Write, text: &str, indent: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// A time's ± (the profile's spreads, the program's own time) and the host state it assumed.
+fn time_uncertainty(out: &mut impl Write, t: &uapi::TimeEstimate, u: &uapi::result::TimeUncertainty) -> io::Result<()> {
+    let mut parts: Vec<(&String, &f64)> = u.profile_ns.iter().collect();
+    parts.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()));
+    let named: Vec<String> = parts.iter().take(3).map(|(k, v)| format!("{k} {}", secs(v.abs()))).collect();
+    let program = if u.program_ns > 0.0 { format!(", the program's own time {}", secs(u.program_ns)) } else { String::new() };
+    wline(out, &format!("  ±               {:>12}   (the profile's calibrated spreads{}{program})", secs(t.sym_ns()), if named.is_empty() { String::new() } else { format!(": {}", named.join(", ")) }), 33)?;
+    if let Some(h) = &u.host {
+        let text = format!(
+            "  host state      {:>12}   (the time from every frame backed, {} host faults, to every frame dropped, {}; assumed: {})",
+            format!("{:.2}..{:.2} s", (t.elapsed_ns as f64 - h.down_ns) / 1e9, (t.elapsed_ns as f64 + h.up_ns) / 1e9),
+            h.low_faults,
+            h.high_faults,
+            h.assumed
+        );
+        wline(out, &text, 33)?;
+    }
+    Ok(())
+}
+
 /// `--wide`: text tables at their full width instead of [`uapi::result::TEXT_WIDTH`] columns.
 static WIDE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -504,9 +527,24 @@ fn side_rows(cols: &[(String, String, RunResult)]) -> Vec<(String, Vec<String>)>
     if cols.iter().any(|(_, _, r)| r.time.is_some()) {
         row("time (profile; live: wall time)", &|r| match (&r.time, &r.live) {
             (Some(t), _) => secs(t.elapsed_ns as f64),
-            (None, Some(l)) => secs(l.wall_ms * 1e6),
+            (None, Some(l)) => secs(l.time_ms() * 1e6),
             _ => "-".to_string(),
         });
+        // Its ± : the profile's calibrated spreads (model), the range of the runs (live).
+        row("time ± (model: profile; live: runs)", &|r| match (&r.time, &r.live) {
+            (Some(t), _) => pm_pct(t.elapsed_ns as f64, t.sym_ns(), t.uncertainty.is_some()),
+            (None, Some(l)) => {
+                let pm = l.time_range_ms.map(|r| (r.max - r.min) * 1e6);
+                pm_pct(l.time_ms() * 1e6, pm.unwrap_or(0.0), pm.is_some())
+            }
+            _ => "-".to_string(),
+        });
+        // The model's time over the host states it could not know (every frame backed, every
+        // frame dropped), where it has a `[host]`.
+        let host = |r: &RunResult| r.time.as_ref().and_then(|t| t.uncertainty.as_ref()?.host.as_ref().map(|h| (t.elapsed_ns as f64, h.down_ns, h.up_ns)));
+        if cols.iter().any(|(_, _, r)| host(r).is_some()) {
+            row("time over the host states (model)", &|r| host(r).map_or("-".into(), |(e, down, up)| format!("{:.2}..{:.2} s", (e - down) / 1e9, (e + up) / 1e9)));
+        }
     }
     // On a VM that reports free pages: the frames written that the host had dropped.
     let live_host = |r: &RunResult| r.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|w| w.host_faults);
@@ -547,7 +585,14 @@ fn side_rows(cols: &[(String, String, RunResult)]) -> Vec<(String, Vec<String>)>
     rows
 }
 
-/// ns as seconds or milliseconds, three significant digits.
+/// The ± of a time as a percentage (`±6%`), `±?` when its spread is unknown.
+fn pm_pct(ns: f64, pm: f64, known: bool) -> String {
+    if !known || ns <= 0.0 {
+        return "±?".into();
+    }
+    format!("±{:.0}%", pm / ns * 100.0)
+}
+
 /// A timed recording's elapsed time in its parts: the program's own time, measured, and the
 /// model's work, priced.
 fn timed_parts(t: &uapi::TimeEstimate, own: f64) -> String {
@@ -563,6 +608,7 @@ fn timed_parts(t: &uapi::TimeEstimate, own: f64) -> String {
     format!("of which {} the program's own time, measured{from}; {} the model's work, priced by the profile: the time above", secs(own), secs(t.total_ns))
 }
 
+/// ns as seconds or milliseconds, three significant digits.
 fn secs(ns: f64) -> String {
     if ns >= 1e9 {
         format!("{:.3} s", ns / 1e9)

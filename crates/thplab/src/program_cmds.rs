@@ -53,10 +53,21 @@ pub struct CompareRecordArgs {
     pub only_diff: bool,
 }
 
+/// A recording and what its timed runs met: [`record_program`]'s result.
+pub struct Recorded {
+    pub rec: record::Recording,
+    /// The recording's wall time, s.
+    pub secs: f64,
+    /// The free lists the median timed run met.
+    pub timed_free: Option<uapi::profile::FreeLists>,
+    /// The range of the timed runs (ms): the ± of the program's own time.
+    pub timed_range: Option<uapi::result::MsRange>,
+}
+
 /// Record `command` once; returns the recording, its wall time in seconds and, with `timed`
 /// runs (then the recording holds the program's untraced wall time, `record --timed`), the
-/// free lists those runs met.
-pub fn record_program(command: &[String], timed: u32) -> Result<(record::Recording, f64, Option<uapi::profile::FreeLists>)> {
+/// free lists those runs met and their range.
+pub fn record_program(command: &[String], timed: u32) -> Result<Recorded> {
     let argv: Vec<OsString> = command.iter().map(OsString::from).collect();
     let t = Instant::now();
     let mut rec = match record::record(&argv, &record::RecordOptions::default()) {
@@ -65,11 +76,11 @@ pub fn record_program(command: &[String], timed: u32) -> Result<(record::Recordi
         Err(e) => return Err(e.into()),
     };
     let secs = t.elapsed().as_secs_f64();
-    let mut timed_free = None;
+    let (mut timed_free, mut timed_range) = (None, None);
     if timed > 0 {
-        let (ns, free) = crate::live_cmds::time_untraced(&argv, timed, false, true)?;
+        let (ns, free, range) = crate::live_cmds::time_untraced(&argv, timed, false, true)?;
         rec.header.untraced_wall_ns = ns;
-        timed_free = free;
+        (timed_free, timed_range) = (free, range);
     }
     if rec.header.lost_events > 0 {
         eprintln!(
@@ -78,7 +89,7 @@ pub fn record_program(command: &[String], timed: u32) -> Result<(record::Recordi
             command.join(" ")
         );
     }
-    Ok((rec, secs, timed_free))
+    Ok(Recorded { rec, secs, timed_free, timed_range })
 }
 
 /// `--accesses`: the program run again under valgrind lackey (`record::accesses`), its
@@ -112,22 +123,6 @@ fn record_accesses(a: &CompareRecordArgs, rec: &record::Recording) -> Result<tra
     Ok(trace::accesses::read_accesses(&bytes[..])?)
 }
 
-/// Each setting's time (model's elapsed, live wall time, in ms) as a ratio to the first
-/// setting's, model beside live: what a setting gains or loses, whatever the absolute error.
-fn print_time_ratios(out: &mut impl Write, times: &[(String, f64, f64)]) -> io::Result<()> {
-    let Some((first, m0, l0)) = times.first() else { return Ok(()) };
-    if times.len() < 2 || *m0 <= 0.0 || *l0 <= 0.0 {
-        return Ok(());
-    }
-    writeln!(out, "time relative to {first} (model: the profile's; live: the median of 3 untraced runs)")?;
-    writeln!(out, "  {:<28} {:>11} {:>11} {:>11} {:>11} {:>8}", "setting", "model ms", "live ms", "model ratio", "live ratio", "error")?;
-    for (label, m, l) in times {
-        let (mr, lr) = (m / m0, l / l0);
-        writeln!(out, "  {label:<28} {m:>11.1} {l:>11.1} {mr:>11.3} {lr:>11.3} {:>+7.1}%", (mr / lr - 1.0) * 100.0)?;
-    }
-    writeln!(out)
-}
-
 /// `thplab compare --record ... -- CMD [ARGS...]`.
 pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     if a.command.is_empty() {
@@ -158,7 +153,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     let plan = [("record", 1), ("timed", timed), ("accesses", a.accesses.is_some() as usize), ("replay", runs.len()), ("live", runs.len() * a.repeat.max(1) as usize)];
     let steps = crate::progress::Steps::start("thplab compare", &plan, !a.json);
     steps.step("record", format!("recording {}{}", a.command.join(" "), if a.profile.is_some() { " (then 3 untraced runs)" } else { "" }));
-    let (rec, rec_secs, timed_free) = record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?;
+    let Recorded { rec, secs: rec_secs, timed_free, timed_range } = record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?;
     if let Some(path) = &a.keep {
         let f = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
         rec.write_to(BufWriter::new(f)).with_context(|| format!("writing {}", path.display()))?;
@@ -192,7 +187,6 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     let mut out = io::stdout().lock();
     let mut json = Vec::new();
     let mut differing = 0;
-    let mut times = Vec::new();
     if !a.json {
         let faults = rec.header.counts.iter().find(|(k, _)| *k == trace::kind::FAULT).map_or(0, |c| c.1);
         crate::progress::suspend(|| {
@@ -211,33 +205,34 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     // knob the program read, the program is recorded again under that setting's knobs (through
     // the settings guard; THP stays disabled for the recorded program itself), once per set of
     // values of the knobs it read.
-    let mut again: Vec<(Vec<Option<String>>, record::Recording, Option<uapi::profile::FreeLists>)> = Vec::new();
+    let mut again: Vec<(Vec<Option<String>>, Recorded)> = Vec::new();
+    let mut results = Vec::new();
     for ((label, s), untraced) in runs.iter().zip(untraced) {
-        let untraced_ms = untraced.as_ref().map(|(ns, _)| *ns as f64 / 1e6);
+        let untraced_ms = untraced.as_ref().map(|(ns, _, _)| *ns as f64 / 1e6);
+        let untraced_range = untraced.as_ref().and_then(|(_, _, r)| *r);
         // With a profile's [host], where this machine reports free pages too, the model's free
         // memory is what this setting's untraced runs met (read by them once reporting settled).
         let host = a.profile.as_ref().filter(|p| p.fault.is_some() && live::host::reporting_order().is_some()).and_then(|p| p.host.clone());
-        let host = host.map(|h| (h, untraced.as_ref().and_then(|(_, f)| f.clone())));
+        let host = host.map(|h| (h, untraced.as_ref().and_then(|(_, f, _)| f.clone())));
         steps.step("replay", format!("{label}: the model replays the recording"));
         let mut replay = sim::ReplayOptions { host: host.clone(), accesses: accesses.clone(), ..Default::default() };
         let mut model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
         let (knobs_read, knobs_changed) = model.model.as_ref().and_then(|m| m.replay.as_ref()).map(|r| (r.knobs_read.clone(), r.knobs_read_differing.clone())).unwrap_or_default();
         let rerecorded = !knobs_changed.is_empty();
-        let (mut rec, mut timed_free) = (&rec, &timed_free);
+        let (mut rec, mut timed_free, mut timed_range) = (&rec, &timed_free, timed_range);
         if rerecorded {
             let knobs = s.knob_map();
             let values: Vec<Option<String>> = knobs_read.iter().map(|k| knobs.get(k).cloned()).collect();
-            if !again.iter().any(|(v, _, _)| *v == values) {
+            if !again.iter().any(|(v, _)| *v == values) {
                 if !a.json {
                     crate::progress::suspend(|| writeln!(out, "({label}: the program read {}; recording it again under this setting)", knobs_changed.join(", ")))?;
                 }
                 steps.step("record", format!("{label}: recording again under this setting"));
                 let _guard = live::SettingsGuard::apply(s)?;
-                let (r, _, free) = record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?;
-                again.push((values.clone(), r, free));
+                again.push((values.clone(), record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?));
             }
-            let found = again.iter().find(|(v, _, _)| *v == values).expect("recorded for these values");
-            (rec, timed_free) = (&found.1, &found.2);
+            let found = &again.iter().find(|(v, _)| *v == values).expect("recorded for these values").1;
+            (rec, timed_free, timed_range) = (&found.rec, &found.timed_free, found.timed_range);
             // The accesses were placed on the first recording's records.
             if replay.accesses.take().is_some() && !a.json {
                 crate::progress::suspend(|| writeln!(out, "({label}: the accesses recorded with the first recording are not replayed with this one)"))?;
@@ -245,7 +240,9 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
         }
         if let Some(fault) = a.profile.as_ref().and_then(|p| p.fault.as_ref()) {
-            model.time = Some(sim::time::recording(&model, &source, &rec.header, &rec.events, &a.machine, fault, &replay, timed_free.as_ref())?);
+            let mut t = sim::time::recording(&model, &source, &rec.header, &rec.events, &a.machine, fault, &replay, timed_free.as_ref())?;
+            add_program_and_host_spread(&mut t, timed_range, (&source, &rec.header, &rec.events), &a.machine, &replay, s)?;
+            model.time = Some(t);
         }
         let live_run = std::cell::Cell::new(0);
         let run_live = || {
@@ -256,6 +253,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             live::run_program(&a.command, s, &opts).map(|mut l| {
                 if let Some(live) = l.live.as_mut() {
                     live.untraced_ms = untraced_ms;
+                    live.time_range_ms = untraced_range;
                 }
                 l
             })
@@ -273,9 +271,6 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             compare::retry_live(a.retries, live, |l| program_rows(&model, l, &tol, spread), run_live)?;
         let differs = rows.iter().any(|r| r.differs);
         differing += differs as usize;
-        if let (Some(t), Some(l)) = (&model.time, &live.live) {
-            times.push((label.clone(), t.elapsed_ns as f64 / 1e6, l.untraced_ms.unwrap_or(l.wall_ms)));
-        }
         let parted = compare::vmas::parting(&model, &live);
         if a.json {
             json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "parted": parted, "rerecorded": rerecorded, "live_minflt_spread": spread, "model": model, "live": live }));
@@ -288,13 +283,16 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
                 out.flush()
             })?;
         }
+        results.push((label.clone(), model, live));
     }
     steps.finish();
+    let verdicts = compare::noise::settings_verdicts(&results);
     if a.json {
+        add_verdicts_json(&mut json, &verdicts);
         serde_json::to_writer_pretty(&mut out, &json)?;
         writeln!(out)?;
     } else {
-        print_time_ratios(&mut out, &times)?;
+        compare::noise::print_settings(&mut out, &verdicts, "live: the median of 3 untraced runs, ± their range")?;
         writeln!(
             out,
             "{} of {} settings: model = live{}",
@@ -358,14 +356,9 @@ pub fn pct_error(model: i64, live: i64) -> String {
 /// and where given the ranges where the two part.
 pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], live: &RunResult, parted: Option<&compare::vmas::Parting>, only_diff: bool) -> io::Result<()> {
     let n = rows.iter().filter(|r| r.differs).count();
-    let wall = live.live.as_ref().map_or(0.0, |l| l.wall_ms);
-    writeln!(
-        out,
-        "== {label}: {}  →  {}  (live {:.0} ms)",
-        s.summary(),
-        if n == 0 { "model = live".to_string() } else { format!("{n} DIFFERENCES") },
-        wall
-    )?;
+    // The live time the time row compares (the untraced runs' median where there are some).
+    let time = compare::noise::Timed::live(live).map_or("-".into(), |t| compare::noise::fmt_timed(&t));
+    writeln!(out, "== {label}: {}  →  {}  (live {time})", s.summary(), if n == 0 { "model = live".to_string() } else { format!("{n} DIFFERENCES") })?;
     let error = |r: &Row| pct_error(r.model, r.live);
     for l in compare::row_lines(rows, Some(("error", &error)), only_diff) {
         writeln!(out, "{l}")?;
@@ -377,6 +370,44 @@ pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, ro
         compare::vmas::print_parting(out, p, 8)?;
     }
     writeln!(out)
+}
+
+/// Adds each setting's verdicts to its object of `compare --json` (`time_verdict`, where the
+/// model has a time).
+pub fn add_verdicts_json(json: &mut [serde_json::Value], verdicts: &[compare::noise::SettingTimes]) {
+    for (j, v) in json.iter_mut().zip(verdicts) {
+        if v.model.is_some() {
+            j["time_verdict"] = serde_json::to_value(v).expect("serializes");
+        }
+    }
+}
+
+/// The ± of a recording's time beyond the profile's: the program's own time, the range of the
+/// recording's timed runs (`timed_range`); and with a `[host]`, the host state: the setting's
+/// replay again from free lists in which every free frame is reported (`sim::time::all_reported`).
+pub fn add_program_and_host_spread(
+    t: &mut uapi::TimeEstimate,
+    timed_range: Option<uapi::result::MsRange>,
+    (source, header, events): (&str, &trace::Header, &[trace::Event]),
+    machine: &sim::MachineConfig,
+    replay: &sim::ReplayOptions,
+    s: &ThpSettings,
+) -> Result<()> {
+    if t.uncertainty.is_some() || timed_range.is_some() {
+        let profile = t.uncertainty.as_ref().map(|u| u.profile_ns.clone()).unwrap_or_default();
+        sim::time::set_uncertainty(t, profile, timed_range.map_or(0.0, |r| (r.max - r.min) * 1e6));
+    }
+    if let Some((h, _)) = &replay.host {
+        let far = sim::ReplayOptions { host: Some((h.clone(), Some(sim::time::all_reported(machine.mem_bytes)))), ..Default::default() };
+        let r = sim::run_recording_opts(source, header, events, s, machine, &far)?;
+        let (faults, ns) = sim::time::replay_host(&r, h);
+        let assumed = match timed_range {
+            Some(_) => "the free lists the median untraced run under this setting started from (after page reporting settled)",
+            None => "the profile's free lists (every block of the reporting order and above reported: an idle machine as calibrated)",
+        };
+        sim::time::set_host_range(t, assumed.to_string(), faults, ns);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

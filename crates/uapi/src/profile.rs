@@ -109,6 +109,10 @@ pub struct HostCosts {
     /// Absent: `fault_ns_per_page`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_fault_ns_per_page: Option<f64>,
+    /// The spread of `fault_ns_per_page`: half the range (max − min) of its runs in percent of
+    /// their median, as `FaultCosts::spread_pct` (absent: not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault_spread_pct: Option<f64>,
     /// Free blocks per order (0..=10) when the profile was measured: the Movable rows of
     /// /proc/pagetypeinfo (those a program's pages come from), zones summed: the model lays its free memory out alike when it has no fresher snapshot.
     #[serde(default)]
@@ -227,12 +231,25 @@ pub struct FaultCosts {
     /// its wall time.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub free_ns_per_folio: std::collections::BTreeMap<String, f64>,
+    /// Figure (as `thplab calibrate` names them: `fault 4kB`, `filled 64kB`, `free 2048kB`,
+    /// `touch`, `zero page read`, `syscall`) → its spread: half the range (max − min) of its
+    /// runs in percent of their median (min..max of 5 runs holds their median with 94 %
+    /// confidence, whatever the distribution). A time priced with this profile is ± its events
+    /// × that much of the cost (`sim::time`; absent: not measured, no ± from it).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub spread_pct: std::collections::BTreeMap<String, f64>,
     /// How it was measured.
     #[serde(default)]
     pub source: String,
 }
 
 impl FaultCosts {
+    /// The spread of figure `what` (a key of `spread_pct`) as a fraction of its cost (0 when
+    /// not measured).
+    pub fn spread(&self, what: &str) -> f64 {
+        self.spread_pct.get(what).copied().unwrap_or(0.0) / 100.0
+    }
+
     /// ns of one fault of `size` (a label such as `64kB`); None when it was not measured.
     pub fn fault_ns(&self, size: &str) -> Option<f64> {
         self.ns_per_fault.get(size).copied()
@@ -286,7 +303,7 @@ mod tests {
             machine: MachineInfo { name: "vm".into(), kernel: "6.18.44".into() },
             pin: None,
             tlb: Some(TlbSetup { cpu: "zen4".into(), paging: "nested-4k".into(), order0_scatter: 0.25, chase_bytes: 1 << 30, chase_4k_ns: 340.0, chase_pmd_ns: 230.0, source: "test".into() }),
-            host: Some(HostCosts { page_reporting_order: 9, fault_ns_per_page: 8000.0, base_fault_ns_per_page: Some(9500.0), free_areas: vec![5, 4, 3, 2, 1, 0, 0, 0, 0, 7, 9], source: "test".into() }),
+            host: Some(HostCosts { page_reporting_order: 9, fault_ns_per_page: 8000.0, base_fault_ns_per_page: Some(9500.0), fault_spread_pct: Some(12.5), free_areas: vec![5, 4, 3, 2, 1, 0, 0, 0, 0, 7, 9], source: "test".into() }),
             fault: Some(FaultCosts {
                 ns_per_fault: [("4kB".to_string(), 900.0), ("2048kB".to_string(), 90_000.0)].into(),
                 zero_page_read_ns: 600.0,
@@ -294,6 +311,7 @@ mod tests {
                 syscall_ns: 1500.0,
                 fill_ns_per_fault: [("4kB".to_string(), 1300.0)].into(),
                 free_ns_per_folio: [("4kB".to_string(), 200.0), ("2048kB".to_string(), 9000.0)].into(),
+                spread_pct: [("fault 4kB".to_string(), 10.0)].into(),
                 source: "test".into(),
             }),
         };

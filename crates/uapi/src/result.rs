@@ -438,6 +438,10 @@ pub struct LiveSection {
     /// program (fork to reaping, no ptrace stops, no census), which the time row uses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub untraced_ms: Option<f64>,
+    /// With more than one run: the lowest and highest of the times whose median is the live
+    /// time compared (`untraced_ms` when set, else `wall_ms`), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_range_ms: Option<MsRange>,
     /// The khugepaged daemon's counters over the run (summed over the runs).
     pub khugepaged: LiveKhugepaged,
     /// A workload run (`thplab live`, `compare`).
@@ -446,6 +450,28 @@ pub struct LiveSection {
     /// A program run (`compare --record`).
     #[serde(flatten)]
     pub program: Option<LiveProgramRun>,
+}
+
+/// The lowest and highest of some runs' times, ms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MsRange {
+    pub min: f64,
+    pub max: f64,
+}
+
+impl MsRange {
+    /// The range of `v` (None with fewer than two values).
+    pub fn of(v: &[f64]) -> Option<MsRange> {
+        (v.len() > 1).then(|| MsRange { min: v.iter().copied().fold(f64::INFINITY, f64::min), max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max) })
+    }
+}
+
+impl LiveSection {
+    /// The live time compared with the model's (ms): the untraced runs' median where there are
+    /// some, else the wall time.
+    pub fn time_ms(&self) -> f64 {
+        self.untraced_ms.unwrap_or(self.wall_ms)
+    }
 }
 
 /// Deltas of the daemon's sysfs counters: its own work, not MADV_COLLAPSE
@@ -691,6 +717,70 @@ pub struct TimeEstimate {
     /// the next phase or the end), sleeps included. Empty without phases.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<PhaseTime>,
+    /// With a profile that carries its calibrated spreads (`spread_pct`): how far `elapsed_ns`
+    /// may be off (docs/results-schema.md, "Time uncertainty").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncertainty: Option<TimeUncertainty>,
+}
+
+/// How far a time estimate may be off: the profile's calibrated spreads, the program's own
+/// time's spread (a timed recording) and the host state the model could not know (a VM whose
+/// free pages are reported: which frames the host backs). `low_ns..high_ns` is the interval
+/// `elapsed_ns` lies in: `elapsed_ns − host_low − sym` to `elapsed_ns + host_high + sym`, with
+/// `sym` the sum of `profile_ns` (absolute values) and `program_ns`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimeUncertainty {
+    /// The interval, ns.
+    pub low_ns: f64,
+    pub high_ns: f64,
+    /// Profile figure (`fault 4kB`, `filled 4kB`, `free 64kB`, `touch`, `zero page read`,
+    /// `syscall`, `host fault`) → ± ns it moves the estimate: its events × its calibrated
+    /// `spread_pct` of its cost (a recording timed untraced: less the same of its 4 KiB
+    /// baseline, signed, since the program's own time is measured against it). Two settings'
+    /// estimates share these errors: their difference carries `|a − b|` of each.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub profile_ns: BTreeMap<String, f64>,
+    /// ± ns of the program's own time (`program_ns`): the range of the recording's untraced
+    /// runs. The same in every setting: a difference between settings does not carry it.
+    #[serde(default)]
+    pub program_ns: f64,
+    /// The host state assumed, and how far another moves the estimate (absent: no `[host]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostStateRange>,
+}
+
+/// The host state a time estimate assumed (which free frames the host had dropped) and the
+/// estimate at the two ends of what it could be: every frame the run writes backed (no host
+/// fault: right after other processes freed that memory), or every frame it takes from its free
+/// lists dropped (every free block reported, the small ones used up: a long idle machine).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostStateRange {
+    /// The state the estimate assumed, in words.
+    pub assumed: String,
+    /// Host faults at the two ends (`time.host_faults` is the assumed state's).
+    pub low_faults: u64,
+    pub high_faults: u64,
+    /// ns the estimate moves down (to no host fault) and up (to every frame dropped).
+    pub down_ns: f64,
+    pub up_ns: f64,
+}
+
+impl TimeEstimate {
+    /// The symmetric part of the uncertainty (profile spreads and the program's own time), ns.
+    pub fn sym_ns(&self) -> f64 {
+        self.uncertainty.as_ref().map_or(0.0, |u| u.profile_ns.values().map(|v| v.abs()).sum::<f64>() + u.program_ns)
+    }
+
+    /// Sets `uncertainty.low_ns`/`high_ns` from its parts around `elapsed_ns`.
+    pub fn set_bounds(&mut self) {
+        let sym = self.sym_ns();
+        let e = self.elapsed_ns as f64;
+        if let Some(u) = self.uncertainty.as_mut() {
+            let (down, up) = u.host.as_ref().map_or((0.0, 0.0), |h| (h.down_ns, h.up_ns));
+            u.low_ns = (e - down - sym).max(0.0);
+            u.high_ns = e + up + sym;
+        }
+    }
 }
 
 /// One `phase NAME` of a workload and the simulated time it took.
@@ -955,6 +1045,7 @@ mod tests {
             kernel_release: "6.18.0".into(),
             wall_ms: 1.5,
             untraced_ms: None,
+            time_range_ms: None,
             khugepaged: LiveKhugepaged { pages_collapsed: 1, full_scans: 2, runqueue_wait_ms: Some(3) },
             workload: Some(LiveWorkloadRun { runs: 2, start_brk: "0x555555887000".into(), spread: [("minflt".to_string(), Spread { min: 1, median: 2, max: 3 })].into(), ..Default::default() }),
             program: None,

@@ -1,0 +1,362 @@
+//! Whether a difference between two times is outside their noise (issue #27 item 6).
+//!
+//! A time is an interval, [`Timed`]: the model's `elapsed_ns` with its uncertainty
+//! (`uapi::TimeUncertainty`: the profile's calibrated spreads, the program's own time's spread,
+//! the host state it could not know), a live time with the range of its runs. The difference
+//! `b − a` is measurable only when its interval leaves out 0:
+//!
+//! - errors the two share (the same profile cost, the same program's own time) move both
+//!   alike: the difference carries `|a_k − b_k|` of each (`shared`), nothing of what is equal;
+//! - the rest is independent: the difference's interval runs from `b − a − (a.up + b.down)` to
+//!   `b − a + (a.down + b.up)`.
+//!
+//! A live time's ± is the full range (max − min) of its runs around their median, not half of
+//! it: with three runs per setting, two settings of the same true time are called different by
+//! half-ranges about one time in eight (normal noise), by full ranges about one in seventy.
+//! A live time of one run has no spread: its differences are not judged.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use uapi::RunResult;
+
+/// A time (ns) and how far it may be off: down to `ns − down`, up to `ns + up`, and by the
+/// errors it shares with other times of the same source (`shared`: name → signed ns).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Timed {
+    pub ns: f64,
+    pub down: f64,
+    pub up: f64,
+    pub shared: BTreeMap<String, f64>,
+    /// Whether its spread is known (a live time of one run: no).
+    pub known: bool,
+}
+
+impl Timed {
+    /// The model's time of `r`, with its uncertainty (none: a profile without spreads and
+    /// without `[host]`; then `known` is false).
+    pub fn model(r: &RunResult) -> Option<Timed> {
+        let t = r.time.as_ref()?;
+        let ns = t.elapsed_ns as f64;
+        let Some(u) = &t.uncertainty else { return Some(Timed { ns, ..Default::default() }) };
+        let mut shared = u.profile_ns.clone();
+        if u.program_ns > 0.0 {
+            shared.insert("program".into(), u.program_ns);
+        }
+        let (down, up) = u.host.as_ref().map_or((0.0, 0.0), |h| (h.down_ns, h.up_ns));
+        Some(Timed { ns, down, up, shared, known: true })
+    }
+
+    /// The live time of `r` compared with the model's (`LiveSection::time_ms`), ± the range of
+    /// its runs.
+    pub fn live(r: &RunResult) -> Option<Timed> {
+        let l = r.live.as_ref()?;
+        let ns = l.time_ms() * 1e6;
+        Some(match l.time_range_ms {
+            Some(range) => {
+                let pm = (range.max - range.min) * 1e6;
+                Timed { ns, down: pm, up: pm, shared: BTreeMap::new(), known: true }
+            }
+            None => Timed { ns, ..Default::default() },
+        })
+    }
+
+    /// The same time compared with one of another source: its shared errors are its own.
+    pub fn alone(&self) -> Timed {
+        let s: f64 = self.shared.values().map(|v| v.abs()).sum();
+        Timed { ns: self.ns, down: self.down + s, up: self.up + s, shared: BTreeMap::new(), known: self.known }
+    }
+
+    /// Lowest and highest ns.
+    pub fn bounds(&self) -> (f64, f64) {
+        let s: f64 = self.shared.values().map(|v| v.abs()).sum();
+        ((self.ns - self.down - s).max(0.0), self.ns + self.up + s)
+    }
+}
+
+/// The difference `b − a` in percent of `a`, with its interval, and whether it is measurable
+/// (None: a spread is unknown).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Verdict {
+    pub diff_pct: f64,
+    pub low_pct: f64,
+    pub high_pct: f64,
+    pub measurable: Option<bool>,
+}
+
+/// `b` against `a` (see the module documentation).
+pub fn verdict(a: &Timed, b: &Timed) -> Verdict {
+    let keys: std::collections::BTreeSet<&String> = a.shared.keys().chain(b.shared.keys()).collect();
+    let shared: f64 = keys.into_iter().map(|k| (a.shared.get(k).copied().unwrap_or(0.0) - b.shared.get(k).copied().unwrap_or(0.0)).abs()).sum();
+    let d = b.ns - a.ns;
+    let (lo, hi) = (d - a.up - b.down - shared, d + a.down + b.up + shared);
+    let pct = |x: f64| if a.ns > 0.0 { x / a.ns * 100.0 } else { 0.0 };
+    let measurable = (a.known && b.known).then_some(lo > 0.0 || hi < 0.0);
+    Verdict { diff_pct: pct(d), low_pct: pct(lo), high_pct: pct(hi), measurable }
+}
+
+impl Verdict {
+    /// `+3.0 % ± 9.0 %: no measurable effect`, or with an uneven interval
+    /// `+27.0 % (-5.0 % .. +60.0 %): no measurable effect`; `faster`/`slower` where measurable.
+    pub fn text(&self) -> String {
+        let spread = self.spread_text();
+        let word = match self.measurable {
+            None => "spread unknown (one live run, or a profile without spreads)",
+            Some(false) => "no measurable effect",
+            Some(true) if self.diff_pct > 0.0 => "measurably slower",
+            Some(true) => "measurably faster",
+        };
+        format!("{spread}: {word}")
+    }
+
+    /// `+3.0 % ± 9.0 %`, or `+27.0 % (-5.0 % .. +60.0 %)` with an uneven interval.
+    pub fn spread_text(&self) -> String {
+        let (down, up) = (self.diff_pct - self.low_pct, self.high_pct - self.diff_pct);
+        if (up - down).abs() <= 0.05 * up.max(down) + 0.05 {
+            format!("{:+.1} % ± {:.1} %", self.diff_pct, up.max(down))
+        } else {
+            format!("{:+.1} % ({:+.1} % .. {:+.1} %)", self.diff_pct, self.low_pct, self.high_pct)
+        }
+    }
+
+    /// A model time against a live one: `model -17.0 % ± 25.0 % of live: within the noise`.
+    pub fn against_live_text(&self) -> String {
+        let word = match self.measurable {
+            None => "spread unknown",
+            Some(false) => "within the noise",
+            Some(true) => "outside the noise",
+        };
+        format!("model {} of live: {word}", self.spread_text())
+    }
+}
+
+/// ns as `1.807 s ± 0.120 s` (or `408.2 ms ± 30.1 ms`), `+up/-down` when uneven; no ± for an
+/// unknown spread (`(± unknown)`).
+pub fn fmt_timed(t: &Timed) -> String {
+    let (lo, hi) = t.bounds();
+    let (down, up) = (t.ns - lo, hi - t.ns);
+    let (div, unit, prec) = if t.ns.max(hi) >= 1e9 { (1e9, "s", 3) } else { (1e6, "ms", 1) };
+    let v = |x: f64| format!("{:.prec$}", x / div);
+    if !t.known {
+        return format!("{} {unit} (± unknown)", v(t.ns));
+    }
+    if (up - down).abs() <= 0.05 * up.max(down) + div * 1e-4 {
+        format!("{} {unit} ± {} {unit}", v(t.ns), v(up.max(down)))
+    } else {
+        format!("{} {unit} +{}/-{} {unit}", v(t.ns), v(up), v(down))
+    }
+}
+
+/// A time in `compare --json`'s `time_verdict`: ns and its interval.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Interval {
+    pub ns: f64,
+    pub low_ns: f64,
+    pub high_ns: f64,
+}
+
+impl From<&Timed> for Interval {
+    fn from(t: &Timed) -> Interval {
+        let (low_ns, high_ns) = if t.known { t.bounds() } else { (t.ns, t.ns) };
+        Interval { ns: t.ns, low_ns, high_ns }
+    }
+}
+
+/// One setting's times and verdicts (`compare --json`: `time_verdict`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SettingTimes {
+    pub label: String,
+    pub model: Option<Interval>,
+    pub live: Option<Interval>,
+    /// The model against the live time (its shared errors its own).
+    pub model_vs_live: Option<Verdict>,
+    /// The first setting's label, and this setting against it on each side (absent for the
+    /// first setting itself).
+    pub against: Option<String>,
+    pub model_vs_first: Option<Verdict>,
+    pub live_vs_first: Option<Verdict>,
+    /// The host state the model assumed and how far another moves it (model only, with a
+    /// `[host]`).
+    #[serde(skip)]
+    pub host: Option<uapi::result::HostStateRange>,
+}
+
+/// The verdicts of each setting of a compare (`(label, model, live)`), every later setting
+/// against the first on each side.
+pub fn settings_verdicts(results: &[(String, RunResult, RunResult)]) -> Vec<SettingTimes> {
+    let first = results.first().map(|(l, m, v)| (l.clone(), Timed::model(m), Timed::live(v)));
+    results
+        .iter()
+        .enumerate()
+        .map(|(i, (label, m, l))| {
+            let (tm, tl) = (Timed::model(m), Timed::live(l));
+            let vs = |a: &Option<Timed>, b: &Option<Timed>| a.as_ref().zip(b.as_ref()).map(|(a, b)| verdict(a, b));
+            let (against, model_vs_first, live_vs_first) = match (&first, i) {
+                (Some((fl, fm, fv)), 1..) => (Some(fl.clone()), vs(fm, &tm), vs(fv, &tl)),
+                _ => (None, None, None),
+            };
+            SettingTimes {
+                label: label.clone(),
+                model: tm.as_ref().map(Interval::from),
+                live: tl.as_ref().map(Interval::from),
+                model_vs_live: vs(&tl, &tm.as_ref().map(Timed::alone)),
+                against,
+                model_vs_first,
+                live_vs_first,
+                host: m.time.as_ref().and_then(|t| t.uncertainty.as_ref()).and_then(|u| u.host.clone()),
+            }
+        })
+        .collect()
+}
+
+/// Every setting's time, model and live with their ±, and each later setting against the first
+/// on each side: whether the difference is outside the noise. `live_note` says what the live
+/// time is. Nothing without times.
+pub fn print_settings(out: &mut impl Write, verdicts: &[SettingTimes], live_note: &str) -> io::Result<()> {
+    if verdicts.iter().all(|v| v.model.is_none()) {
+        return Ok(());
+    }
+    let fmt = |i: &Option<Interval>| i.map_or("-".to_string(), |i| {
+        let t = Timed { ns: i.ns, down: i.ns - i.low_ns, up: i.high_ns - i.ns, shared: BTreeMap::new(), known: i.high_ns > i.low_ns };
+        fmt_timed(&t)
+    });
+    writeln!(out, "time (model: the profile's, ± its spreads and the host state; {live_note})")?;
+    let assumed: Vec<&str> = verdicts.iter().filter_map(|v| v.host.as_ref().map(|h| h.assumed.as_str())).collect();
+    let same = assumed.windows(2).all(|w| w[0] == w[1]);
+    if let (true, Some(a)) = (same, assumed.first()) {
+        writeln!(out, "  host state the model assumed: {a}")?;
+    }
+    for v in verdicts {
+        let vs_live = v.model_vs_live.map_or(String::new(), |x| format!(": {}", x.against_live_text()));
+        writeln!(out, "  {}: model {}, live {}{vs_live}", v.label, fmt(&v.model), fmt(&v.live))?;
+        if let Some(h) = &v.host {
+            if !same {
+                writeln!(out, "    host state the model assumed: {}", h.assumed)?;
+            }
+            writeln!(out, "    host states it cannot know: {} to {} host faults move it {} .. {}", h.low_faults, h.high_faults, signed_secs(-h.down_ns), signed_secs(h.up_ns))?;
+        }
+        if let Some(first) = &v.against {
+            let text = |x: &Option<Verdict>| x.map_or("-".to_string(), |x| x.text());
+            writeln!(out, "    against {first}: model {}; live {}", text(&v.model_vs_first), text(&v.live_vs_first))?;
+        }
+    }
+    writeln!(out)
+}
+
+/// ns as a signed `-1.234 s` / `+12.3 ms`.
+pub fn signed_secs(ns: f64) -> String {
+    // Under 0.05 ms: no direction worth a sign.
+    let sign = if ns.abs() < 5e4 { "±" } else if ns < 0.0 { "-" } else { "+" };
+    let a = ns.abs();
+    if a >= 1e9 {
+        format!("{sign}{:.3} s", a / 1e9)
+    } else {
+        format!("{sign}{:.1} ms", a / 1e6)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timed(ns: f64, pm: f64) -> Timed {
+        Timed { ns, down: pm, up: pm, shared: BTreeMap::new(), known: true }
+    }
+
+    /// Live runs: 400 ms ± 50 (its runs' range) against 412 ms ± 60: +3.0 %, the difference's
+    /// interval 12 ∓ 110 ms = −24.5 % .. +30.5 %: no measurable effect. 400 ± 10 against
+    /// 520 ± 20: +30 %, 120 ∓ 30 = +22.5 % .. +37.5 %: measurably slower.
+    #[test]
+    fn a_difference_inside_the_combined_spread_is_no_effect() {
+        let v = verdict(&timed(400e6, 50e6), &timed(412e6, 60e6));
+        assert_eq!(v.measurable, Some(false));
+        assert!((v.diff_pct - 3.0).abs() < 1e-9 && (v.low_pct + 24.5).abs() < 1e-9 && (v.high_pct - 30.5).abs() < 1e-9, "{v:?}");
+        assert_eq!(v.text(), "+3.0 % ± 27.5 %: no measurable effect");
+        let v = verdict(&timed(400e6, 10e6), &timed(520e6, 20e6));
+        assert_eq!(v.measurable, Some(true));
+        assert!((v.low_pct - 22.5).abs() < 1e-9 && (v.high_pct - 37.5).abs() < 1e-9, "{v:?}");
+        assert_eq!(v.text(), "+30.0 % ± 7.5 %: measurably slower");
+        // Faster: 400 ± 10 against 300 ± 10: −25 % (−30 % .. −20 %).
+        assert_eq!(verdict(&timed(400e6, 10e6), &timed(300e6, 10e6)).text(), "-25.0 % ± 5.0 %: measurably faster");
+        // The edge: a difference exactly the combined spread is not outside it.
+        assert_eq!(verdict(&timed(400e6, 10e6), &timed(420e6, 10e6)).measurable, Some(false));
+    }
+
+    /// Errors the two times share cancel where equal: the same profile cost over the same
+    /// events (10 ms each) adds nothing; over different events (10 against 40 ms) it adds
+    /// their difference, 30 ms. The host states are independent: 500 −0/+200 ms against
+    /// 450 −0/+200: the difference −50 ms runs from −250 to +150 ms, −10 % ± 40 %.
+    #[test]
+    fn shared_errors_cancel_and_host_states_add() {
+        let with = |ns: f64, fault: f64, up: f64| Timed { ns, down: 0.0, up, shared: [("fault 4kB".to_string(), fault)].into(), known: true };
+        let v = verdict(&with(400e6, 10e6, 0.0), &with(401e6, 10e6, 0.0));
+        assert_eq!((v.low_pct, v.high_pct, v.measurable), (0.25, 0.25, Some(true)));
+        let v = verdict(&with(400e6, 10e6, 0.0), &with(420e6, 40e6, 0.0));
+        assert!((v.low_pct + 2.5).abs() < 1e-9 && (v.high_pct - 12.5).abs() < 1e-9 && v.measurable == Some(false), "{v:?}");
+        let v = verdict(&with(500e6, 0.0, 200e6), &with(450e6, 0.0, 200e6));
+        assert!((v.low_pct + 50.0).abs() < 1e-9 && (v.high_pct - 30.0).abs() < 1e-9 && v.measurable == Some(false), "{v:?}");
+        assert_eq!(v.text(), "-10.0 % ± 40.0 %: no measurable effect");
+        // Uneven: 450 −0/+100 against it: −50 ms, from −250 to +50 ms.
+        let v = verdict(&with(500e6, 0.0, 200e6), &with(450e6, 0.0, 100e6));
+        assert_eq!(v.text(), "-10.0 % (-50.0 % .. +10.0 %): no measurable effect");
+        // Against a live time, the model's shared errors are its own: 400 ± 10 ms.
+        assert_eq!(with(400e6, 10e6, 0.0).alone().bounds(), (390e6, 410e6));
+    }
+
+    /// The table compare prints: each setting with its ±, against live, and against the first
+    /// setting; the host state once where every setting assumed the same.
+    #[test]
+    fn the_settings_table_says_what_is_noise() {
+        let result = |model_ms: f64, host_ms: f64, live: Option<(f64, f64, f64)>| {
+            let mut m = RunResult::new("sim", "w");
+            let mut t = uapi::TimeEstimate { elapsed_ns: (model_ms * 1e6) as u64, host_ns: host_ms * 1e6, ..Default::default() };
+            t.uncertainty = Some(uapi::result::TimeUncertainty {
+                profile_ns: [("fault 4kB".to_string(), 10e6)].into(),
+                host: Some(uapi::result::HostStateRange { assumed: "idle".into(), low_faults: 0, high_faults: 9, down_ns: host_ms * 1e6, up_ns: 100e6 }),
+                ..Default::default()
+            });
+            t.set_bounds();
+            m.time = Some(t);
+            let mut l = RunResult::new("live", "w");
+            if let Some((ms, min, max)) = live {
+                l.live = Some(uapi::LiveSection { wall_ms: ms, time_range_ms: Some(uapi::result::MsRange { min, max }), ..Default::default() });
+            }
+            m.source = "sim".into();
+            (m, l)
+        };
+        let (m1, l1) = result(400.0, 0.0, Some((410.0, 400.0, 420.0)));
+        let (m2, l2) = result(420.0, 20.0, Some((600.0, 590.0, 610.0)));
+        let v = settings_verdicts(&[("4K".into(), m1, l1), ("PMD".into(), m2, l2)]);
+        // Model 4K: 400 ms, ± 10 (profile), host −0/+100: 390..510 ms. Live 410 ± 20: the model
+        // −10 ms, from −10 − 20 − 10 = −40 to −10 + 20 + 110 = +120 ms (−9.8 % .. +29.3 % of 410).
+        assert_eq!(v[0].model, Some(Interval { ns: 400e6, low_ns: 390e6, high_ns: 510e6 }));
+        // PMD against 4K, model: +20 ms; shared fault 4kB cancels; 4K's +100 and PMD's −20:
+        // −100 .. +120 ms: no effect. Live: +190 ms ± (20 + 20): measurably slower.
+        let (mv, lv) = (v[1].model_vs_first.unwrap(), v[1].live_vs_first.unwrap());
+        assert_eq!((mv.low_pct, mv.high_pct, mv.measurable), (-25.0, 30.0, Some(false)));
+        assert_eq!((lv.diff_pct.round(), lv.measurable), (46.0, Some(true)));
+        let mut out = Vec::new();
+        print_settings(&mut out, &v, "live: 3 runs").unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "time (model: the profile's, ± its spreads and the host state; live: 3 runs)\n  host state the model assumed: idle\n  \
+             4K: model 400.0 ms +110.0/-10.0 ms, live 410.0 ms ± 20.0 ms: model -2.4 % (-9.8 % .. +29.3 %) of live: within the noise\n    \
+             host states it cannot know: 0 to 9 host faults move it ±0.0 ms .. +100.0 ms\n  \
+             PMD: model 420.0 ms +110.0/-30.0 ms, live 600.0 ms ± 20.0 ms: model -30.0 % (-38.3 % .. -8.3 %) of live: outside the noise\n    \
+             host states it cannot know: 0 to 9 host faults move it -20.0 ms .. +100.0 ms\n    \
+             against 4K: model +5.0 % (-25.0 % .. +30.0 %): no measurable effect; live +46.3 % ± 9.8 %: measurably slower\n\n"
+        );
+    }
+
+    /// One live run: no spread, no verdict.
+    #[test]
+    fn one_run_is_not_judged() {
+        let one = Timed { ns: 400e6, ..Default::default() };
+        assert_eq!(verdict(&one, &timed(600e6, 1e6)).measurable, None);
+        assert_eq!(fmt_timed(&one), "400.0 ms (± unknown)");
+        assert_eq!(fmt_timed(&timed(1.5e9, 0.25e9)), "1.500 s ± 0.250 s");
+        let uneven = Timed { ns: 411e6, down: 0.0, up: 2_360e6, shared: BTreeMap::new(), known: true };
+        assert_eq!(fmt_timed(&uneven), "0.411 s +2.360/-0.000 s");
+    }
+}
