@@ -131,9 +131,11 @@ impl Kernel {
         let mut last = 0;
         for p in &mut self.zone.mem_map[page.idx()..page.idx() + nr as usize] {
             p.mapcount -= 1;
+            // pg::TOUCHED stays: it tells what the page holds, not who maps it (another mm
+            // after fork, the page cache, or a split or collapse that reads it after the
+            // unmap); prep_folio clears it when the frame is handed out again.
             if p.mapcount == 0 {
                 last += 1;
-                p.flags &= !pg::TOUCHED;
             }
         }
         let h = self.zone.mem_map[head.idx()];
@@ -697,9 +699,8 @@ impl Kernel {
             self.mm.stats.anon_rss_pages -= 1 << PMD_ORDER;
             self.zone.folio_meta_mut(pfn).entire -= 1;
             self.large_mapcount_sub(pfn, 1);
-            for i in 0..512u32 {
-                self.zone.mem_map[pfn.add(i).idx()].flags &= !pg::TOUCHED;
-            }
+            // pg::TOUCHED stays (see folio_remove_rmap_ptes): a fork child's exit does not
+            // make the parent's pages of this folio untouched.
             let (entire, mapped) = (self.zone.entire_mapcount(pfn), self.zone.nr_pages_mapped(pfn));
             if entire == 0 && mapped == 0 {
                 self.free_folio(pfn);
