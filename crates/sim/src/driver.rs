@@ -508,6 +508,21 @@ impl Machine {
         ns
     }
 
+    /// Whether steps are priced (a profile's `[fault]` costs were set): the clock moves by work.
+    pub fn priced(&self) -> bool {
+        self.costs.is_some()
+    }
+
+    /// Work priced outside the driver (the TLB model's estimate of a workload's `access`
+    /// statements, `crate::access`): with a profile the clock moves by `ns`, and the daemons'
+    /// wake-ups and samples due meanwhile run; [`Machine::time`] does not hold it (the run adds
+    /// the accesses' estimate to the total itself). Without a profile the clock stays.
+    pub fn spend(&mut self, ns: u64) {
+        if self.costs.is_some() && ns > 0 {
+            self.advance(self.clock_ns.saturating_add(ns));
+        }
+    }
+
     /// The kernel, for setup before the first step and for what a source reads with the
     /// current mm switched (`Kernel::switch_mm` changes no state of the machine).
     pub fn kernel_mut(&mut self) -> &mut Kernel {

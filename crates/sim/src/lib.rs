@@ -229,13 +229,10 @@ pub fn run_with(
     let tlb_run = sim.tlb.take();
     let io = sim.io.take();
     let mms = std::mem::take(&mut sim.mms);
+    let accesses_on_clock = tlb_run.as_ref().map_or(0, |t| t.on_clock_ns());
     let time = sim.m.time().map(|mut t| {
         t.elapsed_ns = sim.m.clock_ns();
         t.phases = std::mem::take(&mut sim.phases);
-        let ends: Vec<u64> = t.phases.iter().skip(1).map(|p| p.start_ns).chain([t.elapsed_ns]).collect();
-        for (p, end) in t.phases.iter_mut().zip(ends) {
-            p.ns = end - p.start_ns;
-        }
         t
     });
     let timeline = opts.sample_ms.map(|ms| uapi::Timeline { interval_ms: ms, samples: sim.m.timeline().to_vec() });
@@ -267,10 +264,14 @@ pub fn run_with(
     result.accesses = tlb_run.filter(|_| has_access).map(|t| t.report(workload));
     result.io = io;
     result.time = time.map(|mut t| {
-        // The accesses' time, estimated over the run's whole stream, after the clock stopped.
-        let before = t.total_ns;
+        // The accesses' time, estimated over the run's whole stream: the clock already holds
+        // it (`Sim::charge_accesses`), but for what a last estimate below an earlier one left.
         time::add_accesses(&mut t, &result, time::AccessPrice::Whole);
-        t.elapsed_ns += (t.total_ns - before).round() as u64;
+        t.elapsed_ns += (t.accesses_ns.round() as u64).saturating_sub(accesses_on_clock);
+        let ends: Vec<u64> = t.phases.iter().skip(1).map(|p| p.start_ns).chain([t.elapsed_ns]).collect();
+        for (p, end) in t.phases.iter_mut().zip(ends) {
+            p.ns = end - p.start_ns;
+        }
         t
     });
     result.timeline = timeline;
