@@ -1047,6 +1047,8 @@ pub mod time;
 pub mod views;
 
 #[cfg(test)]
+mod clock_tests;
+#[cfg(test)]
 mod fork_tests;
 #[cfg(test)]
 mod tests;
