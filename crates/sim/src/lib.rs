@@ -836,14 +836,15 @@ pub fn run_recording(
 }
 
 /// How a recording is replayed.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ReplayOptions {
     /// Check the model's invariants as `sim --check` does.
     pub check_invariants: bool,
     /// `--explain`: a range of model addresses whose faults are kept.
     pub explain: Option<(u64, u64)>,
-    /// `--recorded-time`: the clock follows the recording's timestamps and khugepaged runs on
-    /// it (`replay::Replay::follow_recorded_time`).
+    /// The clock follows the recording's timestamps and khugepaged runs on it
+    /// (`replay::Replay::follow_recorded_time`). On by default (issue #27 item 4); `sim
+    /// --no-recorded-time` turns it off: the clock stays at 0 and the daemon never wakes.
     pub recorded_time: bool,
     /// `--sample MS` (with `recorded_time`): the result's `timeline`.
     pub sample_ms: Option<u64>,
@@ -852,6 +853,12 @@ pub struct ReplayOptions {
     /// A profile's `[host]` and the free lists to lay memory out by (`None`: the profile's):
     /// the replay counts the frames it writes that the host had dropped.
     pub host: Option<(uapi::profile::HostCosts, Option<uapi::profile::FreeLists>)>,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions { check_invariants: false, explain: None, recorded_time: true, sample_ms: None, accesses: None, host: None }
+    }
 }
 
 /// A recording's accesses (its companion file, `trace::accesses`) and the TLB model that the
@@ -1050,6 +1057,8 @@ pub mod views;
 mod clock_tests;
 #[cfg(test)]
 mod fork_tests;
+#[cfg(test)]
+mod replay_khugepaged_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
