@@ -192,7 +192,15 @@ fn check_program_with(
             Some(_) => &mut gaps,
             None => &mut failures,
         };
-        let model = sim::run_recording(name, &rec.header, &rec.events, &s, &sim::MachineConfig::default(), false)
+        // Without the recorded clock (issue #27 item 4 made it the default): these checks judge
+        // faults and folios against live runs whose daemon, asleep for its 10 s period with other
+        // mms on its list, seldom reaches a short program, while the model's wakes as the
+        // program's mm joins its empty list (sqlite3 under PMD always: 4 collapses, 2 THPs at
+        // exit, live 0). `compare --record` allows for that with a stated tolerance
+        // (compare::khugepaged); khugepaged_collapses_during_a_recorded_program_as_live checks
+        // the default path's collapses.
+        let no_clock = sim::ReplayOptions { recorded_time: false, ..Default::default() };
+        let model = sim::run_recording_opts(name, &rec.header, &rec.events, &s, &sim::MachineConfig::default(), &no_clock)
             .unwrap_or_else(|e| panic!("{name}: replay failed: {e}"));
         check_model(label, &model, failures);
         // Two live runs: the model is judged against the closer one, and may differ by 2 % or
@@ -546,7 +554,9 @@ fn check_c_program(
     let mut failures = Vec::new();
     for (label, s) in matrix {
         let before = failures.len();
-        let model = sim::run_recording(name, &rec.header, &rec.events, &s, &sim::MachineConfig::default(), false).unwrap();
+        // Without the recorded clock, as check_program's replays (see there).
+        let no_clock = sim::ReplayOptions { recorded_time: false, ..Default::default() };
+        let model = sim::run_recording_opts(name, &rec.header, &rec.events, &s, &sim::MachineConfig::default(), &no_clock).unwrap();
         // khugepaged (the daemon, not modelled) wakes every scan_sleep_millisecs and may collapse
         // a range of the program while it runs (seen once in CI: the all-sizes run had one more
         // PMD THP); such a run is run again, as `thplab compare --retries` does.
