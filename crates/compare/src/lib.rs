@@ -6,6 +6,7 @@
 //! difference being reported ([`retry_reason`], [`retry_live`]). It reads only the two
 //! `uapi::RunResult`s and writes only to the writer it is given.
 
+pub mod khugepaged;
 pub mod noise;
 pub mod timeline;
 pub mod vmas;

@@ -18,7 +18,8 @@ use crate::Kernel;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CensusReport {
     pub census: Census,
-    /// Bytes in the counted folios that are not mapped-and-touched.
+    /// Bytes in the counted folios whose pages were never touched (`pg::TOUCHED` clear),
+    /// mapped or not: a partially mapped folio's unmapped pages count only if never touched.
     pub bloat_bytes: u64,
     /// Resident bytes (4 KiB per anon PTE, 2 MiB per anon PMD) in the ranges.
     pub rss_bytes: u64,
@@ -34,7 +35,6 @@ struct FolioRun {
     order: u8,
     pmd: bool,
     mapped: u32,
-    touched: u32,
 }
 
 impl Kernel {
@@ -92,8 +92,7 @@ impl Kernel {
                 Mapping::ZeroPte => rep.census.zero_page_ptes += 1,
                 Mapping::HugeZero => rep.census.huge_zero_pmds += 1,
                 Mapping::Pmd(pfn) => {
-                    let touched = (0..512u32).filter(|i| self.page(pfn.add(*i)).flags & pg::TOUCHED != 0).count();
-                    runs.push(FolioRun { head: pfn.0, order: PMD_ORDER, pmd: true, mapped: 512, touched: touched as u32 });
+                    runs.push(FolioRun { head: pfn.0, order: PMD_ORDER, pmd: true, mapped: 512 });
                     rep.rss_bytes += PMD_SIZE;
                     if self.page(pfn).flags & pg::SHMEM == 0 {
                         rep.anon_huge_bytes += PMD_SIZE;
@@ -103,23 +102,19 @@ impl Kernel {
                 }
                 Mapping::Pte(pfn) => {
                     let p = self.page(pfn);
-                    let touched = (p.flags & pg::TOUCHED != 0) as u32;
                     rep.rss_bytes += PAGE_SIZE;
                     // An order-0 page mapped once is one folio; one mapped more than once (a file
                     // page in two VMAs) goes through the runs so that it is counted once.
                     if p.order == 0 && p.mapcount == 1 {
                         small.folios += 1;
                         small.pte_mapped += 1;
-                        small_untouched += 1 - touched as u64;
+                        small_untouched += (p.flags & pg::TOUCHED == 0) as u64;
                         return;
                     }
                     let head = pfn.0 & !((1u32 << p.order) - 1);
                     match runs.last_mut() {
-                        Some(r) if r.head == head && !r.pmd => {
-                            r.mapped += 1;
-                            r.touched += touched;
-                        }
-                        _ => runs.push(FolioRun { head, order: p.order, pmd: false, mapped: 1, touched }),
+                        Some(r) if r.head == head && !r.pmd => r.mapped += 1,
+                        _ => runs.push(FolioRun { head, order: p.order, pmd: false, mapped: 1 }),
                     }
                 }
             });
@@ -140,12 +135,10 @@ impl Kernel {
             while i < runs.len() && runs[i].head == f.head {
                 if !f.pmd {
                     f.mapped += runs[i].mapped;
-                    f.touched += runs[i].touched;
                 }
                 i += 1;
             }
             f.mapped = f.mapped.min(1 << f.order);
-            f.touched = f.touched.min(1 << f.order);
             let c = &mut per_order[f.order as usize];
             c.folios += 1;
             if f.pmd {
@@ -156,7 +149,11 @@ impl Kernel {
                     c.partially_mapped += 1;
                 }
             }
-            rep.bloat_bytes += ((1u64 << f.order) - f.touched as u64) * PAGE_SIZE;
+            // Every page of the folio, mapped here or not: a page another mm touched (a fork's
+            // parent or child), or one touched before it was unmapped, is not bloat.
+            let head = Pfn(f.head);
+            let untouched = (0..1u32 << f.order).filter(|i| self.page(head.add(*i)).flags & pg::TOUCHED == 0).count();
+            rep.bloat_bytes += untouched as u64 * PAGE_SIZE;
         }
         for (order, c) in per_order.iter().enumerate() {
             if c.folios > 0 {

@@ -131,9 +131,11 @@ impl Kernel {
         let mut last = 0;
         for p in &mut self.zone.mem_map[page.idx()..page.idx() + nr as usize] {
             p.mapcount -= 1;
+            // pg::TOUCHED stays: it tells what the page holds, not who maps it (another mm
+            // after fork, the page cache, or a split or collapse that reads it after the
+            // unmap); prep_folio clears it when the frame is handed out again.
             if p.mapcount == 0 {
                 last += 1;
-                p.flags &= !pg::TOUCHED;
             }
         }
         let h = self.zone.mem_map[head.idx()];
@@ -259,8 +261,17 @@ impl Kernel {
     /// [`Kernel::access`]. Returns the accesses done and the outcome of the last; a run stops at
     /// the first access that is neither a hit nor a fault.
     pub fn access_run(&mut self, addr: u64, n: u64, stride: u64, write: bool) -> (u64, Access) {
+        self.access_run_faults(addr, n, stride, write, u64::MAX)
+    }
+
+    /// [`Kernel::access_run`] that also stops right after the access that made its
+    /// `max_faults`-th fault (counting every access whose outcome is a fault; at least one
+    /// access runs): a caller that prices each fault runs a long touch in pieces whose work
+    /// it can bound (`sim::driver`, the simulated clock).
+    pub fn access_run_faults(&mut self, addr: u64, n: u64, stride: u64, write: bool, max_faults: u64) -> (u64, Access) {
         let mut done = 0;
         let mut last = Access::Hit;
+        let mut faults = 0u64;
         let order0_only = self.masks.possible().is_empty();
         while done < n {
             let a = addr + done * stride;
@@ -268,6 +279,12 @@ impl Kernel {
             done += 1;
             if !matches!(last, Access::Hit | Access::Fault) {
                 return (done, last);
+            }
+            if matches!(last, Access::Fault) {
+                faults += 1;
+                if faults >= max_faults {
+                    return (done, last);
+                }
             }
             // access() left the VMA in the cache and, for anything mapped, a PTE table or a
             // huge PMD at `a`. Continue inline while the next accesses stay in this VMA and
@@ -309,6 +326,10 @@ impl Kernel {
                     p.mapcount = 1;
                     p.flags |= pg::TOUCHED;
                     last = Access::Fault;
+                    faults += 1;
+                    if faults >= max_faults {
+                        return (done + 1, last);
+                    }
                 } else {
                     break;
                 }
@@ -697,9 +718,8 @@ impl Kernel {
             self.mm.stats.anon_rss_pages -= 1 << PMD_ORDER;
             self.zone.folio_meta_mut(pfn).entire -= 1;
             self.large_mapcount_sub(pfn, 1);
-            for i in 0..512u32 {
-                self.zone.mem_map[pfn.add(i).idx()].flags &= !pg::TOUCHED;
-            }
+            // pg::TOUCHED stays (see folio_remove_rmap_ptes): a fork child's exit does not
+            // make the parent's pages of this folio untouched.
             let (entire, mapped) = (self.zone.entire_mapcount(pfn), self.zone.nr_pages_mapped(pfn));
             if entire == 0 && mapped == 0 {
                 self.free_folio(pfn);

@@ -37,7 +37,8 @@ pub(crate) mod pg {
     pub const PARTIALLY_MAPPED: u16 = 1 << 6;
     /// On the deferred split queue (`!list_empty(&folio->_deferred_list)`).
     pub const DEFERRED: u16 = 1 << 7;
-    /// Model only: the workload accessed this 4 KiB page while it was mapped.
+    /// Model only: the workload accessed this 4 KiB page while it was mapped (cleared only when
+    /// the frame is allocated again: unmapping, in one mm or all, leaves it).
     pub const TOUCHED: u16 = 1 << 8;
     /// Model bookkeeping: this large anon folio is counted in `nr_anon` (it got its first rmap).
     pub const NR_ANON: u16 = 1 << 9;

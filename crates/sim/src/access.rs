@@ -28,11 +28,18 @@ pub(crate) struct TlbRun {
     /// `--order0-scatter`: how scattered base pages' frames are, 0 (as the model allocates
     /// them) to 1 (each in a host PTE line of its own).
     order0_scatter: f64,
+    /// With a profile: the ns of the accesses so far that the clock already holds (the
+    /// estimate of the whole stream so far, rounded, as of the last [`Sim::charge_accesses`]).
+    on_clock_ns: u64,
 }
+
+/// Accesses between two moves of the clock within an `access` statement (with a profile): the
+/// clock, the samples and khugepaged's wake-ups advance this often inside a long statement.
+const ACCESSES_PER_CHARGE: u64 = 16_384;
 
 impl TlbRun {
     pub(crate) fn new(cpu: &'static CpuPreset, paging: Paging, regions: usize, order0_scatter: f64) -> Self {
-        TlbRun { tlbs: vec![Tlb::new(cpu, paging)], tasks: vec![0], cpu: 0, regions: vec![(TlbStats::default(), 0, 0, None); regions], order0_scatter }
+        TlbRun { tlbs: vec![Tlb::new(cpu, paging)], tasks: vec![0], cpu: 0, regions: vec![(TlbStats::default(), 0, 0, None); regions], order0_scatter, on_clock_ns: 0 }
     }
 
     /// The TLB of the CPU the accesses run on.
@@ -82,6 +89,18 @@ impl TlbRun {
             ns: e.ns,
             ns_per_access: if s.accesses > 0 { e.ns / s.accesses as f64 } else { 0.0 },
         }
+    }
+
+    /// The estimate of every access so far, in ns: the sum of [`TlbRun::report_named`]'s
+    /// regions, in the same order (so equal to its `total.ns` at the end).
+    pub(crate) fn estimate_ns(&self) -> f64 {
+        let p = self.tlbs[0].preset();
+        self.regions.iter().filter(|r| r.0.accesses > 0).map(|(s, _, fp, host)| tlb::cost::estimate(p, s, tlb::Footprint { bytes: *fp }, *host).ns).sum()
+    }
+
+    /// The ns the clock holds of the accesses (see `on_clock_ns`).
+    pub(crate) fn on_clock_ns(&self) -> u64 {
+        self.on_clock_ns
     }
 
     pub(crate) fn report(&self, w: &Workload) -> AccessReport {
@@ -239,9 +258,16 @@ impl Sim<'_> {
         let ri = a.range.region.0 as usize;
         let run = self.tlb.as_mut().expect("TLB model set up for access statements");
         run.run_on(task);
-        let before = *run.tlb().stats();
-        let mut writes = 0;
+        let mut before = *run.tlb().stats();
+        let (mut writes, mut n) = (0, 0u64);
         for (off, write) in AccessPlan::new(a, rlen) {
+            if n > 0 && n % ACCESSES_PER_CHARGE == 0 && self.m.priced() {
+                let run = self.tlb.as_mut().unwrap();
+                run.add_since(ri, before, writes, rlen);
+                (before, writes) = (*run.tlb().stats(), 0);
+                self.charge_accesses();
+            }
+            n += 1;
             let addr = base + off;
             self.apply_flushes();
             let outcome = self.step(crate::driver::Step::TlbAccess { addr, write }).access();
@@ -260,7 +286,26 @@ impl Sim<'_> {
             run.regions[ri].3 = Some(host_lines(&self.m, base, rlen, run.order0_scatter));
         }
         run.add_since(ri, before, writes, rlen);
+        self.charge_accesses();
         Ok(())
+    }
+
+    /// With a profile, move the clock by the accesses' time since the last call: the estimate
+    /// of the whole stream so far less what the clock already holds, so that the phases, the
+    /// samples and khugepaged see the accesses' time where they ran and the moves add up to the
+    /// run's estimate (`time.accesses_ns`, rounded). An estimate that went down (more accesses
+    /// can make the older ones cheaper) moves nothing until it is passed again.
+    pub(crate) fn charge_accesses(&mut self) {
+        if !self.m.priced() {
+            return;
+        }
+        let run = self.tlb.as_mut().expect("TLB model set up for access statements");
+        let target = run.estimate_ns().round() as u64;
+        if target > run.on_clock_ns {
+            let ns = target - run.on_clock_ns;
+            run.on_clock_ns = target;
+            self.m.spend(ns);
+        }
     }
 }
 
@@ -331,6 +376,43 @@ mod tests {
         assert!(a.total.ns > 0.0);
         assert_eq!(t.accesses_ns, a.total.ns);
         assert_eq!(t.total_ns, 256.0 * 1000.0 + 2000.0 + a.total.ns);
+        assert_eq!(t.elapsed_ns, t.total_ns.round() as u64);
+    }
+
+    /// Issue #27 item 2: with a profile the clock holds each `access` statement's time where it
+    /// ran, so the phases include it and end at `elapsed`. 16 KiB (4 pages) fit Zen 4's 32 KiB
+    /// L1D: every read costs 4 cycles (tlb::cost, Che's approximation gives an infinite
+    /// characteristic time when everything fits). Phase `fill`: mmap (2000 ns) and 4 faults
+    /// (1000 ns each) = 6000 ns. Phase `warm`: 256 reads at 64-byte steps, 1024 data cycles
+    /// plus its translations (the 4 pages' walks and L2 hits: the whole run's translation
+    /// cycles, since `hot` adds none). Phase `hot`: the same 256 reads, every one an L1 TLB hit
+    /// (4 entries of 72): 1024 cycles; on the clock, the whole estimate rounded less warm's.
+    #[test]
+    fn phases_hold_the_time_of_their_access_statements_and_sum_to_elapsed() {
+        let text = "phase fill\nmmap a 16K align=16K\ntouch a write\nphase warm\naccess a seq elem=64 count=256\n\
+                    phase hot\naccess a seq elem=64 count=256\n";
+        let w = workload::parse("t", text).unwrap();
+        let costs = uapi::profile::FaultCosts {
+            ns_per_fault: [("4kB".to_string(), 1000.0)].into(),
+            touch_ns_per_page: 20.0,
+            syscall_ns: 2000.0,
+            source: "test".into(),
+            ..Default::default()
+        };
+        let mut s = uapi::ThpSettings::default();
+        s.apply_assignment("enabled=never").unwrap();
+        let (r, _) = run_with(&w, &s, &MachineConfig::default(), &mut RunOptions { check_invariants: true, costs: Some(costs), ..Default::default() }).unwrap();
+        let (t, a) = (r.time.unwrap(), r.accesses.unwrap());
+        assert_eq!((a.total.accesses, a.total.data_cycles), (512, 512.0 * 4.0));
+        let ghz = tlb::presets::ZEN4.ghz;
+        let tr = a.total.translation_cycles;
+        assert!(tr > 0.0 && a.total.walks >= 1);
+        let warm = ((1024.0 + tr) / ghz).round() as u64;
+        let all = ((2048.0 + tr) / ghz).round() as u64;
+        let phases: Vec<(&str, u64, u64)> = t.phases.iter().map(|p| (p.name.as_str(), p.start_ns, p.ns)).collect();
+        assert_eq!(phases, vec![("fill", 0, 6000), ("warm", 6000, warm), ("hot", 6000 + warm, all - warm)]);
+        assert_eq!(t.phases.iter().map(|p| p.ns).sum::<u64>(), t.elapsed_ns);
+        assert_eq!(t.elapsed_ns, 6000 + all);
         assert_eq!(t.elapsed_ns, t.total_ns.round() as u64);
     }
 }

@@ -508,6 +508,21 @@ impl Machine {
         ns
     }
 
+    /// Whether steps are priced (a profile's `[fault]` costs were set): the clock moves by work.
+    pub fn priced(&self) -> bool {
+        self.costs.is_some()
+    }
+
+    /// Work priced outside the driver (the TLB model's estimate of a workload's `access`
+    /// statements, `crate::access`): with a profile the clock moves by `ns`, and the daemons'
+    /// wake-ups and samples due meanwhile run; [`Machine::time`] does not hold it (the run adds
+    /// the accesses' estimate to the total itself). Without a profile the clock stays.
+    pub fn spend(&mut self, ns: u64) {
+        if self.costs.is_some() && ns > 0 {
+            self.advance(self.clock_ns.saturating_add(ns));
+        }
+    }
+
     /// The kernel, for setup before the first step and for what a source reads with the
     /// current mm switched (`Kernel::switch_mm` changes no state of the machine).
     pub fn kernel_mut(&mut self) -> &mut Kernel {
@@ -542,6 +557,9 @@ impl Machine {
     pub fn step(&mut self, mm: MmId, step: Step) -> Outcome {
         self.k.switch_mm(mm);
         self.steps += 1;
+        if let (Step::AccessRun { first, n, stride, write }, true) = (&step, self.costs.is_some()) {
+            return self.access_run_on_clock(*first, *n, *stride, *write);
+        }
         // A sleep's time is its own, and what khugepaged does meanwhile is not the program's.
         let before = (self.costs.is_some() && !matches!(step, Step::Sleep { .. })).then(|| self.work());
         let call = step.is_call();
@@ -636,6 +654,54 @@ impl Machine {
             self.reporting.after_op(&self.k, self.clock_ns);
         }
         out
+    }
+
+    /// A priced run of accesses in address order (`Step::AccessRun`), in pieces: while an event
+    /// is due (a sample, a khugepaged wake-up, a page reporting pass), each piece holds at most
+    /// as many faults as the time left before it pays for at the dearest fault the profile
+    /// prices, and as many pages as it pays for at `touch_ns_per_page` (at least one of each).
+    /// Each piece moves the clock by its work and runs what fell due, so the samples and the
+    /// daemons see a long touch part-done, and the faults between two events cost at most the
+    /// time between them plus one fault. With nothing due, one piece: `Kernel::access_run`'s
+    /// speed.
+    fn access_run_on_clock(&mut self, first: u64, n: u64, stride: u64, write: bool) -> Outcome {
+        let (mut done, mut last) = (0, Access::Hit);
+        while done < n {
+            let (pages, faults) = self.piece_bounds(n - done);
+            let before = self.work();
+            let (d, l) = self.k.access_run_faults(first + done * stride, pages, stride, write, faults);
+            (done, last) = (done + d, l);
+            let until = self.clock_ns + self.charge(&before, false, true).round() as u64;
+            self.khugepaged.after_op(&self.k, until);
+            self.reporting.after_op(&self.k, until);
+            self.advance(until);
+            if !matches!(l, Access::Hit | Access::Fault) {
+                break;
+            }
+        }
+        Outcome::Run { done, last }
+    }
+
+    /// The pages and faults of the next piece of a priced access run with `left` pages to go
+    /// (see [`Machine::access_run_on_clock`]).
+    fn piece_bounds(&self, left: u64) -> (u64, u64) {
+        let due = [self.sampling.map(|(_, at)| at), self.khugepaged.next_wake_ns, self.reporting.due()].into_iter().flatten().min();
+        let (Some(at), Some(c)) = (due, self.costs.as_ref()) else { return (left, u64::MAX) };
+        let rem = at.saturating_sub(self.clock_ns) as f64;
+        let faults = ((rem / self.dearest_fault_ns()).floor() as u64).max(1);
+        let pages = if c.touch_ns_per_page > 0.0 { ((rem / c.touch_ns_per_page).floor() as u64).max(1) } else { left };
+        (pages.min(left), faults)
+    }
+
+    /// The most one access's fault can cost: a fault of any size the profile prices (a size it
+    /// lacks costs a 4 KiB fault), with every frame of it one the host had dropped, or a
+    /// zero-page read; plus the dearest folio free (a copy-on-write fault may free the folio it
+    /// copied from).
+    fn dearest_fault_ns(&self) -> f64 {
+        let zero = self.costs.as_ref().map_or(0.0, |c| c.zero_page_read_ns);
+        let host = |o: usize| if o == 0 { self.host_base_fault_ns } else { self.host_fault_ns * (1u64 << o) as f64 };
+        let fault = (0..ORDERS).map(|o| self.order_ns[o] + host(o)).fold(zero, f64::max);
+        (fault + self.free_ns.iter().copied().fold(0.0, f64::max)).max(1.0)
     }
 
     /// Run one step in the current mm (a source whose events arrive with their process made

@@ -222,3 +222,54 @@ fn a_thread_writing_pages_shared_by_fork_copies_them_as_its_own_faults() {
         "#]],
     );
 }
+
+/// Main's bloat (`process.bloat_bytes`) and its census of large folios (size → (folios,
+/// partially mapped)), so that a bloat of 0 is checked on folios that are really there.
+fn main_bloat(set: &str, text: &str) -> (u64, Vec<(String, u64, u64)>) {
+    let r = run_checked(set, text);
+    let main = &r.processes[0];
+    assert_eq!(main.name, "main");
+    assert_eq!(main.process.bloat_bytes, r.process.bloat_bytes);
+    let large = main.census.sizes.iter().filter(|(k, _)| k.as_str() != "4kB").map(|(k, e)| (k.clone(), e.folios, e.partially_mapped)).collect();
+    (main.process.bloat_bytes.unwrap_or(0), large)
+}
+
+/// Issue #27 item 1: bloat counts pages never touched, whoever maps them. Main writes all
+/// 64 MiB; a child that shares every folio and exits must not make them "untouched" (its
+/// zap of a shared PMD used to clear pg::TOUCHED of all 512 pages: 65 536 kB of bloat under
+/// `always`). Derived: every page written → bloat 0, with 32 PMD-mapped THPs under `always`,
+/// 1024 64 KiB folios under 64K mTHP, 16 384 4 KiB pages under `never`.
+#[test]
+fn bloat_after_a_fork_of_written_memory_is_zero() {
+    let text = "mmap data 64M align=2M\ntouch data write\nfork c {\n  exit\n}\nwait c\n";
+    assert_eq!(main_bloat("enabled=always", text), (0, vec![("2048kB".into(), 32, 0)]));
+    assert_eq!(main_bloat("hugepages-64kB/enabled=always", text), (0, vec![("64kB".into(), 1024, 0)]));
+    assert_eq!(main_bloat("enabled=never", text), (0, vec![]));
+}
+
+/// The BGSAVE shape (examples/fork-bgsave.thpw, small): the saver reads everything, main
+/// writes one page per 16 KiB of the first MiB while the saver lives (one PMD split, 64
+/// copies), the saver writes the last MiB (its own copies) and exits. Main maps 448 pages of
+/// the first THP (partially mapped: the 64 it replaced were mapped by the saver alone), 64
+/// copies, and the second THP by its PMD. Every one of those pages was written by main's
+/// fill, mapped or not → bloat 0 (the saver's exit used to clear pg::TOUCHED of the pages it
+/// mapped, and the census counted a partially mapped folio's unmapped pages as bloat).
+#[test]
+fn bloat_after_a_bgsave_fork_is_zero() {
+    let text = "mmap data 4M align=2M\ntouch data write\nfork s {\n  touch data read\n}\ntouch data[0+1M] write stride=16K\n\
+                in s {\n  touch data[3M+1M] write\n  exit\n}\nwait s\n";
+    assert_eq!(main_bloat("enabled=always", text), (0, vec![("2048kB".into(), 2, 1)]));
+}
+
+/// Bloat that is really there survives a fork: main writes one page per 64 KiB of the first
+/// MiB, so under `always` one THP holds 16 touched pages (496 untouched: 1984 kB), under 64K
+/// mTHP 16 folios hold one touched page each (240 untouched: 960 kB). The child writes a page
+/// main never touched (a copy of its own: the shared page stays untouched) and exits; main's
+/// bloat is unchanged.
+#[test]
+fn bloat_of_untouched_pages_survives_a_fork() {
+    let text = "mmap data 4M align=2M\ntouch data[0+1M] write stride=64K\nfork c {\n  touch data[1M+4K] write\n  exit\n}\nwait c\n";
+    assert_eq!(main_bloat("enabled=always", text), (496 * 4096, vec![("2048kB".into(), 1, 0)]));
+    assert_eq!(main_bloat("hugepages-64kB/enabled=always", text), (240 * 4096, vec![("64kB".into(), 16, 0)]));
+    assert_eq!(main_bloat("enabled=never", text), (0, vec![]));
+}

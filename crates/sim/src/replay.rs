@@ -511,9 +511,10 @@ impl<'a> Replay<'a> {
 
     /// Run the machine's clock on the recording's timestamps: before each event the clock moves
     /// to its time (`Step::Sleep`), and the daemons (khugepaged) wake on it as they would have
-    /// during the recorded run. Off by default: the live daemon's phase relative to a program
-    /// is not known (it sleeps `scan_sleep_millisecs` from wherever it was when the program
-    /// started, unless the program's mm is the first on its list).
+    /// during the recorded run. `ReplayOptions` turns it on by default: the live daemon's phase
+    /// relative to a program is not known (it sleeps `scan_sleep_millisecs` from wherever it was
+    /// when the program started, unless the program's mm is the first on its list), which
+    /// `thplab compare --record` allows for and states (`compare::khugepaged`).
     pub fn follow_recorded_time(&mut self) {
         self.recorded_time = true;
     }

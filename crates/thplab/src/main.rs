@@ -419,10 +419,16 @@ struct SimArgs {
     json: bool,
     /// A recording (not a workload): run the simulated clock on the recording's timestamps, so that khugepaged
     /// wakes and collapses as it would have during the recorded run (`model.replay.khugepaged`
-    /// says what it did). Off by default: the live daemon's phase relative to a program is not
-    /// known unless the program's mm is the first on its list.
-    #[arg(long)]
+    /// says what it did). This is the default; the flag is kept so that older command lines
+    /// still run.
+    #[arg(long, conflicts_with = "no_recorded_time")]
     recorded_time: bool,
+    /// A recording: keep the simulated clock at 0, so that khugepaged never wakes during the
+    /// replay (the live daemon's phase relative to a program is not known unless the
+    /// program's mm is the first on its list: `thplab compare --record` states the tolerance
+    /// it allows for it). No `--sample` then.
+    #[arg(long)]
+    no_recorded_time: bool,
     /// Check the model's invariants after every operation (for debugging the model). For a
     /// recording: what each event touched after every event, the whole model at events
     /// 1, 2, 4, 8, ..., at each exec and exit, and at the end.
@@ -759,8 +765,8 @@ fn sim_one(
     let mut replay_opts = None;
     let mut r = match input {
         SimInput::Recording { name, header, events, offsets, accesses } => {
-            if a.sample.is_some() && !a.recorded_time {
-                bail!("--sample with a recording needs --recorded-time: without it the replay's clock does not move");
+            if a.sample.is_some() && a.no_recorded_time {
+                bail!("--sample with a recording needs its recorded time: with --no-recorded-time the replay's clock does not move (leave out one of the two)");
             }
             let accesses = match accesses {
                 Some((file, trace)) => {
@@ -769,7 +775,7 @@ fn sim_one(
                 }
                 None => None,
             };
-            let opts = sim::ReplayOptions { check_invariants: a.check, explain, recorded_time: a.recorded_time, sample_ms: a.sample, accesses, host: host.map(|h| (h.clone(), None)) };
+            let opts = sim::ReplayOptions { check_invariants: a.check, explain, recorded_time: a.recorded_time || !a.no_recorded_time, sample_ms: a.sample, accesses, host: host.map(|h| (h.clone(), None)) };
             let r = sim::run_recording_opts(name, header, events, settings, machine, &opts).map_err(|e| input::locate(e, offsets))?;
             print_replay_warnings(&r);
             replay_opts = Some(opts);

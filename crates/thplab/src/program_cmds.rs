@@ -267,19 +267,31 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         lives.sort_by_key(|l| l.process.minflt);
         let spread = (lives.len() > 1).then(|| MinfltSpread { runs: lives.len(), min: lives[0].process.minflt, max: lives[lives.len() - 1].process.minflt });
         let live = lives.swap_remove((lives.len() - 1) / 2);
-        let compare::Retried { live, rows, attempts, why } =
-            compare::retry_live(a.retries, live, |l| program_rows(&model, l, &tol, spread), run_live)?;
+        // The live daemon's phase is not the model's: one wake-up's collapses are allowed, and
+        // said (compare::khugepaged).
+        let kh_tol = compare::khugepaged::KhugepagedTolerance::of_replay(&model);
+        let rows_of = |l: &RunResult| {
+            let mut rows = program_rows(&model, l, &tol, spread);
+            kh_tol.apply(&mut rows);
+            rows
+        };
+        let compare::Retried { live, rows: _, attempts, why } = compare::retry_live(a.retries, live, rows_of, run_live)?;
+        // Judged again to name the rows the tolerance excused (the same rows as retry_live's).
+        let mut rows = program_rows(&model, &live, &tol, spread);
+        let excused = kh_tol.apply(&mut rows);
         let differs = rows.iter().any(|r| r.differs);
         differing += differs as usize;
         let parted = compare::vmas::parting(&model, &live);
         if a.json {
-            json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "parted": parted, "rerecorded": rerecorded, "live_minflt_spread": spread, "model": model, "live": live }));
+            let kh = serde_json::json!({ "collapses": kh_tol.collapses, "max_ptes_none": kh_tol.max_ptes_none, "why": kh_tol.why, "excused": excused });
+            json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "parted": parted, "rerecorded": rerecorded, "live_minflt_spread": spread, "khugepaged_tolerance": kh, "model": model, "live": live }));
         } else {
             crate::progress::suspend(|| -> io::Result<()> {
                 if attempts > 1 {
                     writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;
                 }
-                print_program_rows(&mut out, label, s, &rows, &live, differs.then_some(&parted), a.only_diff)?;
+                let kh_line = khugepaged_tolerance_line(&kh_tol, &excused);
+                print_program_rows(&mut out, label, s, &rows, &live, differs.then_some(&parted), a.only_diff, &kh_line)?;
                 out.flush()
             })?;
         }
@@ -335,6 +347,13 @@ pub fn program_rows(model: &RunResult, live: &RunResult, tol: &compare::Toleranc
     rows
 }
 
+/// The khugepaged tolerance a setting's rows were judged with, why, and the rows only it let
+/// pass.
+pub fn khugepaged_tolerance_line(t: &compare::khugepaged::KhugepagedTolerance, excused: &[String]) -> String {
+    let within = if excused.is_empty() { String::new() } else { format!("; within it only: {}", excused.join(", ")) };
+    format!("khugepaged tolerance: {} collapses ({}){within}", t.collapses, t.why)
+}
+
 /// The live runs' minflt with `--repeat`: how many, the lowest and the highest.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct MinfltSpread {
@@ -353,8 +372,9 @@ pub fn pct_error(model: i64, live: i64) -> String {
 }
 
 /// As [`compare::print_rows`], with the difference in percent of live and the live wall time,
-/// and where given the ranges where the two part.
-pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], live: &RunResult, parted: Option<&compare::vmas::Parting>, only_diff: bool) -> io::Result<()> {
+/// where given the ranges where the two part, and the khugepaged tolerance line.
+#[allow(clippy::too_many_arguments)]
+pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], live: &RunResult, parted: Option<&compare::vmas::Parting>, only_diff: bool, khugepaged: &str) -> io::Result<()> {
     let n = rows.iter().filter(|r| r.differs).count();
     // The live time the time row compares (the untraced runs' median where there are some).
     let time = compare::noise::Timed::live(live).map_or("-".into(), |t| compare::noise::fmt_timed(&t));
@@ -365,6 +385,9 @@ pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, ro
     }
     if let Some(u) = live.live.as_ref().and_then(|l| l.program.as_ref()).map(|p| &p.unmeasured).filter(|u| !u.is_empty()) {
         writeln!(out, "  not measured (no exit stop): {}", u.join("; "))?;
+    }
+    for l in crate::print::wrap(&format!("  {khugepaged}"), crate::print::fit_width(), 4) {
+        writeln!(out, "{l}")?;
     }
     if let Some(p) = parted {
         compare::vmas::print_parting(out, p, 8)?;
