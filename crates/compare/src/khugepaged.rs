@@ -48,7 +48,11 @@ impl KhugepagedTolerance {
         let sleep = knob(model, "khugepaged/scan_sleep_millisecs", 10_000);
         let collapses = (pages / 512).max(1);
         let why = format!(
-            "the model's khugepaged woke {} times on the recording's timestamps, first as the program's mm joined its list; the live daemon may then be in its {sleep} ms sleep (scan_sleep_millisecs) and wake up to one period later, so either side may make one wake-up more: at most pages_to_scan {pages} / 512 = {collapses} collapses, each filling up to max_ptes_none {max_ptes_none} pages",
+            "the model's khugepaged woke {} times on the recording's timestamps, first as the \
+                program's mm joined its list; the live daemon may then be in its {sleep} ms sleep \
+                (scan_sleep_millisecs) and wake up to one period later, so either side may make one \
+                wake-up more: at most pages_to_scan {pages} / 512 = {collapses} collapses, each \
+                filling up to max_ptes_none {max_ptes_none} pages",
             kh.wakeups
         );
         KhugepagedTolerance { collapses, max_ptes_none, why }

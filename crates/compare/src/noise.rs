@@ -220,27 +220,37 @@ pub fn print_settings(out: &mut impl Write, verdicts: &[SettingTimes], live_note
         let t = Timed { ns: i.ns, down: i.ns - i.low_ns, up: i.high_ns - i.ns, shared: BTreeMap::new(), known: i.high_ns > i.low_ns };
         fmt_timed(&t)
     });
-    writeln!(out, "time (model: the profile's, ± its spreads and the host state; {live_note})")?;
+    line(out, &format!("time (model: the profile's, ± its spreads and the host state; {live_note})"))?;
     let assumed: Vec<&str> = verdicts.iter().filter_map(|v| v.host.as_ref().map(|h| h.assumed.as_str())).collect();
     let same = assumed.windows(2).all(|w| w[0] == w[1]);
     if let (true, Some(a)) = (same, assumed.first()) {
-        writeln!(out, "  host state the model assumed: {a}")?;
+        line(out, &format!("  host state the model assumed: {a}"))?;
     }
     for v in verdicts {
         let vs_live = v.model_vs_live.map_or(String::new(), |x| format!(": {}", x.against_live_text()));
-        writeln!(out, "  {}: model {}, live {}{vs_live}", v.label, fmt(&v.model), fmt(&v.live))?;
+        line(out, &format!("  {}: model {}, live {}{vs_live}", v.label, fmt(&v.model), fmt(&v.live)))?;
         if let Some(h) = &v.host {
             if !same {
-                writeln!(out, "    host state the model assumed: {}", h.assumed)?;
+                line(out, &format!("    host state the model assumed: {}", h.assumed))?;
             }
-            writeln!(out, "    host states it cannot know: {} to {} host faults move it {} .. {}", h.low_faults, h.high_faults, signed_secs(-h.down_ns), signed_secs(h.up_ns))?;
+            line(out, &format!("    host states it cannot know: {} to {} host faults move it {} .. {}", h.low_faults, h.high_faults, signed_secs(-h.down_ns), signed_secs(h.up_ns)))?;
         }
         if let Some(first) = &v.against {
             let text = |x: &Option<Verdict>| x.map_or("-".to_string(), |x| x.text());
-            writeln!(out, "    against {first}: model {}; live {}", text(&v.model_vs_first), text(&v.live_vs_first))?;
+            line(out, &format!("    against {first}: model {}; live {}", text(&v.model_vs_first), text(&v.live_vs_first)))?;
         }
     }
     writeln!(out)
+}
+
+/// One line of prose fitted to [`uapi::result::TEXT_WIDTH`] columns, continuation lines indented
+/// two past its own indent.
+fn line(out: &mut impl Write, text: &str) -> io::Result<()> {
+    let indent = text.len() - text.trim_start_matches(' ').len() + 2;
+    for l in uapi::result::wrap(text, Some(uapi::result::TEXT_WIDTH), indent) {
+        writeln!(out, "{l}")?;
+    }
+    Ok(())
 }
 
 /// ns as a signed `-1.234 s` / `+12.3 ms`.
@@ -341,11 +351,14 @@ mod tests {
         assert_eq!(
             text,
             "time (model: the profile's, ± its spreads and the host state; live: 3 runs)\n  host state the model assumed: idle\n  \
-             4K: model 400.0 ms +110.0/-10.0 ms, live 410.0 ms ± 20.0 ms: model -2.4 % (-9.8 % .. +29.3 %) of live: within the noise\n    \
+             4K: model 400.0 ms +110.0/-10.0 ms, live 410.0 ms ± 20.0 ms: model -2.4 % (-9.8 % .. +29.3 %) of\n    \
+             live: within the noise\n    \
              host states it cannot know: 0 to 9 host faults move it ±0.0 ms .. +100.0 ms\n  \
-             PMD: model 420.0 ms +110.0/-30.0 ms, live 600.0 ms ± 20.0 ms: model -30.0 % (-38.3 % .. -8.3 %) of live: outside the noise\n    \
+             PMD: model 420.0 ms +110.0/-30.0 ms, live 600.0 ms ± 20.0 ms: model -30.0 % (-38.3 % .. -8.3 %) of\n    \
+             live: outside the noise\n    \
              host states it cannot know: 0 to 9 host faults move it -20.0 ms .. +100.0 ms\n    \
-             against 4K: model +5.0 % (-25.0 % .. +30.0 %): no measurable effect; live +46.3 % ± 9.8 %: measurably slower\n\n"
+             against 4K: model +5.0 % (-25.0 % .. +30.0 %): no measurable effect; live +46.3 % ± 9.8 %:\n      \
+             measurably slower\n\n"
         );
     }
 

@@ -440,8 +440,9 @@ struct SimArgs {
     /// Instead of the given settings, run the standard matrix that `compare --matrix` runs
     /// (`anon`, the default, or `shmem`; a subset: KIND:NAME,..., such as `anon:4K,64K,PMD`,
     /// names as `compare --help` lists them) in the model alone (no root, no live kernel) and
-    /// print the settings side by side; --set applies on top of each.
-    #[arg(long, value_name = "KIND[:NAME,...]", num_args = 0..=1, default_missing_value = "anon", conflicts_with_all = ["sample", "explain"])]
+    /// print the settings side by side; --set applies on top of each. With --sample, each
+    /// setting's timeline is in --json and plotted by --html (not in the text table).
+    #[arg(long, value_name = "KIND[:NAME,...]", num_args = 0..=1, default_missing_value = "anon", conflicts_with = "explain")]
     matrix: Option<String>,
     /// For the address ADDR (its 4 KiB page) or the range START-END (hex), list every
     /// anonymous fault that touched it, the folio size it got, and why each larger enabled size

@@ -338,7 +338,9 @@ fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
         writeln!(out, "  {l}")?;
     }
     writeln!(out)?;
-    wline(out, "  faults: those each process took in memory the model backs; Rss, VmHWM and folios: at its exit, or at the execve that replaced it (image marked *: not in the census); snapshot: its stack, heap, ELF and loader mappings come from the exec snapshot", 4)?;
+    wline(out, "  faults: those each process took in memory the model backs; Rss, VmHWM and folios: \
+        at its exit, or at the execve that replaced it (image marked *: not in the census); \
+        snapshot: its stack, heap, ELF and loader mappings come from the exec snapshot", 4)?;
     Ok(())
 }
 
@@ -486,9 +488,17 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
     }
     if cols.iter().any(|(_, _, r)| r.source == "live") {
         writeln!(out)?;
-        let mut note = String::from("thp_* and hugepages-*/stats are system-wide: on a busy machine the live columns include other processes' allocations. minflt, Rss, AnonHugePages and the folios are the process's own.");
+        let mut note = String::from("thp_* and hugepages-*/stats are system-wide: on a busy machine \
+            the live columns include other processes' allocations. minflt, Rss, AnonHugePages and \
+            the folios are the process's own.");
         if cols.iter().any(|(_, _, r)| r.time.is_some()) {
-            note += "\ntime: the model's from a machine profile (`thplab calibrate` measures one). On a VM whose free pages are reported to its host, writing reported memory is a host fault: once page reporting settled, each live run read the free lists and reported blocks it started from (/proc/pagetypeinfo, /proc/kpageflags) and the per-CPU list of the CPU it was pinned to (/proc/zoneinfo; the THP-sized pages on it, which /proc cannot show, are held by thplab while the run runs), the model ran again from them, and the live run's frames that lay in reported blocks are its host faults.";
+            note += "\ntime: the model's from a machine profile (`thplab calibrate` measures one). \
+                On a VM whose free pages are reported to its host, writing reported memory is a \
+                host fault: once page reporting settled, each live run read the free lists and \
+                reported blocks it started from (/proc/pagetypeinfo, /proc/kpageflags) and the \
+                per-CPU list of the CPU it was pinned to (/proc/zoneinfo; the THP-sized pages on \
+                it, which /proc cannot show, are held by thplab while the run runs), the model ran \
+                again from them, and the live run's frames that lay in reported blocks are its host faults.";
         }
         for para in note.split('\n') {
             for l in wrap(para, fit_width(), 0) {

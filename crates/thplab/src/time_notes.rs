@@ -39,13 +39,19 @@ pub fn time_uncertainty(w: &workload::Workload, s: &ThpSettings, m: &sim::Machin
 /// What the demo's times assumed: the profile's spreads and, for the model, the host state it
 /// could not know; each setting's model against live, and each setting against 4K on each side.
 pub fn demo_time_notes(out: &mut impl Write, results: &[(String, String, uapi::RunResult)], live: bool) -> Result<()> {
-    writeln!(out, "\ntime ±: the model's from the built-in profile's calibrated spreads; live: the range of the runs.")?;
+    let mut note = String::from("time ±: the model's from the built-in profile's calibrated spreads; live: the range of the runs.");
     if let Some(h) = results.iter().find_map(|(_, _, r)| r.time.as_ref()?.uncertainty.as_ref()?.host.clone()) {
         let assumed = if live { "the free lists each live run started from".to_string() } else { h.assumed.clone() };
-        writeln!(out, "Host state the model assumed: {assumed}.")?;
-        writeln!(out, "It cannot know which free frames the host backs during a run (what ran before, what other")?;
-        writeln!(out, "processes and the other CPU's per-CPU list free meanwhile): `time over the host states` is")?;
-        writeln!(out, "its time from every frame backed to every frame dropped.")?;
+        note += &format!("\nHost state the model assumed: {assumed}.\nIt cannot know which free \
+            frames the host backs during a run (what ran before, what other processes and the other \
+            CPU's per-CPU list free meanwhile): `time over the host states` is its time from every \
+            frame backed to every frame dropped.");
+    }
+    writeln!(out)?;
+    for para in note.split('\n') {
+        for l in crate::print::wrap(para, crate::print::fit_width(), 0) {
+            writeln!(out, "{l}")?;
+        }
     }
     let sets: Vec<(String, uapi::RunResult, uapi::RunResult)> = results
         .iter()

@@ -558,7 +558,9 @@ fn damage_in_a_real_recording_is_found_in_its_block_and_salvage_stops_there() {
         let text = thplab(&["sim", &f, "--salvage", "-q"]);
         assert!(text.ok().stderr.contains(&format!("{f} is damaged at byte {start}, in block {}", i + 1)), "{what}: {}", text.stderr);
         assert!(text.stderr.contains(&format!("cut the recording at byte {start}")), "{what}: {}", text.stderr);
-        assert!(text.stdout.contains(&format!("SALVAGED: the recording is damaged at byte {start} (block {}; cut there); replayed {kept} records before it", i + 1)), "{what}: {}", text.stdout);
+        // The SALVAGED line is wrapped to 100 columns (continuations indented 2): read it whole.
+        let unwrapped = text.stdout.replace("\n  ", " ");
+        assert!(unwrapped.contains(&format!("SALVAGED: the recording is damaged at byte {start} (block {}; cut there); replayed {kept} records before it", i + 1)), "{what}: {}", text.stdout);
         // trace show: the records before the block, then the error naming block and byte.
         let show = thplab(&["trace", "show", &f]);
         show.fails(2);

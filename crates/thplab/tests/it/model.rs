@@ -243,9 +243,10 @@ fn settings_from_the_kernel_command_line() {
 /// come from the smaller free blocks, which are never reported.
 ///
 /// The ± (issue #27 item 6), from the profile's `[fault.spread_pct]`: 4K, 411.1 ms of 4 KiB
-/// faults × 7.8 % = 32.1 ms (+ 0.7 % of the call) = ±8 %; 64K, 117.5 ms × 8.2 % = 9.6 ms +
-/// 3.7 ms of touches × 17.5 % = 0.65 ms: 10.3 ms, ±8 %; PMD, 87.0 ms × 14.2 % = 12.4 ms + 3.9 ms
-/// × 17.5 % + 2369.2 ms of host faults × 22.5 % (`fault_spread_pct`) = 533.1 ms: 546.1 ms, ±22 %.
+/// faults × 3.9 % = 16.0 ms (+ 2.4 % of the call) = ±4 %; 64K, 117.5 ms × 3.3 % = 3.88 ms +
+/// 3.7 ms of touches × 4.9 % = 0.18 ms: 4.06 ms, ±3 %; PMD, 87.0 ms × 185.8 % = 161.6 ms + 3.9 ms
+/// × 4.9 % = 0.19 ms + 2369.2 ms of host faults × 15.3 % (`fault_spread_pct`) = 362.5 ms:
+/// 524.3 ms, ±21 % (+0.529 s with the host state's +4.6 ms).
 /// The host states: every frame backed (no host fault: PMD 2.460 − 2.369 = 0.09 s) to every
 /// frame dropped (262658 host faults, the 1 GiB and the page tables: 4K 0.411 + 2.374 s; the
 /// model prices a base page's host fault at `fault_ns_per_page` too, the profile having no
@@ -265,7 +266,7 @@ AnonHugePages                                         0 kB            0 kB      
 VmHWM (peak Rss)                                1048576 kB      1048576 kB      1048576 kB
 bloat (allocated, never touched)                      0 kB            0 kB            0 kB
 time (profile; live: wall time)                   411.1 ms        121.2 ms         2.460 s
-time ± (model: profile; live: runs)                    ±8%             ±8%            ±22%
+time ± (model: profile; live: runs)                    ±4%             ±3%            ±21%
 time over the host states (model)             0.41..2.78 s    0.12..2.49 s    0.09..2.46 s
 host faults (frames reported free)                       0               0          262144
 thp_fault_alloc                                          0               0             512
@@ -280,21 +281,24 @@ folios 2048kB                                            0               0      
 PMD: enabled=always
 
 time ±: the model's from the built-in profile's calibrated spreads; live: the range of the runs.
-Host state the model assumed: the profile's free lists (3077 MiB free in blocks below order 9, every larger block reported: an idle machine as calibrated).
-It cannot know which free frames the host backs during a run (what ran before, what other
-processes and the other CPU's per-CPU list free meanwhile): `time over the host states` is
-its time from every frame backed to every frame dropped.
+Host state the model assumed: the profile's free lists (3077 MiB free in blocks below order 9, every
+larger block reported: an idle machine as calibrated).
+It cannot know which free frames the host backs during a run (what ran before, what other processes
+and the other CPU's per-CPU list free meanwhile): `time over the host states` is its time from every
+frame backed to every frame dropped.
 
-time (model: the profile's, ± its spreads and the host state; live: the median wall time of the runs, ± their range)
-  host state the model assumed: the profile's free lists (3077 MiB free in blocks below order 9, every larger block reported: an idle machine as calibrated)
-  4K: model 0.411 s +2.406/-0.032 s, live -
+time (model: the profile's, ± its spreads and the host state; live: the median wall time of the
+  runs, ± their range)
+  host state the model assumed: the profile's free lists (3077 MiB free in blocks below order 9,
+    every larger block reported: an idle machine as calibrated)
+  4K: model 0.411 s +2.390/-0.016 s, live -
     host states it cannot know: 0 to 262658 host faults move it ±0.0 ms .. +2.374 s
-  64K: model 0.121 s +2.384/-0.010 s, live -
+  64K: model 0.121 s +2.378/-0.004 s, live -
     host states it cannot know: 0 to 262658 host faults move it ±0.0 ms .. +2.374 s
-    against 4K: model -70.5 % ± 587.7 %: no measurable effect; live -
-  PMD: model 2.460 s +0.551/-2.460 s, live -
+    against 4K: model -70.5 % ± 582.3 %: no measurable effect; live -
+  PMD: model 2.460 s +0.529/-2.460 s, live -
     host states it cannot know: 0 to 262658 host faults move it -2.369 s .. +4.6 ms
-    against 4K: model +498.4 % (-796.0 % .. +640.2 %): no measurable effect; live -
+    against 4K: model +498.4 % (-786.8 % .. +631.0 %): no measurable effect; live -
 
 ";
     assert_eq!(r.stdout, expected);
