@@ -313,6 +313,21 @@ impl Sim<'_> {
 mod tests {
     use crate::{run_with, MachineConfig, RunOptions};
 
+    /// `w` under `enabled=never`, priced at 1000 ns per 4 KiB fault, 20 ns per touched page and
+    /// 2000 ns per call, invariants checked after every step.
+    fn run_priced_4k(w: &workload::Workload) -> uapi::RunResult {
+        let costs = uapi::profile::FaultCosts {
+            ns_per_fault: [("4kB".to_string(), 1000.0)].into(),
+            touch_ns_per_page: 20.0,
+            syscall_ns: 2000.0,
+            source: "test".into(),
+            ..Default::default()
+        };
+        let mut s = uapi::ThpSettings::default();
+        s.apply_assignment("enabled=never").unwrap();
+        run_with(w, &s, &MachineConfig::default(), &mut RunOptions { check_invariants: true, costs: Some(costs), ..Default::default() }).unwrap().0
+    }
+
     /// 1 MiB written as 256 base pages on a fresh simulated machine: consecutive frames, 8 to a
     /// host PTE line, starting off a line boundary here, 33 lines; each alone (scatter 1): 256;
     /// half-way: 33 + 223 / 2 (rounded: 112). The upper
@@ -360,16 +375,7 @@ mod tests {
     #[test]
     fn an_access_statements_time_is_the_tlb_models_and_part_of_the_runs() {
         let w = workload::parse("t", "mmap a 1M align=1M\ntouch a write\naccess a seq elem=4K count=256\n").unwrap();
-        let costs = uapi::profile::FaultCosts {
-            ns_per_fault: [("4kB".to_string(), 1000.0)].into(),
-            touch_ns_per_page: 20.0,
-            syscall_ns: 2000.0,
-            source: "test".into(),
-            ..Default::default()
-        };
-        let mut s = uapi::ThpSettings::default();
-        s.apply_assignment("enabled=never").unwrap();
-        let (r, _) = run_with(&w, &s, &MachineConfig::default(), &mut RunOptions { check_invariants: true, costs: Some(costs), ..Default::default() }).unwrap();
+        let r = run_priced_4k(&w);
         let (t, a) = (r.time.unwrap(), r.accesses.unwrap());
         assert_eq!((t.faults["4kB"], t.touches_without_fault, t.calls), (256, 0, 1));
         assert_eq!((t.accesses, a.total.accesses, a.total.walks), (256, 256, 256));
@@ -392,16 +398,7 @@ mod tests {
         let text = "phase fill\nmmap a 16K align=16K\ntouch a write\nphase warm\naccess a seq elem=64 count=256\n\
                     phase hot\naccess a seq elem=64 count=256\n";
         let w = workload::parse("t", text).unwrap();
-        let costs = uapi::profile::FaultCosts {
-            ns_per_fault: [("4kB".to_string(), 1000.0)].into(),
-            touch_ns_per_page: 20.0,
-            syscall_ns: 2000.0,
-            source: "test".into(),
-            ..Default::default()
-        };
-        let mut s = uapi::ThpSettings::default();
-        s.apply_assignment("enabled=never").unwrap();
-        let (r, _) = run_with(&w, &s, &MachineConfig::default(), &mut RunOptions { check_invariants: true, costs: Some(costs), ..Default::default() }).unwrap();
+        let r = run_priced_4k(&w);
         let (t, a) = (r.time.unwrap(), r.accesses.unwrap());
         assert_eq!((a.total.accesses, a.total.data_cycles), (512, 512.0 * 4.0));
         let ghz = tlb::presets::ZEN4.ghz;
