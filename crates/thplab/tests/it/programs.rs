@@ -215,11 +215,25 @@ fn check_program_with(
         let live = if pct(m, l1).abs() <= pct(m, l2).abs() { &first } else { &second };
         let l = live.process.minflt;
         let allowed = 2.0f64.max(pct(l1, l2).abs());
+        // The folio criterion below allows one large folio either way (its resolution); the
+        // faults of such a folio are allowed with it: a 64 KiB folio the recording's placement
+        // gave the model and the live run's did not is 16 faults instead of 1 (redis under 64K
+        // in one CI run: 127 folios against 126, minflt −2.02 %).
+        let one_folio: u64 = large_sizes(&model, live)
+            .iter()
+            .filter(|size| {
+                let count = |r: &RunResult| r.census.sizes.get(*size).map_or(0, |e| e.folios);
+                count(&model).abs_diff(count(live)) == 1
+            })
+            .map(|size| uapi::result::size_sort_key(size) / 4 - 1)
+            .max()
+            .unwrap_or(0);
+        let within = |m: u64, l: u64| pct(m, l).abs() <= allowed || (m.abs_diff(l) as f64) <= allowed / 100.0 * l as f64 + one_folio as f64;
         println!(
-            "{name} {label}: live {wall:.0} ms; minflt model {m} live {l1} and {l2} ({:+.2}% from the closer; allowed {allowed:.2}%)",
+            "{name} {label}: live {wall:.0} ms; minflt model {m} live {l1} and {l2} ({:+.2}% from the closer; allowed {allowed:.2}% + {one_folio} faults of one folio)",
             pct(m, l)
         );
-        if pct(m, l).abs() > allowed {
+        if !within(m, l) {
             failures.push(format!("{label}: minflt model {m} live {l1}/{l2} ({:+.2}%)", pct(m, l)));
         }
         for size in large_sizes(&model, live) {
