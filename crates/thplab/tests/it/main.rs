@@ -23,6 +23,7 @@ mod errors;
 mod exporter;
 mod fidelity;
 mod fork;
+mod golden;
 mod inputs;
 mod khugepaged;
 mod live;
