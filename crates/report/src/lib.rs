@@ -2,18 +2,19 @@
 //! (`uapi::RunResult`) and runs nothing: no model, no live run, and it writes no file (the CLI
 //! prints or writes what it returns).
 //!
-//! - [`text`]: cells laid out in columns, words wrapped, names cut in the middle, the folio-size
-//!   map per VMA, fitted to `TEXT_WIDTH` (100) columns unless `--wide`. Its code is still
-//!   `uapi::text`, re-exported here: `live::observe`, `explain`, `compare` and sim's tests lay
-//!   out their tables with it through `uapi::result`, and this crate depends on uapi, so the code
-//!   can move here only when those callers name `report::text` (and compare's rows are read by
-//!   this crate, not the other way round).
+//! - [`html`]: `thplab report`, one self-contained HTML page with inline SVG plots.
+//! - [`plots`]: the time plots of that page (timelines, elapsed and phase times).
 //! - [`print`]: the `thplab sim` table (procfs and sysfs names: /proc/vmstat `thp_*`,
 //!   `hugepages-<size>/stats`, smaps' Rss and AnonHugePages), several results side by side
 //!   (`sim --matrix`, `demo`), the `--wide` switch, the progress bar over simulated accesses.
-//! - [`html`]: `thplab report`, one self-contained HTML page with inline SVG plots;
-//!   [`plots`] draws its time plots (timelines, elapsed and phase times).
 //! - [`progress`]: the step progress of a long command (`compare --record --matrix`) on stderr.
+//!
+//! `text`, re-exported from uapi, lays out every text table: cells in columns as wide as their
+//! widest cell, words wrapped, names cut in the middle, the folio-size map per VMA, fitted to
+//! `TEXT_WIDTH` (100) columns unless `--wide`. Its code stays in `uapi::text` for now because
+//! `live::observe`, `explain`, `compare` and sim's tests call it as `uapi::result::layout` etc.,
+//! and uapi cannot re-export from this crate, which depends on it. It moves here once those
+//! callers name `report::text` (compare's too: this crate does not depend on compare).
 
 pub mod html;
 pub mod plots;
