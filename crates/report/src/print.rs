@@ -27,6 +27,16 @@ mod tests {
     }
 
     #[test]
+    fn a_salvaged_span_is_in_seconds_of_the_recording() {
+        let mut s = uapi::result::SalvageReport { kept_from_ns: Some(0), kept_to_ns: Some(412_000_000), duration_ns: Some(1_234_000_000), ..Default::default() };
+        assert_eq!(super::span(&s), ", 0.000 s to 0.412 s of the recording's 1.234 s");
+        s.duration_ns = None;
+        assert_eq!(super::span(&s), ", 0.000 s to 0.412 s");
+        s.kept_to_ns = None;
+        assert_eq!(super::span(&s), "", "no timestamps, no span");
+    }
+
+    #[test]
     fn rates_are_short() {
         assert_eq!(super::rate(379_924.6571), "380k/s");
         assert_eq!(super::rate(5_441_603.8858), "5.44M/s");
