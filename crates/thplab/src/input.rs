@@ -11,6 +11,8 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use uapi::result::SalvageReport;
 
+use report::print::span;
+
 /// `-` names standard input.
 pub fn is_stdin(arg: &Path) -> bool {
     arg.as_os_str() == "-"
@@ -182,16 +184,6 @@ pub fn salvage_sentence(s: &SalvageReport, path: &str) -> String {
         sim::human_bytes(s.bytes_lost),
         sim::human_bytes(s.file_bytes),
     )
-}
-
-/// ", 0.000 s to 0.412 s of the recording's 1.234 s": the time the replayed records span.
-pub fn span(s: &SalvageReport) -> String {
-    let (Some(from), Some(to)) = (s.kept_from_ns, s.kept_to_ns) else { return String::new() };
-    let of = match s.duration_ns {
-        Some(d) if d > 0 => format!(" of the recording's {:.3} s", d as f64 / 1e9),
-        _ => String::new(),
-    };
-    format!(", {:.3} s to {:.3} s{of}", from as f64 / 1e9, to as f64 / 1e9)
 }
 
 /// `crate::load_recording`, or with `salvage` the records before any damage and what was lost.

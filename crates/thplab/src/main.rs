@@ -12,12 +12,8 @@ mod exporter_cmds;
 mod input;
 mod live_cmds;
 mod checks;
-mod plots;
-mod print;
-mod progress;
 mod program_cmds;
 mod record_cmds;
-mod report;
 mod time_notes;
 
 use std::io::Write;
@@ -26,6 +22,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
+use report::{print, progress};
 use uapi::ThpSettings;
 
 /// Exit codes (documented in README.md).
@@ -687,7 +684,7 @@ fn run_sim_tlb(
     x: &SimExtras,
 ) -> Result<uapi::RunResult> {
     let mut bar = print::Progress::new(progress && w.touched_pages() > 4_000_000, &w.source, w.touched_pages());
-    let mut on_event = |e: sim::SimEvent| bar.event(e);
+    let mut on_event = |sim::SimEvent::Progress { accesses_done, accesses_total }| bar.set(accesses_done, accesses_total);
     let mut opts = sim::RunOptions {
         check_invariants: check,
         on_event: Some(&mut on_event),

@@ -9,7 +9,7 @@ use std::fmt::Write;
 use uapi::result::{size_sort_key, PhaseTime, Timeline, TimelineSample};
 use uapi::RunResult;
 
-use crate::report::{colour, esc};
+use crate::html::{colour, esc};
 
 /// One line of a chart: its name, colour and (x, y) points in data units.
 pub struct Series {

@@ -3,7 +3,7 @@
 //! the folio-size map over each run's VMAs, per-setting bars of faults, Rss (at exit and at the
 //! peak), bloat and large folios, and the census at the peak and at exit; with a profile or live
 //! runs, the elapsed time per setting and each phase's time; with `--sample`, each run's
-//! timeline (crates/thplab/src/plots.rs).
+//! timeline ([`crate::plots`]).
 
 use std::fmt::Write;
 

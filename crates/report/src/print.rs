@@ -5,7 +5,8 @@ use std::io::{self, Write};
 use uapi::result::size_sort_key;
 use uapi::{RunResult, ThpSettings};
 
-/// A progress bar over simulated accesses, shown only on a terminal for long runs.
+use crate::text;
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -23,6 +24,16 @@ mod tests {
         assert_eq!(super::column_blocks(6, 42, 13, Some(100), true), [0..4, 4..6]);
         assert_eq!(super::column_blocks(5, 42, 20, Some(100), true), [0..2, 2..4, 4..5]);
         assert_eq!(super::column_blocks(11, 42, 14, None, false), [0..11]);
+    }
+
+    #[test]
+    fn a_salvaged_span_is_in_seconds_of_the_recording() {
+        let mut s = uapi::result::SalvageReport { kept_from_ns: Some(0), kept_to_ns: Some(412_000_000), duration_ns: Some(1_234_000_000), ..Default::default() };
+        assert_eq!(super::span(&s), ", 0.000 s to 0.412 s of the recording's 1.234 s");
+        s.duration_ns = None;
+        assert_eq!(super::span(&s), ", 0.000 s to 0.412 s");
+        s.kept_to_ns = None;
+        assert_eq!(super::span(&s), "", "no timestamps, no span");
     }
 
     #[test]
@@ -59,10 +70,11 @@ impl Progress {
         Progress { bar }
     }
 
-    pub fn event(&mut self, e: sim::SimEvent) {
-        if let (Some(b), sim::SimEvent::Progress { accesses_done, accesses_total }) = (&self.bar, e) {
-            b.set_length(accesses_total);
-            b.set_position(accesses_done);
+    /// `done` of `total` accesses (`sim::SimEvent::Progress`).
+    pub fn set(&mut self, done: u64, total: u64) {
+        if let Some(b) = &self.bar {
+            b.set_length(total);
+            b.set_position(done);
         }
     }
 
@@ -276,7 +288,7 @@ fn forked(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
         let (rss, ahp) = if p.exited { ("-".to_string(), "-".to_string()) } else { (kb(p.process.rss_bytes), kb(p.process.anon_huge_bytes)) };
         cells.push(vec![name, p.process.minflt.to_string(), rss, ahp, opt(p.cow_copied), opt(p.cow_reused), if folios.is_empty() { "-".into() } else { folios.join(" ") }]);
     }
-    for l in uapi::result::layout(&cells, &[true, false, false, false, false, false, true]) {
+    for l in text::layout(&cells, &[true, false, false, false, false, false, true]) {
         writeln!(out, "  {l}")?;
     }
     Ok(())
@@ -298,7 +310,7 @@ fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
             "SALVAGED: the recording is damaged at byte {}{place}; replayed {} records before it{}{unchecked}; lost {} bytes and {lost} records after it",
             s.offset,
             s.records_read,
-            crate::input::span(s),
+            span(s),
             s.bytes_lost
         );
         wline(out, &text, 2)?;
@@ -334,7 +346,7 @@ fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
             p.exe.clone(),
         ]);
     }
-    for l in uapi::result::layout(&cells, &[false, false, false, false, false, false, true, true]) {
+    for l in text::layout(&cells, &[false, false, false, false, false, false, true, true]) {
         writeln!(out, "  {l}")?;
     }
     writeln!(out)?;
@@ -342,6 +354,16 @@ fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
         at its exit, or at the execve that replaced it (image marked *: not in the census); \
         snapshot: its stack, heap, ELF and loader mappings come from the exec snapshot", 4)?;
     Ok(())
+}
+
+/// ", 0.000 s to 0.412 s of the recording's 1.234 s": the time the replayed records span.
+pub fn span(s: &uapi::result::SalvageReport) -> String {
+    let (Some(from), Some(to)) = (s.kept_from_ns, s.kept_to_ns) else { return String::new() };
+    let of = match s.duration_ns {
+        Some(d) if d > 0 => format!(" of the recording's {:.3} s", d as f64 / 1e9),
+        _ => String::new(),
+    };
+    format!(", {:.3} s to {:.3} s{of}", from as f64 / 1e9, to as f64 / 1e9)
 }
 
 /// Rows of the folio-size map printed in text; the JSON has every VMA.
@@ -356,7 +378,7 @@ fn folio_map(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     let placeholders = r.vmas.iter().filter(|v| v.kind == "placeholder" && v.rss_kb == 0).count();
     writeln!(out)?;
     writeln!(out, "folio-size map (folios per VMA at {}, as `thplab observe` prints a live process)", if r.model.as_ref().is_some_and(|m| m.replay.is_some()) { "each process's exit" } else { "the end" })?;
-    write!(out, "{}", uapi::result::vma_table_fit(&shown, &r.census, r.process.rss_bytes / 1024, fit_width()))?;
+    write!(out, "{}", text::vma_table_fit(&shown, &r.census, r.process.rss_bytes / 1024, fit_width()))?;
     let hidden = r.vmas.len() - placeholders - shown.len();
     if placeholders > 0 || hidden > 0 {
         let mut notes = Vec::new();
@@ -431,7 +453,7 @@ fn time_uncertainty(out: &mut impl Write, t: &uapi::TimeEstimate, u: &uapi::resu
     Ok(())
 }
 
-/// `--wide`: text tables at their full width instead of [`uapi::result::TEXT_WIDTH`] columns.
+/// `--wide`: text tables at their full width instead of [`text::TEXT_WIDTH`] columns.
 static WIDE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 pub fn set_wide(wide: bool) {
@@ -440,12 +462,12 @@ pub fn set_wide(wide: bool) {
 
 /// The width text output fits: `None` with `--wide`.
 pub fn fit_width() -> Option<usize> {
-    (!WIDE.load(std::sync::atomic::Ordering::Relaxed)).then_some(uapi::result::TEXT_WIDTH)
+    (!WIDE.load(std::sync::atomic::Ordering::Relaxed)).then_some(text::TEXT_WIDTH)
 }
 
 /// Words wrapped to `width` columns (none with `None`), continuation lines indented by `indent`.
 pub fn wrap(text: &str, width: Option<usize>, indent: usize) -> Vec<String> {
-    uapi::result::wrap(text, width, indent)
+    crate::text::wrap(text, width, indent)
 }
 
 /// Columns of `w` after a name column of `name_w`, in blocks that fit `width` (each block
@@ -467,7 +489,7 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
     let pairs = cols.len() % 2 == 0 && cols.chunks(2).all(|p| p[0].0.ends_with(" sim") && p[1].0.ends_with(" live"));
     let blocks = column_blocks(cols.len(), name_w, w, fit_width(), pairs);
     if blocks.len() > 1 {
-        writeln!(out, "({} settings in {} blocks to fit {} columns; --wide prints one table)\n", cols.len(), blocks.len(), uapi::result::TEXT_WIDTH)?;
+        writeln!(out, "({} settings in {} blocks to fit {} columns; --wide prints one table)\n", cols.len(), blocks.len(), text::TEXT_WIDTH)?;
     }
     for (k, block) in blocks.into_iter().enumerate() {
         if k > 0 {
@@ -520,6 +542,10 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
     Ok(())
 }
 
+/// The row of the frames written that the host had dropped: the name of compare's row
+/// (`compare::HOST_FAULTS_ROW`; tests model:: and live:: read both by this name).
+pub const HOST_FAULTS_ROW: &str = "host faults (frames reported free)";
+
 /// The rows of [`side_by_side`]: a name and a cell per result.
 fn side_rows(cols: &[(String, String, RunResult)]) -> Vec<(String, Vec<String>)> {
     let mut rows: Vec<(String, Vec<String>)> = Vec::new();
@@ -559,7 +585,7 @@ fn side_rows(cols: &[(String, String, RunResult)]) -> Vec<(String, Vec<String>)>
     // On a VM that reports free pages: the frames written that the host had dropped.
     let live_host = |r: &RunResult| r.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|w| w.host_faults);
     if cols.iter().any(|(_, _, r)| r.time.as_ref().is_some_and(|t| t.host_faults > 0) || live_host(r).is_some()) {
-        row(compare::HOST_FAULTS_ROW, &|r| match (&r.time, live_host(r)) {
+        row(HOST_FAULTS_ROW, &|r| match (&r.time, live_host(r)) {
             (Some(t), _) => t.host_faults.to_string(),
             (None, Some(n)) => n.to_string(),
             _ => "-".to_string(),
@@ -627,4 +653,24 @@ fn secs(ns: f64) -> String {
     } else {
         format!("{:.1} µs", ns / 1e3)
     }
+}
+
+/// What the demo's times assumed: the profile's spreads and, for the model, the host state it
+/// could not know (with `live`: the free lists each live run started from).
+pub fn demo_time_note(out: &mut impl Write, results: &[(String, String, RunResult)], live: bool) -> io::Result<()> {
+    let mut note = String::from("time ±: the model's from the built-in profile's calibrated spreads; live: the range of the runs.");
+    if let Some(h) = results.iter().find_map(|(_, _, r)| r.time.as_ref()?.uncertainty.as_ref()?.host.clone()) {
+        let assumed = if live { "the free lists each live run started from".to_string() } else { h.assumed.clone() };
+        note += &format!("\nHost state the model assumed: {assumed}.\nIt cannot know which free \
+            frames the host backs during a run (what ran before, what other processes and the other \
+            CPU's per-CPU list free meanwhile): `time over the host states` is its time from every \
+            frame backed to every frame dropped.");
+    }
+    writeln!(out)?;
+    for para in note.split('\n') {
+        for l in wrap(para, fit_width(), 0) {
+            writeln!(out, "{l}")?;
+        }
+    }
+    Ok(())
 }
