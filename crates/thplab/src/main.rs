@@ -218,6 +218,11 @@ struct CompareArgs {
     /// names); by default they fit 100 columns: settings in blocks, sizes summarised.
     #[arg(long)]
     wide: bool,
+    /// Compare against a saved live result (the output of `thplab live --json` for the same
+    /// workload and settings) instead of running the workload live: needs no root, runs
+    /// nothing live, retries nothing (--retries and --repeat do not apply).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["record", "matrix", "sample"])]
+    live_result: Option<PathBuf>,
 }
 
 /// Settings given on the command line; applied in order: --cmdline, --settings, --set.
@@ -1095,6 +1100,26 @@ fn cmd_live(a: LiveArgs) -> Result<u8> {
     Ok(exit::OK)
 }
 
+/// The largest saved live result `compare --live-result` reads.
+const MAX_LIVE_RESULT_BYTES: u64 = 64 << 20;
+
+/// `compare --live-result FILE`: the saved output of `thplab live --json`, checked to be a live
+/// run under the settings compared.
+fn load_live_result(path: &std::path::Path, s: &ThpSettings) -> Result<uapi::RunResult> {
+    let name = input::display(path);
+    let text = read_text_limited(path, "live result", MAX_LIVE_RESULT_BYTES)?;
+    let r: uapi::RunResult = serde_json::from_str(&text)
+        .with_context(|| format!("--live-result {name}: not the JSON of `thplab live --json` (a {} result)", uapi::result::RESULT_SCHEMA))?;
+    if r.live.is_none() {
+        bail!("--live-result {name}: a model result (no \"live\" section); give the output of `thplab live --json`");
+    }
+    let want = s.knob_map();
+    if let Some((k, v)) = want.iter().find(|(k, v)| r.settings.get(*k) != Some(*v)) {
+        bail!("--live-result {name}: ran with {k}={}, the settings compared have {k}={v}; give the same --set/--settings as the live run", r.settings.get(k).map_or("(unset)", String::as_str));
+    }
+    Ok(r)
+}
+
 /// Model, then live, then the model again if the heap matters and the live process's heap
 /// starts elsewhere than the model assumed.
 pub fn model_and_live(
@@ -1186,7 +1211,8 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     } else {
         vec![("given settings".to_string(), a.settings.resolve()?)]
     };
-    if let Some(why) = live_unavailable() {
+    let saved = a.live_result.as_deref().map(|p| load_live_result(p, &runs[0].1)).transpose()?;
+    if let (None, Some(why)) = (&saved, live_unavailable()) {
         return Err(live::LiveError::NotAvailable(why).into());
     }
     let mut out = std::io::stdout().lock();
@@ -1204,9 +1230,13 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
         let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?;
         let order0_scatter = scatter_choice(None, profile.as_ref());
         let x = SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter };
-        let (model, live) = model_and_live(&w, s, &machine, repeat, false, &x)?;
+        let (model, live) = match &saved {
+            Some(l) => (remodel(&w, s, &machine, &x, run_sim_tlb(&w, s, &machine, false, false, None, &x)?, l)?, l.clone()),
+            None => model_and_live(&w, s, &machine, repeat, false, &x)?,
+        };
+        let retries = if saved.is_some() { 0 } else { a.retries };
         let compare::Retried { live, rows, attempts, why } =
-            compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, repeat, false, a.sample, x.host.is_some()))?;
+            compare::retry_live(retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, repeat, false, a.sample, x.host.is_some()))?;
         if attempts > 1 && !a.json {
             progress::suspend(|| writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default()))?;
         }
