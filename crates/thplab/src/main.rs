@@ -182,7 +182,7 @@ struct CompareArgs {
     /// 1024K, all, PMD, madvise; shmem: 4K, 64K, top, 16K+64K+256K), such as `anon:4K,64K,PMD`.
     #[arg(long, value_name = "KIND[:NAME,...]", num_args = 0..=1, default_missing_value = "anon")]
     matrix: Option<String>,
-    #[arg(long, value_name = "FIELD=N|FIELD=P%", help = compare::Tolerance::help())]
+    #[arg(long, value_name = "FIELD=N|FIELD=P%", help = experiment::Tolerance::help())]
     tolerance: Vec<String>,
     /// Live runs per setting (median reported; with --record, minflt is judged against the
     /// runs' own spread). Default 1; a workload with --profile: 3, whose range is the live
@@ -739,7 +739,7 @@ fn print_result(r: &uapi::RunResult, settings: &ThpSettings, json: bool) -> Resu
             }
         }
         if let Some(t) = &r.timeline {
-            compare::timeline::print_timeline(&mut out, t)?;
+            experiment::timeline::print_timeline(&mut out, t)?;
         }
     }
     Ok(())
@@ -1198,7 +1198,7 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
         bail!("a command after -- needs --record: thplab compare --record -- CMD [ARGS...]");
     }
     let w = load_workload(a.workload.as_deref().expect("required unless --record"))?;
-    let mut tol = compare::Tolerance::default();
+    let mut tol = experiment::Tolerance::default();
     for t in &a.tolerance {
         tol.apply(t)?;
     }
@@ -1235,22 +1235,22 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
             None => model_and_live(&w, s, &machine, repeat, false, &x)?,
         };
         let retries = if saved.is_some() { 0 } else { a.retries };
-        let compare::Retried { live, rows, attempts, why } =
-            compare::retry_live(retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, repeat, false, a.sample, x.host.is_some()))?;
+        let experiment::Retried { live, rows, attempts, why } =
+            experiment::retry_live(retries, live, |l| experiment::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, repeat, false, a.sample, x.host.is_some()))?;
         if attempts > 1 && !a.json {
             progress::suspend(|| writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default()))?;
         }
         // The run kept started from its own free lists: the model again from those.
         let (model, rows) = if attempts > 1 && x.host.is_some() {
             let m = remodel(&w, s, &machine, &x, model, &live)?;
-            let rows = compare::rows(&m, &live, &tol);
+            let rows = experiment::rows(&m, &live, &tol);
             (m, rows)
         } else {
             (model, rows)
         };
         // With --sample: the two timelines, and when each collapse happened in each.
         let timeline = match (&model.timeline, &live.timeline) {
-            (Some(m), Some(l)) => Some(compare::timeline::compare(m, l, s.khugepaged.scan_sleep_millisecs as u64, live.live.as_ref().and_then(|x| x.khugepaged.runqueue_wait_ms))),
+            (Some(m), Some(l)) => Some(experiment::timeline::compare(m, l, s.khugepaged.scan_sleep_millisecs as u64, live.live.as_ref().and_then(|x| x.khugepaged.runqueue_wait_ms))),
             _ => None,
         };
         let differs = rows.iter().any(|r| r.differs) || timeline.as_ref().is_some_and(|t| t.differs);
@@ -1259,9 +1259,9 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
             json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "timeline": timeline, "model": model, "live": live }));
         } else {
             progress::suspend(|| -> Result<()> {
-                compare::print_rows_only(&mut out, label, s, &rows, a.only_diff)?;
+                experiment::print_rows_only(&mut out, label, s, &rows, a.only_diff)?;
                 if let Some(t) = &timeline {
-                    compare::timeline::print_comparison(&mut out, t)?;
+                    experiment::timeline::print_comparison(&mut out, t)?;
                     writeln!(out)?;
                 }
                 Ok(out.flush()?)
@@ -1270,13 +1270,13 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
         results.push((label.clone(), model, live));
     }
     steps.finish();
-    let verdicts = compare::noise::settings_verdicts(&results);
+    let verdicts = experiment::noise::settings_verdicts(&results);
     if a.json {
         program_cmds::add_verdicts_json(&mut json, &verdicts);
         serde_json::to_writer_pretty(&mut out, &json)?;
         writeln!(out)?;
     } else {
-        compare::noise::print_settings(&mut out, &verdicts, &format!("live: the median wall time of {repeat} run{}, ± their range", if repeat == 1 { "" } else { "s" }))?;
+        experiment::noise::print_settings(&mut out, &verdicts, &format!("live: the median wall time of {repeat} run{}, ± their range", if repeat == 1 { "" } else { "s" }))?;
         writeln!(out, "{} of {} settings: model = live{}", runs.len() - differing, runs.len(), if differing > 0 { format!("; {differing} differ") } else { String::new() })?;
     }
     Ok(if differing > 0 { exit::DIFFERS } else { exit::OK })

@@ -559,7 +559,7 @@ fn side_rows(cols: &[(String, String, RunResult)]) -> Vec<(String, Vec<String>)>
     // On a VM that reports free pages: the frames written that the host had dropped.
     let live_host = |r: &RunResult| r.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|w| w.host_faults);
     if cols.iter().any(|(_, _, r)| r.time.as_ref().is_some_and(|t| t.host_faults > 0) || live_host(r).is_some()) {
-        row(compare::HOST_FAULTS_ROW, &|r| match (&r.time, live_host(r)) {
+        row(experiment::HOST_FAULTS_ROW, &|r| match (&r.time, live_host(r)) {
             (Some(t), _) => t.host_faults.to_string(),
             (None, Some(n)) => n.to_string(),
             _ => "-".to_string(),

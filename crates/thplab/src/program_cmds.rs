@@ -3,7 +3,7 @@
 //! predict it by replaying the recording in the model (`sim::run_recording`) and run it live
 //! under that setting (`live::run_program`), and print both side by side.
 //!
-//! Tolerance: [`compare::Tolerance::program`] (minflt and per-size large-folio counts within 2 %
+//! Tolerance: [`experiment::Tolerance::program`] (minflt and per-size large-folio counts within 2 %
 //! of live, issue #4), overridable with `--tolerance`. Exit 4 when a setting differs beyond it.
 
 use std::ffi::OsString;
@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use uapi::{RunResult, ThpSettings};
 
-use compare::{Row, RowKind};
+use experiment::{Row, RowKind};
 use crate::exit;
 
 /// Parsed arguments of `thplab compare --record`.
@@ -29,7 +29,7 @@ pub struct CompareRecordArgs {
     /// Whether settings were given on the command line (refused with `matrix`).
     pub settings_given: bool,
     pub machine: sim::MachineConfig,
-    /// `--tolerance` specs, applied on top of [`compare::Tolerance::program`].
+    /// `--tolerance` specs, applied on top of [`experiment::Tolerance::program`].
     pub tolerance: Vec<String>,
     /// Keep the recording in this file.
     pub keep: Option<PathBuf>,
@@ -128,7 +128,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     if a.command.is_empty() {
         bail!("compare --record: give the program after --: thplab compare --record -- CMD [ARGS...]");
     }
-    let mut tol = compare::Tolerance::program();
+    let mut tol = experiment::Tolerance::program();
     for t in &a.tolerance {
         tol.apply(t)?;
     }
@@ -268,20 +268,20 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         let spread = (lives.len() > 1).then(|| MinfltSpread { runs: lives.len(), min: lives[0].process.minflt, max: lives[lives.len() - 1].process.minflt });
         let live = lives.swap_remove((lives.len() - 1) / 2);
         // The live daemon's phase is not the model's: one wake-up's collapses are allowed, and
-        // said (compare::khugepaged).
-        let kh_tol = compare::khugepaged::KhugepagedTolerance::of_replay(&model);
+        // said (experiment::khugepaged).
+        let kh_tol = experiment::khugepaged::KhugepagedTolerance::of_replay(&model);
         let rows_of = |l: &RunResult| {
             let mut rows = program_rows(&model, l, &tol, spread);
             kh_tol.apply(&mut rows);
             rows
         };
-        let compare::Retried { live, rows: _, attempts, why } = compare::retry_live(a.retries, live, rows_of, run_live)?;
+        let experiment::Retried { live, rows: _, attempts, why } = experiment::retry_live(a.retries, live, rows_of, run_live)?;
         // Judged again to name the rows the tolerance excused (the same rows as retry_live's).
         let mut rows = program_rows(&model, &live, &tol, spread);
         let excused = kh_tol.apply(&mut rows);
         let differs = rows.iter().any(|r| r.differs);
         differing += differs as usize;
-        let parted = compare::vmas::parting(&model, &live);
+        let parted = experiment::vmas::parting(&model, &live);
         if a.json {
             let kh = serde_json::json!({ "collapses": kh_tol.collapses, "max_ptes_none": kh_tol.max_ptes_none, "why": kh_tol.why, "excused": excused });
             json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "parted": parted, "rerecorded": rerecorded, "live_minflt_spread": spread, "khugepaged_tolerance": kh, "model": model, "live": live }));
@@ -298,13 +298,13 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         results.push((label.clone(), model, live));
     }
     steps.finish();
-    let verdicts = compare::noise::settings_verdicts(&results);
+    let verdicts = experiment::noise::settings_verdicts(&results);
     if a.json {
         add_verdicts_json(&mut json, &verdicts);
         serde_json::to_writer_pretty(&mut out, &json)?;
         writeln!(out)?;
     } else {
-        compare::noise::print_settings(&mut out, &verdicts, "live: the median of 3 untraced runs, ± their range")?;
+        experiment::noise::print_settings(&mut out, &verdicts, "live: the median of 3 untraced runs, ± their range")?;
         writeln!(
             out,
             "{} of {} settings: model = live{}",
@@ -316,13 +316,13 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     Ok(if differing > 0 { exit::DIFFERS } else { exit::OK })
 }
 
-/// [`compare::rows`] for a program: the per-size `nr_anon` and `nr_anon_partially_mapped` stats
+/// [`experiment::rows`] for a program: the per-size `nr_anon` and `nr_anon_partially_mapped` stats
 /// are levels, which the model reports at the processes' exit and the live run reads after
 /// they are gone (their folios freed): shown, not judged. Live major faults (a file page read
 /// from disk) are shown beside minflt: they are not in live minflt, while the recording counted
 /// them as faults, so a cold page cache puts live minflt below the model's.
-pub fn program_rows(model: &RunResult, live: &RunResult, tol: &compare::Tolerance, spread: Option<MinfltSpread>) -> Vec<Row> {
-    let mut rows = compare::rows(model, live, tol);
+pub fn program_rows(model: &RunResult, live: &RunResult, tol: &experiment::Tolerance, spread: Option<MinfltSpread>) -> Vec<Row> {
+    let mut rows = experiment::rows(model, live, tol);
     if let (Some(sp), Some(r)) = (spread, rows.iter_mut().find(|r| r.field == "minflt")) {
         let near = |v: u64| {
             let d = (r.model - v as i64).abs();
@@ -349,7 +349,7 @@ pub fn program_rows(model: &RunResult, live: &RunResult, tol: &compare::Toleranc
 
 /// The khugepaged tolerance a setting's rows were judged with, why, and the rows only it let
 /// pass.
-pub fn khugepaged_tolerance_line(t: &compare::khugepaged::KhugepagedTolerance, excused: &[String]) -> String {
+pub fn khugepaged_tolerance_line(t: &experiment::khugepaged::KhugepagedTolerance, excused: &[String]) -> String {
     let within = if excused.is_empty() { String::new() } else { format!("; within it only: {}", excused.join(", ")) };
     format!("khugepaged tolerance: {} collapses ({}){within}", t.collapses, t.why)
 }
@@ -371,16 +371,16 @@ pub fn pct_error(model: i64, live: i64) -> String {
     format!("{:+.2}%", (model - live) as f64 * 100.0 / live as f64)
 }
 
-/// As [`compare::print_rows`], with the difference in percent of live and the live wall time,
+/// As [`experiment::print_rows`], with the difference in percent of live and the live wall time,
 /// where given the ranges where the two part, and the khugepaged tolerance line.
 #[allow(clippy::too_many_arguments)]
-pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], live: &RunResult, parted: Option<&compare::vmas::Parting>, only_diff: bool, khugepaged: &str) -> io::Result<()> {
+pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], live: &RunResult, parted: Option<&experiment::vmas::Parting>, only_diff: bool, khugepaged: &str) -> io::Result<()> {
     let n = rows.iter().filter(|r| r.differs).count();
     // The live time the time row compares (the untraced runs' median where there are some).
-    let time = compare::noise::Timed::live(live).map_or("-".into(), |t| compare::noise::fmt_timed(&t));
+    let time = experiment::noise::Timed::live(live).map_or("-".into(), |t| experiment::noise::fmt_timed(&t));
     writeln!(out, "== {label}: {}  →  {}  (live {time})", s.summary(), if n == 0 { "model = live".to_string() } else { format!("{n} DIFFERENCES") })?;
     let error = |r: &Row| pct_error(r.model, r.live);
-    for l in compare::row_lines(rows, Some(("error", &error)), only_diff) {
+    for l in experiment::row_lines(rows, Some(("error", &error)), only_diff) {
         writeln!(out, "{l}")?;
     }
     if let Some(u) = live.live.as_ref().and_then(|l| l.program.as_ref()).map(|p| &p.unmeasured).filter(|u| !u.is_empty()) {
@@ -390,14 +390,14 @@ pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, ro
         writeln!(out, "{l}")?;
     }
     if let Some(p) = parted {
-        compare::vmas::print_parting(out, p, 8)?;
+        experiment::vmas::print_parting(out, p, 8)?;
     }
     writeln!(out)
 }
 
 /// Adds each setting's verdicts to its object of `compare --json` (`time_verdict`, where the
 /// model has a time).
-pub fn add_verdicts_json(json: &mut [serde_json::Value], verdicts: &[compare::noise::SettingTimes]) {
+pub fn add_verdicts_json(json: &mut [serde_json::Value], verdicts: &[experiment::noise::SettingTimes]) {
     for (j, v) in json.iter_mut().zip(verdicts) {
         if v.model.is_some() {
             j["time_verdict"] = serde_json::to_value(v).expect("serializes");

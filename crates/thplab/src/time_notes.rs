@@ -62,6 +62,6 @@ pub fn demo_time_notes(out: &mut impl Write, results: &[(String, String, uapi::R
         })
         .collect();
     writeln!(out)?;
-    compare::noise::print_settings(out, &compare::noise::settings_verdicts(&sets), "live: the median wall time of the runs, ± their range")?;
+    experiment::noise::print_settings(out, &experiment::noise::settings_verdicts(&sets), "live: the median wall time of the runs, ± their range")?;
     Ok(())
 }

@@ -285,7 +285,7 @@ fn the_matrix_takes_a_subset_and_leaves_the_workload_alone() {
 fn compare_help_names_every_tolerance_field() {
     let help = thplab(&["compare", "--help"]).ok().stdout.clone();
     let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
-    for (field, what) in compare::TOLERANCE_FIELDS {
+    for (field, what) in experiment::TOLERANCE_FIELDS {
         assert!(flat.contains(&format!("{field} ({what};")), "{field} missing:\n{help}");
     }
     assert!(flat.contains("folios (large-folio counts of the census; default as census, with --record 0 or 2%)"), "{flat}");
