@@ -404,10 +404,6 @@ fn address_arg(flag: &str, a: &str, example: &str) -> Result<u64> {
     Ok(v)
 }
 
-fn parse_hex(s: &str) -> Option<u64> {
-    u64::from_str_radix(s.strip_prefix("0x")?, 16).ok().filter(|a| a % 4096 == 0)
-}
-
 #[derive(Args)]
 struct SimArgs {
     /// A workload file (docs/workload-format.md), the name of a built-in example
@@ -667,21 +663,9 @@ fn scatter_choice(given: Option<f64>, profile: Option<&uapi::profile::MachinePro
 }
 
 /// What a workload's model run may have besides its settings and machine.
-#[derive(Clone, Copy, Default)]
-pub struct SimExtras<'a> {
-    /// `--cpu` and `--paging`.
-    pub tlb: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
-    /// `--profile`'s `[fault]` costs.
-    pub costs: Option<&'a uapi::profile::FaultCosts>,
-    /// `--profile`'s `[host]`, and the free lists to start from: the profile's, or those a live
-    /// run started from (`remodel`).
-    pub host: Option<(&'a uapi::profile::HostCosts, Option<&'a uapi::profile::FreeLists>)>,
-    /// `--sample MS`.
-    pub sample_ms: Option<u64>,
-    /// `--order0-scatter S`.
-    pub order0_scatter: f64,
-}
+pub use experiment::SimExtras;
 
+/// [`experiment::model::run_model`] with a progress bar for long runs.
 fn run_sim_tlb(
     w: &workload::Workload,
     s: &ThpSettings,
@@ -693,21 +677,8 @@ fn run_sim_tlb(
 ) -> Result<uapi::RunResult> {
     let mut bar = print::Progress::new(progress && w.touched_pages() > 4_000_000, &w.source, w.touched_pages());
     let mut on_event = |e: sim::SimEvent| bar.event(e);
-    let mut opts = sim::RunOptions {
-        check_invariants: check,
-        on_event: Some(&mut on_event),
-        explain,
-        tlb: x.tlb,
-        costs: x.costs.cloned(),
-        host: x.host.map(|(h, free)| (h.clone(), free.cloned())),
-        sample_ms: x.sample_ms,
-        order0_scatter: x.order0_scatter,
-        ..Default::default()
-    };
-    let (mut r, _) = sim::run_with(w, s, m, &mut opts)?;
-    drop(opts);
+    let r = experiment::model::run_model(w, s, m, check, explain, x, Some(&mut on_event))?;
     bar.finish();
-    time_notes::time_uncertainty(w, s, m, x, &mut r)?;
     Ok(r)
 }
 
@@ -798,7 +769,7 @@ fn sim_one(
     // estimated from its totals.
     if let (Some(fault), Some(opts), SimInput::Recording { name, header, events, offsets, .. }) = (costs, &replay_opts, input) {
         let mut t = sim::time::recording(&r, name, header, events, machine, fault, opts, None).map_err(|e| input::locate(e, offsets))?;
-        program_cmds::add_program_and_host_spread(&mut t, None, (name, header, events), machine, opts, settings)?;
+        experiment::program::add_program_and_host_spread(&mut t, None, (name, header, events), machine, opts, settings)?;
         r.time = Some(t);
     }
     if let (Some(pin), Some(io)) = (profile.and_then(|p| p.pin.as_ref()), r.io.as_mut()) {
@@ -1044,7 +1015,7 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
         let x = SimExtras { costs: profile.fault.as_ref(), host: host.as_ref().map(|(h, free)| (*h, free.as_ref())), ..Default::default() };
         let (r, live) = match &unavailable {
             None => {
-                let (r, l) = model_and_live(&w, &s, &machine, a.repeat.max(1), false, &x)?;
+                let (r, l) = experiment::workload::model_and_live(&w, &s, &machine, a.repeat.max(1), &x, &|| live_cmds::settle_host(true))?;
                 (r, Some(l))
             }
             Some(_) => (run_sim_tlb(&w, &s, &machine, false, false, None, &x)?, None),
@@ -1120,43 +1091,6 @@ fn load_live_result(path: &std::path::Path, s: &ThpSettings) -> Result<uapi::Run
     Ok(r)
 }
 
-/// Model, then live, then the model again if the heap matters and the live process's heap
-/// starts elsewhere than the model assumed.
-pub fn model_and_live(
-    w: &workload::Workload,
-    s: &ThpSettings,
-    machine: &sim::MachineConfig,
-    repeat: u32,
-    progress: bool,
-    x: &SimExtras,
-) -> Result<(uapi::RunResult, uapi::RunResult)> {
-    let model = run_sim_tlb(w, s, machine, false, false, None, x)?;
-    let live = live_cmds::run_live_as_modelled(&model, w, s, repeat, progress, x.sample_ms, x.host.is_some())?;
-    Ok((remodel(w, s, machine, x, model, &live)?, live))
-}
-
-/// The model run `model` again where the live run `live` showed it started elsewhere: from the
-/// free lists the live run started from (`live.free_lists`, when the model priced a profile's
-/// `[host]`), and with the live process's heap start when the heap matters.
-pub fn remodel(
-    w: &workload::Workload,
-    s: &ThpSettings,
-    machine: &sim::MachineConfig,
-    x: &SimExtras,
-    model: uapi::RunResult,
-    live: &uapi::RunResult,
-) -> Result<uapi::RunResult> {
-    let run = live.live.as_ref().and_then(|l| l.workload.as_ref());
-    let brk = run.and_then(|l| parse_hex(&l.start_brk)).filter(|&b| b != machine.brk_start && w.region_by_name(workload::HEAP).is_some());
-    let free = run.and_then(|l| l.free_lists.as_ref());
-    let host = x.host.zip(free).map(|((h, _), f)| (h, Some(f)));
-    if brk.is_none() && host.is_none() {
-        return Ok(model);
-    }
-    let m = sim::MachineConfig { brk_start: brk.unwrap_or(machine.brk_start), ..machine.clone() };
-    run_sim_tlb(w, s, &m, false, false, None, &SimExtras { host: host.or(x.host), ..*x })
-}
-
 fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     if a.record {
         // No workload to take back from --matrix: its value must be a matrix.
@@ -1221,58 +1155,47 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     // Progress on stderr, per setting (a bar on a terminal; lines otherwise, for a matrix,
     // unless --json).
     let steps = progress::Steps::start("thplab compare", &[("setting", runs.len())], runs.len() > 1 && !a.json);
+    // The host's costs; the free lists come from the live run (`experiment::model::remodel`).
+    let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true));
+    let host = host.as_ref().map(|(h, free)| (*h, free.as_ref()));
+    let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?;
+    let order0_scatter = scatter_choice(None, profile.as_ref());
+    let lab = experiment::workload::WorkloadExperiment {
+        workload: &w,
+        machine: &machine,
+        extras: SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter },
+        repeat,
+        retries: a.retries,
+        tolerance: &tol,
+        saved_live: saved.as_ref(),
+        settle_host: &|| live_cmds::settle_host(true),
+    };
     let mut results = Vec::new();
     for (label, s) in &runs {
         steps.step("setting", format!("{label}: model, then live"));
-        // The host's costs; the free lists come from the live run (`remodel`).
-        let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true));
-        let host = host.as_ref().map(|(h, free)| (*h, free.as_ref()));
-        let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?;
-        let order0_scatter = scatter_choice(None, profile.as_ref());
-        let x = SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter };
-        let (model, live) = match &saved {
-            Some(l) => (remodel(&w, s, &machine, &x, run_sim_tlb(&w, s, &machine, false, false, None, &x)?, l)?, l.clone()),
-            None => model_and_live(&w, s, &machine, repeat, false, &x)?,
-        };
-        let retries = if saved.is_some() { 0 } else { a.retries };
-        let experiment::Retried { live, rows, attempts, why } =
-            experiment::retry_live(retries, live, |l| experiment::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, repeat, false, a.sample, x.host.is_some()))?;
-        if attempts > 1 && !a.json {
-            progress::suspend(|| writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default()))?;
+        let o = lab.run(s)?;
+        if o.attempts > 1 && !a.json {
+            progress::suspend(|| writeln!(out, "({label}: {}; ran live {} times, kept the closest)", o.why.map_or("", |r| r.text()), o.attempts))?;
         }
-        // The run kept started from its own free lists: the model again from those.
-        let (model, rows) = if attempts > 1 && x.host.is_some() {
-            let m = remodel(&w, s, &machine, &x, model, &live)?;
-            let rows = experiment::rows(&m, &live, &tol);
-            (m, rows)
-        } else {
-            (model, rows)
-        };
-        // With --sample: the two timelines, and when each collapse happened in each.
-        let timeline = match (&model.timeline, &live.timeline) {
-            (Some(m), Some(l)) => Some(experiment::timeline::compare(m, l, s.khugepaged.scan_sleep_millisecs as u64, live.live.as_ref().and_then(|x| x.khugepaged.runqueue_wait_ms))),
-            _ => None,
-        };
-        let differs = rows.iter().any(|r| r.differs) || timeline.as_ref().is_some_and(|t| t.differs);
-        differing += differs as usize;
+        differing += o.differs as usize;
         if a.json {
-            json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "timeline": timeline, "model": model, "live": live }));
+            json.push(o.json(label, s));
         } else {
             progress::suspend(|| -> Result<()> {
-                experiment::print_rows_only(&mut out, label, s, &rows, a.only_diff)?;
-                if let Some(t) = &timeline {
+                experiment::print_rows_only(&mut out, label, s, &o.rows, a.only_diff)?;
+                if let Some(t) = &o.timeline {
                     experiment::timeline::print_comparison(&mut out, t)?;
                     writeln!(out)?;
                 }
                 Ok(out.flush()?)
             })?;
         }
-        results.push((label.clone(), model, live));
+        results.push((label.clone(), o.model, o.live));
     }
     steps.finish();
     let verdicts = experiment::noise::settings_verdicts(&results);
     if a.json {
-        program_cmds::add_verdicts_json(&mut json, &verdicts);
+        experiment::program::add_verdicts_json(&mut json, &verdicts);
         serde_json::to_writer_pretty(&mut out, &json)?;
         writeln!(out)?;
     } else {

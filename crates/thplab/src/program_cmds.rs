@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use uapi::{RunResult, ThpSettings};
 
-use experiment::{Row, RowKind};
+use experiment::Row;
 use crate::exit;
 
 /// Parsed arguments of `thplab compare --record`.
@@ -216,7 +216,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         let host = host.map(|h| (h, untraced.as_ref().and_then(|(_, f, _)| f.clone())));
         steps.step("replay", format!("{label}: the model replays the recording"));
         let mut replay = sim::ReplayOptions { host: host.clone(), accesses: accesses.clone(), ..Default::default() };
-        let mut model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
+        let mut model = experiment::program::replay_model((&source, &rec.header, &rec.events), s, &a.machine, &replay)?;
         let (knobs_read, knobs_changed) = model.model.as_ref().and_then(|m| m.replay.as_ref()).map(|r| (r.knobs_read.clone(), r.knobs_read_differing.clone())).unwrap_or_default();
         let rerecorded = !knobs_changed.is_empty();
         let (mut rec, mut timed_free, mut timed_range) = (&rec, &timed_free, timed_range);
@@ -237,70 +237,36 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             if replay.accesses.take().is_some() && !a.json {
                 crate::progress::suspend(|| writeln!(out, "({label}: the accesses recorded with the first recording are not replayed with this one)"))?;
             }
-            model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
+            model = experiment::program::replay_model((&source, &rec.header, &rec.events), s, &a.machine, &replay)?;
         }
         if let Some(fault) = a.profile.as_ref().and_then(|p| p.fault.as_ref()) {
-            let mut t = sim::time::recording(&model, &source, &rec.header, &rec.events, &a.machine, fault, &replay, timed_free.as_ref())?;
-            add_program_and_host_spread(&mut t, timed_range, (&source, &rec.header, &rec.events), &a.machine, &replay, s)?;
-            model.time = Some(t);
+            experiment::program::price_replay(&mut model, (&source, &rec.header, &rec.events), s, &a.machine, &replay, fault, timed_free.as_ref(), timed_range)?;
         }
-        let live_run = std::cell::Cell::new(0);
-        let run_live = || {
-            live_run.set(live_run.get() + 1);
-            let n = live_run.get();
+        let before_live = |model: &RunResult, n: u32| {
             steps.step("live", format!("{label}: live run {n}{}", if n > a.repeat.max(1) { " (a retry)" } else { "" }));
-            crate::live_cmds::settle_host_for(&model, !a.json);
-            live::run_program(&a.command, s, &opts).map(|mut l| {
-                if let Some(live) = l.live.as_mut() {
-                    live.untraced_ms = untraced_ms;
-                    live.time_range_ms = untraced_range;
-                }
-                l
-            })
+            crate::live_cmds::settle_host_for(model, !a.json);
         };
-        // --repeat N: N live runs; the median by minflt is shown, and the model's minflt is
-        // judged against the runs' own spread (within the tolerance of its lowest or highest).
-        let mut lives = Vec::new();
-        for _ in 0..a.repeat.max(1) {
-            lives.push(run_live()?);
-        }
-        lives.sort_by_key(|l| l.process.minflt);
-        let spread = (lives.len() > 1).then(|| MinfltSpread { runs: lives.len(), min: lives[0].process.minflt, max: lives[lives.len() - 1].process.minflt });
-        let live = lives.swap_remove((lives.len() - 1) / 2);
-        // The live daemon's phase is not the model's: one wake-up's collapses are allowed, and
-        // said (experiment::khugepaged).
-        let kh_tol = experiment::khugepaged::KhugepagedTolerance::of_replay(&model);
-        let rows_of = |l: &RunResult| {
-            let mut rows = program_rows(&model, l, &tol, spread);
-            kh_tol.apply(&mut rows);
-            rows
-        };
-        let experiment::Retried { live, rows: _, attempts, why } = experiment::retry_live(a.retries, live, rows_of, run_live)?;
-        // Judged again to name the rows the tolerance excused (the same rows as retry_live's).
-        let mut rows = program_rows(&model, &live, &tol, spread);
-        let excused = kh_tol.apply(&mut rows);
-        let differs = rows.iter().any(|r| r.differs);
-        differing += differs as usize;
-        let parted = experiment::vmas::parting(&model, &live);
+        let lab = experiment::program::ProgramExperiment { command: &a.command, tolerance: &tol, repeat: a.repeat, retries: a.retries, options: opts.clone(), before_live: &before_live };
+        let o = lab.run(s, &model, rerecorded, (untraced_ms, untraced_range))?;
+        differing += o.differs as usize;
         if a.json {
-            let kh = serde_json::json!({ "collapses": kh_tol.collapses, "max_ptes_none": kh_tol.max_ptes_none, "why": kh_tol.why, "excused": excused });
-            json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "parted": parted, "rerecorded": rerecorded, "live_minflt_spread": spread, "khugepaged_tolerance": kh, "model": model, "live": live }));
+            json.push(o.json(label, s, &model, rerecorded));
         } else {
             crate::progress::suspend(|| -> io::Result<()> {
-                if attempts > 1 {
-                    writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;
+                if o.attempts > 1 {
+                    writeln!(out, "({label}: {}; ran live {} times, kept the closest)", o.why.map_or("", |r| r.text()), o.attempts)?;
                 }
-                let kh_line = khugepaged_tolerance_line(&kh_tol, &excused);
-                print_program_rows(&mut out, label, s, &rows, &live, differs.then_some(&parted), a.only_diff, &kh_line)?;
+                let kh_line = khugepaged_tolerance_line(&o.khugepaged, &o.excused);
+                print_program_rows(&mut out, label, s, &o.rows, &o.live, o.differs.then_some(&o.parted), a.only_diff, &kh_line)?;
                 out.flush()
             })?;
         }
-        results.push((label.clone(), model, live));
+        results.push((label.clone(), model, o.live));
     }
     steps.finish();
     let verdicts = experiment::noise::settings_verdicts(&results);
     if a.json {
-        add_verdicts_json(&mut json, &verdicts);
+        experiment::program::add_verdicts_json(&mut json, &verdicts);
         serde_json::to_writer_pretty(&mut out, &json)?;
         writeln!(out)?;
     } else {
@@ -316,50 +282,11 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     Ok(if differing > 0 { exit::DIFFERS } else { exit::OK })
 }
 
-/// [`experiment::rows`] for a program: the per-size `nr_anon` and `nr_anon_partially_mapped` stats
-/// are levels, which the model reports at the processes' exit and the live run reads after
-/// they are gone (their folios freed): shown, not judged. Live major faults (a file page read
-/// from disk) are shown beside minflt: they are not in live minflt, while the recording counted
-/// them as faults, so a cold page cache puts live minflt below the model's.
-pub fn program_rows(model: &RunResult, live: &RunResult, tol: &experiment::Tolerance, spread: Option<MinfltSpread>) -> Vec<Row> {
-    let mut rows = experiment::rows(model, live, tol);
-    if let (Some(sp), Some(r)) = (spread, rows.iter_mut().find(|r| r.field == "minflt")) {
-        let near = |v: u64| {
-            let d = (r.model - v as i64).abs();
-            d <= tol.minflt || (d as f64) <= tol.minflt_pct / 100.0 * v as f64
-        };
-        if (sp.min as i64..=sp.max as i64).contains(&r.model) || near(sp.min) || near(sp.max) {
-            r.differs = false;
-        }
-        r.field = format!("minflt (live: median of {} runs, {}..{})", sp.runs, sp.min, sp.max);
-    }
-    for r in rows.iter_mut() {
-        if r.field.ends_with("/stats/nr_anon") || r.field.ends_with("/stats/nr_anon_partially_mapped") {
-            r.kind = RowKind::Informational;
-            r.differs = false;
-        }
-    }
-    let majflt: u64 = live.live.as_ref().and_then(|l| l.program.as_ref()).map_or(0, |p| p.processes.iter().map(|p| p.majflt).sum());
-    if majflt > 0 {
-        let at = rows.iter().position(|r| r.field.starts_with("minflt")).map_or(0, |i| i + 1);
-        rows.insert(at, Row { field: "majflt (live: not in minflt)".into(), model: 0, live: majflt as i64, kind: RowKind::Informational, differs: false });
-    }
-    rows
-}
-
 /// The khugepaged tolerance a setting's rows were judged with, why, and the rows only it let
 /// pass.
 pub fn khugepaged_tolerance_line(t: &experiment::khugepaged::KhugepagedTolerance, excused: &[String]) -> String {
     let within = if excused.is_empty() { String::new() } else { format!("; within it only: {}", excused.join(", ")) };
     format!("khugepaged tolerance: {} collapses ({}){within}", t.collapses, t.why)
-}
-
-/// The live runs' minflt with `--repeat`: how many, the lowest and the highest.
-#[derive(Clone, Copy, Debug, serde::Serialize)]
-pub struct MinfltSpread {
-    pub runs: usize,
-    pub min: u64,
-    pub max: u64,
 }
 
 /// The error of the model against live, (model − live) / live in percent (`-` when both are 0),
@@ -393,44 +320,6 @@ pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, ro
         experiment::vmas::print_parting(out, p, 8)?;
     }
     writeln!(out)
-}
-
-/// Adds each setting's verdicts to its object of `compare --json` (`time_verdict`, where the
-/// model has a time).
-pub fn add_verdicts_json(json: &mut [serde_json::Value], verdicts: &[experiment::noise::SettingTimes]) {
-    for (j, v) in json.iter_mut().zip(verdicts) {
-        if v.model.is_some() {
-            j["time_verdict"] = serde_json::to_value(v).expect("serializes");
-        }
-    }
-}
-
-/// The ± of a recording's time beyond the profile's: the program's own time, the range of the
-/// recording's timed runs (`timed_range`); and with a `[host]`, the host state: the setting's
-/// replay again from free lists in which every free frame is reported (`sim::time::all_reported`).
-pub fn add_program_and_host_spread(
-    t: &mut uapi::TimeEstimate,
-    timed_range: Option<uapi::result::MsRange>,
-    (source, header, events): (&str, &trace::Header, &[trace::Event]),
-    machine: &sim::MachineConfig,
-    replay: &sim::ReplayOptions,
-    s: &ThpSettings,
-) -> Result<()> {
-    if t.uncertainty.is_some() || timed_range.is_some() {
-        let profile = t.uncertainty.as_ref().map(|u| u.profile_ns.clone()).unwrap_or_default();
-        sim::time::set_uncertainty(t, profile, timed_range.map_or(0.0, |r| (r.max - r.min) * 1e6));
-    }
-    if let Some((h, _)) = &replay.host {
-        let far = sim::ReplayOptions { host: Some((h.clone(), Some(sim::time::all_reported(machine.mem_bytes)))), ..Default::default() };
-        let r = sim::run_recording_opts(source, header, events, s, machine, &far)?;
-        let (faults, ns) = sim::time::replay_host(&r, h);
-        let assumed = match timed_range {
-            Some(_) => "the free lists the median untraced run under this setting started from (after page reporting settled)",
-            None => "the profile's free lists (every block of the reporting order and above reported: an idle machine as calibrated)",
-        };
-        sim::time::set_host_range(t, assumed.to_string(), faults, ns);
-    }
-    Ok(())
 }
 
 #[cfg(test)]
