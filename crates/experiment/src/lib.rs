@@ -10,18 +10,19 @@ pub mod khugepaged;
 pub mod model;
 pub mod noise;
 pub mod program;
+pub mod text;
 pub mod timeline;
 pub mod vmas;
 pub mod workload;
 
 pub use model::{Rerun, RerunReason, SimExtras};
+pub use text::{print_rows, print_rows_only, row_lines, row_mark, ExtraColumn};
 
 use std::collections::BTreeSet;
-use std::io::{self, Write};
 
 use uapi::result::size_sort_key;
 use uapi::result::ProcessStats;
-use uapi::{Census, MthpStat, RunResult, ThpSettings};
+use uapi::{Census, MthpStat, RunResult};
 
 /// A `--tolerance` spec that cannot be read: the message names the part and what is valid.
 #[derive(Debug, thiserror::Error)]
@@ -407,63 +408,6 @@ pub fn khugepaged_collapsed_during(res: &RunResult) -> i64 {
     res.live.as_ref().map_or(0, |l| l.khugepaged.pages_collapsed)
 }
 
-/// The note printed after a row: why it differs or why a difference is not judged.
-pub fn row_mark(r: &Row) -> &'static str {
-    match (r.differs, r.kind) {
-        (true, _) => "  <-- differs",
-        (false, RowKind::SystemWide) if r.model != r.live => "  (system-wide, within tolerance)",
-        (false, RowKind::Informational) if r.field == TIME_ROW || r.field.starts_with("time of phase ") => "  (not judged; --tolerance time=P% judges it)",
-        (false, RowKind::Informational) if r.model != r.live => "  (machine state, not judged)",
-        _ => "",
-    }
-}
-
-pub fn print_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row]) -> io::Result<()> {
-    print_rows_only(out, label, s, rows, false)
-}
-
-/// [`print_rows`]; with `only_diff`, only the rows whose model and live values differ (judged
-/// or not).
-pub fn print_rows_only(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], only_diff: bool) -> io::Result<()> {
-    let n = rows.iter().filter(|r| r.differs).count();
-    writeln!(out, "== {label}: {}  →  {}", s.summary(), if n == 0 { "model = live".to_string() } else { format!("{n} DIFFERENCES") })?;
-    for l in row_lines(rows, None, only_diff) {
-        writeln!(out, "{l}")?;
-    }
-    writeln!(out)
-}
-
-/// A column computed from a row, after `model − live`: its header and its cell.
-pub type ExtraColumn<'a> = (&'a str, &'a dyn Fn(&Row) -> String);
-
-/// The rows as a table indented by 2: field, model, live, `model − live` (the sign says which
-/// side is larger), an `extra` column, and the row's note; each column as wide as its widest
-/// cell. Rows where both sides are 0 are left out, and with `only_diff` every row whose sides
-/// are equal (a line says how many).
-pub fn row_lines(rows: &[Row], extra: Option<ExtraColumn>, only_diff: bool) -> Vec<String> {
-    let mut head = vec!["field".to_string(), "model".into(), "live".into(), "model − live".into()];
-    head.extend(extra.map(|(h, _)| h.to_string()));
-    let mut cells = vec![head];
-    let shown = rows.iter().filter(|r| !(r.model == 0 && r.live == 0) && (!only_diff || r.model != r.live));
-    for r in shown {
-        let mut c = vec![r.field.clone(), r.model.to_string(), r.live.to_string(), format!("{:+}", r.model - r.live)];
-        c.extend(extra.map(|(_, f)| f(r)));
-        c.push(row_mark(r).trim_start().to_string());
-        cells.push(c);
-    }
-    let equal = rows.iter().filter(|r| !(r.model == 0 && r.live == 0) && r.model == r.live).count();
-    let mut left = vec![true, false, false, false];
-    left.extend(extra.map(|_| false));
-    left.push(true);
-    let mut lines: Vec<String> = uapi::result::layout(&cells, &left).into_iter().map(|l| format!("  {l}")).collect();
-    if only_diff && equal > 0 {
-        lines.push(format!("  ({equal} equal row{} not shown: --only-diff)", if equal == 1 { "" } else { "s" }));
-    }
-    lines
-}
-
-// The standard settings matrices live in the sim crate (`thplab sim --matrix` runs them too).
-pub use sim::matrix::{anon as matrix, shmem as shmem_matrix};
 
 #[cfg(test)]
 mod tests {

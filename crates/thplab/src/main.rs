@@ -16,6 +16,7 @@ mod plots;
 mod print;
 mod progress;
 mod program_cmds;
+mod resolve;
 mod record_cmds;
 mod report;
 mod time_notes;
@@ -27,6 +28,10 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use uapi::ThpSettings;
+
+pub use input::{load_recording, load_workload, read_text_limited, MAX_SETTINGS_BYTES, MAX_WORKLOAD_BYTES};
+pub use resolve::{load_profile, MachineArgs, SettingsArgs};
+use resolve::{scatter_arg, scatter_choice, tlb_choice};
 
 /// Exit codes (documented in README.md).
 pub mod exit {
@@ -225,93 +230,6 @@ struct CompareArgs {
     live_result: Option<PathBuf>,
 }
 
-/// Settings given on the command line; applied in order: --cmdline, --settings, --set.
-#[derive(Args, Clone, Default)]
-pub struct SettingsArgs {
-    /// Set a knob, as a path under /sys/kernel/mm/transparent_hugepage: `enabled=always`,
-    /// `hugepages-64kB/enabled=always`, `khugepaged/max_ptes_none=0`. Repeatable.
-    #[arg(long = "set", value_name = "PATH=VALUE")]
-    pub set: Vec<String>,
-    /// A settings source: a file of PATH=VALUE lines (`-`: standard input), a
-    /// `grep -r . /sys/kernel/mm/transparent_hugepage` dump, the JSON of `thplab settings --json`,
-    /// a directory holding a THP sysfs tree (read, never written), or `live`: this machine's
-    /// current knobs, read-only.
-    #[arg(long = "settings", value_name = "FILE|DIR|live|-")]
-    pub settings_file: Vec<PathBuf>,
-    /// Kernel command-line options: `transparent_hugepage=always thp_anon=16K-64K:always`.
-    /// Other words are ignored, as the kernel ignores them; near misses of the THP options
-    /// (`transparent_hugepages=`) are named in a warning.
-    #[arg(long = "cmdline", value_name = "OPTIONS")]
-    pub cmdline: Option<String>,
-}
-
-impl SettingsArgs {
-    /// Boot defaults, then the command line, the files and the --set flags.
-    pub fn resolve(&self) -> Result<ThpSettings> {
-        checks::stdin_once(&[], self)?;
-        let mut s = ThpSettings::default();
-        if let Some(c) = &self.cmdline {
-            s.apply_cmdline(c)?;
-            for w in uapi::settings::cmdline_warnings(c) {
-                eprintln!("thplab: warning: --cmdline: {w}");
-            }
-        }
-        for f in &self.settings_file {
-            apply_settings_source(&mut s, f)?;
-        }
-        for a in &self.set {
-            s.apply_assignment(a).with_context(|| format!("--set {a}"))?;
-        }
-        if let Some(w) = s.unknown_warning() {
-            eprintln!("thplab: warning: {w}");
-        }
-        Ok(s)
-    }
-}
-
-/// The THP sysfs tree `--settings live` reads (`$THPLAB_SYSFS_THP` in tests, to read a copy).
-fn live_tree() -> PathBuf {
-    std::env::var_os("THPLAB_SYSFS_THP").filter(|s| !s.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(uapi::settings::SYSFS_THP))
-}
-
-/// Apply one `--settings` source: `live`, a sysfs tree directory, `settings --json` output, or
-/// a settings file.
-fn apply_settings_source(s: &mut ThpSettings, f: &std::path::Path) -> Result<()> {
-    let name = input::display(f);
-    let tree = if f.as_os_str() == "live" && !f.exists() { Some(live_tree()) } else { f.is_dir().then(|| f.to_path_buf()) };
-    if let Some(dir) = tree {
-        let text = live::sysfs::read_tree(&dir).with_context(|| format!("--settings {name}"))?;
-        s.apply_tree(&dir.display().to_string(), &text)?;
-        return Ok(());
-    }
-    let text = read_text_limited(f, "settings file", MAX_SETTINGS_BYTES)?;
-    if text.trim_start_matches('\u{feff}').trim().is_empty() {
-        bail!("settings file {name} is empty: no PATH=VALUE line (such as enabled=always); the boot defaults need no --settings");
-    }
-    if text.trim_start().starts_with('{') {
-        // `thplab settings --json`: an object of path → value.
-        let map: std::collections::BTreeMap<String, serde_json::Value> = serde_json::from_str(&text)
-            .with_context(|| format!("settings file {name}: not the JSON of `thplab settings --json` (an object of \"path\": \"value\")"))?;
-        let mut lines = String::new();
-        for (k, v) in map {
-            let v = match v {
-                serde_json::Value::String(x) => x,
-                serde_json::Value::Number(n) => n.to_string(),
-                serde_json::Value::Bool(b) => (b as u8).to_string(),
-                other => bail!("settings file {name}: \"{k}\" has {other}; give each knob a string or a number"),
-            };
-            if v.contains('\n') {
-                bail!("settings file {name}: \"{k}\" has a value with a newline");
-            }
-            lines += &format!("{k}={v}\n");
-        }
-        s.apply_file(&name, &lines)?;
-        return Ok(());
-    }
-    s.apply_file(&name, &text)?;
-    Ok(())
-}
-
 #[derive(Args)]
 struct SettingsOnly {
     #[command(flatten)]
@@ -323,85 +241,6 @@ struct SettingsOnly {
     /// {"path", "values"}).
     #[arg(long)]
     list: bool,
-}
-
-/// The simulated machine.
-#[derive(Args, Clone)]
-pub struct MachineArgs {
-    /// Physical memory of the simulated machine, from 70M (the min watermark of
-    /// vm.min_free_kbytes 67584 is 66 MiB, which no allocation may take) to 4T: 512M, 24G ...
-    #[arg(long, default_value = "24G", value_name = "SIZE")]
-    pub mem: String,
-    /// Top of the simulated mmap area (hex), below which mappings are placed top-down.
-    #[arg(long, value_name = "ADDR")]
-    pub mmap_base: Option<String>,
-    /// Start of the simulated heap (hex).
-    #[arg(long, value_name = "ADDR")]
-    pub brk_start: Option<String>,
-    /// CONFIG_HZ of the simulated kernel: khugepaged sleeps `scan_sleep_millisecs` in jiffies
-    /// (a 100 ms sleep lasts 104 ms at 250). This machine kind: 250 (/proc/config.gz).
-    #[arg(long, default_value_t = 250, value_name = "HZ", value_parser = clap::value_parser!(u32).range(24..=1200))]
-    pub hz: u32,
-}
-
-impl MachineArgs {
-    pub fn resolve(&self) -> Result<sim::MachineConfig> {
-        let mut m = sim::MachineConfig::default();
-        let min = checks::min_mem_bytes(&m);
-        m.mem_bytes = mm_types::parse_size(&self.mem).filter(|b| (min..=sim::MAX_MEM_BYTES).contains(b)).with_context(|| {
-            let lo = sim::human_bytes(min).replace(" MiB", "M");
-            format!(
-                "--mem {}: give a size from {lo} to {}, such as 4G (below {lo}, the min watermark of {} (vm.min_free_kbytes {}), which no allocation may take, leaves less than {} for the workload)",
-                self.mem,
-                sim::human_bytes(sim::MAX_MEM_BYTES).replace(" TiB", "T"),
-                sim::human_bytes(m.min_free_kbytes << 10),
-                m.min_free_kbytes,
-                sim::human_bytes(checks::MEM_ABOVE_WATERMARK),
-            )
-        })?;
-        if let Some(a) = &self.mmap_base {
-            m.mmap_base = address_arg("--mmap-base", a, "0x7dfffffc5000")?;
-        }
-        if let Some(a) = &self.brk_start {
-            m.brk_start = address_arg("--brk-start", a, "0x555555579000")?;
-        }
-        m.hz = self.hz;
-        Ok(m)
-    }
-
-    /// A recording brings its own layout: say which of these flags it overrides.
-    pub fn warn_for_recording(&self, h: &trace::Header) {
-        if let Some(a) = &self.mmap_base {
-            if h.flags & trace::flags::EXEC_SNAPSHOT_EVERY != 0 {
-                eprintln!(
-                    "thplab: warning: --mmap-base {a} is not used for this recording: every program it executes has its mmap_base \
-                     where its recorded address space (its exec snapshot) puts it"
-                );
-            } else if h.flags & trace::flags::EXEC_SNAPSHOT != 0 {
-                eprintln!(
-                    "thplab: warning: --mmap-base {a} does not move the recorded program: its mmap_base is where its recorded \
-                     address space (the exec snapshot) puts it; it applies only to programs executed later in the recording"
-                );
-            }
-        }
-        if let Some(a) = &self.brk_start {
-            eprintln!("thplab: warning: --brk-start {a} is not used for a recording: each process's heap starts where its recorded brk says");
-        }
-    }
-}
-
-/// A page-aligned user address given as hex, or an error that says which of the three it is not.
-fn address_arg(flag: &str, a: &str, example: &str) -> Result<u64> {
-    let Some(v) = a.strip_prefix("0x").and_then(|h| u64::from_str_radix(h, 16).ok()) else {
-        bail!("{flag} {a}: give a hex address such as {example}");
-    };
-    if v % 4096 != 0 {
-        bail!("{flag} {a}: not page-aligned (a multiple of 0x1000), such as {example}");
-    }
-    if v == 0 || v > mm_types::TASK_SIZE {
-        bail!("{flag} {a}: outside the user address space (0x1000 to {:#x})", mm_types::TASK_SIZE);
-    }
-    Ok(v)
 }
 
 #[derive(Args)]
@@ -530,33 +369,6 @@ struct DemoArgs {
     repeat: u32,
 }
 
-/// Read a workload from a path or a built-in example name.
-/// The largest workload file read (a workload is text; a larger input is a mistake, such as
-/// /dev/zero or a recording that lost its header).
-pub const MAX_WORKLOAD_BYTES: u64 = 64 << 20;
-/// The largest settings file read (a `grep -r` dump of the THP tree is about 2 KiB).
-pub const MAX_SETTINGS_BYTES: u64 = 1 << 20;
-
-/// Read a text input of at most `limit` bytes (`-`: standard input), saying which file and
-/// what the limit is.
-pub fn read_text_limited(path: &std::path::Path, what: &str, limit: u64) -> Result<String> {
-    input::read_text(input::open(path, what)?, &input::display(path), what, limit)
-}
-
-pub fn load_workload(arg: &str) -> Result<workload::Workload> {
-    let (name, text) = match input::load(arg, MAX_WORKLOAD_BYTES)? {
-        Some(input::Loaded::Text(text)) => (input::display(std::path::Path::new(arg)), text),
-        Some(input::Loaded::Recording(_)) => {
-            bail!("{arg} is a recording; `thplab sim` replays recordings, this command runs workloads (docs/workload-format.md)")
-        }
-        None => match examples::get(arg) {
-            Some(text) => (format!("<builtin {arg}>"), text.to_string()),
-            None => bail!("no workload file '{arg}' and no built-in example of that name; built-in examples: {}", examples::names().join(", ")),
-        },
-    };
-    Ok(workload::parse(&name, &text)?)
-}
-
 fn main() -> ExitCode {
     // What thplab inherited (signals, mask, limits, descriptors), before anything changes it:
     // the programs it records or runs live start with this, not with thplab's own state.
@@ -635,33 +447,6 @@ fn run_sim_explained(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineCo
     run_sim_tlb(w, s, m, check, progress, explain, &SimExtras::default())
 }
 
-fn scatter_arg(v: &str) -> std::result::Result<f64, String> {
-    v.parse::<f64>().ok().filter(|x| (0.0..=1.0).contains(x)).ok_or_else(|| format!("'{v}' is not a number from 0 to 1"))
-}
-
-/// The TLB preset and paging mode: `--cpu` and `--paging` (values clap checked), else the
-/// profile's `[tlb]` (`thplab calibrate`), else zen4 and native paging.
-fn tlb_choice(cpu: Option<&str>, paging: Option<&str>, profile: Option<&uapi::profile::MachineProfile>) -> Result<(&'static tlb::CpuPreset, tlb::Paging)> {
-    let measured = profile.and_then(|p| p.tlb.as_ref());
-    let preset = match (cpu, measured) {
-        (Some(c), _) => tlb::presets::by_name(c).expect("clap checked --cpu"),
-        (None, Some(t)) => tlb::presets::by_name(&t.cpu).with_context(|| format!("the profile's [tlb] cpu = '{}' is not a preset (valid: {})", t.cpu, tlb::presets::names().join(", ")))?,
-        (None, None) => &tlb::presets::ZEN4,
-    };
-    let paging = match (paging, measured) {
-        (Some(p), _) => tlb::Paging::parse(p).expect("clap checked --paging"),
-        (None, Some(t)) => tlb::Paging::parse(&t.paging).with_context(|| format!("the profile's [tlb] paging = '{}' is not native, nested-4k, nested-2m or nested-1g", t.paging))?,
-        (None, None) => tlb::Paging::Native,
-    };
-    Ok((preset, paging))
-}
-
-/// The base pages' scatter for nested walks: `--order0-scatter`, else the profile's `[tlb]`,
-/// else 0 (as `tlb_choice` resolves the preset and paging).
-fn scatter_choice(given: Option<f64>, profile: Option<&uapi::profile::MachineProfile>) -> f64 {
-    given.or(profile.and_then(|p| p.tlb.as_ref()).map(|t| t.order0_scatter)).unwrap_or(0.0)
-}
-
 /// What a workload's model run may have besides its settings and machine.
 pub use experiment::SimExtras;
 
@@ -714,11 +499,6 @@ fn print_result(r: &uapi::RunResult, settings: &ThpSettings, json: bool) -> Resu
         }
     }
     Ok(())
-}
-
-/// A recording (`thplab record`), if `path` is one: read whole.
-pub fn load_recording(path: &str) -> Result<Option<(trace::Header, Vec<trace::Event>)>> {
-    Ok(input::load_recording_salvaged(path, false)?.map(|(h, e, _)| (h, e)))
 }
 
 /// What `--salvage` lost of a damaged recording (the result's `model.replay.salvage`).
@@ -785,22 +565,6 @@ fn sim_one(
     Ok(r)
 }
 
-/// A machine profile from a file, or the built-in one.
-pub fn load_profile(arg: &str) -> Result<uapi::profile::MachineProfile> {
-    if arg == "builtin" {
-        return Ok(uapi::profile::MachineProfile::builtin());
-    }
-    let path = std::path::Path::new(arg);
-    let text = read_text_limited(path, "machine profile", uapi::profile::MAX_PROFILE_BYTES as u64)?;
-    let p = uapi::profile::MachineProfile::parse(&input::display(path), &text)?;
-    if p.fault.is_none() && p.pin.is_none() {
-        eprintln!(
-            "thplab: warning: --profile {arg}: no [fault] section, so no time (measure one with `thplab calibrate -o FILE`), and no [pin] section, so no io.pin_ns (`thplab bench io --pin-only --write-profile FILE`)"
-        );
-    }
-    Ok(p)
-}
-
 enum SimInput {
     /// A recording, with the byte offset of each record (empty when salvaged) for errors.
     Recording { name: String, header: trace::Header, events: Vec<trace::Event>, offsets: Vec<u64>, accesses: Option<(String, std::sync::Arc<trace::accesses::AccessTrace>)> },
@@ -808,7 +572,7 @@ enum SimInput {
 }
 
 fn cmd_sim(mut a: SimArgs) -> Result<u8> {
-    let (workload, matrix) = checks::workload_and_matrix(a.workload.take(), a.matrix.take())?;
+    let (workload, matrix) = resolve::workload_and_matrix(a.workload.take(), a.matrix.take())?;
     let Some(workload) = workload else { bail!("give the workload: thplab sim WORKLOAD --matrix {}", matrix.unwrap_or_default()) };
     (a.workload, a.matrix) = (Some(workload), matrix);
     checks::stdin_once(&[a.wl(), a.profile.as_deref().unwrap_or("")], &a.settings)?;
@@ -846,7 +610,7 @@ fn cmd_sim(mut a: SimArgs) -> Result<u8> {
                 eprintln!("thplab sim: WARNING: {name} lost {} events while recording; predictions may be off", header.lost_events);
             }
             a.machine.warn_for_recording(&header);
-            let accesses = load_accesses(a.wl(), events.len() as u64, a.salvage)?;
+            let accesses = input::load_accesses(a.wl(), events.len() as u64, a.salvage)?;
             SimInput::Recording { name: name.clone(), header, events, offsets, accesses }
         }
         None => SimInput::Workload(load_workload(a.wl())?),
@@ -855,35 +619,6 @@ fn cmd_sim(mut a: SimArgs) -> Result<u8> {
         bail!("--recorded-time runs the clock on a recording's timestamps; {name} is a workload, whose clock is the model's own (--profile prices its steps)");
     }
     cmd_sim_on(&a, machine, explain, salvage, input)
-}
-
-/// The companion file of the recording at `path` (`record --accesses`: `path.accesses`), when
-/// there is one, checked against the recording (its trailer's CRC-32 and record count).
-fn load_accesses(path: &str, records: u64, salvage: bool) -> Result<Option<(String, std::sync::Arc<trace::accesses::AccessTrace>)>> {
-    let p = std::path::Path::new(path);
-    if input::is_stdin(p) || !p.is_file() {
-        return Ok(None);
-    }
-    let c = trace::accesses::companion_path(p);
-    if !c.is_file() {
-        return Ok(None);
-    }
-    let shown = c.display().to_string();
-    if salvage {
-        eprintln!("thplab sim: warning: --salvage: {shown} is left out (its accesses are placed by the whole recording's records)");
-        return Ok(None);
-    }
-    let f = std::fs::File::open(&c).with_context(|| format!("cannot open {shown}"))?;
-    let t = trace::accesses::read_accesses(std::io::BufReader::new(f)).with_context(|| shown.clone())?;
-    let crc = record_cmds::trace_crc(p)?;
-    if t.header.trace_crc != crc || t.header.trace_records != records {
-        bail!(
-            "{shown} belongs to another recording than {path} (it names a recording of {} records with checksum {:#010x}; {path} has {records} records and checksum {crc:#010x}): record again with --accesses, or remove it",
-            t.header.trace_records,
-            t.header.trace_crc
-        );
-    }
-    Ok(Some((shown, std::sync::Arc::new(t))))
 }
 
 /// `sim` on a loaded input: one setting, or each setting of `--matrix`.
@@ -899,7 +634,7 @@ fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u6
         Ok(r)
     };
     if let Some(spec) = &a.matrix {
-        let (title, runs) = checks::matrix_runs(spec, &a.settings)?;
+        let (title, runs) = resolve::matrix_runs(spec, &a.settings)?;
         let mut results = Vec::new();
         for (i, (label, s)) in runs.iter().enumerate() {
             if !a.quiet && !a.json {
@@ -1071,34 +806,14 @@ fn cmd_live(a: LiveArgs) -> Result<u8> {
     Ok(exit::OK)
 }
 
-/// The largest saved live result `compare --live-result` reads.
-const MAX_LIVE_RESULT_BYTES: u64 = 64 << 20;
-
-/// `compare --live-result FILE`: the saved output of `thplab live --json`, checked to be a live
-/// run under the settings compared.
-fn load_live_result(path: &std::path::Path, s: &ThpSettings) -> Result<uapi::RunResult> {
-    let name = input::display(path);
-    let text = read_text_limited(path, "live result", MAX_LIVE_RESULT_BYTES)?;
-    let r: uapi::RunResult = serde_json::from_str(&text)
-        .with_context(|| format!("--live-result {name}: not the JSON of `thplab live --json` (a {} result)", uapi::result::RESULT_SCHEMA))?;
-    if r.live.is_none() {
-        bail!("--live-result {name}: a model result (no \"live\" section); give the output of `thplab live --json`");
-    }
-    let want = s.knob_map();
-    if let Some((k, v)) = want.iter().find(|(k, v)| r.settings.get(*k) != Some(*v)) {
-        bail!("--live-result {name}: ran with {k}={}, the settings compared have {k}={v}; give the same --set/--settings as the live run", r.settings.get(k).map_or("(unset)", String::as_str));
-    }
-    Ok(r)
-}
-
 fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     if a.record {
         // No workload to take back from --matrix: its value must be a matrix.
         if let Some(m) = &a.matrix {
-            sim::matrix::select(m).map_err(anyhow::Error::msg)?;
+            resolve::matrix(m)?;
         }
     } else {
-        let (workload, matrix) = checks::workload_and_matrix(a.workload.take(), a.matrix.take())?;
+        let (workload, matrix) = resolve::workload_and_matrix(a.workload.take(), a.matrix.take())?;
         (a.workload, a.matrix) = (workload, matrix);
     }
     if a.workload.is_none() && !a.record {
@@ -1141,11 +856,11 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     // A time verdict needs the live time's spread: 3 runs with a profile unless told.
     let repeat = a.repeat.unwrap_or(if costs.is_some() { 3 } else { 1 });
     let runs: Vec<(String, ThpSettings)> = if let Some(spec) = &a.matrix {
-        checks::matrix_runs(spec, &a.settings)?.1
+        resolve::matrix_runs(spec, &a.settings)?.1
     } else {
         vec![("given settings".to_string(), a.settings.resolve()?)]
     };
-    let saved = a.live_result.as_deref().map(|p| load_live_result(p, &runs[0].1)).transpose()?;
+    let saved = a.live_result.as_deref().map(|p| input::load_live_result(p, &runs[0].1)).transpose()?;
     if let (None, Some(why)) = (&saved, live_unavailable()) {
         return Err(live::LiveError::NotAvailable(why).into());
     }

@@ -137,7 +137,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             if a.settings_given {
                 bail!("--matrix runs its own settings; leave out --set, --settings and --cmdline");
             }
-            sim::matrix::select(spec).map_err(anyhow::Error::msg)?.1
+            crate::resolve::matrix(spec)?.1
         }
         None => vec![("given settings".to_string(), a.settings.clone())],
     };
