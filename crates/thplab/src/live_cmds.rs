@@ -553,7 +553,7 @@ fn hostname() -> String {
 /// only when this machine reports free pages too, and without free lists: the live run reads
 /// the ones it starts from (`live.free_lists`: once page reporting has taken every free block,
 /// pinned to the CPU whose per-CPU lists hold the fewest pages, with that list's THP-sized pages
-/// taken; `live::host::run_start`), and `crate::remodel` runs the model again from
+/// taken; `live::host::run_start`), and `experiment::model::remodel` runs the model again from
 /// them. Read here instead, before the model and so seconds before the live run, they missed
 /// what the other CPU's per-CPU list freed meanwhile (`decay_pcp_high` gives up to 2 016 pages a
 /// second back to the buddy lists, backed and unreported): 1 GiB runs of 64 KiB mTHP met 30-60 %

@@ -1,6 +1,7 @@
 //! `thplab`: the Linux 6.18 THP subsystem, modelled and measured.
 //!
-//! This binary is a thin layer: it parses arguments, reads files, calls `sim` (and `live`), and
+//! This binary is a thin layer: it parses arguments, reads files, calls `sim`, `experiment` (the
+//! model↔live loop, once per setting) and `live`, and
 //! prints. Every table and JSON document it prints comes from a `uapi::RunResult`.
 
 mod bench_cmds;

@@ -362,3 +362,20 @@ fn huge_sizes_do_not_panic() {
         }
     }
 }
+
+/// `compare --live-result`: a saved live run under other settings, or a model result, is
+/// refused, saying what differs and what to give instead.
+#[test]
+fn live_result_of_other_settings_or_of_the_model() {
+    let live = "crates/thplab/tests/it/data/golden/live-fork-bgsave-default.json";
+    let r = thplab(&["compare", "fork-bgsave", "--set", "enabled=always", "--live-result", live]);
+    r.fails(2);
+    assert_eq!(r.stderr, format!("thplab: --live-result {live}: ran with enabled=madvise, the settings compared have enabled=always; give the same --set/--settings as the live run\n"));
+    assert_eq!(r.stdout, "");
+    let model = thplab(&["sim", "fork-bgsave", "--json"]);
+    let (_dir, file) = temp_file("model.json", &model.ok().stdout);
+    let r = thplab(&["compare", "fork-bgsave", "--live-result", &file]);
+    r.fails(2);
+    assert_eq!(r.stderr, format!("thplab: --live-result {file}: a model result (no \"live\" section); give the output of `thplab live --json`\n"));
+    assert_eq!(r.stdout, "");
+}
