@@ -129,7 +129,10 @@ impl ProgramOutcome {
     pub fn json(&self, label: &str, s: &ThpSettings, model: &RunResult, rerecorded: bool) -> serde_json::Value {
         let t = &self.khugepaged;
         let kh = serde_json::json!({ "collapses": t.collapses, "max_ptes_none": t.max_ptes_none, "why": t.why, "excused": self.excused });
-        let mut j = serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": self.differs, "rows": self.rows, "parted": self.parted, "rerecorded": rerecorded, "live_minflt_spread": self.spread, "khugepaged_tolerance": kh, "model": model, "live": self.live });
+        let mut j = serde_json::json!({
+            "label": label, "settings": s.knob_map(), "differs": self.differs, "rows": self.rows, "parted": self.parted, "rerecorded": rerecorded,
+            "live_minflt_spread": self.spread, "khugepaged_tolerance": kh, "model": model, "live": self.live,
+        });
         if !self.reruns.is_empty() {
             j["reruns"] = serde_json::to_value(&self.reruns).expect("serializes");
         }
