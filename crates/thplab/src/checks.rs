@@ -1,50 +1,12 @@
-//! Checks of the command line that clap cannot make alone (issue #27 items 11, 12): a
-//! `--matrix` that took the workload's name as its value, standard input named twice, the
+//! Checks of the command line that clap cannot make alone (issue #27 items 11, 12; a `--matrix`
+//! that took the workload's name as its value is given back in `resolve`): standard input named twice, the
 //! smallest `--mem` that leaves memory above the min watermark, the message of a clap error
 //! in a JSON error object, and `settings --list --json`.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use uapi::ThpSettings;
 
 use crate::SettingsArgs;
-
-/// `--matrix [KIND]` takes the word after it as its value, so `sim --matrix seed-anon-1g`
-/// gives the workload's name to `--matrix`: a value that names no matrix (see
-/// `sim::matrix::is_spec`) while no workload was given is the workload, under the whole anon
-/// matrix. Otherwise the matrix is checked here, before anything runs. Returns the workload
-/// and the matrix.
-pub fn workload_and_matrix(workload: Option<String>, matrix: Option<String>) -> Result<(Option<String>, Option<String>)> {
-    match (workload, matrix) {
-        (None, Some(m)) if !sim::matrix::is_spec(&m) => Ok((Some(m), Some("anon".into()))),
-        (w, Some(m)) => {
-            sim::matrix::select(&m).map_err(anyhow::Error::msg)?;
-            Ok((w, Some(m)))
-        }
-        (w, None) => Ok((w, None)),
-    }
-}
-
-/// The settings of a `--matrix KIND[:NAME,...]` run, with `--set` applied on top of each (and
-/// named in the label), and its title (`the anon matrix`, `3 settings of the anon matrix`);
-/// `--settings` and `--cmdline` are refused (the matrix is the settings).
-pub fn matrix_runs(spec: &str, given: &SettingsArgs) -> Result<(String, Vec<(String, ThpSettings)>)> {
-    if !given.settings_file.is_empty() || given.cmdline.is_some() {
-        bail!("--matrix runs its own settings; leave out --settings and --cmdline (--set applies on top of each)");
-    }
-    let (kind, mut m) = sim::matrix::select(spec).map_err(anyhow::Error::msg)?;
-    let whole = sim::matrix::by_name(&kind).map_or(0, |w| w.len());
-    let title = if m.len() == whole { format!("the {kind} matrix") } else { format!("{} of {whole} settings of the {kind} matrix", m.len()) };
-    // --set applies on top of every setting of the matrix (anon_beside_full=1, a khugepaged knob).
-    for (label, s) in &mut m {
-        for x in &given.set {
-            s.apply_assignment(x).with_context(|| format!("--set {x}"))?;
-        }
-        if !given.set.is_empty() {
-            *label = format!("{label} + {}", given.set.join(" "));
-        }
-    }
-    Ok((title, m))
-}
 
 /// Standard input is read once: refuse `-` named by more than one of the inputs (`files`: the
 /// workload, `--profile`; and each `--settings`), which would read it twice and find it empty
@@ -98,6 +60,7 @@ pub fn settings_list_json() -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resolve::workload_and_matrix;
 
     #[test]
     fn the_matrix_gives_back_a_workload_name_it_took() {

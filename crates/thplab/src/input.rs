@@ -10,6 +10,9 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use uapi::result::SalvageReport;
+use uapi::ThpSettings;
+
+use crate::{examples, record_cmds};
 
 use report::print::span;
 
@@ -225,3 +228,85 @@ pub fn load_recording_salvaged(path: &str, salvage: bool) -> Result<Option<(trac
     });
     Ok(Some((s.header, s.events, report)))
 }
+
+/// The largest workload file read (a workload is text; a larger input is a mistake, such as
+/// /dev/zero or a recording that lost its header).
+pub const MAX_WORKLOAD_BYTES: u64 = 64 << 20;
+/// The largest settings file read (a `grep -r` dump of the THP tree is about 2 KiB).
+pub const MAX_SETTINGS_BYTES: u64 = 1 << 20;
+
+/// Read a text input of at most `limit` bytes (`-`: standard input), saying which file and
+/// what the limit is.
+pub fn read_text_limited(path: &std::path::Path, what: &str, limit: u64) -> Result<String> {
+    read_text(open(path, what)?, &display(path), what, limit)
+}
+
+/// Read a workload from a path or a built-in example name.
+pub fn load_workload(arg: &str) -> Result<workload::Workload> {
+    let (name, text) = match load(arg, MAX_WORKLOAD_BYTES)? {
+        Some(Loaded::Text(text)) => (display(std::path::Path::new(arg)), text),
+        Some(Loaded::Recording(_)) => {
+            bail!("{arg} is a recording; `thplab sim` replays recordings, this command runs workloads (docs/workload-format.md)")
+        }
+        None => match examples::get(arg) {
+            Some(text) => (format!("<builtin {arg}>"), text.to_string()),
+            None => bail!("no workload file '{arg}' and no built-in example of that name; built-in examples: {}", examples::names().join(", ")),
+        },
+    };
+    Ok(workload::parse(&name, &text)?)
+}
+
+/// A recording (`thplab record`), if `path` is one: read whole.
+pub fn load_recording(path: &str) -> Result<Option<(trace::Header, Vec<trace::Event>)>> {
+    Ok(load_recording_salvaged(path, false)?.map(|(h, e, _)| (h, e)))
+}
+
+/// The companion file of the recording at `path` (`record --accesses`: `path.accesses`), when
+/// there is one, checked against the recording (its trailer's CRC-32 and record count).
+pub fn load_accesses(path: &str, records: u64, salvage: bool) -> Result<Option<(String, std::sync::Arc<trace::accesses::AccessTrace>)>> {
+    let p = std::path::Path::new(path);
+    if is_stdin(p) || !p.is_file() {
+        return Ok(None);
+    }
+    let c = trace::accesses::companion_path(p);
+    if !c.is_file() {
+        return Ok(None);
+    }
+    let shown = c.display().to_string();
+    if salvage {
+        eprintln!("thplab sim: warning: --salvage: {shown} is left out (its accesses are placed by the whole recording's records)");
+        return Ok(None);
+    }
+    let f = std::fs::File::open(&c).with_context(|| format!("cannot open {shown}"))?;
+    let t = trace::accesses::read_accesses(std::io::BufReader::new(f)).with_context(|| shown.clone())?;
+    let crc = record_cmds::trace_crc(p)?;
+    if t.header.trace_crc != crc || t.header.trace_records != records {
+        bail!(
+            "{shown} belongs to another recording than {path} (it names a recording of {} records with checksum {:#010x}; {path} has {records} records and checksum {crc:#010x}): record again with --accesses, or remove it",
+            t.header.trace_records,
+            t.header.trace_crc
+        );
+    }
+    Ok(Some((shown, std::sync::Arc::new(t))))
+}
+
+/// The largest saved live result `compare --live-result` reads.
+pub const MAX_LIVE_RESULT_BYTES: u64 = 64 << 20;
+
+/// `compare --live-result FILE`: the saved output of `thplab live --json`, checked to be a live
+/// run under the settings compared.
+pub fn load_live_result(path: &std::path::Path, s: &ThpSettings) -> Result<uapi::RunResult> {
+    let name = display(path);
+    let text = read_text_limited(path, "live result", MAX_LIVE_RESULT_BYTES)?;
+    let r: uapi::RunResult = serde_json::from_str(&text)
+        .with_context(|| format!("--live-result {name}: not the JSON of `thplab live --json` (a {} result)", uapi::result::RESULT_SCHEMA))?;
+    if r.live.is_none() {
+        bail!("--live-result {name}: a model result (no \"live\" section); give the output of `thplab live --json`");
+    }
+    let want = s.knob_map();
+    if let Some((k, v)) = want.iter().find(|(k, v)| r.settings.get(*k) != Some(*v)) {
+        bail!("--live-result {name}: ran with {k}={}, the settings compared have {k}={v}; give the same --set/--settings as the live run", r.settings.get(k).map_or("(unset)", String::as_str));
+    }
+    Ok(r)
+}
+

@@ -43,30 +43,6 @@ pub fn run_live(
     Ok(live::run_live(workload, settings, model_regions, &opts)?)
 }
 
-/// [`run_live`] of the workload a model run `model` ran. With `host` (the model priced a
-/// profile's `[host]`), every live run waits until page reporting has taken every free block
-/// (the repeats in the executor), runs pinned to the CPU whose per-CPU lists hold the fewest
-/// pages as it starts, and reads the free lists it starts from (`live.free_lists`, for
-/// `crate::remodel`) and its host faults (`live.host_faults`).
-pub fn run_live_as_modelled(
-    model: &uapi::RunResult,
-    workload: &Workload,
-    settings: &ThpSettings,
-    repeat: u32,
-    progress: bool,
-    sample_ms: Option<u64>,
-    host: bool,
-) -> Result<RunResult> {
-    let reporting = host && live::host::reporting_order().is_some();
-    if reporting {
-        // The wait can take seconds: always said, on stderr.
-        settle_host(true);
-    }
-    let sample = sample_ms.map(std::time::Duration::from_millis);
-    let opts = live::ExecOptions { repeat: repeat.max(1), progress, sample, settle_host: reporting, ..Default::default() };
-    Ok(live::run_live(workload, settings, &model.regions, &opts)?)
-}
-
 /// `thplab __exec`: the child side of a live run. Reads its spec (JSON) from stdin.
 pub fn cmd_exec_child() -> ! {
     let mut spec = String::new();
@@ -577,7 +553,7 @@ fn hostname() -> String {
 /// only when this machine reports free pages too, and without free lists: the live run reads
 /// the ones it starts from (`live.free_lists`: once page reporting has taken every free block,
 /// pinned to the CPU whose per-CPU lists hold the fewest pages, with that list's THP-sized pages
-/// taken; `live::host::run_start`), and `crate::remodel` runs the model again from
+/// taken; `live::host::run_start`), and `experiment::model::remodel` runs the model again from
 /// them. Read here instead, before the model and so seconds before the live run, they missed
 /// what the other CPU's per-CPU list freed meanwhile (`decay_pcp_high` gives up to 2 016 pages a
 /// second back to the buddy lists, backed and unreported): 1 GiB runs of 64 KiB mTHP met 30-60 %
@@ -643,7 +619,7 @@ pub fn time_untraced(argv: &[std::ffi::OsString], runs: u32, live: bool, progres
 
 /// Wait until page reporting has taken every free block (at once where there is no reporting).
 /// Under a step progress (`crate::progress`) the wait is shown there, and nothing else is said.
-fn settle_host(progress: bool) {
+pub fn settle_host(progress: bool) {
     use std::io::IsTerminal;
     if crate::progress::tell_wait(Some(0)) {
         live::host::wait_until_settled(&mut |s| {

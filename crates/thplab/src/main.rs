@@ -1,6 +1,7 @@
 //! `thplab`: the Linux 6.18 THP subsystem, modelled and measured.
 //!
-//! This binary is a thin layer: it parses arguments, reads files, calls `sim` (and `live`), and
+//! This binary is a thin layer: it parses arguments, reads files, calls `sim`, `experiment` (the
+//! model↔live loop, once per setting) and `live`, and
 //! prints. Every table and JSON document it prints comes from a `uapi::RunResult`.
 
 mod bench_cmds;
@@ -13,6 +14,7 @@ mod input;
 mod live_cmds;
 mod checks;
 mod program_cmds;
+mod resolve;
 mod record_cmds;
 mod time_notes;
 
@@ -24,6 +26,10 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use report::{print, progress};
 use uapi::ThpSettings;
+
+pub use input::{load_recording, load_workload, read_text_limited, MAX_SETTINGS_BYTES, MAX_WORKLOAD_BYTES};
+pub use resolve::{load_profile, MachineArgs, SettingsArgs};
+use resolve::{scatter_arg, scatter_choice, tlb_choice};
 
 /// Exit codes (documented in README.md).
 pub mod exit {
@@ -179,7 +185,7 @@ struct CompareArgs {
     /// 1024K, all, PMD, madvise; shmem: 4K, 64K, top, 16K+64K+256K), such as `anon:4K,64K,PMD`.
     #[arg(long, value_name = "KIND[:NAME,...]", num_args = 0..=1, default_missing_value = "anon")]
     matrix: Option<String>,
-    #[arg(long, value_name = "FIELD=N|FIELD=P%", help = compare::Tolerance::help())]
+    #[arg(long, value_name = "FIELD=N|FIELD=P%", help = experiment::Tolerance::help())]
     tolerance: Vec<String>,
     /// Live runs per setting (median reported; with --record, minflt is judged against the
     /// runs' own spread). Default 1; a workload with --profile: 3, whose range is the live
@@ -215,93 +221,11 @@ struct CompareArgs {
     /// names); by default they fit 100 columns: settings in blocks, sizes summarised.
     #[arg(long)]
     wide: bool,
-}
-
-/// Settings given on the command line; applied in order: --cmdline, --settings, --set.
-#[derive(Args, Clone, Default)]
-pub struct SettingsArgs {
-    /// Set a knob, as a path under /sys/kernel/mm/transparent_hugepage: `enabled=always`,
-    /// `hugepages-64kB/enabled=always`, `khugepaged/max_ptes_none=0`. Repeatable.
-    #[arg(long = "set", value_name = "PATH=VALUE")]
-    pub set: Vec<String>,
-    /// A settings source: a file of PATH=VALUE lines (`-`: standard input), a
-    /// `grep -r . /sys/kernel/mm/transparent_hugepage` dump, the JSON of `thplab settings --json`,
-    /// a directory holding a THP sysfs tree (read, never written), or `live`: this machine's
-    /// current knobs, read-only.
-    #[arg(long = "settings", value_name = "FILE|DIR|live|-")]
-    pub settings_file: Vec<PathBuf>,
-    /// Kernel command-line options: `transparent_hugepage=always thp_anon=16K-64K:always`.
-    /// Other words are ignored, as the kernel ignores them; near misses of the THP options
-    /// (`transparent_hugepages=`) are named in a warning.
-    #[arg(long = "cmdline", value_name = "OPTIONS")]
-    pub cmdline: Option<String>,
-}
-
-impl SettingsArgs {
-    /// Boot defaults, then the command line, the files and the --set flags.
-    pub fn resolve(&self) -> Result<ThpSettings> {
-        checks::stdin_once(&[], self)?;
-        let mut s = ThpSettings::default();
-        if let Some(c) = &self.cmdline {
-            s.apply_cmdline(c)?;
-            for w in uapi::settings::cmdline_warnings(c) {
-                eprintln!("thplab: warning: --cmdline: {w}");
-            }
-        }
-        for f in &self.settings_file {
-            apply_settings_source(&mut s, f)?;
-        }
-        for a in &self.set {
-            s.apply_assignment(a).with_context(|| format!("--set {a}"))?;
-        }
-        if let Some(w) = s.unknown_warning() {
-            eprintln!("thplab: warning: {w}");
-        }
-        Ok(s)
-    }
-}
-
-/// The THP sysfs tree `--settings live` reads (`$THPLAB_SYSFS_THP` in tests, to read a copy).
-fn live_tree() -> PathBuf {
-    std::env::var_os("THPLAB_SYSFS_THP").filter(|s| !s.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(uapi::settings::SYSFS_THP))
-}
-
-/// Apply one `--settings` source: `live`, a sysfs tree directory, `settings --json` output, or
-/// a settings file.
-fn apply_settings_source(s: &mut ThpSettings, f: &std::path::Path) -> Result<()> {
-    let name = input::display(f);
-    let tree = if f.as_os_str() == "live" && !f.exists() { Some(live_tree()) } else { f.is_dir().then(|| f.to_path_buf()) };
-    if let Some(dir) = tree {
-        let text = live::sysfs::read_tree(&dir).with_context(|| format!("--settings {name}"))?;
-        s.apply_tree(&dir.display().to_string(), &text)?;
-        return Ok(());
-    }
-    let text = read_text_limited(f, "settings file", MAX_SETTINGS_BYTES)?;
-    if text.trim_start_matches('\u{feff}').trim().is_empty() {
-        bail!("settings file {name} is empty: no PATH=VALUE line (such as enabled=always); the boot defaults need no --settings");
-    }
-    if text.trim_start().starts_with('{') {
-        // `thplab settings --json`: an object of path → value.
-        let map: std::collections::BTreeMap<String, serde_json::Value> = serde_json::from_str(&text)
-            .with_context(|| format!("settings file {name}: not the JSON of `thplab settings --json` (an object of \"path\": \"value\")"))?;
-        let mut lines = String::new();
-        for (k, v) in map {
-            let v = match v {
-                serde_json::Value::String(x) => x,
-                serde_json::Value::Number(n) => n.to_string(),
-                serde_json::Value::Bool(b) => (b as u8).to_string(),
-                other => bail!("settings file {name}: \"{k}\" has {other}; give each knob a string or a number"),
-            };
-            if v.contains('\n') {
-                bail!("settings file {name}: \"{k}\" has a value with a newline");
-            }
-            lines += &format!("{k}={v}\n");
-        }
-        s.apply_file(&name, &lines)?;
-        return Ok(());
-    }
-    s.apply_file(&name, &text)?;
-    Ok(())
+    /// Compare against a saved live result (the output of `thplab live --json` for the same
+    /// workload and settings) instead of running the workload live: needs no root, runs
+    /// nothing live, retries nothing (--retries and --repeat do not apply).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["record", "matrix", "sample"])]
+    live_result: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -315,89 +239,6 @@ struct SettingsOnly {
     /// {"path", "values"}).
     #[arg(long)]
     list: bool,
-}
-
-/// The simulated machine.
-#[derive(Args, Clone)]
-pub struct MachineArgs {
-    /// Physical memory of the simulated machine, from 70M (the min watermark of
-    /// vm.min_free_kbytes 67584 is 66 MiB, which no allocation may take) to 4T: 512M, 24G ...
-    #[arg(long, default_value = "24G", value_name = "SIZE")]
-    pub mem: String,
-    /// Top of the simulated mmap area (hex), below which mappings are placed top-down.
-    #[arg(long, value_name = "ADDR")]
-    pub mmap_base: Option<String>,
-    /// Start of the simulated heap (hex).
-    #[arg(long, value_name = "ADDR")]
-    pub brk_start: Option<String>,
-    /// CONFIG_HZ of the simulated kernel: khugepaged sleeps `scan_sleep_millisecs` in jiffies
-    /// (a 100 ms sleep lasts 104 ms at 250). This machine kind: 250 (/proc/config.gz).
-    #[arg(long, default_value_t = 250, value_name = "HZ", value_parser = clap::value_parser!(u32).range(24..=1200))]
-    pub hz: u32,
-}
-
-impl MachineArgs {
-    pub fn resolve(&self) -> Result<sim::MachineConfig> {
-        let mut m = sim::MachineConfig::default();
-        let min = checks::min_mem_bytes(&m);
-        m.mem_bytes = mm_types::parse_size(&self.mem).filter(|b| (min..=sim::MAX_MEM_BYTES).contains(b)).with_context(|| {
-            let lo = sim::human_bytes(min).replace(" MiB", "M");
-            format!(
-                "--mem {}: give a size from {lo} to {}, such as 4G (below {lo}, the min watermark of {} (vm.min_free_kbytes {}), which no allocation may take, leaves less than {} for the workload)",
-                self.mem,
-                sim::human_bytes(sim::MAX_MEM_BYTES).replace(" TiB", "T"),
-                sim::human_bytes(m.min_free_kbytes << 10),
-                m.min_free_kbytes,
-                sim::human_bytes(checks::MEM_ABOVE_WATERMARK),
-            )
-        })?;
-        if let Some(a) = &self.mmap_base {
-            m.mmap_base = address_arg("--mmap-base", a, "0x7dfffffc5000")?;
-        }
-        if let Some(a) = &self.brk_start {
-            m.brk_start = address_arg("--brk-start", a, "0x555555579000")?;
-        }
-        m.hz = self.hz;
-        Ok(m)
-    }
-
-    /// A recording brings its own layout: say which of these flags it overrides.
-    pub fn warn_for_recording(&self, h: &trace::Header) {
-        if let Some(a) = &self.mmap_base {
-            if h.flags & trace::flags::EXEC_SNAPSHOT_EVERY != 0 {
-                eprintln!(
-                    "thplab: warning: --mmap-base {a} is not used for this recording: every program it executes has its mmap_base \
-                     where its recorded address space (its exec snapshot) puts it"
-                );
-            } else if h.flags & trace::flags::EXEC_SNAPSHOT != 0 {
-                eprintln!(
-                    "thplab: warning: --mmap-base {a} does not move the recorded program: its mmap_base is where its recorded \
-                     address space (the exec snapshot) puts it; it applies only to programs executed later in the recording"
-                );
-            }
-        }
-        if let Some(a) = &self.brk_start {
-            eprintln!("thplab: warning: --brk-start {a} is not used for a recording: each process's heap starts where its recorded brk says");
-        }
-    }
-}
-
-/// A page-aligned user address given as hex, or an error that says which of the three it is not.
-fn address_arg(flag: &str, a: &str, example: &str) -> Result<u64> {
-    let Some(v) = a.strip_prefix("0x").and_then(|h| u64::from_str_radix(h, 16).ok()) else {
-        bail!("{flag} {a}: give a hex address such as {example}");
-    };
-    if v % 4096 != 0 {
-        bail!("{flag} {a}: not page-aligned (a multiple of 0x1000), such as {example}");
-    }
-    if v == 0 || v > mm_types::TASK_SIZE {
-        bail!("{flag} {a}: outside the user address space (0x1000 to {:#x})", mm_types::TASK_SIZE);
-    }
-    Ok(v)
-}
-
-fn parse_hex(s: &str) -> Option<u64> {
-    u64::from_str_radix(s.strip_prefix("0x")?, 16).ok().filter(|a| a % 4096 == 0)
 }
 
 #[derive(Args)]
@@ -526,33 +367,6 @@ struct DemoArgs {
     repeat: u32,
 }
 
-/// Read a workload from a path or a built-in example name.
-/// The largest workload file read (a workload is text; a larger input is a mistake, such as
-/// /dev/zero or a recording that lost its header).
-pub const MAX_WORKLOAD_BYTES: u64 = 64 << 20;
-/// The largest settings file read (a `grep -r` dump of the THP tree is about 2 KiB).
-pub const MAX_SETTINGS_BYTES: u64 = 1 << 20;
-
-/// Read a text input of at most `limit` bytes (`-`: standard input), saying which file and
-/// what the limit is.
-pub fn read_text_limited(path: &std::path::Path, what: &str, limit: u64) -> Result<String> {
-    input::read_text(input::open(path, what)?, &input::display(path), what, limit)
-}
-
-pub fn load_workload(arg: &str) -> Result<workload::Workload> {
-    let (name, text) = match input::load(arg, MAX_WORKLOAD_BYTES)? {
-        Some(input::Loaded::Text(text)) => (input::display(std::path::Path::new(arg)), text),
-        Some(input::Loaded::Recording(_)) => {
-            bail!("{arg} is a recording; `thplab sim` replays recordings, this command runs workloads (docs/workload-format.md)")
-        }
-        None => match examples::get(arg) {
-            Some(text) => (format!("<builtin {arg}>"), text.to_string()),
-            None => bail!("no workload file '{arg}' and no built-in example of that name; built-in examples: {}", examples::names().join(", ")),
-        },
-    };
-    Ok(workload::parse(&name, &text)?)
-}
-
 fn main() -> ExitCode {
     // What thplab inherited (signals, mask, limits, descriptors), before anything changes it:
     // the programs it records or runs live start with this, not with thplab's own state.
@@ -631,49 +445,10 @@ fn run_sim_explained(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineCo
     run_sim_tlb(w, s, m, check, progress, explain, &SimExtras::default())
 }
 
-fn scatter_arg(v: &str) -> std::result::Result<f64, String> {
-    v.parse::<f64>().ok().filter(|x| (0.0..=1.0).contains(x)).ok_or_else(|| format!("'{v}' is not a number from 0 to 1"))
-}
-
-/// The TLB preset and paging mode: `--cpu` and `--paging` (values clap checked), else the
-/// profile's `[tlb]` (`thplab calibrate`), else zen4 and native paging.
-fn tlb_choice(cpu: Option<&str>, paging: Option<&str>, profile: Option<&uapi::profile::MachineProfile>) -> Result<(&'static tlb::CpuPreset, tlb::Paging)> {
-    let measured = profile.and_then(|p| p.tlb.as_ref());
-    let preset = match (cpu, measured) {
-        (Some(c), _) => tlb::presets::by_name(c).expect("clap checked --cpu"),
-        (None, Some(t)) => tlb::presets::by_name(&t.cpu).with_context(|| format!("the profile's [tlb] cpu = '{}' is not a preset (valid: {})", t.cpu, tlb::presets::names().join(", ")))?,
-        (None, None) => &tlb::presets::ZEN4,
-    };
-    let paging = match (paging, measured) {
-        (Some(p), _) => tlb::Paging::parse(p).expect("clap checked --paging"),
-        (None, Some(t)) => tlb::Paging::parse(&t.paging).with_context(|| format!("the profile's [tlb] paging = '{}' is not native, nested-4k, nested-2m or nested-1g", t.paging))?,
-        (None, None) => tlb::Paging::Native,
-    };
-    Ok((preset, paging))
-}
-
-/// The base pages' scatter for nested walks: `--order0-scatter`, else the profile's `[tlb]`,
-/// else 0 (as `tlb_choice` resolves the preset and paging).
-fn scatter_choice(given: Option<f64>, profile: Option<&uapi::profile::MachineProfile>) -> f64 {
-    given.or(profile.and_then(|p| p.tlb.as_ref()).map(|t| t.order0_scatter)).unwrap_or(0.0)
-}
-
 /// What a workload's model run may have besides its settings and machine.
-#[derive(Clone, Copy, Default)]
-pub struct SimExtras<'a> {
-    /// `--cpu` and `--paging`.
-    pub tlb: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
-    /// `--profile`'s `[fault]` costs.
-    pub costs: Option<&'a uapi::profile::FaultCosts>,
-    /// `--profile`'s `[host]`, and the free lists to start from: the profile's, or those a live
-    /// run started from (`remodel`).
-    pub host: Option<(&'a uapi::profile::HostCosts, Option<&'a uapi::profile::FreeLists>)>,
-    /// `--sample MS`.
-    pub sample_ms: Option<u64>,
-    /// `--order0-scatter S`.
-    pub order0_scatter: f64,
-}
+pub use experiment::SimExtras;
 
+/// [`experiment::model::run_model`] with a progress bar for long runs.
 fn run_sim_tlb(
     w: &workload::Workload,
     s: &ThpSettings,
@@ -685,21 +460,8 @@ fn run_sim_tlb(
 ) -> Result<uapi::RunResult> {
     let mut bar = print::Progress::new(progress && w.touched_pages() > 4_000_000, &w.source, w.touched_pages());
     let mut on_event = |sim::SimEvent::Progress { accesses_done, accesses_total }| bar.set(accesses_done, accesses_total);
-    let mut opts = sim::RunOptions {
-        check_invariants: check,
-        on_event: Some(&mut on_event),
-        explain,
-        tlb: x.tlb,
-        costs: x.costs.cloned(),
-        host: x.host.map(|(h, free)| (h.clone(), free.cloned())),
-        sample_ms: x.sample_ms,
-        order0_scatter: x.order0_scatter,
-        ..Default::default()
-    };
-    let (mut r, _) = sim::run_with(w, s, m, &mut opts)?;
-    drop(opts);
+    let r = experiment::model::run_model(w, s, m, check, explain, x, Some(&mut on_event))?;
     bar.finish();
-    time_notes::time_uncertainty(w, s, m, x, &mut r)?;
     Ok(r)
 }
 
@@ -731,15 +493,10 @@ fn print_result(r: &uapi::RunResult, settings: &ThpSettings, json: bool) -> Resu
             }
         }
         if let Some(t) = &r.timeline {
-            compare::timeline::print_timeline(&mut out, t)?;
+            experiment::timeline::print_timeline(&mut out, t)?;
         }
     }
     Ok(())
-}
-
-/// A recording (`thplab record`), if `path` is one: read whole.
-pub fn load_recording(path: &str) -> Result<Option<(trace::Header, Vec<trace::Event>)>> {
-    Ok(input::load_recording_salvaged(path, false)?.map(|(h, e, _)| (h, e)))
 }
 
 /// What `--salvage` lost of a damaged recording (the result's `model.replay.salvage`).
@@ -790,7 +547,7 @@ fn sim_one(
     // estimated from its totals.
     if let (Some(fault), Some(opts), SimInput::Recording { name, header, events, offsets, .. }) = (costs, &replay_opts, input) {
         let mut t = sim::time::recording(&r, name, header, events, machine, fault, opts, None).map_err(|e| input::locate(e, offsets))?;
-        program_cmds::add_program_and_host_spread(&mut t, None, (name, header, events), machine, opts, settings)?;
+        experiment::program::add_program_and_host_spread(&mut t, None, (name, header, events), machine, opts, settings)?;
         r.time = Some(t);
     }
     if let (Some(pin), Some(io)) = (profile.and_then(|p| p.pin.as_ref()), r.io.as_mut()) {
@@ -806,22 +563,6 @@ fn sim_one(
     Ok(r)
 }
 
-/// A machine profile from a file, or the built-in one.
-pub fn load_profile(arg: &str) -> Result<uapi::profile::MachineProfile> {
-    if arg == "builtin" {
-        return Ok(uapi::profile::MachineProfile::builtin());
-    }
-    let path = std::path::Path::new(arg);
-    let text = read_text_limited(path, "machine profile", uapi::profile::MAX_PROFILE_BYTES as u64)?;
-    let p = uapi::profile::MachineProfile::parse(&input::display(path), &text)?;
-    if p.fault.is_none() && p.pin.is_none() {
-        eprintln!(
-            "thplab: warning: --profile {arg}: no [fault] section, so no time (measure one with `thplab calibrate -o FILE`), and no [pin] section, so no io.pin_ns (`thplab bench io --pin-only --write-profile FILE`)"
-        );
-    }
-    Ok(p)
-}
-
 enum SimInput {
     /// A recording, with the byte offset of each record (empty when salvaged) for errors.
     Recording { name: String, header: trace::Header, events: Vec<trace::Event>, offsets: Vec<u64>, accesses: Option<(String, std::sync::Arc<trace::accesses::AccessTrace>)> },
@@ -829,7 +570,7 @@ enum SimInput {
 }
 
 fn cmd_sim(mut a: SimArgs) -> Result<u8> {
-    let (workload, matrix) = checks::workload_and_matrix(a.workload.take(), a.matrix.take())?;
+    let (workload, matrix) = resolve::workload_and_matrix(a.workload.take(), a.matrix.take())?;
     let Some(workload) = workload else { bail!("give the workload: thplab sim WORKLOAD --matrix {}", matrix.unwrap_or_default()) };
     (a.workload, a.matrix) = (Some(workload), matrix);
     checks::stdin_once(&[a.wl(), a.profile.as_deref().unwrap_or("")], &a.settings)?;
@@ -867,7 +608,7 @@ fn cmd_sim(mut a: SimArgs) -> Result<u8> {
                 eprintln!("thplab sim: WARNING: {name} lost {} events while recording; predictions may be off", header.lost_events);
             }
             a.machine.warn_for_recording(&header);
-            let accesses = load_accesses(a.wl(), events.len() as u64, a.salvage)?;
+            let accesses = input::load_accesses(a.wl(), events.len() as u64, a.salvage)?;
             SimInput::Recording { name: name.clone(), header, events, offsets, accesses }
         }
         None => SimInput::Workload(load_workload(a.wl())?),
@@ -876,35 +617,6 @@ fn cmd_sim(mut a: SimArgs) -> Result<u8> {
         bail!("--recorded-time runs the clock on a recording's timestamps; {name} is a workload, whose clock is the model's own (--profile prices its steps)");
     }
     cmd_sim_on(&a, machine, explain, salvage, input)
-}
-
-/// The companion file of the recording at `path` (`record --accesses`: `path.accesses`), when
-/// there is one, checked against the recording (its trailer's CRC-32 and record count).
-fn load_accesses(path: &str, records: u64, salvage: bool) -> Result<Option<(String, std::sync::Arc<trace::accesses::AccessTrace>)>> {
-    let p = std::path::Path::new(path);
-    if input::is_stdin(p) || !p.is_file() {
-        return Ok(None);
-    }
-    let c = trace::accesses::companion_path(p);
-    if !c.is_file() {
-        return Ok(None);
-    }
-    let shown = c.display().to_string();
-    if salvage {
-        eprintln!("thplab sim: warning: --salvage: {shown} is left out (its accesses are placed by the whole recording's records)");
-        return Ok(None);
-    }
-    let f = std::fs::File::open(&c).with_context(|| format!("cannot open {shown}"))?;
-    let t = trace::accesses::read_accesses(std::io::BufReader::new(f)).with_context(|| shown.clone())?;
-    let crc = record_cmds::trace_crc(p)?;
-    if t.header.trace_crc != crc || t.header.trace_records != records {
-        bail!(
-            "{shown} belongs to another recording than {path} (it names a recording of {} records with checksum {:#010x}; {path} has {records} records and checksum {crc:#010x}): record again with --accesses, or remove it",
-            t.header.trace_records,
-            t.header.trace_crc
-        );
-    }
-    Ok(Some((shown, std::sync::Arc::new(t))))
 }
 
 /// `sim` on a loaded input: one setting, or each setting of `--matrix`.
@@ -920,7 +632,7 @@ fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u6
         Ok(r)
     };
     if let Some(spec) = &a.matrix {
-        let (title, runs) = checks::matrix_runs(spec, &a.settings)?;
+        let (title, runs) = resolve::matrix_runs(spec, &a.settings)?;
         let mut results = Vec::new();
         for (i, (label, s)) in runs.iter().enumerate() {
             if !a.quiet && !a.json {
@@ -1036,7 +748,7 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
         let x = SimExtras { costs: profile.fault.as_ref(), host: host.as_ref().map(|(h, free)| (*h, free.as_ref())), ..Default::default() };
         let (r, live) = match &unavailable {
             None => {
-                let (r, l) = model_and_live(&w, &s, &machine, a.repeat.max(1), false, &x)?;
+                let (r, l) = experiment::workload::model_and_live(&w, &s, &machine, a.repeat.max(1), &x, &|| live_cmds::settle_host(true))?;
                 (r, Some(l))
             }
             Some(_) => (run_sim_tlb(&w, &s, &machine, false, false, None, &x)?, None),
@@ -1092,51 +804,14 @@ fn cmd_live(a: LiveArgs) -> Result<u8> {
     Ok(exit::OK)
 }
 
-/// Model, then live, then the model again if the heap matters and the live process's heap
-/// starts elsewhere than the model assumed.
-pub fn model_and_live(
-    w: &workload::Workload,
-    s: &ThpSettings,
-    machine: &sim::MachineConfig,
-    repeat: u32,
-    progress: bool,
-    x: &SimExtras,
-) -> Result<(uapi::RunResult, uapi::RunResult)> {
-    let model = run_sim_tlb(w, s, machine, false, false, None, x)?;
-    let live = live_cmds::run_live_as_modelled(&model, w, s, repeat, progress, x.sample_ms, x.host.is_some())?;
-    Ok((remodel(w, s, machine, x, model, &live)?, live))
-}
-
-/// The model run `model` again where the live run `live` showed it started elsewhere: from the
-/// free lists the live run started from (`live.free_lists`, when the model priced a profile's
-/// `[host]`), and with the live process's heap start when the heap matters.
-pub fn remodel(
-    w: &workload::Workload,
-    s: &ThpSettings,
-    machine: &sim::MachineConfig,
-    x: &SimExtras,
-    model: uapi::RunResult,
-    live: &uapi::RunResult,
-) -> Result<uapi::RunResult> {
-    let run = live.live.as_ref().and_then(|l| l.workload.as_ref());
-    let brk = run.and_then(|l| parse_hex(&l.start_brk)).filter(|&b| b != machine.brk_start && w.region_by_name(workload::HEAP).is_some());
-    let free = run.and_then(|l| l.free_lists.as_ref());
-    let host = x.host.zip(free).map(|((h, _), f)| (h, Some(f)));
-    if brk.is_none() && host.is_none() {
-        return Ok(model);
-    }
-    let m = sim::MachineConfig { brk_start: brk.unwrap_or(machine.brk_start), ..machine.clone() };
-    run_sim_tlb(w, s, &m, false, false, None, &SimExtras { host: host.or(x.host), ..*x })
-}
-
 fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     if a.record {
         // No workload to take back from --matrix: its value must be a matrix.
         if let Some(m) = &a.matrix {
-            sim::matrix::select(m).map_err(anyhow::Error::msg)?;
+            resolve::matrix(m)?;
         }
     } else {
-        let (workload, matrix) = checks::workload_and_matrix(a.workload.take(), a.matrix.take())?;
+        let (workload, matrix) = resolve::workload_and_matrix(a.workload.take(), a.matrix.take())?;
         (a.workload, a.matrix) = (workload, matrix);
     }
     if a.workload.is_none() && !a.record {
@@ -1170,7 +845,7 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
         bail!("a command after -- needs --record: thplab compare --record -- CMD [ARGS...]");
     }
     let w = load_workload(a.workload.as_deref().expect("required unless --record"))?;
-    let mut tol = compare::Tolerance::default();
+    let mut tol = experiment::Tolerance::default();
     for t in &a.tolerance {
         tol.apply(t)?;
     }
@@ -1179,11 +854,12 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     // A time verdict needs the live time's spread: 3 runs with a profile unless told.
     let repeat = a.repeat.unwrap_or(if costs.is_some() { 3 } else { 1 });
     let runs: Vec<(String, ThpSettings)> = if let Some(spec) = &a.matrix {
-        checks::matrix_runs(spec, &a.settings)?.1
+        resolve::matrix_runs(spec, &a.settings)?.1
     } else {
         vec![("given settings".to_string(), a.settings.resolve()?)]
     };
-    if let Some(why) = live_unavailable() {
+    let saved = a.live_result.as_deref().map(|p| input::load_live_result(p, &runs[0].1)).transpose()?;
+    if let (None, Some(why)) = (&saved, live_unavailable()) {
         return Err(live::LiveError::NotAvailable(why).into());
     }
     let mut out = std::io::stdout().lock();
@@ -1192,58 +868,51 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     // Progress on stderr, per setting (a bar on a terminal; lines otherwise, for a matrix,
     // unless --json).
     let steps = progress::Steps::start("thplab compare", &[("setting", runs.len())], runs.len() > 1 && !a.json);
+    // The host's costs; the free lists come from the live run (`experiment::model::remodel`).
+    let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true));
+    let host = host.as_ref().map(|(h, free)| (*h, free.as_ref()));
+    let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?;
+    let order0_scatter = scatter_choice(None, profile.as_ref());
+    let lab = experiment::workload::WorkloadExperiment {
+        workload: &w,
+        machine: &machine,
+        extras: SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter },
+        repeat,
+        retries: a.retries,
+        tolerance: &tol,
+        saved_live: saved.as_ref(),
+        settle_host: &|| live_cmds::settle_host(true),
+    };
     let mut results = Vec::new();
     for (label, s) in &runs {
         steps.step("setting", format!("{label}: model, then live"));
-        // The host's costs; the free lists come from the live run (`remodel`).
-        let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true));
-        let host = host.as_ref().map(|(h, free)| (*h, free.as_ref()));
-        let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?;
-        let order0_scatter = scatter_choice(None, profile.as_ref());
-        let x = SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter };
-        let (model, live) = model_and_live(&w, s, &machine, repeat, false, &x)?;
-        let compare::Retried { live, rows, attempts, why } =
-            compare::retry_live(a.retries, live, |l| compare::rows(&model, l, &tol), || live_cmds::run_live_as_modelled(&model, &w, s, repeat, false, a.sample, x.host.is_some()))?;
-        if attempts > 1 && !a.json {
-            progress::suspend(|| writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default()))?;
+        let o = lab.run(s)?;
+        if o.attempts > 1 && !a.json {
+            progress::suspend(|| writeln!(out, "({label}: {}; ran live {} times, kept the closest)", o.why.map_or("", |r| r.text()), o.attempts))?;
         }
-        // The run kept started from its own free lists: the model again from those.
-        let (model, rows) = if attempts > 1 && x.host.is_some() {
-            let m = remodel(&w, s, &machine, &x, model, &live)?;
-            let rows = compare::rows(&m, &live, &tol);
-            (m, rows)
-        } else {
-            (model, rows)
-        };
-        // With --sample: the two timelines, and when each collapse happened in each.
-        let timeline = match (&model.timeline, &live.timeline) {
-            (Some(m), Some(l)) => Some(compare::timeline::compare(m, l, s.khugepaged.scan_sleep_millisecs as u64, live.live.as_ref().and_then(|x| x.khugepaged.runqueue_wait_ms))),
-            _ => None,
-        };
-        let differs = rows.iter().any(|r| r.differs) || timeline.as_ref().is_some_and(|t| t.differs);
-        differing += differs as usize;
+        differing += o.differs as usize;
         if a.json {
-            json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "timeline": timeline, "model": model, "live": live }));
+            json.push(o.json(label, s));
         } else {
             progress::suspend(|| -> Result<()> {
-                compare::print_rows_only(&mut out, label, s, &rows, a.only_diff)?;
-                if let Some(t) = &timeline {
-                    compare::timeline::print_comparison(&mut out, t)?;
+                experiment::print_rows_only(&mut out, label, s, &o.rows, a.only_diff)?;
+                if let Some(t) = &o.timeline {
+                    experiment::timeline::print_comparison(&mut out, t)?;
                     writeln!(out)?;
                 }
                 Ok(out.flush()?)
             })?;
         }
-        results.push((label.clone(), model, live));
+        results.push((label.clone(), o.model, o.live));
     }
     steps.finish();
-    let verdicts = compare::noise::settings_verdicts(&results);
+    let verdicts = experiment::noise::settings_verdicts(&results);
     if a.json {
-        program_cmds::add_verdicts_json(&mut json, &verdicts);
+        experiment::program::add_verdicts_json(&mut json, &verdicts);
         serde_json::to_writer_pretty(&mut out, &json)?;
         writeln!(out)?;
     } else {
-        compare::noise::print_settings(&mut out, &verdicts, &format!("live: the median wall time of {repeat} run{}, ± their range", if repeat == 1 { "" } else { "s" }))?;
+        experiment::noise::print_settings(&mut out, &verdicts, &format!("live: the median wall time of {repeat} run{}, ± their range", if repeat == 1 { "" } else { "s" }))?;
         writeln!(out, "{} of {} settings: model = live{}", runs.len() - differing, runs.len(), if differing > 0 { format!("; {differing} differ") } else { String::new() })?;
     }
     Ok(if differing > 0 { exit::DIFFERS } else { exit::OK })

@@ -3,7 +3,7 @@
 //! predict it by replaying the recording in the model (`sim::run_recording`) and run it live
 //! under that setting (`live::run_program`), and print both side by side.
 //!
-//! Tolerance: [`compare::Tolerance::program`] (minflt and per-size large-folio counts within 2 %
+//! Tolerance: [`experiment::Tolerance::program`] (minflt and per-size large-folio counts within 2 %
 //! of live, issue #4), overridable with `--tolerance`. Exit 4 when a setting differs beyond it.
 
 use std::ffi::OsString;
@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use uapi::{RunResult, ThpSettings};
 
-use compare::{Row, RowKind};
+use experiment::Row;
 use crate::exit;
 
 /// Parsed arguments of `thplab compare --record`.
@@ -29,7 +29,7 @@ pub struct CompareRecordArgs {
     /// Whether settings were given on the command line (refused with `matrix`).
     pub settings_given: bool,
     pub machine: sim::MachineConfig,
-    /// `--tolerance` specs, applied on top of [`compare::Tolerance::program`].
+    /// `--tolerance` specs, applied on top of [`experiment::Tolerance::program`].
     pub tolerance: Vec<String>,
     /// Keep the recording in this file.
     pub keep: Option<PathBuf>,
@@ -128,7 +128,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     if a.command.is_empty() {
         bail!("compare --record: give the program after --: thplab compare --record -- CMD [ARGS...]");
     }
-    let mut tol = compare::Tolerance::program();
+    let mut tol = experiment::Tolerance::program();
     for t in &a.tolerance {
         tol.apply(t)?;
     }
@@ -137,7 +137,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             if a.settings_given {
                 bail!("--matrix runs its own settings; leave out --set, --settings and --cmdline");
             }
-            sim::matrix::select(spec).map_err(anyhow::Error::msg)?.1
+            crate::resolve::matrix(spec)?.1
         }
         None => vec![("given settings".to_string(), a.settings.clone())],
     };
@@ -216,7 +216,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         let host = host.map(|h| (h, untraced.as_ref().and_then(|(_, f, _)| f.clone())));
         steps.step("replay", format!("{label}: the model replays the recording"));
         let mut replay = sim::ReplayOptions { host: host.clone(), accesses: accesses.clone(), ..Default::default() };
-        let mut model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
+        let mut model = experiment::program::replay_model((&source, &rec.header, &rec.events), s, &a.machine, &replay)?;
         let (knobs_read, knobs_changed) = model.model.as_ref().and_then(|m| m.replay.as_ref()).map(|r| (r.knobs_read.clone(), r.knobs_read_differing.clone())).unwrap_or_default();
         let rerecorded = !knobs_changed.is_empty();
         let (mut rec, mut timed_free, mut timed_range) = (&rec, &timed_free, timed_range);
@@ -237,74 +237,40 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             if replay.accesses.take().is_some() && !a.json {
                 crate::progress::suspend(|| writeln!(out, "({label}: the accesses recorded with the first recording are not replayed with this one)"))?;
             }
-            model = sim::run_recording_opts(&source, &rec.header, &rec.events, s, &a.machine, &replay)?;
+            model = experiment::program::replay_model((&source, &rec.header, &rec.events), s, &a.machine, &replay)?;
         }
         if let Some(fault) = a.profile.as_ref().and_then(|p| p.fault.as_ref()) {
-            let mut t = sim::time::recording(&model, &source, &rec.header, &rec.events, &a.machine, fault, &replay, timed_free.as_ref())?;
-            add_program_and_host_spread(&mut t, timed_range, (&source, &rec.header, &rec.events), &a.machine, &replay, s)?;
-            model.time = Some(t);
+            experiment::program::price_replay(&mut model, (&source, &rec.header, &rec.events), s, &a.machine, &replay, fault, timed_free.as_ref(), timed_range)?;
         }
-        let live_run = std::cell::Cell::new(0);
-        let run_live = || {
-            live_run.set(live_run.get() + 1);
-            let n = live_run.get();
+        let before_live = |model: &RunResult, n: u32| {
             steps.step("live", format!("{label}: live run {n}{}", if n > a.repeat.max(1) { " (a retry)" } else { "" }));
-            crate::live_cmds::settle_host_for(&model, !a.json);
-            live::run_program(&a.command, s, &opts).map(|mut l| {
-                if let Some(live) = l.live.as_mut() {
-                    live.untraced_ms = untraced_ms;
-                    live.time_range_ms = untraced_range;
-                }
-                l
-            })
+            crate::live_cmds::settle_host_for(model, !a.json);
         };
-        // --repeat N: N live runs; the median by minflt is shown, and the model's minflt is
-        // judged against the runs' own spread (within the tolerance of its lowest or highest).
-        let mut lives = Vec::new();
-        for _ in 0..a.repeat.max(1) {
-            lives.push(run_live()?);
-        }
-        lives.sort_by_key(|l| l.process.minflt);
-        let spread = (lives.len() > 1).then(|| MinfltSpread { runs: lives.len(), min: lives[0].process.minflt, max: lives[lives.len() - 1].process.minflt });
-        let live = lives.swap_remove((lives.len() - 1) / 2);
-        // The live daemon's phase is not the model's: one wake-up's collapses are allowed, and
-        // said (compare::khugepaged).
-        let kh_tol = compare::khugepaged::KhugepagedTolerance::of_replay(&model);
-        let rows_of = |l: &RunResult| {
-            let mut rows = program_rows(&model, l, &tol, spread);
-            kh_tol.apply(&mut rows);
-            rows
-        };
-        let compare::Retried { live, rows: _, attempts, why } = compare::retry_live(a.retries, live, rows_of, run_live)?;
-        // Judged again to name the rows the tolerance excused (the same rows as retry_live's).
-        let mut rows = program_rows(&model, &live, &tol, spread);
-        let excused = kh_tol.apply(&mut rows);
-        let differs = rows.iter().any(|r| r.differs);
-        differing += differs as usize;
-        let parted = compare::vmas::parting(&model, &live);
+        let lab = experiment::program::ProgramExperiment { command: &a.command, tolerance: &tol, repeat: a.repeat, retries: a.retries, options: opts.clone(), before_live: &before_live };
+        let o = lab.run(s, &model, rerecorded, (untraced_ms, untraced_range))?;
+        differing += o.differs as usize;
         if a.json {
-            let kh = serde_json::json!({ "collapses": kh_tol.collapses, "max_ptes_none": kh_tol.max_ptes_none, "why": kh_tol.why, "excused": excused });
-            json.push(serde_json::json!({ "label": label, "settings": s.knob_map(), "differs": differs, "rows": rows, "parted": parted, "rerecorded": rerecorded, "live_minflt_spread": spread, "khugepaged_tolerance": kh, "model": model, "live": live }));
+            json.push(o.json(label, s, &model, rerecorded));
         } else {
             crate::progress::suspend(|| -> io::Result<()> {
-                if attempts > 1 {
-                    writeln!(out, "({label}: {}; ran live {attempts} times, kept the closest)", why.unwrap_or_default())?;
+                if o.attempts > 1 {
+                    writeln!(out, "({label}: {}; ran live {} times, kept the closest)", o.why.map_or("", |r| r.text()), o.attempts)?;
                 }
-                let kh_line = khugepaged_tolerance_line(&kh_tol, &excused);
-                print_program_rows(&mut out, label, s, &rows, &live, differs.then_some(&parted), a.only_diff, &kh_line)?;
+                let kh_line = khugepaged_tolerance_line(&o.khugepaged, &o.excused);
+                print_program_rows(&mut out, label, s, &o.rows, &o.live, o.differs.then_some(&o.parted), a.only_diff, &kh_line)?;
                 out.flush()
             })?;
         }
-        results.push((label.clone(), model, live));
+        results.push((label.clone(), model, o.live));
     }
     steps.finish();
-    let verdicts = compare::noise::settings_verdicts(&results);
+    let verdicts = experiment::noise::settings_verdicts(&results);
     if a.json {
-        add_verdicts_json(&mut json, &verdicts);
+        experiment::program::add_verdicts_json(&mut json, &verdicts);
         serde_json::to_writer_pretty(&mut out, &json)?;
         writeln!(out)?;
     } else {
-        compare::noise::print_settings(&mut out, &verdicts, "live: the median of 3 untraced runs, ± their range")?;
+        experiment::noise::print_settings(&mut out, &verdicts, "live: the median of 3 untraced runs, ± their range")?;
         writeln!(
             out,
             "{} of {} settings: model = live{}",
@@ -316,50 +282,11 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     Ok(if differing > 0 { exit::DIFFERS } else { exit::OK })
 }
 
-/// [`compare::rows`] for a program: the per-size `nr_anon` and `nr_anon_partially_mapped` stats
-/// are levels, which the model reports at the processes' exit and the live run reads after
-/// they are gone (their folios freed): shown, not judged. Live major faults (a file page read
-/// from disk) are shown beside minflt: they are not in live minflt, while the recording counted
-/// them as faults, so a cold page cache puts live minflt below the model's.
-pub fn program_rows(model: &RunResult, live: &RunResult, tol: &compare::Tolerance, spread: Option<MinfltSpread>) -> Vec<Row> {
-    let mut rows = compare::rows(model, live, tol);
-    if let (Some(sp), Some(r)) = (spread, rows.iter_mut().find(|r| r.field == "minflt")) {
-        let near = |v: u64| {
-            let d = (r.model - v as i64).abs();
-            d <= tol.minflt || (d as f64) <= tol.minflt_pct / 100.0 * v as f64
-        };
-        if (sp.min as i64..=sp.max as i64).contains(&r.model) || near(sp.min) || near(sp.max) {
-            r.differs = false;
-        }
-        r.field = format!("minflt (live: median of {} runs, {}..{})", sp.runs, sp.min, sp.max);
-    }
-    for r in rows.iter_mut() {
-        if r.field.ends_with("/stats/nr_anon") || r.field.ends_with("/stats/nr_anon_partially_mapped") {
-            r.kind = RowKind::Informational;
-            r.differs = false;
-        }
-    }
-    let majflt: u64 = live.live.as_ref().and_then(|l| l.program.as_ref()).map_or(0, |p| p.processes.iter().map(|p| p.majflt).sum());
-    if majflt > 0 {
-        let at = rows.iter().position(|r| r.field.starts_with("minflt")).map_or(0, |i| i + 1);
-        rows.insert(at, Row { field: "majflt (live: not in minflt)".into(), model: 0, live: majflt as i64, kind: RowKind::Informational, differs: false });
-    }
-    rows
-}
-
 /// The khugepaged tolerance a setting's rows were judged with, why, and the rows only it let
 /// pass.
-pub fn khugepaged_tolerance_line(t: &compare::khugepaged::KhugepagedTolerance, excused: &[String]) -> String {
+pub fn khugepaged_tolerance_line(t: &experiment::khugepaged::KhugepagedTolerance, excused: &[String]) -> String {
     let within = if excused.is_empty() { String::new() } else { format!("; within it only: {}", excused.join(", ")) };
     format!("khugepaged tolerance: {} collapses ({}){within}", t.collapses, t.why)
-}
-
-/// The live runs' minflt with `--repeat`: how many, the lowest and the highest.
-#[derive(Clone, Copy, Debug, serde::Serialize)]
-pub struct MinfltSpread {
-    pub runs: usize,
-    pub min: u64,
-    pub max: u64,
 }
 
 /// The error of the model against live, (model − live) / live in percent (`-` when both are 0),
@@ -371,16 +298,16 @@ pub fn pct_error(model: i64, live: i64) -> String {
     format!("{:+.2}%", (model - live) as f64 * 100.0 / live as f64)
 }
 
-/// As [`compare::print_rows`], with the difference in percent of live and the live wall time,
+/// As [`experiment::print_rows`], with the difference in percent of live and the live wall time,
 /// where given the ranges where the two part, and the khugepaged tolerance line.
 #[allow(clippy::too_many_arguments)]
-pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], live: &RunResult, parted: Option<&compare::vmas::Parting>, only_diff: bool, khugepaged: &str) -> io::Result<()> {
+pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], live: &RunResult, parted: Option<&experiment::vmas::Parting>, only_diff: bool, khugepaged: &str) -> io::Result<()> {
     let n = rows.iter().filter(|r| r.differs).count();
     // The live time the time row compares (the untraced runs' median where there are some).
-    let time = compare::noise::Timed::live(live).map_or("-".into(), |t| compare::noise::fmt_timed(&t));
+    let time = experiment::noise::Timed::live(live).map_or("-".into(), |t| experiment::noise::fmt_timed(&t));
     writeln!(out, "== {label}: {}  →  {}  (live {time})", s.summary(), if n == 0 { "model = live".to_string() } else { format!("{n} DIFFERENCES") })?;
     let error = |r: &Row| pct_error(r.model, r.live);
-    for l in compare::row_lines(rows, Some(("error", &error)), only_diff) {
+    for l in experiment::row_lines(rows, Some(("error", &error)), only_diff) {
         writeln!(out, "{l}")?;
     }
     if let Some(u) = live.live.as_ref().and_then(|l| l.program.as_ref()).map(|p| &p.unmeasured).filter(|u| !u.is_empty()) {
@@ -390,47 +317,9 @@ pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, ro
         writeln!(out, "{l}")?;
     }
     if let Some(p) = parted {
-        compare::vmas::print_parting(out, p, 8)?;
+        experiment::vmas::print_parting(out, p, 8)?;
     }
     writeln!(out)
-}
-
-/// Adds each setting's verdicts to its object of `compare --json` (`time_verdict`, where the
-/// model has a time).
-pub fn add_verdicts_json(json: &mut [serde_json::Value], verdicts: &[compare::noise::SettingTimes]) {
-    for (j, v) in json.iter_mut().zip(verdicts) {
-        if v.model.is_some() {
-            j["time_verdict"] = serde_json::to_value(v).expect("serializes");
-        }
-    }
-}
-
-/// The ± of a recording's time beyond the profile's: the program's own time, the range of the
-/// recording's timed runs (`timed_range`); and with a `[host]`, the host state: the setting's
-/// replay again from free lists in which every free frame is reported (`sim::time::all_reported`).
-pub fn add_program_and_host_spread(
-    t: &mut uapi::TimeEstimate,
-    timed_range: Option<uapi::result::MsRange>,
-    (source, header, events): (&str, &trace::Header, &[trace::Event]),
-    machine: &sim::MachineConfig,
-    replay: &sim::ReplayOptions,
-    s: &ThpSettings,
-) -> Result<()> {
-    if t.uncertainty.is_some() || timed_range.is_some() {
-        let profile = t.uncertainty.as_ref().map(|u| u.profile_ns.clone()).unwrap_or_default();
-        sim::time::set_uncertainty(t, profile, timed_range.map_or(0.0, |r| (r.max - r.min) * 1e6));
-    }
-    if let Some((h, _)) = &replay.host {
-        let far = sim::ReplayOptions { host: Some((h.clone(), Some(sim::time::all_reported(machine.mem_bytes)))), ..Default::default() };
-        let r = sim::run_recording_opts(source, header, events, s, machine, &far)?;
-        let (faults, ns) = sim::time::replay_host(&r, h);
-        let assumed = match timed_range {
-            Some(_) => "the free lists the median untraced run under this setting started from (after page reporting settled)",
-            None => "the profile's free lists (every block of the reporting order and above reported: an idle machine as calibrated)",
-        };
-        sim::time::set_host_range(t, assumed.to_string(), faults, ns);
-    }
-    Ok(())
 }
 
 #[cfg(test)]

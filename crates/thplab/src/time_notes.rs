@@ -6,36 +6,6 @@
 use std::io::Write;
 
 use anyhow::Result;
-use uapi::ThpSettings;
-
-use crate::SimExtras;
-
-/// With a profile, `r.time`'s uncertainty (`uapi::TimeUncertainty`): the profile's calibrated
-/// spreads of what it priced and, with a `[host]`, the host state: the run again from free lists
-/// in which every free frame is reported (`sim::time::all_reported`), the far end from no host
-/// fault at all.
-pub fn time_uncertainty(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, x: &SimExtras, r: &mut uapi::RunResult) -> Result<()> {
-    let (Some(t), Some(costs)) = (r.time.as_mut(), x.costs) else { return Ok(()) };
-    if costs.spread_pct.is_empty() && x.host.is_none() {
-        return Ok(());
-    }
-    sim::time::set_uncertainty(t, sim::time::profile_spread(t, costs, x.host.map(|h| h.0), false), 0.0);
-    let Some((h, free)) = x.host else { return Ok(()) };
-    let far = sim::time::all_reported(m.mem_bytes);
-    let mut opts = sim::RunOptions { tlb: x.tlb, costs: x.costs.cloned(), host: Some((h.clone(), Some(far))), order0_scatter: x.order0_scatter, ..Default::default() };
-    let (hi, _) = sim::run_with(w, s, m, &mut opts)?;
-    let (faults, ns) = hi.time.as_ref().map_or((0, 0.0), |t| (t.host_faults, t.host_ns));
-    let assumed = match free {
-        Some(_) => "the free lists the live run started from (after page reporting settled)".to_string(),
-        None => format!(
-            "the profile's free lists ({} MiB free in blocks below order {}, every larger block reported: an idle machine as calibrated)",
-            h.free_areas.iter().enumerate().take(h.page_reporting_order as usize).map(|(o, &n)| n << o).sum::<u64>() >> 8,
-            h.page_reporting_order
-        ),
-    };
-    sim::time::set_host_range(t, assumed, faults, ns);
-    Ok(())
-}
 
 /// What the demo's times assumed (`report::print::demo_time_note`), then each setting's model
 /// against live, and each setting against 4K on each side (`compare::noise`).
@@ -50,6 +20,6 @@ pub fn demo_time_notes(out: &mut impl Write, results: &[(String, String, uapi::R
         })
         .collect();
     writeln!(out)?;
-    compare::noise::print_settings(out, &compare::noise::settings_verdicts(&sets), "live: the median wall time of the runs, ± their range")?;
+    experiment::noise::print_settings(out, &experiment::noise::settings_verdicts(&sets), "live: the median wall time of the runs, ± their range")?;
     Ok(())
 }

@@ -285,7 +285,7 @@ fn the_matrix_takes_a_subset_and_leaves_the_workload_alone() {
 fn compare_help_names_every_tolerance_field() {
     let help = thplab(&["compare", "--help"]).ok().stdout.clone();
     let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
-    for (field, what) in compare::TOLERANCE_FIELDS {
+    for (field, what) in experiment::TOLERANCE_FIELDS {
         assert!(flat.contains(&format!("{field} ({what};")), "{field} missing:\n{help}");
     }
     assert!(flat.contains("folios (large-folio counts of the census; default as census, with --record 0 or 2%)"), "{flat}");
@@ -361,4 +361,21 @@ fn huge_sizes_do_not_panic() {
             assert!(r.stderr.starts_with(&format!("thplab: {file}:")), "{text:?}: {}", r.stderr);
         }
     }
+}
+
+/// `compare --live-result`: a saved live run under other settings, or a model result, is
+/// refused, saying what differs and what to give instead.
+#[test]
+fn live_result_of_other_settings_or_of_the_model() {
+    let live = "crates/thplab/tests/it/data/golden/live-fork-bgsave-default.json";
+    let r = thplab(&["compare", "fork-bgsave", "--set", "enabled=always", "--live-result", live]);
+    r.fails(2);
+    assert_eq!(r.stderr, format!("thplab: --live-result {live}: ran with enabled=madvise, the settings compared have enabled=always; give the same --set/--settings as the live run\n"));
+    assert_eq!(r.stdout, "");
+    let model = thplab(&["sim", "fork-bgsave", "--json"]);
+    let (_dir, file) = temp_file("model.json", &model.ok().stdout);
+    let r = thplab(&["compare", "fork-bgsave", "--live-result", &file]);
+    r.fails(2);
+    assert_eq!(r.stderr, format!("thplab: --live-result {file}: a model result (no \"live\" section); give the output of `thplab live --json`\n"));
+    assert_eq!(r.stdout, "");
 }

@@ -9,16 +9,25 @@ fn golden_dir() -> PathBuf {
     workspace().join("crates/thplab/tests/it/data/golden")
 }
 
-/// (name, args) of every case, `$G` replaced by the golden directory relative to the workspace
-/// root, where the cases run (the workload's name in the JSON is the path as given).
-fn cases() -> Vec<(String, Vec<String>)> {
+/// (name, exit code, args) of every case, `$G` replaced by the golden directory relative to the
+/// workspace root, where the cases run (the workload's name in the JSON is the path as given);
+/// the exit code is 0 unless the args start with `exit=N`.
+fn cases() -> Vec<(String, i32, Vec<String>)> {
     let text = std::fs::read_to_string(golden_dir().join("cases.txt")).expect("cases.txt");
     text.lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
         .map(|l| {
             let mut words = l.split_whitespace().map(|w| w.replace("$G", "crates/thplab/tests/it/data/golden"));
             let name = words.next().expect("a name");
-            (name, words.collect())
+            let mut args: Vec<String> = words.collect();
+            let code = match args.first().and_then(|a| a.strip_prefix("exit=")) {
+                Some(n) => n.parse().expect("exit=N"),
+                None => 0,
+            };
+            if code != 0 {
+                args.remove(0);
+            }
+            (name, code, args)
         })
         .collect()
 }
@@ -39,10 +48,10 @@ fn json_is_byte_for_byte_the_golden() {
     assert!(cases.len() >= 30, "cases.txt holds {} cases", cases.len());
     let out_dir = workspace().join("target/golden-now");
     let mut failures = Vec::new();
-    for (name, args) in &cases {
+    for (name, code, args) in &cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let run = thplab(&args);
-        run.ok();
+        run.fails(*code);
         let file = golden_dir().join(format!("{name}.json.zst"));
         let bytes = std::fs::read(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         let want = String::from_utf8(zstd::decode_all(&bytes[..]).expect("zstd")).expect("UTF-8");

@@ -133,7 +133,7 @@ fn khugepaged_shmem_model_matches_the_live_daemon() {
         let live_args = json_args("live", &w, &args);
         // The vmstat and meminfo figures are system-wide: another process faulting a file THP
         // meanwhile (other work on this machine) adds to them. Such a run is repeated (at most
-        // three runs), as `compare` does (compare::retry_reason); the last one must match.
+        // three runs), as `compare` does (experiment::retry_reason); the last one must match.
         const GLOBAL: [&str; 5] = ["thp_collapse_alloc", "thp_collapse_alloc_failed", "thp_file_mapped", "thp_file_alloc", "thp_fault_alloc"];
         let mut attempt = 0;
         let l = loop {

@@ -343,6 +343,8 @@ fn host_faults_are_predicted_from_the_free_lists_the_run_started_from() {
     let frames = 512 * 256;
     assert!(m <= frames && l <= frames, "model {m}, live {l} host faults of {frames} frames");
     assert!(m.abs_diff(l) * 25 <= frames * 2, "model {m}, live {l} host faults of {frames} frames written (more than 8 % apart)");
+    // The model ran again from those free lists, and the result says so first.
+    assert_eq!(v[0]["reruns"][0], serde_json::json!({ "run": "model", "reasons": ["model_live_free_lists"] }), "{}", v[0]["reruns"]);
     // The row compare prints.
     let row = v[0]["rows"].as_array().unwrap().iter().find(|r| r["field"] == "host faults (frames reported free)").expect("the host faults row");
     assert_eq!((row["model"].as_u64(), row["live"].as_u64()), (Some(m), Some(l)));

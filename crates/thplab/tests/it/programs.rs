@@ -197,7 +197,7 @@ fn check_program_with(
         // mms on its list, seldom reaches a short program, while the model's wakes as the
         // program's mm joins its empty list (sqlite3 under PMD always: 4 collapses, 2 THPs at
         // exit, live 0). `compare --record` allows for that with a stated tolerance
-        // (compare::khugepaged); khugepaged_collapses_during_a_recorded_program_as_live checks
+        // (experiment::khugepaged); khugepaged_collapses_during_a_recorded_program_as_live checks
         // the default path's collapses.
         let no_clock = sim::ReplayOptions { recorded_time: false, ..Default::default() };
         let model = sim::run_recording_opts(name, &rec.header, &rec.events, &s, &sim::MachineConfig::default(), &no_clock)
@@ -241,7 +241,7 @@ fn check_program_with(
             // khugepaged (not modelled until issue #10) wakes every 10 s and may collapse ranges
             // of a run this long into PMD THPs the program never faulted: those are taken out
             // of the live PMD count, each run by its own `khugepaged/pages_collapsed` delta.
-            let daemon = |r: &RunResult| if size == "2048kB" { compare::khugepaged_collapsed_during(r).max(0) as u64 } else { 0 };
+            let daemon = |r: &RunResult| if size == "2048kB" { experiment::khugepaged_collapsed_during(r).max(0) as u64 } else { 0 };
             let f1 = first.census.sizes.get(&size).map_or(0, |e| e.folios).saturating_sub(daemon(&first));
             let f2 = second.census.sizes.get(&size).map_or(0, |e| e.folios).saturating_sub(daemon(&second));
             let lf = if pct(mf, f1).abs() <= pct(mf, f2).abs() { f1 } else { f2 };
@@ -262,8 +262,8 @@ fn check_program_with(
             split(&model),
             split(&first),
             split(&second),
-            compare::khugepaged_collapsed_during(&first),
-            compare::khugepaged_collapsed_during(&second)
+            experiment::khugepaged_collapsed_during(&first),
+            experiment::khugepaged_collapsed_during(&second)
         );
     }
     for (label, why) in known_gaps {
@@ -584,7 +584,7 @@ fn check_c_program(
         // allocated is run again too.
         let mut live = live::run_program(&argv, &s, &live::ProgramOptions { quiet: true }).unwrap();
         for _ in 0..3 {
-            let collapsed = model.folios != live.folios && compare::khugepaged_collapsed_during(&live) > 0;
+            let collapsed = model.folios != live.folios && experiment::khugepaged_collapsed_during(&live) > 0;
             let collapse_ran = model.folios != live.folios && live.vmstat.get("thp_collapse_alloc").is_some_and(|&n| n > 0);
             if !collapsed && !collapse_ran && event_diffs(&model, &live).is_empty() {
                 break;
@@ -625,7 +625,7 @@ fn check_c_program(
         extra(&label, &model, &live, &mut failures);
         if failures.len() > before {
             let mut text = Vec::new();
-            compare::vmas::print_parting(&mut text, &compare::vmas::parting(&model, &live), 20).unwrap();
+            experiment::vmas::print_parting(&mut text, &experiment::vmas::parting(&model, &live), 20).unwrap();
             println!("{label}:\n{}", String::from_utf8_lossy(&text));
         }
     }
@@ -1270,7 +1270,7 @@ fn khugepaged_collapses_during_a_recorded_program_as_live() {
             thp(&live),
             kh.wakeups,
             kh.pages_collapsed,
-            compare::khugepaged_collapsed_during(&live)
+            experiment::khugepaged_collapsed_during(&live)
         );
         if thp(&model) != expect || thp(&live) != expect || kh.pages_collapsed != expect {
             failures.push(format!("{label}: PMD THPs model {} live {} (expected {expect}), model collapsed {}", thp(&model), thp(&live), kh.pages_collapsed));

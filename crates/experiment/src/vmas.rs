@@ -12,10 +12,11 @@
 //! executable's basename; failing a name, the image where half its VMAs start.
 
 use std::collections::BTreeSet;
-use std::io::{self, Write};
 
 use serde::Serialize;
 use uapi::{RunResult, VmaMap};
+
+pub use crate::text::print_parting;
 
 /// One process's address range where model and live differ: the VMAs of each side that overlap
 /// it (a cluster of VMAs connected by overlap), when the two lists differ in their bounds or
@@ -132,51 +133,6 @@ fn clusters<'a>(model: &[&'a VmaMap], live: &[&'a VmaMap]) -> Vec<(u64, u64, Vec
         }
     }
     out
-}
-
-/// `4kB 294, 512kB 3, zero 1`: a VMA's folios by size, smallest first.
-fn folios(v: &VmaMap) -> String {
-    let mut sizes: Vec<(&String, u64)> = v.census.sizes.iter().map(|(k, e)| (k, e.folios)).collect();
-    sizes.sort_by_key(|(k, _)| uapi::result::size_sort_key(k));
-    let mut parts: Vec<String> = sizes.into_iter().map(|(k, n)| format!("{k} {n}")).collect();
-    if v.census.zero_page_ptes > 0 {
-        parts.push(format!("zero page {}", v.census.zero_page_ptes));
-    }
-    if v.census.huge_zero_pmds > 0 {
-        parts.push(format!("huge zero {}", v.census.huge_zero_pmds));
-    }
-    if parts.is_empty() {
-        "nothing mapped".into()
-    } else {
-        parts.join(", ")
-    }
-}
-
-/// The text form: each parted range, the model's VMAs then live's, at most `limit` ranges.
-pub fn print_parting(out: &mut impl Write, p: &Parting, limit: usize) -> io::Result<()> {
-    if p.ranges.is_empty() && p.unpaired_model.is_empty() && p.unpaired_live.is_empty() {
-        return Ok(());
-    }
-    writeln!(out, "  where they part (per process at its exit, the VMAs of each range whose bounds or folios differ):")?;
-    for r in p.ranges.iter().take(limit) {
-        writeln!(out, "    {} (recorded pid {}, live {}) {}-{}", r.comm, r.model_pid, r.live_pid, r.start, r.end)?;
-        for (side, vs) in [("model", &r.model), ("live", &r.live)] {
-            if vs.is_empty() {
-                writeln!(out, "      {side:<6} no VMA")?;
-            }
-            for (i, v) in vs.iter().enumerate() {
-                let range = format!("{}-{}", v.start, v.end);
-                writeln!(out, "      {:<6} {range:<29} {} {:<12} {}", if i == 0 { side } else { "" }, v.perms, v.name, folios(v))?;
-            }
-        }
-    }
-    if p.ranges.len() > limit {
-        writeln!(out, "    ... {} more ranges (--json lists every one)", p.ranges.len() - limit)?;
-    }
-    if !p.unpaired_model.is_empty() || !p.unpaired_live.is_empty() {
-        writeln!(out, "    processes with no counterpart of the same name: model [{}], live [{}]", p.unpaired_model.join(", "), p.unpaired_live.join(", "))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

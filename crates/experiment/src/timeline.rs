@@ -10,11 +10,10 @@
 //! plus one interval apart; one the other side never made is a difference (the final
 //! counters judge that too).
 
-use std::collections::BTreeSet;
-use std::io::{self, Write};
 
-use uapi::result::size_sort_key;
 use uapi::{Timeline, TimelineSample};
+
+pub use crate::text::{print_comparison, print_timeline};
 
 /// The n-th collapse (`khugepaged/pages_collapsed` reaching n), as the samples saw it.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -118,89 +117,6 @@ pub fn compare(model: &Timeline, live: &Timeline, scan_sleep_ms: u64, live_daemo
         .collect();
     let differs = collapses.iter().any(|c| !c.on_time);
     TimelineComparison { interval_ms, allowed_ms, rows, first_parting_ms, collapses, differs, live_daemon_wait_ms }
-}
-
-/// The folio census of a sample, largest size first: `2048kB×2 4kB×1024`.
-fn folios(s: &TimelineSample) -> String {
-    let mut v: Vec<(&String, &u64)> = s.folios.iter().collect();
-    v.sort_by_key(|(k, _)| std::cmp::Reverse(size_sort_key(k)));
-    let text: Vec<String> = v.iter().map(|(k, n)| format!("{k}×{n}")).collect();
-    if text.is_empty() {
-        "-".into()
-    } else {
-        text.join(" ")
-    }
-}
-
-const HEADER: [&str; 6] = ["Rss kB", "AnonHugePages", "ShmemPmdMapped", "collapsed", "full_scans", "folios"];
-
-fn cells(s: &TimelineSample) -> [String; 6] {
-    [
-        s.rss_kb.to_string(),
-        s.anon_huge_pages_kb.to_string(),
-        s.shmem_pmd_mapped_kb.to_string(),
-        s.pages_collapsed.to_string(),
-        s.full_scans.to_string(),
-        folios(s),
-    ]
-}
-
-/// One timeline as a table (`sim --sample`, `live --sample`).
-pub fn print_timeline(out: &mut impl Write, t: &Timeline) -> io::Result<()> {
-    writeln!(out, "timeline: a sample every {} ms (AnonHugePages and ShmemPmdMapped in kB;", t.interval_ms)?;
-    writeln!(out, "  collapsed, full_scans: khugepaged/pages_collapsed and full_scans since the start)")?;
-    writeln!(out, "  {:>9} {:>10} {:>13} {:>14} {:>9} {:>10}  {}", "t (ms)", HEADER[0], HEADER[1], HEADER[2], HEADER[3], HEADER[4], HEADER[5])?;
-    for s in &t.samples {
-        let c = cells(s);
-        writeln!(out, "  {:>9.0} {:>10} {:>13} {:>14} {:>9} {:>10}  {}", s.t_ms, c[0], c[1], c[2], c[3], c[4], c[5])?;
-    }
-    if t.samples.is_empty() {
-        writeln!(out, "  (the run ended before the first sample)")?;
-    }
-    Ok(())
-}
-
-/// The comparison as text: each field `model | live`, `*` where they part, then the collapses.
-/// Each field's `|` lines up down the table (the model's values right-aligned before it, the
-/// live ones left-aligned after it); ShmemPmdMapped is left out when it is 0 on both sides
-/// throughout.
-pub fn print_comparison(out: &mut impl Write, c: &TimelineComparison) -> io::Result<()> {
-    let dash = || ["-".to_string(), "-".into(), "-".into(), "-".into(), "-".into(), "-".into()];
-    let pairs: Vec<([String; 6], [String; 6])> = c.rows.iter().map(|r| (r.model.as_ref().map_or_else(dash, cells), r.live.as_ref().map_or_else(dash, cells))).collect();
-    let shmem = pairs.iter().any(|(m, l)| m[2] != "0" && m[2] != "-" || l[2] != "0" && l[2] != "-");
-    let fields: Vec<usize> = (0..6).filter(|&i| i != 2 || shmem).collect();
-    let width = |i: usize, side: usize| pairs.iter().map(|p| if side == 0 { &p.0[i] } else { &p.1[i] }).map(|x| x.chars().count()).max().unwrap_or(1);
-    writeln!(out, "  timeline: a sample every {} ms, model | live; * where they part{}", c.interval_ms, if shmem { "" } else { " (ShmemPmdMapped 0 throughout)" })?;
-    // Every cell of a field is as wide as the next (model right-aligned, live left-aligned), so
-    // the layout moves them together and their `|` line up.
-    let mut head = vec!["t (ms)".to_string()];
-    head.extend(fields.iter().map(|&i| HEADER[i].to_string()));
-    let mut table = vec![head];
-    for (r, (m, l)) in c.rows.iter().zip(&pairs) {
-        let mut row = vec![r.t_ms.to_string()];
-        row.extend(fields.iter().map(|&i| format!("{:>wm$} | {:<wl$}", m[i], l[i], wm = width(i, 0), wl = width(i, 1))));
-        table.push(row);
-    }
-    let left: Vec<bool> = (0..table[0].len()).map(|k| k + 1 == table[0].len()).collect();
-    for (k, line) in uapi::result::layout(&table, &left).into_iter().enumerate() {
-        let mark = if k > 0 && !c.rows[k - 1].parts.is_empty() { '*' } else { ' ' };
-        writeln!(out, "{mark} {line}")?;
-    }
-    let fields: BTreeSet<&str> = c.rows.iter().flat_map(|r| r.parts.iter().copied()).collect();
-    match c.first_parting_ms {
-        Some(t) => writeln!(out, "  they part first at {t} ms (over the run: {})", fields.into_iter().collect::<Vec<_>>().join(", "))?,
-        None => writeln!(out, "  model = live at every sample")?,
-    }
-    let ms = |x: Option<f64>| x.map_or("never".to_string(), |t| format!("{t:.0} ms"));
-    for k in &c.collapses {
-        let verdict = if k.on_time { "on time".to_string() } else { format!("DIFFERS (allowed: {} ms)", c.allowed_ms) };
-        writeln!(out, "  collapse {}: model by {}, live by {}: {verdict}", k.n, ms(k.model_ms), ms(k.live_ms))?;
-    }
-    // Longer than one scan period (`allowed_ms` is one scan period plus one interval).
-    if let Some(w) = c.live_daemon_wait_ms.filter(|&w| w > c.allowed_ms - c.interval_ms) {
-        writeln!(out, "  the live khugepaged waited {w} ms on a runqueue during the run (it runs at nice 19, and other work kept the CPUs busy): its collapses came late by up to that")?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -16,9 +16,10 @@
 //! A live time of one run has no spread: its differences are not judged.
 
 use std::collections::BTreeMap;
-use std::io::{self, Write};
 
 use uapi::RunResult;
+
+pub use crate::text::{fmt_timed, print_settings, signed_secs};
 
 /// A time (ns) and how far it may be off: down to `ns − down`, up to `ns + up`, and by the
 /// errors it shares with other times of the same source (`shared`: name → signed ns).
@@ -95,58 +96,6 @@ pub fn verdict(a: &Timed, b: &Timed) -> Verdict {
     Verdict { diff_pct: pct(d), low_pct: pct(lo), high_pct: pct(hi), measurable }
 }
 
-impl Verdict {
-    /// `+3.0 % ± 9.0 %: no measurable effect`, or with an uneven interval
-    /// `+27.0 % (-5.0 % .. +60.0 %): no measurable effect`; `faster`/`slower` where measurable.
-    pub fn text(&self) -> String {
-        let spread = self.spread_text();
-        let word = match self.measurable {
-            None => "spread unknown (one live run, or a profile without spreads)",
-            Some(false) => "no measurable effect",
-            Some(true) if self.diff_pct > 0.0 => "measurably slower",
-            Some(true) => "measurably faster",
-        };
-        format!("{spread}: {word}")
-    }
-
-    /// `+3.0 % ± 9.0 %`, or `+27.0 % (-5.0 % .. +60.0 %)` with an uneven interval.
-    pub fn spread_text(&self) -> String {
-        let (down, up) = (self.diff_pct - self.low_pct, self.high_pct - self.diff_pct);
-        if (up - down).abs() <= 0.05 * up.max(down) + 0.05 {
-            format!("{:+.1} % ± {:.1} %", self.diff_pct, up.max(down))
-        } else {
-            format!("{:+.1} % ({:+.1} % .. {:+.1} %)", self.diff_pct, self.low_pct, self.high_pct)
-        }
-    }
-
-    /// A model time against a live one: `model -17.0 % ± 25.0 % of live: within the noise`.
-    pub fn against_live_text(&self) -> String {
-        let word = match self.measurable {
-            None => "spread unknown",
-            Some(false) => "within the noise",
-            Some(true) => "outside the noise",
-        };
-        format!("model {} of live: {word}", self.spread_text())
-    }
-}
-
-/// ns as `1.807 s ± 0.120 s` (or `408.2 ms ± 30.1 ms`), `+up/-down` when uneven; no ± for an
-/// unknown spread (`(± unknown)`).
-pub fn fmt_timed(t: &Timed) -> String {
-    let (lo, hi) = t.bounds();
-    let (down, up) = (t.ns - lo, hi - t.ns);
-    let (div, unit, prec) = if t.ns.max(hi) >= 1e9 { (1e9, "s", 3) } else { (1e6, "ms", 1) };
-    let v = |x: f64| format!("{:.prec$}", x / div);
-    if !t.known {
-        return format!("{} {unit} (± unknown)", v(t.ns));
-    }
-    if (up - down).abs() <= 0.05 * up.max(down) + div * 1e-4 {
-        format!("{} {unit} ± {} {unit}", v(t.ns), v(up.max(down)))
-    } else {
-        format!("{} {unit} +{}/-{} {unit}", v(t.ns), v(up), v(down))
-    }
-}
-
 /// A time in `compare --json`'s `time_verdict`: ns and its interval.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct Interval {
@@ -207,62 +156,6 @@ pub fn settings_verdicts(results: &[(String, RunResult, RunResult)]) -> Vec<Sett
             }
         })
         .collect()
-}
-
-/// Every setting's time, model and live with their ±, and each later setting against the first
-/// on each side: whether the difference is outside the noise. `live_note` says what the live
-/// time is. Nothing without times.
-pub fn print_settings(out: &mut impl Write, verdicts: &[SettingTimes], live_note: &str) -> io::Result<()> {
-    if verdicts.iter().all(|v| v.model.is_none()) {
-        return Ok(());
-    }
-    let fmt = |i: &Option<Interval>| i.map_or("-".to_string(), |i| {
-        let t = Timed { ns: i.ns, down: i.ns - i.low_ns, up: i.high_ns - i.ns, shared: BTreeMap::new(), known: i.high_ns > i.low_ns };
-        fmt_timed(&t)
-    });
-    line(out, &format!("time (model: the profile's, ± its spreads and the host state; {live_note})"))?;
-    let assumed: Vec<&str> = verdicts.iter().filter_map(|v| v.host.as_ref().map(|h| h.assumed.as_str())).collect();
-    let same = assumed.windows(2).all(|w| w[0] == w[1]);
-    if let (true, Some(a)) = (same, assumed.first()) {
-        line(out, &format!("  host state the model assumed: {a}"))?;
-    }
-    for v in verdicts {
-        let vs_live = v.model_vs_live.map_or(String::new(), |x| format!(": {}", x.against_live_text()));
-        line(out, &format!("  {}: model {}, live {}{vs_live}", v.label, fmt(&v.model), fmt(&v.live)))?;
-        if let Some(h) = &v.host {
-            if !same {
-                line(out, &format!("    host state the model assumed: {}", h.assumed))?;
-            }
-            line(out, &format!("    host states it cannot know: {} to {} host faults move it {} .. {}", h.low_faults, h.high_faults, signed_secs(-h.down_ns), signed_secs(h.up_ns)))?;
-        }
-        if let Some(first) = &v.against {
-            let text = |x: &Option<Verdict>| x.map_or("-".to_string(), |x| x.text());
-            line(out, &format!("    against {first}: model {}; live {}", text(&v.model_vs_first), text(&v.live_vs_first)))?;
-        }
-    }
-    writeln!(out)
-}
-
-/// One line of prose fitted to [`uapi::result::TEXT_WIDTH`] columns, continuation lines indented
-/// two past its own indent.
-fn line(out: &mut impl Write, text: &str) -> io::Result<()> {
-    let indent = text.len() - text.trim_start_matches(' ').len() + 2;
-    for l in uapi::result::wrap(text, Some(uapi::result::TEXT_WIDTH), indent) {
-        writeln!(out, "{l}")?;
-    }
-    Ok(())
-}
-
-/// ns as a signed `-1.234 s` / `+12.3 ms`.
-pub fn signed_secs(ns: f64) -> String {
-    // Under 0.05 ms: no direction worth a sign.
-    let sign = if ns.abs() < 5e4 { "±" } else if ns < 0.0 { "-" } else { "+" };
-    let a = ns.abs();
-    if a >= 1e9 {
-        format!("{sign}{:.3} s", a / 1e9)
-    } else {
-        format!("{sign}{:.1} ms", a / 1e6)
-    }
 }
 
 #[cfg(test)]

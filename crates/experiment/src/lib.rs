@@ -7,16 +7,22 @@
 //! `uapi::RunResult`s and writes only to the writer it is given.
 
 pub mod khugepaged;
+pub mod model;
 pub mod noise;
+pub mod program;
+pub mod text;
 pub mod timeline;
 pub mod vmas;
+pub mod workload;
+
+pub use model::{Rerun, RerunReason, SimExtras};
+pub use text::{print_rows, print_rows_only, row_lines, row_mark, ExtraColumn};
 
 use std::collections::BTreeSet;
-use std::io::{self, Write};
 
 use uapi::result::size_sort_key;
 use uapi::result::ProcessStats;
-use uapi::{Census, MthpStat, RunResult, ThpSettings};
+use uapi::{Census, MthpStat, RunResult};
 
 /// A `--tolerance` spec that cannot be read: the message names the part and what is valid.
 #[derive(Debug, thiserror::Error)]
@@ -336,13 +342,13 @@ pub fn only_system_wide_differ(rows: &[Row]) -> bool {
 /// setting live again is worth it: other processes moved the system-wide counters, or
 /// khugepaged collapsed pages during the run (the model's daemon runs on the workload's clock,
 /// which moves only with `sleep`, pacing and a profile; the live daemon's phase is its own).
-pub fn retry_reason(rows: &[Row], live: &uapi::RunResult) -> Option<&'static str> {
+pub fn retry_reason(rows: &[Row], live: &uapi::RunResult) -> Option<RerunReason> {
     if only_system_wide_differ(rows) {
-        Some("system-wide counters moved by other processes")
+        Some(RerunReason::LiveSystemWideCounters)
     } else if rows.iter().any(|r| r.differs) && khugepaged_collapsed_during(live) > 0 {
-        Some("khugepaged collapsed pages during the live run (its wake-ups are not the model's)")
+        Some(RerunReason::LiveKhugepagedCollapsed)
     } else if rows.iter().any(|r| r.differs) && daemon_waited_a_scan_period(live) {
-        Some("khugepaged waited on a runqueue for longer than one scan period during the live run (it runs at nice 19 and other work kept the CPUs busy)")
+        Some(RerunReason::LiveKhugepagedWaited)
     } else {
         None
     }
@@ -363,7 +369,9 @@ pub struct Retried {
     /// Live runs made (1: no retry).
     pub attempts: u32,
     /// Why the first run was retried.
-    pub why: Option<&'static str>,
+    pub why: Option<RerunReason>,
+    /// Why each live re-run was made, in order (`attempts - 1` of them).
+    pub reruns: Vec<RerunReason>,
 }
 
 /// Run a setting live again, up to `retries` times, while [`retry_reason`] says its differences
@@ -376,12 +384,13 @@ pub fn retry_live<E>(
 ) -> Result<Retried, E> {
     let rows = rows_of(&live);
     let first = retry_reason(&rows, &live);
-    let mut r = Retried { live, rows, attempts: 1, why: first };
+    let mut r = Retried { live, rows, attempts: 1, why: first, reruns: Vec::new() };
     let mut why = first;
-    while r.attempts <= retries && why.is_some() {
+    while let Some(reason) = why.filter(|_| r.attempts <= retries) {
         let again = rerun()?;
         let again_rows = rows_of(&again);
         r.attempts += 1;
+        r.reruns.push(reason);
         if again_rows.iter().filter(|x| x.differs).count() < r.rows.iter().filter(|x| x.differs).count() {
             r.live = again;
             r.rows = again_rows;
@@ -399,63 +408,6 @@ pub fn khugepaged_collapsed_during(res: &RunResult) -> i64 {
     res.live.as_ref().map_or(0, |l| l.khugepaged.pages_collapsed)
 }
 
-/// The note printed after a row: why it differs or why a difference is not judged.
-pub fn row_mark(r: &Row) -> &'static str {
-    match (r.differs, r.kind) {
-        (true, _) => "  <-- differs",
-        (false, RowKind::SystemWide) if r.model != r.live => "  (system-wide, within tolerance)",
-        (false, RowKind::Informational) if r.field == TIME_ROW || r.field.starts_with("time of phase ") => "  (not judged; --tolerance time=P% judges it)",
-        (false, RowKind::Informational) if r.model != r.live => "  (machine state, not judged)",
-        _ => "",
-    }
-}
-
-pub fn print_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row]) -> io::Result<()> {
-    print_rows_only(out, label, s, rows, false)
-}
-
-/// [`print_rows`]; with `only_diff`, only the rows whose model and live values differ (judged
-/// or not).
-pub fn print_rows_only(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], only_diff: bool) -> io::Result<()> {
-    let n = rows.iter().filter(|r| r.differs).count();
-    writeln!(out, "== {label}: {}  →  {}", s.summary(), if n == 0 { "model = live".to_string() } else { format!("{n} DIFFERENCES") })?;
-    for l in row_lines(rows, None, only_diff) {
-        writeln!(out, "{l}")?;
-    }
-    writeln!(out)
-}
-
-/// A column computed from a row, after `model − live`: its header and its cell.
-pub type ExtraColumn<'a> = (&'a str, &'a dyn Fn(&Row) -> String);
-
-/// The rows as a table indented by 2: field, model, live, `model − live` (the sign says which
-/// side is larger), an `extra` column, and the row's note; each column as wide as its widest
-/// cell. Rows where both sides are 0 are left out, and with `only_diff` every row whose sides
-/// are equal (a line says how many).
-pub fn row_lines(rows: &[Row], extra: Option<ExtraColumn>, only_diff: bool) -> Vec<String> {
-    let mut head = vec!["field".to_string(), "model".into(), "live".into(), "model − live".into()];
-    head.extend(extra.map(|(h, _)| h.to_string()));
-    let mut cells = vec![head];
-    let shown = rows.iter().filter(|r| !(r.model == 0 && r.live == 0) && (!only_diff || r.model != r.live));
-    for r in shown {
-        let mut c = vec![r.field.clone(), r.model.to_string(), r.live.to_string(), format!("{:+}", r.model - r.live)];
-        c.extend(extra.map(|(_, f)| f(r)));
-        c.push(row_mark(r).trim_start().to_string());
-        cells.push(c);
-    }
-    let equal = rows.iter().filter(|r| !(r.model == 0 && r.live == 0) && r.model == r.live).count();
-    let mut left = vec![true, false, false, false];
-    left.extend(extra.map(|_| false));
-    left.push(true);
-    let mut lines: Vec<String> = uapi::result::layout(&cells, &left).into_iter().map(|l| format!("  {l}")).collect();
-    if only_diff && equal > 0 {
-        lines.push(format!("  ({equal} equal row{} not shown: --only-diff)", if equal == 1 { "" } else { "s" }));
-    }
-    lines
-}
-
-// The standard settings matrices live in the sim crate (`thplab sim --matrix` runs them too).
-pub use sim::matrix::{anon as matrix, shmem as shmem_matrix};
 
 #[cfg(test)]
 mod tests {
@@ -573,8 +525,8 @@ mod tests {
         let system = [row(RowKind::SystemWide, true), row(RowKind::Process, false)];
         let equal = [row(RowKind::Process, false)];
         assert_eq!(retry_reason(&census, &quiet), None, "a census difference with khugepaged idle is the model's");
-        assert!(retry_reason(&census, &busy).unwrap().starts_with("khugepaged collapsed"));
-        assert!(retry_reason(&system, &quiet).unwrap().starts_with("system-wide"));
+        assert!(retry_reason(&census, &busy).unwrap().text().starts_with("khugepaged collapsed"));
+        assert!(retry_reason(&system, &quiet).unwrap().text().starts_with("system-wide"));
         assert_eq!(retry_reason(&equal, &busy), None, "nothing differs: nothing to retry");
         // A daemon kept off the CPU for longer than one scan period (100 ms) explains a
         // difference; one that waited less does not.
@@ -584,7 +536,7 @@ mod tests {
             r.live.as_mut().unwrap().khugepaged.runqueue_wait_ms = Some(ms);
             r
         };
-        assert!(retry_reason(&census, &waited(700)).unwrap().starts_with("khugepaged waited on a runqueue"));
+        assert!(retry_reason(&census, &waited(700)).unwrap().text().starts_with("khugepaged waited on a runqueue"));
         assert_eq!(retry_reason(&census, &waited(100)), None);
         assert_eq!(retry_reason(&equal, &waited(700)), None);
     }
@@ -597,9 +549,11 @@ mod tests {
         let r = retry_live::<()>(2, live_with_collapsed(5), rows_of, || Ok(runs.next().unwrap())).unwrap();
         assert_eq!(r.attempts, 2, "the second run differs in nothing: no third");
         assert_eq!(khugepaged_collapsed_during(&r.live), 0, "the closer run is kept");
-        assert!(r.why.unwrap().starts_with("khugepaged"));
+        assert!(r.why.unwrap().text().starts_with("khugepaged"));
+        assert_eq!(r.reruns, [RerunReason::LiveKhugepagedCollapsed], "one re-run, and why");
         let r = retry_live::<()>(0, live_with_collapsed(5), rows_of, || panic!("no retries allowed")).unwrap();
         assert_eq!(r.attempts, 1);
+        assert!(r.reruns.is_empty());
     }
 
     /// thp_scan_exceed_none_pte counts khugepaged's scans, one per wake-up here: with the model's
