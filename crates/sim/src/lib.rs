@@ -1014,20 +1014,7 @@ pub fn run_recording_opts(
         .collect();
     let mut rep = st;
     rep.warnings = replay::warnings(&rep, &misses);
-    rep.placement_misses = misses
-        .iter()
-        .map(|m| uapi::result::PlacementMiss {
-            pid: m.pid,
-            backing: m.backing.to_string(),
-            len: m.len,
-            hint: format!("{:#x}", m.hint),
-            recorded: format!("{:#x}", m.recorded),
-            model: match &m.model {
-                Ok(a) => format!("{a:#x}"),
-                Err(e) => e.clone(),
-            },
-        })
-        .collect();
+    rep.placement_misses = misses;
     rep.recorded_kernel = header.kernel_release.clone();
     (rep.host_faults, rep.host_base_faults) = host_faults;
     rep.census_scope = "anonymous memory and shmem (shared and private mappings) of every process, at its exit".to_string();

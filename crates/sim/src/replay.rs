@@ -101,12 +101,10 @@ pub fn warnings(st: &ReplayStats, misses: &[PlacementMiss]) -> Vec<String> {
         ));
     }
     for m in misses {
-        let model = match &m.model {
-            Ok(a) => format!("{a:#x}"),
-            Err(e) => format!("nowhere ({e})"),
-        };
+        // An address, or the errno name of a model that found no room.
+        let model = if m.model.starts_with("0x") { m.model.clone() } else { format!("nowhere ({})", m.model) };
         out.push(format!(
-            "pid {}: {} mapping of {} bytes (hint {:#x}): the kernel put it at {:#x}, the model would at {model}",
+            "pid {}: {} mapping of {} bytes (hint {}): the kernel put it at {}, the model would at {model}",
             m.pid, m.backing, m.len, m.hint, m.recorded
         ));
     }
@@ -121,19 +119,9 @@ pub fn warnings(st: &ReplayStats, misses: &[PlacementMiss]) -> Vec<String> {
 pub const MAX_MISSES: usize = 20;
 
 /// A mapping without MAP_FIXED that the model, under the recording's knobs, would have placed
-/// elsewhere than the kernel did: it stays where the kernel put it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PlacementMiss {
-    pub pid: u32,
-    /// `private anonymous`, `shared anonymous`, `shmem`, `file`.
-    pub backing: &'static str,
-    pub len: u64,
-    pub hint: u64,
-    /// Where the kernel put it.
-    pub recorded: u64,
-    /// Where the model would, or the errno name if it finds no room.
-    pub model: Result<u64, String>,
-}
+/// elsewhere than the kernel did: it stays where the kernel put it. The schema's type (addresses
+/// as `0x…` text, the model's errno name where it finds no room).
+pub use uapi::result::PlacementMiss;
 
 /// What an fd refers to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1462,11 +1450,14 @@ impl<'a> Replay<'a> {
                 if under_rec != Ok(rec) && self.misses.len() < MAX_MISSES {
                     self.misses.push(PlacementMiss {
                         pid,
-                        backing: backing_word(backing),
+                        backing: backing_word(backing).to_string(),
                         len,
-                        hint,
-                        recorded: rec,
-                        model: under_rec.map_err(|e| format!("{e:?}")),
+                        hint: format!("{hint:#x}"),
+                        recorded: format!("{rec:#x}"),
+                        model: match under_rec {
+                            Ok(a) => format!("{a:#x}"),
+                            Err(e) => format!("{e:?}"),
+                        },
                     });
                 }
                 if under_rec == Ok(rec) {
