@@ -17,6 +17,8 @@
 //! Parsing is the only thing here that can fail; the error names the file, the line and what is
 //! valid. Nothing in this crate does I/O: callers pass the text.
 
+use serde::{Deserialize, Serialize};
+
 pub mod access;
 mod parse;
 mod touch;
@@ -93,7 +95,7 @@ impl ProcKind {
 }
 
 /// Index into [`Workload::procs`]; `ProcId::MAIN` is the workload's own process.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ProcId(pub u32);
 
 impl ProcId {
@@ -141,10 +143,10 @@ pub struct MountDecl {
     pub line: usize,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct MountId(pub u32);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FileId(pub u32);
 
 /// What kind of file a name stands for.
@@ -167,7 +169,7 @@ pub struct FileDecl {
 }
 
 /// The mode of a `fallocate`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FallocMode {
     /// 0: allocate, the size grows to cover the range.
     Allocate,
@@ -190,7 +192,7 @@ impl FallocMode {
 }
 
 /// What a mapping maps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Backing {
     /// MAP_PRIVATE|MAP_ANONYMOUS.
     PrivateAnon,
@@ -212,11 +214,11 @@ pub struct RegionDecl {
 }
 
 /// Index into [`Workload::regions`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RegionId(pub u32);
 
 /// Where `mmap` puts a region.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Placement {
     /// No hint: the kernel's rule (`__get_unmapped_area`, 2 MiB alignment for lengths that are
     /// multiples of 2 MiB).
@@ -228,7 +230,7 @@ pub enum Placement {
 }
 
 /// Memory protection of a mapping.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Prot {
     pub read: bool,
     pub write: bool,
@@ -276,7 +278,7 @@ impl std::fmt::Display for Prot {
 }
 
 /// `madvise(2)` advice the language knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Advice {
     /// MADV_HUGEPAGE (14)
     Hugepage,
@@ -374,7 +376,7 @@ impl Advice {
 }
 
 /// `prctl(PR_SET_THP_DISABLE, ...)` forms.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ThpDisable {
     /// `prctl(41, 1, 0, 0, 0)`: MMF_DISABLE_THP_COMPLETELY.
     Completely,
@@ -385,7 +387,7 @@ pub enum ThpDisable {
 }
 
 /// A byte range inside a region: `[offset, offset + len)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Range {
     pub region: RegionId,
     pub offset: u64,
@@ -427,7 +429,7 @@ impl Range {
 }
 
 /// Order in which `touch` visits the selected pages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TouchOrder {
     Sequential,
     Reverse,
@@ -442,7 +444,7 @@ impl Touch {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Touch {
     pub range: Range,
     pub write: bool,
@@ -457,7 +459,7 @@ pub struct Touch {
 }
 
 /// How a paced touch spreads its pages over time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Pace {
     /// `rate=SIZE/s`: this many bytes of selected pages (4 KiB each) per second.
     Rate { bytes_per_sec: u64 },
@@ -466,7 +468,7 @@ pub enum Pace {
 }
 
 /// One operation, in program order.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OpKind {
     Mmap { region: RegionId, len: u64, prot: Prot, placement: Placement, backing: Backing },
     /// Mount a private tmpfs (the live executor does it in its own mount namespace).
@@ -517,7 +519,27 @@ pub enum OpKind {
     Wait(ProcId),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+impl OpKind {
+    /// The range of the region it acts on (munmap, mprotect, madvise, touch, access,
+    /// read_direct): the live executor resolves its region's address for it before the run.
+    pub fn range(&self) -> Option<&Range> {
+        match self {
+            OpKind::Munmap(r) | OpKind::Mprotect(r, _) | OpKind::Madvise(r, _) => Some(r),
+            OpKind::ReadDirect { range, .. } => Some(range),
+            OpKind::Touch(t) => Some(&t.range),
+            OpKind::Access(a) => Some(&a.range),
+            _ => None,
+        }
+    }
+
+    /// Whether its result is the call's return value (brk: the new break) rather than 0 or an
+    /// errno.
+    pub fn returns_value(&self) -> bool {
+        matches!(self, OpKind::Brk { .. })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Op {
     /// 1-based line in the source.
     pub line: usize,
@@ -576,6 +598,37 @@ impl Workload {
     }
     pub fn mount_by_name(&self, name: &str) -> Option<MountId> {
         self.mounts.iter().position(|m| m.name == name).map(|i| MountId(i as u32))
+    }
+    /// How a result's `calls` list names the system call a statement makes (`mmap`,
+    /// `madvise(collapse)`, `mprotect(r)`, `brk`, `prctl(PR_SET_THP_DISABLE)`), the same for the
+    /// model and the live executor; empty for a statement that makes no call (touch, access,
+    /// sleep, phase, repeat, exit).
+    pub fn call_name(&self, k: &OpKind) -> String {
+        match k {
+            OpKind::Mmap { .. } => "mmap".into(),
+            OpKind::Munmap(_) => "munmap".into(),
+            OpKind::Mprotect(_, p) => format!("mprotect({p})"),
+            OpKind::Madvise(_, a) => format!("madvise({})", a.word()),
+            OpKind::Brk { .. } => "brk".into(),
+            OpKind::Prctl(_) => "prctl(PR_SET_THP_DISABLE)".into(),
+            OpKind::Sleep { .. } | OpKind::Phase(_) | OpKind::RepeatFor { .. } => String::new(),
+            OpKind::Touch(_) | OpKind::Access(_) | OpKind::Exit => String::new(),
+            OpKind::ReadDirect { .. } => "read(O_DIRECT)".into(),
+            OpKind::Mount(_) => "mount(tmpfs)".into(),
+            OpKind::Create(f) => match self.file(*f).kind {
+                FileKind::Memfd => "memfd_create".into(),
+                FileKind::PosixShm { .. } => "shm_open".into(),
+                FileKind::Tmpfs { .. } => "open".into(),
+            },
+            OpKind::Ftruncate { .. } => "ftruncate".into(),
+            OpKind::Fallocate { .. } => "fallocate".into(),
+            OpKind::Write { .. } => "pwrite".into(),
+            OpKind::Fork(_) => "fork".into(),
+            OpKind::Thread(_) => "pthread_create".into(),
+            OpKind::Vfork(_) => "vfork".into(),
+            OpKind::Wait(p) if self.proc(*p).kind == ProcKind::Thread => "pthread_join".into(),
+            OpKind::Wait(_) => "wait4".into(),
+        }
     }
     /// Pages the workload touches in total (an upper bound on faults), for progress bars.
     pub fn touched_pages(&self) -> u64 {
