@@ -121,19 +121,7 @@ pub(super) fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, ru
         }
     }
 
-    res.calls = spec
-        .ops
-        .iter()
-        .zip(&rep.results)
-        // Statements that make no call (touches, accesses, sleep, exit, phase) have no row, as in
-        // the model's `calls`.
-        .filter(|(op, _)| !op.call.is_empty() && !matches!(op.op, OpKind::Touch(_) | OpKind::Access(_)))
-        .map(|(op, &rc)| CallResult {
-            line: op.line,
-            call: op.call.clone(),
-            ret: if op.op.returns_value() { format!("{rc:#x}") } else { errno_name(rc as i32) },
-        })
-        .collect();
+    res.calls = calls(spec, &rep.results);
     let census_varied = runs.iter().any(|r| r.census != rep.census);
     res.timeline = sample.map(|every| uapi::Timeline { interval_ms: every.as_millis() as u64, samples: rep.timeline.clone() });
     res.live = Some(LiveSection {
@@ -161,6 +149,24 @@ pub(super) fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, ru
         program: None,
     });
     res
+}
+
+/// The calls of the representative run, as the model lists them: statements that make no call
+/// (touches, accesses, sleep, exit, phase) have no row.
+fn calls(spec: &ExecSpec, results: &[i64]) -> Vec<CallResult> {
+    spec
+        .ops
+        .iter()
+        .zip(results)
+        // Statements that make no call (touches, accesses, sleep, exit, phase) have no row, as in
+        // the model's `calls`.
+        .filter(|(op, _)| !op.call.is_empty() && !matches!(op.op, OpKind::Touch(_) | OpKind::Access(_)))
+        .map(|(op, &rc)| CallResult {
+            line: op.line,
+            call: op.call.clone(),
+            ret: if op.op.returns_value() { format!("{rc:#x}") } else { errno_name(rc as i32) },
+        })
+        .collect()
 }
 
 /// The khugepaged counters' deltas, summed over runs.
