@@ -498,6 +498,16 @@ impl Sim<'_> {
                 let ret = self.not_modelled(line, ret, "MADV_COLLAPSE of shared memory (collapse_file)")?;
                 self.call(line, format!("madvise({})", advice.word()), ret);
             }
+            OpKind::Mlock(range) | OpKind::Munlock(range) => {
+                let (start, len) = self.region(line, range.region)?;
+                let mut ret = Ok(());
+                for (off, l) in range.pieces(len) {
+                    let (start, len) = (start + off, l);
+                    let step = if matches!(op.kind, OpKind::Mlock(_)) { Step::Mlock { start, len, flags: 0 } } else { Step::Munlock { start, len } };
+                    ret = ret.and(self.step(step).ret());
+                }
+                self.call(line, self.w.call_name(&op.kind), ret);
+            }
             OpKind::Brk { delta } => {
                 let cur = self.m.brk_value();
                 let want = cur.checked_add_signed(*delta).unwrap_or(0);

@@ -484,6 +484,12 @@ pub enum OpKind {
     Munmap(Range),
     Mprotect(Range, Prot),
     Madvise(Range, Advice),
+    /// `mlock(2)` (mm/mlock.c: `do_mlock`): VM_LOCKED on the range, then `__mm_populate`, which
+    /// faults it in through `populate_vma_page_range` (with FOLL_WRITE on a private writable
+    /// mapping, mm/gup.c), counted in minflt.
+    Mlock(Range),
+    /// `munlock(2)`: VM_LOCKED goes (`apply_vma_lock_flags(start, len, 0)`); the pages stay.
+    Munlock(Range),
     /// Move the program break by this many bytes (page-rounded like brk(2)).
     Brk { delta: i64 },
     Prctl(ThpDisable),
@@ -524,7 +530,7 @@ impl OpKind {
     /// read_direct): the live executor resolves its region's address for it before the run.
     pub fn range(&self) -> Option<&Range> {
         match self {
-            OpKind::Munmap(r) | OpKind::Mprotect(r, _) | OpKind::Madvise(r, _) => Some(r),
+            OpKind::Munmap(r) | OpKind::Mprotect(r, _) | OpKind::Madvise(r, _) | OpKind::Mlock(r) | OpKind::Munlock(r) => Some(r),
             OpKind::ReadDirect { range, .. } => Some(range),
             OpKind::Touch(t) => Some(&t.range),
             OpKind::Access(a) => Some(&a.range),
@@ -609,6 +615,8 @@ impl Workload {
             OpKind::Munmap(_) => "munmap".into(),
             OpKind::Mprotect(_, p) => format!("mprotect({p})"),
             OpKind::Madvise(_, a) => format!("madvise({})", a.word()),
+            OpKind::Mlock(_) => "mlock".into(),
+            OpKind::Munlock(_) => "munlock".into(),
             OpKind::Brk { .. } => "brk".into(),
             OpKind::Prctl(_) => "prctl(PR_SET_THP_DISABLE)".into(),
             OpKind::Sleep { .. } | OpKind::Phase(_) | OpKind::RepeatFor { .. } => String::new(),

@@ -325,6 +325,9 @@ fn run_mm_op(op: &OpKind, res: &Resolved, ex: &Exec) -> i64 {
         (OpKind::Munmap(_), Resolved::Calls(c)) => each_call(c, |p, l| unsafe { libc::munmap(p, l) }),
         (OpKind::Mprotect(_, prot), Resolved::Calls(c)) => each_call(c, |p, l| unsafe { libc::mprotect(p, l, prot.bits()) }),
         (OpKind::Madvise(_, advice), Resolved::Calls(c)) => each_call(c, |p, l| unsafe { libc::madvise(p, l, advice.madv()) }),
+        // SAFETY (these four): the workload asked for exactly these calls on its own ranges.
+        (OpKind::Mlock(_), Resolved::Calls(c)) => each_call(c, |p, l| unsafe { libc::mlock(p, l) }),
+        (OpKind::Munlock(_), Resolved::Calls(c)) => each_call(c, |p, l| unsafe { libc::munlock(p, l) }),
         // The live run faults the buffer in as the read's pin_user_pages_fast(FOLL_WRITE) would
         // (MADV_POPULATE_WRITE: the same __get_user_pages write faults); it issues no I/O.
         (OpKind::ReadDirect { .. }, Resolved::Calls(c)) => each_call(c, |p, l| unsafe { libc::madvise(p, l, libc::MADV_POPULATE_WRITE) }),
