@@ -16,6 +16,25 @@
 //!
 //! Parsing is the only thing here that can fail; the error names the file, the line and what is
 //! valid. Nothing in this crate does I/O: callers pass the text.
+//!
+//! One operation type. [`OpKind`] is the statement the model steps and the live executor runs:
+//! the model's workload source (`sim::run_with`, its step `Sim::op`) matches on it and performs it
+//! as the kernel calls of the driver (`sim::driver::Step`); the live executor sends it to its child
+//! as is (serde, `live::executor::wire`) with the address the parent resolved for it, and the
+//! child's op loop (`live::executor::tasks`) matches on it and makes the system call. The call's
+//! name in the results is [`Workload::call_name`]. A new statement is added here (parser,
+//! [`OpKind`], [`OpKind::range`] if it acts on a range, [`Workload::call_name`]), in the model's
+//! step and in the live op loop, and nowhere else (the `mlock`/`munlock` commit shows it).
+//!
+//! Recordings (`sim::replay`) do not go through this type: a recorded system call carries the
+//! kernel's own arguments (addresses, flags, fds of a program we did not write), replays what the
+//! workload language cannot say (mremap, execve, clone without CLONE_VM, userfaultfd, io_uring
+//! buffers, recorded faults at recorded addresses) and needs the kernel-level split the language
+//! hides (`mlock` as its VM_LOCKED flags and its populate apart, a brk learnt from `brk(0)`). They
+//! feed the driver's `Step`, the machine's kernel-call interface that the workload source, the
+//! replay and torture's draws share; making recordings produce `OpKind` would give the language
+//! statements no workload should write. So the driver keeps kernel calls, and a statement is a
+//! sequence of them, written once in the model's step.
 
 use serde::{Deserialize, Serialize};
 
