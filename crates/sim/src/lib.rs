@@ -396,25 +396,27 @@ impl Sim<'_> {
 
     fn op(&mut self, op: &workload::Op, opts: &mut RunOptions) -> Result<(), SimError> {
         let line = op.line;
+        // The call's name in the results, as the live executor names it.
+        let call = self.w.call_name(&op.kind);
         match &op.kind {
             OpKind::Mount(m) => {
                 let huge = sb_huge(self.w.mount(*m).huge);
                 self.mounts[m.0 as usize] = self.step(Step::ShmemMount(huge)).mounted();
-                self.call(line, "mount(tmpfs)".into(), Ok(()));
+                self.call(line, call, Ok(()));
             }
             OpKind::Create(f) => {
-                let (sb, linked, call) = match self.w.file(*f).kind {
-                    FileKind::Memfd => (SHM_MNT, false, "memfd_create"),
-                    FileKind::PosixShm { mount } => (mount.map_or(DEV_SHM, |m| self.mounts[m.0 as usize]), true, "shm_open"),
-                    FileKind::Tmpfs { mount } => (self.mounts[mount.0 as usize], true, "open"),
+                let (sb, linked) = match self.w.file(*f).kind {
+                    FileKind::Memfd => (SHM_MNT, false),
+                    FileKind::PosixShm { mount } => (mount.map_or(DEV_SHM, |m| self.mounts[m.0 as usize]), true),
+                    FileKind::Tmpfs { mount } => (self.mounts[mount.0 as usize], true),
                 };
                 self.inodes[f.0 as usize] = Some(self.step(Step::ShmemCreate { sb, linked }).created());
-                self.call(line, call.into(), Ok(()));
+                self.call(line, call, Ok(()));
             }
             OpKind::Ftruncate { file, size } => {
                 let ino = self.inode(line, *file)?;
                 let r = self.step(Step::Ftruncate { ino, size: *size }).ret();
-                self.call(line, "ftruncate".into(), r);
+                self.call(line, call, r);
             }
             OpKind::Fallocate { file, offset, len, mode } => {
                 let (ino, offset, len) = (self.inode(line, *file)?, *offset, *len);
@@ -424,7 +426,7 @@ impl Sim<'_> {
                     FallocMode::PunchHole => Step::PunchHole { ino, offset, len },
                 };
                 let r = self.step(step).ret();
-                self.call(line, "fallocate".into(), r);
+                self.call(line, call, r);
             }
             OpKind::Write { file, offset, len, chunk } => {
                 let ino = self.inode(line, *file)?;
@@ -432,7 +434,7 @@ impl Sim<'_> {
                 if r == Err(Errno::ENOMEM) {
                     return Err(self.err(line, format!("out of memory: {}", oom_report(&self.m))));
                 }
-                self.call(line, "pwrite".into(), r);
+                self.call(line, call, r);
             }
             OpKind::Mmap { region, len, prot, placement, backing } => {
                 let placement = match *placement {
@@ -455,7 +457,7 @@ impl Sim<'_> {
                     .mapped()
                     .map_err(|e| self.err(line, format!("mmap of {len} bytes failed with {}", e.name())))?;
                 self.regions[region.0 as usize] = Some((addr, *len));
-                self.call(line, "mmap".into(), Ok(()));
+                self.call(line, call, Ok(()));
             }
             OpKind::Munmap(range) => {
                 let (start, len) = self.region(line, range.region)?;
@@ -463,7 +465,7 @@ impl Sim<'_> {
                 for (off, l) in range.pieces(len) {
                     ret = ret.and(self.step(Step::Munmap { start: start + off, len: l }).ret());
                 }
-                self.call(line, "munmap".into(), ret);
+                self.call(line, call, ret);
             }
             OpKind::Mprotect(range, prot) => {
                 let (start, len) = self.region(line, range.region)?;
@@ -472,7 +474,7 @@ impl Sim<'_> {
                     let r = self.step(Step::Mprotect { start: start + off, len: l, prot: vm_prot(*prot) }).ret();
                     ret = ret.and(r);
                 }
-                self.call(line, format!("mprotect({prot})"), ret);
+                self.call(line, call, ret);
             }
             OpKind::Madvise(range, advice) => {
                 let (start, len) = self.region(line, range.region)?;
@@ -496,7 +498,17 @@ impl Sim<'_> {
                     ret = ret.and(r);
                 }
                 let ret = self.not_modelled(line, ret, "MADV_COLLAPSE of shared memory (collapse_file)")?;
-                self.call(line, format!("madvise({})", advice.word()), ret);
+                self.call(line, call, ret);
+            }
+            OpKind::Mlock(range) | OpKind::Munlock(range) => {
+                let (start, len) = self.region(line, range.region)?;
+                let mut ret = Ok(());
+                for (off, l) in range.pieces(len) {
+                    let (start, len) = (start + off, l);
+                    let step = if matches!(op.kind, OpKind::Mlock(_)) { Step::Mlock { start, len, flags: 0 } } else { Step::Munlock { start, len } };
+                    ret = ret.and(self.step(step).ret());
+                }
+                self.call(line, call, ret);
             }
             OpKind::Brk { delta } => {
                 let cur = self.m.brk_value();
@@ -504,7 +516,7 @@ impl Sim<'_> {
                 let got = self.step(Step::Brk { to: want }).brk();
                 let heap = self.w.region_by_name(HEAP).expect("parser declares heap");
                 self.regions[heap.0 as usize] = Some((self.m.start_brk(), got - self.m.start_brk()));
-                self.calls.push(CallResult { line, call: "brk".into(), ret: format!("{got:#x}") });
+                self.calls.push(CallResult { line, call, ret: format!("{got:#x}") });
             }
             OpKind::Sleep { ns } => {
                 self.step(Step::Sleep { ns: *ns });
@@ -515,13 +527,13 @@ impl Sim<'_> {
                     ThpDisable::ExceptAdvised => MmThpDisable::ExceptAdvised,
                     ThpDisable::Clear => MmThpDisable::Clear,
                 }));
-                self.call(line, "prctl(PR_SET_THP_DISABLE)".into(), Ok(()));
+                self.call(line, call, Ok(()));
             }
             OpKind::Access(a) => self.access_stream(line, a, op.proc.0 as usize)?,
             OpKind::Fork(child) => match self.step(Step::Fork).forked() {
                 Ok((mm, _)) => {
                     self.mms[child.0 as usize] = Some(mm);
-                    self.call(line, "fork".into(), Ok(()));
+                    self.call(line, call, Ok(()));
                 }
                 Err(_) => return Err(self.err(line, format!("fork failed: out of memory for the child's page tables: {}", oom_report(&self.m)))),
             },
@@ -530,8 +542,7 @@ impl Sim<'_> {
                 // (mmget) instead of dup_mm: no copy_page_range, nothing write-protected. The
                 // task runs its statements in the same MmId.
                 self.mms[child.0 as usize] = Some(self.mm);
-                let call = if matches!(op.kind, OpKind::Thread(_)) { "pthread_create" } else { "vfork" };
-                self.call(line, call.into(), Ok(()));
+                self.call(line, call, Ok(()));
             }
             OpKind::Exit => {
                 let p = op.proc.0 as usize;
@@ -542,9 +553,8 @@ impl Sim<'_> {
                     self.step(Step::Exit);
                 }
             }
-            OpKind::Wait(child) => {
-                let call = if self.w.proc(*child).kind == workload::ProcKind::Thread { "pthread_join" } else { "wait4" };
-                self.call(line, call.into(), Ok(()));
+            OpKind::Wait(_) => {
+                self.call(line, call, Ok(()));
             }
             OpKind::Phase(name) => self.phases.push(uapi::result::PhaseTime { name: name.clone(), start_ns: self.m.clock_ns(), ns: 0 }),
             OpKind::RepeatFor { .. } => unreachable!("run_with runs a repeat DURATION block itself"),
@@ -577,7 +587,7 @@ impl Sim<'_> {
                         }
                     }
                 }
-                self.call(line, "read(O_DIRECT)".into(), ret);
+                self.call(line, call, ret);
             }
             OpKind::Touch(t) => {
                 let (start, len) = self.region(line, t.range.region)?;
@@ -1014,20 +1024,7 @@ pub fn run_recording_opts(
         .collect();
     let mut rep = st;
     rep.warnings = replay::warnings(&rep, &misses);
-    rep.placement_misses = misses
-        .iter()
-        .map(|m| uapi::result::PlacementMiss {
-            pid: m.pid,
-            backing: m.backing.to_string(),
-            len: m.len,
-            hint: format!("{:#x}", m.hint),
-            recorded: format!("{:#x}", m.recorded),
-            model: match &m.model {
-                Ok(a) => format!("{a:#x}"),
-                Err(e) => e.clone(),
-            },
-        })
-        .collect();
+    rep.placement_misses = misses;
     rep.recorded_kernel = header.kernel_release.clone();
     (rep.host_faults, rep.host_base_faults) = host_faults;
     rep.census_scope = "anonymous memory and shmem (shared and private mappings) of every process, at its exit".to_string();

@@ -241,6 +241,28 @@ fn p7_prctl_thp_disable() {
 }
 
 #[test]
+fn mlock_faults_the_range_in_as_a_write() {
+    // mm/mlock.c do_mlock: VM_LOCKED, then __mm_populate → populate_vma_page_range with
+    // FOLL_WRITE (a private writable VMA): each 2 MiB-aligned half of the 4 MiB region (the
+    // kernel's placement aligns multiples of 2 MiB) is one PMD fault under always, a write
+    // fault per 4 KiB page under never; GUP faults count in min_flt (mm/memory.c
+    // mm_account_fault, regs == NULL). The touch after munlock finds every page present.
+    let text = "mmap a 4M\nmlock a\nmunlock a\ntouch a write\n";
+    let always = sim("enabled=always", text);
+    assert_eq!(always.process.minflt, 2);
+    assert_eq!(always.vmstat["thp_fault_alloc"], 2);
+    assert_eq!(always.process.anon_huge_bytes, 4 << 20);
+    let calls: Vec<(&str, &str)> = always.calls.iter().map(|c| (c.call.as_str(), c.ret.as_str())).collect();
+    assert_eq!(calls, [("mmap", "0"), ("mlock", "0"), ("munlock", "0")]);
+    let never = sim("enabled=never", text);
+    assert_eq!(never.process.minflt, 1024);
+    assert_eq!(never.process.anon_huge_bytes, 0);
+    // The range must be mapped: mlock of a hole is ENOMEM (apply_vma_lock_flags).
+    let hole = sim("enabled=never", "mmap a 8M\nmunmap a[0+4M]\nmlock a\n");
+    assert_eq!(hole.calls.last().map(|c| c.ret.as_str()), Some("ENOMEM"));
+}
+
+#[test]
 fn p8_madv_collapse_ignores_sysfs() {
     // Live P8, all sizes never (top never): 512 pages present → rc 0, thp_collapse_alloc 1,
     // 2048K nr_anon 1, AnonHugePages 2048 kB.

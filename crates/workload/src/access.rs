@@ -21,7 +21,7 @@ use mm_types::prng::Prng;
 
 use crate::Range;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Pattern {
     Seq,
     Stride(u64),
@@ -51,7 +51,7 @@ impl Pattern {
 }
 
 /// One `access` statement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AccessStream {
     pub range: Range,
     pub pattern: Pattern,

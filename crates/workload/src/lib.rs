@@ -16,6 +16,27 @@
 //!
 //! Parsing is the only thing here that can fail; the error names the file, the line and what is
 //! valid. Nothing in this crate does I/O: callers pass the text.
+//!
+//! One operation type. [`OpKind`] is the statement the model steps and the live executor runs:
+//! the model's workload source (`sim::run_with`, its step `Sim::op`) matches on it and performs it
+//! as the kernel calls of the driver (`sim::driver::Step`); the live executor sends it to its child
+//! as is (serde, `live::executor::wire`) with the address the parent resolved for it, and the
+//! child's op loop (`live::executor::tasks`) matches on it and makes the system call. The call's
+//! name in the results is [`Workload::call_name`]. A new statement is added here (parser,
+//! [`OpKind`], [`OpKind::range`] if it acts on a range, [`Workload::call_name`]), in the model's
+//! step and in the live op loop, and nowhere else (the `mlock`/`munlock` commit shows it).
+//!
+//! Recordings (`sim::replay`) do not go through this type: a recorded system call carries the
+//! kernel's own arguments (addresses, flags, fds of a program we did not write), replays what the
+//! workload language cannot say (mremap, execve, clone without CLONE_VM, userfaultfd, io_uring
+//! buffers, recorded faults at recorded addresses) and needs the kernel-level split the language
+//! hides (`mlock` as its VM_LOCKED flags and its populate apart, a brk learnt from `brk(0)`). They
+//! feed the driver's `Step`, the machine's kernel-call interface that the workload source, the
+//! replay and torture's draws share; making recordings produce `OpKind` would give the language
+//! statements no workload should write. So the driver keeps kernel calls, and a statement is a
+//! sequence of them, written once in the model's step.
+
+use serde::{Deserialize, Serialize};
 
 pub mod access;
 mod parse;
@@ -93,7 +114,7 @@ impl ProcKind {
 }
 
 /// Index into [`Workload::procs`]; `ProcId::MAIN` is the workload's own process.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ProcId(pub u32);
 
 impl ProcId {
@@ -141,10 +162,10 @@ pub struct MountDecl {
     pub line: usize,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct MountId(pub u32);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FileId(pub u32);
 
 /// What kind of file a name stands for.
@@ -167,7 +188,7 @@ pub struct FileDecl {
 }
 
 /// The mode of a `fallocate`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FallocMode {
     /// 0: allocate, the size grows to cover the range.
     Allocate,
@@ -190,7 +211,7 @@ impl FallocMode {
 }
 
 /// What a mapping maps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Backing {
     /// MAP_PRIVATE|MAP_ANONYMOUS.
     PrivateAnon,
@@ -212,11 +233,11 @@ pub struct RegionDecl {
 }
 
 /// Index into [`Workload::regions`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RegionId(pub u32);
 
 /// Where `mmap` puts a region.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Placement {
     /// No hint: the kernel's rule (`__get_unmapped_area`, 2 MiB alignment for lengths that are
     /// multiples of 2 MiB).
@@ -228,7 +249,7 @@ pub enum Placement {
 }
 
 /// Memory protection of a mapping.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Prot {
     pub read: bool,
     pub write: bool,
@@ -276,7 +297,7 @@ impl std::fmt::Display for Prot {
 }
 
 /// `madvise(2)` advice the language knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Advice {
     /// MADV_HUGEPAGE (14)
     Hugepage,
@@ -374,7 +395,7 @@ impl Advice {
 }
 
 /// `prctl(PR_SET_THP_DISABLE, ...)` forms.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ThpDisable {
     /// `prctl(41, 1, 0, 0, 0)`: MMF_DISABLE_THP_COMPLETELY.
     Completely,
@@ -385,7 +406,7 @@ pub enum ThpDisable {
 }
 
 /// A byte range inside a region: `[offset, offset + len)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Range {
     pub region: RegionId,
     pub offset: u64,
@@ -427,7 +448,7 @@ impl Range {
 }
 
 /// Order in which `touch` visits the selected pages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TouchOrder {
     Sequential,
     Reverse,
@@ -442,7 +463,7 @@ impl Touch {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Touch {
     pub range: Range,
     pub write: bool,
@@ -457,7 +478,7 @@ pub struct Touch {
 }
 
 /// How a paced touch spreads its pages over time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Pace {
     /// `rate=SIZE/s`: this many bytes of selected pages (4 KiB each) per second.
     Rate { bytes_per_sec: u64 },
@@ -466,7 +487,7 @@ pub enum Pace {
 }
 
 /// One operation, in program order.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OpKind {
     Mmap { region: RegionId, len: u64, prot: Prot, placement: Placement, backing: Backing },
     /// Mount a private tmpfs (the live executor does it in its own mount namespace).
@@ -482,6 +503,12 @@ pub enum OpKind {
     Munmap(Range),
     Mprotect(Range, Prot),
     Madvise(Range, Advice),
+    /// `mlock(2)` (mm/mlock.c: `do_mlock`): VM_LOCKED on the range, then `__mm_populate`, which
+    /// faults it in through `populate_vma_page_range` (with FOLL_WRITE on a private writable
+    /// mapping, mm/gup.c), counted in minflt.
+    Mlock(Range),
+    /// `munlock(2)`: VM_LOCKED goes (`apply_vma_lock_flags(start, len, 0)`); the pages stay.
+    Munlock(Range),
     /// Move the program break by this many bytes (page-rounded like brk(2)).
     Brk { delta: i64 },
     Prctl(ThpDisable),
@@ -517,7 +544,27 @@ pub enum OpKind {
     Wait(ProcId),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+impl OpKind {
+    /// The range of the region it acts on (munmap, mprotect, madvise, touch, access,
+    /// read_direct): the live executor resolves its region's address for it before the run.
+    pub fn range(&self) -> Option<&Range> {
+        match self {
+            OpKind::Munmap(r) | OpKind::Mprotect(r, _) | OpKind::Madvise(r, _) | OpKind::Mlock(r) | OpKind::Munlock(r) => Some(r),
+            OpKind::ReadDirect { range, .. } => Some(range),
+            OpKind::Touch(t) => Some(&t.range),
+            OpKind::Access(a) => Some(&a.range),
+            _ => None,
+        }
+    }
+
+    /// Whether its result is the call's return value (brk: the new break) rather than 0 or an
+    /// errno.
+    pub fn returns_value(&self) -> bool {
+        matches!(self, OpKind::Brk { .. })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Op {
     /// 1-based line in the source.
     pub line: usize,
@@ -576,6 +623,39 @@ impl Workload {
     }
     pub fn mount_by_name(&self, name: &str) -> Option<MountId> {
         self.mounts.iter().position(|m| m.name == name).map(|i| MountId(i as u32))
+    }
+    /// How a result's `calls` list names the system call a statement makes (`mmap`,
+    /// `madvise(collapse)`, `mprotect(r)`, `brk`, `prctl(PR_SET_THP_DISABLE)`), the same for the
+    /// model and the live executor; empty for a statement that makes no call (touch, access,
+    /// sleep, phase, repeat, exit).
+    pub fn call_name(&self, k: &OpKind) -> String {
+        match k {
+            OpKind::Mmap { .. } => "mmap".into(),
+            OpKind::Munmap(_) => "munmap".into(),
+            OpKind::Mprotect(_, p) => format!("mprotect({p})"),
+            OpKind::Madvise(_, a) => format!("madvise({})", a.word()),
+            OpKind::Mlock(_) => "mlock".into(),
+            OpKind::Munlock(_) => "munlock".into(),
+            OpKind::Brk { .. } => "brk".into(),
+            OpKind::Prctl(_) => "prctl(PR_SET_THP_DISABLE)".into(),
+            OpKind::Sleep { .. } | OpKind::Phase(_) | OpKind::RepeatFor { .. } => String::new(),
+            OpKind::Touch(_) | OpKind::Access(_) | OpKind::Exit => String::new(),
+            OpKind::ReadDirect { .. } => "read(O_DIRECT)".into(),
+            OpKind::Mount(_) => "mount(tmpfs)".into(),
+            OpKind::Create(f) => match self.file(*f).kind {
+                FileKind::Memfd => "memfd_create".into(),
+                FileKind::PosixShm { .. } => "shm_open".into(),
+                FileKind::Tmpfs { .. } => "open".into(),
+            },
+            OpKind::Ftruncate { .. } => "ftruncate".into(),
+            OpKind::Fallocate { .. } => "fallocate".into(),
+            OpKind::Write { .. } => "pwrite".into(),
+            OpKind::Fork(_) => "fork".into(),
+            OpKind::Thread(_) => "pthread_create".into(),
+            OpKind::Vfork(_) => "vfork".into(),
+            OpKind::Wait(p) if self.proc(*p).kind == ProcKind::Thread => "pthread_join".into(),
+            OpKind::Wait(_) => "wait4".into(),
+        }
     }
     /// Pages the workload touches in total (an upper bound on faults), for progress bars.
     pub fn touched_pages(&self) -> u64 {

@@ -87,7 +87,7 @@ impl Ctx<'_> {
 pub const BLOCKS: [&str; 6] = ["fork NAME {", "thread NAME {", "vfork NAME {", "in NAME {", "repeat N {", "repeat DURATION {"];
 
 const VERBS: &str =
-    "mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, phase, repeat, read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, thread, vfork, in, exit, wait";
+    "mmap, munmap, mprotect, madvise, mlock, munlock, brk, prctl, touch, access, sleep, phase, repeat, read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, thread, vfork, in, exit, wait";
 
 /// Parse workload text. `source` names it in errors (a path, or `<builtin>`).
 pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
@@ -379,6 +379,12 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
             expect_positional(cx, "munmap RANGE [every=SIZE]", &pos, 1)?;
             let range = parse_range(cx, w, pos[0], &opts, true)?;
             Ok(OpKind::Munmap(range))
+        }
+        "mlock" | "munlock" => {
+            let (pos, opts) = split_options(cx, args, &["every"])?;
+            expect_positional(cx, &format!("{verb} RANGE [every=SIZE]"), &pos, 1)?;
+            let range = parse_range(cx, w, pos[0], &opts, true)?;
+            Ok(if verb == "mlock" { OpKind::Mlock(range) } else { OpKind::Munlock(range) })
         }
         "mprotect" => {
             let (pos, opts) = split_options(cx, args, &["every"])?;

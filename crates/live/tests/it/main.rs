@@ -220,6 +220,28 @@ fn pmd_thp_four_mib() {
 }
 
 #[test]
+fn mlock_faults_a_range_in_as_writes() {
+    // mm/mlock.c do_mlock: VM_LOCKED, then __mm_populate → populate_vma_page_range with
+    // FOLL_WRITE on a private writable VMA: 4 MiB at a 2 MiB-aligned address are 2 PMD faults
+    // under always (GUP faults count in min_flt, mm/memory.c mm_account_fault), the touch after
+    // munlock faults nothing; the model's mlock_faults_the_range_in_as_a_write has the same figures.
+    require_live!();
+    let _s = serial();
+    let _k = KnobsUnchanged::new();
+    let text = "mmap a 4M at=0x7e0000000000\nmlock a\nmunlock a\ntouch a write\n";
+    let r = live(text, &["enabled=always"]).unwrap();
+    assert_faults(&r, 2);
+    let e = r.census.sizes["2048kB"];
+    assert_eq!((e.folios, e.pmd_mapped, e.pte_mapped), (2, 2, 0));
+    assert_eq!(r.process.anon_huge_bytes, 4 << 20);
+    let calls: Vec<(&str, &str)> = r.calls.iter().map(|c| (c.call.as_str(), c.ret.as_str())).collect();
+    assert_eq!(calls, [("mmap", "0"), ("mlock", "0"), ("munlock", "0")]);
+    let r = live(text, &["enabled=never"]).unwrap();
+    assert_faults(&r, 1024);
+    assert_eq!(r.process.anon_huge_bytes, 0);
+}
+
+#[test]
 fn census_of_a_known_layout() {
     require_live!();
     let _s = serial();

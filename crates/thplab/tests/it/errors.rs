@@ -21,7 +21,7 @@ fn unknown_verb() {
     let (_dir, file) = temp_file("bad.thpw", "thplab-workload 1\nmmap a 1M\nfrobnicate a\n");
     let r = thplab(&["sim", &file, "-q"]);
     r.fails(2);
-    let prefix = format!("thplab: {file}:3: unknown operation 'frobnicate'; valid: mmap, munmap, mprotect, madvise, brk, prctl, touch");
+    let prefix = format!("thplab: {file}:3: unknown operation 'frobnicate'; valid: mmap, munmap, mprotect, madvise, mlock, munlock, brk, prctl, touch");
     assert!(r.stderr.starts_with(&prefix), "{}", r.stderr);
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
     assert_eq!(r.stdout, "");

@@ -83,7 +83,7 @@ fn phase_names_a_part_of_the_run() {
 fn errors_name_file_line_and_what_is_valid() {
     assert_eq!(
         err("mmap a 1M\n\nfrobnicate a"),
-        "w.thpw:3: unknown operation 'frobnicate'; valid: mmap, munmap, mprotect, madvise, brk, prctl, touch, access, sleep, phase, repeat, \
+        "w.thpw:3: unknown operation 'frobnicate'; valid: mmap, munmap, mprotect, madvise, mlock, munlock, brk, prctl, touch, access, sleep, phase, repeat, \
          read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, thread, vfork, in, exit, wait"
     );
     assert_eq!(err("touch a write"), "w.thpw:1: unknown region 'a'; declared so far: none (declare one with mmap)");
