@@ -1,4 +1,4 @@
-//! `thplab bench chase`: the live pointer chase (`live::chase`) beside the model's prediction
+//! `thplab bench chase`: the live pointer chase (crates/chase) beside the model's prediction
 //! for the same chase (`access R chase` through the TLB model of `--cpu` under `--paging`), and
 //! the ratio of time per access of each page size to 4 KiB pages, live and predicted.
 
@@ -49,7 +49,7 @@ pub struct ChaseArgs {
 struct Row {
     bytes: u64,
     page: String,
-    live: Option<live::chase::ChasePoint>,
+    live: Option<chase::ChasePoint>,
     /// The ns per access of every live run of the point, in the order they ran.
     live_runs_ns: Vec<f64>,
     model_ns: f64,
@@ -57,10 +57,10 @@ struct Row {
     scatter: f64,
 }
 
-/// The model's ns per access of the live chase (`live::chase`) of `bytes` backed by `page`
+/// The model's ns per access of the live chase (crates/chase) of `bytes` backed by `page`
 /// (`sizes`: the mTHP sizes the knobs are set for), `accesses` timed loads after a warm-up lap,
 /// through `cpu`'s TLBs under `paging` with base pages' frames as scattered as `scatter`.
-pub fn model_chase_ns(bytes: u64, page: live::chase::ChasePage, sizes: &[u32], tlb: (&'static tlb::CpuPreset, tlb::Paging), scatter: f64, accesses: u64, seed: u64) -> Result<f64> {
+pub fn model_chase_ns(bytes: u64, page: chase::ChasePage, sizes: &[u32], tlb: (&'static tlb::CpuPreset, tlb::Paging), scatter: f64, accesses: u64, seed: u64) -> Result<f64> {
     let mut s = ThpSettings::default();
     for a in page.assignments(sizes) {
         s.apply_assignment(&a)?;
@@ -77,7 +77,7 @@ pub fn model_chase_ns(bytes: u64, page: live::chase::ChasePage, sizes: &[u32], t
 }
 
 impl ChaseArgs {
-    fn model(&self, bytes: u64, page: live::chase::ChasePage, sizes: &[u32], scatter: f64) -> Result<f64> {
+    fn model(&self, bytes: u64, page: chase::ChasePage, sizes: &[u32], scatter: f64) -> Result<f64> {
         let cpu = tlb::presets::by_name(&self.cpu).expect("clap checked --cpu");
         let paging = tlb::Paging::parse(&self.paging).expect("clap checked --paging");
         model_chase_ns(bytes, page, sizes, (cpu, paging), scatter, self.accesses, self.seed)
@@ -93,7 +93,7 @@ impl ChaseArgs {
         }
         let mut pages = Vec::new();
         for p in &self.pages {
-            pages.push(live::chase::ChasePage::parse(p).ok_or_else(|| anyhow::anyhow!("--pages: '{p}' is not 4K, an mTHP size (16K, 32K, 64K, ... 1024K) or PMD"))?);
+            pages.push(chase::ChasePage::parse(p).ok_or_else(|| anyhow::anyhow!("--pages: '{p}' is not 4K, an mTHP size (16K, 32K, 64K, ... 1024K) or PMD"))?);
         }
         let paths = live::sysfs::Paths::from_env();
         let live_ok = !self.model_only && paths.check_available().is_ok();
@@ -101,7 +101,7 @@ impl ChaseArgs {
             let why = paths.check_available().err().map(|e| e.to_string()).unwrap_or_default();
             eprintln!("thplab bench chase: {why}; printing the model only (--model-only)");
         }
-        let tree = if live_ok { live::chase::tree_sizes(&paths) } else { vec![16, 32, 64, 128, 256, 512, 1024, 2048] };
+        let tree = if live_ok { chase::tree_sizes(&paths) } else { vec![16, 32, 64, 128, 256, 512, 1024, 2048] };
         let given_scatter = match self.order0_scatter.as_str() {
             "measured" => None,
             v => Some(v.parse::<f64>().ok().filter(|x| (0.0..=1.0).contains(x)).ok_or_else(|| anyhow::anyhow!("--order0-scatter: '{v}' is not a number from 0 to 1 or 'measured'"))?),
@@ -109,17 +109,17 @@ impl ChaseArgs {
         let mut rows = Vec::new();
         for &bytes in &sizes_b {
             // Live first: the 4K buffer's frames tell the model how scattered base pages are.
-            let mut runs: Vec<Vec<live::chase::ChasePoint>> = vec![Vec::new(); pages.len()];
+            let mut runs: Vec<Vec<chase::ChasePoint>> = vec![Vec::new(); pages.len()];
             for round in 0..if live_ok { self.repeat } else { 0 } {
                 for (i, &page) in pages.iter().enumerate() {
                     if self.repeat > 1 && !self.json {
                         eprintln!("  {} {:>4}: live run {} of {}", mm_types::format_size(bytes), page.name(), round + 1, self.repeat);
                     }
-                    runs[i].push(live::chase::run_chase(bytes, page, self.accesses, self.seed)?);
+                    runs[i].push(chase::run_chase(bytes, page, self.accesses, self.seed)?);
                 }
             }
-            let lives: Vec<Option<live::chase::ChasePoint>> = runs.iter().map(|r| median_run(r).cloned()).collect();
-            let measured = pages.iter().zip(&lives).find(|(p, _)| matches!(p, live::chase::ChasePage::Base)).and_then(|(_, l)| l.as_ref()).filter(|l| l.host_pte_lines > 0).map(|l| l.scatter());
+            let lives: Vec<Option<chase::ChasePoint>> = runs.iter().map(|r| median_run(r).cloned()).collect();
+            let measured = pages.iter().zip(&lives).find(|(p, _)| matches!(p, chase::ChasePage::Base)).and_then(|(_, l)| l.as_ref()).filter(|l| l.host_pte_lines > 0).map(|l| l.scatter());
             let scatter = given_scatter.or(measured).unwrap_or(1.0);
             for ((&page, live), runs) in pages.iter().zip(lives).zip(&runs) {
                 let model_ns = self.model(bytes, page, &tree, scatter)?;
@@ -227,8 +227,8 @@ impl ChaseArgs {
 
 /// The run with the median time per access (of an even number, the faster of the middle two),
 /// `None` for no run.
-fn median_run(runs: &[live::chase::ChasePoint]) -> Option<&live::chase::ChasePoint> {
-    let mut by_time: Vec<&live::chase::ChasePoint> = runs.iter().collect();
+fn median_run(runs: &[chase::ChasePoint]) -> Option<&chase::ChasePoint> {
+    let mut by_time: Vec<&chase::ChasePoint> = runs.iter().collect();
     by_time.sort_by(|a, b| a.ns_per_access.total_cmp(&b.ns_per_access));
     by_time.get(runs.len().saturating_sub(1) / 2).copied()
 }
@@ -236,7 +236,7 @@ fn median_run(runs: &[live::chase::ChasePoint]) -> Option<&live::chase::ChasePoi
 #[cfg(test)]
 mod tests {
     use super::median_run;
-    use live::chase::ChasePoint;
+    use chase::ChasePoint;
 
     fn point(ns: f64, lines: u64) -> ChasePoint {
         ChasePoint { page: "4K".into(), bytes: 16 << 20, accesses: 1000, ns_per_access: ns, anon_huge_bytes: 0, mthp_faults: Vec::new(), pages: 4096, host_pte_lines: lines }

@@ -332,12 +332,12 @@ impl AgentArgs {
         for pid in &self.pid {
             require_user_process("agent", *pid, "to collapse")?;
         }
-        let allow = live::agent::Allowlist { pids: self.pid.clone(), names: self.name.clone() };
+        let allow = agent::Allowlist { pids: self.pid.clone(), names: self.name.clone() };
         if allow.resolve().is_empty() {
             eprintln!("thplab agent: warning: no process on the allowlist is running now (names are matched against /proc/PID/comm, at most 15 bytes){}", if self.dry_run { "" } else { "; waiting for one" });
         }
         live::khugepaged::stop_on_signals();
-        let budget = live::agent::Budget {
+        let budget = agent::Budget {
             per_sec: self.rate,
             total: self.max_collapses,
             cpu_fraction: self.cpu / 100.0,
@@ -347,7 +347,7 @@ impl AgentArgs {
         };
         let json = self.json;
         let duration = self.duration.map(Duration::from_secs_f64).unwrap_or(Duration::from_secs(u64::MAX / 4));
-        let log = |a: &live::agent::Action| {
+        let log = |a: &agent::Action| {
             let line = if json {
                 let mut v = serde_json::to_value(a).expect("serializable");
                 v.as_object_mut().expect("object").insert("schema".into(), "thplab-agent/1".into());
@@ -363,7 +363,7 @@ impl AgentArgs {
             };
             println!("{line}");
         };
-        let s = live::agent::run(&allow, &budget, self.dry_run, Duration::from_millis(self.interval), duration, live::khugepaged::stop_requested, log)?;
+        let s = agent::run(&allow, &budget, self.dry_run, Duration::from_millis(self.interval), duration, live::khugepaged::stop_requested, log)?;
         if json {
             let mut v = serde_json::to_value(&s)?;
             v.as_object_mut().expect("object").insert("schema".into(), "thplab-agent/1".into());
@@ -448,7 +448,7 @@ impl CalibrateArgs {
         let quiet = self.json;
         let tty = std::io::stderr().is_terminal();
         let mut progress = StepProgress::default();
-        let c = live::calibrate::calibrate(self.mib, self.repeat, |step| {
+        let c = calibrate::calibrate(self.mib, self.repeat, |step| {
             if !quiet {
                 progress.show(tty, step);
             }
@@ -504,7 +504,7 @@ impl CalibrateArgs {
 
 /// `calibrate`'s figures as a table, each column as wide as its widest cell (the first as wide
 /// as the longest name, `host fault (base pages)`).
-pub fn figure_table(figures: &[live::calibrate::Figure]) -> Vec<String> {
+pub fn figure_table(figures: &[calibrate::Figure]) -> Vec<String> {
     let mut cells = vec![["ns per", "median", "min", "max", "events", "at size"].map(String::from).to_vec()];
     for f in figures {
         let at = f.at_size.map(|a| format!("{:.0} %", a * 100.0)).unwrap_or_default();
@@ -521,21 +521,21 @@ pub fn figure_table(figures: &[live::calibrate::Figure]) -> Vec<String> {
 /// guest's free lists scattered its frames; host pages whose model times are within 2 % of
 /// each other (2 MiB and 1 GiB over 1 GiB: both cover it) go to the smaller.
 fn calibrate_tlb(mib: u64, mut progress: impl FnMut(&str)) -> Result<uapi::profile::TlbSetup> {
-    use live::chase::ChasePage;
+    use chase::ChasePage;
     const LOADS: u64 = 2_000_000;
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let (preset, cpu_why) = tlb::presets::for_cpuinfo(&cpuinfo);
     let bytes = mib << 20;
     progress(&format!("tlb: chase of {mib} MiB, 4 KiB pages"));
-    let k4 = live::chase::run_chase(bytes, ChasePage::Base, LOADS, 1)?;
+    let k4 = chase::run_chase(bytes, ChasePage::Base, LOADS, 1)?;
     progress(&format!("tlb: chase of {mib} MiB, PMD THP"));
-    let pmd = live::chase::run_chase(bytes, ChasePage::Pmd, LOADS, 1)?;
+    let pmd = chase::run_chase(bytes, ChasePage::Pmd, LOADS, 1)?;
     let scatter = if k4.host_pte_lines > 0 { k4.scatter() } else { 1.0 };
     let live_ratio = pmd.ns_per_access / k4.ns_per_access;
     let (paging, how) = if !tlb::presets::is_guest(&cpuinfo) {
         (tlb::Paging::Native, "no hypervisor flag: native paging".to_string())
     } else {
-        let sizes = live::chase::tree_sizes(&live::sysfs::Paths::from_env());
+        let sizes = chase::tree_sizes(&live::sysfs::Paths::from_env());
         let mut fits: Vec<(tlb::Paging, f64, f64)> = Vec::new();
         for host in [tlb::PageSize::K4, tlb::PageSize::M2, tlb::PageSize::G1] {
             let paging = tlb::Paging::Nested { host };
@@ -670,7 +670,7 @@ fn settle_host(progress: bool) {
 
 #[cfg(test)]
 mod figure_tests {
-    use live::calibrate::{Figure, Spread};
+    use calibrate::{Figure, Spread};
 
     #[test]
     fn the_figures_line_up_past_a_long_name() {
