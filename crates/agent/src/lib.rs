@@ -18,8 +18,12 @@
 //! clear the bits (it changes nothing in the target), so its Referenced counts accesses since
 //! the last clear or since the pages were mapped.
 //!
-//! A crate of its own (a tool, not the harness): it only reads /proc to choose ranges (crates/probe)
-//! and acts through process_madvise; it neither sets knobs nor runs workloads.
+//! A crate of its own (a tool, not the harness): it only reads /proc to choose ranges
+//! (crates/probe) and acts through process_madvise; it neither sets knobs nor runs workloads.
+//!
+//! - [`command`]: `thplab agent`'s entry point (checks, the log and the summary printed).
+
+pub mod command;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

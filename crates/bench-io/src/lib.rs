@@ -10,6 +10,7 @@
 //! device, the unlinked files, the private mount namespace).
 
 pub mod buffer;
+pub mod command;
 pub mod engine;
 pub mod pin;
 pub mod target;

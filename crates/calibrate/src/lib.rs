@@ -33,6 +33,10 @@
 //!
 //! A crate of its own (a tool, not the harness): it uses crates/live's settings guard and host
 //! state, and times its own faults rather than running a workload through the executor.
+//!
+//! - [`command`]: `thplab calibrate`'s entry point (the `[tlb]` fit, the profile, the table).
+
+pub mod command;
 
 use std::time::Instant;
 

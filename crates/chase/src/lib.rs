@@ -1,6 +1,6 @@
 //! `thplab bench chase`: a dependent pointer chase on this machine, timed per access, with
-//! THP knobs set (through crates/live's [`SettingsGuard`], restored on every exit path) so that the chased
-//! memory is backed by 4 KiB pages, one mTHP size (16 KiB, 64 KiB, ...), or PMD THPs.
+//! THP knobs set (through crates/live's [`SettingsGuard`], restored on every exit path) so that
+//! the chased memory is backed by 4 KiB pages, one mTHP size (16 KiB, 64 KiB, ...), or PMD THPs.
 //!
 //! The chase visits the cycle of `workload::AccessPlan` for `access R chase elem=64 seed=S`, the
 //! very order the model's `access` statement visits, so model and machine chase the same lines.
@@ -12,6 +12,13 @@
 //!
 //! A crate of its own (a tool, not the harness): it sets knobs through crates/live's guard and
 //! runs its own chase instead of a workload through the executor.
+//!
+//! - [`command`]: `thplab bench chase`'s entry point, and the model's prediction of the same
+//!   chase ([`model_chase_ns`]).
+
+pub mod command;
+
+pub use command::model_chase_ns;
 
 use uapi::ThpSettings;
 use workload::{AccessPlan, AccessStream, Pattern, Range, RegionId};

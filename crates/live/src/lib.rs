@@ -26,6 +26,8 @@
 //!   `/proc/buddyinfo`), the CPU whose per-CPU lists are quietest (`/proc/zoneinfo`), pinning a
 //!   run there and holding that CPU's free THPs while it runs. Much of it reads, but its job is
 //!   to prepare the state a run starts from, so it stays with the harness.
+//! - [`command`]: the recovery every thplab command starts with, and the hidden `__exec` and
+//!   `__hold` subcommands.
 //! - [`sysfs`]: writes a knob and reads it back (`mm/huge_memory.c: enabled_store`), for the
 //!   guard; the reading half is `probe::sysfs`, re-exported in it.
 //!
@@ -39,6 +41,7 @@
 //! a kernel with the THP sysfs tree; otherwise calls return [`LiveError::NotAvailable`] (the
 //! error type is probe's, one for the whole live side).
 
+pub mod command;
 pub mod executor;
 pub mod guard;
 pub mod host;

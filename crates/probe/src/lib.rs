@@ -26,6 +26,8 @@
 //!   (`include/trace/events/huge_memory.h`), for `thplab khugepaged`.
 //! - [`metrics`]: the system-wide counters and settings and per-process census, RSS and bloat
 //!   under a procfs/sysfs root, for `thplab exporter`.
+//! - [`command`]: `thplab observe` and `thplab khugepaged` (the CLI keeps their arguments), and
+//!   the check that a `--pid` names a process with a user address space.
 //!
 //! Reading PFNs needs root (`fs/proc/task_mmu.c: pagemap_read` hides them from others);
 //! where the tree or the rights are missing, calls return [`LiveError::NotAvailable`].
@@ -34,6 +36,7 @@
 
 pub mod bloat;
 pub mod census;
+pub mod command;
 pub mod inputs;
 pub mod khugepaged;
 pub mod metrics;

@@ -14,6 +14,7 @@
 //! entries and exits are paired per thread, and the [`Recording`] is returned.
 
 pub mod accesses;
+pub mod command;
 mod notify;
 mod perf;
 mod ptrace;
