@@ -18,6 +18,8 @@
 //! on every VMA).
 //!
 //! This crate may depend on both `mm` and `probe` (ARCHITECTURE.md); it reads nothing itself.
+//!
+//! [`command`] is `thplab explain`: the pid and address checked, the report printed.
 
 pub mod command;
 

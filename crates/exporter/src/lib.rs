@@ -6,6 +6,8 @@
 //! Budget: the per-process part of a scrape ends [`RESERVE`] before the budget so that the
 //! encoding and the reply fit in it; a process whose census would not end in time is skipped
 //! with the rest and `thplab_scrape_truncated` is 1.
+//!
+//! [`command`] is `thplab exporter`: the tree checked, the socket bound, served until killed.
 
 pub mod command;
 
