@@ -8,8 +8,12 @@
 //! than as a difference between cases) and tears everything down on every exit path
 //! (drop, and for a signal or SIGKILL: the guard's handler and journal, the autoclear loop
 //! device, the unlinked files, the private mount namespace).
+//!
+//! [`command`] is `thplab bench io`: the options checked, the progress bar, the `[pin]` profile
+//! written or checked, the tables or the JSON.
 
 pub mod buffer;
+pub mod command;
 pub mod engine;
 pub mod pin;
 pub mod target;

@@ -9,20 +9,24 @@
 //! [`mm::shmem::shmem_thp_vma_allowable_orders`] (`mm/shmem.c: shmem_huge_global_enabled`,
 //! `shmem_allowable_huge_orders`, `shmem_get_orders_within_size`), each with a
 //! [`Refusals`] sink that records why every order was dropped. The inputs come from
-//! [`live::inputs`] (knobs read only, /proc/cmdline, /proc/PID/status, smaps, mountinfo,
-//! map_files) and the census from [`live::census`], the same one `thplab observe` prints.
+//! [`probe::inputs`] (knobs read only, /proc/cmdline, /proc/PID/status, smaps, mountinfo,
+//! map_files) and the census from [`probe::census`], the same one `thplab observe` prints.
 //!
 //! What /proc does not show is inferred and said so: whether an anonymous VMA has an anon_vma
 //! (from `Anonymous:`/`Swap:` in smaps), and MMF_DISABLE_THP_EXCEPT_ADVISED (the hypothesis
 //! under which the model's TVA_SMAPS answer (any order) agrees with the kernel's `THPeligible`
 //! on every VMA).
 //!
-//! This crate may depend on both `mm` and `live` (ARCHITECTURE.md); it reads nothing itself.
+//! This crate may depend on both `mm` and `probe` (ARCHITECTURE.md); it reads nothing itself.
+//!
+//! [`command`] is `thplab explain`: the pid and address checked, the report printed.
+
+pub mod command;
 
 use std::fmt;
 
-use live::census::{census_of_ranges, label};
-use live::inputs::{read_policy_inputs, Backing, PolicyInputs, VmaInputs};
+use probe::census::{census_of_ranges, label};
+use probe::inputs::{read_policy_inputs, Backing, PolicyInputs, VmaInputs};
 use mm::huge_memory::{anon_thp_vma_allowable_orders, thp_vma_suitable_order, Refusal, RefusalSink, Refusals, TvaType};
 use mm::shmem::{
     file_vma_suitable_orders_why, shm_mnt_huge, shmem_allowable_huge_orders, shmem_thp_vma_allowable_orders, SbHuge,
@@ -152,7 +156,7 @@ pub struct ExplainReport {
 }
 
 /// Errors of [`explain_pid`].
-pub type Error = live::LiveError;
+pub type Error = probe::LiveError;
 
 /// The VmFlags mnemonics the policy reads.
 const POLICY_FLAGS: [&str; 8] = ["hg", "nh", "sh", "io", "de", "pf", "mm", "ht"];
@@ -373,7 +377,7 @@ fn infer_prctl(inp: &PolicyInputs, masks: ThpMasks) -> (MmFlags, String, String)
 }
 
 /// Explain the VMAs of `inp` (only the one holding `addr`, if given) with their census.
-pub fn explain(inp: &PolicyInputs, census: &live::CensusReport, addr: Option<u64>) -> ExplainReport {
+pub fn explain(inp: &PolicyInputs, census: &probe::census::CensusReport, addr: Option<u64>) -> ExplainReport {
     let masks = ThpMasks::from(&inp.settings);
     let (mm, prctl, prctl_source) = infer_prctl(inp, masks);
     let p = Policy { settings: &inp.settings, masks, mm, tmpfs_default_huge: inp.tmpfs_default_huge.as_deref() };
@@ -444,7 +448,7 @@ pub fn explain(inp: &PolicyInputs, census: &live::CensusReport, addr: Option<u64
 /// Read the inputs and the census of `pid` and explain (the VMA holding `addr`, or all).
 pub fn explain_pid(pid: i32, addr: Option<u64>) -> Result<ExplainReport, Error> {
     let inp = read_policy_inputs(pid)?;
-    let vmas: Vec<live::procfs::Vma> = inp.vmas.iter().map(|v| v.vma.clone()).collect();
+    let vmas: Vec<probe::procfs::Vma> = inp.vmas.iter().map(|v| v.vma.clone()).collect();
     let ranges = match addr {
         Some(a) => vec![(a & !(PAGE_SIZE - 1), (a & !(PAGE_SIZE - 1)) + PAGE_SIZE)],
         None => vec![(0, u64::MAX)],

@@ -2,8 +2,8 @@
 //! §3.1, §4.2, §4.3), for VMAs built by hand. Each expected line is `size fault khugepaged`.
 
 use super::*;
-use live::inputs::{Backing, PolicyInputs, VmaInputs};
-use live::procfs::Vma as LiveVma;
+use probe::inputs::{Backing, PolicyInputs, VmaInputs};
+use probe::procfs::Vma as LiveVma;
 
 const M: u64 = 1 << 20;
 const BASE: u64 = 0x7e00_0000_0000;
@@ -36,7 +36,7 @@ fn inputs(s: ThpSettings, thp_enabled: bool, vmas: Vec<VmaInputs>) -> PolicyInpu
 
 /// `size fault khugepaged` per order, highest first, for the first VMA.
 fn table(inp: &PolicyInputs) -> String {
-    let census = live::CensusReport { per_vma: vec![Census::default(); inp.vmas.len()], ..Default::default() };
+    let census = probe::census::CensusReport { per_vma: vec![Census::default(); inp.vmas.len()], ..Default::default() };
     let r = explain(inp, &census, None);
     r.vmas[0].orders.iter().map(|l| format!("{} {} {}\n", l.size, l.fault, l.khugepaged)).collect()
 }
@@ -81,7 +81,7 @@ fn nohugepage_arena_and_prctl() {
     assert!(t.contains("64kB vm_no_hugepage khugepaged_pmd_only\n"), "{t}");
     // THP_enabled: 0 is PR_SET_THP_DISABLE.
     let inp = inputs(s.clone(), false, vec![vma(BASE, 8 * M, &[], true, Backing::Anon)]);
-    let r = explain(&inp, &live::CensusReport { per_vma: vec![Census::default()], ..Default::default() }, None);
+    let r = explain(&inp, &probe::census::CensusReport { per_vma: vec![Census::default()], ..Default::default() }, None);
     assert_eq!(r.prctl, "disable_thp_completely");
     assert!(table(&inp).contains("2048kB prctl_disabled prctl_disabled\n"), "{}", table(&inp));
     assert!(table(&inp).contains("64kB prctl_disabled khugepaged_pmd_only\n"), "{}", table(&inp));
@@ -95,7 +95,7 @@ fn except_advised_is_inferred_from_thp_eligible() {
     let mut advised = vma(BASE + 16 * M, 8 * M, &["hg"], true, Backing::Anon);
     advised.vma.thp_eligible = Some(true);
     let inp = inputs(s, true, vec![plain, advised]);
-    let census = live::CensusReport { per_vma: vec![Census::default(); 2], ..Default::default() };
+    let census = probe::census::CensusReport { per_vma: vec![Census::default(); 2], ..Default::default() };
     let r = explain(&inp, &census, None);
     assert_eq!(r.prctl, "disable_thp_except_advised");
     assert_eq!(r.thp_eligible_mismatches, 0);
@@ -167,7 +167,7 @@ fn allowed_sizes_that_the_memory_is_not_in_are_explained() {
     let inp = inputs(s, true, vec![vma(BASE, 8 * M, &[], true, Backing::Anon)]);
     let mut c = Census::default();
     c.sizes.insert("4kB".into(), uapi::CensusEntry { folios: 100, pte_mapped: 100, ..Default::default() });
-    let census = live::CensusReport { per_vma: vec![c], ..Default::default() };
+    let census = probe::census::CensusReport { per_vma: vec![c], ..Default::default() };
     let r = explain(&inp, &census, None);
     let unused: Vec<(String, String)> =
         r.vmas[0].orders.iter().filter_map(|l| l.unused.as_ref().map(|u| (l.size.clone(), u.split(':').next().unwrap().to_string()))).collect();
@@ -177,7 +177,7 @@ fn allowed_sizes_that_the_memory_is_not_in_are_explained() {
     assert!(pmd.unused.as_ref().unwrap().contains("khugepaged (allowed for this VMA)"), "{pmd:?}");
     let mut c = Census::default();
     c.sizes.insert("2048kB".into(), uapi::CensusEntry { folios: 4, pmd_mapped: 4, ..Default::default() });
-    let census = live::CensusReport { per_vma: vec![c], ..Default::default() };
+    let census = probe::census::CensusReport { per_vma: vec![c], ..Default::default() };
     assert!(explain(&inp, &census, None).vmas[0].orders.iter().all(|l| l.unused.is_none()));
 }
 

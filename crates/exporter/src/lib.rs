@@ -1,11 +1,15 @@
 //! `thplab exporter`: a Prometheus endpoint. Every scrape of `/metrics` reads the THP tree,
-//! `/proc/vmstat` and the selected processes afresh through [`live::metrics`] (read only: no
+//! `/proc/vmstat` and the selected processes afresh through [`probe::metrics`] (read only: no
 //! knob is written) and encodes them in the OpenMetrics text format with `prometheus-client`.
 //! docs/exporter.md lists every series.
 //!
 //! Budget: the per-process part of a scrape ends [`RESERVE`] before the budget so that the
 //! encoding and the reply fit in it; a process whose census would not end in time is skipped
 //! with the rest and `thplab_scrape_truncated` is 1.
+//!
+//! [`command`] is `thplab exporter`: the tree checked, the socket bound, served until killed.
+
+pub mod command;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Cursor;
@@ -14,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use live::metrics::{read_processes, read_system, select, ErrorKind, ProcessScrape, Root, ScrapeError, Selection, SystemSnapshot};
+use probe::metrics::{read_processes, read_system, select, ErrorKind, ProcessScrape, Root, ScrapeError, Selection, SystemSnapshot};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -138,7 +142,7 @@ pub fn selection(names: &[String], cgroups: &[String], pids: &[i32]) -> Result<S
         if c.trim().is_empty() {
             return Err(format!("--cgroup '{c}': an empty path (use / for every process)"));
         }
-        sel.cgroups.push(live::metrics::normalize_cgroup(c));
+        sel.cgroups.push(probe::metrics::normalize_cgroup(c));
     }
     for &p in pids {
         if p <= 0 {
@@ -269,7 +273,7 @@ pub fn encode(sys: &SystemSnapshot, procs: &ProcessScrape, meta: &ScrapeMeta) ->
     for stat in stats {
         let series = sys.sizes.iter().filter_map(|d| d.stats.iter().find(|(n, _)| n == stat).map(|(_, v)| (l(&[("size", &d.label)]), *v)));
         let name = format!("thplab_mthp_{}", label_name(stat));
-        if live::metrics::mthp_stat_is_gauge(stat) {
+        if probe::metrics::mthp_stat_is_gauge(stat) {
             x.push(name, mthp_help(stat), Family::Gauge(series.map(|(l, v)| (l, v as i64)).collect()));
         } else {
             x.push(name, mthp_help(stat), Family::Counter(series.collect()));
@@ -284,7 +288,7 @@ pub fn encode(sys: &SystemSnapshot, procs: &ProcessScrape, meta: &ScrapeMeta) ->
     for (n, v) in &sys.khugepaged {
         let name = format!("thplab_khugepaged_{}", label_name(n));
         let help = format!("khugepaged/{n}");
-        if live::metrics::KHUGEPAGED_COUNTERS.contains(&n.as_str()) {
+        if probe::metrics::KHUGEPAGED_COUNTERS.contains(&n.as_str()) {
             x.push(name, help, Family::Counter(vec![(Vec::new(), (*v).max(0) as u64)]));
         } else {
             x.push(name, help, Family::Gauge(vec![(Vec::new(), *v)]));
@@ -307,7 +311,7 @@ pub fn encode(sys: &SystemSnapshot, procs: &ProcessScrape, meta: &ScrapeMeta) ->
     );
 
     // Per process.
-    let who = |p: &live::metrics::ProcessMetrics| l(&[("pid", &p.pid.to_string()), ("comm", &p.comm)]);
+    let who = |p: &probe::metrics::ProcessMetrics| l(&[("pid", &p.pid.to_string()), ("comm", &p.comm)]);
     let mut folios = Vec::new();
     let mut pmd = Vec::new();
     let mut partial = Vec::new();
@@ -327,7 +331,7 @@ pub fn encode(sys: &SystemSnapshot, procs: &ProcessScrape, meta: &ScrapeMeta) ->
     x.push("thplab_process_folios", "folios mapped by the process, by VMA kind (anon, shmem, file) and folio size (census of pagemap and kpageflags)", Family::Gauge(folios));
     x.push("thplab_process_pmd_mapped_folios", "of those, folios mapped by a PMD", Family::Gauge(pmd));
     x.push("thplab_process_partially_mapped_folios", "of those, PTE-mapped folios of which some pages are not mapped in the process", Family::Gauge(partial));
-    let per = |f: &dyn Fn(&live::metrics::ProcessMetrics) -> Option<i64>| -> Vec<(Labels, i64)> {
+    let per = |f: &dyn Fn(&probe::metrics::ProcessMetrics) -> Option<i64>| -> Vec<(Labels, i64)> {
         procs.processes.iter().filter_map(|p| Some((who(p), f(p)?))).collect()
     };
     let kib = |v: u64| (v * 1024) as i64;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use exporter::{Exporter, Options, Server};
-use live::metrics::Root;
+use probe::metrics::Root;
 use serde_json::Value;
 
 const BUDGET: Duration = Duration::from_millis(500);
@@ -114,7 +114,7 @@ fn prometheus_scrapes_every_second_within_the_budget() {
         return;
     };
     let root = Root::live();
-    if live::metrics::check_tree(&root).is_err() {
+    if probe::metrics::check_tree(&root).is_err() {
         eprintln!("SKIP prometheus_scrapes_every_second_within_the_budget: no THP sysfs tree at {}", root.thp.display());
         return;
     }
@@ -245,7 +245,7 @@ fn prometheus_scrapes_every_second_within_the_budget() {
     assert!(got.iter().all(|r| values(r).len() == scrapes), "a thp_* series is missing from some scrapes");
 
     // The knobs, as this machine has them now.
-    let enabled = live::sysfs::selected_value(&std::fs::read_to_string(root.thp.join("enabled")).unwrap());
+    let enabled = probe::sysfs::selected_value(&std::fs::read_to_string(root.thp.join("enabled")).unwrap());
     let info = query(&prom, "thplab_settings_info", now);
     assert_eq!(info.len(), 1, "{info:?}");
     assert_eq!(info[0]["metric"]["enabled"].as_str(), Some(enabled.as_str()));
@@ -255,7 +255,7 @@ fn prometheus_scrapes_every_second_within_the_budget() {
 
     // The target's census.
     let sel = format!("pid=\"{target_pid}\"");
-    if !live::sysfs::is_root() {
+    if !probe::sysfs::is_root() {
         eprintln!("SKIP the census checks: not root (pagemap hides PFNs, kpageflags is root-only)");
         let errs = one(&prom, "thplab_scrape_errors_total{kind=\"permission\"}", now).unwrap();
         assert!(errs >= scrapes as f64, "{errs} permission errors in {scrapes} scrapes");
@@ -269,7 +269,7 @@ fn prometheus_scrapes_every_second_within_the_budget() {
     let rss = one(&prom, &format!("thplab_process_rss_bytes{{{sel}}}"), now).unwrap();
     assert!(rss >= (NOHUGE_MIB << 20) as f64, "Rss {rss}");
     // The MADV_HUGEPAGE region: a PMD THP per 2 MiB when the knobs allow one there.
-    let size_2m = live::sysfs::selected_value(&std::fs::read_to_string(root.thp.join("hugepages-2048kB/enabled")).unwrap_or_default());
+    let size_2m = probe::sysfs::selected_value(&std::fs::read_to_string(root.thp.join("hugepages-2048kB/enabled")).unwrap_or_default());
     let pmd_allowed = matches!(size_2m.as_str(), "always" | "madvise") || (size_2m == "inherit" && matches!(enabled.as_str(), "always" | "madvise"));
     let thps = one(&prom, &format!("thplab_process_folios{{{sel},kind=\"anon\",size=\"2048kB\"}}"), now).unwrap_or(0.0);
     let huge = one(&prom, &format!("thplab_process_anon_huge_bytes{{{sel}}}"), now).unwrap();

@@ -576,21 +576,9 @@ pub fn hold_settings(assignments: &[String], paths: &Paths) -> Result<SettingsGu
     SettingsGuard::apply_built_at(paths, &[], |p| with_assignments(p, assignments))
 }
 
-/// The settings the tree in `paths` holds now (knobs this crate's [`ThpSettings`] does not know
-/// are ignored).
-pub fn current_settings(paths: &Paths) -> Result<ThpSettings> {
-    let mut s = ThpSettings::default();
-    for (rel, _) in ThpSettings::default().knobs() {
-        if !paths.knob(&rel).exists() {
-            continue;
-        }
-        let v = read_knob(paths, &rel)?;
-        // Order matters for shmem_enabled=force (checked against the per-size inherit set);
-        // knobs() lists per-size knobs first.
-        s.set(&rel, &v).map_err(|e| LiveError::Parse { path: paths.knob(&rel).display().to_string(), message: e.to_string() })?;
-    }
-    Ok(s)
-}
+/// The settings the tree in `paths` holds now: a read-only probe (crates/probe `sysfs`), here
+/// at its old path.
+pub use probe::sysfs::current_settings;
 
 #[cfg(test)]
 mod tests {

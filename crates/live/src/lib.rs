@@ -16,38 +16,43 @@
 //!   (`mm/huge_memory.c: DEFINE_MTHP_STAT_ATTR`), `/proc/PID/smaps` (`fs/proc/task_mmu.c:
 //!   show_smap`), `/proc/meminfo` (`Shmem`, `ShmemHugePages`, `ShmemPmdMapped`) and getrusage
 //!   minor faults.
-//! - [`census`]: which folio sizes a process maps, from `/proc/PID/pagemap`
-//!   (`fs/proc/task_mmu.c: pagemap_read, pagemap_pmd_range, pte_to_pagemap_entry`: bit 63
-//!   present, bits 0–54 PFN) and `/proc/kpageflags` (`fs/proc/page.c: stable_page_flags`,
-//!   `include/uapi/linux/kernel-page-flags.h`: COMPOUND_HEAD 15, COMPOUND_TAIL 16, HUGE 17,
-//!   THP 22, ZERO_PAGE 24). The approach follows `tools/mm/thpmaps` (PMD mappings are counted
-//!   from smaps `AnonHugePages`/`ShmemPmdMapped`/`FilePmdMapped`, which pagemap cannot show).
-//! - [`observe`]: the census of every VMA of any process, for `thplab observe`.
 //! - [`program`]: runs a real program under the settings, followed with ptrace (exec, fork,
 //!   exit stops only), and measures minflt and the census of its anonymous private memory at
 //!   each process's exit, for `thplab compare --record`.
+//! - [`timeline`]: `--sample MS` while a workload runs: the census of its ranges, its smaps and
+//!   the collapse counters every interval, and the progress line.
+//! - [`host`]: the host behind a virtual machine: whether a balloon reports free pages
+//!   (`mm/page_reporting.c`), the free lists a run starts from (`/proc/pagetypeinfo`,
+//!   `/proc/buddyinfo`), the CPU whose per-CPU lists are quietest (`/proc/zoneinfo`), pinning a
+//!   run there and holding that CPU's free THPs while it runs. Much of it reads, but its job is
+//!   to prepare the state a run starts from, so it stays with the harness.
+//! - [`command`]: the recovery every thplab command starts with, and the hidden `__exec` and
+//!   `__hold` subcommands.
+//! - [`sysfs`]: writes a knob and reads it back (`mm/huge_memory.c: enabled_store`), for the
+//!   guard; the reading half is `probe::sysfs`, re-exported in it.
+//!
+//! The job of this crate is running workloads. Read-only probing of /proc and sysfs (the
+//! counters, smaps, the folio census, bloat, observe, the policy inputs, khugepaged tracing,
+//! the exporter's scrape) is crates/probe, re-exported below at the module paths it had here
+//! (`live::census`, `live::procfs`, ...) so that callers did not change. The commands built on
+//! both (agent, calibrate, chase, and bench io, explain, exporter) are crates of their own.
 //!
 //! Everything here needs root (PFNs are hidden from others, sysfs writes need CAP_SYS_ADMIN) and
-//! a kernel with the THP sysfs tree; otherwise calls return [`LiveError::NotAvailable`].
+//! a kernel with the THP sysfs tree; otherwise calls return [`LiveError::NotAvailable`] (the
+//! error type is probe's, one for the whole live side).
 
-pub mod agent;
-pub mod bloat;
-pub mod calibrate;
-pub mod census;
-pub mod chase;
+pub mod command;
 pub mod executor;
 pub mod guard;
 pub mod host;
-pub mod inputs;
-pub mod khugepaged;
-pub mod metrics;
-pub mod observe;
-pub mod procfs;
 pub mod program;
 pub mod sysfs;
 pub mod timeline;
 
-use std::path::Path;
+// The read-only probes, at their old paths.
+pub use probe::{bloat, census, inputs, khugepaged, metrics, observe, procfs};
+pub use probe::{kernel_release, LiveError, Result};
+pub(crate) use probe::io_err;
 
 pub use census::{census_of_ranges, CensusReport};
 pub use executor::{exec_child_main, run_live, ExecOptions};
@@ -55,48 +60,19 @@ pub use guard::{recover_if_needed, SettingsGuard};
 pub use observe::{observable, observe, Observable, ObserveReport};
 pub use program::{run_program, ProgramOptions};
 
-/// Everything that can go wrong in the live harness. Messages say what and where.
-#[derive(Debug, thiserror::Error)]
-pub enum LiveError {
-    /// The live harness cannot run here (not root, no THP sysfs tree, not Linux, ...).
-    #[error("live runs are not available here: {0}")]
-    NotAvailable(String),
-    /// A file operation failed.
-    #[error("{what} {path}: {error}")]
-    Io {
-        what: &'static str,
-        path: String,
-        /// Not a `#[source]`: the message already holds it (it would print twice).
-        error: std::io::Error,
-    },
-    /// Another thplab live run holds the settings lock.
-    #[error("another thplab live run holds {path}{}; waited {waited_s} s", holder.map(|p| format!(" (pid {p})")).unwrap_or_default())]
-    Locked { path: String, holder: Option<i32>, waited_s: u64 },
-    /// The kernel refused a knob value, or read back something else.
-    #[error("THP knob {path}: {message}")]
-    Knob { path: String, message: String },
-    /// A file had content we could not understand.
-    #[error("{path}: {message}")]
-    Parse { path: String, message: String },
-    /// The workload failed at a line (for example a touch of unmapped memory).
-    #[error("{source_name}:{line}: {message}")]
-    Workload { source_name: String, line: usize, message: String },
-    /// The executor child misbehaved.
-    #[error("live executor: {0}")]
-    Child(String),
-    /// A process to observe does not exist (any more).
-    #[error("process {pid} does not exist (or has exited)")]
-    NoSuchProcess { pid: i32 },
+/// Minor faults of this process so far (getrusage `ru_minflt`), as the executor counts them;
+/// for tools that time faults (crates/calibrate).
+pub fn minflt_now() -> u64 {
+    executor::minflt_now()
 }
 
-pub type Result<T, E = LiveError> = std::result::Result<T, E>;
-
-pub(crate) fn io_err(what: &'static str, path: impl AsRef<Path>, source: std::io::Error) -> LiveError {
-    LiveError::Io { what, path: path.as_ref().display().to_string(), error: source }
+/// One byte written to `p` and fenced, as the executor touches a page (see
+/// `executor::store_page_byte` for why the fence); for tools that time faults (crates/calibrate).
+///
+/// # Safety
+/// `p` must be a writable address of this process (a bad one kills it with SIGSEGV).
+#[inline(always)]
+pub unsafe fn store_page_byte(p: *mut u8) {
+    // SAFETY: the caller's.
+    unsafe { executor::store_page_byte(p) }
 }
-
-/// The release of the running kernel (`uname -r`).
-pub fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
-}
-

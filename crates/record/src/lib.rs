@@ -12,8 +12,12 @@
 //! space the kernel built) and lets it go on. While the program runs the
 //! ring buffers are drained; at its end the records are merged in time order, system call
 //! entries and exits are paired per thread, and the [`Recording`] is returned.
+//!
+//! [`command`] is `thplab record` and `thplab trace show|stats`: what was recorded and lost, said
+//! on stderr; a recording printed or summarised.
 
 pub mod accesses;
+pub mod command;
 mod notify;
 mod perf;
 mod ptrace;

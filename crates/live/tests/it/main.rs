@@ -657,23 +657,23 @@ fn agent_target() -> (std::process::Child, i32, [u64; 4]) {
 struct AgentRun {
     /// The target's A, B, C and D.
     ranges: [u64; 4],
-    summary: live::agent::Summary,
-    log: Vec<live::agent::Action>,
+    summary: agent::Summary,
+    log: Vec<agent::Action>,
     /// KiB of A, B and C mapped by PMDs when the run ended.
     pmd_after: [u64; 3],
 }
 
-fn run_agent_on_target(by_name: bool, budget: &live::agent::Budget, dry_run: bool, interval_ms: u64, duration_ms: u64) -> AgentRun {
+fn run_agent_on_target(by_name: bool, budget: &agent::Budget, dry_run: bool, interval_ms: u64, duration_ms: u64) -> AgentRun {
     let guard = SettingsGuard::apply(&settings(&["enabled=never"])).unwrap();
     let (mut child, pid, ranges) = agent_target();
     let allow = if by_name {
-        live::agent::Allowlist { pids: vec![], names: vec![live::procfs::comm(pid)] }
+        agent::Allowlist { pids: vec![], names: vec![live::procfs::comm(pid)] }
     } else {
-        live::agent::Allowlist { pids: vec![pid], names: vec![] }
+        agent::Allowlist { pids: vec![pid], names: vec![] }
     };
     let mut log = Vec::new();
     let interval = std::time::Duration::from_millis(interval_ms);
-    let summary = live::agent::run(&allow, budget, dry_run, interval, std::time::Duration::from_millis(duration_ms), || false, |x| log.push(x.clone())).unwrap();
+    let summary = agent::run(&allow, budget, dry_run, interval, std::time::Duration::from_millis(duration_ms), || false, |x| log.push(x.clone())).unwrap();
     let pmd_after = [ranges[0], ranges[1], ranges[2]].map(|x| pmd_kb_at(pid, x));
     drop(child.stdin.take());
     child.wait().unwrap();
@@ -682,7 +682,7 @@ fn run_agent_on_target(by_name: bool, budget: &live::agent::Budget, dry_run: boo
 }
 
 /// The start of each range the agent's log shows with `action`, in log order.
-fn starts(log: &[live::agent::Action], action: &str) -> Vec<u64> {
+fn starts(log: &[agent::Action], action: &str) -> Vec<u64> {
     log.iter().filter(|x| x.action == action).map(|x| u64::from_str_radix(x.start.as_deref().unwrap(), 16).unwrap()).collect()
 }
 
@@ -699,7 +699,7 @@ fn agent_dry_run_lists_the_ranges_it_would_collapse() {
     require_live!();
     let _s = serial();
     let _k = KnobsUnchanged::new();
-    let budget = live::agent::Budget { per_sec: 100.0, ..Default::default() };
+    let budget = agent::Budget { per_sec: 100.0, ..Default::default() };
     let AgentRun { ranges: [a, b, c, d], summary: s, log, pmd_after } = run_agent_on_target(false, &budget, true, 100, 5000);
     let listed: Vec<(u64, u64)> = log.iter().filter(|x| x.action == "would_collapse").map(|x| (u64::from_str_radix(x.start.as_deref().unwrap(), 16).unwrap(), x.adds_bytes.unwrap())).collect();
     let mut sorted = listed.clone();
@@ -720,7 +720,7 @@ fn agent_collapses_within_its_budgets() {
     require_live!();
     let _s = serial();
     let _k = KnobsUnchanged::new();
-    let budget = live::agent::Budget { per_sec: 1.0, total: Some(3), memory_bytes: 512 << 10, cpu_fraction: 0.5, ..Default::default() };
+    let budget = agent::Budget { per_sec: 1.0, total: Some(3), memory_bytes: 512 << 10, cpu_fraction: 0.5, ..Default::default() };
     let AgentRun { ranges: [a, b, c, _d], summary: s, log, pmd_after } = run_agent_on_target(true, &budget, false, 200, 3500);
     assert_eq!(starts(&log, "collapse"), vec![a, b], "log: {log:#?}");
     assert_eq!(s.collapses, 2);
@@ -739,7 +739,7 @@ fn agent_dry_run_lists_every_range_whatever_the_rate() {
     require_live!();
     let _s = serial();
     let _k = KnobsUnchanged::new();
-    let AgentRun { ranges: [a, b, c, _d], summary: s, log, .. } = run_agent_on_target(false, &live::agent::Budget::default(), true, 100, 5000);
+    let AgentRun { ranges: [a, b, c, _d], summary: s, log, .. } = run_agent_on_target(false, &agent::Budget::default(), true, 100, 5000);
     let mut listed = starts(&log, "would_collapse");
     listed.sort();
     assert_eq!(listed, vec![a, b, c], "log: {log:#?}");
@@ -754,7 +754,7 @@ fn agent_never_starts_more_collapses_in_a_second_than_its_rate() {
     require_live!();
     let _s = serial();
     let _k = KnobsUnchanged::new();
-    let budget = live::agent::Budget { per_sec: 2.0, total: Some(3), cpu_fraction: 0.5, ..Default::default() };
+    let budget = agent::Budget { per_sec: 2.0, total: Some(3), cpu_fraction: 0.5, ..Default::default() };
     let AgentRun { summary: s, log, pmd_after, .. } = run_agent_on_target(false, &budget, false, 200, 3500);
     assert_eq!(s.collapses, 3, "log: {log:#?}");
     assert!(s.max_collapses_in_a_second <= 2, "{s:?}, log: {log:#?}");

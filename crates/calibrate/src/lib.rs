@@ -30,6 +30,13 @@
 //! Each figure's spread goes in the profile too (`[fault.spread_pct]`, `[host] fault_spread_pct`:
 //! half the range of its runs in percent of their median), so that a time priced with it
 //! carries its ± (`sim::time::profile_spread`).
+//!
+//! A crate of its own (a tool, not the harness): it uses crates/live's settings guard and host
+//! state, and times its own faults rather than running a workload through the executor.
+//!
+//! - [`command`]: `thplab calibrate`'s entry point (the `[tlb]` fit, the profile, the table).
+
+pub mod command;
 
 use std::time::Instant;
 
@@ -37,10 +44,10 @@ use serde::Serialize;
 use uapi::profile::{FaultCosts, HostCosts};
 use uapi::ThpSettings;
 
-use crate::guard::{current_settings, SettingsGuard};
-use crate::procfs::CounterSnapshot;
-use crate::sysfs::Paths;
-use crate::Result;
+use live::guard::{current_settings, SettingsGuard};
+use live::procfs::CounterSnapshot;
+use live::sysfs::Paths;
+use live::Result;
 
 /// min, median and max of some runs.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -117,28 +124,28 @@ impl Range {
 
     /// Write one byte per 4 KiB page; (seconds, faults).
     fn write_pages(&self) -> (f64, u64) {
-        let f0 = crate::executor::minflt_now();
+        let f0 = live::minflt_now();
         let t = Instant::now();
         for off in (0..self.len).step_by(4096) {
             // SAFETY: inside the mapping; the executor's touch store, so that a touch is
             // priced as the executor runs it.
-            unsafe { crate::executor::store_page_byte((self.start + off) as *mut u8) };
+            unsafe { live::store_page_byte((self.start + off) as *mut u8) };
         }
-        (t.elapsed().as_secs_f64(), crate::executor::minflt_now() - f0)
+        (t.elapsed().as_secs_f64(), live::minflt_now() - f0)
     }
 
     /// Write every byte (memset); (seconds, faults).
     fn fill(&self) -> (f64, u64) {
-        let f0 = crate::executor::minflt_now();
+        let f0 = live::minflt_now();
         let t = Instant::now();
         // SAFETY: the whole range is inside the mapping; black_box keeps the writes.
         unsafe { std::ptr::write_bytes(std::hint::black_box(self.start as *mut u8), 0x5a, self.len) };
-        (t.elapsed().as_secs_f64(), crate::executor::minflt_now() - f0)
+        (t.elapsed().as_secs_f64(), live::minflt_now() - f0)
     }
 
     /// Read one byte per 4 KiB page; (seconds, faults).
     fn read_pages(&self) -> (f64, u64) {
-        let f0 = crate::executor::minflt_now();
+        let f0 = live::minflt_now();
         let t = Instant::now();
         let mut x = 0u8;
         for off in (0..self.len).step_by(4096) {
@@ -146,7 +153,7 @@ impl Range {
             x = x.wrapping_add(unsafe { std::ptr::read_volatile((self.start + off) as *const u8) });
         }
         std::hint::black_box(x);
-        (t.elapsed().as_secs_f64(), crate::executor::minflt_now() - f0)
+        (t.elapsed().as_secs_f64(), live::minflt_now() - f0)
     }
 }
 
@@ -186,7 +193,7 @@ pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Resul
     let repeat = repeat.max(1);
     let mut figures = Vec::new();
     // First, on a VM that reports free pages, the host: before the other figures free memory.
-    let (host_figure, host) = match crate::host::reporting_order() {
+    let (host_figure, host) = match live::host::reporting_order() {
         Some(order) => {
             let (figure, mut host) = measure_host(&base, order, len.min(256 << 20), repeat.min(3), &mut progress)?;
             let mut figures = vec![figure];
@@ -311,7 +318,7 @@ pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Resul
 /// taken every free block of its order and above (so the fill can only get reported blocks),
 /// one right after it freed them (the blocks at the head of their lists, unreported, backed).
 fn measure_host(base: &ThpSettings, order: u8, len: usize, runs: u32, progress: &mut impl FnMut(&str)) -> Result<(Figure, HostCosts)> {
-    let free_areas = crate::host::free_lists().map_err(|error| crate::LiveError::Io { what: "cannot read", path: "/proc/pagetypeinfo".into(), error })?;
+    let free_areas = live::host::free_lists().map_err(|error| live::LiveError::Io { what: "cannot read", path: "/proc/pagetypeinfo".into(), error })?;
     // PMD THP for the ranges alone (MADV_HUGEPAGE under `madvise`): under `always`, other
     // processes would take and free blocks of the reporting order meanwhile, and the cold fill
     // would get some of those, backed.
@@ -321,7 +328,7 @@ fn measure_host(base: &ThpSettings, order: u8, len: usize, runs: u32, progress: 
     let pages = (len / 4096) as f64;
     let mut ns = Vec::new();
     for run in 0..runs {
-        let settled = crate::host::wait_until_settled(&mut |waited| progress(&format!("host fault {}/{runs}: waiting for page reporting to take every free block ({waited} s)", run + 1)));
+        let settled = live::host::wait_until_settled(&mut |waited| progress(&format!("host fault {}/{runs}: waiting for page reporting to take every free block ({waited} s)", run + 1)));
         if settled.is_none() {
             // No count of reported memory: wait for the passes `len` bytes of freed blocks need
             // (at most 64 blocks of `order` per pass while fewer than 512 are free: the budget
@@ -367,8 +374,8 @@ fn measure_base_host(runs: u32, progress: &mut impl FnMut(&str)) -> Option<Figur
     let mut ns = Vec::new();
     let mut events = 0;
     for run in 0..runs {
-        crate::host::wait_until_settled(&mut |waited| progress(&format!("host fault of base pages {}/{runs}: waiting for page reporting to take every free block ({waited} s)", run + 1)));
-        let cpu = crate::host::cpu_for_run()?;
+        live::host::wait_until_settled(&mut |waited| progress(&format!("host fault of base pages {}/{runs}: waiting for page reporting to take every free block ({waited} s)", run + 1)));
+        let cpu = live::host::cpu_for_run()?;
         progress(&format!("host fault of base pages {}/{runs}: fills", run + 1));
         let (per_page, n) = std::thread::spawn(move || base_host_run(cpu)).join().ok()??;
         ns.push(per_page);
@@ -379,9 +386,9 @@ fn measure_base_host(runs: u32, progress: &mut impl FnMut(&str)) -> Option<Figur
 
 /// One run of [`measure_base_host`] on `cpu`: (ns per reported frame, reported frames met).
 fn base_host_run(cpu: usize) -> Option<(f64, u64)> {
-    crate::host::pin_this_thread(cpu).ok()?;
-    let (lists, reported) = crate::host::run_start(cpu)?;
-    let order = lists.free.len().min(crate::host::reporting_order()? as usize);
+    live::host::pin_this_thread(cpu).ok()?;
+    let (lists, reported) = live::host::run_start(cpu)?;
+    let order = lists.free.len().min(live::host::reporting_order()? as usize);
     let backed: u64 = lists.free[..order].iter().enumerate().map(|(o, &n)| n << o).sum::<u64>() + lists.pcp;
     let available = std::fs::read_to_string("/proc/meminfo").ok()?.lines().find_map(|l| l.strip_prefix("MemAvailable:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok()))?;
     let pages = (backed + 16384).min(available / 4 / 2);
@@ -400,7 +407,7 @@ fn base_host_run(cpu: usize) -> Option<(f64, u64)> {
         unsafe { std::ptr::write_volatile((p as *mut u8).add(i * 4096), 1) };
         *slot = t0.elapsed().as_nanos().min(u32::MAX as u128) as u32;
     }
-    let pfns = crate::host::pagemap_pfns(p as u64, pages);
+    let pfns = live::host::pagemap_pfns(p as u64, pages);
     // SAFETY: the mapping made above.
     unsafe { libc::munmap(p, len) };
     let pfns = pfns.ok()?;

@@ -1,6 +1,6 @@
 //! `thplab bench chase`: a dependent pointer chase on this machine, timed per access, with
-//! THP knobs set (through [`SettingsGuard`], restored on every exit path) so that the chased
-//! memory is backed by 4 KiB pages, one mTHP size (16 KiB, 64 KiB, ...), or PMD THPs.
+//! THP knobs set (through crates/live's [`SettingsGuard`], restored on every exit path) so that
+//! the chased memory is backed by 4 KiB pages, one mTHP size (16 KiB, 64 KiB, ...), or PMD THPs.
 //!
 //! The chase visits the cycle of `workload::AccessPlan` for `access R chase elem=64 seed=S`, the
 //! very order the model's `access` statement visits, so model and machine chase the same lines.
@@ -9,13 +9,23 @@
 //! the timed count), then `accesses` timed loads in five slices, each timed with the thread's CPU
 //! clock; the fastest slice is reported (this machine is shared and busy). The backing is read from
 //! /proc/self/smaps_rollup (AnonHugePages) and the per-size `anon_fault_alloc` deltas.
+//!
+//! A crate of its own (a tool, not the harness): it sets knobs through crates/live's guard and
+//! runs its own chase instead of a workload through the executor.
+//!
+//! - [`command`]: `thplab bench chase`'s entry point, and the model's prediction of the same
+//!   chase ([`model_chase_ns`]).
+
+pub mod command;
+
+pub use command::model_chase_ns;
 
 use uapi::ThpSettings;
 use workload::{AccessPlan, AccessStream, Pattern, Range, RegionId};
 
-use crate::guard::SettingsGuard;
-use crate::sysfs::Paths;
-use crate::{LiveError, Result};
+use live::guard::SettingsGuard;
+use live::sysfs::Paths;
+use live::{LiveError, Result};
 
 /// What backs the chased memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,7 +165,7 @@ fn anon_fault_allocs(paths: &Paths, sizes: &[u32]) -> Vec<(String, u64)> {
 /// AnonHugePages of the VMA holding `addr` (the chase's buffer; the process's other memory, its
 /// heap among it, keeps THPs an earlier PMD point gave it), in bytes; 0 where smaps is unreadable.
 fn anon_huge_bytes(addr: u64) -> u64 {
-    crate::procfs::read_smaps(std::process::id() as i32).ok().and_then(|v| v.into_iter().find(|m| m.start <= addr && addr < m.end)).map_or(0, |m| m.anon_huge_kb * 1024)
+    live::procfs::read_smaps(std::process::id() as i32).ok().and_then(|v| v.into_iter().find(|m| m.start <= addr && addr < m.end)).map_or(0, |m| m.anon_huge_kb * 1024)
 }
 
 /// The stream the chase follows (also what the model is given).
@@ -180,7 +190,7 @@ pub fn run_chase(bytes: u64, page: ChasePage, accesses: u64, seed: u64) -> Resul
             return Err(LiveError::NotAvailable(format!("this kernel has no hugepages-{k}kB (sizes: {sizes:?} kB)")));
         }
     }
-    let mut settings: ThpSettings = crate::guard::current_settings(&paths)?;
+    let mut settings: ThpSettings = live::guard::current_settings(&paths)?;
     for a in page.assignments(&sizes) {
         settings.apply_assignment(&a).map_err(|e| LiveError::Knob { path: a.clone(), message: e.to_string() })?;
     }

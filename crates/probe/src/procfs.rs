@@ -4,7 +4,12 @@
 //! - `hugepages-<N>kB/stats/<stat>` (`mm/huge_memory.c: DEFINE_MTHP_STAT_ATTR`): one number.
 //! - `/proc/PID/smaps` (`fs/proc/task_mmu.c: show_smap`): a maps line per VMA followed by
 //!   `Key:  N kB` lines.
-//! - `/proc/PID/stat` (`fs/proc/array.c: do_task_stat`): field 47 is `start_brk`.
+//! - `/proc/PID/stat` (`fs/proc/array.c: do_task_stat`): field 47 is `start_brk`; fields 14 and
+//!   15 are utime and stime.
+//! - `/proc/PID/schedstat` (`fs/proc/base.c: proc_pid_schedstat`): the khugepaged kthread's
+//!   runqueue wait, which every [`CounterSnapshot`] carries. These readers live here, not in
+//!   [`crate::khugepaged`] (the tracer), so that the tracer depends on this module and not the
+//!   other way round.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -27,7 +32,7 @@ pub struct CounterSnapshot {
     /// The live daemon's wake-ups are not the model's, so a live run during which it collapsed
     /// is marked.
     pub khugepaged: BTreeMap<String, i64>,
-    /// khugepaged's pid and its runqueue wait in ns (`khugepaged::runqueue_wait`); in a
+    /// khugepaged's pid and its runqueue wait in ns ([`runqueue_wait`]); in a
     /// [`CounterSnapshot::delta`], the wait between the two snapshots, `None` where the thread
     /// changed between them or could not be read.
     pub khugepaged_wait: Option<(i32, u64)>,
@@ -82,7 +87,7 @@ impl CounterSnapshot {
                 }
             }
         }
-        snap.khugepaged_wait = crate::khugepaged::runqueue_wait();
+        snap.khugepaged_wait = runqueue_wait();
         Ok(snap)
     }
 
@@ -102,7 +107,7 @@ impl CounterSnapshot {
             })
             .collect();
         let khugepaged = after.khugepaged.iter().map(|(k, v)| (k.clone(), v - self.khugepaged.get(k).copied().unwrap_or(*v))).collect();
-        let waited = crate::khugepaged::wait_between(self.khugepaged_wait, after.khugepaged_wait);
+        let waited = wait_between(self.khugepaged_wait, after.khugepaged_wait);
         let khugepaged_wait = after.khugepaged_wait.zip(waited).map(|((pid, _), ns)| (pid, ns));
         CounterSnapshot { vmstat, mthp, khugepaged, khugepaged_wait }
     }
@@ -256,6 +261,51 @@ pub fn comm(pid: i32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
+/// The khugepaged kthread's pid.
+pub fn khugepaged_pid() -> Option<i32> {
+    list_pids().into_iter().find(|p| comm(*p) == "khugepaged")
+}
+
+/// The khugepaged kthread's pid and the time it has waited on a runqueue, in ns (the second
+/// field of /proc/PID/schedstat: `run_delay`, kernel/sched/stats.h). khugepaged runs at nice 19
+/// (`set_user_nice(current, MAX_NICE)` in mm/khugepaged.c: khugepaged), so on CPUs kept busy by
+/// other work it wakes late; the kernel starts a new thread when THP is turned on again after
+/// `never`, hence the pid beside the figure.
+///
+/// Every live counter snapshot reads it (a `--sample` timeline every interval), so the pid found
+/// last is tried first: one read of its comm instead of one per process on the machine.
+pub fn runqueue_wait() -> Option<(i32, u64)> {
+    static LAST: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+    let last = LAST.load(std::sync::atomic::Ordering::Relaxed);
+    let pid = if last > 0 && comm(last) == "khugepaged" { last } else { khugepaged_pid()? };
+    LAST.store(pid, std::sync::atomic::Ordering::Relaxed);
+    let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
+    Some((pid, parse_schedstat_wait(&text)?))
+}
+
+/// The runqueue wait (ns) between two [`runqueue_wait`] readings; `None` where either is missing
+/// or the thread changed between them (THP turned off and on again).
+pub fn wait_between(before: Option<(i32, u64)>, after: Option<(i32, u64)>) -> Option<u64> {
+    match (before, after) {
+        (Some((p, a)), Some((q, b))) if p == q => Some(b.saturating_sub(a)),
+        _ => None,
+    }
+}
+
+/// `run_delay` (ns) of a /proc/PID/schedstat text: `cpu_time run_delay timeslices`.
+fn parse_schedstat_wait(text: &str) -> Option<u64> {
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// utime + stime of a task in milliseconds (/proc/PID/stat fields 14 and 15).
+pub fn cpu_ms(pid: i32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let ticks = stat_field(&stat, 14)? + stat_field(&stat, 15)?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some(ticks as f64 * 1000.0 / hz)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,5 +330,17 @@ Size:               4096 kB\nRss:                4096 kB\nAnonHugePages:      40
         assert_eq!(stat_field(stat, 4), Some(1));
         assert_eq!(stat_field(stat, 47), Some(44));
         assert_eq!(label_of_dir("hugepages-64kB").as_deref(), Some("64kB"));
+    }
+
+    #[test]
+    fn schedstat_run_delay() {
+        // This machine's khugepaged, read by hand: 133 ms on a CPU, 697 ms waiting, 409 slices.
+        assert_eq!(parse_schedstat_wait("133028055 696768260 409\n"), Some(696_768_260));
+        assert_eq!(parse_schedstat_wait("133028055\n"), None);
+        assert_eq!(parse_schedstat_wait(""), None);
+        // Between two readings of one thread, the difference; of two threads, nothing.
+        assert_eq!(wait_between(Some((7, 100)), Some((7, 350))), Some(250));
+        assert_eq!(wait_between(Some((7, 100)), Some((9, 350))), None);
+        assert_eq!(wait_between(None, Some((7, 350))), None);
     }
 }

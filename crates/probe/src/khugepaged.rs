@@ -28,6 +28,10 @@ use serde::Serialize;
 
 use crate::{io_err, LiveError, Result};
 
+/// khugepaged's pid, runqueue wait and CPU time are read from its /proc files
+/// ([`crate::procfs`]), here at their old paths.
+pub use crate::procfs::{cpu_ms, khugepaged_pid, runqueue_wait, wait_between};
+
 /// The huge_memory events traced.
 pub const EVENTS: [&str; 6] = [
     "mm_khugepaged_scan_pmd",
@@ -470,51 +474,6 @@ impl Drop for Tracer {
     }
 }
 
-/// The khugepaged kthread's pid.
-pub fn khugepaged_pid() -> Option<i32> {
-    crate::procfs::list_pids().into_iter().find(|p| crate::procfs::comm(*p) == "khugepaged")
-}
-
-/// The khugepaged kthread's pid and the time it has waited on a runqueue, in ns (the second
-/// field of /proc/PID/schedstat: `run_delay`, kernel/sched/stats.h). khugepaged runs at nice 19
-/// (`set_user_nice(current, MAX_NICE)` in mm/khugepaged.c: khugepaged), so on CPUs kept busy by
-/// other work it wakes late; the kernel starts a new thread when THP is turned on again after
-/// `never`, hence the pid beside the figure.
-///
-/// Every live counter snapshot reads it (a `--sample` timeline every interval), so the pid found
-/// last is tried first: one read of its comm instead of one per process on the machine.
-pub fn runqueue_wait() -> Option<(i32, u64)> {
-    static LAST: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-    let last = LAST.load(Ordering::Relaxed);
-    let pid = if last > 0 && crate::procfs::comm(last) == "khugepaged" { last } else { khugepaged_pid()? };
-    LAST.store(pid, Ordering::Relaxed);
-    let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
-    Some((pid, parse_schedstat_wait(&text)?))
-}
-
-/// The runqueue wait (ns) between two [`runqueue_wait`] readings; `None` where either is missing
-/// or the thread changed between them (THP turned off and on again).
-pub fn wait_between(before: Option<(i32, u64)>, after: Option<(i32, u64)>) -> Option<u64> {
-    match (before, after) {
-        (Some((p, a)), Some((q, b))) if p == q => Some(b.saturating_sub(a)),
-        _ => None,
-    }
-}
-
-/// `run_delay` (ns) of a /proc/PID/schedstat text: `cpu_time run_delay timeslices`.
-fn parse_schedstat_wait(text: &str) -> Option<u64> {
-    text.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// utime + stime of a task in milliseconds (/proc/PID/stat fields 14 and 15).
-pub fn cpu_ms(pid: i32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let ticks = crate::procfs::stat_field(&stat, 14)? + crate::procfs::stat_field(&stat, 15)?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Some(ticks as f64 * 1000.0 / hz)
-}
-
 /// The counters whose deltas the report gives: khugepaged/pages_collapsed and full_scans, and
 /// /proc/vmstat's thp_collapse_alloc and thp_collapse_alloc_failed.
 pub fn counters(paths: &crate::sysfs::Paths) -> BTreeMap<String, i64> {
@@ -605,18 +564,6 @@ impl std::fmt::Display for KhugepagedReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn schedstat_run_delay() {
-        // This machine's khugepaged, read by hand: 133 ms on a CPU, 697 ms waiting, 409 slices.
-        assert_eq!(parse_schedstat_wait("133028055 696768260 409\n"), Some(696_768_260));
-        assert_eq!(parse_schedstat_wait("133028055\n"), None);
-        assert_eq!(parse_schedstat_wait(""), None);
-        // Between two readings of one thread, the difference; of two threads, nothing.
-        assert_eq!(wait_between(Some((7, 100)), Some((7, 350))), Some(250));
-        assert_eq!(wait_between(Some((7, 100)), Some((9, 350))), None);
-        assert_eq!(wait_between(None, Some((7, 350))), None);
-    }
 
     #[test]
     fn lines_as_the_kernel_prints_them() {

@@ -252,7 +252,7 @@ struct FolioAcc {
 }
 
 /// Read `len` pagemap entries from `start` (a virtual address) into `out`.
-pub(crate) fn read_pagemap(file: &File, path: &str, start: u64, len: u64, out: &mut Vec<u64>) -> Result<()> {
+pub fn read_pagemap(file: &File, path: &str, start: u64, len: u64, out: &mut Vec<u64>) -> Result<()> {
     out.clear();
     out.resize(len as usize, 0);
     // SAFETY: u64 has no invalid bit patterns; the byte view covers exactly `out`.

@@ -85,10 +85,8 @@ pub fn observable(pid: i32) -> Observable {
     Observable::Yes
 }
 
-/// Census of every VMA of `pid`. A process that does not exist is
-/// [`crate::LiveError::NoSuchProcess`].
 /// One smaps VMA and its census in the schema's shape (as /proc/PID/maps prints the range).
-pub(crate) fn vma_map(v: &Vma, census: Census) -> uapi::VmaMap {
+pub fn vma_map(v: &Vma, census: Census) -> uapi::VmaMap {
     uapi::VmaMap {
         start: format!("{:x}", v.start),
         end: format!("{:x}", v.end),
@@ -102,6 +100,8 @@ pub(crate) fn vma_map(v: &Vma, census: Census) -> uapi::VmaMap {
     }
 }
 
+/// Census of every VMA of `pid`. A process that does not exist is
+/// [`crate::LiveError::NoSuchProcess`].
 pub fn observe(pid: i32) -> Result<ObserveReport> {
     observe_with(pid, None)
 }

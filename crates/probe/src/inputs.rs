@@ -18,7 +18,7 @@
 use serde::Serialize;
 use uapi::ThpSettings;
 
-use crate::guard::current_settings;
+use crate::sysfs::current_settings;
 use crate::procfs::{comm, read_smaps, Vma};
 use crate::sysfs::Paths;
 use crate::{io_err, LiveError, Result};

@@ -17,14 +17,21 @@
 //! since. That is per VMA; within a VMA, ranges rank by their present pages. A dry run does not
 //! clear the bits (it changes nothing in the target), so its Referenced counts accesses since
 //! the last clear or since the pages were mapped.
+//!
+//! A crate of its own (a tool, not the harness): it only reads /proc to choose ranges
+//! (crates/probe) and acts through process_madvise; it neither sets knobs nor runs workloads.
+//!
+//! - [`command`]: `thplab agent`'s entry point (checks, the log and the summary printed).
+
+pub mod command;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::procfs::{read_smaps, Vma};
-use crate::{io_err, LiveError, Result};
+use probe::procfs::{read_smaps, Vma};
+use probe::{io_err, LiveError, Result};
 
 const PMD: u64 = 2 << 20;
 const PAGES: u64 = PMD / 4096;
@@ -67,11 +74,11 @@ impl Allowlist {
     pub fn resolve(&self) -> Vec<(i32, String)> {
         let own = std::process::id() as i32;
         let mut v = Vec::new();
-        for pid in crate::procfs::list_pids() {
+        for pid in probe::procfs::list_pids() {
             if pid == own {
                 continue;
             }
-            let comm = crate::procfs::comm(pid);
+            let comm = probe::procfs::comm(pid);
             if comm.is_empty() {
                 continue;
             }
@@ -167,7 +174,7 @@ fn present_pages(pagemap: &mut std::fs::File, start: u64, end: u64) -> std::io::
 
 /// Whether `[start, end)` is mapped by a PMD now (the census of that range).
 fn pmd_mapped(pid: i32, start: u64, end: u64, vmas: &[Vma]) -> bool {
-    match crate::census::census_of_ranges(pid, &[(start, end)], vmas) {
+    match probe::census::census_of_ranges(pid, &[(start, end)], vmas) {
         Ok(r) => r.total.sizes.values().any(|e| e.pmd_mapped > 0),
         Err(_) => false,
     }
