@@ -102,7 +102,7 @@ pub fn figure_table(figures: &[crate::Figure]) -> Vec<String> {
         let at = f.at_size.map(|a| format!("{:.0} %", a * 100.0)).unwrap_or_default();
         cells.push(vec![f.what.clone(), format!("{:.1}", f.ns.median), format!("{:.1}", f.ns.min), format!("{:.1}", f.ns.max), f.events.to_string(), at]);
     }
-    uapi::result::layout(&cells, &[true, false, false, false, false, false])
+    report::text::layout(&cells, &[true, false, false, false, false, false])
 }
 
 /// `[tlb]`: the preset for this CPU (/proc/cpuinfo) and, on a guest (the hypervisor flag), the

@@ -161,7 +161,7 @@ impl Options {
         }
         let runs = if self.repeat > 1 { format!(", live: the median of {} runs (their range in brackets)", self.repeat) } else { String::new() };
         let head = format!("pointer chase, {} timed loads per point{runs}; model --cpu {} --paging {}; ratio = time per access / that of {}", self.accesses, self.cpu, self.paging, rows.first().map(|r| r.page.as_str()).unwrap_or("4K"));
-        println!("{}", uapi::result::wrap(&head, self.width, 2).join("\n"));
+        println!("{}", report::text::wrap(&head, self.width, 2).join("\n"));
         let scatters: Vec<String> = rows.iter().filter(|r| r.page == rows[0].page).map(|r| format!("{} {:.2}", mm_types::format_size(r.bytes), r.scatter)).collect();
         // `measured` needs a live run with nested paging (host PTE lines): without one the model
         // assumes 1, the most scattered.
@@ -171,7 +171,7 @@ impl Options {
             "measured" => "not measured: no live run under nested paging; 1 assumed".to_string(),
             v => format!("given: {v}"),
         };
-        println!("{}", uapi::result::wrap(&format!("model --order0-scatter ({how}): {}", scatters.join(", ")), self.width, 2).join("\n"));
+        println!("{}", report::text::wrap(&format!("model --order0-scatter ({how}): {}", scatters.join(", ")), self.width, 2).join("\n"));
         let head = format!("{:>6} {:>5} {:>10} {:>10} {:>11} {:>11} {:>9}", "size", "page", "live ns", "model ns", "live ratio", "model ratio", "error");
         match (rows.iter().any(|r| r.live.is_some()), self.width) {
             (false, _) => println!("{head}"),
@@ -199,7 +199,7 @@ impl Options {
             match self.width {
                 Some(w) if line.chars().count() + 2 + backing.chars().count() > w => {
                     println!("{line}");
-                    for l in uapi::result::wrap(&backing, Some(w.saturating_sub(14)), 0) {
+                    for l in report::text::wrap(&backing, Some(w.saturating_sub(14)), 0) {
                         println!("{:14}{l}", "");
                     }
                 }

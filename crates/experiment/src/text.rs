@@ -65,7 +65,7 @@ pub fn row_lines(rows: &[Row], extra: Option<ExtraColumn>, only_diff: bool) -> V
     let mut left = vec![true, false, false, false];
     left.extend(extra.map(|_| false));
     left.push(true);
-    let mut lines: Vec<String> = uapi::result::layout(&cells, &left).into_iter().map(|l| format!("  {l}")).collect();
+    let mut lines: Vec<String> = report::text::layout(&cells, &left).into_iter().map(|l| format!("  {l}")).collect();
     if only_diff && equal > 0 {
         lines.push(format!("  ({equal} equal row{} not shown: --only-diff)", if equal == 1 { "" } else { "s" }));
     }
@@ -136,7 +136,7 @@ pub fn print_comparison(out: &mut impl Write, c: &TimelineComparison) -> io::Res
         table.push(row);
     }
     let left: Vec<bool> = (0..table[0].len()).map(|k| k + 1 == table[0].len()).collect();
-    for (k, line) in uapi::result::layout(&table, &left).into_iter().enumerate() {
+    for (k, line) in report::text::layout(&table, &left).into_iter().enumerate() {
         let mark = if k > 0 && !c.rows[k - 1].parts.is_empty() { '*' } else { ' ' };
         writeln!(out, "{mark} {line}")?;
     }
@@ -292,11 +292,11 @@ pub fn print_settings(out: &mut impl Write, verdicts: &[SettingTimes], live_note
     writeln!(out)
 }
 
-/// One line of prose fitted to [`uapi::result::TEXT_WIDTH`] columns, continuation lines indented
+/// One line of prose fitted to [`report::text::TEXT_WIDTH`] columns, continuation lines indented
 /// two past its own indent.
 fn line(out: &mut impl Write, text: &str) -> io::Result<()> {
     let indent = text.len() - text.trim_start_matches(' ').len() + 2;
-    for l in uapi::result::wrap(text, Some(uapi::result::TEXT_WIDTH), indent) {
+    for l in report::text::wrap(text, Some(report::text::TEXT_WIDTH), indent) {
         writeln!(out, "{l}")?;
     }
     Ok(())

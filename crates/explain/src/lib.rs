@@ -479,9 +479,9 @@ fn grouped(lines: &[OrderLine], pick: impl Fn(&OrderLine) -> (&str, &[String])) 
 impl fmt::Display for ExplainReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Lines fit 100 columns; `{:#}` prints them whole.
-        let width = (!f.alternate()).then_some(uapi::result::TEXT_WIDTH);
+        let width = (!f.alternate()).then_some(report::text::TEXT_WIDTH);
         let line = |f: &mut fmt::Formatter<'_>, text: &str, indent: usize| -> fmt::Result {
-            for l in uapi::result::wrap(text, width, indent) {
+            for l in report::text::wrap(text, width, indent) {
                 writeln!(f, "{l}")?;
             }
             Ok(())
@@ -523,7 +523,7 @@ impl fmt::Display for ExplainReport {
             // A long path is cut in the middle to what the line leaves it (16 at least).
             let room = width.map_or(usize::MAX, |w| w.saturating_sub(head.chars().count() + rest.chars().count()).max(16));
             writeln!(f)?;
-            line(f, &format!("{head}{}{rest}", uapi::result::elide(name, room)), 2)?;
+            line(f, &format!("{head}{}{rest}", report::text::elide(name, room)), 2)?;
             line(f, &format!("  fault:      {}", grouped(&v.orders, |l| (&l.fault, &l.fault_also))), 14)?;
             line(f, &format!("  khugepaged: {}", grouped(&v.orders, |l| (&l.khugepaged, &l.khugepaged_also))), 14)?;
             let mut sizes: Vec<(&String, &uapi::CensusEntry)> = v.census.sizes.iter().filter(|(_, e)| e.folios > 0).collect();

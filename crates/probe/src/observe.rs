@@ -156,8 +156,8 @@ impl fmt::Display for ObserveReport {
         )?;
         let maps: Vec<uapi::VmaMap> = self.vmas.iter().map(|v| v.map.clone()).collect();
         // `{:#}` (`observe --wide`): the table at its full width.
-        let width = (!f.alternate()).then_some(uapi::result::TEXT_WIDTH);
-        write!(f, "{}", uapi::result::vma_table_fit(&maps, &self.total, self.rss_kb, width))?;
+        let width = (!f.alternate()).then_some(report::text::TEXT_WIDTH);
+        write!(f, "{}", report::text::vma_table_fit(&maps, &self.total, self.rss_kb, width))?;
         if let Some(b) = &self.bloat {
             let t = &b.total;
             writeln!(f, "bloat: {} kB (±{} kB, 95 %) of {} kB in large folios is zero-filled", t.zero_kb, t.zero_kb_error, t.large_kb)?;
@@ -180,7 +180,7 @@ impl fmt::Display for ObserveReport {
                 }
             }
             if cells.len() > 1 {
-                for l in uapi::result::layout(&cells, &[true, false, false, false, false, false]) {
+                for l in report::text::layout(&cells, &[true, false, false, false, false, false]) {
                     writeln!(f, "{l}")?;
                 }
             }

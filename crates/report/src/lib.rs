@@ -8,18 +8,15 @@
 //!   `hugepages-<size>/stats`, smaps' Rss and AnonHugePages), several results side by side
 //!   (`sim --matrix`, `demo`), the `--wide` switch, the progress bar over simulated accesses.
 //! - [`progress`]: the step progress of a long command (`compare --record --matrix`) on stderr.
-//!
-//! `text`, re-exported from uapi, lays out every text table: cells in columns as wide as their
-//! widest cell, words wrapped, names cut in the middle, the folio-size map per VMA, fitted to
-//! `TEXT_WIDTH` (100) columns unless `--wide`. Its code stays in `uapi::text` for now because
-//! `live::observe`, `explain`, `compare` and sim's tests call it as `uapi::result::layout` etc.,
-//! and uapi cannot re-export from this crate, which depends on it. It moves here once those
-//! callers name `report::text` (compare's too: this crate does not depend on compare).
+//! - [`text`]: lays out every text table: cells in columns as wide as their widest cell, words
+//!   wrapped, names cut in the middle, the folio-size map per VMA, fitted to `TEXT_WIDTH` (100)
+//!   columns unless `--wide`. `probe::observe`, `explain`, the tools and `experiment::text`
+//!   call it here.
 
 pub mod html;
 pub mod plots;
 pub mod print;
 pub mod progress;
+pub mod text;
 
 pub use html::{html, runs_of, Run};
-pub use uapi::text;

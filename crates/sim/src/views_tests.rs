@@ -84,7 +84,7 @@ fn the_folio_map_has_one_entry_per_vma_in_observes_shape() {
     for key in ["start", "end", "perms", "name", "kind", "rss_kb", "anon_huge_kb", "census"] {
         assert!(v.get(key).is_some(), "{key} missing from {v}");
     }
-    let table = uapi::result::vma_table(&r.vmas, &r.census, r.process.rss_bytes / 1024);
+    let table = report::text::vma_table(&r.vmas, &r.census, r.process.rss_bytes / 1024);
     assert!(table.lines().any(|l| l.contains("rw-s") && l.contains("[shmem]")), "{table}");
 }
 

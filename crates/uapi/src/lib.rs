@@ -5,7 +5,6 @@
 //! - [`counters`]: `/proc/vmstat` `thp_*` names (`include/linux/vm_event_item.h`) and the per-size
 //!   `hugepages-<N>kB/stats/*` names (`include/linux/huge_mm.h: enum mthp_stat_item`).
 //! - [`result`]: the versioned run result that `thplab sim` and `thplab live` both print.
-//! - [`text`]: text tables fitted to 100 columns (the folio-size map, column layout).
 //!
 //! Serde lives here and in no core crate: serialization is a compatibility promise.
 
@@ -13,7 +12,6 @@ pub mod counters;
 pub mod profile;
 pub mod result;
 pub mod settings;
-pub mod text;
 
 pub use counters::{Counters, MthpStat, VmEvent};
 pub use result::{AccessCounts, AccessReport, CallResult, RecordedAccesses, Census, CensusEntry, Explain, ExplainedFault, Peak, ProcessStats, RegionPlacement, RunResult, TimeEstimate, VmaMap};

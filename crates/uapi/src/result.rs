@@ -937,8 +937,6 @@ pub fn vma_kind_of_name(name: &str) -> &'static str {
     }
 }
 
-// The folio-size map as text and the layout helpers of text tables: crate::text.
-pub use crate::text::{elide, layout, vma_table, vma_table_fit, wrap, TEXT_WIDTH};
 
 /// The run at its largest Rss.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

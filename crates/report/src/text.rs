@@ -2,7 +2,7 @@
 //! words wrapped, long names cut in the middle, and the folio-size map (`thplab sim`,
 //! `thplab observe`) fitted to [`TEXT_WIDTH`] columns.
 
-use crate::result::{size_sort_key, Census, VmaMap};
+use uapi::result::{size_sort_key, Census, VmaMap};
 
 /// The width text tables fit by default (`--wide` lifts it).
 pub const TEXT_WIDTH: usize = 100;
@@ -247,7 +247,7 @@ pub fn vma_table_fit(vmas: &[VmaMap], total: &Census, total_rss_kb: u64, max: Op
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::result::CensusEntry;
+    use uapi::result::CensusEntry;
 
     #[test]
     fn layout_aligns_columns_on_their_widest_cell() {
