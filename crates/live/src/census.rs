@@ -446,7 +446,7 @@ pub fn census_of_ranges_with(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma], read
     }
     let mut total = Census::default();
     for c in &per_vma {
-        add_census(&mut total, c);
+        total.add(c);
     }
     report.total = total;
     report.per_vma = per_vma;
@@ -841,18 +841,6 @@ pub fn label(nr: u64) -> String {
     format!("{}kB", nr * PAGE_SIZE / 1024)
 }
 
-/// Add `b` into `a`.
-pub fn add_census(a: &mut Census, b: &Census) {
-    a.zero_page_ptes += b.zero_page_ptes;
-    a.huge_zero_pmds += b.huge_zero_pmds;
-    for (k, e) in &b.sizes {
-        let t = a.sizes.entry(k.clone()).or_default();
-        t.folios += e.folios;
-        t.pmd_mapped += e.pmd_mapped;
-        t.pte_mapped += e.pte_mapped;
-        t.partially_mapped += e.partially_mapped;
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -688,15 +688,7 @@ fn census_into(r: &mut RunResult, reports: &[mm::debug::CensusReport]) {
         r.process.rss_bytes += c.rss_bytes;
         r.process.anon_huge_bytes += c.anon_huge_bytes;
         *r.process.bloat_bytes.get_or_insert(0) += c.bloat_bytes;
-        total.zero_page_ptes += c.census.zero_page_ptes;
-        total.huge_zero_pmds += c.census.huge_zero_pmds;
-        for (size, e) in &c.census.sizes {
-            let t = total.sizes.entry(size.clone()).or_default();
-            t.folios += e.folios;
-            t.pmd_mapped += e.pmd_mapped;
-            t.pte_mapped += e.pte_mapped;
-            t.partially_mapped += e.partially_mapped;
-        }
+        total.add(&c.census);
     }
     r.folios = total.folio_counts();
     r.census = total;
@@ -1048,7 +1040,8 @@ pub mod daemons;
 pub mod driver;
 mod access;
 mod file_pages;
-pub mod matrix;
+// The settings matrices are the kernel ABI crate's; this path stays for the crates that name it.
+pub use thp_abi::matrix;
 pub mod replay;
 pub mod time;
 pub mod views;

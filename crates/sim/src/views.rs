@@ -57,15 +57,7 @@ pub fn peak_of(k: &Kernel) -> Peak {
 pub fn add_peak(total: &mut Peak, p: &Peak) {
     total.rss_bytes += p.rss_bytes;
     total.anon_huge_bytes += p.anon_huge_bytes;
-    total.census.zero_page_ptes += p.census.zero_page_ptes;
-    total.census.huge_zero_pmds += p.census.huge_zero_pmds;
-    for (size, e) in &p.census.sizes {
-        let t = total.census.sizes.entry(size.clone()).or_default();
-        t.folios += e.folios;
-        t.pmd_mapped += e.pmd_mapped;
-        t.pte_mapped += e.pte_mapped;
-        t.partially_mapped += e.partially_mapped;
-    }
+    total.census.add(&p.census);
     for (size, n) in &p.max_folios {
         *total.max_folios.entry(size.clone()).or_default() += n;
     }

@@ -24,35 +24,8 @@ pub struct ProcessStats {
     pub bloat_bytes: Option<u64>,
 }
 
-/// Folios of one size mapped by the process.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CensusEntry {
-    /// Distinct folios with at least one page mapped.
-    pub folios: u64,
-    /// Folios mapped by a PMD entry.
-    pub pmd_mapped: u64,
-    /// Folios mapped by PTEs.
-    pub pte_mapped: u64,
-    /// PTE-mapped folios of which some pages are not mapped in this process.
-    pub partially_mapped: u64,
-}
-
-/// Which folio sizes a process maps, by size label (`4kB`, `64kB`, `2048kB`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Census {
-    pub sizes: BTreeMap<String, CensusEntry>,
-    /// PTEs that map the shared 4 KiB zero page.
-    pub zero_page_ptes: u64,
-    /// PMDs that map the huge zero folio.
-    pub huge_zero_pmds: u64,
-}
-
-impl Census {
-    /// `"64kB" -> folio count`, the `folios` section of the result.
-    pub fn folio_counts(&self) -> BTreeMap<String, u64> {
-        self.sizes.iter().filter(|(_, e)| e.folios > 0).map(|(k, e)| (k.clone(), e.folios)).collect()
-    }
-}
+// The folio census is the kernel's ABI: thp_abi::census.
+pub use thp_abi::census::{Census, CensusEntry};
 
 /// A region of the workload and where it was placed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
