@@ -122,7 +122,7 @@ pub fn compare(model: &Timeline, live: &Timeline, scan_sleep_ms: u64, live_daemo
 
 /// The folio census of a sample, largest size first: `2048kB×2 4kB×1024`.
 fn folios(s: &TimelineSample) -> String {
-    let mut v: Vec<(&String, &u64)> = s.folios.iter().collect();
+    let mut v: Vec<(_, &u64)> = s.folios.iter().collect();
     v.sort_by_key(|(k, _)| std::cmp::Reverse(size_sort_key(k)));
     let text: Vec<String> = v.iter().map(|(k, n)| format!("{k}×{n}")).collect();
     if text.is_empty() {

@@ -136,7 +136,7 @@ fn clusters<'a>(model: &[&'a VmaMap], live: &[&'a VmaMap]) -> Vec<(u64, u64, Vec
 
 /// `4kB 294, 512kB 3, zero 1`: a VMA's folios by size, smallest first.
 fn folios(v: &VmaMap) -> String {
-    let mut sizes: Vec<(&String, u64)> = v.census.sizes.iter().map(|(k, e)| (k, e.folios)).collect();
+    let mut sizes: Vec<(_, u64)> = v.census.sizes.iter().map(|(k, e)| (k, e.folios)).collect();
     sizes.sort_by_key(|(k, _)| uapi::result::size_sort_key(k));
     let mut parts: Vec<String> = sizes.into_iter().map(|(k, n)| format!("{k} {n}")).collect();
     if v.census.zero_page_ptes > 0 {
@@ -188,7 +188,7 @@ mod tests {
     fn vma(start: u64, end: u64, name: &str, sizes: &[(&str, u64)], pid: Option<u32>) -> VmaMap {
         let mut census = Census::default();
         for &(k, n) in sizes {
-            let e = census.sizes.entry(k.to_string()).or_default();
+            let e = census.sizes.entry(k.into()).or_default();
             e.folios = n;
             e.pte_mapped = n;
         }

@@ -522,7 +522,7 @@ impl fmt::Display for ExplainReport {
             line(f, &format!("{head}{}{rest}", uapi::result::elide(name, room)), 2)?;
             line(f, &format!("  fault:      {}", grouped(&v.orders, |l| (&l.fault, &l.fault_also))), 14)?;
             line(f, &format!("  khugepaged: {}", grouped(&v.orders, |l| (&l.khugepaged, &l.khugepaged_also))), 14)?;
-            let mut sizes: Vec<(&String, &uapi::CensusEntry)> = v.census.sizes.iter().filter(|(_, e)| e.folios > 0).collect();
+            let mut sizes: Vec<(_, &uapi::CensusEntry)> = v.census.sizes.iter().filter(|(_, e)| e.folios > 0).collect();
             sizes.sort_by_key(|(s, _)| std::cmp::Reverse(size_sort_key(s)));
             let mut c: Vec<String> = sizes
                 .iter()

@@ -416,7 +416,7 @@ pub fn census_of_ranges_with(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma], read
         c.zero_page_ptes = zero_ptes[vi];
         c.huge_zero_pmds = huge_zero[vi].len() as u64;
         if small[vi] > 0 {
-            let e = c.sizes.entry(label(1)).or_default();
+            let e = c.sizes.entry(label(1).into()).or_default();
             e.folios += small[vi];
             e.pte_mapped += small[vi];
         }
@@ -425,7 +425,7 @@ pub fn census_of_ranges_with(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma], read
                 continue;
             }
             let nr = 1u64 << order;
-            let e = c.sizes.entry(label(nr)).or_default();
+            let e = c.sizes.entry(label(nr).into()).or_default();
             e.folios += k;
             let pmd = if nr * PAGE_SIZE == PMD_SIZE { whole_pmd[vi] } else { 0 };
             e.pmd_mapped += pmd;
@@ -433,7 +433,7 @@ pub fn census_of_ranges_with(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma], read
         }
     }
     for (i, a) in accs.iter().enumerate() {
-        let e: &mut CensusEntry = per_vma[a.vma].sizes.entry(label(a.nr)).or_default();
+        let e: &mut CensusEntry = per_vma[a.vma].sizes.entry(label(a.nr).into()).or_default();
         e.folios += 1;
         if pmd_mapped[i] || (a.hugetlb && a.nr * PAGE_SIZE >= PMD_SIZE && a.matching == a.nr) {
             e.pmd_mapped += 1;

@@ -523,8 +523,8 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
     res.settings = settings.knob_map();
     let counters = before.delta(&after);
     let khugepaged = crate::executor::khugepaged_sum(std::iter::once(&counters));
-    res.vmstat = counters.vmstat;
-    res.mthp = counters.mthp;
+    res.vmstat = counters.vmstat.into_iter().map(|(k, v)| (k.into(), v)).collect();
+    res.mthp = counters.mthp.into_iter().map(|(d, m)| (d.into(), m.into_iter().map(|(k, v)| (k.into(), v)).collect())).collect();
     let mut census = Census::default();
     let mut stats = ProcessStats::default();
     let mut unmeasured = Vec::new();

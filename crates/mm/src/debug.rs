@@ -157,7 +157,7 @@ impl Kernel {
         }
         for (order, c) in per_order.iter().enumerate() {
             if c.folios > 0 {
-                rep.census.sizes.insert(Order(order as u8).label(), *c);
+                rep.census.sizes.insert(thp_abi::FolioSize::of(Order(order as u8)), *c);
             }
         }
         rep

@@ -18,6 +18,7 @@ use mm_types::{Order, PMD_ORDER};
 use uapi::counters::sysfs_orders;
 use uapi::result::RegionPlacement;
 use uapi::{CallResult, MthpStat, RunResult, ThpSettings, VmEvent};
+use thp_abi::{MthpStatKey, SizeDir};
 use workload::{Advice, Backing, FallocMode, FileKind, OpKind, Placement, Prot, ThpDisable, TmpfsHuge, TouchPlan, Workload, HEAP};
 
 pub use mm::{MAX_MEM_BYTES, MIN_MEM_BYTES};
@@ -672,12 +673,11 @@ fn vm_prot(p: Prot) -> u32 {
 /// vmstat and per-size stats from model counters.
 fn counters_into(r: &mut RunResult, c: &uapi::Counters) {
     for e in VmEvent::ALL {
-        r.vmstat.insert(e.name().to_string(), c.vm(*e));
+        r.vmstat.insert((*e).into(), c.vm(*e));
     }
     for order in sysfs_orders() {
-        let stats: BTreeMap<String, i64> =
-            MthpStat::ALL.iter().filter(|s| s.exists_for(order)).map(|s| (s.name().to_string(), c.mthp(order, *s))).collect();
-        r.mthp.insert(order.sysfs_dir(), stats);
+        let stats: BTreeMap<MthpStatKey, i64> = MthpStat::ALL.iter().filter(|s| s.exists_for(order)).map(|s| ((*s).into(), c.mthp(order, *s))).collect();
+        r.mthp.insert(SizeDir::of(order), stats);
     }
 }
 
@@ -709,7 +709,7 @@ fn fallbacks_into(r: &mut RunResult, rows: &[[[u64; FallbackReason::ALL.len()]; 
             .map(|reason| (reason.name().to_string(), row[*reason as usize]))
             .collect();
         if !reasons.is_empty() {
-            r.fallbacks.insert(Order(o).sysfs_dir(), reasons);
+            r.fallbacks.insert(SizeDir::of(Order(o)), reasons);
         }
     }
 }

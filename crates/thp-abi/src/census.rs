@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::keys::FolioSize;
+
 /// Folios of one size mapped by the process.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CensusEntry {
@@ -35,7 +37,7 @@ impl CensusEntry {
 /// Which folio sizes a process maps, by size label (`4kB`, `64kB`, `2048kB`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Census {
-    pub sizes: BTreeMap<String, CensusEntry>,
+    pub sizes: BTreeMap<FolioSize, CensusEntry>,
     /// PTEs that map the shared 4 KiB zero page.
     pub zero_page_ptes: u64,
     /// PMDs that map the huge zero folio.
@@ -44,7 +46,7 @@ pub struct Census {
 
 impl Census {
     /// `"64kB" -> folio count`, the `folios` section of the result.
-    pub fn folio_counts(&self) -> BTreeMap<String, u64> {
+    pub fn folio_counts(&self) -> BTreeMap<FolioSize, u64> {
         self.sizes.iter().filter(|(_, e)| e.folios > 0).map(|(k, e)| (k.clone(), e.folios)).collect()
     }
 
@@ -71,13 +73,13 @@ mod tests {
     /// kept, the zero-page counts add.
     #[test]
     fn add_sums_every_size_and_the_zero_pages() {
-        let mut a = Census { sizes: [("4kB".to_string(), entry(3, 0, 3, 0)), ("2048kB".to_string(), entry(1, 1, 0, 0))].into(), zero_page_ptes: 2, huge_zero_pmds: 0 };
-        let b = Census { sizes: [("4kB".to_string(), entry(5, 0, 5, 0)), ("64kB".to_string(), entry(2, 0, 2, 1))].into(), zero_page_ptes: 1, huge_zero_pmds: 1 };
+        let mut a = Census { sizes: [("4kB".into(), entry(3, 0, 3, 0)), ("2048kB".into(), entry(1, 1, 0, 0))].into(), zero_page_ptes: 2, huge_zero_pmds: 0 };
+        let b = Census { sizes: [("4kB".into(), entry(5, 0, 5, 0)), ("64kB".into(), entry(2, 0, 2, 1))].into(), zero_page_ptes: 1, huge_zero_pmds: 1 };
         a.add(&b);
         assert_eq!(a.sizes["4kB"], entry(8, 0, 8, 0));
         assert_eq!(a.sizes["64kB"], entry(2, 0, 2, 1));
         assert_eq!(a.sizes["2048kB"], entry(1, 1, 0, 0));
         assert_eq!((a.zero_page_ptes, a.huge_zero_pmds), (3, 1));
-        assert_eq!(a.folio_counts().into_iter().collect::<Vec<_>>(), [("2048kB".to_string(), 1), ("4kB".to_string(), 8), ("64kB".to_string(), 2)]);
+        assert_eq!(a.folio_counts().into_iter().map(|(k, n)| (String::from(k), n)).collect::<Vec<_>>(), [("2048kB".to_string(), 1), ("4kB".to_string(), 8), ("64kB".to_string(), 2)]);
     }
 }

@@ -4,10 +4,10 @@
 //! (`hugepages-64kB`, [`SizeDir`]) and the knob paths under /sys/kernel/mm/transparent_hugepage
 //! ([`KnobPath`]).
 //!
-//! Each is a [`Key`]: a member of the closed set, or `Other` for a name the live kernel printed
-//! that the set does not hold (another build's vmstat line or knob, a /proc/meminfo field), so
+//! Each is a [`Key`]: a member of the closed set, or another name (`known()` None) the live
+//! kernel printed that the set does not hold (another build's vmstat line or knob, a /proc/meminfo field), so
 //! that what a live run reads is kept as it was read. A key serialises as its kernel name, and
-//! orders, compares and hashes as that string (`Borrow<str>`), so a `BTreeMap` keyed by it
+//! orders, compares and hashes as that string (`Borrow<str>`, `Borrow<String>`), so a `BTreeMap` keyed by it
 //! prints in the order a `BTreeMap<String, _>` did and `.get("thp_fault_alloc")` finds it.
 //!
 //! Kernel sources (6.18): `include/linux/vm_event_item.h`, `mm/vmstat.c: vmstat_text`,
@@ -141,12 +141,13 @@ impl KernelName for Knob {
     }
 }
 
-/// A name of the closed set `T`, or another name as it was read.
+/// A name of the closed set `T`, or another name as it was read (`known` None). The name is
+/// kept as text too, so that the key also borrows as `&String` (maps keyed by it answer
+/// `.get(&name)` as they did when keyed by `String`).
 #[derive(Clone)]
-pub enum Key<T: KernelName> {
-    Known(T),
-    /// A name outside the set (never the name of a member: [`Key::from`] makes that `Known`).
-    Other(String),
+pub struct Key<T: KernelName> {
+    name: String,
+    known: Option<T>,
 }
 
 /// A `thp_*` line of /proc/vmstat (or another name a live snapshot holds).
@@ -157,31 +158,25 @@ pub type MthpStatKey = Key<MthpStat>;
 pub type FolioSize = Key<SizeLabel>;
 /// A per-size directory, `hugepages-64kB`.
 pub type SizeDir = Key<SizeDirName>;
-/// A knob path, `enabled`, `hugepages-64kB/enabled`, `khugepaged/max_ptes_none`; `Other` for
+/// A knob path, `enabled`, `hugepages-64kB/enabled`, `khugepaged/max_ptes_none`; unknown for
 /// the knobs of other builds that settings carry (`ThpSettings::unknown`).
 pub type KnobPath = Key<Knob>;
 
 impl<T: KernelName> Key<T> {
     /// The kernel's spelling (or the name as read).
     pub fn as_str(&self) -> &str {
-        match self {
-            Key::Known(t) => t.name(),
-            Key::Other(s) => s,
-        }
+        &self.name
     }
     /// The member of the set, or None for another name.
     pub fn known(&self) -> Option<T> {
-        match self {
-            Key::Known(t) => Some(*t),
-            Key::Other(_) => None,
-        }
+        self.known
     }
 }
 
 impl FolioSize {
     /// The folio size of `order`.
     pub fn of(order: Order) -> FolioSize {
-        Key::Known(SizeLabel(order))
+        Key::from(SizeLabel(order))
     }
     /// The order of a size the table holds.
     pub fn order(&self) -> Option<Order> {
@@ -192,7 +187,7 @@ impl FolioSize {
 impl SizeDir {
     /// The sysfs directory of `order`.
     pub fn of(order: Order) -> SizeDir {
-        Key::Known(SizeDirName(order))
+        Key::from(SizeDirName(order))
     }
     /// The order of a directory the table holds.
     pub fn order(&self) -> Option<Order> {
@@ -202,19 +197,20 @@ impl SizeDir {
 
 impl<T: KernelName> From<T> for Key<T> {
     fn from(t: T) -> Self {
-        Key::Known(t)
+        Key { name: t.name().to_string(), known: Some(t) }
     }
 }
 
 impl<T: KernelName> From<&str> for Key<T> {
     fn from(s: &str) -> Self {
-        T::from_name(s).map_or_else(|| Key::Other(s.to_string()), Key::Known)
+        Key { name: s.to_string(), known: T::from_name(s) }
     }
 }
 
 impl<T: KernelName> From<String> for Key<T> {
     fn from(s: String) -> Self {
-        T::from_name(&s).map_or(Key::Other(s), Key::Known)
+        let known = T::from_name(&s);
+        Key { name: s, known }
     }
 }
 
@@ -226,10 +222,7 @@ impl<T: KernelName> From<&String> for Key<T> {
 
 impl<T: KernelName> From<Key<T>> for String {
     fn from(k: Key<T>) -> String {
-        match k {
-            Key::Known(t) => t.name().to_string(),
-            Key::Other(s) => s,
-        }
+        k.name
     }
 }
 
@@ -243,6 +236,12 @@ impl<T: KernelName> Deref for Key<T> {
 impl<T: KernelName> Borrow<str> for Key<T> {
     fn borrow(&self) -> &str {
         self.as_str()
+    }
+}
+
+impl<T: KernelName> Borrow<String> for Key<T> {
+    fn borrow(&self) -> &String {
+        &self.name
     }
 }
 
@@ -297,9 +296,10 @@ impl<T: KernelName> Hash for Key<T> {
     }
 }
 
+/// As the string: width, fill and alignment apply (`{:>8}` pads as it pads a `&str`).
 impl<T: KernelName> fmt::Display for Key<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use thp_abi::{FolioSize, KnobPath, MthpStatKey, SizeDir, VmStatKey};
 
 pub const RESULT_SCHEMA: &str = "thplab-run/2";
 
@@ -53,19 +54,19 @@ pub struct RunResult {
     pub source: String,
     pub workload: String,
     /// The resolved settings, sysfs path → value.
-    pub settings: BTreeMap<String, String>,
+    pub settings: BTreeMap<KnobPath, String>,
     /// `/proc/vmstat` `thp_*` deltas.
-    pub vmstat: BTreeMap<String, i64>,
+    pub vmstat: BTreeMap<VmStatKey, i64>,
     /// `hugepages-<N>kB` → stats file → delta.
-    pub mthp: BTreeMap<String, BTreeMap<String, i64>>,
+    pub mthp: BTreeMap<SizeDir, BTreeMap<MthpStatKey, i64>>,
     pub process: ProcessStats,
     /// Folio size → folios mapped at the end.
-    pub folios: BTreeMap<String, u64>,
+    pub folios: BTreeMap<FolioSize, u64>,
     pub census: Census,
     /// Model only: `hugepages-<N>kB` → reason → how often a fault did not get that size.
     /// Always written (empty in live results and when no fault fell back).
     #[serde(default)]
-    pub fallbacks: BTreeMap<String, BTreeMap<String, u64>>,
+    pub fallbacks: BTreeMap<SizeDir, BTreeMap<String, u64>>,
     pub regions: Vec<RegionPlacement>,
     /// /proc/meminfo lines that the run moved, in kB: `Shmem`, `ShmemHugePages`, `ShmemPmdMapped`
     /// (model: the level at the end; live: the system-wide delta).
@@ -139,7 +140,7 @@ pub struct TimelineSample {
     pub anon_huge_pages_kb: u64,
     pub shmem_pmd_mapped_kb: u64,
     /// Folio size → folios mapped (the census).
-    pub folios: BTreeMap<String, u64>,
+    pub folios: BTreeMap<FolioSize, u64>,
     /// `khugepaged/pages_collapsed`, `khugepaged/full_scans` and `thp_collapse_alloc` since
     /// the start (live: system-wide).
     pub pages_collapsed: i64,
@@ -354,7 +355,7 @@ pub struct ReplayProcess {
     /// Its largest Rss (VmHWM of the modelled memory).
     pub peak_rss_bytes: u64,
     /// Folio size → folios mapped at exit.
-    pub folios: BTreeMap<String, u64>,
+    pub folios: BTreeMap<FolioSize, u64>,
     pub census: Census,
 }
 
@@ -925,7 +926,7 @@ pub struct Peak {
     pub census: Census,
     /// The largest number of folios of each size mapped at any moment (`nr_anon` per size,
     /// exact, anonymous only), by size label.
-    pub max_folios: BTreeMap<String, u64>,
+    pub max_folios: BTreeMap<FolioSize, u64>,
 }
 
 /// `--explain`: the faults in a range and what each larger order met.
@@ -940,7 +941,7 @@ pub struct Explain {
     pub more_faults: u64,
     /// Reason → count over the recorded faults, by size (`hugepages-64kB`), the same
     /// reasons as the result's `fallbacks`.
-    pub totals: BTreeMap<String, BTreeMap<String, u64>>,
+    pub totals: BTreeMap<SizeDir, BTreeMap<String, u64>>,
 }
 
 impl Explain {

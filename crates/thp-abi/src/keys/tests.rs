@@ -21,12 +21,15 @@ fn names_are_the_kernels_and_others_are_kept() {
     assert_eq!(SizeDir::of(Order(1)).as_str(), "hugepages-8kB");
     assert_eq!(SizeDir::from("hugepages-2048kB").order(), Some(Order(9)));
     assert_eq!(FolioSize::from("64kB").order(), Some(Order(4)));
-    // Another build's vmstat line and a size no order has are kept as read, as Other.
+    // Another build's vmstat line and a size no order has are kept as read, unknown to the set.
     let other = VmStatKey::from("thp_migration_success");
     assert_eq!((other.known(), other.as_str()), (None, "thp_migration_success"));
     assert_eq!(FolioSize::from("12kB").order(), None);
     assert_eq!(KnobPath::from("khugepaged/max_ptes_none").known().map(|k| k.name()), Some("khugepaged/max_ptes_none"));
     assert_eq!(KnobPath::from("thp_exec_enabled").known(), None);
+    // Formatted as the string, padding included (text tables align on it).
+    assert_eq!(format!("[{:<6}|{:>7}]", FolioSize::of(Order(0)), SizeDir::of(Order(1)).as_str()), "[4kB   |hugepages-8kB]");
+    assert_eq!(format!("[{:>6}]", FolioSize::of(Order(4))), "[  64kB]");
 }
 
 /// The table of knob paths is exactly the paths `ThpSettings` writes.
@@ -53,6 +56,7 @@ fn maps_keep_the_order_and_json_of_string_keys() {
     let back: BTreeMap<FolioSize, u64> = serde_json::from_str(&serde_json::to_string(&strings).unwrap()).unwrap();
     assert_eq!(back, typed);
     assert_eq!(back.keys().filter(|k| k.known().is_none()).map(|k| k.as_str()).collect::<Vec<_>>(), ["12kB"]);
+    assert_eq!(typed.get(&"4kB".to_string()), Some(&0), "a String borrows too");
     let vm: BTreeMap<VmStatKey, i64> = [(VmStatKey::from(VmEvent::ThpSplitPmd), 1), ("thp_fault_alloc".into(), 2), ("thp_migration_fail".into(), 3)].into();
     assert_eq!(serde_json::to_string(&vm).unwrap(), r#"{"thp_fault_alloc":2,"thp_migration_fail":3,"thp_split_pmd":1}"#);
 }
