@@ -183,7 +183,7 @@ impl Buffer {
         let (s, e) = (self.ptr as u64, self.ptr as u64 + self.len);
         let report = live::census_of_ranges(pid, &[(s, e)], &vmas).map_err(|e| e.to_string())?;
         let folios: BTreeMap<String, u64> =
-            report.total.sizes.iter().filter(|(_, v)| v.folios > 0).map(|(k, v)| (k.clone(), v.folios)).collect();
+            report.total.sizes.iter().filter(|(_, v)| v.folios > 0).map(|(k, v)| (k.to_string(), v.folios)).collect();
         let want = self.len / self.kind.folio_bytes();
         let as_asked = folios.len() == 1 && folios.get(&self.kind.census_label()) == Some(&want);
         Ok(Backing { folios, as_asked })

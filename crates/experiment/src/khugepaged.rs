@@ -114,7 +114,7 @@ mod tests {
     fn replay(wakeups: Option<u64>, knobs: &[(&str, &str)]) -> RunResult {
         let mut r = RunResult::default();
         for (k, v) in knobs {
-            r.settings.insert(k.to_string(), v.to_string());
+            r.settings.insert((*k).into(), v.to_string());
         }
         let kh = wakeups.map(|w| uapi::result::ModelKhugepaged { wakeups: w, ..Default::default() });
         r.model = Some(uapi::result::ModelSection { replay: Some(uapi::result::ReplayReport { khugepaged: kh, ..Default::default() }), ..Default::default() });

@@ -205,7 +205,7 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
         let prefix = format!("{}: ", mp.name);
         process_rows(&mut push, tol, &prefix, (&mp.process, &mp.census), (&lp.process, &lp.census), Some((mp.exited, lp.exited)));
     }
-    let mut dirs: Vec<&String> = model.mthp.keys().collect();
+    let mut dirs: Vec<_> = model.mthp.keys().collect();
     dirs.sort_by_key(|d| size_sort_key(d));
     for dir in dirs {
         for stat in MthpStat::ALL {
@@ -228,7 +228,7 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
         if *m != 0 || l != 0 {
             let kind = if MACHINE_STATE.contains(&name.as_str()) { RowKind::Informational } else { RowKind::SystemWide };
             let per_wakeup = if name.starts_with("thp_scan_exceed_") && wakeups > 0 { (*m + wakeups - 1) / wakeups } else { 0 };
-            push(name.clone(), *m, l, kind, (tol.system.max(per_wakeup), tol.system_pct));
+            push(name.to_string(), *m, l, kind, (tol.system.max(per_wakeup), tol.system_pct));
         }
     }
     for (name, m) in &model.meminfo {
@@ -311,7 +311,7 @@ fn process_rows(
         RowKind::Process,
         (tol.census * 2048, tol.census_pct),
     );
-    let mut sizes: Vec<&String> = mc.sizes.keys().chain(lc.sizes.keys()).collect::<BTreeSet<_>>().into_iter().collect();
+    let mut sizes: Vec<_> = mc.sizes.keys().chain(lc.sizes.keys()).collect::<BTreeSet<_>>().into_iter().collect();
     sizes.sort_by_key(|s| size_sort_key(s));
     for s in sizes {
         let m = mc.sizes.get(s).copied().unwrap_or_default();

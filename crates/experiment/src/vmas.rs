@@ -144,7 +144,7 @@ mod tests {
     fn vma(start: u64, end: u64, name: &str, sizes: &[(&str, u64)], pid: Option<u32>) -> VmaMap {
         let mut census = Census::default();
         for &(k, n) in sizes {
-            let e = census.sizes.entry(k.to_string()).or_default();
+            let e = census.sizes.entry(k.into()).or_default();
             e.folios = n;
             e.pte_mapped = n;
         }

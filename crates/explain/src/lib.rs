@@ -5,7 +5,7 @@
 //! The decision is the model's own code, run on the live inputs: [`mm::huge_memory::
 //! anon_thp_vma_allowable_orders`] (`include/linux/huge_mm.h: thp_vma_allowable_orders`,
 //! `mm/huge_memory.c: __thp_vma_allowable_orders`, `vma_thp_disabled`,
-//! `thp_vma_suitable_order(s)`), [`mm::shmem::shmem_allowable_huge_orders`] and
+//! `thp_vma_suitable_order(s)`), [`mm::shmem::shmem_allowable_huge_orders_why`] and
 //! [`mm::shmem::shmem_thp_vma_allowable_orders`] (`mm/shmem.c: shmem_huge_global_enabled`,
 //! `shmem_allowable_huge_orders`, `shmem_get_orders_within_size`), each with a
 //! [`Refusals`] sink that records why every order was dropped. The inputs come from
@@ -29,7 +29,7 @@ use probe::census::{census_of_ranges, label};
 use probe::inputs::{read_policy_inputs, Backing, PolicyInputs, VmaInputs};
 use mm::huge_memory::{anon_thp_vma_allowable_orders, thp_vma_suitable_order, Refusal, RefusalSink, Refusals, TvaType};
 use mm::shmem::{
-    file_vma_suitable_orders_why, shm_mnt_huge, shmem_allowable_huge_orders, shmem_thp_vma_allowable_orders, SbHuge,
+    file_vma_suitable_orders_why, shm_mnt_huge, shmem_allowable_huge_orders_why, shmem_thp_vma_allowable_orders, SbHuge,
     ShmemInodeFacts,
 };
 use mm::vma::{vm, Vma};
@@ -234,7 +234,7 @@ impl Policy<'_> {
                 let f = self.shmem_facts(b).expect("shmem");
                 let a = addr.unwrap_or(vma.start);
                 let index = vma.linear_page_index(a);
-                let o = shmem_allowable_huge_orders(self.settings, &self.mm, f, Some(&vma), index, 0, &mut why);
+                let o = shmem_allowable_huge_orders_why(self.settings, &self.mm, f, Some(&vma), index, 0, false, &mut why);
                 match addr {
                     Some(a) => file_vma_suitable_orders_why(&vma, a, o, &mut why),
                     None => fault_geometry(&vma, None, o, &mut why),
@@ -281,7 +281,7 @@ impl Policy<'_> {
         }
         let vma = model_vma(v);
         let mut out = Vec::new();
-        if let Some(r) = mm::huge_memory::vma_thp_disabled(&self.mm, vma.flags, false) {
+        if let Some(r) = mm::huge_memory::vma_thp_disabled_why(&self.mm, vma.flags, false) {
             out.push(r);
         }
         let mut geo = Refusals::default();
@@ -526,7 +526,7 @@ impl fmt::Display for ExplainReport {
             line(f, &format!("{head}{}{rest}", report::text::elide(name, room)), 2)?;
             line(f, &format!("  fault:      {}", grouped(&v.orders, |l| (&l.fault, &l.fault_also))), 14)?;
             line(f, &format!("  khugepaged: {}", grouped(&v.orders, |l| (&l.khugepaged, &l.khugepaged_also))), 14)?;
-            let mut sizes: Vec<(&String, &uapi::CensusEntry)> = v.census.sizes.iter().filter(|(_, e)| e.folios > 0).collect();
+            let mut sizes: Vec<(_, &uapi::CensusEntry)> = v.census.sizes.iter().filter(|(_, e)| e.folios > 0).collect();
             sizes.sort_by_key(|(s, _)| std::cmp::Reverse(size_sort_key(s)));
             let mut c: Vec<String> = sizes
                 .iter()

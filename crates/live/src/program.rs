@@ -523,8 +523,8 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
     res.settings = settings.knob_map();
     let counters = before.delta(&after);
     let khugepaged = crate::executor::khugepaged_sum(std::iter::once(&counters));
-    res.vmstat = counters.vmstat;
-    res.mthp = counters.mthp;
+    res.vmstat = counters.vmstat.into_iter().map(|(k, v)| (k.into(), v)).collect();
+    res.mthp = counters.mthp.into_iter().map(|(d, m)| (d.into(), m.into_iter().map(|(k, v)| (k.into(), v)).collect())).collect();
     let mut census = Census::default();
     let mut stats = ProcessStats::default();
     let mut unmeasured = Vec::new();
@@ -542,7 +542,7 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
             stats.rss_bytes += p.rss_kb * 1024;
             stats.anon_huge_bytes += p.anon_huge_kb * 1024;
             if let Some(c) = &p.census {
-                add_census(&mut census, c);
+                census.add(c);
             }
         }
         reports.push(p.clone());
@@ -615,18 +615,6 @@ fn snapshot(p: &mut Proc, tid: i32) -> Result<bool> {
     r.census = Some(c.total);
     r.vmas = vmas.iter().zip(c.per_vma).map(|(v, census)| crate::observe::vma_map(v, census)).collect();
     Ok(true)
-}
-
-fn add_census(t: &mut Census, c: &Census) {
-    t.zero_page_ptes += c.zero_page_ptes;
-    t.huge_zero_pmds += c.huge_zero_pmds;
-    for (size, e) in &c.sizes {
-        let x = t.sizes.entry(size.clone()).or_default();
-        x.folios += e.folios;
-        x.pmd_mapped += e.pmd_mapped;
-        x.pte_mapped += e.pte_mapped;
-        x.partially_mapped += e.partially_mapped;
-    }
 }
 
 #[cfg(test)]

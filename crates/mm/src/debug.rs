@@ -1,5 +1,5 @@
 //! `CONFIG_DEBUG_VM` for the model: [`Kernel::check_invariants`] walks every structure and checks
-//! that they agree; and the census of mapped folios, in the form `uapi::Census` shares with the
+//! that they agree; and the census of mapped folios, in the form `thp_abi::Census` shares with the
 //! live harness.
 //!
 //! Kernel sources (6.18): `mm/debug.c`, `mm/debug_vm_pgtable.c` (what is checked, not how),
@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use mm_types::{Order, Pfn, Vaddr, PAGE_SIZE, PMD_ORDER, PMD_SIZE, PUD_SIZE};
-use uapi::{Census, CensusEntry, MthpStat};
+use thp_abi::{Census, CensusEntry, MthpStat};
 
 use crate::page_alloc::pg;
 use crate::pgtable::{pte_pfn, Pmd, PTE_PRESENT, PTE_ZERO, NO_TABLE};
@@ -157,7 +157,7 @@ impl Kernel {
         }
         for (order, c) in per_order.iter().enumerate() {
             if c.folios > 0 {
-                rep.census.sizes.insert(Order(order as u8).label(), *c);
+                rep.census.sizes.insert(thp_abi::FolioSize::of(Order(order as u8)), *c);
             }
         }
         rep

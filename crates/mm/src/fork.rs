@@ -17,7 +17,7 @@ use mm_types::{Pfn, Vaddr, PAGE_SIZE, PMD_ORDER, PMD_SIZE};
 use crate::page_alloc::pg;
 use crate::pgtable::{Pmd, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, PTE_YOUNG, PTE_ZERO};
 use crate::vma::{vm, Vma};
-use crate::vmstat::ModelStats;
+use crate::model::stats::ModelStats;
 use crate::{Errno, Kernel, Mm, MmId};
 
 /// `folio->_mm_ids`, `_mm_id_mapcount[2]` and `_large_mapcount` of a large anon folio
@@ -509,7 +509,7 @@ mod tests {
     use crate::mmap::{MapBacking, MmapPlacement};
     use crate::vma::vm;
     use crate::{BootParams, Kernel};
-    use uapi::ThpSettings;
+    use thp_abi::ThpSettings;
 
     /// A 64 KiB mTHP folio pinned for the long term (an io_uring buffer of its first 8 KiB) and
     /// an unpinned one beside it, then fork: every page of the pinned folio is copied for the

@@ -266,7 +266,7 @@ mod tests {
     use super::*;
     use crate::mmap::MmapPlacement;
     use crate::BootParams;
-    use uapi::ThpSettings;
+    use thp_abi::ThpSettings;
 
     fn kernel() -> Kernel {
         let mut s = ThpSettings::default();

@@ -14,12 +14,12 @@
 //! own decision on the inputs it reads from a live process.
 
 use mm_types::{Order, Orders, Pfn, Vaddr, PMD_ORDER, PMD_SIZE};
-use uapi::{MthpStat, VmEvent};
+use thp_abi::{MthpStat, VmEvent};
 
 use crate::page_alloc::pg;
 use crate::pgtable::{mk_pte, Pmd, PTE_DIRTY, PTE_WRITE, PTE_YOUNG, ZERO_PTE};
 use crate::vma::{vm, Vma};
-use crate::vmstat::FallbackReason;
+use crate::model::fallbacks::FallbackReason;
 use crate::{Kernel, MmFlags, ThpMasks};
 
 /// `enum tva_type`: who asks which orders a VMA allows.
@@ -53,9 +53,9 @@ impl Kernel {
         sysfs_anon_orders(&self.masks, vma.flags)
     }
 
-    /// `vma_thp_disabled`.
+    /// `vma_thp_disabled`: THP is off for the VMA (VM_NOHUGEPAGE, or the prctl).
     pub(crate) fn vma_thp_disabled(&self, vma: &Vma, forced_collapse: bool) -> bool {
-        vma_thp_disabled(&self.mm.flags, vma.flags, forced_collapse).is_some()
+        vma_thp_disabled_why(&self.mm.flags, vma.flags, forced_collapse).is_some()
     }
 
     /// `thp_vma_allowable_orders` + `__thp_vma_allowable_orders` for anonymous VMAs.
@@ -566,8 +566,10 @@ pub fn sysfs_anon_orders(m: &ThpMasks, vm_flags: u32) -> Orders {
     mask
 }
 
-/// `vma_thp_disabled`: `Some(reason)` when THP is off for the VMA.
-pub fn vma_thp_disabled(mm: &MmFlags, vm_flags: u32, forced_collapse: bool) -> Option<Refusal> {
+/// Why `vma_thp_disabled` holds for a VMA: `Some(reason)` when THP is off for it, as a pure
+/// function of the mm's prctl flags and the VMA's flags ([`Kernel::vma_thp_disabled`] is this
+/// as the kernel's bool).
+pub fn vma_thp_disabled_why(mm: &MmFlags, vm_flags: u32, forced_collapse: bool) -> Option<Refusal> {
     if vm_flags & vm::NOHUGEPAGE != 0 {
         return Some(Refusal::VmNoHugepage);
     }
@@ -625,7 +627,7 @@ pub fn anon_thp_vma_allowable_orders<S: RefusalSink>(
     if orders.is_empty() {
         return Orders::NONE;
     }
-    if let Some(why) = vma_thp_disabled(mm, vma.flags, tva == TvaType::ForcedCollapse) {
+    if let Some(why) = vma_thp_disabled_why(mm, vma.flags, tva == TvaType::ForcedCollapse) {
         sink.refuse(orders, why);
         return Orders::NONE;
     }

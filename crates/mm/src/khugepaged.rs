@@ -34,7 +34,7 @@
 //!   one for every collapsed range at every later scan.
 
 use mm_types::{Order, Orders, Vaddr, PMD_ORDER, PMD_SIZE};
-use uapi::VmEvent;
+use thp_abi::VmEvent;
 
 use crate::huge_memory::TvaType;
 use crate::pgtable::{Pmd, PTE_PRESENT, PTE_YOUNG, PTE_ZERO};
@@ -270,7 +270,7 @@ impl Kernel {
     /// `shmem_hpage_pmd_enabled`: the PMD size of shmem is `always`, `within_size` or
     /// `advise`, or `inherit` with a top-level `shmem_enabled` other than `never` and `deny`.
     fn shmem_pmd_enabled(&self) -> bool {
-        use uapi::settings::{ShmemEnabled, ShmemSizeEnabled};
+        use thp_abi::settings::{ShmemEnabled, ShmemSizeEnabled};
         let s = &self.settings;
         if s.shmem_enabled == ShmemEnabled::Deny {
             return false;

@@ -2,8 +2,9 @@
 //! the anonymous fault path with every mTHP size, zero pages, PMD splitting, the deferred split
 //! queue and MADV_COLLAPSE.
 //!
-//! Module map (each names the kernel file it mirrors):
+//! Module map (each names the kernel file it mirrors; `model` mirrors none):
 //! - [`page_alloc`]: `mm/page_alloc.c`, the buddy allocator and `mem_map`.
+//! - [`page_reporting`]: `mm/page_reporting.c`, free page reporting, and the host behind it.
 //! - [`pgtable`]: page tables, `mm/pgtable-generic.c`.
 //! - [`vma`]: `mm/vma.c`, VMA tree, split, merge, `unmapped_area_topdown`.
 //! - [`mmap`]: `mm/mmap.c`, `mm/vma.c`: `do_mmap`, `__get_unmapped_area`, `do_vmi_munmap`, brk.
@@ -11,12 +12,20 @@
 //! - [`huge_memory`]: `mm/huge_memory.c`, `include/linux/huge_mm.h`: which orders a VMA allows,
 //!   PMD faults, the huge zero folio, PMD split, deferred split.
 //! - [`madvise`]: `mm/madvise.c`, `mm/mprotect.c`, `kernel/sys.c` (prctl).
+//! - [`gup`]: `mm/gup.c`, `mm/mlock.c`: populating and pinning without a user fault, mlock.
+//! - [`shmem`]: `mm/shmem.c`: shmem and tmpfs inodes, mounts, the order rules, write, fallocate.
 //! - [`khugepaged`]: `mm/khugepaged.c`: `madvise_collapse`, `hpage_collapse_scan_pmd`,
-//!   `collapse_huge_page`, `enum scan_result`.
-//! - [`vmstat`]: counters and the model-only fallback reasons.
+//!   `collapse_huge_page`, `enum scan_result`, the mm_slot list.
+//! - [`fork`]: `kernel/fork.c`, `mm/mmap.c`: many mms, `dup_mmap`, `exit_mm`, `switch_mm`.
+//! - [`userfaultfd`]: `fs/userfaultfd.c`, `mm/userfaultfd.c`: registration, UFFDIO_COPY/ZEROPAGE.
 //! - [`tlbflush`]: the translation query and the TLB flushes (`mm/mmu_gather.c`); [`arch`]:
 //!   arm64 contpte folding (`arch/arm64/mm/contpte.c`).
 //! - [`debug`]: `CONFIG_DEBUG_VM`: `check_invariants`, and the census of mapped folios.
+//! - [`model`]: model-only instrumentation, no kernel file: per-mm stats, fallback reasons,
+//!   `--explain`, the peak.
+//! - [`vmstat`]: the old paths of `model::stats::ModelStats` and `model::fallbacks::
+//!   FallbackReason` (re-exports; the kernel's vm events are `thp_abi::Counters`), as `explain`
+//!   and `peak` are re-exported from `model`.
 //!
 //! Architecture invariant: nothing here does I/O, reads a clock or draws randomness. Fallbacks
 //! and failed allocations are outcomes, counted, never Rust errors; only syscall-level errors
@@ -24,7 +33,6 @@
 
 pub mod arch;
 pub mod debug;
-pub mod explain;
 pub mod fork;
 pub mod gup;
 pub mod huge_memory;
@@ -32,24 +40,32 @@ pub mod khugepaged;
 pub mod madvise;
 pub mod memory;
 pub mod mmap;
+pub mod model;
 pub mod page_alloc;
 pub mod page_reporting;
-pub mod peak;
 pub mod pgtable;
 pub mod shmem;
 pub mod tlbflush;
 pub mod userfaultfd;
 pub mod vma;
-pub mod vmstat;
+
+/// Old paths, kept while other crates name them (model-only code now lives in [`model`]).
+pub mod vmstat {
+    //! Re-exports of [`crate::model::stats::ModelStats`] and
+    //! [`crate::model::fallbacks::FallbackReason`] under their old path.
+    pub use crate::model::fallbacks::FallbackReason;
+    pub use crate::model::stats::ModelStats;
+}
+pub use model::{explain, peak};
 
 use mm_types::{Order, Orders, PAGE_SIZE};
-use uapi::settings::{AnonEnabled, TopEnabled};
-use uapi::{Counters, ThpSettings};
+use thp_abi::settings::{AnonEnabled, TopEnabled};
+use thp_abi::{Counters, ThpSettings};
 
 use page_alloc::Zone;
 use pgtable::PageTables;
 use vma::{Vma, VmaTree};
-use vmstat::ModelStats;
+use model::stats::ModelStats;
 
 /// An errno a syscall returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -411,7 +427,7 @@ impl Kernel {
     }
 
     /// Give the machine a free page reporting device of `order` (`page_reporting_order`) and a
-    /// host behind it. With `free` (a live snapshot, `uapi::profile::FreeLists`), the free
+    /// host behind it. With `free` (a live snapshot, `thp_abi::FreeLists`), the free
     /// memory is first laid out in blocks of its orders, the rest held by the rest of the system
     /// (`Zone::seed_free_areas`), and its per-CPU list gets `free.pcp` free, backed pages;
     /// without, the machine is as it boots, all free in MAX_PAGE_ORDER blocks. Then the blocks
@@ -419,7 +435,7 @@ impl Kernel {
     /// nearest the tail of their list (where reporting puts them back; allocations take from the
     /// head), or without counts every one, as after a long idle; the rest are backed. Call
     /// before the first step.
-    pub fn enable_page_reporting(&mut self, order: Order, free: Option<&uapi::profile::FreeLists>) {
+    pub fn enable_page_reporting(&mut self, order: Order, free: Option<&thp_abi::FreeLists>) {
         if let Some(f) = free {
             self.held_pages += self.zone.seed_free_areas(&f.free);
             self.held_pages -= self.zone.seed_pcp(f.pcp);

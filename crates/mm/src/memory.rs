@@ -8,14 +8,14 @@
 //! `mm/page_alloc.c` (`__free_pages_prepare`), `arch/x86/mm/fault.c: access_error`.
 
 use mm_types::{Order, Orders, Pfn, Vaddr, PAGE_SHIFT, PAGE_SIZE, PMD_ORDER, PMD_SIZE, PUD_SHIFT, PUD_SIZE};
-use uapi::MthpStat;
+use thp_abi::MthpStat;
 
 use crate::huge_memory::{thp_vma_suitable_order, thp_vma_suitable_orders, HugeFault, TvaType};
 use crate::page_alloc::pg;
 use crate::pgtable::{mk_pte, pte_pfn, Pmd, Pte, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, PTE_YOUNG, PTE_ZERO, ZERO_PTE};
 use crate::vma::{vm, Vma};
-use crate::explain::{FaultDecision, Got};
-use crate::vmstat::FallbackReason;
+use crate::model::explain::{FaultDecision, Got};
+use crate::model::fallbacks::FallbackReason;
 use crate::{Access, Kernel};
 
 /// What the PTE-level path decided, for fallback attribution.
@@ -622,7 +622,7 @@ impl Kernel {
         })
     }
 
-    /// `--explain`: keep this PTE-level fault's decision (crate::explain).
+    /// `--explain`: keep this PTE-level fault's decision (crate::model::explain).
     #[cold]
     fn explain_pte_fault(&mut self, vma: &Vma, va: Vaddr, info: &PteFaultInfo, pmd_reason: Option<Option<FallbackReason>>) {
         let sysfs = self.sysfs_orders(vma);
@@ -944,7 +944,7 @@ impl Kernel {
         self.zone.folio_meta_mut(head).entire += 1;
         self.mm.stats.shmem_rss_pages += 1 << PMD_ORDER;
         self.mm.stats.shmem_pmd_mapped += 1;
-        self.counters.count(uapi::VmEvent::ThpFileMapped);
+        self.counters.count(thp_abi::VmEvent::ThpFileMapped);
         true
     }
 

@@ -454,7 +454,7 @@ impl Kernel {
 mod tests {
     use super::*;
     use crate::BootParams;
-    use uapi::ThpSettings;
+    use thp_abi::ThpSettings;
 
     /// mm/mmap.c brk: the VMA do_brk_flags may expand is `vma_prev_limit(start_brk)`. An ELF's
     /// bss ends at start_brk (vm_brk_flags at exec), so the first brk makes the heap a VMA of its

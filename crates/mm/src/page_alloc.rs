@@ -363,7 +363,7 @@ impl Zone {
         if order.0 == 0 {
             return self.rmqueue_pcplist();
         }
-        self.alloc_pages_slow(order)
+        self.rmqueue_buddy(order)
     }
 
     /// Order 0: `zone_watermark_fast`, then the per-cpu list, refilled by `rmqueue_bulk`.
@@ -428,11 +428,13 @@ impl Zone {
         }
     }
 
-    fn alloc_pages_slow(&mut self, order: Order) -> Option<Pfn> {
+    /// `rmqueue_buddy`: an order the per-cpu lists do not hold (the model keeps order 0 there
+    /// only), taken from the buddy lists under the zone's watermark.
+    fn rmqueue_buddy(&mut self, order: Order) -> Option<Pfn> {
         if !self.watermark_ok(order) {
             return None;
         }
-        let pfn = self.rmqueue_smallest(order)?;
+        let pfn = self.__rmqueue_smallest(order)?;
         if let Some(h) = self.host.as_mut() {
             h.back(pfn.0, order.nr_pages());
         }
@@ -441,7 +443,7 @@ impl Zone {
 
     /// `__rmqueue_smallest`: the smallest free block that fits, split down by `expand`.
     #[inline]
-    fn rmqueue_smallest(&mut self, order: Order) -> Option<Pfn> {
+    fn __rmqueue_smallest(&mut self, order: Order) -> Option<Pfn> {
         let mut current = order.0;
         while current <= MAX_PAGE_ORDER && self.free_area[current as usize].head == NIL {
             current += 1;
@@ -487,15 +489,17 @@ impl Zone {
             if self.pcp.len() as u32 > self.pcp_high {
                 for _ in 0..self.pcp_batch {
                     let Some(p) = self.pcp.pop_back() else { break };
-                    self.free_one_page(Pfn(p), Order::BASE);
+                    self.__free_one_page(Pfn(p), Order::BASE);
                 }
             }
             return;
         }
-        self.free_one_page(pfn, order);
+        self.__free_one_page(pfn, order);
     }
 
-    fn free_one_page(&mut self, pfn: Pfn, order: Order) {
+    /// `__free_one_page`: merge with free buddies of the same order while there are, put the
+    /// result on its free list and tell page reporting (`page_reporting_notify_free`).
+    fn __free_one_page(&mut self, pfn: Pfn, order: Order) {
         let n = self.mem_map.len() as u32;
         self.nr_free += order.nr_pages() as u64;
         let mut pfn = pfn.0;
@@ -704,7 +708,7 @@ mod tests {
         // 4 MiB + 8 KiB: one order-10 block and one order-1 block.
         let mut z = Zone::new(1026, 0);
         assert_eq!(z.buddyinfo(), [0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
-        let a = z.alloc_pages_slow(Order(0)).unwrap();
+        let a = z.rmqueue_buddy(Order(0)).unwrap();
         // The order-1 block is the smallest that fits: split into two order-0 pages.
         assert_eq!(a, Pfn(1024));
         assert_eq!(z.buddyinfo(), [1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
@@ -714,7 +718,7 @@ mod tests {
         assert_eq!(z.buddyinfo(), [1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0]);
         z.free_pages(b, Order(2));
         assert_eq!(z.buddyinfo(), [1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
-        z.free_one_page(a, Order(0));
+        z.__free_one_page(a, Order(0));
         assert_eq!(z.buddyinfo(), [0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
         assert_eq!(z.nr_free_pages(), 1026);
         assert_eq!(z.free_blocks().len(), 2);
@@ -742,11 +746,11 @@ mod tests {
             let mut a = Zone::new(4096 + 7, 0);
             let mut taken = Vec::new();
             for order in [0u8, 3, 0, 1, 5, 0, 2, 9, 0, 4] {
-                taken.push((a.alloc_pages_slow(Order(order)).unwrap(), order));
+                taken.push((a.rmqueue_buddy(Order(order)).unwrap(), order));
             }
             for (i, (p, o)) in taken.iter().enumerate() {
                 if i % 3 != 1 {
-                    a.free_one_page(*p, Order(*o));
+                    a.__free_one_page(*p, Order(*o));
                 }
             }
             let mut b = Zone {
@@ -759,7 +763,7 @@ mod tests {
         };
             a.rmqueue_bulk(n);
             for _ in 0..n {
-                match b.rmqueue_smallest(Order(0)) {
+                match b.__rmqueue_smallest(Order(0)) {
                     Some(p) => b.pcp.push_back(p.0),
                     None => break,
                 }

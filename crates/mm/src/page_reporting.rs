@@ -184,12 +184,12 @@ impl Zone {
 mod tests {
     use super::*;
     use crate::{BootParams, Kernel};
-    use uapi::ThpSettings;
+    use thp_abi::ThpSettings;
 
     const PMD: Order = Order(9);
 
-    fn lists(free: &[u64], reported: Option<&[u64]>, pcp: u64) -> uapi::profile::FreeLists {
-        uapi::profile::FreeLists { free: free.to_vec(), reported: reported.map(<[u64]>::to_vec), cpu: None, pcp }
+    fn lists(free: &[u64], reported: Option<&[u64]>, pcp: u64) -> thp_abi::FreeLists {
+        thp_abi::FreeLists { free: free.to_vec(), reported: reported.map(<[u64]>::to_vec), cpu: None, pcp }
     }
 
     fn kernel(mem_mib: u64) -> Kernel {

@@ -14,10 +14,10 @@
 use std::collections::BTreeMap;
 
 use mm_types::{Order, Orders, Pfn, PAGE_SIZE, PMD_ORDER};
-use uapi::settings::{ShmemEnabled, ShmemSizeEnabled};
-use uapi::{MthpStat, VmEvent};
+use thp_abi::settings::{ShmemEnabled, ShmemSizeEnabled};
+use thp_abi::{MthpStat, VmEvent};
 
-use crate::huge_memory::{dropped, thp_vma_suitable_order, vma_thp_disabled, Refusal, RefusalSink, TvaType};
+use crate::huge_memory::{dropped, thp_vma_suitable_order, vma_thp_disabled_why, Refusal, RefusalSink, TvaType};
 use crate::page_alloc::pg;
 use crate::vma::{vm, Vma};
 use crate::{Errno, Kernel, MmFlags};
@@ -153,9 +153,9 @@ impl Kernel {
         ShmemInodeFacts { sb_huge: self.sb_huge(inode.sb), i_size: inode.i_size }
     }
 
-    /// `shmem_allowable_huge_orders`.
+    /// `shmem_allowable_huge_orders` (with `shmem_huge_force` false: the fault and write paths).
     pub(crate) fn shmem_allowable_huge_orders(&self, ino: InodeId, vma: Option<&Vma>, index: u64, write_end: u64) -> Orders {
-        shmem_allowable_huge_orders(&self.settings, &self.mm.flags, self.inode_facts(ino), vma, index, write_end, &mut ())
+        shmem_allowable_huge_orders_why(&self.settings, &self.mm.flags, self.inode_facts(ino), vma, index, write_end, false, &mut ())
     }
 
     /// `shmem_suitable_orders`: VMA geometry (file alignment included), then the highest order
@@ -536,7 +536,7 @@ pub struct ShmemInodeFacts {
 
 /// `huge=` of the internal mount (memfd, shared anonymous, SysV): the top-level `shmem_enabled`
 /// (`shmem_enabled_store` leaves it alone for deny and force, which count as never here).
-pub fn shm_mnt_huge(settings: &uapi::ThpSettings) -> SbHuge {
+pub fn shm_mnt_huge(settings: &thp_abi::ThpSettings) -> SbHuge {
     match settings.shmem_enabled {
         ShmemEnabled::Always => SbHuge::Always,
         ShmemEnabled::WithinSize => SbHuge::WithinSize,
@@ -565,7 +565,7 @@ pub fn shmem_orders_within_size(i_size: u64, orders: Orders, index: u64, write_e
 /// the result. `force` is `shmem_huge_force` (MADV_COLLAPSE and `collapse_pte_mapped_thp`,
 /// `TVA_FORCED_COLLAPSE`): PMD size whatever the mount's `huge=`, unless the top level is deny.
 pub fn shmem_huge_global_enabled<S: RefusalSink>(
-    settings: &uapi::ThpSettings,
+    settings: &thp_abi::ThpSettings,
     f: ShmemInodeFacts,
     index: u64,
     write_end: u64,
@@ -611,29 +611,19 @@ pub fn shmem_huge_global_enabled<S: RefusalSink>(
     }
 }
 
-/// `shmem_allowable_huge_orders` as a pure function of the knobs, the mm's prctl flags, the
-/// inode and the VMA (None for write()/fallocate()); `sink` learns why each file order is not
-/// in the result. `Kernel::shmem_allowable_huge_orders` is this with `()`.
-pub fn shmem_allowable_huge_orders<S: RefusalSink>(
-    settings: &uapi::ThpSettings,
-    mm: &MmFlags,
-    f: ShmemInodeFacts,
-    vma: Option<&Vma>,
-    index: u64,
-    write_end: u64,
-    sink: &mut S,
-) -> Orders {
-    shmem_allowable_huge_orders_force(settings, mm, f, vma, index, write_end, false, sink)
-}
-
-/// `shmem_allowable_huge_orders` with its `shmem_huge_force` argument (true for
+/// Why `shmem_allowable_huge_orders` allows what it allows: the kernel's function as a pure
+/// function of the knobs, the mm's prctl flags, the inode and the VMA (None for
+/// write()/fallocate()); `sink` learns why each file order is not in the result.
+/// `Kernel::shmem_allowable_huge_orders` is this with `()` and `force` false.
+///
+/// `force` is the kernel's `shmem_huge_force` argument (true for
 /// `TVA_FORCED_COLLAPSE`: the mount's `huge=` counts as PMD, and for anonymous shmem the
 /// per-size `inherit` set applies, so MADV_COLLAPSE of a memfd needs
 /// `hugepages-2048kB/shmem_enabled` to be inherit, always, within_size (fitting) or advise
 /// (with VM_HUGEPAGE)).
 #[allow(clippy::too_many_arguments)]
-pub fn shmem_allowable_huge_orders_force<S: RefusalSink>(
-    settings: &uapi::ThpSettings,
+pub fn shmem_allowable_huge_orders_why<S: RefusalSink>(
+    settings: &thp_abi::ThpSettings,
     mm: &MmFlags,
     f: ShmemInodeFacts,
     vma: Option<&Vma>,
@@ -642,7 +632,7 @@ pub fn shmem_allowable_huge_orders_force<S: RefusalSink>(
     force: bool,
     sink: &mut S,
 ) -> Orders {
-    if let Some(why) = vma.and_then(|v| vma_thp_disabled(mm, v.flags, force)) {
+    if let Some(why) = vma.and_then(|v| vma_thp_disabled_why(mm, v.flags, force)) {
         sink.refuse(Orders::ALL_FILE, why);
         return Orders::NONE;
     }
@@ -691,7 +681,7 @@ pub fn shmem_allowable_huge_orders_force<S: RefusalSink>(
 /// `vma_thp_disabled`, VM_NO_KHUGEPAGED, the orders whose aligned block ending at vm_end fits
 /// (file offset alignment included), then `shmem_allowable_huge_orders` at `vm_pgoff`.
 pub fn shmem_thp_vma_allowable_orders<S: RefusalSink>(
-    settings: &uapi::ThpSettings,
+    settings: &thp_abi::ThpSettings,
     mm: &MmFlags,
     f: ShmemInodeFacts,
     vma: &Vma,
@@ -700,7 +690,7 @@ pub fn shmem_thp_vma_allowable_orders<S: RefusalSink>(
     sink: &mut S,
 ) -> Orders {
     let orders = orders.and(Orders::ALL_FILE);
-    if let Some(why) = vma_thp_disabled(mm, vma.flags, tva == TvaType::ForcedCollapse) {
+    if let Some(why) = vma_thp_disabled_why(mm, vma.flags, tva == TvaType::ForcedCollapse) {
         sink.refuse(orders, why);
         return Orders::NONE;
     }
@@ -723,7 +713,7 @@ pub fn shmem_thp_vma_allowable_orders<S: RefusalSink>(
     if o.is_empty() {
         return o;
     }
-    o.and(shmem_allowable_huge_orders_force(settings, mm, f, Some(vma), vma.pgoff, 0, tva == TvaType::ForcedCollapse, sink))
+    o.and(shmem_allowable_huge_orders_why(settings, mm, f, Some(vma), vma.pgoff, 0, tva == TvaType::ForcedCollapse, sink))
 }
 
 /// Why `file_vma_suitable_order` dropped each of `dropped`: the VMA's file offset is not

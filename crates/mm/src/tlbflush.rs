@@ -145,7 +145,7 @@ mod tests {
     use crate::mmap::MmapPlacement;
     use crate::vma::vm;
     use crate::BootParams;
-    use uapi::ThpSettings;
+    use thp_abi::ThpSettings;
 
     fn kernel(assign: &[&str]) -> Kernel {
         let mut s = ThpSettings::default();

@@ -168,7 +168,7 @@ mod tests {
     use crate::{Access, BootParams};
     use linux_abi::userfaultfd::{UFFDIO_REGISTER_MODE_MISSING as MISSING, UFFDIO_REGISTER_MODE_WP as WP};
     use mm_types::{Order, PMD_SIZE};
-    use uapi::{MthpStat, ThpSettings, VmEvent};
+    use thp_abi::{MthpStat, ThpSettings, VmEvent};
 
     fn kernel(knobs: &[&str]) -> Kernel {
         let mut s = ThpSettings::default();
@@ -233,7 +233,7 @@ mod tests {
         k.userfaultfd_register(a, 4 << 20, WP).unwrap();
         assert_eq!(k.access(a, true), Access::Fault);
         assert_eq!(k.counters.mthp(Order(4), MthpStat::AnonFaultAlloc), 0);
-        assert_eq!(k.stats().fallbacks[4][crate::vmstat::FallbackReason::UserfaultfdArmed as usize], 1);
+        assert_eq!(k.stats().fallbacks[4][crate::model::fallbacks::FallbackReason::UserfaultfdArmed as usize], 1);
         k.userfaultfd_unregister(a, 4 << 20).unwrap();
         assert_eq!(k.access(a + (64 << 10), true), Access::Fault);
         assert_eq!(k.counters.mthp(Order(4), MthpStat::AnonFaultAlloc), 1);

@@ -416,7 +416,7 @@ pub fn census_of_ranges_with(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma], read
         c.zero_page_ptes = zero_ptes[vi];
         c.huge_zero_pmds = huge_zero[vi].len() as u64;
         if small[vi] > 0 {
-            let e = c.sizes.entry(label(1)).or_default();
+            let e = c.sizes.entry(label(1).into()).or_default();
             e.folios += small[vi];
             e.pte_mapped += small[vi];
         }
@@ -425,7 +425,7 @@ pub fn census_of_ranges_with(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma], read
                 continue;
             }
             let nr = 1u64 << order;
-            let e = c.sizes.entry(label(nr)).or_default();
+            let e = c.sizes.entry(label(nr).into()).or_default();
             e.folios += k;
             let pmd = if nr * PAGE_SIZE == PMD_SIZE { whole_pmd[vi] } else { 0 };
             e.pmd_mapped += pmd;
@@ -433,7 +433,7 @@ pub fn census_of_ranges_with(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma], read
         }
     }
     for (i, a) in accs.iter().enumerate() {
-        let e: &mut CensusEntry = per_vma[a.vma].sizes.entry(label(a.nr)).or_default();
+        let e: &mut CensusEntry = per_vma[a.vma].sizes.entry(label(a.nr).into()).or_default();
         e.folios += 1;
         if pmd_mapped[i] || (a.hugetlb && a.nr * PAGE_SIZE >= PMD_SIZE && a.matching == a.nr) {
             e.pmd_mapped += 1;
@@ -446,7 +446,7 @@ pub fn census_of_ranges_with(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma], read
     }
     let mut total = Census::default();
     for c in &per_vma {
-        add_census(&mut total, c);
+        total.add(c);
     }
     report.total = total;
     report.per_vma = per_vma;
@@ -841,18 +841,6 @@ pub fn label(nr: u64) -> String {
     format!("{}kB", nr * PAGE_SIZE / 1024)
 }
 
-/// Add `b` into `a`.
-pub fn add_census(a: &mut Census, b: &Census) {
-    a.zero_page_ptes += b.zero_page_ptes;
-    a.huge_zero_pmds += b.huge_zero_pmds;
-    for (k, e) in &b.sizes {
-        let t = a.sizes.entry(k.clone()).or_default();
-        t.folios += e.folios;
-        t.pmd_mapped += e.pmd_mapped;
-        t.pte_mapped += e.pte_mapped;
-        t.partially_mapped += e.partially_mapped;
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -477,11 +477,7 @@ pub fn read_processes(root: &Root, selected: &[Selected], deadline: Instant, est
                 for (v, c) in vmas.iter().zip(&rep.per_vma) {
                     let kind = uapi::result::vma_kind_of_name(&v.name);
                     for (size, e) in &c.sizes {
-                        let t = by.entry((kind.to_string(), size.clone())).or_default();
-                        t.folios += e.folios;
-                        t.pmd_mapped += e.pmd_mapped;
-                        t.pte_mapped += e.pte_mapped;
-                        t.partially_mapped += e.partially_mapped;
+                        by.entry((kind.to_string(), size.to_string())).or_default().add(e);
                     }
                 }
                 m.zero_page_ptes = rep.total.zero_page_ptes;

@@ -158,7 +158,7 @@ fn folio_map(r: &RunResult) -> String {
         let _ = write!(s, "<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}{}-{} {}{}</text>", lw - 6.0, y + 14.0, esc(&pid), esc(&v.start), esc(&v.end), esc(&mm_types::format_size(len)), esc(&kind));
         let _ = write!(s, "<rect class=\"vma\" x=\"{lw}\" y=\"{y}\" width=\"{bw}\" height=\"{}\" fill=\"#f4f4f4\" stroke=\"#ccc\"/>", rh - 5.0);
         let mut x = lw;
-        let mut sizes: Vec<(&String, &uapi::CensusEntry)> = v.census.sizes.iter().collect();
+        let mut sizes: Vec<(_, &uapi::CensusEntry)> = v.census.sizes.iter().collect();
         sizes.sort_by_key(|(k, _)| size_sort_key(k));
         for (size, e) in sizes {
             let bytes = e.folios * size_bytes(size);
@@ -177,7 +177,7 @@ fn folio_map(r: &RunResult) -> String {
 
 /// The census at the peak and at exit, as a legend-coloured table.
 fn census_table(r: &RunResult) -> String {
-    let mut sizes: Vec<&String> = r.census.sizes.keys().chain(r.peak.iter().flat_map(|p| p.census.sizes.keys())).collect();
+    let mut sizes: Vec<_> = r.census.sizes.keys().chain(r.peak.iter().flat_map(|p| p.census.sizes.keys())).collect();
     sizes.sort_by_key(|s| size_sort_key(s));
     sizes.dedup();
     let mut s = String::from("<table class=\"census\"><tr><th>size</th><th>folios at the peak</th><th>folios at exit</th><th>PMD-mapped at exit</th></tr>");

@@ -117,7 +117,7 @@ pub fn timeline(label: &str, t: &Timeline) -> String {
     ];
     let mem: Vec<Series> = mem.into_iter().filter(|x| x.name != "ShmemPmdMapped" || x.points.iter().any(|p| p.1 > 0.0)).collect();
     s += &line_chart("timeline-memory", &format!("{label}: Rss and AnonHugePages over time"), "ms", "kB", &mem);
-    let mut sizes: Vec<&String> = t.samples.iter().flat_map(|x| x.folios.keys()).collect();
+    let mut sizes: Vec<_> = t.samples.iter().flat_map(|x| x.folios.keys()).collect();
     sizes.sort_by_key(|k| size_sort_key(k));
     sizes.dedup();
     let folios: Vec<Series> = sizes
@@ -231,7 +231,7 @@ mod tests {
     use super::*;
 
     fn sample(t_ms: f64, rss_kb: u64, huge: u64, collapsed: i64) -> TimelineSample {
-        TimelineSample { t_ms, rss_kb, anon_huge_pages_kb: huge, pages_collapsed: collapsed, folios: [("4kB".to_string(), rss_kb / 4)].into(), ..Default::default() }
+        TimelineSample { t_ms, rss_kb, anon_huge_pages_kb: huge, pages_collapsed: collapsed, folios: [("4kB".into(), rss_kb / 4)].into(), ..Default::default() }
     }
 
     #[test]

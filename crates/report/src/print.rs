@@ -104,7 +104,7 @@ fn kb(bytes: u64) -> String {
     format!("{} kB", bytes / 1024)
 }
 
-fn sorted_sizes<'a, V>(m: impl Iterator<Item = (&'a String, V)>) -> Vec<(&'a String, V)> {
+fn sorted_sizes<'a, K: std::ops::Deref<Target = str> + 'a, V>(m: impl Iterator<Item = (&'a K, V)>) -> Vec<(&'a K, V)> {
     let mut v: Vec<_> = m.collect();
     v.sort_by_key(|(k, _)| size_sort_key(k));
     v
@@ -182,7 +182,7 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
         writeln!(out, "  {k} {v}")?;
     }
     writeln!(out)?;
-    let moved: Vec<(&String, Vec<String>)> = sorted_sizes(r.mthp.iter())
+    let moved: Vec<(_, Vec<String>)> = sorted_sizes(r.mthp.iter())
         .into_iter()
         .map(|(dir, stats)| (dir, stats.iter().filter(|(_, v)| **v != 0).map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>()))
         .filter(|(_, m)| !m.is_empty())
@@ -247,7 +247,7 @@ fn folio_table(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     };
     writeln!(out, "folios mapped at the peak and at exit (pmd-, pte- and partially-mapped: at exit)")?;
     writeln!(out, "  {:<8} {:>10} {:>10} {:>11} {:>11} {:>17}", "size", "peak", "at exit", "pmd-mapped", "pte-mapped", "partially-mapped")?;
-    let mut sizes: Vec<&String> = r.census.sizes.keys().chain(p.census.sizes.keys()).collect();
+    let mut sizes: Vec<_> = r.census.sizes.keys().chain(p.census.sizes.keys()).collect();
     sizes.sort_by_key(|s| size_sort_key(s));
     sizes.dedup();
     for size in sizes {
@@ -592,7 +592,7 @@ fn side_rows(cols: &[(String, String, RunResult)]) -> Vec<(String, Vec<String>)>
         });
     }
     row("thp_fault_alloc", &|r| r.vmstat.get("thp_fault_alloc").copied().unwrap_or(0).to_string());
-    let mut dirs: Vec<&String> = cols.iter().flat_map(|(_, _, r)| r.mthp.keys()).collect();
+    let mut dirs: Vec<_> = cols.iter().flat_map(|(_, _, r)| r.mthp.keys()).collect();
     dirs.sort_by_key(|d| size_sort_key(d));
     dirs.dedup();
     for d in dirs {
@@ -601,7 +601,7 @@ fn side_rows(cols: &[(String, String, RunResult)]) -> Vec<(String, Vec<String>)>
             row(&format!("{d}/stats/anon_fault_alloc"), &|r| r.mthp.get(d).and_then(|s| s.get("anon_fault_alloc")).copied().unwrap_or(0).to_string());
         }
     }
-    let mut sizes: Vec<&String> = cols.iter().flat_map(|(_, _, r)| r.folios.keys()).collect();
+    let mut sizes: Vec<_> = cols.iter().flat_map(|(_, _, r)| r.folios.keys()).collect();
     sizes.sort_by_key(|d| size_sort_key(d));
     sizes.dedup();
     for s in sizes {

@@ -153,11 +153,11 @@ pub fn elide(s: &str, max: usize) -> String {
 /// folio size while that fits (names cut in the middle to the width left, 16 at least), else
 /// the sizes in a last `folios` column (`4kB×398 64kB×3`, wrapped), names cut to 24.
 pub fn vma_table_fit(vmas: &[VmaMap], total: &Census, total_rss_kb: u64, max: Option<usize>) -> String {
-    let mut sizes: Vec<String> = total.sizes.keys().cloned().collect();
+    let mut sizes: Vec<String> = total.sizes.keys().map(|k| k.to_string()).collect();
     for v in vmas {
         for k in v.census.sizes.keys() {
-            if !sizes.contains(k) {
-                sizes.push(k.clone());
+            if !sizes.iter().any(|s| s == k.as_str()) {
+                sizes.push(k.to_string());
             }
         }
     }
@@ -263,7 +263,7 @@ mod tests {
     }
 
     fn vma(start: &str, end: &str, name: &str, sizes: &[(&str, u64)]) -> VmaMap {
-        let census = Census { sizes: sizes.iter().map(|(s, n)| (s.to_string(), CensusEntry { folios: *n, ..Default::default() })).collect(), ..Default::default() };
+        let census = Census { sizes: sizes.iter().map(|(s, n)| ((*s).into(), CensusEntry { folios: *n, ..Default::default() })).collect(), ..Default::default() };
         VmaMap { start: start.into(), end: end.into(), perms: "rw-p".into(), name: name.into(), rss_kb: 8192, census, ..Default::default() }
     }
 

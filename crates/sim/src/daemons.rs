@@ -334,7 +334,7 @@ mod tests {
         assert_eq!((scans["SCAN_SUCCEED"], scans["SCAN_PMD_MAPPED"]), (4, 6));
         assert_eq!(r.vmstat["thp_collapse_alloc"], 4);
         assert_eq!(r.vmstat["thp_fault_alloc"], 0);
-        assert_eq!(r.folios, [("2048kB".to_string(), 4)].into());
+        assert_eq!(r.folios, [("2048kB".into(), 4)].into());
         assert_eq!(r.process.minflt, 5);
         // The touch took 1 s of simulated time: the clock ends there.
         let costs = uapi::profile::FaultCosts::default();

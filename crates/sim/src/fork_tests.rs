@@ -230,7 +230,7 @@ fn main_bloat(set: &str, text: &str) -> (u64, Vec<(String, u64, u64)>) {
     let main = &r.processes[0];
     assert_eq!(main.name, "main");
     assert_eq!(main.process.bloat_bytes, r.process.bloat_bytes);
-    let large = main.census.sizes.iter().filter(|(k, _)| k.as_str() != "4kB").map(|(k, e)| (k.clone(), e.folios, e.partially_mapped)).collect();
+    let large = main.census.sizes.iter().filter(|(k, _)| k.as_str() != "4kB").map(|(k, e)| (k.to_string(), e.folios, e.partially_mapped)).collect();
     (main.process.bloat_bytes.unwrap_or(0), large)
 }
 

@@ -18,6 +18,7 @@ use mm_types::{Order, PMD_ORDER};
 use uapi::counters::sysfs_orders;
 use uapi::result::RegionPlacement;
 use uapi::{CallResult, MthpStat, RunResult, ThpSettings, VmEvent};
+use thp_abi::{MthpStatKey, SizeDir};
 use workload::{Advice, Backing, FallocMode, FileKind, OpKind, Placement, Prot, ThpDisable, TmpfsHuge, TouchPlan, Workload, HEAP};
 
 pub use mm::{MAX_MEM_BYTES, MIN_MEM_BYTES};
@@ -682,12 +683,11 @@ fn vm_prot(p: Prot) -> u32 {
 /// vmstat and per-size stats from model counters.
 fn counters_into(r: &mut RunResult, c: &uapi::Counters) {
     for e in VmEvent::ALL {
-        r.vmstat.insert(e.name().to_string(), c.vm(*e));
+        r.vmstat.insert((*e).into(), c.vm(*e));
     }
     for order in sysfs_orders() {
-        let stats: BTreeMap<String, i64> =
-            MthpStat::ALL.iter().filter(|s| s.exists_for(order)).map(|s| (s.name().to_string(), c.mthp(order, *s))).collect();
-        r.mthp.insert(order.sysfs_dir(), stats);
+        let stats: BTreeMap<MthpStatKey, i64> = MthpStat::ALL.iter().filter(|s| s.exists_for(order)).map(|s| ((*s).into(), c.mthp(order, *s))).collect();
+        r.mthp.insert(SizeDir::of(order), stats);
     }
 }
 
@@ -698,15 +698,7 @@ fn census_into(r: &mut RunResult, reports: &[mm::debug::CensusReport]) {
         r.process.rss_bytes += c.rss_bytes;
         r.process.anon_huge_bytes += c.anon_huge_bytes;
         *r.process.bloat_bytes.get_or_insert(0) += c.bloat_bytes;
-        total.zero_page_ptes += c.census.zero_page_ptes;
-        total.huge_zero_pmds += c.census.huge_zero_pmds;
-        for (size, e) in &c.census.sizes {
-            let t = total.sizes.entry(size.clone()).or_default();
-            t.folios += e.folios;
-            t.pmd_mapped += e.pmd_mapped;
-            t.pte_mapped += e.pte_mapped;
-            t.partially_mapped += e.partially_mapped;
-        }
+        total.add(&c.census);
     }
     r.folios = total.folio_counts();
     r.census = total;
@@ -727,7 +719,7 @@ fn fallbacks_into(r: &mut RunResult, rows: &[[[u64; FallbackReason::ALL.len()]; 
             .map(|reason| (reason.name().to_string(), row[*reason as usize]))
             .collect();
         if !reasons.is_empty() {
-            r.fallbacks.insert(Order(o).sysfs_dir(), reasons);
+            r.fallbacks.insert(SizeDir::of(Order(o)), reasons);
         }
     }
 }
@@ -1045,7 +1037,8 @@ pub mod daemons;
 pub mod driver;
 mod access;
 mod file_pages;
-pub mod matrix;
+// The settings matrices are the kernel ABI crate's; this path stays for the crates that name it.
+pub use thp_abi::matrix;
 pub mod replay;
 pub mod time;
 pub mod views;

@@ -825,10 +825,10 @@ fn beside_full_sequential_writes_grow_after_the_first_block() {
                hugepages-1024kB/enabled=always enabled=never anon_beside_full=1";
     let r = sim(all, "mmap r 2M\ntouch r write\n");
     assert_eq!(r.process.minflt, 11);
-    let want: BTreeMap<String, u64> =
+    let want: BTreeMap<thp_abi::FolioSize, u64> =
         [("4kB", 4), ("16kB", 1), ("32kB", 1), ("64kB", 1), ("128kB", 1), ("256kB", 1), ("512kB", 1), ("1024kB", 1)]
             .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
+            .map(|(k, v)| (k.into(), v))
             .collect();
     assert_eq!(r.folios, want);
 }

@@ -269,15 +269,15 @@ mod tests {
         // 64K: 16384 faults of 5000 ns, and 15 of every 16 pages touched without a fault.
         let mut r = RunResult::new("sim", "w");
         r.process.minflt = 16_384;
-        r.mthp.insert("hugepages-64kB".into(), [("anon_fault_alloc".to_string(), 16_384)].into());
+        r.mthp.insert("hugepages-64kB".into(), [("anon_fault_alloc".into(), 16_384)].into());
         let t = estimate(&r, 262_144, 0, &costs());
         assert_eq!((t.faults.get("4kB"), t.faults["64kB"], t.touches_without_fault), (None, 16_384, 245_760));
         assert_eq!(t.total_ns, 16_384.0 * 5000.0 + 245_760.0 * 10.0);
         // PMD, and a size the profile lacks (charged as 4kB and named).
         let mut r = RunResult::new("sim", "w");
         r.process.minflt = 513;
-        r.mthp.insert("hugepages-2048kB".into(), [("anon_fault_alloc".to_string(), 512)].into());
-        r.mthp.insert("hugepages-32kB".into(), [("anon_fault_alloc".to_string(), 1)].into());
+        r.mthp.insert("hugepages-2048kB".into(), [("anon_fault_alloc".into(), 512)].into());
+        r.mthp.insert("hugepages-32kB".into(), [("anon_fault_alloc".into(), 1)].into());
         let t = estimate(&r, 262_152, 0, &costs());
         assert_eq!(t.unmeasured_sizes, vec!["32kB".to_string()]);
         assert_eq!(t.faults_ns["32kB"], 1000.0);
@@ -307,7 +307,7 @@ mod tests {
         c.free_ns_per_folio.insert("4kB".into(), 200.0);
         let mut r = RunResult::new("sim", "w");
         r.process.minflt = 16_394;
-        r.mthp.insert("hugepages-64kB".into(), [("anon_fault_alloc".to_string(), 16_384)].into());
+        r.mthp.insert("hugepages-64kB".into(), [("anon_fault_alloc".into(), 16_384)].into());
         let t = estimate(&r, 262_154, 0, &c);
         assert_eq!((t.faults["64kB"], t.faults["4kB"], t.touches_without_fault, t.touch_ns), (16_384, 10, 245_760, 0.0));
         assert_eq!(t.total_ns, 16_384.0 * 6600.0 + 10.0 * 1200.0);
@@ -359,7 +359,7 @@ mod tests {
         let baseline = estimate(&base, 60_000, 0, &costs());
         let mut pmd = RunResult::new("sim", "w");
         pmd.process.minflt = 100;
-        pmd.mthp.insert("hugepages-2048kB".into(), [("anon_fault_alloc".to_string(), 100)].into());
+        pmd.mthp.insert("hugepages-2048kB".into(), [("anon_fault_alloc".into(), 100)].into());
         let mut t = estimate(&pmd, 100, 0, &costs());
         add_program_time(&mut t, &baseline, 400_000_000);
         assert_eq!(t.program_ns, Some(340e6));

@@ -47,7 +47,7 @@ pub fn peak_of(k: &Kernel) -> Peak {
     let mut p = Peak { rss_bytes: rss_pages * PAGE_SIZE, anon_huge_bytes: census.anon_huge_bytes, census: census.census, ..Default::default() };
     for o in 1..=PMD_ORDER {
         if max_nr_anon[o as usize] > 0 {
-            p.max_folios.insert(Order(o).label(), max_nr_anon[o as usize]);
+            p.max_folios.insert(thp_abi::FolioSize::of(Order(o)), max_nr_anon[o as usize]);
         }
     }
     p
@@ -57,15 +57,7 @@ pub fn peak_of(k: &Kernel) -> Peak {
 pub fn add_peak(total: &mut Peak, p: &Peak) {
     total.rss_bytes += p.rss_bytes;
     total.anon_huge_bytes += p.anon_huge_bytes;
-    total.census.zero_page_ptes += p.census.zero_page_ptes;
-    total.census.huge_zero_pmds += p.census.huge_zero_pmds;
-    for (size, e) in &p.census.sizes {
-        let t = total.census.sizes.entry(size.clone()).or_default();
-        t.folios += e.folios;
-        t.pmd_mapped += e.pmd_mapped;
-        t.pte_mapped += e.pte_mapped;
-        t.partially_mapped += e.partially_mapped;
-    }
+    total.census.add(&p.census);
     for (size, n) in &p.max_folios {
         *total.max_folios.entry(size.clone()).or_default() += n;
     }
@@ -106,7 +98,7 @@ pub fn add_explain(out: &mut Explain, log: &ExplainLog, pid: Option<u32>) {
             Got::HugeZeroPage => "huge zero page".to_string(),
         };
         for (o, r) in &f.refused {
-            *out.totals.entry(o.sysfs_dir()).or_default().entry(r.name().to_string()).or_default() += 1;
+            *out.totals.entry(thp_abi::SizeDir::of(*o)).or_default().entry(r.name().to_string()).or_default() += 1;
         }
         if out.faults.len() < Explain::MAX_FAULTS {
             out.faults.push(ExplainedFault {

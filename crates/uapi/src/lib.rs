@@ -1,17 +1,19 @@
-//! The schema that the model and the live kernel share, spelled as the kernel spells it.
+//! The result schema that the model and the live harness both print, spelled as the kernel
+//! spells it; the kernel's ABI itself (knobs, counters, sizes, the census) is `thp_abi`'s.
 //!
-//! - [`settings`]: `/sys/kernel/mm/transparent_hugepage`, field by field, as
-//!   `tools/testing/selftests/mm/thp_settings.h` models it, plus the boot options that set it.
-//! - [`counters`]: `/proc/vmstat` `thp_*` names (`include/linux/vm_event_item.h`) and the per-size
-//!   `hugepages-<N>kB/stats/*` names (`include/linux/huge_mm.h: enum mthp_stat_item`).
 //! - [`result`]: the versioned run result that `thplab sim` and `thplab live` both print.
+//! - [`profile`]: the machine profile (what this machine charges for the work the model counts).
+//! - [`settings`], [`counters`]: re-exported from `thp_abi` for the crates that still name them
+//!   here.
 //!
-//! Serde lives here and in no core crate: serialization is a compatibility promise.
+//! Serde lives here and in `thp_abi`, in no model crate: serialization is a compatibility
+//! promise.
 
-pub mod counters;
 pub mod profile;
 pub mod result;
-pub mod settings;
+
+// The kernel's ABI moved to thp_abi; these paths stay until every user names it directly.
+pub use thp_abi::{counters, settings};
 
 pub use counters::{Counters, MthpStat, VmEvent};
 pub use result::{AccessCounts, AccessReport, CallResult, RecordedAccesses, Census, CensusEntry, Explain, ExplainedFault, Peak, ProcessStats, RegionPlacement, RunResult, TimeEstimate, VmaMap};

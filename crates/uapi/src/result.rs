@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use thp_abi::{FolioSize, KnobPath, MthpStatKey, SizeDir, VmStatKey};
 
 pub const RESULT_SCHEMA: &str = "thplab-run/2";
 
@@ -24,35 +25,8 @@ pub struct ProcessStats {
     pub bloat_bytes: Option<u64>,
 }
 
-/// Folios of one size mapped by the process.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CensusEntry {
-    /// Distinct folios with at least one page mapped.
-    pub folios: u64,
-    /// Folios mapped by a PMD entry.
-    pub pmd_mapped: u64,
-    /// Folios mapped by PTEs.
-    pub pte_mapped: u64,
-    /// PTE-mapped folios of which some pages are not mapped in this process.
-    pub partially_mapped: u64,
-}
-
-/// Which folio sizes a process maps, by size label (`4kB`, `64kB`, `2048kB`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Census {
-    pub sizes: BTreeMap<String, CensusEntry>,
-    /// PTEs that map the shared 4 KiB zero page.
-    pub zero_page_ptes: u64,
-    /// PMDs that map the huge zero folio.
-    pub huge_zero_pmds: u64,
-}
-
-impl Census {
-    /// `"64kB" -> folio count`, the `folios` section of the result.
-    pub fn folio_counts(&self) -> BTreeMap<String, u64> {
-        self.sizes.iter().filter(|(_, e)| e.folios > 0).map(|(k, e)| (k.clone(), e.folios)).collect()
-    }
-}
+// The folio census is the kernel's ABI: thp_abi::census.
+pub use thp_abi::census::{Census, CensusEntry};
 
 /// A region of the workload and where it was placed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,19 +54,19 @@ pub struct RunResult {
     pub source: String,
     pub workload: String,
     /// The resolved settings, sysfs path → value.
-    pub settings: BTreeMap<String, String>,
+    pub settings: BTreeMap<KnobPath, String>,
     /// `/proc/vmstat` `thp_*` deltas.
-    pub vmstat: BTreeMap<String, i64>,
+    pub vmstat: BTreeMap<VmStatKey, i64>,
     /// `hugepages-<N>kB` → stats file → delta.
-    pub mthp: BTreeMap<String, BTreeMap<String, i64>>,
+    pub mthp: BTreeMap<SizeDir, BTreeMap<MthpStatKey, i64>>,
     pub process: ProcessStats,
     /// Folio size → folios mapped at the end.
-    pub folios: BTreeMap<String, u64>,
+    pub folios: BTreeMap<FolioSize, u64>,
     pub census: Census,
     /// Model only: `hugepages-<N>kB` → reason → how often a fault did not get that size.
     /// Always written (empty in live results and when no fault fell back).
     #[serde(default)]
-    pub fallbacks: BTreeMap<String, BTreeMap<String, u64>>,
+    pub fallbacks: BTreeMap<SizeDir, BTreeMap<String, u64>>,
     pub regions: Vec<RegionPlacement>,
     /// /proc/meminfo lines that the run moved, in kB: `Shmem`, `ShmemHugePages`, `ShmemPmdMapped`
     /// (model: the level at the end; live: the system-wide delta).
@@ -166,7 +140,7 @@ pub struct TimelineSample {
     pub anon_huge_pages_kb: u64,
     pub shmem_pmd_mapped_kb: u64,
     /// Folio size → folios mapped (the census).
-    pub folios: BTreeMap<String, u64>,
+    pub folios: BTreeMap<FolioSize, u64>,
     /// `khugepaged/pages_collapsed`, `khugepaged/full_scans` and `thp_collapse_alloc` since
     /// the start (live: system-wide).
     pub pages_collapsed: i64,
@@ -381,7 +355,7 @@ pub struct ReplayProcess {
     /// Its largest Rss (VmHWM of the modelled memory).
     pub peak_rss_bytes: u64,
     /// Folio size → folios mapped at exit.
-    pub folios: BTreeMap<String, u64>,
+    pub folios: BTreeMap<FolioSize, u64>,
     pub census: Census,
 }
 
@@ -950,7 +924,7 @@ pub struct Peak {
     pub census: Census,
     /// The largest number of folios of each size mapped at any moment (`nr_anon` per size,
     /// exact, anonymous only), by size label.
-    pub max_folios: BTreeMap<String, u64>,
+    pub max_folios: BTreeMap<FolioSize, u64>,
 }
 
 /// `--explain`: the faults in a range and what each larger order met.
@@ -965,7 +939,7 @@ pub struct Explain {
     pub more_faults: u64,
     /// Reason → count over the recorded faults, by size (`hugepages-64kB`), the same
     /// reasons as the result's `fallbacks`.
-    pub totals: BTreeMap<String, BTreeMap<String, u64>>,
+    pub totals: BTreeMap<SizeDir, BTreeMap<String, u64>>,
 }
 
 impl Explain {

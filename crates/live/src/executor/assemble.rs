@@ -73,7 +73,7 @@ pub(super) fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, ru
     let host_faults = runs.iter().map(|r| r.host_faults.map(|n| n as i64)).collect::<Option<Vec<i64>>>().map(|v| col("host_faults".into(), v) as u64);
     for name in rep.counters.vmstat.keys() {
         let v = col(format!("vmstat.{name}"), runs.iter().map(|r| r.counters.vmstat.get(name).copied().unwrap_or(0)).collect());
-        res.vmstat.insert(name.clone(), v);
+        res.vmstat.insert(name.into(), v);
     }
     for (dir, m) in &rep.counters.mthp {
         let mut out = BTreeMap::new();
@@ -82,9 +82,9 @@ pub(super) fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, ru
                 format!("{dir}.{stat}"),
                 runs.iter().map(|r| r.counters.mthp.get(dir).and_then(|m| m.get(stat)).copied().unwrap_or(0)).collect(),
             );
-            out.insert(stat.clone(), v);
+            out.insert(stat.into(), v);
         }
-        res.mthp.insert(dir.clone(), out);
+        res.mthp.insert(dir.into(), out);
     }
     for name in MEMINFO_FIELDS {
         let v = col(format!("meminfo.{name}"), runs.iter().map(|r| r.meminfo.get(*name).copied().unwrap_or(0)).collect());

@@ -337,7 +337,7 @@ fn current_settings_match_a_fresh_read() {
     require_live!();
     let _s = serial();
     let s = current_settings(&Paths::from_env()).unwrap();
-    assert_eq!(s.knob_map(), snapshot());
+    assert_eq!(s.knob_map().into_iter().map(|(k, v)| (k.into(), v)).collect::<BTreeMap<String, String>>(), snapshot());
 }
 
 /// Census speed on 10 GiB (not part of the normal suite: it faults 10 GiB).

@@ -30,7 +30,7 @@ fn a_paced_fill_and_a_timed_loop_agree_with_the_live_kernel() {
     // Hand-derived (module docs): 16 wake-ups (0, 104, …, 1560 ms before the clock's 1.65 s).
     assert_eq!((mk.pages_collapsed, mk.wakeups), (4, 16));
     assert_eq!(m.vmstat["thp_collapse_alloc"], 4);
-    assert_eq!(m.folios, [("2048kB".to_string(), 4)].into());
+    assert_eq!(m.folios, [("2048kB".into(), 4)].into());
     assert_eq!(m.process.minflt, 4);
     assert_eq!(m.repeats.len(), 1);
     assert_eq!((m.repeats[0].line, m.repeats[0].iterations), (7, 5));

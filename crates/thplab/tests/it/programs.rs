@@ -107,7 +107,7 @@ fn pct(model: u64, live: u64) -> f64 {
 /// Large-folio sizes present in either result.
 fn large_sizes(a: &RunResult, b: &RunResult) -> Vec<String> {
     let mut v: Vec<String> =
-        a.census.sizes.keys().chain(b.census.sizes.keys()).filter(|s| *s != "4kB").cloned().collect();
+        a.census.sizes.keys().chain(b.census.sizes.keys()).filter(|s| *s != "4kB").map(|s| s.to_string()).collect();
     v.sort_by_key(|s| uapi::result::size_sort_key(s));
     v.dedup();
     v

@@ -11,7 +11,7 @@
 
 use mm_types::{Order, Vaddr, PAGE_SIZE};
 
-use crate::vmstat::FallbackReason;
+use crate::model::fallbacks::FallbackReason;
 
 /// What a fault mapped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

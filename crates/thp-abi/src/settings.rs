@@ -16,6 +16,8 @@ use std::fmt;
 
 use mm_types::{parse_size, Order, Orders, PMD_ORDER};
 
+use crate::keys::KnobPath;
+
 /// Sysfs directory of the THP tree.
 pub const SYSFS_THP: &str = "/sys/kernel/mm/transparent_hugepage";
 
@@ -280,9 +282,9 @@ impl ThpSettings {
 
     /// Every knob with its value: the writable ones this model knows, and the unknown ones it
     /// carries.
-    pub fn knob_map(&self) -> BTreeMap<String, String> {
-        let mut m: BTreeMap<String, String> = self.knobs().into_iter().collect();
-        m.extend(self.unknown.iter().map(|(p, v)| (p.clone(), v.clone())));
+    pub fn knob_map(&self) -> BTreeMap<KnobPath, String> {
+        let mut m: BTreeMap<KnobPath, String> = self.knobs().into_iter().map(|(p, v)| (p.into(), v)).collect();
+        m.extend(self.unknown.iter().map(|(p, v)| (p.into(), v.clone())));
         m
     }
 
@@ -526,7 +528,7 @@ impl ThpSettings {
         let diffs: Vec<String> = self
             .knobs()
             .into_iter()
-            .filter(|(p, v)| defaults.get(p) != Some(v))
+            .filter(|(p, v)| defaults.get(p.as_str()) != Some(v))
             .map(|(p, v)| format!("{p}={v}"))
             .collect();
         if diffs.is_empty() {

@@ -11,7 +11,7 @@
 //! kept exactly where a large folio is first mapped (`folio_add_new_anon_rmap`).
 
 use mm_types::{Order, PMD_ORDER};
-use uapi::MthpStat;
+use thp_abi::MthpStat;
 
 use crate::debug::CensusReport;
 use crate::Kernel;

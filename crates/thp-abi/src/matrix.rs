@@ -2,7 +2,7 @@
 //! and `thplab sim --matrix` runs in the model alone: one list of (label, settings), so that the
 //! two commands always mean the same settings by the same label.
 
-use uapi::ThpSettings;
+use crate::settings::ThpSettings;
 
 /// The matrix names `--matrix` accepts.
 pub const KINDS: [&str; 2] = ["anon", "shmem"];

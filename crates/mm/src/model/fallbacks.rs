@@ -1,11 +1,10 @@
-//! What the model counts besides the kernel's own counters (those live in `uapi::Counters`,
-//! bumped where the kernel bumps them): per-process fault and RSS counts, and why a fault did
-//! not get a given folio size.
+//! Why a fault did not get a folio of some size the settings enable: the model's record, which
+//! the kernel does not keep (it counts only `thp_fault_fallback` and the per-size
+//! `anon_fault_fallback`). Each reason names the check of the fault path that refused.
 //!
-//! Kernel sources (6.18): `mm/vmstat.c` (`count_vm_event`), `include/linux/mm.h`
-//! (`add_mm_counter`, MM_ANONPAGES), `mm/memory.c: mm_account_fault` (min_flt).
-
-use mm_types::PMD_ORDER;
+//! Kernel sources (6.18): `mm/memory.c: alloc_anon_folio`, `do_anonymous_page`, `wp_page_copy`,
+//! `mm/huge_memory.c: __thp_vma_allowable_orders`, `do_huge_pmd_anonymous_page` (the checks
+//! whose order the reasons follow).
 
 /// Why a fault did not get a folio of some enabled size. Model only: the kernel keeps no such
 /// record. Checked in the order the kernel checks, the first that applies is counted.
@@ -88,44 +87,5 @@ impl FallbackReason {
             FallbackReason::BesideNotFull => "anon_beside_full=1 and no neighbouring block of that size is fully populated",
             FallbackReason::UserfaultfdArmed => "the VMA is registered with a userfaultfd, which keeps faults to 4 KiB pages",
         }
-    }
-}
-
-/// Per-process and model-only statistics.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ModelStats {
-    /// `current->min_flt`.
-    pub minflt: u64,
-    /// MM_ANONPAGES, in pages.
-    pub anon_rss_pages: u64,
-    /// MM_SHMEMPAGES, in pages.
-    pub shmem_rss_pages: u64,
-    /// PMD mappings of shmem folios (NR_SHMEM_PMDMAPPED, in PMDs).
-    pub shmem_pmd_mapped: u64,
-    /// `[order][reason]`: faults that did not get `order` for `reason`.
-    pub fallbacks: [[u64; FallbackReason::ALL.len()]; PMD_ORDER as usize + 1],
-    /// Accesses that hit an existing mapping (no fault).
-    pub hits: u64,
-    /// Read faults that mapped the shared zero page or the huge zero folio (`do_anonymous_page`
-    /// and `do_huge_pmd_anonymous_page` without FAULT_FLAG_WRITE).
-    pub zero_page_faults: u64,
-    /// Page-table pages allocated (`PageTables` in meminfo, as a count).
-    pub pgtable_pages: u64,
-    /// Write faults on anon pages shared by fork that copied the page (`wp_page_copy`).
-    pub cow_copied: u64,
-    /// Write faults on write-protected anon pages that reused the page (`wp_page_reuse`, and
-    /// `do_huge_pmd_wp_page` reusing a whole PMD).
-    pub cow_reused: u64,
-    /// How every collapse attempt ended (`enum scan_result`).
-    pub scan_results: std::collections::BTreeMap<crate::khugepaged::ScanResult, u64>,
-    /// The largest Rss and the census near it (`crate::peak`).
-    pub peak: crate::peak::PeakState,
-    /// `--explain`: the decisions of the faults in a range, when one is explained.
-    pub explain: Option<Box<crate::explain::ExplainLog>>,
-}
-
-impl ModelStats {
-    pub fn fallback(&mut self, order: u8, reason: FallbackReason) {
-        self.fallbacks[order as usize][reason as usize] += 1;
     }
 }

@@ -1,0 +1,325 @@
+//! Typed keys for the kernel's closed sets of names, spelled as the kernel spells them: the
+//! `thp_*` lines of /proc/vmstat ([`VmStatKey`]), the files of `hugepages-<N>kB/stats/`
+//! ([`MthpStatKey`]), folio sizes (`64kB`, [`FolioSize`]), the per-size sysfs directories
+//! (`hugepages-64kB`, [`SizeDir`]) and the knob paths under /sys/kernel/mm/transparent_hugepage
+//! ([`KnobPath`]).
+//!
+//! Each is a [`Key`]: a member of the closed set, or another name (`known()` None) the live
+//! kernel printed that the set does not hold (another build's vmstat line or knob, a /proc/meminfo field), so
+//! that what a live run reads is kept as it was read. A key serialises as its kernel name, and
+//! orders, compares and hashes as that string (`Borrow<str>`, `Borrow<String>`), so a `BTreeMap` keyed by it
+//! prints in the order a `BTreeMap<String, _>` did and `.get("thp_fault_alloc")` finds it.
+//!
+//! Kernel sources (6.18): `include/linux/vm_event_item.h`, `mm/vmstat.c: vmstat_text`,
+//! `include/linux/huge_mm.h: enum mthp_stat_item`, `mm/huge_memory.c: thpsize_create`,
+//! `hugepage_init_sysfs`, `mm/khugepaged.c: khugepaged_attr`.
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::ops::Deref;
+
+use mm_types::Order;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::counters::{MthpStat, VmEvent};
+
+/// A closed set of kernel names: each member has one name, and a name names at most one member.
+pub trait KernelName: Copy + Eq + 'static {
+    /// The kernel's spelling.
+    fn name(self) -> &'static str;
+    /// The member the kernel spells `text`, if any.
+    fn from_name(text: &str) -> Option<Self>;
+}
+
+impl KernelName for VmEvent {
+    fn name(self) -> &'static str {
+        VmEvent::name(self)
+    }
+    fn from_name(text: &str) -> Option<Self> {
+        VmEvent::from_name(text)
+    }
+}
+
+impl KernelName for MthpStat {
+    fn name(self) -> &'static str {
+        MthpStat::name(self)
+    }
+    fn from_name(text: &str) -> Option<Self> {
+        MthpStat::from_name(text)
+    }
+}
+
+/// Folio sizes by order, 4 KiB pages: `4kB` (order 0) to `1048576kB` (order 18, a 1 GiB page).
+const SIZE_LABELS: [&str; 19] = [
+    "4kB", "8kB", "16kB", "32kB", "64kB", "128kB", "256kB", "512kB", "1024kB", "2048kB", "4096kB",
+    "8192kB", "16384kB", "32768kB", "65536kB", "131072kB", "262144kB", "524288kB", "1048576kB",
+];
+/// The per-size sysfs directories by order (6.18 has `hugepages-8kB` ..= `hugepages-2048kB` on
+/// x86-64; the others name sizes other builds and architectures have).
+const SIZE_DIRS: [&str; 19] = [
+    "hugepages-4kB", "hugepages-8kB", "hugepages-16kB", "hugepages-32kB", "hugepages-64kB",
+    "hugepages-128kB", "hugepages-256kB", "hugepages-512kB", "hugepages-1024kB",
+    "hugepages-2048kB", "hugepages-4096kB", "hugepages-8192kB", "hugepages-16384kB",
+    "hugepages-32768kB", "hugepages-65536kB", "hugepages-131072kB", "hugepages-262144kB",
+    "hugepages-524288kB", "hugepages-1048576kB",
+];
+
+/// A folio size as the census and `folios` name it: `64kB` is `SizeLabel(Order(4))`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SizeLabel(pub Order);
+
+impl KernelName for SizeLabel {
+    fn name(self) -> &'static str {
+        SIZE_LABELS[self.0 .0 as usize]
+    }
+    fn from_name(text: &str) -> Option<Self> {
+        SIZE_LABELS.iter().position(|l| *l == text).map(|o| SizeLabel(Order(o as u8)))
+    }
+}
+
+/// A per-size sysfs directory: `hugepages-64kB` is `SizeDirName(Order(4))`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SizeDirName(pub Order);
+
+impl KernelName for SizeDirName {
+    fn name(self) -> &'static str {
+        SIZE_DIRS[self.0 .0 as usize]
+    }
+    fn from_name(text: &str) -> Option<Self> {
+        SIZE_DIRS.iter().position(|l| *l == text).map(|o| SizeDirName(Order(o as u8)))
+    }
+}
+
+/// Every knob path of upstream 6.18 that [`crate::ThpSettings`] models, plus `anon_beside_full`
+/// (this machine kind's build), relative to the THP sysfs directory: the paths of
+/// `ThpSettings::knobs` (a test checks they agree).
+const KNOB_PATHS: &[&str] = &[
+    "hugepages-8kB/shmem_enabled",
+    "hugepages-16kB/enabled",
+    "hugepages-16kB/shmem_enabled",
+    "hugepages-32kB/enabled",
+    "hugepages-32kB/shmem_enabled",
+    "hugepages-64kB/enabled",
+    "hugepages-64kB/shmem_enabled",
+    "hugepages-128kB/enabled",
+    "hugepages-128kB/shmem_enabled",
+    "hugepages-256kB/enabled",
+    "hugepages-256kB/shmem_enabled",
+    "hugepages-512kB/enabled",
+    "hugepages-512kB/shmem_enabled",
+    "hugepages-1024kB/enabled",
+    "hugepages-1024kB/shmem_enabled",
+    "hugepages-2048kB/enabled",
+    "hugepages-2048kB/shmem_enabled",
+    "enabled",
+    "defrag",
+    "shmem_enabled",
+    "use_zero_page",
+    "shrink_underused",
+    "khugepaged/defrag",
+    "khugepaged/max_ptes_none",
+    "khugepaged/max_ptes_swap",
+    "khugepaged/max_ptes_shared",
+    "khugepaged/pages_to_scan",
+    "khugepaged/scan_sleep_millisecs",
+    "khugepaged/alloc_sleep_millisecs",
+    "anon_beside_full",
+];
+
+/// A knob path the model knows: an index into the table of known paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Knob(u8);
+
+impl KernelName for Knob {
+    fn name(self) -> &'static str {
+        KNOB_PATHS[self.0 as usize]
+    }
+    fn from_name(text: &str) -> Option<Self> {
+        KNOB_PATHS.iter().position(|p| *p == text).map(|i| Knob(i as u8))
+    }
+}
+
+/// A name of the closed set `T`, or another name as it was read (`known` None). The name is
+/// kept as text too, so that the key also borrows as `&String` (maps keyed by it answer
+/// `.get(&name)` as they did when keyed by `String`).
+#[derive(Clone)]
+pub struct Key<T: KernelName> {
+    name: String,
+    known: Option<T>,
+}
+
+/// A `thp_*` line of /proc/vmstat (or another name a live snapshot holds).
+pub type VmStatKey = Key<VmEvent>;
+/// A file of `hugepages-<N>kB/stats/`.
+pub type MthpStatKey = Key<MthpStat>;
+/// A folio size, `4kB`, `64kB`, `2048kB`.
+pub type FolioSize = Key<SizeLabel>;
+/// A per-size directory, `hugepages-64kB`.
+pub type SizeDir = Key<SizeDirName>;
+/// A knob path, `enabled`, `hugepages-64kB/enabled`, `khugepaged/max_ptes_none`; unknown for
+/// the knobs of other builds that settings carry (`ThpSettings::unknown`).
+pub type KnobPath = Key<Knob>;
+
+impl<T: KernelName> Key<T> {
+    /// The kernel's spelling (or the name as read).
+    pub fn as_str(&self) -> &str {
+        &self.name
+    }
+    /// The member of the set, or None for another name.
+    pub fn known(&self) -> Option<T> {
+        self.known
+    }
+}
+
+impl FolioSize {
+    /// The folio size of `order`.
+    pub fn of(order: Order) -> FolioSize {
+        Key::from(SizeLabel(order))
+    }
+    /// The order of a size the table holds.
+    pub fn order(&self) -> Option<Order> {
+        self.known().map(|s| s.0)
+    }
+}
+
+impl SizeDir {
+    /// The sysfs directory of `order`.
+    pub fn of(order: Order) -> SizeDir {
+        Key::from(SizeDirName(order))
+    }
+    /// The order of a directory the table holds.
+    pub fn order(&self) -> Option<Order> {
+        self.known().map(|s| s.0)
+    }
+}
+
+impl<T: KernelName> From<T> for Key<T> {
+    fn from(t: T) -> Self {
+        Key { name: t.name().to_string(), known: Some(t) }
+    }
+}
+
+impl<T: KernelName> From<&str> for Key<T> {
+    fn from(s: &str) -> Self {
+        Key { name: s.to_string(), known: T::from_name(s) }
+    }
+}
+
+impl<T: KernelName> From<String> for Key<T> {
+    fn from(s: String) -> Self {
+        let known = T::from_name(&s);
+        Key { name: s, known }
+    }
+}
+
+impl<T: KernelName> From<&String> for Key<T> {
+    fn from(s: &String) -> Self {
+        Key::from(s.as_str())
+    }
+}
+
+impl<T: KernelName> From<Key<T>> for String {
+    fn from(k: Key<T>) -> String {
+        k.name
+    }
+}
+
+impl<T: KernelName> Deref for Key<T> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl<T: KernelName> Borrow<str> for Key<T> {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl<T: KernelName> Borrow<String> for Key<T> {
+    fn borrow(&self) -> &String {
+        &self.name
+    }
+}
+
+impl<T: KernelName> AsRef<str> for Key<T> {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl<T: KernelName> PartialEq for Key<T> {
+    fn eq(&self, o: &Self) -> bool {
+        self.as_str() == o.as_str()
+    }
+}
+
+impl<T: KernelName> Eq for Key<T> {}
+
+impl<T: KernelName> PartialEq<str> for Key<T> {
+    fn eq(&self, o: &str) -> bool {
+        self.as_str() == o
+    }
+}
+
+impl<T: KernelName> PartialEq<&str> for Key<T> {
+    fn eq(&self, o: &&str) -> bool {
+        self.as_str() == *o
+    }
+}
+
+impl<T: KernelName> PartialEq<String> for Key<T> {
+    fn eq(&self, o: &String) -> bool {
+        self.as_str() == o.as_str()
+    }
+}
+
+/// The order of the kernel's names as strings, so that maps keep the order of string keys.
+impl<T: KernelName> Ord for Key<T> {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.as_str().cmp(o.as_str())
+    }
+}
+
+impl<T: KernelName> PartialOrd for Key<T> {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl<T: KernelName> Hash for Key<T> {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.as_str().hash(h)
+    }
+}
+
+/// As the string: width, fill and alignment apply (`{:>8}` pads as it pads a `&str`).
+impl<T: KernelName> fmt::Display for Key<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl<T: KernelName> fmt::Debug for Key<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl<T: KernelName> Serialize for Key<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de, T: KernelName> Deserialize<'de> for Key<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(Key::from)
+    }
+}
+
+#[cfg(test)]
+mod tests;

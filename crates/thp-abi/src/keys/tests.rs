@@ -1,0 +1,62 @@
+//! Tests of the typed keys: kernel spellings, order and JSON equal to string keys'.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::ThpSettings;
+
+/// Every known name round-trips, and a name outside the set is kept as read.
+#[test]
+fn names_are_the_kernels_and_others_are_kept() {
+    for e in VmEvent::ALL {
+        assert_eq!(VmStatKey::from(e.name()).known(), Some(*e));
+    }
+    for s in MthpStat::ALL {
+        assert_eq!(MthpStatKey::from(s.name()).known(), Some(*s));
+    }
+    assert_eq!(FolioSize::of(Order(0)).as_str(), "4kB");
+    assert_eq!(FolioSize::of(Order(4)).as_str(), "64kB");
+    assert_eq!(FolioSize::of(Order(9)).as_str(), "2048kB");
+    assert_eq!(FolioSize::of(Order(18)).as_str(), "1048576kB");
+    assert_eq!(SizeDir::of(Order(1)).as_str(), "hugepages-8kB");
+    assert_eq!(SizeDir::from("hugepages-2048kB").order(), Some(Order(9)));
+    assert_eq!(FolioSize::from("64kB").order(), Some(Order(4)));
+    // Another build's vmstat line and a size no order has are kept as read, unknown to the set.
+    let other = VmStatKey::from("thp_migration_success");
+    assert_eq!((other.known(), other.as_str()), (None, "thp_migration_success"));
+    assert_eq!(FolioSize::from("12kB").order(), None);
+    assert_eq!(KnobPath::from("khugepaged/max_ptes_none").known().map(|k| k.name()), Some("khugepaged/max_ptes_none"));
+    assert_eq!(KnobPath::from("thp_exec_enabled").known(), None);
+    // Formatted as the string, padding included (text tables align on it).
+    assert_eq!(format!("[{:<6}|{:>7}]", FolioSize::of(Order(0)), SizeDir::of(Order(1)).as_str()), "[4kB   |hugepages-8kB]");
+    assert_eq!(format!("[{:>6}]", FolioSize::of(Order(4))), "[  64kB]");
+}
+
+/// The table of knob paths is exactly the paths `ThpSettings` writes.
+#[test]
+fn knob_table_is_the_settings_knobs() {
+    let mut table: Vec<&str> = KNOB_PATHS.to_vec();
+    table.sort_unstable();
+    let mut paths = ThpSettings::valid_paths();
+    paths.sort();
+    assert_eq!(table, paths);
+}
+
+/// A map keyed by a typed key orders, looks up and serialises as a map keyed by the strings:
+/// sizes sort as strings (`1024kB < 128kB < 16kB < 2048kB < 4kB < 64kB`), not by order.
+#[test]
+fn maps_keep_the_order_and_json_of_string_keys() {
+    let names = ["4kB", "64kB", "2048kB", "16kB", "128kB", "1024kB", "12kB"];
+    let typed: BTreeMap<FolioSize, u64> = names.iter().enumerate().map(|(i, n)| (FolioSize::from(*n), i as u64)).collect();
+    let strings: BTreeMap<String, u64> = names.iter().enumerate().map(|(i, n)| (n.to_string(), i as u64)).collect();
+    assert_eq!(serde_json::to_string(&typed).unwrap(), serde_json::to_string(&strings).unwrap());
+    assert_eq!(serde_json::to_string(&typed).unwrap(), r#"{"1024kB":5,"128kB":4,"12kB":6,"16kB":3,"2048kB":2,"4kB":0,"64kB":1}"#);
+    assert_eq!(typed.get("64kB"), Some(&1));
+    assert_eq!(typed["2048kB"], 2);
+    let back: BTreeMap<FolioSize, u64> = serde_json::from_str(&serde_json::to_string(&strings).unwrap()).unwrap();
+    assert_eq!(back, typed);
+    assert_eq!(back.keys().filter(|k| k.known().is_none()).map(|k| k.as_str()).collect::<Vec<_>>(), ["12kB"]);
+    assert_eq!(typed.get(&"4kB".to_string()), Some(&0), "a String borrows too");
+    let vm: BTreeMap<VmStatKey, i64> = [(VmStatKey::from(VmEvent::ThpSplitPmd), 1), ("thp_fault_alloc".into(), 2), ("thp_migration_fail".into(), 3)].into();
+    assert_eq!(serde_json::to_string(&vm).unwrap(), r#"{"thp_fault_alloc":2,"thp_migration_fail":3,"thp_split_pmd":1}"#);
+}

@@ -1,0 +1,27 @@
+//! The kernel's transparent-hugepage ABI, spelled as the kernel spells it: what the model (`mm`,
+//! `sim`) and the live harness both read and write, and nothing of the result schema (`uapi`).
+//!
+//! - [`settings`]: `/sys/kernel/mm/transparent_hugepage`, knob by knob, as
+//!   `tools/testing/selftests/mm/thp_settings.h` models it, plus the boot options that set it.
+//! - [`matrix`]: the standard settings matrices (`sim --matrix`, `compare --matrix`).
+//! - [`counters`]: `/proc/vmstat` `thp_*` events (`include/linux/vm_event_item.h`) and the
+//!   per-size `hugepages-<N>kB/stats/*` (`include/linux/huge_mm.h: enum mthp_stat_item`).
+//! - [`census`]: which folio sizes a process maps, and how.
+//! - [`free_lists`]: a machine's free lists (/proc/pagetypeinfo, per-CPU lists, reported blocks).
+//! - [`keys`]: typed keys for the kernel's closed sets of names (vmstat events, per-size stats,
+//!   folio sizes, size directories, knob paths), serialised as the kernel spells them.
+//!
+//! Sizes and orders themselves (`Order`, `Orders`, `PMD_ORDER`) are `mm_types`'. No I/O here.
+
+pub mod census;
+pub mod counters;
+pub mod free_lists;
+pub mod keys;
+pub mod matrix;
+pub mod settings;
+
+pub use census::{Census, CensusEntry};
+pub use counters::{Counters, MthpStat, VmEvent};
+pub use free_lists::FreeLists;
+pub use keys::{FolioSize, Key, KernelName, KnobPath, MthpStatKey, SizeDir, VmStatKey};
+pub use settings::{SettingsError, ThpSettings};
