@@ -11,6 +11,13 @@
 //!
 //! [`command`] is `thplab bench io`: the options checked, the progress bar, the `[pin]` profile
 //! written or checked, the tables or the JSON.
+//!
+//! Module map:
+//! - [`buffer`]: the buffers the reads land in, one per kind, and the check of what backs each.
+//! - [`command`]: `thplab bench io` on parsed arguments (the CLI keeps only the arguments).
+//! - [`engine`]: how a read is issued: io_uring, Linux AIO or a plain pread.
+//! - [`pin`]: the pin companion: pins and unpins the same buffers, without I/O.
+//! - [`target`]: where the reads come from, each opened with O_DIRECT.
 
 pub mod buffer;
 pub mod command;

@@ -5,6 +5,18 @@
 //! system-wide, informational), and the rule for when a live run is repeated instead of a
 //! difference being reported ([`retry_reason`], [`retry_live`]). It reads only the two
 //! `uapi::RunResult`s and writes only to the writer it is given.
+//!
+//! Module map:
+//! - [`model`]: the model's side: a workload run in the model with a profile, re-run from the live
+//!   start state.
+//! - [`workload`]: one setting of `thplab compare WORKLOAD` (and `demo`): model, live, re-runs,
+//!   rows.
+//! - [`program`]: one setting of `compare --record`: the recording replayed, the live runs, rows.
+//! - [`khugepaged`]: the tolerance `compare --record` gives khugepaged's work.
+//! - [`noise`]: whether a difference between two times is outside their noise.
+//! - [`timeline`]: two timelines side by side (`compare --sample MS`).
+//! - [`vmas`]: where a recorded program's model and live run part, per process and range.
+//! - [`text`]: the experiment's text: rows, timelines, partings, the time table.
 
 pub mod khugepaged;
 pub mod model;

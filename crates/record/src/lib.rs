@@ -15,6 +15,16 @@
 //!
 //! [`command`] is `thplab record` and `thplab trace show|stats`: what was recorded and lost, said
 //! on stderr; a recording printed or summarised.
+//!
+//! Module map:
+//! - [`spawn`]: starting the program: PATH search, fork, the child's preparation.
+//! - [`perf`]: perf_event_open on tracepoints and the ring buffers.
+//! - [`tracefs`]: tracepoint ids and field layouts from tracefs.
+//! - [`notify`]: the seccomp user-notification listener that answers MADV_COLLAPSE and reads paths.
+//! - [`ptrace`]: the exec snapshots: each process's address space read inside every execve.
+//! - [`accesses`]: `record --accesses`: data accesses at page granularity from valgrind lackey.
+//! - [`timed`]: `record --timed N`: the program's wall time without the recorder.
+//! - [`command`]: `thplab record` and `thplab trace show|stats` on parsed arguments.
 
 pub mod accesses;
 pub mod command;

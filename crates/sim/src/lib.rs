@@ -4,6 +4,15 @@
 //! returns a [`uapi::RunResult`]; nothing here reads files, the clock or ambient randomness, so the
 //! same inputs give byte-identical output. Progress goes out as [`SimEvent`]s; only the CLI turns
 //! them into progress bars.
+//!
+//! Module map:
+//! - [`driver`]: the one driver: every operation of every source goes through `Machine::step`.
+//! - [`daemons`]: khugepaged and page reporting on the driver's clock.
+//! - [`access`]: `access` statements through the TLB model.
+//! - [`file_pages`]: pages of the file mappings a replay does not back.
+//! - [`replay`]: replay of a recording in the model under any settings.
+//! - [`time`]: the run's time from a machine profile.
+//! - [`views`]: the folio-size map, the peak and `--explain` of a finished run.
 
 use std::collections::BTreeMap;
 

@@ -42,7 +42,7 @@ mod tests {
     /// characters in crates/record/src/tracefs.rs (a tracefs format fixture in a string literal),
     /// 211 in crates/workload/src/parse/tests.rs (an expected error message), 196 in
     /// crates/thplab/src/main.rs, and more over 140 in sim/src/lib.rs, the CLI's compare code,
-    /// torture/src/lib.rs, live/src/procfs.rs, live/src/executor/, ... Lower it as long lines
+    /// torture/src/lib.rs, probe/src/procfs.rs, live/src/executor/, ... Lower it as long lines
     /// get wrapped.
     pub const MAX_COLUMNS: usize = 260;
 

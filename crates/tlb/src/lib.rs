@@ -22,6 +22,12 @@
 //! - **Cost** (`cost`): cycles per outcome from the preset's latencies and cache hierarchy.
 //!
 //! Deterministic, no I/O, no allocation on the lookup path.
+//!
+//! Module map:
+//! - [`assoc`]: set- and fully-associative tag arrays with LRU or tree pseudo-LRU.
+//! - [`walk`]: the page-table walker and its page-walk caches.
+//! - [`presets`]: CPU presets: TLB geometry, walk caches and latencies, with sources.
+//! - [`cost`]: the time of a stream of dependent accesses from `TlbStats` and latencies.
 
 pub mod assoc;
 pub mod cost;

@@ -5,6 +5,16 @@
 //! This crate does no I/O of its own: [`TraceWriter`] writes to any `std::io::Write`,
 //! [`TraceReader`] reads from any `std::io::Read`. [`text`] renders records as lines of text and
 //! [`stats`] summarises a trace.
+//!
+//! Module map:
+//! - [`codec`]: the byte layout's primitives: LEB128, zigzag, length-prefixed bytes, CRC-32C
+//!   blocks.
+//! - [`event`]: the decoded contents: header, events, trailer.
+//! - [`write`]: `TraceWriter`: events in, bytes out.
+//! - [`read`]: `TraceReader`: bytes in, events out, every malformed input a `TraceError`.
+//! - [`text`]: records as lines of text (`thplab trace show`).
+//! - [`stats`]: a summary of a trace (`thplab trace stats`).
+//! - [`accesses`]: the `FILE.accesses` companion of `record --accesses`.
 
 pub mod accesses;
 mod codec;

@@ -3,8 +3,9 @@
 //!
 //! - [`result`]: the versioned run result that `thplab sim` and `thplab live` both print.
 //! - [`profile`]: the machine profile (what this machine charges for the work the model counts).
-//! - [`settings`], [`counters`]: re-exported from `thp_abi` for the crates that still name them
-//!   here.
+//!
+//! `settings` and `counters` are re-exported from `thp_abi` for the crates that still name them
+//! here.
 //!
 //! Serde lives here and in `thp_abi`, in no model crate: serialization is a compatibility
 //! promise.

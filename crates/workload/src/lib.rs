@@ -35,6 +35,11 @@
 //! replay and torture's draws share; making recordings produce `OpKind` would give the language
 //! statements no workload should write. So the driver keeps kernel calls, and a statement is a
 //! sequence of them, written once in the model's step.
+//!
+//! Module map:
+//! - [`parse`]: the parser of the language (docs/workload-format.md).
+//! - [`touch`]: which pages a `touch` visits, in which order (model and executor alike).
+//! - [`access`]: access streams: the byte offsets an `access` statement visits.
 
 use serde::{Deserialize, Serialize};
 

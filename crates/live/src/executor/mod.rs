@@ -37,6 +37,17 @@
 //! - `sys`: clocks, fault counts, the touch loop's stores, mounts and buffers of the child.
 //! - `parent`: one run of the child and the whole live run under the settings guard.
 //! - `assemble`: from the runs to the result.
+//!
+//! Module map:
+//! - [`spec`]: from a workload to the spec the child runs, every address resolved.
+//! - [`wire`]: the spec on the wire (serde JSON of the workload's own operations).
+//! - [`protocol`]: the lines between parent and child (`ready`, `go`, `o<index>`, `done`).
+//! - [`child`]: `thplab __exec`: reads the spec, mounts, resolves each operation before `go`.
+//! - [`tasks`]: the workload's tasks in the child (main, fork children, threads, vfork) and their
+//!   op loop.
+//! - [`sys`]: the child's system-level helpers: clocks and fault counts read without allocating.
+//! - [`parent`]: one run of the child: spawn, messages, counters before and after, census.
+//! - [`assemble`]: from the runs to one `RunResult` with source `live`.
 
 mod assemble;
 mod child;

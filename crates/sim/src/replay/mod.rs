@@ -46,6 +46,17 @@
 //! - `gup`: populating calls, O_DIRECT pins' neighbours, userfaultfd.
 //! - `accesses`: recorded faults, stack growth, recorded accesses for the TLB model.
 //! - `report`: the end of the replay and its warnings.
+//!
+//! Module map:
+//! - [`events`]: the dispatch of a recorded event to what it models, and `--check`.
+//! - [`image`]: process images: one process between execve and exit.
+//! - [`process`]: execve, fork/clone and exit of a recording.
+//! - [`mm_calls`]: the memory system calls: munmap, mremap, mprotect, madvise, mlock, brk, prctl.
+//! - [`placement`]: where each mapping goes (MAP_FIXED, hints, the recorded address).
+//! - [`files`]: memfd_create, tmpfs opens, /dev/zero, the fd table and file I/O.
+//! - [`gup`]: get_user_pages users: populating calls, O_DIRECT pins, userfaultfd.
+//! - [`accesses`]: recorded page faults and accesses entering `handle_mm_fault`.
+//! - [`report`]: the end of a replay: images retired, counters summed, warnings.
 
 use std::collections::{BTreeMap, HashMap};
 
