@@ -13,7 +13,6 @@ mod exporter_cmds;
 mod input;
 mod live_cmds;
 mod checks;
-mod program_cmds;
 mod resolve;
 mod record_cmds;
 mod time_notes;
@@ -727,28 +726,20 @@ pub fn demo_settings() -> Vec<(&'static str, ThpSettings)> {
     vec![("4K", four_k), ("64K", m64), ("PMD", pmd)]
 }
 
-/// Why live runs cannot happen here, if they cannot.
-pub fn live_unavailable() -> Option<String> {
-    match live::sysfs::Paths::from_env().check_available() {
-        Ok(()) => None,
-        Err(e) => Some(e.to_string()),
-    }
-}
-
 fn cmd_demo(a: DemoArgs) -> Result<u8> {
     print::set_wide(a.wide);
     let machine = a.machine.resolve()?;
     let w = load_workload("seed-anon-1g")?;
-    let unavailable = if a.model_only { Some("--model-only".to_string()) } else { live_unavailable() };
+    let unavailable = if a.model_only { Some("--model-only".to_string()) } else { experiment::host::live_unavailable() };
     let mut results = Vec::new();
     // The model's time from the profile measured on this machine kind, beside the live wall time.
     let profile = uapi::profile::MachineProfile::builtin();
     for (label, s) in demo_settings() {
-        let host = live_cmds::host_model(&profile, unavailable.is_none());
+        let host = experiment::host::host_model(&profile, unavailable.is_none());
         let x = SimExtras { costs: profile.fault.as_ref(), host: host.as_ref().map(|(h, free)| (*h, free.as_ref())), ..Default::default() };
         let (r, live) = match &unavailable {
             None => {
-                let (r, l) = experiment::workload::model_and_live(&w, &s, &machine, a.repeat.max(1), &x, &|| live_cmds::settle_host(true))?;
+                let (r, l) = experiment::workload::model_and_live(&w, &s, &machine, a.repeat.max(1), &x, &|| experiment::host::settle_host(true))?;
                 (r, Some(l))
             }
             Some(_) => (run_sim_tlb(&w, &s, &machine, false, false, None, &x)?, None),
@@ -799,7 +790,7 @@ fn cmd_live(a: LiveArgs) -> Result<u8> {
     let w = load_workload(&a.workload)?;
     // The model decides where regions go; the live executor maps them at the same addresses.
     let model = run_sim(&w, &settings, &machine, false, false)?;
-    let r = live_cmds::run_live(&w, &settings, &model.regions, a.repeat, !a.json, a.sample)?;
+    let r = experiment::host::run_live(&w, &settings, &model.regions, a.repeat, !a.json, a.sample)?;
     print_result(&r, &settings, a.json)?;
     Ok(exit::OK)
 }
@@ -824,13 +815,24 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
         let settings_given = !a.settings.set.is_empty() || !a.settings.settings_file.is_empty() || a.settings.cmdline.is_some();
         let profile = a.profile.as_deref().map(load_profile).transpose()?;
         let accesses = if a.accesses { Some(tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?) } else { None };
-        return program_cmds::cmd_compare_record(program_cmds::CompareRecordArgs {
+        let settings = a.settings.resolve()?;
+        if a.command.is_empty() {
+            bail!("compare --record: give the program after --: thplab compare --record -- CMD [ARGS...]");
+        }
+        let mut tolerance = experiment::Tolerance::program();
+        for t in &a.tolerance {
+            tolerance.apply(t)?;
+        }
+        let runs = match a.matrix.as_deref() {
+            Some(_) if settings_given => bail!("--matrix runs its own settings; leave out --set, --settings and --cmdline"),
+            Some(spec) => resolve::matrix(spec)?.1,
+            None => vec![("given settings".to_string(), settings)],
+        };
+        let o = experiment::program_lab::CompareRecordArgs {
             command: a.command,
-            matrix: a.matrix,
-            settings: a.settings.resolve()?,
-            settings_given,
+            runs,
             machine,
-            tolerance: a.tolerance,
+            tolerance,
             keep: a.keep,
             retries: a.retries,
             json: a.json,
@@ -839,7 +841,8 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
             repeat: a.repeat.unwrap_or(1),
             accesses,
             only_diff: a.only_diff,
-        });
+        };
+        return Ok(if experiment::program_lab::compare_record(o)? { exit::DIFFERS } else { exit::OK });
     }
     if !a.command.is_empty() {
         bail!("a command after -- needs --record: thplab compare --record -- CMD [ARGS...]");
@@ -859,7 +862,7 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
         vec![("given settings".to_string(), a.settings.resolve()?)]
     };
     let saved = a.live_result.as_deref().map(|p| input::load_live_result(p, &runs[0].1)).transpose()?;
-    if let (None, Some(why)) = (&saved, live_unavailable()) {
+    if let (None, Some(why)) = (&saved, experiment::host::live_unavailable()) {
         return Err(live::LiveError::NotAvailable(why).into());
     }
     let mut out = std::io::stdout().lock();
@@ -869,7 +872,7 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     // unless --json).
     let steps = progress::Steps::start("thplab compare", &[("setting", runs.len())], runs.len() > 1 && !a.json);
     // The host's costs; the free lists come from the live run (`experiment::model::remodel`).
-    let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true));
+    let host = profile.as_ref().and_then(|p| experiment::host::host_model(p, true));
     let host = host.as_ref().map(|(h, free)| (*h, free.as_ref()));
     let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?;
     let order0_scatter = scatter_choice(None, profile.as_ref());
@@ -881,7 +884,7 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
         retries: a.retries,
         tolerance: &tol,
         saved_live: saved.as_ref(),
-        settle_host: &|| live_cmds::settle_host(true),
+        settle_host: &|| experiment::host::settle_host(true),
     };
     let mut results = Vec::new();
     for (label, s) in &runs {
