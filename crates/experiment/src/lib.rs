@@ -6,12 +6,14 @@
 //! difference being reported ([`retry_reason`], [`retry_live`]). It reads only the two
 //! `uapi::RunResult`s and writes only to the writer it is given.
 
+pub mod demo;
 pub mod host;
 pub mod khugepaged;
 pub mod model;
 pub mod noise;
 pub mod program;
 pub mod program_lab;
+pub mod simulate;
 pub mod text;
 pub mod timeline;
 pub mod vmas;

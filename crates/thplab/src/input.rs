@@ -143,14 +143,6 @@ impl std::fmt::Display for Damaged {
 
 impl std::error::Error for Damaged {}
 
-/// Fill in the byte offset of the record a replay error names.
-pub fn locate(mut e: sim::SimError, offsets: &[u64]) -> sim::SimError {
-    if let Some((n, None)) = e.record {
-        e.record = Some((n, n.checked_sub(1).and_then(|i| offsets.get(i as usize)).copied()));
-    }
-    e
-}
-
 /// A trace reader on a path or `-`.
 pub fn open_trace(arg: &Path) -> Result<trace::TraceReader<Box<dyn Read>>> {
     let r = open(arg, "recording")?;
