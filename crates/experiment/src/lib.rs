@@ -7,7 +7,9 @@
 //! `uapi::RunResult`s and writes only to the writer it is given.
 
 pub mod demo;
+pub mod examples;
 pub mod host;
+pub mod input;
 pub mod khugepaged;
 pub mod model;
 pub mod noise;

@@ -7,10 +7,8 @@
 mod bench_cmds;
 mod chase_cmds;
 mod errors;
-mod examples;
 mod explain_cmds;
 mod exporter_cmds;
-mod input;
 mod live_cmds;
 mod checks;
 mod resolve;
@@ -26,7 +24,8 @@ use report::{print, progress};
 use uapi::ThpSettings;
 use experiment::simulate::{print_result, SimInput};
 
-pub use input::{load_recording, load_workload, read_text_limited, MAX_SETTINGS_BYTES, MAX_WORKLOAD_BYTES};
+use experiment::{examples, input};
+pub use input::{load_workload, read_text_limited, MAX_SETTINGS_BYTES};
 pub use resolve::{load_profile, MachineArgs, SettingsArgs};
 use resolve::{scatter_arg, scatter_choice, tlb_choice};
 
@@ -444,45 +443,7 @@ fn cmd_sim(mut a: SimArgs) -> Result<u8> {
     print::set_wide(a.wide);
     let machine = a.machine.resolve()?;
     let explain = a.explain.as_deref().map(sim::views::parse_explain_range).transpose().map_err(anyhow::Error::msg)?;
-    let name = input::display(std::path::Path::new(a.wl()));
-    let mut salvage = None;
-    let loaded = if a.salvage {
-        match input::load_recording_salvaged(a.wl(), true)? {
-            Some((header, events, lost)) => {
-                if let Some(l) = &lost {
-                    eprintln!("thplab sim: WARNING: {}", input::salvage_sentence(l, a.wl()));
-                }
-                salvage = lost;
-                Some((header, events, Vec::new()))
-            }
-            None => bail!("--salvage reads a damaged recording; {} is not a recording file (it does not start with THPTRACE)", a.wl()),
-        }
-    } else {
-        match input::load(a.wl(), MAX_WORKLOAD_BYTES)? {
-            Some(input::Loaded::Recording(rec)) => Some((rec.header, rec.events, rec.offsets)),
-            Some(input::Loaded::Text(text)) => {
-                if a.recorded_time {
-                    bail!("--recorded-time runs the clock on a recording's timestamps; {name} is a workload, whose clock is the model's own (--profile prices its steps)");
-                }
-                return cmd_sim_on(&a, machine, explain, None, SimInput::Workload(workload::parse(&name, &text)?));
-            }
-            None => None,
-        }
-    };
-    let input = match loaded {
-        Some((header, events, offsets)) => {
-            if header.lost_events > 0 {
-                eprintln!("thplab sim: WARNING: {name} lost {} events while recording; predictions may be off", header.lost_events);
-            }
-            a.machine.warn_for_recording(&header);
-            let accesses = input::load_accesses(a.wl(), events.len() as u64, a.salvage)?;
-            SimInput::Recording { name: name.clone(), header, events, offsets, accesses }
-        }
-        None => SimInput::Workload(load_workload(a.wl())?),
-    };
-    if a.recorded_time && matches!(input, SimInput::Workload(_)) {
-        bail!("--recorded-time runs the clock on a recording's timestamps; {name} is a workload, whose clock is the model's own (--profile prices its steps)");
-    }
+    let (input, salvage) = input::load_sim_input(a.wl(), a.salvage, a.recorded_time, &|h| a.machine.warn_for_recording(h))?;
     cmd_sim_on(&a, machine, explain, salvage, input)
 }
 

@@ -131,9 +131,6 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
     })
 }
 
-/// The CRC-32 in the trailer of the recording at `path` (`record::command::trace_crc`).
-pub use record::command::trace_crc;
-
 /// `thplab trace show|stats`.
 pub fn cmd_trace(args: TraceArgs) -> Result<u8> {
     match args.cmd {
