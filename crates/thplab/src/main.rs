@@ -20,7 +20,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use report::{print, progress};
+use report::print;
 use uapi::ThpSettings;
 use experiment::simulate::{print_result, SimInput};
 
@@ -633,12 +633,6 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     if let (None, Some(why)) = (&saved, experiment::host::live_unavailable()) {
         return Err(live::LiveError::NotAvailable(why).into());
     }
-    let mut out = std::io::stdout().lock();
-    let mut json = Vec::new();
-    let mut differing = 0;
-    // Progress on stderr, per setting (a bar on a terminal; lines otherwise, for a matrix,
-    // unless --json).
-    let steps = progress::Steps::start("thplab compare", &[("setting", runs.len())], runs.len() > 1 && !a.json);
     // The host's costs; the free lists come from the live run (`experiment::model::remodel`).
     let host = profile.as_ref().and_then(|p| experiment::host::host_model(p, true));
     let host = host.as_ref().map(|(h, free)| (*h, free.as_ref()));
@@ -654,37 +648,5 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
         saved_live: saved.as_ref(),
         settle_host: &|| experiment::host::settle_host(true),
     };
-    let mut results = Vec::new();
-    for (label, s) in &runs {
-        steps.step("setting", format!("{label}: model, then live"));
-        let o = lab.run(s)?;
-        if o.attempts > 1 && !a.json {
-            progress::suspend(|| writeln!(out, "({label}: {}; ran live {} times, kept the closest)", o.why.map_or("", |r| r.text()), o.attempts))?;
-        }
-        differing += o.differs as usize;
-        if a.json {
-            json.push(o.json(label, s));
-        } else {
-            progress::suspend(|| -> Result<()> {
-                experiment::print_rows_only(&mut out, label, s, &o.rows, a.only_diff)?;
-                if let Some(t) = &o.timeline {
-                    experiment::timeline::print_comparison(&mut out, t)?;
-                    writeln!(out)?;
-                }
-                Ok(out.flush()?)
-            })?;
-        }
-        results.push((label.clone(), o.model, o.live));
-    }
-    steps.finish();
-    let verdicts = experiment::noise::settings_verdicts(&results);
-    if a.json {
-        experiment::program::add_verdicts_json(&mut json, &verdicts);
-        serde_json::to_writer_pretty(&mut out, &json)?;
-        writeln!(out)?;
-    } else {
-        experiment::noise::print_settings(&mut out, &verdicts, &format!("live: the median wall time of {repeat} run{}, ± their range", if repeat == 1 { "" } else { "s" }))?;
-        writeln!(out, "{} of {} settings: model = live{}", runs.len() - differing, runs.len(), if differing > 0 { format!("; {differing} differ") } else { String::new() })?;
-    }
-    Ok(if differing > 0 { exit::DIFFERS } else { exit::OK })
+    Ok(if lab.compare(&runs, a.json, a.only_diff)? { exit::DIFFERS } else { exit::OK })
 }
