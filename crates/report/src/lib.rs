@@ -20,6 +20,7 @@ pub mod html;
 pub mod plots;
 pub mod print;
 pub mod progress;
+pub mod settings;
 
 pub use html::{html, runs_of, Run};
 pub use uapi::text;

@@ -14,7 +14,6 @@ mod checks;
 mod resolve;
 mod record_cmds;
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -505,22 +504,9 @@ fn cmd_report(a: ReportArgs) -> Result<u8> {
 fn cmd_settings(a: SettingsOnly) -> Result<u8> {
     let mut out = std::io::stdout().lock();
     if a.list {
-        if a.json {
-            serde_json::to_writer_pretty(&mut out, &checks::settings_list_json())?;
-            writeln!(out)?;
-            return Ok(exit::OK);
-        }
-        for p in ThpSettings::valid_paths() {
-            writeln!(out, "{p}: {}", ThpSettings::valid_values(&p).unwrap_or_default())?;
-        }
-        return Ok(exit::OK);
-    }
-    let s = a.settings.resolve()?;
-    if a.json {
-        serde_json::to_writer_pretty(&mut out, &s.knob_map())?;
-        writeln!(out)?;
+        report::settings::print_list(&mut out, a.json)?;
     } else {
-        write!(out, "{s}")?;
+        report::settings::print(&mut out, &a.settings.resolve()?, a.json)?;
     }
     Ok(exit::OK)
 }
@@ -535,19 +521,7 @@ fn cmd_demo(a: DemoArgs) -> Result<u8> {
 }
 
 fn cmd_examples(name: Option<String>) -> Result<u8> {
-    let mut out = std::io::stdout().lock();
-    match name {
-        None => {
-            let width = examples::names().iter().map(|n| n.len()).max().unwrap_or(0);
-            for (n, d) in examples::described() {
-                writeln!(out, "{n:<width$}  {d}")?;
-            }
-        }
-        Some(n) => match examples::get(&n) {
-            Some(t) => write!(out, "{t}")?,
-            None => bail!("no built-in example '{n}'; built-in examples: {}", examples::names().join(", ")),
-        },
-    }
+    examples::print(&mut std::io::stdout().lock(), name.as_deref())?;
     Ok(exit::OK)
 }
 
