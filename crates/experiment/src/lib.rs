@@ -3,8 +3,10 @@
 //! (minflt, Rss, AnonHugePages, the folio census per process, `hugepages-*/stats`, `thp_*`),
 //! each row judged against a [`Tolerance`] by its kind ([`RowKind`]: exact for the process,
 //! system-wide, informational), and the rule for when a live run is repeated instead of a
-//! difference being reported ([`retry_reason`], [`retry_live`]). It reads only the two
-//! `uapi::RunResult`s and writes only to the writer it is given.
+//! difference being reported ([`retry_reason`], [`retry_live`]). The rows read only the two
+//! `uapi::RunResult`s and write only to the writer they are given. Around them, the commands'
+//! orchestration: [`workload`] and [`program_lab`] (`compare`), [`simulate`] (`sim`), [`demo`],
+//! [`host`] (the live run and the host settling around it) and [`input`] (loading inputs).
 
 pub mod demo;
 pub mod examples;
