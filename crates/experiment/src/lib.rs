@@ -3,8 +3,8 @@
 //! (minflt, Rss, AnonHugePages, the folio census per process, `hugepages-*/stats`, `thp_*`),
 //! each row judged against a [`Tolerance`] by its kind ([`RowKind`]: exact for the process,
 //! system-wide, informational), and the rule for when a live run is repeated instead of a
-//! difference being reported ([`retry_reason`], [`retry_live`]). It reads only the two
-//! `uapi::RunResult`s and writes only to the writer it is given.
+//! difference being reported ([`retry_reason`], [`retry_live`]). The rows read only the two
+//! `uapi::RunResult`s and write only to the writer they are given.
 //!
 //! Module map:
 //! - [`model`]: the model's side: a workload run in the model with a profile, re-run from the live
@@ -12,16 +12,29 @@
 //! - [`workload`]: one setting of `thplab compare WORKLOAD` (and `demo`): model, live, re-runs,
 //!   rows.
 //! - [`program`]: one setting of `compare --record`: the recording replayed, the live runs, rows.
+//! - [`program_lab`]: the whole of `compare --record`: recording (again when the program read a
+//!   knob the setting changes), the untraced timed runs, then [`program`] per setting.
+//! - [`simulate`]: `thplab sim`: one run, a matrix, their printing.
+//! - [`demo`]: `thplab demo` and its notes on time.
+//! - [`host`]: the live run and the host settling around it (page reporting, free lists).
+//! - [`input`]: loading workloads, recordings, their accesses and saved live results.
+//! - [`examples`]: the built-in example workloads.
 //! - [`khugepaged`]: the tolerance `compare --record` gives khugepaged's work.
 //! - [`noise`]: whether a difference between two times is outside their noise.
 //! - [`timeline`]: two timelines side by side (`compare --sample MS`).
 //! - [`vmas`]: where a recorded program's model and live run part, per process and range.
 //! - [`text`]: the experiment's text: rows, timelines, partings, the time table.
 
+pub mod demo;
+pub mod examples;
+pub mod host;
+pub mod input;
 pub mod khugepaged;
 pub mod model;
 pub mod noise;
 pub mod program;
+pub mod program_lab;
+pub mod simulate;
 pub mod text;
 pub mod timeline;
 pub mod vmas;

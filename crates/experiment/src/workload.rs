@@ -2,7 +2,8 @@
 //! model's addresses, the model again from the state the live run started from
 //! ([`crate::model::remodel`]), the live run again while its differences may not be the model's
 //! ([`crate::retry_live`]), the model again from the run kept, the rows and, with `--sample`,
-//! the timelines. The CLI calls [`WorkloadExperiment::run`] once per setting.
+//! the timelines. The CLI builds a [`WorkloadExperiment`] and calls
+//! [`WorkloadExperiment::compare`] once, which runs [`WorkloadExperiment::run`] per setting.
 
 use anyhow::Result;
 use uapi::{RunResult, ThpSettings};
@@ -136,4 +137,55 @@ pub fn run_live_as_modelled(
     let sample = sample_ms.map(std::time::Duration::from_millis);
     let opts = live::ExecOptions { repeat: repeat.max(1), progress, sample, settle_host: reporting, ..Default::default() };
     Ok(live::run_live(workload, settings, &model.regions, &opts)?)
+}
+
+impl WorkloadExperiment<'_> {
+    /// `thplab compare WORKLOAD [--matrix]`: [`WorkloadExperiment::run`] under each of `runs`
+    /// (with their labels), printed as each setting's rows (or one JSON array with `json`), then
+    /// each setting against the others and the count of settings where model = live. True when
+    /// a setting differs beyond the tolerance (exit 4).
+    pub fn compare(&self, runs: &[(String, ThpSettings)], json: bool, only_diff: bool) -> Result<bool> {
+        use report::progress;
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let mut objects = Vec::new();
+        let mut differing = 0;
+        // Progress on stderr, per setting (a bar on a terminal; lines otherwise, for a matrix,
+        // unless --json).
+        let steps = progress::Steps::start("thplab compare", &[("setting", runs.len())], runs.len() > 1 && !json);
+        let mut results = Vec::new();
+        for (label, s) in runs {
+            steps.step("setting", format!("{label}: model, then live"));
+            let o = self.run(s)?;
+            if o.attempts > 1 && !json {
+                progress::suspend(|| writeln!(out, "({label}: {}; ran live {} times, kept the closest)", o.why.map_or("", |r| r.text()), o.attempts))?;
+            }
+            differing += o.differs as usize;
+            if json {
+                objects.push(o.json(label, s));
+            } else {
+                progress::suspend(|| -> Result<()> {
+                    crate::print_rows_only(&mut out, label, s, &o.rows, only_diff)?;
+                    if let Some(t) = &o.timeline {
+                        crate::timeline::print_comparison(&mut out, t)?;
+                        writeln!(out)?;
+                    }
+                    Ok(out.flush()?)
+                })?;
+            }
+            results.push((label.clone(), o.model, o.live));
+        }
+        steps.finish();
+        let verdicts = crate::noise::settings_verdicts(&results);
+        let repeat = self.repeat;
+        if json {
+            crate::program::add_verdicts_json(&mut objects, &verdicts);
+            serde_json::to_writer_pretty(&mut out, &objects)?;
+            writeln!(out)?;
+        } else {
+            crate::noise::print_settings(&mut out, &verdicts, &format!("live: the median wall time of {repeat} run{}, ± their range", if repeat == 1 { "" } else { "s" }))?;
+            writeln!(out, "{} of {} settings: model = live{}", runs.len() - differing, runs.len(), if differing > 0 { format!("; {differing} differ") } else { String::new() })?;
+        }
+        Ok(differing > 0)
+    }
 }

@@ -8,6 +8,7 @@
 //!   `hugepages-<size>/stats`, smaps' Rss and AnonHugePages), several results side by side
 //!   (`sim --matrix`, `demo`), the `--wide` switch, the progress bar over simulated accesses.
 //! - [`progress`]: the step progress of a long command (`compare --record --matrix`) on stderr.
+//! - [`settings`]: `thplab settings` printed: PATH=VALUE lines, `--list`, `--json`.
 //! - [`text`]: lays out every text table: cells in columns as wide as their widest cell, words
 //!   wrapped, names cut in the middle, the folio-size map per VMA, fitted to `TEXT_WIDTH` (100)
 //!   columns unless `--wide`. `probe::observe`, `explain`, the tools and `experiment::text`
@@ -17,6 +18,7 @@ pub mod html;
 pub mod plots;
 pub mod print;
 pub mod progress;
+pub mod settings;
 pub mod text;
 
 pub use html::{html, runs_of, Run};

@@ -1,10 +1,9 @@
 //! Checks of the command line that clap cannot make alone (issue #27 items 11, 12; a `--matrix`
 //! that took the workload's name as its value is given back in `resolve`): standard input named twice, the
 //! smallest `--mem` that leaves memory above the min watermark, the message of a clap error
-//! in a JSON error object, and `settings --list --json`.
+//! in a JSON error object (`settings --list --json` is `report::settings`).
 
 use anyhow::{bail, Result};
-use uapi::ThpSettings;
 
 use crate::SettingsArgs;
 
@@ -42,19 +41,6 @@ pub fn min_mem_bytes(m: &sim::MachineConfig) -> u64 {
 pub fn clap_message(rendered: &str) -> String {
     let words: Vec<&str> = rendered.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
     words.join(" ").trim_start_matches("error: ").to_string()
-}
-
-/// `thplab settings --list --json`: every settable path with the values it accepts, in the
-/// order of the text list.
-pub fn settings_list_json() -> serde_json::Value {
-    let list: Vec<serde_json::Value> = ThpSettings::valid_paths()
-        .into_iter()
-        .map(|p| {
-            let values = ThpSettings::valid_values(&p).unwrap_or_default();
-            serde_json::json!({ "path": p, "values": values })
-        })
-        .collect();
-    serde_json::Value::Array(list)
 }
 
 #[cfg(test)]

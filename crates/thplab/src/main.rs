@@ -7,27 +7,24 @@
 mod bench_cmds;
 mod chase_cmds;
 mod errors;
-mod examples;
 mod explain_cmds;
 mod exporter_cmds;
-mod input;
 mod live_cmds;
 mod checks;
-mod program_cmds;
 mod resolve;
 mod record_cmds;
-mod time_notes;
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use report::{print, progress};
+use report::print;
 use uapi::ThpSettings;
+use experiment::simulate::{print_result, SimInput};
 
-pub use input::{load_recording, load_workload, read_text_limited, MAX_SETTINGS_BYTES, MAX_WORKLOAD_BYTES};
+use experiment::{examples, input};
+pub use input::{load_workload, read_text_limited, MAX_SETTINGS_BYTES};
 pub use resolve::{load_profile, MachineArgs, SettingsArgs};
 use resolve::{scatter_arg, scatter_choice, tlb_choice};
 
@@ -437,138 +434,6 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_sim(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, check: bool, progress: bool) -> Result<uapi::RunResult> {
-    run_sim_explained(w, s, m, check, progress, None)
-}
-
-fn run_sim_explained(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, check: bool, progress: bool, explain: Option<(u64, u64)>) -> Result<uapi::RunResult> {
-    run_sim_tlb(w, s, m, check, progress, explain, &SimExtras::default())
-}
-
-/// What a workload's model run may have besides its settings and machine.
-pub use experiment::SimExtras;
-
-/// [`experiment::model::run_model`] with a progress bar for long runs.
-fn run_sim_tlb(
-    w: &workload::Workload,
-    s: &ThpSettings,
-    m: &sim::MachineConfig,
-    check: bool,
-    progress: bool,
-    explain: Option<(u64, u64)>,
-    x: &SimExtras,
-) -> Result<uapi::RunResult> {
-    let mut bar = print::Progress::new(progress && w.touched_pages() > 4_000_000, &w.source, w.touched_pages());
-    let mut on_event = |sim::SimEvent::Progress { accesses_done, accesses_total }| bar.set(accesses_done, accesses_total);
-    let r = experiment::model::run_model(w, s, m, check, explain, x, Some(&mut on_event))?;
-    bar.finish();
-    Ok(r)
-}
-
-/// One result as JSON or as the table.
-/// A replay's warnings (what it did not model, placements it could not reproduce), on stderr.
-pub fn print_replay_warnings(r: &uapi::RunResult) {
-    let warnings = r.model.as_ref().and_then(|m| m.replay.as_ref()).map(|rp| rp.warnings.as_slice());
-    for w in warnings.unwrap_or_default() {
-        eprintln!("thplab: warning: {}: {w}", r.workload);
-    }
-}
-
-fn print_result(r: &uapi::RunResult, settings: &ThpSettings, json: bool) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    if json {
-        serde_json::to_writer_pretty(&mut out, r)?;
-        writeln!(out)?;
-    } else {
-        print::result_table(&mut out, r, settings)?;
-        if let Some(io) = &r.io {
-            write!(
-                out,
-                "direct I/O: {} reads, {} bytes; pinned {} folios, {} PTE-mapped and {} PMD-mapped pages; {} faults while pinning",
-                io.direct_reads, io.bytes, io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages, io.pin_faults
-            )?;
-            match io.pin_ns {
-                Some(ns) => writeln!(out, "; pin + unpin {:.1} us", ns / 1000.0)?,
-                None => writeln!(out, " (give --profile FILE for their cost)")?,
-            }
-        }
-        if let Some(t) = &r.timeline {
-            experiment::timeline::print_timeline(&mut out, t)?;
-        }
-    }
-    Ok(())
-}
-
-/// What `--salvage` lost of a damaged recording (the result's `model.replay.salvage`).
-pub use uapi::result::SalvageReport;
-
-/// One simulation of `sim`: a recording or a workload under one setting.
-fn sim_one(
-    a: &SimArgs,
-    input: &SimInput,
-    settings: &ThpSettings,
-    machine: &sim::MachineConfig,
-    explain: Option<(u64, u64)>,
-    progress: bool,
-    profile: Option<&uapi::profile::MachineProfile>,
-) -> Result<uapi::RunResult> {
-    let costs = profile.and_then(|p| p.fault.as_ref());
-    // A priced run on a VM that reports free pages: the profile's own free lists (no live run
-    // follows a `sim`).
-    let host = costs.and(profile.and_then(|p| p.host.as_ref()));
-    // A recording's replay options: its time is priced by replaying it again with them.
-    let mut replay_opts = None;
-    let mut r = match input {
-        SimInput::Recording { name, header, events, offsets, accesses } => {
-            if a.sample.is_some() && a.no_recorded_time {
-                bail!("--sample with a recording needs its recorded time: with --no-recorded-time the replay's clock does not move (leave out one of the two)");
-            }
-            let accesses = match accesses {
-                Some((file, trace)) => {
-                    let (cpu, paging) = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile)?;
-                    Some(sim::RecordedAccessInput { file: file.clone(), trace: trace.clone(), cpu, paging })
-                }
-                None => None,
-            };
-            let opts = sim::ReplayOptions { check_invariants: a.check, explain, recorded_time: a.recorded_time || !a.no_recorded_time, sample_ms: a.sample, accesses, host: host.map(|h| (h.clone(), None)) };
-            let r = sim::run_recording_opts(name, header, events, settings, machine, &opts).map_err(|e| input::locate(e, offsets))?;
-            print_replay_warnings(&r);
-            replay_opts = Some(opts);
-            r
-        }
-        SimInput::Workload(w) => {
-            let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile)?;
-            let order0_scatter = scatter_choice(a.order0_scatter, profile);
-            let host = host.map(|h| (h, None));
-            run_sim_tlb(w, settings, machine, a.check, progress, explain, &SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter })?
-        }
-    };
-    // A workload's steps are priced as they run (sim::driver); a recording's time is still
-    // estimated from its totals.
-    if let (Some(fault), Some(opts), SimInput::Recording { name, header, events, offsets, .. }) = (costs, &replay_opts, input) {
-        let mut t = sim::time::recording(&r, name, header, events, machine, fault, opts, None).map_err(|e| input::locate(e, offsets))?;
-        experiment::program::add_program_and_host_spread(&mut t, None, (name, header, events), machine, opts, settings)?;
-        r.time = Some(t);
-    }
-    if let (Some(pin), Some(io)) = (profile.and_then(|p| p.pin.as_ref()), r.io.as_mut()) {
-        let ns = pin.pin_ns(io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages);
-        io.pin_ns = Some(ns);
-        // The reads' pinning is part of the run's time (their faults already are).
-        if let Some(t) = r.time.as_mut() {
-            t.pin_ns = ns;
-            t.total_ns += ns;
-            t.elapsed_ns += ns.round() as u64;
-        }
-    }
-    Ok(r)
-}
-
-enum SimInput {
-    /// A recording, with the byte offset of each record (empty when salvaged) for errors.
-    Recording { name: String, header: trace::Header, events: Vec<trace::Event>, offsets: Vec<u64>, accesses: Option<(String, std::sync::Arc<trace::accesses::AccessTrace>)> },
-    Workload(workload::Workload),
-}
-
 fn cmd_sim(mut a: SimArgs) -> Result<u8> {
     let (workload, matrix) = resolve::workload_and_matrix(a.workload.take(), a.matrix.take())?;
     let Some(workload) = workload else { bail!("give the workload: thplab sim WORKLOAD --matrix {}", matrix.unwrap_or_default()) };
@@ -577,93 +442,36 @@ fn cmd_sim(mut a: SimArgs) -> Result<u8> {
     print::set_wide(a.wide);
     let machine = a.machine.resolve()?;
     let explain = a.explain.as_deref().map(sim::views::parse_explain_range).transpose().map_err(anyhow::Error::msg)?;
-    let name = input::display(std::path::Path::new(a.wl()));
-    let mut salvage = None;
-    let loaded = if a.salvage {
-        match input::load_recording_salvaged(a.wl(), true)? {
-            Some((header, events, lost)) => {
-                if let Some(l) = &lost {
-                    eprintln!("thplab sim: WARNING: {}", input::salvage_sentence(l, a.wl()));
-                }
-                salvage = lost;
-                Some((header, events, Vec::new()))
-            }
-            None => bail!("--salvage reads a damaged recording; {} is not a recording file (it does not start with THPTRACE)", a.wl()),
-        }
-    } else {
-        match input::load(a.wl(), MAX_WORKLOAD_BYTES)? {
-            Some(input::Loaded::Recording(rec)) => Some((rec.header, rec.events, rec.offsets)),
-            Some(input::Loaded::Text(text)) => {
-                if a.recorded_time {
-                    bail!("--recorded-time runs the clock on a recording's timestamps; {name} is a workload, whose clock is the model's own (--profile prices its steps)");
-                }
-                return cmd_sim_on(&a, machine, explain, None, SimInput::Workload(workload::parse(&name, &text)?));
-            }
-            None => None,
-        }
-    };
-    let input = match loaded {
-        Some((header, events, offsets)) => {
-            if header.lost_events > 0 {
-                eprintln!("thplab sim: WARNING: {name} lost {} events while recording; predictions may be off", header.lost_events);
-            }
-            a.machine.warn_for_recording(&header);
-            let accesses = input::load_accesses(a.wl(), events.len() as u64, a.salvage)?;
-            SimInput::Recording { name: name.clone(), header, events, offsets, accesses }
-        }
-        None => SimInput::Workload(load_workload(a.wl())?),
-    };
-    if a.recorded_time && matches!(input, SimInput::Workload(_)) {
-        bail!("--recorded-time runs the clock on a recording's timestamps; {name} is a workload, whose clock is the model's own (--profile prices its steps)");
-    }
+    let (input, salvage) = input::load_sim_input(a.wl(), a.salvage, a.recorded_time, &|h| a.machine.warn_for_recording(h))?;
     cmd_sim_on(&a, machine, explain, salvage, input)
 }
 
 /// `sim` on a loaded input: one setting, or each setting of `--matrix`.
-fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u64)>, salvage: Option<SalvageReport>, input: SimInput) -> Result<u8> {
+fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u64)>, salvage: Option<uapi::result::SalvageReport>, input: SimInput) -> Result<u8> {
     // Read once for every setting of a matrix.
     let profile = a.profile.as_deref().map(load_profile).transpose()?;
-    // The salvage report goes into each result (model.replay.salvage) and the text.
-    let sim_one = |a: &SimArgs, input: &SimInput, s: &ThpSettings, m: &sim::MachineConfig, x: Option<(u64, u64)>, p: bool| -> Result<uapi::RunResult> {
-        let mut r = sim_one(a, input, s, m, x, p, profile.as_ref())?;
-        if let (Some(l), Some(replay)) = (&salvage, r.model.as_mut().and_then(|m| m.replay.as_mut())) {
-            replay.salvage = Some(l.clone());
-        }
-        Ok(r)
+    let tlb = |p: Option<&uapi::profile::MachineProfile>| tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), p);
+    let o = experiment::simulate::SimOptions {
+        check: a.check,
+        sample: a.sample,
+        recorded_time: a.recorded_time || !a.no_recorded_time,
+        tlb: &tlb,
+        order0_scatter: scatter_choice(a.order0_scatter, profile.as_ref()),
+        profile: profile.as_ref(),
+        salvage: salvage.as_ref(),
     };
     if let Some(spec) = &a.matrix {
         let (title, runs) = resolve::matrix_runs(spec, &a.settings)?;
-        let mut results = Vec::new();
-        for (i, (label, s)) in runs.iter().enumerate() {
-            if !a.quiet && !a.json {
-                use std::io::IsTerminal;
-                if std::io::stderr().is_terminal() {
-                    eprint!("\rthplab sim --matrix {spec}: {} of {}: {label}\x1b[K", i + 1, runs.len());
-                }
-            }
-            results.push((label.clone(), s.clone(), sim_one(a, &input, s, &machine, explain, false)?));
-        }
-        if !a.quiet && !a.json && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            eprint!("\r\x1b[K");
-        }
+        let results = experiment::simulate::sim_matrix(&o, &input, spec, &runs, &machine, explain, !a.quiet && !a.json)?;
         if let Some(path) = &a.html {
             let runs: Vec<report::Run> = results.iter().map(|(l, _, r)| report::Run { label: l.clone(), result: r.clone() }).collect();
             write_report(path, &format!("{}: {title}", a.wl()), &runs)?;
         }
-        let mut out = std::io::stdout().lock();
-        if a.json {
-            let v: Vec<_> = results.iter().map(|(l, s, r)| serde_json::json!({ "label": l, "settings": s.knob_map(), "model": r })).collect();
-            serde_json::to_writer_pretty(&mut out, &v)?;
-            writeln!(out)?;
-        } else {
-            writeln!(out, "{}: {title} of `compare --matrix`, model of Linux 6.18 only\n", a.wl())?;
-            let cols: Vec<(String, String, uapi::RunResult)> = results.into_iter().map(|(l, s, r)| (l, s.summary(), r)).collect();
-            print::side_by_side(&mut out, &cols)?;
-        }
+        experiment::simulate::print_matrix(results, &format!("{}: {title} of `compare --matrix`, model of Linux 6.18 only", a.wl()), a.json)?;
         return Ok(exit::OK);
     }
     let settings = a.settings.resolve()?;
-    let r = sim_one(a, &input, &settings, &machine, explain, !a.quiet && !a.json)?;
+    let r = experiment::simulate::sim_one(&o, &input, &settings, &machine, explain, !a.quiet && !a.json)?;
     if let Some(path) = &a.html {
         write_report(path, a.wl(), &[report::Run { label: settings.summary(), result: r.clone() }])?;
     }
@@ -696,99 +504,24 @@ fn cmd_report(a: ReportArgs) -> Result<u8> {
 fn cmd_settings(a: SettingsOnly) -> Result<u8> {
     let mut out = std::io::stdout().lock();
     if a.list {
-        if a.json {
-            serde_json::to_writer_pretty(&mut out, &checks::settings_list_json())?;
-            writeln!(out)?;
-            return Ok(exit::OK);
-        }
-        for p in ThpSettings::valid_paths() {
-            writeln!(out, "{p}: {}", ThpSettings::valid_values(&p).unwrap_or_default())?;
-        }
-        return Ok(exit::OK);
-    }
-    let s = a.settings.resolve()?;
-    if a.json {
-        serde_json::to_writer_pretty(&mut out, &s.knob_map())?;
-        writeln!(out)?;
+        report::settings::print_list(&mut out, a.json)?;
     } else {
-        write!(out, "{s}")?;
+        report::settings::print(&mut out, &a.settings.resolve()?, a.json)?;
     }
     Ok(exit::OK)
-}
-
-/// The three settings of the README's main command.
-pub fn demo_settings() -> Vec<(&'static str, ThpSettings)> {
-    let mut four_k = ThpSettings::default();
-    four_k.apply_assignment("enabled=never").expect("valid");
-    let mut m64 = four_k.clone();
-    m64.apply_assignment("hugepages-64kB/enabled=always").expect("valid");
-    let mut pmd = ThpSettings::default();
-    pmd.apply_assignment("enabled=always").expect("valid");
-    vec![("4K", four_k), ("64K", m64), ("PMD", pmd)]
-}
-
-/// Why live runs cannot happen here, if they cannot.
-pub fn live_unavailable() -> Option<String> {
-    match live::sysfs::Paths::from_env().check_available() {
-        Ok(()) => None,
-        Err(e) => Some(e.to_string()),
-    }
 }
 
 fn cmd_demo(a: DemoArgs) -> Result<u8> {
     print::set_wide(a.wide);
     let machine = a.machine.resolve()?;
     let w = load_workload("seed-anon-1g")?;
-    let unavailable = if a.model_only { Some("--model-only".to_string()) } else { live_unavailable() };
-    let mut results = Vec::new();
-    // The model's time from the profile measured on this machine kind, beside the live wall time.
-    let profile = uapi::profile::MachineProfile::builtin();
-    for (label, s) in demo_settings() {
-        let host = live_cmds::host_model(&profile, unavailable.is_none());
-        let x = SimExtras { costs: profile.fault.as_ref(), host: host.as_ref().map(|(h, free)| (*h, free.as_ref())), ..Default::default() };
-        let (r, live) = match &unavailable {
-            None => {
-                let (r, l) = experiment::workload::model_and_live(&w, &s, &machine, a.repeat.max(1), &x, &|| live_cmds::settle_host(true))?;
-                (r, Some(l))
-            }
-            Some(_) => (run_sim_tlb(&w, &s, &machine, false, false, None, &x)?, None),
-        };
-        results.push((format!("{label} sim"), s.summary(), r));
-        if let Some(l) = live {
-            results.push((format!("{label} live"), s.summary(), l));
-        }
-    }
-    if let Some(why) = &unavailable {
-        eprintln!("thplab demo: model only ({why})");
-    }
-    let mut out = std::io::stdout().lock();
-    if a.json {
-        let v: Vec<_> = results.iter().map(|(l, _, r)| serde_json::json!({ "label": l, "result": r })).collect();
-        serde_json::to_writer_pretty(&mut out, &v)?;
-        writeln!(out)?;
-    } else {
-        let head = format!("seed-anon-1g: 1 GiB of private anonymous memory written page by page, model of Linux 6.18{}", if unavailable.is_none() { " and this machine's live kernel" } else { "" });
-        writeln!(out, "{}\n", print::wrap(&head, print::fit_width(), 0).join("\n"))?;
-        print::side_by_side(&mut out, &results)?;
-        time_notes::demo_time_notes(&mut out, &results, unavailable.is_none())?;
-    }
+    let unavailable = if a.model_only { Some("--model-only".to_string()) } else { experiment::host::live_unavailable() };
+    experiment::demo::run(&w, &machine, unavailable, a.repeat, a.json)?;
     Ok(exit::OK)
 }
 
 fn cmd_examples(name: Option<String>) -> Result<u8> {
-    let mut out = std::io::stdout().lock();
-    match name {
-        None => {
-            let width = examples::names().iter().map(|n| n.len()).max().unwrap_or(0);
-            for (n, d) in examples::described() {
-                writeln!(out, "{n:<width$}  {d}")?;
-            }
-        }
-        Some(n) => match examples::get(&n) {
-            Some(t) => write!(out, "{t}")?,
-            None => bail!("no built-in example '{n}'; built-in examples: {}", examples::names().join(", ")),
-        },
-    }
+    examples::print(&mut std::io::stdout().lock(), name.as_deref())?;
     Ok(exit::OK)
 }
 
@@ -798,8 +531,8 @@ fn cmd_live(a: LiveArgs) -> Result<u8> {
     let machine = a.machine.resolve()?;
     let w = load_workload(&a.workload)?;
     // The model decides where regions go; the live executor maps them at the same addresses.
-    let model = run_sim(&w, &settings, &machine, false, false)?;
-    let r = live_cmds::run_live(&w, &settings, &model.regions, a.repeat, !a.json, a.sample)?;
+    let model = experiment::simulate::run_sim_tlb(&w, &settings, &machine, false, false, None, &experiment::SimExtras::default())?;
+    let r = experiment::host::run_live(&w, &settings, &model.regions, a.repeat, !a.json, a.sample)?;
     print_result(&r, &settings, a.json)?;
     Ok(exit::OK)
 }
@@ -824,13 +557,24 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
         let settings_given = !a.settings.set.is_empty() || !a.settings.settings_file.is_empty() || a.settings.cmdline.is_some();
         let profile = a.profile.as_deref().map(load_profile).transpose()?;
         let accesses = if a.accesses { Some(tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?) } else { None };
-        return program_cmds::cmd_compare_record(program_cmds::CompareRecordArgs {
+        let settings = a.settings.resolve()?;
+        if a.command.is_empty() {
+            bail!("compare --record: give the program after --: thplab compare --record -- CMD [ARGS...]");
+        }
+        let mut tolerance = experiment::Tolerance::program();
+        for t in &a.tolerance {
+            tolerance.apply(t)?;
+        }
+        let runs = match a.matrix.as_deref() {
+            Some(_) if settings_given => bail!("--matrix runs its own settings; leave out --set, --settings and --cmdline"),
+            Some(spec) => resolve::matrix(spec)?.1,
+            None => vec![("given settings".to_string(), settings)],
+        };
+        let o = experiment::program_lab::CompareRecordArgs {
             command: a.command,
-            matrix: a.matrix,
-            settings: a.settings.resolve()?,
-            settings_given,
+            runs,
             machine,
-            tolerance: a.tolerance,
+            tolerance,
             keep: a.keep,
             retries: a.retries,
             json: a.json,
@@ -839,7 +583,8 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
             repeat: a.repeat.unwrap_or(1),
             accesses,
             only_diff: a.only_diff,
-        });
+        };
+        return Ok(if experiment::program_lab::compare_record(o)? { exit::DIFFERS } else { exit::OK });
     }
     if !a.command.is_empty() {
         bail!("a command after -- needs --record: thplab compare --record -- CMD [ARGS...]");
@@ -859,61 +604,23 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
         vec![("given settings".to_string(), a.settings.resolve()?)]
     };
     let saved = a.live_result.as_deref().map(|p| input::load_live_result(p, &runs[0].1)).transpose()?;
-    if let (None, Some(why)) = (&saved, live_unavailable()) {
+    if let (None, Some(why)) = (&saved, experiment::host::live_unavailable()) {
         return Err(live::LiveError::NotAvailable(why).into());
     }
-    let mut out = std::io::stdout().lock();
-    let mut json = Vec::new();
-    let mut differing = 0;
-    // Progress on stderr, per setting (a bar on a terminal; lines otherwise, for a matrix,
-    // unless --json).
-    let steps = progress::Steps::start("thplab compare", &[("setting", runs.len())], runs.len() > 1 && !a.json);
     // The host's costs; the free lists come from the live run (`experiment::model::remodel`).
-    let host = profile.as_ref().and_then(|p| live_cmds::host_model(p, true));
+    let host = profile.as_ref().and_then(|p| experiment::host::host_model(p, true));
     let host = host.as_ref().map(|(h, free)| (*h, free.as_ref()));
     let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?;
     let order0_scatter = scatter_choice(None, profile.as_ref());
     let lab = experiment::workload::WorkloadExperiment {
         workload: &w,
         machine: &machine,
-        extras: SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter },
+        extras: experiment::SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter },
         repeat,
         retries: a.retries,
         tolerance: &tol,
         saved_live: saved.as_ref(),
-        settle_host: &|| live_cmds::settle_host(true),
+        settle_host: &|| experiment::host::settle_host(true),
     };
-    let mut results = Vec::new();
-    for (label, s) in &runs {
-        steps.step("setting", format!("{label}: model, then live"));
-        let o = lab.run(s)?;
-        if o.attempts > 1 && !a.json {
-            progress::suspend(|| writeln!(out, "({label}: {}; ran live {} times, kept the closest)", o.why.map_or("", |r| r.text()), o.attempts))?;
-        }
-        differing += o.differs as usize;
-        if a.json {
-            json.push(o.json(label, s));
-        } else {
-            progress::suspend(|| -> Result<()> {
-                experiment::print_rows_only(&mut out, label, s, &o.rows, a.only_diff)?;
-                if let Some(t) = &o.timeline {
-                    experiment::timeline::print_comparison(&mut out, t)?;
-                    writeln!(out)?;
-                }
-                Ok(out.flush()?)
-            })?;
-        }
-        results.push((label.clone(), o.model, o.live));
-    }
-    steps.finish();
-    let verdicts = experiment::noise::settings_verdicts(&results);
-    if a.json {
-        experiment::program::add_verdicts_json(&mut json, &verdicts);
-        serde_json::to_writer_pretty(&mut out, &json)?;
-        writeln!(out)?;
-    } else {
-        experiment::noise::print_settings(&mut out, &verdicts, &format!("live: the median wall time of {repeat} run{}, ± their range", if repeat == 1 { "" } else { "s" }))?;
-        writeln!(out, "{} of {} settings: model = live{}", runs.len() - differing, runs.len(), if differing > 0 { format!("; {differing} differ") } else { String::new() })?;
-    }
-    Ok(if differing > 0 { exit::DIFFERS } else { exit::OK })
+    Ok(if lab.compare(&runs, a.json, a.only_diff)? { exit::DIFFERS } else { exit::OK })
 }

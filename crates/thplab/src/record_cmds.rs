@@ -124,15 +124,12 @@ pub fn cmd_record(args: RecordArgs) -> Result<u8> {
         accesses: args.accesses,
         command: args.command,
     };
-    let time_untraced = |argv: &[OsString], runs: u32, progress: bool| Ok(crate::live_cmds::time_untraced(argv, runs, false, progress)?.0);
+    let time_untraced = |argv: &[OsString], runs: u32, progress: bool| Ok(experiment::host::time_untraced(argv, runs, false, progress)?.0);
     Ok(match record::command::record(&o, &time_untraced)? {
         record::command::Outcome::Exited(code) => code,
         record::command::Outcome::Unavailable => crate::exit::LIVE_UNAVAILABLE,
     })
 }
-
-/// The CRC-32 in the trailer of the recording at `path` (`record::command::trace_crc`).
-pub use record::command::trace_crc;
 
 /// `thplab trace show|stats`.
 pub fn cmd_trace(args: TraceArgs) -> Result<u8> {

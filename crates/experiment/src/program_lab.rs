@@ -3,8 +3,11 @@
 //! predict it by replaying the recording in the model (`sim::run_recording`) and run it live
 //! under that setting (`live::run_program`), and print both side by side.
 //!
-//! Tolerance: [`experiment::Tolerance::program`] (minflt and per-size large-folio counts within 2 %
-//! of live, issue #4), overridable with `--tolerance`. Exit 4 when a setting differs beyond it.
+//! Tolerance: [`crate::Tolerance::program`] (minflt and per-size large-folio counts within 2 %
+//! of live, issue #4), overridable with `--tolerance`. The CLI parses the arguments and the
+//! settings and calls [`compare_record`] once; each setting is one [`crate::program::replay_model`]
+//! (two where the program read a knob the setting changes and is recorded again), one
+//! [`crate::program::price_replay`] with a profile, and one [`crate::program::ProgramExperiment::run`].
 
 use std::ffi::OsString;
 use std::io::{self, BufWriter, Write};
@@ -12,25 +15,22 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use report::{print, progress};
 use uapi::{RunResult, ThpSettings};
 
-use experiment::Row;
-use crate::exit;
+use crate::host::{live_unavailable, settle_host_for, time_untraced};
+use crate::Row;
 
-/// Parsed arguments of `thplab compare --record`.
+/// What `thplab compare --record` was asked, its settings resolved.
 #[derive(Clone, Debug, Default)]
 pub struct CompareRecordArgs {
-    /// The program and its arguments.
+    /// The program and its arguments (not empty).
     pub command: Vec<String>,
-    /// `Some("anon")` / `Some("shmem")`: the matrix; `None`: `settings` alone.
-    pub matrix: Option<String>,
-    /// The given settings (used without `matrix`).
-    pub settings: ThpSettings,
-    /// Whether settings were given on the command line (refused with `matrix`).
-    pub settings_given: bool,
+    /// The settings, each with its label (the matrix's, or "given settings").
+    pub runs: Vec<(String, ThpSettings)>,
     pub machine: sim::MachineConfig,
-    /// `--tolerance` specs, applied on top of [`experiment::Tolerance::program`].
-    pub tolerance: Vec<String>,
+    /// [`crate::Tolerance::program`] with the `--tolerance` specs applied.
+    pub tolerance: crate::Tolerance,
     /// Keep the recording in this file.
     pub keep: Option<PathBuf>,
     /// When only system-wide counters differ, or khugepaged collapsed during a differing run,
@@ -78,7 +78,7 @@ pub fn record_program(command: &[String], timed: u32) -> Result<Recorded> {
     let secs = t.elapsed().as_secs_f64();
     let (mut timed_free, mut timed_range) = (None, None);
     if timed > 0 {
-        let (ns, free, range) = crate::live_cmds::time_untraced(&argv, timed, false, true)?;
+        let (ns, free, range) = time_untraced(&argv, timed, false, true)?;
         rec.header.untraced_wall_ns = ns;
         (timed_free, timed_range) = (free, range);
     }
@@ -123,25 +123,11 @@ fn record_accesses(a: &CompareRecordArgs, rec: &record::Recording) -> Result<tra
     Ok(trace::accesses::read_accesses(&bytes[..])?)
 }
 
-/// `thplab compare --record ... -- CMD [ARGS...]`.
-pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
-    if a.command.is_empty() {
-        bail!("compare --record: give the program after --: thplab compare --record -- CMD [ARGS...]");
-    }
-    let mut tol = experiment::Tolerance::program();
-    for t in &a.tolerance {
-        tol.apply(t)?;
-    }
-    let runs: Vec<(String, ThpSettings)> = match a.matrix.as_deref() {
-        Some(spec) => {
-            if a.settings_given {
-                bail!("--matrix runs its own settings; leave out --set, --settings and --cmdline");
-            }
-            crate::resolve::matrix(spec)?.1
-        }
-        None => vec![("given settings".to_string(), a.settings.clone())],
-    };
-    if let Some(why) = crate::live_unavailable() {
+/// `thplab compare --record ... -- CMD [ARGS...]`: prints on stdout; true when a setting
+/// differs beyond the tolerance (exit 4).
+pub fn compare_record(a: CompareRecordArgs) -> Result<bool> {
+    let (runs, tol) = (&a.runs, &a.tolerance);
+    if let Some(why) = live_unavailable() {
         return Err(live::LiveError::NotAvailable(why).into());
     }
     if a.accesses.is_some() && record::accesses::valgrind_path().is_none() {
@@ -151,7 +137,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     // per step otherwise unless --json).
     let timed = if a.profile.is_some() { runs.len() } else { 0 };
     let plan = [("record", 1), ("timed", timed), ("accesses", a.accesses.is_some() as usize), ("replay", runs.len()), ("live", runs.len() * a.repeat.max(1) as usize)];
-    let steps = crate::progress::Steps::start("thplab compare", &plan, !a.json);
+    let steps = progress::Steps::start("thplab compare", &plan, !a.json);
     steps.step("record", format!("recording {}{}", a.command.join(" "), if a.profile.is_some() { " (then 3 untraced runs)" } else { "" }));
     let Recorded { rec, secs: rec_secs, timed_free, timed_range } = record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?;
     if let Some(path) = &a.keep {
@@ -164,13 +150,13 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     // this process is small: the model's replays (of a recording's accesses above all: a
     // gigabyte for sort's 128 M) move the free lists the runs would meet.
     let mut untraced = Vec::new();
-    for (label, s) in &runs {
+    for (label, s) in runs.iter() {
         untraced.push(match a.profile {
             Some(_) => {
                 steps.step("timed", format!("{label}: 3 untraced runs under the setting"));
                 let _guard = live::SettingsGuard::apply(s)?;
                 let argv: Vec<OsString> = a.command.iter().map(OsString::from).collect();
-                Some(crate::live_cmds::time_untraced(&argv, 3, true, !a.json)?)
+                Some(time_untraced(&argv, 3, true, !a.json)?)
             }
             None => None,
         });
@@ -189,7 +175,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
     let mut differing = 0;
     if !a.json {
         let faults = rec.header.counts.iter().find(|(k, _)| *k == trace::kind::FAULT).map_or(0, |c| c.1);
-        crate::progress::suspend(|| {
+        progress::suspend(|| {
             writeln!(
                 out,
                 "recorded {source}: {} events ({faults} faults), {} lost, {:.3} s (exit status {})\n",
@@ -216,7 +202,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         let host = host.map(|h| (h, untraced.as_ref().and_then(|(_, f, _)| f.clone())));
         steps.step("replay", format!("{label}: the model replays the recording"));
         let mut replay = sim::ReplayOptions { host: host.clone(), accesses: accesses.clone(), ..Default::default() };
-        let mut model = experiment::program::replay_model((&source, &rec.header, &rec.events), s, &a.machine, &replay)?;
+        let mut model = crate::program::replay_model((&source, &rec.header, &rec.events), s, &a.machine, &replay)?;
         let (knobs_read, knobs_changed) = model.model.as_ref().and_then(|m| m.replay.as_ref()).map(|r| (r.knobs_read.clone(), r.knobs_read_differing.clone())).unwrap_or_default();
         let rerecorded = !knobs_changed.is_empty();
         let (mut rec, mut timed_free, mut timed_range) = (&rec, &timed_free, timed_range);
@@ -225,7 +211,7 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             let values: Vec<Option<String>> = knobs_read.iter().map(|k| knobs.get(k).cloned()).collect();
             if !again.iter().any(|(v, _)| *v == values) {
                 if !a.json {
-                    crate::progress::suspend(|| writeln!(out, "({label}: the program read {}; recording it again under this setting)", knobs_changed.join(", ")))?;
+                    progress::suspend(|| writeln!(out, "({label}: the program read {}; recording it again under this setting)", knobs_changed.join(", ")))?;
                 }
                 steps.step("record", format!("{label}: recording again under this setting"));
                 let _guard = live::SettingsGuard::apply(s)?;
@@ -235,24 +221,24 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             (rec, timed_free, timed_range) = (&found.rec, &found.timed_free, found.timed_range);
             // The accesses were placed on the first recording's records.
             if replay.accesses.take().is_some() && !a.json {
-                crate::progress::suspend(|| writeln!(out, "({label}: the accesses recorded with the first recording are not replayed with this one)"))?;
+                progress::suspend(|| writeln!(out, "({label}: the accesses recorded with the first recording are not replayed with this one)"))?;
             }
-            model = experiment::program::replay_model((&source, &rec.header, &rec.events), s, &a.machine, &replay)?;
+            model = crate::program::replay_model((&source, &rec.header, &rec.events), s, &a.machine, &replay)?;
         }
         if let Some(fault) = a.profile.as_ref().and_then(|p| p.fault.as_ref()) {
-            experiment::program::price_replay(&mut model, (&source, &rec.header, &rec.events), s, &a.machine, &replay, fault, timed_free.as_ref(), timed_range)?;
+            crate::program::price_replay(&mut model, (&source, &rec.header, &rec.events), s, &a.machine, &replay, fault, timed_free.as_ref(), timed_range)?;
         }
         let before_live = |model: &RunResult, n: u32| {
             steps.step("live", format!("{label}: live run {n}{}", if n > a.repeat.max(1) { " (a retry)" } else { "" }));
-            crate::live_cmds::settle_host_for(model, !a.json);
+            settle_host_for(model, !a.json);
         };
-        let lab = experiment::program::ProgramExperiment { command: &a.command, tolerance: &tol, repeat: a.repeat, retries: a.retries, options: opts.clone(), before_live: &before_live };
+        let lab = crate::program::ProgramExperiment { command: &a.command, tolerance: tol, repeat: a.repeat, retries: a.retries, options: opts.clone(), before_live: &before_live };
         let o = lab.run(s, &model, rerecorded, (untraced_ms, untraced_range))?;
         differing += o.differs as usize;
         if a.json {
             json.push(o.json(label, s, &model, rerecorded));
         } else {
-            crate::progress::suspend(|| -> io::Result<()> {
+            progress::suspend(|| -> io::Result<()> {
                 if o.attempts > 1 {
                     writeln!(out, "({label}: {}; ran live {} times, kept the closest)", o.why.map_or("", |r| r.text()), o.attempts)?;
                 }
@@ -264,13 +250,13 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
         results.push((label.clone(), model, o.live));
     }
     steps.finish();
-    let verdicts = experiment::noise::settings_verdicts(&results);
+    let verdicts = crate::noise::settings_verdicts(&results);
     if a.json {
-        experiment::program::add_verdicts_json(&mut json, &verdicts);
+        crate::program::add_verdicts_json(&mut json, &verdicts);
         serde_json::to_writer_pretty(&mut out, &json)?;
         writeln!(out)?;
     } else {
-        experiment::noise::print_settings(&mut out, &verdicts, "live: the median of 3 untraced runs, ± their range")?;
+        crate::noise::print_settings(&mut out, &verdicts, "live: the median of 3 untraced runs, ± their range")?;
         writeln!(
             out,
             "{} of {} settings: model = live{}",
@@ -279,12 +265,12 @@ pub fn cmd_compare_record(a: CompareRecordArgs) -> Result<u8> {
             if differing > 0 { format!("; {differing} differ") } else { String::new() }
         )?;
     }
-    Ok(if differing > 0 { exit::DIFFERS } else { exit::OK })
+    Ok(differing > 0)
 }
 
 /// The khugepaged tolerance a setting's rows were judged with, why, and the rows only it let
 /// pass.
-pub fn khugepaged_tolerance_line(t: &experiment::khugepaged::KhugepagedTolerance, excused: &[String]) -> String {
+pub fn khugepaged_tolerance_line(t: &crate::khugepaged::KhugepagedTolerance, excused: &[String]) -> String {
     let within = if excused.is_empty() { String::new() } else { format!("; within it only: {}", excused.join(", ")) };
     format!("khugepaged tolerance: {} collapses ({}){within}", t.collapses, t.why)
 }
@@ -298,26 +284,26 @@ pub fn pct_error(model: i64, live: i64) -> String {
     format!("{:+.2}%", (model - live) as f64 * 100.0 / live as f64)
 }
 
-/// As [`experiment::print_rows`], with the difference in percent of live and the live wall time,
+/// As [`crate::print_rows`], with the difference in percent of live and the live wall time,
 /// where given the ranges where the two part, and the khugepaged tolerance line.
 #[allow(clippy::too_many_arguments)]
-pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], live: &RunResult, parted: Option<&experiment::vmas::Parting>, only_diff: bool, khugepaged: &str) -> io::Result<()> {
+pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], live: &RunResult, parted: Option<&crate::vmas::Parting>, only_diff: bool, khugepaged: &str) -> io::Result<()> {
     let n = rows.iter().filter(|r| r.differs).count();
     // The live time the time row compares (the untraced runs' median where there are some).
-    let time = experiment::noise::Timed::live(live).map_or("-".into(), |t| experiment::noise::fmt_timed(&t));
+    let time = crate::noise::Timed::live(live).map_or("-".into(), |t| crate::noise::fmt_timed(&t));
     writeln!(out, "== {label}: {}  →  {}  (live {time})", s.summary(), if n == 0 { "model = live".to_string() } else { format!("{n} DIFFERENCES") })?;
     let error = |r: &Row| pct_error(r.model, r.live);
-    for l in experiment::row_lines(rows, Some(("error", &error)), only_diff) {
+    for l in crate::row_lines(rows, Some(("error", &error)), only_diff) {
         writeln!(out, "{l}")?;
     }
     if let Some(u) = live.live.as_ref().and_then(|l| l.program.as_ref()).map(|p| &p.unmeasured).filter(|u| !u.is_empty()) {
         writeln!(out, "  not measured (no exit stop): {}", u.join("; "))?;
     }
-    for l in crate::print::wrap(&format!("  {khugepaged}"), crate::print::fit_width(), 4) {
+    for l in print::wrap(&format!("  {khugepaged}"), print::fit_width(), 4) {
         writeln!(out, "{l}")?;
     }
     if let Some(p) = parted {
-        experiment::vmas::print_parting(out, p, 8)?;
+        crate::vmas::print_parting(out, p, 8)?;
     }
     writeln!(out)
 }

@@ -53,3 +53,20 @@ pub fn names() -> Vec<&'static str> {
 pub fn described() -> Vec<(&'static str, &'static str)> {
     EXAMPLES.iter().map(|(n, d, _)| (*n, *d)).collect()
 }
+
+/// `thplab examples [NAME]`: each example's name and line, or the text of the one named.
+pub fn print(out: &mut impl std::io::Write, name: Option<&str>) -> anyhow::Result<()> {
+    match name {
+        None => {
+            let width = names().iter().map(|n| n.len()).max().unwrap_or(0);
+            for (n, d) in described() {
+                writeln!(out, "{n:<width$}  {d}")?;
+            }
+        }
+        Some(n) => match get(n) {
+            Some(t) => write!(out, "{t}")?,
+            None => anyhow::bail!("no built-in example '{n}'; built-in examples: {}", names().join(", ")),
+        },
+    }
+    Ok(())
+}

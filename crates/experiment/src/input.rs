@@ -12,7 +12,8 @@ use anyhow::{bail, Context, Result};
 use uapi::result::SalvageReport;
 use uapi::ThpSettings;
 
-use crate::{examples, record_cmds};
+use crate::examples;
+use crate::simulate::SimInput;
 
 use report::print::span;
 
@@ -143,14 +144,6 @@ impl std::fmt::Display for Damaged {
 
 impl std::error::Error for Damaged {}
 
-/// Fill in the byte offset of the record a replay error names.
-pub fn locate(mut e: sim::SimError, offsets: &[u64]) -> sim::SimError {
-    if let Some((n, None)) = e.record {
-        e.record = Some((n, n.checked_sub(1).and_then(|i| offsets.get(i as usize)).copied()));
-    }
-    e
-}
-
 /// A trace reader on a path or `-`.
 pub fn open_trace(arg: &Path) -> Result<trace::TraceReader<Box<dyn Read>>> {
     let r = open(arg, "recording")?;
@@ -189,7 +182,7 @@ pub fn salvage_sentence(s: &SalvageReport, path: &str) -> String {
     )
 }
 
-/// `crate::load_recording`, or with `salvage` the records before any damage and what was lost.
+/// [`load_recording`], or with `salvage` the records before any damage and what was lost.
 pub fn load_recording_salvaged(path: &str, salvage: bool) -> Result<Option<(trace::Header, Vec<trace::Event>, Option<SalvageReport>)>> {
     let p = std::path::Path::new(path);
     if !p.is_file() {
@@ -279,7 +272,7 @@ pub fn load_accesses(path: &str, records: u64, salvage: bool) -> Result<Option<(
     }
     let f = std::fs::File::open(&c).with_context(|| format!("cannot open {shown}"))?;
     let t = trace::accesses::read_accesses(std::io::BufReader::new(f)).with_context(|| shown.clone())?;
-    let crc = record_cmds::trace_crc(p)?;
+    let crc = record::command::trace_crc(p)?;
     if t.header.trace_crc != crc || t.header.trace_records != records {
         bail!(
             "{shown} belongs to another recording than {path} (it names a recording of {} records with checksum {:#010x}; {path} has {records} records and checksum {crc:#010x}): record again with --accesses, or remove it",
@@ -310,3 +303,51 @@ pub fn load_live_result(path: &std::path::Path, s: &ThpSettings) -> Result<uapi:
     Ok(r)
 }
 
+
+/// `thplab sim`'s input `arg` (a workload file, a built-in example, a recording or `-`), read
+/// whole: a recording with its accesses (`record --accesses`), or with `salvage` the records
+/// before any damage and what was lost (said on stderr). `recorded_time` (`--recorded-time`)
+/// refuses a workload; `warn` is told a recording's header (what the machine may not match).
+pub fn load_sim_input(arg: &str, salvage: bool, recorded_time: bool, warn: &dyn Fn(&trace::Header)) -> Result<(SimInput, Option<SalvageReport>)> {
+    let name = display(Path::new(arg));
+    let mut lost_report = None;
+    let not_timed = || anyhow::anyhow!("--recorded-time runs the clock on a recording's timestamps; {name} is a workload, whose clock is the model's own (--profile prices its steps)");
+    let loaded = if salvage {
+        match load_recording_salvaged(arg, true)? {
+            Some((header, events, lost)) => {
+                if let Some(l) = &lost {
+                    eprintln!("thplab sim: WARNING: {}", salvage_sentence(l, arg));
+                }
+                lost_report = lost;
+                Some((header, events, Vec::new()))
+            }
+            None => bail!("--salvage reads a damaged recording; {arg} is not a recording file (it does not start with THPTRACE)"),
+        }
+    } else {
+        match load(arg, MAX_WORKLOAD_BYTES)? {
+            Some(Loaded::Recording(rec)) => Some((rec.header, rec.events, rec.offsets)),
+            Some(Loaded::Text(text)) => {
+                if recorded_time {
+                    return Err(not_timed());
+                }
+                return Ok((SimInput::Workload(workload::parse(&name, &text)?), None));
+            }
+            None => None,
+        }
+    };
+    let input = match loaded {
+        Some((header, events, offsets)) => {
+            if header.lost_events > 0 {
+                eprintln!("thplab sim: WARNING: {name} lost {} events while recording; predictions may be off", header.lost_events);
+            }
+            warn(&header);
+            let accesses = load_accesses(arg, events.len() as u64, salvage)?;
+            SimInput::Recording { name: name.clone(), header, events, offsets, accesses }
+        }
+        None => SimInput::Workload(load_workload(arg)?),
+    };
+    if recorded_time && matches!(input, SimInput::Workload(_)) {
+        return Err(not_timed());
+    }
+    Ok((input, lost_report))
+}

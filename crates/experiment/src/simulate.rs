@@ -1,0 +1,189 @@
+//! `thplab sim`: a workload or a recording in the model alone, under one setting or each
+//! setting of a matrix, priced with a machine profile ([`sim_one`]), and printed as the table
+//! or JSON ([`print_result`], [`print_matrix`]). The CLI reads the input and the arguments; the
+//! model is `sim::run` (through [`crate::model::run_model`]) and `sim::run_recording_opts`.
+
+use std::io::Write;
+
+use anyhow::{bail, Result};
+use report::print;
+use uapi::result::SalvageReport;
+use uapi::profile::MachineProfile;
+use uapi::{RunResult, ThpSettings};
+
+use crate::SimExtras;
+
+/// A recording's recorded accesses (`record --accesses`: FILE.accesses) and the file they came
+/// from.
+pub type Accesses = (String, std::sync::Arc<trace::accesses::AccessTrace>);
+
+/// What `sim` runs.
+pub enum SimInput {
+    /// A recording, with the byte offset of each record (empty when salvaged) for errors.
+    Recording { name: String, header: trace::Header, events: Vec<trace::Event>, offsets: Vec<u64>, accesses: Option<Accesses> },
+    Workload(workload::Workload),
+}
+
+/// The TLB choice (`--cpu`, `--paging`, else the profile's `[tlb]`), asked only where used.
+pub type TlbChoice<'a> = &'a dyn Fn(Option<&MachineProfile>) -> Result<(&'static tlb::CpuPreset, tlb::Paging)>;
+
+/// How `sim` runs its input (its flags).
+pub struct SimOptions<'a> {
+    /// `--check`: the model's invariants after every operation.
+    pub check: bool,
+    /// `--sample MS`.
+    pub sample: Option<u64>,
+    /// A recording's clock on its timestamps (not `--no-recorded-time`).
+    pub recorded_time: bool,
+    pub tlb: TlbChoice<'a>,
+    /// `--order0-scatter`, else the profile's.
+    pub order0_scatter: f64,
+    /// The machine profile (`--profile`).
+    pub profile: Option<&'a MachineProfile>,
+    /// What `--salvage` lost: into each result (`model.replay.salvage`).
+    pub salvage: Option<&'a SalvageReport>,
+}
+
+/// Fill in the byte offset of the record a replay error names.
+pub fn locate(mut e: sim::SimError, offsets: &[u64]) -> sim::SimError {
+    if let Some((n, None)) = e.record {
+        e.record = Some((n, n.checked_sub(1).and_then(|i| offsets.get(i as usize)).copied()));
+    }
+    e
+}
+
+/// [`crate::model::run_model`] with a progress bar for long runs.
+pub fn run_sim_tlb(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, check: bool, progress: bool, explain: Option<(u64, u64)>, x: &SimExtras) -> Result<RunResult> {
+    let mut bar = print::Progress::new(progress && w.touched_pages() > 4_000_000, &w.source, w.touched_pages());
+    let mut on_event = |sim::SimEvent::Progress { accesses_done, accesses_total }| bar.set(accesses_done, accesses_total);
+    let r = crate::model::run_model(w, s, m, check, explain, x, Some(&mut on_event))?;
+    bar.finish();
+    Ok(r)
+}
+
+/// A replay's warnings (what it did not model, placements it could not reproduce), on stderr.
+pub fn print_replay_warnings(r: &RunResult) {
+    let warnings = r.model.as_ref().and_then(|m| m.replay.as_ref()).map(|rp| rp.warnings.as_slice());
+    for w in warnings.unwrap_or_default() {
+        eprintln!("thplab: warning: {}: {w}", r.workload);
+    }
+}
+
+/// One result as JSON or as the table.
+pub fn print_result(r: &RunResult, settings: &ThpSettings, json: bool) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, r)?;
+        writeln!(out)?;
+    } else {
+        print::result_table(&mut out, r, settings)?;
+        if let Some(io) = &r.io {
+            write!(
+                out,
+                "direct I/O: {} reads, {} bytes; pinned {} folios, {} PTE-mapped and {} PMD-mapped pages; {} faults while pinning",
+                io.direct_reads, io.bytes, io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages, io.pin_faults
+            )?;
+            match io.pin_ns {
+                Some(ns) => writeln!(out, "; pin + unpin {:.1} us", ns / 1000.0)?,
+                None => writeln!(out, " (give --profile FILE for their cost)")?,
+            }
+        }
+        if let Some(t) = &r.timeline {
+            crate::timeline::print_timeline(&mut out, t)?;
+        }
+    }
+    Ok(())
+}
+
+/// One simulation of `sim`: a recording or a workload under one setting.
+pub fn sim_one(o: &SimOptions, input: &SimInput, settings: &ThpSettings, machine: &sim::MachineConfig, explain: Option<(u64, u64)>, progress: bool) -> Result<RunResult> {
+    let mut r = sim_priced(o, input, settings, machine, explain, progress)?;
+    if let (Some(l), Some(replay)) = (o.salvage, r.model.as_mut().and_then(|m| m.replay.as_mut())) {
+        replay.salvage = Some(l.clone());
+    }
+    Ok(r)
+}
+
+fn sim_priced(o: &SimOptions, input: &SimInput, settings: &ThpSettings, machine: &sim::MachineConfig, explain: Option<(u64, u64)>, progress: bool) -> Result<RunResult> {
+    let profile = o.profile;
+    let costs = profile.and_then(|p| p.fault.as_ref());
+    // A priced run on a VM that reports free pages: the profile's own free lists (no live run
+    // follows a `sim`).
+    let host = costs.and(profile.and_then(|p| p.host.as_ref()));
+    // A recording's replay options: its time is priced by replaying it again with them.
+    let mut replay_opts = None;
+    let mut r = match input {
+        SimInput::Recording { name, header, events, offsets, accesses } => {
+            if o.sample.is_some() && !o.recorded_time {
+                bail!("--sample with a recording needs its recorded time: with --no-recorded-time the replay's clock does not move (leave out one of the two)");
+            }
+            let accesses = match accesses {
+                Some((file, trace)) => {
+                    let (cpu, paging) = (o.tlb)(profile)?;
+                    Some(sim::RecordedAccessInput { file: file.clone(), trace: trace.clone(), cpu, paging })
+                }
+                None => None,
+            };
+            let opts = sim::ReplayOptions { check_invariants: o.check, explain, recorded_time: o.recorded_time, sample_ms: o.sample, accesses, host: host.map(|h| (h.clone(), None)) };
+            let r = sim::run_recording_opts(name, header, events, settings, machine, &opts).map_err(|e| locate(e, offsets))?;
+            print_replay_warnings(&r);
+            replay_opts = Some(opts);
+            r
+        }
+        SimInput::Workload(w) => {
+            let tlb = (o.tlb)(profile)?;
+            let host = host.map(|h| (h, None));
+            run_sim_tlb(w, settings, machine, o.check, progress, explain, &SimExtras { tlb: Some(tlb), costs, host, sample_ms: o.sample, order0_scatter: o.order0_scatter })?
+        }
+    };
+    // A workload's steps are priced as they run (sim::driver); a recording's time is still
+    // estimated from its totals.
+    if let (Some(fault), Some(opts), SimInput::Recording { name, header, events, offsets, .. }) = (costs, &replay_opts, input) {
+        let mut t = sim::time::recording(&r, name, header, events, machine, fault, opts, None).map_err(|e| locate(e, offsets))?;
+        crate::program::add_program_and_host_spread(&mut t, None, (name, header, events), machine, opts, settings)?;
+        r.time = Some(t);
+    }
+    if let (Some(pin), Some(io)) = (profile.and_then(|p| p.pin.as_ref()), r.io.as_mut()) {
+        let ns = pin.pin_ns(io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages);
+        io.pin_ns = Some(ns);
+        // The reads' pinning is part of the run's time (their faults already are).
+        if let Some(t) = r.time.as_mut() {
+            t.pin_ns = ns;
+            t.total_ns += ns;
+            t.elapsed_ns += ns.round() as u64;
+        }
+    }
+    Ok(r)
+}
+
+/// `sim --matrix SPEC`: each setting of `runs` in turn (`progress`: which one, on a terminal),
+/// the results returned with their labels and settings.
+pub fn sim_matrix(o: &SimOptions, input: &SimInput, spec: &str, runs: &[(String, ThpSettings)], machine: &sim::MachineConfig, explain: Option<(u64, u64)>, progress: bool) -> Result<Vec<(String, ThpSettings, RunResult)>> {
+    use std::io::IsTerminal;
+    let mut results = Vec::new();
+    for (i, (label, s)) in runs.iter().enumerate() {
+        if progress && std::io::stderr().is_terminal() {
+            eprint!("\rthplab sim --matrix {spec}: {} of {}: {label}\x1b[K", i + 1, runs.len());
+        }
+        results.push((label.clone(), s.clone(), sim_one(o, input, s, machine, explain, false)?));
+    }
+    if progress && std::io::stderr().is_terminal() {
+        eprint!("\r\x1b[K");
+    }
+    Ok(results)
+}
+
+/// `sim --matrix`'s results: one JSON array, or the settings side by side under `heading`.
+pub fn print_matrix(results: Vec<(String, ThpSettings, RunResult)>, heading: &str, json: bool) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    if json {
+        let v: Vec<_> = results.iter().map(|(l, s, r)| serde_json::json!({ "label": l, "settings": s.knob_map(), "model": r })).collect();
+        serde_json::to_writer_pretty(&mut out, &v)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "{heading}\n")?;
+        let cols: Vec<(String, String, RunResult)> = results.into_iter().map(|(l, s, r)| (l, s.summary(), r)).collect();
+        print::side_by_side(&mut out, &cols)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,44 @@
+//! `thplab settings`: the settings as the model reads them (`/sys/kernel/mm/transparent_hugepage/`
+//! paths and values: mm/huge_memory.c `hugepage_init_sysfs`, `thpsize_create`), or every
+//! settable path with the values it accepts (`--list`), as text or JSON.
+
+use std::io::Write;
+
+use uapi::ThpSettings;
+
+/// `thplab settings --list --json`: every settable path with the values it accepts, in the
+/// order of the text list.
+pub fn list_json() -> serde_json::Value {
+    let list: Vec<serde_json::Value> = ThpSettings::valid_paths()
+        .into_iter()
+        .map(|p| {
+            let values = ThpSettings::valid_values(&p).unwrap_or_default();
+            serde_json::json!({ "path": p, "values": values })
+        })
+        .collect();
+    serde_json::Value::Array(list)
+}
+
+/// `thplab settings --list`: each settable path and its values, a line each (or [`list_json`]).
+pub fn print_list(out: &mut impl Write, json: bool) -> anyhow::Result<()> {
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &list_json())?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    for p in ThpSettings::valid_paths() {
+        writeln!(out, "{p}: {}", ThpSettings::valid_values(&p).unwrap_or_default())?;
+    }
+    Ok(())
+}
+
+/// `thplab settings`: `s` as its knob map in JSON, or as text.
+pub fn print(out: &mut impl Write, s: &ThpSettings, json: bool) -> anyhow::Result<()> {
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &s.knob_map())?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{s}")?;
+    }
+    Ok(())
+}
