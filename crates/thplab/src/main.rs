@@ -1,8 +1,21 @@
 //! `thplab`: the Linux 6.18 THP subsystem, modelled and measured.
 //!
-//! This binary is a thin layer: it parses arguments, reads files, calls `sim`, `experiment` (the
-//! model↔live loop, once per setting) and `live`, and
-//! prints. Every table and JSON document it prints comes from a `uapi::RunResult`.
+//! This binary is a thin layer: the argument schema (clap) and the dispatch to the crates that
+//! do the work: `experiment` (sim, demo, compare: the model↔live loop, once per command), the
+//! tools' `command` modules, `report` (printing). Every table and JSON document it prints comes
+//! from a `uapi::RunResult`.
+//!
+//! Module map:
+//! - [`resolve`]: settings, the standard matrices, the machine, the profile and the TLB choice.
+//! - [`checks`]: what clap cannot check alone (`-` named twice, the smallest `--mem`).
+//! - [`errors`]: errors as JSON under `--json` (schema `thplab-error/1`).
+//! - [`exit`]: the exit codes README.md documents.
+//! - [`live_cmds`]: the arguments of `observe`, `khugepaged`, `agent`, `calibrate`, `__hold`.
+//! - [`record_cmds`]: the arguments of `record` and `trace show|stats`.
+//! - [`bench_cmds`]: the arguments of `bench io`.
+//! - [`chase_cmds`]: the arguments of `bench chase`.
+//! - [`explain_cmds`]: the arguments of `explain`.
+//! - [`exporter_cmds`]: the arguments of `exporter`.
 
 mod bench_cmds;
 mod chase_cmds;
