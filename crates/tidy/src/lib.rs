@@ -51,12 +51,12 @@ mod tests {
     /// list only shrinks.
     const NO_MODULE_DOC_YET: &[&str] = &["crates/thp-abi/src/settings/tests.rs", "crates/workload/src/parse/tests.rs"];
 
-    fn workspace_root() -> PathBuf {
+    pub(crate) fn workspace_root() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
     }
 
     /// Every `.rs` file under `dir`, recursively, sorted.
-    fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    pub(crate) fn rust_files(dir: &Path) -> Vec<PathBuf> {
         let mut out = Vec::new();
         let mut stack = vec![dir.to_path_buf()];
         while let Some(d) = stack.pop() {
@@ -75,7 +75,7 @@ mod tests {
     }
 
     /// `crates/*/src` of every crate in the workspace.
-    fn all_src_dirs() -> Vec<PathBuf> {
+    pub(crate) fn all_src_dirs() -> Vec<PathBuf> {
         let crates = workspace_root().join("crates");
         let mut v: Vec<PathBuf> = std::fs::read_dir(&crates)
             .expect("crates/")
@@ -92,7 +92,7 @@ mod tests {
     }
 
     /// The line without its `//` comment (a `//` inside a string literal does not start one).
-    fn code_part(line: &str) -> &str {
+    pub(crate) fn code_part(line: &str) -> &str {
         let b = line.as_bytes();
         let mut in_str = false;
         let mut i = 0;

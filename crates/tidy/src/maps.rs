@@ -13,35 +13,10 @@ mod tests {
     use std::collections::BTreeSet;
     use std::path::{Path, PathBuf};
 
-    fn root() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
-    }
-
-    fn rust_files(dir: &Path) -> Vec<PathBuf> {
-        let mut out = Vec::new();
-        let mut stack = vec![dir.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&d) else { continue };
-            for e in entries.flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if p.extension().is_some_and(|x| x == "rs") {
-                    out.push(p);
-                }
-            }
-        }
-        out.sort();
-        out
-    }
+    use crate::tests::{all_src_dirs, code_part, rust_files, workspace_root as root};
 
     fn all_sources() -> Vec<PathBuf> {
-        let mut v = Vec::new();
-        for e in std::fs::read_dir(root().join("crates")).expect("crates/").flatten() {
-            v.extend(rust_files(&e.path().join("src")));
-        }
-        v.sort();
-        v
+        all_src_dirs().iter().flat_map(|d| rust_files(d)).collect()
     }
 
     fn is_ident(s: &str) -> bool {
@@ -204,23 +179,6 @@ mod tests {
             }
         }
         out
-    }
-
-    /// The line without its `//` comment (a `//` inside a string literal does not start one).
-    fn code_part(line: &str) -> &str {
-        let b = line.as_bytes();
-        let mut in_str = false;
-        let mut i = 0;
-        while i < b.len() {
-            match b[i] {
-                b'\\' if in_str => i += 1,
-                b'"' => in_str = !in_str,
-                b'/' if !in_str && b.get(i + 1) == Some(&b'/') => return &line[..i],
-                _ => {}
-            }
-            i += 1;
-        }
-        line
     }
 
     #[test]
