@@ -567,37 +567,7 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     print::set_wide(a.wide);
     let machine = a.machine.resolve()?;
     if a.record {
-        let settings_given = !a.settings.set.is_empty() || !a.settings.settings_file.is_empty() || a.settings.cmdline.is_some();
-        let profile = a.profile.as_deref().map(load_profile).transpose()?;
-        let accesses = if a.accesses { Some(tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?) } else { None };
-        let settings = a.settings.resolve()?;
-        if a.command.is_empty() {
-            bail!("compare --record: give the program after --: thplab compare --record -- CMD [ARGS...]");
-        }
-        let mut tolerance = experiment::Tolerance::program();
-        for t in &a.tolerance {
-            tolerance.apply(t)?;
-        }
-        let runs = match a.matrix.as_deref() {
-            Some(_) if settings_given => bail!("--matrix runs its own settings; leave out --set, --settings and --cmdline"),
-            Some(spec) => resolve::matrix(spec)?.1,
-            None => vec![("given settings".to_string(), settings)],
-        };
-        let o = experiment::program_lab::CompareRecordArgs {
-            command: a.command,
-            runs,
-            machine,
-            tolerance,
-            keep: a.keep,
-            retries: a.retries,
-            json: a.json,
-            quiet: a.program_quiet,
-            profile,
-            repeat: a.repeat.unwrap_or(1),
-            accesses,
-            only_diff: a.only_diff,
-        };
-        return Ok(if experiment::program_lab::compare_record(o)? { exit::DIFFERS } else { exit::OK });
+        return cmd_compare_record(a, machine);
     }
     if !a.command.is_empty() {
         bail!("a command after -- needs --record: thplab compare --record -- CMD [ARGS...]");
@@ -636,4 +606,40 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
         settle_host: &|| experiment::host::settle_host(true),
     };
     Ok(if lab.compare(&runs, a.json, a.only_diff)? { exit::DIFFERS } else { exit::OK })
+}
+
+/// `thplab compare --record -- CMD`: the settings and tolerance resolved, then one call to
+/// `experiment::program_lab::compare_record`.
+fn cmd_compare_record(a: CompareArgs, machine: sim::MachineConfig) -> Result<u8> {
+    let settings_given = !a.settings.set.is_empty() || !a.settings.settings_file.is_empty() || a.settings.cmdline.is_some();
+    let profile = a.profile.as_deref().map(load_profile).transpose()?;
+    let accesses = if a.accesses { Some(tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?) } else { None };
+    let settings = a.settings.resolve()?;
+    if a.command.is_empty() {
+        bail!("compare --record: give the program after --: thplab compare --record -- CMD [ARGS...]");
+    }
+    let mut tolerance = experiment::Tolerance::program();
+    for t in &a.tolerance {
+        tolerance.apply(t)?;
+    }
+    let runs = match a.matrix.as_deref() {
+        Some(_) if settings_given => bail!("--matrix runs its own settings; leave out --set, --settings and --cmdline"),
+        Some(spec) => resolve::matrix(spec)?.1,
+        None => vec![("given settings".to_string(), settings)],
+    };
+    let o = experiment::program_lab::CompareRecordArgs {
+        command: a.command,
+        runs,
+        machine,
+        tolerance,
+        keep: a.keep,
+        retries: a.retries,
+        json: a.json,
+        quiet: a.program_quiet,
+        profile,
+        repeat: a.repeat.unwrap_or(1),
+        accesses,
+        only_diff: a.only_diff,
+    };
+    Ok(if experiment::program_lab::compare_record(o)? { exit::DIFFERS } else { exit::OK })
 }
