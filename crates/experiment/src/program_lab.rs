@@ -149,18 +149,7 @@ pub fn compare_record(a: CompareRecordArgs) -> Result<bool> {
     // under each setting, and the model meets the free lists those runs met. All first, while
     // this process is small: the model's replays (of a recording's accesses above all: a
     // gigabyte for sort's 128 M) move the free lists the runs would meet.
-    let mut untraced = Vec::new();
-    for (label, s) in runs.iter() {
-        untraced.push(match a.profile {
-            Some(_) => {
-                steps.step("timed", format!("{label}: 3 untraced runs under the setting"));
-                let _guard = live::SettingsGuard::apply(s)?;
-                let argv: Vec<OsString> = a.command.iter().map(OsString::from).collect();
-                Some(time_untraced(&argv, 3, true, !a.json)?)
-            }
-            None => None,
-        });
-    }
+    let untraced = untraced_runs(&a, &steps)?;
     let accesses = match a.accesses {
         Some((cpu, paging)) => {
             steps.step("accesses", "the program's accesses under valgrind lackey");
@@ -200,34 +189,8 @@ pub fn compare_record(a: CompareRecordArgs) -> Result<bool> {
         // memory is what this setting's untraced runs met (read by them once reporting settled).
         let host = a.profile.as_ref().filter(|p| p.fault.is_some() && live::host::reporting_order().is_some()).and_then(|p| p.host.clone());
         let host = host.map(|h| (h, untraced.as_ref().and_then(|(_, f, _)| f.clone())));
-        steps.step("replay", format!("{label}: the model replays the recording"));
-        let mut replay = sim::ReplayOptions { host: host.clone(), accesses: accesses.clone(), ..Default::default() };
-        let mut model = crate::program::replay_model((&source, &rec.header, &rec.events), s, &a.machine, &replay)?;
-        let (knobs_read, knobs_changed) = model.model.as_ref().and_then(|m| m.replay.as_ref()).map(|r| (r.knobs_read.clone(), r.knobs_read_differing.clone())).unwrap_or_default();
-        let rerecorded = !knobs_changed.is_empty();
-        let (mut rec, mut timed_free, mut timed_range) = (&rec, &timed_free, timed_range);
-        if rerecorded {
-            let knobs = s.knob_map();
-            let values: Vec<Option<String>> = knobs_read.iter().map(|k| knobs.get(k).cloned()).collect();
-            if !again.iter().any(|(v, _)| *v == values) {
-                if !a.json {
-                    progress::suspend(|| writeln!(out, "({label}: the program read {}; recording it again under this setting)", knobs_changed.join(", ")))?;
-                }
-                steps.step("record", format!("{label}: recording again under this setting"));
-                let _guard = live::SettingsGuard::apply(s)?;
-                again.push((values.clone(), record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?));
-            }
-            let found = &again.iter().find(|(v, _)| *v == values).expect("recorded for these values").1;
-            (rec, timed_free, timed_range) = (&found.rec, &found.timed_free, found.timed_range);
-            // The accesses were placed on the first recording's records.
-            if replay.accesses.take().is_some() && !a.json {
-                progress::suspend(|| writeln!(out, "({label}: the accesses recorded with the first recording are not replayed with this one)"))?;
-            }
-            model = crate::program::replay_model((&source, &rec.header, &rec.events), s, &a.machine, &replay)?;
-        }
-        if let Some(fault) = a.profile.as_ref().and_then(|p| p.fault.as_ref()) {
-            crate::program::price_replay(&mut model, (&source, &rec.header, &rec.events), s, &a.machine, &replay, fault, timed_free.as_ref(), timed_range)?;
-        }
+        let first = (&rec, &timed_free, timed_range);
+        let (model, rerecorded) = model_of_setting(&a, (label, s), first, host, accesses.clone(), &steps, &mut again, &mut out)?;
         let before_live = |model: &RunResult, n: u32| {
             steps.step("live", format!("{label}: live run {n}{}", if n > a.repeat.max(1) { " (a retry)" } else { "" }));
             settle_host_for(model, !a.json);
@@ -250,22 +213,92 @@ pub fn compare_record(a: CompareRecordArgs) -> Result<bool> {
         results.push((label.clone(), model, o.live));
     }
     steps.finish();
+    print_summary(&mut out, json, &results, runs.len(), differing, a.json)?;
+    Ok(differing > 0)
+}
+
+/// With a profile, each setting's untraced runs (`record --timed`: no ptrace stops or census),
+/// all before the first replay, while this process is small.
+fn untraced_runs(a: &CompareRecordArgs, steps: &progress::Steps) -> Result<Vec<Option<(u64, Option<uapi::profile::FreeLists>, Option<uapi::result::MsRange>)>>> {
+    let mut untraced = Vec::new();
+    for (label, s) in a.runs.iter() {
+        untraced.push(match a.profile {
+            Some(_) => {
+                steps.step("timed", format!("{label}: 3 untraced runs under the setting"));
+                let _guard = live::SettingsGuard::apply(s)?;
+                let argv: Vec<OsString> = a.command.iter().map(OsString::from).collect();
+                Some(time_untraced(&argv, 3, true, !a.json)?)
+            }
+            None => None,
+        });
+    }
+    Ok(untraced)
+}
+
+/// The model of one setting: the recording replayed, recorded again first where the program
+/// read a knob this setting changes (once per set of values, kept in `again`), priced with a
+/// profile. Returns the model and whether it was recorded again.
+#[allow(clippy::too_many_arguments)]
+fn model_of_setting(
+    a: &CompareRecordArgs,
+    (label, s): (&String, &ThpSettings),
+    first: (&record::Recording, &Option<uapi::profile::FreeLists>, Option<uapi::result::MsRange>),
+    host: Option<(uapi::profile::HostCosts, Option<uapi::profile::FreeLists>)>,
+    accesses: Option<sim::RecordedAccessInput>,
+    steps: &progress::Steps,
+    again: &mut Vec<(Vec<Option<String>>, Recorded)>,
+    out: &mut impl Write,
+) -> Result<(RunResult, bool)> {
+    let source = &a.command.join(" ");
+    steps.step("replay", format!("{label}: the model replays the recording"));
+    let mut replay = sim::ReplayOptions { host, accesses, ..Default::default() };
+    let (mut rec, mut timed_free, mut timed_range) = first;
+    let mut model = crate::program::replay_model((source, &rec.header, &rec.events), s, &a.machine, &replay)?;
+    let (knobs_read, knobs_changed) = model.model.as_ref().and_then(|m| m.replay.as_ref()).map(|r| (r.knobs_read.clone(), r.knobs_read_differing.clone())).unwrap_or_default();
+    let rerecorded = !knobs_changed.is_empty();
+    if rerecorded {
+        let knobs = s.knob_map();
+        let values: Vec<Option<String>> = knobs_read.iter().map(|k| knobs.get(k).cloned()).collect();
+        if !again.iter().any(|(v, _)| *v == values) {
+            if !a.json {
+                progress::suspend(|| writeln!(out, "({label}: the program read {}; recording it again under this setting)", knobs_changed.join(", ")))?;
+            }
+            steps.step("record", format!("{label}: recording again under this setting"));
+            let _guard = live::SettingsGuard::apply(s)?;
+            again.push((values.clone(), record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?));
+        }
+        let found = &again.iter().find(|(v, _)| *v == values).expect("recorded for these values").1;
+        (rec, timed_free, timed_range) = (&found.rec, &found.timed_free, found.timed_range);
+        // The accesses were placed on the first recording's records.
+        if replay.accesses.take().is_some() && !a.json {
+            progress::suspend(|| writeln!(out, "({label}: the accesses recorded with the first recording are not replayed with this one)"))?;
+        }
+        model = crate::program::replay_model((source, &rec.header, &rec.events), s, &a.machine, &replay)?;
+    }
+    if let Some(fault) = a.profile.as_ref().and_then(|p| p.fault.as_ref()) {
+        crate::program::price_replay(&mut model, (source, &rec.header, &rec.events), s, &a.machine, &replay, fault, timed_free.as_ref(), timed_range)?;
+    }
+    Ok((model, rerecorded))
+}
+
+/// After the settings: the time verdicts and, in text, how many settings matched.
+fn print_summary(out: &mut impl Write, mut json: Vec<serde_json::Value>, results: &[(String, RunResult, RunResult)], n: usize, differing: usize, as_json: bool) -> Result<()> {
     let verdicts = crate::noise::settings_verdicts(&results);
-    if a.json {
+    if as_json {
         crate::program::add_verdicts_json(&mut json, &verdicts);
-        serde_json::to_writer_pretty(&mut out, &json)?;
+        serde_json::to_writer_pretty(&mut *out, &json)?;
         writeln!(out)?;
     } else {
-        crate::noise::print_settings(&mut out, &verdicts, "live: the median of 3 untraced runs, ± their range")?;
+        crate::noise::print_settings(&mut *out, &verdicts, "live: the median of 3 untraced runs, ± their range")?;
         writeln!(
             out,
             "{} of {} settings: model = live{}",
-            runs.len() - differing,
-            runs.len(),
+            n - differing,
+            n,
             if differing > 0 { format!("; {differing} differ") } else { String::new() }
         )?;
     }
-    Ok(differing > 0)
+    Ok(())
 }
 
 /// The khugepaged tolerance a setting's rows were judged with, why, and the rows only it let
