@@ -64,7 +64,7 @@ pub fn run(w: &workload::Workload, machine: &sim::MachineConfig, unavailable: Op
 }
 
 /// What the demo's times assumed (`report::print::demo_time_note`), then each setting's model
-/// against live, and each setting against 4K on each side (`compare::noise`).
+/// against live, and each setting against 4K on each side (`experiment::noise`).
 pub fn demo_time_notes(out: &mut impl Write, results: &[(String, String, uapi::RunResult)], live: bool) -> Result<()> {
     report::print::demo_time_note(out, results, live)?;
     let sets: Vec<(String, uapi::RunResult, uapi::RunResult)> = results

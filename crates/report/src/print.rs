@@ -543,7 +543,7 @@ pub fn side_by_side(out: &mut impl Write, cols: &[(String, String, RunResult)]) 
 }
 
 /// The row of the frames written that the host had dropped: the name of compare's row
-/// (`compare::HOST_FAULTS_ROW`; tests model:: and live:: read both by this name).
+/// (`experiment::HOST_FAULTS_ROW`; tests model:: and live:: read both by this name).
 pub const HOST_FAULTS_ROW: &str = "host faults (frames reported free)";
 
 /// The rows of [`side_by_side`]: a name and a cell per result.

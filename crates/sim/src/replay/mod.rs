@@ -363,7 +363,7 @@ impl<'a> Replay<'a> {
     /// during the recorded run. `ReplayOptions` turns it on by default: the live daemon's phase
     /// relative to a program is not known (it sleeps `scan_sleep_millisecs` from wherever it was
     /// when the program started, unless the program's mm is the first on its list), which
-    /// `thplab compare --record` allows for and states (`compare::khugepaged`).
+    /// `thplab compare --record` allows for and states (`experiment::khugepaged`).
     pub fn follow_recorded_time(&mut self) {
         self.recorded_time = true;
     }

@@ -9,7 +9,7 @@
  * next pages, and once that fault has made the PMD writable (x86 flushes nothing then), a VM
  * whose host backs it with 4 KiB pages takes spurious faults on them: 3 to 14 more per reused
  * PMD on the test machine, a property of the CPU and the host, not of the kernel's rule that
- * the test judges (see store_page_byte in crates/live/src/executor.rs). */
+ * the test judges (see store_page_byte in crates/live/src/executor/sys.rs). */
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
