@@ -593,7 +593,7 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
         eprintln!("{m}");
     }
     let before = CounterSnapshot::read(&paths.sysfs)?;
-    let root = fork_tracee(&prep, &inherited)?;
+    let root = fork_tracee(&prep, inherited)?;
     drop(prep.err_w);
     drop(prep.devnull.take());
     ptrace_setoptions(root, &prep.program)?;
