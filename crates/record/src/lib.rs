@@ -443,155 +443,143 @@ struct Decoder<'a> {
     start: u64,
 }
 
+/// sample_id (TID, TIME, CPU) at the end of a non-sample record.
+fn sample_id(b: &[u8]) -> Option<(u32, u32, u64)> {
+    let n = b.len().checked_sub(24)?;
+    let mut s = perf::Body::new(&b[n..]);
+    Some((s.u32()?, s.u32()?, s.u64()?))
+}
+
 impl Decoder<'_> {
     fn record(&mut self, ty: u32, misc: u16, body: &[u8]) {
         self.bytes += body.len() as u64 + 8;
-        let mut b = perf::Body::new(body);
-        // sample_id (TID, TIME, CPU) at the end of non-sample records.
-        let sid = |b: &[u8]| -> Option<(u32, u32, u64)> {
-            let n = b.len().checked_sub(24)?;
-            let mut s = perf::Body::new(&b[n..]);
-            Some((s.u32()?, s.u32()?, s.u64()?))
-        };
-        let start = self.start;
-        let mut push = |time: u64, pid: u32, tid: u32, what: RawKind| {
-            self_push(&mut self.raws, time.saturating_sub(start), pid, tid, what)
-        };
+        let b = perf::Body::new(body);
         match ty {
-            perf::RECORD_SAMPLE => {
-                let (Some(pid), Some(tid), Some(time), Some(_cpu), Some(_res), Some(size)) =
-                    (b.u32(), b.u32(), b.u64(), b.u32(), b.u32(), b.u32())
-                else {
-                    return;
-                };
-                let Some(raw) = body.get(b.at..b.at + size as usize) else {
-                    return;
-                };
-                let id = field(raw, (0, 2)) as u16;
-                match self.tps.by_id.get(&id) {
-                    Some(Tp::Fault) => {
-                        let addr = field(raw, self.tps.fault_addr);
-                        if addr >> 63 == 0 {
-                            push(
-                                time,
-                                pid,
-                                tid,
-                                RawKind::Fault {
-                                    addr,
-                                    ec: field(raw, self.tps.fault_ec),
-                                },
-                            );
-                        }
-                    }
-                    Some(Tp::Enter) => {
-                        if let Some(&k) = self.tps.kinds.get(&field(raw, self.tps.enter_id)) {
-                            let args: Box<[u64]> = (0..k.args().len())
-                                .map(|i| field(raw, (self.tps.enter_args + 8 * i, 8)))
-                                .collect();
-                            push(time, pid, tid, RawKind::Enter(k, args));
-                        }
-                    }
-                    Some(Tp::Exit) => {
-                        if let Some(&k) = self.tps.kinds.get(&field(raw, self.tps.exit_id)) {
-                            push(
-                                time,
-                                pid,
-                                tid,
-                                RawKind::Exit(k, field(raw, self.tps.exit_ret) as i64),
-                            );
-                        }
-                    }
-                    None => {}
-                }
-            }
-            perf::RECORD_FORK | perf::RECORD_EXIT => {
-                let (Some(pid), Some(ppid), Some(tid), Some(ptid), Some(time)) =
-                    (b.u32(), b.u32(), b.u32(), b.u32(), b.u64())
-                else {
-                    return;
-                };
-                if ty == perf::RECORD_FORK {
-                    push(
-                        time,
-                        ppid,
-                        ptid,
-                        RawKind::Body(Box::new(EventBody::TaskNew { tid, pid })),
-                    );
-                } else {
-                    push(time, pid, tid, RawKind::Body(Box::new(EventBody::TaskExit)));
-                }
-            }
-            perf::RECORD_COMM => {
-                let (Some(pid), Some(tid)) = (b.u32(), b.u32()) else {
-                    return;
-                };
-                let Some(comm) = b.cstr_before(24) else {
-                    return;
-                };
-                let Some((_, _, time)) = sid(body) else {
-                    return;
-                };
-                push(
-                    time,
-                    pid,
-                    tid,
-                    RawKind::Body(Box::new(EventBody::Comm {
-                        comm: comm.to_vec(),
-                        exec: misc & perf::MISC_COMM_EXEC != 0,
-                    })),
-                );
-            }
-            perf::RECORD_MMAP2 => {
-                let v: Option<[u64; 7]> = (|| {
-                    Some([
-                        b.u32()? as u64 | (b.u32()? as u64) << 32,
-                        b.u64()?,
-                        b.u64()?,
-                        b.u64()?,
-                        b.u32()? as u64 | (b.u32()? as u64) << 32,
-                        b.u64()?,
-                        b.u64()?,
-                    ])
-                })();
-                let (Some(v), Some(prot), Some(fl)) = (v, b.u32(), b.u32()) else {
-                    return;
-                };
-                let Some(path) = b.cstr_before(24) else {
-                    return;
-                };
-                let Some((_, _, time)) = sid(body) else {
-                    return;
-                };
-                let (pid, tid) = (v[0] as u32, (v[0] >> 32) as u32);
-                let m = MapInfo {
-                    addr: v[1],
-                    len: v[2],
-                    pgoff: v[3],
-                    maj: v[4] as u32,
-                    min: (v[4] >> 32) as u32,
-                    ino: v[5],
-                    ino_generation: v[6],
-                    prot,
-                    flags: fl,
-                    path: path.to_vec(),
-                };
-                push(time, pid, tid, RawKind::Body(Box::new(EventBody::Map(m))));
-            }
-            perf::RECORD_LOST => {
-                let (Some(_id), Some(lost)) = (b.u64(), b.u64()) else {
-                    return;
-                };
-                self.lost += lost;
-                let (pid, tid, time) = sid(body).unwrap_or((0, 0, start));
-                push(
-                    time,
-                    pid,
-                    tid,
-                    RawKind::Body(Box::new(EventBody::Lost { count: lost })),
-                );
-            }
+            perf::RECORD_SAMPLE => self.sample(b, body),
+            perf::RECORD_FORK | perf::RECORD_EXIT => self.fork_or_exit(ty, b),
+            perf::RECORD_COMM => self.comm(b, body, misc),
+            perf::RECORD_MMAP2 => self.mmap2(b, body),
+            perf::RECORD_LOST => self.lost(b, body),
             _ => {}
         }
+    }
+
+    fn push(&mut self, time: u64, pid: u32, tid: u32, what: RawKind) {
+        self_push(&mut self.raws, time.saturating_sub(self.start), pid, tid, what)
+    }
+
+    /// PERF_RECORD_SAMPLE of a tracepoint: page_fault_user, sys_enter or sys_exit.
+    fn sample(&mut self, mut b: perf::Body<'_>, body: &[u8]) {
+        let (Some(pid), Some(tid), Some(time), Some(_cpu), Some(_res), Some(size)) =
+            (b.u32(), b.u32(), b.u64(), b.u32(), b.u32(), b.u32())
+        else {
+            return;
+        };
+        let Some(raw) = body.get(b.at..b.at + size as usize) else {
+            return;
+        };
+        let id = field(raw, (0, 2)) as u16;
+        match self.tps.by_id.get(&id) {
+            Some(Tp::Fault) => {
+                let addr = field(raw, self.tps.fault_addr);
+                if addr >> 63 == 0 {
+                    let ec = field(raw, self.tps.fault_ec);
+                    self.push(time, pid, tid, RawKind::Fault { addr, ec });
+                }
+            }
+            Some(Tp::Enter) => {
+                if let Some(&k) = self.tps.kinds.get(&field(raw, self.tps.enter_id)) {
+                    let args: Box<[u64]> = (0..k.args().len())
+                        .map(|i| field(raw, (self.tps.enter_args + 8 * i, 8)))
+                        .collect();
+                    self.push(time, pid, tid, RawKind::Enter(k, args));
+                }
+            }
+            Some(Tp::Exit) => {
+                if let Some(&k) = self.tps.kinds.get(&field(raw, self.tps.exit_id)) {
+                    let ret = field(raw, self.tps.exit_ret) as i64;
+                    self.push(time, pid, tid, RawKind::Exit(k, ret));
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// PERF_RECORD_FORK (a new task, under its creator) or PERF_RECORD_EXIT.
+    fn fork_or_exit(&mut self, ty: u32, mut b: perf::Body<'_>) {
+        let (Some(pid), Some(ppid), Some(tid), Some(ptid), Some(time)) =
+            (b.u32(), b.u32(), b.u32(), b.u32(), b.u64())
+        else {
+            return;
+        };
+        if ty == perf::RECORD_FORK {
+            self.push(time, ppid, ptid, RawKind::Body(Box::new(EventBody::TaskNew { tid, pid })));
+        } else {
+            self.push(time, pid, tid, RawKind::Body(Box::new(EventBody::TaskExit)));
+        }
+    }
+
+    /// PERF_RECORD_COMM (PERF_RECORD_MISC_COMM_EXEC when an execve set it).
+    fn comm(&mut self, mut b: perf::Body<'_>, body: &[u8], misc: u16) {
+        let (Some(pid), Some(tid)) = (b.u32(), b.u32()) else {
+            return;
+        };
+        let Some(comm) = b.cstr_before(24) else {
+            return;
+        };
+        let Some((_, _, time)) = sample_id(body) else {
+            return;
+        };
+        let exec = misc & perf::MISC_COMM_EXEC != 0;
+        self.push(time, pid, tid, RawKind::Body(Box::new(EventBody::Comm { comm: comm.to_vec(), exec })));
+    }
+
+    /// PERF_RECORD_MMAP2.
+    fn mmap2(&mut self, mut b: perf::Body<'_>, body: &[u8]) {
+        let v: Option<[u64; 7]> = (|| {
+            Some([
+                b.u32()? as u64 | (b.u32()? as u64) << 32,
+                b.u64()?,
+                b.u64()?,
+                b.u64()?,
+                b.u32()? as u64 | (b.u32()? as u64) << 32,
+                b.u64()?,
+                b.u64()?,
+            ])
+        })();
+        let (Some(v), Some(prot), Some(fl)) = (v, b.u32(), b.u32()) else {
+            return;
+        };
+        let Some(path) = b.cstr_before(24) else {
+            return;
+        };
+        let Some((_, _, time)) = sample_id(body) else {
+            return;
+        };
+        let (pid, tid) = (v[0] as u32, (v[0] >> 32) as u32);
+        let m = MapInfo {
+            addr: v[1],
+            len: v[2],
+            pgoff: v[3],
+            maj: v[4] as u32,
+            min: (v[4] >> 32) as u32,
+            ino: v[5],
+            ino_generation: v[6],
+            prot,
+            flags: fl,
+            path: path.to_vec(),
+        };
+        self.push(time, pid, tid, RawKind::Body(Box::new(EventBody::Map(m))));
+    }
+
+    /// PERF_RECORD_LOST: the count is added to the total and recorded.
+    fn lost(&mut self, mut b: perf::Body<'_>, body: &[u8]) {
+        let (Some(_id), Some(lost)) = (b.u64(), b.u64()) else {
+            return;
+        };
+        self.lost += lost;
+        let (pid, tid, time) = sample_id(body).unwrap_or((0, 0, self.start));
+        self.push(time, pid, tid, RawKind::Body(Box::new(EventBody::Lost { count: lost })));
     }
 }
 
