@@ -655,123 +655,28 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     let start = monotonic_ns();
-    let mut dec = Decoder {
-        tps: &tps,
-        raws: Vec::new(),
-        lost: 0,
-        bytes: 0,
-        start,
-    };
+    let mut dec = Decoder { tps: &tps, raws: Vec::new(), lost: 0, bytes: 0, start };
     child.release(opts.exec_snapshot)?;
     let mut bufs = bufs;
-    let mut flags_ = 0;
-    if opts.thp_disable {
-        flags_ |= flags::THP_DISABLED;
-    }
-    flags_ |= flags::NO_RANDOMIZE;
-    if opts.kernel_faults && missing.is_empty() {
-        flags_ |= flags::KERNEL_FAULTS;
-    }
-    if listener.is_some() && opts.paths {
-        flags_ |= flags::PATHS;
-    }
-    if listener.is_some() && opts.thp_disable {
-        flags_ |= flags::ANSWERS;
-    }
+    let mut flags_ = header_flags(opts, missing.is_empty(), listener.is_some());
     self_push(&mut dec.raws, 0, pid as u32, pid as u32, RawKind::Body(Box::new(EventBody::Mounts(mounts))));
     let _sig = spawn::IgnoreInterrupts::new();
-    let status = loop {
-        let mut pfds: Vec<libc::pollfd> = bufs
-            .iter()
-            .map(|b| b.fds[0].as_raw_fd())
-            .chain(listener.as_ref().map(|l| l.fd.as_raw_fd()))
-            .map(|fd| libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        // SAFETY: pfds is a valid array of pollfd.
-        unsafe {
-            libc::poll(
-                pfds.as_mut_ptr(),
-                pfds.len() as libc::nfds_t,
-                POLL_INTERVAL.as_millis() as i32,
-            );
-        }
-        if let Some(l) = listener.as_mut() {
-            l.serve();
-        }
-        for b in bufs.iter_mut() {
-            b.ring.drain(|t, m, body| dec.record(t, m, body));
-        }
-        if let Some(st) = child.try_wait()? {
-            break st;
-        }
-    };
+    let status = poll_until_exit(&mut bufs, &mut listener, &mut child, &mut dec)?;
     // The program has been reaped: everything it did is in the buffers.
     for b in bufs.iter_mut() {
         b.ring.drain(|t, m, body| dec.record(t, m, body));
     }
-    // The kernel reports a loss with the next record it writes to that buffer; losses after the
-    // last one written (a buffer full to the program's end) are only in the events' counts.
-    let lost_in_all: u64 = bufs.iter().flat_map(|b| &b.fds).filter_map(|fd| perf::lost_samples(fd).ok()).sum();
-    if lost_in_all > dec.lost {
-        let tail = lost_in_all - dec.lost;
-        dec.lost = lost_in_all;
-        self_push(&mut dec.raws, monotonic_ns().saturating_sub(start), pid as u32, pid as u32, RawKind::Body(Box::new(EventBody::Lost { count: tail })));
-    }
+    push_tail_loss(&bufs, &mut dec, pid as u32);
     // One `exec_maps` record per successful execve of any process (`ptrace`), at the time it
     // was taken: after the execve's entry, before anything the new image does.
     if opts.exec_snapshot {
         flags_ |= flags::EXEC_SNAPSHOT_EVERY;
-        for (t, p, maps, start_stack) in child.take_snapshots() {
-            if p == pid as u32 {
-                flags_ |= flags::EXEC_SNAPSHOT;
-            }
-            // Before its exec_maps, at the same time (the sort below is stable): the replay
-            // holds it for the snapshot.
-            if let Some(start_stack) = start_stack {
-                self_push(&mut dec.raws, t.saturating_sub(start), p, p, RawKind::Body(Box::new(EventBody::ExecStack { start_stack })));
-            }
-            self_push(&mut dec.raws, t.saturating_sub(start), p, p, RawKind::Body(Box::new(EventBody::ExecMaps(maps))));
-        }
+        flags_ |= push_exec_snapshots(&mut child, &mut dec, pid as u32);
     }
     let end = monotonic_ns();
     let mut paths_vanished = 0;
-    if let Some(mut l) = listener.take() {
-        l.serve();
-        paths_vanished = l.vanished;
-        for r in std::mem::take(&mut l.resolved) {
-            let t = r.time.saturating_sub(start);
-            self_push(&mut dec.raws, t, r.pid, r.tid, RawKind::Body(Box::new(EventBody::Path(r.info))));
-            // The kernel's read of the path faults where the recorder's read mapped the page:
-            // a read in kernel mode of a page not present (error code 0), recorded as the
-            // kernel's other faults are.
-            if opts.kernel_faults {
-                for addr in r.faulted {
-                    self_push(&mut dec.raws, t, r.pid, r.tid, RawKind::Body(Box::new(EventBody::Fault { addr, error_code: 0 })));
-                }
-            }
-        }
-        for u in std::mem::take(&mut l.uffd) {
-            let t = u.time.saturating_sub(start);
-            self_push(&mut dec.raws, t, u.pid, u.tid, RawKind::Body(Box::new(EventBody::Uffd(u.ioctl))));
-        }
-        for v in std::mem::take(&mut l.iovecs) {
-            let t = v.time.saturating_sub(start);
-            self_push(&mut dec.raws, t, v.pid, v.tid, RawKind::Body(Box::new(EventBody::Iovecs { call: v.kind.code(), iovs: v.iovs })));
-        }
-        // An answered call did not run: no sys_enter was recorded for it (seccomp skips the
-        // call before the tracepoint), only its sys_exit, which `pair` drops. Its record is
-        // written here, after the `answered` record that says so.
-        for a in std::mem::take(&mut l.answered) {
-            let t = a.time.saturating_sub(start);
-            self_push(&mut dec.raws, t, a.pid, a.tid, RawKind::Body(Box::new(EventBody::Answered { call: a.kind.code(), ret: a.ret })));
-            let sc = Syscall { kind: a.kind, args: a.args, ret: Some(a.ret), duration_ns: a.duration_ns };
-            self_push(&mut dec.raws, t, a.pid, a.tid, RawKind::Body(Box::new(EventBody::Syscall(sc))));
-        }
-        notify::release(l);
+    if let Some(l) = listener.take() {
+        paths_vanished = push_listener_records(l, &mut dec, opts.kernel_faults);
     }
     let buffer_bytes_per_cpu = bufs.first().map_or(0, |b| b.ring.data_size());
     drop(bufs);
@@ -780,15 +685,7 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
     let mut raws = dec.raws;
     raws.sort_by_key(|r| r.time);
     let (events, unpaired_exits) = pair(raws);
-    let mut counts: Vec<(u8, u64)> = Vec::new();
-    for e in &events {
-        let k = e.body.kind_code();
-        match counts.iter_mut().find(|(c, _)| *c == k) {
-            Some((_, n)) => *n += 1,
-            None => counts.push((k, 1)),
-        }
-    }
-    counts.sort_unstable();
+    let counts = kind_counts(&events);
     let (kernel_release, machine) = uname();
     let header = Header {
         program: program.as_bytes().to_vec(),
@@ -822,6 +719,148 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
         perf_bytes,
         buffer_bytes_per_cpu,
     })
+}
+
+/// The header's flags known before the program runs: what the recorder set up for it.
+fn header_flags(opts: &RecordOptions, no_tracepoint_missing: bool, listening: bool) -> u64 {
+    let mut flags_ = 0;
+    if opts.thp_disable {
+        flags_ |= flags::THP_DISABLED;
+    }
+    flags_ |= flags::NO_RANDOMIZE;
+    if opts.kernel_faults && no_tracepoint_missing {
+        flags_ |= flags::KERNEL_FAULTS;
+    }
+    if listening && opts.paths {
+        flags_ |= flags::PATHS;
+    }
+    if listening && opts.thp_disable {
+        flags_ |= flags::ANSWERS;
+    }
+    flags_
+}
+
+/// poll() the ring buffers and the seccomp listener, serve the listener and drain the rings,
+/// until the program has been reaped; its exit status.
+fn poll_until_exit(
+    bufs: &mut [CpuBuffer],
+    listener: &mut Option<notify::Listener>,
+    child: &mut spawn::Child,
+    dec: &mut Decoder<'_>,
+) -> Result<u32, RecordError> {
+    loop {
+        let mut pfds: Vec<libc::pollfd> = bufs
+            .iter()
+            .map(|b| b.fds[0].as_raw_fd())
+            .chain(listener.as_ref().map(|l| l.fd.as_raw_fd()))
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: pfds is a valid array of pollfd.
+        unsafe {
+            libc::poll(
+                pfds.as_mut_ptr(),
+                pfds.len() as libc::nfds_t,
+                POLL_INTERVAL.as_millis() as i32,
+            );
+        }
+        if let Some(l) = listener.as_mut() {
+            l.serve();
+        }
+        for b in bufs.iter_mut() {
+            b.ring.drain(|t, m, body| dec.record(t, m, body));
+        }
+        if let Some(st) = child.try_wait()? {
+            return Ok(st);
+        }
+    }
+}
+
+/// The kernel reports a loss with the next record it writes to that buffer; losses after the
+/// last one written (a buffer full to the program's end) are only in the events' counts.
+fn push_tail_loss(bufs: &[CpuBuffer], dec: &mut Decoder<'_>, pid: u32) {
+    let lost_in_all: u64 = bufs.iter().flat_map(|b| &b.fds).filter_map(|fd| perf::lost_samples(fd).ok()).sum();
+    if lost_in_all > dec.lost {
+        let tail = lost_in_all - dec.lost;
+        dec.lost = lost_in_all;
+        self_push(&mut dec.raws, monotonic_ns().saturating_sub(dec.start), pid, pid, RawKind::Body(Box::new(EventBody::Lost { count: tail })));
+    }
+}
+
+/// The `exec_stack` and `exec_maps` records of every execve snapshot; EXEC_SNAPSHOT if the
+/// root process's own is among them.
+fn push_exec_snapshots(child: &mut spawn::Child, dec: &mut Decoder<'_>, pid: u32) -> u64 {
+    let start = dec.start;
+    let mut flags_ = 0;
+    for (t, p, maps, start_stack) in child.take_snapshots() {
+        if p == pid {
+            flags_ |= flags::EXEC_SNAPSHOT;
+        }
+        // Before its exec_maps, at the same time (the sort below is stable): the replay
+        // holds it for the snapshot.
+        if let Some(start_stack) = start_stack {
+            self_push(&mut dec.raws, t.saturating_sub(start), p, p, RawKind::Body(Box::new(EventBody::ExecStack { start_stack })));
+        }
+        self_push(&mut dec.raws, t.saturating_sub(start), p, p, RawKind::Body(Box::new(EventBody::ExecMaps(maps))));
+    }
+    flags_
+}
+
+/// Serve the listener a last time and record what it saw: resolved paths (and the kernel's
+/// faults on them), userfaultfd ioctls, iovecs and answered calls; the number of paths that
+/// vanished before they could be read.
+fn push_listener_records(mut l: notify::Listener, dec: &mut Decoder<'_>, kernel_faults: bool) -> u64 {
+    let start = dec.start;
+    l.serve();
+    let paths_vanished = l.vanished;
+    for r in std::mem::take(&mut l.resolved) {
+        let t = r.time.saturating_sub(start);
+        self_push(&mut dec.raws, t, r.pid, r.tid, RawKind::Body(Box::new(EventBody::Path(r.info))));
+        // The kernel's read of the path faults where the recorder's read mapped the page:
+        // a read in kernel mode of a page not present (error code 0), recorded as the
+        // kernel's other faults are.
+        if kernel_faults {
+            for addr in r.faulted {
+                self_push(&mut dec.raws, t, r.pid, r.tid, RawKind::Body(Box::new(EventBody::Fault { addr, error_code: 0 })));
+            }
+        }
+    }
+    for u in std::mem::take(&mut l.uffd) {
+        let t = u.time.saturating_sub(start);
+        self_push(&mut dec.raws, t, u.pid, u.tid, RawKind::Body(Box::new(EventBody::Uffd(u.ioctl))));
+    }
+    for v in std::mem::take(&mut l.iovecs) {
+        let t = v.time.saturating_sub(start);
+        self_push(&mut dec.raws, t, v.pid, v.tid, RawKind::Body(Box::new(EventBody::Iovecs { call: v.kind.code(), iovs: v.iovs })));
+    }
+    // An answered call did not run: no sys_enter was recorded for it (seccomp skips the
+    // call before the tracepoint), only its sys_exit, which `pair` drops. Its record is
+    // written here, after the `answered` record that says so.
+    for a in std::mem::take(&mut l.answered) {
+        let t = a.time.saturating_sub(start);
+        self_push(&mut dec.raws, t, a.pid, a.tid, RawKind::Body(Box::new(EventBody::Answered { call: a.kind.code(), ret: a.ret })));
+        let sc = Syscall { kind: a.kind, args: a.args, ret: Some(a.ret), duration_ns: a.duration_ns };
+        self_push(&mut dec.raws, t, a.pid, a.tid, RawKind::Body(Box::new(EventBody::Syscall(sc))));
+    }
+    notify::release(l);
+    paths_vanished
+}
+
+/// The number of events of each kind, by kind code.
+fn kind_counts(events: &[Event]) -> Vec<(u8, u64)> {
+    let mut counts: Vec<(u8, u64)> = Vec::new();
+    for e in events {
+        let k = e.body.kind_code();
+        match counts.iter_mut().find(|(c, _)| *c == k) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((k, 1)),
+        }
+    }
+    counts.sort_unstable();
+    counts
 }
 
 /// A system call entry waiting for its exit: raw index, time, pid, kind, arguments.
