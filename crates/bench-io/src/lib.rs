@@ -377,7 +377,7 @@ fn map_buffers(
 
 /// The pin companion: pin_user_pages timings over the mapped buffers, a fit and its checks.
 fn pin_companion(opts: &BenchOptions, buffers: &[Buffer], progress: &mut dyn FnMut(Progress)) -> Result<Option<PinReport>, BenchError> {
-    if !(opts.pin && !buffers.is_empty()) {
+    if !opts.pin || buffers.is_empty() {
         return Ok(None);
     }
     let bufs: Vec<&Buffer> = buffers.iter().collect();
