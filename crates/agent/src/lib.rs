@@ -274,29 +274,33 @@ pub fn run(
     interval: Duration,
     duration: Duration,
     stop: impl Fn() -> bool,
-    mut log: impl FnMut(&Action),
+    log: impl FnMut(&Action),
 ) -> Result<Summary> {
     if allow.pids.is_empty() && allow.names.is_empty() {
         return Err(LiveError::NotAvailable("the agent touches only processes on its allowlist: give --pid or --name".into()));
     }
-    let t0 = Instant::now();
-    let cpu0 = own_cpu_ms();
-    let mut s = Summary {
-        budget_per_sec: budget.per_sec,
-        budget_total: budget.total,
-        budget_cpu_fraction: budget.cpu_fraction,
-        budget_memory_bytes: budget.memory_bytes,
-        ..Default::default()
-    };
-    // Token bucket: at most one second's worth (and at least one token) saved up.
-    let cap = budget.per_sec.max(1.0);
-    let mut tokens = budget.per_sec.min(cap);
-    let mut last_refill = Instant::now();
-    let mut backoff: BTreeMap<i32, (Instant, Duration)> = BTreeMap::new();
-    let mut times: Vec<Instant> = Vec::new();
-    // When every collapse began (failed ones too): no more than the rate in any second.
-    let mut starts: Vec<Instant> = Vec::new();
-    let act = |t0: Instant, action: &str, c: Option<&Candidate>, pid: i32, comm: &str, reason: String| Action {
+    let mut a = Agent::new(budget, dry_run, log);
+    let t0 = a.t0;
+    while t0.elapsed() < duration && !stop() {
+        let cycle_start = Instant::now();
+        let all = a.rank(allow);
+        if a.collapse_best(&all) {
+            break;
+        }
+        if dry_run {
+            // One pass: what it would do now, with nothing changed in the targets.
+            break;
+        }
+        let spent = cycle_start.elapsed();
+        let left = duration.saturating_sub(t0.elapsed());
+        std::thread::sleep(interval.saturating_sub(spent).min(left));
+    }
+    Ok(a.finish())
+}
+
+/// One action of the log, at the time since `t0`.
+fn action(t0: Instant, action: &str, c: Option<&Candidate>, pid: i32, comm: &str, reason: String) -> Action {
+    Action {
         t: t0.elapsed().as_secs_f64(),
         action: action.into(),
         pid,
@@ -308,105 +312,165 @@ pub fn run(
         duration_us: None,
         errno: None,
         reason,
-    };
-    'cycles: while t0.elapsed() < duration && !stop() {
-        let cycle_start = Instant::now();
+    }
+}
+
+/// The agent's state across cycles: budgets spent, back-offs, collapse times.
+struct Agent<'b, L: FnMut(&Action)> {
+    budget: &'b Budget,
+    dry_run: bool,
+    log: L,
+    t0: Instant,
+    cpu0: f64,
+    s: Summary,
+    /// Token bucket: at most one second's worth (and at least one token) saved up.
+    cap: f64,
+    tokens: f64,
+    last_refill: Instant,
+    backoff: BTreeMap<i32, (Instant, Duration)>,
+    times: Vec<Instant>,
+    /// When every collapse began (failed ones too): no more than the rate in any second.
+    starts: Vec<Instant>,
+}
+
+impl<'b, L: FnMut(&Action)> Agent<'b, L> {
+    fn new(budget: &'b Budget, dry_run: bool, log: L) -> Self {
+        let t0 = Instant::now();
+        let cpu0 = own_cpu_ms();
+        let s = Summary {
+            budget_per_sec: budget.per_sec,
+            budget_total: budget.total,
+            budget_cpu_fraction: budget.cpu_fraction,
+            budget_memory_bytes: budget.memory_bytes,
+            ..Default::default()
+        };
+        let cap = budget.per_sec.max(1.0);
+        let tokens = budget.per_sec.min(cap);
+        let last_refill = Instant::now();
+        Agent { budget, dry_run, log, t0, cpu0, s, cap, tokens, last_refill, backoff: BTreeMap::new(), times: Vec::new(), starts: Vec::new() }
+    }
+
+    /// The candidates of every allowed process not backed off, best first; a real run clears
+    /// each process's referenced bits (clear_refs) for the next cycle.
+    fn rank(&mut self, allow: &Allowlist) -> Vec<Candidate> {
         let mut all = Vec::new();
         for (pid, comm) in allow.resolve() {
-            if let Some((until, _)) = backoff.get(&pid) {
+            if let Some((until, _)) = self.backoff.get(&pid) {
                 if Instant::now() < *until {
                     continue;
                 }
             }
-            match candidates(pid, &comm, budget.min_present) {
+            match candidates(pid, &comm, self.budget.min_present) {
                 Ok(c) => all.extend(c),
-                Err(e) => log(&act(t0, "skip", None, pid, &comm, format!("cannot read it: {e}"))),
+                Err(e) => (self.log)(&action(self.t0, "skip", None, pid, &comm, format!("cannot read it: {e}"))),
             }
-            if !dry_run {
+            if !self.dry_run {
                 clear_refs(pid);
             }
         }
         all.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.pid.cmp(&b.pid)).then(a.start.cmp(&b.start)));
-        for c in &all {
-            if budget.total.is_some_and(|t| s.collapses + s.would_collapse >= t) {
-                break 'cycles;
+        all
+    }
+
+    /// Collapse (or, in a dry run, list) the candidates in order while the budgets allow;
+    /// true when the total budget is spent.
+    fn collapse_best(&mut self, all: &[Candidate]) -> bool {
+        let budget = self.budget;
+        for c in all {
+            if budget.total.is_some_and(|t| self.s.collapses + self.s.would_collapse >= t) {
+                return true;
             }
-            if backoff.get(&c.pid).is_some_and(|(until, _)| Instant::now() < *until) {
+            if self.backoff.get(&c.pid).is_some_and(|(until, _)| Instant::now() < *until) {
                 continue;
             }
             // The rate and CPU budgets pace a real run; a dry run lists every range it would
             // take, in order, within the other budgets (it spends neither: nothing is copied).
-            if !dry_run {
-                let now = Instant::now();
-                tokens = (tokens + now.duration_since(last_refill).as_secs_f64() * budget.per_sec).min(cap);
-                last_refill = now;
-                // A full bucket refilling at the rate would allow a burst of `cap` followed by
-                // more within the same second: count the starts of the last second as well.
-                let in_last_second = starts.iter().filter(|s| now.duration_since(**s) < Duration::from_secs(1)).count();
-                if tokens < 1.0 || (in_last_second + 1) as f64 > cap {
-                    break;
-                }
-                let cpu_used = own_cpu_ms() - cpu0;
-                let cpu_allowed = budget.cpu_fraction * t0.elapsed().as_secs_f64() * 1000.0 + 10.0;
-                if cpu_used > cpu_allowed {
-                    log(&act(t0, "skip", Some(c), c.pid, &c.comm, format!("CPU budget: {cpu_used:.1} ms used of {cpu_allowed:.1} ms allowed so far")));
-                    break;
-                }
+            if !self.dry_run && !self.paced(c) {
+                break;
             }
-            if s.memory_added_bytes + c.adds_bytes > budget.memory_bytes {
-                log(&act(t0, "skip", Some(c), c.pid, &c.comm, format!("memory budget: would add {} bytes, {} of {} used", c.adds_bytes, s.memory_added_bytes, budget.memory_bytes)));
+            if self.s.memory_added_bytes + c.adds_bytes > budget.memory_bytes {
+                let why = format!("memory budget: would add {} bytes, {} of {} used", c.adds_bytes, self.s.memory_added_bytes, budget.memory_bytes);
+                (self.log)(&action(self.t0, "skip", Some(c), c.pid, &c.comm, why));
                 continue;
             }
-            tokens -= 1.0;
+            self.tokens -= 1.0;
             let why = format!("score {:.0}: {} of 512 pages present, VMA referenced {:.0} %", c.score, c.present_pages, c.vma_referenced_fraction * 100.0);
-            if dry_run {
-                s.would_collapse += 1;
-                s.memory_added_bytes += c.adds_bytes;
-                log(&act(t0, "would_collapse", Some(c), c.pid, &c.comm, why));
+            if self.dry_run {
+                self.s.would_collapse += 1;
+                self.s.memory_added_bytes += c.adds_bytes;
+                (self.log)(&action(self.t0, "would_collapse", Some(c), c.pid, &c.comm, why));
                 continue;
             }
-            let start = u64::from_str_radix(&c.start, 16).expect("hex");
-            let t = Instant::now();
-            starts.push(t);
-            let r = collapse(c.pid, start);
-            let took = t.elapsed();
-            let mut a = act(t0, "collapse", Some(c), c.pid, &c.comm, why);
-            a.duration_us = Some(took.as_micros() as u64);
-            match r {
-                Ok(()) => {
-                    s.collapses += 1;
-                    s.memory_added_bytes += c.adds_bytes;
-                    // The rate budget governs when collapses start (a token is spent then).
-                    times.push(t);
-                    log(&a);
-                    if took > budget.max_stall {
-                        let d = next_backoff(&mut backoff, c.pid);
-                        log(&act(t0, "backoff", Some(c), c.pid, &c.comm, format!("the collapse took {} µs, over the stall limit of {} µs: leaving it alone for {} s", took.as_micros(), budget.max_stall.as_micros(), d.as_secs())));
-                    }
-                }
-                Err(e) => {
-                    let name = errno_name(e);
-                    *s.failures.entry(name.clone()).or_default() += 1;
-                    a.action = "failed".into();
-                    a.errno = Some(name.clone());
-                    log(&a);
-                    let d = next_backoff(&mut backoff, c.pid);
-                    log(&act(t0, "backoff", Some(c), c.pid, &c.comm, format!("MADV_COLLAPSE failed with {name}: leaving it alone for {} s", d.as_secs())));
+            self.collapse_one(c, why);
+        }
+        false
+    }
+
+    /// Whether the rate (token bucket and starts in the last second) and CPU budgets allow a
+    /// collapse now; a CPU budget overrun is logged.
+    fn paced(&mut self, c: &Candidate) -> bool {
+        let now = Instant::now();
+        self.tokens = (self.tokens + now.duration_since(self.last_refill).as_secs_f64() * self.budget.per_sec).min(self.cap);
+        self.last_refill = now;
+        // A full bucket refilling at the rate would allow a burst of `cap` followed by
+        // more within the same second: count the starts of the last second as well.
+        let in_last_second = self.starts.iter().filter(|s| now.duration_since(**s) < Duration::from_secs(1)).count();
+        if self.tokens < 1.0 || (in_last_second + 1) as f64 > self.cap {
+            return false;
+        }
+        let cpu_used = own_cpu_ms() - self.cpu0;
+        let cpu_allowed = self.budget.cpu_fraction * self.t0.elapsed().as_secs_f64() * 1000.0 + 10.0;
+        if cpu_used > cpu_allowed {
+            (self.log)(&action(self.t0, "skip", Some(c), c.pid, &c.comm, format!("CPU budget: {cpu_used:.1} ms used of {cpu_allowed:.1} ms allowed so far")));
+            return false;
+        }
+        true
+    }
+
+    /// MADV_COLLAPSE (process_madvise) of one candidate, logged; a stall over the limit or a
+    /// failure backs the process off.
+    fn collapse_one(&mut self, c: &Candidate, why: String) {
+        let start = u64::from_str_radix(&c.start, 16).expect("hex");
+        let t = Instant::now();
+        self.starts.push(t);
+        let r = collapse(c.pid, start);
+        let took = t.elapsed();
+        let mut a = action(self.t0, "collapse", Some(c), c.pid, &c.comm, why);
+        a.duration_us = Some(took.as_micros() as u64);
+        match r {
+            Ok(()) => {
+                self.s.collapses += 1;
+                self.s.memory_added_bytes += c.adds_bytes;
+                // The rate budget governs when collapses start (a token is spent then).
+                self.times.push(t);
+                (self.log)(&a);
+                if took > self.budget.max_stall {
+                    let d = next_backoff(&mut self.backoff, c.pid);
+                    let why = format!("the collapse took {} µs, over the stall limit of {} µs: leaving it alone for {} s", took.as_micros(), self.budget.max_stall.as_micros(), d.as_secs());
+                    (self.log)(&action(self.t0, "backoff", Some(c), c.pid, &c.comm, why));
                 }
             }
+            Err(e) => {
+                let name = errno_name(e);
+                *self.s.failures.entry(name.clone()).or_default() += 1;
+                a.action = "failed".into();
+                a.errno = Some(name.clone());
+                (self.log)(&a);
+                let d = next_backoff(&mut self.backoff, c.pid);
+                (self.log)(&action(self.t0, "backoff", Some(c), c.pid, &c.comm, format!("MADV_COLLAPSE failed with {name}: leaving it alone for {} s", d.as_secs())));
+            }
         }
-        if dry_run {
-            // One pass: what it would do now, with nothing changed in the targets.
-            break;
-        }
-        let spent = cycle_start.elapsed();
-        let left = duration.saturating_sub(t0.elapsed());
-        std::thread::sleep(interval.saturating_sub(spent).min(left));
     }
-    s.seconds = t0.elapsed().as_secs_f64();
-    s.cpu_ms = own_cpu_ms() - cpu0;
-    s.max_collapses_in_a_second = times.iter().map(|a| times.iter().filter(|b| **b >= *a && b.duration_since(*a) < Duration::from_secs(1)).count() as u64).max().unwrap_or(0);
-    Ok(s)
+
+    /// The summary: time, CPU, and the most collapses begun in any one second.
+    fn finish(self) -> Summary {
+        let mut s = self.s;
+        let times = self.times;
+        s.seconds = self.t0.elapsed().as_secs_f64();
+        s.cpu_ms = own_cpu_ms() - self.cpu0;
+        s.max_collapses_in_a_second = times.iter().map(|a| times.iter().filter(|b| **b >= *a && b.duration_since(*a) < Duration::from_secs(1)).count() as u64).max().unwrap_or(0);
+        s
+    }
 }
 
 /// Double the back-off of `pid` (1 s first, at most 64 s) and return it.

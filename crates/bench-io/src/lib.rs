@@ -302,23 +302,53 @@ fn map_thp_kind(paths: &live::sysfs::Paths, kind: BufferKind, len: u64) -> Resul
     buf
 }
 
-/// Run the benchmark.
-pub fn run(opts: &BenchOptions, progress: &mut dyn FnMut(Progress)) -> Result<BenchReport, BenchError> {
-    opts.validate().map_err(BenchError::Failed)?;
-    let paths = check_available()?;
-    let mut notes = Vec::new();
-    // First, while this process has one thread: the private mount namespace for the tmpfs.
-    let mut targets_wanted = if opts.io { opts.targets.clone() } else { Vec::new() };
-    if targets_wanted.contains(&TargetKind::Ram) {
-        if let Err(e) = target::enter_private_mount_ns() {
-            notes.push(format!("ram target skipped: {e}"));
-            targets_wanted.retain(|t| *t != TargetKind::Ram);
-        }
+/// Reserve the hugetlb pages a hugetlb buffer needs (nr_hugepages raised through the settings
+/// guard, which is returned to be held until the buffer is unmapped), then map and fault it.
+fn map_hugetlb_kind(paths: &live::sysfs::Paths, len: u64) -> (Option<live::SettingsGuard>, Result<Buffer, String>) {
+    let cur: u64 = live::sysfs::read_knob(paths, live::guard::NR_HUGEPAGES_2M)
+        .map_err(|e| e.to_string())
+        .and_then(|v| v.parse().map_err(|_| format!("nr_hugepages reads '{v}'")))
+        .unwrap_or(0);
+    let want = cur + len / PMD;
+    match live::guard::current_settings(paths)
+        .map_err(|e| e.to_string())
+        .and_then(|s| live::SettingsGuard::apply_with_hugetlb_pool(&s, want).map_err(|e| e.to_string()))
+    {
+        Ok(g) => (Some(g), Buffer::map(BufferKind::Hugetlb, len)),
+        Err(e) => (None, Err(format!("could not reserve {} 2 MiB pages in the hugetlb pool: {e}", len / PMD))),
     }
-    let len = opts.buffer_len();
+}
 
-    // Buffers: THP kinds each under its own guard (released once faulted), hugetlb last with a
-    // pool guard held until the buffer is unmapped.
+/// A buffer's report: skipped (with why) unless mapped and backed as asked, in which case it
+/// joins `buffers`.
+fn buffer_report(kind: BufferKind, len: u64, mapped: Result<Buffer, String>, buffers: &mut Vec<Buffer>) -> BufferReport {
+    let mut rep = BufferReport { kind: kind.label(), bytes: len, backing: None, backing_after: None, skipped: None };
+    match mapped {
+        Err(e) => rep.skipped = Some(e),
+        Ok(buf) => match buf.verify() {
+            Err(e) => rep.skipped = Some(format!("cannot check the backing: {e}")),
+            Ok(b) => {
+                if !b.as_asked {
+                    rep.skipped = Some(format!("not backed as asked: {}", buffer::describe(&b)));
+                } else {
+                    buffers.push(buf);
+                }
+                rep.backing = Some(b);
+            }
+        },
+    }
+    rep
+}
+
+/// The buffers: THP kinds each under its own guard (released once faulted), hugetlb last with
+/// a pool guard held until the buffer is unmapped.
+fn map_buffers(
+    opts: &BenchOptions,
+    paths: &live::sysfs::Paths,
+    len: u64,
+    progress: &mut dyn FnMut(Progress),
+    notes: &mut Vec<String>,
+) -> (Vec<Buffer>, Vec<BufferReport>, Option<live::SettingsGuard>) {
     let mut kinds = opts.kinds.clone();
     kinds.sort();
     kinds.dedup();
@@ -328,61 +358,41 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn FnMut(Progress)) -> Result<Be
     for &kind in &kinds {
         progress(Progress::Step(&format!("mapping and faulting a {} MiB {} buffer", len >> 20, kind.label())));
         let mapped = if kind == BufferKind::Hugetlb {
-            let cur: u64 = live::sysfs::read_knob(&paths, live::guard::NR_HUGEPAGES_2M)
-                .map_err(|e| e.to_string())
-                .and_then(|v| v.parse().map_err(|_| format!("nr_hugepages reads '{v}'")))
-                .unwrap_or(0);
-            let want = cur + len / PMD;
-            match live::guard::current_settings(&paths)
-                .map_err(|e| e.to_string())
-                .and_then(|s| live::SettingsGuard::apply_with_hugetlb_pool(&s, want).map_err(|e| e.to_string()))
-            {
-                Ok(g) => {
-                    pool_guard = Some(g);
-                    Buffer::map(kind, len)
-                }
-                Err(e) => Err(format!("could not reserve {} 2 MiB pages in the hugetlb pool: {e}", len / PMD)),
+            let (g, mapped) = map_hugetlb_kind(paths, len);
+            if g.is_some() {
+                pool_guard = g;
             }
+            mapped
         } else {
-            map_thp_kind(&paths, kind, len)
+            map_thp_kind(paths, kind, len)
         };
-        let mut rep = BufferReport { kind: kind.label(), bytes: len, backing: None, backing_after: None, skipped: None };
-        match mapped {
-            Err(e) => rep.skipped = Some(e),
-            Ok(buf) => match buf.verify() {
-                Err(e) => rep.skipped = Some(format!("cannot check the backing: {e}")),
-                Ok(b) => {
-                    if !b.as_asked {
-                        rep.skipped = Some(format!("not backed as asked: {}", buffer::describe(&b)));
-                    } else {
-                        buffers.push(buf);
-                    }
-                    rep.backing = Some(b);
-                }
-            },
-        }
+        let rep = buffer_report(kind, len, mapped, &mut buffers);
         if let Some(s) = &rep.skipped {
             notes.push(format!("{}: {s}", kind.label()));
         }
         reports.push(rep);
     }
+    (buffers, reports, pool_guard)
+}
 
-    // The pin companion.
-    let pin_report = if opts.pin && !buffers.is_empty() {
-        let bufs: Vec<&Buffer> = buffers.iter().collect();
-        let mut on = |done, total, what| progress(Progress::Run { done, total, what });
-        let samples = pin::measure(&bufs, &opts.pin_sizes, opts.pin_rounds, opts.pin_time, &mut on).map_err(BenchError::Failed)?;
-        let fit = pin::fit(&samples);
-        let checks = fit.map(|f| pin::check(&f, &samples)).unwrap_or_default();
-        let max = checks.iter().map(|c| c.error_pct.abs()).fold(None, |m: Option<f64>, e| Some(m.map_or(e, |m| m.max(e))));
-        Some(PinReport { samples, fit, checks, max_abs_error_pct: max })
-    } else {
-        None
-    };
+/// The pin companion: pin_user_pages timings over the mapped buffers, a fit and its checks.
+fn pin_companion(opts: &BenchOptions, buffers: &[Buffer], progress: &mut dyn FnMut(Progress)) -> Result<Option<PinReport>, BenchError> {
+    if !opts.pin || buffers.is_empty() {
+        return Ok(None);
+    }
+    let bufs: Vec<&Buffer> = buffers.iter().collect();
+    let mut on = |done, total, what| progress(Progress::Run { done, total, what });
+    let samples = pin::measure(&bufs, &opts.pin_sizes, opts.pin_rounds, opts.pin_time, &mut on).map_err(BenchError::Failed)?;
+    let fit = pin::fit(&samples);
+    let checks = fit.map(|f| pin::check(&f, &samples)).unwrap_or_default();
+    let max = checks.iter().map(|c| c.error_pct.abs()).fold(None, |m: Option<f64>, e| Some(m.map_or(e, |m| m.max(e))));
+    Ok(Some(PinReport { samples, fit, checks, max_abs_error_pct: max }))
+}
 
-    // Targets.
+/// Set up each wanted target; one that cannot be set up is skipped with a note.
+fn open_targets(opts: &BenchOptions, wanted: &[TargetKind], progress: &mut dyn FnMut(Progress), notes: &mut Vec<String>) -> Vec<Target> {
     let mut targets: Vec<Target> = Vec::new();
-    for t in &targets_wanted {
+    for t in wanted {
         progress(Progress::Step(&format!("setting up the {} target ({} MiB)", t.name(), opts.target_size >> 20)));
         let r = match t {
             TargetKind::File => target::open_file(&opts.file_dir, opts.target_size),
@@ -394,16 +404,22 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn FnMut(Progress)) -> Result<Be
             Err(e) => notes.push(format!("{} target skipped: {e}", t.name())),
         }
     }
+    targets
+}
 
-    // The cases, repeats interleaved.
-    struct Case {
-        t: usize,
-        engine: Engine,
-        qd: usize,
-        bs: u64,
-        b: usize,
-        samples: Vec<engine::RunStats>,
-    }
+/// One case: target, engine, queue depth, block size and buffer (indices), and its samples.
+struct Case {
+    t: usize,
+    engine: Engine,
+    qd: usize,
+    bs: u64,
+    b: usize,
+    samples: Vec<engine::RunStats>,
+}
+
+/// Every case: each target, engine, queue depth (1 for pread), block size that fits the
+/// target, and buffer.
+fn plan_cases(opts: &BenchOptions, targets: &[Target], buffers: &[Buffer]) -> Vec<Case> {
     let mut cases: Vec<Case> = Vec::new();
     for t in 0..targets.len() {
         for &engine in &opts.engines {
@@ -420,6 +436,17 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn FnMut(Progress)) -> Result<Be
             }
         }
     }
+    cases
+}
+
+/// Run every case `opts.repeats` times, repeats interleaved.
+fn run_cases(
+    opts: &BenchOptions,
+    cases: &mut [Case],
+    targets: &[Target],
+    buffers: &[Buffer],
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(), BenchError> {
     let total = cases.len() * opts.repeats;
     let mut done = 0;
     for _ in 0..opts.repeats {
@@ -440,9 +467,12 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn FnMut(Progress)) -> Result<Be
         }
     }
     progress(Progress::Run { done, total, what: "checking the buffers again".into() });
+    Ok(())
+}
 
-    // Backing after the runs.
-    for buf in &buffers {
+/// The backing of each buffer after the runs; a change makes its figures suspect.
+fn check_backing_after(buffers: &[Buffer], reports: &mut [BufferReport], notes: &mut Vec<String>) {
+    for buf in buffers {
         if let Some(r) = reports.iter_mut().find(|r| r.kind == buf.kind.label()) {
             match buf.verify() {
                 Ok(b) => {
@@ -459,8 +489,11 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn FnMut(Progress)) -> Result<Be
             }
         }
     }
+}
 
-    let results: Vec<CaseResult> = cases
+/// Each case's spreads of MB/s, IOPS and CPU ns per byte over its runs.
+fn case_results(cases: &[Case], targets: &[Target], buffers: &[Buffer]) -> Vec<CaseResult> {
+    cases
         .iter()
         .map(|c| {
             let mb: Vec<f64> = c.samples.iter().map(|s| s.bytes as f64 / s.wall.as_secs_f64() / 1e6).collect();
@@ -479,7 +512,30 @@ pub fn run(opts: &BenchOptions, progress: &mut dyn FnMut(Progress)) -> Result<Be
                 bytes: c.samples.iter().map(|s| s.bytes).sum(),
             }
         })
-        .collect();
+        .collect()
+}
+
+/// Run the benchmark.
+pub fn run(opts: &BenchOptions, progress: &mut dyn FnMut(Progress)) -> Result<BenchReport, BenchError> {
+    opts.validate().map_err(BenchError::Failed)?;
+    let paths = check_available()?;
+    let mut notes = Vec::new();
+    // First, while this process has one thread: the private mount namespace for the tmpfs.
+    let mut targets_wanted = if opts.io { opts.targets.clone() } else { Vec::new() };
+    if targets_wanted.contains(&TargetKind::Ram) {
+        if let Err(e) = target::enter_private_mount_ns() {
+            notes.push(format!("ram target skipped: {e}"));
+            targets_wanted.retain(|t| *t != TargetKind::Ram);
+        }
+    }
+    let len = opts.buffer_len();
+    let (buffers, mut reports, pool_guard) = map_buffers(opts, &paths, len, progress, &mut notes);
+    let pin_report = pin_companion(opts, &buffers, progress)?;
+    let targets = open_targets(opts, &targets_wanted, progress, &mut notes);
+    let mut cases = plan_cases(opts, &targets, &buffers);
+    run_cases(opts, &mut cases, &targets, &buffers, progress)?;
+    check_backing_after(&buffers, &mut reports, &mut notes);
+    let results = case_results(&cases, &targets, &buffers);
     let target_reports =
         targets.iter().map(|t| TargetReport { name: t.kind.name(), what: t.what.clone(), bytes: t.size }).collect();
     // Teardown order: targets (loop device, tmpfs), buffers, then the pool guard.

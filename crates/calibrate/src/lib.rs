@@ -193,112 +193,28 @@ pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Resul
     let repeat = repeat.max(1);
     let mut figures = Vec::new();
     // First, on a VM that reports free pages, the host: before the other figures free memory.
-    let (host_figure, host) = match live::host::reporting_order() {
-        Some(order) => {
-            let (figure, mut host) = measure_host(&base, order, len.min(256 << 20), repeat.min(3), &mut progress)?;
-            let mut figures = vec![figure];
-            if let Some(base_figure) = measure_base_host(repeat.min(2), &mut progress) {
-                host.base_fault_ns_per_page = Some(base_figure.ns.median);
-                host.source.push_str(&format!(
-                    "; base_fault_ns_per_page: a range past the small free blocks and the per-CPU list written one 4 KiB fault at a time once \
-                     reporting settled, the mean fault on a frame of a reported block less the mean of the others, median of {}",
-                    repeat.min(2)
-                ));
-                figures.push(base_figure);
-            }
-            (figures, Some(host))
-        }
-        None => (Vec::new(), None),
-    };
-    // Touches of mapped pages, under 4 KiB pages (also the base of every fault figure).
-    progress("touch");
-    let g = SettingsGuard::apply(&settings_for(&base, "4kB"))?;
-    let mut touch = Vec::new();
-    for _ in 0..repeat {
-        let r = Range::new(len);
-        r.write_pages();
-        let (s, f) = r.write_pages();
-        touch.push(s * 1e9 / (len as f64 / 4096.0));
-        debug_assert_eq!(f, 0);
-    }
-    // Zero-page read faults and system calls, still under 4 KiB pages.
-    progress("zero page read");
-    let mut zero = Vec::new();
-    let mut zero_faults = 0;
-    for _ in 0..repeat {
-        let r = Range::new(len);
-        let (s, f) = r.read_pages();
-        zero.push(s * 1e9 / f.max(1) as f64);
-        zero_faults = f;
-    }
-    progress("syscall");
-    let mut sys = Vec::new();
-    const CALLS: u32 = 20_000;
-    for _ in 0..repeat {
-        let t = Instant::now();
-        for _ in 0..CALLS {
-            // SAFETY: map and unmap one page of our own.
-            unsafe {
-                let p = libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
-                libc::munmap(p, 4096);
-            }
-        }
-        sys.push(t.elapsed().as_secs_f64() * 1e9 / (2 * CALLS) as f64);
-    }
-    g.restore()?;
-    let touch_s = Spread::of(&touch);
+    let (host_figure, host) = host_figures(&base, len, repeat, &mut progress)?;
+    let b = measure_base_costs(&base, len, repeat, &mut progress)?;
+    let touch_s = Spread::of(&b.touch);
     figures.push(Figure { what: "touch".into(), ns: touch_s.clone(), events: len as u64 / 4096, at_size: None });
-    figures.push(Figure { what: "zero page read".into(), ns: Spread::of(&zero), events: zero_faults, at_size: None });
-    figures.push(Figure { what: "syscall".into(), ns: Spread::of(&sys), events: 2 * CALLS as u64, at_size: None });
+    figures.push(Figure { what: "zero page read".into(), ns: Spread::of(&b.zero), events: b.zero_faults, at_size: None });
+    figures.push(Figure { what: "syscall".into(), ns: Spread::of(&b.sys), events: 2 * SYSCALLS as u64, at_size: None });
     let mut fault = FaultCosts {
-        zero_page_read_ns: Spread::of(&zero).median,
+        zero_page_read_ns: Spread::of(&b.zero).median,
         touch_ns_per_page: touch_s.median,
-        syscall_ns: Spread::of(&sys).median,
+        syscall_ns: Spread::of(&b.sys).median,
         source: format!("thplab calibrate: {mib} MiB written one byte per 4 KiB page, median of {repeat}"),
         ..Default::default()
     };
     for size in SIZES {
         progress(&format!("fault {size}"));
-        let g = SettingsGuard::apply(&settings_for(&base, size))?;
-        let mut ns = Vec::new();
-        let mut at = Vec::new();
-        let mut faults = 0;
-        // On a VM that reports free pages, a fill may take blocks the host dropped (the model
-        // charges those as host faults): a first fill, not counted, leaves the blocks the
-        // measured fills take backed (each takes the blocks the one before freed); a reporting
-        // pass may still take some between two fills, which the median leaves out.
-        if host.is_some() {
-            Range::new(len).write_pages();
-        }
-        let (mut fill, mut free) = (Vec::new(), Vec::new());
-        for _ in 0..repeat {
-            let r = Range::new(len);
-            let before = CounterSnapshot::read(&paths.sysfs)?;
-            let (s, f) = r.write_pages();
-            let after = CounterSnapshot::read(&paths.sysfs)?;
-            let d = before.delta(&after);
-            let got = if size == "4kB" { f as i64 } else { d.mthp.get(&format!("hugepages-{size}")).and_then(|m| m.get("anon_fault_alloc")).copied().unwrap_or(0) };
-            at.push((got as f64 / f.max(1) as f64).min(1.0));
-            // The other pages of each folio were touched without a fault.
-            let touches = (len as u64 / 4096).saturating_sub(f);
-            ns.push(((s * 1e9) - touches as f64 * touch_s.median) / f.max(1) as f64);
-            faults = f;
-            // Its unmap: the zap and free of each folio.
-            let t = Instant::now();
-            drop(r);
-            free.push(t.elapsed().as_secs_f64() * 1e9 / f.max(1) as f64);
-            // A program's fill: memset over a fresh range, less the same over it mapped.
-            let r = Range::new(len);
-            let (first, f) = r.fill();
-            let (again, _) = r.fill();
-            fill.push((first - again) * 1e9 / f.max(1) as f64);
-        }
-        g.restore()?;
-        let spread = Spread::of(&ns);
-        let at_size = Spread::of(&at).median;
+        let m = measure_fault_size(&paths, &base, size, len, repeat, host.is_some(), touch_s.median)?;
+        let spread = Spread::of(&m.ns);
+        let at_size = Spread::of(&m.at).median;
+        let faults = m.faults;
         figures.push(Figure { what: format!("fault {size}"), ns: spread.clone(), events: faults, at_size: Some(at_size) });
         fault.ns_per_fault.insert(size.to_string(), spread.median);
-        let (fill, free) = (Spread::of(&fill), Spread::of(&free));
+        let (fill, free) = (Spread::of(&m.fill), Spread::of(&m.free));
         fault.fill_ns_per_fault.insert(size.to_string(), fill.median);
         fault.free_ns_per_folio.insert(size.to_string(), free.median);
         figures.push(Figure { what: format!("filled {size}"), ns: fill, events: faults, at_size: None });
@@ -311,6 +227,124 @@ pub fn calibrate(mib: u64, repeat: u32, mut progress: impl FnMut(&str)) -> Resul
     }
     figures.extend(host_figure);
     Ok(Calibration { figures, fault, host })
+}
+
+/// On a VM that reports free pages (free page reporting), the host's figures and section;
+/// nothing elsewhere.
+fn host_figures(base: &ThpSettings, len: usize, repeat: u32, progress: &mut impl FnMut(&str)) -> Result<(Vec<Figure>, Option<HostCosts>)> {
+    let Some(order) = live::host::reporting_order() else { return Ok((Vec::new(), None)) };
+    let (figure, mut host) = measure_host(base, order, len.min(256 << 20), repeat.min(3), progress)?;
+    let mut figures = vec![figure];
+    if let Some(base_figure) = measure_base_host(repeat.min(2), progress) {
+        host.base_fault_ns_per_page = Some(base_figure.ns.median);
+        host.source.push_str(&format!(
+            "; base_fault_ns_per_page: a range past the small free blocks and the per-CPU list written one 4 KiB fault at a time once \
+             reporting settled, the mean fault on a frame of a reported block less the mean of the others, median of {}",
+            repeat.min(2)
+        ));
+        figures.push(base_figure);
+    }
+    Ok((figures, Some(host)))
+}
+
+/// mmap + munmap pairs timed per round of the syscall figure.
+const SYSCALLS: u32 = 20_000;
+
+/// The samples of the figures measured under 4 KiB pages.
+struct BaseSamples {
+    touch: Vec<f64>,
+    zero: Vec<f64>,
+    zero_faults: u64,
+    sys: Vec<f64>,
+}
+
+/// Under 4 KiB pages: touches of mapped pages (the base of every fault figure), zero-page
+/// read faults, and system calls (mmap/munmap of one page).
+fn measure_base_costs(base: &ThpSettings, len: usize, repeat: u32, progress: &mut impl FnMut(&str)) -> Result<BaseSamples> {
+    progress("touch");
+    let g = SettingsGuard::apply(&settings_for(base, "4kB"))?;
+    let mut touch = Vec::new();
+    for _ in 0..repeat {
+        let r = Range::new(len);
+        r.write_pages();
+        let (s, f) = r.write_pages();
+        touch.push(s * 1e9 / (len as f64 / 4096.0));
+        debug_assert_eq!(f, 0);
+    }
+    progress("zero page read");
+    let mut zero = Vec::new();
+    let mut zero_faults = 0;
+    for _ in 0..repeat {
+        let r = Range::new(len);
+        let (s, f) = r.read_pages();
+        zero.push(s * 1e9 / f.max(1) as f64);
+        zero_faults = f;
+    }
+    progress("syscall");
+    let mut sys = Vec::new();
+    for _ in 0..repeat {
+        let t = Instant::now();
+        for _ in 0..SYSCALLS {
+            // SAFETY: map and unmap one page of our own.
+            unsafe {
+                let p = libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+                libc::munmap(p, 4096);
+            }
+        }
+        sys.push(t.elapsed().as_secs_f64() * 1e9 / (2 * SYSCALLS) as f64);
+    }
+    g.restore()?;
+    Ok(BaseSamples { touch, zero, zero_faults, sys })
+}
+
+/// The samples of one folio size's figures.
+struct SizeSamples {
+    ns: Vec<f64>,
+    at: Vec<f64>,
+    faults: u64,
+    fill: Vec<f64>,
+    free: Vec<f64>,
+}
+
+/// Under settings that give `size`: the write fault (less the touches), the share of faults
+/// that got `size` (anon_fault_alloc), the unmap per folio and a program's fill per fault.
+fn measure_fault_size(paths: &Paths, base: &ThpSettings, size: &str, len: usize, repeat: u32, host: bool, touch_ns: f64) -> Result<SizeSamples> {
+    let g = SettingsGuard::apply(&settings_for(base, size))?;
+    let mut ns = Vec::new();
+    let mut at = Vec::new();
+    let mut faults = 0;
+    // On a VM that reports free pages, a fill may take blocks the host dropped (the model
+    // charges those as host faults): a first fill, not counted, leaves the blocks the
+    // measured fills take backed (each takes the blocks the one before freed); a reporting
+    // pass may still take some between two fills, which the median leaves out.
+    if host {
+        Range::new(len).write_pages();
+    }
+    let (mut fill, mut free) = (Vec::new(), Vec::new());
+    for _ in 0..repeat {
+        let r = Range::new(len);
+        let before = CounterSnapshot::read(&paths.sysfs)?;
+        let (s, f) = r.write_pages();
+        let after = CounterSnapshot::read(&paths.sysfs)?;
+        let d = before.delta(&after);
+        let got = if size == "4kB" { f as i64 } else { d.mthp.get(&format!("hugepages-{size}")).and_then(|m| m.get("anon_fault_alloc")).copied().unwrap_or(0) };
+        at.push((got as f64 / f.max(1) as f64).min(1.0));
+        // The other pages of each folio were touched without a fault.
+        let touches = (len as u64 / 4096).saturating_sub(f);
+        ns.push(((s * 1e9) - touches as f64 * touch_ns) / f.max(1) as f64);
+        faults = f;
+        // Its unmap: the zap and free of each folio.
+        let t = Instant::now();
+        drop(r);
+        free.push(t.elapsed().as_secs_f64() * 1e9 / f.max(1) as f64);
+        // A program's fill: memset over a fresh range, less the same over it mapped.
+        let r = Range::new(len);
+        let (first, f) = r.fill();
+        let (again, _) = r.fill();
+        fill.push((first - again) * 1e9 / f.max(1) as f64);
+    }
+    g.restore()?;
+    Ok(SizeSamples { ns, at, faults, fill, free })
 }
 
 /// The `[host]` section: the free lists as they are at the start, and what a frame the host

@@ -268,6 +268,19 @@ fn mthp_help(stat: &str) -> String {
 /// The exposition of a scrape (OpenMetrics text, ending in `# EOF`).
 pub fn encode(sys: &SystemSnapshot, procs: &ProcessScrape, meta: &ScrapeMeta) -> String {
     let mut x = Exposition::default();
+    push_system_families(&mut x, sys);
+    push_process_families(&mut x, procs);
+    push_scrape_families(&mut x, procs, meta);
+    let mut reg = Registry::default();
+    reg.register_collector(Box::new(x));
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &reg).expect("writing to a String cannot fail");
+    out
+}
+
+/// The system-wide families: per-size stats (hugepages-<size>/stats), /proc/vmstat,
+/// khugepaged/, and the knobs as info.
+fn push_system_families(x: &mut Exposition, sys: &SystemSnapshot) {
     // Per-size stats: one family per stat, a series per size that has it.
     let stats: BTreeSet<&str> = sys.sizes.iter().flat_map(|d| d.stats.iter().map(|(n, _)| n.as_str())).collect();
     for stat in stats {
@@ -309,8 +322,11 @@ pub fn encode(sys: &SystemSnapshot, procs: &ProcessScrape, meta: &ScrapeMeta) ->
                 .collect(),
         ),
     );
+}
 
-    // Per process.
+/// The per-process families: the census by VMA kind and folio size, Rss, AnonHugePages, zero
+/// page mappings, census time, bloat and page tables.
+fn push_process_families(x: &mut Exposition, procs: &ProcessScrape) {
     let who = |p: &probe::metrics::ProcessMetrics| l(&[("pid", &p.pid.to_string()), ("comm", &p.comm)]);
     let mut folios = Vec::new();
     let mut pmd = Vec::new();
@@ -354,8 +370,11 @@ pub fn encode(sys: &SystemSnapshot, procs: &ProcessScrape, meta: &ScrapeMeta) ->
         "1 when the bloat is an estimate from a sample (the time ran out before every page was read), 0 when exact",
         Family::Gauge(per(&|p| p.bloat.as_ref().map(|b| b.sampled as i64))),
     );
+}
 
-    // The scrape itself.
+/// The families about the scrape itself: processes selected, read and skipped, errors, budget
+/// and duration.
+fn push_scrape_families(x: &mut Exposition, procs: &ProcessScrape, meta: &ScrapeMeta) {
     x.push("thplab_scrape_processes_selected", "processes selected by --name, --cgroup and --pid", Family::Gauge(vec![(Vec::new(), procs.selected as i64)]));
     x.push("thplab_scrape_processes_read", "selected processes read in this scrape", Family::Gauge(vec![(Vec::new(), procs.processes.len() as i64)]));
     x.push("thplab_scrape_processes_skipped", "selected processes skipped because the budget ran out", Family::Gauge(vec![(Vec::new(), procs.skipped as i64)]));
@@ -367,12 +386,6 @@ pub fn encode(sys: &SystemSnapshot, procs: &ProcessScrape, meta: &ScrapeMeta) ->
     );
     x.push("thplab_scrape_budget_seconds", "the time budget of a scrape (--budget)", Family::GaugeF(vec![(Vec::new(), meta.budget.as_secs_f64())]));
     x.push("thplab_scrape_duration_seconds", "time this scrape took to read everything, before encoding", Family::GaugeF(vec![(Vec::new(), meta.duration.as_secs_f64())]));
-
-    let mut reg = Registry::default();
-    reg.register_collector(Box::new(x));
-    let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, &reg).expect("writing to a String cannot fail");
-    out
 }
 
 /// A running HTTP server.

@@ -245,15 +245,21 @@ fn resolve(program: &str) -> Option<std::path::PathBuf> {
     })
 }
 
-/// Run `argv` under `settings` on the live kernel and measure it (see the module docs). The
-/// program's exit status is in `live.exit_status`; a program that exits non-zero is not an
-/// error.
-pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOptions) -> Result<RunResult> {
-    // What thplab inherited, before the settings guard installs its signal handlers: the
-    // program starts with it (as a recorded one does), not with thplab's own state.
-    let inherited = exec_state::ExecState::capture();
-    let paths = Paths::from_env();
-    paths.check_available()?;
+/// The program's path, argument vector, quiet stdio and the pipe its child reports a failed
+/// exec through, all prepared before the fork (the child makes only async-signal-safe calls).
+struct ExecPrep {
+    program: String,
+    err_w: OwnedFd,
+    err_r: OwnedFd,
+    devnull: Option<OwnedFd>,
+    ptrs: Vec<*const libc::c_char>,
+    _cargs: Vec<CString>,
+    cpath: CString,
+}
+
+/// Resolve `argv[0]` on PATH, build the C argument vector, open /dev/null for a quiet run
+/// and the close-on-exec error pipe.
+fn prepare_exec(argv: &[String], opts: &ProgramOptions) -> Result<ExecPrep> {
     let Some(program) = argv.first() else { return Err(LiveError::Child("no program given".into())) };
     let exe = resolve(program).ok_or_else(|| LiveError::Child(format!("{program}: command not found")))?;
     let cpath = CString::new(exe.as_os_str().as_bytes()).map_err(|_| LiveError::Child("NUL byte in the path".into()))?;
@@ -282,12 +288,13 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
     }
     // SAFETY: pipe2 returned two new descriptors.
     let (err_r, err_w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    Ok(ExecPrep { program: program.clone(), err_w, err_r, devnull, ptrs, _cargs: cargs, cpath })
+}
 
-    let guard = SettingsGuard::apply(settings)?;
-    if let Some(m) = guard.recovered() {
-        eprintln!("{m}");
-    }
-    let before = CounterSnapshot::read(&paths.sysfs)?;
+/// fork(); the child restores what thplab inherited, silences its stdio if asked, sets
+/// ADDR_NO_RANDOMIZE, PTRACE_TRACEME, stops itself and execve()s; a failing stage writes its
+/// number and errno to the error pipe. Returns the child's pid in the parent.
+fn fork_tracee(prep: &ExecPrep, inherited: &exec_state::ExecState) -> Result<i32> {
     extern "C" {
         static environ: *const *const libc::c_char;
     }
@@ -304,11 +311,11 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
                 let mut msg = [0u8; 5];
                 msg[0] = stage;
                 msg[1..].copy_from_slice(&e.to_ne_bytes());
-                libc::write(err_w.as_raw_fd(), msg.as_ptr() as *const libc::c_void, 5);
+                libc::write(prep.err_w.as_raw_fd(), msg.as_ptr() as *const libc::c_void, 5);
                 libc::_exit(127)
             };
             inherited.restore_in_child();
-            if let Some(n) = &devnull {
+            if let Some(n) = &prep.devnull {
                 for fd in 0..3 {
                     libc::dup2(n.as_raw_fd(), fd);
                 }
@@ -321,12 +328,16 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
                 fail(2);
             }
             libc::raise(libc::SIGSTOP);
-            libc::execve(cpath.as_ptr(), ptrs.as_ptr(), environ);
+            libc::execve(prep.cpath.as_ptr(), prep.ptrs.as_ptr(), environ);
             fail(3);
         }
     }
-    drop(err_w);
-    drop(devnull);
+    Ok(root)
+}
+
+/// Wait for the child's SIGSTOP before its execve and set the ptrace options (exec, exit,
+/// fork, vfork and clone events; PTRACE_O_EXITKILL); a failure kills and reaps the child.
+fn ptrace_setoptions(root: i32, program: &str) -> Result<()> {
     let mut st = 0;
     // SAFETY: waiting for our child.
     let r = unsafe { libc::waitpid(root, &mut st, libc::__WALL) };
@@ -349,179 +360,266 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
         }
         return Err(LiveError::Child(format!("PTRACE_SETOPTIONS: {e}")));
     }
+    Ok(())
+}
 
-    let mut tasks: HashMap<i32, i32> = HashMap::new(); // tid -> tgid
-    let mut procs: BTreeMap<i32, Proc> = BTreeMap::new();
-    let mut order: Vec<i32> = Vec::new();
-    // Tasks created by a fork/clone event whose initial SIGSTOP has not been seen yet.
-    let mut awaiting_stop: HashSet<i32> = HashSet::new();
-    // Tasks whose first stop came before their creator's fork/clone event (tid -> tgid): they
-    // may even have exited before that event.
-    let mut early: HashMap<i32, i32> = HashMap::new();
-    let mut root_status: Option<i32> = None;
-    let mut exec_checked = false;
-    let mut first_exec_error: Option<String> = None;
-    tasks.insert(root, root);
-    let mut p = Proc::default();
-    p.report.pid = root;
-    p.alive.insert(root);
-    procs.insert(root, p);
-    order.push(root);
-    let t0 = Instant::now();
-    ptrace_cont(root, 0);
+/// The stage and errno the child wrote to the error pipe, if it wrote them (the write end is
+/// closed here and, after execve or _exit, in the child).
+fn read_exec_error(err_r: &OwnedFd, program: &str) -> Option<String> {
+    let mut msg = [0u8; 5];
+    // SAFETY: reading into msg from our pipe.
+    let n = unsafe { libc::read(err_r.as_raw_fd(), msg.as_mut_ptr() as *mut libc::c_void, 5) };
+    if n != 5 {
+        return None;
+    }
+    let e = std::io::Error::from_raw_os_error(i32::from_ne_bytes([msg[1], msg[2], msg[3], msg[4]]));
+    let stage = ["", "personality(ADDR_NO_RANDOMIZE)", "ptrace(PTRACE_TRACEME)", "execve"][msg[0].min(3) as usize];
+    Some(format!("{program}: {stage}: {e}"))
+}
 
-    let check_exec_pipe = |first_exec_error: &mut Option<String>| {
-        let mut msg = [0u8; 5];
-        // SAFETY: reading into msg from our pipe (the write end is closed here and, after
-        // execve or _exit, in the child).
-        let n = unsafe { libc::read(err_r.as_raw_fd(), msg.as_mut_ptr() as *mut libc::c_void, 5) };
-        if n == 5 {
-            let e = std::io::Error::from_raw_os_error(i32::from_ne_bytes([msg[1], msg[2], msg[3], msg[4]]));
-            let stage = ["", "personality(ADDR_NO_RANDOMIZE)", "ptrace(PTRACE_TRACEME)", "execve"][msg[0].min(3) as usize];
-            *first_exec_error = Some(format!("{program}: {stage}: {e}"));
+/// The tracer's view of the traced process tree.
+struct Tracer<'a> {
+    root: i32,
+    err_r: &'a OwnedFd,
+    program: &'a str,
+    tasks: HashMap<i32, i32>, // tid -> tgid
+    procs: BTreeMap<i32, Proc>,
+    order: Vec<i32>,
+    /// Tasks created by a fork/clone event whose initial SIGSTOP has not been seen yet.
+    awaiting_stop: HashSet<i32>,
+    /// Tasks whose first stop came before their creator's fork/clone event (tid -> tgid): they
+    /// may even have exited before that event.
+    early: HashMap<i32, i32>,
+    root_status: Option<i32>,
+    exec_checked: bool,
+    first_exec_error: Option<String>,
+}
+
+impl<'a> Tracer<'a> {
+    fn new(root: i32, err_r: &'a OwnedFd, program: &'a str) -> Self {
+        let mut t = Tracer {
+            root,
+            err_r,
+            program,
+            tasks: HashMap::new(),
+            procs: BTreeMap::new(),
+            order: Vec::new(),
+            awaiting_stop: HashSet::new(),
+            early: HashMap::new(),
+            root_status: None,
+            exec_checked: false,
+            first_exec_error: None,
+        };
+        t.tasks.insert(root, root);
+        let mut p = Proc::default();
+        p.report.pid = root;
+        p.alive.insert(root);
+        t.procs.insert(root, p);
+        t.order.push(root);
+        t
+    }
+
+    fn check_exec_pipe(&mut self) {
+        if let Some(e) = read_exec_error(self.err_r, self.program) {
+            self.first_exec_error = Some(e);
         }
-    };
+    }
 
-    loop {
-        let holding = procs.values().any(|p| !p.held.is_empty());
-        let flags = libc::__WALL | if holding { libc::WNOHANG } else { 0 };
-        // SAFETY: waiting for any tracee.
-        let pid = unsafe { libc::waitpid(-1, &mut st, flags) };
-        if pid == 0 {
-            for p in procs.values_mut() {
-                group_check(p)?;
-                release_expired(p);
+    /// waitpid(-1, __WALL) until no tracee is left (ECHILD), polling with WNOHANG while exit
+    /// stops are held.
+    fn wait_all(&mut self) -> Result<()> {
+        let mut st = 0;
+        loop {
+            let holding = self.procs.values().any(|p| !p.held.is_empty());
+            let flags = libc::__WALL | if holding { libc::WNOHANG } else { 0 };
+            // SAFETY: waiting for any tracee.
+            let pid = unsafe { libc::waitpid(-1, &mut st, flags) };
+            if pid == 0 {
+                for p in self.procs.values_mut() {
+                    group_check(p)?;
+                    release_expired(p);
+                }
+                std::thread::sleep(Duration::from_micros(200));
+                continue;
             }
-            std::thread::sleep(Duration::from_micros(200));
-            continue;
-        }
-        if pid < 0 {
-            let e = last_errno();
-            match e.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::ECHILD) => break,
-                _ => return Err(LiveError::Child(format!("waitpid: {e}"))),
-            }
-        }
-        if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) {
-            let tgid = tasks.remove(&pid).unwrap_or(pid);
-            if pid == root {
-                root_status = Some(if libc::WIFEXITED(st) { libc::WEXITSTATUS(st) } else { 128 + libc::WTERMSIG(st) });
-                if !exec_checked {
-                    check_exec_pipe(&mut first_exec_error);
-                    exec_checked = true;
+            if pid < 0 {
+                let e = last_errno();
+                match e.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    Some(libc::ECHILD) => return Ok(()),
+                    _ => return Err(LiveError::Child(format!("waitpid: {e}"))),
                 }
             }
-            if let Some(p) = procs.get_mut(&tgid) {
-                p.alive.remove(&pid);
-                p.held.retain(|h| h.0 != pid);
-                group_check(p)?;
-                if pid == tgid {
-                    p.report.end = if libc::WIFEXITED(st) {
-                        format!("exited {}", libc::WEXITSTATUS(st))
-                    } else {
-                        format!("killed by signal {}", libc::WTERMSIG(st))
-                    };
-                }
+            if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) {
+                self.on_task_exit(pid, st)?;
+            } else if libc::WIFSTOPPED(st) {
+                self.on_ptrace_stop(pid, st)?;
             }
-            continue;
         }
-        if !libc::WIFSTOPPED(st) {
-            continue;
+    }
+
+    /// A task exited or was killed: its group is checked and, for a group leader, its end noted.
+    fn on_task_exit(&mut self, pid: i32, st: i32) -> Result<()> {
+        let tgid = self.tasks.remove(&pid).unwrap_or(pid);
+        if pid == self.root {
+            self.root_status = Some(if libc::WIFEXITED(st) { libc::WEXITSTATUS(st) } else { 128 + libc::WTERMSIG(st) });
+            if !self.exec_checked {
+                self.check_exec_pipe();
+                self.exec_checked = true;
+            }
         }
+        if let Some(p) = self.procs.get_mut(&tgid) {
+            p.alive.remove(&pid);
+            p.held.retain(|h| h.0 != pid);
+            group_check(p)?;
+            if pid == tgid {
+                p.report.end = if libc::WIFEXITED(st) {
+                    format!("exited {}", libc::WEXITSTATUS(st))
+                } else {
+                    format!("killed by signal {}", libc::WTERMSIG(st))
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// A ptrace stop: an event (fork, vfork, clone, exec, exit, group stop) or a signal.
+    fn on_ptrace_stop(&mut self, pid: i32, st: i32) -> Result<()> {
         let sig = libc::WSTOPSIG(st);
         let event = (st >> 16) & 0xff;
-        if !tasks.contains_key(&pid) {
+        if !self.tasks.contains_key(&pid) {
             // A new task whose first stop came before its creator's event.
             let tgid = tgid_of(pid).unwrap_or(pid);
-            register(&mut tasks, &mut procs, &mut order, pid, tgid, 0);
-            awaiting_stop.insert(pid);
-            early.insert(pid, tgid);
+            register(&mut self.tasks, &mut self.procs, &mut self.order, pid, tgid, 0);
+            self.awaiting_stop.insert(pid);
+            self.early.insert(pid, tgid);
         }
-        let tgid = tasks[&pid];
+        let tgid = self.tasks[&pid];
         match event {
             libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
-                let new = event_msg(pid) as i32;
-                let new_tgid = match early.remove(&new) {
-                    // Registered at its first stop, which came first (it may have exited
-                    // since): its creator is known only now.
-                    Some(new_tgid) => {
-                        if let Some(p) = procs.get_mut(&new_tgid) {
-                            if new_tgid != tgid && p.report.parent == 0 {
-                                p.report.parent = tgid;
-                            }
-                        }
-                        new_tgid
-                    }
-                    None => {
-                        let new_tgid = if event == libc::PTRACE_EVENT_CLONE { tgid_of(new).unwrap_or(tgid) } else { new };
-                        register(&mut tasks, &mut procs, &mut order, new, new_tgid, tgid);
-                        awaiting_stop.insert(new);
-                        new_tgid
-                    }
-                };
-                if event == libc::PTRACE_EVENT_FORK {
-                    if let Some(p) = procs.get_mut(&new_tgid) {
-                        p.report.forked = true;
-                    }
-                }
+                self.on_clone_event(pid, tgid, event);
                 ptrace_cont(pid, 0);
             }
             libc::PTRACE_EVENT_EXEC => {
-                // After de_thread the exec'ing thread has the thread group id; the message is
-                // its former tid.
-                let former = event_msg(pid) as i32;
-                if former != pid {
-                    tasks.remove(&former);
-                }
-                if pid == root && !exec_checked {
-                    exec_checked = true;
-                }
-                if let Some(p) = procs.get_mut(&tgid) {
-                    p.alive.remove(&former);
-                    p.alive.insert(pid);
-                    if p.report.execs == 0 {
-                        // The recording starts inside the program's execve; a descendant is
-                        // recorded from its creation (`copy_mm` zeroes its min_flt).
-                        if tgid == root {
-                            (p.report.minflt_base, p.majflt_base) = faults_of(pid).unwrap_or_default();
-                        }
-                        p.report.exe = std::fs::read_link(format!("/proc/{pid}/exe"))
-                            .map(|x| x.display().to_string())
-                            .unwrap_or_default();
-                    }
-                    p.report.execs += 1;
-                }
+                self.on_exec_event(pid, tgid);
                 ptrace_cont(pid, 0);
             }
             libc::PTRACE_EVENT_EXIT => {
-                let p = procs.get_mut(&tgid).expect("registered");
+                let p = self.procs.get_mut(&tgid).expect("registered");
                 p.held.push((pid, Instant::now()));
                 group_check(p)?;
             }
             libc::PTRACE_EVENT_STOP => ptrace_cont(pid, 0),
             _ => {
-                if sig == libc::SIGSTOP && awaiting_stop.remove(&pid) {
+                if sig == libc::SIGSTOP && self.awaiting_stop.remove(&pid) {
                     ptrace_cont(pid, 0);
                 } else {
                     ptrace_cont(pid, sig);
                 }
             }
         }
+        Ok(())
     }
+
+    /// PTRACE_EVENT_FORK/VFORK/CLONE: register the new task (or give an early one its creator).
+    fn on_clone_event(&mut self, pid: i32, tgid: i32, event: i32) {
+        let new = event_msg(pid) as i32;
+        let new_tgid = match self.early.remove(&new) {
+            // Registered at its first stop, which came first (it may have exited
+            // since): its creator is known only now.
+            Some(new_tgid) => {
+                if let Some(p) = self.procs.get_mut(&new_tgid) {
+                    if new_tgid != tgid && p.report.parent == 0 {
+                        p.report.parent = tgid;
+                    }
+                }
+                new_tgid
+            }
+            None => {
+                let new_tgid = if event == libc::PTRACE_EVENT_CLONE { tgid_of(new).unwrap_or(tgid) } else { new };
+                register(&mut self.tasks, &mut self.procs, &mut self.order, new, new_tgid, tgid);
+                self.awaiting_stop.insert(new);
+                new_tgid
+            }
+        };
+        if event == libc::PTRACE_EVENT_FORK {
+            if let Some(p) = self.procs.get_mut(&new_tgid) {
+                p.report.forked = true;
+            }
+        }
+    }
+
+    /// PTRACE_EVENT_EXEC: after de_thread the exec'ing thread has the thread group id; the
+    /// message is its former tid.
+    fn on_exec_event(&mut self, pid: i32, tgid: i32) {
+        let former = event_msg(pid) as i32;
+        if former != pid {
+            self.tasks.remove(&former);
+        }
+        if pid == self.root && !self.exec_checked {
+            self.exec_checked = true;
+        }
+        if let Some(p) = self.procs.get_mut(&tgid) {
+            p.alive.remove(&former);
+            p.alive.insert(pid);
+            if p.report.execs == 0 {
+                // The recording starts inside the program's execve; a descendant is
+                // recorded from its creation (`copy_mm` zeroes its min_flt).
+                if tgid == self.root {
+                    (p.report.minflt_base, p.majflt_base) = faults_of(pid).unwrap_or_default();
+                }
+                p.report.exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+                    .map(|x| x.display().to_string())
+                    .unwrap_or_default();
+            }
+            p.report.execs += 1;
+        }
+    }
+}
+
+/// Run `argv` under `settings` on the live kernel and measure it (see the module docs). The
+/// program's exit status is in `live.exit_status`; a program that exits non-zero is not an
+/// error.
+pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOptions) -> Result<RunResult> {
+    // What thplab inherited, before the settings guard installs its signal handlers: the
+    // program starts with it (as a recorded one does), not with thplab's own state.
+    let inherited = exec_state::ExecState::capture();
+    let paths = Paths::from_env();
+    paths.check_available()?;
+    let mut prep = prepare_exec(argv, opts)?;
+
+    let guard = SettingsGuard::apply(settings)?;
+    if let Some(m) = guard.recovered() {
+        eprintln!("{m}");
+    }
+    let before = CounterSnapshot::read(&paths.sysfs)?;
+    let root = fork_tracee(&prep, inherited)?;
+    drop(prep.err_w);
+    drop(prep.devnull.take());
+    ptrace_setoptions(root, &prep.program)?;
+
+    let mut tracer = Tracer::new(root, &prep.err_r, &prep.program);
+    let t0 = Instant::now();
+    ptrace_cont(root, 0);
+    tracer.wait_all()?;
     let wall = t0.elapsed();
-    if !exec_checked {
-        check_exec_pipe(&mut first_exec_error);
+    if !tracer.exec_checked {
+        tracer.check_exec_pipe();
     }
     let after = CounterSnapshot::read(&paths.sysfs)?;
     guard.restore()?;
-    if let Some(e) = first_exec_error {
+    if let Some(e) = tracer.first_exec_error.take() {
         return Err(LiveError::Child(e));
     }
+    let counters = before.delta(&after);
+    Ok(program_result(argv, settings, counters, tracer, wall))
+}
 
+/// The run's result: the counter deltas, and each process's report, census and stats (a
+/// process counts in the census if it exec'd or was forked).
+fn program_result(argv: &[String], settings: &ThpSettings, counters: CounterSnapshot, mut tracer: Tracer, wall: Duration) -> RunResult {
     let mut res = RunResult::new("live", &argv.join(" "));
     res.settings = settings.knob_map();
-    let counters = before.delta(&after);
     let khugepaged = crate::executor::khugepaged_sum(std::iter::once(&counters));
     res.vmstat = counters.vmstat.into_iter().map(|(k, v)| (k.into(), v)).collect();
     res.mthp = counters.mthp.into_iter().map(|(d, m)| (d.into(), m.into_iter().map(|(k, v)| (k.into(), v)).collect())).collect();
@@ -529,8 +627,8 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
     let mut stats = ProcessStats::default();
     let mut unmeasured = Vec::new();
     let mut reports = Vec::new();
-    for pid in &order {
-        let p = &mut procs.get_mut(pid).expect("registered").report;
+    for pid in &tracer.order {
+        let p = &mut tracer.procs.get_mut(pid).expect("registered").report;
         // Decided here, not at its exit: its creator's fork event may come after that.
         p.in_census = p.census.is_some() && (p.execs > 0 || p.forked);
         let p = &*p;
@@ -559,13 +657,13 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
         workload: None,
         program: Some(LiveProgramRun {
             program: argv.to_vec(),
-            exit_status: root_status,
+            exit_status: tracer.root_status,
             processes: reports,
             unmeasured,
             census_scope: "anonymous VMAs and shmem VMAs (shared and private) of every process that exec'd or was forked, at its exit event".to_string(),
         }),
     });
-    Ok(res)
+    res
 }
 
 fn register(tasks: &mut HashMap<i32, i32>, procs: &mut BTreeMap<i32, Proc>, order: &mut Vec<i32>, tid: i32, tgid: i32, parent: i32) {

@@ -289,126 +289,20 @@ pub fn census_of_ranges(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma]) -> Result
 /// [`census_of_ranges`] with a choice of kpageflags reads.
 pub fn census_of_ranges_with(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma], reads: Reads) -> Result<CensusReport> {
     let t0 = Instant::now();
-    let path = format!("/proc/{pid}/pagemap");
-    let pagemap = File::open(&path).map_err(|e| match e.kind() {
-        // ESRCH: the process has exited (a zombie has no mm) or is exiting.
-        std::io::ErrorKind::NotFound => LiveError::NoSuchProcess { pid },
-        _ if e.raw_os_error() == Some(libc::ESRCH) => LiveError::NoSuchProcess { pid },
-        std::io::ErrorKind::PermissionDenied => LiveError::NotAvailable(format!("{path} needs root")),
-        _ => io_err("cannot open", &path, e),
-    })?;
+    let (pagemap, path) = open_pagemap(pid)?;
     let mut kpf = KpageFlags::open()?;
-
-    // Segments: each range clipped to each VMA, in address order.
-    let mut segs: Vec<(u64, u64, usize)> = Vec::new();
-    for (vi, v) in vmas.iter().enumerate() {
-        if v.name == "[vsyscall]" {
-            continue;
-        }
-        for &(a, b) in ranges {
-            let s = a.max(v.start);
-            let e = b.min(v.end);
-            if s < e {
-                segs.push((s / PAGE_SIZE * PAGE_SIZE, e.div_ceil(PAGE_SIZE) * PAGE_SIZE, vi));
-            }
-        }
-    }
-    segs.sort_unstable();
-
+    let segs = segments(ranges, vmas);
     let nv = vmas.len();
     // Private anonymous VMAs: a folio there is mapped once in this mm (no KSM for large folios;
     // KSM pages are checked by flag), so a folio seen whole in one run is counted on the spot.
     let private_anon: Vec<bool> =
         vmas.iter().map(|v| (v.name.is_empty() || v.name.starts_with('[')) && !v.perms.contains('s')).collect();
     let mut st = Tally::new(nv);
-    let mut flags_buf: Vec<u64> = Vec::new();
-    let mut spans: Vec<Span> = Vec::new();
-    let mut short: Vec<Run> = Vec::new();
-    let mut window: Vec<u64> = Vec::new();
     let mut report = CensusReport::default();
-    let lazy_min = match reads {
-        Reads::Sparse => LAZY_MIN_RUN,
-        Reads::Every => u64::MAX,
-        Reads::OnDemand => 0,
-    };
-
-    // The kpageflags side of one pagemap batch.
-    let mut take = |b: Batch, report: &mut CensusReport| -> Result<()> {
-        report.pagemap_time += b.pagemap_time;
-        report.pages_scanned += b.n;
-        if b.present == 0 {
-            return Ok(());
-        }
-        if b.runs.iter().all(|r| r.pfn == 0) {
-            return Err(LiveError::NotAvailable(format!("{path} shows no PFNs (they are hidden without CAP_SYS_ADMIN)")));
-        }
-        report.present_pages += b.present;
-        // Short runs: the flags of every PFN and of the one after the run (where its last
-        // folio ends), read in advance in spans merged across runs. Long runs: read on demand
-        // while walking them (see `RunFlags`).
-        short.clear();
-        short.extend(b.runs.iter().filter(|r| r.len < lazy_min).copied());
-        let tk = Instant::now();
-        read_spans(&mut kpf, &short, &mut spans, &mut flags_buf)?;
-        report.kpageflags_time += tk.elapsed();
-        kpf.clear();
-        for r in &b.runs {
-            let mut fl = if r.len < lazy_min {
-                let sp = &spans[span_of(&spans, r.pfn)];
-                let off = (sp.off + (r.pfn - sp.pfn)) as usize;
-                RunFlags::read(r, &flags_buf[off..off + r.len as usize + 1])
-            } else {
-                RunFlags::on_demand(r, std::mem::take(&mut window))
-            };
-            tally_run(&mut st, &mut kpf, r, &mut fl, b.va, b.vi, private_anon[b.vi])?;
-            window = fl.into_window();
-        }
-        Ok(())
-    };
-    let pages: u64 = segs.iter().map(|(s, e, _)| (e - s) / PAGE_SIZE).sum();
-    if pages <= 2 * PAGEMAP_BATCH {
-        pagemap_batches(&pagemap, &path, &segs, |b| take(b, &mut report))?;
-    } else {
-        // Two threads (issue #13 item 6): pagemap read and cut into runs ahead, on the other
-        // CPU, while this one reads kpageflags; the batches come in address order.
-        std::thread::scope(|sc| -> Result<()> {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Batch>>(2);
-            sc.spawn(|| {
-                let tx = tx;
-                let r = pagemap_batches(&pagemap, &path, &segs, |b| tx.send(Ok(b)).map_err(|_| LiveError::NotAvailable("census ended".into())));
-                if let Err(e) = r {
-                    let _ = tx.send(Err(e));
-                }
-            });
-            for b in rx {
-                take(b?, &mut report)?;
-            }
-            Ok(())
-        })?;
-    }
+    walk_pagemap(&pagemap, &path, &segs, &mut kpf, &mut st, &private_anon, reads, &mut report)?;
     let Tally { zero_ptes, huge_zero, small, whole, whole_pmd_candidates, accs, large_ranges, .. } = st;
     report.large_ranges = large_ranges;
-
-    // PMD mappings per VMA, from smaps: the first N candidates (2 MiB folios fully mapped at a
-    // 2 MiB-aligned address of the VMA) are PMD-mapped, N = PMD-mapped KiB / 2 MiB.
-    let mut candidates: Vec<Vec<usize>> = vec![Vec::new(); nv];
-    for (i, a) in accs.iter().enumerate() {
-        if a.nr * PAGE_SIZE == PMD_SIZE && a.matching == a.nr && a.base % PMD_SIZE == 0 && !a.hugetlb {
-            let v = &vmas[a.vma];
-            if a.base >= v.start && a.base + PMD_SIZE <= v.end {
-                candidates[a.vma].push(i);
-            }
-        }
-    }
-    let mut pmd_mapped = vec![false; accs.len()];
-    let mut whole_pmd = vec![0u64; nv];
-    for (vi, c) in candidates.iter().enumerate() {
-        let n = vmas[vi].pmd_mapped_kb() * 1024 / PMD_SIZE;
-        whole_pmd[vi] = n.min(whole_pmd_candidates[vi]);
-        for &i in c.iter().take((n - whole_pmd[vi]) as usize) {
-            pmd_mapped[i] = true;
-        }
-    }
+    let (pmd_mapped, whole_pmd) = pmd_mappings(vmas, &accs, &whole_pmd_candidates);
 
     let mut per_vma = vec![Census::default(); nv];
     for vi in 0..nv {
@@ -455,6 +349,144 @@ pub fn census_of_ranges_with(pid: i32, ranges: &[(u64, u64)], vmas: &[Vma], read
     report.kpageflags_reads = kpf.reads;
     report.kpageflags_pfns = kpf.pfns_read;
     Ok(report)
+}
+
+/// Open /proc/PID/pagemap; ESRCH or ENOENT says the process has gone.
+fn open_pagemap(pid: i32) -> Result<(File, String)> {
+    let path = format!("/proc/{pid}/pagemap");
+    let pagemap = File::open(&path).map_err(|e| match e.kind() {
+        // ESRCH: the process has exited (a zombie has no mm) or is exiting.
+        std::io::ErrorKind::NotFound => LiveError::NoSuchProcess { pid },
+        _ if e.raw_os_error() == Some(libc::ESRCH) => LiveError::NoSuchProcess { pid },
+        std::io::ErrorKind::PermissionDenied => LiveError::NotAvailable(format!("{path} needs root")),
+        _ => io_err("cannot open", &path, e),
+    })?;
+    Ok((pagemap, path))
+}
+
+/// Segments: each range clipped to each VMA (but [vsyscall]), page-aligned, in address order.
+fn segments(ranges: &[(u64, u64)], vmas: &[Vma]) -> Vec<(u64, u64, usize)> {
+    let mut segs: Vec<(u64, u64, usize)> = Vec::new();
+    for (vi, v) in vmas.iter().enumerate() {
+        if v.name == "[vsyscall]" {
+            continue;
+        }
+        for &(a, b) in ranges {
+            let s = a.max(v.start);
+            let e = b.min(v.end);
+            if s < e {
+                segs.push((s / PAGE_SIZE * PAGE_SIZE, e.div_ceil(PAGE_SIZE) * PAGE_SIZE, vi));
+            }
+        }
+    }
+    segs.sort_unstable();
+    segs
+}
+
+/// Read pagemap over the segments in batches and tally each batch's runs from their
+/// kpageflags; large scans read pagemap on a second thread.
+#[allow(clippy::too_many_arguments)]
+fn walk_pagemap(
+    pagemap: &File,
+    path: &str,
+    segs: &[(u64, u64, usize)],
+    kpf: &mut KpageFlags,
+    st: &mut Tally,
+    private_anon: &[bool],
+    reads: Reads,
+    report: &mut CensusReport,
+) -> Result<()> {
+    let mut flags_buf: Vec<u64> = Vec::new();
+    let mut spans: Vec<Span> = Vec::new();
+    let mut short: Vec<Run> = Vec::new();
+    let mut window: Vec<u64> = Vec::new();
+    let lazy_min = match reads {
+        Reads::Sparse => LAZY_MIN_RUN,
+        Reads::Every => u64::MAX,
+        Reads::OnDemand => 0,
+    };
+
+    // The kpageflags side of one pagemap batch.
+    let mut take = |b: Batch, report: &mut CensusReport| -> Result<()> {
+        report.pagemap_time += b.pagemap_time;
+        report.pages_scanned += b.n;
+        if b.present == 0 {
+            return Ok(());
+        }
+        if b.runs.iter().all(|r| r.pfn == 0) {
+            return Err(LiveError::NotAvailable(format!("{path} shows no PFNs (they are hidden without CAP_SYS_ADMIN)")));
+        }
+        report.present_pages += b.present;
+        // Short runs: the flags of every PFN and of the one after the run (where its last
+        // folio ends), read in advance in spans merged across runs. Long runs: read on demand
+        // while walking them (see `RunFlags`).
+        short.clear();
+        short.extend(b.runs.iter().filter(|r| r.len < lazy_min).copied());
+        let tk = Instant::now();
+        read_spans(kpf, &short, &mut spans, &mut flags_buf)?;
+        report.kpageflags_time += tk.elapsed();
+        kpf.clear();
+        for r in &b.runs {
+            let mut fl = if r.len < lazy_min {
+                let sp = &spans[span_of(&spans, r.pfn)];
+                let off = (sp.off + (r.pfn - sp.pfn)) as usize;
+                RunFlags::read(r, &flags_buf[off..off + r.len as usize + 1])
+            } else {
+                RunFlags::on_demand(r, std::mem::take(&mut window))
+            };
+            tally_run(st, kpf, r, &mut fl, b.va, b.vi, private_anon[b.vi])?;
+            window = fl.into_window();
+        }
+        Ok(())
+    };
+    let pages: u64 = segs.iter().map(|(s, e, _)| (e - s) / PAGE_SIZE).sum();
+    if pages <= 2 * PAGEMAP_BATCH {
+        pagemap_batches(pagemap, path, segs, |b| take(b, report))?;
+    } else {
+        // Two threads (issue #13 item 6): pagemap read and cut into runs ahead, on the other
+        // CPU, while this one reads kpageflags; the batches come in address order.
+        std::thread::scope(|sc| -> Result<()> {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Batch>>(2);
+            sc.spawn(|| {
+                let tx = tx;
+                let r = pagemap_batches(pagemap, path, segs, |b| tx.send(Ok(b)).map_err(|_| LiveError::NotAvailable("census ended".into())));
+                if let Err(e) = r {
+                    let _ = tx.send(Err(e));
+                }
+            });
+            for b in rx {
+                take(b?, report)?;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
+/// PMD mappings per VMA, from smaps: the first N candidates (2 MiB folios fully mapped at a
+/// 2 MiB-aligned address of the VMA) are PMD-mapped, N = PMD-mapped KiB / 2 MiB. Which of
+/// `accs` are PMD-mapped, and how many of each VMA's folios seen whole.
+fn pmd_mappings(vmas: &[Vma], accs: &[FolioAcc], whole_pmd_candidates: &[u64]) -> (Vec<bool>, Vec<u64>) {
+    let nv = vmas.len();
+    let mut candidates: Vec<Vec<usize>> = vec![Vec::new(); nv];
+    for (i, a) in accs.iter().enumerate() {
+        if a.nr * PAGE_SIZE == PMD_SIZE && a.matching == a.nr && a.base % PMD_SIZE == 0 && !a.hugetlb {
+            let v = &vmas[a.vma];
+            if a.base >= v.start && a.base + PMD_SIZE <= v.end {
+                candidates[a.vma].push(i);
+            }
+        }
+    }
+    let mut pmd_mapped = vec![false; accs.len()];
+    let mut whole_pmd = vec![0u64; nv];
+    for (vi, c) in candidates.iter().enumerate() {
+        let n = vmas[vi].pmd_mapped_kb() * 1024 / PMD_SIZE;
+        whole_pmd[vi] = n.min(whole_pmd_candidates[vi]);
+        for &i in c.iter().take((n - whole_pmd[vi]) as usize) {
+            pmd_mapped[i] = true;
+        }
+    }
+    (pmd_mapped, whole_pmd)
 }
 
 /// One pagemap batch: `n` pages from `va` in VMA `vi`, its runs and number of present pages.

@@ -176,11 +176,11 @@ pub fn check_tree(root: &Root) -> crate::Result<()> {
 /// named in `errors`.
 pub fn read_system(root: &Root) -> SystemSnapshot {
     let mut s = SystemSnapshot::default();
-    let mut err = |kind: ErrorKind, message: String| s.errors.push(ScrapeError { kind, message });
+    let errors = &mut s.errors;
     let entries = match list(&root.thp) {
         Ok(v) => v,
         Err(e) => {
-            err(ErrorKind::Sysfs, format!("cannot list {}: {e}", root.thp.display()));
+            push_err(errors, ErrorKind::Sysfs, format!("cannot list {}: {e}", root.thp.display()));
             Vec::new()
         }
     };
@@ -194,71 +194,91 @@ pub fn read_system(root: &Root) -> SystemSnapshot {
                 Ok(t) => settings.push((name.clone(), selected_value(&t))),
                 // Write-only files (none in 6.18) are not settings.
                 Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {}
-                Err(e) => err(ErrorKind::Sysfs, format!("cannot read {}: {e}", p.display())),
+                Err(e) => push_err(errors, ErrorKind::Sysfs, format!("cannot read {}: {e}", p.display())),
             }
         } else if name == "khugepaged" {
-            match list(&p) {
-                Ok(files) => {
-                    for (f, d) in files {
-                        if d {
-                            continue;
-                        }
-                        let fp = p.join(&f);
-                        match read_small(&fp) {
-                            Ok(t) => match t.trim().parse::<i64>() {
-                                Ok(v) => khugepaged.push((f, v)),
-                                Err(_) => err(ErrorKind::Parse, format!("{}: expected a number, found '{}'", fp.display(), t.trim())),
-                            },
-                            Err(e) => err(ErrorKind::Sysfs, format!("cannot read {}: {e}", fp.display())),
-                        }
-                    }
-                }
-                Err(e) => err(ErrorKind::Sysfs, format!("cannot list {}: {e}", p.display())),
-            }
+            read_khugepaged_dir(&p, &mut khugepaged, errors);
         } else if let Some(kb) = name.strip_prefix("hugepages-").and_then(|r| r.strip_suffix("kB")).and_then(|n| n.parse::<u64>().ok()) {
-            let mut d = SizeDir { kb, label: format!("{kb}kB"), ..Default::default() };
-            match list(&p) {
-                Ok(files) => {
-                    for (f, is_d) in files {
-                        if is_d {
-                            continue;
-                        }
-                        match read_small(&p.join(&f)) {
-                            Ok(t) => d.knobs.push((f, selected_value(&t))),
-                            Err(e) => err(ErrorKind::Sysfs, format!("cannot read {}: {e}", p.join(&f).display())),
-                        }
-                    }
-                }
-                Err(e) => err(ErrorKind::Sysfs, format!("cannot list {}: {e}", p.display())),
-            }
-            let sp = p.join("stats");
-            match list(&sp) {
-                Ok(files) => {
-                    for (f, is_d) in files {
-                        if is_d {
-                            continue;
-                        }
-                        let fp = sp.join(&f);
-                        match read_small(&fp) {
-                            Ok(t) => match t.trim().parse::<u64>() {
-                                Ok(v) => d.stats.push((f, v)),
-                                Err(_) => err(ErrorKind::Parse, format!("{}: expected a number, found '{}'", fp.display(), t.trim())),
-                            },
-                            Err(e) => err(ErrorKind::Sysfs, format!("cannot read {}: {e}", fp.display())),
-                        }
-                    }
-                }
-                // Kernels before 6.10 have no stats directory: nothing to serve for the size.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => err(ErrorKind::Sysfs, format!("cannot list {}: {e}", sp.display())),
-            }
-            sizes.push(d);
+            sizes.push(read_size_dir(&p, kb, errors));
         }
     }
     sizes.sort_by_key(|d| d.kb);
     s.sizes = sizes;
     s.settings = settings;
     s.khugepaged = khugepaged;
+    read_vmstat(root, &mut s);
+    s
+}
+
+fn push_err(errors: &mut Vec<ScrapeError>, kind: ErrorKind, message: String) {
+    errors.push(ScrapeError { kind, message });
+}
+
+/// The numbers in transparent_hugepage/khugepaged/ (its files, not its directories).
+fn read_khugepaged_dir(p: &std::path::Path, khugepaged: &mut Vec<(String, i64)>, errors: &mut Vec<ScrapeError>) {
+    match list(p) {
+        Ok(files) => {
+            for (f, d) in files {
+                if d {
+                    continue;
+                }
+                let fp = p.join(&f);
+                match read_small(&fp) {
+                    Ok(t) => match t.trim().parse::<i64>() {
+                        Ok(v) => khugepaged.push((f, v)),
+                        Err(_) => push_err(errors, ErrorKind::Parse, format!("{}: expected a number, found '{}'", fp.display(), t.trim())),
+                    },
+                    Err(e) => push_err(errors, ErrorKind::Sysfs, format!("cannot read {}: {e}", fp.display())),
+                }
+            }
+        }
+        Err(e) => push_err(errors, ErrorKind::Sysfs, format!("cannot list {}: {e}", p.display())),
+    }
+}
+
+/// One transparent_hugepage/hugepages-<size>kB/ directory: its knobs, then its stats/.
+fn read_size_dir(p: &std::path::Path, kb: u64, errors: &mut Vec<ScrapeError>) -> SizeDir {
+    let mut d = SizeDir { kb, label: format!("{kb}kB"), ..Default::default() };
+    match list(p) {
+        Ok(files) => {
+            for (f, is_d) in files {
+                if is_d {
+                    continue;
+                }
+                match read_small(&p.join(&f)) {
+                    Ok(t) => d.knobs.push((f, selected_value(&t))),
+                    Err(e) => push_err(errors, ErrorKind::Sysfs, format!("cannot read {}: {e}", p.join(&f).display())),
+                }
+            }
+        }
+        Err(e) => push_err(errors, ErrorKind::Sysfs, format!("cannot list {}: {e}", p.display())),
+    }
+    let sp = p.join("stats");
+    match list(&sp) {
+        Ok(files) => {
+            for (f, is_d) in files {
+                if is_d {
+                    continue;
+                }
+                let fp = sp.join(&f);
+                match read_small(&fp) {
+                    Ok(t) => match t.trim().parse::<u64>() {
+                        Ok(v) => d.stats.push((f, v)),
+                        Err(_) => push_err(errors, ErrorKind::Parse, format!("{}: expected a number, found '{}'", fp.display(), t.trim())),
+                    },
+                    Err(e) => push_err(errors, ErrorKind::Sysfs, format!("cannot read {}: {e}", fp.display())),
+                }
+            }
+        }
+        // Kernels before 6.10 have no stats directory: nothing to serve for the size.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => push_err(errors, ErrorKind::Sysfs, format!("cannot list {}: {e}", sp.display())),
+    }
+    d
+}
+
+/// The thp_* events and the gauges of /proc/vmstat.
+fn read_vmstat(root: &Root, s: &mut SystemSnapshot) {
     let vp = root.proc.join("vmstat");
     match std::fs::read_to_string(&vp) {
         Ok(text) => {
@@ -280,7 +300,6 @@ pub fn read_system(root: &Root) -> SystemSnapshot {
         }
         Err(e) => s.errors.push(ScrapeError { kind: ErrorKind::Sysfs, message: format!("cannot read {}: {e}", vp.display()) }),
     }
-    s
 }
 
 /// Which processes to look at: any that matches one of the rules.

@@ -79,30 +79,7 @@ pub fn record(args: &RecordCommand, time_untraced: &dyn Fn(&[OsString], u32, boo
     };
     let rec = match crate::record(&args.command, &opts) {
         Ok(r) => r,
-        Err(e) => {
-            let _ = std::fs::remove_file(&args.output);
-            if args.accesses {
-                let _ = std::fs::remove_file(&companion);
-            }
-            return match e {
-                crate::RecordError::Unavailable(why) => {
-                    match unprivileged() {
-                        Some(who) => eprintln!(
-                            "thplab record: recording needs root or CAP_SYS_ADMIN ({who}): it reads the tracepoints' formats from tracefs \
-                             (mounting it in a private namespace where it is not mounted) and opens perf events on them; \
-                             run it as root (sudo thplab record ...). What failed: {why}"
-                        ),
-                        None => eprintln!("thplab record: recording is not available here: {why}"),
-                    }
-                    Ok(Outcome::Unavailable)
-                }
-                crate::RecordError::Exec { program, reason, not_found } => {
-                    eprintln!("thplab record: {program}: {reason}");
-                    Ok(Outcome::Exited(if not_found { 127 } else { 126 }))
-                }
-                other => Err(other.into()),
-            };
-        }
+        Err(e) => return recording_failed(e, args, &companion),
     };
     let mut rec = rec;
     if args.timed > 0 {
@@ -113,22 +90,71 @@ pub fn record(args: &RecordCommand, time_untraced: &dyn Fn(&[OsString], u32, boo
     }
     rec.write_to(BufWriter::new(file)).with_context(|| format!("writing {}", args.output.display()))?;
     let accesses = match access_file {
-        Some(f) => {
-            if !args.quiet {
-                eprintln!("thplab record: running the program under valgrind lackey for its accesses");
-            }
-            let crc = trace_crc(&args.output)?;
-            let native_ns = crate::accesses::native_ns(&args.command, &rec);
-            match crate::accesses::record_accesses(&args.command, &rec, crc, native_ns, BufWriter::new(f)) {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    let _ = std::fs::remove_file(&companion);
-                    return Err(anyhow::Error::from(e).context(format!("--accesses: {} not written", companion.display())));
-                }
-            }
-        }
+        Some(f) => Some(record_accesses_companion(f, args, &rec, &companion)?),
         None => None,
     };
+    warn_incomplete(args, &rec);
+    if !args.quiet {
+        print_summary(args, &rec);
+    }
+    if let Some(s) = &accesses {
+        print_accesses(args, s, &companion);
+    }
+    Ok(Outcome::Exited(rec.header.exit_status.min(255) as u8))
+}
+
+/// A recording that failed: the output (and companion) removed; unavailable recording and a
+/// program that cannot be executed are outcomes, anything else an error.
+fn recording_failed(e: crate::RecordError, args: &RecordCommand, companion: &std::path::Path) -> Result<Outcome> {
+    let _ = std::fs::remove_file(&args.output);
+    if args.accesses {
+        let _ = std::fs::remove_file(companion);
+    }
+    match e {
+        crate::RecordError::Unavailable(why) => {
+            match unprivileged() {
+                Some(who) => eprintln!(
+                    "thplab record: recording needs root or CAP_SYS_ADMIN ({who}): it reads the tracepoints' formats from tracefs \
+                     (mounting it in a private namespace where it is not mounted) and opens perf events on them; \
+                     run it as root (sudo thplab record ...). What failed: {why}"
+                ),
+                None => eprintln!("thplab record: recording is not available here: {why}"),
+            }
+            Ok(Outcome::Unavailable)
+        }
+        crate::RecordError::Exec { program, reason, not_found } => {
+            eprintln!("thplab record: {program}: {reason}");
+            Ok(Outcome::Exited(if not_found { 127 } else { 126 }))
+        }
+        other => Err(other.into()),
+    }
+}
+
+/// `--accesses`: run the program under valgrind lackey and write its accesses to the
+/// companion file (removed if that fails).
+fn record_accesses_companion(
+    f: std::fs::File,
+    args: &RecordCommand,
+    rec: &crate::Recording,
+    companion: &std::path::Path,
+) -> Result<crate::accesses::AccessSummary> {
+    if !args.quiet {
+        eprintln!("thplab record: running the program under valgrind lackey for its accesses");
+    }
+    let crc = trace_crc(&args.output)?;
+    let native_ns = crate::accesses::native_ns(&args.command, rec);
+    match crate::accesses::record_accesses(&args.command, rec, crc, native_ns, BufWriter::new(f)) {
+        Ok(s) => Ok(s),
+        Err(e) => {
+            let _ = std::fs::remove_file(companion);
+            Err(anyhow::Error::from(e).context(format!("--accesses: {} not written", companion.display())))
+        }
+    }
+}
+
+/// The warnings about what the recording lacks: lost events, unresolved paths, unanswered
+/// calls, missing tracepoints.
+fn warn_incomplete(args: &RecordCommand, rec: &crate::Recording) {
     let h = &rec.header;
     if h.lost_events > 0 {
         eprintln!(
@@ -148,46 +174,50 @@ pub fn record(args: &RecordCommand, time_untraced: &dyn Fn(&[OsString], u32, boo
     if !rec.missing_tracepoints.is_empty() {
         eprintln!("thplab record: warning: not recorded (no such tracepoint on this kernel): {}", rec.missing_tracepoints.join(", "));
     }
+}
+
+/// What was recorded: events by kind, time, losses, bytes written, exit status.
+fn print_summary(args: &RecordCommand, rec: &crate::Recording) {
+    let h = &rec.header;
+    let size = std::fs::metadata(&args.output).map(|m| m.len()).unwrap_or(0);
+    let faults = h.counts.iter().find(|(k, _)| *k == trace::kind::FAULT).map_or(0, |c| c.1);
+    let syscalls: u64 = h.counts.iter().filter(|(k, _)| trace::SyscallKind::from_code(*k).is_some()).map(|c| c.1).sum();
+    let tasks = h.counts.iter().find(|(k, _)| *k == trace::kind::TASK_NEW).map_or(0, |c| c.1);
+    eprintln!(
+        "thplab record: {} events ({faults} faults, {syscalls} system calls, {tasks} new tasks) in {:.3} s, {} lost; {size} bytes written to {}; exit status {}",
+        rec.events.len(),
+        h.duration_ns as f64 / 1e9,
+        h.lost_events,
+        args.output.display(),
+        h.exit_status
+    );
+    if h.untraced_wall_ns > 0 {
+        eprintln!("thplab record: untraced: {:.3} s (median of {})", h.untraced_wall_ns as f64 / 1e9, args.timed);
+    }
+}
+
+/// What `--accesses` recorded, and its warnings.
+fn print_accesses(args: &RecordCommand, s: &crate::accesses::AccessSummary, companion: &std::path::Path) {
+    let t = &s.totals;
     if !args.quiet {
-        let size = std::fs::metadata(&args.output).map(|m| m.len()).unwrap_or(0);
-        let faults = h.counts.iter().find(|(k, _)| *k == trace::kind::FAULT).map_or(0, |c| c.1);
-        let syscalls: u64 = h.counts.iter().filter(|(k, _)| trace::SyscallKind::from_code(*k).is_some()).map(|c| c.1).sum();
-        let tasks = h.counts.iter().find(|(k, _)| *k == trace::kind::TASK_NEW).map_or(0, |c| c.1);
         eprintln!(
-            "thplab record: {} events ({faults} faults, {syscalls} system calls, {tasks} new tasks) in {:.3} s, {} lost; {size} bytes written to {}; exit status {}",
-            rec.events.len(),
-            h.duration_ns as f64 / 1e9,
-            h.lost_events,
-            args.output.display(),
-            h.exit_status
+            "thplab record: accesses: {} s under valgrind vs {} s native ({:.0}x); {} data accesses ({} writes) in {} runs ({:.1} accesses/run), {} bytes written to {}; {} of {} valgrind memory calls matched",
+            format_args!("{:.3}", t.valgrind_ns as f64 / 1e9),
+            format_args!("{:.3}", t.native_ns as f64 / 1e9),
+            t.valgrind_ns as f64 / t.native_ns.max(1) as f64,
+            t.raw_accesses,
+            t.writes,
+            t.runs,
+            (t.raw_accesses - t.unmapped_accesses) as f64 / t.runs.max(1) as f64,
+            s.bytes,
+            companion.display(),
+            t.matched_syscalls,
+            t.valgrind_syscalls,
         );
-        if h.untraced_wall_ns > 0 {
-            eprintln!("thplab record: untraced: {:.3} s (median of {})", h.untraced_wall_ns as f64 / 1e9, args.timed);
-        }
     }
-    if let Some(s) = &accesses {
-        let t = &s.totals;
-        if !args.quiet {
-            eprintln!(
-                "thplab record: accesses: {} s under valgrind vs {} s native ({:.0}x); {} data accesses ({} writes) in {} runs ({:.1} accesses/run), {} bytes written to {}; {} of {} valgrind memory calls matched",
-                format_args!("{:.3}", t.valgrind_ns as f64 / 1e9),
-                format_args!("{:.3}", t.native_ns as f64 / 1e9),
-                t.valgrind_ns as f64 / t.native_ns.max(1) as f64,
-                t.raw_accesses,
-                t.writes,
-                t.runs,
-                (t.raw_accesses - t.unmapped_accesses) as f64 / t.runs.max(1) as f64,
-                s.bytes,
-                companion.display(),
-                t.matched_syscalls,
-                t.valgrind_syscalls,
-            );
-        }
-        for w in s.warnings() {
-            eprintln!("thplab record: warning: --accesses: {w}");
-        }
+    for w in s.warnings() {
+        eprintln!("thplab record: warning: --accesses: {w}");
     }
-    Ok(Outcome::Exited(h.exit_status.min(255) as u8))
 }
 
 /// The CRC-32 in the trailer of the recording at `path` (its last four bytes), which its

@@ -443,155 +443,143 @@ struct Decoder<'a> {
     start: u64,
 }
 
+/// sample_id (TID, TIME, CPU) at the end of a non-sample record.
+fn sample_id(b: &[u8]) -> Option<(u32, u32, u64)> {
+    let n = b.len().checked_sub(24)?;
+    let mut s = perf::Body::new(&b[n..]);
+    Some((s.u32()?, s.u32()?, s.u64()?))
+}
+
 impl Decoder<'_> {
     fn record(&mut self, ty: u32, misc: u16, body: &[u8]) {
         self.bytes += body.len() as u64 + 8;
-        let mut b = perf::Body::new(body);
-        // sample_id (TID, TIME, CPU) at the end of non-sample records.
-        let sid = |b: &[u8]| -> Option<(u32, u32, u64)> {
-            let n = b.len().checked_sub(24)?;
-            let mut s = perf::Body::new(&b[n..]);
-            Some((s.u32()?, s.u32()?, s.u64()?))
-        };
-        let start = self.start;
-        let mut push = |time: u64, pid: u32, tid: u32, what: RawKind| {
-            self_push(&mut self.raws, time.saturating_sub(start), pid, tid, what)
-        };
+        let b = perf::Body::new(body);
         match ty {
-            perf::RECORD_SAMPLE => {
-                let (Some(pid), Some(tid), Some(time), Some(_cpu), Some(_res), Some(size)) =
-                    (b.u32(), b.u32(), b.u64(), b.u32(), b.u32(), b.u32())
-                else {
-                    return;
-                };
-                let Some(raw) = body.get(b.at..b.at + size as usize) else {
-                    return;
-                };
-                let id = field(raw, (0, 2)) as u16;
-                match self.tps.by_id.get(&id) {
-                    Some(Tp::Fault) => {
-                        let addr = field(raw, self.tps.fault_addr);
-                        if addr >> 63 == 0 {
-                            push(
-                                time,
-                                pid,
-                                tid,
-                                RawKind::Fault {
-                                    addr,
-                                    ec: field(raw, self.tps.fault_ec),
-                                },
-                            );
-                        }
-                    }
-                    Some(Tp::Enter) => {
-                        if let Some(&k) = self.tps.kinds.get(&field(raw, self.tps.enter_id)) {
-                            let args: Box<[u64]> = (0..k.args().len())
-                                .map(|i| field(raw, (self.tps.enter_args + 8 * i, 8)))
-                                .collect();
-                            push(time, pid, tid, RawKind::Enter(k, args));
-                        }
-                    }
-                    Some(Tp::Exit) => {
-                        if let Some(&k) = self.tps.kinds.get(&field(raw, self.tps.exit_id)) {
-                            push(
-                                time,
-                                pid,
-                                tid,
-                                RawKind::Exit(k, field(raw, self.tps.exit_ret) as i64),
-                            );
-                        }
-                    }
-                    None => {}
-                }
-            }
-            perf::RECORD_FORK | perf::RECORD_EXIT => {
-                let (Some(pid), Some(ppid), Some(tid), Some(ptid), Some(time)) =
-                    (b.u32(), b.u32(), b.u32(), b.u32(), b.u64())
-                else {
-                    return;
-                };
-                if ty == perf::RECORD_FORK {
-                    push(
-                        time,
-                        ppid,
-                        ptid,
-                        RawKind::Body(Box::new(EventBody::TaskNew { tid, pid })),
-                    );
-                } else {
-                    push(time, pid, tid, RawKind::Body(Box::new(EventBody::TaskExit)));
-                }
-            }
-            perf::RECORD_COMM => {
-                let (Some(pid), Some(tid)) = (b.u32(), b.u32()) else {
-                    return;
-                };
-                let Some(comm) = b.cstr_before(24) else {
-                    return;
-                };
-                let Some((_, _, time)) = sid(body) else {
-                    return;
-                };
-                push(
-                    time,
-                    pid,
-                    tid,
-                    RawKind::Body(Box::new(EventBody::Comm {
-                        comm: comm.to_vec(),
-                        exec: misc & perf::MISC_COMM_EXEC != 0,
-                    })),
-                );
-            }
-            perf::RECORD_MMAP2 => {
-                let v: Option<[u64; 7]> = (|| {
-                    Some([
-                        b.u32()? as u64 | (b.u32()? as u64) << 32,
-                        b.u64()?,
-                        b.u64()?,
-                        b.u64()?,
-                        b.u32()? as u64 | (b.u32()? as u64) << 32,
-                        b.u64()?,
-                        b.u64()?,
-                    ])
-                })();
-                let (Some(v), Some(prot), Some(fl)) = (v, b.u32(), b.u32()) else {
-                    return;
-                };
-                let Some(path) = b.cstr_before(24) else {
-                    return;
-                };
-                let Some((_, _, time)) = sid(body) else {
-                    return;
-                };
-                let (pid, tid) = (v[0] as u32, (v[0] >> 32) as u32);
-                let m = MapInfo {
-                    addr: v[1],
-                    len: v[2],
-                    pgoff: v[3],
-                    maj: v[4] as u32,
-                    min: (v[4] >> 32) as u32,
-                    ino: v[5],
-                    ino_generation: v[6],
-                    prot,
-                    flags: fl,
-                    path: path.to_vec(),
-                };
-                push(time, pid, tid, RawKind::Body(Box::new(EventBody::Map(m))));
-            }
-            perf::RECORD_LOST => {
-                let (Some(_id), Some(lost)) = (b.u64(), b.u64()) else {
-                    return;
-                };
-                self.lost += lost;
-                let (pid, tid, time) = sid(body).unwrap_or((0, 0, start));
-                push(
-                    time,
-                    pid,
-                    tid,
-                    RawKind::Body(Box::new(EventBody::Lost { count: lost })),
-                );
-            }
+            perf::RECORD_SAMPLE => self.sample(b, body),
+            perf::RECORD_FORK | perf::RECORD_EXIT => self.fork_or_exit(ty, b),
+            perf::RECORD_COMM => self.comm(b, body, misc),
+            perf::RECORD_MMAP2 => self.mmap2(b, body),
+            perf::RECORD_LOST => self.lost(b, body),
             _ => {}
         }
+    }
+
+    fn push(&mut self, time: u64, pid: u32, tid: u32, what: RawKind) {
+        self_push(&mut self.raws, time.saturating_sub(self.start), pid, tid, what)
+    }
+
+    /// PERF_RECORD_SAMPLE of a tracepoint: page_fault_user, sys_enter or sys_exit.
+    fn sample(&mut self, mut b: perf::Body<'_>, body: &[u8]) {
+        let (Some(pid), Some(tid), Some(time), Some(_cpu), Some(_res), Some(size)) =
+            (b.u32(), b.u32(), b.u64(), b.u32(), b.u32(), b.u32())
+        else {
+            return;
+        };
+        let Some(raw) = body.get(b.at..b.at + size as usize) else {
+            return;
+        };
+        let id = field(raw, (0, 2)) as u16;
+        match self.tps.by_id.get(&id) {
+            Some(Tp::Fault) => {
+                let addr = field(raw, self.tps.fault_addr);
+                if addr >> 63 == 0 {
+                    let ec = field(raw, self.tps.fault_ec);
+                    self.push(time, pid, tid, RawKind::Fault { addr, ec });
+                }
+            }
+            Some(Tp::Enter) => {
+                if let Some(&k) = self.tps.kinds.get(&field(raw, self.tps.enter_id)) {
+                    let args: Box<[u64]> = (0..k.args().len())
+                        .map(|i| field(raw, (self.tps.enter_args + 8 * i, 8)))
+                        .collect();
+                    self.push(time, pid, tid, RawKind::Enter(k, args));
+                }
+            }
+            Some(Tp::Exit) => {
+                if let Some(&k) = self.tps.kinds.get(&field(raw, self.tps.exit_id)) {
+                    let ret = field(raw, self.tps.exit_ret) as i64;
+                    self.push(time, pid, tid, RawKind::Exit(k, ret));
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// PERF_RECORD_FORK (a new task, under its creator) or PERF_RECORD_EXIT.
+    fn fork_or_exit(&mut self, ty: u32, mut b: perf::Body<'_>) {
+        let (Some(pid), Some(ppid), Some(tid), Some(ptid), Some(time)) =
+            (b.u32(), b.u32(), b.u32(), b.u32(), b.u64())
+        else {
+            return;
+        };
+        if ty == perf::RECORD_FORK {
+            self.push(time, ppid, ptid, RawKind::Body(Box::new(EventBody::TaskNew { tid, pid })));
+        } else {
+            self.push(time, pid, tid, RawKind::Body(Box::new(EventBody::TaskExit)));
+        }
+    }
+
+    /// PERF_RECORD_COMM (PERF_RECORD_MISC_COMM_EXEC when an execve set it).
+    fn comm(&mut self, mut b: perf::Body<'_>, body: &[u8], misc: u16) {
+        let (Some(pid), Some(tid)) = (b.u32(), b.u32()) else {
+            return;
+        };
+        let Some(comm) = b.cstr_before(24) else {
+            return;
+        };
+        let Some((_, _, time)) = sample_id(body) else {
+            return;
+        };
+        let exec = misc & perf::MISC_COMM_EXEC != 0;
+        self.push(time, pid, tid, RawKind::Body(Box::new(EventBody::Comm { comm: comm.to_vec(), exec })));
+    }
+
+    /// PERF_RECORD_MMAP2.
+    fn mmap2(&mut self, mut b: perf::Body<'_>, body: &[u8]) {
+        let v: Option<[u64; 7]> = (|| {
+            Some([
+                b.u32()? as u64 | (b.u32()? as u64) << 32,
+                b.u64()?,
+                b.u64()?,
+                b.u64()?,
+                b.u32()? as u64 | (b.u32()? as u64) << 32,
+                b.u64()?,
+                b.u64()?,
+            ])
+        })();
+        let (Some(v), Some(prot), Some(fl)) = (v, b.u32(), b.u32()) else {
+            return;
+        };
+        let Some(path) = b.cstr_before(24) else {
+            return;
+        };
+        let Some((_, _, time)) = sample_id(body) else {
+            return;
+        };
+        let (pid, tid) = (v[0] as u32, (v[0] >> 32) as u32);
+        let m = MapInfo {
+            addr: v[1],
+            len: v[2],
+            pgoff: v[3],
+            maj: v[4] as u32,
+            min: (v[4] >> 32) as u32,
+            ino: v[5],
+            ino_generation: v[6],
+            prot,
+            flags: fl,
+            path: path.to_vec(),
+        };
+        self.push(time, pid, tid, RawKind::Body(Box::new(EventBody::Map(m))));
+    }
+
+    /// PERF_RECORD_LOST: the count is added to the total and recorded.
+    fn lost(&mut self, mut b: perf::Body<'_>, body: &[u8]) {
+        let (Some(_id), Some(lost)) = (b.u64(), b.u64()) else {
+            return;
+        };
+        self.lost += lost;
+        let (pid, tid, time) = sample_id(body).unwrap_or((0, 0, self.start));
+        self.push(time, pid, tid, RawKind::Body(Box::new(EventBody::Lost { count: lost })));
     }
 }
 
@@ -667,123 +655,28 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     let start = monotonic_ns();
-    let mut dec = Decoder {
-        tps: &tps,
-        raws: Vec::new(),
-        lost: 0,
-        bytes: 0,
-        start,
-    };
+    let mut dec = Decoder { tps: &tps, raws: Vec::new(), lost: 0, bytes: 0, start };
     child.release(opts.exec_snapshot)?;
     let mut bufs = bufs;
-    let mut flags_ = 0;
-    if opts.thp_disable {
-        flags_ |= flags::THP_DISABLED;
-    }
-    flags_ |= flags::NO_RANDOMIZE;
-    if opts.kernel_faults && missing.is_empty() {
-        flags_ |= flags::KERNEL_FAULTS;
-    }
-    if listener.is_some() && opts.paths {
-        flags_ |= flags::PATHS;
-    }
-    if listener.is_some() && opts.thp_disable {
-        flags_ |= flags::ANSWERS;
-    }
+    let mut flags_ = header_flags(opts, missing.is_empty(), listener.is_some());
     self_push(&mut dec.raws, 0, pid as u32, pid as u32, RawKind::Body(Box::new(EventBody::Mounts(mounts))));
     let _sig = spawn::IgnoreInterrupts::new();
-    let status = loop {
-        let mut pfds: Vec<libc::pollfd> = bufs
-            .iter()
-            .map(|b| b.fds[0].as_raw_fd())
-            .chain(listener.as_ref().map(|l| l.fd.as_raw_fd()))
-            .map(|fd| libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        // SAFETY: pfds is a valid array of pollfd.
-        unsafe {
-            libc::poll(
-                pfds.as_mut_ptr(),
-                pfds.len() as libc::nfds_t,
-                POLL_INTERVAL.as_millis() as i32,
-            );
-        }
-        if let Some(l) = listener.as_mut() {
-            l.serve();
-        }
-        for b in bufs.iter_mut() {
-            b.ring.drain(|t, m, body| dec.record(t, m, body));
-        }
-        if let Some(st) = child.try_wait()? {
-            break st;
-        }
-    };
+    let status = poll_until_exit(&mut bufs, &mut listener, &mut child, &mut dec)?;
     // The program has been reaped: everything it did is in the buffers.
     for b in bufs.iter_mut() {
         b.ring.drain(|t, m, body| dec.record(t, m, body));
     }
-    // The kernel reports a loss with the next record it writes to that buffer; losses after the
-    // last one written (a buffer full to the program's end) are only in the events' counts.
-    let lost_in_all: u64 = bufs.iter().flat_map(|b| &b.fds).filter_map(|fd| perf::lost_samples(fd).ok()).sum();
-    if lost_in_all > dec.lost {
-        let tail = lost_in_all - dec.lost;
-        dec.lost = lost_in_all;
-        self_push(&mut dec.raws, monotonic_ns().saturating_sub(start), pid as u32, pid as u32, RawKind::Body(Box::new(EventBody::Lost { count: tail })));
-    }
+    push_tail_loss(&bufs, &mut dec, pid as u32);
     // One `exec_maps` record per successful execve of any process (`ptrace`), at the time it
     // was taken: after the execve's entry, before anything the new image does.
     if opts.exec_snapshot {
         flags_ |= flags::EXEC_SNAPSHOT_EVERY;
-        for (t, p, maps, start_stack) in child.take_snapshots() {
-            if p == pid as u32 {
-                flags_ |= flags::EXEC_SNAPSHOT;
-            }
-            // Before its exec_maps, at the same time (the sort below is stable): the replay
-            // holds it for the snapshot.
-            if let Some(start_stack) = start_stack {
-                self_push(&mut dec.raws, t.saturating_sub(start), p, p, RawKind::Body(Box::new(EventBody::ExecStack { start_stack })));
-            }
-            self_push(&mut dec.raws, t.saturating_sub(start), p, p, RawKind::Body(Box::new(EventBody::ExecMaps(maps))));
-        }
+        flags_ |= push_exec_snapshots(&mut child, &mut dec, pid as u32);
     }
     let end = monotonic_ns();
     let mut paths_vanished = 0;
-    if let Some(mut l) = listener.take() {
-        l.serve();
-        paths_vanished = l.vanished;
-        for r in std::mem::take(&mut l.resolved) {
-            let t = r.time.saturating_sub(start);
-            self_push(&mut dec.raws, t, r.pid, r.tid, RawKind::Body(Box::new(EventBody::Path(r.info))));
-            // The kernel's read of the path faults where the recorder's read mapped the page:
-            // a read in kernel mode of a page not present (error code 0), recorded as the
-            // kernel's other faults are.
-            if opts.kernel_faults {
-                for addr in r.faulted {
-                    self_push(&mut dec.raws, t, r.pid, r.tid, RawKind::Body(Box::new(EventBody::Fault { addr, error_code: 0 })));
-                }
-            }
-        }
-        for u in std::mem::take(&mut l.uffd) {
-            let t = u.time.saturating_sub(start);
-            self_push(&mut dec.raws, t, u.pid, u.tid, RawKind::Body(Box::new(EventBody::Uffd(u.ioctl))));
-        }
-        for v in std::mem::take(&mut l.iovecs) {
-            let t = v.time.saturating_sub(start);
-            self_push(&mut dec.raws, t, v.pid, v.tid, RawKind::Body(Box::new(EventBody::Iovecs { call: v.kind.code(), iovs: v.iovs })));
-        }
-        // An answered call did not run: no sys_enter was recorded for it (seccomp skips the
-        // call before the tracepoint), only its sys_exit, which `pair` drops. Its record is
-        // written here, after the `answered` record that says so.
-        for a in std::mem::take(&mut l.answered) {
-            let t = a.time.saturating_sub(start);
-            self_push(&mut dec.raws, t, a.pid, a.tid, RawKind::Body(Box::new(EventBody::Answered { call: a.kind.code(), ret: a.ret })));
-            let sc = Syscall { kind: a.kind, args: a.args, ret: Some(a.ret), duration_ns: a.duration_ns };
-            self_push(&mut dec.raws, t, a.pid, a.tid, RawKind::Body(Box::new(EventBody::Syscall(sc))));
-        }
-        notify::release(l);
+    if let Some(l) = listener.take() {
+        paths_vanished = push_listener_records(l, &mut dec, opts.kernel_faults);
     }
     let buffer_bytes_per_cpu = bufs.first().map_or(0, |b| b.ring.data_size());
     drop(bufs);
@@ -792,15 +685,7 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
     let mut raws = dec.raws;
     raws.sort_by_key(|r| r.time);
     let (events, unpaired_exits) = pair(raws);
-    let mut counts: Vec<(u8, u64)> = Vec::new();
-    for e in &events {
-        let k = e.body.kind_code();
-        match counts.iter_mut().find(|(c, _)| *c == k) {
-            Some((_, n)) => *n += 1,
-            None => counts.push((k, 1)),
-        }
-    }
-    counts.sort_unstable();
+    let counts = kind_counts(&events);
     let (kernel_release, machine) = uname();
     let header = Header {
         program: program.as_bytes().to_vec(),
@@ -834,6 +719,148 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
         perf_bytes,
         buffer_bytes_per_cpu,
     })
+}
+
+/// The header's flags known before the program runs: what the recorder set up for it.
+fn header_flags(opts: &RecordOptions, no_tracepoint_missing: bool, listening: bool) -> u64 {
+    let mut flags_ = 0;
+    if opts.thp_disable {
+        flags_ |= flags::THP_DISABLED;
+    }
+    flags_ |= flags::NO_RANDOMIZE;
+    if opts.kernel_faults && no_tracepoint_missing {
+        flags_ |= flags::KERNEL_FAULTS;
+    }
+    if listening && opts.paths {
+        flags_ |= flags::PATHS;
+    }
+    if listening && opts.thp_disable {
+        flags_ |= flags::ANSWERS;
+    }
+    flags_
+}
+
+/// poll() the ring buffers and the seccomp listener, serve the listener and drain the rings,
+/// until the program has been reaped; its exit status.
+fn poll_until_exit(
+    bufs: &mut [CpuBuffer],
+    listener: &mut Option<notify::Listener>,
+    child: &mut spawn::Child,
+    dec: &mut Decoder<'_>,
+) -> Result<u32, RecordError> {
+    loop {
+        let mut pfds: Vec<libc::pollfd> = bufs
+            .iter()
+            .map(|b| b.fds[0].as_raw_fd())
+            .chain(listener.as_ref().map(|l| l.fd.as_raw_fd()))
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: pfds is a valid array of pollfd.
+        unsafe {
+            libc::poll(
+                pfds.as_mut_ptr(),
+                pfds.len() as libc::nfds_t,
+                POLL_INTERVAL.as_millis() as i32,
+            );
+        }
+        if let Some(l) = listener.as_mut() {
+            l.serve();
+        }
+        for b in bufs.iter_mut() {
+            b.ring.drain(|t, m, body| dec.record(t, m, body));
+        }
+        if let Some(st) = child.try_wait()? {
+            return Ok(st);
+        }
+    }
+}
+
+/// The kernel reports a loss with the next record it writes to that buffer; losses after the
+/// last one written (a buffer full to the program's end) are only in the events' counts.
+fn push_tail_loss(bufs: &[CpuBuffer], dec: &mut Decoder<'_>, pid: u32) {
+    let lost_in_all: u64 = bufs.iter().flat_map(|b| &b.fds).filter_map(|fd| perf::lost_samples(fd).ok()).sum();
+    if lost_in_all > dec.lost {
+        let tail = lost_in_all - dec.lost;
+        dec.lost = lost_in_all;
+        self_push(&mut dec.raws, monotonic_ns().saturating_sub(dec.start), pid, pid, RawKind::Body(Box::new(EventBody::Lost { count: tail })));
+    }
+}
+
+/// The `exec_stack` and `exec_maps` records of every execve snapshot; EXEC_SNAPSHOT if the
+/// root process's own is among them.
+fn push_exec_snapshots(child: &mut spawn::Child, dec: &mut Decoder<'_>, pid: u32) -> u64 {
+    let start = dec.start;
+    let mut flags_ = 0;
+    for (t, p, maps, start_stack) in child.take_snapshots() {
+        if p == pid {
+            flags_ |= flags::EXEC_SNAPSHOT;
+        }
+        // Before its exec_maps, at the same time (the sort below is stable): the replay
+        // holds it for the snapshot.
+        if let Some(start_stack) = start_stack {
+            self_push(&mut dec.raws, t.saturating_sub(start), p, p, RawKind::Body(Box::new(EventBody::ExecStack { start_stack })));
+        }
+        self_push(&mut dec.raws, t.saturating_sub(start), p, p, RawKind::Body(Box::new(EventBody::ExecMaps(maps))));
+    }
+    flags_
+}
+
+/// Serve the listener a last time and record what it saw: resolved paths (and the kernel's
+/// faults on them), userfaultfd ioctls, iovecs and answered calls; the number of paths that
+/// vanished before they could be read.
+fn push_listener_records(mut l: notify::Listener, dec: &mut Decoder<'_>, kernel_faults: bool) -> u64 {
+    let start = dec.start;
+    l.serve();
+    let paths_vanished = l.vanished;
+    for r in std::mem::take(&mut l.resolved) {
+        let t = r.time.saturating_sub(start);
+        self_push(&mut dec.raws, t, r.pid, r.tid, RawKind::Body(Box::new(EventBody::Path(r.info))));
+        // The kernel's read of the path faults where the recorder's read mapped the page:
+        // a read in kernel mode of a page not present (error code 0), recorded as the
+        // kernel's other faults are.
+        if kernel_faults {
+            for addr in r.faulted {
+                self_push(&mut dec.raws, t, r.pid, r.tid, RawKind::Body(Box::new(EventBody::Fault { addr, error_code: 0 })));
+            }
+        }
+    }
+    for u in std::mem::take(&mut l.uffd) {
+        let t = u.time.saturating_sub(start);
+        self_push(&mut dec.raws, t, u.pid, u.tid, RawKind::Body(Box::new(EventBody::Uffd(u.ioctl))));
+    }
+    for v in std::mem::take(&mut l.iovecs) {
+        let t = v.time.saturating_sub(start);
+        self_push(&mut dec.raws, t, v.pid, v.tid, RawKind::Body(Box::new(EventBody::Iovecs { call: v.kind.code(), iovs: v.iovs })));
+    }
+    // An answered call did not run: no sys_enter was recorded for it (seccomp skips the
+    // call before the tracepoint), only its sys_exit, which `pair` drops. Its record is
+    // written here, after the `answered` record that says so.
+    for a in std::mem::take(&mut l.answered) {
+        let t = a.time.saturating_sub(start);
+        self_push(&mut dec.raws, t, a.pid, a.tid, RawKind::Body(Box::new(EventBody::Answered { call: a.kind.code(), ret: a.ret })));
+        let sc = Syscall { kind: a.kind, args: a.args, ret: Some(a.ret), duration_ns: a.duration_ns };
+        self_push(&mut dec.raws, t, a.pid, a.tid, RawKind::Body(Box::new(EventBody::Syscall(sc))));
+    }
+    notify::release(l);
+    paths_vanished
+}
+
+/// The number of events of each kind, by kind code.
+fn kind_counts(events: &[Event]) -> Vec<(u8, u64)> {
+    let mut counts: Vec<(u8, u64)> = Vec::new();
+    for e in events {
+        let k = e.body.kind_code();
+        match counts.iter_mut().find(|(c, _)| *c == k) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((k, 1)),
+        }
+    }
+    counts.sort_unstable();
+    counts
 }
 
 /// A system call entry waiting for its exit: raw index, time, pid, kind, arguments.

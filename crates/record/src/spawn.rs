@@ -89,6 +89,108 @@ pub(crate) fn status_code(st: i32) -> u32 {
     }
 }
 
+/// The C path and argument vector of an execve, prepared before the fork.
+#[allow(clippy::type_complexity)]
+fn exec_args(path: &OsStr, argv: &[OsString], program: &str) -> Result<(CString, Vec<CString>, Vec<*const libc::c_char>), RecordError> {
+    let cpath = CString::new(path.as_bytes()).map_err(|_| RecordError::Exec {
+        program: program.to_string(),
+        reason: "NUL byte in the path".into(),
+        not_found: false,
+    })?;
+    let cargs: Vec<CString> = argv
+        .iter()
+        .map(|a| CString::new(a.clone().into_vec()))
+        .collect::<Result<_, _>>()
+        .map_err(|_| RecordError::Exec {
+            program: program.to_string(),
+            reason: "NUL byte in an argument".into(),
+            not_found: false,
+        })?;
+    let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    Ok((cpath, cargs, ptrs))
+}
+
+/// The child's ends of the go, error and listener pipes.
+struct ChildFds {
+    go_r: i32,
+    err_w: i32,
+    lis_w: i32,
+}
+
+/// The child between fork and execve: restore what thplab inherited, PR_SET_THP_DISABLE,
+/// ADDR_NO_RANDOMIZE, install the seccomp listener (`filter`, if any) and report it, wait for
+/// the recorder's go, execve; a failing stage writes its number and errno to the error pipe.
+///
+/// # Safety
+/// Only in the child after fork(): it makes only async-signal-safe calls.
+unsafe fn exec_in_child(
+    cpath: &CString,
+    ptrs: &[*const libc::c_char],
+    fds: ChildFds,
+    inherited: &exec_state::ExecState,
+    thp_disable: bool,
+    filter: Option<&[libc::sock_filter]>,
+) -> ! {
+    let fail = |stage: u8| -> ! {
+        let e = *libc::__errno_location();
+        let mut msg = [0u8; 5];
+        msg[0] = stage;
+        msg[1..].copy_from_slice(&e.to_ne_bytes());
+        libc::write(fds.err_w, msg.as_ptr() as *const libc::c_void, 5);
+        libc::_exit(127)
+    };
+    // What thplab inherited, not what it changed (SIGPIPE ignored by Rust's
+    // runtime, descriptors it opened): the program starts as it would without it.
+    inherited.restore_in_child();
+    if thp_disable && libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0 {
+        fail(1);
+    }
+    let cur = libc::personality(0xffff_ffff);
+    if cur == -1
+        || libc::personality(
+            (cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong,
+        ) == -1
+    {
+        fail(2);
+    }
+    if let Some(prog) = filter {
+        // The listener's number, or minus errno, for the parent to take.
+        let fd = crate::notify::install_in_child(prog);
+        let v: i32 = if fd >= 0 { fd } else { -*libc::__errno_location() };
+        libc::write(fds.lis_w, v.to_ne_bytes().as_ptr() as *const libc::c_void, 4);
+    }
+    let mut b = 0u8;
+    loop {
+        let r = libc::read(fds.go_r, &mut b as *mut u8 as *mut libc::c_void, 1);
+        if r == 1 {
+            break;
+        }
+        if r < 0 && *libc::__errno_location() == libc::EINTR {
+            continue;
+        }
+        // The recorder went away without releasing us.
+        libc::_exit(127);
+    }
+    libc::execve(cpath.as_ptr(), ptrs.as_ptr(), environ);
+    fail(4);
+}
+
+/// The seccomp listener the child reports on its pipe, taken with pidfd_getfd.
+fn take_child_listener(lis_r: &OwnedFd, pid: i32) -> Result<OwnedFd, String> {
+    let mut v = [0u8; 4];
+    // SAFETY: reading 4 bytes into v; the child writes them before waiting.
+    let n = unsafe { libc::read(lis_r.as_raw_fd(), v.as_mut_ptr() as *mut libc::c_void, 4) };
+    let fd = i32::from_ne_bytes(v);
+    if n != 4 {
+        Err("the child did not report its seccomp listener".to_string())
+    } else if fd < 0 {
+        Err(format!("seccomp user notification: {}", std::io::Error::from_raw_os_error(-fd)))
+    } else {
+        crate::notify::take_listener(pid, fd).map_err(|e| format!("pidfd_getfd: {e}"))
+    }
+}
+
 impl Child {
     pub fn fork(
         path: &OsStr,
@@ -96,22 +198,7 @@ impl Child {
         opts: &RecordOptions,
     ) -> Result<Child, RecordError> {
         let program = argv[0].to_string_lossy().into_owned();
-        let cpath = CString::new(path.as_bytes()).map_err(|_| RecordError::Exec {
-            program: program.clone(),
-            reason: "NUL byte in the path".into(),
-            not_found: false,
-        })?;
-        let cargs: Vec<CString> = argv
-            .iter()
-            .map(|a| CString::new(a.clone().into_vec()))
-            .collect::<Result<_, _>>()
-            .map_err(|_| RecordError::Exec {
-                program: program.clone(),
-                reason: "NUL byte in an argument".into(),
-                not_found: false,
-            })?;
-        let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
-        ptrs.push(std::ptr::null());
+        let (cpath, _cargs, ptrs) = exec_args(path, argv, &program)?;
         let (go_r, go_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
         let (lis_r, lis_w) = pipe()?;
@@ -132,67 +219,14 @@ impl Child {
             )));
         }
         if pid == 0 {
-            unsafe {
-                let fail = |stage: u8| -> ! {
-                    let e = *libc::__errno_location();
-                    let mut msg = [0u8; 5];
-                    msg[0] = stage;
-                    msg[1..].copy_from_slice(&e.to_ne_bytes());
-                    libc::write(err_w.as_raw_fd(), msg.as_ptr() as *const libc::c_void, 5);
-                    libc::_exit(127)
-                };
-                // What thplab inherited, not what it changed (SIGPIPE ignored by Rust's
-                // runtime, descriptors it opened): the program starts as it would without it.
-                inherited.restore_in_child();
-                if thp_disable && libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0 {
-                    fail(1);
-                }
-                let cur = libc::personality(0xffff_ffff);
-                if cur == -1
-                    || libc::personality(
-                        (cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong,
-                    ) == -1
-                {
-                    fail(2);
-                }
-                if listen {
-                    // The listener's number, or minus errno, for the parent to take.
-                    let fd = crate::notify::install_in_child(&prog);
-                    let v: i32 = if fd >= 0 { fd } else { -*libc::__errno_location() };
-                    libc::write(lis_w.as_raw_fd(), v.to_ne_bytes().as_ptr() as *const libc::c_void, 4);
-                }
-                let mut b = 0u8;
-                loop {
-                    let r = libc::read(go_r.as_raw_fd(), &mut b as *mut u8 as *mut libc::c_void, 1);
-                    if r == 1 {
-                        break;
-                    }
-                    if r < 0 && *libc::__errno_location() == libc::EINTR {
-                        continue;
-                    }
-                    // The recorder went away without releasing us.
-                    libc::_exit(127);
-                }
-                libc::execve(cpath.as_ptr(), ptrs.as_ptr(), environ);
-                fail(4);
-            }
+            let fds = ChildFds { go_r: go_r.as_raw_fd(), err_w: err_w.as_raw_fd(), lis_w: lis_w.as_raw_fd() };
+            // SAFETY: in the child after fork, on memory prepared before it.
+            unsafe { exec_in_child(&cpath, &ptrs, fds, inherited, thp_disable, listen.then_some(&prog[..])) }
         }
         drop(go_r);
         drop(err_w);
         drop(lis_w);
-        let listener = listen.then(|| {
-            let mut v = [0u8; 4];
-            // SAFETY: reading 4 bytes into v; the child writes them before waiting.
-            let n = unsafe { libc::read(lis_r.as_raw_fd(), v.as_mut_ptr() as *mut libc::c_void, 4) };
-            let fd = i32::from_ne_bytes(v);
-            if n != 4 {
-                Err("the child did not report its seccomp listener".to_string())
-            } else if fd < 0 {
-                Err(format!("seccomp user notification: {}", std::io::Error::from_raw_os_error(-fd)))
-            } else {
-                crate::notify::take_listener(pid, fd).map_err(|e| format!("pidfd_getfd: {e}"))
-            }
-        });
+        let listener = listen.then(|| take_child_listener(&lis_r, pid));
         Ok(Child {
             pid,
             listener,

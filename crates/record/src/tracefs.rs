@@ -100,54 +100,8 @@ fn read_in_private_mount(events: &[String]) -> Result<Vec<Option<String>>, Recor
         )));
     }
     if pid == 0 {
-        unsafe {
-            libc::close(fds[0]);
-            let w = fds[1];
-            let ok = libc::unshare(libc::CLONE_NEWNS) == 0
-                && libc::mount(
-                    std::ptr::null(),
-                    c"/".as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_REC | libc::MS_PRIVATE,
-                    std::ptr::null(),
-                ) == 0
-                && libc::mount(
-                    c"tracefs".as_ptr(),
-                    c"/sys/kernel/tracing".as_ptr(),
-                    c"tracefs".as_ptr(),
-                    0,
-                    std::ptr::null(),
-                ) == 0;
-            if !ok {
-                libc::_exit(3);
-            }
-            for p in &paths {
-                let fd = libc::open(p.as_ptr(), libc::O_RDONLY);
-                let mut n: usize = 0;
-                if fd >= 0 {
-                    loop {
-                        let r = libc::read(
-                            fd,
-                            buf.as_mut_ptr().add(n) as *mut libc::c_void,
-                            buf.len() - n,
-                        );
-                        if r <= 0 {
-                            break;
-                        }
-                        n += r as usize;
-                        if n == buf.len() {
-                            break;
-                        }
-                    }
-                    libc::close(fd);
-                }
-                let len: u32 = if fd >= 0 { n as u32 } else { u32::MAX };
-                if !write_all(w, &len.to_ne_bytes()) || !write_all(w, &buf[..n]) {
-                    libc::_exit(4);
-                }
-            }
-            libc::_exit(0);
-        }
+        // SAFETY: in the child after fork.
+        unsafe { send_formats_from_child(fds, &paths, &mut buf) }
     }
     // SAFETY: fds[0] is the read end we own; fds[1] belongs to the child now.
     let mut r = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fds[0]) });
@@ -167,9 +121,69 @@ fn read_in_private_mount(events: &[String]) -> Result<Vec<Option<String>>, Recor
             "tracefs is not mounted and could not be mounted in a private mount namespace (needs CAP_SYS_ADMIN)".into(),
         ));
     }
+    Ok(split_formats(&all, events.len()))
+}
+
+/// The child: close the read end, unshare(CLONE_NEWNS), make / MS_REC|MS_PRIVATE, mount
+/// tracefs on /sys/kernel/tracing, and write each format file to the pipe as a length (u32::MAX
+/// when it cannot be opened) and its bytes; _exit 3 when the mount fails, 4 when the pipe does.
+///
+/// # Safety
+/// Only in the child after fork(): it makes only async-signal-safe calls.
+unsafe fn send_formats_from_child(fds: [i32; 2], paths: &[CString], buf: &mut [u8]) -> ! {
+    libc::close(fds[0]);
+    let w = fds[1];
+    let ok = libc::unshare(libc::CLONE_NEWNS) == 0
+        && libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) == 0
+        && libc::mount(
+            c"tracefs".as_ptr(),
+            c"/sys/kernel/tracing".as_ptr(),
+            c"tracefs".as_ptr(),
+            0,
+            std::ptr::null(),
+        ) == 0;
+    if !ok {
+        libc::_exit(3);
+    }
+    for p in paths {
+        let fd = libc::open(p.as_ptr(), libc::O_RDONLY);
+        let mut n: usize = 0;
+        if fd >= 0 {
+            loop {
+                let r = libc::read(
+                    fd,
+                    buf.as_mut_ptr().add(n) as *mut libc::c_void,
+                    buf.len() - n,
+                );
+                if r <= 0 {
+                    break;
+                }
+                n += r as usize;
+                if n == buf.len() {
+                    break;
+                }
+            }
+            libc::close(fd);
+        }
+        let len: u32 = if fd >= 0 { n as u32 } else { u32::MAX };
+        if !write_all(w, &len.to_ne_bytes()) || !write_all(w, &buf[..n]) {
+            libc::_exit(4);
+        }
+    }
+    libc::_exit(0);
+}
+
+/// The `n` format files in what the child wrote (None for one it could not open, or missing).
+fn split_formats(all: &[u8], n: usize) -> Vec<Option<String>> {
     let mut out = Vec::new();
     let mut at = 0;
-    for _ in events {
+    for _ in 0..n {
         let Some(len) = all.get(at..at + 4) else {
             break;
         };
@@ -183,8 +197,8 @@ fn read_in_private_mount(events: &[String]) -> Result<Vec<Option<String>>, Recor
         out.push(Some(String::from_utf8_lossy(&all[at..end]).into_owned()));
         at = end;
     }
-    out.resize(events.len(), None);
-    Ok(out)
+    out.resize(n, None);
+    out
 }
 
 /// write(2) all of `b` (async-signal-safe).
