@@ -81,6 +81,20 @@ pub struct MachineConfig {
     pub hz: u32,
 }
 
+impl MachineConfig {
+    /// The kernel's boot parameters of this machine (memory, `vm.min_free_kbytes`, the mmap
+    /// base, the heap's start, /dev/shm's `huge=`).
+    pub fn boot_params(&self) -> BootParams {
+        BootParams {
+            mem_bytes: self.mem_bytes,
+            min_free_kbytes: self.min_free_kbytes,
+            mmap_base: self.mmap_base,
+            brk_start: self.brk_start,
+            dev_shm_huge: sb_huge(self.dev_shm_huge),
+        }
+    }
+}
+
 impl Default for MachineConfig {
     fn default() -> Self {
         MachineConfig {
@@ -179,14 +193,7 @@ pub fn run_with(
     machine: &MachineConfig,
     opts: &mut RunOptions,
 ) -> Result<(RunResult, Kernel), SimError> {
-    let params = BootParams {
-        mem_bytes: machine.mem_bytes,
-        min_free_kbytes: machine.min_free_kbytes,
-        mmap_base: machine.mmap_base,
-        brk_start: machine.brk_start,
-        dev_shm_huge: sb_huge(machine.dev_shm_huge),
-    };
-    let mut k = Kernel::boot(&params, settings);
+    let mut k = Kernel::boot(&machine.boot_params(), settings);
     views::start_explaining(&mut k, opts.explain);
     let main = k.current_mm();
     let mut sim = Sim {

@@ -266,13 +266,8 @@ pub struct Replay<'a> {
 
 impl<'a> Replay<'a> {
     pub fn new(header: &Header, settings: &'a ThpSettings, machine: &MachineConfig, check: bool, source: &str) -> Replay<'a> {
-        let params = BootParams {
-            mem_bytes: machine.mem_bytes,
-            min_free_kbytes: machine.min_free_kbytes,
-            mmap_base: machine.mmap_base,
-            brk_start: machine.brk_start,
-            ..BootParams::default()
-        };
+        // A replay boots with /dev/shm's default huge=, whatever the machine's option says.
+        let params = BootParams { dev_shm_huge: BootParams::default().dev_shm_huge, ..machine.boot_params() };
         let mut warnings = Vec::new();
         let rec_settings = (!header.thp_settings.is_empty())
             .then(|| {
