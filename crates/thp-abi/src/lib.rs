@@ -7,6 +7,7 @@
 //! - [`counters`]: `/proc/vmstat` `thp_*` events (`include/linux/vm_event_item.h`) and the
 //!   per-size `hugepages-<N>kB/stats/*` (`include/linux/huge_mm.h: enum mthp_stat_item`).
 //! - [`census`]: which folio sizes a process maps, and how.
+//! - [`pressure`]: a run's memcg limit and swap device (`--memory-max`, `--swap`).
 //! - [`free_lists`]: a machine's free lists (/proc/pagetypeinfo, per-CPU lists, reported blocks).
 //! - [`keys`]: typed keys for the kernel's closed sets of names (vmstat events, per-size stats,
 //!   folio sizes, size directories, knob paths), serialised as the kernel spells them.
@@ -18,10 +19,12 @@ pub mod counters;
 pub mod free_lists;
 pub mod keys;
 pub mod matrix;
+pub mod pressure;
 pub mod settings;
 
 pub use census::{Census, CensusEntry};
 pub use counters::{Counters, MthpStat, VmEvent};
 pub use free_lists::FreeLists;
 pub use keys::{FolioSize, Key, KernelName, KnobPath, MthpStatKey, SizeDir, VmStatKey};
+pub use pressure::{Pressure, SwapKind, SwapSpec};
 pub use settings::{SettingsError, ThpSettings};
