@@ -433,7 +433,9 @@ fn compare_record_says_each_step_on_stderr() {
 /// both intervals reach down to no host fault. The live verdict of each later setting against
 /// the first is judged on 3 runs ± their range; with normal noise two settings of equal time are
 /// called different about one time in seventy, so the live verdict is asserted for the second
-/// setting only.
+/// setting only; and since a busy machine (a build beside the test) makes that rarer verdict
+/// commoner, a "measurable" live verdict is measured once more: the assertion is that two
+/// comparisons in a row do not both call equal times different (one time in ~5,000 when quiet).
 #[test]
 fn settings_with_identical_counters_make_no_measurable_difference_in_time() {
     require_live!();
@@ -442,8 +444,12 @@ fn settings_with_identical_counters_make_no_measurable_difference_in_time() {
     let dir = tempfile::tempdir().unwrap();
     let w = dir.path().join("fill.thpw");
     std::fs::write(&w, "mmap buf 32M\ntouch buf write\n").unwrap();
-    let r = thplab_unlocked(&workspace(), &["compare", w.to_str().unwrap(), "--matrix", "shmem", "--profile", "builtin", "--json"]);
-    let v = r.json();
+    let compare = || thplab_unlocked(&workspace(), &["compare", w.to_str().unwrap(), "--matrix", "shmem", "--profile", "builtin", "--json"]).json();
+    let mut v = compare();
+    if v[1]["time_verdict"]["live_vs_first"]["measurable"] == true {
+        eprintln!("live 64K always against 4K only was called measurable ({}); measuring again", v[1]["time_verdict"]);
+        v = compare();
+    }
     let sets = v.as_array().expect("one object per setting");
     assert_eq!(sets.len(), 4);
     let minflt = |s: &serde_json::Value| s["model"]["process"]["minflt"].as_u64().unwrap();
