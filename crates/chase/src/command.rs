@@ -45,7 +45,7 @@ pub fn model_chase_ns(bytes: u64, page: crate::ChasePage, sizes: &[u32], tlb: (&
     let w = workload::parse("<bench chase>", &text)?;
     let mut machine = sim::MachineConfig::default();
     machine.mem_bytes = machine.mem_bytes.max((bytes * 2).next_power_of_two());
-    let mut opts = sim::RunOptions { tlb: Some(tlb), order0_scatter: scatter, ..Default::default() };
+    let mut opts = sim::RunOptions { profile: sim::Profile { tlb: Some(tlb), order0_scatter: scatter, ..Default::default() }, ..Default::default() };
     let (r, _) = sim::run_with(&w, &s, &machine, &mut opts)?;
     Ok(r.accesses.map(|a| a.total.ns_per_access).unwrap_or(0.0))
 }

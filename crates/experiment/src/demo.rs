@@ -11,8 +11,6 @@ use anyhow::Result;
 use report::print;
 use uapi::ThpSettings;
 
-use crate::SimExtras;
-
 /// The three settings of the README's main command.
 pub fn demo_settings() -> Vec<(&'static str, ThpSettings)> {
     let mut four_k = ThpSettings::default();
@@ -33,7 +31,7 @@ pub fn run(w: &workload::Workload, machine: &sim::MachineConfig, unavailable: Op
     let profile = uapi::profile::MachineProfile::builtin();
     for (label, s) in demo_settings() {
         let host = crate::host::host_model(&profile, unavailable.is_none());
-        let x = SimExtras { costs: profile.fault.as_ref(), host: host.as_ref().map(|(h, free)| (*h, free.as_ref())), ..Default::default() };
+        let x = sim::Profile { costs: profile.fault.clone(), host, ..Default::default() };
         let (r, live) = match &unavailable {
             None => {
                 let (r, l) = crate::workload::model_and_live(w, &s, machine, repeat.max(1), &x, &|| crate::host::settle_host(true))?;

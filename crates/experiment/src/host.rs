@@ -21,18 +21,24 @@ pub fn live_unavailable() -> Option<String> {
 /// Run `workload` on the live kernel under `settings` (applied through the settings guard and
 /// restored afterwards), `repeat` times. `model_regions` are the addresses the model chose
 /// (`RunResult.regions` of `sim::run`); regions missing there are placed by the harness and
-/// the result's `live.placement` says so. `progress` prints one line per run on stderr.
+/// the result's `live.placement` says so. `progress` prints one line per run on stderr;
+/// `profile.sample_ms` samples the run (the result's `timeline`).
 pub fn run_live(
     workload: &Workload,
     settings: &ThpSettings,
     model_regions: &[RegionPlacement],
     repeat: u32,
     progress: bool,
-    sample_ms: Option<u64>,
+    profile: &sim::Profile,
 ) -> Result<RunResult> {
-    let sample = sample_ms.map(std::time::Duration::from_millis);
-    let opts = live::ExecOptions { repeat: repeat.max(1), progress, sample, ..Default::default() };
-    Ok(live::run_live(workload, settings, model_regions, &opts)?)
+    Ok(live::run_live(workload, settings, model_regions, &exec_options(repeat, progress, profile, false))?)
+}
+
+/// How the live child is run (`repeat` times at least once, `settle_host`: each run from a
+/// settled host), sampled as the profile samples the model (`sample_ms`).
+pub fn exec_options(repeat: u32, progress: bool, profile: &sim::Profile, settle_host: bool) -> live::ExecOptions {
+    let sample = profile.sample_ms.map(std::time::Duration::from_millis);
+    live::ExecOptions { repeat: repeat.max(1), progress, sample, settle_host, ..Default::default() }
 }
 
 /// The profile's `[host]` for a model run. With `live` (a live run on this machine follows):
@@ -45,12 +51,12 @@ pub fn run_live(
 /// second back to the buddy lists, backed and unreported): 1 GiB runs of 64 KiB mTHP met 30-60 %
 /// fewer host faults than the model gave them and ran up to 2.5x faster than it said. Without
 /// `live`, the profile's own free lists.
-pub fn host_model(profile: &uapi::profile::MachineProfile, live: bool) -> Option<(&uapi::profile::HostCosts, Option<uapi::profile::FreeLists>)> {
+pub fn host_model(profile: &uapi::profile::MachineProfile, live: bool) -> Option<(uapi::profile::HostCosts, Option<uapi::profile::FreeLists>)> {
     let host = profile.host.as_ref()?;
     if live {
         live::host::reporting_order()?;
     }
-    Some((host, None))
+    Some((host.clone(), None))
 }
 
 /// The free lists a live run pinned to the quietest CPU meets (`free.cpu`, where free pages

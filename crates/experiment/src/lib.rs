@@ -14,6 +14,7 @@
 //! - [`program`]: one setting of `compare --record`: the recording replayed, the live runs, rows.
 //! - [`program_lab`]: the whole of `compare --record`: recording (again when the program read a
 //!   knob the setting changes), the untraced timed runs, then [`program`] per setting.
+//! - [`resolve`]: settings, machine, profile and matrices from the command line, in one place.
 //! - [`simulate`]: `thplab sim`: one run, a matrix, their printing.
 //! - [`demo`]: `thplab demo` and its notes on time.
 //! - [`host`]: the live run and the host settling around it (page reporting, free lists).
@@ -34,13 +35,14 @@ pub mod model;
 pub mod noise;
 pub mod program;
 pub mod program_lab;
+pub mod resolve;
 pub mod simulate;
 pub mod text;
 pub mod timeline;
 pub mod vmas;
 pub mod workload;
 
-pub use model::{Rerun, RerunReason, SimExtras};
+pub use model::{Rerun, RerunReason};
 pub use text::{print_rows, print_rows_only, row_lines, row_mark, ExtraColumn};
 
 use std::collections::BTreeSet;

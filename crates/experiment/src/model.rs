@@ -1,5 +1,5 @@
 //! The model's side of the experiment: a workload run in the model (`sim::run_with`) with what
-//! the CLI resolved besides settings and machine ([`SimExtras`]), the uncertainty of its time,
+//! the CLI resolved besides settings and machine (a `sim::Profile`), the uncertainty of its time,
 //! and the model run again from the state a live run started from ([`remodel`]): the live
 //! process's heap start (mm/util.c `arch_randomize_brk`, which the model cannot draw) and the
 //! free lists it met (mm/page_reporting.c `page_reporting_process` decides which free frames
@@ -8,22 +8,6 @@
 use anyhow::Result;
 use serde::Serialize;
 use uapi::{RunResult, ThpSettings};
-
-/// What a workload's model run may have besides its settings and machine.
-#[derive(Clone, Copy, Default)]
-pub struct SimExtras<'a> {
-    /// `--cpu` and `--paging`.
-    pub tlb: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
-    /// `--profile`'s `[fault]` costs.
-    pub costs: Option<&'a uapi::profile::FaultCosts>,
-    /// `--profile`'s `[host]`, and the free lists to start from: the profile's, or those a live
-    /// run started from ([`remodel`]).
-    pub host: Option<(&'a uapi::profile::HostCosts, Option<&'a uapi::profile::FreeLists>)>,
-    /// `--sample MS`.
-    pub sample_ms: Option<u64>,
-    /// `--order0-scatter S`.
-    pub order0_scatter: f64,
-}
 
 /// Run `w` in the model: with `check` the model's invariants after every step, with `explain`
 /// every fault on that range, `on_event` told of the run's progress; with a profile, the time's
@@ -34,23 +18,13 @@ pub fn run_model(
     m: &sim::MachineConfig,
     check: bool,
     explain: Option<(u64, u64)>,
-    x: &SimExtras,
+    p: &sim::Profile,
     on_event: Option<&mut dyn FnMut(sim::SimEvent)>,
 ) -> Result<RunResult> {
-    let mut opts = sim::RunOptions {
-        check_invariants: check,
-        on_event,
-        explain,
-        tlb: x.tlb,
-        costs: x.costs.cloned(),
-        host: x.host.map(|(h, free)| (h.clone(), free.cloned())),
-        sample_ms: x.sample_ms,
-        order0_scatter: x.order0_scatter,
-        ..Default::default()
-    };
+    let mut opts = sim::RunOptions { check_invariants: check, on_event, explain, profile: p.clone(), ..Default::default() };
     let (mut r, _) = sim::run_with(w, s, m, &mut opts)?;
     drop(opts);
-    time_uncertainty(w, s, m, x, &mut r)?;
+    time_uncertainty(w, s, m, p, &mut r)?;
     Ok(r)
 }
 
@@ -58,15 +32,16 @@ pub fn run_model(
 /// spreads of what it priced and, with a `[host]`, the host state: the run again from free lists
 /// in which every free frame is reported (`sim::time::all_reported`), the far end from no host
 /// fault at all.
-pub fn time_uncertainty(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, x: &SimExtras, r: &mut RunResult) -> Result<()> {
-    let (Some(t), Some(costs)) = (r.time.as_mut(), x.costs) else { return Ok(()) };
-    if costs.spread_pct.is_empty() && x.host.is_none() {
+pub fn time_uncertainty(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, p: &sim::Profile, r: &mut RunResult) -> Result<()> {
+    let (Some(t), Some(costs)) = (r.time.as_mut(), p.costs.as_ref()) else { return Ok(()) };
+    if costs.spread_pct.is_empty() && p.host.is_none() {
         return Ok(());
     }
-    sim::time::set_uncertainty(t, sim::time::profile_spread(t, costs, x.host.map(|h| h.0), false), 0.0);
-    let Some((h, free)) = x.host else { return Ok(()) };
-    let far = sim::time::all_reported(m.mem_bytes);
-    let mut opts = sim::RunOptions { tlb: x.tlb, costs: x.costs.cloned(), host: Some((h.clone(), Some(far))), order0_scatter: x.order0_scatter, ..Default::default() };
+    sim::time::set_uncertainty(t, sim::time::profile_spread(t, costs, p.host.as_ref().map(|h| &h.0), false), 0.0);
+    let Some((h, free)) = &p.host else { return Ok(()) };
+    // The far end: every free frame reported; priced only (no timeline).
+    let far = sim::Profile { sample_ms: None, ..p.with_free_lists(Some(sim::time::all_reported(m.mem_bytes))) };
+    let mut opts = sim::RunOptions { profile: far, ..Default::default() };
     let (hi, _) = sim::run_with(w, s, m, &mut opts)?;
     let (faults, ns) = hi.time.as_ref().map_or((0, 0.0), |t| (t.host_faults, t.host_ns));
     let assumed = match free {
@@ -140,19 +115,19 @@ impl Rerun {
 /// free lists the live run started from (`live.free_lists`, when the model priced a profile's
 /// `[host]`), and with the live process's heap start when the heap matters. The model as it
 /// was, and no re-run, where neither applies.
-pub fn remodel(w: &workload::Workload, s: &ThpSettings, machine: &sim::MachineConfig, x: &SimExtras, model: RunResult, live: &RunResult) -> Result<(RunResult, Option<Rerun>)> {
+pub fn remodel(w: &workload::Workload, s: &ThpSettings, machine: &sim::MachineConfig, p: &sim::Profile, model: RunResult, live: &RunResult) -> Result<(RunResult, Option<Rerun>)> {
     let run = live.live.as_ref().and_then(|l| l.workload.as_ref());
     let brk = run.and_then(|l| parse_hex(&l.start_brk)).filter(|&b| b != machine.brk_start && w.region_by_name(workload::HEAP).is_some());
     let free = run.and_then(|l| l.free_lists.as_ref());
-    let host = x.host.zip(free).map(|((h, _), f)| (h, Some(f)));
+    let host = free.filter(|_| p.host.is_some()).map(|f| p.with_free_lists(Some(f.clone())));
     if brk.is_none() && host.is_none() {
         return Ok((model, None));
     }
     let mut reasons = Vec::new();
     reasons.extend(brk.map(|_| RerunReason::ModelLiveHeapStart));
-    reasons.extend(host.map(|_| RerunReason::ModelLiveFreeLists));
+    reasons.extend(host.as_ref().map(|_| RerunReason::ModelLiveFreeLists));
     let m = sim::MachineConfig { brk_start: brk.unwrap_or(machine.brk_start), ..machine.clone() };
-    let r = run_model(w, s, &m, false, None, &SimExtras { host: host.or(x.host), ..*x }, None)?;
+    let r = run_model(w, s, &m, false, None, host.as_ref().unwrap_or(p), None)?;
     Ok((r, Some(Rerun { run: "model", reasons })))
 }
 

@@ -204,8 +204,9 @@ pub fn add_program_and_host_spread(
         let profile = t.uncertainty.as_ref().map(|u| u.profile_ns.clone()).unwrap_or_default();
         sim::time::set_uncertainty(t, profile, timed_range.map_or(0.0, |r| (r.max - r.min) * 1e6));
     }
-    if let Some((h, _)) = &replay.host {
-        let far = sim::ReplayOptions { host: Some((h.clone(), Some(sim::time::all_reported(machine.mem_bytes)))), ..Default::default() };
+    if let Some((h, _)) = &replay.profile.host {
+        let far = sim::Profile { host: Some((h.clone(), Some(sim::time::all_reported(machine.mem_bytes)))), ..Default::default() };
+        let far = sim::ReplayOptions { profile: far, ..Default::default() };
         let r = sim::run_recording_opts(source, header, events, s, machine, &far)?;
         let (faults, ns) = sim::time::replay_host(&r, h);
         let assumed = match timed_range {

@@ -37,9 +37,12 @@ pub struct CompareRecordArgs {
     /// run live again up to N times.
     pub retries: u32,
     pub json: bool,
-    /// `--profile`: the recording is timed untraced (`record --timed 3`) and the model's time,
-    /// the program's own plus its modelled work, is set beside the live wall time.
-    pub profile: Option<uapi::profile::MachineProfile>,
+    /// What the replays are priced and observed with: the `[fault]` costs (the model's time,
+    /// the program's own plus its modelled work, is set beside the live wall time), the
+    /// `[host]` and, with `accesses`, the TLB model.
+    pub profile: sim::Profile,
+    /// `--profile` was given: the recording is timed untraced (`record --timed 3`).
+    pub timed: bool,
     /// The program's stdin/stdout/stderr to /dev/null in the live runs (the recording passes
     /// them through).
     pub quiet: bool,
@@ -47,8 +50,8 @@ pub struct CompareRecordArgs {
     /// the runs' spread.
     pub repeat: u32,
     /// `--accesses`: the program's accesses are recorded too (under valgrind) and replayed
-    /// through this CPU's TLBs under this paging.
-    pub accesses: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
+    /// through the TLB model of `profile.tlb`.
+    pub accesses: bool,
     /// `--only-diff`: print only the rows whose model and live values differ.
     pub only_diff: bool,
 }
@@ -130,16 +133,16 @@ pub fn compare_record(a: CompareRecordArgs) -> Result<bool> {
     if let Some(why) = live_unavailable() {
         return Err(live::LiveError::NotAvailable(why).into());
     }
-    if a.accesses.is_some() && record::accesses::valgrind_path().is_none() {
+    if a.accesses && record::accesses::valgrind_path().is_none() {
         bail!("--accesses runs the program under valgrind (lackey), which is not installed here (no valgrind in PATH): install it (apt-get install valgrind) or leave out --accesses");
     }
     // Progress on stderr: the setting, the step, what is left (a bar on a terminal, a line
     // per step otherwise unless --json).
-    let timed = if a.profile.is_some() { runs.len() } else { 0 };
-    let plan = [("record", 1), ("timed", timed), ("accesses", a.accesses.is_some() as usize), ("replay", runs.len()), ("live", runs.len() * a.repeat.max(1) as usize)];
+    let timed = if a.timed { runs.len() } else { 0 };
+    let plan = [("record", 1), ("timed", timed), ("accesses", a.accesses as usize), ("replay", runs.len()), ("live", runs.len() * a.repeat.max(1) as usize)];
     let steps = progress::Steps::start("thplab compare", &plan, !a.json);
-    steps.step("record", format!("recording {}{}", a.command.join(" "), if a.profile.is_some() { " (then 3 untraced runs)" } else { "" }));
-    let Recorded { rec, secs: rec_secs, timed_free, timed_range } = record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?;
+    steps.step("record", format!("recording {}{}", a.command.join(" "), if a.timed { " (then 3 untraced runs)" } else { "" }));
+    let Recorded { rec, secs: rec_secs, timed_free, timed_range } = record_program(&a.command, if a.timed { 3 } else { 0 })?;
     if let Some(path) = &a.keep {
         let f = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
         rec.write_to(BufWriter::new(f)).with_context(|| format!("writing {}", path.display()))?;
@@ -150,12 +153,11 @@ pub fn compare_record(a: CompareRecordArgs) -> Result<bool> {
     // this process is small: the model's replays (of a recording's accesses above all: a
     // gigabyte for sort's 128 M) move the free lists the runs would meet.
     let untraced = untraced_runs(&a, &steps)?;
-    let accesses = match a.accesses {
-        Some((cpu, paging)) => {
-            steps.step("accesses", "the program's accesses under valgrind lackey");
-            Some(sim::RecordedAccessInput { file: "(recorded with --accesses)".into(), trace: std::sync::Arc::new(record_accesses(&a, &rec)?), cpu, paging })
-        }
-        None => None,
+    let accesses = if a.accesses {
+        steps.step("accesses", "the program's accesses under valgrind lackey");
+        Some(sim::RecordedAccessInput { file: "(recorded with --accesses)".into(), trace: std::sync::Arc::new(record_accesses(&a, &rec)?) })
+    } else {
+        None
     };
     let source = a.command.join(" ");
     let opts = live::ProgramOptions { quiet: a.quiet };
@@ -187,8 +189,8 @@ pub fn compare_record(a: CompareRecordArgs) -> Result<bool> {
         let untraced_range = untraced.as_ref().and_then(|(_, _, r)| *r);
         // With a profile's [host], where this machine reports free pages too, the model's free
         // memory is what this setting's untraced runs met (read by them once reporting settled).
-        let host = a.profile.as_ref().filter(|p| p.fault.is_some() && live::host::reporting_order().is_some()).and_then(|p| p.host.clone());
-        let host = host.map(|h| (h, untraced.as_ref().and_then(|(_, f, _)| f.clone())));
+        let host = a.profile.host.clone().filter(|_| a.profile.costs.is_some() && live::host::reporting_order().is_some());
+        let host = host.map(|(h, _)| (h, untraced.as_ref().and_then(|(_, f, _)| f.clone())));
         let first = (&rec, &timed_free, timed_range);
         let (model, rerecorded) = model_of_setting(&a, (label, s), first, host, accesses.clone(), &steps, &mut again, &mut out)?;
         let before_live = |model: &RunResult, n: u32| {
@@ -222,14 +224,13 @@ pub fn compare_record(a: CompareRecordArgs) -> Result<bool> {
 fn untraced_runs(a: &CompareRecordArgs, steps: &progress::Steps) -> Result<Vec<Option<(u64, Option<uapi::profile::FreeLists>, Option<uapi::result::MsRange>)>>> {
     let mut untraced = Vec::new();
     for (label, s) in a.runs.iter() {
-        untraced.push(match a.profile {
-            Some(_) => {
-                steps.step("timed", format!("{label}: 3 untraced runs under the setting"));
-                let _guard = live::SettingsGuard::apply(s)?;
-                let argv: Vec<OsString> = a.command.iter().map(OsString::from).collect();
-                Some(time_untraced(&argv, 3, true, !a.json)?)
-            }
-            None => None,
+        untraced.push(if a.timed {
+            steps.step("timed", format!("{label}: 3 untraced runs under the setting"));
+            let _guard = live::SettingsGuard::apply(s)?;
+            let argv: Vec<OsString> = a.command.iter().map(OsString::from).collect();
+            Some(time_untraced(&argv, 3, true, !a.json)?)
+        } else {
+            None
         });
     }
     Ok(untraced)
@@ -251,7 +252,7 @@ fn model_of_setting(
 ) -> Result<(RunResult, bool)> {
     let source = &a.command.join(" ");
     steps.step("replay", format!("{label}: the model replays the recording"));
-    let mut replay = sim::ReplayOptions { host, accesses, ..Default::default() };
+    let mut replay = sim::ReplayOptions { profile: sim::Profile { host, accesses, tlb: a.profile.tlb, ..Default::default() }, ..Default::default() };
     let (mut rec, mut timed_free, mut timed_range) = first;
     let mut model = crate::program::replay_model((source, &rec.header, &rec.events), s, &a.machine, &replay)?;
     let (knobs_read, knobs_changed) = model.model.as_ref().and_then(|m| m.replay.as_ref()).map(|r| (r.knobs_read.clone(), r.knobs_read_differing.clone())).unwrap_or_default();
@@ -265,17 +266,17 @@ fn model_of_setting(
             }
             steps.step("record", format!("{label}: recording again under this setting"));
             let _guard = live::SettingsGuard::apply(s)?;
-            again.push((values.clone(), record_program(&a.command, if a.profile.is_some() { 3 } else { 0 })?));
+            again.push((values.clone(), record_program(&a.command, if a.timed { 3 } else { 0 })?));
         }
         let found = &again.iter().find(|(v, _)| *v == values).expect("recorded for these values").1;
         (rec, timed_free, timed_range) = (&found.rec, &found.timed_free, found.timed_range);
         // The accesses were placed on the first recording's records.
-        if replay.accesses.take().is_some() && !a.json {
+        if replay.profile.accesses.take().is_some() && !a.json {
             progress::suspend(|| writeln!(out, "({label}: the accesses recorded with the first recording are not replayed with this one)"))?;
         }
         model = crate::program::replay_model((source, &rec.header, &rec.events), s, &a.machine, &replay)?;
     }
-    if let Some(fault) = a.profile.as_ref().and_then(|p| p.fault.as_ref()) {
+    if let Some(fault) = a.profile.costs.as_ref() {
         crate::program::price_replay(&mut model, (source, &rec.header, &rec.events), s, &a.machine, &replay, fault, timed_free.as_ref(), timed_range)?;
     }
     Ok((model, rerecorded))

@@ -8,10 +8,7 @@ use std::io::Write;
 use anyhow::{bail, Result};
 use report::print;
 use uapi::result::SalvageReport;
-use uapi::profile::MachineProfile;
 use uapi::{RunResult, ThpSettings};
-
-use crate::SimExtras;
 
 /// A recording's recorded accesses (`record --accesses`: FILE.accesses) and the file they came
 /// from.
@@ -24,22 +21,16 @@ pub enum SimInput {
     Workload(workload::Workload),
 }
 
-/// The TLB choice (`--cpu`, `--paging`, else the profile's `[tlb]`), asked only where used.
-pub type TlbChoice<'a> = &'a dyn Fn(Option<&MachineProfile>) -> Result<(&'static tlb::CpuPreset, tlb::Paging)>;
-
 /// How `sim` runs its input (its flags).
 pub struct SimOptions<'a> {
     /// `--check`: the model's invariants after every operation.
     pub check: bool,
-    /// `--sample MS`.
-    pub sample: Option<u64>,
     /// A recording's clock on its timestamps (not `--no-recorded-time`).
     pub recorded_time: bool,
-    pub tlb: TlbChoice<'a>,
-    /// `--order0-scatter`, else the profile's.
-    pub order0_scatter: f64,
-    /// The machine profile (`--profile`).
-    pub profile: Option<&'a MachineProfile>,
+    /// What the run is priced and observed with (`--profile`, `--cpu`, `--paging`,
+    /// `--order0-scatter`, `--sample`: `crate::resolve::profile`); a recording's accesses are
+    /// added to it here.
+    pub profile: &'a sim::Profile,
     /// What `--salvage` lost: into each result (`model.replay.salvage`).
     pub salvage: Option<&'a SalvageReport>,
 }
@@ -53,7 +44,7 @@ pub fn locate(mut e: sim::SimError, offsets: &[u64]) -> sim::SimError {
 }
 
 /// [`crate::model::run_model`] with a progress bar for long runs.
-pub fn run_sim_tlb(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, check: bool, progress: bool, explain: Option<(u64, u64)>, x: &SimExtras) -> Result<RunResult> {
+pub fn run_sim_tlb(w: &workload::Workload, s: &ThpSettings, m: &sim::MachineConfig, check: bool, progress: bool, explain: Option<(u64, u64)>, x: &sim::Profile) -> Result<RunResult> {
     let mut bar = print::Progress::new(progress && w.touched_pages() > 4_000_000, &w.source, w.touched_pages());
     let mut on_event = |sim::SimEvent::Progress { accesses_done, accesses_total }| bar.set(accesses_done, accesses_total);
     let r = crate::model::run_model(w, s, m, check, explain, x, Some(&mut on_event))?;
@@ -106,44 +97,31 @@ pub fn sim_one(o: &SimOptions, input: &SimInput, settings: &ThpSettings, machine
 
 fn sim_priced(o: &SimOptions, input: &SimInput, settings: &ThpSettings, machine: &sim::MachineConfig, explain: Option<(u64, u64)>, progress: bool) -> Result<RunResult> {
     let profile = o.profile;
-    let costs = profile.and_then(|p| p.fault.as_ref());
-    // A priced run on a VM that reports free pages: the profile's own free lists (no live run
-    // follows a `sim`).
-    let host = costs.and(profile.and_then(|p| p.host.as_ref()));
     // A recording's replay options: its time is priced by replaying it again with them.
     let mut replay_opts = None;
     let mut r = match input {
         SimInput::Recording { name, header, events, offsets, accesses } => {
-            if o.sample.is_some() && !o.recorded_time {
+            if profile.sample_ms.is_some() && !o.recorded_time {
                 bail!("--sample with a recording needs its recorded time: with --no-recorded-time the replay's clock does not move (leave out one of the two)");
             }
-            let accesses = match accesses {
-                Some((file, trace)) => {
-                    let (cpu, paging) = (o.tlb)(profile)?;
-                    Some(sim::RecordedAccessInput { file: file.clone(), trace: trace.clone(), cpu, paging })
-                }
-                None => None,
-            };
-            let opts = sim::ReplayOptions { check_invariants: o.check, explain, recorded_time: o.recorded_time, sample_ms: o.sample, accesses, host: host.map(|h| (h.clone(), None)) };
+            let accesses = accesses.as_ref().map(|(file, trace)| sim::RecordedAccessInput { file: file.clone(), trace: trace.clone() });
+            let profile = sim::Profile { accesses, ..profile.clone() };
+            let opts = sim::ReplayOptions { check_invariants: o.check, explain, recorded_time: o.recorded_time, profile };
             let r = sim::run_recording_opts(name, header, events, settings, machine, &opts).map_err(|e| locate(e, offsets))?;
             print_replay_warnings(&r);
             replay_opts = Some(opts);
             r
         }
-        SimInput::Workload(w) => {
-            let tlb = (o.tlb)(profile)?;
-            let host = host.map(|h| (h, None));
-            run_sim_tlb(w, settings, machine, o.check, progress, explain, &SimExtras { tlb: Some(tlb), costs, host, sample_ms: o.sample, order0_scatter: o.order0_scatter })?
-        }
+        SimInput::Workload(w) => run_sim_tlb(w, settings, machine, o.check, progress, explain, profile)?,
     };
     // A workload's steps are priced as they run (sim::driver); a recording's time is still
     // estimated from its totals.
-    if let (Some(fault), Some(opts), SimInput::Recording { name, header, events, offsets, .. }) = (costs, &replay_opts, input) {
+    if let (Some(fault), Some(opts), SimInput::Recording { name, header, events, offsets, .. }) = (&profile.costs, &replay_opts, input) {
         let mut t = sim::time::recording(&r, name, header, events, machine, fault, opts, None).map_err(|e| locate(e, offsets))?;
         crate::program::add_program_and_host_spread(&mut t, None, (name, header, events), machine, opts, settings)?;
         r.time = Some(t);
     }
-    if let (Some(pin), Some(io)) = (profile.and_then(|p| p.pin.as_ref()), r.io.as_mut()) {
+    if let (Some(pin), Some(io)) = (&profile.pin, r.io.as_mut()) {
         let ns = pin.pin_ns(io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages);
         io.pin_ns = Some(ns);
         // The reads' pinning is part of the run's time (their faults already are).

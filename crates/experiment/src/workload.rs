@@ -8,7 +8,7 @@
 use anyhow::Result;
 use uapi::{RunResult, ThpSettings};
 
-use crate::model::{remodel, run_model, Rerun, RerunReason, SimExtras};
+use crate::model::{remodel, run_model, Rerun, RerunReason};
 use crate::timeline::TimelineComparison;
 use crate::{Row, Tolerance};
 
@@ -16,7 +16,8 @@ use crate::{Row, Tolerance};
 pub struct WorkloadExperiment<'a> {
     pub workload: &'a workload::Workload,
     pub machine: &'a sim::MachineConfig,
-    pub extras: SimExtras<'a>,
+    /// What the model is priced and observed with (its `sample_ms` samples the live run too).
+    pub profile: &'a sim::Profile,
     /// Live runs per setting (`--repeat`; the median reported).
     pub repeat: u32,
     /// `--retries`: live runs again at most, while [`crate::retry_reason`] says why.
@@ -51,7 +52,7 @@ impl WorkloadExperiment<'_> {
     /// run again while its differences may not be the model's, and the model again from the
     /// run kept.
     pub fn run(&self, s: &ThpSettings) -> Result<Outcome> {
-        let (w, machine, x) = (self.workload, self.machine, &self.extras);
+        let (w, machine, x) = (self.workload, self.machine, self.profile);
         let mut reruns = Vec::new();
         let first = run_model(w, s, machine, false, None, x, None)?;
         let live = match self.saved_live {
@@ -84,7 +85,7 @@ impl WorkloadExperiment<'_> {
 
     /// The workload live at the model run's addresses ([`run_live_as_modelled`]).
     fn run_live(&self, model: &RunResult, s: &ThpSettings) -> Result<RunResult> {
-        run_live_as_modelled(model, self.workload, s, self.repeat, false, self.extras.sample_ms, self.extras.host.is_some(), self.settle_host)
+        run_live_as_modelled(model, self.workload, s, self.repeat, false, self.profile, self.settle_host)
     }
 }
 
@@ -105,37 +106,35 @@ pub fn model_and_live(
     s: &ThpSettings,
     machine: &sim::MachineConfig,
     repeat: u32,
-    x: &SimExtras,
+    x: &sim::Profile,
     settle_host: &dyn Fn(),
 ) -> Result<(RunResult, RunResult)> {
     let model = run_model(w, s, machine, false, None, x, None)?;
-    let live = run_live_as_modelled(&model, w, s, repeat, false, x.sample_ms, x.host.is_some(), settle_host)?;
+    let live = run_live_as_modelled(&model, w, s, repeat, false, x, settle_host)?;
     Ok((remodel(w, s, machine, x, model, &live)?.0, live))
 }
 
 /// The workload of the model run `model` live (`live::run_live`), its regions at the model's
-/// addresses. With `host` (the model priced a profile's `[host]`), every live run waits until
+/// addresses, sampled every `profile.sample_ms`. With the profile's `[host]` (the model priced
+/// it), every live run waits until
 /// page reporting has taken every free block (`settle_host`, and the repeats in the executor),
 /// runs pinned to the CPU whose per-CPU lists hold the fewest pages as it starts, and reads the
 /// free lists it starts from (`live.free_lists`, for [`remodel`]) and its host faults
 /// (`live.host_faults`).
-#[allow(clippy::too_many_arguments)]
 pub fn run_live_as_modelled(
     model: &RunResult,
     workload: &workload::Workload,
     settings: &ThpSettings,
     repeat: u32,
     progress: bool,
-    sample_ms: Option<u64>,
-    host: bool,
+    profile: &sim::Profile,
     settle_host: &dyn Fn(),
 ) -> Result<RunResult> {
-    let reporting = host && live::host::reporting_order().is_some();
+    let reporting = profile.host.is_some() && live::host::reporting_order().is_some();
     if reporting {
         settle_host();
     }
-    let sample = sample_ms.map(std::time::Duration::from_millis);
-    let opts = live::ExecOptions { repeat: repeat.max(1), progress, sample, settle_host: reporting, ..Default::default() };
+    let opts = crate::host::exec_options(repeat, progress, profile, reporting);
     Ok(live::run_live(workload, settings, &model.regions, &opts)?)
 }
 

@@ -36,7 +36,7 @@ fn bench(c: &mut Criterion) {
         g.throughput(Throughput::Elements(*faults));
         g.bench_function(format!("{name}, priced"), |b| {
             b.iter(|| {
-                let mut opts = sim::RunOptions { costs: Some(costs.clone()), ..Default::default() };
+                let mut opts = sim::RunOptions { profile: sim::Profile { costs: Some(costs.clone()), ..Default::default() }, ..Default::default() };
                 sim::run_with(&w, s, &machine, &mut opts).unwrap()
             })
         });
@@ -48,7 +48,7 @@ fn bench(c: &mut Criterion) {
         g.throughput(Throughput::Elements(*faults));
         g.bench_function(format!("{name}, priced with [host]"), |b| {
             b.iter(|| {
-                let mut opts = sim::RunOptions { costs: Some(costs.clone()), host: Some((host.clone(), None)), ..Default::default() };
+                let mut opts = sim::RunOptions { profile: sim::Profile { costs: Some(costs.clone()), host: Some((host.clone(), None)), ..Default::default() }, ..Default::default() };
                 sim::run_with(&w, s, &machine, &mut opts).unwrap()
             })
         });

@@ -325,7 +325,7 @@ mod tests {
         };
         let mut s = uapi::ThpSettings::default();
         s.apply_assignment("enabled=never").unwrap();
-        run_with(w, &s, &MachineConfig::default(), &mut RunOptions { check_invariants: true, costs: Some(costs), ..Default::default() }).unwrap().0
+        run_with(w, &s, &MachineConfig::default(), &mut RunOptions { check_invariants: true, profile: crate::Profile { costs: Some(costs), ..Default::default() }, ..Default::default() }).unwrap().0
     }
 
     /// 1 MiB written as 256 base pages on a fresh simulated machine: consecutive frames, 8 to a

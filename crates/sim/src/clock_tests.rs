@@ -14,7 +14,7 @@ fn priced(set: &[&str], text: &str, sample_ms: Option<u64>) -> RunResult {
     }
     let w = workload::parse("clock.thpw", text).unwrap();
     let costs = uapi::profile::MachineProfile::builtin().fault.unwrap();
-    let mut opts = RunOptions { costs: Some(costs), sample_ms, ..Default::default() };
+    let mut opts = RunOptions { profile: crate::Profile { costs: Some(costs), sample_ms, ..Default::default() }, ..Default::default() };
     let m = MachineConfig { mem_bytes: 2 << 30, ..MachineConfig::default() };
     run_with(&w, &s, &m, &mut opts).unwrap_or_else(|e| panic!("{e}")).0
 }

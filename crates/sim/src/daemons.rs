@@ -217,7 +217,7 @@ mod tests {
             syscall_ns: 10.0,
             ..Default::default()
         };
-        let mut opts = crate::RunOptions { check_invariants: true, costs: Some(costs), ..Default::default() };
+        let mut opts = crate::RunOptions { check_invariants: true, profile: crate::Profile { costs: Some(costs), ..Default::default() }, ..Default::default() };
         let (r, _) = crate::run_with(&w, &s, &MachineConfig::default(), &mut opts).unwrap();
         let t = r.time.unwrap();
         assert_eq!(t.faults["64kB"], 16);
@@ -236,7 +236,7 @@ mod tests {
         let r = run(&w, &s, &MachineConfig::default()).unwrap();
         assert_eq!((khugepaged(&r).wakeups, khugepaged(&r).pages_collapsed), (1, 1));
         let costs = uapi::profile::FaultCosts { ns_per_fault: [("4kB".to_string(), 1e6)].into(), ..Default::default() };
-        let mut opts = crate::RunOptions { check_invariants: true, costs: Some(costs), ..Default::default() };
+        let mut opts = crate::RunOptions { check_invariants: true, profile: crate::Profile { costs: Some(costs), ..Default::default() }, ..Default::default() };
         let (r, _) = crate::run_with(&w, &s, &MachineConfig::default(), &mut opts).unwrap();
         let kh = khugepaged(&r);
         assert_eq!((kh.wakeups, kh.pages_collapsed), (2, 2));
@@ -265,7 +265,7 @@ mod tests {
         let costs = uapi::profile::FaultCosts { ns_per_fault: [("4kB".to_string(), 1000.0), ("2048kB".to_string(), 100_000.0)].into(), ..Default::default() };
         let host = uapi::profile::HostCosts { page_reporting_order: 9, fault_ns_per_page: 10_000.0, base_fault_ns_per_page: None, fault_spread_pct: None, free_areas: vec![2000, 0, 0, 0, 0, 0, 0, 0, 0, 40, 20], source: String::new() };
         let m = MachineConfig { mem_bytes: 256 << 20, ..MachineConfig::default() };
-        let mut opts = crate::RunOptions { check_invariants: true, costs: Some(costs), host: Some((host, None)), ..Default::default() };
+        let mut opts = crate::RunOptions { check_invariants: true, profile: crate::Profile { costs: Some(costs), host: Some((host, None)), ..Default::default() }, ..Default::default() };
         let (r, k) = crate::run_with(&w, &s, &m, &mut opts).unwrap();
         let t = r.time.unwrap();
         assert_eq!(t.faults["2048kB"], 24);
@@ -290,7 +290,7 @@ mod tests {
         let costs = uapi::profile::FaultCosts { ns_per_fault: [("4kB".to_string(), 1000.0), ("2048kB".to_string(), 100_000.0)].into(), ..Default::default() };
         let host = uapi::profile::HostCosts { page_reporting_order: 9, fault_ns_per_page: 10_000.0, base_fault_ns_per_page: Some(12_000.0), fault_spread_pct: None, free_areas: vec![2000, 0, 0, 0, 0, 0, 0, 0, 0, 40, 20], source: String::new() };
         let m = MachineConfig { mem_bytes: 256 << 20, ..MachineConfig::default() };
-        let mut opts = crate::RunOptions { check_invariants: true, costs: Some(costs), host: Some((host, None)), ..Default::default() };
+        let mut opts = crate::RunOptions { check_invariants: true, profile: crate::Profile { costs: Some(costs), host: Some((host, None)), ..Default::default() }, ..Default::default() };
         let (r, k) = crate::run_with(&w, &settings(&["enabled=never"]), &m, &mut opts).unwrap();
         let t = r.time.unwrap();
         let h = k.host_stats().unwrap();
@@ -338,7 +338,7 @@ mod tests {
         assert_eq!(r.process.minflt, 5);
         // The touch took 1 s of simulated time: the clock ends there.
         let costs = uapi::profile::FaultCosts::default();
-        let mut opts = crate::RunOptions { costs: Some(costs), ..Default::default() };
+        let mut opts = crate::RunOptions { profile: crate::Profile { costs: Some(costs), ..Default::default() }, ..Default::default() };
         let (r, _) = crate::run_with(&w, &s, &MachineConfig::default(), &mut opts).unwrap();
         assert_eq!(r.time.unwrap().elapsed_ns, 1_000_000_000);
         // Unpaced: no time passes, no wake-up runs.
@@ -359,7 +359,7 @@ mod tests {
         let costs = uapi::profile::FaultCosts { ns_per_fault: [("4kB".to_string(), 1e6)].into(), ..Default::default() };
         for (rate, elapsed) in [("1M/s", 390_625_000), ("100M/s", 100_000_000)] {
             let w = workload::parse("t", &format!("mmap a 400K\ntouch a write rate={rate}\n")).unwrap();
-            let mut opts = crate::RunOptions { costs: Some(costs.clone()), ..Default::default() };
+            let mut opts = crate::RunOptions { profile: crate::Profile { costs: Some(costs.clone()), ..Default::default() }, ..Default::default() };
             let (r, _) = crate::run_with(&w, &settings(&[]), &MachineConfig::default(), &mut opts).unwrap();
             let t = r.time.unwrap();
             assert_eq!((r.process.minflt, t.total_ns), (100, 100e6), "rate={rate}");
@@ -374,7 +374,7 @@ mod tests {
     fn repeat_for_a_second_runs_ten_iterations_of_100ms() {
         let text = "mmap a 8M align=2M\nrepeat 1s {\n  touch a[0+4K] write\n  madvise a[0+4K] dontneed\n  sleep 100ms\n}\nmunmap a\n";
         let w = workload::parse("t", text).unwrap();
-        let mut opts = crate::RunOptions { check_invariants: true, costs: Some(Default::default()), ..Default::default() };
+        let mut opts = crate::RunOptions { check_invariants: true, profile: crate::Profile { costs: Some(Default::default()), ..Default::default() }, ..Default::default() };
         let (r, _) = crate::run_with(&w, &settings(&[]), &MachineConfig::default(), &mut opts).unwrap();
         assert_eq!(r.repeats, [uapi::result::RepeatRun { line: 2, duration_ns: 1_000_000_000, iterations: 10 }]);
         // Each iteration's write faults again after the dontneed.
@@ -423,7 +423,7 @@ mod tests {
     fn the_timeline_samples_the_daemon_between_wakeups() {
         let w = workload::parse("t", "mmap a 8M align=2M\nmadvise a nohugepage\ntouch a write\nmadvise a hugepage\nsleep 350ms\n").unwrap();
         let s = settings(&["enabled=madvise", "khugepaged/scan_sleep_millisecs=100", "khugepaged/pages_to_scan=1024"]);
-        let mut opts = crate::RunOptions { check_invariants: true, sample_ms: Some(100), ..Default::default() };
+        let mut opts = crate::RunOptions { check_invariants: true, profile: crate::Profile { sample_ms: Some(100), ..Default::default() }, ..Default::default() };
         let (r, _) = crate::run_with(&w, &s, &MachineConfig::default(), &mut opts).unwrap();
         let t = r.timeline.expect("--sample gives a timeline");
         assert_eq!(t.interval_ms, 100);

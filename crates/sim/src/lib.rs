@@ -10,6 +10,7 @@
 //! - [`daemons`]: khugepaged and page reporting on the driver's clock.
 //! - [`access`]: `access` statements through the TLB model.
 //! - [`file_pages`]: pages of the file mappings a replay does not back.
+//! - [`profile`]: what a run is priced and observed with (one type for runs and replays).
 //! - [`replay`]: replay of a recording in the model under any settings.
 //! - [`time`]: the run's time from a machine profile.
 //! - [`views`]: the folio-size map, the peak and `--explain` of a finished run.
@@ -31,6 +32,7 @@ use thp_abi::{MthpStatKey, SizeDir};
 use workload::{Advice, Backing, FallocMode, FileKind, OpKind, Placement, Prot, ThpDisable, TmpfsHuge, TouchPlan, Workload, HEAP};
 
 pub use mm::{MAX_MEM_BYTES, MIN_MEM_BYTES};
+pub use profile::{Profile, RecordedAccessInput, TlbSetup};
 
 /// Bytes for people: `24 GiB`, `47.3 MiB`, `12 KiB`.
 pub fn human_bytes(b: u64) -> String {
@@ -163,22 +165,9 @@ pub struct RunOptions<'a> {
     pub per_access: bool,
     /// `--explain`: keep the decisions of the faults in `[start, end)` (the result's `explain`).
     pub explain: Option<(u64, u64)>,
-    /// `--profile`: price every step with these `[fault]` costs, so that the clock moves with
-    /// the work (sim::driver) and the result has `time`.
-    pub costs: Option<uapi::profile::FaultCosts>,
-    /// A profile's `[host]` (a VM that reports free pages to its host), with the free lists to
-    /// lay the machine's memory out by (a live row of Movable free lists, `live::host::free_areas`; `None`: the profile's):
-    /// `driver::Machine::set_host`. Priced only with `costs`.
-    pub host: Option<(uapi::profile::HostCosts, Option<uapi::profile::FreeLists>)>,
-    /// `--cpu` and `--paging`: the TLB model that `access` statements drive (default: zen4,
-    /// native, when the workload has any).
-    pub tlb: Option<(&'static tlb::CpuPreset, tlb::Paging)>,
-    /// `--sample MS`: the result's `timeline`, a sample every MS ms of simulated time.
-    pub sample_ms: Option<u64>,
-    /// `--order0-scatter S`: under nested paging, how scattered the guest-physical frames of
-    /// base pages are for the TLB model's host walks (0: as the model allocates them; 1: each
-    /// in a host page-table line of its own, as on a machine that has run for hours).
-    pub order0_scatter: f64,
+    /// What the run is priced and observed with: the TLB model, the `[fault]` and `[host]`
+    /// costs, the sampling interval (`--sample MS`: the result's `timeline`).
+    pub profile: Profile,
 }
 
 /// Run `workload` under `settings` on `machine`.
@@ -214,21 +203,22 @@ pub fn run_with(
         repeats: Vec::new(),
     };
     sim.mms[0] = Some(main);
-    if let Some(c) = &opts.costs {
+    let p = &opts.profile;
+    if let Some(c) = &p.costs {
         sim.m.set_costs(c.clone());
-        if let Some((host, free_areas)) = &opts.host {
+        if let Some((host, free_areas)) = &p.host {
             sim.m.set_host(host, free_areas.as_ref());
         }
     }
     sim.m.set_hz(machine.hz);
-    if let Some(ms) = opts.sample_ms {
+    if let Some(ms) = p.sample_ms {
         sim.m.set_sampling(ms.saturating_mul(1_000_000));
     }
     let has_access = workload.ops.iter().any(|op| matches!(op.kind, OpKind::Access(_)));
-    if has_access || opts.tlb.is_some() {
-        let (cpu, paging) = opts.tlb.unwrap_or((&tlb::presets::ZEN4, tlb::Paging::Native));
+    if has_access || p.tlb.is_some() {
+        let (cpu, paging) = p.tlb_or_default();
         sim.m.kernel_mut().set_tlb_observer(true);
-        sim.tlb = Some(access::TlbRun::new(cpu, paging, workload.regions.len(), opts.order0_scatter));
+        sim.tlb = Some(access::TlbRun::new(cpu, paging, workload.regions.len(), p.order0_scatter));
     }
     let mut i = 0;
     while i < workload.ops.len() {
@@ -252,7 +242,7 @@ pub fn run_with(
         t.phases = std::mem::take(&mut sim.phases);
         t
     });
-    let timeline = opts.sample_ms.map(|ms| uapi::Timeline { interval_ms: ms, samples: sim.m.timeline().to_vec() });
+    let timeline = opts.profile.sample_ms.map(|ms| uapi::Timeline { interval_ms: ms, samples: sim.m.timeline().to_vec() });
     let tasks = std::mem::take(&mut sim.tasks);
     let repeats = std::mem::take(&mut sim.repeats);
     let mut k = sim.m.into_kernel();
@@ -864,30 +854,18 @@ pub struct ReplayOptions {
     /// (`replay::Replay::follow_recorded_time`). On by default (issue #27 item 4); `sim
     /// --no-recorded-time` turns it off: the clock stays at 0 and the daemon never wakes.
     pub recorded_time: bool,
-    /// `--sample MS` (with `recorded_time`): the result's `timeline`.
-    pub sample_ms: Option<u64>,
-    /// `record --accesses`: the recording's accesses and the TLB model they drive.
-    pub accesses: Option<RecordedAccessInput>,
-    /// A profile's `[host]` and the free lists to lay memory out by (`None`: the profile's):
-    /// the replay counts the frames it writes that the host had dropped.
-    pub host: Option<(uapi::profile::HostCosts, Option<uapi::profile::FreeLists>)>,
+    /// What the replay is priced and observed with: the sampling interval (with
+    /// `recorded_time`: the result's `timeline`), the recording's accesses and the TLB model
+    /// they drive, a profile's `[host]` and the free lists to lay memory out by (the replay
+    /// counts the frames it writes that the host had dropped). Its `[fault]` costs price the
+    /// replay afterwards (`time::recording`), not during it.
+    pub profile: Profile,
 }
 
 impl Default for ReplayOptions {
     fn default() -> Self {
-        ReplayOptions { check_invariants: false, explain: None, recorded_time: true, sample_ms: None, accesses: None, host: None }
+        ReplayOptions { check_invariants: false, explain: None, recorded_time: true, profile: Profile::default() }
     }
-}
-
-/// A recording's accesses (its companion file, `trace::accesses`) and the TLB model that the
-/// replay drives with them (`--cpu`, `--paging`).
-#[derive(Clone, Debug)]
-pub struct RecordedAccessInput {
-    /// The companion file's name, for the result.
-    pub file: String,
-    pub trace: std::sync::Arc<trace::accesses::AccessTrace>,
-    pub cpu: &'static tlb::CpuPreset,
-    pub paging: tlb::Paging,
 }
 
 /// Before which record each block of recorded accesses is replayed. A block's accesses came
@@ -928,15 +906,17 @@ pub fn run_recording_opts(
     if opts.recorded_time {
         rp.follow_recorded_time();
     }
-    if let Some(ms) = opts.sample_ms {
+    let p = &opts.profile;
+    if let Some(ms) = p.sample_ms {
         rp.set_sampling(ms.saturating_mul(1_000_000));
     }
-    if let Some((host, free_areas)) = &opts.host {
+    if let Some((host, free_areas)) = &p.host {
         rp.enable_host(host, free_areas.as_ref());
     }
     // Recorded accesses go at the end of their interval, in the first process.
-    let mut blocks = opts.accesses.as_ref().map(|a| {
-        rp.enable_accesses(a.cpu, a.paging, a.trace.regions.clone());
+    let mut blocks = p.accesses.as_ref().map(|a| {
+        let (cpu, paging) = p.tlb_or_default();
+        rp.enable_accesses(cpu, paging, a.trace.regions.clone());
         a.trace.blocks.iter().zip(access_places(&a.trace.blocks, events, header.root_pid)).peekable()
     });
     for (i, e) in events.iter().enumerate() {
@@ -956,7 +936,7 @@ pub fn run_recording_opts(
     let host_faults = rp.host_faults();
     let replay::Finished { counters, minflt, images, stats: mut st, misses, khugepaged, io, timeline, accesses } = rp.finish();
     let accesses = accesses.map(|mut rep| {
-        let a = opts.accesses.as_ref().expect("accesses were replayed");
+        let a = opts.profile.accesses.as_ref().expect("accesses were replayed");
         let t = &a.trace.totals;
         let rec = rep.recorded.get_or_insert_with(Default::default);
         rec.file = a.file.clone();
@@ -988,7 +968,7 @@ pub fn run_recording_opts(
     let mut r = RunResult::new("sim", source);
     r.io = io;
     r.accesses = accesses;
-    r.timeline = opts.sample_ms.map(|ms| uapi::Timeline { interval_ms: ms, samples: timeline });
+    r.timeline = opts.profile.sample_ms.map(|ms| uapi::Timeline { interval_ms: ms, samples: timeline });
     r.settings = settings.knob_map();
     counters_into(&mut r, &counters);
     // The census is taken at each process's exit: an image an execve replaced is gone by then.
@@ -1055,6 +1035,7 @@ mod access;
 mod file_pages;
 // The settings matrices are the kernel ABI crate's; this path stays for the crates that name it.
 pub use thp_abi::matrix;
+mod profile;
 pub mod replay;
 pub mod time;
 pub mod views;

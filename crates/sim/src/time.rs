@@ -195,13 +195,14 @@ pub fn recording(
     for a in ["enabled=never", "shmem_enabled=never"] {
         four_k.apply_assignment(a).expect("valid knobs");
     }
-    let host = opts.host.clone().map(|(h, free)| (h, timed_free.cloned().or(free)));
-    let base_opts = crate::ReplayOptions { host, accesses: opts.accesses.clone(), ..Default::default() };
+    let host = opts.profile.host.clone().map(|(h, free)| (h, timed_free.cloned().or(free)));
+    let profile = crate::Profile { host, accesses: opts.profile.accesses.clone(), tlb: opts.profile.tlb, ..Default::default() };
+    let base_opts = crate::ReplayOptions { profile, ..Default::default() };
     let base = crate::run_recording_opts(name, header, events, &four_k, machine, &base_opts)?;
     let touched = base.process.minflt.max(r.process.minflt);
     let priced = |run: &RunResult| {
         let mut t = estimate(run, touched, calls, fault);
-        if let Some((h, _)) = &opts.host {
+        if let Some((h, _)) = &opts.profile.host {
             add_host_faults(&mut t, run, h);
         }
         add_accesses(&mut t, run, AccessPrice::Translation);
@@ -209,7 +210,7 @@ pub fn recording(
     };
     let mut t = priced(r);
     t.elapsed_ns = t.total_ns.round() as u64;
-    let host = opts.host.as_ref().map(|(h, _)| h);
+    let host = opts.profile.host.as_ref().map(|(h, _)| h);
     let mut spread = profile_spread(&t, fault, host, true);
     if header.untraced_wall_ns > 0 {
         let b = priced(&base);

@@ -6,7 +6,7 @@
 //! from a `uapi::RunResult`.
 //!
 //! Module map:
-//! - [`resolve`]: settings, the standard matrices, the machine, the profile and the TLB choice.
+//! - [`resolve`]: the settings and machine flags (resolved by `experiment::resolve`).
 //! - [`checks`]: what clap cannot check alone (`-` named twice, the smallest `--mem`).
 //! - [`errors`]: errors as JSON under `--json` (schema `thplab-error/1`).
 //! - [`exit`]: the exit codes README.md documents.
@@ -38,8 +38,8 @@ use experiment::simulate::{print_result, SimInput};
 
 use experiment::{examples, input};
 pub use input::{load_workload, read_text_limited, MAX_SETTINGS_BYTES};
-pub use resolve::{load_profile, MachineArgs, SettingsArgs};
-use resolve::{scatter_arg, scatter_choice, tlb_choice};
+use experiment::resolve::{load_profile, matrix, scatter_arg, workload_and_matrix, ProfileFlags};
+pub use resolve::{MachineArgs, SettingsArgs};
 
 /// Exit codes (documented in README.md).
 pub mod exit {
@@ -448,7 +448,7 @@ fn main() -> ExitCode {
 }
 
 fn cmd_sim(mut a: SimArgs) -> Result<u8> {
-    let (workload, matrix) = resolve::workload_and_matrix(a.workload.take(), a.matrix.take())?;
+    let (workload, matrix) = workload_and_matrix(a.workload.take(), a.matrix.take())?;
     let Some(workload) = workload else { bail!("give the workload: thplab sim WORKLOAD --matrix {}", matrix.unwrap_or_default()) };
     (a.workload, a.matrix) = (Some(workload), matrix);
     checks::stdin_once(&[a.wl(), a.profile.as_deref().unwrap_or("")], &a.settings)?;
@@ -461,20 +461,15 @@ fn cmd_sim(mut a: SimArgs) -> Result<u8> {
 
 /// `sim` on a loaded input: one setting, or each setting of `--matrix`.
 fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u64)>, salvage: Option<uapi::result::SalvageReport>, input: SimInput) -> Result<u8> {
-    // Read once for every setting of a matrix.
-    let profile = a.profile.as_deref().map(load_profile).transpose()?;
-    let tlb = |p: Option<&uapi::profile::MachineProfile>| tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), p);
-    let o = experiment::simulate::SimOptions {
-        check: a.check,
-        sample: a.sample,
-        recorded_time: a.recorded_time || !a.no_recorded_time,
-        tlb: &tlb,
-        order0_scatter: scatter_choice(a.order0_scatter, profile.as_ref()),
-        profile: profile.as_ref(),
-        salvage: salvage.as_ref(),
-    };
+    // Read once for every setting of a matrix; the TLB model is set up for a workload and for a
+    // recording's accesses.
+    let file = a.profile.as_deref().map(load_profile).transpose()?;
+    let tlb = !matches!(input, SimInput::Recording { accesses: None, .. });
+    let flags = ProfileFlags { cpu: a.cpu.as_deref(), paging: a.paging.as_deref(), order0_scatter: a.order0_scatter, sample_ms: a.sample, tlb };
+    let profile = experiment::resolve::profile(&flags, file.as_ref())?;
+    let o = experiment::simulate::SimOptions { check: a.check, recorded_time: a.recorded_time || !a.no_recorded_time, profile: &profile, salvage: salvage.as_ref() };
     if let Some(spec) = &a.matrix {
-        let (title, runs) = resolve::matrix_runs(spec, &a.settings)?;
+        let (title, runs) = a.settings.matrix_runs(spec)?;
         let results = experiment::simulate::sim_matrix(&o, &input, spec, &runs, &machine, explain, !a.quiet && !a.json)?;
         if let Some(path) = &a.html {
             let runs: Vec<report::Run> = results.iter().map(|(l, _, r)| report::Run { label: l.clone(), result: r.clone() }).collect();
@@ -544,8 +539,9 @@ fn cmd_live(a: LiveArgs) -> Result<u8> {
     let machine = a.machine.resolve()?;
     let w = load_workload(&a.workload)?;
     // The model decides where regions go; the live executor maps them at the same addresses.
-    let model = experiment::simulate::run_sim_tlb(&w, &settings, &machine, false, false, None, &experiment::SimExtras::default())?;
-    let r = experiment::host::run_live(&w, &settings, &model.regions, a.repeat, !a.json, a.sample)?;
+    let model = experiment::simulate::run_sim_tlb(&w, &settings, &machine, false, false, None, &sim::Profile::default())?;
+    let sampled = sim::Profile { sample_ms: a.sample, ..Default::default() };
+    let r = experiment::host::run_live(&w, &settings, &model.regions, a.repeat, !a.json, &sampled)?;
     print_result(&r, &settings, a.json)?;
     Ok(exit::OK)
 }
@@ -554,10 +550,10 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     if a.record {
         // No workload to take back from --matrix: its value must be a matrix.
         if let Some(m) = &a.matrix {
-            resolve::matrix(m)?;
+            matrix(m)?;
         }
     } else {
-        let (workload, matrix) = resolve::workload_and_matrix(a.workload.take(), a.matrix.take())?;
+        let (workload, matrix) = workload_and_matrix(a.workload.take(), a.matrix.take())?;
         (a.workload, a.matrix) = (workload, matrix);
     }
     if a.workload.is_none() && !a.record {
@@ -577,12 +573,11 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     for t in &a.tolerance {
         tol.apply(t)?;
     }
-    let profile = a.profile.as_deref().map(load_profile).transpose()?;
-    let costs = profile.as_ref().and_then(|p| p.fault.as_ref());
+    let file = a.profile.as_deref().map(load_profile).transpose()?;
     // A time verdict needs the live time's spread: 3 runs with a profile unless told.
-    let repeat = a.repeat.unwrap_or(if costs.is_some() { 3 } else { 1 });
+    let repeat = a.repeat.unwrap_or(if file.as_ref().is_some_and(|p| p.fault.is_some()) { 3 } else { 1 });
     let runs: Vec<(String, ThpSettings)> = if let Some(spec) = &a.matrix {
-        resolve::matrix_runs(spec, &a.settings)?.1
+        a.settings.matrix_runs(spec)?.1
     } else {
         vec![("given settings".to_string(), a.settings.resolve()?)]
     };
@@ -590,15 +585,14 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     if let (None, Some(why)) = (&saved, experiment::host::live_unavailable()) {
         return Err(live::LiveError::NotAvailable(why).into());
     }
+    let flags = ProfileFlags { cpu: a.cpu.as_deref(), paging: a.paging.as_deref(), sample_ms: a.sample, tlb: true, ..Default::default() };
+    let mut profile = experiment::resolve::profile(&flags, file.as_ref())?;
     // The host's costs; the free lists come from the live run (`experiment::model::remodel`).
-    let host = profile.as_ref().and_then(|p| experiment::host::host_model(p, true));
-    let host = host.as_ref().map(|(h, free)| (*h, free.as_ref()));
-    let tlb = tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?;
-    let order0_scatter = scatter_choice(None, profile.as_ref());
+    profile.host = file.as_ref().and_then(|p| experiment::host::host_model(p, true));
     let lab = experiment::workload::WorkloadExperiment {
         workload: &w,
         machine: &machine,
-        extras: experiment::SimExtras { tlb: Some(tlb), costs, host, sample_ms: a.sample, order0_scatter },
+        profile: &profile,
         repeat,
         retries: a.retries,
         tolerance: &tol,
@@ -612,8 +606,10 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
 /// `experiment::program_lab::compare_record`.
 fn cmd_compare_record(a: CompareArgs, machine: sim::MachineConfig) -> Result<u8> {
     let settings_given = !a.settings.set.is_empty() || !a.settings.settings_file.is_empty() || a.settings.cmdline.is_some();
-    let profile = a.profile.as_deref().map(load_profile).transpose()?;
-    let accesses = if a.accesses { Some(tlb_choice(a.cpu.as_deref(), a.paging.as_deref(), profile.as_ref())?) } else { None };
+    let file = a.profile.as_deref().map(load_profile).transpose()?;
+    // The TLB model only for the program's accesses.
+    let flags = ProfileFlags { cpu: a.cpu.as_deref(), paging: a.paging.as_deref(), tlb: a.accesses, ..Default::default() };
+    let profile = experiment::resolve::profile(&flags, file.as_ref())?;
     let settings = a.settings.resolve()?;
     if a.command.is_empty() {
         bail!("compare --record: give the program after --: thplab compare --record -- CMD [ARGS...]");
@@ -624,7 +620,7 @@ fn cmd_compare_record(a: CompareArgs, machine: sim::MachineConfig) -> Result<u8>
     }
     let runs = match a.matrix.as_deref() {
         Some(_) if settings_given => bail!("--matrix runs its own settings; leave out --set, --settings and --cmdline"),
-        Some(spec) => resolve::matrix(spec)?.1,
+        Some(spec) => matrix(spec)?.1,
         None => vec![("given settings".to_string(), settings)],
     };
     let o = experiment::program_lab::CompareRecordArgs {
@@ -637,8 +633,9 @@ fn cmd_compare_record(a: CompareArgs, machine: sim::MachineConfig) -> Result<u8>
         json: a.json,
         quiet: a.program_quiet,
         profile,
+        timed: file.is_some(),
         repeat: a.repeat.unwrap_or(1),
-        accesses,
+        accesses: a.accesses,
         only_diff: a.only_diff,
     };
     Ok(if experiment::program_lab::compare_record(o)? { exit::DIFFERS } else { exit::OK })
