@@ -158,7 +158,7 @@ impl WorkloadExperiment<'_> {
             steps.step("setting", format!("{label}: model, then live"));
             let o = self.run(s)?;
             if o.attempts > 1 && !json {
-                progress::suspend(|| writeln!(out, "({label}: {}; ran live {} times, kept the closest)", o.why.map_or("", |r| r.text()), o.attempts))?;
+                progress::suspend(|| writeln!(out, "{}", report::compare::rerun_note(label, o.why.map_or("", |r| r.text()), o.attempts)))?;
             }
             differing += o.differs as usize;
             if json {
@@ -184,7 +184,7 @@ impl WorkloadExperiment<'_> {
             writeln!(out)?;
         } else {
             crate::noise::print_settings(&mut out, &verdicts, &format!("live: the median wall time of {repeat} run{}, ± their range", if repeat == 1 { "" } else { "s" }))?;
-            writeln!(out, "{} of {} settings: model = live{}", runs.len() - differing, runs.len(), if differing > 0 { format!("; {differing} differ") } else { String::new() })?;
+            report::compare::print_settings_count(&mut out, runs.len(), differing)?;
         }
         Ok(differing > 0)
     }

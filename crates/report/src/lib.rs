@@ -16,6 +16,7 @@
 
 pub mod html;
 pub mod plots;
+pub mod compare;
 pub mod print;
 pub mod progress;
 pub mod settings;

@@ -356,6 +356,20 @@ fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     Ok(())
 }
 
+/// The direct I/O line under the `thplab sim` table (`read_direct`): reads, bytes, what the
+/// reads pinned, the faults taken while pinning, and with a profile the cost of pin + unpin.
+pub fn direct_io(out: &mut impl Write, io: &uapi::result::IoResult) -> io::Result<()> {
+    write!(
+        out,
+        "direct I/O: {} reads, {} bytes; pinned {} folios, {} PTE-mapped and {} PMD-mapped pages; {} faults while pinning",
+        io.direct_reads, io.bytes, io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages, io.pin_faults
+    )?;
+    match io.pin_ns {
+        Some(ns) => writeln!(out, "; pin + unpin {:.1} us", ns / 1000.0),
+        None => writeln!(out, " (give --profile FILE for their cost)"),
+    }
+}
+
 /// ", 0.000 s to 0.412 s of the recording's 1.234 s": the time the replayed records span.
 pub fn span(s: &uapi::result::SalvageReport) -> String {
     let (Some(from), Some(to)) = (s.kept_from_ns, s.kept_to_ns) else { return String::new() };
@@ -653,6 +667,13 @@ fn secs(ns: f64) -> String {
     } else {
         format!("{:.1} µs", ns / 1e3)
     }
+}
+
+/// The heading of `thplab demo`'s table: what the workload is and what ran it (the model, and
+/// `live`: this machine's kernel too).
+pub fn demo_heading(out: &mut impl Write, live: bool) -> io::Result<()> {
+    let head = format!("seed-anon-1g: 1 GiB of private anonymous memory written page by page, model of Linux 6.18{}", if live { " and this machine's live kernel" } else { "" });
+    writeln!(out, "{}\n", wrap(&head, fit_width(), 0).join("\n"))
 }
 
 /// What the demo's times assumed: the profile's spreads and, for the model, the host state it
