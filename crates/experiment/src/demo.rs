@@ -75,6 +75,6 @@ pub fn demo_time_notes(out: &mut impl Write, results: &[(String, String, uapi::R
         })
         .collect();
     writeln!(out)?;
-    crate::noise::print_settings(out, &crate::noise::settings_verdicts(&sets), "live: the median wall time of the runs, ± their range")?;
+    report::compare::print_settings(out, &crate::noise::settings_verdicts(&sets), "live: the median wall time of the runs, ± their range")?;
     Ok(())
 }

@@ -288,7 +288,7 @@ fn print_summary(out: &mut impl Write, mut json: Vec<serde_json::Value>, results
         serde_json::to_writer_pretty(&mut *out, &json)?;
         writeln!(out)?;
     } else {
-        crate::noise::print_settings(&mut *out, &verdicts, "live: the median of 3 untraced runs, ± their range")?;
+        report::compare::print_settings(&mut *out, &verdicts, "live: the median of 3 untraced runs, ± their range")?;
         report::compare::print_settings_count(&mut *out, n, differing)?;
     }
     Ok(())

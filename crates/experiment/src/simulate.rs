@@ -81,7 +81,7 @@ pub fn print_result(r: &RunResult, settings: &ThpSettings, json: bool) -> Result
             print::direct_io(&mut out, io)?;
         }
         if let Some(t) = &r.timeline {
-            crate::timeline::print_timeline(&mut out, t)?;
+            report::compare::print_timeline(&mut out, t)?;
         }
     }
     Ok(())

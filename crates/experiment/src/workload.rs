@@ -165,9 +165,9 @@ impl WorkloadExperiment<'_> {
                 objects.push(o.json(label, s));
             } else {
                 progress::suspend(|| -> Result<()> {
-                    crate::print_rows_only(&mut out, label, s, &o.rows, only_diff)?;
+                    report::compare::print_rows_only(&mut out, label, s, &o.rows, only_diff)?;
                     if let Some(t) = &o.timeline {
-                        crate::timeline::print_comparison(&mut out, t)?;
+                        report::compare::print_comparison(&mut out, t)?;
                         writeln!(out)?;
                     }
                     Ok(out.flush()?)
@@ -183,7 +183,7 @@ impl WorkloadExperiment<'_> {
             serde_json::to_writer_pretty(&mut out, &objects)?;
             writeln!(out)?;
         } else {
-            crate::noise::print_settings(&mut out, &verdicts, &format!("live: the median wall time of {repeat} run{}, ± their range", if repeat == 1 { "" } else { "s" }))?;
+            report::compare::print_settings(&mut out, &verdicts, &format!("live: the median wall time of {repeat} run{}, ± their range", if repeat == 1 { "" } else { "s" }))?;
             report::compare::print_settings_count(&mut out, runs.len(), differing)?;
         }
         Ok(differing > 0)
