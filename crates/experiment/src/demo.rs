@@ -53,8 +53,7 @@ pub fn run(w: &workload::Workload, machine: &sim::MachineConfig, unavailable: Op
         serde_json::to_writer_pretty(&mut out, &v)?;
         writeln!(out)?;
     } else {
-        let head = format!("seed-anon-1g: 1 GiB of private anonymous memory written page by page, model of Linux 6.18{}", if unavailable.is_none() { " and this machine's live kernel" } else { "" });
-        writeln!(out, "{}\n", print::wrap(&head, print::fit_width(), 0).join("\n"))?;
+        print::demo_heading(&mut out, unavailable.is_none())?;
         print::side_by_side(&mut out, &results)?;
         demo_time_notes(&mut out, &results, unavailable.is_none())?;
     }
@@ -74,6 +73,6 @@ pub fn demo_time_notes(out: &mut impl Write, results: &[(String, String, uapi::R
         })
         .collect();
     writeln!(out)?;
-    crate::noise::print_settings(out, &crate::noise::settings_verdicts(&sets), "live: the median wall time of the runs, ± their range")?;
+    report::compare::print_settings(out, &crate::noise::settings_verdicts(&sets), "live: the median wall time of the runs, ± their range")?;
     Ok(())
 }

@@ -24,7 +24,6 @@
 //! - [`noise`]: whether a difference between two times is outside their noise.
 //! - [`timeline`]: two timelines side by side (`compare --sample MS`).
 //! - [`vmas`]: where a recorded program's model and live run part, per process and range.
-//! - [`text`]: the experiment's text: rows, timelines, partings, the time table.
 
 pub mod demo;
 pub mod examples;
@@ -37,13 +36,13 @@ pub mod program;
 pub mod program_lab;
 pub mod resolve;
 pub mod simulate;
-pub mod text;
 pub mod timeline;
 pub mod vmas;
 pub mod workload;
 
 pub use model::{Rerun, RerunReason};
-pub use text::{print_rows, print_rows_only, row_lines, row_mark, ExtraColumn};
+pub use report::compare::{print_rows, print_rows_only, row_lines, row_mark, ExtraColumn};
+pub use uapi::compare::{Row, RowKind, HOST_FAULTS_ROW, TIME_ROW};
 
 use std::collections::BTreeSet;
 
@@ -185,34 +184,6 @@ pub const TOLERANCE_FIELDS: [(&str, &str); 5] = [
     ("system", "system-wide counters: thp_* and hugepages-*/stats"),
     ("time", "the model's time against the live wall time, P% only"),
 ];
-
-/// Whether a row can fail the comparison.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RowKind {
-    /// Exact for the process: minflt, Rss, census.
-    Process,
-    /// System-wide: other processes may move it.
-    SystemWide,
-    /// Shown, never a failure: depends on machine state before the run (the huge zero folio
-    /// may already exist), or the model alone knows it.
-    Informational,
-}
-
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct Row {
-    pub field: String,
-    pub model: i64,
-    pub live: i64,
-    pub kind: RowKind,
-    pub differs: bool,
-}
-
-/// The row of the model's priced time against the live wall time.
-pub const TIME_ROW: &str = "time (us)";
-
-/// The row of the frames written that the host had dropped (page reporting), model against live.
-pub const HOST_FAULTS_ROW: &str = "host faults (frames reported free)";
 
 /// Counters whose live value depends on the machine's state before the run.
 const MACHINE_STATE: &[&str] = &["thp_zero_page_alloc", "thp_zero_page_alloc_failed"];
@@ -510,28 +481,6 @@ mod tests {
         l2.live.as_mut().unwrap().untraced_ms = Some(1150.0);
         let r = rows(&m, &l2, &tol).into_iter().find(|r| r.field == TIME_ROW).unwrap();
         assert_eq!((r.model, r.live, r.differs), (1_200_000, 1_150_000, false));
-    }
-
-    #[test]
-    fn the_row_table_aligns_and_signs_model_minus_live() {
-        let r = |field: &str, model: i64, live: i64, differs: bool| Row { field: field.into(), model, live, kind: RowKind::Process, differs };
-        let rows = [r("minflt", 262144, 262146, false), r("folios 2048kB", 512, 511, true), r("folios 4kB", 7, 7, false), r("zero", 0, 0, false)];
-        let lines = row_lines(&rows, None, false);
-        assert_eq!(
-            lines,
-            [
-                "  field           model    live  model − live",
-                "  minflt         262144  262146            -2",
-                "  folios 2048kB     512     511            +1  <-- differs",
-                "  folios 4kB          7       7            +0",
-            ]
-        );
-        let pct = |r: &Row| format!("{}%", r.model - r.live);
-        let lines = row_lines(&rows, Some(("error", &pct)), true);
-        assert_eq!(lines[0], "  field           model    live  model − live  error");
-        assert_eq!(lines[2], "  folios 2048kB     512     511            +1     1%  <-- differs");
-        assert_eq!(lines.len(), 4);
-        assert_eq!(lines[3], "  (1 equal row not shown: --only-diff)");
     }
 
     fn row(kind: RowKind, differs: bool) -> Row {

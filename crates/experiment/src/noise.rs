@@ -15,75 +15,10 @@
 //! half-ranges about one time in eight (normal noise), by full ranges about one in seventy.
 //! A live time of one run has no spread: its differences are not judged.
 
-use std::collections::BTreeMap;
-
 use uapi::RunResult;
 
-pub use crate::text::{fmt_timed, print_settings, signed_secs};
-
-/// A time (ns) and how far it may be off: down to `ns − down`, up to `ns + up`, and by the
-/// errors it shares with other times of the same source (`shared`: name → signed ns).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Timed {
-    pub ns: f64,
-    pub down: f64,
-    pub up: f64,
-    pub shared: BTreeMap<String, f64>,
-    /// Whether its spread is known (a live time of one run: no).
-    pub known: bool,
-}
-
-impl Timed {
-    /// The model's time of `r`, with its uncertainty (none: a profile without spreads and
-    /// without `[host]`; then `known` is false).
-    pub fn model(r: &RunResult) -> Option<Timed> {
-        let t = r.time.as_ref()?;
-        let ns = t.elapsed_ns as f64;
-        let Some(u) = &t.uncertainty else { return Some(Timed { ns, ..Default::default() }) };
-        let mut shared = u.profile_ns.clone();
-        if u.program_ns > 0.0 {
-            shared.insert("program".into(), u.program_ns);
-        }
-        let (down, up) = u.host.as_ref().map_or((0.0, 0.0), |h| (h.down_ns, h.up_ns));
-        Some(Timed { ns, down, up, shared, known: true })
-    }
-
-    /// The live time of `r` compared with the model's (`LiveSection::time_ms`), ± the range of
-    /// its runs.
-    pub fn live(r: &RunResult) -> Option<Timed> {
-        let l = r.live.as_ref()?;
-        let ns = l.time_ms() * 1e6;
-        Some(match l.time_range_ms {
-            Some(range) => {
-                let pm = (range.max - range.min) * 1e6;
-                Timed { ns, down: pm, up: pm, shared: BTreeMap::new(), known: true }
-            }
-            None => Timed { ns, ..Default::default() },
-        })
-    }
-
-    /// The same time compared with one of another source: its shared errors are its own.
-    pub fn alone(&self) -> Timed {
-        let s: f64 = self.shared.values().map(|v| v.abs()).sum();
-        Timed { ns: self.ns, down: self.down + s, up: self.up + s, shared: BTreeMap::new(), known: self.known }
-    }
-
-    /// Lowest and highest ns.
-    pub fn bounds(&self) -> (f64, f64) {
-        let s: f64 = self.shared.values().map(|v| v.abs()).sum();
-        ((self.ns - self.down - s).max(0.0), self.ns + self.up + s)
-    }
-}
-
-/// The difference `b − a` in percent of `a`, with its interval, and whether it is measurable
-/// (None: a spread is unknown).
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
-pub struct Verdict {
-    pub diff_pct: f64,
-    pub low_pct: f64,
-    pub high_pct: f64,
-    pub measurable: Option<bool>,
-}
+pub use report::compare::{fmt_timed, print_settings, signed_secs, VerdictText};
+pub use uapi::compare::{Interval, SettingTimes, Timed, Verdict};
 
 /// `b` against `a` (see the module documentation).
 pub fn verdict(a: &Timed, b: &Timed) -> Verdict {
@@ -94,40 +29,6 @@ pub fn verdict(a: &Timed, b: &Timed) -> Verdict {
     let pct = |x: f64| if a.ns > 0.0 { x / a.ns * 100.0 } else { 0.0 };
     let measurable = (a.known && b.known).then_some(lo > 0.0 || hi < 0.0);
     Verdict { diff_pct: pct(d), low_pct: pct(lo), high_pct: pct(hi), measurable }
-}
-
-/// A time in `compare --json`'s `time_verdict`: ns and its interval.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
-pub struct Interval {
-    pub ns: f64,
-    pub low_ns: f64,
-    pub high_ns: f64,
-}
-
-impl From<&Timed> for Interval {
-    fn from(t: &Timed) -> Interval {
-        let (low_ns, high_ns) = if t.known { t.bounds() } else { (t.ns, t.ns) };
-        Interval { ns: t.ns, low_ns, high_ns }
-    }
-}
-
-/// One setting's times and verdicts (`compare --json`: `time_verdict`).
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct SettingTimes {
-    pub label: String,
-    pub model: Option<Interval>,
-    pub live: Option<Interval>,
-    /// The model against the live time (its shared errors its own).
-    pub model_vs_live: Option<Verdict>,
-    /// The first setting's label, and this setting against it on each side (absent for the
-    /// first setting itself).
-    pub against: Option<String>,
-    pub model_vs_first: Option<Verdict>,
-    pub live_vs_first: Option<Verdict>,
-    /// The host state the model assumed and how far another moves it (model only, with a
-    /// `[host]`).
-    #[serde(skip)]
-    pub host: Option<uapi::result::HostStateRange>,
 }
 
 /// The verdicts of each setting of a compare (`(label, model, live)`), every later setting
@@ -160,6 +61,8 @@ pub fn settings_verdicts(results: &[(String, RunResult, RunResult)]) -> Vec<Sett
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     fn timed(ns: f64, pm: f64) -> Timed {

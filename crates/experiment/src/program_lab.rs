@@ -15,11 +15,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use report::{print, progress};
+use report::progress;
 use uapi::{RunResult, ThpSettings};
 
 use crate::host::{live_unavailable, settle_host_for, time_untraced};
-use crate::Row;
 
 /// What `thplab compare --record` was asked, its settings resolved.
 #[derive(Clone, Debug, Default)]
@@ -205,10 +204,10 @@ pub fn compare_record(a: CompareRecordArgs) -> Result<bool> {
         } else {
             progress::suspend(|| -> io::Result<()> {
                 if o.attempts > 1 {
-                    writeln!(out, "({label}: {}; ran live {} times, kept the closest)", o.why.map_or("", |r| r.text()), o.attempts)?;
+                    writeln!(out, "{}", report::compare::rerun_note(label, o.why.map_or("", |r| r.text()), o.attempts))?;
                 }
-                let kh_line = khugepaged_tolerance_line(&o.khugepaged, &o.excused);
-                print_program_rows(&mut out, label, s, &o.rows, &o.live, o.differs.then_some(&o.parted), a.only_diff, &kh_line)?;
+                let kh_line = report::compare::khugepaged_tolerance_line(o.khugepaged.collapses, &o.khugepaged.why, &o.excused);
+                report::compare::print_program_rows(&mut out, label, s, &o.rows, &o.live, o.differs.then_some(&o.parted), a.only_diff, &kh_line)?;
                 out.flush()
             })?;
         }
@@ -290,66 +289,8 @@ fn print_summary(out: &mut impl Write, mut json: Vec<serde_json::Value>, results
         serde_json::to_writer_pretty(&mut *out, &json)?;
         writeln!(out)?;
     } else {
-        crate::noise::print_settings(&mut *out, &verdicts, "live: the median of 3 untraced runs, ± their range")?;
-        writeln!(
-            out,
-            "{} of {} settings: model = live{}",
-            n - differing,
-            n,
-            if differing > 0 { format!("; {differing} differ") } else { String::new() }
-        )?;
+        report::compare::print_settings(&mut *out, &verdicts, "live: the median of 3 untraced runs, ± their range")?;
+        report::compare::print_settings_count(&mut *out, n, differing)?;
     }
     Ok(())
-}
-
-/// The khugepaged tolerance a setting's rows were judged with, why, and the rows only it let
-/// pass.
-pub fn khugepaged_tolerance_line(t: &crate::khugepaged::KhugepagedTolerance, excused: &[String]) -> String {
-    let within = if excused.is_empty() { String::new() } else { format!("; within it only: {}", excused.join(", ")) };
-    format!("khugepaged tolerance: {} collapses ({}){within}", t.collapses, t.why)
-}
-
-/// The error of the model against live, (model − live) / live in percent (`-` when both are 0),
-/// the sign of the `model − live` column.
-pub fn pct_error(model: i64, live: i64) -> String {
-    if live == 0 {
-        return if model == 0 { "-".into() } else { "inf".into() };
-    }
-    format!("{:+.2}%", (model - live) as f64 * 100.0 / live as f64)
-}
-
-/// As [`crate::print_rows`], with the difference in percent of live and the live wall time,
-/// where given the ranges where the two part, and the khugepaged tolerance line.
-#[allow(clippy::too_many_arguments)]
-pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], live: &RunResult, parted: Option<&crate::vmas::Parting>, only_diff: bool, khugepaged: &str) -> io::Result<()> {
-    let n = rows.iter().filter(|r| r.differs).count();
-    // The live time the time row compares (the untraced runs' median where there are some).
-    let time = crate::noise::Timed::live(live).map_or("-".into(), |t| crate::noise::fmt_timed(&t));
-    writeln!(out, "== {label}: {}  →  {}  (live {time})", s.summary(), if n == 0 { "model = live".to_string() } else { format!("{n} DIFFERENCES") })?;
-    let error = |r: &Row| pct_error(r.model, r.live);
-    for l in crate::row_lines(rows, Some(("error", &error)), only_diff) {
-        writeln!(out, "{l}")?;
-    }
-    if let Some(u) = live.live.as_ref().and_then(|l| l.program.as_ref()).map(|p| &p.unmeasured).filter(|u| !u.is_empty()) {
-        writeln!(out, "  not measured (no exit stop): {}", u.join("; "))?;
-    }
-    for l in print::wrap(&format!("  {khugepaged}"), print::fit_width(), 4) {
-        writeln!(out, "{l}")?;
-    }
-    if let Some(p) = parted {
-        crate::vmas::print_parting(out, p, 8)?;
-    }
-    writeln!(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percent_errors() {
-        assert_eq!(pct_error(102, 100), "+2.00%");
-        assert_eq!(pct_error(0, 0), "-");
-        assert_eq!(pct_error(1, 0), "inf");
-    }
 }

@@ -69,18 +69,10 @@ pub fn print_result(r: &RunResult, settings: &ThpSettings, json: bool) -> Result
     } else {
         print::result_table(&mut out, r, settings)?;
         if let Some(io) = &r.io {
-            write!(
-                out,
-                "direct I/O: {} reads, {} bytes; pinned {} folios, {} PTE-mapped and {} PMD-mapped pages; {} faults while pinning",
-                io.direct_reads, io.bytes, io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages, io.pin_faults
-            )?;
-            match io.pin_ns {
-                Some(ns) => writeln!(out, "; pin + unpin {:.1} us", ns / 1000.0)?,
-                None => writeln!(out, " (give --profile FILE for their cost)")?,
-            }
+            print::direct_io(&mut out, io)?;
         }
         if let Some(t) = &r.timeline {
-            crate::timeline::print_timeline(&mut out, t)?;
+            report::compare::print_timeline(&mut out, t)?;
         }
     }
     Ok(())

@@ -13,47 +13,8 @@
 
 use uapi::{Timeline, TimelineSample};
 
-pub use crate::text::{print_comparison, print_timeline};
-
-/// The n-th collapse (`khugepaged/pages_collapsed` reaching n), as the samples saw it.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct CollapseTiming {
-    pub n: i64,
-    /// The first sample that saw it (ms), if one did.
-    pub model_ms: Option<f64>,
-    pub live_ms: Option<f64>,
-    /// Both saw it, at most `allowed_ms` apart.
-    pub on_time: bool,
-}
-
-/// One row: sample n of each side, and the fields in which they differ.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct TimelineRow {
-    /// n × interval.
-    pub t_ms: u64,
-    pub model: Option<TimelineSample>,
-    pub live: Option<TimelineSample>,
-    /// Rss, AnonHugePages, ShmemPmdMapped, the folio census, pages_collapsed (full scans are
-    /// not compared: the live daemon scans other processes' mms too).
-    pub parts: Vec<&'static str>,
-}
-
-/// The comparison of two timelines.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct TimelineComparison {
-    pub interval_ms: u64,
-    /// One `scan_sleep_millisecs` plus one interval.
-    pub allowed_ms: u64,
-    pub rows: Vec<TimelineRow>,
-    /// The first sample where the two part.
-    pub first_parting_ms: Option<u64>,
-    pub collapses: Vec<CollapseTiming>,
-    /// A collapse late or missing on one side.
-    pub differs: bool,
-    /// How long the live khugepaged waited on a runqueue during the run (`live.khugepaged.runqueue_wait_ms`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub live_daemon_wait_ms: Option<u64>,
-}
+pub use report::compare::{print_comparison, print_timeline};
+pub use uapi::compare::{CollapseTiming, TimelineComparison, TimelineRow};
 
 /// The fields of two samples that differ.
 fn parts(m: &TimelineSample, l: &TimelineSample) -> Vec<&'static str> {

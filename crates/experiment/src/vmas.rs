@@ -13,35 +13,10 @@
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
 use uapi::{RunResult, VmaMap};
 
-pub use crate::text::print_parting;
-
-/// One process's address range where model and live differ: the VMAs of each side that overlap
-/// it (a cluster of VMAs connected by overlap), when the two lists differ in their bounds or
-/// in the folios that map them.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PartedRange {
-    pub comm: String,
-    /// The process in the recording (the model's pid) and in the live run.
-    pub model_pid: u32,
-    pub live_pid: i32,
-    /// The range the cluster covers, hex without `0x` as /proc/PID/maps.
-    pub start: String,
-    pub end: String,
-    pub model: Vec<VmaMap>,
-    pub live: Vec<VmaMap>,
-}
-
-/// The per-VMA comparison of a recorded program's run.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Parting {
-    pub ranges: Vec<PartedRange>,
-    /// Processes of one side with no process of its name on the other (`pid name`).
-    pub unpaired_model: Vec<String>,
-    pub unpaired_live: Vec<String>,
-}
+pub use report::compare::print_parting;
+pub use uapi::compare::{PartedRange, Parting};
 
 fn basename(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)

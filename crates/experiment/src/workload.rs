@@ -157,16 +157,16 @@ impl WorkloadExperiment<'_> {
             steps.step("setting", format!("{label}: model, then live"));
             let o = self.run(s)?;
             if o.attempts > 1 && !json {
-                progress::suspend(|| writeln!(out, "({label}: {}; ran live {} times, kept the closest)", o.why.map_or("", |r| r.text()), o.attempts))?;
+                progress::suspend(|| writeln!(out, "{}", report::compare::rerun_note(label, o.why.map_or("", |r| r.text()), o.attempts)))?;
             }
             differing += o.differs as usize;
             if json {
                 objects.push(o.json(label, s));
             } else {
                 progress::suspend(|| -> Result<()> {
-                    crate::print_rows_only(&mut out, label, s, &o.rows, only_diff)?;
+                    report::compare::print_rows_only(&mut out, label, s, &o.rows, only_diff)?;
                     if let Some(t) = &o.timeline {
-                        crate::timeline::print_comparison(&mut out, t)?;
+                        report::compare::print_comparison(&mut out, t)?;
                         writeln!(out)?;
                     }
                     Ok(out.flush()?)
@@ -182,8 +182,8 @@ impl WorkloadExperiment<'_> {
             serde_json::to_writer_pretty(&mut out, &objects)?;
             writeln!(out)?;
         } else {
-            crate::noise::print_settings(&mut out, &verdicts, &format!("live: the median wall time of {repeat} run{}, ± their range", if repeat == 1 { "" } else { "s" }))?;
-            writeln!(out, "{} of {} settings: model = live{}", runs.len() - differing, runs.len(), if differing > 0 { format!("; {differing} differ") } else { String::new() })?;
+            report::compare::print_settings(&mut out, &verdicts, &format!("live: the median wall time of {repeat} run{}, ± their range", if repeat == 1 { "" } else { "s" }))?;
+            report::compare::print_settings_count(&mut out, runs.len(), differing)?;
         }
         Ok(differing > 0)
     }

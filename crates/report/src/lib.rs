@@ -2,6 +2,8 @@
 //! (`uapi::RunResult`) and runs nothing: no model, no live run, and it writes no file (the CLI
 //! prints or writes what it returns).
 //!
+//! - [`compare`]: the experiment's text (`thplab compare`, `demo`): rows, timelines side by
+//!   side, partings, the time table, read from `uapi::compare`.
 //! - [`html`]: `thplab report`, one self-contained HTML page with inline SVG plots.
 //! - [`plots`]: the time plots of that page (timelines, elapsed and phase times).
 //! - [`print`]: the `thplab sim` table (procfs and sysfs names: /proc/vmstat `thp_*`,
@@ -11,9 +13,10 @@
 //! - [`settings`]: `thplab settings` printed: PATH=VALUE lines, `--list`, `--json`.
 //! - [`text`]: lays out every text table: cells in columns as wide as their widest cell, words
 //!   wrapped, names cut in the middle, the folio-size map per VMA, fitted to `TEXT_WIDTH` (100)
-//!   columns unless `--wide`. `probe::observe`, `explain`, the tools and `experiment::text`
-//!   call it here.
+//!   columns unless `--wide`. `probe::observe`, `explain`, the tools and [`compare`] call it
+//!   here.
 
+pub mod compare;
 pub mod html;
 pub mod plots;
 pub mod print;

@@ -129,43 +129,7 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
         writeln!(out, "  VmHWM           {:>12}   (peak Rss; AnonHugePages then {})", kb(p.rss_bytes), kb(p.anon_huge_bytes))?;
     }
     if let Some(t) = &r.time {
-        let mut parts: Vec<String> = t.faults_ns.iter().map(|(size, ns)| format!("{} faults of {size} {}", t.faults[size], secs(*ns))).collect();
-        if t.zero_page_faults > 0 {
-            parts.push(format!("{} zero-page reads {}", t.zero_page_faults, secs(t.zero_page_ns)));
-        }
-        parts.push(format!("{} touches {}", t.touches_without_fault, secs(t.touch_ns)));
-        parts.push(format!("{} calls {}", t.calls, secs(t.calls_ns)));
-        if t.collapses > 0 {
-            parts.push(format!("{} MADV_COLLAPSE collapses {}", t.collapses, secs(t.collapse_ns)));
-        }
-        if !t.frees.is_empty() {
-            let n: u64 = t.frees.values().sum();
-            parts.push(format!("{n} folios freed {}", secs(t.free_ns)));
-        }
-        if t.pin_ns > 0.0 {
-            parts.push(format!("O_DIRECT pinning {}", secs(t.pin_ns)));
-        }
-        if t.host_faults > 0 {
-            parts.push(format!("{} host faults {} (frames the host dropped after page reporting)", t.host_faults, secs(t.host_ns)));
-        }
-        if t.accesses > 0 {
-            parts.push(format!("{} accesses {} (the TLB model's, below)", t.accesses, secs(t.accesses_ns)));
-        }
-        wline(out, &format!("  time            {:>12}   (profile: {})", secs(t.total_ns), parts.join(", ")), 33)?;
-        if let Some(u) = &t.uncertainty {
-            time_uncertainty(out, t, u)?;
-        }
-        if let Some(own) = t.program_ns {
-            wline(out, &format!("  elapsed         {:>12}   ({})", secs(t.elapsed_ns as f64), timed_parts(t, own)), 33)?;
-        } else if t.elapsed_ns as f64 > t.total_ns + 0.5 {
-            writeln!(out, "  elapsed         {:>12}   (the simulated clock: the time above and the sleeps)", secs(t.elapsed_ns as f64))?;
-        }
-        for p in &t.phases {
-            writeln!(out, "  phase {:<9} {:>12}   (from {})", p.name, secs(p.ns as f64), secs(p.start_ns as f64))?;
-        }
-        if !t.unmeasured_sizes.is_empty() {
-            writeln!(out, "  time: the profile has no cost for {}; charged as 4kB faults", t.unmeasured_sizes.join(", "))?;
-        }
+        time_rows(out, t)?;
     }
     for rp in &r.repeats {
         writeln!(out, "  repeat, line {:<4} {:>9}   (iterations in {} on the run's clock)", rp.line, rp.iterations, secs(rp.duration_ns as f64))?;
@@ -215,6 +179,50 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
         for c in notable {
             writeln!(out, "  line {:<4} {} = {}", c.line, c.call, c.ret)?;
         }
+    }
+    Ok(())
+}
+
+/// The process block's time rows (with a profile): the priced work by kind, its uncertainty,
+/// the elapsed time on the simulated clock, each phase, and the sizes the profile has no cost
+/// for.
+fn time_rows(out: &mut impl Write, t: &uapi::TimeEstimate) -> io::Result<()> {
+    let mut parts: Vec<String> = t.faults_ns.iter().map(|(size, ns)| format!("{} faults of {size} {}", t.faults[size], secs(*ns))).collect();
+    if t.zero_page_faults > 0 {
+        parts.push(format!("{} zero-page reads {}", t.zero_page_faults, secs(t.zero_page_ns)));
+    }
+    parts.push(format!("{} touches {}", t.touches_without_fault, secs(t.touch_ns)));
+    parts.push(format!("{} calls {}", t.calls, secs(t.calls_ns)));
+    if t.collapses > 0 {
+        parts.push(format!("{} MADV_COLLAPSE collapses {}", t.collapses, secs(t.collapse_ns)));
+    }
+    if !t.frees.is_empty() {
+        let n: u64 = t.frees.values().sum();
+        parts.push(format!("{n} folios freed {}", secs(t.free_ns)));
+    }
+    if t.pin_ns > 0.0 {
+        parts.push(format!("O_DIRECT pinning {}", secs(t.pin_ns)));
+    }
+    if t.host_faults > 0 {
+        parts.push(format!("{} host faults {} (frames the host dropped after page reporting)", t.host_faults, secs(t.host_ns)));
+    }
+    if t.accesses > 0 {
+        parts.push(format!("{} accesses {} (the TLB model's, below)", t.accesses, secs(t.accesses_ns)));
+    }
+    wline(out, &format!("  time            {:>12}   (profile: {})", secs(t.total_ns), parts.join(", ")), 33)?;
+    if let Some(u) = &t.uncertainty {
+        time_uncertainty(out, t, u)?;
+    }
+    if let Some(own) = t.program_ns {
+        wline(out, &format!("  elapsed         {:>12}   ({})", secs(t.elapsed_ns as f64), timed_parts(t, own)), 33)?;
+    } else if t.elapsed_ns as f64 > t.total_ns + 0.5 {
+        writeln!(out, "  elapsed         {:>12}   (the simulated clock: the time above and the sleeps)", secs(t.elapsed_ns as f64))?;
+    }
+    for p in &t.phases {
+        writeln!(out, "  phase {:<9} {:>12}   (from {})", p.name, secs(p.ns as f64), secs(p.start_ns as f64))?;
+    }
+    if !t.unmeasured_sizes.is_empty() {
+        writeln!(out, "  time: the profile has no cost for {}; charged as 4kB faults", t.unmeasured_sizes.join(", "))?;
     }
     Ok(())
 }
@@ -354,6 +362,20 @@ fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
         at its exit, or at the execve that replaced it (image marked *: not in the census); \
         snapshot: its stack, heap, ELF and loader mappings come from the exec snapshot", 4)?;
     Ok(())
+}
+
+/// The direct I/O line under the `thplab sim` table (`read_direct`): reads, bytes, what the
+/// reads pinned, the faults taken while pinning, and with a profile the cost of pin + unpin.
+pub fn direct_io(out: &mut impl Write, io: &uapi::result::IoResult) -> io::Result<()> {
+    write!(
+        out,
+        "direct I/O: {} reads, {} bytes; pinned {} folios, {} PTE-mapped and {} PMD-mapped pages; {} faults while pinning",
+        io.direct_reads, io.bytes, io.pinned_folios, io.pinned_pte_pages, io.pinned_pmd_pages, io.pin_faults
+    )?;
+    match io.pin_ns {
+        Some(ns) => writeln!(out, "; pin + unpin {:.1} us", ns / 1000.0),
+        None => writeln!(out, " (give --profile FILE for their cost)"),
+    }
 }
 
 /// ", 0.000 s to 0.412 s of the recording's 1.234 s": the time the replayed records span.
@@ -653,6 +675,13 @@ fn secs(ns: f64) -> String {
     } else {
         format!("{:.1} µs", ns / 1e3)
     }
+}
+
+/// The heading of `thplab demo`'s table: what the workload is and what ran it (the model, and
+/// `live`: this machine's kernel too).
+pub fn demo_heading(out: &mut impl Write, live: bool) -> io::Result<()> {
+    let head = format!("seed-anon-1g: 1 GiB of private anonymous memory written page by page, model of Linux 6.18{}", if live { " and this machine's live kernel" } else { "" });
+    writeln!(out, "{}\n", wrap(&head, fit_width(), 0).join("\n"))
 }
 
 /// What the demo's times assumed: the profile's spreads and, for the model, the host state it

@@ -564,8 +564,26 @@ impl Machine {
         let before = (self.costs.is_some() && !matches!(step, Step::Sleep { .. })).then(|| self.work());
         let call = step.is_call();
         let hits_priced = !matches!(step, Step::TlbAccess { .. });
+        let out = self.dispatch(step);
+        if let Some(before) = before {
+            // The step took this long; wake-ups due meanwhile run after it (the program ran on
+            // while the daemon woke), an mm it put on khugepaged's empty list wakes it now.
+            let until = self.clock_ns + self.charge(&before, call, hits_priced).round() as u64;
+            self.khugepaged.after_op(&self.k, until);
+            self.reporting.after_op(&self.k, until);
+            self.advance(until);
+        } else {
+            // An mm that the step put on khugepaged's empty list wakes the daemon now.
+            self.khugepaged.after_op(&self.k, self.clock_ns);
+            self.reporting.after_op(&self.k, self.clock_ns);
+        }
+        out
+    }
+
+    /// The kernel call a step is (a sleep moves the clock), without pricing it.
+    fn dispatch(&mut self, step: Step) -> Outcome {
         let k = &mut self.k;
-        let out = match step {
+        match step {
             Step::Mmap { len, prot, placement, backing } => Outcome::Mapped(k.do_mmap_backed(len, prot, placement, backing)),
             Step::Munmap { start, len } => Outcome::Ret(k.do_munmap(start, len)),
             Step::Mprotect { start, len, prot } => Outcome::Ret(k.do_mprotect(start, len, prot)),
@@ -640,20 +658,7 @@ impl Machine {
                 k.set_settings(&s);
                 Outcome::Done
             }
-        };
-        if let Some(before) = before {
-            // The step took this long; wake-ups due meanwhile run after it (the program ran on
-            // while the daemon woke), an mm it put on khugepaged's empty list wakes it now.
-            let until = self.clock_ns + self.charge(&before, call, hits_priced).round() as u64;
-            self.khugepaged.after_op(&self.k, until);
-            self.reporting.after_op(&self.k, until);
-            self.advance(until);
-        } else {
-            // An mm that the step put on khugepaged's empty list wakes the daemon now.
-            self.khugepaged.after_op(&self.k, self.clock_ns);
-            self.reporting.after_op(&self.k, self.clock_ns);
         }
-        out
     }
 
     /// A priced run of accesses in address order (`Step::AccessRun`), in pieces: while an event

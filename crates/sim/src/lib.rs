@@ -185,24 +185,7 @@ pub fn run_with(
     let mut k = Kernel::boot(&machine.boot_params(), settings);
     views::start_explaining(&mut k, opts.explain);
     let main = k.current_mm();
-    let mut sim = Sim {
-        w: workload,
-        m: Machine::new(k),
-        regions: vec![None; workload.regions.len()],
-        mounts: vec![0; workload.mounts.len()],
-        inodes: vec![None; workload.files.len()],
-        calls: Vec::new(),
-        done: 0,
-        total: workload.touched_pages(),
-        tlb: None,
-        io: None,
-        mms: vec![None; workload.procs.len()],
-        tasks: vec![TaskCounts::default(); workload.procs.len()],
-        mm: main,
-        phases: Vec::new(),
-        repeats: Vec::new(),
-    };
-    sim.mms[0] = Some(main);
+    let mut sim = Sim::new(workload, k, main);
     let p = &opts.profile;
     if let Some(c) = &p.costs {
         sim.m.set_costs(c.clone());
@@ -220,17 +203,7 @@ pub fn run_with(
         sim.m.kernel_mut().set_tlb_observer(true);
         sim.tlb = Some(access::TlbRun::new(cpu, paging, workload.regions.len(), p.order0_scatter));
     }
-    let mut i = 0;
-    while i < workload.ops.len() {
-        let op = &workload.ops[i];
-        if let OpKind::RepeatFor { ns, body } = op.kind {
-            sim.repeat_for(op.line, ns, &workload.ops[i + 1..i + 1 + body], opts)?;
-            i += 1 + body;
-            continue;
-        }
-        sim.run_op(op, opts)?;
-        i += 1;
-    }
+    sim.run_ops(opts)?;
     let regions = sim.regions.clone();
     let calls = std::mem::take(&mut sim.calls);
     let tlb_run = sim.tlb.take();
@@ -247,20 +220,7 @@ pub fn run_with(
     let repeats = std::mem::take(&mut sim.repeats);
     let mut k = sim.m.into_kernel();
     let ranges: Vec<(u64, u64)> = regions.iter().flatten().map(|&(s, l)| (s, s + l)).collect();
-    let processes: Vec<uapi::result::ProcResult> = if workload.forks() {
-        workload
-            .procs
-            .iter()
-            .zip(&mms)
-            .zip(&tasks)
-            .map(|((p, mm), t)| {
-                let shares = p.shares_mm().then(|| workload.proc(p.parent.expect("a thread or vfork child has a parent")).name.clone());
-                proc_result(&mut k, &p.name, mm.expect("every declared process is forked"), t, shares, &ranges)
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let processes = proc_results(workload, &mut k, &mms, &tasks, &ranges);
     k.switch_mm(mms[0].expect("main"));
     let mut result = report(workload, settings, &k, &regions, calls);
     if workload.forks() {
@@ -284,6 +244,23 @@ pub fn run_with(
     result.timeline = timeline;
     result.repeats = repeats;
     Ok((result, k))
+}
+
+/// A workload that forks: each declared process's result (none otherwise).
+fn proc_results(workload: &Workload, k: &mut Kernel, mms: &[Option<mm::MmId>], tasks: &[TaskCounts], ranges: &[(u64, u64)]) -> Vec<uapi::result::ProcResult> {
+    if !workload.forks() {
+        return Vec::new();
+    }
+    workload
+        .procs
+        .iter()
+        .zip(mms)
+        .zip(tasks)
+        .map(|((p, mm), t)| {
+            let shares = p.shares_mm().then(|| workload.proc(p.parent.expect("a thread or vfork child has a parent")).name.clone());
+            proc_result(k, &p.name, mm.expect("every declared process is forked"), t, shares, ranges)
+        })
+        .collect()
 }
 
 struct Sim<'a> {
@@ -316,7 +293,48 @@ struct Sim<'a> {
     repeats: Vec<uapi::result::RepeatRun>,
 }
 
-impl Sim<'_> {
+impl<'a> Sim<'a> {
+    /// The workload's state before its first statement: nothing mapped, main running in `main`.
+    fn new(workload: &'a Workload, k: Kernel, main: mm::MmId) -> Sim<'a> {
+        let mut mms = vec![None; workload.procs.len()];
+        mms[0] = Some(main);
+        Sim {
+            w: workload,
+            m: Machine::new(k),
+            regions: vec![None; workload.regions.len()],
+            mounts: vec![0; workload.mounts.len()],
+            inodes: vec![None; workload.files.len()],
+            calls: Vec::new(),
+            done: 0,
+            total: workload.touched_pages(),
+            tlb: None,
+            io: None,
+            mms,
+            tasks: vec![TaskCounts::default(); workload.procs.len()],
+            mm: main,
+            phases: Vec::new(),
+            repeats: Vec::new(),
+        }
+    }
+
+    /// Every statement in order, a `repeat DURATION` block as one.
+    fn run_ops(&mut self, opts: &mut RunOptions) -> Result<(), SimError> {
+        let w = self.w;
+        let ops = &w.ops;
+        let mut i = 0;
+        while i < ops.len() {
+            let op = &ops[i];
+            if let OpKind::RepeatFor { ns, body } = op.kind {
+                self.repeat_for(op.line, ns, &ops[i + 1..i + 1 + body], opts)?;
+                i += 1 + body;
+                continue;
+            }
+            self.run_op(op, opts)?;
+            i += 1;
+        }
+        Ok(())
+    }
+
     fn err(&self, line: usize, message: String) -> SimError {
         SimError { source_name: self.w.source.clone(), line, message, record: None }
     }
@@ -401,11 +419,42 @@ impl Sim<'_> {
         Ok(())
     }
 
+    /// One statement: the calls of its group (shmem files, mmap, a call over a range, brk,
+    /// tasks, direct I/O, a touch) in the statement's process.
     fn op(&mut self, op: &workload::Op, opts: &mut RunOptions) -> Result<(), SimError> {
         let line = op.line;
         // The call's name in the results, as the live executor names it.
         let call = self.w.call_name(&op.kind);
         match &op.kind {
+            OpKind::Mount(_) | OpKind::Create(_) | OpKind::Ftruncate { .. } | OpKind::Fallocate { .. } | OpKind::Write { .. } => self.file_op(line, call, &op.kind)?,
+            OpKind::Mmap { region, len, prot, placement, backing } => self.mmap(line, call, *region, *len, *prot, *placement, *backing)?,
+            OpKind::Munmap(_) | OpKind::Mprotect(..) | OpKind::Madvise(..) | OpKind::Mlock(_) | OpKind::Munlock(_) => self.range_op(line, call, &op.kind)?,
+            OpKind::Brk { delta } => self.brk(line, call, *delta),
+            OpKind::Sleep { ns } => {
+                self.step(Step::Sleep { ns: *ns });
+            }
+            OpKind::Prctl(form) => {
+                self.step(Step::Prctl(match form {
+                    ThpDisable::Completely => MmThpDisable::Completely,
+                    ThpDisable::ExceptAdvised => MmThpDisable::ExceptAdvised,
+                    ThpDisable::Clear => MmThpDisable::Clear,
+                }));
+                self.call(line, call, Ok(()));
+            }
+            OpKind::Access(a) => self.access_stream(line, a, op.proc.0 as usize)?,
+            OpKind::Fork(_) | OpKind::Thread(_) | OpKind::Vfork(_) | OpKind::Exit | OpKind::Wait(_) => self.task_op(op, call)?,
+            OpKind::Phase(name) => self.phases.push(uapi::result::PhaseTime { name: name.clone(), start_ns: self.m.clock_ns(), ns: 0 }),
+            OpKind::RepeatFor { .. } => unreachable!("run_with runs a repeat DURATION block itself"),
+            OpKind::ReadDirect { range, block } => self.read_direct(line, call, range, *block)?,
+            OpKind::Touch(t) => self.touch(line, t, opts)?,
+        }
+        Ok(())
+    }
+
+    /// A shmem file's statement: `mount`, `create` (memfd, POSIX shm, tmpfs), `ftruncate`,
+    /// `fallocate` (and its punch-hole and keep-size modes), `write`.
+    fn file_op(&mut self, line: usize, call: String, kind: &OpKind) -> Result<(), SimError> {
+        match kind {
             OpKind::Mount(m) => {
                 let huge = sb_huge(self.w.mount(*m).huge);
                 self.mounts[m.0 as usize] = self.step(Step::ShmemMount(huge)).mounted();
@@ -443,100 +492,77 @@ impl Sim<'_> {
                 }
                 self.call(line, call, r);
             }
-            OpKind::Mmap { region, len, prot, placement, backing } => {
-                let placement = match *placement {
-                    Placement::Kernel => MmapPlacement::Kernel,
-                    Placement::Aligned { align, offset } => MmapPlacement::Aligned { align, offset },
-                    Placement::Fixed(a) => MmapPlacement::FixedNoReplace(a),
-                };
-                let backing = match *backing {
-                    Backing::PrivateAnon => MapBacking::PrivateAnon,
-                    Backing::SharedAnon => MapBacking::SharedAnon,
-                    Backing::SharedFile { file, pgoff } => {
-                        MapBacking::Shmem { ino: self.inode(line, file)?, pgoff: pgoff / mm_types::PAGE_SIZE }
-                    }
-                    Backing::PrivateFile { file, pgoff } => {
-                        MapBacking::ShmemPrivate { ino: self.inode(line, file)?, pgoff: pgoff / mm_types::PAGE_SIZE }
-                    }
-                };
-                let addr = self
-                    .step(Step::Mmap { len: *len, prot: vm_prot(*prot), placement, backing })
-                    .mapped()
-                    .map_err(|e| self.err(line, format!("mmap of {len} bytes failed with {}", e.name())))?;
-                self.regions[region.0 as usize] = Some((addr, *len));
-                self.call(line, call, Ok(()));
-            }
-            OpKind::Munmap(range) => {
-                let (start, len) = self.region(line, range.region)?;
-                let mut ret = Ok(());
-                for (off, l) in range.pieces(len) {
-                    ret = ret.and(self.step(Step::Munmap { start: start + off, len: l }).ret());
-                }
-                self.call(line, call, ret);
-            }
-            OpKind::Mprotect(range, prot) => {
-                let (start, len) = self.region(line, range.region)?;
-                let mut ret = Ok(());
-                for (off, l) in range.pieces(len) {
-                    let r = self.step(Step::Mprotect { start: start + off, len: l, prot: vm_prot(*prot) }).ret();
-                    ret = ret.and(r);
-                }
-                self.call(line, call, ret);
-            }
-            OpKind::Madvise(range, advice) => {
-                let (start, len) = self.region(line, range.region)?;
-                let adv = match advice {
-                    Advice::Hugepage => Madvise::Hugepage,
-                    Advice::Nohugepage => Madvise::Nohugepage,
-                    Advice::Dontneed => Madvise::Dontneed,
-                    Advice::Collapse => Madvise::Collapse,
-                    Advice::Free => Madvise::Free,
-                    Advice::PopulateRead => Madvise::PopulateRead,
-                    Advice::PopulateWrite => Madvise::PopulateWrite,
-                    Advice::Dontfork => Madvise::Dontfork,
-                    Advice::Dofork => Madvise::Dofork,
-                    Advice::Wipeonfork => Madvise::Wipeonfork,
-                    Advice::Keeponfork => Madvise::Keeponfork,
-                    Advice::Remove => Madvise::Remove,
-                };
-                let mut ret = Ok(());
-                for (off, l) in range.pieces(len) {
-                    let r = self.step(Step::Madvise { start: start + off, len: l, advice: adv }).ret();
-                    ret = ret.and(r);
-                }
-                let ret = self.not_modelled(line, ret, "MADV_COLLAPSE of shared memory (collapse_file)")?;
-                self.call(line, call, ret);
-            }
-            OpKind::Mlock(range) | OpKind::Munlock(range) => {
-                let (start, len) = self.region(line, range.region)?;
-                let mut ret = Ok(());
-                for (off, l) in range.pieces(len) {
-                    let (start, len) = (start + off, l);
-                    let step = if matches!(op.kind, OpKind::Mlock(_)) { Step::Mlock { start, len, flags: 0 } } else { Step::Munlock { start, len } };
-                    ret = ret.and(self.step(step).ret());
-                }
-                self.call(line, call, ret);
-            }
-            OpKind::Brk { delta } => {
-                let cur = self.m.brk_value();
-                let want = cur.checked_add_signed(*delta).unwrap_or(0);
-                let got = self.step(Step::Brk { to: want }).brk();
-                let heap = self.w.region_by_name(HEAP).expect("parser declares heap");
-                self.regions[heap.0 as usize] = Some((self.m.start_brk(), got - self.m.start_brk()));
-                self.calls.push(CallResult { line, call, ret: format!("{got:#x}") });
-            }
-            OpKind::Sleep { ns } => {
-                self.step(Step::Sleep { ns: *ns });
-            }
-            OpKind::Prctl(form) => {
-                self.step(Step::Prctl(match form {
-                    ThpDisable::Completely => MmThpDisable::Completely,
-                    ThpDisable::ExceptAdvised => MmThpDisable::ExceptAdvised,
-                    ThpDisable::Clear => MmThpDisable::Clear,
-                }));
-                self.call(line, call, Ok(()));
-            }
-            OpKind::Access(a) => self.access_stream(line, a, op.proc.0 as usize)?,
+            _ => unreachable!("op sends only file statements here"),
+        }
+        Ok(())
+    }
+
+    /// `mmap`: the region mapped where the statement places it, with its backing.
+    #[allow(clippy::too_many_arguments)]
+    fn mmap(&mut self, line: usize, call: String, region: workload::RegionId, len: u64, prot: workload::Prot, placement: Placement, backing: Backing) -> Result<(), SimError> {
+        let placement = match placement {
+            Placement::Kernel => MmapPlacement::Kernel,
+            Placement::Aligned { align, offset } => MmapPlacement::Aligned { align, offset },
+            Placement::Fixed(a) => MmapPlacement::FixedNoReplace(a),
+        };
+        let backing = match backing {
+            Backing::PrivateAnon => MapBacking::PrivateAnon,
+            Backing::SharedAnon => MapBacking::SharedAnon,
+            Backing::SharedFile { file, pgoff } => MapBacking::Shmem { ino: self.inode(line, file)?, pgoff: pgoff / mm_types::PAGE_SIZE },
+            Backing::PrivateFile { file, pgoff } => MapBacking::ShmemPrivate { ino: self.inode(line, file)?, pgoff: pgoff / mm_types::PAGE_SIZE },
+        };
+        let addr = self
+            .step(Step::Mmap { len, prot: vm_prot(prot), placement, backing })
+            .mapped()
+            .map_err(|e| self.err(line, format!("mmap of {len} bytes failed with {}", e.name())))?;
+        self.regions[region.0 as usize] = Some((addr, len));
+        self.call(line, call, Ok(()));
+        Ok(())
+    }
+
+    /// A call over a region's range (`munmap`, `mprotect`, `madvise`, `mlock`, `munlock`): one
+    /// call per piece of the range, the first error returned.
+    fn range_op(&mut self, line: usize, call: String, kind: &OpKind) -> Result<(), SimError> {
+        let range = match kind {
+            OpKind::Munmap(r) | OpKind::Mprotect(r, _) | OpKind::Madvise(r, _) | OpKind::Mlock(r) | OpKind::Munlock(r) => r,
+            _ => unreachable!("op sends only range statements here"),
+        };
+        let (start, len) = self.region(line, range.region)?;
+        let mut ret = Ok(());
+        for (off, l) in range.pieces(len) {
+            let (start, len) = (start + off, l);
+            let step = match kind {
+                OpKind::Munmap(_) => Step::Munmap { start, len },
+                OpKind::Mprotect(_, prot) => Step::Mprotect { start, len, prot: vm_prot(*prot) },
+                OpKind::Madvise(_, advice) => Step::Madvise { start, len, advice: madvise_of(*advice) },
+                OpKind::Mlock(_) => Step::Mlock { start, len, flags: 0 },
+                _ => Step::Munlock { start, len },
+            };
+            ret = ret.and(self.step(step).ret());
+        }
+        if matches!(kind, OpKind::Madvise(..)) {
+            ret = self.not_modelled(line, ret, "MADV_COLLAPSE of shared memory (collapse_file)")?;
+        }
+        self.call(line, call, ret);
+        Ok(())
+    }
+
+    /// `brk +N`/`brk -N`: the break moved, the heap region following it; the call returns the
+    /// new break as brk(2) does.
+    fn brk(&mut self, line: usize, call: String, delta: i64) {
+        let cur = self.m.brk_value();
+        let want = cur.checked_add_signed(delta).unwrap_or(0);
+        let got = self.step(Step::Brk { to: want }).brk();
+        let heap = self.w.region_by_name(HEAP).expect("parser declares heap");
+        self.regions[heap.0 as usize] = Some((self.m.start_brk(), got - self.m.start_brk()));
+        self.calls.push(CallResult { line, call, ret: format!("{got:#x}") });
+    }
+
+    /// A task's statement: `fork` (a copy of the mm), `thread` and `vfork` (the same mm),
+    /// `exit`, `wait`.
+    fn task_op(&mut self, op: &workload::Op, call: String) -> Result<(), SimError> {
+        let line = op.line;
+        match &op.kind {
             OpKind::Fork(child) => match self.step(Step::Fork).forked() {
                 Ok((mm, _)) => {
                     self.mms[child.0 as usize] = Some(mm);
@@ -560,71 +586,75 @@ impl Sim<'_> {
                     self.step(Step::Exit);
                 }
             }
-            OpKind::Wait(_) => {
-                self.call(line, call, Ok(()));
-            }
-            OpKind::Phase(name) => self.phases.push(uapi::result::PhaseTime { name: name.clone(), start_ns: self.m.clock_ns(), ns: 0 }),
-            OpKind::RepeatFor { .. } => unreachable!("run_with runs a repeat DURATION block itself"),
-            OpKind::ReadDirect { range, block } => {
-                let (start, len) = self.region(line, range.region)?;
-                let rlen = range.len_in(len);
-                if range.offset + rlen > len {
-                    let name = &self.w.region(range.region).name;
-                    return Err(self.err(line, format!("read_direct runs past the end of region '{name}' ({len} bytes now)")));
+            OpKind::Wait(_) => self.call(line, call, Ok(())),
+            _ => unreachable!("op sends only task statements here"),
+        }
+        Ok(())
+    }
+
+    /// `read_direct`: O_DIRECT reads into a region, each pinning its buffer
+    /// (`pin_user_pages_fast`), counted in the result's `io`.
+    fn read_direct(&mut self, line: usize, call: String, range: &workload::Range, block: u64) -> Result<(), SimError> {
+        let (start, len) = self.region(line, range.region)?;
+        let rlen = range.len_in(len);
+        if range.offset + rlen > len {
+            let name = &self.w.region(range.region).name;
+            return Err(self.err(line, format!("read_direct runs past the end of region '{name}' ({len} bytes now)")));
+        }
+        self.io.get_or_insert_with(Default::default);
+        let mut ret = Ok(());
+        for (off, n) in workload::read_direct_calls(start + range.offset, rlen, block) {
+            match self.step(Step::PinUserPages { start: off, len: n }).pinned() {
+                Ok(p) => {
+                    let io = self.io.as_mut().expect("set above");
+                    io.direct_reads += 1;
+                    io.bytes += n;
+                    io.pinned_folios += p.folios;
+                    io.pinned_pte_pages += p.pte_pages;
+                    io.pinned_pmd_pages += p.pmd_pages;
+                    io.pin_faults += p.faults;
                 }
-                self.io.get_or_insert_with(Default::default);
-                let mut ret = Ok(());
-                for (off, n) in workload::read_direct_calls(start + range.offset, rlen, *block) {
-                    match self.step(Step::PinUserPages { start: off, len: n }).pinned() {
-                        Ok(p) => {
-                            let io = self.io.as_mut().expect("set above");
-                            io.direct_reads += 1;
-                            io.bytes += n;
-                            io.pinned_folios += p.folios;
-                            io.pinned_pte_pages += p.pte_pages;
-                            io.pinned_pmd_pages += p.pmd_pages;
-                            io.pin_faults += p.faults;
-                        }
-                        Err(Errno::ENOMEM) => {
-                            return Err(self.err(line, format!("out of memory: {}", oom_report(&self.m))));
-                        }
-                        Err(e) => {
-                            ret = Err(e);
-                            break;
-                        }
-                    }
+                Err(Errno::ENOMEM) => {
+                    return Err(self.err(line, format!("out of memory: {}", oom_report(&self.m))));
                 }
-                self.call(line, call, ret);
-            }
-            OpKind::Touch(t) => {
-                let (start, len) = self.region(line, t.range.region)?;
-                let t = t.resolved(len);
-                if t.range.offset + t.range.len > len {
-                    let name = &self.w.region(t.range.region).name;
-                    return Err(self.err(line, format!("touch runs past the end of region '{name}' ({len} bytes now)")));
-                }
-                let plan = TouchPlan::new(&t, start);
-                let Some(pace) = t.pace else {
-                    return self.touch_pages(line, &plan, 0, plan.len(), t.write, opts);
-                };
-                // Paced: chunk after chunk, each followed by a sleep up to the time the next
-                // may start (with a profile the chunk's work has moved the clock already; a
-                // chunk that ends late is followed by the next at once). khugepaged wakes in
-                // those sleeps, as it does during a slow fill on the machine.
-                let pacing = workload::Pacing::new(pace, plan.len());
-                let t0 = self.m.clock_ns();
-                let mut i = 0;
-                while i < plan.len() {
-                    let end = (i + pacing.chunk_pages()).min(plan.len());
-                    self.touch_pages(line, &plan, i, end, t.write, opts)?;
-                    let due = t0.saturating_add(pacing.offset_ns(end));
-                    if self.m.clock_ns() < due {
-                        let ns = due - self.m.clock_ns();
-                        self.step(Step::Sleep { ns });
-                    }
-                    i = end;
+                Err(e) => {
+                    ret = Err(e);
+                    break;
                 }
             }
+        }
+        self.call(line, call, ret);
+        Ok(())
+    }
+
+    /// `touch`: the pages of a range in the plan's order, at once or paced.
+    fn touch(&mut self, line: usize, t: &workload::Touch, opts: &mut RunOptions) -> Result<(), SimError> {
+        let (start, len) = self.region(line, t.range.region)?;
+        let t = t.resolved(len);
+        if t.range.offset + t.range.len > len {
+            let name = &self.w.region(t.range.region).name;
+            return Err(self.err(line, format!("touch runs past the end of region '{name}' ({len} bytes now)")));
+        }
+        let plan = TouchPlan::new(&t, start);
+        let Some(pace) = t.pace else {
+            return self.touch_pages(line, &plan, 0, plan.len(), t.write, opts);
+        };
+        // Paced: chunk after chunk, each followed by a sleep up to the time the next
+        // may start (with a profile the chunk's work has moved the clock already; a
+        // chunk that ends late is followed by the next at once). khugepaged wakes in
+        // those sleeps, as it does during a slow fill on the machine.
+        let pacing = workload::Pacing::new(pace, plan.len());
+        let t0 = self.m.clock_ns();
+        let mut i = 0;
+        while i < plan.len() {
+            let end = (i + pacing.chunk_pages()).min(plan.len());
+            self.touch_pages(line, &plan, i, end, t.write, opts)?;
+            let due = t0.saturating_add(pacing.offset_ns(end));
+            if self.m.clock_ns() < due {
+                let ns = due - self.m.clock_ns();
+                self.step(Step::Sleep { ns });
+            }
+            i = end;
         }
         Ok(())
     }
@@ -684,6 +714,24 @@ impl Sim<'_> {
 
 fn vm_prot(p: Prot) -> u32 {
     prot_to_vm(p.read, p.write, p.exec)
+}
+
+/// The language's advice as the model's `madvise` takes it.
+fn madvise_of(advice: Advice) -> Madvise {
+    match advice {
+        Advice::Hugepage => Madvise::Hugepage,
+        Advice::Nohugepage => Madvise::Nohugepage,
+        Advice::Dontneed => Madvise::Dontneed,
+        Advice::Collapse => Madvise::Collapse,
+        Advice::Free => Madvise::Free,
+        Advice::PopulateRead => Madvise::PopulateRead,
+        Advice::PopulateWrite => Madvise::PopulateWrite,
+        Advice::Dontfork => Madvise::Dontfork,
+        Advice::Dofork => Madvise::Dofork,
+        Advice::Wipeonfork => Madvise::Wipeonfork,
+        Advice::Keeponfork => Madvise::Keeponfork,
+        Advice::Remove => Madvise::Remove,
+    }
 }
 
 /// vmstat and per-size stats from model counters.
@@ -935,36 +983,7 @@ pub fn run_recording_opts(
     }
     let host_faults = rp.host_faults();
     let replay::Finished { counters, minflt, images, stats: mut st, misses, khugepaged, io, timeline, accesses } = rp.finish();
-    let accesses = accesses.map(|mut rep| {
-        let a = opts.profile.accesses.as_ref().expect("accesses were replayed");
-        let t = &a.trace.totals;
-        let rec = rep.recorded.get_or_insert_with(Default::default);
-        rec.file = a.file.clone();
-        rec.raw_accesses = t.raw_accesses;
-        rec.raw_writes = t.writes;
-        rec.runs = t.runs;
-        rec.unmapped_accesses = t.unmapped_accesses;
-        rec.unmapped_writes = t.unmapped_writes;
-        rec.valgrind_ns = t.valgrind_ns;
-        rec.native_ns = t.native_ns;
-        rec.valgrind_syscalls = t.valgrind_syscalls;
-        rec.matched_syscalls = t.matched_syscalls;
-        if rec.unmapped_accesses > 0 {
-            st.warnings.push(format!(
-                "{} of the {} accesses recorded under valgrind ({:.2}%) could not be mapped onto the recorded run (valgrind's own mappings, or mappings not matched): not replayed (accesses.recorded.unmapped_accesses)",
-                rec.unmapped_accesses,
-                rec.raw_accesses,
-                100.0 * rec.unmapped_accesses as f64 / rec.raw_accesses.max(1) as f64
-            ));
-        }
-        if rec.not_replayed > 0 {
-            st.warnings.push(format!(
-                "{} recorded accesses fell where the model has no mapping (or after the first process left its recorded image): not replayed (accesses.recorded.not_replayed)",
-                rec.not_replayed
-            ));
-        }
-        rep
-    });
+    let accesses = accesses.map(|rep| recorded_accesses(rep, opts.profile.accesses.as_ref().expect("accesses were replayed"), &mut st.warnings));
     let mut r = RunResult::new("sim", source);
     r.io = io;
     r.accesses = accesses;
@@ -990,26 +1009,7 @@ pub fn run_recording_opts(
     }
     r.peak = Some(peak);
     r.explain = explain;
-    let per_process: Vec<uapi::result::ReplayProcess> = images
-        .iter()
-        .map(|i| {
-            let mut one = RunResult::default();
-            census_into(&mut one, std::slice::from_ref(&i.census));
-            uapi::result::ReplayProcess {
-                pid: i.pid,
-                image: i.image,
-                exe: i.exe.clone(),
-                exec_snapshot: i.exec_snapshot,
-                replaced: i.replaced,
-                modelled_faults: i.minflt,
-                rss_bytes: one.process.rss_bytes,
-                anon_huge_bytes: one.process.anon_huge_bytes,
-                peak_rss_bytes: i.peak.rss_bytes,
-                folios: one.folios,
-                census: one.census,
-            }
-        })
-        .collect();
+    let per_process = replay_processes(&images);
     let mut rep = st;
     rep.warnings = replay::warnings(&rep, &misses);
     rep.placement_misses = misses;
@@ -1027,6 +1027,62 @@ pub fn run_recording_opts(
     });
     r.model = Some(uapi::ModelSection { run: None, replay: Some(rep) });
     Ok(r)
+}
+
+/// A replay's report of the recorded accesses (`record --accesses`) with what the recording
+/// held (`recorded`), and a warning for the accesses that could not be mapped or replayed.
+fn recorded_accesses(mut rep: uapi::AccessReport, a: &RecordedAccessInput, warnings: &mut Vec<String>) -> uapi::AccessReport {
+    let t = &a.trace.totals;
+    let rec = rep.recorded.get_or_insert_with(Default::default);
+    rec.file = a.file.clone();
+    rec.raw_accesses = t.raw_accesses;
+    rec.raw_writes = t.writes;
+    rec.runs = t.runs;
+    rec.unmapped_accesses = t.unmapped_accesses;
+    rec.unmapped_writes = t.unmapped_writes;
+    rec.valgrind_ns = t.valgrind_ns;
+    rec.native_ns = t.native_ns;
+    rec.valgrind_syscalls = t.valgrind_syscalls;
+    rec.matched_syscalls = t.matched_syscalls;
+    if rec.unmapped_accesses > 0 {
+        warnings.push(format!(
+            "{} of the {} accesses recorded under valgrind ({:.2}%) could not be mapped onto the recorded run (valgrind's own mappings, or mappings not matched): not replayed (accesses.recorded.unmapped_accesses)",
+            rec.unmapped_accesses,
+            rec.raw_accesses,
+            100.0 * rec.unmapped_accesses as f64 / rec.raw_accesses.max(1) as f64
+        ));
+    }
+    if rec.not_replayed > 0 {
+        warnings.push(format!(
+            "{} recorded accesses fell where the model has no mapping (or after the first process left its recorded image): not replayed (accesses.recorded.not_replayed)",
+            rec.not_replayed
+        ));
+    }
+    rep
+}
+
+/// Each process image of a replay, its census at its exit (or execve).
+fn replay_processes(images: &[replay::ImageResult]) -> Vec<uapi::result::ReplayProcess> {
+    images
+    .iter()
+    .map(|i| {
+        let mut one = RunResult::default();
+        census_into(&mut one, std::slice::from_ref(&i.census));
+        uapi::result::ReplayProcess {
+            pid: i.pid,
+            image: i.image,
+            exe: i.exe.clone(),
+            exec_snapshot: i.exec_snapshot,
+            replaced: i.replaced,
+            modelled_faults: i.minflt,
+            rss_bytes: one.process.rss_bytes,
+            anon_huge_bytes: one.process.anon_huge_bytes,
+            peak_rss_bytes: i.peak.rss_bytes,
+            folios: one.folios,
+            census: one.census,
+        }
+    })
+    .collect()
 }
 
 pub mod daemons;

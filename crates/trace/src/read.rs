@@ -412,7 +412,21 @@ impl Decoder {
             .time
             .checked_add(dt)
             .ok_or_else(|| corrupt(dt_at, "time overflows 64 bits"))?;
-        let body = match code {
+        let body = self.body(s, at, tag, code, sys, tid)?;
+        self.counts[code as usize] += 1;
+        self.records += 1;
+        Ok(Event {
+            time_ns: self.time,
+            tid,
+            pid,
+            body,
+        })
+    }
+
+    /// The body of a record of kind `code` (tag `tag`, read at `at`; `sys` its system call) of
+    /// thread `tid`.
+    fn body<B: BufRead>(&mut self, s: &mut Src<B>, at: u64, tag: u8, code: u8, sys: Option<SyscallKind>, tid: u32) -> Result<EventBody, TraceError> {
+        Ok(match code {
             kind::FAULT => {
                 let error_code = s.varint("the fault's error code")?;
                 let delta = s.zigzag("the fault's address delta")?;
@@ -444,132 +458,13 @@ impl Decoder {
                     comm: s.bytes("the comm string")?,
                 }
             }
-            kind::MAP => {
-                let mut v = [0u64; 9];
-                for (x, what) in v.iter_mut().zip([
-                    "addr",
-                    "len",
-                    "pgoff",
-                    "maj",
-                    "min",
-                    "ino",
-                    "ino_generation",
-                    "prot",
-                    "flags",
-                ]) {
-                    *x = s.varint(&format!("the map record's {what}"))?;
-                }
-                let u32_of = |x: u64, what: &str| {
-                    u32::try_from(x).map_err(|_| {
-                        corrupt(at, format!("map record: {what} {x} does not fit 32 bits"))
-                    })
-                };
-                EventBody::Map(MapInfo {
-                    addr: v[0],
-                    len: v[1],
-                    pgoff: v[2],
-                    maj: u32_of(v[3], "maj")?,
-                    min: u32_of(v[4], "min")?,
-                    ino: v[5],
-                    ino_generation: v[6],
-                    prot: u32_of(v[7], "prot")?,
-                    flags: u32_of(v[8], "flags")?,
-                    path: s.bytes("the map record's path")?,
-                })
-            }
-            kind::EXEC_MAPS => {
-                let n_at = s.offset;
-                let n = s.varint("the number of exec map entries")?;
-                if n > 1 << 20 {
-                    return Err(corrupt(
-                        n_at,
-                        format!("{n} exec map entries, more than the limit 1048576"),
-                    ));
-                }
-                let mut entries = Vec::new();
-                for i in 0..n {
-                    let mut v = [0u64; 7];
-                    for (x, what) in v
-                        .iter_mut()
-                        .zip(["start", "length", "perms", "offset", "maj", "min", "ino"])
-                    {
-                        *x = s.varint(&format!("exec map entry {i}: {what}"))?;
-                    }
-                    let end = v[0].checked_add(v[1]).ok_or_else(|| {
-                        corrupt(n_at, format!("exec map entry {i}: end overflows"))
-                    })?;
-                    let u32_of = |x: u64, what: &str| {
-                        u32::try_from(x).map_err(|_| {
-                            corrupt(
-                                n_at,
-                                format!("exec map entry {i}: {what} {x} does not fit 32 bits"),
-                            )
-                        })
-                    };
-                    entries.push(MapEntry {
-                        start: v[0],
-                        end,
-                        perms: u32_of(v[2], "perms")?,
-                        offset: v[3],
-                        maj: u32_of(v[4], "maj")?,
-                        min: u32_of(v[5], "min")?,
-                        ino: v[6],
-                        path: s.bytes(&format!("exec map entry {i}: path"))?,
-                    });
-                }
-                EventBody::ExecMaps(entries)
-            }
+            kind::MAP => map_record(s, at)?,
+            kind::EXEC_MAPS => exec_maps_record(s)?,
             kind::LOST => EventBody::Lost {
                 count: s.varint("the lost record's count")?,
             },
-            kind::PATH if self.major >= 2 => {
-                let c_at = s.offset;
-                let call = s.varint("the path record's call")?;
-                if !matches!(SyscallKind::from_code(call.min(255) as u8), Some(k) if k.takes_path()) {
-                    return Err(corrupt(c_at, format!("path record for call kind {call}, which takes no path")));
-                }
-                let path = s.bytes("the path record's path")?;
-                let mut v = [0u64; 6];
-                for (x, what) in v.iter_mut().zip(["exists", "maj", "min", "ino", "size", "fs_magic"]) {
-                    *x = s.varint(&format!("the path record's {what}"))?;
-                }
-                let u32_of = |x: u64, what: &str| {
-                    u32::try_from(x).map_err(|_| corrupt(at, format!("path record: {what} {x} does not fit 32 bits")))
-                };
-                if v[0] > 1 {
-                    return Err(corrupt(at, format!("path record: exists flag {}, expected 0 or 1", v[0])));
-                }
-                EventBody::Path(PathInfo {
-                    call: call as u8,
-                    path,
-                    exists: v[0] == 1,
-                    maj: u32_of(v[1], "maj")?,
-                    min: u32_of(v[2], "min")?,
-                    ino: v[3],
-                    size: v[4],
-                    fs_magic: v[5],
-                })
-            }
-            kind::MOUNTS if self.major >= 2 => {
-                let n_at = s.offset;
-                let n = s.varint("the number of mounts")?;
-                if n > 1 << 16 {
-                    return Err(corrupt(n_at, format!("{n} mounts, more than the limit 65536")));
-                }
-                let mut v = Vec::new();
-                for i in 0..n {
-                    let maj = s.varint_u32(&format!("mount {i}: maj"))?;
-                    let min = s.varint_u32(&format!("mount {i}: min"))?;
-                    v.push(MountEntry {
-                        maj,
-                        min,
-                        fstype: s.bytes(&format!("mount {i}: fstype"))?,
-                        mount_point: s.bytes(&format!("mount {i}: mount point"))?,
-                        options: s.bytes(&format!("mount {i}: options"))?,
-                    });
-                }
-                EventBody::Mounts(v)
-            }
+            kind::PATH if self.major >= 2 => path_record(s, at)?,
+            kind::MOUNTS if self.major >= 2 => mounts_record(s)?,
             kind::IOVECS if self.major >= 2 => {
                 let c_at = s.offset;
                 let call = s.varint("the iovecs record's call")?;
@@ -620,38 +515,166 @@ impl Decoder {
                 let Some(k) = sys else {
                     return Err(corrupt(at, format!("unknown record kind {code}")));
                 };
-                let finished = tag & TAG_UNFINISHED == 0;
-                let duration_ns = if finished {
-                    s.varint(&format!("{}: duration", k.name()))?
-                } else {
-                    0
-                };
-                let mut args = Vec::with_capacity(k.args().len());
-                for a in k.args() {
-                    args.push(s.varint(&format!("{}: argument {a}", k.name()))?);
-                }
-                let ret = if finished {
-                    Some(s.zigzag(&format!("{}: result", k.name()))?)
-                } else {
-                    None
-                };
-                EventBody::Syscall(Syscall {
-                    kind: k,
-                    args,
-                    ret,
-                    duration_ns,
-                })
+                syscall_record(s, k, tag)?
             }
-        };
-        self.counts[code as usize] += 1;
-        self.records += 1;
-        Ok(Event {
-            time_ns: self.time,
-            tid,
-            pid,
-            body,
         })
     }
+}
+
+/// A `map` record: an mmap's address, length, offset, device, inode, prot, flags and path.
+fn map_record<B: BufRead>(s: &mut Src<B>, at: u64) -> Result<EventBody, TraceError> {
+    let mut v = [0u64; 9];
+    for (x, what) in v.iter_mut().zip([
+        "addr",
+        "len",
+        "pgoff",
+        "maj",
+        "min",
+        "ino",
+        "ino_generation",
+        "prot",
+        "flags",
+    ]) {
+        *x = s.varint(&format!("the map record's {what}"))?;
+    }
+    let u32_of = |x: u64, what: &str| {
+        u32::try_from(x).map_err(|_| {
+            corrupt(at, format!("map record: {what} {x} does not fit 32 bits"))
+        })
+    };
+    Ok(EventBody::Map(MapInfo {
+        addr: v[0],
+        len: v[1],
+        pgoff: v[2],
+        maj: u32_of(v[3], "maj")?,
+        min: u32_of(v[4], "min")?,
+        ino: v[5],
+        ino_generation: v[6],
+        prot: u32_of(v[7], "prot")?,
+        flags: u32_of(v[8], "flags")?,
+        path: s.bytes("the map record's path")?,
+    }))
+}
+
+/// An `exec_maps` record: the address space an execve left (/proc/PID/maps entries).
+fn exec_maps_record<B: BufRead>(s: &mut Src<B>) -> Result<EventBody, TraceError> {
+    let n_at = s.offset;
+    let n = s.varint("the number of exec map entries")?;
+    if n > 1 << 20 {
+        return Err(corrupt(
+            n_at,
+            format!("{n} exec map entries, more than the limit 1048576"),
+        ));
+    }
+    let mut entries = Vec::new();
+    for i in 0..n {
+        let mut v = [0u64; 7];
+        for (x, what) in v
+            .iter_mut()
+            .zip(["start", "length", "perms", "offset", "maj", "min", "ino"])
+        {
+            *x = s.varint(&format!("exec map entry {i}: {what}"))?;
+        }
+        let end = v[0].checked_add(v[1]).ok_or_else(|| {
+            corrupt(n_at, format!("exec map entry {i}: end overflows"))
+        })?;
+        let u32_of = |x: u64, what: &str| {
+            u32::try_from(x).map_err(|_| {
+                corrupt(
+                    n_at,
+                    format!("exec map entry {i}: {what} {x} does not fit 32 bits"),
+                )
+            })
+        };
+        entries.push(MapEntry {
+            start: v[0],
+            end,
+            perms: u32_of(v[2], "perms")?,
+            offset: v[3],
+            maj: u32_of(v[4], "maj")?,
+            min: u32_of(v[5], "min")?,
+            ino: v[6],
+            path: s.bytes(&format!("exec map entry {i}: path"))?,
+        });
+    }
+    Ok(EventBody::ExecMaps(entries))
+}
+
+/// A `path` record: the file a call named (open, stat, ...), what the recorder found there.
+fn path_record<B: BufRead>(s: &mut Src<B>, at: u64) -> Result<EventBody, TraceError> {
+    let c_at = s.offset;
+    let call = s.varint("the path record's call")?;
+    if !matches!(SyscallKind::from_code(call.min(255) as u8), Some(k) if k.takes_path()) {
+        return Err(corrupt(c_at, format!("path record for call kind {call}, which takes no path")));
+    }
+    let path = s.bytes("the path record's path")?;
+    let mut v = [0u64; 6];
+    for (x, what) in v.iter_mut().zip(["exists", "maj", "min", "ino", "size", "fs_magic"]) {
+        *x = s.varint(&format!("the path record's {what}"))?;
+    }
+    let u32_of = |x: u64, what: &str| {
+        u32::try_from(x).map_err(|_| corrupt(at, format!("path record: {what} {x} does not fit 32 bits")))
+    };
+    if v[0] > 1 {
+        return Err(corrupt(at, format!("path record: exists flag {}, expected 0 or 1", v[0])));
+    }
+    Ok(EventBody::Path(PathInfo {
+        call: call as u8,
+        path,
+        exists: v[0] == 1,
+        maj: u32_of(v[1], "maj")?,
+        min: u32_of(v[2], "min")?,
+        ino: v[3],
+        size: v[4],
+        fs_magic: v[5],
+    }))
+}
+
+/// A `mounts` record: the mounts the recorder saw (device, type, mount point, options).
+fn mounts_record<B: BufRead>(s: &mut Src<B>) -> Result<EventBody, TraceError> {
+    let n_at = s.offset;
+    let n = s.varint("the number of mounts")?;
+    if n > 1 << 16 {
+        return Err(corrupt(n_at, format!("{n} mounts, more than the limit 65536")));
+    }
+    let mut v = Vec::new();
+    for i in 0..n {
+        let maj = s.varint_u32(&format!("mount {i}: maj"))?;
+        let min = s.varint_u32(&format!("mount {i}: min"))?;
+        v.push(MountEntry {
+            maj,
+            min,
+            fstype: s.bytes(&format!("mount {i}: fstype"))?,
+            mount_point: s.bytes(&format!("mount {i}: mount point"))?,
+            options: s.bytes(&format!("mount {i}: options"))?,
+        });
+    }
+    Ok(EventBody::Mounts(v))
+}
+
+/// A system call's record: its duration and result when it finished, its arguments.
+fn syscall_record<B: BufRead>(s: &mut Src<B>, k: SyscallKind, tag: u8) -> Result<EventBody, TraceError> {
+    let finished = tag & TAG_UNFINISHED == 0;
+    let duration_ns = if finished {
+        s.varint(&format!("{}: duration", k.name()))?
+    } else {
+        0
+    };
+    let mut args = Vec::with_capacity(k.args().len());
+    for a in k.args() {
+        args.push(s.varint(&format!("{}: argument {a}", k.name()))?);
+    }
+    let ret = if finished {
+        Some(s.zigzag(&format!("{}: result", k.name()))?)
+    } else {
+        None
+    };
+    Ok(EventBody::Syscall(Syscall {
+        kind: k,
+        args,
+        ret,
+        duration_ns,
+    }))
 }
 
 /// The trailer (its end tag read): the record count, the lost events, the whole file's CRC-32,

@@ -10,7 +10,7 @@ use crate::codec::{
     crc32c, put_bytes, put_varint, zigzag, Crc32, BLOCK_BYTES, LAST_V2_MINOR, MAGIC, MAX_BLOCK, TAG_SWITCH,
     TAG_UNFINISHED, VERSION_MAJOR, VERSION_MINOR,
 };
-use crate::event::{kind, EventBody, Header};
+use crate::event::{kind, EventBody, Header, MapEntry};
 use crate::Event;
 
 /// Writes a trace: [`TraceWriter::new`] writes the header, [`TraceWriter::write`] one record per
@@ -209,117 +209,7 @@ impl<W: Write> TraceWriter<W> {
         }
         put_varint(b, ev.time_ns - self.last_time);
         self.last_time = ev.time_ns;
-        match &ev.body {
-            EventBody::Fault { addr, error_code } => {
-                put_varint(b, *error_code);
-                let prev = self.prev_fault.insert(ev.tid, *addr).unwrap_or(0);
-                put_varint(b, zigzag(addr.wrapping_sub(prev) as i64));
-            }
-            EventBody::Syscall(s) => {
-                if s.ret.is_some() {
-                    put_varint(b, s.duration_ns);
-                }
-                for &a in &s.args {
-                    put_varint(b, a);
-                }
-                if let Some(r) = s.ret {
-                    put_varint(b, zigzag(r));
-                }
-            }
-            EventBody::TaskNew { tid, pid } => {
-                put_varint(b, *tid as u64);
-                put_varint(b, *pid as u64);
-            }
-            EventBody::TaskExit => {}
-            EventBody::Comm { comm, exec } => {
-                put_varint(b, *exec as u64);
-                put_bytes(b, comm);
-            }
-            EventBody::Map(m) => {
-                for v in [
-                    m.addr,
-                    m.len,
-                    m.pgoff,
-                    m.maj as u64,
-                    m.min as u64,
-                    m.ino,
-                    m.ino_generation,
-                    m.prot as u64,
-                    m.flags as u64,
-                ] {
-                    put_varint(b, v);
-                }
-                put_bytes(b, &m.path);
-            }
-            EventBody::ExecMaps(entries) => {
-                put_varint(b, entries.len() as u64);
-                for e in entries {
-                    if e.end < e.start {
-                        return Err(invalid(format!(
-                            "map entry {:#x}-{:#x} ends before it starts",
-                            e.start, e.end
-                        )));
-                    }
-                    for v in [
-                        e.start,
-                        e.end - e.start,
-                        e.perms as u64,
-                        e.offset,
-                        e.maj as u64,
-                        e.min as u64,
-                        e.ino,
-                    ] {
-                        put_varint(b, v);
-                    }
-                    put_bytes(b, &e.path);
-                }
-            }
-            EventBody::Lost { count } => put_varint(b, *count),
-            EventBody::Path(p) => {
-                put_varint(b, p.call as u64);
-                put_bytes(b, &p.path);
-                for v in [p.exists as u64, p.maj as u64, p.min as u64, p.ino, p.size, p.fs_magic] {
-                    put_varint(b, v);
-                }
-            }
-            EventBody::ExecStack { start_stack } => put_varint(b, *start_stack),
-            EventBody::Uffd(u) => {
-                if linux_abi::userfaultfd::name(u.op) == "?" {
-                    return Err(invalid(format!("uffd record for operation {}, which is not a UFFDIO request", u.op)));
-                }
-                for v in [u.op as u64, u.fd as u64, u.start, u.len, u.mode, u.src] {
-                    put_varint(b, v);
-                }
-            }
-            EventBody::Iovecs { call, iovs } => {
-                if crate::SyscallKind::from_code(*call).is_none() {
-                    return Err(invalid(format!("iovecs record for kind {call}, which is not a system call")));
-                }
-                put_varint(b, *call as u64);
-                put_varint(b, iovs.len() as u64);
-                for &(base, len) in iovs {
-                    put_varint(b, base);
-                    put_varint(b, len);
-                }
-            }
-            EventBody::Answered { call, ret } => {
-                if crate::SyscallKind::from_code(*call).is_none() {
-                    return Err(invalid(format!("answered record for kind {call}, which is not a system call")));
-                }
-                put_varint(b, *call as u64);
-                put_varint(b, zigzag(*ret));
-            }
-            EventBody::Mounts(v) => {
-                put_varint(b, v.len() as u64);
-                for m in v {
-                    put_varint(b, m.maj as u64);
-                    put_varint(b, m.min as u64);
-                    put_bytes(b, &m.fstype);
-                    put_bytes(b, &m.mount_point);
-                    put_bytes(b, &m.options);
-                }
-            }
-        }
+        put_body(b, &mut self.prev_fault, ev)?;
         self.put_record()?;
         self.counts[code as usize] += 1;
         self.records += 1;
@@ -347,4 +237,126 @@ impl<W: Write> TraceWriter<W> {
         self.w.write_all(&b)?;
         self.w.into_inner().map_err(|e| e.into_error())
     }
+}
+
+/// An `exec_maps` record's body: the entries' count, then each as start, length, perms,
+/// offset, device, inode and path.
+fn put_exec_maps(b: &mut Vec<u8>, entries: &[MapEntry]) -> io::Result<()> {
+    put_varint(b, entries.len() as u64);
+    for e in entries {
+        if e.end < e.start {
+            return Err(invalid(format!(
+                "map entry {:#x}-{:#x} ends before it starts",
+                e.start, e.end
+            )));
+        }
+        for v in [
+            e.start,
+            e.end - e.start,
+            e.perms as u64,
+            e.offset,
+            e.maj as u64,
+            e.min as u64,
+            e.ino,
+        ] {
+            put_varint(b, v);
+        }
+        put_bytes(b, &e.path);
+    }
+    Ok(())
+}
+
+/// A record's body after its tag, thread switch and time delta: its fields in the format's
+/// order (a fault's address as the zigzag delta from its thread's last fault, `prev_fault`).
+fn put_body(b: &mut Vec<u8>, prev_fault: &mut HashMap<u32, u64>, ev: &Event) -> io::Result<()> {
+    match &ev.body {
+        EventBody::Fault { addr, error_code } => {
+            put_varint(b, *error_code);
+            let prev = prev_fault.insert(ev.tid, *addr).unwrap_or(0);
+            put_varint(b, zigzag(addr.wrapping_sub(prev) as i64));
+        }
+        EventBody::Syscall(s) => {
+            if s.ret.is_some() {
+                put_varint(b, s.duration_ns);
+            }
+            for &a in &s.args {
+                put_varint(b, a);
+            }
+            if let Some(r) = s.ret {
+                put_varint(b, zigzag(r));
+            }
+        }
+        EventBody::TaskNew { tid, pid } => {
+            put_varint(b, *tid as u64);
+            put_varint(b, *pid as u64);
+        }
+        EventBody::TaskExit => {}
+        EventBody::Comm { comm, exec } => {
+            put_varint(b, *exec as u64);
+            put_bytes(b, comm);
+        }
+        EventBody::Map(m) => {
+            for v in [
+                m.addr,
+                m.len,
+                m.pgoff,
+                m.maj as u64,
+                m.min as u64,
+                m.ino,
+                m.ino_generation,
+                m.prot as u64,
+                m.flags as u64,
+            ] {
+                put_varint(b, v);
+            }
+            put_bytes(b, &m.path);
+        }
+        EventBody::ExecMaps(entries) => put_exec_maps(b, entries)?,
+        EventBody::Lost { count } => put_varint(b, *count),
+        EventBody::Path(p) => {
+            put_varint(b, p.call as u64);
+            put_bytes(b, &p.path);
+            for v in [p.exists as u64, p.maj as u64, p.min as u64, p.ino, p.size, p.fs_magic] {
+                put_varint(b, v);
+            }
+        }
+        EventBody::ExecStack { start_stack } => put_varint(b, *start_stack),
+        EventBody::Uffd(u) => {
+            if linux_abi::userfaultfd::name(u.op) == "?" {
+                return Err(invalid(format!("uffd record for operation {}, which is not a UFFDIO request", u.op)));
+            }
+            for v in [u.op as u64, u.fd as u64, u.start, u.len, u.mode, u.src] {
+                put_varint(b, v);
+            }
+        }
+        EventBody::Iovecs { call, iovs } => {
+            if crate::SyscallKind::from_code(*call).is_none() {
+                return Err(invalid(format!("iovecs record for kind {call}, which is not a system call")));
+            }
+            put_varint(b, *call as u64);
+            put_varint(b, iovs.len() as u64);
+            for &(base, len) in iovs {
+                put_varint(b, base);
+                put_varint(b, len);
+            }
+        }
+        EventBody::Answered { call, ret } => {
+            if crate::SyscallKind::from_code(*call).is_none() {
+                return Err(invalid(format!("answered record for kind {call}, which is not a system call")));
+            }
+            put_varint(b, *call as u64);
+            put_varint(b, zigzag(*ret));
+        }
+        EventBody::Mounts(v) => {
+            put_varint(b, v.len() as u64);
+            for m in v {
+                put_varint(b, m.maj as u64);
+                put_varint(b, m.min as u64);
+                put_bytes(b, &m.fstype);
+                put_bytes(b, &m.mount_point);
+                put_bytes(b, &m.options);
+            }
+        }
+    }
+    Ok(())
 }

@@ -2,6 +2,9 @@
 //! spells it; the kernel's ABI itself (knobs, counters, sizes, the census) is `thp_abi`'s.
 //!
 //! - [`result`]: the versioned run result that `thplab sim` and `thplab live` both print.
+//! - [`compare`]: a model result beside a live one: rows, time verdicts, timelines side by side,
+//!   where a recorded program's model and live part (computed by `experiment`, rendered by
+//!   `report`).
 //! - [`profile`]: the machine profile (what this machine charges for the work the model counts).
 //!
 //! `settings` and `counters` are re-exported from `thp_abi` for the crates that still name them
@@ -10,6 +13,7 @@
 //! Serde lives here and in `thp_abi`, in no model crate: serialization is a compatibility
 //! promise.
 
+pub mod compare;
 pub mod profile;
 pub mod result;
 

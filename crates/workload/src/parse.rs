@@ -404,21 +404,7 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
             })?;
             Ok(OpKind::Madvise(range, advice))
         }
-        "brk" => {
-            let (pos, _) = split_options(cx, args, &[])?;
-            expect_positional(cx, "brk +SIZE | brk -SIZE", &pos, 1)?;
-            let text = pos[0];
-            let (sign, rest) = match text.as_bytes().first() {
-                Some(b'+') => (1i64, &text[1..]),
-                Some(b'-') => (-1i64, &text[1..]),
-                _ => return Err(cx.err(format!("brk takes +SIZE or -SIZE, not '{text}'"))),
-            };
-            let n = size(cx, rest)?;
-            if cx.names.region(HEAP).is_none() {
-                w.regions.push(RegionDecl { name: HEAP.into(), len: 0, line: cx.line });
-            }
-            Ok(OpKind::Brk { delta: sign * n as i64 })
-        }
+        "brk" => parse_brk(cx, w, args),
         "prctl" => {
             let form = match args {
                 ["thp_disable"] => ThpDisable::Completely,
@@ -454,91 +440,120 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
             Ok(OpKind::Sleep { ns: duration_ns(pos[0]).map_err(|m| cx.err(m))? })
         }
         "access" => parse_access(cx, w, args),
-        "read_direct" => {
-            let usage = "read_direct RANGE block=SIZE";
-            let (pos, opts) = split_options(cx, args, &["block"])?;
-            expect_positional(cx, usage, &pos, 1)?;
-            let range = parse_range(cx, w, pos[0], &[], true)?;
-            let block = match opt(&opts, "block") {
-                Some(b) => size(cx, b)?,
-                None => return Err(cx.err(format!("read_direct needs block=SIZE (the bytes one read(2) asks for); expected: {usage}"))),
-            };
-            if block == 0 || block % 4096 != 0 {
-                return Err(cx.err(format!("block={block}: O_DIRECT reads here are whole 4 KiB pages; give a positive multiple of 4K")));
-            }
-            if range.len != TO_END {
-                let calls = range.len.div_ceil(block);
-                if calls > MAX_REPEATS {
-                    return Err(cx.err(format!("read_direct of {} bytes in blocks of {block} is {calls} calls; at most {MAX_REPEATS} (give a larger block=)", range.len)));
-                }
-            }
-            Ok(OpKind::ReadDirect { range, block })
-        }
-        "tmpfs" => {
-            let (pos, opts) = split_options(cx, args, &["huge"])?;
-            expect_positional(cx, "tmpfs NAME [huge=never|always|within_size|advise]", &pos, 1)?;
-            let name = new_name(cx, pos[0])?;
-            let huge = match opt(&opts, "huge") {
-                None => TmpfsHuge::Never,
-                Some(h) => TmpfsHuge::parse(h).ok_or_else(|| {
-                    cx.err(format!("invalid huge= '{h}'; valid: {}", TmpfsHuge::WORDS.join(", ")))
-                })?,
-            };
-            w.mounts.push(MountDecl { name, huge, line: cx.line });
-            Ok(OpKind::Mount(MountId(w.mounts.len() as u32 - 1)))
-        }
-        "memfd" | "shm_open" | "file" => {
-            let (pos, opts) = split_options(cx, args, if verb == "memfd" { &[] } else { &["on"] })?;
-            let usage = match verb {
-                "memfd" => "memfd NAME",
-                "shm_open" => "shm_open NAME [on=MOUNT]",
-                _ => "file NAME on=MOUNT",
-            };
-            expect_positional(cx, usage, &pos, 1)?;
-            let name = new_name(cx, pos[0])?;
-            let mount = opt(&opts, "on").map(|m| mount_ref(cx, w, m)).transpose()?;
-            let kind = match verb {
-                "memfd" => FileKind::Memfd,
-                "shm_open" => FileKind::PosixShm { mount },
-                _ => FileKind::Tmpfs { mount: mount.ok_or_else(|| cx.err(format!("expected: {usage}")))? },
-            };
-            w.files.push(FileDecl { name, kind, line: cx.line });
-            Ok(OpKind::Create(FileId(w.files.len() as u32 - 1)))
-        }
+        "read_direct" => parse_read_direct(cx, w, args),
+        "tmpfs" => parse_tmpfs(cx, w, args),
+        "memfd" | "shm_open" | "file" => parse_file_decl(cx, w, verb, args),
         "ftruncate" => {
             let (pos, _) = split_options(cx, args, &[])?;
             expect_positional(cx, "ftruncate FILE SIZE", &pos, 2)?;
             let file = file_ref(cx, w, pos[0])?;
             Ok(OpKind::Ftruncate { file, size: size_sum(cx, pos[1])? })
         }
-        "fallocate" | "write" => {
-            let (mut pos, opts) = split_options(cx, args, if verb == "write" { &["chunk"] } else { &[] })?;
-            let usage = if verb == "write" { "write FILE[OFFSET+LENGTH] [chunk=SIZE]" } else { "fallocate FILE[OFFSET+LENGTH] [keep | punch]" };
-            let mode = match (verb, pos.get(1).copied()) {
-                ("fallocate", Some("keep")) if pos.len() == 2 => Some(FallocMode::KeepSize),
-                ("fallocate", Some("punch")) if pos.len() == 2 => Some(FallocMode::PunchHole),
-                _ => None,
-            };
-            if mode.is_some() {
-                pos.pop();
-            }
-            expect_positional(cx, usage, &pos, 1)?;
-            let (file, offset, len) = file_range(cx, w, pos[0], usage)?;
-            if verb == "fallocate" {
-                return Ok(OpKind::Fallocate { file, offset, len, mode: mode.unwrap_or(FallocMode::Allocate) });
-            }
-            let chunk = opt(&opts, "chunk").map(|c| size(cx, c)).transpose()?.unwrap_or(len);
-            if chunk == 0 {
-                return Err(cx.err("chunk= must be positive"));
-            }
-            let calls = len.div_ceil(chunk);
-            if calls > MAX_REPEATS {
-                return Err(cx.err(format!("write of {len} bytes in chunks of {chunk} is {calls} calls; at most {MAX_REPEATS} (give a larger chunk=)")));
-            }
-            Ok(OpKind::Write { file, offset, len, chunk })
-        }
+        "fallocate" | "write" => parse_fallocate_write(cx, w, verb, args),
         _ => Err(cx.err(format!("unknown operation '{verb}'; valid: {VERBS}"))),
     }
+}
+
+/// `brk +SIZE | brk -SIZE` (declares the `heap` region on first use).
+fn parse_brk(cx: &Ctx, w: &mut Workload, args: &[&str]) -> Result<OpKind, WorkloadError> {
+    let (pos, _) = split_options(cx, args, &[])?;
+    expect_positional(cx, "brk +SIZE | brk -SIZE", &pos, 1)?;
+    let text = pos[0];
+    let (sign, rest) = match text.as_bytes().first() {
+        Some(b'+') => (1i64, &text[1..]),
+        Some(b'-') => (-1i64, &text[1..]),
+        _ => return Err(cx.err(format!("brk takes +SIZE or -SIZE, not '{text}'"))),
+    };
+    let n = size(cx, rest)?;
+    if cx.names.region(HEAP).is_none() {
+        w.regions.push(RegionDecl { name: HEAP.into(), len: 0, line: cx.line });
+    }
+    Ok(OpKind::Brk { delta: sign * n as i64 })
+}
+
+/// `read_direct RANGE block=SIZE`: O_DIRECT reads of whole 4 KiB pages into a range.
+fn parse_read_direct(cx: &Ctx, w: &mut Workload, args: &[&str]) -> Result<OpKind, WorkloadError> {
+    let usage = "read_direct RANGE block=SIZE";
+    let (pos, opts) = split_options(cx, args, &["block"])?;
+    expect_positional(cx, usage, &pos, 1)?;
+    let range = parse_range(cx, w, pos[0], &[], true)?;
+    let block = match opt(&opts, "block") {
+        Some(b) => size(cx, b)?,
+        None => return Err(cx.err(format!("read_direct needs block=SIZE (the bytes one read(2) asks for); expected: {usage}"))),
+    };
+    if block == 0 || block % 4096 != 0 {
+        return Err(cx.err(format!("block={block}: O_DIRECT reads here are whole 4 KiB pages; give a positive multiple of 4K")));
+    }
+    if range.len != TO_END {
+        let calls = range.len.div_ceil(block);
+        if calls > MAX_REPEATS {
+            return Err(cx.err(format!("read_direct of {} bytes in blocks of {block} is {calls} calls; at most {MAX_REPEATS} (give a larger block=)", range.len)));
+        }
+    }
+    Ok(OpKind::ReadDirect { range, block })
+}
+
+/// `tmpfs NAME [huge=...]`: a tmpfs mount and its huge= option.
+fn parse_tmpfs(cx: &Ctx, w: &mut Workload, args: &[&str]) -> Result<OpKind, WorkloadError> {
+    let (pos, opts) = split_options(cx, args, &["huge"])?;
+    expect_positional(cx, "tmpfs NAME [huge=never|always|within_size|advise]", &pos, 1)?;
+    let name = new_name(cx, pos[0])?;
+    let huge = match opt(&opts, "huge") {
+        None => TmpfsHuge::Never,
+        Some(h) => TmpfsHuge::parse(h).ok_or_else(|| {
+            cx.err(format!("invalid huge= '{h}'; valid: {}", TmpfsHuge::WORDS.join(", ")))
+        })?,
+    };
+    w.mounts.push(MountDecl { name, huge, line: cx.line });
+    Ok(OpKind::Mount(MountId(w.mounts.len() as u32 - 1)))
+}
+
+/// `memfd NAME`, `shm_open NAME [on=MOUNT]`, `file NAME on=MOUNT`: a shmem file created.
+fn parse_file_decl(cx: &Ctx, w: &mut Workload, verb: &str, args: &[&str]) -> Result<OpKind, WorkloadError> {
+    let (pos, opts) = split_options(cx, args, if verb == "memfd" { &[] } else { &["on"] })?;
+    let usage = match verb {
+        "memfd" => "memfd NAME",
+        "shm_open" => "shm_open NAME [on=MOUNT]",
+        _ => "file NAME on=MOUNT",
+    };
+    expect_positional(cx, usage, &pos, 1)?;
+    let name = new_name(cx, pos[0])?;
+    let mount = opt(&opts, "on").map(|m| mount_ref(cx, w, m)).transpose()?;
+    let kind = match verb {
+        "memfd" => FileKind::Memfd,
+        "shm_open" => FileKind::PosixShm { mount },
+        _ => FileKind::Tmpfs { mount: mount.ok_or_else(|| cx.err(format!("expected: {usage}")))? },
+    };
+    w.files.push(FileDecl { name, kind, line: cx.line });
+    Ok(OpKind::Create(FileId(w.files.len() as u32 - 1)))
+}
+
+/// `fallocate FILE[OFFSET+LENGTH] [keep | punch]` and `write FILE[OFFSET+LENGTH] [chunk=SIZE]`.
+fn parse_fallocate_write(cx: &Ctx, w: &mut Workload, verb: &str, args: &[&str]) -> Result<OpKind, WorkloadError> {
+    let (mut pos, opts) = split_options(cx, args, if verb == "write" { &["chunk"] } else { &[] })?;
+    let usage = if verb == "write" { "write FILE[OFFSET+LENGTH] [chunk=SIZE]" } else { "fallocate FILE[OFFSET+LENGTH] [keep | punch]" };
+    let mode = match (verb, pos.get(1).copied()) {
+        ("fallocate", Some("keep")) if pos.len() == 2 => Some(FallocMode::KeepSize),
+        ("fallocate", Some("punch")) if pos.len() == 2 => Some(FallocMode::PunchHole),
+        _ => None,
+    };
+    if mode.is_some() {
+        pos.pop();
+    }
+    expect_positional(cx, usage, &pos, 1)?;
+    let (file, offset, len) = file_range(cx, w, pos[0], usage)?;
+    if verb == "fallocate" {
+        return Ok(OpKind::Fallocate { file, offset, len, mode: mode.unwrap_or(FallocMode::Allocate) });
+    }
+    let chunk = opt(&opts, "chunk").map(|c| size(cx, c)).transpose()?.unwrap_or(len);
+    if chunk == 0 {
+        return Err(cx.err("chunk= must be positive"));
+    }
+    let calls = len.div_ceil(chunk);
+    if calls > MAX_REPEATS {
+        return Err(cx.err(format!("write of {len} bytes in chunks of {chunk} is {calls} calls; at most {MAX_REPEATS} (give a larger chunk=)")));
+    }
+    Ok(OpKind::Write { file, offset, len, chunk })
 }
 
 fn parse_mmap(cx: &Ctx, w: &mut Workload, args: &[&str]) -> Result<OpKind, WorkloadError> {

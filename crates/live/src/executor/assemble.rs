@@ -97,29 +97,9 @@ pub(super) fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, ru
     res.process = ProcessStats { minflt: minflt as u64, rss_bytes: rss as u64, anon_huge_bytes: ahp as u64, bloat_bytes: None };
     res.census = rep.census.clone();
     res.folios = rep.census.folio_counts();
-    for (p, decl) in w.procs.iter().enumerate().filter(|_| w.forks()) {
-        let get = |r: &RunOnce| r.procs.get(p).cloned().unwrap_or_default();
-        let minflt = col(format!("processes.{}.minflt", decl.name), runs.iter().map(|r| get(r).minflt as i64).collect());
-        let one = get(rep);
-        res.processes.push(uapi::result::ProcResult {
-            name: decl.name.clone(),
-            exited: one.exited,
-            process: ProcessStats { minflt: minflt as u64, rss_bytes: one.rss_bytes, anon_huge_bytes: one.anon_huge_bytes, bloat_bytes: None },
-            census: one.census,
-            cow_copied: None,
-            cow_reused: None,
-            shares_mm_with: decl.shares_mm().then(|| w.proc(decl.parent.expect("a thread or vfork child has a parent")).name.clone()),
-        });
-    }
+    res.processes = processes(w, &runs, rep, &mut col);
     res.regions = rep.regions.clone();
-    // Each `repeat DURATION` block: its iterations (the loop node's result), the median over
-    // the runs.
-    for (i, op) in spec.ops.iter().enumerate() {
-        if let OpKind::RepeatFor { ns, .. } = op.op {
-            let v = col(format!("repeats.{}.iterations", op.line), runs.iter().map(|r| r.results.get(i).copied().unwrap_or(0)).collect());
-            res.repeats.push(uapi::result::RepeatRun { line: op.line, duration_ns: ns, iterations: v.max(0) as u64 });
-        }
-    }
+    res.repeats = repeats(spec, &runs, &mut col);
 
     res.calls = calls(spec, &rep.results);
     let census_varied = runs.iter().any(|r| r.census != rep.census);
@@ -149,6 +129,40 @@ pub(super) fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, ru
         program: None,
     });
     res
+}
+
+/// A workload that forks: each process's row, its minflt the median over the runs (`col`), the
+/// rest the representative run's.
+fn processes(w: &Workload, runs: &[RunOnce], rep: &RunOnce, col: &mut impl FnMut(String, Vec<i64>) -> i64) -> Vec<uapi::result::ProcResult> {
+    let mut out = Vec::new();
+    for (p, decl) in w.procs.iter().enumerate().filter(|_| w.forks()) {
+        let get = |r: &RunOnce| r.procs.get(p).cloned().unwrap_or_default();
+        let minflt = col(format!("processes.{}.minflt", decl.name), runs.iter().map(|r| get(r).minflt as i64).collect());
+        let one = get(rep);
+        out.push(uapi::result::ProcResult {
+            name: decl.name.clone(),
+            exited: one.exited,
+            process: ProcessStats { minflt: minflt as u64, rss_bytes: one.rss_bytes, anon_huge_bytes: one.anon_huge_bytes, bloat_bytes: None },
+            census: one.census,
+            cow_copied: None,
+            cow_reused: None,
+            shares_mm_with: decl.shares_mm().then(|| w.proc(decl.parent.expect("a thread or vfork child has a parent")).name.clone()),
+        });
+    }
+    out
+}
+
+/// Each `repeat DURATION` block: its iterations (the loop node's result), the median over
+/// the runs (`col`).
+fn repeats(spec: &ExecSpec, runs: &[RunOnce], col: &mut impl FnMut(String, Vec<i64>) -> i64) -> Vec<uapi::result::RepeatRun> {
+    let mut out = Vec::new();
+    for (i, op) in spec.ops.iter().enumerate() {
+        if let OpKind::RepeatFor { ns, .. } = op.op {
+            let v = col(format!("repeats.{}.iterations", op.line), runs.iter().map(|r| r.results.get(i).copied().unwrap_or(0)).collect());
+            out.push(uapi::result::RepeatRun { line: op.line, duration_ns: ns, iterations: v.max(0) as u64 });
+        }
+    }
+    out
 }
 
 /// The calls of the representative run, as the model lists them: statements that make no call

@@ -1,19 +1,16 @@
-//! The experiment's text: a setting's rows (`== label: settings  →  N DIFFERENCES`, then field,
-//! model, live, `model − live` and the row's note), two timelines side by side, where a
-//! recorded program's model and live part, and the time table. Everything here only formats
-//! what the other modules computed, so that it can move to the report crate whole; the other
-//! modules re-export these functions at their old paths.
+//! The experiment's text (`thplab compare`, `demo`, `sim --sample`): a setting's rows
+//! (`== label: settings  →  N DIFFERENCES`, then field, model, live, `model − live` and the
+//! row's note; a recorded program's with the error in percent of live), two timelines side by
+//! side, where a recorded program's model and live part, the time table, and the count of
+//! settings where model = live. It formats what `experiment` computed, read from the schema
+//! (`uapi::compare`); the experiment's modules re-export these functions at their old paths.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 
+use uapi::compare::{Interval, Parting, Row, RowKind, SettingTimes, Timed, TimelineComparison, Verdict, TIME_ROW};
 use uapi::result::size_sort_key;
-use uapi::{ThpSettings, Timeline, TimelineSample, VmaMap};
-
-use crate::noise::{Interval, SettingTimes, Timed, Verdict};
-use crate::timeline::TimelineComparison;
-use crate::vmas::Parting;
-use crate::{Row, RowKind, TIME_ROW};
+use uapi::{RunResult, ThpSettings, Timeline, TimelineSample, VmaMap};
 
 // Rows (`thplab compare`).
 
@@ -65,11 +62,64 @@ pub fn row_lines(rows: &[Row], extra: Option<ExtraColumn>, only_diff: bool) -> V
     let mut left = vec![true, false, false, false];
     left.extend(extra.map(|_| false));
     left.push(true);
-    let mut lines: Vec<String> = report::text::layout(&cells, &left).into_iter().map(|l| format!("  {l}")).collect();
+    let mut lines: Vec<String> = crate::text::layout(&cells, &left).into_iter().map(|l| format!("  {l}")).collect();
     if only_diff && equal > 0 {
         lines.push(format!("  ({equal} equal row{} not shown: --only-diff)", if equal == 1 { "" } else { "s" }));
     }
     lines
+}
+
+/// The note before a setting's rows when its live run was repeated: `(4K: why; ran live 3
+/// times, kept the closest)`.
+pub fn rerun_note(label: &str, why: &str, attempts: u32) -> String {
+    format!("({label}: {why}; ran live {attempts} times, kept the closest)")
+}
+
+/// The count of settings that compare printed, after them: `2 of 3 settings: model = live; 1 differ`.
+pub fn print_settings_count(out: &mut impl Write, settings: usize, differing: usize) -> io::Result<()> {
+    writeln!(out, "{} of {} settings: model = live{}", settings - differing, settings, if differing > 0 { format!("; {differing} differ") } else { String::new() })
+}
+
+// A recorded program's rows (`compare --record`).
+
+/// The khugepaged tolerance a setting's rows were judged with, why, and the rows only it let
+/// pass.
+pub fn khugepaged_tolerance_line(collapses: i64, why: &str, excused: &[String]) -> String {
+    let within = if excused.is_empty() { String::new() } else { format!("; within it only: {}", excused.join(", ")) };
+    format!("khugepaged tolerance: {collapses} collapses ({why}){within}")
+}
+
+/// The error of the model against live, (model − live) / live in percent (`-` when both are 0),
+/// the sign of the `model − live` column.
+pub fn pct_error(model: i64, live: i64) -> String {
+    if live == 0 {
+        return if model == 0 { "-".into() } else { "inf".into() };
+    }
+    format!("{:+.2}%", (model - live) as f64 * 100.0 / live as f64)
+}
+
+/// As [`print_rows`], with the difference in percent of live and the live wall time,
+/// where given the ranges where the two part, and the khugepaged tolerance line.
+#[allow(clippy::too_many_arguments)]
+pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], live: &RunResult, parted: Option<&Parting>, only_diff: bool, khugepaged: &str) -> io::Result<()> {
+    let n = rows.iter().filter(|r| r.differs).count();
+    // The live time the time row compares (the untraced runs' median where there are some).
+    let time = Timed::live(live).map_or("-".into(), |t| fmt_timed(&t));
+    writeln!(out, "== {label}: {}  →  {}  (live {time})", s.summary(), if n == 0 { "model = live".to_string() } else { format!("{n} DIFFERENCES") })?;
+    let error = |r: &Row| pct_error(r.model, r.live);
+    for l in row_lines(rows, Some(("error", &error)), only_diff) {
+        writeln!(out, "{l}")?;
+    }
+    if let Some(u) = live.live.as_ref().and_then(|l| l.program.as_ref()).map(|p| &p.unmeasured).filter(|u| !u.is_empty()) {
+        writeln!(out, "  not measured (no exit stop): {}", u.join("; "))?;
+    }
+    for l in crate::print::wrap(&format!("  {khugepaged}"), crate::print::fit_width(), 4) {
+        writeln!(out, "{l}")?;
+    }
+    if let Some(p) = parted {
+        print_parting(out, p, 8)?;
+    }
+    writeln!(out)
 }
 
 // Timelines (`--sample`).
@@ -136,7 +186,7 @@ pub fn print_comparison(out: &mut impl Write, c: &TimelineComparison) -> io::Res
         table.push(row);
     }
     let left: Vec<bool> = (0..table[0].len()).map(|k| k + 1 == table[0].len()).collect();
-    for (k, line) in report::text::layout(&table, &left).into_iter().enumerate() {
+    for (k, line) in crate::text::layout(&table, &left).into_iter().enumerate() {
         let mark = if k > 0 && !c.rows[k - 1].parts.is_empty() { '*' } else { ' ' };
         writeln!(out, "{mark} {line}")?;
     }
@@ -206,10 +256,17 @@ pub fn print_parting(out: &mut impl Write, p: &Parting, limit: usize) -> io::Res
 
 // Times and their noise.
 
-impl Verdict {
+/// A time verdict in words (`compare`'s time table).
+pub trait VerdictText {
+    fn text(&self) -> String;
+    fn spread_text(&self) -> String;
+    fn against_live_text(&self) -> String;
+}
+
+impl VerdictText for Verdict {
     /// `+3.0 % ± 9.0 %: no measurable effect`, or with an uneven interval
     /// `+27.0 % (-5.0 % .. +60.0 %): no measurable effect`; `faster`/`slower` where measurable.
-    pub fn text(&self) -> String {
+    fn text(&self) -> String {
         let spread = self.spread_text();
         let word = match self.measurable {
             None => "spread unknown (one live run, or a profile without spreads)",
@@ -221,7 +278,7 @@ impl Verdict {
     }
 
     /// `+3.0 % ± 9.0 %`, or `+27.0 % (-5.0 % .. +60.0 %)` with an uneven interval.
-    pub fn spread_text(&self) -> String {
+    fn spread_text(&self) -> String {
         let (down, up) = (self.diff_pct - self.low_pct, self.high_pct - self.diff_pct);
         if (up - down).abs() <= 0.05 * up.max(down) + 0.05 {
             format!("{:+.1} % ± {:.1} %", self.diff_pct, up.max(down))
@@ -231,7 +288,7 @@ impl Verdict {
     }
 
     /// A model time against a live one: `model -17.0 % ± 25.0 % of live: within the noise`.
-    pub fn against_live_text(&self) -> String {
+    fn against_live_text(&self) -> String {
         let word = match self.measurable {
             None => "spread unknown",
             Some(false) => "within the noise",
@@ -292,11 +349,11 @@ pub fn print_settings(out: &mut impl Write, verdicts: &[SettingTimes], live_note
     writeln!(out)
 }
 
-/// One line of prose fitted to [`report::text::TEXT_WIDTH`] columns, continuation lines indented
+/// One line of prose fitted to [`crate::text::TEXT_WIDTH`] columns, continuation lines indented
 /// two past its own indent.
 fn line(out: &mut impl Write, text: &str) -> io::Result<()> {
     let indent = text.len() - text.trim_start_matches(' ').len() + 2;
-    for l in report::text::wrap(text, Some(report::text::TEXT_WIDTH), indent) {
+    for l in crate::text::wrap(text, Some(crate::text::TEXT_WIDTH), indent) {
         writeln!(out, "{l}")?;
     }
     Ok(())
@@ -311,5 +368,39 @@ pub fn signed_secs(ns: f64) -> String {
         format!("{sign}{:.3} s", a / 1e9)
     } else {
         format!("{sign}{:.1} ms", a / 1e6)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_errors() {
+        assert_eq!(pct_error(102, 100), "+2.00%");
+        assert_eq!(pct_error(0, 0), "-");
+        assert_eq!(pct_error(1, 0), "inf");
+    }
+
+    #[test]
+    fn the_row_table_aligns_and_signs_model_minus_live() {
+        let r = |field: &str, model: i64, live: i64, differs: bool| Row { field: field.into(), model, live, kind: RowKind::Process, differs };
+        let rows = [r("minflt", 262144, 262146, false), r("folios 2048kB", 512, 511, true), r("folios 4kB", 7, 7, false), r("zero", 0, 0, false)];
+        let lines = row_lines(&rows, None, false);
+        assert_eq!(
+            lines,
+            [
+                "  field           model    live  model − live",
+                "  minflt         262144  262146            -2",
+                "  folios 2048kB     512     511            +1  <-- differs",
+                "  folios 4kB          7       7            +0",
+            ]
+        );
+        let pct = |r: &Row| format!("{}%", r.model - r.live);
+        let lines = row_lines(&rows, Some(("error", &pct)), true);
+        assert_eq!(lines[0], "  field           model    live  model − live  error");
+        assert_eq!(lines[2], "  folios 2048kB     512     511            +1     1%  <-- differs");
+        assert_eq!(lines.len(), 4);
+        assert_eq!(lines[3], "  (1 equal row not shown: --only-diff)");
     }
 }

@@ -1,0 +1,59 @@
+//! The `model` section (`ModelSection`): what the model alone knows of a workload run
+//! (`ModelRun`, its khugepaged `ModelKhugepaged`) or of the replay of a recording
+//! (`ReplayReport`, in `replay`).
+
+use super::*;
+
+/// The `model` section: what the model alone knows. A workload run fills [`ModelRun`] (its
+/// fields sit directly in `model`), a replayed recording fills `replay` only.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelSection {
+    /// A workload run's machine state at the end (None for a recording).
+    #[serde(flatten)]
+    pub run: Option<ModelRun>,
+    /// A recording's replay (None for a workload).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub replay: Option<ReplayReport>,
+}
+
+/// The model's state at the end of a workload run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelRun {
+    /// `enum scan_result` name (`SCAN_SUCCEED`, `SCAN_EXCEED_NONE_PTE`, ...) → PMD ranges that
+    /// MADV_COLLAPSE or khugepaged scanned with that outcome, summed over every mm.
+    pub scan_results: BTreeMap<String, u64>,
+    /// Free pages in the zone (`zone_page_state(zone, NR_FREE_PAGES)`).
+    pub nr_free_pages: u64,
+    /// Free blocks per order 0..=MAX_PAGE_ORDER, the columns of /proc/buddyinfo.
+    pub buddyinfo: Vec<u64>,
+    /// Page-table pages allocated (`PageTables` in /proc/meminfo, as a count of pages).
+    pub pgtable_pages: u64,
+    /// VMAs of the current mm (`mm->map_count`).
+    pub vmas: u64,
+    /// Folios on the deferred split queue (`ds_queue->split_queue_len`).
+    pub deferred_split_queue: u64,
+    /// Pages touched without a fault (the page was already mapped).
+    pub accesses_without_fault: u64,
+    /// The khugepaged daemon on the model's clock.
+    pub khugepaged: ModelKhugepaged,
+}
+
+/// khugepaged in the model: the current mm's registration and the daemon's sysfs counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelKhugepaged {
+    /// The current mm is on khugepaged's list (`mm_flags` MMF_VM_HUGEPAGE, set by
+    /// `khugepaged_enter_vma`).
+    pub registered: bool,
+    /// Times the daemon woke (`khugepaged_wait_work` ended) before the run's clock stopped.
+    pub wakeups: u64,
+    /// PMD ranges `hpage_collapse_scan_pmd` scanned.
+    pub pmds_scanned: u64,
+    /// `khugepaged/pages_collapsed`: PMD-size collapses by the daemon (not MADV_COLLAPSE).
+    pub pages_collapsed: u64,
+    /// `khugepaged/full_scans`: passes over the whole list of mms.
+    pub full_scans: u64,
+    /// Times a wake-up slept `alloc_sleep_millisecs` after a failed huge page allocation
+    /// (`khugepaged_alloc_sleep`; `thp_collapse_alloc_failed` counts the failures).
+    #[serde(default)]
+    pub alloc_sleeps: u64,
+}
