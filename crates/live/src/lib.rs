@@ -45,6 +45,7 @@ pub mod command;
 pub mod executor;
 pub mod guard;
 pub mod host;
+pub mod pressure;
 pub mod program;
 pub mod sysfs;
 pub mod timeline;
