@@ -30,8 +30,21 @@ pub fn run_live(
     progress: bool,
     sample_ms: Option<u64>,
 ) -> Result<RunResult> {
+    run_live_under(workload, settings, model_regions, repeat, progress, sample_ms, &thp_abi::Pressure::default())
+}
+
+/// [`run_live`] in a memcg with `pressure`'s limit and swap (`--memory-max`, `--swap`).
+pub fn run_live_under(
+    workload: &Workload,
+    settings: &ThpSettings,
+    model_regions: &[RegionPlacement],
+    repeat: u32,
+    progress: bool,
+    sample_ms: Option<u64>,
+    pressure: &thp_abi::Pressure,
+) -> Result<RunResult> {
     let sample = sample_ms.map(std::time::Duration::from_millis);
-    let opts = live::ExecOptions { repeat: repeat.max(1), progress, sample, ..Default::default() };
+    let opts = live::ExecOptions { repeat: repeat.max(1), progress, sample, pressure: *pressure, ..Default::default() };
     Ok(live::run_live(workload, settings, model_regions, &opts)?)
 }
 

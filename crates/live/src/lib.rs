@@ -59,7 +59,7 @@ pub use census::{census_of_ranges, CensusReport};
 pub use executor::{exec_child_main, run_live, ExecOptions};
 pub use guard::{recover_if_needed, SettingsGuard};
 pub use observe::{observable, observe, Observable, ObserveReport};
-pub use program::{run_program, ProgramOptions};
+pub use program::{run_program, run_program_under, ProgramOptions};
 
 /// Minor faults of this process so far (getrusage `ru_minflt`), as the executor counts them;
 /// for tools that time faults (crates/calibrate).

@@ -156,6 +156,53 @@ impl Memcg {
     }
 }
 
+/// The [`thp_abi::ReclaimEvent`] lines of /proc/vmstat now.
+pub fn read_reclaim_vmstat() -> Result<std::collections::BTreeMap<String, i64>> {
+    let text = std::fs::read_to_string("/proc/vmstat").map_err(|e| io_err("cannot read", "/proc/vmstat", e))?;
+    Ok(parse_reclaim_vmstat(&text))
+}
+
+fn parse_reclaim_vmstat(text: &str) -> std::collections::BTreeMap<String, i64> {
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            thp_abi::ReclaimEvent::from_name(k)?;
+            Some((k.to_string(), v.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// `majflt` of /proc/PID/stat plus `cmajflt` (its reaped children's), fields 12 and 13.
+pub fn majflt_of(pid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command (which may hold spaces) start with the state, field 3.
+    let rest = &text[text.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(12 - 3)?.parse::<u64>().ok()? + f.get(13 - 3)?.parse::<u64>().ok()?)
+}
+
+/// The result's `live.pressure` of one run: the reclaim deltas, the major faults and the
+/// memcg's counters now.
+pub fn live_pressure(
+    pressure: &Pressure,
+    memcg: &Memcg,
+    before: &std::collections::BTreeMap<String, i64>,
+    after: &std::collections::BTreeMap<String, i64>,
+    majflt: u64,
+) -> uapi::result::LivePressure {
+    uapi::result::LivePressure {
+        memory_max: pressure.memory_max,
+        swap: thp_abi::SwapSpec::spelling(pressure.swap.as_ref()),
+        cgroup: match memcg.version {
+            CgroupVersion::V1 => "v1".into(),
+            CgroupVersion::V2 => "v2".into(),
+        },
+        vmstat: after.iter().map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(*v))).collect(),
+        majflt,
+        memcg: memcg.counters(),
+    }
+}
+
 /// What a pressure set-up will create, decided (and checked) before anything is: the memcg's
 /// directory and the swap. Refuses a zram device in use, and a machine without a memory cgroup.
 pub fn plan(pressure: &Pressure, pp: &PressurePaths) -> Result<Vec<Created>> {
@@ -565,6 +612,13 @@ pub(crate) mod tests {
         let e = plan(&pressure, &pp).unwrap_err().to_string();
         assert!(e.contains("cgroup.subtree_control") && e.contains("+memory"), "{e}");
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn reclaim_lines_of_vmstat_and_majflt_of_stat() {
+        let m = parse_reclaim_vmstat("nr_free_pages 5\npswpin 12\npswpout 40\nthp_swpout 3\ncompact_stall 2\n");
+        assert_eq!(m.into_iter().collect::<Vec<_>>(), [("compact_stall".to_string(), 2), ("pswpin".into(), 12), ("pswpout".into(), 40)]);
+        assert!(majflt_of(std::process::id() as i32).is_some());
     }
 
     #[test]

@@ -424,6 +424,33 @@ pub struct LiveSection {
     /// A program run (`compare --record`).
     #[serde(flatten)]
     pub program: Option<LiveProgramRun>,
+    /// With `--memory-max` or `--swap`: the run's memcg and swap, and what reclaim did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pressure: Option<LivePressure>,
+}
+
+/// A live run under memory pressure: the memcg its processes ran in and the swap it had
+/// (created by the settings guard), the reclaim, swap and compaction counters over the run
+/// (the `thp_*` ones, `thp_swpout` and `thp_swpout_fallback` among them, are in the result's
+/// `vmstat`; per-size `swpout`, `swpout_fallback`, `swpin`, `swpin_fallback` in its `mthp`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LivePressure {
+    /// `--memory-max` in bytes (null: no limit).
+    pub memory_max: Option<u64>,
+    /// `--swap` as given: `zram:SIZE`, `file:SIZE` or `none`.
+    pub swap: String,
+    /// The cgroup interface the memcg was driven through: `v1` or `v2`.
+    pub cgroup: String,
+    /// /proc/vmstat deltas over the run of [`thp_abi::ReclaimEvent`] (`pswpin`, `pswpout`,
+    /// `pgmajfault`, `pgscan_*`, `pgsteal_*`, `compact_*`, `zswp*`, ...): system-wide, like
+    /// `vmstat`. Of the median run.
+    pub vmstat: BTreeMap<String, i64>,
+    /// Major faults of the workload's processes (getrusage `ru_majflt` of the executor; a
+    /// program's processes' `majflt` summed). Of the median run.
+    pub majflt: u64,
+    /// The memcg's own counters at the end of the median run: v2 `memory.events` (`max`,
+    /// `oom`, `oom_kill`, ...) and `peak`; v1 `failcnt`, `memsw.failcnt`, `max_usage_in_bytes`.
+    pub memcg: BTreeMap<String, i64>,
 }
 
 /// The lowest and highest of some runs' times, ms.
@@ -1021,12 +1048,14 @@ mod tests {
             khugepaged: LiveKhugepaged { pages_collapsed: 1, full_scans: 2, runqueue_wait_ms: Some(3) },
             workload: Some(LiveWorkloadRun { runs: 2, start_brk: "0x555555887000".into(), spread: [("minflt".to_string(), Spread { min: 1, median: 2, max: 3 })].into(), ..Default::default() }),
             program: None,
+            pressure: None,
         };
         let v = serde_json::to_value(&workload).unwrap();
         assert_eq!(v["khugepaged"]["pages_collapsed"], 1);
         assert_eq!(v["khugepaged"]["runqueue_wait_ms"], 3);
         assert_eq!(v["spread"]["minflt"]["median"], 2);
         assert!(v.get("program").is_none() && v.get("unmeasured").is_none());
+        assert!(v.get("pressure").is_none(), "no pressure, no key: results without it stay byte-equal");
         assert_eq!(serde_json::from_value::<LiveSection>(v).unwrap(), workload);
         let program = LiveSection {
             kernel_release: "6.18.0".into(),
@@ -1037,5 +1066,12 @@ mod tests {
         assert_eq!(v["exit_status"], serde_json::Value::Null);
         assert!(v.get("runs").is_none() && v.get("spread").is_none());
         assert_eq!(serde_json::from_value::<LiveSection>(v).unwrap(), program);
+        let pressured = LiveSection {
+            pressure: Some(LivePressure { memory_max: Some(32 << 20), swap: "zram:64M".into(), cgroup: "v1".into(), majflt: 7, ..Default::default() }),
+            ..workload.clone()
+        };
+        let v = serde_json::to_value(&pressured).unwrap();
+        assert_eq!((v["pressure"]["memory_max"].as_u64(), v["pressure"]["swap"].as_str(), v["pressure"]["majflt"].as_u64()), (Some(33554432), Some("zram:64M"), Some(7)));
+        assert_eq!(serde_json::from_value::<LiveSection>(v).unwrap(), pressured);
     }
 }
