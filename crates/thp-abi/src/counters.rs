@@ -70,6 +70,8 @@ names_enum! {
         PgscanKswapd = "pgscan_kswapd",
         PgscanDirect = "pgscan_direct",
         PgscanKhugepaged = "pgscan_khugepaged",
+        PgstealProactive = "pgsteal_proactive",
+        PgscanProactive = "pgscan_proactive",
         PgscanDirectThrottle = "pgscan_direct_throttle",
         PgscanAnon = "pgscan_anon",
         PgscanFile = "pgscan_file",
@@ -223,7 +225,7 @@ mod tests {
         assert_eq!(ReclaimEvent::from_name("pswpout"), Some(ReclaimEvent::Pswpout));
         assert_eq!(ReclaimEvent::CompactStall.name(), "compact_stall");
         assert_eq!(ReclaimEvent::from_name("thp_swpout"), None, "thp_* lines are VmEvent's");
-        assert_eq!(ReclaimEvent::COUNT, 28);
+        assert_eq!(ReclaimEvent::COUNT, 30);
     }
 
     #[test]
