@@ -6,7 +6,6 @@
 //! The figures asserted were measured by hand first (docs/kernel-notes.md, note 33).
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
