@@ -124,6 +124,12 @@ impl SettingsGuard {
         SettingsGuard::apply_built_at(&Paths::from_env(), &[], |_| Ok(settings.clone()), pressure, &PressurePaths::from_env())
     }
 
+    /// Only `--memory-max`/`--swap`: the memcg and swap, no knob changed (the settings are the
+    /// knobs as found once the lock is taken), for `thplab record`.
+    pub fn pressure_only(pressure: &Pressure) -> Result<SettingsGuard> {
+        SettingsGuard::apply_built_at(&Paths::from_env(), &[], current_settings, pressure, &PressurePaths::from_env())
+    }
+
     /// [`SettingsGuard::apply_with_pressure`] on the given trees (tests: fake ones).
     pub fn apply_with_pressure_at(settings: &ThpSettings, pressure: &Pressure, paths: &Paths, pp: &PressurePaths) -> Result<SettingsGuard> {
         SettingsGuard::apply_built_at(paths, &[], |_| Ok(settings.clone()), pressure, pp)

@@ -112,6 +112,20 @@ pub fn find_memory_hierarchy(mountinfo: &str) -> Option<(CgroupVersion, PathBuf)
         .map(|mp| (CgroupVersion::V2, mp))
 }
 
+/// This process's cgroup in the memory hierarchy, from /proc/self/cgroup: v1 the line whose
+/// controllers include `memory`, v2 the `0::` line.
+pub fn own_cgroup(text: &str, version: CgroupVersion) -> Option<String> {
+    text.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (id, ctrl, path) = (f.next()?, f.next()?, f.next()?);
+        let hit = match version {
+            CgroupVersion::V1 => ctrl.split(',').any(|c| c == "memory"),
+            CgroupVersion::V2 => id == "0" && ctrl.is_empty(),
+        };
+        hit.then(|| path.to_string())
+    })
+}
+
 /// The run's memcg, for joining it and reading its counters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Memcg {
@@ -123,6 +137,24 @@ impl Memcg {
     /// `cgroup.procs` (both versions): a task writes `0` into it to join.
     pub fn procs(&self) -> PathBuf {
         self.dir.join("cgroup.procs")
+    }
+
+    /// Move this process (thplab itself, for `thplab record`: the recorder forks the program,
+    /// which inherits the memcg) into the memcg; returns the `cgroup.procs` of the cgroup it
+    /// was in (/proc/self/cgroup), to go back to with [`Memcg::leave_to`] before teardown
+    /// (a directory with a task in it cannot be removed).
+    pub fn join_self(&self) -> Result<PathBuf> {
+        let root = self.dir.parent().map(Path::to_path_buf).unwrap_or_default();
+        let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| io_err("cannot read", "/proc/self/cgroup", e))?;
+        let rel = own_cgroup(&own, self.version).unwrap_or_else(|| "/".into());
+        let back = root.join(rel.trim_start_matches('/')).join("cgroup.procs");
+        write_file(&self.procs(), "0")?;
+        Ok(back)
+    }
+
+    /// Move this process back to `procs` (what [`Memcg::join_self`] returned).
+    pub fn leave_to(&self, procs: &Path) -> Result<()> {
+        write_file(procs, "0")
     }
 
     /// The memcg's own counters now: v2 `memory.events` (`low`, `high`, `max`, `oom`,
@@ -619,6 +651,14 @@ pub(crate) mod tests {
         let m = parse_reclaim_vmstat("nr_free_pages 5\npswpin 12\npswpout 40\nthp_swpout 3\ncompact_stall 2\n");
         assert_eq!(m.into_iter().collect::<Vec<_>>(), [("compact_stall".to_string(), 2), ("pswpin".into(), 12), ("pswpout".into(), 40)]);
         assert!(majflt_of(std::process::id() as i32).is_some());
+    }
+
+    #[test]
+    fn own_cgroup_reads_the_memory_line_of_v1_or_the_v2_line() {
+        let t = "12:pids:/user.slice\n6:memory:/user.slice/user-0.slice\n0::/user.slice/session-1.scope\n";
+        assert_eq!(own_cgroup(t, CgroupVersion::V1).as_deref(), Some("/user.slice/user-0.slice"));
+        assert_eq!(own_cgroup(t, CgroupVersion::V2).as_deref(), Some("/user.slice/session-1.scope"));
+        assert_eq!(own_cgroup("0::/\n", CgroupVersion::V1), None);
     }
 
     #[test]

@@ -205,3 +205,23 @@ fn sigkilled_holder_of_a_memcg_and_zram_is_undone_by_the_next_command() {
     r.ok();
     assert_eq!(r.stderr, "");
 }
+
+/// `thplab record --memory-max --swap`: the recorded program runs in the run's memcg
+/// (`thplab-<pid>` in its /proc/self/cgroup), and the memcg and zram are gone afterwards.
+#[test]
+fn record_runs_the_program_in_the_memcg_and_removes_it() {
+    require_pressure!();
+    let _x = exclusive();
+    let _m = MachineUnchanged::new();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.trace");
+    let r = thplab_unlocked(&workspace(), &["record", "-q", "-o", out.to_str().unwrap(), "--memory-max", "32M", "--swap", "zram:64M", "--", "cat", "/proc/self/cgroup"]);
+    if r.code == 5 {
+        println!("skipped: recording not available here: {}", r.stderr);
+        return;
+    }
+    r.ok();
+    let line = r.stdout.lines().find(|l| l.split(':').nth(1).is_some_and(|c| c.split(',').any(|c| c == "memory")) || l.starts_with("0::")).unwrap_or("");
+    assert!(r.stdout.lines().any(|l| l.contains(":/thplab-")), "the program's cgroups:\n{}", r.stdout);
+    assert!(line.contains("/thplab-") || r.stdout.contains(":memory:/thplab-"), "{}", r.stdout);
+}
