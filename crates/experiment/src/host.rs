@@ -31,7 +31,21 @@ pub fn run_live(
     progress: bool,
     profile: &sim::Profile,
 ) -> Result<RunResult> {
-    Ok(live::run_live(workload, settings, model_regions, &exec_options(repeat, progress, profile, false))?)
+    run_live_under(workload, settings, model_regions, repeat, progress, profile, &thp_abi::Pressure::default())
+}
+
+/// [`run_live`] in a memcg with `pressure`'s limit and swap (`--memory-max`, `--swap`).
+pub fn run_live_under(
+    workload: &Workload,
+    settings: &ThpSettings,
+    model_regions: &[RegionPlacement],
+    repeat: u32,
+    progress: bool,
+    profile: &sim::Profile,
+    pressure: &thp_abi::Pressure,
+) -> Result<RunResult> {
+    let opts = live::ExecOptions { pressure: *pressure, ..exec_options(repeat, progress, profile, false) };
+    Ok(live::run_live(workload, settings, model_regions, &opts)?)
 }
 
 /// How the live child is run (`repeat` times at least once, `settle_host`: each run from a

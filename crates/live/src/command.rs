@@ -28,8 +28,9 @@ pub fn exec_child() -> ! {
     crate::exec_child_main(&spec)
 }
 
-/// `thplab __hold PATH=VALUE...`: apply the settings through the guard, print `held N` and
-/// sleep until killed (for tests of the recovery path).
+/// `thplab __hold PATH=VALUE... [memory-max=SIZE] [swap=SPEC]`: apply the settings (and
+/// create the memcg, which it joins, and the swap) through the guard, print `held N` (`held N
+/// created M`) and sleep until killed (for tests of the recovery path).
 pub fn hold(assignments: &[String]) -> ! {
     crate::guard::hold_main(assignments)
 }

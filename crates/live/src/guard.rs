@@ -23,7 +23,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use uapi::ThpSettings;
 
+use crate::pressure::{self, Created, Memcg, PressurePaths, RawStep};
 use crate::sysfs::{ensure_dir, read_knob, write_knobs_with_retry, Paths};
+use thp_abi::Pressure;
 use crate::{io_err, LiveError, Result};
 
 /// The 2 MiB hugetlb pool size, as a path relative to the THP directory
@@ -41,6 +43,10 @@ pub struct Journal {
     pub sysfs: String,
     /// (knob path, value before the run), in the order the knobs were written.
     pub knobs: Vec<JournalEntry>,
+    /// The memcg and swap the run creates (`--memory-max`, `--swap`), in the order of
+    /// creation, each listed before it is created; torn down in the reverse order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub created: Vec<Created>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -54,6 +60,9 @@ pub struct JournalEntry {
 /// signal handler only does open/write/close/unlink.
 struct RestorePlan {
     entries: Vec<(CString, Vec<u8>)>,
+    /// The memcg and swap to tear down after the knobs.
+    steps: Vec<RawStep>,
+    fake_kernel: bool,
     journal: CString,
     owner: ThreadId,
     done: AtomicBool,
@@ -71,6 +80,9 @@ pub struct SettingsGuard {
     paths: Paths,
     lock: Option<File>,
     changed: Vec<JournalEntry>,
+    /// What was planned for `--memory-max`/`--swap` (journalled; some may not exist yet).
+    created: Vec<Created>,
+    pressure_paths: PressurePaths,
     plan: *mut RestorePlan,
     old_actions: Vec<(libc::c_int, libc::sigaction)>,
     recovered: Option<String>,
@@ -102,17 +114,41 @@ impl SettingsGuard {
     /// Apply `settings` plus `extra` (knob path relative to the THP directory, value), such as
     /// [`NR_HUGEPAGES_2M`]; `extra` is written after the THP knobs and restored with them.
     pub fn apply_with_at(settings: &ThpSettings, extra: &[(String, String)], paths: &Paths) -> Result<SettingsGuard> {
-        SettingsGuard::apply_built_at(paths, extra, |_| Ok(settings.clone()))
+        SettingsGuard::apply_built_at(paths, extra, |_| Ok(settings.clone()), &Pressure::default(), &PressurePaths::from_env())
+    }
+
+    /// Apply `settings` and, for `--memory-max`/`--swap`, create the run's memcg and swap
+    /// device (crate::pressure), journalled and torn down like the knobs. With no pressure,
+    /// exactly [`SettingsGuard::apply`].
+    pub fn apply_with_pressure(settings: &ThpSettings, pressure: &Pressure) -> Result<SettingsGuard> {
+        SettingsGuard::apply_built_at(&Paths::from_env(), &[], |_| Ok(settings.clone()), pressure, &PressurePaths::from_env())
+    }
+
+    /// Only `--memory-max`/`--swap`: the memcg and swap, no knob changed (the settings are the
+    /// knobs as found once the lock is taken), for `thplab record`.
+    pub fn pressure_only(pressure: &Pressure) -> Result<SettingsGuard> {
+        SettingsGuard::apply_built_at(&Paths::from_env(), &[], current_settings, pressure, &PressurePaths::from_env())
+    }
+
+    /// [`SettingsGuard::apply_with_pressure`] on the given trees (tests: fake ones).
+    pub fn apply_with_pressure_at(settings: &ThpSettings, pressure: &Pressure, paths: &Paths, pp: &PressurePaths) -> Result<SettingsGuard> {
+        SettingsGuard::apply_built_at(paths, &[], |_| Ok(settings.clone()), pressure, pp)
     }
 
     /// Take the lock, then apply what `build` returns: `build` runs under the lock, after a
     /// crashed run's journal was restored, so it may start from the knobs as they are then.
-    fn apply_built_at(paths: &Paths, extra: &[(String, String)], build: impl FnOnce(&Paths) -> Result<ThpSettings>) -> Result<SettingsGuard> {
+    fn apply_built_at(
+        paths: &Paths,
+        extra: &[(String, String)],
+        build: impl FnOnce(&Paths) -> Result<ThpSettings>,
+        pressure: &Pressure,
+        pp: &PressurePaths,
+    ) -> Result<SettingsGuard> {
         paths.check_available()?;
         let lock = take_lock(paths, true)?.ok_or_else(|| LiveError::Child("lock not taken".into()))?;
         // A crashed run whose lock is gone left its journal: put those values back first, or we
         // would record its values as the originals.
-        let recovered = recover_locked(paths)?;
+        let recovered = recover_locked(paths, pp)?;
         write_pid(&lock, paths)?;
         let settings = &build(paths)?;
 
@@ -152,16 +188,20 @@ impl SettingsGuard {
                 changed.push(JournalEntry { path: rel.clone(), original: cur, applied: value.clone() });
             }
         }
+        // Checked before anything is changed: a zram device in use or no memory cgroup refuses.
+        let created = pressure::plan(pressure, pp)?;
         let mut guard = SettingsGuard {
             paths: paths.clone(),
             lock: Some(lock),
             changed,
+            created,
+            pressure_paths: pp.clone(),
             plan: std::ptr::null_mut(),
             old_actions: Vec::new(),
             recovered,
             finished: false,
         };
-        if guard.changed.is_empty() {
+        if guard.changed.is_empty() && guard.created.is_empty() {
             return Ok(guard);
         }
         let journal = Journal {
@@ -169,6 +209,7 @@ impl SettingsGuard {
             start_time: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
             sysfs: paths.sysfs.display().to_string(),
             knobs: guard.changed.clone(),
+            created: guard.created.clone(),
         };
         write_journal(paths, &journal)?;
         guard.arm()?;
@@ -179,7 +220,19 @@ impl SettingsGuard {
             // Drop restores what was written.
             return Err(first);
         }
+        for c in guard.created.clone() {
+            // Drop tears down what was created (and tolerates what was not).
+            pressure::create(&c, pressure, pp)?;
+        }
         Ok(guard)
+    }
+
+    /// The run's memcg, with `--memory-max` or `--swap`: its tasks join it before they run.
+    pub fn memcg(&self) -> Option<Memcg> {
+        self.created.iter().find_map(|c| match c {
+            Created::Memcg { version, dir } => Some(Memcg { version: *version, dir: dir.into() }),
+            _ => None,
+        })
     }
 
     /// The knobs this guard changed: (path, original, applied).
@@ -210,6 +263,8 @@ impl SettingsGuard {
             .map_err(|_| LiveError::NotAvailable("state directory path contains NUL".into()))?;
         let plan = Box::into_raw(Box::new(RestorePlan {
             entries,
+            steps: pressure::raw_steps(&self.created),
+            fake_kernel: self.pressure_paths.fake_kernel,
             journal,
             owner: std::thread::current().id(),
             done: AtomicBool::new(false),
@@ -244,6 +299,9 @@ impl SettingsGuard {
             let plan = unsafe { &*self.plan };
             let already = plan.done.swap(true, Ordering::SeqCst);
             result = restore_entries(&self.paths, &self.changed, already);
+            if let Err(e) = teardown_created(&self.created, &self.pressure_paths) {
+                result = result.and(Err(e));
+            }
             for (sig, old) in self.old_actions.drain(..) {
                 // SAFETY: restoring the action we saved.
                 unsafe { libc::sigaction(sig, &old, std::ptr::null_mut()) };
@@ -327,11 +385,22 @@ fn raw_restore(plan: &RestorePlan) -> bool {
             }
         }
     }
+    ok &= pressure::raw_teardown(&plan.steps, plan.fake_kernel);
     if ok {
         // SAFETY: a valid NUL-terminated path.
         unsafe { libc::unlink(plan.journal.as_ptr()) };
     }
     ok
+}
+
+/// Tear down what a run created, in the reverse order (each step tolerates what is already
+/// gone); an error lists what could not be undone.
+fn teardown_created(created: &[Created], pp: &PressurePaths) -> Result<()> {
+    let failed: Vec<String> = created.iter().rev().filter_map(|c| pressure::teardown(c, pp).err()).collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    Err(LiveError::NotAvailable(format!("could not undo what the run created: {}", failed.join("; "))))
 }
 
 fn raw_write(path: &CString, value: &[u8]) -> bool {
@@ -480,6 +549,11 @@ pub fn recover_if_needed() -> Result<Option<String>> {
 
 /// [`recover_if_needed`] on the given tree and state directory.
 pub fn recover_at(paths: &Paths) -> Result<Option<String>> {
+    recover_at_with(paths, &PressurePaths::from_env())
+}
+
+/// [`recover_at`] with the given cgroup, zram and swap paths (tests: fake ones).
+pub fn recover_at_with(paths: &Paths, pp: &PressurePaths) -> Result<Option<String>> {
     match std::fs::metadata(paths.journal_path()) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         _ => {}
@@ -488,13 +562,13 @@ pub fn recover_at(paths: &Paths) -> Result<Option<String>> {
     let Some(lock) = take_lock(paths, false)? else {
         return Ok(None);
     };
-    let msg = recover_locked(paths);
+    let msg = recover_locked(paths, pp);
     drop(lock);
     msg
 }
 
 /// With the lock held: restore a journal left behind, if any.
-fn recover_locked(paths: &Paths) -> Result<Option<String>> {
+fn recover_locked(paths: &Paths, pp: &PressurePaths) -> Result<Option<String>> {
     let Some(journal) = read_journal(paths)? else {
         return Ok(None);
     };
@@ -519,8 +593,15 @@ fn recover_locked(paths: &Paths) -> Result<Option<String>> {
             ),
         });
     }
+    if let Err(e) = teardown_created(&journal.created, pp) {
+        return Err(LiveError::NotAvailable(format!(
+            "a live run (pid {}) did not finish and {e}; its journal {} stays and the next thplab command retries",
+            journal.pid,
+            paths.journal_path().display()
+        )));
+    }
     remove_journal(paths)?;
-    let msg = if restored.is_empty() {
+    let mut msg = if restored.is_empty() {
         format!(
             "thplab: a live run (pid {}) did not finish; the {} THP knobs it changed were already back at their original values",
             journal.pid,
@@ -535,30 +616,79 @@ fn recover_locked(paths: &Paths) -> Result<Option<String>> {
             restored.join(", ")
         )
     };
+    if !journal.created.is_empty() {
+        let what: Vec<String> = journal.created.iter().map(describe_created).collect();
+        msg.push_str(&format!("; removed what it created: {}", what.join(", ")));
+    }
     Ok(Some(msg))
+}
+
+fn describe_created(c: &Created) -> String {
+    match c {
+        Created::Memcg { dir, .. } => format!("memory cgroup {dir}"),
+        Created::ZramSwap { device, .. } => format!("swap on {device} (swapoff, reset)"),
+        Created::SwapFile { path } => format!("swap file {path}"),
+    }
 }
 
 /// Body of the hidden `thplab __hold ASSIGNMENT...` command (and of the test helper): apply the
 /// settings, print `held` on stdout, then sleep until killed. Tests SIGKILL it to leave a journal.
+/// `memory-max=SIZE` and `swap=SPEC` among the assignments give the hold a memcg (which it
+/// joins) and swap, and it prints `held N created M`.
 pub fn hold_main(assignments: &[String]) -> ! {
     let paths = Paths::from_env();
     // Bad input fails at once (exit 2), without waiting for the lock.
-    if let Err(e) = with_assignments(&paths, assignments) {
+    let (pressure, knobs) = match split_pressure(assignments) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("thplab __hold: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = with_assignments(&paths, &knobs) {
         eprintln!("thplab __hold: {e}");
         std::process::exit(2);
     }
-    let guard = match hold_settings(assignments, &paths) {
+    let held = SettingsGuard::apply_built_at(&paths, &[], |p| with_assignments(p, &knobs), &pressure, &PressurePaths::from_env());
+    let guard = match held {
         Ok(g) => g,
         Err(e) => {
             eprintln!("thplab __hold: {e}");
             std::process::exit(if matches!(e, LiveError::Parse { .. }) { 2 } else { 1 });
         }
     };
-    println!("held {}", guard.changed().len());
+    if let Some(m) = guard.memcg() {
+        if let Err(e) = std::fs::write(m.procs(), "0") {
+            eprintln!("thplab __hold: cannot join {}: {e}", m.procs().display());
+            std::process::exit(1);
+        }
+    }
+    if guard.created.is_empty() {
+        println!("held {}", guard.changed().len());
+    } else {
+        println!("held {} created {}", guard.changed().len(), guard.created.len());
+    }
     let _ = std::io::stdout().flush();
     loop {
         std::thread::sleep(Duration::from_secs(3600));
     }
+}
+
+/// `memory-max=SIZE` and `swap=SPEC` out of `__hold`'s assignments; the rest are knobs.
+fn split_pressure(assignments: &[String]) -> Result<(Pressure, Vec<String>)> {
+    let mut p = Pressure::default();
+    let mut knobs = Vec::new();
+    let bad = |a: &String, m: String| LiveError::Parse { path: a.clone(), message: m };
+    for a in assignments {
+        if let Some(v) = a.strip_prefix("memory-max=") {
+            p.memory_max = Some(Pressure::parse_memory_max(v).map_err(|m| bad(a, m))?);
+        } else if let Some(v) = a.strip_prefix("swap=") {
+            p.swap = thp_abi::SwapSpec::parse(v).map_err(|m| bad(a, m))?;
+        } else {
+            knobs.push(a.clone());
+        }
+    }
+    Ok((p, knobs))
 }
 
 /// The knobs of the tree in `paths` as they are now, with `assignments` applied.
@@ -573,7 +703,7 @@ fn with_assignments(paths: &Paths, assignments: &[String]) -> Result<ThpSettings
 /// `thplab __hold`'s guard: `assignments` on top of the knobs as they are once it has the lock
 /// (read before, they could be another guard's, which it would then hold as its own).
 pub fn hold_settings(assignments: &[String], paths: &Paths) -> Result<SettingsGuard> {
-    SettingsGuard::apply_built_at(paths, &[], |p| with_assignments(p, assignments))
+    SettingsGuard::apply_built_at(paths, &[], |p| with_assignments(p, assignments), &Pressure::default(), &PressurePaths::from_env())
 }
 
 /// The settings the tree in `paths` holds now: a read-only probe (crates/probe `sysfs`), here
@@ -687,6 +817,7 @@ mod tests {
                 start_time: 0,
                 sysfs: paths.sysfs.display().to_string(),
                 knobs: vec![JournalEntry { path: "enabled".into(), original: "madvise".into(), applied: "never".into() }],
+                created: vec![],
             },
         )
         .unwrap();
@@ -696,6 +827,43 @@ mod tests {
         assert!(msg.contains("enabled=madvise"), "{msg}");
         assert_eq!(read_knob(&paths, "enabled").unwrap(), "madvise");
         assert!(recover_at(&paths).unwrap().is_none());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// `--memory-max 32M --swap zram:64M` on a fake cgroup2 machine: the journal lists the
+    /// zram swap and the memcg before they exist; dropping the guard removes the memcg, resets
+    /// zram and the journal; a journal left by a killed run is undone by the recovery.
+    #[test]
+    fn fake_tree_pressure_is_journalled_created_and_torn_down() {
+        let d = tmpdir("pressure");
+        let paths = fake_tree(&d);
+        let pp = crate::pressure::tests::fake_v2(&d);
+        let pressure = Pressure { memory_max: Some(32 << 20), swap: thp_abi::SwapSpec::parse("zram:64M").unwrap() };
+        let g = SettingsGuard::apply_with_pressure_at(&ThpSettings::default(), &pressure, &paths, &pp).unwrap();
+        let m = g.memcg().unwrap();
+        assert_eq!(m.dir, d.join("cg").join(format!("thplab-{}", std::process::id())));
+        assert_eq!(std::fs::read_to_string(m.dir.join("memory.max")).unwrap(), "33554432");
+        assert_eq!(std::fs::read_to_string(pp.zram_sysfs.join("disksize")).unwrap(), "67108864");
+        let j = read_journal(&paths).unwrap().unwrap();
+        assert!(j.knobs.is_empty());
+        assert_eq!(j.created.len(), 2);
+        assert!(matches!(j.created[0], Created::ZramSwap { .. }));
+        drop(g);
+        assert!(!m.dir.exists());
+        assert_eq!(std::fs::read_to_string(pp.zram_sysfs.join("disksize")).unwrap(), "0\n");
+        assert_eq!(std::fs::read_to_string(pp.zram_sysfs.join("reset")).unwrap(), "1");
+        assert!(read_journal(&paths).unwrap().is_none());
+
+        // A run killed after it created both: the journal stays; the recovery undoes them.
+        std::fs::create_dir(&m.dir).unwrap();
+        std::fs::write(pp.zram_sysfs.join("disksize"), "67108864\n").unwrap();
+        ensure_dir(&paths.state_dir).unwrap();
+        write_journal(&paths, &Journal { pid: 999_998, start_time: 0, sysfs: paths.sysfs.display().to_string(), knobs: vec![], created: j.created.clone() }).unwrap();
+        let msg = recover_at_with(&paths, &pp).unwrap().unwrap();
+        assert!(msg.contains("(pid 999998)") && msg.contains("removed what it created") && msg.contains("memory cgroup"), "{msg}");
+        assert!(!m.dir.exists());
+        assert_eq!(std::fs::read_to_string(pp.zram_sysfs.join("disksize")).unwrap(), "0\n");
+        assert!(read_journal(&paths).unwrap().is_none());
         let _ = std::fs::remove_dir_all(&d);
     }
 

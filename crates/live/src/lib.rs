@@ -26,6 +26,10 @@
 //!   `/proc/buddyinfo`), the CPU whose per-CPU lists are quietest (`/proc/zoneinfo`), pinning a
 //!   run there and holding that CPU's free THPs while it runs. Much of it reads, but its job is
 //!   to prepare the state a run starts from, so it stays with the harness.
+//! - [`pressure`]: `--memory-max`/`--swap`: the run's memcg (cgroup v1 `memory.limit_in_bytes`
+//!   or v2 `memory.max`, chosen by /proc/self/mountinfo) and its zram or file swap
+//!   (`mm/swapfile.c: SYSCALL_DEFINE2(swapon)`, `drivers/block/zram/zram_drv.c:
+//!   disksize_store`), created and torn down by the guard and journalled with the knobs.
 //! - [`command`]: the recovery every thplab command starts with, and the hidden `__exec` and
 //!   `__hold` subcommands.
 //! - [`sysfs`]: writes a knob and reads it back (`mm/huge_memory.c: enabled_store`), for the
@@ -45,6 +49,7 @@ pub mod command;
 pub mod executor;
 pub mod guard;
 pub mod host;
+pub mod pressure;
 pub mod program;
 pub mod sysfs;
 pub mod timeline;
@@ -58,7 +63,7 @@ pub use census::{census_of_ranges, CensusReport};
 pub use executor::{exec_child_main, run_live, ExecOptions};
 pub use guard::{recover_if_needed, SettingsGuard};
 pub use observe::{observable, observe, Observable, ObserveReport};
-pub use program::{run_program, ProgramOptions};
+pub use program::{run_program, run_program_under, ProgramOptions};
 
 /// Minor faults of this process so far (getrusage `ru_minflt`), as the executor counts them;
 /// for tools that time faults (crates/calibrate).

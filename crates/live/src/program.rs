@@ -252,6 +252,8 @@ struct ExecPrep {
     err_w: OwnedFd,
     err_r: OwnedFd,
     devnull: Option<OwnedFd>,
+    /// The run's memcg's `cgroup.procs`, which the child joins before it execs.
+    join: Option<CString>,
     ptrs: Vec<*const libc::c_char>,
     _cargs: Vec<CString>,
     cpath: CString,
@@ -288,7 +290,7 @@ fn prepare_exec(argv: &[String], opts: &ProgramOptions) -> Result<ExecPrep> {
     }
     // SAFETY: pipe2 returned two new descriptors.
     let (err_r, err_w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    Ok(ExecPrep { program: program.clone(), err_w, err_r, devnull, ptrs, _cargs: cargs, cpath })
+    Ok(ExecPrep { program: program.clone(), err_w, err_r, devnull, join: None, ptrs, _cargs: cargs, cpath })
 }
 
 /// fork(); the child restores what thplab inherited, silences its stdio if asked, sets
@@ -315,6 +317,11 @@ fn fork_tracee(prep: &ExecPrep, inherited: &exec_state::ExecState) -> Result<i32
                 libc::_exit(127)
             };
             inherited.restore_in_child();
+            if let Some(j) = &prep.join {
+                if crate::executor::join_memcg(j).is_err() {
+                    fail(4);
+                }
+            }
             if let Some(n) = &prep.devnull {
                 for fd in 0..3 {
                     libc::dup2(n.as_raw_fd(), fd);
@@ -373,7 +380,7 @@ fn read_exec_error(err_r: &OwnedFd, program: &str) -> Option<String> {
         return None;
     }
     let e = std::io::Error::from_raw_os_error(i32::from_ne_bytes([msg[1], msg[2], msg[3], msg[4]]));
-    let stage = ["", "personality(ADDR_NO_RANDOMIZE)", "ptrace(PTRACE_TRACEME)", "execve"][msg[0].min(3) as usize];
+    let stage = ["", "personality(ADDR_NO_RANDOMIZE)", "ptrace(PTRACE_TRACEME)", "execve", "joining the run's memory cgroup"][msg[0].min(4) as usize];
     Some(format!("{program}: {stage}: {e}"))
 }
 
@@ -581,6 +588,13 @@ impl<'a> Tracer<'a> {
 /// program's exit status is in `live.exit_status`; a program that exits non-zero is not an
 /// error.
 pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOptions) -> Result<RunResult> {
+    run_program_under(argv, settings, opts, &thp_abi::Pressure::default())
+}
+
+/// [`run_program`] with `--memory-max`/`--swap`: the program (and every process it starts)
+/// runs in a memcg of its own with that limit and that swap (crate::pressure), and the result
+/// has `live.pressure`.
+pub fn run_program_under(argv: &[String], settings: &ThpSettings, opts: &ProgramOptions, pressure: &thp_abi::Pressure) -> Result<RunResult> {
     // What thplab inherited, before the settings guard installs its signal handlers: the
     // program starts with it (as a recorded one does), not with thplab's own state.
     let inherited = exec_state::ExecState::capture();
@@ -588,11 +602,14 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
     paths.check_available()?;
     let mut prep = prepare_exec(argv, opts)?;
 
-    let guard = SettingsGuard::apply(settings)?;
+    let guard = SettingsGuard::apply_with_pressure(settings, pressure)?;
     if let Some(m) = guard.recovered() {
         eprintln!("{m}");
     }
+    let memcg = guard.memcg();
+    prep.join = memcg.as_ref().map(|m| CString::new(m.procs().as_os_str().as_bytes()).unwrap_or_default());
     let before = CounterSnapshot::read(&paths.sysfs)?;
+    let reclaim_before = memcg.as_ref().map(|_| crate::pressure::read_reclaim_vmstat()).transpose()?;
     let root = fork_tracee(&prep, inherited)?;
     drop(prep.err_w);
     drop(prep.devnull.take());
@@ -607,12 +624,21 @@ pub fn run_program(argv: &[String], settings: &ThpSettings, opts: &ProgramOption
         tracer.check_exec_pipe();
     }
     let after = CounterSnapshot::read(&paths.sysfs)?;
+    let reclaim_after = memcg.as_ref().map(|_| crate::pressure::read_reclaim_vmstat()).transpose()?;
+    let memcg_end = memcg.as_ref().map(|m| (m.clone(), m.counters()));
     guard.restore()?;
     if let Some(e) = tracer.first_exec_error.take() {
         return Err(LiveError::Child(e));
     }
     let counters = before.delta(&after);
-    Ok(program_result(argv, settings, counters, tracer, wall))
+    let mut res = program_result(argv, settings, counters, tracer, wall);
+    if let (Some((m, memcg_counters)), Some(b), Some(a), Some(live)) = (memcg_end, reclaim_before, reclaim_after, res.live.as_mut()) {
+        let majflt = live.program.as_ref().map_or(0, |p| p.processes.iter().map(|q| q.majflt).sum());
+        let mut lp = crate::pressure::live_pressure(pressure, &m, &b, &a, majflt);
+        lp.memcg = memcg_counters;
+        live.pressure = Some(lp);
+    }
+    Ok(res)
 }
 
 /// The run's result: the counter deltas, and each process's report, census and stats (a
@@ -655,6 +681,7 @@ fn program_result(argv: &[String], settings: &ThpSettings, counters: CounterSnap
         time_range_ms: None,
         khugepaged,
         workload: None,
+        pressure: None,
         program: Some(LiveProgramRun {
             program: argv.to_vec(),
             exit_status: tracer.root_status,

@@ -55,6 +55,45 @@ names_enum! {
 }
 
 names_enum! {
+    /// The /proc/vmstat lines of reclaim, swap and compaction that a run under memory pressure
+    /// reports beside the `thp_*` events (`include/linux/vm_event_item.h`: PSWPIN.., PGSTEAL_*,
+    /// PGSCAN_*, COMPACT*, ZSWP*, OOM_KILL; `mm/vmstat.c: vmstat_text` spells them).
+    #[doc(alias = "vm_event_item")]
+    ReclaimEvent {
+        Pswpin = "pswpin",
+        Pswpout = "pswpout",
+        Pgmajfault = "pgmajfault",
+        Pgrefill = "pgrefill",
+        PgstealKswapd = "pgsteal_kswapd",
+        PgstealDirect = "pgsteal_direct",
+        PgstealKhugepaged = "pgsteal_khugepaged",
+        PgscanKswapd = "pgscan_kswapd",
+        PgscanDirect = "pgscan_direct",
+        PgscanKhugepaged = "pgscan_khugepaged",
+        PgstealProactive = "pgsteal_proactive",
+        PgscanProactive = "pgscan_proactive",
+        PgscanDirectThrottle = "pgscan_direct_throttle",
+        PgscanAnon = "pgscan_anon",
+        PgscanFile = "pgscan_file",
+        PgstealAnon = "pgsteal_anon",
+        PgstealFile = "pgsteal_file",
+        OomKill = "oom_kill",
+        CompactMigrateScanned = "compact_migrate_scanned",
+        CompactFreeScanned = "compact_free_scanned",
+        CompactIsolated = "compact_isolated",
+        CompactStall = "compact_stall",
+        CompactFail = "compact_fail",
+        CompactSuccess = "compact_success",
+        CompactDaemonWake = "compact_daemon_wake",
+        SwapRa = "swap_ra",
+        SwapRaHit = "swap_ra_hit",
+        Zswpin = "zswpin",
+        Zswpout = "zswpout",
+        Zswpwb = "zswpwb",
+    }
+}
+
+names_enum! {
     /// The files under `hugepages-<N>kB/stats/`.
     #[doc(alias = "mthp_stat_item")]
     MthpStat {
@@ -178,6 +217,15 @@ mod tests {
         assert!(!MthpStat::AnonFaultAlloc.exists_for(Order(1)));
         assert!(MthpStat::ShmemAlloc.exists_for(Order(1)));
         assert!(MthpStat::NrAnon.exists_for(Order(4)));
+    }
+
+    #[test]
+    fn reclaim_events_spell_the_kernel_names() {
+        // The names /proc/vmstat printed on this machine's 6.18 (grep of /proc/vmstat).
+        assert_eq!(ReclaimEvent::from_name("pswpout"), Some(ReclaimEvent::Pswpout));
+        assert_eq!(ReclaimEvent::CompactStall.name(), "compact_stall");
+        assert_eq!(ReclaimEvent::from_name("thp_swpout"), None, "thp_* lines are VmEvent's");
+        assert_eq!(ReclaimEvent::COUNT, 30);
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub mod pressure;
 pub mod settings;
 
 pub use census::{Census, CensusEntry};
-pub use counters::{Counters, MthpStat, VmEvent};
+pub use counters::{Counters, MthpStat, ReclaimEvent, VmEvent};
 pub use free_lists::FreeLists;
 pub use keys::{FolioSize, Key, KernelName, KnobPath, MthpStatKey, SizeDir, VmStatKey};
 pub use pressure::{Pressure, SwapKind, SwapSpec};

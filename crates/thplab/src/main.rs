@@ -26,6 +26,7 @@ mod live_cmds;
 mod checks;
 mod resolve;
 mod record_cmds;
+mod pressure_args;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -148,6 +149,8 @@ struct LiveArgs {
     /// print progress once a second.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     sample: Option<u64>,
+    #[command(flatten)]
+    pressure: pressure_args::PressureArgs,
 }
 
 #[derive(Args)]
@@ -236,6 +239,8 @@ struct CompareArgs {
     /// nothing live, retries nothing (--retries and --repeat do not apply).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["record", "matrix", "sample"])]
     live_result: Option<PathBuf>,
+    #[command(flatten)]
+    pressure: pressure_args::PressureArgs,
 }
 
 #[derive(Args)]
@@ -541,7 +546,8 @@ fn cmd_live(a: LiveArgs) -> Result<u8> {
     // The model decides where regions go; the live executor maps them at the same addresses.
     let model = experiment::simulate::run_sim_tlb(&w, &settings, &machine, false, false, None, &sim::Profile::default())?;
     let sampled = sim::Profile { sample_ms: a.sample, ..Default::default() };
-    let r = experiment::host::run_live(&w, &settings, &model.regions, a.repeat, !a.json, &sampled)?;
+    let pressure = a.pressure.resolve()?;
+    let r = experiment::host::run_live_under(&w, &settings, &model.regions, a.repeat, !a.json, &sampled, &pressure)?;
     print_result(&r, &settings, a.json)?;
     Ok(exit::OK)
 }
@@ -558,6 +564,14 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     }
     if a.workload.is_none() && !a.record {
         bail!("give the workload: thplab compare WORKLOAD --matrix {} (or --record -- CMD)", a.matrix.as_deref().unwrap_or("anon"));
+    }
+    if !a.pressure.resolve()?.is_none() {
+        // The live side could run it (`thplab live --memory-max`), but comparing it with a model
+        // that never runs short would compare unlike things.
+        bail!(
+            "compare --memory-max/--swap: the model does not model memory pressure yet, so it cannot be compared with a live run under a limit; \
+             run the live side alone with: thplab live WORKLOAD --memory-max SIZE --swap zram:SIZE"
+        );
     }
     checks::stdin_once(&[a.workload.as_deref().unwrap_or(""), a.profile.as_deref().unwrap_or("")], &a.settings)?;
     print::set_wide(a.wide);

@@ -58,6 +58,11 @@ pub struct RecordArgs {
     /// (PR_SET_THP_DISABLE) and without address-space randomisation (ADDR_NO_RANDOMIZE).
     #[arg(value_name = "CMD", required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
+    /// `--memory-max`, `--swap`: record the program in a memory cgroup with that limit and that
+    /// swap. thplab joins the memcg before the recorder forks the program (so the recorder's own
+    /// allocations after that count too) and leaves it before the guard removes it.
+    #[command(flatten)]
+    pub pressure: crate::pressure_args::PressureArgs,
 }
 
 /// `--buffer-kib`: 64 KiB (16 pages, the recorder's floor) to 4 GiB per CPU.
@@ -111,8 +116,25 @@ pub struct TraceStatsArgs {
     pub json: bool,
 }
 
-/// `thplab record -o FILE -- CMD [ARGS...]`.
+/// `thplab record -o FILE -- CMD [ARGS...]`, under `--memory-max`/`--swap` when given.
 pub fn cmd_record(args: RecordArgs) -> Result<u8> {
+    let pressure = args.pressure.resolve()?;
+    if pressure.is_none() {
+        return record_plain(args);
+    }
+    let guard = live::SettingsGuard::pressure_only(&pressure)?;
+    if let Some(m) = guard.recovered() {
+        eprintln!("{m}");
+    }
+    let memcg = guard.memcg().expect("a pressure guard has a memcg");
+    let back = memcg.join_self()?;
+    let out = record_plain(args);
+    memcg.leave_to(&back)?;
+    guard.restore()?;
+    out
+}
+
+fn record_plain(args: RecordArgs) -> Result<u8> {
     let o = record::command::RecordCommand {
         output: args.output,
         buffer_kib: args.buffer_kib,

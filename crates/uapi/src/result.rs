@@ -11,7 +11,7 @@
 //! - `timeline`: `Timeline`, `TimelineSample`.
 //! - `model`: `ModelSection`, `ModelRun`, `ModelKhugepaged`.
 //! - `replay`: `ReplayReport`, `PlacementMiss`, `ReplayProcess`, `SalvageReport`.
-//! - `live`: `LiveSection`, `MsRange`, `LiveKhugepaged`, `LiveWorkloadRun`, `Spread`,
+//! - `live`: `LiveSection`, `LivePressure`, `MsRange`, `LiveKhugepaged`, `LiveWorkloadRun`, `Spread`,
 //!   `Noise`, `NoiseEntry`, `LiveProgramRun`, `ProgramProcess`.
 //! - `accesses`: `AccessReport`, `RecordedAccesses`, `AccessCounts`.
 //! - `explain`: `Explain`, `ExplainedFault`.
@@ -206,12 +206,14 @@ mod tests {
             khugepaged: LiveKhugepaged { pages_collapsed: 1, full_scans: 2, runqueue_wait_ms: Some(3) },
             workload: Some(LiveWorkloadRun { runs: 2, start_brk: "0x555555887000".into(), spread: [("minflt".to_string(), Spread { min: 1, median: 2, max: 3 })].into(), ..Default::default() }),
             program: None,
+            pressure: None,
         };
         let v = serde_json::to_value(&workload).unwrap();
         assert_eq!(v["khugepaged"]["pages_collapsed"], 1);
         assert_eq!(v["khugepaged"]["runqueue_wait_ms"], 3);
         assert_eq!(v["spread"]["minflt"]["median"], 2);
         assert!(v.get("program").is_none() && v.get("unmeasured").is_none());
+        assert!(v.get("pressure").is_none(), "no pressure, no key: results without it stay byte-equal");
         assert_eq!(serde_json::from_value::<LiveSection>(v).unwrap(), workload);
         let program = LiveSection {
             kernel_release: "6.18.0".into(),
@@ -222,5 +224,12 @@ mod tests {
         assert_eq!(v["exit_status"], serde_json::Value::Null);
         assert!(v.get("runs").is_none() && v.get("spread").is_none());
         assert_eq!(serde_json::from_value::<LiveSection>(v).unwrap(), program);
+        let pressured = LiveSection {
+            pressure: Some(LivePressure { memory_max: Some(32 << 20), swap: "zram:64M".into(), cgroup: "v1".into(), majflt: 7, ..Default::default() }),
+            ..workload.clone()
+        };
+        let v = serde_json::to_value(&pressured).unwrap();
+        assert_eq!((v["pressure"]["memory_max"].as_u64(), v["pressure"]["swap"].as_str(), v["pressure"]["majflt"].as_u64()), (Some(33554432), Some("zram:64M"), Some(7)));
+        assert_eq!(serde_json::from_value::<LiveSection>(v).unwrap(), pressured);
     }
 }

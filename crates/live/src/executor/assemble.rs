@@ -127,6 +127,7 @@ pub(super) fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, ru
             free_lists,
         }),
         program: None,
+        pressure: rep.pressure.clone(),
     });
     res
 }

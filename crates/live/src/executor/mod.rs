@@ -63,6 +63,7 @@ pub use child::exec_child_main;
 pub use parent::{errno_name, read_meminfo, remove_stale_leftovers, run_live, signal_name, ExecOptions, ProcOnce, RunOnce, DEV_SHM_DIR, MEMINFO_FIELDS};
 pub use spec::{build_spec, ExecOp, ExecSpec, FileSpec, FileSpecKind, MountSpec, Piece, SHM_PREFIX, WRITE_BUF_MAX};
 pub(crate) use sys::{minflt_now, store_page_byte};
+pub(crate) use parent::join_memcg;
 
 /// fd on which the child writes its status lines.
 pub const STATUS_FD: i32 = 3;

@@ -22,6 +22,7 @@ use super::spec::{build_spec, ExecSpec, SHM_PREFIX};
 use super::{wire, CONTROL_FD, STATUS_FD};
 use crate::census::census_of_ranges;
 use crate::guard::SettingsGuard;
+use crate::pressure::{self, Memcg};
 use crate::procfs::{read_smaps, CounterSnapshot, Vma};
 use crate::sysfs::Paths;
 use crate::{LiveError, Result};
@@ -51,6 +52,9 @@ pub struct ExecOptions {
     /// Pin the workload (the child, and so every process and thread it starts) to this CPU
     /// (`sched_setaffinity`); with `settle_host`, only where no CPU can be chosen by its lists.
     pub cpu: Option<usize>,
+    /// `--memory-max`, `--swap`: the child runs in a memcg of its own with that limit and that
+    /// swap, created and torn down by the settings guard (crate::pressure).
+    pub pressure: thp_abi::Pressure,
 }
 
 impl Default for ExecOptions {
@@ -63,6 +67,7 @@ impl Default for ExecOptions {
             sample: None,
             settle_host: false,
             cpu: None,
+            pressure: thp_abi::Pressure::default(),
         }
     }
 }
@@ -106,6 +111,8 @@ pub struct RunOnce {
     pub host_faults: Option<u64>,
     /// With `ExecOptions::settle_host`: the free lists the run started from.
     pub free_lists: Option<uapi::profile::FreeLists>,
+    /// With `ExecOptions::pressure`: the memcg, swap and reclaim counters of this run.
+    pub pressure: Option<uapi::result::LivePressure>,
 }
 
 pub const MEMINFO_FIELDS: &[&str] = &["Shmem", "ShmemHugePages", "ShmemPmdMapped"];
@@ -257,7 +264,7 @@ struct Started {
 }
 
 /// Start the child with the spec on its stdin, the status and control pipes on fds 3 and 4.
-fn spawn_child(spec: &ExecSpec, opts: &ExecOptions, leftovers: &mut RunLeftovers) -> Result<Started> {
+fn spawn_child(spec: &ExecSpec, opts: &ExecOptions, memcg: Option<&Memcg>, leftovers: &mut RunLeftovers) -> Result<Started> {
     let spec_json = wire::encode(spec).map_err(LiveError::Child)?;
     let (status_r, status_w) = pipe()?;
     let (control_r, control_w) = pipe()?;
@@ -269,8 +276,16 @@ fn spawn_child(spec: &ExecSpec, opts: &ExecOptions, leftovers: &mut RunLeftovers
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let (procs, cpu) = (spec.procs, opts.cpu);
+    let join = memcg.map(|m| std::ffi::CString::new(m.procs().as_os_str().as_encoded_bytes()).unwrap_or_default());
     // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe { cmd.pre_exec(move || child_pre_exec(procs, cpu, sw, cr)) };
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(p) = &join {
+                join_memcg(p)?;
+            }
+            child_pre_exec(procs, cpu, sw, cr)
+        })
+    };
     let mut child = cmd.spawn().map_err(|e| {
         LiveError::Child(format!("cannot start {} {}: {e}", opts.child_program.display(), opts.child_args.join(" ")))
     })?;
@@ -289,6 +304,25 @@ fn spawn_child(spec: &ExecSpec, opts: &ExecOptions, leftovers: &mut RunLeftovers
         let _ = stdin.write_all(spec_json.as_bytes());
     }
     Ok(Started { child, status: BufReader::new(File::from(status_r)), control: File::from(control_w), stderr: Some(stderr) })
+}
+
+/// Between fork and exec: write `0` (this task) into the run's memcg's `cgroup.procs`
+/// (`kernel/cgroup/cgroup.c: cgroup_procs_write_start`), so that everything the child maps is
+/// charged there. Also used by program runs (crate::program).
+pub(crate) fn join_memcg(procs: &std::ffi::CStr) -> std::io::Result<()> {
+    // SAFETY: open/write/close on a valid path and buffer.
+    unsafe {
+        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+            let e = std::io::Error::last_os_error();
+            if fd >= 0 {
+                libc::close(fd);
+            }
+            return Err(e);
+        }
+        libc::close(fd);
+    }
+    Ok(())
 }
 
 /// Between fork and exec of the child: its CPU, the executor's own memory in base pages (with
@@ -519,13 +553,16 @@ fn run_once(
     opts: &ExecOptions,
     paths: &Paths,
     reported: Option<&crate::host::ReportedFrames>,
+    memcg: Option<&Memcg>,
 ) -> Result<RunOnce> {
     // Mount points for the child's tmpfs mounts: empty directories on the host.
     let mut leftovers = RunLeftovers { dirs: Vec::new(), child: None };
     let spec = &with_mount_dirs(spec, paths, &mut leftovers)?;
-    let mut s = spawn_child(spec, opts, &mut leftovers)?;
+    let mut s = spawn_child(spec, opts, memcg, &mut leftovers)?;
     let ready = read_ready(w, spec, &mut s)?;
     let before = CounterSnapshot::read(&paths.sysfs)?;
+    let reclaim_before = memcg.map(|_| pressure::read_reclaim_vmstat()).transpose()?;
+    let majflt_before = memcg.and_then(|_| pressure::majflt_of(ready.pid)).unwrap_or(0);
     let meminfo_before = read_meminfo()?;
     s.control.write_all(b"go\n").map_err(|e| LiveError::Child(format!("cannot send 'go': {e}")))?;
     let sampler = opts.sample.map(|every| {
@@ -539,6 +576,13 @@ fn run_once(
     let timeline = sampler.map(|s| s.finish()).unwrap_or_default();
     drop(progress);
     let after = CounterSnapshot::read(&paths.sysfs)?;
+    let pressure = match (memcg, reclaim_before) {
+        (Some(m), Some(b)) => {
+            let majflt = pressure::majflt_of(ready.pid).unwrap_or(0).saturating_sub(majflt_before);
+            Some(pressure::live_pressure(&opts.pressure, m, &b, &pressure::read_reclaim_vmstat()?, majflt))
+        }
+        _ => None,
+    };
     let meminfo_after = read_meminfo()?;
     let meminfo: BTreeMap<String, i64> =
         meminfo_after.iter().map(|(k, v)| (k.clone(), v - meminfo_before.get(k).copied().unwrap_or(*v))).collect();
@@ -586,6 +630,7 @@ fn run_once(
         timeline,
         host_faults,
         free_lists: None,
+        pressure,
     })
 }
 
@@ -599,7 +644,8 @@ pub fn run_live(
     paths.check_available()?;
     let (spec, regions, notes) = build_spec(w, model_regions)?;
     let repeat = opts.repeat.max(1);
-    let guard = SettingsGuard::apply(settings)?;
+    let guard = SettingsGuard::apply_with_pressure(settings, &opts.pressure)?;
+    let memcg = guard.memcg();
     remove_stale_leftovers(&paths);
     if let Some(m) = guard.recovered() {
         eprintln!("{m}");
@@ -621,7 +667,7 @@ pub fn run_live(
         // are its host faults (`live.host_faults`, beside the model's `time.host_faults`).
         let start = if opts.settle_host { run_opts.cpu.and_then(crate::host::run_start) } else { None };
         let t = Instant::now();
-        let mut r = run_once(w, &spec, &regions, &run_opts, &paths, start.as_ref().map(|s| &s.1))?;
+        let mut r = run_once(w, &spec, &regions, &run_opts, &paths, start.as_ref().map(|s| &s.1), memcg.as_ref())?;
         r.free_lists = start.map(|s| s.0);
         drop(thps);
         if opts.progress {

@@ -29,6 +29,7 @@ mod khugepaged;
 mod live;
 mod model;
 mod pacing;
+mod pressure;
 mod programs;
 mod schema;
 mod views;

@@ -185,6 +185,9 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     // A workload run priced with a profile's `[host]` on a VM that reports free pages
     // (`compare --profile builtin --json`, its `live`): `live.host_faults`, `live.free_lists`.
     let captured_host = read_json("live-host-result.json");
+    // `thplab live W --memory-max 32M --swap zram:128M --json` on this machine (cgroup v1):
+    // `live.pressure`.
+    let captured_pressure = read_json("live-pressure-result.json");
     let err_line = thplab(&["sim", &w, "--json", "--set", "enabled=sometimes"]);
     let (_d2, bad) = temp_file("bad.thpw", "mmap a 1M\nfrobnicate\n");
     let err_file = thplab(&["sim", &bad, "--json"]);
@@ -221,6 +224,7 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
         ("thplab-run/2", captured),
         ("thplab-run/2", captured_program),
         ("thplab-run/2", captured_host),
+        ("thplab-run/2", captured_pressure),
         ("thplab-trace-stats/1", stats.json()),
         ("thplab-error/1", err_line.json()),
         ("thplab-error/1", err_file.json()),

@@ -30,6 +30,33 @@ pub struct LiveSection {
     /// A program run (`compare --record`).
     #[serde(flatten)]
     pub program: Option<LiveProgramRun>,
+    /// With `--memory-max` or `--swap`: the run's memcg and swap, and what reclaim did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pressure: Option<LivePressure>,
+}
+
+/// A live run under memory pressure: the memcg its processes ran in and the swap it had
+/// (created by the settings guard), the reclaim, swap and compaction counters over the run
+/// (the `thp_*` ones, `thp_swpout` and `thp_swpout_fallback` among them, are in the result's
+/// `vmstat`; per-size `swpout`, `swpout_fallback`, `swpin`, `swpin_fallback` in its `mthp`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LivePressure {
+    /// `--memory-max` in bytes (null: no limit).
+    pub memory_max: Option<u64>,
+    /// `--swap` as given: `zram:SIZE`, `file:SIZE` or `none`.
+    pub swap: String,
+    /// The cgroup interface the memcg was driven through: `v1` or `v2`.
+    pub cgroup: String,
+    /// /proc/vmstat deltas over the run of [`thp_abi::ReclaimEvent`] (`pswpin`, `pswpout`,
+    /// `pgmajfault`, `pgscan_*`, `pgsteal_*`, `compact_*`, `zswp*`, ...): system-wide, like
+    /// `vmstat`. Of the median run.
+    pub vmstat: BTreeMap<String, i64>,
+    /// Major faults of the workload's processes (getrusage `ru_majflt` of the executor; a
+    /// program's processes' `majflt` summed). Of the median run.
+    pub majflt: u64,
+    /// The memcg's own counters at the end of the median run: v2 `memory.events` (`max`,
+    /// `oom`, `oom_kill`, ...) and `peak`; v1 `failcnt`, `memsw.failcnt`, `max_usage_in_bytes`.
+    pub memcg: BTreeMap<String, i64>,
 }
 
 /// The lowest and highest of some runs' times, ms.
