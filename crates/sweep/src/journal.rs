@@ -87,3 +87,58 @@ impl Journal {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(n: u64) -> Row {
+        let mut r = Row::new();
+        r.insert("point".into(), Value::from(n));
+        r.insert("process.minflt".into(), Value::from(512 * n));
+        r
+    }
+
+    #[test]
+    fn a_line_cut_by_a_kill_is_dropped_and_cut_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("o.parquet.journal");
+        let keep = vec!["process".to_string()];
+        {
+            let (mut j, rows) = Journal::open(&p, &keep).unwrap();
+            assert!(rows.is_empty());
+            j.append("a", &row(1)).unwrap();
+            j.append("b", &row(2)).unwrap();
+        }
+        let whole = std::fs::read_to_string(&p).unwrap();
+        // The kill came in the middle of the third line.
+        std::fs::write(&p, format!("{whole}{{\"key\":\"c\",\"row\":{{\"po")).unwrap();
+        let (mut j, rows) = Journal::open(&p, &keep).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows["b"], row(2));
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), whole, "the cut line is cut off the file");
+        j.append("c", &row(3)).unwrap();
+        drop(j);
+        let (_, rows) = Journal::open(&p, &keep).unwrap();
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows["c"]["process.minflt"], 1536);
+    }
+
+    #[test]
+    fn another_studys_journal_or_a_damaged_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("o.parquet.journal");
+        Journal::open(&p, &["process".to_string()]).unwrap().0.append("a", &row(1)).unwrap();
+        let e = Journal::open(&p, &["time".to_string()]).err().unwrap().to_string();
+        assert!(e.contains("written for another study's columns") && e.contains("[\"time\"]"), "{e}");
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, format!("{text}garbage\n{{\"key\":\"b\",\"row\":{{}}}}\n")).unwrap();
+        let e = Journal::open(&p, &["process".to_string()]).err().unwrap().to_string();
+        assert!(e.contains("line 3: not a journal line"), "{e}");
+    }
+
+    #[test]
+    fn path_is_beside_the_output() {
+        assert_eq!(path_for(Path::new("/x/s.parquet")), PathBuf::from("/x/s.parquet.journal"));
+    }
+}

@@ -284,7 +284,7 @@ impl Builder<'_> {
         let text = v.get_ref().trim();
         let mut values = Vec::new();
         if let Some(spec) = text.strip_prefix("matrix:") {
-            let (kind, m) = thp_abi::matrix::select(spec).map_err(|e| self.at.err(v, e))?;
+            let (kind, m) = thp_abi::matrix::select(spec).map_err(|e| self.at.err(v, e.replacen("--matrix ", "matrix:", 1)))?;
             for (label, s) in m {
                 values.push((format!("matrix:{kind}:{}", thp_abi::matrix::key(&label)), s));
             }
@@ -345,5 +345,30 @@ impl Builder<'_> {
             crate::run::load_profile(&path).map_err(|e| self.at.err(v, format!("{e:#} (or give none or builtin)")))?;
         }
         Ok(Self::intern(&mut self.study.profile, name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_product_is_numbered_workloads_outermost_and_listed_points_follow() {
+        let text = "[axes]\nworkloads = [\"seed-anon-1g\", \"fork-bgsave\"]\nsettings = [\"default\", \"matrix:anon:64K,PMD\"]\nmem = [\"4G\", \"8G\"]\n\n[[point]]\nworkload = \"issue-program\"\ncpu = \"zen1\"\n";
+        let s = parse(Path::new("s.toml"), text).unwrap();
+        assert_eq!(s.points.len(), 2 * 3 * 2 + 1);
+        assert_eq!(s.key(&s.points[0]), "workload=seed-anon-1g|settings=default|cpu=default|paging=default|mem=4G|profile=default");
+        assert_eq!(s.key(&s.points[3]), "workload=seed-anon-1g|settings=matrix:anon:64K|cpu=default|paging=default|mem=8G|profile=default");
+        assert_eq!(s.key(&s.points[6]), "workload=fork-bgsave|settings=default|cpu=default|paging=default|mem=4G|profile=default");
+        assert_eq!(s.key(&s.points[12]), "workload=issue-program|settings=default|cpu=zen1|paging=default|mem=default|profile=default");
+        assert_eq!(s.settings[2].1.summary(), thp_abi::matrix::select("anon:PMD").unwrap().1[0].1.summary());
+        assert_eq!(s.keep, DEFAULT_KEEP);
+    }
+
+    #[test]
+    fn a_point_named_twice_is_refused_with_its_line() {
+        let text = "[axes]\nworkloads = [\"seed-anon-1g\"]\n\n[[point]]\nworkload = \"seed-anon-1g\"\n";
+        let e = parse(Path::new("s.toml"), text).err().unwrap().to_string();
+        assert!(e.starts_with("study s.toml line 4: this point is already in the study"), "{e}");
     }
 }

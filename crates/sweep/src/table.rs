@@ -140,3 +140,40 @@ pub fn read(path: &Path) -> Result<Vec<Row>> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn row(v: Value) -> Row {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn rows_read_back_typed_with_nulls_and_same_bytes() {
+        let rows = vec![
+            row(json!({"point": 0, "workload": "a", "settings": "enabled=always", "cpu": "default", "paging": "default", "mem": "4G", "profile": "none", "error": null,
+                       "process.minflt": 512, "time.total_ns": 1.5, "census.sizes.64kB.folios": 3, "model.khugepaged.registered": true})),
+            row(json!({"point": 1, "workload": "b", "settings": "default", "cpu": "zen1", "paging": "native", "mem": "2G", "profile": "builtin", "error": "out of memory"})),
+            row(json!({"point": 2, "workload": "c", "settings": "default", "cpu": "zen1", "paging": "native", "mem": "2G", "profile": "builtin", "error": null,
+                       "process.minflt": 7, "time.total_ns": 2})),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let (p, q) = (dir.path().join("t.parquet"), dir.path().join("u.parquet"));
+        write(&p, &rows).unwrap();
+        write(&q, &rows).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), std::fs::read(&q).unwrap());
+        let back = read(&p).unwrap();
+        assert_eq!(back.len(), 3);
+        let strip = |r: &Row| -> Row { r.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect() };
+        assert_eq!(back[0], strip(&rows[0]));
+        assert_eq!(back[1], strip(&rows[1]));
+        // An integer in a column of floats reads back as a float.
+        assert_eq!(back[2]["time.total_ns"], json!(2.0));
+        let cols = columns(&rows);
+        assert_eq!(cols.iter().map(|(n, _)| n.as_str()).take(9).collect::<Vec<_>>(), [LEADING, &["census.sizes.64kB.folios"]].concat());
+        let kind = |n: &str| cols.iter().find(|(c, _)| c == n).unwrap().1;
+        assert_eq!((kind("point"), kind("process.minflt"), kind("time.total_ns"), kind("model.khugepaged.registered"), kind("error")), (Kind::Int, Kind::Int, Kind::Float, Kind::Bool, Kind::Str));
+    }
+}

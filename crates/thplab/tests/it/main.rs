@@ -31,6 +31,7 @@ mod model;
 mod pacing;
 mod programs;
 mod schema;
+mod sweeps;
 mod views;
 mod widths;
 
