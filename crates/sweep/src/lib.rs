@@ -7,6 +7,7 @@
 //! --json` runs it: `experiment::simulate::sim_one`, and its row), [`journal`] (resume),
 //! [`table`] (the Parquet file). The model is the kernel's: this crate only schedules it.
 
+pub mod dask;
 pub mod journal;
 pub mod run;
 pub mod study;
@@ -29,6 +30,8 @@ pub struct Options {
     pub jobs: usize,
     /// A progress bar on stderr (drawn only on a terminal).
     pub progress: bool,
+    /// Run the points on this Dask scheduler (`tcp://HOST:PORT`) instead of here.
+    pub dask: Option<String>,
 }
 
 /// What a sweep did (`thplab sweep --json`).
@@ -62,20 +65,20 @@ pub fn sweep(study: &Study, o: &Options) -> Result<Summary> {
     let resumed = keys.len() - missing.len();
     let bar = progress_bar(o.progress, keys.len(), resumed);
     let start = Instant::now();
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(o.jobs.max(1)).build().context("cannot start the worker threads")?;
-    let (tx, rx) = std::sync::mpsc::channel::<(usize, Row)>();
-    std::thread::scope(|s| -> Result<()> {
-        s.spawn(|| {
-            use rayon::prelude::*;
-            pool.install(|| missing.par_iter().for_each_with(tx, |tx, &n| drop(tx.send((n, run::row(study, &loaded, n))))));
-        });
-        for (n, row) in rx {
-            journal.append(&keys[n], &row)?;
-            done.insert(keys[n].clone(), row);
-            bar.inc(1);
-        }
+    let mut sink = |n: usize, row: Row| -> Result<()> {
+        journal.append(&keys[n], &row)?;
+        done.insert(keys[n].clone(), row);
+        bar.inc(1);
         Ok(())
-    })?;
+    };
+    match &o.dask {
+        Some(addr) => {
+            let exe = std::env::current_exe().context("cannot find the thplab binary for the Dask workers")?;
+            let path = study.path.canonicalize().with_context(|| format!("cannot find {}", study.path.display()))?;
+            dask::run(addr, &exe, &path, &missing, &mut sink)?;
+        }
+        None => run_here(study, &loaded, &missing, o.jobs, &mut sink)?,
+    }
     bar.finish_and_clear();
     let seconds = start.elapsed().as_secs_f64();
     let mut rows = Vec::with_capacity(keys.len());
@@ -98,6 +101,22 @@ pub fn sweep(study: &Study, o: &Options) -> Result<Summary> {
         jobs: o.jobs.max(1),
         seconds,
         points_per_second: if seconds > 0.0 { missing.len() as f64 / seconds } else { 0.0 },
+    })
+}
+
+/// Run `missing` on `jobs` threads here; `sink` is told each row as its point finishes.
+fn run_here(study: &Study, loaded: &run::Loaded, missing: &[usize], jobs: usize, sink: &mut dyn FnMut(usize, Row) -> Result<()>) -> Result<()> {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs.max(1)).build().context("cannot start the worker threads")?;
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, Row)>();
+    std::thread::scope(|s| -> Result<()> {
+        s.spawn(|| {
+            use rayon::prelude::*;
+            pool.install(|| missing.par_iter().for_each_with(tx, |tx, &n| drop(tx.send((n, run::row(study, loaded, n))))));
+        });
+        for (n, row) in rx {
+            sink(n, row)?;
+        }
+        Ok(())
     })
 }
 

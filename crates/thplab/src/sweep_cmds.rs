@@ -28,8 +28,14 @@ pub struct SweepArgs {
     pub quiet: bool,
     /// Run only point N (numbered from 0 in the study's order) and print its row as one JSON
     /// line; writes no file (for running points elsewhere, such as on Dask workers).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", conflicts_with = "dask")]
     pub point: Option<usize>,
+    /// Run the points as tasks on this Dask scheduler (tcp://HOST:PORT) instead of here,
+    /// through python3 and python/thplab_dask.py (built in): each worker runs `thplab sweep
+    /// STUDY --point N` with this binary and the study at the same paths (one machine or a
+    /// shared file system). The rows go to the same journal and Parquet file.
+    #[arg(long, value_name = "tcp://HOST:PORT")]
+    pub dask: Option<String>,
 }
 
 impl SweepArgs {
@@ -47,15 +53,13 @@ impl SweepArgs {
         }
         let jobs = self.jobs.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |j| j as usize);
         let output = self.output.clone().unwrap_or_else(|| self.study.with_extension("parquet"));
-        let s = sweep::sweep(&study, &sweep::Options { output, jobs, progress: !self.quiet && !self.json })?;
+        let s = sweep::sweep(&study, &sweep::Options { output, jobs, progress: !self.quiet && !self.json, dask: self.dask.clone() })?;
         if self.json {
             serde_json::to_writer_pretty(std::io::stdout().lock(), &s)?;
             println!();
         } else {
-            println!(
-                "thplab sweep: {} points ({} from the journal, {} run, {} failed) in {:.1} s on {} threads, {:.1} points/s; wrote {}",
-                s.points, s.resumed, s.ran, s.failed, s.seconds, s.jobs, s.points_per_second, s.output
-            );
+            println!("thplab sweep: {} points: {} from the journal, {} run, {} failed", s.points, s.resumed, s.ran, s.failed);
+            println!("{:.1} s on {} threads, {:.1} points/s; wrote {}", s.seconds, s.jobs, s.points_per_second, s.output);
         }
         Ok(crate::exit::OK)
     }

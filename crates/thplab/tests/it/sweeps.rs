@@ -170,3 +170,43 @@ fn a_bad_study_names_its_file_line_and_what_is_valid() {
         assert!(r.stderr.contains(want), "case {i}: want {want:?} in {}", r.stderr);
     }
 }
+
+/// Processes killed (SIGKILL) and reaped when dropped.
+struct Procs(Vec<std::process::Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn dask_scheduler_and_two_workers_give_the_local_file() {
+    let importable = Command::new("python3").args(["-c", "import dask.distributed"]).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    if !importable {
+        eprintln!("skipped: python3 cannot import dask.distributed (pip install dask distributed)");
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let addr = format!("tcp://127.0.0.1:{port}");
+    let quiet = |args: &[&str]| Command::new("python3").args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut procs = Procs(vec![quiet(&["-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", &port, "--no-dashboard"])]);
+    for _ in 0..2 {
+        procs.0.push(quiet(&["-m", "dask", "worker", &addr, "--nworkers", "1", "--nthreads", "1", "--no-dashboard"]));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let text = "[axes]\nworkloads = [\"issue-program\", \"fork-bgsave\"]\nsettings = [\"matrix:anon:4K,64K,all,PMD\"]\nprofile = [\"none\", \"builtin\"]\n";
+    let s = study(dir.path(), "d.toml", text);
+    let (local, remote) = (dir.path().join("local.parquet"), dir.path().join("dask.parquet"));
+    thplab(&["sweep", &s, "-o", local.to_str().unwrap(), "--json"]).ok();
+    let sum = thplab(&["sweep", &s, "-o", remote.to_str().unwrap(), "--json", "--dask", &addr]).ok().json();
+    assert_eq!((sum["points"].as_u64(), sum["ran"].as_u64()), (Some(16), Some(16)));
+    let (a, b) = (sweep::table::read(&local).unwrap(), sweep::table::read(&remote).unwrap());
+    assert_eq!(a.len(), 16);
+    assert_eq!(a, b, "the Dask run's rows differ from the local run's");
+    assert_eq!(std::fs::read(&local).unwrap(), std::fs::read(&remote).unwrap(), "the two Parquet files differ in bytes");
+    drop(procs);
+}
