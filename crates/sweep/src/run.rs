@@ -13,8 +13,25 @@ use uapi::profile::MachineProfile;
 
 use crate::study::{Point, Study, DEFAULT};
 
-/// A row: column name → value (an integer, a float, a string, a boolean or null).
+/// A row: column name → value (an integer, a string, a boolean, null, or a float as
+/// [`float`] writes it).
 pub type Row = Map<String, Value>;
+
+/// A float in a row: `{"f": "DIGITS"}`, its shortest decimal that reads back to the same f64
+/// (as `thplab sim --json` prints it). serde_json's own float parse may be one unit in the
+/// last place off, and a workspace-wide `float_roundtrip` would change other commands' output;
+/// the table reads the digits with Rust's exact `str::parse` ([`float_of`]).
+pub fn float(x: f64) -> Value {
+    serde_json::json!({ "f": Value::from(x).to_string() })
+}
+
+/// The f64 of a row's value: a [`float`] read exactly, or a JSON number.
+pub fn float_of(v: &Value) -> Option<f64> {
+    match v {
+        Value::Object(m) => m.get("f")?.as_str()?.parse().ok(),
+        v => v.as_f64(),
+    }
+}
 
 /// The simulated machine's memory when a study does not say (`thplab sim --mem`'s default).
 pub const DEFAULT_MEM: &str = "24G";
@@ -138,6 +155,9 @@ fn flatten(name: &str, v: &Value, row: &mut Row) {
             }
         }
         Value::Array(_) | Value::Null => {}
+        Value::Number(n) if n.is_f64() => {
+            row.insert(name.to_string(), float(n.as_f64().expect("a float")));
+        }
         leaf => {
             row.insert(name.to_string(), leaf.clone());
         }

@@ -61,9 +61,21 @@ fn point_rows_equal_sim_json() {
         let mut want = sweep::Row::new();
         sweep::run::figures(&sim, &keep, &mut want);
         assert!(want.len() > 100, "point {n}: only {} figures", want.len());
+        let sim_text = thplab(&sim_args(n)).ok().stdout.clone();
         for (k, v) in &want {
-            assert_eq!(row.get(k), Some(v), "point {n} column {k}: Parquet against sim --json");
-            assert_eq!(point_row.get(k), Some(v), "point {n} column {k}: --point against sim --json");
+            let Some(f) = v.as_object().and_then(|_| sweep::run::float_of(v)) else {
+                assert_eq!(row.get(k), Some(v), "point {n} column {k}: Parquet against sim --json");
+                assert_eq!(point_row.get(k), Some(v), "point {n} column {k}: --point against sim --json");
+                continue;
+            };
+            // A float: the digits sim --json printed (read here by serde_json, which may be one
+            // unit in the last place off), exactly.
+            let got = row.get(k).and_then(Value::as_f64).unwrap_or_else(|| panic!("point {n} column {k}: no float in {:?}", row.get(k)));
+            let digits = Value::from(got).to_string();
+            let leaf = k.rsplit('.').next().unwrap();
+            assert!(sim_text.contains(&format!("\"{leaf}\": {digits}")), "point {n} column {k}: {digits} is not what sim --json printed");
+            assert!((got - f).abs() <= f.abs() * 1e-15, "point {n} column {k}: {got} against sim's {f}");
+            assert_eq!(point_row.get(k), Some(&sweep::run::float(got)), "point {n} column {k}: --point against the Parquet file");
         }
         let figures = row.keys().filter(|k| !sweep::table::LEADING.contains(&k.as_str())).count();
         assert_eq!(figures, want.len(), "point {n}: the row has figures sim --json has not");
