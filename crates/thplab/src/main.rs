@@ -16,6 +16,7 @@
 //! - [`chase_cmds`]: the arguments of `bench chase`.
 //! - [`explain_cmds`]: the arguments of `explain`.
 //! - [`exporter_cmds`]: the arguments of `exporter`.
+//! - [`sweep_cmds`]: the arguments of `sweep`.
 
 mod bench_cmds;
 mod chase_cmds;
@@ -27,6 +28,7 @@ mod checks;
 mod resolve;
 mod record_cmds;
 mod pressure_args;
+mod sweep_cmds;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -124,6 +126,10 @@ enum Cmd {
     /// hugetlbfs buffers and times pinning them (docs/bench-io.md); `chase`, a dependent
     /// pointer chase with 4 KiB, mTHP and PMD pages against the TLB model's prediction.
     Bench(bench_cmds::BenchArgs),
+    /// Run a study in the model on every core: the cartesian product (or listed points) of
+    /// workloads, recordings, settings, CPU presets and machine options, one row per point in
+    /// a Parquet file; resumable after Ctrl-C or SIGKILL (docs/sweeps.md).
+    Sweep(sweep_cmds::SweepArgs),
     #[command(name = "__exec", hide = true)]
     Exec,
     #[command(name = "__hold", hide = true)]
@@ -421,6 +427,7 @@ fn main() -> ExitCode {
         Cmd::Trace(a) => record_cmds::cmd_trace(a),
         Cmd::Report(a) => cmd_report(a),
         Cmd::Bench(a) => bench_cmds::cmd_bench(a),
+        Cmd::Sweep(a) => a.run(),
         Cmd::Exec | Cmd::Hold(_) => unreachable!("handled above"),
     };
     match result {

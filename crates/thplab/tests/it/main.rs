@@ -9,6 +9,8 @@
 //!   (through the libraries), minflt and large-folio counts within 2 %; live, as below.
 //! - `fidelity`: a recorded program behaves as it does unrecorded (issue #8): the calls whose
 //!   result PR_SET_THP_DISABLE changes are answered as without it, and the trace says so.
+//! - `sweeps`: `sweep` rows equal `sim --json`, a SIGKILLed study resumes into the same
+//!   Parquet file, and on a Dask scheduler with two workers (skipped without dask.distributed).
 //! - `live`: `compare --matrix` and the SIGKILL recovery of `__hold`; they run only as root with
 //!   the THP sysfs tree present (otherwise they print `skipped: REASON` and pass), one at a time,
 //!   and check that every knob ends as it was. No test writes to sysfs itself.
@@ -32,6 +34,7 @@ mod pacing;
 mod pressure;
 mod programs;
 mod schema;
+mod sweeps;
 mod views;
 mod widths;
 

@@ -27,6 +27,7 @@ const ACCESSES: &str = "phase fill\nmmap a 16M align=2M\ntouch a write\naccess a
 /// The README's commands (and the subcommands they name) that this test runs.
 const COVERED: &[&str] = &[
     "sim", "demo", "settings", "examples", "report", "trace show", "trace stats", "bench chase", "observe", "explain", "live", "compare",
+    "sweep",
 ];
 
 /// The README's commands not run here, and why: each needs root and runs for long or changes
@@ -96,6 +97,10 @@ fn every_readme_command_fits_100_columns() {
     let json = d.path().join("m.json");
     std::fs::write(&json, thplab(&["sim", &w, "--matrix", "--json", "-q"]).stdout.as_bytes()).unwrap();
     fits(&["report", json.to_str().unwrap(), "-o", d.path().join("r.html").to_str().unwrap()]);
+    // `sweep` writes a file and two lines.
+    let study = d.path().join("s.toml");
+    std::fs::write(&study, "[axes]\nworkloads = [\"fork-bgsave\"]\nsettings = [\"default\", \"enabled=always\"]\n").unwrap();
+    assert_eq!(fits(&["sweep", study.to_str().unwrap(), "-q"]), 2);
     // observe and explain read a process (this test's child) without changing anything.
     let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
     let pid = child.id().to_string();
