@@ -154,6 +154,9 @@ pub struct BootParams {
     pub brk_start: u64,
     /// `huge=` of the machine's /dev/shm (never unless mounted otherwise).
     pub dev_shm_huge: shmem::SbHuge,
+    /// The memcg limit and the swap device the machine's mms run with (`--memory-max`,
+    /// `--swap`; [`memcontrol`], [`swapfile`]). Default none: no limit, no swap.
+    pub pressure: thp_abi::Pressure,
 }
 
 impl Default for BootParams {
@@ -166,6 +169,7 @@ impl Default for BootParams {
             mmap_base: 0x7dff_fffc_5000,
             brk_start: 0x5555_5557_9000,
             dev_shm_huge: shmem::SbHuge::Never,
+            pressure: thp_abi::Pressure::default(),
         }
     }
 }

@@ -79,6 +79,8 @@ pub struct MachineConfig {
     pub dev_shm_huge: TmpfsHuge,
     /// CONFIG_HZ: khugepaged sleeps in jiffies (`daemons`). 250 on this machine kind.
     pub hz: u32,
+    /// The run's memcg limit and swap device (`--memory-max`, `--swap`); default none.
+    pub pressure: thp_abi::Pressure,
 }
 
 impl MachineConfig {
@@ -91,6 +93,7 @@ impl MachineConfig {
             mmap_base: self.mmap_base,
             brk_start: self.brk_start,
             dev_shm_huge: sb_huge(self.dev_shm_huge),
+            pressure: self.pressure,
         }
     }
 }
@@ -104,6 +107,7 @@ impl Default for MachineConfig {
             brk_start: 0x5555_5557_9000,
             dev_shm_huge: TmpfsHuge::Never,
             hz: daemons::DEFAULT_HZ,
+            pressure: thp_abi::Pressure::default(),
         }
     }
 }

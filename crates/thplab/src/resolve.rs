@@ -117,6 +117,13 @@ pub struct MachineArgs {
     /// (a 100 ms sleep lasts 104 ms at 250). This machine kind: 250 (/proc/config.gz).
     #[arg(long, default_value_t = 250, value_name = "HZ", value_parser = clap::value_parser!(u32).range(24..=1200))]
     pub hz: u32,
+    /// The simulated memcg's limit (cgroup v2 memory.max, v1 memory.limit_in_bytes): the run's
+    /// mms are charged every folio and reclaimed (swapped) or OOM-killed above it: 512M, 8G.
+    #[arg(long, value_name = "SIZE")]
+    pub memory_max: Option<String>,
+    /// The simulated swap device: zram:SIZE (synchronous, mTHP swap-in), file:SIZE or none.
+    #[arg(long, value_name = "zram:SIZE|file:SIZE|none")]
+    pub swap: Option<String>,
 }
 
 impl MachineArgs {
@@ -141,6 +148,12 @@ impl MachineArgs {
             m.brk_start = address_arg("--brk-start", a, "0x555555579000")?;
         }
         m.hz = self.hz;
+        if let Some(t) = &self.memory_max {
+            m.pressure.memory_max = Some(thp_abi::Pressure::parse_memory_max(t).map_err(|e| anyhow::anyhow!("--{e}"))?);
+        }
+        if let Some(t) = &self.swap {
+            m.pressure.swap = thp_abi::SwapSpec::parse(t).map_err(|e| anyhow::anyhow!("--{e}"))?;
+        }
         Ok(m)
     }
 
