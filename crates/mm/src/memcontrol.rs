@@ -145,6 +145,16 @@ impl Kernel {
         self.memcg.usage -= order.nr_pages() as u64;
     }
 
+    /// The machine runs with a memcg limit or swap (`--memory-max`, `--swap`).
+    pub fn under_pressure(&self) -> bool {
+        self.memcg.max.is_some() || self.swap.is_some()
+    }
+
+    /// The swap device's pages and the pages in use, if there is one.
+    pub fn swap_pages(&self) -> Option<(u64, u64)> {
+        self.swap.as_ref().map(|d| (d.pages(), d.inuse))
+    }
+
     /// A memcg OOM kill ended the run: what the kernel's report would say, or `None`.
     pub fn memcg_oom_report(&self) -> Option<String> {
         if self.memcg.oom_kill == 0 {

@@ -32,6 +32,9 @@ struct Cluster {
     order: u8,
     /// On the non-full list of its order.
     listed: bool,
+    /// Where the next scan for a free run starts (slot within the cluster): the allocator
+    /// hands out slots in order (`alloc_swap_scan_cluster` from `next[order]`).
+    hint: u32,
 }
 
 /// One swap device (`struct swap_info_struct`).
@@ -124,8 +127,14 @@ impl SwapDevice {
         }
         let base = c * CLUSTER;
         let nr = 1u32 << order;
-        let start = (0..CLUSTER / nr).map(|k| base + k * nr).find(|s| self.map[*s as usize..(*s + nr) as usize].iter().all(|m| *m & COUNT_MASK == 0))?;
+        let units = CLUSTER / nr;
+        let from = cl.hint / nr;
+        let start = (from..units)
+            .chain(0..from)
+            .map(|k| base + k * nr)
+            .find(|s| self.map[*s as usize..(*s + nr) as usize].iter().all(|m| *m & COUNT_MASK == 0))?;
         self.take(c, start, nr, zero);
+        self.clusters[c as usize].hint = (start + nr - base) % CLUSTER;
         Some(start)
     }
 
@@ -185,6 +194,7 @@ impl SwapDevice {
             if self.next[cl.order as usize] == Some(c) {
                 self.next[cl.order as usize] = None;
             }
+            self.clusters[c as usize].hint = 0;
             self.free_clusters.push(c);
         } else if !cl.listed && self.next[cl.order as usize] != Some(c) {
             cl.listed = true;
