@@ -129,3 +129,24 @@ fn kswapd_keeps_free_memory_above_the_low_watermark() {
     assert_eq!(r.pswpout, k.stats().swapents);
     k.check_invariants().unwrap();
 }
+
+/// Fork after swap-out: the child gets the parent's 48 swap entries and each slot a second
+/// reference (`swap_duplicate`); the child's exit drops them again, the parent's munmap frees
+/// the slots.
+#[test]
+fn fork_shares_swap_entries_and_exit_drops_them() {
+    let (mut k, a) = fill_past_the_limit("zram:8M");
+    let parent = k.current_mm();
+    let (child, _) = k.fork().unwrap();
+    k.check_invariants().unwrap();
+    assert_eq!(k.mm_stats(child).swapents, 48);
+    assert_eq!(k.swap_pages().unwrap().1, 48, "shared slots are still 48 slots");
+    k.switch_mm(child);
+    k.exit_mm();
+    k.switch_mm(parent);
+    k.check_invariants().unwrap();
+    assert_eq!(k.stats().swapents, 48);
+    k.do_munmap(a, 8 << 20).unwrap();
+    assert_eq!(k.swap_pages().unwrap().1, 0);
+    k.check_invariants().unwrap();
+}
