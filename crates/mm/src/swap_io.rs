@@ -176,25 +176,32 @@ impl Kernel {
         self.mm.stats.majflt += 1;
         self.reclaim_stats.pgmajfault += 1;
         let dev = self.swap.as_ref().expect("a swap entry needs a device");
+        let sync = dev.synchronous() && dev.count(slot) == 1;
+        let folio = if sync { self.alloc_swap_folio(vma, va, slot) } else { self.alloc_folio(Order::BASE, true) };
+        let Some(folio) = folio else { return Access::Oom };
+        self.map_swapped_in(vma, va, folio)
+    }
+
+    /// `alloc_swap_folio` (SWP_SYNCHRONOUS_IO, swap count 1): the highest usable order's folio,
+    /// counting `swpin_fallback` (and `swpin_fallback_charge`) for each that fails; order 0 last.
+    fn alloc_swap_folio(&mut self, vma: &Vma, va: Vaddr, slot: u32) -> Option<Pfn> {
         let mut orders = Orders::NONE;
-        if dev.synchronous() && dev.count(slot) == 1 && vma.flags & vm::UFFD_ARMED == 0 {
+        if vma.flags & vm::UFFD_ARMED == 0 {
             orders = self.swapin_orders(vma, va, slot);
         }
         let mut order = orders.highest();
-        let folio = loop {
-            let Some(o) = order else { break self.alloc_folio(Order::BASE, true) };
+        while let Some(o) = order {
             self.charge_gfp = Some(vma_thp_gfp(self.settings.defrag, Some(vma)));
             if let Some(f) = self.alloc_folio(o, true) {
-                break Some(f);
+                return Some(f);
             }
             if self.last_charge_failed {
                 self.counters.count_mthp(o, MthpStat::SwpinFallbackCharge);
             }
             self.counters.count_mthp(o, MthpStat::SwpinFallback);
             order = orders.next_below(o);
-        };
-        let Some(folio) = folio else { return Access::Oom };
-        self.map_swapped_in(vma, va, folio)
+        }
+        self.alloc_folio(Order::BASE, true)
     }
 
     /// `alloc_swap_folio`'s choice: orders below PMD that the VMA allows and that fit, aligned

@@ -374,6 +374,12 @@ impl Kernel {
             return;
         }
         self.reclaim_stats.kswapd_wakeups += 1;
+        self.balance_pgdat();
+    }
+
+    /// `balance_pgdat`: reclaim in SWAP_CLUSTER_MAX steps until `pgdat_balanced` (free above
+    /// the high watermark) or a step reclaims nothing.
+    fn balance_pgdat(&mut self) {
         while !self.zone.above_high_watermark() {
             if self.do_try_to_free_pages(SWAP_CLUSTER_MAX) == 0 {
                 break;
