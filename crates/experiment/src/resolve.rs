@@ -103,6 +103,10 @@ pub struct MachineFlags<'a> {
     pub mmap_base: Option<&'a str>,
     pub brk_start: Option<&'a str>,
     pub hz: u32,
+    /// `--memory-max SIZE` (thp_abi::Pressure::parse_memory_max).
+    pub memory_max: Option<&'a str>,
+    /// `--swap zram:SIZE|file:SIZE|none` (thp_abi::SwapSpec::parse).
+    pub swap: Option<&'a str>,
 }
 
 /// The simulated machine: the flags converted once into a `sim::MachineConfig` (the rest its
@@ -128,6 +132,12 @@ pub fn machine(f: &MachineFlags) -> Result<sim::MachineConfig> {
         m.brk_start = address_arg("--brk-start", a, "0x555555579000")?;
     }
     m.hz = f.hz;
+    if let Some(t) = f.memory_max {
+        m.pressure.memory_max = Some(thp_abi::Pressure::parse_memory_max(t).map_err(|e| anyhow::anyhow!("--{e}"))?);
+    }
+    if let Some(t) = f.swap {
+        m.pressure.swap = thp_abi::SwapSpec::parse(t).map_err(|e| anyhow::anyhow!("--{e}"))?;
+    }
     Ok(m)
 }
 

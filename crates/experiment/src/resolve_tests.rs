@@ -4,7 +4,7 @@
 use super::*;
 
 fn flags(mem: &str) -> MachineFlags<'_> {
-    MachineFlags { mem, mmap_base: None, brk_start: None, hz: 250 }
+    MachineFlags { mem, mmap_base: None, brk_start: None, hz: 250, memory_max: None, swap: None }
 }
 
 fn err(r: Result<impl std::fmt::Debug>) -> String {
@@ -39,7 +39,7 @@ fn the_smallest_memory_is_the_watermark_and_a_block() {
 
 #[test]
 fn the_machine_flags_convert_once_into_the_machine() {
-    let m = machine(&MachineFlags { mem: "512M", mmap_base: Some("0x7f0000000000"), brk_start: Some("0x560000000000"), hz: 1000 }).unwrap();
+    let m = machine(&MachineFlags { mem: "512M", mmap_base: Some("0x7f0000000000"), brk_start: Some("0x560000000000"), hz: 1000, memory_max: None, swap: None }).unwrap();
     let d = sim::MachineConfig::default();
     assert_eq!((m.mem_bytes, m.mmap_base, m.brk_start, m.hz), (512 << 20, 0x7f00_0000_0000, 0x5600_0000_0000, 1000));
     assert_eq!(m.min_free_kbytes, d.min_free_kbytes, "the rest is the default machine");

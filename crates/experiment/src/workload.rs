@@ -85,7 +85,7 @@ impl WorkloadExperiment<'_> {
 
     /// The workload live at the model run's addresses ([`run_live_as_modelled`]).
     fn run_live(&self, model: &RunResult, s: &ThpSettings) -> Result<RunResult> {
-        run_live_as_modelled(model, self.workload, s, self.repeat, false, self.profile, self.settle_host)
+        run_live_as_modelled(model, self.workload, s, self.machine, self.repeat, false, self.profile, self.settle_host)
     }
 }
 
@@ -110,7 +110,7 @@ pub fn model_and_live(
     settle_host: &dyn Fn(),
 ) -> Result<(RunResult, RunResult)> {
     let model = run_model(w, s, machine, false, None, x, None)?;
-    let live = run_live_as_modelled(&model, w, s, repeat, false, x, settle_host)?;
+    let live = run_live_as_modelled(&model, w, s, machine, repeat, false, x, settle_host)?;
     Ok((remodel(w, s, machine, x, model, &live)?.0, live))
 }
 
@@ -120,11 +120,14 @@ pub fn model_and_live(
 /// page reporting has taken every free block (`settle_host`, and the repeats in the executor),
 /// runs pinned to the CPU whose per-CPU lists hold the fewest pages as it starts, and reads the
 /// free lists it starts from (`live.free_lists`, for [`remodel`]) and its host faults
-/// (`live.host_faults`).
+/// (`live.host_faults`). Under the machine's memory pressure (`--memory-max`, `--swap`), in a
+/// memcg with that limit and that swap, as the model ran.
+#[allow(clippy::too_many_arguments)]
 pub fn run_live_as_modelled(
     model: &RunResult,
     workload: &workload::Workload,
     settings: &ThpSettings,
+    machine: &sim::MachineConfig,
     repeat: u32,
     progress: bool,
     profile: &sim::Profile,
@@ -134,7 +137,7 @@ pub fn run_live_as_modelled(
     if reporting {
         settle_host();
     }
-    let opts = crate::host::exec_options(repeat, progress, profile, reporting);
+    let opts = live::ExecOptions { pressure: machine.pressure, ..crate::host::exec_options(repeat, progress, profile, reporting) };
     Ok(live::run_live(workload, settings, &model.regions, &opts)?)
 }
 

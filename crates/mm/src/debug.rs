@@ -189,6 +189,7 @@ impl Kernel {
     pub fn check_invariants(&self) -> Result<(), String> {
         self.check_frames()?;
         self.check_vmas()?;
+        self.check_lru_and_swap()?;
         self.check_mappings()
     }
 

@@ -233,6 +233,7 @@ impl Kernel {
     /// mapping, whose file pages are mapped again and whose file PMDs are not copied):
     /// `copy_huge_pmd` for huge PMDs, `copy_pte_range` → `copy_present_ptes` for PTE tables.
     fn copy_page_range(&mut self, child: &mut Mm, vma: &Vma, work: &mut ForkWork) -> Result<(), Errno> {
+        self.copy_swap_entries(child, vma);
         let parent = self.mm.id;
         let cow = vma.flags & vm::SHARED == 0;
         let wrprotected = work.wrprotected;

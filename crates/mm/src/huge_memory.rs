@@ -118,7 +118,7 @@ impl Kernel {
             self.mm.stats.zero_page_faults += 1;
             return HugeFault::Done;
         }
-        let Some(folio) = self.vma_alloc_anon_folio_pmd() else {
+        let Some(folio) = self.vma_alloc_anon_folio_pmd(vma) else {
             return HugeFault::Fallback(FallbackReason::AllocFailed);
         };
         let Some(pgtable) = self.alloc_pgtable() else {
@@ -140,11 +140,18 @@ impl Kernel {
         HugeFault::Done
     }
 
-    /// `vma_alloc_anon_folio_pmd`: allocate the 2 MiB folio; on failure count the fallback.
-    fn vma_alloc_anon_folio_pmd(&mut self) -> Option<Pfn> {
+    /// `vma_alloc_anon_folio_pmd`: allocate and charge the 2 MiB folio (with the VMA's
+    /// `vma_thp_gfp_mask`); on failure count the fallback, and on a failed charge
+    /// `thp_fault_fallback_charge` and `anon_fault_fallback_charge` too.
+    fn vma_alloc_anon_folio_pmd(&mut self, vma: &Vma) -> Option<Pfn> {
+        self.charge_gfp = Some(crate::memcontrol::vma_thp_gfp(self.settings.defrag, Some(vma)));
         match self.alloc_folio(Order::PMD, true) {
             Some(f) => Some(f),
             None => {
+                if self.last_charge_failed {
+                    self.counters.count(VmEvent::ThpFaultFallbackCharge);
+                    self.counters.count_mthp(Order::PMD, MthpStat::AnonFaultFallbackCharge);
+                }
                 self.counters.count(VmEvent::ThpFaultFallback);
                 self.counters.count_mthp(Order::PMD, MthpStat::AnonFaultFallback);
                 None
@@ -161,6 +168,7 @@ impl Kernel {
         self.mm.stats.anon_rss_pages += 1 << PMD_ORDER;
         self.counters.count(VmEvent::ThpFaultAlloc);
         self.counters.count_mthp(Order::PMD, MthpStat::AnonFaultAlloc);
+        self.lru_add(folio, haddr);
     }
 
     /// `do_huge_pmd_wp_page` for the huge zero folio (`do_huge_zero_wp_pmd`): a write to the
@@ -169,7 +177,7 @@ impl Kernel {
         let haddr = addr.align_down(Order::PMD);
         match self.mm.pt.pmd(pmd_table, haddr) {
             Pmd::HugeZero => {
-                if let Some(folio) = self.vma_alloc_anon_folio_pmd() {
+                if let Some(folio) = self.vma_alloc_anon_folio_pmd(vma) {
                     self.map_anon_folio_pmd(folio, vma, pmd_table, haddr);
                     self.touch_page(folio.add(addr.pte_index() as u32));
                     return HugeFault::Done;
@@ -313,13 +321,16 @@ impl Kernel {
         if order == Order::PMD {
             self.counters.count(VmEvent::ThpSplitPage);
         }
-        let keep = flags & pg::ANON;
+        // The pieces stay on the folio's LRU list (`lru_add_split_folio`).
+        let keep = flags & (pg::ANON | pg::LRU | pg::REFERENCED);
+        let lru = self.zone.mem_map[head.idx()].lru;
         let mut unmapped = Vec::new();
         for i in 0..order.nr_pages() {
             let pfn = head.add(i);
             let p = &mut self.zone.mem_map[pfn.idx()];
             p.flags = pg::HEAD | keep | (p.flags & pg::TOUCHED);
             p.order = 0;
+            p.lru = lru;
             if p.mapcount == 0 {
                 unmapped.push(pfn);
             }

@@ -475,6 +475,15 @@ impl Kernel {
         let mut shared = 0;
         for i in 0..512 {
             let e = self.mm.pt.pte(idx, i);
+            if e == 0 && !self.mm.pt.swap.is_empty() && self.mm.pt.swap.contains_key(&(addr / mm_types::PAGE_SIZE + i as u64)) {
+                // A swap entry: the model does not swap in for a collapse
+                // (`__collapse_huge_page_swapin`); the range is refused.
+                let swapped = self.mm.pt.swap.range(addr / mm_types::PAGE_SIZE..addr / mm_types::PAGE_SIZE + 512).count() as u32;
+                if cc.is_khugepaged && swapped > ks.max_ptes_swap {
+                    self.counters.count(VmEvent::ThpScanExceedSwapPte);
+                }
+                return ScanResult::ExceedSwapPte;
+            }
             if e == 0 || e & PTE_ZERO != 0 {
                 none_or_zero += 1;
                 // A userfaultfd-registered VMA allows no none or zero PTE, even to MADV_COLLAPSE.
@@ -508,8 +517,16 @@ impl Kernel {
     /// zero-page PTEs become zero-filled pages), release the old folios and map the new one with
     /// a PMD; the old PTE table is deposited.
     fn collapse_huge_page(&mut self, vma: &Vma, haddr: Vaddr, idx: u32, t: u32) -> ScanResult {
-        // alloc_charge_folio: the model's memcg never refuses a charge.
-        let Some(folio) = self.alloc_folio(Order::PMD, true) else {
+        // alloc_charge_folio: a failed charge counts nothing (SCAN_CGROUP_CHARGE_FAIL). Reclaim
+        // while allocating leaves the range being collapsed alone (the kernel revalidates it).
+        self.reclaim_guard = Some((self.mm.id.0, haddr.0, haddr.0 + mm_types::PMD_SIZE));
+        self.charge_gfp = Some(crate::memcontrol::ChargeGfp::Full);
+        let folio = self.alloc_folio(Order::PMD, true);
+        self.reclaim_guard = None;
+        let Some(folio) = folio else {
+            if self.last_charge_failed {
+                return ScanResult::CgroupChargeFail;
+            }
             self.counters.count(VmEvent::ThpCollapseAllocFailed);
             return ScanResult::AllocHugePageFail;
         };

@@ -20,6 +20,11 @@
 //! - [`userfaultfd`]: `fs/userfaultfd.c`, `mm/userfaultfd.c`: registration, UFFDIO_COPY/ZEROPAGE.
 //! - [`tlbflush`]: the translation query and the TLB flushes (`mm/mmu_gather.c`); [`arch`]:
 //!   arm64 contpte folding (`arch/arm64/mm/contpte.c`).
+//! - [`vmscan`]: `mm/vmscan.c`, `mm/swap.c`: the anon LRU, reclaim, kswapd, direct reclaim.
+//! - [`memcontrol`]: `mm/memcontrol.c`: the run's memcg, charge, limit reclaim, OOM.
+//! - [`swapfile`]: `mm/swapfile.c`: the swap device and its cluster allocator.
+//! - [`swap_io`]: `mm/vmscan.c`, `mm/rmap.c`, `mm/page_io.c`, `mm/memory.c`: swap-out of a
+//!   folio whole or split, swap entries, `do_swap_page`.
 //! - [`debug`]: `CONFIG_DEBUG_VM`: `check_invariants`, and the census of mapped folios.
 //! - [`model`]: model-only instrumentation, no kernel file: per-mm stats, fallback reasons,
 //!   `--explain`, the peak.
@@ -38,6 +43,7 @@ pub mod gup;
 pub mod huge_memory;
 pub mod khugepaged;
 pub mod madvise;
+pub mod memcontrol;
 pub mod memory;
 pub mod mmap;
 pub mod model;
@@ -45,9 +51,12 @@ pub mod page_alloc;
 pub mod page_reporting;
 pub mod pgtable;
 pub mod shmem;
+pub mod swap_io;
+pub mod swapfile;
 pub mod tlbflush;
 pub mod userfaultfd;
 pub mod vma;
+pub mod vmscan;
 
 /// Old paths, kept while other crates name them (model-only code now lives in [`model`]).
 pub mod vmstat {
@@ -154,6 +163,9 @@ pub struct BootParams {
     pub brk_start: u64,
     /// `huge=` of the machine's /dev/shm (never unless mounted otherwise).
     pub dev_shm_huge: shmem::SbHuge,
+    /// The memcg limit and the swap device the machine's mms run with (`--memory-max`,
+    /// `--swap`; [`memcontrol`], [`swapfile`]). Default none: no limit, no swap.
+    pub pressure: thp_abi::Pressure,
 }
 
 impl Default for BootParams {
@@ -166,6 +178,7 @@ impl Default for BootParams {
             mmap_base: 0x7dff_fffc_5000,
             brk_start: 0x5555_5557_9000,
             dev_shm_huge: shmem::SbHuge::Never,
+            pressure: thp_abi::Pressure::default(),
         }
     }
 }
@@ -288,6 +301,19 @@ pub struct Kernel {
     pub counters: Counters,
     /// Folios freed, by order (`free_folio`): work a driver prices, no kernel counter.
     pub(crate) folios_freed: [u64; mm_types::PMD_ORDER as usize + 1],
+    /// The run's memcg (`memcontrol`): usage always, a limit with `--memory-max`.
+    pub(crate) memcg: memcontrol::MemCgroup,
+    /// The swap device (`--swap`), if any.
+    pub(crate) swap: Option<swapfile::SwapDevice>,
+    /// The anon LRU (`vmscan`), kept when there is swap.
+    pub(crate) lru: vmscan::Lru,
+    pub(crate) reclaim_stats: vmscan::ReclaimStats,
+    /// The GFP the next `alloc_folio` charges with (set by the THP fault paths); `None`: by order.
+    pub(crate) charge_gfp: Option<memcontrol::ChargeGfp>,
+    /// The last `alloc_folio` that failed failed on the memcg charge.
+    pub(crate) last_charge_failed: bool,
+    /// A range reclaim leaves alone while a fault or collapse works on it: (mm, start, end).
+    pub(crate) reclaim_guard: Option<(u32, u64, u64)>,
 }
 
 impl Kernel {
@@ -317,6 +343,13 @@ impl Kernel {
             tlb_flushes: None,
             counters: Counters::default(),
             folios_freed: [0; mm_types::PMD_ORDER as usize + 1],
+            memcg: memcontrol::MemCgroup { max: params.pressure.memory_max.map(|b| b / PAGE_SIZE), ..Default::default() },
+            swap: params.pressure.swap.as_ref().map(swapfile::SwapDevice::new),
+            lru: Default::default(),
+            reclaim_stats: Default::default(),
+            charge_gfp: None,
+            last_charge_failed: false,
+            reclaim_guard: None,
         }
     }
 

@@ -11,6 +11,7 @@ use mm_types::{Order, Orders, Pfn, Vaddr, PAGE_SHIFT, PAGE_SIZE, PMD_ORDER, PMD_
 use thp_abi::MthpStat;
 
 use crate::huge_memory::{thp_vma_suitable_order, thp_vma_suitable_orders, HugeFault, TvaType};
+use crate::memcontrol::{vma_thp_gfp, ChargeGfp};
 use crate::page_alloc::pg;
 use crate::pgtable::{mk_pte, pte_pfn, Pmd, Pte, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, PTE_YOUNG, PTE_ZERO, ZERO_PTE};
 use crate::vma::{vm, Vma};
@@ -78,9 +79,28 @@ impl Kernel {
     }
 
     /// Allocate a folio of `order` (anon if `anon`).
+    /// Allocate a folio of `order` (anon if `anon`) and charge it to the memcg
+    /// (`mem_cgroup_charge`, with `charge_gfp` or the GFP of its order); wakes kswapd below the
+    /// low watermark when there is swap. `None` when the allocation or the charge failed
+    /// (`last_charge_failed` says which).
     pub(crate) fn alloc_folio(&mut self, order: Order, anon: bool) -> Option<Pfn> {
+        let gfp = self.charge_gfp.take();
+        self.last_charge_failed = false;
         let pfn = self.zone.alloc_pages(order)?;
         self.prep_folio(pfn, order, if anon { pg::ANON } else { 0 });
+        if self.memcg.max.is_none() {
+            self.memcg.usage += order.nr_pages() as u64;
+        } else {
+            let gfp = gfp.unwrap_or(if order.0 == 0 { ChargeGfp::Full } else { vma_thp_gfp(self.settings.defrag, None) });
+            if self.try_charge_memcg(order, gfp).is_err() {
+                self.zone.free_pages(pfn, order);
+                self.last_charge_failed = true;
+                return None;
+            }
+        }
+        if self.swap.is_some() {
+            self.wakeup_kswapd();
+        }
         Some(pfn)
     }
 
@@ -106,6 +126,10 @@ impl Kernel {
                 self.counters.mod_mthp(order, MthpStat::NrAnon, -1);
             }
         }
+        if flags & pg::LRU != 0 {
+            self.lru_del(folio);
+        }
+        self.mem_cgroup_uncharge(order);
         self.folios_freed[order.0 as usize] += 1;
         self.zone.free_pages(folio, order);
     }
@@ -249,7 +273,16 @@ impl Kernel {
             }
         }
         self.mm.stats.minflt += 1;
-        self.handle_mm_fault(vma, va, write, table, seen_pmd, seen_pte)
+        if self.swap.is_none() {
+            return self.handle_mm_fault(vma, va, write, table, seen_pmd, seen_pte);
+        }
+        // Reclaim that the fault's allocation runs leaves the faulting PMD range alone (the
+        // kernel holds the folios the fault works on).
+        let start = va.align_down(Order::PMD).0;
+        self.reclaim_guard = Some((self.mm.id.0, start, start + PMD_SIZE));
+        let r = self.handle_mm_fault(vma, va, write, table, seen_pmd, seen_pte);
+        self.reclaim_guard = None;
+        r
     }
 
     /// `n` accesses at `addr`, `addr + stride`, … (a touch in address order): exactly what `n`
@@ -299,7 +332,9 @@ impl Kernel {
                 && vma.file == 0
                 && vma.anon_vma != 0
                 && vma.flags & vm::WRITE != 0
-                && vma.flags & (vm::SPECIAL | vm::UFFD_MISSING) == 0;
+                && vma.flags & (vm::SPECIAL | vm::UFFD_MISSING) == 0
+                && self.memcg.max.is_none()
+                && self.swap.is_none();
             let bits = PTE_WRITE | PTE_DIRTY | PTE_YOUNG;
             while done < n {
                 let a = addr + done * stride;
@@ -357,7 +392,7 @@ impl Kernel {
         // With no size enabled anywhere, no VMA can get a THP at fault: skip the order checks.
         let thp_possible = !self.masks.possible().is_empty();
         match seen_pmd {
-            Pmd::None if !thp_possible => {}
+            Pmd::None if !thp_possible || self.pmd_range_has_swap(va) => {}
             Pmd::None => {
                 if self.thp_vma_allowable_orders(&vma, TvaType::PageFault, Orders::single(Order::PMD)).is_empty() {
                     pmd_reason = Some(None);
@@ -409,7 +444,9 @@ impl Kernel {
     #[inline]
     fn handle_pte_fault_at(&mut self, mut vma: Vma, va: Vaddr, write: bool, idx: u32, e: Pte, pmd_reason: Option<Option<FallbackReason>>) -> Access {
         let mut info = PteFaultInfo::new(write);
-        let result = if e == 0 {
+        let result = if e == 0 && !self.mm.pt.swap.is_empty() && self.mm.pt.swap.contains_key(&(va.0 / PAGE_SIZE)) {
+            return self.do_swap_page(&vma, va);
+        } else if e == 0 {
             self.do_anonymous_page(&mut vma, va, write, idx, &mut info)
         } else if write && e & PTE_WRITE == 0 {
             if e & PTE_ZERO != 0 {
@@ -456,6 +493,7 @@ impl Kernel {
             let p = &mut self.zone.mem_map[folio.idx()];
             p.mapcount = 1;
             p.flags |= pg::TOUCHED;
+            self.lru_add(folio, va);
             return Access::Fault;
         }
         let nr = order.nr_pages();
@@ -473,6 +511,7 @@ impl Kernel {
         self.folio_add_new_anon_rmap(folio);
         self.rmap_add_ptes(folio, folio, nr);
         self.touch_page(folio.add((va.pte_index() - first) as u32));
+        self.lru_add(folio, base);
         info.chosen = order;
         Access::Fault
     }
@@ -507,7 +546,8 @@ impl Kernel {
             let mut order = orders.highest();
             while let Some(o) = order {
                 let first = va.align_down(o).pte_index();
-                if self.mm.pt.ptes_none(idx, first..first + o.nr_pages() as usize) {
+                let range_start = va.align_down(o).0;
+                if self.mm.pt.ptes_none(idx, first..first + o.nr_pages() as usize) && !self.swap_in_range(range_start, range_start + o.nr_pages() as u64 * PAGE_SIZE) {
                     if !beside_full || neighbour_full(vma, va, o, &self.mm.pt, idx) {
                         break;
                     }
@@ -518,8 +558,12 @@ impl Kernel {
                 order = orders.next_below(o);
             }
             while let Some(o) = order {
+                self.charge_gfp = Some(vma_thp_gfp(self.settings.defrag, Some(vma)));
                 if let Some(f) = self.alloc_folio(o, true) {
                     return Some(f);
+                }
+                if self.last_charge_failed {
+                    self.counters.count_mthp(o, MthpStat::AnonFaultFallbackCharge);
                 }
                 self.counters.count_mthp(o, MthpStat::AnonFaultFallback);
                 info.alloc_failed = info.alloc_failed.with(o);
@@ -540,6 +584,7 @@ impl Kernel {
         self.flush_tlb_range(va.0 & !(PAGE_SIZE - 1), (va.0 & !(PAGE_SIZE - 1)) + PAGE_SIZE);
         self.rmap_add_ptes(page, page, 1);
         self.touch_page(page);
+        self.lru_add(page, va);
         match old {
             Some((head, old_page)) => {
                 self.folio_remove_rmap_ptes(head, old_page, 1);
@@ -681,6 +726,9 @@ impl Kernel {
     /// [`Kernel::zap_range`]; with `only_file`, anonymous folios (a private mapping's copies)
     /// stay; with `split_pmds`, a huge PMD the range covers whole is split too.
     fn zap_range_of(&mut self, start: u64, end: u64, only_file: bool, split_pmds: bool) {
+        if !only_file {
+            self.zap_swap_range(start, end);
+        }
         for (t, va, pmd_end) in self.pmd_steps(start, end) {
             let addr = va.0;
             match self.mm.pt.pmd(t, va) {

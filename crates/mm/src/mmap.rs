@@ -353,6 +353,17 @@ impl Kernel {
     fn move_page_tables(&mut self, old: u64, new: u64, len: u64) -> Result<(), Errno> {
         // move_ptes → flush_tlb_range of the old range.
         self.flush_tlb_range(old, old + len);
+        // Swap entries move with their PTEs.
+        if self.swap_in_range(old, old + len) {
+            let (o, n) = (old / PAGE_SIZE, new / PAGE_SIZE);
+            let moved: Vec<(u64, u32)> = self.mm.pt.swap.range(o..o + len / PAGE_SIZE).map(|(k, s)| (*k, *s)).collect();
+            for (k, _) in &moved {
+                self.mm.pt.swap.remove(k);
+            }
+            for (k, s) in moved {
+                self.mm.pt.swap.insert(k - o + n, s);
+            }
+        }
         use crate::pgtable::Pmd;
         use mm_types::{Order, Vaddr};
         let mut off = 0;

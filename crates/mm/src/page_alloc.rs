@@ -53,6 +53,10 @@ pub(crate) mod pg {
     /// is PMD-mapped, as the kernel keeps it); set by `copy_present_ptes`/`copy_huge_pmd`,
     /// cleared when a write fault reuses the page. A new page is exclusive.
     pub const ANON_SHARED: u16 = 1 << 12;
+    /// `PG_lru`: on an LRU list (the head; `Page::lru` says which list, `vmscan`).
+    pub const LRU: u16 = 1 << 14;
+    /// `PG_referenced`: reclaim saw the folio young once and kept it (`folio_check_references`).
+    pub const REFERENCED: u16 = 1 << 15;
 }
 
 /// `struct page`, 8 bytes: flags, the order of the buddy block (free) or of the folio this page
@@ -65,7 +69,8 @@ pub(crate) mod pg {
 pub(crate) struct Page {
     pub flags: u16,
     pub order: u8,
-    _pad: u8,
+    /// On the head of a folio on the LRU: `vmscan::LRU_ACTIVE` and the entry generation.
+    pub lru: u8,
     /// PTE mappings of this page (`_mapcount + 1`); for a free block head, its link slot.
     pub mapcount: i32,
 }
@@ -551,6 +556,16 @@ impl Zone {
     }
 
     /// Free pages above the low watermark by at least `pages` (`zone_watermark_ok` for order 0).
+    /// Free pages below the low watermark: the allocator wakes kswapd (`wakeup_kswapd`).
+    pub(crate) fn below_low_watermark(&self) -> bool {
+        self.nr_free < self.wmark.low
+    }
+
+    /// `pgdat_balanced`: free pages above the high watermark.
+    pub(crate) fn above_high_watermark(&self) -> bool {
+        self.nr_free > self.wmark.high
+    }
+
     pub(crate) fn above_low_watermark_by(&self, pages: u64) -> bool {
         self.nr_free > self.wmark.low + pages
     }

@@ -161,6 +161,9 @@ pub(crate) struct PageTables {
     free_chunks: Vec<u32>,
     /// One-entry cache of the last PUD lookup: (1 GiB index, PMD table).
     last_pud: Option<(u64, u32)>,
+    /// Swap entries (`is_swap_pte`) by virtual page: the swap slot. The PTE there reads none;
+    /// `swap_io` and the walkers that must tell a swap entry from none look here.
+    pub swap: BTreeMap<u64, u32>,
 }
 
 pub(crate) const NO_TABLE: u32 = u32::MAX;

@@ -50,6 +50,9 @@ pub fn human_bytes(b: u64) -> String {
 /// has (`--mem`), what is in folios and page tables, and the min watermark's reserve that the
 /// fault path may not take.
 pub fn oom_report(k: &mm::Kernel) -> String {
+    if let Some(memcg) = k.memcg_oom_report() {
+        return memcg;
+    }
     let u = k.memory_use();
     let b = |pages: u64| human_bytes(pages * mm_types::PAGE_SIZE);
     let held = if u.held > 0 { format!(", {} held by the rest of the system", b(u.held)) } else { String::new() };
@@ -81,6 +84,8 @@ pub struct MachineConfig {
     pub dev_shm_huge: TmpfsHuge,
     /// CONFIG_HZ: khugepaged sleeps in jiffies (`daemons`). 250 on this machine kind.
     pub hz: u32,
+    /// The run's memcg limit and swap device (`--memory-max`, `--swap`); default none.
+    pub pressure: thp_abi::Pressure,
 }
 
 impl MachineConfig {
@@ -93,6 +98,7 @@ impl MachineConfig {
             mmap_base: self.mmap_base,
             brk_start: self.brk_start,
             dev_shm_huge: sb_huge(self.dev_shm_huge),
+            pressure: self.pressure,
         }
     }
 }
@@ -106,6 +112,7 @@ impl Default for MachineConfig {
             brk_start: 0x5555_5557_9000,
             dev_shm_huge: TmpfsHuge::Never,
             hz: daemons::DEFAULT_HZ,
+            pressure: thp_abi::Pressure::default(),
         }
     }
 }
@@ -745,6 +752,34 @@ fn counters_into(r: &mut RunResult, c: &uapi::Counters) {
     }
 }
 
+/// Under memory pressure (a memcg limit or swap): reclaim's and swap's /proc/vmstat lines
+/// (`pswpin`, `pswpout`, `pgmajfault`, `pgscan_anon`, `pgsteal_anon`, `pgactivate`,
+/// `pgdeactivate`, `oom_kill`), the major faults, and SwapTotal/SwapFree in kB. Nothing without.
+fn pressure_into(r: &mut RunResult, k: &Kernel) {
+    if !k.under_pressure() {
+        return;
+    }
+    let s = k.reclaim_stats();
+    let lines = [
+        ("pswpin", s.pswpin),
+        ("pswpout", s.pswpout),
+        ("pgmajfault", s.pgmajfault),
+        ("pgscan_anon", s.pgscan),
+        ("pgsteal_anon", s.pgsteal),
+        ("pgactivate", s.pgactivate),
+        ("pgdeactivate", s.pgdeactivate),
+        ("oom_kill", k.memcg().oom_kill),
+    ];
+    for (name, v) in lines {
+        r.vmstat.insert(name.into(), v as i64);
+    }
+    r.process.majflt = Some(k.stats().majflt);
+    if let Some((total, used)) = k.swap_pages() {
+        r.meminfo.insert("SwapTotal".to_string(), (total * 4) as i64);
+        r.meminfo.insert("SwapFree".to_string(), ((total - used) * 4) as i64);
+    }
+}
+
 /// Process figures and the census from one or more census walks (several processes).
 fn census_into(r: &mut RunResult, reports: &[mm::debug::CensusReport]) {
     let mut total = uapi::Census::default();
@@ -829,6 +864,7 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
     let ranges: Vec<(u64, u64)> = regions.iter().flatten().map(|&(s, l)| (s, s + l)).collect();
     census_into(&mut r, &[k.census(&ranges)]);
     r.process.minflt = k.stats().minflt;
+    pressure_into(&mut r, k);
     fallbacks_into(&mut r, &[k.stats().fallbacks]);
     r.regions = workload
         .regions

@@ -80,41 +80,26 @@ pub fn load(study: &Study) -> Result<Loaded> {
     Ok(Loaded { inputs, profiles })
 }
 
-/// The result of point number `n` as `thplab sim --json` prints it.
+/// The result of point number `n` as `thplab sim --json` prints it: its profile resolved as
+/// `sim` resolves it (`experiment::resolve::profile`; the study checked the cpu and paging).
 pub fn simulate(study: &Study, loaded: &Loaded, p: &Point) -> Result<uapi::RunResult> {
-    let profile = loaded.profiles[p.profile].as_ref();
-    let (cpu, paging) = (&study.cpu[p.cpu], &study.paging[p.paging]);
-    let tlb = |prof: Option<&MachineProfile>| tlb_choice(cpu, paging, prof);
-    let o = SimOptions {
-        check: false,
-        sample: None,
-        recorded_time: true,
-        tlb: &tlb,
-        order0_scatter: profile.and_then(|p| p.tlb.as_ref()).map_or(0.0, |t| t.order0_scatter),
-        profile,
-        salvage: None,
+    let file = loaded.profiles[p.profile].as_ref();
+    let input = &loaded.inputs[p.input];
+    let flags = experiment::resolve::ProfileFlags {
+        cpu: given(&study.cpu[p.cpu]),
+        paging: given(&study.paging[p.paging]),
+        tlb: !matches!(input, SimInput::Recording { accesses: None, .. }),
+        ..Default::default()
     };
+    let profile = experiment::resolve::profile(&flags, file)?;
+    let o = SimOptions { check: false, recorded_time: true, profile: &profile, salvage: None };
     let machine = machine(&study.mem[p.mem])?;
-    experiment::simulate::sim_one(&o, &loaded.inputs[p.input], &study.settings[p.settings].1, &machine, None, false)
+    experiment::simulate::sim_one(&o, input, &study.settings[p.settings].1, &machine, None, false)
 }
 
-/// `--cpu` and `--paging` (`default`: the profile's `[tlb]`, else zen4 and native paging), as
-/// `thplab sim` chooses.
-fn tlb_choice(cpu: &str, paging: &str, profile: Option<&MachineProfile>) -> Result<(&'static tlb::CpuPreset, tlb::Paging)> {
-    let measured = profile.and_then(|p| p.tlb.as_ref());
-    let cpu = match (cpu, measured) {
-        (DEFAULT, Some(t)) => t.cpu.as_str(),
-        (DEFAULT, None) => tlb::presets::ZEN4.name,
-        (c, _) => c,
-    };
-    let paging = match (paging, measured) {
-        (DEFAULT, Some(t)) => t.paging.as_str(),
-        (DEFAULT, None) => "native",
-        (p, _) => p,
-    };
-    let preset = tlb::presets::by_name(cpu).with_context(|| format!("cpu '{cpu}' is no preset (valid: {})", tlb::presets::names().join(", ")))?;
-    let paging = tlb::Paging::parse(paging).with_context(|| format!("paging '{paging}' is not native, nested-4k, nested-2m or nested-1g"))?;
-    Ok((preset, paging))
+/// A `--cpu`/`--paging` value as given, `None` for the study's `default`.
+fn given(v: &str) -> Option<&str> {
+    (v != DEFAULT).then_some(v)
 }
 
 /// Point `n`'s row: its number and axes, then its figures, or its error (a point that fails

@@ -155,8 +155,6 @@ struct LiveArgs {
     /// print progress once a second.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     sample: Option<u64>,
-    #[command(flatten)]
-    pressure: pressure_args::PressureArgs,
 }
 
 #[derive(Args)]
@@ -245,8 +243,6 @@ struct CompareArgs {
     /// nothing live, retries nothing (--retries and --repeat do not apply).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["record", "matrix", "sample"])]
     live_result: Option<PathBuf>,
-    #[command(flatten)]
-    pressure: pressure_args::PressureArgs,
 }
 
 #[derive(Args)]
@@ -553,8 +549,7 @@ fn cmd_live(a: LiveArgs) -> Result<u8> {
     // The model decides where regions go; the live executor maps them at the same addresses.
     let model = experiment::simulate::run_sim_tlb(&w, &settings, &machine, false, false, None, &sim::Profile::default())?;
     let sampled = sim::Profile { sample_ms: a.sample, ..Default::default() };
-    let pressure = a.pressure.resolve()?;
-    let r = experiment::host::run_live_under(&w, &settings, &model.regions, a.repeat, !a.json, &sampled, &pressure)?;
+    let r = experiment::host::run_live_under(&w, &settings, &model.regions, a.repeat, !a.json, &sampled, &machine.pressure)?;
     print_result(&r, &settings, a.json)?;
     Ok(exit::OK)
 }
@@ -571,14 +566,6 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     }
     if a.workload.is_none() && !a.record {
         bail!("give the workload: thplab compare WORKLOAD --matrix {} (or --record -- CMD)", a.matrix.as_deref().unwrap_or("anon"));
-    }
-    if !a.pressure.resolve()?.is_none() {
-        // The live side could run it (`thplab live --memory-max`), but comparing it with a model
-        // that never runs short would compare unlike things.
-        bail!(
-            "compare --memory-max/--swap: the model does not model memory pressure yet, so it cannot be compared with a live run under a limit; \
-             run the live side alone with: thplab live WORKLOAD --memory-max SIZE --swap zram:SIZE"
-        );
     }
     checks::stdin_once(&[a.workload.as_deref().unwrap_or(""), a.profile.as_deref().unwrap_or("")], &a.settings)?;
     print::set_wide(a.wide);
@@ -626,6 +613,14 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
 /// `thplab compare --record -- CMD`: the settings and tolerance resolved, then one call to
 /// `experiment::program_lab::compare_record`.
 fn cmd_compare_record(a: CompareArgs, machine: sim::MachineConfig) -> Result<u8> {
+    if !machine.pressure.is_none() {
+        // The program's live run can join a memcg (`thplab record --memory-max`), but its replay
+        // here would not meet the limit where the program met it: refused, not compared unlike.
+        bail!(
+            "compare --record with --memory-max/--swap: a recorded program is not yet compared under memory pressure; \
+             compare a workload under it (thplab compare WORKLOAD --memory-max SIZE --swap zram:SIZE), or record the program under it (thplab record --memory-max SIZE -- CMD)"
+        );
+    }
     let settings_given = !a.settings.set.is_empty() || !a.settings.settings_file.is_empty() || a.settings.cmdline.is_some();
     let file = a.profile.as_deref().map(load_profile).transpose()?;
     // The TLB model only for the program's accesses.

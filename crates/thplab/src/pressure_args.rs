@@ -1,5 +1,6 @@
-//! `--memory-max SIZE` and `--swap zram:SIZE|file:SIZE|none` of `thplab live` and `compare`
-//! (issue #28): the run's memcg limit and swap, as `thp_abi::Pressure`. The live side creates
+//! `--memory-max SIZE` and `--swap zram:SIZE|file:SIZE|none` of `thplab record` (issue #28): the
+//! program's memcg limit and swap, as `thp_abi::Pressure` (`sim`, `live` and `compare` take the
+//! same flags with the machine's, `resolve::MachineArgs`). The live side creates
 //! them under the settings guard (`live::pressure`).
 
 use anyhow::Result;

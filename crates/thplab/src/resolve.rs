@@ -65,11 +65,22 @@ pub struct MachineArgs {
     /// (a 100 ms sleep lasts 104 ms at 250). This machine kind: 250 (/proc/config.gz).
     #[arg(long, default_value_t = 250, value_name = "HZ", value_parser = clap::value_parser!(u32).range(24..=1200))]
     pub hz: u32,
+    /// A memcg limit (cgroup v2 memory.max, v1 memory.limit_in_bytes): the run's mms are
+    /// charged every folio and reclaimed (swapped) or OOM-killed above it; at least 4M in whole
+    /// pages: 512M, 8G. Live (`live`, `compare`), the workload runs in a memcg of its own with
+    /// this limit, created and removed by the settings guard (result: `live.pressure`).
+    #[arg(long, value_name = "SIZE")]
+    pub memory_max: Option<String>,
+    /// The swap device: zram:SIZE (synchronous, mTHP swap-in), file:SIZE or none. Live, the
+    /// settings guard sets it up and removes it: /dev/zram0 only when nobody uses it (disksize
+    /// 0, not in /proc/swaps), a swap file in $THPLAB_SWAP_DIR (default /var/tmp).
+    #[arg(long, value_name = "zram:SIZE|file:SIZE|none")]
+    pub swap: Option<String>,
 }
 
 impl MachineArgs {
     fn flags(&self) -> MachineFlags<'_> {
-        MachineFlags { mem: &self.mem, mmap_base: self.mmap_base.as_deref(), brk_start: self.brk_start.as_deref(), hz: self.hz }
+        MachineFlags { mem: &self.mem, mmap_base: self.mmap_base.as_deref(), brk_start: self.brk_start.as_deref(), hz: self.hz, memory_max: self.memory_max.as_deref(), swap: self.swap.as_deref() }
     }
 
     /// The machine, converted once (`experiment::resolve::machine`).

@@ -94,7 +94,7 @@ pub(super) fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, ru
     let wall_us = median(&mut walls);
     // The free lists of the run whose wall time is the median: the one the time row compares.
     let free_lists = runs.iter().find(|r| (r.wall_ns / 1000) as i64 == wall_us).and_then(|r| r.free_lists.clone());
-    res.process = ProcessStats { minflt: minflt as u64, rss_bytes: rss as u64, anon_huge_bytes: ahp as u64, bloat_bytes: None };
+    res.process = ProcessStats { minflt: minflt as u64, rss_bytes: rss as u64, anon_huge_bytes: ahp as u64, bloat_bytes: None, majflt: None };
     res.census = rep.census.clone();
     res.folios = rep.census.folio_counts();
     res.processes = processes(w, &runs, rep, &mut col);
@@ -143,7 +143,7 @@ fn processes(w: &Workload, runs: &[RunOnce], rep: &RunOnce, col: &mut impl FnMut
         out.push(uapi::result::ProcResult {
             name: decl.name.clone(),
             exited: one.exited,
-            process: ProcessStats { minflt: minflt as u64, rss_bytes: one.rss_bytes, anon_huge_bytes: one.anon_huge_bytes, bloat_bytes: None },
+            process: ProcessStats { minflt: minflt as u64, rss_bytes: one.rss_bytes, anon_huge_bytes: one.anon_huge_bytes, bloat_bytes: None, majflt: None },
             census: one.census,
             cow_copied: None,
             cow_reused: None,

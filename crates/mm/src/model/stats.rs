@@ -18,6 +18,10 @@ use crate::model::peak::PeakState;
 pub struct ModelStats {
     /// `current->min_flt`.
     pub minflt: u64,
+    /// Major faults (`maj_flt`): swap-ins (`do_swap_page`'s VM_FAULT_MAJOR).
+    pub majflt: u64,
+    /// MM_SWAPENTS: swap entries in this mm's page tables.
+    pub swapents: u64,
     /// MM_ANONPAGES, in pages.
     pub anon_rss_pages: u64,
     /// MM_SHMEMPAGES, in pages.

@@ -90,10 +90,10 @@ fn live_run(text: &str, args: &[&str]) -> Value {
 }
 
 #[test]
-fn compare_refuses_pressure_until_the_model_has_it_and_bad_sizes_say_what_is_valid() {
-    let r = thplab(&["compare", "seed-anon-1g", "--memory-max", "64M", "--swap", "zram:128M"]);
+fn compare_record_refuses_pressure_and_bad_sizes_say_what_is_valid() {
+    let r = thplab(&["compare", "--record", "--memory-max", "64M", "--swap", "zram:128M", "--", "true"]);
     assert_ne!(r.code, 0);
-    assert!(r.stderr.contains("the model does not model memory pressure yet"), "{}", r.stderr);
+    assert!(r.stderr.contains("a recorded program is not yet compared under memory pressure"), "{}", r.stderr);
     let r = thplab(&["live", "seed-anon-1g", "--swap", "disk:4G"]);
     assert_ne!(r.code, 0);
     assert!(r.stderr.contains("'disk' is not a kind of swap") && r.stderr.contains("zram:SIZE, file:SIZE or none"), "{}", r.stderr);

@@ -15,6 +15,9 @@ pub struct ProcessStats {
     /// see it; the live harness leaves it out).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub bloat_bytes: Option<u64>,
+    /// Major faults (swap-ins); only under memory pressure (`--memory-max`, `--swap`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub majflt: Option<u64>,
 }
 
 /// One process (or thread) of a workload that forks or starts threads.

@@ -1,0 +1,193 @@
+//! The memory cgroup of the machine's mms: every folio is charged to it, and a charge above
+//! its limit reclaims, falls back (a large folio) or OOM-kills (an order-0 page).
+//!
+//! Kernel sources (6.18): `mm/memcontrol.c` (`mem_cgroup_charge` → `charge_memcg` →
+//! `try_charge_memcg`: `MAX_RECLAIM_RETRIES` (16, mm/internal.h) rounds of
+//! `try_to_free_mem_cgroup_pages`, a retry while an order-0..3 charge reclaims anything, no
+//! reclaim at all for a GFP that may not block, one round for `__GFP_NORETRY`, then
+//! `mem_cgroup_oom`, which skips costly orders (`order > PAGE_ALLOC_COSTLY_ORDER`)),
+//! `mm/huge_memory.c: vma_thp_gfp_mask` (the GFP a THP or mTHP fault charges with, from
+//! `defrag` and VM_HUGEPAGE), `mm/memory.c: alloc_anon_folio` and
+//! `huge_memory.c: vma_alloc_anon_folio_pmd` (a failed charge counts `anon_fault_fallback_charge`
+//! and, for PMD size, `thp_fault_fallback_charge`).
+//!
+//! The model has one memcg, every mm's (the run's cgroup); page tables and kernel memory are
+//! not charged (the kernel charges page tables too, `__GFP_ACCOUNT`: a small difference the
+//! model leaves out). The per-CPU charge stock (`MEMCG_CHARGE_BATCH`) is left out: charges are
+//! exact.
+
+use mm_types::Order;
+use thp_abi::settings::Defrag;
+
+use crate::vma::{vm, Vma};
+use crate::Kernel;
+
+/// `MAX_RECLAIM_RETRIES`.
+pub const MAX_RECLAIM_RETRIES: u32 = 16;
+/// `PAGE_ALLOC_COSTLY_ORDER`.
+pub const PAGE_ALLOC_COSTLY_ORDER: u8 = 3;
+
+/// What a charge's GFP allows (`gfpflags_allow_blocking`, `__GFP_NORETRY`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChargeGfp {
+    /// No `__GFP_DIRECT_RECLAIM`: fail at once above the limit (`GFP_TRANSHUGE_LIGHT`).
+    NoReclaim,
+    /// Reclaim once and fail (`__GFP_NORETRY`: `defrag=always` on a VMA without MADV_HUGEPAGE).
+    NoRetry,
+    /// Reclaim with the retries, then OOM for an order up to PAGE_ALLOC_COSTLY_ORDER
+    /// (`GFP_HIGHUSER_MOVABLE`, and `GFP_TRANSHUGE` on an madvised VMA).
+    Full,
+}
+
+/// The GFP of a THP/mTHP fault allocation (`vma_thp_gfp_mask`), for the charge.
+pub fn vma_thp_gfp(defrag: Defrag, vma: Option<&Vma>) -> ChargeGfp {
+    let madvised = vma.is_some_and(|v| v.flags & vm::HUGEPAGE != 0);
+    match defrag {
+        Defrag::Always if madvised => ChargeGfp::Full,
+        Defrag::Always => ChargeGfp::NoRetry,
+        Defrag::DeferMadvise | Defrag::Madvise if madvised => ChargeGfp::Full,
+        _ => ChargeGfp::NoReclaim,
+    }
+}
+
+/// The run's memcg (`struct mem_cgroup`'s `memory` page counter and the events the model keeps).
+#[derive(Clone, Debug, Default)]
+pub struct MemCgroup {
+    /// `memory.max` in pages; `None`: no limit (the root).
+    pub max: Option<u64>,
+    /// `memory.current` in pages: folios charged and not yet freed.
+    pub usage: u64,
+    /// The largest usage (`memory.peak`).
+    pub peak: u64,
+    /// `memory.events` max: a charge hit the limit.
+    pub events_max: u64,
+    /// `memory.events` oom_kill: a charge the kernel would answer with an OOM kill.
+    pub oom_kill: u64,
+    /// Charges that failed (fallback or OOM).
+    pub charge_failed: u64,
+}
+
+impl MemCgroup {
+    /// `mem_cgroup_margin`.
+    pub fn margin(&self) -> u64 {
+        match self.max {
+            Some(m) => m.saturating_sub(self.usage),
+            None => u64::MAX,
+        }
+    }
+}
+
+/// Why a charge failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChargeFail {
+    /// ENOMEM back to the caller: a large folio falls back.
+    NoMem,
+    /// `mem_cgroup_oom` would kill: the fault returns VM_FAULT_OOM.
+    Oom,
+}
+
+impl Kernel {
+    /// The run's memcg.
+    pub fn memcg(&self) -> &MemCgroup {
+        &self.memcg
+    }
+
+    /// `try_charge_memcg` of `2^order` pages with `gfp`.
+    pub(crate) fn try_charge_memcg(&mut self, order: Order, gfp: ChargeGfp) -> Result<(), ChargeFail> {
+        let nr = order.nr_pages() as u64;
+        if self.memcg.margin() >= nr {
+            self.charge(nr);
+            return Ok(());
+        }
+        self.memcg.events_max += 1;
+        if gfp == ChargeGfp::NoReclaim {
+            return self.charge_failed(ChargeFail::NoMem);
+        }
+        let mut retries = MAX_RECLAIM_RETRIES;
+        loop {
+            let reclaimed = self.try_to_free_mem_cgroup_pages(nr);
+            if self.memcg.margin() >= nr {
+                self.charge(nr);
+                return Ok(());
+            }
+            if gfp == ChargeGfp::NoRetry {
+                return self.charge_failed(ChargeFail::NoMem);
+            }
+            if reclaimed > 0 && order.0 <= PAGE_ALLOC_COSTLY_ORDER {
+                continue;
+            }
+            if retries == 0 {
+                break;
+            }
+            retries -= 1;
+        }
+        // mem_cgroup_oom: OOM_SKIPPED for a costly order, else the OOM killer. The model stops
+        // there: the killer's victim is the run itself (its only mms).
+        if order.0 > PAGE_ALLOC_COSTLY_ORDER {
+            return self.charge_failed(ChargeFail::NoMem);
+        }
+        self.memcg.oom_kill += 1;
+        self.charge_failed(ChargeFail::Oom)
+    }
+
+    fn charge(&mut self, nr: u64) {
+        self.memcg.usage += nr;
+        self.memcg.peak = self.memcg.peak.max(self.memcg.usage);
+    }
+
+    fn charge_failed(&mut self, why: ChargeFail) -> Result<(), ChargeFail> {
+        self.memcg.charge_failed += 1;
+        Err(why)
+    }
+
+    /// `mem_cgroup_uncharge` of a freed folio of `order`.
+    pub(crate) fn mem_cgroup_uncharge(&mut self, order: Order) {
+        self.memcg.usage -= order.nr_pages() as u64;
+    }
+
+    /// The machine runs with a memcg limit or swap (`--memory-max`, `--swap`).
+    pub fn under_pressure(&self) -> bool {
+        self.memcg.max.is_some() || self.swap.is_some()
+    }
+
+    /// The swap device's pages and the pages in use, if there is one.
+    pub fn swap_pages(&self) -> Option<(u64, u64)> {
+        self.swap.as_ref().map(|d| (d.pages(), d.inuse))
+    }
+
+    /// A memcg OOM kill ended the run: what the kernel's report would say, or `None`.
+    pub fn memcg_oom_report(&self) -> Option<String> {
+        if self.memcg.oom_kill == 0 {
+            return None;
+        }
+        let mib = |p: u64| p * mm_types::PAGE_SIZE >> 20;
+        let swap = match &self.swap {
+            Some(d) => format!("swap {} of {} MiB in use", mib(d.inuse), mib(d.pages())),
+            None => "no swap".into(),
+        };
+        Some(format!(
+            "memcg OOM: the kernel would OOM-kill the process (memory.max {} MiB, usage {} MiB, {swap}, reclaim freed nothing more in {} retries); raise --memory-max or --swap",
+            mib(self.memcg.max.unwrap_or(0)),
+            mib(self.memcg.usage),
+            MAX_RECLAIM_RETRIES
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use thp_abi::settings::Defrag;
+
+    #[test]
+    fn thp_gfp_follows_defrag_and_madvise() {
+        let mut v = Vma { start: 0, end: 1 << 21, flags: vm::READ | vm::WRITE, anon_vma: 0, file: 0, pgoff: 0 };
+        assert_eq!(vma_thp_gfp(Defrag::Madvise, Some(&v)), ChargeGfp::NoReclaim);
+        assert_eq!(vma_thp_gfp(Defrag::Always, Some(&v)), ChargeGfp::NoRetry);
+        assert_eq!(vma_thp_gfp(Defrag::Never, Some(&v)), ChargeGfp::NoReclaim);
+        v.flags |= vm::HUGEPAGE;
+        assert_eq!(vma_thp_gfp(Defrag::Madvise, Some(&v)), ChargeGfp::Full);
+        assert_eq!(vma_thp_gfp(Defrag::Defer, Some(&v)), ChargeGfp::NoReclaim);
+        assert_eq!(vma_thp_gfp(Defrag::Always, Some(&v)), ChargeGfp::Full);
+    }
+}
