@@ -13,6 +13,9 @@
 //! [`Refusal`] naming why each order is dropped) so that `thplab explain` can run the model's
 //! own decision on the inputs it reads from a live process.
 
+mod shrinker;
+pub use shrinker::SplitScan;
+
 use mm_types::{Order, Orders, Pfn, Vaddr, PMD_ORDER, PMD_SIZE};
 use thp_abi::{MthpStat, VmEvent};
 
