@@ -121,7 +121,7 @@ impl Kernel {
             self.mm.stats.zero_page_faults += 1;
             return HugeFault::Done;
         }
-        let Some(folio) = self.vma_alloc_anon_folio_pmd() else {
+        let Some(folio) = self.vma_alloc_anon_folio_pmd(vma) else {
             return HugeFault::Fallback(FallbackReason::AllocFailed);
         };
         let Some(pgtable) = self.alloc_pgtable() else {
@@ -144,8 +144,9 @@ impl Kernel {
     }
 
     /// `vma_alloc_anon_folio_pmd`: allocate the 2 MiB folio; on failure count the fallback.
-    fn vma_alloc_anon_folio_pmd(&mut self) -> Option<Pfn> {
-        match self.alloc_folio(Order::PMD, true) {
+    fn vma_alloc_anon_folio_pmd(&mut self, vma: &Vma) -> Option<Pfn> {
+        let gfp = self.vma_thp_gfp_mask(vma);
+        match self.alloc_anon_folio_gfp(Order::PMD, gfp) {
             Some(f) => Some(f),
             None => {
                 self.counters.count(VmEvent::ThpFaultFallback);
@@ -172,7 +173,7 @@ impl Kernel {
         let haddr = addr.align_down(Order::PMD);
         match self.mm.pt.pmd(pmd_table, haddr) {
             Pmd::HugeZero => {
-                if let Some(folio) = self.vma_alloc_anon_folio_pmd() {
+                if let Some(folio) = self.vma_alloc_anon_folio_pmd(vma) {
                     self.map_anon_folio_pmd(folio, vma, pmd_table, haddr);
                     self.touch_page(folio.add(addr.pte_index() as u32));
                     return HugeFault::Done;

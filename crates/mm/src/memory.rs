@@ -84,6 +84,19 @@ impl Kernel {
         Some(pfn)
     }
 
+    /// Allocate a large anon folio of `order` with `gfp` (a THP or mTHP fault, a collapse):
+    /// the slow path may compact (`crate::page_alloc::Gfp`).
+    pub(crate) fn alloc_anon_folio_gfp(&mut self, order: Order, gfp: crate::page_alloc::Gfp) -> Option<Pfn> {
+        let pfn = self.alloc_pages_gfp(order, gfp)?;
+        self.prep_folio(pfn, order, pg::ANON);
+        Some(pfn)
+    }
+
+    /// `vma_thp_gfp_mask` of `vma` under the current `defrag`.
+    pub(crate) fn vma_thp_gfp_mask(&self, vma: &Vma) -> crate::page_alloc::Gfp {
+        crate::page_alloc::vma_thp_gfp_mask(self.settings.defrag, vma.flags & vm::HUGEPAGE != 0)
+    }
+
     /// `folio_add_new_anon_rmap`: a large anon folio counts in `nr_anon` from its first map.
     pub(crate) fn folio_add_new_anon_rmap(&mut self, folio: Pfn) {
         let order = self.order_of_head(folio);
@@ -517,8 +530,9 @@ impl Kernel {
                 }
                 order = orders.next_below(o);
             }
+            let gfp = self.vma_thp_gfp_mask(vma);
             while let Some(o) = order {
-                if let Some(f) = self.alloc_folio(o, true) {
+                if let Some(f) = self.alloc_anon_folio_gfp(o, gfp) {
                     return Some(f);
                 }
                 self.counters.count_mthp(o, MthpStat::AnonFaultFallback);
