@@ -133,3 +133,54 @@ fn skipped_and_deferred_compaction() {
     assert_eq!(r, CompactResult::Skipped);
     assert_eq!(*k.compaction_events(), CompactionEvents::default());
 }
+
+/// Each defrag mode on a fragmented 64 MiB machine (`fragment_free_memory(0)`: every other
+/// page held movable, 8192 free pages in order-0 blocks only): one write fault in a 2 MiB
+/// aligned VMA, madvised (VM_HUGEPAGE) or not, under enabled=always. `vma_thp_gfp_mask` gives
+/// __GFP_DIRECT_RECLAIM to always (both), defer+madvise and madvise (madvised only): the fault
+/// stalls in direct compaction (async, costly order 9), which empties pageblock 0, and gets
+/// its THP. defer, and defer+madvise unmadvised, give __GFP_KSWAPD_RECLAIM only: kcompactd is
+/// woken (run at once) and the fault falls back. never, and madvise unmadvised: neither.
+#[test]
+fn defrag_modes_stall_or_fall_back_on_a_fragmented_zone() {
+    use thp_abi::VmEvent;
+    // (defrag, madvised) → (thp_fault_alloc, compact_stall, compact_daemon_wake)
+    let cases = [
+        ("always", true, (1, 1, 0)),
+        ("always", false, (1, 1, 0)),
+        ("defer", true, (0, 0, 1)),
+        ("defer", false, (0, 0, 1)),
+        ("defer+madvise", true, (1, 1, 0)),
+        ("defer+madvise", false, (0, 0, 1)),
+        ("madvise", true, (1, 1, 0)),
+        ("madvise", false, (0, 0, 0)),
+        ("never", true, (0, 0, 0)),
+        ("never", false, (0, 0, 0)),
+    ];
+    for (defrag, madvised, want) in cases {
+        let mut s = ThpSettings::default();
+        s.apply_assignment("enabled=always").unwrap();
+        s.apply_assignment(&format!("defrag={defrag}")).unwrap();
+        let mut k = Kernel::boot(&BootParams { mem_bytes: 64 << 20, min_free_kbytes: 1024, ..Default::default() }, &s);
+        assert_eq!(k.fragment_free_memory(0), 8192);
+        let len = mm_types::PMD_SIZE;
+        let a = k.do_mmap(len, crate::vma::vm::READ | crate::vma::vm::WRITE, crate::mmap::MmapPlacement::Aligned { align: len, offset: 0 }).unwrap();
+        if madvised {
+            k.do_madvise(a, len, crate::madvise::Madvise::Hugepage).unwrap();
+        }
+        k.access(a, true);
+        let e = *k.compaction_events();
+        let got = (k.counters.vm(VmEvent::ThpFaultAlloc), e.compact_stall, e.compact_daemon_wake);
+        assert_eq!(got, (want.0, want.1, want.2), "defrag={defrag} madvised={madvised}");
+        assert_eq!(k.counters.vm(VmEvent::ThpFaultFallback), 1 - want.0, "defrag={defrag} madvised={madvised}");
+        if want.1 == 1 {
+            assert_eq!((e.compact_success, e.pgmigrate_success), (1, 256));
+            assert_eq!(k.translation(a).unwrap().pfn, 0, "the THP is pageblock 0, emptied");
+        }
+        if want.2 == 1 {
+            // kcompactd emptied a block for the next fault.
+            assert!(k.zone.buddyinfo()[9] >= 1);
+        }
+        k.check_invariants().unwrap();
+    }
+}

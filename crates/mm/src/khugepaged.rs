@@ -501,15 +501,17 @@ impl Kernel {
         if cc.is_khugepaged && referenced == 0 {
             return ScanResult::LackReferencedPage;
         }
-        self.collapse_huge_page(vma, va, idx, t)
+        self.collapse_huge_page(vma, va, idx, t, cc)
     }
 
     /// `collapse_huge_page`: allocate a 2 MiB folio, copy the present pages into it (none and
     /// zero-page PTEs become zero-filled pages), release the old folios and map the new one with
     /// a PMD; the old PTE table is deposited.
-    fn collapse_huge_page(&mut self, vma: &Vma, haddr: Vaddr, idx: u32, t: u32) -> ScanResult {
-        // alloc_charge_folio: the model's memcg never refuses a charge.
-        let Some(folio) = self.alloc_folio(Order::PMD, true) else {
+    fn collapse_huge_page(&mut self, vma: &Vma, haddr: Vaddr, idx: u32, t: u32, cc: CollapseControl) -> ScanResult {
+        // alloc_charge_folio: khugepaged's GFP by khugepaged/defrag, MADV_COLLAPSE's
+        // GFP_TRANSHUGE (it may compact); the model's memcg never refuses a charge.
+        let gfp = if cc.is_khugepaged { crate::page_alloc::khugepaged_gfp_mask(self.settings.khugepaged.defrag) } else { crate::page_alloc::Gfp::TRANSHUGE };
+        let Some(folio) = self.alloc_anon_folio_gfp(Order::PMD, gfp) else {
             self.counters.count(VmEvent::ThpCollapseAllocFailed);
             return ScanResult::AllocHugePageFail;
         };

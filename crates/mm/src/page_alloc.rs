@@ -1,16 +1,22 @@
 //! The buddy allocator and the memory map: one [`Page`] record per 4 KiB frame.
 //!
 //! Kernel sources (6.18): `mm/page_alloc.c` (`__rmqueue_smallest`, `expand`, `__free_one_page`,
-//! `__zone_watermark_ok`, `calculate_min_free_kbytes`, `__setup_per_zone_wmarks`),
+//! `__zone_watermark_ok`, `calculate_min_free_kbytes`, `__setup_per_zone_wmarks`,
+//! `__alloc_pages_slowpath`, `wake_all_kswapds`, `__alloc_pages_direct_reclaim`),
+//! `mm/huge_memory.c` (`vma_thp_gfp_mask`), `mm/khugepaged.c` (`alloc_hugepage_khugepaged_gfpmask`),
 //! `include/linux/mmzone.h` (`struct free_area`), `include/linux/mm_types.h` (`struct page`).
 //!
 //! Modelled: one zone, free lists per order 0..=MAX_PAGE_ORDER, buddy merging on free, the min
 //! watermark (an allocation may not take the zone below it), and the order-0 per-cpu list of
 //! one CPU (`rmqueue_pcplist`, `rmqueue_bulk`, `free_unref_folios`, `free_pcppages_bulk`):
 //! order-0 pages are taken from it and refilled in batches, freed pages go to its head, and
-//! pages on it do not count as free, as in NR_FREE_PAGES. Not modelled: migratetypes and
-//! pageblock stealing, the pcp lists of orders 1-3 and 9, NUMA nodes, several zones, reclaim and
-//! compaction (an allocation that does not fit the free lists fails). docs/model.md lists these.
+//! pages on it do not count as free, as in NR_FREE_PAGES. Pageblocks carry a migratetype
+//! (`set_pageblock_migratetype`), which compaction reads; THP and mTHP allocations take the
+//! slow path (`__alloc_pages_slowpath`, `__alloc_pages_direct_compact`) with the GFP that
+//! `vma_thp_gfp_mask` (mm/huge_memory.c) gives them. Not modelled: per-migratetype free lists
+//! and pageblock stealing (`__rmqueue_fallback`, `steal_suitable_fallback`), the pcp lists of
+//! orders 1-3 and 9, NUMA nodes, several zones, reclaim (direct reclaim is a placeholder until
+//! the model's reclaim lands). docs/model.md lists these.
 
 use std::collections::VecDeque;
 
