@@ -386,6 +386,7 @@ impl Kernel {
     /// compaction gives up on the cc->order-aligned block of a page it cannot isolate, putting
     /// back what it isolated there. Returns where the scan stopped.
     fn isolate_migratepages_block(&mut self, cc: &mut CompactControl, low: u32, end: u32) -> u32 {
+        let end = end.min(self.zone.nr_pages());
         let skip_on_failure = cc.direct && !cc.sync;
         let block = |p: u32| (p | ((1u32 << cc.order) - 1)) + 1;
         let mut next_skip = block(low);
@@ -463,6 +464,7 @@ impl Kernel {
     /// `isolate_freepages_block` over `[start, end)`: each free block met is isolated whole and
     /// split to order-0 pages; stops once there are enough. Returns where it stopped.
     fn isolate_freepages_block(&mut self, cc: &mut CompactControl, start: u32, end: u32) -> u32 {
+        let end = end.min(self.zone.nr_pages());
         let mut pfn = start;
         let wild = self.zone.wild_range();
         while pfn < end {
