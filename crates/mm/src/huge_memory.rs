@@ -13,6 +13,9 @@
 //! [`Refusal`] naming why each order is dropped) so that `thplab explain` can run the model's
 //! own decision on the inputs it reads from a live process.
 
+mod shrinker;
+pub use shrinker::SplitScan;
+
 use mm_types::{Order, Orders, Pfn, Vaddr, PMD_ORDER, PMD_SIZE};
 use thp_abi::{MthpStat, VmEvent};
 
@@ -140,12 +143,13 @@ impl Kernel {
         HugeFault::Done
     }
 
-    /// `vma_alloc_anon_folio_pmd`: allocate and charge the 2 MiB folio (with the VMA's
-    /// `vma_thp_gfp_mask`); on failure count the fallback, and on a failed charge
-    /// `thp_fault_fallback_charge` and `anon_fault_fallback_charge` too.
+    /// `vma_alloc_anon_folio_pmd`: allocate (with the VMA's `vma_thp_gfp_mask`: the slow path
+    /// may compact) and charge the 2 MiB folio; on failure count the fallback, and on a failed
+    /// charge `thp_fault_fallback_charge` and `anon_fault_fallback_charge` too.
     fn vma_alloc_anon_folio_pmd(&mut self, vma: &Vma) -> Option<Pfn> {
         self.charge_gfp = Some(crate::memcontrol::vma_thp_gfp(self.settings.defrag, Some(vma)));
-        match self.alloc_folio(Order::PMD, true) {
+        let gfp = self.vma_thp_gfp_mask(vma);
+        match self.alloc_anon_folio_gfp(Order::PMD, gfp) {
             Some(f) => Some(f),
             None => {
                 if self.last_charge_failed {

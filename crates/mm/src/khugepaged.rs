@@ -510,18 +510,21 @@ impl Kernel {
         if cc.is_khugepaged && referenced == 0 {
             return ScanResult::LackReferencedPage;
         }
-        self.collapse_huge_page(vma, va, idx, t)
+        self.collapse_huge_page(vma, va, idx, t, cc)
     }
 
     /// `collapse_huge_page`: allocate a 2 MiB folio, copy the present pages into it (none and
     /// zero-page PTEs become zero-filled pages), release the old folios and map the new one with
     /// a PMD; the old PTE table is deposited.
-    fn collapse_huge_page(&mut self, vma: &Vma, haddr: Vaddr, idx: u32, t: u32) -> ScanResult {
-        // alloc_charge_folio: a failed charge counts nothing (SCAN_CGROUP_CHARGE_FAIL). Reclaim
-        // while allocating leaves the range being collapsed alone (the kernel revalidates it).
+    fn collapse_huge_page(&mut self, vma: &Vma, haddr: Vaddr, idx: u32, t: u32, cc: CollapseControl) -> ScanResult {
+        // alloc_charge_folio: khugepaged's GFP by khugepaged/defrag, MADV_COLLAPSE's
+        // GFP_TRANSHUGE (it may compact); a failed charge counts nothing
+        // (SCAN_CGROUP_CHARGE_FAIL). Reclaim while allocating leaves the range being collapsed
+        // alone (the kernel revalidates it).
+        let gfp = if cc.is_khugepaged { crate::page_alloc::khugepaged_gfp_mask(self.settings.khugepaged.defrag) } else { crate::page_alloc::Gfp::TRANSHUGE };
         self.reclaim_guard = Some((self.mm.id.0, haddr.0, haddr.0 + mm_types::PMD_SIZE));
         self.charge_gfp = Some(crate::memcontrol::ChargeGfp::Full);
-        let folio = self.alloc_folio(Order::PMD, true);
+        let folio = self.alloc_anon_folio_gfp(Order::PMD, gfp);
         self.reclaim_guard = None;
         let Some(folio) = folio else {
             if self.last_charge_failed {

@@ -4,8 +4,10 @@
 //!
 //! Module map (each names the kernel file it mirrors; `model` mirrors none):
 //! - [`page_alloc`]: `mm/page_alloc.c`, the buddy allocator and `mem_map`.
+//! - [`compaction`]: `mm/compaction.c`: compact_zone's two scanners, deferral, kcompactd.
 //! - [`page_reporting`]: `mm/page_reporting.c`, free page reporting, and the host behind it.
 //! - [`pgtable`]: page tables, `mm/pgtable-generic.c`.
+//! - `rmap`: `mm/rmap.c` `rmap_walk`, by a walk of every mm's page tables (shrinkers, compaction).
 //! - [`vma`]: `mm/vma.c`, VMA tree, split, merge, `unmapped_area_topdown`.
 //! - [`mmap`]: `mm/mmap.c`, `mm/vma.c`: `do_mmap`, `__get_unmapped_area`, `do_vmi_munmap`, brk.
 //! - [`memory`]: `mm/memory.c`: `handle_mm_fault` and the PTE-level fault path, zap.
@@ -37,6 +39,7 @@
 //! (an errno) come back to the caller.
 
 pub mod arch;
+pub mod compaction;
 pub mod debug;
 pub mod fork;
 pub mod gup;
@@ -50,6 +53,7 @@ pub mod model;
 pub mod page_alloc;
 pub mod page_reporting;
 pub mod pgtable;
+pub(crate) mod rmap;
 pub mod shmem;
 pub mod swap_io;
 pub mod swapfile;
@@ -67,7 +71,7 @@ pub mod vmstat {
 }
 pub use model::{explain, peak};
 
-use mm_types::{Order, Orders, PAGE_SIZE};
+use mm_types::{Order, Orders, Pfn, PAGE_SIZE};
 use thp_abi::settings::{AnonEnabled, TopEnabled};
 use thp_abi::{Counters, ThpSettings};
 
@@ -294,6 +298,8 @@ pub struct Kernel {
     pub(crate) folio_mm_ids: std::collections::HashMap<mm_types::Pfn, fork::FolioMmIds>,
     /// Frames held by the rest of the system ([`Kernel::fragment_memory`]).
     pub(crate) held_pages: u64,
+    /// The zone's compaction state and the compaction vm events.
+    pub(crate) compaction: compaction::ZoneCompaction,
     /// khugepaged's scan (`khugepaged_scan`, its counters).
     pub(crate) khugepaged: khugepaged::KhugepagedScan,
     /// Flushed ranges for a TLB observer (`tlbflush`); `None` when nobody listens.
@@ -339,6 +345,7 @@ impl Kernel {
             folio_mm_ids: Default::default(),
             shmem: shmem::Shmem { sb_huge: vec![shmem::SbHuge::Never, params.dev_shm_huge], ..Default::default() },
             held_pages: 0,
+            compaction: Default::default(),
             khugepaged: Default::default(),
             tlb_flushes: None,
             counters: Counters::default(),
@@ -457,6 +464,74 @@ impl Kernel {
         }
         self.held_pages += held;
         held
+    }
+
+    /// The workload's `fragment unmovable=PCT`: every free page (the per-cpu list's too,
+    /// whatever the watermark) is taken, and of them in PFN order every other one given back
+    /// and the rest held by the rest of the system, so that the free memory halves and no free
+    /// block is bigger than one page. In `unmovable_pct` percent of the pageblocks (spread
+    /// evenly) the held pages are unmovable (slab, page tables elsewhere) and the pageblock
+    /// becomes MIGRATE_UNMOVABLE; in the others they are movable (page cache, other processes'
+    /// anon), which compaction migrates. Returns the number of pages held.
+    pub fn fragment_free_memory(&mut self, unmovable_pct: u32) -> u64 {
+        let pct = unmovable_pct.min(100) as u64;
+        let pages = self.zone.take_all_free();
+        let mut held = 0;
+        for (i, &p) in pages.iter().enumerate() {
+            if i % 2 == 0 {
+                self.zone.free_to_buddy(p);
+                continue;
+            }
+            let block = (p >> page_alloc::PAGEBLOCK_ORDER) as u64;
+            let unmovable = (block + 1) * pct / 100 > block * pct / 100;
+            let flags = page_alloc::pg::RESERVED | if unmovable { 0 } else { page_alloc::pg::HELD_MOVABLE };
+            self.prep_folio(Pfn(p), Order::BASE, flags);
+            if unmovable {
+                self.zone.set_pageblock_migratetype(p, page_alloc::Migratetype::Unmovable);
+            }
+            held += 1;
+        }
+        self.held_pages += held;
+        held
+    }
+
+    /// `drop_slab` (`echo 2 > /proc/sys/vm/drop_caches`): every shrinker runs until a pass
+    /// frees little; the model's only shrinker with objects is the THP deferred split queue's
+    /// (`do_shrink_slab` at priority 0: twice the queue's length scanned, 128 a batch). Returns
+    /// the folios split.
+    pub fn drop_slab(&mut self) -> u64 {
+        let mut total = 0;
+        let mut shift = 0;
+        loop {
+            let freed = self.do_shrink_slab_deferred_split();
+            total += freed;
+            if (freed >> shift) <= 1 {
+                return total;
+            }
+            shift += 1;
+        }
+    }
+
+    /// `do_shrink_slab` of the deferred split shrinker at priority 0 (`DEFAULT_SEEKS` 2).
+    fn do_shrink_slab_deferred_split(&mut self) -> u64 {
+        const SHRINK_BATCH: u64 = 128;
+        let freeable = self.deferred_split_count();
+        if freeable == 0 {
+            return 0;
+        }
+        let mut total_scan = (freeable * 4 / 2).min(2 * freeable);
+        let mut freed = 0;
+        while total_scan >= SHRINK_BATCH || total_scan >= freeable {
+            let nr = SHRINK_BATCH.min(total_scan);
+            let r = self.deferred_split_scan(nr);
+            // SHRINK_STOP: nothing split and the queue is empty.
+            if r.split == 0 && self.deferred_split_count() == 0 {
+                break;
+            }
+            freed += r.split;
+            total_scan -= nr;
+        }
+        freed
     }
 
     /// Give the machine a free page reporting device of `order` (`page_reporting_order`) and a

@@ -78,16 +78,31 @@ impl Kernel {
         }
     }
 
-    /// Allocate a folio of `order` (anon if `anon`).
-    /// Allocate a folio of `order` (anon if `anon`) and charge it to the memcg
-    /// (`mem_cgroup_charge`, with `charge_gfp` or the GFP of its order); wakes kswapd below the
-    /// low watermark when there is swap. `None` when the allocation or the charge failed
+    /// Allocate a folio of `order` (anon if `anon`) from the free lists and charge it to the
+    /// memcg ([`Self::charge_new_folio`]). `None` when the allocation or the charge failed
     /// (`last_charge_failed` says which).
     pub(crate) fn alloc_folio(&mut self, order: Order, anon: bool) -> Option<Pfn> {
         let gfp = self.charge_gfp.take();
         self.last_charge_failed = false;
         let pfn = self.zone.alloc_pages(order)?;
-        self.prep_folio(pfn, order, if anon { pg::ANON } else { 0 });
+        self.charge_new_folio(pfn, order, if anon { pg::ANON } else { 0 }, gfp)
+    }
+
+    /// Allocate a large anon folio of `order` with `gfp` (a THP or mTHP fault, a collapse): the
+    /// slow path may compact (`crate::page_alloc::Gfp`); then charged as [`Self::alloc_folio`]
+    /// charges.
+    pub(crate) fn alloc_anon_folio_gfp(&mut self, order: Order, gfp: crate::page_alloc::Gfp) -> Option<Pfn> {
+        let charge = self.charge_gfp.take();
+        self.last_charge_failed = false;
+        let pfn = self.alloc_pages_gfp(order, gfp)?;
+        self.charge_new_folio(pfn, order, pg::ANON, charge)
+    }
+
+    /// A new folio's `prep_new_page` and `mem_cgroup_charge` (with `gfp` or the GFP of its
+    /// order); wakes kswapd below the low watermark when there is swap. A failed charge frees
+    /// the folio and sets `last_charge_failed`.
+    fn charge_new_folio(&mut self, pfn: Pfn, order: Order, flags: u16, gfp: Option<ChargeGfp>) -> Option<Pfn> {
+        self.prep_folio(pfn, order, flags);
         if self.memcg.max.is_none() {
             self.memcg.usage += order.nr_pages() as u64;
         } else {
@@ -102,6 +117,11 @@ impl Kernel {
             self.wakeup_kswapd();
         }
         Some(pfn)
+    }
+
+    /// `vma_thp_gfp_mask` of `vma` under the current `defrag`.
+    pub(crate) fn vma_thp_gfp_mask(&self, vma: &Vma) -> crate::page_alloc::Gfp {
+        crate::page_alloc::vma_thp_gfp_mask(self.settings.defrag, vma.flags & vm::HUGEPAGE != 0)
     }
 
     /// `folio_add_new_anon_rmap`: a large anon folio counts in `nr_anon` from its first map.
@@ -557,9 +577,10 @@ impl Kernel {
                 }
                 order = orders.next_below(o);
             }
+            let gfp = self.vma_thp_gfp_mask(vma);
             while let Some(o) = order {
                 self.charge_gfp = Some(vma_thp_gfp(self.settings.defrag, Some(vma)));
-                if let Some(f) = self.alloc_folio(o, true) {
+                if let Some(f) = self.alloc_anon_folio_gfp(o, gfp) {
                     return Some(f);
                 }
                 if self.last_charge_failed {

@@ -1,16 +1,22 @@
 //! The buddy allocator and the memory map: one [`Page`] record per 4 KiB frame.
 //!
 //! Kernel sources (6.18): `mm/page_alloc.c` (`__rmqueue_smallest`, `expand`, `__free_one_page`,
-//! `__zone_watermark_ok`, `calculate_min_free_kbytes`, `__setup_per_zone_wmarks`),
+//! `__zone_watermark_ok`, `calculate_min_free_kbytes`, `__setup_per_zone_wmarks`,
+//! `__alloc_pages_slowpath`, `wake_all_kswapds`, `__alloc_pages_direct_reclaim`),
+//! `mm/huge_memory.c` (`vma_thp_gfp_mask`), `mm/khugepaged.c` (`alloc_hugepage_khugepaged_gfpmask`),
 //! `include/linux/mmzone.h` (`struct free_area`), `include/linux/mm_types.h` (`struct page`).
 //!
 //! Modelled: one zone, free lists per order 0..=MAX_PAGE_ORDER, buddy merging on free, the min
 //! watermark (an allocation may not take the zone below it), and the order-0 per-cpu list of
 //! one CPU (`rmqueue_pcplist`, `rmqueue_bulk`, `free_unref_folios`, `free_pcppages_bulk`):
 //! order-0 pages are taken from it and refilled in batches, freed pages go to its head, and
-//! pages on it do not count as free, as in NR_FREE_PAGES. Not modelled: migratetypes and
-//! pageblock stealing, the pcp lists of orders 1-3 and 9, NUMA nodes, several zones, reclaim and
-//! compaction (an allocation that does not fit the free lists fails). docs/model.md lists these.
+//! pages on it do not count as free, as in NR_FREE_PAGES. Pageblocks carry a migratetype
+//! (`set_pageblock_migratetype`), which compaction reads; THP and mTHP allocations take the
+//! slow path (`__alloc_pages_slowpath`, `__alloc_pages_direct_compact`) with the GFP that
+//! `vma_thp_gfp_mask` (mm/huge_memory.c) gives them. Not modelled: per-migratetype free lists
+//! and pageblock stealing (`__rmqueue_fallback`, `steal_suitable_fallback`), the pcp lists of
+//! orders 1-3 and 9, NUMA nodes, several zones. Direct reclaim is `crate::vmscan`'s `try_to_free_pages`.
+//! docs/model.md lists these.
 
 use std::collections::VecDeque;
 
@@ -57,7 +63,25 @@ pub(crate) mod pg {
     pub const LRU: u16 = 1 << 14;
     /// `PG_referenced`: reclaim saw the folio young once and kept it (`folio_check_references`).
     pub const REFERENCED: u16 = 1 << 15;
+    /// Model only: a page held by the rest of the system (with `RESERVED`) that compaction may
+    /// migrate, as page cache or another process's anon page would be (`fragment`'s movable
+    /// share); without it a held page is unmovable. It shares its bit with `REFERENCED`: a
+    /// `RESERVED` page is never on an LRU, and only compaction reads this bit, on such a page.
+    pub const HELD_MOVABLE: u16 = 1 << 15;
 }
+
+/// `enum migratetype` (include/linux/mmzone.h): the migratetype of a pageblock, as
+/// `get_pageblock_migratetype` reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Migratetype {
+    Unmovable = 0,
+    Movable = 1,
+    Reclaimable = 2,
+}
+
+/// `pageblock_order` on x86-64 with THP: a pageblock is a PMD's 2 MiB.
+pub const PAGEBLOCK_ORDER: u8 = 9;
 
 /// `struct page`, 8 bytes: flags, the order of the buddy block (free) or of the folio this page
 /// belongs to (allocated), and the PTE mapcount. What the kernel keeps in the first tail pages of
@@ -159,6 +183,10 @@ pub struct Zone {
     pub(crate) host: Option<Box<crate::page_reporting::Host>>,
     /// Frames `seed_free_areas` left held by the rest of the system.
     seed_held: u64,
+    /// Pageblocks that are not MIGRATE_MOVABLE (`set_pageblock_migratetype`), by pageblock
+    /// index; every other pageblock is movable, as `memmap_init_zone` leaves them all at boot.
+    /// The free lists are not split by migratetype (see the module header).
+    pub(crate) pageblock_not_movable: std::collections::HashMap<u32, Migratetype>,
 }
 
 impl Zone {
@@ -187,6 +215,7 @@ impl Zone {
             pcp_high: 0,
             host: None,
             seed_held: 0,
+            pageblock_not_movable: Default::default(),
         };
         // zone_batchsize and zone_highsize (percpu_pagelist_high_fraction 0, 2 CPUs).
         let batch = (nr_pages >> 10).clamp(1, 256);
@@ -660,6 +689,90 @@ impl Zone {
         self.seed_held
     }
 
+    // ---------------------------------------------------------------- for compaction
+
+    /// `__zone_watermark_ok(z, order, mark, ..)` with NR_FREE_PAGES: free pages after taking
+    /// `1 << order` stay above `mark`, and for order > 0 a free block of `order` or above exists.
+    pub(crate) fn zone_watermark_ok(&self, order: u8, mark: u64) -> bool {
+        let free_after = self.nr_free as i64 - (1i64 << order) + 1 - self.reserved as i64;
+        if free_after <= mark as i64 {
+            return false;
+        }
+        order == 0 || self.wild_blocks() > 0 || (order..=MAX_PAGE_ORDER).any(|o| self.free_area[o as usize].nr_free > 0)
+    }
+
+    /// `get_pageblock_migratetype` of the pageblock holding `pfn`.
+    pub(crate) fn pageblock_migratetype(&self, pfn: u32) -> Migratetype {
+        self.pageblock_not_movable.get(&(pfn >> PAGEBLOCK_ORDER)).copied().unwrap_or(Migratetype::Movable)
+    }
+
+    /// `set_pageblock_migratetype` of the pageblock holding `pfn`.
+    pub(crate) fn set_pageblock_migratetype(&mut self, pfn: u32, mt: Migratetype) {
+        if mt == Migratetype::Movable {
+            self.pageblock_not_movable.remove(&(pfn >> PAGEBLOCK_ORDER));
+        } else {
+            self.pageblock_not_movable.insert(pfn >> PAGEBLOCK_ORDER, mt);
+        }
+    }
+
+    /// The order of the free buddy block whose head is `pfn` (`PageBuddy`, `buddy_order`),
+    /// never-used MAX_PAGE_ORDER blocks included.
+    pub(crate) fn buddy_order_at(&self, pfn: u32) -> Option<u8> {
+        if pfn >= self.wild_next && pfn < self.wild_end {
+            return (pfn % (1 << MAX_PAGE_ORDER) == 0).then_some(MAX_PAGE_ORDER);
+        }
+        let p = &self.mem_map[pfn as usize];
+        (p.flags & pg::BUDDY != 0).then_some(p.order)
+    }
+
+    /// The free buddy block that `pfn` lies in, as (head, order), if it is free: what the
+    /// kernel sees there while the pages compaction freed still sit on the per-cpu list
+    /// (`PageBuddy` of the page itself), the model's frees having merged at once.
+    pub(crate) fn buddy_block_containing(&self, pfn: u32) -> Option<(u32, u8)> {
+        (0..=MAX_PAGE_ORDER).find_map(|o| {
+            let head = pfn & !((1u32 << o) - 1);
+            self.buddy_order_at(head).filter(|&k| k >= o && pfn < head + (1 << k)).map(|k| (head, k))
+        })
+    }
+
+    /// Every free page, the per-cpu list's included, taken off the free lists whatever the
+    /// watermark (for `fragment`), in PFN order.
+    pub(crate) fn take_all_free(&mut self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.pcp.drain(..).collect();
+        while let Some(p) = self.__rmqueue_smallest(Order::BASE) {
+            v.push(p.0);
+        }
+        if let Some(h) = self.host.as_mut() {
+            for &p in &v {
+                h.back(p, 1);
+            }
+        }
+        v.sort_unstable();
+        v
+    }
+
+    /// Never-used blocks `[wild_next, wild_end)`: free, with no records written.
+    pub(crate) fn wild_range(&self) -> std::ops::Range<u32> {
+        self.wild_next..self.wild_end
+    }
+
+    /// `__isolate_free_page` + `split_page`: take the free block at `pfn` (on a list) off the
+    /// free lists, as `1 << order` order-0 pages; they are no longer free.
+    pub(crate) fn isolate_free_block(&mut self, pfn: u32, order: u8) {
+        self.del_from_free_list(Pfn(pfn), Order(order));
+        self.nr_free -= 1 << order;
+        if let Some(h) = self.host.as_mut() {
+            h.back(pfn, 1 << order);
+        }
+    }
+
+    /// Give an isolated or migrated-from page straight back to the buddy lists
+    /// (`release_free_list`; a page freed by migration once compaction drains the per-cpu list).
+    pub(crate) fn free_to_buddy(&mut self, pfn: u32) {
+        self.mem_map[pfn as usize] = Page::default();
+        self.__free_one_page(Pfn(pfn), Order::BASE);
+    }
+
     /// Hold back `pages` from allocation (a model knob for low-memory experiments).
     pub fn set_reserved(&mut self, pages: u64) {
         self.reserved = pages;
@@ -684,6 +797,7 @@ impl Zone {
             pcp_high: self.pcp_high,
             host: None,
             seed_held: self.seed_held,
+            pageblock_not_movable: self.pageblock_not_movable.clone(),
         }
     }
 
@@ -711,6 +825,113 @@ impl Zone {
             assert_eq!(last, fa.tail, "free list of order {o} ends elsewhere than its tail");
         }
         v
+    }
+}
+
+/// The GFP bits that decide a THP or mTHP allocation's slow path (`gfp_t`, include/linux/gfp_types.h).
+/// Every such allocation is GFP_TRANSHUGE_LIGHT (movable, no reclaim) plus these.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gfp {
+    /// `__GFP_DIRECT_RECLAIM`: may stall in direct reclaim and direct compaction.
+    pub direct_reclaim: bool,
+    /// `__GFP_KSWAPD_RECLAIM`: wakes kswapd (and through it kcompactd).
+    pub kswapd_reclaim: bool,
+    /// `__GFP_NORETRY`: gives up after one round.
+    pub noretry: bool,
+}
+
+impl Gfp {
+    /// GFP_TRANSHUGE_LIGHT: neither reclaim nor compaction; fails at once.
+    pub const TRANSHUGE_LIGHT: Gfp = Gfp { direct_reclaim: false, kswapd_reclaim: false, noretry: false };
+    /// GFP_TRANSHUGE: GFP_TRANSHUGE_LIGHT | __GFP_DIRECT_RECLAIM.
+    pub const TRANSHUGE: Gfp = Gfp { direct_reclaim: true, kswapd_reclaim: false, noretry: false };
+}
+
+/// `vma_thp_gfp_mask` (mm/huge_memory.c): the GFP of a THP or mTHP fault allocation by the
+/// `defrag` mode and whether the VMA is madvised (VM_HUGEPAGE).
+pub fn vma_thp_gfp_mask(defrag: thp_abi::settings::Defrag, madvised: bool) -> Gfp {
+    use thp_abi::settings::Defrag;
+    match defrag {
+        // Always do synchronous compaction (and give up early unless madvised).
+        Defrag::Always => Gfp { noretry: !madvised, ..Gfp::TRANSHUGE },
+        // Kick kcompactd and fail quickly.
+        Defrag::Defer => Gfp { kswapd_reclaim: true, ..Gfp::TRANSHUGE_LIGHT },
+        // Synchronous compaction if madvised, otherwise kick kcompactd.
+        Defrag::DeferMadvise => Gfp { direct_reclaim: madvised, kswapd_reclaim: !madvised, noretry: false },
+        // Only do synchronous compaction if madvised.
+        Defrag::Madvise => Gfp { direct_reclaim: madvised, ..Gfp::TRANSHUGE_LIGHT },
+        Defrag::Never => Gfp::TRANSHUGE_LIGHT,
+    }
+}
+
+/// `alloc_hugepage_khugepaged_gfpmask`: khugepaged's collapse allocations by `khugepaged/defrag`.
+pub fn khugepaged_gfp_mask(khugepaged_defrag: bool) -> Gfp {
+    if khugepaged_defrag { Gfp::TRANSHUGE } else { Gfp::TRANSHUGE_LIGHT }
+}
+
+impl crate::Kernel {
+    /// `__alloc_pages` of a large anon folio's block with `gfp`: the free lists, then
+    /// [`Self::__alloc_pages_slowpath`].
+    pub(crate) fn alloc_pages_gfp(&mut self, order: Order, gfp: Gfp) -> Option<Pfn> {
+        self.zone.alloc_pages(order).or_else(|| self.__alloc_pages_slowpath(order, gfp))
+    }
+
+    /// `__alloc_pages_slowpath` for a movable order > 0 allocation, in 6.18's order: wake
+    /// kswapd (`wake_all_kswapds`: the model's kswapd, when the order-0 watermarks are fine,
+    /// leaves a high order to kcompactd, as `wakeup_kswapd` does once the node is balanced);
+    /// without __GFP_DIRECT_RECLAIM fail. For a costly order (above 3), async direct
+    /// compaction first; with __GFP_NORETRY a skipped or deferred compaction ends it there.
+    /// Then direct reclaim, then direct compaction (sync-light, or async again after a
+    /// __GFP_NORETRY first try), and no retry: __GFP_NORETRY stops, and so does a costly order
+    /// without __GFP_RETRY_MAYFAIL. A non-costly order would retry while reclaim makes
+    /// progress (`should_reclaim_retry`, `should_compact_retry`) and may reach the OOM killer:
+    /// not modelled, it fails after one round.
+    pub(crate) fn __alloc_pages_slowpath(&mut self, order: Order, gfp: Gfp) -> Option<Pfn> {
+        let costly = order.0 > crate::compaction::PAGE_ALLOC_COSTLY_ORDER;
+        if gfp.kswapd_reclaim {
+            self.wake_all_kswapds(order, gfp);
+        }
+        if !gfp.direct_reclaim {
+            return None;
+        }
+        use crate::compaction::{CompactPriority, CompactResult};
+        let mut prio = CompactPriority::SyncLight;
+        if costly {
+            let (page, result) = self.__alloc_pages_direct_compact(order, CompactPriority::Async);
+            if page.is_some() {
+                return page;
+            }
+            if gfp.noretry {
+                if matches!(result, CompactResult::Skipped | CompactResult::Deferred) {
+                    return None;
+                }
+                prio = CompactPriority::Async;
+            }
+        }
+        if gfp.kswapd_reclaim {
+            self.wake_all_kswapds(order, gfp);
+        }
+        // __alloc_pages_direct_reclaim (`crate::vmscan`): the model's reclaimable memory is
+        // anon memory with swap to go to; without swap there is nothing to reclaim and the
+        // model does not enter it (the kernel would, and count allocstall, to reclaim nothing
+        // but page cache the model does not have).
+        if self.swap.is_some() && self.try_to_free_pages(order) > 0 {
+            if let Some(p) = self.zone.alloc_pages(order) {
+                return Some(p);
+            }
+        }
+        self.__alloc_pages_direct_compact(order, prio).0
+    }
+
+    /// `wake_all_kswapds` → `wakeup_kswapd` for one zone: with the order-0 high watermark met
+    /// (nothing to reclaim) and no __GFP_DIRECT_RECLAIM, kcompactd is woken for the order.
+    /// Below it, kswapd would reclaim and wake kcompactd when it goes to sleep: the model's
+    /// kswapd is not here yet, so kcompactd is woken then too.
+    fn wake_all_kswapds(&mut self, order: Order, gfp: Gfp) {
+        if order.0 == 0 || gfp.direct_reclaim && self.zone.zone_watermark_ok(0, self.zone.wmark.high) {
+            return;
+        }
+        self.wakeup_kcompactd(order);
     }
 }
 

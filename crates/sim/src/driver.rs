@@ -114,13 +114,17 @@ pub enum Step {
     Sleep { ns: u64 },
     /// Settings change (a sysfs write; torture draws them).
     Settings(Box<ThpSettings>),
+    /// Fragment the free memory (`mm::Kernel::fragment_free_memory`): the workload's `fragment`.
+    Fragment { unmovable_pct: u32 },
+    /// `echo 2 > /proc/sys/vm/drop_caches` (`mm::Kernel::drop_slab`).
+    DropSlab,
 }
 
 impl Step {
     /// A system call (priced at the profile's `syscall_ns`); accesses, sleeps and settings are
     /// not.
     pub fn is_call(&self) -> bool {
-        !matches!(self, Step::Access { .. } | Step::TlbAccess { .. } | Step::AccessRun { .. } | Step::Sleep { .. } | Step::Settings(_) | Step::SetLayout { .. } | Step::ShmemPreexisting { .. })
+        !matches!(self, Step::Access { .. } | Step::TlbAccess { .. } | Step::AccessRun { .. } | Step::Sleep { .. } | Step::Settings(_) | Step::SetLayout { .. } | Step::ShmemPreexisting { .. } | Step::Fragment { .. })
     }
 }
 
@@ -656,6 +660,14 @@ impl Machine {
             }
             Step::Settings(s) => {
                 k.set_settings(&s);
+                Outcome::Done
+            }
+            Step::Fragment { unmovable_pct } => {
+                k.fragment_free_memory(unmovable_pct);
+                Outcome::Done
+            }
+            Step::DropSlab => {
+                k.drop_slab();
                 Outcome::Done
             }
         }

@@ -440,6 +440,13 @@ impl<'a> Sim<'a> {
             OpKind::Sleep { ns } => {
                 self.step(Step::Sleep { ns: *ns });
             }
+            OpKind::Fragment { unmovable_pct } => {
+                self.step(Step::Fragment { unmovable_pct: *unmovable_pct });
+            }
+            OpKind::DropSlab => {
+                self.step(Step::DropSlab);
+                self.call(line, call, Ok(()));
+            }
             OpKind::Prctl(form) => {
                 self.step(Step::Prctl(match form {
                     ThpDisable::Completely => MmThpDisable::Completely,
@@ -909,6 +916,7 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
                 full_scans: kh.full_scans,
                 alloc_sleeps: kh.alloc_sleeps,
             },
+            compaction: k.compaction_events().named().iter().filter(|(_, n)| *n > 0).map(|(s, n)| (s.to_string(), *n)).collect(),
         }),
         replay: None,
     });

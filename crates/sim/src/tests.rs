@@ -1087,3 +1087,44 @@ fn a_memcg_without_swap_ends_in_an_oom_kill() {
     assert_eq!(e.line, 3);
     assert!(e.message.contains("memcg OOM: the kernel would OOM-kill the process (memory.max 32 MiB"), "{}", e.message);
 }
+
+// ------------------------------------------------------------------ compaction and defrag (issue #28)
+
+/// examples/fragmented-defrag.thpw on 1 GiB (the figures docs/model.md explains): after
+/// `fragment unmovable=25%`, 64 MiB madvised and written. defrag=always: each of the 32 THP
+/// faults stalls in async direct compaction, which empties one movable pageblock (256 held
+/// pages migrated, 512 pages scanned by each scanner) and gets its THP. never: 32 fallbacks,
+/// 16384 faults of 4 KiB. defer: every other fault falls back and wakes kcompactd, whose
+/// emptied pageblock the next fault takes.
+#[test]
+fn fragmented_machine_defrag_always_compacts_never_falls_back() {
+    let text = include_str!("../../../examples/fragmented-defrag.thpw");
+    let comp = |r: &RunResult, e: &str| r.model.as_ref().and_then(|m| m.run.as_ref()).and_then(|m| m.compaction.get(e).copied()).unwrap_or(0);
+    let vm = |r: &RunResult, e: &str| r.vmstat.iter().find(|(k, _)| k.to_string() == e).map(|(_, v)| *v).unwrap();
+    let r = sim_on("defrag=always", text, 1 << 30);
+    assert_eq!((vm(&r, "thp_fault_alloc"), vm(&r, "thp_fault_fallback"), r.process.minflt), (32, 0, 32));
+    assert_eq!((comp(&r, "compact_stall"), comp(&r, "compact_success"), comp(&r, "compact_fail")), (32, 32, 0));
+    assert_eq!((comp(&r, "pgmigrate_success"), comp(&r, "compact_migrate_scanned"), comp(&r, "compact_isolated")), (8192, 16384, 16384));
+    let r = sim_on("defrag=never", text, 1 << 30);
+    assert_eq!((vm(&r, "thp_fault_alloc"), vm(&r, "thp_fault_fallback"), r.process.minflt), (0, 32, 16384));
+    assert!(r.model.as_ref().unwrap().run.as_ref().unwrap().compaction.is_empty());
+    let r = sim_on("defrag=defer", text, 1 << 30);
+    assert_eq!((vm(&r, "thp_fault_alloc"), vm(&r, "thp_fault_fallback")), (16, 16));
+    assert_eq!((comp(&r, "compact_stall"), comp(&r, "compact_daemon_wake"), comp(&r, "pgmigrate_success")), (0, 16, 4096));
+}
+
+/// `drop_caches 2` runs the deferred split shrinker: one PMD THP with 1 page written, under
+/// max_ptes_none 0, is underused (511 zero-filled pages > 0): split, its 511 zero pages mapped
+/// by the shared zero page and freed; under 511 (the default) it stays whole.
+#[test]
+fn drop_caches_splits_an_underused_thp() {
+    let text = "mmap a 2M align=2M\ntouch a[0+4K] write\ndrop_caches 2\n";
+    let vm = |r: &RunResult, e: &str| r.vmstat.iter().find(|(k, _)| k.to_string() == e).map(|(_, v)| *v).unwrap();
+    let r = sim("enabled=always khugepaged/max_ptes_none=0", text);
+    assert_eq!((vm(&r, "thp_underused_split_page"), vm(&r, "thp_split_page"), vm(&r, "thp_split_pmd")), (1, 1, 1));
+    assert_eq!((r.process.rss_bytes, r.process.anon_huge_bytes), (4096, 0));
+    assert_eq!(r.calls.last().map(|c| (c.call.as_str(), c.ret.as_str())), Some(("write(drop_caches, 2)", "0")));
+    let r = sim("enabled=always", text);
+    assert_eq!((vm(&r, "thp_underused_split_page"), vm(&r, "thp_split_page")), (0, 0));
+    assert_eq!(r.process.anon_huge_bytes, 2 << 20);
+}

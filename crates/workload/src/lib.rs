@@ -547,6 +547,13 @@ pub enum OpKind {
     /// `waitpid` of a child that has exited, or `pthread_join` of a thread that has (reaps it;
     /// nothing happens to memory).
     Wait(ProcId),
+    /// `fragment [unmovable=PCT]` (model only): the machine's free memory made to look like a
+    /// long-running machine's: every other free page held by the rest of the system, movable
+    /// (page cache, other processes) in all but `unmovable_pct` percent of the pageblocks.
+    Fragment { unmovable_pct: u32 },
+    /// `drop_caches 2`: `echo 2 > /proc/sys/vm/drop_caches` (`drop_slab`): every shrinker runs,
+    /// the THP deferred split shrinker among them (mm/huge_memory.c `deferred_split_scan`).
+    DropSlab,
 }
 
 impl OpKind {
@@ -644,7 +651,8 @@ impl Workload {
             OpKind::Brk { .. } => "brk".into(),
             OpKind::Prctl(_) => "prctl(PR_SET_THP_DISABLE)".into(),
             OpKind::Sleep { .. } | OpKind::Phase(_) | OpKind::RepeatFor { .. } => String::new(),
-            OpKind::Touch(_) | OpKind::Access(_) | OpKind::Exit => String::new(),
+            OpKind::Touch(_) | OpKind::Access(_) | OpKind::Exit | OpKind::Fragment { .. } => String::new(),
+            OpKind::DropSlab => "write(drop_caches, 2)".into(),
             OpKind::ReadDirect { .. } => "read(O_DIRECT)".into(),
             OpKind::Mount(_) => "mount(tmpfs)".into(),
             OpKind::Create(f) => match self.file(*f).kind {

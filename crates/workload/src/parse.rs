@@ -87,7 +87,7 @@ impl Ctx<'_> {
 pub const BLOCKS: [&str; 6] = ["fork NAME {", "thread NAME {", "vfork NAME {", "in NAME {", "repeat N {", "repeat DURATION {"];
 
 const VERBS: &str =
-    "mmap, munmap, mprotect, madvise, mlock, munlock, brk, prctl, touch, access, sleep, phase, repeat, read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, thread, vfork, in, exit, wait";
+    "mmap, munmap, mprotect, madvise, mlock, munlock, brk, prctl, touch, access, sleep, phase, repeat, read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, thread, vfork, in, exit, wait, fragment, drop_caches";
 
 /// Parse workload text. `source` names it in errors (a path, or `<builtin>`).
 pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
@@ -419,6 +419,32 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
             Ok(OpKind::Prctl(form))
         }
         "touch" => parse_touch(cx, w, args),
+        "fragment" => {
+            let usage = "fragment [unmovable=PERCENT]";
+            let (pos, opts) = split_options(cx, args, &["unmovable"])?;
+            expect_positional(cx, usage, &pos, 0)?;
+            let unmovable_pct = match opt(&opts, "unmovable") {
+                None => 0,
+                Some(v) => v
+                    .strip_suffix('%')
+                    .unwrap_or(v)
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|p| *p <= 100)
+                    .ok_or_else(|| cx.err(format!("unmovable={v}: give a percentage of pageblocks from 0 to 100, such as unmovable=25%")))?,
+            };
+            Ok(OpKind::Fragment { unmovable_pct })
+        }
+        "drop_caches" => {
+            expect_positional(cx, "drop_caches 2", args, 1)?;
+            if args[0] != "2" {
+                return Err(cx.err(format!(
+                    "drop_caches {}: only 2 (slab objects: the shrinkers, the THP deferred split queue's among them) is supported; 1 and 3 drop the page cache, which the model does not reclaim",
+                    args[0]
+                )));
+            }
+            Ok(OpKind::DropSlab)
+        }
         "exit" => {
             expect_positional(cx, "exit", args, 0)?;
             Ok(OpKind::Exit)

@@ -149,6 +149,16 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
             k => k.range().map(|r| region_base(w, r, &lay)).transpose().map_err(|m| err(op.line, m))?,
         };
         match op.kind {
+            OpKind::Fragment { .. } => {
+                return Err(err(
+                    op.line,
+                    "fragment is model-only: the live executor cannot make this machine's free memory look like a \
+                     long-running machine's (it would have to hold every other free page, movable or not, in other \
+                     processes and kernel caches); run the workload with `thplab sim`, or fragment the live machine \
+                     beforehand and drop the statement"
+                        .into(),
+                ))
+            }
             OpKind::Write { len, chunk, .. } => write_buf_len = write_buf_len.max(write_buffer_need(op.line, len, chunk, &mut notes)),
             OpKind::Brk { delta } => lay.brk(delta),
             _ => {}

@@ -303,6 +303,21 @@ fn run_one(ex: &'static Exec, t: &mut Task, i: usize, after: &mut After) -> i64 
     }
 }
 
+/// `echo 2 > /proc/sys/vm/drop_caches`, without allocating: 0 or the errno.
+fn drop_slab() -> i64 {
+    // SAFETY: a NUL-terminated path; the fd is ours and closed here; the buffer is static.
+    unsafe {
+        let fd = libc::open(c"/proc/sys/vm/drop_caches".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return errno() as i64;
+        }
+        let r = libc::write(fd, b"2".as_ptr().cast(), 1);
+        let e = if r == 1 { 0 } else { errno() as i64 };
+        libc::close(fd);
+        e
+    }
+}
+
 /// 0, or the errno of a failed call (`r != 0`).
 fn ret(r: libc::c_int) -> i64 {
     if r != 0 {
@@ -350,6 +365,9 @@ fn run_mm_op(op: &OpKind, res: &Resolved, ex: &Exec) -> i64 {
             nanosleep(*ns);
             0
         }
+        // drop_slab: every shrinker, the THP deferred split one among them (needs root, as
+        // every live run does).
+        (OpKind::DropSlab, _) => drop_slab(),
         (OpKind::Touch(t), Resolved::Touch { plan, pacing }) => {
             touch(plan, t.write, pacing.as_ref());
             0

@@ -154,6 +154,10 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     // A workload that forks: the processes array.
     let forked = thplab(&["sim", "fork-bgsave", "--json", "--set", "enabled=always"]);
     forked.ok();
+    // A fragmented machine that compacts: `model.compaction`.
+    let fragmented = workspace().join("examples/fragmented-defrag.thpw");
+    let compacted = thplab(&["sim", fragmented.to_str().unwrap(), "--json", "--mem", "1G", "--set", "defrag=always"]);
+    compacted.ok();
     // Threads and a vfork child: shares_mm_with.
     let threads = thplab(&["sim", workspace().join("crates/thplab/tests/it/data/fork/threads-vfork.thpw").to_str().unwrap(), "--json"]);
     threads.ok();
@@ -217,6 +221,7 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     let mut docs: Vec<(&str, Value)> = vec![
         ("thplab-run/2", sim.json()),
         ("thplab-run/2", forked.json()),
+        ("thplab-run/2", compacted.json()),
         ("thplab-run/2", threads.json()),
         ("thplab-run/2", replay.json()),
         ("thplab-run/2", salvaged.json()),

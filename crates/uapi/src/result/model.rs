@@ -36,6 +36,11 @@ pub struct ModelRun {
     pub accesses_without_fault: u64,
     /// The khugepaged daemon on the model's clock.
     pub khugepaged: ModelKhugepaged,
+    /// The compaction events of /proc/vmstat the run moved (`compact_stall`, `compact_fail`,
+    /// `compact_success`, `compact_migrate_scanned`, `compact_free_scanned`, `compact_isolated`,
+    /// `compact_daemon_*`, `pgmigrate_success`): only those not zero, absent when none moved.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub compaction: BTreeMap<String, u64>,
 }
 
 /// khugepaged in the model: the current mm's registration and the daemon's sysfs counters.

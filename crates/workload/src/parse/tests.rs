@@ -84,7 +84,7 @@ fn errors_name_file_line_and_what_is_valid() {
     assert_eq!(
         err("mmap a 1M\n\nfrobnicate a"),
         "w.thpw:3: unknown operation 'frobnicate'; valid: mmap, munmap, mprotect, madvise, mlock, munlock, brk, prctl, touch, access, sleep, phase, repeat, \
-         read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, thread, vfork, in, exit, wait"
+         read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, thread, vfork, in, exit, wait, fragment, drop_caches"
     );
     assert_eq!(err("touch a write"), "w.thpw:1: unknown region 'a'; declared so far: none (declare one with mmap)");
     assert_eq!(err("mmap a 1Q"), "w.thpw:1: invalid size '1Q'; write a number with an optional unit K, M, G, T (4K, 2M, 1G, 1T)");
@@ -397,4 +397,20 @@ fn a_byte_order_mark_at_the_start_is_skipped() {
     assert_eq!(w.regions[0].name, "buf");
     // Elsewhere it is no operation.
     assert_eq!(err("mmap a 1M\n\u{feff}touch a write\n"), format!("w.thpw:2: unknown operation '\u{feff}touch'; valid: {}", super::VERBS));
+}
+
+#[test]
+fn fragment_and_drop_caches() {
+    let w = parse("w.thpw", "fragment\nfragment unmovable=25%\nfragment unmovable=100\ndrop_caches 2\n").unwrap();
+    assert_eq!(w.ops[0].kind, OpKind::Fragment { unmovable_pct: 0 });
+    assert_eq!(w.ops[1].kind, OpKind::Fragment { unmovable_pct: 25 });
+    assert_eq!(w.ops[2].kind, OpKind::Fragment { unmovable_pct: 100 });
+    assert_eq!(w.ops[3].kind, OpKind::DropSlab);
+    assert_eq!(err("fragment unmovable=101%"), "w.thpw:1: unmovable=101%: give a percentage of pageblocks from 0 to 100, such as unmovable=25%");
+    assert_eq!(err("fragment movable=5"), "w.thpw:1: unknown option 'movable='; valid options here: unmovable");
+    assert_eq!(
+        err("drop_caches 3"),
+        "w.thpw:1: drop_caches 3: only 2 (slab objects: the shrinkers, the THP deferred split queue's among them) is supported; 1 and 3 drop the page cache, which the model does not reclaim"
+    );
+    assert_eq!(err("drop_caches"), "w.thpw:1: expected: drop_caches 2");
 }
