@@ -74,7 +74,7 @@ fn pair(a: &str, b: &str) -> (String, String) {
 }
 
 fn folios(c: &uapi::Census, size: &str) -> u64 {
-    c.sizes.get(size).map(|e| e.folios).unwrap_or(0)
+    c.sizes.get(&thp_abi::FolioSize::from(size)).map(|e| e.folios).unwrap_or(0)
 }
 
 #[test]
@@ -113,7 +113,7 @@ fn explain_names_the_reasons_on_live_processes() {
     let t = Target::start("hugepage");
     let (o, c) = explain(&t);
     assert_eq!(o["2048kB"], pair("allowed", "allowed"));
-    assert_eq!((folios(&c, "2048kB"), c.sizes["2048kB"].pmd_mapped), (4, 4), "{c:?}");
+    assert_eq!((folios(&c, "2048kB"), c.sizes[&thp_abi::FolioSize::from("2048kB")].pmd_mapped), (4, 4), "{c:?}");
     drop(t);
 
     // A MADV_NOHUGEPAGE arena: 64K passes the sysfs mask and is refused for VM_NOHUGEPAGE.
@@ -184,7 +184,7 @@ fn observe_shows_the_bloat_of_one_byte_per_2m() {
     // A budget large enough to read every page: exact.
     let r = live::observe::observe_with(t.pid(), Some(std::time::Duration::from_secs(30))).unwrap();
     let v = find(&r);
-    let thps = v.census.sizes.get("2048kB").map(|e| e.folios).unwrap_or(0);
+    let thps = v.census.sizes.get(&thp_abi::FolioSize::from("2048kB")).map(|e| e.folios).unwrap_or(0);
     assert!(thps >= 28, "expected ~32 THPs (allocation may fail for a few): {:?}", v.census);
     let b = v.bloat.clone().unwrap();
     assert_eq!(b.large_kb, thps * 2048);

@@ -7,8 +7,12 @@
 //! Each is a [`Key`]: a member of the closed set, or another name (`known()` None) the live
 //! kernel printed that the set does not hold (another build's vmstat line or knob, a /proc/meminfo field), so
 //! that what a live run reads is kept as it was read. A key serialises as its kernel name, and
-//! orders, compares and hashes as that string (`Borrow<str>`, `Borrow<String>`), so a `BTreeMap` keyed by it
-//! prints in the order a `BTreeMap<String, _>` did and `.get("thp_fault_alloc")` finds it.
+//! compares and hashes as that string. Names order as strings (`Borrow<str>`, `Borrow<String>`:
+//! a `BTreeMap` keyed by them prints in the order a `BTreeMap<String, _>` did and
+//! `.get("thp_fault_alloc")` finds it), except sizes ([`FolioSize`], [`SizeDir`]), which order by
+//! the folio order they name (`4kB < 64kB < 2048kB`, names no order has last, by name), so a map
+//! keyed by sizes iterates smallest first; the result schema serialises such maps with
+//! [`serialize_by_name`], which keeps their JSON in the order of the names as strings.
 //!
 //! Kernel sources (6.18): `include/linux/vm_event_item.h`, `mm/vmstat.c: vmstat_text`,
 //! `include/linux/huge_mm.h: enum mthp_stat_item`, `mm/huge_memory.c: thpsize_create`,
@@ -16,6 +20,7 @@
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
@@ -31,7 +36,20 @@ pub trait KernelName: Copy + Eq + 'static {
     fn name(self) -> &'static str;
     /// The member the kernel spells `text`, if any.
     fn from_name(text: &str) -> Option<Self>;
+    /// The folio order a size names: keys of a set that has it (sizes) order by it, those of
+    /// the other sets (None, the default) by name.
+    fn size_order(self) -> Option<Order> {
+        None
+    }
 }
+
+/// A set whose keys order by name, as strings: its keys borrow as `str` and `String`, so maps
+/// keyed by them answer `.get("name")` (sizes, which order by size, do not).
+pub trait NameOrdered: KernelName {}
+
+impl NameOrdered for VmEvent {}
+impl NameOrdered for MthpStat {}
+impl NameOrdered for Knob {}
 
 impl KernelName for VmEvent {
     fn name(self) -> &'static str {
@@ -77,6 +95,9 @@ impl KernelName for SizeLabel {
     fn from_name(text: &str) -> Option<Self> {
         SIZE_LABELS.iter().position(|l| *l == text).map(|o| SizeLabel(Order(o as u8)))
     }
+    fn size_order(self) -> Option<Order> {
+        Some(self.0)
+    }
 }
 
 /// A per-size sysfs directory: `hugepages-64kB` is `SizeDirName(Order(4))`.
@@ -89,6 +110,9 @@ impl KernelName for SizeDirName {
     }
     fn from_name(text: &str) -> Option<Self> {
         SIZE_DIRS.iter().position(|l| *l == text).map(|o| SizeDirName(Order(o as u8)))
+    }
+    fn size_order(self) -> Option<Order> {
+        Some(self.0)
     }
 }
 
@@ -182,6 +206,10 @@ impl FolioSize {
     pub fn order(&self) -> Option<Order> {
         self.known().map(|s| s.0)
     }
+    /// The size in kB (`64` for `64kB`), of a size the table holds.
+    pub fn kb(&self) -> Option<u64> {
+        self.order().map(|o| 4u64 << o.0)
+    }
 }
 
 impl SizeDir {
@@ -233,13 +261,13 @@ impl<T: KernelName> Deref for Key<T> {
     }
 }
 
-impl<T: KernelName> Borrow<str> for Key<T> {
+impl<T: NameOrdered> Borrow<str> for Key<T> {
     fn borrow(&self) -> &str {
         self.as_str()
     }
 }
 
-impl<T: KernelName> Borrow<String> for Key<T> {
+impl<T: NameOrdered> Borrow<String> for Key<T> {
     fn borrow(&self) -> &String {
         &self.name
     }
@@ -277,10 +305,12 @@ impl<T: KernelName> PartialEq<String> for Key<T> {
     }
 }
 
-/// The order of the kernel's names as strings, so that maps keep the order of string keys.
+/// Sizes by the order they name (names no order has after them, by name); the other sets by
+/// their names as strings, so that maps keep the order of string keys.
 impl<T: KernelName> Ord for Key<T> {
     fn cmp(&self, o: &Self) -> Ordering {
-        self.as_str().cmp(o.as_str())
+        let rank = |k: &Self| k.known.and_then(T::size_order).map_or(u16::MAX, |o| u16::from(o.0));
+        rank(self).cmp(&rank(o)).then_with(|| self.as_str().cmp(o.as_str()))
     }
 }
 
@@ -319,6 +349,20 @@ impl<'de, T: KernelName> Deserialize<'de> for Key<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         String::deserialize(d).map(Key::from)
     }
+}
+
+/// Serialises a map in the order of its keys' names as strings (`1024kB` before `128kB`), the
+/// order the result JSON has always had, whatever order the keys sort in (sizes sort by size):
+/// `#[serde(serialize_with = "thp_abi::keys::serialize_by_name")]` on a size-keyed map.
+pub fn serialize_by_name<K, V, S>(m: &BTreeMap<K, V>, s: S) -> Result<S::Ok, S::Error>
+where
+    K: Deref<Target = str> + Serialize,
+    V: Serialize,
+    S: Serializer,
+{
+    let mut entries: Vec<(&K, &V)> = m.iter().collect();
+    entries.sort_by(|a, b| (**a.0).cmp(&**b.0));
+    s.collect_map(entries)
 }
 
 #[cfg(test)]

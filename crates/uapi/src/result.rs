@@ -58,14 +58,17 @@ pub struct RunResult {
     /// `/proc/vmstat` `thp_*` deltas.
     pub vmstat: BTreeMap<VmStatKey, i64>,
     /// `hugepages-<N>kB` → stats file → delta.
+    #[serde(serialize_with = "thp_abi::keys::serialize_by_name")]
     pub mthp: BTreeMap<SizeDir, BTreeMap<MthpStatKey, i64>>,
     pub process: ProcessStats,
     /// Folio size → folios mapped at the end.
+    #[serde(serialize_with = "thp_abi::keys::serialize_by_name")]
     pub folios: BTreeMap<FolioSize, u64>,
     pub census: Census,
     /// Model only: `hugepages-<N>kB` → reason → how often a fault did not get that size.
     /// Always written (empty in live results and when no fault fell back).
     #[serde(default)]
+    #[serde(serialize_with = "thp_abi::keys::serialize_by_name")]
     pub fallbacks: BTreeMap<SizeDir, BTreeMap<String, u64>>,
     pub regions: Vec<RegionPlacement>,
     /// /proc/meminfo lines that the run moved, in kB: `Shmem`, `ShmemHugePages`, `ShmemPmdMapped`
@@ -140,6 +143,7 @@ pub struct TimelineSample {
     pub anon_huge_pages_kb: u64,
     pub shmem_pmd_mapped_kb: u64,
     /// Folio size → folios mapped (the census).
+    #[serde(serialize_with = "thp_abi::keys::serialize_by_name")]
     pub folios: BTreeMap<FolioSize, u64>,
     /// `khugepaged/pages_collapsed`, `khugepaged/full_scans` and `thp_collapse_alloc` since
     /// the start (live: system-wide).
@@ -355,6 +359,7 @@ pub struct ReplayProcess {
     /// Its largest Rss (VmHWM of the modelled memory).
     pub peak_rss_bytes: u64,
     /// Folio size → folios mapped at exit.
+    #[serde(serialize_with = "thp_abi::keys::serialize_by_name")]
     pub folios: BTreeMap<FolioSize, u64>,
     pub census: Census,
 }
@@ -924,6 +929,7 @@ pub struct Peak {
     pub census: Census,
     /// The largest number of folios of each size mapped at any moment (`nr_anon` per size,
     /// exact, anonymous only), by size label.
+    #[serde(serialize_with = "thp_abi::keys::serialize_by_name")]
     pub max_folios: BTreeMap<FolioSize, u64>,
 }
 
@@ -939,6 +945,7 @@ pub struct Explain {
     pub more_faults: u64,
     /// Reason → count over the recorded faults, by size (`hugepages-64kB`), the same
     /// reasons as the result's `fallbacks`.
+    #[serde(serialize_with = "thp_abi::keys::serialize_by_name")]
     pub totals: BTreeMap<SizeDir, BTreeMap<String, u64>>,
 }
 
@@ -967,12 +974,6 @@ impl RunResult {
     pub fn new(source: &str, workload: &str) -> RunResult {
         RunResult { schema: RESULT_SCHEMA.into(), source: source.into(), workload: workload.into(), ..Default::default() }
     }
-}
-
-/// Sort key that orders `4kB < 64kB < 2048kB` and `hugepages-16kB < hugepages-2048kB`.
-pub fn size_sort_key(label: &str) -> u64 {
-    let digits: String = label.chars().filter(|c| c.is_ascii_digit()).collect();
-    digits.parse().unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use thp_abi::FolioSize;
 use uapi::result::{LiveKhugepaged, LiveSection, LiveWorkloadRun, Noise, NoiseEntry, Spread};
 use uapi::{CallResult, MthpStat, ProcessStats, RunResult, ThpSettings};
 use workload::{OpKind, Workload};
@@ -189,7 +190,7 @@ fn noise(r: &RunOnce) -> Noise {
     for (dir, m) in &r.counters.mthp {
         let Some(&alloc) = m.get(MthpStat::AnonFaultAlloc.name()) else { continue };
         let label = label_of_dir(dir).unwrap_or_default();
-        let census = r.census.sizes.get(&label).map(|e| e.folios).unwrap_or(0) as i64;
+        let census = r.census.sizes.get(&FolioSize::from(label.as_str())).map(|e| e.folios).unwrap_or(0) as i64;
         if alloc == 0 && census == 0 {
             continue;
         }
