@@ -27,7 +27,7 @@ use mm_types::{Order, PMD_ORDER};
 use uapi::counters::sysfs_orders;
 use uapi::result::RegionPlacement;
 use uapi::{CallResult, MthpStat, RunResult, ThpSettings, VmEvent};
-use thp_abi::{MthpStatKey, SizeDir};
+use thp_abi::{Meminfo, MthpStatKey, SizeDir};
 use workload::{Advice, Backing, FallocMode, FileKind, OpKind, Placement, Prot, ThpDisable, TmpfsHuge, TouchPlan, Workload, HEAP};
 
 pub use mm::{MAX_MEM_BYTES, MIN_MEM_BYTES};
@@ -729,10 +729,10 @@ fn fallbacks_into(r: &mut RunResult, rows: &[[[u64; FallbackReason::ALL.len()]; 
                 row[i] += n;
             }
         }
-        let reasons: BTreeMap<String, u64> = FallbackReason::ALL
+        let reasons: BTreeMap<thp_abi::FallbackKey, u64> = FallbackReason::ALL
             .iter()
             .filter(|reason| row[**reason as usize] > 0)
-            .map(|reason| (reason.name().to_string(), row[*reason as usize]))
+            .map(|reason| ((*reason).into(), row[*reason as usize]))
             .collect();
         if !reasons.is_empty() {
             r.fallbacks.insert(SizeDir::of(Order(o)), reasons);
@@ -807,8 +807,8 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
         r.explain = Some(x);
     }
     let (shmem, shmem_huge, shmem_pmd) = k.shmem_meminfo();
-    for (name, bytes) in [("Shmem", shmem), ("ShmemHugePages", shmem_huge), ("ShmemPmdMapped", shmem_pmd)] {
-        r.meminfo.insert(name.to_string(), (bytes / 1024) as i64);
+    for (name, bytes) in [(Meminfo::Shmem, shmem), (Meminfo::ShmemHugePages, shmem_huge), (Meminfo::ShmemPmdMapped, shmem_pmd)] {
+        r.meminfo.insert(name.into(), (bytes / 1024) as i64);
     }
     // Every mm's scans (khugepaged walks them all).
     let mut scans: BTreeMap<String, u64> = BTreeMap::new();

@@ -1,8 +1,9 @@
 //! Typed keys for the kernel's closed sets of names, spelled as the kernel spells them: the
 //! `thp_*` lines of /proc/vmstat ([`VmStatKey`]), the files of `hugepages-<N>kB/stats/`
 //! ([`MthpStatKey`]), folio sizes (`64kB`, [`FolioSize`]), the per-size sysfs directories
-//! (`hugepages-64kB`, [`SizeDir`]) and the knob paths under /sys/kernel/mm/transparent_hugepage
-//! ([`KnobPath`]).
+//! (`hugepages-64kB`, [`SizeDir`]), the knob paths under /sys/kernel/mm/transparent_hugepage
+//! ([`KnobPath`]), the /proc/meminfo fields a result keeps ([`MeminfoKey`]) and the model's
+//! fallback reasons ([`FallbackKey`], `not_madvised`; the model's names, the kernel has none).
 //!
 //! Each is a [`Key`]: a member of the closed set, or another name (`known()` None) the live
 //! kernel printed that the set does not hold (another build's vmstat line or knob, a /proc/meminfo field), so
@@ -16,7 +17,8 @@
 //!
 //! Kernel sources (6.18): `include/linux/vm_event_item.h`, `mm/vmstat.c: vmstat_text`,
 //! `include/linux/huge_mm.h: enum mthp_stat_item`, `mm/huge_memory.c: thpsize_create`,
-//! `hugepage_init_sysfs`, `mm/khugepaged.c: khugepaged_attr`.
+//! `hugepage_init_sysfs`, `mm/khugepaged.c: khugepaged_attr`, `fs/proc/meminfo.c:
+//! meminfo_proc_show`.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
@@ -29,6 +31,7 @@ use mm_types::Order;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::counters::{MthpStat, VmEvent};
+use crate::fallbacks::FallbackReason;
 
 /// A closed set of kernel names: each member has one name, and a name names at most one member.
 pub trait KernelName: Copy + Eq + 'static {
@@ -50,6 +53,46 @@ pub trait NameOrdered: KernelName {}
 impl NameOrdered for VmEvent {}
 impl NameOrdered for MthpStat {}
 impl NameOrdered for Knob {}
+impl NameOrdered for Meminfo {}
+impl NameOrdered for FallbackReason {}
+
+impl KernelName for FallbackReason {
+    fn name(self) -> &'static str {
+        FallbackReason::name(self)
+    }
+    fn from_name(text: &str) -> Option<Self> {
+        FallbackReason::ALL.into_iter().find(|r| r.name() == text)
+    }
+}
+
+/// The /proc/meminfo fields a result keeps (kB), as `meminfo_proc_show` spells them; a live
+/// run's other fields are kept as read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Meminfo {
+    /// `Shmem`: shmem, tmpfs and /dev/shm pages, SysV shm.
+    Shmem,
+    /// `ShmemHugePages`: of those, in PMD-size folios.
+    ShmemHugePages,
+    /// `ShmemPmdMapped`: PMD-mapped shmem folios.
+    ShmemPmdMapped,
+}
+
+impl Meminfo {
+    pub const ALL: [Meminfo; 3] = [Meminfo::Shmem, Meminfo::ShmemHugePages, Meminfo::ShmemPmdMapped];
+}
+
+impl KernelName for Meminfo {
+    fn name(self) -> &'static str {
+        match self {
+            Meminfo::Shmem => "Shmem",
+            Meminfo::ShmemHugePages => "ShmemHugePages",
+            Meminfo::ShmemPmdMapped => "ShmemPmdMapped",
+        }
+    }
+    fn from_name(text: &str) -> Option<Self> {
+        Meminfo::ALL.into_iter().find(|m| m.name() == text)
+    }
+}
 
 impl KernelName for VmEvent {
     fn name(self) -> &'static str {
@@ -182,6 +225,10 @@ pub type MthpStatKey = Key<MthpStat>;
 pub type FolioSize = Key<SizeLabel>;
 /// A per-size directory, `hugepages-64kB`.
 pub type SizeDir = Key<SizeDirName>;
+/// A /proc/meminfo field, `ShmemHugePages`.
+pub type MeminfoKey = Key<Meminfo>;
+/// A fallback reason of the model, `not_madvised`.
+pub type FallbackKey = Key<FallbackReason>;
 /// A knob path, `enabled`, `hugepages-64kB/enabled`, `khugepaged/max_ptes_none`; unknown for
 /// the knobs of other builds that settings carry (`ThpSettings::unknown`).
 pub type KnobPath = Key<Knob>;

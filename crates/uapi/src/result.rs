@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use thp_abi::{FolioSize, KnobPath, MthpStatKey, SizeDir, VmStatKey};
+use thp_abi::{FallbackKey, FolioSize, KnobPath, MeminfoKey, MthpStatKey, SizeDir, VmStatKey};
 
 pub const RESULT_SCHEMA: &str = "thplab-run/2";
 
@@ -69,12 +69,12 @@ pub struct RunResult {
     /// Always written (empty in live results and when no fault fell back).
     #[serde(default)]
     #[serde(serialize_with = "thp_abi::keys::serialize_by_name")]
-    pub fallbacks: BTreeMap<SizeDir, BTreeMap<String, u64>>,
+    pub fallbacks: BTreeMap<SizeDir, BTreeMap<FallbackKey, u64>>,
     pub regions: Vec<RegionPlacement>,
     /// /proc/meminfo lines that the run moved, in kB: `Shmem`, `ShmemHugePages`, `ShmemPmdMapped`
     /// (model: the level at the end; live: the system-wide delta).
     #[serde(default)]
-    pub meminfo: BTreeMap<String, i64>,
+    pub meminfo: BTreeMap<MeminfoKey, i64>,
     /// The return of every non-touch operation, in order.
     #[serde(default)]
     pub calls: Vec<CallResult>,
@@ -946,7 +946,7 @@ pub struct Explain {
     /// Reason → count over the recorded faults, by size (`hugepages-64kB`), the same
     /// reasons as the result's `fallbacks`.
     #[serde(serialize_with = "thp_abi::keys::serialize_by_name")]
-    pub totals: BTreeMap<SizeDir, BTreeMap<String, u64>>,
+    pub totals: BTreeMap<SizeDir, BTreeMap<FallbackKey, u64>>,
 }
 
 impl Explain {

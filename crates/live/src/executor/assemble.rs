@@ -89,7 +89,7 @@ pub(super) fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, ru
     }
     for name in MEMINFO_FIELDS {
         let v = col(format!("meminfo.{name}"), runs.iter().map(|r| r.meminfo.get(*name).copied().unwrap_or(0)).collect());
-        res.meminfo.insert(name.to_string(), v);
+        res.meminfo.insert((*name).into(), v);
     }
     let mut walls: Vec<i64> = runs.iter().map(|r| (r.wall_ns / 1000) as i64).collect();
     let wall_us = median(&mut walls);

@@ -72,3 +72,26 @@ fn maps_keep_the_order_and_json_of_string_keys() {
     assert_eq!(vm.get("thp_fault_alloc"), Some(&2));
     assert_eq!(vm.get(&"thp_split_pmd".to_string()), Some(&1), "a String borrows too");
 }
+
+/// The /proc/meminfo fields a result keeps and the model's fallback reasons are keys too: each
+/// member round-trips its name, another name is kept as read, and maps print in string order
+/// and look up by name.
+#[test]
+fn meminfo_fields_and_fallback_reasons_are_keys() {
+    for m in Meminfo::ALL {
+        assert_eq!(MeminfoKey::from(m.name()).known(), Some(m));
+    }
+    for r in FallbackReason::ALL {
+        assert_eq!(FallbackKey::from(r.name()).known(), Some(r));
+    }
+    assert_eq!(MeminfoKey::from(Meminfo::ShmemHugePages).as_str(), "ShmemHugePages");
+    assert_eq!(FallbackKey::from(FallbackReason::NotMadvised).as_str(), "not_madvised");
+    assert_eq!(MeminfoKey::from("SwapCached").known(), None);
+    assert_eq!(FallbackKey::from("compaction_failed").known(), None);
+    let m: BTreeMap<MeminfoKey, i64> = [(Meminfo::ShmemPmdMapped.into(), 3), (Meminfo::Shmem.into(), 1), ("AnonHugePages".into(), 2)].into();
+    assert_eq!(serde_json::to_string(&m).unwrap(), r#"{"AnonHugePages":2,"Shmem":1,"ShmemPmdMapped":3}"#);
+    assert_eq!(m["Shmem"], 1);
+    let f: BTreeMap<FallbackKey, u64> = [(FallbackReason::VmaRange.into(), 16), (FallbackReason::AllocFailed.into(), 1)].into();
+    assert_eq!(serde_json::to_string(&f).unwrap(), r#"{"alloc_failed":1,"vma_range":16}"#);
+    assert_eq!(f["vma_range"], 16);
+}
