@@ -9,7 +9,7 @@ use std::io::Write;
 
 use anyhow::Result;
 use report::print;
-use uapi::ThpSettings;
+use thp_abi::ThpSettings;
 
 use crate::SimExtras;
 

@@ -46,7 +46,8 @@ pub use text::{print_rows, print_rows_only, row_lines, row_mark, ExtraColumn};
 use std::collections::BTreeSet;
 
 use uapi::result::ProcessStats;
-use uapi::{Census, MthpStat, RunResult};
+use thp_abi::{Census, MthpStat};
+use uapi::RunResult;
 
 /// A `--tolerance` spec that cannot be read: the message names the part and what is valid.
 #[derive(Debug, thiserror::Error)]

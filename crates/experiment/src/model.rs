@@ -7,7 +7,8 @@
 
 use anyhow::Result;
 use serde::Serialize;
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 /// What a workload's model run may have besides its settings and machine.
 #[derive(Clone, Copy, Default)]

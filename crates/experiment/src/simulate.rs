@@ -9,7 +9,8 @@ use anyhow::{bail, Result};
 use report::print;
 use uapi::result::SalvageReport;
 use uapi::profile::MachineProfile;
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 use crate::SimExtras;
 

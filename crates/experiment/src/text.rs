@@ -7,7 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 
-use uapi::{ThpSettings, Timeline, TimelineSample, VmaMap};
+use thp_abi::ThpSettings;
+use uapi::{Timeline, TimelineSample, VmaMap};
 
 use crate::noise::{Interval, SettingTimes, Timed, Verdict};
 use crate::timeline::TimelineComparison;

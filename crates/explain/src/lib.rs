@@ -36,7 +36,7 @@ use mm::vma::{vm, Vma};
 use mm::{MmFlags, ThpMasks};
 use mm_types::{Order, Orders, PAGE_SIZE};
 use serde::Serialize;
-use uapi::{Census, ThpSettings};
+use thp_abi::{Census, ThpSettings};
 
 /// The verdict for one order at one moment (fault or khugepaged).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -526,7 +526,7 @@ impl fmt::Display for ExplainReport {
             line(f, &format!("  fault:      {}", grouped(&v.orders, |l| (&l.fault, &l.fault_also))), 14)?;
             line(f, &format!("  khugepaged: {}", grouped(&v.orders, |l| (&l.khugepaged, &l.khugepaged_also))), 14)?;
             // Largest size first.
-            let sizes: Vec<(_, &uapi::CensusEntry)> = v.census.sizes.iter().rev().filter(|(_, e)| e.folios > 0).collect();
+            let sizes: Vec<(_, &thp_abi::CensusEntry)> = v.census.sizes.iter().rev().filter(|(_, e)| e.folios > 0).collect();
             let mut c: Vec<String> = sizes
                 .iter()
                 .map(|(s, e)| {

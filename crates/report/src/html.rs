@@ -221,7 +221,7 @@ pub fn html(title: &str, runs: &[Run]) -> String {
     s += &time_section(runs);
     s += &timeline_section(runs);
     for r in runs {
-        let _ = write!(s, "<h2>{}</h2>\n<p>settings: {}</p>\n", esc(&r.label), esc(&r.result.settings.iter().filter(|(k, v)| uapi::ThpSettings::default().knob_map().get(*k) != Some(v)).map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")));
+        let _ = write!(s, "<h2>{}</h2>\n<p>settings: {}</p>\n", esc(&r.label), esc(&r.result.settings.iter().filter(|(k, v)| thp_abi::ThpSettings::default().knob_map().get(*k) != Some(v)).map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")));
         s += &census_table(&r.result);
         s += &folio_map(&r.result);
     }

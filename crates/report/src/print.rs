@@ -3,7 +3,8 @@
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 use crate::text;
 

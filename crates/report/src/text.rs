@@ -4,8 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use thp_abi::FolioSize;
-use uapi::result::{Census, VmaMap};
+use thp_abi::{Census, FolioSize};
+use uapi::result::VmaMap;
 
 /// The width text tables fit by default (`--wide` lifts it).
 pub const TEXT_WIDTH: usize = 100;
@@ -244,7 +244,7 @@ pub fn vma_table_fit(vmas: &[VmaMap], total: &Census, total_rss_kb: u64, max: Op
 #[cfg(test)]
 mod tests {
     use super::*;
-    use uapi::result::CensusEntry;
+    use thp_abi::CensusEntry;
 
     #[test]
     fn layout_aligns_columns_on_their_widest_cell() {

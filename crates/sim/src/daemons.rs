@@ -131,7 +131,7 @@ impl Khugepaged {
 #[cfg(test)]
 mod tests {
     use crate::{run, MachineConfig};
-    use uapi::ThpSettings;
+    use thp_abi::ThpSettings;
 
     fn settings(extra: &[&str]) -> ThpSettings {
         let mut s = ThpSettings::default();

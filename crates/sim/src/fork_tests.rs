@@ -7,7 +7,8 @@
 //! docs/kernel-thp.md §10 is the first).
 
 use expect_test::{expect, Expect};
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 use super::*;
 

@@ -19,15 +19,15 @@ use std::collections::BTreeMap;
 use mm::madvise::{Madvise, ThpDisable as MmThpDisable};
 use mm::mmap::{prot_to_vm, MapBacking, MmapPlacement};
 use mm::shmem::{SbHuge, DEV_SHM, SHM_MNT};
-use mm::vmstat::FallbackReason;
 use mm::{Access, BootParams, Errno, Kernel};
 
 use driver::{Machine, Outcome, Step};
 use mm_types::{Order, PMD_ORDER};
-use uapi::counters::sysfs_orders;
+use thp_abi::counters::sysfs_orders;
 use uapi::result::RegionPlacement;
-use uapi::{CallResult, MthpStat, RunResult, ThpSettings, VmEvent};
-use thp_abi::{Meminfo, MthpStatKey, SizeDir};
+use thp_abi::{MthpStat, ThpSettings, VmEvent};
+use uapi::{CallResult, RunResult};
+use thp_abi::{FallbackReason, Meminfo, MthpStatKey, SizeDir};
 use workload::{Advice, Backing, FallocMode, FileKind, OpKind, Placement, Prot, ThpDisable, TmpfsHuge, TouchPlan, Workload, HEAP};
 
 pub use mm::{MAX_MEM_BYTES, MIN_MEM_BYTES};
@@ -697,7 +697,7 @@ fn vm_prot(p: Prot) -> u32 {
 }
 
 /// vmstat and per-size stats from model counters.
-fn counters_into(r: &mut RunResult, c: &uapi::Counters) {
+fn counters_into(r: &mut RunResult, c: &thp_abi::Counters) {
     for e in VmEvent::ALL {
         r.vmstat.insert((*e).into(), c.vm(*e));
     }
@@ -709,7 +709,7 @@ fn counters_into(r: &mut RunResult, c: &uapi::Counters) {
 
 /// Process figures and the census from one or more census walks (several processes).
 fn census_into(r: &mut RunResult, reports: &[mm::debug::CensusReport]) {
-    let mut total = uapi::Census::default();
+    let mut total = thp_abi::Census::default();
     for c in reports {
         r.process.rss_bytes += c.rss_bytes;
         r.process.anon_huge_bytes += c.anon_huge_bytes;
@@ -751,7 +751,7 @@ struct TaskCounts {
 }
 
 impl TaskCounts {
-    fn of(s: &mm::vmstat::ModelStats) -> TaskCounts {
+    fn of(s: &mm::model::stats::ModelStats) -> TaskCounts {
         TaskCounts { minflt: s.minflt, cow_copied: s.cow_copied, cow_reused: s.cow_reused, exited: false }
     }
 
@@ -1053,8 +1053,6 @@ pub mod daemons;
 pub mod driver;
 mod access;
 mod file_pages;
-// The settings matrices are the kernel ABI crate's; this path stays for the crates that name it.
-pub use thp_abi::matrix;
 pub mod replay;
 pub mod time;
 pub mod views;

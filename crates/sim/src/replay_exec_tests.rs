@@ -4,7 +4,8 @@
 //! mm/mmap.c: `unmapped_area_topdown` (the highest free gap below mmap_base that fits).
 
 use trace::{flags, Event, EventBody, Header, MapEntry, Syscall, SyscallKind};
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 use crate::MachineConfig;
 

@@ -5,7 +5,8 @@
 //! Every run checks every model invariant after every operation.
 
 use expect_test::{expect, Expect};
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 use super::*;
 
@@ -444,9 +445,9 @@ fn mthp_falls_back_size_by_size_when_memory_is_fragmented() {
     k.fragment_memory();
     let addr = k.do_mmap(64 << 10, mm::mmap::prot_to_vm(true, true, false), mm::mmap::MmapPlacement::Aligned { align: 65536, offset: 0 }).unwrap();
     assert_eq!(k.access(addr, true), mm::Access::Fault);
-    assert_eq!(k.counters.mthp(mm_types::Order(4), uapi::MthpStat::AnonFaultFallback), 1);
-    assert_eq!(k.counters.mthp(mm_types::Order(2), uapi::MthpStat::AnonFaultFallback), 1);
-    assert_eq!(k.stats().fallbacks[4][mm::vmstat::FallbackReason::AllocFailed as usize], 1);
+    assert_eq!(k.counters.mthp(mm_types::Order(4), thp_abi::MthpStat::AnonFaultFallback), 1);
+    assert_eq!(k.counters.mthp(mm_types::Order(2), thp_abi::MthpStat::AnonFaultFallback), 1);
+    assert_eq!(k.stats().fallbacks[4][thp_abi::FallbackReason::AllocFailed as usize], 1);
     k.check_invariants().unwrap();
     let _ = w;
 }
@@ -763,7 +764,7 @@ fn p12_mremap_moves_whole_pmds_only_when_aligned() {
         assert_eq!(k.access(a, true), mm::Access::Fault);
         k.do_mremap(a, 2 << 20, 2 << 20, dest).unwrap();
         k.check_invariants().unwrap();
-        assert_eq!(k.counters.vm(uapi::VmEvent::ThpSplitPmd), split);
+        assert_eq!(k.counters.vm(thp_abi::VmEvent::ThpSplitPmd), split);
         let c = k.census(&[(dest, dest + (2 << 20))]);
         assert_eq!((c.anon_huge_bytes, c.rss_bytes), (if split == 0 { 2 << 20 } else { 0 }, 2 << 20));
         // Nothing is left at the old address, and the moved memory is still there.

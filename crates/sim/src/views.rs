@@ -3,7 +3,7 @@
 //! and the `--explain` log of the faults in one range.
 
 use mm::debug::CensusReport;
-use mm::explain::{ExplainLog, Got};
+use mm::model::explain::{ExplainLog, Got};
 use mm::vma::vm;
 use mm::Kernel;
 use mm_types::{Order, PAGE_SIZE, PMD_ORDER};

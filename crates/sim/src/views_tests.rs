@@ -1,7 +1,8 @@
 //! Tests of the views (crate::views): the folio-size map, the peak, `--explain`. Expected
 //! values are derived by hand in the comments.
 
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 use crate::{run_with, MachineConfig, RunOptions};
 

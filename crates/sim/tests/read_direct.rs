@@ -2,7 +2,8 @@
 //! from mm/gup.c (a PMD-mapped folio is taken whole by `gup_fast_pmd_leaf`, PTE-mapped pages one
 //! by one by `gup_fast_pte_range`, unmapped pages write-faulted by `faultin_page`).
 
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 fn run(set: &str, text: &str) -> RunResult {
     let mut s = ThpSettings::default();

@@ -4,7 +4,7 @@
 //! (`shmem_get_unmapped_area`) and the addresses below.
 
 use trace::{flags, Event, EventBody, Header, MapEntry, MountEntry, PathInfo, Syscall, SyscallKind, TMPFS_MAGIC};
-use uapi::ThpSettings;
+use thp_abi::ThpSettings;
 
 const MIB: u64 = 1 << 20;
 /// ld.so ends at mmap_base (the kernel placed it first, top-down).

@@ -1,7 +1,7 @@
 //! Resolution of what a command runs with, in one place: the settings (boot defaults, then
 //! `--cmdline`, `--settings` sources and `--set`, as the kernel applies them: mm/huge_memory.c
 //! `setup_transparent_hugepage`, `setup_thp_anon`, then the sysfs stores), the standard
-//! matrices (`--matrix`: the one place thplab calls `sim::matrix`), the simulated machine
+//! matrices (`--matrix`: the one place thplab calls `thp_abi::matrix`), the simulated machine
 //! (`--mem`, `--mmap-base`, `--brk-start`, `--hz`), the machine profile (`--profile`) and the
 //! TLB choice (`--cpu`, `--paging`, `--order0-scatter`, else the profile's `[tlb]`).
 
@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use uapi::ThpSettings;
+use thp_abi::ThpSettings;
 
 use crate::{checks, input, read_text_limited, MAX_SETTINGS_BYTES};
 
@@ -40,7 +40,7 @@ impl SettingsArgs {
         let mut s = ThpSettings::default();
         if let Some(c) = &self.cmdline {
             s.apply_cmdline(c)?;
-            for w in uapi::settings::cmdline_warnings(c) {
+            for w in thp_abi::settings::cmdline_warnings(c) {
                 eprintln!("thplab: warning: --cmdline: {w}");
             }
         }
@@ -59,7 +59,7 @@ impl SettingsArgs {
 
 /// The THP sysfs tree `--settings live` reads (`$THPLAB_SYSFS_THP` in tests, to read a copy).
 fn live_tree() -> PathBuf {
-    std::env::var_os("THPLAB_SYSFS_THP").filter(|s| !s.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(uapi::settings::SYSFS_THP))
+    std::env::var_os("THPLAB_SYSFS_THP").filter(|s| !s.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(thp_abi::settings::SYSFS_THP))
 }
 
 /// Apply one `--settings` source: `live`, a sysfs tree directory, `settings --json` output, or
@@ -224,17 +224,17 @@ pub fn load_profile(arg: &str) -> Result<uapi::profile::MachineProfile> {
 
 /// The settings of a standard matrix `KIND[:NAME,...]` and its kind (`anon`, `shmem`).
 pub fn matrix(spec: &str) -> Result<(String, Vec<(String, ThpSettings)>)> {
-    sim::matrix::select(spec).map_err(anyhow::Error::msg)
+    thp_abi::matrix::select(spec).map_err(anyhow::Error::msg)
 }
 
 /// `--matrix [KIND]` takes the word after it as its value, so `sim --matrix seed-anon-1g`
 /// gives the workload's name to `--matrix`: a value that names no matrix (see
-/// `sim::matrix::is_spec`) while no workload was given is the workload, under the whole anon
+/// `thp_abi::matrix::is_spec`) while no workload was given is the workload, under the whole anon
 /// matrix. Otherwise the matrix is checked here, before anything runs. Returns the workload
 /// and the matrix.
 pub fn workload_and_matrix(workload: Option<String>, matrix: Option<String>) -> Result<(Option<String>, Option<String>)> {
     match (workload, matrix) {
-        (None, Some(m)) if !sim::matrix::is_spec(&m) => Ok((Some(m), Some("anon".into()))),
+        (None, Some(m)) if !thp_abi::matrix::is_spec(&m) => Ok((Some(m), Some("anon".into()))),
         (w, Some(m)) => {
             self::matrix(&m)?;
             Ok((w, Some(m)))
@@ -251,7 +251,7 @@ pub fn matrix_runs(spec: &str, given: &SettingsArgs) -> Result<(String, Vec<(Str
         bail!("--matrix runs its own settings; leave out --settings and --cmdline (--set applies on top of each)");
     }
     let (kind, mut m) = matrix(spec)?;
-    let whole = sim::matrix::by_name(&kind).map_or(0, |w| w.len());
+    let whole = thp_abi::matrix::by_name(&kind).map_or(0, |w| w.len());
     let title = if m.len() == whole { format!("the {kind} matrix") } else { format!("{} of {whole} settings of the {kind} matrix", m.len()) };
     // --set applies on top of every setting of the matrix (anon_beside_full=1, a khugepaged knob).
     for (label, s) in &mut m {

@@ -23,8 +23,8 @@ use mm::{Access, BootParams, Kernel, MmId};
 use sim::driver::{Machine, Outcome, Step};
 use mm_types::prng::Prng;
 use mm_types::{PAGE_SIZE, PMD_SIZE};
-use uapi::settings::{AnonEnabled, ShmemEnabled, ShmemSizeEnabled, TopEnabled};
-use uapi::{MthpStat, ThpSettings, VmEvent};
+use thp_abi::settings::{AnonEnabled, ShmemEnabled, ShmemSizeEnabled, TopEnabled};
+use thp_abi::{MthpStat, ThpSettings, VmEvent};
 
 /// One run's configuration, printed before the run (everything derived from the seed).
 #[derive(Clone, Debug)]

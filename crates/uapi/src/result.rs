@@ -26,7 +26,7 @@ pub struct ProcessStats {
 }
 
 // The folio census is the kernel's ABI: thp_abi::census.
-pub use thp_abi::census::{Census, CensusEntry};
+use thp_abi::census::Census;
 
 /// A region of the workload and where it was placed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use thp_abi::FolioSize;
 use uapi::result::{LiveKhugepaged, LiveSection, LiveWorkloadRun, Noise, NoiseEntry, Spread};
-use uapi::{CallResult, MthpStat, ProcessStats, RunResult, ThpSettings};
+use thp_abi::{MthpStat, ThpSettings};
+use uapi::{CallResult, ProcessStats, RunResult};
 use workload::{OpKind, Workload};
 
 use super::parent::{errno_name, RunOnce, MEMINFO_FIELDS};
 use super::spec::ExecSpec;
-use crate::procfs::{label_of_dir, CounterSnapshot};
+use probe::procfs::{label_of_dir, CounterSnapshot};
 
 /// Each phase of the runs (the first run's, in order): the median over the runs of its start
 /// and of its length (to the next phase or the end of the operations).

@@ -15,7 +15,8 @@ use live::executor::{run_live, ExecOptions};
 use live::guard::{current_settings, recover_if_needed, SettingsGuard};
 use live::sysfs::{read_knob, Paths};
 use live::LiveError;
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 const FAULT_TOLERANCE: u64 = 1;
 const BASE: u64 = 0x7e00_0000_0000;
@@ -519,7 +520,7 @@ fn our_child() -> Option<i32> {
     for e in std::fs::read_dir("/proc").ok()?.flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        if live::procfs::stat_field(&stat, 4) == Some(me) && stat.contains("(thplab-live-hel") {
+        if probe::procfs::stat_field(&stat, 4) == Some(me) && stat.contains("(thplab-live-hel") {
             return Some(pid);
         }
     }
@@ -572,14 +573,14 @@ fn khugepaged_trace_attributes_collapses_and_failures_to_the_target() {
     require_live!();
     let _s = serial();
     let _k = KnobsUnchanged::new();
-    let tracefs = match live::khugepaged::tracefs_dir() {
+    let tracefs = match probe::khugepaged::tracefs_dir() {
         Ok(d) => d,
         Err(e) => {
             eprintln!("SKIPPED: {e}");
             return;
         }
     };
-    let mut tracer = match live::khugepaged::Tracer::start(&tracefs) {
+    let mut tracer = match probe::khugepaged::Tracer::start(&tracefs) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("SKIPPED: {e}");
@@ -611,7 +612,7 @@ fn khugepaged_trace_attributes_collapses_and_failures_to_the_target() {
     while t0.elapsed() < std::time::Duration::from_secs(20) {
         tracer.learn_mms(Some(&[pid]));
         tracer.drain();
-        let vmas = live::procfs::read_smaps(pid).unwrap();
+        let vmas = probe::procfs::read_smaps(pid).unwrap();
         if vmas.iter().any(|v| v.start <= a && a < v.end && v.pmd_mapped_kb() >= 2048) {
             collapsed = true;
             break;
@@ -619,7 +620,7 @@ fn khugepaged_trace_attributes_collapses_and_failures_to_the_target() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     tracer.run_until(std::time::Instant::now() + std::time::Duration::from_secs(1), Some(&[pid]));
-    let r = tracer.acc.report(t0.elapsed(), |p| Some(live::procfs::comm(p)));
+    let r = tracer.acc.report(t0.elapsed(), |p| Some(probe::procfs::comm(p)));
     drop(child.stdin.take());
     child.wait().unwrap();
     guard.restore().unwrap();
@@ -667,7 +668,7 @@ fn run_agent_on_target(by_name: bool, budget: &agent::Budget, dry_run: bool, int
     let guard = SettingsGuard::apply(&settings(&["enabled=never"])).unwrap();
     let (mut child, pid, ranges) = agent_target();
     let allow = if by_name {
-        agent::Allowlist { pids: vec![], names: vec![live::procfs::comm(pid)] }
+        agent::Allowlist { pids: vec![], names: vec![probe::procfs::comm(pid)] }
     } else {
         agent::Allowlist { pids: vec![pid], names: vec![] }
     };
@@ -688,7 +689,7 @@ fn starts(log: &[agent::Action], action: &str) -> Vec<u64> {
 
 /// KiB of a VMA holding `addr` mapped by PMDs.
 fn pmd_kb_at(pid: i32, addr: u64) -> u64 {
-    live::procfs::read_smaps(pid).unwrap().iter().find(|v| v.start <= addr && addr < v.end).map(|v| v.anon_huge_kb).unwrap_or(0)
+    probe::procfs::read_smaps(pid).unwrap().iter().find(|v| v.start <= addr && addr < v.end).map(|v| v.anon_huge_kb).unwrap_or(0)
 }
 
 /// `thplab agent --dry-run` on a target with known ranges (the helper's `__agent_target`):
@@ -803,7 +804,7 @@ fn drop_page(at: usize) {
 
 #[test]
 fn census_sparse_reads_equal_every_pfn_read() {
-    use live::census::{census_of_ranges_with, Reads};
+    use probe::census::{census_of_ranges_with, Reads};
     require_live!();
     let _s = serial();
     let _k = KnobsUnchanged::new();
@@ -844,7 +845,7 @@ fn census_sparse_reads_equal_every_pfn_read() {
     for _ in 0..3 {
         // Every, sparse, on demand, every: retried when something (khugepaged, a split)
         // changed meanwhile.
-        let vmas = live::procfs::read_smaps(pid).unwrap();
+        let vmas = probe::procfs::read_smaps(pid).unwrap();
         let e1 = census_of_ranges_with(pid, &ranges, &vmas, Reads::Every).unwrap();
         let s = census_of_ranges_with(pid, &ranges, &vmas, Reads::Sparse).unwrap();
         let d = census_of_ranges_with(pid, &ranges, &vmas, Reads::OnDemand).unwrap();
@@ -869,7 +870,7 @@ fn census_sparse_reads_equal_every_pfn_read() {
     assert_ne!(big as *mut libc::c_void, libc::MAP_FAILED);
     let mut with_big = ranges.clone();
     with_big.push((big as u64, big as u64 + (1 << 30)));
-    let vmas = live::procfs::read_smaps(pid).unwrap();
+    let vmas = probe::procfs::read_smaps(pid).unwrap();
     let t = census_of_ranges_with(pid, &with_big, &vmas, Reads::Sparse).unwrap();
     let u = census_of_ranges_with(pid, &ranges, &vmas, Reads::Sparse).unwrap();
     assert!(t.pages_scanned > 2 * 65536, "{}", t.pages_scanned);

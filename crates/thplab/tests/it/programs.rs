@@ -23,7 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use thp_abi::FolioSize;
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 use crate::exclusive;
 
@@ -533,7 +534,7 @@ fn shell_script_starting_children_model_matches_live() {
 }
 
 /// The matrices of `thplab compare --matrix` and `--matrix shmem`.
-use sim::matrix::{anon as anon_matrix, shmem as shmem_matrix};
+use thp_abi::matrix::{anon as anon_matrix, shmem as shmem_matrix};
 
 /// The replay part of a model result of a recording.
 fn replay_of(model: &RunResult) -> &uapi::ReplayReport {
