@@ -12,7 +12,7 @@
 //! After faulting (a write to every page, so no zero page), THP buffers get MADV_NOHUGEPAGE so
 //! that khugepaged (which may collapse VM_HUGEPAGE ranges once the knobs are back) leaves them
 //! as they are. [`Buffer::verify`] takes the folio census of the buffer through
-//! /proc/self/pagemap and /proc/kpageflags (`live::census_of_ranges`) and says which sizes back
+//! /proc/self/pagemap and /proc/kpageflags (`probe::census::census_of_ranges`) and says which sizes back
 //! it; a buffer not wholly backed by the asked size is reported, never measured as if it were.
 
 use std::collections::BTreeMap;
@@ -179,9 +179,9 @@ impl Buffer {
     /// CAP_SYS_ADMIN only).
     pub fn verify(&self) -> Result<Backing, String> {
         let pid = std::process::id() as i32;
-        let vmas = live::procfs::read_smaps(pid).map_err(|e| e.to_string())?;
+        let vmas = probe::procfs::read_smaps(pid).map_err(|e| e.to_string())?;
         let (s, e) = (self.ptr as u64, self.ptr as u64 + self.len);
-        let report = live::census_of_ranges(pid, &[(s, e)], &vmas).map_err(|e| e.to_string())?;
+        let report = probe::census::census_of_ranges(pid, &[(s, e)], &vmas).map_err(|e| e.to_string())?;
         let folios: BTreeMap<String, u64> =
             report.total.sizes.iter().filter(|(_, v)| v.folios > 0).map(|(k, v)| (k.to_string(), v.folios)).collect();
         let want = self.len / self.kind.folio_bytes();

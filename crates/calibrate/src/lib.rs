@@ -42,10 +42,10 @@ use std::time::Instant;
 
 use serde::Serialize;
 use uapi::profile::{FaultCosts, HostCosts};
-use uapi::ThpSettings;
+use thp_abi::ThpSettings;
 
 use live::guard::{current_settings, SettingsGuard};
-use live::procfs::CounterSnapshot;
+use probe::procfs::CounterSnapshot;
 use live::sysfs::Paths;
 use live::Result;
 

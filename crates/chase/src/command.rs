@@ -5,7 +5,7 @@
 //! pages, live and predicted; as a table or one JSON object (schema `thplab-bench-chase/1`).
 
 use anyhow::{bail, Result};
-use uapi::ThpSettings;
+use thp_abi::ThpSettings;
 
 /// The arguments of `thplab bench chase` (`thplab bench chase --help` says what each means).
 #[derive(Clone, Debug)]

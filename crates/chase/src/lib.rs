@@ -20,7 +20,7 @@ pub mod command;
 
 pub use command::model_chase_ns;
 
-use uapi::ThpSettings;
+use thp_abi::ThpSettings;
 use workload::{AccessPlan, AccessStream, Pattern, Range, RegionId};
 
 use live::guard::SettingsGuard;
@@ -165,7 +165,7 @@ fn anon_fault_allocs(paths: &Paths, sizes: &[u32]) -> Vec<(String, u64)> {
 /// AnonHugePages of the VMA holding `addr` (the chase's buffer; the process's other memory, its
 /// heap among it, keeps THPs an earlier PMD point gave it), in bytes; 0 where smaps is unreadable.
 fn anon_huge_bytes(addr: u64) -> u64 {
-    live::procfs::read_smaps(std::process::id() as i32).ok().and_then(|v| v.into_iter().find(|m| m.start <= addr && addr < m.end)).map_or(0, |m| m.anon_huge_kb * 1024)
+    probe::procfs::read_smaps(std::process::id() as i32).ok().and_then(|v| v.into_iter().find(|m| m.start <= addr && addr < m.end)).map_or(0, |m| m.anon_huge_kb * 1024)
 }
 
 /// The stream the chase follows (also what the model is given).

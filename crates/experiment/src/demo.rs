@@ -9,7 +9,7 @@ use std::io::Write;
 
 use anyhow::Result;
 use report::print;
-use uapi::ThpSettings;
+use thp_abi::ThpSettings;
 
 /// The three settings of the README's main command.
 pub fn demo_settings() -> Vec<(&'static str, ThpSettings)> {

@@ -7,7 +7,8 @@
 use anyhow::Result;
 use report::progress;
 use uapi::result::RegionPlacement;
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 use workload::Workload;
 
 /// Why live runs cannot happen here, if they cannot.

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use uapi::result::SalvageReport;
-use uapi::ThpSettings;
+use thp_abi::ThpSettings;
 
 use crate::examples;
 use crate::simulate::SimInput;

@@ -46,9 +46,9 @@ pub use uapi::compare::{Row, RowKind, HOST_FAULTS_ROW, TIME_ROW};
 
 use std::collections::BTreeSet;
 
-use uapi::result::size_sort_key;
 use uapi::result::ProcessStats;
-use uapi::{Census, MthpStat, RunResult};
+use thp_abi::{Census, MthpStat};
+use uapi::RunResult;
 
 /// A `--tolerance` spec that cannot be read: the message names the part and what is valid.
 #[derive(Debug, thiserror::Error)]
@@ -203,9 +203,7 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
         let prefix = format!("{}: ", mp.name);
         process_rows(&mut push, tol, &prefix, (&mp.process, &mp.census), (&lp.process, &lp.census), Some((mp.exited, lp.exited)));
     }
-    let mut dirs: Vec<_> = model.mthp.keys().collect();
-    dirs.sort_by_key(|d| size_sort_key(d));
-    for dir in dirs {
+    for dir in model.mthp.keys() {
         for stat in MthpStat::ALL {
             let m = model.mthp.get(dir).and_then(|s| s.get(stat.name())).copied();
             let l = live.mthp.get(dir).and_then(|s| s.get(stat.name())).copied();
@@ -309,9 +307,7 @@ fn process_rows(
         RowKind::Process,
         (tol.census * 2048, tol.census_pct),
     );
-    let mut sizes: Vec<_> = mc.sizes.keys().chain(lc.sizes.keys()).collect::<BTreeSet<_>>().into_iter().collect();
-    sizes.sort_by_key(|s| size_sort_key(s));
-    for s in sizes {
+    for s in mc.sizes.keys().chain(lc.sizes.keys()).collect::<BTreeSet<_>>() {
         let m = mc.sizes.get(s).copied().unwrap_or_default();
         let l = lc.sizes.get(s).copied().unwrap_or_default();
         let folios_tol = if s == "4kB" { census_tol } else { (tol.folios.unwrap_or(tol.census), tol.folios_pct) };

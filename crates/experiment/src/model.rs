@@ -7,7 +7,8 @@
 
 use anyhow::Result;
 use serde::Serialize;
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 /// Run `w` in the model: with `check` the model's invariants after every step, with `explain`
 /// every fault on that range, `on_event` told of the run's progress; with a profile, the time's

@@ -8,7 +8,8 @@
 //! setting.
 
 use anyhow::Result;
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 use crate::khugepaged::KhugepagedTolerance;
 use crate::model::{Rerun, RerunReason};

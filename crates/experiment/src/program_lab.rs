@@ -16,7 +16,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use report::progress;
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 use crate::host::{live_unavailable, settle_host_for, time_untraced};
 

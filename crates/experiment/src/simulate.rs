@@ -8,7 +8,8 @@ use std::io::Write;
 use anyhow::{bail, Result};
 use report::print;
 use uapi::result::SalvageReport;
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 /// A recording's recorded accesses (`record --accesses`: FILE.accesses) and the file they came
 /// from.

@@ -114,7 +114,7 @@ fn clusters<'a>(model: &[&'a VmaMap], live: &[&'a VmaMap]) -> Vec<(u64, u64, Vec
 mod tests {
     use super::*;
     use uapi::result::{LiveProgramRun, LiveSection, ModelSection, ProgramProcess, ReplayProcess, ReplayReport};
-    use uapi::Census;
+    use thp_abi::Census;
 
     fn vma(start: u64, end: u64, name: &str, sizes: &[(&str, u64)], pid: Option<u32>) -> VmaMap {
         let mut census = Census::default();

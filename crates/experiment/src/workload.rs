@@ -6,7 +6,8 @@
 //! [`WorkloadExperiment::compare`] once, which runs [`WorkloadExperiment::run`] per setting.
 
 use anyhow::Result;
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 use crate::model::{remodel, run_model, Rerun, RerunReason};
 use crate::timeline::TimelineComparison;

@@ -25,7 +25,7 @@ pub mod command;
 
 use std::fmt;
 
-use probe::census::{census_of_ranges, label};
+use probe::census::census_of_ranges;
 use probe::inputs::{read_policy_inputs, Backing, PolicyInputs, VmaInputs};
 use mm::huge_memory::{anon_thp_vma_allowable_orders, thp_vma_suitable_order, Refusal, RefusalSink, Refusals, TvaType};
 use mm::shmem::{
@@ -36,8 +36,7 @@ use mm::vma::{vm, Vma};
 use mm::{MmFlags, ThpMasks};
 use mm_types::{Order, Orders, PAGE_SIZE};
 use serde::Serialize;
-use uapi::result::size_sort_key;
-use uapi::{Census, ThpSettings};
+use thp_abi::{Census, ThpSettings};
 
 /// The verdict for one order at one moment (fault or khugepaged).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -407,7 +406,7 @@ pub fn explain(inp: &PolicyInputs, census: &probe::census::CensusReport, addr: O
                     fault_also: p.also(v, o, fault, false),
                     khugepaged_also: p.also(v, o, verdict(ko, &kw, o), true),
                     khugepaged,
-                    folios: c.sizes.get(&label(o.nr_pages() as u64)).map(|e| e.folios).unwrap_or(0),
+                    folios: c.sizes.get(&thp_abi::FolioSize::of(o)).map(|e| e.folios).unwrap_or(0),
                     unused,
                 }
             })
@@ -526,8 +525,8 @@ impl fmt::Display for ExplainReport {
             line(f, &format!("{head}{}{rest}", report::text::elide(name, room)), 2)?;
             line(f, &format!("  fault:      {}", grouped(&v.orders, |l| (&l.fault, &l.fault_also))), 14)?;
             line(f, &format!("  khugepaged: {}", grouped(&v.orders, |l| (&l.khugepaged, &l.khugepaged_also))), 14)?;
-            let mut sizes: Vec<(_, &uapi::CensusEntry)> = v.census.sizes.iter().filter(|(_, e)| e.folios > 0).collect();
-            sizes.sort_by_key(|(s, _)| std::cmp::Reverse(size_sort_key(s)));
+            // Largest size first.
+            let sizes: Vec<(_, &thp_abi::CensusEntry)> = v.census.sizes.iter().rev().filter(|(_, e)| e.folios > 0).collect();
             let mut c: Vec<String> = sizes
                 .iter()
                 .map(|(s, e)| {

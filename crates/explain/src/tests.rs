@@ -166,7 +166,7 @@ fn allowed_sizes_that_the_memory_is_not_in_are_explained() {
     let s = settings(&["enabled=always", "hugepages-64kB/enabled=always"]);
     let inp = inputs(s, true, vec![vma(BASE, 8 * M, &[], true, Backing::Anon)]);
     let mut c = Census::default();
-    c.sizes.insert("4kB".into(), uapi::CensusEntry { folios: 100, pte_mapped: 100, ..Default::default() });
+    c.sizes.insert("4kB".into(), thp_abi::CensusEntry { folios: 100, pte_mapped: 100, ..Default::default() });
     let census = probe::census::CensusReport { per_vma: vec![c], ..Default::default() };
     let r = explain(&inp, &census, None);
     let unused: Vec<(String, String)> =
@@ -176,7 +176,7 @@ fn allowed_sizes_that_the_memory_is_not_in_are_explained() {
     assert!(pmd.unused.as_ref().unwrap().starts_with("pte_table_exists: 400 kB is mapped by PTEs"), "{pmd:?}");
     assert!(pmd.unused.as_ref().unwrap().contains("khugepaged (allowed for this VMA)"), "{pmd:?}");
     let mut c = Census::default();
-    c.sizes.insert("2048kB".into(), uapi::CensusEntry { folios: 4, pmd_mapped: 4, ..Default::default() });
+    c.sizes.insert("2048kB".into(), thp_abi::CensusEntry { folios: 4, pmd_mapped: 4, ..Default::default() });
     let census = probe::census::CensusReport { per_vma: vec![c], ..Default::default() };
     assert!(explain(&inp, &census, None).vmas[0].orders.iter().all(|l| l.unused.is_none()));
 }

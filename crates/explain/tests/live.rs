@@ -56,14 +56,14 @@ impl Drop for Target {
 
 /// Explain the target's region: (size → (fault, khugepaged)) and the VMA's census, checked
 /// against `observe` and THPeligible.
-fn explain(t: &Target) -> (std::collections::BTreeMap<String, (String, String)>, uapi::Census) {
+fn explain(t: &Target) -> (std::collections::BTreeMap<String, (String, String)>, thp_abi::Census) {
     let r = explain::explain_pid(t.pid(), Some(t.start)).unwrap();
     assert_eq!(r.vmas.len(), 1);
     let v = &r.vmas[0];
     assert_eq!(u64::from_str_radix(&v.start, 16).unwrap(), t.start);
     assert_eq!(u64::from_str_radix(&v.end, 16).unwrap(), t.end);
     assert_eq!(v.thp_eligible_kernel, v.thp_eligible_model, "THPeligible kernel vs model: {v:?}");
-    let obs = live::observe(t.pid()).unwrap();
+    let obs = probe::observe::observe(t.pid()).unwrap();
     let ov = obs.vmas.iter().find(|o| o.start == v.start).expect("observe has the VMA");
     assert_eq!(ov.census, v.census, "explain's census differs from observe's");
     (v.orders.iter().map(|l| (l.size.clone(), (l.fault.clone(), l.khugepaged.clone()))).collect(), v.census.clone())
@@ -73,8 +73,8 @@ fn pair(a: &str, b: &str) -> (String, String) {
     (a.to_string(), b.to_string())
 }
 
-fn folios(c: &uapi::Census, size: &str) -> u64 {
-    c.sizes.get(size).map(|e| e.folios).unwrap_or(0)
+fn folios(c: &thp_abi::Census, size: &str) -> u64 {
+    c.sizes.get(&thp_abi::FolioSize::from(size)).map(|e| e.folios).unwrap_or(0)
 }
 
 #[test]
@@ -86,7 +86,7 @@ fn explain_names_the_reasons_on_live_processes() {
     let _s = serial();
     // From the kernel's defaults, not from the knobs as they are now: another process's guard
     // may hold other sizes enabled until this one takes the lock.
-    let mut s = uapi::ThpSettings::default();
+    let mut s = thp_abi::ThpSettings::default();
     for a in [
         "enabled=madvise",
         "hugepages-2048kB/enabled=inherit",
@@ -113,7 +113,7 @@ fn explain_names_the_reasons_on_live_processes() {
     let t = Target::start("hugepage");
     let (o, c) = explain(&t);
     assert_eq!(o["2048kB"], pair("allowed", "allowed"));
-    assert_eq!((folios(&c, "2048kB"), c.sizes["2048kB"].pmd_mapped), (4, 4), "{c:?}");
+    assert_eq!((folios(&c, "2048kB"), c.sizes[&thp_abi::FolioSize::from("2048kB")].pmd_mapped), (4, 4), "{c:?}");
     drop(t);
 
     // A MADV_NOHUGEPAGE arena: 64K passes the sysfs mask and is refused for VM_NOHUGEPAGE.
@@ -174,17 +174,17 @@ fn observe_shows_the_bloat_of_one_byte_per_2m() {
         return;
     }
     let _s = serial();
-    let mut s = uapi::ThpSettings::default();
+    let mut s = thp_abi::ThpSettings::default();
     s.apply_assignment("enabled=always").unwrap();
     s.apply_assignment("hugepages-2048kB/enabled=inherit").unwrap();
     let guard = SettingsGuard::apply(&s).unwrap();
     let t = Target::start_with(&["anon", "64", "2048"]);
     guard.restore().unwrap();
-    let find = |r: &live::ObserveReport| r.vmas.iter().find(|v| u64::from_str_radix(&v.start, 16).unwrap() == t.start).cloned().unwrap();
+    let find = |r: &probe::observe::ObserveReport| r.vmas.iter().find(|v| u64::from_str_radix(&v.start, 16).unwrap() == t.start).cloned().unwrap();
     // A budget large enough to read every page: exact.
-    let r = live::observe::observe_with(t.pid(), Some(std::time::Duration::from_secs(30))).unwrap();
+    let r = probe::observe::observe_with(t.pid(), Some(std::time::Duration::from_secs(30))).unwrap();
     let v = find(&r);
-    let thps = v.census.sizes.get("2048kB").map(|e| e.folios).unwrap_or(0);
+    let thps = v.census.sizes.get(&thp_abi::FolioSize::from("2048kB")).map(|e| e.folios).unwrap_or(0);
     assert!(thps >= 28, "expected ~32 THPs (allocation may fail for a few): {:?}", v.census);
     let b = v.bloat.clone().unwrap();
     assert_eq!(b.large_kb, thps * 2048);
@@ -196,7 +196,7 @@ fn observe_shows_the_bloat_of_one_byte_per_2m() {
     assert_eq!(b.rss_4k_kb, 32 * 4, "{b:?} rss {}", v.rss_kb);
     assert!(!r.bloat.as_ref().unwrap().sampled);
     // A tiny budget: sampled, and the estimate within its error (widened for p near 1).
-    let r = live::observe::observe_with(t.pid(), Some(std::time::Duration::from_millis(1))).unwrap();
+    let r = probe::observe::observe_with(t.pid(), Some(std::time::Duration::from_millis(1))).unwrap();
     let b = find(&r).bloat.unwrap();
     assert!(b.sampled_pages < thps * 512);
     let truth = (thps * 2044) as i64;

@@ -9,9 +9,9 @@
 
 use std::time::Instant;
 
-use live::census::{census_of_ranges_with, Reads};
+use probe::census::{census_of_ranges_with, Reads};
 use live::guard::{current_settings, SettingsGuard};
-use live::procfs::read_smaps;
+use probe::procfs::read_smaps;
 use live::sysfs::Paths;
 
 fn main() {

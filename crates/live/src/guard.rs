@@ -21,7 +21,7 @@ use std::thread::ThreadId;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use uapi::ThpSettings;
+use thp_abi::ThpSettings;
 
 use crate::pressure::{self, Created, Memcg, PressurePaths, RawStep};
 use crate::sysfs::{ensure_dir, read_knob, write_knobs_with_retry, Paths};

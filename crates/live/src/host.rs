@@ -346,7 +346,7 @@ fn pagemap_chunks(path: &str, start: u64, pages: u64, mut f: impl FnMut(&[u64]))
     let mut done = 0;
     while done < pages {
         let n = (pages - done).min(CHUNK);
-        crate::census::read_pagemap(&file, path, start + done * 4096, n, &mut buf)?;
+        probe::census::read_pagemap(&file, path, start + done * 4096, n, &mut buf)?;
         if buf.is_empty() {
             break;
         }

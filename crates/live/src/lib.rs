@@ -37,8 +37,7 @@
 //!
 //! The job of this crate is running workloads. Read-only probing of /proc and sysfs (the
 //! counters, smaps, the folio census, bloat, observe, the policy inputs, khugepaged tracing,
-//! the exporter's scrape) is crates/probe, re-exported below at the module paths it had here
-//! (`live::census`, `live::procfs`, ...) so that callers did not change. The commands built on
+//! the exporter's scrape) is crates/probe (`probe::census`, `probe::procfs`, ...). The commands built on
 //! both (agent, calibrate, chase, and bench io, explain, exporter) are crates of their own.
 //!
 //! Everything here needs root (PFNs are hidden from others, sysfs writes need CAP_SYS_ADMIN) and
@@ -54,15 +53,11 @@ pub mod program;
 pub mod sysfs;
 pub mod timeline;
 
-// The read-only probes, at their old paths.
-pub use probe::{bloat, census, inputs, khugepaged, metrics, observe, procfs};
 pub use probe::{kernel_release, LiveError, Result};
 pub(crate) use probe::io_err;
 
-pub use census::{census_of_ranges, CensusReport};
 pub use executor::{exec_child_main, run_live, ExecOptions};
 pub use guard::{recover_if_needed, SettingsGuard};
-pub use observe::{observable, observe, Observable, ObserveReport};
 pub use program::{run_program, run_program_under, ProgramOptions};
 
 /// Minor faults of this process so far (getrusage `ru_minflt`), as the executor counts them;

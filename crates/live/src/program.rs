@@ -58,11 +58,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
 use uapi::result::{LiveProgramRun, LiveSection};
-use uapi::{Census, ProcessStats, RunResult, ThpSettings};
+use thp_abi::{Census, ThpSettings};
+use uapi::{ProcessStats, RunResult};
 
-use crate::census::census_of_ranges;
+use probe::census::census_of_ranges;
 use crate::guard::SettingsGuard;
-use crate::procfs::{read_smaps, stat_field, CounterSnapshot, Vma};
+use probe::procfs::{read_smaps, stat_field, CounterSnapshot, Vma};
 use crate::sysfs::Paths;
 use crate::{LiveError, Result};
 
@@ -713,7 +714,7 @@ fn snapshot(p: &mut Proc, tid: i32) -> Result<bool> {
     }
     let majflt_base = p.majflt_base;
     let r = &mut p.report;
-    r.comm = crate::procfs::comm(tid);
+    r.comm = probe::procfs::comm(tid);
     // /proc/TGID/stat: the whole group's faults (dead threads' too).
     let exit = faults_of(r.pid).or_else(|| faults_of(tid));
     r.minflt_exit = exit.map(|f| f.0);
@@ -738,7 +739,7 @@ fn snapshot(p: &mut Proc, tid: i32) -> Result<bool> {
     };
     r.census_ms = c.elapsed.as_secs_f64() * 1e3;
     r.census = Some(c.total);
-    r.vmas = vmas.iter().zip(c.per_vma).map(|(v, census)| crate::observe::vma_map(v, census)).collect();
+    r.vmas = vmas.iter().zip(c.per_vma).map(|(v, census)| probe::observe::vma_map(v, census)).collect();
     Ok(true)
 }
 

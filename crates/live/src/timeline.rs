@@ -5,7 +5,7 @@
 //! workload's processes (the executor and every process descended from it, found by their
 //! parent in /proc/PID/stat), what the model's timeline holds (`sim::driver::Machine::sample`):
 //! the Rss, AnonHugePages and ShmemPmdMapped of the VMAs over the workload's regions
-//! (/proc/PID/smaps, fs/proc/task_mmu.c), their folio census ([`crate::census`]), and
+//! (/proc/PID/smaps, fs/proc/task_mmu.c), their folio census ([`probe::census`]), and
 //! khugepaged's counters and `thp_collapse_alloc` since the run started (system-wide: another
 //! process's collapses count too). With progress on, it prints one line a second.
 
@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use uapi::TimelineSample;
 
-use crate::census::census_of_ranges;
-use crate::procfs::{list_pids, read_smaps, stat_field, CounterSnapshot};
+use probe::census::census_of_ranges;
+use probe::procfs::{list_pids, read_smaps, stat_field, CounterSnapshot};
 
 /// The sampling thread of one live run.
 /// Stops when finished or dropped (a run that fails midway).
@@ -68,7 +68,7 @@ pub fn sample(root: i32, ranges: &[(u64, u64)], sysfs: &Path, base: [i64; 3], t_
         let Ok(vmas) = read_smaps(pid) else { continue };
         let mut mine: Vec<(u64, u64)> = ranges.to_vec();
         mine.extend(vmas.iter().filter(|v| v.name == "[heap]").map(|v| (v.start, v.end)));
-        let over = |v: &crate::procfs::Vma| mine.iter().any(|&(a, b)| v.start < b && a < v.end);
+        let over = |v: &probe::procfs::Vma| mine.iter().any(|&(a, b)| v.start < b && a < v.end);
         for v in vmas.iter().filter(|v| over(v)) {
             t.rss_kb += v.rss_kb;
             t.anon_huge_pages_kb += v.anon_huge_kb;

@@ -30,9 +30,6 @@
 //! - [`debug`]: `CONFIG_DEBUG_VM`: `check_invariants`, and the census of mapped folios.
 //! - [`model`]: model-only instrumentation, no kernel file: per-mm stats, fallback reasons,
 //!   `--explain`, the peak.
-//! - [`vmstat`]: the old paths of `model::stats::ModelStats` and `model::fallbacks::
-//!   FallbackReason` (re-exports; the kernel's vm events are `thp_abi::Counters`), as `explain`
-//!   and `peak` are re-exported from `model`.
 //!
 //! Architecture invariant: nothing here does I/O, reads a clock or draws randomness. Fallbacks
 //! and failed allocations are outcomes, counted, never Rust errors; only syscall-level errors
@@ -62,14 +59,6 @@ pub mod userfaultfd;
 pub mod vma;
 pub mod vmscan;
 
-/// Old paths, kept while other crates name them (model-only code now lives in [`model`]).
-pub mod vmstat {
-    //! Re-exports of [`crate::model::stats::ModelStats`] and
-    //! [`crate::model::fallbacks::FallbackReason`] under their old path.
-    pub use crate::model::fallbacks::FallbackReason;
-    pub use crate::model::stats::ModelStats;
-}
-pub use model::{explain, peak};
 
 use mm_types::{Order, Orders, Pfn, PAGE_SIZE};
 use thp_abi::settings::{AnonEnabled, TopEnabled};

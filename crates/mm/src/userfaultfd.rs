@@ -209,7 +209,7 @@ mod tests {
         // A read of a zero-filled page hits; the 4 KiB folios are order 0 (no mTHP here).
         assert_eq!(k.access(a + (16 << 10), false), Access::Hit);
         let c = k.census(&[(a, a + (4 << 20))]).census;
-        assert_eq!((c.folio_counts().get("4kB").copied(), c.zero_page_ptes), (Some(4), 4));
+        assert_eq!((c.folio_counts().get(&thp_abi::FolioSize::from("4kB")).copied(), c.zero_page_ptes), (Some(4), 4));
     }
 
     /// A read fault on an empty 2 MiB of a MODE_MISSING range takes the huge zero folio's path

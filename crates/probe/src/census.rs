@@ -33,7 +33,7 @@ use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
 use mm_types::{PAGE_SIZE, PMD_SIZE};
-use uapi::{Census, CensusEntry};
+use thp_abi::{Census, CensusEntry};
 
 use crate::procfs::Vma;
 use crate::{io_err, LiveError, Result};

@@ -16,7 +16,7 @@
 //! from the kernel's own `THPeligible` (see the explain crate).
 
 use serde::Serialize;
-use uapi::ThpSettings;
+use thp_abi::ThpSettings;
 
 use crate::sysfs::current_settings;
 use crate::procfs::{comm, read_smaps, Vma};

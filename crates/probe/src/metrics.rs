@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use uapi::CensusEntry;
+use thp_abi::CensusEntry;
 
 use crate::bloat::{sample_bloat, BloatReport};
 use crate::census::census_of_ranges;
@@ -47,12 +47,12 @@ pub struct Root {
 
 impl Root {
     pub fn live() -> Root {
-        Root { thp: PathBuf::from(uapi::settings::SYSFS_THP), proc: PathBuf::from("/proc") }
+        Root { thp: PathBuf::from(thp_abi::settings::SYSFS_THP), proc: PathBuf::from("/proc") }
     }
 
     /// A copy of both trees under `dir`: `dir/sys/kernel/mm/transparent_hugepage`, `dir/proc`.
     pub fn under(dir: &Path) -> Root {
-        Root { thp: dir.join(uapi::settings::SYSFS_THP.trim_start_matches('/')), proc: dir.join("proc") }
+        Root { thp: dir.join(thp_abi::settings::SYSFS_THP.trim_start_matches('/')), proc: dir.join("proc") }
     }
 
     /// Whether this is the machine's own procfs (the census reads `/proc` itself).

@@ -5,7 +5,7 @@
 use std::fmt;
 
 use serde::Serialize;
-use uapi::Census;
+use thp_abi::Census;
 
 use std::time::Duration;
 

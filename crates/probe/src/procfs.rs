@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use mm_types::Order;
-use uapi::counters::sysfs_orders;
-use uapi::{MthpStat, VmEvent};
+use thp_abi::counters::sysfs_orders;
+use thp_abi::{MthpStat, VmEvent};
 
 use crate::{io_err, LiveError, Result};
 

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use uapi::ThpSettings;
+use thp_abi::ThpSettings;
 
 use crate::{io_err, LiveError, Result};
 
@@ -34,7 +34,7 @@ impl Paths {
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("/run/thplab"));
         Paths {
-            sysfs: PathBuf::from(uapi::settings::SYSFS_THP),
+            sysfs: PathBuf::from(thp_abi::settings::SYSFS_THP),
             state_dir,
             lock_wait: Duration::from_secs(60),
             require_root: true,
@@ -96,7 +96,7 @@ pub fn read_knob(paths: &Paths, rel: &str) -> Result<String> {
 }
 
 /// Every knob of a THP sysfs tree at `dir` (the live one, or a copy), read without changing
-/// anything, as `PATH=VALUE` lines with the selected value (what `uapi::ThpSettings::apply_file`
+/// anything, as `PATH=VALUE` lines with the selected value (what `thp_abi::ThpSettings::apply_file`
 /// reads). The top level, `hugepages-<size>/` and `khugepaged/` are read; `stats/` directories
 /// and files that cannot be read (write-only) are left out.
 pub fn read_tree(dir: &Path) -> Result<String> {

@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 
 use uapi::compare::{Interval, Parting, Row, RowKind, SettingTimes, Timed, TimelineComparison, Verdict, TIME_ROW};
-use uapi::result::size_sort_key;
-use uapi::{RunResult, ThpSettings, Timeline, TimelineSample, VmaMap};
+use thp_abi::ThpSettings;
+use uapi::{RunResult, Timeline, TimelineSample, VmaMap};
 
 // Rows (`thplab compare`).
 
@@ -126,9 +126,7 @@ pub fn print_program_rows(out: &mut impl Write, label: &str, s: &ThpSettings, ro
 
 /// The folio census of a sample, largest size first: `2048kB×2 4kB×1024`.
 fn sample_folios(s: &TimelineSample) -> String {
-    let mut v: Vec<(_, &u64)> = s.folios.iter().collect();
-    v.sort_by_key(|(k, _)| std::cmp::Reverse(size_sort_key(k)));
-    let text: Vec<String> = v.iter().map(|(k, n)| format!("{k}×{n}")).collect();
+    let text: Vec<String> = s.folios.iter().rev().map(|(k, n)| format!("{k}×{n}")).collect();
     if text.is_empty() {
         "-".into()
     } else {
@@ -211,9 +209,7 @@ pub fn print_comparison(out: &mut impl Write, c: &TimelineComparison) -> io::Res
 
 /// `4kB 294, 512kB 3, zero 1`: a VMA's folios by size, smallest first.
 fn vma_folios(v: &VmaMap) -> String {
-    let mut sizes: Vec<(_, u64)> = v.census.sizes.iter().map(|(k, e)| (k, e.folios)).collect();
-    sizes.sort_by_key(|(k, _)| uapi::result::size_sort_key(k));
-    let mut parts: Vec<String> = sizes.into_iter().map(|(k, n)| format!("{k} {n}")).collect();
+    let mut parts: Vec<String> = v.census.sizes.iter().map(|(k, e)| format!("{k} {}", e.folios)).collect();
     if v.census.zero_page_ptes > 0 {
         parts.push(format!("zero page {}", v.census.zero_page_ptes));
     }

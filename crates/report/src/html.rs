@@ -5,10 +5,11 @@
 //! runs, the elapsed time per setting and each phase's time; with `--sample`, each run's
 //! timeline ([`crate::plots`]).
 
+use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use anyhow::{bail, Context, Result};
-use uapi::result::size_sort_key;
+use thp_abi::FolioSize;
 use uapi::RunResult;
 
 /// One run to plot: its label and result.
@@ -59,15 +60,15 @@ pub(crate) fn esc(s: &str) -> String {
 }
 
 /// A colour per folio size (by order), the same in every plot.
-pub(crate) fn colour(size: &str) -> &'static str {
+pub(crate) fn colour(size: &FolioSize) -> &'static str {
     const C: [&str; 10] = ["#9e9e9e", "#8dd3c7", "#80b1d3", "#bebada", "#fdb462", "#b3de69", "#fccde5", "#bc80bd", "#fb8072", "#e41a1c"];
-    let kb = size_sort_key(size);
-    let order = (kb / 4).max(1).trailing_zeros() as usize;
+    let order = size.order().map_or(0, |o| o.0 as usize);
     C[order.min(9)]
 }
 
-fn size_bytes(size: &str) -> u64 {
-    size_sort_key(size) * 1024
+/// The bytes of a folio of `size` (0 for a name no order has: it draws no bar).
+fn size_bytes(size: &FolioSize) -> u64 {
+    size.kb().unwrap_or(0) * 1024
 }
 
 /// A horizontal bar chart: one bar per (label, value), with the value printed.
@@ -158,9 +159,7 @@ fn folio_map(r: &RunResult) -> String {
         let _ = write!(s, "<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}{}-{} {}{}</text>", lw - 6.0, y + 14.0, esc(&pid), esc(&v.start), esc(&v.end), esc(&mm_types::format_size(len)), esc(&kind));
         let _ = write!(s, "<rect class=\"vma\" x=\"{lw}\" y=\"{y}\" width=\"{bw}\" height=\"{}\" fill=\"#f4f4f4\" stroke=\"#ccc\"/>", rh - 5.0);
         let mut x = lw;
-        let mut sizes: Vec<(_, &uapi::CensusEntry)> = v.census.sizes.iter().collect();
-        sizes.sort_by_key(|(k, _)| size_sort_key(k));
-        for (size, e) in sizes {
+        for (size, e) in &v.census.sizes {
             let bytes = e.folios * size_bytes(size);
             let w = (bytes as f64 / len as f64 * bw).min(lw + bw - x);
             if w <= 0.0 {
@@ -177,9 +176,7 @@ fn folio_map(r: &RunResult) -> String {
 
 /// The census at the peak and at exit, as a legend-coloured table.
 fn census_table(r: &RunResult) -> String {
-    let mut sizes: Vec<_> = r.census.sizes.keys().chain(r.peak.iter().flat_map(|p| p.census.sizes.keys())).collect();
-    sizes.sort_by_key(|s| size_sort_key(s));
-    sizes.dedup();
+    let sizes: BTreeSet<&FolioSize> = r.census.sizes.keys().chain(r.peak.iter().flat_map(|p| p.census.sizes.keys())).collect();
     let mut s = String::from("<table class=\"census\"><tr><th>size</th><th>folios at the peak</th><th>folios at exit</th><th>PMD-mapped at exit</th></tr>");
     for size in sizes {
         let at_exit = r.census.sizes.get(size).copied().unwrap_or_default();
@@ -192,7 +189,7 @@ fn census_table(r: &RunResult) -> String {
 }
 
 fn large_folios(r: &RunResult) -> u64 {
-    r.census.sizes.iter().filter(|(k, _)| size_sort_key(k) > 4).map(|(_, e)| e.folios).sum()
+    r.census.sizes.iter().filter(|(k, _)| k.order().is_none_or(|o| o.0 > 0)).map(|(_, e)| e.folios).sum()
 }
 
 /// The whole page.
@@ -224,7 +221,7 @@ pub fn html(title: &str, runs: &[Run]) -> String {
     s += &time_section(runs);
     s += &timeline_section(runs);
     for r in runs {
-        let _ = write!(s, "<h2>{}</h2>\n<p>settings: {}</p>\n", esc(&r.label), esc(&r.result.settings.iter().filter(|(k, v)| uapi::ThpSettings::default().knob_map().get(*k) != Some(v)).map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")));
+        let _ = write!(s, "<h2>{}</h2>\n<p>settings: {}</p>\n", esc(&r.label), esc(&r.result.settings.iter().filter(|(k, v)| thp_abi::ThpSettings::default().knob_map().get(*k) != Some(v)).map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")));
         s += &census_table(&r.result);
         s += &folio_map(&r.result);
     }
@@ -246,9 +243,10 @@ mod tests {
 
     #[test]
     fn colours_follow_the_order() {
-        assert_eq!(colour("4kB"), "#9e9e9e");
-        assert_eq!(colour("64kB"), colour("64kB"));
-        assert_ne!(colour("64kB"), colour("2048kB"));
-        assert_eq!(colour("2048kB"), "#e41a1c");
+        let c = |s: &str| colour(&FolioSize::from(s));
+        assert_eq!(c("4kB"), "#9e9e9e");
+        assert_eq!(c("64kB"), c("64kB"));
+        assert_ne!(c("64kB"), c("2048kB"));
+        assert_eq!(c("2048kB"), "#e41a1c");
     }
 }

@@ -4,9 +4,11 @@
 //! Inline SVG, no script. Every line carries its data in the result's own units
 //! (`data-points="t_ms,value …"`), so the page can be checked against the result.
 
+use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use uapi::result::{size_sort_key, PhaseTime, Timeline, TimelineSample};
+use thp_abi::FolioSize;
+use uapi::result::{PhaseTime, Timeline, TimelineSample};
 use uapi::RunResult;
 
 use crate::html::{colour, esc};
@@ -117,13 +119,11 @@ pub fn timeline(label: &str, t: &Timeline) -> String {
     ];
     let mem: Vec<Series> = mem.into_iter().filter(|x| x.name != "ShmemPmdMapped" || x.points.iter().any(|p| p.1 > 0.0)).collect();
     s += &line_chart("timeline-memory", &format!("{label}: Rss and AnonHugePages over time"), "ms", "kB", &mem);
-    let mut sizes: Vec<_> = t.samples.iter().flat_map(|x| x.folios.keys()).collect();
-    sizes.sort_by_key(|k| size_sort_key(k));
-    sizes.dedup();
+    let sizes: BTreeSet<&FolioSize> = t.samples.iter().flat_map(|x| x.folios.keys()).collect();
     let folios: Vec<Series> = sizes
         .iter()
         .map(|size| {
-            let kb = size_sort_key(size) as f64;
+            let kb = size.kb().unwrap_or(0) as f64;
             series(size, colour(size), t, |x| x.folios.get(*size).copied().unwrap_or(0) as f64 * kb)
         })
         .collect();

@@ -1,9 +1,10 @@
 //! Human-readable output: tables that speak procfs, and the progress bar.
 
+use std::collections::BTreeSet;
 use std::io::{self, Write};
 
-use uapi::result::size_sort_key;
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 use crate::text;
 
@@ -104,12 +105,6 @@ fn kb(bytes: u64) -> String {
     format!("{} kB", bytes / 1024)
 }
 
-fn sorted_sizes<'a, K: std::ops::Deref<Target = str> + 'a, V>(m: impl Iterator<Item = (&'a K, V)>) -> Vec<(&'a K, V)> {
-    let mut v: Vec<_> = m.collect();
-    v.sort_by_key(|(k, _)| size_sort_key(k));
-    v
-}
-
 /// The `thplab sim` table.
 pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io::Result<()> {
     writeln!(out, "{} ({} of Linux 6.18)", r.workload, if r.source == "sim" { "model" } else { "live kernel" })?;
@@ -146,8 +141,7 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
         writeln!(out, "  {k} {v}")?;
     }
     writeln!(out)?;
-    let moved: Vec<(_, Vec<String>)> = sorted_sizes(r.mthp.iter())
-        .into_iter()
+    let moved: Vec<(_, Vec<String>)> = r.mthp.iter()
         .map(|(dir, stats)| (dir, stats.iter().filter(|(_, v)| **v != 0).map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>()))
         .filter(|(_, m)| !m.is_empty())
         .collect();
@@ -162,7 +156,7 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
     if !r.fallbacks.is_empty() {
         writeln!(out)?;
         writeln!(out, "fallbacks (model only): faults that did not get a size, and why")?;
-        for (dir, reasons) in sorted_sizes(r.fallbacks.iter()).into_iter().rev() {
+        for (dir, reasons) in r.fallbacks.iter().rev() {
             let rs: Vec<String> = reasons.iter().map(|(k, v)| format!("{k} {v}")).collect();
             wline(out, &format!("  {dir:<17} {}", rs.join("  ")), 20)?;
         }
@@ -248,24 +242,21 @@ fn folio_table(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     let Some(p) = &r.peak else {
         writeln!(out, "folios mapped at the end")?;
         writeln!(out, "  {:<8} {:>10} {:>11} {:>11} {:>17}", "size", "folios", "pmd-mapped", "pte-mapped", "partially-mapped")?;
-        for (size, e) in sorted_sizes(r.census.sizes.iter()) {
+        for (size, e) in r.census.sizes.iter() {
             writeln!(out, "  {:<8} {:>10} {:>11} {:>11} {:>17}", size, e.folios, e.pmd_mapped, e.pte_mapped, e.partially_mapped)?;
         }
         return Ok(());
     };
     writeln!(out, "folios mapped at the peak and at exit (pmd-, pte- and partially-mapped: at exit)")?;
     writeln!(out, "  {:<8} {:>10} {:>10} {:>11} {:>11} {:>17}", "size", "peak", "at exit", "pmd-mapped", "pte-mapped", "partially-mapped")?;
-    let mut sizes: Vec<_> = r.census.sizes.keys().chain(p.census.sizes.keys()).collect();
-    sizes.sort_by_key(|s| size_sort_key(s));
-    sizes.dedup();
+    let sizes: BTreeSet<_> = r.census.sizes.keys().chain(p.census.sizes.keys()).collect();
     for size in sizes {
         let e = r.census.sizes.get(size).copied().unwrap_or_default();
         let at_peak = p.census.sizes.get(size).map_or(0, |e| e.folios);
         writeln!(out, "  {:<8} {:>10} {:>10} {:>11} {:>11} {:>17}", size, at_peak, e.folios, e.pmd_mapped, e.pte_mapped, e.partially_mapped)?;
     }
     // nr_anon's largest value can exceed the census near the peak (a size that came and went).
-    let more: Vec<String> = sorted_sizes(p.max_folios.iter())
-        .into_iter()
+    let more: Vec<String> = p.max_folios.iter()
         .filter(|(s, n)| **n > p.census.sizes.get(*s).map_or(0, |e| e.folios))
         .map(|(s, n)| format!("{s} {n}"))
         .collect();
@@ -292,7 +283,7 @@ fn forked(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
             (None, true) => format!("{} (exited)", p.name),
             (None, false) => p.name.clone(),
         };
-        let folios: Vec<String> = sorted_sizes(p.census.sizes.iter()).into_iter().map(|(k, e)| format!("{k}×{}", e.folios)).collect();
+        let folios: Vec<String> = p.census.sizes.iter().map(|(k, e)| format!("{k}×{}", e.folios)).collect();
         let (rss, ahp) = if p.exited { ("-".to_string(), "-".to_string()) } else { (kb(p.process.rss_bytes), kb(p.process.anon_huge_bytes)) };
         cells.push(vec![name, p.process.minflt.to_string(), rss, ahp, opt(p.cow_copied), opt(p.cow_reused), if folios.is_empty() { "-".into() } else { folios.join(" ") }]);
     }
@@ -342,7 +333,7 @@ fn per_process(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     writeln!(out, "per process (model; the marks are explained below the table)")?;
     let mut cells = vec![["pid", "image", "snapshot", "faults", "Rss", "VmHWM", "folios", "exe"].map(String::from).to_vec()];
     for p in procs {
-        let folios: Vec<String> = sorted_sizes(p.folios.iter()).into_iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let folios: Vec<String> = p.folios.iter().map(|(k, n)| format!("{k} {n}")).collect();
         cells.push(vec![
             p.pid.to_string(),
             format!("{}{}", p.image, if p.replaced { "*" } else { "" }),
@@ -439,7 +430,7 @@ fn explain(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     }
     if !x.totals.is_empty() {
         writeln!(out, "  totals:")?;
-        for (dir, reasons) in sorted_sizes(x.totals.iter()).into_iter().rev() {
+        for (dir, reasons) in x.totals.iter().rev() {
             let rs: Vec<String> = reasons.iter().map(|(k, v)| format!("{k} {v}")).collect();
             wline(out, &format!("    {dir:<17} {}", rs.join("  ")), 22)?;
         }
@@ -614,18 +605,14 @@ fn side_rows(cols: &[(String, String, RunResult)]) -> Vec<(String, Vec<String>)>
         });
     }
     row("thp_fault_alloc", &|r| r.vmstat.get("thp_fault_alloc").copied().unwrap_or(0).to_string());
-    let mut dirs: Vec<_> = cols.iter().flat_map(|(_, _, r)| r.mthp.keys()).collect();
-    dirs.sort_by_key(|d| size_sort_key(d));
-    dirs.dedup();
+    let dirs: BTreeSet<_> = cols.iter().flat_map(|(_, _, r)| r.mthp.keys()).collect();
     for d in dirs {
         let any = cols.iter().any(|(_, _, r)| r.mthp.get(d).and_then(|s| s.get("anon_fault_alloc")).copied().unwrap_or(0) != 0);
         if any {
             row(&format!("{d}/stats/anon_fault_alloc"), &|r| r.mthp.get(d).and_then(|s| s.get("anon_fault_alloc")).copied().unwrap_or(0).to_string());
         }
     }
-    let mut sizes: Vec<_> = cols.iter().flat_map(|(_, _, r)| r.folios.keys()).collect();
-    sizes.sort_by_key(|d| size_sort_key(d));
-    sizes.dedup();
+    let sizes: BTreeSet<_> = cols.iter().flat_map(|(_, _, r)| r.folios.keys()).collect();
     for s in sizes {
         row(&format!("folios {s}"), &|r| r.folios.get(s).copied().unwrap_or(0).to_string());
     }

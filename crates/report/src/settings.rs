@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use uapi::ThpSettings;
+use thp_abi::ThpSettings;
 
 /// `thplab settings --list --json`: every settable path with the values it accepts, in the
 /// order of the text list.

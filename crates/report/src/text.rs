@@ -2,7 +2,10 @@
 //! words wrapped, long names cut in the middle, and the folio-size map (`thplab sim`,
 //! `thplab observe`) fitted to [`TEXT_WIDTH`] columns.
 
-use uapi::result::{size_sort_key, Census, VmaMap};
+use std::collections::BTreeSet;
+
+use thp_abi::{Census, FolioSize};
+use uapi::result::VmaMap;
 
 /// The width text tables fit by default (`--wide` lifts it).
 pub const TEXT_WIDTH: usize = 100;
@@ -28,9 +31,9 @@ struct VmaRow {
     name: String,
 }
 
-fn vma_row(pid: Option<u32>, range: String, perms: &str, rss_kb: u64, c: &Census, sizes: &[String], name: String) -> VmaRow {
+fn vma_row(pid: Option<u32>, range: String, perms: &str, rss_kb: u64, c: &Census, sizes: &[FolioSize], name: String) -> VmaRow {
     let dash = |n: u64| if n == 0 { "-".to_string() } else { n.to_string() };
-    let count = |s: &String| c.sizes.get(s).map(|e| e.folios).unwrap_or(0);
+    let count = |s: &FolioSize| c.sizes.get(s).map(|e| e.folios).unwrap_or(0);
     let folios: Vec<String> = sizes.iter().filter(|s| count(s) > 0).map(|s| format!("{s}×{}", count(s))).collect();
     VmaRow {
         pid: pid.map(|p| p.to_string()).unwrap_or_default(),
@@ -153,15 +156,9 @@ pub fn elide(s: &str, max: usize) -> String {
 /// folio size while that fits (names cut in the middle to the width left, 16 at least), else
 /// the sizes in a last `folios` column (`4kB×398 64kB×3`, wrapped), names cut to 24.
 pub fn vma_table_fit(vmas: &[VmaMap], total: &Census, total_rss_kb: u64, max: Option<usize>) -> String {
-    let mut sizes: Vec<String> = total.sizes.keys().map(|k| k.to_string()).collect();
-    for v in vmas {
-        for k in v.census.sizes.keys() {
-            if !sizes.iter().any(|s| s == k.as_str()) {
-                sizes.push(k.to_string());
-            }
-        }
-    }
-    sizes.sort_by_key(|s| size_sort_key(s));
+    // Every size of the total and of the VMAs, smallest first (the keys' order).
+    let sizes: Vec<FolioSize> =
+        total.sizes.keys().chain(vmas.iter().flat_map(|v| v.census.sizes.keys())).cloned().collect::<BTreeSet<_>>().into_iter().collect();
     let with_pid = vmas.iter().any(|v| v.pid.is_some());
     let mut rows: Vec<VmaRow> = vmas
         .iter()
@@ -188,7 +185,7 @@ pub fn vma_table_fit(vmas: &[VmaMap], total: &Census, total_rss_kb: u64, max: Op
         head.extend(["address range".to_string(), "perm".into(), "Rss".into()]);
         left.extend([true, true, false]);
         if !compact {
-            head.extend(sizes.iter().cloned());
+            head.extend(sizes.iter().map(|s| s.to_string()));
             left.extend(sizes.iter().map(|_| false));
         }
         head.extend(tail_head.iter().cloned());
@@ -247,7 +244,7 @@ pub fn vma_table_fit(vmas: &[VmaMap], total: &Census, total_rss_kb: u64, max: Op
 #[cfg(test)]
 mod tests {
     use super::*;
-    use uapi::result::CensusEntry;
+    use thp_abi::CensusEntry;
 
     #[test]
     fn layout_aligns_columns_on_their_widest_cell() {

@@ -4,7 +4,7 @@
 //! Each iteration boots the machine and runs the whole workload, as `thplab sim` does.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use uapi::ThpSettings;
+use thp_abi::ThpSettings;
 
 fn settings(a: &[&str]) -> ThpSettings {
     let mut s = ThpSettings::default();

@@ -1,7 +1,7 @@
 //! Time boot, faults and census separately (a diagnostic, not a benchmark).
 use std::time::Instant;
 fn main() {
-    let mut s = uapi::ThpSettings::default();
+    let mut s = thp_abi::ThpSettings::default();
     s.apply_assignment("enabled=never").unwrap();
     for mem in [2u64 << 30, 24 << 30, 2 << 30] {
         let p = mm::BootParams { mem_bytes: mem, min_free_kbytes: 67584, mmap_base: 0x7dff_fffc_5000, brk_start: 0x5555_5557_9000, ..mm::BootParams::default() };

@@ -323,7 +323,7 @@ mod tests {
             source: "test".into(),
             ..Default::default()
         };
-        let mut s = uapi::ThpSettings::default();
+        let mut s = thp_abi::ThpSettings::default();
         s.apply_assignment("enabled=never").unwrap();
         run_with(w, &s, &MachineConfig::default(), &mut RunOptions { check_invariants: true, profile: crate::Profile { costs: Some(costs), ..Default::default() }, ..Default::default() }).unwrap().0
     }
@@ -337,12 +337,12 @@ mod tests {
     fn host_lines_of_base_pages_follow_the_scatter() {
         let w = workload::parse("t", "mmap a 1M align=1M\ntouch a write\n").unwrap();
         let m = MachineConfig { mem_bytes: 64 << 20, min_free_kbytes: 1024, ..MachineConfig::default() };
-        let (r, k) = run_with(&w, &uapi::ThpSettings::default(), &m, &mut RunOptions::default()).unwrap();
+        let (r, k) = run_with(&w, &thp_abi::ThpSettings::default(), &m, &mut RunOptions::default()).unwrap();
         let a = r.regions[0].start;
         assert_eq!(super::host_lines(&k, a, 1 << 20, 0.0).0, [1, 1, 1, 33]);
         assert_eq!(super::host_lines(&k, a, 1 << 20, 1.0).0, [1, 1, 1, 256]);
         assert_eq!(super::host_lines(&k, a, 1 << 20, 0.5).0, [1, 1, 1, 145]);
-        let mut s = uapi::ThpSettings::default();
+        let mut s = thp_abi::ThpSettings::default();
         s.apply_assignment("hugepages-64kB/enabled=always").unwrap();
         let (r, k) = run_with(&w, &s, &m, &mut RunOptions::default()).unwrap();
         assert_eq!(super::host_lines(&k, r.regions[0].start, 1 << 20, 1.0).0, [1, 1, 1, 32]);
@@ -359,7 +359,7 @@ mod tests {
         let text = "mmap r 2M align=2M\ntouch r write\nthread b {\n  touch r[0+4K] read\n  exit\n}\nwait b\nthread a {\n  access r[0+128K] seq elem=4K count=64\n}\n\
                     access r[0+128K] seq elem=4K count=32\nmadvise r[0+4K] dontneed\nin a {\n  access r[0+128K] seq elem=4K count=32\n  exit\n}\nwait a\n";
         let w = workload::parse("t", text).unwrap();
-        let mut s = uapi::ThpSettings::default();
+        let mut s = thp_abi::ThpSettings::default();
         s.apply_assignment("enabled=never").unwrap();
         let (r, _) = run_with(&w, &s, &MachineConfig::default(), &mut RunOptions { check_invariants: true, ..Default::default() }).unwrap();
         let a = r.accesses.unwrap();

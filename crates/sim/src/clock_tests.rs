@@ -3,7 +3,8 @@
 //! `--sample` timeline and khugepaged's wake-ups see the touch part-done. The bounds are
 //! derived from the built-in profile's `[fault]` costs (crates/uapi/profiles/builtin.toml).
 
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 use crate::{run_with, MachineConfig, RunOptions};
 

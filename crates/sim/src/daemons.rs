@@ -131,7 +131,7 @@ impl Khugepaged {
 #[cfg(test)]
 mod tests {
     use crate::{run, MachineConfig};
-    use uapi::ThpSettings;
+    use thp_abi::ThpSettings;
 
     fn settings(extra: &[&str]) -> ThpSettings {
         let mut s = ThpSettings::default();
@@ -167,7 +167,7 @@ mod tests {
         let kh = khugepaged(&r);
         assert_eq!(kh.pages_collapsed, 2);
         assert_eq!(r.vmstat["thp_collapse_alloc"], 2);
-        assert_eq!(r.folios["2048kB"], 2);
+        assert_eq!(r.folios[&thp_abi::FolioSize::from("2048kB")], 2);
         // Wake-ups at 0, 100, ..., 900 ms: 10 before the clock reaches 1 s.
         assert_eq!(kh.wakeups, 10);
         // Each wake-up scans the whole 8 MiB VMA (4 PMDs: 1 + 4·512 < 4096) and so ends a
@@ -240,7 +240,7 @@ mod tests {
         let (r, _) = crate::run_with(&w, &s, &MachineConfig::default(), &mut opts).unwrap();
         let kh = khugepaged(&r);
         assert_eq!((kh.wakeups, kh.pages_collapsed), (2, 2));
-        assert_eq!(r.folios["2048kB"], 2);
+        assert_eq!(r.folios[&thp_abi::FolioSize::from("2048kB")], 2);
         let t = r.time.unwrap();
         assert_eq!(t.faults["4kB"], 712);
         assert_eq!(t.total_ns, 712e6);
@@ -412,7 +412,7 @@ mod tests {
         // passed a second time: no more work this wake-up. The fourth: a new pass, 4 PMD-mapped.
         assert_eq!(kh.pages_collapsed, 4);
         assert_eq!(kh.wakeups, 4);
-        assert_eq!(r.folios["2048kB"], 4);
+        assert_eq!(r.folios[&thp_abi::FolioSize::from("2048kB")], 4);
     }
 
     /// `--sample 100`: the daemon of `pages_to_scan_spreads_a_pass_over_wakeups` seen every
@@ -430,7 +430,7 @@ mod tests {
         let rows: Vec<(f64, i64, u64, Option<u64>, Option<u64>, i64, u64)> = t
             .samples
             .iter()
-            .map(|x| (x.t_ms, x.pages_collapsed, x.anon_huge_pages_kb, x.folios.get("2048kB").copied(), x.folios.get("4kB").copied(), x.full_scans, x.rss_kb))
+            .map(|x| (x.t_ms, x.pages_collapsed, x.anon_huge_pages_kb, x.folios.get(&thp_abi::FolioSize::from("2048kB")).copied(), x.folios.get(&thp_abi::FolioSize::from("4kB")).copied(), x.full_scans, x.rss_kb))
             .collect();
         assert_eq!(
             rows,
@@ -497,9 +497,9 @@ mod tests {
         assert_eq!(r.vmstat["thp_scan_exceed_none_pte"], 20);
         assert_eq!(r.vmstat["thp_file_mapped"], 2);
         assert_eq!(r.vmstat["thp_file_alloc"], 0);
-        assert_eq!(r.mthp["hugepages-2048kB"]["shmem_alloc"], 0);
+        assert_eq!(r.mthp[&thp_abi::SizeDir::from("hugepages-2048kB")]["shmem_alloc"], 0);
         assert_eq!(r.process.minflt, 290);
-        assert_eq!(r.census.sizes["2048kB"].pmd_mapped, 2);
+        assert_eq!(r.census.sizes[&thp_abi::FolioSize::from("2048kB")].pmd_mapped, 2);
         assert_eq!(r.folios.len(), 1, "nothing else mapped: {:?}", r.folios);
         assert_eq!((r.meminfo["Shmem"], r.meminfo["ShmemHugePages"], r.meminfo["ShmemPmdMapped"]), (4352, 4096, 4096));
         let scans = &model(&r).scan_results;
@@ -518,7 +518,7 @@ mod tests {
             assert_eq!(r.vmstat["thp_collapse_alloc"], collapsed, "max_ptes_none={none}");
             assert_eq!(khugepaged(&r).pages_collapsed, collapsed as u64 * 10, "max_ptes_none={none}");
             // The final read maps the collapsed ranges among the first two with a PMD.
-            assert_eq!(r.census.sizes["2048kB"].pmd_mapped, collapsed.min(2) as u64, "max_ptes_none={none}");
+            assert_eq!(r.census.sizes[&thp_abi::FolioSize::from("2048kB")].pmd_mapped, collapsed.min(2) as u64, "max_ptes_none={none}");
         }
     }
 
@@ -552,7 +552,7 @@ mod tests {
         let rets: Vec<&str> = r.calls.iter().filter(|c| c.call == "madvise(collapse)").map(|c| c.ret.as_str()).collect();
         assert_eq!(rets, ["0", "EINVAL"]);
         assert_eq!((r.vmstat["thp_collapse_alloc"], r.vmstat["thp_file_mapped"], r.process.minflt), (4, 3, 288));
-        assert_eq!(r.census.sizes["2048kB"].pmd_mapped, 3);
+        assert_eq!(r.census.sizes[&thp_abi::FolioSize::from("2048kB")].pmd_mapped, 3);
         assert_eq!((r.meminfo["Shmem"], r.meminfo["ShmemHugePages"], r.meminfo["ShmemPmdMapped"]), (6144, 6144, 6144));
         assert_eq!(khugepaged(&r).pages_collapsed, 0);
         assert_eq!(model(&r).scan_results["SCAN_TRUNCATED"], 1);
@@ -561,7 +561,7 @@ mod tests {
         assert_eq!(r.calls.last().unwrap().ret, "EINVAL");
         // Live, with the per-size knob at inherit (and top-level never): 0, two PMDs, 513 faults.
         let (r, _) = run_checked("memfd f\nftruncate f 4M\nmmap a 4M file=f align=2M\ntouch a[0+2M] write\ntouch a[2M+4K] write\nmadvise a collapse\n", &settings(&["enabled=never"]));
-        assert_eq!((r.calls.last().unwrap().ret.as_str(), r.census.sizes["2048kB"].pmd_mapped, r.process.minflt), ("0", 2, 513));
+        assert_eq!((r.calls.last().unwrap().ret.as_str(), r.census.sizes[&thp_abi::FolioSize::from("2048kB")].pmd_mapped, r.process.minflt), ("0", 2, 513));
     }
 
     /// Another mm's PTEs of the collapsed range go too and its table is retracted: a forked
@@ -576,7 +576,7 @@ mod tests {
         let c = r.processes.iter().find(|p| p.name == "c").unwrap();
         assert_eq!((r.processes[0].process.minflt, c.process.minflt), (32, 33));
         assert_eq!((r.vmstat["thp_collapse_alloc"], r.vmstat["thp_file_mapped"]), (1, 2));
-        assert_eq!(r.census.sizes["2048kB"].pmd_mapped, 1);
+        assert_eq!(r.census.sizes[&thp_abi::FolioSize::from("2048kB")].pmd_mapped, 1);
     }
 
     /// khugepaged_alloc_sleep on the clock: a 64 MiB machine (min_free_kbytes 1024) whose

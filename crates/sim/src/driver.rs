@@ -25,9 +25,10 @@ use mm::shmem::{InodeId, SbHuge, SbId};
 use mm::fork::ForkWork;
 use mm::{Access, Errno, Kernel, MmId};
 use mm_types::{Order, PMD_ORDER};
-use uapi::counters::sysfs_orders;
+use thp_abi::counters::sysfs_orders;
 use uapi::profile::FaultCosts;
-use uapi::{MthpStat, ThpSettings, TimeEstimate, TimelineSample, VmEvent};
+use thp_abi::{MthpStat, ThpSettings, VmEvent};
+use uapi::{TimeEstimate, TimelineSample};
 
 use crate::daemons;
 

@@ -7,7 +7,8 @@
 //! docs/kernel-thp.md §10 is the first).
 
 use expect_test::{expect, Expect};
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 use super::*;
 
@@ -43,9 +44,7 @@ fn dump(r: &RunResult) -> String {
             p.cow_copied.unwrap_or(0),
             p.cow_reused.unwrap_or(0)
         );
-        let mut sizes: Vec<_> = p.census.sizes.iter().collect();
-        sizes.sort_by_key(|(k, _)| uapi::result::size_sort_key(k));
-        for (size, e) in sizes {
+        for (size, e) in &p.census.sizes {
             s += &format!("  {size}: {} (pmd {} pte {} partial {})\n", e.folios, e.pmd_mapped, e.pte_mapped, e.partially_mapped);
         }
     }

@@ -20,15 +20,15 @@ use std::collections::BTreeMap;
 use mm::madvise::{Madvise, ThpDisable as MmThpDisable};
 use mm::mmap::{prot_to_vm, MapBacking, MmapPlacement};
 use mm::shmem::{SbHuge, DEV_SHM, SHM_MNT};
-use mm::vmstat::FallbackReason;
 use mm::{Access, BootParams, Errno, Kernel};
 
 use driver::{Machine, Outcome, Step};
 use mm_types::{Order, PMD_ORDER};
-use uapi::counters::sysfs_orders;
+use thp_abi::counters::sysfs_orders;
 use uapi::result::RegionPlacement;
-use uapi::{CallResult, MthpStat, RunResult, ThpSettings, VmEvent};
-use thp_abi::{MthpStatKey, SizeDir};
+use thp_abi::{MthpStat, ThpSettings, VmEvent};
+use uapi::{CallResult, RunResult};
+use thp_abi::{FallbackReason, Meminfo, MthpStatKey, SizeDir};
 use workload::{Advice, Backing, FallocMode, FileKind, OpKind, Placement, Prot, ThpDisable, TmpfsHuge, TouchPlan, Workload, HEAP};
 
 pub use mm::{MAX_MEM_BYTES, MIN_MEM_BYTES};
@@ -749,7 +749,7 @@ fn madvise_of(advice: Advice) -> Madvise {
 }
 
 /// vmstat and per-size stats from model counters.
-fn counters_into(r: &mut RunResult, c: &uapi::Counters) {
+fn counters_into(r: &mut RunResult, c: &thp_abi::Counters) {
     for e in VmEvent::ALL {
         r.vmstat.insert((*e).into(), c.vm(*e));
     }
@@ -782,14 +782,14 @@ fn pressure_into(r: &mut RunResult, k: &Kernel) {
     }
     r.process.majflt = Some(k.stats().majflt);
     if let Some((total, used)) = k.swap_pages() {
-        r.meminfo.insert("SwapTotal".to_string(), (total * 4) as i64);
-        r.meminfo.insert("SwapFree".to_string(), ((total - used) * 4) as i64);
+        r.meminfo.insert(thp_abi::Meminfo::SwapTotal.into(), (total * 4) as i64);
+        r.meminfo.insert(thp_abi::Meminfo::SwapFree.into(), ((total - used) * 4) as i64);
     }
 }
 
 /// Process figures and the census from one or more census walks (several processes).
 fn census_into(r: &mut RunResult, reports: &[mm::debug::CensusReport]) {
-    let mut total = uapi::Census::default();
+    let mut total = thp_abi::Census::default();
     for c in reports {
         r.process.rss_bytes += c.rss_bytes;
         r.process.anon_huge_bytes += c.anon_huge_bytes;
@@ -809,10 +809,10 @@ fn fallbacks_into(r: &mut RunResult, rows: &[[[u64; FallbackReason::ALL.len()]; 
                 row[i] += n;
             }
         }
-        let reasons: BTreeMap<String, u64> = FallbackReason::ALL
+        let reasons: BTreeMap<thp_abi::FallbackKey, u64> = FallbackReason::ALL
             .iter()
             .filter(|reason| row[**reason as usize] > 0)
-            .map(|reason| (reason.name().to_string(), row[*reason as usize]))
+            .map(|reason| ((*reason).into(), row[*reason as usize]))
             .collect();
         if !reasons.is_empty() {
             r.fallbacks.insert(SizeDir::of(Order(o)), reasons);
@@ -831,7 +831,7 @@ struct TaskCounts {
 }
 
 impl TaskCounts {
-    fn of(s: &mm::vmstat::ModelStats) -> TaskCounts {
+    fn of(s: &mm::model::stats::ModelStats) -> TaskCounts {
         TaskCounts { minflt: s.minflt, cow_copied: s.cow_copied, cow_reused: s.cow_reused, exited: false }
     }
 
@@ -888,8 +888,8 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
         r.explain = Some(x);
     }
     let (shmem, shmem_huge, shmem_pmd) = k.shmem_meminfo();
-    for (name, bytes) in [("Shmem", shmem), ("ShmemHugePages", shmem_huge), ("ShmemPmdMapped", shmem_pmd)] {
-        r.meminfo.insert(name.to_string(), (bytes / 1024) as i64);
+    for (name, bytes) in [(Meminfo::Shmem, shmem), (Meminfo::ShmemHugePages, shmem_huge), (Meminfo::ShmemPmdMapped, shmem_pmd)] {
+        r.meminfo.insert(name.into(), (bytes / 1024) as i64);
     }
     // Every mm's scans (khugepaged walks them all).
     let mut scans: BTreeMap<String, u64> = BTreeMap::new();
@@ -1133,8 +1133,6 @@ pub mod daemons;
 pub mod driver;
 mod access;
 mod file_pages;
-// The settings matrices are the kernel ABI crate's; this path stays for the crates that name it.
-pub use thp_abi::matrix;
 mod profile;
 pub mod replay;
 pub mod time;

@@ -4,7 +4,8 @@
 //! mm/mmap.c: `unmapped_area_topdown` (the highest free gap below mmap_base that fits).
 
 use trace::{flags, Event, EventBody, Header, MapEntry, Syscall, SyscallKind};
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 use crate::MachineConfig;
 
@@ -193,7 +194,7 @@ fn an_image_replaced_by_execve_is_not_in_the_census_and_faults_inside_a_later_ex
     assert!(procs.iter().filter(|p| p.image != 1).all(|p| !p.replaced), "{procs:?}");
     // The root's image: its stack page and its top page; the child's last image: 3 pages.
     assert_eq!(r.process.rss_bytes, (2 + 3) * 4096);
-    assert_eq!(r.census.sizes["4kB"].folios, 5);
+    assert_eq!(r.census.sizes[&thp_abi::FolioSize::from("4kB")].folios, 5);
     assert_eq!(r.vmas.iter().map(|v| v.rss_kb).sum::<u64>(), 5 * 4);
     // The root's stack write; the child's 3 modelled faults and the one inside its execve.
     assert_eq!(stat(&r).exec_faults, 2);

@@ -8,7 +8,8 @@
 //! at pages_to_scan of progress, a collapse counting HPAGE_PMD_NR = 512).
 
 use trace::{flags, Event, EventBody, Header, MapEntry, Syscall, SyscallKind};
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 use crate::{MachineConfig, ReplayOptions};
 

@@ -5,7 +5,8 @@
 //! Every run checks every model invariant after every operation.
 
 use expect_test::{expect, Expect};
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 use super::*;
 
@@ -54,9 +55,7 @@ pub(crate) fn counter_lines(r: &RunResult) -> String {
             s += &format!("{k} {v}\n");
         }
     }
-    let mut dirs: Vec<_> = r.mthp.iter().collect();
-    dirs.sort_by_key(|(k, _)| uapi::result::size_sort_key(k));
-    for (dir, stats) in dirs {
+    for (dir, stats) in &r.mthp {
         for (k, v) in stats {
             if *v != 0 {
                 s += &format!("{dir}/stats/{k} {v}\n");
@@ -73,9 +72,7 @@ fn dump(r: &RunResult) -> String {
         r.process.rss_bytes / 1024,
         r.process.anon_huge_bytes / 1024
     );
-    let mut sizes: Vec<_> = r.census.sizes.iter().collect();
-    sizes.sort_by_key(|(k, _)| uapi::result::size_sort_key(k));
-    for (size, e) in sizes {
+    for (size, e) in &r.census.sizes {
         s += &format!(
             "folios {size}: {} (pmd {} pte {} partial {})\n",
             e.folios, e.pmd_mapped, e.pte_mapped, e.partially_mapped
@@ -98,7 +95,7 @@ fn check(set: &str, text: &str, expect: Expect) {
 }
 
 fn mthp(r: &RunResult, dir: &str, stat: &str) -> i64 {
-    r.mthp[dir][stat]
+    r.mthp[&thp_abi::SizeDir::from(dir)][stat]
 }
 
 // ------------------------------------------------------------------ the seed experiment (live)
@@ -112,7 +109,7 @@ fn seed_anon_1g_matches_the_live_kernel() {
     let m = machine(2 << 30);
     let four_k = run(&w, &settings("enabled=never"), &m).unwrap();
     assert_eq!(four_k.process.minflt, 262144);
-    assert_eq!(four_k.folios["4kB"], 262144);
+    assert_eq!(four_k.folios[&thp_abi::FolioSize::from("4kB")], 262144);
     let m64 = run(&w, &settings("enabled=never hugepages-64kB/enabled=always"), &m).unwrap();
     assert_eq!(m64.process.minflt, 16384);
     assert_eq!(mthp(&m64, "hugepages-64kB", "anon_fault_alloc"), 16384);
@@ -123,7 +120,7 @@ fn seed_anon_1g_matches_the_live_kernel() {
     assert_eq!(pmd.process.minflt, 512);
     assert_eq!(pmd.vmstat["thp_fault_alloc"], 512);
     assert_eq!(pmd.process.anon_huge_bytes, 1 << 30);
-    assert_eq!(pmd.census.sizes["2048kB"].pmd_mapped, 512);
+    assert_eq!(pmd.census.sizes[&thp_abi::FolioSize::from("2048kB")].pmd_mapped, 512);
 }
 
 // ------------------------------------------------------------------ fault path (live, §10)
@@ -193,8 +190,8 @@ fn p4_pmd_first_then_mthp_by_vma_size() {
     );
     // 1 MiB VMA → 16 faults, 16 × 64K, no PMD.
     let r = sim("enabled=always hugepages-64kB/enabled=always", "mmap a 1M align=1M\ntouch a write");
-    assert_eq!((r.process.minflt, r.folios["64kB"]), (16, 16));
-    assert_eq!(r.fallbacks["hugepages-2048kB"]["vma_range"], 16);
+    assert_eq!((r.process.minflt, r.folios[&thp_abi::FolioSize::from("64kB")]), (16, 16));
+    assert_eq!(r.fallbacks[&thp_abi::SizeDir::from("hugepages-2048kB")]["vma_range"], 16);
 }
 
 #[test]
@@ -203,9 +200,9 @@ fn p5_read_then_write_defeats_mthp() {
     let r = sim("enabled=never hugepages-64kB/enabled=always", "mmap a 1M align=64K\ntouch a read\ntouch a write");
     assert_eq!(r.process.minflt, 512);
     assert_eq!(mthp(&r, "hugepages-64kB", "anon_fault_alloc"), 0);
-    assert_eq!(r.folios["4kB"], 256);
-    assert_eq!(r.fallbacks["hugepages-64kB"]["read_fault"], 256);
-    assert_eq!(r.fallbacks["hugepages-64kB"]["zero_page_cow"], 256);
+    assert_eq!(r.folios[&thp_abi::FolioSize::from("4kB")], 256);
+    assert_eq!(r.fallbacks[&thp_abi::SizeDir::from("hugepages-64kB")]["read_fault"], 256);
+    assert_eq!(r.fallbacks[&thp_abi::SizeDir::from("hugepages-64kB")]["zero_page_cow"], 256);
 }
 
 #[test]
@@ -221,7 +218,7 @@ fn p6_inherit_and_madvise() {
     assert_eq!(faults("enabled=never hugepages-64kB/enabled=madvise", one), 256);
     assert_eq!(faults("enabled=never hugepages-64kB/enabled=always", nohp), 256);
     let r = sim("enabled=madvise hugepages-64kB/enabled=inherit", one);
-    assert_eq!(r.fallbacks["hugepages-64kB"]["not_madvised"], 256);
+    assert_eq!(r.fallbacks[&thp_abi::SizeDir::from("hugepages-64kB")]["not_madvised"], 256);
 }
 
 #[test]
@@ -237,7 +234,7 @@ fn p7_prctl_thp_disable() {
     assert_eq!(advised.vmstat["thp_fault_alloc"], 4);
     assert_eq!(advised.calls.last().unwrap().ret, "0");
     assert_eq!(advised.process.anon_huge_bytes, (8 + 2) << 20);
-    assert_eq!(advised.fallbacks["hugepages-2048kB"]["prctl_thp_disabled"], 2048 + 512);
+    assert_eq!(advised.fallbacks[&thp_abi::SizeDir::from("hugepages-2048kB")]["prctl_thp_disabled"], 2048 + 512);
 }
 
 #[test]
@@ -448,9 +445,9 @@ fn mthp_falls_back_size_by_size_when_memory_is_fragmented() {
     k.fragment_memory();
     let addr = k.do_mmap(64 << 10, mm::mmap::prot_to_vm(true, true, false), mm::mmap::MmapPlacement::Aligned { align: 65536, offset: 0 }).unwrap();
     assert_eq!(k.access(addr, true), mm::Access::Fault);
-    assert_eq!(k.counters.mthp(mm_types::Order(4), uapi::MthpStat::AnonFaultFallback), 1);
-    assert_eq!(k.counters.mthp(mm_types::Order(2), uapi::MthpStat::AnonFaultFallback), 1);
-    assert_eq!(k.stats().fallbacks[4][mm::vmstat::FallbackReason::AllocFailed as usize], 1);
+    assert_eq!(k.counters.mthp(mm_types::Order(4), thp_abi::MthpStat::AnonFaultFallback), 1);
+    assert_eq!(k.counters.mthp(mm_types::Order(2), thp_abi::MthpStat::AnonFaultFallback), 1);
+    assert_eq!(k.stats().fallbacks[4][thp_abi::FallbackReason::AllocFailed as usize], 1);
     k.check_invariants().unwrap();
     let _ = w;
 }
@@ -471,7 +468,7 @@ fn p13_memfd_and_shared_anon_follow_the_per_size_knobs() {
     let s64 = "hugepages-64kB/shmem_enabled=always";
     // memfd 1 MiB mapped 2 MiB-aligned and written → 16 faults, 64K shmem_alloc 16.
     let r = sim(s64, "memfd m\nftruncate m 1M\nmmap a 1M file=m align=2M\ntouch a write");
-    assert_eq!((r.process.minflt, mthp(&r, "hugepages-64kB", "shmem_alloc"), r.folios["64kB"]), (16, 16, 16));
+    assert_eq!((r.process.minflt, mthp(&r, "hugepages-64kB", "shmem_alloc"), r.folios[&thp_abi::FolioSize::from("64kB")]), (16, 16, 16));
     // The same with MAP_SHARED|MAP_ANONYMOUS.
     let r = sim(s64, "mmap a 1M shared align=2M\ntouch a write");
     assert_eq!((r.process.minflt, mthp(&r, "hugepages-64kB", "shmem_alloc")), (16, 16));
@@ -511,7 +508,7 @@ fn p13_top_level_always() {
     assert_eq!(r.meminfo["ShmemPmdMapped"], 4096);
     // 3 MiB with 64K also always → 17 faults: 1 PMD + 16 × 64K.
     let r = sim("shmem_enabled=always hugepages-64kB/shmem_enabled=always", "memfd m\nftruncate m 3M\nmmap a 3M file=m\ntouch a write");
-    assert_eq!((r.process.minflt, r.folios["2048kB"], r.folios["64kB"]), (17, 1, 16));
+    assert_eq!((r.process.minflt, r.folios[&thp_abi::FolioSize::from("2048kB")], r.folios[&thp_abi::FolioSize::from("64kB")]), (17, 1, 16));
 }
 
 #[test]
@@ -520,7 +517,7 @@ fn p13_advise_inherit_and_order_one() {
     let plain = sim(set, "memfd m\nftruncate m 1M\nmmap a 1M file=m align=2M\ntouch a write");
     assert_eq!(plain.process.minflt, 256);
     let advised = sim(set, "memfd m\nftruncate m 1M\nmmap a 1M file=m align=2M\nmadvise a hugepage\ntouch a write");
-    assert_eq!((advised.process.minflt, advised.folios["64kB"]), (16, 16));
+    assert_eq!((advised.process.minflt, advised.folios[&thp_abi::FolioSize::from("64kB")]), (16, 16));
     // Order 1 exists for shmem: 64 KiB of shared anon with 8K always → 8 faults.
     let r = sim("hugepages-8kB/shmem_enabled=always", "mmap a 64K shared align=64K\ntouch a write");
     assert_eq!((r.process.minflt, mthp(&r, "hugepages-8kB", "shmem_alloc")), (8, 8));
@@ -534,10 +531,10 @@ fn p14_tmpfs_mount_huge_options() {
     assert_eq!(mthp(&r, "hugepages-2048kB", "shmem_alloc"), 1);
     // huge=always: a 1 MiB mapping faults PMD only, so 256 faults and no large folio.
     let r = faults("always", "ftruncate f 1M\nmmap a 1M file=f\ntouch a write");
-    assert_eq!((r.process.minflt, r.folios.get("2048kB")), (256, None));
+    assert_eq!((r.process.minflt, r.folios.get(&thp_abi::FolioSize::from("2048kB"))), (256, None));
     // 4 MiB → 2 faults, 2 PMD.
     let r = faults("always", "ftruncate f 4M\nmmap a 4M file=f\ntouch a write");
-    assert_eq!((r.process.minflt, r.census.sizes["2048kB"].pmd_mapped), (2, 2));
+    assert_eq!((r.process.minflt, r.census.sizes[&thp_abi::FolioSize::from("2048kB")].pmd_mapped), (2, 2));
     // within_size: a 4 KiB write → nothing large; 64 KiB → one 64K folio; 1 MiB by 4 KiB
     // writes → nothing large; a 4 MiB file mapped → 2 PMD.
     assert!(faults("within_size", "write f[0+4K]").folios.is_empty());
@@ -546,7 +543,7 @@ fn p14_tmpfs_mount_huge_options() {
     let r = faults("within_size", "write f[0+1M] chunk=4K");
     assert!(r.mthp.values().all(|s| s["shmem_alloc"] == 0));
     let r = faults("within_size", "ftruncate f 4M\nmmap a 4M file=f\ntouch a write");
-    assert_eq!(r.census.sizes["2048kB"].pmd_mapped, 2);
+    assert_eq!(r.census.sizes[&thp_abi::FolioSize::from("2048kB")].pmd_mapped, 2);
     // advise: 1024 faults, 2 PMD with MADV_HUGEPAGE; never: 1024 faults either way.
     assert_eq!(faults("advise", "ftruncate f 4M\nmmap a 4M file=f\ntouch a write").process.minflt, 1024);
     assert_eq!(faults("advise", "ftruncate f 4M\nmmap a 4M file=f\nmadvise a hugepage\ntouch a write").process.minflt, 2);
@@ -560,7 +557,7 @@ fn shmem_read_faults_map_around_present_pages() {
     let r = sim("", "memfd m\nwrite m[0+1M]\nmmap a 1M file=m align=2M\ntouch a read");
     assert_eq!(r.process.minflt, 16);
     let r = sim("shmem_enabled=always", "memfd m\nwrite m[0+1M]\nftruncate m 2M\nmmap a 2M file=m\ntouch a read");
-    assert_eq!((r.process.minflt, r.census.sizes["2048kB"].pmd_mapped), (1, 1));
+    assert_eq!((r.process.minflt, r.census.sizes[&thp_abi::FolioSize::from("2048kB")].pmd_mapped), (1, 1));
 }
 
 #[test]
@@ -741,7 +738,7 @@ fn madv_collapse_of_a_memfd_needs_an_aligned_vma() {
         let w = workload::parse("t.thpw", &text).unwrap();
         let r = run(&w, &ThpSettings::default(), &machine(512 << 20)).unwrap();
         assert_eq!(r.calls.last().unwrap().ret, ret, "{text}");
-        assert!(r.folios.contains_key(folios), "{text}: {:?}", r.folios);
+        assert!(r.folios.contains_key(&thp_abi::FolioSize::from(folios)), "{text}: {:?}", r.folios);
     }
 }
 
@@ -750,9 +747,9 @@ fn a_folio_mapped_twice_is_one_folio_in_the_census() {
     // Regression (found by comparing with the live census, /tmp/shmem-diff-1 and -2): a memfd
     // page or THP mapped by two VMAs is one folio, as tools/mm/thpmaps and the live census count.
     let r = sim("", "memfd m\nftruncate m 4K\nmmap a 4K file=m\nmmap b 4K file=m\ntouch a write\ntouch b read");
-    assert_eq!((r.process.minflt, r.folios["4kB"]), (2, 1));
+    assert_eq!((r.process.minflt, r.folios[&thp_abi::FolioSize::from("4kB")]), (2, 1));
     let r = sim("shmem_enabled=always", "memfd m\nftruncate m 2M\nmmap a 2M file=m\nmmap b 2M file=m\ntouch a write\ntouch b read");
-    assert_eq!((r.folios["2048kB"], r.census.sizes["2048kB"].pmd_mapped, r.vmstat["thp_file_mapped"]), (1, 1, 2));
+    assert_eq!((r.folios[&thp_abi::FolioSize::from("2048kB")], r.census.sizes[&thp_abi::FolioSize::from("2048kB")].pmd_mapped, r.vmstat["thp_file_mapped"]), (1, 1, 2));
 }
 
 #[test]
@@ -767,7 +764,7 @@ fn p12_mremap_moves_whole_pmds_only_when_aligned() {
         assert_eq!(k.access(a, true), mm::Access::Fault);
         k.do_mremap(a, 2 << 20, 2 << 20, dest).unwrap();
         k.check_invariants().unwrap();
-        assert_eq!(k.counters.vm(uapi::VmEvent::ThpSplitPmd), split);
+        assert_eq!(k.counters.vm(thp_abi::VmEvent::ThpSplitPmd), split);
         let c = k.census(&[(dest, dest + (2 << 20))]);
         assert_eq!((c.anon_huge_bytes, c.rss_bytes), (if split == 0 { 2 << 20 } else { 0 }, 2 << 20));
         // Nothing is left at the old address, and the moved memory is still there.
@@ -857,15 +854,15 @@ fn beside_full_what_counts_as_full() {
     for (text, minflt, f4, f64) in cases {
         let r = sim(BESIDE_64K, text);
         assert_eq!(r.process.minflt, minflt, "{text}");
-        assert_eq!(r.folios.get("4kB").copied().unwrap_or(0), f4, "{text}");
-        assert_eq!(r.folios.get("64kB").copied().unwrap_or(0), f64, "{text}");
+        assert_eq!(r.folios.get(&thp_abi::FolioSize::from("4kB")).copied().unwrap_or(0), f4, "{text}");
+        assert_eq!(r.folios.get(&thp_abi::FolioSize::from("64kB")).copied().unwrap_or(0), f64, "{text}");
     }
 }
 
 #[test]
 fn beside_full_counts_its_fallback_reason() {
     let r = sim(BESIDE_64K, "mmap r 2M\ntouch r[64K+4K] write\n");
-    assert_eq!(r.fallbacks["hugepages-64kB"]["beside_not_full"], 1);
+    assert_eq!(r.fallbacks[&thp_abi::SizeDir::from("hugepages-64kB")]["beside_not_full"], 1);
 }
 
 // ------------------------------------------------------------------ zapping VMA by VMA
@@ -887,8 +884,8 @@ fn munmap_of_several_vmas_defers_the_split_of_folios_that_straddle_them() {
         ("enabled=always", "hugepages-2048kB", 2),
     ] {
         let r = sim(set, text);
-        assert_eq!(r.mthp[dir]["split_deferred"], want, "{set}");
-        assert_eq!(r.mthp[dir]["nr_anon"], 0, "{set}: every folio freed");
+        assert_eq!(r.mthp[&thp_abi::SizeDir::from(dir)]["split_deferred"], want, "{set}");
+        assert_eq!(r.mthp[&thp_abi::SizeDir::from(dir)]["nr_anon"], 0, "{set}: every folio freed");
         if dir == "hugepages-2048kB" {
             assert_eq!(r.vmstat["thp_deferred_split_page"], 2);
             assert_eq!(r.vmstat["thp_split_pmd"], 2);
@@ -915,10 +912,10 @@ fn madvise_free_splits_the_folios_it_covers_in_part() {
         ("enabled=always", "hugepages-2048kB", "2048kB", 1, 1536, 3, 0),
     ] {
         let r = sim(set, text);
-        assert_eq!(r.folios.get(size).copied(), Some(large), "{set}");
-        assert_eq!(r.folios.get("4kB").copied(), Some(small), "{set}");
-        assert_eq!(r.mthp[dir]["split"], split, "{set}");
-        assert_eq!(r.mthp[dir].get("split_deferred").copied().unwrap_or(0), deferred, "{set}");
+        assert_eq!(r.folios.get(&thp_abi::FolioSize::from(size)).copied(), Some(large), "{set}");
+        assert_eq!(r.folios.get(&thp_abi::FolioSize::from("4kB")).copied(), Some(small), "{set}");
+        assert_eq!(r.mthp[&thp_abi::SizeDir::from(dir)]["split"], split, "{set}");
+        assert_eq!(r.mthp[&thp_abi::SizeDir::from(dir)].get("split_deferred").copied().unwrap_or(0), deferred, "{set}");
         assert_eq!(r.process.rss_bytes, 8 << 20, "{set}: lazyfree pages stay mapped without reclaim");
         if size == "2048kB" {
             assert_eq!((r.vmstat["thp_split_pmd"], r.vmstat["thp_split_page"]), (3, 3));
@@ -940,11 +937,11 @@ fn madvise_free_of_a_partially_mapped_folio_defers_it_once() {
         ("enabled=always", "hugepages-2048kB", "2048kB", 1, 1535, 3, 1),
     ] {
         let r = sim(set, text);
-        assert_eq!(r.folios.get(size).copied(), Some(large), "{set}");
-        assert_eq!(r.folios.get("4kB").copied(), Some(small), "{set}");
-        assert_eq!(r.mthp[dir]["split"], split, "{set}");
-        assert_eq!(r.mthp[dir]["split_deferred"], deferred, "{set}");
-        assert_eq!(r.mthp[dir]["nr_anon_partially_mapped"], 0, "{set}: the split folios left the queue");
+        assert_eq!(r.folios.get(&thp_abi::FolioSize::from(size)).copied(), Some(large), "{set}");
+        assert_eq!(r.folios.get(&thp_abi::FolioSize::from("4kB")).copied(), Some(small), "{set}");
+        assert_eq!(r.mthp[&thp_abi::SizeDir::from(dir)]["split"], split, "{set}");
+        assert_eq!(r.mthp[&thp_abi::SizeDir::from(dir)]["split_deferred"], deferred, "{set}");
+        assert_eq!(r.mthp[&thp_abi::SizeDir::from(dir)]["nr_anon_partially_mapped"], 0, "{set}: the split folios left the queue");
     }
 }
 
@@ -1018,7 +1015,7 @@ fn a_repeated_touch_and_dontneed_faults_every_round() {
     let r = sim("enabled=never", text);
     assert_eq!((r.process.minflt, r.process.rss_bytes), (768, 0));
     let r = sim("enabled=never hugepages-64kB/enabled=always", text);
-    assert_eq!((r.process.minflt, r.mthp["hugepages-64kB"]["anon_fault_alloc"]), (48, 48));
+    assert_eq!((r.process.minflt, r.mthp[&thp_abi::SizeDir::from("hugepages-64kB")]["anon_fault_alloc"]), (48, 48));
     assert_eq!(r.calls.iter().filter(|c| c.call == "madvise(dontneed)").count(), 3);
 }
 

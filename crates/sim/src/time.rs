@@ -191,7 +191,7 @@ pub fn recording(
     timed_free: Option<&uapi::profile::FreeLists>,
 ) -> Result<TimeEstimate, crate::SimError> {
     let calls = events.iter().filter(|e| matches!(e.body, trace::EventBody::Syscall(_))).count() as u64;
-    let mut four_k = uapi::ThpSettings::default();
+    let mut four_k = thp_abi::ThpSettings::default();
     for a in ["enabled=never", "shmem_enabled=never"] {
         four_k.apply_assignment(a).expect("valid knobs");
     }

@@ -3,7 +3,7 @@
 //! and the `--explain` log of the faults in one range.
 
 use mm::debug::CensusReport;
-use mm::explain::{ExplainLog, Got};
+use mm::model::explain::{ExplainLog, Got};
 use mm::vma::vm;
 use mm::Kernel;
 use mm_types::{Order, PAGE_SIZE, PMD_ORDER};
@@ -98,7 +98,7 @@ pub fn add_explain(out: &mut Explain, log: &ExplainLog, pid: Option<u32>) {
             Got::HugeZeroPage => "huge zero page".to_string(),
         };
         for (o, r) in &f.refused {
-            *out.totals.entry(thp_abi::SizeDir::of(*o)).or_default().entry(r.name().to_string()).or_default() += 1;
+            *out.totals.entry(thp_abi::SizeDir::of(*o)).or_default().entry((*r).into()).or_default() += 1;
         }
         if out.faults.len() < Explain::MAX_FAULTS {
             out.faults.push(ExplainedFault {

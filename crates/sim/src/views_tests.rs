@@ -1,7 +1,8 @@
 //! Tests of the views (crate::views): the folio-size map, the peak, `--explain`. Expected
 //! values are derived by hand in the comments.
 
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 use crate::{run_with, MachineConfig, RunOptions};
 
@@ -27,12 +28,12 @@ fn a_program_that_frees_before_exit_shows_its_peak() {
     let p = r.peak.as_ref().expect("a model run has a peak");
     assert_eq!(p.rss_bytes, 128 << 20, "VmHWM: the 128 MiB before munmap");
     assert_eq!(p.anon_huge_bytes, 128 << 20);
-    assert_eq!(p.census.sizes["2048kB"].folios, 64);
-    assert_eq!(p.census.sizes["2048kB"].pmd_mapped, 64);
-    assert_eq!(p.max_folios["2048kB"], 64, "nr_anon of 2048kB reached 64");
+    assert_eq!(p.census.sizes[&thp_abi::FolioSize::from("2048kB")].folios, 64);
+    assert_eq!(p.census.sizes[&thp_abi::FolioSize::from("2048kB")].pmd_mapped, 64);
+    assert_eq!(p.max_folios[&thp_abi::FolioSize::from("2048kB")], 64, "nr_anon of 2048kB reached 64");
     assert_eq!(r.process.rss_bytes, 64 << 10, "at exit: 64 KiB");
-    assert_eq!(r.census.sizes.get("2048kB").map_or(0, |e| e.folios), 0);
-    assert_eq!(r.census.sizes["4kB"].folios, 16);
+    assert_eq!(r.census.sizes.get(&thp_abi::FolioSize::from("2048kB")).map_or(0, |e| e.folios), 0);
+    assert_eq!(r.census.sizes[&thp_abi::FolioSize::from("4kB")].folios, 16);
 }
 
 #[test]
@@ -42,7 +43,7 @@ fn when_rss_never_falls_the_peak_is_the_end() {
     let p = r.peak.unwrap();
     assert_eq!(p.rss_bytes, 8 << 20);
     assert_eq!(p.census, r.census, "the census at the peak is the census at the end");
-    assert_eq!(p.max_folios["2048kB"], 4, "2 THPs freed before 4 were mapped: at most 4 at once");
+    assert_eq!(p.max_folios[&thp_abi::FolioSize::from("2048kB")], 4, "2 THPs freed before 4 were mapped: at most 4 at once");
 }
 
 #[test]
@@ -51,7 +52,7 @@ fn madv_dontneed_also_leaves_the_peak() {
     let r = run("enabled=never hugepages-64kB/enabled=always", "mmap a 2M\ntouch a write\nmadvise a dontneed\n", None);
     let p = r.peak.unwrap();
     assert_eq!(p.rss_bytes, 2 << 20);
-    assert_eq!(p.census.sizes["64kB"].folios, 32);
+    assert_eq!(p.census.sizes[&thp_abi::FolioSize::from("64kB")].folios, 32);
     assert_eq!(r.process.rss_bytes, 0);
 }
 
@@ -67,7 +68,7 @@ fn the_folio_map_has_one_entry_per_vma_in_observes_shape() {
     assert_eq!(anon.len(), 2);
     let a = anon.iter().find(|v| v.perms == "rw-p").unwrap();
     assert_eq!(a.end_addr() - a.start_addr(), 4 << 20);
-    assert_eq!(a.census.sizes["2048kB"].pmd_mapped, 2);
+    assert_eq!(a.census.sizes[&thp_abi::FolioSize::from("2048kB")].pmd_mapped, 2);
     assert_eq!(a.rss_kb, 4096);
     assert_eq!(a.anon_huge_kb, 4096);
     let b = anon.iter().find(|v| v.perms == "r--p").unwrap();
@@ -75,7 +76,7 @@ fn the_folio_map_has_one_entry_per_vma_in_observes_shape() {
     assert!(b.census.sizes.is_empty());
     let s = &by_kind("shmem")[0];
     assert_eq!(s.perms, "rw-s");
-    assert_eq!(s.census.sizes["4kB"].folios, 4);
+    assert_eq!(s.census.sizes[&thp_abi::FolioSize::from("4kB")].folios, 4);
     assert_eq!(s.rss_kb, 16);
     // The map adds up to the totals.
     assert_eq!(r.vmas.iter().map(|v| v.rss_kb).sum::<u64>(), r.process.rss_bytes / 1024);
@@ -111,7 +112,7 @@ fn explain_gives_each_fault_the_reasons_the_totals_count() {
     }
     // The range holds every fault of the run: its totals are the run's fallbacks.
     assert_eq!(x.totals, r.fallbacks);
-    let t = &r.fallbacks["hugepages-64kB"];
+    let t = &r.fallbacks[&thp_abi::SizeDir::from("hugepages-64kB")];
     assert_eq!((t["read_fault"], t["zero_page_cow"], t["pte_range_populated"]), (1, 1, 15));
     // One page explains only the faults that touched it; the run's totals do not change.
     let one = run(set, text, Some((start + 0x3000, start + 0x4000)));
@@ -158,5 +159,5 @@ fn the_heap_is_named_as_maps_names_it() {
     assert_eq!(names.iter().filter(|n| n.0 == "[heap]").count(), 1, "{names:?}");
     let heap = r.vmas.iter().find(|v| v.name == "[heap]").unwrap();
     assert_eq!(heap.end_addr() - heap.start_addr(), 1 << 20);
-    assert_eq!(heap.census.sizes["4kB"].folios, 256);
+    assert_eq!(heap.census.sizes[&thp_abi::FolioSize::from("4kB")].folios, 256);
 }

@@ -2,7 +2,8 @@
 //! from mm/gup.c (a PMD-mapped folio is taken whole by `gup_fast_pmd_leaf`, PTE-mapped pages one
 //! by one by `gup_fast_pte_range`, unmapped pages write-faulted by `faultin_page`).
 
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 fn run(set: &str, text: &str) -> RunResult {
     let mut s = ThpSettings::default();
@@ -30,7 +31,7 @@ fn pmd_buffer_read_in_1m_blocks_pins_one_folio_per_read() {
     let r = run("enabled=always", "mmap buf 4M align=2M\nread_direct buf block=1M\n");
     assert_eq!(io(&r), (4, 4, 0, 1024, 2, 2));
     assert_eq!(r.io.as_ref().unwrap().bytes, 4 << 20);
-    assert_eq!(r.census.sizes["2048kB"].pmd_mapped, 2);
+    assert_eq!(r.census.sizes[&thp_abi::FolioSize::from("2048kB")].pmd_mapped, 2);
     assert_eq!(r.calls.last().unwrap().ret, "0");
     assert!(r.io.as_ref().unwrap().pin_ns.is_none());
 }
@@ -41,7 +42,7 @@ fn mthp_64k_buffer_read_at_1m_pins_16_folios_per_read() {
     // write fault per 64 KiB folio: 32.
     let r = run("enabled=never hugepages-64kB/enabled=always", "mmap buf 2M align=2M\nread_direct buf block=1M\n");
     assert_eq!(io(&r), (2, 32, 512, 0, 32, 32));
-    assert_eq!(r.census.sizes["64kB"].folios, 32);
+    assert_eq!(r.census.sizes[&thp_abi::FolioSize::from("64kB")].folios, 32);
 }
 
 #[test]

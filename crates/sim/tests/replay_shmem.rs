@@ -4,7 +4,7 @@
 //! (`shmem_get_unmapped_area`) and the addresses below.
 
 use trace::{flags, Event, EventBody, Header, MapEntry, MountEntry, PathInfo, Syscall, SyscallKind, TMPFS_MAGIC};
-use uapi::ThpSettings;
+use thp_abi::ThpSettings;
 
 const MIB: u64 = 1 << 20;
 /// ld.so ends at mmap_base (the kernel placed it first, top-down).
@@ -83,8 +83,8 @@ fn under_the_recording_knobs_nothing_moves() {
     assert_eq!(replay_report(&r).shmem_files, 2, "the memfd through its dup, and /dev/shm/x");
     assert_eq!(r.process.minflt, 3);
     // The memfd's two pages, and the top stack page execve filled (taken as present).
-    assert_eq!(r.folios.get("4kB"), Some(&3));
-    assert_eq!(r.folios.get("2048kB"), Some(&1));
+    assert_eq!(r.folios.get(&thp_abi::FolioSize::from("4kB")), Some(&3));
+    assert_eq!(r.folios.get(&thp_abi::FolioSize::from("2048kB")), Some(&1));
     assert_eq!(r.vmstat.get("thp_file_alloc"), Some(&1));
     assert_eq!(r.vmstat.get("thp_file_mapped"), Some(&1));
 }
@@ -102,11 +102,11 @@ fn under_shmem_enabled_always_the_memfd_moves_and_gets_pmds() {
     assert_eq!(replay_report(&r).placements_matched, 1);
     assert_eq!(replay_report(&r).relocated, 1);
     assert_eq!(r.process.minflt, 3);
-    assert_eq!(r.folios.get("4kB"), Some(&1), "the stack's top page only");
-    assert_eq!(r.folios.get("2048kB"), Some(&3));
-    assert_eq!(r.census.sizes["2048kB"].pmd_mapped, 3);
+    assert_eq!(r.folios.get(&thp_abi::FolioSize::from("4kB")), Some(&1), "the stack's top page only");
+    assert_eq!(r.folios.get(&thp_abi::FolioSize::from("2048kB")), Some(&3));
+    assert_eq!(r.census.sizes[&thp_abi::FolioSize::from("2048kB")].pmd_mapped, 3);
     assert_eq!(r.vmstat.get("thp_file_alloc"), Some(&3));
-    assert_eq!(r.mthp["hugepages-2048kB"]["shmem_alloc"], 3);
+    assert_eq!(r.mthp[&thp_abi::SizeDir::from("hugepages-2048kB")]["shmem_alloc"], 3);
 }
 
 /// The dump a fresh machine of this kind writes into a recording (`grep -r .` of the THP tree,
@@ -129,7 +129,7 @@ fn a_dump_with_knobs_the_model_does_not_know_still_gives_the_recording_knobs() {
     assert_eq!(replay_report(&r).placements_checked, 1);
     assert_eq!(replay_report(&r).placements_matched, 1);
     assert_eq!(replay_report(&r).relocated, 1);
-    assert_eq!(r.folios.get("2048kB"), Some(&3));
+    assert_eq!(r.folios.get(&thp_abi::FolioSize::from("2048kB")), Some(&3));
     let m = replay_report(&r);
     assert_eq!(m.recorded_settings_unknown["a_knob_of_a_future_build"], "3");
     let warnings = &m.warnings;

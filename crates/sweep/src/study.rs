@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use toml::Spanned;
-use uapi::ThpSettings;
+use thp_abi::ThpSettings;
 
 /// The result sections a study may keep (top-level objects of `thplab sim --json`); arrays
 /// inside them (regions, per-VMA lists) are not columns.

@@ -37,6 +37,8 @@ impl CensusEntry {
 /// Which folio sizes a process maps, by size label (`4kB`, `64kB`, `2048kB`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Census {
+    /// By size, smallest first (serialised in the order of the names as strings).
+    #[serde(serialize_with = "crate::keys::serialize_by_name")]
     pub sizes: BTreeMap<FolioSize, CensusEntry>,
     /// PTEs that map the shared 4 KiB zero page.
     pub zero_page_ptes: u64,
@@ -76,10 +78,10 @@ mod tests {
         let mut a = Census { sizes: [("4kB".into(), entry(3, 0, 3, 0)), ("2048kB".into(), entry(1, 1, 0, 0))].into(), zero_page_ptes: 2, huge_zero_pmds: 0 };
         let b = Census { sizes: [("4kB".into(), entry(5, 0, 5, 0)), ("64kB".into(), entry(2, 0, 2, 1))].into(), zero_page_ptes: 1, huge_zero_pmds: 1 };
         a.add(&b);
-        assert_eq!(a.sizes["4kB"], entry(8, 0, 8, 0));
-        assert_eq!(a.sizes["64kB"], entry(2, 0, 2, 1));
-        assert_eq!(a.sizes["2048kB"], entry(1, 1, 0, 0));
+        assert_eq!(a.sizes[&FolioSize::from("4kB")], entry(8, 0, 8, 0));
+        assert_eq!(a.sizes[&FolioSize::from("64kB")], entry(2, 0, 2, 1));
+        assert_eq!(a.sizes[&FolioSize::from("2048kB")], entry(1, 1, 0, 0));
         assert_eq!((a.zero_page_ptes, a.huge_zero_pmds), (3, 1));
-        assert_eq!(a.folio_counts().into_iter().map(|(k, n)| (String::from(k), n)).collect::<Vec<_>>(), [("2048kB".to_string(), 1), ("4kB".to_string(), 8), ("64kB".to_string(), 2)]);
+        assert_eq!(a.folio_counts().into_iter().map(|(k, n)| (String::from(k), n)).collect::<Vec<_>>(), [("4kB".to_string(), 8), ("64kB".to_string(), 2), ("2048kB".to_string(), 1)]);
     }
 }

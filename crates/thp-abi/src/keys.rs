@@ -1,21 +1,28 @@
 //! Typed keys for the kernel's closed sets of names, spelled as the kernel spells them: the
 //! `thp_*` lines of /proc/vmstat ([`VmStatKey`]), the files of `hugepages-<N>kB/stats/`
 //! ([`MthpStatKey`]), folio sizes (`64kB`, [`FolioSize`]), the per-size sysfs directories
-//! (`hugepages-64kB`, [`SizeDir`]) and the knob paths under /sys/kernel/mm/transparent_hugepage
-//! ([`KnobPath`]).
+//! (`hugepages-64kB`, [`SizeDir`]), the knob paths under /sys/kernel/mm/transparent_hugepage
+//! ([`KnobPath`]), the /proc/meminfo fields a result keeps ([`MeminfoKey`]) and the model's
+//! fallback reasons ([`FallbackKey`], `not_madvised`; the model's names, the kernel has none).
 //!
 //! Each is a [`Key`]: a member of the closed set, or another name (`known()` None) the live
 //! kernel printed that the set does not hold (another build's vmstat line or knob, a /proc/meminfo field), so
 //! that what a live run reads is kept as it was read. A key serialises as its kernel name, and
-//! orders, compares and hashes as that string (`Borrow<str>`, `Borrow<String>`), so a `BTreeMap` keyed by it
-//! prints in the order a `BTreeMap<String, _>` did and `.get("thp_fault_alloc")` finds it.
+//! compares and hashes as that string. Names order as strings (`Borrow<str>`, `Borrow<String>`:
+//! a `BTreeMap` keyed by them prints in the order a `BTreeMap<String, _>` did and
+//! `.get("thp_fault_alloc")` finds it), except sizes ([`FolioSize`], [`SizeDir`]), which order by
+//! the folio order they name (`4kB < 64kB < 2048kB`, names no order has last, by name), so a map
+//! keyed by sizes iterates smallest first; the result schema serialises such maps with
+//! [`serialize_by_name`], which keeps their JSON in the order of the names as strings.
 //!
 //! Kernel sources (6.18): `include/linux/vm_event_item.h`, `mm/vmstat.c: vmstat_text`,
 //! `include/linux/huge_mm.h: enum mthp_stat_item`, `mm/huge_memory.c: thpsize_create`,
-//! `hugepage_init_sysfs`, `mm/khugepaged.c: khugepaged_attr`.
+//! `hugepage_init_sysfs`, `mm/khugepaged.c: khugepaged_attr`, `fs/proc/meminfo.c:
+//! meminfo_proc_show`.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
@@ -24,6 +31,7 @@ use mm_types::Order;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::counters::{MthpStat, VmEvent};
+use crate::fallbacks::FallbackReason;
 
 /// A closed set of kernel names: each member has one name, and a name names at most one member.
 pub trait KernelName: Copy + Eq + 'static {
@@ -31,6 +39,65 @@ pub trait KernelName: Copy + Eq + 'static {
     fn name(self) -> &'static str;
     /// The member the kernel spells `text`, if any.
     fn from_name(text: &str) -> Option<Self>;
+    /// The folio order a size names: keys of a set that has it (sizes) order by it, those of
+    /// the other sets (None, the default) by name.
+    fn size_order(self) -> Option<Order> {
+        None
+    }
+}
+
+/// A set whose keys order by name, as strings: its keys borrow as `str` and `String`, so maps
+/// keyed by them answer `.get("name")` (sizes, which order by size, do not).
+pub trait NameOrdered: KernelName {}
+
+impl NameOrdered for VmEvent {}
+impl NameOrdered for MthpStat {}
+impl NameOrdered for Knob {}
+impl NameOrdered for Meminfo {}
+impl NameOrdered for FallbackReason {}
+
+impl KernelName for FallbackReason {
+    fn name(self) -> &'static str {
+        FallbackReason::name(self)
+    }
+    fn from_name(text: &str) -> Option<Self> {
+        FallbackReason::ALL.into_iter().find(|r| r.name() == text)
+    }
+}
+
+/// The /proc/meminfo fields a result keeps (kB), as `meminfo_proc_show` spells them; a live
+/// run's other fields are kept as read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Meminfo {
+    /// `Shmem`: shmem, tmpfs and /dev/shm pages, SysV shm.
+    Shmem,
+    /// `ShmemHugePages`: of those, in PMD-size folios.
+    ShmemHugePages,
+    /// `ShmemPmdMapped`: PMD-mapped shmem folios.
+    ShmemPmdMapped,
+    /// `SwapTotal`: swap space (under memory pressure only).
+    SwapTotal,
+    /// `SwapFree`: swap space not in use (under memory pressure only).
+    SwapFree,
+}
+
+impl Meminfo {
+    pub const ALL: [Meminfo; 5] = [Meminfo::Shmem, Meminfo::ShmemHugePages, Meminfo::ShmemPmdMapped, Meminfo::SwapTotal, Meminfo::SwapFree];
+}
+
+impl KernelName for Meminfo {
+    fn name(self) -> &'static str {
+        match self {
+            Meminfo::Shmem => "Shmem",
+            Meminfo::ShmemHugePages => "ShmemHugePages",
+            Meminfo::ShmemPmdMapped => "ShmemPmdMapped",
+            Meminfo::SwapTotal => "SwapTotal",
+            Meminfo::SwapFree => "SwapFree",
+        }
+    }
+    fn from_name(text: &str) -> Option<Self> {
+        Meminfo::ALL.into_iter().find(|m| m.name() == text)
+    }
 }
 
 impl KernelName for VmEvent {
@@ -77,6 +144,9 @@ impl KernelName for SizeLabel {
     fn from_name(text: &str) -> Option<Self> {
         SIZE_LABELS.iter().position(|l| *l == text).map(|o| SizeLabel(Order(o as u8)))
     }
+    fn size_order(self) -> Option<Order> {
+        Some(self.0)
+    }
 }
 
 /// A per-size sysfs directory: `hugepages-64kB` is `SizeDirName(Order(4))`.
@@ -89,6 +159,9 @@ impl KernelName for SizeDirName {
     }
     fn from_name(text: &str) -> Option<Self> {
         SIZE_DIRS.iter().position(|l| *l == text).map(|o| SizeDirName(Order(o as u8)))
+    }
+    fn size_order(self) -> Option<Order> {
+        Some(self.0)
     }
 }
 
@@ -158,6 +231,10 @@ pub type MthpStatKey = Key<MthpStat>;
 pub type FolioSize = Key<SizeLabel>;
 /// A per-size directory, `hugepages-64kB`.
 pub type SizeDir = Key<SizeDirName>;
+/// A /proc/meminfo field, `ShmemHugePages`.
+pub type MeminfoKey = Key<Meminfo>;
+/// A fallback reason of the model, `not_madvised`.
+pub type FallbackKey = Key<FallbackReason>;
 /// A knob path, `enabled`, `hugepages-64kB/enabled`, `khugepaged/max_ptes_none`; unknown for
 /// the knobs of other builds that settings carry (`ThpSettings::unknown`).
 pub type KnobPath = Key<Knob>;
@@ -181,6 +258,10 @@ impl FolioSize {
     /// The order of a size the table holds.
     pub fn order(&self) -> Option<Order> {
         self.known().map(|s| s.0)
+    }
+    /// The size in kB (`64` for `64kB`), of a size the table holds.
+    pub fn kb(&self) -> Option<u64> {
+        self.order().map(|o| 4u64 << o.0)
     }
 }
 
@@ -233,13 +314,13 @@ impl<T: KernelName> Deref for Key<T> {
     }
 }
 
-impl<T: KernelName> Borrow<str> for Key<T> {
+impl<T: NameOrdered> Borrow<str> for Key<T> {
     fn borrow(&self) -> &str {
         self.as_str()
     }
 }
 
-impl<T: KernelName> Borrow<String> for Key<T> {
+impl<T: NameOrdered> Borrow<String> for Key<T> {
     fn borrow(&self) -> &String {
         &self.name
     }
@@ -277,10 +358,12 @@ impl<T: KernelName> PartialEq<String> for Key<T> {
     }
 }
 
-/// The order of the kernel's names as strings, so that maps keep the order of string keys.
+/// Sizes by the order they name (names no order has after them, by name); the other sets by
+/// their names as strings, so that maps keep the order of string keys.
 impl<T: KernelName> Ord for Key<T> {
     fn cmp(&self, o: &Self) -> Ordering {
-        self.as_str().cmp(o.as_str())
+        let rank = |k: &Self| k.known.and_then(T::size_order).map_or(u16::MAX, |o| u16::from(o.0));
+        rank(self).cmp(&rank(o)).then_with(|| self.as_str().cmp(o.as_str()))
     }
 }
 
@@ -319,6 +402,20 @@ impl<'de, T: KernelName> Deserialize<'de> for Key<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         String::deserialize(d).map(Key::from)
     }
+}
+
+/// Serialises a map in the order of its keys' names as strings (`1024kB` before `128kB`), the
+/// order the result JSON has always had, whatever order the keys sort in (sizes sort by size):
+/// `#[serde(serialize_with = "thp_abi::keys::serialize_by_name")]` on a size-keyed map.
+pub fn serialize_by_name<K, V, S>(m: &BTreeMap<K, V>, s: S) -> Result<S::Ok, S::Error>
+where
+    K: Deref<Target = str> + Serialize,
+    V: Serialize,
+    S: Serializer,
+{
+    let mut entries: Vec<(&K, &V)> = m.iter().collect();
+    entries.sort_by(|a, b| (**a.0).cmp(&**b.0));
+    s.collect_map(entries)
 }
 
 #[cfg(test)]

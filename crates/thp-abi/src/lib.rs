@@ -7,15 +7,19 @@
 //! - [`counters`]: `/proc/vmstat` `thp_*` events (`include/linux/vm_event_item.h`) and the
 //!   per-size `hugepages-<N>kB/stats/*` (`include/linux/huge_mm.h: enum mthp_stat_item`).
 //! - [`census`]: which folio sizes a process maps, and how.
+//! - [`fallbacks`]: why a fault did not get a size the settings enable: the model's record (the
+//!   kernel keeps none), the keys of the result's `fallbacks`.
 //! - [`pressure`]: a run's memcg limit and swap device (`--memory-max`, `--swap`).
 //! - [`free_lists`]: a machine's free lists (/proc/pagetypeinfo, per-CPU lists, reported blocks).
 //! - [`keys`]: typed keys for the kernel's closed sets of names (vmstat events, per-size stats,
-//!   folio sizes, size directories, knob paths), serialised as the kernel spells them.
+//!   folio sizes, size directories, knob paths, /proc/meminfo fields, fallback reasons),
+//!   serialised as the kernel (or the model, for fallback reasons) spells them.
 //!
 //! Sizes and orders themselves (`Order`, `Orders`, `PMD_ORDER`) are `mm_types`'. No I/O here.
 
 pub mod census;
 pub mod counters;
+pub mod fallbacks;
 pub mod free_lists;
 pub mod keys;
 pub mod matrix;
@@ -25,6 +29,7 @@ pub mod settings;
 pub use census::{Census, CensusEntry};
 pub use counters::{Counters, MthpStat, ReclaimEvent, VmEvent};
 pub use free_lists::FreeLists;
-pub use keys::{FolioSize, Key, KernelName, KnobPath, MthpStatKey, SizeDir, VmStatKey};
+pub use fallbacks::FallbackReason;
+pub use keys::{FallbackKey, FolioSize, Key, KernelName, KnobPath, Meminfo, MeminfoKey, MthpStatKey, SizeDir, VmStatKey};
 pub use pressure::{Pressure, SwapKind, SwapSpec};
 pub use settings::{SettingsError, ThpSettings};

@@ -47,7 +47,7 @@ pub fn object(e: &anyhow::Error, code: u8) -> serde_json::Value {
             o["line"] = w.line.into();
             break;
         }
-        if let Some(uapi::settings::SettingsError::AtLine { file, line, .. }) = c.downcast_ref::<uapi::settings::SettingsError>() {
+        if let Some(thp_abi::settings::SettingsError::AtLine { file, line, .. }) = c.downcast_ref::<thp_abi::settings::SettingsError>() {
             o["file"] = file.clone().into();
             o["line"] = (*line).into();
             break;

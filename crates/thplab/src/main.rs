@@ -36,7 +36,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use report::print;
-use uapi::ThpSettings;
+use thp_abi::ThpSettings;
 use experiment::simulate::{print_result, SimInput};
 
 use experiment::{examples, input};

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 use experiment::resolve::{self as r, MachineFlags};
-use uapi::ThpSettings;
+use thp_abi::ThpSettings;
 
 use crate::checks;
 

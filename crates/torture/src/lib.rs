@@ -23,8 +23,8 @@ use mm::{Access, BootParams, Kernel, MmId};
 use sim::driver::{Machine, Outcome, Step};
 use mm_types::prng::Prng;
 use mm_types::{PAGE_SIZE, PMD_SIZE};
-use uapi::settings::{AnonEnabled, ShmemEnabled, ShmemSizeEnabled, TopEnabled};
-use uapi::{MthpStat, ThpSettings, VmEvent};
+use thp_abi::settings::{AnonEnabled, ShmemEnabled, ShmemSizeEnabled, TopEnabled};
+use thp_abi::{MthpStat, ThpSettings, VmEvent};
 
 /// One run's configuration, printed before the run (everything derived from the seed).
 #[derive(Clone, Debug)]
@@ -487,7 +487,7 @@ fn random_op(rng: &mut Prng, m: &mut Machine, cur: &mut MmId, regions: &mut Vec<
                         continue;
                     }
                     let c = m.census(&[(b, b + PMD_SIZE)]);
-                    let pmd = c.census.sizes.get("2048kB").map_or(0, |e| e.pmd_mapped);
+                    let pmd = c.census.sizes.get(&thp_abi::FolioSize::from("2048kB")).map_or(0, |e| e.pmd_mapped);
                     if pmd != 1 && c.census.huge_zero_pmds != 1 {
                         return (op, Err(format!("MADV_COLLAPSE succeeded but {b:#x} is not PMD-mapped")));
                     }

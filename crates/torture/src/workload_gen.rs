@@ -5,7 +5,7 @@
 //! with SIGSEGV: a workload that the live kernel kills compares nothing.
 
 use mm_types::prng::Prng;
-use uapi::ThpSettings;
+use thp_abi::ThpSettings;
 
 
 #[derive(Clone, Copy, PartialEq)]

@@ -17,7 +17,7 @@ fn lite_swarm() {
 fn canary_a_broken_mapcount_is_caught() {
     // The checker must be able to fail: corrupt one mapcount and expect the walk to say where.
     let params = mm::BootParams { mem_bytes: 32 << 20, min_free_kbytes: 0, mmap_base: 0x7dff_fffc_5000, brk_start: 0x5555_5557_9000, ..mm::BootParams::default() };
-    let mut k = mm::Kernel::boot(&params, &uapi::ThpSettings::default());
+    let mut k = mm::Kernel::boot(&params, &thp_abi::ThpSettings::default());
     let a = k.do_mmap(1 << 20, mm::mmap::prot_to_vm(true, true, false), mm::mmap::MmapPlacement::Kernel).unwrap();
     assert_eq!(k.access(a, true), mm::Access::Fault);
     k.check_invariants().unwrap();

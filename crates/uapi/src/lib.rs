@@ -7,9 +7,6 @@
 //!   `report`).
 //! - [`profile`]: the machine profile (what this machine charges for the work the model counts).
 //!
-//! `settings` and `counters` are re-exported from `thp_abi` for the crates that still name them
-//! here.
-//!
 //! Serde lives here and in `thp_abi`, in no model crate: serialization is a compatibility
 //! promise.
 
@@ -17,10 +14,5 @@ pub mod compare;
 pub mod profile;
 pub mod result;
 
-// The kernel's ABI moved to thp_abi; these paths stay until every user names it directly.
-pub use thp_abi::{counters, settings};
-
-pub use counters::{Counters, MthpStat, VmEvent};
-pub use result::{AccessCounts, AccessReport, CallResult, RecordedAccesses, Census, CensusEntry, Explain, ExplainedFault, Peak, ProcessStats, RegionPlacement, RunResult, TimeEstimate, VmaMap};
+pub use result::{AccessCounts, AccessReport, CallResult, RecordedAccesses, Explain, ExplainedFault, Peak, ProcessStats, RegionPlacement, RunResult, TimeEstimate, VmaMap};
 pub use result::{LiveSection, ModelSection, ReplayReport, Timeline, TimelineSample};
-pub use settings::{SettingsError, ThpSettings};

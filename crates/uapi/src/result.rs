@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use thp_abi::{FolioSize, KnobPath, MthpStatKey, SizeDir, VmStatKey};
+use thp_abi::{FallbackKey, FolioSize, KnobPath, MeminfoKey, MthpStatKey, SizeDir, VmStatKey};
 
 mod accesses;
 mod explain;
@@ -44,7 +44,7 @@ pub use views::*;
 pub const RESULT_SCHEMA: &str = "thplab-run/2";
 
 // The folio census is the kernel's ABI: thp_abi::census.
-pub use thp_abi::census::{Census, CensusEntry};
+use thp_abi::census::Census;
 
 /// A region of the workload and where it was placed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,20 +76,23 @@ pub struct RunResult {
     /// `/proc/vmstat` `thp_*` deltas.
     pub vmstat: BTreeMap<VmStatKey, i64>,
     /// `hugepages-<N>kB` → stats file → delta.
+    #[serde(serialize_with = "thp_abi::keys::serialize_by_name")]
     pub mthp: BTreeMap<SizeDir, BTreeMap<MthpStatKey, i64>>,
     pub process: ProcessStats,
     /// Folio size → folios mapped at the end.
+    #[serde(serialize_with = "thp_abi::keys::serialize_by_name")]
     pub folios: BTreeMap<FolioSize, u64>,
     pub census: Census,
     /// Model only: `hugepages-<N>kB` → reason → how often a fault did not get that size.
     /// Always written (empty in live results and when no fault fell back).
     #[serde(default)]
-    pub fallbacks: BTreeMap<SizeDir, BTreeMap<String, u64>>,
+    #[serde(serialize_with = "thp_abi::keys::serialize_by_name")]
+    pub fallbacks: BTreeMap<SizeDir, BTreeMap<FallbackKey, u64>>,
     pub regions: Vec<RegionPlacement>,
     /// /proc/meminfo lines that the run moved, in kB: `Shmem`, `ShmemHugePages`, `ShmemPmdMapped`
     /// (model: the level at the end; live: the system-wide delta).
     #[serde(default)]
-    pub meminfo: BTreeMap<String, i64>,
+    pub meminfo: BTreeMap<MeminfoKey, i64>,
     /// The return of every non-touch operation, in order.
     #[serde(default)]
     pub calls: Vec<CallResult>,
@@ -152,12 +155,6 @@ impl RunResult {
     pub fn new(source: &str, workload: &str) -> RunResult {
         RunResult { schema: RESULT_SCHEMA.into(), source: source.into(), workload: workload.into(), ..Default::default() }
     }
-}
-
-/// Sort key that orders `4kB < 64kB < 2048kB` and `hugepages-16kB < hugepages-2048kB`.
-pub fn size_sort_key(label: &str) -> u64 {
-    let digits: String = label.chars().filter(|c| c.is_ascii_digit()).collect();
-    digits.parse().unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

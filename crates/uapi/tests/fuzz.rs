@@ -6,8 +6,8 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::Config;
-use uapi::settings::SettingsError;
-use uapi::ThpSettings;
+use thp_abi::settings::SettingsError;
+use thp_abi::ThpSettings;
 
 const FILE: &str = "fuzz.settings";
 

@@ -6,13 +6,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use thp_abi::FolioSize;
 use uapi::result::{LiveKhugepaged, LiveSection, LiveWorkloadRun, Noise, NoiseEntry, Spread};
-use uapi::{CallResult, MthpStat, ProcessStats, RunResult, ThpSettings};
+use thp_abi::{MthpStat, ThpSettings};
+use uapi::{CallResult, ProcessStats, RunResult};
 use workload::{OpKind, Workload};
 
 use super::parent::{errno_name, RunOnce, MEMINFO_FIELDS};
 use super::spec::ExecSpec;
-use crate::procfs::{label_of_dir, CounterSnapshot};
+use probe::procfs::{label_of_dir, CounterSnapshot};
 
 /// Each phase of the runs (the first run's, in order): the median over the runs of its start
 /// and of its length (to the next phase or the end of the operations).
@@ -88,7 +90,7 @@ pub(super) fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, ru
     }
     for name in MEMINFO_FIELDS {
         let v = col(format!("meminfo.{name}"), runs.iter().map(|r| r.meminfo.get(*name).copied().unwrap_or(0)).collect());
-        res.meminfo.insert(name.to_string(), v);
+        res.meminfo.insert((*name).into(), v);
     }
     let mut walls: Vec<i64> = runs.iter().map(|r| (r.wall_ns / 1000) as i64).collect();
     let wall_us = median(&mut walls);
@@ -204,7 +206,7 @@ fn noise(r: &RunOnce) -> Noise {
     for (dir, m) in &r.counters.mthp {
         let Some(&alloc) = m.get(MthpStat::AnonFaultAlloc.name()) else { continue };
         let label = label_of_dir(dir).unwrap_or_default();
-        let census = r.census.sizes.get(&label).map(|e| e.folios).unwrap_or(0) as i64;
+        let census = r.census.sizes.get(&FolioSize::from(label.as_str())).map(|e| e.folios).unwrap_or(0) as i64;
         if alloc == 0 && census == 0 {
             continue;
         }

@@ -275,7 +275,7 @@ fn child_run(spec_json: &str) -> Result<(), String> {
         Some((a, l)) => (map_write_buffer(a, l)? as usize, l),
         None => (0, 0),
     };
-    let start_brk = crate::procfs::start_brk("self").map_err(|e| e.to_string())?;
+    let start_brk = probe::procfs::start_brk("self").map_err(|e| e.to_string())?;
     let brk0 = sys_brk(0);
     let ex = build_exec(spec, start_brk, wbuf)?;
     let mut t = main_task(ex)?;

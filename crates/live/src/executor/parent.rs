@@ -13,17 +13,18 @@ use std::time::{Duration, Instant};
 
 use mm_types::PAGE_SIZE;
 use uapi::result::RegionPlacement;
-use uapi::{Census, RunResult, ThpSettings};
+use thp_abi::{Census, ThpSettings};
+use uapi::RunResult;
 use workload::{OpKind, Workload, HEAP};
 
 use super::assemble::assemble;
 use super::protocol::{Done, ProcDone, Ready};
 use super::spec::{build_spec, ExecSpec, SHM_PREFIX};
 use super::{wire, CONTROL_FD, STATUS_FD};
-use crate::census::census_of_ranges;
+use probe::census::census_of_ranges;
 use crate::guard::SettingsGuard;
 use crate::pressure::{self, Memcg};
-use crate::procfs::{read_smaps, CounterSnapshot, Vma};
+use probe::procfs::{read_smaps, CounterSnapshot, Vma};
 use crate::sysfs::Paths;
 use crate::{LiveError, Result};
 

@@ -15,7 +15,8 @@ use live::executor::{run_live, ExecOptions};
 use live::guard::{current_settings, recover_if_needed, SettingsGuard};
 use live::sysfs::{read_knob, Paths};
 use live::LiveError;
-use uapi::{RunResult, ThpSettings};
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 const FAULT_TOLERANCE: u64 = 1;
 const BASE: u64 = 0x7e00_0000_0000;
@@ -81,6 +82,7 @@ fn opts(repeat: u32) -> ExecOptions {
         sample: None,
         settle_host: false,
         cpu: None,
+        pressure: Default::default(),
     }
 }
 
@@ -95,7 +97,7 @@ fn assert_faults(r: &RunResult, want: u64) {
 }
 
 fn mthp(r: &RunResult, dir: &str, stat: &str) -> i64 {
-    r.mthp.get(dir).and_then(|m| m.get(stat)).copied().unwrap_or(0)
+    r.mthp.get(&thp_abi::SizeDir::from(dir)).and_then(|m| m.get(stat)).copied().unwrap_or(0)
 }
 
 #[test]
@@ -184,9 +186,9 @@ fn mthp_64k_one_mib() {
     let r = live("mmap a 1M at=0x7e0000000000\ntouch a write\n", &["enabled=never", "hugepages-64kB/enabled=always"])
         .unwrap();
     assert_faults(&r, 16);
-    assert_eq!(r.census.sizes["64kB"].folios, 16);
-    assert_eq!(r.census.sizes["64kB"].pte_mapped, 16);
-    assert_eq!(r.folios.get("4kB"), None);
+    assert_eq!(r.census.sizes[&thp_abi::FolioSize::from("64kB")].folios, 16);
+    assert_eq!(r.census.sizes[&thp_abi::FolioSize::from("64kB")].pte_mapped, 16);
+    assert_eq!(r.folios.get(&thp_abi::FolioSize::from("4kB")), None);
     assert!(mthp(&r, "hugepages-64kB", "anon_fault_alloc") >= 16);
     assert_eq!(r.process.rss_bytes, 1 << 20);
     assert_eq!(r.process.anon_huge_bytes, 0);
@@ -202,7 +204,7 @@ fn base_pages_only() {
     let _k = KnobsUnchanged::new();
     let r = live("mmap a 1M at=0x7e0000000000\ntouch a write\n", &[]).unwrap();
     assert_faults(&r, 256);
-    assert_eq!(r.census.sizes["4kB"].folios, 256);
+    assert_eq!(r.census.sizes[&thp_abi::FolioSize::from("4kB")].folios, 256);
     assert_eq!(r.census.sizes.len(), 1);
 }
 
@@ -213,7 +215,7 @@ fn pmd_thp_four_mib() {
     let _k = KnobsUnchanged::new();
     let r = live("mmap a 4M at=0x7e0000000000\ntouch a write\n", &["enabled=always"]).unwrap();
     assert_faults(&r, 2);
-    let e = r.census.sizes["2048kB"];
+    let e = r.census.sizes[&thp_abi::FolioSize::from("2048kB")];
     assert_eq!((e.folios, e.pmd_mapped, e.pte_mapped), (2, 2, 0));
     assert_eq!(r.process.anon_huge_bytes, 4 << 20);
     assert!(r.vmstat["thp_fault_alloc"] >= 2);
@@ -231,7 +233,7 @@ fn mlock_faults_a_range_in_as_writes() {
     let text = "mmap a 4M at=0x7e0000000000\nmlock a\nmunlock a\ntouch a write\n";
     let r = live(text, &["enabled=always"]).unwrap();
     assert_faults(&r, 2);
-    let e = r.census.sizes["2048kB"];
+    let e = r.census.sizes[&thp_abi::FolioSize::from("2048kB")];
     assert_eq!((e.folios, e.pmd_mapped, e.pte_mapped), (2, 2, 0));
     assert_eq!(r.process.anon_huge_bytes, 4 << 20);
     let calls: Vec<(&str, &str)> = r.calls.iter().map(|c| (c.call.as_str(), c.ret.as_str())).collect();
@@ -264,9 +266,9 @@ touch heap write
 ";
     let r = live(text, &["enabled=always", "hugepages-64kB/enabled=always"]).unwrap();
     let c = &r.census;
-    let pmd = c.sizes["2048kB"];
+    let pmd = c.sizes[&thp_abi::FolioSize::from("2048kB")];
     assert_eq!((pmd.folios, pmd.pmd_mapped, pmd.pte_mapped, pmd.partially_mapped), (2, 2, 0, 0), "{c:?}");
-    let m = c.sizes["64kB"];
+    let m = c.sizes[&thp_abi::FolioSize::from("64kB")];
     // q: 16 folios, the first lost a page to munmap; s: one folio split across two VMAs by
     // mprotect but fully mapped in place; and the heap's one 64 kB folio when the break
     // starts 64K-aligned (where it starts depends on the size of the executable).
@@ -277,7 +279,7 @@ touch heap write
     // The heap: brk +64K, not 64K-aligned in general, so some 4 kB pages and maybe 64 kB folios.
     let heap = r.regions.iter().find(|g| g.name == "heap").unwrap();
     assert_eq!(heap.len, 64 << 10);
-    let heap_4k = c.sizes.get("4kB").map(|e| e.folios).unwrap_or(0);
+    let heap_4k = c.sizes.get(&thp_abi::FolioSize::from("4kB")).map(|e| e.folios).unwrap_or(0);
     if heap.start % (64 << 10) == 0 {
         assert_eq!(heap_4k, 0, "{c:?}");
     } else {
@@ -424,12 +426,12 @@ fn shm_seed_memfd_1g_base_pages_and_64k() {
     let w = example("seed-shm-anon-1g");
     let r = run_live(&w, &settings(&[]), &[], &opts(1)).unwrap();
     assert_faults(&r, 262_144);
-    assert_eq!(r.folios.get("4kB").copied(), Some(262_144), "{:?}", r.folios);
+    assert_eq!(r.folios.get(&thp_abi::FolioSize::from("4kB")).copied(), Some(262_144), "{:?}", r.folios);
     assert_eq!(r.meminfo.get("ShmemHugePages").copied(), Some(0), "{:?}", r.meminfo);
     let r = run_live(&w, &settings(&["hugepages-64kB/shmem_enabled=always"]), &[], &opts(1)).unwrap();
     assert_faults(&r, 16_384);
     assert_eq!(mthp(&r, "hugepages-64kB", "shmem_alloc"), 16_384);
-    assert_eq!(r.folios.get("64kB").copied(), Some(16_384), "{:?}", r.folios);
+    assert_eq!(r.folios.get(&thp_abi::FolioSize::from("64kB")).copied(), Some(16_384), "{:?}", r.folios);
     let calls: Vec<&str> = r.calls.iter().map(|c| c.call.as_str()).collect();
     assert_eq!(calls, ["memfd_create", "ftruncate", "mmap"]);
     assert!(r.calls.iter().all(|c| c.ret == "0"), "{:?}", r.calls);
@@ -459,7 +461,7 @@ fn shm_seed_posix_1g_on_huge_always_tmpfs() {
     assert_eq!(vmstat(&r, "thp_file_alloc"), 512);
     assert_eq!(vmstat(&r, "thp_file_mapped"), 512);
     assert_eq!(mthp(&r, "hugepages-2048kB", "shmem_alloc"), 512);
-    let c = r.census.sizes["2048kB"];
+    let c = r.census.sizes[&thp_abi::FolioSize::from("2048kB")];
     assert_eq!((c.folios, c.pmd_mapped), (512, 512), "{:?}", r.census);
     assert_eq!(r.meminfo.get("ShmemPmdMapped").copied(), Some(1 << 20), "{:?}", r.meminfo);
     assert_eq!(r.process.rss_bytes, 1 << 30);
@@ -519,7 +521,7 @@ fn our_child() -> Option<i32> {
     for e in std::fs::read_dir("/proc").ok()?.flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        if live::procfs::stat_field(&stat, 4) == Some(me) && stat.contains("(thplab-live-hel") {
+        if probe::procfs::stat_field(&stat, 4) == Some(me) && stat.contains("(thplab-live-hel") {
             return Some(pid);
         }
     }
@@ -572,14 +574,14 @@ fn khugepaged_trace_attributes_collapses_and_failures_to_the_target() {
     require_live!();
     let _s = serial();
     let _k = KnobsUnchanged::new();
-    let tracefs = match live::khugepaged::tracefs_dir() {
+    let tracefs = match probe::khugepaged::tracefs_dir() {
         Ok(d) => d,
         Err(e) => {
             eprintln!("SKIPPED: {e}");
             return;
         }
     };
-    let mut tracer = match live::khugepaged::Tracer::start(&tracefs) {
+    let mut tracer = match probe::khugepaged::Tracer::start(&tracefs) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("SKIPPED: {e}");
@@ -611,7 +613,7 @@ fn khugepaged_trace_attributes_collapses_and_failures_to_the_target() {
     while t0.elapsed() < std::time::Duration::from_secs(20) {
         tracer.learn_mms(Some(&[pid]));
         tracer.drain();
-        let vmas = live::procfs::read_smaps(pid).unwrap();
+        let vmas = probe::procfs::read_smaps(pid).unwrap();
         if vmas.iter().any(|v| v.start <= a && a < v.end && v.pmd_mapped_kb() >= 2048) {
             collapsed = true;
             break;
@@ -619,7 +621,7 @@ fn khugepaged_trace_attributes_collapses_and_failures_to_the_target() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     tracer.run_until(std::time::Instant::now() + std::time::Duration::from_secs(1), Some(&[pid]));
-    let r = tracer.acc.report(t0.elapsed(), |p| Some(live::procfs::comm(p)));
+    let r = tracer.acc.report(t0.elapsed(), |p| Some(probe::procfs::comm(p)));
     drop(child.stdin.take());
     child.wait().unwrap();
     guard.restore().unwrap();
@@ -667,7 +669,7 @@ fn run_agent_on_target(by_name: bool, budget: &agent::Budget, dry_run: bool, int
     let guard = SettingsGuard::apply(&settings(&["enabled=never"])).unwrap();
     let (mut child, pid, ranges) = agent_target();
     let allow = if by_name {
-        agent::Allowlist { pids: vec![], names: vec![live::procfs::comm(pid)] }
+        agent::Allowlist { pids: vec![], names: vec![probe::procfs::comm(pid)] }
     } else {
         agent::Allowlist { pids: vec![pid], names: vec![] }
     };
@@ -688,7 +690,7 @@ fn starts(log: &[agent::Action], action: &str) -> Vec<u64> {
 
 /// KiB of a VMA holding `addr` mapped by PMDs.
 fn pmd_kb_at(pid: i32, addr: u64) -> u64 {
-    live::procfs::read_smaps(pid).unwrap().iter().find(|v| v.start <= addr && addr < v.end).map(|v| v.anon_huge_kb).unwrap_or(0)
+    probe::procfs::read_smaps(pid).unwrap().iter().find(|v| v.start <= addr && addr < v.end).map(|v| v.anon_huge_kb).unwrap_or(0)
 }
 
 /// `thplab agent --dry-run` on a target with known ranges (the helper's `__agent_target`):
@@ -803,7 +805,7 @@ fn drop_page(at: usize) {
 
 #[test]
 fn census_sparse_reads_equal_every_pfn_read() {
-    use live::census::{census_of_ranges_with, Reads};
+    use probe::census::{census_of_ranges_with, Reads};
     require_live!();
     let _s = serial();
     let _k = KnobsUnchanged::new();
@@ -844,7 +846,7 @@ fn census_sparse_reads_equal_every_pfn_read() {
     for _ in 0..3 {
         // Every, sparse, on demand, every: retried when something (khugepaged, a split)
         // changed meanwhile.
-        let vmas = live::procfs::read_smaps(pid).unwrap();
+        let vmas = probe::procfs::read_smaps(pid).unwrap();
         let e1 = census_of_ranges_with(pid, &ranges, &vmas, Reads::Every).unwrap();
         let s = census_of_ranges_with(pid, &ranges, &vmas, Reads::Sparse).unwrap();
         let d = census_of_ranges_with(pid, &ranges, &vmas, Reads::OnDemand).unwrap();
@@ -869,7 +871,7 @@ fn census_sparse_reads_equal_every_pfn_read() {
     assert_ne!(big as *mut libc::c_void, libc::MAP_FAILED);
     let mut with_big = ranges.clone();
     with_big.push((big as u64, big as u64 + (1 << 30)));
-    let vmas = live::procfs::read_smaps(pid).unwrap();
+    let vmas = probe::procfs::read_smaps(pid).unwrap();
     let t = census_of_ranges_with(pid, &with_big, &vmas, Reads::Sparse).unwrap();
     let u = census_of_ranges_with(pid, &ranges, &vmas, Reads::Sparse).unwrap();
     assert!(t.pages_scanned > 2 * 65536, "{}", t.pages_scanned);
@@ -879,11 +881,11 @@ fn census_sparse_reads_equal_every_pfn_read() {
     // The mix is there.
     let c = &s.total;
     for size in ["4kB", "16kB", "64kB", "2048kB"] {
-        assert!(c.sizes.get(size).is_some_and(|e| e.folios > 0), "no {size} folios: {c:?}");
+        assert!(c.sizes.get(&thp_abi::FolioSize::from(size)).is_some_and(|e| e.folios > 0), "no {size} folios: {c:?}");
     }
-    assert!(c.sizes["2048kB"].pmd_mapped >= 14, "{c:?}");
-    assert!(c.sizes["2048kB"].partially_mapped >= 1, "{c:?}");
-    assert!(c.sizes["64kB"].partially_mapped >= 200, "{c:?}");
+    assert!(c.sizes[&thp_abi::FolioSize::from("2048kB")].pmd_mapped >= 14, "{c:?}");
+    assert!(c.sizes[&thp_abi::FolioSize::from("2048kB")].partially_mapped >= 1, "{c:?}");
+    assert!(c.sizes[&thp_abi::FolioSize::from("64kB")].partially_mapped >= 200, "{c:?}");
     assert!(c.zero_page_ptes >= 256 && c.huge_zero_pmds >= 1, "{c:?}");
     for (a, b) in regions {
         unsafe { libc::munmap(a as *mut libc::c_void, b - a) };

@@ -61,7 +61,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use mm::debug::CensusReport;
-use mm::vmstat::FallbackReason;
+use thp_abi::FallbackReason;
 use mm::gup::Populate;
 use mm::madvise::{Madvise, ThpDisable};
 use mm::mmap::{prot_to_vm, MapBacking, MmapPlacement};
@@ -69,7 +69,7 @@ use mm::shmem::{InodeId, SbHuge, SbId, SHM_MNT};
 use mm::{Access, BootParams, Kernel};
 use mm_types::PAGE_SIZE;
 use trace::{perm, Event, EventBody, Header, MountEntry, PathInfo, SyscallKind, TMPFS_MAGIC};
-use uapi::{Counters, ThpSettings};
+use thp_abi::{Counters, ThpSettings};
 
 use crate::driver::{Machine, Outcome, Step};
 use crate::file_pages::FilePages;
@@ -433,7 +433,7 @@ pub struct ImageResult {
     pub vmas: Vec<uapi::VmaMap>,
     pub peak: uapi::Peak,
     pub fallbacks: [[u64; FallbackReason::ALL.len()]; 10],
-    pub explain: Option<mm::explain::ExplainLog>,
+    pub explain: Option<mm::model::explain::ExplainLog>,
 }
 
 /// The parts of `[start, end)` that lie in memory the model backs (anonymous or shmem).

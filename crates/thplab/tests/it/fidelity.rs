@@ -64,7 +64,7 @@ fn madv_collapse_and_pr_get_thp_disable_answer_as_without_the_recorder() {
 
     // The replay performs the collapse: under the boot defaults the 4 MiB range ends in two PMD
     // folios (the touches alone would have made them only under enabled=always).
-    let mut s = uapi::ThpSettings::default();
+    let mut s = thp_abi::ThpSettings::default();
     s.apply_assignment("enabled=never").unwrap();
     let model = sim::run_recording("collapse_check", &h, &ev, &s, &sim::MachineConfig::default(), false).unwrap();
     assert_eq!(model.vmstat.get("thp_collapse_alloc").copied().unwrap_or(0), 2, "{:?}", model.vmstat);

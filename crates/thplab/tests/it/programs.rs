@@ -13,6 +13,7 @@
 //! `skipped: REASON` and pass. They hold [`crate::exclusive`] (live runs change global knobs) and
 //! check that every knob ends as it began. The tables are printed with `--nocapture`.
 
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -21,7 +22,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use uapi::{RunResult, ThpSettings};
+use thp_abi::FolioSize;
+use thp_abi::ThpSettings;
+use uapi::RunResult;
 
 use crate::exclusive;
 
@@ -105,12 +108,9 @@ fn pct(model: u64, live: u64) -> f64 {
 }
 
 /// Large-folio sizes present in either result.
-fn large_sizes(a: &RunResult, b: &RunResult) -> Vec<String> {
-    let mut v: Vec<String> =
-        a.census.sizes.keys().chain(b.census.sizes.keys()).filter(|s| *s != "4kB").map(|s| s.to_string()).collect();
-    v.sort_by_key(|s| uapi::result::size_sort_key(s));
-    v.dedup();
-    v
+fn large_sizes(a: &RunResult, b: &RunResult) -> Vec<FolioSize> {
+    let v: BTreeSet<&FolioSize> = a.census.sizes.keys().chain(b.census.sizes.keys()).filter(|s| *s != "4kB").collect();
+    v.into_iter().cloned().collect()
 }
 
 /// Record `argv` once, then model and live per setting; assert the 2 % criteria.
@@ -225,7 +225,7 @@ fn check_program_with(
                 let count = |r: &RunResult| r.census.sizes.get(*size).map_or(0, |e| e.folios);
                 count(&model).abs_diff(count(live)) == 1
             })
-            .map(|size| uapi::result::size_sort_key(size) / 4 - 1)
+            .map(|size| size.kb().expect("a size of the table") / 4 - 1)
             .max()
             .unwrap_or(0);
         let within = |m: u64, l: u64| pct(m, l).abs() <= allowed || (m.abs_diff(l) as f64) <= allowed / 100.0 * l as f64 + one_folio as f64;
@@ -253,10 +253,10 @@ fn check_program_with(
                 failures.push(format!("{label}: {size} folios model {mf} live {f1}/{f2} ({:+.2}%)", pct(mf, lf)));
             }
         }
-        let m4 = model.census.sizes.get("4kB").map_or(0, |e| e.folios);
-        let l4 = live.census.sizes.get("4kB").map_or(0, |e| e.folios);
+        let m4 = model.census.sizes.get(&thp_abi::FolioSize::from("4kB")).map_or(0, |e| e.folios);
+        let l4 = live.census.sizes.get(&thp_abi::FolioSize::from("4kB")).map_or(0, |e| e.folios);
         println!("{name} {label}: 4kB folios model {m4} live {l4} (not judged)");
-        let split = |r: &RunResult| r.mthp.get("hugepages-2048kB").and_then(|x| x.get("split")).copied().unwrap_or(0);
+        let split = |r: &RunResult| r.mthp.get(&thp_abi::SizeDir::from("hugepages-2048kB")).and_then(|x| x.get("split")).copied().unwrap_or(0);
         println!(
             "{name} {label}: PMD splits model {} live {}/{}; khugepaged collapsed {} / {} pages during the live runs",
             split(&model),
@@ -534,7 +534,7 @@ fn shell_script_starting_children_model_matches_live() {
 }
 
 /// The matrices of `thplab compare --matrix` and `--matrix shmem`.
-use sim::matrix::{anon as anon_matrix, shmem as shmem_matrix};
+use thp_abi::matrix::{anon as anon_matrix, shmem as shmem_matrix};
 
 /// The replay part of a model result of a recording.
 fn replay_of(model: &RunResult) -> &uapi::ReplayReport {
@@ -819,7 +819,7 @@ fn userfaultfd_ranges_are_registered_and_filled_as_the_program_filled_them() {
         if model.census.zero_page_ptes != 16 {
             failures.push(format!("{label}: {} zero-page PTEs, 16 (the reads of the first range)", model.census.zero_page_ptes));
         }
-        let armed = model.fallbacks.get("hugepages-64kB").and_then(|r| r.get("userfaultfd_armed")).copied().unwrap_or(0);
+        let armed = model.fallbacks.get(&thp_abi::SizeDir::from("hugepages-64kB")).and_then(|r| r.get("userfaultfd_armed")).copied().unwrap_or(0);
         if label == "64K alone" && armed != 1024 {
             failures.push(format!("{label}: {armed} faults refused 64 KiB as userfaultfd_armed, 1024 (the MODE_WP range)"));
         }

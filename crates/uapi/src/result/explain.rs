@@ -15,7 +15,8 @@ pub struct Explain {
     pub more_faults: u64,
     /// Reason → count over the recorded faults, by size (`hugepages-64kB`), the same
     /// reasons as the result's `fallbacks`.
-    pub totals: BTreeMap<SizeDir, BTreeMap<String, u64>>,
+    #[serde(serialize_with = "thp_abi::keys::serialize_by_name")]
+    pub totals: BTreeMap<SizeDir, BTreeMap<FallbackKey, u64>>,
 }
 
 impl Explain {

@@ -146,6 +146,7 @@ pub struct ReplayProcess {
     /// Its largest Rss (VmHWM of the modelled memory).
     pub peak_rss_bytes: u64,
     /// Folio size → folios mapped at exit.
+    #[serde(serialize_with = "thp_abi::keys::serialize_by_name")]
     pub folios: BTreeMap<FolioSize, u64>,
     pub census: Census,
 }

@@ -23,6 +23,7 @@ pub struct TimelineSample {
     pub anon_huge_pages_kb: u64,
     pub shmem_pmd_mapped_kb: u64,
     /// Folio size → folios mapped (the census).
+    #[serde(serialize_with = "thp_abi::keys::serialize_by_name")]
     pub folios: BTreeMap<FolioSize, u64>,
     /// `khugepaged/pages_collapsed`, `khugepaged/full_scans` and `thp_collapse_alloc` since
     /// the start (live: system-wide).

@@ -61,5 +61,6 @@ pub struct Peak {
     pub census: Census,
     /// The largest number of folios of each size mapped at any moment (`nr_anon` per size,
     /// exact, anonymous only), by size label.
+    #[serde(serialize_with = "thp_abi::keys::serialize_by_name")]
     pub max_folios: BTreeMap<FolioSize, u64>,
 }

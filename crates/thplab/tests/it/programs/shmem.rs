@@ -265,7 +265,7 @@ fn khugepaged_collapses_during_a_recorded_program_as_live() {
         // The collapses happen during the program's 1.5 s sleep: a daemon kept off the CPU for
         // half of it may not reach them all.
         let live = crate::run_with_daemon_on_cpu(label, 750, || live::run_program(&argv, &s, &live::ProgramOptions { quiet: true }).unwrap(), |r| r.live.as_ref().and_then(|l| l.khugepaged.runqueue_wait_ms));
-        let thp = |r: &RunResult| r.census.sizes.get("2048kB").map_or(0, |e| e.pmd_mapped);
+        let thp = |r: &RunResult| r.census.sizes.get(&thp_abi::FolioSize::from("2048kB")).map_or(0, |e| e.pmd_mapped);
         let kh = model.model.as_ref().and_then(|m| m.replay.as_ref()).and_then(|r| r.khugepaged).expect("the daemon ran on the recorded clock");
         println!(
             "{label}: PMD THPs model {} (by default {}, without the recorded clock {}) live {}; model khugepaged {} wake-ups, {} collapsed; live collapsed {}",
@@ -460,7 +460,7 @@ fn shell_that_execs_again_model_matches_live() {
         let fields: [(&str, &dyn Fn(&RunResult) -> u64); 3] = [
             ("minflt", &|r| r.process.minflt),
             ("Rss kB", &|r| r.process.rss_bytes / 1024),
-            ("4kB folios", &|r| r.census.sizes.get("4kB").map_or(0, |e| e.folios)),
+            ("4kB folios", &|r| r.census.sizes.get(&thp_abi::FolioSize::from("4kB")).map_or(0, |e| e.folios)),
         ];
         for (name, f) in fields {
             let (m, l1, l2) = (f(&model), f(&runs[0]), f(&runs[1]));

@@ -1,6 +1,8 @@
 //! Why a fault did not get a folio of some size the settings enable: the model's record, which
 //! the kernel does not keep (it counts only `thp_fault_fallback` and the per-size
-//! `anon_fault_fallback`). Each reason names the check of the fault path that refused.
+//! `anon_fault_fallback`). Each reason names the check of the fault path that refused. Here
+//! beside the kernel's names because the result keys its `fallbacks` by them
+//! ([`crate::keys::FallbackKey`]); the model (`mm::model::fallbacks`) counts them.
 //!
 //! Kernel sources (6.18): `mm/memory.c: alloc_anon_folio`, `do_anonymous_page`, `wp_page_copy`,
 //! `mm/huge_memory.c: __thp_vma_allowable_orders`, `do_huge_pmd_anonymous_page` (the checks
