@@ -6,22 +6,51 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-/// The arguments of `thplab agent` (README.md and `thplab agent --help` say what each means).
-#[derive(Clone, Debug)]
+/// The arguments of `thplab agent`, parsed by the CLI (clap) and checked by [`run`].
+#[derive(clap::Args, Clone, Debug)]
 pub struct Options {
+    /// A process the agent may touch (repeatable). The allowlist is --pid and --name together;
+    /// nothing else is touched.
+    #[arg(long = "pid", value_name = "PID")]
     pub pids: Vec<i32>,
+    /// A command name (as /proc/PID/comm shows it, at most 15 bytes) whose processes the agent
+    /// may touch (repeatable).
+    #[arg(long = "name", value_name = "NAME")]
     pub names: Vec<String>,
+    /// Print every range it would collapse, best first, and why (one pass, within --max-collapses
+    /// and --memory; --rate and --cpu pace a real run only), and change nothing.
+    #[arg(long)]
     pub dry_run: bool,
-    /// Collapses per second at most.
+    /// Collapses per second at most (sustained; at most one second's worth saved up).
+    #[arg(long, value_name = "N", default_value_t = 1.0)]
     pub rate: f64,
+    /// Collapses in all, then stop.
+    #[arg(long, value_name = "N")]
     pub max_collapses: Option<u64>,
-    /// CPU time in percent of one CPU.
+    /// CPU time the agent may use, in percent of one CPU over its run (the collapses' copy and
+    /// allocation run in the agent's context and count here).
+    #[arg(long = "cpu", value_name = "PERCENT", default_value_t = 5.0)]
     pub cpu_percent: f64,
+    /// Memory the collapses may add in all (pages of a range that were not present are filled):
+    /// a size such as 64M.
+    #[arg(long = "memory", value_name = "SIZE", default_value = "64M", value_parser = probe::command::size_arg)]
     pub memory_bytes: u64,
+    /// A collapse that takes longer than this stalls its target (the mmap lock is held while
+    /// it copies): the target is left alone for a while (1 s, doubling up to 64 s), as after a
+    /// failed collapse.
+    #[arg(long, value_name = "MS", default_value_t = 50)]
     pub max_stall_ms: u64,
+    /// A 2 MiB range needs at least this many present pages (of 512) to be collapsed.
+    #[arg(long, value_name = "PAGES", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=512))]
     pub min_present: u64,
+    /// Milliseconds between passes over the targets.
+    #[arg(long = "interval", value_name = "MS", default_value_t = 1000, value_parser = probe::command::interval_ms)]
     pub interval_ms: u64,
+    /// Stop after this many seconds (default: until Ctrl-C or until --max-collapses).
+    #[arg(long = "duration", value_name = "SECONDS", value_parser = probe::command::seconds)]
     pub duration_s: Option<f64>,
+    /// Print every action and the summary as JSON lines (schema `thplab-agent/1`).
+    #[arg(long)]
     pub json: bool,
 }
 

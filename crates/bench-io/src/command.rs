@@ -12,32 +12,73 @@ use crate::buffer::BufferKind;
 use crate::engine::Engine;
 use crate::target::TargetKind;
 
-/// The arguments of `thplab bench io`, as given (`thplab bench io --help` says what each means).
-#[derive(Clone, Debug)]
+/// The arguments of `thplab bench io`, parsed by the CLI (clap) and run by [`run_io`].
+#[derive(clap::Args, Clone, Debug)]
 pub struct IoOptions {
-    /// `ram`, `file`.
+    /// Where to read from, comma-separated: `ram` (a loop device over a private tmpfs),
+    /// `file` (an O_DIRECT file under --dir). --device adds a block device.
+    #[arg(long = "target", value_name = "TARGET", value_delimiter = ',', default_value = "ram,file", value_parser = ["ram", "file"])]
     pub targets: Vec<String>,
+    /// Also read from this block device (opened read-only with O_DIRECT).
+    #[arg(long, value_name = "PATH")]
     pub device: Option<PathBuf>,
+    /// Buffer kinds, comma-separated: 4K, mTHP-16K ... mTHP-1M, THP-2M, hugetlb-2M
+    /// (default: 4K, every mTHP size this kernel has, THP-2M, hugetlb-2M).
+    #[arg(long, value_delimiter = ',', value_name = "KIND,...")]
     pub kinds: Vec<String>,
+    /// Engines, comma-separated: aio, io_uring, pread (pread runs at queue depth 1 only).
+    #[arg(long, value_delimiter = ',', default_value = "aio,io_uring,pread", value_name = "ENGINE,...")]
     pub engines: Vec<String>,
+    /// Block sizes, comma-separated (4K to 64M, multiples of 4K).
+    #[arg(long, value_delimiter = ',', default_value = "4K,64K,1M", value_name = "SIZE,...")]
     pub block_sizes: Vec<String>,
+    /// Queue depths (reads in flight), comma-separated, 1 to 1024.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32", value_name = "N,...")]
     pub queue_depths: Vec<usize>,
+    /// Timed runs per case (interleaved across cases); the tables show median and spread.
+    #[arg(long, default_value_t = 5, value_name = "N")]
     pub repeat: usize,
     /// Seconds per timed run.
+    #[arg(long, default_value_t = 0.12, value_name = "SECONDS")]
     pub time: f64,
+    /// Size of the file (and of the tmpfs file behind the loop device) read.
+    #[arg(long, default_value = "256M", value_name = "SIZE")]
     pub size: String,
+    /// Directory of the `file` target (O_DIRECT must work on its filesystem).
+    #[arg(long, default_value = "/var/tmp", value_name = "DIR")]
     pub dir: PathBuf,
+    /// Rounds of the pin companion: each times every buffer kind and range size once
+    /// (interleaved, so other load on the machine spreads over all of them); the fit uses each
+    /// sample's best round.
+    #[arg(long, default_value_t = 9, value_name = "N")]
     pub pin_rounds: usize,
     /// Seconds per timing of the pin companion.
+    #[arg(long, default_value_t = 0.03, value_name = "SECONDS")]
     pub pin_time: f64,
+    /// Run only the pin companion (no reads).
+    #[arg(long, conflicts_with = "no_pin")]
     pub pin_only: bool,
+    /// Do not run the pin companion.
+    #[arg(long)]
     pub no_pin: bool,
+    /// Write a machine profile with the `[pin]` section fitted from the companion.
+    #[arg(long, value_name = "FILE")]
     pub write_profile: Option<PathBuf>,
+    /// Compare the companion's times with the `[pin]` costs of this profile; exits 4 when a
+    /// prediction is off by more than --tolerance.
+    #[arg(long, value_name = "FILE")]
     pub check_profile: Option<PathBuf>,
-    /// Percent.
+    /// With --check-profile: the largest allowed error, percent.
+    #[arg(long, default_value_t = 15.0, value_name = "PCT")]
     pub tolerance: f64,
+    /// Print one JSON object (schema thplab-bench-io/1).
+    #[arg(long)]
     pub json: bool,
+    /// Also write the JSON object to FILE (the tables still go to stdout).
+    #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
+    /// No progress on stderr.
+    #[arg(long, short)]
     pub quiet: bool,
 }
 

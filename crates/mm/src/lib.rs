@@ -7,7 +7,7 @@
 //! - [`compaction`]: `mm/compaction.c`: compact_zone's two scanners, deferral, kcompactd.
 //! - [`page_reporting`]: `mm/page_reporting.c`, free page reporting, and the host behind it.
 //! - [`pgtable`]: page tables, `mm/pgtable-generic.c`.
-//! - `rmap`: `mm/rmap.c` `rmap_walk`, by a walk of every mm's page tables (shrinkers, compaction).
+//! - [`rmap`]: `mm/rmap.c` `rmap_walk`, by a walk of every mm's page tables (shrinkers, compaction).
 //! - [`vma`]: `mm/vma.c`, VMA tree, split, merge, `unmapped_area_topdown`.
 //! - [`mmap`]: `mm/mmap.c`, `mm/vma.c`: `do_mmap`, `__get_unmapped_area`, `do_vmi_munmap`, brk.
 //! - [`memory`]: `mm/memory.c`: `handle_mm_fault` and the PTE-level fault path, zap.

@@ -129,3 +129,28 @@ pub fn khugepaged(interval_s: f64, follow: bool, pids: &[i32], json: bool) -> Re
         }
     }
 }
+
+// The value checks of the live commands' flags (clap value parsers of `thplab observe`,
+// `khugepaged` and `agent`), each error saying what is valid.
+
+/// `--interval MS`: a positive number of milliseconds.
+pub fn interval_ms(s: &str) -> std::result::Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("0 ms would sample without pause; give at least 1 (ms), such as 1000".into()),
+        Ok(v) => Ok(v),
+        Err(_) => Err(format!("'{s}' is not a number of milliseconds; give at least 1, such as 1000")),
+    }
+}
+
+/// A positive number of seconds, at most a day.
+pub fn seconds(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() && v <= 86400.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a number of seconds between 0 and 86400 (exclusive of 0), such as 10 or 0.5")),
+    }
+}
+
+/// A size such as 64M, 1G or 0.
+pub fn size_arg(s: &str) -> std::result::Result<u64, String> {
+    mm_types::parse_size(s).ok_or_else(|| format!("'{s}' is not a size; give bytes with an optional K, M, G or T suffix, such as 64M"))
+}

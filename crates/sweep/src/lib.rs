@@ -3,9 +3,12 @@
 //! points go to an append-only journal first, so that a killed sweep resumes where it was
 //! (docs/sweeps.md).
 //!
-//! Modules: [`study`] (the TOML, checked with file and line), [`run`] (one point as `thplab sim
-//! --json` runs it: `experiment::simulate::sim_one`, and its row), [`journal`] (resume),
-//! [`table`] (the Parquet file). The model is the kernel's: this crate only schedules it.
+//! The model is the kernel's: this crate only schedules it. Module map:
+//! - [`study`]: the TOML, checked with file and line.
+//! - [`run`]: one point as `thplab sim --json` runs it (`experiment::simulate::sim_one`), and its row.
+//! - [`journal`]: the append-only journal of finished rows (resume).
+//! - [`table`]: the Parquet file.
+//! - [`dask`]: the points as Dask tasks (`--dask`, python/thplab_dask.py).
 
 pub mod dask;
 pub mod journal;

@@ -10,13 +10,15 @@
 //! - [`checks`]: what clap cannot check alone (`-` named twice, the smallest `--mem`).
 //! - [`errors`]: errors as JSON under `--json` (schema `thplab-error/1`).
 //! - [`exit`]: the exit codes README.md documents.
-//! - [`live_cmds`]: the arguments of `observe`, `khugepaged`, `agent`, `calibrate`, `__hold`.
+//! - [`live_cmds`]: the arguments of `observe`, `khugepaged`, `calibrate`, `__hold` (`agent`'s
+//!   are `agent::command::Options`, `bench io`'s `bench_io::command::IoOptions`).
 //! - [`record_cmds`]: the arguments of `record` and `trace show|stats`.
-//! - [`bench_cmds`]: the arguments of `bench io`.
+//! - [`bench_cmds`]: `bench io` and `bench chase` dispatched.
 //! - [`chase_cmds`]: the arguments of `bench chase`.
 //! - [`explain_cmds`]: the arguments of `explain`.
 //! - [`exporter_cmds`]: the arguments of `exporter`.
 //! - [`sweep_cmds`]: the arguments of `sweep`.
+//! - [`pressure_args`]: `--memory-max` and `--swap` of `record`.
 
 mod bench_cmds;
 mod chase_cmds;
@@ -102,7 +104,7 @@ enum Cmd {
     /// THPs with process_madvise(MADV_COLLAPSE), within explicit budgets (collapses per second
     /// and in all, CPU time, memory added), backing off a target when collapses fail or stall
     /// it; `--dry-run` prints what it would do and why. Logs every action (needs root).
-    Agent(live_cmds::AgentArgs),
+    Agent(agent::command::Options),
     /// Measure this machine's fault costs per folio size (and touch, zero-page read and system
     /// call costs, and on a VM that reports free pages to its host, a host fault and the free
     /// lists) with microbenchmarks on the live kernel, print each with its spread, and write
@@ -415,7 +417,7 @@ fn main() -> ExitCode {
         Cmd::Compare(a) => cmd_compare(a),
         Cmd::Observe(a) => a.run().map(|c| c as u8),
         Cmd::Khugepaged(a) => a.run().map(|c| c as u8),
-        Cmd::Agent(a) => a.run().map(|c| c as u8),
+        Cmd::Agent(a) => agent::command::run(&a).map(|c| c as u8),
         Cmd::Calibrate(a) => a.run().map(|c| c as u8),
         Cmd::Explain(a) => a.run(),
         Cmd::Exporter(a) => a.run(),

@@ -419,32 +419,8 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
             Ok(OpKind::Prctl(form))
         }
         "touch" => parse_touch(cx, w, args),
-        "fragment" => {
-            let usage = "fragment [unmovable=PERCENT]";
-            let (pos, opts) = split_options(cx, args, &["unmovable"])?;
-            expect_positional(cx, usage, &pos, 0)?;
-            let unmovable_pct = match opt(&opts, "unmovable") {
-                None => 0,
-                Some(v) => v
-                    .strip_suffix('%')
-                    .unwrap_or(v)
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|p| *p <= 100)
-                    .ok_or_else(|| cx.err(format!("unmovable={v}: give a percentage of pageblocks from 0 to 100, such as unmovable=25%")))?,
-            };
-            Ok(OpKind::Fragment { unmovable_pct })
-        }
-        "drop_caches" => {
-            expect_positional(cx, "drop_caches 2", args, 1)?;
-            if args[0] != "2" {
-                return Err(cx.err(format!(
-                    "drop_caches {}: only 2 (slab objects: the shrinkers, the THP deferred split queue's among them) is supported; 1 and 3 drop the page cache, which the model does not reclaim",
-                    args[0]
-                )));
-            }
-            Ok(OpKind::DropSlab)
-        }
+        "fragment" => parse_fragment(cx, args),
+        "drop_caches" => parse_drop_caches(cx, args),
         "exit" => {
             expect_positional(cx, "exit", args, 0)?;
             Ok(OpKind::Exit)
@@ -478,6 +454,36 @@ fn parse_statement(cx: &Ctx, w: &mut Workload, words: &[&str]) -> Result<OpKind,
         "fallocate" | "write" => parse_fallocate_write(cx, w, verb, args),
         _ => Err(cx.err(format!("unknown operation '{verb}'; valid: {VERBS}"))),
     }
+}
+
+/// `fragment [unmovable=PERCENT]` (model only: `mm::Kernel::fragment_free_memory`).
+fn parse_fragment(cx: &Ctx, args: &[&str]) -> Result<OpKind, WorkloadError> {
+    let usage = "fragment [unmovable=PERCENT]";
+    let (pos, opts) = split_options(cx, args, &["unmovable"])?;
+    expect_positional(cx, usage, &pos, 0)?;
+    let unmovable_pct = match opt(&opts, "unmovable") {
+        None => 0,
+        Some(v) => v
+            .strip_suffix('%')
+            .unwrap_or(v)
+            .parse::<u32>()
+            .ok()
+            .filter(|p| *p <= 100)
+            .ok_or_else(|| cx.err(format!("unmovable={v}: give a percentage of pageblocks from 0 to 100, such as unmovable=25%")))?,
+    };
+    Ok(OpKind::Fragment { unmovable_pct })
+}
+
+/// `drop_caches 2`: the shrinkers (`mm::Kernel::drop_slab`).
+fn parse_drop_caches(cx: &Ctx, args: &[&str]) -> Result<OpKind, WorkloadError> {
+    expect_positional(cx, "drop_caches 2", args, 1)?;
+    if args[0] != "2" {
+        return Err(cx.err(format!(
+            "drop_caches {}: only 2 (slab objects: the shrinkers, the THP deferred split queue's among them) is supported; 1 and 3 drop the page cache, which the model does not reclaim",
+            args[0]
+        )));
+    }
+    Ok(OpKind::DropSlab)
 }
 
 /// `brk +SIZE | brk -SIZE` (declares the `heap` region on first use).
