@@ -767,17 +767,8 @@ fn pressure_into(r: &mut RunResult, k: &Kernel) {
         return;
     }
     let s = k.reclaim_stats();
-    let lines = [
-        ("pswpin", s.pswpin),
-        ("pswpout", s.pswpout),
-        ("pgmajfault", s.pgmajfault),
-        ("pgscan_anon", s.pgscan),
-        ("pgsteal_anon", s.pgsteal),
-        ("pgactivate", s.pgactivate),
-        ("pgdeactivate", s.pgdeactivate),
-        ("oom_kill", k.memcg().oom_kill),
-    ];
-    for (name, v) in lines {
+    let values = [s.pswpin, s.pswpout, s.pgmajfault, s.pgscan, s.pgsteal, s.pgactivate, s.pgdeactivate, k.memcg().oom_kill];
+    for (name, v) in thp_abi::pressure::RESULT_VMSTAT.into_iter().zip(values) {
         r.vmstat.insert(name.into(), v as i64);
     }
     r.process.majflt = Some(k.stats().majflt);

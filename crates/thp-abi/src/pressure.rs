@@ -61,6 +61,11 @@ impl SwapSpec {
     }
 }
 
+/// The /proc/vmstat lines of reclaim and swap that a result under pressure carries in its
+/// `vmstat`, model and live alike (so `compare` sets them side by side): the kernel's names
+/// (include/linux/vm_event_item.h, mm/vmstat.c `vmstat_text`).
+pub const RESULT_VMSTAT: [&str; 8] = ["pswpin", "pswpout", "pgmajfault", "pgscan_anon", "pgsteal_anon", "pgactivate", "pgdeactivate", "oom_kill"];
+
 /// A run's memory pressure: its memcg's limit and its swap. The default is none: no limit, no swap.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pressure {
