@@ -23,20 +23,9 @@ pub fn live_unavailable() -> Option<String> {
 /// restored afterwards), `repeat` times. `model_regions` are the addresses the model chose
 /// (`RunResult.regions` of `sim::run`); regions missing there are placed by the harness and
 /// the result's `live.placement` says so. `progress` prints one line per run on stderr;
-/// `profile.sample_ms` samples the run (the result's `timeline`).
+/// `profile.sample_ms` samples the run (the result's `timeline`). Under `pressure`
+/// (`--memory-max`, `--swap`; none by default), in a memcg with its limit and swap.
 pub fn run_live(
-    workload: &Workload,
-    settings: &ThpSettings,
-    model_regions: &[RegionPlacement],
-    repeat: u32,
-    progress: bool,
-    profile: &sim::Profile,
-) -> Result<RunResult> {
-    run_live_under(workload, settings, model_regions, repeat, progress, profile, &thp_abi::Pressure::default())
-}
-
-/// [`run_live`] in a memcg with `pressure`'s limit and swap (`--memory-max`, `--swap`).
-pub fn run_live_under(
     workload: &Workload,
     settings: &ThpSettings,
     model_regions: &[RegionPlacement],

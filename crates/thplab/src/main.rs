@@ -551,7 +551,7 @@ fn cmd_live(a: LiveArgs) -> Result<u8> {
     // The model decides where regions go; the live executor maps them at the same addresses.
     let model = experiment::simulate::run_sim_tlb(&w, &settings, &machine, false, false, None, &sim::Profile::default())?;
     let sampled = sim::Profile { sample_ms: a.sample, ..Default::default() };
-    let r = experiment::host::run_live_under(&w, &settings, &model.regions, a.repeat, !a.json, &sampled, &machine.pressure)?;
+    let r = experiment::host::run_live(&w, &settings, &model.regions, a.repeat, !a.json, &sampled, &machine.pressure)?;
     print_result(&r, &settings, a.json)?;
     Ok(exit::OK)
 }
