@@ -1,5 +1,5 @@
 //! `--dask tcp://HOST:PORT`: the points a journal lacks run as Dask tasks, through the driver
-//! python/thplab_dask.py (built into the binary, written to a temporary file and run with
+//! python/thplab/dask_driver.py (built into the binary, written to a temporary file and run with
 //! python3). Each task runs `thplab sweep STUDY --point N` on a worker; the driver prints
 //! `N<TAB>{"key":...,"row":...}` as each finishes, and the rows go to the same journal (and so
 //! the same Parquet file) as a local run's.
@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::run::Row;
 
 /// The driver's text.
-const DRIVER: &str = include_str!("../../../python/thplab_dask.py");
+const DRIVER: &str = include_str!("../../../python/thplab/dask_driver.py");
 
 /// Run `points` of the study at `study` on the Dask scheduler `addr`, with the thplab binary
 /// `thplab` on the workers; `sink` is told each point's row as it arrives.
@@ -44,12 +44,14 @@ pub fn run(addr: &str, thplab: &Path, study: &Path, points: &[usize], mut sink: 
     let status = child.wait()?;
     let _ = std::fs::remove_dir_all(&dir);
     if !status.success() {
-        bail!("--dask {addr}: the driver ({}) failed ({status}); its error is above", "python/thplab_dask.py");
+        bail!("--dask {addr}: the driver ({}) failed ({status}); its error is above", "python/thplab/dask_driver.py");
     }
     Ok(())
 }
 
-fn parse(line: &str) -> Result<(usize, Row)> {
+/// One line of the driver: `N<TAB>{"key":...,"row":...}` (the Python package's Dask runner
+/// gives the same lines).
+pub fn parse(line: &str) -> Result<(usize, Row)> {
     let (n, json) = line.split_once('\t').context("no tab")?;
     let v: Value = serde_json::from_str(json)?;
     let row = v.get("row").and_then(Value::as_object).context("no row")?;

@@ -8,7 +8,7 @@
 //! - [`run`]: one point as `thplab sim --json` runs it (`experiment::simulate::sim_one`), and its row.
 //! - [`journal`]: the append-only journal of finished rows (resume).
 //! - [`table`]: the Parquet file.
-//! - [`dask`]: the points as Dask tasks (`--dask`, python/thplab_dask.py).
+//! - [`dask`]: the points as Dask tasks (`--dask`, python/thplab/dask_driver.py).
 
 pub mod dask;
 pub mod journal;
@@ -58,8 +58,18 @@ pub struct Summary {
     pub points_per_second: f64,
 }
 
+/// Runs points elsewhere (the Python package's Dask client): given the points a journal lacks,
+/// it tells the sink each point's row as it arrives.
+pub type Remote<'a> = &'a mut dyn FnMut(&[usize], &mut dyn FnMut(usize, Row) -> Result<()>) -> Result<()>;
+
 /// Run the points of `study` that its journal lacks, then write the Parquet file of all of them.
 pub fn sweep(study: &Study, o: &Options) -> Result<Summary> {
+    sweep_with(study, o, None)
+}
+
+/// [`sweep`], with the points run by `remote` when given (instead of here or on `o.dask`): the
+/// rows go to the same journal and Parquet file.
+pub fn sweep_with(study: &Study, o: &Options, remote: Option<Remote>) -> Result<Summary> {
     let loaded = run::load(study)?;
     let jpath = journal::path_for(&o.output);
     let (mut journal, mut done) = journal::Journal::open(&jpath, &study.keep)?;
@@ -74,13 +84,14 @@ pub fn sweep(study: &Study, o: &Options) -> Result<Summary> {
         bar.inc(1);
         Ok(())
     };
-    match &o.dask {
-        Some(addr) => {
+    match (&o.dask, remote) {
+        (_, Some(remote)) => remote(&missing, &mut sink)?,
+        (Some(addr), None) => {
             let exe = std::env::current_exe().context("cannot find the thplab binary for the Dask workers")?;
             let path = study.path.canonicalize().with_context(|| format!("cannot find {}", study.path.display()))?;
             dask::run(addr, &exe, &path, &missing, &mut sink)?;
         }
-        None => run_here(study, &loaded, &missing, o.jobs, &mut sink)?,
+        (None, None) => run_here(study, &loaded, &missing, o.jobs, &mut sink)?,
     }
     bar.finish_and_clear();
     let seconds = start.elapsed().as_secs_f64();
