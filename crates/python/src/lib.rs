@@ -3,16 +3,16 @@
 //! crosses as the JSON text `thplab sim --json` prints (`uapi::RunResult`), which the package
 //! reads into a dict, so it indexes exactly as that JSON does.
 //!
-//! - [`py_sim`]: a workload (built-in, file, or text from the package's builder) or a recording in
+//! - `sim` ([`py_sim`]) runs a workload (built-in, file, or text from the package's builder) or a recording in
 //!   the model, as `thplab sim` resolves it (`experiment::resolve`: settings as
 //!   mm/huge_memory.c `setup_transparent_hugepage`, `setup_thp_anon` and the sysfs stores apply
 //!   them; the machine; the profile), run by `experiment::simulate::sim_one`.
-//! - [`py_live`]: as `thplab live`: the model places the regions, `live::run_live` runs the
+//! - `live` ([`py_live`]) runs as `thplab live` does: the model places the regions, `live::run_live` runs the
 //!   workload through the settings guard (crates/live/src/guard.rs), the child being this
 //!   package in a fresh python3 ([`py_exec_child`]) instead of `thplab __exec`.
-//! - [`py_sweep`], [`py_sweep_remote`], [`py_sweep_point`]: `sweep::sweep_with` here, or with the points
+//! - `sweep`, `sweep_remote`, `sweep_point` run `sweep::sweep_with` here, or with the points
 //!   run by a Python callable (a Dask client, python/thplab/dask_driver.py).
-//! - [`py_parse_workload`], [`py_examples`], [`py_example_text`]: the workload language and the built-in
+//! - `parse_workload`, `examples`, `example_text` give the workload language and the built-in
 //!   examples.
 
 use std::path::PathBuf;

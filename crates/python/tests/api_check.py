@@ -5,6 +5,7 @@ hand: 1 GiB written page by page takes 262144 faults with 4 KiB pages, 16384 wit
 512 with PMD THP (1 GiB / 2 MiB), as the live kernel counts them (examples/seed-anon-1g.thpw).
 """
 
+import json
 import os
 import sys
 import tempfile
@@ -121,6 +122,34 @@ def sweeps():
     print(f"ok dask: {r['ran']} points on a Dask client, the same {len(local)} bytes as the local run")
 
 
+def golden():
+    """The package's results equal `thplab sim --json`'s, the golden outputs of
+    crates/thplab/tests/it/data/golden (cases.txt), as parsed JSON: a workload, a recording,
+    and a workload with a profile and samples. argv: the decompressed outputs' folder, the
+    recordings' folder."""
+    out, recordings = sys.argv[2], sys.argv[3]
+    cases = {
+        "sim-issue-program-always": lambda: thplab.sim("issue-program", set=["enabled=always"]),
+        "sim-rec-gzip-64k": lambda: thplab.replay(os.path.join(recordings, "gzip.thpt"), set=["hugepages-64kB/enabled=always"]),
+        "sim-fork-bgsave-profile-sample": lambda: thplab.sim("fork-bgsave", profile="builtin", sample=1),
+    }
+    for name, run in cases.items():
+        with open(os.path.join(out, name + ".json")) as f:
+            want = json.load(f)
+        got = json.loads(json.dumps(run()))
+        if name == "sim-rec-gzip-64k":
+            # The CLI names the recording as it was given ($G/gzip.thpt).
+            assert got["workload"].endswith("gzip.thpt"), got["workload"]
+            got["workload"] = want["workload"]
+        assert got == want, f"{name}: " + ", ".join(k for k in want if got.get(k) != want[k])
+    try:
+        thplab.replay(os.path.join(out, "sim-rec-gzip-64k.json"))
+        raise AssertionError("a JSON file was replayed")
+    except thplab.ThplabError as e:
+        assert "is not a recording (it does not start with THPTRACE)" in str(e), str(e)
+    print(f"ok golden: {len(cases)} results equal thplab sim --json's")
+
+
 def live():
     why = thplab.live_unavailable()
     if why is not None:
@@ -139,4 +168,4 @@ def live():
 
 
 if __name__ == "__main__":
-    {"model": model, "frames": frames, "sweeps": sweeps, "live": live}[sys.argv[1]]()
+    {"model": model, "frames": frames, "sweeps": sweeps, "golden": golden, "live": live}[sys.argv[1]]()

@@ -77,6 +77,27 @@ fn the_package_runs_the_model_and_its_builder_names_the_line() {
     assert!(out.contains("ok errors: --set enabled=sometimes: invalid value 'sometimes' for 'enabled'; valid values are: always, madvise, never"), "{out}");
 }
 
+/// The package's results are `thplab sim --json`'s: equal, as JSON, to the golden outputs of
+/// crates/thplab/tests/it/golden.rs (a workload, a recording, a profile with samples).
+#[test]
+fn results_equal_the_golden_json_of_thplab_sim() {
+    if let Err(why) = python_with(&[]) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let pkg = package();
+    let golden = repo().join("crates/thplab/tests/it/data/golden");
+    let out = pkg.path().join("golden");
+    std::fs::create_dir(&out).unwrap();
+    for name in ["sim-issue-program-always", "sim-rec-gzip-64k", "sim-fork-bgsave-profile-sample"] {
+        let bytes = std::fs::read(golden.join(format!("{name}.json.zst"))).unwrap();
+        std::fs::write(out.join(format!("{name}.json")), zstd::decode_all(&bytes[..]).unwrap()).unwrap();
+    }
+    let script = repo().join("crates/python/tests/api_check.py");
+    let stdout = run_python(pkg.path(), pkg.path(), &[script.to_str().unwrap(), "golden", out.to_str().unwrap(), golden.to_str().unwrap()]);
+    assert!(stdout.contains("ok golden: 3 results equal thplab sim --json's"), "{stdout}");
+}
+
 /// The census, TLB and timeline DataFrames (pandas).
 #[test]
 fn dataframes_of_census_tlb_and_timeline() {

@@ -31,7 +31,7 @@ pub struct SweepArgs {
     #[arg(long, value_name = "N", conflicts_with = "dask")]
     pub point: Option<usize>,
     /// Run the points as tasks on this Dask scheduler (tcp://HOST:PORT) instead of here,
-    /// through python3 and python/thplab_dask.py (built in): each worker runs `thplab sweep
+    /// through python3 and python/thplab/dask_driver.py (built in): each worker runs `thplab sweep
     /// STUDY --point N` with this binary and the study at the same paths (one machine or a
     /// shared file system). The rows go to the same journal and Parquet file.
     #[arg(long, value_name = "tcp://HOST:PORT")]
