@@ -132,6 +132,12 @@ enum Cmd {
     /// workloads, recordings, settings, CPU presets and machine options, one row per point in
     /// a Parquet file; resumable after Ctrl-C or SIGKILL (docs/sweeps.md).
     Sweep(sweep_cmds::SweepArgs),
+    /// What to set for one program: record it once (or take a recording or workload), predict
+    /// every point of a search space of THP settings and per-process choices in the model,
+    /// print the Pareto front of time against memory and the recommended choice written out
+    /// (sysfs, kernel command line, tmpfiles.d, systemd unit, per program); `--verify N` runs
+    /// the top N live (docs/advise.md).
+    Advise(advise::command::Options),
     #[command(name = "__exec", hide = true)]
     Exec,
     #[command(name = "__hold", hide = true)]
@@ -426,6 +432,7 @@ fn main() -> ExitCode {
         Cmd::Report(a) => cmd_report(a),
         Cmd::Bench(a) => bench_cmds::cmd_bench(a),
         Cmd::Sweep(a) => a.run(),
+        Cmd::Advise(a) => advise::command::run(&a),
         Cmd::Exec | Cmd::Hold(_) => unreachable!("handled above"),
     };
     match result {
