@@ -35,6 +35,10 @@ pub struct Options {
     /// smaller than this (plus each prediction's own ±) is no difference.
     #[arg(long, value_name = "PCT", default_value_t = crate::DEFAULT_BAND_PCT, value_parser = band)]
     pub band: f64,
+    /// The least gain named a winner, percent of the defaults' predicted time: a change of
+    /// system knobs for less is not advised.
+    #[arg(long, value_name = "PCT", default_value_t = crate::DEFAULT_MIN_GAIN_PCT, value_parser = band)]
+    pub min_gain: f64,
     /// Points predicted at once. Default: every core.
     #[arg(long, short, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub jobs: Option<u32>,
@@ -131,7 +135,7 @@ pub fn run(o: &Options) -> Result<u8> {
         SimInput::Workload(_) => "PROGRAM".into(),
     });
     let model = crate::predict::Model { input: &input, machine: &machine, profile: &profile, timed_range, jobs };
-    let req = crate::Request { source, model, space: &space, band: o.band / 100.0, command };
+    let req = crate::Request { source, model, space: &space, band: o.band / 100.0, min_gain: o.min_gain / 100.0, command };
     let mut advice = crate::advise(&req)?;
     if let (Some(n), Some(rec)) = (o.verify, advice.recommendation.clone()) {
         advice.verification = Some(verify(o, &advice, &rec, n as usize, &input, program.as_deref(), pressure)?);

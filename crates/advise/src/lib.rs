@@ -34,6 +34,8 @@ use space::{Choice, Space};
 
 /// The model's time error band unless `--band` says otherwise, percent of the modelled work.
 pub const DEFAULT_BAND_PCT: f64 = 15.0;
+/// The least gain named a winner unless `--min-gain` says otherwise, percent of the defaults' time.
+pub const DEFAULT_MIN_GAIN_PCT: f64 = 1.0;
 
 /// One predicted point.
 #[derive(Clone, Debug, Serialize)]
@@ -59,6 +61,8 @@ pub struct Advice {
     pub source: String,
     /// The noise band, percent of the modelled work.
     pub band_pct: f64,
+    /// The least gain named a winner, percent of the defaults' time.
+    pub min_gain_pct: f64,
     pub points: Vec<Scored>,
     /// Indices into `points` on the front, fastest first.
     pub front: Vec<usize>,
@@ -83,6 +87,8 @@ pub struct Request<'a> {
     pub space: &'a Space,
     /// A fraction: 0.15 for 15 %.
     pub band: f64,
+    /// A fraction of the defaults' time: 0.01 for 1 %.
+    pub min_gain: f64,
     /// The program's command line, for the per-program forms (a workload: its name).
     pub command: String,
 }
@@ -110,7 +116,7 @@ pub fn advise(r: &Request) -> Result<Advice> {
     let ok: Vec<usize> = (0..points.len()).filter(|&i| points[i].point.is_some()).collect();
     let pts: Vec<Point> = ok.iter().map(|&i| points[i].point.clone().expect("ok")).collect();
     let front = pareto::front(&pts).into_iter().map(|i| ok[i]).collect();
-    let recommendation = pareto::recommend(&pts, r.band).map(|rec| remap(rec, &ok));
+    let recommendation = pareto::recommend(&pts, r.band, r.min_gain).map(|rec| remap(rec, &ok));
     let written = match &recommendation {
         Some(Recommendation::Winner { index, .. }) => Some(writers::write(&points[*index].choice, &r.command)),
         _ => None,
@@ -119,6 +125,7 @@ pub fn advise(r: &Request) -> Result<Advice> {
         schema: "thplab-advise/1",
         source: r.source.clone(),
         band_pct: r.band * 100.0,
+        min_gain_pct: r.min_gain * 100.0,
         points,
         front,
         recommendation,
@@ -172,7 +179,7 @@ fn refinements(space: &Space, points: &[Scored]) -> Vec<Choice> {
 fn remap(r: Recommendation, ok: &[usize]) -> Recommendation {
     match r {
         Recommendation::Winner { index, fastest, baseline, gain_pct, noise_pct } => Recommendation::Winner { index: ok[index], fastest: ok[fastest], baseline: ok[baseline], gain_pct, noise_pct },
-        Recommendation::NoWinner { baseline, fastest, noise_pct, least_memory } => Recommendation::NoWinner { baseline: ok[baseline], fastest: ok[fastest], noise_pct, least_memory: least_memory.map(|i| ok[i]) },
+        Recommendation::NoWinner { baseline, fastest, gain_pct, noise_pct, least_memory } => Recommendation::NoWinner { baseline: ok[baseline], fastest: ok[fastest], gain_pct, noise_pct, least_memory: least_memory.map(|i| ok[i]) },
     }
 }
 

@@ -126,17 +126,19 @@ fn insert_after(ops: &mut Vec<workload::Op>, after: impl Fn(&workload::Op) -> bo
 pub fn point(c: &Choice, r: &RunResult) -> Point {
     let t = r.time.as_ref();
     let time_ns = t.map_or(0.0, |t| t.elapsed_ns as f64);
-    let spread_ns = uapi::compare::Timed::model(r).map_or(0.0, |m| {
-        let (lo, hi) = m.bounds();
-        (m.ns - lo).max(hi - m.ns)
-    });
+    let u = t.and_then(|t| t.uncertainty.as_ref());
+    let (down_ns, up_ns) = u.and_then(|u| u.host.as_ref()).map_or((0.0, 0.0), |h| (h.down_ns, h.up_ns));
+    let shared = u.map(|u| u.profile_ns.clone()).unwrap_or_default();
     let rss = r.peak.as_ref().map_or(0, |p| p.rss_bytes).max(r.process.rss_bytes);
     let pgtable_bytes = r.model.as_ref().and_then(|m| m.run.as_ref()).map_or(0, |m| m.pgtable_pages * 4096);
     Point {
         label: c.label.clone(),
         time_ns,
         work_ns: t.map_or(0.0, |t| t.total_ns),
-        spread_ns,
+        down_ns,
+        up_ns,
+        shared,
+        live_spread_ns: u.map_or(0.0, |u| u.program_ns),
         memory_bytes: rss + pgtable_bytes,
         bloat_bytes: r.process.bloat_bytes.unwrap_or(0),
         pgtable_bytes,

@@ -23,12 +23,32 @@ fn row(out: &mut impl Write, s: &Scored, base_ns: f64) -> io::Result<()> {
     )
 }
 
+/// `idx` grouped by identical predictions (time, memory, bloat, page tables), in order: the
+/// first of each group with the others.
+fn groups(a: &Advice, idx: &[usize]) -> Vec<(usize, Vec<usize>)> {
+    let key = |i: usize| a.points[i].point.as_ref().map(|p| (p.time_ns.to_bits(), p.memory_bytes, p.bloat_bytes, p.pgtable_bytes));
+    let mut out: Vec<(usize, Vec<usize>)> = Vec::new();
+    for &i in idx {
+        match out.iter_mut().find(|(j, _)| key(*j) == key(i)) {
+            Some(g) => g.1.push(i),
+            None => out.push((i, Vec::new())),
+        }
+    }
+    // The simplest of a group stands for it (the defaults where they are in it).
+    for (first, rest) in out.iter_mut() {
+        if let Some(k) = (0..rest.len()).min_by_key(|&k| a.points[rest[k]].choice.weight()).filter(|&k| a.points[rest[k]].choice.weight() < a.points[*first].choice.weight()) {
+            std::mem::swap(first, &mut rest[k]);
+        }
+    }
+    out
+}
+
 /// The advice as text.
 pub fn text(out: &mut impl Write, a: &Advice) -> io::Result<()> {
     let ok = a.points.iter().filter(|p| p.point.is_some()).count();
     writeln!(out, "thplab advise: {}", a.source)?;
     writeln!(out, "{} points predicted in the model of Linux 6.18 in {:.1} s on {} threads ({} failed)", a.points.len(), a.model_seconds, a.jobs, a.points.len() - ok)?;
-    writeln!(out, "noise band: {:.0} % of the modelled kernel work, plus each prediction's own ± (docs/advise.md)\n", a.band_pct)?;
+    writeln!(out, "noise band: {:.0} % of the modelled kernel work, plus what the profile's calibrated spreads and the host state move a difference by; a winner must also beat the program's own run-to-run spread and {:.0} % (docs/advise.md)\n", a.band_pct, a.min_gain_pct)?;
     let base = match &a.recommendation {
         Some(Recommendation::Winner { baseline, .. } | Recommendation::NoWinner { baseline, .. }) => Some(*baseline),
         None => None,
@@ -36,8 +56,12 @@ pub fn text(out: &mut impl Write, a: &Advice) -> io::Result<()> {
     let base_ns = base.and_then(|b| a.points[b].point.as_ref()).map_or(0.0, |p| p.time_ns);
     writeln!(out, "Pareto front, predicted time against memory (Rss, its peak where the model has one, plus page tables):")?;
     writeln!(out, "  {:>11}  {:>9}  {:>11}  {:>10}  {:>10}  setting", "time (ms)", "vs dflt", "memory MiB", "bloat MiB", "ptbl KiB")?;
-    for &i in &a.front {
+    for (i, same) in groups(a, &a.front) {
         row(out, &a.points[i], base_ns)?;
+        if !same.is_empty() {
+            let names: Vec<&str> = same.iter().take(6).map(|&j| a.points[j].choice.label.as_str()).collect();
+            writeln!(out, "  {:>11}  the same prediction: {}{}", "", names.join("; "), if same.len() > 6 { format!("; and {} more", same.len() - 6) } else { String::new() })?;
+        }
     }
     if let Some(b) = base.filter(|b| !a.front.contains(b)) {
         writeln!(out, "  the defaults, not on the front:")?;
@@ -61,8 +85,13 @@ fn recommendation(out: &mut impl Write, a: &Advice) -> io::Result<()> {
     let label = |i: usize| a.points[i].choice.label.as_str();
     match &a.recommendation {
         None => writeln!(out, "No recommendation: the defaults could not be predicted (see the failures below).")?,
-        Some(Recommendation::NoWinner { fastest, noise_pct, least_memory, .. }) => {
-            writeln!(out, "No setting is outside the model's noise: the fastest, {}, is within {noise_pct:.1} % of the defaults' time, which the model cannot tell apart.", label(*fastest))?;
+        Some(Recommendation::NoWinner { fastest, gain_pct, noise_pct, least_memory, .. }) => {
+            writeln!(
+                out,
+                "No setting is outside the noise: the fastest, {}, is {gain_pct:.1} % faster than the defaults in the model, not more than the model's noise ({noise_pct:.1} %), the program's own run-to-run spread or the {:.0} % floor.",
+                label(*fastest),
+                a.min_gain_pct
+            )?;
             writeln!(out, "Keep the defaults (enabled=madvise, PMD inherit, mTHP never); THP settings do not measurably change this program's time in the model.")?;
             if let Some(m) = least_memory {
                 let (p, b) = (a.points[*m].point.as_ref().expect("ok"), a.points.iter().find(|s| s.choice.is_default()).and_then(|s| s.point.as_ref()));

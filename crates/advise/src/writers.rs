@@ -133,10 +133,10 @@ pub fn per_program(p: Process, cmd: &str) -> String {
              or in the program: madvise(addr, len, MADV_HUGEPAGE) on its large, long-lived buffers\n"
         ),
         Process::None => format!(
-            "for this program alone instead of system-wide: keep the sizes at madvise (enabled=madvise, the default) and madvise its memory:\n  \
+            "for this program alone instead of system-wide: set the sizes to madvise where the choice sets them to always, and madvise the program's memory:\n  \
              GLIBC_TUNABLES=glibc.malloc.hugetlb=1 {cmd}\n\
-             or in the program: madvise(addr, len, MADV_HUGEPAGE) on its large buffers; to keep THP away from it under a system-wide always: {}\n",
-            prctl_wrapper(0, cmd)
+             or in the program: madvise(addr, len, MADV_HUGEPAGE) on its large buffers; other programs that should not get THP under a system-wide always: {}\n",
+            prctl_wrapper(0, "OTHER-PROGRAM")
         ),
     }
 }
