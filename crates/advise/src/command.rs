@@ -28,6 +28,13 @@ pub struct Options {
     /// (needs root), and say whether the recommended one is within 5 % of the best live time.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub verify: Option<u32>,
+    /// Live runs per verified point (their median is its live time, their range its spread).
+    #[arg(long, value_name = "N", default_value_t = crate::verify::RUNS, value_parser = clap::value_parser!(u32).range(1..=100), requires = "verify")]
+    pub runs: u32,
+    /// With a program: untraced runs after the recording, whose median is the program's own
+    /// time (`record --timed N`); 0: the time predicted is the modelled kernel work alone.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub timed: u32,
     /// The machine profile the time is priced with: a file from `thplab calibrate` or `builtin`.
     #[arg(long, value_name = "FILE|builtin", default_value = "builtin")]
     pub profile: String,
@@ -101,9 +108,9 @@ fn input(o: &Options) -> Result<(SimInput, String, Option<Vec<String>>, Option<u
         return Err(live::LiveError::NotAvailable(format!("recording the program: {why}")).into());
     }
     if !o.json {
-        eprintln!("thplab advise: recording {} once, then 3 untraced runs for its own time", o.command.join(" "));
+        eprintln!("thplab advise: recording {} once, then {} untraced runs for its own time", o.command.join(" "), o.timed);
     }
-    let r = experiment::program_lab::record_program(&o.command, 3)?;
+    let r = experiment::program_lab::record_program(&o.command, o.timed)?;
     if let Some(path) = &o.keep {
         let f = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
         r.rec.write_to(std::io::BufWriter::new(f)).with_context(|| format!("writing {}", path.display()))?;
@@ -161,5 +168,5 @@ fn verify(o: &Options, a: &crate::Advice, rec: &crate::pareto::Recommendation, n
         (SimInput::Recording { .. }, None) => bail!("--verify with a recording: give the program after -- instead (advise records it and runs it live), or a workload"),
     };
     let picked = crate::verify::pick(&a.points, rec, n);
-    crate::verify::run(&a.points, &picked, &live, !o.json)
+    crate::verify::run(&a.points, &picked, &live, o.runs, !o.json)
 }

@@ -70,7 +70,8 @@ pub struct Advice {
     pub recommendation: Option<Recommendation>,
     /// The recommended choice written out (a winner only).
     pub written: Option<writers::Written>,
-    /// Choices of the space the model cannot express for this input, and why.
+    /// Per-process choices of the space the model cannot express for this input
+    /// ([`predict::NOT_FOR_RECORDING`] says why).
     pub not_expressible: Vec<String>,
     /// Wall time of the predictions, s, and threads.
     pub model_seconds: f64,
@@ -102,8 +103,8 @@ pub fn advise(r: &Request) -> Result<Advice> {
     for c in &r.space.product {
         if predict::expressible(input, c) {
             product.push(c.clone());
-        } else if !not_expressible.iter().any(|n: &String| n.starts_with(c.process.label())) {
-            not_expressible.push(format!("{}: {}", c.process.label(), predict::NOT_FOR_RECORDING));
+        } else if !not_expressible.iter().any(|n: &String| n == c.process.label()) {
+            not_expressible.push(c.process.label().to_string());
         }
     }
     if !product.iter().any(Choice::is_default) {

@@ -69,8 +69,8 @@ pub fn text(out: &mut impl Write, a: &Advice) -> io::Result<()> {
     }
     writeln!(out)?;
     recommendation(out, a)?;
-    for n in &a.not_expressible {
-        writeln!(out, "not predicted: {n}")?;
+    if !a.not_expressible.is_empty() {
+        writeln!(out, "\nnot predicted for a recording: {}: {}", a.not_expressible.join(", "), crate::predict::NOT_FOR_RECORDING)?;
     }
     for s in a.points.iter().filter(|s| s.error.is_some() && s.choice.process == crate::space::Process::None) {
         writeln!(out, "failed in the model: {}: {}", s.choice.label, s.error.as_deref().unwrap_or(""))?;

@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::pareto::Recommendation;
 use crate::Scored;
 
-/// Live runs per verified point.
+/// Live runs per verified point unless `--runs` says otherwise.
 pub const RUNS: u32 = 5;
 /// The verdict's margin, percent of the best live time.
 pub const MARGIN_PCT: f64 = 5.0;
@@ -68,28 +68,30 @@ pub fn pick(points: &[Scored], rec: &Recommendation, n: usize) -> Vec<usize> {
 }
 
 /// Run `picked` live and judge (row 0 is the judged one).
-pub fn run(points: &[Scored], picked: &[usize], live: &Live, progress: bool) -> Result<Verification> {
+pub fn run(points: &[Scored], picked: &[usize], live: &Live, runs: u32, progress: bool) -> Result<Verification> {
     let mut rows = Vec::new();
     for (k, &i) in picked.iter().enumerate() {
         let s = &points[i];
         if progress {
-            eprintln!("thplab advise: verifying {} of {}: {} ({RUNS} live runs)", k + 1, picked.len(), s.choice.label);
+            eprintln!("thplab advise: verifying {} of {}: {} ({runs} live runs)", k + 1, picked.len(), s.choice.label);
         }
-        let (live_ms, live_min_ms, live_max_ms) = run_point(s, live, progress)?;
+        let (live_ms, live_min_ms, live_max_ms) = run_point(s, live, runs, progress)?;
         let predicted_ms = s.point.as_ref().map_or(0.0, |p| p.time_ns / 1e6);
         rows.push(Verified { index: i, label: s.choice.label.clone(), predicted_ms, live_ms, live_min_ms, live_max_ms });
     }
-    Ok(judge(rows, 0))
+    let mut v = judge(rows, 0);
+    v.runs_each = runs;
+    Ok(v)
 }
 
 /// One point's live median, lowest and highest (ms).
-fn run_point(s: &Scored, live: &Live, progress: bool) -> Result<(f64, f64, f64)> {
+fn run_point(s: &Scored, live: &Live, runs: u32, progress: bool) -> Result<(f64, f64, f64)> {
     let settings = &s.choice.settings;
     match live {
         Live::Program(cmd) => {
             let guard = live::SettingsGuard::apply(settings)?;
             let argv: Vec<std::ffi::OsString> = cmd.iter().map(Into::into).collect();
-            let (ns, _, range) = experiment::host::time_untraced(&argv, RUNS, true, progress)?;
+            let (ns, _, range) = experiment::host::time_untraced(&argv, runs, true, progress)?;
             guard.restore()?;
             let ms = ns as f64 / 1e6;
             Ok((ms, range.map_or(ms, |r| r.min), range.map_or(ms, |r| r.max)))
@@ -97,7 +99,7 @@ fn run_point(s: &Scored, live: &Live, progress: bool) -> Result<(f64, f64, f64)>
         Live::Workload { workload, pressure } => {
             let w = crate::predict::with_process(workload, s.choice.process);
             let regions = s.result.as_ref().map(|r| r.regions.clone()).unwrap_or_default();
-            let r = experiment::host::run_live(&w, settings, &regions, RUNS, progress, &sim::Profile::default(), pressure)?;
+            let r = experiment::host::run_live(&w, settings, &regions, runs, progress, &sim::Profile::default(), pressure)?;
             let l = r.live.as_ref().ok_or_else(|| anyhow::anyhow!("the live run of {} has no live section", s.choice.label))?;
             let ms = l.time_ms();
             Ok((ms, l.time_range_ms.map_or(ms, |r| r.min), l.time_range_ms.map_or(ms, |r| r.max)))
