@@ -18,6 +18,8 @@
 //! - [`explain_cmds`]: the arguments of `explain`.
 //! - [`exporter_cmds`]: the arguments of `exporter`.
 //! - [`sweep_cmds`]: the arguments of `sweep`.
+//! - [`study_report`]: `report STUDY.parquet`, a study's rows read and plotted.
+//! - `advise`'s arguments are `advise::command::Options` (docs/advise.md).
 //! - [`pressure_args`]: `--memory-max` and `--swap` of `record`.
 
 mod bench_cmds;
@@ -31,6 +33,7 @@ mod resolve;
 mod record_cmds;
 mod pressure_args;
 mod sweep_cmds;
+mod study_report;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -122,7 +125,8 @@ enum Cmd {
     /// Read a recording: `show` prints it as text, `stats` summarises it.
     Trace(record_cmds::TraceArgs),
     /// Write one self-contained HTML file (inline SVG, no script) with the plots of a result:
-    /// the JSON of `sim`, `sim --matrix` or `compare`.
+    /// the JSON of `sim`, `sim --matrix` or `compare`; or of a study (STUDY.parquet: time and
+    /// memory against an axis, Pareto fronts).
     Report(ReportArgs),
     /// Benchmarks of the live kernel: `io` reads with O_DIRECT into 4 KiB, mTHP, PMD THP and
     /// hugetlbfs buffers and times pinning them (docs/bench-io.md); `chase`, a dependent
@@ -366,11 +370,21 @@ impl SimArgs {
 #[derive(Args)]
 struct ReportArgs {
     /// The result: the output of `thplab sim --json`, `sim --matrix --json` or `compare --json`
-    /// (`-` for standard input).
+    /// (`-` for standard input); or a study's STUDY.parquet or journal (`thplab sweep`).
     result: String,
     /// Where to write the HTML.
     #[arg(long, short, value_name = "FILE")]
     output: PathBuf,
+    /// A study (STUDY.parquet or its .journal): the axis along x (workload, settings, cpu,
+    /// paging, mem, profile). Default: the first that varies.
+    #[arg(long, value_name = "AXIS")]
+    x: Option<String>,
+    /// A study: the time column plotted (default time.elapsed_ns, else process.minflt).
+    #[arg(long, value_name = "COLUMN")]
+    time: Option<String>,
+    /// A study: the memory column plotted (default process.rss_bytes).
+    #[arg(long, value_name = "COLUMN")]
+    memory: Option<String>,
 }
 
 #[derive(Args)]
@@ -512,6 +526,10 @@ fn write_report(path: &std::path::Path, title: &str, runs: &[report::Run]) -> Re
 const MAX_RESULT_BYTES: u64 = 256 << 20;
 
 fn cmd_report(a: ReportArgs) -> Result<u8> {
+    if study_report::is_study(&a.result) {
+        study_report::write(&a.result, &a.output, a.x.as_deref(), a.time.as_deref(), a.memory.as_deref())?;
+        return Ok(exit::OK);
+    }
     let text = if a.result == "-" {
         use std::io::Read;
         let mut buf = String::new();

@@ -13,6 +13,7 @@
 //!   Parquet file, and on a Dask scheduler with two workers (skipped without dask.distributed).
 //! - `advise`: `advise` on a workload in the model (front, rule, written choice) and on xz,
 //!   recorded, predicted and verified live.
+//! - `report_study`: `report STUDY.parquet` plots the table's points.
 //! - `live`: `compare --matrix` and the SIGKILL recovery of `__hold`; they run only as root with
 //!   the THP sysfs tree present (otherwise they print `skipped: REASON` and pass), one at a time,
 //!   and check that every knob ends as it was. No test writes to sysfs itself.
@@ -36,6 +37,7 @@ mod model;
 mod pacing;
 mod pressure;
 mod programs;
+mod report_study;
 mod schema;
 mod sweeps;
 mod views;
