@@ -22,7 +22,12 @@ use crate::pareto::Point;
 use crate::space::{Choice, Process};
 
 /// Why a per-process choice is not predicted for a recording.
-pub const NOT_FOR_RECORDING: &str = "the recording holds the calls the program made; the replay cannot add a prctl before its first execve, nor the madvise(MADV_HUGEPAGE) calls glibc would make. To predict MADV_HUGEPAGE, advise on the program run under it: `thplab advise -- env GLIBC_TUNABLES=glibc.malloc.hugetlb=1 CMD` (the replay models the madvise calls that recording holds); the prctl choices are predicted for workloads only";
+pub const NOT_FOR_RECORDING: &str = concat!(
+    "the recording holds the calls the program made; the replay cannot add a prctl before its first execve, ",
+    "nor the madvise(MADV_HUGEPAGE) calls glibc would make. To predict MADV_HUGEPAGE, advise on the program run under it: ",
+    "`thplab advise -- env GLIBC_TUNABLES=glibc.malloc.hugetlb=1 CMD` (the replay models the madvise calls that recording holds); ",
+    "the prctl choices are predicted for workloads only"
+);
 
 /// What the points are run with.
 pub struct Model<'a> {

@@ -48,7 +48,12 @@ pub fn text(out: &mut impl Write, a: &Advice) -> io::Result<()> {
     let ok = a.points.iter().filter(|p| p.point.is_some()).count();
     writeln!(out, "thplab advise: {}", a.source)?;
     writeln!(out, "{} points predicted in the model of Linux 6.18 in {:.1} s on {} threads ({} failed)", a.points.len(), a.model_seconds, a.jobs, a.points.len() - ok)?;
-    writeln!(out, "noise band: {:.0} % of the modelled kernel work, plus what the profile's calibrated spreads and the host state move a difference by; a winner must also beat the program's own run-to-run spread and {:.0} % (docs/advise.md)\n", a.band_pct, a.min_gain_pct)?;
+    writeln!(
+        out,
+        "noise band: {:.0} % of the modelled kernel work, plus what the profile's calibrated spreads and the host state move a difference by; \
+         a winner must also beat the program's own run-to-run spread and {:.0} % (docs/advise.md)\n",
+        a.band_pct, a.min_gain_pct
+    )?;
     let base = match &a.recommendation {
         Some(Recommendation::Winner { baseline, .. } | Recommendation::NoWinner { baseline, .. }) => Some(*baseline),
         None => None,

@@ -170,7 +170,13 @@ mod tests {
              w /sys/kernel/mm/transparent_hugepage/enabled - - - - always\n\
              w /sys/kernel/mm/transparent_hugepage/defrag - - - - never\n"
         );
-        assert!(w.unit.contains("\n[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/sh -c 'echo always > /sys/kernel/mm/transparent_hugepage/hugepages-64kB/enabled'\nExecStart=/bin/sh -c 'echo always > /sys/kernel/mm/transparent_hugepage/enabled'\nExecStart=/bin/sh -c 'echo never > /sys/kernel/mm/transparent_hugepage/defrag'\n\n[Install]\nWantedBy=basic.target\n"), "{}", w.unit);
+        let service = concat!(
+            "\n[Service]\nType=oneshot\nRemainAfterExit=yes\n",
+            "ExecStart=/bin/sh -c 'echo always > /sys/kernel/mm/transparent_hugepage/hugepages-64kB/enabled'\n",
+            "ExecStart=/bin/sh -c 'echo always > /sys/kernel/mm/transparent_hugepage/enabled'\n",
+            "ExecStart=/bin/sh -c 'echo never > /sys/kernel/mm/transparent_hugepage/defrag'\n\n[Install]\nWantedBy=basic.target\n"
+        );
+        assert!(w.unit.contains(service), "{}", w.unit);
         assert_eq!(w.cmdline, "transparent_hugepage=always thp_anon=64K:always;2M:inherit");
         assert_eq!(w.sysfs_only, ["defrag=never"]);
     }

@@ -256,7 +256,12 @@ mod tests {
     use serde_json::json;
 
     fn rows() -> Vec<Row> {
-        let r = |p: u64, w: &str, s: &str, t: f64, m: u64| json!({"point": p, "workload": w, "settings": s, "cpu": "default", "paging": "default", "mem": "default", "profile": "builtin", "error": null, "time.elapsed_ns": t, "process.rss_bytes": m}).as_object().unwrap().clone();
+        let r = |p: u64, w: &str, s: &str, t: f64, m: u64| {
+            let v = json!({"point": p, "workload": w, "settings": s, "cpu": "default", "paging": "default", "mem": "default", "profile": "builtin"});
+            let mut row = v.as_object().unwrap().clone();
+            row.extend([("error".to_string(), Value::Null), ("time.elapsed_ns".to_string(), json!(t)), ("process.rss_bytes".to_string(), json!(m))]);
+            row
+        };
         vec![r(0, "a", "default", 100.0, 10), r(1, "a", "enabled=always", 60.0, 12), r(2, "a", "x", 120.0, 11), r(3, "b", "default", 5.0, 1)]
     }
 

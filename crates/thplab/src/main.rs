@@ -18,7 +18,6 @@
 //! - [`explain_cmds`]: the arguments of `explain`.
 //! - [`exporter_cmds`]: the arguments of `exporter`.
 //! - [`sweep_cmds`]: the arguments of `sweep`.
-//! - [`study_report`]: `report STUDY.parquet`, a study's rows read and plotted.
 //! - `advise`'s arguments are `advise::command::Options` (docs/advise.md).
 //! - [`pressure_args`]: `--memory-max` and `--swap` of `record`.
 
@@ -33,7 +32,6 @@ mod resolve;
 mod record_cmds;
 mod pressure_args;
 mod sweep_cmds;
-mod study_report;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -375,14 +373,13 @@ struct ReportArgs {
     /// Where to write the HTML.
     #[arg(long, short, value_name = "FILE")]
     output: PathBuf,
-    /// A study (STUDY.parquet or its .journal): the axis along x (workload, settings, cpu,
-    /// paging, mem, profile). Default: the first that varies.
+    /// A study: the axis along x (workload, settings, cpu, paging, mem, profile; default: the first that varies).
     #[arg(long, value_name = "AXIS")]
     x: Option<String>,
-    /// A study: the time column plotted (default time.elapsed_ns, else process.minflt).
+    /// A study: the time column (default time.elapsed_ns, else process.minflt).
     #[arg(long, value_name = "COLUMN")]
     time: Option<String>,
-    /// A study: the memory column plotted (default process.rss_bytes).
+    /// A study: the memory column (default process.rss_bytes).
     #[arg(long, value_name = "COLUMN")]
     memory: Option<String>,
 }
@@ -526,8 +523,8 @@ fn write_report(path: &std::path::Path, title: &str, runs: &[report::Run]) -> Re
 const MAX_RESULT_BYTES: u64 = 256 << 20;
 
 fn cmd_report(a: ReportArgs) -> Result<u8> {
-    if study_report::is_study(&a.result) {
-        study_report::write(&a.result, &a.output, a.x.as_deref(), a.time.as_deref(), a.memory.as_deref())?;
+    if sweep::plot::is_study(&a.result) {
+        sweep::plot::write(&a.result, &a.output, a.x.as_deref(), a.time.as_deref(), a.memory.as_deref())?;
         return Ok(exit::OK);
     }
     let text = if a.result == "-" {
