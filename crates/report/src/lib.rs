@@ -10,6 +10,8 @@
 //!   `hugepages-<size>/stats`, smaps' Rss and AnonHugePages), several results side by side
 //!   (`sim --matrix`, `demo`), the `--wide` switch, the progress bar over simulated accesses.
 //! - [`progress`]: the step progress of a long command (`compare --record --matrix`) on stderr.
+//! - [`study`]: `thplab report STUDY.parquet`, a study's time and memory against an axis and
+//!   its Pareto fronts.
 //! - [`settings`]: `thplab settings` printed: PATH=VALUE lines, `--list`, `--json`.
 //! - [`text`]: lays out every text table: cells in columns as wide as their widest cell, words
 //!   wrapped, names cut in the middle, the folio-size map per VMA, fitted to `TEXT_WIDTH` (100)
@@ -22,6 +24,7 @@ pub mod plots;
 pub mod print;
 pub mod progress;
 pub mod settings;
+pub mod study;
 pub mod text;
 
 pub use html::{html, runs_of, Run};

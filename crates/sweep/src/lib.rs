@@ -9,9 +9,11 @@
 //! - [`journal`]: the append-only journal of finished rows (resume).
 //! - [`table`]: the Parquet file.
 //! - [`dask`]: the points as Dask tasks (`--dask`, python/thplab/dask_driver.py).
+//! - [`plot`]: `thplab report STUDY.parquet`: the rows read back and plotted (`report::study`).
 
 pub mod dask;
 pub mod journal;
+pub mod plot;
 pub mod run;
 pub mod study;
 pub mod table;

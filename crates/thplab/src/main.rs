@@ -18,6 +18,7 @@
 //! - [`explain_cmds`]: the arguments of `explain`.
 //! - [`exporter_cmds`]: the arguments of `exporter`.
 //! - [`sweep_cmds`]: the arguments of `sweep`.
+//! - `advise`'s arguments are `advise::command::Options` (docs/advise.md).
 //! - [`pressure_args`]: `--memory-max` and `--swap` of `record`.
 
 mod bench_cmds;
@@ -122,7 +123,8 @@ enum Cmd {
     /// Read a recording: `show` prints it as text, `stats` summarises it.
     Trace(record_cmds::TraceArgs),
     /// Write one self-contained HTML file (inline SVG, no script) with the plots of a result:
-    /// the JSON of `sim`, `sim --matrix` or `compare`.
+    /// the JSON of `sim`, `sim --matrix` or `compare`; or of a study (STUDY.parquet: time and
+    /// memory against an axis, Pareto fronts).
     Report(ReportArgs),
     /// Benchmarks of the live kernel: `io` reads with O_DIRECT into 4 KiB, mTHP, PMD THP and
     /// hugetlbfs buffers and times pinning them (docs/bench-io.md); `chase`, a dependent
@@ -132,6 +134,12 @@ enum Cmd {
     /// workloads, recordings, settings, CPU presets and machine options, one row per point in
     /// a Parquet file; resumable after Ctrl-C or SIGKILL (docs/sweeps.md).
     Sweep(sweep_cmds::SweepArgs),
+    /// What to set for one program: record it once (or take a recording or workload), predict
+    /// every point of a search space of THP settings and per-process choices in the model,
+    /// print the Pareto front of time against memory and the recommended choice written out
+    /// (sysfs, kernel command line, tmpfiles.d, systemd unit, per program); `--verify N` runs
+    /// the top N live (docs/advise.md).
+    Advise(advise::command::Options),
     #[command(name = "__exec", hide = true)]
     Exec,
     #[command(name = "__hold", hide = true)]
@@ -360,11 +368,20 @@ impl SimArgs {
 #[derive(Args)]
 struct ReportArgs {
     /// The result: the output of `thplab sim --json`, `sim --matrix --json` or `compare --json`
-    /// (`-` for standard input).
+    /// (`-` for standard input); or a study's STUDY.parquet or journal (`thplab sweep`).
     result: String,
     /// Where to write the HTML.
     #[arg(long, short, value_name = "FILE")]
     output: PathBuf,
+    /// A study: the axis along x (workload, settings, cpu, paging, mem, profile; default: the first that varies).
+    #[arg(long, value_name = "AXIS")]
+    x: Option<String>,
+    /// A study: the time column (default time.elapsed_ns, else process.minflt).
+    #[arg(long, value_name = "COLUMN")]
+    time: Option<String>,
+    /// A study: the memory column (default process.rss_bytes).
+    #[arg(long, value_name = "COLUMN")]
+    memory: Option<String>,
 }
 
 #[derive(Args)]
@@ -426,6 +443,7 @@ fn main() -> ExitCode {
         Cmd::Report(a) => cmd_report(a),
         Cmd::Bench(a) => bench_cmds::cmd_bench(a),
         Cmd::Sweep(a) => a.run(),
+        Cmd::Advise(a) => advise::command::run(&a),
         Cmd::Exec | Cmd::Hold(_) => unreachable!("handled above"),
     };
     match result {
@@ -505,6 +523,10 @@ fn write_report(path: &std::path::Path, title: &str, runs: &[report::Run]) -> Re
 const MAX_RESULT_BYTES: u64 = 256 << 20;
 
 fn cmd_report(a: ReportArgs) -> Result<u8> {
+    if sweep::plot::is_study(&a.result) {
+        sweep::plot::write(&a.result, &a.output, a.x.as_deref(), a.time.as_deref(), a.memory.as_deref())?;
+        return Ok(exit::OK);
+    }
     let text = if a.result == "-" {
         use std::io::Read;
         let mut buf = String::new();

@@ -11,6 +11,9 @@
 //!   result PR_SET_THP_DISABLE changes are answered as without it, and the trace says so.
 //! - `sweeps`: `sweep` rows equal `sim --json`, a SIGKILLed study resumes into the same
 //!   Parquet file, and on a Dask scheduler with two workers (skipped without dask.distributed).
+//! - `advise`: `advise` on a workload in the model (front, rule, written choice) and on xz,
+//!   recorded, predicted and verified live.
+//! - `report_study`: `report STUDY.parquet` plots the table's points.
 //! - `live`: `compare --matrix` and the SIGKILL recovery of `__hold`; they run only as root with
 //!   the THP sysfs tree present (otherwise they print `skipped: REASON` and pass), one at a time,
 //!   and check that every knob ends as it was. No test writes to sysfs itself.
@@ -20,6 +23,7 @@
 //! restore (and so hide) the knobs a killed `__hold` leaves behind.
 
 mod accesses;
+mod advise;
 mod bench;
 mod errors;
 mod exporter;
@@ -33,6 +37,7 @@ mod model;
 mod pacing;
 mod pressure;
 mod programs;
+mod report_study;
 mod schema;
 mod sweeps;
 mod views;
