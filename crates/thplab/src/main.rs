@@ -344,6 +344,10 @@ struct SimArgs {
     /// --sample` samples the live run.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     sample: Option<u64>,
+    /// With --profile: each fault's priced time, stalls in reclaim, swap-in and compaction
+    /// included, as a distribution (`time.latency`: count, p50, p99, max per folio size).
+    #[arg(long, requires = "profile")]
+    latency: bool,
     /// Print text tables at their full width (a column per setting, per folio size, whole
     /// names); by default they fit 100 columns: settings in blocks, sizes summarised.
     #[arg(long)]
@@ -475,7 +479,7 @@ fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u6
     // recording's accesses.
     let file = a.profile.as_deref().map(load_profile).transpose()?;
     let tlb = !matches!(input, SimInput::Recording { accesses: None, .. });
-    let flags = ProfileFlags { cpu: a.cpu.as_deref(), paging: a.paging.as_deref(), order0_scatter: a.order0_scatter, sample_ms: a.sample, tlb };
+    let flags = ProfileFlags { cpu: a.cpu.as_deref(), paging: a.paging.as_deref(), order0_scatter: a.order0_scatter, sample_ms: a.sample, latency: a.latency, tlb };
     let profile = experiment::resolve::profile(&flags, file.as_ref())?;
     let o = experiment::simulate::SimOptions { check: a.check, recorded_time: a.recorded_time || !a.no_recorded_time, profile: &profile, salvage: salvage.as_ref() };
     if let Some(spec) = &a.matrix {
