@@ -129,6 +129,38 @@ impl Histogram {
     }
 }
 
+impl Histogram {
+    /// Empty it (keeping its buckets' memory: no allocation).
+    pub fn clear(&mut self) {
+        self.counts.iter_mut().for_each(|c| *c = 0);
+        (self.count, self.sum, self.min, self.max) = (0, 0.0, u64::MAX, 0);
+    }
+
+    /// Add the `n` highest values counted here to `into`, at their buckets' highs, the
+    /// highest at the exact max: what a statement's slowest `n` touches were.
+    pub fn highest_into(&self, n: u64, into: &mut Histogram) {
+        let mut left = n.min(self.count);
+        if left == 0 {
+            return;
+        }
+        let max_before = into.max;
+        for i in (0..BUCKETS).rev() {
+            let take = self.counts[i].min(left);
+            if take > 0 {
+                into.add_bucket(i, take);
+                left -= take;
+            }
+            if left == 0 {
+                break;
+            }
+        }
+        // The top bucket's high stands for the exact max in the sum and the max.
+        let top = bucket_high(bucket(self.max));
+        into.sum -= (top - self.max) as f64;
+        into.max = max_before.max(self.max);
+    }
+}
+
 /// A distribution's summary: how many values, their median, 99th percentile (bucket highs:
 /// within 1/64 above the exact value), exact max, and mean (to 0.1), in ns.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -210,5 +242,23 @@ mod tests {
         assert_eq!((b.count(), b.percentile(50.0), b.percentile(100.0)), (4, 5, bucket_high(bucket(90_000))));
         b.merge(&a);
         assert_eq!(b.count(), 8);
+    }
+
+    /// A statement of 6 touches, 2 of which faulted (minflt grew by 2): the 2 slowest are the
+    /// faults, the highest at its exact value.
+    #[test]
+    fn the_slowest_touches_are_the_faults() {
+        let mut scratch = Histogram::default();
+        [20u64, 25, 30, 1600, 22, 170_001].iter().for_each(|&v| scratch.record(v));
+        let mut faults = Histogram::default();
+        scratch.highest_into(2, &mut faults);
+        let s = faults.summary().unwrap();
+        // 1600 is in 1600..=1615 (width 16 in 1024..2047); p50 is the lower of the two.
+        assert_eq!((s.count, s.p50_ns, s.max_ns), (2, 1615, 170_001));
+        assert_eq!(s.mean_ns, (1615.0 + 170_001.0) / 2.0);
+        scratch.clear();
+        assert_eq!((scratch.count(), scratch.percentile(50.0)), (0, 0));
+        scratch.highest_into(5, &mut faults);
+        assert_eq!(faults.count(), 2, "nothing to take from an empty one");
     }
 }
