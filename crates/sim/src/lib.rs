@@ -13,7 +13,7 @@
 //! - [`profile`]: what a run is priced and observed with (one type for runs and replays).
 //! - [`replay`]: replay of a recording in the model under any settings.
 //! - [`time`]: the run's time from a machine profile.
-//! - `latency`: reclaim, swap and compaction priced on the clock, and each fault's latency.
+//! - [`latency`]: reclaim, swap and compaction priced on the clock, and each fault's latency.
 //! - [`views`]: the folio-size map, the peak and `--explain` of a finished run.
 
 use std::collections::BTreeMap;
