@@ -69,3 +69,22 @@ fn live_latency_times_each_fault_of_a_touch() {
     let (p50, p99, max) = (n(&l["p50_ns"]), n(&l["p99_ns"]), n(&l["max_ns"]));
     assert!((300..100_000).contains(&p50) && p50 <= p99 && p99 <= max, "{l}");
 }
+
+/// `compare --latency` against a live run captured on this machine (`live --latency --json` of
+/// 8 MiB written under the defaults, data/live-latency-result.json): the model prices each of
+/// the 2048 4 KiB faults at the built-in profile's 1568 ns (its `4kB` fault, 1568.2 ns), so its
+/// p50 = p99 = max = 1568; the live side's figures are the capture's (p50 1727 ns, p99 4927 ns:
+/// a busy machine). Shown, never judged.
+#[test]
+fn compare_sets_model_and_live_latency_side_by_side() {
+    let (_d, w) = temp_file("w.thpw", "mmap a 8M\ntouch a write\n");
+    let saved = workspace().join("crates/thplab/tests/it/data/live-latency-result.json");
+    let r = thplab(&["compare", &w, "--profile", "builtin", "--latency", "--live-result", saved.to_str().unwrap()]);
+    let row = |name: &str| -> Vec<String> {
+        let line = r.stdout.lines().find(|l| l.trim_start().starts_with(name)).unwrap_or_else(|| panic!("no row '{name}' in:\n{}", r.stdout));
+        line[name.len() + 2..].split_whitespace().take(2).map(String::from).collect()
+    };
+    assert_eq!(row("fault latency count"), ["2048", "2048"]);
+    assert_eq!(row("fault latency p50 (ns)"), ["1568", "1727"]);
+    assert_eq!(row("fault latency p99 (ns)"), ["1568", "4927"]);
+}
