@@ -11,16 +11,34 @@ use anyhow::{Context, Result};
 /// Measure with `mib` MiB per run, `repeat` runs each; `chase_mib` MiB for the `[tlb]` chase (0
 /// leaves it out); write the profile to `output`. Exit codes: 0 after measuring; 5 where live
 /// runs are not available.
-pub fn run(mib: u64, repeat: u32, chase_mib: u64, output: Option<&Path>, json: bool) -> Result<i32> {
+/// With `pressure`, also the swap figures of `[fault.pressure]` (crate::pressure).
+pub fn run(mib: u64, repeat: u32, chase_mib: u64, output: Option<&Path>, json: bool, pressure: bool) -> Result<i32> {
     use std::io::IsTerminal;
     let quiet = json;
     let tty = std::io::stderr().is_terminal();
     let mut progress = StepProgress::default();
-    let c = crate::calibrate(mib, repeat, |step| {
+    let mut c = crate::calibrate(mib, repeat, |step| {
         if !quiet {
             progress.show(tty, step);
         }
     })?;
+    if pressure {
+        let base = live::guard::current_settings(&live::sysfs::Paths::from_env())?;
+        let fault_ns = c.fault.fault_ns("4kB").unwrap_or(0.0);
+        let (figures, costs) = crate::pressure::measure_swap(&base, repeat, fault_ns, &mut |step: &str| {
+            if !quiet {
+                progress.show(tty, step);
+            }
+        })?;
+        for f in &figures {
+            if let Some(p) = f.ns.range_pct() {
+                c.fault.spread_pct.insert(f.what.clone(), p);
+            }
+        }
+        c.fault.pressure = costs;
+        c.fault.source.push_str("; pressure: swap-out and swap-in per page through zram in a memcg of 64 MiB, 128 MiB written then read, under 4 KiB pages, median of the runs");
+        c.figures.extend(figures);
+    }
     let tlb = match chase_mib {
         0 => None,
         mib => Some(calibrate_tlb(mib, |step| {

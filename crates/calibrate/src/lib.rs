@@ -35,8 +35,10 @@
 //! state, and times its own faults rather than running a workload through the executor.
 //!
 //! - [`command`]: `thplab calibrate`'s entry point (the `[tlb]` fit, the profile, the table).
+//! - [`pressure`]: `--pressure`: swap-out and swap-in per page through zram (`[fault.pressure]`).
 
 pub mod command;
+pub mod pressure;
 
 use std::time::Instant;
 

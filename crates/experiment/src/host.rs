@@ -39,10 +39,11 @@ pub fn run_live(
 }
 
 /// How the live child is run (`repeat` times at least once, `settle_host`: each run from a
-/// settled host), sampled as the profile samples the model (`sample_ms`).
+/// settled host), sampled as the profile samples the model (`sample_ms`), its faults timed
+/// where the model's are (`latency`).
 pub fn exec_options(repeat: u32, progress: bool, profile: &sim::Profile, settle_host: bool) -> live::ExecOptions {
     let sample = profile.sample_ms.map(std::time::Duration::from_millis);
-    live::ExecOptions { repeat: repeat.max(1), progress, sample, settle_host, ..Default::default() }
+    live::ExecOptions { repeat: repeat.max(1), progress, sample, settle_host, latency: profile.latency, ..Default::default() }
 }
 
 /// The profile's `[host]` for a model run. With `live` (a live run on this machine follows):

@@ -257,6 +257,13 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
             *nth += 1;
         }
     }
+    // `--latency`: the model's priced faults beside the live run's timed ones (shown, not judged).
+    let live_latency = live.live.as_ref().and_then(|l| l.workload.as_ref()).and_then(|w| w.fault_latency.as_ref());
+    if let (Some(m), Some(l)) = (model.time.as_ref().and_then(|t| t.latency.as_ref()), live_latency) {
+        for (what, mv, lv) in latency_figures(&m.all, &l.all) {
+            push(format!("fault latency {what}"), mv, lv, RowKind::Informational, (0, 0.0));
+        }
+    }
     // Each `repeat DURATION` block: the iterations that ran on each side's clock (shown, not
     // judged: the live body takes the machine's time besides its sleeps).
     for m in &model.repeats {
@@ -282,6 +289,16 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
         out.push(Row { field: format!("line {} {} returned {} vs {lret}", m.line, m.call, m.ret), model: 0, live: 1, kind: RowKind::Process, differs: true });
     }
     out
+}
+
+/// The rows of two fault latency distributions: count, p50, p99, max (ns).
+fn latency_figures(m: &uapi::latency::LatencySummary, l: &uapi::latency::LatencySummary) -> [(&'static str, i64, i64); 4] {
+    [
+        ("count", m.count as i64, l.count as i64),
+        ("p50 (ns)", m.p50_ns as i64, l.p50_ns as i64),
+        ("p99 (ns)", m.p99_ns as i64, l.p99_ns as i64),
+        ("max (ns)", m.max_ns as i64, l.max_ns as i64),
+    ]
 }
 
 /// One process's rows, each field named after `prefix` (empty for main): minflt, whether it

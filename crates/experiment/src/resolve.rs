@@ -230,6 +230,8 @@ pub struct ProfileFlags<'a> {
     pub order0_scatter: Option<f64>,
     /// `--sample MS`.
     pub sample_ms: Option<u64>,
+    /// `--latency`.
+    pub latency: bool,
     /// Whether the run sets up the TLB model (a workload; a recording's accesses): only then are
     /// `--cpu`, `--paging` and the profile's `[tlb]` resolved (and refused where invalid).
     pub tlb: bool,
@@ -250,6 +252,7 @@ pub fn profile(f: &ProfileFlags, file: Option<&MachineProfile>) -> Result<sim::P
         host,
         pin: file.and_then(|p| p.pin.clone()),
         sample_ms: f.sample_ms,
+        latency: f.latency,
         accesses: None,
     })
 }

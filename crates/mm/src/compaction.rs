@@ -94,6 +94,9 @@ pub struct CompactionEvents {
     pub pgmigrate_success: u64,
     /// `pgmigrate_fail`
     pub pgmigrate_fail: u64,
+    /// Model only: of `pgmigrate_success`, kcompactd's (the kernel does not split it), which
+    /// `sim::driver` prices on kcompactd's thread.
+    pub daemon_migrated: u64,
 }
 
 impl CompactionEvents {
@@ -282,6 +285,7 @@ impl Kernel {
         let e = &mut self.compaction.events;
         e.compact_daemon_migrate_scanned += e.compact_migrate_scanned - before.compact_migrate_scanned;
         e.compact_daemon_free_scanned += e.compact_free_scanned - before.compact_free_scanned;
+        e.daemon_migrated += e.pgmigrate_success - before.pgmigrate_success;
     }
 
     /// `compact_zone` for `order` (sync: MIGRATE_SYNC_LIGHT, else MIGRATE_ASYNC; `direct`: a

@@ -81,6 +81,11 @@ pub struct ReclaimStats {
     pub allocstall: u64,
     /// Folios whose rmap walk found fewer mappings than their mapcount (moved by mremap): kept.
     pub rmap_miss: u64,
+    /// Of `pgscan`, `pgsteal` and `pswpout`: kswapd's (`balance_pgdat`; the rest is direct or
+    /// memcg limit reclaim), which `sim::driver` prices on kswapd's thread, not the task's.
+    pub kswapd_scan: u64,
+    pub kswapd_steal: u64,
+    pub kswapd_swpout: u64,
 }
 
 const INACTIVE: usize = 0;
@@ -374,7 +379,12 @@ impl Kernel {
             return;
         }
         self.reclaim_stats.kswapd_wakeups += 1;
+        let before = self.reclaim_stats;
         self.balance_pgdat();
+        let r = &mut self.reclaim_stats;
+        r.kswapd_scan += r.pgscan - before.pgscan;
+        r.kswapd_steal += r.pgsteal - before.pgsteal;
+        r.kswapd_swpout += r.pswpout - before.pswpout;
     }
 
     /// `balance_pgdat`: reclaim in SWAP_CLUSTER_MAX steps until `pgdat_balanced` (free above

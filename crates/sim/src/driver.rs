@@ -31,6 +31,7 @@ use thp_abi::{MthpStat, ThpSettings, VmEvent};
 use uapi::{TimeEstimate, TimelineSample};
 
 use crate::daemons;
+use crate::latency::{self, FaultKind, LatencyRecorder, PressureWork};
 
 /// One operation on the machine, from any source. Memory system calls act on the step's
 /// process; shmem file operations act on the machine's page cache; `Sleep` and `Settings`
@@ -265,6 +266,8 @@ struct Work {
     host_base_faults: u64,
     /// The machine's folios freed, by order.
     freed: [u64; ORDERS],
+    /// Reclaim, swap and compaction counters (`crate::latency`).
+    pressure: PressureWork,
 }
 
 /// The simulated machine and its clock: the kernel, the time, and the daemons.
@@ -298,10 +301,39 @@ pub struct Machine {
     /// `--sample MS`: the interval and the next sample's time, and the samples taken.
     sampling: Option<(u64, u64)>,
     samples: Vec<TimelineSample>,
+    /// What memory pressure cost so far (`[fault.pressure]`, `crate::latency`).
+    pressure_time: uapi::result::PressureTime,
+    /// `--latency`: each fault's priced time.
+    latency: Option<Box<LatencyRecorder>>,
 }
 
 /// Folio orders 0 (4 KiB) to PMD_ORDER.
 const ORDERS: usize = PMD_ORDER as usize + 1;
+
+/// Whether a step is one access (its fault, if any, is one fault for `--latency`).
+enum StepKind {
+    Access,
+    Other,
+}
+
+/// What the one fault between `b` and `a` mapped (`large`: large folios allocated); None when
+/// there was no fault or more than one.
+fn fault_kind(b: &Work, a: &Work, large: u64) -> Option<FaultKind> {
+    let maj = a.pressure.majflt - b.pressure.majflt;
+    let minor = a.minflt - b.minflt;
+    if maj + minor != 1 {
+        return None;
+    }
+    if maj == 1 {
+        let o = (1..ORDERS).rev().find(|&o| a.pressure.swpin[o] > b.pressure.swpin[o]).unwrap_or(0);
+        return Some(FaultKind::Swapin(Order(o as u8)));
+    }
+    if a.zero > b.zero {
+        return Some(FaultKind::Zero);
+    }
+    let o = if large > 0 { (1..ORDERS).rev().find(|&o| a.allocs[o] > b.allocs[o]).unwrap_or(0) } else { 0 };
+    Some(FaultKind::Folio(Order(o as u8)))
+}
 
 impl std::ops::Deref for Machine {
     type Target = Kernel;
@@ -329,6 +361,8 @@ impl Machine {
             host_base_fault_ns: 0.0,
             sampling: None,
             samples: Vec::new(),
+            pressure_time: Default::default(),
+            latency: None,
         }
     }
 
@@ -408,6 +442,12 @@ impl Machine {
         self.costs = Some(costs);
     }
 
+    /// Record each fault's priced time (`--latency`; with costs set): an access run is then
+    /// priced one fault a piece.
+    pub fn set_latency(&mut self) {
+        self.latency = Some(Box::default());
+    }
+
     /// Give the machine a free page reporting device and the host behind it (a profile's
     /// `[host]`): the kernel's free memory is laid out as `free` says (a live snapshot of the
     /// Movable free lists and of what reporting has reported; else the profile's free lists, in
@@ -434,7 +474,13 @@ impl Machine {
             t.frees.insert(Order(o as u8).label(), self.frees[o]);
             t.free_ns += self.frees[o] as f64 * self.free_ns[o];
         }
-        t.total_ns = t.faults_ns.values().sum::<f64>() + t.zero_page_ns + t.touch_ns + t.calls_ns + t.collapse_ns + t.host_ns + t.free_ns;
+        let p = &self.pressure_time;
+        let pressure = p.direct_reclaim_ns + p.swapin_ns + p.direct_compaction_ns;
+        t.total_ns = t.faults_ns.values().sum::<f64>() + t.zero_page_ns + t.touch_ns + t.calls_ns + t.collapse_ns + t.host_ns + t.free_ns + pressure;
+        if !c.pressure.is_zero() && *p != uapi::result::PressureTime::default() {
+            t.pressure = Some(p.clone());
+        }
+        t.latency = self.latency.as_ref().and_then(|l| l.report());
         t.unmeasured_sizes = t.faults.keys().filter(|s| c.fault_ns(s).is_none()).cloned().collect();
         Some(t)
     }
@@ -444,7 +490,8 @@ impl Machine {
         let collapses = self.k.counters.vm(VmEvent::ThpCollapseAlloc);
         let (host_faults, host_base_faults) = self.k.host_stats().map_or((0, 0), |h| (h.faults, h.base_faults));
         let freed = *self.k.folios_freed();
-        let mut w = Work { minflt: s.minflt, hits: s.hits, zero: s.zero_page_faults, collapses, allocs: [0; PMD_ORDER as usize + 1], host_faults, host_base_faults, freed };
+        let pressure = PressureWork::read(&self.k);
+        let mut w = Work { minflt: s.minflt, hits: s.hits, zero: s.zero_page_faults, collapses, allocs: [0; PMD_ORDER as usize + 1], host_faults, host_base_faults, freed, pressure };
         for order in sysfs_orders() {
             w.allocs[order.0 as usize] = self.k.counters.mthp(order, MthpStat::AnonFaultAlloc) + self.k.counters.mthp(order, MthpStat::ShmemAlloc);
         }
@@ -454,8 +501,10 @@ impl Machine {
     /// Charge the work between `before` and now (`call`: the step is a system call), as
     /// `crate::time` describes: each fault by the size it allocated, zero-page reads, touches
     /// that did not fault (unless `hits_priced` is false: the TLB model prices them), the folios
-    /// freed, and the call itself. Returns the ns charged.
-    fn charge(&mut self, before: &Work, call: bool, hits_priced: bool) -> f64 {
+    /// freed, the call itself, and the reclaim, swap and compaction it did (`crate::latency`);
+    /// with `--latency` and one fault in it (`one_fault`: an access), that fault's time less the
+    /// touches goes into the histogram. Returns the ns charged.
+    fn charge(&mut self, before: &Work, call: bool, hits_priced: bool, one_fault: bool) -> f64 {
         let Some(c) = self.costs.as_ref() else { return 0.0 };
         let after = self.work();
         let t = &mut self.time;
@@ -509,6 +558,13 @@ impl Machine {
             t.host_faults += host;
             t.host_ns += cost;
             ns += cost;
+        }
+        ns += latency::price(&c.pressure, &before.pressure, &after.pressure, &mut self.pressure_time);
+        if let (Some(l), true) = (self.latency.as_mut(), one_fault) {
+            let touches = hits as f64 * c.touch_ns_per_page;
+            if let Some(kind) = fault_kind(before, &after, large) {
+                l.record(kind, ns - touches);
+            }
         }
         ns
     }
@@ -569,11 +625,13 @@ impl Machine {
         let before = (self.costs.is_some() && !matches!(step, Step::Sleep { .. })).then(|| self.work());
         let call = step.is_call();
         let hits_priced = !matches!(step, Step::TlbAccess { .. });
+        let step_kind = if matches!(step, Step::Access { .. } | Step::TlbAccess { .. }) { StepKind::Access } else { StepKind::Other };
         let out = self.dispatch(step);
         if let Some(before) = before {
             // The step took this long; wake-ups due meanwhile run after it (the program ran on
             // while the daemon woke), an mm it put on khugepaged's empty list wakes it now.
-            let until = self.clock_ns + self.charge(&before, call, hits_priced).round() as u64;
+            let one_fault = matches!(step_kind, StepKind::Access);
+            let until = self.clock_ns + self.charge(&before, call, hits_priced, one_fault).round() as u64;
             self.khugepaged.after_op(&self.k, until);
             self.reporting.after_op(&self.k, until);
             self.advance(until);
@@ -689,7 +747,7 @@ impl Machine {
             let before = self.work();
             let (d, l) = self.k.access_run_faults(first + done * stride, pages, stride, write, faults);
             (done, last) = (done + d, l);
-            let until = self.clock_ns + self.charge(&before, false, true).round() as u64;
+            let until = self.clock_ns + self.charge(&before, false, true, true).round() as u64;
             self.khugepaged.after_op(&self.k, until);
             self.reporting.after_op(&self.k, until);
             self.advance(until);
@@ -704,9 +762,10 @@ impl Machine {
     /// (see [`Machine::access_run_on_clock`]).
     fn piece_bounds(&self, left: u64) -> (u64, u64) {
         let due = [self.sampling.map(|(_, at)| at), self.khugepaged.next_wake_ns, self.reporting.due()].into_iter().flatten().min();
-        let (Some(at), Some(c)) = (due, self.costs.as_ref()) else { return (left, u64::MAX) };
+        let faults = if self.latency.is_some() { 1 } else { u64::MAX };
+        let (Some(at), Some(c)) = (due, self.costs.as_ref()) else { return (left, faults) };
         let rem = at.saturating_sub(self.clock_ns) as f64;
-        let faults = ((rem / self.dearest_fault_ns()).floor() as u64).max(1);
+        let faults = ((rem / self.dearest_fault_ns()).floor() as u64).clamp(1, faults);
         let pages = if c.touch_ns_per_page > 0.0 { ((rem / c.touch_ns_per_page).floor() as u64).max(1) } else { left };
         (pages.min(left), faults)
     }

@@ -13,6 +13,7 @@
 //! - [`profile`]: what a run is priced and observed with (one type for runs and replays).
 //! - [`replay`]: replay of a recording in the model under any settings.
 //! - [`time`]: the run's time from a machine profile.
+//! - [`latency`]: reclaim, swap and compaction priced on the clock, and each fault's latency.
 //! - [`views`]: the folio-size map, the peak and `--explain` of a finished run.
 
 use std::collections::BTreeMap;
@@ -198,6 +199,9 @@ pub fn run_with(
         sim.m.set_costs(c.clone());
         if let Some((host, free_areas)) = &p.host {
             sim.m.set_host(host, free_areas.as_ref());
+        }
+        if p.latency {
+            sim.m.set_latency();
         }
     }
     sim.m.set_hz(machine.hz);
@@ -1124,6 +1128,7 @@ pub mod daemons;
 pub mod driver;
 mod access;
 mod file_pages;
+mod latency;
 mod profile;
 pub mod replay;
 pub mod time;

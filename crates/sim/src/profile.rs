@@ -41,6 +41,9 @@ pub struct Profile {
     /// `--sample MS`: the result's `timeline`, a sample every MS ms of simulated time (of a
     /// recording: with its recorded time).
     pub sample_ms: Option<u64>,
+    /// `--latency`: with `costs`, each fault's priced time goes into the result's
+    /// `time.latency` (p50, p99, max per folio size: `crate::latency`).
+    pub latency: bool,
     /// A recording's accesses (`record --accesses`), replayed through the TLB model of `tlb`.
     pub accesses: Option<RecordedAccessInput>,
 }

@@ -111,12 +111,16 @@ pub struct CalibrateArgs {
     /// Print JSON (the figures and the profile section) instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Also measure `[fault.pressure]`'s swap-out and swap-in per page through zram, in a
+    /// memcg of its own (needs a memory cgroup and a free /dev/zram0).
+    #[arg(long)]
+    pub pressure: bool,
 }
 
 impl CalibrateArgs {
     /// Exit codes: 0 after measuring; 5 where live runs are not available.
     pub fn run(&self) -> Result<i32> {
-        calibrate::command::run(self.mib, self.repeat, self.chase_mib, self.output.as_deref(), self.json)
+        calibrate::command::run(self.mib, self.repeat, self.chase_mib, self.output.as_deref(), self.json, self.pressure)
     }
 }
 

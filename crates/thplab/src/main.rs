@@ -165,6 +165,10 @@ struct LiveArgs {
     /// print progress once a second.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     sample: Option<u64>,
+    /// Time each fault of the workload's touch statements (the result's
+    /// `live.fault_latency`: count, p50, p99, max).
+    #[arg(long)]
+    latency: bool,
 }
 
 #[derive(Args)]
@@ -240,6 +244,10 @@ struct CompareArgs {
     /// difference).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=3_600_000), conflicts_with = "record")]
     sample: Option<u64>,
+    /// Fault latency, model and live side by side (p50, p99, max): the live run times each
+    /// fault of its touches; the model prices each fault with --profile.
+    #[arg(long, conflicts_with = "record")]
+    latency: bool,
     /// Print only the rows whose model and live values differ (judged or not); a line says how
     /// many equal rows were left out. The exit code and --json are unchanged.
     #[arg(long)]
@@ -352,6 +360,10 @@ struct SimArgs {
     /// --sample` samples the live run.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     sample: Option<u64>,
+    /// With --profile: each fault's priced time, stalls in reclaim, swap-in and compaction
+    /// included, as a distribution (`time.latency`: count, p50, p99, max per folio size).
+    #[arg(long, requires = "profile")]
+    latency: bool,
     /// Print text tables at their full width (a column per setting, per folio size, whole
     /// names); by default they fit 100 columns: settings in blocks, sizes summarised.
     #[arg(long)]
@@ -493,7 +505,7 @@ fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u6
     // recording's accesses.
     let file = a.profile.as_deref().map(load_profile).transpose()?;
     let tlb = !matches!(input, SimInput::Recording { accesses: None, .. });
-    let flags = ProfileFlags { cpu: a.cpu.as_deref(), paging: a.paging.as_deref(), order0_scatter: a.order0_scatter, sample_ms: a.sample, tlb };
+    let flags = ProfileFlags { cpu: a.cpu.as_deref(), paging: a.paging.as_deref(), order0_scatter: a.order0_scatter, sample_ms: a.sample, latency: a.latency, tlb };
     let profile = experiment::resolve::profile(&flags, file.as_ref())?;
     let o = experiment::simulate::SimOptions { check: a.check, recorded_time: a.recorded_time || !a.no_recorded_time, profile: &profile, salvage: salvage.as_ref() };
     if let Some(spec) = &a.matrix {
@@ -572,7 +584,7 @@ fn cmd_live(a: LiveArgs) -> Result<u8> {
     let w = load_workload(&a.workload)?;
     // The model decides where regions go; the live executor maps them at the same addresses.
     let model = experiment::simulate::run_sim_tlb(&w, &settings, &machine, false, false, None, &sim::Profile::default())?;
-    let sampled = sim::Profile { sample_ms: a.sample, ..Default::default() };
+    let sampled = sim::Profile { sample_ms: a.sample, latency: a.latency, ..Default::default() };
     let r = experiment::host::run_live(&w, &settings, &model.regions, a.repeat, !a.json, &sampled, &machine.pressure)?;
     print_result(&r, &settings, a.json)?;
     Ok(exit::OK)
@@ -617,7 +629,7 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
     if let (None, Some(why)) = (&saved, experiment::host::live_unavailable()) {
         return Err(live::LiveError::NotAvailable(why).into());
     }
-    let flags = ProfileFlags { cpu: a.cpu.as_deref(), paging: a.paging.as_deref(), sample_ms: a.sample, tlb: true, ..Default::default() };
+    let flags = ProfileFlags { cpu: a.cpu.as_deref(), paging: a.paging.as_deref(), sample_ms: a.sample, latency: a.latency, tlb: true, ..Default::default() };
     let mut profile = experiment::resolve::profile(&flags, file.as_ref())?;
     // The host's costs; the free lists come from the live run (`experiment::model::remodel`).
     profile.host = file.as_ref().and_then(|p| experiment::host::host_model(p, true));

@@ -5,12 +5,14 @@
 //! - [`compare`]: a model result beside a live one: rows, time verdicts, timelines side by side,
 //!   where a recorded program's model and live part (computed by `experiment`, rendered by
 //!   `report`).
+//! - [`latency`]: fault latency histograms and the percentiles a result reports.
 //! - [`profile`]: the machine profile (what this machine charges for the work the model counts).
 //!
 //! Serde lives here and in `thp_abi`, in no model crate: serialization is a compatibility
 //! promise.
 
 pub mod compare;
+pub mod latency;
 pub mod profile;
 pub mod result;
 

@@ -12,6 +12,7 @@
 //! | `[pin]` | `thplab bench io` (issue #12) | pin_user_pages/unpin cost per folio and per page |
 //! | `[tlb]` | `thplab calibrate` (issue #11) | TLB preset, nested paging and its host page size, base pages' scatter |
 //! | `[fault]` | `thplab calibrate` (issue #10) | per-order fault, zeroing and copy costs |
+//! | `[fault.pressure]` | `thplab calibrate --pressure` (issue #28) | reclaim, swap-out/in and compaction per page or pageblock |
 //! | `[host]` | `thplab calibrate` (issue #10) | a VM's free page reporting and the host fault it costs |
 //!
 //! A section a profile lacks means "not measured": consumers say so instead of inventing a cost.
@@ -222,6 +223,47 @@ pub struct FaultCosts {
     /// How it was measured.
     #[serde(default)]
     pub source: String,
+    /// `[fault.pressure]`: what reclaim, swap and compaction cost (absent or 0: not priced,
+    /// every result as without it).
+    #[serde(default, skip_serializing_if = "PressureCosts::is_zero")]
+    pub pressure: PressureCosts,
+}
+
+/// `[fault.pressure]`: what memory pressure costs, as `thplab calibrate --pressure` measures it.
+/// Direct work (mm/vmscan.c `try_to_free_pages`, `try_to_free_mem_cgroup_pages` from
+/// mm/memcontrol.c `try_charge_memcg`; mm/compaction.c `try_to_compact_pages`; mm/memory.c
+/// `do_swap_page`) is on the faulting task's time; kswapd's (`balance_pgdat`) and kcompactd's
+/// (`kcompactd_do_work`) runs on their own threads: counted as CPU, not on the task's clock.
+/// Every field is ns; 0 prices nothing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PressureCosts {
+    /// Per page isolated from the inactive list (`pgscan_*`).
+    #[serde(default)]
+    pub reclaim_scan_ns_per_page: f64,
+    /// Per page reclaimed (`pgsteal_*`: unmapped, freed), besides its swap-out.
+    #[serde(default)]
+    pub reclaim_ns_per_page: f64,
+    /// Per page written to swap (`pswpout`: zram compresses it).
+    #[serde(default)]
+    pub swapout_ns_per_page: f64,
+    /// Per page read from swap (`pswpin`: zram decompresses it), the whole major fault.
+    #[serde(default)]
+    pub swapin_ns_per_page: f64,
+    /// Per pageblock (512 pages) the two compaction scanners walked
+    /// (`compact_migrate_scanned` + `compact_free_scanned`, / 512).
+    #[serde(default)]
+    pub compact_ns_per_block: f64,
+    /// Per page compaction migrated (`pgmigrate_success`: isolate, copy, remap).
+    #[serde(default)]
+    pub compact_migrate_ns_per_page: f64,
+}
+
+impl PressureCosts {
+    /// Whether nothing is priced (the section is then not written).
+    pub fn is_zero(&self) -> bool {
+        *self == PressureCosts::default()
+    }
 }
 
 impl FaultCosts {
@@ -294,6 +336,7 @@ mod tests {
                 free_ns_per_folio: [("4kB".to_string(), 200.0), ("2048kB".to_string(), 9000.0)].into(),
                 spread_pct: [("fault 4kB".to_string(), 10.0)].into(),
                 source: "test".into(),
+                pressure: PressureCosts { swapout_ns_per_page: 3000.0, compact_ns_per_block: 20_000.0, ..Default::default() },
             }),
         };
         assert_eq!(MachineProfile::parse("p.toml", &p.to_toml()).unwrap(), p);

@@ -127,6 +127,7 @@ pub(super) fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, ru
             phases: phase_times(&runs),
             host_faults,
             free_lists,
+            fault_latency: fault_latency(&runs),
         }),
         program: None,
         pressure: rep.pressure.clone(),
@@ -237,3 +238,14 @@ fn noise(r: &RunOnce) -> Noise {
     Noise { note, anon_fault_alloc_vs_census: per_size, excess_total: total_excess }
 }
 
+
+/// `--latency`: the faults of every run's touches in one distribution (None without).
+fn fault_latency(runs: &[RunOnce]) -> Option<uapi::latency::FaultLatency> {
+    let mut h = uapi::latency::Histogram::default();
+    runs.iter().flat_map(|r| &r.latency).for_each(|&(i, n)| h.add_bucket(i, n));
+    let source = format!(
+        "live: each page of the main process's unpaced touch statements timed with clock_gettime around its first access, the slowest as many as minflt + majflt grew taken as the faults, {} run(s) together; percentiles and max are bucket highs (within 1/64)",
+        runs.len()
+    );
+    h.summary().map(|all| uapi::latency::FaultLatency { all, sizes: Default::default(), source })
+}

@@ -277,6 +277,9 @@ fn child_run(spec_json: &str) -> Result<(), String> {
     };
     let start_brk = probe::procfs::start_brk("self").map_err(|e| e.to_string())?;
     let brk0 = sys_brk(0);
+    if spec.latency {
+        super::sys::TouchLatency::enable();
+    }
     let ex = build_exec(spec, start_brk, wbuf)?;
     let mut t = main_task(ex)?;
     if ex.multi {
@@ -330,7 +333,8 @@ fn run_and_report(ex: &'static Exec, t: &mut Task) -> Result<(), String> {
     }
     // ---- allocation allowed again ----
     let minflt = if ex.multi { t.my_minflt } else { f1 - f0 };
-    let done = serde_json::to_string(&Done { minflt, wall_ns: t1 - t0, start_ns: t0, results: std::mem::take(&mut t.results), brk_end: sys_brk(0) })
+    let latency = super::sys::TouchLatency::buckets();
+    let done = serde_json::to_string(&Done { minflt, wall_ns: t1 - t0, start_ns: t0, results: std::mem::take(&mut t.results), brk_end: sys_brk(0), latency })
         .map_err(|e| e.to_string())?;
     raw_write_all(STATUS_FD, format!("done {done}\n").as_bytes());
     let mut line = [0u8; 64];

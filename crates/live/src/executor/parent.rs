@@ -56,6 +56,8 @@ pub struct ExecOptions {
     /// `--memory-max`, `--swap`: the child runs in a memcg of its own with that limit and that
     /// swap, created and torn down by the settings guard (crate::pressure).
     pub pressure: thp_abi::Pressure,
+    /// `--latency`: time each fault of the workload's touches (crate::executor::sys::TouchLatency).
+    pub latency: bool,
 }
 
 impl Default for ExecOptions {
@@ -69,6 +71,7 @@ impl Default for ExecOptions {
             settle_host: false,
             cpu: None,
             pressure: thp_abi::Pressure::default(),
+            latency: false,
         }
     }
 }
@@ -97,6 +100,8 @@ pub struct RunOnce {
     pub anon_huge_bytes: u64,
     pub counters: CounterSnapshot,
     pub census: Census,
+    /// `--latency`: the touches' faults, (histogram bucket, count).
+    pub latency: Vec<(usize, u64)>,
     pub census_ms: f64,
     /// Of which: pagemap reads, kpageflags reads (ms), and the number of kpageflags reads.
     pub census_detail: (f64, f64, u64, u64),
@@ -616,6 +621,7 @@ fn run_once(
         anon_huge_bytes: ahp_kb * 1024,
         counters: before.delta(&after),
         census: census.total,
+        latency: done.latency,
         census_ms: census.elapsed.as_secs_f64() * 1e3,
         census_detail: (
             census.pagemap_time.as_secs_f64() * 1e3,
@@ -643,7 +649,8 @@ pub fn run_live(
 ) -> Result<RunResult> {
     let paths = Paths::from_env();
     paths.check_available()?;
-    let (spec, regions, notes) = build_spec(w, model_regions)?;
+    let (mut spec, regions, notes) = build_spec(w, model_regions)?;
+    spec.latency = opts.latency;
     let repeat = opts.repeat.max(1);
     let guard = SettingsGuard::apply_with_pressure(settings, &opts.pressure)?;
     let memcg = guard.memcg();

@@ -39,6 +39,10 @@ pub(super) struct Done {
     /// Per op: 0 or errno; for brk the new break; touches 0.
     pub results: Vec<i64>,
     pub brk_end: u64,
+    /// `--latency`: the main process's touch faults, as (bucket, count) of a
+    /// `uapi::latency::Histogram`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency: Vec<(usize, u64)>,
 }
 
 /// Write all of `buf` to `fd` (raw write(2), retried on EINTR); false on error.

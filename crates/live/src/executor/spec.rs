@@ -72,6 +72,10 @@ pub struct ExecSpec {
     /// children); 1 without any.
     #[serde(default = "one")]
     pub procs: usize,
+    /// `--latency`: time each page of every `touch` and keep the faults' times
+    /// (crate::executor::sys::TouchLatency).
+    #[serde(default)]
+    pub latency: bool,
 }
 
 fn one() -> usize {
@@ -170,7 +174,7 @@ pub fn build_spec(w: &Workload, model_regions: &[RegionPlacement]) -> Result<(Ex
         let len = write_buf_len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
         (scratch_address(&regions, len), len)
     });
-    Ok((ExecSpec { source: w.source.clone(), ops, mounts, dev_shm, files, write_buf, procs: w.procs.len() }, regions, notes))
+    Ok((ExecSpec { source: w.source.clone(), ops, mounts, dev_shm, files, write_buf, procs: w.procs.len(), latency: false }, regions, notes))
 }
 
 impl Layout {

@@ -253,3 +253,57 @@ pub(super) fn pwrite_range(fd: i32, buf: *const u8, buf_len: u64, offset: u64, l
     0
 }
 
+
+/// `--latency`: each touched page timed in the main process, the faults' times kept.
+///
+/// The first write (or read) of a page is where it faults: `clock_gettime(CLOCK_MONOTONIC)`
+/// (vDSO, ~20 ns) before and after each page's store and its fence, every page of the
+/// statement into a scratch histogram; the statement's faults are its slowest pages, as many
+/// as its `minflt + majflt` grew (getrusage before and after: the kernel's own count, so the
+/// count is exact and only which touches were faults is inferred; a hit delayed by an
+/// interrupt beyond the fastest fault would swap places with that fault). Both histograms are
+/// allocated before `go` (no allocation on the touch path). Unpaced touches only.
+pub(super) struct TouchLatency {
+    scratch: uapi::latency::Histogram,
+    faults: uapi::latency::Histogram,
+}
+
+static TOUCH_LATENCY: std::sync::Mutex<Option<TouchLatency>> = std::sync::Mutex::new(None);
+
+fn faults_now() -> u64 {
+    // SAFETY: getrusage fills a zeroed struct.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        (ru.ru_minflt + ru.ru_majflt) as u64
+    }
+}
+
+impl TouchLatency {
+    /// Before `go`, in the main process.
+    pub(super) fn enable() {
+        *TOUCH_LATENCY.lock().unwrap_or_else(|e| e.into_inner()) = Some(TouchLatency { scratch: Default::default(), faults: Default::default() });
+    }
+
+    /// Touch `plan` timing each page, if enabled and `unpaced`; false (nothing done) otherwise.
+    pub(super) fn timed(plan: &TouchPlan, write: bool, unpaced: bool) -> bool {
+        let mut g = TOUCH_LATENCY.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(l) = g.as_mut().filter(|_| unpaced) else { return false };
+        l.scratch.clear();
+        let f0 = faults_now();
+        for k in 0..plan.len() {
+            let t0 = mono_ns();
+            touch_pages(plan, k, k + 1, write);
+            l.scratch.record(mono_ns() - t0);
+        }
+        let n = faults_now() - f0;
+        l.scratch.highest_into(n, &mut l.faults);
+        true
+    }
+
+    /// After the run: the faults' histogram as (bucket, count) (empty when not enabled).
+    pub(super) fn buckets() -> Vec<(usize, u64)> {
+        let g = TOUCH_LATENCY.lock().unwrap_or_else(|e| e.into_inner());
+        g.as_ref().map(|l| l.faults.nonzero().collect()).unwrap_or_default()
+    }
+}

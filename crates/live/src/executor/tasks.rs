@@ -421,6 +421,9 @@ fn nanosleep(ns: u64) {
 /// A touch's pages; paced: chunk after chunk, the next not before its time (absolute, so that
 /// no sleep's lateness adds up; behind time, the next chunk starts at once).
 fn touch(plan: &workload::TouchPlan, write: bool, pacing: Option<&workload::Pacing>) {
+    if super::sys::TouchLatency::timed(plan, write, pacing.is_none()) {
+        return;
+    }
     let Some(p) = pacing else {
         touch_pages(plan, 0, plan.len(), write);
         return;

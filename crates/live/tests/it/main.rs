@@ -83,6 +83,7 @@ fn opts(repeat: u32) -> ExecOptions {
         settle_host: false,
         cpu: None,
         pressure: Default::default(),
+        latency: false,
     }
 }
 

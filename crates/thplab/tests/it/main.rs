@@ -32,6 +32,7 @@ mod fork;
 mod golden;
 mod inputs;
 mod khugepaged;
+mod latency;
 mod live;
 mod model;
 mod pacing;

@@ -156,7 +156,9 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     forked.ok();
     // A fragmented machine that compacts: `model.compaction`.
     let fragmented = workspace().join("examples/fragmented-defrag.thpw");
-    let compacted = thplab(&["sim", fragmented.to_str().unwrap(), "--json", "--mem", "1G", "--set", "defrag=always"]);
+    // Priced with `[fault.pressure]`, each fault timed: `time.pressure`, `time.latency`.
+    let (_p2, pressured) = temp_file("pressure.toml", &format!("{builtin}\n[fault.pressure]\ncompact_migrate_ns_per_page = 1000.0\n"));
+    let compacted = thplab(&["sim", fragmented.to_str().unwrap(), "--json", "--mem", "1G", "--set", "defrag=always", "--profile", &pressured, "--latency"]);
     compacted.ok();
     // Threads and a vfork child: shares_mm_with.
     let threads = thplab(&["sim", workspace().join("crates/thplab/tests/it/data/fork/threads-vfork.thpw").to_str().unwrap(), "--json"]);
@@ -192,6 +194,8 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     // `thplab live W --memory-max 32M --swap zram:128M --json` on this machine (cgroup v1):
     // `live.pressure`.
     let captured_pressure = read_json("live-pressure-result.json");
+    // `thplab live W --latency --json` on this machine: `live.fault_latency`.
+    let captured_latency = read_json("live-latency-result.json");
     let err_line = thplab(&["sim", &w, "--json", "--set", "enabled=sometimes"]);
     let (_d2, bad) = temp_file("bad.thpw", "mmap a 1M\nfrobnicate\n");
     let err_file = thplab(&["sim", &bad, "--json"]);
@@ -230,6 +234,7 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
         ("thplab-run/2", captured_program),
         ("thplab-run/2", captured_host),
         ("thplab-run/2", captured_pressure),
+        ("thplab-run/2", captured_latency),
         ("thplab-trace-stats/1", stats.json()),
         ("thplab-error/1", err_line.json()),
         ("thplab-error/1", err_file.json()),

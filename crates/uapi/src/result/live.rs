@@ -137,6 +137,11 @@ pub struct LiveWorkloadRun {
     /// which `compare` and `demo` give the model to run again from the state the live run met.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub free_lists: Option<crate::profile::FreeLists>,
+    /// `--latency`: each fault of the workload's `touch` statements timed (the first access of
+    /// a page, clock_gettime around it; the slowest touches of each statement, as many as its
+    /// minflt + majflt grew, are its faults), all runs together (`live::executor`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault_latency: Option<crate::latency::FaultLatency>,
 }
 
 /// Lowest, lower median and highest value of a counter over the runs.

@@ -1,5 +1,5 @@
 //! Time: what the model's work costs with a machine profile (`TimeEstimate`), how far it may
-//! be off (`TimeUncertainty`, `HostStateRange`), and each `phase` (`PhaseTime`).
+//! be off (`TimeUncertainty`, `HostStateRange`), each `phase` (`PhaseTime`), and what memory pressure cost (`PressureTime`).
 
 use super::*;
 
@@ -81,6 +81,31 @@ pub struct TimeEstimate {
     /// may be off (docs/results-schema.md, "Time uncertainty").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uncertainty: Option<TimeUncertainty>,
+    /// With a profile whose `[fault.pressure]` prices something and a run that reclaimed,
+    /// swapped or compacted: that work's time (docs/pressure.md, "Latency").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pressure: Option<PressureTime>,
+    /// `--latency`: each fault's priced time (its stalls included), as a distribution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<crate::latency::FaultLatency>,
+}
+
+/// What memory pressure cost with the profile's `[fault.pressure]`, ns. The direct part is on
+/// the faulting tasks' time (in `total_ns`); kswapd's and kcompactd's is CPU time on their
+/// own threads (not in `total_ns`, not on the clock).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PressureTime {
+    /// Direct reclaim (memcg limit reclaim and `try_to_free_pages`): pages scanned and
+    /// reclaimed, and the swap-out of what it reclaimed.
+    pub direct_reclaim_ns: f64,
+    /// Major faults' swap-ins (`pswpin`).
+    pub swapin_ns: f64,
+    /// Direct compaction: pageblocks scanned and pages migrated.
+    pub direct_compaction_ns: f64,
+    /// kswapd's reclaim and swap-out.
+    pub kswapd_ns: f64,
+    /// kcompactd's compaction.
+    pub kcompactd_ns: f64,
 }
 
 /// How far a time estimate may be off: the profile's calibrated spreads, the program's own
