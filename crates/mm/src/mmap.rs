@@ -245,7 +245,7 @@ impl Kernel {
             return Err(Errno::EINVAL);
         }
         let end = addr.checked_add(len.div_ceil(PAGE_SIZE) * PAGE_SIZE).ok_or(Errno::EINVAL)?;
-        if end > TASK_SIZE {
+        if end > TASK_SIZE || self.hugetlb_cuts(addr, end) {
             return Err(Errno::EINVAL);
         }
         self.unmap_range(addr, end);
@@ -272,6 +272,10 @@ impl Kernel {
         // (live: split_deferred counts every such folio, at munmap and at exit).
         let vmas = self.mm.vmas.intersecting(start, end);
         for v in &vmas {
+            if v.flags & vm::HUGETLB != 0 {
+                self.hugetlb_unmap_vma(v);
+                continue;
+            }
             self.zap_range(v.start, v.end);
         }
         for v in vmas {
