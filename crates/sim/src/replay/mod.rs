@@ -453,6 +453,7 @@ fn backing_word(b: MapBacking) -> &'static str {
         MapBacking::Shmem { .. } => "shmem",
         MapBacking::ShmemPrivate { .. } => "private shmem",
         MapBacking::Special | MapBacking::ThpFile { .. } => "file",
+        MapBacking::Hugetlb(_) => "hugetlb",
     }
 }
 
