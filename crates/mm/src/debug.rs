@@ -160,6 +160,7 @@ impl Kernel {
                 rep.census.sizes.insert(thp_abi::FolioSize::of(Order(order as u8)), *c);
             }
         }
+        self.hugetlb_census(ranges, &mut rep.census);
         rep
     }
 

@@ -738,6 +738,24 @@ impl Kernel {
         }
     }
 
+    /// The hugetlb folios the current mm maps in `ranges`, into `census`: each one folio of its
+    /// size, mapped by a PMD (or PUD) entry, as /proc/kpageflags shows them (KPF_HUGE) to the
+    /// live census. Not in Rss (smaps counts them in `*_Hugetlb`).
+    pub(crate) fn hugetlb_census(&self, ranges: &[(u64, u64)], census: &mut thp_abi::Census) {
+        let mm = self.mm.id.0;
+        let mut seen = BTreeSet::new();
+        for &(s, e) in ranges {
+            for p in self.hugetlb.ptes.range((mm, s)..(mm, e)).map(|(_, p)| p) {
+                if seen.insert(p.folio) {
+                    let size = thp_abi::FolioSize::of(Order(self.hugetlb_folio(p.folio).size.order()));
+                    let c = census.sizes.entry(size).or_default();
+                    c.folios += 1;
+                    c.pmd_mapped += 1;
+                }
+            }
+        }
+    }
+
     /// `Private_Hugetlb` and `Shared_Hugetlb` of the current mm's VMA at `start` (bytes):
     /// each mapped page counted as shared when more than one mapping maps it
     /// (`smaps_hugetlb_range`: `folio_mapcount > 1` is shared; a private page mapped only here

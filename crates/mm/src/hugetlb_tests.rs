@@ -152,6 +152,10 @@ fn fork_shares_a_private_page_and_cow_copies_it() {
     let parent = k.current_mm();
     let (child, _) = k.fork().unwrap();
     assert_eq!(k.hugetlb_smaps(a, a + H), (0, H), "mapped twice: Shared_Hugetlb");
+    // The census sees one 2 MiB folio mapped by a PMD entry, in no Rss (as live reads them).
+    let c = k.census(&[(a, a + H)]);
+    let e = c.census.sizes.get(&thp_abi::FolioSize::of(mm_types::Order::PMD)).copied().unwrap_or_default();
+    assert_eq!((e.folios, e.pmd_mapped, e.pte_mapped, c.rss_bytes), (1, 1, 0, 0));
     k.switch_mm(child);
     assert_eq!(k.access(a, false), Access::Hit);
     assert_eq!(k.access(a, true), Access::Fault);
