@@ -26,6 +26,7 @@ mod exporter;
 mod fidelity;
 mod fork;
 mod golden;
+mod hugetlb;
 mod inputs;
 mod khugepaged;
 mod live;
