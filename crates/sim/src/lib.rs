@@ -87,6 +87,9 @@ pub struct MachineConfig {
     pub hz: u32,
     /// The run's memcg limit and swap device (`--memory-max`, `--swap`); default none.
     pub pressure: thp_abi::Pressure,
+    /// hugetlb pools set at boot (a replay of a program that maps MAP_HUGETLB needs one); a
+    /// workload's `hugetlb_pool` statements are set after these. Default none.
+    pub hugetlb_pools: Vec<workload::HugetlbPool>,
 }
 
 impl MachineConfig {
@@ -114,6 +117,7 @@ impl Default for MachineConfig {
             dev_shm_huge: TmpfsHuge::Never,
             hz: daemons::DEFAULT_HZ,
             pressure: thp_abi::Pressure::default(),
+            hugetlb_pools: Vec::new(),
         }
     }
 }
@@ -192,7 +196,7 @@ pub fn run_with(
 ) -> Result<(RunResult, Kernel), SimError> {
     let mut k = Kernel::boot(&machine.boot_params(), settings);
     views::start_explaining(&mut k, opts.explain);
-    hugetlb::set_pools(&mut k, workload).map_err(|(line, message)| SimError { source_name: workload.source.clone(), line, message, record: None })?;
+    hugetlb::set_pools(&mut k, &machine.hugetlb_pools).and_then(|_| hugetlb::set_pools(&mut k, &workload.hugetlb_pools)).map_err(|(line, message)| SimError { source_name: workload.source.clone(), line, message, record: None })?;
     let hugetlb_start = k.hugetlb_meminfo();
     let main = k.current_mm();
     let mut sim = Sim::new(workload, k, main);
