@@ -229,7 +229,13 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
     }
     for (name, m) in &model.meminfo {
         let l = live.meminfo.get(name).copied().unwrap_or(0);
-        if *m != 0 || l != 0 {
+        let hugetlb = thp_abi::Meminfo::HUGETLB.iter().any(|h| name.as_str() == thp_abi::KernelName::name(*h));
+        if hugetlb {
+            // The hugetlb pool's counts, which only hugetlb users move: judged exactly, every
+            // one (zero included), as the kernel's accounting is exact (mm/hugetlb.c).
+            let unit = if name.as_str() == "Hugetlb" { " (kB)" } else { "" };
+            push(format!("meminfo {name}{unit}"), *m, l, RowKind::SystemWide, (0, 0.0));
+        } else if *m != 0 || l != 0 {
             // A system-wide level that any process's tmpfs or shm use moves: shown, not judged
             // (the census and shmem_alloc carry the comparison).
             push(format!("meminfo {name} (kB)"), *m, l, RowKind::Informational, (0, 0.0));

@@ -22,6 +22,10 @@ pub mod mman {
     /// Becomes VM_NORESERVE unless vm.overcommit_memory is 2 (mm/mmap.c: do_mmap).
     pub const MAP_NORESERVE: u64 = 0x4000;
     pub const MAP_POPULATE: u64 = 0x8000;
+    /// hugetlb memory (mm/mmap.c: `ksys_mmap_pgoff`); the page size's log2 in the bits from
+    /// MAP_HUGE_SHIFT (0: the default hstate).
+    pub const MAP_HUGETLB: u64 = 0x40000;
+    pub const MAP_HUGE_SHIFT: u64 = 26;
     /// Becomes VM_NOHUGEPAGE (`include/linux/mman.h: calc_vm_flag_bits`, 6.18).
     pub const MAP_STACK: u64 = 0x20000;
     pub const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;

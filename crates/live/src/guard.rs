@@ -117,6 +117,12 @@ impl SettingsGuard {
         SettingsGuard::apply_built_at(paths, extra, |_| Ok(settings.clone()), &Pressure::default(), &PressurePaths::from_env())
     }
 
+    /// [`SettingsGuard::apply_with_pressure`] plus `extra` knobs (such as a workload's hugetlb
+    /// pools, `executor::hugetlb::pool_knobs`), written after the THP knobs and restored with them.
+    pub fn apply_with_pressure_and(settings: &ThpSettings, pressure: &Pressure, extra: &[(String, String)]) -> Result<SettingsGuard> {
+        SettingsGuard::apply_built_at(&Paths::from_env(), extra, |_| Ok(settings.clone()), pressure, &PressurePaths::from_env())
+    }
+
     /// Apply `settings` and, for `--memory-max`/`--swap`, create the run's memcg and swap
     /// device (crate::pressure), journalled and torn down like the knobs. With no pressure,
     /// exactly [`SettingsGuard::apply`].

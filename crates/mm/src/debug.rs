@@ -160,6 +160,7 @@ impl Kernel {
                 rep.census.sizes.insert(thp_abi::FolioSize::of(Order(order as u8)), *c);
             }
         }
+        self.hugetlb_census(ranges, &mut rep.census);
         rep
     }
 
@@ -246,9 +247,10 @@ impl Kernel {
             }
         }
         // Frames neither free nor allocated: exactly those a seeded layout left held by the
-        // rest of the system (`Zone::seed_free_areas`), none otherwise.
+        // rest of the system (`Zone::seed_free_areas`) and hugetlb's pools (no folio of the
+        // buddy allocator's), none otherwise.
         let unowned = owner.iter().filter(|&&o| o == 0).count() as u64;
-        if unowned != self.zone.seed_held() {
+        if unowned != self.zone.seed_held() + self.hugetlb_frames() {
             let i = owner.iter().position(|&o| o == 0).unwrap_or(0);
             return Err(format!("{unowned} frames (the first {i:#x}) are neither free nor allocated, {} held by the rest of the system", self.zone.seed_held()));
         }

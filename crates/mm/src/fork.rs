@@ -188,6 +188,9 @@ impl Kernel {
                 tmp.anon_vma = 0;
             }
             child.vmas.insert(tmp);
+            if v.flags & vm::HUGETLB != 0 {
+                self.hugetlb_dup_vma(id, &v);
+            }
             // vma_needs_copy: only VMAs with an anon_vma have page tables worth copying; shared
             // (shmem) mappings refault from the page cache.
             if v.flags & vm::WIPEONFORK == 0 && v.anon_vma != 0 && (v.file == 0 || v.flags & vm::SHARED == 0) && !failed && self.copy_page_range(&mut child, &v, &mut work).is_err() {

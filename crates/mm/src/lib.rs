@@ -13,6 +13,8 @@
 //! - [`memory`]: `mm/memory.c`: `handle_mm_fault` and the PTE-level fault path, zap.
 //! - [`huge_memory`]: `mm/huge_memory.c`, `include/linux/huge_mm.h`: which orders a VMA allows,
 //!   PMD faults, the huge zero folio, PMD split, deferred split.
+//! - [`hugetlb`]: `mm/hugetlb.c`, `fs/hugetlbfs/inode.c`: per-size pools, reservations,
+//!   hugetlb faults, COW and fork.
 //! - [`madvise`]: `mm/madvise.c`, `mm/mprotect.c`, `kernel/sys.c` (prctl).
 //! - [`gup`]: `mm/gup.c`, `mm/mlock.c`: populating and pinning without a user fault, mlock.
 //! - [`shmem`]: `mm/shmem.c`: shmem and tmpfs inodes, mounts, the order rules, write, fallocate.
@@ -41,6 +43,7 @@ pub mod debug;
 pub mod fork;
 pub mod gup;
 pub mod huge_memory;
+pub mod hugetlb;
 pub mod khugepaged;
 pub mod madvise;
 pub mod memcontrol;
@@ -309,6 +312,8 @@ pub struct Kernel {
     pub(crate) last_charge_failed: bool,
     /// A range reclaim leaves alone while a fault or collapse works on it: (mm, start, end).
     pub(crate) reclaim_guard: Option<(u32, u64, u64)>,
+    /// hugetlb's pools, files, mappings and pages (`hugetlb`).
+    pub(crate) hugetlb: hugetlb::Hugetlb,
 }
 
 impl Kernel {
@@ -346,6 +351,7 @@ impl Kernel {
             charge_gfp: None,
             last_charge_failed: false,
             reclaim_guard: None,
+            hugetlb: hugetlb::Hugetlb::default(),
         }
     }
 

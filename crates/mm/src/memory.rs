@@ -253,6 +253,9 @@ impl Kernel {
                 None => return Access::Segv,
             },
         };
+        if vma.flags & vm::HUGETLB != 0 {
+            return self.hugetlb_fault(vma, addr, write);
+        }
         // access_error(): writes need VM_WRITE, reads any of read/write/exec.
         if (write && vma.flags & vm::WRITE == 0) || vma.flags & vm::ACCESS == 0 || vma.flags & vm::SPECIAL != 0 {
             return Access::Segv;

@@ -49,6 +49,8 @@ pub enum MapBacking {
     /// `thp_get_unmapped_area` (ext4, xfs, ...), mapped from page `pgoff`: a mapping that holds
     /// a whole PMD-aligned 2 MiB of the file goes where that part is PMD-aligned in memory.
     ThpFile { pgoff: u64 },
+    /// hugetlb memory (MAP_HUGETLB, a hugetlbfs or MFD_HUGETLB file): `crate::hugetlb`.
+    Hugetlb(crate::hugetlb::HugetlbMap),
 }
 
 /// `PROT_*` → VM_READ/WRITE/EXEC.
@@ -118,6 +120,12 @@ impl Kernel {
         }
         let (ino, pgoff) = match backing {
             MapBacking::PrivateAnon => return self.get_unmapped_area(len, placement),
+            MapBacking::Hugetlb(m) => {
+                let hsize = m.size.bytes();
+                let len = len.checked_next_multiple_of(hsize).ok_or(Errno::ENOMEM)?;
+                let p = if placement == MmapPlacement::Kernel { MmapPlacement::Aligned { align: hsize, offset: 0 } } else { placement };
+                return self.get_unmapped_area(len, p);
+            }
             MapBacking::ThpFile { pgoff } => {
                 let plain = |len: u64, p: MmapPlacement| self.mmap_placement(len, p, MapBacking::Special);
                 return match self.thp_get_unmapped_area(len, placement, pgoff * PAGE_SIZE, plain) {
@@ -180,6 +188,9 @@ impl Kernel {
 
     /// `mmap` of any backing the model knows.
     pub fn do_mmap_backed(&mut self, len: u64, prot_flags: u32, placement: MmapPlacement, backing: MapBacking) -> Result<u64, Errno> {
+        if let MapBacking::Hugetlb(m) = backing {
+            return self.hugetlb_mmap(len, prot_flags, placement, m);
+        }
         let addr = self.mmap_placement(len, placement, backing)?;
         let len = len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
         let (ino, pgoff) = match backing {
@@ -201,6 +212,7 @@ impl Kernel {
             }
             MapBacking::SharedAnon => (None, 0),
             MapBacking::Shmem { ino, pgoff } | MapBacking::ShmemPrivate { ino, pgoff } => (Some(ino), pgoff),
+            MapBacking::Hugetlb(_) => unreachable!("hugetlb_mmap above"),
         };
         let ino = match ino {
             Some(i) => i,
@@ -245,7 +257,7 @@ impl Kernel {
             return Err(Errno::EINVAL);
         }
         let end = addr.checked_add(len.div_ceil(PAGE_SIZE) * PAGE_SIZE).ok_or(Errno::EINVAL)?;
-        if end > TASK_SIZE {
+        if end > TASK_SIZE || self.hugetlb_cuts(addr, end) {
             return Err(Errno::EINVAL);
         }
         self.unmap_range(addr, end);
@@ -272,6 +284,10 @@ impl Kernel {
         // (live: split_deferred counts every such folio, at munmap and at exit).
         let vmas = self.mm.vmas.intersecting(start, end);
         for v in &vmas {
+            if v.flags & vm::HUGETLB != 0 {
+                self.hugetlb_unmap_vma(v);
+                continue;
+            }
             self.zap_range(v.start, v.end);
         }
         for v in vmas {

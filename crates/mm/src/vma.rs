@@ -72,6 +72,9 @@ pub mod vm {
     /// one per VMA in the kernel (`vm_userfaultfd_ctx`, which merging compares); the model has
     /// one context per mm, so the flags stand for it.
     pub const UFFD_ARMED: u32 = UFFD_MISSING | UFFD_WP | UFFD_MINOR;
+    /// VM_HUGETLB: a hugetlb mapping (`crate::hugetlb`); set with [`SPECIAL`], so that the
+    /// rest of the model leaves it alone, and the access path hands it to `hugetlb_fault`.
+    pub const HUGETLB: u32 = 1 << 19;
 }
 
 /// `struct vm_area_struct` (private anonymous only, for now).

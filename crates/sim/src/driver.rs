@@ -91,6 +91,10 @@ pub enum Step {
     ShmemCreate { sb: SbId, linked: bool },
     /// `ftruncate` of a shmem file.
     Ftruncate { ino: InodeId, size: u64 },
+    /// `memfd_create(MFD_HUGETLB)` (fs/hugetlbfs/inode.c: `hugetlb_file_setup`): a file of size 0.
+    HugetlbFileSetup(mm::hugetlb::HugeSize),
+    /// `ftruncate` of a hugetlbfs file (`hugetlbfs_setattr`).
+    HugetlbTruncate { ino: u32, size: u64 },
     /// `fallocate` of a shmem file (`keep_size`: FALLOC_FL_KEEP_SIZE).
     Fallocate { ino: InodeId, offset: u64, len: u64, keep_size: bool },
     /// `fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)` of a shmem file.
@@ -686,6 +690,8 @@ impl Machine {
             Step::ShmemMount(huge) => Outcome::Mounted(k.shmem_mount(huge)),
             Step::ShmemCreate { sb, linked } => Outcome::Created(k.shmem_create(sb, linked)),
             Step::Ftruncate { ino, size } => Outcome::Ret(k.shmem_ftruncate(ino, size)),
+            Step::HugetlbFileSetup(size) => Outcome::Created(k.hugetlb_file_setup(size, 0, false)),
+            Step::HugetlbTruncate { ino, size } => Outcome::Ret(k.hugetlb_truncate(ino, size)),
             Step::Fallocate { ino, offset, len, keep_size: false } => Outcome::Ret(k.shmem_fallocate(ino, offset, len)),
             Step::Fallocate { ino, offset, len, keep_size: true } => Outcome::Ret(k.shmem_fallocate_keep_size(ino, offset, len)),
             Step::PunchHole { ino, offset, len } => Outcome::Ret(k.shmem_punch_hole(ino, offset, len)),

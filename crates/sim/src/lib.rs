@@ -10,6 +10,7 @@
 //! - [`daemons`]: khugepaged and page reporting on the driver's clock.
 //! - [`access`]: `access` statements through the TLB model.
 //! - [`file_pages`]: pages of the file mappings a replay does not back.
+//! - [`hugetlb`]: a workload's hugetlb pools, mappings and memfds, and its meminfo lines.
 //! - [`profile`]: what a run is priced and observed with (one type for runs and replays).
 //! - [`replay`]: replay of a recording in the model under any settings.
 //! - [`time`]: the run's time from a machine profile.
@@ -87,6 +88,9 @@ pub struct MachineConfig {
     pub hz: u32,
     /// The run's memcg limit and swap device (`--memory-max`, `--swap`); default none.
     pub pressure: thp_abi::Pressure,
+    /// hugetlb pools set at boot (a replay of a program that maps MAP_HUGETLB needs one); a
+    /// workload's `hugetlb_pool` statements are set after these. Default none.
+    pub hugetlb_pools: Vec<workload::HugetlbPool>,
 }
 
 impl MachineConfig {
@@ -114,6 +118,7 @@ impl Default for MachineConfig {
             dev_shm_huge: TmpfsHuge::Never,
             hz: daemons::DEFAULT_HZ,
             pressure: thp_abi::Pressure::default(),
+            hugetlb_pools: Vec::new(),
         }
     }
 }
@@ -192,6 +197,8 @@ pub fn run_with(
 ) -> Result<(RunResult, Kernel), SimError> {
     let mut k = Kernel::boot(&machine.boot_params(), settings);
     views::start_explaining(&mut k, opts.explain);
+    hugetlb::set_pools(&mut k, &machine.hugetlb_pools).and_then(|_| hugetlb::set_pools(&mut k, &workload.hugetlb_pools)).map_err(|(line, message)| SimError { source_name: workload.source.clone(), line, message, record: None })?;
+    let hugetlb_start = k.hugetlb_meminfo();
     let main = k.current_mm();
     let mut sim = Sim::new(workload, k, main);
     let p = &opts.profile;
@@ -234,6 +241,9 @@ pub fn run_with(
     let processes = proc_results(workload, &mut k, &mms, &tasks, &ranges);
     k.switch_mm(mms[0].expect("main"));
     let mut result = report(workload, settings, &k, &regions, calls);
+    if workload.uses_hugetlb() {
+        hugetlb::meminfo_into(&mut result, &k, &hugetlb_start);
+    }
     if workload.forks() {
         // main's own faults, as for every process (with threads, its mm's count is theirs too).
         result.process.minflt = tasks[0].minflt;
@@ -480,6 +490,11 @@ impl<'a> Sim<'a> {
             }
             OpKind::Create(f) => {
                 let (sb, linked) = match self.w.file(*f).kind {
+                    FileKind::HugetlbMemfd { page } => {
+                        self.inodes[f.0 as usize] = Some(self.step(Step::HugetlbFileSetup(hugetlb::huge_size(page))).created());
+                        self.call(line, call, Ok(()));
+                        return Ok(());
+                    }
                     FileKind::Memfd => (SHM_MNT, false),
                     FileKind::PosixShm { mount } => (mount.map_or(DEV_SHM, |m| self.mounts[m.0 as usize]), true),
                     FileKind::Tmpfs { mount } => (self.mounts[mount.0 as usize], true),
@@ -489,8 +504,14 @@ impl<'a> Sim<'a> {
             }
             OpKind::Ftruncate { file, size } => {
                 let ino = self.inode(line, *file)?;
-                let r = self.step(Step::Ftruncate { ino, size: *size }).ret();
+                let r = match self.w.file(*file).kind {
+                    FileKind::HugetlbMemfd { .. } => self.step(Step::HugetlbTruncate { ino, size: *size }).ret(),
+                    _ => self.step(Step::Ftruncate { ino, size: *size }).ret(),
+                };
                 self.call(line, call, r);
+            }
+            OpKind::Fallocate { file, .. } | OpKind::Write { file, .. } if matches!(self.w.file(*file).kind, FileKind::HugetlbMemfd { .. }) => {
+                return Err(self.err(line, "fallocate and write of a hugetlb memfd are not modelled yet (map it and touch it)".into()));
             }
             OpKind::Fallocate { file, offset, len, mode } => {
                 let (ino, offset, len) = (self.inode(line, *file)?, *offset, *len);
@@ -524,6 +545,15 @@ impl<'a> Sim<'a> {
             Placement::Fixed(a) => MmapPlacement::FixedNoReplace(a),
         };
         let backing = match backing {
+            Backing::Hugetlb { page, shared, noreserve } => MapBacking::Hugetlb(hugetlb::anon_map(page, shared, noreserve)),
+            Backing::SharedFile { file, pgoff } if matches!(self.w.file(file).kind, FileKind::HugetlbMemfd { .. }) => {
+                let FileKind::HugetlbMemfd { page } = self.w.file(file).kind else { unreachable!() };
+                let m = mm::hugetlb::HugetlbMap { file: Some((self.inode(line, file)?, pgoff)), ..hugetlb::anon_map(page, true, false) };
+                MapBacking::Hugetlb(m)
+            }
+            Backing::PrivateFile { file, .. } if matches!(self.w.file(file).kind, FileKind::HugetlbMemfd { .. }) => {
+                return Err(self.err(line, "MAP_PRIVATE of a hugetlb memfd is not modelled yet (map it shared)".into()));
+            }
             Backing::PrivateAnon => MapBacking::PrivateAnon,
             Backing::SharedAnon => MapBacking::SharedAnon,
             Backing::SharedFile { file, pgoff } => MapBacking::Shmem { ino: self.inode(line, file)?, pgoff: pgoff / mm_types::PAGE_SIZE },
@@ -712,6 +742,10 @@ impl<'a> Sim<'a> {
     fn access_error(&self, line: usize, addr: u64, write: bool, outcome: Access) -> SimError {
         match outcome {
             Access::Oom => self.err(line, format!("out of memory at {addr:#x}: {}", oom_report(&self.m))),
+            Access::Sigbus if hugetlb::in_hugetlb(&self.m, addr) => self.err(
+                line,
+                format!("access at {addr:#x} found no hugetlb page: the pool is exhausted (or the owner of the mapping took this child's page at a failed copy-on-write), the process would get SIGBUS; give a larger hugetlb_pool"),
+            ),
             Access::Sigbus => self.err(line, format!("access at {addr:#x} is beyond the end of the mapped file: the process would get SIGBUS (ftruncate it first)")),
             // A workload cannot register a userfaultfd; its faults never go to one.
             Access::Userfault => self.err(line, format!("access at {addr:#x} went to a userfaultfd, which no workload registers")),
@@ -1129,6 +1163,7 @@ pub mod driver;
 mod access;
 mod file_pages;
 mod latency;
+pub mod hugetlb;
 mod profile;
 pub mod replay;
 pub mod time;

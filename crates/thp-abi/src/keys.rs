@@ -79,10 +79,34 @@ pub enum Meminfo {
     SwapTotal,
     /// `SwapFree`: swap space not in use (under memory pressure only).
     SwapFree,
+    /// `HugePages_Total`: the default (2 MiB) hugetlb pool's pages, surplus included (a count,
+    /// not kB; in results only when the run uses hugetlb, as are the four below).
+    HugePagesTotal,
+    /// `HugePages_Free`: of those, not in use.
+    HugePagesFree,
+    /// `HugePages_Rsvd`: reserved at mmap and not yet faulted in.
+    HugePagesRsvd,
+    /// `HugePages_Surp`: beyond `nr_hugepages`, allocated under `nr_overcommit_hugepages`.
+    HugePagesSurp,
+    /// `Hugetlb`: every pool's memory (kB).
+    Hugetlb,
 }
 
 impl Meminfo {
-    pub const ALL: [Meminfo; 5] = [Meminfo::Shmem, Meminfo::ShmemHugePages, Meminfo::ShmemPmdMapped, Meminfo::SwapTotal, Meminfo::SwapFree];
+    pub const ALL: [Meminfo; 10] = [
+        Meminfo::Shmem,
+        Meminfo::ShmemHugePages,
+        Meminfo::ShmemPmdMapped,
+        Meminfo::SwapTotal,
+        Meminfo::SwapFree,
+        Meminfo::HugePagesTotal,
+        Meminfo::HugePagesFree,
+        Meminfo::HugePagesRsvd,
+        Meminfo::HugePagesSurp,
+        Meminfo::Hugetlb,
+    ];
+    /// The hugetlb lines (`hugetlb_report_meminfo`; `Hugepagesize` is a constant, not kept).
+    pub const HUGETLB: [Meminfo; 5] = [Meminfo::HugePagesTotal, Meminfo::HugePagesFree, Meminfo::HugePagesRsvd, Meminfo::HugePagesSurp, Meminfo::Hugetlb];
 }
 
 impl KernelName for Meminfo {
@@ -93,6 +117,11 @@ impl KernelName for Meminfo {
             Meminfo::ShmemPmdMapped => "ShmemPmdMapped",
             Meminfo::SwapTotal => "SwapTotal",
             Meminfo::SwapFree => "SwapFree",
+            Meminfo::HugePagesTotal => "HugePages_Total",
+            Meminfo::HugePagesFree => "HugePages_Free",
+            Meminfo::HugePagesRsvd => "HugePages_Rsvd",
+            Meminfo::HugePagesSurp => "HugePages_Surp",
+            Meminfo::Hugetlb => "Hugetlb",
         }
     }
     fn from_name(text: &str) -> Option<Self> {

@@ -68,6 +68,8 @@ pub struct Workload {
     /// `thread NAME` and `vfork NAME`.
     pub procs: Vec<ProcDecl>,
     pub ops: Vec<Op>,
+    /// `hugetlb_pool` statements, in order (they come before every operation).
+    pub hugetlb_pools: Vec<HugetlbPool>,
 }
 
 /// A task of the workload: `main`, or one that `fork NAME`, `thread NAME` or `vfork NAME`
@@ -183,6 +185,9 @@ pub enum FileKind {
     PosixShm { mount: Option<MountId> },
     /// `open(MOUNT/NAME, O_CREAT|O_RDWR)` on a declared tmpfs mount.
     Tmpfs { mount: MountId },
+    /// `memfd_create(NAME, MFD_HUGETLB | MFD_HUGE_2MB or MFD_HUGE_1GB)` (`memfd NAME hugetlb[=SIZE]`):
+    /// an unlinked file on the internal hugetlbfs mount of that size, grown by ftruncate.
+    HugetlbMemfd { page: HugePage },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -227,6 +232,58 @@ pub enum Backing {
     /// MAP_PRIVATE of a file, from byte `pgoff` of it: reads map the file's folios read-only,
     /// writes copy a page at a time into anonymous memory.
     PrivateFile { file: FileId, pgoff: u64 },
+    /// `MAP_HUGETLB|MAP_ANONYMOUS` with MAP_SHARED or MAP_PRIVATE and MAP_NORESERVE
+    /// (`mmap NAME SIZE hugetlb[=2M|1G] [shared] [noreserve]`): pages from the hugetlb pool.
+    Hugetlb { page: HugePage, shared: bool, noreserve: bool },
+}
+
+/// A hugetlb page size (x86-64's two hstates): `2M` (the default hstate) or `1G`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum HugePage {
+    Size2M,
+    Size1G,
+}
+
+impl HugePage {
+    pub const WORDS: [&'static str; 2] = ["2M", "1G"];
+    pub fn parse(s: &str) -> Option<HugePage> {
+        match s {
+            "2M" => Some(HugePage::Size2M),
+            "1G" => Some(HugePage::Size1G),
+            _ => None,
+        }
+    }
+    pub fn word(self) -> &'static str {
+        match self {
+            HugePage::Size2M => "2M",
+            HugePage::Size1G => "1G",
+        }
+    }
+    /// log2 of the size: MAP_HUGE_2MB/MAP_HUGE_1GB are this << MAP_HUGE_SHIFT.
+    pub fn shift(self) -> u32 {
+        match self {
+            HugePage::Size2M => 21,
+            HugePage::Size1G => 30,
+        }
+    }
+    pub fn bytes(self) -> u64 {
+        1 << self.shift()
+    }
+    /// The sysfs directory of its pool: /sys/kernel/mm/hugepages/hugepages-{kB}kB.
+    pub fn kb(self) -> u64 {
+        self.bytes() >> 10
+    }
+}
+
+/// `hugetlb_pool SIZE N [overcommit=N]`: the machine's pool of SIZE pages for the run
+/// (`nr_hugepages`, `nr_overcommit_hugepages`), set before the first operation; the live run
+/// sets it through the settings guard and restores it after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HugetlbPool {
+    pub page: HugePage,
+    pub pages: u64,
+    pub overcommit: Option<u64>,
+    pub line: usize,
 }
 
 /// A named mapping, declared by `mmap`.
@@ -607,6 +664,14 @@ pub fn read_direct_calls(offset: u64, len: u64, block: u64) -> impl Iterator<Ite
 pub const HEAP: &str = "heap";
 
 impl Workload {
+    /// Whether it uses hugetlb (a pool, a MAP_HUGETLB mapping or an MFD_HUGETLB memfd): its
+    /// results then carry the hugetlb lines of /proc/meminfo.
+    pub fn uses_hugetlb(&self) -> bool {
+        !self.hugetlb_pools.is_empty()
+            || self.files.iter().any(|f| matches!(f.kind, FileKind::HugetlbMemfd { .. }))
+            || self.ops.iter().any(|o| matches!(o.kind, OpKind::Mmap { backing: Backing::Hugetlb { .. }, .. }))
+    }
+
     pub fn region(&self, id: RegionId) -> &RegionDecl {
         &self.regions[id.0 as usize]
     }
@@ -656,7 +721,7 @@ impl Workload {
             OpKind::ReadDirect { .. } => "read(O_DIRECT)".into(),
             OpKind::Mount(_) => "mount(tmpfs)".into(),
             OpKind::Create(f) => match self.file(*f).kind {
-                FileKind::Memfd => "memfd_create".into(),
+                FileKind::Memfd | FileKind::HugetlbMemfd { .. } => "memfd_create".into(),
                 FileKind::PosixShm { .. } => "shm_open".into(),
                 FileKind::Tmpfs { .. } => "open".into(),
             },

@@ -6,6 +6,8 @@ use std::collections::HashMap;
 
 use crate::*;
 
+mod hugetlb;
+
 /// The most system calls one statement may stand for (`every=` repetitions, `write` chunks): a
 /// statement that would make billions of calls is a mistake, and would take hours and, for
 /// munmap holes, a VMA each.
@@ -87,7 +89,7 @@ impl Ctx<'_> {
 pub const BLOCKS: [&str; 6] = ["fork NAME {", "thread NAME {", "vfork NAME {", "in NAME {", "repeat N {", "repeat DURATION {"];
 
 const VERBS: &str =
-    "mmap, munmap, mprotect, madvise, mlock, munlock, brk, prctl, touch, access, sleep, phase, repeat, read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, thread, vfork, in, exit, wait, fragment, drop_caches";
+    "mmap, munmap, mprotect, madvise, mlock, munlock, brk, prctl, touch, access, sleep, phase, repeat, read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, thread, vfork, in, exit, wait, fragment, drop_caches, hugetlb_pool";
 
 /// Parse workload text. `source` names it in errors (a path, or `<builtin>`).
 pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
@@ -98,6 +100,7 @@ pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
         mounts: Vec::new(),
         procs: vec![ProcDecl { name: MAIN_PROC.into(), line: 0, parent: None, kind: ProcKind::Main }],
         ops: Vec::new(),
+        hugetlb_pools: Vec::new(),
     };
     let mut seen_statement = false;
     let mut names = Names::default();
@@ -127,6 +130,10 @@ pub fn parse(source: &str, text: &str) -> Result<Workload, WorkloadError> {
             continue;
         }
         seen_statement = true;
+        if words[0] == "hugetlb_pool" {
+            hugetlb::parse_pool(&cx, &mut w, &words[1..])?;
+            continue;
+        }
         if procs.repeat_block(&cx, &mut w, &words)? || procs.structure(&cx, &mut w, &words)? {
             continue;
         }
@@ -542,9 +549,14 @@ fn parse_tmpfs(cx: &Ctx, w: &mut Workload, args: &[&str]) -> Result<OpKind, Work
 
 /// `memfd NAME`, `shm_open NAME [on=MOUNT]`, `file NAME on=MOUNT`: a shmem file created.
 fn parse_file_decl(cx: &Ctx, w: &mut Workload, verb: &str, args: &[&str]) -> Result<OpKind, WorkloadError> {
+    if verb == "memfd" {
+        if let Some(op) = hugetlb::parse_memfd(cx, w, args)? {
+            return Ok(op);
+        }
+    }
     let (pos, opts) = split_options(cx, args, if verb == "memfd" { &[] } else { &["on"] })?;
     let usage = match verb {
-        "memfd" => "memfd NAME",
+        "memfd" => "memfd NAME [hugetlb[=2M|1G]]",
         "shm_open" => "shm_open NAME [on=MOUNT]",
         _ => "file NAME on=MOUNT",
     };
@@ -589,7 +601,10 @@ fn parse_fallocate_write(cx: &Ctx, w: &mut Workload, verb: &str, args: &[&str]) 
 }
 
 fn parse_mmap(cx: &Ctx, w: &mut Workload, args: &[&str]) -> Result<OpKind, WorkloadError> {
-    let usage = "mmap NAME SIZE [shared | file=FILE [private] [pgoff=SIZE]] [prot=PROT] [align=SIZE] [offset=SIZE] [at=ADDRESS]";
+    let usage = "mmap NAME SIZE [shared | file=FILE [private] [pgoff=SIZE] | hugetlb[=2M|1G] [shared] [noreserve]] [prot=PROT] [align=SIZE] [offset=SIZE] [at=ADDRESS]";
+    if let Some(op) = hugetlb::parse_mmap(cx, w, args, usage)? {
+        return Ok(op);
+    }
     let (mut pos, opts) = split_options(cx, args, &["prot", "align", "offset", "at", "file", "pgoff"])?;
     // A third word says how a mapping is shared: `shared` (anonymous) or `private` (a file).
     let (shared, private) = match pos.get(2).copied() {

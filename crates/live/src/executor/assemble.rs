@@ -88,7 +88,8 @@ pub(super) fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, ru
         }
         res.mthp.insert(dir.into(), out);
     }
-    for name in MEMINFO_FIELDS {
+    let hugetlb: &[&str] = if w.uses_hugetlb() { super::hugetlb::HUGETLB_MEMINFO_FIELDS } else { &[] };
+    for name in MEMINFO_FIELDS.iter().chain(hugetlb) {
         let v = col(format!("meminfo.{name}"), runs.iter().map(|r| r.meminfo.get(*name).copied().unwrap_or(0)).collect());
         res.meminfo.insert((*name).into(), v);
     }

@@ -111,6 +111,7 @@ fn mmap_flags(b: &Backing) -> i32 {
         Backing::PrivateFile { .. } => libc::MAP_PRIVATE,
         Backing::SharedAnon => libc::MAP_SHARED | libc::MAP_ANONYMOUS,
         Backing::SharedFile { .. } => libc::MAP_SHARED,
+        Backing::Hugetlb { page, shared, noreserve } => super::hugetlb::mmap_flags(*page, *shared, *noreserve),
     }) | libc::MAP_FIXED_NOREPLACE
 }
 
@@ -122,7 +123,7 @@ fn file_names(spec: &ExecSpec) -> Result<(Vec<std::ffi::CString>, Vec<std::ffi::
     let mut machine_shm = Vec::new();
     for f in &spec.files {
         let name = match f.kind {
-            FileSpecKind::Memfd => f.name.clone(),
+            FileSpecKind::Memfd | FileSpecKind::HugetlbMemfd(_) => f.name.clone(),
             FileSpecKind::Shm => format!("/{SHM_PREFIX}{pid}-{}", f.name),
             FileSpecKind::Open => {
                 let m = f.mount.and_then(|m| spec.mounts.get(m)).ok_or_else(|| format!("file '{}' has no mount", f.name))?;

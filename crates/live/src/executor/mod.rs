@@ -46,11 +46,13 @@
 //! - [`tasks`]: the workload's tasks in the child (main, fork children, threads, vfork) and their
 //!   op loop.
 //! - [`sys`]: the child's system-level helpers: clocks and fault counts read without allocating.
+//! - [`hugetlb`]: the pool's knobs for the guard, MAP_HUGETLB and MFD_HUGETLB flags, meminfo lines.
 //! - [`parent`]: one run of the child: spawn, messages, counters before and after, census.
 //! - [`assemble`]: from the runs to one `RunResult` with source `live`.
 
 mod assemble;
 mod child;
+pub mod hugetlb;
 mod parent;
 mod protocol;
 pub mod spec;

@@ -123,13 +123,13 @@ pub struct RunOnce {
 
 pub const MEMINFO_FIELDS: &[&str] = &["Shmem", "ShmemHugePages", "ShmemPmdMapped"];
 
-/// [`MEMINFO_FIELDS`] from /proc/meminfo.
+/// [`MEMINFO_FIELDS`] and the hugetlb lines (`hugetlb::HUGETLB_MEMINFO_FIELDS`) from /proc/meminfo.
 pub fn read_meminfo() -> Result<BTreeMap<String, i64>> {
     let text = std::fs::read_to_string("/proc/meminfo").map_err(|e| crate::io_err("cannot read", "/proc/meminfo", e))?;
     let mut out = BTreeMap::new();
     for line in text.lines() {
         let Some((k, v)) = line.split_once(':') else { continue };
-        if MEMINFO_FIELDS.contains(&k) {
+        if MEMINFO_FIELDS.contains(&k) || super::hugetlb::HUGETLB_MEMINFO_FIELDS.contains(&k) {
             if let Some(n) = v.split_whitespace().next().and_then(|n| n.parse().ok()) {
                 out.insert(k.to_string(), n);
             }
@@ -652,7 +652,8 @@ pub fn run_live(
     let (mut spec, regions, notes) = build_spec(w, model_regions)?;
     spec.latency = opts.latency;
     let repeat = opts.repeat.max(1);
-    let guard = SettingsGuard::apply_with_pressure(settings, &opts.pressure)?;
+    // The workload's hugetlb pools: set with the knobs, restored with them on every exit path.
+    let guard = SettingsGuard::apply_with_pressure_and(settings, &opts.pressure, &super::hugetlb::pool_knobs(w))?;
     let memcg = guard.memcg();
     remove_stale_leftovers(&paths);
     if let Some(m) = guard.recovered() {

@@ -98,6 +98,8 @@ pub struct MountSpec {
 #[serde(rename_all = "snake_case")]
 pub enum FileSpecKind {
     Memfd,
+    /// memfd_create with MFD_HUGETLB and the page size's log2 (21: 2 MiB, 30: 1 GiB).
+    HugetlbMemfd(u32),
     /// shm_open on /dev/shm (the machine's, or [`ExecSpec::dev_shm`] bound over it).
     Shm,
     /// open(O_CREAT|O_RDWR) on a mount.
@@ -197,6 +199,7 @@ fn file_specs(w: &Workload) -> Result<(Vec<FileSpec>, Option<usize>)> {
     for f in &w.files {
         let (kind, mount) = match f.kind {
             FileKind::Memfd => (FileSpecKind::Memfd, None),
+            FileKind::HugetlbMemfd { page } => (FileSpecKind::HugetlbMemfd(page.shift()), None),
             FileKind::PosixShm { mount } => {
                 match shm_mount {
                     None => shm_mount = Some((mount, f.line)),

@@ -467,6 +467,7 @@ fn run_file_op(ex: &Exec, op: &OpKind) -> i64 {
             let fd = unsafe {
                 match ex.spec.files[file].kind {
                     FileSpecKind::Memfd => libc::memfd_create(name, 0),
+                    FileSpecKind::HugetlbMemfd(shift) => libc::memfd_create(name, super::hugetlb::memfd_flags(shift)),
                     FileSpecKind::Shm => libc::shm_open(name, libc::O_CREAT | libc::O_RDWR, 0o600),
                     FileSpecKind::Open => libc::open(name, libc::O_CREAT | libc::O_RDWR, 0o600),
                 }

@@ -290,8 +290,13 @@ impl<'a> Replay<'a> {
         if header.thp_settings.is_empty() {
             warnings.push("the recording has no THP knobs (format 1.x): placements are checked under the replay's knobs".into());
         }
+        let mut k = Kernel::boot(&params, settings);
+        // The machine's hugetlb pools (what MAP_HUGETLB mappings of the recording take).
+        if let Err((_, e)) = crate::hugetlb::set_pools(&mut k, &machine.hugetlb_pools) {
+            warnings.push(e);
+        }
         let mut r = Replay {
-            m: Box::new(Machine::new(Kernel::boot(&params, settings))),
+            m: Box::new(Machine::new(k)),
             settings,
             rec_settings,
             mounts: Vec::new(),
@@ -453,6 +458,7 @@ fn backing_word(b: MapBacking) -> &'static str {
         MapBacking::Shmem { .. } => "shmem",
         MapBacking::ShmemPrivate { .. } => "private shmem",
         MapBacking::Special | MapBacking::ThpFile { .. } => "file",
+        MapBacking::Hugetlb(_) => "hugetlb",
     }
 }
 

@@ -34,7 +34,10 @@ impl<'a> Replay<'a> {
         }
         let Some(img) = self.procs.get_mut(&pid).and_then(|p| p.image.as_mut()) else { return };
         let shared = flags & MAP_SHARED != 0;
-        let backing = if flags & MAP_ANONYMOUS != 0 {
+        let backing = if let Some(h) = crate::hugetlb::recorded_map(flags).filter(|_| flags & MAP_ANONYMOUS != 0) {
+            // MAP_HUGETLB: from the machine's pool (`MachineConfig::hugetlb_pools`).
+            MapBacking::Hugetlb(h)
+        } else if flags & MAP_ANONYMOUS != 0 {
             if shared {
                 MapBacking::SharedAnon
             } else {

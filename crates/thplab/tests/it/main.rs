@@ -30,6 +30,7 @@ mod exporter;
 mod fidelity;
 mod fork;
 mod golden;
+mod hugetlb;
 mod inputs;
 mod khugepaged;
 mod latency;

@@ -84,7 +84,7 @@ fn errors_name_file_line_and_what_is_valid() {
     assert_eq!(
         err("mmap a 1M\n\nfrobnicate a"),
         "w.thpw:3: unknown operation 'frobnicate'; valid: mmap, munmap, mprotect, madvise, mlock, munlock, brk, prctl, touch, access, sleep, phase, repeat, \
-         read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, thread, vfork, in, exit, wait, fragment, drop_caches"
+         read_direct, tmpfs, memfd, shm_open, file, ftruncate, fallocate, write, fork, thread, vfork, in, exit, wait, fragment, drop_caches, hugetlb_pool"
     );
     assert_eq!(err("touch a write"), "w.thpw:1: unknown region 'a'; declared so far: none (declare one with mmap)");
     assert_eq!(err("mmap a 1Q"), "w.thpw:1: invalid size '1Q'; write a number with an optional unit K, M, G, T (4K, 2M, 1G, 1T)");
