@@ -213,6 +213,11 @@ pub struct Aligner {
     ids: HashMap<String, u32>,
     pub seen: u64,
     pub matched: u64,
+    /// How far behind the last match an unmatched native call may still be matched (0 for
+    /// lackey, whose ld.so makes its calls in the native order; under QEMU ld.so makes an early
+    /// anonymous mmap after opening ld.so.cache instead of before).
+    pub look_back: usize,
+    taken: std::collections::HashSet<usize>,
 }
 
 impl Aligner {
@@ -220,7 +225,7 @@ impl Aligner {
         let nbrk_start = native.calls.iter().find(|c| c.kind == SyscallKind::Brk && c.ret > 0).map(|c| c.ret as u64);
         let nstack_top = native.maps.iter().find(|m| m.path == b"[stack]").map(|m| m.end);
         let anchor = native.start_anchor;
-        Aligner { native, cursor: 0, map: RangeMap::default(), vbrk: None, nbrk_start, vstack_top: None, nstack_top, anchor, names: Vec::new(), ids: HashMap::new(), seen: 0, matched: 0 }
+        Aligner { native, cursor: 0, map: RangeMap::default(), vbrk: None, nbrk_start, vstack_top: None, nstack_top, anchor, names: Vec::new(), ids: HashMap::new(), seen: 0, matched: 0, look_back: 0, taken: Default::default() }
     }
 
     fn region(&mut self, name: String) -> u32 {
@@ -346,11 +351,17 @@ impl Aligner {
             let end = (self.cursor + LOOSE_WINDOW).min(self.native.calls.len());
             (self.cursor..end).find(|&j| self.loosely_same(v, &self.native.calls[j]))
         });
+        // An anonymous mmap made later than natively: a native one not matched, a little behind.
+        let back = j.is_none() && v.kind == SyscallKind::Mmap;
+        let j = j.or_else(|| (self.cursor.saturating_sub(self.look_back)..self.cursor).find(|&k| back && !self.taken.contains(&k) && self.same(v, &self.native.calls[k])));
         let n = j.map(|j| self.native.calls[j].clone());
         if let Some(j) = j {
             self.matched += 1;
-            self.cursor = j + 1;
+            self.cursor = self.cursor.max(j + 1);
             self.anchor = self.anchor.max(self.native.calls[j].index + 1);
+            if self.look_back > 0 {
+                self.taken.insert(j);
+            }
         }
         let a = |i: usize| v.args.get(i).copied().unwrap_or(0);
         match v.kind {
@@ -817,6 +828,15 @@ impl Engine {
             Engine::Qemu => "QEMU",
             _ => "valgrind",
         }
+    }
+}
+
+/// Record `argv`'s accesses under `engine` (resolved: qemu or lackey): [`qemu::record_accesses_qemu`]
+/// or [`record_accesses`].
+pub fn record_with(engine: Engine, argv: &[OsString], rec: &Recording, trace_crc: u32, native_ns: u64, out: impl Write) -> Result<AccessSummary, RecordError> {
+    match engine {
+        Engine::Qemu => qemu::record_accesses_qemu(argv, rec, trace_crc, native_ns, out),
+        _ => record_accesses(argv, rec, trace_crc, native_ns, out),
     }
 }
 

@@ -152,11 +152,7 @@ fn record_accesses_companion(
     let crc = trace_crc(&args.output)?;
     let native_ns = crate::accesses::native_ns(&args.command, rec);
     let out = BufWriter::new(f);
-    let r = match engine {
-        crate::accesses::Engine::Qemu => crate::accesses::qemu::record_accesses_qemu(&args.command, rec, crc, native_ns, out),
-        _ => crate::accesses::record_accesses(&args.command, rec, crc, native_ns, out),
-    };
-    match r {
+    match crate::accesses::record_with(engine, &args.command, rec, crc, native_ns, out) {
         Ok(s) => Ok(s),
         Err(e) => {
             let _ = std::fs::remove_file(companion);

@@ -13,7 +13,10 @@
 //! the executable, the interpreter and the stack QEMU loaded: they are mapped onto the native
 //! exec snapshot by inode and offset, as valgrind's are (QEMU's own mappings of the
 //! interpreter's file are mapped too, and never accessed by the guest). What differs from
-//! lackey, measured in docs/trace-format.md "Accesses": QEMU splits some accesses lackey
+//! lackey, measured in docs/trace-format.md "Accesses": ld.so under QEMU makes an early
+//! anonymous mmap after opening ld.so.cache where natively (and under valgrind) it comes before,
+//! so the aligner may match an anonymous mmap with an unmatched native one up to
+//! [`super::LOOSE_WINDOW`] calls behind its last match (`Aligner::look_back`); QEMU splits some accesses lackey
 //! counts as one (a 16-byte SSE load is two 8-byte loads in QEMU 7.2's x86 front end); a load
 //! and a store of the same address by the same instruction are one access that writes, as
 //! lackey's `M`.
@@ -177,7 +180,9 @@ pub fn record_accesses_qemu(argv: &[OsString], rec: &Recording, trace_crc: u32, 
     let header = AccessHeader { trace_crc, trace_records: rec.events.len() as u64, page_size: PAGE, flags: ACCESS_ZSTD | ACCESS_QEMU };
     let werr = |e: io::Error| RecordError::Other(format!("writing the accesses: {e}"));
     let writer = AccessWriter::new(out, &header).map_err(werr)?;
-    let mut c = Collector::new(Aligner::new(Native::of(rec)), writer, Box::new(|_| None));
+    let mut aligner = Aligner::new(Native::of(rec));
+    aligner.look_back = super::LOOSE_WINDOW;
+    let mut c = Collector::new(aligner, writer, Box::new(|_| None));
     c.cache_pages();
     // SAFETY: fcntl on an fd owned here; a refusal (above pipe-max-size) leaves the default.
     unsafe { libc::fcntl(rd.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };

@@ -105,8 +105,10 @@ fn priced_accesses(dir: &std::path::Path, trace: &str, untraced_ns: u64, big: &s
 
 /// `record --accesses=qemu` (QEMU user-mode with thplab's TCG plugin, issue #32 item 1) against
 /// lackey on the same program: the 8 MiB mapping's 3 x 2048 stores are the same in both
-/// recordings, and the TLB model's totals (accesses, L1 misses, walks) of the two recordings
-/// are within 2 % of each other under every setting of the anon matrix. Needs root, valgrind
+/// recordings, and the TLB model's results (L1 misses, L2 hits, walks, translation cycles) of
+/// the two recordings are within 2 % of each other under every setting of the anon matrix. The
+/// accesses themselves differ in ld.so's and the stack's (QEMU and valgrind count some x86
+/// instructions' accesses differently: 10.5 % fewer under QEMU here, measured), which hit the L1. Needs root, valgrind
 /// and qemu-user; otherwise prints `skipped: REASON` and passes.
 #[test]
 fn qemu_recorder_matches_lackey() {
@@ -156,7 +158,10 @@ fn qemu_recorder_matches_lackey() {
         // The 8 MiB mapping: 3 passes of 2048 stores in both.
         let big = |r: &serde_json::Value| r["model"]["accesses"]["regions"].as_array().unwrap().iter().find(|c| c["accesses"] == 3 * 2048 && c["writes"] == 3 * 2048).cloned();
         assert!(big(l).is_some() && big(q).is_some(), "{}: the 8 MiB mapping's 6144 stores in both", l["label"]);
-        for k in ["accesses", "l1_misses", "walks"] {
+        let acc = |r: &serde_json::Value| r["model"]["accesses"]["total"]["accesses"].as_f64().unwrap();
+        println!("{} accesses: lackey {} qemu {} ({:+.2} %)", l["label"], acc(l), acc(q), 100.0 * (acc(q) - acc(l)) / acc(l));
+        assert!((acc(q) - acc(l)).abs() <= 0.12 * acc(l), "{}: the accesses differ by more than the 10.5 % measured (12 % allowed)", l["label"]);
+        for k in ["l1_misses", "l2_hits", "walks", "translation_cycles"] {
             let (a, b) = (l["model"]["accesses"]["total"][k].as_f64().unwrap(), q["model"]["accesses"]["total"][k].as_f64().unwrap());
             println!("{} {k}: lackey {a} qemu {b} ({:+.2} %)", l["label"], 100.0 * (b - a) / a.max(1.0));
             assert!((b - a).abs() <= 0.02 * a.max(1.0), "{} {k}: lackey {a}, qemu {b}: more than 2 % apart", l["label"]);
