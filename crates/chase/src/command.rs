@@ -91,6 +91,8 @@ impl Options {
             "measured" => None,
             v => Some(v.parse::<f64>().ok().filter(|x| (0.0..=1.0).contains(x)).ok_or_else(|| anyhow::anyhow!("--order0-scatter: '{v}' is not a number from 0 to 1 or 'measured'"))?),
         };
+        // The hardware's TLB counters around each live run, where the PMU has them.
+        let hw = if live_ok { record::hwcounters::open_self().map_err(|why| eprintln!("thplab bench chase: {why}")).ok() } else { None };
         let mut rows = Vec::new();
         for &bytes in &sizes_b {
             // Live first: the 4K buffer's frames tell the model how scattered base pages are.
@@ -100,7 +102,12 @@ impl Options {
                     if self.repeat > 1 && !self.json {
                         eprintln!("  {} {:>4}: live run {} of {}", mm_types::format_size(bytes), page.name(), round + 1, self.repeat);
                     }
+                    let before = hw.as_ref().map(|c| c.read());
                     runs[i].push(crate::run_chase(bytes, page, self.accesses, self.seed)?);
+                    if let (Some(c), Some(before)) = (&hw, before) {
+                        let counts: Vec<String> = c.read().iter().zip(before).map(|((n, v), (_, b))| format!("{n} {:.3}/access", v.saturating_sub(b) as f64 / self.accesses as f64)).collect();
+                        eprintln!("  {} {:>4}: hardware (the run, its buffer's setup included): {}", mm_types::format_size(bytes), page.name(), counts.join(", "));
+                    }
                 }
             }
             let lives: Vec<Option<crate::ChasePoint>> = runs.iter().map(|r| median_run(r).cloned()).collect();

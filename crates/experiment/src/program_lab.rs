@@ -49,7 +49,7 @@ pub struct CompareRecordArgs {
     /// Live runs per setting (`--repeat`): the median by minflt is shown, minflt judged against
     /// the runs' spread.
     pub repeat: u32,
-    /// `--accesses`: the program's accesses are recorded too (under valgrind) and replayed
+    /// `--accesses`: the program's accesses are recorded too (under QEMU or valgrind) and replayed
     /// through the TLB model of `profile.tlb`.
     pub accesses: bool,
     /// `--only-diff`: print only the rows whose model and live values differ.
@@ -95,7 +95,8 @@ pub fn record_program(command: &[String], timed: u32) -> Result<Recorded> {
     Ok(Recorded { rec, secs, timed_free, timed_range })
 }
 
-/// `--accesses`: the program run again under valgrind lackey (`record::accesses`), its
+/// `--accesses`: the program run again under QEMU with thplab's plugin, else valgrind lackey
+/// (`record::accesses::Engine::Auto`), its
 /// accesses placed on `rec`'s records; with `--keep FILE` also written beside it, as
 /// FILE.accesses (what `thplab sim FILE` reads).
 fn record_accesses(a: &CompareRecordArgs, rec: &record::Recording) -> Result<trace::accesses::AccessTrace> {
@@ -105,15 +106,17 @@ fn record_accesses(a: &CompareRecordArgs, rec: &record::Recording) -> Result<tra
     let crc = u32::from_le_bytes(trace_bytes[trace_bytes.len() - 4..].try_into().expect("4 bytes"));
     let argv: Vec<OsString> = a.command.iter().map(OsString::from).collect();
     let native_ns = record::accesses::native_ns(&argv, rec);
-    eprintln!("thplab compare: running {} under valgrind lackey for its accesses", a.command.join(" "));
+    let engine = record::accesses::Engine::Auto.resolve().map_err(anyhow::Error::msg).context("--accesses")?;
+    eprintln!("thplab compare: running {} under {} for its accesses", a.command.join(" "), engine.tool());
     let mut bytes = Vec::new();
-    let s = record::accesses::record_accesses(&argv, rec, crc, native_ns, &mut bytes).context("--accesses")?;
+    let s = record::accesses::record_with(engine, &argv, rec, crc, native_ns, &mut bytes).context("--accesses")?;
     let t = &s.totals;
     eprintln!(
-        "thplab compare: {} data accesses in {} runs, {:.3} s under valgrind ({:.0}x native)",
+        "thplab compare: {} data accesses in {} runs, {:.3} s under {} ({:.0}x native)",
         t.raw_accesses,
         t.runs,
         t.valgrind_ns as f64 / 1e9,
+        s.engine.tool(),
         t.valgrind_ns as f64 / t.native_ns.max(1) as f64,
     );
     for w in s.warnings() {
@@ -133,8 +136,10 @@ pub fn compare_record(a: CompareRecordArgs) -> Result<bool> {
     if let Some(why) = live_unavailable() {
         return Err(live::LiveError::NotAvailable(why).into());
     }
-    if a.accesses && record::accesses::valgrind_path().is_none() {
-        bail!("--accesses runs the program under valgrind (lackey), which is not installed here (no valgrind in PATH): install it (apt-get install valgrind) or leave out --accesses");
+    if a.accesses {
+        if let Err(why) = record::accesses::Engine::Auto.resolve() {
+            bail!("{why}; or leave out --accesses");
+        }
     }
     // Progress on stderr: the setting, the step, what is left (a bar on a terminal, a line
     // per step otherwise unless --json).

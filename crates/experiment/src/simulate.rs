@@ -127,18 +127,29 @@ fn sim_priced(o: &SimOptions, input: &SimInput, settings: &ThpSettings, machine:
     Ok(r)
 }
 
-/// `sim --matrix SPEC`: each setting of `runs` in turn (`progress`: which one, on a terminal),
-/// the results returned with their labels and settings.
+/// `sim --matrix SPEC`: the settings of `runs` in parallel across the machine's cores (rayon;
+/// `progress`: how many are done, on a terminal), the results returned in `runs`' order with
+/// their labels and settings. Each setting's model is independent of the others' (its own
+/// `sim::Machine`; the recording and its accesses are shared read-only), so the results are
+/// those of running them one after another.
 pub fn sim_matrix(o: &SimOptions, input: &SimInput, spec: &str, runs: &[(String, ThpSettings)], machine: &sim::MachineConfig, explain: Option<(u64, u64)>, progress: bool) -> Result<Vec<(String, ThpSettings, RunResult)>> {
+    use rayon::prelude::*;
     use std::io::IsTerminal;
-    let mut results = Vec::new();
-    for (i, (label, s)) in runs.iter().enumerate() {
-        if progress && std::io::stderr().is_terminal() {
-            eprint!("\rthplab sim --matrix {spec}: {} of {}: {label}\x1b[K", i + 1, runs.len());
-        }
-        results.push((label.clone(), s.clone(), sim_one(o, input, s, machine, explain, false)?));
-    }
-    if progress && std::io::stderr().is_terminal() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let show = progress && std::io::stderr().is_terminal();
+    let done = AtomicUsize::new(0);
+    let results = runs
+        .par_iter()
+        .map(|(label, s)| {
+            let r = sim_one(o, input, s, machine, explain, false)?;
+            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+            if show {
+                eprint!("\rthplab sim --matrix {spec}: {n} of {} done (last: {label})\x1b[K", runs.len());
+            }
+            Ok((label.clone(), s.clone(), r))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if show {
         eprint!("\r\x1b[K");
     }
     Ok(results)

@@ -213,6 +213,11 @@ pub struct Aligner {
     ids: HashMap<String, u32>,
     pub seen: u64,
     pub matched: u64,
+    /// How far behind the last match an unmatched native call may still be matched (0 for
+    /// lackey, whose ld.so makes its calls in the native order; under QEMU ld.so makes an early
+    /// anonymous mmap after opening ld.so.cache instead of before).
+    pub look_back: usize,
+    taken: std::collections::HashSet<usize>,
 }
 
 impl Aligner {
@@ -220,7 +225,7 @@ impl Aligner {
         let nbrk_start = native.calls.iter().find(|c| c.kind == SyscallKind::Brk && c.ret > 0).map(|c| c.ret as u64);
         let nstack_top = native.maps.iter().find(|m| m.path == b"[stack]").map(|m| m.end);
         let anchor = native.start_anchor;
-        Aligner { native, cursor: 0, map: RangeMap::default(), vbrk: None, nbrk_start, vstack_top: None, nstack_top, anchor, names: Vec::new(), ids: HashMap::new(), seen: 0, matched: 0 }
+        Aligner { native, cursor: 0, map: RangeMap::default(), vbrk: None, nbrk_start, vstack_top: None, nstack_top, anchor, names: Vec::new(), ids: HashMap::new(), seen: 0, matched: 0, look_back: 0, taken: Default::default() }
     }
 
     fn region(&mut self, name: String) -> u32 {
@@ -346,11 +351,17 @@ impl Aligner {
             let end = (self.cursor + LOOSE_WINDOW).min(self.native.calls.len());
             (self.cursor..end).find(|&j| self.loosely_same(v, &self.native.calls[j]))
         });
+        // An anonymous mmap made later than natively: a native one not matched, a little behind.
+        let back = j.is_none() && v.kind == SyscallKind::Mmap;
+        let j = j.or_else(|| (self.cursor.saturating_sub(self.look_back)..self.cursor).find(|&k| back && !self.taken.contains(&k) && self.same(v, &self.native.calls[k])));
         let n = j.map(|j| self.native.calls[j].clone());
         if let Some(j) = j {
             self.matched += 1;
-            self.cursor = j + 1;
+            self.cursor = self.cursor.max(j + 1);
             self.anchor = self.anchor.max(self.native.calls[j].index + 1);
+            if self.look_back > 0 {
+                self.taken.insert(j);
+            }
         }
         let a = |i: usize| v.args.get(i).copied().unwrap_or(0);
         match v.kind {
@@ -547,6 +558,12 @@ pub struct Collector<W: Write> {
     maps_of: Box<dyn FnMut(u64) -> Option<String>>,
     /// Why the exec image could not be mapped, if it could not.
     pub startup_missing: Option<String>,
+    /// Page-base translations (page, native address, region or u32::MAX for unmapped,
+    /// generation), direct-mapped; empty (unused) for lackey's per-access addresses. The QEMU
+    /// path's runs are on page bases, whose translation holds until the address space changes
+    /// (a memory call, the stack's discovery, the exec image): each bumps `generation`.
+    page_cache: Vec<(u64, u64, u32, u32)>,
+    generation: u32,
 }
 
 impl<W: Write> Collector<W> {
@@ -567,7 +584,36 @@ impl<W: Write> Collector<W> {
             maps: String::new(),
             maps_of,
             startup_missing: None,
+            page_cache: Vec::new(),
+            generation: 0,
         }
+    }
+
+    /// Cache page-base translations (the QEMU path: every address is a page base).
+    fn cache_pages(&mut self) {
+        self.page_cache = vec![(u64::MAX, 0, 0, 0); 1 << 14];
+    }
+
+    /// The address space changed: cached translations are stale.
+    fn invalidate(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.page_cache.iter_mut().for_each(|e| e.0 = u64::MAX);
+        }
+    }
+
+    fn translate(&mut self, addr: u64) -> Option<(u64, u32)> {
+        if self.page_cache.is_empty() {
+            return self.aligner.translate(addr);
+        }
+        let (page, slot) = (addr / PAGE, (addr / PAGE) as usize & ((1 << 14) - 1));
+        let e = self.page_cache[slot];
+        if e.0 == page && e.3 == self.generation {
+            return (e.2 != u32::MAX).then_some((e.1 + addr % PAGE, e.2));
+        }
+        let base = self.aligner.translate(page * PAGE);
+        self.page_cache[slot] = (page, base.map_or(0, |b| b.0), base.map_or(u32::MAX, |b| b.1), self.generation);
+        base.map(|(n, r)| (n + addr % PAGE, r))
     }
 
     fn flush_run(&mut self) {
@@ -591,29 +637,36 @@ impl<W: Write> Collector<W> {
     }
 
     fn access(&mut self, addr: u64, write: bool) -> io::Result<()> {
-        self.totals.raw_accesses += 1;
-        self.totals.writes += write as u64;
-        if write && self.first_store.is_none() {
+        self.accesses(addr, 1, write as u64)
+    }
+
+    /// `count` accesses in a row at `addr` (its page), `writes` of them stores: one of
+    /// lackey's lines (count 1), or one of the QEMU plugin's runs.
+    fn accesses(&mut self, addr: u64, count: u64, writes: u64) -> io::Result<()> {
+        self.totals.raw_accesses += count;
+        self.totals.writes += writes;
+        if writes > 0 && self.first_store.is_none() {
             self.first_store = Some(addr);
             self.aligner.stack(&self.maps, addr);
+            self.invalidate();
         }
-        let Some((n, region)) = self.aligner.translate(addr) else {
-            self.totals.unmapped_accesses += 1;
-            self.totals.unmapped_writes += write as u64;
+        let Some((n, region)) = self.translate(addr) else {
+            self.totals.unmapped_accesses += count;
+            self.totals.unmapped_writes += writes;
             return Ok(());
         };
         let page = n / PAGE;
         match &mut self.cur {
             Some(r) if r.page == page && r.region == region => {
-                r.count += 1;
-                r.write |= write;
+                r.count += count;
+                r.write |= writes > 0;
             }
             _ => {
                 self.flush_run();
                 if self.block.len() >= MAX_BLOCK_RUNS {
                     self.flush_block()?;
                 }
-                self.cur = Some(AccessRun { page, count: 1, write, region });
+                self.cur = Some(AccessRun { page, count, write: writes > 0, region });
             }
         }
         Ok(())
@@ -644,13 +697,20 @@ impl<W: Write> Collector<W> {
                 };
                 let vargs: Vec<u64> = args.iter().map(|a| a.0).collect();
                 let path = (kind == SyscallKind::Mmap && arg(3) & MAP_ANONYMOUS == 0).then(|| self.fds.get(&(arg(4) as i32 as i64)).cloned()).flatten();
-                let before = self.aligner.anchor;
-                self.aligner.syscall(&MemCall { kind, args: vargs, ret, path, index: 0 });
-                if self.aligner.anchor != before {
-                    self.flush_block()?;
-                    self.block_anchor = self.aligner.anchor;
-                }
+                self.mem_call(MemCall { kind, args: vargs, ret, path, index: 0 })?;
             }
+        }
+        Ok(())
+    }
+
+    /// A memory call of the instrumented run, aligned; a match starts a new block.
+    fn mem_call(&mut self, call: MemCall) -> io::Result<()> {
+        let before = self.aligner.anchor;
+        self.aligner.syscall(&call);
+        self.invalidate();
+        if self.aligner.anchor != before {
+            self.flush_block()?;
+            self.block_anchor = self.aligner.anchor;
         }
         Ok(())
     }
@@ -726,9 +786,65 @@ impl io::Read for Batched {
     }
 }
 
+/// The instrumentation engine of `record --accesses=ENGINE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// QEMU user-mode with thplab's TCG plugin when it can run here, else lackey.
+    Auto,
+    /// QEMU user-mode (`qemu-x86_64`) with thplab's TCG plugin ([`qemu`]).
+    Qemu,
+    /// valgrind's lackey tool (this module).
+    Lackey,
+}
+
+impl std::str::FromStr for Engine {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Engine, String> {
+        match s {
+            "auto" => Ok(Engine::Auto),
+            "qemu" => Ok(Engine::Qemu),
+            "lackey" | "valgrind" => Ok(Engine::Lackey),
+            _ => Err(format!("unknown access recorder {s:?}: valid are qemu (QEMU user-mode with thplab's TCG plugin), lackey (valgrind lackey) and auto (qemu when it can run here, else lackey)")),
+        }
+    }
+}
+
+impl Engine {
+    /// The engine `record --accesses=self` runs: auto is qemu when `qemu-x86_64` is in PATH
+    /// and the plugin was built, else lackey when valgrind is installed; an error says what is
+    /// missing.
+    pub fn resolve(self) -> Result<Engine, String> {
+        let lackey = || valgrind_path().map(|_| Engine::Lackey).ok_or_else(|| "--accesses=lackey runs the program under valgrind (lackey), which is not installed here (no valgrind in PATH): install it (apt-get install valgrind)".to_string());
+        match self {
+            Engine::Lackey => lackey(),
+            Engine::Qemu => qemu::available().map(|_| Engine::Qemu),
+            Engine::Auto => qemu::available().map(|_| Engine::Qemu).or_else(|q| lackey().map_err(|l| format!("--accesses needs QEMU user-mode or valgrind: {q}; {l}"))),
+        }
+    }
+
+    /// The tool's name in messages.
+    pub fn tool(self) -> &'static str {
+        match self {
+            Engine::Qemu => "QEMU",
+            _ => "valgrind",
+        }
+    }
+}
+
+/// Record `argv`'s accesses under `engine` (resolved: qemu or lackey): [`qemu::record_accesses_qemu`]
+/// or [`record_accesses`].
+pub fn record_with(engine: Engine, argv: &[OsString], rec: &Recording, trace_crc: u32, native_ns: u64, out: impl Write) -> Result<AccessSummary, RecordError> {
+    match engine {
+        Engine::Qemu => qemu::record_accesses_qemu(argv, rec, trace_crc, native_ns, out),
+        _ => record_accesses(argv, rec, trace_crc, native_ns, out),
+    }
+}
+
 /// What `record --accesses` did.
 #[derive(Clone, Debug)]
 pub struct AccessSummary {
+    /// The engine that ran the program (qemu or lackey).
+    pub engine: Engine,
     pub totals: AccessTotals,
     /// Bytes of the companion file.
     pub bytes: u64,
@@ -740,6 +856,9 @@ pub struct AccessSummary {
     /// such as a pyenv shim or a shell script that execs the real program): valgrind does not
     /// follow them, so their accesses are not recorded.
     pub later_images: Vec<String>,
+    /// Why the instrumented run's accesses are incomplete, if they are (QEMU's plugin did not
+    /// reach its end record).
+    pub incomplete: Option<String>,
 }
 
 impl AccessSummary {
@@ -749,31 +868,37 @@ impl AccessSummary {
         let mut w = Vec::new();
         if !self.later_images.is_empty() {
             w.push(format!(
-                "the program's process became {} by execve after it started (a wrapper script or shim?): valgrind does not follow an execve, so only the first image's accesses were recorded; record the program itself",
-                self.later_images.join(", then ")
+                "the program's process became {} by execve after it started (a wrapper script or shim?): {} does not follow an execve, so only the first image's accesses were recorded; record the program itself",
+                self.later_images.join(", then "),
+                self.engine.tool()
             ));
         }
         if t.unmapped_accesses > 0 {
             w.push(format!(
-                "{} of {} accesses ({:.2}%, {} writes) under valgrind fall outside every mapping known in the recorded run (valgrind's own, or mappings not matched): counted, not replayed",
+                "{} of {} accesses ({:.2}%, {} writes) under {} fall outside every mapping known in the recorded run ({}'s own, or mappings not matched): counted, not replayed",
                 t.unmapped_accesses,
                 t.raw_accesses,
                 100.0 * t.unmapped_accesses as f64 / t.raw_accesses.max(1) as f64,
-                t.unmapped_writes
+                t.unmapped_writes,
+                self.engine.tool(),
+                self.engine.tool()
             ));
+        }
+        if let Some(why) = &self.incomplete {
+            w.push(why.clone());
         }
         if let Some(why) = &self.startup_missing {
             w.push(format!("{why}: accesses to the executable, its interpreter and the stack are not mapped"));
         }
         if !self.status.success() {
-            w.push(format!("the program under valgrind ended with {}: its accesses may not be the recorded run's", self.status));
+            w.push(format!("the program under {} ended with {}: its accesses may not be the recorded run's", self.engine.tool(), self.status));
         }
         w
     }
 }
 
 /// The names of the images the first process (`root`) became by execve after its first.
-fn later_images(root: u32, events: &[trace::Event]) -> Vec<String> {
+pub(crate) fn later_images(root: u32, events: &[trace::Event]) -> Vec<String> {
     events
         .iter()
         .filter_map(|e| match &e.body {
@@ -861,8 +986,10 @@ pub fn record_accesses(argv: &[OsString], rec: &Recording, trace_crc: u32, nativ
         return Err(RecordError::Other(format!("valgrind reported no accesses ({status}): is {} runnable under valgrind?", program.to_string_lossy())));
     }
     let (totals, _, bytes) = c.finish().map_err(werr)?;
-    Ok(AccessSummary { totals, bytes, startup_missing, status, later_images: later_images(rec.header.root_pid, &rec.events) })
+    Ok(AccessSummary { engine: Engine::Lackey, totals, bytes, startup_missing, status, later_images: later_images(rec.header.root_pid, &rec.events), incomplete: None })
 }
+
+pub mod qemu;
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,6 @@
 //! `thplab record` and `thplab trace show|stats` as entry points that take already-parsed
 //! arguments (the CLI keeps only its argument structs and opens the inputs): records a program
-//! into a file ([`crate::record`], and with `--accesses` its data accesses under valgrind), says
+//! into a file ([`crate::record`], and with `--accesses` its data accesses under QEMU or valgrind), says
 //! what was recorded and what was lost; prints or summarises a recording.
 //!
 //! Exit codes of `thplab record`: the program's own status (its exit code, or 128 + the signal
@@ -26,6 +26,8 @@ pub struct RecordCommand {
     pub quiet: bool,
     pub timed: u32,
     pub accesses: bool,
+    /// `--accesses=ENGINE`: what records the accesses (auto: qemu when it can run, else lackey).
+    pub engine: crate::accesses::Engine,
     pub command: Vec<OsString>,
 }
 
@@ -57,9 +59,10 @@ pub fn record(args: &RecordCommand, time_untraced: &dyn Fn(&[OsString], u32, boo
     if args.output.as_os_str() == "-" {
         bail!("-o -: the recorded program writes to standard output too; give a file (a recording can then be read back from standard input: thplab sim - < FILE)");
     }
-    if args.accesses && crate::accesses::valgrind_path().is_none() {
-        bail!("--accesses runs the program under valgrind (lackey), which is not installed here (no valgrind in PATH): install it (apt-get install valgrind) or record without --accesses");
-    }
+    let engine = match args.accesses {
+        true => args.engine.resolve().map_err(|why| anyhow::anyhow!("{why}; or record without --accesses"))?,
+        false => args.engine,
+    };
     // Fail on an unwritable output before running anything.
     let file = std::fs::File::create(&args.output).with_context(|| format!("cannot create {}", args.output.display()))?;
     let companion = trace::accesses::companion_path(&args.output);
@@ -90,7 +93,7 @@ pub fn record(args: &RecordCommand, time_untraced: &dyn Fn(&[OsString], u32, boo
     }
     rec.write_to(BufWriter::new(file)).with_context(|| format!("writing {}", args.output.display()))?;
     let accesses = match access_file {
-        Some(f) => Some(record_accesses_companion(f, args, &rec, &companion)?),
+        Some(f) => Some(record_accesses_companion(f, args, engine, &rec, &companion)?),
         None => None,
     };
     warn_incomplete(args, &rec);
@@ -135,15 +138,21 @@ fn recording_failed(e: crate::RecordError, args: &RecordCommand, companion: &std
 fn record_accesses_companion(
     f: std::fs::File,
     args: &RecordCommand,
+    engine: crate::accesses::Engine,
     rec: &crate::Recording,
     companion: &std::path::Path,
 ) -> Result<crate::accesses::AccessSummary> {
     if !args.quiet {
-        eprintln!("thplab record: running the program under valgrind lackey for its accesses");
+        let how = match engine {
+            crate::accesses::Engine::Qemu => "QEMU user-mode with thplab's TCG plugin",
+            _ => "valgrind lackey",
+        };
+        eprintln!("thplab record: running the program under {how} for its accesses");
     }
     let crc = trace_crc(&args.output)?;
     let native_ns = crate::accesses::native_ns(&args.command, rec);
-    match crate::accesses::record_accesses(&args.command, rec, crc, native_ns, BufWriter::new(f)) {
+    let out = BufWriter::new(f);
+    match crate::accesses::record_with(engine, &args.command, rec, crc, native_ns, out) {
         Ok(s) => Ok(s),
         Err(e) => {
             let _ = std::fs::remove_file(companion);
@@ -201,7 +210,7 @@ fn print_accesses(args: &RecordCommand, s: &crate::accesses::AccessSummary, comp
     let t = &s.totals;
     if !args.quiet {
         eprintln!(
-            "thplab record: accesses: {} s under valgrind vs {} s native ({:.0}x); {} data accesses ({} writes) in {} runs ({:.1} accesses/run), {} bytes written to {}; {} of {} valgrind memory calls matched",
+            "thplab record: accesses: {} s under {tool} vs {} s native ({:.0}x); {} data accesses ({} writes) in {} runs ({:.1} accesses/run), {} bytes written to {}; {} of {} {tool} memory calls matched",
             format_args!("{:.3}", t.valgrind_ns as f64 / 1e9),
             format_args!("{:.3}", t.native_ns as f64 / 1e9),
             t.valgrind_ns as f64 / t.native_ns.max(1) as f64,
@@ -213,6 +222,7 @@ fn print_accesses(args: &RecordCommand, s: &crate::accesses::AccessSummary, comp
             companion.display(),
             t.matched_syscalls,
             t.valgrind_syscalls,
+            tool = s.engine.tool(),
         );
     }
     for w in s.warnings() {

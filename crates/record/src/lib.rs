@@ -22,13 +22,16 @@
 //! - [`tracefs`]: tracepoint ids and field layouts from tracefs.
 //! - [`notify`]: the seccomp user-notification listener that answers MADV_COLLAPSE and reads paths.
 //! - [`ptrace`]: the exec snapshots: each process's address space read inside every execve.
-//! - [`accesses`]: `record --accesses`: data accesses at page granularity from valgrind lackey.
+//! - [`accesses`]: `record --accesses`: data accesses at page granularity from QEMU user-mode
+//!   with thplab's TCG plugin ([`accesses::qemu`]) or valgrind lackey.
+//! - [`hwcounters`]: hardware TLB counters (dTLB/iTLB misses, page walks) through perf_event_open.
 //! - [`timed`]: `record --timed N`: the program's wall time without the recorder.
 //! - [`command`]: `thplab record` and `thplab trace show|stats` on parsed arguments.
 
 pub mod accesses;
 pub mod command;
 mod notify;
+pub mod hwcounters;
 mod perf;
 mod ptrace;
 mod spawn;

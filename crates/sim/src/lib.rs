@@ -1118,8 +1118,9 @@ fn recorded_accesses(mut rep: uapi::AccessReport, a: &RecordedAccessInput, warni
     rec.valgrind_syscalls = t.valgrind_syscalls;
     rec.matched_syscalls = t.matched_syscalls;
     if rec.unmapped_accesses > 0 {
+        let tool = if a.trace.header.flags & trace::accesses::ACCESS_QEMU != 0 { "QEMU" } else { "valgrind" };
         warnings.push(format!(
-            "{} of the {} accesses recorded under valgrind ({:.2}%) could not be mapped onto the recorded run (valgrind's own mappings, or mappings not matched): not replayed (accesses.recorded.unmapped_accesses)",
+            "{} of the {} accesses recorded under {tool} ({:.2}%) could not be mapped onto the recorded run ({tool}'s own mappings, or mappings not matched): not replayed (accesses.recorded.unmapped_accesses)",
             rec.unmapped_accesses,
             rec.raw_accesses,
             100.0 * rec.unmapped_accesses as f64 / rec.raw_accesses.max(1) as f64

@@ -186,8 +186,8 @@ struct CompareArgs {
     /// With --record: the program's stdin/stdout/stderr go to /dev/null in the live runs.
     #[arg(long, requires = "record")]
     program_quiet: bool,
-    /// With --record: also record the program's memory accesses (a second run under valgrind
-    /// lackey, as `record --accesses`) and drive the TLB model of --cpu and --paging with them
+    /// With --record: also record the program's memory accesses (a second run under QEMU with
+    /// thplab's plugin, else valgrind lackey, as `record --accesses`) and drive the TLB model of --cpu and --paging with them
     /// in every setting; with --profile their time is part of the model's, and the time ratios
     /// between settings are set beside the live ones.
     #[arg(long, requires = "record")]

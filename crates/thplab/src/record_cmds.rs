@@ -45,15 +45,17 @@ pub struct RecordArgs {
     /// that reports free pages, each run waits until reporting has taken every free block.
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub timed: u32,
-    /// After recording, run the program once more under valgrind's lackey tool (stdin, stdout
-    /// and stderr on /dev/null) and write its data accesses, mapped onto the recorded run's
-    /// addresses and compressed into runs per 4 KiB page, to FILE.accesses (docs/trace-format.md,
-    /// "Accesses"): `thplab sim FILE --cpu PRESET` then drives the TLB model with them. Needs
-    /// valgrind; the program runs 50-3000 times slower under it. The program runs twice more
-    /// (once untraced, unless --timed, for the time the valgrind run is compared with): for
-    /// programs that can run again.
-    #[arg(long)]
-    pub accesses: bool,
+    /// After recording, run the program once more under an instrumentation engine (stdin,
+    /// stdout and stderr on /dev/null) and write its data accesses, mapped onto the recorded
+    /// run's addresses and compressed into runs per 4 KiB page, to FILE.accesses
+    /// (docs/trace-format.md, "Accesses"): `thplab sim FILE --cpu PRESET` then drives the TLB
+    /// model with them. ENGINE: qemu (QEMU user-mode, qemu-x86_64, with thplab's TCG plugin:
+    /// 10-100 times slower than native), lackey (valgrind's lackey tool: 50-4000 times
+    /// slower), auto (the default: qemu when qemu-x86_64 is installed, else lackey). The
+    /// program runs twice more (once untraced, unless --timed, for the time the instrumented
+    /// run is compared with): for programs that can run again.
+    #[arg(long, value_name = "ENGINE", num_args = 0..=1, require_equals = true, default_missing_value = "auto", value_parser = |s: &str| s.parse::<record::accesses::Engine>())]
+    pub accesses: Option<record::accesses::Engine>,
     /// The program and its arguments, after `--`. It runs with THP disabled for it alone
     /// (PR_SET_THP_DISABLE) and without address-space randomisation (ADDR_NO_RANDOMIZE).
     #[arg(value_name = "CMD", required = true, trailing_var_arg = true, allow_hyphen_values = true)]
@@ -143,7 +145,8 @@ fn record_plain(args: RecordArgs) -> Result<u8> {
         no_paths: args.no_paths,
         quiet: args.quiet,
         timed: args.timed,
-        accesses: args.accesses,
+        accesses: args.accesses.is_some(),
+        engine: args.accesses.unwrap_or(record::accesses::Engine::Auto),
         command: args.command,
     };
     let time_untraced = |argv: &[OsString], runs: u32, progress: bool| Ok(experiment::host::time_untraced(argv, runs, false, progress)?.0);

@@ -5,7 +5,7 @@
 //!
 //! Layout: magic `THPACCES`, major u16 LE, minor u16 LE, then `trace_crc` u32 LE (the CRC-32 in
 //! the recording's trailer: a companion of another recording is refused), `trace_records`
-//! varint, `page_size` varint, `flags` varint (1: what follows is one zstd stream), then items, each a tag byte: 1 region (`name` string; regions are
+//! varint, `page_size` varint, `flags` varint (1: what follows is one zstd stream; 2: recorded under QEMU, not lackey), then items, each a tag byte: 1 region (`name` string; regions are
 //! numbered in order from 0), 2 block (`anchor` delta varint, `n` varint, n runs), 0 end (the
 //! trailer). A run is `zigzag(page - previous page)` varint (pages are address / page_size,
 //! the previous page carried across blocks, 0 at the start), `count << 2 | write << 1 |
@@ -34,6 +34,9 @@ pub const MAX_BLOCK_RUNS: usize = 1 << 16;
 
 /// Header flag: the items and the trailer are one zstd stream.
 pub const ACCESS_ZSTD: u64 = 1;
+/// The header's flag: the accesses were recorded under QEMU user-mode with thplab's TCG plugin
+/// (`record --accesses=qemu`), not under valgrind lackey.
+pub const ACCESS_QEMU: u64 = 2;
 
 const TAG_END: u8 = 0;
 const TAG_REGION: u8 = 1;
@@ -340,7 +343,7 @@ pub fn read_accesses(r: impl BufRead) -> Result<AccessTrace, TraceError> {
     if !header.page_size.is_power_of_two() {
         return Err(s.corrupt(format!("page_size {} is not a power of two", header.page_size)));
     }
-    if header.flags & !ACCESS_ZSTD != 0 {
+    if header.flags & !(ACCESS_ZSTD | ACCESS_QEMU) != 0 {
         return Err(s.corrupt(format!("unknown flags {:#x}", header.flags)));
     }
     if header.flags & ACCESS_ZSTD == 0 {
