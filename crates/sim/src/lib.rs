@@ -766,10 +766,9 @@ fn pressure_into(r: &mut RunResult, k: &Kernel) {
     if !k.under_pressure() {
         return;
     }
-    let s = k.reclaim_stats();
-    let values = [s.pswpin, s.pswpout, s.pgmajfault, s.pgscan, s.pgsteal, s.pgactivate, s.pgdeactivate, k.memcg().oom_kill];
-    for (name, v) in thp_abi::pressure::RESULT_VMSTAT.into_iter().zip(values) {
-        r.vmstat.insert(name.into(), v as i64);
+    for e in thp_abi::pressure::RESULT_RECLAIM {
+        let v = k.reclaim_event(e).expect("the model keeps every RESULT_RECLAIM line");
+        r.vmstat.insert(e.name().into(), v as i64);
     }
     r.process.majflt = Some(k.stats().majflt);
     if let Some((total, used)) = k.swap_pages() {

@@ -136,12 +136,12 @@ pub(super) fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, ru
 }
 
 /// Under pressure, the reclaim and swap lines the model's result carries in `vmstat`
-/// (`thp_abi::pressure::RESULT_VMSTAT`, from `live.pressure.vmstat`) and the major faults, so
+/// (`thp_abi::pressure::RESULT_RECLAIM`, from `live.pressure.vmstat`) and the major faults, so
 /// that `compare` judges them; nothing without.
 fn pressure_into(res: &mut RunResult, p: Option<&uapi::result::LivePressure>) {
     let Some(p) = p else { return };
-    for name in thp_abi::pressure::RESULT_VMSTAT {
-        res.vmstat.insert(name.into(), p.vmstat.get(name).copied().unwrap_or(0));
+    for e in thp_abi::pressure::RESULT_RECLAIM {
+        res.vmstat.insert(e.name().into(), p.vmstat.get(e.name()).copied().unwrap_or(0));
     }
     res.process.majflt = Some(p.majflt);
 }
