@@ -33,6 +33,8 @@ use crate::pgtable::{pte_pfn, Pmd, PTE_PRESENT, PTE_YOUNG, PTE_ZERO};
 use crate::vma::vm;
 use crate::{Kernel, MmId};
 
+pub mod lru_gen;
+
 /// `SWAP_CLUSTER_MAX`.
 pub const SWAP_CLUSTER_MAX: u64 = 32;
 /// `DEF_PRIORITY`.
