@@ -223,11 +223,13 @@ fn record_runs_the_program_in_the_memcg_and_removes_it() {
     assert!(line.contains("/thplab-") || r.stdout.contains(":memory:/thplab-"), "{}", r.stdout);
 }
 
-/// `compare --record --memory-max 12M --swap zram:64M -- sort` of a 4 MB file (sort's peak RSS
-/// is about 18 MB here): the program is recorded in a memcg of its own and run live in another,
-/// the model replays it on a machine with the same limit and swap. Both swap (pswpout > 0);
-/// the model's minflt within 10 % of live (the faults of the recording are the program's
-/// own); the result's reclaim lines are in both; the memcgs and zram are gone afterwards.
+/// `compare --record --memory-max 8M --swap zram:64M -- sort` of a 4 MB file (sort's peak RSS
+/// is 13 MB here): the program is recorded in a memcg of its own and run live in another, the
+/// model replays it on a machine with the same limit and swap. Both swap; the model's minflt
+/// within 10 % of live (the faults of the recording are the program's own); the result's
+/// reclaim lines are in both; the memcgs and zram are gone afterwards. pswpout is not asserted
+/// close: the model's follows the recording, whose major faults vary run to run (measured
+/// 2756 and 1632 against live 2962 and 2932: docs/pressure.md).
 /// majflt is shown, not asserted: the model's LRU sees the recorded faults only, not the
 /// accesses between them (docs/pressure.md).
 #[test]
@@ -244,7 +246,7 @@ fn compare_record_replays_a_program_under_its_memcg_limit() {
         text.push_str(&format!("{x:016x} {}\n", x >> 40));
     }
     std::fs::write(&input, text).unwrap();
-    let args = ["compare", "--json", "--record", "--memory-max", "12M", "--swap", "zram:64M", "--", "sort", "--parallel=1", "-o", "/dev/null", input.to_str().unwrap()];
+    let args = ["compare", "--json", "--record", "--memory-max", "8M", "--swap", "zram:64M", "--", "sort", "--parallel=1", "-o", "/dev/null", input.to_str().unwrap()];
     let r = thplab_unlocked(&workspace(), &args);
     if r.code == 5 {
         println!("skipped: recording not available here: {}", r.stderr);
@@ -253,7 +255,7 @@ fn compare_record_replays_a_program_under_its_memcg_limit() {
     assert!(r.code == 0 || r.code == 4, "{}", r.stderr);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     let (model, live) = (&v[0]["model"], &v[0]["live"]);
-    assert_eq!(live["live"]["program"]["exit_status"], 0, "sort must finish under the limit: {}", r.stdout);
+    assert_eq!(live["live"]["exit_status"], 0, "sort must finish under the limit: {}", r.stdout);
     for res in [model, live] {
         assert!(n(&res["vmstat"]["pswpout"]) > 0, "no swap-out: {res}");
         assert!(res["vmstat"].get("pgsteal_anon").is_some() && res["process"]["majflt"].is_u64(), "{res}");
