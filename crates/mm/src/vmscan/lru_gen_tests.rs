@@ -118,3 +118,30 @@ fn aging_stops_at_four_generations() {
     assert!(g.age(&mut pt, true));
     assert_eq!((g.min_seq, g.max_seq), (3, 5));
 }
+
+/// `lru_gen_look_around` at A + 40 pages (70 PTEs mapped from A): the window is pages 8..72 of
+/// the PMD, of which 8..69 are mapped (62 PTEs). Pages 5, 10, 15, 20, 30, 40, 50, 60, 69 are
+/// young: the eight inside the window are promoted to max_seq (2) and cleared, page 5 is left
+/// alone; 8 young × 8 ≥ 62, so A joins the filter the next walk tests (seq 2's), which the
+/// walk that made seq 2 had left empty (nothing was young then).
+#[test]
+fn look_around_promotes_the_young_neighbours_and_fills_the_filter() {
+    let (mut g, mut pt) = (LruGen::default(), Pt::default());
+    for i in 0..70u64 {
+        g.add_folio(i);
+        pt.map(A + i * 4096, i, false);
+    }
+    assert!(g.age(&mut pt, true));
+    assert!(!g.filters.test(2, A));
+    let young = [5u64, 10, 15, 20, 30, 40, 50, 60, 69];
+    for i in young {
+        pt.map(A + i * 4096, i, true);
+    }
+    let mut promoted = g.look_around(&mut pt, A + 40 * 4096);
+    promoted.sort();
+    assert_eq!(promoted, vec![10, 15, 20, 30, 40, 50, 60, 69]);
+    assert!(promoted.iter().all(|f| g.seq_of(*f) == Some(2) && !pt.young(A + f * 4096)));
+    assert_eq!(g.seq_of(5), Some(1));
+    assert!(pt.young(A + 5 * 4096));
+    assert!(g.filters.test(2, A));
+}
