@@ -192,7 +192,7 @@ impl LruGen {
     /// (false) when four generations are alive and the oldest still holds folios (the kernel
     /// evicts first). `force_scan` walks every PMD (`lru_gen_age_node` with a forced scan, or
     /// when the filter of this seq was never built).
-    pub fn age(&mut self, pt: &mut dyn PageTables, force_scan: bool) -> bool {
+    pub fn try_to_inc_max_seq(&mut self, pt: &mut dyn PageTables, force_scan: bool) -> bool {
         self.inc_min_seq();
         if self.nr_gens() == MAX_NR_GENS {
             return false;
@@ -238,7 +238,7 @@ impl LruGen {
     /// MIN_LRU_BATCH of it in its PTE table (a window in the PMD) whose accessed bit is set
     /// have their folios moved to `max_seq` and their bits cleared, and the PMD joins the
     /// filter the next walk tests (max_seq's) when they are `suitable_to_scan`. Returns the folios promoted.
-    pub fn look_around(&mut self, pt: &mut dyn PageTables, va: u64) -> Vec<FolioId> {
+    pub fn lru_gen_look_around(&mut self, pt: &mut dyn PageTables, va: u64) -> Vec<FolioId> {
         let pmd = va & !(PTRS_PER_PTE * 4096 - 1);
         let lo = va.saturating_sub(MIN_LRU_BATCH / 2 * 4096).max(pmd);
         let hi = (lo + MIN_LRU_BATCH * 4096).min(pmd + PTRS_PER_PTE * 4096);
@@ -277,7 +277,7 @@ impl LruGen {
             }
             self.gens[Self::gen(seq)].push_back(folio);
             if let Some(va) = young(pt, folio) {
-                self.look_around(pt, va);
+                self.lru_gen_look_around(pt, va);
                 // Referenced: promoted even where the window missed it (folio_referenced).
                 if self.seq_of(folio) == Some(seq) {
                     self.move_to(folio, self.max_seq);

@@ -42,7 +42,7 @@ fn aging_promotes_a_young_folio_and_reports_its_pmd() {
         pt.map(A + i as u64 * 4096, f, f == 2);
     }
     assert_eq!((g.min_seq, g.max_seq, g.seq_of(2)), (0, 1, Some(1)));
-    assert!(g.age(&mut pt, true));
+    assert!(g.try_to_inc_max_seq(&mut pt, true));
     assert_eq!(g.max_seq, 2);
     assert_eq!((g.seq_of(1), g.seq_of(2), g.seq_of(3)), (Some(1), Some(2), Some(1)));
     assert!(!pt.young(A + 4096), "the walk clears the accessed bit");
@@ -61,7 +61,7 @@ fn eviction_takes_the_oldest_generation_oldest_first_and_spares_a_young_folio() 
         g.add_folio(f);
         pt.map(A + f * 4096, f, false);
     }
-    assert!(g.age(&mut pt, true));
+    assert!(g.try_to_inc_max_seq(&mut pt, true));
     let young = |pt: &dyn PageTables, f: FolioId| pt.ptes(A).into_iter().find(|p| p.1 == f && p.2).map(|p| p.0);
     assert_eq!(g.evict_folios(&mut pt, 2, &young), vec![1, 2]);
     assert_eq!(g.min_seq, 1);
@@ -87,13 +87,13 @@ fn the_bloom_filter_holds_the_pmds_with_enough_young_ptes() {
         g.add_folio(200 + i);
         pt.map(B + i * 4096, 200 + i, i == 0);
     }
-    assert!(g.age(&mut pt, true));
+    assert!(g.try_to_inc_max_seq(&mut pt, true));
     assert!(g.filters.test(2, A));
     assert!(!g.filters.test(2, B));
     assert_eq!(g.take_aging_events()[0].young_pmds, vec![(A, 8, 8)]);
     pt.map(A, 100, true);
     pt.map(B, 200, true);
-    assert!(g.age(&mut pt, false));
+    assert!(g.try_to_inc_max_seq(&mut pt, false));
     assert_eq!(g.max_seq, 3);
     assert_eq!((g.seq_of(100), g.seq_of(200)), (Some(3), Some(2)));
     assert!(pt.young(B), "B was not walked");
@@ -105,17 +105,17 @@ fn aging_stops_at_four_generations() {
     let (mut g, mut pt) = (LruGen::default(), Pt::default());
     g.add_folio(1);
     pt.map(A, 1, false);
-    assert!(g.age(&mut pt, true));
-    assert!(g.age(&mut pt, true));
+    assert!(g.try_to_inc_max_seq(&mut pt, true));
+    assert!(g.try_to_inc_max_seq(&mut pt, true));
     assert_eq!((g.min_seq, g.max_seq), (1, 3));
     g.add_folio(2);
-    assert!(g.age(&mut pt, true));
+    assert!(g.try_to_inc_max_seq(&mut pt, true));
     assert_eq!((g.min_seq, g.max_seq, g.nr_gens()), (1, 4, 4));
-    assert!(!g.age(&mut pt, true), "folio 1 is still in generation 1");
+    assert!(!g.try_to_inc_max_seq(&mut pt, true), "folio 1 is still in generation 1");
     let never = |_: &dyn PageTables, _| None;
     assert_eq!(g.evict_folios(&mut pt, 1, &never), vec![1]);
     // Generation 1 and then 2 are empty: min_seq moves to 3, where folio 2 is.
-    assert!(g.age(&mut pt, true));
+    assert!(g.try_to_inc_max_seq(&mut pt, true));
     assert_eq!((g.min_seq, g.max_seq), (3, 5));
 }
 
@@ -131,13 +131,13 @@ fn look_around_promotes_the_young_neighbours_and_fills_the_filter() {
         g.add_folio(i);
         pt.map(A + i * 4096, i, false);
     }
-    assert!(g.age(&mut pt, true));
+    assert!(g.try_to_inc_max_seq(&mut pt, true));
     assert!(!g.filters.test(2, A));
     let young = [5u64, 10, 15, 20, 30, 40, 50, 60, 69];
     for i in young {
         pt.map(A + i * 4096, i, true);
     }
-    let mut promoted = g.look_around(&mut pt, A + 40 * 4096);
+    let mut promoted = g.lru_gen_look_around(&mut pt, A + 40 * 4096);
     promoted.sort();
     assert_eq!(promoted, vec![10, 15, 20, 30, 40, 50, 60, 69]);
     assert!(promoted.iter().all(|f| g.seq_of(*f) == Some(2) && !pt.young(A + f * 4096)));
