@@ -97,6 +97,14 @@ impl Tolerance {
         Tolerance { minflt: 2, census: 2, system: 2, folios: Some(0), minflt_pct: 2.0, folios_pct: 2.0, census_pct: 2.0, system_pct: 2.0, time_pct: 0.0 }
     }
 
+    /// A recorded program under `--memory-max`/`--swap` (issue #28's judgement): minflt and
+    /// majflt within 10 % of live, the swap counters (`pswpout`, `thp_swpout`, per-size
+    /// `swpout`, ...) within 10 % or 20, the census within 10 % per size: reclaim's timing
+    /// (kswapd, the per-CPU charge stock, other processes' pages) moves them run to run.
+    pub fn program_under_pressure() -> Tolerance {
+        Tolerance { minflt: 2, census: 2, system: 20, folios: Some(2), minflt_pct: 10.0, folios_pct: 10.0, census_pct: 10.0, system_pct: 10.0, time_pct: 0.0 }
+    }
+
     /// Parse `minflt=5`, `census=0`, `system=10`, or a percentage of the live value
     /// `minflt=2%`, `folios=2%` (large-folio counts), `census=2%`, `system=2%`, `time=15%`
     /// (comma-separated or repeated). The fields are [`TOLERANCE_FIELDS`]; N and P are not

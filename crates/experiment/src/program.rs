@@ -56,6 +56,8 @@ pub struct ProgramExperiment<'a> {
     /// `--retries`.
     pub retries: u32,
     pub options: live::ProgramOptions,
+    /// `--memory-max`/`--swap`: each live run in a memcg of its own with that limit and swap.
+    pub pressure: thp_abi::Pressure,
     /// Called before each live run, its number from 1 (beyond `repeat`: a retry), with the
     /// model run it is compared with (to show progress and settle the host's free pages).
     pub before_live: &'a dyn Fn(&RunResult, u32),
@@ -89,7 +91,7 @@ impl ProgramExperiment<'_> {
         let run_live = || -> Result<RunResult> {
             n.set(n.get() + 1);
             (self.before_live)(model, n.get());
-            let mut l = live::run_program(self.command, s, &self.options)?;
+            let mut l = live::run_program_under(self.command, s, &self.options, &self.pressure)?;
             if let Some(live) = l.live.as_mut() {
                 (live.untraced_ms, live.time_range_ms) = untraced;
             }
@@ -165,11 +167,30 @@ pub fn program_rows(model: &RunResult, live: &RunResult, tol: &Tolerance, spread
         }
     }
     let majflt: u64 = live.live.as_ref().and_then(|l| l.program.as_ref()).map_or(0, |p| p.processes.iter().map(|p| p.majflt).sum());
-    if majflt > 0 {
+    if let Some(m) = model.process.majflt {
+        pressure_rows(&mut rows, m, majflt, tol);
+    } else if majflt > 0 {
         let at = rows.iter().position(|r| r.field.starts_with("minflt")).map_or(0, |i| i + 1);
         rows.insert(at, Row { field: "majflt (live: not in minflt)".into(), model: 0, live: majflt as i64, kind: RowKind::Informational, differs: false });
     }
     rows
+}
+
+/// Under memory pressure: the major faults judged as minflt is (every process's, model and
+/// live), after minflt; reclaim's own choices (`pgscan_anon`, `pgsteal_anon`, `pgactivate`,
+/// `pgdeactivate`: the live kernel scans its file LRU too, and other processes' pages) shown,
+/// not judged. The swap counters (`pswpout`, `thp_swpout`, per-size `swpout`, ...) stay judged.
+fn pressure_rows(rows: &mut Vec<Row>, model: u64, live: u64, tol: &Tolerance) {
+    use thp_abi::ReclaimEvent as E;
+    let d = (model as i64 - live as i64).abs();
+    let differs = d > tol.minflt && (d as f64) > tol.minflt_pct / 100.0 * live as f64;
+    let at = rows.iter().position(|r| r.field.starts_with("minflt")).map_or(0, |i| i + 1);
+    rows.insert(at, Row { field: "majflt".into(), model: model as i64, live: live as i64, kind: RowKind::Process, differs });
+    let shown = [E::PgscanAnon, E::PgstealAnon, E::Pgactivate, E::Pgdeactivate].map(|e| e.name());
+    for r in rows.iter_mut().filter(|r| shown.contains(&r.field.as_str())) {
+        r.kind = RowKind::Informational;
+        r.differs = false;
+    }
 }
 
 /// The live runs' minflt with `--repeat`: how many, the lowest and the highest.

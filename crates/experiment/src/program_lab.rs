@@ -4,7 +4,9 @@
 //! under that setting (`live::run_program`), and print both side by side.
 //!
 //! Tolerance: [`crate::Tolerance::program`] (minflt and per-size large-folio counts within 2 %
-//! of live, issue #4), overridable with `--tolerance`. The CLI parses the arguments and the
+//! of live, issue #4), [`crate::Tolerance::program_under_pressure`] under `--memory-max`/`--swap`
+//! (the program recorded and run live in a memcg of its own, replayed on a model machine with
+//! the same limit and swap: issue #28), overridable with `--tolerance`. The CLI parses the arguments and the
 //! settings and calls [`compare_record`] once; each setting is one [`crate::program::replay_model`]
 //! (two where the program read a knob the setting changes and is recorded again), one
 //! [`crate::program::price_replay`] with a profile, and one [`crate::program::ProgramExperiment::run`].
@@ -71,9 +73,22 @@ pub struct Recorded {
 /// runs (then the recording holds the program's untraced wall time, `record --timed`), the
 /// free lists those runs met and their range.
 pub fn record_program(command: &[String], timed: u32) -> Result<Recorded> {
+    record_program_under(command, timed, &thp_abi::Pressure::default())
+}
+
+/// [`record_program`] under `--memory-max`/`--swap`: the program (not the recorder) runs in a
+/// memcg of its own with that limit and swap, set up and removed by the settings guard, so the
+/// recording holds the faults it took there (swap-ins among them). The timed runs are not in it.
+pub fn record_program_under(command: &[String], timed: u32, pressure: &thp_abi::Pressure) -> Result<Recorded> {
+    let guard = if pressure.is_none() { None } else { Some(live::SettingsGuard::pressure_only(pressure)?) };
+    let opts = record::RecordOptions { cgroup_procs: guard.as_ref().and_then(|g| g.memcg()).map(|m| m.procs()), ..Default::default() };
     let argv: Vec<OsString> = command.iter().map(OsString::from).collect();
     let t = Instant::now();
-    let mut rec = match record::record(&argv, &record::RecordOptions::default()) {
+    let rec = record::record(&argv, &opts);
+    if let Some(g) = guard {
+        g.restore()?;
+    }
+    let mut rec = match rec {
         Ok(r) => r,
         Err(record::RecordError::Unavailable(why)) => return Err(live::LiveError::NotAvailable(format!("recording: {why}")).into()),
         Err(e) => return Err(e.into()),
@@ -147,7 +162,7 @@ pub fn compare_record(a: CompareRecordArgs) -> Result<bool> {
     let plan = [("record", 1), ("timed", timed), ("accesses", a.accesses as usize), ("replay", runs.len()), ("live", runs.len() * a.repeat.max(1) as usize)];
     let steps = progress::Steps::start("thplab compare", &plan, !a.json);
     steps.step("record", format!("recording {}{}", a.command.join(" "), if a.timed { " (then 3 untraced runs)" } else { "" }));
-    let Recorded { rec, secs: rec_secs, timed_free, timed_range } = record_program(&a.command, if a.timed { 3 } else { 0 })?;
+    let Recorded { rec, secs: rec_secs, timed_free, timed_range } = record_program_under(&a.command, if a.timed { 3 } else { 0 }, &a.machine.pressure)?;
     if let Some(path) = &a.keep {
         let f = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
         rec.write_to(BufWriter::new(f)).with_context(|| format!("writing {}", path.display()))?;
@@ -202,7 +217,7 @@ pub fn compare_record(a: CompareRecordArgs) -> Result<bool> {
             steps.step("live", format!("{label}: live run {n}{}", if n > a.repeat.max(1) { " (a retry)" } else { "" }));
             settle_host_for(model, !a.json);
         };
-        let lab = crate::program::ProgramExperiment { command: &a.command, tolerance: tol, repeat: a.repeat, retries: a.retries, options: opts.clone(), before_live: &before_live };
+        let lab = crate::program::ProgramExperiment { command: &a.command, tolerance: tol, repeat: a.repeat, retries: a.retries, options: opts.clone(), pressure: a.machine.pressure, before_live: &before_live };
         let o = lab.run(s, &model, rerecorded, (untraced_ms, untraced_range))?;
         differing += o.differs as usize;
         if a.json {
@@ -271,7 +286,7 @@ fn model_of_setting(
             }
             steps.step("record", format!("{label}: recording again under this setting"));
             let _guard = live::SettingsGuard::apply(s)?;
-            again.push((values.clone(), record_program(&a.command, if a.timed { 3 } else { 0 })?));
+            again.push((values.clone(), record_program_under(&a.command, if a.timed { 3 } else { 0 }, &a.machine.pressure)?));
         }
         let found = &again.iter().find(|(v, _)| *v == values).expect("recorded for these values").1;
         (rec, timed_free, timed_range) = (&found.rec, &found.timed_free, found.timed_range);

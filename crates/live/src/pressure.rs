@@ -235,6 +235,16 @@ pub fn live_pressure(
     }
 }
 
+/// Under pressure, the reclaim and swap lines the model's result carries in `vmstat`
+/// (`thp_abi::pressure::RESULT_RECLAIM`, from `p.vmstat`) and the major faults, so that
+/// `compare` judges them (a workload's result and a program's alike).
+pub fn result_lines(res: &mut uapi::RunResult, p: &uapi::result::LivePressure) {
+    for e in thp_abi::pressure::RESULT_RECLAIM {
+        res.vmstat.insert(e.name().into(), p.vmstat.get(e.name()).copied().unwrap_or(0));
+    }
+    res.process.majflt = Some(p.majflt);
+}
+
 /// What a pressure set-up will create, decided (and checked) before anything is: the memcg's
 /// directory and the swap. Refuses a zram device in use, and a machine without a memory cgroup.
 pub fn plan(pressure: &Pressure, pp: &PressurePaths) -> Result<Vec<Created>> {

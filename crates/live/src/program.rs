@@ -639,6 +639,9 @@ pub fn run_program_under(argv: &[String], settings: &ThpSettings, opts: &Program
         lp.memcg = memcg_counters;
         live.pressure = Some(lp);
     }
+    if let Some(lp) = res.live.as_ref().and_then(|l| l.pressure.clone()) {
+        crate::pressure::result_lines(&mut res, &lp);
+    }
     Ok(res)
 }
 

@@ -147,7 +147,6 @@ impl Kernel {
     /// may compact) and charge the 2 MiB folio; on failure count the fallback, and on a failed
     /// charge `thp_fault_fallback_charge` and `anon_fault_fallback_charge` too.
     fn vma_alloc_anon_folio_pmd(&mut self, vma: &Vma) -> Option<Pfn> {
-        self.charge_gfp = Some(crate::memcontrol::vma_thp_gfp(self.settings.defrag, Some(vma)));
         let gfp = self.vma_thp_gfp_mask(vma);
         match self.alloc_anon_folio_gfp(Order::PMD, gfp) {
             Some(f) => Some(f),

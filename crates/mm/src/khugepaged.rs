@@ -518,12 +518,11 @@ impl Kernel {
     /// a PMD; the old PTE table is deposited.
     fn collapse_huge_page(&mut self, vma: &Vma, haddr: Vaddr, idx: u32, t: u32, cc: CollapseControl) -> ScanResult {
         // alloc_charge_folio: khugepaged's GFP by khugepaged/defrag, MADV_COLLAPSE's
-        // GFP_TRANSHUGE (it may compact); a failed charge counts nothing
+        // GFP_TRANSHUGE (it may compact), the charge with the same GFP; a failed charge counts nothing
         // (SCAN_CGROUP_CHARGE_FAIL). Reclaim while allocating leaves the range being collapsed
         // alone (the kernel revalidates it).
         let gfp = if cc.is_khugepaged { crate::page_alloc::khugepaged_gfp_mask(self.settings.khugepaged.defrag) } else { crate::page_alloc::Gfp::TRANSHUGE };
         self.reclaim_guard = Some((self.mm.id.0, haddr.0, haddr.0 + mm_types::PMD_SIZE));
-        self.charge_gfp = Some(crate::memcontrol::ChargeGfp::Full);
         let folio = self.alloc_anon_folio_gfp(Order::PMD, gfp);
         self.reclaim_guard = None;
         let Some(folio) = folio else {
@@ -590,7 +589,8 @@ impl Kernel {
     /// MADV_COLLAPSE's is SCAN_PTE_MAPPED_HUGEPAGE (it maps the folio itself).
     fn collapse_file(&mut self, ino: crate::shmem::InodeId, start: u64, cc: CollapseControl) -> ScanResult {
         let nr = 1u64 << PMD_ORDER;
-        let Some(new) = self.alloc_folio(Order::PMD, false) else {
+        let gfp = if cc.is_khugepaged { crate::page_alloc::khugepaged_gfp_mask(self.settings.khugepaged.defrag) } else { crate::page_alloc::Gfp::TRANSHUGE };
+        let Some(new) = self.alloc_folio_gfp(Order::PMD, false, gfp) else {
             self.counters.count(VmEvent::ThpCollapseAllocFailed);
             return ScanResult::AllocHugePageFail;
         };

@@ -306,8 +306,6 @@ pub struct Kernel {
     /// The anon LRU (`vmscan`), kept when there is swap.
     pub(crate) lru: vmscan::Lru,
     pub(crate) reclaim_stats: vmscan::ReclaimStats,
-    /// The GFP the next `alloc_folio` charges with (set by the THP fault paths); `None`: by order.
-    pub(crate) charge_gfp: Option<memcontrol::ChargeGfp>,
     /// The last `alloc_folio` that failed failed on the memcg charge.
     pub(crate) last_charge_failed: bool,
     /// A range reclaim leaves alone while a fault or collapse works on it: (mm, start, end).
@@ -348,7 +346,6 @@ impl Kernel {
             swap: params.pressure.swap.as_ref().map(swapfile::SwapDevice::new),
             lru: Default::default(),
             reclaim_stats: Default::default(),
-            charge_gfp: None,
             last_charge_failed: false,
             reclaim_guard: None,
             hugetlb: hugetlb::Hugetlb::default(),

@@ -6,8 +6,8 @@
 //! `try_to_free_mem_cgroup_pages`, a retry while an order-0..3 charge reclaims anything, no
 //! reclaim at all for a GFP that may not block, one round for `__GFP_NORETRY`, then
 //! `mem_cgroup_oom`, which skips costly orders (`order > PAGE_ALLOC_COSTLY_ORDER`)),
-//! `mm/huge_memory.c: vma_thp_gfp_mask` (the GFP a THP or mTHP fault charges with, from
-//! `defrag` and VM_HUGEPAGE), `mm/memory.c: alloc_anon_folio` and
+//! the charge's GFP is the allocation's (one `crate::page_alloc::Gfp`, from
+//! `mm/huge_memory.c: vma_thp_gfp_mask` for a THP or mTHP fault, passed explicitly), `mm/memory.c: alloc_anon_folio` and
 //! `huge_memory.c: vma_alloc_anon_folio_pmd` (a failed charge counts `anon_fault_fallback_charge`
 //! and, for PMD size, `thp_fault_fallback_charge`).
 //!
@@ -17,9 +17,8 @@
 //! exact.
 
 use mm_types::Order;
-use thp_abi::settings::Defrag;
 
-use crate::vma::{vm, Vma};
+use crate::page_alloc::Gfp;
 use crate::Kernel;
 
 /// `MAX_RECLAIM_RETRIES`.
@@ -39,14 +38,15 @@ pub enum ChargeGfp {
     Full,
 }
 
-/// The GFP of a THP/mTHP fault allocation (`vma_thp_gfp_mask`), for the charge.
-pub fn vma_thp_gfp(defrag: Defrag, vma: Option<&Vma>) -> ChargeGfp {
-    let madvised = vma.is_some_and(|v| v.flags & vm::HUGEPAGE != 0);
-    match defrag {
-        Defrag::Always if madvised => ChargeGfp::Full,
-        Defrag::Always => ChargeGfp::NoRetry,
-        Defrag::DeferMadvise | Defrag::Madvise if madvised => ChargeGfp::Full,
-        _ => ChargeGfp::NoReclaim,
+impl ChargeGfp {
+    /// What `try_charge_memcg` does with an allocation's `gfp`: no reclaim without
+    /// `__GFP_DIRECT_RECLAIM` (`gfpflags_allow_blocking`), one round with `__GFP_NORETRY`.
+    pub fn of(gfp: Gfp) -> ChargeGfp {
+        match gfp {
+            Gfp { direct_reclaim: false, .. } => ChargeGfp::NoReclaim,
+            Gfp { noretry: true, .. } => ChargeGfp::NoRetry,
+            _ => ChargeGfp::Full,
+        }
     }
 }
 
@@ -93,7 +93,8 @@ impl Kernel {
     }
 
     /// `try_charge_memcg` of `2^order` pages with `gfp`.
-    pub(crate) fn try_charge_memcg(&mut self, order: Order, gfp: ChargeGfp) -> Result<(), ChargeFail> {
+    pub(crate) fn try_charge_memcg(&mut self, order: Order, gfp: Gfp) -> Result<(), ChargeFail> {
+        let gfp = ChargeGfp::of(gfp);
         let nr = order.nr_pages() as u64;
         if self.memcg.margin() >= nr {
             self.charge(nr);
@@ -177,17 +178,21 @@ impl Kernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::page_alloc::vma_thp_gfp_mask;
     use thp_abi::settings::Defrag;
 
     #[test]
     fn thp_gfp_follows_defrag_and_madvise() {
-        let mut v = Vma { start: 0, end: 1 << 21, flags: vm::READ | vm::WRITE, anon_vma: 0, file: 0, pgoff: 0 };
-        assert_eq!(vma_thp_gfp(Defrag::Madvise, Some(&v)), ChargeGfp::NoReclaim);
-        assert_eq!(vma_thp_gfp(Defrag::Always, Some(&v)), ChargeGfp::NoRetry);
-        assert_eq!(vma_thp_gfp(Defrag::Never, Some(&v)), ChargeGfp::NoReclaim);
-        v.flags |= vm::HUGEPAGE;
-        assert_eq!(vma_thp_gfp(Defrag::Madvise, Some(&v)), ChargeGfp::Full);
-        assert_eq!(vma_thp_gfp(Defrag::Defer, Some(&v)), ChargeGfp::NoReclaim);
-        assert_eq!(vma_thp_gfp(Defrag::Always, Some(&v)), ChargeGfp::Full);
+        let charge = |d, madvised| ChargeGfp::of(vma_thp_gfp_mask(d, madvised));
+        assert_eq!(charge(Defrag::Madvise, false), ChargeGfp::NoReclaim);
+        assert_eq!(charge(Defrag::Always, false), ChargeGfp::NoRetry);
+        assert_eq!(charge(Defrag::Never, false), ChargeGfp::NoReclaim);
+        assert_eq!(charge(Defrag::DeferMadvise, false), ChargeGfp::NoReclaim);
+        assert_eq!(charge(Defrag::Madvise, true), ChargeGfp::Full);
+        assert_eq!(charge(Defrag::Defer, true), ChargeGfp::NoReclaim);
+        assert_eq!(charge(Defrag::Always, true), ChargeGfp::Full);
+        assert_eq!(charge(Defrag::DeferMadvise, true), ChargeGfp::Full);
+        assert_eq!(ChargeGfp::of(Gfp::HIGHUSER_MOVABLE), ChargeGfp::Full);
+        assert_eq!(ChargeGfp::of(Gfp::TRANSHUGE_LIGHT), ChargeGfp::NoReclaim);
     }
 }

@@ -11,7 +11,6 @@ use mm_types::{Order, Orders, Pfn, Vaddr, PAGE_SHIFT, PAGE_SIZE, PMD_ORDER, PMD_
 use thp_abi::MthpStat;
 
 use crate::huge_memory::{thp_vma_suitable_order, thp_vma_suitable_orders, HugeFault, TvaType};
-use crate::memcontrol::{vma_thp_gfp, ChargeGfp};
 use crate::page_alloc::pg;
 use crate::pgtable::{mk_pte, pte_pfn, Pmd, Pte, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, PTE_YOUNG, PTE_ZERO, ZERO_PTE};
 use crate::vma::{vm, Vma};
@@ -78,40 +77,42 @@ impl Kernel {
         }
     }
 
-    /// Allocate a folio of `order` (anon if `anon`) from the free lists and charge it to the
-    /// memcg ([`Self::charge_new_folio`]). `None` when the allocation or the charge failed
-    /// (`last_charge_failed` says which).
+    /// Allocate an order-0 page (anon if `anon`) from the free lists and charge it to the memcg
+    /// with GFP_HIGHUSER_MOVABLE ([`Self::alloc_folio_gfp`]).
     pub(crate) fn alloc_folio(&mut self, order: Order, anon: bool) -> Option<Pfn> {
-        let gfp = self.charge_gfp.take();
+        debug_assert_eq!(order.0, 0, "a large folio's allocation names its GFP: alloc_folio_gfp");
+        self.alloc_folio_gfp(order, anon, crate::page_alloc::Gfp::HIGHUSER_MOVABLE)
+    }
+
+    /// Allocate a folio of `order` (anon if `anon`) from the free lists (no slow path) and
+    /// charge it with `gfp` ([`Self::charge_new_folio`]). `None` when the allocation or the
+    /// charge failed (`last_charge_failed` says which).
+    pub(crate) fn alloc_folio_gfp(&mut self, order: Order, anon: bool, gfp: crate::page_alloc::Gfp) -> Option<Pfn> {
         self.last_charge_failed = false;
         let pfn = self.zone.alloc_pages(order)?;
         self.charge_new_folio(pfn, order, if anon { pg::ANON } else { 0 }, gfp)
     }
 
     /// Allocate a large anon folio of `order` with `gfp` (a THP or mTHP fault, a collapse): the
-    /// slow path may compact (`crate::page_alloc::Gfp`); then charged as [`Self::alloc_folio`]
-    /// charges.
+    /// slow path may compact (`crate::page_alloc::Gfp`), and the charge uses the same `gfp`
+    /// (`mem_cgroup_charge(folio, mm, gfp)`).
     pub(crate) fn alloc_anon_folio_gfp(&mut self, order: Order, gfp: crate::page_alloc::Gfp) -> Option<Pfn> {
-        let charge = self.charge_gfp.take();
         self.last_charge_failed = false;
         let pfn = self.alloc_pages_gfp(order, gfp)?;
-        self.charge_new_folio(pfn, order, pg::ANON, charge)
+        self.charge_new_folio(pfn, order, pg::ANON, gfp)
     }
 
-    /// A new folio's `prep_new_page` and `mem_cgroup_charge` (with `gfp` or the GFP of its
-    /// order); wakes kswapd below the low watermark when there is swap. A failed charge frees
-    /// the folio and sets `last_charge_failed`.
-    fn charge_new_folio(&mut self, pfn: Pfn, order: Order, flags: u16, gfp: Option<ChargeGfp>) -> Option<Pfn> {
+    /// A new folio's `prep_new_page` and `mem_cgroup_charge` with `gfp`; wakes kswapd below the
+    /// low watermark when there is swap. A failed charge frees the folio and sets
+    /// `last_charge_failed`.
+    fn charge_new_folio(&mut self, pfn: Pfn, order: Order, flags: u16, gfp: crate::page_alloc::Gfp) -> Option<Pfn> {
         self.prep_folio(pfn, order, flags);
         if self.memcg.max.is_none() {
             self.memcg.usage += order.nr_pages() as u64;
-        } else {
-            let gfp = gfp.unwrap_or(if order.0 == 0 { ChargeGfp::Full } else { vma_thp_gfp(self.settings.defrag, None) });
-            if self.try_charge_memcg(order, gfp).is_err() {
-                self.zone.free_pages(pfn, order);
-                self.last_charge_failed = true;
-                return None;
-            }
+        } else if self.try_charge_memcg(order, gfp).is_err() {
+            self.zone.free_pages(pfn, order);
+            self.last_charge_failed = true;
+            return None;
         }
         if self.swap.is_some() {
             self.wakeup_kswapd();
@@ -582,7 +583,6 @@ impl Kernel {
             }
             let gfp = self.vma_thp_gfp_mask(vma);
             while let Some(o) = order {
-                self.charge_gfp = Some(vma_thp_gfp(self.settings.defrag, Some(vma)));
                 if let Some(f) = self.alloc_anon_folio_gfp(o, gfp) {
                     return Some(f);
                 }

@@ -845,6 +845,8 @@ impl Gfp {
     pub const TRANSHUGE_LIGHT: Gfp = Gfp { direct_reclaim: false, kswapd_reclaim: false, noretry: false };
     /// GFP_TRANSHUGE: GFP_TRANSHUGE_LIGHT | __GFP_DIRECT_RECLAIM.
     pub const TRANSHUGE: Gfp = Gfp { direct_reclaim: true, kswapd_reclaim: false, noretry: false };
+    /// GFP_HIGHUSER_MOVABLE (an order-0 user page): __GFP_RECLAIM, may retry and OOM.
+    pub const HIGHUSER_MOVABLE: Gfp = Gfp { direct_reclaim: true, kswapd_reclaim: true, noretry: false };
 }
 
 /// `vma_thp_gfp_mask` (mm/huge_memory.c): the GFP of a THP or mTHP fault allocation by the

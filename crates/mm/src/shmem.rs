@@ -192,8 +192,11 @@ impl Kernel {
         if !orders.is_empty() {
             let mut suitable = self.shmem_suitable_orders(ino, vma, index, orders);
             let mut order = suitable.highest();
+            // shmem_get_folio_gfp: `huge_gfp = vma_thp_gfp_mask(vma)` (no VMA: not madvised).
+            let madvised = vma.is_some_and(|(v, _)| v.flags & crate::vma::vm::HUGEPAGE != 0);
+            let gfp = crate::page_alloc::vma_thp_gfp_mask(self.settings.defrag, madvised);
             while let Some(o) = order {
-                if let Some(pfn) = self.alloc_folio(o, false) {
+                if let Some(pfn) = self.alloc_folio_gfp(o, false, gfp) {
                     got = Some((o, pfn));
                     break;
                 }

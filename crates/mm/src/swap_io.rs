@@ -28,7 +28,6 @@ use mm_types::{Order, Orders, Pfn, Vaddr, PAGE_SIZE, PMD_ORDER, PMD_SIZE};
 use thp_abi::{MthpStat, VmEvent};
 
 use crate::huge_memory::{thp_vma_suitable_orders, TvaType};
-use crate::memcontrol::vma_thp_gfp;
 use crate::page_alloc::pg;
 use crate::pgtable::{mk_pte, pte_pfn, Pmd, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, PTE_YOUNG, PTE_ZERO};
 use crate::vma::{vm, Vma};
@@ -191,8 +190,7 @@ impl Kernel {
         }
         let mut order = orders.highest();
         while let Some(o) = order {
-            self.charge_gfp = Some(vma_thp_gfp(self.settings.defrag, Some(vma)));
-            if let Some(f) = self.alloc_folio(o, true) {
+            if let Some(f) = self.alloc_folio_gfp(o, true, self.vma_thp_gfp_mask(vma)) {
                 return Some(f);
             }
             if self.last_charge_failed {

@@ -33,6 +33,8 @@ use crate::pgtable::{pte_pfn, Pmd, PTE_PRESENT, PTE_YOUNG, PTE_ZERO};
 use crate::vma::vm;
 use crate::{Kernel, MmId};
 
+pub mod lru_gen;
+
 /// `SWAP_CLUSTER_MAX`.
 pub const SWAP_CLUSTER_MAX: u64 = 32;
 /// `DEF_PRIORITY`.
@@ -95,6 +97,25 @@ impl Kernel {
     /// Reclaim and swap counters.
     pub fn reclaim_stats(&self) -> &ReclaimStats {
         &self.reclaim_stats
+    }
+
+    /// The /proc/vmstat line `e` as the model counts it; `None` for the lines it does not keep
+    /// (file LRU, kswapd/direct split, compaction's (`Counters`), zswap). Every one of
+    /// `thp_abi::pressure::RESULT_RECLAIM` is kept (a test checks it).
+    pub fn reclaim_event(&self, e: thp_abi::ReclaimEvent) -> Option<u64> {
+        use thp_abi::ReclaimEvent as E;
+        let s = &self.reclaim_stats;
+        Some(match e {
+            E::Pswpin => s.pswpin,
+            E::Pswpout => s.pswpout,
+            E::Pgmajfault => s.pgmajfault,
+            E::PgscanAnon => s.pgscan,
+            E::PgstealAnon => s.pgsteal,
+            E::Pgactivate => s.pgactivate,
+            E::Pgdeactivate => s.pgdeactivate,
+            E::OomKill => self.memcg.oom_kill,
+            _ => return None,
+        })
     }
 
     /// Pages on the inactive and the active anon list.

@@ -72,6 +72,23 @@ fn a_64k_folio_swaps_out_whole_to_zram_and_comes_back_whole() {
     k.check_invariants().unwrap();
 }
 
+/// The result's reclaim lines (`thp_abi::pressure::RESULT_RECLAIM`) read the model's counters:
+/// after the 64 KiB swap-out above, pswpout 48, pgsteal_anon 48, pgscan_anon 67 folios of 16;
+/// the file LRU's lines are not the model's.
+#[test]
+fn every_result_reclaim_line_is_a_model_counter() {
+    use thp_abi::ReclaimEvent as E;
+    let (k, _) = fill_past_the_limit("zram:8M");
+    for e in thp_abi::pressure::RESULT_RECLAIM {
+        assert!(k.reclaim_event(e).is_some(), "{} has no model counter", e.name());
+    }
+    assert_eq!(k.reclaim_event(E::Pswpout), Some(48));
+    assert_eq!(k.reclaim_event(E::PgstealAnon), Some(48));
+    assert_eq!(k.reclaim_event(E::PgscanAnon), Some(67 * 16));
+    assert_eq!(k.reclaim_event(E::OomKill), Some(0));
+    assert_eq!(k.reclaim_event(E::PgscanFile), None);
+}
+
 /// The same on a swap file: no SWP_BLKDEV, so no large order is allocated; folios 1, 2 and 3
 /// are split (`swpout_fallback`, `split`) and go out as 48 pages.
 #[test]

@@ -79,6 +79,7 @@ pub fn record(args: &RecordCommand, time_untraced: &dyn Fn(&[OsString], u32, boo
         exec_snapshot: !args.no_exec_snapshot,
         thp_disable: true,
         paths: !args.no_paths,
+        cgroup_procs: None,
     };
     let rec = match crate::record(&args.command, &opts) {
         Ok(r) => r,

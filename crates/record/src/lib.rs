@@ -65,6 +65,9 @@ pub struct RecordOptions {
     /// Resolve the paths of open/openat/creat/unlink/unlinkat (a seccomp user-notification
     /// filter stops each at its entry while the recorder looks; see `notify`); on by default.
     pub paths: bool,
+    /// A cgroup's `cgroup.procs` the program joins before its execve (the recorder stays where
+    /// it is): a memcg of its own under `--memory-max` (`live::pressure`).
+    pub cgroup_procs: Option<std::path::PathBuf>,
 }
 
 impl Default for RecordOptions {
@@ -75,6 +78,7 @@ impl Default for RecordOptions {
             exec_snapshot: true,
             thp_disable: true,
             paths: true,
+            cgroup_procs: None,
         }
     }
 }
@@ -637,6 +641,13 @@ pub fn record(argv: &[OsString], opts: &RecordOptions) -> Result<Recording, Reco
     let missing = tps.missing.clone();
     let mut child = spawn::Child::fork(&exec_path, argv, opts)?;
     let pid = child.pid();
+    if let Some(procs) = &opts.cgroup_procs {
+        // The child waits on its pipe: it joins before it runs anything of the program.
+        if let Err(e) = std::fs::write(procs, pid.to_string()) {
+            child.abort();
+            return Err(RecordError::Other(format!("putting the program in {}: {e}", procs.display())));
+        }
+    }
     let (mut listener, unavailable) = match child.take_listener() {
         Some(Ok(fd)) => (Some(notify::Listener::new(fd)), None),
         Some(Err(why)) => (None, Some(why)),

@@ -797,20 +797,34 @@ fn counters_into(r: &mut RunResult, c: &thp_abi::Counters) {
     }
 }
 
-/// Under memory pressure (a memcg limit or swap): reclaim's and swap's /proc/vmstat lines
-/// (`pswpin`, `pswpout`, `pgmajfault`, `pgscan_anon`, `pgsteal_anon`, `pgactivate`,
-/// `pgdeactivate`, `oom_kill`), the major faults, and SwapTotal/SwapFree in kB. Nothing without.
-fn pressure_into(r: &mut RunResult, k: &Kernel) {
+/// Under memory pressure (a memcg limit or swap), what a result carries: reclaim's and swap's
+/// /proc/vmstat lines (`thp_abi::pressure::RESULT_RECLAIM`), the major faults and the swap
+/// device's pages and pages in use. `None` without pressure.
+pub(crate) struct PressureLines {
+    reclaim: Vec<(thp_abi::ReclaimEvent, u64)>,
+    majflt: u64,
+    swap: Option<(u64, u64)>,
+}
+
+/// The machine's [`PressureLines`], its major faults `majflt`; `None` without pressure.
+pub(crate) fn pressure_lines(k: &Kernel, majflt: u64) -> Option<PressureLines> {
     if !k.under_pressure() {
-        return;
+        return None;
     }
-    let s = k.reclaim_stats();
-    let values = [s.pswpin, s.pswpout, s.pgmajfault, s.pgscan, s.pgsteal, s.pgactivate, s.pgdeactivate, k.memcg().oom_kill];
-    for (name, v) in thp_abi::pressure::RESULT_VMSTAT.into_iter().zip(values) {
-        r.vmstat.insert(name.into(), v as i64);
+    let reclaim = thp_abi::pressure::RESULT_RECLAIM.iter().map(|&e| (e, k.reclaim_event(e).expect("the model keeps every RESULT_RECLAIM line"))).collect();
+    Some(PressureLines { reclaim, majflt, swap: k.swap_pages() })
+}
+
+/// Under memory pressure: reclaim's and swap's /proc/vmstat lines (`pswpin`, `pswpout`,
+/// `pgmajfault`, `pgscan_anon`, `pgsteal_anon`, `pgactivate`, `pgdeactivate`, `oom_kill`), the
+/// major faults, and SwapTotal/SwapFree in kB. Nothing without.
+fn pressure_into(r: &mut RunResult, p: Option<PressureLines>) {
+    let Some(p) = p else { return };
+    for (e, v) in p.reclaim {
+        r.vmstat.insert(e.name().into(), v as i64);
     }
-    r.process.majflt = Some(k.stats().majflt);
-    if let Some((total, used)) = k.swap_pages() {
+    r.process.majflt = Some(p.majflt);
+    if let Some((total, used)) = p.swap {
         r.meminfo.insert(thp_abi::Meminfo::SwapTotal.into(), (total * 4) as i64);
         r.meminfo.insert(thp_abi::Meminfo::SwapFree.into(), ((total - used) * 4) as i64);
     }
@@ -900,7 +914,7 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
     let ranges: Vec<(u64, u64)> = regions.iter().flatten().map(|&(s, l)| (s, s + l)).collect();
     census_into(&mut r, &[k.census(&ranges)]);
     r.process.minflt = k.stats().minflt;
-    pressure_into(&mut r, k);
+    pressure_into(&mut r, pressure_lines(k, k.stats().majflt));
     fallbacks_into(&mut r, &[k.stats().fallbacks]);
     r.regions = workload
         .regions
@@ -1055,7 +1069,7 @@ pub fn run_recording_opts(
         rp.accesses(header.root_pid, b.runs());
     }
     let host_faults = rp.host_faults();
-    let replay::Finished { counters, minflt, images, stats: mut st, misses, khugepaged, io, timeline, accesses } = rp.finish();
+    let replay::Finished { counters, minflt, images, stats: mut st, misses, khugepaged, io, timeline, accesses, pressure } = rp.finish();
     let accesses = accesses.map(|rep| recorded_accesses(rep, opts.profile.accesses.as_ref().expect("accesses were replayed"), &mut st.warnings));
     let mut r = RunResult::new("sim", source);
     r.io = io;
@@ -1067,6 +1081,7 @@ pub fn run_recording_opts(
     let census: Vec<mm::debug::CensusReport> = images.iter().filter(|i| !i.replaced).map(|i| i.census.clone()).collect();
     census_into(&mut r, &census);
     r.process.minflt = minflt;
+    pressure_into(&mut r, pressure);
     let fallbacks: Vec<_> = images.iter().map(|i| i.fallbacks).collect();
     fallbacks_into(&mut r, &fallbacks);
     let mut peak = uapi::Peak::default();

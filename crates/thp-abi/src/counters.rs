@@ -57,11 +57,14 @@ names_enum! {
 names_enum! {
     /// The /proc/vmstat lines of reclaim, swap and compaction that a run under memory pressure
     /// reports beside the `thp_*` events (`include/linux/vm_event_item.h`: PSWPIN.., PGSTEAL_*,
-    /// PGSCAN_*, COMPACT*, ZSWP*, OOM_KILL; `mm/vmstat.c: vmstat_text` spells them).
+    /// PGACTIVATE, PGDEACTIVATE, PGSCAN_*, COMPACT*, ZSWP*, OOM_KILL; `mm/vmstat.c: vmstat_text`
+    /// spells them).
     #[doc(alias = "vm_event_item")]
     ReclaimEvent {
         Pswpin = "pswpin",
         Pswpout = "pswpout",
+        Pgactivate = "pgactivate",
+        Pgdeactivate = "pgdeactivate",
         Pgmajfault = "pgmajfault",
         Pgrefill = "pgrefill",
         PgstealKswapd = "pgsteal_kswapd",
@@ -225,7 +228,7 @@ mod tests {
         assert_eq!(ReclaimEvent::from_name("pswpout"), Some(ReclaimEvent::Pswpout));
         assert_eq!(ReclaimEvent::CompactStall.name(), "compact_stall");
         assert_eq!(ReclaimEvent::from_name("thp_swpout"), None, "thp_* lines are VmEvent's");
-        assert_eq!(ReclaimEvent::COUNT, 30);
+        assert_eq!(ReclaimEvent::COUNT, 32);
     }
 
     #[test]

@@ -8,6 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::counters::ReclaimEvent;
+
 /// What backs swap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -62,9 +64,18 @@ impl SwapSpec {
 }
 
 /// The /proc/vmstat lines of reclaim and swap that a result under pressure carries in its
-/// `vmstat`, model and live alike (so `compare` sets them side by side): the kernel's names
-/// (include/linux/vm_event_item.h, mm/vmstat.c `vmstat_text`).
-pub const RESULT_VMSTAT: [&str; 8] = ["pswpin", "pswpout", "pgmajfault", "pgscan_anon", "pgsteal_anon", "pgactivate", "pgdeactivate", "oom_kill"];
+/// `vmstat`, model and live alike (so `compare` sets them side by side), each a
+/// [`ReclaimEvent`] (include/linux/vm_event_item.h, mm/vmstat.c `vmstat_text` spell them).
+pub const RESULT_RECLAIM: [ReclaimEvent; 8] = [
+    ReclaimEvent::Pswpin,
+    ReclaimEvent::Pswpout,
+    ReclaimEvent::Pgmajfault,
+    ReclaimEvent::PgscanAnon,
+    ReclaimEvent::PgstealAnon,
+    ReclaimEvent::Pgactivate,
+    ReclaimEvent::Pgdeactivate,
+    ReclaimEvent::OomKill,
+];
 
 /// A run's memory pressure: its memcg's limit and its swap. The default is none: no limit, no swap.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -649,14 +649,6 @@ fn cmd_compare(mut a: CompareArgs) -> Result<u8> {
 /// `thplab compare --record -- CMD`: the settings and tolerance resolved, then one call to
 /// `experiment::program_lab::compare_record`.
 fn cmd_compare_record(a: CompareArgs, machine: sim::MachineConfig) -> Result<u8> {
-    if !machine.pressure.is_none() {
-        // The program's live run can join a memcg (`thplab record --memory-max`), but its replay
-        // here would not meet the limit where the program met it: refused, not compared unlike.
-        bail!(
-            "compare --record with --memory-max/--swap: a recorded program is not yet compared under memory pressure; \
-             compare a workload under it (thplab compare WORKLOAD --memory-max SIZE --swap zram:SIZE), or record the program under it (thplab record --memory-max SIZE -- CMD)"
-        );
-    }
     let settings_given = !a.settings.set.is_empty() || !a.settings.settings_file.is_empty() || a.settings.cmdline.is_some();
     let file = a.profile.as_deref().map(load_profile).transpose()?;
     // The TLB model only for the program's accesses.
@@ -666,7 +658,7 @@ fn cmd_compare_record(a: CompareArgs, machine: sim::MachineConfig) -> Result<u8>
     if a.command.is_empty() {
         bail!("compare --record: give the program after --: thplab compare --record -- CMD [ARGS...]");
     }
-    let mut tolerance = experiment::Tolerance::program();
+    let mut tolerance = if machine.pressure.is_none() { experiment::Tolerance::program() } else { experiment::Tolerance::program_under_pressure() };
     for t in &a.tolerance {
         tolerance.apply(t)?;
     }

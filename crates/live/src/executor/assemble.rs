@@ -137,15 +137,12 @@ pub(super) fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, ru
     res
 }
 
-/// Under pressure, the reclaim and swap lines the model's result carries in `vmstat`
-/// (`thp_abi::pressure::RESULT_VMSTAT`, from `live.pressure.vmstat`) and the major faults, so
-/// that `compare` judges them; nothing without.
+/// Under pressure, the reclaim and swap lines and the major faults
+/// (`crate::pressure::result_lines`); nothing without.
 fn pressure_into(res: &mut RunResult, p: Option<&uapi::result::LivePressure>) {
-    let Some(p) = p else { return };
-    for name in thp_abi::pressure::RESULT_VMSTAT {
-        res.vmstat.insert(name.into(), p.vmstat.get(name).copied().unwrap_or(0));
+    if let Some(p) = p {
+        crate::pressure::result_lines(res, p);
     }
-    res.process.majflt = Some(p.majflt);
 }
 
 /// A workload that forks: each process's row, its minflt the median over the runs (`col`), the

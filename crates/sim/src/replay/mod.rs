@@ -415,6 +415,8 @@ pub struct Finished {
     /// `record --accesses`: the TLB model's report of the recorded accesses (`recorded` holds
     /// what the replay did with them).
     pub accesses: Option<uapi::AccessReport>,
+    /// Under `--memory-max`/`--swap`: the reclaim lines, every process's major faults, the swap.
+    pub(crate) pressure: Option<crate::PressureLines>,
 }
 
 /// One process image (a process between its execve and its exit or next execve).

@@ -79,6 +79,8 @@ impl<'a> Replay<'a> {
             r.recorded = Some(self.access_counts.clone());
             r
         });
-        Finished { counters, minflt, images: self.done_images, stats: self.stats, misses: self.misses, khugepaged, io: self.io, timeline, accesses }
+        // One machine, one memcg: every process's major faults (pgmajfault) are the program's.
+        let pressure = crate::pressure_lines(&self.m, self.m.reclaim_stats().pgmajfault);
+        Finished { counters, minflt, images: self.done_images, stats: self.stats, misses: self.misses, khugepaged, io: self.io, timeline, accesses, pressure }
     }
 }

@@ -90,10 +90,7 @@ fn live_run(text: &str, args: &[&str]) -> Value {
 }
 
 #[test]
-fn compare_record_refuses_pressure_and_bad_sizes_say_what_is_valid() {
-    let r = thplab(&["compare", "--record", "--memory-max", "64M", "--swap", "zram:128M", "--", "true"]);
-    assert_ne!(r.code, 0);
-    assert!(r.stderr.contains("a recorded program is not yet compared under memory pressure"), "{}", r.stderr);
+fn bad_swap_and_limit_sizes_say_what_is_valid() {
     let r = thplab(&["live", "seed-anon-1g", "--swap", "disk:4G"]);
     assert_ne!(r.code, 0);
     assert!(r.stderr.contains("'disk' is not a kind of swap") && r.stderr.contains("zram:SIZE, file:SIZE or none"), "{}", r.stderr);
@@ -224,4 +221,46 @@ fn record_runs_the_program_in_the_memcg_and_removes_it() {
     let line = r.stdout.lines().find(|l| l.split(':').nth(1).is_some_and(|c| c.split(',').any(|c| c == "memory")) || l.starts_with("0::")).unwrap_or("");
     assert!(r.stdout.lines().any(|l| l.contains(":/thplab-")), "the program's cgroups:\n{}", r.stdout);
     assert!(line.contains("/thplab-") || r.stdout.contains(":memory:/thplab-"), "{}", r.stdout);
+}
+
+/// `compare --record --memory-max 8M --swap zram:64M -- sort` of a 4 MB file (sort's peak RSS
+/// is 13 MB here): the program is recorded in a memcg of its own and run live in another, the
+/// model replays it on a machine with the same limit and swap. Both swap; the model's minflt
+/// within 10 % of live (the faults of the recording are the program's own); the result's
+/// reclaim lines are in both; the memcgs and zram are gone afterwards. pswpout is not asserted
+/// close: the model's follows the recording, whose major faults vary run to run (measured
+/// 2756 and 1632 against live 2962 and 2932: docs/pressure.md).
+/// majflt is shown, not asserted: the model's LRU sees the recorded faults only, not the
+/// accesses between them (docs/pressure.md).
+#[test]
+fn compare_record_replays_a_program_under_its_memcg_limit() {
+    require_pressure!();
+    let _x = exclusive();
+    let _m = MachineUnchanged::new();
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("lines.txt");
+    let mut text = String::new();
+    let mut x: u64 = 7;
+    while text.len() < 4_000_000 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        text.push_str(&format!("{x:016x} {}\n", x >> 40));
+    }
+    std::fs::write(&input, text).unwrap();
+    let args = ["compare", "--json", "--record", "--memory-max", "8M", "--swap", "zram:64M", "--", "sort", "--parallel=1", "-o", "/dev/null", input.to_str().unwrap()];
+    let r = thplab_unlocked(&workspace(), &args);
+    if r.code == 5 {
+        println!("skipped: recording not available here: {}", r.stderr);
+        return;
+    }
+    assert!(r.code == 0 || r.code == 4, "{}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let (model, live) = (&v[0]["model"], &v[0]["live"]);
+    assert_eq!(live["live"]["exit_status"], 0, "sort must finish under the limit: {}", r.stdout);
+    for res in [model, live] {
+        assert!(n(&res["vmstat"]["pswpout"]) > 0, "no swap-out: {res}");
+        assert!(res["vmstat"].get("pgsteal_anon").is_some() && res["process"]["majflt"].is_u64(), "{res}");
+    }
+    let (mm, lm) = (n(&model["process"]["minflt"]), n(&live["process"]["minflt"]));
+    assert!((mm - lm).abs() * 10 <= lm, "minflt: model {mm}, live {lm}");
+    assert_eq!(model["meminfo"]["SwapTotal"], 65532, "zram:64M less the header page, in kB");
 }

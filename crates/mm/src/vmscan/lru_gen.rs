@@ -1,0 +1,302 @@
+//! MGLRU, the multi-generational LRU, as a second reclaim algorithm of the model: MODEL-ONLY
+//! (this machine's kernel has `CONFIG_LRU_GEN` off and reclaims with the classic active/inactive
+//! LRU of [`crate::vmscan`], so nothing here can be checked against the live kernel).
+//!
+//! Kernel sources (6.18): `mm/vmscan.c` (`inc_max_seq`, `inc_min_seq`, `try_to_inc_max_seq`,
+//! `walk_mm`, `walk_pmd_range`, `walk_pte_range`, `suitable_to_scan`, `update_bloom_filter`,
+//! `test_bloom_filter`, `reset_bloom_filter`, `get_item_key`, `evict_folios`, `isolate_folios`,
+//! `sort_folio`, `lru_gen_look_around`), `include/linux/mmzone.h` (`MIN_NR_GENS` 2,
+//! `MAX_NR_GENS` 4, `MIN_LRU_BATCH` = BITS_PER_LONG), `include/linux/mm_inline.h`
+//! (`lru_gen_from_seq`, `lru_gen_add_folio`: a new folio joins the youngest generation),
+//! `include/linux/hash.h` (`hash_64`).
+//!
+//! What is modelled: generations `min_seq..=max_seq` (at most four), a folio's generation
+//! `seq % MAX_NR_GENS`; aging (`inc_max_seq` after a page-table walk, [`LruGen::walk_mm`],
+//! that moves every folio it finds young to the youngest generation, clears the accessed bits,
+//! and records in the Bloom filter of the next walk the PMDs whose PTE tables held enough young
+//! PTEs: `suitable_to_scan`, at least one young PTE per cache line of 8); the next walk skips
+//! the PMDs its filter does not hold (unless forced); eviction from the oldest generation
+//! ([`LruGen::evict_folios`]): a folio promoted since it was isolated is moved (`sort_folio`),
+//! one whose PTEs are young is promoted by `lru_gen_look_around` (which also promotes the young
+//! folios within MIN_LRU_BATCH PTEs around it and adds the PMD to the filter when they are
+//! many), the others are evicted oldest first. `inc_min_seq` retires an empty oldest
+//! generation.
+//!
+//! Left out: tiers and the PID controller (`folio_lru_refs`, `get_tier_idx`: refs through file
+//! descriptors, which anon memory does not have), the anon/file balance (`get_type_to_scan`:
+//! the model has anon only), per-memcg and per-node lruvecs (one), the `mm_list` iteration over
+//! several mms (the walk is given the PMDs to visit), `lru_gen_min_ttl`. Not yet wired into
+//! reclaim: the classic LRU still serves `--memory-max` runs; this module is the data structure
+//! and its algorithm, with the aging events ([`AgingEvent`]) the collapse-hint policy (#29)
+//! will read.
+
+use std::collections::{HashMap, VecDeque};
+
+/// `MIN_NR_GENS`.
+pub const MIN_NR_GENS: u64 = 2;
+/// `MAX_NR_GENS`.
+pub const MAX_NR_GENS: u64 = 4;
+/// `MIN_LRU_BATCH` (BITS_PER_LONG): the PTEs `lru_gen_look_around` looks at.
+pub const MIN_LRU_BATCH: u64 = 64;
+/// `BLOOM_FILTER_SHIFT`: each of the two filters has 2^15 bits.
+pub const BLOOM_FILTER_SHIFT: u32 = 15;
+/// PTEs per PMD (x86-64).
+const PTRS_PER_PTE: u64 = 512;
+
+/// A folio, by its head page frame.
+pub type FolioId = u64;
+
+/// The page tables a walk sees: per PMD (its address, 2 MiB aligned) the present PTEs as
+/// (virtual address, folio, accessed bit). The kernel's `walk_page_range` over an mm's VMAs.
+pub trait PageTables {
+    /// The PMDs that map PTE tables, in address order.
+    fn pmds(&self) -> Vec<u64>;
+    /// The present PTEs of the PTE table under `pmd`: (address, folio, young).
+    fn ptes(&self, pmd: u64) -> Vec<(u64, FolioId, bool)>;
+    /// `ptep_test_and_clear_young`.
+    fn clear_young(&mut self, va: u64);
+}
+
+/// What one aging walk found: the PMDs whose PTE tables held enough young PTEs to be walked
+/// again (the ones it added to the Bloom filter), with their young PTE counts. The input of a
+/// collapse hint (#29): a PMD found hot by aging is a candidate for a THP.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AgingEvent {
+    /// The `max_seq` the walk created.
+    pub seq: u64,
+    /// (PMD address, young PTEs, present PTEs) of each PMD added to the filter.
+    pub young_pmds: Vec<(u64, u32, u32)>,
+}
+
+/// The two Bloom filters of `lru_gen_mm_state` (`filters[NR_BLOOM_FILTERS]`), indexed by seq.
+#[derive(Clone, Debug)]
+pub struct BloomFilters {
+    bits: [Vec<u64>; 2],
+    /// Whether each filter was ever reset (`reset_bloom_filter`): an unset filter lets every
+    /// item through (`test_bloom_filter` returns true when there is no filter).
+    live: [bool; 2],
+}
+
+impl Default for BloomFilters {
+    fn default() -> Self {
+        let n = (1usize << BLOOM_FILTER_SHIFT) / 64;
+        BloomFilters { bits: [vec![0; n], vec![0; n]], live: [false; 2] }
+    }
+}
+
+/// `get_item_key`: two keys of BLOOM_FILTER_SHIFT bits from `hash_64(item, 2 * SHIFT)`.
+fn item_keys(item: u64) -> [usize; 2] {
+    const GOLDEN_RATIO_64: u64 = 0x61C8_8646_80B5_83EB;
+    let hash = item.wrapping_mul(GOLDEN_RATIO_64) >> (64 - 2 * BLOOM_FILTER_SHIFT);
+    let mask = (1u64 << BLOOM_FILTER_SHIFT) - 1;
+    [(hash & mask) as usize, (hash >> BLOOM_FILTER_SHIFT) as usize]
+}
+
+impl BloomFilters {
+    /// `reset_bloom_filter`: clear the filter of `seq`.
+    pub fn reset(&mut self, seq: u64) {
+        let i = (seq % 2) as usize;
+        self.bits[i].iter_mut().for_each(|w| *w = 0);
+        self.live[i] = true;
+    }
+    /// `update_bloom_filter`: add `item` (a PMD's address) to the filter of `seq`.
+    pub fn update(&mut self, seq: u64, item: u64) {
+        let i = (seq % 2) as usize;
+        for k in item_keys(item) {
+            self.bits[i][k / 64] |= 1 << (k % 64);
+        }
+    }
+    /// `test_bloom_filter`: whether `item` may be in the filter of `seq` (true without one).
+    pub fn test(&self, seq: u64, item: u64) -> bool {
+        let i = (seq % 2) as usize;
+        !self.live[i] || item_keys(item).iter().all(|k| self.bits[i][k / 64] & (1 << (k % 64)) != 0)
+    }
+}
+
+/// `suitable_to_scan`: at least one young PTE per cache line (64 bytes: 8 PTEs).
+pub fn suitable_to_scan(total: u32, young: u32) -> bool {
+    young * 8 >= total
+}
+
+/// One lruvec's generations (`struct lru_gen_folio`): anon only, no tiers.
+#[derive(Clone, Debug)]
+pub struct LruGen {
+    pub min_seq: u64,
+    pub max_seq: u64,
+    /// Per generation (`lru_gen_from_seq`), its folios, the head the youngest (`lru_gen_add_folio`
+    /// adds at the head; eviction takes the tail).
+    gens: [VecDeque<FolioId>; MAX_NR_GENS as usize],
+    /// Each folio's seq (`folio->flags`' gen bits, as a seq).
+    seq_of: HashMap<FolioId, u64>,
+    pub filters: BloomFilters,
+    /// The aging walks' findings, oldest first ([`LruGen::take_aging_events`]).
+    events: Vec<AgingEvent>,
+}
+
+impl Default for LruGen {
+    /// An empty lruvec with MIN_NR_GENS generations, seqs 0 and 1 (`lru_gen_init_lruvec`
+    /// starts at other seqs; only their differences matter).
+    fn default() -> Self {
+        LruGen { min_seq: 0, max_seq: MIN_NR_GENS - 1, gens: Default::default(), seq_of: HashMap::new(), filters: BloomFilters::default(), events: Vec::new() }
+    }
+}
+
+impl LruGen {
+    fn gen(seq: u64) -> usize {
+        (seq % MAX_NR_GENS) as usize
+    }
+
+    /// Generations alive (`max_seq - min_seq + 1`).
+    pub fn nr_gens(&self) -> u64 {
+        self.max_seq - self.min_seq + 1
+    }
+
+    /// The seq of `folio`'s generation, if it is on the LRU.
+    pub fn seq_of(&self, folio: FolioId) -> Option<u64> {
+        self.seq_of.get(&folio).copied()
+    }
+
+    /// The folios of generation `seq`, youngest first.
+    pub fn folios(&self, seq: u64) -> Vec<FolioId> {
+        self.gens[Self::gen(seq)].iter().copied().filter(|f| self.seq_of.get(f) == Some(&seq)).collect()
+    }
+
+    /// `lru_gen_add_folio` of a new folio: the youngest generation.
+    pub fn add_folio(&mut self, folio: FolioId) {
+        self.move_to(folio, self.max_seq);
+    }
+
+    /// Take `folio` off the LRU (freed, unmapped).
+    pub fn del_folio(&mut self, folio: FolioId) {
+        if let Some(seq) = self.seq_of.remove(&folio) {
+            self.gens[Self::gen(seq)].retain(|f| *f != folio);
+        }
+    }
+
+    /// `folio_update_gen`/`folio_inc_gen` to `seq`: moved to that generation's head.
+    fn move_to(&mut self, folio: FolioId, seq: u64) {
+        self.del_folio(folio);
+        self.gens[Self::gen(seq)].push_front(folio);
+        self.seq_of.insert(folio, seq);
+    }
+
+    /// `inc_min_seq`: retire the oldest generations that are empty, keeping MIN_NR_GENS.
+    pub fn inc_min_seq(&mut self) {
+        while self.nr_gens() > MIN_NR_GENS && self.folios(self.min_seq).is_empty() {
+            self.gens[Self::gen(self.min_seq)].clear();
+            self.min_seq += 1;
+        }
+    }
+
+    /// `try_to_inc_max_seq` → `walk_mm` over `pt` → `inc_max_seq`: one aging pass. Refused
+    /// (false) when four generations are alive and the oldest still holds folios (the kernel
+    /// evicts first). `force_scan` walks every PMD (`lru_gen_age_node` with a forced scan, or
+    /// when the filter of this seq was never built).
+    pub fn try_to_inc_max_seq(&mut self, pt: &mut dyn PageTables, force_scan: bool) -> bool {
+        self.inc_min_seq();
+        if self.nr_gens() == MAX_NR_GENS {
+            return false;
+        }
+        // The walk from max_seq tests max_seq's filter and fills the next one (reset first).
+        let new_seq = self.max_seq + 1;
+        self.filters.reset(new_seq);
+        let event = self.walk_mm(pt, new_seq, force_scan);
+        self.max_seq = new_seq;
+        self.events.push(event);
+        true
+    }
+
+    /// `walk_mm` → `walk_pmd_range` → `walk_pte_range`: each PMD this walk's filter holds (every
+    /// PMD when forced), its young PTEs' folios moved to `new_seq` and their accessed bits
+    /// cleared; a PMD `suitable_to_scan` goes into the next walk's filter.
+    fn walk_mm(&mut self, pt: &mut dyn PageTables, new_seq: u64, force_scan: bool) -> AgingEvent {
+        let mut event = AgingEvent { seq: new_seq, young_pmds: Vec::new() };
+        for pmd in pt.pmds() {
+            if !force_scan && !self.filters.test(self.max_seq, pmd) {
+                continue;
+            }
+            let ptes = pt.ptes(pmd);
+            let mut young = 0u32;
+            for &(va, folio, y) in &ptes {
+                if y {
+                    young += 1;
+                    pt.clear_young(va);
+                    if self.seq_of.contains_key(&folio) {
+                        self.move_to(folio, new_seq);
+                    }
+                }
+            }
+            if young > 0 && suitable_to_scan(ptes.len() as u32, young) {
+                self.filters.update(new_seq, pmd);
+                event.young_pmds.push((pmd, young, ptes.len() as u32));
+            }
+        }
+        event
+    }
+
+    /// `lru_gen_look_around`: reclaim's rmap walk found `va` young; the present PTEs within
+    /// MIN_LRU_BATCH of it in its PTE table (a window in the PMD) whose accessed bit is set
+    /// have their folios moved to `max_seq` and their bits cleared, and the PMD joins the
+    /// filter the next walk tests (max_seq's) when they are `suitable_to_scan`. Returns the folios promoted.
+    pub fn lru_gen_look_around(&mut self, pt: &mut dyn PageTables, va: u64) -> Vec<FolioId> {
+        let pmd = va & !(PTRS_PER_PTE * 4096 - 1);
+        let lo = va.saturating_sub(MIN_LRU_BATCH / 2 * 4096).max(pmd);
+        let hi = (lo + MIN_LRU_BATCH * 4096).min(pmd + PTRS_PER_PTE * 4096);
+        let window: Vec<_> = pt.ptes(pmd).into_iter().filter(|(a, _, _)| (lo..hi).contains(a)).collect();
+        let mut promoted = Vec::new();
+        for &(a, folio, _) in window.iter().filter(|p| p.2) {
+            pt.clear_young(a);
+            if self.seq_of.contains_key(&folio) && !promoted.contains(&folio) {
+                self.move_to(folio, self.max_seq);
+                promoted.push(folio);
+            }
+        }
+        let young = window.iter().filter(|p| p.2).count() as u32;
+        if young > 0 && suitable_to_scan(window.len() as u32, young) {
+            self.filters.update(self.max_seq, pmd);
+        }
+        promoted
+    }
+
+    /// `evict_folios` → `isolate_folios` from the oldest generation, `sort_folio` and
+    /// `shrink_folio_list`: up to `nr_to_scan` folios from the tail of `min_seq`'s generation;
+    /// a folio `young(folio)` reports a young PTE for (reclaim's `folio_referenced`, which
+    /// calls `lru_gen_look_around` at `va`) is promoted with its neighbours, the others are
+    /// evicted. Returns the folios evicted, in eviction order (the caller swaps them out).
+    pub fn evict_folios(&mut self, pt: &mut dyn PageTables, nr_to_scan: usize, young: &dyn Fn(&dyn PageTables, FolioId) -> Option<u64>) -> Vec<FolioId> {
+        self.inc_min_seq();
+        let seq = self.min_seq;
+        let mut evicted = Vec::new();
+        for _ in 0..nr_to_scan {
+            let Some(folio) = self.gens[Self::gen(seq)].pop_back() else { break };
+            match self.seq_of.get(&folio) {
+                // sort_folio: promoted since (or another seq's leftover): not this generation's.
+                Some(s) if *s != seq => continue,
+                None => continue,
+                Some(_) => {}
+            }
+            self.gens[Self::gen(seq)].push_back(folio);
+            if let Some(va) = young(pt, folio) {
+                self.lru_gen_look_around(pt, va);
+                // Referenced: promoted even where the window missed it (folio_referenced).
+                if self.seq_of(folio) == Some(seq) {
+                    self.move_to(folio, self.max_seq);
+                }
+                continue;
+            }
+            self.del_folio(folio);
+            evicted.push(folio);
+        }
+        evicted
+    }
+
+    /// The aging walks' findings since the last call, oldest first (for the collapse-hint
+    /// policy, #29).
+    pub fn take_aging_events(&mut self) -> Vec<AgingEvent> {
+        std::mem::take(&mut self.events)
+    }
+}
+
+#[cfg(test)]
+#[path = "lru_gen_tests.rs"]
+mod tests;
