@@ -29,6 +29,7 @@ pub fn print_list(out: &mut impl Write, json: bool) -> anyhow::Result<()> {
     for p in ThpSettings::valid_paths() {
         writeln!(out, "{p}: {}", ThpSettings::valid_values(&p).unwrap_or_default())?;
     }
+    write!(out, "\n{}", thp_abi::version::list_text())?;
     Ok(())
 }
 
