@@ -581,6 +581,7 @@ impl fmt::Display for ThpSettings {
 
 fn valid_paths_text() -> String {
     let mut v = ThpSettings::valid_paths();
+    v.extend(crate::version::list_entries().into_iter().map(|(p, _)| p));
     v.sort();
     v.join(", ")
 }

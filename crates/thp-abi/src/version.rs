@@ -196,21 +196,27 @@ impl fmt::Display for Policy {
     }
 }
 
-/// The lines `thplab settings --list` prints for versions and policies.
-pub fn list_text() -> String {
-    let mut out = String::from("kernel versions (--kernel, or `kernel = VERSION` in a settings file):\n");
-    for k in KernelVersion::ALL {
-        let mark = if k == KernelVersion::default() { " (default)" } else { "" };
-        out.push_str(&format!("  {}{mark}: {}\n", k.word(), k.describe()));
-    }
-    out.push_str("policies (--policy NAME[:PARAM=VALUE,...], or `policy = ...` in a settings file; model-only):\n");
+/// The entries `thplab settings --list` adds after the knobs, as (path, values): `kernel` and
+/// `policy` with every version and every policy (its series, version, source and parameters).
+pub fn list_entries() -> Vec<(String, String)> {
+    let kernels: Vec<String> = KernelVersion::ALL
+        .iter()
+        .map(|k| match k {
+            KernelVersion::V6_18 => "6.18 (the default: this machine's, what live runs check)".to_string(),
+            k => format!("{} (model-only: {})", k.word(), k.describe()),
+        })
+        .collect();
+    let mut policies = vec!["none".to_string()];
     for p in POLICIES {
-        out.push_str(&format!("  {}: {}\n    series: {}\n    version: {}\n    source: {}\n", p.word, p.doc, p.series, p.version, p.source));
-        for param in p.params {
-            out.push_str(&format!("    {}={} (default {}): {}\n", param.name, param.values.replace(", ", "|"), param.default, param.doc));
-        }
+        let params: Vec<String> = p.params.iter().map(|x| format!("{}={} (default {}: {})", x.name, x.values.replace(", ", "|"), x.default, x.doc)).collect();
+        policies.push(format!("{} (model-only; series \"{}\" {}, {}; {}; parameters: {})", p.word, p.series, p.version, p.source, p.doc, params.join("; ")));
     }
-    out
+    vec![("kernel".into(), kernels.join(", ")), ("policy".into(), policies.join(", "))]
+}
+
+/// [`list_entries`] as `PATH: VALUES` lines.
+pub fn list_text() -> String {
+    list_entries().into_iter().map(|(p, v)| format!("{p}: {v}\n")).collect()
 }
 
 #[cfg(test)]
@@ -248,8 +254,9 @@ mod tests {
     #[test]
     fn the_list_names_every_version_and_policy_with_its_source() {
         let t = list_text();
-        assert!(t.contains("6.18 (default)") && t.contains("7.2:"), "{t}");
-        assert!(t.contains("mthp-collapse-v18") && t.contains("v18, 2026-05-22") && t.contains("https://lore.kernel.org"), "{t}");
-        assert!(t.contains("scaled=0|1|uncapped (default 0)"), "{t}");
+        assert!(t.starts_with("kernel: 6.18 (the default: this machine's, what live runs check), 7.2 (model-only: 6.18 plus khugepaged mTHP collapse"), "{t}");
+        assert!(t.contains("\npolicy: none, mthp-collapse-v18 (model-only; series \"khugepaged: mTHP support (Nico Pache)\" v18, 2026-05-22, https://lore.kernel.org"), "{t}");
+        assert!(t.contains("scaled=0|1|uncapped (default 0: "), "{t}");
+        assert_eq!(t.lines().count(), 2);
     }
 }
