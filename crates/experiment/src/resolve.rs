@@ -38,6 +38,18 @@ pub fn settings(cmdline: Option<&str>, files: &[PathBuf], sets: &[String]) -> Re
     Ok(s)
 }
 
+/// `--kernel VERSION` and `--policy NAME[:PARAM=VALUE,...]` on top of the settings (they win
+/// over `kernel=` and `policy=` lines of a settings file); errors say what is valid.
+pub fn version_and_policy(s: &mut ThpSettings, kernel: Option<&str>, policy: Option<&str>) -> Result<()> {
+    if let Some(k) = kernel {
+        s.set("kernel", k).with_context(|| format!("--kernel {k}"))?;
+    }
+    if let Some(p) = policy {
+        s.set("policy", p).with_context(|| format!("--policy {p}"))?;
+    }
+    Ok(())
+}
+
 /// The THP sysfs tree `--settings live` reads (`$THPLAB_SYSFS_THP` in tests, to read a copy).
 fn live_tree() -> PathBuf {
     std::env::var_os("THPLAB_SYSFS_THP").filter(|s| !s.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(thp_abi::settings::SYSFS_THP))

@@ -32,9 +32,15 @@
 //! - khugepaged turns SCAN_PTE_MAPPED_HUGEPAGE into `collapse_pte_mapped_thp` without a PMD;
 //!   its SCAN_PMD_MAPPED (or a retracted table) is SCAN_SUCCEED, so `pages_collapsed` grows by
 //!   one for every collapsed range at every later scan.
+//!
+//! Under `--kernel 7.2` or a collapse policy, anonymous ranges with orders below PMD enabled
+//! are scanned and collapsed by [`mthp_collapse`]; with PMD the only order the scan is 6.18's
+//! (7.2 adds the per-size `collapse_exceed_*_pte` stats at PMD order).
+
+pub mod mthp_collapse;
 
 use mm_types::{Order, Orders, Vaddr, PMD_ORDER, PMD_SIZE};
-use thp_abi::VmEvent;
+use thp_abi::{KernelVersion, MthpStat, VmEvent};
 
 use crate::huge_memory::TvaType;
 use crate::pgtable::{Pmd, PTE_PRESENT, PTE_YOUNG, PTE_ZERO};
@@ -133,6 +139,10 @@ pub struct KhugepagedScan {
     /// While the daemon sleeps in `khugepaged_alloc_sleep`: the wake-up's progress and its
     /// passes through the list head, to go on from.
     pub in_alloc_sleep: Option<(u64, u32)>,
+    /// What the modelled kernel warned of once (`pr_warn_once`).
+    pub warnings: Vec<String>,
+    /// The last scan went on to a collapse walk (7.2: the mmap lock was dropped).
+    pub(crate) walked: bool,
 }
 
 /// How one stretch of a wake-up's scan ended ([`Kernel::khugepaged_do_scan`]).
@@ -218,7 +228,7 @@ impl Kernel {
     /// may collapse in (`TVA_KHUGEPAGED`: it needs an anon_vma). Returns true when it was
     /// added now (`__khugepaged_enter`; the daemon then wakes, as the list was empty).
     pub(crate) fn khugepaged_enter_vma(&mut self, vma: &Vma) -> bool {
-        if self.mm.flags.vm_hugepage || !self.hugepage_pmd_enabled() {
+        if self.mm.flags.vm_hugepage || !self.khugepaged_enabled() {
             return false;
         }
         if self.collapse_vma_allowable(vma, TvaType::Khugepaged).is_empty() {
@@ -234,6 +244,10 @@ impl Kernel {
     pub(crate) fn collapse_vma_allowable(&self, vma: &Vma, tva: TvaType) -> Orders {
         let pmd = Orders::single(Order::PMD);
         match vma.inode() {
+            // 7.2: khugepaged collapses anonymous memory to the orders the policy takes.
+            None if tva == TvaType::Khugepaged && self.policy.khugepaged_any_order() => {
+                self.policy.collapse_orders(self.thp_vma_allowable_orders(vma, tva, Orders::ALL_ANON))
+            }
             None => self.thp_vma_allowable_orders(vma, tva, pmd),
             Some(ino) => crate::shmem::shmem_thp_vma_allowable_orders(&self.settings, &self.mm.flags, self.inode_facts(ino), vma, tva, pmd, &mut ()),
         }
@@ -284,7 +298,23 @@ impl Kernel {
 
     /// `khugepaged_has_work`.
     pub fn khugepaged_has_work(&self) -> bool {
-        !self.khugepaged.mm_slots.is_empty() && self.hugepage_pmd_enabled()
+        !self.khugepaged.mm_slots.is_empty() && self.khugepaged_enabled()
+    }
+
+    /// The gate of the daemon: `hugepage_pmd_enabled` (6.18), or any anonymous size enabled
+    /// too when the policy collapses below PMD order (7.2's `hugepage_enabled`).
+    fn khugepaged_enabled(&self) -> bool {
+        self.hugepage_pmd_enabled() || (self.policy.khugepaged_any_order() && self.anon_mthp_enabled())
+    }
+
+    /// What the modelled kernel warned of once (`pr_warn_once`), such as 7.2's max_ptes_none rule.
+    pub fn kernel_warnings(&self) -> &[String] {
+        &self.khugepaged.warnings
+    }
+
+    /// Install a THP policy ([`policy::ThpPolicy`]) in place of the one the settings chose.
+    pub fn set_policy(&mut self, policy: Box<dyn policy::ThpPolicy>) {
+        self.policy = policy;
     }
 
     /// What the daemon has done.
@@ -300,7 +330,41 @@ impl Kernel {
     pub fn khugepaged_do_scan(&mut self) -> ScanEnd {
         self.khugepaged.wakeups += 1;
         self.khugepaged.in_alloc_sleep = None;
-        self.khugepaged_scan_loop(0, 0, true)
+        let pages = self.settings.khugepaged.pages_to_scan as u64;
+        let progress = self.khugepaged_scan_hints(pages);
+        if progress >= pages {
+            return ScanEnd::Done;
+        }
+        self.khugepaged_scan_loop(progress, 0, true)
+    }
+
+    /// The policy's ranges before the round-robin scan (`ThpPolicy::next_range`; 6.18 has
+    /// none): each PMD range that is still an anonymous one khugepaged may collapse in is
+    /// scanned once, charged 512 pages of `pages_to_scan`.
+    fn khugepaged_scan_hints(&mut self, pages: u64) -> u64 {
+        let mut progress = 0;
+        while progress < pages {
+            let Some(r) = self.policy.next_range() else { break };
+            progress += 512;
+            if r.mm as usize >= self.parked.len() {
+                continue;
+            }
+            let prev = self.mm.id;
+            self.switch_mm(MmId(r.mm));
+            let addr = r.addr & !(PMD_SIZE - 1);
+            let vma = self.mm.vmas.find(addr).filter(|v| !self.mm.exited && v.inode().is_none() && v.start <= addr && addr + PMD_SIZE <= v.end);
+            if let Some(vma) = vma.filter(|v| !self.collapse_vma_allowable(v, TvaType::Khugepaged).is_empty()) {
+                let r = self.hpage_collapse_scan_pmd(&vma, addr, CollapseControl { is_khugepaged: true });
+                self.count_scan_result(r);
+                self.khugepaged.pmds_scanned += 1;
+                self.khugepaged.walked = false;
+                if r == ScanResult::Succeed {
+                    self.khugepaged.pages_collapsed += 1;
+                }
+            }
+            self.switch_mm(prev);
+        }
+        progress
     }
 
     /// The end of `khugepaged_alloc_sleep`: the wake-up goes on where it stopped, and a
@@ -427,8 +491,9 @@ impl Kernel {
                     let r = self.hpage_collapse_scan_pmd(&vma, addr, cc);
                     self.count_scan_result(r);
                     // The scan drops the mmap lock when it goes on to collapse_huge_page, which
-                    // ends in success or in a failed allocation.
-                    (r, matches!(r, ScanResult::Succeed | ScanResult::AllocHugePageFail))
+                    // ends in success or in a failed allocation, or to a collapse walk (7.2).
+                    let walked = std::mem::take(&mut self.khugepaged.walked);
+                    (r, walked || matches!(r, ScanResult::Succeed | ScanResult::AllocHugePageFail))
                 };
                 *result = r;
                 self.khugepaged.pmds_scanned += 1;
@@ -455,6 +520,13 @@ impl Kernel {
         progress
     }
 
+    /// 7.2's per-size `collapse_exceed_*_pte` at PMD order, beside the vm event of a PMD scan.
+    fn count_collapse_exceed(&mut self, stat: MthpStat) {
+        if self.settings.kernel >= KernelVersion::V7_2 {
+            self.counters.count_mthp(Order::PMD, stat);
+        }
+    }
+
     fn count_scan_result(&mut self, r: ScanResult) {
         *self.mm.stats.scan_results.entry(r).or_insert(0) += 1;
     }
@@ -469,6 +541,12 @@ impl Kernel {
             Pmd::Huge { .. } | Pmd::HugeZero => return ScanResult::PmdMapped,
             Pmd::Table(i) => i,
         };
+        if cc.is_khugepaged && self.policy.khugepaged_any_order() && vma.inode().is_none() {
+            let enabled = self.collapse_vma_allowable(vma, TvaType::Khugepaged);
+            if enabled != Orders::single(Order::PMD) {
+                return self.collapse_scan_pmd_mthp(vma, addr, idx, t, enabled);
+            }
+        }
         let ks = self.settings.khugepaged;
         let mut none_or_zero = 0;
         let mut referenced = 0;
@@ -481,6 +559,7 @@ impl Kernel {
                 let swapped = self.mm.pt.swap.range(addr / mm_types::PAGE_SIZE..addr / mm_types::PAGE_SIZE + 512).count() as u32;
                 if cc.is_khugepaged && swapped > ks.max_ptes_swap {
                     self.counters.count(VmEvent::ThpScanExceedSwapPte);
+                    self.count_collapse_exceed(MthpStat::CollapseExceedSwapPte);
                 }
                 return ScanResult::ExceedSwapPte;
             }
@@ -489,6 +568,7 @@ impl Kernel {
                 // A userfaultfd-registered VMA allows no none or zero PTE, even to MADV_COLLAPSE.
                 if vma.flags & vm::UFFD_ARMED != 0 || (cc.is_khugepaged && none_or_zero > ks.max_ptes_none) {
                     self.counters.count(VmEvent::ThpScanExceedNonePte);
+                    self.count_collapse_exceed(MthpStat::CollapseExceedNonePte);
                     return ScanResult::ExceedNonePte;
                 }
                 continue;
@@ -500,6 +580,7 @@ impl Kernel {
                 shared += 1;
                 if cc.is_khugepaged && shared > ks.max_ptes_shared {
                     self.counters.count(VmEvent::ThpScanExceedSharePte);
+                    self.count_collapse_exceed(MthpStat::CollapseExceedSharedPte);
                     return ScanResult::ExceedSharedPte;
                 }
             }
@@ -516,7 +597,7 @@ impl Kernel {
     /// `collapse_huge_page`: allocate a 2 MiB folio, copy the present pages into it (none and
     /// zero-page PTEs become zero-filled pages), release the old folios and map the new one with
     /// a PMD; the old PTE table is deposited.
-    fn collapse_huge_page(&mut self, vma: &Vma, haddr: Vaddr, idx: u32, t: u32, cc: CollapseControl) -> ScanResult {
+    pub(super) fn collapse_huge_page(&mut self, vma: &Vma, haddr: Vaddr, idx: u32, t: u32, cc: CollapseControl) -> ScanResult {
         // alloc_charge_folio: khugepaged's GFP by khugepaged/defrag, MADV_COLLAPSE's
         // GFP_TRANSHUGE (it may compact), the charge with the same GFP; a failed charge counts nothing
         // (SCAN_CGROUP_CHARGE_FAIL). Reclaim while allocating leaves the range being collapsed

@@ -19,7 +19,9 @@
 //! - [`gup`]: `mm/gup.c`, `mm/mlock.c`: populating and pinning without a user fault, mlock.
 //! - [`shmem`]: `mm/shmem.c`: shmem and tmpfs inodes, mounts, the order rules, write, fallocate.
 //! - [`khugepaged`]: `mm/khugepaged.c`: `madvise_collapse`, `hpage_collapse_scan_pmd`,
-//!   `collapse_huge_page`, `enum scan_result`, the mm_slot list.
+//!   `collapse_huge_page`, `enum scan_result`, the mm_slot list; `khugepaged::mthp_collapse`:
+//!   7.2's mTHP collapse (the scan's bitmap, `collapse_huge_page` below PMD order), walked by
+//!   the policy (`crates/policy`).
 //! - [`fork`]: `kernel/fork.c`, `mm/mmap.c`: many mms, `dup_mmap`, `exit_mm`, `switch_mm`.
 //! - [`userfaultfd`]: `fs/userfaultfd.c`, `mm/userfaultfd.c`: registration, UFFDIO_COPY/ZEROPAGE.
 //! - [`tlbflush`]: the translation query and the TLB flushes (`mm/mmu_gather.c`); [`arch`]:
@@ -312,6 +314,9 @@ pub struct Kernel {
     pub(crate) reclaim_guard: Option<(u32, u64, u64)>,
     /// hugetlb's pools, files, mappings and pages (`hugetlb`).
     pub(crate) hugetlb: hugetlb::Hugetlb,
+    /// The THP policy's decision points (`crates/policy`): 6.18's unless `--kernel` or
+    /// `--policy` say otherwise, or [`Kernel::set_policy`] installs one.
+    pub(crate) policy: Box<dyn policy::ThpPolicy>,
 }
 
 impl Kernel {
@@ -349,6 +354,7 @@ impl Kernel {
             last_charge_failed: false,
             reclaim_guard: None,
             hugetlb: hugetlb::Hugetlb::default(),
+            policy: policy::for_settings(settings.kernel, settings.policy),
         }
     }
 
@@ -358,6 +364,9 @@ impl Kernel {
 
     /// Change settings at run time, as a write to sysfs would.
     pub fn set_settings(&mut self, settings: &ThpSettings) {
+        if (settings.kernel, settings.policy) != (self.settings.kernel, self.settings.policy) {
+            self.policy = policy::for_settings(settings.kernel, settings.policy);
+        }
         self.settings = settings.clone();
         self.masks = ThpMasks::from(settings);
     }

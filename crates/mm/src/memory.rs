@@ -418,7 +418,12 @@ impl Kernel {
         match seen_pmd {
             Pmd::None if !thp_possible || self.pmd_range_has_swap(va) => {}
             Pmd::None => {
-                if self.thp_vma_allowable_orders(&vma, TvaType::PageFault, Orders::single(Order::PMD)).is_empty() {
+                let mut pmd = self.thp_vma_allowable_orders(&vma, TvaType::PageFault, Orders::single(Order::PMD));
+                if self.policy.has_fault_hook() {
+                    // A policy's fault-time decision (crates/policy); 6.18's has none.
+                    pmd = self.policy.fault_orders(va.0, pmd);
+                }
+                if pmd.is_empty() {
                     pmd_reason = Some(None);
                 } else {
                     match self.do_huge_pmd_anonymous_page(&mut vma, va, write, t) {
@@ -565,6 +570,10 @@ impl Kernel {
         }
         let mut orders = self.thp_vma_allowable_orders(vma, TvaType::PageFault, Orders::below(Order::PMD));
         orders = thp_vma_suitable_orders(vma, va.0, orders);
+        if self.policy.has_fault_hook() {
+            // A policy's fault-time decision (crates/policy); 6.18's has none.
+            orders = self.policy.fault_orders(va.0, orders);
+        }
         if !orders.is_empty() {
             let beside_full = self.settings.anon_beside_full == Some(true);
             let mut order = orders.highest();

@@ -34,10 +34,39 @@ pub fn print_rows(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Ro
 pub fn print_rows_only(out: &mut impl Write, label: &str, s: &ThpSettings, rows: &[Row], only_diff: bool) -> io::Result<()> {
     let n = rows.iter().filter(|r| r.differs).count();
     writeln!(out, "== {label}: {}  →  {}", s.summary(), if n == 0 { "model = live".to_string() } else { format!("{n} DIFFERENCES") })?;
+    if let Some(note) = model_only_note(s, rows) {
+        writeln!(out, "{note}")?;
+    }
     for l in row_lines(rows, None, only_diff) {
         writeln!(out, "{l}")?;
     }
     writeln!(out)
+}
+
+/// With `--kernel` other than 6.18 or a `--policy`: which rows the live kernel (6.18) cannot
+/// check. Every row the version or policy moves is the model's alone (khugepaged's collapses
+/// and what follows from them: folios, census, `pages_collapsed`); the per-size stats 6.18 does
+/// not have are named. `None` for 6.18 without a policy.
+pub fn model_only_note(s: &ThpSettings, rows: &[Row]) -> Option<String> {
+    let mut what = Vec::new();
+    if s.kernel.model_only() {
+        what.push(format!("kernel {}", s.kernel));
+    }
+    if let Some(p) = s.policy {
+        what.push(format!("policy {p}"));
+    }
+    if what.is_empty() {
+        return None;
+    }
+    let absent: Vec<&str> = rows.iter().filter(|r| r.field.contains("/stats/collapse_exceed_")).map(|r| r.field.as_str()).collect();
+    let mut note = format!(
+        "  model-only: the model ran {}; the live kernel runs 6.18 and cannot check what that changes (khugepaged's collapses and the folios, census and counters they move)",
+        what.join(" and ")
+    );
+    if !absent.is_empty() {
+        note += &format!("; not in 6.18 at all: {}", absent.join(", "));
+    }
+    Some(note)
 }
 
 /// A column computed from a row, after `model − live`: its header and its cell.
@@ -370,6 +399,22 @@ pub fn signed_secs(ns: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// 6.18 without a policy: no note; 7.2: the note names the version and the rows 6.18 lacks.
+    #[test]
+    fn a_version_or_policy_marks_the_rows_model_only() {
+        let row = |field: &str| Row { field: field.into(), model: 1, live: 0, kind: RowKind::SystemWide, differs: true };
+        let rows = [row("hugepages-64kB/stats/collapse_exceed_none_pte"), row("minflt")];
+        let mut s = ThpSettings::default();
+        assert_eq!(model_only_note(&s, &rows), None);
+        s.set("kernel", "7.2").unwrap();
+        let n = model_only_note(&s, &rows).unwrap();
+        assert!(n.starts_with("  model-only: the model ran kernel 7.2; the live kernel runs 6.18"), "{n}");
+        assert!(n.ends_with("; not in 6.18 at all: hugepages-64kB/stats/collapse_exceed_none_pte"), "{n}");
+        s.set("kernel", "6.18").unwrap();
+        s.set("policy", "mthp-collapse-v18").unwrap();
+        assert!(model_only_note(&s, &rows[1..]).unwrap().contains("ran policy mthp-collapse-v18; the live"));
+    }
 
     #[test]
     fn percent_errors() {

@@ -15,6 +15,7 @@ pub fn list_json() -> serde_json::Value {
             let values = ThpSettings::valid_values(&p).unwrap_or_default();
             serde_json::json!({ "path": p, "values": values })
         })
+        .chain(thp_abi::version::list_entries().into_iter().map(|(p, v)| serde_json::json!({ "path": p, "values": v })))
         .collect();
     serde_json::Value::Array(list)
 }
@@ -29,6 +30,7 @@ pub fn print_list(out: &mut impl Write, json: bool) -> anyhow::Result<()> {
     for p in ThpSettings::valid_paths() {
         writeln!(out, "{p}: {}", ThpSettings::valid_values(&p).unwrap_or_default())?;
     }
+    write!(out, "{}", thp_abi::version::list_text())?;
     Ok(())
 }
 

@@ -786,13 +786,19 @@ fn madvise_of(advice: Advice) -> Madvise {
     }
 }
 
-/// vmstat and per-size stats from model counters.
-fn counters_into(r: &mut RunResult, c: &thp_abi::Counters) {
+/// vmstat and per-size stats from model counters (the stats files of the settings' kernel
+/// version), and the version and policy when they are not 6.18's.
+fn counters_into(r: &mut RunResult, c: &thp_abi::Counters, settings: &ThpSettings) {
+    if settings.kernel != thp_abi::KernelVersion::V6_18 {
+        r.kernel = Some(settings.kernel.to_string());
+    }
+    r.policy = settings.policy.map(|p| p.to_string());
     for e in VmEvent::ALL {
         r.vmstat.insert((*e).into(), c.vm(*e));
     }
     for order in sysfs_orders() {
-        let stats: BTreeMap<MthpStatKey, i64> = MthpStat::ALL.iter().filter(|s| s.exists_for(order)).map(|s| ((*s).into(), c.mthp(order, *s))).collect();
+        let stats: BTreeMap<MthpStatKey, i64> =
+            MthpStat::ALL.iter().filter(|s| s.exists_in(order, settings.kernel)).map(|s| ((*s).into(), c.mthp(order, *s))).collect();
         r.mthp.insert(SizeDir::of(order), stats);
     }
 }
@@ -910,7 +916,8 @@ fn proc_result(k: &mut Kernel, name: &str, mm: mm::MmId, t: &TaskCounts, shares_
 fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Option<(u64, u64)>], calls: Vec<CallResult>) -> RunResult {
     let mut r = RunResult::new("sim", &workload.source);
     r.settings = settings.knob_map();
-    counters_into(&mut r, &k.counters);
+    counters_into(&mut r, &k.counters, settings);
+    r.kernel_warnings = k.kernel_warnings().to_vec();
     let ranges: Vec<(u64, u64)> = regions.iter().flatten().map(|&(s, l)| (s, s + l)).collect();
     census_into(&mut r, &[k.census(&ranges)]);
     r.process.minflt = k.stats().minflt;
@@ -1076,7 +1083,7 @@ pub fn run_recording_opts(
     r.accesses = accesses;
     r.timeline = opts.profile.sample_ms.map(|ms| uapi::Timeline { interval_ms: ms, samples: timeline });
     r.settings = settings.knob_map();
-    counters_into(&mut r, &counters);
+    counters_into(&mut r, &counters, settings);
     // The census is taken at each process's exit: an image an execve replaced is gone by then.
     let census: Vec<mm::debug::CensusReport> = images.iter().filter(|i| !i.replaced).map(|i| i.census.clone()).collect();
     census_into(&mut r, &census);

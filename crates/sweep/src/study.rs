@@ -10,6 +10,8 @@
 //! paging = ["native", "nested-2m"]                  # `--paging`
 //! mem = ["24G", "4G"]                               # `--mem`
 //! profile = ["none", "builtin", "box.toml"]        # `--profile`
+//! kernels = ["6.18", "7.2"]                         # `--kernel` (multiplies settings)
+//! policies = ["none", "mthp-collapse-v18"]          # `--policy` (multiplies settings)
 //! [[point]]                                         # listed points, after the product
 //! workload = "fork-bgsave"
 //! settings = "enabled=always"
@@ -55,6 +57,8 @@ struct RawAxes {
     paging: Values,
     mem: Values,
     profile: Values,
+    kernels: Values,
+    policies: Values,
 }
 
 #[derive(Deserialize)]
@@ -187,7 +191,10 @@ impl Builder<'_> {
         for r in a.recordings.iter().flatten() {
             inputs.push(self.input(r, true)?);
         }
-        let settings = self.each(a.settings, Self::settings)?;
+        let mut settings = self.each(a.settings, Self::settings)?;
+        if a.kernels.is_some() || a.policies.is_some() {
+            settings = self.versions(&settings, a.kernels, a.policies)?;
+        }
         let cpu = self.each(a.cpu, |b, v| b.cpu(v).map(|x| vec![x]))?;
         let paging = self.each(a.paging, |b, v| b.paging(v).map(|x| vec![x]))?;
         let mem = self.each(a.mem, |b, v| b.mem(v).map(|x| vec![x]))?;
@@ -314,6 +321,43 @@ impl Builder<'_> {
             .collect())
     }
 
+    /// `kernels = [...]` and `policies = [...]`: each setting of the settings axis once per
+    /// kernel version and policy, labelled with ` kernel=V` and ` policy=P` when not the default
+    /// (`none`: no policy), so the settings column says which.
+    fn versions(&mut self, settings: &[usize], kernels: Values, policies: Values) -> Result<Vec<usize>> {
+        let none = || vec![Spanned::new(0..0, DEFAULT.to_string())];
+        let (kernels, policies) = (kernels.unwrap_or_else(none), policies.unwrap_or_else(none));
+        if kernels.is_empty() || policies.is_empty() {
+            bail!("study {}: an axis with no value (leave it out for the default)", self.at.file);
+        }
+        let mut out = Vec::new();
+        for &i in settings {
+            for k in &kernels {
+                for p in &policies {
+                    let (label, mut s) = self.study.settings[i].clone();
+                    let mut label = label;
+                    if k.get_ref() != DEFAULT {
+                        s.set("kernel", k.get_ref()).map_err(|e| self.at.err(k, format!("kernels: {e}")))?;
+                        label += &format!(" kernel={}", s.kernel);
+                    }
+                    if p.get_ref() != DEFAULT && p.get_ref() != "none" {
+                        s.set("policy", p.get_ref()).map_err(|e| self.at.err(p, format!("policies: {e}")))?;
+                        label += &format!(" policy={}", s.policy.expect("set"));
+                    }
+                    let at = self.study.settings.iter().position(|(l, _)| *l == label).unwrap_or_else(|| {
+                        self.study.settings.push((label, s));
+                        self.study.settings.len() - 1
+                    });
+                    if out.contains(&at) {
+                        return Err(self.at.err(k, format!("'{}' is named twice on its axis", self.study.settings[at].0)));
+                    }
+                    out.push(at);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     fn cpu(&mut self, v: &Spanned<String>) -> Result<usize> {
         let name = v.get_ref();
         if name != DEFAULT && tlb::presets::by_name(name).is_none() {
@@ -370,5 +414,22 @@ mod tests {
         let text = "[axes]\nworkloads = [\"seed-anon-1g\"]\n\n[[point]]\nworkload = \"seed-anon-1g\"\n";
         let e = parse(Path::new("s.toml"), text).err().unwrap().to_string();
         assert!(e.starts_with("study s.toml line 4: this point is already in the study"), "{e}");
+    }
+
+    /// `kernels` and `policies` multiply the settings axis; the label says which, and a bad
+    /// version names the line and what is valid.
+    #[test]
+    fn kernels_and_policies_multiply_the_settings_axis() {
+        let text = "[axes]\nworkloads = [\"seed-anon-1g\"]\nsettings = [\"enabled=always\"]\nkernels = [\"6.18\", \"7.2\"]\npolicies = [\"none\", \"mthp-collapse-v18:scaled=1\"]\n";
+        let s = parse(Path::new("s.toml"), text).unwrap();
+        let labels: Vec<&str> = s.points.iter().map(|p| s.settings[p.settings].0.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["enabled=always kernel=6.18", "enabled=always kernel=6.18 policy=mthp-collapse-v18:scaled=1", "enabled=always kernel=7.2", "enabled=always kernel=7.2 policy=mthp-collapse-v18:scaled=1"]
+        );
+        assert_eq!(s.settings[s.points[2].settings].1.kernel, thp_abi::KernelVersion::V7_2);
+        let bad = text.replace("\"7.2\"", "\"7.1\"");
+        let e = parse(Path::new("s.toml"), &bad).err().unwrap().to_string();
+        assert!(e.starts_with("study s.toml line 4: kernels:") && e.contains("7.2"), "{e}");
     }
 }

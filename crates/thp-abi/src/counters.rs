@@ -117,6 +117,9 @@ names_enum! {
         SplitDeferred = "split_deferred",
         NrAnon = "nr_anon",
         NrAnonPartiallyMapped = "nr_anon_partially_mapped",
+        CollapseExceedSwapPte = "collapse_exceed_swap_pte",
+        CollapseExceedNonePte = "collapse_exceed_none_pte",
+        CollapseExceedSharedPte = "collapse_exceed_shared_pte",
     }
 }
 
@@ -131,7 +134,15 @@ impl MthpStat {
                 | MthpStat::SplitDeferred
                 | MthpStat::NrAnon
                 | MthpStat::NrAnonPartiallyMapped
+                | MthpStat::CollapseExceedSwapPte
+                | MthpStat::CollapseExceedNonePte
+                | MthpStat::CollapseExceedSharedPte
         )
+    }
+    /// The per-size collapse stats 7.2 added (mm/huge_memory.c `anon_stats_attrs`, from the
+    /// mTHP collapse series): absent on 6.18.
+    pub fn since_7_2(self) -> bool {
+        matches!(self, MthpStat::CollapseExceedSwapPte | MthpStat::CollapseExceedNonePte | MthpStat::CollapseExceedSharedPte)
     }
     /// Gauges report a level, not an event count; as a delta they can go negative.
     pub fn is_gauge(self) -> bool {
@@ -139,7 +150,13 @@ impl MthpStat {
     }
     /// Whether `hugepages-<order>/stats/<self>` exists on x86-64 6.18.
     pub fn exists_for(self, order: Order) -> bool {
-        if self.anon_only() {
+        self.exists_in(order, crate::version::KernelVersion::V6_18)
+    }
+    /// Whether `hugepages-<order>/stats/<self>` exists on x86-64 in `kernel`.
+    pub fn exists_in(self, order: Order, kernel: crate::version::KernelVersion) -> bool {
+        if self.since_7_2() && kernel < crate::version::KernelVersion::V7_2 {
+            false
+        } else if self.anon_only() {
             (2..=PMD_ORDER).contains(&order.0)
         } else {
             (1..=PMD_ORDER).contains(&order.0)
@@ -210,7 +227,10 @@ mod tests {
     #[test]
     fn names_round_trip_and_match_the_kernel_order() {
         assert_eq!(VmEvent::COUNT, 22);
-        assert_eq!(MthpStat::COUNT, 17);
+        // 17 stats of 6.18, and the three collapse_exceed_*_pte of 7.2.
+        assert_eq!(MthpStat::COUNT, 20);
+        assert!(!MthpStat::CollapseExceedNonePte.exists_for(Order(4)));
+        assert!(MthpStat::CollapseExceedNonePte.exists_in(Order(4), crate::version::KernelVersion::V7_2));
         for e in VmEvent::ALL {
             assert_eq!(VmEvent::from_name(e.name()), Some(*e));
         }

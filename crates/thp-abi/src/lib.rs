@@ -11,6 +11,8 @@
 //!   kernel keeps none), the keys of the result's `fallbacks`.
 //! - [`pressure`]: a run's memcg limit and swap device (`--memory-max`, `--swap`).
 //! - [`free_lists`]: a machine's free lists (/proc/pagetypeinfo, per-CPU lists, reported blocks).
+//! - [`version`]: the kernel version (`--kernel 6.18|7.2`) and the proposals (`--policy`) the
+//!   model follows, with their sources.
 //! - [`keys`]: typed keys for the kernel's closed sets of names (vmstat events, per-size stats,
 //!   folio sizes, size directories, knob paths, /proc/meminfo fields, fallback reasons),
 //!   serialised as the kernel (or the model, for fallback reasons) spells them.
@@ -25,6 +27,7 @@ pub mod keys;
 pub mod matrix;
 pub mod pressure;
 pub mod settings;
+pub mod version;
 
 pub use census::{Census, CensusEntry};
 pub use counters::{Counters, MthpStat, ReclaimEvent, VmEvent};
@@ -33,3 +36,4 @@ pub use fallbacks::FallbackReason;
 pub use keys::{FallbackKey, FolioSize, Key, KernelName, KnobPath, Meminfo, MeminfoKey, MthpStatKey, SizeDir, VmStatKey};
 pub use pressure::{Pressure, SwapKind, SwapSpec};
 pub use settings::{SettingsError, ThpSettings};
+pub use version::{KernelVersion, Policy};

@@ -112,6 +112,11 @@ pub struct ThpSettings {
     /// `anon_beside_full`), as read from a settings file or a dump: carried into results and
     /// recordings and named in a warning, never written and never deciding anything.
     pub unknown: BTreeMap<String, String>,
+    /// The kernel version the model follows (`--kernel`, a `kernel =` line): not a sysfs knob,
+    /// never written live; 6.18 (the default) prints nothing.
+    pub kernel: crate::version::KernelVersion,
+    /// A proposal the model runs (`--policy`, a `policy =` line): model-only, not a knob.
+    pub policy: Option<crate::version::Policy>,
 }
 
 impl Default for ThpSettings {
@@ -141,6 +146,8 @@ impl Default for ThpSettings {
             },
             anon_beside_full: None,
             unknown: BTreeMap::new(),
+            kernel: crate::version::KernelVersion::V6_18,
+            policy: None,
         }
     }
 }
@@ -162,6 +169,8 @@ pub enum SettingsError {
     Cmdline { option: String, why: String },
     #[error("unknown setting '{path}'; did you mean '{known}'? (a knob of another kernel build is carried from a dump of its tree, `grep -r . /sys/kernel/mm/transparent_hugepage`, not from a PATH=VALUE line that misspells a knob of 6.18)")]
     NearMiss { path: String, known: String },
+    #[error("{why} (`thplab settings --list` lists them; `none`: no policy)")]
+    Policy { why: String },
 }
 
 /// The comment line before the carried knobs in a printed settings file: the lines after it
@@ -333,6 +342,15 @@ impl ThpSettings {
         let bad = || invalid(path, value, &ThpSettings::valid_values(path).unwrap_or_default());
         let k = &mut self.khugepaged;
         match path {
+            "kernel" => {
+                self.kernel = crate::version::KernelVersion::parse(value)
+                    .map_err(|_| invalid(path, value, "6.18 (the default, this machine's), 7.2 (model-only)"))?
+            }
+            "policy" if value == "none" => self.policy = None,
+            "policy" => {
+                let p = crate::version::Policy::parse(value).map_err(|why| SettingsError::Policy { why })?;
+                self.policy = Some(p);
+            }
             "enabled" => self.enabled = TopEnabled::parse(value).ok_or_else(bad)?,
             "defrag" => self.defrag = Defrag::parse(value).ok_or_else(bad)?,
             "shmem_enabled" => {
@@ -545,6 +563,12 @@ impl fmt::Display for ThpSettings {
         for (p, v) in self.knobs() {
             writeln!(f, "{p}={v}")?;
         }
+        if self.kernel != crate::version::KernelVersion::V6_18 {
+            writeln!(f, "kernel={}", self.kernel)?;
+        }
+        if let Some(p) = self.policy {
+            writeln!(f, "policy={p}")?;
+        }
         if !self.unknown.is_empty() {
             writeln!(f, "{CARRIED_MARKER}")?;
             for (p, v) in &self.unknown {
@@ -557,6 +581,7 @@ impl fmt::Display for ThpSettings {
 
 fn valid_paths_text() -> String {
     let mut v = ThpSettings::valid_paths();
+    v.extend(crate::version::list_entries().into_iter().map(|(p, _)| p));
     v.sort();
     v.join(", ")
 }

@@ -580,6 +580,9 @@ fn cmd_examples(name: Option<String>) -> Result<u8> {
 fn cmd_live(a: LiveArgs) -> Result<u8> {
     checks::stdin_once(&[&a.workload], &a.settings)?;
     let settings = a.settings.resolve()?;
+    if settings.kernel.model_only() || settings.policy.is_some() {
+        bail!("live runs this machine's kernel (6.18): --kernel and --policy are model-only (sim, or compare to see what 6.18 cannot check)");
+    }
     let machine = a.machine.resolve()?;
     let w = load_workload(&a.workload)?;
     // The model decides where regions go; the live executor maps them at the same addresses.

@@ -31,6 +31,16 @@ pub struct SettingsArgs {
     /// (`transparent_hugepages=`) are named in a warning.
     #[arg(long = "cmdline", value_name = "OPTIONS")]
     pub cmdline: Option<String>,
+    /// The kernel version the model follows: 6.18 (default; this machine's, what live runs
+    /// check) or 7.2 (model-only: khugepaged mTHP collapse; docs/policies.md). Also a
+    /// `kernel=VERSION` line of a settings file.
+    #[arg(long = "kernel", value_name = "6.18|7.2")]
+    pub kernel: Option<String>,
+    /// A proposal the model runs (model-only), with its parameters:
+    /// `mthp-collapse-v18:scaled=uncapped`. `thplab settings --list` lists them. Also a
+    /// `policy=NAME[:PARAM=VALUE,...]` line of a settings file.
+    #[arg(long = "policy", value_name = "NAME[:PARAM=VALUE,...]")]
+    pub policy: Option<String>,
 }
 
 impl SettingsArgs {
@@ -38,13 +48,19 @@ impl SettingsArgs {
     /// (`experiment::resolve::settings`).
     pub fn resolve(&self) -> Result<ThpSettings> {
         checks::stdin_once(&[], self)?;
-        r::settings(self.cmdline.as_deref(), &self.settings_file, &self.set)
+        let mut s = r::settings(self.cmdline.as_deref(), &self.settings_file, &self.set)?;
+        r::version_and_policy(&mut s, self.kernel.as_deref(), self.policy.as_deref())?;
+        Ok(s)
     }
 
     /// The settings of `--matrix SPEC`, with --set on top of each, and its title
     /// (`experiment::resolve::matrix_runs`; --settings and --cmdline are refused).
     pub fn matrix_runs(&self, spec: &str) -> Result<(String, Vec<(String, ThpSettings)>)> {
-        r::matrix_runs(spec, &self.set, !self.settings_file.is_empty() || self.cmdline.is_some())
+        let (title, mut runs) = r::matrix_runs(spec, &self.set, !self.settings_file.is_empty() || self.cmdline.is_some())?;
+        for (_, s) in &mut runs {
+            r::version_and_policy(s, self.kernel.as_deref(), self.policy.as_deref())?;
+        }
+        Ok((title, runs))
     }
 }
 

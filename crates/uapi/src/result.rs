@@ -73,6 +73,17 @@ pub struct RunResult {
     pub workload: String,
     /// The resolved settings, sysfs path → value.
     pub settings: BTreeMap<KnobPath, String>,
+    /// Model only, with `--kernel` other than 6.18: the kernel version the model followed
+    /// (`7.2`); the live kernel (6.18) cannot check what it changed (docs/policies.md).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub kernel: Option<String>,
+    /// Model only, with `--policy`: the proposal the model ran, as `--policy` reads it back.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub policy: Option<String>,
+    /// Model only: what the modelled kernel warned of once (`pr_warn_once`), such as 7.2's
+    /// "mTHP collapse only supports max_ptes_none 0 or 511".
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub kernel_warnings: Vec<String>,
     /// `/proc/vmstat` `thp_*` deltas.
     pub vmstat: BTreeMap<VmStatKey, i64>,
     /// `hugepages-<N>kB` → stats file → delta.

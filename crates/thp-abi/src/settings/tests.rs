@@ -203,3 +203,26 @@ fn a_byte_order_mark_at_the_start_is_skipped() {
     assert_eq!(s.enabled, TopEnabled::Always);
     assert!(s.unknown.is_empty());
 }
+
+/// `kernel =` and `policy =` lines: read, printed back only when not 6.18's, never knobs; a bad
+/// one names the file, the line and what is valid.
+#[test]
+fn kernel_and_policy_lines_are_settings_not_knobs() {
+    let mut s = ThpSettings::default();
+    s.apply_file("v.conf", "kernel = 7.2\npolicy = mthp-collapse-v18:scaled=1\nenabled=always\n").unwrap();
+    assert_eq!(s.kernel, crate::KernelVersion::V7_2);
+    assert_eq!(s.policy.map(|p| p.to_string()).as_deref(), Some("mthp-collapse-v18:scaled=1"));
+    assert!(!s.knobs().iter().any(|(p, _)| p == "kernel" || p == "policy"), "never written to sysfs");
+    let text = s.to_string();
+    assert!(text.contains("kernel=7.2\npolicy=mthp-collapse-v18:scaled=1\n"), "{text}");
+    let mut back = ThpSettings::default();
+    back.apply_file("back", &text).unwrap();
+    assert_eq!(back, s);
+    assert!(!ThpSettings::default().to_string().contains("kernel="), "6.18 prints nothing");
+    let e = ThpSettings::default().apply_file("v.conf", "enabled=always\nkernel=7.1\n").unwrap_err().to_string();
+    assert!(e.starts_with("v.conf:2:") && e.contains("'7.1'") && e.contains("6.18") && e.contains("7.2"), "{e}");
+    let e = ThpSettings::default().apply_file("p.conf", "policy=hints\n").unwrap_err().to_string();
+    assert!(e.starts_with("p.conf:1:") && e.contains("unknown policy 'hints'") && e.contains("mthp-collapse-v18"), "{e}");
+    s.set("policy", "none").unwrap();
+    assert_eq!(s.policy, None);
+}

@@ -201,9 +201,11 @@ fn settings_list_names_paths_and_values() {
     }
     assert!(!r.stdout.contains("hugepages-8kB/enabled"), "{}", r.stdout);
     // One line per knob that `thplab settings` prints, and the knob of this machine kind's
-    // build that upstream settings leave out (docs/kernel-notes.md 15).
+    // build that upstream settings leave out (docs/kernel-notes.md 15), and the model's
+    // `kernel` and `policy` lines (docs/policies.md).
     assert!(lines.contains(&"anon_beside_full: 0, 1"), "{}", r.stdout);
-    assert_eq!(lines.len(), default_settings_text().lines().count() + 1);
+    assert!(lines.iter().any(|l| l.starts_with("kernel: 6.18 (the default")) && lines.iter().any(|l| l.starts_with("policy: none, mthp-collapse-v18")), "{}", r.stdout);
+    assert_eq!(lines.len(), default_settings_text().lines().count() + 3);
 }
 
 #[test]

@@ -1,0 +1,160 @@
+//! THP policies as decision points the model (`mm`) calls, so that a kernel version or a
+//! proposal is one implementation of [`ThpPolicy`] beside 6.18's, never an `if` inside the
+//! model's 6.18 code:
+//!
+//! - fault time: which of the orders the kernel allows a fault may take ([`ThpPolicy::fault_orders`]);
+//! - khugepaged: which orders a PMD range of an anonymous VMA may collapse to
+//!   ([`ThpPolicy::collapse_orders`]), how the range is walked once scanned
+//!   ([`ThpPolicy::collapse_walk`]: which (offset, order) regions are tried, in which order), and
+//!   which range is scanned next before the round-robin scan goes on ([`ThpPolicy::next_range`]:
+//!   a queue of hinted ranges is its shape).
+//!
+//! Implementations: [`Linux618`] (the default; PMD collapse only), [`Linux72`] (7.2's
+//! khugepaged mTHP collapse, [`mthp_collapse::mthp_collapse`]) and [`MthpCollapseV18`] (the
+//! posted v18 recursion, [`mthp_collapse::mthp_collapse_v18`]). [`for_settings`] picks one from
+//! `--kernel` and `--policy`. Write your own: crates/policy/examples/hot_first.rs (docs/policies.md).
+//!
+//! Sources: mm/khugepaged.c of the series "khugepaged: mTHP support" (Nico Pache): v19 as merged
+//! for 7.2 (`[PATCH mm-unstable v19 11/14]`, 2026-06-05: `mthp_collapse`,
+//! `max_order_from_offset`, `collapse_max_ptes_none`, `collapse_scan_pmd`) and v18 (2026-05-22:
+//! the stack of (offset, order)), read from the linux-mm postings (no 7.2 tree was reachable).
+
+pub mod mthp_collapse;
+
+use mm_types::{Order, Orders};
+use thp_abi::{KernelVersion, Policy};
+
+pub use mthp_collapse::{AttemptResult, Occupancy, WalkEnd, WalkInput};
+
+/// A range khugepaged scans before its round-robin scan: the PMD range at `addr` of mm `mm`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Range {
+    pub mm: u32,
+    pub addr: u64,
+}
+
+/// The decision points of a THP policy. Every method but the walk has the 6.18 answer as its
+/// default, so a policy overrides only what it changes.
+pub trait ThpPolicy: std::fmt::Debug + Send {
+    /// How results and `settings --list` name it.
+    fn name(&self) -> String;
+
+    /// Whether the model must ask [`ThpPolicy::fault_orders`] at every anonymous fault (false:
+    /// the fault path does not call it, and costs what 6.18's does).
+    fn has_fault_hook(&self) -> bool {
+        false
+    }
+
+    /// Fault time: of `allowed` (the orders `thp_vma_allowable_orders` and
+    /// `thp_vma_suitable_orders` leave at `addr`), those the fault may try, highest first.
+    fn fault_orders(&self, _addr: u64, allowed: Orders) -> Orders {
+        allowed
+    }
+
+    /// khugepaged and its `hugepage_pmd_enabled` gate: whether the daemon runs when only
+    /// sizes below PMD are enabled (6.18: no; 7.2: yes, "run khugepaged for all orders").
+    fn khugepaged_any_order(&self) -> bool {
+        false
+    }
+
+    /// khugepaged: of the orders the anonymous VMA allows (`TVA_KHUGEPAGED`), those a PMD range
+    /// may collapse to (6.18: PMD only). With PMD the only one, the range is scanned as 6.18
+    /// scans it (max_ptes_none enforced during the scan).
+    fn collapse_orders(&self, allowed: Orders) -> Orders {
+        allowed.and(Orders::single(Order::PMD))
+    }
+
+    /// khugepaged, after a PMD range was scanned with more than PMD order allowed: which
+    /// (offset, order) regions to try, calling `attempt` (`collapse_huge_page` at that order),
+    /// and what the range's scan result is.
+    fn collapse_walk(&self, input: &WalkInput, attempt: &mut dyn FnMut(u16, Order) -> AttemptResult) -> WalkEnd;
+
+    /// khugepaged: a range to scan before the round-robin scan goes on (a hint); `None` (the
+    /// default): none. Each range is scanned once, charged 512 pages of `pages_to_scan`.
+    fn next_range(&mut self) -> Option<Range> {
+        None
+    }
+}
+
+/// Linux 6.18: PMD collapse only.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Linux618;
+
+impl ThpPolicy for Linux618 {
+    fn name(&self) -> String {
+        "6.18".into()
+    }
+    fn collapse_walk(&self, input: &WalkInput, attempt: &mut dyn FnMut(u16, Order) -> AttemptResult) -> WalkEnd {
+        mthp_collapse::pmd_only(input, attempt)
+    }
+}
+
+/// Linux 7.2: khugepaged mTHP collapse as merged (v19's forward walk).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Linux72;
+
+impl ThpPolicy for Linux72 {
+    fn name(&self) -> String {
+        "7.2".into()
+    }
+    fn khugepaged_any_order(&self) -> bool {
+        true
+    }
+    fn collapse_orders(&self, allowed: Orders) -> Orders {
+        mthp_collapse::collapse_possible_orders(allowed)
+    }
+    fn collapse_walk(&self, input: &WalkInput, attempt: &mut dyn FnMut(u16, Order) -> AttemptResult) -> WalkEnd {
+        mthp_collapse::mthp_collapse(input, attempt)
+    }
+}
+
+/// The posted v18 of the mTHP collapse series: the stack recursion over (offset, order);
+/// `scaled`: v11/v12's per-order max_ptes_none.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MthpCollapseV18 {
+    pub scaled: mthp_collapse::Scaling,
+}
+
+impl ThpPolicy for MthpCollapseV18 {
+    fn name(&self) -> String {
+        Policy::MthpCollapseV18 { scaled: self.scaled }.to_string()
+    }
+    fn khugepaged_any_order(&self) -> bool {
+        true
+    }
+    fn collapse_orders(&self, allowed: Orders) -> Orders {
+        mthp_collapse::collapse_possible_orders(allowed)
+    }
+    fn collapse_walk(&self, input: &WalkInput, attempt: &mut dyn FnMut(u16, Order) -> AttemptResult) -> WalkEnd {
+        mthp_collapse::mthp_collapse_v18(input, self.scaled, attempt)
+    }
+}
+
+/// The policy `--kernel` and `--policy` give: a policy runs on top of the kernel version (the
+/// v18 series replaces the version's collapse walk).
+pub fn for_settings(kernel: KernelVersion, policy: Option<Policy>) -> Box<dyn ThpPolicy> {
+    match (policy, kernel) {
+        (Some(Policy::MthpCollapseV18 { scaled }), _) => Box::new(MthpCollapseV18 { scaled }),
+        (None, KernelVersion::V7_2) => Box::new(Linux72),
+        (None, KernelVersion::V6_18) => Box::new(Linux618),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_settings_pick_the_implementation() {
+        assert_eq!(for_settings(KernelVersion::V6_18, None).name(), "6.18");
+        assert_eq!(for_settings(KernelVersion::V7_2, None).name(), "7.2");
+        let v18 = for_settings(KernelVersion::V6_18, Some(Policy::MthpCollapseV18 { scaled: mthp_collapse::Scaling::Capped }));
+        assert_eq!(v18.name(), "mthp-collapse-v18:scaled=1");
+        // 6.18 collapses to PMD only; 7.2 and v18 to every anon order from 2 up, PMD or not.
+        let allowed = Orders::single(Order(4)).with(Order(2)).with(Order::PMD);
+        assert_eq!(Linux618.collapse_orders(allowed), Orders::single(Order::PMD));
+        assert_eq!(Linux72.collapse_orders(allowed), allowed);
+        assert_eq!(Linux72.collapse_orders(Orders::single(Order(4))), Orders::single(Order(4)));
+        assert!(!Linux618.khugepaged_any_order() && Linux72.khugepaged_any_order());
+    }
+}

@@ -1,0 +1,262 @@
+//! Which kernel the model is, and which proposal (a posted series not in any release) it runs
+//! on top: `--kernel 6.18|7.2` and `--policy NAME[:PARAM=VALUE,...]`, also `kernel = 7.2` /
+//! `policy = mthp-collapse-v18:scaled=1` lines in a settings file. Closed sets with their
+//! sources, for `thplab settings --list` and docs/policies.md.
+//!
+//! 6.18 is the default and what the live kernel of this machine runs: every other choice is
+//! model-only (compare marks its rows so).
+//!
+//! Sources: 7.2's khugepaged mTHP collapse is Nico Pache's series "khugepaged: mTHP support" as
+//! merged (v19, `[PATCH mm-unstable v19 11/14] mm/khugepaged: Introduce mTHP collapse support`,
+//! 2026-06-05, linux-mm; mm/khugepaged.c: `collapse_scan_pmd`, `mthp_collapse`,
+//! `max_order_from_offset`, `collapse_max_ptes_none`); v18 (2026-05-22) is the stack recursion
+//! kept as a policy. No 7.2 tree was reachable from here: the postings are the source.
+
+use std::fmt;
+
+/// A kernel release the model follows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KernelVersion {
+    /// Linux 6.18: what this machine runs, and what the live side checks.
+    #[default]
+    V6_18,
+    /// Linux 7.2: 6.18 plus khugepaged mTHP collapse (docs/policies.md lists what else 7.2
+    /// changed and what the model takes).
+    V7_2,
+}
+
+impl KernelVersion {
+    pub const ALL: [KernelVersion; 2] = [KernelVersion::V6_18, KernelVersion::V7_2];
+
+    /// As `--kernel` spells it.
+    pub fn word(self) -> &'static str {
+        match self {
+            KernelVersion::V6_18 => "6.18",
+            KernelVersion::V7_2 => "7.2",
+        }
+    }
+
+    /// `6.18` or `7.2` (also `v7.2`, `7.2.0`).
+    pub fn parse(text: &str) -> Result<KernelVersion, String> {
+        let t = text.trim().trim_start_matches('v');
+        let t = t.strip_suffix(".0").unwrap_or(t);
+        KernelVersion::ALL
+            .into_iter()
+            .find(|k| k.word() == t)
+            .ok_or_else(|| format!("unknown kernel version '{text}'; valid versions are: 6.18 (the default, this machine's), 7.2 (model-only)"))
+    }
+
+    /// What the model of this version adds to 6.18, one line.
+    pub fn describe(self) -> &'static str {
+        match self {
+            KernelVersion::V6_18 => "the model's base and the live kernel of this machine",
+            KernelVersion::V7_2 => {
+                "6.18 plus khugepaged mTHP collapse as merged (Nico Pache, v19, mm tree June 2026): \
+                 forward walk, max_ptes_none 0 or 511 only, per-size collapse_exceed_*_pte stats; model-only"
+            }
+        }
+    }
+
+    /// Whether the live kernel of this machine (6.18) can check results of this version.
+    pub fn model_only(self) -> bool {
+        self != KernelVersion::V6_18
+    }
+}
+
+impl fmt::Display for KernelVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.word())
+    }
+}
+
+/// The names of the policies the model knows (a closed set: [`Policy::parse`] lists them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PolicyName {
+    /// khugepaged mTHP collapse as posted in v18: the stack recursion over (offset, order).
+    MthpCollapseV18,
+}
+
+/// One parameter of a policy: its name, what it does, its values and default.
+#[derive(Clone, Copy, Debug)]
+pub struct PolicyParam {
+    pub name: &'static str,
+    pub values: &'static str,
+    pub default: &'static str,
+    pub doc: &'static str,
+}
+
+/// What `settings --list` says of a policy.
+#[derive(Clone, Copy, Debug)]
+pub struct PolicyInfo {
+    pub name: PolicyName,
+    pub word: &'static str,
+    pub series: &'static str,
+    pub version: &'static str,
+    pub source: &'static str,
+    pub doc: &'static str,
+    pub params: &'static [PolicyParam],
+}
+
+const V18_PARAMS: &[PolicyParam] = &[PolicyParam {
+    name: "scaled",
+    values: "0, 1, uncapped",
+    default: "0",
+    doc: "max_ptes_none below PMD order. 0: v13+'s rule (0 or 511, other values warn and behave as 0); \
+          1: v11/v12's min(max_ptes_none, 255) >> (9 - order); uncapped: earlier postings' \
+          max_ptes_none >> (9 - order), which creeps to higher orders over successive scans above 256",
+}];
+
+/// How the v18 policy scales max_ptes_none below PMD order (`scaled=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Scaling {
+    /// v13 onwards: 0 or 511 only (`collapse_max_ptes_none`).
+    #[default]
+    ZeroOr511,
+    /// v11/v12: `min(max_ptes_none, 255) >> (9 - order)`, capped at HPAGE_PMD_NR/2 - 1 against creep.
+    Capped,
+    /// Earlier postings: `max_ptes_none >> (9 - order)`; above 256 a collapse qualifies the next
+    /// order at the next scan ("creep").
+    Uncapped,
+}
+
+/// Every policy, with its series, version and source.
+pub const POLICIES: &[PolicyInfo] = &[PolicyInfo {
+    name: PolicyName::MthpCollapseV18,
+    word: "mthp-collapse-v18",
+    series: "khugepaged: mTHP support (Nico Pache)",
+    version: "v18, 2026-05-22",
+    source: "https://lore.kernel.org/linux-mm/?q=s%3A%22khugepaged%3A+mTHP+support%22+v18",
+    doc: "khugepaged mTHP collapse with v18's stack recursion over (offset, order): halves of a \
+          failed region are tried at the next order, left first; 7.2 merged v19's forward walk instead",
+    params: V18_PARAMS,
+}];
+
+/// A policy with its parameters, as `--policy NAME[:PARAM=VALUE,...]` gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// See [`PolicyName::MthpCollapseV18`]; `scaled`: the max_ptes_none rule below PMD.
+    MthpCollapseV18 { scaled: Scaling },
+}
+
+impl Policy {
+    pub fn name(self) -> PolicyName {
+        match self {
+            Policy::MthpCollapseV18 { .. } => PolicyName::MthpCollapseV18,
+        }
+    }
+
+    pub fn info(self) -> &'static PolicyInfo {
+        let n = self.name();
+        POLICIES.iter().find(|p| p.name == n).expect("every policy is listed")
+    }
+
+    /// `NAME[:PARAM=VALUE,...]`; errors name what is valid.
+    pub fn parse(text: &str) -> Result<Policy, String> {
+        let text = text.trim();
+        let (word, params) = text.split_once(':').unwrap_or((text, ""));
+        let names: Vec<&str> = POLICIES.iter().map(|p| p.word).collect();
+        let info = POLICIES
+            .iter()
+            .find(|p| p.word == word.trim())
+            .ok_or_else(|| format!("unknown policy '{}'; valid policies are: {}", word.trim(), names.join(", ")))?;
+        let mut policy = match info.name {
+            PolicyName::MthpCollapseV18 => Policy::MthpCollapseV18 { scaled: Scaling::ZeroOr511 },
+        };
+        for kv in params.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let valid: Vec<String> = info.params.iter().map(|p| format!("{}={}", p.name, p.values.replace(", ", "|"))).collect();
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("policy {}: '{kv}' is not PARAM=VALUE; valid parameters are: {}", info.word, valid.join(", ")))?;
+            match (&mut policy, k.trim(), v.trim()) {
+                (Policy::MthpCollapseV18 { scaled }, "scaled", v @ ("0" | "1" | "uncapped")) => {
+                    *scaled = match v {
+                        "0" => Scaling::ZeroOr511,
+                        "1" => Scaling::Capped,
+                        _ => Scaling::Uncapped,
+                    }
+                }
+                (_, k, v) if info.params.iter().any(|p| p.name == k) => {
+                    return Err(format!("policy {}: invalid value '{v}' for {k}; valid values are: {}", info.word, info.params.iter().find(|p| p.name == k).unwrap().values))
+                }
+                (_, k, _) => return Err(format!("policy {}: unknown parameter '{k}'; valid parameters are: {}", info.word, valid.join(", "))),
+            }
+        }
+        Ok(policy)
+    }
+}
+
+impl fmt::Display for Policy {
+    /// The form [`Policy::parse`] reads back; parameters at their default are left out.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Policy::MthpCollapseV18 { scaled: Scaling::ZeroOr511 } => f.write_str("mthp-collapse-v18"),
+            Policy::MthpCollapseV18 { scaled: Scaling::Capped } => f.write_str("mthp-collapse-v18:scaled=1"),
+            Policy::MthpCollapseV18 { scaled: Scaling::Uncapped } => f.write_str("mthp-collapse-v18:scaled=uncapped"),
+        }
+    }
+}
+
+/// The entries `thplab settings --list` adds after the knobs, as (path, values): `kernel` and
+/// `policy` with every version and every policy (its series, version, source and parameters).
+pub fn list_entries() -> Vec<(String, String)> {
+    let kernels: Vec<String> = KernelVersion::ALL
+        .iter()
+        .map(|k| match k {
+            KernelVersion::V6_18 => "6.18 (the default: this machine's, what live runs check)".to_string(),
+            k => format!("{} (model-only: {})", k.word(), k.describe()),
+        })
+        .collect();
+    let mut policies = vec!["none".to_string()];
+    for p in POLICIES {
+        let params: Vec<String> = p.params.iter().map(|x| format!("{}={} (default {}: {})", x.name, x.values.replace(", ", "|"), x.default, x.doc)).collect();
+        policies.push(format!("{} (model-only; series \"{}\" {}, {}; {}; parameters: {})", p.word, p.series, p.version, p.source, p.doc, params.join("; ")));
+    }
+    vec![("kernel".into(), kernels.join(", ")), ("policy".into(), policies.join(", "))]
+}
+
+/// [`list_entries`] as `PATH: VALUES` lines.
+pub fn list_text() -> String {
+    list_entries().into_iter().map(|(p, v)| format!("{p}: {v}\n")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_parse_and_refuse_with_the_valid_list() {
+        assert_eq!(KernelVersion::parse("7.2"), Ok(KernelVersion::V7_2));
+        assert_eq!(KernelVersion::parse("v6.18"), Ok(KernelVersion::V6_18));
+        assert_eq!(KernelVersion::parse("7.2.0"), Ok(KernelVersion::V7_2));
+        let e = KernelVersion::parse("7.1").unwrap_err();
+        assert!(e.contains("'7.1'") && e.contains("6.18") && e.contains("7.2"), "{e}");
+        assert!(!KernelVersion::V6_18.model_only());
+        assert!(KernelVersion::V7_2.model_only());
+    }
+
+    #[test]
+    fn policies_parse_with_parameters_and_say_what_is_valid() {
+        assert_eq!(Policy::parse("mthp-collapse-v18"), Ok(Policy::MthpCollapseV18 { scaled: Scaling::ZeroOr511 }));
+        assert_eq!(Policy::parse("mthp-collapse-v18:scaled=1"), Ok(Policy::MthpCollapseV18 { scaled: Scaling::Capped }));
+        assert_eq!(Policy::parse(" mthp-collapse-v18: scaled = uncapped "), Ok(Policy::MthpCollapseV18 { scaled: Scaling::Uncapped }));
+        let e = Policy::parse("collapse-hints").unwrap_err();
+        assert!(e.contains("unknown policy 'collapse-hints'") && e.contains("mthp-collapse-v18"), "{e}");
+        let e = Policy::parse("mthp-collapse-v18:scaled=2").unwrap_err();
+        assert!(e.contains("invalid value '2' for scaled") && e.contains("0, 1, uncapped"), "{e}");
+        let e = Policy::parse("mthp-collapse-v18:depth=3").unwrap_err();
+        assert!(e.contains("unknown parameter 'depth'") && e.contains("scaled=0|1|uncapped"), "{e}");
+        for scaled in [Scaling::ZeroOr511, Scaling::Capped, Scaling::Uncapped] {
+            let p = Policy::MthpCollapseV18 { scaled };
+            assert_eq!(Policy::parse(&p.to_string()), Ok(p));
+        }
+    }
+
+    #[test]
+    fn the_list_names_every_version_and_policy_with_its_source() {
+        let t = list_text();
+        assert!(t.starts_with("kernel: 6.18 (the default: this machine's, what live runs check), 7.2 (model-only: 6.18 plus khugepaged mTHP collapse"), "{t}");
+        assert!(t.contains("\npolicy: none, mthp-collapse-v18 (model-only; series \"khugepaged: mTHP support (Nico Pache)\" v18, 2026-05-22, https://lore.kernel.org"), "{t}");
+        assert!(t.contains("scaled=0|1|uncapped (default 0: "), "{t}");
+        assert_eq!(t.lines().count(), 2);
+    }
+}
