@@ -62,7 +62,7 @@ impl RunFlags {
         }
         let file = self.profile.as_deref().map(resolve::load_profile).transpose()?;
         let tlb = !matches!(input, SimInput::Recording { accesses: None, .. });
-        let flags = ProfileFlags { cpu: self.cpu.as_deref(), paging: self.paging.as_deref(), order0_scatter: self.order0_scatter, sample_ms: self.sample, tlb };
+        let flags = ProfileFlags { cpu: self.cpu.as_deref(), paging: self.paging.as_deref(), order0_scatter: self.order0_scatter, sample_ms: self.sample, tlb, latency: false };
         resolve::profile(&flags, file.as_ref())
     }
 }

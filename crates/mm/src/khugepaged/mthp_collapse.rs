@@ -146,7 +146,6 @@ impl Kernel {
         let end = start + order.size();
         let gfp = crate::page_alloc::khugepaged_gfp_mask(self.settings.khugepaged.defrag);
         self.reclaim_guard = Some((self.mm.id.0, start, end));
-        self.charge_gfp = Some(crate::memcontrol::ChargeGfp::Full);
         let folio = self.alloc_anon_folio_gfp(order, gfp);
         self.reclaim_guard = None;
         let Some(folio) = folio else {
