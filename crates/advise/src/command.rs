@@ -153,7 +153,16 @@ pub fn run(o: &Options) -> Result<u8> {
         use std::io::Write;
         writeln!(out)?;
     } else {
-        crate::render::text(&mut out, &advice)?;
+        // Folded to 100 columns at spaces, continuation lines indented past the line's own.
+        let mut text = Vec::new();
+        crate::render::text(&mut text, &advice)?;
+        use std::io::Write;
+        for line in String::from_utf8_lossy(&text).lines() {
+            let indent = line.len() - line.trim_start().len() + 2;
+            for l in report::text::wrap(line, Some(100), indent) {
+                writeln!(out, "{l}")?;
+            }
+        }
     }
     Ok(0)
 }

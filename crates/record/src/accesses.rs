@@ -909,6 +909,40 @@ pub(crate) fn later_images(root: u32, events: &[trace::Event]) -> Vec<String> {
         .collect()
 }
 
+/// The descriptor an engine writes its output to (lackey's `--log-fd`, the plugin's `fd=`).
+pub(crate) const ENGINE_FD: i32 = 3;
+
+/// Spawn `cmd` (an engine named `what` running the program: THP disabled, no randomisation,
+/// stdin/stdout/stderr on /dev/null) with the write end of a pipe on [`ENGINE_FD`]; the read
+/// end, the child and the time it started.
+pub(crate) fn spawn_engine(mut cmd: Command, what: &std::path::Path) -> Result<(OwnedFd, std::process::Child, Instant), RecordError> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two fds into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(RecordError::Other(format!("pipe: {}", io::Error::last_os_error())));
+    }
+    // SAFETY: both fds were just created and are owned here.
+    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let w = wr.as_raw_fd();
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if w == ENGINE_FD {
+                libc::fcntl(ENGINE_FD, libc::F_SETFD, 0);
+            } else if libc::dup2(w, ENGINE_FD) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            crate::timed::as_recorded();
+            Ok(())
+        });
+    }
+    let t = Instant::now();
+    let child = cmd.spawn().map_err(|e| RecordError::Other(format!("cannot run {}: {e}", what.display())))?;
+    drop(wr);
+    Ok((rd, child, t))
+}
+
 /// The native time the run under valgrind is compared with: `rec`'s untraced median (`record
 /// --timed`), else one untraced run of `argv`, else (a program that cannot run twice the same
 /// way) the recorded run's.
@@ -927,39 +961,13 @@ pub fn record_accesses(argv: &[OsString], rec: &Recording, trace_crc: u32, nativ
     let valgrind = valgrind_path().ok_or_else(|| RecordError::Unavailable("--accesses runs the program under valgrind, which is not installed (not in PATH): apt-get install valgrind".into()))?;
     let (program, args) = argv.split_first().ok_or_else(|| RecordError::Other("no program to run".into()))?;
     let program = crate::resolve_program(program)?;
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two fds into the array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(RecordError::Other(format!("pipe: {}", io::Error::last_os_error())));
-    }
-    // SAFETY: both fds were just created and are owned here.
-    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    const LOG_FD: i32 = 3;
-    let w = wr.as_raw_fd();
     let mut cmd = Command::new(&valgrind);
     cmd.args(["--tool=lackey", "--trace-mem=yes", "--trace-syscalls=yes", "--child-silent-after-fork=yes"])
-        .arg(format!("--log-fd={LOG_FD}"))
+        .arg(format!("--log-fd={ENGINE_FD}"))
         .arg("--")
         .arg(&program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if w == LOG_FD {
-                libc::fcntl(LOG_FD, libc::F_SETFD, 0);
-            } else if libc::dup2(w, LOG_FD) < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            crate::timed::as_recorded();
-            Ok(())
-        });
-    }
-    let t = Instant::now();
-    let mut child = cmd.spawn().map_err(|e| RecordError::Other(format!("cannot run {}: {e}", valgrind.display())))?;
-    drop(wr);
+        .args(args);
+    let (rd, mut child, t) = spawn_engine(cmd, &valgrind)?;
     let header = AccessHeader { trace_crc, trace_records: rec.events.len() as u64, page_size: PAGE, flags: trace::accesses::ACCESS_ZSTD };
     let writer = AccessWriter::new(out, &header).map_err(|e| RecordError::Other(format!("writing the accesses: {e}")))?;
     let maps_of = Box::new(|pid: u64| std::fs::read_to_string(format!("/proc/{pid}/maps")).ok());

@@ -30,8 +30,16 @@ pub fn print_list(out: &mut impl Write, json: bool) -> anyhow::Result<()> {
     for p in ThpSettings::valid_paths() {
         writeln!(out, "{p}: {}", ThpSettings::valid_values(&p).unwrap_or_default())?;
     }
-    write!(out, "{}", thp_abi::version::list_text())?;
+    for (path, values) in thp_abi::version::list_entries() {
+        write!(out, "{}", wrap_entry(&path, &values, 100))?;
+    }
     Ok(())
+}
+
+/// `PATH: VALUES` folded at spaces to lines of at most `width` columns, the continuation lines
+/// indented by two spaces (a word longer than a line stays whole).
+fn wrap_entry(path: &str, values: &str, width: usize) -> String {
+    crate::text::wrap(&format!("{path}: {values}"), Some(width), 2).into_iter().map(|l| l + "\n").collect()
 }
 
 /// `thplab settings`: `s` as its knob map in JSON, or as text.
@@ -43,4 +51,14 @@ pub fn print(out: &mut impl Write, s: &ThpSettings, json: bool) -> anyhow::Resul
         write!(out, "{s}")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod wrap_tests {
+    #[test]
+    fn an_entry_folds_at_spaces_within_the_width() {
+        let t = super::wrap_entry("policy", "none, aaaa bbbb cccc", 14);
+        assert_eq!(t, "policy: none,\n  aaaa bbbb\n  cccc\n");
+        assert_eq!(super::wrap_entry("kernel", "6.18", 100), "kernel: 6.18\n");
+    }
 }

@@ -125,7 +125,7 @@ pub const POLICIES: &[PolicyInfo] = &[PolicyInfo {
     word: "mthp-collapse-v18",
     series: "khugepaged: mTHP support (Nico Pache)",
     version: "v18, 2026-05-22",
-    source: "https://lore.kernel.org/linux-mm/?q=s%3A%22khugepaged%3A+mTHP+support%22+v18",
+    source: "https://lore.kernel.org/linux-mm/?q=khugepaged+mTHP+support+v18",
     doc: "khugepaged mTHP collapse with v18's stack recursion over (offset, order): halves of a \
           failed region are tried at the next order, left first; 7.2 merged v19's forward walk instead",
     params: V18_PARAMS,

@@ -270,6 +270,11 @@ pub(super) struct TouchLatency {
 
 static TOUCH_LATENCY: std::sync::Mutex<Option<TouchLatency>> = std::sync::Mutex::new(None);
 
+/// Whether [`TouchLatency::enable`] ran: read (never written) on the touch path, so that a
+/// run without `--latency` does not take the mutex, whose store into a page shared since
+/// fork would cost a forked child a copy-on-write fault of its own.
+static TOUCH_LATENCY_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn faults_now() -> u64 {
     // SAFETY: getrusage fills a zeroed struct.
     unsafe {
@@ -283,10 +288,14 @@ impl TouchLatency {
     /// Before `go`, in the main process.
     pub(super) fn enable() {
         *TOUCH_LATENCY.lock().unwrap_or_else(|e| e.into_inner()) = Some(TouchLatency { scratch: Default::default(), faults: Default::default() });
+        TOUCH_LATENCY_ON.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Touch `plan` timing each page, if enabled and `unpaced`; false (nothing done) otherwise.
     pub(super) fn timed(plan: &TouchPlan, write: bool, unpaced: bool) -> bool {
+        if !unpaced || !TOUCH_LATENCY_ON.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
         let mut g = TOUCH_LATENCY.lock().unwrap_or_else(|e| e.into_inner());
         let Some(l) = g.as_mut().filter(|_| unpaced) else { return false };
         l.scratch.clear();
@@ -303,6 +312,9 @@ impl TouchLatency {
 
     /// After the run: the faults' histogram as (bucket, count) (empty when not enabled).
     pub(super) fn buckets() -> Vec<(usize, u64)> {
+        if !TOUCH_LATENCY_ON.load(std::sync::atomic::Ordering::Relaxed) {
+            return Vec::new();
+        }
         let g = TOUCH_LATENCY.lock().unwrap_or_else(|e| e.into_inner());
         g.as_ref().map(|l| l.faults.nonzero().collect()).unwrap_or_default()
     }

@@ -23,11 +23,9 @@
 
 use std::ffi::OsString;
 use std::io::{self, BufReader, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::process::Command;
 
 use trace::accesses::{AccessHeader, AccessWriter, ACCESS_QEMU, ACCESS_ZSTD};
 
@@ -145,38 +143,9 @@ pub fn record_accesses_qemu(argv: &[OsString], rec: &Recording, trace_crc: u32, 
     let (program, args) = argv.split_first().ok_or_else(|| RecordError::Other("no program to run".into()))?;
     let program = crate::resolve_program(program)?;
     let plugin = PluginFile::new().map_err(|e| RecordError::Other(format!("writing QEMU's plugin to {}: {e}", std::env::temp_dir().display())))?;
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two fds into the array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(RecordError::Other(format!("pipe: {}", io::Error::last_os_error())));
-    }
-    // SAFETY: both fds were just created and are owned here.
-    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    const OUT_FD: i32 = 3;
-    let w = wr.as_raw_fd();
     let mut cmd = Command::new(&qemu);
-    cmd.arg("-plugin")
-        .arg(format!("{},fd={OUT_FD}", plugin.0.display()))
-        .arg(&program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if w == OUT_FD {
-                libc::fcntl(OUT_FD, libc::F_SETFD, 0);
-            } else if libc::dup2(w, OUT_FD) < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            crate::timed::as_recorded();
-            Ok(())
-        });
-    }
-    let t = Instant::now();
-    let mut child = cmd.spawn().map_err(|e| RecordError::Other(format!("cannot run {}: {e}", qemu.display())))?;
-    drop(wr);
+    cmd.arg("-plugin").arg(format!("{},fd={}", plugin.0.display(), super::ENGINE_FD)).arg(&program).args(args);
+    let (rd, mut child, t) = super::spawn_engine(cmd, &qemu)?;
     let header = AccessHeader { trace_crc, trace_records: rec.events.len() as u64, page_size: PAGE, flags: ACCESS_ZSTD | ACCESS_QEMU };
     let werr = |e: io::Error| RecordError::Other(format!("writing the accesses: {e}"));
     let writer = AccessWriter::new(out, &header).map_err(werr)?;

@@ -27,7 +27,7 @@ const ACCESSES: &str = "phase fill\nmmap a 16M align=2M\ntouch a write\naccess a
 /// The README's commands (and the subcommands they name) that this test runs.
 const COVERED: &[&str] = &[
     "sim", "demo", "settings", "examples", "report", "trace show", "trace stats", "bench chase", "observe", "explain", "live", "compare",
-    "sweep",
+    "sweep", "advise",
 ];
 
 /// The README's commands not run here, and why: each needs root and runs for long or changes
@@ -71,6 +71,7 @@ fn every_readme_command_fits_100_columns() {
         vec!["examples", "fork-bgsave"],
         vec!["examples", "issue-program"],
         vec!["bench", "chase", "--model-only", "--sizes", "16M"],
+        vec!["advise", "fork-bgsave"],
     ];
     for args in &runs {
         assert!(fits(args) > 0, "thplab {args:?} printed nothing");
