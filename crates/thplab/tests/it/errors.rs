@@ -76,7 +76,8 @@ fn touching_unmapped_memory_exits_3_with_the_line() {
 #[test]
 fn unknown_setting_lists_the_valid_ones() {
     let list = thplab(&["settings", "--list"]).ok().stdout.clone();
-    let mut paths: Vec<&str> = list.lines().map(|l| l.split_once(": ").expect("PATH: VALUES").0).collect();
+    let entries = crate::unfold(&list);
+    let mut paths: Vec<&str> = entries.iter().map(|l| l.split_once(": ").expect("PATH: VALUES").0).collect();
     paths.sort();
     let r = thplab(&["sim", "seed-anon-1g", "--set", "hugepages-8kB/enabled=always"]);
     r.fails(2);

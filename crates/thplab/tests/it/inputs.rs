@@ -672,7 +672,7 @@ fn the_settings_list_is_json_under_json() {
     r.ok();
     let list = r.json();
     let from_json: Vec<String> = list.as_array().unwrap().iter().map(|e| format!("{}: {}", e["path"].as_str().unwrap(), e["values"].as_str().unwrap())).collect();
-    assert_eq!(from_json, text.lines().collect::<Vec<_>>());
+    assert_eq!(from_json, crate::unfold(&text));
     assert_eq!(list[0]["path"], "hugepages-8kB/shmem_enabled");
     let enabled = list.as_array().unwrap().iter().find(|e| e["path"] == "enabled").unwrap();
     assert_eq!(enabled["values"], "always, madvise, never");

@@ -191,3 +191,19 @@ pub fn run_with_daemon_on_cpu<T>(label: &str, limit_ms: u64, mut run: impl FnMut
         std::thread::sleep(std::time::Duration::from_secs(2));
     }
 }
+
+/// `settings --list`'s text with each folded entry joined again: a line that starts with a
+/// space continues the one before it (`report::text::wrap` folds at single spaces).
+pub fn unfold(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for l in text.lines() {
+        match out.last_mut() {
+            Some(prev) if l.starts_with(' ') => {
+                prev.push(' ');
+                prev.push_str(l.trim_start());
+            }
+            _ => out.push(l.to_string()),
+        }
+    }
+    out
+}
