@@ -28,6 +28,12 @@
 //!   arm64 contpte folding (`arch/arm64/mm/contpte.c`).
 //! - [`vmscan`]: `mm/vmscan.c`, `mm/swap.c`: the anon LRU, reclaim, kswapd, direct reclaim.
 //! - [`memcontrol`]: `mm/memcontrol.c`: the run's memcg, charge, limit reclaim, OOM.
+//! - [`memory_tiers`]: `mm/memory-tiers.c`: nodes (capacity, latency, bandwidth), tiers by
+//!   abstract distance, the demotion order (model-only beyond one node, as the next three).
+//! - [`mempolicy`]: `mm/mempolicy.c`: memory policies and the node a folio is allocated on.
+//! - [`migrate`]: `mm/migrate.c`: `migrate_pages` of large folios whole or split, its events.
+//! - [`numa_balancing`]: `kernel/sched/fair.c`: NUMA balancing's tiering mode, promotion's hot
+//!   threshold and rate limit; demotion in reclaim is `vmscan::demote`.
 //! - [`swapfile`]: `mm/swapfile.c`: the swap device and its cluster allocator.
 //! - [`swap_io`]: `mm/vmscan.c`, `mm/rmap.c`, `mm/page_io.c`, `mm/memory.c`: swap-out of a
 //!   folio whole or split, swap entries, `do_swap_page`.
@@ -50,8 +56,12 @@ pub mod khugepaged;
 pub mod madvise;
 pub mod memcontrol;
 pub mod memory;
+pub mod memory_tiers;
+pub mod mempolicy;
+pub mod migrate;
 pub mod mmap;
 pub mod model;
+pub mod numa_balancing;
 pub mod page_alloc;
 pub mod page_reporting;
 pub mod pgtable;

@@ -33,6 +33,7 @@ use crate::pgtable::{pte_pfn, Pmd, PTE_PRESENT, PTE_YOUNG, PTE_ZERO};
 use crate::vma::vm;
 use crate::{Kernel, MmId};
 
+pub mod demote;
 pub mod lru_gen;
 
 /// `SWAP_CLUSTER_MAX`.
