@@ -11,7 +11,8 @@
 //!
 //! Implementations: [`Linux618`] (the default; PMD collapse only), [`Linux72`] (7.2's
 //! khugepaged mTHP collapse, [`mthp_collapse::mthp_collapse`]) and [`MthpCollapseV18`] (the
-//! posted v18 recursion, [`mthp_collapse::mthp_collapse_v18`]). [`for_settings`] picks one from
+//! posted v18 recursion, [`mthp_collapse::mthp_collapse_v18`]). [`mtm`]: MTM's tiering decisions
+//! (profiling within a budget, fast promotion, slow demotion of whole huge pages; model-only). [`for_settings`] picks one from
 //! `--kernel` and `--policy`. Write your own: crates/policy/examples/hot_first.rs (docs/policies.md).
 //!
 //! Sources: mm/khugepaged.c of the series "khugepaged: mTHP support" (Nico Pache): v19 as merged
@@ -20,6 +21,7 @@
 //! the stack of (offset, order)), read from the linux-mm postings (no 7.2 tree was reachable).
 
 pub mod mthp_collapse;
+pub mod mtm;
 
 use mm_types::{Order, Orders};
 use thp_abi::{KernelVersion, Policy};
