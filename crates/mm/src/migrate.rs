@@ -30,6 +30,8 @@ pub enum MigrateReason {
 pub struct TierFolio {
     pub node: NodeId,
     pub order: u8,
+    /// The caller's label (a split folio's pieces keep it): which range the folio backs.
+    pub tag: u32,
 }
 
 /// `struct migrate_pages_stats`.
@@ -130,7 +132,7 @@ pub fn migrate_pages(tiers: &mut Tiers, from: &[TierFolio], dst: NodeId, reason:
         if f.order > 0 && reason != MigrateReason::NumaMisplaced {
             s.nr_thp_split += is_thp as u64;
             s.nr_split += 1;
-            split.extend((0..nr).map(|_| TierFolio { node: f.node, order: 0 }));
+            split.extend((0..nr).map(|_| TierFolio { order: 0, ..f }));
             continue;
         }
         // -ENOMEM on a folio not split: the batch ends, the pieces split so far stay.
@@ -196,9 +198,9 @@ mod tests {
     #[test]
     fn a_thp_migrates_whole_where_its_order_fits() {
         let mut t = dram_cxl(2048);
-        let from = [TierFolio { node: 0, order: 9 }, TierFolio { node: 0, order: 0 }];
+        let from = [TierFolio { node: 0, order: 9, tag: 0 }, TierFolio { node: 0, order: 0, tag: 0 }];
         let m = migrate_pages(&mut t, &from, 1, MigrateReason::Syscall);
-        assert_eq!(m.folios, [TierFolio { node: 1, order: 9 }, TierFolio { node: 1, order: 0 }]);
+        assert_eq!(m.folios, [TierFolio { node: 1, order: 9, tag: 0 }, TierFolio { node: 1, order: 0, tag: 0 }]);
         let want = MigrateStats { nr_succeeded: 513, nr_thp_succeeded: 1, ..Default::default() };
         assert_eq!(m.stats, want);
         assert_eq!((t.node(0).used_pages, t.node(1).used_pages), (0, 513));
@@ -211,10 +213,10 @@ mod tests {
         // one by one (pgmigrate_success 512 + the small folio's 1).
         let mut t = dram_cxl(2048);
         t.nodes[1].max_free_order = 4;
-        let from = [TierFolio { node: 0, order: 9 }, TierFolio { node: 0, order: 0 }];
+        let from = [TierFolio { node: 0, order: 9, tag: 0 }, TierFolio { node: 0, order: 0, tag: 0 }];
         let m = migrate_pages(&mut t, &from, 1, MigrateReason::Syscall);
         assert_eq!(m.folios.len(), 513);
-        assert!(m.folios.iter().all(|f| *f == TierFolio { node: 1, order: 0 }));
+        assert!(m.folios.iter().all(|f| *f == TierFolio { node: 1, order: 0, tag: 0 }));
         let want = MigrateStats { nr_succeeded: 513, nr_thp_failed: 1, nr_thp_split: 1, nr_split: 1, ..Default::default() };
         assert_eq!(m.stats, want);
         let mut ev = TierEvents::default();
@@ -227,7 +229,7 @@ mod tests {
         // 300 free pages on CXL: the order-0 folio first (1), then 299 of the 512 pieces; the
         // 300th piece fails (pgmigrate_fail 1) and 212 stay on node 0 uncounted.
         let mut t = dram_cxl(300);
-        let from = [TierFolio { node: 0, order: 0 }, TierFolio { node: 0, order: 9 }];
+        let from = [TierFolio { node: 0, order: 0, tag: 0 }, TierFolio { node: 0, order: 9, tag: 0 }];
         let m = migrate_pages(&mut t, &from, 1, MigrateReason::Demotion);
         assert_eq!(m.stats.nr_succeeded, 300);
         assert_eq!((m.stats.nr_failed_pages, m.stats.nr_thp_split), (1, 1));
@@ -244,10 +246,10 @@ mod tests {
         t.charge(1, 9);
         t.charge(0, 0);
         let mut ev = TierEvents::default();
-        let mut thp = TierFolio { node: 1, order: 9 };
+        let mut thp = TierFolio { node: 1, order: 9, tag: 0 };
         t.nodes[0].max_free_order = 8;
         assert!(!migrate_misplaced_folio(&mut t, &mut thp, 0, &mut ev));
-        assert_eq!(thp, TierFolio { node: 1, order: 9 });
+        assert_eq!(thp, TierFolio { node: 1, order: 9, tag: 0 });
         assert_eq!((ev.thp_migration_fail, ev.thp_migration_split, ev.pgmigrate_fail), (1, 0, 512));
         t.nodes[0].max_free_order = 10;
         assert!(migrate_misplaced_folio(&mut t, &mut thp, 0, &mut ev));

@@ -14,6 +14,7 @@
 //! - [`profile`]: what a run is priced and observed with (one type for runs and replays).
 //! - [`replay`]: replay of a recording in the model under any settings.
 //! - [`time`]: the run's time from a machine profile.
+//! - [`tiers`]: the tier study (model-only): Linux's NUMA-balancing tiering against MTM.
 //! - [`latency`]: reclaim, swap and compaction priced on the clock, and each fault's latency.
 //! - [`views`]: the folio-size map, the peak and `--explain` of a finished run.
 
@@ -1189,6 +1190,7 @@ mod latency;
 pub mod hugetlb;
 mod profile;
 pub mod replay;
+pub mod tiers;
 pub mod time;
 pub mod views;
 

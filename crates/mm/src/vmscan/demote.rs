@@ -132,7 +132,7 @@ mod tests {
         let target = can_demote(&t, 0, true).expect("CXL below DRAM");
         // Folios 0..4 faulted in order: the inactive list is 4 3 2 1 0 (head first); folio 1 is
         // a THP. Folio 0 is young.
-        let mut folios: Vec<TierFolio> = [0u8, 9, 0, 0, 0].iter().map(|&o| TierFolio { node: 0, order: o }).collect();
+        let mut folios: Vec<TierFolio> = [0u8, 9, 0, 0, 0].iter().map(|&o| TierFolio { node: 0, order: o, tag: 0 }).collect();
         for f in &folios {
             t.charge(0, f.order);
         }
