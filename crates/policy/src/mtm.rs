@@ -101,37 +101,54 @@ impl Mtm {
     }
 
     /// The moves of one interval, `free[t]` regions free on tier `t`: hot regions below tier 0
-    /// to tier 0 hottest first, making room by demoting tier 0's coldest (colder than the one
-    /// promoted) one tier down; cold regions (hotness 0) below a tier with room left alone.
+    /// go to tier 0 hottest first ("fast promotion"); room is made by demoting tier 0's coldest
+    /// region (colder than the one promoted) one tier down, and that tier's coldest one tier
+    /// further when it is full ("slow demotion", a cascade).
     pub fn plan(&self, free: &[usize]) -> Vec<Move> {
         let mut free = free.to_vec();
         let mut moves = Vec::new();
         let mut hot: Vec<usize> = (0..self.regions.len()).filter(|&r| self.regions[r].tier > 0 && self.regions[r].hot > 0).collect();
         hot.sort_by_key(|&r| (std::cmp::Reverse(self.regions[r].hot), r));
-        let mut cold: Vec<usize> = (0..self.regions.len()).filter(|&r| self.regions[r].tier == 0).collect();
-        cold.sort_by_key(|&r| (self.regions[r].hot, r));
-        let mut cold = cold.into_iter();
+        // Per tier, its regions coldest first (those promoted into it are not demoted again).
+        let mut cold: Vec<std::collections::VecDeque<usize>> = vec![Default::default(); free.len()];
+        let mut by_hot: Vec<usize> = (0..self.regions.len()).collect();
+        by_hot.sort_by_key(|&r| (self.regions[r].hot, r));
+        for r in by_hot {
+            cold[self.regions[r].tier as usize].push_back(r);
+        }
         for r in hot {
-            if moves.len() + 2 > self.params.max_moves {
-                break;
-            }
             if free[0] == 0 {
-                // Slow demotion: the coldest of tier 0 goes to tier 1, if colder than `r`.
-                match cold.next() {
-                    Some(c) if self.regions[c].hot < self.regions[r].hot && free.get(1).is_some_and(|&f| f > 0) => {
-                        moves.push(Move { region: c, to: 1 });
-                        free[1] -= 1;
-                        free[0] += 1;
-                    }
-                    _ => break,
+                let colder = cold[0].front().is_some_and(|&c| self.regions[c].hot < self.regions[r].hot);
+                if !colder || !self.make_room(0, &mut free, &mut cold, &mut moves) {
+                    break;
                 }
             }
-            // Fast promotion: straight to tier 0.
+            if moves.len() >= self.params.max_moves {
+                break;
+            }
             moves.push(Move { region: r, to: 0 });
             free[0] -= 1;
             free[self.regions[r].tier as usize] += 1;
         }
         moves
+    }
+
+    /// Free one region on tier `t` by demoting its coldest to `t + 1`, making room there first.
+    fn make_room(&self, t: usize, free: &mut [usize], cold: &mut [std::collections::VecDeque<usize>], moves: &mut Vec<Move>) -> bool {
+        if free[t] > 0 {
+            return true;
+        }
+        if t + 1 >= free.len() || cold[t].is_empty() || moves.len() >= self.params.max_moves {
+            return false;
+        }
+        if !self.make_room(t + 1, free, cold, moves) {
+            return false;
+        }
+        let c = cold[t].pop_front().expect("not empty");
+        moves.push(Move { region: c, to: t as u8 + 1 });
+        free[t + 1] -= 1;
+        free[t] += 1;
+        true
     }
 
     /// Record that a move happened.
@@ -176,6 +193,11 @@ mod tests {
         }
         let moves = m.plan(&[0, 4, 4]);
         let want = [Move { region: 1, to: 1 }, Move { region: 2, to: 0 }, Move { region: 0, to: 1 }, Move { region: 3, to: 0 }];
+        assert_eq!(moves, want);
+        // Tier 1 full too: its coldest (region 3, hot 20) goes to tier 2 first, then region 1
+        // (hot 0) from tier 0 to tier 1, then region 2 up; then tier 1 has no room left for region 0: done.
+        let moves = m.plan(&[0, 0, 4]);
+        let want = [Move { region: 3, to: 2 }, Move { region: 1, to: 1 }, Move { region: 2, to: 0 }];
         assert_eq!(moves, want);
     }
 }

@@ -325,3 +325,72 @@ pub fn tier_study_default(duration_ms: u64) -> TierStudy {
         seed: 1,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mm::memory_tiers::NodeKind;
+
+    /// Two ranges: 0 on DRAM (600 pages: a THP fits once), 1 on CXL. All accesses go to one
+    /// range, 0 in second 0, 1 in second 1, 0 in second 2.
+    fn two_ranges(per_ms: u64) -> TierStudy {
+        TierStudy {
+            nodes: vec![NodeSpec::preset(NodeKind::LocalDram, 600), NodeSpec::preset(NodeKind::CxlDram, 4096)],
+            footprint_pmds: 2,
+            hot_pmds: 1,
+            hot_pct: 100,
+            accesses_per_ms: per_ms,
+            duration_ms: 3000,
+            shift_every_ms: 1000,
+            lower_max_free_order: 10,
+            seed: 7,
+        }
+    }
+
+    #[test]
+    fn linux_tiering_on_two_ranges_as_derived_by_hand() {
+        let r = run_tier_study(&two_ranges(100), Tiering::Linux(NumaBalancingSysctls { mode: 2, ..Default::default() }));
+        // Scans at 0, 1000, 2000 arm range 1 (CXL): 3 × 512 PTE updates. Its first access at
+        // 1000 faults 1000 ms after the scan (not below the 1000 ms threshold: refused); the
+        // scan at the end of ms 1000 re-arms it, the access at 1001 faults 1 ms after: a
+        // candidate (512), but DRAM has 88 pages free (< 512 + high watermark 9): kswapd is woken
+        // and finds range 0's THP young (spared once), so nothing is demoted nor promoted.
+        assert_eq!(r.events.numa_pte_updates, 1536);
+        assert_eq!(r.events.numa_hint_faults, 2);
+        assert_eq!(r.events.pgpromote_candidate, 512);
+        assert_eq!((r.events.pgpromote_success, r.events.pgdemote_kswapd), (0, 0));
+        // 100 accesses a ms: seconds 0 and 2 at 90 ns, second 1 at 250 ns.
+        assert_eq!(r.access_ns, 100 * 1000 * (90 + 250 + 90));
+        assert_eq!(r.hint_fault_ns, 2 * HINT_FAULT_NS);
+    }
+
+    #[test]
+    fn mtm_on_two_ranges_as_derived_by_hand() {
+        let r = run_tier_study(&two_ranges(100), Tiering::Mtm(MtmParams::default()));
+        // 10,000 accesses per 100 ms interval touch all 512 pages: an accessed range samples
+        // 1000. Range 0's hotness climbs to 999 by ms 999 and halves to 499 at 1099, range 1's
+        // is 500 then: it is swapped in (range 0 demoted to CXL, range 1 promoted), whole. At
+        // 2099 the same the other way (499 < 500): 4 THP migrations, 2 promotions of 512.
+        assert_eq!(r.events.thp_migration_success, 4);
+        assert_eq!((r.events.pgpromote_success, r.events.thp_migration_split), (1024, 0));
+        assert_eq!(r.events.numa_hint_faults, 0);
+        // DRAM for 2800 ms (all but 1000..1099 and 2000..2099), CXL for 200 ms.
+        assert_eq!(r.access_ns, 100 * (2800 * 90 + 200 * 250));
+        // 30 intervals, each: 2 PMD reads of 100 ns and 512 PTE samples of 250 ns.
+        assert_eq!(r.mtm_profile_ns, 30 * (2 * 100 + 512 * 250));
+        assert_eq!(r.thps_at_end, 2);
+    }
+
+    #[test]
+    fn the_default_study_conserves_pages_and_mtm_keeps_more_accesses_on_top() {
+        let study = tier_study_default(1000);
+        let linux = run_tier_study(&study, Tiering::Linux(NumaBalancingSysctls { mode: 2, ..Default::default() }));
+        let mtm = run_tier_study(&study, Tiering::Mtm(MtmParams::default()));
+        let e = linux.events;
+        // Every promotion is to the top tier; every migration a promotion or a demotion.
+        assert_eq!(e.pgpromote_success, e.numa_pages_migrated);
+        assert_eq!(e.pgmigrate_success, e.pgpromote_success + e.pgdemote_kswapd);
+        assert_eq!((linux.accesses, mtm.accesses), (200_000, 200_000));
+        assert!(mtm.top_tier_accesses > linux.top_tier_accesses, "{mtm:?} {linux:?}");
+    }
+}
