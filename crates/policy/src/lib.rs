@@ -11,9 +11,13 @@
 //!
 //! Implementations: [`Linux618`] (the default; PMD collapse only), [`Linux72`] (7.2's
 //! khugepaged mTHP collapse, [`mthp_collapse::mthp_collapse`]) and [`MthpCollapseV18`] (the
-//! posted v18 recursion, [`mthp_collapse::mthp_collapse_v18`]). [`mtm`]: MTM's tiering decisions
-//! (profiling within a budget, fast promotion, slow demotion of whole huge pages; model-only). [`for_settings`] picks one from
+//! posted v18 recursion, [`mthp_collapse::mthp_collapse_v18`]). [`for_settings`] picks one from
 //! `--kernel` and `--policy`. Write your own: crates/policy/examples/hot_first.rs (docs/policies.md).
+//!
+//! Module map:
+//! - [`mthp_collapse`]: the mTHP collapse walks (7.2's forward walk, v18's recursion).
+//! - [`mtm`]: MTM's tiering decisions (profiling within a budget, fast promotion, slow demotion
+//!   of whole huge pages; model-only, docs/tiers.md), run by `sim::tiers`.
 //!
 //! Sources: mm/khugepaged.c of the series "khugepaged: mTHP support" (Nico Pache): v19 as merged
 //! for 7.2 (`[PATCH mm-unstable v19 11/14]`, 2026-06-05: `mthp_collapse`,
