@@ -179,6 +179,23 @@ impl PageGeometry {
         v.reverse();
         v
     }
+    /// One line for help and errors: levels, entries per table, PMD, contpte, MAX_PAGE_ORDER
+    /// and the sysfs size directories.
+    pub fn summary(&self) -> String {
+        let dirs = self.sysfs_dirs();
+        format!(
+            "{} levels of {}-entry tables, PMD {} (order {}), contpte {} ({} PTEs), MAX_PAGE_ORDER {}, {} .. {}",
+            self.levels,
+            self.ptrs_per_table(),
+            crate::format_size(self.pmd_size()),
+            self.pmd_order().0,
+            crate::format_size(self.cont_pte_size()),
+            self.cont_ptes(),
+            self.max_page_order,
+            dirs[0],
+            dirs[dirs.len() - 1]
+        )
+    }
     /// Page-table pages below the PGD (which every mm has) that map every page of
     /// `[start, start + len)` with base pages, by level from the PTE tables up: a table of the
     /// level under level n covers one level-n entry's span (PTE tables one PMD entry's).

@@ -85,3 +85,11 @@ fn pages_and_tables_of_one_gib() {
     assert_eq!(Granule::K64.geometry().tables_to_map(512 * MIB - MIB, 2 * MIB), [2, 1]);
     assert_eq!(PageGeometry::X86_4K.tables_to_map(at, 0), [0, 0, 0]);
 }
+
+#[test]
+fn summary_line() {
+    assert_eq!(
+        Granule::K64.geometry().summary(),
+        "3 levels of 8192-entry tables, PMD 512M (order 13), contpte 2M (32 PTEs), MAX_PAGE_ORDER 13, hugepages-128kB .. hugepages-524288kB"
+    );
+}
