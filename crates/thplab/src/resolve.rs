@@ -105,8 +105,7 @@ impl MachineArgs {
 
     /// The machine, converted once (`experiment::resolve::machine`).
     pub fn resolve(&self) -> Result<sim::MachineConfig> {
-        let geometry = r::page_size(&self.page_size)?;
-        Ok(sim::MachineConfig { geometry, ..r::machine(&self.flags())? })
+        Ok(sim::MachineConfig { geometry: r::page_size(&self.page_size)?, ..r::machine(&self.flags())? })
     }
 
     /// A recording brings its own layout: say which of these flags it overrides.
