@@ -153,6 +153,24 @@ pub fn machine(f: &MachineFlags) -> Result<sim::MachineConfig> {
     Ok(m)
 }
 
+/// `--page-size SIZE`: the base page size's geometry, or an error that says what is valid. 4K
+/// is x86-64's (this machine's) and the model's; 16K and 64K are arm64's granules, model-only
+/// on this machine, and the model's fault path does not run them yet (it has 4 KiB pages
+/// throughout): they are refused with the geometry they would have (docs/page-sizes.md).
+pub fn page_size(text: &str) -> Result<mm_types::PageGeometry> {
+    let Some(g) = mm_types::Granule::parse(text) else {
+        bail!("--page-size {text}: give 4K (x86-64 and arm64, the default), 16K or 64K (arm64 only)");
+    };
+    if g != mm_types::Granule::K4 {
+        bail!(
+            "--page-size {g}: model-only (this x86-64 machine and its live kernel have 4 KiB pages), and the model's fault path runs \
+             4 KiB pages only so far (docs/page-sizes.md); with {g} pages it would have {}",
+            g.geometry().summary()
+        );
+    }
+    Ok(g.geometry())
+}
+
 /// A recording brings its own layout: say which of the machine's flags it overrides.
 pub fn warn_for_recording(f: &MachineFlags, h: &trace::Header) {
     if let Some(a) = f.mmap_base {

@@ -187,3 +187,15 @@ fn matrix_runs_take_set_on_top_and_refuse_other_sources() {
     assert_eq!(labels, ["4K only + khugepaged/max_ptes_none=0", "64K alone + khugepaged/max_ptes_none=0", "PMD always + khugepaged/max_ptes_none=0"]);
     assert!(runs.iter().all(|(_, s)| s.khugepaged.max_ptes_none == 0));
 }
+
+#[test]
+fn page_size_takes_4k_and_refuses_the_arm64_granules_with_their_geometry() {
+    assert_eq!(page_size("4K").unwrap(), mm_types::PageGeometry::X86_4K);
+    assert_eq!(page_size("4096").unwrap(), mm_types::PageGeometry::X86_4K);
+    let e = err(page_size("8K"));
+    assert!(e.contains("--page-size 8K: give 4K") && e.contains("16K or 64K"), "{e}");
+    let e = err(page_size("16k"));
+    assert!(e.contains("--page-size 16K: model-only") && e.contains("PMD 32M (order 11)") && e.contains("hugepages-32kB .. hugepages-32768kB"), "{e}");
+    let e = err(page_size("64K"));
+    assert!(e.contains("3 levels of 8192-entry tables") && e.contains("docs/page-sizes.md"), "{e}");
+}

@@ -1,13 +1,17 @@
 //! Quantities of the memory-management model, each its own type.
 //!
-//! Kernel sources: `arch/x86/include/asm/page_types.h` (PAGE_SHIFT), `include/linux/pgtable.h`
+//! Kernel sources: `arch/x86/include/asm/page_types.h` (PAGE_SHIFT; other base page sizes in
+//! [`geometry`], from `arch/arm64/include/asm/pgtable-hwdef.h`), `include/linux/pgtable.h`
 //! (PMD_SHIFT), `include/linux/huge_mm.h` (`highest_order`, `next_order`, THP_ORDERS_ALL_ANON),
 //! `include/linux/mmzone.h` (MAX_PAGE_ORDER), Linux 6.18.
 //!
 //! Index, count and size are distinct types so that an off-by-a-shift cannot compile.
 //! This crate does no I/O and has no dependencies.
 
+pub mod geometry;
 pub mod prng;
+
+pub use geometry::{Granule, PageGeometry};
 
 use std::fmt;
 

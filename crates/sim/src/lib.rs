@@ -92,12 +92,17 @@ pub struct MachineConfig {
     /// hugetlb pools set at boot (a replay of a program that maps MAP_HUGETLB needs one); a
     /// workload's `hugetlb_pool` statements are set after these. Default none.
     pub hugetlb_pools: Vec<workload::HugetlbPool>,
+    /// The base page size and what follows from it (`--page-size`, docs/page-sizes.md). The
+    /// model's fault path runs 4 KiB pages only so far: `experiment::resolve::page_size` refuses
+    /// 16 KiB and 64 KiB, and [`MachineConfig::boot_params`] checks it.
+    pub geometry: mm_types::PageGeometry,
 }
 
 impl MachineConfig {
     /// The kernel's boot parameters of this machine (memory, `vm.min_free_kbytes`, the mmap
     /// base, the heap's start, /dev/shm's `huge=`).
     pub fn boot_params(&self) -> BootParams {
+        assert_eq!(self.geometry, mm_types::PageGeometry::X86_4K, "the model's fault path runs 4 KiB base pages only");
         BootParams {
             mem_bytes: self.mem_bytes,
             min_free_kbytes: self.min_free_kbytes,
@@ -120,6 +125,7 @@ impl Default for MachineConfig {
             hz: daemons::DEFAULT_HZ,
             pressure: thp_abi::Pressure::default(),
             hugetlb_pools: Vec::new(),
+            geometry: mm_types::PageGeometry::X86_4K,
         }
     }
 }

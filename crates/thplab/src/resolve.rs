@@ -92,6 +92,10 @@ pub struct MachineArgs {
     /// 0, not in /proc/swaps), a swap file in $THPLAB_SWAP_DIR (default /var/tmp).
     #[arg(long, value_name = "zram:SIZE|file:SIZE|none")]
     pub swap: Option<String>,
+    /// Base page size: 4K (x86-64, this machine). arm64's 16K and 64K are model-only and not
+    /// run yet: refused with the geometry they would have (docs/page-sizes.md).
+    #[arg(long, default_value = "4K", value_name = "4K|16K|64K")]
+    pub page_size: String,
 }
 
 impl MachineArgs {
@@ -101,7 +105,7 @@ impl MachineArgs {
 
     /// The machine, converted once (`experiment::resolve::machine`).
     pub fn resolve(&self) -> Result<sim::MachineConfig> {
-        r::machine(&self.flags())
+        Ok(sim::MachineConfig { geometry: r::page_size(&self.page_size)?, ..r::machine(&self.flags())? })
     }
 
     /// A recording brings its own layout: say which of these flags it overrides.

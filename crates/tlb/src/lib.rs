@@ -27,10 +27,13 @@
 //! - [`assoc`]: set- and fully-associative tag arrays with LRU or tree pseudo-LRU.
 //! - [`walk`]: the page-table walker and its page-walk caches.
 //! - [`presets`]: CPU presets: TLB geometry, walk caches and latencies, with sources.
+//! - [`granule`]: the base page sizes each preset implements and the entry each translation
+//!   size of a granule takes, with its reach (16 KiB and 64 KiB: model-only).
 //! - [`cost`]: the time of a stream of dependent accesses from `TlbStats` and latencies.
 
 pub mod assoc;
 pub mod cost;
+pub mod granule;
 pub mod presets;
 mod walk;
 
