@@ -33,7 +33,9 @@ fn sat_study_records_and_predicts_a_tiny_instance() {
     };
     println!("{}", r.stderr);
     r.ok();
-    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    // The recorded run's own output comes first (minisat's `SATISFIABLE`), then the JSON.
+    let at = r.stdout.find("{\n").unwrap_or_else(|| panic!("no JSON: {}", r.stdout));
+    let v: serde_json::Value = serde_json::from_str(&r.stdout[at..]).unwrap();
     // round(40 x 4.26) = 170 clauses; planted: satisfiable, the witness checked.
     assert_eq!((v["vars"].as_u64(), v["clauses"].as_u64()), (Some(40), Some(170)));
     assert_eq!(v["answer"], "SAT");
