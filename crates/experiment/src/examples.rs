@@ -40,6 +40,16 @@ const EXAMPLES: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The built-in studies (name, one-line description, what `thplab examples NAME` prints: how
+/// to run it). Listed after the workloads; not workloads (`sim` does not take them).
+const STUDIES: &[(&str, &str, &str)] = &[(
+    "sat-study",
+    "study: a SAT solver recorded with its accesses, predicted and run live under 4 KiB, PMD and glibc.malloc.hugetlb=1",
+    "# The SAT-solver experiment (issue #32, docs/sat-study.md). Run it (root, qemu-user, minisat):\n\
+     thplab study sat --solver minisat --vars 250 --seed 1 --runs 3 --dir sat-study\n\
+     # Model only (record and predict, no live runs): add --no-live. Options: thplab study sat --help\n",
+)];
+
 pub fn get(name: &str) -> Option<&'static str> {
     let name = name.trim_end_matches(".thpw");
     EXAMPLES.iter().find(|(n, _, _)| *n == name).map(|(_, _, t)| *t)
@@ -58,14 +68,18 @@ pub fn described() -> Vec<(&'static str, &'static str)> {
 pub fn print(out: &mut impl std::io::Write, name: Option<&str>) -> anyhow::Result<()> {
     match name {
         None => {
-            let width = names().iter().map(|n| n.len()).max().unwrap_or(0);
+            let width = names().iter().chain(STUDIES.iter().map(|s| &s.0)).map(|n| n.len()).max().unwrap_or(0);
             for (n, d) in described() {
                 writeln!(out, "{n:<width$}  {d}")?;
             }
+            for (n, d, _) in STUDIES {
+                writeln!(out, "{n:<width$}  {d}")?;
+            }
         }
-        Some(n) => match get(n) {
-            Some(t) => write!(out, "{t}")?,
-            None => anyhow::bail!("no built-in example '{n}'; built-in examples: {}", names().join(", ")),
+        Some(n) => match (get(n), STUDIES.iter().find(|s| s.0 == n)) {
+            (Some(t), _) => write!(out, "{t}")?,
+            (None, Some((_, _, how))) => write!(out, "{how}")?,
+            (None, None) => anyhow::bail!("no built-in example '{n}'; built-in examples: {}", names().join(", ")),
         },
     }
     Ok(())

@@ -47,7 +47,7 @@ use std::time::Duration;
 use trace::{flags, Event, EventBody, Header, MapInfo, Syscall, SyscallKind};
 
 pub use spawn::resolve_program;
-pub use timed::{time_untraced, time_untraced_on};
+pub use timed::{time_untraced, time_untraced_ok, time_untraced_on};
 
 /// How to record.
 #[derive(Clone, Debug)]

@@ -140,6 +140,9 @@ enum Cmd {
     /// (sysfs, kernel command line, tmpfiles.d, systemd unit, per program); `--verify N` runs
     /// the top N live (docs/advise.md).
     Advise(advise::command::Options),
+    /// Built-in studies that record a real program, predict it and run it live (`sat`: SAT
+    /// solvers under 4 KiB pages, PMD THP and glibc.malloc.hugetlb=1; docs/sat-study.md).
+    Study(sat_study::command::StudyArgs),
     #[command(name = "__exec", hide = true)]
     Exec,
     #[command(name = "__hold", hide = true)]
@@ -456,6 +459,7 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => bench_cmds::cmd_bench(a),
         Cmd::Sweep(a) => a.run(),
         Cmd::Advise(a) => advise::command::run(&a),
+        Cmd::Study(a) => sat_study::command::run(&a),
         Cmd::Exec | Cmd::Hold(_) => unreachable!("handled above"),
     };
     match result {

@@ -40,6 +40,7 @@ mod pacing;
 mod pressure;
 mod programs;
 mod report_study;
+mod sat;
 mod schema;
 mod sweeps;
 mod views;
@@ -151,7 +152,8 @@ pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, String) {
 pub fn examples_list() -> String {
     let r = thplab(&["examples"]);
     r.ok();
-    r.stdout.lines().map(|l| l.split_whitespace().next().unwrap_or("")).collect::<Vec<_>>().join(", ")
+    // The workloads; the studies listed after them (`study: ...`) are not workloads.
+    r.stdout.lines().filter(|l| !l.contains("  study: ")).map(|l| l.split_whitespace().next().unwrap_or("")).collect::<Vec<_>>().join(", ")
 }
 
 /// Why live tests cannot run here, if they cannot (no THP sysfs tree, or not root).

@@ -325,7 +325,12 @@ fn examples_lists_and_prints() {
     r.ok();
     let names: Vec<&str> = r.stdout.lines().map(|l| l.split_whitespace().next().unwrap()).collect();
     assert_eq!(names[..2], ["seed-anon-1g", "issue-program"], "{}", r.stdout);
-    assert_eq!(examples_list(), names.join(", "));
+    // The workloads, then the built-in studies (issue #32 item 5: `sat-study`, a line of its own).
+    assert_eq!(names.last(), Some(&"sat-study"), "{}", r.stdout);
+    assert_eq!(examples_list(), names[..names.len() - 1].join(", "));
+    let r2 = thplab(&["examples", "sat-study"]);
+    r2.ok();
+    assert!(r2.stdout.contains("thplab study sat --solver minisat"), "{}", r2.stdout);
     // One line each: the name, then what it does (issue #14).
     let first = r.stdout.lines().next().unwrap();
     assert!(first.starts_with("seed-anon-1g ") && first.contains("1 GiB of private anonymous memory written page by page"), "{first}");
