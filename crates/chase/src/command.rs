@@ -35,6 +35,11 @@ pub fn run(o: &Options) -> Result<u8> {
 /// (`sizes`: the mTHP sizes the knobs are set for), `accesses` timed loads after a warm-up lap,
 /// through `cpu`'s TLBs under `paging` with base pages' frames as scattered as `scatter`.
 pub fn model_chase_ns(bytes: u64, page: crate::ChasePage, sizes: &[u32], tlb: (&'static tlb::CpuPreset, tlb::Paging), scatter: f64, accesses: u64, seed: u64) -> Result<f64> {
+    Ok(model_chase(bytes, page, sizes, tlb, scatter, accesses, seed)?.ns_per_access)
+}
+
+/// [`model_chase_ns`]'s whole count of the TLB model (misses, walks, ns), warm-up lap included.
+pub fn model_chase(bytes: u64, page: crate::ChasePage, sizes: &[u32], tlb: (&'static tlb::CpuPreset, tlb::Paging), scatter: f64, accesses: u64, seed: u64) -> Result<uapi::result::AccessCounts> {
     let mut s = ThpSettings::default();
     for a in page.assignments(sizes) {
         s.apply_assignment(&a)?;
@@ -47,7 +52,7 @@ pub fn model_chase_ns(bytes: u64, page: crate::ChasePage, sizes: &[u32], tlb: (&
     machine.mem_bytes = machine.mem_bytes.max((bytes * 2).next_power_of_two());
     let mut opts = sim::RunOptions { profile: sim::Profile { tlb: Some(tlb), order0_scatter: scatter, ..Default::default() }, ..Default::default() };
     let (r, _) = sim::run_with(&w, &s, &machine, &mut opts)?;
-    Ok(r.accesses.map(|a| a.total.ns_per_access).unwrap_or(0.0))
+    Ok(r.accesses.map(|a| a.total).unwrap_or_default())
 }
 
 struct Row {
@@ -59,13 +64,17 @@ struct Row {
     model_ns: f64,
     /// The scatter of base pages' frames the model used.
     scatter: f64,
+    /// Where the PMU has TLB events: each event's count per timed access over the live runs
+    /// (their setup and warm-up included), and the model's L2 misses and walks per timed access.
+    hw: Vec<(String, f64)>,
+    model_hw: Option<(f64, f64)>,
 }
 
 impl Options {
-    fn model(&self, bytes: u64, page: crate::ChasePage, sizes: &[u32], scatter: f64) -> Result<f64> {
+    fn model(&self, bytes: u64, page: crate::ChasePage, sizes: &[u32], scatter: f64) -> Result<uapi::result::AccessCounts> {
         let cpu = tlb::presets::by_name(&self.cpu).expect("clap checked --cpu");
         let paging = tlb::Paging::parse(&self.paging).expect("clap checked --paging");
-        model_chase_ns(bytes, page, sizes, (cpu, paging), scatter, self.accesses, self.seed)
+        model_chase(bytes, page, sizes, (cpu, paging), scatter, self.accesses, self.seed)
     }
 
     fn run(&self) -> Result<u8> {
@@ -97,6 +106,7 @@ impl Options {
         for &bytes in &sizes_b {
             // Live first: the 4K buffer's frames tell the model how scattered base pages are.
             let mut runs: Vec<Vec<crate::ChasePoint>> = vec![Vec::new(); pages.len()];
+            let mut hw_sums: Vec<Vec<(String, u64)>> = vec![Vec::new(); pages.len()];
             for round in 0..if live_ok { self.repeat } else { 0 } {
                 for (i, &page) in pages.iter().enumerate() {
                     if self.repeat > 1 && !self.json {
@@ -105,7 +115,9 @@ impl Options {
                     let before = hw.as_ref().map(|c| c.read());
                     runs[i].push(crate::run_chase(bytes, page, self.accesses, self.seed)?);
                     if let (Some(c), Some(before)) = (&hw, before) {
-                        let counts: Vec<String> = c.read().iter().zip(before).map(|((n, v), (_, b))| format!("{n} {:.3}/access", v.saturating_sub(b) as f64 / self.accesses as f64)).collect();
+                        let delta: Vec<(String, u64)> = c.read().into_iter().zip(before).map(|((n, v), (_, b))| (n, v.saturating_sub(b))).collect();
+                        add_counts(&mut hw_sums[i], &delta);
+                        let counts: Vec<String> = delta.iter().map(|(n, v)| format!("{n} {:.3}/access", *v as f64 / self.accesses as f64)).collect();
                         eprintln!("  {} {:>4}: hardware (the run, its buffer's setup included): {}", mm_types::format_size(bytes), page.name(), counts.join(", "));
                     }
                 }
@@ -113,8 +125,12 @@ impl Options {
             let lives: Vec<Option<crate::ChasePoint>> = runs.iter().map(|r| median_run(r).cloned()).collect();
             let measured = pages.iter().zip(&lives).find(|(p, _)| matches!(p, crate::ChasePage::Base)).and_then(|(_, l)| l.as_ref()).filter(|l| l.host_pte_lines > 0).map(|l| l.scatter());
             let scatter = given_scatter.or(measured).unwrap_or(1.0);
-            for ((&page, live), runs) in pages.iter().zip(lives).zip(&runs) {
-                let model_ns = self.model(bytes, page, &tree, scatter)?;
+            for (((&page, live), runs), sums) in pages.iter().zip(lives).zip(&runs).zip(&hw_sums) {
+                let counts = self.model(bytes, page, &tree, scatter)?;
+                let model_ns = counts.ns_per_access;
+                let per = (runs.len().max(1) as u64 * self.accesses) as f64;
+                let hw: Vec<(String, f64)> = sums.iter().map(|(n, v)| (n.clone(), *v as f64 / per)).collect();
+                let model_hw = (!hw.is_empty()).then(|| (counts.l2_misses as f64 / self.accesses as f64, counts.walks as f64 / self.accesses as f64));
                 if !self.json {
                     eprintln!(
                         "  {} {:>4}: model {:.1} ns{}",
@@ -124,7 +140,7 @@ impl Options {
                         live.as_ref().map(|l| format!(", live {:.1} ns", l.ns_per_access)).unwrap_or_default()
                     );
                 }
-                rows.push(Row { bytes, page: page.name(), live, live_runs_ns: runs.iter().map(|r| r.ns_per_access).collect(), model_ns, scatter });
+                rows.push(Row { bytes, page: page.name(), live, live_runs_ns: runs.iter().map(|r| r.ns_per_access).collect(), model_ns, scatter, hw, model_hw });
             }
         }
         self.print(&rows)?;
@@ -147,7 +163,7 @@ impl Options {
             let v: Vec<serde_json::Value> = out
                 .iter()
                 .map(|(r, mr, lr)| {
-                    serde_json::json!({
+                    let mut j = serde_json::json!({
                         "bytes": r.bytes,
                         "page": r.page,
                         "model_ns_per_access": r.model_ns,
@@ -160,7 +176,14 @@ impl Options {
                         "model_order0_scatter": r.scatter,
                         "live_pages": r.live.as_ref().map(|l| l.pages),
                         "live_host_pte_lines": r.live.as_ref().map(|l| l.host_pte_lines),
-                    })
+                    });
+                    // Only where the PMU has TLB events: the counters per access beside the model's.
+                    if let Some((l2, walks)) = r.model_hw {
+                        j["live_hw_per_access"] = r.hw.iter().map(|(n, v)| (n.clone(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>().into();
+                        j["model_l2_misses_per_access"] = l2.into();
+                        j["model_walks_per_access"] = walks.into();
+                    }
+                    j
                 })
                 .collect();
             println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "schema": "thplab-bench-chase/1", "cpu": self.cpu, "paging": self.paging, "accesses": self.accesses, "points": v }))?);
@@ -213,7 +236,31 @@ impl Options {
                 _ => println!("{}", format!("{line}  {backing}").trim_end()),
             }
         }
+        self.print_hw(rows);
         Ok(())
+    }
+
+    /// Where the PMU has TLB events: each point's counters per timed access beside the model's.
+    fn print_hw(&self, rows: &[Row]) {
+        if rows.iter().all(|r| r.model_hw.is_none()) {
+            return;
+        }
+        println!("hardware TLB counters per timed access (the live runs, their setup and warm-up lap included) beside the model's L2 misses and walks:");
+        for r in rows {
+            let Some((l2, walks)) = r.model_hw else { continue };
+            let hw: Vec<String> = r.hw.iter().map(|(n, v)| format!("{n} {v:.3}")).collect();
+            println!("{:>6} {:>5}  {}; model: L2 misses {l2:.3}, walks {walks:.3}", mm_types::format_size(r.bytes), r.page, hw.join(", "));
+        }
+    }
+}
+
+/// `delta`'s counts added to `sums`, event by event (the events open in the same order each run).
+fn add_counts(sums: &mut Vec<(String, u64)>, delta: &[(String, u64)]) {
+    if sums.is_empty() {
+        sums.extend(delta.iter().map(|(n, _)| (n.clone(), 0)));
+    }
+    for ((_, s), (_, d)) in sums.iter_mut().zip(delta) {
+        *s += d;
     }
 }
 

@@ -24,10 +24,12 @@
 //! - [`noise`]: whether a difference between two times is outside their noise.
 //! - [`timeline`]: two timelines side by side (`compare --sample MS`).
 //! - [`vmas`]: where a recorded program's model and live run part, per process and range.
+//! - [`hwtlb`]: the hardware's TLB counters around a live run, set beside the model's.
 
 pub mod demo;
 pub mod examples;
 pub mod host;
+pub mod hwtlb;
 pub mod input;
 pub mod khugepaged;
 pub mod model;
@@ -248,6 +250,10 @@ pub fn rows(model: &RunResult, live: &RunResult, tol: &Tolerance) -> Vec<Row> {
             // (the census and shmem_alloc carry the comparison).
             push(format!("meminfo {name} (kB)"), *m, l, RowKind::Informational, (0, 0.0));
         }
+    }
+    // Where the PMU has TLB events: the hardware's counts beside the model's (shown, not judged).
+    for (field, m, l) in hwtlb::rows(model, live) {
+        push(field, m, l, RowKind::Informational, (0, 0.0));
     }
     // With a profile: the model's simulated time (the priced work and the sleeps) beside the
     // wall time of the live run's operations.

@@ -91,7 +91,7 @@ impl ProgramExperiment<'_> {
         let run_live = || -> Result<RunResult> {
             n.set(n.get() + 1);
             (self.before_live)(model, n.get());
-            let mut l = live::run_program_under(self.command, s, &self.options, &self.pressure)?;
+            let mut l = crate::hwtlb::live_counted(model, "thplab", || Ok(live::run_program_under(self.command, s, &self.options, &self.pressure)?))?;
             if let Some(live) = l.live.as_mut() {
                 (live.untraced_ms, live.time_range_ms) = untraced;
             }

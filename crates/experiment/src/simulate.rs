@@ -81,36 +81,54 @@ pub fn print_result(r: &RunResult, settings: &ThpSettings, json: bool) -> Result
 
 /// One simulation of `sim`: a recording or a workload under one setting.
 pub fn sim_one(o: &SimOptions, input: &SimInput, settings: &ThpSettings, machine: &sim::MachineConfig, explain: Option<(u64, u64)>, progress: bool) -> Result<RunResult> {
-    let mut r = sim_priced(o, input, settings, machine, explain, progress)?;
+    let (r, replay_opts) = sim_unpriced(o, input, settings, machine, explain, progress)?;
+    let mut r = price(o, input, settings, machine, r, replay_opts, None)?;
     if let (Some(l), Some(replay)) = (o.salvage, r.model.as_mut().and_then(|m| m.replay.as_mut())) {
         replay.salvage = Some(l.clone());
     }
     Ok(r)
 }
 
-fn sim_priced(o: &SimOptions, input: &SimInput, settings: &ThpSettings, machine: &sim::MachineConfig, explain: Option<(u64, u64)>, progress: bool) -> Result<RunResult> {
-    let profile = o.profile;
-    // A recording's replay options: its time is priced by replaying it again with them.
-    let mut replay_opts = None;
-    let mut r = match input {
+/// A recording's replay options under `o` (its accesses added to the profile).
+fn replay_options(o: &SimOptions, accesses: &Option<Accesses>, explain: Option<(u64, u64)>) -> sim::ReplayOptions {
+    let accesses = accesses.as_ref().map(|(file, trace)| sim::RecordedAccessInput { file: file.clone(), trace: trace.clone() });
+    let profile = sim::Profile { accesses, ..o.profile.clone() };
+    sim::ReplayOptions { check_invariants: o.check, explain, recorded_time: o.recorded_time, profile }
+}
+
+/// The model's run of `input` under `settings`, and for a recording the options it was
+/// replayed with (its time is priced by replaying it again with them: [`price`]).
+fn sim_unpriced(o: &SimOptions, input: &SimInput, settings: &ThpSettings, machine: &sim::MachineConfig, explain: Option<(u64, u64)>, progress: bool) -> Result<(RunResult, Option<sim::ReplayOptions>)> {
+    Ok(match input {
         SimInput::Recording { name, header, events, offsets, accesses } => {
-            if profile.sample_ms.is_some() && !o.recorded_time {
+            if o.profile.sample_ms.is_some() && !o.recorded_time {
                 bail!("--sample with a recording needs its recorded time: with --no-recorded-time the replay's clock does not move (leave out one of the two)");
             }
-            let accesses = accesses.as_ref().map(|(file, trace)| sim::RecordedAccessInput { file: file.clone(), trace: trace.clone() });
-            let profile = sim::Profile { accesses, ..profile.clone() };
-            let opts = sim::ReplayOptions { check_invariants: o.check, explain, recorded_time: o.recorded_time, profile };
+            let opts = replay_options(o, accesses, explain);
             let r = sim::run_recording_opts(name, header, events, settings, machine, &opts).map_err(|e| locate(e, offsets))?;
             print_replay_warnings(&r);
-            replay_opts = Some(opts);
-            r
+            (r, Some(opts))
         }
-        SimInput::Workload(w) => run_sim_tlb(w, settings, machine, o.check, progress, explain, profile)?,
-    };
+        SimInput::Workload(w) => (run_sim_tlb(w, settings, machine, o.check, progress, explain, o.profile)?, None),
+    })
+}
+
+/// `r`'s time and pinning under the profile; a recording's priced against its 4 KiB baseline
+/// (`base`, or replayed here when `None`).
+fn price(o: &SimOptions, input: &SimInput, settings: &ThpSettings, machine: &sim::MachineConfig, mut r: RunResult, replay_opts: Option<sim::ReplayOptions>, base: Option<&RunResult>) -> Result<RunResult> {
+    let profile = o.profile;
     // A workload's steps are priced as they run (sim::driver); a recording's time is still
     // estimated from its totals.
     if let (Some(fault), Some(opts), SimInput::Recording { name, header, events, offsets, .. }) = (&profile.costs, &replay_opts, input) {
-        let mut t = sim::time::recording(&r, name, header, events, machine, fault, opts, None).map_err(|e| locate(e, offsets))?;
+        let own;
+        let base = match base {
+            Some(b) => b,
+            None => {
+                own = sim::time::baseline(name, header, events, machine, opts, None).map_err(|e| locate(e, offsets))?;
+                &own
+            }
+        };
+        let mut t = sim::time::recording_on(&r, base, header, events, fault, opts);
         crate::program::add_program_and_host_spread(&mut t, None, (name, header, events), machine, opts, settings)?;
         r.time = Some(t);
     }
@@ -129,7 +147,7 @@ fn sim_priced(o: &SimOptions, input: &SimInput, settings: &ThpSettings, machine:
 
 /// `sim --matrix SPEC`: the settings of `runs` in parallel across the machine's cores (rayon;
 /// `progress`: how many are done, on a terminal), the results returned in `runs`' order with
-/// their labels and settings. Each setting's model is independent of the others' (its own
+/// their labels and settings; a priced recording's 4 KiB baseline replayed once for them all. Each setting's model is independent of the others' (its own
 /// `sim::Machine`; the recording and its accesses are shared read-only), so the results are
 /// those of running them one after another.
 pub fn sim_matrix(o: &SimOptions, input: &SimInput, spec: &str, runs: &[(String, ThpSettings)], machine: &sim::MachineConfig, explain: Option<(u64, u64)>, progress: bool) -> Result<Vec<(String, ThpSettings, RunResult)>> {
@@ -138,13 +156,39 @@ pub fn sim_matrix(o: &SimOptions, input: &SimInput, spec: &str, runs: &[(String,
     use std::sync::atomic::{AtomicUsize, Ordering};
     let show = progress && std::io::stderr().is_terminal();
     let done = AtomicUsize::new(0);
+    // A priced recording's 4 KiB baseline is the same under every setting: replayed once, as
+    // one more job beside the settings' replays (the first, so that it starts at once).
+    let base_needed = matches!(input, SimInput::Recording { .. }) && o.profile.costs.is_some() && runs.len() > 1;
+    let jobs: Vec<Option<&(String, ThpSettings)>> = base_needed.then_some(None).into_iter().chain(runs.iter().map(Some)).collect();
+    let mut replays = jobs
+        .par_iter()
+        .with_max_len(1)
+        .map(|job| match job {
+            None => match input {
+                SimInput::Recording { name, header, events, offsets, accesses } => {
+                    let opts = replay_options(o, accesses, explain);
+                    Ok((sim::time::baseline(name, header, events, machine, &opts, None).map_err(|e| locate(e, offsets))?, None))
+                }
+                SimInput::Workload(_) => unreachable!("only a recording has a baseline"),
+            },
+            Some((label, s)) => {
+                let out = sim_unpriced(o, input, s, machine, explain, false)?;
+                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if show {
+                    eprint!("\rthplab sim --matrix {spec}: {n} of {} replayed (last: {label})\x1b[K", runs.len());
+                }
+                Ok(out)
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let base = base_needed.then(|| replays.remove(0).0);
     let results = runs
         .par_iter()
-        .map(|(label, s)| {
-            let r = sim_one(o, input, s, machine, explain, false)?;
-            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-            if show {
-                eprint!("\rthplab sim --matrix {spec}: {n} of {} done (last: {label})\x1b[K", runs.len());
+        .zip(replays)
+        .map(|((label, s), (r, opts))| {
+            let mut r = price(o, input, s, machine, r, opts, base.as_ref())?;
+            if let (Some(l), Some(replay)) = (o.salvage, r.model.as_mut().and_then(|m| m.replay.as_mut())) {
+                replay.salvage = Some(l.clone());
             }
             Ok((label.clone(), s.clone(), r))
         })

@@ -139,7 +139,7 @@ pub fn run_live_as_modelled(
         settle_host();
     }
     let opts = live::ExecOptions { pressure: machine.pressure, ..crate::host::exec_options(repeat, progress, profile, reporting) };
-    Ok(live::run_live(workload, settings, &model.regions, &opts)?)
+    crate::hwtlb::live_counted(model, "thplab", || Ok(live::run_live(workload, settings, &model.regions, &opts)?))
 }
 
 impl WorkloadExperiment<'_> {

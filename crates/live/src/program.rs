@@ -682,6 +682,7 @@ fn program_result(argv: &[String], settings: &ThpSettings, counters: CounterSnap
         kernel_release: crate::kernel_release(),
         wall_ms: wall.as_secs_f64() * 1e3,
         untraced_ms: None,
+        hw_tlb: Vec::new(),
         time_range_ms: None,
         khugepaged,
         workload: None,

@@ -139,8 +139,11 @@ fn cpu_id() -> (String, u32, u32) {
     (field("vendor_id"), field("cpu family").parse().unwrap_or(0), field("model\t").parse().unwrap_or(0))
 }
 
+/// One counter on this process and, inherited, on every task it creates after (a live run's
+/// workload child, its threads): read() then sums them, the exited children's counts included
+/// (kernel/events/core.c: `perf_event_read_value` adds the child events').
 fn open_one(type_: u32, config: u64) -> io::Result<OwnedFd> {
-    let attr = PerfEventAttr { type_, size: std::mem::size_of::<PerfEventAttr>() as u32, config, ..Default::default() };
+    let attr = PerfEventAttr { type_, size: std::mem::size_of::<PerfEventAttr>() as u32, config, flags: perf::bit::INHERIT, ..Default::default() };
     perf::open(&attr, 0, -1)
 }
 
@@ -170,6 +173,57 @@ pub fn open_self() -> Result<Counters, String> {
         }
     }
     Ok(Counters { events })
+}
+
+/// Whether [`say_once`] has spoken in this process.
+static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `why` on stderr as `who: why`, the first time in this process only (a matrix of live runs
+/// says that the PMU is not there once, not once per run).
+pub fn say_once(who: &str, why: &str) {
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("{who}: {why}");
+    }
+}
+
+/// `f` with the hardware TLB counters open around it (on this process and the tasks it creates
+/// meanwhile): its result and each event's count over it, by name; where the counters cannot
+/// be opened, no counts and the reason said once on stderr ([`say_once`], prefixed by `who`).
+pub fn around<T>(who: &str, f: impl FnOnce() -> T) -> (T, Vec<(String, u64)>) {
+    match open_self() {
+        Ok(c) => {
+            let before = c.read();
+            let out = f();
+            let counts = c.read().into_iter().zip(before).map(|((n, v), (_, b))| (n, v.saturating_sub(b))).collect();
+            (out, counts)
+        }
+        Err(why) => {
+            say_once(who, &why);
+            (f(), Vec::new())
+        }
+    }
+}
+
+/// The model's count that a hardware event is set beside: the generic dTLB misses are misses
+/// of the last-level data TLB, a walk started, on the cores perf maps them for
+/// (arch/x86/events/amd/core.c, `amd_hw_cache_event_ids_f17h`: 0xf045, L2 DTLB misses;
+/// arch/x86/events/intel/core.c, `skl_hw_cache_event_ids`, `glc_hw_cache_event_ids`:
+/// DTLB_*_MISSES.WALK_COMPLETED): the model's L2 misses; the walk events: its walks. `None`:
+/// the iTLB (the model has no instruction TLB) and walk cycles (the model prices them, it does
+/// not count them).
+pub fn model_counterpart(event: &str) -> Option<ModelCount> {
+    match event {
+        "dTLB-load-misses" | "dTLB-store-misses" => Some(ModelCount::L2Misses),
+        "iTLB-load-misses" | "DTLB_LOAD_MISSES.WALK_ACTIVE" => None,
+        _ => Some(ModelCount::Walks),
+    }
+}
+
+/// A count of the TLB model's (`uapi::result::AccessCounts`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelCount {
+    L2Misses,
+    Walks,
 }
 
 impl Counters {
@@ -224,6 +278,16 @@ mod tests {
         assert_eq!(parse_pmu_json(json, "dtlb_load_misses.walk_active"), Ok((PERF_TYPE_RAW, 0x0100_1012)));
         assert!(parse_pmu_json(json, "ITLB_MISSES.WALK_COMPLETED").unwrap_err().contains("no event"));
         assert!(parse_pmu_json("{}", "x").unwrap_err().contains("not a list"));
+    }
+
+    #[test]
+    fn hardware_events_meet_the_models_counts() {
+        assert_eq!(model_counterpart("dTLB-load-misses"), Some(ModelCount::L2Misses));
+        assert_eq!(model_counterpart("dTLB-store-misses"), Some(ModelCount::L2Misses));
+        assert_eq!(model_counterpart("DTLB_LOAD_MISSES.WALK_COMPLETED"), Some(ModelCount::Walks));
+        assert_eq!(model_counterpart("ls_l1_d_tlb_miss.all_l2_miss"), Some(ModelCount::Walks));
+        assert_eq!(model_counterpart("iTLB-load-misses"), None);
+        assert_eq!(model_counterpart("DTLB_LOAD_MISSES.WALK_ACTIVE"), None);
     }
 
     #[test]

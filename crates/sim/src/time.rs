@@ -190,7 +190,21 @@ pub fn recording(
     opts: &crate::ReplayOptions,
     timed_free: Option<&uapi::profile::FreeLists>,
 ) -> Result<TimeEstimate, crate::SimError> {
-    let calls = events.iter().filter(|e| matches!(e.body, trace::EventBody::Syscall(_))).count() as u64;
+    let base = baseline(name, header, events, machine, opts, timed_free)?;
+    Ok(recording_on(r, &base, header, events, fault, opts))
+}
+
+/// The recording replayed under 4 KiB pages (`enabled=never`, `shmem_enabled=never`) with the
+/// profile's host and accesses, the baseline [`recording_on`] prices a setting against; the
+/// same for every setting, so a matrix replays it once.
+pub fn baseline(
+    name: &str,
+    header: &trace::Header,
+    events: &[trace::Event],
+    machine: &crate::MachineConfig,
+    opts: &crate::ReplayOptions,
+    timed_free: Option<&uapi::profile::FreeLists>,
+) -> Result<RunResult, crate::SimError> {
     let mut four_k = thp_abi::ThpSettings::default();
     for a in ["enabled=never", "shmem_enabled=never"] {
         four_k.apply_assignment(a).expect("valid knobs");
@@ -198,7 +212,12 @@ pub fn recording(
     let host = opts.profile.host.clone().map(|(h, free)| (h, timed_free.cloned().or(free)));
     let profile = crate::Profile { host, accesses: opts.profile.accesses.clone(), tlb: opts.profile.tlb, ..Default::default() };
     let base_opts = crate::ReplayOptions { profile, ..Default::default() };
-    let base = crate::run_recording_opts(name, header, events, &four_k, machine, &base_opts)?;
+    crate::run_recording_opts(name, header, events, &four_k, machine, &base_opts)
+}
+
+/// [`recording`] with its 4 KiB baseline ([`baseline`]) already replayed.
+pub fn recording_on(r: &RunResult, base: &RunResult, header: &trace::Header, events: &[trace::Event], fault: &FaultCosts, opts: &crate::ReplayOptions) -> TimeEstimate {
+    let calls = events.iter().filter(|e| matches!(e.body, trace::EventBody::Syscall(_))).count() as u64;
     let touched = base.process.minflt.max(r.process.minflt);
     let priced = |run: &RunResult| {
         let mut t = estimate(run, touched, calls, fault);
@@ -213,7 +232,7 @@ pub fn recording(
     let host = opts.profile.host.as_ref().map(|(h, _)| h);
     let mut spread = profile_spread(&t, fault, host, true);
     if header.untraced_wall_ns > 0 {
-        let b = priced(&base);
+        let b = priced(base);
         add_program_time(&mut t, &b, header.untraced_wall_ns);
         // The program's own time is measured against the baseline's priced work: an error in
         // a cost moves both, and only their difference is the estimate's.
@@ -225,7 +244,7 @@ pub fn recording(
     if !fault.spread_pct.is_empty() || host.is_some() {
         set_uncertainty(&mut t, spread, 0.0);
     }
-    Ok(t)
+    t
 }
 
 /// A replay's host faults and their ns under `host` (as [`recording`] prices them).

@@ -11,7 +11,7 @@
 //! - `timeline`: `Timeline`, `TimelineSample`.
 //! - `model`: `ModelSection`, `ModelRun`, `ModelKhugepaged`.
 //! - `replay`: `ReplayReport`, `PlacementMiss`, `ReplayProcess`, `SalvageReport`.
-//! - `live`: `LiveSection`, `LivePressure`, `MsRange`, `LiveKhugepaged`, `LiveWorkloadRun`, `Spread`,
+//! - `live`: `LiveSection`, `LivePressure`, `HwCount`, `MsRange`, `LiveKhugepaged`, `LiveWorkloadRun`, `Spread`,
 //!   `Noise`, `NoiseEntry`, `LiveProgramRun`, `ProgramProcess`.
 //! - `accesses`: `AccessReport`, `RecordedAccesses`, `AccessCounts`.
 //! - `explain`: `Explain`, `ExplainedFault`.

@@ -111,6 +111,7 @@ pub(super) fn assemble(w: &Workload, settings: &ThpSettings, spec: &ExecSpec, ru
         kernel_release: crate::kernel_release(),
         wall_ms: wall_us as f64 / 1000.0,
         untraced_ms: None,
+        hw_tlb: Vec::new(),
         time_range_ms: uapi::result::MsRange::of(&runs.iter().map(|r| r.wall_ns as f64 / 1e6).collect::<Vec<_>>()),
         khugepaged: khugepaged_sum(runs.iter().map(|r| &r.counters)),
         workload: Some(LiveWorkloadRun {

@@ -470,3 +470,41 @@ fn settings_with_identical_counters_make_no_measurable_difference_in_time() {
     assert_eq!(second["live_vs_first"]["measurable"], false, "live 64K always against 4K only: {second}");
     println!("64K always against 4K only: {}", second);
 }
+
+/// The hardware TLB counters (issue #32 item 3): `compare` of a workload with `access`
+/// statements and `bench chase` live read them where the PMU has them, and where it does not
+/// (this project's VMs: no virtual PMU) each says so once, in the one sentence, and prints no
+/// counter (no zeros, no rows).
+#[test]
+fn hardware_tlb_counters_or_the_no_pmu_sentence() {
+    require_live!();
+    let _x = exclusive();
+    let _k = KnobsUnchanged::new();
+    const NO_PMU: &str = "this machine's PMU is not available: no hardware TLB counters";
+    let pmu = ["cpu", "cpu_core", "cpu_atom"].iter().any(|d| Path::new("/sys/bus/event_source/devices").join(d).exists());
+    let (dir, w) = crate::temp_file("tlb.thpw", "mmap r 4M\ntouch r write\naccess r chase count=20000 elem=64 seed=1\n");
+    let r = thplab_unlocked(dir.path(), &["compare", &w, "--set", "enabled=never", "--json"]);
+    assert!(r.code == 0 || r.code == 4, "compare: exit {}; stderr:\n{}", r.code, r.stderr);
+    let v = r.json();
+    let setting = &v.as_array().expect("one object per setting")[0];
+    let hw_rows: Vec<&serde_json::Value> = setting["rows"].as_array().unwrap().iter().filter(|row| row["field"].as_str().unwrap().starts_with("TLB ")).collect();
+    if pmu {
+        assert_eq!(r.stderr.matches(NO_PMU).count(), 0, "{}", r.stderr);
+        assert!(!setting["live"]["live"]["hw_tlb"].as_array().expect("live.hw_tlb").is_empty());
+        // 4 KiB pages, a 4 MiB chase: at least the first touch of each of its 1024 pages walks.
+        assert!(hw_rows.iter().any(|row| row["live"].as_i64().unwrap() >= 1024), "{hw_rows:?}");
+    } else {
+        assert_eq!(r.stderr.matches(NO_PMU).count(), 1, "compare says it once:\n{}", r.stderr);
+        assert!(setting["live"]["live"].get("hw_tlb").is_none(), "no counts where there is no PMU");
+        assert!(hw_rows.is_empty(), "no rows where there is no PMU: {hw_rows:?}");
+    }
+    let b = thplab_unlocked(&workspace(), &["bench", "chase", "--sizes", "16M", "--pages", "4K", "--accesses", "100000"]);
+    b.ok();
+    let hw_block = b.stdout.contains("hardware TLB counters per timed access");
+    if pmu {
+        assert!(hw_block && !b.stderr.contains(NO_PMU), "{}\n{}", b.stdout, b.stderr);
+    } else {
+        assert_eq!(b.stderr.matches(NO_PMU).count(), 1, "bench chase says it once:\n{}", b.stderr);
+        assert!(!hw_block, "no counters printed: {}", b.stdout);
+    }
+}

@@ -196,6 +196,13 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     let captured_pressure = read_json("live-pressure-result.json");
     // `thplab live W --latency --json` on this machine: `live.fault_latency`.
     let captured_latency = read_json("live-latency-result.json");
+    // `live.hw_tlb` needs a PMU, which this machine has not: the typed section, serialised.
+    let hw = uapi::RunResult {
+        schema: "thplab-run/2".into(),
+        live: Some(uapi::LiveSection { hw_tlb: vec![uapi::result::HwCount { event: "dTLB-load-misses".into(), count: 1 }], ..Default::default() }),
+        ..Default::default()
+    };
+    let hw_tlb = serde_json::to_value(&hw).unwrap();
     let err_line = thplab(&["sim", &w, "--json", "--set", "enabled=sometimes"]);
     let (_d2, bad) = temp_file("bad.thpw", "mmap a 1M\nfrobnicate\n");
     let err_file = thplab(&["sim", &bad, "--json"]);
@@ -235,6 +242,7 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
         ("thplab-run/2", captured_host),
         ("thplab-run/2", captured_pressure),
         ("thplab-run/2", captured_latency),
+        ("thplab-run/2", hw_tlb),
         ("thplab-trace-stats/1", stats.json()),
         ("thplab-error/1", err_line.json()),
         ("thplab-error/1", err_file.json()),

@@ -33,6 +33,19 @@ pub struct LiveSection {
     /// With `--memory-max` or `--swap`: the run's memcg and swap, and what reclaim did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pressure: Option<LivePressure>,
+    /// When the model ran accesses and the machine's PMU has TLB events: the hardware counters
+    /// over the live run(s), the workload's process and the tasks it started
+    /// (record::hwcounters); absent where the PMU is not available.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hw_tlb: Vec<HwCount>,
+}
+
+/// One hardware event's count over a live run (perf's name: `dTLB-load-misses`, or a core
+/// event such as `DTLB_LOAD_MISSES.WALK_COMPLETED`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HwCount {
+    pub event: String,
+    pub count: u64,
 }
 
 /// A live run under memory pressure: the memcg its processes ran in and the swap it had
