@@ -219,7 +219,10 @@ pub fn run_with(
     if has_access || p.tlb.is_some() {
         let (cpu, paging) = p.tlb_or_default();
         sim.m.kernel_mut().set_tlb_observer(true);
+        let host = host::for_run(p.vm_host.as_ref(), settings);
+        let paging = host.as_ref().map_or(paging, |c| host::paging_for(c, paging));
         sim.tlb = Some(access::TlbRun::new(cpu, paging, workload.regions.len(), p.order0_scatter));
+        sim.tlb.as_mut().unwrap().host = host.map(host::Host::new);
     }
     sim.run_ops(opts)?;
     let regions = sim.regions.clone();
@@ -249,6 +252,7 @@ pub fn run_with(
         result.process.minflt = tasks[0].minflt;
     }
     result.processes = processes;
+    result.vm_host = tlb_run.as_ref().and_then(|t| t.host.as_ref()).map(host::Host::report);
     result.accesses = tlb_run.filter(|_| has_access).map(|t| t.report(workload));
     result.io = io;
     result.time = time.map(|mut t| {
@@ -1184,6 +1188,7 @@ fn replay_processes(images: &[replay::ImageResult]) -> Vec<uapi::result::ReplayP
 pub mod daemons;
 pub mod driver;
 mod access;
+pub mod host;
 mod file_pages;
 mod latency;
 pub mod hugetlb;
