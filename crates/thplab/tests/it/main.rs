@@ -43,6 +43,7 @@ mod report_study;
 mod schema;
 mod sweeps;
 mod views;
+mod vm_host;
 mod widths;
 
 use std::path::{Path, PathBuf};
