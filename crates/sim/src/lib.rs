@@ -9,6 +9,7 @@
 //! - [`driver`]: the one driver: every operation of every source goes through `Machine::step`.
 //! - [`daemons`]: khugepaged and page reporting on the driver's clock.
 //! - [`access`]: `access` statements through the TLB model.
+//! - [`host`]: the host side of a VM (model-only): host THP, khugepaged, EPT A/D bits, FHPM.
 //! - [`file_pages`]: pages of the file mappings a replay does not back.
 //! - [`hugetlb`]: a workload's hugetlb pools, mappings and memfds, and its meminfo lines.
 //! - [`profile`]: what a run is priced and observed with (one type for runs and replays).
