@@ -38,6 +38,11 @@ const EXAMPLES: &[(&str, &str, &str)] = &[
         "64 MiB filled; a forked saver reads it as the parent writes (COW of THPs)",
         include_str!("../../../examples/fork-bgsave.thpw"),
     ),
+    (
+        "fhpm-vm",
+        "a VM guest with one hot base page per 2 MiB, host THP vs FHPM (--host, --policy fhpm; model-only)",
+        include_str!("../../../examples/fhpm-vm.thpw"),
+    ),
 ];
 
 /// The built-in studies (name, one-line description, what `thplab examples NAME` prints: how

@@ -284,6 +284,7 @@ pub fn profile(f: &ProfileFlags, file: Option<&MachineProfile>) -> Result<sim::P
         sample_ms: f.sample_ms,
         latency: f.latency,
         accesses: None,
+        vm_host: None,
     })
 }
 

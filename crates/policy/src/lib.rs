@@ -18,12 +18,15 @@
 //! - [`mthp_collapse`]: the mTHP collapse walks (7.2's forward walk, v18's recursion).
 //! - [`mtm`]: MTM's tiering decisions (profiling within a budget, fast promotion, slow demotion
 //!   of whole huge pages; model-only, docs/tiers.md), run by `sim::tiers`.
+//! - [`fhpm`] is of another kind: FHPM's decisions for a VM host (PSR split and promotion), which
+//!   `sim::host` calls; the guest under `--policy fhpm` runs its version's policy.
 //!
 //! Sources: mm/khugepaged.c of the series "khugepaged: mTHP support" (Nico Pache): v19 as merged
 //! for 7.2 (`[PATCH mm-unstable v19 11/14]`, 2026-06-05: `mthp_collapse`,
 //! `max_order_from_offset`, `collapse_max_ptes_none`, `collapse_scan_pmd`) and v18 (2026-05-22:
 //! the stack of (offset, order)), read from the linux-mm postings (no 7.2 tree was reachable).
 
+pub mod fhpm;
 pub mod mthp_collapse;
 pub mod mtm;
 
@@ -141,6 +144,8 @@ impl ThpPolicy for MthpCollapseV18 {
 pub fn for_settings(kernel: KernelVersion, policy: Option<Policy>) -> Box<dyn ThpPolicy> {
     match (policy, kernel) {
         (Some(Policy::MthpCollapseV18 { scaled }), _) => Box::new(MthpCollapseV18 { scaled }),
+        // FHPM manages the VM host's memory (`fhpm`, sim::host): the guest runs its version's.
+        (Some(Policy::Fhpm(_)), k) => for_settings(k, None),
         (None, KernelVersion::V7_2) => Box::new(Linux72),
         (None, KernelVersion::V6_18) => Box::new(Linux618),
     }

@@ -166,6 +166,7 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
     folio_map(out, r)?;
     explain(out, r)?;
     accesses(out, r)?;
+    vm_host(out, r)?;
     let notable: Vec<_> = r.calls.iter().filter(|c| c.ret != "0" || c.call.starts_with("madvise(collapse")).collect();
     if !notable.is_empty() {
         writeln!(out)?;
@@ -222,6 +223,22 @@ fn time_rows(out: &mut impl Write, t: &uapi::TimeEstimate) -> io::Result<()> {
 }
 
 /// The TLB model's counts and estimate of `access` statements.
+/// The modelled VM host's lines (`vm_host`, docs/vm-host.md).
+fn vm_host(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
+    let Some(h) = &r.vm_host else { return Ok(()) };
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    writeln!(out)?;
+    writeln!(out, "vm host (model-only: {}{})", h.settings.join(" "), h.policy.as_ref().map_or(String::new(), |p| format!(", policy {p}")))?;
+    writeln!(out, "  resident {:.2} MiB (peak {:.2}, in 2 MiB pages {:.2}); faults 4kB {} 2048kB {}", mib(h.resident_bytes), mib(h.peak_resident_bytes), mib(h.huge_bytes), h.faults_4k, h.faults_2m)?;
+    writeln!(out, "  EPT violations {} (exits saved by the fill {}); khugepaged scanned {} collapsed {}", h.ept_violations, h.exits_saved, h.khugepaged_scanned, h.khugepaged_collapsed)?;
+    writeln!(out, "  hot bloat {} of {} hot base pages ({:.1} %, at most {} in a window of {})", h.hot_bloat_pages, h.hot_pages, 100.0 * h.hot_bloat_ratio, h.hot_bloat_max, h.windows)?;
+    if h.policy.is_some() {
+        writeln!(out, "  fhpm: companion tables {} splits {} promotions {} freed base pages {}", h.companion_tables, h.splits, h.promotions, h.freed_pages)?;
+    }
+    let ms = |ns: u64| ns as f64 / 1e6;
+    writeln!(out, "  host time (estimates): exits and faults {:.2} ms, monitoring {:.2} ms, splits and merges {:.2} ms", ms(h.exit_ns), ms(h.monitor_ns), ms(h.manage_ns))
+}
+
 fn accesses(out: &mut impl Write, r: &RunResult) -> io::Result<()> {
     let Some(a) = &r.accesses else { return Ok(()) };
     writeln!(out)?;

@@ -31,6 +31,8 @@ pub(crate) struct TlbRun {
     /// With a profile: the ns of the accesses so far that the clock already holds (the
     /// estimate of the whole stream so far, rounded, as of the last [`Sim::charge_accesses`]).
     on_clock_ns: u64,
+    /// `--host` / `--policy fhpm`: the modelled host of the VM the guest runs in (`crate::host`).
+    pub(crate) host: Option<crate::host::Host>,
 }
 
 /// Accesses between two moves of the clock within an `access` statement (with a profile): the
@@ -39,7 +41,7 @@ const ACCESSES_PER_CHARGE: u64 = 16_384;
 
 impl TlbRun {
     pub(crate) fn new(cpu: &'static CpuPreset, paging: Paging, regions: usize, order0_scatter: f64) -> Self {
-        TlbRun { tlbs: vec![Tlb::new(cpu, paging)], tasks: vec![0], cpu: 0, regions: vec![(TlbStats::default(), 0, 0, None); regions], order0_scatter, on_clock_ns: 0 }
+        TlbRun { tlbs: vec![Tlb::new(cpu, paging)], tasks: vec![0], cpu: 0, regions: vec![(TlbStats::default(), 0, 0, None); regions], order0_scatter, on_clock_ns: 0, host: None }
     }
 
     /// The TLB of the CPU the accesses run on.
@@ -278,7 +280,18 @@ impl Sim<'_> {
             writes += write as u64;
             if let Some(t) = self.m.translation(addr) {
                 let tr = tlb_translation(addr, &t);
-                self.tlb.as_mut().unwrap().tlb().access(&tr);
+                let run = self.tlb.as_mut().unwrap();
+                match run.host.as_mut().map(|h| h.touch(tr.pfn, write)) {
+                    Some(size) => {
+                        run.tlb().access_on_host(&tr, size);
+                        if n % ACCESSES_PER_CHARGE == 0 {
+                            self.tick_host();
+                        }
+                    }
+                    None => {
+                        run.tlb().access(&tr);
+                    }
+                }
             }
         }
         let run = self.tlb.as_mut().unwrap();
@@ -287,7 +300,25 @@ impl Sim<'_> {
         }
         run.add_since(ri, before, writes, rlen);
         self.charge_accesses();
+        self.tick_host();
         Ok(())
+    }
+
+    /// The modelled host's daemons up to now, and its time on the clock where the run is
+    /// priced. Its clock is the run's; unpriced, the run's plus the accesses' estimate and the
+    /// host's own time (so that windows pass as the guest runs).
+    fn tick_host(&mut self) {
+        let priced = self.m.priced();
+        let clock = self.m.clock_ns();
+        let Some(run) = self.tlb.as_mut() else { return };
+        let est = if priced { 0 } else { run.estimate_ns() as u64 };
+        let Some(h) = run.host.as_mut() else { return };
+        let now = if priced { clock } else { clock + est + h.own_ns() };
+        h.tick(now);
+        let unpaid = h.take_unpaid_ns();
+        if priced && unpaid > 0 {
+            self.m.spend(unpaid);
+        }
     }
 
     /// With a profile, move the clock by the accesses' time since the last call: the estimate

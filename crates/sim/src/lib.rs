@@ -9,6 +9,7 @@
 //! - [`driver`]: the one driver: every operation of every source goes through `Machine::step`.
 //! - [`daemons`]: khugepaged and page reporting on the driver's clock.
 //! - [`access`]: `access` statements through the TLB model.
+//! - [`host`]: the host side of a VM (model-only): host THP, khugepaged, EPT A/D bits, FHPM.
 //! - [`file_pages`]: pages of the file mappings a replay does not back.
 //! - [`hugetlb`]: a workload's hugetlb pools, mappings and memfds, and its meminfo lines.
 //! - [`profile`]: what a run is priced and observed with (one type for runs and replays).
@@ -226,7 +227,10 @@ pub fn run_with(
     if has_access || p.tlb.is_some() {
         let (cpu, paging) = p.tlb_or_default();
         sim.m.kernel_mut().set_tlb_observer(true);
+        let host = host::for_run(p.vm_host.as_ref(), settings);
+        let paging = host.as_ref().map_or(paging, |c| host::paging_for(c, paging));
         sim.tlb = Some(access::TlbRun::new(cpu, paging, workload.regions.len(), p.order0_scatter));
+        sim.tlb.as_mut().unwrap().host = host.map(host::Host::new);
     }
     sim.run_ops(opts)?;
     let regions = sim.regions.clone();
@@ -256,6 +260,7 @@ pub fn run_with(
         result.process.minflt = tasks[0].minflt;
     }
     result.processes = processes;
+    result.vm_host = tlb_run.as_ref().and_then(|t| t.host.as_ref()).map(host::Host::report);
     result.accesses = tlb_run.filter(|_| has_access).map(|t| t.report(workload));
     result.io = io;
     result.time = time.map(|mut t| {
@@ -1191,6 +1196,7 @@ fn replay_processes(images: &[replay::ImageResult]) -> Vec<uapi::result::ReplayP
 pub mod daemons;
 pub mod driver;
 mod access;
+pub mod host;
 mod file_pages;
 mod latency;
 pub mod hugetlb;

@@ -46,6 +46,9 @@ pub struct Profile {
     pub latency: bool,
     /// A recording's accesses (`record --accesses`), replayed through the TLB model of `tlb`.
     pub accesses: Option<RecordedAccessInput>,
+    /// `--host SETTING...`: a modelled VM host under the guest (`crate::host`, model-only);
+    /// `--policy fhpm` implies one. `None`: no host, every result as before.
+    pub vm_host: Option<crate::host::HostConfig>,
 }
 
 /// A recording's accesses (its companion file, `trace::accesses`), which the replay drives the

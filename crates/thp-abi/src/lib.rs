@@ -13,6 +13,7 @@
 //! - [`free_lists`]: a machine's free lists (/proc/pagetypeinfo, per-CPU lists, reported blocks).
 //! - [`version`]: the kernel version (`--kernel 6.18|7.2`) and the proposals (`--policy`) the
 //!   model follows, with their sources.
+//! - [`fhpm`]: the parameters of the FHPM host policy (`--policy fhpm:...`, model-only).
 //! - [`keys`]: typed keys for the kernel's closed sets of names (vmstat events, per-size stats,
 //!   folio sizes, size directories, knob paths, /proc/meminfo fields, fallback reasons),
 //!   serialised as the kernel (or the model, for fallback reasons) spells them.
@@ -22,6 +23,7 @@
 pub mod census;
 pub mod counters;
 pub mod fallbacks;
+pub mod fhpm;
 pub mod free_lists;
 pub mod keys;
 pub mod matrix;

@@ -74,6 +74,8 @@ impl fmt::Display for KernelVersion {
 pub enum PolicyName {
     /// khugepaged mTHP collapse as posted in v18: the stack recursion over (offset, order).
     MthpCollapseV18,
+    /// FHPM (ISCA 2023): a VM host's fine-grained huge page management (`sim::host`).
+    Fhpm,
 }
 
 /// One parameter of a policy: its name, what it does, its values and default.
@@ -129,19 +131,40 @@ pub const POLICIES: &[PolicyInfo] = &[PolicyInfo {
     doc: "khugepaged mTHP collapse with v18's stack recursion over (offset, order): halves of a \
           failed region are tried at the next order, left first; 7.2 merged v19's forward walk instead",
     params: V18_PARAMS,
+}, PolicyInfo {
+    name: PolicyName::Fhpm,
+    word: "fhpm",
+    series: "FHPM: Fine-grained Huge Page Management For Virtualization (Chuandong Li et al.)",
+    version: "ISCA 2023",
+    source: "https://arxiv.org/abs/2307.10618",
+    doc: "a policy of the VM host (sim::host; implies a host of enabled=always where --host gives none): \
+          coarse then companion-page monitoring of EPT A/D bits, PSR split and promotion, proactive EPT \
+          fill; the guest runs the kernel version's own policy",
+    params: FHPM_PARAMS,
 }];
+
+const FHPM_PARAMS: &[PolicyParam] = &[
+    PolicyParam { name: crate::fhpm::PARAMS[0].0, values: crate::fhpm::PARAMS[0].1, default: crate::fhpm::PARAMS[0].2, doc: crate::fhpm::PARAMS[0].3 },
+    PolicyParam { name: crate::fhpm::PARAMS[1].0, values: crate::fhpm::PARAMS[1].1, default: crate::fhpm::PARAMS[1].2, doc: crate::fhpm::PARAMS[1].3 },
+    PolicyParam { name: crate::fhpm::PARAMS[2].0, values: crate::fhpm::PARAMS[2].1, default: crate::fhpm::PARAMS[2].2, doc: crate::fhpm::PARAMS[2].3 },
+    PolicyParam { name: crate::fhpm::PARAMS[3].0, values: crate::fhpm::PARAMS[3].1, default: crate::fhpm::PARAMS[3].2, doc: crate::fhpm::PARAMS[3].3 },
+    PolicyParam { name: crate::fhpm::PARAMS[4].0, values: crate::fhpm::PARAMS[4].1, default: crate::fhpm::PARAMS[4].2, doc: crate::fhpm::PARAMS[4].3 },
+];
 
 /// A policy with its parameters, as `--policy NAME[:PARAM=VALUE,...]` gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Policy {
     /// See [`PolicyName::MthpCollapseV18`]; `scaled`: the max_ptes_none rule below PMD.
     MthpCollapseV18 { scaled: Scaling },
+    /// See [`PolicyName::Fhpm`]: a policy of the VM host, not the guest.
+    Fhpm(crate::fhpm::FhpmParams),
 }
 
 impl Policy {
     pub fn name(self) -> PolicyName {
         match self {
             Policy::MthpCollapseV18 { .. } => PolicyName::MthpCollapseV18,
+            Policy::Fhpm(_) => PolicyName::Fhpm,
         }
     }
 
@@ -161,6 +184,7 @@ impl Policy {
             .ok_or_else(|| format!("unknown policy '{}'; valid policies are: {}", word.trim(), names.join(", ")))?;
         let mut policy = match info.name {
             PolicyName::MthpCollapseV18 => Policy::MthpCollapseV18 { scaled: Scaling::ZeroOr511 },
+            PolicyName::Fhpm => Policy::Fhpm(Default::default()),
         };
         for kv in params.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let valid: Vec<String> = info.params.iter().map(|p| format!("{}={}", p.name, p.values.replace(", ", "|"))).collect();
@@ -168,6 +192,7 @@ impl Policy {
                 .split_once('=')
                 .ok_or_else(|| format!("policy {}: '{kv}' is not PARAM=VALUE; valid parameters are: {}", info.word, valid.join(", ")))?;
             match (&mut policy, k.trim(), v.trim()) {
+                (Policy::Fhpm(p), k, v) => p.set(k, v)?,
                 (Policy::MthpCollapseV18 { scaled }, "scaled", v @ ("0" | "1" | "uncapped")) => {
                     *scaled = match v {
                         "0" => Scaling::ZeroOr511,
@@ -192,6 +217,10 @@ impl fmt::Display for Policy {
             Policy::MthpCollapseV18 { scaled: Scaling::ZeroOr511 } => f.write_str("mthp-collapse-v18"),
             Policy::MthpCollapseV18 { scaled: Scaling::Capped } => f.write_str("mthp-collapse-v18:scaled=1"),
             Policy::MthpCollapseV18 { scaled: Scaling::Uncapped } => f.write_str("mthp-collapse-v18:scaled=uncapped"),
+            Policy::Fhpm(p) => match p.non_default() {
+                v if v.is_empty() => f.write_str("fhpm"),
+                v => write!(f, "fhpm:{}", v.join(",")),
+            },
         }
     }
 }
@@ -252,11 +281,26 @@ mod tests {
     }
 
     #[test]
+    fn fhpm_parses_its_parameters_and_refuses_with_the_valid_ones() {
+        use crate::fhpm::FhpmParams;
+        assert_eq!(Policy::parse("fhpm"), Ok(Policy::Fhpm(FhpmParams::default())));
+        let p = Policy::parse("fhpm:window_ms=50,split_psr=100,fill=0").unwrap();
+        assert_eq!(p, Policy::Fhpm(FhpmParams { window_ms: 50, split_psr: 100, fill: false, ..Default::default() }));
+        assert_eq!(p.to_string(), "fhpm:window_ms=50,split_psr=100,fill=0");
+        assert_eq!(Policy::parse(&p.to_string()), Ok(p));
+        let e = Policy::parse("fhpm:split_psr=2000").unwrap_err();
+        assert!(e.contains("invalid value '2000' for split_psr") && e.contains("0..=1000"), "{e}");
+        let e = Policy::parse("fhpm:psr=1").unwrap_err();
+        assert!(e.contains("unknown parameter 'psr'") && e.contains("window_ms=1..=60000"), "{e}");
+    }
+
+    #[test]
     fn the_list_names_every_version_and_policy_with_its_source() {
         let t = list_text();
         assert!(t.starts_with("kernel: 6.18 (the default: this machine's, what live runs check), 7.2 (model-only: 6.18 plus khugepaged mTHP collapse"), "{t}");
         assert!(t.contains("\npolicy: none, mthp-collapse-v18 (model-only; series \"khugepaged: mTHP support (Nico Pache)\" v18, 2026-05-22, https://lore.kernel.org"), "{t}");
         assert!(t.contains("scaled=0|1|uncapped (default 0: "), "{t}");
+        assert!(t.contains(", fhpm (model-only; series \"FHPM: Fine-grained Huge Page Management For Virtualization"), "{t}");
         assert_eq!(t.lines().count(), 2);
     }
 }

@@ -345,6 +345,11 @@ struct SimArgs {
     /// the `--profile`'s `[tlb]`, else 0.
     #[arg(long, value_name = "S", value_parser = scatter_arg)]
     order0_scatter: Option<f64>,
+    /// Model-only: a modelled VM host under the guest, with these host THP settings (repeatable:
+    /// enabled=, khugepaged/{scan_sleep_millisecs,pages_to_scan,max_ptes_none}=, window_ms=);
+    /// `--policy fhpm` makes FHPM its policy (docs/vm-host.md).
+    #[arg(long, value_name = "KNOB=VALUE")]
+    host: Vec<String>,
     /// For a damaged or cut recording: replay the records before the damage and say where the
     /// recording was cut, what was kept and what was lost, instead of refusing the file. A 3.x
     /// recording is cut at the start of its first damaged block (each block is checked by its
@@ -510,7 +515,8 @@ fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u6
     let file = a.profile.as_deref().map(load_profile).transpose()?;
     let tlb = !matches!(input, SimInput::Recording { accesses: None, .. });
     let flags = ProfileFlags { cpu: a.cpu.as_deref(), paging: a.paging.as_deref(), order0_scatter: a.order0_scatter, sample_ms: a.sample, latency: a.latency, tlb };
-    let profile = experiment::resolve::profile(&flags, file.as_ref())?;
+    let mut profile = experiment::resolve::profile(&flags, file.as_ref())?;
+    profile.vm_host = (!a.host.is_empty()).then(|| sim::host::HostConfig::parse(&a.host, None)).transpose().map_err(anyhow::Error::msg)?;
     let o = experiment::simulate::SimOptions { check: a.check, recorded_time: a.recorded_time || !a.no_recorded_time, profile: &profile, salvage: salvage.as_ref() };
     if let Some(spec) = &a.matrix {
         let (title, runs) = a.settings.matrix_runs(spec)?;

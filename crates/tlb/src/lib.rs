@@ -244,6 +244,9 @@ pub struct Tlb {
     /// Where a translation goes, precomputed per (leaf size, cont bit, contig_order up to 15):
     /// see `Tlb::routes`.
     routes: Box<[Route; 3 * 2 * 16]>,
+    /// Under nested paging with a modelled host ([`Tlb::access_on_host`]): the routes per host
+    /// page size of the data page (4K, 2M, 1G), made at the first such access.
+    host_routes: Option<Box<[[Route; 3 * 2 * 16]; 3]>>,
 }
 
 /// The arrays of L1 and L2 (index, or `NONE`) a translation goes to and the shifts of its entries there.
@@ -269,6 +272,7 @@ impl Tlb {
             walker: walk::Walker::new(preset, paging),
             stats: TlbStats::default(),
             routes: Box::new([Route { l1: Route::NONE, s1: 0, l2: Route::NONE, s2: 0 }; 3 * 2 * 16]),
+            host_routes: None,
         };
         let mut routes = [Route { l1: Route::NONE, s1: 0, l2: Route::NONE, s2: 0 }; 3 * 2 * 16];
         for (si, size) in [PageSize::K4, PageSize::M2, PageSize::G1].into_iter().enumerate() {
@@ -336,8 +340,13 @@ impl Tlb {
     /// Translates one access.
     #[inline(always)]
     pub fn access(&mut self, t: &Translation) -> Outcome {
-        self.stats.accesses += 1;
         let r = self.routes[Self::route_index(t)];
+        self.access_routed(t, r)
+    }
+
+    #[inline(always)]
+    fn access_routed(&mut self, t: &Translation, r: Route) -> Outcome {
+        self.stats.accesses += 1;
         // L1, L2 and the walk caches are distinct arrays: looking one up and filling it on a
         // miss at once (`lookup_or_fill`) leaves each in the state of a lookup, then a fill after
         // the walk.
@@ -377,6 +386,32 @@ impl Tlb {
         self.stats.walks += 1;
         self.stats.walk_refs += refs as u64;
         Outcome::Walk { refs }
+    }
+
+    /// One access under nested paging whose data page the host maps with a page of `host`
+    /// (a modelled host, `sim::host`): its TLB entry is min(guest, host) and the walk's last
+    /// host walk (of the data's guest-physical address) ends at `host`'s leaf; the host walks
+    /// of the guest's own tables keep the paging's host size. Native paging ignores `host`.
+    pub fn access_on_host(&mut self, t: &Translation, host: PageSize) -> Outcome {
+        let Paging::Nested { host: tables } = self.paging else { return self.access(t) };
+        if host == tables {
+            return self.access(t);
+        }
+        let preset = self.preset;
+        let routes = self.host_routes.get_or_insert_with(|| {
+            let mk = |h| *Tlb::new(preset, Paging::Nested { host: h }).routes;
+            Box::new([mk(PageSize::K4), mk(PageSize::M2), mk(PageSize::G1)])
+        });
+        let hi = match host {
+            PageSize::K4 => 0,
+            PageSize::M2 => 1,
+            PageSize::G1 => 2,
+        };
+        let r = routes[hi][Self::route_index(t)];
+        self.walker.set_data_host(Some(host.leaf_level()));
+        let o = self.access_routed(t, r);
+        self.walker.set_data_host(None);
+        o
     }
 
     /// Invalidates every TLB and walk-cache entry that overlaps `[start, start+len)` (a

@@ -265,3 +265,27 @@ fn access_n_is_n_accesses() {
         }
     }
 }
+
+#[test]
+fn host_size_hook_walks_the_data_page_at_its_own_host_size() {
+    // A modelled host (Tlb::access_on_host): the guest's tables keep the paging's host size,
+    // the data page's host walk ends at the size the host actually maps it with. Cold walks:
+    // guest 4K, tables on host 4K, data on a host 2M page: 4 guest levels × (1 + 4 host) + 3
+    // (host PML4E, PDPTE, PDE of the data) = 23. Tables on host 2M, data on a host 4K page:
+    // 4 × (1 + 3) + 4 = 20. The same size as the paging's is `access` itself: 19 (host 2M).
+    let t = Translation::new(BASE, 0x10_0000, PageSize::K4);
+    let mut tlb = Tlb::new(&ZEN4, Paging::Nested { host: PageSize::K4 });
+    assert_eq!(tlb.access_on_host(&t, PageSize::M2), Outcome::Walk { refs: 23 });
+    let mut tlb = Tlb::new(&ZEN4, Paging::Nested { host: PageSize::M2 });
+    assert_eq!(tlb.access_on_host(&t, PageSize::K4), Outcome::Walk { refs: 20 });
+    let mut tlb = Tlb::new(&ZEN4, Paging::Nested { host: PageSize::M2 });
+    assert_eq!(tlb.access_on_host(&t, PageSize::M2), Outcome::Walk { refs: 19 });
+    // The TLB entry is min(guest, host): a guest 2M page on a host 4K page is a 4K entry, so a
+    // second 4K page of it misses the TLB; on a host 2M page it hits L1.
+    let pmd = |off: u64| Translation::new(BASE + off, 0x40_0000 + (off >> 12), PageSize::M2);
+    let mut tlb = Tlb::new(&ZEN4, Paging::Nested { host: PageSize::M2 });
+    tlb.access_on_host(&pmd(0), PageSize::K4);
+    assert!(matches!(tlb.access_on_host(&pmd(4096), PageSize::K4), Outcome::Walk { .. }));
+    tlb.access_on_host(&pmd(0), PageSize::M2);
+    assert_eq!(tlb.access_on_host(&pmd(8192), PageSize::M2), Outcome::L1Hit);
+}

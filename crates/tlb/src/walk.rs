@@ -23,6 +23,9 @@ pub(crate) struct Walker {
     pwc: [Option<Array>; 3],
     host_pwc: [Option<Array>; 3],
     host_leaf: Option<usize>,
+    /// A modelled host's leaf level for the data page of the walk under way (`Tlb::access_on_host`);
+    /// `None`: `host_leaf`.
+    data_host_leaf: Option<usize>,
 }
 
 /// Guest-physical address of the guest table at `level` that covers `va`.
@@ -63,7 +66,13 @@ impl Walker {
                 Paging::Native => None,
                 Paging::Nested { host } => Some(host.leaf_level()),
             },
+            data_host_leaf: None,
         }
+    }
+
+    /// Sets (or, with `None`, clears) the host leaf level of the data page of the next walks.
+    pub(crate) fn set_data_host(&mut self, leaf: Option<usize>) {
+        self.data_host_leaf = leaf;
     }
 
     /// Host walk of one guest-physical address; returns entries read. Out of line: the guest
@@ -104,7 +113,7 @@ impl Walker {
             refs += 1 + self.host_walk(table_gpa(l, t.vaddr), h, stats);
         }
         let gpa = (t.pfn << 12) | (t.vaddr & 0xfff);
-        refs + self.host_walk(gpa, h, stats)
+        refs + self.host_walk(gpa, self.data_host_leaf.unwrap_or(h), stats)
     }
 
     /// Invalidates guest walk-cache entries overlapping `[start, end)`.

@@ -7,6 +7,7 @@
 //!   `report`).
 //! - [`latency`]: fault latency histograms and the percentiles a result reports.
 //! - [`profile`]: the machine profile (what this machine charges for the work the model counts).
+//! - [`vm_host`]: the result's `vm_host`: the modelled host of a VM (model-only).
 //!
 //! Serde lives here and in `thp_abi`, in no model crate: serialization is a compatibility
 //! promise.
@@ -15,6 +16,7 @@ pub mod compare;
 pub mod latency;
 pub mod profile;
 pub mod result;
+pub mod vm_host;
 
 pub use result::{AccessCounts, AccessReport, CallResult, RecordedAccesses, Explain, ExplainedFault, Peak, ProcessStats, RegionPlacement, RunResult, TimeEstimate, VmaMap};
 pub use result::{LiveSection, ModelSection, ReplayReport, Timeline, TimelineSample};

@@ -133,6 +133,9 @@ pub struct RunResult {
     /// estimate per region and in total (docs/tlb-model.md).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub accesses: Option<AccessReport>,
+    /// Model only, with `--host` or `--policy fhpm`: the VM host's side (docs/vm-host.md).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub vm_host: Option<crate::vm_host::VmHostReport>,
     /// Model only, when the workload has `read_direct` statements: what the reads pinned, and
     /// with `sim --profile` what that costs.
     #[serde(skip_serializing_if = "Option::is_none", default)]

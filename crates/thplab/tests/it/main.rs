@@ -44,6 +44,7 @@ mod sat;
 mod schema;
 mod sweeps;
 mod views;
+mod vm_host;
 mod widths;
 
 use std::path::{Path, PathBuf};

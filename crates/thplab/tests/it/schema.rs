@@ -149,7 +149,8 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     );
     let builtin = uapi::profile::BUILTIN;
     let (_p, profile) = temp_file("p.toml", &format!("{builtin}\n[pin]\nper_folio_ns = 10.0\nper_page_ns = 1.0\nper_pmd_page_ns = 0.5\n"));
-    let sim = thplab(&["sim", &w, "--json", "--set", "hugepages-64kB/enabled=always", "--profile", &profile, "--sample", "1"]);
+    // Under a modelled VM host with FHPM (docs/vm-host.md): `vm_host`.
+    let sim = thplab(&["sim", &w, "--json", "--set", "hugepages-64kB/enabled=always", "--profile", &profile, "--sample", "1", "--host", "enabled=always", "--policy", "fhpm"]);
     sim.ok();
     // A workload that forks: the processes array.
     let forked = thplab(&["sim", "fork-bgsave", "--json", "--set", "enabled=always"]);
