@@ -41,6 +41,7 @@
 
 pub mod arch;
 pub mod compaction;
+pub mod damon;
 pub mod debug;
 pub mod fork;
 pub mod gup;
