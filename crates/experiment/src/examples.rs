@@ -38,6 +38,11 @@ const EXAMPLES: &[(&str, &str, &str)] = &[
         "64 MiB filled; a forked saver reads it as the parent writes (COW of THPs)",
         include_str!("../../../examples/fork-bgsave.thpw"),
     ),
+    (
+        "valkey-hints",
+        "the collapse-hint experiment: a valkey-shaped heap under gaussian keys (model-only)",
+        include_str!("../../../examples/valkey-hints.thpw"),
+    ),
 ];
 
 pub fn get(name: &str) -> Option<&'static str> {

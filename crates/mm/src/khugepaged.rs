@@ -159,6 +159,9 @@ pub struct HintScans {
     pub vanished: u64,
     /// PMD folios split because the policy proposed it (`ThpPolicy::split_candidates`).
     pub splits: u64,
+    /// The hint source's passes (MGLRU agings, DAMON aggregations) and its modelled CPU time.
+    pub source_passes: u64,
+    pub source_cpu_ns: u64,
 }
 
 /// How one stretch of a wake-up's scan ended ([`Kernel::khugepaged_do_scan`]).
@@ -365,6 +368,17 @@ impl Kernel {
         self.switch_mm(prev);
         self.khugepaged.hints.splits += n;
         n
+    }
+
+    /// The policy's hint queues' counts (`ThpPolicy::hint_stats`), if it has queues.
+    pub fn policy_hint_stats(&self) -> Option<policy::HintStats> {
+        self.policy.hint_stats()
+    }
+
+    /// Account a hint source's pass and its modelled CPU time.
+    pub fn note_hint_source(&mut self, passes: u64, cpu_ns: u64) {
+        self.khugepaged.hints.source_passes += passes;
+        self.khugepaged.hints.source_cpu_ns += cpu_ns;
     }
 
     /// What the daemon has done.

@@ -17,7 +17,8 @@
 //! the number of levels (`levels=`, 2 as in the series' diagram); which level a hint gets
 //! (the PMD's young fraction in `levels - 1` equal steps: all PTEs young is prio 0);
 //! de-duplication (a hint already queued for the same mm and PMD is not queued again; a hotter
-//! one moves it up to its level); the per-mm limit (`per_mm=`, over it a hint is dropped); the
+//! one moves it up to its level); a source pass replaces the hints of the previous pass not
+//! yet served (`expired`: their accessed bits are gone; a range still hot is found again); the per-mm limit (`per_mm=`, over it a hint is dropped); the
 //! charge against `pages_to_scan` (`charge=`, 512 as a scanned range; a vanished VMA costs 1,
 //! as a skipped VMA costs the round-robin scan). The mm side (crates/mm/src/khugepaged.rs:
 //! `khugepaged_scan_hints`) drops a hint whose VMA is gone or no longer eligible.
@@ -65,6 +66,8 @@ pub struct HintStats {
     pub dropped: u64,
     /// Hints handed to khugepaged (each once).
     pub served: u64,
+    /// Hints a newer pass of the source replaced before khugepaged served them.
+    pub expired: u64,
 }
 
 /// One priority level: the mms with hints at it, in the order they first got one, and each
@@ -161,9 +164,15 @@ impl HintQueues {
         Some(Range { mm, addr })
     }
 
-    /// A hint source's findings: each PTE-mapped range it found hot becomes a hint at the
-    /// level of its young fraction. (A PMD-mapped range is already huge: no hint.)
+    /// A source's findings: each PTE-mapped range it found hot becomes a hint at the
+    /// level of its young fraction. (A PMD-mapped range is already huge: no hint.) A pass
+    /// supersedes the hints of the pass before that khugepaged has not served (`expired`):
+    /// the accessed bits they were read from are gone, and a range still hot is found again.
     pub fn add_hot(&mut self, found: &[HotRange]) {
+        self.stats.expired += self.queued.len() as u64;
+        self.levels.iter_mut().for_each(|l| *l = Level::default());
+        self.queued.clear();
+        self.per_mm.clear();
         for h in found.iter().filter(|h| h.hot && !h.pmd_mapped) {
             let prio = priority(self.params.levels, h.young, h.total);
             self.add_collapse_hint(h.range.mm, h.range.addr, prio);

@@ -36,7 +36,7 @@ fn levels_first_then_the_first_mm_all_its_hints() {
     assert!(q.add_collapse_hint(0, 5 * M, 1));
     assert_eq!(q.len(), 5);
     assert_eq!(drain(&mut q), [(0, 1), (0, 3), (1, 2), (1, 4), (0, 5)]);
-    assert_eq!(q.stats, HintStats { added: 5, deduplicated: 0, dropped: 0, served: 5 });
+    assert_eq!(q.stats, HintStats { added: 5, deduplicated: 0, dropped: 0, served: 5, expired: 0 });
 }
 
 /// A hint already queued is not queued again; a hotter one moves it up; once served (one
@@ -53,7 +53,7 @@ fn duplicates_are_merged_and_a_served_hint_is_gone() {
     assert_eq!(drain(&mut q), [(7, 8), (7, 6)]);
     assert_eq!(q.next(), None);
     assert!(q.add_collapse_hint(7, 6 * M, 1));
-    assert_eq!(q.stats, HintStats { added: 3, deduplicated: 2, dropped: 0, served: 2 });
+    assert_eq!(q.stats, HintStats { added: 3, deduplicated: 2, dropped: 0, served: 2, expired: 0 });
 }
 
 #[test]
@@ -78,4 +78,11 @@ fn hot_ranges_become_hints_at_their_level() {
     let r = |addr, young, pmd_mapped, hot| HotRange { range: Range { mm: 0, addr }, young, total: 512, pmd_mapped, hot };
     q.add_hot(&[r(0, 64, false, true), r(M, 512, false, true), r(2 * M, 512, true, true), r(3 * M, 8, false, false)]);
     assert_eq!(drain(&mut q), [(0, 1), (0, 0)]);
+    // A pass replaces the hints of the last one not yet served: 0 and 1 queued, 1 served,
+    // then a pass finding 3 only: 0 expires.
+    q.add_hot(&[r(0, 64, false, true), r(M, 512, false, true)]);
+    assert_eq!(q.next(), Some(Range { mm: 0, addr: M }));
+    q.add_hot(&[r(3 * M, 100, false, true)]);
+    assert_eq!(drain(&mut q), [(0, 3)]);
+    assert_eq!((q.stats.expired, q.stats.served), (1, 2 + 1 + 1));
 }

@@ -11,7 +11,10 @@
 //!
 //! Implementations: [`Linux618`] (the default; PMD collapse only), [`Linux72`] (7.2's
 //! khugepaged mTHP collapse, [`mthp_collapse::mthp_collapse`]) and [`MthpCollapseV18`] (the
-//! posted v18 recursion, [`mthp_collapse::mthp_collapse_v18`]). [`for_settings`] picks one from
+//! posted v18 recursion, [`mthp_collapse::mthp_collapse_v18`]), [`CollapseHints`] (Luka Bai's
+//! collapse hints, [`collapse_hints`]) and [`GlobalHints`] (thplab's global hint system,
+//! [`global_hints`]): the last two read a hint source's findings ([`ThpPolicy::hotness`]) and
+//! may propose splits ([`ThpPolicy::split_candidates`]). [`for_settings`] picks one from
 //! `--kernel` and `--policy`. Write your own: crates/policy/examples/hot_first.rs (docs/policies.md).
 //!
 //! Sources: mm/khugepaged.c of the series "khugepaged: mTHP support" (Nico Pache): v19 as merged

@@ -20,15 +20,20 @@
 //! one whose PTEs are young is promoted by `lru_gen_look_around` (which also promotes the young
 //! folios within MIN_LRU_BATCH PTEs around it and adds the PMD to the filter when they are
 //! many), the others are evicted oldest first. `inc_min_seq` retires an empty oldest
-//! generation.
+//! generation; at four generations `inc_max_seq` moves the oldest one's folios on first.
+//! Checked against 6.18 (gfunkmonk/linux-6.18.2): `walk_pte_range` counts every PTE slot of the
+//! PMD range inside the VMA in `total` (present or not), `lru_gen_look_around`'s window is
+//! clipped to the VMA and slides against the nearer end, and the debugfs trigger's `run_aging`
+//! forces the scan by default.
 //!
 //! Left out: tiers and the PID controller (`folio_lru_refs`, `get_tier_idx`: refs through file
 //! descriptors, which anon memory does not have), the anon/file balance (`get_type_to_scan`:
-//! the model has anon only), per-memcg and per-node lruvecs (one), the `mm_list` iteration over
-//! several mms (the walk is given the PMDs to visit), `lru_gen_min_ttl`. Not yet wired into
-//! reclaim: the classic LRU still serves `--memory-max` runs; this module is the data structure
-//! and its algorithm, with the aging events ([`AgingEvent`]) the collapse-hint policy (#29)
-//! will read.
+//! the model has anon only), per-memcg and per-node lruvecs (one per mm here), the `mm_list`
+//! iteration (each mm is walked in turn), `lru_gen_min_ttl`, non-leaf PMD young bits. Not wired
+//! into reclaim: the classic LRU still serves `--memory-max` runs. Wired as the hint policies'
+//! source (#29): [`crate::Kernel::lru_gen_aging`] walks the model's page tables (the
+//! experiment's user-space aging trigger, crates/sim/src/hint_daemon.rs) and reports what it
+//! found ([`AgingPass`]) to `ThpPolicy::hotness`.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -184,7 +189,8 @@ impl LruGen {
 
     /// The folios of generation `seq`, youngest first.
     pub fn folios(&self, seq: u64) -> Vec<FolioId> {
-        self.gens[Self::gen(seq)].iter().copied().filter(|f| self.seq_of.get(f) == Some(&seq)).collect()
+        let mut seen = std::collections::HashSet::new();
+        self.gens[Self::gen(seq)].iter().copied().filter(|f| self.seq_of.get(f) == Some(&seq) && seen.insert(*f)).collect()
     }
 
     /// `lru_gen_add_folio` of a new folio: the youngest generation.
@@ -192,18 +198,17 @@ impl LruGen {
         self.move_to(folio, self.max_seq);
     }
 
-    /// Take `folio` off the LRU (freed, unmapped).
+    /// Take `folio` off the LRU (freed, unmapped). Its entry in its generation's list goes
+    /// stale (readers check `seq_of`), so that a move costs O(1), as a list_move does.
     pub fn del_folio(&mut self, folio: FolioId) {
-        if let Some(seq) = self.seq_of.remove(&folio) {
-            self.gens[Self::gen(seq)].retain(|f| *f != folio);
-        }
+        self.seq_of.remove(&folio);
     }
 
     /// `folio_update_gen`/`folio_inc_gen` to `seq`: moved to that generation's head.
     fn move_to(&mut self, folio: FolioId, seq: u64) {
-        self.del_folio(folio);
-        self.gens[Self::gen(seq)].push_front(folio);
-        self.seq_of.insert(folio, seq);
+        if self.seq_of.insert(folio, seq) != Some(seq) {
+            self.gens[Self::gen(seq)].push_front(folio);
+        }
     }
 
     /// `inc_min_seq`: retire the oldest generations that are empty, keeping MIN_NR_GENS.
@@ -318,15 +323,19 @@ impl LruGen {
         self.inc_min_seq();
         let seq = self.min_seq;
         let mut evicted = Vec::new();
-        for _ in 0..nr_to_scan {
+        let mut scanned = 0;
+        while scanned < nr_to_scan {
             let Some(folio) = self.gens[Self::gen(seq)].pop_back() else { break };
             match self.seq_of.get(&folio) {
-                // sort_folio: promoted since (or another seq's leftover): not this generation's.
+                // sort_folio: promoted since (or another seq's leftover, or a stale entry of a
+                // folio moved or deleted): not this generation's, and not counted.
                 Some(s) if *s != seq => continue,
                 None => continue,
                 Some(_) => {}
             }
-            self.gens[Self::gen(seq)].push_back(folio);
+            // Off the list while it is looked at: a promotion puts it at its new generation's
+            // head, an eviction takes it off the LRU.
+            scanned += 1;
             if let Some(va) = young(pt, folio) {
                 self.lru_gen_look_around(pt, va);
                 // Referenced: promoted even where the window missed it (folio_referenced).
@@ -402,6 +411,16 @@ pub struct AgingPass {
     pub ranges: Vec<(u32, u64, u32, u32, bool, bool)>,
     /// The walk's modelled CPU time.
     pub cpu_ns: u64,
+}
+
+impl AgingPass {
+    /// The pass as a hint policy reads it (`ThpPolicy::hotness`).
+    pub fn hot_ranges(&self) -> Vec<policy::HotRange> {
+        self.ranges
+            .iter()
+            .map(|r| policy::HotRange { range: policy::Range { mm: r.0, addr: r.1 }, young: r.2, total: r.3, pmd_mapped: r.4, hot: r.5 })
+            .collect()
+    }
 }
 
 impl crate::Kernel {

@@ -228,8 +228,7 @@ fn aging_hints_are_served_once_before_the_scan() {
         k.access(a + p * 4096, true);
     }
     k.do_munmap(a + 2 * m, m).unwrap();
-    let found: Vec<_> = pass.ranges.iter().map(|r| policy::HotRange { range: policy::Range { mm: r.0, addr: r.1 }, young: r.2, total: r.3, pmd_mapped: r.4, hot: r.5 }).collect();
-    assert_eq!(k.policy_hotness(&found), 0);
+    assert_eq!(k.policy_hotness(&pass.hot_ranges()), 0);
     k.khugepaged_do_scan();
     let h = k.khugepaged_state().hints;
     assert_eq!((h.served, h.collapsed, h.vanished), (2, 1, 0));
