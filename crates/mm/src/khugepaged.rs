@@ -143,6 +143,25 @@ pub struct KhugepagedScan {
     pub warnings: Vec<String>,
     /// The last scan went on to a collapse walk (7.2: the mmap lock was dropped).
     pub(crate) walked: bool,
+    /// The ranges a policy handed in before the round-robin scan (collapse hints).
+    pub hints: HintScans,
+}
+
+/// khugepaged's work on a policy's ranges (`ThpPolicy::next_range`): the collapse-hint
+/// series' hint / non-hint accounting (non-hint collapses are `pages_collapsed` less these).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HintScans {
+    /// Ranges taken (each once).
+    pub served: u64,
+    /// Of them, collapsed (`pages_collapsed` counts them too).
+    pub collapsed: u64,
+    /// Of them, with their mm, VMA or eligibility gone: dropped unscanned.
+    pub vanished: u64,
+    /// PMD folios split because the policy proposed it (`ThpPolicy::split_candidates`).
+    pub splits: u64,
+    /// The hint source's passes (MGLRU agings, DAMON aggregations) and its modelled CPU time.
+    pub source_passes: u64,
+    pub source_cpu_ns: u64,
 }
 
 /// How one stretch of a wake-up's scan ended ([`Kernel::khugepaged_do_scan`]).
@@ -317,6 +336,51 @@ impl Kernel {
         self.policy = policy;
     }
 
+    /// The hint source the policy reads and its period in ns (`ThpPolicy::hint_source`).
+    pub fn policy_hint_source(&self) -> Option<(thp_abi::HintSource, u64)> {
+        self.policy.hint_source()
+    }
+
+    /// A hint source's pass: its findings go to the policy (collapse hints are queued:
+    /// `khugepaged_add_collapse_hint`), and the PMD folios the policy then proposes to split
+    /// are split (`split_huge_pmd_address`, then `split_folio` of the folio, frozen: what
+    /// `split_huge_page` does to a PMD-mapped anonymous THP). Returns the splits.
+    pub fn policy_hotness(&mut self, found: &[policy::HotRange]) -> u64 {
+        self.policy.hotness(found);
+        let mapped: Vec<policy::Range> = found.iter().filter(|h| h.pmd_mapped).map(|h| h.range).collect();
+        let prev = self.mm.id;
+        let mut n = 0;
+        for r in self.policy.split_candidates(&mapped) {
+            if r.mm as usize >= self.parked.len() || self.mm_exited(MmId(r.mm)) {
+                continue;
+            }
+            self.switch_mm(MmId(r.mm));
+            let va = Vaddr(r.addr & !(PMD_SIZE - 1));
+            let Some(t) = self.mm.pt.pmd_table_ro(va) else { continue };
+            let Pmd::Huge { pfn, .. } = self.mm.pt.pmd(t, va) else { continue };
+            if self.mm.vmas.find(va.0).is_none_or(|v| v.inode().is_some()) {
+                continue;
+            }
+            self.split_huge_pmd(t, va);
+            self.split_folio(pfn, true);
+            n += 1;
+        }
+        self.switch_mm(prev);
+        self.khugepaged.hints.splits += n;
+        n
+    }
+
+    /// The policy's hint queues' counts (`ThpPolicy::hint_stats`), if it has queues.
+    pub fn policy_hint_stats(&self) -> Option<policy::HintStats> {
+        self.policy.hint_stats()
+    }
+
+    /// Account a hint source's pass and its modelled CPU time.
+    pub fn note_hint_source(&mut self, passes: u64, cpu_ns: u64) {
+        self.khugepaged.hints.source_passes += passes;
+        self.khugepaged.hints.source_cpu_ns += cpu_ns;
+    }
+
     /// What the daemon has done.
     pub fn khugepaged_state(&self) -> &KhugepagedScan {
         &self.khugepaged
@@ -340,13 +404,16 @@ impl Kernel {
 
     /// The policy's ranges before the round-robin scan (`ThpPolicy::next_range`; 6.18 has
     /// none): each PMD range that is still an anonymous one khugepaged may collapse in is
-    /// scanned once, charged 512 pages of `pages_to_scan`.
+    /// scanned once, charged `ThpPolicy::hint_charge` pages of `pages_to_scan` (512 unless
+    /// the policy says otherwise; its `vanished` charge when the VMA is gone or ineligible).
     fn khugepaged_scan_hints(&mut self, pages: u64) -> u64 {
         let mut progress = 0;
         while progress < pages {
             let Some(r) = self.policy.next_range() else { break };
-            progress += 512;
+            self.khugepaged.hints.served += 1;
             if r.mm as usize >= self.parked.len() {
+                progress += self.policy.hint_charge(true).max(1);
+                self.khugepaged.hints.vanished += 1;
                 continue;
             }
             let prev = self.mm.id;
@@ -354,13 +421,18 @@ impl Kernel {
             let addr = r.addr & !(PMD_SIZE - 1);
             let vma = self.mm.vmas.find(addr).filter(|v| !self.mm.exited && v.inode().is_none() && v.start <= addr && addr + PMD_SIZE <= v.end);
             if let Some(vma) = vma.filter(|v| !self.collapse_vma_allowable(v, TvaType::Khugepaged).is_empty()) {
+                progress += self.policy.hint_charge(false).max(1);
                 let r = self.hpage_collapse_scan_pmd(&vma, addr, CollapseControl { is_khugepaged: true });
                 self.count_scan_result(r);
                 self.khugepaged.pmds_scanned += 1;
                 self.khugepaged.walked = false;
                 if r == ScanResult::Succeed {
                     self.khugepaged.pages_collapsed += 1;
+                    self.khugepaged.hints.collapsed += 1;
                 }
+            } else {
+                progress += self.policy.hint_charge(true).max(1);
+                self.khugepaged.hints.vanished += 1;
             }
             self.switch_mm(prev);
         }

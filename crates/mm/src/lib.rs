@@ -5,6 +5,8 @@
 //! Module map (each names the kernel file it mirrors; `model` mirrors none):
 //! - [`page_alloc`]: `mm/page_alloc.c`, the buddy allocator and `mem_map`.
 //! - [`compaction`]: `mm/compaction.c`: compact_zone's two scanners, deferral, kcompactd.
+//! - [`damon`]: `mm/damon/core.c`, `mm/damon/vaddr.c`: DAMON's regions and sampling, a
+//!   DAMOS_COLLAPSE-shaped scheme as a hint source (model-only).
 //! - [`page_reporting`]: `mm/page_reporting.c`, free page reporting, and the host behind it.
 //! - [`pgtable`]: page tables, `mm/pgtable-generic.c`.
 //! - [`rmap`]: `mm/rmap.c` `rmap_walk`, by a walk of every mm's page tables (shrinkers, compaction).
@@ -47,6 +49,7 @@
 
 pub mod arch;
 pub mod compaction;
+pub mod damon;
 pub mod debug;
 pub mod fork;
 pub mod gup;

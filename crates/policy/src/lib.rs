@@ -11,11 +11,15 @@
 //!
 //! Implementations: [`Linux618`] (the default; PMD collapse only), [`Linux72`] (7.2's
 //! khugepaged mTHP collapse, [`mthp_collapse::mthp_collapse`]) and [`MthpCollapseV18`] (the
-//! posted v18 recursion, [`mthp_collapse::mthp_collapse_v18`]). [`for_settings`] picks one from
+//! posted v18 recursion, [`mthp_collapse::mthp_collapse_v18`]), [`CollapseHints`] (Luka Bai's
+//! collapse hints, [`collapse_hints`]) and [`GlobalHints`] (thplab's global hint system,
+//! [`global_hints`]): the last two read a hint source's findings ([`ThpPolicy::hotness`]) and
+//! may propose splits ([`ThpPolicy::split_candidates`]). [`for_settings`] picks one from
 //! `--kernel` and `--policy`. Write your own: crates/policy/examples/hot_first.rs (docs/policies.md).
 //!
 //! Module map:
 //! - [`mthp_collapse`]: the mTHP collapse walks (7.2's forward walk, v18's recursion).
+//! - [`collapse_hints`]: the collapse-hint queues; [`global_hints`]: thplab's global hint system.
 //! - [`mtm`]: MTM's tiering decisions (profiling within a budget, fast promotion, slow demotion
 //!   of whole huge pages; model-only, docs/tiers.md), run by `sim::tiers`.
 //! - [`fhpm`] is of another kind: FHPM's decisions for a VM host (PSR split and promotion), which
@@ -27,12 +31,16 @@
 //! the stack of (offset, order)), read from the linux-mm postings (no 7.2 tree was reachable).
 
 pub mod fhpm;
+pub mod collapse_hints;
+pub mod global_hints;
 pub mod mthp_collapse;
 pub mod mtm;
 
 use mm_types::{Order, Orders};
-use thp_abi::{KernelVersion, Policy};
+use thp_abi::{HintParams, HintSource, KernelVersion, Policy};
 
+pub use collapse_hints::{HintQueues, HintStats, HotRange};
+pub use global_hints::GlobalHints;
 pub use mthp_collapse::{AttemptResult, Occupancy, WalkEnd, WalkInput};
 
 /// A range khugepaged scans before its round-robin scan: the PMD range at `addr` of mm `mm`.
@@ -81,6 +89,33 @@ pub trait ThpPolicy: std::fmt::Debug + Send {
     /// khugepaged: a range to scan before the round-robin scan goes on (a hint); `None` (the
     /// default): none. Each range is scanned once, charged 512 pages of `pages_to_scan`.
     fn next_range(&mut self) -> Option<Range> {
+        None
+    }
+
+    /// Pages of `pages_to_scan` a range from [`ThpPolicy::next_range`] costs: 512 (as a
+    /// scanned PMD range) by default; `vanished`: its VMA is gone or no longer eligible.
+    fn hint_charge(&self, _vanished: bool) -> u64 {
+        512
+    }
+
+    /// The hint source the policy reads, and its period (ns): the model runs it on the
+    /// simulated clock and hands its findings to [`ThpPolicy::hotness`]. `None` (the
+    /// default): no source runs.
+    fn hint_source(&self) -> Option<(HintSource, u64)> {
+        None
+    }
+
+    /// A hint source's findings of one pass, one entry per PMD range it examined.
+    fn hotness(&mut self, _found: &[HotRange]) {}
+
+    /// Split candidates: of the PMD-mapped ranges (`pmd_mapped`, as the last source pass
+    /// found them), those whose folios the model should split now. None by default.
+    fn split_candidates(&mut self, _pmd_mapped: &[Range]) -> Vec<Range> {
+        Vec::new()
+    }
+
+    /// The collapse-hint queues' counts, for a policy that has them.
+    fn hint_stats(&self) -> Option<HintStats> {
         None
     }
 }
@@ -139,13 +174,64 @@ impl ThpPolicy for MthpCollapseV18 {
     }
 }
 
+/// Collapse hints (Luka Bai's series) on top of the kernel version's collapse walk.
+#[derive(Debug)]
+pub struct CollapseHints {
+    pub queues: HintQueues,
+    /// The version's policy (its collapse orders and walk).
+    pub base: Box<dyn ThpPolicy>,
+}
+
+impl CollapseHints {
+    pub fn new(params: HintParams, base: Box<dyn ThpPolicy>) -> CollapseHints {
+        CollapseHints { queues: HintQueues::new(params), base }
+    }
+}
+
+impl ThpPolicy for CollapseHints {
+    fn name(&self) -> String {
+        Policy::CollapseHints(self.queues.params).to_string()
+    }
+    fn khugepaged_any_order(&self) -> bool {
+        self.base.khugepaged_any_order()
+    }
+    fn collapse_orders(&self, allowed: Orders) -> Orders {
+        self.base.collapse_orders(allowed)
+    }
+    fn collapse_walk(&self, input: &WalkInput, attempt: &mut dyn FnMut(u16, Order) -> AttemptResult) -> WalkEnd {
+        self.base.collapse_walk(input, attempt)
+    }
+    fn next_range(&mut self) -> Option<Range> {
+        self.queues.next()
+    }
+    fn hint_charge(&self, vanished: bool) -> u64 {
+        if vanished {
+            1
+        } else {
+            self.queues.params.charge as u64
+        }
+    }
+    fn hint_source(&self) -> Option<(HintSource, u64)> {
+        Some((self.queues.params.source, self.queues.params.period_ms as u64 * 1_000_000))
+    }
+    fn hotness(&mut self, found: &[HotRange]) {
+        self.queues.add_hot(found);
+    }
+    fn hint_stats(&self) -> Option<HintStats> {
+        Some(self.queues.stats)
+    }
+}
+
 /// The policy `--kernel` and `--policy` give: a policy runs on top of the kernel version (the
 /// v18 series replaces the version's collapse walk).
 pub fn for_settings(kernel: KernelVersion, policy: Option<Policy>) -> Box<dyn ThpPolicy> {
+    let version = |k| for_settings(k, None);
     match (policy, kernel) {
         (Some(Policy::MthpCollapseV18 { scaled }), _) => Box::new(MthpCollapseV18 { scaled }),
         // FHPM manages the VM host's memory (`fhpm`, sim::host): the guest runs its version's.
         (Some(Policy::Fhpm(_)), k) => for_settings(k, None),
+        (Some(Policy::CollapseHints(p)), k) => Box::new(CollapseHints::new(p, version(k))),
+        (Some(Policy::GlobalHints(p)), k) => Box::new(GlobalHints::new(p, version(k))),
         (None, KernelVersion::V7_2) => Box::new(Linux72),
         (None, KernelVersion::V6_18) => Box::new(Linux618),
     }

@@ -281,6 +281,8 @@ pub struct Machine {
     clock_ns: u64,
     khugepaged: daemons::Khugepaged,
     reporting: daemons::PageReporting,
+    /// The hint policies' source (MGLRU aging, DAMON), idle without one.
+    hints: crate::hint_daemon::HintDaemon,
     steps: u64,
     /// With a profile's `[fault]` costs, every step moves the clock by what its work costs;
     /// without, only `Sleep` moves it.
@@ -353,6 +355,7 @@ impl Machine {
             clock_ns: 0,
             khugepaged: daemons::Khugepaged::default(),
             reporting: daemons::PageReporting::default(),
+            hints: Default::default(),
             steps: 0,
             costs: None,
             order_ns: [0.0; ORDERS],
@@ -405,10 +408,20 @@ impl Machine {
     /// Every daemon's work due before `until`, in time order.
     fn run_daemons_until(&mut self, until: u64) {
         while let Some(t) = self.reporting.due().filter(|&t| t < until) {
+            self.run_hints_until(t);
             self.khugepaged.run_until(&mut self.k, t);
             self.reporting.run_pass(&mut self.k, t);
         }
+        self.run_hints_until(until);
         self.khugepaged.run_until(&mut self.k, until);
+    }
+
+    /// The hint source's passes due before `until`, each after khugepaged's wake-ups before it.
+    fn run_hints_until(&mut self, until: u64) {
+        while let Some(t) = self.hints.due().filter(|&t| t < until) {
+            self.khugepaged.run_until(&mut self.k, t);
+            self.hints.run_pass(&mut self.k, t);
+        }
     }
 
     /// The state of every mm that has not exited, as `thplab live --sample` reads it of the
@@ -638,11 +651,13 @@ impl Machine {
             let until = self.clock_ns + self.charge(&before, call, hits_priced, one_fault).round() as u64;
             self.khugepaged.after_op(&self.k, until);
             self.reporting.after_op(&self.k, until);
+            self.hints.after_op(&self.k, until);
             self.advance(until);
         } else {
             // An mm that the step put on khugepaged's empty list wakes the daemon now.
             self.khugepaged.after_op(&self.k, self.clock_ns);
             self.reporting.after_op(&self.k, self.clock_ns);
+            self.hints.after_op(&self.k, self.clock_ns);
         }
         out
     }
@@ -756,6 +771,7 @@ impl Machine {
             let until = self.clock_ns + self.charge(&before, false, true, true).round() as u64;
             self.khugepaged.after_op(&self.k, until);
             self.reporting.after_op(&self.k, until);
+            self.hints.after_op(&self.k, until);
             self.advance(until);
             if !matches!(l, Access::Hit | Access::Fault) {
                 break;
@@ -767,7 +783,7 @@ impl Machine {
     /// The pages and faults of the next piece of a priced access run with `left` pages to go
     /// (see [`Machine::access_run_on_clock`]).
     fn piece_bounds(&self, left: u64) -> (u64, u64) {
-        let due = [self.sampling.map(|(_, at)| at), self.khugepaged.next_wake_ns, self.reporting.due()].into_iter().flatten().min();
+        let due = [self.sampling.map(|(_, at)| at), self.khugepaged.next_wake_ns, self.reporting.due(), self.hints.due()].into_iter().flatten().min();
         let faults = if self.latency.is_some() { 1 } else { u64::MAX };
         let (Some(at), Some(c)) = (due, self.costs.as_ref()) else { return (left, faults) };
         let rem = at.saturating_sub(self.clock_ns) as f64;

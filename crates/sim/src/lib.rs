@@ -8,6 +8,7 @@
 //! Module map:
 //! - [`driver`]: the one driver: every operation of every source goes through `Machine::step`.
 //! - [`daemons`]: khugepaged and page reporting on the driver's clock.
+//! - [`hint_daemon`]: a hint policy's source (MGLRU aging, DAMON sampling) on the driver's clock.
 //! - [`access`]: `access` statements through the TLB model.
 //! - [`host`]: the host side of a VM (model-only): host THP, khugepaged, EPT A/D bits, FHPM.
 //! - [`file_pages`]: pages of the file mappings a replay does not back.
@@ -977,6 +978,7 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
                 pages_collapsed: kh.pages_collapsed,
                 full_scans: kh.full_scans,
                 alloc_sleeps: kh.alloc_sleeps,
+                hints: crate::hint_daemon::model_hints(k),
             },
             compaction: k.compaction_events().named().iter().filter(|(_, n)| *n > 0).map(|(s, n)| (s.to_string(), *n)).collect(),
         }),
@@ -1131,6 +1133,7 @@ pub fn run_recording_opts(
         pages_collapsed: kh.pages_collapsed,
         full_scans: kh.full_scans,
         alloc_sleeps: kh.alloc_sleeps,
+        hints: None,
     });
     r.model = Some(uapi::ModelSection { run: None, replay: Some(rep) });
     Ok(r)
@@ -1195,6 +1198,7 @@ fn replay_processes(images: &[replay::ImageResult]) -> Vec<uapi::result::ReplayP
 
 pub mod daemons;
 pub mod driver;
+pub mod hint_daemon;
 mod access;
 pub mod host;
 mod file_pages;

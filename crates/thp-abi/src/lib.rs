@@ -38,4 +38,4 @@ pub use fallbacks::FallbackReason;
 pub use keys::{FallbackKey, FolioSize, Key, KernelName, KnobPath, Meminfo, MeminfoKey, MthpStatKey, SizeDir, VmStatKey};
 pub use pressure::{Pressure, SwapKind, SwapSpec};
 pub use settings::{SettingsError, ThpSettings};
-pub use version::{KernelVersion, Policy};
+pub use version::{HintParams, HintSource, KernelVersion, Policy};

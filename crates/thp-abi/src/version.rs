@@ -76,6 +76,53 @@ pub enum PolicyName {
     MthpCollapseV18,
     /// FHPM (ISCA 2023): a VM host's fine-grained huge page management (`sim::host`).
     Fhpm,
+    /// Collapse hints (Luka Bai, May 2026): hot PMD ranges queued for khugepaged by a hint
+    /// source (MGLRU aging or DAMON), served before its round-robin scan.
+    CollapseHints,
+    /// thplab's global hint system (docs/global-hints.md): hotness chooses the fault-time order
+    /// and proposes splits of cold PMD folios within a memory budget.
+    GlobalHints,
+}
+
+/// Where hotness comes from (`source=`): MGLRU's aging walk or DAMON's region sampling.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum HintSource {
+    /// MGLRU aging (`walk_mm`'s Bloom filter of PMDs with enough young PTEs), triggered from
+    /// user space every `period` ms on the memcg (the series' experiment: 2 s).
+    #[default]
+    Mglru,
+    /// DAMON virtual address monitoring (5 ms samples, 100 ms aggregations) with a
+    /// DAMOS_COLLAPSE-shaped scheme on its hot regions.
+    Damon,
+}
+
+impl HintSource {
+    pub fn word(self) -> &'static str {
+        match self {
+            HintSource::Mglru => "mglru",
+            HintSource::Damon => "damon",
+        }
+    }
+}
+
+/// The parameters of the collapse-hint and global-hint policies (see their `PolicyParam`s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct HintParams {
+    pub source: HintSource,
+    /// NR_KHUGEPAGED_PRIORITY_LEVEL.
+    pub levels: u8,
+    /// Hints one mm may have queued (over all levels); more are dropped.
+    pub per_mm: u32,
+    /// Pages of `pages_to_scan` a hinted PMD range is charged (512: as a scanned range).
+    pub charge: u32,
+    /// The source's period in ms: MGLRU's aging trigger, DAMON's aggregation interval.
+    pub period_ms: u32,
+    /// Global hints: the bytes of PMD folios kept mapped (MiB; 0: no budget, no splits).
+    pub budget_mb: u32,
+}
+
+impl HintParams {
+    pub const DEFAULT: HintParams = HintParams { source: HintSource::Mglru, levels: 2, per_mm: 512, charge: 512, period_ms: 2000, budget_mb: 0 };
 }
 
 /// One parameter of a policy: its name, what it does, its values and default.
@@ -121,6 +168,20 @@ pub enum Scaling {
     Uncapped,
 }
 
+const HINT_PARAMS: &[PolicyParam] = &[
+    PolicyParam { name: "source", values: "mglru, damon", default: "mglru", doc: "where hotness comes from: MGLRU aging (walk_mm's Bloom filter) or DAMON region sampling" },
+    PolicyParam { name: "levels", values: "1..8", default: "2", doc: "NR_KHUGEPAGED_PRIORITY_LEVEL (the series' diagram shows prio 0 and 1): every young PTE of the PMD gives prio 0, fewer prio 1, the lowest level the rest" },
+    PolicyParam { name: "per_mm", values: "1..65536", default: "512", doc: "hints one mm may hold queued; a hint over the limit is dropped (not in the posted text)" },
+    PolicyParam { name: "charge", values: "0..512", default: "512", doc: "pages of pages_to_scan a hinted PMD range costs (a vanished VMA costs 1, as a skipped VMA)" },
+    PolicyParam { name: "period", values: "10..60000 (ms)", default: "2000", doc: "MGLRU: the user-space aging trigger's period; DAMON: the aggregation interval is 100 ms and hints go out every period" },
+];
+
+const GLOBAL_PARAMS: &[PolicyParam] = &[
+    PolicyParam { name: "source", values: "mglru, damon", default: "mglru", doc: "where hotness comes from" },
+    PolicyParam { name: "period", values: "10..60000 (ms)", default: "2000", doc: "how often hotness is gathered" },
+    PolicyParam { name: "budget", values: "0..1048576 (MiB)", default: "0", doc: "PMD folios kept mapped; above it the coldest are split (0: no budget)" },
+];
+
 /// Every policy, with its series, version and source.
 pub const POLICIES: &[PolicyInfo] = &[PolicyInfo {
     name: PolicyName::MthpCollapseV18,
@@ -141,6 +202,24 @@ pub const POLICIES: &[PolicyInfo] = &[PolicyInfo {
           coarse then companion-page monitoring of EPT A/D bits, PSR split and promotion, proactive EPT \
           fill; the guest runs the kernel version's own policy",
     params: FHPM_PARAMS,
+}, PolicyInfo {
+    name: PolicyName::CollapseHints,
+    word: "collapse-hints",
+    series: "mm/khugepaged: add collapse hint machanism for khugepaged and use in mglru (Luka Bai)",
+    version: "v1, 2026-05-31",
+    source: "https://lkml.iu.edu/2605.3/12390.html",
+    doc: "hot PMD ranges from a hint source queued per mm in priority queues, served by khugepaged before its \
+          round-robin scan, one attempt each (docs/collapse-hints.md)",
+    params: HINT_PARAMS,
+}, PolicyInfo {
+    name: PolicyName::GlobalHints,
+    word: "global-hints",
+    series: "thplab's own design after the collapse-hint review (the thp=auto direction)",
+    version: "thplab",
+    source: "docs/global-hints.md",
+    doc: "hotness from MGLRU or DAMON chooses the fault-time order (PMD only where hot) and splits the \
+          coldest PMD folios above a memory budget; hinted collapses as collapse-hints",
+    params: GLOBAL_PARAMS,
 }];
 
 const FHPM_PARAMS: &[PolicyParam] = &[
@@ -158,6 +237,10 @@ pub enum Policy {
     MthpCollapseV18 { scaled: Scaling },
     /// See [`PolicyName::Fhpm`]: a policy of the VM host, not the guest.
     Fhpm(crate::fhpm::FhpmParams),
+    /// See [`PolicyName::CollapseHints`].
+    CollapseHints(HintParams),
+    /// See [`PolicyName::GlobalHints`].
+    GlobalHints(HintParams),
 }
 
 impl Policy {
@@ -165,6 +248,8 @@ impl Policy {
         match self {
             Policy::MthpCollapseV18 { .. } => PolicyName::MthpCollapseV18,
             Policy::Fhpm(_) => PolicyName::Fhpm,
+            Policy::CollapseHints(_) => PolicyName::CollapseHints,
+            Policy::GlobalHints(_) => PolicyName::GlobalHints,
         }
     }
 
@@ -185,6 +270,8 @@ impl Policy {
         let mut policy = match info.name {
             PolicyName::MthpCollapseV18 => Policy::MthpCollapseV18 { scaled: Scaling::ZeroOr511 },
             PolicyName::Fhpm => Policy::Fhpm(Default::default()),
+            PolicyName::CollapseHints => Policy::CollapseHints(HintParams::DEFAULT),
+            PolicyName::GlobalHints => Policy::GlobalHints(HintParams::DEFAULT),
         };
         for kv in params.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let valid: Vec<String> = info.params.iter().map(|p| format!("{}={}", p.name, p.values.replace(", ", "|"))).collect();
@@ -200,6 +287,11 @@ impl Policy {
                         _ => Scaling::Uncapped,
                     }
                 }
+                (Policy::CollapseHints(h) | Policy::GlobalHints(h), k, v) if info.params.iter().any(|p| p.name == k) => {
+                    if !set_hint_param(h, k, v) {
+                        return Err(format!("policy {}: invalid value '{v}' for {k}; valid values are: {}", info.word, info.params.iter().find(|p| p.name == k).unwrap().values));
+                    }
+                }
                 (_, k, v) if info.params.iter().any(|p| p.name == k) => {
                     return Err(format!("policy {}: invalid value '{v}' for {k}; valid values are: {}", info.word, info.params.iter().find(|p| p.name == k).unwrap().values))
                 }
@@ -207,6 +299,69 @@ impl Policy {
             }
         }
         Ok(policy)
+    }
+}
+
+/// One `PARAM=VALUE` of a hint policy; false for a value out of range.
+fn set_hint_param(h: &mut HintParams, k: &str, v: &str) -> bool {
+    let n = |lo: u32, hi: u32| v.parse::<u32>().ok().filter(|n| (lo..=hi).contains(n));
+    match k {
+        "source" => match v {
+            "mglru" => h.source = HintSource::Mglru,
+            "damon" => h.source = HintSource::Damon,
+            _ => return false,
+        },
+        "levels" => match n(1, 8) {
+            Some(x) => h.levels = x as u8,
+            None => return false,
+        },
+        "per_mm" => match n(1, 65536) {
+            Some(x) => h.per_mm = x,
+            None => return false,
+        },
+        "charge" => match n(0, 512) {
+            Some(x) => h.charge = x,
+            None => return false,
+        },
+        "period" => match n(10, 60000) {
+            Some(x) => h.period_ms = x,
+            None => return false,
+        },
+        "budget" => match n(0, 1 << 20) {
+            Some(x) => h.budget_mb = x,
+            None => return false,
+        },
+        _ => return false,
+    }
+    true
+}
+
+/// `NAME[:k=v,...]` of a hint policy, parameters at their default left out.
+fn fmt_hints(f: &mut fmt::Formatter<'_>, word: &str, h: &HintParams, global: bool) -> fmt::Result {
+    let d = HintParams::DEFAULT;
+    let mut kv = Vec::new();
+    if h.source != d.source {
+        kv.push(format!("source={}", h.source.word()));
+    }
+    if !global && h.levels != d.levels {
+        kv.push(format!("levels={}", h.levels));
+    }
+    if !global && h.per_mm != d.per_mm {
+        kv.push(format!("per_mm={}", h.per_mm));
+    }
+    if !global && h.charge != d.charge {
+        kv.push(format!("charge={}", h.charge));
+    }
+    if h.period_ms != d.period_ms {
+        kv.push(format!("period={}", h.period_ms));
+    }
+    if global && h.budget_mb != d.budget_mb {
+        kv.push(format!("budget={}", h.budget_mb));
+    }
+    if kv.is_empty() {
+        f.write_str(word)
+    } else {
+        write!(f, "{word}:{}", kv.join(","))
     }
 }
 
@@ -221,6 +376,8 @@ impl fmt::Display for Policy {
                 v if v.is_empty() => f.write_str("fhpm"),
                 v => write!(f, "fhpm:{}", v.join(",")),
             },
+            Policy::CollapseHints(h) => fmt_hints(f, "collapse-hints", h, false),
+            Policy::GlobalHints(h) => fmt_hints(f, "global-hints", h, true),
         }
     }
 }
@@ -268,8 +425,8 @@ mod tests {
         assert_eq!(Policy::parse("mthp-collapse-v18"), Ok(Policy::MthpCollapseV18 { scaled: Scaling::ZeroOr511 }));
         assert_eq!(Policy::parse("mthp-collapse-v18:scaled=1"), Ok(Policy::MthpCollapseV18 { scaled: Scaling::Capped }));
         assert_eq!(Policy::parse(" mthp-collapse-v18: scaled = uncapped "), Ok(Policy::MthpCollapseV18 { scaled: Scaling::Uncapped }));
-        let e = Policy::parse("collapse-hints").unwrap_err();
-        assert!(e.contains("unknown policy 'collapse-hints'") && e.contains("mthp-collapse-v18"), "{e}");
+        let e = Policy::parse("hot-first").unwrap_err();
+        assert!(e.contains("unknown policy 'hot-first'") && e.contains("mthp-collapse-v18, collapse-hints, global-hints"), "{e}");
         let e = Policy::parse("mthp-collapse-v18:scaled=2").unwrap_err();
         assert!(e.contains("invalid value '2' for scaled") && e.contains("0, 1, uncapped"), "{e}");
         let e = Policy::parse("mthp-collapse-v18:depth=3").unwrap_err();
@@ -292,6 +449,25 @@ mod tests {
         assert!(e.contains("invalid value '2000' for split_psr") && e.contains("0..=1000"), "{e}");
         let e = Policy::parse("fhpm:psr=1").unwrap_err();
         assert!(e.contains("unknown parameter 'psr'") && e.contains("window_ms=1..=60000"), "{e}");
+    fn hint_policies_parse_their_parameters_and_print_back() {
+        let d = HintParams::DEFAULT;
+        assert_eq!(Policy::parse("collapse-hints"), Ok(Policy::CollapseHints(d)));
+        let p = Policy::parse("collapse-hints:source=damon,levels=3,per_mm=8,charge=64,period=1000").unwrap();
+        assert_eq!(p, Policy::CollapseHints(HintParams { source: HintSource::Damon, levels: 3, per_mm: 8, charge: 64, period_ms: 1000, budget_mb: 0 }));
+        assert_eq!(p.to_string(), "collapse-hints:source=damon,levels=3,per_mm=8,charge=64,period=1000");
+        assert_eq!(Policy::parse(&p.to_string()), Ok(p));
+        let g = Policy::parse("global-hints:budget=64").unwrap();
+        assert_eq!(g, Policy::GlobalHints(HintParams { budget_mb: 64, ..d }));
+        assert_eq!(g.to_string(), "global-hints:budget=64");
+        let e = Policy::parse("collapse-hints:source=lru").unwrap_err();
+        assert!(e.contains("invalid value 'lru' for source") && e.contains("mglru, damon"), "{e}");
+        let e = Policy::parse("collapse-hints:levels=9").unwrap_err();
+        assert!(e.contains("invalid value '9' for levels") && e.contains("1..8"), "{e}");
+        // A global-hints parameter is not a collapse-hints one, and the other way round.
+        let e = Policy::parse("collapse-hints:budget=1").unwrap_err();
+        assert!(e.contains("unknown parameter 'budget'"), "{e}");
+        let e = Policy::parse("global-hints:levels=1").unwrap_err();
+        assert!(e.contains("unknown parameter 'levels'"), "{e}");
     }
 
     #[test]

@@ -26,6 +26,11 @@ impl PageTables for Pt {
     fn clear_young(&mut self, va: u64) {
         self.0.get_mut(&(va & !((2 << 20) - 1))).and_then(|t| t.get_mut(&va)).expect("mapped").1 = false;
     }
+    /// The VMA of each PMD: from its first mapped page to its last.
+    fn span(&self, pmd: u64) -> (u64, u64) {
+        let t = &self.0[&pmd];
+        (*t.keys().next().unwrap(), t.keys().last().unwrap() + 4096)
+    }
 }
 
 const A: u64 = 0x20_0000;
@@ -46,7 +51,7 @@ fn aging_promotes_a_young_folio_and_reports_its_pmd() {
     assert_eq!(g.max_seq, 2);
     assert_eq!((g.seq_of(1), g.seq_of(2), g.seq_of(3)), (Some(1), Some(2), Some(1)));
     assert!(!pt.young(A + 4096), "the walk clears the accessed bit");
-    assert_eq!(g.take_aging_events(), vec![AgingEvent { seq: 2, young_pmds: vec![(A, 1, 3)] }]);
+    assert_eq!(g.take_aging_events(), vec![AgingEvent { seq: 2, young_pmds: vec![(A, 1, 3)], walked: vec![(A, 1, 3)] }]);
     assert!(g.take_aging_events().is_empty());
 }
 
@@ -99,9 +104,12 @@ fn the_bloom_filter_holds_the_pmds_with_enough_young_ptes() {
     assert!(pt.young(B), "B was not walked");
 }
 
-/// Four generations alive and the oldest not empty: aging waits for eviction (MAX_NR_GENS).
+/// Four generations alive and the oldest not empty: 6.18's `inc_max_seq` calls `inc_min_seq`,
+/// which moves the oldest generation's folios to the next one and retires it, then ages (it
+/// does not wait for eviction). Folio 1 in seq 1 with seqs 1..=4 alive: the fourth aging moves
+/// it to seq 2 (min_seq 2) and makes seq 5; folio 2, added at seq 3, stays there.
 #[test]
-fn aging_stops_at_four_generations() {
+fn aging_at_four_generations_moves_the_oldest_on() {
     let (mut g, mut pt) = (LruGen::default(), Pt::default());
     g.add_folio(1);
     pt.map(A, 1, false);
@@ -111,19 +119,22 @@ fn aging_stops_at_four_generations() {
     g.add_folio(2);
     assert!(g.try_to_inc_max_seq(&mut pt, true));
     assert_eq!((g.min_seq, g.max_seq, g.nr_gens()), (1, 4, 4));
-    assert!(!g.try_to_inc_max_seq(&mut pt, true), "folio 1 is still in generation 1");
+    assert!(g.try_to_inc_max_seq(&mut pt, true));
+    assert_eq!((g.min_seq, g.max_seq, g.nr_gens()), (2, 5, 4));
+    assert_eq!((g.seq_of(1), g.seq_of(2)), (Some(2), Some(3)));
     let never = |_: &dyn PageTables, _| None;
     assert_eq!(g.evict_folios(&mut pt, 1, &never), vec![1]);
-    // Generation 1 and then 2 are empty: min_seq moves to 3, where folio 2 is.
+    // Generation 2 is empty now: min_seq moves to 3, where folio 2 is.
     assert!(g.try_to_inc_max_seq(&mut pt, true));
-    assert_eq!((g.min_seq, g.max_seq), (3, 5));
+    assert_eq!((g.min_seq, g.max_seq), (3, 6));
 }
 
-/// `lru_gen_look_around` at A + 40 pages (70 PTEs mapped from A): the window is pages 8..72 of
-/// the PMD, of which 8..69 are mapped (62 PTEs). Pages 5, 10, 15, 20, 30, 40, 50, 60, 69 are
-/// young: the eight inside the window are promoted to max_seq (2) and cleared, page 5 is left
-/// alone; 8 young × 8 ≥ 62, so A joins the filter the next walk tests (seq 2's), which the
-/// walk that made seq 2 had left empty (nothing was young then).
+/// `lru_gen_look_around` at A + 40 pages (70 PTEs mapped from A, the VMA): 40 is 30 pages from
+/// the VMA's end, under half a batch, so the window is the last 64 pages, 6..70. Pages 5, 10,
+/// 15, 20, 30, 40, 50, 60, 69 are young: the eight inside the window are promoted to max_seq
+/// (2) and cleared, page 5 is left alone; 8 young × 8 ≥ 64 slots, so A joins the filter the
+/// next walk tests (seq 2's), which the walk that made seq 2 had left empty (nothing was young
+/// then).
 #[test]
 fn look_around_promotes_the_young_neighbours_and_fills_the_filter() {
     let (mut g, mut pt) = (LruGen::default(), Pt::default());
@@ -144,4 +155,88 @@ fn look_around_promotes_the_young_neighbours_and_fills_the_filter() {
     assert_eq!(g.seq_of(5), Some(1));
     assert!(pt.young(A + 5 * 4096));
     assert!(g.filters.test(2, A));
+}
+
+/// The window against the span's ends, by hand: a 3-page VMA is the window; in a full PMD,
+/// 10 pages from its start the window is its first 64 pages, 5 from its end the last 64, in the
+/// middle 32 either side.
+#[test]
+fn the_look_around_window_follows_the_kernel() {
+    let p = 4096;
+    assert_eq!(look_around_window((A, A + 3 * p), A + p), (A, A + 3 * p));
+    assert_eq!(look_around_window((A, A + 512 * p), A + 10 * p), (A, A + 64 * p));
+    assert_eq!(look_around_window((A, A + 512 * p), A + 507 * p), (A + 448 * p, A + 512 * p));
+    assert_eq!(look_around_window((A, A + 512 * p), A + 100 * p), (A + 68 * p, A + 132 * p));
+}
+
+/// A walk counts every slot of the span, present or not: 64 young of a PMD range with only
+/// those 64 mapped in a full 512-page VMA is 64 × 8 = 512 ≥ 512, suitable; 63 is not.
+#[test]
+fn the_walk_counts_slots_not_present_ptes() {
+    struct Full(Pt);
+    impl PageTables for Full {
+        fn pmds(&self) -> Vec<u64> {
+            self.0.pmds()
+        }
+        fn ptes(&self, pmd: u64) -> Vec<(u64, FolioId, bool)> {
+            self.0.ptes(pmd)
+        }
+        fn clear_young(&mut self, va: u64) {
+            self.0.clear_young(va)
+        }
+    }
+    let (mut g, mut pt) = (LruGen::default(), Full(Pt::default()));
+    for i in 0..64u64 {
+        pt.0.map(A + i * 4096, i, true);
+        pt.0.map(B + i * 4096, 100 + i, i < 63);
+    }
+    assert!(g.try_to_inc_max_seq(&mut pt, true));
+    let e = g.take_aging_events().remove(0);
+    assert_eq!(e.young_pmds, vec![(A, 64, 512)]);
+    assert_eq!(e.walked, vec![(A, 64, 512), (B, 63, 512)]);
+}
+
+/// The aging trigger over the model's page tables feeding collapse hints, and khugepaged
+/// serving them (`policy=collapse-hints`, pages_to_scan 1024: two ranges a wake-up). Three
+/// PMD ranges A, B, C written as 4 KiB pages: the forced walk finds 512 of 512 young in each
+/// (hot, prio 0) and clears the bits. B and C are written again, C is unmapped. Wake-up 1:
+/// hint A is scanned (512) and fails with no young PTE (SCAN_LACK_REFERENCED_PAGE: aging
+/// cleared them), hint B collapses (512): the budget is spent, C waits. Wake-up 2: hint C's
+/// VMA is gone (charged 1), then the round-robin scan.
+#[test]
+fn aging_hints_are_served_once_before_the_scan() {
+    use crate::madvise::Madvise;
+    use crate::mmap::MmapPlacement;
+    use crate::vma::vm;
+    let mut s = thp_abi::ThpSettings::default();
+    for a in ["enabled=madvise", "khugepaged/pages_to_scan=1024", "policy=collapse-hints"] {
+        s.apply_assignment(a).unwrap();
+    }
+    let mut k = crate::Kernel::boot(&crate::BootParams { mem_bytes: 256 << 20, ..Default::default() }, &s);
+    let m = 2u64 << 20;
+    let a = k.do_mmap(3 * m, vm::READ | vm::WRITE, MmapPlacement::Aligned { align: m, offset: 0 }).unwrap();
+    for p in 0..1536 {
+        k.access(a + p * 4096, true);
+    }
+    k.do_madvise(a, 3 * m, Madvise::Hugepage).unwrap();
+    let mut gens = Vec::new();
+    let pass = k.lru_gen_aging(&mut gens, true);
+    assert_eq!(pass.ranges, [(0, a, 512, 512, false, true), (0, a + m, 512, 512, false, true), (0, a + 2 * m, 512, 512, false, true)]);
+    assert_eq!(pass.cpu_ns, 3 * (WALK_NS_PER_PMD + 512 * WALK_NS_PER_PTE));
+    assert_eq!(gens[0].max_seq, 2);
+    for p in 512..1536 {
+        k.access(a + p * 4096, true);
+    }
+    k.do_munmap(a + 2 * m, m).unwrap();
+    assert_eq!(k.policy_hotness(&pass.hot_ranges()), 0);
+    k.khugepaged_do_scan();
+    let h = k.khugepaged_state().hints;
+    assert_eq!((h.served, h.collapsed, h.vanished), (2, 1, 0));
+    assert_eq!((k.khugepaged_state().pages_collapsed, k.khugepaged_state().pmds_scanned), (1, 2));
+    k.khugepaged_do_scan();
+    let h = k.khugepaged_state().hints;
+    assert_eq!((h.served, h.collapsed, h.vanished), (3, 1, 1));
+    let q = k.policy.hint_stats().unwrap();
+    assert_eq!((q.added, q.served), (3, 3));
+    k.check_invariants().unwrap();
 }

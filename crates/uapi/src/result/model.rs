@@ -61,4 +61,34 @@ pub struct ModelKhugepaged {
     /// (`khugepaged_alloc_sleep`; `thp_collapse_alloc_failed` counts the failures).
     #[serde(default)]
     pub alloc_sleeps: u64,
+    /// `--policy collapse-hints|global-hints` only: the hint source and the hints' work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hints: Option<ModelHints>,
+}
+
+/// The hint policies' work (docs/collapse-hints.md): the source's passes and modelled CPU
+/// time, the queues' counts, and khugepaged's hint / non-hint collapses. Model-only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelHints {
+    /// MGLRU agings, or DAMON aggregations whose findings went to the policy.
+    pub source_passes: u64,
+    /// The source's modelled CPU time (on its own CPU: not in the program's time).
+    pub source_cpu_ns: u64,
+    /// Hints queued (`khugepaged_add_collapse_hint`), merged into one already queued, dropped
+    /// at the per-mm limit.
+    pub queued: u64,
+    pub deduplicated: u64,
+    pub dropped: u64,
+    /// Hints a newer pass of the source replaced before khugepaged served them.
+    #[serde(default)]
+    pub expired: u64,
+    /// Hints khugepaged took (each once), and of them: collapsed, and vanished (mm, VMA or
+    /// eligibility gone: not scanned).
+    pub served: u64,
+    pub hint_collapses: u64,
+    pub vanished: u64,
+    /// khugepaged's collapses that were not hints (`pages_collapsed - hint_collapses`).
+    pub non_hint_collapses: u64,
+    /// PMD folios split on the policy's proposal (global hints).
+    pub splits: u64,
 }
