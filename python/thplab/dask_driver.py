@@ -97,7 +97,7 @@ def run_point(thplab, study, n, shipped=None):
     if thplab is None:
         from thplab import _native
 
-        return n, _native.sweep_point(study, n, files=files)
+        return n, _native.sweep_point(study, n)
     if not os.path.exists(thplab):
         thplab = shutil.which("thplab") or thplab
     argv = [thplab, "sweep", study, "--point", str(n)] + (["--files", files] if files else [])
@@ -115,7 +115,10 @@ def run_points(client, thplab, study, points, files=None):
     from dask.distributed import as_completed
 
     points = list(points)
-    [shipped] = client.scatter([bundle(study, files)], broadcast=True, hash=False)
+    # The package's workers (thplab None) read the study where it is (not yet shipped).
+    shipped = None
+    if thplab is not None:
+        [shipped] = client.scatter([bundle(study, files)], broadcast=True, hash=False)
     futures = client.map(run_point, [thplab] * len(points), [study] * len(points), points, [shipped] * len(points), pure=False)
     for fut in as_completed(futures):
         yield fut.result()

@@ -61,7 +61,7 @@ def sweep(study, out, jobs=None, dask_client=None, progress=False):
     again and only the points it lacks run). `study` is a TOML file or a dict {"keep", "axes",
     "point"} (written beside `out` as OUT.study.toml). Here on `jobs` threads (default: every
     core), or as tasks on `dask_client` (a dask.distributed Client whose workers have this
-    package installed; the study and its files are sent to them, checked by SHA-256). Returns the summary of
+    package installed and the study's files at the same paths). Returns the summary of
     `thplab sweep --json` (points, resumed, ran, failed, seconds, points_per_second ...)."""
     out = os.path.abspath(os.fspath(out))
     if isinstance(study, dict):
@@ -72,6 +72,5 @@ def sweep(study, out, jobs=None, dask_client=None, progress=False):
     study = os.path.abspath(os.fspath(study))
     if dask_client is None:
         return json.loads(_native.sweep(study, out, jobs=jobs, progress=progress))
-    files = json.loads(_native.study_files(study))
-    runner = lambda points: dask_driver.run_points(dask_client, None, study, points, files)  # noqa: E731
+    runner = lambda points: dask_driver.run_points(dask_client, None, study, points)  # noqa: E731
     return json.loads(_native.sweep_remote(study, out, runner))
