@@ -180,7 +180,7 @@ fn refinements(space: &Space, points: &[Scored]) -> Vec<Choice> {
 fn remap(r: Recommendation, ok: &[usize]) -> Recommendation {
     match r {
         Recommendation::Winner { index, fastest, baseline, gain_pct, noise_pct } => Recommendation::Winner { index: ok[index], fastest: ok[fastest], baseline: ok[baseline], gain_pct, noise_pct },
-        Recommendation::NoWinner { baseline, fastest, gain_pct, noise_pct, least_memory } => Recommendation::NoWinner { baseline: ok[baseline], fastest: ok[fastest], gain_pct, noise_pct, least_memory: least_memory.map(|i| ok[i]) },
+        Recommendation::NoWinner { baseline, fastest, gain_pct, noise_pct, spread_pct, least_memory } => Recommendation::NoWinner { baseline: ok[baseline], fastest: ok[fastest], gain_pct, noise_pct, spread_pct, least_memory: least_memory.map(|i| ok[i]) },
     }
 }
 

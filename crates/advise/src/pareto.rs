@@ -83,8 +83,10 @@ pub enum Recommendation {
     Winner { index: usize, fastest: usize, baseline: usize, gain_pct: f64, noise_pct: f64 },
     /// No point is faster than the defaults by more than the noise: no winner is named.
     /// `least_memory`: the point within the noise of the defaults' time with the least memory,
-    /// when it is less than the defaults'.
-    NoWinner { baseline: usize, fastest: usize, gain_pct: f64, noise_pct: f64, least_memory: Option<usize> },
+    /// when it is less than the defaults'. `spread_pct`: the program's own run-to-run spread
+    /// (the larger of the fastest's and the defaults'), percent of the defaults' time, so that
+    /// the advice says which of noise, spread and floor the gain did not clear.
+    NoWinner { baseline: usize, fastest: usize, gain_pct: f64, noise_pct: f64, spread_pct: f64, least_memory: Option<usize> },
 }
 
 /// The recommendation rule over `points` (one of them the defaults: `is_default`), with the
@@ -106,7 +108,8 @@ pub fn recommend(points: &[Point], band: f64, min_gain: f64) -> Option<Recommend
             .filter(|&i| points[i].time_ns - base.time_ns <= noise(&points[i], base, band))
             .min_by(order)
             .filter(|&i| points[i].memory_bytes < base.memory_bytes);
-        return Some(Recommendation::NoWinner { baseline, fastest, gain_pct: pct(base.time_ns - fast.time_ns), noise_pct: pct(noise(fast, base, band)), least_memory: least });
+        let spread_pct = pct(fast.live_spread_ns.max(base.live_spread_ns));
+        return Some(Recommendation::NoWinner { baseline, fastest, gain_pct: pct(base.time_ns - fast.time_ns), noise_pct: pct(noise(fast, base, band)), spread_pct, least_memory: least });
     }
     let index = (0..points.len())
         .filter(|&i| worth_it(&points[i], base, band, min_gain) && points[i].time_ns - fast.time_ns <= noise(&points[i], fast, band))
@@ -159,7 +162,7 @@ mod tests {
         let p = [pt("default", 1000.0, 40.0, 100, 0), pt("a", 995.0, 35.0, 140, 1), pt("b", 1003.0, 43.0, 80, 1), pt("c", 1200.0, 240.0, 60, 1)];
         // a: 5 ms faster, noise 0.15 × 40 = 6 ms. b: 3 ms slower, noise 6.45 ms. c: slower by 200 ms.
         let r = recommend(&p, 0.15, 0.0).unwrap();
-        assert_eq!(r, Recommendation::NoWinner { baseline: 0, fastest: 1, gain_pct: 0.5, noise_pct: 0.6, least_memory: Some(2) });
+        assert_eq!(r, Recommendation::NoWinner { baseline: 0, fastest: 1, gain_pct: 0.5, noise_pct: 0.6, spread_pct: 0.0, least_memory: Some(2) });
         // 15 ms faster is outside the 6 ms band ...
         let mut q = p.clone();
         q[1].time_ns = 985e6;

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use experiment::simulate::{SimInput, SimOptions};
 use serde_json::{Map, Value};
 use uapi::profile::MachineProfile;
@@ -35,19 +35,12 @@ pub fn float_of(v: &Value) -> Option<f64> {
 
 /// The simulated machine's memory when a study does not say (`thplab sim --mem`'s default).
 pub const DEFAULT_MEM: &str = "24G";
-/// Memory above the min watermark a machine needs at least (as `thplab sim --mem` checks).
-const MEM_ABOVE_WATERMARK: u64 = 4 << 20;
-
-/// The machine of `--mem SIZE` (as `thplab sim --mem` resolves it), or what is valid.
+/// The machine of `--mem SIZE`, as `thplab sim --mem` resolves it
+/// (`experiment::resolve::machine`), or what is valid.
 pub fn machine(mem: &str) -> Result<sim::MachineConfig> {
-    let mut m = sim::MachineConfig::default();
     let mem = if mem == DEFAULT { DEFAULT_MEM } else { mem };
-    let min = ((m.min_free_kbytes << 10) + MEM_ABOVE_WATERMARK).max(sim::MIN_MEM_BYTES);
-    match mm_types::parse_size(mem).filter(|b| (min..=sim::MAX_MEM_BYTES).contains(b)) {
-        Some(b) => m.mem_bytes = b,
-        None => bail!("mem '{mem}': give a size from {} to {}, such as 4G", sim::human_bytes(min), sim::human_bytes(sim::MAX_MEM_BYTES)),
-    }
-    Ok(m)
+    let flags = experiment::resolve::MachineFlags { mem, mmap_base: None, brk_start: None, hz: sim::MachineConfig::default().hz, memory_max: None, swap: None };
+    experiment::resolve::machine(&flags).map_err(|e| anyhow::anyhow!("{}", format!("{e:#}").replacen("--mem ", "mem ", 1)))
 }
 
 /// A machine profile file (`thplab calibrate -o FILE`).
@@ -68,13 +61,12 @@ pub fn load(study: &Study) -> Result<Loaded> {
     for (name, path) in &study.inputs {
         inputs.push(experiment::input::load_sim_input(path, false, false, &|_| {}).with_context(|| format!("study {}: {name}", study.path.display()))?.0);
     }
-    let dir = study.path.parent().unwrap_or(Path::new(""));
     let mut profiles = Vec::new();
     for p in &study.profile {
         profiles.push(match p.as_str() {
             DEFAULT | "none" => None,
             "builtin" => Some(MachineProfile::builtin()),
-            f => Some(load_profile(&dir.join(f))?),
+            f => Some(load_profile(&study.file(f))?),
         });
     }
     Ok(Loaded { inputs, profiles })

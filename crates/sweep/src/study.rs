@@ -18,8 +18,9 @@
 //! ```
 //!
 //! Every error names the study file, the line and what is valid. Paths are relative to the
-//! study file's folder.
+//! study file's folder, or where a Dask worker was given its copy ([`load_shipped`]).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -97,6 +98,10 @@ pub struct Study {
     pub mem: Vec<String>,
     pub profile: Vec<String>,
     pub points: Vec<Point>,
+    /// Every file the study reads (workloads, recordings, settings and profile files; not the
+    /// study itself), as the study names it and where it was read: what a Dask worker that does
+    /// not share this file system is sent (docs/sweeps.md).
+    pub files: Vec<(String, PathBuf)>,
 }
 
 impl Study {
@@ -116,6 +121,12 @@ impl Study {
     /// The point's key in the journal: its axes' values.
     pub fn key(&self, p: &Point) -> String {
         self.axes(p).iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("|")
+    }
+
+    /// Where the file the study names `name` was read.
+    pub fn file(&self, name: &str) -> PathBuf {
+        let dir = self.path.parent().unwrap_or(Path::new(""));
+        self.files.iter().find(|(n, _)| n == name).map_or_else(|| dir.join(name), |(_, p)| p.clone())
     }
 }
 
@@ -140,13 +151,26 @@ pub fn load(path: &Path) -> Result<Study> {
     parse(path, &text)
 }
 
+/// Read and check the study at `path` whose files are at the paths `shipped` gives for the
+/// names the study gives them (a Dask worker's copies, `thplab sweep --point N --files`); a
+/// name not in `shipped` is relative to the study's folder.
+pub fn load_shipped(path: &Path, shipped: &BTreeMap<String, PathBuf>) -> Result<Study> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the study {}", path.display()))?;
+    parse_shipped(path, &text, shipped)
+}
+
 /// Check the study `text` read from `path` (paths in it are relative to its folder).
 pub fn parse(path: &Path, text: &str) -> Result<Study> {
+    parse_shipped(path, text, &BTreeMap::new())
+}
+
+/// [`parse`], with the files `shipped` names read where it says ([`load_shipped`]).
+pub fn parse_shipped(path: &Path, text: &str, shipped: &BTreeMap<String, PathBuf>) -> Result<Study> {
     let file = path.display().to_string();
     let at = At { file: &file, text };
     let raw: RawStudy = toml::from_str(text).map_err(|e| anyhow::anyhow!("study {file}: {}", e.to_string().trim_end()))?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    let mut b = Builder { at, dir, study: Study { path: path.to_path_buf(), keep: Vec::new(), inputs: vec![], settings: vec![], cpu: vec![], paging: vec![], mem: vec![], profile: vec![], points: vec![] } };
+    let mut b = Builder { at, dir, shipped, study: Study { path: path.to_path_buf(), keep: Vec::new(), inputs: vec![], settings: vec![], cpu: vec![], paging: vec![], mem: vec![], profile: vec![], points: vec![], files: vec![] } };
     b.study.keep = b.keep(raw.keep)?;
     if let Some(axes) = raw.axes {
         b.product(axes)?;
@@ -163,10 +187,21 @@ pub fn parse(path: &Path, text: &str) -> Result<Study> {
 struct Builder<'a> {
     at: At<'a>,
     dir: PathBuf,
+    shipped: &'a BTreeMap<String, PathBuf>,
     study: Study,
 }
 
 impl Builder<'_> {
+    /// Where the file the study names `name` is (its shipped copy, or relative to the study's
+    /// folder), noted in the study's files.
+    fn path(&mut self, name: &str) -> PathBuf {
+        let p = self.shipped.get(name).cloned().unwrap_or_else(|| self.dir.join(name));
+        if !self.study.files.iter().any(|(n, _)| n == name) {
+            self.study.files.push((name.to_string(), p.clone()));
+        }
+        p
+    }
+
     fn keep(&self, keep: Option<Vec<Spanned<String>>>) -> Result<Vec<String>> {
         let Some(keep) = keep else { return Ok(DEFAULT_KEEP.iter().map(|s| s.to_string()).collect()) };
         let mut out: Vec<String> = Vec::new();
@@ -267,10 +302,10 @@ impl Builder<'_> {
     /// A workload (built-in example or file) or a recording, checked to load.
     fn input(&mut self, v: &Spanned<String>, recording: bool) -> Result<usize> {
         let name = v.get_ref();
-        let path = if !recording && experiment::examples::get(name).is_some() { name.clone() } else { self.dir.join(name).display().to_string() };
         if let Some(i) = self.study.inputs.iter().position(|(n, _)| n == name) {
             return Ok(i);
         }
+        let path = if !recording && experiment::examples::get(name).is_some() { name.clone() } else { self.path(name).display().to_string() };
         let what = if recording { "recording" } else { "workload" };
         if !recording && experiment::examples::get(name).is_none() && !Path::new(&path).exists() {
             return Err(self.at.err(v, format!("no workload file '{path}' and no built-in example '{name}'; built-in examples: {}", experiment::examples::names().join(", "))));
@@ -296,7 +331,7 @@ impl Builder<'_> {
                 values.push((format!("matrix:{kind}:{}", thp_abi::matrix::key(&label)), s));
             }
         } else if let Some(f) = text.strip_prefix("file:") {
-            let path = self.dir.join(f);
+            let path = self.path(f);
             let body = experiment::input::read_text_limited(&path, "settings file", experiment::input::MAX_SETTINGS_BYTES).map_err(|e| self.at.err(v, format!("{e:#}")))?;
             let mut s = ThpSettings::default();
             s.apply_file(&path.display().to_string(), &body).map_err(|e| self.at.err(v, e))?;
@@ -385,7 +420,7 @@ impl Builder<'_> {
     fn profile(&mut self, v: &Spanned<String>) -> Result<usize> {
         let name = v.get_ref();
         if !matches!(name.as_str(), DEFAULT | "none" | "builtin") {
-            let path = self.dir.join(name);
+            let path = self.path(name);
             crate::run::load_profile(&path).map_err(|e| self.at.err(v, format!("{e:#} (or give none or builtin)")))?;
         }
         Ok(Self::intern(&mut self.study.profile, name))

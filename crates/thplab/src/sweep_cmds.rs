@@ -30,17 +30,26 @@ pub struct SweepArgs {
     /// line; writes no file (for running points elsewhere, such as on Dask workers).
     #[arg(long, value_name = "N", conflicts_with = "dask")]
     pub point: Option<usize>,
+    /// With --point: read the files the study names from other paths, a JSON object
+    /// {"NAME": "PATH"} (a Dask worker's copies of the driver's files); a name it lacks is
+    /// relative to the study's folder.
+    #[arg(long, value_name = "FILES.json", requires = "point")]
+    pub files: Option<PathBuf>,
     /// Run the points as tasks on this Dask scheduler (tcp://HOST:PORT) instead of here,
     /// through python3 and python/thplab/dask_driver.py (built in): each worker runs `thplab sweep
-    /// STUDY --point N` with this binary and the study at the same paths (one machine or a
-    /// shared file system). The rows go to the same journal and Parquet file.
+    /// STUDY --point N` with this binary (at the same path, or `thplab` on its PATH) on copies
+    /// of the study and its files sent with the tasks (checked by SHA-256), so the workers need
+    /// not share this file system. The rows go to the same journal and Parquet file.
     #[arg(long, value_name = "tcp://HOST:PORT")]
     pub dask: Option<String>,
 }
 
 impl SweepArgs {
     pub fn run(&self) -> Result<u8> {
-        let study = sweep::study::load(&self.study)?;
+        let study = match &self.files {
+            Some(f) => sweep::study::load_shipped(&self.study, &sweep::dask::shipped(f)?)?,
+            None => sweep::study::load(&self.study)?,
+        };
         if let Some(n) = self.point {
             if n >= study.points.len() {
                 bail!("--point {n}: the study {} has points 0 to {}", self.study.display(), study.points.len() - 1);

@@ -119,3 +119,42 @@ fn advise_records_xz_predicts_and_verifies_live() {
     assert_eq!(v["within"], within, "{v}");
     eprintln!("verified: {} ({})", v["within"], v["why"]);
 }
+
+/// A tiny program's recording (gzip of a small file, the golden one), in the model alone: no
+/// setting clears the noise, so no winner is named, the sentence says which test the fastest's
+/// gain failed with the figures of the JSON, and nothing is written out. Then fork-bgsave
+/// against 64K at always and madvise: 64K always is named (as in the test above) and written
+/// out in every form with the same two knobs.
+#[test]
+fn advise_on_a_tiny_program_says_no_winner_and_writes_a_winner_out() {
+    let rec = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/data/golden/gzip.thpt");
+    let space = "[product]\nsizes = [\"64K\", \"PMD\", \"all\"]\nmode = [\"always\", \"madvise\"]\n";
+    let (_d, path) = temp_file("space.toml", space);
+    let j = thplab(&["advise", rec, "--space", &path, "--json"]).ok().json();
+    let r = &j["recommendation"];
+    assert_eq!(r["verdict"], "no_winner", "{r}");
+    assert!(j["written"].is_null());
+    let (gain, noise, spread) = (r["gain_pct"].as_f64().unwrap(), r["noise_pct"].as_f64().unwrap(), r["spread_pct"].as_f64().unwrap());
+    let fastest = j["points"][r["fastest"].as_u64().unwrap() as usize]["choice"]["label"].as_str().unwrap().to_string();
+    let text = thplab(&["advise", rec, "--space", &path]).ok().stdout.clone();
+    let want = format!("No setting is outside the noise: the fastest, {fastest}, is {}.", advise::render::short_of(gain, noise, spread, 1.0));
+    assert!(text.replace("\n  ", " ").contains(&want), "{want}\n{text}");
+    assert!(!text.contains("Recommended:"), "{text}");
+    assert!(gain <= noise || gain <= spread || gain <= 1.0, "a gain past every test is a winner: {r}");
+
+    let (_p, space) = temp_file("64k.toml", "[product]\nsizes = [\"64K\"]\nmode = [\"always\", \"madvise\"]\n");
+    let j = thplab(&["advise", "fork-bgsave", "--space", &space, "--json"]).ok().json();
+    let r = &j["recommendation"];
+    assert_eq!(r["verdict"], "winner", "{r}");
+    let p = &j["points"][r["index"].as_u64().unwrap() as usize];
+    assert_eq!(p["choice"]["label"], "64K always");
+    assert_eq!(p["changes"], serde_json::json!(["hugepages-64kB/enabled=always", "hugepages-2048kB/enabled=never"]));
+    let w = &j["written"];
+    let (k64, k2m) = ("/sys/kernel/mm/transparent_hugepage/hugepages-64kB/enabled", "/sys/kernel/mm/transparent_hugepage/hugepages-2048kB/enabled");
+    assert_eq!(w["sysfs"], format!("echo always > {k64}\necho never > {k2m}\n"));
+    assert_eq!(w["cmdline"], "thp_anon=64K:always");
+    assert_eq!(w["sysfs_only"], serde_json::json!([]));
+    assert!(w["tmpfiles"].as_str().unwrap().ends_with(&format!("\nw {k64} - - - - always\nw {k2m} - - - - never\n")), "{}", w["tmpfiles"]);
+    let unit = w["unit"].as_str().unwrap();
+    assert!(unit.contains(&format!("\nExecStart=/bin/sh -c 'echo always > {k64}'\nExecStart=/bin/sh -c 'echo never > {k2m}'\n")) && unit.matches("ExecStart=").count() == 2, "{unit}");
+}

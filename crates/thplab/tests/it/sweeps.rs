@@ -170,7 +170,7 @@ fn a_bad_study_names_its_file_line_and_what_is_valid() {
         ("[axes]\nworkloads = [\"seed-anon-1g\"]\nsettings = [\"enabled=sometimes\"]\n", "line 3: settings 'enabled=sometimes': invalid value 'sometimes' for 'enabled'; valid values are: always, madvise, never"),
         ("[axes]\nworkloads = [\"seed-anon-1g\"]\nsettings = [\"matrix:anon:77K\"]\n", "line 3: matrix:anon:77K: no setting '77K' in the anon matrix; valid: 4K, 16K"),
         ("[axes]\nworkloads = [\"nope.thpw\"]\n", "line 2: no workload file"),
-        ("[axes]\nworkloads = [\"seed-anon-1g\"]\nmem = [\"3Q\"]\n", "line 3: mem '3Q': give a size from 70 MiB to 4 TiB"),
+        ("[axes]\nworkloads = [\"seed-anon-1g\"]\nmem = [\"3Q\"]\n", "line 3: mem 3Q: give a size from 70M to 4T, such as 4G"),
         ("[[point]]\nsettings = \"enabled=always\"\n", "line 1: a [[point]] needs a workload"),
         ("[axes]\n", "no point"),
     ];
@@ -195,6 +195,11 @@ impl Drop for Procs {
     }
 }
 
+/// The Dask run of a study with a workload file, a recording and a settings file equals the
+/// local run, on workers that do not see the study's folder: each worker runs in its own mount
+/// namespace with an empty tmpfs over that folder (`unshare --mount`; where that cannot be done,
+/// on the shared file system, said on stderr), so the points can only have read the copies the
+/// driver sent, which the test finds under the workers' TMPDIR by their SHA-256.
 #[test]
 fn dask_scheduler_and_two_workers_give_the_local_file() {
     let importable = Command::new("python3").args(["-c", "import dask.distributed"]).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
@@ -202,23 +207,78 @@ fn dask_scheduler_and_two_workers_give_the_local_file() {
         eprintln!("skipped: python3 cannot import dask.distributed (pip install dask distributed)");
         return;
     }
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/data/golden");
+    std::fs::create_dir(dir.path().join("rec")).unwrap();
+    std::fs::copy(data.join("gzip.thpt"), dir.path().join("rec/gzip.thpt")).unwrap();
+    std::fs::copy(data.join("heap.thpw"), dir.path().join("heap.thpw")).unwrap();
+    std::fs::write(dir.path().join("knobs.txt"), "enabled=always\nhugepages-64kB/enabled=always\n").unwrap();
+    let hidden = Command::new("unshare").args(["--mount", "sh", "-c", &format!("mount -t tmpfs none {} && test ! -e {}/heap.thpw", dir.path().display(), dir.path().display())]).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    if !hidden {
+        eprintln!("note: unshare --mount is not available here; the workers share the study's folder (the copies are still what they read)");
+    }
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
     let addr = format!("tcp://127.0.0.1:{port}");
     let quiet = |args: &[&str]| Command::new("python3").args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let mut procs = Procs(vec![quiet(&["-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", &port, "--no-dashboard"])]);
+    let worker = format!("exec python3 -m dask worker {addr} --nworkers 1 --nthreads 1 --no-dashboard");
+    let script = if hidden { format!("mount -t tmpfs none {} && {worker}", dir.path().display()) } else { worker };
     for _ in 0..2 {
-        procs.0.push(quiet(&["-m", "dask", "worker", &addr, "--nworkers", "1", "--nthreads", "1", "--no-dashboard"]));
+        let mut c = if hidden { Command::new("unshare") } else { Command::new("sh") };
+        if hidden {
+            c.args(["--mount", "sh"]);
+        }
+        procs.0.push(c.args(["-c", &script]).env("TMPDIR", tmp.path()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
     }
-    let dir = tempfile::tempdir().unwrap();
-    let text = "[axes]\nworkloads = [\"issue-program\", \"fork-bgsave\"]\nsettings = [\"matrix:anon:4K,64K,all,PMD\"]\nprofile = [\"none\", \"builtin\"]\n";
+    let text = "[axes]\nworkloads = [\"issue-program\", \"heap.thpw\"]\nrecordings = [\"rec/gzip.thpt\"]\nsettings = [\"matrix:anon:4K,64K,all,PMD\", \"file:knobs.txt\"]\nprofile = [\"none\", \"builtin\"]\n";
     let s = study(dir.path(), "d.toml", text);
     let (local, remote) = (dir.path().join("local.parquet"), dir.path().join("dask.parquet"));
     thplab(&["sweep", &s, "-o", local.to_str().unwrap(), "--json"]).ok();
     let sum = thplab(&["sweep", &s, "-o", remote.to_str().unwrap(), "--json", "--dask", &addr]).ok().json();
-    assert_eq!((sum["points"].as_u64(), sum["ran"].as_u64()), (Some(16), Some(16)));
+    assert_eq!((sum["points"].as_u64(), sum["ran"].as_u64(), sum["failed"].as_u64()), (Some(30), Some(30), Some(0)));
     let (a, b) = (sweep::table::read(&local).unwrap(), sweep::table::read(&remote).unwrap());
-    assert_eq!(a.len(), 16);
+    assert_eq!(a.len(), 30);
     assert_eq!(a, b, "the Dask run's rows differ from the local run's");
     assert_eq!(std::fs::read(&local).unwrap(), std::fs::read(&remote).unwrap(), "the two Parquet files differ in bytes");
     drop(procs);
+    // The workers' copies: the recording under the folder named by its own SHA-256.
+    let sha = sha256(&data.join("gzip.thpt"));
+    let copies: Vec<_> = walk(&tmp.path().join("thplab-shipped")).into_iter().filter(|p| p.ends_with(format!("{sha}/gzip.thpt"))).collect();
+    assert!(!copies.is_empty(), "no copy of gzip.thpt under the workers' TMPDIR");
+    assert_eq!(std::fs::read(&copies[0]).unwrap(), std::fs::read(data.join("gzip.thpt")).unwrap());
+}
+
+/// A shipped file whose bytes do not match the hash the driver computed is refused, naming it.
+#[test]
+fn a_shipped_file_of_another_hash_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = study(dir.path(), "s.toml", "[axes]\nworkloads = [\"heap.thpw\"]\n");
+    std::fs::write(dir.path().join("heap.thpw"), "mmap a 4M\ntouch a write\n").unwrap();
+    let code = "import json, sys, tempfile; sys.path.insert(0, sys.argv[1]); import dask_driver as d\n\
+        b = d.bundle(sys.argv[2], {'heap.thpw': [sys.argv[3]]})\n\
+        study, files = d.unpack(b)\n\
+        print(json.load(open(files))['heap.thpw'])\n\
+        b['files']['heap.thpw'][0][1] = b'mmap a 8M\\n'\n\
+        b['sha'] = 'x'\n\
+        d.unpack(b)\n";
+    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/thplab");
+    let heap = dir.path().join("heap.thpw");
+    let out = Command::new("python3").args(["-c", code, py.to_str().unwrap(), &s, heap.to_str().unwrap()]).env("TMPDIR", dir.path()).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success());
+    let sha = sha256(&heap);
+    assert!(stdout.trim().ends_with(&format!("files/{sha}/heap.thpw")), "{stdout}");
+    assert!(stderr.contains("heap.thpw has SHA-256 ") && stderr.contains(&format!(", the driver sent {sha}")) && !stderr.contains(&format!("SHA-256 {sha},")), "{stderr}");
+}
+
+/// The SHA-256 of a file, by sha256sum(1) (coreutils).
+fn sha256(p: &Path) -> String {
+    let out = Command::new("sha256sum").arg(p).output().unwrap();
+    String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_string()
+}
+
+fn walk(p: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(rd) = std::fs::read_dir(p) else { return Vec::new() };
+    rd.flatten().flat_map(|e| if e.path().is_dir() { walk(&e.path()) } else { vec![e.path()] }).collect()
 }
