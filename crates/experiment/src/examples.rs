@@ -42,6 +42,8 @@ const EXAMPLES: &[(&str, &str, &str)] = &[
         "fhpm-vm",
         "a VM guest with one hot base page per 2 MiB, host THP vs FHPM (--host, --policy fhpm; model-only)",
         include_str!("../../../examples/fhpm-vm.thpw"),
+    ),
+    (
         "valkey-hints",
         "the collapse-hint experiment: a valkey-shaped heap under gaussian keys (model-only)",
         include_str!("../../../examples/valkey-hints.thpw"),

@@ -449,6 +449,9 @@ mod tests {
         assert!(e.contains("invalid value '2000' for split_psr") && e.contains("0..=1000"), "{e}");
         let e = Policy::parse("fhpm:psr=1").unwrap_err();
         assert!(e.contains("unknown parameter 'psr'") && e.contains("window_ms=1..=60000"), "{e}");
+    }
+
+    #[test]
     fn hint_policies_parse_their_parameters_and_print_back() {
         let d = HintParams::DEFAULT;
         assert_eq!(Policy::parse("collapse-hints"), Ok(Policy::CollapseHints(d)));
