@@ -9,6 +9,9 @@
 //!   which range is scanned next before the round-robin scan goes on ([`ThpPolicy::next_range`]:
 //!   a queue of hinted ranges is its shape).
 //!
+//! - fault time too: whether a PTE fault that THP declined takes a 64 KiB chunk of the
+//!   contiguous page hint ([`ThpPolicy::contig_hint`], [`contig_hint`]).
+//!
 //! Implementations: [`Linux618`] (the default; PMD collapse only), [`Linux72`] (7.2's
 //! khugepaged mTHP collapse, [`mthp_collapse::mthp_collapse`]) and [`MthpCollapseV18`] (the
 //! posted v18 recursion, [`mthp_collapse::mthp_collapse_v18`]). [`for_settings`] picks one from
@@ -19,6 +22,7 @@
 //! `max_order_from_offset`, `collapse_max_ptes_none`, `collapse_scan_pmd`) and v18 (2026-05-22:
 //! the stack of (offset, order)), read from the linux-mm postings (no 7.2 tree was reachable).
 
+pub mod contig_hint;
 pub mod mthp_collapse;
 
 use mm_types::{Order, Orders};
@@ -73,6 +77,46 @@ pub trait ThpPolicy: std::fmt::Debug + Send {
     /// default): none. Each range is scanned once, charged 512 pages of `pages_to_scan`.
     fn next_range(&mut self) -> Option<Range> {
         None
+    }
+
+    /// Fault time, after THP declined a PTE fault: the contiguous page hint's parameters when
+    /// the policy has it ([`contig_hint`]); `None` (the default): 6.18's order-0 page.
+    fn contig_hint(&self) -> Option<contig_hint::ContigHint> {
+        None
+    }
+}
+
+/// The contiguous page hint on top of a kernel version's policy (`--policy contig-hint`).
+#[derive(Debug)]
+pub struct ContigHintPolicy {
+    pub base: Box<dyn ThpPolicy>,
+    pub hint: contig_hint::ContigHint,
+}
+
+impl ThpPolicy for ContigHintPolicy {
+    fn name(&self) -> String {
+        Policy::ContigHint { fill: self.hint.fill, gfp: self.hint.gfp }.to_string()
+    }
+    fn has_fault_hook(&self) -> bool {
+        self.base.has_fault_hook()
+    }
+    fn fault_orders(&self, addr: u64, allowed: Orders) -> Orders {
+        self.base.fault_orders(addr, allowed)
+    }
+    fn khugepaged_any_order(&self) -> bool {
+        self.base.khugepaged_any_order()
+    }
+    fn collapse_orders(&self, allowed: Orders) -> Orders {
+        self.base.collapse_orders(allowed)
+    }
+    fn collapse_walk(&self, input: &WalkInput, attempt: &mut dyn FnMut(u16, Order) -> AttemptResult) -> WalkEnd {
+        self.base.collapse_walk(input, attempt)
+    }
+    fn next_range(&mut self) -> Option<Range> {
+        self.base.next_range()
+    }
+    fn contig_hint(&self) -> Option<contig_hint::ContigHint> {
+        Some(self.hint)
     }
 }
 
@@ -135,6 +179,9 @@ impl ThpPolicy for MthpCollapseV18 {
 pub fn for_settings(kernel: KernelVersion, policy: Option<Policy>) -> Box<dyn ThpPolicy> {
     match (policy, kernel) {
         (Some(Policy::MthpCollapseV18 { scaled }), _) => Box::new(MthpCollapseV18 { scaled }),
+        (Some(Policy::ContigHint { fill, gfp }), k) => {
+            Box::new(ContigHintPolicy { base: for_settings(k, None), hint: contig_hint::ContigHint { fill, gfp } })
+        }
         (None, KernelVersion::V7_2) => Box::new(Linux72),
         (None, KernelVersion::V6_18) => Box::new(Linux618),
     }
@@ -156,5 +203,12 @@ mod tests {
         assert_eq!(Linux72.collapse_orders(allowed), allowed);
         assert_eq!(Linux72.collapse_orders(Orders::single(Order(4))), Orders::single(Order(4)));
         assert!(!Linux618.khugepaged_any_order() && Linux72.khugepaged_any_order());
+        // The hint runs on the version's collapse: 7.2's below PMD, 6.18's PMD only.
+        let hint = Policy::ContigHint { fill: 3, gfp: thp_abi::version::HintGfp::Reclaim };
+        let p = for_settings(KernelVersion::V7_2, Some(hint));
+        assert_eq!((p.name().as_str(), p.khugepaged_any_order()), ("contig-hint:fill=3,gfp=reclaim", true));
+        assert_eq!(p.contig_hint(), Some(contig_hint::ContigHint { fill: 3, gfp: thp_abi::version::HintGfp::Reclaim }));
+        assert_eq!(for_settings(KernelVersion::V6_18, Some(hint)).collapse_orders(allowed), Orders::single(Order::PMD));
+        assert_eq!(Linux618.contig_hint(), None);
     }
 }

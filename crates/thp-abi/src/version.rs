@@ -74,6 +74,8 @@ impl fmt::Display for KernelVersion {
 pub enum PolicyName {
     /// khugepaged mTHP collapse as posted in v18: the stack recursion over (offset, order).
     MthpCollapseV18,
+    /// The contiguous page hint for anonymous memory (Bamvor Zhang, LSF/MM 2017).
+    ContigHint,
 }
 
 /// One parameter of a policy: its name, what it does, its values and default.
@@ -119,6 +121,33 @@ pub enum Scaling {
     Uncapped,
 }
 
+const CONTIG_PARAMS: &[PolicyParam] = &[
+    PolicyParam {
+        name: "fill",
+        values: "1..16",
+        default: "2",
+        doc: "the fault in a 64 KiB chunk that maps its other pages and sets the contiguous bit \
+              (2: the proposal's second fault; n: the n-th)",
+    },
+    PolicyParam {
+        name: "gfp",
+        values: "nowait, reclaim",
+        default: "nowait",
+        doc: "the chunk's allocation: nowait (GFP_NOWAIT, the proposal: free lists only, wakes kswapd) \
+              or reclaim (direct reclaim and compaction allowed)",
+    },
+];
+
+/// The contiguous page hint's chunk allocation (`gfp=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum HintGfp {
+    /// GFP_NOWAIT: the free lists, kswapd woken, no direct reclaim (the proposal).
+    #[default]
+    NoWait,
+    /// Direct reclaim and compaction allowed (GFP_HIGHUSER_MOVABLE's slow path).
+    Reclaim,
+}
+
 /// Every policy, with its series, version and source.
 pub const POLICIES: &[PolicyInfo] = &[PolicyInfo {
     name: PolicyName::MthpCollapseV18,
@@ -129,6 +158,16 @@ pub const POLICIES: &[PolicyInfo] = &[PolicyInfo {
     doc: "khugepaged mTHP collapse with v18's stack recursion over (offset, order): halves of a \
           failed region are tried at the next order, left first; 7.2 merged v19's forward walk instead",
     params: V18_PARAMS,
+}, PolicyInfo {
+    name: PolicyName::ContigHint,
+    word: "contig-hint",
+    series: "contiguous page hint for anonymous memory (Bamvor Zhang, LSF/MM 2017 proposal)",
+    version: "2017-01-15",
+    source: "https://lore.kernel.org/all/CAFy1USSdqRMJ2X5MNc3OUOEcGVy-_EMdB=qqOdA=fSASR8Oiew@mail.gmail.com/",
+    doc: "after THP declined a PTE fault, allocate 64 KiB, split it, map the faulting page; the fill-th \
+          fault in the chunk maps the other 15 with the contiguous bit; chunks split on mprotect, mremap, \
+          munmap, MADV_DONTNEED, reclaim, migration and COW (docs/contig-hint.md)",
+    params: CONTIG_PARAMS,
 }];
 
 /// A policy with its parameters, as `--policy NAME[:PARAM=VALUE,...]` gives it.
@@ -136,12 +175,15 @@ pub const POLICIES: &[PolicyInfo] = &[PolicyInfo {
 pub enum Policy {
     /// See [`PolicyName::MthpCollapseV18`]; `scaled`: the max_ptes_none rule below PMD.
     MthpCollapseV18 { scaled: Scaling },
+    /// See [`PolicyName::ContigHint`]; `fill`: the fault (1..=16) that completes a chunk.
+    ContigHint { fill: u8, gfp: HintGfp },
 }
 
 impl Policy {
     pub fn name(self) -> PolicyName {
         match self {
             Policy::MthpCollapseV18 { .. } => PolicyName::MthpCollapseV18,
+            Policy::ContigHint { .. } => PolicyName::ContigHint,
         }
     }
 
@@ -161,6 +203,7 @@ impl Policy {
             .ok_or_else(|| format!("unknown policy '{}'; valid policies are: {}", word.trim(), names.join(", ")))?;
         let mut policy = match info.name {
             PolicyName::MthpCollapseV18 => Policy::MthpCollapseV18 { scaled: Scaling::ZeroOr511 },
+            PolicyName::ContigHint => Policy::ContigHint { fill: 2, gfp: HintGfp::NoWait },
         };
         for kv in params.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let valid: Vec<String> = info.params.iter().map(|p| format!("{}={}", p.name, p.values.replace(", ", "|"))).collect();
@@ -174,6 +217,10 @@ impl Policy {
                         "1" => Scaling::Capped,
                         _ => Scaling::Uncapped,
                     }
+                }
+                (Policy::ContigHint { fill, .. }, "fill", v) if v.parse::<u8>().is_ok_and(|n| (1..=16).contains(&n)) => *fill = v.parse().unwrap(),
+                (Policy::ContigHint { gfp, .. }, "gfp", v @ ("nowait" | "reclaim")) => {
+                    *gfp = if v == "nowait" { HintGfp::NoWait } else { HintGfp::Reclaim }
                 }
                 (_, k, v) if info.params.iter().any(|p| p.name == k) => {
                     return Err(format!("policy {}: invalid value '{v}' for {k}; valid values are: {}", info.word, info.params.iter().find(|p| p.name == k).unwrap().values))
@@ -192,6 +239,16 @@ impl fmt::Display for Policy {
             Policy::MthpCollapseV18 { scaled: Scaling::ZeroOr511 } => f.write_str("mthp-collapse-v18"),
             Policy::MthpCollapseV18 { scaled: Scaling::Capped } => f.write_str("mthp-collapse-v18:scaled=1"),
             Policy::MthpCollapseV18 { scaled: Scaling::Uncapped } => f.write_str("mthp-collapse-v18:scaled=uncapped"),
+            Policy::ContigHint { fill, gfp } => {
+                let mut params = Vec::new();
+                if *fill != 2 {
+                    params.push(format!("fill={fill}"));
+                }
+                if *gfp == HintGfp::Reclaim {
+                    params.push("gfp=reclaim".to_string());
+                }
+                if params.is_empty() { f.write_str("contig-hint") } else { write!(f, "contig-hint:{}", params.join(",")) }
+            }
         }
     }
 }
@@ -258,5 +315,21 @@ mod tests {
         assert!(t.contains("\npolicy: none, mthp-collapse-v18 (model-only; series \"khugepaged: mTHP support (Nico Pache)\" v18, 2026-05-22, https://lore.kernel.org"), "{t}");
         assert!(t.contains("scaled=0|1|uncapped (default 0: "), "{t}");
         assert_eq!(t.lines().count(), 2);
+        assert!(t.contains(", contig-hint (model-only; series \"contiguous page hint for anonymous memory (Bamvor Zhang"), "{t}");
+        assert!(t.contains("fill=1..16 (default 2: ") && t.contains("gfp=nowait|reclaim (default nowait: "), "{t}");
+    }
+
+    #[test]
+    fn the_contig_hint_parses_its_fill_and_gfp() {
+        assert_eq!(Policy::parse("contig-hint"), Ok(Policy::ContigHint { fill: 2, gfp: HintGfp::NoWait }));
+        assert_eq!(Policy::parse("contig-hint:fill=16,gfp=reclaim"), Ok(Policy::ContigHint { fill: 16, gfp: HintGfp::Reclaim }));
+        let e = Policy::parse("contig-hint:fill=17").unwrap_err();
+        assert!(e.contains("invalid value '17' for fill") && e.contains("1..16"), "{e}");
+        let e = Policy::parse("contig-hint:gfp=atomic").unwrap_err();
+        assert!(e.contains("invalid value 'atomic' for gfp") && e.contains("nowait, reclaim"), "{e}");
+        for p in [Policy::ContigHint { fill: 2, gfp: HintGfp::NoWait }, Policy::ContigHint { fill: 3, gfp: HintGfp::Reclaim }, Policy::ContigHint { fill: 1, gfp: HintGfp::NoWait }] {
+            assert_eq!(Policy::parse(&p.to_string()), Ok(p));
+        }
+        assert_eq!(Policy::ContigHint { fill: 3, gfp: HintGfp::Reclaim }.to_string(), "contig-hint:fill=3,gfp=reclaim");
     }
 }
