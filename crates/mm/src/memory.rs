@@ -508,7 +508,7 @@ impl Kernel {
             self.anon_vma_prepare(vma);
         }
         let folio = if self.masks.possible().is_empty() {
-            self.alloc_folio(Order::BASE, true)
+            self.alloc_anon_base(vma, va, idx)
         } else {
             self.alloc_anon_folio(vma, va, idx, info)
         };
@@ -603,7 +603,7 @@ impl Kernel {
                 order = orders.next_below(o);
             }
         }
-        self.alloc_folio(Order::BASE, true)
+        self.alloc_anon_base(vma, va, idx)
     }
 
     /// `wp_page_copy`: a fresh order-0 page replaces the PTE. `old` is the anon page it copies
