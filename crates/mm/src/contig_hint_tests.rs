@@ -56,6 +56,16 @@ fn a_chunk_fills_at_the_second_fault_and_is_one_contpte_block() {
     k.check_invariants().unwrap();
 }
 
+/// A run of writes page by page (`touch`'s path, `access_run`): each chunk is allocated at its
+/// first page and filled at its second; 2 chunks, 2 faults each.
+#[test]
+fn a_sequential_run_fills_every_chunk() {
+    let (mut k, a) = kernel(2);
+    k.access_run(a, 32, PAGE_SIZE, true);
+    assert_eq!((k.stats().minflt, k.stats().anon_rss_pages), (4, 32));
+    assert_eq!(counters(&k), ContigCounters { allocated: 2, completed: 2, peak_unmapped_pages: 15, ..Default::default() });
+}
+
 #[test]
 fn the_nth_fault_fills_with_fill_3() {
     let (mut k, a) = kernel(3);

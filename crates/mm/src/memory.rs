@@ -329,7 +329,8 @@ impl Kernel {
         let mut done = 0;
         let mut last = Access::Hit;
         let mut faults = 0u64;
-        let order0_only = self.masks.possible().is_empty();
+        // The inline order-0 faults bypass alloc_anon_base: not with the contiguous page hint.
+        let order0_only = self.masks.possible().is_empty() && self.contig.is_none();
         while done < n {
             let a = addr + done * stride;
             last = self.access(a, write);
