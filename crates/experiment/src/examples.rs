@@ -48,6 +48,26 @@ const EXAMPLES: &[(&str, &str, &str)] = &[
         "the collapse-hint experiment: a valkey-shaped heap under gaussian keys (model-only)",
         include_str!("../../../examples/valkey-hints.thpw"),
     ),
+    (
+        "reach-small-heap",
+        "memory against reach: a 1.2 MiB heap read at random (fits every L2 TLB with 4 KiB pages)",
+        include_str!("../../../examples/reach-small-heap.thpw"),
+    ),
+    (
+        "reach-large-ws",
+        "memory against reach: 128 MiB read at random, TLB-bound (libquantum- or mcf-like)",
+        include_str!("../../../examples/reach-large-ws.thpw"),
+    ),
+    (
+        "reach-pointer-chase",
+        "memory against reach: a dependent pointer chase over 32 MiB (omnetpp-, xalancbmk-like)",
+        include_str!("../../../examples/reach-pointer-chase.thpw"),
+    ),
+    (
+        "contig-phone-heaps",
+        "memory against reach: twelve small heaps written one page in four (a phone-like mix)",
+        include_str!("../../../examples/contig-phone-heaps.thpw"),
+    ),
 ];
 
 /// The built-in studies (name, one-line description, what `thplab examples NAME` prints: how

@@ -16,6 +16,7 @@
 //!   knob the setting changes), the untraced timed runs, then [`program`] per setting.
 //! - [`resolve`]: settings, machine, profile and matrices from the command line, in one place.
 //! - [`simulate`]: `thplab sim`: one run, a matrix, their printing.
+//! - [`configs`]: `thplab sim --configs FILE`: memory against TLB reach, configurations side by side.
 //! - [`demo`]: `thplab demo` and its notes on time.
 //! - [`host`]: the live run and the host settling around it (page reporting, free lists).
 //! - [`input`]: loading workloads, recordings, their accesses and saved live results.
@@ -26,6 +27,7 @@
 //! - [`vmas`]: where a recorded program's model and live run part, per process and range.
 //! - [`hwtlb`]: the hardware's TLB counters around a live run, set beside the model's.
 
+pub mod configs;
 pub mod demo;
 pub mod examples;
 pub mod host;

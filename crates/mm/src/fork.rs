@@ -359,7 +359,7 @@ impl Kernel {
         if work.wrprotected > wrprotected {
             // The parent's write-protected entries are flushed (flush_tlb_mm at the end of
             // dup_mmap; the model flushes the VMA).
-            self.flush_tlb_range(vma.start, vma.end);
+            self.log_tlb_flush(vma.start, vma.end);
         }
         Ok(())
     }

@@ -333,6 +333,7 @@ impl Kernel {
 
     /// Install a THP policy ([`policy::ThpPolicy`]) in place of the one the settings chose.
     pub fn set_policy(&mut self, policy: Box<dyn policy::ThpPolicy>) {
+        self.contig = crate::contig_hint::state_for(&*policy);
         self.policy = policy;
     }
 

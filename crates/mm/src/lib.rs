@@ -26,6 +26,8 @@
 //!   the policy (`crates/policy`).
 //! - [`fork`]: `kernel/fork.c`, `mm/mmap.c`: many mms, `dup_mmap`, `exit_mm`, `switch_mm`.
 //! - [`userfaultfd`]: `fs/userfaultfd.c`, `mm/userfaultfd.c`: registration, UFFDIO_COPY/ZEROPAGE.
+//! - [`contig_hint`]: model-only, the contiguous page hint's chunks in the anonymous fault path
+//!   (a proposal; `crates/policy/src/contig_hint.rs`).
 //! - [`tlbflush`]: the translation query and the TLB flushes (`mm/mmu_gather.c`); [`arch`]:
 //!   arm64 contpte folding (`arch/arm64/mm/contpte.c`).
 //! - [`vmscan`]: `mm/vmscan.c`, `mm/swap.c`: the anon LRU, reclaim, kswapd, direct reclaim.
@@ -50,6 +52,7 @@
 pub mod arch;
 pub mod compaction;
 pub mod damon;
+pub mod contig_hint;
 pub mod debug;
 pub mod fork;
 pub mod gup;
@@ -330,6 +333,8 @@ pub struct Kernel {
     /// The THP policy's decision points (`crates/policy`): 6.18's unless `--kernel` or
     /// `--policy` say otherwise, or [`Kernel::set_policy`] installs one.
     pub(crate) policy: Box<dyn policy::ThpPolicy>,
+    /// The contiguous page hint's chunks (`contig_hint`), when the policy has it.
+    pub(crate) contig: Option<Box<policy::contig_hint::ContigChunks>>,
 }
 
 impl Kernel {
@@ -368,6 +373,7 @@ impl Kernel {
             reclaim_guard: None,
             hugetlb: hugetlb::Hugetlb::default(),
             policy: policy::for_settings(settings.kernel, settings.policy),
+            contig: contig_hint::state_for(&*policy::for_settings(settings.kernel, settings.policy)),
         }
     }
 
@@ -379,6 +385,7 @@ impl Kernel {
     pub fn set_settings(&mut self, settings: &ThpSettings) {
         if (settings.kernel, settings.policy) != (self.settings.kernel, self.settings.policy) {
             self.policy = policy::for_settings(settings.kernel, settings.policy);
+            self.contig = contig_hint::state_for(&*self.policy);
         }
         self.settings = settings.clone();
         self.masks = ThpMasks::from(settings);

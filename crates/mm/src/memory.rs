@@ -329,7 +329,8 @@ impl Kernel {
         let mut done = 0;
         let mut last = Access::Hit;
         let mut faults = 0u64;
-        let order0_only = self.masks.possible().is_empty();
+        // The inline order-0 faults bypass alloc_anon_base: not with the contiguous page hint.
+        let order0_only = self.masks.possible().is_empty() && self.contig.is_none();
         while done < n {
             let a = addr + done * stride;
             last = self.access(a, write);
@@ -508,7 +509,7 @@ impl Kernel {
             self.anon_vma_prepare(vma);
         }
         let folio = if self.masks.possible().is_empty() {
-            self.alloc_folio(Order::BASE, true)
+            self.alloc_anon_base(vma, va, idx)
         } else {
             self.alloc_anon_folio(vma, va, idx, info)
         };
@@ -603,7 +604,7 @@ impl Kernel {
                 order = orders.next_below(o);
             }
         }
-        self.alloc_folio(Order::BASE, true)
+        self.alloc_anon_base(vma, va, idx)
     }
 
     /// `wp_page_copy`: a fresh order-0 page replaces the PTE. `old` is the anon page it copies

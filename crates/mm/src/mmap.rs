@@ -268,6 +268,8 @@ impl Kernel {
     /// address order, one at a time, then the page tables freed. What the zaps count (the
     /// deferred split of folios that straddle two VMAs, `nr_anon` going back down) is counted.
     pub fn exit_mmap(&mut self) {
+        // Model-only: the contiguous page hint's chunks are dropped, not split.
+        self.contig_split_range(0, TASK_SIZE, false);
         self.unmap_range(0, TASK_SIZE);
         self.khugepaged_exit();
     }

@@ -58,9 +58,20 @@ impl Kernel {
         self.tlb_flushes.as_ref().is_some_and(|v| !v.is_empty())
     }
 
-    /// `flush_tlb_range`: the translations of `[start, end)` may have changed.
+    /// `flush_tlb_range`: the translations of `[start, end)` may have changed (a contiguous
+    /// page hint chunk there is split: `contig_hint`).
     #[inline]
     pub(crate) fn flush_tlb_range(&mut self, start: u64, end: u64) {
+        if self.contig.is_some() {
+            self.contig_split_range(start, end, true);
+        }
+        self.log_tlb_flush(start, end);
+    }
+
+    /// The flush of `[start, end)` for the TLB observer only (fork's write-protection, which
+    /// keeps contiguous blocks whole).
+    #[inline]
+    pub(crate) fn log_tlb_flush(&mut self, start: u64, end: u64) {
         if let Some(log) = self.tlb_flushes.as_mut() {
             if start >= end {
                 return;
@@ -78,6 +89,17 @@ impl Kernel {
     fn folio_of(&self, pfn: Pfn) -> (Pfn, u32) {
         let head = self.folio_head(pfn);
         (head, self.order_of_head(head).0 as u32)
+    }
+
+    /// The unit of contiguity of the frame `pfn` mapped at `va`: its folio, or the completed
+    /// contiguous page hint chunk there (16 order-0 pages that one contpte block maps).
+    fn contig_unit(&self, va: u64, pfn: Pfn) -> (Pfn, u32) {
+        if let Some(first) = self.contig.as_ref().and_then(|c| c.completed_at(self.mm.id.0, va)) {
+            if (first..first + CONT_PTES as u32).contains(&pfn.0) {
+                return (Pfn(first), 4);
+            }
+        }
+        self.folio_of(pfn)
     }
 
     /// The present translation of `addr`, or `None` if it is not mapped (a read-only query: the
@@ -105,7 +127,8 @@ impl Kernel {
                     return Some(Translation { pfn: u32::MAX, pmd: false, folio_order: 0, contig_order: 0, contpte: false, write: false });
                 }
                 let pfn = pte_pfn(e);
-                let (head, order) = self.folio_of(pfn);
+                let (head, order) = self.contig_unit(addr, pfn);
+                let folio_order = self.folio_of(pfn).1 as u8;
                 // Grow the aligned group 2, 4, 8, 16 entries while it stays consistent.
                 let mut k = 0u8;
                 while k < 4 && (k as u32) < order {
@@ -127,9 +150,9 @@ impl Kernel {
                 let contpte = k as usize >= 4 && {
                     let first = i & !(CONT_PTES - 1);
                     let block: Vec<_> = (first..first + CONT_PTES).map(|j| self.mm.pt.pte(idx, j)).collect();
-                    contpte_block_folds(&block, |p| self.folio_of(p))
+                    contpte_block_folds(&block, |p| self.contig_unit(addr, p))
                 };
-                Some(Translation { pfn: pfn.0, pmd: false, folio_order: order as u8, contig_order: k, contpte, write: e & PTE_WRITE != 0 })
+                Some(Translation { pfn: pfn.0, pmd: false, folio_order, contig_order: k, contpte, write: e & PTE_WRITE != 0 })
             }
             Pmd::None => None,
         }

@@ -9,6 +9,9 @@
 //!   which range is scanned next before the round-robin scan goes on ([`ThpPolicy::next_range`]:
 //!   a queue of hinted ranges is its shape).
 //!
+//! - fault time too: whether a PTE fault that THP declined takes a 64 KiB chunk of the
+//!   contiguous page hint ([`ThpPolicy::contig_hint`], [`contig_hint`]).
+//!
 //! Implementations: [`Linux618`] (the default; PMD collapse only), [`Linux72`] (7.2's
 //! khugepaged mTHP collapse, [`mthp_collapse::mthp_collapse`]) and [`MthpCollapseV18`] (the
 //! posted v18 recursion, [`mthp_collapse::mthp_collapse_v18`]), [`CollapseHints`] (Luka Bai's
@@ -20,6 +23,7 @@
 //! Module map:
 //! - [`mthp_collapse`]: the mTHP collapse walks (7.2's forward walk, v18's recursion).
 //! - [`collapse_hints`]: the collapse-hint queues; [`global_hints`]: thplab's global hint system.
+//! - [`contig_hint`]: the contiguous page hint's chunk table and states.
 //! - [`mtm`]: MTM's tiering decisions (profiling within a budget, fast promotion, slow demotion
 //!   of whole huge pages; model-only, docs/tiers.md), run by `sim::tiers`.
 //! - [`fhpm`] is of another kind: FHPM's decisions for a VM host (PSR split and promotion), which
@@ -33,6 +37,7 @@
 pub mod fhpm;
 pub mod collapse_hints;
 pub mod global_hints;
+pub mod contig_hint;
 pub mod mthp_collapse;
 pub mod mtm;
 
@@ -117,6 +122,46 @@ pub trait ThpPolicy: std::fmt::Debug + Send {
     /// The collapse-hint queues' counts, for a policy that has them.
     fn hint_stats(&self) -> Option<HintStats> {
         None
+    }
+
+    /// Fault time, after THP declined a PTE fault: the contiguous page hint's parameters when
+    /// the policy has it ([`contig_hint`]); `None` (the default): 6.18's order-0 page.
+    fn contig_hint(&self) -> Option<contig_hint::ContigHint> {
+        None
+    }
+}
+
+/// The contiguous page hint on top of a kernel version's policy (`--policy contig-hint`).
+#[derive(Debug)]
+pub struct ContigHintPolicy {
+    pub base: Box<dyn ThpPolicy>,
+    pub hint: contig_hint::ContigHint,
+}
+
+impl ThpPolicy for ContigHintPolicy {
+    fn name(&self) -> String {
+        Policy::ContigHint { fill: self.hint.fill, gfp: self.hint.gfp }.to_string()
+    }
+    fn has_fault_hook(&self) -> bool {
+        self.base.has_fault_hook()
+    }
+    fn fault_orders(&self, addr: u64, allowed: Orders) -> Orders {
+        self.base.fault_orders(addr, allowed)
+    }
+    fn khugepaged_any_order(&self) -> bool {
+        self.base.khugepaged_any_order()
+    }
+    fn collapse_orders(&self, allowed: Orders) -> Orders {
+        self.base.collapse_orders(allowed)
+    }
+    fn collapse_walk(&self, input: &WalkInput, attempt: &mut dyn FnMut(u16, Order) -> AttemptResult) -> WalkEnd {
+        self.base.collapse_walk(input, attempt)
+    }
+    fn next_range(&mut self) -> Option<Range> {
+        self.base.next_range()
+    }
+    fn contig_hint(&self) -> Option<contig_hint::ContigHint> {
+        Some(self.hint)
     }
 }
 
@@ -232,6 +277,9 @@ pub fn for_settings(kernel: KernelVersion, policy: Option<Policy>) -> Box<dyn Th
         (Some(Policy::Fhpm(_)), k) => for_settings(k, None),
         (Some(Policy::CollapseHints(p)), k) => Box::new(CollapseHints::new(p, version(k))),
         (Some(Policy::GlobalHints(p)), k) => Box::new(GlobalHints::new(p, version(k))),
+        (Some(Policy::ContigHint { fill, gfp }), k) => {
+            Box::new(ContigHintPolicy { base: for_settings(k, None), hint: contig_hint::ContigHint { fill, gfp } })
+        }
         (None, KernelVersion::V7_2) => Box::new(Linux72),
         (None, KernelVersion::V6_18) => Box::new(Linux618),
     }
@@ -253,5 +301,12 @@ mod tests {
         assert_eq!(Linux72.collapse_orders(allowed), allowed);
         assert_eq!(Linux72.collapse_orders(Orders::single(Order(4))), Orders::single(Order(4)));
         assert!(!Linux618.khugepaged_any_order() && Linux72.khugepaged_any_order());
+        // The hint runs on the version's collapse: 7.2's below PMD, 6.18's PMD only.
+        let hint = Policy::ContigHint { fill: 3, gfp: thp_abi::version::HintGfp::Reclaim };
+        let p = for_settings(KernelVersion::V7_2, Some(hint));
+        assert_eq!((p.name().as_str(), p.khugepaged_any_order()), ("contig-hint:fill=3,gfp=reclaim", true));
+        assert_eq!(p.contig_hint(), Some(contig_hint::ContigHint { fill: 3, gfp: thp_abi::version::HintGfp::Reclaim }));
+        assert_eq!(for_settings(KernelVersion::V6_18, Some(hint)).collapse_orders(allowed), Orders::single(Order::PMD));
+        assert_eq!(Linux618.contig_hint(), None);
     }
 }

@@ -105,6 +105,16 @@ fn kb(bytes: u64) -> String {
     format!("{} kB", bytes / 1024)
 }
 
+/// `model.contig_hint` (`--policy contig-hint`, model-only): the 64 KiB chunks' counts.
+fn contig_hint_rows(out: &mut impl Write, c: &uapi::result::ContigHintStats) -> io::Result<()> {
+    writeln!(
+        out,
+        "  contig-hint chunks {} allocated, {} completed, {} split, {} failed (model-only); now {} filling, {} completed",
+        c.chunks_allocated, c.chunks_completed, c.chunks_split, c.alloc_failed, c.filling, c.completed
+    )?;
+    writeln!(out, "  contig-hint unmapped {:>9}   (allocated to chunks, not mapped; peak {})", kb(c.unmapped_bytes), kb(c.peak_unmapped_bytes))
+}
+
 /// The `thplab sim` table.
 pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io::Result<()> {
     writeln!(out, "{} ({} of Linux 6.18)", r.workload, if r.source == "sim" { "model" } else { "live kernel" })?;
@@ -125,6 +135,9 @@ pub fn result_table(out: &mut impl Write, r: &RunResult, s: &ThpSettings) -> io:
     }
     if let Some(t) = &r.time {
         time_rows(out, t)?;
+    }
+    if let Some(c) = r.model.as_ref().and_then(|m| m.run.as_ref()).and_then(|m| m.contig_hint) {
+        contig_hint_rows(out, &c)?;
     }
     for rp in &r.repeats {
         writeln!(out, "  repeat, line {:<4} {:>9}   (iterations in {} on the run's clock)", rp.line, rp.iterations, secs(rp.duration_ns as f64))?;

@@ -981,10 +981,26 @@ fn report(workload: &Workload, settings: &ThpSettings, k: &Kernel, regions: &[Op
                 hints: crate::hint_daemon::model_hints(k),
             },
             compaction: k.compaction_events().named().iter().filter(|(_, n)| *n > 0).map(|(s, n)| (s.to_string(), *n)).collect(),
+            contig_hint: contig_hint_stats(k),
         }),
         replay: None,
     });
     r
+}
+
+/// `model.contig_hint` from the model's chunk table (`--policy contig-hint`).
+fn contig_hint_stats(k: &Kernel) -> Option<uapi::result::ContigHintStats> {
+    let (c, (filling, completed)) = k.contig_hint_counters()?;
+    Some(uapi::result::ContigHintStats {
+        chunks_allocated: c.allocated,
+        chunks_completed: c.completed,
+        chunks_split: c.split,
+        alloc_failed: c.alloc_failed,
+        filling,
+        completed,
+        unmapped_bytes: c.unmapped_pages * 4096,
+        peak_unmapped_bytes: c.peak_unmapped_pages * 4096,
+    })
 }
 
 /// Replay a recording (`thplab record`) in the model under `settings`: see [`replay`].

@@ -82,6 +82,8 @@ pub enum PolicyName {
     /// thplab's global hint system (docs/global-hints.md): hotness chooses the fault-time order
     /// and proposes splits of cold PMD folios within a memory budget.
     GlobalHints,
+    /// The contiguous page hint for anonymous memory (Bamvor Zhang, LSF/MM 2017).
+    ContigHint,
 }
 
 /// Where hotness comes from (`source=`): MGLRU's aging walk or DAMON's region sampling.
@@ -181,6 +183,32 @@ const GLOBAL_PARAMS: &[PolicyParam] = &[
     PolicyParam { name: "period", values: "10..60000 (ms)", default: "2000", doc: "how often hotness is gathered" },
     PolicyParam { name: "budget", values: "0..1048576 (MiB)", default: "0", doc: "PMD folios kept mapped; above it the coldest are split (0: no budget)" },
 ];
+const CONTIG_PARAMS: &[PolicyParam] = &[
+    PolicyParam {
+        name: "fill",
+        values: "1..16",
+        default: "2",
+        doc: "the fault in a 64 KiB chunk that maps its other pages and sets the contiguous bit \
+              (2: the proposal's second fault; n: the n-th)",
+    },
+    PolicyParam {
+        name: "gfp",
+        values: "nowait, reclaim",
+        default: "nowait",
+        doc: "the chunk's allocation: nowait (GFP_NOWAIT, the proposal: free lists only, wakes kswapd) \
+              or reclaim (direct reclaim and compaction allowed)",
+    },
+];
+
+/// The contiguous page hint's chunk allocation (`gfp=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum HintGfp {
+    /// GFP_NOWAIT: the free lists, kswapd woken, no direct reclaim (the proposal).
+    #[default]
+    NoWait,
+    /// Direct reclaim and compaction allowed (GFP_HIGHUSER_MOVABLE's slow path).
+    Reclaim,
+}
 
 /// Every policy, with its series, version and source.
 pub const POLICIES: &[PolicyInfo] = &[PolicyInfo {
@@ -220,6 +248,16 @@ pub const POLICIES: &[PolicyInfo] = &[PolicyInfo {
     doc: "hotness from MGLRU or DAMON chooses the fault-time order (PMD only where hot) and splits the \
           coldest PMD folios above a memory budget; hinted collapses as collapse-hints",
     params: GLOBAL_PARAMS,
+}, PolicyInfo {
+    name: PolicyName::ContigHint,
+    word: "contig-hint",
+    series: "contiguous page hint for anonymous memory (Bamvor Zhang, LSF/MM 2017 proposal)",
+    version: "2017-01-15",
+    source: "https://lore.kernel.org/all/CAFy1USSdqRMJ2X5MNc3OUOEcGVy-_EMdB=qqOdA=fSASR8Oiew@mail.gmail.com/",
+    doc: "after THP declined a PTE fault, allocate 64 KiB, split it, map the faulting page; the fill-th \
+          fault in the chunk maps the other 15 with the contiguous bit; chunks split on mprotect, mremap, \
+          munmap, MADV_DONTNEED, reclaim, migration and COW (docs/contig-hint.md)",
+    params: CONTIG_PARAMS,
 }];
 
 const FHPM_PARAMS: &[PolicyParam] = &[
@@ -241,6 +279,8 @@ pub enum Policy {
     CollapseHints(HintParams),
     /// See [`PolicyName::GlobalHints`].
     GlobalHints(HintParams),
+    /// See [`PolicyName::ContigHint`]; `fill`: the fault (1..=16) that completes a chunk.
+    ContigHint { fill: u8, gfp: HintGfp },
 }
 
 impl Policy {
@@ -250,6 +290,7 @@ impl Policy {
             Policy::Fhpm(_) => PolicyName::Fhpm,
             Policy::CollapseHints(_) => PolicyName::CollapseHints,
             Policy::GlobalHints(_) => PolicyName::GlobalHints,
+            Policy::ContigHint { .. } => PolicyName::ContigHint,
         }
     }
 
@@ -272,6 +313,7 @@ impl Policy {
             PolicyName::Fhpm => Policy::Fhpm(Default::default()),
             PolicyName::CollapseHints => Policy::CollapseHints(HintParams::DEFAULT),
             PolicyName::GlobalHints => Policy::GlobalHints(HintParams::DEFAULT),
+            PolicyName::ContigHint => Policy::ContigHint { fill: 2, gfp: HintGfp::NoWait },
         };
         for kv in params.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let valid: Vec<String> = info.params.iter().map(|p| format!("{}={}", p.name, p.values.replace(", ", "|"))).collect();
@@ -291,6 +333,10 @@ impl Policy {
                     if !set_hint_param(h, k, v) {
                         return Err(format!("policy {}: invalid value '{v}' for {k}; valid values are: {}", info.word, info.params.iter().find(|p| p.name == k).unwrap().values));
                     }
+                }
+                (Policy::ContigHint { fill, .. }, "fill", v) if v.parse::<u8>().is_ok_and(|n| (1..=16).contains(&n)) => *fill = v.parse().unwrap(),
+                (Policy::ContigHint { gfp, .. }, "gfp", v @ ("nowait" | "reclaim")) => {
+                    *gfp = if v == "nowait" { HintGfp::NoWait } else { HintGfp::Reclaim }
                 }
                 (_, k, v) if info.params.iter().any(|p| p.name == k) => {
                     return Err(format!("policy {}: invalid value '{v}' for {k}; valid values are: {}", info.word, info.params.iter().find(|p| p.name == k).unwrap().values))
@@ -378,6 +424,16 @@ impl fmt::Display for Policy {
             },
             Policy::CollapseHints(h) => fmt_hints(f, "collapse-hints", h, false),
             Policy::GlobalHints(h) => fmt_hints(f, "global-hints", h, true),
+            Policy::ContigHint { fill, gfp } => {
+                let mut params = Vec::new();
+                if *fill != 2 {
+                    params.push(format!("fill={fill}"));
+                }
+                if *gfp == HintGfp::Reclaim {
+                    params.push("gfp=reclaim".to_string());
+                }
+                if params.is_empty() { f.write_str("contig-hint") } else { write!(f, "contig-hint:{}", params.join(",")) }
+            }
         }
     }
 }
@@ -481,5 +537,21 @@ mod tests {
         assert!(t.contains("scaled=0|1|uncapped (default 0: "), "{t}");
         assert!(t.contains(", fhpm (model-only; series \"FHPM: Fine-grained Huge Page Management For Virtualization"), "{t}");
         assert_eq!(t.lines().count(), 2);
+        assert!(t.contains(", contig-hint (model-only; series \"contiguous page hint for anonymous memory (Bamvor Zhang"), "{t}");
+        assert!(t.contains("fill=1..16 (default 2: ") && t.contains("gfp=nowait|reclaim (default nowait: "), "{t}");
+    }
+
+    #[test]
+    fn the_contig_hint_parses_its_fill_and_gfp() {
+        assert_eq!(Policy::parse("contig-hint"), Ok(Policy::ContigHint { fill: 2, gfp: HintGfp::NoWait }));
+        assert_eq!(Policy::parse("contig-hint:fill=16,gfp=reclaim"), Ok(Policy::ContigHint { fill: 16, gfp: HintGfp::Reclaim }));
+        let e = Policy::parse("contig-hint:fill=17").unwrap_err();
+        assert!(e.contains("invalid value '17' for fill") && e.contains("1..16"), "{e}");
+        let e = Policy::parse("contig-hint:gfp=atomic").unwrap_err();
+        assert!(e.contains("invalid value 'atomic' for gfp") && e.contains("nowait, reclaim"), "{e}");
+        for p in [Policy::ContigHint { fill: 2, gfp: HintGfp::NoWait }, Policy::ContigHint { fill: 3, gfp: HintGfp::Reclaim }, Policy::ContigHint { fill: 1, gfp: HintGfp::NoWait }] {
+            assert_eq!(Policy::parse(&p.to_string()), Ok(p));
+        }
+        assert_eq!(Policy::ContigHint { fill: 3, gfp: HintGfp::Reclaim }.to_string(), "contig-hint:fill=3,gfp=reclaim");
     }
 }

@@ -320,6 +320,12 @@ struct SimArgs {
     /// setting's timeline is in --json and plotted by --html (not in the text table).
     #[arg(long, value_name = "KIND[:NAME,...]", num_args = 0..=1, default_missing_value = "anon", conflicts_with = "explain")]
     matrix: Option<String>,
+    /// Memory against reach: run under each `[[config]]` of FILE (TOML: name, settings, policy,
+    /// kernel, hugetlb = 2M|1G, page_size; a top-level cpu) and print resident memory, bloat,
+    /// page tables, TLB reach, TLB misses by level and the access time side by side
+    /// (docs/contig-hint.md). --set applies under each
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["matrix", "explain", "html", "sample"])]
+    configs: Option<PathBuf>,
     /// For the address ADDR (its 4 KiB page) or the range START-END (hex), list every
     /// anonymous fault that touched it, the folio size it got, and why each larger enabled size
     /// was refused (the reasons the `fallbacks` totals count).
@@ -515,6 +521,12 @@ fn cmd_sim_on(a: &SimArgs, machine: sim::MachineConfig, explain: Option<(u64, u6
     let file = a.profile.as_deref().map(load_profile).transpose()?;
     let tlb = !matches!(input, SimInput::Recording { accesses: None, .. });
     let flags = ProfileFlags { cpu: a.cpu.as_deref(), paging: a.paging.as_deref(), order0_scatter: a.order0_scatter, sample_ms: a.sample, latency: a.latency, tlb };
+    if let Some(path) = &a.configs {
+        let base = a.settings.resolve()?;
+        let args = experiment::configs::RunArgs { path, input: &input, base: &base, flags: &flags, profile_file: file.as_ref(), machine: &machine, check: a.check, json: a.json };
+        experiment::configs::run(&args)?;
+        return Ok(exit::OK);
+    }
     let mut profile = experiment::resolve::profile(&flags, file.as_ref())?;
     profile.vm_host = (!a.host.is_empty()).then(|| sim::host::HostConfig::parse(&a.host, None)).transpose().map_err(anyhow::Error::msg)?;
     let o = experiment::simulate::SimOptions { check: a.check, recorded_time: a.recorded_time || !a.no_recorded_time, profile: &profile, salvage: salvage.as_ref() };

@@ -161,8 +161,8 @@ fn every_json_key_is_documented_and_every_documented_key_is_written() {
     let (_p2, pressured) = temp_file("pressure.toml", &format!("{builtin}\n[fault.pressure]\ncompact_migrate_ns_per_page = 1000.0\n"));
     let compacted = thplab(&["sim", fragmented.to_str().unwrap(), "--json", "--mem", "1G", "--set", "defrag=always", "--profile", &pressured, "--latency"]);
     compacted.ok();
-    // Threads and a vfork child: shares_mm_with.
-    let threads = thplab(&["sim", workspace().join("crates/thplab/tests/it/data/fork/threads-vfork.thpw").to_str().unwrap(), "--json"]);
+    // Threads and a vfork child: shares_mm_with; under the contiguous page hint: model.contig_hint.
+    let threads = thplab(&["sim", workspace().join("crates/thplab/tests/it/data/fork/threads-vfork.thpw").to_str().unwrap(), "--json", "--policy", "contig-hint"]);
     threads.ok();
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("r.trace");

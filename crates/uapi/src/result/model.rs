@@ -41,6 +41,29 @@ pub struct ModelRun {
     /// `compact_daemon_*`, `pgmigrate_success`): only those not zero, absent when none moved.
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub compaction: BTreeMap<String, u64>,
+    /// The contiguous page hint's chunks (`--policy contig-hint`, model-only); absent without it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub contig_hint: Option<ContigHintStats>,
+}
+
+/// `model.contig_hint`: the contiguous page hint's 64 KiB chunks over the run, every mm's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContigHintStats {
+    /// Chunks allocated (first faults in a 64 KiB range that got 64 KiB).
+    pub chunks_allocated: u64,
+    /// Chunks mapped whole at their fill-th fault (one contpte block each).
+    pub chunks_completed: u64,
+    /// Chunks split by a change of their mapping (munmap, MADV_DONTNEED, mprotect, mremap, COW,
+    /// swap-out, migration).
+    pub chunks_split: u64,
+    /// First faults whose 64 KiB allocation failed (order 0 then).
+    pub alloc_failed: u64,
+    /// Chunks tracked at the end: filling, completed.
+    pub filling: u64,
+    pub completed: u64,
+    /// Memory allocated to chunks but not mapped, at the end and at its largest.
+    pub unmapped_bytes: u64,
+    pub peak_unmapped_bytes: u64,
 }
 
 /// khugepaged in the model: the current mm's registration and the daemon's sysfs counters.
