@@ -218,6 +218,7 @@ mod tests {
             workload: Some(LiveWorkloadRun { runs: 2, start_brk: "0x555555887000".into(), spread: [("minflt".to_string(), Spread { min: 1, median: 2, max: 3 })].into(), ..Default::default() }),
             program: None,
             pressure: None,
+            hw_tlb: Vec::new(),
         };
         let v = serde_json::to_value(&workload).unwrap();
         assert_eq!(v["khugepaged"]["pages_collapsed"], 1);
