@@ -40,32 +40,32 @@ const EXAMPLES: &[(&str, &str, &str)] = &[
     ),
     (
         "fhpm-vm",
-        "a VM guest with one hot base page per 2 MiB, host THP vs FHPM (--host, --policy fhpm; model-only)",
+        "a VM guest, one hot page per 2 MiB: host THP vs FHPM (model-only)",
         include_str!("../../../examples/fhpm-vm.thpw"),
     ),
     (
         "valkey-hints",
-        "the collapse-hint experiment: a valkey-shaped heap under gaussian keys (model-only)",
+        "collapse hints: a valkey-shaped heap under gaussian keys (model-only)",
         include_str!("../../../examples/valkey-hints.thpw"),
     ),
     (
         "reach-small-heap",
-        "memory against reach: a 1.2 MiB heap read at random (fits every L2 TLB with 4 KiB pages)",
+        "reach: a 1.2 MiB heap read at random (fits any L2 TLB at 4 KiB)",
         include_str!("../../../examples/reach-small-heap.thpw"),
     ),
     (
         "reach-large-ws",
-        "memory against reach: 128 MiB read at random, TLB-bound (libquantum- or mcf-like)",
+        "reach: 128 MiB read at random, TLB-bound (libquantum-, mcf-like)",
         include_str!("../../../examples/reach-large-ws.thpw"),
     ),
     (
         "reach-pointer-chase",
-        "memory against reach: a dependent pointer chase over 32 MiB (omnetpp-, xalancbmk-like)",
+        "reach: a pointer chase over 32 MiB (omnetpp-, xalancbmk-like)",
         include_str!("../../../examples/reach-pointer-chase.thpw"),
     ),
     (
         "contig-phone-heaps",
-        "memory against reach: twelve small heaps written one page in four (a phone-like mix)",
+        "reach: twelve small heaps, one page in four written (phone-like)",
         include_str!("../../../examples/contig-phone-heaps.thpw"),
     ),
 ];
@@ -74,7 +74,7 @@ const EXAMPLES: &[(&str, &str, &str)] = &[
 /// to run it). Listed after the workloads; not workloads (`sim` does not take them).
 const STUDIES: &[(&str, &str, &str)] = &[(
     "sat-study",
-    "study: a SAT solver recorded with its accesses, predicted and run live under 4 KiB, PMD and glibc.malloc.hugetlb=1",
+    "study: a SAT solver recorded, predicted and run live (4K, PMD, hugetlb=1)",
     "# The SAT-solver experiment (issue #32, docs/sat-study.md). Run it (root, qemu-user, minisat):\n\
      thplab study sat --solver minisat --vars 250 --seed 1 --runs 3 --dir sat-study\n\
      # Model only (record and predict, no live runs): add --no-live. Options: thplab study sat --help\n",

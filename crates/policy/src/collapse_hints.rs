@@ -25,7 +25,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use thp_abi::HintParams;
+use thp_abi::{HintParams, HintSource};
 
 use crate::Range;
 
@@ -93,6 +93,21 @@ impl HintQueues {
     pub fn new(params: HintParams) -> HintQueues {
         let levels = (0..params.levels.max(1)).map(|_| Level::default()).collect();
         HintQueues { params, levels, queued: HashMap::new(), per_mm: HashMap::new(), stats: HintStats::default() }
+    }
+
+    /// Pages of `pages_to_scan` a served hint costs: `charge=` (512 by default, as a scanned PMD
+    /// range), 1 when its VMA is gone (as a skipped VMA).
+    pub fn charge(&self, vanished: bool) -> u64 {
+        if vanished {
+            1
+        } else {
+            self.params.charge as u64
+        }
+    }
+
+    /// The hint source these queues are fed by, and its period in ns.
+    pub fn source(&self) -> (HintSource, u64) {
+        (self.params.source, self.params.period_ms as u64 * 1_000_000)
     }
 
     /// Hints queued now.

@@ -72,14 +72,10 @@ impl ThpPolicy for GlobalHints {
         self.queues.next()
     }
     fn hint_charge(&self, vanished: bool) -> u64 {
-        if vanished {
-            1
-        } else {
-            self.queues.params.charge as u64
-        }
+        self.queues.charge(vanished)
     }
     fn hint_source(&self) -> Option<(HintSource, u64)> {
-        Some((self.queues.params.source, self.queues.params.period_ms as u64 * 1_000_000))
+        Some(self.queues.source())
     }
     fn hotness(&mut self, found: &[HotRange]) {
         self.queues.add_hot(found);

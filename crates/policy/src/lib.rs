@@ -26,7 +26,7 @@
 //! - [`contig_hint`]: the contiguous page hint's chunk table and states.
 //! - [`mtm`]: MTM's tiering decisions (profiling within a budget, fast promotion, slow demotion
 //!   of whole huge pages; model-only, docs/tiers.md), run by `sim::tiers`.
-//! - [`fhpm`] is of another kind: FHPM's decisions for a VM host (PSR split and promotion), which
+//! - [`fhpm`]: of another kind, FHPM's decisions for a VM host (PSR split and promotion), which
 //!   `sim::host` calls; the guest under `--policy fhpm` runs its version's policy.
 //!
 //! Sources: mm/khugepaged.c of the series "khugepaged: mTHP support" (Nico Pache): v19 as merged
@@ -250,14 +250,10 @@ impl ThpPolicy for CollapseHints {
         self.queues.next()
     }
     fn hint_charge(&self, vanished: bool) -> u64 {
-        if vanished {
-            1
-        } else {
-            self.queues.params.charge as u64
-        }
+        self.queues.charge(vanished)
     }
     fn hint_source(&self) -> Option<(HintSource, u64)> {
-        Some((self.queues.params.source, self.queues.params.period_ms as u64 * 1_000_000))
+        Some(self.queues.source())
     }
     fn hotness(&mut self, found: &[HotRange]) {
         self.queues.add_hot(found);

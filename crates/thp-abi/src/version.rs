@@ -482,7 +482,7 @@ mod tests {
         assert_eq!(Policy::parse("mthp-collapse-v18:scaled=1"), Ok(Policy::MthpCollapseV18 { scaled: Scaling::Capped }));
         assert_eq!(Policy::parse(" mthp-collapse-v18: scaled = uncapped "), Ok(Policy::MthpCollapseV18 { scaled: Scaling::Uncapped }));
         let e = Policy::parse("hot-first").unwrap_err();
-        assert!(e.contains("unknown policy 'hot-first'") && e.contains("mthp-collapse-v18, collapse-hints, global-hints"), "{e}");
+        assert!(e.contains("unknown policy 'hot-first'") && e.contains("mthp-collapse-v18, fhpm, collapse-hints, global-hints, contig-hint"), "{e}");
         let e = Policy::parse("mthp-collapse-v18:scaled=2").unwrap_err();
         assert!(e.contains("invalid value '2' for scaled") && e.contains("0, 1, uncapped"), "{e}");
         let e = Policy::parse("mthp-collapse-v18:depth=3").unwrap_err();

@@ -426,7 +426,7 @@ fn compare_record_says_each_step_on_stderr() {
 }
 
 /// Two settings with identical counters make no measurable difference in time (issue #27
-/// item 6). An anonymous workload under the shmem matrix: every setting changes shmem knobs
+/// item 6). An anonymous workload under two settings of the shmem matrix, which change shmem knobs
 /// alone, so the run faults the same 4 KiB pages under each (the counters equal, checked).
 /// The model's verdict against the first setting is "no measurable effect" by construction:
 /// its times differ only in the host faults of the free lists each live run started from, and
@@ -444,14 +444,16 @@ fn settings_with_identical_counters_make_no_measurable_difference_in_time() {
     let dir = tempfile::tempdir().unwrap();
     let w = dir.path().join("fill.thpw");
     std::fs::write(&w, "mmap buf 32M\ntouch buf write\n").unwrap();
-    let compare = || thplab_unlocked(&workspace(), &["compare", w.to_str().unwrap(), "--matrix", "shmem", "--profile", "builtin", "--json"]).json();
+    let compare = || thplab_unlocked(&workspace(), &["compare", w.to_str().unwrap(), "--matrix", "shmem:4K,64K", "--profile", "builtin", "--json"]).json();
     let mut v = compare();
     if v[1]["time_verdict"]["live_vs_first"]["measurable"] == true {
         eprintln!("live 64K always against 4K only was called measurable ({}); measuring again", v[1]["time_verdict"]);
         v = compare();
     }
     let sets = v.as_array().expect("one object per setting");
-    assert_eq!(sets.len(), 4);
+    // Two settings of the shmem matrix (each live one runs 3 times from a settled host, the
+    // bulk of this test's time): the verdict asserted is the second's against the first.
+    assert_eq!(sets.len(), 2);
     let minflt = |s: &serde_json::Value| s["model"]["process"]["minflt"].as_u64().unwrap();
     for s in sets {
         assert_eq!(minflt(s), minflt(&sets[0]), "the same faults under every setting");
