@@ -59,15 +59,7 @@ impl ThpPolicy for GlobalHints {
             allowed.without(Order::PMD)
         }
     }
-    fn khugepaged_any_order(&self) -> bool {
-        self.base.khugepaged_any_order()
-    }
-    fn collapse_orders(&self, allowed: Orders) -> Orders {
-        self.base.collapse_orders(allowed)
-    }
-    fn collapse_walk(&self, input: &WalkInput, attempt: &mut dyn FnMut(u16, Order) -> AttemptResult) -> WalkEnd {
-        self.base.collapse_walk(input, attempt)
-    }
+    crate::forward_collapse_to_base!();
     fn next_range(&mut self) -> Option<Range> {
         self.queues.next()
     }

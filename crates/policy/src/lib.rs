@@ -34,6 +34,23 @@
 //! `max_order_from_offset`, `collapse_max_ptes_none`, `collapse_scan_pmd`) and v18 (2026-05-22:
 //! the stack of (offset, order)), read from the linux-mm postings (no 7.2 tree was reachable).
 
+/// The collapse decisions of a policy that runs on top of a kernel version's (`self.base`):
+/// which orders khugepaged may collapse to and how it walks a PMD range stay the version's.
+macro_rules! forward_collapse_to_base {
+    () => {
+        fn khugepaged_any_order(&self) -> bool {
+            self.base.khugepaged_any_order()
+        }
+        fn collapse_orders(&self, allowed: Orders) -> Orders {
+            self.base.collapse_orders(allowed)
+        }
+        fn collapse_walk(&self, input: &WalkInput, attempt: &mut dyn FnMut(u16, Order) -> AttemptResult) -> WalkEnd {
+            self.base.collapse_walk(input, attempt)
+        }
+    };
+}
+pub(crate) use forward_collapse_to_base;
+
 pub mod fhpm;
 pub mod collapse_hints;
 pub mod global_hints;
@@ -148,15 +165,7 @@ impl ThpPolicy for ContigHintPolicy {
     fn fault_orders(&self, addr: u64, allowed: Orders) -> Orders {
         self.base.fault_orders(addr, allowed)
     }
-    fn khugepaged_any_order(&self) -> bool {
-        self.base.khugepaged_any_order()
-    }
-    fn collapse_orders(&self, allowed: Orders) -> Orders {
-        self.base.collapse_orders(allowed)
-    }
-    fn collapse_walk(&self, input: &WalkInput, attempt: &mut dyn FnMut(u16, Order) -> AttemptResult) -> WalkEnd {
-        self.base.collapse_walk(input, attempt)
-    }
+    forward_collapse_to_base!();
     fn next_range(&mut self) -> Option<Range> {
         self.base.next_range()
     }
@@ -237,15 +246,7 @@ impl ThpPolicy for CollapseHints {
     fn name(&self) -> String {
         Policy::CollapseHints(self.queues.params).to_string()
     }
-    fn khugepaged_any_order(&self) -> bool {
-        self.base.khugepaged_any_order()
-    }
-    fn collapse_orders(&self, allowed: Orders) -> Orders {
-        self.base.collapse_orders(allowed)
-    }
-    fn collapse_walk(&self, input: &WalkInput, attempt: &mut dyn FnMut(u16, Order) -> AttemptResult) -> WalkEnd {
-        self.base.collapse_walk(input, attempt)
-    }
+    forward_collapse_to_base!();
     fn next_range(&mut self) -> Option<Range> {
         self.queues.next()
     }
