@@ -253,6 +253,13 @@ impl ThpSettings {
     /// `shmem_enabled=force` requires the per-size inherit set to be exactly PMD).
     pub fn knobs(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
+        // `shmem_enabled_store` takes force only while the inherit set is {PMD}, as it is from
+        // boot: written before the sizes, force reads back (and applies live) also where a size's
+        // line then clears PMD's inherit (`thp_shmem=2048K:never transparent_hugepage_shmem=force`).
+        let force_first = self.shmem_enabled == ShmemEnabled::Force;
+        if force_first {
+            out.push(("shmem_enabled".into(), self.shmem_enabled.word().into()));
+        }
         for order in (1..=PMD_ORDER).map(Order) {
             if Orders::ALL_ANON.contains(order) {
                 out.push((format!("{}/enabled", order.sysfs_dir()), self.anon[order.0 as usize].word().into()));
@@ -261,7 +268,9 @@ impl ThpSettings {
         }
         out.push(("enabled".into(), self.enabled.word().into()));
         out.push(("defrag".into(), self.defrag.word().into()));
-        out.push(("shmem_enabled".into(), self.shmem_enabled.word().into()));
+        if !force_first {
+            out.push(("shmem_enabled".into(), self.shmem_enabled.word().into()));
+        }
         out.push(("use_zero_page".into(), (self.use_zero_page as u8).to_string()));
         out.push(("shrink_underused".into(), (self.shrink_underused as u8).to_string()));
         let k = &self.khugepaged;

@@ -210,3 +210,17 @@ fn edge_cases_do_not_panic() {
         let _ = s.apply_cmdline(text);
     }
 }
+
+/// Found by `cmdline_soup_never_panics`: force with PMD's inherit cleared is a state the kernel
+/// reaches (at boot, or by writing force and then `hugepages-2048kB/shmem_enabled=never`); its
+/// settings text writes force first, so it reads back.
+#[test]
+fn force_with_pmd_inherit_cleared_reads_back() {
+    let mut s = ThpSettings::default();
+    s.apply_cmdline("thp_shmem=2048K:never transparent_hugepage_shmem=force").unwrap();
+    let text = s.to_string();
+    assert!(text.starts_with("shmem_enabled=force\n"), "{text}");
+    let mut back = ThpSettings::default();
+    assert_eq!(back.apply_file("round-trip", &text), Ok(()), "{text}");
+    assert_eq!(back, s);
+}
