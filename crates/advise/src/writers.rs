@@ -76,12 +76,12 @@ pub fn cmdline(s: &ThpSettings) -> (String, Vec<String>) {
         words.push(format!("transparent_hugepage_shmem={}", s.shmem_enabled.word()));
     }
     let boot = ["enabled", "shmem_enabled"];
+    let defaults = d.knob_map();
     let only: Vec<String> = s
         .knobs()
         .into_iter()
-        .zip(d.knobs())
-        .filter(|((p, v), (_, dv))| v != dv && !boot.contains(&p.as_str()) && !(p.starts_with("hugepages-") && p.ends_with("/enabled") && !p.contains("shmem")))
-        .map(|((p, v), _)| format!("{p}={v}"))
+        .filter(|(p, v)| defaults.get(p.as_str()) != Some(v) && !boot.contains(&p.as_str()) && !(p.starts_with("hugepages-") && p.ends_with("/enabled") && !p.contains("shmem")))
+        .map(|(p, v)| format!("{p}={v}"))
         .collect();
     (words.join(" "), only)
 }

@@ -250,13 +250,15 @@ fn words_of(words: &[&str]) -> String {
 impl ThpSettings {
     /// Every writable knob with its current value, in a stable order that is also a safe write
     /// order for the live tree (per-size knobs before the top-level ones that check them, as
-    /// `shmem_enabled=force` requires the per-size inherit set to be exactly PMD).
+    /// `shmem_enabled=force` requires the per-size inherit set to be exactly PMD; where these
+    /// settings clear PMD's inherit under force, force comes first instead, while the inherit set
+    /// is still the boot default {PMD}).
     pub fn knobs(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        // `shmem_enabled_store` takes force only while the inherit set is {PMD}, as it is from
-        // boot: written before the sizes, force reads back (and applies live) also where a size's
-        // line then clears PMD's inherit (`thp_shmem=2048K:never transparent_hugepage_shmem=force`).
-        let force_first = self.shmem_enabled == ShmemEnabled::Force;
+        // `shmem_enabled_store` takes force only while the inherit set is {PMD}: force with PMD's
+        // inherit cleared (`thp_shmem=2048K:never transparent_hugepage_shmem=force`, or force
+        // written and then `hugepages-2048kB/shmem_enabled=never`) is reached only that way.
+        let force_first = self.shmem_enabled == ShmemEnabled::Force && self.shmem_inherit_orders() != Orders::single(Order::PMD);
         if force_first {
             out.push(("shmem_enabled".into(), self.shmem_enabled.word().into()));
         }
