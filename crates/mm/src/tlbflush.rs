@@ -127,8 +127,9 @@ impl Kernel {
                     return Some(Translation { pfn: u32::MAX, pmd: false, folio_order: 0, contig_order: 0, contpte: false, write: false });
                 }
                 let pfn = pte_pfn(e);
-                let (head, order) = self.contig_unit(addr, pfn);
-                let folio_order = self.folio_of(pfn).1 as u8;
+                let folio = self.folio_of(pfn);
+                let (head, order) = if self.contig.is_some() { self.contig_unit(addr, pfn) } else { folio };
+                let folio_order = folio.1 as u8;
                 // Grow the aligned group 2, 4, 8, 16 entries while it stays consistent.
                 let mut k = 0u8;
                 while k < 4 && (k as u32) < order {
