@@ -331,7 +331,9 @@ impl Kernel {
         for i in 0..order.nr_pages() {
             let pfn = head.add(i);
             let p = &mut self.zone.mem_map[pfn.idx()];
-            p.flags = pg::HEAD | keep | (p.flags & pg::TOUCHED);
+            // Each page keeps its own PageAnonExclusive (cleared: ANON_SHARED), a page flag the
+            // split leaves as it is (`__split_folio_to_order`).
+            p.flags = pg::HEAD | keep | (p.flags & (pg::TOUCHED | pg::ANON_SHARED));
             p.order = 0;
             p.lru = lru;
             if p.mapcount == 0 {

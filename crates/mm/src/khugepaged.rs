@@ -39,7 +39,7 @@
 
 pub mod mthp_collapse;
 
-use mm_types::{Order, Orders, Vaddr, PMD_ORDER, PMD_SIZE};
+use mm_types::{Order, Orders, Pfn, Vaddr, PMD_ORDER, PMD_SIZE};
 use thp_abi::{KernelVersion, MthpStat, VmEvent};
 
 use crate::huge_memory::TvaType;
@@ -344,13 +344,14 @@ impl Kernel {
 
     /// A hint source's pass: its findings go to the policy (collapse hints are queued:
     /// `khugepaged_add_collapse_hint`), and the PMD folios the policy then proposes to split
-    /// are split (`split_huge_pmd_address`, then `split_folio` of the folio, frozen: what
-    /// `split_huge_page` does to a PMD-mapped anonymous THP). Returns the splits.
+    /// are split (`split_huge_page` of a PMD-mapped anonymous THP: `unmap_folio` splits its PMD
+    /// in every mm that maps it, a fork's child too, then `split_folio`, frozen). Returns the
+    /// splits.
     pub fn policy_hotness(&mut self, found: &[policy::HotRange]) -> u64 {
         self.policy.hotness(found);
         let mapped: Vec<policy::Range> = found.iter().filter(|h| h.pmd_mapped).map(|h| h.range).collect();
         let prev = self.mm.id;
-        let mut n = 0;
+        let mut folios = Vec::new();
         for r in self.policy.split_candidates(&mapped) {
             if r.mm as usize >= self.parked.len() || self.mm_exited(MmId(r.mm)) {
                 continue;
@@ -359,14 +360,19 @@ impl Kernel {
             let va = Vaddr(r.addr & !(PMD_SIZE - 1));
             let Some(t) = self.mm.pt.pmd_table_ro(va) else { continue };
             let Pmd::Huge { pfn, .. } = self.mm.pt.pmd(t, va) else { continue };
-            if self.mm.vmas.find(va.0).is_none_or(|v| v.inode().is_some()) {
+            if self.mm.vmas.find(va.0).is_none_or(|v| v.inode().is_some()) || folios.contains(&pfn) {
                 continue;
             }
-            self.split_huge_pmd(t, va);
-            self.split_folio(pfn, true);
-            n += 1;
+            folios.push(pfn);
         }
         self.switch_mm(prev);
+        let chosen: std::collections::HashSet<Pfn> = folios.iter().copied().collect();
+        let maps = self.rmap_walk(|p| chosen.contains(&self.folio_head(p)));
+        self.unmap_folio(&maps, &chosen);
+        for &pfn in &folios {
+            self.split_folio(pfn, true);
+        }
+        let n = folios.len() as u64;
         self.khugepaged.hints.splits += n;
         n
     }

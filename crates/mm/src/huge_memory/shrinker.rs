@@ -73,6 +73,19 @@ impl Kernel {
         false
     }
 
+    /// `unmap_folio` before a split: every PMD mapping of the `chosen` folios, in whichever mm
+    /// (`maps`: an rmap walk that found them), is split, frozen (no deferred split accounting).
+    pub(crate) fn unmap_folio(&mut self, maps: &[Mapping], chosen: &HashSet<Pfn>) {
+        let current = self.current_mm();
+        for m in maps.iter().filter(|m| chosen.contains(&m.pfn)) {
+            if let Where::Pmd { table, haddr } = m.at {
+                self.switch_mm(m.mm);
+                self.split_huge_pmd(table, haddr);
+            }
+        }
+        self.switch_mm(current);
+    }
+
     /// `deferred_split_scan` with `sc->nr_to_scan = nr_to_scan`: the first `nr_to_scan` folios
     /// of the queue, oldest first. A partially mapped folio is split; one fully mapped is split
     /// when underused (not when mlocked), and otherwise taken off the queue.
@@ -92,16 +105,8 @@ impl Kernel {
                 r.removed += 1;
             }
         }
-        let current = self.current_mm();
-        // unmap_folio: every PMD mapping is split, frozen (no deferred split accounting).
         let chosen: HashSet<Pfn> = to_split.iter().map(|(f, _)| *f).collect();
-        for m in maps.iter().filter(|m| chosen.contains(&m.pfn)) {
-            if let Where::Pmd { table, haddr } = m.at {
-                self.switch_mm(m.mm);
-                self.split_huge_pmd(table, haddr);
-            }
-        }
-        self.switch_mm(current);
+        self.unmap_folio(&maps, &chosen);
         let mut pages = HashSet::new();
         for &(folio, underused) in &to_split {
             pages.extend((0..self.order_of_head(folio).nr_pages()).map(|i| folio.add(i)));

@@ -240,3 +240,46 @@ fn aging_hints_are_served_once_before_the_scan() {
     assert_eq!((q.added, q.served), (3, 3));
     k.check_invariants().unwrap();
 }
+
+/// A split the policy proposes is `split_huge_page`'s: the folio's PMD is split in every mm that
+/// maps it. Two PMD THPs A and B written, then forked (the child maps both by PMD too); global
+/// hints (installed after the faults) with a budget of one PMD folio (2 MiB) and a pass that finds A cold and B young: A is
+/// split, in the parent and in the child (no huge PMD is left pointing into the split folio),
+/// B stays whole in both.
+#[test]
+fn a_proposed_split_unmaps_the_folio_in_every_mm() {
+    use crate::mmap::MmapPlacement;
+    use crate::pgtable::Pmd;
+    use crate::vma::vm;
+    use mm_types::Vaddr;
+    let mut s = thp_abi::ThpSettings::default();
+    s.apply_assignment("enabled=always").unwrap();
+    let mut k = crate::Kernel::boot(&crate::BootParams { mem_bytes: 256 << 20, ..Default::default() }, &s);
+    let m = 2u64 << 20;
+    let a = k.do_mmap(2 * m, vm::READ | vm::WRITE, MmapPlacement::Aligned { align: m, offset: 0 }).unwrap();
+    k.access(a, true);
+    k.access(a + m, true);
+    let parent = k.current_mm();
+    k.check_invariants().unwrap();
+    let (child, _) = k.fork().unwrap();
+    k.check_invariants().unwrap();
+    k.switch_mm(parent);
+    let huge = |k: &mut crate::Kernel, mm, va: u64| {
+        k.switch_mm(mm);
+        let t = k.mm.pt.pmd_table_ro(Vaddr(va)).unwrap();
+        matches!(k.mm.pt.pmd(t, Vaddr(va)), Pmd::Huge { .. })
+    };
+    assert!(huge(&mut k, parent, a) && huge(&mut k, child, a) && huge(&mut k, child, a + m));
+    // Global hints give PMD faults only where a pass found the range hot: installed after the
+    // faults, as a policy the run switches to.
+    let p = thp_abi::Policy::parse("global-hints:budget=2").unwrap();
+    k.set_policy(policy::for_settings(thp_abi::KernelVersion::V6_18, Some(p)));
+    k.switch_mm(parent);
+    k.check_invariants().unwrap();
+    let r = |addr, young| policy::HotRange { range: policy::Range { mm: parent.0 as u32, addr }, young, total: 512, pmd_mapped: true, hot: young >= 64 };
+    assert_eq!(k.policy_hotness(&[r(a, 0), r(a + m, 512)]), 1);
+    assert_eq!((huge(&mut k, parent, a), huge(&mut k, child, a)), (false, false));
+    assert_eq!((huge(&mut k, parent, a + m), huge(&mut k, child, a + m)), (true, true));
+    k.switch_mm(parent);
+    k.check_invariants().unwrap();
+}
